@@ -1,0 +1,24 @@
+//! The small, stable core that the `ust` runtime (inside traced applications) and
+//! `ust-consumerd` (the daemon) share, in the spirit of `tracing-core`: levels, static event
+//! descriptions and their CTF field types, the CTF packet and event-header layout, the trace
+//! clock, the socket directory and the application ↔ daemon registration protocol.
+//!
+//! Nothing here allocates on a path an event takes; the protocol and description types
+//! allocate only at registration.
+
+pub mod clock;
+pub mod event;
+pub mod event_header;
+pub mod level;
+pub mod packet;
+pub mod protocol;
+pub mod rundir;
+
+pub use event::{EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
+pub use level::Level;
+
+/// Major version of the application ↔ daemon ABI (registration protocol and buffer
+/// layout). A daemon refuses an application with another major version.
+pub const ABI_MAJOR: u16 = 1;
+/// Minor version of the ABI: additions that older peers can ignore.
+pub const ABI_MINOR: u16 = 0;

@@ -1,0 +1,328 @@
+//! The application ↔ daemon protocol, on the daemon's `app` socket (DESIGN.md, "Processes"
+//! and "Security").
+//!
+//! Frames on a `SOCK_STREAM` Unix socket: a little-endian `u32` body length, then a JSON body
+//! of at most [`MAX_FRAME`] bytes. File descriptors travel with a frame as `SCM_RIGHTS`
+//! (at most [`MAX_FDS`]), received with `MSG_CMSG_CLOEXEC`; a truncated control message
+//! (`MSG_CTRUNC`) is an error. Every frame is length-checked before it is read; a malformed one
+//! is an error that ends the connection, never a panic.
+//!
+//! The conversation:
+//!
+//! ```text
+//! app                                      daemon
+//!  ── AppMessage::Register ─────────────────>   validates ABI and descriptions
+//!  <─ DaemonMessage::AddChannel + 1 fd/CPU ──   for each session channel that takes this process
+//!  <─ DaemonMessage::SetEnabled ─────────────   channel mask of every event
+//!  <─ DaemonMessage::Ready ──────────────────   the constructor may return
+//!        … later, at any time …
+//!  <─ AddChannel / RemoveChannel / SetEnabled / Sync{seq}
+//!  ── SyncDone{seq} ────────────────────────>   every earlier command is applied
+//!  ── Exiting ──────────────────────────────>   normal exit (`exit`, return from `main`)
+//! ```
+//!
+//! Event ids: the `i`-th event of [`Registration::events`] (from 0) has CTF event id
+//! [`event_id`]`(i)` in every stream of that process.
+
+use std::io::{IoSlice, IoSliceMut, Read, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::event::EventDesc;
+use crate::event_header::FIRST_EVENT_ID;
+
+/// Largest frame body, in bytes.
+pub const MAX_FRAME: usize = 16 << 20;
+/// Most descriptors in one frame (the kernel's `SCM_MAX_FD` is 253).
+pub const MAX_FDS: usize = 253;
+/// Most channels (of all sessions) one process can write at once: the width of the enable
+/// mask.
+pub const MAX_CHANNELS: u32 = 64;
+/// Environment variable through which `ust trace` hands its session token to the traced
+/// command and its children.
+pub const ENV_SESSION_TOKEN: &str = "UST_SESSION_TOKEN";
+
+/// CTF event id of the `index`-th registered event of a process.
+pub const fn event_id(index: u32) -> u32 {
+    index + FIRST_EVENT_ID
+}
+
+/// What a process says about itself when it registers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    /// [`crate::ABI_MAJOR`] of the runtime.
+    pub abi_major: u16,
+    /// [`crate::ABI_MINOR`] of the runtime.
+    pub abi_minor: u16,
+    /// Process id.
+    pub pid: i32,
+    /// Parent process id.
+    pub ppid: i32,
+    /// Real user id (the daemon trusts `SO_PEERCRED`, not this).
+    pub uid: u32,
+    /// Process name (`/proc/self/comm`).
+    pub procname: String,
+    /// Token from `UST_SESSION_TOKEN`, set by `ust trace` for the command it runs.
+    pub session_token: Option<String>,
+    /// Number of possible CPUs: one buffer per CPU per channel.
+    pub ncpus: u32,
+    /// Every tracepoint of the process, in id order ([`event_id`]).
+    pub events: Vec<EventDesc>,
+}
+
+/// Messages from an application to the daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AppMessage {
+    /// First message on a connection.
+    Register(Registration),
+    /// Answer to [`DaemonMessage::Sync`].
+    SyncDone {
+        /// The sequence number received.
+        seq: u64,
+    },
+    /// The process is exiting normally; no more events will come.
+    Exiting,
+}
+
+/// A channel the daemon hands to a process: the frame carries one buffer descriptor per CPU,
+/// CPU 0 first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelGrant {
+    /// Slot (0..[`MAX_CHANNELS`]) this channel takes in the process's enable masks.
+    pub slot: u32,
+    /// Session name, for messages.
+    pub session: String,
+    /// Channel name, for messages.
+    pub channel: String,
+    /// Number of per-CPU buffers (and of descriptors in the frame).
+    pub ncpus: u32,
+}
+
+/// Messages from the daemon to an application.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DaemonMessage {
+    /// Registration refused (ABI major mismatch, bad description); the process runs untraced.
+    Refused {
+        /// Why, for `UST_DEBUG=1`.
+        reason: String,
+    },
+    /// Map these buffers and write enabled events into them.
+    AddChannel(ChannelGrant),
+    /// Stop writing into this slot's buffers (its mask bits are already cleared).
+    RemoveChannel {
+        /// The slot.
+        slot: u32,
+    },
+    /// Channel masks of every event, index = registration order: bit `s` of `masks[i]` set
+    /// means event `i` is recorded into the channel in slot `s`.
+    SetEnabled {
+        /// One mask per registered event.
+        masks: Vec<u64>,
+    },
+    /// Registration is complete.
+    Ready,
+    /// Answer with [`AppMessage::SyncDone`] once every earlier message is applied.
+    Sync {
+        /// Echoed back.
+        seq: u64,
+    },
+}
+
+/// Errors of the framing layer.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// The peer closed the connection between frames.
+    #[error("connection closed")]
+    Eof,
+    /// A system call failed.
+    #[error("socket error: {0}")]
+    Io(#[from] std::io::Error),
+    /// A length above [`MAX_FRAME`].
+    #[error("frame of {0} bytes exceeds the {MAX_FRAME}-byte limit")]
+    TooLarge(usize),
+    /// More descriptors than [`MAX_FDS`], or a truncated control message.
+    #[error("bad descriptors: {0}")]
+    Fds(&'static str),
+    /// The body is not a valid message.
+    #[error("malformed message: {0}")]
+    Malformed(#[from] serde_json::Error),
+}
+
+/// Sends `msg` as one frame, with `fds` attached.
+///
+/// # Errors
+/// [`ProtocolError::Io`] when the socket fails (a peer that went away gives `EPIPE`; the
+/// runtime ignores `SIGPIPE` through `MSG_NOSIGNAL`), [`ProtocolError::Fds`] for more than
+/// [`MAX_FDS`] descriptors, [`ProtocolError::TooLarge`] for a body over [`MAX_FRAME`].
+pub fn send<T: Serialize>(sock: &UnixStream, msg: &T, fds: &[BorrowedFd<'_>]) -> Result<(), ProtocolError> {
+    if fds.len() > MAX_FDS {
+        return Err(ProtocolError::Fds("more than 253 descriptors in one message"));
+    }
+    let body = serde_json::to_vec(msg)?;
+    if body.len() > MAX_FRAME {
+        return Err(ProtocolError::TooLarge(body.len()));
+    }
+    let len = (body.len() as u32).to_le_bytes();
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&len);
+    frame.extend_from_slice(&body);
+    let mut space = vec![MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(ProtocolError::Fds("control buffer too small"));
+    }
+    let flags = SendFlags::NOSIGNAL;
+    let mut sent = rustix::net::sendmsg(sock.as_fd(), &[IoSlice::new(&frame)], &mut control, flags).map_err(std::io::Error::from)?;
+    while sent < frame.len() {
+        let n = rustix::net::send(sock.as_fd(), &frame[sent..], flags).map_err(std::io::Error::from)?;
+        if n == 0 {
+            return Err(ProtocolError::Eof);
+        }
+        sent += n;
+    }
+    Ok(())
+}
+
+/// Receives one frame: the message and the descriptors that came with it (close-on-exec).
+///
+/// # Errors
+/// [`ProtocolError::Eof`] when the peer closed the connection before a frame,
+/// [`ProtocolError::TooLarge`], [`ProtocolError::Fds`] on `MSG_CTRUNC` or too many
+/// descriptors, [`ProtocolError::Malformed`] when the body is not a `T`, and
+/// [`ProtocolError::Io`] otherwise (a frame cut short is `UnexpectedEof`).
+pub fn recv<T: DeserializeOwned>(sock: &UnixStream) -> Result<(T, Vec<OwnedFd>), ProtocolError> {
+    let mut len = [0u8; 4];
+    let mut space = vec![MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = loop {
+        match rustix::net::recvmsg(sock.as_fd(), &mut [IoSliceMut::new(&mut len)], &mut control, RecvFlags::CMSG_CLOEXEC) {
+            Ok(r) => break r,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(std::io::Error::from(e).into()),
+        }
+    };
+    let mut fds = Vec::new();
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(iter) = m {
+            fds.extend(iter);
+        }
+    }
+    if got.flags.contains(ReturnFlags::CTRUNC) {
+        return Err(ProtocolError::Fds("control message truncated (MSG_CTRUNC)"));
+    }
+    if fds.len() > MAX_FDS {
+        return Err(ProtocolError::Fds("more than 253 descriptors in one message"));
+    }
+    if got.bytes == 0 {
+        return Err(ProtocolError::Eof);
+    }
+    let mut rd = sock;
+    if got.bytes < 4 {
+        rd.read_exact(&mut len[got.bytes..])?;
+    }
+    let n = u32::from_le_bytes(len) as usize;
+    if n > MAX_FRAME {
+        return Err(ProtocolError::TooLarge(n));
+    }
+    let mut body = vec![0u8; n];
+    rd.read_exact(&mut body)?;
+    Ok((serde_json::from_slice(&body)?, fds))
+}
+
+/// Writes one frame with no descriptors to any writer (the control socket, a pipe).
+///
+/// # Errors
+/// As [`send`].
+pub fn write_frame<T: Serialize>(mut w: impl Write, msg: &T) -> Result<(), ProtocolError> {
+    let body = serde_json::to_vec(msg)?;
+    if body.len() > MAX_FRAME {
+        return Err(ProtocolError::TooLarge(body.len()));
+    }
+    w.write_all(&(body.len() as u32).to_le_bytes())?;
+    w.write_all(&body)?;
+    w.flush()?;
+    Ok(())
+}
+
+/// Reads one frame with no descriptors from any reader.
+///
+/// # Errors
+/// As [`recv`].
+pub fn read_frame<T: DeserializeOwned>(mut r: impl Read) -> Result<T, ProtocolError> {
+    let mut len = [0u8; 4];
+    match r.read(&mut len[..1]) {
+        Ok(0) => return Err(ProtocolError::Eof),
+        Ok(_) => r.read_exact(&mut len[1..])?,
+        Err(e) => return Err(e.into()),
+    }
+    let n = u32::from_le_bytes(len) as usize;
+    if n > MAX_FRAME {
+        return Err(ProtocolError::TooLarge(n));
+    }
+    let mut body = vec![0u8; n];
+    r.read_exact(&mut body)?;
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// Credentials of the peer of a connected Unix socket (`SO_PEERCRED`): `(pid, uid, gid)`.
+///
+/// # Errors
+/// The `getsockopt` error.
+pub fn peer_credentials(sock: &UnixStream) -> std::io::Result<(i32, u32, u32)> {
+    let c = rustix::net::sockopt::socket_peercred(sock.as_fd())?;
+    Ok((c.pid.as_raw_nonzero().get(), c.uid.as_raw(), c.gid.as_raw()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    #[test]
+    fn frames_carry_messages_and_descriptors() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let f = tempfile_fd();
+        send(&a, &DaemonMessage::Sync { seq: 7 }, &[f.as_fd(), f.as_fd()]).unwrap();
+        send(&a, &DaemonMessage::Ready, &[]).unwrap();
+        let (m, fds): (DaemonMessage, _) = recv(&b).unwrap();
+        assert_eq!(m, DaemonMessage::Sync { seq: 7 });
+        assert_eq!(fds.len(), 2);
+        let (m, fds): (DaemonMessage, _) = recv(&b).unwrap();
+        assert_eq!(m, DaemonMessage::Ready);
+        assert!(fds.is_empty());
+        drop(a);
+        assert!(matches!(recv::<DaemonMessage>(&b), Err(ProtocolError::Eof)));
+    }
+
+    #[test]
+    fn malformed_and_oversized_frames_are_errors() {
+        let (mut a, b) = UnixStream::pair().unwrap();
+        a.write_all(&5u32.to_le_bytes()).unwrap();
+        a.write_all(b"{bad}").unwrap();
+        assert!(matches!(recv::<AppMessage>(&b), Err(ProtocolError::Malformed(_))));
+        a.write_all(&u32::MAX.to_le_bytes()).unwrap();
+        assert!(matches!(recv::<AppMessage>(&b), Err(ProtocolError::TooLarge(_))));
+        let (mut a, b) = UnixStream::pair().unwrap();
+        a.write_all(&10u32.to_le_bytes()).unwrap();
+        a.write_all(b"{}").unwrap();
+        drop(a);
+        assert!(matches!(recv::<AppMessage>(&b), Err(ProtocolError::Io(_))));
+    }
+
+    #[test]
+    fn peer_credentials_name_this_process() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let (pid, uid, _) = peer_credentials(&a).unwrap();
+        assert_eq!(pid as u32, std::process::id());
+        assert_eq!(uid, rustix::process::getuid().as_raw());
+    }
+
+    fn tempfile_fd() -> OwnedFd {
+        rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap()
+    }
+}

@@ -1,0 +1,103 @@
+//! Where the daemon's sockets live (DESIGN.md, "Interfaces": a contract).
+//!
+//! `$UST_RUNDIR` when set, for everyone including root; else `/run/ust` for root,
+//! `$XDG_RUNTIME_DIR/ust` or `$HOME/.ust` for other users. The directory is created with
+//! mode 0700 and must belong to the caller. Socket names are short so that paths fit the
+//! 108 bytes of `sockaddr_un`.
+
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Socket on which applications register ([`crate::protocol`]).
+pub const APP_SOCKET: &str = "app";
+/// Socket on which the `ust` command talks to the daemon.
+pub const CTL_SOCKET: &str = "ctl";
+/// File holding the daemon's pid while it runs.
+pub const PID_FILE: &str = "pid";
+/// Environment variable that overrides the directory.
+pub const ENV_RUNDIR: &str = "UST_RUNDIR";
+
+/// Errors about the socket directory.
+#[derive(Debug, thiserror::Error)]
+pub enum RundirError {
+    /// Neither `$UST_RUNDIR`, `$XDG_RUNTIME_DIR` nor `$HOME` is set (and not root).
+    #[error("no socket directory: set UST_RUNDIR, XDG_RUNTIME_DIR or HOME")]
+    NoDirectory,
+    /// The directory exists but belongs to someone else or is open to others.
+    #[error("{path}: {why}")]
+    Unsafe {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Creating or inspecting it failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A socket path would not fit in `sockaddr_un`.
+    #[error("socket path {0} is longer than 107 bytes; choose a shorter UST_RUNDIR")]
+    TooLong(PathBuf),
+}
+
+/// The socket directory for this process, by the rules above. Does not create it.
+///
+/// # Errors
+/// [`RundirError::NoDirectory`] when no variable gives a place.
+pub fn rundir() -> Result<PathBuf, RundirError> {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(p) = env(ENV_RUNDIR) {
+        return Ok(p);
+    }
+    if rustix::process::geteuid().is_root() {
+        return Ok(PathBuf::from("/run/ust"));
+    }
+    if let Some(p) = env("XDG_RUNTIME_DIR") {
+        return Ok(p.join("ust"));
+    }
+    env("HOME").map(|h| h.join(".ust")).ok_or(RundirError::NoDirectory)
+}
+
+/// Path of socket `name` in `dir`, checked against the `sockaddr_un` limit.
+///
+/// # Errors
+/// [`RundirError::TooLong`] when the path has 108 bytes or more.
+pub fn socket_path(dir: &Path, name: &str) -> Result<PathBuf, RundirError> {
+    let p = dir.join(name);
+    if p.as_os_str().len() >= 108 {
+        return Err(RundirError::TooLong(p));
+    }
+    Ok(p)
+}
+
+/// Creates `dir` (and parents) with mode 0700 if missing, then checks that it is a
+/// directory owned by the effective user and closed to group and others.
+///
+/// # Errors
+/// [`RundirError::Io`] when it cannot be created or inspected, [`RundirError::Unsafe`] when
+/// it belongs to another user or is open to others (the daemon refuses to use it).
+pub fn ensure(dir: &Path) -> Result<(), RundirError> {
+    let io = |source| RundirError::Io { path: dir.to_path_buf(), source };
+    if !dir.exists() {
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io)?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)?;
+    }
+    let md = fs::metadata(dir).map_err(io)?;
+    let unsafe_ = |why: String| Err(RundirError::Unsafe { path: dir.to_path_buf(), why });
+    if !md.is_dir() {
+        return unsafe_("not a directory".into());
+    }
+    let euid = rustix::process::geteuid().as_raw();
+    if md.uid() != euid {
+        return unsafe_(format!("owned by uid {}, not by this user (uid {euid})", md.uid()));
+    }
+    if md.mode() & 0o077 != 0 {
+        return unsafe_(format!("mode {:o} lets other users in; it must be 0700", md.mode() & 0o777));
+    }
+    Ok(())
+}
