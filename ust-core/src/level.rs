@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// `ust enable-event --loglevel L` enables events whose level is `L` or more severe
 /// (number `<= L`); `--loglevel-only L` enables level `L` only. The default level of a
 /// tracepoint is [`Level::DebugLine`] (13), as in LTTng-UST.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[repr(u8)]
 pub enum Level {
     /// 0: system is unusable.
@@ -38,6 +38,7 @@ pub enum Level {
     /// 12: debug information with function-level scope.
     DebugFunction = 12,
     /// 13: debug information with line-level scope (the default).
+    #[default]
     DebugLine = 13,
     /// 14: debug-level message.
     Debug = 14,
@@ -119,12 +120,6 @@ impl Level {
             let name = l.lttng_name()["TRACE_".len()..].to_ascii_lowercase().replace('_', "");
             name == norm || (norm == "error" && *l == Level::Err) || (norm == "warn" && *l == Level::Warning)
         })
-    }
-}
-
-impl Default for Level {
-    fn default() -> Self {
-        Level::DebugLine
     }
 }
 

@@ -281,7 +281,6 @@ pub fn peer_credentials(sock: &UnixStream) -> std::io::Result<(i32, u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write as _;
 
     #[test]
     fn frames_carry_messages_and_descriptors() {
