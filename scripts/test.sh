@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every test of the project on a fresh machine that has the Rust toolchain:
+# installs what the tests need (babeltrace2 and its Python bindings), builds the binaries and
+# example programs the end-to-end tests run, then runs the unit, integration, end-to-end and
+# model-checker tests. Exits non-zero on the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v babeltrace2 >/dev/null 2>&1 || need+=(babeltrace2)
+python3 -c 'import bt2' >/dev/null 2>&1 || need+=(python3-bt2)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "test.sh: installing ${need[*]}" >&2
+  sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# The end-to-end tests run the daemon, the CLI and instrumented programs as separate
+# processes: build them first (debug for the tests, release for the release-profile checks).
+cargo build --workspace --bins --examples
+cargo build --release --workspace --bins --examples
+
+cargo test --workspace
+
+# The loom model of the ring buffer: the same code that ships, on loom's atomics, with a
+# bounded number of preemptions. Its own target dir, since --cfg loom rebuilds everything.
+LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p ringbuffer --release --test loom
