@@ -1,0 +1,191 @@
+//! The small atomics trait the algorithm is written over, and its shared-memory
+//! implementation.
+//!
+//! The frontend and the reader never touch memory directly: they call [`Memory`] with byte
+//! offsets into the buffer file. In production the memory is a mapping
+//! ([`MapMemory`], atomics placed in the mapped file, correct across processes because both
+//! processes map the same physical pages). Under `cfg(loom)` the crate also provides
+//! `model::HeapMemory`, where every word is a `loom` atomic on the heap, so the model
+//! checker explores exactly the code that ships (tokio's loom-shim idea, in the form
+//! DESIGN.md "Verification" asks for, since loom atomics cannot live in an mmap).
+//!
+//! Callers (this crate's algorithm) only pass offsets derived from the *local* validated
+//! geometry plus indices masked to the ring size, so they are always in bounds. The
+//! mapping implementation still checks every offset and panics on a violation (a bug in
+//! this crate) instead of touching memory outside the mapping.
+
+use core::sync::atomic::Ordering;
+
+/// Byte-addressed memory holding one buffer file, with the handful of atomic operations
+/// the ring buffer needs.
+///
+/// Offsets are in bytes from the start of the file. `u64` operations require 8-byte
+/// aligned offsets inside the *word* regions of the layout (header, control block,
+/// per-sub-buffer control, id table); byte operations are used on the data region
+/// (and the header at format/open time). An implementation may panic on an offset
+/// outside `0..len()` or misaligned: the algorithm never produces one.
+pub trait Memory: Send + Sync {
+    /// Size of the memory in bytes.
+    fn len(&self) -> usize;
+    /// An address identifying this memory (its base), stable while it lives: ties a
+    /// [`Reservation`](crate::Reservation) to its buffer.
+    fn id(&self) -> usize;
+    /// Atomic load of the `u64` at `off`.
+    fn load_u64(&self, off: usize, order: Ordering) -> u64;
+    /// Atomic store to the `u64` at `off`.
+    fn store_u64(&self, off: usize, val: u64, order: Ordering);
+    /// Atomic compare-and-swap of the `u64` at `off` (strong form).
+    fn cas_u64(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering)
+        -> Result<u64, u64>;
+    /// Atomic wrapping add to the `u64` at `off`; returns the previous value.
+    fn fetch_add_u64(&self, off: usize, val: u64, order: Ordering) -> u64;
+    /// Atomic store of one byte (the per-slot commit evidence).
+    fn store_u8(&self, off: usize, val: u8, order: Ordering);
+    /// Atomic load of one byte.
+    fn load_u8(&self, off: usize, order: Ordering) -> u8;
+    /// Plain (non-synchronizing) copy of `src` to `off..off + src.len()`.
+    fn write_bytes(&self, off: usize, src: &[u8]);
+    /// Plain copy of `off..off + dst.len()` into `dst`. The memory may change while it is
+    /// copied (another process): the copy is a snapshot to validate afterwards.
+    fn read_bytes(&self, off: usize, dst: &mut [u8]);
+    /// Plain zeroing of `off..off + len`.
+    fn zero(&self, off: usize, len: usize);
+    /// Runs `f` on `off..off + len` as a mutable slice (the packet header, handed to the
+    /// [`PacketLayout`](crate::PacketLayout) client). The algorithm only calls this on a
+    /// range it owns exclusively at that moment (the opener's or deliverer's packet header).
+    fn with_bytes_mut<R>(&self, off: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R;
+}
+
+/// A buffer file mapped into this process ([`memmap2::MmapRaw`]).
+///
+/// Invariant relied on by every `unsafe` block below: `ptr..ptr + len` is a live,
+/// readable and writable mapping for as long as `self` lives (the `MmapRaw` is owned), and
+/// it is page aligned, so every 8-byte-aligned offset is 8-byte aligned in memory.
+/// The same bytes are shared with other processes; Rust's aliasing model cannot see them,
+/// so everything the algorithm shares across threads or processes is accessed through
+/// atomics, and plain accesses happen only on bytes the algorithm gives to one party
+/// (a reserved slot to its writer, a packet header to its opener or deliverer, a
+/// delivered sub-buffer to the reader).
+pub struct MapMemory {
+    map: memmap2::MmapRaw,
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; all concurrent accesses go through atomics
+// or through ranges the algorithm hands to a single party (see the type's invariant).
+unsafe impl Send for MapMemory {}
+// SAFETY: as for Send.
+unsafe impl Sync for MapMemory {}
+
+impl MapMemory {
+    /// Wraps a mapping. The mapping must be writable (shared mappings from
+    /// `MmapOptions::map_raw` on a read-write file, or an anonymous mapping converted with
+    /// `MmapRaw::from`).
+    pub fn new(map: memmap2::MmapRaw) -> MapMemory {
+        let ptr = map.as_mut_ptr();
+        let len = map.len();
+        MapMemory { map, ptr, len }
+    }
+
+    /// The mapping this memory wraps.
+    pub fn map(&self) -> &memmap2::MmapRaw {
+        &self.map
+    }
+
+    #[inline]
+    #[track_caller]
+    fn word(&self, off: usize) -> &core::sync::atomic::AtomicU64 {
+        assert!(off % 8 == 0 && off.checked_add(8).is_some_and(|e| e <= self.len));
+        // SAFETY: in bounds and 8-aligned (checked above, base is page aligned); the
+        // mapping outlives `&self`; AtomicU64 has the size and alignment of u64 and every
+        // bit pattern is valid.
+        unsafe { &*(self.ptr.add(off) as *const core::sync::atomic::AtomicU64) }
+    }
+
+    #[inline]
+    #[track_caller]
+    fn byte(&self, off: usize) -> &core::sync::atomic::AtomicU8 {
+        assert!(off < self.len);
+        // SAFETY: in bounds (checked); AtomicU8 has size and alignment 1.
+        unsafe { &*(self.ptr.add(off) as *const core::sync::atomic::AtomicU8) }
+    }
+
+    #[inline]
+    #[track_caller]
+    fn check_range(&self, off: usize, len: usize) {
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.len));
+    }
+
+    /// A mutable slice of `off..off + len`.
+    ///
+    /// # Safety
+    /// The caller must own the range exclusively for the lifetime `'a` in the sense of the
+    /// algorithm (a reserved, uncommitted slot of a live reservation), and `'a` must not
+    /// outlive `self`.
+    #[inline]
+    pub(crate) unsafe fn slice_mut<'a>(&self, off: usize, len: usize) -> &'a mut [u8] {
+        self.check_range(off, len);
+        // SAFETY: in bounds (checked); exclusivity and lifetime are the caller's contract.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.add(off), len) }
+    }
+}
+
+impl Memory for MapMemory {
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+    #[inline]
+    fn id(&self) -> usize {
+        self.ptr as usize
+    }
+    #[inline]
+    fn load_u64(&self, off: usize, order: Ordering) -> u64 {
+        self.word(off).load(order)
+    }
+    #[inline]
+    fn store_u64(&self, off: usize, val: u64, order: Ordering) {
+        self.word(off).store(val, order)
+    }
+    #[inline]
+    fn cas_u64(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering)
+        -> Result<u64, u64> {
+        self.word(off).compare_exchange(current, new, success, failure)
+    }
+    #[inline]
+    fn fetch_add_u64(&self, off: usize, val: u64, order: Ordering) -> u64 {
+        self.word(off).fetch_add(val, order)
+    }
+    #[inline]
+    fn store_u8(&self, off: usize, val: u8, order: Ordering) {
+        self.byte(off).store(val, order)
+    }
+    #[inline]
+    fn load_u8(&self, off: usize, order: Ordering) -> u8 {
+        self.byte(off).load(order)
+    }
+    fn write_bytes(&self, off: usize, src: &[u8]) {
+        self.check_range(off, src.len());
+        // SAFETY: destination in bounds (checked), source is a distinct Rust slice.
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(off), src.len()) }
+    }
+    fn read_bytes(&self, off: usize, dst: &mut [u8]) {
+        self.check_range(off, dst.len());
+        // SAFETY: source in bounds (checked), destination is a distinct Rust slice. The
+        // source may be written concurrently by another process (hostile or live writer):
+        // the bytes copied are then unspecified, which the caller validates afterwards.
+        unsafe { core::ptr::copy_nonoverlapping(self.ptr.add(off), dst.as_mut_ptr(), dst.len()) }
+    }
+    fn zero(&self, off: usize, len: usize) {
+        self.check_range(off, len);
+        // SAFETY: in bounds (checked); the range is owned by the caller (reader's
+        // sub-buffer before release).
+        unsafe { core::ptr::write_bytes(self.ptr.add(off), 0, len) }
+    }
+    fn with_bytes_mut<R>(&self, off: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        // SAFETY: the algorithm calls this only on a range it owns exclusively during `f`
+        // (trait contract); the slice does not escape `f`.
+        f(unsafe { self.slice_mut(off, len) })
+    }
+}

@@ -1,0 +1,318 @@
+//! Writer side: reserve, commit, sub-buffer switch (LTTng-UST `frontend_api.h`,
+//! `lib_ring_buffer_reserve`/`_try_reserve_slow`/`_switch_old_end`/`_switch_new_start`/
+//! `_check_deliver`). The algorithm is described on [`Buffer`]; this module is written
+//! only against [`Memory`], so the model checker runs this very code.
+//!
+//! ```text
+//!            sub-buffer i, lap L                          sub-buffer i+1
+//!  ┌────────┬──────┬──────┬─────┬──────────┐   ┌────────┬──────┬─────
+//!  │ header │ rec  │ rec  │ rec │ padding  │   │ header │ rec  │ ...
+//!  └────────┴──────┴──────┴─────┴──────────┘   └────────┴──────┴─────
+//!   opener    writers' slots      closer         one CAS closes i and opens i+1
+//!  commit[i] += header + every slot + padding  ==  (L+1) * subbuf_size  -> delivered
+//! ```
+
+use core::sync::atomic::{compiler_fence, Ordering::*};
+
+use crate::layout::*;
+use crate::{Buffer, Clock, Counters, Dropped, Memory, PacketBegin, PacketEnd, PacketLayout, Reservation, SlotSize,
+    TIMESTAMP_BITS};
+
+/// Bound on CAS retries of a reader-side flush (writers retry without bound: a failed CAS
+/// means another writer made progress; the reader must never loop forever on hostile
+/// memory).
+const FLUSH_RETRIES: u32 = 1000;
+
+/// What one successful CAS on `write` does.
+struct Plan {
+    /// First byte of the record slot.
+    begin: u64,
+    /// Slot length.
+    slot: u64,
+    extended: bool,
+    /// Closes the sub-buffer holding `old` (whose content ends at `old`).
+    close_old: bool,
+    /// Opens the sub-buffer starting at `begin - header_size`.
+    open: bool,
+}
+
+impl<M: Memory> Buffer<M> {
+    /// Writes the control block, the identity id table and the header (magic last).
+    pub(crate) fn format(&self) {
+        let g = &self.geo;
+        let m = &self.mem;
+        for w in [CTRL_WRITE, CTRL_LAST_TSC, CTRL_LOST_FULL, CTRL_LOST_BIG, CTRL_LOST_NESTING, CTRL_CONSUMED] {
+            m.store_u64(g.ctrl_word(w), 0, Relaxed);
+        }
+        m.store_u64(g.ctrl_word(CTRL_READER_SPARE), g.pos.num_subbuf(), Relaxed);
+        for i in 0..g.pos.num_subbuf() as usize {
+            for w in [SB_COMMIT, SB_DELIVERED, SB_CLOSED_END, SB_TS_BEGIN, SB_TS_END, SB_SEQ] {
+                m.store_u64(g.sb_word(i, w), 0, Relaxed);
+            }
+            m.store_u64(g.id_word(i), i as u64, Relaxed);
+        }
+        let h = g.header(&self.cfg).to_bytes();
+        m.write_bytes(8, &h[8..]);
+        core::sync::atomic::fence(Release);
+        m.write_bytes(0, &h[..8]);
+    }
+
+    /// Physical sub-buffer playing ring index `idx`. Identity in discard mode (and, until
+    /// overwrite mode is implemented, in overwrite mode too).
+    #[inline]
+    fn phys(&self, idx: usize) -> usize {
+        idx
+    }
+
+    #[inline]
+    fn count(&self, why: Dropped) {
+        let w = match why {
+            Dropped::Full => CTRL_LOST_FULL,
+            Dropped::TooBig => CTRL_LOST_BIG,
+            Dropped::Nested => CTRL_LOST_NESTING,
+        };
+        self.mem.fetch_add_u64(self.geo.ctrl_word(w), 1, Relaxed);
+    }
+
+    /// Counts an event dropped before reaching [`reserve`](Buffer::reserve) (nesting
+    /// limit, see [`nesting`](crate::nesting)), so it shows in `events_discarded`.
+    /// Lock-free, one atomic add.
+    pub fn record_dropped(&self, why: Dropped) {
+        self.count(why);
+    }
+
+    /// Reserves a slot of `size` for one record (writer side: no allocation, no syscall,
+    /// no lock; lock-free: a CAS fails only because another party moved `write`).
+    ///
+    /// Loads `write`, reads `clock` (between that load and the CAS, so timestamps follow
+    /// reservation order), picks the compact or extended size (see [`SlotSize`]), and CASes
+    /// `write` forward. On the slow path (the record does not fit in the current
+    /// sub-buffer, or `write` is at a sub-buffer start) the same CAS closes the current
+    /// sub-buffer (end padding, `timestamp_end`) and opens the next one
+    /// ([`PacketLayout::write_begin`] with `timestamp_begin` = this clock read).
+    ///
+    /// Errors (each already counted in [`Counters`]): [`Dropped::TooBig`] if `size` does
+    /// not fit in a sub-buffer after its header (or is 0); [`Dropped::Full`] in discard
+    /// mode if the sub-buffer to open has not been released by the reader, or its previous
+    /// lap is not fully committed.
+    pub fn reserve<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize)
+        -> Result<Reservation, Dropped> {
+        let g = &self.geo;
+        let p = g.pos;
+        let sbs = p.subbuf_size();
+        let hdr = g.header_size;
+        let forced = size.compact == size.extended;
+        if size.compact == 0 || size.extended == 0 || u64::from(size.compact) > sbs - hdr {
+            self.count(Dropped::TooBig);
+            return Err(Dropped::TooBig);
+        }
+        let write_w = g.ctrl_word(CTRL_WRITE);
+        loop {
+            let old = self.mem.load_u64(write_w, Acquire);
+            compiler_fence(SeqCst);
+            let ts = clock.now();
+            compiler_fence(SeqCst);
+            let off = p.subbuf_offset(old);
+            let mut plan = None;
+            if off != 0 {
+                let last = self.mem.load_u64(g.ctrl_word(CTRL_LAST_TSC), Acquire);
+                let extended = forced || (ts.wrapping_sub(last) >> TIMESTAMP_BITS) != 0;
+                let slot = u64::from(if extended { size.extended } else { size.compact });
+                if off + slot <= sbs {
+                    plan = Some(Plan { begin: old, slot, extended, close_old: false, open: false });
+                }
+            }
+            let plan = match plan {
+                Some(fast) => fast,
+                None => {
+                    // Slow path: open a sub-buffer (closing the current one if it is open).
+                    let start = if off == 0 { old } else { p.next_subbuf_start(old) };
+                    if !self.may_open(start) {
+                        if self.mem.load_u64(write_w, Acquire) != old {
+                            continue; // our view was stale: somebody moved on, retry
+                        }
+                        self.count(Dropped::Full);
+                        return Err(Dropped::Full);
+                    }
+                    // First record of a packet: compared with timestamp_begin == ts.
+                    let slot = u64::from(size.compact);
+                    Plan { begin: start + hdr, slot, extended: forced, close_old: off != 0, open: true }
+                }
+            };
+            let end = plan.begin + plan.slot;
+            if self.mem.cas_u64(write_w, old, end, AcqRel, Relaxed).is_err() {
+                continue;
+            }
+            self.mem.store_u64(g.ctrl_word(CTRL_LAST_TSC), ts, Release);
+            if plan.close_old {
+                self.close(layout, old, ts);
+            }
+            let start = p.subbuf_start(plan.begin);
+            let idx = p.subbuf_index(plan.begin);
+            if plan.open {
+                let seq = p.packet_seq(start);
+                let hoff = g.data_at(self.phys(idx), 0);
+                self.mem.with_bytes_mut(hoff, hdr as usize, |h| {
+                    layout.write_begin(&self.cfg.stream, h, &PacketBegin { timestamp_begin: ts, packet_seq_num: seq })
+                });
+                self.mem.store_u64(g.sb_word(idx, SB_TS_BEGIN), ts, Relaxed);
+                self.mem.store_u64(g.sb_word(idx, SB_SEQ), seq, Relaxed);
+            }
+            if p.subbuf_offset(end) == 0 {
+                // Exact fit: this record closes its sub-buffer, with no padding. Store
+                // the close information before any of our commits to it (the record's
+                // commit, maybe the header's) can complete it.
+                self.mem.store_u64(g.sb_word(idx, SB_CLOSED_END), end, Relaxed);
+                self.mem.store_u64(g.sb_word(idx, SB_TS_END), ts, Relaxed);
+            }
+            if plan.open && hdr != 0 {
+                self.commit_add(layout, start, hdr);
+            }
+            return Ok(Reservation {
+                timestamp: ts,
+                extended: plan.extended,
+                len: plan.slot as u32,
+                pos: plan.begin,
+                phys: self.phys(idx) as u32,
+                owner: self.mem.id(),
+            });
+        }
+    }
+
+    /// May a writer open the sub-buffer starting at `start` (discard mode)? The reader
+    /// has released its previous lap, and the previous lap is fully committed.
+    #[inline]
+    fn may_open(&self, start: u64) -> bool {
+        let g = &self.geo;
+        let consumed = self.mem.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire);
+        if !g.pos.released_by_reader(start, consumed) {
+            return false;
+        }
+        let idx = g.pos.subbuf_index(start);
+        self.mem.load_u64(g.sb_word(idx, SB_COMMIT), Acquire) == g.pos.commit_base(start)
+    }
+
+    /// After a CAS moved `write` from `old` (not at a sub-buffer start) to the next
+    /// sub-buffer: records where the content ends and the end timestamp, then commits the
+    /// padding (which may deliver the packet).
+    fn close<L: PacketLayout>(&self, layout: &L, old: u64, ts: u64) {
+        let g = &self.geo;
+        let idx = g.pos.subbuf_index(old);
+        self.mem.store_u64(g.sb_word(idx, SB_CLOSED_END), old, Relaxed);
+        self.mem.store_u64(g.sb_word(idx, SB_TS_END), ts, Relaxed);
+        let padding = g.pos.subbuf_size() - g.pos.subbuf_offset(old);
+        self.commit_add(layout, old, padding);
+    }
+
+    /// Byte offset of a reservation's slot in the memory. Panics if `r` belongs to
+    /// another buffer.
+    #[inline]
+    pub(crate) fn slot_offset(&self, r: &Reservation) -> usize {
+        assert_eq!(r.owner, self.mem.id(), "reservation used on another buffer");
+        self.geo.data_at(r.phys as usize, self.geo.pos.subbuf_offset(r.pos))
+    }
+
+    /// Copies `src` into the slot at byte `offset` (the memory-generic way to write a
+    /// payload; [`Buffer::slot`] gives a slice on mapped buffers).
+    ///
+    /// Panics if `offset + src.len() > r.len` or `r` belongs to another buffer.
+    pub fn write_slot(&self, r: &mut Reservation, offset: usize, src: &[u8]) {
+        assert!(offset.checked_add(src.len()).is_some_and(|e| e <= r.len as usize), "write past the slot");
+        let off = self.slot_offset(r);
+        self.mem.write_bytes(off + offset, src);
+    }
+
+    /// Commits a reservation: stores `first_byte` (nonzero: it is the per-slot commit
+    /// evidence, see [`Buffer`]) at slot byte 0 with Release, after the caller wrote bytes
+    /// `1..len`, then adds `len` to the sub-buffer's commit counter. The committer that
+    /// completes the sub-buffer calls [`PacketLayout::write_end`] (timestamp_end,
+    /// content_size, packet_size, packet_seq_num, cumulative events_discarded) and marks
+    /// the packet delivered for the reader.
+    ///
+    /// Panics if `r` belongs to another buffer. A zero `first_byte` is recorded as is
+    /// (recovery would then treat the slot as uncommitted).
+    #[inline]
+    pub fn commit<L: PacketLayout>(&self, layout: &L, r: Reservation, first_byte: u8) {
+        debug_assert!(first_byte != 0, "byte 0 of a record must be nonzero");
+        let off = self.slot_offset(&r);
+        self.mem.store_u8(off, first_byte, Release);
+        self.commit_add(layout, r.pos, u64::from(r.len));
+    }
+
+    /// Adds `amount` bytes to the commit counter of the sub-buffer holding `pos`;
+    /// delivers it if this completes the lap of `pos`.
+    #[inline]
+    fn commit_add<L: PacketLayout>(&self, layout: &L, pos: u64, amount: u64) {
+        let g = &self.geo;
+        let idx = g.pos.subbuf_index(pos);
+        let prev = self.mem.fetch_add_u64(g.sb_word(idx, SB_COMMIT), amount, AcqRel);
+        if prev.wrapping_add(amount) == g.pos.commit_complete(pos) {
+            self.deliver(layout, pos);
+        }
+    }
+
+    /// The unique committer that completed the lap of the sub-buffer holding `pos`: writes
+    /// the packet end through the client and publishes `delivered` (Release). Everything
+    /// it reads was stored before a commit add in the counter's release sequence, which its
+    /// AcqRel add read from.
+    #[cold]
+    fn deliver<L: PacketLayout>(&self, layout: &L, pos: u64) {
+        let g = &self.geo;
+        let p = g.pos;
+        let start = p.subbuf_start(pos);
+        let idx = p.subbuf_index(pos);
+        let sbs = p.subbuf_size();
+        let m = &self.mem;
+        let content = m.load_u64(g.sb_word(idx, SB_CLOSED_END), Relaxed).wrapping_sub(start).min(sbs);
+        let end = PacketEnd {
+            timestamp_begin: m.load_u64(g.sb_word(idx, SB_TS_BEGIN), Relaxed),
+            timestamp_end: m.load_u64(g.sb_word(idx, SB_TS_END), Relaxed),
+            content_size: content,
+            packet_size: sbs,
+            packet_seq_num: m.load_u64(g.sb_word(idx, SB_SEQ), Relaxed),
+            events_discarded: self.counters().discarded(),
+        };
+        let hoff = g.data_at(self.phys(idx), 0);
+        m.with_bytes_mut(hoff, g.header_size as usize, |h| layout.write_end(&self.cfg.stream, h, &end));
+        m.store_u64(g.sb_word(idx, SB_DELIVERED), p.commit_complete(pos), Release);
+    }
+
+    /// Switch from the reader's side (LTTng's `lib_ring_buffer_switch_slow` with
+    /// `SWITCH_FLUSH`), for a writer that is gone or idle, the switch timer, or stop: if
+    /// the current sub-buffer holds any record, closes it (padding, `timestamp_end` = a
+    /// clock read between the load of `write` and the CAS) so that it is delivered once
+    /// its commits complete. Does nothing if `write` is at a sub-buffer start. Lock-free,
+    /// safe concurrently with live writers; gives up after a bounded number of failed
+    /// CASes (the next timer tick retries).
+    pub fn flush<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C) {
+        let g = &self.geo;
+        let write_w = g.ctrl_word(CTRL_WRITE);
+        for _ in 0..FLUSH_RETRIES {
+            let old = self.mem.load_u64(write_w, Acquire);
+            compiler_fence(SeqCst);
+            let ts = clock.now();
+            compiler_fence(SeqCst);
+            if g.pos.subbuf_offset(old) == 0 {
+                return;
+            }
+            let new = g.pos.next_subbuf_start(old);
+            if self.mem.cas_u64(write_w, old, new, AcqRel, Relaxed).is_ok() {
+                self.close(layout, old, ts);
+                return;
+            }
+        }
+    }
+
+    /// Reads the counters (each word atomically) and positions.
+    pub fn counters(&self) -> Counters {
+        let g = &self.geo;
+        let r = |w| self.mem.load_u64(g.ctrl_word(w), Relaxed);
+        Counters {
+            lost_full: r(CTRL_LOST_FULL),
+            lost_big: r(CTRL_LOST_BIG),
+            lost_nesting: r(CTRL_LOST_NESTING),
+            write: r(CTRL_WRITE),
+            consumed: r(CTRL_CONSUMED),
+        }
+    }
+}

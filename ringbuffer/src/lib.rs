@@ -1,0 +1,401 @@
+//! Lock-free per-CPU ring buffers in shared memory, in the line of LTTng-UST's ring buffer
+//! (`libringbuffer`: frontend, backend and client).
+//!
+//! One [`Buffer`] is one per-CPU ring of one channel, living in one shared-memory file that
+//! the daemon formats ([`Buffer::create`]) and that the application (writers) and the
+//! daemon (reader) both map ([`Buffer::open`]). Sizes are powers of two; positions are
+//! free-running 64-bit byte counters ([`position`]). Every counter a writer touches lives
+//! in the file and is updated with atomics, so several threads of several processes may
+//! write one buffer at once and the daemon may switch it ([`Buffer::flush`]).
+//!
+//! ```text
+//!  writer (application)                                  reader (daemon)
+//!  ───────────────────                                   ───────────────
+//!  let _g = nesting::enter()?;        ┌──── shared file ────┐
+//!  let mut r = buf.reserve(..)?;  ──> │ write (CAS)          │
+//!  buf.slot(&mut r)[1..] = payload;   │ commit[i] (fetch_add)│ <── get_subbuf(): delivered[i] == (lap+1)*size?
+//!  buf.commit(.., r, byte0);      ──> │ delivered[i]         │     copy_subbuf(): memcpy out, validate later
+//!                                     │ consumed             │ <── put_subbuf(): zero, consumed += size
+//!                                     └──────────────────────┘     flush(): close the current packet
+//! ```
+//!
+//! Modules by job: [`layout`] (the file and its offsets), [`atomics`] (the atomics trait
+//! the algorithm is written over), [`position`] (pure position arithmetic), `frontend`
+//! (reserve, commit, switch: the methods on [`Buffer`]), `reader` (get, copy, put) and
+//! [`nesting`]. The algorithm and its proof sketches are in the docs of [`Buffer`].
+//!
+//! # Example
+//!
+//! ```
+//! use ringbuffer::*;
+//! struct NoHeader;
+//! impl PacketLayout for NoHeader {
+//!     fn header_size(&self) -> usize { 16 }
+//!     fn write_begin(&self, _: &StreamIdentity, h: &mut [u8], b: &PacketBegin) {
+//!         h[..8].copy_from_slice(&b.timestamp_begin.to_le_bytes());
+//!     }
+//!     fn write_end(&self, _: &StreamIdentity, h: &mut [u8], e: &PacketEnd) {
+//!         h[8..16].copy_from_slice(&e.content_size.to_le_bytes());
+//!     }
+//! }
+//! let cfg = BufferConfig { subbuf_size: 4096, num_subbuf: 2, mode: Mode::Discard,
+//!                          header_size: 16, stream: StreamIdentity::default() };
+//! let map = memmap2::MmapOptions::new().len(cfg.file_size()?).map_anon()?;
+//! let buf = Buffer::create(map.into(), &cfg)?;
+//! let clock = || 42u64; // closures are clocks
+//! let mut r = buf.reserve(&NoHeader, &clock, SlotSize { compact: 8, extended: 16 }).unwrap();
+//! buf.slot(&mut r)[1..].copy_from_slice(b"payload");
+//! buf.commit(&NoHeader, r, 1);
+//! buf.flush(&NoHeader, &clock);                 // close the partly filled packet
+//! let sb = buf.get_subbuf()?.expect("delivered");
+//! assert_eq!(sb.content_size, 16 + 8);
+//! let mut out = Vec::new();
+//! buf.copy_subbuf(&sb, &mut out)?;
+//! assert_eq!(&out[16..24], b"\x01payload");
+//! buf.put_subbuf(sb)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod atomics;
+pub mod client;
+mod error;
+mod frontend;
+pub mod layout;
+#[cfg(loom)]
+pub mod model;
+pub mod nesting;
+pub mod position;
+mod reader;
+
+pub use atomics::{MapMemory, Memory};
+pub use client::{PacketBegin, PacketEnd, PacketLayout, StreamIdentity};
+pub use error::{LayoutError, ReadError};
+pub use layout::Geometry;
+pub use nesting::NestingGuard;
+pub use reader::SubbufState;
+
+/// Bits of the timestamp field of a compact event header (`id | timestamp << 5` in a
+/// 32-bit word, DESIGN.md "CTF output"). A record gets the extended header when the time
+/// since the previous reservation in its buffer does not fit in this many bits.
+pub const TIMESTAMP_BITS: u32 = 27;
+
+/// What a writer does when the buffer is full.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Drop new events while the reader has not released the sub-buffer the writer needs
+    /// (counted in [`Counters::lost_full`]); the disk mode, LTTng's `RING_BUFFER_DISCARD`.
+    Discard = 0,
+    /// Flight recorder, LTTng's `RING_BUFFER_OVERWRITE`: the writer overwrites the oldest
+    /// sub-buffer. **Not implemented yet**: the file layout already carries what it needs
+    /// (sub-buffer id table, reader spare sub-buffer), but a buffer in this mode currently
+    /// behaves as [`Mode::Discard`].
+    Overwrite = 1,
+}
+
+/// Geometry and identity of one buffer, chosen by the daemon and stored in the file
+/// header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferConfig {
+    /// Sub-buffer (packet) size in bytes: a power of two in 4 KiB..=1 GiB.
+    pub subbuf_size: u64,
+    /// Number of sub-buffers: a power of two in 2..=65536.
+    pub num_subbuf: u32,
+    /// Discard or overwrite.
+    pub mode: Mode,
+    /// Packet header + context bytes reserved at the start of every sub-buffer (from
+    /// [`PacketLayout::header_size`]); less than half a sub-buffer.
+    pub header_size: u32,
+    /// Stream this buffer feeds (written in the file header, passed to the client).
+    pub stream: StreamIdentity,
+}
+
+impl BufferConfig {
+    /// Total bytes of the buffer file: header, control block, per-sub-buffer control, id
+    /// table, and `num_subbuf + 1` page-aligned sub-buffers (one is the reader's spare).
+    /// A multiple of 4096.
+    ///
+    /// Errors: [`LayoutError::Geometry`] if a size is out of range (see the fields).
+    pub fn file_size(&self) -> Result<usize, LayoutError> {
+        Ok(Geometry::for_config(self)?.file_size)
+    }
+}
+
+/// The trace clock, in ns. Called by the ring buffer between its load of `write` and its
+/// CAS on every path (reserve, switch, flush), so timestamps follow reservation order
+/// within a buffer. Must be monotonic across the threads and processes writing a buffer
+/// (`CLOCK_MONOTONIC`, or an invariant TSC read with an ordered instruction).
+pub trait Clock {
+    /// Current time in ns.
+    fn now(&self) -> u64;
+}
+
+impl<F: Fn() -> u64> Clock for F {
+    #[inline]
+    fn now(&self) -> u64 {
+        self()
+    }
+}
+
+/// How many bytes a record needs: with a compact event header, and with the extended one.
+///
+/// The ring buffer picks `extended` when the caller forces it (`compact == extended`,
+/// e.g. an event id that does not fit the compact header) or when the time since the
+/// previous reservation in this buffer does not fit in [`TIMESTAMP_BITS`] bits. The first
+/// record of a packet is compared with the packet's `timestamp_begin`, which is the same
+/// clock read (same CAS), so it is compact unless forced. Both sizes include byte 0 and
+/// must be at least 1; a size larger than `subbuf_size - header_size` is refused
+/// ([`Dropped::TooBig`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotSize {
+    /// Bytes with the compact header.
+    pub compact: u32,
+    /// Bytes with the extended header.
+    pub extended: u32,
+}
+
+/// A reserved slot: `len` bytes owned by the caller until [`Buffer::commit`].
+///
+/// Not `Clone`: exactly one commit per reservation. Dropping a reservation without
+/// committing it leaves its sub-buffer forever incomplete (as a writer that died).
+#[derive(Debug)]
+#[must_use = "a reservation must be committed, or its sub-buffer is never delivered"]
+pub struct Reservation {
+    /// Trace-clock time of the reservation, in ns: the clock read between the load of
+    /// `write` and the CAS that reserved the slot.
+    pub timestamp: u64,
+    /// True if the record must use the extended event header (and `len` is
+    /// `SlotSize::extended`).
+    pub extended: bool,
+    /// Slot length in bytes, byte 0 included.
+    pub len: u32,
+    /// Free-running position of byte 0 of the slot.
+    pos: u64,
+    /// Physical sub-buffer holding the slot.
+    phys: u32,
+    /// Address of the memory the slot belongs to (catches a reservation used on another
+    /// buffer).
+    owner: usize,
+}
+
+impl Reservation {
+    /// Free-running byte position of the slot in its buffer.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+}
+
+/// What happened to an event that was not recorded (it is already counted in
+/// [`Counters`] when `reserve` returns it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dropped {
+    /// Discard mode, no free sub-buffer ([`Counters::lost_full`]).
+    Full,
+    /// Larger than a sub-buffer minus its packet header, or empty
+    /// ([`Counters::lost_big`]).
+    TooBig,
+    /// Traced deeper than [`nesting::MAX_NESTING`] ([`Counters::lost_nesting`]).
+    Nested,
+}
+
+/// Snapshot of a buffer's counters (each read atomically, not all at one instant).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Events dropped because no sub-buffer was free (discard mode).
+    pub lost_full: u64,
+    /// Events dropped because they were too big for a sub-buffer.
+    pub lost_big: u64,
+    /// Events dropped because of the nesting limit.
+    pub lost_nesting: u64,
+    /// Free-running write (reserve) position, in bytes.
+    pub write: u64,
+    /// Free-running consumed position, in bytes.
+    pub consumed: u64,
+}
+
+impl Counters {
+    /// `lost_full + lost_big + lost_nesting`: the `events_discarded` of the stream.
+    pub fn discarded(&self) -> u64 {
+        self.lost_full.wrapping_add(self.lost_big).wrapping_add(self.lost_nesting)
+    }
+}
+
+/// A delivered sub-buffer handed to the reader by [`Buffer::get_subbuf`]; give it back
+/// with [`Buffer::put_subbuf`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Subbuf {
+    /// Sequence number of the packet in its stream (position / subbuf_size).
+    pub packet_seq_num: u64,
+    /// Bytes of header, context and records (no end padding); `header_size..=packet_size`.
+    pub content_size: u64,
+    /// Bytes of the packet: the sub-buffer size.
+    pub packet_size: u64,
+    /// Ring index.
+    index: usize,
+    /// Physical sub-buffer.
+    phys: usize,
+    /// Free-running position of its start (the consumed position when it was got).
+    pos: u64,
+}
+
+impl Subbuf {
+    /// Free-running position of the sub-buffer's start, in bytes.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+}
+
+/// One per-CPU ring buffer in a mapping (or, for the model checker, in any [`Memory`]).
+/// `Send + Sync`: share it between threads by reference.
+///
+/// Holds the memory and a *local* validated copy of the geometry ([`Geometry`],
+/// [`BufferConfig`]): sizes and offsets are never re-read from shared memory after
+/// [`create`](Buffer::create)/[`open`](Buffer::open).
+///
+/// # The algorithm (LTTng-UST `frontend.c` / `frontend_api.h`, simplified)
+///
+/// * **Reserve** loads `write`, reads the clock, computes the slot, and CASes `write`
+///   forward. A slot never crosses a sub-buffer end: if it would, the same CAS *closes*
+///   the current sub-buffer (the rest of it becomes end padding) and *opens* the next one
+///   (packet header, then the slot). Sub-buffers open lazily: a `write` at a sub-buffer
+///   start means "closed, next not opened yet", and the next reservation opens it. This
+///   is what lets the reader's [`flush`](Buffer::flush) close a packet without needing
+///   the next sub-buffer to be free.
+/// * **Commit**: every byte of a sub-buffer lap is reserved exactly once (header by the
+///   opener, records by their writers, padding by the closer), and each party adds its
+///   byte count to the sub-buffer's free-running commit counter after writing. Lap `L`
+///   of sub-buffer `i` is complete exactly when the counter reaches `(L+1)*subbuf_size`;
+///   the committer whose `fetch_add` lands there is unique, calls
+///   [`PacketLayout::write_end`] and stores the counter into `delivered[i]` (Release).
+/// * **Discard mode**: a writer may open sub-buffer `i` for lap `L` only if the reader
+///   has released lap `L-1` (`start + subbuf_size - consumed <= buf_size`) and the commit
+///   counter shows lap `L-1` complete; otherwise the event is dropped and `lost_full`
+///   counted. The current sub-buffer then stays open until a later reservation or a flush
+///   closes it.
+/// * **Timestamps**: the closing CAS's clock read is the packet's `timestamp_end`, the
+///   opening CAS's is `timestamp_begin`. A close-and-open CAS uses one read for both,
+///   and every record's clock read lies between its packet's opening and closing CAS, so
+///   `end(n) <= begin(n+1)` and records lie in `[begin, end]`.
+/// * **Compact timestamps**: writers store their timestamp into `last_tsc` (Release)
+///   after their CAS, and compare the next timestamp with a `last_tsc` loaded (Acquire)
+///   between their load of `write` and their CAS. The value read was stored by a writer
+///   whose CAS happens-before this CAS, so it is the timestamp of this record's
+///   predecessor or of an earlier record (stores can land out of order, making
+///   `last_tsc` go backwards, never forwards past the predecessor). Comparing with an
+///   earlier, smaller timestamp only overestimates the gap: it may choose the extended
+///   header needlessly, never a compact one whose 27-bit delta would wrap.
+///
+/// # Per-slot commit evidence (DESIGN.md "Torn events")
+///
+/// Byte 0 of every record is nonzero (caller's guarantee: event ids start at 1, the
+/// extended tag is 31) and [`commit`](Buffer::commit) stores it last, with Release,
+/// before adding to the commit counter; the reader zeroes a sub-buffer's data before it
+/// releases it (and fresh files are zero). Hence for a sub-buffer whose writers may have
+/// died:
+///
+/// 1. Every slot below its content end was reserved (reservations are contiguous).
+/// 2. A slot whose byte 0 is nonzero was committed by its own writer in the current lap:
+///    the zeroing happens-before the writer's entry (reader's Release store of
+///    `consumed`, writer's Acquire load before opening), so no nonzero byte survives from
+///    an earlier lap, and only that slot's writer stores at its byte 0.
+/// 3. The payload of such a slot is complete: the writer wrote it before its Release
+///    store of byte 0, and a recovery reading byte 0 with Acquire sees it.
+///
+/// This holds with commits in any order, unlike a sum of committed bytes (equal-size
+/// events make sums collide): recovery walks the records from the packet header, decoding
+/// each length from its header, and stops at the first zero byte 0 (or the content end),
+/// keeping everything before it. The content end of a closed sub-buffer is stored by the
+/// closer (`closed_end`, before it commits the padding); for the sub-buffer still open
+/// it is the `write` position. [`Buffer::subbuf_state`] exposes both, with the commit
+/// counter, for recovery.
+pub struct Buffer<M: Memory = MapMemory> {
+    mem: M,
+    geo: Geometry,
+    cfg: BufferConfig,
+}
+
+impl Buffer<MapMemory> {
+    /// Daemon side: formats zeroed memory of at least `cfg.file_size()` bytes (a fresh
+    /// memfd or `ftruncate`d file is zeroed): writes the control block, the identity id
+    /// table and, last, the self-describing header.
+    ///
+    /// Errors: [`LayoutError::Geometry`] for invalid sizes, [`LayoutError::TooSmall`] if
+    /// the mapping is shorter than [`BufferConfig::file_size`].
+    pub fn create(map: memmap2::MmapRaw, cfg: &BufferConfig) -> Result<Buffer, LayoutError> {
+        Buffer::create_in(MapMemory::new(map), cfg)
+    }
+
+    /// Opens memory formatted by [`create`](Buffer::create) (by any process): checks the
+    /// magic, endianness, word size, ABI major version, sizes and every region offset
+    /// against the mapping length, then keeps a local copy of the geometry.
+    ///
+    /// Errors: every [`LayoutError`] variant, for the check that failed.
+    pub fn open(map: memmap2::MmapRaw) -> Result<Buffer, LayoutError> {
+        Buffer::open_in(MapMemory::new(map))
+    }
+
+    /// The bytes of a reserved slot (`r.len` bytes, slot byte 0 first). The caller writes
+    /// bytes `1..len` (byte 0 is written by [`commit`](Buffer::commit); anything written
+    /// there before is overwritten) and then commits. The slice borrows the reservation
+    /// mutably, so it cannot outlive it or alias another slice of the same slot.
+    ///
+    /// Panics if `r` was reserved in another buffer.
+    #[inline]
+    pub fn slot<'a>(&'a self, r: &'a mut Reservation) -> &'a mut [u8] {
+        let off = self.slot_offset(r);
+        // SAFETY: the slot `off..off+len` was reserved by the CAS that created `r` and is
+        // owned by its holder until commit, which consumes `r`; the slice borrows `r`
+        // mutably and `self`, so it lives no longer than both; `slot_offset` checked that
+        // `r` belongs to this memory.
+        unsafe { self.mem.slice_mut(off, r.len as usize) }
+    }
+
+    /// The mapping.
+    pub fn map(&self) -> &memmap2::MmapRaw {
+        self.mem.map()
+    }
+}
+
+impl<M: Memory> Buffer<M> {
+    /// [`Buffer::create`] on any [`Memory`] (the model checker's heap memory, tests).
+    pub fn create_in(mem: M, cfg: &BufferConfig) -> Result<Buffer<M>, LayoutError> {
+        let geo = Geometry::for_config(cfg)?;
+        if mem.len() < geo.file_size {
+            return Err(LayoutError::TooSmall { needed: geo.file_size as u64, len: mem.len() as u64 });
+        }
+        let b = Buffer::from_parts(mem, geo, *cfg);
+        b.format();
+        Ok(b)
+    }
+
+    /// [`Buffer::open`] on any [`Memory`].
+    pub fn open_in(mem: M) -> Result<Buffer<M>, LayoutError> {
+        if mem.len() < layout::HEADER_LEN {
+            return Err(LayoutError::TooSmall { needed: layout::HEADER_LEN as u64, len: mem.len() as u64 });
+        }
+        let mut raw = [0u8; layout::HEADER_LEN];
+        mem.read_bytes(0, &mut raw);
+        let h = layout::FileHeader::from_bytes(&raw);
+        let (geo, cfg) = Geometry::from_header(&h, mem.len())?;
+        Ok(Buffer::from_parts(mem, geo, cfg))
+    }
+
+    fn from_parts(mem: M, geo: Geometry, cfg: BufferConfig) -> Buffer<M> {
+        Buffer { mem, geo, cfg }
+    }
+
+    /// The configuration read from (or written to) the file header.
+    pub fn config(&self) -> &BufferConfig {
+        &self.cfg
+    }
+
+    /// The validated local geometry (offsets of every region).
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// The memory the buffer lives in.
+    pub fn memory(&self) -> &M {
+        &self.mem
+    }
+}

@@ -1,0 +1,180 @@
+//! Reader side (daemon): get, copy and put delivered sub-buffers (LTTng-UST's
+//! `lib_ring_buffer_get_subbuf`/`put_subbuf`), and the state recovery needs.
+//!
+//! The reader treats the whole mapping as hostile: it only uses the local geometry for
+//! sizes and offsets, checks every value it reads from shared memory before using it as
+//! a size, offset or id, uses wrapping arithmetic on them, copies a packet out before
+//! anyone validates its bytes, and never loops.
+
+use core::sync::atomic::Ordering::*;
+
+use crate::layout::*;
+use crate::{Buffer, Memory, Mode, ReadError, Subbuf};
+
+/// The control words of one sub-buffer, as read (each atomically) by
+/// [`Buffer::subbuf_state`]: what crash recovery needs to find the records that were
+/// committed in a packet nobody delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubbufState {
+    /// Ring index.
+    pub index: usize,
+    /// Raw id-table entry (low 32 bits: physical sub-buffer).
+    pub id: u64,
+    /// Free-running commit counter, in bytes (complete for lap `L` at `(L+1)*subbuf_size`).
+    pub commit_count: u64,
+    /// Commit-counter value at the last delivery (`(L+1)*subbuf_size` once lap `L` is
+    /// delivered; 0 before any).
+    pub delivered: u64,
+    /// Free-running position where the content of the last *closed* packet of this
+    /// sub-buffer ends (stored before the padding is committed). For the packet still
+    /// open, the content end is the buffer's `write` position instead.
+    pub closed_end: u64,
+    /// `timestamp_begin` of the last packet opened here, in ns.
+    pub timestamp_begin: u64,
+    /// `timestamp_end` of the last packet closed here, in ns.
+    pub timestamp_end: u64,
+    /// `packet_seq_num` of the last packet opened here.
+    pub packet_seq_num: u64,
+}
+
+impl<M: Memory> Buffer<M> {
+    /// The next delivered (complete) sub-buffer at the consumed position, if any
+    /// (`Ok(None)`: not delivered yet; call again later).
+    ///
+    /// Checks that `consumed` is at a sub-buffer start, that `write - consumed` lies in
+    /// `subbuf_size..=buf_size` once delivered, that the sub-buffer was delivered for the
+    /// lap of `consumed` (`delivered == (lap+1)*subbuf_size`), that its id names a
+    /// physical sub-buffer (the identity in discard mode), and that its content size and
+    /// sequence number are the ones its position implies.
+    ///
+    /// Errors: [`ReadError::Position`], [`ReadError::Id`], [`ReadError::ContentSize`],
+    /// [`ReadError::PacketSeq`] when the shared memory holds values the algorithm cannot
+    /// produce.
+    pub fn get_subbuf(&self) -> Result<Option<Subbuf>, ReadError> {
+        let g = &self.geo;
+        let p = g.pos;
+        let sbs = p.subbuf_size();
+        let consumed = self.mem.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire);
+        let write = self.mem.load_u64(g.ctrl_word(CTRL_WRITE), Acquire);
+        let ahead = write.wrapping_sub(consumed);
+        if p.subbuf_offset(consumed) != 0 || ahead > p.buf_size() {
+            return Err(ReadError::Position { consumed, write });
+        }
+        let index = p.subbuf_index(consumed);
+        if self.mem.load_u64(g.sb_word(index, SB_DELIVERED), Acquire) != p.commit_complete(consumed) {
+            return Ok(None);
+        }
+        // Delivered for this lap: `write` is past its end (our load of `write` may be
+        // older than the delivery; reload it).
+        let write = self.mem.load_u64(g.ctrl_word(CTRL_WRITE), Acquire);
+        let ahead = write.wrapping_sub(consumed);
+        if ahead < sbs || ahead > p.buf_size() {
+            return Err(ReadError::Position { consumed, write });
+        }
+        let phys = self.checked_phys(index)?;
+        let content = self.mem.load_u64(g.sb_word(index, SB_CLOSED_END), Relaxed).wrapping_sub(consumed);
+        if content < g.header_size || content > sbs || content == 0 {
+            return Err(ReadError::ContentSize { content, subbuf_size: sbs });
+        }
+        let seq = self.mem.load_u64(g.sb_word(index, SB_SEQ), Relaxed);
+        if seq != p.packet_seq(consumed) {
+            return Err(ReadError::PacketSeq { expected: p.packet_seq(consumed), found: seq });
+        }
+        Ok(Some(Subbuf { packet_seq_num: seq, content_size: content, packet_size: sbs, index, phys, pos: consumed }))
+    }
+
+    /// Reads and checks the id of ring index `index`.
+    fn checked_phys(&self, index: usize) -> Result<usize, ReadError> {
+        let id = self.mem.load_u64(self.geo.id_word(index), Relaxed);
+        let phys = (id & ID_INDEX_MASK) as usize;
+        let ok = match self.cfg.mode {
+            // Overwrite mode is not implemented yet and also reads in place.
+            Mode::Discard | Mode::Overwrite => id == index as u64,
+        };
+        if !ok || phys >= self.geo.nphys {
+            return Err(ReadError::Id { index, id });
+        }
+        Ok(phys)
+    }
+
+    /// Checks that `sb` is the sub-buffer at the consumed position of this buffer.
+    fn check_current(&self, sb: &Subbuf) -> Result<(), ReadError> {
+        let g = &self.geo;
+        let consumed = self.mem.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire);
+        if consumed != sb.pos || sb.phys >= g.nphys || sb.index != g.pos.subbuf_index(sb.pos) {
+            return Err(ReadError::Stale { consumed });
+        }
+        Ok(())
+    }
+
+    /// Copies the whole packet (`packet_size` bytes: header, content and end padding) out
+    /// of shared memory into `out` (cleared and resized first; reuse it to avoid
+    /// allocating). Copy first, validate after: the bytes are a snapshot the caller
+    /// validates, since a hostile application could still be changing them. After the
+    /// copy, checks that the sub-buffer is still the current, delivered one.
+    ///
+    /// Errors: [`ReadError::Stale`] if `sb` is not the sub-buffer at the consumed position
+    /// (before or after the copy) or is no longer delivered.
+    pub fn copy_subbuf(&self, sb: &Subbuf, out: &mut Vec<u8>) -> Result<(), ReadError> {
+        self.check_current(sb)?;
+        let g = &self.geo;
+        out.clear();
+        out.resize(g.pos.subbuf_size() as usize, 0);
+        self.mem.read_bytes(g.data_at(sb.phys, 0), out);
+        self.check_current(sb)?;
+        let delivered = self.mem.load_u64(g.sb_word(sb.index, SB_DELIVERED), Acquire);
+        if delivered != g.pos.commit_complete(sb.pos) {
+            return Err(ReadError::Stale { consumed: sb.pos });
+        }
+        Ok(())
+    }
+
+    /// Releases a sub-buffer got with [`get_subbuf`](Buffer::get_subbuf): zeroes its data
+    /// (so that a zero byte 0 means "not committed" in the next lap, see the commit
+    /// evidence on [`Buffer`]), then advances `consumed` by one sub-buffer with a
+    /// Release CAS, which lets writers enter it again.
+    ///
+    /// Errors: [`ReadError::Stale`] if `sb` is not the sub-buffer at the consumed position
+    /// (already released, from another buffer, or `consumed` changed meanwhile).
+    pub fn put_subbuf(&self, sb: Subbuf) -> Result<(), ReadError> {
+        self.check_current(&sb)?;
+        let g = &self.geo;
+        let sbs = g.pos.subbuf_size();
+        self.mem.zero(g.data_at(sb.phys, 0), sbs as usize);
+        self.mem
+            .cas_u64(g.ctrl_word(CTRL_CONSUMED), sb.pos, sb.pos.wrapping_add(sbs), Release, Relaxed)
+            .map(drop)
+            .map_err(|consumed| ReadError::Stale { consumed })
+    }
+
+    /// The control words of ring index `index` (`< num_subbuf`), for crash recovery.
+    ///
+    /// Errors: [`ReadError::Index`] if `index` is out of range.
+    pub fn subbuf_state(&self, index: usize) -> Result<SubbufState, ReadError> {
+        let g = &self.geo;
+        if index as u64 >= g.pos.num_subbuf() {
+            return Err(ReadError::Index(index as u64));
+        }
+        let r = |w| self.mem.load_u64(g.sb_word(index, w), Acquire);
+        Ok(SubbufState {
+            index,
+            id: self.mem.load_u64(g.id_word(index), Acquire),
+            commit_count: r(SB_COMMIT),
+            delivered: r(SB_DELIVERED),
+            closed_end: r(SB_CLOSED_END),
+            timestamp_begin: r(SB_TS_BEGIN),
+            timestamp_end: r(SB_TS_END),
+            packet_seq_num: r(SB_SEQ),
+        })
+    }
+
+    /// Byte 0 of physical sub-buffer `phys` at offset `off` (Acquire): the per-slot
+    /// commit evidence, for crash recovery walking records. `None` if out of range.
+    pub fn evidence_byte(&self, phys: usize, off: u64) -> Option<u8> {
+        let g = &self.geo;
+        if phys >= g.nphys || off >= g.pos.subbuf_size() {
+            return None;
+        }
+        Some(self.mem.load_u8(g.data_at(phys, off), Acquire))
+    }
+}
