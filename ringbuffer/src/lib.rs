@@ -66,6 +66,8 @@ pub mod model;
 pub mod nesting;
 pub mod position;
 mod reader;
+#[cfg(test)]
+mod tests;
 
 pub use atomics::{MapMemory, Memory};
 pub use client::{PacketBegin, PacketEnd, PacketLayout, StreamIdentity};

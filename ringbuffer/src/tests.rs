@@ -1,0 +1,238 @@
+//! Single-threaded behaviour of the whole buffer (reserve, commit, switch, read) on an
+//! anonymous mapping. Concurrency is covered by `tests/loom.rs` and `tests/stress.rs`.
+
+use crate::*;
+use std::cell::Cell;
+
+/// Header: ts_begin u64 | seq u64 | ts_end u64 | content u64 | discarded u64.
+pub(crate) struct TestLayout;
+pub(crate) const HDR: usize = 40;
+
+impl PacketLayout for TestLayout {
+    fn header_size(&self) -> usize {
+        HDR
+    }
+    fn write_begin(&self, _: &StreamIdentity, h: &mut [u8], b: &PacketBegin) {
+        h[0..8].copy_from_slice(&b.timestamp_begin.to_le_bytes());
+        h[8..16].copy_from_slice(&b.packet_seq_num.to_le_bytes());
+    }
+    fn write_end(&self, _: &StreamIdentity, h: &mut [u8], e: &PacketEnd) {
+        assert!(e.timestamp_end >= e.timestamp_begin);
+        h[16..24].copy_from_slice(&e.timestamp_end.to_le_bytes());
+        h[24..32].copy_from_slice(&e.content_size.to_le_bytes());
+        h[32..40].copy_from_slice(&e.events_discarded.to_le_bytes());
+    }
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
+}
+
+struct StepClock(Cell<u64>, u64);
+impl Clock for StepClock {
+    fn now(&self) -> u64 {
+        let v = self.0.get() + self.1;
+        self.0.set(v);
+        v
+    }
+}
+
+fn buffer(num_subbuf: u32) -> Buffer {
+    let cfg = BufferConfig {
+        subbuf_size: 4096,
+        num_subbuf,
+        mode: Mode::Discard,
+        header_size: HDR as u32,
+        stream: StreamIdentity::default(),
+    };
+    let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
+    Buffer::create(map.into(), &cfg).unwrap()
+}
+
+fn write(b: &Buffer, c: &impl Clock, len: u32, tag: u8) -> Result<u64, Dropped> {
+    let mut r = b.reserve(&TestLayout, c, SlotSize { compact: len, extended: len + 8 })?;
+    let ts = r.timestamp;
+    let l = r.len as usize;
+    b.slot(&mut r)[1..].fill(tag);
+    let _ = l;
+    b.commit(&TestLayout, r, tag);
+    Ok(ts)
+}
+
+fn drain(b: &Buffer) -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    while let Some(sb) = b.get_subbuf().unwrap() {
+        let mut out = Vec::new();
+        b.copy_subbuf(&sb, &mut out).unwrap();
+        out.truncate(sb.content_size as usize);
+        b.put_subbuf(sb).unwrap();
+        v.push(out);
+    }
+    v
+}
+
+#[test]
+fn exact_fit_padding_and_flush() {
+    let b = buffer(4);
+    let c = StepClock(Cell::new(0), 10);
+    // 4096 - 40 = 4056 = 4 * 1014: four records fill the packet exactly.
+    for i in 0..4 {
+        write(&b, &c, 1014, i + 1).unwrap();
+    }
+    assert_eq!(b.counters().write, 4096, "exact fit leaves write at the next start");
+    let p = drain(&b);
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].len(), 4096);
+    assert_eq!(u64_at(&p[0], 8), 0);
+    // Next packet: two records, then one that does not fit (padding).
+    write(&b, &c, 2000, 5).unwrap();
+    write(&b, &c, 2000, 6).unwrap();
+    write(&b, &c, 100, 7).unwrap();
+    let p = drain(&b);
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].len(), HDR + 4000);
+    assert_eq!(u64_at(&p[0], 8), 1, "packet_seq_num");
+    assert!(drain(&b).is_empty());
+    b.flush(&TestLayout, &c);
+    let p = drain(&b);
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].len(), HDR + 100);
+    assert_eq!(p[0][HDR], 7);
+    b.flush(&TestLayout, &c); // nothing open: no-op
+    assert!(drain(&b).is_empty());
+    assert_eq!(b.counters().write, 3 * 4096);
+}
+
+#[test]
+fn discard_full_and_too_big_are_counted() {
+    let b = buffer(2);
+    let c = StepClock(Cell::new(0), 1);
+    let mut ok = 0;
+    let mut full = 0;
+    for _ in 0..100 {
+        match write(&b, &c, 1000, 1) {
+            Ok(_) => ok += 1,
+            Err(Dropped::Full) => full += 1,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    // Each packet holds 4 records of 1000 bytes (4056 free); the 5th closes it.
+    assert_eq!(ok, 8);
+    assert_eq!(full, 92);
+    assert_eq!(write(&b, &c, 4057, 1), Err(Dropped::TooBig));
+    assert_eq!(write(&b, &c, 0, 1), Err(Dropped::TooBig));
+    b.record_dropped(Dropped::Nested);
+    let k = b.counters();
+    assert_eq!((k.lost_full, k.lost_big, k.lost_nesting), (92, 2, 1));
+    let p = drain(&b);
+    assert_eq!(p.len(), 1, "the second packet is still open");
+    assert_eq!(u64_at(&p[0], 32), 0, "first packet delivered before any loss");
+    b.flush(&TestLayout, &c);
+    let p = drain(&b);
+    assert_eq!(p.len(), 1);
+    assert_eq!(u64_at(&p[0], 32), 92 + 2 + 1, "events_discarded is cumulative");
+    // Released: writing works again, into zeroed memory.
+    write(&b, &c, 1000, 9).unwrap();
+    b.flush(&TestLayout, &c);
+    let p = drain(&b);
+    assert_eq!(p[0].len(), HDR + 1000);
+}
+
+#[test]
+fn timestamps_and_compact_decision() {
+    let b = buffer(4);
+    let c = StepClock(Cell::new(0), 1 << 20);
+    let mut r = b.reserve(&TestLayout, &c, SlotSize { compact: 8, extended: 16 }).unwrap();
+    assert!(!r.extended, "first record of a packet is compact");
+    b.slot(&mut r)[1..].fill(0);
+    b.commit(&TestLayout, r, 1);
+    let r = b.reserve(&TestLayout, &c, SlotSize { compact: 8, extended: 16 }).unwrap();
+    assert!(!r.extended, "2^20 ns fits in 27 bits");
+    b.commit(&TestLayout, r, 1);
+    let slow = StepClock(Cell::new(c.0.get()), 1 << 27);
+    let r = b.reserve(&TestLayout, &slow, SlotSize { compact: 8, extended: 16 }).unwrap();
+    assert!(r.extended && r.len == 16, "2^27 ns does not fit");
+    b.commit(&TestLayout, r, 1);
+    let r = b.reserve(&TestLayout, &c, SlotSize { compact: 12, extended: 12 }).unwrap();
+    assert!(r.extended, "forced");
+    b.commit(&TestLayout, r, 1);
+    // Packet timestamps: end(n) <= begin(n+1), records inside.
+    let c = StepClock(Cell::new(slow.0.get()), 7);
+    let mut stamps = Vec::new();
+    for _ in 0..20 {
+        stamps.push(write(&b, &c, 700, 3).unwrap());
+    }
+    b.flush(&TestLayout, &c);
+    let p = drain(&b);
+    assert!(p.len() >= 3);
+    let mut prev_end = 0;
+    for pk in &p {
+        let (tb, te) = (u64_at(pk, 0), u64_at(pk, 16));
+        assert!(prev_end <= tb && tb <= te);
+        prev_end = te;
+    }
+    assert!(stamps.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn open_checks_and_stale_handles() {
+    let b = buffer(2);
+    let c = StepClock(Cell::new(0), 1);
+    write(&b, &c, 100, 1).unwrap();
+    b.flush(&TestLayout, &c);
+    let sb = b.get_subbuf().unwrap().unwrap();
+    let sb2 = b.get_subbuf().unwrap().unwrap();
+    b.put_subbuf(sb).unwrap();
+    assert!(matches!(b.put_subbuf(sb2), Err(ReadError::Stale { .. })));
+    // Reopen the same memory through `open`.
+    let cfg = *b.config();
+    let map2 = memmap2::MmapRaw::from(memmap2::MmapOptions::new().len(8).map_anon().unwrap());
+    assert!(matches!(Buffer::open(map2), Err(LayoutError::TooSmall { .. })));
+    assert_eq!(cfg.num_subbuf, 2);
+    let st = b.subbuf_state(0).unwrap();
+    assert_eq!(st.commit_count, 4096);
+    assert_eq!(st.delivered, 4096);
+    assert_eq!(st.closed_end, HDR as u64 + 100);
+    assert!(b.subbuf_state(2).is_err());
+}
+
+#[test]
+fn evidence_byte_zero_until_commit() {
+    let b = buffer(2);
+    let c = StepClock(Cell::new(0), 1);
+    let mut r1 = b.reserve(&TestLayout, &c, SlotSize { compact: 10, extended: 10 }).unwrap();
+    let r2 = b.reserve(&TestLayout, &c, SlotSize { compact: 10, extended: 10 }).unwrap();
+    b.slot(&mut r1)[1..].fill(0xee);
+    // Commit out of order: the second slot first.
+    b.commit(&TestLayout, r2, 2);
+    assert_eq!(b.evidence_byte(0, HDR as u64), Some(0), "first slot reserved, not committed");
+    assert_eq!(b.evidence_byte(0, HDR as u64 + 10), Some(2));
+    b.flush(&TestLayout, &c);
+    assert!(b.get_subbuf().unwrap().is_none(), "not delivered with a commit missing");
+    b.commit(&TestLayout, r1, 1);
+    let sb = b.get_subbuf().unwrap().unwrap();
+    b.put_subbuf(sb).unwrap();
+    assert_eq!(b.evidence_byte(0, HDR as u64 + 10), Some(0), "zeroed on release");
+}
+
+#[test]
+fn reopen_shared_file() {
+    let f = tempfile::tempfile().unwrap();
+    let cfg = BufferConfig {
+        subbuf_size: 8192,
+        num_subbuf: 2,
+        mode: Mode::Discard,
+        header_size: HDR as u32,
+        stream: StreamIdentity { uuid: [1; 16], stream_id: 2, cpu: 3, stream_instance_id: 4 },
+    };
+    f.set_len(cfg.file_size().unwrap() as u64).unwrap();
+    let a = Buffer::create(memmap2::MmapOptions::new().map_raw(&f).unwrap(), &cfg).unwrap();
+    let b = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap();
+    assert_eq!(b.config(), &cfg);
+    let c = StepClock(Cell::new(0), 1);
+    write(&b, &c, 50, 4).unwrap();
+    a.flush(&TestLayout, &c);
+    let p = drain(&a);
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0][HDR..], [4u8; 50]);
+}
