@@ -1,1 +1,383 @@
-//! (being written)
+//! Procedural macros of [ust](https://docs.rs/ust): `tracepoint!`, `#[provider]` and
+//! `#[derive(Enum)]`. Use them through the `ust` crate, which re-exports them and provides
+//! the runtime their expansions call; the expansions name `::ust::...` paths.
+//!
+//! Every tracepoint expands to a `static` call site ([`ust::__private::Site`]) that holds
+//! the event description (provider, name, level, fields with their CTF types, all borrowed
+//! static data) and an atomic channel mask, registered in a link-time collection
+//! (`linkme::distributed_slice`), then to
+//!
+//! ```text
+//! if SITE.mask.load(Relaxed) != 0 { evaluate arguments; encode them into the ring buffer }
+//! ```
+//!
+//! so a disabled tracepoint costs one relaxed load and a not-taken branch and does not
+//! evaluate its arguments.
+
+use proc_macro::TokenStream;
+use proc_macro2::TokenStream as TokenStream2;
+use quote::{format_ident, quote, quote_spanned};
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::visit_mut::VisitMut;
+use syn::{Error, Expr, Ident, Token, Type};
+
+/// One `name: Type = expr` argument of a tracepoint.
+struct FieldArg {
+    name: Ident,
+    ty: Type,
+    expr: Expr,
+}
+
+impl Parse for FieldArg {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let name: Ident = input.parse()?;
+        input.parse::<Token![:]>()?;
+        let ty: Type = input.parse()?;
+        input.parse::<Token![=]>()?;
+        let expr: Expr = input.parse()?;
+        Ok(FieldArg { name, ty, expr })
+    }
+}
+
+/// `provider, event [, level = L] [, field: Type = expr]* [,]`
+struct TracepointInput {
+    provider: Ident,
+    event: Ident,
+    level: Option<syn::Path>,
+    fields: Vec<FieldArg>,
+}
+
+impl Parse for TracepointInput {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let provider: Ident = input.parse()?;
+        input.parse::<Token![,]>()?;
+        let event: Ident = input.parse()?;
+        let mut level = None;
+        let mut fields = Vec::new();
+        while !input.is_empty() {
+            input.parse::<Token![,]>()?;
+            if input.is_empty() {
+                break;
+            }
+            if level.is_none() && fields.is_empty() && input.peek(Ident) && input.peek2(Token![=]) {
+                let kw: Ident = input.parse()?;
+                if kw != "level" {
+                    return Err(Error::new(
+                        kw.span(),
+                        "expected `level = Level` or a field `name: Type = expr`",
+                    ));
+                }
+                input.parse::<Token![=]>()?;
+                level = Some(input.parse()?);
+                continue;
+            }
+            fields.push(input.parse()?);
+        }
+        Ok(TracepointInput { provider, event, level, fields })
+    }
+}
+
+/// Replaces elided lifetimes (`&T`, `'_`) by `'static`, so a field type written as in a
+/// `let` can name the CTF type in a `static`.
+struct StaticLifetimes;
+
+impl VisitMut for StaticLifetimes {
+    fn visit_type_reference_mut(&mut self, r: &mut syn::TypeReference) {
+        match &r.lifetime {
+            None => r.lifetime = Some(syn::Lifetime::new("'static", r.and_token.span)),
+            Some(l) if l.ident == "_" => r.lifetime = Some(syn::Lifetime::new("'static", l.span())),
+            _ => {}
+        }
+        syn::visit_mut::visit_type_reference_mut(self, r);
+    }
+    fn visit_lifetime_mut(&mut self, l: &mut syn::Lifetime) {
+        if l.ident == "_" {
+            *l = syn::Lifetime::new("'static", l.span());
+        }
+    }
+}
+
+fn static_type(ty: &Type) -> Type {
+    let mut t = ty.clone();
+    StaticLifetimes.visit_type_mut(&mut t);
+    t
+}
+
+fn unraw(id: &Ident) -> String {
+    let s = id.to_string();
+    s.strip_prefix("r#").map(str::to_string).unwrap_or(s)
+}
+
+fn level_tokens(level: &Option<syn::Path>) -> TokenStream2 {
+    match level {
+        None => quote!(::ust::Level::DebugLine),
+        Some(p) if p.segments.len() == 1 && p.leading_colon.is_none() => {
+            let id = &p.segments[0].ident;
+            quote_spanned!(id.span()=> ::ust::Level::#id)
+        }
+        Some(p) => quote!(#p),
+    }
+}
+
+/// The expansion shared by `tracepoint!` and `#[provider]` functions.
+fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, fields: &[FieldArg]) -> syn::Result<TokenStream2> {
+    let mut seen: Vec<String> = Vec::new();
+    for f in fields {
+        let n = unraw(&f.name);
+        if seen.contains(&n) {
+            return Err(Error::new(f.name.span(), format!("duplicate tracepoint field `{n}`")));
+        }
+        seen.push(n);
+    }
+    let provider_s = unraw(provider);
+    let event_s = unraw(event);
+    let level = level_tokens(level);
+
+    let mut descs = Vec::new();
+    let mut checks = Vec::new();
+    let mut lets = Vec::new();
+    let mut lens = Vec::new();
+    let mut encodes = Vec::new();
+    let mut len_idents = Vec::new();
+    for (i, f) in fields.iter().enumerate() {
+        let name_s = unraw(&f.name);
+        let sty = static_type(&f.ty);
+        let ty = &f.ty;
+        let expr = &f.expr;
+        let v = format_ident!("__ust_v{}", i);
+        let l = format_ident!("__ust_l{}", i);
+        descs.push(quote_spanned! {ty.span()=>
+            ::ust::__private::FieldDesc {
+                name: ::ust::__private::Cow::Borrowed(#name_s),
+                ty: <#sty as ::ust::Field>::TYPE,
+            }
+        });
+        // A type named after the field, so that an unsupported type is reported as
+        // "tracepoint field `name` ...".
+        let marker = Ident::new(&format!("field_{name_s}"), f.name.span());
+        checks.push(quote_spanned! {ty.span()=>
+            #[allow(non_camel_case_types)]
+            struct #marker {}
+            ::ust::__private::check_field::<#marker, #sty>();
+        });
+        lets.push(quote_spanned! {expr.span()=> let #v: #ty = #expr; });
+        lens.push(quote! { let #l: usize = ::ust::Field::encoded_len(&#v); });
+        encodes.push(quote! {
+            let (__ust_head, __ust_out) = __ust_out.split_at_mut(#l);
+            ::ust::Field::encode(&#v, __ust_head);
+        });
+        len_idents.push(l);
+    }
+    let sum = if len_idents.is_empty() { quote!(0usize) } else { quote!(0usize #(+ #len_idents)*) };
+    let checks = if checks.is_empty() {
+        quote!()
+    } else {
+        quote! { const _: () = { #(#checks)* }; }
+    };
+    Ok(quote! {
+        {
+            static __UST_SITE: ::ust::__private::Site = ::ust::__private::Site::new(::ust::__private::EventDesc {
+                provider: ::ust::__private::Cow::Borrowed(#provider_s),
+                name: ::ust::__private::Cow::Borrowed(#event_s),
+                level: #level,
+                fields: ::ust::__private::Cow::Borrowed(&[#(#descs),*]),
+                location: ::ust::__private::Cow::Borrowed(::core::concat!(::core::file!(), ":", ::core::line!())),
+            });
+            #[::ust::__private::linkme::distributed_slice(::ust::__private::SITES)]
+            #[linkme(crate = ::ust::__private::linkme)]
+            static __UST_SITE_REF: &::ust::__private::Site = &__UST_SITE;
+            #checks
+            if __UST_SITE.is_enabled() {
+                #(#lets)*
+                #(#lens)*
+                ::ust::__private::emit(&__UST_SITE, #sum, |__ust_out: &mut [u8]| {
+                    #(#encodes)*
+                    let _ = __ust_out;
+                });
+            }
+        }
+    })
+}
+
+/// Declares and fires a tracepoint: `tracepoint!(provider, event, [level = L,] field: Type =
+/// expr, ...)`. See the `ust` crate documentation.
+#[proc_macro]
+pub fn tracepoint(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as TracepointInput);
+    match expand_site(&input.provider, &input.event, &input.level, &input.fields) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// Arguments of `#[tracepoint(...)]` inside a provider module: `level = L` (optional).
+struct TracepointAttr {
+    level: Option<syn::Path>,
+}
+
+impl Parse for TracepointAttr {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut level = None;
+        let items = Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated(input)?;
+        for item in items {
+            if !item.path.is_ident("level") {
+                return Err(Error::new(item.path.span(), "expected `level = Level`"));
+            }
+            match item.value {
+                Expr::Path(p) => level = Some(p.path),
+                other => return Err(Error::new(other.span(), "expected a level name, e.g. `level = Info`")),
+            }
+        }
+        Ok(TracepointAttr { level })
+    }
+}
+
+/// Turns every `#[tracepoint]` function of a module into a tracepoint named
+/// `<module>:<function>`; see the `ust` crate documentation.
+#[proc_macro_attribute]
+pub fn provider(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match provider_impl(attr.into(), syn::parse_macro_input!(item as syn::ItemMod)) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn provider_impl(attr: TokenStream2, mut module: syn::ItemMod) -> syn::Result<TokenStream2> {
+    if !attr.is_empty() {
+        return Err(Error::new(attr.span(), "#[ust::provider] takes no arguments; the module name is the provider"));
+    }
+    let provider = module.ident.clone();
+    let Some((_, items)) = module.content.as_mut() else {
+        return Err(Error::new(
+            module.ident.span(),
+            "#[ust::provider] needs an inline module: `mod name { ... }`",
+        ));
+    };
+    for item in items.iter_mut() {
+        let syn::Item::Fn(f) = item else { continue };
+        let Some(pos) = f.attrs.iter().position(|a| a.path().is_ident("tracepoint")) else { continue };
+        let attr = f.attrs.remove(pos);
+        let args = match &attr.meta {
+            syn::Meta::Path(_) => TracepointAttr { level: None },
+            _ => attr.parse_args::<TracepointAttr>()?,
+        };
+        if !f.block.stmts.is_empty() {
+            return Err(Error::new(f.block.span(), "a tracepoint function's body must be empty: `{}`"));
+        }
+        if !matches!(f.sig.output, syn::ReturnType::Default) || f.sig.asyncness.is_some() || f.sig.constness.is_some() {
+            return Err(Error::new(f.sig.span(), "a tracepoint function is a plain `fn` returning nothing"));
+        }
+        let mut fields = Vec::new();
+        for input in &f.sig.inputs {
+            let syn::FnArg::Typed(pt) = input else {
+                return Err(Error::new(input.span(), "a tracepoint function takes no `self`"));
+            };
+            let syn::Pat::Ident(pi) = &*pt.pat else {
+                return Err(Error::new(pt.pat.span(), "tracepoint parameters must be plain names"));
+            };
+            let name = pi.ident.clone();
+            fields.push(FieldArg {
+                name: name.clone(),
+                ty: (*pt.ty).clone(),
+                expr: syn::parse_quote!(#name),
+            });
+        }
+        let body = expand_site(&provider, &f.sig.ident, &args.level, &fields)?;
+        f.block = Box::new(syn::parse_quote!({ #body }));
+        f.attrs.push(syn::parse_quote!(#[inline]));
+    }
+    Ok(quote!(#module))
+}
+
+/// `#[derive(ust::Enum)]`: a fieldless enum becomes a CTF enumeration field type.
+#[proc_macro_derive(Enum)]
+pub fn derive_enum(input: TokenStream) -> TokenStream {
+    match derive_enum_impl(syn::parse_macro_input!(input as syn::DeriveInput)) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn derive_enum_impl(input: syn::DeriveInput) -> syn::Result<TokenStream2> {
+    let syn::Data::Enum(data) = &input.data else {
+        return Err(Error::new(input.ident.span(), "#[derive(ust::Enum)] works on fieldless enums only"));
+    };
+    if !input.generics.params.is_empty() {
+        return Err(Error::new(input.generics.span(), "#[derive(ust::Enum)] does not support generic enums"));
+    }
+    if data.variants.is_empty() {
+        return Err(Error::new(input.ident.span(), "#[derive(ust::Enum)] needs at least one variant"));
+    }
+    for v in &data.variants {
+        if !matches!(v.fields, syn::Fields::Unit) {
+            return Err(Error::new(v.span(), "#[derive(ust::Enum)]: variants must have no fields"));
+        }
+    }
+    // The container: the integer `#[repr]`, else 32 bits (signed when a value is negative).
+    let mut repr: Option<Ident> = None;
+    for a in &input.attrs {
+        if a.path().is_ident("repr") {
+            a.parse_nested_meta(|m| {
+                if let Some(id) = m.path.get_ident() {
+                    if matches!(
+                        id.to_string().as_str(),
+                        "u8" | "u16" | "u32" | "u64" | "i8" | "i16" | "i32" | "i64" | "usize" | "isize"
+                    ) {
+                        repr = Some(id.clone());
+                    }
+                }
+                Ok(())
+            })?;
+        }
+    }
+    let name = &input.ident;
+    let name_s = name.to_string();
+    let labels: Vec<String> = data.variants.iter().map(|v| unraw(&v.ident)).collect();
+    let idents: Vec<&Ident> = data.variants.iter().map(|v| &v.ident).collect();
+    let container = match &repr {
+        Some(r) => {
+            let (bits, signed): (u8, bool) = match r.to_string().as_str() {
+                "u8" => (8, false),
+                "u16" => (16, false),
+                "u32" => (32, false),
+                "u64" | "usize" => (64, false),
+                "i8" => (8, true),
+                "i16" => (16, true),
+                "i32" => (32, true),
+                _ => (64, true),
+            };
+            quote!(::ust::__private::IntegerType::new(#bits, #signed, 10))
+        }
+        None => quote!(::ust::__private::default_enum_container(&[#(#name::#idents as i64),*])),
+    };
+    Ok(quote! {
+        impl ::ust::Field for #name {
+            const TYPE: ::ust::__private::FieldType = ::ust::__private::FieldType::Enum {
+                container: #container,
+                name: ::ust::__private::Cow::Borrowed(#name_s),
+                mappings: ::ust::__private::Cow::Borrowed(&[
+                    #(::ust::__private::EnumMapping {
+                        label: ::ust::__private::Cow::Borrowed(#labels),
+                        value: #name::#idents as i64,
+                    }),*
+                ]),
+            };
+            #[inline(always)]
+            fn encoded_len(&self) -> usize {
+                ::ust::__private::enum_size(&<Self as ::ust::Field>::TYPE)
+            }
+            #[inline(always)]
+            fn encode(&self, out: &mut [u8]) {
+                // Two's complement little-endian: the low bytes of the i64 are the value in
+                // any narrower container, signed or not.
+                let v: i64 = match self {
+                    #(#name::#idents => #name::#idents as i64,)*
+                };
+                let n = out.len();
+                out.copy_from_slice(&v.to_le_bytes()[..n]);
+            }
+        }
+    })
+}

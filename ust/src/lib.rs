@@ -1,1 +1,220 @@
-//! (being written)
+//! **ust**: a user-space tracer for Rust in the line of LTTng-UST. This crate is what an
+//! application links: the instrumentation macros and the in-process runtime that hands
+//! events to `ust-consumerd` through per-CPU ring buffers in shared memory.
+//!
+//! # Instrumenting
+//!
+//! ```
+//! # struct Req { id: u64, path: String }
+//! # let req = Req { id: 7, path: "/".into() };
+//! # let n = 3u32;
+//! // One-off tracepoints: `field: Type = expr`, the type always written.
+//! ust::tracepoint!(myapp, request_start, id: u64 = req.id, path: &str = &req.path);
+//! ust::tracepoint!(myapp, retry, level = Warning, attempt: u32 = n);
+//!
+//! // Tracepoints declared once and called as functions (good for libraries).
+//! #[ust::provider]
+//! mod myapp {
+//!     #[tracepoint(level = Info)]
+//!     pub fn request_done(id: u64, status: u16, body: &[u8]) {}
+//! }
+//! myapp::request_done(7, 200, b"ok");
+//!
+//! // Enumerations.
+//! #[derive(ust::Enum)]
+//! #[repr(u8)]
+//! enum Cache { Hit = 1, Miss = 2 }
+//! ust::tracepoint!(myapp, lookup, result: Cache = Cache::Hit);
+//!
+//! // printf-style events, as LTTng's tracef() and tracelog().
+//! ust::tracef!("cache size {} after {:?}", n, std::time::Duration::from_millis(3));
+//! ust::tracelog!(Warning, "disk at {}%", 93);
+//! ```
+//!
+//! Then, with the daemon running: `ust create`, `ust enable-event 'myapp:*'`, `ust start`,
+//! run the program, `ust stop`, `ust view`.
+//!
+//! # Costs and guarantees
+//!
+//! * A disabled tracepoint is one relaxed atomic load and a not-taken branch; its argument
+//!   expressions are **not evaluated** (those of a `#[ust::provider]` function are, at the
+//!   call, as for any function call).
+//! * An enabled one reserves a slot in the buffer of the current CPU (rseq), writes the
+//!   event header and the packed little-endian fields, and commits: no allocation, no
+//!   lock, no system call. A full buffer (discard mode) drops the event and counts it.
+//! * Every call site's description is static data collected at link time
+//!   ([`site::SITES`]): the daemon learns every tracepoint at registration, before any
+//!   fires. Event ids are the registration order + 1 ([`site::all`]).
+//! * The runtime starts from a constructor before `main`. With a daemon socket present it
+//!   waits for registration at most `UST_REGISTER_TIMEOUT` ms (default 3000); with none it
+//!   returns at once and picks up a daemon that starts later. `UST_DEBUG=1` explains on
+//!   stderr what it did. See [`runtime`].
+//!
+//! # Field types
+//!
+//! See [`field`]: integers, `usize`/`isize` (64-bit), `f32`/`f64`, `bool`, `char`, `&str`,
+//! `&[integer]`, `[integer; N]`, `#[derive(ust::Enum)]` enums. Any other type is a compile
+//! error that names the field:
+//!
+//! ```compile_fail
+//! ust::tracepoint!(myapp, bad, items: Vec<u8> = vec![1]);
+//! // error[E0277]: tracepoint field_items: type `Vec<u8>` cannot be recorded
+//! ```
+
+// The macros expand to `::ust::...` paths; this lets the crate use them on itself.
+extern crate self as ust;
+
+mod channel;
+mod cpu;
+mod emit;
+pub mod field;
+pub mod runtime;
+pub mod site;
+mod text;
+
+pub use field::{Element, Field, Text};
+pub use site::Site;
+pub use text::{MSG_CAPACITY, TRUNCATION_MARKER};
+pub use ust_core::Level;
+/// Derives [`Field`] for a fieldless enum: a CTF enumeration with the variant names as
+/// labels and their discriminants as values, over the enum's `#[repr(uN/iN)]` integer
+/// (without one: 32 bits, unsigned unless a value is negative).
+///
+/// ```
+/// #[derive(ust::Enum)]
+/// #[repr(i8)]
+/// enum Dir { Up = -1, Down = 1 }
+/// ust::tracepoint!(demo, moved, dir: Dir = Dir::Up);
+/// ```
+pub use ust_macros::Enum;
+/// Turns the `#[tracepoint]` functions of an inline module into tracepoints named
+/// `<module>:<function>`, called as ordinary functions.
+///
+/// ```
+/// #[ust::provider]
+/// mod net {
+///     /// Each parameter is a field; its type must implement `ust::Field`.
+///     #[tracepoint(level = Info)]
+///     pub fn packet(len: usize, proto: u8, payload: &[u8]) {}
+///
+///     #[tracepoint] // level DebugLine (13), LTTng's default
+///     pub fn idle() {}
+/// }
+/// net::packet(64, 6, &[0xde, 0xad]);
+/// net::idle();
+/// ```
+///
+/// The body must be empty; the macro fills it with the tracepoint. The function is
+/// `#[inline]`; its arguments are evaluated at the call, as for any function.
+pub use ust_macros::provider;
+/// Declares and fires a tracepoint.
+///
+/// `tracepoint!(provider, event [, level = L] [, field: Type = expr]...)`, where `provider`
+/// and `event` are identifiers (the event is `provider:event` in the trace), `L` a
+/// [`Level`] variant name (default [`Level::DebugLine`]), and each field a name, a type
+/// implementing [`Field`], and an expression evaluated only when the event is enabled.
+///
+/// ```
+/// let v = vec![1u32, 2, 3];
+/// ust::tracepoint!(demo, batch, level = Info, n: usize = v.len(), items: &[u32] = &v, tag: char = 'x');
+/// ```
+pub use ust_macros::tracepoint;
+
+/// Records `lttng_ust_tracef:event` with a message formatted as by `format!`: LTTng-UST's
+/// `tracef()`.
+///
+/// The message is formatted straight into a 4 KiB stack buffer (no heap); a longer one is
+/// cut at a character boundary and ends with [`TRUNCATION_MARKER`]. The event has one
+/// field, `msg`, a text sequence with a `u32` length (`_msg_length`). When the event is
+/// disabled nothing is formatted and the arguments are not evaluated.
+///
+/// ```
+/// let (hits, misses) = (10, 2);
+/// ust::tracef!("cache: {hits} hits, {} misses", misses);
+/// ```
+#[macro_export]
+macro_rules! tracef {
+    ($($arg:tt)+) => {
+        if $crate::__private::TRACEF.is_enabled() {
+            $crate::__private::tracef(::core::format_args!($($arg)+));
+        }
+    };
+}
+
+/// Records `lttng_ust_tracelog:TRACE_<LEVEL>` with the call's line, file and module path
+/// and a formatted message: LTTng-UST's `tracelog()`.
+///
+/// `tracelog!(Level, format, args...)`, `Level` a [`Level`] variant name. Fields: `line`
+/// (`i32`), `file` (string), `func` (string: the module path; Rust has no function name
+/// macro), `msg` (text, as [`tracef!`]). Nothing is formatted when disabled.
+///
+/// ```
+/// ust::tracelog!(Warning, "disk at {}%", 93);
+/// ```
+#[macro_export]
+macro_rules! tracelog {
+    ($level:ident, $($arg:tt)+) => {
+        if $crate::__private::TRACELOG[$crate::Level::$level as usize].is_enabled() {
+            $crate::__private::tracelog(
+                $crate::Level::$level,
+                ::core::line!(),
+                ::core::file!(),
+                ::core::module_path!(),
+                ::core::format_args!($($arg)+),
+            );
+        }
+    };
+}
+
+/// Every tracepoint call site of the process, in registration order (event id = position
+/// + 1). See [`site::all`].
+pub fn sites() -> impl Iterator<Item = &'static Site> + Clone {
+    site::all()
+}
+
+/// What the macro expansions use. Not a stable API.
+#[doc(hidden)]
+pub mod __private {
+    pub use linkme;
+    pub use std::borrow::Cow;
+    pub use ust_core::{EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
+
+    pub use crate::emit::emit;
+    pub use crate::field::{check_field, default_enum_container, enum_size, FieldNamed};
+    pub use crate::site::{Site, SITES, TRACEF, TRACELOG};
+    pub use crate::text::{tracef, tracelog};
+}
+
+#[cfg(test)]
+mod test_alloc {
+    //! A counting global allocator for the unit tests: per-thread allocation counts.
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static COUNT: Cell<u64> = const { Cell::new(0) };
+    }
+
+    struct Counting;
+
+    // SAFETY: forwards to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+            // SAFETY: same contract as ours.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: same contract as ours.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static A: Counting = Counting;
+
+    /// Allocations made by this thread so far.
+    pub(crate) fn allocations() -> u64 {
+        COUNT.with(|c| c.get())
+    }
+}

@@ -1,0 +1,92 @@
+//! The emit path: from an enabled call site to committed bytes in a per-CPU buffer.
+//!
+//! ```text
+//! nesting guard ─> for each set bit s of the site's mask (fast path: exactly one)
+//!                    channel = CHANNELS[s]           (Acquire load; null = gone, skip)
+//!                    buffer  = channel.buffer(cpu)   (rseq cpu_id, wrapped to the count)
+//!                    r = reserve(header sizes of id + payload length)
+//!                    write event header (all but byte 0) + payload into the slot
+//!                    commit(r, byte 0)               (publishes byte 0 last)
+//! ```
+//!
+//! No allocation, no lock, no system call. An event the buffer cannot take (full in
+//! discard mode, larger than a sub-buffer) is counted by the ring buffer itself; an event
+//! refused by the nesting guard is counted here with `Dropped::Nested`.
+
+use std::sync::atomic::{fence, Ordering};
+
+use ringbuffer::{Dropped, SlotSize};
+use ust_core::clock::Monotonic;
+use ust_core::event_header;
+use ust_core::packet::CtfPacketLayout;
+
+use crate::channel;
+use crate::cpu;
+use crate::site::Site;
+
+/// Records one event of `site` whose payload is `payload_len` bytes, written by `write`
+/// into a slice of exactly that length, into every channel the site's mask names.
+///
+/// Called by the macro expansions after they have seen a nonzero mask and evaluated the
+/// arguments. `write` runs once per channel.
+#[inline]
+pub fn emit<F: Fn(&mut [u8])>(site: &Site, payload_len: usize, write: F) {
+    let mask = site.mask();
+    // Pairs with the runtime's Release stores of the id, the mask and the channel slots:
+    // having seen a mask, see what was set up before it.
+    fence(Ordering::Acquire);
+    let id = site.id();
+    if mask == 0 || id == 0 {
+        return;
+    }
+    let Some(_nesting) = ringbuffer::nesting::enter() else {
+        drop_all(mask, Dropped::Nested);
+        return;
+    };
+    let (compact, extended) = event_header::sizes(id);
+    let (Some(c), Some(e)) = (fit(compact, payload_len), fit(extended, payload_len)) else {
+        drop_all(mask, Dropped::TooBig);
+        return;
+    };
+    let size = SlotSize { compact: c, extended: e };
+    let cpu = cpu::current();
+    if mask & (mask - 1) == 0 {
+        emit_one(mask.trailing_zeros(), cpu, id, size, &write);
+    } else {
+        let mut m = mask;
+        while m != 0 {
+            emit_one(m.trailing_zeros(), cpu, id, size, &write);
+            m &= m - 1;
+        }
+    }
+}
+
+#[inline(always)]
+fn fit(header: usize, payload: usize) -> Option<u32> {
+    u32::try_from(header.checked_add(payload)?).ok()
+}
+
+#[inline(always)]
+fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, size: SlotSize, write: &F) {
+    let Some(ch) = channel::get(slot) else { return };
+    let buf = ch.buffer(cpu);
+    // A refused reservation is already counted in the buffer (lost_full / lost_big).
+    let Ok(mut r) = buf.reserve(&CtfPacketLayout, &Monotonic, size) else { return };
+    let (timestamp, ext) = (r.timestamp, r.extended);
+    let bytes = buf.slot(&mut r);
+    let (byte0, header_len) = event_header::write(bytes, id, timestamp, ext);
+    write(&mut bytes[header_len..]);
+    buf.commit(&CtfPacketLayout, r, byte0);
+}
+
+#[cold]
+fn drop_all(mask: u64, why: Dropped) {
+    let cpu = cpu::current();
+    let mut m = mask;
+    while m != 0 {
+        if let Some(ch) = channel::get(m.trailing_zeros()) {
+            ch.buffer(cpu).record_dropped(why);
+        }
+        m &= m - 1;
+    }
+}

@@ -1,0 +1,237 @@
+//! The runtime thread: finds the daemon, registers, and applies what the daemon says.
+//!
+//! Every daemon message is checked before it is applied (slot in range, one descriptor per
+//! CPU buffer, one mask per registered event, buffers whose header validates); a bad one is
+//! ignored and explained under `UST_DEBUG`, never a panic.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ringbuffer::Buffer;
+use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, ProtocolError, Registration, MAX_CHANNELS};
+
+use super::{debug, tracing_off, Generation, POLL_INTERVAL};
+use crate::channel::{self, Channel};
+use crate::{cpu, site};
+
+/// How long a send to the daemon may block before the connection is given up.
+const SEND_TIMEOUT: Duration = Duration::from_secs(2);
+/// Most per-CPU buffers one channel may have (a sanity bound on daemon input).
+const MAX_BUFFERS: u32 = 1 << 14;
+
+enum Outcome {
+    /// The daemon refused this process; do not retry with the same daemon.
+    Refused,
+    /// The connection ended.
+    Closed,
+}
+
+/// Body of the runtime thread; never returns.
+pub(super) fn run(g: &'static Generation, path: PathBuf) {
+    let mut refused_by: Option<(u64, u64)> = None;
+    let mut said_missing = false;
+    let mut said_connect = false;
+    loop {
+        let id = match std::fs::metadata(&path) {
+            Ok(md) => (md.dev(), md.ino()),
+            Err(_) => {
+                g.settle();
+                if !said_missing && said_connect {
+                    debug!("daemon socket {} is gone; waiting for a daemon", path.display());
+                }
+                said_missing = true;
+                std::thread::sleep(POLL_INTERVAL);
+                continue;
+            }
+        };
+        if refused_by == Some(id) {
+            g.settle();
+            std::thread::sleep(POLL_INTERVAL);
+            continue;
+        }
+        let stream = match UnixStream::connect(&path) {
+            Ok(s) => s,
+            Err(e) => {
+                if !said_connect {
+                    debug!("cannot connect to {}: {e}; retrying every {} ms", path.display(), POLL_INTERVAL.as_millis());
+                    said_connect = true;
+                }
+                g.settle();
+                std::thread::sleep(POLL_INTERVAL);
+                continue;
+            }
+        };
+        said_missing = false;
+        said_connect = false;
+        match serve(g, &path, stream) {
+            Outcome::Refused => refused_by = Some(id),
+            Outcome::Closed => {}
+        }
+        *g.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        for fd in &g.fds {
+            fd.store(-1, Ordering::Release);
+        }
+        tracing_off();
+        g.settle();
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// The registration this process sends.
+pub(crate) fn registration() -> Registration {
+    let procname = std::fs::read_to_string("/proc/self/comm").map(|s| s.trim_end().to_string()).unwrap_or_default();
+    Registration {
+        abi_major: ust_core::ABI_MAJOR,
+        abi_minor: ust_core::ABI_MINOR,
+        pid: rustix::process::getpid().as_raw_nonzero().get(),
+        ppid: rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get()),
+        uid: rustix::process::getuid().as_raw(),
+        procname,
+        session_token: std::env::var(protocol::ENV_SESSION_TOKEN).ok().filter(|t| !t.is_empty()),
+        ncpus: cpu::possible(),
+        events: site::all().map(|s| s.desc().clone()).collect(),
+    }
+}
+
+fn send(g: &Generation, msg: &AppMessage) -> Result<(), ProtocolError> {
+    let w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
+    match w.as_ref() {
+        Some(sock) => protocol::send(sock, msg, &[]),
+        None => Err(ProtocolError::Eof),
+    }
+}
+
+fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
+    let writer = match stream.try_clone() {
+        Ok(w) => w,
+        Err(e) => {
+            debug!("cannot use the daemon connection: {e}");
+            return Outcome::Closed;
+        }
+    };
+    let _ = writer.set_write_timeout(Some(SEND_TIMEOUT));
+    g.fds[0].store(stream.as_raw_fd(), Ordering::Release);
+    g.fds[1].store(writer.as_raw_fd(), Ordering::Release);
+    *g.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
+
+    let reg = registration();
+    let nevents = reg.events.len();
+    if let Err(e) = send(g, &AppMessage::Register(reg)) {
+        debug!("registration with {} failed: {e}", path.display());
+        return Outcome::Closed;
+    }
+    debug!("registered with the daemon at {} with {nevents} tracepoints", path.display());
+    loop {
+        let (msg, fds) = match protocol::recv::<DaemonMessage>(&stream) {
+            Ok(m) => m,
+            Err(ProtocolError::Eof) => {
+                debug!("the daemon closed the connection: tracing off until a daemon is back");
+                return Outcome::Closed;
+            }
+            Err(e) => {
+                debug!("daemon connection failed ({e}): tracing off until a daemon is back");
+                return Outcome::Closed;
+            }
+        };
+        match msg {
+            DaemonMessage::Refused { reason } => {
+                debug!("refused by the daemon: {reason}; running untraced");
+                return Outcome::Refused;
+            }
+            DaemonMessage::AddChannel(grant) => add_channel(grant, fds),
+            DaemonMessage::RemoveChannel { slot } => remove_channel(slot),
+            DaemonMessage::SetEnabled { masks } => set_enabled(&masks),
+            DaemonMessage::Ready => {
+                debug!(
+                    "ready: {} channel(s), {} of {nevents} tracepoints enabled",
+                    (0..MAX_CHANNELS).filter(|s| channel::get(*s).is_some()).count(),
+                    site::all().filter(|s| s.mask() != 0).count()
+                );
+                g.settle();
+            }
+            DaemonMessage::Sync { seq } => {
+                if let Err(e) = send(g, &AppMessage::SyncDone { seq }) {
+                    debug!("cannot answer sync {seq}: {e}");
+                    return Outcome::Closed;
+                }
+            }
+        }
+    }
+}
+
+/// Maps the buffers of a granted channel and installs it in its slot.
+fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) {
+    let what = format!("channel {}/{} (slot {})", grant.session, grant.channel, grant.slot);
+    if grant.slot >= MAX_CHANNELS {
+        debug!("{what} ignored: slot out of range 0..{MAX_CHANNELS}");
+        return;
+    }
+    if grant.ncpus == 0 || grant.ncpus > MAX_BUFFERS || fds.len() != grant.ncpus as usize {
+        debug!("{what} ignored: {} descriptors for {} buffers", fds.len(), grant.ncpus);
+        return;
+    }
+    let mut buffers = Vec::with_capacity(fds.len());
+    for (cpu, fd) in fds.into_iter().enumerate() {
+        // The descriptor is closed when `file` drops at the end of this iteration: the
+        // mapping keeps the memory.
+        let file = File::from(fd);
+        let map = match memmap2::MmapOptions::new().map_raw(&file) {
+            Ok(m) => m,
+            Err(e) => {
+                debug!("{what} ignored: cannot map buffer {cpu}: {e}");
+                return;
+            }
+        };
+        match Buffer::open(map) {
+            Ok(b) => buffers.push(b),
+            Err(e) => {
+                debug!("{what} ignored: buffer {cpu} is not a valid ring buffer: {e}");
+                return;
+            }
+        }
+    }
+    let (subbuf, num) = (buffers[0].config().subbuf_size, buffers[0].config().num_subbuf);
+    let n = buffers.len();
+    let old = channel::install(
+        grant.slot,
+        Channel { buffers: buffers.into_boxed_slice(), session: grant.session, name: grant.channel },
+    );
+    if let Some(old) = old {
+        debug!("slot {} reused: previous channel {}/{} retired", grant.slot, old.session, old.name);
+        channel::retire(old);
+    }
+    debug!("{what} granted: {n} buffer(s) of {num} x {subbuf} bytes");
+}
+
+fn remove_channel(slot: u32) {
+    if slot >= MAX_CHANNELS {
+        debug!("remove of slot {slot} ignored: out of range");
+        return;
+    }
+    for s in site::all() {
+        s.clear_bits(1u64 << slot);
+    }
+    if let Some(ch) = channel::take(slot) {
+        // Let emitters that loaded the channel just before finish into the real buffer.
+        std::thread::sleep(Duration::from_millis(20));
+        channel::retire(ch);
+        debug!("channel {}/{} (slot {slot}) removed", ch.session, ch.name);
+    }
+}
+
+fn set_enabled(masks: &[u64]) {
+    let n = site::count();
+    if masks.len() != n {
+        debug!("enable masks ignored: {} masks for {n} tracepoints", masks.len());
+        return;
+    }
+    for (s, m) in site::all().zip(masks) {
+        s.set_mask(*m);
+    }
+    debug!("{} of {n} tracepoints enabled", masks.iter().filter(|m| **m != 0).count());
+}

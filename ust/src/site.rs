@@ -1,0 +1,162 @@
+//! Call sites: the static record each tracepoint expands to, and the link-time collection
+//! of all of them.
+//!
+//! Every `tracepoint!` (and every `#[ust::provider]` function) expands to one
+//! `static Site` holding the event's description and its channel mask, and to one entry in
+//! [`SITES`], a `linkme::distributed_slice`: the linker gathers the entries of every crate
+//! of the program into one section, so the runtime knows every tracepoint of the process
+//! before any fires (what `ust list --apps` shows). The runtime registers the sites in the
+//! order of [`all`] (the collection, then the `ust` crate's own `tracef!`/`tracelog!`
+//! events), and the `i`-th of them (from 0) gets CTF event id `i + 1`
+//! ([`ust_core::protocol::event_id`]).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use linkme::distributed_slice;
+use ust_core::{EventDesc, Level};
+
+/// One tracepoint call site: its static description, its channel mask and its event id.
+///
+/// The mask has bit `s` set when the event is recorded into the channel in slot `s` (one
+/// slot per session channel this process writes, at most
+/// [`ust_core::protocol::MAX_CHANNELS`]); zero means disabled. The runtime thread stores
+/// it when the daemon says so ([`ust_core::protocol::DaemonMessage::SetEnabled`]); the
+/// call site loads it with `Relaxed` ordering and tests it against zero, which is the whole
+/// cost of a disabled tracepoint.
+#[derive(Debug)]
+pub struct Site {
+    mask: AtomicU64,
+    id: AtomicU32,
+    desc: EventDesc,
+}
+
+impl Site {
+    /// A disabled call site for `desc`, with no event id yet.
+    pub const fn new(desc: EventDesc) -> Site {
+        Site { mask: AtomicU64::new(0), id: AtomicU32::new(0), desc }
+    }
+
+    /// True when at least one channel records this event: one relaxed load.
+    #[inline(always)]
+    pub fn is_enabled(&self) -> bool {
+        self.mask.load(Ordering::Relaxed) != 0
+    }
+
+    /// The channel mask (bit `s` = channel slot `s`).
+    #[inline(always)]
+    pub fn mask(&self) -> u64 {
+        self.mask.load(Ordering::Relaxed)
+    }
+
+    /// The event's description.
+    pub fn desc(&self) -> &EventDesc {
+        &self.desc
+    }
+
+    /// The CTF event id this site records with (its registration index + 1); 0 until the
+    /// runtime has numbered the sites (it does so in its constructor).
+    #[inline(always)]
+    pub fn id(&self) -> u32 {
+        self.id.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_mask(&self, mask: u64) {
+        self.mask.store(mask, Ordering::Release);
+    }
+
+    pub(crate) fn clear_bits(&self, bits: u64) {
+        self.mask.fetch_and(!bits, Ordering::Release);
+    }
+
+    pub(crate) fn set_id(&self, id: u32) {
+        self.id.store(id, Ordering::Release);
+    }
+}
+
+/// The link-time collection of every `tracepoint!` call site of the program.
+#[distributed_slice]
+pub static SITES: [&'static Site];
+
+/// Every call site of the process in registration order: the link-time collection
+/// ([`SITES`]), then the `ust` crate's own `lttng_ust_tracef:event` and the fifteen
+/// `lttng_ust_tracelog:TRACE_*` events.
+pub fn all() -> impl Iterator<Item = &'static Site> + Clone {
+    SITES.iter().copied().chain(std::iter::once(&TRACEF)).chain(TRACELOG.iter())
+}
+
+/// Number of call sites [`all`] yields.
+pub fn count() -> usize {
+    SITES.len() + 1 + TRACELOG.len()
+}
+
+mod internal {
+    use std::borrow::Cow;
+
+    use ust_core::{FieldDesc, FieldType};
+
+    use crate::field::{Field, Text};
+
+    pub(super) const MSG: FieldDesc = FieldDesc { name: Cow::Borrowed("msg"), ty: <Text as Field>::TYPE };
+    pub(super) const TRACEF_FIELDS: &[FieldDesc] = &[MSG];
+    pub(super) const TRACELOG_FIELDS: &[FieldDesc] = &[
+        FieldDesc { name: Cow::Borrowed("line"), ty: <i32 as Field>::TYPE },
+        FieldDesc { name: Cow::Borrowed("file"), ty: FieldType::String },
+        FieldDesc { name: Cow::Borrowed("func"), ty: FieldType::String },
+        MSG,
+    ];
+}
+
+/// `lttng_ust_tracef:event { _msg_length: u32, msg: UTF-8 text }`, the event of every
+/// `tracef!` (LTTng-UST's `lttng_ust_tracef` provider).
+pub static TRACEF: Site = Site::new(EventDesc {
+    provider: std::borrow::Cow::Borrowed("lttng_ust_tracef"),
+    name: std::borrow::Cow::Borrowed("event"),
+    level: Level::DebugLine,
+    fields: std::borrow::Cow::Borrowed(internal::TRACEF_FIELDS),
+    location: std::borrow::Cow::Borrowed(concat!(file!(), ":", line!())),
+});
+
+const fn tracelog_site(level: Level) -> Site {
+    Site::new(EventDesc {
+        provider: std::borrow::Cow::Borrowed("lttng_ust_tracelog"),
+        name: std::borrow::Cow::Borrowed(level.lttng_name()),
+        level,
+        fields: std::borrow::Cow::Borrowed(internal::TRACELOG_FIELDS),
+        location: std::borrow::Cow::Borrowed(concat!(file!(), ":", line!())),
+    })
+}
+
+/// `lttng_ust_tracelog:TRACE_<LEVEL> { line: i32, file: string, func: string,
+/// _msg_length: u32, msg: UTF-8 text }`, indexed by level number: the events of
+/// `tracelog!` (LTTng-UST's `lttng_ust_tracelog` provider).
+pub static TRACELOG: [Site; 15] = [
+    tracelog_site(Level::Emerg),
+    tracelog_site(Level::Alert),
+    tracelog_site(Level::Crit),
+    tracelog_site(Level::Err),
+    tracelog_site(Level::Warning),
+    tracelog_site(Level::Notice),
+    tracelog_site(Level::Info),
+    tracelog_site(Level::DebugSystem),
+    tracelog_site(Level::DebugProgram),
+    tracelog_site(Level::DebugProcess),
+    tracelog_site(Level::DebugModule),
+    tracelog_site(Level::DebugUnit),
+    tracelog_site(Level::DebugFunction),
+    tracelog_site(Level::DebugLine),
+    tracelog_site(Level::Debug),
+];
+
+/// Numbers every site: the `i`-th of [`all`] gets id `i + 1`. Idempotent.
+pub(crate) fn assign_ids() {
+    for (i, s) in all().enumerate() {
+        s.set_id(ust_core::protocol::event_id(i as u32));
+    }
+}
+
+/// Clears every mask: nothing is recorded until the daemon enables events again.
+pub(crate) fn disable_all() {
+    for s in all() {
+        s.set_mask(0);
+    }
+}
