@@ -136,7 +136,7 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
     let level = level_tokens(level);
 
     let mut descs = Vec::new();
-    let mut checks = Vec::new();
+    let mut markers = Vec::new();
     let mut lets = Vec::new();
     let mut lens = Vec::new();
     let mut encodes = Vec::new();
@@ -148,47 +148,51 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
         let expr = &f.expr;
         let v = format_ident!("__ust_v{}", i);
         let l = format_ident!("__ust_l{}", i);
+        // A type named after the field: every use of the field's type goes through
+        // `FieldNamed<__ust_fields::name>`, so an unsupported type is reported as
+        // "tracepoint field `name` ...".
+        let marker = Ident::new(&name_s, f.name.span());
+        markers.push(quote! { pub struct #marker {} });
+        let named = quote_spanned! {ty.span()=> ::ust::__private::FieldNamed<__ust_fields::#marker> };
         descs.push(quote_spanned! {ty.span()=>
             ::ust::__private::FieldDesc {
                 name: ::ust::__private::Cow::Borrowed(#name_s),
-                ty: <#sty as ::ust::Field>::TYPE,
+                ty: <#sty as #named>::TYPE,
             }
         });
-        // A type named after the field, so that an unsupported type is reported as
-        // "tracepoint field `name` ...".
-        let marker = Ident::new(&format!("field_{name_s}"), f.name.span());
-        checks.push(quote_spanned! {ty.span()=>
-            #[allow(non_camel_case_types)]
-            struct #marker {}
-            ::ust::__private::check_field::<#marker, #sty>();
-        });
         lets.push(quote_spanned! {expr.span()=> let #v: #ty = #expr; });
-        lens.push(quote! { let #l: usize = ::ust::Field::encoded_len(&#v); });
-        encodes.push(quote! {
+        lens.push(quote_spanned! {ty.span()=> let #l: usize = <#ty as #named>::encoded_len(&#v); });
+        encodes.push(quote_spanned! {ty.span()=>
             let (__ust_head, __ust_out) = __ust_out.split_at_mut(#l);
-            ::ust::Field::encode(&#v, __ust_head);
+            <#ty as #named>::encode(&#v, __ust_head);
         });
         len_idents.push(l);
     }
     let sum = if len_idents.is_empty() { quote!(0usize) } else { quote!(0usize #(+ #len_idents)*) };
-    let checks = if checks.is_empty() {
+    let markers = if markers.is_empty() {
         quote!()
     } else {
-        quote! { const _: () = { #(#checks)* }; }
+        quote! {
+            #[allow(non_camel_case_types, dead_code)]
+            mod __ust_fields { #(#markers)* }
+        }
     };
     Ok(quote! {
         {
+            // A `const` (not the static's initializer) so the slice is promoted to static
+            // memory even though `FieldDesc` has drop glue.
+            const __UST_FIELDS: &[::ust::__private::FieldDesc] = &[#(#descs),*];
             static __UST_SITE: ::ust::__private::Site = ::ust::__private::Site::new(::ust::__private::EventDesc {
                 provider: ::ust::__private::Cow::Borrowed(#provider_s),
                 name: ::ust::__private::Cow::Borrowed(#event_s),
                 level: #level,
-                fields: ::ust::__private::Cow::Borrowed(&[#(#descs),*]),
+                fields: ::ust::__private::Cow::Borrowed(__UST_FIELDS),
                 location: ::ust::__private::Cow::Borrowed(::core::concat!(::core::file!(), ":", ::core::line!())),
             });
             #[::ust::__private::linkme::distributed_slice(::ust::__private::SITES)]
             #[linkme(crate = ::ust::__private::linkme)]
             static __UST_SITE_REF: &::ust::__private::Site = &__UST_SITE;
-            #checks
+            #markers
             if __UST_SITE.is_enabled() {
                 #(#lets)*
                 #(#lens)*

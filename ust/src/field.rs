@@ -263,21 +263,35 @@ impl Field for Text<'_> {
     }
 }
 
-/// A type named after a tracepoint field, so that an unsupported type is reported with the
-/// field's name (the macros generate a marker type `field_<name>` and check
-/// `Type: FieldNamed<field_<name>>`).
+/// [`Field`] seen through a marker type named after the tracepoint field, so that an
+/// unsupported type is reported with the field's name: the macros generate a type
+/// `__ust_fields::<name>` per field and use `<Type as FieldNamed<__ust_fields::<name>>>`
+/// wherever the field's type matters. Implemented for every [`Field`].
 #[diagnostic::on_unimplemented(
-    message = "tracepoint {Name}: type `{Self}` cannot be recorded",
-    label = "unsupported type for {Name}",
+    message = "tracepoint field `{Name}`: type `{Self}` cannot be recorded",
+    label = "unsupported type for field `{Name}`",
     note = "supported: u8..u64, i8..i64, usize, isize, f32, f64, bool, char, &str, &[integer], [integer; N], and enums with #[derive(ust::Enum)]"
 )]
-pub trait FieldNamed<Name> {}
+pub trait FieldNamed<Name> {
+    /// [`Field::TYPE`].
+    const TYPE: FieldType;
+    /// [`Field::encoded_len`].
+    fn encoded_len(&self) -> usize;
+    /// [`Field::encode`].
+    fn encode(&self, out: &mut [u8]);
+}
 
-impl<T: Field + ?Sized, Name> FieldNamed<Name> for T {}
-
-/// Compile-time check emitted once per field by the macros.
-#[doc(hidden)]
-pub const fn check_field<Name, T: FieldNamed<Name> + ?Sized>() {}
+impl<T: Field + ?Sized, Name> FieldNamed<Name> for T {
+    const TYPE: FieldType = T::TYPE;
+    #[inline(always)]
+    fn encoded_len(&self) -> usize {
+        Field::encoded_len(self)
+    }
+    #[inline(always)]
+    fn encode(&self, out: &mut [u8]) {
+        Field::encode(self, out)
+    }
+}
 
 /// The container of a `#[derive(ust::Enum)]` enum without an integer `#[repr]`: `u32` when
 /// every value is non-negative and fits, `i32` when some value is negative and all fit,

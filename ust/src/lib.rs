@@ -58,7 +58,7 @@
 //!
 //! ```compile_fail
 //! ust::tracepoint!(myapp, bad, items: Vec<u8> = vec![1]);
-//! // error[E0277]: tracepoint field_items: type `Vec<u8>` cannot be recorded
+//! // error[E0277]: tracepoint field `items`: type `Vec<u8>` cannot be recorded
 //! ```
 
 // The macros expand to `::ust::...` paths; this lets the crate use them on itself.
@@ -71,6 +71,9 @@ pub mod field;
 pub mod runtime;
 pub mod site;
 mod text;
+
+#[cfg(test)]
+mod tests;
 
 pub use field::{Element, Field, Text};
 pub use site::Site;
@@ -180,7 +183,7 @@ pub mod __private {
     pub use ust_core::{EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
 
     pub use crate::emit::emit;
-    pub use crate::field::{check_field, default_enum_container, enum_size, FieldNamed};
+    pub use crate::field::{default_enum_container, enum_size, FieldNamed};
     pub use crate::site::{Site, SITES, TRACEF, TRACELOG};
     pub use crate::text::{tracef, tracelog};
 }

@@ -1,0 +1,374 @@
+//! In-process tests of the macros and the emit path: channels made here on anonymous
+//! memory, events fired through the macros, records read back with the ring buffer's
+//! reader and decoded with `ust_core::event_header::decode`.
+
+use std::cell::Cell;
+use std::sync::Mutex;
+
+use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
+use ust_core::clock::Monotonic;
+use ust_core::packet::{CtfPacketLayout, HEADER_SIZE};
+use ust_core::{event_header, FieldType, IntegerType, Level};
+
+use crate::channel::{self, Channel};
+use crate::site::{self, Site};
+
+/// Tests that install channels or set masks run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn site_named(provider: &str, name: &str) -> &'static Site {
+    site::all()
+        .find(|s| s.desc().provider == provider && s.desc().name == name)
+        .unwrap_or_else(|| panic!("no site {provider}:{name}"))
+}
+
+/// A channel of one buffer (every CPU maps to it) installed in `slot`; removed on drop.
+struct TestChannel {
+    slot: u32,
+    ch: &'static Channel,
+}
+
+impl TestChannel {
+    fn new(slot: u32, subbuf_size: u64) -> TestChannel {
+        let cfg = BufferConfig {
+            subbuf_size,
+            num_subbuf: 4,
+            mode: Mode::Discard,
+            header_size: HEADER_SIZE as u32,
+            stream: StreamIdentity { uuid: [1; 16], stream_id: 0, cpu: 0, stream_instance_id: 0 },
+        };
+        let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
+        let buf = Buffer::create(map.into(), &cfg).unwrap();
+        assert!(channel::install(
+            slot,
+            Channel { buffers: vec![buf].into_boxed_slice(), session: "s".into(), name: "c".into() }
+        )
+        .is_none());
+        TestChannel { slot, ch: channel::get(slot).unwrap() }
+    }
+
+    /// Flushes and returns every record as `(id, payload)`, where the payload runs to the
+    /// next record (its length is given per id by `len_of`).
+    fn records(&self, len_of: impl Fn(u32, &[u8]) -> usize) -> Vec<(u32, Vec<u8>)> {
+        let b = &self.ch.buffers[0];
+        b.flush(&CtfPacketLayout, &Monotonic);
+        let mut out = Vec::new();
+        while let Some(sb) = b.get_subbuf().unwrap() {
+            let mut pkt = Vec::new();
+            b.copy_subbuf(&sb, &mut pkt).unwrap();
+            let content = sb.content_size as usize;
+            b.put_subbuf(sb).unwrap();
+            let mut off = HEADER_SIZE;
+            let mut prev = u64::from_le_bytes(pkt[32..40].try_into().unwrap());
+            while off < content {
+                let h = event_header::decode(&pkt[off..content], prev).expect("committed header");
+                assert!(h.timestamp >= prev);
+                prev = h.timestamp;
+                off += h.len;
+                let n = len_of(h.id, &pkt[off..content]);
+                out.push((h.id, pkt[off..off + n].to_vec()));
+                off += n;
+            }
+        }
+        out
+    }
+}
+
+impl Drop for TestChannel {
+    fn drop(&mut self) {
+        for s in site::all() {
+            s.clear_bits(1 << self.slot);
+        }
+        channel::take(self.slot);
+    }
+}
+
+fn enable(s: &Site, slots: &[u32]) {
+    s.set_mask(slots.iter().fold(0, |m, s| m | 1 << s));
+}
+
+#[derive(crate::Enum, Clone, Copy, Debug, PartialEq)]
+#[repr(u16)]
+enum Color {
+    Red = 1,
+    Green = 2,
+    Blue = 300,
+}
+
+#[derive(crate::Enum)]
+enum Signed {
+    Minus = -5,
+    Zero = 0,
+}
+
+fn fire_all_types(s: &str, bytes: &[u8], words: &[i32]) {
+    crate::tracepoint!(
+        unit, all_types, level = Info,
+        a: u8 = 0xab, b: u16 = 0x1234, c: u32 = 7, d: u64 = u64::MAX,
+        e: i8 = -1, f: i16 = -2, g: i32 = -3, h: i64 = -4,
+        i: usize = 5, j: isize = -6, k: f32 = 1.5, l: f64 = f64::NAN,
+        m: bool = true, n: char = 'é', o: &str = s, p: &[u8] = bytes, q: &[i32] = words,
+        r: [u16; 3] = [1, 2, 3], t: Color = Color::Blue, u: Signed = Signed::Minus,
+    );
+}
+
+#[test]
+fn descriptions_carry_every_field_type() {
+    fire_all_types("", &[], &[]);
+    let d = site_named("unit", "all_types").desc();
+    assert_eq!(d.level, Level::Info);
+    assert!(d.location.contains("tests.rs:"), "{}", d.location);
+    let names: Vec<&str> = d.fields.iter().map(|f| &*f.name).collect();
+    assert_eq!(names, ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r", "t", "u"]);
+    let ty = |n: &str| d.fields.iter().find(|f| f.name == n).unwrap().ty.clone();
+    assert_eq!(ty("i"), FieldType::Integer(IntegerType::U64));
+    assert_eq!(ty("m"), FieldType::Integer(IntegerType::U8));
+    assert_eq!(ty("n"), FieldType::Integer(IntegerType::new(32, false, 16)));
+    assert_eq!(ty("o"), FieldType::String);
+    assert_eq!(ty("p"), FieldType::Sequence { length: IntegerType::U64, elem: IntegerType::new(8, false, 16), text: false });
+    assert_eq!(ty("r"), FieldType::Array { elem: IntegerType::U16, len: 3 });
+    match ty("t") {
+        FieldType::Enum { container, name, mappings } => {
+            assert_eq!(container, IntegerType::U16);
+            assert_eq!(name, "Color");
+            let m: Vec<(&str, i64)> = mappings.iter().map(|m| (&*m.label, m.value)).collect();
+            assert_eq!(m, [("Red", 1), ("Green", 2), ("Blue", 300)]);
+        }
+        other => panic!("{other:?}"),
+    }
+    match ty("u") {
+        FieldType::Enum { container, .. } => assert_eq!(container, IntegerType::I32),
+        other => panic!("{other:?}"),
+    }
+    d.validate().expect("the daemon accepts it");
+    // Every TSDL declaration the daemon will write for it is well-formed enough to name
+    // the sequence length fields.
+    assert!(ty("q").tsdl("q").contains("__q_length"));
+    let _ = (Color::Red, Color::Green, Signed::Zero);
+}
+
+#[test]
+fn enabled_tracepoint_writes_exact_bytes() {
+    let _g = serial();
+    let ch = TestChannel::new(3, 4096);
+    let s = site_named("unit", "all_types");
+    enable(s, &[3]);
+    fire_all_types("hé\0llo", &[9, 8], &[-1, 2]);
+    fire_all_types("", &[], &[]);
+    let mut expect = Vec::new();
+    expect.push(0xab);
+    expect.extend(0x1234u16.to_le_bytes());
+    expect.extend(7u32.to_le_bytes());
+    expect.extend(u64::MAX.to_le_bytes());
+    expect.extend((-1i8).to_le_bytes());
+    expect.extend((-2i16).to_le_bytes());
+    expect.extend((-3i32).to_le_bytes());
+    expect.extend((-4i64).to_le_bytes());
+    expect.extend(5u64.to_le_bytes());
+    expect.extend((-6i64).to_le_bytes());
+    expect.extend(1.5f32.to_le_bytes());
+    expect.extend(f64::NAN.to_le_bytes());
+    expect.push(1);
+    expect.extend(0xe9u32.to_le_bytes());
+    let fixed_head = expect.clone();
+    expect.extend(*b"h\xc3\xa9\0");
+    expect.extend(2u64.to_le_bytes());
+    expect.extend([9, 8]);
+    expect.extend(2u64.to_le_bytes());
+    expect.extend((-1i32).to_le_bytes());
+    expect.extend(2i32.to_le_bytes());
+    let tail = |e: &mut Vec<u8>| {
+        e.extend([1, 0, 2, 0, 3, 0]);
+        e.extend(300u16.to_le_bytes());
+        e.extend((-5i32).to_le_bytes());
+    };
+    tail(&mut expect);
+    let mut expect2 = fixed_head;
+    expect2.push(0);
+    expect2.extend(0u64.to_le_bytes());
+    expect2.extend(0u64.to_le_bytes());
+    tail(&mut expect2);
+    let lens = [expect.len(), expect2.len()];
+    let n = Cell::new(0);
+    let recs = ch.records(|_, _| {
+        let l = lens[n.get()];
+        n.set(n.get() + 1);
+        l
+    });
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[0].0, s.id());
+    assert_eq!(recs[0].1, expect);
+    assert_eq!(recs[1].1, expect2);
+}
+
+#[test]
+fn disabled_tracepoints_do_not_evaluate_arguments() {
+    let _g = serial();
+    let calls = Cell::new(0);
+    let side = || {
+        calls.set(calls.get() + 1);
+        42u64
+    };
+    for _ in 0..3 {
+        crate::tracepoint!(unit, disabled, x: u64 = side());
+        crate::tracef!("{}", side());
+        crate::tracelog!(Err, "{}", side());
+    }
+    assert_eq!(calls.get(), 0);
+    // Enabled, with a channel: evaluated exactly once per firing.
+    let ch = TestChannel::new(4, 4096);
+    enable(site_named("unit", "disabled"), &[4]);
+    for _ in 0..3 {
+        crate::tracepoint!(unit, disabled, x: u64 = side());
+    }
+    assert_eq!(calls.get(), 3);
+    let recs = ch.records(|_, _| 8);
+    assert_eq!(recs.len(), 3);
+    assert!(recs.iter().all(|r| r.1 == 42u64.to_le_bytes()));
+}
+
+#[crate::provider]
+mod unitprov {
+    #[tracepoint(level = Warning)]
+    pub fn request_done(id: u64, status: u16, body: &[u8]) {}
+
+    #[tracepoint]
+    pub fn bare() {}
+}
+
+#[test]
+fn provider_functions_are_tracepoints() {
+    let _g = serial();
+    unitprov::bare();
+    let s = site_named("unitprov", "request_done");
+    assert_eq!(s.desc().level, Level::Warning);
+    assert_eq!(site_named("unitprov", "bare").desc().level, Level::DebugLine);
+    assert_eq!(s.desc().fields.len(), 3);
+    let ch = TestChannel::new(5, 4096);
+    enable(s, &[5]);
+    let body = vec![1u8, 2, 3];
+    unitprov::request_done(9, 200, &body);
+    let recs = ch.records(|_, _| 8 + 2 + 8 + 3);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].1, [9, 0, 0, 0, 0, 0, 0, 0, 200, 0, 3, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3]);
+}
+
+fn text_len(b: &[u8]) -> usize {
+    4 + u32::from_le_bytes(b[..4].try_into().unwrap()) as usize
+}
+
+#[test]
+fn tracef_records_its_message() {
+    let _g = serial();
+    let ch = TestChannel::new(6, 16384);
+    enable(&site::TRACEF, &[6]);
+    crate::tracef!("n={} s={:?}", 5, "x");
+    let long = "y".repeat(10_000);
+    crate::tracef!("{long}");
+    crate::tracef!("plain");
+    site::TRACEF.set_mask(0);
+    let recs = ch.records(|_, b| text_len(b));
+    assert_eq!(recs.len(), 3);
+    assert!(recs.iter().all(|r| r.0 == site::TRACEF.id()));
+    assert_eq!(recs[0].1, [&9u32.to_le_bytes()[..], b"n=5 s=\"x\""].concat());
+    assert_eq!(recs[1].1.len(), 4 + crate::MSG_CAPACITY);
+    assert!(recs[1].1.ends_with(crate::TRUNCATION_MARKER.as_bytes()));
+    assert_eq!(recs[2].1, [&5u32.to_le_bytes()[..], b"plain"].concat());
+}
+
+#[test]
+fn tracelog_records_line_file_func_msg() {
+    let _g = serial();
+    let ch = TestChannel::new(7, 4096);
+    let s = &site::TRACELOG[Level::Warning as usize];
+    assert_eq!(s.desc().name, "TRACE_WARNING");
+    assert_eq!(s.desc().provider, "lttng_ust_tracelog");
+    enable(s, &[7]);
+    let line = line!() + 1;
+    crate::tracelog!(Warning, "disk at {}%", 93);
+    crate::tracelog!(Err, "not enabled");
+    s.set_mask(0);
+    let recs = ch.records(|_, b| {
+        let f = 4 + b[4..].iter().position(|&c| c == 0).unwrap() + 1;
+        let g = f + b[f..].iter().position(|&c| c == 0).unwrap() + 1;
+        g + text_len(&b[g..])
+    });
+    assert_eq!(recs.len(), 1);
+    let mut expect = (line as i32).to_le_bytes().to_vec();
+    expect.extend(file!().as_bytes());
+    expect.push(0);
+    expect.extend(module_path!().as_bytes());
+    expect.push(0);
+    expect.extend(11u32.to_le_bytes());
+    expect.extend(b"disk at 93%");
+    assert_eq!(recs[0].1, expect);
+}
+
+#[test]
+fn one_event_goes_to_every_enabled_channel() {
+    let _g = serial();
+    let a = TestChannel::new(10, 4096);
+    let b = TestChannel::new(40, 4096);
+    let fire = || crate::tracepoint!(unit, multi, v: u32 = 0xdead);
+    fire();
+    enable(site_named("unit", "multi"), &[10, 40, 63]); // 63 has no channel: skipped
+    fire();
+    for ch in [&a, &b] {
+        let recs = ch.records(|_, _| 4);
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0].1, 0xdeadu32.to_le_bytes());
+    }
+}
+
+#[test]
+fn nesting_limit_drops_and_counts() {
+    let _g = serial();
+    let ch = TestChannel::new(11, 4096);
+    let fire = || crate::tracepoint!(unit, nested, v: u8 = 1);
+    fire();
+    enable(site_named("unit", "nested"), &[11]);
+    let guards: Vec<_> = (0..ringbuffer::nesting::MAX_NESTING).map(|_| ringbuffer::nesting::enter().unwrap()).collect();
+    fire();
+    drop(guards);
+    fire();
+    assert_eq!(ch.ch.buffers[0].counters().lost_nesting, 1);
+    assert_eq!(ch.records(|_, _| 1).len(), 1);
+}
+
+#[test]
+fn enabled_emit_does_not_allocate() {
+    let _g = serial();
+    let _ch = TestChannel::new(12, 1 << 16);
+    let fire = |s: &str| {
+        crate::tracepoint!(unit, noalloc, a: u64 = 1, b: &str = s, c: &[u8] = s.as_bytes());
+        crate::tracef!("x={} y={}", 1, s);
+    };
+    fire("warm");
+    enable(site_named("unit", "noalloc"), &[12]);
+    enable(&site::TRACEF, &[12]);
+    fire("warm up the thread-locals");
+    let before = crate::test_alloc::allocations();
+    for _ in 0..100 {
+        fire("hello");
+    }
+    let after = crate::test_alloc::allocations();
+    site::TRACEF.set_mask(0);
+    assert_eq!(after, before, "the emit path allocated");
+}
+
+#[test]
+fn ids_follow_registration_order() {
+    let all: Vec<&Site> = site::all().collect();
+    assert_eq!(all.len(), site::count());
+    for (i, s) in all.iter().enumerate() {
+        assert_eq!(s.id(), i as u32 + 1, "{}", s.desc().full_name());
+    }
+    // The crate's own events come last: tracef, then the 15 tracelog levels.
+    assert_eq!(all[all.len() - 16].desc().full_name(), "lttng_ust_tracef:event");
+    assert_eq!(all[all.len() - 1].desc().full_name(), "lttng_ust_tracelog:TRACE_DEBUG");
+    assert!(all.iter().all(|s| s.desc().validate().is_ok()));
+}
