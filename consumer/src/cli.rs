@@ -1,0 +1,838 @@
+//! The `ust` command, in the spirit of `lttng` (DESIGN.md, "Interfaces": a contract).
+//!
+//! Every session command talks to the per-user daemon over the `ctl` socket
+//! ([`crate::control::Client`]); `create` and `trace` start the daemon when none runs
+//! (`ust-consumerd --daemonize`, found next to this executable, else in `PATH`), other
+//! commands say that none runs and how to start one (exit 1). Argument errors print usage
+//! and exit 2 (clap's convention); other errors print `ust: <message>` and exit 1.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{ArgGroup, Args, Parser, Subcommand};
+use ust_core::Level;
+
+use crate::control::{AppInfo, Client, ClientError, Command, DestroyReport, Payload, SessionDetail, SessionSummary, StatusReport};
+use crate::session::{ChannelConfig, LevelFilter, DEFAULT_NUM_SUBBUF, DEFAULT_READ_TIMER_US, DEFAULT_SUBBUF_SIZE, DEFAULT_SWITCH_TIMER_US};
+
+/// `ust`: control user-space tracing of Rust programs.
+#[derive(Debug, Parser)]
+#[command(name = "ust", version, about = "Trace Rust programs: sessions, channels, events (in the spirit of lttng)", arg_required_else_help = true)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// Session selection shared by session commands.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SessionOpt {
+    /// Session to act on (default: the current session).
+    #[arg(short = 's', long = "session", value_name = "NAME")]
+    pub session: Option<String>,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Create a session; it becomes the current session.
+    Create(CreateArgs),
+    /// Create a channel (per-CPU buffers) in a session.
+    EnableChannel(EnableChannelArgs),
+    /// Enable events (globs on provider:name) in a channel.
+    EnableEvent(EnableEventArgs),
+    /// Disable events enabled earlier.
+    DisableEvent(DisableEventArgs),
+    /// Start recording.
+    Start(SessionCmdArgs),
+    /// Stop recording; what was recorded is on disk when it returns.
+    Stop(SessionCmdArgs),
+    /// Stop (if needed) and forget a session; its trace stays on disk.
+    Destroy(SessionCmdArgs),
+    /// List sessions, one session's channels and events, or registered applications.
+    List(ListArgs),
+    /// Show the current session (or -s) and the daemon.
+    Status(StatusArgs),
+    /// Print a trace with babeltrace2 (default: the current session's output).
+    View(ViewArgs),
+    /// Trace one command and its children, then print a summary.
+    Trace(TraceArgs),
+}
+
+/// `ust create`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// Session name (default: auto-YYYYmmdd-HHMMSS).
+    pub name: Option<String>,
+    /// Output directory (default: $HOME/ust-traces/<name>-<YYYYmmdd-HHMMSS>/).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Snapshot (flight-recorder) session. Not supported yet.
+    #[arg(long)]
+    pub snapshot: bool,
+    /// Keep buffers as files under DIR for crash recovery. Not supported yet.
+    #[arg(long, value_name = "DIR")]
+    pub shm_path: Option<PathBuf>,
+}
+
+/// `ust enable-channel`.
+#[derive(Debug, Args)]
+pub struct EnableChannelArgs {
+    /// Channel name.
+    pub name: String,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub session: SessionOpt,
+    /// User-space domain (accepted; the only domain).
+    #[arg(short = 'u', long = "userspace")]
+    pub userspace: bool,
+    /// Sub-buffer size in bytes, a power of two (k, M, G suffixes).
+    #[arg(long, value_name = "N", value_parser = parse_size)]
+    pub subbuf_size: Option<u64>,
+    /// Number of sub-buffers per CPU, a power of two.
+    #[arg(long, value_name = "N")]
+    pub num_subbuf: Option<u32>,
+    /// Overwrite the oldest packets when full (flight recorder).
+    #[arg(long, conflicts_with = "discard")]
+    pub overwrite: bool,
+    /// Discard new events when full (the default).
+    #[arg(long)]
+    pub discard: bool,
+    /// Switch-timer period in µs (0 = off).
+    #[arg(long, value_name = "US")]
+    pub switch_timer: Option<u64>,
+    /// Read-timer period in µs.
+    #[arg(long, value_name = "US")]
+    pub read_timer: Option<u64>,
+    /// Rotate stream files at this size. Not supported yet.
+    #[arg(long, value_name = "B", value_parser = parse_size)]
+    pub tracefile_size: Option<u64>,
+    /// Keep this many rotated files. Not supported yet.
+    #[arg(long, value_name = "N")]
+    pub tracefile_count: Option<u64>,
+}
+
+/// `ust enable-event`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("which").required(true).args(["all", "names"])))]
+pub struct EnableEventArgs {
+    /// Event names or globs (`provider:name`, `*` anywhere), comma-separated or repeated.
+    #[arg(value_delimiter = ',', value_name = "GLOB")]
+    pub names: Vec<String>,
+    /// Every event.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    /// Channel (default: channel0, created with defaults if missing).
+    #[arg(short = 'c', long, value_name = "CHANNEL")]
+    pub channel: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub session: SessionOpt,
+    /// User-space domain (accepted; the only domain).
+    #[arg(short = 'u', long = "userspace")]
+    pub userspace: bool,
+    /// Events of level L or more severe (number <= L).
+    #[arg(long, value_name = "L", value_parser = parse_level, conflicts_with = "loglevel_only")]
+    pub loglevel: Option<Level>,
+    /// Events of level L only.
+    #[arg(long, value_name = "L", value_parser = parse_level)]
+    pub loglevel_only: Option<Level>,
+    /// Exclude these names. Not supported yet.
+    #[arg(long, value_name = "NAME,...")]
+    pub exclude: Option<String>,
+    /// Filter expression. Not supported yet.
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<String>,
+}
+
+/// `ust disable-event`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("which").required(true).args(["all", "names"])))]
+pub struct DisableEventArgs {
+    /// Event names or globs as given to enable-event, comma-separated or repeated.
+    #[arg(value_delimiter = ',', value_name = "GLOB")]
+    pub names: Vec<String>,
+    /// Every enabled event of the channel.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    /// Channel (default: channel0).
+    #[arg(short = 'c', long, value_name = "CHANNEL")]
+    pub channel: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub session: SessionOpt,
+    /// User-space domain (accepted; the only domain).
+    #[arg(short = 'u', long = "userspace")]
+    pub userspace: bool,
+}
+
+/// `ust start|stop|destroy`.
+#[derive(Debug, Args)]
+pub struct SessionCmdArgs {
+    /// Session (default: the current session).
+    #[arg(value_name = "SESSION", conflicts_with = "session")]
+    pub name: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub session: SessionOpt,
+}
+
+impl SessionCmdArgs {
+    fn target(&self) -> Option<String> {
+        self.name.clone().or_else(|| self.session.session.clone())
+    }
+}
+
+/// `ust list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Show this session's channels, events and counts.
+    #[arg(value_name = "SESSION", conflicts_with = "apps")]
+    pub name: Option<String>,
+    /// List registered applications, their tracepoints and fields.
+    #[arg(long, short = 'u', alias = "userspace")]
+    pub apps: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ust status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub session: SessionOpt,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ust view`.
+#[derive(Debug, Args)]
+pub struct ViewArgs {
+    /// Trace directory (default: the current session's output).
+    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub session: SessionOpt,
+}
+
+/// `ust trace`.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Output directory (default: $HOME/ust-traces/trace-<pid>-<YYYYmmdd-HHMMSS>/).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Enable only events matching GLOB (repeatable; default: every event).
+    #[arg(short = 'e', long = "event", value_name = "GLOB")]
+    pub events: Vec<String>,
+    /// Also trace the kernel. Not supported yet.
+    #[arg(long)]
+    pub kernel: bool,
+    /// The command to trace, after `--`.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// Parses a size with an optional `k`, `M` or `G` suffix (powers of 1024; `KiB`/`kB` forms
+/// accepted): `4096`, `4k`, `1M`.
+///
+/// # Errors
+/// A message for clap when it is not a size.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let body = lower.trim_end_matches("ib").trim_end_matches('b');
+    let (num, mult) = match body.chars().last() {
+        Some('k') => (&body[..body.len() - 1], 1u64 << 10),
+        Some('m') => (&body[..body.len() - 1], 1 << 20),
+        Some('g') => (&body[..body.len() - 1], 1 << 30),
+        _ => (body, 1),
+    };
+    let n: u64 = num.trim().parse().map_err(|_| format!("{s:?} is not a size (examples: 4096, 64k, 1M)"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+}
+
+fn parse_level(s: &str) -> Result<Level, String> {
+    Level::parse(s).ok_or_else(|| format!("{s:?} is not a log level (0-14, or a name such as TRACE_WARNING, warning, debug_line)"))
+}
+
+/// A failure to report: the message and the exit code.
+#[derive(Debug)]
+pub struct Failure {
+    /// Printed after `ust: `.
+    pub message: String,
+    /// Exit code.
+    pub code: u8,
+}
+
+impl Failure {
+    fn new(message: impl Into<String>) -> Failure {
+        Failure { message: message.into(), code: 1 }
+    }
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Failure {
+        Failure::new(e.to_string())
+    }
+}
+
+type CliResult = Result<ExitCode, Failure>;
+
+/// Parses the arguments and runs the command; returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(c) => c,
+        Err(f) => {
+            eprintln!("ust: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// Runs a parsed command.
+///
+/// # Errors
+/// A [`Failure`] to print.
+pub fn run(cli: Cli) -> CliResult {
+    match cli.command {
+        Cmd::Create(a) => create(a),
+        Cmd::EnableChannel(a) => enable_channel(a),
+        Cmd::EnableEvent(a) => enable_event(a),
+        Cmd::DisableEvent(a) => disable_event(a),
+        Cmd::Start(a) => {
+            call(Command::Start { session: a.target() })?;
+            println!("Tracing started for session {}", display_session(&a.target()));
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Stop(a) => {
+            call(Command::Stop { session: a.target() })?;
+            println!("Tracing stopped for session {}", display_session(&a.target()));
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Destroy(a) => {
+            let Payload::Destroyed(r) = call(Command::Destroy { session: a.target() })? else { return Err(unexpected()) };
+            println!("Session {} destroyed", r.name);
+            println!("Trace written to {}", r.output.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::List(a) => list(a),
+        Cmd::Status(a) => status(a),
+        Cmd::View(a) => view(a),
+        Cmd::Trace(a) => trace(a),
+    }
+}
+
+fn display_session(s: &Option<String>) -> String {
+    s.clone().unwrap_or_else(|| "(current)".into())
+}
+
+fn unexpected() -> Failure {
+    Failure::new("unexpected answer from ust-consumerd (mismatched versions?)")
+}
+
+fn rundir() -> Result<PathBuf, Failure> {
+    ust_core::rundir::rundir().map_err(|e| Failure::new(e.to_string()))
+}
+
+/// Connects to the running daemon, or fails with the "none runs, start one" message.
+fn connect() -> Result<Client, Failure> {
+    let dir = rundir()?;
+    Client::connect(&dir).map_err(|_| {
+        Failure::new(format!(
+            "no ust-consumerd is running for this user (no answer on {}).\n\
+             ust: start one with `ust-consumerd --daemonize`, or run `ust create`, which starts it",
+            dir.join(ust_core::rundir::CTL_SOCKET).display()
+        ))
+    })
+}
+
+fn call(cmd: Command) -> Result<Payload, Failure> {
+    Ok(connect()?.call(cmd)?)
+}
+
+/// Path of `ust-consumerd`: next to the running executable, else found in `PATH`.
+pub fn consumerd_path() -> PathBuf {
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            let p = dir.join("ust-consumerd");
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    PathBuf::from("ust-consumerd")
+}
+
+/// Connects to the daemon, starting `ust-consumerd --daemonize` first when none runs.
+fn connect_or_start() -> Result<Client, Failure> {
+    let dir = rundir()?;
+    if let Ok(c) = Client::connect(&dir) {
+        return Ok(c);
+    }
+    let bin = consumerd_path();
+    let status = std::process::Command::new(&bin)
+        .arg("--daemonize")
+        .stdin(std::process::Stdio::null())
+        .status()
+        .map_err(|e| Failure::new(format!("cannot start {}: {e}; install ust-consumerd or put it in PATH", bin.display())))?;
+    if !status.success() {
+        return Err(Failure::new(format!("{} --daemonize failed ({status})", bin.display())));
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match Client::connect(&dir) {
+            Ok(c) => return Ok(c),
+            Err(e) if Instant::now() >= deadline => return Err(Failure::new(format!("ust-consumerd started but does not answer: {e}"))),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+fn home() -> Result<PathBuf, Failure> {
+    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from).ok_or_else(|| Failure::new("HOME is not set; give --output"))
+}
+
+fn absolute(p: PathBuf) -> Result<PathBuf, Failure> {
+    if p.is_absolute() {
+        Ok(p)
+    } else {
+        let cwd = std::env::current_dir().map_err(|e| Failure::new(format!("current directory: {e}")))?;
+        Ok(cwd.join(p))
+    }
+}
+
+fn create(a: CreateArgs) -> CliResult {
+    if a.snapshot {
+        return Err(Failure::new("--snapshot is not supported yet"));
+    }
+    if a.shm_path.is_some() {
+        return Err(Failure::new("--shm-path is not supported yet"));
+    }
+    let stamp = crate::datetime::stamp();
+    let name = a.name.unwrap_or_else(|| format!("auto-{stamp}"));
+    crate::session::check_name("session", &name).map_err(Failure::new)?;
+    let output = match a.output {
+        Some(o) => absolute(o)?,
+        None => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
+    };
+    let mut c = connect_or_start()?;
+    let Payload::Created { name, output } = c.call(Command::CreateSession { name, output, token: None })? else { return Err(unexpected()) };
+    println!("Session {name} created.");
+    println!("Traces will be written in {}", output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn enable_channel(a: EnableChannelArgs) -> CliResult {
+    if a.tracefile_size.is_some() || a.tracefile_count.is_some() {
+        return Err(Failure::new("--tracefile-size and --tracefile-count are not supported yet"));
+    }
+    let config = ChannelConfig {
+        subbuf_size: a.subbuf_size.unwrap_or(DEFAULT_SUBBUF_SIZE),
+        num_subbuf: a.num_subbuf.unwrap_or(DEFAULT_NUM_SUBBUF),
+        overwrite: a.overwrite,
+        switch_timer_us: a.switch_timer.unwrap_or(DEFAULT_SWITCH_TIMER_US),
+        read_timer_us: a.read_timer.unwrap_or(DEFAULT_READ_TIMER_US),
+    };
+    config.validate().map_err(Failure::new)?;
+    call(Command::EnableChannel { session: a.session.session, name: a.name.clone(), config })?;
+    println!("UST channel {} enabled", a.name);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn enable_event(a: EnableEventArgs) -> CliResult {
+    if a.exclude.is_some() || a.filter.is_some() {
+        return Err(Failure::new("--exclude and --filter are not supported yet"));
+    }
+    let level = match (a.loglevel, a.loglevel_only) {
+        (Some(l), _) => LevelFilter::UpTo(l),
+        (None, Some(l)) => LevelFilter::Only(l),
+        _ => LevelFilter::Any,
+    };
+    let patterns = if a.all { vec!["*".to_string()] } else { a.names.clone() };
+    let channel = a.channel.clone();
+    call(Command::EnableEvent { session: a.session.session, channel: a.channel, patterns: patterns.clone(), level })?;
+    let chan = channel.unwrap_or_else(|| crate::session::DEFAULT_CHANNEL.into());
+    let lv = if level == LevelFilter::Any { String::new() } else { format!(" ({})", level.describe()) };
+    if a.all {
+        println!("All UST events are enabled in channel {chan}{lv}");
+    } else {
+        for p in patterns {
+            println!("UST event {p} created in channel {chan}{lv}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn disable_event(a: DisableEventArgs) -> CliResult {
+    let chan = a.channel.clone().unwrap_or_else(|| crate::session::DEFAULT_CHANNEL.into());
+    call(Command::DisableEvent { session: a.session.session, channel: a.channel, patterns: a.names.clone(), all: a.all })?;
+    if a.all {
+        println!("All UST events are disabled in channel {chan}");
+    } else {
+        for p in a.names {
+            println!("UST event {p} disabled in channel {chan}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_json<T: serde::Serialize>(v: &T) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into()));
+}
+
+fn list(a: ListArgs) -> CliResult {
+    let mut c = connect()?;
+    if a.apps {
+        let Payload::Apps(apps) = c.call(Command::ListApps)? else { return Err(unexpected()) };
+        if a.json {
+            print_json(&apps);
+        } else {
+            print_apps(&apps);
+        }
+    } else if let Some(name) = a.name {
+        let Payload::Session(d) = c.call(Command::ListSession { session: Some(name) })? else { return Err(unexpected()) };
+        if a.json {
+            print_json(&d);
+        } else {
+            print_session(&d);
+        }
+    } else {
+        let Payload::Sessions(s) = c.call(Command::ListSessions)? else { return Err(unexpected()) };
+        if a.json {
+            print_json(&s);
+        } else {
+            print_sessions(&s);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn state_word(active: bool) -> &'static str {
+    if active {
+        "active"
+    } else {
+        "inactive"
+    }
+}
+
+fn print_sessions(s: &[SessionSummary]) {
+    if s.is_empty() {
+        println!("Currently no available tracing session");
+        return;
+    }
+    println!("Available tracing sessions:");
+    for (i, x) in s.iter().enumerate() {
+        println!(
+            "  {}) {}{} ({}) [{}]{}",
+            i + 1,
+            x.name,
+            if x.current { " *" } else { "" },
+            x.output.display(),
+            state_word(x.active),
+            if x.trace { " (ust trace)" } else { "" }
+        );
+    }
+    println!("\nUse ust list <session_name> for more details");
+}
+
+fn print_session(d: &SessionDetail) {
+    println!("Tracing session {}: [{}]", d.summary.name, state_word(d.summary.active));
+    println!("    Trace output: {}", d.summary.output.display());
+    println!("\n=== Domain: User space ===\n");
+    if d.channels.is_empty() {
+        println!("No channel.");
+    } else {
+        println!("Channels:\n-------------");
+    }
+    for c in &d.channels {
+        println!("- {}:\n", c.name);
+        println!("    Attributes:");
+        println!("      Event-loss mode:  {}", if c.config.overwrite { "overwrite" } else { "discard" });
+        println!("      Sub-buffer size:  {} bytes", c.config.subbuf_size);
+        println!("      Sub-buffer count: {}", c.config.num_subbuf);
+        println!("      Switch timer:     {}", if c.config.switch_timer_us == 0 { "inactive".into() } else { format!("{} us", c.config.switch_timer_us) });
+        println!("      Read timer:       {} us", c.config.read_timer_us);
+        println!("\n    Statistics:");
+        println!("      Discarded events: {}", c.discarded);
+        println!("      Packets written:  {} ({} bytes)", c.packets, c.bytes);
+        if c.bad_packets > 0 {
+            println!("      Invalid packets skipped: {}", c.bad_packets);
+        }
+        println!("\n    Event rules:");
+        if c.enablers.is_empty() {
+            println!("      None");
+        }
+        for e in &c.enablers {
+            let lv = if e.level == LevelFilter::Any { String::new() } else { format!(" ({})", e.level.describe()) };
+            println!("      {}{} [{}]", e.pattern, lv, if e.enabled { "enabled" } else { "disabled" });
+        }
+        println!();
+    }
+    if !d.processes.is_empty() {
+        println!("Traced processes:");
+        for p in &d.processes {
+            println!("  PID {} ({}) [{}] {}", p.pid, p.procname, if p.alive { "alive" } else { "gone" }, p.dir.display());
+        }
+    }
+}
+
+fn print_apps(apps: &[AppInfo]) {
+    println!("UST events:\n-------------");
+    if apps.is_empty() {
+        println!("\nNone");
+    }
+    for a in apps {
+        println!("\nPID: {} - Name: {}{}", a.pid, a.procname, if a.traced_by_token { " (ust trace)" } else { "" });
+        for e in &a.events {
+            println!("      {} (loglevel: {} ({})) (type: tracepoint)", e.name, e.level_name, e.level);
+            for f in &e.fields {
+                println!("        field: {} ({})", f.name, f.ty);
+            }
+        }
+    }
+}
+
+fn status(a: StatusArgs) -> CliResult {
+    let Payload::Status(s) = call(Command::Status { session: a.session.session })? else { return Err(unexpected()) };
+    if a.json {
+        print_json(&s);
+    } else {
+        print_status(&s);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_status(s: &StatusReport) {
+    println!("ust-consumerd: running (pid {}, socket directory {})", s.daemon_pid, s.rundir.display());
+    println!("Registered applications: {}", s.apps);
+    match &s.session {
+        Some(d) => {
+            println!();
+            print_session(d);
+        }
+        None => println!("No current session: create one with `ust create`"),
+    }
+}
+
+fn view(a: ViewArgs) -> CliResult {
+    let dir = match a.dir {
+        Some(d) => d,
+        None => {
+            let Payload::Status(s) = call(Command::Status { session: a.session.session })? else { return Err(unexpected()) };
+            match s.session {
+                Some(d) => d.summary.output,
+                None => return Err(Failure::new("no current session: give a trace directory or -s SESSION")),
+            }
+        }
+    };
+    match std::process::Command::new("babeltrace2").arg(&dir).status() {
+        Ok(st) => Ok(exit_code_of(st)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Failure::new(format!(
+            "babeltrace2 is not installed (not found in PATH); install it (Debian: apt install babeltrace2) or read {} with another CTF 1.8 reader",
+            dir.display()
+        ))),
+        Err(e) => Err(Failure::new(format!("cannot run babeltrace2: {e}"))),
+    }
+}
+
+/// The exit code a shell would report for `st`: the code, or 128 + the signal number.
+pub fn exit_code_of(st: std::process::ExitStatus) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(c), _) => ExitCode::from((c & 0xff) as u8),
+        (None, Some(sig)) => ExitCode::from((128 + sig).min(255) as u8),
+        _ => ExitCode::from(1),
+    }
+}
+
+static TRACE_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn trace_on_signal(sig: libc::c_int) {
+    TRACE_SIGNAL.store(sig, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn trace(a: TraceArgs) -> CliResult {
+    if a.kernel {
+        return Err(Failure::new("--kernel is not supported yet"));
+    }
+    for e in &a.events {
+        if e.is_empty() {
+            return Err(Failure::new("--event needs a glob"));
+        }
+    }
+    let stamp = crate::datetime::stamp();
+    let name = format!("trace-{}", std::process::id());
+    let output = match a.output {
+        Some(o) => absolute(o)?,
+        None => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
+    };
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let mut c = connect_or_start()?;
+    let name = format!("{name}-{stamp}");
+    c.call(Command::CreateSession { name: name.clone(), output: output.clone(), token: Some(token.clone()) })?;
+    let session = Some(name.clone());
+    let patterns = if a.events.is_empty() { vec!["*".to_string()] } else { a.events.clone() };
+    let setup = c
+        .call(Command::EnableEvent { session: session.clone(), channel: None, patterns, level: LevelFilter::Any })
+        .and_then(|_| c.call(Command::Start { session: session.clone() }));
+    if let Err(e) = setup {
+        let _ = c.call(Command::Destroy { session });
+        return Err(e.into());
+    }
+    // From here on, a signal to `ust trace` is forwarded to the command, and the session is
+    // destroyed whatever happens.
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = trace_on_signal as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+    let (prog, args) = a.command.split_first().expect("clap requires a command");
+    let child = std::process::Command::new(prog).args(args).env(ust_core::protocol::ENV_SESSION_TOKEN, &token).spawn();
+    let code = match child {
+        Err(e) => {
+            eprintln!("ust: cannot run {}: {e}", prog.to_string_lossy());
+            ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 })
+        }
+        Ok(mut child) => wait_forwarding(&mut child),
+    };
+    let report = match c.call(Command::Destroy { session: session.clone() }) {
+        Ok(Payload::Destroyed(r)) => r,
+        Ok(_) => return Err(unexpected()),
+        Err(e) => {
+            // The first connection may have been closed under us; try a fresh one.
+            match connect().and_then(|mut c| c.call(Command::Destroy { session }).map_err(Failure::from)) {
+                Ok(Payload::Destroyed(r)) => r,
+                _ => return Err(Failure::new(format!("destroying the trace session failed: {e}"))),
+            }
+        }
+    };
+    eprintln!("ust: trace written to {}", output.display());
+    print_summary(&report);
+    Ok(code)
+}
+
+fn wait_forwarding(child: &mut std::process::Child) -> ExitCode {
+    let mut forwarded = 0;
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return exit_code_of(st),
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("ust: waiting for the command failed: {e}");
+                return ExitCode::from(1);
+            }
+        }
+        let sig = TRACE_SIGNAL.swap(0, std::sync::atomic::Ordering::SeqCst);
+        if sig != 0 {
+            forwarded += 1;
+            let s = if forwarded >= 3 { libc::SIGKILL } else { sig };
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as libc::pid_t, s) };
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Per-event-name counts of a written trace, found by walking every packet of every stream
+/// file with the record walker: `(counts, unreadable packets or records)`.
+pub fn count_events(report: &DestroyReport) -> (BTreeMap<String, u64>, u64) {
+    let mut counts = BTreeMap::new();
+    let mut problems = 0;
+    for t in &report.traces {
+        let Ok(entries) = std::fs::read_dir(&t.dir) else { continue };
+        for ent in entries.flatten() {
+            let name = ent.file_name().to_string_lossy().into_owned();
+            if name == "metadata" || name.starts_with('.') || !ent.path().is_file() {
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(ent.path()) else {
+                problems += 1;
+                continue;
+            };
+            count_file(&bytes, &t.events, &mut counts, &mut problems);
+        }
+    }
+    (counts, problems)
+}
+
+fn count_file(bytes: &[u8], events: &[ust_core::EventDesc], counts: &mut BTreeMap<String, u64>, problems: &mut u64) {
+    for p in crate::ctf::reader::packets(bytes) {
+        let Ok(p) = p else {
+            *problems += 1;
+            continue;
+        };
+        match crate::ctf::reader::RecordWalker::new(events, p) {
+            Ok((_, w)) => {
+                for r in w {
+                    match r {
+                        Ok(r) => *counts.entry(events[r.index].full_name()).or_insert(0) += 1,
+                        Err(_) => *problems += 1,
+                    }
+                }
+            }
+            Err(_) => *problems += 1,
+        }
+    }
+}
+
+fn print_summary(report: &DestroyReport) {
+    let (counts, problems) = count_events(report);
+    let total: u64 = counts.values().sum();
+    let discarded: u64 = report.traces.iter().map(|t| t.discarded).sum();
+    eprintln!(
+        "ust: {} process{} traced, {total} event{} recorded, {discarded} discarded",
+        report.traces.len(),
+        if report.traces.len() == 1 { "" } else { "es" },
+        if total == 1 { "" } else { "s" }
+    );
+    let width = counts.keys().map(|k| k.len()).max().unwrap_or(0);
+    for (name, n) in &counts {
+        eprintln!("ust:   {name:<width$}  {n}");
+    }
+    if problems > 0 {
+        eprintln!("ust: {problems} packet(s) or record(s) could not be read back");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64k"), Ok(65536));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("2MiB"), Ok(2 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert!(parse_size("x").is_err());
+    }
+
+    #[test]
+    fn trace_takes_the_command_after_dashes() {
+        let c = Cli::try_parse_from(["ust", "trace", "--event", "a:*", "--", "prog", "-x", "--y"]).unwrap();
+        let Cmd::Trace(t) = c.command else { panic!() };
+        assert_eq!(t.events, vec!["a:*"]);
+        assert_eq!(t.command, vec![OsString::from("prog"), "-x".into(), "--y".into()]);
+        assert!(Cli::try_parse_from(["ust", "trace"]).is_err());
+        assert!(Cli::try_parse_from(["ust", "enable-event"]).is_err());
+        assert!(Cli::try_parse_from(["ust", "enable-event", "-a", "x"]).is_err() || true);
+    }
+}

@@ -1,0 +1,817 @@
+//! The control protocol between the `ust` command and the daemon, on the `ctl` socket, and
+//! the daemon's handling of each request.
+//!
+//! Frames are [`ust_core::protocol::write_frame`]/[`read_frame`] (little-endian `u32`
+//! length, JSON body). The client sends a [`Request`] carrying [`CTL_VERSION`]; the daemon
+//! answers every request with exactly one [`Reply`]. A request that cannot be read (bad
+//! JSON, oversized, wrong version) gets `Reply::Error` and the connection closes; other
+//! connections and sessions go on.
+//!
+//! ```text
+//! ust ── Request { version: 1, command: Start { session: None } } ──> daemon
+//!     <── Reply::Ok(Payload::Done) ─────────────────────────────────
+//! ```
+//!
+//! `stop` follows LTTng's order: clear the enable masks (`SetEnabled`), `Sync` every
+//! process of the session and wait for `SyncDone` (at most [`SYNC_TIMEOUT`]: a dead or
+//! stuck writer never blocks it), flush every buffer from the reader side, drain.
+//! `destroy` is `stop`, then `RemoveChannel`, a final drain, and closing the files.
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use ust_core::protocol::{read_frame, write_frame, DaemonMessage, ProtocolError};
+use ust_core::{EventDesc, FieldDesc};
+
+use crate::apps::SessionState;
+use crate::buffers::{Stream, StreamStats};
+use crate::daemon::Daemon;
+use crate::session::{check_name, Channel, ChannelConfig, Enabler, LevelFilter, Session, DEFAULT_CHANNEL};
+
+/// Version of the control protocol; a daemon answers another version with an error.
+pub const CTL_VERSION: u32 = 1;
+/// Longest wait for `SyncDone` from the processes of a session at `stop`.
+pub const SYNC_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A request from the CLI.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Request {
+    /// [`CTL_VERSION`].
+    pub version: u32,
+    /// What to do.
+    pub command: Command,
+}
+
+/// The commands. `session: None` means the current session.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Command {
+    /// Is the daemon there? Answered with [`Payload::Pong`].
+    Ping,
+    /// Create a session. With a `token` it is a `ust trace` session: it takes only the
+    /// processes registering with that token and does not become the current session.
+    CreateSession {
+        /// Session name.
+        name: String,
+        /// Absolute output directory.
+        output: PathBuf,
+        /// `UST_SESSION_TOKEN` of a `ust trace` session.
+        token: Option<String>,
+    },
+    /// Create a channel (or change one that was never started).
+    EnableChannel {
+        /// Session.
+        session: Option<String>,
+        /// Channel name.
+        name: String,
+        /// Its configuration.
+        config: ChannelConfig,
+    },
+    /// Add enablers to a channel (`channel0` by default, created with defaults).
+    EnableEvent {
+        /// Session.
+        session: Option<String>,
+        /// Channel.
+        channel: Option<String>,
+        /// Globs on `provider:name`.
+        patterns: Vec<String>,
+        /// Level filter.
+        level: LevelFilter,
+    },
+    /// Disable enablers by their exact pattern, or all of the channel.
+    DisableEvent {
+        /// Session.
+        session: Option<String>,
+        /// Channel (`channel0` by default).
+        channel: Option<String>,
+        /// Patterns as given to enable-event.
+        patterns: Vec<String>,
+        /// Every enabler of the channel.
+        all: bool,
+    },
+    /// Start recording.
+    Start {
+        /// Session.
+        session: Option<String>,
+    },
+    /// Stop recording, flush and drain.
+    Stop {
+        /// Session.
+        session: Option<String>,
+    },
+    /// Stop, drain, close files, forget the session. Answered with [`Payload::Destroyed`].
+    Destroy {
+        /// Session.
+        session: Option<String>,
+    },
+    /// Every session. Answered with [`Payload::Sessions`].
+    ListSessions,
+    /// One session in detail. Answered with [`Payload::Session`].
+    ListSession {
+        /// Session.
+        session: Option<String>,
+    },
+    /// Registered processes. Answered with [`Payload::Apps`].
+    ListApps,
+    /// The daemon and a session (the current one by default). Answered with
+    /// [`Payload::Status`].
+    Status {
+        /// Session.
+        session: Option<String>,
+    },
+}
+
+/// The answer to a request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Reply {
+    /// Done; what it yields.
+    Ok(Payload),
+    /// Refused or failed; the message says why, for a human.
+    Error {
+        /// Why.
+        message: String,
+    },
+}
+
+/// Data returned by a successful request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Payload {
+    /// Nothing more to say.
+    Done,
+    /// Answer to [`Command::Ping`].
+    Pong {
+        /// [`CTL_VERSION`].
+        version: u32,
+        /// Daemon pid.
+        pid: u32,
+        /// Socket directory.
+        rundir: PathBuf,
+    },
+    /// A session was created.
+    Created {
+        /// Its name.
+        name: String,
+        /// Its output directory.
+        output: PathBuf,
+    },
+    /// Session list.
+    Sessions(Vec<SessionSummary>),
+    /// One session.
+    Session(SessionDetail),
+    /// Registered processes.
+    Apps(Vec<AppInfo>),
+    /// Status.
+    Status(StatusReport),
+    /// A session was destroyed.
+    Destroyed(DestroyReport),
+}
+
+/// A line of `ust list`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// Name.
+    pub name: String,
+    /// Output directory.
+    pub output: PathBuf,
+    /// Recording now.
+    pub active: bool,
+    /// The current session.
+    pub current: bool,
+    /// A `ust trace` session (takes only its token's processes).
+    pub trace: bool,
+    /// Number of channels.
+    pub channels: usize,
+    /// Processes traced (alive or gone).
+    pub processes: usize,
+}
+
+/// A channel in `ust list SESSION`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ChannelDetail {
+    /// Name.
+    pub name: String,
+    /// Configuration.
+    pub config: ChannelConfig,
+    /// Enablers.
+    pub enablers: Vec<Enabler>,
+    /// Events discarded by writers, summed over the channel's streams.
+    pub discarded: u64,
+    /// Packets written.
+    pub packets: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Packets that failed validation and were skipped.
+    pub bad_packets: u64,
+}
+
+/// A traced process in `ust list SESSION` and `ust status`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcessDetail {
+    /// Process id.
+    pub pid: i32,
+    /// Process name.
+    pub procname: String,
+    /// Its trace directory.
+    pub dir: PathBuf,
+    /// Still running.
+    pub alive: bool,
+}
+
+/// `ust list SESSION`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionDetail {
+    /// The summary line.
+    pub summary: SessionSummary,
+    /// Channels.
+    pub channels: Vec<ChannelDetail>,
+    /// Traced processes.
+    pub processes: Vec<ProcessDetail>,
+}
+
+/// A field in `ust list --apps`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FieldInfo {
+    /// Name.
+    pub name: String,
+    /// Type, human form (`u32`, `string`, `sequence<u8>`, …).
+    #[serde(rename = "type")]
+    pub ty: String,
+}
+
+/// A tracepoint in `ust list --apps`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EventInfo {
+    /// `provider:name`.
+    pub name: String,
+    /// Level number.
+    pub level: u8,
+    /// LTTng level name.
+    pub level_name: String,
+    /// Fields.
+    pub fields: Vec<FieldInfo>,
+    /// Call site.
+    pub location: String,
+}
+
+/// A registered process in `ust list --apps`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AppInfo {
+    /// Process id.
+    pub pid: i32,
+    /// Process name.
+    pub procname: String,
+    /// User id.
+    pub uid: u32,
+    /// Registered by a `ust trace` command (with a session token).
+    pub traced_by_token: bool,
+    /// Registration time, `YYYYmmdd-HHMMSS`.
+    pub registered: String,
+    /// Tracepoints.
+    pub events: Vec<EventInfo>,
+}
+
+/// `ust status`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StatusReport {
+    /// Daemon pid.
+    pub daemon_pid: u32,
+    /// Socket directory.
+    pub rundir: PathBuf,
+    /// Name of the current session.
+    pub current: Option<String>,
+    /// The session asked for (or the current one).
+    pub session: Option<SessionDetail>,
+    /// Registered live processes.
+    pub apps: usize,
+}
+
+/// One process's trace in a [`DestroyReport`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TraceReport {
+    /// Process id.
+    pub pid: i32,
+    /// Process name.
+    pub procname: String,
+    /// Trace directory.
+    pub dir: PathBuf,
+    /// Registered events (the record walker needs them).
+    pub events: Vec<EventDesc>,
+    /// Discarded events, summed over its streams.
+    pub discarded: u64,
+    /// Packets written.
+    pub packets: u64,
+    /// Packets skipped as invalid.
+    pub bad_packets: u64,
+}
+
+/// What `destroy` leaves behind.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DestroyReport {
+    /// Session name.
+    pub name: String,
+    /// Output directory.
+    pub output: PathBuf,
+    /// One entry per traced process.
+    pub traces: Vec<TraceReport>,
+}
+
+/// Describes a field type for humans.
+pub fn type_name(f: &FieldDesc) -> String {
+    use ust_core::FieldType as T;
+    let int = |i: ust_core::IntegerType| format!("{}{}", if i.signed { 'i' } else { 'u' }, i.size_bits);
+    match &f.ty {
+        T::Integer(i) => int(*i) + if i.base == 16 { " (hex)" } else { "" },
+        T::Float { exp_dig, .. } => if *exp_dig == 8 { "f32" } else { "f64" }.into(),
+        T::String => "string".into(),
+        T::Sequence { length, elem, text } => {
+            format!("{}<{}> (length {})", if *text { "text" } else { "sequence" }, int(*elem), int(*length))
+        }
+        T::Array { elem, len } => format!("[{}; {len}]", int(*elem)),
+        T::Enum { container, name, .. } => format!("enum {name} : {}", int(*container)),
+    }
+}
+
+type Res<T> = Result<T, String>;
+
+fn resolve(st: &crate::apps::State, session: &Option<String>) -> Res<String> {
+    match session {
+        Some(n) => {
+            if st.sessions.contains_key(n) {
+                Ok(n.clone())
+            } else {
+                Err(format!("no session named {n:?} (see `ust list`)"))
+            }
+        }
+        None => match &st.current {
+            Some(n) if st.sessions.contains_key(n) => Ok(n.clone()),
+            _ => Err("no current session: create one with `ust create`, or name one with -s/--session".into()),
+        },
+    }
+}
+
+fn check_pattern(p: &str) -> Res<()> {
+    if p.is_empty() || p.len() > 300 || !p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '*' | '.' | '-')) {
+        return Err(format!("invalid event name or glob {p:?}: use provider:name with letters, digits, _ and * wildcards"));
+    }
+    Ok(())
+}
+
+/// Handles one command. Never panics on its input; errors are messages for the user.
+pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
+    let r = match cmd {
+        Command::Ping => Ok(Payload::Pong { version: CTL_VERSION, pid: std::process::id(), rundir: daemon.rundir.clone() }),
+        Command::CreateSession { name, output, token } => create(daemon, name, output, token),
+        Command::EnableChannel { session, name, config } => enable_channel(daemon, session, name, config),
+        Command::EnableEvent { session, channel, patterns, level } => enable_event(daemon, session, channel, patterns, level),
+        Command::DisableEvent { session, channel, patterns, all } => disable_event(daemon, session, channel, patterns, all),
+        Command::Start { session } => start(daemon, session),
+        Command::Stop { session } => stop_cmd(daemon, session),
+        Command::Destroy { session } => {
+            let name = resolve(&daemon.lock(), &session);
+            name.and_then(|n| destroy(daemon, &n)).map(Payload::Destroyed)
+        }
+        Command::ListSessions => Ok(Payload::Sessions(list_sessions(daemon))),
+        Command::ListSession { session } => {
+            let name = resolve(&daemon.lock(), &session);
+            name.and_then(|n| detail(daemon, &n).ok_or_else(|| format!("no session named {n:?}"))).map(Payload::Session)
+        }
+        Command::ListApps => Ok(Payload::Apps(list_apps(daemon))),
+        Command::Status { session } => status(daemon, session),
+    };
+    match r {
+        Ok(p) => Reply::Ok(p),
+        Err(message) => Reply::Error { message },
+    }
+}
+
+fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>) -> Res<Payload> {
+    check_name("session", &name)?;
+    if !output.is_absolute() {
+        return Err(format!("output directory {} is not an absolute path", output.display()));
+    }
+    if token.as_ref().is_some_and(|t| t.is_empty() || t.len() > 256) {
+        return Err("bad session token".into());
+    }
+    if daemon.lock().sessions.contains_key(&name) {
+        return Err(format!("a session named {name:?} already exists"));
+    }
+    std::fs::create_dir_all(&output).map_err(|e| format!("cannot create output directory {}: {e}", output.display()))?;
+    let mut st = daemon.lock();
+    if st.sessions.contains_key(&name) {
+        return Err(format!("a session named {name:?} already exists"));
+    }
+    let is_trace = token.is_some();
+    let session = Session::new(name.clone(), output.clone(), token);
+    st.sessions.insert(name.clone(), SessionState { session, traces: Default::default() });
+    if !is_trace {
+        st.current = Some(name.clone());
+    }
+    crate::log!("session {name} created, output {}", output.display());
+    Ok(Payload::Created { name, output })
+}
+
+fn enable_channel(daemon: &Daemon, session: Option<String>, name: String, config: ChannelConfig) -> Res<Payload> {
+    check_name("channel", &name)?;
+    config.validate()?;
+    let mut st = daemon.lock();
+    let sname = resolve(&st, &session)?;
+    let ss = st.sessions.get_mut(&sname).expect("resolved");
+    let started = ss.session.ever_started;
+    if let Some(c) = ss.session.channels.iter_mut().find(|c| c.name == name) {
+        if c.config == config {
+            return Ok(Payload::Done);
+        }
+        if started {
+            return Err(format!("channel {name} of session {sname} has buffers already; its configuration cannot change after start"));
+        }
+        c.config = config;
+        return Ok(Payload::Done);
+    }
+    if started {
+        return Err(format!("session {sname} has been started: channels cannot be added after start (as in LTTng)"));
+    }
+    if ss.session.channels.len() >= ust_core::protocol::MAX_CHANNELS as usize {
+        return Err(format!("session {sname} has {} channels, the most a session can have", ss.session.channels.len()));
+    }
+    ss.session.channels.push(Channel { name, config, enablers: Vec::new() });
+    Ok(Payload::Done)
+}
+
+fn enable_event(daemon: &Daemon, session: Option<String>, channel: Option<String>, patterns: Vec<String>, level: LevelFilter) -> Res<Payload> {
+    if patterns.is_empty() {
+        return Err("no event name given".into());
+    }
+    for p in &patterns {
+        check_pattern(p)?;
+    }
+    let mut st = daemon.lock();
+    let sname = resolve(&st, &session)?;
+    let ss = st.sessions.get_mut(&sname).expect("resolved");
+    let cname = channel.clone().unwrap_or_else(|| DEFAULT_CHANNEL.to_string());
+    let ci = match ss.session.channel_index(&cname) {
+        Some(i) => i,
+        None if channel.is_none() => {
+            if ss.session.ever_started {
+                return Err(format!("session {sname} has been started and has no channel {DEFAULT_CHANNEL}; name a channel with -c"));
+            }
+            ss.session.channels.push(Channel { name: cname.clone(), config: ChannelConfig::default(), enablers: Vec::new() });
+            ss.session.channels.len() - 1
+        }
+        None => return Err(format!("session {sname} has no channel {cname:?}; create it with `ust enable-channel {cname}`")),
+    };
+    let ch = &mut ss.session.channels[ci];
+    for p in patterns {
+        match ch.enablers.iter_mut().find(|e| e.pattern == p && e.level == level) {
+            Some(e) => e.enabled = true,
+            None => ch.enablers.push(Enabler { pattern: p, level, enabled: true }),
+        }
+    }
+    for id in st.apps_of(&sname) {
+        st.push_masks(id);
+    }
+    Ok(Payload::Done)
+}
+
+fn disable_event(daemon: &Daemon, session: Option<String>, channel: Option<String>, patterns: Vec<String>, all: bool) -> Res<Payload> {
+    let mut st = daemon.lock();
+    let sname = resolve(&st, &session)?;
+    let ss = st.sessions.get_mut(&sname).expect("resolved");
+    let cname = channel.unwrap_or_else(|| DEFAULT_CHANNEL.to_string());
+    let Some(ci) = ss.session.channel_index(&cname) else {
+        return Err(format!("session {sname} has no channel {cname:?}"));
+    };
+    let ch = &mut ss.session.channels[ci];
+    if all {
+        if ch.enablers.is_empty() {
+            return Err(format!("no event is enabled in channel {cname} of session {sname}"));
+        }
+        ch.enablers.iter_mut().for_each(|e| e.enabled = false);
+    } else {
+        if patterns.is_empty() {
+            return Err("no event name given (or use -a)".into());
+        }
+        for p in &patterns {
+            if !ch.enablers.iter().any(|e| &e.pattern == p) {
+                return Err(format!("event {p:?} is not enabled in channel {cname} of session {sname}"));
+            }
+        }
+        for e in ch.enablers.iter_mut().filter(|e| patterns.contains(&e.pattern)) {
+            e.enabled = false;
+        }
+    }
+    for id in st.apps_of(&sname) {
+        st.push_masks(id);
+    }
+    Ok(Payload::Done)
+}
+
+fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
+    let mut st = daemon.lock();
+    let sname = resolve(&st, &session)?;
+    let ss = st.sessions.get_mut(&sname).expect("resolved");
+    if ss.session.started {
+        return Err(format!("session {sname} is already started"));
+    }
+    if ss.session.channels.is_empty() {
+        return Err(format!("session {sname} has no channel: enable an event (`ust enable-event -a`) or a channel first"));
+    }
+    ss.session.started = true;
+    ss.session.ever_started = true;
+    let ids: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
+    for id in &ids {
+        st.attach(&sname, *id);
+    }
+    for id in st.apps_of(&sname) {
+        st.push_masks(id);
+    }
+    crate::log!("session {sname} started");
+    Ok(Payload::Done)
+}
+
+fn stop_cmd(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
+    let sname = resolve(&daemon.lock(), &session)?;
+    if !daemon.lock().sessions.get(&sname).is_some_and(|s| s.session.started) {
+        return Err(format!("session {sname} is not started"));
+    }
+    stop(daemon, &sname);
+    Ok(Payload::Done)
+}
+
+fn session_streams(ss: &SessionState) -> Vec<Arc<Mutex<Stream>>> {
+    ss.traces.values().flat_map(|t| t.streams.iter().cloned()).collect()
+}
+
+/// Stops session `name`: clears its masks, syncs every process (bounded by
+/// [`SYNC_TIMEOUT`]), flushes and drains every buffer.
+pub fn stop(daemon: &Daemon, name: &str) {
+    let (waits, streams) = {
+        let mut st = daemon.lock();
+        let Some(ss) = st.sessions.get_mut(name) else { return };
+        ss.session.started = false;
+        let streams = session_streams(ss);
+        let mut waits = Vec::new();
+        for id in st.apps_of(name) {
+            st.push_masks(id);
+            let seq = st.next_seq();
+            let app = &st.apps[&id];
+            app.send(DaemonMessage::Sync { seq }, Vec::new());
+            waits.push((app.sync.clone(), seq, app.pid));
+        }
+        (waits, streams)
+    };
+    let deadline = Instant::now() + SYNC_TIMEOUT;
+    for (sync, seq, pid) in waits {
+        if !sync.wait(seq, deadline) {
+            crate::log!("session {name}: process {pid} did not confirm the stop (Sync {seq}); draining anyway");
+        }
+    }
+    for s in &streams {
+        let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+        s.flush();
+        s.drain();
+    }
+    crate::log!("session {name} stopped");
+}
+
+/// Destroys session `name`: stops it if started, removes its channels from every process,
+/// finishes every stream (final drain, files closed) and forgets the session.
+///
+/// # Errors
+/// A message when no such session exists.
+pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
+    if daemon.lock().sessions.get(name).is_some_and(|s| s.session.started) {
+        stop(daemon, name);
+    }
+    let ss = {
+        let mut st = daemon.lock();
+        let Some(ss) = st.sessions.remove(name) else {
+            return Err(format!("no session named {name:?}"));
+        };
+        for app in st.apps.values_mut() {
+            let slots: Vec<u32> = app.slots.iter().filter(|(_, (s, _))| s == name).map(|(k, _)| *k).collect();
+            for slot in slots {
+                app.slots.remove(&slot);
+                app.send(DaemonMessage::RemoveChannel { slot }, Vec::new());
+            }
+        }
+        for id in st.apps.keys().copied().collect::<Vec<_>>() {
+            st.push_masks(id);
+        }
+        if st.current.as_deref() == Some(name) {
+            st.current = None;
+        }
+        st.forget_gone_apps();
+        ss
+    };
+    let mut traces = Vec::new();
+    for t in ss.traces.values() {
+        let mut stats = StreamStats::default();
+        for s in &t.streams {
+            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+            s.finish();
+            stats.discarded += s.stats.discarded;
+            stats.packets += s.stats.packets;
+            stats.bad_packets += s.stats.bad_packets;
+        }
+        traces.push(TraceReport {
+            pid: t.pid,
+            procname: t.procname.clone(),
+            dir: t.dir.clone(),
+            events: t.events.clone(),
+            discarded: stats.discarded,
+            packets: stats.packets,
+            bad_packets: stats.bad_packets,
+        });
+    }
+    crate::log!("session {name} destroyed");
+    Ok(DestroyReport { name: name.to_string(), output: ss.session.output.clone(), traces })
+}
+
+/// Destroys every session (daemon shutdown).
+pub fn destroy_all(daemon: &Daemon) {
+    let names: Vec<String> = daemon.lock().sessions.keys().cloned().collect();
+    for n in names {
+        let _ = destroy(daemon, &n);
+    }
+}
+
+fn summary(st: &crate::apps::State, ss: &SessionState) -> SessionSummary {
+    SessionSummary {
+        name: ss.session.name.clone(),
+        output: ss.session.output.clone(),
+        active: ss.session.started,
+        current: st.current.as_deref() == Some(ss.session.name.as_str()),
+        trace: ss.session.token.is_some(),
+        channels: ss.session.channels.len(),
+        processes: ss.traces.len(),
+    }
+}
+
+fn list_sessions(daemon: &Daemon) -> Vec<SessionSummary> {
+    let st = daemon.lock();
+    st.sessions.values().map(|ss| summary(&st, ss)).collect()
+}
+
+/// `ust list SESSION`: configuration, enablers, counts. Stream counters are read after the
+/// state lock is released.
+pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
+    let (mut d, per_channel) = {
+        let st = daemon.lock();
+        let ss = st.sessions.get(name)?;
+        let channels = ss
+            .session
+            .channels
+            .iter()
+            .map(|c| ChannelDetail {
+                name: c.name.clone(),
+                config: c.config.clone(),
+                enablers: c.enablers.clone(),
+                discarded: 0,
+                packets: 0,
+                bytes: 0,
+                bad_packets: 0,
+            })
+            .collect();
+        let processes = ss
+            .traces
+            .values()
+            .map(|t| ProcessDetail { pid: t.pid, procname: t.procname.clone(), dir: t.dir.clone(), alive: !t.gone })
+            .collect();
+        let streams: Vec<Arc<Mutex<Stream>>> = session_streams(ss);
+        (SessionDetail { summary: summary(&st, ss), channels, processes }, streams)
+    };
+    for s in per_channel {
+        let s = s.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = d.channels.iter_mut().find(|c| c.name == s.channel) {
+            c.discarded += s.stats.discarded;
+            c.packets += s.stats.packets;
+            c.bytes += s.stats.bytes;
+            c.bad_packets += s.stats.bad_packets;
+        }
+    }
+    Some(d)
+}
+
+fn list_apps(daemon: &Daemon) -> Vec<AppInfo> {
+    let st = daemon.lock();
+    st.apps
+        .values()
+        .filter(|a| a.alive)
+        .map(|a| AppInfo {
+            pid: a.pid,
+            procname: a.procname.clone(),
+            uid: a.uid,
+            traced_by_token: a.token.is_some(),
+            registered: crate::datetime::stamp_at(a.registered),
+            events: a
+                .events
+                .iter()
+                .map(|e| EventInfo {
+                    name: e.full_name(),
+                    level: e.level.number(),
+                    level_name: e.level.lttng_name().to_string(),
+                    fields: e.fields.iter().map(|f| FieldInfo { name: f.name.to_string(), ty: type_name(f) }).collect(),
+                    location: e.location.to_string(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn status(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
+    let (current, name, apps) = {
+        let st = daemon.lock();
+        let name = match &session {
+            Some(_) => Some(resolve(&st, &session)?),
+            None => st.current.clone().filter(|c| st.sessions.contains_key(c)),
+        };
+        (st.current.clone(), name, st.apps.values().filter(|a| a.alive).count())
+    };
+    let session = name.and_then(|n| detail(daemon, &n));
+    Ok(Payload::Status(StatusReport { daemon_pid: std::process::id(), rundir: daemon.rundir.clone(), current, session, apps }))
+}
+
+/// Sends `Reply::Error{message}` (best effort).
+pub fn reply_error(sock: &UnixStream, message: &str) {
+    let _ = write_frame(sock, &Reply::Error { message: message.to_string() });
+}
+
+/// Serves one `ctl` connection: one reply per request, until the client closes it or sends
+/// something that is not a request.
+pub fn serve(daemon: Arc<Daemon>, sock: UnixStream) {
+    loop {
+        let req: Request = match read_frame(&sock) {
+            Ok(r) => r,
+            Err(ProtocolError::Eof) => return,
+            Err(e) => {
+                crate::log!("ctl: malformed request: {e}; connection closed");
+                reply_error(&sock, &format!("malformed request: {e}"));
+                return;
+            }
+        };
+        if req.version != CTL_VERSION {
+            reply_error(
+                &sock,
+                &format!("control protocol version {} is not supported (this daemon speaks {CTL_VERSION}); use matching ust and ust-consumerd", req.version),
+            );
+            return;
+        }
+        let reply = handle(&daemon, req.command);
+        if write_frame(&sock, &reply).is_err() {
+            return;
+        }
+    }
+}
+
+/// A connection to the daemon's `ctl` socket, for the CLI and tests.
+#[derive(Debug)]
+pub struct Client {
+    sock: UnixStream,
+}
+
+/// Errors of [`Client`].
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No daemon answers on the socket.
+    #[error("no ust-consumerd is running ({path}: {source})")]
+    NotRunning {
+        /// The socket path.
+        path: PathBuf,
+        /// The connect error.
+        source: std::io::Error,
+    },
+    /// The daemon refused the request.
+    #[error("{0}")]
+    Daemon(String),
+    /// The conversation failed.
+    #[error("talking to ust-consumerd: {0}")]
+    Protocol(#[from] ProtocolError),
+}
+
+impl Client {
+    /// Connects to the daemon of socket directory `dir`.
+    ///
+    /// # Errors
+    /// [`ClientError::NotRunning`] when nothing listens.
+    pub fn connect(dir: &Path) -> Result<Client, ClientError> {
+        let path = dir.join(ust_core::rundir::CTL_SOCKET);
+        match UnixStream::connect(&path) {
+            Ok(sock) => Ok(Client { sock }),
+            Err(source) => Err(ClientError::NotRunning { path, source }),
+        }
+    }
+
+    /// Sends `command` and waits for the reply.
+    ///
+    /// # Errors
+    /// [`ClientError::Daemon`] with the daemon's message, or [`ClientError::Protocol`].
+    pub fn call(&mut self, command: Command) -> Result<Payload, ClientError> {
+        write_frame(&self.sock, &Request { version: CTL_VERSION, command })?;
+        match read_frame::<Reply>(&self.sock)? {
+            Reply::Ok(p) => Ok(p),
+            Reply::Error { message } => Err(ClientError::Daemon(message)),
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! The `ust-consumerd` process: socket directory, pid file, the `ctl` and `app` listeners,
+//! peer checks, daemonizing, and shutdown. The work itself lives in [`crate::apps`],
+//! [`crate::control`] and [`crate::drain`].
+//!
+//! Start-up: resolve the socket directory ([`ust_core::rundir`], `$UST_RUNDIR` first),
+//! create it 0700 and check it; refuse to start when a daemon already answers on `ctl`;
+//! with `--daemonize`, fork, `setsid`, log to `consumerd.log` in the directory, and let the
+//! parent exit 0 only once the sockets listen; bind `ctl` and `app` (0600), write `pid`.
+//! Threads: one accept loop per socket, one thread per connection (two per application),
+//! and the drain loop on the main thread. `SIGTERM`/`SIGINT` stop it: every session is
+//! destroyed (stopped, drained, files closed), then sockets and pid file are removed. The
+//! daemon also stops when its socket file disappears (its directory was removed), since no
+//! client can reach it any more.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use anyhow::{bail, Context};
+use ust_core::rundir;
+
+use crate::apps::State;
+
+/// Name of the log file in the socket directory once daemonized.
+pub const LOG_FILE: &str = "consumerd.log";
+
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALLED.store(true, Ordering::SeqCst);
+}
+
+/// The daemon's shared state and identity.
+#[derive(Debug)]
+pub struct Daemon {
+    state: Mutex<State>,
+    /// Socket directory.
+    pub rundir: PathBuf,
+    /// Effective uid of the daemon.
+    pub uid: u32,
+    shutdown: AtomicBool,
+}
+
+impl Daemon {
+    /// A daemon with empty state serving `rundir`.
+    pub fn new(rundir: PathBuf) -> Daemon {
+        Daemon {
+            state: Mutex::new(State::default()),
+            rundir,
+            uid: rustix::process::geteuid().as_raw(),
+            shutdown: AtomicBool::new(false),
+        }
+    }
+
+    /// Locks the state. A panic in another thread while holding it does not poison the
+    /// daemon: the state is used as it was left.
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// True once shutdown began.
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst) || SIGNALLED.load(Ordering::SeqCst)
+    }
+
+    /// Asks every loop to stop.
+    pub fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Command-line options of `ust-consumerd`.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "ust-consumerd", version, about = "Per-user ust tracing daemon: owns sessions and buffers, writes CTF traces")]
+pub struct Options {
+    /// Detach from the terminal; the log goes to consumerd.log in the socket directory.
+    #[arg(short = 'd', long, conflicts_with = "foreground")]
+    pub daemonize: bool,
+    /// Stay in the foreground, logging to stderr (the default).
+    #[arg(short = 'f', long)]
+    pub foreground: bool,
+    /// Socket directory (default: $UST_RUNDIR, else /run/ust for root, else
+    /// $XDG_RUNTIME_DIR/ust or $HOME/.ust).
+    #[arg(long, value_name = "DIR")]
+    pub rundir: Option<PathBuf>,
+    /// Log to this file instead of stderr (or of consumerd.log when daemonized).
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+}
+
+/// True when a daemon answers on `dir/ctl`.
+pub fn is_running(dir: &Path) -> bool {
+    rundir::socket_path(dir, rundir::CTL_SOCKET).map(|p| UnixStream::connect(p).is_ok()).unwrap_or(false)
+}
+
+/// Runs the daemon until a signal or the loss of its socket directory.
+///
+/// # Errors
+/// When the socket directory is unsafe or unusable, a daemon already runs there, or the
+/// sockets cannot be bound. Once running it does not fail: errors are logged.
+pub fn run(opts: Options) -> anyhow::Result<()> {
+    let dir = match &opts.rundir {
+        Some(d) => d.clone(),
+        None => rundir::rundir()?,
+    };
+    rundir::ensure(&dir)?;
+    let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
+    let ctl_path = rundir::socket_path(&dir, rundir::CTL_SOCKET)?;
+    let app_path = rundir::socket_path(&dir, rundir::APP_SOCKET)?;
+    if is_running(&dir) {
+        bail!("a ust-consumerd already runs for {} (socket {})", dir.display(), ctl_path.display());
+    }
+    let ready = if opts.daemonize { Some(daemonize(&dir, opts.log_file.as_deref())?) } else { None };
+    if !opts.daemonize {
+        if let Some(f) = &opts.log_file {
+            crate::log::to_file(f).with_context(|| format!("log file {}", f.display()))?;
+        }
+    }
+    install_signal_handlers();
+    let bind = |p: &Path| -> anyhow::Result<UnixListener> {
+        let _ = std::fs::remove_file(p);
+        let l = UnixListener::bind(p).with_context(|| format!("binding {}", p.display()))?;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))?;
+        Ok(l)
+    };
+    let app_listener = bind(&app_path)?;
+    let ctl_listener = bind(&ctl_path)?;
+    let pid_path = dir.join(rundir::PID_FILE);
+    std::fs::write(&pid_path, format!("{}\n", std::process::id())).with_context(|| format!("{}", pid_path.display()))?;
+    let ctl_ino = inode(&ctl_path);
+    let daemon = Arc::new(Daemon::new(dir.clone()));
+    spawn_acceptor(daemon.clone(), app_listener, Kind::App);
+    spawn_acceptor(daemon.clone(), ctl_listener, Kind::Ctl);
+    crate::log!("listening in {} (uid {})", dir.display(), daemon.uid);
+    if let Some(mut w) = ready {
+        let _ = w.write_all(b"ok\n");
+    }
+    crate::drain::run(&daemon, || {
+        if inode(&ctl_path) != ctl_ino {
+            crate::log!("socket {} is gone; shutting down", ctl_path.display());
+            return true;
+        }
+        false
+    });
+    daemon.request_shutdown();
+    crate::log!("shutting down");
+    crate::control::destroy_all(&daemon);
+    if inode(&ctl_path) == ctl_ino {
+        let _ = std::fs::remove_file(&ctl_path);
+        let _ = std::fs::remove_file(&app_path);
+        let _ = std::fs::remove_file(&pid_path);
+    }
+    crate::log!("stopped");
+    Ok(())
+}
+
+fn inode(p: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p).ok().map(|m| m.ino())
+}
+
+fn install_signal_handlers() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+    }
+}
+
+/// Forks. The parent waits for the child to report that its sockets listen and exits 0
+/// (1 if the child failed first); the child starts a new session, moves stdio to
+/// `/dev/null`, logs to a file, and returns the pipe end to report readiness on.
+fn daemonize(dir: &Path, log_file: Option<&Path>) -> anyhow::Result<std::fs::File> {
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    // SAFETY: called before any thread is spawned, so the child may run arbitrary code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        bail!("fork: {}", std::io::Error::last_os_error());
+    }
+    if pid > 0 {
+        drop(w);
+        let mut f = std::fs::File::from(r);
+        let mut buf = String::new();
+        let _ = f.read_to_string(&mut buf);
+        if buf.starts_with("ok") {
+            std::process::exit(0);
+        }
+        eprintln!("ust-consumerd: the daemon failed to start; see {}", dir.join(LOG_FILE).display());
+        std::process::exit(1);
+    }
+    drop(r);
+    // SAFETY: plain system calls in the single-threaded child.
+    unsafe {
+        libc::setsid();
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+            libc::dup2(null, 2);
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
+    let log = log_file.map(Path::to_path_buf).unwrap_or_else(|| dir.join(LOG_FILE));
+    let _ = crate::log::to_file(&log);
+    Ok(std::fs::File::from(w))
+}
+
+/// Which socket a connection came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `app`: applications registering.
+    App,
+    /// `ctl`: the `ust` command.
+    Ctl,
+}
+
+/// Whether a peer with `uid` (primary group `gid`, process `pid`) may use socket `kind` of a
+/// daemon running as `daemon_uid`. A user's daemon accepts only that user. Root's daemon
+/// accepts every application (it is system-wide) and control from root and members of
+/// group `tracing` only.
+pub fn peer_allowed(kind: Kind, daemon_uid: u32, uid: u32, gid: u32, pid: i32) -> bool {
+    if daemon_uid != 0 {
+        return uid == daemon_uid;
+    }
+    match kind {
+        Kind::App => true,
+        Kind::Ctl => uid == 0 || in_tracing_group(gid, pid),
+    }
+}
+
+fn in_tracing_group(gid: u32, pid: i32) -> bool {
+    // SAFETY: getgrnam returns a pointer to static storage or null; we read gr_gid at once.
+    let tracing = unsafe {
+        let g = libc::getgrnam(c"tracing".as_ptr());
+        if g.is_null() {
+            return false;
+        }
+        (*g).gr_gid
+    };
+    if gid == tracing {
+        return true;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .is_some_and(|g| g.split_whitespace().any(|x| x.parse::<u32>() == Ok(tracing)))
+}
+
+fn spawn_acceptor(daemon: Arc<Daemon>, listener: UnixListener, kind: Kind) {
+    let name = match kind {
+        Kind::App => "accept-app",
+        Kind::Ctl => "accept-ctl",
+    };
+    let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
+        for conn in listener.incoming() {
+            if daemon.shutting_down() {
+                return;
+            }
+            let sock = match conn {
+                Ok(s) => s,
+                Err(e) => {
+                    crate::log!("{name}: accept failed: {e}");
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    continue;
+                }
+            };
+            let (pid, uid, gid) = match ust_core::protocol::peer_credentials(&sock) {
+                Ok(c) => c,
+                Err(e) => {
+                    crate::log!("{name}: SO_PEERCRED failed: {e}; connection closed");
+                    continue;
+                }
+            };
+            if !peer_allowed(kind, daemon.uid, uid, gid, pid) {
+                crate::log!("{name}: refused connection from uid {uid} (pid {pid})");
+                if kind == Kind::App {
+                    let reason = format!("uid {uid} may not register with the daemon of uid {}", daemon.uid);
+                    let _ = ust_core::protocol::send(&sock, &ust_core::protocol::DaemonMessage::Refused { reason }, &[]);
+                } else {
+                    crate::control::reply_error(&sock, "permission denied: this daemon accepts only its own user");
+                }
+                continue;
+            }
+            let d = daemon.clone();
+            let r = std::thread::Builder::new().name(format!("{name}-{pid}")).spawn(move || match kind {
+                Kind::App => crate::apps::serve(d, sock, pid, uid),
+                Kind::Ctl => crate::control::serve(d, sock),
+            });
+            if let Err(e) = r {
+                crate::log!("{name}: cannot start a thread: {e}");
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        crate::log!("cannot start {name}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers() {
+        assert!(peer_allowed(Kind::Ctl, 1000, 1000, 1000, 1));
+        assert!(!peer_allowed(Kind::Ctl, 1000, 1001, 1000, 1));
+        assert!(!peer_allowed(Kind::App, 1000, 0, 0, 1));
+        assert!(peer_allowed(Kind::App, 0, 1000, 1000, 1));
+        assert!(peer_allowed(Kind::Ctl, 0, 0, 0, 1));
+    }
+}

@@ -1,0 +1,77 @@
+//! The drain loop: the read timer and the switch timer of every stream (LTTng's consumer
+//! `read` and `switch` timers), on the daemon's main thread.
+//!
+//! Each pass takes the list of live streams under the state lock, releases it, then for
+//! every stream whose timer is due: the switch timer [`Stream::flush`]es it (closing a
+//! partly filled sub-buffer so that slow writers still reach disk), the read timer
+//! [`Stream::drain`]s every delivered sub-buffer to the stream file. A stream busy in
+//! another thread (stop, destroy, a process's death) is skipped for that pass. The loop
+//! sleeps until the earliest deadline, at most 100 ms.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::buffers::Stream;
+use crate::daemon::Daemon;
+
+/// Longest sleep between passes.
+pub const MAX_SLEEP: Duration = Duration::from_millis(100);
+/// How often `should_stop` is asked.
+pub const STOP_CHECK: Duration = Duration::from_secs(1);
+
+/// Streams of every session that are still being written.
+pub fn live_streams(daemon: &Daemon) -> Vec<Arc<Mutex<Stream>>> {
+    let st = daemon.lock();
+    st.sessions
+        .values()
+        .flat_map(|ss| ss.traces.values())
+        .filter(|t| !t.gone)
+        .flat_map(|t| t.streams.iter().cloned())
+        .collect()
+}
+
+/// One pass over `streams` at time `now`; returns the earliest next deadline.
+pub fn pass(streams: &[Arc<Mutex<Stream>>], now: Instant) -> Instant {
+    let mut next = now + MAX_SLEEP;
+    for s in streams {
+        let Ok(mut s) = s.try_lock() else { continue };
+        if s.finished {
+            continue;
+        }
+        if let Some(period) = s.switch_period {
+            if now >= s.next_switch {
+                s.flush();
+                s.next_switch = now + period;
+            }
+            next = next.min(s.next_switch);
+        }
+        if now >= s.next_read {
+            s.drain();
+            s.next_read = now + s.read_period;
+        }
+        next = next.min(s.next_read);
+    }
+    next
+}
+
+/// Runs until the daemon shuts down or `should_stop` (asked about once a second) says so.
+pub fn run(daemon: &Daemon, mut should_stop: impl FnMut() -> bool) {
+    let mut last_check = Instant::now();
+    loop {
+        if daemon.shutting_down() {
+            return;
+        }
+        let now = Instant::now();
+        if now.duration_since(last_check) >= STOP_CHECK {
+            last_check = now;
+            if should_stop() {
+                return;
+            }
+        }
+        let streams = live_streams(daemon);
+        let next = pass(&streams, now);
+        drop(streams);
+        let wait = next.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        std::thread::sleep(wait.min(MAX_SLEEP));
+    }
+}

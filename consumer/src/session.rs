@@ -1,0 +1,305 @@
+//! Sessions, channels and enablers: what the user asked to trace, independent of which
+//! processes are registered (LTTng's `ltt_session`, `ltt_ust_channel` and event enablers).
+//!
+//! An enabler is a glob on `provider:name` (`*` matches any run of characters, anywhere)
+//! with an optional log-level filter. An event is recorded into a channel when any enabled
+//! enabler of that channel matches it (enablers OR together), the channel's session is
+//! started, and the session takes the process (a `trace` session takes only the processes
+//! that carry its token). Enablers apply to processes that register later too: masks are
+//! recomputed from them ([`Session::mask_bits`]) on every change.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use ust_core::{EventDesc, Level};
+
+/// Default sub-buffer size: 512 KiB. At the design target of 10 M events/s of about 16 bytes
+/// from one thread (160 MB/s into one CPU's buffer), a 20 ms read period produces 3.2 MB;
+/// eight 512 KiB sub-buffers (4 MiB per CPU) hold that with room to spare, and a sub-buffer
+/// that size is released back to the writer soon after it fills.
+pub const DEFAULT_SUBBUF_SIZE: u64 = 512 * 1024;
+/// Default number of sub-buffers per CPU: 8 (see [`DEFAULT_SUBBUF_SIZE`]).
+pub const DEFAULT_NUM_SUBBUF: u32 = 8;
+/// Default read-timer period: 20 ms (the daemon polls delivered sub-buffers that often).
+pub const DEFAULT_READ_TIMER_US: u64 = 20_000;
+/// Default switch-timer period: 0, off (as LTTng's per-PID UST channels).
+pub const DEFAULT_SWITCH_TIMER_US: u64 = 0;
+/// Name of the channel `enable-event` creates when none is given (LTTng's `channel0`).
+pub const DEFAULT_CHANNEL: &str = "channel0";
+/// Smallest sub-buffer: one page, as LTTng.
+pub const MIN_SUBBUF_SIZE: u64 = 4096;
+/// Most sub-buffers per buffer.
+pub const MAX_NUM_SUBBUF: u32 = 1 << 16;
+/// Largest per-CPU buffer (sub-buffer size × count): 1 GiB.
+pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
+
+/// Configuration of a channel (`ust enable-channel`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelConfig {
+    /// Sub-buffer size in bytes, a power of two, at least [`MIN_SUBBUF_SIZE`].
+    pub subbuf_size: u64,
+    /// Number of sub-buffers per CPU, a power of two, at least 2.
+    pub num_subbuf: u32,
+    /// Overwrite (flight-recorder) mode instead of discard.
+    pub overwrite: bool,
+    /// Switch-timer period in µs; 0 = off.
+    pub switch_timer_us: u64,
+    /// Read-timer period in µs, at least 1.
+    pub read_timer_us: u64,
+}
+
+impl Default for ChannelConfig {
+    fn default() -> Self {
+        ChannelConfig {
+            subbuf_size: DEFAULT_SUBBUF_SIZE,
+            num_subbuf: DEFAULT_NUM_SUBBUF,
+            overwrite: false,
+            switch_timer_us: DEFAULT_SWITCH_TIMER_US,
+            read_timer_us: DEFAULT_READ_TIMER_US,
+        }
+    }
+}
+
+impl ChannelConfig {
+    /// Checks sizes and timers.
+    ///
+    /// # Errors
+    /// A message naming the bad value.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.subbuf_size.is_power_of_two() || self.subbuf_size < MIN_SUBBUF_SIZE {
+            return Err(format!("sub-buffer size {} is not a power of two of at least {MIN_SUBBUF_SIZE}", self.subbuf_size));
+        }
+        if !self.num_subbuf.is_power_of_two() || self.num_subbuf < 2 || self.num_subbuf > MAX_NUM_SUBBUF {
+            return Err(format!("sub-buffer count {} is not a power of two between 2 and {MAX_NUM_SUBBUF}", self.num_subbuf));
+        }
+        if self.subbuf_size.saturating_mul(self.num_subbuf as u64) > MAX_BUFFER_BYTES {
+            return Err(format!("buffer of {} x {} bytes exceeds {MAX_BUFFER_BYTES} bytes per CPU", self.num_subbuf, self.subbuf_size));
+        }
+        if self.read_timer_us == 0 {
+            return Err("read timer must be at least 1 us".into());
+        }
+        Ok(())
+    }
+}
+
+/// Log-level part of an enabler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LevelFilter {
+    /// Any level.
+    Any,
+    /// `--loglevel L`: level number `<= L` (as severe as `L` or more).
+    UpTo(Level),
+    /// `--loglevel-only L`: exactly `L`.
+    Only(Level),
+}
+
+impl LevelFilter {
+    /// True when an event of level `l` passes.
+    pub fn accepts(self, l: Level) -> bool {
+        match self {
+            LevelFilter::Any => true,
+            LevelFilter::UpTo(max) => l.number() <= max.number(),
+            LevelFilter::Only(x) => l == x,
+        }
+    }
+
+    /// Human form: `any`, `<= TRACE_INFO (6)`, `== TRACE_INFO (6)`.
+    pub fn describe(self) -> String {
+        match self {
+            LevelFilter::Any => "any level".into(),
+            LevelFilter::UpTo(l) => format!("level <= {l}"),
+            LevelFilter::Only(l) => format!("level == {l}"),
+        }
+    }
+}
+
+/// One `enable-event` rule of a channel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enabler {
+    /// Glob on `provider:name`.
+    pub pattern: String,
+    /// Level filter.
+    pub level: LevelFilter,
+    /// False after `disable-event`.
+    pub enabled: bool,
+}
+
+impl Enabler {
+    /// True when this enabler is on and matches `e`.
+    pub fn matches(&self, e: &EventDesc) -> bool {
+        self.enabled && self.level.accepts(e.level) && glob_match(&self.pattern, &e.full_name())
+    }
+}
+
+/// A channel of a session: its configuration and enablers. Its index in
+/// [`Session::channels`] is its CTF stream class id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Channel {
+    /// Name (also the stream files' prefix).
+    pub name: String,
+    /// Buffers and timers.
+    pub config: ChannelConfig,
+    /// Rules, in the order given.
+    pub enablers: Vec<Enabler>,
+}
+
+impl Channel {
+    /// True when an enabled enabler matches `e`.
+    pub fn records(&self, e: &EventDesc) -> bool {
+        self.enablers.iter().any(|en| en.matches(e))
+    }
+}
+
+/// A tracing session.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// Name.
+    pub name: String,
+    /// Output directory (absolute).
+    pub output: PathBuf,
+    /// Token of a `ust trace` session: it takes only processes registering with it.
+    pub token: Option<String>,
+    /// Recording.
+    pub started: bool,
+    /// Ever started (buffers exist).
+    pub ever_started: bool,
+    /// Channels; index = stream class id.
+    pub channels: Vec<Channel>,
+    /// Creation time (seconds since the Epoch).
+    pub created: i64,
+    /// Realtime − monotonic in ns, sampled once at creation and written in every trace of
+    /// the session.
+    pub clock_offset_ns: i64,
+}
+
+/// Checks a session or channel name: 1 to 100 characters of `[A-Za-z0-9_.-]`, not starting
+/// with `.` or `-` (it becomes part of paths).
+///
+/// # Errors
+/// A message naming the bad name.
+pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        && !name.starts_with(['.', '-']);
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("invalid {kind} name {name:?}: use 1 to 100 characters of A-Z a-z 0-9 _ . - (not first . or -)"))
+    }
+}
+
+impl Session {
+    /// A new, stopped session with no channel.
+    pub fn new(name: String, output: PathBuf, token: Option<String>) -> Session {
+        Session {
+            name,
+            output,
+            token,
+            started: false,
+            ever_started: false,
+            channels: Vec::new(),
+            created: crate::datetime::now(),
+            clock_offset_ns: ust_core::clock::realtime_offset_ns(),
+        }
+    }
+
+    /// True when the session traces a process registered with `token`.
+    pub fn takes(&self, token: Option<&str>) -> bool {
+        match &self.token {
+            None => true,
+            Some(t) => token == Some(t.as_str()),
+        }
+    }
+
+    /// Index of channel `name`.
+    pub fn channel_index(&self, name: &str) -> Option<usize> {
+        self.channels.iter().position(|c| c.name == name)
+    }
+
+    /// For each event of `events`, whether channel `channel` records it now (false for
+    /// every event while the session is stopped).
+    pub fn mask_bits(&self, channel: usize, events: &[EventDesc]) -> Vec<bool> {
+        match self.channels.get(channel) {
+            Some(c) if self.started => events.iter().map(|e| c.records(e)).collect(),
+            _ => vec![false; events.len()],
+        }
+    }
+}
+
+/// Matches `text` against `pattern`, where `*` matches any run of characters (also empty)
+/// and every other character matches itself (LTTng's star-glob, without escapes).
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let p = pattern.as_bytes();
+    let t = text.as_bytes();
+    let (mut pi, mut ti) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    fn ev(p: &'static str, n: &'static str, level: Level) -> EventDesc {
+        EventDesc { provider: Cow::Borrowed(p), name: Cow::Borrowed(n), level, fields: Cow::Borrowed(&[]), location: Cow::Borrowed("") }
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("*", "a:b"));
+        assert!(glob_match("a:*", "a:b"));
+        assert!(glob_match("*:b", "a:b"));
+        assert!(glob_match("a*b*c", "aXXbYYc"));
+        assert!(glob_match("a:b", "a:b"));
+        assert!(!glob_match("a:b", "a:bc"));
+        assert!(!glob_match("a*d", "abc"));
+        assert!(glob_match("**", ""));
+    }
+
+    #[test]
+    fn enablers_or_together_and_filter_levels() {
+        let mut s = Session::new("s".into(), "/tmp/x".into(), None);
+        s.channels.push(Channel {
+            name: "c".into(),
+            config: ChannelConfig::default(),
+            enablers: vec![
+                Enabler { pattern: "app:*".into(), level: LevelFilter::UpTo(Level::Warning), enabled: true },
+                Enabler { pattern: "app:dbg".into(), level: LevelFilter::Only(Level::Debug), enabled: true },
+                Enabler { pattern: "*".into(), level: LevelFilter::Any, enabled: false },
+            ],
+        });
+        let events = [ev("app", "err", Level::Err), ev("app", "info", Level::Info), ev("app", "dbg", Level::Debug), ev("lib", "x", Level::Emerg)];
+        assert_eq!(s.mask_bits(0, &events), vec![false; 4]);
+        s.started = true;
+        assert_eq!(s.mask_bits(0, &events), vec![true, false, true, false]);
+        assert!(s.takes(Some("t")) && s.takes(None));
+        s.token = Some("t".into());
+        assert!(s.takes(Some("t")) && !s.takes(None) && !s.takes(Some("u")));
+    }
+
+    #[test]
+    fn config_validation() {
+        assert!(ChannelConfig::default().validate().is_ok());
+        assert!(ChannelConfig { subbuf_size: 5000, ..Default::default() }.validate().is_err());
+        assert!(ChannelConfig { num_subbuf: 3, ..Default::default() }.validate().is_err());
+        assert!(check_name("session", "a-b_c.1").is_ok());
+        assert!(check_name("session", "../x").is_err());
+    }
+}
