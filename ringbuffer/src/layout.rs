@@ -281,8 +281,8 @@ fn check_sizes(subbuf_size: u64, num_subbuf: u32, header_size: u32) -> Result<Po
     if !num_subbuf.is_power_of_two() || !(2..=MAX_NUM_SUBBUF).contains(&num_subbuf) {
         return Err(LayoutError::Geometry("num_subbuf must be a power of two in 2..=65536"));
     }
-    if u64::from(header_size) >= subbuf_size / 2 {
-        return Err(LayoutError::Geometry("header_size must be less than half a sub-buffer"));
+    if u64::from(header_size) > subbuf_size / 2 {
+        return Err(LayoutError::Geometry("header_size must be at most half a sub-buffer"));
     }
     Positions::new(subbuf_size, num_subbuf).ok_or(LayoutError::Geometry("ring too large"))
 }
@@ -488,7 +488,7 @@ mod tests {
         c.num_subbuf = 1;
         assert!(Geometry::for_config(&c).is_err());
         let mut c = cfg();
-        c.header_size = 2048;
+        c.header_size = 2049;
         assert!(Geometry::for_config(&c).is_err());
     }
 

@@ -106,7 +106,7 @@ pub struct BufferConfig {
     /// Discard or overwrite.
     pub mode: Mode,
     /// Packet header + context bytes reserved at the start of every sub-buffer (from
-    /// [`PacketLayout::header_size`]); less than half a sub-buffer.
+    /// [`PacketLayout::header_size`]); at most half a sub-buffer.
     pub header_size: u32,
     /// Stream this buffer feeds (written in the file header, passed to the client).
     pub stream: StreamIdentity,

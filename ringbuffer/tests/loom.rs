@@ -1,0 +1,204 @@
+// CI command (about 25 s of model checking on 2 cores, plus ~45 s compiling from scratch):
+//   RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringbuffer --release --test loom
+//
+//! Model check of the shipping reserve/commit/switch/read algorithm with `loom`: the
+//! [`Buffer`] code is the same; only its [`Memory`] is `ringbuffer::model::HeapMemory`
+//! (loom atomics on the heap instead of a mapping). Preemptions are bounded (2, or 1 for the
+//! three-writer model; `LOOM_MAX_PREEMPTIONS` overrides both) so the models finish in CI.
+//!
+//! Geometry: 2 sub-buffers of 32 bytes with a 16-byte packet header, so every scenario
+//! crosses sub-buffer switches (exact fits and padded ones), and fills the ring
+//! (discard-mode drops) unless the reader keeps up.
+//!
+//! Invariants checked on every execution:
+//! * every committed record is delivered exactly once, in order per writer, with its bytes;
+//! * recorded + dropped == attempted (per writer and in the counters);
+//! * packets have consecutive sequence numbers, `begin <= end`, `end(n) <= begin(n+1)`,
+//!   every record's timestamp lies in its packet's `[begin, end]`;
+//! * after the writers finish, a flush and a drain leave nothing behind.
+#![cfg(loom)]
+
+use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use ringbuffer::model::HeapMemory;
+use ringbuffer::*;
+
+const HDR: usize = 16;
+
+/// Header: ts_begin u32 | seq u32 | ts_end u32 | content u32.
+struct Layout;
+impl PacketLayout for Layout {
+    fn header_size(&self) -> usize {
+        HDR
+    }
+    fn write_begin(&self, _: &StreamIdentity, h: &mut [u8], b: &PacketBegin) {
+        h[0..4].copy_from_slice(&(b.timestamp_begin as u32).to_le_bytes());
+        h[4..8].copy_from_slice(&(b.packet_seq_num as u32).to_le_bytes());
+    }
+    fn write_end(&self, _: &StreamIdentity, h: &mut [u8], e: &PacketEnd) {
+        h[8..12].copy_from_slice(&(e.timestamp_end as u32).to_le_bytes());
+        h[12..16].copy_from_slice(&(e.content_size as u32).to_le_bytes());
+    }
+}
+
+/// A monotonic shared clock: every read is a new tick.
+struct Tick(Arc<AtomicU64>);
+impl Clock for Tick {
+    fn now(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+fn rec_len(writer: u8) -> u32 {
+    // Writer 1: 8-byte records (exact fits), writer 2: 12 (padding), writer 3: 8.
+    if writer == 2 { 12 } else { 8 }
+}
+
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
+}
+
+/// Record: [writer][seq][ts u32][writer ^ seq ^ 0x5a ...].
+fn write_records(buf: &Buffer<HeapMemory>, clock: &Tick, writer: u8, n: u8) -> Vec<u8> {
+    let mut dropped = Vec::new();
+    for seq in 0..n {
+        let len = rec_len(writer);
+        match buf.reserve(&Layout, clock, SlotSize { compact: len, extended: len }) {
+            Ok(mut r) => {
+                let mut bytes = vec![writer ^ seq ^ 0x5a; len as usize];
+                bytes[1] = seq;
+                bytes[2..6].copy_from_slice(&(r.timestamp as u32).to_le_bytes());
+                buf.write_slot(&mut r, 1, &bytes[1..]);
+                buf.commit(&Layout, r, writer);
+            }
+            Err(Dropped::Full) => dropped.push(seq),
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    dropped
+}
+
+#[derive(Default)]
+struct Seen {
+    packets: Vec<Vec<u8>>,
+}
+
+impl Seen {
+    fn read_once(&mut self, buf: &Buffer<HeapMemory>) {
+        if let Some(sb) = buf.get_subbuf().expect("no corruption in the model") {
+            let mut out = Vec::new();
+            buf.copy_subbuf(&sb, &mut out).unwrap();
+            out.truncate(sb.content_size as usize);
+            assert_eq!(sb.packet_seq_num, self.packets.len() as u64, "no packet gap in discard mode");
+            buf.put_subbuf(sb).unwrap();
+            self.packets.push(out);
+        }
+    }
+
+    /// Checks packets and records; returns the sequence numbers seen per writer.
+    fn check(&self) -> [Vec<u8>; 4] {
+        let mut per_writer: [Vec<u8>; 4] = Default::default();
+        let mut prev_end = 0;
+        for (i, p) in self.packets.iter().enumerate() {
+            let (tb, seq, te, content) = (u32_at(p, 0), u32_at(p, 4), u32_at(p, 8), u32_at(p, 12));
+            assert_eq!(seq as usize, i);
+            assert_eq!(content as usize, p.len());
+            assert!(prev_end <= tb && tb <= te, "packet timestamps {prev_end} {tb} {te}");
+            prev_end = te;
+            let mut off = HDR;
+            let mut prev_ts = tb;
+            while off < p.len() {
+                let w = p[off];
+                assert!((1..=3).contains(&w), "bad record start {w} at {off} in {p:?}");
+                let len = rec_len(w) as usize;
+                let r = &p[off..off + len];
+                let seq = r[1];
+                let ts = u32_at(r, 2);
+                assert!(tb <= ts && ts <= te && prev_ts <= ts, "record ts {ts} outside [{tb}, {te}]");
+                prev_ts = ts;
+                assert!(r[6..].iter().all(|&b| b == w ^ seq ^ 0x5a), "payload {r:?}");
+                per_writer[w as usize].push(seq);
+                off += len;
+            }
+            assert_eq!(off, p.len());
+        }
+        per_writer
+    }
+}
+
+fn cfg() -> BufferConfig {
+    BufferConfig {
+        subbuf_size: 32,
+        num_subbuf: 2,
+        mode: Mode::Discard,
+        header_size: HDR as u32,
+        stream: StreamIdentity::default(),
+    }
+}
+
+fn builder(max_preemptions: usize) -> loom::model::Builder {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(max_preemptions);
+    }
+    b.max_branches = 100_000;
+    b
+}
+
+/// `writers`: (writer id, records) per thread. The reader (main thread) reads
+/// `reads_during` times and flushes once while they run.
+fn scenario(writers: &'static [(u8, u8)], reads_during: usize, max_preemptions: usize) {
+    builder(max_preemptions).check(move || {
+        let buf = Arc::new(Buffer::create_in(HeapMemory::for_config(&cfg()).unwrap(), &cfg()).unwrap());
+        let clock = Arc::new(AtomicU64::new(0));
+        let handles: Vec<_> = writers
+            .iter()
+            .map(|&(w, n)| {
+                let (buf, clock) = (buf.clone(), clock.clone());
+                thread::spawn(move || (w, n, write_records(&buf, &Tick(clock), w, n)))
+            })
+            .collect();
+        let mut seen = Seen::default();
+        let tick = Tick(clock.clone());
+        for i in 0..reads_during {
+            if i == 0 {
+                buf.flush(&Layout, &tick);
+            }
+            seen.read_once(&buf);
+        }
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        buf.flush(&Layout, &tick);
+        for _ in 0..8 {
+            seen.read_once(&buf);
+        }
+        assert!(buf.get_subbuf().unwrap().is_none());
+        let k = buf.counters();
+        assert_eq!(k.write, k.consumed, "everything written was read");
+        let per_writer = seen.check();
+        let mut dropped_total = 0;
+        for (w, n, dropped) in results {
+            let expect: Vec<u8> = (0..n).filter(|s| !dropped.contains(s)).collect();
+            assert_eq!(per_writer[w as usize], expect, "writer {w}: records delivered once, in order");
+            dropped_total += dropped.len() as u64;
+        }
+        assert_eq!(k.lost_full, dropped_total, "recorded + dropped == attempted");
+    });
+}
+
+#[test]
+fn two_writers_reader_and_flush() {
+    scenario(&[(1, 2), (2, 2)], 1, 2);
+}
+
+#[test]
+fn two_writers_ring_full() {
+    // 6 records cannot fit in 2 packets without the reader: drops and switches.
+    scenario(&[(1, 3), (2, 3)], 0, 2);
+}
+
+#[test]
+fn three_writers() {
+    // Three writers and a concurrent reader and flush; one preemption (two take minutes).
+    scenario(&[(1, 1), (2, 1), (3, 1)], 1, 1);
+}
