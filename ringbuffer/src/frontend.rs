@@ -136,10 +136,10 @@ impl<M: Memory> Buffer<M> {
                     }
                     // First record of a packet: compared with timestamp_begin == ts.
                     let slot = u64::from(size.compact);
-                    Plan { begin: start + hdr, slot, extended: forced, close_old: off != 0, open: true }
+                    Plan { begin: start.wrapping_add(hdr), slot, extended: forced, close_old: off != 0, open: true }
                 }
             };
-            let end = plan.begin + plan.slot;
+            let end = plan.begin.wrapping_add(plan.slot);
             if self.mem.cas_u64(write_w, old, end, AcqRel, Relaxed).is_err() {
                 continue;
             }

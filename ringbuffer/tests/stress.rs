@@ -1,0 +1,225 @@
+//! Multi-process stress test: several child processes (this test binary, re-executed with
+//! `RB_STRESS_CHILD` set), each with two writer threads, map one shared file and write
+//! records carrying (writer id, per-writer sequence number, timestamp) into one buffer,
+//! while the parent reads it with get/copy/put. The parent checks every record: per
+//! writer in order without duplicates, the gaps equal to the drops the writers counted,
+//! and those equal to the buffer's `lost_full`; packet sequence numbers consecutive;
+//! timestamps inside their packet and in reservation order.
+//!
+//! Run: `cargo test -p ringbuffer --test stress` (under 2 s in a debug build).
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ringbuffer::*;
+
+const CHILD_ENV: &str = "RB_STRESS_CHILD";
+const FILE_ENV: &str = "RB_STRESS_FILE";
+const PROCS: u8 = 3;
+const THREADS: u8 = 2;
+const RECORDS: u32 = 100_000;
+const HDR: usize = 40;
+
+/// Header: ts_begin | ts_end | seq | content | discarded (u64 each).
+struct Layout;
+impl PacketLayout for Layout {
+    fn header_size(&self) -> usize {
+        HDR
+    }
+    fn write_begin(&self, _: &StreamIdentity, h: &mut [u8], b: &PacketBegin) {
+        h[0..8].copy_from_slice(&b.timestamp_begin.to_le_bytes());
+        h[16..24].copy_from_slice(&b.packet_seq_num.to_le_bytes());
+    }
+    fn write_end(&self, _: &StreamIdentity, h: &mut [u8], e: &PacketEnd) {
+        h[8..16].copy_from_slice(&e.timestamp_end.to_le_bytes());
+        h[24..32].copy_from_slice(&e.content_size.to_le_bytes());
+        h[32..40].copy_from_slice(&e.events_discarded.to_le_bytes());
+    }
+}
+
+struct Monotonic;
+impl Clock for Monotonic {
+    fn now(&self) -> u64 {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
+}
+
+fn cfg() -> BufferConfig {
+    BufferConfig {
+        subbuf_size: 4096,
+        num_subbuf: 8,
+        mode: Mode::Discard,
+        header_size: HDR as u32,
+        stream: StreamIdentity::default(),
+    }
+}
+
+/// Record: [len][writer][seq u32][ts u64][fill = writer ^ seq ...], len in 14..=60.
+fn record_len(seq: u32) -> u32 {
+    14 + seq % 47
+}
+
+fn child(proc_id: u8) {
+    let path = std::env::var(FILE_ENV).unwrap();
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let buf = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let buf = &buf;
+            s.spawn(move || {
+                let writer = proc_id * THREADS + t;
+                let mut dropped = 0u32;
+                for seq in 0..RECORDS {
+                    let len = record_len(seq);
+                    match buf.reserve(&Layout, &Monotonic, SlotSize { compact: len, extended: len }) {
+                        Ok(mut r) => {
+                            let ts = r.timestamp;
+                            let slot = buf.slot(&mut r);
+                            slot[1] = writer;
+                            slot[2..6].copy_from_slice(&seq.to_le_bytes());
+                            slot[6..14].copy_from_slice(&ts.to_le_bytes());
+                            slot[14..].fill(writer ^ seq as u8);
+                            buf.commit(&Layout, r, len as u8);
+                        }
+                        Err(Dropped::Full) => dropped += 1,
+                        Err(e) => panic!("{e:?}"),
+                    }
+                    if seq % 16 == 0 {
+                        // Let the reader keep up part of the time: mix drops and records.
+                        std::thread::yield_now();
+                    }
+                }
+                println!("DROPPED {writer} {dropped}");
+            });
+        }
+    });
+}
+
+#[test]
+fn stress_child_entry() {
+    if let Ok(id) = std::env::var(CHILD_ENV) {
+        child(id.parse().unwrap());
+    }
+}
+
+struct Checker {
+    next_seq: Vec<u32>,
+    seen: Vec<u32>,
+    packets: u64,
+    prev_end: u64,
+    prev_discarded: u64,
+}
+
+impl Checker {
+    fn packet(&mut self, sb: &Subbuf, p: &[u8]) {
+        assert_eq!(sb.packet_seq_num, self.packets, "packet sequence numbers are consecutive");
+        assert_eq!(u64_at(p, 16), sb.packet_seq_num);
+        assert_eq!(u64_at(p, 24), sb.content_size);
+        self.packets += 1;
+        let (tb, te) = (u64_at(p, 0), u64_at(p, 8));
+        assert!(self.prev_end <= tb && tb <= te, "packet timestamps");
+        self.prev_end = te;
+        let discarded = u64_at(p, 32);
+        assert!(discarded >= self.prev_discarded);
+        self.prev_discarded = discarded;
+        let mut off = HDR;
+        let mut prev_ts = tb;
+        let content = sb.content_size as usize;
+        while off < content {
+            let len = p[off] as usize;
+            assert!((14..=60).contains(&len), "record length {len} at {off}");
+            let r = &p[off..off + len];
+            let w = r[1] as usize;
+            let seq = u32::from_le_bytes(r[2..6].try_into().unwrap());
+            let ts = u64_at(r, 6);
+            assert_eq!(len as u32, record_len(seq));
+            assert!(seq >= self.next_seq[w], "writer {w}: seq {seq} after {}", self.next_seq[w]);
+            self.next_seq[w] = seq + 1;
+            self.seen[w] += 1;
+            assert!(prev_ts <= ts && ts <= te, "record timestamp in packet, in order");
+            prev_ts = ts;
+            assert!(r[14..].iter().all(|&b| b == r[1] ^ seq as u8), "payload of {w}/{seq}");
+            off += len;
+        }
+        assert_eq!(off, content, "records end at the content end");
+        assert!(p[content..].iter().all(|&b| b == 0), "padding is zero");
+    }
+}
+
+#[test]
+fn multi_process_writers() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    file.as_file().set_len(cfg().file_size().unwrap() as u64).unwrap();
+    let buf = Buffer::create(memmap2::MmapOptions::new().map_raw(file.as_file()).unwrap(), &cfg()).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut children: Vec<_> = (0..PROCS)
+        .map(|i| {
+            Command::new(&exe)
+                .args(["--exact", "stress_child_entry", "--nocapture", "--test-threads=1"])
+                .env(CHILD_ENV, i.to_string())
+                .env(FILE_ENV, file.path())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let n = (PROCS * THREADS) as usize;
+    let mut ck = Checker { next_seq: vec![0; n], seen: vec![0; n], packets: 0, prev_end: 0, prev_discarded: 0 };
+    let mut out = Vec::new();
+    let mut drain = |ck: &mut Checker| -> bool {
+        let mut any = false;
+        while let Some(sb) = buf.get_subbuf().unwrap() {
+            buf.copy_subbuf(&sb, &mut out).unwrap();
+            ck.packet(&sb, &out);
+            buf.put_subbuf(sb).unwrap();
+            any = true;
+        }
+        any
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut outputs = vec![String::new(); PROCS as usize];
+    let mut running = PROCS as usize;
+    while running > 0 {
+        if !drain(&mut ck) {
+            std::thread::yield_now();
+        }
+        running = 0;
+        for c in children.iter_mut() {
+            if c.try_wait().unwrap().is_none() {
+                running += 1;
+            }
+        }
+        assert!(Instant::now() < deadline, "children did not finish");
+    }
+    for (c, o) in children.iter_mut().zip(outputs.iter_mut()) {
+        c.stdout.take().unwrap().read_to_string(o).unwrap();
+        assert!(c.wait().unwrap().success(), "child failed: {o}");
+    }
+    buf.flush(&Layout, &Monotonic);
+    drain(&mut ck);
+    let k = buf.counters();
+    assert_eq!(k.write, k.consumed, "everything written was read");
+    let mut dropped_total = 0u64;
+    let mut reports = 0;
+    for line in outputs.iter().flat_map(|o| o.lines()) {
+        if let Some(rest) = line.find("DROPPED ").map(|i| &line[i + 8..]) {
+            let mut it = rest.split(' ').map(|x| x.parse::<u32>().unwrap());
+            let (w, d) = (it.next().unwrap() as usize, it.next().unwrap());
+            assert_eq!(ck.seen[w] + d, RECORDS, "writer {w}: recorded + dropped == attempted");
+            dropped_total += u64::from(d);
+            reports += 1;
+        }
+    }
+    assert_eq!(reports, n, "child outputs: {outputs:?}");
+    assert_eq!(k.lost_full, dropped_total, "lost_full counts exactly the drops");
+    assert!(ck.packets > 10, "the ring wrapped");
+    eprintln!("stress: {} packets, {} records, {} dropped", ck.packets, ck.seen.iter().sum::<u32>(), dropped_total);
+}
