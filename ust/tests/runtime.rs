@@ -1,0 +1,404 @@
+//! The runtime against a fake daemon written here: a `UnixListener` at `<tmp>/app` in a
+//! temporary `UST_RUNDIR`, per-CPU buffers made with `ringbuffer::Buffer::create` on sealed
+//! memfds, and this test binary re-run as the traced child (`UST_TEST_CHILD=<mode>`,
+//! running only the `child_main` test).
+//!
+//! Run it in release too (`cargo test --release -p ust --test runtime`): the link-time
+//! collection and the constructor must survive `--gc-sections` and optimisation.
+
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
+use ust_core::clock::Monotonic;
+use ust_core::packet::{CtfPacketLayout, HEADER_SIZE};
+use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, Registration};
+use ust_core::{event_header, EventDesc, FieldType};
+
+// ---------------------------------------------------------------------------------------
+// The child.
+
+#[ust::provider]
+mod rt {
+    #[tracepoint(level = Info)]
+    pub fn done(count: u32, tag: &str) {}
+}
+
+fn fire_batch(tag: &str) {
+    for i in 0..10u32 {
+        ust::tracepoint!(rt, hello, n: u32 = i, s: &str = "abc");
+    }
+    rt::done(10, tag);
+    ust::tracef!("child {}", 42);
+}
+
+/// Runs only in a child started by a test below; a no-op in the normal test run.
+#[test]
+fn child_main() {
+    let Ok(mode) = std::env::var("UST_TEST_CHILD") else { return };
+    let dir = PathBuf::from(std::env::var("UST_TEST_DIR").unwrap());
+    std::fs::write(dir.join("started"), b"").unwrap();
+    match mode.as_str() {
+        "emit" => fire_batch("end"),
+        "quick" => {}
+        "late" => {
+            // Fire until the parent says stop: the daemon appears (and reappears) later.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !dir.join("stop").exists() && Instant::now() < deadline {
+                fire_batch("late");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        "fork" => {
+            // SAFETY: the test child is single-threaded apart from the runtime thread; the
+            // forked process only fires events, sleeps and `_exit`s/exits.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0);
+            if pid == 0 {
+                // Wait for the grandchild's own registration to be enabled by the parent.
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while !dir.join("go").exists() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                fire_batch("grandchild");
+                std::process::exit(0);
+            }
+            fire_batch("child");
+            let mut status = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            assert_eq!(status, 0);
+        }
+        other => panic!("unknown mode {other}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The fake daemon.
+
+struct FakeDaemon {
+    dir: tempfile::TempDir,
+    listener: UnixListener,
+}
+
+impl FakeDaemon {
+    fn new() -> FakeDaemon {
+        let dir = tempfile::Builder::new().prefix("ust-rt").tempdir_in("/tmp").unwrap();
+        let listener = UnixListener::bind(dir.path().join("app")).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        FakeDaemon { dir, listener }
+    }
+
+    fn accept(&self, timeout: Duration) -> UnixStream {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.listener.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    return s;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Err(e) => panic!("no connection from the child: {e}"),
+            }
+        }
+    }
+}
+
+fn spawn_child(mode: &str, dir: &Path) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_main", "--nocapture", "--test-threads=1"])
+        .env("UST_TEST_CHILD", mode)
+        .env("UST_TEST_DIR", dir)
+        .env("UST_RUNDIR", dir)
+        .env("UST_SESSION_TOKEN", "tok-123")
+        .env("UST_DEBUG", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(child: Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "child failed: {:?}\n{err}", out.status);
+    err
+}
+
+fn recv_register(s: &UnixStream) -> Registration {
+    match protocol::recv::<AppMessage>(s).unwrap() {
+        (AppMessage::Register(r), fds) => {
+            assert!(fds.is_empty());
+            r
+        }
+        (other, _) => panic!("expected Register, got {other:?}"),
+    }
+}
+
+/// One channel's per-CPU buffers, as the daemon holds them.
+struct TestChannel {
+    buffers: Vec<Buffer>,
+    fds: Vec<OwnedFd>,
+}
+
+fn make_channel(ncpus: u32) -> TestChannel {
+    let mut buffers = Vec::new();
+    let mut fds = Vec::new();
+    for cpu in 0..ncpus {
+        let cfg = BufferConfig {
+            subbuf_size: 1 << 16,
+            num_subbuf: 4,
+            mode: Mode::Discard,
+            header_size: HEADER_SIZE as u32,
+            stream: StreamIdentity { uuid: [9; 16], stream_id: 0, cpu, stream_instance_id: cpu as u64 },
+        };
+        let fd = rustix::fs::memfd_create(
+            "ust-test",
+            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+        )
+        .unwrap();
+        rustix::fs::ftruncate(&fd, cfg.file_size().unwrap() as u64).unwrap();
+        rustix::fs::fcntl_add_seals(
+            &fd,
+            rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SEAL,
+        )
+        .unwrap();
+        let map = memmap2::MmapOptions::new().map_raw(&File::from(fd.try_clone().unwrap())).unwrap();
+        buffers.push(Buffer::create(map, &cfg).unwrap());
+        fds.push(fd);
+    }
+    TestChannel { buffers, fds }
+}
+
+fn grant(s: &UnixStream, slot: u32, ch: &TestChannel) {
+    let g = ChannelGrant { slot, session: "test".into(), channel: "chan".into(), ncpus: ch.buffers.len() as u32 };
+    let fds: Vec<_> = ch.fds.iter().map(|f| f.as_fd()).collect();
+    protocol::send(s, &DaemonMessage::AddChannel(g), &fds).unwrap();
+}
+
+fn enable_all(s: &UnixStream, reg: &Registration, slot: u32) {
+    let masks = vec![1u64 << slot; reg.events.len()];
+    protocol::send(s, &DaemonMessage::SetEnabled { masks }, &[]).unwrap();
+}
+
+fn sync(s: &UnixStream, seq: u64) {
+    protocol::send(s, &DaemonMessage::Sync { seq }, &[]).unwrap();
+    match protocol::recv::<AppMessage>(s).unwrap().0 {
+        AppMessage::SyncDone { seq: got } => assert_eq!(got, seq),
+        other => panic!("expected SyncDone, got {other:?}"),
+    }
+}
+
+/// Length of one field's bytes at the start of `b`, from its CTF type.
+fn field_len(ty: &FieldType, b: &[u8]) -> usize {
+    match ty {
+        FieldType::String => b.iter().position(|&c| c == 0).unwrap() + 1,
+        FieldType::Sequence { length, elem, .. } => {
+            let n = length.size_bytes();
+            let mut raw = [0u8; 8];
+            raw[..n].copy_from_slice(&b[..n]);
+            n + u64::from_le_bytes(raw) as usize * elem.size_bytes()
+        }
+        other => other.fixed_size().unwrap(),
+    }
+}
+
+/// A decoded record: event name and the bytes of each field.
+#[derive(Debug)]
+struct Record {
+    name: String,
+    fields: Vec<Vec<u8>>,
+}
+
+/// Flushes every buffer and decodes every record with the registration's descriptions.
+fn read_all(ch: &TestChannel, events: &[EventDesc]) -> Vec<Record> {
+    let mut out = Vec::new();
+    for b in &ch.buffers {
+        b.flush(&CtfPacketLayout, &Monotonic);
+        while let Some(sb) = b.get_subbuf().unwrap() {
+            let mut pkt = Vec::new();
+            b.copy_subbuf(&sb, &mut pkt).unwrap();
+            let content = sb.content_size as usize;
+            b.put_subbuf(sb).unwrap();
+            let info = ust_core::packet::PacketInfo::parse(&pkt, &b.config().stream).unwrap();
+            let mut prev = info.timestamp_begin;
+            let mut off = HEADER_SIZE;
+            while off < content {
+                let h = event_header::decode(&pkt[off..content], prev).expect("committed record");
+                assert!(h.timestamp >= prev && h.timestamp <= info.timestamp_end);
+                prev = h.timestamp;
+                off += h.len;
+                let desc = &events[(h.id - 1) as usize];
+                let mut fields = Vec::new();
+                for f in desc.fields.iter() {
+                    let n = field_len(&f.ty, &pkt[off..content]);
+                    fields.push(pkt[off..off + n].to_vec());
+                    off += n;
+                }
+                out.push(Record { name: desc.full_name(), fields });
+            }
+        }
+    }
+    out
+}
+
+fn check_batch(records: &[Record], tag: &str) {
+    let hello: Vec<&Record> = records.iter().filter(|r| r.name == "rt:hello").collect();
+    assert_eq!(hello.len(), 10, "{records:?}");
+    for (i, r) in hello.iter().enumerate() {
+        assert_eq!(r.fields, [(i as u32).to_le_bytes().to_vec(), b"abc\0".to_vec()]);
+    }
+    let done: Vec<&Record> = records.iter().filter(|r| r.name == "rt:done").collect();
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].fields, [10u32.to_le_bytes().to_vec(), [tag.as_bytes(), b"\0"].concat()]);
+    let tracef: Vec<&Record> = records.iter().filter(|r| r.name == "lttng_ust_tracef:event").collect();
+    assert_eq!(tracef.len(), 1);
+    assert_eq!(tracef[0].fields, [[&8u32.to_le_bytes()[..], b"child 42"].concat()]);
+}
+
+fn index_of(reg: &Registration, name: &str) -> usize {
+    reg.events.iter().position(|e| e.full_name() == name).unwrap_or_else(|| panic!("{name} not registered"))
+}
+
+// ---------------------------------------------------------------------------------------
+// The tests.
+
+#[test]
+fn registers_before_main_and_records_into_granted_buffers() {
+    let d = FakeDaemon::new();
+    let child = spawn_child("emit", d.dir.path());
+    let s = d.accept(Duration::from_secs(10));
+    let reg = recv_register(&s);
+    assert_eq!(reg.pid as u32, child.id());
+    assert_eq!(reg.ppid as u32, std::process::id());
+    assert_eq!(reg.session_token.as_deref(), Some("tok-123"));
+    assert_eq!(reg.abi_major, ust_core::ABI_MAJOR);
+    assert!(reg.ncpus >= 1);
+    assert!(!reg.procname.is_empty());
+    // Every tracepoint of the program is described before any fires, in id order; the
+    // crate's own tracef/tracelog events come last.
+    let hello = &reg.events[index_of(&reg, "rt:hello")];
+    assert_eq!(hello.fields.iter().map(|f| &*f.name).collect::<Vec<_>>(), ["n", "s"]);
+    assert_eq!(reg.events[index_of(&reg, "rt:done")].level, ust_core::Level::Info);
+    assert_eq!(reg.events.len(), index_of(&reg, "lttng_ust_tracef:event") + 16);
+    assert!(reg.events.iter().all(|e| e.validate().is_ok()));
+
+    // The constructor is still waiting for Ready: main has not started.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!d.dir.path().join("started").exists(), "main ran before Ready");
+
+    let ch = make_channel(reg.ncpus);
+    grant(&s, 2, &ch);
+    enable_all(&s, &reg, 2);
+    sync(&s, 1);
+    protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
+
+    // The child runs, fires, and exits normally: Exiting, then EOF.
+    match protocol::recv::<AppMessage>(&s).unwrap().0 {
+        AppMessage::Exiting => {}
+        other => panic!("expected Exiting, got {other:?}"),
+    }
+    assert!(matches!(protocol::recv::<AppMessage>(&s), Err(protocol::ProtocolError::Eof)));
+    let log = finish(child);
+    assert!(log.contains("registered with the daemon"), "{log}");
+    assert!(log.contains("granted"), "{log}");
+
+    let records = read_all(&ch, &reg.events);
+    check_batch(&records, "end");
+    assert_eq!(records.len(), 12, "{records:?}");
+    for b in &ch.buffers {
+        assert_eq!(b.counters().discarded(), 0);
+    }
+}
+
+#[test]
+fn without_a_daemon_starts_fast_and_runs_normally() {
+    let dir = tempfile::Builder::new().prefix("ust-rt").tempdir_in("/tmp").unwrap();
+    // Warm the binary into the page cache.
+    finish(spawn_child("quick", dir.path()));
+    let mut best = Duration::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let log = finish(spawn_child("quick", dir.path()));
+        best = best.min(t.elapsed());
+        assert!(log.contains("no daemon socket"), "{log}");
+    }
+    // The whole child (exec, test harness, the test) in under 100 ms: the constructor did
+    // not wait.
+    assert!(best < Duration::from_millis(100), "child took {best:?}");
+    let log = finish(spawn_child("emit", dir.path()));
+    assert!(!log.contains("registered"), "{log}");
+}
+
+#[test]
+fn picks_up_a_daemon_that_starts_later_and_one_that_comes_back() {
+    let dir = tempfile::Builder::new().prefix("ust-rt").tempdir_in("/tmp").unwrap();
+    let child = spawn_child("late", dir.path());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !dir.path().join("started").exists() {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let listener = UnixListener::bind(dir.path().join("app")).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let d = FakeDaemon { dir, listener };
+    for round in 0..2 {
+        let s = d.accept(Duration::from_secs(5));
+        let reg = recv_register(&s);
+        let ch = make_channel(reg.ncpus);
+        grant(&s, 1 + round, &ch);
+        enable_all(&s, &reg, 1 + round);
+        protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
+        sync(&s, 7);
+        std::thread::sleep(Duration::from_millis(100));
+        // Daemon goes away: the child turns tracing off and comes back on its own.
+        drop(s);
+        std::thread::sleep(Duration::from_millis(50));
+        let records = read_all(&ch, &reg.events);
+        assert!(records.iter().filter(|r| r.name == "rt:hello").count() >= 10, "round {round}: {records:?}");
+        assert!(records.iter().filter(|r| r.name == "rt:done").all(|r| r.fields[1] == b"late\0"));
+    }
+    std::fs::write(d.dir.path().join("stop"), b"").unwrap();
+    let log = finish(child);
+    assert!(log.contains("closed the connection"), "{log}");
+}
+
+#[test]
+fn fork_child_registers_as_a_new_process() {
+    let d = FakeDaemon::new();
+    let child = spawn_child("fork", d.dir.path());
+    let s = d.accept(Duration::from_secs(10));
+    let reg = recv_register(&s);
+    let ch = make_channel(reg.ncpus);
+    grant(&s, 0, &ch);
+    enable_all(&s, &reg, 0);
+    protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
+
+    // The forked grandchild: a new registration, its own pid, the child as parent.
+    let s2 = d.accept(Duration::from_secs(10));
+    let reg2 = recv_register(&s2);
+    assert_eq!(reg2.ppid as u32, child.id());
+    assert_ne!(reg2.pid, reg.pid);
+    assert_eq!(reg2.events, reg.events);
+    let ch2 = make_channel(reg2.ncpus);
+    grant(&s2, 0, &ch2);
+    enable_all(&s2, &reg2, 0);
+    protocol::send(&s2, &DaemonMessage::Ready, &[]).unwrap();
+    sync(&s2, 3);
+    std::fs::write(d.dir.path().join("go"), b"").unwrap();
+    assert!(matches!(protocol::recv::<AppMessage>(&s2).unwrap().0, AppMessage::Exiting));
+    assert!(matches!(protocol::recv::<AppMessage>(&s).unwrap().0, AppMessage::Exiting));
+    finish(child);
+
+    // Each process wrote only into its own buffers.
+    check_batch(&read_all(&ch, &reg.events), "child");
+    check_batch(&read_all(&ch2, &reg2.events), "grandchild");
+}
