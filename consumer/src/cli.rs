@@ -90,10 +90,10 @@ pub struct EnableChannelArgs {
     #[arg(short = 'u', long = "userspace")]
     pub userspace: bool,
     /// Sub-buffer size in bytes, a power of two (k, M, G suffixes).
-    #[arg(long, value_name = "N", value_parser = parse_size)]
+    #[arg(long, value_name = "N", value_parser = parse_subbuf_size)]
     pub subbuf_size: Option<u64>,
-    /// Number of sub-buffers per CPU, a power of two.
-    #[arg(long, value_name = "N")]
+    /// Number of sub-buffers per CPU, a power of two (at least 2).
+    #[arg(long, value_name = "N", value_parser = parse_num_subbuf)]
     pub num_subbuf: Option<u32>,
     /// Overwrite the oldest packets when full (flight recorder).
     #[arg(long, conflicts_with = "discard")]
@@ -255,6 +255,22 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     };
     let n: u64 = num.trim().parse().map_err(|_| format!("{s:?} is not a size (examples: 4096, 64k, 1M)"))?;
     n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+}
+
+fn parse_subbuf_size(s: &str) -> Result<u64, String> {
+    let n = parse_size(s)?;
+    if !n.is_power_of_two() || n < crate::session::MIN_SUBBUF_SIZE {
+        return Err(format!("{n} is not a power of two of at least {}", crate::session::MIN_SUBBUF_SIZE));
+    }
+    Ok(n)
+}
+
+fn parse_num_subbuf(s: &str) -> Result<u32, String> {
+    let n: u32 = s.trim().parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !n.is_power_of_two() || n < 2 || n > crate::session::MAX_NUM_SUBBUF {
+        return Err(format!("{n} is not a power of two between 2 and {}", crate::session::MAX_NUM_SUBBUF));
+    }
+    Ok(n)
 }
 
 fn parse_level(s: &str) -> Result<Level, String> {
