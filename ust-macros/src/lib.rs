@@ -289,7 +289,7 @@ fn provider_impl(attr: TokenStream2, mut module: syn::ItemMod) -> syn::Result<To
             });
         }
         let body = expand_site(&provider, &f.sig.ident, &args.level, &fields)?;
-        f.block = Box::new(syn::parse_quote!({ #body }));
+        *f.block = syn::parse_quote!({ #body });
         f.attrs.push(syn::parse_quote!(#[inline]));
     }
     Ok(quote!(#module))

@@ -402,3 +402,57 @@ fn fork_child_registers_as_a_new_process() {
     check_batch(&read_all(&ch, &reg.events), "child");
     check_batch(&read_all(&ch2, &reg2.events), "grandchild");
 }
+
+#[test]
+fn bad_daemon_messages_are_ignored_not_fatal() {
+    let d = FakeDaemon::new();
+    let child = spawn_child("emit", d.dir.path());
+    let s = d.accept(Duration::from_secs(10));
+    let reg = recv_register(&s);
+    let ch = make_channel(reg.ncpus);
+    // Wrong mask count, slot out of range, too few descriptors, a descriptor that is not a
+    // ring buffer, removal of a slot that does not exist.
+    protocol::send(&s, &DaemonMessage::SetEnabled { masks: vec![u64::MAX; reg.events.len() + 1] }, &[]).unwrap();
+    grant(&s, 64, &ch);
+    let g = ChannelGrant { slot: 3, session: "t".into(), channel: "c".into(), ncpus: reg.ncpus + 1 };
+    let fds: Vec<_> = ch.fds.iter().map(|f| f.as_fd()).collect();
+    protocol::send(&s, &DaemonMessage::AddChannel(g), &fds).unwrap();
+    let junk = rustix::fs::memfd_create("junk", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&junk, 1 << 16).unwrap();
+    let g = ChannelGrant { slot: 4, session: "t".into(), channel: "c".into(), ncpus: 1 };
+    protocol::send(&s, &DaemonMessage::AddChannel(g), &[junk.as_fd()]).unwrap();
+    protocol::send(&s, &DaemonMessage::RemoveChannel { slot: 1000 }, &[]).unwrap();
+    sync(&s, 1);
+    // Then a good set-up: only that one is used.
+    grant(&s, 5, &ch);
+    let mut masks = vec![0u64; reg.events.len()];
+    for name in ["rt:hello", "rt:done", "lttng_ust_tracef:event"] {
+        masks[index_of(&reg, name)] = (1 << 5) | (1 << 3) | (1 << 4) | (1 << 63);
+    }
+    protocol::send(&s, &DaemonMessage::SetEnabled { masks }, &[]).unwrap();
+    protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
+    assert!(matches!(protocol::recv::<AppMessage>(&s).unwrap().0, AppMessage::Exiting));
+    let log = finish(child);
+    assert!(log.contains("enable masks ignored"), "{log}");
+    assert!(log.contains("slot out of range"), "{log}");
+    assert!(log.contains("descriptors for"), "{log}");
+    assert!(log.contains("not a valid ring buffer"), "{log}");
+    let records = read_all(&ch, &reg.events);
+    check_batch(&records, "end");
+    assert_eq!(records.len(), 12);
+}
+
+#[test]
+fn refused_process_runs_untraced_and_does_not_retry_the_same_daemon() {
+    let d = FakeDaemon::new();
+    let child = spawn_child("late", d.dir.path());
+    let s = d.accept(Duration::from_secs(10));
+    let _ = recv_register(&s);
+    protocol::send(&s, &DaemonMessage::Refused { reason: "ABI 9 expected".into() }, &[]).unwrap();
+    // Three poll intervals: no second attempt at the daemon that refused.
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(matches!(d.listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
+    std::fs::write(d.dir.path().join("stop"), b"").unwrap();
+    let log = finish(child);
+    assert!(log.contains("refused by the daemon: ABI 9 expected"), "{log}");
+}
