@@ -75,7 +75,7 @@ fn all_types_payload(i: u32) -> Vec<u8> {
     let mut p = vec![i as u8];
     p.extend_from_slice(&(-1000 * i as i32).to_le_bytes());
     p.extend_from_slice(&(i as f64 * 0.5).to_le_bytes());
-    p.extend_from_slice(if i % 2 == 0 { "héllo".as_bytes() } else { b"" });
+    p.extend_from_slice(if i.is_multiple_of(2) { "héllo".as_bytes() } else { b"" });
     p.push(0);
     p.extend_from_slice(&i.to_le_bytes());
     p.extend((1..=i).map(|x| x as u8));
