@@ -30,6 +30,10 @@ pub trait Memory: Send + Sync {
     /// An address identifying this memory (its base), stable while it lives: ties a
     /// [`Reservation`](crate::Reservation) to its buffer.
     fn id(&self) -> usize;
+    /// True if the memory has no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Atomic load of the `u64` at `off`.
     fn load_u64(&self, off: usize, order: Ordering) -> u64;
     /// Atomic store to the `u64` at `off`.
@@ -96,7 +100,7 @@ impl MapMemory {
     #[inline]
     #[track_caller]
     fn word(&self, off: usize) -> &core::sync::atomic::AtomicU64 {
-        assert!(off % 8 == 0 && off.checked_add(8).is_some_and(|e| e <= self.len));
+        assert!(off & 7 == 0 && off.checked_add(8).is_some_and(|e| e <= self.len));
         // SAFETY: in bounds and 8-aligned (checked above, base is page aligned); the
         // mapping outlives `&self`; AtomicU64 has the size and alignment of u64 and every
         // bit pattern is valid.

@@ -46,7 +46,7 @@ impl<M: Memory> Buffer<M> {
         }
         m.store_u64(g.ctrl_word(CTRL_READER_SPARE), g.pos.num_subbuf(), Relaxed);
         for i in 0..g.pos.num_subbuf() as usize {
-            for w in [SB_COMMIT, SB_DELIVERED, SB_CLOSED_END, SB_TS_BEGIN, SB_TS_END, SB_SEQ] {
+            for w in [SB_COMMIT, SB_DELIVERED, SB_CLOSED_END, SB_TS_BEGIN, SB_TS_END, SB_SEQ, SB_DISCARDED] {
                 m.store_u64(g.sb_word(i, w), 0, Relaxed);
             }
             m.store_u64(g.id_word(i), i as u64, Relaxed);
@@ -140,12 +140,15 @@ impl<M: Memory> Buffer<M> {
                 }
             };
             let end = plan.begin.wrapping_add(plan.slot);
+            let fills = p.subbuf_offset(end) == 0;
+            // Packets closed by this CAS get the lost count read before it (see SB_DISCARDED).
+            let discarded = if plan.close_old || fills { self.lost_total() } else { 0 };
             if self.mem.cas_u64(write_w, old, end, AcqRel, Relaxed).is_err() {
                 continue;
             }
             self.mem.store_u64(g.ctrl_word(CTRL_LAST_TSC), ts, Release);
             if plan.close_old {
-                self.close(layout, old, ts);
+                self.close(layout, old, ts, discarded);
             }
             let start = p.subbuf_start(plan.begin);
             let idx = p.subbuf_index(plan.begin);
@@ -158,12 +161,13 @@ impl<M: Memory> Buffer<M> {
                 self.mem.store_u64(g.sb_word(idx, SB_TS_BEGIN), ts, Relaxed);
                 self.mem.store_u64(g.sb_word(idx, SB_SEQ), seq, Relaxed);
             }
-            if p.subbuf_offset(end) == 0 {
+            if fills {
                 // Exact fit: this record closes its sub-buffer, with no padding. Store
                 // the close information before any of our commits to it (the record's
                 // commit, maybe the header's) can complete it.
                 self.mem.store_u64(g.sb_word(idx, SB_CLOSED_END), end, Relaxed);
                 self.mem.store_u64(g.sb_word(idx, SB_TS_END), ts, Relaxed);
+                self.mem.store_u64(g.sb_word(idx, SB_DISCARDED), discarded, Relaxed);
             }
             if plan.open && hdr != 0 {
                 self.commit_add(layout, start, hdr);
@@ -195,11 +199,12 @@ impl<M: Memory> Buffer<M> {
     /// After a CAS moved `write` from `old` (not at a sub-buffer start) to the next
     /// sub-buffer: records where the content ends and the end timestamp, then commits the
     /// padding (which may deliver the packet).
-    fn close<L: PacketLayout>(&self, layout: &L, old: u64, ts: u64) {
+    fn close<L: PacketLayout>(&self, layout: &L, old: u64, ts: u64, discarded: u64) {
         let g = &self.geo;
         let idx = g.pos.subbuf_index(old);
         self.mem.store_u64(g.sb_word(idx, SB_CLOSED_END), old, Relaxed);
         self.mem.store_u64(g.sb_word(idx, SB_TS_END), ts, Relaxed);
+        self.mem.store_u64(g.sb_word(idx, SB_DISCARDED), discarded, Relaxed);
         let padding = g.pos.subbuf_size() - g.pos.subbuf_offset(old);
         self.commit_add(layout, old, padding);
     }
@@ -270,7 +275,7 @@ impl<M: Memory> Buffer<M> {
             content_size: content,
             packet_size: sbs,
             packet_seq_num: m.load_u64(g.sb_word(idx, SB_SEQ), Relaxed),
-            events_discarded: self.counters().discarded(),
+            events_discarded: m.load_u64(g.sb_word(idx, SB_DISCARDED), Relaxed),
         };
         let hoff = g.data_at(self.phys(idx), 0);
         m.with_bytes_mut(hoff, g.header_size as usize, |h| layout.write_end(&self.cfg.stream, h, &end));
@@ -295,12 +300,22 @@ impl<M: Memory> Buffer<M> {
             if g.pos.subbuf_offset(old) == 0 {
                 return;
             }
+            let discarded = self.lost_total();
             let new = g.pos.next_subbuf_start(old);
             if self.mem.cas_u64(write_w, old, new, AcqRel, Relaxed).is_ok() {
-                self.close(layout, old, ts);
+                self.close(layout, old, ts, discarded);
                 return;
             }
         }
+    }
+
+    /// `lost_full + lost_big + lost_nesting`, each loaded Relaxed (callers order the loads
+    /// after their Acquire load of `write`).
+    #[inline]
+    fn lost_total(&self) -> u64 {
+        let g = &self.geo;
+        let r = |w| self.mem.load_u64(g.ctrl_word(w), Relaxed);
+        r(CTRL_LOST_FULL).wrapping_add(r(CTRL_LOST_BIG)).wrapping_add(r(CTRL_LOST_NESTING))
     }
 
     /// Reads the counters (each word atomically) and positions.

@@ -105,8 +105,12 @@ pub const SB_TS_BEGIN: usize = CACHE_LINE + 16;
 pub const SB_TS_END: usize = CACHE_LINE + 24;
 /// `packet_seq_num` of the packet, stored by the opener.
 pub const SB_SEQ: usize = CACHE_LINE + 32;
+/// `events_discarded` of the packet: the buffer's total lost count read by the closer
+/// between its load of `write` and its closing CAS (so it never decreases from one packet
+/// to the next, whatever order packets are delivered in).
+pub const SB_DISCARDED: usize = CACHE_LINE + 40;
 /// Bytes of per-sub-buffer control used.
-pub const SB_USED: usize = CACHE_LINE + 40;
+pub const SB_USED: usize = CACHE_LINE + 48;
 /// Stride of the per-sub-buffer control array, in bytes.
 pub const SB_STRIDE: usize = 2 * CACHE_LINE;
 
@@ -275,7 +279,7 @@ fn align_up(v: u64, a: u64) -> Option<u64> {
 }
 
 fn check_sizes(subbuf_size: u64, num_subbuf: u32, header_size: u32) -> Result<Positions, LayoutError> {
-    if !subbuf_size.is_power_of_two() || subbuf_size < MIN_SUBBUF_SIZE || subbuf_size > MAX_SUBBUF_SIZE {
+    if !subbuf_size.is_power_of_two() || !(MIN_SUBBUF_SIZE..=MAX_SUBBUF_SIZE).contains(&subbuf_size) {
         return Err(LayoutError::Geometry("subbuf_size must be a power of two in 4 KiB..=1 GiB"));
     }
     if !num_subbuf.is_power_of_two() || !(2..=MAX_NUM_SUBBUF).contains(&num_subbuf) {
@@ -372,9 +376,9 @@ impl Geometry {
         if (h.header_len as usize) < HEADER_LEN {
             return Err(bad("header_len too small"));
         }
-        if h.ctrl_offset % 8 != 0 || h.subbuf_ctrl_offset % 8 != 0 || h.subbuf_ctrl_stride % 8 != 0
-            || h.id_table_offset % 8 != 0 || h.data_offset % 8 != 0
-        {
+        let misaligned = (h.ctrl_offset | h.subbuf_ctrl_offset | h.subbuf_ctrl_stride | h.id_table_offset
+            | h.data_offset) & 7;
+        if misaligned != 0 {
             return Err(bad("misaligned region offset"));
         }
         if h.ctrl_offset < u64::from(h.header_len) {
@@ -384,7 +388,7 @@ impl Geometry {
         if h.subbuf_ctrl_offset < ctrl_end {
             return Err(bad("sub-buffer control overlaps the control block"));
         }
-        if h.subbuf_ctrl_stride < SB_USED as u64 || h.subbuf_ctrl_stride > 1 << 20 {
+        if !(SB_USED as u64..=1 << 20).contains(&h.subbuf_ctrl_stride) {
             return Err(bad("sub-buffer control stride"));
         }
         let sb_end = h.subbuf_ctrl_stride.checked_mul(n)

@@ -278,6 +278,11 @@ impl Subbuf {
 ///   opening CAS's is `timestamp_begin`. A close-and-open CAS uses one read for both,
 ///   and every record's clock read lies between its packet's opening and closing CAS, so
 ///   `end(n) <= begin(n+1)` and records lie in `[begin, end]`.
+/// * **events_discarded**: the closer reads the lost counters between its load of
+///   `write` and its closing CAS and stores the sum with the packet. Closing CASes are
+///   ordered on `write` (AcqRel), so these reads happen in packet order and, the counters
+///   only growing, never decrease from one packet to the next, even when packets are
+///   delivered out of order. (Drops after the close count in the next packet.)
 /// * **Compact timestamps**: writers store their timestamp into `last_tsc` (Release)
 ///   after their CAS, and compare the next timestamp with a `last_tsc` loaded (Acquire)
 ///   between their load of `write` and their CAS. The value read was stored by a writer

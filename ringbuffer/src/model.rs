@@ -35,7 +35,7 @@ impl HeapMemory {
             used.push(g.ctrl_word(w));
         }
         for i in 0..g.pos.num_subbuf() as usize {
-            for w in [SB_COMMIT, SB_DELIVERED, SB_CLOSED_END, SB_TS_BEGIN, SB_TS_END, SB_SEQ] {
+            for w in [SB_COMMIT, SB_DELIVERED, SB_CLOSED_END, SB_TS_BEGIN, SB_TS_END, SB_SEQ, SB_DISCARDED] {
                 used.push(g.sb_word(i, w));
             }
             used.push(g.id_word(i));
@@ -82,20 +82,20 @@ impl Memory for HeapMemory {
         self.words.as_ptr() as usize
     }
     fn load_u64(&self, off: usize, order: Ordering) -> u64 {
-        assert!(off % 8 == 0);
+        assert!(off & 7 == 0);
         self.word(off).load(order)
     }
     fn store_u64(&self, off: usize, val: u64, order: Ordering) {
-        assert!(off % 8 == 0);
+        assert!(off & 7 == 0);
         self.word(off).store(val, order)
     }
     fn cas_u64(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering)
         -> Result<u64, u64> {
-        assert!(off % 8 == 0);
+        assert!(off & 7 == 0);
         self.word(off).compare_exchange(current, new, success, failure)
     }
     fn fetch_add_u64(&self, off: usize, val: u64, order: Ordering) -> u64 {
-        assert!(off % 8 == 0);
+        assert!(off & 7 == 0);
         self.word(off).fetch_add(val, order)
     }
     fn store_u8(&self, off: usize, val: u8, order: Ordering) {

@@ -35,6 +35,8 @@ pub struct SubbufState {
     pub timestamp_end: u64,
     /// `packet_seq_num` of the last packet opened here.
     pub packet_seq_num: u64,
+    /// `events_discarded` of the last packet closed here (cumulative lost count).
+    pub events_discarded: u64,
 }
 
 impl<M: Memory> Buffer<M> {
@@ -165,6 +167,7 @@ impl<M: Memory> Buffer<M> {
             timestamp_begin: r(SB_TS_BEGIN),
             timestamp_end: r(SB_TS_END),
             packet_seq_num: r(SB_SEQ),
+            events_discarded: r(SB_DISCARDED),
         })
     }
 
