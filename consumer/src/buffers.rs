@@ -108,6 +108,9 @@ pub struct Stream {
     pub next_switch: Instant,
     /// Files closed and buffer unmapped: nothing more will be read.
     pub finished: bool,
+    /// The buffer's control words hold values the algorithm cannot produce (a scribbling
+    /// application): reported once, then the stream is left alone.
+    pub broken: bool,
 }
 
 impl std::fmt::Debug for Stream {
@@ -129,6 +132,9 @@ impl Stream {
     /// error closes the stream's files (later packets are released unread). Returns the
     /// number of packets written.
     pub fn drain(&mut self) -> u64 {
+        if self.broken {
+            return 0;
+        }
         // Taken out for the loop (the packet writer borrows `self` mutably); put back below.
         let Some(buffer) = self.buffer.take() else { return 0 };
         let mut written = 0;
@@ -139,7 +145,13 @@ impl Stream {
                 Ok(Some(sb)) => sb,
                 Ok(None) => break,
                 Err(e) => {
-                    crate::log!("{}/{} cpu {}: reading sub-buffer failed: {e}", self.session, self.channel, self.cpu);
+                    crate::log!(
+                        "{}/{} cpu {}: buffer corrupted ({e}); this stream is no longer read, other streams go on",
+                        self.session,
+                        self.channel,
+                        self.cpu
+                    );
+                    self.broken = true;
                     break;
                 }
             };
@@ -162,7 +174,13 @@ impl Stream {
                 }
             }
             if let Err(e) = buffer.put_subbuf(sb) {
-                crate::log!("{}/{} cpu {}: releasing sub-buffer failed: {e}", self.session, self.channel, self.cpu);
+                crate::log!(
+                    "{}/{} cpu {}: releasing sub-buffer failed ({e}); this stream is no longer read",
+                    self.session,
+                    self.channel,
+                    self.cpu
+                );
+                self.broken = true;
                 break;
             }
         }
@@ -347,6 +365,7 @@ pub fn create_process_trace(
                 next_read: now + read_period,
                 next_switch: now + switch_period.unwrap_or_default(),
                 finished: false,
+                broken: false,
             })));
             chan_fds.push(fd);
         }

@@ -408,3 +408,58 @@ fn malformed_app_messages_are_refused_and_the_daemon_goes_on() {
     d.ust_ok(&["list"]);
     d.ust_ok(&["destroy"]);
 }
+
+#[test]
+fn switch_timer_brings_a_partly_filled_packet_to_disk() {
+    let d = TestDaemon::start();
+    let out = d.output("sw");
+    d.ust_ok(&["create", "sw", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["enable-channel", "channel0", "--switch-timer", "20000", "--read-timer", "10000"]);
+    d.ust_ok(&["enable-event", "other:ev"]);
+    d.ust_ok(&["start"]);
+    let Outcome::Ready(app) = FakeApp::register(&d, registration(events(), None)) else { panic!() };
+    app.emit(2, &5u64.to_le_bytes(), 0);
+    let dir = d.ust_json(&["list", "sw", "--json"])["processes"][0]["dir"].as_str().unwrap().to_string();
+    let file = std::path::Path::new(&dir).join("channel0_0");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0) == 0 {
+        assert!(Instant::now() < deadline, "the switch timer never flushed\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let text = babeltrace(&out);
+    assert!(text.contains("other:ev: { cpu_id = 0 }, { x = 5 }"), "{text}");
+    app.exit();
+}
+
+#[test]
+fn a_scribbled_packet_is_skipped_and_the_rest_is_written() {
+    let d = TestDaemon::start();
+    let out = d.output("bad");
+    d.ust_ok(&["create", "bad", "--output", out.to_str().unwrap()]);
+    // A read period long enough that the test corrupts a delivered packet before it is read.
+    d.ust_ok(&["enable-channel", "channel0", "--subbuf-size", "4k", "--num-subbuf", "8", "--read-timer", "3000000"]);
+    d.ust_ok(&["enable-event", "fake:all_types"]);
+    d.ust_ok(&["start"]);
+    let Outcome::Ready(app) = FakeApp::register(&d, registration(events(), None)) else { panic!() };
+    for i in 0..150u32 {
+        app.emit(0, &all_types_payload(i % 4), 0);
+    }
+    {
+        let buf = &app.channels.values().next().unwrap().1[0];
+        let off = buf.geometry().data_at(0, 0);
+        // SAFETY: `off` is the start of sub-buffer 0 inside the live mapping; the test
+        // plays a hostile application overwriting its packet magic.
+        unsafe { *buf.map().as_mut_ptr().add(off) ^= 0xff };
+    }
+    let syncs = app.answer_syncs();
+    d.ust_ok(&["stop"]);
+    let detail = d.ust_json(&["list", "bad", "--json"]);
+    assert_eq!(detail["channels"][0]["bad_packets"], 1, "{detail}\n{}", d.log());
+    assert!(d.log().contains("bad packet skipped"), "{}", d.log());
+    let text = babeltrace(&out);
+    let n = text.lines().count();
+    assert!(n > 50 && n < 150, "{n} events: the first packet is gone, the others are there");
+    d.ust_ok(&["destroy"]);
+    syncs.join().unwrap();
+    app.exit();
+}
