@@ -303,7 +303,11 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
     if let Err(reason) = check_registration(&reg) {
         return refuse(&sock, pid, reason);
     }
-    let _ = sock.set_read_timeout(None);
+    // From here on the socket is read only when poll says it is readable; the timeout
+    // bounds a frame that a peer starts and never finishes, and a peer that never reads
+    // stalls only its writer thread, for as long.
+    let _ = sock.set_read_timeout(Some(REGISTER_TIMEOUT));
+    let _ = sock.set_write_timeout(Some(REGISTER_TIMEOUT));
     let pidfd = match rustix::process::Pid::from_raw(pid).map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty())) {
         Some(Ok(fd)) => Some(fd),
         _ => {

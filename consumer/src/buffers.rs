@@ -65,6 +65,10 @@ pub fn allocate(cfg: &BufferConfig, name: &str) -> Result<(Buffer, OwnedFd), Set
     Ok((buffer, OwnedFd::from(file)))
 }
 
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Counts kept for a stream, shown by `ust list SESSION` and `ust trace`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StreamStats {
@@ -95,7 +99,6 @@ pub struct Stream {
     buffer: Option<Buffer>,
     file: Option<StreamFile>,
     index: Option<IndexFile>,
-    scratch: Vec<u8>,
     /// Counts so far.
     pub stats: StreamStats,
     /// Read-timer period.
@@ -137,6 +140,9 @@ impl Stream {
         }
         // Taken out for the loop (the packet writer borrows `self` mutably); put back below.
         let Some(buffer) = self.buffer.take() else { return 0 };
+        // One copy buffer per thread, not per stream: the daemon's anonymous memory stays
+        // at about one sub-buffer per draining thread however many streams there are.
+        let mut scratch = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
         let mut written = 0;
         // Bounded: at most the packets a full ring holds, twice, per call, so a writer that
         // keeps filling cannot pin the drain thread on one stream.
@@ -155,15 +161,14 @@ impl Stream {
                     break;
                 }
             };
-            self.scratch.clear();
-            let copied = buffer.copy_subbuf(&sb, &mut self.scratch);
+            let copied = buffer.copy_subbuf(&sb, &mut scratch);
             if let Err(e) = copied {
                 crate::log!("{}/{} cpu {}: copying sub-buffer failed: {e}; skipped", self.session, self.channel, self.cpu);
                 self.stats.bad_packets += 1;
             } else {
-                match PacketInfo::parse(&self.scratch, &self.identity) {
+                match PacketInfo::parse(&scratch, &self.identity) {
                     Ok(info) => {
-                        if self.write_packet(&info) {
+                        if self.write_packet(&info, &scratch) {
                             written += 1;
                         }
                     }
@@ -185,13 +190,14 @@ impl Stream {
             }
         }
         self.buffer = Some(buffer);
+        SCRATCH.with(|s| *s.borrow_mut() = scratch);
         self.refresh_counters();
         written
     }
 
-    fn write_packet(&mut self, info: &PacketInfo) -> bool {
+    fn write_packet(&mut self, info: &PacketInfo, packet: &[u8]) -> bool {
         let (Some(file), Some(index)) = (self.file.as_mut(), self.index.as_mut()) else { return false };
-        let offset = match file.append_packet(&self.scratch) {
+        let offset = match file.append_packet(packet) {
             Ok(o) => o,
             Err(e) => {
                 crate::log!("{}: write failed: {e}; stream closed", file.path().display());
@@ -216,7 +222,7 @@ impl Stream {
             self.index = None;
         }
         self.stats.packets += 1;
-        self.stats.bytes += self.scratch.len() as u64;
+        self.stats.bytes += packet.len() as u64;
         self.stats.discarded = self.stats.discarded.max(info.events_discarded);
         true
     }
@@ -358,7 +364,6 @@ pub fn create_process_trace(
                 buffer: Some(buffer),
                 file: Some(file),
                 index: Some(index),
-                scratch: Vec::with_capacity(ch.config.subbuf_size as usize),
                 stats: StreamStats::default(),
                 read_period,
                 switch_period,

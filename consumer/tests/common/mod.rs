@@ -109,19 +109,25 @@ impl TestDaemon {
     }
 }
 
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"),
+        Err(_) => false,
+    }
+}
+
 fn kill_and_wait(pid: i32) {
     // SAFETY: kill(2) with a pid we started (directly or through `ust create`).
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let deadline = Instant::now() + Duration::from_secs(5);
-    // SAFETY: kill(pid, 0) only checks existence.
-    while unsafe { libc::kill(pid, 0) } == 0 && Instant::now() < deadline {
+    while alive(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
         // Reap if it is our child (a zombie still answers kill(pid, 0)).
         // SAFETY: waitpid with WNOHANG on a pid; harmless if it is not our child.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
     }
-    // SAFETY: as above.
-    if unsafe { libc::kill(pid, 0) } == 0 {
+    if alive(pid) {
         // SAFETY: as above.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
