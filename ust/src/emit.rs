@@ -29,7 +29,10 @@ use crate::site::Site;
 ///
 /// Called by the macro expansions after they have seen a nonzero mask and evaluated the
 /// arguments. `write` runs once per channel.
-#[inline]
+///
+/// Never inlined: the call site then stays a load, a test and a call on its enabled
+/// branch, so the disabled path of a tracepoint is small enough to inline anywhere.
+#[inline(never)]
 pub fn emit<F: Fn(&mut [u8])>(site: &Site, payload_len: usize, write: F) {
     let mask = site.mask();
     // Pairs with the runtime's Release stores of the id, the mask and the channel slots:

@@ -188,6 +188,42 @@ pub mod __private {
     pub use crate::text::{tracef, tracelog};
 }
 
+/// Recording without a daemon, for benchmarks and tests of instrumented code: install
+/// buffers you made yourself (`ringbuffer::Buffer::create`) in a channel slot and set
+/// masks by hand. Not for production: the runtime's own channels live in the same slots.
+#[doc(hidden)]
+pub mod __testing {
+    use crate::channel::{self, Channel};
+    use crate::site::Site;
+
+    /// Installs `buffers` (one per CPU; CPUs past the count wrap) as the channel in `slot`
+    /// (0..64). Panics on an empty `buffers` or a slot out of range.
+    pub fn install_channel(slot: u32, buffers: Vec<ringbuffer::Buffer>) {
+        assert!(!buffers.is_empty() && slot < ust_core::protocol::MAX_CHANNELS);
+        if let Some(old) = channel::install(
+            slot,
+            Channel { buffers: buffers.into_boxed_slice(), session: "local".into(), name: "local".into() },
+        ) {
+            channel::retire(old);
+        }
+    }
+
+    /// Clears bit `slot` of every site and unlinks the channel in it.
+    pub fn remove_channel(slot: u32) {
+        for s in crate::site::all() {
+            s.clear_bits(1 << slot);
+        }
+        if let Some(old) = channel::take(slot) {
+            channel::retire(old);
+        }
+    }
+
+    /// Sets a site's channel mask.
+    pub fn set_mask(site: &Site, mask: u64) {
+        site.set_mask(mask);
+    }
+}
+
 #[cfg(test)]
 mod test_alloc {
     //! A counting global allocator for the unit tests: per-thread allocation counts.
