@@ -1,0 +1,218 @@
+//! End-to-end: real instrumented programs (crate `ust`, `examples/testprogs`,
+//! `examples/fswalk`) traced through the real daemon and CLI, every trace read back by
+//! babeltrace2 and checked event by event.
+//!
+//! The programs are built by `scripts/test.sh` (`cargo build --workspace --bins` and the
+//! same with `--release`) before `cargo test`; a missing one fails with that instruction.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{babeltrace, TestDaemon};
+
+/// `target/<profile>` of this test binary (`target/<profile>/deps/e2e-*`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+/// Path of workspace binary `name` in `profile` (`debug` or `release`).
+fn program(profile: &str, name: &str) -> PathBuf {
+    let p = profile_dir().parent().unwrap().join(profile).join(name);
+    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` (and with --release) first, as scripts/test.sh does", p.display());
+    p
+}
+
+/// One event of babeltrace2's text output.
+#[derive(Debug)]
+struct Event {
+    name: String,
+    /// The payload, between the last `{ ` and ` }` of the line.
+    fields: String,
+}
+
+fn events(text: &str) -> Vec<Event> {
+    text.lines()
+        .map(|l| {
+            let name = l.split_whitespace().nth(3).unwrap_or_default().trim_end_matches(':').to_string();
+            let fields = match l.find("}, { ") {
+                Some(i) => l[i + 5..].trim_end_matches(" }").to_string(),
+                None => String::new(),
+            };
+            Event { name, fields }
+        })
+        .collect()
+}
+
+/// Runs `ust trace --output <out> -- cmd args` and returns (exit code, stderr).
+fn ust_trace(d: &TestDaemon, out: &Path, cmd: &Path, args: &[&str]) -> (i32, String) {
+    let o = d.ust_cmd().arg("trace").arg("--output").arg(out).arg("--").arg(cmd).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    (o.status.code().unwrap_or(-1), err)
+}
+
+#[test]
+fn every_field_type_reads_back_with_its_values() {
+    let d = TestDaemon::start();
+    let out = d.output("allfields");
+    let (code, err) = ust_trace(&d, &out, &program("debug", "allfields"), &[]);
+    assert_eq!(code, 0, "{err}\n{}", d.log());
+    assert!(err.contains(&format!("ust: trace written to {}", out.display())), "{err}");
+    let evs = events(&babeltrace(&out));
+    let got: Vec<(&str, &str)> = evs.iter().map(|e| (e.name.as_str(), e.fields.as_str())).collect();
+    let want = [
+        ("allprov:ints", "a = 255, b = 18446744073709551615, c = -128, d = -32768, e = -2147483648, f = -9223372036854775808, g = 65535, h = 4294967295, i = 12345, j = -12345"),
+        ("allprov:floats", "x = 1.5, y = -2.25, nan = nan, inf = inf, tiny = 1e-300"),
+        ("allprov:misc", "yes = 1, no = 0, letter = 0xE9"),
+        ("allprov:strings", "empty = \"\", plain = \"hello\", utf8 = \"héllo wörld ✓\", cut = \"before\""),
+        ("allprov:sequences", "small = 7, _empty_length = 0, empty = [ ], big = 1099511627776, _words_length = 3, words = [ [0] = -1, [1] = 0, [2] = 1 ], _bytes_length = 4, bytes = [ [0] = 0xFF, [1] = 0x0, [2] = 0xC3, [3] = 0x28 ]"),
+        ("allprov:arrays", "trio = [ [0] = -5, [1] = 0, [2] = 5 ], quad = [ [0] = 0x1, [1] = 0x2, [2] = 0x3, [3] = 0x4 ]"),
+        ("allprov:enums", "red = ( \"Red\" : container = -1 ), green = ( \"Green\" : container = 0 ), blue = ( \"Blue\" : container = 7 )"),
+        ("allprov:provided", "id = 42, status = 200, _body_length = 2, body = [ [0] = 0x6F, [1] = 0x6B ]"),
+        ("lttng_ust_tracef:event", "_msg_length = 15, msg = \"tracef 7 and -3\""),
+        ("lttng_ust_tracelog:TRACE_WARNING", "line = 37, file = \"examples/testprogs/src/bin/allfields.rs\", func = \"allfields\", _msg_length = 15, msg = \"tracelog at 93%\""),
+    ];
+    assert_eq!(got, want);
+    // The levels reach the metadata.
+    let meta = std::fs::read_dir(out.join("ust/pid")).unwrap().next().unwrap().unwrap().path().join("metadata");
+    let meta = std::fs::read_to_string(meta).unwrap();
+    assert!(meta.starts_with("/* CTF 1.8 */"));
+    assert!(meta.contains("name = \"allprov:floats\";") && meta.contains("loglevel = 5;"), "{meta}");
+}
+
+#[test]
+fn four_threads_yield_every_event_in_sequence() {
+    const N: u64 = 20_000;
+    let d = TestDaemon::start();
+    let out = d.output("four");
+    let (code, err) = ust_trace(&d, &out, &program("debug", "fourthreads"), &[&N.to_string()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("{} events recorded, 0 discarded", 4 * N)), "{err}");
+    let mut seqs: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for e in events(&babeltrace(&out)) {
+        assert_eq!(e.name, "myprov:myev");
+        // seq = S, tid = T, name = "thread-T", _raw_length = 3, raw = [ ... ]
+        let kv: BTreeMap<&str, &str> = e.fields.split(", ").filter_map(|p| p.split_once(" = ")).collect();
+        let tid: u32 = kv["tid"].parse().unwrap();
+        assert_eq!(kv["name"], format!("\"thread-{tid}\""));
+        assert_eq!(kv["_raw_length"], "3");
+        seqs.entry(tid).or_default().push(kv["seq"].parse().unwrap());
+    }
+    assert_eq!(seqs.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    for (tid, mut s) in seqs {
+        s.sort_unstable();
+        assert_eq!(s, (0..N).collect::<Vec<_>>(), "thread {tid}");
+    }
+}
+
+#[test]
+fn three_events_then_return_from_main_are_all_there() {
+    let d = TestDaemon::start();
+    for run in 0..3 {
+        let out = d.output(&format!("three-{run}"));
+        let (code, err) = ust_trace(&d, &out, &program("release", "threeevents"), &[]);
+        assert_eq!(code, 0, "{err}");
+        let evs = events(&babeltrace(&out));
+        let got: Vec<String> = evs.iter().map(|e| format!("{} {}", e.name, e.fields)).collect();
+        assert_eq!(got, ["short:ev i = 0", "short:ev i = 1", "short:ev i = 2"], "run {run}");
+    }
+}
+
+#[test]
+fn list_apps_shows_tracepoints_before_any_fires_in_a_release_build() {
+    let d = TestDaemon::start();
+    let mut child = Command::new(program("release", "waiter"))
+        .env("UST_RUNDIR", &d.rundir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let pid = child.id().to_string();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let t = d.ust_ok(&["list", "--apps"]);
+        if t.contains(&pid) || Instant::now() > deadline {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(text.contains(&pid), "{text}");
+    assert!(text.contains("waiter:never_fired_before_listing"), "{text}");
+    let json = d.ust_json(&["list", "--apps", "--json"]).to_string();
+    assert!(json.contains("never_fired_before_listing") && json.contains("\"value\"") && json.contains("\"label\""), "{json}");
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn without_a_daemon_programs_run_normally() {
+    let d = TestDaemon::without_daemon();
+    let start = Instant::now();
+    let o = Command::new(program("debug", "allfields")).env("UST_RUNDIR", &d.rundir).output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "allfields: 10 events emitted\n");
+    assert!(start.elapsed() < Duration::from_secs(2), "took {:?}", start.elapsed());
+}
+
+#[test]
+fn fswalk_counts_match_the_trace() {
+    let d = TestDaemon::start();
+    let out = d.output("fswalk");
+    let o = d
+        .ust_cmd()
+        .args(["trace", "--output"])
+        .arg(&out)
+        .arg("--")
+        .arg(program("release", "fswalk"))
+        .arg("/usr/share/doc")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // What fswalk says it emitted.
+    let mut printed: BTreeMap<String, u64> = BTreeMap::new();
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        let mut w = l.split_whitespace().skip(1);
+        let (n, name) = (w.next().unwrap().parse().unwrap(), w.next().unwrap().to_string());
+        if n > 0 {
+            printed.insert(name, n);
+        }
+    }
+    let mut read: BTreeMap<String, u64> = BTreeMap::new();
+    for e in events(&babeltrace(&out)) {
+        *read.entry(e.name).or_default() += 1;
+    }
+    let discarded: u64 = err
+        .lines()
+        .find_map(|l| l.split(" events recorded, ").nth(1))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("summary line");
+    let total = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
+    assert_eq!(total(&read) + discarded, total(&printed), "{err}");
+    if discarded == 0 {
+        assert_eq!(read, printed);
+    }
+    assert!(printed["fswalk:file_read"] > 100);
+}
+
+#[test]
+fn trace_exits_with_the_command_status() {
+    let d = TestDaemon::start();
+    let sh = Path::new("/bin/sh");
+    let (code, _) = ust_trace(&d, &d.output("exit3"), sh, &["-c", "exit 3"]);
+    assert_eq!(code, 3);
+    let (code, _) = ust_trace(&d, &d.output("killed"), sh, &["-c", "kill -9 $$"]);
+    assert_eq!(code, 128 + 9);
+    let o = d.ust(&["trace", "--", "/nonexistent/program"]);
+    assert_eq!(o.status.code(), Some(127), "a command that cannot run exits 127, as a shell does");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /nonexistent/program"));
+}
