@@ -2,7 +2,7 @@
 //! `#[derive(Enum)]`. Use them through the `ust` crate, which re-exports them and provides
 //! the runtime their expansions call; the expansions name `::ust::...` paths.
 //!
-//! Every tracepoint expands to a `static` call site ([`ust::__private::Site`]) that holds
+//! Every tracepoint expands to a `static` call site (`ust::Site`) that holds
 //! the event description (provider, name, level, fields with their CTF types, all borrowed
 //! static data) and an atomic channel mask, registered in a link-time collection
 //! (`linkme::distributed_slice`), then to
@@ -13,6 +13,8 @@
 //!
 //! so a disabled tracepoint costs one relaxed load and a not-taken branch and does not
 //! evaluate its arguments.
+
+#![warn(missing_docs)]
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
@@ -151,7 +153,7 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
         // A type named after the field: every use of the field's type goes through
         // `FieldNamed<__ust_fields::name>`, so an unsupported type is reported as
         // "tracepoint field `name` ...".
-        let marker = Ident::new(&name_s, f.name.span());
+        let marker = f.name.clone();
         markers.push(quote! { pub struct #marker {} });
         let named = quote_spanned! {ty.span()=> ::ust::__private::FieldNamed<__ust_fields::#marker> };
         descs.push(quote_spanned! {ty.span()=>
@@ -384,4 +386,62 @@ fn derive_enum_impl(input: syn::DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand(tokens: TokenStream2) -> syn::Result<String> {
+        let input: TracepointInput = syn::parse2(tokens)?;
+        expand_site(&input.provider, &input.event, &input.level, &input.fields).map(|t| t.to_string())
+    }
+
+    #[test]
+    fn parses_level_and_fields() {
+        let i: TracepointInput = syn::parse2(quote!(app, ev, level = Warning, a: u32 = 1, b: &str = &s,)).unwrap();
+        assert_eq!(i.provider, "app");
+        assert_eq!(i.event, "ev");
+        assert!(i.level.unwrap().is_ident("Warning"));
+        assert_eq!(i.fields.len(), 2);
+        let i: TracepointInput = syn::parse2(quote!(app, ev)).unwrap();
+        assert!(i.level.is_none() && i.fields.is_empty());
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        assert!(expand(quote!(app, ev, a: u32 = 1, a: u8 = 2)).unwrap_err().to_string().contains("duplicate"));
+        assert!(expand(quote!(app, ev, lvl = Info)).is_err());
+        assert!(expand(quote!(app)).is_err());
+        assert!(expand(quote!(app, ev, a = 1)).is_err());
+    }
+
+    #[test]
+    fn elided_lifetimes_become_static_in_the_description() {
+        let t: Type = syn::parse2(quote!(&[u8])).unwrap();
+        assert_eq!(quote!(#t).to_string(), "& [u8]");
+        let s = static_type(&t);
+        assert_eq!(quote!(#s).to_string(), "& 'static [u8]");
+        let t: Type = syn::parse2(quote!(Wrapper<'_>)).unwrap();
+        let s = static_type(&t);
+        assert_eq!(quote!(#s).to_string(), "Wrapper < 'static >");
+    }
+
+    #[test]
+    fn expansion_registers_the_site_and_tests_the_mask_first() {
+        let out = expand(quote!(app, ev, x: u64 = f())).unwrap();
+        assert!(out.contains("distributed_slice"), "{out}");
+        let check = out.find("is_enabled").unwrap();
+        let eval = out.find("f ()").unwrap();
+        assert!(check < eval, "arguments evaluated before the mask test: {out}");
+    }
+
+    #[test]
+    fn provider_functions_must_be_empty() {
+        let m: syn::ItemMod = syn::parse2(quote!(mod p { #[tracepoint] fn f(a: u8) { work(); } })).unwrap();
+        assert!(provider_impl(TokenStream2::new(), m).is_err());
+        let m: syn::ItemMod = syn::parse2(quote!(mod p { #[tracepoint(level = Info)] pub fn f(a: u8) {} fn other() {} })).unwrap();
+        let out = provider_impl(TokenStream2::new(), m).unwrap().to_string();
+        assert!(out.contains("is_enabled") && out.contains("fn other"), "{out}");
+    }
 }

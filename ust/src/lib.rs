@@ -61,6 +61,8 @@
 //! // error[E0277]: tracepoint field `items`: type `Vec<u8>` cannot be recorded
 //! ```
 
+#![warn(missing_docs)]
+
 // The macros expand to `::ust::...` paths; this lets the crate use them on itself.
 extern crate self as ust;
 

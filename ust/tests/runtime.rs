@@ -456,3 +456,28 @@ fn refused_process_runs_untraced_and_does_not_retry_the_same_daemon() {
     let log = finish(child);
     assert!(log.contains("refused by the daemon: ABI 9 expected"), "{log}");
 }
+
+#[test]
+fn constructor_waits_at_most_the_register_timeout() {
+    let d = FakeDaemon::new();
+    let t = Instant::now();
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_main", "--nocapture", "--test-threads=1"])
+        .env("UST_TEST_CHILD", "emit")
+        .env("UST_TEST_DIR", d.dir.path())
+        .env("UST_RUNDIR", d.dir.path())
+        .env("UST_REGISTER_TIMEOUT", "300")
+        .env("UST_DEBUG", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A daemon that registers the process and then says nothing.
+    let s = d.accept(Duration::from_secs(10));
+    let _ = recv_register(&s);
+    let log = finish(child);
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(300), "returned after {took:?}");
+    assert!(took < Duration::from_millis(2500), "waited {took:?}");
+    assert!(log.contains("no answer from the daemon"), "{log}");
+}

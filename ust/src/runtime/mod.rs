@@ -160,6 +160,7 @@ pub fn start() {
     } else {
         debug!("no daemon socket at {}: running untraced; a daemon that starts later is picked up", path.display());
     }
+    debug!("constructor done in {} us", t0.elapsed().as_micros());
 }
 
 fn socket_path() -> Option<PathBuf> {
