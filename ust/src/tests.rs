@@ -372,3 +372,39 @@ fn ids_follow_registration_order() {
     assert_eq!(all[all.len() - 1].desc().full_name(), "lttng_ust_tracelog:TRACE_DEBUG");
     assert!(all.iter().all(|s| s.desc().validate().is_ok()));
 }
+
+#[test]
+fn concurrent_writers_lose_nothing_uncounted() {
+    let _g = serial();
+    let ch = TestChannel::new(13, 4096);
+    let fire = |t: u32, i: u32| crate::tracepoint!(unit, concurrent, t: u32 = t, i: u32 = i);
+    fire(0, 0);
+    let s = site_named("unit", "concurrent");
+    enable(s, &[13]);
+    const THREADS: u32 = 4;
+    const EACH: u32 = 3000;
+    std::thread::scope(|sc| {
+        for t in 0..THREADS {
+            sc.spawn(move || {
+                for i in 0..EACH {
+                    fire(t, i);
+                }
+            });
+        }
+    });
+    s.set_mask(0);
+    let discarded = ch.ch.buffers[0].counters().discarded();
+    let recs = ch.records(|_, _| 8);
+    assert_eq!(recs.len() as u64 + discarded, u64::from(THREADS * EACH));
+    // Each thread's events appear in its own order.
+    let mut last = [None::<u32>; THREADS as usize];
+    for (id, p) in &recs {
+        assert_eq!(*id, s.id());
+        let t = u32::from_le_bytes(p[..4].try_into().unwrap()) as usize;
+        let i = u32::from_le_bytes(p[4..].try_into().unwrap());
+        if let Some(l) = last[t] {
+            assert!(i > l, "thread {t}: {i} after {l}");
+        }
+        last[t] = Some(i);
+    }
+}
