@@ -101,6 +101,8 @@ pub struct Stream {
     index: Option<IndexFile>,
     /// Counts so far.
     pub stats: StreamStats,
+    /// Sub-buffers in the ring.
+    pub num_subbuf: u32,
     /// Read-timer period.
     pub read_period: Duration,
     /// Switch-timer period, if any.
@@ -365,6 +367,7 @@ pub fn create_process_trace(
                 file: Some(file),
                 index: Some(index),
                 stats: StreamStats::default(),
+                num_subbuf: ch.config.num_subbuf,
                 read_period,
                 switch_period,
                 next_read: now + read_period,

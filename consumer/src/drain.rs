@@ -5,8 +5,10 @@
 //! every stream whose timer is due: the switch timer [`Stream::flush`]es it (closing a
 //! partly filled sub-buffer so that slow writers still reach disk), the read timer
 //! [`Stream::drain`]s every delivered sub-buffer to the stream file. A stream busy in
-//! another thread (stop, destroy, a process's death) is skipped for that pass. The loop
-//! sleeps until the earliest deadline, at most 100 ms.
+//! another thread (stop, destroy, a process's death) is skipped for that pass. A stream
+//! that had half its sub-buffers or more waiting is read again after a quarter of its
+//! period (at least 1 ms), so bursts are absorbed without raising every stream's wake-up
+//! rate. The loop sleeps until the earliest deadline, at most 100 ms.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -46,8 +48,11 @@ pub fn pass(streams: &[Arc<Mutex<Stream>>], now: Instant) -> Instant {
             next = next.min(s.next_switch);
         }
         if now >= s.next_read {
-            s.drain();
-            s.next_read = now + s.read_period;
+            let n = s.drain();
+            // A stream that had half its ring or more waiting is read again sooner: the
+            // read period adapts to bursts instead of letting the writer discard.
+            let busy = n.saturating_mul(2) >= u64::from(s.num_subbuf);
+            s.next_read = now + if busy { (s.read_period / 4).max(Duration::from_millis(1)) } else { s.read_period };
         }
         next = next.min(s.next_read);
     }
