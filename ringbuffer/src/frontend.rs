@@ -14,8 +14,9 @@
 
 use core::sync::atomic::{compiler_fence, Ordering::*};
 
+use crate::ids::{IdState, SubbufId};
 use crate::layout::*;
-use crate::{Buffer, Clock, Counters, Dropped, Memory, PacketBegin, PacketEnd, PacketLayout, Reservation, SlotSize,
+use crate::{Mode, Buffer, Clock, Counters, Dropped, Memory, PacketBegin, PacketEnd, PacketLayout, Reservation, SlotSize,
     TIMESTAMP_BITS};
 
 /// Bound on CAS retries of a reader-side flush (writers retry without bound: a failed CAS
@@ -41,15 +42,17 @@ impl<M: Memory> Buffer<M> {
     pub(crate) fn format(&self) {
         let g = &self.geo;
         let m = &self.mem;
-        for w in [CTRL_WRITE, CTRL_LAST_TSC, CTRL_LOST_FULL, CTRL_LOST_BIG, CTRL_LOST_NESTING, CTRL_CONSUMED] {
+        for w in CTRL_WORDS {
             m.store_u64(g.ctrl_word(w), 0, Relaxed);
         }
+        // The reader starts with the extra physical sub-buffer as its spare, not holding.
         m.store_u64(g.ctrl_word(CTRL_READER_SPARE), g.pos.num_subbuf(), Relaxed);
         for i in 0..g.pos.num_subbuf() as usize {
-            for w in [SB_COMMIT, SB_DELIVERED, SB_CLOSED_END, SB_TS_BEGIN, SB_TS_END, SB_SEQ, SB_DISCARDED] {
+            for w in SB_WORDS {
                 m.store_u64(g.sb_word(i, w), 0, Relaxed);
             }
-            m.store_u64(g.id_word(i), i as u64, Relaxed);
+            // `Writing(0)` of physical `i`: the identity (all discard mode ever uses).
+            m.store_u64(g.id_word(i), SubbufId::new(i, 0, IdState::Writing).0, Relaxed);
         }
         let h = g.header(&self.cfg).to_bytes();
         m.write_bytes(8, &h[8..]);
@@ -57,11 +60,22 @@ impl<M: Memory> Buffer<M> {
         m.write_bytes(0, &h[..8]);
     }
 
-    /// Physical sub-buffer playing ring index `idx`. Identity in discard mode (and, until
-    /// overwrite mode is implemented, in overwrite mode too).
+    /// Physical sub-buffer that writers of the lap of `pos` use: the identity in discard
+    /// mode; in overwrite mode the id table's entry, which must be `Writing(lap(pos))`
+    /// (see the proof on [`Buffer`]: once a writer's CAS put `pos` inside a sub-buffer,
+    /// the entry is that until the lap is delivered, which needs this writer's commit).
+    /// `None` only if the shared memory was corrupted.
     #[inline]
-    fn phys(&self, idx: usize) -> usize {
-        idx
+    fn writing_phys(&self, pos: u64) -> Option<usize> {
+        let g = &self.geo;
+        let idx = g.pos.subbuf_index(pos);
+        match self.cfg.mode {
+            Mode::Discard => Some(idx),
+            Mode::Overwrite => {
+                let id = SubbufId(self.mem.load_u64(g.id_word(idx), Acquire));
+                (id.is(IdState::Writing, g.pos.lap(pos)) && id.phys() < g.nphys).then(|| id.phys())
+            }
+        }
     }
 
     #[inline]
@@ -127,7 +141,7 @@ impl<M: Memory> Buffer<M> {
                 None => {
                     // Slow path: open a sub-buffer (closing the current one if it is open).
                     let start = if off == 0 { old } else { p.next_subbuf_start(old) };
-                    if !self.may_open(start) {
+                    if !self.may_open(start, old) {
                         if self.mem.load_u64(write_w, Acquire) != old {
                             continue; // our view was stale: somebody moved on, retry
                         }
@@ -152,9 +166,15 @@ impl<M: Memory> Buffer<M> {
             }
             let start = p.subbuf_start(plan.begin);
             let idx = p.subbuf_index(plan.begin);
+            let Some(phys) = self.writing_phys(plan.begin) else {
+                // Corrupted id table (overwrite mode): our slot cannot be located. It stays
+                // reserved and uncommitted, so this sub-buffer is never delivered.
+                self.count(Dropped::Full);
+                return Err(Dropped::Full);
+            };
             if plan.open {
                 let seq = p.packet_seq(start);
-                let hoff = g.data_at(self.phys(idx), 0);
+                let hoff = g.data_at(phys, 0);
                 self.mem.with_bytes_mut(hoff, hdr as usize, |h| {
                     layout.write_begin(&self.cfg.stream, h, &PacketBegin { timestamp_begin: ts, packet_seq_num: seq })
                 });
@@ -177,23 +197,99 @@ impl<M: Memory> Buffer<M> {
                 extended: plan.extended,
                 len: plan.slot as u32,
                 pos: plan.begin,
-                phys: self.phys(idx) as u32,
+                phys: phys as u32,
                 owner: self.mem.id(),
             });
         }
     }
 
-    /// May a writer open the sub-buffer starting at `start` (discard mode)? The reader
-    /// has released its previous lap, and the previous lap is fully committed.
+    /// May a writer open the sub-buffer starting at `start` (its load of `write` read
+    /// `old`)?
+    ///
+    /// * Discard mode: the reader has released its previous lap, and the previous lap is
+    ///   fully committed.
+    /// * Overwrite mode: the id-table entry is `Writing(lap)` (prepared), or the previous
+    ///   lap is `Delivered`/`Spare` and this call prepares it: it pushes `consumed` off
+    ///   the previous lap, claims the entry by CAS, zeroes the sub-buffer if it still
+    ///   holds a packet (counting it in `overwritten`), and publishes `Writing(lap)`
+    ///   (Release). All of this happens before any CAS of `write` into the sub-buffer, so
+    ///   no writer can reserve in it before it is zero. Anything else (previous lap not
+    ///   complete, another writer zeroing it right now) means "not now": the caller drops
+    ///   the event rather than wait.
     #[inline]
-    fn may_open(&self, start: u64) -> bool {
+    fn may_open(&self, start: u64, old: u64) -> bool {
         let g = &self.geo;
-        let consumed = self.mem.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire);
-        if !g.pos.released_by_reader(start, consumed) {
-            return false;
-        }
         let idx = g.pos.subbuf_index(start);
-        self.mem.load_u64(g.sb_word(idx, SB_COMMIT), Acquire) == g.pos.commit_base(start)
+        match self.cfg.mode {
+            Mode::Discard => {
+                let consumed = self.mem.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire);
+                if !g.pos.released_by_reader(start, consumed) {
+                    return false;
+                }
+                self.mem.load_u64(g.sb_word(idx, SB_COMMIT), Acquire) == g.pos.commit_base(start)
+            }
+            Mode::Overwrite => self.prepare_overwrite(start, old),
+        }
+    }
+
+    /// Overwrite mode part of [`may_open`](Self::may_open). Lock-free: a failed CAS on
+    /// the id means the reader swapped, or another writer claimed, the entry.
+    #[cold]
+    fn prepare_overwrite(&self, start: u64, old: u64) -> bool {
+        let g = &self.geo;
+        let p = g.pos;
+        let idx = p.subbuf_index(start);
+        let lap = p.lap(start);
+        let idw = g.id_word(idx);
+        loop {
+            let id = SubbufId(self.mem.load_u64(idw, Acquire));
+            if id.phys() >= g.nphys {
+                return false;
+            }
+            match id.state() {
+                Some(IdState::Writing) if id.is_lap(lap) => return true,
+                Some(st @ (IdState::Delivered | IdState::Spare)) if id.is_lap(lap.wrapping_sub(1)) => {
+                    // A stale view of `write` must not push the reader nor claim: the
+                    // entry's previous lap matching ours proves `start` is the next
+                    // sub-buffer to open only if `write` has not moved past `old`.
+                    if self.mem.load_u64(g.ctrl_word(CTRL_WRITE), Acquire) != old {
+                        return false;
+                    }
+                    // Push the reader off the packet first: a reader whose swap then fails
+                    // on our claim reloads `consumed` and sees the push.
+                    self.push_consumed(start);
+                    let read_by_reader = st == IdState::Spare;
+                    let next = if read_by_reader { IdState::Writing } else { IdState::Claiming };
+                    if self.mem.cas_u64(idw, id.0, id.with(lap, next).0, AcqRel, Acquire).is_err() {
+                        continue;
+                    }
+                    if !read_by_reader {
+                        // We own the sub-buffer: the reader cannot swap a `Claiming` entry,
+                        // no writer reserves in it until `Writing(lap)` is published. The
+                        // reader's spare was zeroed by the reader before its swap.
+                        self.mem.fetch_add_u64(g.ctrl_word(CTRL_OVERWRITTEN), 1, Relaxed);
+                        self.mem.zero(g.data_at(id.phys(), 0), p.subbuf_size() as usize);
+                        self.mem.store_u64(idw, id.with(lap, IdState::Writing).0, Release);
+                    }
+                    return true;
+                }
+                _ => return false,
+            }
+        }
+    }
+
+    /// Overwrite mode: moves `consumed` off the previous lap of the sub-buffer starting at
+    /// `start` if the reader is still there (one sub-buffer; see
+    /// [`Positions::push_target`](crate::position::Positions::push_target)).
+    fn push_consumed(&self, start: u64) {
+        let cw = self.geo.ctrl_word(CTRL_CONSUMED);
+        let mut consumed = self.mem.load_u64(cw, Acquire);
+        while let Some(target) = self.geo.pos.push_target(start, consumed) {
+            match self.mem.cas_u64(cw, consumed, target, AcqRel, Acquire) {
+                Ok(_) => return,
+                Err(now) => consumed = now,
+            }
+        }
     }
 
     /// After a CAS moved `write` from `old` (not at a sub-buffer start) to the next
@@ -209,10 +305,11 @@ impl<M: Memory> Buffer<M> {
         self.commit_add(layout, old, padding);
     }
 
-    /// Byte offset of a reservation's slot in the memory. Panics if `r` belongs to
+    /// Byte offset of a reservation's slot in the memory (what [`Buffer::slot`] and
+    /// [`Buffer::write_slot`] use). Panics if `r` belongs to
     /// another buffer.
     #[inline]
-    pub(crate) fn slot_offset(&self, r: &Reservation) -> usize {
+    pub fn slot_offset(&self, r: &Reservation) -> usize {
         assert_eq!(r.owner, self.mem.id(), "reservation used on another buffer");
         self.geo.data_at(r.phys as usize, self.geo.pos.subbuf_offset(r.pos))
     }
@@ -277,8 +374,16 @@ impl<M: Memory> Buffer<M> {
             packet_seq_num: m.load_u64(g.sb_word(idx, SB_SEQ), Relaxed),
             events_discarded: m.load_u64(g.sb_word(idx, SB_DISCARDED), Relaxed),
         };
-        let hoff = g.data_at(self.phys(idx), 0);
-        m.with_bytes_mut(hoff, g.header_size as usize, |h| layout.write_end(&self.cfg.stream, h, &end));
+        if let Some(phys) = self.writing_phys(pos) {
+            let hoff = g.data_at(phys, 0);
+            m.with_bytes_mut(hoff, g.header_size as usize, |h| layout.write_end(&self.cfg.stream, h, &end));
+            if self.cfg.mode == Mode::Overwrite {
+                // Hand the packet over (to the reader's swap, or to the claimer of the
+                // next lap), after the packet end is written.
+                let id = SubbufId::new(phys, p.lap(pos), IdState::Delivered);
+                m.store_u64(g.id_word(idx), id.0, Release);
+            }
+        }
         m.store_u64(g.sb_word(idx, SB_DELIVERED), p.commit_complete(pos), Release);
     }
 
@@ -326,6 +431,7 @@ impl<M: Memory> Buffer<M> {
             lost_full: r(CTRL_LOST_FULL),
             lost_big: r(CTRL_LOST_BIG),
             lost_nesting: r(CTRL_LOST_NESTING),
+            overwritten: r(CTRL_OVERWRITTEN),
             write: r(CTRL_WRITE),
             consumed: r(CTRL_CONSUMED),
         }

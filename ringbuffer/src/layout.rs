@@ -28,10 +28,10 @@
 //!
 //! **Sub-buffer ids** (overwrite mode, LTTng-UST's `subbuffer_id_*` scheme): the id table
 //! maps each ring index to the physical sub-buffer that currently plays it. The low 32 bits
-//! of an id are the physical index (`0..=num_subbuf`); the high 32 bits are reserved for
-//! the lap tag and "no-ref" flag the overwrite-mode swap needs. The reader owns physical
-//! sub-buffer `num_subbuf` (its spare) at start, recorded in `CTRL_READER_SPARE`. In
-//! discard mode the table is the identity and is never changed.
+//! of an id are the physical index (`0..=num_subbuf`); the high bits are the lap tag and
+//! the state flags of [`crate::ids`]. The reader owns physical sub-buffer `num_subbuf`
+//! (its spare) at start, recorded in `CTRL_READER_SPARE`. In discard mode the table is
+//! the identity and is never changed.
 
 use crate::error::LayoutError;
 use crate::position::Positions;
@@ -42,7 +42,11 @@ pub const MAGIC: [u8; 8] = *b"USTRBUF\0";
 /// ABI major version of the layout and algorithm this crate implements.
 pub const ABI_MAJOR: u16 = 1;
 /// ABI minor version this crate writes.
-pub const ABI_MINOR: u16 = 0;
+///
+/// Minor 1 added overwrite mode: the `overwritten` counter, the reader's held position
+/// and content words, and the id encoding of [`crate::ids`] (a minor-0 reader, which only
+/// knew discard mode, reads the discard-mode files of this version unchanged).
+pub const ABI_MINOR: u16 = 1;
 /// Length of the header this version writes, in bytes.
 pub const HEADER_LEN: usize = 128;
 /// Cache-line size the layout pads hot words to, in bytes (128: two 64-byte lines, because
@@ -83,10 +87,27 @@ pub const CTRL_LOST_FULL: usize = 2 * CACHE_LINE;
 pub const CTRL_LOST_BIG: usize = 2 * CACHE_LINE + 8;
 /// `lost_nesting`: events dropped because tracing nested too deep.
 pub const CTRL_LOST_NESTING: usize = 2 * CACHE_LINE + 16;
-/// `consumed`: free-running reader position (reader stores it).
+/// `overwritten` (ABI 1.1): packets a writer overwrote before the reader took them
+/// (overwrite mode; not part of `events_discarded`).
+pub const CTRL_OVERWRITTEN: usize = 2 * CACHE_LINE + 24;
+/// `consumed`: free-running reader position (the reader advances it; in overwrite mode
+/// writers push it too).
 pub const CTRL_CONSUMED: usize = 3 * CACHE_LINE;
-/// Physical index of the reader's spare sub-buffer (overwrite mode).
+/// The reader's sub-buffer (overwrite mode): its physical index, with
+/// [`READER_HELD`] set while the reader holds a packet it got (its spare otherwise).
 pub const CTRL_READER_SPARE: usize = 3 * CACHE_LINE + 8;
+/// Position of the packet the reader holds (ABI 1.1, overwrite mode; valid with
+/// [`READER_HELD`]).
+pub const CTRL_READER_POS: usize = 3 * CACHE_LINE + 16;
+/// Content size of the packet the reader holds, in bytes (ABI 1.1, overwrite mode).
+pub const CTRL_READER_CONTENT: usize = 3 * CACHE_LINE + 24;
+/// Flag of the `CTRL_READER_SPARE` word: the reader holds a packet (between
+/// `get_subbuf` and `put_subbuf`).
+pub const READER_HELD: u64 = 1 << 63;
+/// Every word of the control block, in offset order (formatting and the model memory
+/// use this list).
+pub const CTRL_WORDS: [usize; 10] = [CTRL_WRITE, CTRL_LAST_TSC, CTRL_LOST_FULL, CTRL_LOST_BIG, CTRL_LOST_NESTING,
+    CTRL_OVERWRITTEN, CTRL_CONSUMED, CTRL_READER_SPARE, CTRL_READER_POS, CTRL_READER_CONTENT];
 /// Length of the control block, in bytes.
 pub const CTRL_LEN: usize = 4 * CACHE_LINE;
 
@@ -111,6 +132,8 @@ pub const SB_SEQ: usize = CACHE_LINE + 32;
 pub const SB_DISCARDED: usize = CACHE_LINE + 40;
 /// Bytes of per-sub-buffer control used.
 pub const SB_USED: usize = CACHE_LINE + 48;
+/// Every word of a sub-buffer's control, in offset order.
+pub const SB_WORDS: [usize; 7] = [SB_COMMIT, SB_DELIVERED, SB_CLOSED_END, SB_TS_BEGIN, SB_TS_END, SB_SEQ, SB_DISCARDED];
 /// Stride of the per-sub-buffer control array, in bytes.
 pub const SB_STRIDE: usize = 2 * CACHE_LINE;
 

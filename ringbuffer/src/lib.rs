@@ -59,6 +59,7 @@
 pub mod atomics;
 pub mod client;
 mod error;
+pub mod ids;
 mod frontend;
 pub mod layout;
 #[cfg(loom)]
@@ -88,10 +89,14 @@ pub enum Mode {
     /// Drop new events while the reader has not released the sub-buffer the writer needs
     /// (counted in [`Counters::lost_full`]); the disk mode, LTTng's `RING_BUFFER_DISCARD`.
     Discard = 0,
-    /// Flight recorder, LTTng's `RING_BUFFER_OVERWRITE`: the writer overwrites the oldest
-    /// sub-buffer. **Not implemented yet**: the file layout already carries what it needs
-    /// (sub-buffer id table, reader spare sub-buffer), but a buffer in this mode currently
-    /// behaves as [`Mode::Discard`].
+    /// Flight recorder, LTTng's `RING_BUFFER_OVERWRITE`: a writer that needs the oldest
+    /// sub-buffer pushes `consumed` past it and overwrites it (counted in
+    /// [`Counters::overwritten`], shown to the reader as a gap in `packet_seq_num`, not
+    /// part of `events_discarded`). Events are still dropped ([`Counters::lost_full`])
+    /// when the sub-buffer to open has not been fully committed yet (a slow or dead
+    /// writer, as LTTng) or another writer is zeroing it at that instant. The reader
+    /// swaps its spare sub-buffer with the one it reads (see [`ids`]), so it never reads
+    /// a packet being overwritten.
     Overwrite = 1,
 }
 
@@ -191,7 +196,9 @@ impl Reservation {
 /// [`Counters`] when `reserve` returns it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dropped {
-    /// Discard mode, no free sub-buffer ([`Counters::lost_full`]).
+    /// No sub-buffer to open ([`Counters::lost_full`]): in discard mode the reader has
+    /// not released it; in both modes its previous packet is not fully committed yet; in
+    /// overwrite mode another writer may also be zeroing it at that instant.
     Full,
     /// Larger than a sub-buffer minus its packet header, or empty
     /// ([`Counters::lost_big`]).
@@ -203,12 +210,16 @@ pub enum Dropped {
 /// Snapshot of a buffer's counters (each read atomically, not all at one instant).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// Events dropped because no sub-buffer was free (discard mode).
+    /// Events dropped because no sub-buffer could be opened (see [`Dropped::Full`]).
     pub lost_full: u64,
     /// Events dropped because they were too big for a sub-buffer.
     pub lost_big: u64,
     /// Events dropped because of the nesting limit.
     pub lost_nesting: u64,
+    /// Overwrite mode: packets (sub-buffers, not events) that writers overwrote before
+    /// the reader took them. Each is a gap in the `packet_seq_num` the reader sees; not
+    /// counted in `events_discarded` (as LTTng, which counts only lost events there).
+    pub overwritten: u64,
     /// Free-running write (reserve) position, in bytes.
     pub write: u64,
     /// Free-running consumed position, in bytes.
@@ -216,7 +227,8 @@ pub struct Counters {
 }
 
 impl Counters {
-    /// `lost_full + lost_big + lost_nesting`: the `events_discarded` of the stream.
+    /// `lost_full + lost_big + lost_nesting`: the `events_discarded` of the stream
+    /// (`overwritten` packets are not in it).
     pub fn discarded(&self) -> u64 {
         self.lost_full.wrapping_add(self.lost_big).wrapping_add(self.lost_nesting)
     }

@@ -29,13 +29,11 @@ impl HeapMemory {
     pub fn for_config(cfg: &BufferConfig) -> Result<HeapMemory, LayoutError> {
         let g = Geometry::for_config(cfg)?;
         let mut used: Vec<usize> = (0..HEADER_LEN).step_by(8).collect();
-        for w in [CTRL_WRITE, CTRL_LAST_TSC, CTRL_LOST_FULL, CTRL_LOST_BIG, CTRL_LOST_NESTING, CTRL_CONSUMED,
-            CTRL_READER_SPARE]
-        {
+        for w in CTRL_WORDS {
             used.push(g.ctrl_word(w));
         }
         for i in 0..g.pos.num_subbuf() as usize {
-            for w in [SB_COMMIT, SB_DELIVERED, SB_CLOSED_END, SB_TS_BEGIN, SB_TS_END, SB_SEQ, SB_DISCARDED] {
+            for w in SB_WORDS {
                 used.push(g.sb_word(i, w));
             }
             used.push(g.id_word(i));

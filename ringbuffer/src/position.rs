@@ -125,6 +125,35 @@ impl Positions {
     }
 }
 
+impl Positions {
+    /// Overwrite mode: where a writer about to open the sub-buffer starting at `start`
+    /// must push `consumed` so the reader leaves the packet it is about to overwrite (the
+    /// previous lap of the same sub-buffer, at `start - buf_size`): `Some(start +
+    /// subbuf_size - buf_size)` when `start - consumed >= buf_size`, else `None`
+    /// (nothing to push). The difference is taken as signed: a `consumed` ahead of a
+    /// stale `start` never pushes (LTTng's `lib_ring_buffer_reserve_push_reader`).
+    #[inline]
+    pub fn push_target(&self, start: u64, consumed: u64) -> Option<u64> {
+        let d = start.wrapping_sub(consumed);
+        (d >= self.buf_size() && d <= i64::MAX as u64)
+            .then(|| start.wrapping_add(self.subbuf_size()).wrapping_sub(self.buf_size()))
+    }
+
+    /// The sub-buffer start positions that may hold a packet, oldest first, as a half-open
+    /// range `(begin, end)` of positions: `end` is the start of the sub-buffer after the
+    /// one `write` is in (or `write` itself when it is at a sub-buffer start, i.e. nothing
+    /// is open), and `begin` is `consumed` (clamped to at most one ring before `end`, and
+    /// to 0). Both are sub-buffer starts when `consumed` is one.
+    #[inline]
+    pub fn held_range(&self, write: u64, consumed: u64) -> (u64, u64) {
+        let end = if self.subbuf_offset(write) == 0 { write } else { self.next_subbuf_start(write) };
+        let oldest = end.saturating_sub(self.buf_size());
+        let ahead = end.wrapping_sub(consumed);
+        let begin = if ahead <= self.buf_size() { self.subbuf_start(consumed) } else { oldest };
+        (begin, end)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +210,42 @@ mod tests {
             let start = p.subbuf_start(pos);
             prop_assert_eq!(p.commit_complete(start), p.commit_base(start + p.buf_size()));
             prop_assert_eq!(p.commit_complete(start) - p.commit_base(start), p.subbuf_size());
+        }
+
+        #[test]
+        fn push_only_the_lap_being_overwritten(s in 0u32..20, n in 1u32..10, c_sb in 0u64..1000, ahead in 0u64..2000) {
+            // consumed at a sub-buffer start, a writer opening `ahead` sub-buffers later.
+            let p = Positions::new(1 << s, 1 << n).unwrap();
+            let consumed = c_sb << s;
+            let start = consumed + (ahead << s);
+            match p.push_target(start, consumed) {
+                None => prop_assert!(ahead < p.num_subbuf()),
+                Some(t) => {
+                    prop_assert!(ahead >= p.num_subbuf());
+                    // The pushed position is just after the previous lap of `start`'s
+                    // sub-buffer: the writer may then open `start` (reader window).
+                    prop_assert_eq!(t, start - p.buf_size() + p.subbuf_size());
+                    prop_assert!(p.released_by_reader(start, t));
+                    prop_assert_eq!(p.subbuf_index(t - p.subbuf_size()), p.subbuf_index(start));
+                    prop_assert_eq!(p.lap(t - p.subbuf_size()) + 1, p.lap(start));
+                }
+            }
+            // A stale `start` behind `consumed` never pushes.
+            prop_assert_eq!(p.push_target(consumed.wrapping_sub((ahead + 1) << s), consumed), None);
+        }
+
+        #[test]
+        fn held_range_is_at_most_a_ring(s in 0u32..20, n in 1u32..10, w in 0u64..(1 << 40), back in 0u64..3000) {
+            let p = Positions::new(1 << s, 1 << n).unwrap();
+            let consumed = p.subbuf_start(w.saturating_sub(back << s));
+            let (b, e) = p.held_range(w, consumed);
+            prop_assert_eq!(p.subbuf_offset(b), 0);
+            prop_assert_eq!(p.subbuf_offset(e), 0);
+            prop_assert!(b <= e && e - b <= p.buf_size());
+            prop_assert!(e >= w && e - w < p.subbuf_size());
+            if w - consumed <= p.buf_size() - p.subbuf_size() {
+                prop_assert_eq!(b, consumed);
+            }
         }
 
         #[test]

@@ -8,8 +8,14 @@
 
 use core::sync::atomic::Ordering::*;
 
+use crate::ids::{IdState, SubbufId, PHYS_MASK};
 use crate::layout::*;
 use crate::{Buffer, Memory, Mode, ReadError, Subbuf};
+
+/// Bound on the retries of an overwrite-mode `get_subbuf` (each retry means a writer
+/// overwrote the packet the reader was about to take, or moved `consumed`): the reader
+/// never loops without bound, even on hostile memory or a buffer whose writers are dead.
+const GET_RETRIES: u32 = 16;
 
 /// The control words of one sub-buffer, as read (each atomically) by
 /// [`Buffer::subbuf_state`]: what crash recovery needs to find the records that were
@@ -53,6 +59,9 @@ impl<M: Memory> Buffer<M> {
     /// [`ReadError::PacketSeq`] when the shared memory holds values the algorithm cannot
     /// produce.
     pub fn get_subbuf(&self) -> Result<Option<Subbuf>, ReadError> {
+        if self.cfg.mode == Mode::Overwrite {
+            return self.get_subbuf_overwrite();
+        }
         let g = &self.geo;
         let p = g.pos;
         let sbs = p.subbuf_size();
@@ -83,6 +92,112 @@ impl<M: Memory> Buffer<M> {
             return Err(ReadError::PacketSeq { expected: p.packet_seq(consumed), found: seq });
         }
         Ok(Some(Subbuf { packet_seq_num: seq, content_size: content, packet_size: sbs, index, phys, pos: consumed }))
+    }
+
+    /// The reader's word: (its physical sub-buffer, holding a packet?).
+    fn reader_word(&self) -> Result<(usize, bool), ReadError> {
+        let w = self.mem.load_u64(self.geo.ctrl_word(CTRL_READER_SPARE), Relaxed);
+        let phys = (w & PHYS_MASK) as usize;
+        if w & !(PHYS_MASK | READER_HELD) != 0 || phys >= self.geo.nphys {
+            return Err(ReadError::Id { index: usize::MAX, id: w });
+        }
+        Ok((phys, w & READER_HELD != 0))
+    }
+
+    /// Overwrite-mode `get_subbuf`: take the packet at `consumed` out of the writers'
+    /// reach by swapping the reader's spare into its id-table entry.
+    fn get_subbuf_overwrite(&self) -> Result<Option<Subbuf>, ReadError> {
+        let g = &self.geo;
+        let p = g.pos;
+        let sbs = p.subbuf_size();
+        let m = &self.mem;
+        let (spare, held) = self.reader_word()?;
+        if held {
+            // Not put back yet: hand out the same packet again (as discard mode does).
+            let pos = m.load_u64(g.ctrl_word(CTRL_READER_POS), Relaxed);
+            let content = m.load_u64(g.ctrl_word(CTRL_READER_CONTENT), Relaxed);
+            if p.subbuf_offset(pos) != 0 || content < g.header_size || content > sbs || content == 0 {
+                return Err(ReadError::ContentSize { content, subbuf_size: sbs });
+            }
+            let (index, packet_seq_num) = (p.subbuf_index(pos), p.packet_seq(pos));
+            return Ok(Some(Subbuf { packet_seq_num, content_size: content, packet_size: sbs, index, phys: spare, pos }));
+        }
+        for _ in 0..GET_RETRIES {
+            // `write` first: the writer that opens a sub-buffer pushed `consumed` before
+            // its CAS of `write`, so `consumed` loaded after is within a ring of it.
+            let write = m.load_u64(g.ctrl_word(CTRL_WRITE), Acquire);
+            let consumed = m.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire);
+            let ahead = write.wrapping_sub(consumed);
+            if ahead > i64::MAX as u64 {
+                continue; // `consumed` was pushed past our (older) `write`: reload both
+            }
+            if p.subbuf_offset(consumed) != 0 || ahead > p.buf_size() {
+                return Err(ReadError::Position { consumed, write });
+            }
+            if ahead < sbs {
+                return Ok(None); // the packet at `consumed` is still open
+            }
+            let index = p.subbuf_index(consumed);
+            let lap = p.lap(consumed);
+            if m.load_u64(g.sb_word(index, SB_DELIVERED), Acquire) != p.commit_complete(consumed) {
+                if m.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire) != consumed {
+                    continue;
+                }
+                return Ok(None); // closed, not fully committed yet
+            }
+            let id = SubbufId(m.load_u64(g.id_word(index), Acquire));
+            if id.state().is_none() || id.phys() >= g.nphys {
+                return Err(ReadError::Id { index, id: id.0 });
+            }
+            if !id.is(IdState::Delivered, lap) {
+                // A writer claimed it for the next lap (and pushed `consumed` first).
+                continue;
+            }
+            if id.phys() == spare {
+                return Err(ReadError::Id { index, id: id.0 });
+            }
+            // Read lap `lap`'s control words now; they are lap `lap`'s if the swap below
+            // succeeds (the next lap's writers store them only after claiming the entry,
+            // which our successful swap happens-before). Validated after the swap.
+            let closed_end = m.load_u64(g.sb_word(index, SB_CLOSED_END), Relaxed);
+            let seq = m.load_u64(g.sb_word(index, SB_SEQ), Relaxed);
+            let spare_id = SubbufId::new(spare, lap, IdState::Spare);
+            if m.cas_u64(g.id_word(index), id.0, spare_id.0, AcqRel, Acquire).is_err() {
+                continue; // claimed by a writer meanwhile
+            }
+            // The packet is ours: no writer can reach this physical sub-buffer any more.
+            let phys = id.phys();
+            let content = closed_end.wrapping_sub(consumed);
+            let bad = if content < g.header_size || content > sbs || content == 0 {
+                Some(ReadError::ContentSize { content, subbuf_size: sbs })
+            } else if seq != p.packet_seq(consumed) {
+                Some(ReadError::PacketSeq { expected: p.packet_seq(consumed), found: seq })
+            } else {
+                None
+            };
+            if let Some(e) = bad {
+                // Keep the sub-buffer as our (zeroed) spare and report the corruption.
+                m.zero(g.data_at(phys, 0), sbs as usize);
+                m.store_u64(g.ctrl_word(CTRL_READER_SPARE), phys as u64, Relaxed);
+                return Err(e);
+            }
+            m.store_u64(g.ctrl_word(CTRL_READER_POS), consumed, Relaxed);
+            m.store_u64(g.ctrl_word(CTRL_READER_CONTENT), content, Relaxed);
+            m.store_u64(g.ctrl_word(CTRL_READER_SPARE), phys as u64 | READER_HELD, Relaxed);
+            return Ok(Some(Subbuf { packet_seq_num: seq, content_size: content, packet_size: sbs, index, phys, pos: consumed }));
+        }
+        Ok(None)
+    }
+
+    /// Overwrite mode: checks that the reader holds `sb` (got, not yet put).
+    fn check_held(&self, sb: &Subbuf) -> Result<(), ReadError> {
+        let g = &self.geo;
+        let (phys, held) = self.reader_word()?;
+        let pos = self.mem.load_u64(g.ctrl_word(CTRL_READER_POS), Relaxed);
+        if !held || phys != sb.phys || pos != sb.pos || sb.index != g.pos.subbuf_index(sb.pos) {
+            return Err(ReadError::Stale { consumed: self.mem.load_u64(g.ctrl_word(CTRL_CONSUMED), Relaxed) });
+        }
+        Ok(())
     }
 
     /// Reads and checks the id of ring index `index`.
@@ -118,8 +233,16 @@ impl<M: Memory> Buffer<M> {
     /// Errors: [`ReadError::Stale`] if `sb` is not the sub-buffer at the consumed position
     /// (before or after the copy) or is no longer delivered.
     pub fn copy_subbuf(&self, sb: &Subbuf, out: &mut Vec<u8>) -> Result<(), ReadError> {
-        self.check_current(sb)?;
         let g = &self.geo;
+        if self.cfg.mode == Mode::Overwrite {
+            // The reader owns the physical sub-buffer: no writer can reach it.
+            self.check_held(sb)?;
+            out.clear();
+            out.resize(g.pos.subbuf_size() as usize, 0);
+            self.mem.read_bytes(g.data_at(sb.phys, 0), out);
+            return Ok(());
+        }
+        self.check_current(sb)?;
         out.clear();
         out.resize(g.pos.subbuf_size() as usize, 0);
         self.mem.read_bytes(g.data_at(sb.phys, 0), out);
@@ -139,9 +262,23 @@ impl<M: Memory> Buffer<M> {
     /// Errors: [`ReadError::Stale`] if `sb` is not the sub-buffer at the consumed position
     /// (already released, from another buffer, or `consumed` changed meanwhile).
     pub fn put_subbuf(&self, sb: Subbuf) -> Result<(), ReadError> {
-        self.check_current(&sb)?;
         let g = &self.geo;
         let sbs = g.pos.subbuf_size();
+        if self.cfg.mode == Mode::Overwrite {
+            self.check_held(&sb)?;
+            // Zeroed before it can be swapped into the table again: a claimer takes a
+            // `Spare` entry without zeroing it.
+            self.mem.zero(g.data_at(sb.phys, 0), sbs as usize);
+            self.mem.store_u64(g.ctrl_word(CTRL_READER_SPARE), sb.phys as u64, Relaxed);
+            let cw = g.ctrl_word(CTRL_CONSUMED);
+            return match self.mem.cas_u64(cw, sb.pos, sb.pos.wrapping_add(sbs), Release, Relaxed) {
+                Ok(_) => Ok(()),
+                // A writer pushed `consumed` past this packet while we read it: fine.
+                Err(now) if (now.wrapping_sub(sb.pos) as i64) > 0 => Ok(()),
+                Err(consumed) => Err(ReadError::Stale { consumed }),
+            };
+        }
+        self.check_current(&sb)?;
         self.mem.zero(g.data_at(sb.phys, 0), sbs as usize);
         self.mem
             .cas_u64(g.ctrl_word(CTRL_CONSUMED), sb.pos, sb.pos.wrapping_add(sbs), Release, Relaxed)

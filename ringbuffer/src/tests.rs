@@ -236,3 +236,169 @@ fn reopen_shared_file() {
     assert_eq!(p.len(), 1);
     assert_eq!(p[0][HDR..], [4u8; 50]);
 }
+
+fn buffer_mode(num_subbuf: u32, mode: Mode) -> Buffer {
+    let cfg = BufferConfig { subbuf_size: 4096, num_subbuf, mode, header_size: HDR as u32, stream: StreamIdentity::default() };
+    let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
+    Buffer::create(map.into(), &cfg).unwrap()
+}
+
+/// Drains and returns (packet_seq_num, content) pairs.
+fn drain_seq(b: &Buffer) -> Vec<(u64, Vec<u8>)> {
+    let mut v = Vec::new();
+    while let Some(sb) = b.get_subbuf().unwrap() {
+        let mut out = Vec::new();
+        b.copy_subbuf(&sb, &mut out).unwrap();
+        assert_eq!(u64_at(&out, 8), sb.packet_seq_num, "header seq");
+        assert_eq!(u64_at(&out, 24), sb.content_size, "header content size");
+        out.truncate(sb.content_size as usize);
+        v.push((sb.packet_seq_num, out));
+        b.put_subbuf(sb).unwrap();
+    }
+    v
+}
+
+#[test]
+fn overwrite_keeps_the_newest_packets() {
+    let b = buffer_mode(4, Mode::Overwrite);
+    let c = StepClock(Cell::new(0), 1);
+    // 10 packets of four 1014-byte records (exact fits), nobody reading.
+    for k in 0..40u32 {
+        write(&b, &c, 1014, (k / 4 + 1) as u8).unwrap();
+    }
+    let k = b.counters();
+    assert_eq!((k.lost_full, k.discarded()), (0, 0), "flight recorder: no drop");
+    assert_eq!(k.overwritten, 6, "packets 0..6 overwritten by packets 4..10");
+    assert_eq!(k.consumed, 6 * 4096, "writers pushed the reader");
+    let p = drain_seq(&b);
+    assert_eq!(p.iter().map(|x| x.0).collect::<Vec<_>>(), [6, 7, 8, 9]);
+    for (seq, pk) in &p {
+        assert_eq!(pk.len(), 4096);
+        assert!(pk[HDR..].chunks(1014).all(|r| r.iter().all(|&x| x == *seq as u8 + 1)), "packet {seq} intact");
+    }
+    // Writing goes on after the reader released everything (its spares are zeroed).
+    write(&b, &c, 100, 0x33).unwrap();
+    b.flush(&TestLayout, &c);
+    let p = drain_seq(&b);
+    assert_eq!(p.len(), 1);
+    assert_eq!((p[0].0, p[0].1.len()), (10, HDR + 100));
+    assert_eq!(b.counters().overwritten, 6);
+}
+
+#[test]
+fn overwrite_reader_holds_a_packet_while_writers_lap_the_ring() {
+    let b = buffer_mode(2, Mode::Overwrite);
+    let c = StepClock(Cell::new(0), 1);
+    for k in 0..4u32 {
+        write(&b, &c, 1014, 0x10).unwrap();
+        let _ = k;
+    }
+    let sb = b.get_subbuf().unwrap().unwrap();
+    assert_eq!(sb.packet_seq_num, 0);
+    let again = b.get_subbuf().unwrap().unwrap();
+    assert_eq!(again, sb, "get before put hands out the same packet");
+    // Writers go round the ring three times while the reader holds packet 0.
+    for k in 0..24u32 {
+        write(&b, &c, 1014, 0x20 + (k / 4) as u8).unwrap();
+    }
+    let mut out = Vec::new();
+    b.copy_subbuf(&sb, &mut out).unwrap();
+    assert!(out[HDR..].iter().all(|&x| x == 0x10), "the held packet was not overwritten");
+    assert_eq!(u64_at(&out, 8), 0);
+    b.put_subbuf(sb).unwrap();
+    assert!(matches!(b.put_subbuf(again), Err(ReadError::Stale { .. })), "second put");
+    let k = b.counters();
+    // Packets 1..=6 were written after packet 0; the ring keeps 2: 1..=4 were lost, and
+    // packet 0 was read, not overwritten.
+    assert_eq!(k.overwritten, 4);
+    let p = drain_seq(&b);
+    assert_eq!(p.iter().map(|x| x.0).collect::<Vec<_>>(), [5, 6]);
+    assert!(p[1].1[HDR..].iter().all(|&x| x == 0x25));
+}
+
+#[test]
+fn overwrite_uncommitted_slots_read_zero_and_block_their_sub_buffer() {
+    let b = buffer_mode(2, Mode::Overwrite);
+    let c = StepClock(Cell::new(0), 1);
+    for _ in 0..16 {
+        write(&b, &c, 1014, 0x77).unwrap(); // two laps (4 packets): every sub-buffer holds 0x77
+    }
+    // Lap 2 of sub-buffer 0 (claimed and zeroed by this reservation's opener).
+    let r = b.reserve(&TestLayout, &c, SlotSize { compact: 1014, extended: 1014 }).unwrap();
+    let off = b.slot_offset(&r);
+    let mut slot = vec![1u8; 1014];
+    b.memory().read_bytes(off, &mut slot);
+    assert!(slot.iter().all(|&x| x == 0), "a reserved, uncommitted slot reads zero");
+    assert_eq!(b.evidence_byte(r.phys as usize, HDR as u64), Some(0));
+    // Fill the rest of the ring; the sub-buffer holding `r` cannot be reused.
+    for _ in 0..3 {
+        write(&b, &c, 1014, 0x78).unwrap();
+    }
+    for _ in 0..4 {
+        write(&b, &c, 1014, 0x79).unwrap();
+    }
+    assert_eq!(write(&b, &c, 1014, 0x7a), Err(Dropped::Full), "previous packet not committed");
+    assert_eq!(b.counters().lost_full, 1);
+    b.commit(&TestLayout, r, 0x76);
+    write(&b, &c, 1014, 0x7b).unwrap();
+    let p = drain_seq(&b);
+    // Packet 6 (open) overwrote packet 4, which `r` completed late.
+    assert_eq!(p.iter().map(|x| x.0).collect::<Vec<_>>(), [5]);
+    assert_eq!(b.counters().overwritten, 5);
+}
+
+#[test]
+fn overwrite_accounting() {
+    // Every committed record is either read or in an overwritten packet; the gaps in
+    // packet_seq_num are exactly `overwritten`.
+    let b = buffer_mode(4, Mode::Overwrite);
+    let c = StepClock(Cell::new(0), 3);
+    let sbs = 4096;
+    let mut written = Vec::new(); // (tag, packet seq)
+    let mut read = Vec::new();
+    let mut attempted = 0u64;
+    for round in 0..50u32 {
+        for k in 0..(round % 7) * 5 {
+            attempted += 1;
+            let len = 50 + (k * 37 + round) % 900;
+            let tag = (attempted % 250 + 1) as u8;
+            match b.reserve(&TestLayout, &c, SlotSize { compact: len, extended: len }) {
+                Ok(mut r) => {
+                    b.slot(&mut r)[1..].fill(tag);
+                    written.push((attempted, r.position() / sbs));
+                    b.commit(&TestLayout, r, tag);
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        if round % 3 == 0 {
+            read.extend(drain_seq(&b));
+        }
+    }
+    assert_eq!(b.reserve(&TestLayout, &c, SlotSize { compact: 5000, extended: 5000 }).err(), Some(Dropped::TooBig));
+    b.flush(&TestLayout, &c);
+    read.extend(drain_seq(&b));
+    let seqs: Vec<u64> = read.iter().map(|x| x.0).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+    let last = *seqs.last().unwrap();
+    let gaps = last + 1 - seqs.len() as u64;
+    let k = b.counters();
+    assert_eq!(k.overwritten, gaps, "gaps in packet_seq_num == overwritten packets");
+    assert!(gaps > 0);
+    let mut recorded = 0;
+    for (s, pk) in &read {
+        let mut off = HDR;
+        let mine: Vec<_> = written.iter().filter(|w| w.1 == *s).collect();
+        for (n, _) in &mine {
+            let tag = (n % 250 + 1) as u8;
+            assert_eq!(pk[off], tag);
+            let len = pk[off..].iter().take_while(|&&x| x == tag).count();
+            off += len;
+            recorded += 1;
+        }
+        assert_eq!(off, pk.len(), "packet {s} holds exactly its records");
+    }
+    let overwritten_away = written.iter().filter(|w| !seqs.contains(&w.1)).count() as u64;
+    assert_eq!(recorded + k.lost_big + overwritten_away, attempted + 1, "recorded + dropped + overwritten == attempted");
+    assert_eq!(k.discarded(), 1, "overwritten records are not events_discarded");
+}
