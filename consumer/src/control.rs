@@ -238,6 +238,8 @@ pub struct FieldInfo {
     /// Type, human form (`u32`, `string`, `sequence<u8>`, …).
     #[serde(rename = "type")]
     pub ty: String,
+    /// The full CTF type as registered (enumerations with every `label` and `value`).
+    pub ctf_type: ust_core::FieldType,
 }
 
 /// A tracepoint in `ust list --apps`.
@@ -329,7 +331,10 @@ pub fn type_name(f: &FieldDesc) -> String {
             format!("{}<{}> (length {})", if *text { "text" } else { "sequence" }, int(*elem), int(*length))
         }
         T::Array { elem, len } => format!("[{}; {len}]", int(*elem)),
-        T::Enum { container, name, .. } => format!("enum {name} : {}", int(*container)),
+        T::Enum { container, name, mappings } => {
+            let labels: Vec<String> = mappings.iter().map(|m| format!("{} = {}", m.label, m.value)).collect();
+            format!("enum {name} : {} {{ {} }}", int(*container), labels.join(", "))
+        }
     }
 }
 
@@ -712,7 +717,11 @@ fn list_apps(daemon: &Daemon) -> Vec<AppInfo> {
                     name: e.full_name(),
                     level: e.level.number(),
                     level_name: e.level.lttng_name().to_string(),
-                    fields: e.fields.iter().map(|f| FieldInfo { name: f.name.to_string(), ty: type_name(f) }).collect(),
+                    fields: e
+                        .fields
+                        .iter()
+                        .map(|f| FieldInfo { name: f.name.to_string(), ty: type_name(f), ctf_type: f.ty.clone() })
+                        .collect(),
                     location: e.location.to_string(),
                 })
                 .collect(),

@@ -232,7 +232,9 @@ fn fake_app_is_traced_end_to_end() {
     assert_eq!(apps[0]["events"][0]["name"], "fake:all_types");
     assert_eq!(apps[0]["events"][0]["fields"][4]["type"], "sequence<u8> (length u32)");
     let text = d.ust_ok(&["list", "--apps"]);
-    assert!(text.contains("field: col (enum Color : u8)"), "{text}");
+    assert!(text.contains("field: col (enum Color : u8 { RED = 0, GREEN = 1 })"), "{text}");
+    let json = d.ust_json(&["list", "--apps", "--json"]);
+    assert_eq!(json[0]["events"][0]["fields"][7]["ctf_type"]["Enum"]["mappings"][1]["label"], "GREEN");
 
     for i in 0..5u32 {
         app.emit(0, &all_types_payload(i), (i % 2) as usize);
