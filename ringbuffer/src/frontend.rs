@@ -374,17 +374,20 @@ impl<M: Memory> Buffer<M> {
             packet_seq_num: m.load_u64(g.sb_word(idx, SB_SEQ), Relaxed),
             events_discarded: m.load_u64(g.sb_word(idx, SB_DISCARDED), Relaxed),
         };
-        if let Some(phys) = self.writing_phys(pos) {
+        let phys = self.writing_phys(pos);
+        if let Some(phys) = phys {
             let hoff = g.data_at(phys, 0);
             m.with_bytes_mut(hoff, g.header_size as usize, |h| layout.write_end(&self.cfg.stream, h, &end));
-            if self.cfg.mode == Mode::Overwrite {
-                // Hand the packet over (to the reader's swap, or to the claimer of the
-                // next lap), after the packet end is written.
-                let id = SubbufId::new(phys, p.lap(pos), IdState::Delivered);
-                m.store_u64(g.id_word(idx), id.0, Release);
-            }
         }
         m.store_u64(g.sb_word(idx, SB_DELIVERED), p.commit_complete(pos), Release);
+        if let (Some(phys), Mode::Overwrite) = (phys, self.cfg.mode) {
+            // Hand the packet over (to the reader's swap, or to the claimer of the next
+            // lap) last: once the id says `Delivered`, the next lap may start at once, and
+            // its own delivery must not be followed by this lap's store of `delivered`
+            // (the model checker found that order).
+            let id = SubbufId::new(phys, p.lap(pos), IdState::Delivered);
+            m.store_u64(g.id_word(idx), id.0, Release);
+        }
     }
 
     /// Switch from the reader's side (LTTng's `lib_ring_buffer_switch_slow` with

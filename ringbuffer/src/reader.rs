@@ -149,6 +149,9 @@ impl<M: Memory> Buffer<M> {
             if id.state().is_none() || id.phys() >= g.nphys {
                 return Err(ReadError::Id { index, id: id.0 });
             }
+            if id.is(IdState::Writing, lap) {
+                return Ok(None); // its deliverer is between `delivered` and the id
+            }
             if !id.is(IdState::Delivered, lap) {
                 // A writer claimed it for the next lap (and pushed `consumed` first).
                 continue;

@@ -1,4 +1,4 @@
-// CI command (about 25 s of model checking on 2 cores, plus ~45 s compiling from scratch):
+// CI command (about 35 s of model checking on 2 cores, plus ~45 s compiling from scratch):
 //   RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringbuffer --release --test loom
 //
 //! Model check of the shipping reserve/commit/switch/read algorithm with `loom`: the
@@ -201,4 +201,170 @@ fn two_writers_ring_full() {
 fn three_writers() {
     // Three writers and a concurrent reader and flush; one preemption (two take minutes).
     scenario(&[(1, 1), (2, 1), (3, 1)], 1, 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Overwrite mode (flight recorder).
+//
+// Same geometry (2 sub-buffers of 32 bytes, 16-byte header, so 16 bytes of records per
+// packet): the writers lap the ring, so openers push `consumed`, claim and zero the
+// oldest sub-buffer, while the reader swaps its spare in to read. Checked on every
+// execution:
+// * a reserved slot reads all zero before its writer writes it (the claimer's zeroing,
+//   or the reader's, happens-before every reservation in the new lap);
+// * every packet the reader gets is intact (no record torn, overwritten or half zeroed:
+//   each record's bytes are its writer's pattern), records per writer in order, once;
+// * a committed record is read if and only if its packet's sequence number is read;
+//   the gaps in the sequence numbers are exactly `Counters::overwritten`;
+// * recorded + dropped + overwritten-away == attempted, and `events_discarded` counts
+//   only the drops.
+// ---------------------------------------------------------------------------------------
+
+fn ow_cfg() -> BufferConfig {
+    BufferConfig { mode: Mode::Overwrite, ..cfg() }
+}
+
+/// What an overwrite-mode writer did: per record, `Some(packet seq)` if committed, `None`
+/// if dropped.
+fn ow_write(buf: &Buffer<HeapMemory>, clock: &Tick, writer: u8, n: u8) -> Vec<Option<u64>> {
+    let mut out = Vec::new();
+    for seq in 0..n {
+        let len = rec_len(writer);
+        match buf.reserve(&Layout, clock, SlotSize { compact: len, extended: len }) {
+            Ok(mut r) => {
+                let mut fresh = vec![0xff; len as usize];
+                buf.memory().read_bytes(buf.slot_offset(&r), &mut fresh);
+                assert!(fresh.iter().all(|&b| b == 0), "writer {writer}: slot not zeroed: {fresh:?}");
+                let mut bytes = vec![writer ^ seq ^ 0x5a; len as usize];
+                bytes[1] = seq;
+                bytes[2..6].copy_from_slice(&(r.timestamp as u32).to_le_bytes());
+                buf.write_slot(&mut r, 1, &bytes[1..]);
+                out.push(Some(r.position() / 32));
+                buf.commit(&Layout, r, writer);
+            }
+            Err(Dropped::Full) => out.push(None),
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    out
+}
+
+#[derive(Default)]
+struct OwSeen {
+    /// (packet_seq_num, content).
+    packets: Vec<(u64, Vec<u8>)>,
+}
+
+impl OwSeen {
+    fn read_once(&mut self, buf: &Buffer<HeapMemory>) {
+        if let Some(sb) = buf.get_subbuf().expect("no corruption in the model") {
+            let mut out = Vec::new();
+            buf.copy_subbuf(&sb, &mut out).unwrap();
+            out.truncate(sb.content_size as usize);
+            if let Some(last) = self.packets.last() {
+                assert!(sb.packet_seq_num > last.0, "packets in order");
+            }
+            self.packets.push((sb.packet_seq_num, out));
+            buf.put_subbuf(sb).unwrap();
+        }
+    }
+
+    /// Checks every packet; returns, per writer, the (record seq, packet seq) read.
+    fn check(&self) -> [Vec<(u8, u64)>; 4] {
+        let mut per_writer: [Vec<(u8, u64)>; 4] = Default::default();
+        for (pseq, p) in &self.packets {
+            let (tb, seq, te, content) = (u32_at(p, 0), u32_at(p, 4), u32_at(p, 8), u32_at(p, 12));
+            assert_eq!(u64::from(seq), *pseq);
+            assert_eq!(content as usize, p.len());
+            assert!(tb <= te);
+            let mut off = HDR;
+            while off < p.len() {
+                let w = p[off];
+                assert!((1..=3).contains(&w), "bad record start {w} at {off} in {p:?}");
+                let len = rec_len(w) as usize;
+                let r = &p[off..off + len];
+                let ts = u32_at(r, 2);
+                assert!(tb <= ts && ts <= te, "record ts {ts} outside [{tb}, {te}]");
+                assert!(r[6..].iter().all(|&b| b == w ^ r[1] ^ 0x5a), "torn record {r:?}");
+                if let Some(&(prev, _)) = per_writer[w as usize].last() {
+                    assert!(r[1] > prev, "writer {w}: record {} after {prev}", r[1]);
+                }
+                per_writer[w as usize].push((r[1], *pseq));
+                off += len;
+            }
+        }
+        per_writer
+    }
+}
+
+fn ow_scenario(writers: &'static [(u8, u8)], reads_during: usize, max_preemptions: usize) {
+    builder(max_preemptions).check(move || {
+        let buf = Arc::new(Buffer::create_in(HeapMemory::for_config(&ow_cfg()).unwrap(), &ow_cfg()).unwrap());
+        let clock = Arc::new(AtomicU64::new(0));
+        let handles: Vec<_> = writers
+            .iter()
+            .map(|&(w, n)| {
+                let (buf, clock) = (buf.clone(), clock.clone());
+                thread::spawn(move || (w, ow_write(&buf, &Tick(clock), w, n)))
+            })
+            .collect();
+        let mut seen = OwSeen::default();
+        let tick = Tick(clock.clone());
+        for i in 0..reads_during {
+            if i == 1 {
+                buf.flush(&Layout, &tick);
+            }
+            seen.read_once(&buf);
+        }
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        buf.flush(&Layout, &tick);
+        for _ in 0..4 {
+            seen.read_once(&buf);
+        }
+        assert!(buf.get_subbuf().unwrap().is_none());
+        let k = buf.counters();
+        assert_eq!(k.write, k.consumed, "everything still held was read: {:?} {:?} {:?} read {:?}",
+            k, buf.subbuf_state(0), buf.subbuf_state(1), seen.packets.iter().map(|p| p.0).collect::<Vec<_>>());
+        let per_writer = seen.check();
+        let read_seqs: Vec<u64> = seen.packets.iter().map(|p| p.0).collect();
+        let expected_packets = k.write / 32;
+        assert_eq!(expected_packets - read_seqs.len() as u64, k.overwritten, "gaps == overwritten");
+        let mut dropped = 0;
+        for (w, recs) in results {
+            let mut overwritten_away = 0;
+            let mut expect = Vec::new();
+            for (seq, r) in recs.iter().enumerate() {
+                match r {
+                    None => dropped += 1,
+                    Some(p) if read_seqs.contains(p) => expect.push((seq as u8, *p)),
+                    Some(_) => overwritten_away += 1,
+                }
+            }
+            assert_eq!(per_writer[w as usize], expect, "writer {w}: read iff its packet was read");
+            let n = recs.len();
+            assert_eq!(expect.len() + overwritten_away + recs.iter().filter(|r| r.is_none()).count(), n);
+        }
+        assert_eq!(k.lost_full, dropped, "recorded + dropped + overwritten == attempted");
+        assert_eq!(k.discarded(), dropped, "overwritten records are not events_discarded");
+    });
+}
+
+#[test]
+fn overwrite_two_writers_lap_the_ring() {
+    // 3 + 3 records of 8 bytes: 3 packets in a 2-packet ring, nobody reading until the
+    // end: pushes, claims and zeroing race between the writers.
+    ow_scenario(&[(1, 3), (3, 3)], 0, 2);
+}
+
+#[test]
+fn overwrite_two_writers_and_a_swapping_reader() {
+    // The reader swaps its spare in while the writers push and claim (and flushes).
+    ow_scenario(&[(1, 3), (2, 2)], 2, 1);
+}
+
+#[test]
+fn overwrite_reader_races_a_claim() {
+    // Two preemptions: the reader's swap against a writer's push and claim of the packet
+    // it is about to take (4 records: 2 packets, then the third overwrites the first).
+    ow_scenario(&[(1, 3), (3, 2)], 1, 2);
 }
