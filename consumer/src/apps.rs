@@ -140,7 +140,7 @@ pub struct SessionState {
     pub traces: BTreeMap<u64, ProcessTrace>,
 }
 
-/// Everything the daemon knows, behind one mutex ([`Daemon::state`]). Never held across
+/// Everything the daemon knows, behind one mutex ([`Daemon::lock`]). Never held across
 /// blocking I/O to a peer; stream locks are taken only after it is released.
 #[derive(Debug, Default)]
 pub struct State {

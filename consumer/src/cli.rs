@@ -6,6 +6,10 @@
 //! commands say that none runs and how to start one (exit 1). Argument errors print usage
 //! and exit 2 (clap's convention); other errors print `ust: <message>` and exit 1.
 
+// The argument docs below are also the `--help` texts, written for a terminal:
+// `<name>` there is a placeholder, not HTML.
+#![allow(rustdoc::invalid_html_tags)]
+
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;

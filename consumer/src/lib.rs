@@ -18,7 +18,7 @@
 //! - [`ctf`]: the CTF 1.8 writer (metadata, stream files, index files) and a record walker.
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
 //! - [`cli`]: the `ust` command.
-//! - [`log`] and [`datetime`]: the daemon's log and the timestamps used in names.
+//! - [`mod@log`] and [`datetime`]: the daemon's log and the timestamps used in names.
 
 #![warn(missing_docs)]
 
