@@ -727,15 +727,22 @@ fn trace(a: TraceArgs) -> CliResult {
         Ok(mut child) => wait_forwarding(&mut child),
     };
     let report = match c.call(Command::Destroy { session: session.clone() }) {
-        Ok(Payload::Destroyed(r)) => r,
-        Ok(_) => return Err(unexpected()),
-        Err(e) => {
-            // The first connection may have been closed under us; try a fresh one.
-            match connect().and_then(|mut c| c.call(Command::Destroy { session }).map_err(Failure::from)) {
-                Ok(Payload::Destroyed(r)) => r,
-                _ => return Err(Failure::new(format!("destroying the trace session failed: {e}"))),
+        Ok(Payload::Destroyed(r)) => Some(r),
+        Ok(_) => None,
+        // The first connection may have been closed under us; try a fresh one.
+        Err(_) => match connect().and_then(|mut c| c.call(Command::Destroy { session }).map_err(Failure::from)) {
+            Ok(Payload::Destroyed(r)) => Some(r),
+            Ok(_) => None,
+            Err(e) => {
+                eprintln!("ust: destroying the trace session failed: {}", e.message);
+                None
             }
-        }
+        },
+    };
+    let Some(report) = report else {
+        // Still exit with the command's status: the trace may be incomplete, the run is not.
+        eprintln!("ust: the trace in {} may be incomplete", output.display());
+        return Ok(code);
     };
     eprintln!("ust: trace written to {}", output.display());
     print_summary(&report);
