@@ -20,10 +20,12 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The only site named `provider:name` (panics if there are none or several).
 fn site_named(provider: &str, name: &str) -> &'static Site {
-    site::all()
-        .find(|s| s.desc().provider == provider && s.desc().name == name)
-        .unwrap_or_else(|| panic!("no site {provider}:{name}"))
+    let mut it = site::all().filter(|s| s.desc().provider == provider && s.desc().name == name);
+    let s = it.next().unwrap_or_else(|| panic!("no site {provider}:{name}"));
+    assert!(it.next().is_none(), "several sites named {provider}:{name}");
+    s
 }
 
 /// A channel of one buffer (every CPU maps to it) installed in `slot`; removed on drop.
@@ -213,8 +215,11 @@ fn disabled_tracepoints_do_not_evaluate_arguments() {
         calls.set(calls.get() + 1);
         42u64
     };
+    // One call site for both halves: two `tracepoint!`s with the same name would be two
+    // sites (two event ids), and enabling one would not enable the other.
+    let fire = || crate::tracepoint!(unit, disabled, x: u64 = side());
     for _ in 0..3 {
-        crate::tracepoint!(unit, disabled, x: u64 = side());
+        fire();
         crate::tracef!("{}", side());
         crate::tracelog!(Err, "{}", side());
     }
@@ -223,7 +228,7 @@ fn disabled_tracepoints_do_not_evaluate_arguments() {
     let ch = TestChannel::new(4, 4096);
     enable(site_named("unit", "disabled"), &[4]);
     for _ in 0..3 {
-        crate::tracepoint!(unit, disabled, x: u64 = side());
+        fire();
     }
     assert_eq!(calls.get(), 3);
     let recs = ch.records(|_, _| 8);
