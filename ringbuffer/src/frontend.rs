@@ -420,7 +420,7 @@ impl<M: Memory> Buffer<M> {
     /// `lost_full + lost_big + lost_nesting`, each loaded Relaxed (callers order the loads
     /// after their Acquire load of `write`).
     #[inline]
-    fn lost_total(&self) -> u64 {
+    pub(crate) fn lost_total(&self) -> u64 {
         let g = &self.geo;
         let r = |w| self.mem.load_u64(g.ctrl_word(w), Relaxed);
         r(CTRL_LOST_FULL).wrapping_add(r(CTRL_LOST_BIG)).wrapping_add(r(CTRL_LOST_NESTING))

@@ -67,6 +67,7 @@ pub mod model;
 pub mod nesting;
 pub mod position;
 mod reader;
+pub mod snapshot;
 #[cfg(test)]
 mod tests;
 
@@ -76,6 +77,7 @@ pub use error::{LayoutError, ReadError};
 pub use layout::Geometry;
 pub use nesting::NestingGuard;
 pub use reader::SubbufState;
+pub use snapshot::{PacketCopy, Recovered, SnapshotRead, WalkStop};
 
 /// Bits of the timestamp field of a compact event header (`id | timestamp << 5` in a
 /// 32-bit word, DESIGN.md "CTF output"). A record gets the extended header when the time

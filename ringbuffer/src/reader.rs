@@ -95,7 +95,7 @@ impl<M: Memory> Buffer<M> {
     }
 
     /// The reader's word: (its physical sub-buffer, holding a packet?).
-    fn reader_word(&self) -> Result<(usize, bool), ReadError> {
+    pub(crate) fn reader_word(&self) -> Result<(usize, bool), ReadError> {
         let w = self.mem.load_u64(self.geo.ctrl_word(CTRL_READER_SPARE), Relaxed);
         let phys = (w & PHYS_MASK) as usize;
         if w & !(PHYS_MASK | READER_HELD) != 0 || phys >= self.geo.nphys {

@@ -402,3 +402,138 @@ fn overwrite_accounting() {
     assert_eq!(recorded + k.lost_big + overwritten_away, attempted + 1, "recorded + dropped + overwritten == attempted");
     assert_eq!(k.discarded(), 1, "overwritten records are not events_discarded");
 }
+
+/// Record-size callback of the tests' records: `write` fills a record with its tag, so a
+/// record's length is the run of its first byte (test records of one tag never touch).
+fn run_len(b: &[u8]) -> Option<usize> {
+    Some(b.iter().take_while(|&&x| x == b[0]).count())
+}
+
+fn snapshot_all(b: &Buffer) -> Vec<(u64, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut out = Vec::new();
+    for pos in b.snapshot_positions() {
+        if let SnapshotRead::Copied(p) = b.snapshot_packet(pos, &mut out).unwrap() {
+            assert_eq!(p.position, pos);
+            assert_eq!(u64_at(&out, 8), p.packet_seq_num);
+            assert_eq!(u64_at(&out, 24), p.content_size);
+            v.push((p.packet_seq_num, out[..p.content_size as usize].to_vec()));
+        }
+    }
+    v
+}
+
+#[test]
+fn snapshot_overwrite_is_repeatable_and_consumes_nothing() {
+    let b = buffer_mode(4, Mode::Overwrite);
+    let c = StepClock(Cell::new(0), 1);
+    for k in 0..27u32 {
+        write(&b, &c, 1014, (k / 4 + 1) as u8).unwrap(); // packets 0..=5 full, 6 open
+    }
+    assert_eq!(b.snapshot_positions().count(), 4);
+    let mut out = Vec::new();
+    let open = b.snapshot_positions().last().unwrap();
+    assert_eq!(b.snapshot_packet(open, &mut out).unwrap(), SnapshotRead::Incomplete);
+    assert_eq!(b.snapshot_packet(0, &mut out).unwrap(), SnapshotRead::Gone, "overwritten");
+    assert!(matches!(b.snapshot_packet(100, &mut out), Err(ReadError::Position { .. })));
+    b.flush(&TestLayout, &c);
+    let s1 = snapshot_all(&b);
+    assert_eq!(s1.iter().map(|x| x.0).collect::<Vec<_>>(), [3, 4, 5, 6]);
+    assert!(s1[0].1[HDR..].iter().all(|&x| x == 4));
+    assert_eq!(s1[3].1.len(), HDR + 3 * 1014);
+    let before = b.counters();
+    assert_eq!(snapshot_all(&b), s1, "a snapshot does not consume");
+    assert_eq!(b.counters(), before);
+    // Tracing goes on (opening packet 7 overwrites packet 3); the live reader sees the
+    // same packets the snapshot copied.
+    write(&b, &c, 500, 0x40).unwrap();
+    let p = drain_seq(&b);
+    assert_eq!(p.iter().map(|x| x.0).collect::<Vec<_>>(), [4, 5, 6]);
+    assert_eq!(p[..], s1[1..]);
+    // While the live reader holds a packet, snapshots refuse.
+    b.flush(&TestLayout, &c);
+    let sb = b.get_subbuf().unwrap().unwrap();
+    assert!(matches!(b.snapshot_packet(sb.position(), &mut out), Err(ReadError::Stale { .. })));
+    b.put_subbuf(sb).unwrap();
+}
+
+#[test]
+fn snapshot_discard_copies_unread_packets_in_place() {
+    let b = buffer_mode(4, Mode::Discard);
+    let c = StepClock(Cell::new(0), 1);
+    for k in 0..10u32 {
+        write(&b, &c, 1014, (k / 4 + 1) as u8).unwrap();
+    }
+    b.flush(&TestLayout, &c);
+    let s = snapshot_all(&b);
+    assert_eq!(s.iter().map(|x| x.0).collect::<Vec<_>>(), [0, 1, 2]);
+    assert_eq!(drain_seq(&b), s, "the reader still gets them");
+    assert!(snapshot_all(&b).is_empty());
+}
+
+/// Commits `r1`, leaves `r2` reserved (its writer "dies"), commits `r3`: out of order.
+fn torn(b: &Buffer, c: &impl Clock) -> u64 {
+    write(b, c, 300, 0x11).unwrap();
+    let r2 = b.reserve(&TestLayout, c, SlotSize { compact: 200, extended: 200 }).unwrap();
+    let pos = r2.position() - r2.position() % 4096;
+    core::mem::forget(r2);
+    write(b, c, 100, 0x33).unwrap();
+    pos
+}
+
+#[test]
+fn recovery_keeps_the_prefix_before_the_first_uncommitted_record() {
+    for mode in [Mode::Discard, Mode::Overwrite] {
+        let b = buffer_mode(2, mode);
+        let c = StepClock(Cell::new(0), 1);
+        // Overwrite: lap the ring first so the torn packet lives in a reused sub-buffer.
+        let laps = if mode == Mode::Overwrite { 12 } else { 0 };
+        for _ in 0..laps {
+            write(&b, &c, 1014, 0x55).unwrap();
+        }
+        drain_seq(&b);
+        let pos = torn(&b, &c);
+        // The daemon finds the writer dead: flush and get never spin.
+        b.flush(&TestLayout, &c);
+        assert!(b.get_subbuf().unwrap().is_none(), "{mode:?}: not delivered");
+        let mut out = Vec::new();
+        assert_eq!(b.snapshot_packet(pos, &mut out).unwrap(), SnapshotRead::Incomplete);
+        let rec = b.recover_packet(&TestLayout, pos, &mut out, run_len).unwrap().unwrap();
+        assert_eq!(rec.records, 1, "{mode:?}");
+        assert_eq!(rec.stop, WalkStop::Uncommitted);
+        assert_eq!(rec.packet.content_size, HDR as u64 + 300);
+        assert_eq!(rec.lost_bytes, 300, "the uncommitted record and the committed one after it");
+        assert!(!rec.delivered);
+        assert_eq!(u64_at(&out, 24), HDR as u64 + 300, "content_size rewritten in the copy");
+        assert_eq!(u64_at(&out, 8), rec.packet.packet_seq_num);
+        assert!(out[HDR..HDR + 300].iter().all(|&x| x == 0x11));
+        assert!(out[HDR + 300..].iter().all(|&x| x == 0), "the rest of the copy is zeroed");
+        assert!(rec.end.timestamp_end >= rec.end.timestamp_begin);
+        // A packet of a lap that is not in the ring.
+        assert_eq!(b.recover_packet(&TestLayout, pos + 2 * 8192, &mut out, run_len).unwrap(), None);
+    }
+}
+
+#[test]
+fn recovery_of_an_open_packet_and_refused_records() {
+    let b = buffer_mode(2, Mode::Discard);
+    let c = StepClock(Cell::new(0), 1);
+    write(&b, &c, 300, 0x11).unwrap();
+    write(&b, &c, 100, 0x22).unwrap();
+    let mut out = Vec::new();
+    // Open (not flushed): the walk ends at `write`.
+    let rec = b.recover_packet(&TestLayout, 0, &mut out, run_len).unwrap().unwrap();
+    assert_eq!((rec.records, rec.stop, rec.lost_bytes), (2, WalkStop::End, 0));
+    assert_eq!(rec.packet.content_size, HDR as u64 + 400);
+    // A callback that refuses the second record.
+    let mut n = 0;
+    let rec = b.recover_packet(&TestLayout, 0, &mut out, |r| { n += 1; if r[0] == 0x22 { None } else { run_len(r) } }).unwrap().unwrap();
+    assert_eq!((rec.records, rec.stop, rec.lost_bytes), (1, WalkStop::BadRecord, 100));
+    assert!(n >= 2);
+    // Delivered packets recover whole.
+    b.flush(&TestLayout, &c);
+    let rec = b.recover_packet(&TestLayout, 0, &mut out, run_len).unwrap().unwrap();
+    assert!(rec.delivered);
+    assert_eq!((rec.records, rec.lost_bytes), (2, 0));
+    assert_eq!(b.recover_packet(&TestLayout, 4096, &mut out, run_len).unwrap(), None, "never opened");
+}
