@@ -6,7 +6,12 @@
 //! and those equal to the buffer's `lost_full`; packet sequence numbers consecutive;
 //! timestamps inside their packet and in reservation order.
 //!
-//! Run: `cargo test -p ringbuffer --test stress` (under 2 s in a debug build).
+//! The overwrite-mode run does the same with a reader that pauses between drains, so the
+//! writers lap the ring and overwrite packets: every record read must be intact, per
+//! writer in increasing order, and the gaps in `packet_seq_num` must equal
+//! `Counters::overwritten`.
+//!
+//! Run: `cargo test -p ringbuffer --test stress` (about 2 s in a debug build).
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -52,11 +57,11 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
     u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
 }
 
-fn cfg() -> BufferConfig {
+fn cfg(mode: Mode) -> BufferConfig {
     BufferConfig {
         subbuf_size: 4096,
         num_subbuf: 8,
-        mode: Mode::Discard,
+        mode,
         header_size: HDR as u32,
         stream: StreamIdentity::default(),
     }
@@ -111,6 +116,9 @@ fn stress_child_entry() {
 }
 
 struct Checker {
+    /// Overwrite mode: packet sequence numbers may jump (overwritten packets).
+    gaps_allowed: bool,
+    gaps: u64,
     next_seq: Vec<u32>,
     seen: Vec<u32>,
     packets: u64,
@@ -120,10 +128,15 @@ struct Checker {
 
 impl Checker {
     fn packet(&mut self, sb: &Subbuf, p: &[u8]) {
-        assert_eq!(sb.packet_seq_num, self.packets, "packet sequence numbers are consecutive");
+        if self.gaps_allowed {
+            assert!(sb.packet_seq_num >= self.packets, "packet sequence numbers increase");
+            self.gaps += sb.packet_seq_num - self.packets;
+        } else {
+            assert_eq!(sb.packet_seq_num, self.packets, "packet sequence numbers are consecutive");
+        }
         assert_eq!(u64_at(p, 16), sb.packet_seq_num);
         assert_eq!(u64_at(p, 24), sb.content_size);
-        self.packets += 1;
+        self.packets = sb.packet_seq_num + 1;
         let (tb, te) = (u64_at(p, 0), u64_at(p, 8));
         assert!(self.prev_end <= tb && tb <= te, "packet timestamps");
         self.prev_end = te;
@@ -156,9 +169,21 @@ impl Checker {
 
 #[test]
 fn multi_process_writers() {
+    run(Mode::Discard);
+}
+
+/// Overwrite mode: the reader pauses between drains so writers lap the ring and
+/// overwrite packets under it; every record it reads must still be intact.
+#[test]
+fn multi_process_writers_overwrite() {
+    run(Mode::Overwrite);
+}
+
+fn run(mode: Mode) {
+    let overwrite = mode == Mode::Overwrite;
     let file = tempfile::NamedTempFile::new().unwrap();
-    file.as_file().set_len(cfg().file_size().unwrap() as u64).unwrap();
-    let buf = Buffer::create(memmap2::MmapOptions::new().map_raw(file.as_file()).unwrap(), &cfg()).unwrap();
+    file.as_file().set_len(cfg(mode).file_size().unwrap() as u64).unwrap();
+    let buf = Buffer::create(memmap2::MmapOptions::new().map_raw(file.as_file()).unwrap(), &cfg(mode)).unwrap();
     let exe = std::env::current_exe().unwrap();
     let mut children: Vec<_> = (0..PROCS)
         .map(|i| {
@@ -172,7 +197,7 @@ fn multi_process_writers() {
         })
         .collect();
     let n = (PROCS * THREADS) as usize;
-    let mut ck = Checker { next_seq: vec![0; n], seen: vec![0; n], packets: 0, prev_end: 0, prev_discarded: 0 };
+    let mut ck = Checker { gaps_allowed: overwrite, gaps: 0, next_seq: vec![0; n], seen: vec![0; n], packets: 0, prev_end: 0, prev_discarded: 0 };
     let mut out = Vec::new();
     let mut drain = |ck: &mut Checker| -> bool {
         let mut any = false;
@@ -188,8 +213,12 @@ fn multi_process_writers() {
     let mut outputs = vec![String::new(); PROCS as usize];
     let mut running = PROCS as usize;
     while running > 0 {
-        if !drain(&mut ck) {
-            std::thread::yield_now();
+        if !drain(&mut ck) || overwrite {
+            if overwrite {
+                std::thread::sleep(Duration::from_micros(300));
+            } else {
+                std::thread::yield_now();
+            }
         }
         running = 0;
         for c in children.iter_mut() {
@@ -213,7 +242,11 @@ fn multi_process_writers() {
         if let Some(rest) = line.find("DROPPED ").map(|i| &line[i + 8..]) {
             let mut it = rest.split(' ').map(|x| x.parse::<u32>().unwrap());
             let (w, d) = (it.next().unwrap() as usize, it.next().unwrap());
-            assert_eq!(ck.seen[w] + d, RECORDS, "writer {w}: recorded + dropped == attempted");
+            if overwrite {
+                assert!(ck.seen[w] + d <= RECORDS, "writer {w}: recorded + dropped <= attempted");
+            } else {
+                assert_eq!(ck.seen[w] + d, RECORDS, "writer {w}: recorded + dropped == attempted");
+            }
             dropped_total += u64::from(d);
             reports += 1;
         }
@@ -221,5 +254,15 @@ fn multi_process_writers() {
     assert_eq!(reports, n, "child outputs: {outputs:?}");
     assert_eq!(k.lost_full, dropped_total, "lost_full counts exactly the drops");
     assert!(ck.packets > 10, "the ring wrapped");
-    eprintln!("stress: {} packets, {} records, {} dropped", ck.packets, ck.seen.iter().sum::<u32>(), dropped_total);
+    if overwrite {
+        assert_eq!(ck.gaps, k.overwritten, "gaps in packet_seq_num == overwritten packets");
+        assert!(k.overwritten > 0, "writers overwrote packets");
+    }
+    eprintln!(
+        "stress {mode:?}: {} packets, {} records, {} dropped, {} packets overwritten",
+        ck.packets,
+        ck.seen.iter().sum::<u32>(),
+        dropped_total,
+        k.overwritten
+    );
 }
