@@ -23,6 +23,9 @@ cargo build --release --workspace --bins --examples
 
 cargo test --workspace
 
+# The runtime's link-time collection and constructor must survive release-mode linking.
+cargo test --release -p ust --lib --test runtime
+
 # The loom model of the ring buffer: the same code that ships, on loom's atomics, with a
 # bounded number of preemptions. Its own target dir, since --cfg loom rebuilds everything.
 LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
