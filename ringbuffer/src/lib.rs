@@ -19,9 +19,17 @@
 //!                                     └──────────────────────┘     flush(): close the current packet
 //! ```
 //!
+//! Two modes, as LTTng-UST's: [`Mode::Discard`] (drop new events while the ring is full)
+//! and [`Mode::Overwrite`] (flight recorder: writers overwrite the oldest packet; the
+//! reader swaps a spare sub-buffer in to read, see [`ids`]). A reader can also copy the
+//! packets a buffer holds without consuming them ([`snapshot`]: `ust snapshot record`,
+//! post-mortem dumps), and recover the committed prefix of a packet whose writer died
+//! between reserve and commit ([`Buffer::recover_packet`]).
+//!
 //! Modules by job: [`layout`] (the file and its offsets), [`atomics`] (the atomics trait
-//! the algorithm is written over), [`position`] (pure position arithmetic), `frontend`
-//! (reserve, commit, switch: the methods on [`Buffer`]), `reader` (get, copy, put) and
+//! the algorithm is written over), [`position`] and [`ids`] (pure position and
+//! sub-buffer-id arithmetic), `frontend` (reserve, commit, switch: the methods on
+//! [`Buffer`]), `reader` (get, copy, put), [`snapshot`] (snapshots and recovery) and
 //! [`nesting`]. The algorithm and its proof sketches are in the docs of [`Buffer`].
 //!
 //! # Example
@@ -288,6 +296,31 @@ impl Subbuf {
 ///   counter shows lap `L-1` complete; otherwise the event is dropped and `lost_full`
 ///   counted. The current sub-buffer then stays open until a later reservation or a flush
 ///   closes it.
+/// * **Overwrite mode** (flight recorder, [`ids`] for the id states): the id table maps
+///   ring index `i` to a physical sub-buffer with a lap tag and a state. Before a writer
+///   may CAS `write` into lap `L` of sub-buffer `i`, the entry must be `Writing(L)`.
+///   If it is `Delivered(L-1)` (the oldest packet, unread) or `Spare(L-1)` (the reader
+///   took lap `L-1` and left its zeroed spare), the opener *prepares* it first: it
+///   pushes `consumed` off lap `L-1` (CAS, LTTng's `push_reader`), CASes the entry to
+///   `Claiming(L)` (or straight to `Writing(L)` for the spare), zeroes the sub-buffer
+///   and counts it in `overwritten`, and stores `Writing(L)` (Release). If the entry is
+///   still `Writing(L-1)` (the previous packet is not fully committed) or `Claiming(L)`
+///   (another writer is zeroing it), the event is dropped (`lost_full`): writers never
+///   wait. The deliverer of lap `L` writes the packet end, stores `delivered`, then the
+///   entry `Delivered(L)` (Release; in that order, or the next lap's delivery could be
+///   followed by this lap's store of `delivered`, which the model checker found). The
+///   reader takes the packet at `consumed` by CASing the entry from `Delivered(L)` to
+///   `Spare(L)` naming its spare, and keeps the packet's physical sub-buffer; on
+///   `put_subbuf` it zeroes it and keeps it as its next spare. Exactly one of "reader
+///   swaps" and "writer claims" wins the CAS on the entry, so a writer never writes a
+///   packet being read, and a packet is either read or counted overwritten (a gap in
+///   `packet_seq_num`). A writer pushes `consumed` *before* its claim, so a reader whose
+///   swap fails on the claim sees the pushed `consumed` when it retries.
+/// * **Which physical sub-buffer a writer writes** (overwrite mode): after its CAS of
+///   `write`, a writer loads the entry (Acquire) and finds `Writing(L)`: the opener of
+///   lap `L` observed `Writing(L)` before its CAS (AcqRel), every later CAS on `write`
+///   reads from it, and the entry cannot change again before lap `L` is delivered,
+///   which needs this writer's own commit.
 /// * **Timestamps**: the closing CAS's clock read is the packet's `timestamp_end`, the
 ///   opening CAS's is `timestamp_begin`. A close-and-open CAS uses one read for both,
 ///   and every record's clock read lies between its packet's opening and closing CAS, so
@@ -321,6 +354,32 @@ impl Subbuf {
 ///    an earlier lap, and only that slot's writer stores at its byte 0.
 /// 3. The payload of such a slot is complete: the writer wrote it before its Release
 ///    store of byte 0, and a recovery reading byte 0 with Acquire sees it.
+///
+/// **Overwrite mode.** Sub-buffers are reused without the reader, so whoever makes a
+/// sub-buffer available for lap `L` guarantees it is zero before any reservation of lap
+/// `L` in it, and never zeroes a byte written in lap `L`:
+///
+/// 1. *Zero before the first reservation.* No `write` CAS enters lap `L` of sub-buffer
+///    `i` before the entry reads `Writing(L)` (see "Which physical sub-buffer" above and
+///    the preparation in the algorithm), and the preparer stores `Writing(L)` with
+///    Release only after zeroing (or, for the reader's spare, the reader zeroed it before
+///    the Release CAS that swapped it in, which the preparer's CAS read). Every writer of
+///    lap `L` observed `Writing(L)` with Acquire, directly or through the chain of
+///    AcqRel CASes on `write`, so the zeroing happens-before its reservation.
+/// 2. *Exclusive zeroing.* The preparer zeroes only after winning the CAS
+///    `Delivered(L-1) -> Claiming(L)`. `Delivered(L-1)` is stored by lap `L-1`'s deliverer
+///    after every commit of lap `L-1` (the commit counter's release sequence) and after
+///    the packet end, so no byte of lap `L-1` is written later; a `Claiming` entry can
+///    be swapped by no reader and claimed by no other writer; and no writer of lap `L`
+///    exists yet (point 1). So the zeroing races with nothing, and a sub-buffer is
+///    zeroed once per lap.
+/// 3. *If the zeroing is not done*, the entry is `Claiming(L)`: other writers that need
+///    the sub-buffer drop their event and count it, and `write` stays before the
+///    sub-buffer. A preparer that dies there leaves lap `L-1`'s packet half zeroed but
+///    no reservation in it; recovery sees the `Claiming` id and skips it.
+///
+/// Hence points 1-3 of discard mode hold in overwrite mode with "the preparer" in place
+/// of "the reader", and recovery works the same.
 ///
 /// This holds with commits in any order, unlike a sum of committed bytes (equal-size
 /// events make sums collide): recovery walks the records from the packet header, decoding

@@ -55,6 +55,17 @@ impl<M: Memory> Buffer<M> {
     /// physical sub-buffer (the identity in discard mode), and that its content size and
     /// sequence number are the ones its position implies.
     ///
+    /// Overwrite mode: the packet at `consumed` is taken out of the writers' reach by
+    /// swapping the reader's spare sub-buffer into its id-table entry (LTTng's
+    /// `update_read_sb_index`); writers may meanwhile push `consumed` past packets they
+    /// overwrite, so the packets got show gaps in `packet_seq_num`
+    /// ([`Counters::overwritten`](crate::Counters::overwritten)). Retries a bounded
+    /// number of times when a writer claims the packet first, then returns `Ok(None)`.
+    /// Called again before `put_subbuf`, it returns the packet it holds.
+    ///
+    /// Never loops without bound, whatever the shared memory holds (a dead writer only
+    /// leaves its packet undelivered: `Ok(None)`).
+    ///
     /// Errors: [`ReadError::Position`], [`ReadError::Id`], [`ReadError::ContentSize`],
     /// [`ReadError::PacketSeq`] when the shared memory holds values the algorithm cannot
     /// produce.
@@ -233,8 +244,13 @@ impl<M: Memory> Buffer<M> {
     /// validates, since a hostile application could still be changing them. After the
     /// copy, checks that the sub-buffer is still the current, delivered one.
     ///
+    /// In overwrite mode the reader owns the packet's physical sub-buffer while it holds
+    /// it, so no writer can change it during the copy (even if writers pushed `consumed`
+    /// past it meanwhile).
+    ///
     /// Errors: [`ReadError::Stale`] if `sb` is not the sub-buffer at the consumed position
-    /// (before or after the copy) or is no longer delivered.
+    /// (before or after the copy) or is no longer delivered; in overwrite mode, if the
+    /// reader does not hold `sb`.
     pub fn copy_subbuf(&self, sb: &Subbuf, out: &mut Vec<u8>) -> Result<(), ReadError> {
         let g = &self.geo;
         if self.cfg.mode == Mode::Overwrite {
@@ -262,8 +278,13 @@ impl<M: Memory> Buffer<M> {
     /// evidence on [`Buffer`]), then advances `consumed` by one sub-buffer with a
     /// Release CAS, which lets writers enter it again.
     ///
+    /// Overwrite mode: zeroes the packet's physical sub-buffer, which becomes the
+    /// reader's spare, and advances `consumed` unless writers already pushed it past the
+    /// packet (not an error).
+    ///
     /// Errors: [`ReadError::Stale`] if `sb` is not the sub-buffer at the consumed position
-    /// (already released, from another buffer, or `consumed` changed meanwhile).
+    /// (already released, from another buffer, or `consumed` changed meanwhile); in
+    /// overwrite mode, if the reader does not hold `sb`.
     pub fn put_subbuf(&self, sb: Subbuf) -> Result<(), ReadError> {
         let g = &self.geo;
         let sbs = g.pos.subbuf_size();
