@@ -18,6 +18,7 @@
 //! - [`ctf`]: the CTF 1.8 writer (metadata, stream files, index files) and a record walker.
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
 //! - [`cli`]: the `ust` command.
+//! - [`kernel`]: kernel events from tracefs for `ust trace --kernel`, written as CTF.
 //! - [`mod@log`] and [`datetime`]: the daemon's log and the timestamps used in names.
 
 #![warn(missing_docs)]
@@ -30,5 +31,6 @@ pub mod ctf;
 pub mod daemon;
 pub mod datetime;
 pub mod drain;
+pub mod kernel;
 pub mod log;
 pub mod session;

@@ -1,0 +1,195 @@
+//! What `/proc` tells about tasks: the state dump at the start of a kernel recording (every
+//! thread, its process and parent, name, state and last CPU, from
+//! `/proc/<pid>/task/<tid>/stat`, proc(5)), and the memory maps of the traced processes
+//! (`/proc/<pid>/maps`), sampled while they run and saved as
+//! `<output>/proc/<pid>/maps` (with `comm`), so fault addresses map to files.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One thread as `/proc` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskState {
+    /// Thread id.
+    pub tid: i32,
+    /// Process (thread group) id.
+    pub pid: i32,
+    /// Parent process id.
+    pub ppid: i32,
+    /// `comm` (at most 15 bytes).
+    pub comm: String,
+    /// State letter (`R`, `S`, `D`, ...).
+    pub state: char,
+    /// CPU it last ran on.
+    pub cpu: u32,
+}
+
+/// Parses a `stat` line: `tid (comm) state ppid ...` with `processor` as field 39.
+pub fn parse_stat(text: &str, pid: i32) -> Option<TaskState> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let tid = text.get(..open)?.trim().parse().ok()?;
+    let comm = text.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    // rest[0] is field 3 (state); field N is rest[N - 3].
+    let state = rest.first()?.chars().next()?;
+    let ppid = rest.get(1)?.parse().ok()?;
+    let cpu = rest.get(36).and_then(|c| c.parse().ok()).unwrap_or(0);
+    Some(TaskState { tid, pid, ppid, comm, state, cpu })
+}
+
+/// Every thread of every process, read from `/proc` (tasks that vanish while it reads are
+/// skipped).
+pub fn statedump() -> Vec<TaskState> {
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return out };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else { continue };
+        for t in tasks.flatten() {
+            if let Some(s) = std::fs::read_to_string(t.path().join("stat")).ok().and_then(|s| parse_stat(&s, pid)) {
+                out.push(s);
+            }
+        }
+    }
+    out
+}
+
+/// The pids of `root` and all its descendants alive now (from each process's `ppid`).
+pub fn descendants(root: i32) -> Vec<i32> {
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    if let Ok(procs) = std::fs::read_dir("/proc") {
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            if let Some(s) = std::fs::read_to_string(p.path().join("stat")).ok().and_then(|s| parse_stat(&s, pid)) {
+                children.entry(s.ppid).or_default().push(pid);
+            }
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        if let Some(c) = children.get(&out[i]) {
+            out.extend(c.iter().copied().filter(|p| !out.contains(p)).collect::<Vec<_>>());
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Samples `/proc/<pid>/maps` of a process tree every `period` on a thread, keeping the last
+/// copy seen of each process (a process's maps are lost only if it lives less than a period).
+#[derive(Debug)]
+pub struct MapsSampler {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<BTreeMap<i32, (String, String)>>>,
+}
+
+impl MapsSampler {
+    /// Starts sampling the tree rooted at `root`.
+    pub fn start(root: i32, period: Duration) -> MapsSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("ust-maps".into())
+            .spawn(move || {
+                let mut seen: BTreeMap<i32, (String, String)> = BTreeMap::new();
+                loop {
+                    let last = s.load(Ordering::SeqCst);
+                    for pid in descendants(root) {
+                        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"));
+                        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                        if let Ok(m) = maps {
+                            if !m.is_empty() {
+                                seen.insert(pid, (comm.trim().to_string(), m));
+                            }
+                        }
+                    }
+                    if last {
+                        return seen;
+                    }
+                    std::thread::sleep(period);
+                }
+            })
+            .ok();
+        MapsSampler { stop, thread }
+    }
+
+    /// Stops sampling and writes `<output>/proc/<pid>/{maps,comm}`; returns the pids saved.
+    pub fn finish(mut self, output: &Path) -> Vec<i32> {
+        self.stop.store(true, Ordering::SeqCst);
+        let Some(seen) = self.thread.take().and_then(|t| t.join().ok()) else { return Vec::new() };
+        let mut pids = Vec::new();
+        for (pid, (comm, maps)) in seen {
+            let dir = maps_dir(output, pid);
+            if std::fs::create_dir_all(&dir).is_ok()
+                && std::fs::write(dir.join("maps"), maps).is_ok()
+                && std::fs::write(dir.join("comm"), format!("{comm}\n")).is_ok()
+            {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+}
+
+/// `<output>/proc/<pid>`.
+pub fn maps_dir(output: &Path, pid: i32) -> PathBuf {
+    output.join("proc").join(pid.to_string())
+}
+
+/// One line of a maps file: `start-end perms offset dev inode path`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapEntry {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// `r-xp` and so on.
+    pub perms: String,
+    /// File offset of `start`.
+    pub offset: u64,
+    /// Path or `[heap]`, `[stack]`, empty for anonymous memory.
+    pub path: String,
+}
+
+/// Parses a maps file (lines that do not parse are skipped).
+pub fn parse_maps(text: &str) -> Vec<MapEntry> {
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.splitn(6, char::is_whitespace);
+            let (range, perms, off) = (it.next()?, it.next()?, it.next()?);
+            let (_dev, _inode) = (it.next()?, it.next()?);
+            let path = it.next().unwrap_or("").trim().to_string();
+            let (a, b) = range.split_once('-')?;
+            Some(MapEntry {
+                start: u64::from_str_radix(a, 16).ok()?,
+                end: u64::from_str_radix(b, 16).ok()?,
+                perms: perms.to_string(),
+                offset: u64::from_str_radix(off, 16).ok()?,
+                path,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_and_maps() {
+        let s = parse_stat("42 (a b) c) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0", 42).unwrap();
+        assert_eq!((s.tid, s.ppid, s.comm.as_str(), s.state, s.cpu), (42, 1, "a b) c", 'S', 1));
+        let me = statedump();
+        assert!(me.iter().any(|t| t.tid == std::process::id() as i32));
+        let m = parse_maps("7f00-7f10 r-xp 00001000 08:01 12 /usr/lib/x.so\n5500-5600 rw-p 00000000 00:00 0 \nbad\n");
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].start, m[0].offset, m[0].path.as_str()), (0x7f00, 0x1000, "/usr/lib/x.so"));
+        assert_eq!(m[1].path, "");
+        assert!(descendants(std::process::id() as i32).contains(&(std::process::id() as i32)));
+    }
+}
