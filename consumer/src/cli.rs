@@ -64,6 +64,8 @@ pub enum Cmd {
     View(ViewArgs),
     /// Trace one command and its children, then print a summary.
     Trace(TraceArgs),
+    /// Report on a trace: tasks, system calls, waits and wake-ups, page faults.
+    Report(ReportArgs),
 }
 
 /// `ust create`.
@@ -234,7 +236,8 @@ pub struct TraceArgs {
     /// Enable only events matching GLOB (repeatable; default: every event).
     #[arg(short = 'e', long = "event", value_name = "GLOB")]
     pub events: Vec<String>,
-    /// Also trace the kernel. Not supported yet.
+    /// Also record kernel events (scheduling, interrupts, system calls, page faults) in
+    /// DIR/kernel (needs root or tracefs access; without it the command is still traced).
     #[arg(long)]
     pub kernel: bool,
     /// The command to trace, after `--`.
@@ -346,6 +349,7 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::Status(a) => status(a),
         Cmd::View(a) => view(a),
         Cmd::Trace(a) => trace(a),
+        Cmd::Report(a) => report(a),
     }
 }
 
@@ -679,9 +683,6 @@ extern "C" fn trace_on_signal(sig: libc::c_int) {
 }
 
 fn trace(a: TraceArgs) -> CliResult {
-    if a.kernel {
-        return Err(Failure::new("--kernel is not supported yet"));
-    }
     for e in &a.events {
         if e.is_empty() {
             return Err(Failure::new("--event needs a glob"));
@@ -717,14 +718,27 @@ fn trace(a: TraceArgs) -> CliResult {
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
+    let mut kernel = None;
+    if a.kernel {
+        match crate::kernel::KernelRecorder::start(&output) {
+            Ok(k) => kernel = Some(k),
+            Err(e) => eprintln!("ust: {}", e.explain()),
+        }
+    }
     let (prog, args) = a.command.split_first().expect("clap requires a command");
     let child = std::process::Command::new(prog).args(args).env(ust_core::protocol::ENV_SESSION_TOKEN, &token).spawn();
+    let mut traced_pid = 0;
+    let mut maps = None;
     let code = match child {
         Err(e) => {
             eprintln!("ust: cannot run {}: {e}", prog.to_string_lossy());
             ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 })
         }
-        Ok(mut child) => wait_forwarding(&mut child),
+        Ok(mut child) => {
+            traced_pid = child.id() as i32;
+            maps = Some(crate::kernel::procfs::MapsSampler::start(traced_pid, Duration::from_millis(10)));
+            wait_forwarding(&mut child)
+        }
     };
     let report = match c.call(Command::Destroy { session: session.clone() }) {
         Ok(Payload::Destroyed(r)) => Some(r),
@@ -740,13 +754,85 @@ fn trace(a: TraceArgs) -> CliResult {
         },
     };
     let Some(report) = report else {
+        finish_kernel(kernel, maps, &output, traced_pid);
         // Still exit with the command's status: the trace may be incomplete, the run is not.
         eprintln!("ust: the trace in {} may be incomplete", output.display());
         return Ok(code);
     };
+    finish_kernel(kernel, maps, &output, traced_pid);
     eprintln!("ust: trace written to {}", output.display());
     print_summary(&report);
     Ok(code)
+}
+
+/// Ends the kernel recording (after the user-space traces are written, so the kernel
+/// metadata takes their clock offset) and saves the sampled memory maps.
+fn finish_kernel(kernel: Option<crate::kernel::KernelRecorder>, maps: Option<crate::kernel::procfs::MapsSampler>, output: &std::path::Path, pid: i32) {
+    if let Some(m) = maps {
+        m.finish(output);
+    }
+    if let Some(k) = kernel {
+        match k.finish(output, pid) {
+            Ok(s) => {
+                let total: u64 = s.counts.iter().map(|c| c.1).sum();
+                eprintln!("ust: {total} kernel events recorded in {}, {} lost", s.dir.display(), s.lost);
+                if !s.missing_events.is_empty() {
+                    eprintln!("ust: kernel events this kernel lacks: {}", s.missing_events.join(", "));
+                }
+            }
+            Err(e) => eprintln!("ust: kernel trace: {e}"),
+        }
+    }
+}
+
+/// `ust report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Trace directory (the output of `ust trace`).
+    pub dir: PathBuf,
+    /// Show each blocked interval and what woke it, up the wake-up chain.
+    #[arg(long)]
+    pub wakeups: bool,
+    /// Show user page faults with the mapped file and offset.
+    #[arg(long)]
+    pub faults: bool,
+    /// Shortest blocked interval shown by --wakeups (e.g. 1ms, 500us, 2s, or ns).
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration)]
+    pub min_block: u64,
+    /// Output format.
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub format: String,
+}
+
+/// Parses a duration into ns: a number with an optional `ns`, `us`, `ms` or `s` suffix
+/// (no suffix: ns).
+///
+/// # Errors
+/// A message for clap.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult = match unit.trim() {
+        "" | "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return Err(format!("{s:?} is not a duration (examples: 1ms, 500us, 2s)")),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration (examples: 1ms, 500us, 2s)"))?;
+    Ok((n * mult) as u64)
+}
+
+fn report(a: ReportArgs) -> CliResult {
+    let opt = crate::report::Options { wakeups: a.wakeups, faults: a.faults, min_block_ns: a.min_block, ..Default::default() };
+    let r = crate::report::report(&a.dir, &opt).map_err(Failure::new)?;
+    if a.format == "json" {
+        println!("{}", crate::report::render_json(&r));
+    } else {
+        print!("{}", crate::report::render_text(&r));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn wait_forwarding(child: &mut std::process::Child) -> ExitCode {

@@ -19,6 +19,7 @@
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
 //! - [`cli`]: the `ust` command.
 //! - [`kernel`]: kernel events from tracefs for `ust trace --kernel`, written as CTF.
+//! - [`report`]: `ust report`: what the traced program waited for and what woke it.
 //! - [`mod@log`] and [`datetime`]: the daemon's log and the timestamps used in names.
 
 #![warn(missing_docs)]
@@ -33,4 +34,5 @@ pub mod datetime;
 pub mod drain;
 pub mod kernel;
 pub mod log;
+pub mod report;
 pub mod session;

@@ -1,0 +1,578 @@
+//! The analyses behind `ust report`, over the merged events of [`super::load`].
+//!
+//! One pass over the kernel events in time order keeps, per CPU, the current task and the
+//! stack of interrupt contexts (`irq_handler_entry`/`exit`, `irq_softirq_*`, the local APIC
+//! timer, `timer_hrtimer_expire_*`), and per thread its current system call, when it started
+//! running, and, while it is blocked, since when and in what. A thread is blocked from a
+//! `sched_switch` that takes it off a CPU in a sleeping state (`prev_state` not runnable)
+//! until the `sched_switch` that puts it back; what woke it is the first `sched_waking` (or
+//! `sched_wakeup`) of it in that interval, explained by the context of the CPU that woke it:
+//! an IRQ, a softirq, the timer interrupt, or the task running there (and what that task
+//! was doing: its system call). A waking task's own previous wait explains it in turn: the
+//! wake-up chain.
+//!
+//! Without kernel events, [`user_view`] reports what the program's own tracepoints show.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::Serialize;
+
+use super::load::{Domain, Event, Loaded};
+
+/// Report options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Include the blocked intervals and their wake-up chains.
+    pub wakeups: bool,
+    /// Include the user page faults.
+    pub faults: bool,
+    /// Blocked intervals shorter than this are left out (ns).
+    pub min_block_ns: u64,
+    /// How far up a wake-up chain to follow.
+    pub max_chain: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { wakeups: false, faults: false, min_block_ns: 1_000_000, max_chain: 4 }
+    }
+}
+
+/// Per-task summary row.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct TaskRow {
+    /// Thread id.
+    pub tid: i32,
+    /// Last known name.
+    pub name: String,
+    /// Kernel events in this thread plus user-space events of it.
+    pub events: u64,
+    /// Time on a CPU (ns).
+    pub runtime_ns: u64,
+    /// Time blocked (off CPU, not runnable) (ns).
+    pub blocked_ns: u64,
+}
+
+/// Per-system-call row (traced threads only).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct SyscallRow {
+    /// System call name.
+    pub name: String,
+    /// Completed calls.
+    pub count: u64,
+    /// Sum of durations (ns).
+    pub total_ns: u64,
+    /// Median (ns).
+    pub p50_ns: u64,
+    /// 90th percentile (ns).
+    pub p90_ns: u64,
+    /// 99th percentile (ns).
+    pub p99_ns: u64,
+    /// Longest (ns).
+    pub max_ns: u64,
+}
+
+/// What woke a thread.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Waker {
+    /// A hardware interrupt handler.
+    Irq {
+        /// IRQ number.
+        irq: i64,
+        /// Handler name.
+        handler: String,
+        /// CPU.
+        cpu: u32,
+    },
+    /// A softirq.
+    Softirq {
+        /// Kind (`TIMER`, `NET_RX`, ...).
+        softirq: String,
+        /// CPU.
+        cpu: u32,
+    },
+    /// The local APIC timer interrupt (expiring hrtimers: sleeps, timeouts).
+    TimerInterrupt {
+        /// The hrtimer callback's address when one was expiring.
+        hrtimer_function: Option<String>,
+        /// CPU.
+        cpu: u32,
+    },
+    /// Another task.
+    Task {
+        /// Its thread id.
+        tid: i32,
+        /// Its name.
+        name: String,
+        /// What it was doing: `in <syscall>` or `in user space`.
+        doing: String,
+        /// CPU.
+        cpu: u32,
+        /// Why that task was running: its own previous wait, explained in turn.
+        chain: Option<Box<Wait>>,
+    },
+    /// No wake-up event was seen (it happened before the trace started, or was lost).
+    Unknown,
+}
+
+/// One blocked interval.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Wait {
+    /// Thread id.
+    pub tid: i32,
+    /// Thread name.
+    pub name: String,
+    /// When it blocked (ns, CLOCK_MONOTONIC).
+    pub start_ns: u64,
+    /// Blocked time: from leaving the CPU to running again (ns).
+    pub duration_ns: u64,
+    /// Wake-up to running again (ns), when the wake-up was seen.
+    pub wakeup_latency_ns: Option<u64>,
+    /// What it was blocked in: `syscall <name>`, `page fault at 0x..`, or `user space`.
+    pub blocked_in: String,
+    /// What woke it.
+    pub woken_by: Waker,
+}
+
+/// One user page fault.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Fault {
+    /// When (ns).
+    pub ts_ns: u64,
+    /// Thread id.
+    pub tid: i32,
+    /// Faulting address.
+    pub address: String,
+    /// Instruction pointer.
+    pub ip: String,
+    /// x86 page-fault error code.
+    pub error_code: i64,
+    /// The mapping the address fell in: `path+0xoffset`, `[heap]`, `anonymous`, or
+    /// `unmapped` (from `<dir>/proc/<pid>/maps`; `None` without a maps file).
+    pub mapping: Option<String>,
+    /// Time until the thread next showed it ran user code (its next system call or fault):
+    /// an upper bound on the time to resolve the fault; `None` if it never did in the trace.
+    pub until_user_ns: Option<u64>,
+}
+
+/// Per-event-name row of the user-space view.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct UserEventRow {
+    /// `provider:name`.
+    pub name: String,
+    /// Count.
+    pub count: u64,
+    /// Events per second over the trace's span.
+    pub rate_per_s: f64,
+}
+
+/// Per-thread gaps of the user-space view.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct UserThreadRow {
+    /// Process id.
+    pub pid: i32,
+    /// Thread id (the `vtid` context), or the process id without it.
+    pub tid: i32,
+    /// Process name.
+    pub procname: String,
+    /// Events.
+    pub events: u64,
+    /// Longest time between two consecutive events (ns).
+    pub max_gap_ns: u64,
+    /// Mean time between consecutive events (ns).
+    pub mean_gap_ns: u64,
+    /// Start of the longest gap (ns).
+    pub max_gap_at_ns: u64,
+}
+
+/// The user-space view.
+#[derive(Clone, Debug, Serialize, PartialEq, Default)]
+pub struct UserView {
+    /// Per event name.
+    pub events: Vec<UserEventRow>,
+    /// Per thread.
+    pub threads: Vec<UserThreadRow>,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize, PartialEq, Default)]
+pub struct Report {
+    /// True when kernel events were found.
+    pub kernel: bool,
+    /// The traced command's pid (kernel trace `env.traced_pid`, else the first process).
+    pub traced_pid: i32,
+    /// First event (ns).
+    pub start_ns: u64,
+    /// Last minus first event (ns).
+    pub span_ns: u64,
+    /// Per task of the traced tree (kernel only).
+    pub tasks: Vec<TaskRow>,
+    /// Per system call (kernel only).
+    pub syscalls: Vec<SyscallRow>,
+    /// With `--wakeups`.
+    pub wakeups: Option<Vec<Wait>>,
+    /// With `--faults`.
+    pub faults: Option<Vec<Fault>>,
+    /// What the program's own events show.
+    pub user: UserView,
+    /// Remarks (missing data, bounds).
+    pub notes: Vec<String>,
+}
+
+const SOFTIRQS: [&str; 10] = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"];
+
+#[derive(Clone, Debug)]
+enum Ctx {
+    Irq(i64, String),
+    Softirq(i64),
+    LocalTimer,
+    Hrtimer(u64),
+}
+
+#[derive(Clone, Debug)]
+struct WakeSeen {
+    ts: u64,
+    cpu: u32,
+    ctx: Vec<Ctx>,
+    waker: i32,
+    waker_doing: String,
+}
+
+#[derive(Clone, Debug)]
+struct RawWait {
+    start: u64,
+    end: u64,
+    blocked_in: String,
+    wake: Option<WakeSeen>,
+}
+
+#[derive(Default, Debug)]
+struct Task {
+    events: u64,
+    syscall: Option<(String, u64)>,
+    running_since: Option<u64>,
+    runtime: u64,
+    blocked: u64,
+    blocked_since: Option<(u64, String)>,
+    wake: Option<WakeSeen>,
+    last_fault: Option<(u64, u64)>,
+    waits: Vec<RawWait>,
+    pending_faults: Vec<usize>,
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn hex(v: i64) -> String {
+    format!("{:#x}", v as u64)
+}
+
+/// Maps `address` of process `pid` to `path+0xoffset` with the maps saved under `dir`.
+fn mapping(maps: &HashMap<i32, Vec<crate::kernel::procfs::MapEntry>>, pid: i32, address: u64) -> Option<String> {
+    let m = maps.get(&pid)?;
+    Some(match m.iter().find(|e| e.start <= address && address < e.end) {
+        Some(e) if e.path.is_empty() => "anonymous".into(),
+        Some(e) if e.path.starts_with('[') => e.path.clone(),
+        Some(e) => format!("{}+{:#x}", e.path, address - e.start + e.offset),
+        None => "unmapped".into(),
+    })
+}
+
+/// Builds the report of a loaded trace directory; `dir` is where `proc/<pid>/maps` are.
+pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
+    let mut r = Report::default();
+    r.start_ns = l.events.first().map(|e| e.ts).unwrap_or(0);
+    r.span_ns = l.events.last().map(|e| e.ts).unwrap_or(0).saturating_sub(r.start_ns);
+    r.user = user_view(l);
+    let kernel_events = l.events.iter().filter(|e| e.domain == Domain::Kernel).count();
+    r.kernel = kernel_events > 0;
+    let traced = l.kernel_env.as_ref().and_then(|e| e.get("traced_pid")).and_then(|p| p.parse::<i32>().ok()).filter(|&p| p > 0);
+    r.traced_pid = traced.or_else(|| l.processes.first().map(|p| p.0)).unwrap_or(0);
+    if !r.kernel {
+        r.notes.push("no kernel events in this trace (record with `ust trace --kernel` as root): user-space view only".into());
+        return r;
+    }
+    let mut tree: HashSet<i32> = HashSet::new();
+    tree.insert(r.traced_pid);
+    for p in &l.processes {
+        tree.insert(p.0);
+    }
+    let mut tgid: HashMap<i32, i32> = HashMap::new();
+    let mut comm: HashMap<i32, String> = HashMap::new();
+    let mut tasks: HashMap<i32, Task> = HashMap::new();
+    let mut cpu_ctx: HashMap<u32, Vec<Ctx>> = HashMap::new();
+    let mut sys: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut faults: Vec<(Fault, i32)> = Vec::new();
+    let mut last_ust: HashMap<i32, String> = HashMap::new();
+    for e in &l.events {
+        if e.domain == Domain::Ust {
+            last_ust.insert(e.pid, e.name.clone());
+            if tree.contains(&e.tid) || tree.contains(&e.pid) {
+                tasks.entry(e.tid).or_default().events += 1;
+            }
+            continue;
+        }
+        let t = e.tid;
+        if t != 0 {
+            tasks.entry(t).or_default().events += 1;
+        }
+        match e.name.as_str() {
+            "lttng_statedump_process_state" => {
+                if let (Some(tid), Some(pid)) = (e.int("tid"), e.int("pid")) {
+                    tgid.insert(tid as i32, pid as i32);
+                    comm.insert(tid as i32, e.text("name").unwrap_or_default());
+                }
+            }
+            "sched_process_fork" => {
+                if let (Some(p), Some(c)) = (e.int("parent_pid"), e.int("child_pid")) {
+                    if tree.contains(&(p as i32)) || tgid.get(&(p as i32)).is_some_and(|g| tree.contains(g)) {
+                        tree.insert(c as i32);
+                    }
+                    if let Some(n) = e.text("child_comm") {
+                        comm.insert(c as i32, n);
+                    }
+                }
+            }
+            "irq_handler_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Irq(e.int("irq").unwrap_or(-1), e.text("name").unwrap_or_default())),
+            "irq_softirq_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Softirq(e.int("vec").unwrap_or(-1))),
+            "x86_irq_vectors_local_timer_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::LocalTimer),
+            "timer_hrtimer_expire_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Hrtimer(e.int("function").unwrap_or(0) as u64)),
+            "irq_handler_exit" | "irq_softirq_exit" | "x86_irq_vectors_local_timer_exit" | "timer_hrtimer_expire_exit" => {
+                let s = cpu_ctx.entry(e.cpu).or_default();
+                let want = |c: &Ctx| match e.name.as_str() {
+                    "irq_handler_exit" => matches!(c, Ctx::Irq(..)),
+                    "irq_softirq_exit" => matches!(c, Ctx::Softirq(..)),
+                    "x86_irq_vectors_local_timer_exit" => matches!(c, Ctx::LocalTimer),
+                    _ => matches!(c, Ctx::Hrtimer(..)),
+                };
+                if let Some(i) = s.iter().rposition(want) {
+                    s.truncate(i);
+                }
+            }
+            "syscall_entry" => {
+                let name = e.text("name").unwrap_or_default();
+                let task = tasks.entry(t).or_default();
+                task.syscall = Some((name, e.ts));
+                for i in task.pending_faults.drain(..) {
+                    if let Some(f) = faults.get_mut(i) {
+                        f.0.until_user_ns = Some(e.ts.saturating_sub(f.0.ts_ns));
+                    }
+                }
+            }
+            "syscall_exit" => {
+                let task = tasks.entry(t).or_default();
+                if let Some((name, start)) = task.syscall.take() {
+                    if tree.contains(&t) {
+                        sys.entry(name).or_default().push(e.ts.saturating_sub(start));
+                    }
+                }
+            }
+            "x86_exceptions_page_fault_user" => {
+                let addr = e.int("address").unwrap_or(0) as u64;
+                let task = tasks.entry(t).or_default();
+                task.last_fault = Some((e.ts, addr));
+                for i in task.pending_faults.drain(..) {
+                    if let Some(f) = faults.get_mut(i) {
+                        f.0.until_user_ns = Some(e.ts.saturating_sub(f.0.ts_ns));
+                    }
+                }
+                if tree.contains(&t) {
+                    task.pending_faults.push(faults.len());
+                    faults.push((
+                        Fault {
+                            ts_ns: e.ts,
+                            tid: t,
+                            address: hex(addr as i64),
+                            ip: hex(e.int("ip").unwrap_or(0)),
+                            error_code: e.int("error_code").unwrap_or(0),
+                            mapping: None,
+                            until_user_ns: None,
+                        },
+                        *tgid.get(&t).unwrap_or(&t),
+                    ));
+                }
+            }
+            "sched_waking" | "sched_wakeup" | "sched_wakeup_new" => {
+                let Some(target) = e.int("pid").map(|p| p as i32) else { continue };
+                if let Some(n) = e.text("comm") {
+                    comm.insert(target, n);
+                }
+                let waker_doing = match tasks.get(&t).and_then(|w| w.syscall.as_ref()) {
+                    Some((n, _)) => format!("in {n}"),
+                    None => "in user space".into(),
+                };
+                let ctx = cpu_ctx.get(&e.cpu).cloned().unwrap_or_default();
+                let task = tasks.entry(target).or_default();
+                if task.blocked_since.is_some() && task.wake.is_none() {
+                    task.wake = Some(WakeSeen { ts: e.ts, cpu: e.cpu, ctx, waker: t, waker_doing });
+                }
+            }
+            "sched_switch" => {
+                let prev = e.int("prev_pid").unwrap_or(0) as i32;
+                let next = e.int("next_pid").unwrap_or(0) as i32;
+                let state = e.int("prev_state").unwrap_or(0);
+                if let Some(n) = e.text("prev_comm") {
+                    comm.insert(prev, n);
+                }
+                if let Some(n) = e.text("next_comm") {
+                    comm.insert(next, n);
+                }
+                if prev != 0 {
+                    let p = tasks.entry(prev).or_default();
+                    if let Some(s) = p.running_since.take() {
+                        p.runtime += e.ts.saturating_sub(s);
+                    }
+                    if state & 0xff != 0 && state & 0x30 == 0 {
+                        let blocked_in = match (&p.syscall, p.last_fault) {
+                            (Some((n, _)), _) => format!("syscall {n}"),
+                            (None, Some((ft, addr))) if ft + 1_000_000 > e.ts => format!("page fault at {addr:#x}"),
+                            _ => match tgid.get(&prev).or(Some(&prev)).and_then(|g| last_ust.get(g)) {
+                                Some(u) => format!("user space (after tracepoint {u})"),
+                                None => "user space".into(),
+                            },
+                        };
+                        p.blocked_since = Some((e.ts, blocked_in));
+                        p.wake = None;
+                    }
+                }
+                if next != 0 {
+                    let n = tasks.entry(next).or_default();
+                    if let Some((start, blocked_in)) = n.blocked_since.take() {
+                        n.blocked += e.ts.saturating_sub(start);
+                        let wake = n.wake.take();
+                        n.waits.push(RawWait { start, end: e.ts, blocked_in, wake });
+                    }
+                    n.running_since = Some(e.ts);
+                }
+            }
+            _ => {}
+        }
+    }
+    let name_of = |t: i32| comm.get(&t).cloned().unwrap_or_else(|| if t == 0 { "swapper".into() } else { "?".into() });
+    let mut rows: Vec<TaskRow> = tree
+        .iter()
+        .filter_map(|t| tasks.get(t).map(|k| (t, k)))
+        .map(|(t, k)| TaskRow { tid: *t, name: name_of(*t), events: k.events, runtime_ns: k.runtime, blocked_ns: k.blocked })
+        .collect();
+    rows.sort_by_key(|r| r.tid);
+    r.tasks = rows;
+    let mut srows: Vec<SyscallRow> = sys
+        .into_iter()
+        .map(|(name, mut d)| {
+            d.sort_unstable();
+            SyscallRow {
+                name,
+                count: d.len() as u64,
+                total_ns: d.iter().sum(),
+                p50_ns: percentile(&d, 0.5),
+                p90_ns: percentile(&d, 0.9),
+                p99_ns: percentile(&d, 0.99),
+                max_ns: d.last().copied().unwrap_or(0),
+            }
+        })
+        .collect();
+    srows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    r.syscalls = srows;
+    if opt.wakeups {
+        let explain = |tid: i32, w: &RawWait, depth: usize| explain_wait(tid, w, depth, &tasks, &name_of, opt.max_chain);
+        let mut waits: Vec<Wait> = Vec::new();
+        for t in &tree {
+            if let Some(k) = tasks.get(t) {
+                for w in k.waits.iter().filter(|w| w.end - w.start >= opt.min_block_ns) {
+                    waits.push(explain(*t, w, 0));
+                }
+            }
+        }
+        waits.sort_by_key(|w| (w.start_ns, w.tid));
+        r.wakeups = Some(waits);
+    }
+    if opt.faults {
+        let mut maps = HashMap::new();
+        for (_, pid) in &faults {
+            if !maps.contains_key(pid) {
+                if let Ok(text) = std::fs::read_to_string(crate::kernel::procfs::maps_dir(dir, *pid).join("maps")) {
+                    maps.insert(*pid, crate::kernel::procfs::parse_maps(&text));
+                }
+            }
+        }
+        r.faults = Some(
+            faults
+                .into_iter()
+                .map(|(mut f, pid)| {
+                    f.mapping = u64::from_str_radix(f.address.trim_start_matches("0x"), 16).ok().and_then(|a| mapping(&maps, pid, a));
+                    f
+                })
+                .collect(),
+        );
+        r.notes.push("page faults: the kernel has no fault-exit tracepoint; \"until user\" is the time to the thread's next system call or fault, an upper bound on the time to resolve".into());
+    }
+    r
+}
+
+fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>, name_of: &dyn Fn(i32) -> String, max: usize) -> Wait {
+    let woken_by = match &w.wake {
+        None => Waker::Unknown,
+        Some(s) => {
+            let hr = s.ctx.iter().rev().find_map(|c| if let Ctx::Hrtimer(f) = c { Some(*f) } else { None });
+            let timer = s.ctx.iter().any(|c| matches!(c, Ctx::LocalTimer));
+            match s.ctx.last() {
+                Some(Ctx::Irq(irq, name)) => Waker::Irq { irq: *irq, handler: name.clone(), cpu: s.cpu },
+                Some(Ctx::Softirq(v)) => Waker::Softirq {
+                    softirq: usize::try_from(*v).ok().and_then(|i| SOFTIRQS.get(i)).map(|s| s.to_string()).unwrap_or_else(|| format!("vec {v}")),
+                    cpu: s.cpu,
+                },
+                Some(_) if timer || hr.is_some() => Waker::TimerInterrupt { hrtimer_function: hr.map(|f| format!("{f:#x}")), cpu: s.cpu },
+                _ => {
+                    let chain = if depth + 1 < max && s.waker != 0 {
+                        tasks
+                            .get(&s.waker)
+                            .and_then(|k| k.waits.iter().rev().find(|pw| pw.end <= s.ts))
+                            .map(|pw| Box::new(explain_wait(s.waker, pw, depth + 1, tasks, name_of, max)))
+                    } else {
+                        None
+                    };
+                    Waker::Task { tid: s.waker, name: name_of(s.waker), doing: s.waker_doing.clone(), cpu: s.cpu, chain }
+                }
+            }
+        }
+    };
+    Wait {
+        tid,
+        name: name_of(tid),
+        start_ns: w.start,
+        duration_ns: w.end - w.start,
+        wakeup_latency_ns: w.wake.as_ref().map(|s| w.end.saturating_sub(s.ts)),
+        blocked_in: w.blocked_in.clone(),
+        woken_by,
+    }
+}
+
+/// What the user-space events show: per event name counts and rates, per thread the gaps
+/// between consecutive events.
+pub fn user_view(l: &Loaded) -> UserView {
+    let ust: Vec<&Event> = l.events.iter().filter(|e| e.domain == Domain::Ust).collect();
+    let mut v = UserView::default();
+    let (Some(first), Some(last)) = (ust.first(), ust.last()) else { return v };
+    let span = (last.ts - first.ts).max(1) as f64 / 1e9;
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut per: BTreeMap<(i32, i32), Vec<u64>> = BTreeMap::new();
+    for e in &ust {
+        *counts.entry(&e.name).or_default() += 1;
+        per.entry((e.pid, e.tid)).or_default().push(e.ts);
+    }
+    v.events = counts.into_iter().map(|(n, c)| UserEventRow { name: n.to_string(), count: c, rate_per_s: c as f64 / span }).collect();
+    for ((pid, tid), ts) in per {
+        let gaps: Vec<(u64, u64)> = ts.windows(2).map(|w| (w[1] - w[0], w[0])).collect();
+        let (max_gap, at) = gaps.iter().max_by_key(|g| g.0).copied().unwrap_or((0, ts[0]));
+        let mean = if gaps.is_empty() { 0 } else { gaps.iter().map(|g| g.0).sum::<u64>() / gaps.len() as u64 };
+        let procname = l.processes.iter().find(|p| p.0 == pid).map(|p| p.1.clone()).unwrap_or_default();
+        v.threads.push(UserThreadRow { pid, tid, procname, events: ts.len() as u64, max_gap_ns: max_gap, mean_gap_ns: mean, max_gap_at_ns: at });
+    }
+    v
+}
