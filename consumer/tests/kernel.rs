@@ -44,7 +44,7 @@ fn records_sleep_and_babeltrace_reads_it() {
     let inst = format!("{}{}", tracefs::INSTANCE_PREFIX, std::process::id());
     let root = tracefs::root().unwrap();
     assert!(root.join("instances").join(&inst).is_dir());
-    assert_eq!(std::fs::read_to_string(root.join("instances").join(&inst).join("trace_clock")).unwrap().contains("[mono]"), true);
+    assert!(std::fs::read_to_string(root.join("instances").join(&inst).join("trace_clock")).unwrap().contains("[mono]"));
     let child = Command::new("sleep").arg("0.1").spawn().unwrap();
     let pid = child.id() as i32;
     let st = child.wait_with_output().unwrap();

@@ -6,10 +6,10 @@
 //! name: sched_switch
 //! ID: 372
 //! format:
-//! 	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
-//! 	...
-//! 	field:char prev_comm[16];	offset:8;	size:16;	signed:0;
-//! 	field:__data_loc char[] name;	offset:12;	size:4;	signed:0;
+//!     field:unsigned short common_type;    offset:0;    size:2;    signed:0;
+//!     ...
+//!     field:char prev_comm[16];    offset:8;    size:16;    signed:0;
+//!     field:__data_loc char[] name;    offset:12;    size:4;    signed:0;
 //! ```
 //!
 //! Offsets are bytes from the start of the record's payload (the `common_*` fields of

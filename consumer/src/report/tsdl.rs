@@ -171,7 +171,7 @@ fn top_blocks(text: &str) -> Vec<(&str, &str)> {
     while let Some(i) = text[pos..].find('{') {
         let open = pos + i;
         let head = text[pos..open].trim();
-        let head = head.rsplit(|c| c == ';' || c == '/' || c == '\n').next().unwrap_or("").trim();
+        let head = head.rsplit([';', '/', '\n']).next().unwrap_or("").trim();
         match block_body(text, open) {
             Some((body, end)) => {
                 out.push((head, body));
