@@ -413,3 +413,58 @@ fn concurrent_writers_lose_nothing_uncounted() {
         last[t] = Some(i);
     }
 }
+
+/// Length of a record's payload from the description of event `id`.
+fn payload_len(id: u32, b: &[u8]) -> usize {
+    let desc = site::all().nth(id as usize - 1).unwrap().desc();
+    let mut off = 0;
+    for f in desc.fields.iter() {
+        off += match &f.ty {
+            FieldType::String => b[off..].iter().position(|&c| c == 0).unwrap() + 1,
+            FieldType::Sequence { length, elem, .. } => {
+                let n = length.size_bytes();
+                let mut raw = [0u8; 8];
+                raw[..n].copy_from_slice(&b[off..off + n]);
+                n + u64::from_le_bytes(raw) as usize * elem.size_bytes()
+            }
+            other => other.fixed_size().unwrap(),
+        };
+    }
+    off
+}
+
+#[test]
+fn state_dump_goes_to_the_new_channels_only_and_masks_are_restored() {
+    use crate::runtime::statedump::{dump, STATEDUMP_PROVIDER};
+    let _g = serial();
+    let old = TestChannel::new(14, 1 << 16);
+    let new = TestChannel::new(15, 1 << 16);
+    let sites: Vec<&Site> = site::all().filter(|s| s.desc().provider == STATEDUMP_PROVIDER).collect();
+    let names: Vec<&str> = sites.iter().map(|s| &*s.desc().name).collect();
+    assert_eq!(names.len(), 6, "{names:?}");
+    for s in &sites {
+        enable(s, &[14, 15]);
+    }
+    let objects = dump(1 << 15);
+    for s in &sites {
+        assert_eq!(s.mask(), (1 << 14) | (1 << 15), "{} restored", s.desc().name);
+        s.set_mask(0);
+    }
+    assert!(old.records(payload_len).is_empty(), "the old channel got a second dump");
+    let recs = new.records(payload_len);
+    let name_of = |id: u32| site::all().nth(id as usize - 1).unwrap().desc().full_name();
+    let got: Vec<String> = recs.iter().map(|(id, _)| name_of(*id)).collect();
+    assert_eq!(got.first().map(String::as_str), Some("lttng_ust_statedump:start"));
+    assert_eq!(got[1], "lttng_ust_statedump:procname");
+    assert_eq!(got.last().map(String::as_str), Some("lttng_ust_statedump:end"));
+    assert_eq!(got.iter().filter(|n| *n == "lttng_ust_statedump:bin_info").count(), objects);
+    // The first object is the program: base address, then memsz, then its path.
+    let (_, first) = recs.iter().find(|(id, _)| name_of(*id) == "lttng_ust_statedump:bin_info").unwrap();
+    let exe = std::fs::read_link("/proc/self/exe").unwrap();
+    let path_end = 16 + first[16..].iter().position(|&c| c == 0).unwrap();
+    assert_eq!(&first[16..path_end], exe.as_os_str().as_encoded_bytes());
+    assert!(u64::from_le_bytes(first[8..16].try_into().unwrap()) > 0);
+    // Nothing enabled on the slots asked for: no dump at all.
+    assert_eq!(dump(1 << 15), 0);
+    assert!(new.records(payload_len).is_empty());
+}

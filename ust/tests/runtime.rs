@@ -312,7 +312,18 @@ fn registers_before_main_and_records_into_granted_buffers() {
 
     let records = read_all(&ch, &reg.events);
     check_batch(&records, "end");
-    assert_eq!(records.len(), 12, "{records:?}");
+    // With every event enabled, the granted channel also got the state dump (runtime
+    // thread, before Ready): start, procname, one bin_info per loaded object (the program
+    // first), end.
+    let dump: Vec<&str> = records.iter().map(|r| r.name.as_str()).filter(|n| n.starts_with("lttng_ust_statedump:")).collect();
+    assert_eq!(dump.first(), Some(&"lttng_ust_statedump:start"), "{dump:?}");
+    assert_eq!(dump.last(), Some(&"lttng_ust_statedump:end"), "{dump:?}");
+    assert!(dump.iter().filter(|n| **n == "lttng_ust_statedump:bin_info").count() >= 2, "{dump:?}");
+    let exe = std::fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
+    let first_bin = records.iter().find(|r| r.name == "lttng_ust_statedump:bin_info").unwrap();
+    assert_eq!(first_bin.fields[2], [exe.as_os_str().as_encoded_bytes(), b"\0"].concat());
+    assert!(log.contains("state dump:"), "{log}");
+    assert_eq!(records.len() - dump.len(), 12, "{records:?}");
     for b in &ch.buffers {
         assert_eq!(b.counters().discarded(), 0);
     }

@@ -9,6 +9,9 @@
 //!     wait for Ready, at most                   connect, send Register(all descriptions)
 //!     UST_REGISTER_TIMEOUT ms (3000)            serve AddChannel / RemoveChannel /
 //!   return                                        SetEnabled / Ready / Sync / Refused
+//!                                               state dump for newly granted channels
+//!                                                 once their masks are set; every 100 ms
+//!                                                 report dlopen'ed objects (statedump.rs)
 //!                                               on EOF or error: masks cleared, channels
 //!                                                 retired, back to waiting
 //! atexit:      send Exiting
@@ -19,6 +22,7 @@
 //! traced. Nothing here runs on the emit path.
 
 mod session;
+pub(crate) mod statedump;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};

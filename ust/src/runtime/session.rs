@@ -15,6 +15,7 @@ use std::time::Duration;
 use ringbuffer::Buffer;
 use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, ProtocolError, Registration, MAX_CHANNELS};
 
+use super::statedump::StateDump;
 use super::{debug, tracing_off, Generation, POLL_INTERVAL};
 use crate::channel::{self, Channel};
 use crate::{cpu, site};
@@ -126,7 +127,14 @@ fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
         return Outcome::Closed;
     }
     debug!("registered with the daemon at {} with {nevents} tracepoints", path.display());
+    let mut dump = StateDump::new();
     loop {
+        if dump.until_poll().is_zero() {
+            dump.poll();
+        }
+        if !readable_within(&stream, dump.until_poll()) {
+            continue;
+        }
         let (msg, fds) = match protocol::recv::<DaemonMessage>(&stream) {
             Ok(m) => m,
             Err(ProtocolError::Eof) => {
@@ -143,10 +151,23 @@ fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
                 debug!("refused by the daemon: {reason}; running untraced");
                 return Outcome::Refused;
             }
-            DaemonMessage::AddChannel(grant) => add_channel(grant, fds),
-            DaemonMessage::RemoveChannel { slot } => remove_channel(slot),
-            DaemonMessage::SetEnabled { masks } => set_enabled(&masks),
+            DaemonMessage::AddChannel(grant) => {
+                let slot = grant.slot;
+                if add_channel(grant, fds) {
+                    dump.channel_added(slot);
+                }
+            }
+            DaemonMessage::RemoveChannel { slot } => {
+                remove_channel(slot);
+                dump.channel_removed(slot);
+            }
+            DaemonMessage::SetEnabled { masks } => {
+                set_enabled(&masks);
+                dump.masks_applied();
+            }
             DaemonMessage::Ready => {
+                // Before the constructor may return: the dump precedes main's events.
+                dump.masks_applied();
                 debug!(
                     "ready: {} channel(s), {} of {nevents} tracepoints enabled",
                     (0..MAX_CHANNELS).filter(|s| channel::get(*s).is_some()).count(),
@@ -164,16 +185,28 @@ fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
     }
 }
 
-/// Maps the buffers of a granted channel and installs it in its slot.
-fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) {
+/// Waits until `stream` is readable (or closed) for at most `timeout`. False on timeout.
+fn readable_within(stream: &UnixStream, timeout: Duration) -> bool {
+    use rustix::event::{PollFd, PollFlags};
+    let mut fds = [PollFd::new(stream, PollFlags::IN)];
+    let ts = rustix::time::Timespec { tv_sec: timeout.as_secs() as _, tv_nsec: timeout.subsec_nanos() as _ };
+    match rustix::event::poll(&mut fds, Some(&ts)) {
+        Ok(0) | Err(rustix::io::Errno::INTR) => false,
+        // Readable, hung up, or a poll error: the read that follows tells which.
+        _ => true,
+    }
+}
+
+/// Maps the buffers of a granted channel and installs it in its slot. True when installed.
+fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) -> bool {
     let what = format!("channel {}/{} (slot {})", grant.session, grant.channel, grant.slot);
     if grant.slot >= MAX_CHANNELS {
         debug!("{what} ignored: slot out of range 0..{MAX_CHANNELS}");
-        return;
+        return false;
     }
     if grant.ncpus == 0 || grant.ncpus > MAX_BUFFERS || fds.len() != grant.ncpus as usize {
         debug!("{what} ignored: {} descriptors for {} buffers", fds.len(), grant.ncpus);
-        return;
+        return false;
     }
     let mut buffers = Vec::with_capacity(fds.len());
     for (cpu, fd) in fds.into_iter().enumerate() {
@@ -184,14 +217,14 @@ fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) {
             Ok(m) => m,
             Err(e) => {
                 debug!("{what} ignored: cannot map buffer {cpu}: {e}");
-                return;
+                return false;
             }
         };
         match Buffer::open(map) {
             Ok(b) => buffers.push(b),
             Err(e) => {
                 debug!("{what} ignored: buffer {cpu} is not a valid ring buffer: {e}");
-                return;
+                return false;
             }
         }
     }
@@ -206,6 +239,7 @@ fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) {
         channel::retire(old);
     }
     debug!("{what} granted: {n} buffer(s) of {num} x {subbuf} bytes");
+    true
 }
 
 fn remove_channel(slot: u32) {
