@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 need=()
 command -v babeltrace2 >/dev/null 2>&1 || need+=(babeltrace2)
 python3 -c 'import bt2' >/dev/null 2>&1 || need+=(python3-bt2)
+command -v readelf >/dev/null 2>&1 && command -v objcopy >/dev/null 2>&1 || need+=(binutils)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo

@@ -14,6 +14,8 @@
 //!    context ([`ust_core::packet::tsdl_packet_context`]).
 //! 6. One `event` block per (channel, registered event): `id` = [`ust_core::protocol::event_id`]
 //!    of the event's registration index, so ids are equal across the channels of a process.
+//!    Ids start at 1, so each stream also declares a placeholder event with id 0
+//!    ([`reserved_event_tsdl`]) that no record uses.
 //!
 //! [`write_atomically`] writes to a hidden temporary file in the same directory, `fsync`s it
 //! and renames it over `metadata`, so a reader never sees half a metadata file.
@@ -25,6 +27,18 @@ use std::path::Path;
 
 use ust_core::event::escape_tsdl;
 use ust_core::EventDesc;
+
+/// Name of the placeholder event class with id 0 ([`reserved_event_tsdl`]).
+pub const RESERVED_EVENT_NAME: &str = "ust_reserved:event_id_0";
+
+/// TSDL of an empty event class with id 0 in stream `stream_id`. Records never use id 0
+/// (ids start at [`ust_core::event_header::FIRST_EVENT_ID`]), but babeltrace2 2.0's
+/// debug-info filter (`flt.lttng-utils.debug-info`, `babeltrace2 --debug-info`) copies a
+/// stream's event classes by looking up ids `0 .. count` and aborts on a missing one; with
+/// this class the ids are `0 ..= N` and every trace of the project passes through it.
+pub fn reserved_event_tsdl(stream_id: usize) -> String {
+    format!("event {{\n\tname = \"{RESERVED_EVENT_NAME}\";\n\tid = 0;\n\tstream_id = {stream_id};\n\tfields := struct {{\n\t}};\n}};\n\n")
+}
 
 /// Name of the trace clock in the metadata.
 pub const CLOCK_NAME: &str = "monotonic";
@@ -114,6 +128,7 @@ pub fn render(m: &TraceMetadata<'_>) -> String {
         let _ = write!(s, "stream {{\n\tid = {id};\n\tevent.header := struct event_header_compact;\n{context}}};\n\n");
     }
     for (stream_id, _) in m.channels.iter().enumerate() {
+        s.push_str(&reserved_event_tsdl(stream_id));
         for (i, e) in m.events.iter().enumerate() {
             let _ = write!(
                 s,

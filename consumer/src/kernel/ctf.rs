@@ -257,6 +257,8 @@ pub fn render_metadata(m: &KernelMetadata<'_>, table: &EventTable) -> String {
         ust_core::packet::tsdl_packet_context(clock),
         CtfType::Int { bytes: 4, signed: true, hex: false }.tsdl("tid")
     );
+    // Ids start at 1: a placeholder id 0 for babeltrace2 2.0's debug-info filter.
+    s.push_str(&crate::ctf::metadata::reserved_event_tsdl(0));
     for e in &table.events {
         let _ = write!(s, "event {{\n\tname = \"{}\";\n\tid = {};\n\tstream_id = 0;\n\tfields := struct {{\n", escape_tsdl(&e.name), e.id);
         for f in &e.fields {
