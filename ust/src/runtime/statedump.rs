@@ -195,7 +195,7 @@ pub(crate) fn loaded_objects() -> Vec<Object> {
 /// Only inside a `dl_iterate_phdr` callback, with the `info` it received: the loader lock is
 /// held, so the object stays mapped, and `dlpi_phdr` points to `dlpi_phnum` headers.
 unsafe fn read_object(info: &libc::dl_phdr_info) -> Option<Object> {
-    let bias = info.dlpi_addr as u64;
+    let bias: u64 = info.dlpi_addr;
     let name = if info.dlpi_name.is_null() {
         Vec::new()
     } else {
@@ -549,7 +549,7 @@ mod tests {
 
     fn note(name: &[u8], ty: u32, desc: &[u8], align: usize) -> Vec<u8> {
         let pad = |v: &mut Vec<u8>| {
-            while v.len() % align != 0 {
+            while v.len() & (align - 1) != 0 {
                 v.push(0);
             }
         };
