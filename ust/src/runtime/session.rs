@@ -129,10 +129,12 @@ fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
     debug!("registered with the daemon at {} with {nevents} tracepoints", path.display());
     let mut dump = StateDump::new();
     loop {
-        if dump.until_poll().is_zero() {
+        let wait = dump.until_poll();
+        if wait == Some(Duration::ZERO) {
             dump.poll();
+            continue;
         }
-        if !readable_within(&stream, dump.until_poll()) {
+        if !readable_within(&stream, wait) {
             continue;
         }
         let (msg, fds) = match protocol::recv::<DaemonMessage>(&stream) {
@@ -185,12 +187,13 @@ fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
     }
 }
 
-/// Waits until `stream` is readable (or closed) for at most `timeout`. False on timeout.
-fn readable_within(stream: &UnixStream, timeout: Duration) -> bool {
+/// Waits until `stream` is readable (or closed), for at most `timeout` (`None`: no limit).
+/// False on timeout.
+fn readable_within(stream: &UnixStream, timeout: Option<Duration>) -> bool {
     use rustix::event::{PollFd, PollFlags};
     let mut fds = [PollFd::new(stream, PollFlags::IN)];
-    let ts = rustix::time::Timespec { tv_sec: timeout.as_secs() as _, tv_nsec: timeout.subsec_nanos() as _ };
-    match rustix::event::poll(&mut fds, Some(&ts)) {
+    let ts = timeout.map(|t| rustix::time::Timespec { tv_sec: t.as_secs() as _, tv_nsec: t.subsec_nanos() as _ });
+    match rustix::event::poll(&mut fds, ts.as_ref()) {
         Ok(0) | Err(rustix::io::Errno::INTR) => false,
         // Readable, hung up, or a poll error: the read that follows tells which.
         _ => true,

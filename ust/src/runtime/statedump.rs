@@ -12,7 +12,8 @@
 //!                                             start, procname,
 //!                                             per object: bin_info [build_id] [debug_link],
 //!                                             end
-//!   every 100 ms (socket idle or not) ────> dl_iterate_phdr counters (dlpi_adds/dlpi_subs)
+//!   every 100 ms while an lttng_ust_lib ──> dl_iterate_phdr counters (dlpi_adds/dlpi_subs)
+//!   event is enabled
 //!                                             changed: walk, diff with the last walk
 //!                                             lttng_ust_lib:load [build_id] [debug_link]
 //!                                             per new object, lttng_ust_lib:unload per gone one
@@ -44,7 +45,9 @@
 //! `lttng_ust_lib:load` as `lttng_ust_dl:dlopen`, and only `lttng_ust_lib:unload` removes a
 //! mapping). Objects loaded as dependencies of a `dlopen` are reported too. An event that
 //! code of a new library emits in the first 100 ms may precede its `load` and stay
-//! unsymbolized; a library loaded and unloaded between two polls is not seen.
+//! unsymbolized; a library loaded and unloaded between two polls, or loaded less than
+//! 100 ms before the process exits, is not seen. While no `lttng_ust_lib` event is enabled
+//! nothing is polled, and the runtime thread has no periodic wake-up.
 //!
 //! Nothing here runs on an emit path: the events are emitted by the runtime thread, which
 //! may allocate; the emit calls themselves do not.
@@ -453,6 +456,8 @@ pub(crate) struct StateDump {
     /// Loader counters at the last walk.
     counters: Option<(u64, u64)>,
     last_poll: Instant,
+    /// The `lttng_ust_lib` sites: polling runs only while one of them is enabled.
+    lib_sites: Vec<&'static Site>,
 }
 
 impl StateDump {
@@ -461,7 +466,8 @@ impl StateDump {
         let counters = load_counters();
         let mut known: Vec<(u64, Vec<u8>)> = loaded_objects().into_iter().map(|o| (o.baddr, o.name)).collect();
         known.sort();
-        StateDump { pending: 0, known, counters, last_poll: Instant::now() }
+        let lib_sites = provider_sites(LIB_PROVIDER).collect();
+        StateDump { pending: 0, known, counters, last_poll: Instant::now(), lib_sites }
     }
 
     /// A channel was installed in `slot`.
@@ -488,9 +494,15 @@ impl StateDump {
         }
     }
 
-    /// How long until the next library poll is due (zero when it is).
-    pub(crate) fn until_poll(&self) -> Duration {
-        LIB_POLL_INTERVAL.saturating_sub(self.last_poll.elapsed())
+    /// How long until the next library poll is due (zero when it is); `None` while no
+    /// `lttng_ust_lib` event is enabled: then nothing is polled and the runtime thread
+    /// sleeps until the daemon says something. (Objects loaded meanwhile are reported at
+    /// the first poll after the events are enabled.)
+    pub(crate) fn until_poll(&self) -> Option<Duration> {
+        self.lib_sites
+            .iter()
+            .any(|s| s.mask() != 0)
+            .then(|| LIB_POLL_INTERVAL.saturating_sub(self.last_poll.elapsed()))
     }
 
     /// Reports objects loaded or unloaded since the last walk (`lttng_ust_lib:*`). Cheap
@@ -508,7 +520,7 @@ impl StateDump {
         if now == self.known {
             return;
         }
-        let enabled = any_enabled(LIB_PROVIDER, u64::MAX);
+        let enabled = self.lib_sites.iter().any(|s| s.mask() != 0);
         let (mut loaded, mut unloaded) = (0, 0);
         // Nameless objects after the first are vDSOs: describe them as such.
         let mut main_seen = true;
@@ -644,7 +656,7 @@ mod tests {
         assert_eq!(sd.pending, 0);
         let known = sd.known.clone();
         sd.poll();
-        assert!(sd.until_poll() > Duration::from_millis(50));
+        assert!(!matches!(sd.until_poll(), Some(d) if d <= Duration::from_millis(50)));
         // Other tests of this process may dlopen; whatever changed is now known.
         assert!(sd.known.len() >= known.len().min(1));
     }
