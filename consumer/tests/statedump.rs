@@ -238,3 +238,49 @@ fn only_events_asked_for_no_state_dump() {
     let names: Vec<String> = events(&babeltrace(&out)).into_iter().map(|e| e.name).collect();
     assert_eq!(names, ["dlopener:before_dlopen", "dlopener:after_dlopen", "dlopener:done"]);
 }
+
+#[test]
+fn each_session_gets_one_dump_when_it_starts_tracing_the_process() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let d = TestDaemon::start();
+    let (out_a, out_b) = (d.output("a"), d.output("b"));
+    d.ust_ok(&["create", "a", "--output", out_a.to_str().unwrap()]);
+    d.ust_ok(&["enable-event", "-s", "a", "-a"]);
+    d.ust_ok(&["start", "-s", "a"]);
+    let mut child = Command::new(program("waiter"))
+        .env("UST_RUNDIR", &d.rundir)
+        .env("HOME", d.home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    // A second session starts tracing the running process: it gets its own dump, and `stop`
+    // (which waits until the process has applied every earlier command) makes sure it is
+    // written; session a gets no second copy.
+    d.ust_ok(&["create", "b", "--output", out_b.to_str().unwrap()]);
+    d.ust_ok(&["enable-event", "-s", "b", "-a"]);
+    d.ust_ok(&["start", "-s", "b"]);
+    d.ust_ok(&["stop", "-s", "b"]);
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    d.ust_ok(&["destroy", "a"]);
+    d.ust_ok(&["destroy", "b"]);
+    let a = events(&babeltrace(&out_a));
+    let b = events(&babeltrace(&out_b));
+    let count = |evs: &[Event], n: &str| evs.iter().filter(|e| e.name == n).count();
+    assert_eq!(count(&a, "lttng_ust_statedump:start"), 1, "{a:?}");
+    assert_eq!(count(&b, "lttng_ust_statedump:start"), 1, "{b:?}");
+    assert_eq!(count(&a, "lttng_ust_statedump:end"), 1);
+    assert_eq!(count(&b, "lttng_ust_statedump:end"), 1);
+    let paths = |evs: &[Event]| -> Vec<String> {
+        evs.iter().filter(|e| e.name == "lttng_ust_statedump:bin_info").map(|e| e.fields["path"].clone()).collect()
+    };
+    assert_eq!(paths(&a), paths(&b));
+    assert_eq!(a[0].name, "lttng_ust_statedump:start");
+    assert_eq!(count(&a, "waiter:never_fired_before_listing"), 1);
+    assert_eq!(count(&b, "waiter:never_fired_before_listing"), 0, "b was stopped before");
+}
