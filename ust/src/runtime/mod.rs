@@ -9,9 +9,6 @@
 //!     wait for Ready, at most                   connect, send Register(all descriptions)
 //!     UST_REGISTER_TIMEOUT ms (3000)            serve AddChannel / RemoveChannel /
 //!   return                                        SetEnabled / Ready / Sync / Refused
-//!                                               state dump for newly granted channels
-//!                                                 once their masks are set; every 100 ms
-//!                                                 report dlopen'ed objects (statedump.rs)
 //!                                               on EOF or error: masks cleared, channels
 //!                                                 retired, back to waiting
 //! atexit:      send Exiting
