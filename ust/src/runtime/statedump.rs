@@ -181,9 +181,7 @@ pub(crate) fn loaded_objects() -> Vec<Object> {
         // `info` is valid for the duration of the callback (dl_iterate_phdr's contract).
         let (out, info) = unsafe { (&mut *(data as *mut Vec<Object>), &*info) };
         // SAFETY: called inside the callback, with the `info` the loader gave.
-        if let Some(o) = unsafe { read_object(info) } {
-            out.push(o);
-        }
+        out.push(unsafe { read_object(info) });
         0
     }
     let mut out: Vec<Object> = Vec::new();
@@ -197,7 +195,7 @@ pub(crate) fn loaded_objects() -> Vec<Object> {
 /// # Safety
 /// Only inside a `dl_iterate_phdr` callback, with the `info` it received: the loader lock is
 /// held, so the object stays mapped, and `dlpi_phdr` points to `dlpi_phnum` headers.
-unsafe fn read_object(info: &libc::dl_phdr_info) -> Option<Object> {
+unsafe fn read_object(info: &libc::dl_phdr_info) -> Object {
     let bias: u64 = info.dlpi_addr;
     let name = if info.dlpi_name.is_null() {
         Vec::new()
@@ -245,7 +243,7 @@ unsafe fn read_object(info: &libc::dl_phdr_info) -> Option<Object> {
             break;
         }
     }
-    Some(Object { name, baddr: bias.wrapping_add(first.map_or(0, |f| f.p_vaddr)), memsz: high.saturating_sub(low), is_pic, build_id })
+    Object { name, baddr: bias.wrapping_add(first.map_or(0, |f| f.p_vaddr)), memsz: high.saturating_sub(low), is_pic, build_id }
 }
 
 /// The `NT_GNU_BUILD_ID` descriptor among the notes of one `PT_NOTE` segment (`align`: its
@@ -295,10 +293,15 @@ pub(crate) fn load_counters() -> Option<(u64, u64)> {
 /// What `bin_info` (or `lttng_ust_lib:load`) and its companions say about one object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Binary {
+    /// As [`Object::baddr`].
     pub baddr: u64,
+    /// As [`Object::memsz`]; 0 for an object that is not a file (the vDSO).
     pub memsz: u64,
+    /// Real path of the file, or `[name]` for an object that is not a file.
     pub path: String,
+    /// ELF type `ET_DYN`.
     pub is_pic: bool,
+    /// GNU build id.
     pub build_id: Option<Vec<u8>>,
     /// `.gnu_debuglink`: file name and CRC-32.
     pub debug_link: Option<(String, u32)>,
@@ -420,10 +423,7 @@ pub(crate) fn dump(slots: u64) -> usize {
     if !any_enabled(STATEDUMP_PROVIDER, slots) {
         return 0;
     }
-    let sites: Vec<(&Site, u64)> = provider_sites(STATEDUMP_PROVIDER).map(|s| (s, s.mask())).collect();
-    for (s, m) in &sites {
-        s.set_mask(m & slots);
-    }
+    let _narrowed = Narrowed::new(provider_sites(STATEDUMP_PROVIDER), slots);
     let objects = loaded_objects();
     lttng_ust_statedump::start();
     let procname = std::fs::read_to_string("/proc/self/comm").map(|s| s.trim_end().to_string()).unwrap_or_default();
@@ -441,10 +441,29 @@ pub(crate) fn dump(slots: u64) -> usize {
         }
     }
     lttng_ust_statedump::end();
-    for (s, m) in &sites {
-        s.set_mask(*m);
-    }
     objects.len()
+}
+
+/// Sites whose masks are narrowed to some slots; the masks are restored on drop (also if
+/// the state dump panics).
+struct Narrowed(Vec<(&'static Site, u64)>);
+
+impl Narrowed {
+    fn new(sites: impl Iterator<Item = &'static Site>, slots: u64) -> Narrowed {
+        let saved: Vec<(&'static Site, u64)> = sites.map(|s| (s, s.mask())).collect();
+        for (s, m) in &saved {
+            s.set_mask(m & slots);
+        }
+        Narrowed(saved)
+    }
+}
+
+impl Drop for Narrowed {
+    fn drop(&mut self) {
+        for (s, m) in &self.0 {
+            s.set_mask(*m);
+        }
+    }
 }
 
 /// The runtime thread's state-dump bookkeeping for one daemon connection.
