@@ -84,6 +84,22 @@ pub struct StreamStats {
     /// Bytes left in sub-buffers that never completed when the stream was finished (a
     /// writer reserved and never committed: it died or is stuck); skipped.
     pub undelivered_bytes: u64,
+    /// Overwrite mode: packets overwritten before they were read, from the buffer's
+    /// counters.
+    pub overwritten: u64,
+    /// Packets missing from the stream file: the gaps in the `packet_seq_num` of the
+    /// packets written (before the first one, between two, and up to the closing packet).
+    /// What a reader of the trace sees as lost packets.
+    pub lost_packets: u64,
+}
+
+/// What the last packet written to a stream file said, for the closing packet
+/// ([`Stream::finish`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct LastPacket {
+    seq: u64,
+    timestamp_end: u64,
+    events_discarded: u64,
 }
 
 /// One per-CPU buffer of one channel of one process, with its files.
@@ -116,6 +132,7 @@ pub struct Stream {
     /// The buffer's control words hold values the algorithm cannot produce (a scribbling
     /// application): reported once, then the stream is left alone.
     pub broken: bool,
+    last: Option<LastPacket>,
 }
 
 impl std::fmt::Debug for Stream {
@@ -223,10 +240,63 @@ impl Stream {
             crate::log!("{}: index write failed: {e}", file.path().display());
             self.index = None;
         }
+        let expected = self.last.map_or(0, |l| l.seq + 1);
+        self.stats.lost_packets += info.packet_seq_num.saturating_sub(expected);
         self.stats.packets += 1;
         self.stats.bytes += packet.len() as u64;
         self.stats.discarded = self.stats.discarded.max(info.events_discarded);
+        self.last = Some(LastPacket {
+            seq: info.packet_seq_num,
+            timestamp_end: info.timestamp_end,
+            events_discarded: info.events_discarded,
+        });
         true
+    }
+
+    /// Appends an empty closing packet (header and context only) when the buffer's final
+    /// counters say more than the last packet written: events discarded after it, or
+    /// packets overwritten after it. Without it, losses at the end of a stream (a full
+    /// ring that the writer never re-entered, the last laps of an overwrite ring) would
+    /// be in no packet, and babeltrace2 would not report them. LTTng's consumer does the
+    /// same with an empty-packet flush when a stream ends.
+    fn write_closing_packet(&mut self) {
+        let Some(b) = self.buffer.as_ref() else { return };
+        let c = b.counters();
+        let subbuf = b.config().subbuf_size.max(1);
+        let discarded = c.discarded();
+        let (next_seq, last_end, last_discarded) = match self.last {
+            Some(l) => (l.seq + 1, l.timestamp_end, l.events_discarded),
+            None => (0, 0, 0),
+        };
+        // Sub-buffers the writers opened so far: the next packet's sequence number.
+        let opened = c.write.div_ceil(subbuf);
+        let seq = next_seq.max(opened);
+        if discarded <= last_discarded && seq == next_seq {
+            return;
+        }
+        let now = ringbuffer::Clock::now(&Monotonic).max(last_end);
+        let mut header = [0u8; HEADER_SIZE];
+        ringbuffer::PacketLayout::write_end(
+            &CtfPacketLayout,
+            &self.identity,
+            &mut header,
+            &ringbuffer::PacketEnd {
+                timestamp_begin: now,
+                timestamp_end: now,
+                content_size: HEADER_SIZE as u64,
+                packet_size: HEADER_SIZE as u64,
+                packet_seq_num: seq,
+                events_discarded: discarded.max(last_discarded),
+            },
+        );
+        let info = match PacketInfo::parse(&header, &self.identity) {
+            Ok(i) => i,
+            Err(e) => {
+                crate::log!("{}/{} cpu {}: closing packet not written: {e}", self.session, self.channel, self.cpu);
+                return;
+            }
+        };
+        self.write_packet(&info, &header);
     }
 
     fn refresh_counters(&mut self) {
@@ -234,6 +304,7 @@ impl Stream {
             let c = b.counters();
             let lost = c.lost_full.saturating_add(c.lost_big).saturating_add(c.lost_nesting);
             self.stats.discarded = self.stats.discarded.max(lost);
+            self.stats.overwritten = self.stats.overwritten.max(c.overwritten);
         }
     }
 
@@ -253,6 +324,9 @@ impl Stream {
         self.flush();
         self.drain();
         self.refresh_counters();
+        if !self.broken {
+            self.write_closing_packet();
+        }
         if let Some(b) = self.buffer.as_ref() {
             let c = b.counters();
             let pending = c.write.wrapping_sub(c.consumed);
@@ -374,6 +448,7 @@ pub fn create_process_trace(
                 next_switch: now + switch_period.unwrap_or_default(),
                 finished: false,
                 broken: false,
+                last: None,
             })));
             chan_fds.push(fd);
         }

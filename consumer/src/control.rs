@@ -204,6 +204,14 @@ pub struct ChannelDetail {
     pub bytes: u64,
     /// Packets that failed validation and were skipped.
     pub bad_packets: u64,
+    /// Overwrite mode: packets that writers overwrote before the daemon read them (each a
+    /// gap in the stream's `packet_seq_num`).
+    #[serde(default)]
+    pub overwritten: u64,
+    /// Packets missing from the stream files: gaps in `packet_seq_num` (before the first
+    /// packet too, which a trace reader cannot see).
+    #[serde(default)]
+    pub lost_packets: u64,
 }
 
 /// A traced process in `ust list SESSION` and `ust status`.
@@ -677,6 +685,8 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
                 packets: 0,
                 bytes: 0,
                 bad_packets: 0,
+                overwritten: 0,
+                lost_packets: 0,
             })
             .collect();
         let processes = ss
@@ -694,6 +704,8 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
             c.packets += s.stats.packets;
             c.bytes += s.stats.bytes;
             c.bad_packets += s.stats.bad_packets;
+            c.overwritten += s.stats.overwritten;
+            c.lost_packets += s.stats.lost_packets;
         }
     }
     Some(d)

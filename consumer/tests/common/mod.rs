@@ -157,3 +157,131 @@ pub fn babeltrace(dir: &Path) -> String {
     assert!(!err.contains("ERROR") && !err.contains("WARN"), "babeltrace2 complained:\n{err}");
     String::from_utf8(o.stdout).unwrap()
 }
+
+/// Runs babeltrace2 on `dir`; returns (stdout, stderr), panicking on failure or on any
+/// `ERROR` line. For traces that legitimately carry warnings (discarded events, lost
+/// packets); the caller checks stderr.
+pub fn babeltrace_allowing_warnings(dir: &Path) -> (String, String) {
+    let o = Command::new("babeltrace2").arg(dir).output().expect("babeltrace2 is installed");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "babeltrace2 {} failed:\n{err}", dir.display());
+    assert!(!err.contains("ERROR"), "babeltrace2 complained:\n{err}");
+    (String::from_utf8(o.stdout).unwrap(), err)
+}
+
+/// Path of workspace binary `name` in `profile` (`debug` or `release`), next to this test
+/// binary's profile directory (`target/<profile>/deps/<test>-*`).
+pub fn program(profile: &str, name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.parent().and_then(Path::parent).and_then(Path::parent).unwrap();
+    let p = target.join(profile).join(name);
+    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` (and with --release) first, as scripts/test.sh does", p.display());
+    p
+}
+
+/// One event of babeltrace2's default text output: its name and its payload fields as
+/// written (`a = 1, b = "x"`).
+#[derive(Debug, Clone)]
+pub struct BtEvent {
+    /// The process id babeltrace2 prints as `host:procname:(pid)`.
+    pub pid: i32,
+    /// `provider:name`.
+    pub name: String,
+    /// The payload, between the last `}, { ` and ` }` of the line.
+    pub fields: String,
+}
+
+/// Splits babeltrace2's text output into events.
+pub fn bt_events(text: &str) -> Vec<BtEvent> {
+    text.lines()
+        .map(|l| {
+            let mut w = l.split_whitespace();
+            let origin = w.nth(2).unwrap_or_default();
+            let pid = origin.rsplit(":(").next().and_then(|p| p.strip_suffix(')')).and_then(|p| p.parse().ok()).unwrap_or(-1);
+            let name = w.next().unwrap_or_default().trim_end_matches(':').to_string();
+            let fields = match l.rfind("}, { ") {
+                Some(i) => l[i + 5..].trim_end_matches(" }").to_string(),
+                None => String::new(),
+            };
+            BtEvent { pid, name, fields }
+        })
+        .collect()
+}
+
+/// Sum of the counts of babeltrace2's `Tracer discarded N events` warnings.
+pub fn bt_discarded(stderr: &str) -> u64 {
+    stderr
+        .split("Tracer discarded ")
+        .skip(1)
+        .filter_map(|r| {
+            let mut w = r.split(' ');
+            let n = w.next()?.parse::<u64>().ok()?;
+            w.next().filter(|u| u.starts_with("event")).map(|_| n)
+        })
+        .sum()
+}
+
+/// Sum of the counts of babeltrace2's `Tracer discarded N packets` warnings (gaps in
+/// `packet_seq_num`).
+pub fn bt_lost_packets(stderr: &str) -> u64 {
+    stderr
+        .split("Tracer discarded ")
+        .skip(1)
+        .filter_map(|r| {
+            let mut w = r.split(' ');
+            let n = w.next()?.parse::<u64>().ok()?;
+            w.next().filter(|u| u.starts_with("packet")).map(|_| n)
+        })
+        .sum()
+}
+
+impl TestDaemon {
+    /// Pid of the daemon this helper started.
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("a daemon started by TestDaemon::start").id() as i32
+    }
+
+    /// `ust create NAME --output OUT`, `ust enable-channel ch CHANNEL_ARGS...`,
+    /// `ust enable-event -c ch -a`, `ust start`: a started session with one channel `ch`.
+    pub fn session(&self, name: &str, out: &Path, channel_args: &[&str]) {
+        self.ust_ok(&["create", name, "--output", out.to_str().unwrap()]);
+        let mut args = vec!["enable-channel", "-s", name, "ch"];
+        args.extend_from_slice(channel_args);
+        self.ust_ok(&args);
+        self.ust_ok(&["enable-event", "-s", name, "-c", "ch", "-a"]);
+        self.ust_ok(&["start", "-s", name]);
+    }
+
+    /// `ust stop` then `ust destroy` of session `name`; returns `ust list NAME --json` as
+    /// it was after the stop.
+    pub fn stop_and_destroy(&self, name: &str) -> serde_json::Value {
+        self.ust_ok(&["stop", "-s", name]);
+        let detail = self.ust_json(&["list", name, "--json"]);
+        self.ust_ok(&["destroy", "-s", name]);
+        detail
+    }
+}
+
+/// Runs `cmd` to completion, killing it and panicking if it takes longer than `limit`
+/// (a deadlock). Returns its output.
+pub fn output_within(mut cmd: Command, limit: Duration) -> Output {
+    let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(o) => o.expect("wait"),
+        Err(_) => {
+            // SAFETY: kill(2) on the child this function started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{cmd:?} did not finish within {limit:?}: deadlocked?");
+        }
+    }
+}
+
+/// The fields of a babeltrace2 payload (`a = 1, b = "x"`) as a map; values as printed.
+pub fn fields_map(fields: &str) -> std::collections::BTreeMap<&str, &str> {
+    fields.split(", ").filter_map(|p| p.split_once(" = ")).collect()
+}
