@@ -45,6 +45,14 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
 
 static DEBUG: AtomicBool = AtomicBool::new(false);
 static STARTED: AtomicBool = AtomicBool::new(false);
+/// The daemon socket path found at start, for fork children: the child's handler runs
+/// right after `fork` in a copy of a multi-threaded process, where a lock another thread
+/// held (the environment's, stderr's) stays locked forever, so it must not read the
+/// environment or print through `std`.
+static SOCKET_PATH: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+/// The `ust trace` session token found at start (fork children register with it without
+/// reading the environment, for the same reason).
+pub(crate) static SESSION_TOKEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
 
 /// Logs when `UST_DEBUG` is set.
 macro_rules! debug {
@@ -145,7 +153,9 @@ pub fn start() {
         libc::pthread_atfork(None, None, Some(after_fork_child));
         libc::atexit(at_exit);
     }
-    let Some(path) = socket_path() else { return };
+    SESSION_TOKEN.get_or_init(|| std::env::var(ust_core::protocol::ENV_SESSION_TOKEN).ok().filter(|t| !t.is_empty()));
+    let path = SOCKET_PATH.get_or_init(socket_path).clone();
+    let Some(path) = path else { return };
     let present = path.exists();
     let generation = spawn(path.clone());
     if present {
@@ -244,9 +254,15 @@ extern "C" fn after_fork_child() {
         }
     }
     if STARTED.load(Ordering::Acquire) {
-        if let Some(path) = socket_path() {
-            debug!("forked: registering as a new process");
-            spawn(path);
+        if let Some(Some(path)) = SOCKET_PATH.get() {
+            if debug_enabled() {
+                // write(2) directly: std's stderr lock may be held by a thread of the
+                // parent that does not exist here.
+                let msg = b"ust: forked: registering as a new process\n";
+                // SAFETY: writes a static buffer to fd 2; async-signal-safe.
+                unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+            }
+            spawn(path.clone());
         }
     }
 }

@@ -93,7 +93,10 @@ pub(crate) fn registration() -> Registration {
         ppid: rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get()),
         uid: rustix::process::getuid().as_raw(),
         procname,
-        session_token: std::env::var(protocol::ENV_SESSION_TOKEN).ok().filter(|t| !t.is_empty()),
+        session_token: match super::SESSION_TOKEN.get() {
+            Some(t) => t.clone(),
+            None => std::env::var(protocol::ENV_SESSION_TOKEN).ok().filter(|t| !t.is_empty()),
+        },
         ncpus: cpu::possible(),
         events: site::all().map(|s| s.desc().clone()).collect(),
     }

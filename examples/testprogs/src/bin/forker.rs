@@ -5,6 +5,10 @@
 //! and leaves with `_exit` (even k) or `exit` (odd k). A child that does not finish within
 //! 10 s is taken for deadlocked: it is killed and `forker` exits 1.
 //!
+//! A third thread reads and writes the environment without pause, so a fork often lands
+//! while it holds the environment lock: a child that touched the environment before its
+//! tracing restarted would deadlock.
+//!
 //! Prints `forker: tick T0 T1` (ticks emitted per thread) and one line
 //! `forker: child K PID traced|untraced` per child.
 
@@ -53,6 +57,13 @@ fn main() {
             })
         })
         .collect();
+    let churn = std::thread::spawn(|| {
+        let mut n = 0u64;
+        while !STOP.load(Ordering::Relaxed) {
+            std::env::set_var("FORKER_CHURN", n.to_string());
+            n = n.wrapping_add(std::env::var("FORKER_CHURN").map_or(1, |v| v.len() as u64));
+        }
+    });
     std::thread::sleep(Duration::from_millis(50));
     let mut failed = false;
     let mut lines = Vec::new();
@@ -100,6 +111,7 @@ fn main() {
     }
     STOP.store(true, Ordering::Relaxed);
     let ticks: Vec<u64> = emitters.into_iter().map(|h| h.join().unwrap()).collect();
+    churn.join().unwrap();
     println!("forker: tick {} {}", ticks[0], ticks[1]);
     for l in lines {
         println!("{l}");
