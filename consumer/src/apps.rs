@@ -257,13 +257,34 @@ impl State {
     }
 }
 
+/// Number of possible CPUs of this machine (`/sys/devices/system/cpu/possible`, e.g.
+/// `0-1` → 2), else `sysconf(_SC_NPROCESSORS_CONF)`, at least 1. The same count the
+/// runtime registers with.
+pub fn possible_cpus() -> u32 {
+    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/possible") {
+        let max = s.trim().split(',').filter_map(|part| part.rsplit('-').next()?.trim().parse::<u32>().ok()).max();
+        if let Some(m) = max {
+            return m + 1;
+        }
+    }
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    u32::try_from(n).unwrap_or(1).max(1)
+}
+
 /// Sends a `Refused` and logs why.
 fn refuse(sock: &UnixStream, pid: i32, reason: String) {
     crate::log!("app connection from pid {pid} refused: {reason}");
     let _ = protocol::send(sock, &DaemonMessage::Refused { reason }, &[]);
 }
 
-fn check_registration(r: &Registration) -> Result<(), String> {
+/// Checks a registration before anything is allocated for it: ABI major, CPU count (at
+/// most this machine's possible CPUs), sizes of every list and string, and every event
+/// description ([`EventDesc::validate`]).
+///
+/// # Errors
+/// The reason sent back in `Refused`.
+pub fn check_registration(r: &Registration) -> Result<(), String> {
     if r.abi_major != ust_core::ABI_MAJOR {
         return Err(format!(
             "ABI major version {} is not supported by this ust-consumerd (major {}, minor {}); upgrade the older side",
@@ -272,8 +293,11 @@ fn check_registration(r: &Registration) -> Result<(), String> {
             ust_core::ABI_MINOR
         ));
     }
-    if r.ncpus == 0 || r.ncpus as usize > protocol::MAX_FDS {
-        return Err(format!("ncpus {} out of range 1..={}", r.ncpus, protocol::MAX_FDS));
+    // Buffers are allocated per CPU: a process claiming more CPUs than this machine can
+    // have would make the daemon allocate (and keep files for) buffers no CPU writes.
+    let max_cpus = possible_cpus().min(protocol::MAX_FDS as u32);
+    if r.ncpus == 0 || r.ncpus > max_cpus {
+        return Err(format!("ncpus {} out of range 1..={max_cpus} (the CPUs this machine can have)", r.ncpus));
     }
     if r.events.len() > MAX_EVENTS {
         return Err(format!("{} events registered, at most {MAX_EVENTS}", r.events.len()));
@@ -298,6 +322,9 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
         Ok((AppMessage::Register(r), _fds)) => r,
         Ok((other, _)) => return refuse(&sock, pid, format!("expected Register first, got {}", msg_name(&other))),
         Err(ProtocolError::Eof) => return,
+        Err(ProtocolError::Io(e)) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            return refuse(&sock, pid, format!("no complete registration within {} ms of connecting", REGISTER_TIMEOUT.as_millis()))
+        }
         Err(e) => return refuse(&sock, pid, format!("bad registration: {e}")),
     };
     if let Err(reason) = check_registration(&reg) {

@@ -395,11 +395,7 @@ pub fn create_process_trace(
     p: &ProcessInfo<'_>,
     next_instance: &mut u64,
 ) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
-    let dir = crate::ctf::process_dir(&session.output, p.procname, p.pid, &crate::datetime::stamp_at(p.registered));
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().recursive(true).mode(0o750).create(&dir).map_err(io(format!("creating {}", dir.display())))?;
-    }
+    let dir = new_trace_dir(&crate::ctf::process_dir(&session.output, p.procname, p.pid, &crate::datetime::stamp_at(p.registered)))?;
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
     let hostname = hostname();
@@ -465,6 +461,24 @@ pub fn create_process_trace(
         gone: false,
     };
     Ok((trace, fds))
+}
+
+/// Creates the directory of a new process trace at `want`, or, when it exists (the same
+/// process registered again within the same second: a reconnection, or a reused pid),
+/// at `want-1`, `want-2`, …, so that a trace never truncates another's files.
+fn new_trace_dir(want: &std::path::Path) -> Result<PathBuf, SetupError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let parent = want.parent().unwrap_or(want);
+    std::fs::DirBuilder::new().recursive(true).mode(0o750).create(parent).map_err(io(format!("creating {}", parent.display())))?;
+    for n in 0u32..1000 {
+        let dir = if n == 0 { want.to_path_buf() } else { PathBuf::from(format!("{}-{n}", want.display())) };
+        match std::fs::DirBuilder::new().mode(0o750).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(SetupError::Io { what: format!("creating {}", dir.display()), source: e }),
+        }
+    }
+    Err(SetupError::Io { what: format!("creating {}", want.display()), source: std::io::ErrorKind::AlreadyExists.into() })
 }
 
 /// This machine's host name (`gethostname`), `localhost` if it cannot be read.
