@@ -17,6 +17,16 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# The permission tests (consumer/tests/permissions.rs) switch to unprivileged users; as
+# root, create them here (idempotent; the test also does it, so `cargo test` alone works).
+if [ "$(id -u)" = 0 ]; then
+  groupadd -f tracing
+  for u in ustperm-a ustperm-b ustperm-c ustperm-t; do
+    id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
+  done
+  usermod -aG tracing ustperm-t
+fi
+
 # The end-to-end tests run the daemon, the CLI and instrumented programs as separate
 # processes: build them first (debug for the tests, release for the release-profile checks).
 cargo build --workspace --bins --examples

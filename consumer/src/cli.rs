@@ -368,7 +368,10 @@ fn rundir() -> Result<PathBuf, Failure> {
 /// Connects to the running daemon, or fails with the "none runs, start one" message.
 fn connect() -> Result<Client, Failure> {
     let dir = rundir()?;
-    Client::connect(&dir).map_err(|_| {
+    Client::connect(&dir).map_err(|e| {
+        if let ClientError::Denied { .. } = e {
+            return Failure::new(e.to_string());
+        }
         Failure::new(format!(
             "no ust-consumerd is running for this user (no answer on {}).\n\
              ust: start one with `ust-consumerd --daemonize`, or run `ust create`, which starts it",
@@ -397,8 +400,10 @@ pub fn consumerd_path() -> PathBuf {
 /// Connects to the daemon, starting `ust-consumerd --daemonize` first when none runs.
 fn connect_or_start() -> Result<Client, Failure> {
     let dir = rundir()?;
-    if let Ok(c) = Client::connect(&dir) {
-        return Ok(c);
+    match Client::connect(&dir) {
+        Ok(c) => return Ok(c),
+        Err(e @ ClientError::Denied { .. }) => return Err(Failure::new(e.to_string())),
+        Err(_) => {}
     }
     let bin = consumerd_path();
     let status = std::process::Command::new(&bin)

@@ -854,6 +854,13 @@ pub enum ClientError {
         /// The connect error.
         source: std::io::Error,
     },
+    /// The socket exists but this user may not connect to it (another user's daemon, or
+    /// root's daemon for a user outside group `tracing`).
+    #[error("permission denied connecting to {path}: the daemon there belongs to another user (root's daemon takes control commands from root and members of group tracing only)")]
+    Denied {
+        /// The socket path.
+        path: PathBuf,
+    },
     /// The daemon refused the request.
     #[error("{0}")]
     Daemon(String),
@@ -871,6 +878,7 @@ impl Client {
         let path = dir.join(ust_core::rundir::CTL_SOCKET);
         match UnixStream::connect(&path) {
             Ok(sock) => Ok(Client { sock }),
+            Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => Err(ClientError::Denied { path }),
             Err(source) => Err(ClientError::NotRunning { path, source }),
         }
     }

@@ -120,14 +120,20 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         }
     }
     install_signal_handlers();
-    let bind = |p: &Path| -> anyhow::Result<UnixListener> {
+    let root = rustix::process::geteuid().is_root();
+    let tracing_gid = if root { tracing_group() } else { None };
+    let bind = |p: &Path, kind: Kind| -> anyhow::Result<UnixListener> {
         let _ = std::fs::remove_file(p);
         let l = UnixListener::bind(p).with_context(|| format!("binding {}", p.display()))?;
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))?;
+        let (mode, group) = socket_mode(kind, root, tracing_gid);
+        if let Some(g) = group {
+            std::os::unix::fs::chown(p, Some(0), Some(g)).with_context(|| format!("chown {}", p.display()))?;
+        }
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))?;
         Ok(l)
     };
-    let app_listener = bind(&app_path)?;
-    let ctl_listener = bind(&ctl_path)?;
+    let app_listener = bind(&app_path, Kind::App)?;
+    let ctl_listener = bind(&ctl_path, Kind::Ctl)?;
     let pid_path = dir.join(rundir::PID_FILE);
     std::fs::write(&pid_path, format!("{}\n", std::process::id())).with_context(|| format!("{}", pid_path.display()))?;
     let ctl_ino = inode(&ctl_path);
@@ -238,15 +244,33 @@ pub fn peer_allowed(kind: Kind, daemon_uid: u32, uid: u32, gid: u32, pid: i32) -
     }
 }
 
-fn in_tracing_group(gid: u32, pid: i32) -> bool {
+/// Mode (and group) of socket `kind`. A user's daemon: 0600, its user only. Root's daemon
+/// (system-wide): `app` 0666, since every user's applications register with it (each
+/// connection's credentials are still checked); `ctl` 0660 with group `tracing` when that
+/// group exists (root and its members control the daemon), else 0600.
+pub fn socket_mode(kind: Kind, root: bool, tracing_gid: Option<u32>) -> (u32, Option<u32>) {
+    match (root, kind, tracing_gid) {
+        (false, _, _) => (0o600, None),
+        (true, Kind::App, _) => (0o666, None),
+        (true, Kind::Ctl, Some(g)) => (0o660, Some(g)),
+        (true, Kind::Ctl, None) => (0o600, None),
+    }
+}
+
+/// The gid of group `tracing`, if it exists.
+pub fn tracing_group() -> Option<u32> {
     // SAFETY: getgrnam returns a pointer to static storage or null; we read gr_gid at once.
-    let tracing = unsafe {
+    unsafe {
         let g = libc::getgrnam(c"tracing".as_ptr());
         if g.is_null() {
-            return false;
+            return None;
         }
-        (*g).gr_gid
-    };
+        Some((*g).gr_gid)
+    }
+}
+
+fn in_tracing_group(gid: u32, pid: i32) -> bool {
+    let Some(tracing) = tracing_group() else { return false };
     if gid == tracing {
         return true;
     }
@@ -287,6 +311,8 @@ fn spawn_acceptor(daemon: Arc<Daemon>, listener: UnixListener, kind: Kind) {
                 if kind == Kind::App {
                     let reason = format!("uid {uid} may not register with the daemon of uid {}", daemon.uid);
                     let _ = ust_core::protocol::send(&sock, &ust_core::protocol::DaemonMessage::Refused { reason }, &[]);
+                } else if daemon.uid == 0 {
+                    crate::control::reply_error(&sock, "permission denied: root's daemon takes control commands from root and members of group tracing only");
                 } else {
                     crate::control::reply_error(&sock, "permission denied: this daemon accepts only its own user");
                 }

@@ -75,17 +75,23 @@ pub fn socket_path(dir: &Path, name: &str) -> Result<PathBuf, RundirError> {
     Ok(p)
 }
 
-/// Creates `dir` (and parents) with mode 0700 if missing, then checks that it is a
-/// directory owned by the effective user and closed to group and others.
+/// Creates `dir` (and parents) if missing, then checks that it is a directory owned by the
+/// effective user that no one else can change. A user's directory is 0700 and must stay
+/// closed to group and others. Root's daemon is system-wide (as LTTng's): its directory
+/// is 0755 so that every user's applications and the `tracing` group can reach its
+/// sockets (whose own modes and `SO_PEERCRED` decide who may use them); it must not be
+/// writable by group or others.
 ///
 /// # Errors
 /// [`RundirError::Io`] when it cannot be created or inspected, [`RundirError::Unsafe`] when
 /// it belongs to another user or is open to others (the daemon refuses to use it).
 pub fn ensure(dir: &Path) -> Result<(), RundirError> {
     let io = |source| RundirError::Io { path: dir.to_path_buf(), source };
+    let root = rustix::process::geteuid().is_root();
+    let want = if root { 0o755 } else { 0o700 };
     if !dir.exists() {
-        fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io)?;
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)?;
+        fs::DirBuilder::new().recursive(true).mode(want).create(dir).map_err(io)?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(want)).map_err(io)?;
     }
     let md = fs::metadata(dir).map_err(io)?;
     let unsafe_ = |why: String| Err(RundirError::Unsafe { path: dir.to_path_buf(), why });
@@ -96,7 +102,10 @@ pub fn ensure(dir: &Path) -> Result<(), RundirError> {
     if md.uid() != euid {
         return unsafe_(format!("owned by uid {}, not by this user (uid {euid})", md.uid()));
     }
-    if md.mode() & 0o077 != 0 {
+    if root && md.mode() & 0o022 != 0 {
+        return unsafe_(format!("mode {:o} lets other users change it; root's must be 0755", md.mode() & 0o777));
+    }
+    if !root && md.mode() & 0o077 != 0 {
         return unsafe_(format!("mode {:o} lets other users in; it must be 0700", md.mode() & 0o777));
     }
     Ok(())

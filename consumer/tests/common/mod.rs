@@ -10,7 +10,8 @@ use consumer::control::Client;
 
 /// A socket directory, a home directory, and maybe a daemon serving them.
 pub struct TestDaemon {
-    /// Holds `$UST_RUNDIR` (its `run/` subdirectory, which the daemon creates 0700).
+    /// Holds `$UST_RUNDIR` (its `run/` subdirectory, which the daemon creates: 0700, or
+    /// 0755 when the tests run as root, whose daemon is system-wide).
     pub tmp: tempfile::TempDir,
     /// `$UST_RUNDIR`.
     pub rundir: PathBuf,
