@@ -35,6 +35,9 @@ use crate::session::Session;
 
 /// Most events one process may register.
 pub const MAX_EVENTS: usize = 1 << 16;
+/// Descriptors the daemon keeps free for control connections, metadata files and the
+/// like: a process is not traced when attaching it would leave fewer.
+pub const FD_MARGIN: u64 = 16;
 /// How long a new connection has to send `Register`.
 pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -178,6 +181,18 @@ impl State {
         let free = (0..MAX_CHANNELS).filter(|s| !app.slots.contains_key(s)).count();
         if free < ss.session.channels.len() {
             crate::log!("session {name}: process {} has no free channel slot left; not traced", app.pid);
+            return;
+        }
+        // Each buffer costs a memfd (until sent) plus a stream and an index file; keep a
+        // margin for control connections and metadata files.
+        let need = ss.session.channels.len() as u64 * u64::from(app.ncpus) * 3 + FD_MARGIN;
+        if crate::daemon::fd_headroom() < need {
+            crate::log!(
+                "session {name}: process {} ({}) not traced: out of file descriptors ({}; it needs {need}); raise ust-consumerd's limit (ulimit -n)",
+                app.pid,
+                app.procname,
+                crate::daemon::fd_usage()
+            );
             return;
         }
         let info = ProcessInfo {
@@ -329,6 +344,17 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
     };
     if let Err(reason) = check_registration(&reg) {
         return refuse(&sock, pid, reason);
+    }
+    // This connection needs two more descriptors (a pidfd, the writer's socket clone).
+    if crate::daemon::fd_headroom() < 2 + FD_MARGIN / 2 {
+        return refuse(
+            &sock,
+            pid,
+            format!(
+                "ust-consumerd is out of file descriptors ({}); not traced: raise its limit (ulimit -n) or trace fewer processes",
+                crate::daemon::fd_usage()
+            ),
+        );
     }
     // From here on the socket is read only when poll says it is readable; the timeout
     // bounds a frame that a peer starts and never finishes, and a peer that never reads

@@ -389,13 +389,28 @@ pub struct ProcessInfo<'a> {
 /// buffer descriptors to send (CPU 0 first).
 ///
 /// # Errors
-/// [`SetupError`] for the first failure; files created so far remain.
+/// [`SetupError`] for the first failure; the trace directory is then removed.
 pub fn create_process_trace(
     session: &crate::session::Session,
     p: &ProcessInfo<'_>,
     next_instance: &mut u64,
 ) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
     let dir = new_trace_dir(&crate::ctf::process_dir(&session.output, p.procname, p.pid, &crate::datetime::stamp_at(p.registered)))?;
+    let r = fill_process_trace(session, p, next_instance, dir.clone());
+    if r.is_err() {
+        // No half-made trace left behind for readers to trip on (metadata without streams,
+        // a stream file without its index): the directory is new and ours.
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    r
+}
+
+fn fill_process_trace(
+    session: &crate::session::Session,
+    p: &ProcessInfo<'_>,
+    next_instance: &mut u64,
+    dir: PathBuf,
+) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
     let hostname = hostname();

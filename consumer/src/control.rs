@@ -888,10 +888,14 @@ impl Client {
     /// # Errors
     /// [`ClientError::Daemon`] with the daemon's message, or [`ClientError::Protocol`].
     pub fn call(&mut self, command: Command) -> Result<Payload, ClientError> {
-        write_frame(&self.sock, &Request { version: CTL_VERSION, command })?;
-        match read_frame::<Reply>(&self.sock)? {
-            Reply::Ok(p) => Ok(p),
-            Reply::Error { message } => Err(ClientError::Daemon(message)),
+        // A daemon that refuses this peer answers and closes at once, possibly before the
+        // request is written: the write then fails (EPIPE), but its answer is waiting to
+        // be read, and says more than "broken pipe".
+        let written = write_frame(&self.sock, &Request { version: CTL_VERSION, command });
+        match (read_frame::<Reply>(&self.sock), written) {
+            (Ok(Reply::Error { message }), _) => Err(ClientError::Daemon(message)),
+            (Ok(Reply::Ok(p)), Ok(())) => Ok(p),
+            (_, Err(e)) | (Err(e), Ok(())) => Err(e.into()),
         }
     }
 }

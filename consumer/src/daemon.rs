@@ -120,6 +120,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         }
     }
     install_signal_handlers();
+    raise_fd_limit();
     let root = rustix::process::geteuid().is_root();
     let tracing_gid = if root { tracing_group() } else { None };
     let bind = |p: &Path, kind: Kind| -> anyhow::Result<UnixListener> {
@@ -221,6 +222,38 @@ fn daemonize(dir: &Path, log_file: Option<&Path>) -> anyhow::Result<std::fs::Fil
     Ok(std::fs::File::from(w))
 }
 
+/// Descriptors open in this process and its `RLIMIT_NOFILE` soft limit; `None` when
+/// they cannot be read (no descriptor left to list `/proc/self/fd` with, counts as full).
+pub fn fd_counts() -> Option<(u64, u64)> {
+    let open = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+    let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    Some((open, lim.current.unwrap_or(u64::MAX)))
+}
+
+/// Descriptors still free below the limit (0 when unknown).
+pub fn fd_headroom() -> u64 {
+    fd_counts().map_or(0, |(open, lim)| lim.saturating_sub(open))
+}
+
+/// `N of L descriptors in use`, for messages.
+pub fn fd_usage() -> String {
+    match fd_counts() {
+        Some((open, lim)) => format!("{open} of {lim} descriptors in use"),
+        None => "all descriptors in use".into(),
+    }
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit: every traced process costs the
+/// daemon descriptors (its socket, a pidfd, two files per buffer).
+fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut l = getrlimit(Resource::Nofile);
+    if l.current != l.maximum {
+        l.current = l.maximum;
+        let _ = setrlimit(Resource::Nofile, l);
+    }
+}
+
 /// Which socket a connection came in on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -287,18 +320,46 @@ fn spawn_acceptor(daemon: Arc<Daemon>, listener: UnixListener, kind: Kind) {
         Kind::Ctl => "accept-ctl",
     };
     let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
+        // A descriptor held in reserve: when accept fails for want of descriptors, it is
+        // closed to accept the waiting peer, tell it why, and close it again, so that a
+        // peer never waits in the backlog without an answer and the loop never spins.
+        let mut spare = std::fs::File::open("/dev/null").ok();
+        let mut said_full = false;
         for conn in listener.incoming() {
             if daemon.shutting_down() {
                 return;
             }
             let sock = match conn {
                 Ok(s) => s,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
+                    if !said_full {
+                        crate::log!("{name}: out of descriptors ({e}); new peers are refused until some are freed");
+                        said_full = true;
+                    }
+                    drop(spare.take());
+                    if let Ok((s, _)) = listener.accept() {
+                        let reason = format!("ust-consumerd is out of file descriptors ({}); not traced: raise its limit (ulimit -n) or trace fewer processes", fd_usage());
+                        let who = ust_core::protocol::peer_credentials(&s).map_or(-1, |c| c.0);
+                        crate::log!("{name}: connection from pid {who} refused: {reason}");
+                        if kind == Kind::App {
+                            let _ = ust_core::protocol::send(&s, &ust_core::protocol::DaemonMessage::Refused { reason }, &[]);
+                        } else {
+                            crate::control::reply_error(&s, &reason);
+                        }
+                    }
+                    spare = std::fs::File::open("/dev/null").ok();
+                    if spare.is_none() {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                    continue;
+                }
                 Err(e) => {
                     crate::log!("{name}: accept failed: {e}");
                     std::thread::sleep(std::time::Duration::from_millis(50));
                     continue;
                 }
             };
+            said_full = false;
             let (pid, uid, gid) = match ust_core::protocol::peer_credentials(&sock) {
                 Ok(c) => c,
                 Err(e) => {

@@ -38,9 +38,29 @@ impl TestDaemon {
 
     /// Starts `ust-consumerd --foreground` and waits until its `ctl` socket answers.
     pub fn start() -> TestDaemon {
+        Self::start_with_fd_limit(None)
+    }
+
+    /// As [`TestDaemon::start`], with `RLIMIT_NOFILE` set to `limit` in the daemon (as
+    /// `ulimit -n` would).
+    pub fn start_with_fd_limit(limit: Option<u64>) -> TestDaemon {
+        use std::os::unix::process::CommandExt;
         let mut d = TestDaemon::without_daemon();
         let log = std::fs::File::create(d.home.path().join("consumerd.log")).unwrap();
-        let child = Command::new(consumerd_bin())
+        let mut cmd = Command::new(consumerd_bin());
+        if let Some(n) = limit {
+            // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let r = libc::rlimit { rlim_cur: n, rlim_max: n };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd
             .arg("--foreground")
             .env("UST_RUNDIR", d.rundir.as_path())
             .env("HOME", d.home.path())
