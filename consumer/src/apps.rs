@@ -178,6 +178,10 @@ impl State {
         if ss.traces.contains_key(&app_id) || ss.session.channels.is_empty() {
             return;
         }
+        if let Some(e) = ss.session.output_error.get() {
+            crate::log!("session {name}: process {} not traced: the session's output is stopped ({e})", app.pid);
+            return;
+        }
         let free = (0..MAX_CHANNELS).filter(|s| !app.slots.contains_key(s)).count();
         if free < ss.session.channels.len() {
             crate::log!("session {name}: process {} has no free channel slot left; not traced", app.pid);

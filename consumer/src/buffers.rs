@@ -87,6 +87,8 @@ pub struct StreamStats {
     /// Overwrite mode: packets overwritten before they were read, from the buffer's
     /// counters.
     pub overwritten: u64,
+    /// Packets read but not written because the session's output had stopped (disk full).
+    pub unwritten_packets: u64,
     /// Packets missing from the stream file: the gaps in the `packet_seq_num` of the
     /// packets written (before the first one, between two, and up to the closing packet).
     /// What a reader of the trace sees as lost packets.
@@ -133,6 +135,8 @@ pub struct Stream {
     /// application): reported once, then the stream is left alone.
     pub broken: bool,
     last: Option<LastPacket>,
+    /// The session's output state: once set, this stream writes nothing more.
+    output_error: crate::session::OutputError,
 }
 
 impl std::fmt::Debug for Stream {
@@ -214,14 +218,36 @@ impl Stream {
         written
     }
 
+    /// The session's output failed at `path`: stop every stream of the session (this one
+    /// now, the others at their next packet) and say so once, clearly.
+    fn output_failed(&mut self, path: &std::path::Path, e: &std::io::Error) {
+        let what = if e.raw_os_error() == Some(libc::ENOSPC) { "disk full" } else { "write error" };
+        let msg = format!("{what} writing {}: {e}", path.display());
+        if self.output_error.set(msg.clone()) {
+            crate::log!(
+                "session {}: {msg}; the session's output is stopped (every packet already written is kept, whole); other sessions go on",
+                self.session
+            );
+        }
+        self.file = None;
+        self.index = None;
+    }
+
     fn write_packet(&mut self, info: &PacketInfo, packet: &[u8]) -> bool {
-        let (Some(file), Some(index)) = (self.file.as_mut(), self.index.as_mut()) else { return false };
+        if self.output_error.get().is_some() {
+            self.file = None;
+            self.index = None;
+        }
+        let (Some(file), Some(_)) = (self.file.as_mut(), self.index.as_ref()) else {
+            self.stats.unwritten_packets += 1;
+            return false;
+        };
         let offset = match file.append_packet(packet) {
             Ok(o) => o,
             Err(e) => {
-                crate::log!("{}: write failed: {e}; stream closed", file.path().display());
-                self.file = None;
-                self.index = None;
+                let path = file.path().to_path_buf();
+                self.output_failed(&path, &e);
+                self.stats.unwritten_packets += 1;
                 return false;
             }
         };
@@ -236,9 +262,16 @@ impl Stream {
             stream_instance_id: info.stream_instance_id,
             packet_seq_num: info.packet_seq_num,
         };
+        let index = self.index.as_mut().expect("checked above");
         if let Err(e) = index.append(&entry) {
-            crate::log!("{}: index write failed: {e}", file.path().display());
-            self.index = None;
+            // The packet has no index entry: take it back out of the stream file too, so
+            // that file and index agree.
+            let file = self.file.as_mut().expect("checked above");
+            let path = file.path().to_path_buf();
+            let _ = file.truncate_to(offset);
+            self.output_failed(&path.with_file_name(format!("index/{}.idx", path.file_name().unwrap_or_default().to_string_lossy())), &e);
+            self.stats.unwritten_packets += 1;
+            return false;
         }
         let expected = self.last.map_or(0, |l| l.seq + 1);
         self.stats.lost_packets += info.packet_seq_num.saturating_sub(expected);
@@ -460,6 +493,7 @@ fn fill_process_trace(
                 finished: false,
                 broken: false,
                 last: None,
+                output_error: session.output_error.clone(),
             })));
             chan_fds.push(fd);
         }

@@ -574,6 +574,9 @@ fn print_sessions(s: &[SessionSummary]) {
 fn print_session(d: &SessionDetail) {
     println!("Tracing session {}: [{}]", d.summary.name, state_word(d.summary.active));
     println!("    Trace output: {}", d.summary.output.display());
+    if let Some(e) = &d.summary.output_error {
+        println!("    Output STOPPED: {e} (packets written before are kept)");
+    }
     println!("\n=== Domain: User space ===\n");
     if d.channels.is_empty() {
         println!("No channel.");
@@ -661,6 +664,16 @@ fn view(a: ViewArgs) -> CliResult {
             }
         }
     };
+    // A daemon killed while writing may have left a packet cut short: cut it off (and
+    // bring the index in line) before reading.
+    match crate::ctf::recover::repair(&dir) {
+        Ok(r) => {
+            for c in &r.changes {
+                eprintln!("ust: repaired {c}");
+            }
+        }
+        Err(e) => eprintln!("ust: could not check {} for unfinished packets: {e}", dir.display()),
+    }
     match std::process::Command::new("babeltrace2").arg(&dir).status() {
         Ok(st) => Ok(exit_code_of(st)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Failure::new(format!(

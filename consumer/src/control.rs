@@ -193,6 +193,9 @@ pub struct SessionSummary {
     pub channels: usize,
     /// Processes traced (alive or gone).
     pub processes: usize,
+    /// Why the session's output stopped (disk full, write error), if it did.
+    #[serde(default)]
+    pub output_error: Option<String>,
 }
 
 /// A channel in `ust list SESSION`.
@@ -667,6 +670,7 @@ fn summary(st: &crate::apps::State, ss: &SessionState) -> SessionSummary {
         trace: ss.session.token.is_some(),
         channels: ss.session.channels.len(),
         processes: ss.traces.len(),
+        output_error: ss.session.output_error.get(),
     }
 }
 

@@ -172,6 +172,32 @@ pub struct Session {
     /// Realtime − monotonic in ns, sampled once at creation and written in every trace of
     /// the session.
     pub clock_offset_ns: i64,
+    /// Set when writing the session's output failed (disk full, I/O error): every stream
+    /// of the session stops writing, and no new process is attached. Shared with the
+    /// session's streams.
+    pub output_error: OutputError,
+}
+
+/// The first output error of a session, shared by all its streams (see
+/// [`Session::output_error`]).
+#[derive(Clone, Debug, Default)]
+pub struct OutputError(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl OutputError {
+    /// The error, if the output stopped.
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Records `msg` unless an error is already recorded; true if this call recorded it.
+    pub fn set(&self, msg: String) -> bool {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_some() {
+            return false;
+        }
+        *g = Some(msg);
+        true
+    }
 }
 
 /// Checks a session or channel name: 1 to 100 characters of `[A-Za-z0-9_.-]`, not starting
@@ -203,6 +229,7 @@ impl Session {
             channels: Vec::new(),
             created: crate::datetime::now(),
             clock_offset_ns: ust_core::clock::realtime_offset_ns(),
+            output_error: OutputError::default(),
         }
     }
 

@@ -127,6 +127,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<IndexEntry>, IndexError> {
 #[derive(Debug)]
 pub struct IndexFile {
     file: File,
+    len: u64,
 }
 
 impl IndexFile {
@@ -144,15 +145,20 @@ impl IndexFile {
             .mode(0o600)
             .open(idir.join(format!("{name}.idx")))?;
         file.write_all(&header())?;
-        Ok(IndexFile { file })
+        Ok(IndexFile { file, len: HEADER_LEN as u64 })
     }
 
     /// Appends one entry with a single write.
     ///
     /// # Errors
-    /// The I/O error.
+    /// The I/O error; a part of the entry that reached the disk is truncated away.
     pub fn append(&mut self, e: &IndexEntry) -> std::io::Result<()> {
-        self.file.write_all(&e.encode())
+        if let Err(err) = self.file.write_all(&e.encode()) {
+            let _ = self.file.set_len(self.len);
+            return Err(err);
+        }
+        self.len += ENTRY_LEN as u64;
+        Ok(())
     }
 }
 

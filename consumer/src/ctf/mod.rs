@@ -11,10 +11,12 @@
 //! ```
 //!
 //! [`reader`] walks the records of a packet; `ust trace` counts events with it.
+//! [`recover`] repairs what a killed daemon left; `ust view` runs it first.
 
 pub mod index;
 pub mod metadata;
 pub mod reader;
+pub mod recover;
 pub mod stream;
 
 use std::path::{Path, PathBuf};

@@ -1,7 +1,9 @@
 //! Stream files: `<channel>_<cpu>`, the packets of one per-CPU buffer appended in the order
 //! they were drained (CTF 1.8 section 5: a stream is a sequence of packets). Each packet is
 //! appended with a single `write_all` of the whole packet, so a file holds whole packets
-//! only (save a cut short by a full disk, which the index does not reference).
+//! only: a packet cut short by a write error (a full disk) is truncated away at once, and
+//! one cut short by a killed daemon when the trace is next opened
+//! ([`crate::ctf::recover`]).
 
 use std::fs::File;
 use std::io::Write;
@@ -35,9 +37,25 @@ impl StreamFile {
     /// caller stops writing this stream.
     pub fn append_packet(&mut self, packet: &[u8]) -> std::io::Result<u64> {
         let off = self.len;
-        self.file.write_all(packet)?;
+        if let Err(e) = self.file.write_all(packet) {
+            // Part of the packet may be on disk (a full disk takes what fits): cut it off,
+            // so the file still holds whole packets only. Truncating frees space, so it
+            // works on a full disk too.
+            let _ = self.file.set_len(off);
+            return Err(e);
+        }
         self.len += packet.len() as u64;
         Ok(off)
+    }
+
+    /// Cuts the file back to `len` bytes (a packet taken back out).
+    ///
+    /// # Errors
+    /// The `ftruncate` error.
+    pub fn truncate_to(&mut self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)?;
+        self.len = self.len.min(len);
+        Ok(())
     }
 
     /// Bytes written so far.
