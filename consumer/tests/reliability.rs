@@ -387,6 +387,7 @@ fn overwrite_mode_packet_gaps_account_for_overwritten_packets() {
     let inner: u64 = gaps.iter().map(|g| g.1).sum();
     assert!(inner > 0, "the writers must have lapped a stopped reader: {detail}");
     assert_eq!(leading + inner, lost_packets, "the daemon counts every gap in packet_seq_num: {detail}");
+    assert_eq!(ch["overwritten"].as_u64().unwrap(), lost_packets, "the gaps are the packets the writers overwrote: {detail}");
     assert_eq!(bt_lost_packets(&err), inner, "babeltrace2 reports every gap after the first packet:\n{err}");
     // babeltrace2 gives no count for discards in a stream's first packet ("may have
     // discarded"); it counts every later one.
