@@ -70,8 +70,9 @@ fn per_thread(text: &str) -> BTreeMap<u32, Vec<u64>> {
     m
 }
 
-/// A tmpfs mounted for the test, unmounted on drop.
-struct Tmpfs(PathBuf, tempfile::TempDir);
+/// A tmpfs mounted for the test (at `.0`, inside the temporary directory `.1`, which
+/// must outlive the mount), unmounted on drop.
+struct Tmpfs(PathBuf, #[allow(dead_code)] tempfile::TempDir);
 
 impl Tmpfs {
     fn mount(size: &str) -> Tmpfs {
