@@ -212,9 +212,16 @@ pub struct BtEvent {
     pub fields: String,
 }
 
-/// Splits babeltrace2's text output into events.
+/// True for a line of the runtime's state dump (`lttng_ust_statedump:*`,
+/// `lttng_ust_lib:*`), which tests/statedump.rs checks; the other tests skip them.
+pub fn is_statedump(line: &str) -> bool {
+    line.contains(") lttng_ust_statedump:") || line.contains(") lttng_ust_lib:")
+}
+
+/// Splits babeltrace2's text output into events (state dump events left out).
 pub fn bt_events(text: &str) -> Vec<BtEvent> {
     text.lines()
+        .filter(|l| !is_statedump(l))
         .map(|l| {
             let mut w = l.split_whitespace();
             let origin = w.nth(2).unwrap_or_default();
@@ -265,11 +272,17 @@ impl TestDaemon {
     /// `ust create NAME --output OUT`, `ust enable-channel ch CHANNEL_ARGS...`,
     /// `ust enable-event -c ch -a`, `ust start`: a started session with one channel `ch`.
     pub fn session(&self, name: &str, out: &Path, channel_args: &[&str]) {
+        self.session_with_events(name, out, channel_args, "-a");
+    }
+
+    /// As [`TestDaemon::session`], enabling only the events matching `pattern` (`-a`:
+    /// all).
+    pub fn session_with_events(&self, name: &str, out: &Path, channel_args: &[&str], pattern: &str) {
         self.ust_ok(&["create", name, "--output", out.to_str().unwrap()]);
         let mut args = vec!["enable-channel", "-s", name, "ch"];
         args.extend_from_slice(channel_args);
         self.ust_ok(&args);
-        self.ust_ok(&["enable-event", "-s", name, "-c", "ch", "-a"]);
+        self.ust_ok(&["enable-event", "-s", name, "-c", "ch", pattern]);
         self.ust_ok(&["start", "-s", name]);
     }
 
