@@ -343,6 +343,9 @@ pub fn run(cli: Cli) -> CliResult {
             let Payload::Destroyed(r) = call(Command::Destroy { session: a.target() })? else { return Err(unexpected()) };
             println!("Session {} destroyed", r.name);
             println!("Trace written to {}", r.output.display());
+            if let Some(e) = &r.output_error {
+                println!("The trace is incomplete: its output stopped early ({e})");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::List(a) => list(a),
@@ -918,6 +921,9 @@ fn count_file(bytes: &[u8], events: &[ust_core::EventDesc], counts: &mut BTreeMa
 }
 
 fn print_summary(report: &DestroyReport) {
+    if let Some(e) = &report.output_error {
+        eprintln!("ust: the trace is incomplete: its output stopped early ({e}); the packets written before are whole");
+    }
     let (counts, problems) = count_events(report);
     let total: u64 = counts.values().sum();
     let discarded: u64 = report.traces.iter().map(|t| t.discarded).sum();

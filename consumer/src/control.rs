@@ -336,6 +336,9 @@ pub struct DestroyReport {
     pub output: PathBuf,
     /// One entry per traced process.
     pub traces: Vec<TraceReport>,
+    /// Why the session's output stopped early (disk full, write error), if it did.
+    #[serde(default)]
+    pub output_error: Option<String>,
 }
 
 /// Describes a field type for humans.
@@ -650,7 +653,7 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
         });
     }
     crate::log!("session {name} destroyed");
-    Ok(DestroyReport { name: name.to_string(), output: ss.session.output.clone(), traces })
+    Ok(DestroyReport { name: name.to_string(), output: ss.session.output.clone(), traces, output_error: ss.session.output_error.get() })
 }
 
 /// Destroys every session (daemon shutdown).

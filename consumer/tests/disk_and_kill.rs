@@ -107,7 +107,12 @@ fn disk_full_stops_only_that_sessions_output() {
     let mut c = Command::new(program("debug", "fourthreads"));
     c.arg("20000").env("UST_RUNDIR", &d.rundir);
     assert!(output_within(c, Duration::from_secs(60)).status.success());
-    let full_detail = d.stop_and_destroy("full");
+    d.ust_ok(&["stop", "-s", "full"]);
+    let listed = d.ust_ok(&["list", "full"]);
+    assert!(listed.contains("Output STOPPED: disk full"), "{listed}");
+    let full_detail = d.ust_json(&["list", "full", "--json"]);
+    let destroyed = d.ust_ok(&["destroy", "-s", "full"]);
+    assert!(destroyed.contains("The trace is incomplete: its output stopped early (disk full"), "{destroyed}");
     let err = full_detail["summary"]["output_error"].as_str().unwrap_or_default().to_string();
     assert!(err.contains("disk full"), "the daemon says why the output stopped: {full_detail}");
     assert!(d.log().contains("the session's output is stopped"), "{}", d.log());
