@@ -468,3 +468,92 @@ fn state_dump_goes_to_the_new_channels_only_and_masks_are_restored() {
     assert_eq!(dump(1 << 15), 0);
     assert!(new.records(payload_len).is_empty());
 }
+
+fn fire_forked(v: u64) {
+    crate::tracepoint!(unit, forked, v: u64 = v);
+}
+
+/// Issue 5, case 1, deterministically: a thread is stopped inside an emit (its slot
+/// reserved, not committed) when another thread forks. The child must not deadlock, must
+/// find tracing off (no mask, no channel: it registers anew), and nothing it emits may
+/// reach the parent's buffer, which is shared memory as the daemon's are. The parent's
+/// emit then completes as if nothing happened.
+#[test]
+fn fork_while_another_thread_is_inside_an_emit() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let _g = serial();
+    let cfg = BufferConfig {
+        subbuf_size: 4096,
+        num_subbuf: 4,
+        mode: Mode::Discard,
+        header_size: HEADER_SIZE as u32,
+        stream: StreamIdentity { uuid: [2; 16], stream_id: 0, cpu: 0, stream_instance_id: 0 },
+    };
+    let size = cfg.file_size().unwrap();
+    let fd = rustix::fs::memfd_create("ust-forktest", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, size as u64).unwrap();
+    let file = std::fs::File::from(fd);
+    let map = memmap2::MmapOptions::new().len(size).map_raw(&file).unwrap();
+    let buf = Buffer::create(map, &cfg).unwrap();
+    assert!(channel::install(13, Channel { buffers: vec![buf].into_boxed_slice(), session: "s".into(), name: "c".into() }).is_none());
+    let ch = TestChannel { slot: 13, ch: channel::get(13).unwrap() };
+    fire_forked(0);
+    let s = site_named("unit", "forked");
+    enable(s, &[13]);
+    let inside = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let (i2, r2) = (inside.clone(), release.clone());
+    let t = std::thread::spawn(move || {
+        crate::emit::emit(s, 8, |b| {
+            i2.store(true, Ordering::SeqCst);
+            while !r2.load(Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            b.copy_from_slice(&1u64.to_le_bytes());
+        });
+    });
+    while !inside.load(Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // SAFETY: the child runs only atomics loads, the emit path and _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = if s.mask() != 0 {
+            2
+        } else if channel::get(13).is_some() {
+            3
+        } else {
+            for v in 100..200 {
+                fire_forked(v);
+            }
+            0
+        };
+        // SAFETY: ends the child at once.
+        unsafe { libc::_exit(code) };
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on our own child.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            // SAFETY: kill and reap our own child.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            panic!("the fork child deadlocked");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert!(libc::WIFEXITED(status), "child died: {status}");
+    assert_eq!(libc::WEXITSTATUS(status), 0, "2: the child kept the parent's masks, 3: its channels");
+    release.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+    fire_forked(2);
+    let got: Vec<u64> = ch.records(|_, _| 8).iter().map(|(_, p)| u64::from_le_bytes(p[..8].try_into().unwrap())).collect();
+    assert_eq!(got, vec![1, 2], "the parent's buffer holds the parent's events only");
+}
