@@ -557,3 +557,55 @@ fn fork_while_another_thread_is_inside_an_emit() {
     let got: Vec<u64> = ch.records(|_, _| 8).iter().map(|(_, p)| u64::from_le_bytes(p[..8].try_into().unwrap())).collect();
     assert_eq!(got, vec![1, 2], "the parent's buffer holds the parent's events only");
 }
+
+fn fire_in_handler(v: u64) {
+    crate::tracepoint!(unit, in_handler, v: u64 = v);
+}
+
+static HANDLER_ALLOCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+
+extern "C" fn emitting_handler(_: libc::c_int) {
+    let before = crate::test_alloc::allocations();
+    fire_in_handler(7);
+    HANDLER_ALLOCS.store(crate::test_alloc::allocations() - before, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Issue 5, case 2, deterministically: a signal handler emits (the first event of a fresh
+/// thread) while that thread is inside another emit, between reserve and commit. Both
+/// events are recorded in reservation order (the interrupted one first: its slot was
+/// taken before the handler ran), and the handler's emit allocates nothing.
+#[test]
+fn a_signal_handler_emits_while_its_thread_is_inside_an_emit() {
+    let _g = serial();
+    let ch = TestChannel::new(14, 4096);
+    fire_in_handler(0);
+    fire_forked(0);
+    enable(site_named("unit", "in_handler"), &[14]);
+    let s = site_named("unit", "forked");
+    enable(s, &[14]);
+    // SAFETY: installs a handler that only calls the emit path and reads a thread-local
+    // counter.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = emitting_handler as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut());
+    }
+    std::thread::spawn(move || {
+        crate::emit::emit(s, 8, |b| {
+            // Delivered to this thread before raise returns: the handler runs inside this
+            // emit, with this slot reserved and not committed.
+            // SAFETY: raise has no preconditions.
+            unsafe { libc::raise(libc::SIGUSR2) };
+            b.copy_from_slice(&1u64.to_le_bytes());
+        });
+    })
+    .join()
+    .unwrap();
+    // SAFETY: restores the default action.
+    unsafe { libc::signal(libc::SIGUSR2, libc::SIG_DFL) };
+    assert_eq!(HANDLER_ALLOCS.load(std::sync::atomic::Ordering::SeqCst), 0, "the handler's emit allocated");
+    let got: Vec<u64> = ch.records(|_, _| 8).iter().map(|(_, p)| u64::from_le_bytes(p[..8].try_into().unwrap())).collect();
+    assert_eq!(got, vec![1, 7], "the interrupted event first (reserved first), then the handler's");
+    assert_eq!(ch.ch.buffers[0].counters().discarded(), 0);
+}
