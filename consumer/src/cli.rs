@@ -597,6 +597,9 @@ fn print_session(d: &SessionDetail) {
         println!("\n    Statistics:");
         println!("      Discarded events: {}", c.discarded);
         println!("      Packets written:  {} ({} bytes)", c.packets, c.bytes);
+        if c.lost_packets > 0 || c.overwritten > 0 {
+            println!("      Lost packets:     {} ({} overwritten)", c.lost_packets, c.overwritten);
+        }
         if c.bad_packets > 0 {
             println!("      Invalid packets skipped: {}", c.bad_packets);
         }
