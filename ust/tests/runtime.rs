@@ -492,3 +492,26 @@ fn constructor_waits_at_most_the_register_timeout() {
     assert!(took < Duration::from_millis(2500), "waited {took:?}");
     assert!(log.contains("no answer from the daemon"), "{log}");
 }
+
+#[test]
+fn a_daemon_that_leaves_a_message_unfinished_is_given_up() {
+    let d = FakeDaemon::new();
+    let child = spawn_child("late", d.dir.path());
+    let s = d.accept(Duration::from_secs(10));
+    let _ = recv_register(&s);
+    protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
+    // Half a frame, then silence; the connection stays open.
+    std::io::Write::write_all(&mut &s, &100u32.to_le_bytes()).unwrap();
+    std::io::Write::write_all(&mut &s, b"{\"Sync\"").unwrap();
+    // The runtime gives that connection up and comes back.
+    let t0 = Instant::now();
+    let s2 = d.accept(Duration::from_secs(10));
+    let waited = t0.elapsed();
+    let _ = recv_register(&s2);
+    protocol::send(&s2, &DaemonMessage::Ready, &[]).unwrap();
+    std::fs::write(d.dir.path().join("stop"), b"").unwrap();
+    let log = finish(child);
+    drop(s);
+    assert!(log.contains("left a message unfinished"), "{log}");
+    assert!(waited < Duration::from_secs(6), "reconnected after {waited:?}");
+}

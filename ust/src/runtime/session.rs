@@ -22,6 +22,8 @@ use crate::{cpu, site};
 
 /// How long a send to the daemon may block before the connection is given up.
 const SEND_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the rest of a daemon message may take once its first byte arrived.
+const FRAME_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most per-CPU buffers one channel may have (a sanity bound on daemon input).
 const MAX_BUFFERS: u32 = 1 << 14;
 
@@ -131,6 +133,11 @@ fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
     }
     debug!("registered with the daemon at {} with {nevents} tracepoints", path.display());
     let mut dump = StateDump::new();
+    // Between messages the daemon may stay silent for ever (the loop polls first); within
+    // one, a pause longer than FRAME_TIMEOUT means a stuck or broken daemon: the connection
+    // is given up rather than leaving this thread blocked, with tracing in whatever state
+    // it was, until the daemon finishes the frame.
+    let _ = stream.set_read_timeout(Some(FRAME_TIMEOUT));
     loop {
         let wait = dump.until_poll();
         if wait == Some(Duration::ZERO) {
@@ -144,6 +151,10 @@ fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
             Ok(m) => m,
             Err(ProtocolError::Eof) => {
                 debug!("the daemon closed the connection: tracing off until a daemon is back");
+                return Outcome::Closed;
+            }
+            Err(ProtocolError::Io(e)) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                debug!("the daemon left a message unfinished for {} ms: tracing off until a daemon is back", FRAME_TIMEOUT.as_millis());
                 return Outcome::Closed;
             }
             Err(e) => {
