@@ -501,30 +501,68 @@ fn watch(daemon: &Daemon, sock: &UnixStream, pidfd: Option<&OwnedFd>, app_id: u6
 }
 
 /// The process behind `app_id` is gone: flush every buffer it had (a reader-side switch),
-/// drain what was delivered, close its stream files, free its slots and mark it gone.
+/// drain what was delivered, keep the committed prefix of sub-buffers its dead writers
+/// left incomplete (torn-event recovery), close its stream files, free its slots and mark
+/// it gone. In a snapshot session, a process that did not say `Exiting` (it died
+/// abnormally) gets a post-mortem trace ([`crate::snapshot::post_mortem`]) and its buffers
+/// are kept for later snapshots until the session is destroyed.
 pub fn process_gone(daemon: &Daemon, app_id: u64) {
-    let streams: Vec<Arc<Mutex<Stream>>> = {
+    let death = crate::datetime::stamp();
+    let (abnormal, pid, procname) = {
+        let st = daemon.lock();
+        let Some(app) = st.apps.get(&app_id) else { return };
+        (!app.exiting, app.pid, app.procname.clone())
+    };
+    {
         let mut st = daemon.lock();
         let Some(app) = st.apps.get_mut(&app_id) else { return };
         app.alive = false;
         app.out = None;
         app.slots.clear();
-        let mut v = Vec::new();
         for ss in st.sessions.values_mut() {
             if let Some(t) = ss.traces.get_mut(&app_id) {
-                t.gone = true;
                 t.slots.iter_mut().for_each(|s| *s = None);
-                v.extend(t.streams.iter().cloned());
             }
         }
-        v
+    }
+    // The traces are marked gone only once their content is on disk, so that a client
+    // that sees "gone" can read them.
+    if abnormal {
+        let written = crate::snapshot::post_mortem(daemon, app_id, &death);
+        let mut st = daemon.lock();
+        for (session, dir) in written {
+            if let Some(t) = st.sessions.get_mut(&session).and_then(|ss| ss.traces.get_mut(&app_id)) {
+                t.post_mortem = Some(dir);
+            }
+        }
+        for ss in st.sessions.values_mut().filter(|ss| ss.session.snapshot) {
+            if let Some(t) = ss.traces.get_mut(&app_id) {
+                t.retained = true;
+            }
+        }
+    }
+    let streams: Vec<Arc<Mutex<Stream>>> = {
+        let st = daemon.lock();
+        st.sessions
+            .values()
+            .filter_map(|ss| ss.traces.get(&app_id))
+            .filter(|t| !t.retained)
+            .flat_map(|t| t.streams.iter().cloned())
+            .collect()
     };
     for s in &streams {
-        s.lock().unwrap_or_else(|e| e.into_inner()).finish();
+        s.lock().unwrap_or_else(|e| e.into_inner()).finish_dead();
     }
     let mut st = daemon.lock();
-    if let Some(app) = st.apps.get(&app_id) {
-        crate::log!("process {} ({}) gone; {} streams finished", app.pid, app.procname, streams.len());
+    for ss in st.sessions.values_mut() {
+        if let Some(t) = ss.traces.get_mut(&app_id) {
+            t.gone = true;
+        }
     }
+    crate::log!(
+        "process {pid} ({procname}) gone{}; {} streams finished",
+        if abnormal { " without a normal exit" } else { "" },
+        streams.len()
+    );
     st.forget_gone_apps();
 }

@@ -9,6 +9,25 @@
 //!
 //! A [`Stream`] is one buffer plus its stream file and index file; a [`ProcessTrace`] is
 //! every stream of one process in one session, with the directory they live in.
+//!
+//! **Torn events** (DESIGN.md): when a process dies, [`Stream::finish_dead`] drains what was
+//! delivered, then [`copy_held_packets`] copies the sub-buffers that will now never
+//! complete, keeping only their committed prefix. This is sound with commits in any order
+//! because the evidence is per slot, not a sum: a record's byte 0 is never zero (event ids
+//! start at 1), is stored last with Release by the record's own writer at commit, and the
+//! sub-buffer was zeroed before its lap began (by the reader at release, or by the writer
+//! that claimed it in overwrite mode), so a non-zero byte 0 read with Acquire proves that
+//! this slot's writer finished it in this lap. The walk decodes each record's length from
+//! its header ([`crate::ctf::reader::record_size`]) and stops at the first zero byte 0;
+//! records after it may be committed, but where they start is only known from the torn
+//! record's length, which may never have been written, so they are counted as lost
+//! instead of guessed at. A sum of committed bytes could not do this: two equal-size
+//! records, one committed, one not, give the same sum whichever is missing. The proof of
+//! the ring-buffer side is in the `ringbuffer::Buffer` docs ("Per-slot commit evidence").
+//!
+//! With `--shm-path`, buffers are files under the session's shm directory
+//! ([`allocate_file`]) next to the plain-text metadata and [`EVENTS_FILE`], for
+//! `ust crash-dump` ([`crate::crash`]).
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -17,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
 use ust_core::clock::Monotonic;
+use ringbuffer::PacketLayout;
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 use ust_core::EventDesc;
 
@@ -65,6 +85,38 @@ pub fn allocate(cfg: &BufferConfig, name: &str) -> Result<(Buffer, OwnedFd), Set
     Ok((buffer, OwnedFd::from(file)))
 }
 
+/// Name of the file, next to `metadata` in a `--shm-path` buffer set, that holds the
+/// process's event descriptions as JSON (`[EventDesc]`, registration order): `ust
+/// crash-dump` needs their field layouts to walk the records of packets it recovers.
+pub const EVENTS_FILE: &str = "events.json";
+
+/// Like [`allocate`], but the buffer is the file `path` (`--shm-path`): created (it must
+/// not exist), mode 0600, close-on-exec, sized, mapped shared and formatted. A file cannot
+/// be sealed: [`Stream`] checks its size before every access (see
+/// [`Stream::shm_intact`]) and the mapping is registered with [`crate::sigbus`].
+///
+/// # Errors
+/// [`SetupError::Io`] when creating, sizing or mapping the file fails;
+/// [`SetupError::Layout`] when the ring buffer refuses `cfg`.
+pub fn allocate_file(cfg: &BufferConfig, path: &std::path::Path) -> Result<(Buffer, OwnedFd, std::fs::File), SetupError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let size = cfg.file_size().map_err(|e| SetupError::Layout(e.to_string()))?;
+    let what = || format!("creating buffer file {}", path.display());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(io(what()))?;
+    file.set_len(size as u64).map_err(io(what()))?;
+    let map = memmap2::MmapOptions::new().len(size).map_raw(&file).map_err(io(what()))?;
+    let buffer = Buffer::create(map, cfg).map_err(|e| SetupError::Layout(e.to_string()))?;
+    let fd = OwnedFd::from(file.try_clone().map_err(io(what()))?);
+    Ok((buffer, fd, file))
+}
+
 thread_local! {
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -81,8 +133,9 @@ pub struct StreamStats {
     /// Events discarded by the writer (full buffer, too big, nesting), from the buffer's
     /// counters, or from the last packet when larger.
     pub discarded: u64,
-    /// Bytes left in sub-buffers that never completed when the stream was finished (a
-    /// writer reserved and never committed: it died or is stuck); skipped.
+    /// Bytes of sub-buffers that never completed (a writer reserved and never committed:
+    /// it died between reserve and commit) that torn-event recovery could not keep: the
+    /// uncommitted slot and everything reserved after it in its sub-buffer.
     pub undelivered_bytes: u64,
     /// Overwrite mode: packets overwritten before they were read, from the buffer's
     /// counters.
@@ -93,6 +146,12 @@ pub struct StreamStats {
     /// packets written (before the first one, between two, and up to the closing packet).
     /// What a reader of the trace sees as lost packets.
     pub lost_packets: u64,
+    /// Packets written by torn-event recovery (the committed prefix of a sub-buffer whose
+    /// writer died).
+    pub recovered_packets: u64,
+    /// Events torn-event recovery reported as lost (an upper bound: lost bytes divided by
+    /// the smallest record the process can write), included in `discarded`.
+    pub recovery_lost: u64,
 }
 
 /// What the last packet written to a stream file said, for the closing packet
@@ -117,6 +176,8 @@ pub struct Stream {
     buffer: Option<Buffer>,
     file: Option<StreamFile>,
     index: Option<IndexFile>,
+    /// The process's events: the record-size callback of torn-event recovery.
+    pub events: Arc<[EventDesc]>,
     /// Counts so far.
     pub stats: StreamStats,
     /// Sub-buffers in the ring.
@@ -137,6 +198,15 @@ pub struct Stream {
     last: Option<LastPacket>,
     /// The session's output state: once set, this stream writes nothing more.
     output_error: crate::session::OutputError,
+    /// `--shm-path`: the buffer file and the size it must keep (a file cannot be sealed:
+    /// checked before every access, so that a shrunk file does not SIGBUS the daemon).
+    pub shm_file: Option<(std::fs::File, u64)>,
+    /// `--shm-path`: the mapping's registration with the SIGBUS handler
+    /// ([`crate::sigbus`]), released with the buffer.
+    pub shm_guard: Option<crate::sigbus::Guard>,
+    /// A stream of a snapshot session: no live reader (nothing is consumed; `ust snapshot
+    /// record` and post-mortem dumps copy what the buffer holds), no stream file.
+    pub snapshot_only: bool,
 }
 
 impl std::fmt::Debug for Stream {
@@ -158,7 +228,7 @@ impl Stream {
     /// error closes the stream's files (later packets are released unread). Returns the
     /// number of packets written.
     pub fn drain(&mut self) -> u64 {
-        if self.broken {
+        if self.broken || self.snapshot_only || !self.shm_intact() {
             return 0;
         }
         // Taken out for the loop (the packet writer borrows `self` mutably); put back below.
@@ -341,43 +411,317 @@ impl Stream {
         }
     }
 
+    /// True unless the stream's `--shm-path` buffer file was shrunk (then the stream is
+    /// marked broken, logged, and never accessed again). Always true for a sealed memfd.
+    /// The check runs before each access; a file shrunk during one access faults, and the
+    /// SIGBUS handler of [`crate::sigbus`] turns that into zero pages the reader skips.
+    pub fn shm_intact(&mut self) -> bool {
+        let Some((f, size)) = self.shm_file.as_ref() else { return true };
+        if self.broken {
+            return false;
+        }
+        match f.metadata() {
+            Ok(m) if m.len() >= *size => true,
+            r => {
+                crate::log!(
+                    "{}/{} cpu {}: buffer file shrunk or unreadable ({}); this stream is no longer read",
+                    self.session,
+                    self.channel,
+                    self.cpu,
+                    r.map(|m| format!("{} bytes, {size} needed", m.len())).unwrap_or_else(|e| e.to_string())
+                );
+                self.broken = true;
+                false
+            }
+        }
+    }
+
     /// Switches the buffer from the reader side: closes a partly filled sub-buffer so the
     /// next [`Stream::drain`] reads it (the switch timer, stop, and a process's death).
     pub fn flush(&mut self) {
+        if !self.shm_intact() {
+            return;
+        }
         if let Some(b) = self.buffer.as_ref() {
             b.flush(&CtfPacketLayout, &Monotonic);
         }
     }
 
-    /// Final flush and drain, then closes the files and unmaps the buffer.
+    /// Final flush and drain, then closes the files and unmaps the buffer; writers may
+    /// still be alive, so sub-buffers they have not completed are skipped (and logged).
     pub fn finish(&mut self) {
+        self.finish_with(false);
+    }
+
+    /// [`Stream::finish`] for a process that is gone: torn-event recovery keeps the
+    /// committed prefix of the sub-buffers it left incomplete.
+    pub fn finish_dead(&mut self) {
+        self.finish_with(true);
+    }
+
+    /// Final flush and drain, then closes the files and unmaps the buffer.
+    ///
+    /// `writers_dead`: the process is gone, so sub-buffers that never completed will never
+    /// complete. Their committed prefix is then kept by torn-event recovery (see
+    /// [`copy_held_packets`]): every event before the first uncommitted slot of each such
+    /// sub-buffer reaches the stream file, the rest is reported as discarded. Never waits
+    /// for a writer.
+    fn finish_with(&mut self, writers_dead: bool) {
         if self.finished {
             return;
         }
         self.flush();
         self.drain();
         self.refresh_counters();
-        if !self.broken {
+        if writers_dead && !self.broken && self.shm_intact() && self.file.is_some() {
+            if let Some(b) = self.buffer.take() {
+                let what = format!("{}/{} cpu {}", self.session, self.channel, self.cpu);
+                let events = self.events.clone();
+                let identity = self.identity;
+                let mut out = HeldCopy::new(&identity, &events);
+                out.last_end = self.last.map_or(0, |l| l.timestamp_end);
+                // Through `write_packet`: the closing packet, lost-packet counts and the
+                // session's output state see recovered packets as any other.
+                let r = copy_held_packets(&b, &mut out, true, None, &mut |info, packet| {
+                    if self.write_packet(info, packet) {
+                        Ok(())
+                    } else {
+                        Err("the session's output stopped".into())
+                    }
+                });
+                self.buffer = Some(b);
+                if let Err(e) = r {
+                    crate::log!("{what}: recovery stopped: {e}");
+                }
+                let r = out.report;
+                self.stats.bad_packets += r.bad_packets;
+                self.stats.recovered_packets += r.recovered;
+                self.stats.recovery_lost += r.lost_events;
+                self.stats.undelivered_bytes += r.lost_bytes;
+                if r.recovered > 0 {
+                    crate::log!(
+                        "{what}: recovered {} record(s) from {} sub-buffer(s) a dead writer left incomplete; {} byte(s) after an uncommitted slot reported as up to {} lost event(s)",
+                        r.records,
+                        r.recovered,
+                        r.lost_bytes,
+                        r.lost_events
+                    );
+                }
+            }
+        }
+        if !self.broken && !self.snapshot_only {
             self.write_closing_packet();
         }
-        if let Some(b) = self.buffer.as_ref() {
-            let c = b.counters();
-            let pending = c.write.wrapping_sub(c.consumed);
-            if pending > 0 && pending <= b.config().subbuf_size * b.config().num_subbuf as u64 {
-                self.stats.undelivered_bytes = pending;
-                crate::log!(
-                    "{}/{} cpu {}: {pending} bytes in sub-buffers that were never completed (a writer did not commit); skipped",
-                    self.session,
-                    self.channel,
-                    self.cpu
-                );
+        if !writers_dead && !self.snapshot_only {
+            if let Some(b) = self.buffer.as_ref() {
+                let c = b.counters();
+                let pending = c.write.wrapping_sub(c.consumed);
+                if pending > 0 && pending <= b.config().subbuf_size * b.config().num_subbuf as u64 {
+                    self.stats.undelivered_bytes = pending;
+                    crate::log!(
+                        "{}/{} cpu {}: {pending} bytes in sub-buffers a live writer has not completed; skipped",
+                        self.session,
+                        self.channel,
+                        self.cpu
+                    );
+                }
             }
         }
         self.buffer = None;
+        self.shm_guard = None;
         self.file = None;
         self.index = None;
         self.finished = true;
     }
+
+    /// The buffer, while the stream is not finished (snapshots, post-mortem dumps). Call
+    /// [`Stream::shm_intact`] first.
+    pub fn buffer(&self) -> Option<&Buffer> {
+        self.buffer.as_ref()
+    }
+}
+
+/// Appends a packet to a stream file and its entry to the index file.
+///
+/// # Errors
+/// The write error.
+pub fn append_packet(file: &mut StreamFile, index: &mut IndexFile, info: &PacketInfo, packet: &[u8]) -> std::io::Result<()> {
+    let offset = file.append_packet(packet)?;
+    index.append(&IndexEntry {
+        offset,
+        packet_size_bits: info.packet_size * 8,
+        content_size_bits: info.content_size * 8,
+        timestamp_begin: info.timestamp_begin,
+        timestamp_end: info.timestamp_end,
+        events_discarded: info.events_discarded,
+        stream_id: info.stream_id as u64,
+        stream_instance_id: info.stream_instance_id,
+        packet_seq_num: info.packet_seq_num,
+    })
+}
+
+/// Where [`copy_held_packets`] puts each packet (parsed context, whole packet bytes); an
+/// error stops the pass.
+pub type PacketSink<'a> = dyn FnMut(&PacketInfo, &[u8]) -> Result<(), String> + 'a;
+
+/// What [`copy_held_packets`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeldReport {
+    /// Packets handed to the sink.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Packets skipped because their copy failed validation.
+    pub bad_packets: u64,
+    /// Of `packets`, those rebuilt by torn-event recovery.
+    pub recovered: u64,
+    /// Records kept in recovered packets.
+    pub records: u64,
+    /// Bytes lost after an uncommitted slot.
+    pub lost_bytes: u64,
+    /// Events reported lost for those bytes (upper bound, added to `events_discarded`).
+    pub lost_events: u64,
+    /// `events_discarded` of the last packet handed to the sink.
+    pub last_discarded: u64,
+    /// Sub-buffers skipped because a (live) writer has not completed them yet.
+    pub incomplete: u64,
+}
+
+/// State of one [`copy_held_packets`] pass over one buffer.
+#[derive(Debug)]
+pub struct HeldCopy<'a> {
+    /// Identity every packet must carry.
+    pub identity: &'a StreamIdentity,
+    /// The process's events (record sizes).
+    pub events: &'a [EventDesc],
+    /// Events reported lost by recovery so far in this pass: added to the
+    /// `events_discarded` of every later packet, so the counter stays cumulative.
+    pub extra_discarded: u64,
+    /// `timestamp_end` of the last packet of the stream (written before the pass, or
+    /// in it), ns: a recovered packet never starts before it.
+    pub last_end: u64,
+    /// Counts.
+    pub report: HeldReport,
+}
+
+impl<'a> HeldCopy<'a> {
+    /// A fresh pass over the buffer of stream `identity` of a process with `events`.
+    pub fn new(identity: &'a StreamIdentity, events: &'a [EventDesc]) -> HeldCopy<'a> {
+        HeldCopy { identity, events, extra_discarded: 0, last_end: 0, report: HeldReport::default() }
+    }
+}
+
+/// Copies every packet a buffer still holds, oldest first, without consuming any, and
+/// hands each to `sink` (LTTng's `lttng_ust_ctl_snapshot` walk, used by `ust snapshot
+/// record`, post-mortem dumps, and the final drain of a dead process's buffers).
+///
+/// Complete packets are copied with [`Buffer::snapshot_packet`]. A sub-buffer that never
+/// completed is, when `writers_dead`, rebuilt by [`Buffer::recover_packet`]: its records
+/// are walked with [`crate::ctf::reader::record_size`] and the walk stops at the first
+/// slot whose byte 0 is zero (reserved, never committed). Why that is sound with commits
+/// out of order: byte 0 of a record is stored last, with Release, by its own writer, and
+/// the sub-buffer was zeroed before the lap began (the `ringbuffer` crate docs,
+/// "Per-slot commit evidence"), so a non-zero byte 0 proves a whole record, whereas a sum
+/// of committed bytes cannot say *which* slot is missing. The kept prefix gets a
+/// corrected `content_size` and a `timestamp_end` no earlier than its last record; the
+/// bytes after it are reported as lost events (their count bounded from above by
+/// [`crate::ctf::reader::min_record_size`]) in `events_discarded`, which every later
+/// packet of the pass carries too. With live writers an incomplete sub-buffer is skipped
+/// (counted in [`HeldReport::incomplete`]): its writer may still commit.
+///
+/// `max_packets` keeps only the newest packets (`ust snapshot record --max-size`).
+///
+/// Not concurrently with `get_subbuf`/`put_subbuf` on the same buffer: callers hold the
+/// stream's lock.
+///
+/// # Errors
+/// The sink's error (the pass stops), or the buffer's control words are corrupted.
+pub fn copy_held_packets(
+    buffer: &Buffer,
+    st: &mut HeldCopy<'_>,
+    writers_dead: bool,
+    max_packets: Option<usize>,
+    sink: &mut PacketSink<'_>,
+) -> Result<(), String> {
+    use ringbuffer::SnapshotRead;
+    let positions: Vec<u64> = buffer.snapshot_positions().collect();
+    let skip = max_packets.map_or(0, |m| positions.len().saturating_sub(m));
+    let mut out = Vec::new();
+    let min_record = crate::ctf::reader::min_record_size(st.events) as u64;
+    for &pos in &positions[skip..] {
+        let mut recovered = None;
+        match buffer.snapshot_packet(pos, &mut out) {
+            Ok(SnapshotRead::Copied(_)) => {}
+            Ok(SnapshotRead::Gone) => continue,
+            Ok(SnapshotRead::Incomplete) if !writers_dead => {
+                st.report.incomplete += 1;
+                continue;
+            }
+            Ok(SnapshotRead::Incomplete) => {
+                let events = st.events;
+                match buffer.recover_packet(&CtfPacketLayout, pos, &mut out, |b| crate::ctf::reader::record_size(events, b)) {
+                    Ok(Some(r)) => recovered = Some(r),
+                    Ok(None) => continue,
+                    Err(e) => return Err(format!("recovery at position {pos}: {e}")),
+                }
+            }
+            Err(ringbuffer::ReadError::Stale { .. }) => continue,
+            Err(e) => return Err(format!("snapshot at position {pos}: {e}")),
+        }
+        if let Some(mut r) = recovered {
+            if r.lost_bytes > 0 {
+                let lost = r.lost_bytes.div_ceil(min_record).max(1);
+                st.extra_discarded += lost;
+                st.report.lost_bytes += r.lost_bytes;
+                st.report.lost_events += lost;
+            }
+            // The last kept record's timestamp bounds timestamp_end from below.
+            let content = r.packet.content_size as usize;
+            let last = crate::ctf::reader::RecordWalker::over_content(st.events, &out[..content], r.end.timestamp_begin)
+                .map_while(Result::ok)
+                .map(|rec| rec.timestamp)
+                .max();
+            if r.records == 0 {
+                // Nothing kept: its opener may have died before writing the packet's
+                // begin (timestamp 0). An empty packet only carries the lost count; place
+                // it right after the previous packet so timestamps stay in order.
+                let after = if st.last_end > 0 { st.last_end } else { r.end.timestamp_end };
+                r.end.timestamp_begin = r.end.timestamp_begin.max(after);
+                r.end.timestamp_end = r.end.timestamp_begin;
+            }
+            r.end.timestamp_end = r.end.timestamp_end.max(last.unwrap_or(0)).max(r.end.timestamp_begin);
+            r.end.events_discarded = r.end.events_discarded.wrapping_add(st.extra_discarded);
+            r.rewrite_end(&CtfPacketLayout, st.identity, &mut out);
+            st.report.recovered += 1;
+            st.report.records += r.records;
+        } else if st.extra_discarded > 0 {
+            if let Ok(info) = PacketInfo::parse(&out, st.identity) {
+                let end = ringbuffer::PacketEnd {
+                    timestamp_begin: info.timestamp_begin,
+                    timestamp_end: info.timestamp_end,
+                    content_size: info.content_size,
+                    packet_size: info.packet_size,
+                    packet_seq_num: info.packet_seq_num,
+                    events_discarded: info.events_discarded.wrapping_add(st.extra_discarded),
+                };
+                CtfPacketLayout.write_end(st.identity, &mut out[..HEADER_SIZE], &end);
+            }
+        }
+        match PacketInfo::parse(&out, st.identity) {
+            Ok(info) => {
+                sink(&info, &out)?;
+                st.report.packets += 1;
+                st.report.bytes += out.len() as u64;
+                st.report.last_discarded = info.events_discarded;
+                st.last_end = st.last_end.max(info.timestamp_end);
+            }
+            Err(e) => {
+                crate::log!("packet at position {pos} skipped: {e}");
+                st.report.bad_packets += 1;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every stream of one process in one session.
@@ -387,8 +731,17 @@ pub struct ProcessTrace {
     pub pid: i32,
     /// Process name.
     pub procname: String,
-    /// The trace directory (`<output>/ust/pid/<procname>-<pid>-<stamp>`).
+    /// The trace directory (`<output>/ust/pid/<procname>-<pid>-<stamp>`); in a snapshot
+    /// session it is not created, and its last component names the process's directory
+    /// in each snapshot.
     pub dir: PathBuf,
+    /// The trace's metadata text (written again into every snapshot).
+    pub metadata: String,
+    /// Post-mortem trace written when the process died abnormally (snapshot sessions).
+    pub post_mortem: Option<PathBuf>,
+    /// The process is gone but its buffers are kept (it died abnormally in a snapshot
+    /// session): snapshots include it until the session is destroyed.
+    pub retained: bool,
     /// Trace UUID.
     pub uuid: [u8; 16],
     /// Mask slot of each channel in the process (index = channel index).
@@ -428,9 +781,13 @@ pub fn create_process_trace(
     p: &ProcessInfo<'_>,
     next_instance: &mut u64,
 ) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
-    let dir = new_trace_dir(&crate::ctf::process_dir(&session.output, p.procname, p.pid, &crate::datetime::stamp_at(p.registered)))?;
+    let want = crate::ctf::process_dir(&session.output, p.procname, p.pid, &crate::datetime::stamp_at(p.registered));
+    // A snapshot session writes nothing as it runs: its trace directories are made by
+    // each snapshot (`crate::snapshot`).
+    let live = !session.snapshot;
+    let dir = if live { new_trace_dir(&want)? } else { want };
     let r = fill_process_trace(session, p, next_instance, dir.clone());
-    if r.is_err() {
+    if r.is_err() && live {
         // No half-made trace left behind for readers to trip on (metadata without streams,
         // a stream file without its index): the directory is new and ours.
         let _ = std::fs::remove_dir_all(&dir);
@@ -444,6 +801,7 @@ fn fill_process_trace(
     next_instance: &mut u64,
     dir: PathBuf,
 ) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
+    let live = !session.snapshot;
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
     let hostname = hostname();
@@ -460,19 +818,50 @@ fn fill_process_trace(
         channels: &channels,
         events: p.events,
     });
-    crate::ctf::metadata::write_atomically(&dir, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
+    if live {
+        crate::ctf::metadata::write_atomically(&dir, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
+    }
+    let shm_dir = match &session.shm_dir {
+        None => None,
+        Some(base) => {
+            use std::os::unix::fs::DirBuilderExt;
+            let d = crate::ctf::process_dir(base, p.procname, p.pid, &crate::datetime::stamp_at(p.registered));
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&d).map_err(io(format!("creating {}", d.display())))?;
+            crate::ctf::metadata::write_atomically(&d, &text).map_err(io(format!("writing {}/metadata", d.display())))?;
+            let json = serde_json::to_vec(p.events).map_err(|e| SetupError::Layout(e.to_string()))?;
+            std::fs::write(d.join(EVENTS_FILE), json).map_err(io(format!("writing {}/{EVENTS_FILE}", d.display())))?;
+            Some(d)
+        }
+    };
     let mut streams = Vec::new();
     let mut fds = Vec::new();
+    let events: Arc<[EventDesc]> = p.events.to_vec().into();
     for (ci, ch) in session.channels.iter().enumerate() {
         let mut chan_fds = Vec::new();
         for cpu in 0..p.ncpus {
             let identity = StreamIdentity { uuid, stream_id: ci as u32, cpu, stream_instance_id: *next_instance };
             *next_instance += 1;
             let cfg = buffer_config(&ch.config, identity);
-            let (buffer, fd) = allocate(&cfg, &format!("ust-{}-{}-{}", p.pid, ch.name, cpu))?;
             let name = crate::ctf::stream_file_name(&ch.name, cpu);
-            let file = StreamFile::create(&dir, &name).map_err(io(format!("creating {}/{name}", dir.display())))?;
-            let index = IndexFile::create(&dir, &name).map_err(io(format!("creating {}/index/{name}.idx", dir.display())))?;
+            let (buffer, fd, shm_file, shm_guard) = match &shm_dir {
+                Some(d) => {
+                    let (b, fd, f) = allocate_file(&cfg, &d.join(&name))?;
+                    let size = b.config().file_size().unwrap_or(0) as u64;
+                    let guard = crate::sigbus::register(b.map().as_ptr(), b.map().len());
+                    (b, fd, Some((f, size)), guard)
+                }
+                None => {
+                    let (b, fd) = allocate(&cfg, &format!("ust-{}-{}-{}", p.pid, ch.name, cpu))?;
+                    (b, fd, None, None)
+                }
+            };
+            let (file, index) = if live {
+                let file = StreamFile::create(&dir, &name).map_err(io(format!("creating {}/{name}", dir.display())))?;
+                let index = IndexFile::create(&dir, &name).map_err(io(format!("creating {}/index/{name}.idx", dir.display())))?;
+                (Some(file), Some(index))
+            } else {
+                (None, None)
+            };
             let now = Instant::now();
             let read_period = Duration::from_micros(ch.config.read_timer_us.max(1));
             let switch_period = (ch.config.switch_timer_us > 0).then(|| Duration::from_micros(ch.config.switch_timer_us));
@@ -482,8 +871,9 @@ fn fill_process_trace(
                 cpu,
                 identity,
                 buffer: Some(buffer),
-                file: Some(file),
-                index: Some(index),
+                file,
+                index,
+                events: events.clone(),
                 stats: StreamStats::default(),
                 num_subbuf: ch.config.num_subbuf,
                 read_period,
@@ -494,6 +884,9 @@ fn fill_process_trace(
                 broken: false,
                 last: None,
                 output_error: session.output_error.clone(),
+                snapshot_only: !live,
+                shm_file,
+                shm_guard,
             })));
             chan_fds.push(fd);
         }
@@ -503,6 +896,9 @@ fn fill_process_trace(
         pid: p.pid,
         procname: p.procname.to_string(),
         dir,
+        metadata: text,
+        post_mortem: None,
+        retained: false,
         uuid,
         slots: vec![None; session.channels.len()],
         streams,
@@ -550,5 +946,86 @@ pub fn buffer_config(c: &ChannelConfig, stream: StreamIdentity) -> BufferConfig 
         mode: if c.overwrite { Mode::Overwrite } else { Mode::Discard },
         header_size: HEADER_SIZE as u32,
         stream,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+    use ringbuffer::{Reservation, SlotSize};
+    use ust_core::{event_header, FieldDesc, FieldType, IntegerType, Level};
+
+    fn events() -> Vec<EventDesc> {
+        vec![EventDesc {
+            provider: Cow::Borrowed("t"),
+            name: Cow::Borrowed("ev"),
+            level: Level::Info,
+            fields: Cow::Owned(vec![FieldDesc { name: Cow::Borrowed("v"), ty: FieldType::Integer(IntegerType::U64) }]),
+            location: Cow::Borrowed(""),
+        }]
+    }
+
+    fn reserve(b: &Buffer, ts: u64) -> Reservation {
+        let clock = move || ts;
+        let size = SlotSize { compact: 4 + 8, extended: 13 + 8 };
+        b.reserve(&CtfPacketLayout, &clock, size).unwrap()
+    }
+
+    fn commit(b: &Buffer, mut r: Reservation, v: u64) {
+        let (ts, ext) = (r.timestamp, r.extended);
+        let slot = b.slot(&mut r);
+        let (byte0, len) = event_header::write(slot, 1, ts, ext);
+        slot[len..len + 8].copy_from_slice(&v.to_le_bytes());
+        b.commit(&CtfPacketLayout, r, byte0);
+    }
+
+    /// Three records, committed out of order (third, first) and the second never: the
+    /// recovered packet keeps the first only, ends its content there, and reports the
+    /// rest as discarded in this packet and every later one.
+    #[test]
+    fn torn_slot_keeps_the_committed_prefix_whatever_the_commit_order() {
+        for mode in [Mode::Discard, Mode::Overwrite] {
+            let id = StreamIdentity { uuid: [7; 16], stream_id: 0, cpu: 0, stream_instance_id: 1 };
+            let cfg = BufferConfig { subbuf_size: 4096, num_subbuf: 4, mode, header_size: HEADER_SIZE as u32, stream: id };
+            let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
+            let b = Buffer::create(map.into(), &cfg).unwrap();
+            let (r1, r2, r3) = (reserve(&b, 100), reserve(&b, 200), reserve(&b, 300));
+            commit(&b, r3, 3);
+            commit(&b, r1, 1);
+            drop(r2); // its writer died between reserve and commit
+            b.flush(&CtfPacketLayout, &|| 400u64);
+            let ev = events();
+            let mut held = HeldCopy::new(&id, &ev);
+            let mut packets = Vec::new();
+            copy_held_packets(&b, &mut held, true, None, &mut |info, p| {
+                packets.push((*info, p.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(packets.len(), 1, "{mode:?}");
+            let (info, p) = &packets[0];
+            assert_eq!(info.content_size, HEADER_SIZE as u64 + 12, "{mode:?}: only the first record");
+            assert_eq!(info.events_discarded, 2, "{mode:?}: 24 lost bytes / 12-byte records");
+            assert!(info.timestamp_begin <= 100 && info.timestamp_end >= 100);
+            let (_, w) = crate::ctf::reader::RecordWalker::new(&ev, p).unwrap();
+            let recs: Vec<_> = w.collect::<Result<_, _>>().unwrap();
+            assert_eq!(recs.len(), 1);
+            assert_eq!(recs[0].payload, 1u64.to_le_bytes());
+            assert_eq!((held.report.recovered, held.report.lost_bytes, held.report.lost_events), (1, 24, 2));
+        }
+    }
+
+    #[test]
+    fn record_sizes_come_from_the_headers_and_descriptions() {
+        let ev = events();
+        let mut rec = [0u8; 12];
+        let (b0, _) = event_header::write(&mut rec, 1, 5, false);
+        rec[0] = b0;
+        assert_eq!(crate::ctf::reader::record_size(&ev, &rec), Some(12));
+        assert_eq!(crate::ctf::reader::record_size(&ev, &rec[..11]), None, "cut short");
+        rec[0] = 0;
+        assert_eq!(crate::ctf::reader::record_size(&ev, &rec), None, "uncommitted");
+        assert_eq!(crate::ctf::reader::min_record_size(&ev), 12);
     }
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use ust_core::Level;
 
-use crate::control::{AppInfo, Client, ClientError, Command, DestroyReport, Payload, SessionDetail, SessionSummary, StatusReport};
+use crate::control::{AppInfo, Client, ClientError, Command, CreateOptions, DestroyReport, Payload, SessionDetail, SessionSummary, StatusReport};
 use crate::session::{ChannelConfig, LevelFilter, DEFAULT_NUM_SUBBUF, DEFAULT_READ_TIMER_US, DEFAULT_SUBBUF_SIZE, DEFAULT_SWITCH_TIMER_US};
 
 /// `ust`: control user-space tracing of Rust programs.
@@ -66,6 +66,42 @@ pub enum Cmd {
     Trace(TraceArgs),
     /// Report on a trace: tasks, system calls, waits and wake-ups, page faults.
     Report(ReportArgs),
+    /// Snapshot sessions: `ust snapshot record` writes the buffers' content.
+    #[command(subcommand)]
+    Snapshot(SnapshotCmd),
+    /// Rebuild CTF traces from the buffer files a `--shm-path` session left behind, after
+    /// both the application and the daemon are gone (LTTng's `lttng-crash`).
+    CrashDump(CrashDumpArgs),
+}
+
+/// `ust snapshot ...`.
+#[derive(Debug, Subcommand)]
+pub enum SnapshotCmd {
+    /// Write the current content of every buffer of a snapshot session as a CTF trace
+    /// under `<output>/snapshot-<N>-<YYYYmmdd-HHMMSS>/`, without stopping tracing (as
+    /// `lttng snapshot record`).
+    Record(SnapshotRecordArgs),
+}
+
+/// `ust snapshot record`.
+#[derive(Debug, Args)]
+pub struct SnapshotRecordArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub session: SessionOpt,
+    /// Write at most this many bytes in total (k, M, G suffixes), split evenly between
+    /// the streams, keeping the newest packets of each.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub max_size: Option<u64>,
+}
+
+/// `ust crash-dump`.
+#[derive(Debug, Args)]
+pub struct CrashDumpArgs {
+    /// The `--shm-path` directory (searched recursively for buffer sets).
+    pub shm_dir: PathBuf,
+    /// Where to write `ust/pid/<procname>-<pid>-<stamp>/` for every buffer set found.
+    pub out_dir: PathBuf,
 }
 
 /// `ust create`.
@@ -76,10 +112,14 @@ pub struct CreateArgs {
     /// Output directory (default: $HOME/ust-traces/<name>-<YYYYmmdd-HHMMSS>/).
     #[arg(short = 'o', long, value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// Snapshot (flight-recorder) session. Not supported yet.
+    /// Snapshot (flight-recorder) session: channels default to overwrite mode, nothing is
+    /// written until `ust snapshot record`, and a process that dies abnormally leaves a
+    /// post-mortem trace under `<output>/post-mortem/`.
     #[arg(long)]
     pub snapshot: bool,
-    /// Keep buffers as files under DIR for crash recovery. Not supported yet.
+    /// Keep the buffers as files (and a plain-text metadata file per process) under
+    /// DIR/<session>-<YYYYmmdd-HHMMSS>/ so that `ust crash-dump` can rebuild the trace
+    /// after both the application and the daemon died.
     #[arg(long, value_name = "DIR")]
     pub shm_path: Option<PathBuf>,
 }
@@ -353,6 +393,8 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::View(a) => view(a),
         Cmd::Trace(a) => trace(a),
         Cmd::Report(a) => report(a),
+        Cmd::Snapshot(SnapshotCmd::Record(a)) => snapshot_record(a),
+        Cmd::CrashDump(a) => crate::crash::run(&a.shm_dir, &a.out_dir),
     }
 }
 
@@ -440,13 +482,17 @@ fn absolute(p: PathBuf) -> Result<PathBuf, Failure> {
     }
 }
 
+fn snapshot_record(a: SnapshotRecordArgs) -> CliResult {
+    let Payload::Snapshot(r) = call(Command::SnapshotRecord { session: a.session.session, max_size: a.max_size })? else {
+        return Err(unexpected());
+    };
+    println!("Snapshot recorded successfully");
+    println!("Snapshot written to {} ({} process(es), {} packets, {} bytes)", r.dir.display(), r.processes, r.packets, r.bytes);
+    Ok(ExitCode::SUCCESS)
+}
+
 fn create(a: CreateArgs) -> CliResult {
-    if a.snapshot {
-        return Err(Failure::new("--snapshot is not supported yet"));
-    }
-    if a.shm_path.is_some() {
-        return Err(Failure::new("--shm-path is not supported yet"));
-    }
+    let shm_path = a.shm_path.map(absolute).transpose()?;
     let stamp = crate::datetime::stamp();
     let name = a.name.unwrap_or_else(|| format!("auto-{stamp}"));
     crate::session::check_name("session", &name).map_err(Failure::new)?;
@@ -455,8 +501,8 @@ fn create(a: CreateArgs) -> CliResult {
         None => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
     };
     let mut c = connect_or_start()?;
-    let Payload::Created { name, output } = c.call(Command::CreateSession { name, output, token: None })? else { return Err(unexpected()) };
-    println!("Session {name} created.");
+    let Payload::Created { name, output } = c.call(Command::CreateSessionWith { name, output, options: CreateOptions { snapshot: a.snapshot, shm_path } })? else { return Err(unexpected()) };
+    println!("{}{name} created.", if a.snapshot { "Snapshot session " } else { "Session " });
     println!("Traces will be written in {}", output.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -465,7 +511,7 @@ fn enable_channel(a: EnableChannelArgs) -> CliResult {
     if a.tracefile_size.is_some() || a.tracefile_count.is_some() {
         return Err(Failure::new("--tracefile-size and --tracefile-count are not supported yet"));
     }
-    let config = ChannelConfig {
+    let mut config = ChannelConfig {
         subbuf_size: a.subbuf_size.unwrap_or(DEFAULT_SUBBUF_SIZE),
         num_subbuf: a.num_subbuf.unwrap_or(DEFAULT_NUM_SUBBUF),
         overwrite: a.overwrite,
@@ -473,7 +519,15 @@ fn enable_channel(a: EnableChannelArgs) -> CliResult {
         read_timer_us: a.read_timer.unwrap_or(DEFAULT_READ_TIMER_US),
     };
     config.validate().map_err(Failure::new)?;
-    call(Command::EnableChannel { session: a.session.session, name: a.name.clone(), config })?;
+    let mut c = connect()?;
+    if !a.overwrite && !a.discard {
+        // Neither mode given: the session's default (overwrite in a snapshot session, as
+        // LTTng's snapshot sessions).
+        if let Payload::Session(d) = c.call(Command::ListSession { session: a.session.session.clone() })? {
+            config.overwrite = d.summary.snapshot;
+        }
+    }
+    c.call(Command::EnableChannel { session: a.session.session, name: a.name.clone(), config })?;
     println!("UST channel {} enabled", a.name);
     Ok(ExitCode::SUCCESS)
 }
@@ -575,7 +629,12 @@ fn print_sessions(s: &[SessionSummary]) {
 }
 
 fn print_session(d: &SessionDetail) {
-    println!("Tracing session {}: [{}]", d.summary.name, state_word(d.summary.active));
+    println!(
+        "Tracing session {}: [{}{}]",
+        d.summary.name,
+        state_word(d.summary.active),
+        if d.summary.snapshot { " snapshot" } else { "" }
+    );
     println!("    Trace output: {}", d.summary.output.display());
     if let Some(e) = &d.summary.output_error {
         println!("    Output STOPPED: {e} (packets written before are kept)");
@@ -617,6 +676,9 @@ fn print_session(d: &SessionDetail) {
         println!("Traced processes:");
         for p in &d.processes {
             println!("  PID {} ({}) [{}] {}", p.pid, p.procname, if p.alive { "alive" } else { "gone" }, p.dir.display());
+            if let Some(pm) = &p.post_mortem {
+                println!("    died abnormally; post-mortem trace: {}", pm.display());
+            }
         }
     }
 }

@@ -68,6 +68,15 @@ pub enum Command {
         /// `UST_SESSION_TOKEN` of a `ust trace` session.
         token: Option<String>,
     },
+    /// [`Command::CreateSession`] with the options of `ust create --snapshot --shm-path`.
+    CreateSessionWith {
+        /// Session name.
+        name: String,
+        /// Absolute output directory.
+        output: PathBuf,
+        /// Snapshot session, `--shm-path`.
+        options: CreateOptions,
+    },
     /// Create a channel (or change one that was never started).
     EnableChannel {
         /// Session.
@@ -129,6 +138,25 @@ pub enum Command {
         /// Session.
         session: Option<String>,
     },
+    /// `ust snapshot record`: write a snapshot session's buffers. Answered with
+    /// [`Payload::Snapshot`].
+    SnapshotRecord {
+        /// Session.
+        session: Option<String>,
+        /// Total bytes at most (split evenly between streams; newest packets kept).
+        max_size: Option<u64>,
+    },
+}
+
+/// Options of `ust create` beyond name and output.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// Snapshot (flight-recorder) session (`--snapshot`): channels default to overwrite
+    /// mode, nothing is written until `ust snapshot record`, abnormal deaths leave
+    /// post-mortem traces.
+    pub snapshot: bool,
+    /// Absolute `--shm-path` directory: buffers as files, kept for `ust crash-dump`.
+    pub shm_path: Option<PathBuf>,
 }
 
 /// The answer to a request.
@@ -174,6 +202,8 @@ pub enum Payload {
     Status(StatusReport),
     /// A session was destroyed.
     Destroyed(DestroyReport),
+    /// A snapshot was written.
+    Snapshot(crate::snapshot::SnapshotReport),
 }
 
 /// A line of `ust list`.
@@ -189,6 +219,9 @@ pub struct SessionSummary {
     pub current: bool,
     /// A `ust trace` session (takes only its token's processes).
     pub trace: bool,
+    /// A snapshot (flight-recorder) session.
+    #[serde(default)]
+    pub snapshot: bool,
     /// Number of channels.
     pub channels: usize,
     /// Processes traced (alive or gone).
@@ -236,6 +269,9 @@ pub struct ProcessDetail {
     pub dir: PathBuf,
     /// Still running.
     pub alive: bool,
+    /// Post-mortem trace written when it died abnormally (snapshot sessions).
+    #[serde(default)]
+    pub post_mortem: Option<PathBuf>,
 }
 
 /// `ust list SESSION`.
@@ -389,7 +425,8 @@ fn check_pattern(p: &str) -> Res<()> {
 pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
     let r = match cmd {
         Command::Ping => Ok(Payload::Pong { version: CTL_VERSION, pid: std::process::id(), rundir: daemon.rundir.clone() }),
-        Command::CreateSession { name, output, token } => create(daemon, name, output, token),
+        Command::CreateSession { name, output, token } => create(daemon, name, output, token, CreateOptions::default()),
+        Command::CreateSessionWith { name, output, options } => create(daemon, name, output, None, options),
         Command::EnableChannel { session, name, config } => enable_channel(daemon, session, name, config),
         Command::EnableEvent { session, channel, patterns, level } => enable_event(daemon, session, channel, patterns, level),
         Command::DisableEvent { session, channel, patterns, all } => disable_event(daemon, session, channel, patterns, all),
@@ -406,6 +443,10 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
         }
         Command::ListApps => Ok(Payload::Apps(list_apps(daemon))),
         Command::Status { session } => status(daemon, session),
+        Command::SnapshotRecord { session, max_size } => {
+            let name = resolve(&daemon.lock(), &session);
+            name.and_then(|n| crate::snapshot::record(daemon, &n, max_size)).map(Payload::Snapshot)
+        }
     };
     match r {
         Ok(p) => Reply::Ok(p),
@@ -413,7 +454,8 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
     }
 }
 
-fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>) -> Res<Payload> {
+fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
+    let CreateOptions { snapshot, shm_path } = options;
     check_name("session", &name)?;
     if !output.is_absolute() {
         return Err(format!("output directory {} is not an absolute path", output.display()));
@@ -424,18 +466,34 @@ fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>)
     if daemon.lock().sessions.contains_key(&name) {
         return Err(format!("a session named {name:?} already exists"));
     }
+    if snapshot && token.is_some() {
+        return Err("a `ust trace` session cannot be a snapshot session".into());
+    }
+    let shm_dir = match shm_path {
+        None => None,
+        Some(p) => {
+            if !p.is_absolute() {
+                return Err(format!("--shm-path {} is not an absolute path", p.display()));
+            }
+            let d = p.join(format!("{name}-{}", crate::datetime::stamp()));
+            std::fs::create_dir_all(&d).map_err(|e| format!("cannot create shm directory {}: {e}", d.display()))?;
+            Some(d)
+        }
+    };
     std::fs::create_dir_all(&output).map_err(|e| format!("cannot create output directory {}: {e}", output.display()))?;
     let mut st = daemon.lock();
     if st.sessions.contains_key(&name) {
         return Err(format!("a session named {name:?} already exists"));
     }
     let is_trace = token.is_some();
-    let session = Session::new(name.clone(), output.clone(), token);
+    let mut session = Session::new(name.clone(), output.clone(), token);
+    session.snapshot = snapshot;
+    session.shm_dir = shm_dir;
     st.sessions.insert(name.clone(), SessionState { session, traces: Default::default() });
     if !is_trace {
         st.current = Some(name.clone());
     }
-    crate::log!("session {name} created, output {}", output.display());
+    crate::log!("session {name} created{}, output {}", if snapshot { " (snapshot)" } else { "" }, output.display());
     Ok(Payload::Created { name, output })
 }
 
@@ -483,7 +541,8 @@ fn enable_event(daemon: &Daemon, session: Option<String>, channel: Option<String
             if ss.session.ever_started {
                 return Err(format!("session {sname} has been started and has no channel {DEFAULT_CHANNEL}; name a channel with -c"));
             }
-            ss.session.channels.push(Channel { name: cname.clone(), config: ChannelConfig::default(), enablers: Vec::new() });
+            let config = ChannelConfig { overwrite: ss.session.snapshot, ..ChannelConfig::default() };
+            ss.session.channels.push(Channel { name: cname.clone(), config, enablers: Vec::new() });
             ss.session.channels.len() - 1
         }
         None => return Err(format!("session {sname} has no channel {cname:?}; create it with `ust enable-channel {cname}`")),
@@ -611,11 +670,14 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
     if daemon.lock().sessions.get(name).is_some_and(|s| s.session.started) {
         stop(daemon, name);
     }
-    let ss = {
+    let (ss, dead) = {
         let mut st = daemon.lock();
         let Some(ss) = st.sessions.remove(name) else {
             return Err(format!("no session named {name:?}"));
         };
+        // Processes whose death is being handled right now: their streams are no longer in
+        // a session `process_gone` can find, so torn-event recovery happens here.
+        let dead: Vec<u64> = ss.traces.keys().filter(|id| !st.apps.get(id).is_some_and(|a| a.alive)).copied().collect();
         for app in st.apps.values_mut() {
             let slots: Vec<u32> = app.slots.iter().filter(|(_, (s, _))| s == name).map(|(k, _)| *k).collect();
             for slot in slots {
@@ -630,14 +692,18 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
             st.current = None;
         }
         st.forget_gone_apps();
-        ss
+        (ss, dead)
     };
     let mut traces = Vec::new();
-    for t in ss.traces.values() {
+    for (id, t) in &ss.traces {
         let mut stats = StreamStats::default();
         for s in &t.streams {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            s.finish();
+            if t.gone || dead.contains(id) {
+                s.finish_dead();
+            } else {
+                s.finish();
+            }
             stats.discarded += s.stats.discarded;
             stats.packets += s.stats.packets;
             stats.bad_packets += s.stats.bad_packets;
@@ -651,6 +717,14 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
             packets: stats.packets,
             bad_packets: stats.bad_packets,
         });
+    }
+    if let Some(d) = &ss.session.shm_dir {
+        // Everything the buffers held is in the trace now: the crash-recovery copies go
+        // (as LTTng removes its shm files at destroy).
+        match std::fs::remove_dir_all(d) {
+            Ok(()) => crate::log!("session {name}: buffer files in {} removed", d.display()),
+            Err(e) => crate::log!("session {name}: removing buffer files in {}: {e}", d.display()),
+        }
     }
     crate::log!("session {name} destroyed");
     Ok(DestroyReport { name: name.to_string(), output: ss.session.output.clone(), traces, output_error: ss.session.output_error.get() })
@@ -671,6 +745,7 @@ fn summary(st: &crate::apps::State, ss: &SessionState) -> SessionSummary {
         active: ss.session.started,
         current: st.current.as_deref() == Some(ss.session.name.as_str()),
         trace: ss.session.token.is_some(),
+        snapshot: ss.session.snapshot,
         channels: ss.session.channels.len(),
         processes: ss.traces.len(),
         output_error: ss.session.output_error.get(),
@@ -707,7 +782,13 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
         let processes = ss
             .traces
             .values()
-            .map(|t| ProcessDetail { pid: t.pid, procname: t.procname.clone(), dir: t.dir.clone(), alive: !t.gone })
+            .map(|t| ProcessDetail {
+                pid: t.pid,
+                procname: t.procname.clone(),
+                dir: t.dir.clone(),
+                alive: !t.gone,
+                post_mortem: t.post_mortem.clone(),
+            })
             .collect();
         let streams: Vec<Arc<Mutex<Stream>>> = session_streams(ss);
         (SessionDetail { summary: summary(&st, ss), channels, processes }, streams)

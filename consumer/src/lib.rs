@@ -17,6 +17,8 @@
 //! - [`drain`]: the read and switch timers that move packets from buffers to stream files.
 //! - [`ctf`]: the CTF 1.8 writer (metadata, stream files, index files) and a record walker.
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
+//! - [`sigbus`]: surviving SIGBUS on `--shm-path` buffer files.
+//! - [`snapshot`]: `ust snapshot record` and post-mortem dumps of snapshot sessions.
 //! - [`cli`]: the `ust` command.
 //! - [`kernel`]: kernel events from tracefs for `ust trace --kernel`, written as CTF.
 //! - [`report`]: `ust report`: what the traced program waited for and what woke it.
@@ -29,6 +31,7 @@ pub mod buffers;
 pub mod cli;
 pub mod control;
 pub mod ctf;
+pub mod crash;
 pub mod daemon;
 pub mod datetime;
 pub mod drain;
@@ -36,3 +39,5 @@ pub mod kernel;
 pub mod log;
 pub mod report;
 pub mod session;
+pub mod sigbus;
+pub mod snapshot;

@@ -176,6 +176,16 @@ pub struct Session {
     /// of the session stops writing, and no new process is attached. Shared with the
     /// session's streams.
     pub output_error: OutputError,
+    /// Snapshot (flight-recorder) session, LTTng's `lttng create --snapshot`: channels
+    /// default to overwrite mode, nothing is written while it runs, `ust snapshot record`
+    /// writes the buffers' content, and a process that dies abnormally leaves a
+    /// post-mortem trace.
+    pub snapshot: bool,
+    /// Snapshots recorded so far (`snapshot-<N>-…` directories count from 1).
+    pub snapshots_taken: u32,
+    /// `--shm-path`: where buffer files and plain-text metadata are kept for
+    /// `ust crash-dump` (`<dir>/<session>-<YYYYmmdd-HHMMSS>/`), instead of memfds.
+    pub shm_dir: Option<PathBuf>,
 }
 
 /// The first output error of a session, shared by all its streams (see
@@ -230,6 +240,9 @@ impl Session {
             created: crate::datetime::now(),
             clock_offset_ns: ust_core::clock::realtime_offset_ns(),
             output_error: OutputError::default(),
+            snapshot: false,
+            snapshots_taken: 0,
+            shm_dir: None,
         }
     }
 

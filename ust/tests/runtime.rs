@@ -370,7 +370,8 @@ fn picks_up_a_daemon_that_starts_later_and_one_that_comes_back() {
         protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
         sync(&s, 7);
         std::thread::sleep(Duration::from_millis(100));
-        // Daemon goes away: the child turns tracing off and comes back on its own.
+        // Daemon goes away: the child keeps its channels until a daemon answers again,
+        // then retires them and registers anew, on its own.
         drop(s);
         std::thread::sleep(Duration::from_millis(50));
         let records = read_all(&ch, &reg.events);

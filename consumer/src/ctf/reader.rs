@@ -10,7 +10,7 @@
 //! Sizes come from the event descriptions: a string runs up to and including its NUL, a
 //! sequence is its length field then that many elements. Every read is bounds-checked and
 //! nothing panics on hostile bytes: the walker stops at the first record it cannot read and
-//! says why. `ust trace` counts events with it; crash recovery will reuse it to find the
+//! says why. `ust trace` counts events with it; torn-event recovery uses [`record_size`] to find the
 //! last whole record of a sub-buffer.
 
 use ust_core::event_header;
@@ -120,6 +120,34 @@ pub fn payload_size(desc: &EventDesc, b: &[u8]) -> Option<usize> {
         off += field_size(&f.ty, b.get(off..)?)?;
     }
     Some(off)
+}
+
+/// Length in bytes of the record (event header and payload) at the start of `bytes`, or
+/// `None` when the bytes are not a whole record of one of `events`: a zero first byte (an
+/// uncommitted slot), an unknown id, or a field running past the end of `bytes`. The
+/// record-size callback of [`ringbuffer::Buffer::recover_packet`] (torn-event recovery).
+pub fn record_size(events: &[EventDesc], bytes: &[u8]) -> Option<usize> {
+    let h = event_header::decode(bytes, 0)?;
+    let desc = events.get(h.id.checked_sub(event_header::FIRST_EVENT_ID)? as usize)?;
+    let size = payload_size(desc, bytes.get(h.len..)?)?;
+    h.len.checked_add(size)
+}
+
+/// Smallest number of bytes a record of any of `events` can take (compact header, strings
+/// empty, sequences empty), at least 1. Dividing lost bytes by it bounds the number of
+/// events they held from above: what torn-event recovery reports as discarded.
+pub fn min_record_size(events: &[EventDesc]) -> usize {
+    let min_field = |ty: &FieldType| match ty {
+        FieldType::String => 1,
+        FieldType::Sequence { length, .. } => length.size_bytes(),
+        other => other.fixed_size().unwrap_or(1),
+    };
+    events
+        .iter()
+        .map(|e| event_header::COMPACT_SIZE + e.fields.iter().map(|f| min_field(&f.ty)).sum::<usize>())
+        .min()
+        .unwrap_or(event_header::COMPACT_SIZE)
+        .max(1)
 }
 
 /// Decodes the fields of `desc` from `payload`: `(name, value)` in order. `None` when the

@@ -9,8 +9,10 @@
 //!     wait for Ready, at most                   connect, send Register(all descriptions)
 //!     UST_REGISTER_TIMEOUT ms (3000)            serve AddChannel / RemoveChannel /
 //!   return                                        SetEnabled / Ready / Sync / Refused
-//!                                               on EOF or error: masks cleared, channels
-//!                                                 retired, back to waiting
+//!                                               on EOF or error (the daemon died): keep
+//!                                                 writing into its buffers, back to
+//!                                                 waiting; retire them when a new daemon
+//!                                                 answers, then register again
 //! atexit:      send Exiting
 //! fork child:  clear masks, drop the parent's channels, fresh runtime thread (new process)
 //! ```

@@ -71,15 +71,30 @@ pub(super) fn run(g: &'static Generation, path: PathBuf) {
         };
         said_missing = false;
         said_connect = false;
+        // A new daemon hands out new buffers: retire what a previous one (which died
+        // without removing its channels) left installed.
+        site::disable_all();
+        let stale = channel::remove_all();
+        if stale > 0 {
+            debug!("{stale} channel(s) of a previous daemon retired before registering again");
+        }
         match serve(g, &path, stream) {
-            Outcome::Refused => refused_by = Some(id),
+            Outcome::Refused => {
+                refused_by = Some(id);
+                tracing_off();
+            }
+            // The daemon is gone without removing its channels (it died: a daemon that
+            // shuts down removes them first). Keep writing into the buffers, as LTTng-UST
+            // does: they are shared memory that outlives the daemon (a flight recorder keeps
+            // its content for `ust crash-dump`, a discard-mode buffer fills and counts its
+            // events as lost), the emit path makes no system call either way, and the
+            // channels are retired when a daemon is back.
             Outcome::Closed => {}
         }
         *g.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
         for fd in &g.fds {
             fd.store(-1, Ordering::Release);
         }
-        tracing_off();
         g.settle();
         std::thread::sleep(POLL_INTERVAL);
     }
@@ -150,7 +165,7 @@ fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
         let (msg, fds) = match protocol::recv::<DaemonMessage>(&stream) {
             Ok(m) => m,
             Err(ProtocolError::Eof) => {
-                debug!("the daemon closed the connection: tracing off until a daemon is back");
+                debug!("the daemon closed the connection: its channels stay until a daemon is back");
                 return Outcome::Closed;
             }
             Err(ProtocolError::Io(e)) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
@@ -158,7 +173,7 @@ fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
                 return Outcome::Closed;
             }
             Err(e) => {
-                debug!("daemon connection failed ({e}): tracing off until a daemon is back");
+                debug!("daemon connection failed ({e}): its channels stay until a daemon is back");
                 return Outcome::Closed;
             }
         };
