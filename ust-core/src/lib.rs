@@ -7,8 +7,10 @@
 //! allocate only at registration.
 
 pub mod clock;
+pub mod context;
 pub mod event;
 pub mod event_header;
+pub mod filter;
 pub mod level;
 pub mod packet;
 pub mod protocol;
@@ -21,4 +23,4 @@ pub use level::Level;
 /// layout). A daemon refuses an application with another major version.
 pub const ABI_MAJOR: u16 = 1;
 /// Minor version of the ABI: additions that older peers can ignore.
-pub const ABI_MINOR: u16 = 0;
+pub const ABI_MINOR: u16 = 1;

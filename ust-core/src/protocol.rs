@@ -33,7 +33,9 @@ use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFl
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::context::ContextType;
 use crate::event::EventDesc;
+use crate::filter::Expr;
 use crate::event_header::FIRST_EVENT_ID;
 
 /// Largest frame body, in bytes.
@@ -101,10 +103,28 @@ pub struct ChannelGrant {
     pub channel: String,
     /// Number of per-CPU buffers (and of descriptors in the frame).
     pub ncpus: u32,
+    /// Context fields written after the event header of every record of this channel, in
+    /// this order (`ust add-context`; ABI minor 1, absent = none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contexts: Vec<ContextType>,
+}
+
+/// The filters of one event in one channel: the event is recorded into the channel in
+/// `slot` only when one of `any_of` matches (the filters of the enablers that match the
+/// event OR together). Every expression is resolved ([`crate::filter::Operand::Field`]
+/// indexes) and is validated again by the process before use.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventFilter {
+    /// Index of the event in registration order.
+    pub event: u32,
+    /// Channel slot.
+    pub slot: u32,
+    /// Alternatives; at least one.
+    pub any_of: Vec<Expr>,
 }
 
 /// Messages from the daemon to an application.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum DaemonMessage {
     /// Registration refused (ABI major mismatch, bad description); the process runs untraced.
     Refused {
@@ -123,6 +143,10 @@ pub enum DaemonMessage {
     SetEnabled {
         /// One mask per registered event.
         masks: Vec<u64>,
+        /// Conditions on some of the mask bits (ABI minor 1, absent = none): a bit named by
+        /// an entry is recorded only when the entry's filter matches.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        filters: Vec<EventFilter>,
     },
     /// Registration is complete.
     Ready,

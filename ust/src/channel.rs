@@ -20,9 +20,19 @@ pub struct Channel {
     pub(crate) session: String,
     /// Channel name, for messages.
     pub(crate) name: String,
+    /// Context fields written after the event header of every record, in order.
+    pub(crate) contexts: Box<[ust_core::context::ContextType]>,
+    /// Their total size in bytes (precomputed: 0 when there is none).
+    pub(crate) ctx_len: usize,
 }
 
 impl Channel {
+    /// A channel over `buffers` (CPU 0 first) with context fields `contexts`.
+    pub(crate) fn new(buffers: Box<[Buffer]>, session: String, name: String, contexts: Vec<ust_core::context::ContextType>) -> Channel {
+        let ctx_len = ust_core::context::block_size(&contexts);
+        Channel { buffers, session, name, contexts: contexts.into_boxed_slice(), ctx_len }
+    }
+
     /// The buffer for `cpu`; a CPU number past the buffer count (more CPUs online than the
     /// daemon allocated for) wraps around.
     #[inline(always)]

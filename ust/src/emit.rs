@@ -4,10 +4,16 @@
 //! nesting guard ─> for each set bit s of the site's mask (fast path: exactly one)
 //!                    channel = CHANNELS[s]           (Acquire load; null = gone, skip)
 //!                    buffer  = channel.buffer(cpu)   (rseq cpu_id, wrapped to the count)
-//!                    r = reserve(header sizes of id + payload length)
-//!                    write event header (all but byte 0) + payload into the slot
+//!                    r = reserve(header sizes of id + context block + payload length)
+//!                    write event header (all but byte 0), context block, payload
 //!                    commit(r, byte 0)               (publishes byte 0 last)
 //! ```
+//!
+//! A site with filters on some of its channels (`--filter`) takes a separate path first:
+//! the payload is serialized once into a stack scratch area, the filters are evaluated on
+//! those bytes, and only the channels whose filter matches reserve and copy it; a
+//! non-matching event costs no reservation. A site without filters pays one load and a
+//! test for that.
 //!
 //! No allocation, no lock, no system call. An event the buffer cannot take (full in
 //! discard mode, larger than a sub-buffer) is counted by the ring buffer itself; an event
@@ -22,7 +28,7 @@ use ust_core::packet::CtfPacketLayout;
 
 use crate::channel;
 use crate::cpu;
-use crate::site::Site;
+use crate::site::{Site, SiteFilter};
 
 /// Records one event of `site` whose payload is `payload_len` bytes, written by `write`
 /// into a slice of exactly that length, into every channel the site's mask names.
@@ -53,6 +59,12 @@ pub fn emit<F: Fn(&mut [u8])>(site: &Site, payload_len: usize, write: F) {
     };
     let size = SlotSize { compact: c, extended: e };
     let cpu = cpu::current();
+    if let Some(f) = site.filter() {
+        if mask & f.mask != 0 {
+            emit_filtered(site, f, mask, cpu, id, size, payload_len, &write);
+            return;
+        }
+    }
     if mask & (mask - 1) == 0 {
         emit_one(mask.trailing_zeros(), cpu, id, size, &write);
     } else {
@@ -61,6 +73,47 @@ pub fn emit<F: Fn(&mut [u8])>(site: &Site, payload_len: usize, write: F) {
             emit_one(m.trailing_zeros(), cpu, id, size, &write);
             m &= m - 1;
         }
+    }
+}
+
+/// Payloads up to this size are serialized on the stack for filter evaluation; larger ones
+/// (rare: a filtered event of more than 4 KiB) on the heap.
+const FILTER_STACK: usize = 4096;
+
+/// The filtered path: the payload is serialized once into a scratch area, each filtered
+/// channel's expressions are evaluated on it, and only the channels that pass (and the
+/// unfiltered ones) reserve, receiving a copy. A non-matching event reserves nothing.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn emit_filtered<F: Fn(&mut [u8])>(site: &Site, f: &SiteFilter, mask: u64, cpu: u32, id: u32, size: SlotSize, len: usize, write: &F) {
+    let mut stack = [std::mem::MaybeUninit::<u8>::uninit(); FILTER_STACK];
+    let mut heap = Vec::new();
+    let scratch: &mut [u8] = if len <= FILTER_STACK {
+        let s = &mut stack[..len];
+        for b in s.iter_mut() {
+            b.write(0);
+        }
+        // SAFETY: every byte of `s` was initialized just above; `MaybeUninit<u8>` and `u8`
+        // have the same layout.
+        unsafe { &mut *(s as *mut [std::mem::MaybeUninit<u8>] as *mut [u8]) }
+    } else {
+        heap.resize(len, 0);
+        &mut heap[..]
+    };
+    write(scratch);
+    let payload: &[u8] = scratch;
+    let ctx = crate::context::Lazy { cpu };
+    let mut keep = mask & !f.mask;
+    for (slot, any_of) in &f.slots {
+        let bit = 1u64 << slot;
+        if mask & bit != 0 && any_of.iter().any(|e| ust_core::filter::eval(e, site.desc(), payload, &ctx)) {
+            keep |= bit;
+        }
+    }
+    let copy = |out: &mut [u8]| out.copy_from_slice(payload);
+    while keep != 0 {
+        emit_one(keep.trailing_zeros(), cpu, id, size, &copy);
+        keep &= keep - 1;
     }
 }
 
@@ -73,15 +126,31 @@ fn fit(header: usize, payload: usize) -> Option<u32> {
 fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, size: SlotSize, write: &F) {
     let Some(ch) = channel::get(slot) else { return };
     let buf = ch.buffer(cpu);
+    let ctx_len = ch.ctx_len;
+    let size = if ctx_len == 0 {
+        size
+    } else {
+        match (size.compact.checked_add(ctx_len as u32), size.extended.checked_add(ctx_len as u32)) {
+            (Some(compact), Some(extended)) => SlotSize { compact, extended },
+            _ => {
+                buf.record_dropped(Dropped::TooBig);
+                return;
+            }
+        }
+    };
     // A refused reservation is already counted in the buffer (lost_full / lost_big).
     let Ok(mut r) = buf.reserve(&CtfPacketLayout, &Monotonic, size) else { return };
     let (timestamp, ext) = (r.timestamp, r.extended);
     let bytes = buf.slot(&mut r);
     let (byte0, header_len) = event_header::write(bytes, id, timestamp, ext);
-    write(&mut bytes[header_len..]);
+    if ctx_len == 0 {
+        write(&mut bytes[header_len..]);
+    } else {
+        let n = crate::context::write(&ch.contexts, cpu, &mut bytes[header_len..]);
+        write(&mut bytes[header_len + n..]);
+    }
     buf.commit(&CtfPacketLayout, r, byte0);
 }
-
 #[cold]
 fn drop_all(mask: u64, why: Dropped) {
     let cpu = cpu::current();

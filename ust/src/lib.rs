@@ -67,6 +67,7 @@
 extern crate self as ust;
 
 mod channel;
+mod context;
 mod cpu;
 mod emit;
 pub mod field;
@@ -202,10 +203,13 @@ pub mod __testing {
     /// (0..64). Panics on an empty `buffers` or a slot out of range.
     pub fn install_channel(slot: u32, buffers: Vec<ringbuffer::Buffer>) {
         assert!(!buffers.is_empty() && slot < ust_core::protocol::MAX_CHANNELS);
-        if let Some(old) = channel::install(
-            slot,
-            Channel { buffers: buffers.into_boxed_slice(), session: "local".into(), name: "local".into() },
-        ) {
+        install_channel_with_contexts(slot, buffers, Vec::new());
+    }
+
+    /// As [`install_channel`], with context fields written after every event header.
+    pub fn install_channel_with_contexts(slot: u32, buffers: Vec<ringbuffer::Buffer>, contexts: Vec<ust_core::context::ContextType>) {
+        assert!(!buffers.is_empty() && slot < ust_core::protocol::MAX_CHANNELS);
+        if let Some(old) = channel::install(slot, Channel::new(buffers.into_boxed_slice(), "local".into(), "local".into(), contexts)) {
             channel::retire(old);
         }
     }
@@ -223,6 +227,16 @@ pub mod __testing {
     /// Sets a site's channel mask.
     pub fn set_mask(site: &Site, mask: u64) {
         site.set_mask(mask);
+    }
+
+    /// Attaches filters to a site: for each `(slot, any_of)`, the event is recorded into
+    /// that slot only when one of the expressions matches. Each expression is validated as
+    /// the runtime validates what the daemon sends; the error of the first bad one is
+    /// returned and nothing is changed. An empty list removes the site's filters.
+    pub fn set_filters(site: &'static Site, filters: Vec<(u32, Vec<ust_core::filter::Expr>)>) -> Result<(), String> {
+        let f = crate::site::SiteFilter::build(site.desc(), filters)?;
+        site.set_filter(f);
+        Ok(())
     }
 }
 

@@ -10,7 +10,7 @@
 //! events), and the `i`-th of them (from 0) gets CTF event id `i + 1`
 //! ([`ust_core::protocol::event_id`]).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use linkme::distributed_slice;
 use ust_core::{EventDesc, Level};
@@ -27,13 +27,55 @@ use ust_core::{EventDesc, Level};
 pub struct Site {
     mask: AtomicU64,
     id: AtomicU32,
+    /// Filters of some mask bits, or null (the common case: the emit path then pays one
+    /// load and a test). Points to a leaked [`SiteFilter`].
+    filter: AtomicPtr<SiteFilter>,
     desc: EventDesc,
+}
+
+/// The filters of one call site: for the channel slots in `mask`, the event is recorded
+/// only when one of that slot's expressions matches (`ust enable-event --filter`).
+/// Built only from validated expressions ([`SiteFilter::build`]).
+#[derive(Debug)]
+pub struct SiteFilter {
+    /// Slots that carry a condition.
+    pub(crate) mask: u64,
+    /// `(slot, alternatives)`, one entry per bit of `mask`.
+    pub(crate) slots: Vec<(u32, Vec<ust_core::filter::Expr>)>,
+}
+
+impl SiteFilter {
+    /// Validates every expression against `desc` and builds the filter; `None` for an
+    /// empty list.
+    ///
+    /// # Errors
+    /// A message naming the slot and the fault, for `UST_DEBUG`.
+    pub(crate) fn build(desc: &EventDesc, filters: Vec<(u32, Vec<ust_core::filter::Expr>)>) -> Result<Option<SiteFilter>, String> {
+        use ust_core::filter::{validate, MAX_FILTERS_PER_EVENT};
+        let mut mask = 0u64;
+        for (slot, any_of) in &filters {
+            if *slot >= ust_core::protocol::MAX_CHANNELS {
+                return Err(format!("slot {slot} out of range"));
+            }
+            if mask & (1 << slot) != 0 {
+                return Err(format!("slot {slot} given twice"));
+            }
+            if any_of.is_empty() || any_of.len() > MAX_FILTERS_PER_EVENT {
+                return Err(format!("slot {slot}: {} filters (1 to {MAX_FILTERS_PER_EVENT} allowed)", any_of.len()));
+            }
+            for e in any_of {
+                validate(e, desc).map_err(|err| format!("slot {slot}: {err}"))?;
+            }
+            mask |= 1 << slot;
+        }
+        Ok((mask != 0).then_some(SiteFilter { mask, slots: filters }))
+    }
 }
 
 impl Site {
     /// A disabled call site for `desc`, with no event id yet.
     pub const fn new(desc: EventDesc) -> Site {
-        Site { mask: AtomicU64::new(0), id: AtomicU32::new(0), desc }
+        Site { mask: AtomicU64::new(0), id: AtomicU32::new(0), filter: AtomicPtr::new(std::ptr::null_mut()), desc }
     }
 
     /// True when at least one channel records this event: one relaxed load.
@@ -58,6 +100,38 @@ impl Site {
     #[inline(always)]
     pub fn id(&self) -> u32 {
         self.id.load(Ordering::Relaxed)
+    }
+
+    /// The site's filters, if any.
+    #[inline(always)]
+    pub(crate) fn filter(&self) -> Option<&'static SiteFilter> {
+        let p = self.filter.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer came from `Box::into_raw` in `set_filter` and is never
+        // freed (filters replaced by later ones are leaked on purpose: an emitter may still
+        // be evaluating them, and filter changes are rare control-plane events).
+        unsafe { p.as_ref() }
+    }
+
+    /// Replaces the site's filters (the old ones are leaked, see [`Site::filter`]).
+    pub(crate) fn set_filter(&self, f: Option<SiteFilter>) {
+        let p = f.map_or(std::ptr::null_mut(), |f| Box::into_raw(Box::new(f)));
+        let old = self.filter.swap(p, Ordering::AcqRel);
+        let _ = old;
+    }
+
+    /// Sets mask and filters in the order that never records an event the new settings
+    /// would filter out: filters before a mask that needs them, the mask before filters
+    /// are dropped.
+    pub(crate) fn set_mask_and_filter(&self, mask: u64, f: Option<SiteFilter>) {
+        if f.is_some() {
+            self.set_filter(f);
+            self.set_mask(mask);
+        } else {
+            self.set_mask(mask);
+            if !self.filter.load(Ordering::Relaxed).is_null() {
+                self.set_filter(None);
+            }
+        }
     }
 
     pub(crate) fn set_mask(&self, mask: u64) {
@@ -158,5 +232,6 @@ pub(crate) fn assign_ids() {
 pub(crate) fn disable_all() {
     for s in all() {
         s.set_mask(0);
+        s.set_filter(None);
     }
 }

@@ -36,6 +36,10 @@ struct TestChannel {
 
 impl TestChannel {
     fn new(slot: u32, subbuf_size: u64) -> TestChannel {
+        Self::with_contexts(slot, subbuf_size, Vec::new())
+    }
+
+    fn with_contexts(slot: u32, subbuf_size: u64, contexts: Vec<ust_core::context::ContextType>) -> TestChannel {
         let cfg = BufferConfig {
             subbuf_size,
             num_subbuf: 4,
@@ -47,7 +51,7 @@ impl TestChannel {
         let buf = Buffer::create(map.into(), &cfg).unwrap();
         assert!(channel::install(
             slot,
-            Channel { buffers: vec![buf].into_boxed_slice(), session: "s".into(), name: "c".into() }
+            Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), contexts)
         )
         .is_none());
         TestChannel { slot, ch: channel::get(slot).unwrap() }
@@ -467,6 +471,71 @@ fn state_dump_goes_to_the_new_channels_only_and_masks_are_restored() {
     // Nothing enabled on the slots asked for: no dump at all.
     assert_eq!(dump(1 << 15), 0);
     assert!(new.records(payload_len).is_empty());
+
+#[test]
+fn context_block_follows_the_header_with_this_threads_values() {
+    use ust_core::context::ContextType as C;
+    let _g = serial();
+    crate::context::init();
+    let ch = TestChannel::with_contexts(20, 4096, vec![C::Vtid, C::Vpid, C::Procname, C::PthreadId, C::CpuId]);
+    let fire = |v: u32| crate::tracepoint!(unit, ctx_ev, v: u32 = v);
+    fire(0);
+    enable(site_named("unit", "ctx_ev"), &[20]);
+    let tid = std::thread::spawn(move || {
+        fire(7);
+        rustix::thread::gettid().as_raw_nonzero().get()
+    })
+    .join()
+    .unwrap();
+    let recs = ch.records(|_, _| 4 + 4 + 17 + 8 + 4 + 4);
+    assert_eq!(recs.len(), 1);
+    let r = &recs[0].1;
+    assert_eq!(i32::from_le_bytes(r[0..4].try_into().unwrap()), tid, "vtid is the emitting thread's");
+    assert_eq!(i32::from_le_bytes(r[4..8].try_into().unwrap()), std::process::id() as i32);
+    let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
+    let comm = comm.trim_end();
+    assert_eq!(&r[8..8 + comm.len().min(16)], &comm.as_bytes()[..comm.len().min(16)]);
+    assert!(u64::from_le_bytes(r[25..33].try_into().unwrap()) != 0, "pthread_id");
+    assert!(i32::from_le_bytes(r[33..37].try_into().unwrap()) >= 0, "cpu_id");
+    assert_eq!(u32::from_le_bytes(r[37..41].try_into().unwrap()), 7, "payload after the context");
+}
+
+#[test]
+fn a_filtered_out_event_costs_no_reservation() {
+    use ust_core::filter::{CmpOp, Expr, Operand};
+    let _g = serial();
+    let ch = TestChannel::new(21, 4096);
+    let other = TestChannel::new(22, 4096);
+    let fire = |v: u32, s: &str| crate::tracepoint!(unit, filt_ev, v: u32 = v, s: &str = s);
+    fire(0, "");
+    let site = site_named("unit", "filt_ev");
+    // Slot 21: v > 10 || s == "ke*"; slot 22: unfiltered.
+    let f = Expr::Or(
+        Box::new(Expr::Cmp(CmpOp::Gt, Operand::Field(0), Operand::Int(10))),
+        Box::new(Expr::Cmp(CmpOp::Eq, Operand::Field(1), Operand::Str("ke*".into()))),
+    );
+    crate::__testing::set_filters(site, vec![(21, vec![f])]).unwrap();
+    enable(site, &[21]);
+    let before = ch.ch.buffers[0].counters().write;
+    for i in 0..100 {
+        fire(i % 10, "drop");
+    }
+    assert_eq!(ch.ch.buffers[0].counters().write, before, "no byte reserved for non-matching events");
+    fire(11, "x");
+    fire(1, "keep");
+    assert!(ch.ch.buffers[0].counters().write > before);
+    enable(site, &[21, 22]);
+    fire(2, "no");
+    fire(3, "kept");
+    let len = |_: u32, p: &[u8]| 4 + p[4..].iter().position(|&b| b == 0).unwrap() + 1;
+    let got: Vec<u32> = ch.records(len).iter().map(|(_, p)| u32::from_le_bytes(p[..4].try_into().unwrap())).collect();
+    assert_eq!(got, vec![11, 1, 3]);
+    let got: Vec<u32> = other.records(len).iter().map(|(_, p)| u32::from_le_bytes(p[..4].try_into().unwrap())).collect();
+    assert_eq!(got, vec![2, 3], "the unfiltered channel takes every event");
+    // A filter that does not validate against the event is refused, never installed.
+    let bad = Expr::Truthy(Operand::Field(1));
+    assert!(crate::__testing::set_filters(site, vec![(21, vec![bad])]).is_err());
+    crate::__testing::set_filters(site, vec![]).unwrap();
 }
 
 fn fire_forked(v: u64) {

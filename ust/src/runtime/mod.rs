@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use ust_core::rundir;
 
-use crate::{channel, cpu, site};
+use crate::{channel, context, cpu, site};
 
 /// Environment variable: how long the constructor waits for registration, in ms (default
 /// 3000, as `LTTNG_UST_REGISTER_TIMEOUT`; 0 = do not wait; negative = wait until the
@@ -150,6 +150,7 @@ pub fn start() {
     DEBUG.store(std::env::var_os(ENV_DEBUG).is_some_and(|v| !v.is_empty() && v != "0"), Ordering::Relaxed);
     site::assign_ids();
     cpu::init();
+    context::init();
     // SAFETY: registering plain `extern "C"` functions with no preconditions.
     unsafe {
         libc::pthread_atfork(None, None, Some(after_fork_child));
@@ -242,6 +243,7 @@ extern "C" fn after_fork_child() {
     // The child must never write into the parent's buffers: tracing off first.
     site::disable_all();
     channel::drop_all_in_child();
+    context::after_fork();
     if let Some(old) = current() {
         // The parent's connection belongs to the parent; its objects are left untouched
         // (their locks may have been held by threads that do not exist here).

@@ -13,11 +13,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ringbuffer::Buffer;
-use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, ProtocolError, Registration, MAX_CHANNELS};
+use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, EventFilter, ProtocolError, Registration, MAX_CHANNELS};
 
 use super::statedump::StateDump;
 use super::{debug, tracing_off, Generation, POLL_INTERVAL};
 use crate::channel::{self, Channel};
+use crate::site::SiteFilter;
 use crate::{cpu, site};
 
 /// How long a send to the daemon may block before the connection is given up.
@@ -192,8 +193,8 @@ fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
                 remove_channel(slot);
                 dump.channel_removed(slot);
             }
-            DaemonMessage::SetEnabled { masks } => {
-                set_enabled(&masks);
+            DaemonMessage::SetEnabled { masks, filters } => {
+                set_enabled(&masks, filters);
                 dump.masks_applied();
             }
             DaemonMessage::Ready => {
@@ -236,6 +237,10 @@ fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) -> bool {
         debug!("{what} ignored: slot out of range 0..{MAX_CHANNELS}");
         return false;
     }
+    if let Err(e) = ust_core::context::validate(&grant.contexts) {
+        debug!("{what} ignored: bad context list: {e}");
+        return false;
+    }
     if grant.ncpus == 0 || grant.ncpus > MAX_BUFFERS || fds.len() != grant.ncpus as usize {
         debug!("{what} ignored: {} descriptors for {} buffers", fds.len(), grant.ncpus);
         return false;
@@ -264,7 +269,7 @@ fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) -> bool {
     let n = buffers.len();
     let old = channel::install(
         grant.slot,
-        Channel { buffers: buffers.into_boxed_slice(), session: grant.session, name: grant.channel },
+        Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts),
     );
     if let Some(old) = old {
         debug!("slot {} reused: previous channel {}/{} retired", grant.slot, old.session, old.name);
@@ -290,14 +295,42 @@ fn remove_channel(slot: u32) {
     }
 }
 
-fn set_enabled(masks: &[u64]) {
+fn set_enabled(masks: &[u64], filters: Vec<EventFilter>) {
     let n = site::count();
     if masks.len() != n {
         debug!("enable masks ignored: {} masks for {n} tracepoints", masks.len());
         return;
     }
-    for (s, m) in site::all().zip(masks) {
-        s.set_mask(*m);
+    if filters.len() > n.saturating_mul(MAX_CHANNELS as usize) {
+        debug!("enable masks ignored: {} filter entries for {n} tracepoints", filters.len());
+        return;
     }
-    debug!("{} of {n} tracepoints enabled", masks.iter().filter(|m| **m != 0).count());
+    // Group the filters by event; a bad one is never run: its channel bit is cleared (the
+    // event is not recorded there) and UST_DEBUG says why.
+    let mut masks = masks.to_vec();
+    let mut per_event: std::collections::BTreeMap<u32, Vec<(u32, Vec<ust_core::filter::Expr>)>> = Default::default();
+    for f in filters {
+        if (f.event as usize) >= n || f.slot >= MAX_CHANNELS {
+            debug!("filter for event #{} slot {} ignored: out of range", f.event, f.slot);
+            continue;
+        }
+        per_event.entry(f.event).or_default().push((f.slot, f.any_of));
+    }
+    let mut built: Vec<Option<SiteFilter>> = (0..n).map(|_| None).collect();
+    for (ev, list) in per_event {
+        let s = site::all().nth(ev as usize).expect("checked above");
+        let bits: u64 = list.iter().fold(0, |m, (slot, _)| m | (1u64 << slot));
+        match SiteFilter::build(s.desc(), list) {
+            Ok(f) => built[ev as usize] = f,
+            Err(e) => {
+                debug!("filter of {} rejected ({e}): not recorded in the filtered channel(s)", s.desc().full_name());
+                masks[ev as usize] &= !bits;
+            }
+        }
+    }
+    let nfiltered = built.iter().filter(|f| f.is_some()).count();
+    for ((s, m), f) in site::all().zip(&masks).zip(built) {
+        s.set_mask_and_filter(*m, f);
+    }
+    debug!("{} of {n} tracepoints enabled, {nfiltered} with filters", masks.iter().filter(|m| **m != 0).count());
 }
