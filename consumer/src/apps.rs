@@ -26,12 +26,12 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, ProtocolError, Registration, MAX_CHANNELS};
+use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, EventFilter, ProtocolError, Registration, MAX_CHANNELS};
 use ust_core::EventDesc;
 
 use crate::buffers::{ProcessInfo, ProcessTrace, Stream};
 use crate::daemon::Daemon;
-use crate::session::Session;
+use crate::session::{Decision, Session};
 
 /// Most events one process may register.
 pub const MAX_EVENTS: usize = 1 << 16;
@@ -214,6 +214,7 @@ impl State {
             }
         };
         let channels: Vec<String> = ss.session.channels.iter().map(|c| c.name.clone()).collect();
+        let contexts: Vec<Vec<ust_core::context::ContextType>> = ss.session.channels.iter().map(|c| c.contexts.clone()).collect();
         let app = self.apps.get_mut(&app_id).expect("checked above");
         for (ci, chan_fds) in fds.into_iter().enumerate() {
             let slot = app.free_slot().expect("counted above");
@@ -225,6 +226,7 @@ impl State {
                     session: name.to_string(),
                     channel: channels[ci].clone(),
                     ncpus: app.ncpus,
+                    contexts: contexts[ci].clone(),
                 }),
                 chan_fds,
             );
@@ -236,23 +238,36 @@ impl State {
     /// The enable masks of process `app_id`: bit `s` of `masks[i]` set when the channel in
     /// slot `s` records event `i` now.
     pub fn masks(&self, app_id: u64) -> Vec<u64> {
-        let Some(app) = self.apps.get(&app_id) else { return Vec::new() };
+        self.masks_and_filters(app_id).0
+    }
+
+    /// The enable masks of process `app_id` and the filters that condition some of their
+    /// bits (resolved per event: field indexes of that event).
+    pub fn masks_and_filters(&self, app_id: u64) -> (Vec<u64>, Vec<EventFilter>) {
+        let Some(app) = self.apps.get(&app_id) else { return (Vec::new(), Vec::new()) };
         let mut masks = vec![0u64; app.events.len()];
+        let mut filters = Vec::new();
         for (slot, (sname, ci)) in &app.slots {
             let Some(ss) = self.sessions.get(sname) else { continue };
-            for (i, on) in ss.session.mask_bits(*ci, &app.events).into_iter().enumerate() {
-                if on {
-                    masks[i] |= 1u64 << slot;
+            for (i, d) in ss.session.decisions(*ci, &app.events).into_iter().enumerate() {
+                match d {
+                    Decision::Off => {}
+                    Decision::On => masks[i] |= 1u64 << slot,
+                    Decision::Filtered(any_of) => {
+                        masks[i] |= 1u64 << slot;
+                        filters.push(EventFilter { event: i as u32, slot: *slot, any_of });
+                    }
                 }
             }
         }
-        masks
+        (masks, filters)
     }
 
-    /// Queues `SetEnabled` with the current masks to process `app_id`.
+    /// Queues `SetEnabled` with the current masks and filters to process `app_id`.
     pub fn push_masks(&self, app_id: u64) {
         if let Some(app) = self.apps.get(&app_id).filter(|a| a.alive) {
-            app.send(DaemonMessage::SetEnabled { masks: self.masks(app_id) }, Vec::new());
+            let (masks, filters) = self.masks_and_filters(app_id);
+            app.send(DaemonMessage::SetEnabled { masks, filters }, Vec::new());
         }
     }
 

@@ -750,6 +750,8 @@ pub struct ProcessTrace {
     pub streams: Vec<Arc<Mutex<Stream>>>,
     /// The process's events (for the record walker of `ust trace`).
     pub events: Vec<EventDesc>,
+    /// Size of each channel's event context block in bytes (index = stream class id).
+    pub context_sizes: Vec<usize>,
     /// The process is gone and its streams are finished.
     pub gone: bool,
 }
@@ -804,6 +806,7 @@ fn fill_process_trace(
     let live = !session.snapshot;
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
+    let contexts: Vec<Vec<ust_core::context::ContextType>> = session.channels.iter().map(|c| c.contexts.clone()).collect();
     let hostname = hostname();
     let clock_uuid = ust_core::clock::boot_id();
     let text = crate::ctf::metadata::render(&crate::ctf::metadata::TraceMetadata {
@@ -816,6 +819,7 @@ fn fill_process_trace(
         trace_name: &session.name,
         creation_datetime: &crate::datetime::iso_at(session.created),
         channels: &channels,
+        contexts: &contexts,
         events: p.events,
     });
     if live {
@@ -903,6 +907,7 @@ fn fill_process_trace(
         slots: vec![None; session.channels.len()],
         streams,
         events: p.events.to_vec(),
+        context_sizes: contexts.iter().map(|c| ust_core::context::block_size(c)).collect(),
         gone: false,
     };
     Ok((trace, fds))

@@ -48,6 +48,8 @@ pub enum Cmd {
     EnableChannel(EnableChannelArgs),
     /// Enable events (globs on provider:name) in a channel.
     EnableEvent(EnableEventArgs),
+    /// Add context fields (vpid, vtid, procname, pthread_id, cpu_id) to a channel's events.
+    AddContext(AddContextArgs),
     /// Disable events enabled earlier.
     DisableEvent(DisableEventArgs),
     /// Start recording.
@@ -153,10 +155,11 @@ pub struct EnableChannelArgs {
     /// Read-timer period in µs.
     #[arg(long, value_name = "US")]
     pub read_timer: Option<u64>,
-    /// Rotate stream files at this size. Not supported yet.
+    /// Start a new stream file (<channel>_<cpu>_<k>) before one would exceed B bytes
+    /// (k, M, G suffixes; at least the sub-buffer size: files hold whole packets).
     #[arg(long, value_name = "B", value_parser = parse_size)]
     pub tracefile_size: Option<u64>,
-    /// Keep this many rotated files. Not supported yet.
+    /// Keep at most N files per stream, removing the oldest (needs --tracefile-size).
     #[arg(long, value_name = "N")]
     pub tracefile_count: Option<u64>,
 }
@@ -186,12 +189,34 @@ pub struct EnableEventArgs {
     /// Events of level L only.
     #[arg(long, value_name = "L", value_parser = parse_level)]
     pub loglevel_only: Option<Level>,
-    /// Exclude these names. Not supported yet.
-    #[arg(long, value_name = "NAME,...")]
-    pub exclude: Option<String>,
-    /// Filter expression. Not supported yet.
-    #[arg(long, value_name = "EXPR")]
+    /// Do not enable these events (names or globs, comma-separated); needs a glob event
+    /// name.
+    #[arg(short = 'x', long, value_name = "NAME,...", value_delimiter = ',')]
+    pub exclude: Vec<String>,
+    /// Record only events for which EXPR is true (LTTng's filter language; see below).
+    #[arg(short = 'f', long, value_name = "EXPR")]
     pub filter: Option<String>,
+}
+
+/// `ust add-context`.
+#[derive(Debug, Args)]
+pub struct AddContextArgs {
+    /// Channel (default: every channel of the session; channel0 is created if there is none).
+    #[arg(short = 'c', long, value_name = "CHANNEL")]
+    pub channel: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub session: SessionOpt,
+    /// User-space domain (accepted; the only domain).
+    #[arg(short = 'u', long = "userspace")]
+    pub userspace: bool,
+    /// Context type: vpid, vtid, procname, pthread_id or cpu_id (repeatable).
+    #[arg(short = 't', long = "type", value_name = "TYPE", required = true, value_parser = parse_context)]
+    pub types: Vec<ust_core::context::ContextType>,
+}
+
+fn parse_context(s: &str) -> Result<ust_core::context::ContextType, String> {
+    ust_core::context::ContextType::parse(s).ok_or_else(|| format!("{s:?} is not a context type (vpid, vtid, procname, pthread_id, cpu_id)"))
 }
 
 /// `ust disable-event`.
@@ -368,6 +393,15 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::Create(a) => create(a),
         Cmd::EnableChannel(a) => enable_channel(a),
         Cmd::EnableEvent(a) => enable_event(a),
+        Cmd::AddContext(a) => {
+            let what: Vec<String> = a.types.iter().map(|t| t.to_string()).collect();
+            call(Command::AddContext { session: a.session.session, channel: a.channel.clone(), contexts: a.types })?;
+            let chan = a.channel.map_or_else(|| "every channel".to_string(), |c| format!("channel {c}"));
+            for w in what {
+                println!("UST context {w} added to {chan}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::DisableEvent(a) => disable_event(a),
         Cmd::Start(a) => {
             call(Command::Start { session: a.target() })?;
@@ -508,15 +542,14 @@ fn create(a: CreateArgs) -> CliResult {
 }
 
 fn enable_channel(a: EnableChannelArgs) -> CliResult {
-    if a.tracefile_size.is_some() || a.tracefile_count.is_some() {
-        return Err(Failure::new("--tracefile-size and --tracefile-count are not supported yet"));
-    }
     let mut config = ChannelConfig {
         subbuf_size: a.subbuf_size.unwrap_or(DEFAULT_SUBBUF_SIZE),
         num_subbuf: a.num_subbuf.unwrap_or(DEFAULT_NUM_SUBBUF),
         overwrite: a.overwrite,
         switch_timer_us: a.switch_timer.unwrap_or(DEFAULT_SWITCH_TIMER_US),
         read_timer_us: a.read_timer.unwrap_or(DEFAULT_READ_TIMER_US),
+        tracefile_size: a.tracefile_size.unwrap_or(0),
+        tracefile_count: a.tracefile_count.unwrap_or(0),
     };
     config.validate().map_err(Failure::new)?;
     let mut c = connect()?;
@@ -533,8 +566,11 @@ fn enable_channel(a: EnableChannelArgs) -> CliResult {
 }
 
 fn enable_event(a: EnableEventArgs) -> CliResult {
-    if a.exclude.is_some() || a.filter.is_some() {
-        return Err(Failure::new("--exclude and --filter are not supported yet"));
+    if let Some(f) = &a.filter {
+        crate::filter::parse(f).map_err(|e| Failure { message: format!("invalid filter: {}", e.render(f)), code: 2 })?;
+    }
+    if !a.exclude.is_empty() && !a.all && !a.names.iter().any(|n| n.contains('*')) {
+        return Err(Failure { message: "--exclude needs a glob event name (with `*`) or -a".into(), code: 2 });
     }
     let level = match (a.loglevel, a.loglevel_only) {
         (Some(l), _) => LevelFilter::UpTo(l),
@@ -543,9 +579,22 @@ fn enable_event(a: EnableEventArgs) -> CliResult {
     };
     let patterns = if a.all { vec!["*".to_string()] } else { a.names.clone() };
     let channel = a.channel.clone();
-    call(Command::EnableEvent { session: a.session.session, channel: a.channel, patterns: patterns.clone(), level })?;
+    call(Command::EnableEvent {
+        session: a.session.session,
+        channel: a.channel,
+        patterns: patterns.clone(),
+        level,
+        exclusions: a.exclude.clone(),
+        filter: a.filter.clone(),
+    })?;
     let chan = channel.unwrap_or_else(|| crate::session::DEFAULT_CHANNEL.into());
-    let lv = if level == LevelFilter::Any { String::new() } else { format!(" ({})", level.describe()) };
+    let mut lv = if level == LevelFilter::Any { String::new() } else { format!(" ({})", level.describe()) };
+    if !a.exclude.is_empty() {
+        lv.push_str(&format!(" excluding {}", a.exclude.join(",")));
+    }
+    if let Some(f) = &a.filter {
+        lv.push_str(&format!(" with filter \"{f}\""));
+    }
     if a.all {
         println!("All UST events are enabled in channel {chan}{lv}");
     } else {
@@ -653,6 +702,14 @@ fn print_session(d: &SessionDetail) {
         println!("      Sub-buffer count: {}", c.config.num_subbuf);
         println!("      Switch timer:     {}", if c.config.switch_timer_us == 0 { "inactive".into() } else { format!("{} us", c.config.switch_timer_us) });
         println!("      Read timer:       {} us", c.config.read_timer_us);
+        if c.config.tracefile_size > 0 {
+            println!("      Trace file size:  {} bytes", c.config.tracefile_size);
+            println!("      Trace file count: {}", if c.config.tracefile_count == 0 { "unlimited".into() } else { c.config.tracefile_count.to_string() });
+        }
+        if !c.contexts.is_empty() {
+            let names: Vec<String> = c.contexts.iter().map(|t| t.to_string()).collect();
+            println!("      Contexts:         {}", names.join(", "));
+        }
         println!("\n    Statistics:");
         println!("      Discarded events: {}", c.discarded);
         println!("      Packets written:  {} ({} bytes)", c.packets, c.bytes);
@@ -668,7 +725,14 @@ fn print_session(d: &SessionDetail) {
         }
         for e in &c.enablers {
             let lv = if e.level == LevelFilter::Any { String::new() } else { format!(" ({})", e.level.describe()) };
-            println!("      {}{} [{}]", e.pattern, lv, if e.enabled { "enabled" } else { "disabled" });
+            let mut extra = String::new();
+            if !e.exclusions.is_empty() {
+                extra.push_str(&format!(" [exclusions: {}]", e.exclusions.join(",")));
+            }
+            if let Some(f) = &e.filter {
+                extra.push_str(&format!(" [filter: {f}]"));
+            }
+            println!("      {}{} [{}]{extra}", e.pattern, lv, if e.enabled { "enabled" } else { "disabled" });
         }
         println!();
     }
@@ -787,7 +851,14 @@ fn trace(a: TraceArgs) -> CliResult {
     let session = Some(name.clone());
     let patterns = if a.events.is_empty() { vec!["*".to_string()] } else { a.events.clone() };
     let setup = c
-        .call(Command::EnableEvent { session: session.clone(), channel: None, patterns, level: LevelFilter::Any })
+        .call(Command::EnableEvent {
+            session: session.clone(),
+            channel: None,
+            patterns,
+            level: LevelFilter::Any,
+            exclusions: Vec::new(),
+            filter: None,
+        })
         .and_then(|_| c.call(Command::Start { session: session.clone() }));
     if let Err(e) = setup {
         let _ = c.call(Command::Destroy { session });
@@ -959,20 +1030,21 @@ pub fn count_events(report: &DestroyReport) -> (BTreeMap<String, u64>, u64) {
                 problems += 1;
                 continue;
             };
-            count_file(&bytes, &t.events, &mut counts, &mut problems);
+            count_file(&bytes, &t.events, &t.context_sizes, &mut counts, &mut problems);
         }
     }
     (counts, problems)
 }
 
-fn count_file(bytes: &[u8], events: &[ust_core::EventDesc], counts: &mut BTreeMap<String, u64>, problems: &mut u64) {
+fn count_file(bytes: &[u8], events: &[ust_core::EventDesc], context_sizes: &[usize], counts: &mut BTreeMap<String, u64>, problems: &mut u64) {
     for p in crate::ctf::reader::packets(bytes) {
         let Ok(p) = p else {
             *problems += 1;
             continue;
         };
         match crate::ctf::reader::RecordWalker::new(events, p) {
-            Ok((_, w)) => {
+            Ok((info, w)) => {
+                let w = w.with_context_size(context_sizes.get(info.stream_id as usize).copied().unwrap_or(0));
                 for r in w {
                     match r {
                         Ok(r) => *counts.entry(events[r.index].full_name()).or_insert(0) += 1,

@@ -96,6 +96,22 @@ pub enum Command {
         patterns: Vec<String>,
         /// Level filter.
         level: LevelFilter,
+        /// `--exclude`: globs the enablers do not match.
+        #[serde(default)]
+        exclusions: Vec<String>,
+        /// `--filter`: expression text ([`crate::filter`]), checked again here.
+        #[serde(default)]
+        filter: Option<String>,
+    },
+    /// Add context fields to one channel, or to every channel of the session (`channel0`
+    /// is created when the session has none). Refused once the session has been started.
+    AddContext {
+        /// Session.
+        session: Option<String>,
+        /// Channel; `None` = every channel.
+        channel: Option<String>,
+        /// Context kinds, in order (one already present is not added twice).
+        contexts: Vec<ust_core::context::ContextType>,
     },
     /// Disable enablers by their exact pattern, or all of the channel.
     DisableEvent {
@@ -240,6 +256,9 @@ pub struct ChannelDetail {
     pub config: ChannelConfig,
     /// Enablers.
     pub enablers: Vec<Enabler>,
+    /// Context fields.
+    #[serde(default)]
+    pub contexts: Vec<ust_core::context::ContextType>,
     /// Events discarded by writers, summed over the channel's streams.
     pub discarded: u64,
     /// Packets written.
@@ -355,6 +374,9 @@ pub struct TraceReport {
     pub dir: PathBuf,
     /// Registered events (the record walker needs them).
     pub events: Vec<EventDesc>,
+    /// Event context size in bytes per stream class (the record walker skips it).
+    #[serde(default)]
+    pub context_sizes: Vec<usize>,
     /// Discarded events, summed over its streams.
     pub discarded: u64,
     /// Packets written.
@@ -428,7 +450,10 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
         Command::CreateSession { name, output, token } => create(daemon, name, output, token, CreateOptions::default()),
         Command::CreateSessionWith { name, output, options } => create(daemon, name, output, None, options),
         Command::EnableChannel { session, name, config } => enable_channel(daemon, session, name, config),
-        Command::EnableEvent { session, channel, patterns, level } => enable_event(daemon, session, channel, patterns, level),
+        Command::EnableEvent { session, channel, patterns, level, exclusions, filter } => {
+            enable_event(daemon, session, channel, patterns, level, exclusions, filter)
+        }
+        Command::AddContext { session, channel, contexts } => add_context(daemon, session, channel, contexts),
         Command::DisableEvent { session, channel, patterns, all } => disable_event(daemon, session, channel, patterns, all),
         Command::Start { session } => start(daemon, session),
         Command::Stop { session } => stop_cmd(daemon, session),
@@ -520,16 +545,65 @@ fn enable_channel(daemon: &Daemon, session: Option<String>, name: String, config
     if ss.session.channels.len() >= ust_core::protocol::MAX_CHANNELS as usize {
         return Err(format!("session {sname} has {} channels, the most a session can have", ss.session.channels.len()));
     }
-    ss.session.channels.push(Channel { name, config, enablers: Vec::new() });
+    ss.session.channels.push(Channel::new(name, config));
     Ok(Payload::Done)
 }
 
-fn enable_event(daemon: &Daemon, session: Option<String>, channel: Option<String>, patterns: Vec<String>, level: LevelFilter) -> Res<Payload> {
+fn add_context(daemon: &Daemon, session: Option<String>, channel: Option<String>, contexts: Vec<ust_core::context::ContextType>) -> Res<Payload> {
+    if contexts.is_empty() {
+        return Err("no context type given (-t)".into());
+    }
+    let mut st = daemon.lock();
+    let sname = resolve(&st, &session)?;
+    let ss = st.sessions.get_mut(&sname).expect("resolved");
+    if ss.session.ever_started {
+        return Err(format!("session {sname} has been started: contexts cannot be added after start (as in LTTng)"));
+    }
+    let targets: Vec<usize> = match &channel {
+        Some(c) => vec![ss.session.channel_index(c).ok_or_else(|| format!("session {sname} has no channel {c:?}; create it with `ust enable-channel {c}`"))?],
+        None => {
+            if ss.session.channels.is_empty() {
+                let config = ChannelConfig { overwrite: ss.session.snapshot, ..ChannelConfig::default() };
+                ss.session.channels.push(Channel::new(DEFAULT_CHANNEL, config));
+            }
+            (0..ss.session.channels.len()).collect()
+        }
+    };
+    for ci in targets {
+        let ch = &mut ss.session.channels[ci];
+        for c in &contexts {
+            if !ch.contexts.contains(c) {
+                ch.contexts.push(*c);
+            }
+        }
+        ust_core::context::validate(&ch.contexts)?;
+    }
+    Ok(Payload::Done)
+}
+
+fn enable_event(
+    daemon: &Daemon,
+    session: Option<String>,
+    channel: Option<String>,
+    patterns: Vec<String>,
+    level: LevelFilter,
+    exclusions: Vec<String>,
+    filter: Option<String>,
+) -> Res<Payload> {
     if patterns.is_empty() {
         return Err("no event name given".into());
     }
-    for p in &patterns {
+    for p in patterns.iter().chain(&exclusions) {
         check_pattern(p)?;
+    }
+    if exclusions.len() > 64 {
+        return Err("too many exclusions (at most 64)".into());
+    }
+    if !exclusions.is_empty() && !patterns.iter().any(|p| p.contains('*')) {
+        return Err("--exclude needs a glob event name (with `*`): an exact name has nothing to exclude".into());
+    }
+    if let Some(f) = &filter {
+        crate::filter::parse(f).map_err(|e| format!("invalid filter: {}", e.render(f)))?;
     }
     let mut st = daemon.lock();
     let sname = resolve(&st, &session)?;
@@ -542,16 +616,16 @@ fn enable_event(daemon: &Daemon, session: Option<String>, channel: Option<String
                 return Err(format!("session {sname} has been started and has no channel {DEFAULT_CHANNEL}; name a channel with -c"));
             }
             let config = ChannelConfig { overwrite: ss.session.snapshot, ..ChannelConfig::default() };
-            ss.session.channels.push(Channel { name: cname.clone(), config, enablers: Vec::new() });
+            ss.session.channels.push(Channel::new(cname.clone(), config));
             ss.session.channels.len() - 1
         }
         None => return Err(format!("session {sname} has no channel {cname:?}; create it with `ust enable-channel {cname}`")),
     };
     let ch = &mut ss.session.channels[ci];
     for p in patterns {
-        match ch.enablers.iter_mut().find(|e| e.pattern == p && e.level == level) {
+        match ch.enablers.iter_mut().find(|e| e.pattern == p && e.level == level && e.exclusions == exclusions && e.filter == filter) {
             Some(e) => e.enabled = true,
-            None => ch.enablers.push(Enabler { pattern: p, level, enabled: true }),
+            None => ch.enablers.push(Enabler { exclusions: exclusions.clone(), filter: filter.clone(), ..Enabler::new(p, level) }),
         }
     }
     for id in st.apps_of(&sname) {
@@ -713,6 +787,7 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
             procname: t.procname.clone(),
             dir: t.dir.clone(),
             events: t.events.clone(),
+            context_sizes: t.context_sizes.clone(),
             discarded: stats.discarded,
             packets: stats.packets,
             bad_packets: stats.bad_packets,
@@ -771,6 +846,7 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
                 name: c.name.clone(),
                 config: c.config.clone(),
                 enablers: c.enablers.clone(),
+                contexts: c.contexts.clone(),
                 discarded: 0,
                 packets: 0,
                 bytes: 0,

@@ -11,6 +11,7 @@
 //!
 //! Modules, one job each:
 //! - [`session`]: sessions, channels, enablers and the enable masks they yield.
+//! - [`filter`]: the `--filter` language: parser and type check (CLI and daemon).
 //! - [`control`]: the CLI ↔ daemon protocol and the daemon's handling of each request.
 //! - [`apps`]: application connections: registration, death watch, messages to the app.
 //! - [`buffers`]: per-CPU buffer allocation (memfd, seals, mapping) and the daemon's streams.
@@ -35,6 +36,7 @@ pub mod crash;
 pub mod daemon;
 pub mod datetime;
 pub mod drain;
+pub mod filter;
 pub mod kernel;
 pub mod log;
 pub mod report;

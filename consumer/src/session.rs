@@ -48,6 +48,13 @@ pub struct ChannelConfig {
     pub switch_timer_us: u64,
     /// Read-timer period in µs, at least 1.
     pub read_timer_us: u64,
+    /// `--tracefile-size`: a stream file is closed and the next one (`<channel>_<cpu>_<k>`)
+    /// opened before a packet would make it larger than this; 0 = one file per stream.
+    #[serde(default)]
+    pub tracefile_size: u64,
+    /// `--tracefile-count`: most files kept per stream (the oldest is removed); 0 = all.
+    #[serde(default)]
+    pub tracefile_count: u64,
 }
 
 impl Default for ChannelConfig {
@@ -58,6 +65,8 @@ impl Default for ChannelConfig {
             overwrite: false,
             switch_timer_us: DEFAULT_SWITCH_TIMER_US,
             read_timer_us: DEFAULT_READ_TIMER_US,
+            tracefile_size: 0,
+            tracefile_count: 0,
         }
     }
 }
@@ -79,6 +88,15 @@ impl ChannelConfig {
         }
         if self.read_timer_us == 0 {
             return Err("read timer must be at least 1 us".into());
+        }
+        if self.tracefile_size != 0 && self.tracefile_size < self.subbuf_size {
+            return Err(format!(
+                "trace file size {} is smaller than a packet (sub-buffer size {}); each file holds whole packets",
+                self.tracefile_size, self.subbuf_size
+            ));
+        }
+        if self.tracefile_count != 0 && self.tracefile_size == 0 {
+            return Err("--tracefile-count needs --tracefile-size".into());
         }
         Ok(())
     }
@@ -124,12 +142,72 @@ pub struct Enabler {
     pub level: LevelFilter,
     /// False after `disable-event`.
     pub enabled: bool,
+    /// `--exclude`: globs on `provider:name` that this enabler does not match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclusions: Vec<String>,
+    /// `--filter`: the expression's text (checked by [`crate::filter::parse`] when the
+    /// enabler is made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
 }
 
 impl Enabler {
-    /// True when this enabler is on and matches `e`.
+    /// An enabled rule with no exclusion and no filter.
+    pub fn new(pattern: impl Into<String>, level: LevelFilter) -> Enabler {
+        Enabler { pattern: pattern.into(), level, enabled: true, exclusions: Vec::new(), filter: None }
+    }
+
+    /// True when this enabler is on and matches `e` by name and level, and no exclusion
+    /// names it (the filter, evaluated per event in the process, is apart).
     pub fn matches(&self, e: &EventDesc) -> bool {
-        self.enabled && self.level.accepts(e.level) && glob_match(&self.pattern, &e.full_name())
+        if !self.enabled || !self.level.accepts(e.level) {
+            return false;
+        }
+        let name = e.full_name();
+        glob_match(&self.pattern, &name) && !self.exclusions.iter().any(|x| glob_match(x, &name))
+    }
+
+    /// What this enabler says about `e`: not recorded, recorded, or recorded when the
+    /// filter (resolved against `e`) matches. A filter naming a field `e` lacks, or
+    /// comparing one of its fields with a value of another kind, records nothing.
+    pub fn decide(&self, e: &EventDesc) -> Decision {
+        if !self.matches(e) {
+            return Decision::Off;
+        }
+        let Some(text) = &self.filter else { return Decision::On };
+        match crate::filter::parse(text).ok().and_then(|x| ust_core::filter::resolve(&x, e)) {
+            Some(r) => Decision::Filtered(vec![r]),
+            None => Decision::Off,
+        }
+    }
+}
+
+/// Whether a channel records an event.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Not recorded.
+    Off,
+    /// Recorded, unconditionally.
+    On,
+    /// Recorded when one of these (resolved, deduplicated) filters matches.
+    Filtered(Vec<ust_core::filter::Expr>),
+}
+
+impl Decision {
+    /// Enablers OR together: on beats filtered beats off; filters accumulate.
+    pub fn or(self, other: Decision) -> Decision {
+        match (self, other) {
+            (Decision::On, _) | (_, Decision::On) => Decision::On,
+            (Decision::Off, d) | (d, Decision::Off) => d,
+            (Decision::Filtered(mut a), Decision::Filtered(b)) => {
+                for x in b {
+                    if !a.contains(&x) && a.len() < ust_core::filter::MAX_FILTERS_PER_EVENT {
+                        a.push(x);
+                    }
+                }
+                Decision::Filtered(a)
+            }
+        }
     }
 }
 
@@ -143,12 +221,25 @@ pub struct Channel {
     pub config: ChannelConfig,
     /// Rules, in the order given.
     pub enablers: Vec<Enabler>,
+    /// Context fields (`ust add-context`), written after the event header of every record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contexts: Vec<ust_core::context::ContextType>,
 }
 
 impl Channel {
-    /// True when an enabled enabler matches `e`.
+    /// A channel with no enabler and no context.
+    pub fn new(name: impl Into<String>, config: ChannelConfig) -> Channel {
+        Channel { name: name.into(), config, enablers: Vec::new(), contexts: Vec::new() }
+    }
+
+    /// True when an enabled enabler matches `e` (by name, level and exclusions).
     pub fn records(&self, e: &EventDesc) -> bool {
         self.enablers.iter().any(|en| en.matches(e))
+    }
+
+    /// What the channel's enablers, ORed, say about `e`.
+    pub fn decide(&self, e: &EventDesc) -> Decision {
+        self.enablers.iter().fold(Decision::Off, |d, en| if d == Decision::On { d } else { d.or(en.decide(e)) })
     }
 }
 
@@ -262,9 +353,15 @@ impl Session {
     /// For each event of `events`, whether channel `channel` records it now (false for
     /// every event while the session is stopped).
     pub fn mask_bits(&self, channel: usize, events: &[EventDesc]) -> Vec<bool> {
+        self.decisions(channel, events).into_iter().map(|d| d != Decision::Off).collect()
+    }
+
+    /// For each event of `events`, what channel `channel` does with it now (off for every
+    /// event while the session is stopped).
+    pub fn decisions(&self, channel: usize, events: &[EventDesc]) -> Vec<Decision> {
         match self.channels.get(channel) {
-            Some(c) if self.started => events.iter().map(|e| c.records(e)).collect(),
-            _ => vec![false; events.len()],
+            Some(c) if self.started => events.iter().map(|e| c.decide(e)).collect(),
+            _ => vec![Decision::Off; events.len()],
         }
     }
 }
@@ -318,15 +415,13 @@ mod tests {
     #[test]
     fn enablers_or_together_and_filter_levels() {
         let mut s = Session::new("s".into(), "/tmp/x".into(), None);
-        s.channels.push(Channel {
-            name: "c".into(),
-            config: ChannelConfig::default(),
-            enablers: vec![
-                Enabler { pattern: "app:*".into(), level: LevelFilter::UpTo(Level::Warning), enabled: true },
-                Enabler { pattern: "app:dbg".into(), level: LevelFilter::Only(Level::Debug), enabled: true },
-                Enabler { pattern: "*".into(), level: LevelFilter::Any, enabled: false },
-            ],
-        });
+        let mut c = Channel::new("c", ChannelConfig::default());
+        c.enablers = vec![
+            Enabler::new("app:*", LevelFilter::UpTo(Level::Warning)),
+            Enabler::new("app:dbg", LevelFilter::Only(Level::Debug)),
+            Enabler { enabled: false, ..Enabler::new("*", LevelFilter::Any) },
+        ];
+        s.channels.push(c);
         let events = [ev("app", "err", Level::Err), ev("app", "info", Level::Info), ev("app", "dbg", Level::Debug), ev("lib", "x", Level::Emerg)];
         assert_eq!(s.mask_bits(0, &events), vec![false; 4]);
         s.started = true;
@@ -337,10 +432,38 @@ mod tests {
     }
 
     #[test]
+    fn exclusions_and_filters_combine_per_event() {
+        let mut s = Session::new("s".into(), "/tmp/x".into(), None);
+        s.started = true;
+        let mut c = Channel::new("c", ChannelConfig::default());
+        c.enablers = vec![
+            Enabler { exclusions: vec!["app:no*".into()], ..Enabler::new("app:*", LevelFilter::Any) },
+            Enabler { filter: Some("a > 1".into()), ..Enabler::new("lib:*", LevelFilter::Any) },
+            Enabler { filter: Some("a < 0".into()), ..Enabler::new("lib:x", LevelFilter::Any) },
+            Enabler { filter: Some("missing == 1".into()), ..Enabler::new("lib:y", LevelFilter::Any) },
+        ];
+        s.channels.push(c);
+        let mut x = ev("lib", "x", Level::Info);
+        x.fields = Cow::Owned(vec![ust_core::FieldDesc { name: Cow::Borrowed("a"), ty: ust_core::FieldType::Integer(ust_core::IntegerType::I32) }]);
+        let events = [ev("app", "yes", Level::Info), ev("app", "nope", Level::Info), x, ev("lib", "y", Level::Info)];
+        let d = s.decisions(0, &events);
+        assert_eq!(d[0], Decision::On);
+        assert_eq!(d[1], Decision::Off, "excluded");
+        let Decision::Filtered(f) = &d[2] else { panic!("{:?}", d[2]) };
+        assert_eq!(f.len(), 2, "filters of two enablers OR together");
+        assert_eq!(d[3], Decision::Off, "fields the event lacks: false");
+        s.channels[0].enablers.push(Enabler::new("lib:x", LevelFilter::Any));
+        assert_eq!(s.decisions(0, &events)[2], Decision::On, "an unfiltered enabler wins");
+    }
+
+    #[test]
     fn config_validation() {
         assert!(ChannelConfig::default().validate().is_ok());
         assert!(ChannelConfig { subbuf_size: 5000, ..Default::default() }.validate().is_err());
         assert!(ChannelConfig { num_subbuf: 3, ..Default::default() }.validate().is_err());
+        assert!(ChannelConfig { tracefile_size: 4096, ..Default::default() }.validate().is_err(), "smaller than a packet");
+        assert!(ChannelConfig { tracefile_count: 2, ..Default::default() }.validate().is_err());
+        assert!(ChannelConfig { tracefile_size: 1 << 20, tracefile_count: 2, ..Default::default() }.validate().is_ok());
         assert!(check_name("session", "a-b_c.1").is_ok());
         assert!(check_name("session", "../x").is_err());
     }

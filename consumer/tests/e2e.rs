@@ -222,3 +222,84 @@ fn trace_exits_with_the_command_status() {
     assert_eq!(o.status.code(), Some(127), "a command that cannot run exits 127, as a shell does");
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /nonexistent/program"));
 }
+
+/// Splits a babeltrace2 line into its `{ ... }` blocks after the name: packet context,
+/// event context (when the channel has one), payload.
+fn blocks(line: &str) -> Vec<String> {
+    let Some(start) = line.find(": { ") else { return Vec::new() };
+    line[start + 4..].trim_end_matches(" }").split(" }, { ").map(str::to_string).collect()
+}
+
+#[test]
+fn contexts_filters_and_exclusions_through_a_session() {
+    let d = TestDaemon::start();
+    let out = d.output("filtered");
+    let o = out.to_str().unwrap();
+    d.ust_ok(&["create", "s", "--output", o]);
+    d.ust_ok(&["add-context", "-t", "vtid", "-t", "procname", "-t", "vpid"]);
+    d.ust_ok(&["enable-event", "filt:*", "--exclude", "filt:skip*,filt:num"]);
+    let stdout = d.ust_ok(&["enable-event", "filt:num", "--filter", r#"n >= 10 && name == "o*" || x == 1.0"#]);
+    assert!(stdout.contains("with filter"), "{stdout}");
+    let listed = d.ust_ok(&["list", "s"]);
+    assert!(listed.contains("Contexts:         vtid, procname, vpid"), "{listed}");
+    assert!(listed.contains("[exclusions: filt:skip*,filt:num]") && listed.contains("[filter: n >= 10"), "{listed}");
+    d.ust_ok(&["start"]);
+    let child = Command::new(program("debug", "filtered")).env("UST_RUNDIR", d.rundir.as_path()).stdout(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let run = child.wait_with_output().unwrap();
+    assert!(run.status.success());
+    let tid: i32 = String::from_utf8_lossy(&run.stdout).trim().strip_prefix("tid ").unwrap().parse().unwrap();
+    let o2 = d.ust(&["add-context", "-t", "cpu_id"]);
+    assert!(!o2.status.success() && String::from_utf8_lossy(&o2.stderr).contains("after start"));
+    d.ust_ok(&["destroy"]);
+    let text = babeltrace(&out);
+    let mut nums = Vec::new();
+    let mut names = Vec::new();
+    for l in text.lines() {
+        let name = l.split_whitespace().nth(3).unwrap_or_default().trim_end_matches(':').to_string();
+        let b = blocks(l);
+        assert_eq!(b.len(), 3, "packet context, event context, payload: {l}");
+        let ctx = &b[1];
+        assert!(ctx.contains("procname = \"filtered\""), "{l}");
+        assert!(ctx.ends_with(&format!("vpid = {pid}")), "{l}");
+        if name != "filt:main" {
+            assert!(ctx.starts_with(&format!("vtid = {tid}, ")), "vtid is the emitting thread's ({tid}): {l}");
+        } else {
+            assert!(!ctx.starts_with(&format!("vtid = {tid}, ")), "{l}");
+        }
+        if name == "filt:num" {
+            let n: u32 = b[2].strip_prefix("n = ").unwrap().split(',').next().unwrap().parse().unwrap();
+            nums.push(n);
+        }
+        names.push(name);
+    }
+    assert_eq!(nums, vec![2, 11, 13, 15, 17, 19], "filter: (n >= 10 && odd) || x == 1.0\n{text}");
+    names.sort();
+    names.dedup();
+    assert_eq!(names, vec!["filt:main", "filt:num", "filt:other"], "filt:skipme excluded\n{text}");
+}
+
+#[test]
+fn malformed_filters_are_refused_with_the_column() {
+    let d = TestDaemon::start();
+    let out = d.output("bad");
+    d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
+    let o = d.ust(&["enable-event", "a:*", "--filter", "n > && m"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("invalid filter: column 5: expected an operand after `>`"), "{err}");
+    assert!(err.contains("  n > && m\n      ^"), "{err}");
+    // The daemon checks what it receives too.
+    let mut c = d.client();
+    let r = c.call(consumer::control::Command::EnableEvent {
+        session: None,
+        channel: None,
+        patterns: vec!["a:*".into()],
+        level: consumer::session::LevelFilter::Any,
+        exclusions: vec![],
+        filter: Some("((".into()),
+    });
+    assert!(matches!(r, Err(consumer::control::ClientError::Daemon(m)) if m.contains("invalid filter")));
+    let o = d.ust(&["enable-event", "a:b", "--exclude", "a:c"]);
+    assert_eq!(o.status.code(), Some(2), "exclusions need a glob");
+}

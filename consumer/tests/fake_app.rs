@@ -139,7 +139,7 @@ impl FakeApp {
                         .collect();
                     app.channels.insert(g.slot, (g.channel, bufs));
                 }
-                DaemonMessage::SetEnabled { masks } => app.masks = masks,
+                DaemonMessage::SetEnabled { masks, .. } => app.masks = masks,
                 DaemonMessage::Ready => return Outcome::Ready(app),
                 DaemonMessage::Refused { reason } => return Outcome::Refused(reason),
                 other => panic!("unexpected {other:?} during registration"),
@@ -184,7 +184,7 @@ impl FakeApp {
                         seen.push("Sync".to_string());
                     }
                     DaemonMessage::RemoveChannel { slot } => seen.push(format!("RemoveChannel {slot}")),
-                    DaemonMessage::SetEnabled { masks } => seen.push(format!("SetEnabled {masks:?}")),
+                    DaemonMessage::SetEnabled { masks, .. } => seen.push(format!("SetEnabled {masks:?}")),
                     other => seen.push(format!("{other:?}")),
                 }
                 if seen.iter().filter(|s| s.starts_with("RemoveChannel")).count() >= channels {
@@ -351,6 +351,8 @@ fn token_sessions_take_only_their_processes() {
         channel: None,
         patterns: vec!["*".into()],
         level: consumer::session::LevelFilter::Any,
+        exclusions: vec![],
+        filter: None,
     })
     .unwrap();
     c.call(Command::Start { session: Some("tok".into()) }).unwrap();

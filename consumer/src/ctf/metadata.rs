@@ -11,7 +11,8 @@
 //!    realtime − monotonic offset sampled once per session.
 //! 4. The event header ([`ust_core::event_header::tsdl`]).
 //! 5. One `stream` block per channel: `id` = channel index, compact event header, packet
-//!    context ([`ust_core::packet::tsdl_packet_context`]).
+//!    context ([`ust_core::packet::tsdl_packet_context`]), and the channel's event context
+//!    when it has context fields ([`ust_core::context::tsdl_event_context`]).
 //! 6. One `event` block per (channel, registered event): `id` = [`ust_core::protocol::event_id`]
 //!    of the event's registration index, so ids are equal across the channels of a process.
 //!    Ids start at 1, so each stream also declares a placeholder event with id 0
@@ -64,6 +65,8 @@ pub struct TraceMetadata<'a> {
     pub creation_datetime: &'a str,
     /// Channel names; index = CTF stream class id.
     pub channels: &'a [String],
+    /// Context fields of each channel (same index; missing or empty = no event context).
+    pub contexts: &'a [Vec<ust_core::context::ContextType>],
     /// Registered events of the process; index `i` has id `event_id(i)`.
     pub events: &'a [EventDesc],
 }
@@ -125,7 +128,8 @@ pub fn render(m: &TraceMetadata<'_>) -> String {
     s.push('\n');
     let context = ust_core::packet::tsdl_packet_context(CLOCK_NAME);
     for (id, _) in m.channels.iter().enumerate() {
-        let _ = write!(s, "stream {{\n\tid = {id};\n\tevent.header := struct event_header_compact;\n{context}}};\n\n");
+        let ev_ctx = ust_core::context::tsdl_event_context(m.contexts.get(id).map_or(&[][..], |c| &c[..]));
+        let _ = write!(s, "stream {{\n\tid = {id};\n\tevent.header := struct event_header_compact;\n{context}{ev_ctx}}};\n\n");
     }
     for (stream_id, _) in m.channels.iter().enumerate() {
         s.push_str(&reserved_event_tsdl(stream_id));
@@ -192,6 +196,7 @@ mod tests {
             trace_name: "s",
             creation_datetime: "20260101T000000+0000",
             channels: &channels,
+            contexts: &[vec![], vec![ust_core::context::ContextType::Vtid]],
             events: &events,
         });
         assert!(text.starts_with("/* CTF 1.8 */"));
@@ -201,5 +206,7 @@ mod tests {
         assert_eq!(text.matches("name = \"p:e\";").count(), 2);
         assert!(text.contains("id = 1;\n\tstream_id = 1;\n\tloglevel = 6;"));
         assert!(text.contains("_x;"));
+        assert_eq!(text.matches("event.context := struct {").count(), 1, "only the channel with contexts");
+        assert!(text.contains("_vtid;"));
     }
 }

@@ -201,6 +201,7 @@ pub fn decode_fields(desc: &EventDesc, payload: &[u8]) -> Option<Vec<(String, Va
 #[derive(Debug)]
 pub struct RecordWalker<'a> {
     events: &'a [EventDesc],
+    context_size: usize,
     content: &'a [u8],
     offset: usize,
     previous: u64,
@@ -221,7 +222,14 @@ impl<'a> RecordWalker<'a> {
     /// Walks `content` (a packet cut at its `content_size`) from byte [`HEADER_SIZE`], with
     /// `timestamp_begin` as the base of the first compact timestamp.
     pub fn over_content(events: &'a [EventDesc], content: &'a [u8], timestamp_begin: u64) -> RecordWalker<'a> {
-        RecordWalker { events, content, offset: HEADER_SIZE, previous: timestamp_begin, done: false }
+        RecordWalker { events, context_size: 0, content, offset: HEADER_SIZE, previous: timestamp_begin, done: false }
+    }
+
+    /// Skips a fixed-size event context of `n` bytes after each event header (the
+    /// stream's `event.context`, [`ust_core::context::block_size`]).
+    pub fn with_context_size(mut self, n: usize) -> Self {
+        self.context_size = n;
+        self
     }
 }
 
@@ -262,7 +270,10 @@ impl<'a> Iterator for RecordWalker<'a> {
         let Some(desc) = index.and_then(|i| self.events.get(i)) else {
             return fail(self, WalkError::UnknownId { id: h.id, offset });
         };
-        let start = offset + h.len;
+        let start = offset + h.len + self.context_size;
+        if start > self.content.len() {
+            return fail(self, WalkError::Truncated { name: desc.full_name(), offset });
+        }
         let rest = self.content.get(start..).unwrap_or(&[]);
         let Some(size) = payload_size(desc, rest) else {
             return fail(self, WalkError::Truncated { name: desc.full_name(), offset });
