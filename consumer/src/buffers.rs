@@ -178,6 +178,8 @@ pub struct Stream {
     index: Option<IndexFile>,
     /// The process's events: the record-size callback of torn-event recovery.
     pub events: Arc<[EventDesc]>,
+    /// Where the stream's files live, and how they are named and cut.
+    pub files: TraceFiles,
     /// Counts so far.
     pub stats: StreamStats,
     /// Sub-buffers in the ring.
@@ -218,6 +220,60 @@ impl std::fmt::Debug for Stream {
             .field("stats", &self.stats)
             .field("finished", &self.finished)
             .finish()
+    }
+}
+
+/// The stream files of one stream: `<channel>_<cpu>` in one piece, or with
+/// `--tracefile-size` a series `<channel>_<cpu>_<k>` (k from 0), each with its index
+/// `index/<name>.idx`, of which at most `--tracefile-count` are kept (the oldest removed).
+#[derive(Debug, Clone)]
+pub struct TraceFiles {
+    /// The trace directory.
+    pub dir: PathBuf,
+    /// `<channel>_<cpu>`.
+    pub base: String,
+    /// Largest file in bytes before the next is started; 0 = one file.
+    pub max_size: u64,
+    /// Most files kept; 0 = all.
+    pub max_count: u64,
+    /// `k` of the file being written.
+    pub current: u64,
+    /// `k` of the oldest file still on disk.
+    pub oldest: u64,
+}
+
+impl TraceFiles {
+    /// File name of piece `k`.
+    pub fn name(&self, k: u64) -> String {
+        if self.max_size == 0 {
+            self.base.clone()
+        } else {
+            format!("{}_{k}", self.base)
+        }
+    }
+
+    /// Creates piece `k`'s stream and index files.
+    fn create(&self, k: u64) -> Result<(StreamFile, IndexFile), SetupError> {
+        let (dir, name) = (&self.dir, self.name(k));
+        let file = StreamFile::create(dir, &name).map_err(io(format!("creating {}/{name}", dir.display())))?;
+        let index = IndexFile::create(dir, &name).map_err(io(format!("creating {}/index/{name}.idx", dir.display())))?;
+        Ok((file, index))
+    }
+
+    /// Moves every piece on disk (stream and index files) into `to` (and `to/index`).
+    fn move_to(&self, to: &std::path::Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(to.join("index"))?;
+        for k in self.oldest..=self.current {
+            let name = self.name(k);
+            let idx = format!("index/{name}.idx");
+            for n in [name.as_str(), idx.as_str()] {
+                match std::fs::rename(self.dir.join(n), to.join(n)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -303,10 +359,63 @@ impl Stream {
         self.index = None;
     }
 
+    /// Closes the current piece and starts the next (`--tracefile-size`), removing the
+    /// oldest past `--tracefile-count`. On failure the stream's files are closed.
+    fn next_piece(&mut self) {
+        self.file = None;
+        self.index = None;
+        let k = self.files.current + 1;
+        match self.files.create(k) {
+            Ok((f, i)) => {
+                self.file = Some(f);
+                self.index = Some(i);
+                self.files.current = k;
+            }
+            Err(e) => {
+                crate::log!("{}/{} cpu {}: {e}; stream closed", self.session, self.channel, self.cpu);
+                return;
+            }
+        }
+        while self.files.max_count > 0 && self.files.current - self.files.oldest + 1 > self.files.max_count {
+            let name = self.files.name(self.files.oldest);
+            let _ = std::fs::remove_file(self.files.dir.join(&name));
+            let _ = std::fs::remove_file(self.files.dir.join("index").join(format!("{name}.idx")));
+            self.files.oldest += 1;
+        }
+    }
+
+    /// Ends the current trace chunk (`ust rotate`): a reader-side switch and a drain, so
+    /// that what was recorded so far is on disk, then every piece of the stream is moved
+    /// into `to` (a process directory of an archive) and fresh files are started (piece 0)
+    /// where they were, unless the stream is finished.
+    ///
+    /// # Errors
+    /// The I/O error of the move or of creating the new files.
+    pub fn rotate_chunk(&mut self, to: &std::path::Path) -> std::io::Result<()> {
+        if !self.finished {
+            self.flush();
+            self.drain();
+        }
+        self.file = None;
+        self.index = None;
+        self.files.move_to(to)?;
+        self.files.current = 0;
+        self.files.oldest = 0;
+        if !self.finished {
+            let (f, i) = self.files.create(0).map_err(|e| std::io::Error::other(e.to_string()))?;
+            self.file = Some(f);
+            self.index = Some(i);
+        }
+        Ok(())
+    }
+
     fn write_packet(&mut self, info: &PacketInfo, packet: &[u8]) -> bool {
         if self.output_error.get().is_some() {
             self.file = None;
             self.index = None;
+        }
+        if self.files.max_size > 0 && self.file.as_ref().is_some_and(|f| !f.is_empty() && f.len() + packet.len() as u64 > self.files.max_size) {
+            self.next_piece();
         }
         let (Some(file), Some(_)) = (self.file.as_mut(), self.index.as_ref()) else {
             self.stats.unwritten_packets += 1;
@@ -754,6 +863,8 @@ pub struct ProcessTrace {
     pub context_sizes: Vec<usize>,
     /// The process is gone and its streams are finished.
     pub gone: bool,
+    /// Gone, and every file moved into an archive by `ust rotate`: nothing left here.
+    pub archived: bool,
 }
 
 /// What [`create_process_trace`] needs to know about the process.
@@ -859,9 +970,16 @@ fn fill_process_trace(
                     (b, fd, None, None)
                 }
             };
+            let files = TraceFiles {
+                dir: dir.clone(),
+                base: name.clone(),
+                max_size: ch.config.tracefile_size,
+                max_count: ch.config.tracefile_count,
+                current: 0,
+                oldest: 0,
+            };
             let (file, index) = if live {
-                let file = StreamFile::create(&dir, &name).map_err(io(format!("creating {}/{name}", dir.display())))?;
-                let index = IndexFile::create(&dir, &name).map_err(io(format!("creating {}/index/{name}.idx", dir.display())))?;
+                let (file, index) = files.create(0)?;
                 (Some(file), Some(index))
             } else {
                 (None, None)
@@ -878,6 +996,7 @@ fn fill_process_trace(
                 file,
                 index,
                 events: events.clone(),
+                files,
                 stats: StreamStats::default(),
                 num_subbuf: ch.config.num_subbuf,
                 read_period,
@@ -909,6 +1028,7 @@ fn fill_process_trace(
         events: p.events.to_vec(),
         context_sizes: contexts.iter().map(|c| ust_core::context::block_size(c)).collect(),
         gone: false,
+        archived: false,
     };
     Ok((trace, fds))
 }

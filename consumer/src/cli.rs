@@ -58,6 +58,8 @@ pub enum Cmd {
     Stop(SessionCmdArgs),
     /// Stop (if needed) and forget a session; its trace stays on disk.
     Destroy(SessionCmdArgs),
+    /// Archive the trace so far as a complete trace under <output>/archives/; tracing goes on.
+    Rotate(SessionCmdArgs),
     /// List sessions, one session's channels and events, or registered applications.
     List(ListArgs),
     /// Show the current session (or -s) and the daemon.
@@ -420,6 +422,14 @@ pub fn run(cli: Cli) -> CliResult {
             if let Some(e) = &r.output_error {
                 println!("The trace is incomplete: its output stopped early ({e})");
             }
+            for a in &r.archives {
+                println!("Trace chunk archive: {}", a.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Rotate(a) => {
+            let Payload::Rotated { archive } = call(Command::Rotate { session: a.target() })? else { return Err(unexpected()) };
+            println!("Trace chunk archive for session {} is now readable at {}", display_session(&a.target()), archive.display());
             Ok(ExitCode::SUCCESS)
         }
         Cmd::List(a) => list(a),

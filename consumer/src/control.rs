@@ -139,6 +139,14 @@ pub enum Command {
         /// Session.
         session: Option<String>,
     },
+    /// Archive the trace so far (`ust rotate`): every stream is switched and drained, and
+    /// its files move to `<output>/archives/<begin>-<end>-<n>/ust/pid/<process dir>/`
+    /// with the metadata, a complete trace; recording goes on into fresh files. Answered
+    /// with [`Payload::Rotated`].
+    Rotate {
+        /// Session.
+        session: Option<String>,
+    },
     /// Every session. Answered with [`Payload::Sessions`].
     ListSessions,
     /// One session in detail. Answered with [`Payload::Session`].
@@ -220,6 +228,11 @@ pub enum Payload {
     Destroyed(DestroyReport),
     /// A snapshot was written.
     Snapshot(crate::snapshot::SnapshotReport),
+    /// A trace chunk was archived.
+    Rotated {
+        /// The archive directory (a complete trace).
+        archive: PathBuf,
+    },
 }
 
 /// A line of `ust list`.
@@ -397,6 +410,10 @@ pub struct DestroyReport {
     /// Why the session's output stopped early (disk full, write error), if it did.
     #[serde(default)]
     pub output_error: Option<String>,
+    /// Archives of a session that was rotated (the last chunk is archived at destroy, as
+    /// LTTng does); empty otherwise.
+    #[serde(default)]
+    pub archives: Vec<PathBuf>,
 }
 
 /// Describes a field type for humans.
@@ -456,6 +473,10 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
         Command::AddContext { session, channel, contexts } => add_context(daemon, session, channel, contexts),
         Command::DisableEvent { session, channel, patterns, all } => disable_event(daemon, session, channel, patterns, all),
         Command::Start { session } => start(daemon, session),
+        Command::Rotate { session } => {
+            let name = resolve(&daemon.lock(), &session);
+            name.and_then(|n| rotate(daemon, &n)).map(|archive| Payload::Rotated { archive })
+        }
         Command::Stop { session } => stop_cmd(daemon, session),
         Command::Destroy { session } => {
             let name = resolve(&daemon.lock(), &session);
@@ -677,6 +698,9 @@ fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
     if ss.session.channels.is_empty() {
         return Err(format!("session {sname} has no channel: enable an event (`ust enable-event -a`) or a channel first"));
     }
+    if !ss.session.ever_started {
+        ss.session.chunk_begin = crate::datetime::now();
+    }
     ss.session.started = true;
     ss.session.ever_started = true;
     let ids: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
@@ -688,6 +712,55 @@ fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
     }
     crate::log!("session {sname} started");
     Ok(Payload::Done)
+}
+
+/// Archives the current trace chunk of session `name` (see [`Command::Rotate`]) and
+/// returns the archive directory.
+///
+/// # Errors
+/// A message when the session was never started or a file cannot be moved.
+pub fn rotate(daemon: &Daemon, name: &str) -> Res<PathBuf> {
+    let (archive, jobs) = {
+        let mut st = daemon.lock();
+        let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
+        if ss.session.snapshot {
+            return Err(format!("session {name} is a snapshot session: it writes no trace to rotate (use `ust snapshot record`)"));
+        }
+        if !ss.session.ever_started {
+            return Err(format!("session {name} has not been started: there is no trace to rotate"));
+        }
+        let now = crate::datetime::now();
+        let archive = ss.session.output.join("archives").join(format!(
+            "{}-{}-{}",
+            crate::datetime::iso_at(ss.session.chunk_begin),
+            crate::datetime::iso_at(now),
+            ss.session.rotations
+        ));
+        ss.session.rotations += 1;
+        ss.session.chunk_begin = now;
+        let mut jobs = Vec::new();
+        for t in ss.traces.values_mut().filter(|t| !t.archived) {
+            let Some(leaf) = t.dir.file_name() else { continue };
+            jobs.push((t.dir.clone(), archive.join("ust").join("pid").join(leaf), t.streams.clone(), t.gone));
+            t.archived = t.gone;
+        }
+        (archive, jobs)
+    };
+    std::fs::create_dir_all(&archive).map_err(|e| format!("cannot create {}: {e}", archive.display()))?;
+    for (dir, dest, streams, gone) in jobs {
+        std::fs::create_dir_all(&dest).map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
+        // The metadata first: the archive is complete before any of its packets is there.
+        std::fs::copy(dir.join("metadata"), dest.join("metadata")).map_err(|e| format!("cannot copy {}/metadata: {e}", dir.display()))?;
+        for s in &streams {
+            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+            s.rotate_chunk(&dest).map_err(|e| format!("rotating {}/{}: {e}", dir.display(), s.files.base))?;
+        }
+        if gone {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    crate::log!("session {name}: trace chunk archived in {}", archive.display());
+    Ok(archive)
 }
 
 fn stop_cmd(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
@@ -768,6 +841,36 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
         st.forget_gone_apps();
         (ss, dead)
     };
+    let mut archives = Vec::new();
+    if ss.session.rotations > 0 {
+        // As LTTng: once a session has been rotated, its last chunk is archived too.
+        let mut st = daemon.lock();
+        let sname = ss.session.name.clone();
+        for t in ss.traces.values() {
+            for s in &t.streams {
+                s.lock().unwrap_or_else(|e| e.into_inner()).finish();
+            }
+        }
+        st.sessions.insert(sname.clone(), ss);
+        drop(st);
+        let r = rotate(daemon, &sname);
+        let ss2 = daemon.lock().sessions.remove(&sname).expect("just put back");
+        match r {
+            Ok(a) => archives.push(a),
+            Err(e) => crate::log!("session {sname}: archiving the last chunk failed: {e}"),
+        }
+        if let Ok(rd) = std::fs::read_dir(ss2.session.output.join("archives")) {
+            archives = rd.flatten().map(|e| e.path()).collect();
+            archives.sort();
+        }
+        let _ = std::fs::remove_dir(ss2.session.output.join("ust").join("pid"));
+        let _ = std::fs::remove_dir(ss2.session.output.join("ust"));
+        return Ok(finish_report(name, ss2, archives));
+    }
+    Ok(finish_report(name, ss, archives))
+}
+
+fn finish_report(name: &str, ss: SessionState, archives: Vec<PathBuf>) -> DestroyReport {
     let mut traces = Vec::new();
     for (id, t) in &ss.traces {
         let mut stats = StreamStats::default();
@@ -802,7 +905,7 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
         }
     }
     crate::log!("session {name} destroyed");
-    Ok(DestroyReport { name: name.to_string(), output: ss.session.output.clone(), traces, output_error: ss.session.output_error.get() })
+    DestroyReport { name: name.to_string(), output: ss.session.output.clone(), traces, archives, output_error: ss.session.output_error.get() }
 }
 
 /// Destroys every session (daemon shutdown).

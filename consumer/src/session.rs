@@ -263,6 +263,11 @@ pub struct Session {
     /// Realtime − monotonic in ns, sampled once at creation and written in every trace of
     /// the session.
     pub clock_offset_ns: i64,
+    /// Rotations done so far (`ust rotate`): the next archive's number.
+    pub rotations: u64,
+    /// When the current trace chunk began (seconds since the Epoch): the first start, then
+    /// the last rotation.
+    pub chunk_begin: i64,
     /// Set when writing the session's output failed (disk full, I/O error): every stream
     /// of the session stops writing, and no new process is attached. Shared with the
     /// session's streams.
@@ -321,6 +326,7 @@ pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
 impl Session {
     /// A new, stopped session with no channel.
     pub fn new(name: String, output: PathBuf, token: Option<String>) -> Session {
+        let created = crate::datetime::now();
         Session {
             name,
             output,
@@ -328,8 +334,10 @@ impl Session {
             started: false,
             ever_started: false,
             channels: Vec::new(),
-            created: crate::datetime::now(),
+            created,
             clock_offset_ns: ust_core::clock::realtime_offset_ns(),
+            rotations: 0,
+            chunk_begin: created,
             output_error: OutputError::default(),
             snapshot: false,
             snapshots_taken: 0,

@@ -303,3 +303,104 @@ fn malformed_filters_are_refused_with_the_column() {
     let o = d.ust(&["enable-event", "a:b", "--exclude", "a:c"]);
     assert_eq!(o.status.code(), Some(2), "exclusions need a glob");
 }
+
+/// The `i` field of every `rounds:ev` babeltrace2 prints for `dir`.
+fn rounds_indexes(dir: &Path) -> Vec<u64> {
+    babeltrace(dir)
+        .lines()
+        .filter(|l| l.contains("rounds:ev"))
+        .map(|l| {
+            let i = l.find("{ i = ").expect("i field") + 6;
+            l[i..].split(',').next().unwrap().parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn tracefile_size_and_count_bound_the_files() {
+    let d = TestDaemon::start();
+    let out = d.output("rot");
+    d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["enable-channel", "c", "--subbuf-size", "4k", "--num-subbuf", "256", "--tracefile-size", "8k", "--tracefile-count", "3", "--read-timer", "500"]);
+    d.ust_ok(&["enable-event", "-c", "c", "rounds:*"]);
+    d.ust_ok(&["start"]);
+    let st = Command::new(program("debug", "rounds")).args(["3000", "20"]).env("UST_RUNDIR", d.rundir.as_path()).stdout(Stdio::null()).stdin(Stdio::null()).status().unwrap();
+    assert!(st.success());
+    d.ust_ok(&["destroy"]);
+    let pid_dir = std::fs::read_dir(out.join("ust/pid")).unwrap().next().unwrap().unwrap().path();
+    let mut max_k = 0;
+    let mut per_stream: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for e in std::fs::read_dir(&pid_dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("c_") {
+            continue;
+        }
+        let (stream, k) = name.rsplit_once('_').unwrap();
+        let k: u64 = k.parse().unwrap();
+        max_k = max_k.max(k);
+        per_stream.entry(stream.to_string()).or_default().push(k);
+        let len = e.metadata().unwrap().len();
+        assert!(len <= 8192 && len % 4096 == 0, "{name}: {len} bytes, whole 4 KiB packets within 8 KiB");
+        let idx = std::fs::read(pid_dir.join("index").join(format!("{name}.idx"))).unwrap();
+        let entries = consumer::ctf::index::parse(&idx).unwrap();
+        assert_eq!(entries.len() as u64, len / 4096, "{name}: one index entry per packet");
+    }
+    assert!(max_k >= 3, "files were rotated: {per_stream:?}");
+    for (stream, ks) in &per_stream {
+        assert!(ks.len() <= 3, "{stream}: at most 3 files kept: {ks:?}");
+        let newest = *ks.iter().max().unwrap();
+        let mut want: Vec<u64> = (newest + 1 - ks.len() as u64..=newest).collect();
+        let mut got = ks.clone();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{stream}: the newest files are kept");
+    }
+    let idx = rounds_indexes(&out);
+    assert!(!idx.is_empty());
+    assert!(idx.iter().all(|&i| i < 3000));
+}
+
+#[test]
+fn rotate_archives_complete_traces_while_tracing_goes_on() {
+    use std::io::Write;
+    let d = TestDaemon::start();
+    let out = d.output("arch");
+    d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
+    let o = d.ust(&["rotate"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("not been started"));
+    d.ust_ok(&["enable-event", "rounds:*"]);
+    d.ust_ok(&["start"]);
+    let mut child = Command::new(program("debug", "rounds"))
+        .args(["300", "100"])
+        .env("UST_RUNDIR", d.rundir.as_path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut archives = Vec::new();
+    for round in 1..=2 {
+        assert_eq!(lines.next().unwrap().unwrap(), format!("round {round}"));
+        let said = d.ust_ok(&["rotate"]);
+        let path = said.trim().rsplit(' ').next().unwrap().to_string();
+        archives.push(PathBuf::from(path));
+        writeln!(stdin).unwrap();
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let said = d.ust_ok(&["destroy"]);
+    assert_eq!(said.matches("Trace chunk archive: ").count(), 3, "{said}");
+    let mut all: Vec<PathBuf> = std::fs::read_dir(out.join("archives")).unwrap().flatten().map(|e| e.path()).collect();
+    all.sort_by_key(|p| p.to_string_lossy().rsplit('-').next().unwrap().parse::<u64>().unwrap());
+    assert_eq!(all.len(), 3);
+    assert_eq!(&all[..2], &archives[..]);
+    for (n, a) in all.iter().enumerate() {
+        let name = a.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.ends_with(&format!("-{n}")) && name.matches('T').count() == 2, "<begin>-<end>-<n>: {name}");
+        let got = rounds_indexes(a);
+        let want: Vec<u64> = (n as u64 * 100..(n as u64 + 1) * 100).collect();
+        assert_eq!(got, want, "archive {name} holds exactly its chunk");
+    }
+    assert!(!out.join("ust").exists(), "the last chunk was archived too");
+}
