@@ -24,7 +24,13 @@ use crate::session::{ChannelConfig, LevelFilter, DEFAULT_NUM_SUBBUF, DEFAULT_REA
 
 /// `ust`: control user-space tracing of Rust programs.
 #[derive(Debug, Parser)]
-#[command(name = "ust", version, about = "Trace Rust programs: sessions, channels, events (in the spirit of lttng)", arg_required_else_help = true)]
+#[command(
+    name = "ust",
+    version,
+    about = "Trace Rust programs: sessions, channels, events (in the spirit of lttng)",
+    arg_required_else_help = true,
+    after_help = "Examples:\n  ust trace -- ./myprog args          # one shot: trace a command, print a summary\n  ust create s && ust enable-event -a && ust start   # step by step, as with lttng\n  ust stop && ust view && ust destroy\n\nRun `ust <command> --help` for each command's options and examples."
+)]
 pub struct Cli {
     /// The command.
     #[command(subcommand)]
@@ -43,30 +49,104 @@ pub struct SessionOpt {
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
     /// Create a session; it becomes the current session.
+    #[command(after_help = "Examples:
+  ust create                                  # auto-YYYYmmdd-HHMMSS, output under ~/ust-traces/
+  ust create web --output /tmp/web-trace      # named session, chosen output directory
+
+The new session becomes the current one: later commands act on it unless given -s NAME.
+Starts ust-consumerd when none runs.")]
     Create(CreateArgs),
     /// Create a channel (per-CPU buffers) in a session.
+    #[command(after_help = "Examples:
+  ust enable-channel big --subbuf-size 1M --num-subbuf 8
+  ust enable-channel ring --overwrite --switch-timer 100000      # flight recorder
+  ust enable-channel chunked --subbuf-size 64k --tracefile-size 1M --tracefile-count 4
+
+With --tracefile-size, stream files are <channel>_<cpu>_<k> (k from 0), each holding whole
+packets and its own index; --tracefile-count keeps the newest N and removes older ones.
+Channels cannot be added or changed after the session starts (as in LTTng).")]
     EnableChannel(EnableChannelArgs),
     /// Enable events (globs on provider:name) in a channel.
+    #[command(after_help = "Examples:
+  ust enable-event -a                                   # every event, channel channel0
+  ust enable-event 'myapp:*' --loglevel WARNING         # WARNING and more severe
+  ust enable-event 'myapp:*' --exclude 'myapp:noisy*,myapp:tick'
+  ust enable-event myapp:request --filter 'status >= 500 && path == \"/api/*\"'
+  ust enable-event -c big 'db:*' --filter '$ctx.vtid == 1234 || latency_us > 1.5e3'
+
+Filter language (LTTng's): comparisons == != < <= > >= between event fields, $ctx.vpid,
+$ctx.vtid, $ctx.procname, $ctx.pthread_id, $ctx.cpu_id and literals (integers: decimal,
+0x hexadecimal, 0 octal; floats; \"strings\" where * matches anything and \\* is a star),
+combined with && || ! and parentheses; a bare number or field is true when non-zero.
+Strings compare with == and != only. A filter naming a field an event lacks is false for
+that event. Several enable-event rules that match an event OR together.")]
     EnableEvent(EnableEventArgs),
     /// Add context fields (vpid, vtid, procname, pthread_id, cpu_id) to a channel's events.
+    #[command(after_help = "Examples:
+  ust add-context -t vtid -t procname              # every channel of the session
+  ust add-context -c big -t vpid -t pthread_id -t cpu_id
+
+The values are written after the event header of every record of the channel (a CTF
+event context); babeltrace2 prints them between the packet context and the payload.
+Contexts cannot be added after the session starts.")]
     AddContext(AddContextArgs),
     /// Disable events enabled earlier.
+    #[command(after_help = "Examples:
+  ust disable-event 'myapp:*'        # the rule made by `ust enable-event 'myapp:*'`
+  ust disable-event -c big -a        # every rule of channel big")]
     DisableEvent(DisableEventArgs),
     /// Start recording.
+    #[command(after_help = "Examples:
+  ust start              # the current session
+  ust start web          # or: ust start -s web")]
     Start(SessionCmdArgs),
     /// Stop recording; what was recorded is on disk when it returns.
+    #[command(after_help = "Examples:
+  ust stop
+  ust stop -s web
+
+Every process of the session confirms the stop, then every buffer is flushed and drained.")]
     Stop(SessionCmdArgs),
     /// Stop (if needed) and forget a session; its trace stays on disk.
+    #[command(after_help = "Examples:
+  ust destroy
+  ust destroy web
+
+The trace stays on disk; read it with `ust view DIR` or `babeltrace2 DIR`.")]
     Destroy(SessionCmdArgs),
     /// Archive the trace so far as a complete trace under <output>/archives/; tracing goes on.
+    #[command(after_help = "Examples:
+  ust rotate                 # archive the current session's trace so far
+  ust rotate -s web
+
+Each rotation moves the trace recorded since the previous one (or since start) to
+<output>/archives/<begin>-<end>-<n>/, a complete trace that babeltrace2 reads, while
+recording goes on. Destroying a rotated session archives the last chunk too.")]
     Rotate(SessionCmdArgs),
     /// List sessions, one session's channels and events, or registered applications.
+    #[command(after_help = "Examples:
+  ust list                   # sessions
+  ust list web               # channels, rules, contexts, counts of session web
+  ust list --apps            # registered processes, their tracepoints and fields
+  ust list --apps --json")]
     List(ListArgs),
     /// Show the current session (or -s) and the daemon.
+    #[command(after_help = "Examples:
+  ust status
+  ust status -s web --json")]
     Status(StatusArgs),
     /// Print a trace with babeltrace2 (default: the current session's output).
+    #[command(after_help = "Examples:
+  ust view                       # the current session's output
+  ust view ~/ust-traces/web-20260101-120000")]
     View(ViewArgs),
     /// Trace one command and its children, then print a summary.
+    #[command(after_help = "Examples:
+  ust trace -- ./server --port 8080
+  ust trace --output /tmp/t --event 'myapp:*' -- cargo run --release
+
+Only CMD and its children are traced; prints `ust: trace written to DIR` and a summary of
+the events recorded, and exits with CMD's status (128+N if it died of signal N).")]
     Trace(TraceArgs),
     /// Report on a trace: tasks, system calls, waits and wake-ups, page faults.
     Report(ReportArgs),
@@ -1097,6 +1177,31 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_subcommand_has_examples() {
+        let cmd = Cli::command();
+        for sub in cmd.get_subcommands() {
+            let h = sub.get_after_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(h.starts_with("Examples:\n  ust "), "{} has no examples", sub.get_name());
+        }
+    }
+
+    #[test]
+    fn help_examples_parse() {
+        for f in [r#"status >= 500 && path == "/api/*""#, "$ctx.vtid == 1234 || latency_us > 1.5e3"] {
+            crate::filter::parse(f).unwrap();
+        }
+        for args in [
+            &["ust", "enable-event", "myapp:*", "--exclude", "myapp:noisy*,myapp:tick"][..],
+            &["ust", "add-context", "-c", "big", "-t", "vpid", "-t", "pthread_id", "-t", "cpu_id"],
+            &["ust", "enable-channel", "chunked", "--subbuf-size", "64k", "--tracefile-size", "1M", "--tracefile-count", "4"],
+            &["ust", "rotate", "-s", "web"],
+            &["ust", "enable-event", "myapp:*", "--loglevel", "WARNING"],
+        ] {
+            Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
     }
 
     #[test]
