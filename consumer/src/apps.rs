@@ -449,6 +449,7 @@ fn msg_name(m: &AppMessage) -> &'static str {
         AppMessage::Register(_) => "Register",
         AppMessage::SyncDone { .. } => "SyncDone",
         AppMessage::Exiting => "Exiting",
+        AppMessage::RegisterEvents { .. } => "RegisterEvents",
     }
 }
 
@@ -461,6 +462,40 @@ fn msg_name_d(m: &DaemonMessage) -> &'static str {
         DaemonMessage::Ready => "Ready",
         DaemonMessage::Sync { .. } => "Sync",
     }
+}
+
+/// Late tracepoints of process `app_id`: validated, appended to its events, every trace's
+/// metadata rewritten (before anything enables them), then the masks pushed again.
+///
+/// # Errors
+/// A reason to refuse the process: `first` is not the number of events known, too many
+/// events, or a bad description.
+pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<EventDesc>) -> Result<(), String> {
+    let mut st = daemon.lock();
+    let Some(app) = st.apps.get_mut(&app_id) else { return Ok(()) };
+    if first as usize != app.events.len() {
+        return Err(format!("RegisterEvents from index {first}, but {} events are registered", app.events.len()));
+    }
+    if app.events.len() + events.len() > MAX_EVENTS {
+        return Err(format!("more than {MAX_EVENTS} events registered"));
+    }
+    for (i, e) in events.iter().enumerate() {
+        e.validate().map_err(|err| format!("event #{} ({}): {err}", first as usize + i, e.full_name()))?;
+    }
+    app.events.extend(events);
+    let (pid, procname, ncpus, registered) = (app.pid, app.procname.clone(), app.ncpus, app.registered);
+    let all = app.events.clone();
+    for ss in st.sessions.values_mut() {
+        let Some(t) = ss.traces.get_mut(&app_id) else { continue };
+        let info = ProcessInfo { pid, procname: &procname, ncpus, registered, events: &all };
+        if let Err(e) = crate::buffers::write_metadata(&ss.session, &info, &t.dir, t.uuid) {
+            crate::log!("session {}: rewriting {}/metadata failed: {e}", ss.session.name, t.dir.display());
+        }
+        t.events = all.clone();
+    }
+    crate::log!("process {pid} registered {} more events ({} in all)", all.len() - first as usize, all.len());
+    st.push_masks(app_id);
+    Ok(())
 }
 
 /// Reads messages and watches the pidfd until the process is gone.
@@ -494,6 +529,12 @@ fn watch(daemon: &Daemon, sock: &UnixStream, pidfd: Option<&OwnedFd>, app_id: u6
                         a.exiting = true;
                     }
                     crate::log!("process {pid} is exiting");
+                }
+                Ok((AppMessage::RegisterEvents { first, events }, _)) => {
+                    if let Err(reason) = register_events(daemon, app_id, first, events) {
+                        refuse(sock, pid, reason);
+                        return;
+                    }
                 }
                 Ok((AppMessage::Register(_), _)) => {
                     refuse(sock, pid, "Register sent twice on one connection".into());

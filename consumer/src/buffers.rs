@@ -1051,6 +1051,34 @@ fn new_trace_dir(want: &std::path::Path) -> Result<PathBuf, SetupError> {
     Err(SetupError::Io { what: format!("creating {}", want.display()), source: std::io::ErrorKind::AlreadyExists.into() })
 }
 
+/// Writes (or rewrites) the metadata of process `p`'s trace in `dir` for `session`: temporary
+/// file, then rename, so a reader never sees half of it. Rewritten when the process
+/// registers tracepoints late ([`ust_core::protocol::AppMessage::RegisterEvents`]), before
+/// any of them is enabled.
+///
+/// # Errors
+/// The I/O error.
+pub fn write_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, dir: &std::path::Path, uuid: [u8; 16]) -> std::io::Result<()> {
+    let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
+    let contexts: Vec<Vec<ust_core::context::ContextType>> = session.channels.iter().map(|c| c.contexts.clone()).collect();
+    let hostname = hostname();
+    let clock_uuid = ust_core::clock::boot_id();
+    let text = crate::ctf::metadata::render(&crate::ctf::metadata::TraceMetadata {
+        uuid,
+        clock_offset_ns: session.clock_offset_ns,
+        clock_uuid: &clock_uuid,
+        hostname: &hostname,
+        procname: p.procname,
+        vpid: p.pid,
+        trace_name: &session.name,
+        creation_datetime: &crate::datetime::iso_at(session.created),
+        channels: &channels,
+        contexts: &contexts,
+        events: p.events,
+    });
+    crate::ctf::metadata::write_atomically(dir, &text)
+}
+
 /// This machine's host name (`gethostname`), `localhost` if it cannot be read.
 pub fn hostname() -> String {
     let mut buf = [0u8; 256];

@@ -424,6 +424,7 @@ pub fn type_name(f: &FieldDesc) -> String {
         T::Integer(i) => int(*i) + if i.base == 16 { " (hex)" } else { "" },
         T::Float { exp_dig, .. } => if *exp_dig == 8 { "f32" } else { "f64" }.into(),
         T::String => "string".into(),
+        T::Dynamic => "dynamic (typed when recorded)".into(),
         T::Sequence { length, elem, text } => {
             format!("{}<{}> (length {})", if *text { "text" } else { "sequence" }, int(*elem), int(*length))
         }

@@ -404,3 +404,63 @@ fn rotate_archives_complete_traces_while_tracing_goes_on() {
     }
     assert!(!out.join("ust").exists(), "the last chunk was archived too");
 }
+
+#[test]
+fn a_program_using_only_tracing_macros_yields_typed_fields() {
+    let d = TestDaemon::start();
+    let out = d.output("tracing");
+    let (code, err) = ust_trace(&d, &out, &program("debug", "tracingprog"), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("tracingprog:event       5"), "{err}");
+    let text = babeltrace(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    let names: Vec<&str> = lines.iter().map(|l| l.split_whitespace().nth(3).unwrap().trim_end_matches(':')).collect();
+    assert_eq!(
+        names,
+        [
+            "tracingprog:work_new",
+            "tracingprog:work_enter",
+            "tracingprog:event",
+            "tracingprog:event",
+            "tracingprog:event",
+            "tracingprog:work_exit",
+            "tracingprog:work_close",
+            "tracingprog:event",
+            "tracingprog:event"
+        ],
+        "{text}"
+    );
+    let tag = |name: &str, kind: &str, n: u8, v: &str| format!("_{name}_tag = ( \"{kind}\" : container = {n} ), {name} = {{ {v} }}");
+    assert!(lines[0].ends_with(&format!("{{ id = 1, parent = 0, {} }}", tag("job", "u64", 2, "42"))), "{}", lines[0]);
+    for (k, l) in lines[2..5].iter().enumerate() {
+        let want = [
+            tag("message", "str", 5, &format!("\"step {k}\"")),
+            tag("count", "i64", 1, &k.to_string()),
+            tag("ratio", "f64", 3, ["0", "0.5", "1"][k]),
+            tag("ok", "bool", 4, if k % 2 == 0 { "1" } else { "0" }),
+            tag("who", "str", 5, "\"ann\""),
+        ]
+        .join(", ");
+        assert!(l.ends_with(&format!("{{ {want} }}")), "{l}\nwant {want}");
+    }
+    for l in [lines[1], lines[5], lines[6]] {
+        assert!(l.ends_with("{ id = 1 }"), "{l}");
+    }
+    assert!(lines[7].ends_with(&format!("{{ {}, {} }}", tag("message", "str", 5, "\"done\""), tag("code", "u64", 2, "7"))), "{}", lines[7]);
+}
+
+#[test]
+fn tracing_callsites_follow_the_enablers_levels() {
+    let d = TestDaemon::start();
+    let out = d.output("tracing-levels");
+    d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["enable-event", "tracingprog:*", "--loglevel", "info"]);
+    d.ust_ok(&["start"]);
+    let st = Command::new(program("debug", "tracingprog")).env("UST_RUNDIR", d.rundir.as_path()).status().unwrap();
+    assert!(st.success());
+    d.ust_ok(&["destroy"]);
+    let text = babeltrace(&out);
+    assert_eq!(text.lines().filter(|l| l.contains("tracingprog:event")).count(), 4, "TRACE (ust Debug) is above --loglevel info\n{text}");
+    assert!(text.contains("(\"done\")") || text.contains("\"done\""), "WARN is kept\n{text}");
+    assert!(!text.contains("hidden"), "{text}");
+}

@@ -134,6 +134,66 @@ pub enum FieldType {
         /// Labels and their values.
         mappings: Cow<'static, [EnumMapping]>,
     },
+    /// A value whose type is known only when it is recorded (a `tracing` field): a tag
+    /// byte ([`DynamicTag`]) followed by the value, declared in TSDL as an enumeration
+    /// `__<name>_tag` and a variant `_<name>` selected by it (CTF 1.8 section 4.2.2), so
+    /// an integer stays an integer in the trace. babeltrace2 prints
+    /// `name = { i64 = -3 }`, `name = { str = "text" }`.
+    Dynamic,
+}
+
+/// The kinds of value a [`FieldType::Dynamic`] field holds, and their tag bytes.
+///
+/// | tag | kind   | bytes after the tag        |
+/// |-----|--------|----------------------------|
+/// | 0   | `none` | 0 (the field was not set)  |
+/// | 1   | `i64`  | 8, little-endian           |
+/// | 2   | `u64`  | 8, little-endian           |
+/// | 3   | `f64`  | 8, IEEE 754 little-endian  |
+/// | 4   | `bool` | 1 (0 or 1)                 |
+/// | 5   | `str`  | UTF-8 up to and with a NUL |
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum DynamicTag {
+    /// Not recorded.
+    None = 0,
+    /// A signed integer.
+    I64 = 1,
+    /// An unsigned integer.
+    U64 = 2,
+    /// A float.
+    F64 = 3,
+    /// A boolean.
+    Bool = 4,
+    /// A string (also `Debug`-formatted values).
+    Str = 5,
+}
+
+impl DynamicTag {
+    /// The tag of byte `b`.
+    pub fn from_byte(b: u8) -> Option<DynamicTag> {
+        Some(match b {
+            0 => DynamicTag::None,
+            1 => DynamicTag::I64,
+            2 => DynamicTag::U64,
+            3 => DynamicTag::F64,
+            4 => DynamicTag::Bool,
+            5 => DynamicTag::Str,
+            _ => return None,
+        })
+    }
+}
+
+/// Size of a [`FieldType::Dynamic`] value at the start of `b` (tag included), or `None`
+/// when the tag is unknown or `b` is too short.
+pub fn dynamic_size(b: &[u8]) -> Option<usize> {
+    let n = match DynamicTag::from_byte(*b.first()?)? {
+        DynamicTag::None => 1,
+        DynamicTag::I64 | DynamicTag::U64 | DynamicTag::F64 => 9,
+        DynamicTag::Bool => 2,
+        DynamicTag::Str => 1 + b[1..].iter().position(|&c| c == 0)? + 1,
+    };
+    (n <= b.len()).then_some(n)
 }
 
 /// Errors in an event description, found by [`EventDesc::validate`]. The daemon validates
@@ -172,7 +232,7 @@ impl FieldType {
         match self {
             FieldType::Integer(i) => Some(i.size_bytes()),
             FieldType::Float { exp_dig, .. } => Some(if *exp_dig == 8 { 4 } else { 8 }),
-            FieldType::String | FieldType::Sequence { .. } => None,
+            FieldType::String | FieldType::Sequence { .. } | FieldType::Dynamic => None,
             FieldType::Array { elem, len } => Some(elem.size_bytes() * *len as usize),
             FieldType::Enum { container, .. } => Some(container.size_bytes()),
         }
@@ -197,6 +257,13 @@ impl FieldType {
                 )
             }
             FieldType::Array { elem, len } => format!("{} _{name}[{len}];\n", elem.tsdl()),
+            FieldType::Dynamic => format!(
+                "enum : integer {{ size = 8; align = 8; signed = 0; encoding = none; base = 10; }} {{ \"none\" = 0, \"i64\" = 1, \"u64\" = 2, \"f64\" = 3, \"bool\" = 4, \"str\" = 5 }} __{name}_tag;\n\
+                 variant <__{name}_tag> {{ struct {{ }} none; {} i64; {} u64; floating_point {{ exp_dig = 11; mant_dig = 53; byte_order = le; align = 8; }} f64; {} bool; string {{ encoding = UTF8; }} str; }} _{name};\n",
+                IntegerType::I64.tsdl(),
+                IntegerType::U64.tsdl(),
+                IntegerType::U8.tsdl()
+            ),
             FieldType::Enum { container, mappings, .. } => {
                 let mut s = format!("enum : {} {{\n", container.tsdl());
                 for m in mappings.iter() {
@@ -222,7 +289,7 @@ impl FieldType {
                 (8, 24) | (11, 53) => Ok(()),
                 _ => Err(DescError::BadFloat(field.to_string())),
             },
-            FieldType::String => Ok(()),
+            FieldType::String | FieldType::Dynamic => Ok(()),
             FieldType::Sequence { length, elem, .. } => {
                 int(*length)?;
                 if length.signed {
@@ -321,6 +388,9 @@ impl EventDesc {
             let mut own = vec![f.name.to_string()];
             if matches!(f.ty, FieldType::Sequence { .. }) {
                 own.push(format!("_{}_length", f.name));
+            }
+            if matches!(f.ty, FieldType::Dynamic) {
+                own.push(format!("_{}_tag", f.name));
             }
             for n in own {
                 if names.contains(&n) {

@@ -166,7 +166,7 @@ pub fn field_kind(ty: &FieldType) -> Option<Kind> {
         FieldType::Float { .. } => Some(Kind::Float),
         FieldType::String => Some(Kind::Str),
         FieldType::Sequence { text: true, .. } => Some(Kind::Str),
-        FieldType::Sequence { .. } | FieldType::Array { .. } => None,
+        FieldType::Sequence { .. } | FieldType::Array { .. } | FieldType::Dynamic => None,
     }
 }
 
@@ -335,6 +335,7 @@ fn read_int(b: &[u8], t: IntegerType) -> Option<i128> {
 pub fn field_size(ty: &FieldType, b: &[u8]) -> Option<usize> {
     match ty {
         FieldType::String => b.iter().position(|&c| c == 0).map(|p| p + 1),
+        FieldType::Dynamic => crate::event::dynamic_size(b),
         FieldType::Sequence { length, elem, .. } => {
             let n = usize::try_from(read_int(b, *length)?).ok()?;
             let total = length.size_bytes().checked_add(n.checked_mul(elem.size_bytes())?)?;

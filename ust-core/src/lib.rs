@@ -16,7 +16,7 @@ pub mod packet;
 pub mod protocol;
 pub mod rundir;
 
-pub use event::{EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
+pub use event::{DynamicTag, EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
 pub use level::Level;
 
 /// Major version of the application ↔ daemon ABI (registration protocol and buffer

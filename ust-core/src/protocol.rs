@@ -18,6 +18,8 @@
 //!        … later, at any time …
 //!  <─ AddChannel / RemoveChannel / SetEnabled / Sync{seq}
 //!  ── SyncDone{seq} ────────────────────────>   every earlier command is applied
+//!  ── RegisterEvents{first, events} ────────>   late tracepoints: metadata rewritten,
+//!                                               then SetEnabled with the longer masks
 //!  ── Exiting ──────────────────────────────>   normal exit (`exit`, return from `main`)
 //! ```
 //!
@@ -89,6 +91,16 @@ pub enum AppMessage {
     },
     /// The process is exiting normally; no more events will come.
     Exiting,
+    /// Tracepoints created after registration (ABI minor 1; `tracing` callsites met at run
+    /// time): they take the next event ids, `first` being the index of the first of them
+    /// (the number of events the daemon knows). The daemon rewrites the metadata of every
+    /// trace of the process (temporary file + rename) before it enables any of them.
+    RegisterEvents {
+        /// Index of the first new event: the count of events registered so far.
+        first: u32,
+        /// Their descriptions, in id order.
+        events: Vec<EventDesc>,
+    },
 }
 
 /// A channel the daemon hands to a process: the frame carries one buffer descriptor per CPU,

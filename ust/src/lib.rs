@@ -74,6 +74,8 @@ pub mod field;
 pub mod runtime;
 pub mod site;
 mod text;
+#[cfg(feature = "tracing")]
+pub mod tracing;
 
 #[cfg(test)]
 mod tests;

@@ -153,14 +153,59 @@ pub static SITES: [&'static Site];
 
 /// Every call site of the process in registration order: the link-time collection
 /// ([`SITES`]), then the `ust` crate's own `lttng_ust_tracef:event` and the fifteen
-/// `lttng_ust_tracelog:TRACE_*` events.
+/// `lttng_ust_tracelog:TRACE_*` events, then the sites made at run time
+/// ([`register_dynamic`], for example by the `tracing` layer) in creation order.
 pub fn all() -> impl Iterator<Item = &'static Site> + Clone {
-    SITES.iter().copied().chain(std::iter::once(&TRACEF)).chain(TRACELOG.iter())
+    let n = DYNAMIC_COUNT.load(Ordering::Acquire);
+    SITES
+        .iter()
+        .copied()
+        .chain(std::iter::once(&TRACEF))
+        .chain(TRACELOG.iter())
+        // SAFETY: the first `n` entries were stored (Release) before the count was raised.
+        .chain(DYNAMIC[..n].iter().map(|p| unsafe { &*p.load(Ordering::Acquire) }))
 }
 
 /// Number of call sites [`all`] yields.
 pub fn count() -> usize {
+    static_count() + DYNAMIC_COUNT.load(Ordering::Acquire)
+}
+
+/// Number of call sites known at link time (the static part of [`all`]).
+pub fn static_count() -> usize {
     SITES.len() + 1 + TRACELOG.len()
+}
+
+/// Most sites made at run time.
+pub const MAX_DYNAMIC: usize = 4096;
+
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_SITE: AtomicPtr<Site> = AtomicPtr::new(std::ptr::null_mut());
+static DYNAMIC: [AtomicPtr<Site>; MAX_DYNAMIC] = [NO_SITE; MAX_DYNAMIC];
+static DYNAMIC_COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static DYNAMIC_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Makes a call site at run time (a tracepoint the link-time collection does not hold, such
+/// as a `tracing` callsite): it takes the next event id, and the daemon learns it at once
+/// if the process is registered (`RegisterEvents`, sent from this thread; no answer is
+/// awaited), else at registration. The site is leaked. `None` when [`MAX_DYNAMIC`] sites
+/// exist already or the description is not valid.
+pub fn register_dynamic(desc: EventDesc) -> Option<&'static Site> {
+    desc.validate().ok()?;
+    let site: &'static Site = {
+        let _g = DYNAMIC_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let n = DYNAMIC_COUNT.load(Ordering::Relaxed);
+        if n >= MAX_DYNAMIC {
+            return None;
+        }
+        let site: &'static Site = Box::leak(Box::new(Site::new(desc)));
+        site.set_id(ust_core::protocol::event_id((static_count() + n) as u32));
+        DYNAMIC[n].store(site as *const Site as *mut Site, Ordering::Release);
+        DYNAMIC_COUNT.store(n + 1, Ordering::Release);
+        site
+    };
+    crate::runtime::announce_sites();
+    Some(site)
 }
 
 mod internal {
@@ -221,7 +266,8 @@ pub static TRACELOG: [Site; 15] = [
     tracelog_site(Level::Debug),
 ];
 
-/// Numbers every site: the `i`-th of [`all`] gets id `i + 1`. Idempotent.
+/// Numbers every site: the `i`-th of [`all`] gets id `i + 1` (run-time sites are numbered
+/// when made). Idempotent.
 pub(crate) fn assign_ids() {
     for (i, s) in all().enumerate() {
         s.set_id(ust_core::protocol::event_id(i as u32));

@@ -102,6 +102,7 @@ fn int_value(b: &[u8], ty: IntegerType) -> Option<Value> {
 pub fn field_size(ty: &FieldType, b: &[u8]) -> Option<usize> {
     let size = match ty {
         FieldType::String => b.iter().position(|&c| c == 0)? + 1,
+        FieldType::Dynamic => ust_core::event::dynamic_size(b)?,
         FieldType::Sequence { length, elem, .. } => {
             let n = read_uint(b, *length)?;
             let body = usize::try_from(n).ok()?.checked_mul(elem.size_bytes())?;
@@ -168,6 +169,17 @@ pub fn decode_fields(desc: &EventDesc, payload: &[u8]) -> Option<Vec<(String, Va
                 }
             }
             FieldType::String => Value::Str(String::from_utf8_lossy(&b[..size - 1]).into_owned()),
+            FieldType::Dynamic => {
+                let v = &b[1..size];
+                match ust_core::DynamicTag::from_byte(b[0])? {
+                    ust_core::DynamicTag::None => Value::List(Vec::new()),
+                    ust_core::DynamicTag::I64 => Value::Signed(i64::from_le_bytes(v.try_into().ok()?)),
+                    ust_core::DynamicTag::U64 => Value::Unsigned(u64::from_le_bytes(v.try_into().ok()?)),
+                    ust_core::DynamicTag::F64 => Value::Float(f64::from_le_bytes(v.try_into().ok()?)),
+                    ust_core::DynamicTag::Bool => Value::Unsigned(v[0] as u64),
+                    ust_core::DynamicTag::Str => Value::Str(String::from_utf8_lossy(&v[..v.len() - 1]).into_owned()),
+                }
+            }
             FieldType::Sequence { length, elem, text } => {
                 let body = &b[length.size_bytes()..size];
                 if *text {

@@ -85,6 +85,8 @@ pub(crate) struct Generation {
     writer: Mutex<Option<std::os::unix::net::UnixStream>>,
     /// Raw descriptors of the connection, closed by a fork child.
     fds: [AtomicI32; 2],
+    /// How many sites the daemon knows (updated with `writer` held).
+    announced: std::sync::atomic::AtomicUsize,
 }
 
 impl Generation {
@@ -94,6 +96,7 @@ impl Generation {
             cond: Condvar::new(),
             writer: Mutex::new(None),
             fds: [AtomicI32::new(-1), AtomicI32::new(-1)],
+            announced: std::sync::atomic::AtomicUsize::new(0),
         }))
     }
 
@@ -221,6 +224,81 @@ fn spawn(path: PathBuf) -> Option<&'static Generation> {
 pub(crate) fn tracing_off() {
     site::disable_all();
     channel::remove_all();
+    MASKS_LEN.store(0, Ordering::Release);
+    masks_changed();
+}
+
+/// Tells the daemon about sites made since registration ([`site::register_dynamic`]), if
+/// the process is registered: one `RegisterEvents` message, no answer awaited.
+pub(crate) fn announce_sites() {
+    let Some(g) = current() else { return };
+    let w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(sock) = w.as_ref() else { return };
+    let known = g.announced.load(Ordering::Relaxed);
+    let events: Vec<_> = site::all().skip(known).map(|s| s.desc().clone()).collect();
+    if events.is_empty() {
+        return;
+    }
+    let n = events.len();
+    match ust_core::protocol::send(sock, &ust_core::protocol::AppMessage::RegisterEvents { first: known as u32, events }, &[]) {
+        Ok(()) => {
+            g.announced.store(known + n, Ordering::Relaxed);
+            debug!("registered {n} more tracepoint(s) with the daemon");
+        }
+        Err(e) => {
+            debug!("cannot register {n} more tracepoint(s): {e}");
+            return;
+        }
+    }
+    drop(w);
+    // Wait (bounded) until the daemon's masks cover the new sites, so the event that made
+    // the site is recorded if it is enabled: once per site, never on the emit path.
+    let want = known + n;
+    let deadline = Instant::now() + LATE_SITE_WAIT;
+    while MASKS_LEN.load(Ordering::Acquire) < want && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Longest wait, once per site made at run time, for the daemon's masks to cover it.
+pub const LATE_SITE_WAIT: Duration = Duration::from_millis(500);
+
+/// Number of sites the last applied `SetEnabled` covered.
+pub(crate) static MASKS_LEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+static MASKS_HOOK: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+/// Set when the masks changed and the hook has not run since; the hook thread waits on it.
+static HOOK_PENDING: Mutex<bool> = Mutex::new(false);
+static HOOK_COND: Condvar = Condvar::new();
+
+/// Installs a function called after the enable masks changed, on a thread of its own (the
+/// runtime thread never waits for it): the `tracing` layer rebuilds `tracing`'s interest
+/// cache with it, which takes locks that a thread registering a callsite may hold while
+/// it waits for the runtime thread. Only the first call installs.
+pub fn on_masks_changed(f: fn()) {
+    if MASKS_HOOK.set(f).is_ok() {
+        let r = std::thread::Builder::new().name("ust-interest".into()).spawn(|| loop {
+            let mut p = HOOK_PENDING.lock().unwrap_or_else(|e| e.into_inner());
+            while !*p {
+                p = HOOK_COND.wait(p).unwrap_or_else(|e| e.into_inner());
+            }
+            *p = false;
+            drop(p);
+            if let Some(f) = MASKS_HOOK.get() {
+                f();
+            }
+        });
+        if let Err(e) = r {
+            debug!("cannot start the interest thread: {e}; tracing callsites follow enablers only as they register");
+        }
+    }
+}
+
+pub(crate) fn masks_changed() {
+    if MASKS_HOOK.get().is_some() {
+        *HOOK_PENDING.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        HOOK_COND.notify_one();
+    }
 }
 
 extern "C" fn at_exit() {
@@ -244,6 +322,7 @@ extern "C" fn after_fork_child() {
     site::disable_all();
     channel::drop_all_in_child();
     context::after_fork();
+    MASKS_LEN.store(0, Ordering::Release);
     if let Some(old) = current() {
         // The parent's connection belongs to the parent; its objects are left untouched
         // (their locks may have been held by threads that do not exist here).

@@ -141,12 +141,23 @@ fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
     g.fds[1].store(writer.as_raw_fd(), Ordering::Release);
     *g.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
 
-    let reg = registration();
-    let nevents = reg.events.len();
-    if let Err(e) = send(g, &AppMessage::Register(reg)) {
-        debug!("registration with {} failed: {e}", path.display());
-        return Outcome::Closed;
-    }
+    // Under the writer lock: a site made meanwhile ([`site::register_dynamic`]) is either in
+    // this registration or announced after it, never both, never neither.
+    let nevents = {
+        let w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let reg = registration();
+        let n = reg.events.len();
+        let r = match w.as_ref() {
+            Some(sock) => protocol::send(sock, &AppMessage::Register(reg), &[]),
+            None => Err(ProtocolError::Eof),
+        };
+        if let Err(e) = r {
+            debug!("registration with {} failed: {e}", path.display());
+            return Outcome::Closed;
+        }
+        g.announced.store(n, Ordering::Relaxed);
+        n
+    };
     debug!("registered with the daemon at {} with {nevents} tracepoints", path.display());
     let mut dump = StateDump::new();
     // Between messages the daemon may stay silent for ever (the loop polls first); within
@@ -296,9 +307,11 @@ fn remove_channel(slot: u32) {
 }
 
 fn set_enabled(masks: &[u64], filters: Vec<EventFilter>) {
-    let n = site::count();
-    if masks.len() != n {
-        debug!("enable masks ignored: {} masks for {n} tracepoints", masks.len());
+    // Sites made at run time and not yet known to the daemon are not in `masks`: they keep
+    // their (zero) masks until the daemon, having registered them, sends longer ones.
+    let n = masks.len();
+    if n > site::count() || n < site::static_count() {
+        debug!("enable masks ignored: {} masks for {} tracepoints", masks.len(), site::count());
         return;
     }
     if filters.len() > n.saturating_mul(MAX_CHANNELS as usize) {
@@ -332,5 +345,7 @@ fn set_enabled(masks: &[u64], filters: Vec<EventFilter>) {
     for ((s, m), f) in site::all().zip(&masks).zip(built) {
         s.set_mask_and_filter(*m, f);
     }
+    super::MASKS_LEN.store(n, Ordering::Release);
+    super::masks_changed();
     debug!("{} of {n} tracepoints enabled, {nfiltered} with filters", masks.iter().filter(|m| **m != 0).count());
 }

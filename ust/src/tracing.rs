@@ -1,0 +1,423 @@
+//! A [`tracing_subscriber`] layer that records `tracing` events and spans as ust events
+//! (cargo feature `tracing`).
+//!
+//! ```no_run
+//! use tracing_subscriber::layer::SubscriberExt;
+//! use tracing_subscriber::util::SubscriberInitExt;
+//!
+//! tracing_subscriber::registry().with(ust::tracing::layer()).init();
+//! // tracing::info!(user = "ann", attempts = 3, "login"); is now recorded by ust as
+//! // `myapp:event { message, user, attempts }` when enabled (`ust enable-event 'myapp:*'`).
+//! ```
+//!
+//! # Mapping
+//!
+//! * Each `tracing` callsite becomes a ust tracepoint, made at run time the first time
+//!   `tracing` registers the callsite ([`crate::site::register_dynamic`]): the daemon learns
+//!   it then (`ust list --apps` and the CTF metadata show it; the daemon rewrites the
+//!   metadata before it enables it).
+//! * Provider: the first path segment of the callsite's target (its crate, for the default
+//!   target), with characters other than `[A-Za-z0-9_]` replaced by `_`.
+//! * Event name: `event` for events with `tracing`'s default name (`event file:line`),
+//!   else the name, made an identifier the same way.
+//! * Level: `ERROR` → `Err` (3), `WARN` → `Warning` (4), `INFO` → `Info` (6), `DEBUG` →
+//!   `DebugLine` (13, LTTng's default level), `TRACE` → `Debug` (14, LTTng's most verbose).
+//! * Fields: every field of the callsite (the message is the field `message`) in callsite
+//!   order, each a [`ust_core::FieldType::Dynamic`] value, since `tracing` reveals a type
+//!   only when a value is recorded: a CTF variant tagged `none` (not recorded), `i64`,
+//!   `u64`, `f64`, `bool` or `str` (also `Debug`-formatted values, cut at 4 KiB). An integer
+//!   stays an integer in the trace: babeltrace2 prints `attempts = { i64 = 3 }`.
+//! * Spans: four tracepoints per span callsite, `<provider>:<span>_new { id: u64, parent:
+//!   u64, <span fields> }`, `<span>_enter { id }`, `<span>_exit { id }`, `<span>_close
+//!   { id }`. Ids are `tracing`'s span ids, which the registry reuses after a close: the
+//!   close events tell the lifetimes apart. `parent` is 0 for a root span. Values recorded
+//!   later with `Span::record` are not traced.
+//!
+//! # Costs
+//!
+//! The layer is a per-layer filter ([`tracing_subscriber::layer::Filter`]): it answers
+//! `register_callsite` with `always` or `never` from ust's enable masks (which follow the
+//! daemon's enablers) and asks `tracing` to rebuild its interest cache whenever they
+//! change, so a callsite no ust session enables costs what any disabled `tracing` callsite
+//! costs, and other layers (a fmt layer beside it) are not affected. An enabled event is
+//! looked up in a read-locked map, its values encoded into a reused thread-local buffer,
+//! and written with the same emit path as `tracepoint!`: no round trip to the daemon.
+//! `max_level_hint` is `None`: a callsite must register with `tracing` to be known to the
+//! daemon (listed, enabled by name), so no level can be ruled out in advance.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::RwLock;
+
+use ::tracing_core::field::{Field as TField, Visit};
+use ::tracing_core::span;
+use ::tracing_core::subscriber::Interest;
+use ::tracing_core::{Event, Level as TLevel, Metadata, Subscriber};
+use ::tracing_subscriber::filter::Filtered;
+use ::tracing_subscriber::layer::{Context, Filter, Layer};
+use ::tracing_subscriber::registry::LookupSpan;
+use ust_core::{DynamicTag, EventDesc, FieldDesc, FieldType, IntegerType, Level};
+
+use crate::site::{register_dynamic, Site};
+
+/// Longest string recorded for one value (a `Debug` rendering is cut there).
+pub const MAX_STR: usize = 4096;
+
+/// The layer's recording half. Use [`layer`], which attaches its filter.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UstLayer {
+    _p: (),
+}
+
+/// The layer's per-layer filter: ust's enable masks.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UstFilter {
+    _p: (),
+}
+
+/// The ust layer with its per-layer filter: add it to a `tracing_subscriber::registry()`.
+pub fn layer<S>() -> Filtered<UstLayer, UstFilter, S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    crate::runtime::start();
+    crate::runtime::on_masks_changed(::tracing_core::callsite::rebuild_interest_cache);
+    UstLayer { _p: () }.with_filter(UstFilter { _p: () })
+}
+
+/// The ust sites of one `tracing` callsite.
+#[derive(Debug)]
+struct Sites {
+    /// An event's site, or a span's `_new` site.
+    main: Option<&'static Site>,
+    /// A span's `_enter`, `_exit` and `_close` sites.
+    enter: Option<&'static Site>,
+    exit: Option<&'static Site>,
+    close: Option<&'static Site>,
+}
+
+impl Sites {
+    fn any_enabled(&self) -> bool {
+        [self.main, self.enter, self.exit, self.close].into_iter().flatten().any(|s| s.is_enabled())
+    }
+}
+
+static MAP: RwLock<Option<HashMap<usize, &'static Sites>>> = RwLock::new(None);
+
+fn key(meta: &'static Metadata<'static>) -> usize {
+    meta as *const Metadata<'static> as usize
+}
+
+fn lookup(meta: &'static Metadata<'static>) -> Option<&'static Sites> {
+    MAP.read().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&key(meta)).copied()
+}
+
+/// The sites of `meta`, made on first use.
+fn sites_for(meta: &'static Metadata<'static>) -> &'static Sites {
+    if let Some(s) = lookup(meta) {
+        return s;
+    }
+    let mut map = MAP.write().unwrap_or_else(|e| e.into_inner());
+    let map = map.get_or_insert_with(HashMap::new);
+    if let Some(s) = map.get(&key(meta)) {
+        return s;
+    }
+    let sites: &'static Sites = Box::leak(Box::new(make_sites(meta)));
+    map.insert(key(meta), sites);
+    sites
+}
+
+/// `s` as an identifier: `[A-Za-z0-9_]`, not starting with a digit, 1 to 100 characters.
+pub fn ident(s: &str, fallback: &str) -> String {
+    let mut o: String = s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).take(100).collect();
+    if o.is_empty() {
+        o = fallback.to_string();
+    }
+    if o.as_bytes()[0].is_ascii_digit() {
+        o.insert(0, '_');
+    }
+    o
+}
+
+/// The ust level of a `tracing` level (see the module docs).
+pub fn level_of(l: &TLevel) -> Level {
+    match *l {
+        TLevel::ERROR => Level::Err,
+        TLevel::WARN => Level::Warning,
+        TLevel::INFO => Level::Info,
+        TLevel::DEBUG => Level::DebugLine,
+        _ => Level::Debug,
+    }
+}
+
+fn field_descs(leading: &[&str], meta: &Metadata<'_>) -> Vec<FieldDesc> {
+    let mut out: Vec<FieldDesc> = leading.iter().map(|n| FieldDesc { name: (*n).to_string().into(), ty: FieldType::Integer(IntegerType::U64) }).collect();
+    let taken = |out: &[FieldDesc], n: &str| out.iter().any(|f| f.name == n || format!("_{}_tag", f.name) == n || format!("_{n}_tag") == f.name);
+    for f in meta.fields().iter() {
+        let base = ident(f.name().trim_start_matches("r#"), "field");
+        let mut name = base.clone();
+        let mut k = 2;
+        while taken(&out, &name) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        out.push(FieldDesc { name: name.into(), ty: FieldType::Dynamic });
+    }
+    out
+}
+
+fn make_sites(meta: &'static Metadata<'static>) -> Sites {
+    let provider = ident(meta.target().split("::").next().unwrap_or(""), "tracing");
+    let level = level_of(meta.level());
+    let location = format!("{}:{}", meta.file().unwrap_or("?"), meta.line().unwrap_or(0));
+    let desc = |name: String, fields: Vec<FieldDesc>| EventDesc {
+        provider: provider.clone().into(),
+        name: name.into(),
+        level,
+        fields: fields.into(),
+        location: location.clone().into(),
+    };
+    if meta.is_span() {
+        let base = ident(meta.name(), "span");
+        let id_only = || vec![FieldDesc { name: "id".into(), ty: FieldType::Integer(IntegerType::U64) }];
+        Sites {
+            main: register_dynamic(desc(format!("{base}_new"), field_descs(&["id", "parent"], meta))),
+            enter: register_dynamic(desc(format!("{base}_enter"), id_only())),
+            exit: register_dynamic(desc(format!("{base}_exit"), id_only())),
+            close: register_dynamic(desc(format!("{base}_close"), id_only())),
+        }
+    } else {
+        let name = if meta.name().starts_with("event ") { "event".to_string() } else { ident(meta.name(), "event") };
+        Sites { main: register_dynamic(desc(name, field_descs(&[], meta))), enter: None, exit: None, close: None }
+    }
+}
+
+impl<S> Filter<S> for UstFilter {
+    fn enabled(&self, meta: &Metadata<'_>, _cx: &Context<'_, S>) -> bool {
+        // `Metadata` of a callsite is 'static; look it up by its `callsite()` identity.
+        enabled_for(meta)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if sites_for(meta).any_enabled() {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<::tracing_core::LevelFilter> {
+        None
+    }
+}
+
+fn enabled_for(meta: &Metadata<'_>) -> bool {
+    let map = MAP.read().unwrap_or_else(|e| e.into_inner());
+    let k = meta as *const Metadata<'_> as usize;
+    map.as_ref().and_then(|m| m.get(&k)).is_some_and(|s| s.any_enabled())
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Most fields of a `tracing` callsite (`tracing`'s own limit is 32).
+const MAX_FIELDS: usize = 32;
+
+/// Encodes recorded values: each into `buf`, its range by field index.
+struct Recorder<'a> {
+    buf: &'a mut Vec<u8>,
+    ranges: [(u32, u32); MAX_FIELDS],
+}
+
+impl Recorder<'_> {
+    fn put(&mut self, f: &TField, tag: DynamicTag, bytes: &[u8]) {
+        let i = f.index();
+        if i >= MAX_FIELDS {
+            return;
+        }
+        let start = self.buf.len();
+        self.buf.push(tag as u8);
+        self.buf.extend_from_slice(bytes);
+        self.ranges[i] = (start as u32, self.buf.len() as u32);
+    }
+
+    fn put_str(&mut self, f: &TField, s: &str) {
+        let i = f.index();
+        if i >= MAX_FIELDS {
+            return;
+        }
+        let start = self.buf.len();
+        self.buf.push(DynamicTag::Str as u8);
+        let mut end = s.len().min(MAX_STR);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        let s = &s.as_bytes()[..end];
+        // Recorded up to its first NUL, as `&str` fields are.
+        let s = &s[..s.iter().position(|&b| b == 0).unwrap_or(s.len())];
+        self.buf.extend_from_slice(s);
+        self.buf.push(0);
+        self.ranges[i] = (start as u32, self.buf.len() as u32);
+    }
+}
+
+/// A `fmt::Write` into a byte buffer that stops at [`MAX_STR`] bytes and drops NULs.
+struct Bounded<'a> {
+    buf: &'a mut Vec<u8>,
+    start: usize,
+}
+
+impl std::fmt::Write for Bounded<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        for c in s.chars() {
+            if self.buf.len() - self.start + c.len_utf8() > MAX_STR {
+                return Err(std::fmt::Error);
+            }
+            if c != '\0' {
+                let mut b = [0u8; 4];
+                self.buf.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Visit for Recorder<'_> {
+    fn record_i64(&mut self, f: &TField, v: i64) {
+        self.put(f, DynamicTag::I64, &v.to_le_bytes());
+    }
+    fn record_u64(&mut self, f: &TField, v: u64) {
+        self.put(f, DynamicTag::U64, &v.to_le_bytes());
+    }
+    fn record_f64(&mut self, f: &TField, v: f64) {
+        self.put(f, DynamicTag::F64, &v.to_le_bytes());
+    }
+    fn record_bool(&mut self, f: &TField, v: bool) {
+        self.put(f, DynamicTag::Bool, &[v as u8]);
+    }
+    fn record_str(&mut self, f: &TField, v: &str) {
+        self.put_str(f, v);
+    }
+    fn record_debug(&mut self, f: &TField, v: &dyn std::fmt::Debug) {
+        let i = f.index();
+        if i >= MAX_FIELDS {
+            return;
+        }
+        let start = self.buf.len();
+        self.buf.push(DynamicTag::Str as u8);
+        let _ = write!(Bounded { buf: self.buf, start: start + 1 }, "{v:?}");
+        self.buf.push(0);
+        self.ranges[i] = (start as u32, self.buf.len() as u32);
+    }
+}
+
+/// Records `site` with `prefix` (fixed fields) then `nfields` dynamic fields that
+/// `record` visits.
+fn record(site: &Site, prefix: &[u8], nfields: usize, record: impl FnOnce(&mut dyn Visit)) {
+    let nfields = nfields.min(MAX_FIELDS);
+    let mut record = Some(record);
+    let mut run = |buf: &mut Vec<u8>| {
+        buf.clear();
+        let mut r = Recorder { buf, ranges: [(0, 0); MAX_FIELDS] };
+        if let Some(f) = record.take() {
+            f(&mut r);
+        }
+        let Recorder { buf, ranges } = r;
+        let len = prefix.len() + ranges[..nfields].iter().map(|&(a, b)| if b > a { (b - a) as usize } else { 1 }).sum::<usize>();
+        let buf: &Vec<u8> = buf;
+        crate::emit::emit(site, len, |out: &mut [u8]| {
+            out[..prefix.len()].copy_from_slice(prefix);
+            let mut off = prefix.len();
+            for &(a, b) in &ranges[..nfields] {
+                if b > a {
+                    let n = (b - a) as usize;
+                    out[off..off + n].copy_from_slice(&buf[a as usize..b as usize]);
+                    off += n;
+                } else {
+                    out[off] = DynamicTag::None as u8;
+                    off += 1;
+                }
+            }
+        });
+    };
+    let done = SCRATCH.try_with(|s| match s.try_borrow_mut() {
+        Ok(mut b) => {
+            run(&mut b);
+            true
+        }
+        Err(_) => false,
+    });
+    if done != Ok(true) {
+        run(&mut Vec::new());
+    }
+}
+
+fn id_event(site: Option<&'static Site>, id: &span::Id) {
+    if let Some(s) = site.filter(|s| s.is_enabled()) {
+        crate::emit::emit(s, 8, |out: &mut [u8]| out.copy_from_slice(&id.into_u64().to_le_bytes()));
+    }
+}
+
+impl<S> Layer<S> for UstLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let Some(site) = lookup(event.metadata()).and_then(|s| s.main) else { return };
+        if site.is_enabled() {
+            record(site, &[], event.metadata().fields().len(), |v| event.record(v));
+        }
+    }
+
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+        let Some(site) = lookup(attrs.metadata()).and_then(|s| s.main) else { return };
+        if !site.is_enabled() {
+            return;
+        }
+        let parent = match attrs.parent() {
+            Some(p) => p.into_u64(),
+            None if attrs.is_contextual() => ctx.current_span().id().map_or(0, |p| p.into_u64()),
+            None => 0,
+        };
+        let mut prefix = [0u8; 16];
+        prefix[..8].copy_from_slice(&id.into_u64().to_le_bytes());
+        prefix[8..].copy_from_slice(&parent.to_le_bytes());
+        record(site, &prefix, attrs.metadata().fields().len(), |v| attrs.record(v));
+    }
+
+    fn on_enter(&self, id: &span::Id, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            id_event(lookup(span.metadata()).and_then(|s| s.enter), id);
+        }
+    }
+
+    fn on_exit(&self, id: &span::Id, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            id_event(lookup(span.metadata()).and_then(|s| s.exit), id);
+        }
+    }
+
+    fn on_close(&self, id: span::Id, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(&id) {
+            id_event(lookup(span.metadata()).and_then(|s| s.close), &id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_levels() {
+        assert_eq!(ident("my-app::db", "x"), "my_app__db");
+        assert_eq!(ident("", "x"), "x");
+        assert_eq!(ident("9lives", "x"), "_9lives");
+        assert_eq!(level_of(&TLevel::ERROR), Level::Err);
+        assert_eq!(level_of(&TLevel::WARN), Level::Warning);
+        assert_eq!(level_of(&TLevel::INFO), Level::Info);
+        assert_eq!(level_of(&TLevel::DEBUG), Level::DebugLine);
+        assert_eq!(level_of(&TLevel::TRACE), Level::Debug);
+    }
+}
