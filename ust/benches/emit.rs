@@ -90,6 +90,31 @@ fn bench(c: &mut Criterion) {
             total
         })
     });
+    // The same event with a filter on its channel: one that matches (`a == 7`), one that
+    // does not (`a > 7`, no reservation).
+    use ust_core::filter::{CmpOp, Expr, Operand};
+    let ev = site("bench", "ev");
+    for (name, op) in [("enabled {u64, i32}, filter matches", CmpOp::Eq), ("enabled {u64, i32}, filter rejects", CmpOp::Gt)] {
+        ust::__testing::set_filters(ev, vec![(SLOT, vec![Expr::Cmp(op, Operand::Field(0), Operand::Int(7))])]).unwrap();
+        c.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = std::time::Duration::ZERO;
+                let mut left = iters;
+                while left > 0 {
+                    let n = left.min(50_000);
+                    let t = std::time::Instant::now();
+                    for _ in 0..n {
+                        event();
+                    }
+                    total += t.elapsed();
+                    drain(&bufs);
+                    left -= n;
+                }
+                total
+            })
+        });
+    }
+    ust::__testing::set_filters(ev, vec![]).unwrap();
     // The ring buffer alone, same size, same clock: what the emit path adds is the rest.
     let raw = &bufs[0];
     c.bench_function("ringbuffer reserve+commit alone (16 bytes)", |b| {

@@ -42,7 +42,7 @@ fn drain(bufs: &[Buffer]) {
     }
 }
 
-fn batched(bufs: &[Buffer], f: impl Fn()) -> impl FnMut(&mut criterion::Bencher) + '_ {
+fn batched<'a>(bufs: &'a [Buffer], f: impl Fn() + 'a) -> impl FnMut(&mut criterion::Bencher) + 'a {
     move |b| {
         b.iter_custom(|iters| {
             let mut total = std::time::Duration::ZERO;
