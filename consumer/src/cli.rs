@@ -149,6 +149,13 @@ Only CMD and its children are traced; prints `ust: trace written to DIR` and a s
 the events recorded, and exits with CMD's status (128+N if it died of signal N).")]
     Trace(TraceArgs),
     /// Report on a trace: tasks, system calls, waits and wake-ups, page faults.
+    #[command(after_help = "Examples:
+  ust report /tmp/t                         # tasks, system calls, blocked time
+  ust report /tmp/t --wakeups --min-block 5ms
+  ust report /tmp/t --faults --format json
+
+DIR is the output of `ust trace` (with --kernel for the kernel part); on a trace without
+kernel events it reports the program's own events per name and per thread.")]
     Report(ReportArgs),
     /// Snapshot sessions: `ust snapshot record` writes the buffers' content.
     #[command(subcommand)]

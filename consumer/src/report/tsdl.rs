@@ -290,6 +290,7 @@ mod tests {
             trace_name: "s",
             creation_datetime: "d",
             channels: &channels,
+            contexts: &[],
             events: &events,
         });
         let m = Metadata::parse(&text);
