@@ -334,8 +334,9 @@ pub const MAX_TEXT: usize = 4096;
 ///
 /// ```
 /// let e = consumer::filter::parse(r#"intfield > 500 && (msg == "conn*" || $ctx.vtid == 1234)"#).unwrap();
-/// let err = consumer::filter::parse("x > ").unwrap_err();
-/// assert_eq!(err.offset, 2);
+/// let err = consumer::filter::parse("x >").unwrap_err();
+/// assert_eq!(err.offset, 3);
+/// assert_eq!(err.to_string(), "column 4: expected an operand after `>`");
 /// # let _ = e;
 /// ```
 pub fn parse(text: &str) -> Result<Expr, ParseError> {
