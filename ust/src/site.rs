@@ -35,7 +35,7 @@ pub struct Site {
 
 /// The filters of one call site: for the channel slots in `mask`, the event is recorded
 /// only when one of that slot's expressions matches (`ust enable-event --filter`).
-/// Built only from validated expressions ([`SiteFilter::build`]).
+/// Built only from expressions validated against the site's event.
 #[derive(Debug)]
 pub struct SiteFilter {
     /// Slots that carry a condition.
