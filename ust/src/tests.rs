@@ -471,6 +471,7 @@ fn state_dump_goes_to_the_new_channels_only_and_masks_are_restored() {
     // Nothing enabled on the slots asked for: no dump at all.
     assert_eq!(dump(1 << 15), 0);
     assert!(new.records(payload_len).is_empty());
+}
 
 #[test]
 fn context_block_follows_the_header_with_this_threads_values() {
