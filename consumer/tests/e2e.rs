@@ -465,3 +465,48 @@ fn tracing_callsites_follow_the_enablers_levels() {
     assert!(text.contains("(\"done\")") || text.contains("\"done\""), "WARN is kept\n{text}");
     assert!(!text.contains("hidden"), "{text}");
 }
+
+#[test]
+fn tracing_callsites_show_in_list_apps_and_the_metadata() {
+    let d = TestDaemon::start();
+    let out = d.output("tracing-list");
+    d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["enable-event", "tracingprog:work_*"]);
+    d.ust_ok(&["start"]);
+    let mut child = Command::new(program("debug", "tracingprog"))
+        .arg("wait")
+        .env("UST_RUNDIR", d.rundir.as_path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let apps = d.ust_json(&["list", "--apps", "--json"]);
+    let app = apps.as_array().unwrap().iter().find(|a| a["procname"] == "tracingprog").expect("registered");
+    let events = app["events"].as_array().unwrap();
+    let find = |name: &str, level: u64| {
+        events.iter().find(|e| e["name"] == name && e["level"] == level).unwrap_or_else(|| panic!("{name} (level {level}) in {events:#?}"))
+    };
+    let info = find("tracingprog:event", 6);
+    let fields: Vec<&str> = info["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["message", "count", "ratio", "ok", "who"]);
+    assert!(info["fields"][1]["type"].as_str().unwrap().starts_with("dynamic"));
+    find("tracingprog:event", 4);
+    find("tracingprog:event", 14);
+    let new = find("tracingprog:work_new", 6);
+    let fields: Vec<&str> = new["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["id", "parent", "job"]);
+    for n in ["work_enter", "work_exit", "work_close"] {
+        find(&format!("tracingprog:{n}"), 6);
+    }
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    d.ust_ok(&["destroy"]);
+    let pid_dir = std::fs::read_dir(out.join("ust/pid")).unwrap().next().unwrap().unwrap().path();
+    let metadata = std::fs::read_to_string(pid_dir.join("metadata")).unwrap();
+    assert!(metadata.contains("name = \"tracingprog:event\";") && metadata.contains("variant <__count_tag>"), "metadata rewritten with the callsites");
+    let text = babeltrace(&out);
+    let names: Vec<&str> = text.lines().filter(|l| l.contains(" tracingprog:")).map(|l| l.split_whitespace().nth(3).unwrap()).collect();
+    assert_eq!(names, ["tracingprog:work_new:", "tracingprog:work_enter:", "tracingprog:work_exit:", "tracingprog:work_close:"], "only the span events were enabled\n{text}");
+}

@@ -1,5 +1,7 @@
 //! Instrumented only with `tracing` macros, recorded through `ust::tracing::layer()`: a span
 //! `work { job: u64 }` holding three events with typed fields, and a warning outside it.
+//! With the argument `wait`, it then prints `ready` and waits for its standard input to
+//! close (a test lists its callsites meanwhile).
 
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -16,4 +18,9 @@ fn main() {
     drop(span);
     tracing::warn!(code = 7u64, "done");
     tracing::trace!(hidden = 1u64, "filtered out by the enabler's level");
+    if std::env::args().nth(1).as_deref() == Some("wait") {
+        use std::io::Read;
+        println!("ready");
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    }
 }
