@@ -132,6 +132,21 @@ fn fields(body: &str) -> Option<Vec<FieldDesc>> {
                 ty: FieldType::Enum { container, name: Cow::Borrowed(""), mappings: Cow::Owned(mappings) },
             });
             continue;
+        } else if let Some(r) = d.strip_prefix("variant") {
+            // A `tracing` field (FieldType::Dynamic): `variant <__x_tag> { ... } _x`, right
+            // after its tag enumeration `__x_tag`, which it replaces.
+            let r = r.trim();
+            let end = r.find('>')?;
+            let tag = r.get(1..end)?.trim();
+            let body_open = r.find('{')?;
+            let (_, after) = block_body(r, body_open)?;
+            let name = strip_name(r[after..].trim());
+            let last = out.pop()?;
+            if last.name != tag.strip_prefix('_').unwrap_or(tag) || format!("__{name}_tag") != tag {
+                return None;
+            }
+            out.push(FieldDesc { name: Cow::Owned(name), ty: FieldType::Dynamic });
+            continue;
         } else {
             // A type alias or struct this reader does not know: the alias names used by
             // this project's writers are resolved by the caller; others are unreadable.
@@ -276,6 +291,7 @@ mod tests {
                         mappings: Cow::Owned(vec![EnumMapping { label: Cow::Borrowed("A"), value: 0 }, EnumMapping { label: Cow::Borrowed("B"), value: 1 }]),
                     },
                 },
+                FieldDesc { name: Cow::Borrowed("dy"), ty: FieldType::Dynamic },
             ]),
             location: Cow::Borrowed(""),
         }];
