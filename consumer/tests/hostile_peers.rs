@@ -218,7 +218,7 @@ fn seeds() -> Vec<Vec<u8>> {
     vec![
         frame_of(&AppMessage::Register(reg)),
         frame_of(&AppMessage::SyncDone { seq: 3 }),
-        frame_of(&DaemonMessage::SetEnabled { masks: vec![1, 0, 3] }),
+        frame_of(&DaemonMessage::SetEnabled { masks: vec![1, 0, 3], filters: vec![] }),
         frame_of(&DaemonMessage::Refused { reason: "x".into() }),
         frame_of(&Request { version: 1, command: consumer::control::Command::Ping }),
     ]
@@ -239,6 +239,7 @@ fn decode_everything(bytes: &[u8]) {
                 trace_name: "t",
                 creation_datetime: "20260101T000000+0000",
                 channels: &["ch".to_string()],
+                contexts: &[],
                 events: &r.events,
             });
         }

@@ -566,7 +566,7 @@ fn fork_while_another_thread_is_inside_an_emit() {
     let file = std::fs::File::from(fd);
     let map = memmap2::MmapOptions::new().len(size).map_raw(&file).unwrap();
     let buf = Buffer::create(map, &cfg).unwrap();
-    assert!(channel::install(13, Channel { buffers: vec![buf].into_boxed_slice(), session: "s".into(), name: "c".into() }).is_none());
+    assert!(channel::install(13, Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), Vec::new())).is_none());
     let ch = TestChannel { slot: 13, ch: channel::get(13).unwrap() };
     fire_forked(0);
     let s = site_named("unit", "forked");
