@@ -847,9 +847,14 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
         // As LTTng: once a session has been rotated, its last chunk is archived too.
         let mut st = daemon.lock();
         let sname = ss.session.name.clone();
-        for t in ss.traces.values() {
+        for (id, t) in &ss.traces {
             for s in &t.streams {
-                s.lock().unwrap_or_else(|e| e.into_inner()).finish();
+                let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+                if t.gone || dead.contains(id) {
+                    s.finish_dead();
+                } else {
+                    s.finish();
+                }
             }
         }
         st.sessions.insert(sname.clone(), ss);
@@ -866,12 +871,12 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
         }
         let _ = std::fs::remove_dir(ss2.session.output.join("ust").join("pid"));
         let _ = std::fs::remove_dir(ss2.session.output.join("ust"));
-        return Ok(finish_report(name, ss2, archives));
+        return Ok(finish_report(name, ss2, archives, &dead));
     }
-    Ok(finish_report(name, ss, archives))
+    Ok(finish_report(name, ss, archives, &dead))
 }
 
-fn finish_report(name: &str, ss: SessionState, archives: Vec<PathBuf>) -> DestroyReport {
+fn finish_report(name: &str, ss: SessionState, archives: Vec<PathBuf>, dead: &[u64]) -> DestroyReport {
     let mut traces = Vec::new();
     for (id, t) in &ss.traces {
         let mut stats = StreamStats::default();
