@@ -158,10 +158,17 @@ DIR is the output of `ust trace` (with --kernel for the kernel part); on a trace
 kernel events it reports the program's own events per name and per thread.")]
     Report(ReportArgs),
     /// Snapshot sessions: `ust snapshot record` writes the buffers' content.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = "Examples:
+  ust create fr --snapshot && ust enable-event -a && ust start
+  ust snapshot record                      # <output>/snapshot-<N>-<YYYYmmdd-HHMMSS>/ust/pid/...
+  ust snapshot record -s fr --max-size 64M # newest packets, 64 MiB in all")]
     Snapshot(SnapshotCmd),
     /// Rebuild CTF traces from the buffer files a `--shm-path` session left behind, after
     /// both the application and the daemon are gone (LTTng's `lttng-crash`).
+    #[command(after_help = "Examples:
+  ust create c --shm-path /dev/shm/ust && ust enable-event -a && ust start
+  ust crash-dump /dev/shm/ust /tmp/recovered   # after the program and the daemon died
+  babeltrace2 /tmp/recovered")]
     CrashDump(CrashDumpArgs),
 }
 
@@ -171,6 +178,9 @@ pub enum SnapshotCmd {
     /// Write the current content of every buffer of a snapshot session as a CTF trace
     /// under `<output>/snapshot-<N>-<YYYYmmdd-HHMMSS>/`, without stopping tracing (as
     /// `lttng snapshot record`).
+    #[command(after_help = "Examples:
+  ust snapshot record
+  ust snapshot record -s fr --max-size 64M     # the total, split between the per-CPU streams")]
     Record(SnapshotRecordArgs),
 }
 
@@ -1189,7 +1199,7 @@ mod tests {
     #[test]
     fn every_subcommand_has_examples() {
         let cmd = Cli::command();
-        for sub in cmd.get_subcommands() {
+        for sub in cmd.get_subcommands().chain(cmd.get_subcommands().flat_map(|s| s.get_subcommands())) {
             let h = sub.get_after_help().map(|h| h.to_string()).unwrap_or_default();
             assert!(h.starts_with("Examples:\n  ust "), "{} has no examples", sub.get_name());
         }
