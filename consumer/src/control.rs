@@ -721,6 +721,12 @@ fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
 /// # Errors
 /// A message when the session was never started or a file cannot be moved.
 pub fn rotate(daemon: &Daemon, name: &str) -> Res<PathBuf> {
+    rotate_chunk(daemon, name, false)
+}
+
+/// [`rotate`]; with `last`, the session is being destroyed: every trace is finished and its
+/// directory goes away with the move.
+fn rotate_chunk(daemon: &Daemon, name: &str, last: bool) -> Res<PathBuf> {
     let (archive, jobs) = {
         let mut st = daemon.lock();
         let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
@@ -742,8 +748,9 @@ pub fn rotate(daemon: &Daemon, name: &str) -> Res<PathBuf> {
         let mut jobs = Vec::new();
         for t in ss.traces.values_mut().filter(|t| !t.archived) {
             let Some(leaf) = t.dir.file_name() else { continue };
-            jobs.push((t.dir.clone(), archive.join("ust").join("pid").join(leaf), t.streams.clone(), t.gone));
-            t.archived = t.gone;
+            let done = t.gone || last;
+            jobs.push((t.dir.clone(), archive.join("ust").join("pid").join(leaf), t.streams.clone(), done));
+            t.archived = done;
         }
         (archive, jobs)
     };
@@ -859,7 +866,7 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
         }
         st.sessions.insert(sname.clone(), ss);
         drop(st);
-        let r = rotate(daemon, &sname);
+        let r = rotate_chunk(daemon, &sname, true);
         let ss2 = daemon.lock().sessions.remove(&sname).expect("just put back");
         match r {
             Ok(a) => archives.push(a),
