@@ -44,7 +44,9 @@ fn wakeups(dir: &Path) -> rep::Report {
 fn check_sleep(r: &rep::Report) {
     let w = r.wakeups.as_ref().unwrap();
     let sleep = w.iter().find(|x| x.name == "sleep" && x.blocked_in == "syscall clock_nanosleep").expect("sleep's wait");
-    assert!((195_000_000..260_000_000).contains(&sleep.duration_ns), "{}", sleep.duration_ns);
+    // Never shorter than the 200 ms asked for (less the timer slack); longer only by
+    // scheduling delay, which a loaded 2-core CI machine can stretch well past 60 ms.
+    assert!((195_000_000..1_200_000_000).contains(&sleep.duration_ns), "{}", sleep.duration_ns);
     assert!(
         matches!(&sleep.woken_by, Waker::TimerInterrupt { .. } | Waker::Softirq { .. }),
         "{:?}",
