@@ -351,7 +351,7 @@ fn nesting_limit_drops_and_counts() {
 #[test]
 fn enabled_emit_does_not_allocate() {
     let _g = serial();
-    let _ch = TestChannel::new(12, 1 << 16);
+    let ch = TestChannel::new(12, 1 << 16);
     let fire = |s: &str| {
         crate::tracepoint!(unit, noalloc, a: u64 = 1, b: &str = s, c: &[u8] = s.as_bytes());
         crate::tracef!("x={} y={}", 1, s);
@@ -367,6 +367,23 @@ fn enabled_emit_does_not_allocate() {
     let after = crate::test_alloc::allocations();
     site::TRACEF.set_mask(0);
     assert_eq!(after, before, "the emit path allocated");
+    // And it recorded: not allocating because nothing was written would prove nothing.
+    // `noalloc`: a u64, a NUL-terminated string, a u64-length byte sequence.
+    let noalloc = site_named("unit", "noalloc").id();
+    let recs = ch.records(|id, b| {
+        if id == site::TRACEF.id() {
+            text_len(b)
+        } else {
+            let s = b[8..].iter().position(|&c| c == 0).unwrap() + 1;
+            8 + s + 8 + u64::from_le_bytes(b[8 + s..16 + s].try_into().unwrap()) as usize
+        }
+    });
+    assert_eq!(recs.len(), 2 * 101, "the warm-up firing and the 100 measured ones, both events each");
+    assert_eq!(recs.iter().filter(|r| r.0 == noalloc).count(), 101);
+    let hello = [&1u64.to_le_bytes()[..], b"hello\0", &5u64.to_le_bytes(), b"hello"].concat();
+    assert_eq!(recs.iter().filter(|r| r.1 == hello).count(), 100);
+    let msg = [&11u32.to_le_bytes()[..], b"x=1 y=hello"].concat();
+    assert_eq!(recs.iter().filter(|r| r.0 == site::TRACEF.id() && r.1 == msg).count(), 100);
 }
 
 #[test]
