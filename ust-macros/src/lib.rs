@@ -359,7 +359,9 @@ fn derive_enum_impl(input: syn::DeriveInput) -> syn::Result<TokenStream2> {
         None => quote!(::ust::__private::default_enum_container(&[#(#name::#idents as i64),*])),
     };
     Ok(quote! {
-        impl ::ust::Field for #name {
+        // SAFETY: `encoded_len` is the container's size, and `encode` copies exactly that
+        // many bytes of the discriminant into the slice of that length: cannot panic.
+        unsafe impl ::ust::Field for #name {
             const TYPE: ::ust::__private::FieldType = ::ust::__private::FieldType::Enum {
                 container: #container,
                 name: ::ust::__private::Cow::Borrowed(#name_s),

@@ -29,22 +29,67 @@ use ust_core::{EnumMapping, FieldType, IntegerType};
 
 /// A type that can be recorded in a tracepoint field.
 ///
-/// `encode` receives a slice of exactly `encoded_len()` bytes and fills all of it.
 /// Implemented for the types in the [module table](self); `#[derive(ust::Enum)]` implements
-/// it for fieldless enums. Implementing it by hand is possible but must keep the bytes
-/// consistent with `TYPE`, or readers of the trace will decode garbage.
+/// it for fieldless enums. Prefer those: an implementation by hand is an `unsafe impl`.
+///
+/// # Safety
+///
+/// [`encode`](Field::encode) runs between the reservation of the event's slot in a shared
+/// ring buffer and its commit. An implementation must guarantee that:
+///
+/// * [`encoded_len`](Field::encoded_len) is exact: `encode` is given a slice of exactly
+///   that many bytes and must fill all of them;
+/// * `encode` never panics (no indexing that can fail, no `unwrap`, no arithmetic that can
+///   overflow in debug builds, no call that can panic). A panic unwinds out of the emit path
+///   with the slot reserved and never committed: the sub-buffer never completes, and every
+///   later event in that buffer (that CPU, that channel) is lost for the rest of the
+///   session;
+/// * `encoded_len` and `encode` see the same value (no interior mutability changing the
+///   length in between) and the bytes match [`TYPE`](Field::TYPE), or readers of the trace
+///   decode garbage.
+///
+/// ```
+/// struct Port(u16);
+/// // SAFETY: always 2 bytes, written by a `copy_from_slice` of 2 bytes into the 2-byte
+/// // slice `encode` receives: exact, cannot panic.
+/// unsafe impl ust::Field for Port {
+///     const TYPE: ust::__private::FieldType = <u16 as ust::Field>::TYPE;
+///     fn encoded_len(&self) -> usize {
+///         2
+///     }
+///     fn encode(&self, out: &mut [u8]) {
+///         out.copy_from_slice(&self.0.to_le_bytes());
+///     }
+/// }
+/// ust::tracepoint!(myapp, listen, port: Port = Port(8080));
+/// ```
+///
+/// A safe `impl` is refused:
+///
+/// ```compile_fail,E0200
+/// struct Port(u16);
+/// impl ust::Field for Port {
+///     const TYPE: ust::__private::FieldType = <u16 as ust::Field>::TYPE;
+///     fn encoded_len(&self) -> usize {
+///         2
+///     }
+///     fn encode(&self, out: &mut [u8]) {
+///         out.copy_from_slice(&self.0.to_le_bytes());
+///     }
+/// }
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be recorded in a tracepoint field",
     label = "unsupported tracepoint field type",
     note = "supported: u8..u64, i8..i64, usize, isize, f32, f64, bool, char, &str, &[integer], [integer; N], and enums with #[derive(ust::Enum)]"
 )]
-pub trait Field {
+pub unsafe trait Field {
     /// The CTF type of the field, as described to the daemon.
     const TYPE: FieldType;
     /// Bytes this value takes in a record (a constant for fixed-size types).
     fn encoded_len(&self) -> usize;
     /// Writes the value into `out`, which is exactly [`encoded_len`](Field::encoded_len)
-    /// bytes long.
+    /// bytes long, filling all of it; never panics (see the trait's safety contract).
     fn encode(&self, out: &mut [u8]);
 }
 
@@ -66,7 +111,8 @@ mod sealed {
 
 macro_rules! integer_field {
     ($($t:ty => $wire:ty, $ity:expr, $elem:expr;)*) => {$(
-        impl Field for $t {
+        // SAFETY: fixed size, one `copy_from_slice` of exactly that size: cannot panic.
+        unsafe impl Field for $t {
             const TYPE: FieldType = FieldType::Integer($ity);
             #[inline(always)]
             fn encoded_len(&self) -> usize {
@@ -103,7 +149,9 @@ integer_field! {
     isize => i64, IntegerType::I64, IntegerType::I64;
 }
 
-impl Field for u8 {
+// SAFETY: `encode` writes exactly `encoded_len()` bytes into a slice of that length, and
+// nothing in it can panic.
+unsafe impl Field for u8 {
     const TYPE: FieldType = FieldType::Integer(IntegerType::U8);
     #[inline(always)]
     fn encoded_len(&self) -> usize {
@@ -125,7 +173,9 @@ impl Element for u8 {
     }
 }
 
-impl Field for bool {
+// SAFETY: `encode` writes exactly `encoded_len()` bytes into a slice of that length, and
+// nothing in it can panic.
+unsafe impl Field for bool {
     const TYPE: FieldType = FieldType::Integer(IntegerType::U8);
     #[inline(always)]
     fn encoded_len(&self) -> usize {
@@ -150,7 +200,9 @@ impl Element for bool {
 
 const CHAR: IntegerType = IntegerType::U32.with_base(16);
 
-impl Field for char {
+// SAFETY: `encode` writes exactly `encoded_len()` bytes into a slice of that length, and
+// nothing in it can panic.
+unsafe impl Field for char {
     const TYPE: FieldType = FieldType::Integer(CHAR);
     #[inline(always)]
     fn encoded_len(&self) -> usize {
@@ -173,7 +225,9 @@ impl Element for char {
     }
 }
 
-impl Field for f32 {
+// SAFETY: `encode` writes exactly `encoded_len()` bytes into a slice of that length, and
+// nothing in it can panic.
+unsafe impl Field for f32 {
     const TYPE: FieldType = FieldType::Float { exp_dig: 8, mant_dig: 24 };
     #[inline(always)]
     fn encoded_len(&self) -> usize {
@@ -185,7 +239,9 @@ impl Field for f32 {
     }
 }
 
-impl Field for f64 {
+// SAFETY: `encode` writes exactly `encoded_len()` bytes into a slice of that length, and
+// nothing in it can panic.
+unsafe impl Field for f64 {
     const TYPE: FieldType = FieldType::Float { exp_dig: 11, mant_dig: 53 };
     #[inline(always)]
     fn encoded_len(&self) -> usize {
@@ -199,7 +255,9 @@ impl Field for f64 {
 
 /// A CTF string: the bytes up to the first NUL (the whole string when it has none), then
 /// one NUL. LTTng's `ctf_string` records C strings the same way.
-impl Field for &str {
+// SAFETY: `encode` writes exactly `encoded_len()` bytes into a slice of that length, and
+// nothing in it can panic.
+unsafe impl Field for &str {
     const TYPE: FieldType = FieldType::String;
     #[inline]
     fn encoded_len(&self) -> usize {
@@ -215,7 +273,9 @@ impl Field for &str {
 }
 
 /// A CTF sequence: the `u64` element count (`_<name>_length`), then the elements.
-impl<T: Element> Field for &[T] {
+// SAFETY: `encode` writes exactly `encoded_len()` bytes into a slice of that length, and
+// nothing in it can panic.
+unsafe impl<T: Element> Field for &[T] {
     const TYPE: FieldType = FieldType::Sequence { length: IntegerType::U64, elem: T::ELEM, text: false };
     #[inline]
     fn encoded_len(&self) -> usize {
@@ -230,7 +290,9 @@ impl<T: Element> Field for &[T] {
 }
 
 /// A CTF array of `N` elements.
-impl<T: Element, const N: usize> Field for [T; N] {
+// SAFETY: `encode` writes exactly `encoded_len()` bytes into a slice of that length, and
+// nothing in it can panic.
+unsafe impl<T: Element, const N: usize> Field for [T; N] {
     const TYPE: FieldType = FieldType::Array { elem: T::ELEM, len: N as u32 };
     #[inline(always)]
     fn encoded_len(&self) -> usize {
@@ -249,7 +311,9 @@ impl<T: Element, const N: usize> Field for [T; N] {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Text<'a>(pub &'a [u8]);
 
-impl Field for Text<'_> {
+// SAFETY: `encode` writes exactly `encoded_len()` bytes into a slice of that length, and
+// nothing in it can panic.
+unsafe impl Field for Text<'_> {
     const TYPE: FieldType = FieldType::Sequence { length: IntegerType::U32, elem: IntegerType::U8, text: true };
     #[inline]
     fn encoded_len(&self) -> usize {
@@ -272,7 +336,10 @@ impl Field for Text<'_> {
     label = "unsupported type for field `{Name}`",
     note = "supported: u8..u64, i8..i64, usize, isize, f32, f64, bool, char, &str, &[integer], [integer; N], and enums with #[derive(ust::Enum)]"
 )]
-pub trait FieldNamed<Name> {
+///
+/// # Safety
+/// The contract of [`Field`].
+pub unsafe trait FieldNamed<Name> {
     /// [`Field::TYPE`].
     const TYPE: FieldType;
     /// [`Field::encoded_len`].
@@ -281,7 +348,8 @@ pub trait FieldNamed<Name> {
     fn encode(&self, out: &mut [u8]);
 }
 
-impl<T: Field + ?Sized, Name> FieldNamed<Name> for T {
+// SAFETY: forwards to `Field`, whose implementations uphold the same contract.
+unsafe impl<T: Field + ?Sized, Name> FieldNamed<Name> for T {
     const TYPE: FieldType = T::TYPE;
     #[inline(always)]
     fn encoded_len(&self) -> usize {

@@ -76,7 +76,8 @@ pub const LIB_PROVIDER: &str = "lttng_ust_lib";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Addr(pub u64);
 
-impl Field for Addr {
+// SAFETY: always 8 bytes, one 8-byte `copy_from_slice`: exact, cannot panic.
+unsafe impl Field for Addr {
     const TYPE: FieldType = FieldType::Integer(IntegerType::U64.with_base(16));
     #[inline(always)]
     fn encoded_len(&self) -> usize {
