@@ -396,7 +396,10 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
         for o in rx {
             let fds: Vec<_> = o.fds.iter().map(|f| f.as_fd()).collect();
             if let Err(e) = protocol::send(&writer_sock, &o.msg, &fds) {
-                crate::log!("process {pid}: sending {} failed: {e}", msg_name_d(&o.msg));
+                crate::log!("process {pid}: sending {} failed: {e}; connection closed", msg_name_d(&o.msg));
+                // Without this the app stays registered with nobody sending to it: the
+                // reader thread now sees the connection end and takes the process-gone path.
+                let _ = writer_sock.shutdown(std::net::Shutdown::Both);
                 break;
             }
         }

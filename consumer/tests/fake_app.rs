@@ -467,3 +467,25 @@ fn a_scribbled_packet_is_skipped_and_the_rest_is_written() {
     syncs.join().unwrap();
     app.exit();
 }
+
+/// When the daemon cannot send to a process (here: the process shut its socket's read
+/// side, so every send fails with EPIPE), it closes the connection: the reader sees it
+/// end and the process is marked gone instead of staying registered with nobody talking
+/// to it.
+#[test]
+fn a_failed_send_closes_the_connection_and_the_process_is_gone() {
+    let d = TestDaemon::start();
+    let out = d.output("tx");
+    d.ust_ok(&["create", "tx", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["enable-event", "other:ev"]);
+    d.ust_ok(&["start"]);
+    let Outcome::Ready(app) = FakeApp::register(&d, registration(events(), None)) else { panic!("refused") };
+    app.sock.shutdown(std::net::Shutdown::Read).unwrap();
+    // A change of masks: SetEnabled to the process, whose send fails.
+    d.ust_ok(&["enable-event", "fake:empty"]);
+    wait_gone(&d, "tx");
+    assert!(d.log().contains("sending SetEnabled failed"), "{}", d.log());
+    // The daemon goes on serving.
+    d.ust_ok(&["list"]);
+    d.ust_ok(&["destroy"]);
+}
