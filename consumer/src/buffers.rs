@@ -316,6 +316,27 @@ impl Stream {
                 self.stats.bad_packets += 1;
             } else {
                 match PacketInfo::parse(&scratch, &self.identity) {
+                    // The header is app-writable memory: it must agree with what the ring
+                    // buffer itself validated for this sub-buffer, or the packet is bad.
+                    Ok(info)
+                        if info.packet_seq_num != sb.packet_seq_num
+                            || info.content_size != sb.content_size
+                            || info.packet_size != sb.packet_size =>
+                    {
+                        crate::log!(
+                            "{}/{} cpu {}: bad packet skipped: header says seq {} content {} size {}, the ring buffer says seq {} content {} size {}",
+                            self.session,
+                            self.channel,
+                            self.cpu,
+                            info.packet_seq_num,
+                            info.content_size,
+                            info.packet_size,
+                            sb.packet_seq_num,
+                            sb.content_size,
+                            sb.packet_size
+                        );
+                        self.stats.bad_packets += 1;
+                    }
                     Ok(info) => {
                         if self.write_packet(&info, &scratch) {
                             written += 1;
@@ -452,10 +473,12 @@ impl Stream {
             self.stats.unwritten_packets += 1;
             return false;
         }
-        let expected = self.last.map_or(0, |l| l.seq + 1);
-        self.stats.lost_packets += info.packet_seq_num.saturating_sub(expected);
+        // Every value here comes from shared memory (an app can write any of them):
+        // wrapping/saturating arithmetic only, the daemon must not panic on them.
+        let expected = self.last.map_or(0, |l| l.seq.wrapping_add(1));
+        self.stats.lost_packets = self.stats.lost_packets.saturating_add(info.packet_seq_num.saturating_sub(expected));
         self.stats.packets += 1;
-        self.stats.bytes += packet.len() as u64;
+        self.stats.bytes = self.stats.bytes.saturating_add(packet.len() as u64);
         self.stats.discarded = self.stats.discarded.max(info.events_discarded);
         self.last = Some(LastPacket {
             seq: info.packet_seq_num,
@@ -477,7 +500,7 @@ impl Stream {
         let subbuf = b.config().subbuf_size.max(1);
         let discarded = c.discarded();
         let (next_seq, last_end, last_discarded) = match self.last {
-            Some(l) => (l.seq + 1, l.timestamp_end, l.events_discarded),
+            Some(l) => (l.seq.wrapping_add(1), l.timestamp_end, l.events_discarded),
             None => (0, 0, 0),
         };
         // Sub-buffers the writers opened so far: the next packet's sequence number.
@@ -605,8 +628,8 @@ impl Stream {
                 let r = out.report;
                 self.stats.bad_packets += r.bad_packets;
                 self.stats.recovered_packets += r.recovered;
-                self.stats.recovery_lost += r.lost_events;
-                self.stats.undelivered_bytes += r.lost_bytes;
+                self.stats.recovery_lost = self.stats.recovery_lost.saturating_add(r.lost_events);
+                self.stats.undelivered_bytes = self.stats.undelivered_bytes.saturating_add(r.lost_bytes);
                 if r.recovered > 0 {
                     crate::log!(
                         "{what}: recovered {} record(s) from {} sub-buffer(s) a dead writer left incomplete; {} byte(s) after an uncommitted slot reported as up to {} lost event(s)",

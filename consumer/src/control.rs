@@ -894,9 +894,9 @@ fn finish_report(name: &str, ss: SessionState, archives: Vec<PathBuf>, dead: &[u
             } else {
                 s.finish();
             }
-            stats.discarded += s.stats.discarded;
-            stats.packets += s.stats.packets;
-            stats.bad_packets += s.stats.bad_packets;
+            stats.discarded = stats.discarded.saturating_add(s.stats.discarded);
+            stats.packets = stats.packets.saturating_add(s.stats.packets);
+            stats.bad_packets = stats.bad_packets.saturating_add(s.stats.bad_packets);
         }
         traces.push(TraceReport {
             pid: t.pid,
@@ -988,12 +988,13 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
     for s in per_channel {
         let s = s.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = d.channels.iter_mut().find(|c| c.name == s.channel) {
-            c.discarded += s.stats.discarded;
-            c.packets += s.stats.packets;
-            c.bytes += s.stats.bytes;
-            c.bad_packets += s.stats.bad_packets;
-            c.overwritten += s.stats.overwritten;
-            c.lost_packets += s.stats.lost_packets;
+            // Stats derive from app-writable memory: saturate, never overflow.
+            c.discarded = c.discarded.saturating_add(s.stats.discarded);
+            c.packets = c.packets.saturating_add(s.stats.packets);
+            c.bytes = c.bytes.saturating_add(s.stats.bytes);
+            c.bad_packets = c.bad_packets.saturating_add(s.stats.bad_packets);
+            c.overwritten = c.overwritten.saturating_add(s.stats.overwritten);
+            c.lost_packets = c.lost_packets.saturating_add(s.stats.lost_packets);
         }
     }
     Some(d)

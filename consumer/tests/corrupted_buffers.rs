@@ -170,3 +170,97 @@ fn a_scribbling_process_loses_only_its_own_trace() {
     assert_eq!(evs.len(), 12_000, "every event of the process that did not scribble");
     assert!(bad_pids.len() == 6);
 }
+
+/// Writes events until packet `seq` of a 4 KiB-sub-buffer ring is closed and delivered;
+/// returns how many.
+fn write_until_closed(buf: &Buffer, seq: u64) -> usize {
+    let mut n = 0;
+    while buf.counters().write <= (seq + 1) * 4096 {
+        assert!(write_events(buf, 1));
+        n += 1;
+    }
+    n
+}
+
+/// Mapping offset of the delivered packet whose header says `seq` (and `magic`).
+fn find_packet(base: *mut u8, len: usize, seq: u64) -> usize {
+    (0..len / 4096)
+        .map(|i| i * 4096)
+        .find(|&off| {
+            // SAFETY: inside the live mapping.
+            let (magic, s) = unsafe {
+                (std::ptr::read_unaligned(base.add(off).cast::<u32>()), std::ptr::read_unaligned(base.add(off + 64).cast::<u64>()))
+            };
+            magic == ust_core::packet::MAGIC && s == seq
+        })
+        .unwrap_or_else(|| panic!("packet {seq} not found in the mapping"))
+}
+
+/// The packet header is app-writable: a delivered packet whose `packet_seq_num` the app
+/// overwrote with `u64::MAX` (the next packet's expected number overflowed: the daemon
+/// panicked), and one whose `content_size` disagrees with the ring buffer's, are bad
+/// packets (counted, skipped); the daemon goes on reading that stream, and another
+/// process's trace is whole.
+#[test]
+fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
+    let events = vec![event()];
+    let out = tempfile::tempdir().unwrap();
+    let mut session = Session::new("hd".into(), out.path().to_path_buf(), None);
+    session.channels.push(Channel::new("ch", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
+    let mut traces = Vec::new();
+    for pid in [77, 78] {
+        let info = ProcessInfo { pid, procname: "hd", ncpus: 1, registered: 0, events: &events };
+        let (trace, fds) = create_process_trace(&session, &info, &mut 0).unwrap();
+        let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
+        let map = memmap2::MmapOptions::new().map_raw(&f).unwrap();
+        let (base, len) = (map.as_mut_ptr(), map.len());
+        let buf = Buffer::open(map).unwrap();
+        std::fs::write(trace.dir.join("metadata"), &trace.metadata).unwrap();
+        traces.push((trace, buf, base, len));
+    }
+    let (hostile, good) = (&traces[0], &traces[1]);
+    // The good process: 3 whole packets.
+    let good_emitted = write_until_closed(&good.1, 2);
+    assert_eq!(good.1.counters().discarded(), 0);
+    // The hostile one: packet 0 delivered, its seq overwritten; packet 1 delivered, its
+    // content_size changed to another valid-looking value; packet 2 left alone.
+    write_until_closed(&hostile.1, 0);
+    let p0 = find_packet(hostile.2, hostile.3, 0);
+    // SAFETY: inside the live mapping (the app scribbling over its own buffer).
+    unsafe { std::ptr::write_unaligned(hostile.2.add(p0 + 64).cast::<u64>(), u64::MAX) };
+    write_until_closed(&hostile.1, 1);
+    let p1 = find_packet(hostile.2, hostile.3, 1);
+    // SAFETY: as above.
+    unsafe { std::ptr::write_unaligned(hostile.2.add(p1 + 48).cast::<u64>(), (ust_core::packet::HEADER_SIZE as u64) * 8) };
+    write_until_closed(&hostile.1, 2);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let streams: Vec<_> = traces.iter().map(|t| t.0.streams[0].clone()).collect();
+    std::thread::spawn(move || {
+        for s in &streams {
+            let mut s = s.lock().unwrap();
+            s.drain();
+            s.flush();
+            s.drain();
+            s.finish();
+        }
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(10)).expect("the daemon's reader panicked or hung on an overwritten packet header");
+    let st = hostile.0.streams[0].lock().unwrap().stats;
+    assert_eq!(st.bad_packets, 2, "{st:?}");
+    assert!(st.packets >= 1, "the hostile stream is still read after its bad packets: {st:?}");
+    // Only whole packets of this stream, each with the ring buffer's own sequence number.
+    let file = std::fs::read(hostile.0.dir.join("ch_0")).unwrap();
+    let identity = hostile.0.streams[0].lock().unwrap().identity;
+    let seqs: Vec<u64> = consumer::ctf::reader::packets(&file)
+        .map(|p| ust_core::packet::PacketInfo::parse(p.unwrap(), &identity).unwrap().packet_seq_num)
+        .collect();
+    assert_eq!(seqs.first(), Some(&2), "{seqs:?}");
+    let (_, _) = common::babeltrace_allowing_warnings(&hostile.0.dir);
+    // The other process's trace is whole.
+    let good_st = good.0.streams[0].lock().unwrap().stats;
+    assert_eq!(good_st.bad_packets, 0);
+    let evs = bt_events(&babeltrace(&good.0.dir));
+    assert_eq!(evs.len(), good_emitted, "every event of the other process");
+    assert!(evs.iter().all(|e| e.name == "fz:ev" && e.fields.contains("v = 0")), "{:?}", &evs[..3]);
+}
