@@ -825,7 +825,7 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
     if daemon.lock().sessions.get(name).is_some_and(|s| s.session.started) {
         stop(daemon, name);
     }
-    let (ss, dead) = {
+    let (ss, mut dead, waits) = {
         let mut st = daemon.lock();
         let Some(ss) = st.sessions.remove(name) else {
             return Err(format!("no session named {name:?}"));
@@ -833,8 +833,12 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
         // Processes whose death is being handled right now: their streams are no longer in
         // a session `process_gone` can find, so torn-event recovery happens here.
         let dead: Vec<u64> = ss.traces.keys().filter(|id| !st.apps.get(id).is_some_and(|a| a.alive)).copied().collect();
+        let mut removed_from = Vec::new();
         for app in st.apps.values_mut() {
             let slots: Vec<u32> = app.slots.iter().filter(|(_, (s, _))| s == name).map(|(k, _)| *k).collect();
+            if !slots.is_empty() && app.alive {
+                removed_from.push(app.id);
+            }
             for slot in slots {
                 app.slots.remove(&slot);
                 app.send(DaemonMessage::RemoveChannel { slot }, Vec::new());
@@ -843,12 +847,34 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
         for id in st.apps.keys().copied().collect::<Vec<_>>() {
             st.push_masks(id);
         }
+        // A Sync after the RemoveChannels: the runtime answers it only once it has run
+        // `remove_channel`, which retires the mapping (replaced by private memory), so after
+        // SyncDone no thread of that process can write the session's buffers any more.
+        let mut waits = Vec::new();
+        for id in removed_from {
+            let seq = st.next_seq();
+            let app = &st.apps[&id];
+            app.send(DaemonMessage::Sync { seq }, Vec::new());
+            waits.push((id, app.sync.clone(), seq, app.pid));
+        }
         if st.current.as_deref() == Some(name) {
             st.current = None;
         }
         st.forget_gone_apps();
-        (ss, dead)
+        (ss, dead, waits)
     };
+    // Processes that confirmed: their writers are done with these buffers, so the streams
+    // are finished through torn-event recovery, which keeps the committed prefix of a
+    // sub-buffer left incomplete (plain `finish` would skip it whole). A process that did
+    // not confirm in time may still write: its incomplete sub-buffers are skipped.
+    let deadline = Instant::now() + SYNC_TIMEOUT;
+    for (id, sync, seq, pid) in waits {
+        if sync.wait(seq, deadline) {
+            dead.push(id);
+        } else {
+            crate::log!("session {name}: process {pid} did not confirm the channel removal (Sync {seq}); its incomplete sub-buffers are skipped");
+        }
+    }
     let mut archives = Vec::new();
     if ss.session.rotations > 0 {
         // As LTTng: once a session has been rotated, its last chunk is archived too.

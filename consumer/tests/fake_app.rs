@@ -468,6 +468,57 @@ fn a_scribbled_packet_is_skipped_and_the_rest_is_written() {
     app.exit();
 }
 
+/// `ust destroy` while a thread of a live process is between reserve and commit in a
+/// sub-buffer: the daemon removes the channel, waits for the process to confirm it (a
+/// Sync after RemoveChannel: no thread of it can write the buffer any more), then finishes
+/// the stream through torn-event recovery, so the events committed before the held slot
+/// are in the trace. A plain `finish` skipped that whole incomplete sub-buffer.
+#[test]
+fn destroy_keeps_the_committed_events_of_a_sub_buffer_a_live_writer_holds() {
+    let d = TestDaemon::start();
+    let out = d.output("hold");
+    d.ust_ok(&["create", "hold", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["enable-channel", "channel0", "--subbuf-size", "64k", "--num-subbuf", "4"]);
+    d.ust_ok(&["enable-event", "other:ev"]);
+    d.ust_ok(&["start"]);
+    let Outcome::Ready(app) = FakeApp::register(&d, registration(events(), None)) else { panic!("refused") };
+    for x in 0..100u64 {
+        app.emit(2, &x.to_le_bytes(), 0);
+    }
+    // A thread of the process reserved the next slot and has not committed it.
+    let buf = &app.channels.values().next().unwrap().1[0];
+    let id = protocol::event_id(2);
+    let (c, e) = ust_core::event_header::sizes(id);
+    let held = buf.reserve(&CtfPacketLayout, &Monotonic, SlotSize { compact: (c + 8) as u32, extended: (e + 8) as u32 }).unwrap();
+    // The runtime thread answers every Sync, in order with the other messages.
+    let sock = app.sock.try_clone().unwrap();
+    let answers = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        while let Ok((m, _)) = protocol::recv::<DaemonMessage>(&sock) {
+            if let DaemonMessage::Sync { seq } = m {
+                let _ = protocol::send(&sock, &AppMessage::SyncDone { seq }, &[]);
+            }
+            seen.push(format!("{m:?}"));
+        }
+        seen
+    });
+    d.ust_ok(&["destroy"]);
+    let (text, _) = common::babeltrace_allowing_warnings(&out);
+    let xs: Vec<u64> = text
+        .lines()
+        .map(|l| {
+            assert!(l.contains("other:ev: { cpu_id = 0 }, { x = "), "{l}");
+            l.rsplit("x = ").next().unwrap().trim_end_matches(" }").parse().unwrap()
+        })
+        .collect();
+    assert_eq!(xs, (0..100).collect::<Vec<u64>>(), "every committed event, in order\n{}", d.log());
+    drop(held);
+    let _ = app.sock.shutdown(std::net::Shutdown::Both);
+    let seen = answers.join().unwrap();
+    let remove = seen.iter().position(|s| s.starts_with("RemoveChannel")).expect("RemoveChannel sent");
+    assert!(seen[remove..].iter().any(|s| s.starts_with("Sync")), "a Sync follows RemoveChannel: {seen:?}");
+}
+
 /// When the daemon cannot send to a process (here: the process shut its socket's read
 /// side, so every send fails with EPIPE), it closes the connection: the reader sees it
 /// end and the process is marked gone instead of staying registered with nobody talking
