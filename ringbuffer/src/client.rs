@@ -63,6 +63,9 @@ pub struct PacketEnd {
 /// several writers, and from the daemon, on different sub-buffers. `header` is exactly
 /// [`PacketLayout::header_size`] bytes at the start of the sub-buffer; the client writes it
 /// and must not read anything else from it (the memory is shared with other processes).
+/// The ring buffer calls the client only when [`PacketLayout::header_size`] equals the header
+/// size recorded in the buffer file: a file that says otherwise is corrupted or foreign, and
+/// its packets are left without a header (the reader rejects them) rather than panic.
 pub trait PacketLayout {
     /// Bytes reserved at the start of every sub-buffer for packet header plus context.
     fn header_size(&self) -> usize;

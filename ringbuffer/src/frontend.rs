@@ -175,9 +175,14 @@ impl<M: Memory> Buffer<M> {
             if plan.open {
                 let seq = p.packet_seq(start);
                 let hoff = g.data_at(phys, 0);
-                self.mem.with_bytes_mut(hoff, hdr as usize, |h| {
-                    layout.write_begin(&self.cfg.stream, h, &PacketBegin { timestamp_begin: ts, packet_seq_num: seq })
-                });
+                // A buffer file whose recorded header size is not the client's is corrupted or
+                // foreign: leave the header unwritten (the reader rejects the packet) rather
+                // than hand the client a slice of the wrong length.
+                if layout.header_size() as u64 == g.header_size {
+                    self.mem.with_bytes_mut(hoff, hdr as usize, |h| {
+                        layout.write_begin(&self.cfg.stream, h, &PacketBegin { timestamp_begin: ts, packet_seq_num: seq })
+                    });
+                }
                 self.mem.store_u64(g.sb_word(idx, SB_TS_BEGIN), ts, Relaxed);
                 self.mem.store_u64(g.sb_word(idx, SB_SEQ), seq, Relaxed);
             }
@@ -375,7 +380,8 @@ impl<M: Memory> Buffer<M> {
             events_discarded: m.load_u64(g.sb_word(idx, SB_DISCARDED), Relaxed),
         };
         let phys = self.writing_phys(pos);
-        if let Some(phys) = phys {
+        if let (Some(phys), true) = (phys, layout.header_size() as u64 == g.header_size) {
+            // (A header size that is not the client's: see the same check at open.)
             let hoff = g.data_at(phys, 0);
             m.with_bytes_mut(hoff, g.header_size as usize, |h| layout.write_end(&self.cfg.stream, h, &end));
         }
