@@ -165,7 +165,7 @@ fn live_sleep_and_pingpong() {
     check_sleep(&wakeups(&sleep));
     let pp = tmp.path().join("pp");
     let prog = program("pingpong");
-    trace(&d, &pp, &[prog.to_str().unwrap(), "4", "3"]);
+    trace(&d, &pp, &[prog.to_str().unwrap(), "8", "10"]);
     check_pingpong(&wakeups(&pp));
     // One timeline: babeltrace2 reads the merged directory without a word on stderr, in
     // time order, with user-space events between kernel events.
@@ -195,7 +195,7 @@ fn regenerate_fixtures() {
     shrink(&sleep, &data("sleep"));
     let pp = tmp.path().join("pp");
     let prog = program("pingpong");
-    trace(&d, &pp, &[prog.to_str().unwrap(), "4", "3"]);
+    trace(&d, &pp, &[prog.to_str().unwrap(), "8", "10"]);
     shrink(&pp, &data("pingpong"));
 }
 
