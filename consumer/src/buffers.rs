@@ -451,17 +451,7 @@ impl Stream {
                 return false;
             }
         };
-        let entry = IndexEntry {
-            offset,
-            packet_size_bits: info.packet_size * 8,
-            content_size_bits: info.content_size * 8,
-            timestamp_begin: info.timestamp_begin,
-            timestamp_end: info.timestamp_end,
-            events_discarded: info.events_discarded,
-            stream_id: info.stream_id as u64,
-            stream_instance_id: info.stream_instance_id,
-            packet_seq_num: info.packet_seq_num,
-        };
+        let entry = IndexEntry::for_packet(offset, info);
         let index = self.index.as_mut().expect("checked above");
         if let Err(e) = index.append(&entry) {
             // The packet has no index entry: take it back out of the stream file too, so
@@ -679,17 +669,7 @@ impl Stream {
 /// The write error.
 pub fn append_packet(file: &mut StreamFile, index: &mut IndexFile, info: &PacketInfo, packet: &[u8]) -> std::io::Result<()> {
     let offset = file.append_packet(packet)?;
-    index.append(&IndexEntry {
-        offset,
-        packet_size_bits: info.packet_size * 8,
-        content_size_bits: info.content_size * 8,
-        timestamp_begin: info.timestamp_begin,
-        timestamp_end: info.timestamp_end,
-        events_discarded: info.events_discarded,
-        stream_id: info.stream_id as u64,
-        stream_instance_id: info.stream_instance_id,
-        packet_seq_num: info.packet_seq_num,
-    })
+    index.append(&IndexEntry::for_packet(offset, info))
 }
 
 /// Where [`copy_held_packets`] puts each packet (parsed context, whole packet bytes); an

@@ -52,6 +52,22 @@ pub struct IndexEntry {
 }
 
 impl IndexEntry {
+    /// The entry of a packet written at byte `offset` of its stream file, from its parsed
+    /// packet context (sizes converted from bytes to bits, as the index stores them).
+    pub fn for_packet(offset: u64, info: &ust_core::packet::PacketInfo) -> IndexEntry {
+        IndexEntry {
+            offset,
+            packet_size_bits: info.packet_size * 8,
+            content_size_bits: info.content_size * 8,
+            timestamp_begin: info.timestamp_begin,
+            timestamp_end: info.timestamp_end,
+            events_discarded: info.events_discarded,
+            stream_id: u64::from(info.stream_id),
+            stream_instance_id: info.stream_instance_id,
+            packet_seq_num: info.packet_seq_num,
+        }
+    }
+
     /// The 72 big-endian bytes of the entry.
     pub fn encode(&self) -> [u8; ENTRY_LEN] {
         let mut out = [0u8; ENTRY_LEN];

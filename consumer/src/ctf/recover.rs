@@ -78,17 +78,7 @@ fn repair_stream(dir: &Path, file: &Path, r: &mut Repairs) -> std::io::Result<()
     for p in reader::packets(&bytes) {
         let Ok(p) = p else { break };
         let Ok(info) = reader::parse_packet(p) else { break };
-        entries.push(IndexEntry {
-            offset: whole as u64,
-            packet_size_bits: info.packet_size * 8,
-            content_size_bits: info.content_size * 8,
-            timestamp_begin: info.timestamp_begin,
-            timestamp_end: info.timestamp_end,
-            events_discarded: info.events_discarded,
-            stream_id: info.stream_id as u64,
-            stream_instance_id: info.stream_instance_id,
-            packet_seq_num: info.packet_seq_num,
-        });
+        entries.push(IndexEntry::for_packet(whole as u64, &info));
         whole += p.len();
     }
     let name = file.file_name().unwrap_or_default().to_string_lossy().into_owned();
