@@ -58,6 +58,45 @@ pub trait Memory: Send + Sync {
     /// [`PacketLayout`](crate::PacketLayout) client). The algorithm only calls this on a
     /// range it owns exclusively at that moment (the opener's or deliverer's packet header).
     fn with_bytes_mut<R>(&self, off: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R;
+
+    // The writer's fast path (reserve, commit) uses the unchecked forms below on offsets
+    // the validated local geometry proves in bounds, so the mapping does not re-check
+    // them on every event. They default to the checked forms (the model's memory keeps
+    // its checks), so the algorithm is the same code either way.
+
+    /// [`load_u64`](Memory::load_u64) without the bounds check.
+    ///
+    /// # Safety
+    /// `off` is 8-byte aligned and `off + 8 <= self.len()`.
+    #[inline(always)]
+    unsafe fn load_u64_unchecked(&self, off: usize, order: Ordering) -> u64 {
+        self.load_u64(off, order)
+    }
+    /// [`store_u64`](Memory::store_u64) without the bounds check.
+    ///
+    /// # Safety
+    /// As [`load_u64_unchecked`](Memory::load_u64_unchecked).
+    #[inline(always)]
+    unsafe fn store_u64_unchecked(&self, off: usize, val: u64, order: Ordering) {
+        self.store_u64(off, val, order)
+    }
+    /// [`cas_u64`](Memory::cas_u64) without the bounds check.
+    ///
+    /// # Safety
+    /// As [`load_u64_unchecked`](Memory::load_u64_unchecked).
+    #[inline(always)]
+    unsafe fn cas_u64_unchecked(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering)
+        -> Result<u64, u64> {
+        self.cas_u64(off, current, new, success, failure)
+    }
+    /// [`fetch_add_u64`](Memory::fetch_add_u64) without the bounds check.
+    ///
+    /// # Safety
+    /// As [`load_u64_unchecked`](Memory::load_u64_unchecked).
+    #[inline(always)]
+    unsafe fn fetch_add_u64_unchecked(&self, off: usize, val: u64, order: Ordering) -> u64 {
+        self.fetch_add_u64(off, val, order)
+    }
 }
 
 /// A buffer file mapped into this process ([`memmap2::MmapRaw`]).
@@ -104,6 +143,18 @@ impl MapMemory {
         // SAFETY: in bounds and 8-aligned (checked above, base is page aligned); the
         // mapping outlives `&self`; AtomicU64 has the size and alignment of u64 and every
         // bit pattern is valid.
+        unsafe { &*(self.ptr.add(off) as *const core::sync::atomic::AtomicU64) }
+    }
+
+    /// The word at `off`, unchecked.
+    ///
+    /// # Safety
+    /// `off` is 8-byte aligned and `off + 8 <= self.len`.
+    #[inline(always)]
+    unsafe fn word_unchecked(&self, off: usize) -> &core::sync::atomic::AtomicU64 {
+        debug_assert!(off & 7 == 0 && off.checked_add(8).is_some_and(|e| e <= self.len));
+        // SAFETY: in bounds and aligned (caller's contract; the base is page aligned); the
+        // mapping outlives `&self`; every bit pattern is a valid AtomicU64.
         unsafe { &*(self.ptr.add(off) as *const core::sync::atomic::AtomicU64) }
     }
 
@@ -191,5 +242,26 @@ impl Memory for MapMemory {
         // SAFETY: the algorithm calls this only on a range it owns exclusively during `f`
         // (trait contract); the slice does not escape `f`.
         f(unsafe { self.slice_mut(off, len) })
+    }
+    #[inline(always)]
+    unsafe fn load_u64_unchecked(&self, off: usize, order: Ordering) -> u64 {
+        // SAFETY: the caller's contract (aligned, in bounds), as `word` checks.
+        unsafe { self.word_unchecked(off) }.load(order)
+    }
+    #[inline(always)]
+    unsafe fn store_u64_unchecked(&self, off: usize, val: u64, order: Ordering) {
+        // SAFETY: as above.
+        unsafe { self.word_unchecked(off) }.store(val, order)
+    }
+    #[inline(always)]
+    unsafe fn cas_u64_unchecked(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering)
+        -> Result<u64, u64> {
+        // SAFETY: as above.
+        unsafe { self.word_unchecked(off) }.compare_exchange(current, new, success, failure)
+    }
+    #[inline(always)]
+    unsafe fn fetch_add_u64_unchecked(&self, off: usize, val: u64, order: Ordering) -> u64 {
+        // SAFETY: as above.
+        unsafe { self.word_unchecked(off) }.fetch_add(val, order)
     }
 }

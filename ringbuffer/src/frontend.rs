@@ -109,7 +109,83 @@ impl<M: Memory> Buffer<M> {
     /// not fit in a sub-buffer after its header (or is 0); [`Dropped::Full`] in discard
     /// mode if the sub-buffer to open has not been released by the reader, or its previous
     /// lap is not fully committed.
+    #[inline(always)]
     pub fn reserve<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize)
+        -> Result<Reservation, Dropped> {
+        // Fast path (LTTng's `lib_ring_buffer_try_reserve` fast case): the current
+        // sub-buffer is open, the record fits in it without filling it, and the CAS
+        // succeeds. Nothing is closed or opened, so no lost count, close information or
+        // header is involved. Everything else (a sub-buffer to open or close, an exact
+        // fit, a bad size, a lost CAS race) takes `reserve_slow`, the general loop, which
+        // starts over with a fresh load of `write` and a fresh clock read.
+        let g = &self.geo;
+        let p = g.pos;
+        let sbs = p.subbuf_size();
+        let write_w = self.hot_ctrl(CTRL_WRITE);
+        let last_w = self.hot_ctrl(CTRL_LAST_TSC);
+        // SAFETY: `hot_ctrl` offsets are aligned and in bounds (see `hot_ctrl`).
+        let old = unsafe { self.mem.load_u64_unchecked(write_w, Acquire) };
+        compiler_fence(SeqCst);
+        let ts = clock.now();
+        compiler_fence(SeqCst);
+        // SAFETY: as above.
+        let last = unsafe { self.mem.load_u64_unchecked(last_w, Acquire) };
+        let off = p.subbuf_offset(old);
+        let extended = size.compact == size.extended || (ts.wrapping_sub(last) >> TIMESTAMP_BITS) != 0;
+        let slot = u64::from(if extended { size.extended } else { size.compact });
+        let end = old.wrapping_add(slot);
+        if off != 0 && slot != 0 && off + slot < sbs && u64::from(size.compact) <= sbs - g.header_size {
+            // SAFETY: as above.
+            if unsafe { self.mem.cas_u64_unchecked(write_w, old, end, AcqRel, Relaxed) }.is_ok() {
+                // SAFETY: as above.
+                unsafe { self.mem.store_u64_unchecked(last_w, ts, Release) };
+                let Some(phys) = self.writing_phys(old) else { return self.lost_slot() };
+                return Ok(Reservation {
+                    timestamp: ts,
+                    extended,
+                    len: slot as u32,
+                    pos: old,
+                    phys: phys as u32,
+                    owner: self.mem.id(),
+                });
+            }
+        }
+        self.reserve_slow(layout, clock, size)
+    }
+
+    /// Our slot cannot be located (corrupted id table, overwrite mode): it stays reserved
+    /// and uncommitted, so its sub-buffer is never delivered; the event counts as lost.
+    #[cold]
+    #[inline(never)]
+    fn lost_slot(&self) -> Result<Reservation, Dropped> {
+        self.count(Dropped::Full);
+        Err(Dropped::Full)
+    }
+
+    /// Offset of control word `w` (a `CTRL_*` constant) for the unchecked accessors of the
+    /// fast path. In bounds and aligned by construction: `w` is masked into the control
+    /// block (a no-op on the constants), `ctrl` is 8-aligned, and the validated geometry
+    /// has `ctrl + CTRL_LEN <= file_size <= mem.len()` (`Geometry::from_header` checks
+    /// the region chain against the mapping, `create_in` the length).
+    #[inline(always)]
+    fn hot_ctrl(&self, w: usize) -> usize {
+        self.geo.ctrl + (w & (CTRL_LEN - 1) & !7)
+    }
+
+    /// Offset of word `w` (an `SB_*` constant) of the sub-buffer holding `pos`, for the
+    /// unchecked accessors. In bounds and aligned by construction: the index is masked to
+    /// `num_subbuf`, `w + 8 <= SB_USED <= stride`, the stride and `sb_ctrl` are 8-aligned,
+    /// and `sb_ctrl + num_subbuf * stride <= file_size <= mem.len()` (validated geometry).
+    #[inline(always)]
+    fn hot_sb(&self, pos: u64, w: usize) -> usize {
+        let g = &self.geo;
+        g.sb_ctrl + g.pos.subbuf_index(pos) * g.sb_stride + (w.min(SB_USED - 8) & !7)
+    }
+
+    /// The general reservation loop: every case of [`reserve`](Buffer::reserve).
+    #[cold]
+    #[inline(never)]
+    fn reserve_slow<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize)
         -> Result<Reservation, Dropped> {
         let g = &self.geo;
         let p = g.pos;
@@ -338,12 +414,17 @@ impl<M: Memory> Buffer<M> {
     ///
     /// Panics if `r` belongs to another buffer. A zero `first_byte` is recorded as is
     /// (recovery would then treat the slot as uncommitted).
-    #[inline]
+    #[inline(always)]
     pub fn commit<L: PacketLayout>(&self, layout: &L, r: Reservation, first_byte: u8) {
         debug_assert!(first_byte != 0, "byte 0 of a record must be nonzero");
         let off = self.slot_offset(&r);
         self.mem.store_u8(off, first_byte, Release);
-        self.commit_add(layout, r.pos, u64::from(r.len));
+        let amount = u64::from(r.len);
+        // SAFETY: `hot_sb` offsets are aligned and in bounds (see `hot_sb`).
+        let prev = unsafe { self.mem.fetch_add_u64_unchecked(self.hot_sb(r.pos, SB_COMMIT), amount, AcqRel) };
+        if prev.wrapping_add(amount) == self.geo.pos.commit_complete(r.pos) {
+            self.deliver(layout, r.pos);
+        }
     }
 
     /// Adds `amount` bytes to the commit counter of the sub-buffer holding `pos`;
@@ -363,6 +444,7 @@ impl<M: Memory> Buffer<M> {
     /// it reads was stored before a commit add in the counter's release sequence, which its
     /// AcqRel add read from.
     #[cold]
+    #[inline(never)]
     fn deliver<L: PacketLayout>(&self, layout: &L, pos: u64) {
         let g = &self.geo;
         let p = g.pos;

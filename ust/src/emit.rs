@@ -53,11 +53,12 @@ pub fn emit<F: Fn(&mut [u8])>(site: &Site, payload_len: usize, write: F) {
         return;
     };
     let (compact, extended) = event_header::sizes(id);
-    let (Some(c), Some(e)) = (fit(compact, payload_len), fit(extended, payload_len)) else {
+    // Both sizes fit in u32 when the extended one does (it is the larger).
+    let Ok(e) = u32::try_from(payload_len.saturating_add(extended)) else {
         drop_all(mask, Dropped::TooBig);
         return;
     };
-    let size = SlotSize { compact: c, extended: e };
+    let size = SlotSize { compact: e - (extended - compact) as u32, extended: e };
     let cpu = cpu::current();
     if let Some(f) = site.filter() {
         if mask & f.mask != 0 {
@@ -68,11 +69,7 @@ pub fn emit<F: Fn(&mut [u8])>(site: &Site, payload_len: usize, write: F) {
     if mask & (mask - 1) == 0 {
         emit_one(mask.trailing_zeros(), cpu, id, size, &write);
     } else {
-        let mut m = mask;
-        while m != 0 {
-            emit_one(m.trailing_zeros(), cpu, id, size, &write);
-            m &= m - 1;
-        }
+        emit_many(mask, cpu, id, size, &write);
     }
 }
 
@@ -117,9 +114,15 @@ fn emit_filtered<F: Fn(&mut [u8])>(site: &Site, f: &SiteFilter, mask: u64, cpu: 
     }
 }
 
-#[inline(always)]
-fn fit(header: usize, payload: usize) -> Option<u32> {
-    u32::try_from(header.checked_add(payload)?).ok()
+/// An event enabled in several channels (sessions): not inlined, so that the one-channel
+/// path of [`emit`] holds a single copy of the reservation code.
+#[inline(never)]
+fn emit_many<F: Fn(&mut [u8])>(mask: u64, cpu: u32, id: u32, size: SlotSize, write: &F) {
+    let mut m = mask;
+    while m != 0 {
+        emit_one(m.trailing_zeros(), cpu, id, size, write);
+        m &= m - 1;
+    }
 }
 
 #[inline(always)]

@@ -1,0 +1,79 @@
+//! Emits N events of one kind into local buffers, for instruction counts under callgrind:
+//!
+//! ```sh
+//! valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*run_batch*' \
+//!     target/release/ust-bench-count enabled 1000000
+//! ```
+//!
+//! Instructions per event = the `Ir` callgrind reports / N (the drains between batches are
+//! outside `run_batch`, hence not counted). Kinds: `disabled`, `enabled` (`{u64, i32}`,
+//! the clock of `UST_CLOCK`), `string32`, `seq32`, `tracef`, `ring` (reserve+commit of a
+//! 16-byte slot on the ring buffer alone).
+
+use std::hint::black_box;
+
+use ust_core::packet::CtfPacketLayout;
+
+#[inline(never)]
+fn run_batch(n: u64, f: &mut dyn FnMut()) {
+    for _ in 0..n {
+        f();
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let kind = args.next().unwrap_or_else(|| "enabled".into());
+    let n: u64 = args.next().map_or(1_000_000, |s| s.parse().expect("N"));
+    let bufs = benches::install_local();
+    let (x, y) = (black_box(7u64), black_box(-1i32));
+    let s32 = black_box("0123456789abcdef0123456789abcdef");
+    let q32 = black_box([0xa5u8; 32]);
+    let mut f: Box<dyn FnMut()> = match kind.as_str() {
+        "disabled" => Box::new(|| ust::tracepoint!(bench, off, a: u64 = x, b: i32 = y)),
+        "enabled" => {
+            benches::enable(benches::site("bench", "ev"));
+            Box::new(|| ust::tracepoint!(bench, ev, a: u64 = x, b: i32 = y))
+        }
+        "string32" => {
+            benches::enable(benches::site("bench", "str"));
+            Box::new(|| ust::tracepoint!(bench, str, a: u64 = x, s: &str = s32))
+        }
+        "seq32" => {
+            benches::enable(benches::site("bench", "seq"));
+            Box::new(|| ust::tracepoint!(bench, seq, a: u64 = x, q: &[u8] = &q32))
+        }
+        "tracef" => {
+            benches::enable(benches::site("lttng_ust_tracef", "event"));
+            Box::new(|| ust::tracef!("cache size {} after {}", x, y))
+        }
+        "ring" => {
+            let raw = &bufs[0];
+            let size = ringbuffer::SlotSize { compact: 16, extended: 25 };
+            let clock = ust_core::clock::Monotonic;
+            Box::new(move || {
+                if let Ok(mut r) = raw.reserve(&CtfPacketLayout, &clock, size) {
+                    raw.slot(&mut r)[1] = 1;
+                    raw.commit(&CtfPacketLayout, r, 1);
+                }
+            })
+        }
+        k => panic!("unknown kind {k}"),
+    };
+    let mut left = n;
+    let mut spent = std::time::Duration::ZERO;
+    while left > 0 {
+        let b = left.min(benches::BATCH);
+        let t = std::time::Instant::now();
+        run_batch(b, &mut f);
+        spent += t.elapsed();
+        benches::drain(&bufs);
+        left -= b;
+    }
+    drop(f);
+    println!(
+        "{kind}: {n} events, {:.1} ns/event, {} discarded",
+        spent.as_nanos() as f64 / n as f64,
+        benches::discarded(&bufs)
+    );
+}

@@ -1,0 +1,218 @@
+//! Shared set-up for the benches (`benches/benches/*.rs`) and the drivers of
+//! `scripts/bench-compare.sh`: per-CPU buffers on memfds installed in a channel slot of the
+//! `ust` runtime (no daemon: the emit path measured alone), a drain that plays the daemon,
+//! and a daemon started in a temporary `$UST_RUNDIR` for the benches that need a session.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
+use ust_core::packet::HEADER_SIZE;
+
+/// Channel slot the local buffers take.
+pub const SLOT: u32 = 0;
+
+/// Events emitted between two drains of the local buffers: well under what 4 x 1 MiB
+/// holds for the largest bench event, so nothing is discarded while measuring.
+pub const BATCH: u64 = 20_000;
+
+/// True when `UST_BENCH_QUICK` is set (CI): benches take few samples and short runs.
+pub fn quick() -> bool {
+    std::env::var_os("UST_BENCH_QUICK").is_some()
+}
+
+/// One buffer of `subbuf_size` x `num_subbuf` on a fresh memfd: the writer's mapping and
+/// the reader's (as the daemon holds it).
+pub fn memfd_buffer(cpu: u32, subbuf_size: u64, num_subbuf: u32) -> (Buffer, Buffer) {
+    let cfg = BufferConfig {
+        subbuf_size,
+        num_subbuf,
+        mode: Mode::Discard,
+        header_size: HEADER_SIZE as u32,
+        stream: StreamIdentity { uuid: [0; 16], stream_id: 0, cpu, stream_instance_id: u64::from(cpu) },
+    };
+    let fd = rustix::fs::memfd_create("ust-bench", rustix::fs::MemfdFlags::CLOEXEC).expect("memfd_create");
+    rustix::fs::ftruncate(&fd, cfg.file_size().expect("geometry") as u64).expect("ftruncate");
+    let file = File::from(fd);
+    let map = || memmap2::MmapOptions::new().map_raw(&file).expect("mmap");
+    let reader = Buffer::create(map(), &cfg).expect("create");
+    let writer = Buffer::open(map()).expect("open");
+    (writer, reader)
+}
+
+/// Installs one 4 x 1 MiB buffer per CPU in [`SLOT`] and returns the reader's mappings.
+pub fn install_local() -> Vec<Buffer> {
+    let ncpus = ust_cpus();
+    let (mut writers, mut readers) = (Vec::new(), Vec::new());
+    for cpu in 0..ncpus {
+        let (w, r) = memfd_buffer(cpu, 1 << 20, 4);
+        writers.push(w);
+        readers.push(r);
+    }
+    ust::__testing::install_channel(SLOT, writers);
+    readers
+}
+
+/// Number of CPUs the buffers are made for (possible CPUs, at least the online ones).
+pub fn ust_cpus() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) as u32
+}
+
+/// Releases every delivered sub-buffer (what the daemon does, without the copy to disk).
+pub fn drain(bufs: &[Buffer]) {
+    for b in bufs {
+        while let Ok(Some(sb)) = b.get_subbuf() {
+            b.put_subbuf(sb).expect("put_subbuf");
+        }
+    }
+}
+
+/// Events discarded so far in `bufs`.
+pub fn discarded(bufs: &[Buffer]) -> u64 {
+    bufs.iter().map(|b| b.counters().discarded()).sum()
+}
+
+/// The call site `provider:name` of this program.
+pub fn site(provider: &str, name: &str) -> &'static ust::Site {
+    ust::sites()
+        .find(|s| s.desc().provider == provider && s.desc().name == name)
+        .unwrap_or_else(|| panic!("no tracepoint {provider}:{name} in this program"))
+}
+
+/// Enables `site` into the local channel.
+pub fn enable(site: &ust::Site) {
+    ust::__testing::set_mask(site, 1 << SLOT);
+}
+
+/// Runs `f` `iters` times in batches of [`BATCH`], draining `bufs` between batches
+/// (outside the timed part). Returns the time spent in `f`.
+pub fn timed_batches(iters: u64, bufs: &[Buffer], mut f: impl FnMut()) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = iters;
+    while left > 0 {
+        let n = left.min(BATCH);
+        let t = Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        total += t.elapsed();
+        drain(bufs);
+        left -= n;
+    }
+    total
+}
+
+/// Directory of this build's binaries (`target/<profile>/`), where `ust-consumerd` and
+/// `ust` are when `cargo build --release -p consumer` ran.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe.parent().expect("exe dir");
+    // Benches run from target/<profile>/deps.
+    if dir.ends_with("deps") { dir.parent().expect("profile dir").to_path_buf() } else { dir.to_path_buf() }
+}
+
+/// `ust-consumerd --foreground` in a temporary `$UST_RUNDIR` (and `$HOME`), killed on drop.
+pub struct BenchDaemon {
+    /// Holds the socket directory and the home directory.
+    pub tmp: tempfile::TempDir,
+    child: Child,
+}
+
+impl BenchDaemon {
+    /// Starts the daemon from [`bin_dir`] and waits (10 s at most) for its control socket.
+    /// `None` when the binary is not built.
+    pub fn start() -> Option<BenchDaemon> {
+        let bin = bin_dir().join("ust-consumerd");
+        if !bin.exists() {
+            return None;
+        }
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(tmp.path().join("home")).expect("home");
+        let child = Command::new(bin)
+            .arg("--foreground")
+            .env("UST_RUNDIR", tmp.path().join("run"))
+            .env("HOME", tmp.path().join("home"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(tmp.path().join("consumerd.log")).expect("log"))
+            .spawn()
+            .expect("spawn ust-consumerd");
+        let d = BenchDaemon { tmp, child };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while d.ust(&["list"]).map_or(true, |o| !o.status.success()) {
+            assert!(Instant::now() < deadline, "ust-consumerd did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(d)
+    }
+
+    /// `$UST_RUNDIR`.
+    pub fn rundir(&self) -> PathBuf {
+        self.tmp.path().join("run")
+    }
+
+    /// A command with this daemon's environment.
+    pub fn cmd(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.env("UST_RUNDIR", self.rundir()).env("HOME", self.tmp.path().join("home")).stdin(Stdio::null());
+        c
+    }
+
+    /// Runs `ust ARGS`.
+    pub fn ust(&self, args: &[&str]) -> std::io::Result<std::process::Output> {
+        self.cmd(&bin_dir().join("ust")).args(args).output()
+    }
+
+    /// Runs `ust ARGS` and panics on failure.
+    pub fn ust_ok(&self, args: &[&str]) -> String {
+        let o = self.ust(args).expect("run ust");
+        assert!(o.status.success(), "ust {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// CPU time (user + system) the daemon used so far, from `/proc/<pid>/stat`.
+    pub fn cpu_time(&self) -> Duration {
+        proc_cpu_time(self.child.id() as i32)
+    }
+
+    /// Anonymous resident memory of the daemon (`RssAnon`), in KiB.
+    pub fn rss_anon_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .ok()
+            .and_then(|s| {
+                s.lines().find(|l| l.starts_with("RssAnon:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for BenchDaemon {
+    fn drop(&mut self) {
+        let _ = self.ust(&["destroy", "--all"]);
+        // SAFETY: kill(2) on the child we spawned.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// User + system CPU time of process `pid`.
+pub fn proc_cpu_time(pid: i32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime) are at 11 and 12 after the command name.
+    let ticks: u64 = f.get(11).and_then(|s| s.parse().ok()).unwrap_or(0) + f.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_micros(ticks * 1_000_000 / hz)
+}
