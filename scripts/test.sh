@@ -39,5 +39,10 @@ cargo test --release -p ust --lib --test runtime
 
 # The loom model of the ring buffer: the same code that ships, on loom's atomics, with a
 # bounded number of preemptions. Its own target dir, since --cfg loom rebuilds everything.
-LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p ringbuffer --release --test loom
+# Each model sets its own bound (2, or 1 for the two largest: about 20 s of CPU in all);
+# LOOM_MAX_PREEMPTIONS, when set, overrides them all (2 everywhere takes minutes).
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringbuffer --release --test loom
+
+# The benches, in their short mode, so they cannot rot: no time is asserted (the consumer
+# bench uses the release binaries built above).
+UST_BENCH_QUICK=1 cargo bench -p benches

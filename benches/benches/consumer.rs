@@ -1,1 +1,62 @@
-fn main() {}
+//! Consumer throughput: `ust-consumerd` (started here in a temporary `$UST_RUNDIR`) drains
+//! a session with the default channel while `ust-bench-load` emits `{u64, i32}` events
+//! from two threads at a fixed total rate (default 10 M/s for 10 s, the DESIGN.md target;
+//! `UST_BENCH_RATE`, `UST_BENCH_SECONDS` override; `UST_BENCH_QUICK=1` or `--quick`: 1 M/s
+//! for 1 s). Prints events emitted, recorded and discarded, and the daemon's CPU use and
+//! anonymous memory. Not a criterion bench: the figure is a rate and a loss count, not a
+//! time per iteration. Needs `cargo build --release -p consumer` (skipped otherwise).
+
+use std::time::Instant;
+
+fn env_f64(name: &str) -> Option<f64> {
+    std::env::var(name).ok().and_then(|s| s.parse().ok())
+}
+
+fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.split_whitespace().find_map(|w| w.strip_prefix(key))
+}
+
+fn main() {
+    let quick = benches::quick() || std::env::args().any(|a| a == "--quick");
+    let rate = env_f64("UST_BENCH_RATE").unwrap_or(if quick { 1e6 } else { 10e6 });
+    let seconds = env_f64("UST_BENCH_SECONDS").unwrap_or(if quick { 1.0 } else { 10.0 });
+    let Some(d) = benches::BenchDaemon::start() else {
+        eprintln!("consumer bench skipped: build the daemon first (cargo build --release -p consumer)");
+        return;
+    };
+    let out = d.tmp.path().join("trace");
+    let load = env!("CARGO_BIN_EXE_ust-bench-load");
+    let cpu0 = d.cpu_time();
+    let t = Instant::now();
+    let o = d
+        .cmd(&benches::bin_dir().join("ust"))
+        .arg("trace")
+        .arg("--output")
+        .arg(&out)
+        .args(["--event", "bench:*", "--", load, &rate.to_string(), &seconds.to_string(), "2"])
+        .output()
+        .expect("run ust trace");
+    let wall = t.elapsed().as_secs_f64();
+    let cpu = (d.cpu_time() - cpu0).as_secs_f64();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    if !o.status.success() {
+        panic!("ust trace failed: {}\n{stdout}\n{stderr}", o.status);
+    }
+    let emitted: u64 = field(&stdout, "emitted=").and_then(|s| s.parse().ok()).unwrap_or(0);
+    let achieved = field(&stdout, "rate=").unwrap_or("?");
+    let behind = field(&stdout, "behind_ms=").unwrap_or("?");
+    // "ust: 1 process traced, N events recorded, M discarded"
+    let summary = stderr.lines().find(|l| l.contains("recorded,")).unwrap_or("");
+    let nums: Vec<u64> = summary.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
+    let (recorded, discarded) = (nums.get(1).copied().unwrap_or(0), nums.get(2).copied().unwrap_or(0));
+    println!(
+        "consumer target_rate={rate:.0} achieved_rate={achieved} seconds={seconds} emitted={emitted} recorded={recorded} \
+         discarded={discarded} writer_behind_ms={behind} daemon_cpu={:.1}% daemon_rss_anon_kib={}",
+        100.0 * cpu / wall,
+        d.rss_anon_kib()
+    );
+    if recorded + discarded != emitted {
+        eprintln!("warning: recorded + discarded != emitted ({recorded} + {discarded} != {emitted})\n{stderr}");
+    }
+}

@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
+use ust_core::clock::{tsc, ClockKind, TraceClock};
 use ust_core::packet::HEADER_SIZE;
 
 /// Channel slot the local buffers take.
@@ -42,8 +43,28 @@ pub fn memfd_buffer(cpu: u32, subbuf_size: u64, num_subbuf: u32) -> (Buffer, Buf
     (writer, reader)
 }
 
-/// Installs one 4 x 1 MiB buffer per CPU in [`SLOT`] and returns the reader's mappings.
+/// The trace clock `UST_CLOCK` asks for: the TSC (calibrated here, which takes
+/// [`ust_core::clock::tsc::MIN_WINDOW`]) when set to `tsc` and usable, else monotonic.
+pub fn clock_from_env() -> TraceClock {
+    clock_of(ClockKind::from_env().unwrap_or_default())
+}
+
+/// The trace clock of `kind` (monotonic when the TSC is not usable).
+pub fn clock_of(kind: ClockKind) -> TraceClock {
+    match kind {
+        ClockKind::Tsc => tsc::Calibrator::new().params().map_or(TraceClock::Monotonic, TraceClock::Tsc),
+        ClockKind::Monotonic => TraceClock::Monotonic,
+    }
+}
+
+/// Installs one 4 x 1 MiB buffer per CPU in [`SLOT`], recording with the clock of
+/// `UST_CLOCK`, and returns the reader's mappings.
 pub fn install_local() -> Vec<Buffer> {
+    install_local_with(clock_from_env())
+}
+
+/// [`install_local`] with a given clock.
+pub fn install_local_with(clock: TraceClock) -> Vec<Buffer> {
     let ncpus = ust_cpus();
     let (mut writers, mut readers) = (Vec::new(), Vec::new());
     for cpu in 0..ncpus {
@@ -51,7 +72,7 @@ pub fn install_local() -> Vec<Buffer> {
         writers.push(w);
         readers.push(r);
     }
-    ust::__testing::install_channel(SLOT, writers);
+    ust::__testing::install_channel_with_clock(SLOT, writers, clock);
     readers
 }
 
@@ -102,6 +123,14 @@ pub fn timed_batches(iters: u64, bufs: &[Buffer], mut f: impl FnMut()) -> Durati
         left -= n;
     }
     total
+}
+
+/// CPU time of the calling thread (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec; the clock id exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Directory of this build's binaries (`target/<profile>/`), where `ust-consumerd` and

@@ -26,6 +26,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use ust_core::clock::ClockKind;
 use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, EventFilter, ProtocolError, Registration, MAX_CHANNELS};
 use ust_core::EventDesc;
 
@@ -104,6 +105,8 @@ pub struct App {
     pub procname: String,
     /// `ust trace` token, if any.
     pub token: Option<String>,
+    /// Trace clock the process asked for (`UST_CLOCK`).
+    pub clock: Option<ClockKind>,
     /// Buffers per channel.
     pub ncpus: u32,
     /// Registered events; index `i` has CTF id `event_id(i)`.
@@ -199,12 +202,25 @@ impl State {
             );
             return;
         }
+        // The session's clock, else the one the process asked for (UST_CLOCK).
+        let tsc = if ss.session.clock.or(app.clock) == Some(ClockKind::Tsc) {
+            let pid = app.pid;
+            let params = self.sessions.get_mut(name).and_then(|ss| ss.session.tsc_params());
+            if params.is_none() {
+                crate::log!("session {name}: process {pid} asked for the TSC clock; no invariant TSC here, CLOCK_MONOTONIC instead");
+            }
+            params
+        } else {
+            None
+        };
+        let (Some(ss), Some(app)) = (self.sessions.get(name), self.apps.get(&app_id)) else { return };
         let info = ProcessInfo {
             pid: app.pid,
             procname: &app.procname,
             ncpus: app.ncpus,
             registered: app.registered,
             events: &app.events,
+            tsc,
         };
         let (mut trace, fds) = match crate::buffers::create_process_trace(&ss.session, &info, &mut self.next_instance) {
             Ok(x) => x,
@@ -227,6 +243,7 @@ impl State {
                     channel: channels[ci].clone(),
                     ncpus: app.ncpus,
                     contexts: contexts[ci].clone(),
+                    tsc: trace.tsc,
                 }),
                 chan_fds,
             );
@@ -423,6 +440,7 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
                 uid,
                 procname: reg.procname.clone(),
                 token: reg.session_token.clone(),
+                clock: reg.clock,
                 ncpus: reg.ncpus,
                 events: reg.events,
                 registered: crate::datetime::now(),

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
 use ust_core::clock::Monotonic;
 use ringbuffer::PacketLayout;
+use ust_core::clock::TraceClock;
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 use ust_core::EventDesc;
 
@@ -209,6 +210,8 @@ pub struct Stream {
     /// A stream of a snapshot session: no live reader (nothing is consumed; `ust snapshot
     /// record` and post-mortem dumps copy what the buffer holds), no stream file.
     pub snapshot_only: bool,
+    /// The trace clock the process writes with; switches read the same one.
+    pub clock: TraceClock,
 }
 
 impl std::fmt::Debug for Stream {
@@ -565,7 +568,7 @@ impl Stream {
             return;
         }
         if let Some(b) = self.buffer.as_ref() {
-            b.flush(&CtfPacketLayout, &Monotonic);
+            b.flush(&CtfPacketLayout, &self.clock);
         }
     }
 
@@ -864,6 +867,9 @@ pub struct ProcessTrace {
     pub events: Vec<EventDesc>,
     /// Size of each channel's event context block in bytes (index = stream class id).
     pub context_sizes: Vec<usize>,
+    /// TSC parameters of the trace clock (`None`: `CLOCK_MONOTONIC`), sent with every
+    /// channel grant.
+    pub tsc: Option<ust_core::clock::TscParams>,
     /// The process is gone and its streams are finished.
     pub gone: bool,
     /// Gone, and every file moved into an archive by `ust rotate`: nothing left here.
@@ -883,6 +889,8 @@ pub struct ProcessInfo<'a> {
     pub registered: i64,
     /// Registered events.
     pub events: &'a [EventDesc],
+    /// The trace clock's TSC parameters, `None` for `CLOCK_MONOTONIC`.
+    pub tsc: Option<ust_core::clock::TscParams>,
 }
 
 /// Creates the trace directory, writes the metadata (complete before any packet), and
@@ -923,6 +931,7 @@ fn fill_process_trace(
     let contexts: Vec<Vec<ust_core::context::ContextType>> = session.channels.iter().map(|c| c.contexts.clone()).collect();
     let hostname = hostname();
     let clock_uuid = ust_core::clock::boot_id();
+    let clock = p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
     let text = crate::ctf::metadata::render(&crate::ctf::metadata::TraceMetadata {
         uuid,
         clock_offset_ns: session.clock_offset_ns,
@@ -935,6 +944,7 @@ fn fill_process_trace(
         channels: &channels,
         contexts: &contexts,
         events: p.events,
+        clock_description: &clock.description(),
     });
     if live {
         crate::ctf::metadata::write_atomically(&dir, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
@@ -1013,6 +1023,7 @@ fn fill_process_trace(
                 snapshot_only: !live,
                 shm_file,
                 shm_guard,
+                clock,
             })));
             chan_fds.push(fd);
         }
@@ -1030,6 +1041,7 @@ fn fill_process_trace(
         streams,
         events: p.events.to_vec(),
         context_sizes: contexts.iter().map(|c| ust_core::context::block_size(c)).collect(),
+        tsc: p.tsc,
         gone: false,
         archived: false,
     };

@@ -223,6 +223,15 @@ pub struct CreateArgs {
     /// after both the application and the daemon died.
     #[arg(long, value_name = "DIR")]
     pub shm_path: Option<PathBuf>,
+    /// Trace clock: `monotonic`, or `tsc` (invariant TSC, calibrated against
+    /// CLOCK_MONOTONIC; falls back to monotonic without one). Default: each process's
+    /// UST_CLOCK, else monotonic.
+    #[arg(long, value_name = "CLOCK", value_parser = parse_clock)]
+    pub clock: Option<ust_core::clock::ClockKind>,
+}
+
+fn parse_clock(s: &str) -> Result<ust_core::clock::ClockKind, String> {
+    ust_core::clock::ClockKind::parse(s).ok_or_else(|| format!("unknown clock {s:?}: use monotonic or tsc"))
 }
 
 /// `ust enable-channel`.
@@ -642,7 +651,7 @@ fn create(a: CreateArgs) -> CliResult {
         None => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
     };
     let mut c = connect_or_start()?;
-    let Payload::Created { name, output } = c.call(Command::CreateSessionWith { name, output, options: CreateOptions { snapshot: a.snapshot, shm_path } })? else { return Err(unexpected()) };
+    let Payload::Created { name, output } = c.call(Command::CreateSessionWith { name, output, options: CreateOptions { snapshot: a.snapshot, shm_path, clock: a.clock } })? else { return Err(unexpected()) };
     println!("{}{name} created.", if a.snapshot { "Snapshot session " } else { "Session " });
     println!("Traces will be written in {}", output.display());
     Ok(ExitCode::SUCCESS)

@@ -181,6 +181,9 @@ pub struct CreateOptions {
     pub snapshot: bool,
     /// Absolute `--shm-path` directory: buffers as files, kept for `ust crash-dump`.
     pub shm_path: Option<PathBuf>,
+    /// Trace clock (`--clock`; `None`: each process's `UST_CLOCK`, else monotonic).
+    #[serde(default)]
+    pub clock: Option<ust_core::clock::ClockKind>,
 }
 
 /// The answer to a request.
@@ -502,7 +505,7 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
 }
 
 fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
-    let CreateOptions { snapshot, shm_path } = options;
+    let CreateOptions { snapshot, shm_path, clock } = options;
     check_name("session", &name)?;
     if !output.is_absolute() {
         return Err(format!("output directory {} is not an absolute path", output.display()));
@@ -536,6 +539,7 @@ fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>,
     let mut session = Session::new(name.clone(), output.clone(), token);
     session.snapshot = snapshot;
     session.shm_dir = shm_dir;
+    session.clock = clock;
     st.sessions.insert(name.clone(), SessionState { session, traces: Default::default() });
     if !is_trace {
         st.current = Some(name.clone());

@@ -107,6 +107,9 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         None => rundir::rundir()?,
     };
     rundir::ensure(&dir)?;
+    // First sample of the TSC calibration: sessions that use the TSC later get a ratio
+    // measured over the daemon's lifetime.
+    crate::session::tsc_calibrator();
     let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
     let ctl_path = rundir::socket_path(&dir, rundir::CTL_SOCKET)?;
     let app_path = rundir::socket_path(&dir, rundir::APP_SOCKET)?;

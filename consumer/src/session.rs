@@ -11,18 +11,39 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use ust_core::clock::{ClockKind, TscParams};
 use ust_core::{EventDesc, Level};
 
-/// Default sub-buffer size: 512 KiB. The design target is 10 M events/s of about 16 bytes
-/// from one thread, 160 MB/s into one CPU's buffer: a 20 ms read period then finds 3.2 MB
-/// waiting. Sixteen 512 KiB sub-buffers (8 MiB per CPU) leave two and a half periods of
-/// slack for a drain pass that is late (2 cores shared with the writer), while a sub-buffer
-/// of that size is handed back to the writer soon after it fills. Measured on the 2-core
-/// machine: 8 sub-buffers (4 MiB) lost events at 10-12 M events/s, 16 mostly did not.
+/// Default sub-buffer size: 512 KiB (16 of them per CPU, read every 20 ms). The arithmetic,
+/// for the design target (10 M events/s of `{u64, i32}` for 10 s from two threads, 0 lost):
+///
+/// * **Rate into one buffer.** A `{u64, i32}` record is 16 bytes (4-byte compact header,
+///   8, 4). Two threads on two CPUs: 5 M/s × 16 B = 80 MB/s per CPU buffer; both threads
+///   on one CPU (the worst case for one buffer): 160 MB/s.
+/// * **Drain latency.** The read period (20 ms), plus the daemon's wake-up delay on a
+///   machine whose cores the writers keep busy (CFS lets a woken thread run within its
+///   scheduling latency, 6–24 ms), plus the pass itself (copy out, one `write` and one
+///   zeroing per 512 KiB packet: about 1 ms for 3 MB): about 45 ms at worst.
+/// * **Ring size.** 160 MB/s × 45 ms = 7.2 MB ≤ 16 × 512 KiB = 8 MiB; at 80 MB/s the ring
+///   holds 105 ms, two periods of slack. 8 sub-buffers (4 MiB) hold only 26 ms at
+///   160 MB/s, which is why they lost events in the measurements of the end-to-end issue.
+/// * **Sub-buffer size.** Only whole packets go back to the writer, so the ring has
+///   `num_subbuf - 1` sub-buffers of slack while one is being written: 16 keeps that at
+///   94 %. 512 KiB packets mean 160–320 packets/s per CPU, i.e. 3–7 whole-packet writes
+///   per stream per pass, a few hundred system calls per second in all, none per event.
+/// * **Wake-ups.** Writers never wake the daemon (no system call on the emit path; the
+///   read timer polls every stream in one pass, `drain`), which is below the "at most once
+///   per delivered sub-buffer" budget. A pass that finds half a ring waiting reads that
+///   stream again after 5 ms (`drain::pass`), halving the latency term during bursts.
+/// * **Memory.** 8 MiB per CPU per channel per process, in shared memory the daemon maps;
+///   the daemon's own anonymous memory is one 512 KiB copy buffer per draining thread.
+///
+/// `cargo bench -p benches --bench consumer` measures it (BENCHMARKS.md).
 pub const DEFAULT_SUBBUF_SIZE: u64 = 512 * 1024;
 /// Default number of sub-buffers per CPU: 16 (see [`DEFAULT_SUBBUF_SIZE`]).
 pub const DEFAULT_NUM_SUBBUF: u32 = 16;
-/// Default read-timer period: 20 ms (the daemon polls delivered sub-buffers that often).
+/// Default read-timer period: 20 ms (the daemon polls delivered sub-buffers that often;
+/// see [`DEFAULT_SUBBUF_SIZE`] for why the ring holds more than two periods).
 pub const DEFAULT_READ_TIMER_US: u64 = 20_000;
 /// Default switch-timer period: 0, off (as LTTng's per-PID UST channels).
 pub const DEFAULT_SWITCH_TIMER_US: u64 = 0;
@@ -282,6 +303,20 @@ pub struct Session {
     /// `--shm-path`: where buffer files and plain-text metadata are kept for
     /// `ust crash-dump` (`<dir>/<session>-<YYYYmmdd-HHMMSS>/`), instead of memfds.
     pub shm_dir: Option<PathBuf>,
+    /// Trace clock chosen for the session (`ust create --clock`); `None`: each process's
+    /// `UST_CLOCK`, else `CLOCK_MONOTONIC`.
+    pub clock: Option<ClockKind>,
+    /// TSC parameters, measured the first time a trace of the session uses the TSC and
+    /// shared by all of them (as `clock_offset_ns`).
+    pub tsc: Option<TscParams>,
+}
+
+/// The daemon's TSC calibrator: its first sample is taken when the daemon starts
+/// ([`tsc_calibrator`] is called from `daemon::run`), so sessions created a while later
+/// get a ratio measured over a long window without waiting.
+pub fn tsc_calibrator() -> &'static ust_core::clock::tsc::Calibrator {
+    static CAL: std::sync::OnceLock<ust_core::clock::tsc::Calibrator> = std::sync::OnceLock::new();
+    CAL.get_or_init(ust_core::clock::tsc::Calibrator::new)
 }
 
 /// The first output error of a session, shared by all its streams (see
@@ -342,7 +377,18 @@ impl Session {
             snapshot: false,
             snapshots_taken: 0,
             shm_dir: None,
+            clock: None,
+            tsc: None,
         }
+    }
+
+    /// The session's TSC parameters, measured on first use (this may wait until the
+    /// daemon is [`ust_core::clock::tsc::MIN_WINDOW`] old). `None` without a usable TSC.
+    pub fn tsc_params(&mut self) -> Option<TscParams> {
+        if self.tsc.is_none() {
+            self.tsc = tsc_calibrator().params();
+        }
+        self.tsc
     }
 
     /// True when the session traces a process registered with `token`.

@@ -115,6 +115,7 @@ fn registration(events: Vec<EventDesc>, token: Option<&str>) -> Registration {
         session_token: token.map(str::to_string),
         ncpus: 2,
         events,
+        clock: None,
     }
 }
 

@@ -24,6 +24,41 @@ use crate::{Mode, Buffer, Clock, Counters, Dropped, Memory, PacketBegin, PacketE
 /// memory).
 const FLUSH_RETRIES: u32 = 1000;
 
+/// Values of the writer's fast path, derived once from the validated local geometry (so
+/// the fast path does not rebuild masks from shift counts on every event).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Hot {
+    /// `subbuf_size - 1`.
+    sb_mask: u64,
+    /// `subbuf_size`.
+    sbs: u64,
+    /// `subbuf_size - header_size`: the largest record.
+    room: u64,
+    /// log2 of `subbuf_size`.
+    sb_order: u32,
+    /// log2 of the ring size (`subbuf_size * num_subbuf`).
+    ring_order: u32,
+    /// `num_subbuf - 1`.
+    idx_mask: usize,
+    /// Offset of the data region.
+    data: usize,
+}
+
+impl Hot {
+    pub(crate) fn new(g: &Geometry) -> Hot {
+        let p = g.pos;
+        Hot {
+            sb_mask: p.subbuf_size() - 1,
+            sbs: p.subbuf_size(),
+            room: p.subbuf_size() - g.header_size,
+            sb_order: p.subbuf_order,
+            ring_order: p.subbuf_order + p.num_order,
+            idx_mask: p.num_subbuf() as usize - 1,
+            data: g.data,
+        }
+    }
+}
+
 /// What one successful CAS on `write` does.
 struct Plan {
     /// First byte of the record slot.
@@ -65,10 +100,10 @@ impl<M: Memory> Buffer<M> {
     /// (see the proof on [`Buffer`]: once a writer's CAS put `pos` inside a sub-buffer,
     /// the entry is that until the lap is delivered, which needs this writer's commit).
     /// `None` only if the shared memory was corrupted.
-    #[inline]
+    #[inline(always)]
     fn writing_phys(&self, pos: u64) -> Option<usize> {
         let g = &self.geo;
-        let idx = g.pos.subbuf_index(pos);
+        let idx = (pos >> self.hot.sb_order) as usize & self.hot.idx_mask;
         match self.cfg.mode {
             Mode::Discard => Some(idx),
             Mode::Overwrite => {
@@ -116,11 +151,12 @@ impl<M: Memory> Buffer<M> {
         // sub-buffer is open, the record fits in it without filling it, and the CAS
         // succeeds. Nothing is closed or opened, so no lost count, close information or
         // header is involved. Everything else (a sub-buffer to open or close, an exact
-        // fit, a bad size, a lost CAS race) takes `reserve_slow`, the general loop, which
-        // starts over with a fresh load of `write` and a fresh clock read.
-        let g = &self.geo;
-        let p = g.pos;
-        let sbs = p.subbuf_size();
+        // fit, a bad size) takes `reserve_slow`, the general loop, handing it this load of
+        // `write`, clock read and load of `last_tsc` for its first iteration: a reservation
+        // makes the same atomic steps in the same order as with the loop alone, so the
+        // model checker explores no more interleavings. A lost CAS race restarts the loop
+        // (as the loop itself does).
+        let h = &self.hot;
         let write_w = self.hot_ctrl(CTRL_WRITE);
         let last_w = self.hot_ctrl(CTRL_LAST_TSC);
         // SAFETY: `hot_ctrl` offsets are aligned and in bounds (see `hot_ctrl`).
@@ -128,15 +164,23 @@ impl<M: Memory> Buffer<M> {
         compiler_fence(SeqCst);
         let ts = clock.now();
         compiler_fence(SeqCst);
+        let off = old & h.sb_mask;
+        if off == 0 {
+            // `write` at a sub-buffer start: the next reservation opens it (slow path, with
+            // this load and clock read: the same atomic steps as the general loop, so the
+            // model checker's state space does not grow).
+            return self.reserve_slow(layout, clock, size, Some((old, ts, 0)));
+        }
         // SAFETY: as above.
         let last = unsafe { self.mem.load_u64_unchecked(last_w, Acquire) };
-        let off = p.subbuf_offset(old);
         let extended = size.compact == size.extended || (ts.wrapping_sub(last) >> TIMESTAMP_BITS) != 0;
         let slot = u64::from(if extended { size.extended } else { size.compact });
-        let end = old.wrapping_add(slot);
-        if off != 0 && slot != 0 && off + slot < sbs && u64::from(size.compact) <= sbs - g.header_size {
+        if !(slot != 0 && off + slot < h.sbs && u64::from(size.compact) <= h.room) {
+            return self.reserve_slow(layout, clock, size, Some((old, ts, last)));
+        }
+        {
             // SAFETY: as above.
-            if unsafe { self.mem.cas_u64_unchecked(write_w, old, end, AcqRel, Relaxed) }.is_ok() {
+            if unsafe { self.mem.cas_u64_unchecked(write_w, old, old.wrapping_add(slot), AcqRel, Relaxed) }.is_ok() {
                 // SAFETY: as above.
                 unsafe { self.mem.store_u64_unchecked(last_w, ts, Release) };
                 let Some(phys) = self.writing_phys(old) else { return self.lost_slot() };
@@ -145,12 +189,13 @@ impl<M: Memory> Buffer<M> {
                     extended,
                     len: slot as u32,
                     pos: old,
-                    phys: phys as u32,
+                    off: h.data + (phys << h.sb_order) + off as usize,
                     owner: self.mem.id(),
                 });
             }
         }
-        self.reserve_slow(layout, clock, size)
+        // Lost the CAS race: start over (the general loop would `continue` here too).
+        self.reserve_slow(layout, clock, size, None)
     }
 
     /// Our slot cannot be located (corrupted id table, overwrite mode): it stays reserved
@@ -179,14 +224,18 @@ impl<M: Memory> Buffer<M> {
     #[inline(always)]
     fn hot_sb(&self, pos: u64, w: usize) -> usize {
         let g = &self.geo;
-        g.sb_ctrl + g.pos.subbuf_index(pos) * g.sb_stride + (w.min(SB_USED - 8) & !7)
+        let idx = (pos >> self.hot.sb_order) as usize & self.hot.idx_mask;
+        g.sb_ctrl + idx * g.sb_stride + (w.min(SB_USED - 8) & !7)
     }
 
-    /// The general reservation loop: every case of [`reserve`](Buffer::reserve).
+    /// The general reservation loop: every case of [`reserve`](Buffer::reserve). `first`
+    /// is the fast path's load of `write`, its clock read and (if `write` was not at a
+    /// sub-buffer start) its load of `last_tsc`, used by the first iteration.
     #[cold]
     #[inline(never)]
-    fn reserve_slow<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize)
+    fn reserve_slow<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, first: Option<(u64, u64, u64)>)
         -> Result<Reservation, Dropped> {
+        let mut first = first;
         let g = &self.geo;
         let p = g.pos;
         let sbs = p.subbuf_size();
@@ -198,14 +247,23 @@ impl<M: Memory> Buffer<M> {
         }
         let write_w = g.ctrl_word(CTRL_WRITE);
         loop {
-            let old = self.mem.load_u64(write_w, Acquire);
-            compiler_fence(SeqCst);
-            let ts = clock.now();
-            compiler_fence(SeqCst);
+            let (old, ts, first_last) = match first.take() {
+                Some((old, ts, last)) => (old, ts, Some(last)),
+                None => {
+                    let old = self.mem.load_u64(write_w, Acquire);
+                    compiler_fence(SeqCst);
+                    let ts = clock.now();
+                    compiler_fence(SeqCst);
+                    (old, ts, None)
+                }
+            };
             let off = p.subbuf_offset(old);
             let mut plan = None;
             if off != 0 {
-                let last = self.mem.load_u64(g.ctrl_word(CTRL_LAST_TSC), Acquire);
+                let last = match first_last {
+                    Some(last) => last,
+                    None => self.mem.load_u64(g.ctrl_word(CTRL_LAST_TSC), Acquire),
+                };
                 let extended = forced || (ts.wrapping_sub(last) >> TIMESTAMP_BITS) != 0;
                 let slot = u64::from(if extended { size.extended } else { size.compact });
                 if off + slot <= sbs {
@@ -278,7 +336,7 @@ impl<M: Memory> Buffer<M> {
                 extended: plan.extended,
                 len: plan.slot as u32,
                 pos: plan.begin,
-                phys: phys as u32,
+                off: g.data_at(phys, p.subbuf_offset(plan.begin)),
                 owner: self.mem.id(),
             });
         }
@@ -392,7 +450,7 @@ impl<M: Memory> Buffer<M> {
     #[inline]
     pub fn slot_offset(&self, r: &Reservation) -> usize {
         assert_eq!(r.owner, self.mem.id(), "reservation used on another buffer");
-        self.geo.data_at(r.phys as usize, self.geo.pos.subbuf_offset(r.pos))
+        r.off
     }
 
     /// Copies `src` into the slot at byte `offset` (the memory-generic way to write a
@@ -422,7 +480,9 @@ impl<M: Memory> Buffer<M> {
         let amount = u64::from(r.len);
         // SAFETY: `hot_sb` offsets are aligned and in bounds (see `hot_sb`).
         let prev = unsafe { self.mem.fetch_add_u64_unchecked(self.hot_sb(r.pos, SB_COMMIT), amount, AcqRel) };
-        if prev.wrapping_add(amount) == self.geo.pos.commit_complete(r.pos) {
+        // Complete when the counter reaches (lap + 1) * subbuf_size.
+        let complete = (r.pos >> self.hot.ring_order).wrapping_add(1) << self.hot.sb_order;
+        if prev.wrapping_add(amount) == complete {
             self.deliver(layout, r.pos);
         }
     }

@@ -188,8 +188,8 @@ pub struct Reservation {
     pub len: u32,
     /// Free-running position of byte 0 of the slot.
     pos: u64,
-    /// Physical sub-buffer holding the slot.
-    phys: u32,
+    /// Byte offset of the slot in the memory (computed once, at reserve).
+    off: usize,
     /// Address of the memory the slot belongs to (catches a reservation used on another
     /// buffer).
     owner: usize,
@@ -392,6 +392,7 @@ pub struct Buffer<M: Memory = MapMemory> {
     mem: M,
     geo: Geometry,
     cfg: BufferConfig,
+    hot: frontend::Hot,
 }
 
 impl Buffer<MapMemory> {
@@ -461,7 +462,8 @@ impl<M: Memory> Buffer<M> {
     }
 
     fn from_parts(mem: M, geo: Geometry, cfg: BufferConfig) -> Buffer<M> {
-        Buffer { mem, geo, cfg }
+        let hot = frontend::Hot::new(&geo);
+        Buffer { mem, geo, cfg, hot }
     }
 
     /// The configuration read from (or written to) the file header.

@@ -329,7 +329,8 @@ fn overwrite_uncommitted_slots_read_zero_and_block_their_sub_buffer() {
     let mut slot = vec![1u8; 1014];
     b.memory().read_bytes(off, &mut slot);
     assert!(slot.iter().all(|&x| x == 0), "a reserved, uncommitted slot reads zero");
-    assert_eq!(b.evidence_byte(r.phys as usize, HDR as u64), Some(0));
+    let phys = (off - b.geometry().data) / b.config().subbuf_size as usize;
+    assert_eq!(b.evidence_byte(phys, HDR as u64), Some(0));
     // Fill the rest of the ring; the sub-buffer holding `r` cannot be reused.
     for _ in 0..3 {
         write(&b, &c, 1014, 0x78).unwrap();

@@ -77,6 +77,10 @@ pub struct Registration {
     pub ncpus: u32,
     /// Every tracepoint of the process, in id order ([`event_id`]).
     pub events: Vec<EventDesc>,
+    /// Trace clock the process asks for (`UST_CLOCK`); a session's own choice wins.
+    /// Absent from older runtimes: `None`, the session's clock (monotonic by default).
+    #[serde(default)]
+    pub clock: Option<crate::clock::ClockKind>,
 }
 
 /// Messages from an application to the daemon.
@@ -119,6 +123,10 @@ pub struct ChannelGrant {
     /// this order (`ust add-context`; ABI minor 1, absent = none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub contexts: Vec<ContextType>,
+    /// The trace clock of this channel: `None` for `CLOCK_MONOTONIC`, else the TSC with
+    /// these conversion parameters (the daemon switches the buffers with the same clock).
+    #[serde(default)]
+    pub tsc: Option<crate::clock::TscParams>,
 }
 
 /// The filters of one event in one channel: the event is recorded into the channel in

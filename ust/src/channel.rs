@@ -10,12 +10,15 @@
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use ringbuffer::Buffer;
+use ust_core::clock::TraceClock;
 use ust_core::protocol::MAX_CHANNELS;
 
 /// One session channel as this process sees it: one mapped ring buffer per possible CPU.
 pub struct Channel {
     /// Per-CPU buffers, CPU 0 first (never empty).
     pub(crate) buffers: Box<[Buffer]>,
+    /// The clock of every record of this channel (the daemon's choice for the session).
+    pub(crate) clock: TraceClock,
     /// Session name, for messages.
     pub(crate) session: String,
     /// Channel name, for messages.
@@ -30,7 +33,13 @@ impl Channel {
     /// A channel over `buffers` (CPU 0 first) with context fields `contexts`.
     pub(crate) fn new(buffers: Box<[Buffer]>, session: String, name: String, contexts: Vec<ust_core::context::ContextType>) -> Channel {
         let ctx_len = ust_core::context::block_size(&contexts);
-        Channel { buffers, session, name, contexts: contexts.into_boxed_slice(), ctx_len }
+        Channel { buffers, clock: TraceClock::Monotonic, session, name, contexts: contexts.into_boxed_slice(), ctx_len }
+    }
+
+    /// The same channel recording with `clock`.
+    pub(crate) fn with_clock(mut self, clock: TraceClock) -> Channel {
+        self.clock = clock;
+        self
     }
 
     /// The buffer for `cpu`; a CPU number past the buffer count (more CPUs online than the

@@ -22,7 +22,6 @@
 use std::sync::atomic::{fence, Ordering};
 
 use ringbuffer::{Dropped, SlotSize};
-use ust_core::clock::Monotonic;
 use ust_core::event_header;
 use ust_core::packet::CtfPacketLayout;
 
@@ -142,7 +141,7 @@ fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, size: SlotSize, writ
         }
     };
     // A refused reservation is already counted in the buffer (lost_full / lost_big).
-    let Ok(mut r) = buf.reserve(&CtfPacketLayout, &Monotonic, size) else { return };
+    let Ok(mut r) = buf.reserve(&CtfPacketLayout, &ch.clock, size) else { return };
     let (timestamp, ext) = (r.timestamp, r.extended);
     let bytes = buf.slot(&mut r);
     let (byte0, header_len) = event_header::write(bytes, id, timestamp, ext);

@@ -204,14 +204,29 @@ pub mod __testing {
     /// Installs `buffers` (one per CPU; CPUs past the count wrap) as the channel in `slot`
     /// (0..64). Panics on an empty `buffers` or a slot out of range.
     pub fn install_channel(slot: u32, buffers: Vec<ringbuffer::Buffer>) {
+        install_channel_with_clock(slot, buffers, ust_core::clock::TraceClock::Monotonic)
+    }
+
+    /// [`install_channel`] with a trace clock (e.g. the TSC, calibrated by the caller).
+    pub fn install_channel_with_clock(slot: u32, buffers: Vec<ringbuffer::Buffer>, clock: ust_core::clock::TraceClock) {
         assert!(!buffers.is_empty() && slot < ust_core::protocol::MAX_CHANNELS);
-        install_channel_with_contexts(slot, buffers, Vec::new());
+        install_channel_with_contexts_and_clock(slot, buffers, Vec::new(), clock);
     }
 
     /// As [`install_channel`], with context fields written after every event header.
     pub fn install_channel_with_contexts(slot: u32, buffers: Vec<ringbuffer::Buffer>, contexts: Vec<ust_core::context::ContextType>) {
+        install_channel_with_contexts_and_clock(slot, buffers, contexts, ust_core::clock::TraceClock::Monotonic);
+    }
+
+    fn install_channel_with_contexts_and_clock(
+        slot: u32,
+        buffers: Vec<ringbuffer::Buffer>,
+        contexts: Vec<ust_core::context::ContextType>,
+        clock: ust_core::clock::TraceClock,
+    ) {
         assert!(!buffers.is_empty() && slot < ust_core::protocol::MAX_CHANNELS);
-        if let Some(old) = channel::install(slot, Channel::new(buffers.into_boxed_slice(), "local".into(), "local".into(), contexts)) {
+        let ch = Channel::new(buffers.into_boxed_slice(), "local".into(), "local".into(), contexts).with_clock(clock);
+        if let Some(old) = channel::install(slot, ch) {
             channel::retire(old);
         }
     }

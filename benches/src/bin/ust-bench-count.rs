@@ -6,7 +6,9 @@
 //! ```
 //!
 //! Instructions per event = the `Ir` callgrind reports / N (the drains between batches are
-//! outside `run_batch`, hence not counted). Kinds: `disabled`, `enabled` (`{u64, i32}`,
+//! outside `run_batch`, hence not counted). Run natively it prints the time per event, both
+//! wall-clock and on-CPU (`CLOCK_THREAD_CPUTIME_ID`: the time the thread actually ran,
+//! which a loaded machine inflates much less than wall time). Kinds: `disabled`, `enabled` (`{u64, i32}`,
 //! the clock of `UST_CLOCK`), `string32`, `seq32`, `tracef`, `ring` (reserve+commit of a
 //! 16-byte slot on the ring buffer alone).
 
@@ -25,7 +27,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let kind = args.next().unwrap_or_else(|| "enabled".into());
     let n: u64 = args.next().map_or(1_000_000, |s| s.parse().expect("N"));
-    let bufs = benches::install_local();
+    let clock = benches::clock_from_env();
+    let bufs = benches::install_local_with(clock);
     let (x, y) = (black_box(7u64), black_box(-1i32));
     let s32 = black_box("0123456789abcdef0123456789abcdef");
     let q32 = black_box([0xa5u8; 32]);
@@ -50,7 +53,6 @@ fn main() {
         "ring" => {
             let raw = &bufs[0];
             let size = ringbuffer::SlotSize { compact: 16, extended: 25 };
-            let clock = ust_core::clock::Monotonic;
             Box::new(move || {
                 if let Ok(mut r) = raw.reserve(&CtfPacketLayout, &clock, size) {
                     raw.slot(&mut r)[1] = 1;
@@ -62,18 +64,23 @@ fn main() {
     };
     let mut left = n;
     let mut spent = std::time::Duration::ZERO;
+    let mut cpu = std::time::Duration::ZERO;
     while left > 0 {
         let b = left.min(benches::BATCH);
         let t = std::time::Instant::now();
+        let c = benches::thread_cpu_time();
         run_batch(b, &mut f);
+        cpu += benches::thread_cpu_time() - c;
         spent += t.elapsed();
         benches::drain(&bufs);
         left -= b;
     }
     drop(f);
     println!(
-        "{kind}: {n} events, {:.1} ns/event, {} discarded",
+        "{kind} ({}): {n} events, {:.1} ns/event wall, {:.1} ns/event on CPU, {} discarded",
+        clock.kind().name(),
         spent.as_nanos() as f64 / n as f64,
+        cpu.as_nanos() as f64 / n as f64,
         benches::discarded(&bufs)
     );
 }

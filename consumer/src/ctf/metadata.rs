@@ -69,6 +69,9 @@ pub struct TraceMetadata<'a> {
     pub contexts: &'a [Vec<ust_core::context::ContextType>],
     /// Registered events of the process; index `i` has id `event_id(i)`.
     pub events: &'a [EventDesc],
+    /// The clock block's `description`: which counter the timestamps were read from
+    /// ([`ust_core::clock::TraceClock::description`]).
+    pub clock_description: &'a str,
 }
 
 /// The canonical text form of a UUID (8-4-4-4-12 lowercase hex).
@@ -116,12 +119,13 @@ pub fn render(m: &TraceMetadata<'_>) -> String {
         "clock {{\n\
          \tname = \"{CLOCK_NAME}\";\n\
          \tuuid = \"{}\";\n\
-         \tdescription = \"Monotonic Clock\";\n\
+         \tdescription = \"{}\";\n\
          \tfreq = 1000000000; /* Frequency, in Hz */\n\
          \t/* clock value offset from Epoch is: offset * (1/freq) */\n\
          \toffset = {};\n\
          }};\n\n",
         escape_tsdl(m.clock_uuid),
+        escape_tsdl(m.clock_description),
         m.clock_offset_ns
     );
     s.push_str(&ust_core::event_header::tsdl(CLOCK_NAME));
@@ -198,6 +202,7 @@ mod tests {
             channels: &channels,
             contexts: &[vec![], vec![ust_core::context::ContextType::Vtid]],
             events: &events,
+            clock_description: "Monotonic Clock",
         });
         assert!(text.starts_with("/* CTF 1.8 */"));
         assert!(text.contains("uuid = \"01010101-0101-0101-0101-010101010101\";"));

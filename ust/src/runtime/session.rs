@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ringbuffer::Buffer;
+use ust_core::clock::TraceClock;
 use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, EventFilter, ProtocolError, Registration, MAX_CHANNELS};
 
 use super::statedump::StateDump;
@@ -117,6 +118,7 @@ pub(crate) fn registration() -> Registration {
         },
         ncpus: cpu::possible(),
         events: site::all().map(|s| s.desc().clone()).collect(),
+        clock: ust_core::clock::ClockKind::from_env(),
     }
 }
 
@@ -278,9 +280,20 @@ fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) -> bool {
     }
     let (subbuf, num) = (buffers[0].config().subbuf_size, buffers[0].config().num_subbuf);
     let n = buffers.len();
+    let clock = match grant.tsc {
+        // The daemon measured the TSC; it is usable here too unless this process runs
+        // somewhere else (it cannot: the buffers are shared memory on one machine), but
+        // check rather than execute `rdtscp` on a CPU without it.
+        Some(p) if ust_core::clock::tsc::usable() => TraceClock::Tsc(p),
+        Some(_) => {
+            debug!("{what}: the daemon chose the TSC clock but this CPU has no usable TSC; CLOCK_MONOTONIC instead");
+            TraceClock::Monotonic
+        }
+        None => TraceClock::Monotonic,
+    };
     let old = channel::install(
         grant.slot,
-        Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts),
+        Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts).with_clock(clock),
     );
     if let Some(old) = old {
         debug!("slot {} reused: previous channel {}/{} retired", grant.slot, old.session, old.name);

@@ -1,0 +1,71 @@
+//! The load of the consumer-throughput bench: `THREADS` threads (each pinned to its own
+//! CPU when there are enough) emit `bench:load {u64, i32}` at `RATE` events per second in
+//! total for `SECONDS` seconds, then print what they emitted. Run under a session
+//! (`ust trace -- ust-bench-load RATE SECONDS THREADS`): the daemon must keep up.
+//!
+//! The rate is paced in steps of 1,000 events per thread: each thread emits a step at full
+//! speed, then waits until the schedule says the next step is due. A thread that cannot
+//! keep the rate says so (`behind=`).
+
+use std::time::{Duration, Instant};
+
+fn main() {
+    let mut a = std::env::args().skip(1);
+    let rate: f64 = a.next().map_or(10e6, |s| s.parse().expect("RATE"));
+    let seconds: f64 = a.next().map_or(10.0, |s| s.parse().expect("SECONDS"));
+    let threads: usize = a.next().map_or(2, |s| s.parse().expect("THREADS"));
+    let per_thread = rate / threads as f64;
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let start = Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            std::thread::spawn(move || {
+                if threads <= ncpu {
+                    pin(t);
+                }
+                let total = (per_thread * seconds) as u64;
+                let step = 1000u64;
+                let mut done = 0u64;
+                let mut behind = Duration::ZERO;
+                while done < total {
+                    let n = step.min(total - done);
+                    for i in 0..n {
+                        ust::tracepoint!(bench, load, id: u64 = done + i, val: i32 = t as i32);
+                    }
+                    done += n;
+                    let due = start + Duration::from_secs_f64(done as f64 / per_thread);
+                    let now = Instant::now();
+                    if due > now {
+                        std::thread::sleep(due - now);
+                    } else {
+                        behind = behind.max(now - due);
+                    }
+                }
+                (done, behind)
+            })
+        })
+        .collect();
+    let mut emitted = 0;
+    let mut behind = Duration::ZERO;
+    for h in handles {
+        let (n, b) = h.join().expect("thread");
+        emitted += n;
+        behind = behind.max(b);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "load emitted={emitted} seconds={secs:.2} rate={:.0} behind_ms={:.1}",
+        emitted as f64 / secs,
+        behind.as_secs_f64() * 1e3
+    );
+}
+
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; sched_setaffinity on
+    // the calling thread (pid 0) with its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}

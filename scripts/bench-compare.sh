@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Runs the project's benches and the reference measurements of ../shared/anchors/ in one
+# sitting, and prints every figure with its ratio to the reference as a markdown table
+# (paste it into BENCHMARKS.md). Medians; the machines are shared, so quote the ratios.
+#
+# Usage: scripts/bench-compare.sh [--quick]
+#   --quick            short criterion runs and 1 M/s x 1 s of consumer load (smoke test)
+#   ANCHOR_EVENTS=N    events per thread for the LTTng-UST anchor (default 2000000;
+#                      babeltrace2 reads 3N back, which is the slow part)
+#   ANCHORS=DIR        where the anchors are (default ../shared/anchors)
+#   SKIP_LTTNG=1       do not run the LTTng-UST anchor (needs root for apt and a sessiond)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0; [ "${1:-}" = --quick ] && quick=1
+anchors=${ANCHORS:-../shared/anchors}
+[ -d "$anchors" ] || anchors=/work/shared/anchors
+n=${ANCHOR_EVENTS:-2000000}
+target=${CARGO_TARGET_DIR:-target}
+log=$(mktemp -d); trap 'rm -rf "$log"' EXIT
+
+echo "## Run of $(date -u '+%Y-%m-%d %H:%M UTC')" >&2
+cargo build --release -q -p consumer -p benches --bins
+cargo bench -q -p benches --no-run 2>/dev/null
+
+# --- references -------------------------------------------------------------------------
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+bash "$anchors/floor/run.sh" | tee "$log/floor"
+if [ "${SKIP_LTTNG:-0}" != 1 ]; then
+  bash "$anchors/lttng-ust/run.sh" "$n" | tee "$log/lttng" || true
+fi
+CARGO_TARGET_DIR=/tmp/tracing-anchor cargo run -q --release --manifest-path "$anchors/tracing-rs/Cargo.toml" -- 2000000 \
+  | tee "$log/tracing"
+CARGO_TARGET_DIR=/tmp/tracing-anchor cargo run -q --release --manifest-path "$anchors/tracing-rs/Cargo.toml" -- 100000000 off \
+  | tee -a "$log/tracing"
+
+# --- the project --------------------------------------------------------------------------
+qenv=(); [ $quick = 1 ] && qenv=(UST_BENCH_QUICK=1)
+env "${qenv[@]}" cargo bench -q -p benches --bench emit --bench ringbuffer -- --noplot 2>/dev/null | tee "$log/crit"
+env "${qenv[@]}" cargo bench -q -p benches --bench consumer | tee "$log/consumer"
+# On-CPU time per event (CLOCK_THREAD_CPUTIME_ID), far less inflated by load than wall time.
+for k in enabled ring; do
+  "$target/release/ust-bench-count" "$k" 5000000
+  UST_CLOCK=tsc "$target/release/ust-bench-count" "$k" 5000000
+done | tee "$log/count"
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# --- the table ------------------------------------------------------------------------------
+python3 - "$log" "$load0" "$load1" <<'PY'
+import re, sys, os
+log, load0, load1 = sys.argv[1:4]
+def read(name):
+    p = os.path.join(log, name)
+    return open(p).read() if os.path.exists(p) else ""
+def num(pat, text):
+    m = re.search(pat, text)
+    return float(m.group(1)) if m else None
+units = {"ps": 1e-3, "ns": 1.0, "µs": 1e3, "us": 1e3, "ms": 1e6}
+crit = {}
+name = None
+for line in read("crit").splitlines():
+    m = re.match(r"^(\S.*?)\s+time:\s+\[\S+ \S+ (\S+) (\S+) ", line)
+    if m:
+        crit[m.group(1).strip()] = float(m.group(2)) * units[m.group(3)]
+        continue
+    m2 = re.match(r"^\s+time:\s+\[\S+ \S+ (\S+) (\S+) ", line)
+    if m2 and name:
+        crit[name] = float(m2.group(1)) * units[m2.group(2)]
+    elif line.strip() and not line.startswith(" ") and "time:" not in line:
+        name = line.strip()
+floor, lt, tr = read("floor"), read("lttng"), read("tracing")
+clock = num(r"clock_gettime_ns=([\d.]+)", floor)
+rdtsc = num(r"rdtsc_ns=([\d.]+)", floor)
+lt_off = num(r"lttng-ust disabled threads=1 events=\d+ ns_per_event_per_thread=([\d.]+)", lt)
+m = re.findall(r"^lttng-ust threads=(\d) events=\d+ ns_per_event_per_thread=([\d.]+)", lt, re.M)
+lt_by = {int(t): float(v) for t, v in m}
+lt1, lt2 = lt_by.get(1), lt_by.get(2)
+tr_on = num(r"non_blocking ns_per_event=([\d.]+)", tr)
+tr_off = num(r"disabled ns_per_event=([\d.]+)", tr)
+def f(x, d=1):
+    return "–" if x is None else f"{x:.{d}f}"
+def r(a, b):
+    return "–" if a is None or b in (None, 0) else f"{a / b:.2f}x"
+g = crit.get
+e1, e2 = g("enabled u64_i32 monotonic"), g("enabled u64_i32 monotonic 2 threads")
+t1, t2 = g("enabled u64_i32 tsc"), g("enabled u64_i32 tsc 2 threads")
+rows = [
+    ("disabled tracepoint", g("disabled"), "LTTng-UST disabled", lt_off, "<= 1 ns"),
+    ("enabled {u64,i32}, monotonic, 1 thread", e1, "LTTng-UST enabled, 1 thread", lt1, "<= 0.4x"),
+    ("  same, minus one clock_gettime", None if e1 is None or clock is None else e1 - clock, "floor: clock_gettime", clock, "<= 15 ns"),
+    ("enabled {u64,i32}, TSC, 1 thread", t1, "floor: rdtsc", rdtsc, "<= 25 ns"),
+    ("enabled, monotonic, 2 threads (per thread)", e2, "ust 1 thread", e1, "<= 1.25x"),
+    ("enabled, TSC, 2 threads (per thread)", t2, "ust TSC 1 thread", t1, "<= 1.25x"),
+    ("  (LTTng-UST 2 threads / 1 thread)", lt2, "LTTng-UST 1 thread", lt1, "ref 1.2x"),
+    ("32-byte string field", g("string32"), "LTTng-UST enabled {u64,i32}", lt1, "<= 60 ns"),
+    ("32-byte sequence field", g("seq32"), "LTTng-UST enabled {u64,i32}", lt1, ""),
+    ("tracef! two integers", g("tracef two ints"), "tracing fmt + non-blocking file", tr_on, "<= 250 ns"),
+    ("ring buffer reserve+commit, constant clock", g("ringbuffer reserve+commit constant clock"), "floor: CAS", num(r"cas_ns=([\d.]+)", floor), ""),
+    ("ring buffer reserve+commit, monotonic", g("ringbuffer reserve+commit monotonic"), "floor: clock_gettime", clock, ""),
+    ("ring buffer reserve+commit, TSC", g("ringbuffer reserve+commit tsc"), "floor: rdtsc", rdtsc, ""),
+    ("(tracing, no subscriber)", tr_off, "LTTng-UST disabled", lt_off, ""),
+]
+print(f"load average before/after: {load0} / {load1}; {os.cpu_count()} CPUs\n")
+print("| figure | ust (ns, median) | reference | ref (ns) | ratio | target |")
+print("|---|---|---|---|---|---|")
+for fig, v, ref, rv, tgt in rows:
+    print(f"| {fig} | {f(v, 2 if v is not None and v < 10 else 1)} | {ref} | {f(rv, 2 if rv is not None and rv < 10 else 1)} | {r(v, rv)} | {tgt} |")
+c = read("consumer").strip()
+if c:
+    print(f"\nconsumer: `{c}`")
+lc = re.search(r"events read back by babeltrace2: (\d+) of (\d+)", lt)
+if lc:
+    print(f"\nLTTng-UST: {lc.group(1)} of {lc.group(2)} events read back")
+cnt = read("count").strip()
+if cnt:
+    print("\non-CPU time per event (ust-bench-count):\n")
+    for line in cnt.splitlines():
+        print(f"    {line}")
+PY
