@@ -197,7 +197,7 @@ pub mod tsc {
             let invariant = power.edx & (1 << 8) != 0;
             let rdtscp = ext.edx & (1 << 27) != 0;
             let kernel = std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/available_clocksource")
-                .map_or(false, |s| s.split_whitespace().any(|c| c == "tsc"));
+                .is_ok_and(|s| s.split_whitespace().any(|c| c == "tsc"));
             invariant && rdtscp && kernel
         }
         #[cfg(not(target_arch = "x86_64"))]

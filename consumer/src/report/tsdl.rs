@@ -308,6 +308,7 @@ mod tests {
             channels: &channels,
             contexts: &[],
             events: &events,
+            clock_description: "Monotonic Clock",
         });
         let m = Metadata::parse(&text);
         assert_eq!(m.env.get("vpid").map(String::as_str), Some("42"));
