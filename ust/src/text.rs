@@ -20,17 +20,24 @@ pub const MSG_CAPACITY: usize = 4096;
 /// Appended to a message cut at [`MSG_CAPACITY`] bytes.
 pub const TRUNCATION_MARKER: &str = "...[truncated]";
 
+/// Uninitialized stack storage for one message (`StackMsg::new` borrows it).
+pub(crate) type MsgStorage = MaybeUninit<[u8; MSG_CAPACITY]>;
+
 /// A `fmt::Write` into an uninitialized stack array: no zeroing, no heap.
-pub(crate) struct StackMsg {
-    buf: MaybeUninit<[u8; MSG_CAPACITY]>,
+///
+/// The array is borrowed, not owned: owning it made `new` return a 4 KiB value that the
+/// compiler filled with a `memset` on every call (82 % of a `tracef!`, measured with
+/// callgrind); a borrowed local is left alone.
+pub(crate) struct StackMsg<'a> {
+    buf: &'a mut MsgStorage,
     len: usize,
     truncated: bool,
 }
 
-impl StackMsg {
+impl<'a> StackMsg<'a> {
     #[inline(always)]
-    pub(crate) fn new() -> StackMsg {
-        StackMsg { buf: MaybeUninit::uninit(), len: 0, truncated: false }
+    pub(crate) fn new(buf: &'a mut MsgStorage) -> StackMsg<'a> {
+        StackMsg { buf, len: 0, truncated: false }
     }
 
     fn push(&mut self, bytes: &[u8]) {
@@ -73,7 +80,7 @@ fn is_continuation(b: u8) -> bool {
     b & 0xC0 == 0x80
 }
 
-impl Write for StackMsg {
+impl Write for StackMsg<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let room = MSG_CAPACITY - self.len;
         if s.len() <= room {
@@ -96,7 +103,8 @@ impl Write for StackMsg {
 /// seen the event enabled.
 #[inline(never)]
 pub fn tracef(args: fmt::Arguments<'_>) {
-    let mut m = StackMsg::new();
+    let mut storage = MsgStorage::uninit();
+    let mut m = StackMsg::new(&mut storage);
     let msg = match args.as_str() {
         Some(s) => {
             let _ = m.write_str(s);
@@ -115,7 +123,8 @@ pub fn tracef(args: fmt::Arguments<'_>) {
 /// line, file and function (module path). Called by `tracelog!`.
 #[inline(never)]
 pub fn tracelog(level: Level, line: u32, file: &str, func: &str, args: fmt::Arguments<'_>) {
-    let mut m = StackMsg::new();
+    let mut storage = MsgStorage::uninit();
+    let mut m = StackMsg::new(&mut storage);
     let _ = m.write_fmt(args);
     let msg = Text(m.finish());
     let line = line as i32;
@@ -136,7 +145,8 @@ mod tests {
     use super::*;
 
     fn format(args: fmt::Arguments<'_>) -> Vec<u8> {
-        let mut m = StackMsg::new();
+        let mut storage = MsgStorage::uninit();
+    let mut m = StackMsg::new(&mut storage);
         let _ = m.write_fmt(args);
         m.finish().to_vec()
     }
@@ -181,7 +191,8 @@ mod tests {
         let long = "z".repeat(9000);
         let n = crate::test_alloc::allocations();
         let out_len = {
-            let mut m = StackMsg::new();
+            let mut storage = MsgStorage::uninit();
+    let mut m = StackMsg::new(&mut storage);
             let _ = m.write_fmt(format_args!("{} {} {long}", 1, 2.5));
             m.finish().len()
         };
