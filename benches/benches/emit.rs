@@ -1,7 +1,8 @@
 //! The emit path, into per-CPU buffers made here on memfds (no daemon; `benches::drain`
 //! plays the reader between batches, outside the timed part): a disabled tracepoint; an
 //! enabled `{u64, i32}` event with the monotonic and the TSC clock, from 1 thread and from
-//! 2 threads pinned to 2 CPUs (cost per event per thread); 32-byte string and sequence
+//! 2 threads pinned to 2 CPUs (cost per event per thread; the 1-thread benches run pinned
+//! to CPU 0); 32-byte string and sequence
 //! fields; `tracef!` with two integers. `scripts/bench-compare.sh` runs these beside
 //! `../shared/anchors/`. `UST_BENCH_QUICK=1` (CI) takes few, short samples.
 
@@ -17,6 +18,12 @@ fn ev(x: u64, y: i32) {
 }
 
 fn bench(c: &mut Criterion) {
+    // The 1-thread figures run pinned to CPU 0, as each thread of the 2-thread ones is
+    // pinned to its CPU: a migrating thread changes buffers (and cache) under load, which
+    // would make the ratio between the two measure the scheduler.
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        pin(0);
+    }
     let (x, y) = (black_box(7u64), black_box(-1i32));
     c.bench_function("disabled", |b| b.iter(|| ust::tracepoint!(bench, off, a: u64 = x, b: i32 = y)));
 
