@@ -502,7 +502,7 @@ impl Stream {
         if discarded <= last_discarded && seq == next_seq {
             return;
         }
-        let now = ringbuffer::Clock::now(&Monotonic).max(last_end);
+        let now = ringbuffer::Clock::now(&self.clock).max(last_end);
         let mut header = [0u8; HEADER_SIZE];
         ringbuffer::PacketLayout::write_end(
             &CtfPacketLayout,

@@ -62,7 +62,7 @@ fn scribbled_case(before: u64, scribbles: &[(u32, u64, bool)], after: u64) {
     let out = tempfile::tempdir().unwrap();
     let mut session = Session::new("fz".into(), out.path().to_path_buf(), None);
     session.channels.push(Channel::new("ch", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
-    let info = ProcessInfo { pid: 77, procname: "fz", ncpus: 1, registered: 0, events: &events };
+    let info = ProcessInfo { pid: 77, procname: "fz", ncpus: 1, registered: 0, events: &events, tsc: None };
     let (trace, fds) = create_process_trace(&session, &info, &mut 0).unwrap();
     let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
     let map = memmap2::MmapOptions::new().map_raw(&f).unwrap();

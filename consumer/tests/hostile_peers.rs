@@ -63,6 +63,7 @@ fn good_registration() -> Registration {
         session_token: None,
         ncpus: 1,
         events: Vec::new(),
+        clock: None,
     }
 }
 
@@ -241,6 +242,7 @@ fn decode_everything(bytes: &[u8]) {
                 channels: &["ch".to_string()],
                 contexts: &[],
                 events: &r.events,
+                clock_description: "Monotonic Clock",
             });
         }
     }
