@@ -55,6 +55,9 @@ static SOCKET_PATH: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::
 /// The `ust trace` session token found at start (fork children register with it without
 /// reading the environment, for the same reason).
 pub(crate) static SESSION_TOKEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+/// `UST_CLOCK`, read once at start for the same reason as [`SESSION_TOKEN`]: a fork child
+/// must not read the environment (another parent thread may have held its lock at fork).
+pub(crate) static CLOCK_REQUEST: std::sync::OnceLock<Option<ust_core::clock::ClockKind>> = std::sync::OnceLock::new();
 
 /// Logs when `UST_DEBUG` is set.
 macro_rules! debug {
@@ -160,6 +163,7 @@ pub fn start() {
         libc::atexit(at_exit);
     }
     SESSION_TOKEN.get_or_init(|| std::env::var(ust_core::protocol::ENV_SESSION_TOKEN).ok().filter(|t| !t.is_empty()));
+    CLOCK_REQUEST.get_or_init(ust_core::clock::ClockKind::from_env);
     let path = SOCKET_PATH.get_or_init(socket_path).clone();
     let Some(path) = path else { return };
     let present = path.exists();

@@ -118,7 +118,7 @@ pub(crate) fn registration() -> Registration {
         },
         ncpus: cpu::possible(),
         events: site::all().map(|s| s.desc().clone()).collect(),
-        clock: ust_core::clock::ClockKind::from_env(),
+        clock: super::CLOCK_REQUEST.get().copied().flatten(),
     }
 }
 
