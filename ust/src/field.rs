@@ -261,8 +261,8 @@ unsafe impl Field for &str {
     const TYPE: FieldType = FieldType::String;
     #[inline]
     fn encoded_len(&self) -> usize {
-        // `str::find` of an ASCII char is a memchr, not a byte loop (callgrind: 490 -> see
-        // BENCHMARKS.md for a 32-byte string event).
+        // `str::find` of an ASCII char is a memchr, not a byte loop (callgrind, a 32-byte
+        // string event: 490 -> 405 instructions).
         self.find('\0').unwrap_or(self.len()) + 1
     }
     #[inline]
