@@ -35,7 +35,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
-use ust_core::clock::Monotonic;
 use ringbuffer::PacketLayout;
 use ust_core::clock::TraceClock;
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
