@@ -508,7 +508,7 @@ pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<Eve
     let all = app.events.clone();
     for ss in st.sessions.values_mut() {
         let Some(t) = ss.traces.get_mut(&app_id) else { continue };
-        let info = ProcessInfo { pid, procname: &procname, ncpus, registered, events: &all };
+        let info = ProcessInfo { pid, procname: &procname, ncpus, registered, events: &all, tsc: t.tsc };
         if let Err(e) = crate::buffers::write_metadata(&ss.session, &info, &t.dir, t.uuid) {
             crate::log!("session {}: rewriting {}/metadata failed: {e}", ss.session.name, t.dir.display());
         }

@@ -1089,6 +1089,7 @@ pub fn write_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, di
         channels: &channels,
         contexts: &contexts,
         events: p.events,
+        clock_description: &p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc).description(),
     });
     crate::ctf::metadata::write_atomically(dir, &text)
 }
