@@ -209,7 +209,7 @@ fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
     session.channels.push(Channel::new("ch", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
     let mut traces = Vec::new();
     for pid in [77, 78] {
-        let info = ProcessInfo { pid, procname: "hd", ncpus: 1, registered: 0, events: &events };
+        let info = ProcessInfo { pid, procname: "hd", ncpus: 1, registered: 0, events: &events, tsc: None };
         let (trace, fds) = create_process_trace(&session, &info, &mut 0).unwrap();
         let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
         let map = memmap2::MmapOptions::new().map_raw(&f).unwrap();
