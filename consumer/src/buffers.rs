@@ -745,6 +745,11 @@ impl<'a> HeldCopy<'a> {
 ///
 /// `max_packets` keeps only the newest packets (`ust snapshot record --max-size`).
 ///
+/// In overwrite mode writers may lap the ring during the pass; a packet found gone sends
+/// the pass on to the oldest packet held at that moment (at most `num_subbuf` such
+/// chases), so a pass slower than the writers still keeps the newest packets instead of
+/// coming out empty.
+///
 /// Not concurrently with `get_subbuf`/`put_subbuf` on the same buffer: callers hold the
 /// stream's lock.
 ///
@@ -758,15 +763,42 @@ pub fn copy_held_packets(
     sink: &mut PacketSink<'_>,
 ) -> Result<(), String> {
     use ringbuffer::SnapshotRead;
-    let positions: Vec<u64> = buffer.snapshot_positions().collect();
-    let skip = max_packets.map_or(0, |m| positions.len().saturating_sub(m));
+    let sbs = buffer.config().subbuf_size;
+    let range = |b: &Buffer| {
+        let mut r = b.snapshot_positions();
+        let first = r.next();
+        (first, first.map_or(0, |f| f + (r.count() as u64 + 1) * sbs))
+    };
+    let (first, mut end) = range(buffer);
+    let Some(first) = first else { return Ok(()) };
+    let held = (end - first) / sbs;
+    let skip = max_packets.map_or(0, |m| held.saturating_sub(m as u64));
+    let mut next = first + skip * sbs;
+    // Writers in overwrite mode may lap the ring while the pass copies (a 64 KiB ring at
+    // 10 M events/s lasts ~100 µs): a position found gone sends the pass on to the oldest
+    // packet held now, at most one more ring's worth of chasing.
+    let mut chases = buffer.config().num_subbuf;
     let mut out = Vec::new();
     let min_record = crate::ctf::reader::min_record_size(st.events) as u64;
-    for &pos in &positions[skip..] {
+    let mut kept = 0u64;
+    while next < end && max_packets.is_none_or(|m| kept < m as u64) {
+        let pos = next;
+        next += sbs;
         let mut recovered = None;
         match buffer.snapshot_packet(pos, &mut out) {
             Ok(SnapshotRead::Copied(_)) => {}
-            Ok(SnapshotRead::Gone) => continue,
+            Ok(SnapshotRead::Gone) => {
+                if chases > 0 {
+                    chases -= 1;
+                    if let (Some(oldest), now_end) = range(buffer) {
+                        if oldest > next {
+                            next = oldest;
+                            end = end.max(now_end.min(oldest + max_packets.map_or(held, |m| m as u64) * sbs));
+                        }
+                    }
+                }
+                continue;
+            }
             Ok(SnapshotRead::Incomplete) if !writers_dead => {
                 st.report.incomplete += 1;
                 continue;
@@ -824,6 +856,7 @@ pub fn copy_held_packets(
         match PacketInfo::parse(&out, st.identity) {
             Ok(info) => {
                 sink(&info, &out)?;
+                kept += 1;
                 st.report.packets += 1;
                 st.report.bytes += out.len() as u64;
                 st.report.last_discarded = info.events_discarded;

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::TestDaemon;
+use common::{KillOnDrop, TestDaemon};
 
 /// `target/<profile>` of this test binary (`target/<profile>/deps/crash-*`).
 fn profile_dir() -> PathBuf {
@@ -174,7 +174,7 @@ fn wait_gone(d: &TestDaemon, session: &str, pid: u32) -> PathBuf {
 
 /// Starts `killme THREADS N` with the daemon's environment; returns once it printed
 /// `emitting` (and, with `wait_done`, `done`).
-fn start_killme(d: &TestDaemon, threads: u32, n: u64, wait_done: bool) -> Child {
+fn start_killme(d: &TestDaemon, threads: u32, n: u64, wait_done: bool) -> KillOnDrop {
     let mut child = Command::new(program("release", "killme"))
         .args([threads.to_string(), n.to_string()])
         .env("UST_RUNDIR", &d.rundir)
@@ -191,7 +191,7 @@ fn start_killme(d: &TestDaemon, threads: u32, n: u64, wait_done: bool) -> Child 
         out.read_line(&mut line).unwrap();
         assert_eq!(line.trim(), "done");
     }
-    child
+    KillOnDrop(child)
 }
 
 fn sigkill(child: &mut Child) {

@@ -319,3 +319,31 @@ pub fn output_within(mut cmd: Command, limit: Duration) -> Output {
 pub fn fields_map(fields: &str) -> std::collections::BTreeMap<&str, &str> {
     fields.split(", ").filter_map(|p| p.split_once(" = ")).collect()
 }
+
+/// A child process that is SIGKILLed and reaped when dropped, so a failing assertion
+/// does not leave it running (an orphan writer holding the test harness's pipes keeps
+/// `cargo test | ...` from ever ending).
+#[allow(dead_code)]
+pub struct KillOnDrop(pub std::process::Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
