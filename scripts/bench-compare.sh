@@ -88,6 +88,8 @@ rows = [
     ("enabled {u64,i32}, monotonic, 1 thread", e1, "LTTng-UST enabled, 1 thread", lt1, "<= 0.4x"),
     ("  same, minus one clock_gettime", None if e1 is None or clock is None else e1 - clock, "floor: clock_gettime", clock, "<= 15 ns"),
     ("enabled {u64,i32}, TSC, 1 thread", t1, "floor: rdtsc", rdtsc, "<= 25 ns"),
+    ("  TSC clock read alone (rdtscp, ordered, to ns)", g("clock read tsc"), "floor: rdtsc", rdtsc, ""),
+    ("  same, minus the TSC clock read", None if t1 is None or g("clock read tsc") is None else t1 - g("clock read tsc"), "floor: rdtsc", rdtsc, ""),
     ("enabled, monotonic, 2 threads (per thread)", e2, "ust 1 thread", e1, "<= 1.25x"),
     ("enabled, TSC, 2 threads (per thread)", t2, "ust TSC 1 thread", t1, "<= 1.25x"),
     ("  (LTTng-UST 2 threads / 1 thread)", lt2, "LTTng-UST 1 thread", lt1, "ref 1.2x"),
@@ -104,9 +106,9 @@ print("| figure | ust (ns, median) | reference | ref (ns) | ratio | target |")
 print("|---|---|---|---|---|---|")
 for fig, v, ref, rv, tgt in rows:
     print(f"| {fig} | {f(v, 2 if v is not None and v < 10 else 1)} | {ref} | {f(rv, 2 if rv is not None and rv < 10 else 1)} | {r(v, rv)} | {tgt} |")
-c = read("consumer").strip()
-if c:
-    print(f"\nconsumer: `{c}`")
+c = [l for l in read("consumer").splitlines() if l.startswith("consumer ")]
+for line in c:
+    print(f"\n`{line}`")
 lc = re.search(r"events read back by babeltrace2: (\d+) of (\d+)", lt)
 if lc:
     print(f"\nLTTng-UST: {lc.group(1)} of {lc.group(2)} events read back")

@@ -3,10 +3,15 @@
 //! from two threads at a fixed total rate (default 10 M/s for 10 s, the DESIGN.md target;
 //! `UST_BENCH_RATE`, `UST_BENCH_SECONDS` override; `UST_BENCH_QUICK=1` or `--quick`: 1 M/s
 //! for 1 s). Prints events emitted, recorded and discarded, and the daemon's CPU use and
-//! anonymous memory. Not a criterion bench: the figure is a rate and a loss count, not a
-//! time per iteration. Needs `cargo build --release -p consumer` (skipped otherwise).
+//! anonymous memory. Then the memory figure: `UST_BENCH_PROCS` (default 10) processes of
+//! `ust-bench-load` traced at once (1 M events/s each, same duration), with the daemon's
+//! `RssAnon` sampled every 20 ms (its peak is printed: the shared buffers it maps are file
+//! pages, not anonymous memory, so they do not count, as the DESIGN.md target says).
+//! Not a criterion bench: the figures are a rate, a loss count and a size, not a time per
+//! iteration. Needs `cargo build --release -p consumer` (skipped otherwise).
 
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 fn env_f64(name: &str) -> Option<f64> {
     std::env::var(name).ok().and_then(|s| s.parse().ok())
@@ -58,5 +63,47 @@ fn main() {
     );
     if recorded + discarded != emitted {
         eprintln!("warning: recorded + discarded != emitted ({recorded} + {discarded} != {emitted})\n{stderr}");
+    }
+    many_processes(&d, seconds);
+}
+
+/// `UST_BENCH_PROCS` processes traced at once by one `ust trace` (a shell starts them);
+/// prints how many were traced, their events, and the daemon's peak `RssAnon`.
+fn many_processes(d: &benches::BenchDaemon, seconds: f64) {
+    let procs: u32 = std::env::var("UST_BENCH_PROCS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let load = env!("CARGO_BIN_EXE_ust-bench-load");
+    let script = format!("for i in $(seq {procs}); do \"$0\" 1000000 {seconds} 1 >/dev/null & done; wait");
+    let peak = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let o = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                peak.fetch_max(d.rss_anon_kib(), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let o = d
+            .cmd(&benches::bin_dir().join("ust"))
+            .arg("trace")
+            .arg("--output")
+            .arg(d.tmp.path().join("many"))
+            .args(["--event", "bench:*", "--", "sh", "-c", &script, load])
+            .output()
+            .expect("run ust trace");
+        done.store(true, Ordering::Relaxed);
+        o
+    });
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let summary = stderr.lines().find(|l| l.contains("recorded,")).unwrap_or("");
+    let nums: Vec<u64> = summary.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
+    println!(
+        "consumer processes={procs} traced={} recorded={} discarded={} daemon_peak_rss_anon_kib={}",
+        nums.first().copied().unwrap_or(0),
+        nums.get(1).copied().unwrap_or(0),
+        nums.get(2).copied().unwrap_or(0),
+        peak.load(Ordering::Relaxed)
+    );
+    if !o.status.success() || nums.first().copied() != Some(u64::from(procs)) {
+        eprintln!("warning: expected {procs} traced processes: {}\n{stderr}", o.status);
     }
 }

@@ -1,7 +1,8 @@
 //! The ring buffer alone: reserve + commit of a 16-byte record (the size of a
 //! `{u64, i32}` event with its compact header) on one 4 x 1 MiB buffer, with a constant
 //! clock (the algorithm's own cost), the monotonic clock and the TSC clock. The difference
-//! between these and the `emit` benches is what the emit path adds.
+//! between these and the `emit` benches is what the emit path adds. Also the trace clock's
+//! read alone, for each clock.
 
 use std::time::Duration;
 
@@ -41,6 +42,9 @@ fn bench(c: &mut Criterion) {
         c.bench_function(&format!("ringbuffer reserve+commit {}", kind.name()), |b| {
             b.iter_custom(|iters| benches::timed_batches(iters, &readers, || one(&w, &clock)))
         });
+        // The trace clock's read alone (for the TSC clock: the ordered `rdtscp` and the
+        // conversion to ns), to set beside the anchors' unordered `rdtsc` floor.
+        c.bench_function(&format!("clock read {}", kind.name()), |b| b.iter(|| clock.now()));
     }
 }
 

@@ -250,6 +250,7 @@ impl State {
         }
         crate::log!("session {name}: tracing process {} ({}) into {}", app.pid, app.procname, trace.dir.display());
         self.sessions.get_mut(name).expect("checked above").traces.insert(app_id, trace);
+        crate::drain::wake();
     }
 
     /// The enable masks of process `app_id`: bit `s` of `masks[i]` set when the channel in
