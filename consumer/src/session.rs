@@ -23,7 +23,9 @@ use ust_core::{EventDesc, Level};
 /// * **Drain latency.** The read period (20 ms), plus the daemon's wake-up delay on a
 ///   machine whose cores the writers keep busy (CFS lets a woken thread run within its
 ///   scheduling latency, 6–24 ms), plus the pass itself (copy out, one `write` and one
-///   zeroing per 512 KiB packet: about 1 ms for 3 MB): about 45 ms at worst.
+///   zeroing per 512 KiB packet: about 1 ms for 3 MB): about 45 ms at worst. (On a VM
+///   whose new page-cache pages fault on the host, a packet's `write` can take 3 ms: the
+///   drain then writes ~170 MB/s, just above this rate; BENCHMARKS.md "Sustained drain".)
 /// * **Ring size.** 160 MB/s × 45 ms = 7.2 MB ≤ 16 × 512 KiB = 8 MiB; at 80 MB/s the ring
 ///   holds 105 ms, two periods of slack. 8 sub-buffers (4 MiB) hold only 26 ms at
 ///   160 MB/s, which is why they lost events in the measurements of the end-to-end issue.
