@@ -18,7 +18,9 @@ const SLOTS: usize = 4096;
 
 #[allow(clippy::declare_interior_mutable_const)]
 const FREE: AtomicUsize = AtomicUsize::new(0);
-/// Registered ranges: start address (0 = free slot) and length in bytes.
+/// A slot being registered: its length is not written yet (no mapping starts at 1).
+const CLAIMED: usize = 1;
+/// Registered ranges: start address (0 = free slot, [`CLAIMED`]) and length in bytes.
 static STARTS: [AtomicUsize; SLOTS] = [FREE; SLOTS];
 static LENS: [AtomicUsize; SLOTS] = [FREE; SLOTS];
 static FAULTS: AtomicU64 = AtomicU64::new(0);
@@ -44,14 +46,17 @@ pub fn faults() -> u64 {
 /// `None` when every slot is taken (the mapping is then only protected by the size checks).
 pub fn register(start: *const u8, len: usize) -> Option<Guard> {
     INSTALL.call_once(install);
+    if (start as usize) < 2 {
+        return None;
+    }
     for (i, s) in STARTS.iter().enumerate() {
-        // Length first, then the start with Release: the handler reads the start with
-        // Acquire and only then the length.
-        if s.load(Ordering::Relaxed) == 0 {
+        // Claim the slot first (CLAIMED matches no address), then the length, then the
+        // start with Release: the handler reads the start with Acquire and only then the
+        // length, and a concurrent registration cannot overwrite a claimed slot's length.
+        if s.load(Ordering::Relaxed) == 0 && s.compare_exchange(0, CLAIMED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
             LENS[i].store(len, Ordering::Relaxed);
-            if s.compare_exchange(0, start as usize, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                return Some(Guard(i));
-            }
+            s.store(start as usize, Ordering::Release);
+            return Some(Guard(i));
         }
     }
     None
@@ -74,7 +79,7 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
     let addr = unsafe { (*info).si_addr() } as usize;
     for (i, s) in STARTS.iter().enumerate() {
         let start = s.load(Ordering::Acquire);
-        if start != 0 && addr >= start && addr - start < LENS[i].load(Ordering::Relaxed) {
+        if start > CLAIMED && addr >= start && addr - start < LENS[i].load(Ordering::Relaxed) {
             let page = addr & !4095;
             // SAFETY: the page lies inside a live mapping this process registered; it is
             // replaced in place by private zeroed memory (never unmapped), which the
@@ -122,5 +127,28 @@ mod tests {
         assert_eq!(v, 0);
         assert_eq!(faults(), before + 1);
         drop(guard);
+    }
+
+    #[test]
+    fn concurrent_registrations_keep_their_own_lengths() {
+        // Each thread registers ranges of its own length; a slot's length must be the one
+        // registered with its start (a registration used to store the length before
+        // claiming the slot, so a losing racer could overwrite the winner's).
+        let threads: Vec<_> = (1..=4usize)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for k in 0..200usize {
+                        let start = (t << 40) + (k << 20);
+                        let g = register(start as *const u8, t * 4096).unwrap();
+                        assert_eq!(STARTS[g.0].load(Ordering::Acquire), start);
+                        assert_eq!(LENS[g.0].load(Ordering::Relaxed), t * 4096);
+                        drop(g);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
     }
 }
