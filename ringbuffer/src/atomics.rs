@@ -54,10 +54,25 @@ pub trait Memory: Send + Sync {
     fn read_bytes(&self, off: usize, dst: &mut [u8]);
     /// Plain zeroing of `off..off + len`.
     fn zero(&self, off: usize, len: usize);
-    /// Runs `f` on `off..off + len` as a mutable slice (the packet header, handed to the
-    /// [`PacketLayout`](crate::PacketLayout) client). The algorithm only calls this on a
-    /// range it owns exclusively at that moment (the opener's or deliverer's packet header).
-    fn with_bytes_mut<R>(&self, off: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R;
+    /// Runs `f` on a private copy of `off..off + len` (at most
+    /// [`MAX_HEADER_SIZE`](crate::layout::MAX_HEADER_SIZE) bytes: the packet header, handed
+    /// to the [`PacketLayout`](crate::PacketLayout) client), then copies it back. The
+    /// algorithm only calls this on a range it owns (the opener's or deliverer's packet
+    /// header), but the memory is shared with other processes, which may scribble on it:
+    /// no `&mut` to shared memory is ever formed, so whatever they do can only change the
+    /// bytes, never the daemon's soundness. On the stack: no allocation (the writer may be
+    /// in a signal handler).
+    ///
+    /// # Panics
+    /// If `len` is over `MAX_HEADER_SIZE` (the geometry refuses such headers).
+    fn with_bytes_mut<R>(&self, off: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let mut tmp = [0u8; crate::layout::MAX_HEADER_SIZE];
+        let tmp = &mut tmp[..len];
+        self.read_bytes(off, tmp);
+        let r = f(tmp);
+        self.write_bytes(off, tmp);
+        r
+    }
 
     // The writer's fast path (reserve, commit) uses the unchecked forms below on offsets
     // the validated local geometry proves in bounds, so the mapping does not re-check
@@ -237,11 +252,6 @@ impl Memory for MapMemory {
         // SAFETY: in bounds (checked); the range is owned by the caller (reader's
         // sub-buffer before release).
         unsafe { core::ptr::write_bytes(self.ptr.add(off), 0, len) }
-    }
-    fn with_bytes_mut<R>(&self, off: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        // SAFETY: the algorithm calls this only on a range it owns exclusively during `f`
-        // (trait contract); the slice does not escape `f`.
-        f(unsafe { self.slice_mut(off, len) })
     }
     #[inline(always)]
     unsafe fn load_u64_unchecked(&self, off: usize, order: Ordering) -> u64 {

@@ -59,6 +59,9 @@ pub const ENDIAN_BIG: u8 = 2;
 /// Smallest sub-buffer size accepted, in bytes.
 #[cfg(not(loom))]
 pub const MIN_SUBBUF_SIZE: u64 = 4096;
+/// Largest packet header + context a buffer may reserve, in bytes (the CTF layout uses 84):
+/// the header is written through a stack copy ([`Memory::with_bytes_mut`](crate::Memory::with_bytes_mut)).
+pub const MAX_HEADER_SIZE: usize = 1024;
 /// Smallest sub-buffer size accepted, in bytes (tiny under the model checker).
 #[cfg(loom)]
 pub const MIN_SUBBUF_SIZE: u64 = 16;
@@ -308,8 +311,8 @@ fn check_sizes(subbuf_size: u64, num_subbuf: u32, header_size: u32) -> Result<Po
     if !num_subbuf.is_power_of_two() || !(2..=MAX_NUM_SUBBUF).contains(&num_subbuf) {
         return Err(LayoutError::Geometry("num_subbuf must be a power of two in 2..=65536"));
     }
-    if u64::from(header_size) > subbuf_size / 2 {
-        return Err(LayoutError::Geometry("header_size must be at most half a sub-buffer"));
+    if u64::from(header_size) > subbuf_size / 2 || header_size as usize > MAX_HEADER_SIZE {
+        return Err(LayoutError::Geometry("header_size must be at most half a sub-buffer and at most 1 KiB"));
     }
     Positions::new(subbuf_size, num_subbuf).ok_or(LayoutError::Geometry("ring too large"))
 }

@@ -137,11 +137,4 @@ impl Memory for HeapMemory {
             }
         });
     }
-    fn with_bytes_mut<R>(&self, off: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        let mut tmp = vec![0u8; len];
-        self.read_bytes(off, &mut tmp);
-        let r = f(&mut tmp);
-        self.write_bytes(off, &tmp);
-        r
-    }
 }
