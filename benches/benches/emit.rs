@@ -3,7 +3,8 @@
 //! enabled `{u64, i32}` event with the monotonic and the TSC clock, from 1 thread and from
 //! 2 threads pinned to 2 CPUs (cost per event per thread; the 1-thread benches run pinned
 //! to CPU 0); 32-byte string and sequence
-//! fields; `tracef!` with two integers. `scripts/bench-compare.sh` runs these beside
+//! fields; `tracef!` with two integers; the `{u64, i32}` event behind a filter that matches
+//! and one that rejects. `scripts/bench-compare.sh` runs these beside
 //! `../shared/anchors/`. `UST_BENCH_QUICK=1` (CI) takes few, short samples.
 
 use std::hint::black_box;
@@ -63,6 +64,16 @@ fn bench(c: &mut Criterion) {
                     benches::timed_batches(iters, &bufs, || ust::tracef!("cache size {} after {}", x, y))
                 })
             });
+            // The `{u64, i32}` event with a filter on its channel: one that matches
+            // (`a == 7`), one that does not (`a > 7`: no reservation).
+            use ust_core::filter::{CmpOp, Expr, Operand};
+            let site = benches::site("bench", "ev");
+            for (name, op) in [("enabled u64_i32 filter matches", CmpOp::Eq), ("enabled u64_i32 filter rejects", CmpOp::Gt)] {
+                let filter = vec![Expr::Cmp(op, Operand::Field(0), Operand::Int(7))];
+                ust::__testing::set_filters(site, vec![(benches::SLOT, filter)]).expect("filter");
+                c.bench_function(name, |b| b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || ev(x, y))));
+            }
+            ust::__testing::set_filters(site, vec![]).expect("no filter");
         }
         let lost = benches::discarded(&bufs);
         if lost > 0 {
@@ -119,14 +130,5 @@ fn pin(cpu: usize) {
     }
 }
 
-fn config() -> Criterion {
-    let c = Criterion::default().configure_from_args();
-    if benches::quick() {
-        c.sample_size(10).warm_up_time(Duration::from_millis(100)).measurement_time(Duration::from_millis(300))
-    } else {
-        c
-    }
-}
-
-criterion_group!(name = benches; config = config(); targets = bench);
+criterion_group!(name = benches; config = benches::criterion_config(); targets = bench);
 criterion_main!(benches);

@@ -4,8 +4,6 @@
 //! between these and the `emit` benches is what the emit path adds. Also the trace clock's
 //! read alone, for each clock.
 
-use std::time::Duration;
-
 use criterion::{criterion_group, criterion_main, Criterion};
 use ringbuffer::{Buffer, Clock, SlotSize};
 use ust_core::clock::{ClockKind, TraceClock};
@@ -48,14 +46,5 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-fn config() -> Criterion {
-    let c = Criterion::default().configure_from_args();
-    if benches::quick() {
-        c.sample_size(10).warm_up_time(Duration::from_millis(100)).measurement_time(Duration::from_millis(300))
-    } else {
-        c
-    }
-}
-
-criterion_group!(name = benches; config = config(); targets = bench);
+criterion_group!(name = benches; config = benches::criterion_config(); targets = bench);
 criterion_main!(benches);

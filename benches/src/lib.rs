@@ -107,6 +107,18 @@ pub fn enable(site: &ust::Site) {
     ust::__testing::set_mask(site, 1 << SLOT);
 }
 
+/// The criterion configuration of every bench here: command-line options, and with
+/// [`quick`] 10 samples of 300 ms after 100 ms of warm-up (CI's short mode: the benches
+/// run so they cannot rot; no time is asserted).
+pub fn criterion_config() -> criterion::Criterion {
+    let c = criterion::Criterion::default().configure_from_args();
+    if quick() {
+        c.sample_size(10).warm_up_time(Duration::from_millis(100)).measurement_time(Duration::from_millis(300))
+    } else {
+        c
+    }
+}
+
 /// Runs `f` `iters` times in batches of [`BATCH`], draining `bufs` between batches
 /// (outside the timed part). Returns the time spent in `f`.
 pub fn timed_batches(iters: u64, bufs: &[Buffer], mut f: impl FnMut()) -> Duration {

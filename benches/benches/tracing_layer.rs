@@ -1,0 +1,48 @@
+//! `tracing` events recorded by `ust::tracing::layer()` beside the same events formatted by
+//! `tracing_subscriber::fmt` into `io::sink()` (no I/O cost: the fmt figure is formatting
+//! alone), and the cost of a callsite ust does not enable. Buffers are made here on memfds
+//! (no daemon) and drained between batches ([`benches::timed_batches`]), as in `emit`.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use tracing_subscriber::layer::SubscriberExt;
+
+fn bench(c: &mut Criterion) {
+    let x = black_box(7u64);
+    let y = black_box(-1i32);
+    let fields = || tracing::info!(a = x, b = y);
+    let message = || tracing::info!("cache size {} after {:?}", x, y);
+    let bufs = benches::install_local();
+
+    let ust = tracing_subscriber::registry().with(ust::tracing::layer());
+    tracing::subscriber::with_default(ust, || {
+        fields();
+        message();
+        c.bench_function("tracing+ust layer: disabled callsite", |b| b.iter(fields));
+        for s in ust::sites().filter(|s| s.desc().provider == "tracing_layer") {
+            benches::enable(s);
+        }
+        tracing::callsite::rebuild_interest_cache();
+        c.bench_function("tracing+ust layer: info!(a = u64, b = i32)", |b| {
+            b.iter_custom(|iters| benches::timed_batches(iters, &bufs, fields))
+        });
+        c.bench_function("tracing+ust layer: info!(\"{} {:?}\", u64, i32)", |b| {
+            b.iter_custom(|iters| benches::timed_batches(iters, &bufs, message))
+        });
+    });
+
+    let fmt = tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().with_writer(std::io::sink).with_ansi(false));
+    tracing::subscriber::with_default(fmt, || {
+        c.bench_function("tracing+fmt layer (sink): info!(a = u64, b = i32)", |b| b.iter(fields));
+        c.bench_function("tracing+fmt layer (sink): info!(\"{} {:?}\", u64, i32)", |b| b.iter(message));
+    });
+    let lost = benches::discarded(&bufs);
+    if lost > 0 {
+        eprintln!("{lost} events discarded during the benchmark (buffers too small for a batch?)");
+    }
+    ust::__testing::remove_channel(benches::SLOT);
+}
+
+criterion_group!(name = benches; config = benches::criterion_config(); targets = bench);
+criterion_main!(benches);
