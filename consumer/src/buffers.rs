@@ -301,6 +301,14 @@ impl Stream {
             let sb = match buffer.get_subbuf() {
                 Ok(Some(sb)) => sb,
                 Ok(None) => break,
+                // One packet's control words are scribbled: drop that packet, go on.
+                Err(e @ (ringbuffer::ReadError::ContentSize { .. } | ringbuffer::ReadError::PacketSeq { .. }))
+                    if buffer.skip_subbuf().is_ok() =>
+                {
+                    crate::log!("{}/{} cpu {}: bad packet skipped: {e}", self.session, self.channel, self.cpu);
+                    self.stats.bad_packets += 1;
+                    continue;
+                }
                 Err(e) => {
                     crate::log!(
                         "{}/{} cpu {}: buffer corrupted ({e}); this stream is no longer read, other streams go on",

@@ -264,3 +264,52 @@ fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
     assert_eq!(evs.len(), good_emitted, "every event of the other process");
     assert!(evs.iter().all(|e| e.name == "fz:ev" && e.fields.contains("v = 0")), "{:?}", &evs[..3]);
 }
+
+/// The ring buffer's control words of one packet are app-writable too: a packet whose
+/// sequence-number word or content-size word the app scribbled is refused by the reader;
+/// the daemon drops that packet only (`skip_subbuf`) and goes on reading the stream (it
+/// used to stop reading it at the first such packet).
+#[test]
+fn scribbled_packet_control_words_cost_that_packet_only() {
+    use ringbuffer::layout::{SB_CLOSED_END, SB_SEQ};
+    use ringbuffer::Memory;
+    let events = vec![event()];
+    let out = tempfile::tempdir().unwrap();
+    let mut session = Session::new("cw".into(), out.path().to_path_buf(), None);
+    session.channels.push(Channel::new("ch", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
+    let info = ProcessInfo { pid: 79, procname: "cw", ncpus: 1, registered: 0, events: &events, tsc: None };
+    let (trace, fds) = create_process_trace(&session, &info, &mut 0).unwrap();
+    std::fs::write(trace.dir.join("metadata"), &trace.metadata).unwrap();
+    let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
+    let buf = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap();
+    let g = *buf.geometry();
+    let stream = trace.streams[0].clone();
+    // Packets 0..=2 delivered; packet 0's sequence word and packet 1's content end
+    // scribbled; packet 2 intact.
+    write_until_closed(&buf, 2);
+    buf.memory().store_u64(g.sb_word(0, SB_SEQ), 12345, std::sync::atomic::Ordering::Relaxed);
+    buf.memory().store_u64(g.sb_word(1, SB_CLOSED_END), u64::MAX, std::sync::atomic::Ordering::Relaxed);
+    stream.lock().unwrap().drain();
+    // The stream is still read: packets written after the scribbles reach the file.
+    let later = write_until_closed(&buf, 4);
+    {
+        let mut s = stream.lock().unwrap();
+        s.drain();
+        s.flush();
+        s.drain();
+        s.finish();
+    }
+    let st = stream.lock().unwrap().stats;
+    assert_eq!(st.bad_packets, 2, "{st:?}");
+    let file = std::fs::read(trace.dir.join("ch_0")).unwrap();
+    let identity = stream.lock().unwrap().identity;
+    let seqs: Vec<u64> = consumer::ctf::reader::packets(&file)
+        .map(|p| ust_core::packet::PacketInfo::parse(p.unwrap(), &identity).unwrap().packet_seq_num)
+        .collect();
+    assert_eq!(&seqs[..3], &[2, 3, 4], "{seqs:?}");
+    // babeltrace2 reads the kept packets event by event: every value written after the
+    // scribbles is there.
+    let (text, _) = common::babeltrace_allowing_warnings(&trace.dir);
+    let n = text.lines().filter(|l| l.contains("v = ")).count();
+    assert!(n >= later, "{n} events read back, {later} written after the scribbles");
+}

@@ -310,6 +310,43 @@ impl<M: Memory> Buffer<M> {
             .map_err(|consumed| ReadError::Stale { consumed })
     }
 
+    /// Drops the delivered packet at `consumed` without reading it, after [`get_subbuf`]
+    /// refused it for corrupted control words ([`ReadError::ContentSize`] or
+    /// [`ReadError::PacketSeq`]): the sub-buffer is zeroed and released as
+    /// [`put_subbuf`](Buffer::put_subbuf) would, so one scribbled packet costs that packet,
+    /// not the rest of the stream. In overwrite mode `get_subbuf` already dropped the
+    /// packet (it became the reader's spare): nothing to do.
+    ///
+    /// Errors: [`ReadError::Position`] if `write`/`consumed` are corrupted (the stream
+    /// cannot go on); [`ReadError::Stale`] if the packet at `consumed` is not delivered
+    /// (nothing to skip) or `consumed` moved meanwhile.
+    ///
+    /// [`get_subbuf`]: Buffer::get_subbuf
+    pub fn skip_subbuf(&self) -> Result<(), ReadError> {
+        if self.cfg.mode == Mode::Overwrite {
+            return Ok(());
+        }
+        let g = &self.geo;
+        let p = g.pos;
+        let sbs = p.subbuf_size();
+        let consumed = self.mem.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire);
+        let write = self.mem.load_u64(g.ctrl_word(CTRL_WRITE), Acquire);
+        let ahead = write.wrapping_sub(consumed);
+        if p.subbuf_offset(consumed) != 0 || ahead > p.buf_size() {
+            return Err(ReadError::Position { consumed, write });
+        }
+        let index = p.subbuf_index(consumed);
+        if ahead < sbs || self.mem.load_u64(g.sb_word(index, SB_DELIVERED), Acquire) != p.commit_complete(consumed) {
+            return Err(ReadError::Stale { consumed });
+        }
+        let phys = self.checked_phys(index)?;
+        self.mem.zero(g.data_at(phys, 0), sbs as usize);
+        self.mem
+            .cas_u64(g.ctrl_word(CTRL_CONSUMED), consumed, consumed.wrapping_add(sbs), Release, Relaxed)
+            .map(drop)
+            .map_err(|consumed| ReadError::Stale { consumed })
+    }
+
     /// The control words of ring index `index` (`< num_subbuf`), for crash recovery.
     ///
     /// Errors: [`ReadError::Index`] if `index` is out of range.

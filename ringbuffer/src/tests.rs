@@ -538,3 +538,33 @@ fn recovery_of_an_open_packet_and_refused_records() {
     assert_eq!((rec.records, rec.lost_bytes), (2, 0));
     assert_eq!(b.recover_packet(&TestLayout, 4096, &mut out, run_len).unwrap(), None, "never opened");
 }
+
+#[test]
+fn a_packet_with_scribbled_control_words_is_skipped_and_the_stream_goes_on() {
+    use crate::layout::{SB_CLOSED_END, SB_SEQ};
+    let b = buffer(4);
+    let c = StepClock(Cell::new(0), 10);
+    // Three full packets (4 records of 1014 bytes fill one exactly).
+    for i in 0..12 {
+        write(&b, &c, 1014, i + 1).unwrap();
+    }
+    let g = *b.geometry();
+    // Packet 0: content size past the sub-buffer; packet 1: a foreign sequence number.
+    b.memory().store_u64(g.sb_word(0, SB_CLOSED_END), u64::MAX, core::sync::atomic::Ordering::Relaxed);
+    b.memory().store_u64(g.sb_word(1, SB_SEQ), 99, core::sync::atomic::Ordering::Relaxed);
+    assert!(matches!(b.get_subbuf(), Err(ReadError::ContentSize { .. })));
+    b.skip_subbuf().unwrap();
+    assert!(matches!(b.get_subbuf(), Err(ReadError::PacketSeq { expected: 1, found: 99 })));
+    b.skip_subbuf().unwrap();
+    let p = drain(&b);
+    assert_eq!(p.len(), 1, "packet 2 is read");
+    assert_eq!(u64_at(&p[0], 8), 2);
+    assert_eq!(p[0][HDR], 9);
+    // Nothing delivered at `consumed` now: nothing to skip.
+    assert!(matches!(b.skip_subbuf(), Err(ReadError::Stale { .. })));
+    // The skipped sub-buffers were released: the ring takes a full lap again.
+    for i in 0..16 {
+        write(&b, &c, 1014, i + 1).unwrap();
+    }
+    assert_eq!(b.counters().discarded(), 0);
+}
