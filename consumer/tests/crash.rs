@@ -14,20 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{KillOnDrop, TestDaemon};
-
-/// `target/<profile>` of this test binary (`target/<profile>/deps/crash-*`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
-}
-
-/// Path of workspace binary `name` in `profile` (`debug` or `release`).
-fn program(profile: &str, name: &str) -> PathBuf {
-    let p = profile_dir().parent().unwrap().join(profile).join(name);
-    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` (and with --release) first, as scripts/test.sh does", p.display());
-    p
-}
+use common::{program, KillOnDrop, TestDaemon};
 
 /// A small xorshift generator seeded from the clock (the seed is printed on failure).
 struct Rng(u64);

@@ -13,20 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{babeltrace, TestDaemon};
-
-/// `target/<profile>` of this test binary (`target/<profile>/deps/e2e-*`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
-}
-
-/// Path of workspace binary `name` in `profile` (`debug` or `release`).
-fn program(profile: &str, name: &str) -> PathBuf {
-    let p = profile_dir().parent().unwrap().join(profile).join(name);
-    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` (and with --release) first, as scripts/test.sh does", p.display());
-    p
-}
+use common::{babeltrace, program, TestDaemon};
 
 /// One event of babeltrace2's text output.
 #[derive(Debug)]

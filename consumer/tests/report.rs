@@ -11,19 +11,12 @@ mod common;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use common::TestDaemon;
+use common::{program_here as program, TestDaemon};
 use consumer::report::analysis::{Waker, Wait};
 use consumer::report::{self as rep, Options};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
-}
-
-fn program(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().and_then(Path::parent).unwrap().join(name);
-    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` first", p.display());
-    p
 }
 
 fn skip_reason() -> Option<String> {

@@ -11,18 +11,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use common::{babeltrace, TestDaemon};
-
-/// Path of workspace binary `name` in the profile of this test binary.
-fn program(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().and_then(Path::parent).unwrap().join(name);
-    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` first, as scripts/test.sh does", p.display());
-    p
-}
+use common::{babeltrace, program_here as program, TestDaemon};
 
 /// One event of babeltrace2's text output: name and payload fields, in order.
 #[derive(Debug)]

@@ -200,6 +200,14 @@ pub fn program(profile: &str, name: &str) -> PathBuf {
     p
 }
 
+/// Path of workspace binary `name` in the profile this test was built with.
+#[allow(dead_code)]
+pub fn program_here(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().and_then(Path::parent).and_then(Path::file_name).unwrap();
+    program(&profile.to_string_lossy(), name)
+}
+
 /// One event of babeltrace2's default text output: its name and its payload fields as
 /// written (`a = 1, b = "x"`).
 #[derive(Debug, Clone)]
