@@ -269,9 +269,13 @@ impl<M: Memory> Buffer<M> {
     /// event; the rest is counted as lost.
     ///
     /// The walk reads each kept record's byte 0 with Acquire before the bytes it keeps
-    /// (a second copy, checked against the first walk), so it is sound even if a writer
-    /// still commits meanwhile. Call it for dead writers (a packet a live writer is still
-    /// filling is just a shorter prefix), and not concurrently with the live reader.
+    /// (a second copy, checked against the first walk), so a writer that is still
+    /// committing records *in this lap* only makes the prefix shorter. That is all it
+    /// covers: a live writer may also close the packet, or in overwrite mode claim the
+    /// sub-buffer for the next lap and zero it during the walk, and the copy could then
+    /// mix laps. So call it only when every writer of the buffer is dead (the daemon does:
+    /// a process's death, `ust crash-dump`), and not concurrently with the live reader.
+    /// No model-checker run covers it against live writers.
     /// Returns `Ok(None)` if no packet of `pos` is in the ring (never opened, released,
     /// overwritten, or taken by the reader).
     ///
