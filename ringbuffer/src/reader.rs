@@ -76,6 +76,24 @@ impl<M: Memory> Buffer<M> {
         let g = &self.geo;
         let p = g.pos;
         let sbs = p.subbuf_size();
+        let Some((consumed, index, phys)) = self.delivered_at_consumed()? else { return Ok(None) };
+        let content = self.mem.load_u64(g.sb_word(index, SB_CLOSED_END), Relaxed).wrapping_sub(consumed);
+        if content < g.header_size || content > sbs || content == 0 {
+            return Err(ReadError::ContentSize { content, subbuf_size: sbs });
+        }
+        let seq = self.mem.load_u64(g.sb_word(index, SB_SEQ), Relaxed);
+        if seq != p.packet_seq(consumed) {
+            return Err(ReadError::PacketSeq { expected: p.packet_seq(consumed), found: seq });
+        }
+        Ok(Some(Subbuf { packet_seq_num: seq, content_size: content, packet_size: sbs, index, phys, pos: consumed }))
+    }
+
+    /// Discard mode: the packet at `consumed` if it is delivered for this lap, as
+    /// (`consumed`, ring index, physical sub-buffer); `None` if it is not delivered yet.
+    /// Errors: [`ReadError::Position`], [`ReadError::Id`] on impossible control words.
+    fn delivered_at_consumed(&self) -> Result<Option<(u64, usize, usize)>, ReadError> {
+        let g = &self.geo;
+        let p = g.pos;
         let consumed = self.mem.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire);
         let write = self.mem.load_u64(g.ctrl_word(CTRL_WRITE), Acquire);
         let ahead = write.wrapping_sub(consumed);
@@ -90,19 +108,10 @@ impl<M: Memory> Buffer<M> {
         // older than the delivery; reload it).
         let write = self.mem.load_u64(g.ctrl_word(CTRL_WRITE), Acquire);
         let ahead = write.wrapping_sub(consumed);
-        if ahead < sbs || ahead > p.buf_size() {
+        if ahead < p.subbuf_size() || ahead > p.buf_size() {
             return Err(ReadError::Position { consumed, write });
         }
-        let phys = self.checked_phys(index)?;
-        let content = self.mem.load_u64(g.sb_word(index, SB_CLOSED_END), Relaxed).wrapping_sub(consumed);
-        if content < g.header_size || content > sbs || content == 0 {
-            return Err(ReadError::ContentSize { content, subbuf_size: sbs });
-        }
-        let seq = self.mem.load_u64(g.sb_word(index, SB_SEQ), Relaxed);
-        if seq != p.packet_seq(consumed) {
-            return Err(ReadError::PacketSeq { expected: p.packet_seq(consumed), found: seq });
-        }
-        Ok(Some(Subbuf { packet_seq_num: seq, content_size: content, packet_size: sbs, index, phys, pos: consumed }))
+        Ok(Some((consumed, index, self.checked_phys(index)?)))
     }
 
     /// The reader's word: (its physical sub-buffer, holding a packet?).
@@ -319,7 +328,7 @@ impl<M: Memory> Buffer<M> {
     ///
     /// Errors: [`ReadError::Position`] if `write`/`consumed` are corrupted (the stream
     /// cannot go on); [`ReadError::Stale`] if the packet at `consumed` is not delivered
-    /// (nothing to skip) or `consumed` moved meanwhile.
+    /// (nothing to skip) or `consumed` moved meanwhile; [`ReadError::Id`] for a corrupted id.
     ///
     /// [`get_subbuf`]: Buffer::get_subbuf
     pub fn skip_subbuf(&self) -> Result<(), ReadError> {
@@ -327,19 +336,10 @@ impl<M: Memory> Buffer<M> {
             return Ok(());
         }
         let g = &self.geo;
-        let p = g.pos;
-        let sbs = p.subbuf_size();
-        let consumed = self.mem.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire);
-        let write = self.mem.load_u64(g.ctrl_word(CTRL_WRITE), Acquire);
-        let ahead = write.wrapping_sub(consumed);
-        if p.subbuf_offset(consumed) != 0 || ahead > p.buf_size() {
-            return Err(ReadError::Position { consumed, write });
-        }
-        let index = p.subbuf_index(consumed);
-        if ahead < sbs || self.mem.load_u64(g.sb_word(index, SB_DELIVERED), Acquire) != p.commit_complete(consumed) {
-            return Err(ReadError::Stale { consumed });
-        }
-        let phys = self.checked_phys(index)?;
+        let sbs = g.pos.subbuf_size();
+        let Some((consumed, _, phys)) = self.delivered_at_consumed()? else {
+            return Err(ReadError::Stale { consumed: self.mem.load_u64(g.ctrl_word(CTRL_CONSUMED), Relaxed) });
+        };
         self.mem.zero(g.data_at(phys, 0), sbs as usize);
         self.mem
             .cas_u64(g.ctrl_word(CTRL_CONSUMED), consumed, consumed.wrapping_add(sbs), Release, Relaxed)
