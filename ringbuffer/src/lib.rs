@@ -29,7 +29,7 @@
 //! Modules by job: [`layout`] (the file and its offsets), [`atomics`] (the atomics trait
 //! the algorithm is written over), [`position`] and [`ids`] (pure position and
 //! sub-buffer-id arithmetic), `frontend` (reserve, commit, switch: the methods on
-//! [`Buffer`]), `reader` (get, copy, put), [`snapshot`] (snapshots and recovery) and
+//! [`Buffer`]), `reader` (get, copy, put, and skip for a packet with scribbled control words), [`snapshot`] (snapshots and recovery) and
 //! [`nesting`]. The algorithm and its proof sketches are in the docs of [`Buffer`].
 //!
 //! # Example
