@@ -169,13 +169,19 @@ impl State {
     }
 
     /// Gives process `app_id` buffers for every channel of session `name`, if the session is
-    /// started, takes the process, and has not done so yet: trace directory, metadata,
+    /// started, takes the process (its token, and its process-id tracker:
+    /// [`Session::tracks`]), and has not done so yet: trace directory, metadata,
     /// buffers, files, mask slots, and an `AddChannel` queued per channel. The caller then
     /// pushes masks ([`State::push_masks`]).
     pub fn attach(&mut self, name: &str, app_id: u64) {
         let Some(ss) = self.sessions.get(name) else { return };
         let Some(app) = self.apps.get(&app_id) else { return };
         if !app.alive || !ss.session.started || !ss.session.takes(app.token.as_deref()) {
+            return;
+        }
+        // An untracked process (`ust untrack --vpid`) gets no buffers of the session; it
+        // is attached when it is tracked again (`track_vpids` in control.rs).
+        if !ss.session.tracks(app.pid) {
             return;
         }
         if ss.traces.contains_key(&app_id) || ss.session.channels.is_empty() {
@@ -260,13 +266,18 @@ impl State {
     }
 
     /// The enable masks of process `app_id` and the filters that condition some of their
-    /// bits (resolved per event: field indexes of that event).
+    /// bits (resolved per event: field indexes of that event). The bits of a session that
+    /// does not track the process (`ust untrack --vpid`) are all clear: its buffers stay
+    /// mapped in the process, and nothing is written to them until it is tracked again.
     pub fn masks_and_filters(&self, app_id: u64) -> (Vec<u64>, Vec<EventFilter>) {
         let Some(app) = self.apps.get(&app_id) else { return (Vec::new(), Vec::new()) };
         let mut masks = vec![0u64; app.events.len()];
         let mut filters = Vec::new();
         for (slot, (sname, ci)) in &app.slots {
             let Some(ss) = self.sessions.get(sname) else { continue };
+            if !ss.session.tracks(app.pid) {
+                continue;
+            }
             for (i, d) in ss.session.decisions(*ci, &app.events).into_iter().enumerate() {
                 match d {
                     Decision::Off => {}

@@ -95,6 +95,30 @@ Contexts cannot be added after the session starts.")]
   ust disable-event 'myapp:*'        # the rule made by `ust enable-event 'myapp:*'`
   ust disable-event -c big -a        # every rule of channel big")]
     DisableEvent(DisableEventArgs),
+    /// Record only some processes, by process ID (LTTng's `lttng track --userspace --vpid`).
+    #[command(after_help = "Examples:
+  ust track --vpid 1234               # record process 1234 only (until now: every process)
+  ust track --vpid 1234,5678 -s web   # add processes to the list of session web
+  ust track --vpid --all              # record every process again (the default)
+
+A session records every process until the first `ust track --vpid PID`; from then on only
+the processes listed. `ust untrack --vpid PID` removes one from the list, `ust untrack
+--vpid --all` empties it (nothing recorded). Changes apply at once, before or after
+`ust start`, to processes running now and to those that start later; an untracked process
+gets no events recorded for the session. `ust list SESSION` shows the tracked process IDs.")]
+    Track(TrackArgs),
+    /// Stop recording some processes, by process ID (LTTng's `lttng untrack --userspace
+    /// --vpid`).
+    #[command(after_help = "Examples:
+  ust untrack --vpid 1234             # stop recording process 1234 (tracked with ust track)
+  ust untrack --vpid 1234,5678 -s web
+  ust untrack --vpid --all            # record no process at all (until ust track)
+
+Removes processes from the list made by `ust track --vpid`; when `ust untrack` returns,
+they record nothing more for the session (what they recorded before stays in the trace).
+A session that records every process has no list to remove from: make one with
+`ust track --vpid PID,...`, or use `--all`.")]
+    Untrack(TrackArgs),
     /// Start recording.
     #[command(after_help = "Examples:
   ust start              # the current session
@@ -348,6 +372,31 @@ pub struct DisableEventArgs {
     pub userspace: bool,
 }
 
+/// `ust track` and `ust untrack`.
+#[derive(Debug, Args)]
+pub struct TrackArgs {
+    /// Process IDs (comma-separated or repeated); give `--vpid` alone with `--all`.
+    #[arg(long, value_name = "PID[,PID...]", num_args = 0..=1, value_delimiter = ',', value_parser = parse_pid, required = true)]
+    pub vpid: Option<Vec<i32>>,
+    /// Every process: `track --vpid --all` records every process (the default),
+    /// `untrack --vpid --all` none.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub session: SessionOpt,
+    /// User-space domain (accepted; the only domain).
+    #[arg(short = 'u', long = "userspace")]
+    pub userspace: bool,
+}
+
+fn parse_pid(s: &str) -> Result<i32, String> {
+    match s.trim().parse::<i32>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(format!("{s:?} is not a process ID (a positive integer, at most {})", i32::MAX)),
+    }
+}
+
 /// `ust start|stop|destroy`.
 #[derive(Debug, Args)]
 pub struct SessionCmdArgs {
@@ -511,6 +560,8 @@ pub fn run(cli: Cli) -> CliResult {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::DisableEvent(a) => disable_event(a),
+        Cmd::Track(a) => track(a, true),
+        Cmd::Untrack(a) => track(a, false),
         Cmd::Start(a) => {
             call(Command::Start { session: a.target() })?;
             println!("Tracing started for session {}", display_session(&a.target()));
@@ -734,6 +785,42 @@ fn disable_event(a: DisableEventArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `ust track` (`track`) and `ust untrack`.
+fn track(a: TrackArgs, track: bool) -> CliResult {
+    let verb = if track { "track" } else { "untrack" };
+    let pids = a.vpid.unwrap_or_default();
+    if a.all && !pids.is_empty() {
+        return Err(Failure { message: format!("{verb}: give process IDs (--vpid PID,...) or --vpid --all, not both"), code: 2 });
+    }
+    if !a.all && pids.is_empty() {
+        return Err(Failure { message: format!("{verb}: --vpid needs process IDs (--vpid 1234,5678) or --all"), code: 2 });
+    }
+    let session = a.session.session;
+    let cmd = if track {
+        Command::TrackVpid { session, pids: pids.clone(), all: a.all }
+    } else {
+        Command::UntrackVpid { session, pids: pids.clone(), all: a.all }
+    };
+    let Payload::Tracker { session, tracker, unchanged } = call(cmd)? else { return Err(unexpected()) };
+    if a.all {
+        if track {
+            println!("All process IDs are tracked in session {session}");
+        } else {
+            println!("No process ID is tracked in session {session}: nothing is recorded until `ust track`");
+        }
+    }
+    for p in &pids {
+        match (unchanged.contains(p), track) {
+            (false, true) => println!("Process ID {p} tracked in session {session}"),
+            (false, false) => println!("Process ID {p} untracked in session {session}"),
+            (true, true) => eprintln!("ust: warning: process ID {p} is already tracked in session {session}"),
+            (true, false) => eprintln!("ust: warning: process ID {p} is not tracked in session {session}"),
+        }
+    }
+    println!("Tracked process IDs: {}", tracker.describe());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn print_json<T: serde::Serialize>(v: &T) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into()));
 }
@@ -805,6 +892,7 @@ fn print_session(d: &SessionDetail) {
         println!("    Output STOPPED: {e} (packets written before are kept)");
     }
     println!("\n=== Domain: User space ===\n");
+    println!("Tracked process IDs: {}\n", d.vpid_tracker.describe());
     if d.channels.is_empty() {
         println!("No channel.");
     } else {
@@ -1225,6 +1313,8 @@ mod tests {
             &["ust", "enable-channel", "chunked", "--subbuf-size", "64k", "--tracefile-size", "1M", "--tracefile-count", "4"],
             &["ust", "rotate", "-s", "web"],
             &["ust", "enable-event", "myapp:*", "--loglevel", "WARNING"],
+            &["ust", "track", "--vpid", "1234,5678", "-s", "web"],
+            &["ust", "untrack", "--vpid", "--all"],
         ] {
             Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
         }
@@ -1238,6 +1328,22 @@ mod tests {
         assert_eq!(parse_size("2MiB"), Ok(2 << 20));
         assert_eq!(parse_size("1g"), Ok(1 << 30));
         assert!(parse_size("x").is_err());
+    }
+
+    #[test]
+    fn track_takes_pids_or_all() {
+        let vpids = |args: &[&str]| {
+            let c = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let (Cmd::Track(t) | Cmd::Untrack(t)) = c.command else { panic!() };
+            (t.vpid, t.all)
+        };
+        assert_eq!(vpids(&["ust", "track", "--vpid", "12,34", "--vpid", "5"]), (Some(vec![12, 34, 5]), false));
+        assert_eq!(vpids(&["ust", "untrack", "-u", "--vpid", "--all"]), (Some(vec![]), true));
+        assert_eq!(vpids(&["ust", "track", "--all", "--vpid"]), (Some(vec![]), true));
+        assert_eq!(vpids(&["ust", "track", "--vpid=7"]), (Some(vec![7]), false));
+        for bad in [&["ust", "track", "--vpid", "abc"][..], &["ust", "track", "--vpid", "0"], &["ust", "track", "--vpid", "-3"], &["ust", "track", "--all"], &["ust", "track"]] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

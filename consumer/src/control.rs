@@ -29,7 +29,7 @@ use ust_core::{EventDesc, FieldDesc};
 use crate::apps::SessionState;
 use crate::buffers::{Stream, StreamStats};
 use crate::daemon::Daemon;
-use crate::session::{check_name, Channel, ChannelConfig, Enabler, LevelFilter, Session, DEFAULT_CHANNEL};
+use crate::session::{check_name, Channel, ChannelConfig, Enabler, LevelFilter, Session, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
 
 /// Version of the control protocol; a daemon answers another version with an error.
 pub const CTL_VERSION: u32 = 1;
@@ -162,6 +162,32 @@ pub enum Command {
         /// Session.
         session: Option<String>,
     },
+    /// `ust track --vpid`: track process ids `pids` in the session's process-id tracker
+    /// (a tracker that took every process then takes only those), or with `all` every
+    /// process again ([`VpidTracker::track`], LTTng 2.13's `lttng track --userspace
+    /// --vpid`). Processes already registered are given the session's buffers (when it is
+    /// started) or their events enabled again before the answer, [`Payload::Tracker`].
+    TrackVpid {
+        /// Session.
+        session: Option<String>,
+        /// Process ids (empty with `all`).
+        pids: Vec<i32>,
+        /// `--all`: track every process.
+        all: bool,
+    },
+    /// `ust untrack --vpid`: remove process ids `pids` from the session's inclusion set,
+    /// or with `all` empty it (nothing is recorded) ([`VpidTracker::untrack`], LTTng
+    /// 2.13's `lttng untrack --userspace --vpid`). The processes concerned have confirmed
+    /// that their events are off for the session (or did not answer within
+    /// [`SYNC_TIMEOUT`]) before the answer, [`Payload::Tracker`].
+    UntrackVpid {
+        /// Session.
+        session: Option<String>,
+        /// Process ids (empty with `all`).
+        pids: Vec<i32>,
+        /// `--all`: track no process.
+        all: bool,
+    },
     /// `ust snapshot record`: write a snapshot session's buffers. Answered with
     /// [`Payload::Snapshot`].
     SnapshotRecord {
@@ -235,6 +261,16 @@ pub enum Payload {
     Rotated {
         /// The archive directory (a complete trace).
         archive: PathBuf,
+    },
+    /// The process-id tracker after [`Command::TrackVpid`] or [`Command::UntrackVpid`].
+    Tracker {
+        /// The session's name.
+        session: String,
+        /// The tracker now.
+        tracker: VpidTracker,
+        /// Ids given that changed nothing: already tracked (`track`), or not in the set
+        /// (`untrack`). LTTng warns about them and succeeds.
+        unchanged: Vec<i32>,
     },
 }
 
@@ -318,6 +354,9 @@ pub struct SessionDetail {
     pub channels: Vec<ChannelDetail>,
     /// Traced processes.
     pub processes: Vec<ProcessDetail>,
+    /// The process-id tracker (`ust track/untrack --vpid`).
+    #[serde(default)]
+    pub vpid_tracker: VpidTracker,
 }
 
 /// A field in `ust list --apps`.
@@ -493,6 +532,8 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
         }
         Command::ListApps => Ok(Payload::Apps(list_apps(daemon))),
         Command::Status { session } => status(daemon, session),
+        Command::TrackVpid { session, pids, all } => track_vpids(daemon, session, pids, all, true),
+        Command::UntrackVpid { session, pids, all } => track_vpids(daemon, session, pids, all, false),
         Command::SnapshotRecord { session, max_size } => {
             let name = resolve(&daemon.lock(), &session);
             name.and_then(|n| crate::snapshot::record(daemon, &n, max_size)).map(Payload::Snapshot)
@@ -693,6 +734,52 @@ fn disable_event(daemon: &Daemon, session: Option<String>, channel: Option<Strin
     Ok(Payload::Done)
 }
 
+/// `ust track --vpid` (`track`) or `ust untrack --vpid`: changes the session's tracker,
+/// attaches the live processes it now takes (if the session is started), pushes every
+/// process of the session its masks (zero for the session's slots of an untracked one)
+/// and waits until each confirmed (`Sync`, at most [`SYNC_TIMEOUT`]), so that when `ust`
+/// returns, an untracked process records nothing more for the session.
+fn track_vpids(daemon: &Daemon, session: Option<String>, pids: Vec<i32>, all: bool, track: bool) -> Res<Payload> {
+    let verb = if track { "track" } else { "untrack" };
+    if all && !pids.is_empty() {
+        return Err(format!("{verb} --vpid: give process ids or --all, not both"));
+    }
+    if !all && pids.is_empty() {
+        return Err(format!("{verb} --vpid: no process id given (or use --all)"));
+    }
+    if pids.len() > MAX_TRACKED_VPIDS {
+        return Err(format!("{} process ids given, at most {MAX_TRACKED_VPIDS}", pids.len()));
+    }
+    let (sname, tracker, unchanged, waits) = {
+        let mut st = daemon.lock();
+        let sname = resolve(&st, &session)?;
+        let ss = st.sessions.get_mut(&sname).expect("resolved");
+        let t = &mut ss.session.vpid_tracker;
+        let unchanged = match (all, track) {
+            (true, true) => {
+                *t = VpidTracker::All;
+                Vec::new()
+            }
+            (true, false) => {
+                *t = VpidTracker::Only(Default::default());
+                Vec::new()
+            }
+            (false, true) => t.track(&pids).map_err(|e| format!("session {sname}: {e}"))?,
+            (false, false) => t.untrack(&pids).map_err(|e| format!("session {sname}: {e}"))?,
+        };
+        let tracker = t.clone();
+        let live: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
+        for id in live {
+            st.attach(&sname, id);
+        }
+        let waits = push_masks_and_sync(&mut st, &sname);
+        (sname, tracker, unchanged, waits)
+    };
+    wait_syncs(&sname, waits, "the tracker change");
+    crate::log!("session {sname}: tracked process ids: {}", tracker.describe());
+    Ok(Payload::Tracker { session: sname, tracker, unchanged })
+}
+
 fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
     let mut st = daemon.lock();
     let sname = resolve(&st, &session)?;
@@ -712,11 +799,42 @@ fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
     for id in &ids {
         st.attach(&sname, *id);
     }
-    for id in st.apps_of(&sname) {
-        st.push_masks(id);
-    }
+    // As `lttng start`: when `ust start` returns, the processes running now have their
+    // buffers and masks (and have written their state dump).
+    let waits = push_masks_and_sync(&mut st, &sname);
+    drop(st);
+    wait_syncs(&sname, waits, "the start");
     crate::log!("session {sname} started");
     Ok(Payload::Done)
+}
+
+/// A `Sync` round trip in progress with one process: its sync state, the sequence number
+/// sent, its pid.
+type SyncWait = (Arc<crate::apps::SyncState>, u64, i32);
+
+/// Queues `SetEnabled` with fresh masks, then `Sync`, to every live process that has a
+/// slot in session `name`; the caller releases the state lock and [`wait_syncs`].
+fn push_masks_and_sync(st: &mut crate::apps::State, name: &str) -> Vec<SyncWait> {
+    let mut waits = Vec::new();
+    for id in st.apps_of(name) {
+        st.push_masks(id);
+        let seq = st.next_seq();
+        let app = &st.apps[&id];
+        app.send(DaemonMessage::Sync { seq }, Vec::new());
+        waits.push((app.sync.clone(), seq, app.pid));
+    }
+    waits
+}
+
+/// Waits until every process of `waits` answered its `Sync` (so it has applied what was
+/// queued before), at most [`SYNC_TIMEOUT`] in all; logs the ones that did not.
+fn wait_syncs(name: &str, waits: Vec<SyncWait>, what: &str) {
+    let deadline = Instant::now() + SYNC_TIMEOUT;
+    for (sync, seq, pid) in waits {
+        if !sync.wait(seq, deadline) {
+            crate::log!("session {name}: process {pid} did not confirm {what} (Sync {seq})");
+        }
+    }
 }
 
 /// Archives the current trace chunk of session `name` (see [`Command::Rotate`]) and
@@ -1013,7 +1131,7 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
             })
             .collect();
         let streams: Vec<Arc<Mutex<Stream>>> = session_streams(ss);
-        (SessionDetail { summary: summary(&st, ss), channels, processes }, streams)
+        (SessionDetail { summary: summary(&st, ss), channels, processes, vpid_tracker: ss.session.vpid_tracker.clone() }, streams)
     };
     for s in per_channel {
         let s = s.lock().unwrap_or_else(|e| e.into_inner());

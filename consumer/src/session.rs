@@ -311,6 +311,123 @@ pub struct Session {
     /// TSC parameters, measured the first time a trace of the session uses the TSC and
     /// shared by all of them (as `clock_offset_ns`).
     pub tsc: Option<TscParams>,
+    /// Which processes the session records (`ust track/untrack --vpid`): every one by
+    /// default.
+    pub vpid_tracker: VpidTracker,
+}
+
+/// Most process ids a session's tracker may list.
+pub const MAX_TRACKED_VPIDS: usize = 65536;
+
+/// A session's process-id tracker (`ust track --vpid`, `ust untrack --vpid`), with
+/// LTTng 2.13's semantics for `lttng track/untrack --userspace --vpid`: a tracker either
+/// takes every process (the default, policy "all") or only those of an inclusion set
+/// (possibly empty: nothing is recorded). The daemon applies it to processes already
+/// registered and to those that register later, whether the session is started or not.
+///
+/// The ids are process ids as the daemon sees them (`SO_PEERCRED`, what `ust list --apps`
+/// shows), which are the processes' own (virtual) pids unless they run in another pid
+/// namespace.
+///
+/// JSON (`ust list SESSION --json`, field `vpid_tracker`): `"all"`, or
+/// `{"only": [pid, ...]}` in increasing order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VpidTracker {
+    /// Every process is tracked (`ust track --vpid --all`; the default).
+    #[default]
+    All,
+    /// Only these process ids are tracked; empty after `ust untrack --vpid --all`.
+    Only(std::collections::BTreeSet<i32>),
+}
+
+impl VpidTracker {
+    /// True when a process with id `pid` is recorded by the session.
+    pub fn tracks(&self, pid: i32) -> bool {
+        match self {
+            VpidTracker::All => true,
+            VpidTracker::Only(set) => set.contains(&pid),
+        }
+    }
+
+    /// `ust track --vpid PIDS`: switches a tracker that takes every process to the set
+    /// `PIDS`, or adds `PIDS` to the set. Returns the ids that were tracked already
+    /// (LTTng warns about those and goes on).
+    ///
+    /// # Errors
+    /// A message when an id is not positive or the set would exceed
+    /// [`MAX_TRACKED_VPIDS`]; the tracker is then unchanged.
+    pub fn track(&mut self, pids: &[i32]) -> Result<Vec<i32>, String> {
+        check_pids(pids)?;
+        let mut set = match self {
+            VpidTracker::All => std::collections::BTreeSet::new(),
+            VpidTracker::Only(s) => s.clone(),
+        };
+        let was_all = *self == VpidTracker::All;
+        let mut already = Vec::new();
+        for &p in pids {
+            if !set.insert(p) && !already.contains(&p) {
+                already.push(p);
+            }
+        }
+        if was_all {
+            // Every process was tracked: the ones named were tracked already, but the
+            // tracker now takes them only. LTTng reports no warning here.
+            already.clear();
+        }
+        if set.len() > MAX_TRACKED_VPIDS {
+            return Err(format!("a session tracks at most {MAX_TRACKED_VPIDS} process ids"));
+        }
+        *self = VpidTracker::Only(set);
+        Ok(already)
+    }
+
+    /// `ust untrack --vpid PIDS`: removes `PIDS` from the inclusion set. Returns the ids
+    /// that were not in it (LTTng warns about those and goes on).
+    ///
+    /// # Errors
+    /// A message when an id is not positive, or when the tracker takes every process:
+    /// LTTng has no exclusion set, so a single process cannot be untracked from "all"
+    /// (the message says what to do instead). The tracker is then unchanged.
+    pub fn untrack(&mut self, pids: &[i32]) -> Result<Vec<i32>, String> {
+        check_pids(pids)?;
+        match self {
+            VpidTracker::All => Err(
+                "every process is tracked (policy \"all\"): there is no list to remove a process id from; \
+                 track the processes to keep with `ust track --vpid PID,...`, or track none with `ust untrack --vpid --all`"
+                    .into(),
+            ),
+            VpidTracker::Only(set) => {
+                let mut missing = Vec::new();
+                for &p in pids {
+                    if !set.remove(&p) && !missing.contains(&p) {
+                        missing.push(p);
+                    }
+                }
+                Ok(missing)
+            }
+        }
+    }
+
+    /// Human form for `ust list SESSION`: `all`, `none`, or the ids, comma-separated.
+    pub fn describe(&self) -> String {
+        match self {
+            VpidTracker::All => "all".into(),
+            VpidTracker::Only(s) if s.is_empty() => "none".into(),
+            VpidTracker::Only(s) => s.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "),
+        }
+    }
+}
+
+/// Checks process ids given to the tracker: each in `1..=i32::MAX`.
+///
+/// # Errors
+/// A message naming the first bad id.
+pub fn check_pids(pids: &[i32]) -> Result<(), String> {
+    match pids.iter().find(|p| **p <= 0) {
+        Some(p) => Err(format!("invalid process id {p}: a process id is a positive integer")),
+        None => Ok(()),
+    }
 }
 
 /// The daemon's TSC calibrator: its first sample is taken when the daemon starts
@@ -381,6 +498,7 @@ impl Session {
             shm_dir: None,
             clock: None,
             tsc: None,
+            vpid_tracker: VpidTracker::All,
         }
     }
 
@@ -399,6 +517,12 @@ impl Session {
             None => true,
             Some(t) => token == Some(t.as_str()),
         }
+    }
+
+    /// True when the session's process-id tracker takes process `pid`
+    /// ([`Session::vpid_tracker`]).
+    pub fn tracks(&self, pid: i32) -> bool {
+        self.vpid_tracker.tracks(pid)
     }
 
     /// Index of channel `name`.
@@ -510,6 +634,32 @@ mod tests {
         assert_eq!(d[3], Decision::Off, "fields the event lacks: false");
         s.channels[0].enablers.push(Enabler::new("lib:x", LevelFilter::Any));
         assert_eq!(s.decisions(0, &events)[2], Decision::On, "an unfiltered enabler wins");
+    }
+
+    #[test]
+    fn vpid_tracker_follows_lttng() {
+        let mut t = VpidTracker::default();
+        assert!(t.tracks(1) && t.tracks(42));
+        assert_eq!(t.describe(), "all");
+        assert!(t.untrack(&[5]).is_err(), "no list to remove from");
+        assert_eq!(t, VpidTracker::All, "unchanged on error");
+        assert_eq!(t.track(&[7, 3]), Ok(vec![]));
+        assert!(t.tracks(7) && t.tracks(3) && !t.tracks(42));
+        assert_eq!(t.describe(), "3, 7");
+        assert_eq!(t.track(&[3, 9]), Ok(vec![3]), "3 was tracked already");
+        assert_eq!(t.untrack(&[7, 8]), Ok(vec![8]), "8 was not tracked");
+        assert!(!t.tracks(7) && t.tracks(9));
+        assert!(t.track(&[0]).is_err() && t.track(&[-4]).is_err());
+        assert_eq!(t.describe(), "3, 9", "unchanged on error");
+        t = VpidTracker::Only(Default::default());
+        assert!(!t.tracks(3));
+        assert_eq!(t.describe(), "none");
+        assert_eq!(serde_json::to_string(&VpidTracker::All).unwrap(), r#""all""#);
+        assert_eq!(serde_json::to_string(&VpidTracker::Only([2, 1].into())).unwrap(), r#"{"only":[1,2]}"#);
+        let mut s = Session::new("s".into(), "/tmp/x".into(), None);
+        assert!(s.tracks(10));
+        s.vpid_tracker = VpidTracker::Only([11].into());
+        assert!(!s.tracks(10) && s.tracks(11));
     }
 
     #[test]
