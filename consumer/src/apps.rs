@@ -107,6 +107,8 @@ pub struct App {
     pub token: Option<String>,
     /// Trace clock the process asked for (`UST_CLOCK`).
     pub clock: Option<ClockKind>,
+    /// [`ust_core::ABI_MINOR`] of its runtime: what it can be granted.
+    pub abi_minor: u16,
     /// Buffers per channel.
     pub ncpus: u32,
     /// Registered events; index `i` has CTF id `event_id(i)`.
@@ -189,6 +191,16 @@ impl State {
         }
         if let Some(e) = ss.session.output_error.get() {
             crate::log!("session {name}: process {} not traced: the session's output is stopped ({e})", app.pid);
+            return;
+        }
+        // The `ip` context came with ABI minor 2: an older runtime could not read the grant.
+        if app.abi_minor < 2 && ss.session.channels.iter().any(|c| c.contexts.contains(&ust_core::context::ContextType::Ip)) {
+            crate::log!(
+                "session {name}: process {} not traced: its ust runtime (ABI {}.{}) predates the ip context the session records; rebuild it with a newer ust",
+                app.pid,
+                ust_core::ABI_MAJOR,
+                app.abi_minor
+            );
             return;
         }
         let free = (0..MAX_CHANNELS).filter(|s| !app.slots.contains_key(s)).count();
@@ -453,6 +465,7 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
                 procname: reg.procname.clone(),
                 token: reg.session_token.clone(),
                 clock: reg.clock,
+                abi_minor: reg.abi_minor,
                 ncpus: reg.ncpus,
                 events: reg.events,
                 registered: crate::datetime::now(),

@@ -75,19 +75,23 @@ Channels cannot be added or changed after the session starts (as in LTTng).")]
   ust enable-event -c big 'db:*' --filter '$ctx.vtid == 1234 || latency_us > 1.5e3'
 
 Filter language (LTTng's): comparisons == != < <= > >= between event fields, $ctx.vpid,
-$ctx.vtid, $ctx.procname, $ctx.pthread_id, $ctx.cpu_id and literals (integers: decimal,
+$ctx.vtid, $ctx.procname, $ctx.pthread_id, $ctx.cpu_id, $ctx.ip and literals (integers: decimal,
 0x hexadecimal, 0 octal; floats; \"strings\" where * matches anything and \\* is a star),
 combined with && || ! and parentheses; a bare number or field is true when non-zero.
 Strings compare with == and != only. A filter naming a field an event lacks is false for
 that event. Several enable-event rules that match an event OR together.")]
     EnableEvent(EnableEventArgs),
-    /// Add context fields (vpid, vtid, procname, pthread_id, cpu_id) to a channel's events.
+    /// Add context fields (vpid, vtid, procname, pthread_id, cpu_id, ip) to a channel's events.
     #[command(after_help = "Examples:
   ust add-context -t vtid -t procname              # every channel of the session
   ust add-context -c big -t vpid -t pthread_id -t cpu_id
+  ust add-context -t ip -t vpid                    # then: babeltrace2 --debug-info DIR
 
 The values are written after the event header of every record of the channel (a CTF
 event context); babeltrace2 prints them between the packet context and the payload.
+`ip` is the address of the tracepoint's call site (hex); with `vpid` and the state dump
+(`ust enable-event -a`, or 'lttng_ust_statedump:*'), `babeltrace2 --debug-info` shows the
+binary, function and source line of every event, as for LTTng traces.
 Contexts cannot be added after the session starts.")]
     AddContext(AddContextArgs),
     /// Disable events enabled earlier.
@@ -342,13 +346,13 @@ pub struct AddContextArgs {
     /// User-space domain (accepted; the only domain).
     #[arg(short = 'u', long = "userspace")]
     pub userspace: bool,
-    /// Context type: vpid, vtid, procname, pthread_id or cpu_id (repeatable).
+    /// Context type: vpid, vtid, procname, pthread_id, cpu_id or ip (repeatable).
     #[arg(short = 't', long = "type", value_name = "TYPE", required = true, value_parser = parse_context)]
     pub types: Vec<ust_core::context::ContextType>,
 }
 
 fn parse_context(s: &str) -> Result<ust_core::context::ContextType, String> {
-    ust_core::context::ContextType::parse(s).ok_or_else(|| format!("{s:?} is not a context type (vpid, vtid, procname, pthread_id, cpu_id)"))
+    ust_core::context::ContextType::parse(s).ok_or_else(|| format!("{s:?} is not a context type (vpid, vtid, procname, pthread_id, cpu_id, ip)"))
 }
 
 /// `ust disable-event`.
@@ -1310,6 +1314,7 @@ mod tests {
         for args in [
             &["ust", "enable-event", "myapp:*", "--exclude", "myapp:noisy*,myapp:tick"][..],
             &["ust", "add-context", "-c", "big", "-t", "vpid", "-t", "pthread_id", "-t", "cpu_id"],
+            &["ust", "add-context", "-t", "ip", "-t", "vpid"],
             &["ust", "enable-channel", "chunked", "--subbuf-size", "64k", "--tracefile-size", "1M", "--tracefile-count", "4"],
             &["ust", "rotate", "-s", "web"],
             &["ust", "enable-event", "myapp:*", "--loglevel", "WARNING"],

@@ -13,9 +13,17 @@
 //! | `procname`   | `char[17]`, UTF-8 text, NUL-padded (as LTTng) | 17 |
 //! | `pthread_id` | `uint64_t` (base 10)                       | 8     |
 //! | `cpu_id`     | `int32_t` (base 10)                        | 4     |
+//! | `ip`         | `uint64_t` (base 16)                       | 8     |
 //!
 //! Field names in TSDL carry LTTng's leading `_` (`_vpid`, ...), so babeltrace2 prints
 //! `vpid = 1234`.
+//!
+//! `ip` is LTTng-UST's instruction-pointer context: the address of the tracepoint's call
+//! site in the program's text (taken where the `tracepoint!`, `tracef!` or `tracelog!`
+//! is expanded; 0 for events that have no call site in the program, such as `tracing`
+//! callsites, and on architectures other than x86-64 and AArch64). With `vpid` and the
+//! state dump's `bin_info`, babeltrace2's `flt.lttng-utils.debug-info` turns it into
+//! binary, function and source line, as for LTTng traces.
 
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +32,7 @@ use serde::{Deserialize, Serialize};
 pub const PROCNAME_LEN: usize = 17;
 
 /// Most contexts a channel can have (each kind once).
-pub const MAX_CONTEXTS: usize = 5;
+pub const MAX_CONTEXTS: usize = 6;
 
 /// One kind of context field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -40,11 +48,14 @@ pub enum ContextType {
     PthreadId,
     /// CPU the event was recorded on (the buffer's CPU hint, as the emit path chose it).
     CpuId,
+    /// Address of the tracepoint's call site (LTTng's `ip`; see the module docs).
+    Ip,
 }
 
 impl ContextType {
     /// Every kind, in documentation order.
-    pub const ALL: [ContextType; 5] = [ContextType::Vpid, ContextType::Vtid, ContextType::Procname, ContextType::PthreadId, ContextType::CpuId];
+    pub const ALL: [ContextType; 6] =
+        [ContextType::Vpid, ContextType::Vtid, ContextType::Procname, ContextType::PthreadId, ContextType::CpuId, ContextType::Ip];
 
     /// The name used by `ust add-context -t`, in filters (`$ctx.<name>`) and in the trace.
     pub const fn name(self) -> &'static str {
@@ -54,6 +65,7 @@ impl ContextType {
             ContextType::Procname => "procname",
             ContextType::PthreadId => "pthread_id",
             ContextType::CpuId => "cpu_id",
+            ContextType::Ip => "ip",
         }
     }
 
@@ -68,7 +80,7 @@ impl ContextType {
         match self {
             ContextType::Vpid | ContextType::Vtid | ContextType::CpuId => 4,
             ContextType::Procname => PROCNAME_LEN,
-            ContextType::PthreadId => 8,
+            ContextType::PthreadId | ContextType::Ip => 8,
         }
     }
 
@@ -78,6 +90,7 @@ impl ContextType {
         match self {
             ContextType::Vpid | ContextType::Vtid | ContextType::CpuId => format!("{} _{};\n", int(32, true), self.name()),
             ContextType::PthreadId => format!("{} _{};\n", int(64, false), self.name()),
+            ContextType::Ip => format!("{} _{};\n", crate::IntegerType::new(64, false, 16).tsdl(), self.name()),
             ContextType::Procname => format!(
                 "integer {{ size = 8; align = 8; signed = 0; encoding = UTF8; base = 10; }} _{}[{PROCNAME_LEN}];\n",
                 self.name()
@@ -142,6 +155,8 @@ pub struct Values<'a> {
     pub pthread_id: u64,
     /// CPU number.
     pub cpu_id: i32,
+    /// Call-site address (`ip`).
+    pub ip: u64,
 }
 
 impl Values<'_> {
@@ -161,6 +176,7 @@ impl Values<'_> {
                 ContextType::Procname => dst.copy_from_slice(self.procname),
                 ContextType::PthreadId => dst.copy_from_slice(&self.pthread_id.to_le_bytes()),
                 ContextType::CpuId => dst.copy_from_slice(&self.cpu_id.to_le_bytes()),
+                ContextType::Ip => dst.copy_from_slice(&self.ip.to_le_bytes()),
             }
             off += n;
         }
@@ -190,17 +206,24 @@ mod tests {
             assert_eq!(ContextType::parse(c.name()), Some(c));
         }
         assert_eq!(ContextType::parse("pthread-id"), Some(ContextType::PthreadId));
-        assert_eq!(ContextType::parse("ip"), None);
+        assert_eq!(ContextType::parse("ip"), Some(ContextType::Ip));
+        assert_eq!(ContextType::parse("perf:cpu:cycles"), None);
         let ctx = [ContextType::Vtid, ContextType::Procname, ContextType::CpuId];
         assert_eq!(block_size(&ctx), 4 + 17 + 4);
         let name = procname_bytes("averyveryverylongname");
         assert_eq!(&name[..16], b"averyveryverylon");
         assert_eq!(name[16], 0);
-        let v = Values { vpid: 1, vtid: 2, procname: &name, pthread_id: 3, cpu_id: 4 };
+        let v = Values { vpid: 1, vtid: 2, procname: &name, pthread_id: 3, cpu_id: 4, ip: 0x5555_0000_1234 };
         let mut out = [0u8; 25];
         assert_eq!(v.write(&ctx, &mut out), 25);
         assert_eq!(&out[..4], &2i32.to_le_bytes());
         assert_eq!(&out[21..], &4i32.to_le_bytes());
+        let mut out = [0u8; 12];
+        assert_eq!(v.write(&[ContextType::Ip, ContextType::Vpid], &mut out), 12);
+        assert_eq!(&out[..8], &0x5555_0000_1234u64.to_le_bytes());
+        let ip = tsdl_event_context(&[ContextType::Ip]);
+        assert!(ip.contains("size = 64;") && ip.contains("signed = 0;") && ip.contains("base = 16;") && ip.contains("_ip;"), "{ip}");
+        assert!(validate(&ContextType::ALL).is_ok(), "every kind at once fits");
         assert!(validate(&ctx).is_ok());
         assert!(validate(&[ContextType::Vtid, ContextType::Vtid]).is_err());
         let t = tsdl_event_context(&ctx);

@@ -22,5 +22,7 @@ pub use level::Level;
 /// Major version of the application ↔ daemon ABI (registration protocol and buffer
 /// layout). A daemon refuses an application with another major version.
 pub const ABI_MAJOR: u16 = 1;
-/// Minor version of the ABI: additions that older peers can ignore.
-pub const ABI_MINOR: u16 = 1;
+/// Minor version of the ABI: additions that older peers can ignore. 2: the `ip` context
+/// ([`context::ContextType::Ip`]), which the daemon grants only to runtimes of minor 2 or
+/// later (an older one could not read the channel grant).
+pub const ABI_MINOR: u16 = 2;

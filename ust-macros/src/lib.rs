@@ -8,7 +8,7 @@
 //! (`linkme::distributed_slice`), then to
 //!
 //! ```text
-//! if SITE.mask.load(Relaxed) != 0 { evaluate arguments; encode them into the ring buffer }
+//! if SITE.mask.load(Relaxed) != 0 { ip = call_site_ip!(); evaluate arguments; encode them into the ring buffer }
 //! ```
 //!
 //! so a disabled tracepoint costs one relaxed load and a not-taken branch and does not
@@ -196,9 +196,12 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
             static __UST_SITE_REF: &::ust::__private::Site = &__UST_SITE;
             #markers
             if __UST_SITE.is_enabled() {
+                // The call site's address, for the `ip` context: one instruction, on the
+                // enabled branch only.
+                let __ust_ip: u64 = ::ust::call_site_ip!();
                 #(#lets)*
                 #(#lens)*
-                ::ust::__private::emit(&__UST_SITE, #sum, |__ust_out: &mut [u8]| {
+                ::ust::__private::emit(&__UST_SITE, __ust_ip, #sum, |__ust_out: &mut [u8]| {
                     #(#encodes)*
                     let _ = __ust_out;
                 });

@@ -8,6 +8,8 @@
 //!   registration).
 //! * `pthread_id`: `pthread_self()`, a load of the thread pointer.
 //! * `cpu_id`: the CPU number the emit path already read to pick a buffer.
+//! * `ip`: the call-site address the expansion of the tracepoint took
+//!   ([`call_site_ip!`](crate::call_site_ip)), handed down by the emit path.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -74,16 +76,17 @@ fn procname() -> &'static [u8; PROCNAME_LEN] {
     PROCNAME.get().unwrap_or(&NO_PROCNAME)
 }
 
-/// Writes the context block of `ctx` for an event recorded on `cpu` into `out`.
+/// Writes the context block of `ctx` for an event recorded on `cpu` from call site `ip`
+/// into `out`.
 #[inline]
-pub(crate) fn write(ctx: &[ContextType], cpu: u32, out: &mut [u8]) -> usize {
-    let mut v = Values { vpid: 0, vtid: 0, procname: procname(), pthread_id: 0, cpu_id: cpu as i32 };
+pub(crate) fn write(ctx: &[ContextType], cpu: u32, ip: u64, out: &mut [u8]) -> usize {
+    let mut v = Values { vpid: 0, vtid: 0, procname: procname(), pthread_id: 0, cpu_id: cpu as i32, ip };
     for c in ctx {
         match c {
             ContextType::Vpid => v.vpid = vpid(),
             ContextType::Vtid => v.vtid = vtid(),
             ContextType::PthreadId => v.pthread_id = pthread_id(),
-            ContextType::Procname | ContextType::CpuId => {}
+            ContextType::Procname | ContextType::CpuId | ContextType::Ip => {}
         }
     }
     v.write(ctx, out)
@@ -93,6 +96,8 @@ pub(crate) fn write(ctx: &[ContextType], cpu: u32, out: &mut [u8]) -> usize {
 pub(crate) struct Lazy {
     /// The CPU the emit path read.
     pub(crate) cpu: u32,
+    /// The call-site address.
+    pub(crate) ip: u64,
 }
 
 impl ContextSource for Lazy {
@@ -102,6 +107,7 @@ impl ContextSource for Lazy {
             ContextType::Vtid => vtid() as i128,
             ContextType::PthreadId => pthread_id() as i128,
             ContextType::CpuId => self.cpu as i128,
+            ContextType::Ip => self.ip as i128,
             ContextType::Procname => 0,
         }
     }

@@ -30,7 +30,9 @@ use crate::cpu;
 use crate::site::{Site, SiteFilter};
 
 /// Records one event of `site` whose payload is `payload_len` bytes, written by `write`
-/// into a slice of exactly that length, into every channel the site's mask names.
+/// into a slice of exactly that length, into every channel the site's mask names. `ip`
+/// is the call site's address ([`call_site_ip!`](crate::call_site_ip), or 0 when there is
+/// none), written only into channels that have the `ip` context.
 ///
 /// Called by the macro expansions after they have seen a nonzero mask and evaluated the
 /// arguments. `write` runs once per channel.
@@ -38,7 +40,7 @@ use crate::site::{Site, SiteFilter};
 /// Never inlined: the call site then stays a load, a test and a call on its enabled
 /// branch, so the disabled path of a tracepoint is small enough to inline anywhere.
 #[inline(never)]
-pub fn emit<F: Fn(&mut [u8])>(site: &Site, payload_len: usize, write: F) {
+pub fn emit<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, write: F) {
     let mask = site.mask();
     // Pairs with the runtime's Release stores of the id, the mask and the channel slots:
     // having seen a mask, see what was set up before it.
@@ -61,14 +63,14 @@ pub fn emit<F: Fn(&mut [u8])>(site: &Site, payload_len: usize, write: F) {
     let cpu = cpu::current();
     if let Some(f) = site.filter() {
         if mask & f.mask != 0 {
-            emit_filtered(site, f, mask, cpu, id, size, payload_len, &write);
+            emit_filtered(site, f, mask, cpu, id, ip, size, payload_len, &write);
             return;
         }
     }
     if mask & (mask - 1) == 0 {
-        emit_one(mask.trailing_zeros(), cpu, id, size, &write);
+        emit_one(mask.trailing_zeros(), cpu, id, ip, size, &write);
     } else {
-        emit_many(mask, cpu, id, size, &write);
+        emit_many(mask, cpu, id, ip, size, &write);
     }
 }
 
@@ -81,7 +83,7 @@ const FILTER_STACK: usize = 4096;
 /// unfiltered ones) reserve, receiving a copy. A non-matching event reserves nothing.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn emit_filtered<F: Fn(&mut [u8])>(site: &Site, f: &SiteFilter, mask: u64, cpu: u32, id: u32, size: SlotSize, len: usize, write: &F) {
+fn emit_filtered<F: Fn(&mut [u8])>(site: &Site, f: &SiteFilter, mask: u64, cpu: u32, id: u32, ip: u64, size: SlotSize, len: usize, write: &F) {
     let mut stack = [std::mem::MaybeUninit::<u8>::uninit(); FILTER_STACK];
     let mut heap = Vec::new();
     let scratch: &mut [u8] = if len <= FILTER_STACK {
@@ -98,7 +100,7 @@ fn emit_filtered<F: Fn(&mut [u8])>(site: &Site, f: &SiteFilter, mask: u64, cpu: 
     };
     write(scratch);
     let payload: &[u8] = scratch;
-    let ctx = crate::context::Lazy { cpu };
+    let ctx = crate::context::Lazy { cpu, ip };
     let mut keep = mask & !f.mask;
     for (slot, any_of) in &f.slots {
         let bit = 1u64 << slot;
@@ -108,7 +110,7 @@ fn emit_filtered<F: Fn(&mut [u8])>(site: &Site, f: &SiteFilter, mask: u64, cpu: 
     }
     let copy = |out: &mut [u8]| out.copy_from_slice(payload);
     while keep != 0 {
-        emit_one(keep.trailing_zeros(), cpu, id, size, &copy);
+        emit_one(keep.trailing_zeros(), cpu, id, ip, size, &copy);
         keep &= keep - 1;
     }
 }
@@ -116,16 +118,16 @@ fn emit_filtered<F: Fn(&mut [u8])>(site: &Site, f: &SiteFilter, mask: u64, cpu: 
 /// An event enabled in several channels (sessions): not inlined, so that the one-channel
 /// path of [`emit`] holds a single copy of the reservation code.
 #[inline(never)]
-fn emit_many<F: Fn(&mut [u8])>(mask: u64, cpu: u32, id: u32, size: SlotSize, write: &F) {
+fn emit_many<F: Fn(&mut [u8])>(mask: u64, cpu: u32, id: u32, ip: u64, size: SlotSize, write: &F) {
     let mut m = mask;
     while m != 0 {
-        emit_one(m.trailing_zeros(), cpu, id, size, write);
+        emit_one(m.trailing_zeros(), cpu, id, ip, size, write);
         m &= m - 1;
     }
 }
 
 #[inline(always)]
-fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, size: SlotSize, write: &F) {
+fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, ip: u64, size: SlotSize, write: &F) {
     let Some(ch) = channel::get(slot) else { return };
     let buf = ch.buffer(cpu);
     let ctx_len = ch.ctx_len;
@@ -148,7 +150,7 @@ fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, size: SlotSize, writ
     if ctx_len == 0 {
         write(&mut bytes[header_len..]);
     } else {
-        let n = crate::context::write(&ch.contexts, cpu, &mut bytes[header_len..]);
+        let n = crate::context::write(&ch.contexts, cpu, ip, &mut bytes[header_len..]);
         write(&mut bytes[header_len + n..]);
     }
     buf.commit(&CtfPacketLayout, r, byte0);

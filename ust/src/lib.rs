@@ -144,7 +144,7 @@ pub use ust_macros::tracepoint;
 macro_rules! tracef {
     ($($arg:tt)+) => {
         if $crate::__private::TRACEF.is_enabled() {
-            $crate::__private::tracef(::core::format_args!($($arg)+));
+            $crate::__private::tracef($crate::call_site_ip!(), ::core::format_args!($($arg)+));
         }
     };
 }
@@ -164,6 +164,7 @@ macro_rules! tracelog {
     ($level:ident, $($arg:tt)+) => {
         if $crate::__private::TRACELOG[$crate::Level::$level as usize].is_enabled() {
             $crate::__private::tracelog(
+                $crate::call_site_ip!(),
                 $crate::Level::$level,
                 ::core::line!(),
                 ::core::file!(),
@@ -172,6 +173,45 @@ macro_rules! tracelog {
             );
         }
     };
+}
+
+/// The address of the instruction where it is expanded, as a `u64`: what the `ip`
+/// context records (`ust add-context -t ip`, LTTng's instruction-pointer context).
+///
+/// One instruction with no memory access: `lea reg, [rip + label]` on x86-64 (the
+/// address of that `lea` itself), `adr reg, label` on AArch64; 0 on other architectures.
+/// The tracepoint macros expand it only on their enabled branch, so a disabled tracepoint
+/// does not pay for it. The address lies inside the code of the expanding function (or of
+/// the function it was inlined into), so `addr2line -i` and babeltrace2's debug-info
+/// filter map it to the line of the macro call.
+///
+/// ```
+/// let here = ust::call_site_ip!();
+/// # #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+/// assert_ne!(here, 0);
+/// ```
+#[macro_export]
+macro_rules! call_site_ip {
+    () => {{
+        #[cfg(target_arch = "x86_64")]
+        let ip: u64 = {
+            let ip: u64;
+            // SAFETY: computes an address into a register; no memory access, no stack, no
+            // flags. The numeric local label may be duplicated by inlining.
+            unsafe { ::core::arch::asm!("2: lea {0}, [rip + 2b]", out(reg) ip, options(nomem, nostack, preserves_flags)) };
+            ip
+        };
+        #[cfg(target_arch = "aarch64")]
+        let ip: u64 = {
+            let ip: u64;
+            // SAFETY: as above.
+            unsafe { ::core::arch::asm!("2: adr {0}, 2b", out(reg) ip, options(nomem, nostack, preserves_flags)) };
+            ip
+        };
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        let ip: u64 = 0;
+        ip
+    }};
 }
 
 /// Every tracepoint call site of the process, in registration order (event id = position

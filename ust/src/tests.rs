@@ -592,7 +592,7 @@ fn fork_while_another_thread_is_inside_an_emit() {
     let release = Arc::new(AtomicBool::new(false));
     let (i2, r2) = (inside.clone(), release.clone());
     let t = std::thread::spawn(move || {
-        crate::emit::emit(s, 8, |b| {
+        crate::emit::emit(s, 0, 8, |b| {
             i2.store(true, Ordering::SeqCst);
             while !r2.load(Ordering::SeqCst) {
                 std::thread::sleep(std::time::Duration::from_millis(1));
@@ -679,7 +679,7 @@ fn a_signal_handler_emits_while_its_thread_is_inside_an_emit() {
         libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut());
     }
     std::thread::spawn(move || {
-        crate::emit::emit(s, 8, |b| {
+        crate::emit::emit(s, 0, 8, |b| {
             // Delivered to this thread before raise returns: the handler runs inside this
             // emit, with this slot reserved and not committed.
             // SAFETY: raise has no preconditions.

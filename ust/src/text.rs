@@ -99,10 +99,10 @@ impl Write for StackMsg<'_> {
     }
 }
 
-/// Formats `args` and records `lttng_ust_tracef:event`. Called by `tracef!` once it has
-/// seen the event enabled.
+/// Formats `args` and records `lttng_ust_tracef:event` from call site `ip`. Called by
+/// `tracef!` once it has seen the event enabled.
 #[inline(never)]
-pub fn tracef(args: fmt::Arguments<'_>) {
+pub fn tracef(ip: u64, args: fmt::Arguments<'_>) {
     let mut storage = MsgStorage::uninit();
     let mut m = StackMsg::new(&mut storage);
     let msg = match args.as_str() {
@@ -116,20 +116,20 @@ pub fn tracef(args: fmt::Arguments<'_>) {
         }
     };
     let msg = Text(msg);
-    emit(&TRACEF, msg.encoded_len(), |out| msg.encode(out));
+    emit(&TRACEF, ip, msg.encoded_len(), |out| msg.encode(out));
 }
 
 /// Formats `args` and records `lttng_ust_tracelog:TRACE_<level>` with the call site's
-/// line, file and function (module path). Called by `tracelog!`.
+/// line, file and function (module path) and its address `ip`. Called by `tracelog!`.
 #[inline(never)]
-pub fn tracelog(level: Level, line: u32, file: &str, func: &str, args: fmt::Arguments<'_>) {
+pub fn tracelog(ip: u64, level: Level, line: u32, file: &str, func: &str, args: fmt::Arguments<'_>) {
     let mut storage = MsgStorage::uninit();
     let mut m = StackMsg::new(&mut storage);
     let _ = m.write_fmt(args);
     let msg = Text(m.finish());
     let line = line as i32;
     let (ll, fl, gl, ml) = (line.encoded_len(), file.encoded_len(), func.encoded_len(), msg.encoded_len());
-    emit(&TRACELOG[level as usize], ll + fl + gl + ml, |out| {
+    emit(&TRACELOG[level as usize], ip, ll + fl + gl + ml, |out| {
         let (a, out) = out.split_at_mut(ll);
         line.encode(a);
         let (a, out) = out.split_at_mut(fl);

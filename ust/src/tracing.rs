@@ -326,7 +326,8 @@ fn record(site: &Site, prefix: &[u8], nfields: usize, record: impl FnOnce(&mut d
         let Recorder { buf, ranges } = r;
         let len = prefix.len() + ranges[..nfields].iter().map(|&(a, b)| if b > a { (b - a) as usize } else { 1 }).sum::<usize>();
         let buf: &Vec<u8> = buf;
-        crate::emit::emit(site, len, |out: &mut [u8]| {
+        // A `tracing` callsite has no address of its own in the program: `ip` is 0.
+        crate::emit::emit(site, 0, len, |out: &mut [u8]| {
             out[..prefix.len()].copy_from_slice(prefix);
             let mut off = prefix.len();
             for &(a, b) in &ranges[..nfields] {
@@ -355,7 +356,7 @@ fn record(site: &Site, prefix: &[u8], nfields: usize, record: impl FnOnce(&mut d
 
 fn id_event(site: Option<&'static Site>, id: &span::Id) {
     if let Some(s) = site.filter(|s| s.is_enabled()) {
-        crate::emit::emit(s, 8, |out: &mut [u8]| out.copy_from_slice(&id.into_u64().to_le_bytes()));
+        crate::emit::emit(s, 0, 8, |out: &mut [u8]| out.copy_from_slice(&id.into_u64().to_le_bytes()));
     }
 }
 
