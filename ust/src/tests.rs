@@ -519,6 +519,47 @@ fn context_block_follows_the_header_with_this_threads_values() {
 }
 
 #[test]
+fn ip_context_is_the_call_sites_address() {
+    use ust_core::context::ContextType as C;
+    let _g = serial();
+    let ch = TestChannel::with_contexts(23, 4096, vec![C::Ip, C::Vpid]);
+    let before = crate::call_site_ip!();
+    let fire = |v: u32| {
+        if v < 10 {
+            crate::tracepoint!(unit, ip_a, v: u32 = v);
+        } else {
+            crate::tracepoint!(unit, ip_b, v: u32 = v);
+        }
+    };
+    fire(0);
+    fire(10);
+    enable(site_named("unit", "ip_a"), &[23]);
+    enable(site_named("unit", "ip_b"), &[23]);
+    for v in [1, 2, 11] {
+        fire(v);
+    }
+    let after = crate::call_site_ip!();
+    let recs = ch.records(|_, _| 8 + 4 + 4);
+    assert_eq!(recs.len(), 3);
+    let ip = |i: usize| u64::from_le_bytes(recs[i].1[0..8].try_into().unwrap());
+    let v = |i: usize| u32::from_le_bytes(recs[i].1[12..16].try_into().unwrap());
+    assert_eq!((v(0), v(1), v(2)), (1, 2, 11), "payload after ip and vpid");
+    assert_eq!(i32::from_le_bytes(recs[0].1[8..12].try_into().unwrap()), std::process::id() as i32);
+    if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        assert_eq!(ip(0), ip(1), "one call site, one address");
+        assert_ne!(ip(0), ip(2), "two call sites, two addresses");
+        // Both sites are in this test's code (the closure), near the two probes around it.
+        let (lo, hi) = (before.min(after), before.max(after));
+        for i in 0..3 {
+            let d = ip(i).abs_diff(lo).min(ip(i).abs_diff(hi));
+            assert!(d < 1 << 20, "ip {:#x} far from this function ({lo:#x}..{hi:#x})", ip(i));
+        }
+    } else {
+        assert_eq!(ip(0), 0);
+    }
+}
+
+#[test]
 fn a_filtered_out_event_costs_no_reservation() {
     use ust_core::filter::{CmpOp, Expr, Operand};
     let _g = serial();
