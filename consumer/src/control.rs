@@ -215,8 +215,9 @@ pub struct CreateOptions {
 /// The answer to a request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Reply {
-    /// Done; what it yields.
-    Ok(Payload),
+    /// Done; what it yields (boxed: a session's details are large; the JSON is that of
+    /// the payload itself).
+    Ok(Box<Payload>),
     /// Refused or failed; the message says why, for a human.
     Error {
         /// Why.
@@ -540,7 +541,7 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
         }
     };
     match r {
-        Ok(p) => Reply::Ok(p),
+        Ok(p) => Reply::Ok(Box::new(p)),
         Err(message) => Reply::Error { message },
     }
 }
@@ -1323,7 +1324,7 @@ impl Client {
         let written = write_frame(&self.sock, &Request { version: CTL_VERSION, command });
         match (read_frame::<Reply>(&self.sock), written) {
             (Ok(Reply::Error { message }), _) => Err(ClientError::Daemon(message)),
-            (Ok(Reply::Ok(p)), Ok(())) => Ok(p),
+            (Ok(Reply::Ok(p)), Ok(())) => Ok(*p),
             (_, Err(e)) | (Err(e), Ok(())) => Err(e.into()),
         }
     }
