@@ -524,13 +524,16 @@ fn ip_context_is_the_call_sites_address() {
     let _g = serial();
     let ch = TestChannel::with_contexts(23, 4096, vec![C::Ip, C::Vpid]);
     let before = crate::call_site_ip!();
-    let fire = |v: u32| {
+    // Not inlined: one copy of each call site (an inlined or unrolled copy is another
+    // address of the same source line).
+    #[inline(never)]
+    fn fire(v: u32) {
         if v < 10 {
             crate::tracepoint!(unit, ip_a, v: u32 = v);
         } else {
             crate::tracepoint!(unit, ip_b, v: u32 = v);
         }
-    };
+    }
     fire(0);
     fire(10);
     enable(site_named("unit", "ip_a"), &[23]);
