@@ -13,7 +13,7 @@
 //! ```
 //!
 //! `FIELD` is an event field name (`[A-Za-z_][A-Za-z0-9_]*`); `CONTEXT` one of `vpid`,
-//! `vtid`, `procname`, `pthread_id`, `cpu_id`; integers are decimal, `0x` hexadecimal or
+//! `vtid`, `procname`, `pthread_id`, `cpu_id`, `ip`; integers are decimal, `0x` hexadecimal or
 //! `0` octal; floats have a `.` or an exponent; strings are double-quoted with `\"`, `\\`,
 //! `\n`, `\t` escapes, and `*` in them is a wildcard (`\*` a star). A bare operand is true
 //! when non-zero. Strings compare with `==` and `!=` only. Whether a field exists, and its
