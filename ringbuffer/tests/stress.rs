@@ -210,6 +210,15 @@ fn run(mode: Mode) {
         any
     };
     let deadline = Instant::now() + Duration::from_secs(120);
+    if overwrite {
+        // Let the writers lap the ring a few times before the first read, so packets are
+        // overwritten under the reader whatever the scheduler does (with the reader's
+        // 300 us pauses alone, a run on a loaded machine once saw no overwrite at all).
+        let ring = cfg(mode).subbuf_size * u64::from(cfg(mode).num_subbuf);
+        while buf.counters().write < 4 * ring && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
     let mut outputs = vec![String::new(); PROCS as usize];
     let mut running = PROCS as usize;
     while running > 0 {
