@@ -967,25 +967,8 @@ fn fill_process_trace(
 ) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
     let live = !session.snapshot;
     let uuid = *uuid::Uuid::new_v4().as_bytes();
-    let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
-    let contexts: Vec<Vec<ust_core::context::ContextType>> = session.channels.iter().map(|c| c.contexts.clone()).collect();
-    let hostname = hostname();
-    let clock_uuid = ust_core::clock::boot_id();
+    let text = render_metadata(session, p, uuid);
     let clock = p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
-    let text = crate::ctf::metadata::render(&crate::ctf::metadata::TraceMetadata {
-        uuid,
-        clock_offset_ns: session.clock_offset_ns,
-        clock_uuid: &clock_uuid,
-        hostname: &hostname,
-        procname: p.procname,
-        vpid: p.pid,
-        trace_name: &session.name,
-        creation_datetime: &crate::datetime::iso_at(session.created),
-        channels: &channels,
-        contexts: &contexts,
-        events: p.events,
-        clock_description: &clock.description(),
-    });
     if live {
         crate::ctf::metadata::write_atomically(&dir, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
     }
@@ -1080,7 +1063,7 @@ fn fill_process_trace(
         slots: vec![None; session.channels.len()],
         streams,
         events: p.events.to_vec(),
-        context_sizes: contexts.iter().map(|c| ust_core::context::block_size(c)).collect(),
+        context_sizes: session.channels.iter().map(|c| ust_core::context::block_size(&c.contexts)).collect(),
         tsc: p.tsc,
         gone: false,
         archived: false,
@@ -1106,23 +1089,16 @@ fn new_trace_dir(want: &std::path::Path) -> Result<PathBuf, SetupError> {
     Err(SetupError::Io { what: format!("creating {}", want.display()), source: std::io::ErrorKind::AlreadyExists.into() })
 }
 
-/// Writes (or rewrites) the metadata of process `p`'s trace in `dir` for `session`: temporary
-/// file, then rename, so a reader never sees half of it. Rewritten when the process
-/// registers tracepoints late ([`ust_core::protocol::AppMessage::RegisterEvents`]), before
-/// any of them is enabled.
-///
-/// # Errors
-/// The I/O error.
-pub fn write_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, dir: &std::path::Path, uuid: [u8; 16]) -> std::io::Result<()> {
+/// The TSDL metadata of process `p`'s trace (UUID `uuid`) in `session`: its channels and
+/// contexts, its events, the session's clock offset and the process's trace clock.
+fn render_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -> String {
     let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
     let contexts: Vec<Vec<ust_core::context::ContextType>> = session.channels.iter().map(|c| c.contexts.clone()).collect();
-    let hostname = hostname();
-    let clock_uuid = ust_core::clock::boot_id();
-    let text = crate::ctf::metadata::render(&crate::ctf::metadata::TraceMetadata {
+    crate::ctf::metadata::render(&crate::ctf::metadata::TraceMetadata {
         uuid,
         clock_offset_ns: session.clock_offset_ns,
-        clock_uuid: &clock_uuid,
-        hostname: &hostname,
+        clock_uuid: &ust_core::clock::boot_id(),
+        hostname: &hostname(),
         procname: p.procname,
         vpid: p.pid,
         trace_name: &session.name,
@@ -1131,8 +1107,18 @@ pub fn write_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, di
         contexts: &contexts,
         events: p.events,
         clock_description: &p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc).description(),
-    });
-    crate::ctf::metadata::write_atomically(dir, &text)
+    })
+}
+
+/// Writes (or rewrites) the metadata of process `p`'s trace in `dir` for `session`: temporary
+/// file, then rename, so a reader never sees half of it. Rewritten when the process
+/// registers tracepoints late ([`ust_core::protocol::AppMessage::RegisterEvents`]), before
+/// any of them is enabled.
+///
+/// # Errors
+/// The I/O error.
+pub fn write_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, dir: &std::path::Path, uuid: [u8; 16]) -> std::io::Result<()> {
+    crate::ctf::metadata::write_atomically(dir, &render_metadata(session, p, uuid))
 }
 
 /// This machine's host name (`gethostname`), `localhost` if it cannot be read.
