@@ -915,15 +915,7 @@ pub fn stop(daemon: &Daemon, name: &str) {
         let Some(ss) = st.sessions.get_mut(name) else { return };
         ss.session.started = false;
         let streams = session_streams(ss);
-        let mut waits = Vec::new();
-        for id in st.apps_of(name) {
-            st.push_masks(id);
-            let seq = st.next_seq();
-            let app = &st.apps[&id];
-            app.send(DaemonMessage::Sync { seq }, Vec::new());
-            waits.push((app.sync.clone(), seq, app.pid));
-        }
-        (waits, streams)
+        (push_masks_and_sync(&mut st, name), streams)
     };
     let deadline = Instant::now() + SYNC_TIMEOUT;
     for (sync, seq, pid) in waits {
