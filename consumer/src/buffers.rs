@@ -194,8 +194,10 @@ pub struct Stream {
     pub next_switch: Instant,
     /// Files closed and buffer unmapped: nothing more will be read.
     pub finished: bool,
-    /// The buffer's control words hold values the algorithm cannot produce (a scribbling
-    /// application): reported once, then the stream is left alone.
+    /// The buffer's stream-wide control words (`write`, `consumed`, the id table) hold
+    /// values the algorithm cannot produce (a scribbling application): reported once, then
+    /// the stream is left alone. A single packet's scribbled words only cost that packet
+    /// ([`ringbuffer::Buffer::skip_subbuf`], counted in `bad_packets`).
     pub broken: bool,
     last: Option<LastPacket>,
     /// The session's output state: once set, this stream writes nothing more.
