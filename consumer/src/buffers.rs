@@ -758,7 +758,8 @@ impl<'a> HeldCopy<'a> {
 /// In overwrite mode writers may lap the ring during the pass; a packet found gone sends
 /// the pass on to the oldest packet held at that moment (at most `num_subbuf` such
 /// chases), so a pass slower than the writers still keeps the newest packets instead of
-/// coming out empty.
+/// coming out empty. At most `num_subbuf` packets are kept per stream, chases included;
+/// with `max_packets`, the newest delivered ones (not the packet still being written).
 ///
 /// Not concurrently with `get_subbuf`/`put_subbuf` on the same buffer: callers hold the
 /// stream's lock.
@@ -774,6 +775,7 @@ pub fn copy_held_packets(
 ) -> Result<(), String> {
     use ringbuffer::SnapshotRead;
     let sbs = buffer.config().subbuf_size;
+    let pos_of = buffer.geometry().pos;
     let range = |b: &Buffer| {
         let mut r = b.snapshot_positions();
         let first = r.next();
@@ -781,8 +783,17 @@ pub fn copy_held_packets(
     };
     let (first, mut end) = range(buffer);
     let Some(first) = first else { return Ok(()) };
-    let held = (end - first) / sbs;
-    let skip = max_packets.map_or(0, |m| held.saturating_sub(m as u64));
+    // Never more than a ring's worth per stream, chases included (the copy then spans
+    // the moments of one ring, not the writers' progress during the pass).
+    let limit = max_packets.map_or(u64::from(buffer.config().num_subbuf), |m| (m as u64).min(u64::from(buffer.config().num_subbuf)));
+    // The newest position is usually the packet being written (a snapshot's flush closes
+    // it, and full-speed writers open the next at once): the newest `limit` *delivered*
+    // packets are the ones before it.
+    let newest_open = buffer
+        .subbuf_state(pos_of.subbuf_index(end - sbs))
+        .is_ok_and(|s| s.delivered != pos_of.commit_complete(end - sbs));
+    let held = (end - first) / sbs - u64::from(newest_open && end - sbs > first);
+    let skip = held.saturating_sub(limit);
     let mut next = first + skip * sbs;
     // Writers in overwrite mode may lap the ring while the pass copies (a 64 KiB ring at
     // 10 M events/s lasts ~100 µs): a position found gone sends the pass on to the oldest
@@ -791,7 +802,7 @@ pub fn copy_held_packets(
     let mut out = Vec::new();
     let min_record = crate::ctf::reader::min_record_size(st.events) as u64;
     let mut kept = 0u64;
-    while next < end && max_packets.is_none_or(|m| kept < m as u64) {
+    while next < end && kept < limit {
         let pos = next;
         next += sbs;
         let mut recovered = None;
@@ -803,7 +814,7 @@ pub fn copy_held_packets(
                     if let (Some(oldest), now_end) = range(buffer) {
                         if oldest > next {
                             next = oldest;
-                            end = end.max(now_end.min(oldest + max_packets.map_or(held, |m| m as u64) * sbs));
+                            end = end.max(now_end);
                         }
                     }
                 }

@@ -372,13 +372,40 @@ fn snapshots_while_two_threads_write_are_valid_traces() {
         let Read { text, .. } = babeltrace_with_discards(&dir);
         let evs = kill_event_list(&text);
         assert!(!evs.is_empty(), "snapshot {n} is empty");
+        // At most a ring's worth (4 x 16 KiB) per stream, even when the pass chased writers
+        // that lapped the ring during the copy.
+        let mut files = 0;
+        for p in subdirs(&dir.join("ust/pid")) {
+            for f in std::fs::read_dir(&p).unwrap().flatten().filter(|f| f.file_name().to_string_lossy().starts_with("k_")) {
+                let len = f.metadata().unwrap().len();
+                assert!(len <= 4 * 16384, "snapshot {n}: {} holds {len} bytes, more than the ring", f.path().display());
+                files += 1;
+            }
+        }
+        assert!(files > 0, "snapshot {n}: no stream file k_* in {}", dir.display());
         events += evs.len();
         std::fs::remove_dir_all(&dir).unwrap();
     }
     eprintln!("{tries} snapshots in {:?}, {events} events read back", t0.elapsed());
     // --max-size: too small is an error; otherwise the total stays below it.
     let o = d.ust(&["snapshot", "record", "--max-size", "1000"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("too small"), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(err.contains("too small"), "{o:?}");
+    // The smallest size (one sub-buffer per stream) keeps the newest *delivered* packet of
+    // each stream: not the one being written (an empty snapshot under full-speed writers),
+    // and not a stale one (each snapshot newer than the last).
+    let min: u64 = err.split("need at least ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).expect(&err);
+    let mut newest_before = 0u64;
+    for _ in 0..3 {
+        let o = d.ust_ok(&["snapshot", "record", "--max-size", &min.to_string()]);
+        let dir = PathBuf::from(o.lines().nth(1).unwrap().strip_prefix("Snapshot written to ").unwrap().split(" (").next().unwrap());
+        let evs = kill_event_list(&babeltrace_with_discards(&dir).text);
+        assert!(!evs.is_empty(), "one-packet-per-stream snapshot is empty: {o}");
+        let newest = evs.iter().map(|e| e.ts).max().unwrap_or(0);
+        assert!(newest > newest_before, "snapshot not newer than the previous one: {o}");
+        newest_before = newest;
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
     let o = d.ust_ok(&["snapshot", "record", "--max-size", "128k"]);
     let dir = PathBuf::from(o.lines().nth(1).unwrap().strip_prefix("Snapshot written to ").unwrap().split(" (").next().unwrap());
     let bytes: u64 = o.rsplit(", ").next().unwrap().split(' ').next().unwrap().parse().unwrap();
