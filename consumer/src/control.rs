@@ -997,12 +997,7 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
         let sname = ss.session.name.clone();
         for (id, t) in &ss.traces {
             for s in &t.streams {
-                let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-                if t.gone || dead.contains(id) {
-                    s.finish_dead();
-                } else {
-                    s.finish();
-                }
+                finish_stream(&mut s.lock().unwrap_or_else(|e| e.into_inner()), t.gone || dead.contains(id));
             }
         }
         st.sessions.insert(sname.clone(), ss);
@@ -1024,17 +1019,23 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
     Ok(finish_report(name, ss, archives, &dead))
 }
 
+/// Final drain and close of a stream: a dead process's through recovery of its
+/// incomplete sub-buffers ([`Stream::finish_dead`]), a live one's normally.
+fn finish_stream(s: &mut Stream, process_dead: bool) {
+    if process_dead {
+        s.finish_dead();
+    } else {
+        s.finish();
+    }
+}
+
 fn finish_report(name: &str, ss: SessionState, archives: Vec<PathBuf>, dead: &[u64]) -> DestroyReport {
     let mut traces = Vec::new();
     for (id, t) in &ss.traces {
         let mut stats = StreamStats::default();
         for s in &t.streams {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            if t.gone || dead.contains(id) {
-                s.finish_dead();
-            } else {
-                s.finish();
-            }
+            finish_stream(&mut s, t.gone || dead.contains(id));
             stats.discarded = stats.discarded.saturating_add(s.stats.discarded);
             stats.packets = stats.packets.saturating_add(s.stats.packets);
             stats.bad_packets = stats.bad_packets.saturating_add(s.stats.bad_packets);

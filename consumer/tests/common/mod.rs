@@ -246,27 +246,24 @@ pub fn bt_events(text: &str) -> Vec<BtEvent> {
 
 /// Sum of the counts of babeltrace2's `Tracer discarded N events` warnings.
 pub fn bt_discarded(stderr: &str) -> u64 {
-    stderr
-        .split("Tracer discarded ")
-        .skip(1)
-        .filter_map(|r| {
-            let mut w = r.split(' ');
-            let n = w.next()?.parse::<u64>().ok()?;
-            w.next().filter(|u| u.starts_with("event")).map(|_| n)
-        })
-        .sum()
+    bt_discarded_counts(stderr, "event")
 }
 
 /// Sum of the counts of babeltrace2's `Tracer discarded N packets` warnings (gaps in
 /// `packet_seq_num`).
 pub fn bt_lost_packets(stderr: &str) -> u64 {
+    bt_discarded_counts(stderr, "packet")
+}
+
+/// Sum of N over babeltrace2's `Tracer discarded N <unit>s` warnings.
+fn bt_discarded_counts(stderr: &str, unit: &str) -> u64 {
     stderr
         .split("Tracer discarded ")
         .skip(1)
         .filter_map(|r| {
             let mut w = r.split(' ');
             let n = w.next()?.parse::<u64>().ok()?;
-            w.next().filter(|u| u.starts_with("packet")).map(|_| n)
+            w.next().filter(|u| u.starts_with(unit)).map(|_| n)
         })
         .sum()
 }
