@@ -515,6 +515,23 @@ fn kill_daemon(d: &TestDaemon) {
 }
 
 /// Sends a batch size to `steady` and returns the ns per event it reports.
+/// Starts the release `steady` registered with `d` and waits for its `ready`; returns it
+/// (killed on drop) with its standard input and output for [`batch`].
+fn start_steady(d: &TestDaemon) -> (KillOnDrop, std::process::ChildStdin, BufReader<std::process::ChildStdout>) {
+    let mut child = Command::new(program("release", "steady"))
+        .env("UST_RUNDIR", &d.rundir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    (KillOnDrop(child), stdin, stdout)
+}
+
 fn batch(stdin: &mut impl std::io::Write, stdout: &mut impl BufRead, n: u64) -> f64 {
     writeln!(stdin, "{n}").unwrap();
     stdin.flush().unwrap();
@@ -531,17 +548,7 @@ fn a_traced_process_outlives_its_daemon_and_a_new_daemon_picks_it_up() {
     let d = TestDaemon::start();
     setup_session(&d, "before", &[]);
     d.ust_ok(&["enable-event", "-s", "before", "-c", "k", "steadyprov:*"]);
-    let mut child = Command::new(program("release", "steady"))
-        .env("UST_RUNDIR", &d.rundir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
+    let (mut child, mut stdin, mut stdout) = start_steady(&d);
     let pid = child.id();
     // Enabled and drained: the reference cost (best of 3).
     let traced = (0..3).map(|_| batch(&mut stdin, &mut stdout, 1_000_000)).fold(f64::MAX, f64::min);
@@ -587,17 +594,7 @@ fn crash_dump_rebuilds_traces_after_the_app_and_the_daemon_died() {
     d.ust_ok(&["create", "cd", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
     d.ust_ok(&["enable-event", "steadyprov:*"]);
     d.ust_ok(&["start"]);
-    let mut child = Command::new(program("release", "steady"))
-        .env("UST_RUNDIR", &d.rundir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
+    let (mut child, mut stdin, mut stdout) = start_steady(&d);
     let sets = consumer::crash::find_sets(&shm);
     assert_eq!(sets.len(), 1, "{sets:?}");
     let set = sets[0].clone();
@@ -687,16 +684,7 @@ fn a_shrunk_shm_buffer_file_does_not_kill_the_daemon() {
     d.ust_ok(&["create", "s", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
     d.ust_ok(&["enable-event", "steadyprov:*"]);
     d.ust_ok(&["start"]);
-    let mut child = Command::new(program("release", "steady"))
-        .env("UST_RUNDIR", &d.rundir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
+    let (mut child, mut stdin, mut stdout) = start_steady(&d);
     batch(&mut stdin, &mut stdout, 1000);
     let set = consumer::crash::find_sets(&shm).pop().unwrap();
     for e in std::fs::read_dir(&set).unwrap().flatten() {
