@@ -8,7 +8,7 @@
 //! `RssAnon` sampled every 20 ms (its peak is printed: the shared buffers it maps are file
 //! pages, not anonymous memory, so they do not count, as the DESIGN.md target says).
 //! Not a criterion bench: the figures are a rate, a loss count and a size, not a time per
-//! iteration. Needs `cargo build --release -p consumer` (skipped otherwise).
+//! iteration. Needs `cargo build --release -p ust-consumerd -p ust-cli` (skipped otherwise).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -26,7 +26,7 @@ fn main() {
     let rate = env_f64("UST_BENCH_RATE").unwrap_or(if quick { 1e6 } else { 10e6 });
     let seconds = env_f64("UST_BENCH_SECONDS").unwrap_or(if quick { 1.0 } else { 10.0 });
     let Some(d) = benches::BenchDaemon::start() else {
-        eprintln!("consumer bench skipped: build the daemon first (cargo build --release -p consumer)");
+        eprintln!("consumer bench skipped: build the daemon first (cargo build --release -p ust-consumerd -p ust-cli)");
         return;
     };
     let out = d.tmp.path().join("trace");

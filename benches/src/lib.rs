@@ -146,7 +146,7 @@ pub fn thread_cpu_time() -> Duration {
 }
 
 /// Directory of this build's binaries (`target/<profile>/`), where `ust-consumerd` and
-/// `ust` are when `cargo build --release -p consumer` ran.
+/// `ust` are when `cargo build --release -p ust-consumerd -p ust-cli` ran.
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let dir = exe.parent().expect("exe dir");

@@ -1,4 +1,0 @@
-//! `ust`: the command line (see [`consumer::cli`]).
-fn main() -> std::process::ExitCode {
-    consumer::cli::main()
-}

@@ -1,0 +1,223 @@
+//! `ust crash-dump SHM_DIR OUT_DIR`: rebuilds CTF traces from the buffer files a
+//! `--shm-path` session leaves, after both the application and the daemon are gone (the
+//! job of LTTng's `lttng-crash`).
+//!
+//! A session created with `--shm-path DIR` keeps, per traced process,
+//!
+//! ```text
+//! DIR/<session>-<YYYYmmdd-HHMMSS>/ust/pid/<procname>-<pid>-<YYYYmmdd-HHMMSS>/
+//!     metadata          the trace's TSDL (plain text, as written in the trace)
+//!     events.json       the process's event descriptions (field layouts, registration order)
+//!     <channel>_<cpu>   one ring-buffer file per CPU per channel
+//! ```
+//!
+//! `crash-dump` searches SHM_DIR recursively for directories holding a `metadata` file (a
+//! buffer set) and writes each as `OUT_DIR/ust/pid/<its directory name>/`. Each buffer file
+//! is read into private memory (a file that shrinks or changes meanwhile cannot fault or
+//! mislead the reader), opened through its self-describing header
+//! ([`ringbuffer::layout`]: magic, ABI version, word size, endianness, geometry, mode,
+//! region offsets; every value checked against the file length), then checked against its
+//! set (the trace UUID of `metadata`, the CPU of its name). Its packets are copied oldest
+//! first; sub-buffers the dead writers left incomplete keep their committed prefix
+//! ([`ust_ctf::held::copy_held_packets`], torn-event recovery). A file that is not a
+//! buffer file, or whose header is inconsistent, is refused with a message naming the
+//! file and the field; the other files are recovered.
+//!
+//! Exit status: 0 when every buffer file was recovered, 1 when any was refused (the
+//! traces of the other files are written all the same), or when SHM_DIR holds no buffer
+//! set.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use ringbuffer::{Buffer, MapMemory};
+use ust_core::EventDesc;
+
+use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy, EVENTS_FILE};
+use crate::cli::Failure;
+use ust_ctf::index::IndexFile;
+use ust_ctf::stream::StreamFile;
+
+/// Largest buffer file read (1 GiB of sub-buffers plus control regions).
+const MAX_FILE: u64 = (1 << 30) + (16 << 20);
+
+/// What recovering one buffer set gave.
+#[derive(Debug, Default)]
+pub struct SetReport {
+    /// The trace directory written.
+    pub out: PathBuf,
+    /// Buffer files recovered.
+    pub files: usize,
+    /// Packets written.
+    pub packets: u64,
+    /// Packets rebuilt from incomplete sub-buffers.
+    pub recovered: u64,
+    /// `(file, reason)` for every file refused.
+    pub refused: Vec<(PathBuf, String)>,
+}
+
+/// Directories under `dir` (itself included) holding a `metadata` file, sorted.
+pub fn find_sets(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if d.join("metadata").is_file() {
+            found.push(d.clone());
+        }
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            // Not following symbolic links: a loop cannot trap the walk.
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The trace UUID declared in a TSDL metadata text (`uuid = "…";` of the trace block).
+fn metadata_uuid(text: &str) -> Option<String> {
+    let t = &text[text.find("trace {")?..];
+    let u = &t[t.find("uuid = \"")? + 8..];
+    Some(u[..u.find('"')?].to_string())
+}
+
+/// Reads a buffer file into private anonymous memory and opens it.
+fn open_copy(path: &Path) -> Result<Buffer, String> {
+    let len = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
+    if len > MAX_FILE {
+        return Err(format!("field file size: {len} bytes is more than a buffer file can be ({MAX_FILE})"));
+    }
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    if bytes.is_empty() {
+        return Err("field file size: empty file, not a buffer file".into());
+    }
+    let mut map = memmap2::MmapOptions::new().len(bytes.len()).map_anon().map_err(|e| e.to_string())?;
+    map.copy_from_slice(&bytes);
+    drop(bytes);
+    Buffer::open_in(MapMemory::new(map.into())).map_err(|e| format!("header field rejected: {e}"))
+}
+
+/// Recovers one buffer set `set` into `out_root/ust/pid/<set name>/`.
+///
+/// # Errors
+/// When the set's `metadata` cannot be read or the output cannot be written; refused
+/// buffer files are in [`SetReport::refused`] instead.
+pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
+    let name = set.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into());
+    let out = out_root.join("ust").join("pid").join(&name);
+    let meta_path = set.join("metadata");
+    let metadata = std::fs::read_to_string(&meta_path).map_err(|e| format!("{}: {e}", meta_path.display()))?;
+    if !metadata.starts_with("/* CTF 1.8 */") {
+        return Err(format!("{}: not a CTF 1.8 metadata file (no /* CTF 1.8 */ at its start)", meta_path.display()));
+    }
+    let uuid = metadata_uuid(&metadata).ok_or_else(|| format!("{}: field uuid: no trace UUID", meta_path.display()))?;
+    let events_path = set.join(EVENTS_FILE);
+    let events: Vec<EventDesc> = match std::fs::read(&events_path) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", events_path.display()))?,
+        // Without the layouts, incomplete sub-buffers cannot be walked: only complete
+        // packets are kept (the record-size callback refuses every record).
+        Err(_) => Vec::new(),
+    };
+    let mut report = SetReport { out: out.clone(), ..SetReport::default() };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(set)
+        .map_err(|e| format!("{}: {e}", set.display()))?
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap_or_default().to_string_lossy();
+            n != "metadata" && n != EVENTS_FILE && !n.starts_with('.')
+        })
+        .collect();
+    files.sort();
+    let mut created = false;
+    for f in files {
+        let fname = f.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let buffer = match open_copy(&f) {
+            Ok(b) => b,
+            Err(e) => {
+                report.refused.push((f, e));
+                continue;
+            }
+        };
+        let id = buffer.config().stream;
+        let file_uuid = ust_ctf::metadata::uuid_string(&id.uuid);
+        if file_uuid != uuid {
+            report.refused.push((f, format!("header field stream uuid {file_uuid} is not the trace UUID {uuid} of its metadata")));
+            continue;
+        }
+        let cpu_of_name = fname.rsplit('_').next().and_then(|c| c.parse::<u32>().ok());
+        if cpu_of_name != Some(id.cpu) {
+            report.refused.push((f, format!("header field cpu {} does not match the file name {fname} (<channel>_<cpu>)", id.cpu)));
+            continue;
+        }
+        if !created {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new().recursive(true).mode(0o750).create(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+            ust_ctf::metadata::write_atomically(&out, &metadata).map_err(|e| format!("writing {}/metadata: {e}", out.display()))?;
+            created = true;
+        }
+        let mut file = StreamFile::create(&out, &fname).map_err(|e| format!("creating {}/{fname}: {e}", out.display()))?;
+        let mut index = IndexFile::create(&out, &fname).map_err(|e| format!("creating {}/index/{fname}.idx: {e}", out.display()))?;
+        // The packet the writers were filling is not closed: torn-event recovery keeps its
+        // committed records, ending it at the last one (no clock of this boot is needed).
+        let mut held = HeldCopy::new(&id, &events);
+        let r = copy_held_packets(&buffer, &mut held, true, None, &mut |info, packet| {
+            append_packet(&mut file, &mut index, info, packet).map_err(|e| format!("{}: {e}", file.path().display()))
+        });
+        report.packets += held.report.packets;
+        report.recovered += held.report.recovered;
+        match r {
+            Ok(()) => report.files += 1,
+            Err(e) => report.refused.push((f, format!("stopped after {} packet(s): {e}", held.report.packets))),
+        }
+    }
+    Ok(report)
+}
+
+/// Runs `ust crash-dump SHM_DIR OUT_DIR` (see the module docs); prints what it wrote and
+/// every refusal.
+///
+/// # Errors
+/// A [`Failure`] when SHM_DIR holds no buffer set or an output cannot be written.
+pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, Failure> {
+    let fail = |m: String| Failure { message: m, code: 1 };
+    if !shm.is_dir() {
+        return Err(fail(format!("crash-dump: {} is not a directory", shm.display())));
+    }
+    let sets = find_sets(shm);
+    if sets.is_empty() {
+        return Err(fail(format!("crash-dump: no buffer set (a directory with a metadata file) under {}", shm.display())));
+    }
+    let mut refused = 0;
+    let mut written = 0;
+    for set in sets {
+        match recover_set(&set, out) {
+            Ok(r) => {
+                for (f, why) in &r.refused {
+                    eprintln!("ust: crash-dump: {}: refused: {why}", f.display());
+                }
+                refused += r.refused.len();
+                if r.files > 0 {
+                    written += 1;
+                    println!(
+                        "Recovered {} buffer file(s) of {} into {} ({} packets, {} rebuilt from incomplete sub-buffers)",
+                        r.files,
+                        set.display(),
+                        r.out.display(),
+                        r.packets,
+                        r.recovered
+                    );
+                }
+            }
+            Err(e) => {
+                eprintln!("ust: crash-dump: {e}");
+                refused += 1;
+            }
+        }
+    }
+    println!("{written} trace(s) written under {}", out.join("ust/pid").display());
+    Ok(if refused > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}

@@ -1,0 +1,13 @@
+//! `ust`, the command line (lttng's verbs for `ust-consumerd`), and its offline tools.
+//!
+//! - [`cli`]: the `ust` command: arguments, connection to the daemon, printing, `ust trace`.
+//! - [`crash_dump`]: `ust crash-dump`: traces from the buffer files a crashed daemon left.
+//! - [`kernel`]: kernel events for `ust trace --kernel`, written as CTF.
+//! - [`report`]: `ust report`: what the traced program waited for and what woke it.
+
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod crash_dump;
+pub mod kernel;
+pub mod report;

@@ -1,0 +1,25 @@
+//! The `ust` binary's argument handling, on its own (no daemon): usage errors exit 2 with
+//! clap's message, and `--help` names every verb.
+
+use std::process::Command;
+
+fn ust(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ust")).args(args).env("UST_RUNDIR", "/nonexistent/ust-test").output().expect("run ust")
+}
+
+#[test]
+fn help_lists_the_verbs() {
+    let out = ust(&["--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for verb in ["create", "enable-channel", "enable-event", "add-context", "start", "stop", "destroy", "list", "status", "view", "trace", "report", "snapshot", "crash-dump", "track", "untrack"] {
+        assert!(text.contains(verb), "`ust --help` does not name {verb}:\n{text}");
+    }
+}
+
+#[test]
+fn unknown_verb_is_a_usage_error() {
+    let out = ust(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("frobnicate"));
+}

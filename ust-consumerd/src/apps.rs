@@ -1,0 +1,670 @@
+//! Registered applications: the `app` socket conversation of [`ust_core::protocol`], the
+//! daemon's state that ties processes to sessions, and what happens when a process dies.
+//!
+//! One thread per connection reads the application's messages and watches its pidfd; one
+//! more thread per connection writes to it from a queue, so that the state lock is never
+//! held across blocking I/O to a peer (a process that stops reading its socket stalls only
+//! its own writer thread).
+//!
+//! ```text
+//! accept ─> peer uid check ─> Register? ─ no ─> Refused{reason}, close
+//!                                │ yes: validate ABI major and every EventDesc
+//!                                v
+//!            lock state: for every started session that takes the process:
+//!              create trace dir + metadata + per-CPU buffers, queue AddChannel(fds)
+//!            queue SetEnabled{masks}, Ready; unlock
+//!                                v
+//!            poll(socket, pidfd): SyncDone → wake waiters; Exiting → noted;
+//!            EOF, pidfd readable, or a bad message → process gone:
+//!              flush every buffer, drain, close files, mark gone
+//! ```
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use ust_core::clock::ClockKind;
+use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, EventFilter, ProtocolError, Registration, MAX_CHANNELS};
+use ust_core::EventDesc;
+
+use crate::buffers::{ProcessInfo, ProcessTrace, Stream};
+use crate::daemon::Daemon;
+use crate::session::{Decision, Session};
+
+/// Most events one process may register.
+pub const MAX_EVENTS: usize = 1 << 16;
+/// Descriptors the daemon keeps free for control connections, metadata files and the
+/// like: a process is not traced when attaching it would leave fewer.
+pub const FD_MARGIN: u64 = 16;
+/// How long a new connection has to send `Register`.
+pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A message queued for an application's writer thread, with the descriptors it carries
+/// (closed once sent).
+#[derive(Debug)]
+pub struct Outgoing {
+    /// The message.
+    pub msg: DaemonMessage,
+    /// Descriptors sent with it as `SCM_RIGHTS`.
+    pub fds: Vec<OwnedFd>,
+}
+
+/// Progress of `Sync` round trips with one application.
+#[derive(Debug, Default)]
+pub struct SyncState {
+    inner: Mutex<(u64, bool)>,
+    cv: Condvar,
+}
+
+impl SyncState {
+    fn ack(&self, seq: u64) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.0 = g.0.max(seq);
+        self.cv.notify_all();
+    }
+
+    fn close(&self) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.1 = true;
+        self.cv.notify_all();
+    }
+
+    /// Waits until `SyncDone{seq}` (or a later one) arrived, the connection closed, or
+    /// `deadline` passed. True only in the first case.
+    pub fn wait(&self, seq: u64, deadline: Instant) -> bool {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if g.0 >= seq {
+                return true;
+            }
+            if g.1 {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            g = self.cv.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+/// A registered process, alive or gone.
+#[derive(Debug)]
+pub struct App {
+    /// Daemon-local id.
+    pub id: u64,
+    /// Process id (from `SO_PEERCRED`).
+    pub pid: i32,
+    /// User id (from `SO_PEERCRED`).
+    pub uid: u32,
+    /// Process name, as registered.
+    pub procname: String,
+    /// `ust trace` token, if any.
+    pub token: Option<String>,
+    /// Trace clock the process asked for (`UST_CLOCK`).
+    pub clock: Option<ClockKind>,
+    /// [`ust_core::ABI_MINOR`] of its runtime: what it can be granted.
+    pub abi_minor: u16,
+    /// Buffers per channel.
+    pub ncpus: u32,
+    /// Registered events; index `i` has CTF id `event_id(i)`.
+    pub events: Vec<EventDesc>,
+    /// Registration time (seconds since the Epoch).
+    pub registered: i64,
+    /// False once the process died or its connection closed.
+    pub alive: bool,
+    /// Said `Exiting` (a normal exit).
+    pub exiting: bool,
+    /// Mask slot → (session name, channel index).
+    pub slots: BTreeMap<u32, (String, usize)>,
+    out: Option<mpsc::Sender<Outgoing>>,
+    /// `Sync` round trips.
+    pub sync: Arc<SyncState>,
+}
+
+impl App {
+    /// Queues a message for the writer thread (dropped if the process is gone).
+    pub fn send(&self, msg: DaemonMessage, fds: Vec<OwnedFd>) {
+        if let Some(out) = &self.out {
+            let _ = out.send(Outgoing { msg, fds });
+        }
+    }
+
+    fn free_slot(&self) -> Option<u32> {
+        (0..MAX_CHANNELS).find(|s| !self.slots.contains_key(s))
+    }
+}
+
+/// A session and the per-process traces it writes.
+#[derive(Debug)]
+pub struct SessionState {
+    /// What the user configured.
+    pub session: Session,
+    /// App id → that process's trace in this session.
+    pub traces: BTreeMap<u64, ProcessTrace>,
+}
+
+/// Everything the daemon knows, behind one mutex ([`Daemon::lock`]). Never held across
+/// blocking I/O to a peer; stream locks are taken only after it is released.
+#[derive(Debug, Default)]
+pub struct State {
+    /// Sessions by name.
+    pub sessions: BTreeMap<String, SessionState>,
+    /// The current session (`ust create` sets it).
+    pub current: Option<String>,
+    /// Registered processes by daemon id.
+    pub apps: BTreeMap<u64, App>,
+    next_app: u64,
+    next_instance: u64,
+    next_seq: u64,
+}
+
+impl State {
+    /// A fresh sequence number for `Sync`.
+    pub fn next_seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// Gives process `app_id` buffers for every channel of session `name`, if the session is
+    /// started, takes the process (its token, and its process-id tracker:
+    /// [`Session::tracks`]), and has not done so yet: trace directory, metadata,
+    /// buffers, files, mask slots, and an `AddChannel` queued per channel. The caller then
+    /// pushes masks ([`State::push_masks`]).
+    pub fn attach(&mut self, name: &str, app_id: u64) {
+        let Some(ss) = self.sessions.get(name) else { return };
+        let Some(app) = self.apps.get(&app_id) else { return };
+        if !app.alive || !ss.session.started || !ss.session.takes(app.token.as_deref()) {
+            return;
+        }
+        // An untracked process (`ust untrack --vpid`) gets no buffers of the session; it
+        // is attached when it is tracked again (`track_vpids` in control.rs).
+        if !ss.session.tracks(app.pid) {
+            return;
+        }
+        if ss.traces.contains_key(&app_id) || ss.session.channels.is_empty() {
+            return;
+        }
+        if let Some(e) = ss.session.output_error.get() {
+            crate::log!("session {name}: process {} not traced: the session's output is stopped ({e})", app.pid);
+            return;
+        }
+        // The `ip` context came with ABI minor 2: an older runtime could not read the grant.
+        if app.abi_minor < 2 && ss.session.channels.iter().any(|c| c.contexts.contains(&ust_core::context::ContextType::Ip)) {
+            crate::log!(
+                "session {name}: process {} not traced: its ust runtime (ABI {}.{}) predates the ip context the session records; rebuild it with a newer ust",
+                app.pid,
+                ust_core::ABI_MAJOR,
+                app.abi_minor
+            );
+            return;
+        }
+        let free = (0..MAX_CHANNELS).filter(|s| !app.slots.contains_key(s)).count();
+        if free < ss.session.channels.len() {
+            crate::log!("session {name}: process {} has no free channel slot left; not traced", app.pid);
+            return;
+        }
+        // Each buffer costs a memfd (until sent) plus a stream and an index file; keep a
+        // margin for control connections and metadata files.
+        let need = ss.session.channels.len() as u64 * u64::from(app.ncpus) * 3 + FD_MARGIN;
+        if crate::daemon::fd_headroom() < need {
+            crate::log!(
+                "session {name}: process {} ({}) not traced: out of file descriptors ({}; it needs {need}); raise ust-consumerd's limit (ulimit -n)",
+                app.pid,
+                app.procname,
+                crate::daemon::fd_usage()
+            );
+            return;
+        }
+        // The session's clock, else the one the process asked for (UST_CLOCK).
+        let tsc = if ss.session.clock.or(app.clock) == Some(ClockKind::Tsc) {
+            let pid = app.pid;
+            let params = self.sessions.get_mut(name).and_then(|ss| ss.session.tsc_params());
+            if params.is_none() {
+                crate::log!("session {name}: process {pid} asked for the TSC clock; no invariant TSC here, CLOCK_MONOTONIC instead");
+            }
+            params
+        } else {
+            None
+        };
+        let (Some(ss), Some(app)) = (self.sessions.get(name), self.apps.get(&app_id)) else { return };
+        let info = ProcessInfo {
+            pid: app.pid,
+            procname: &app.procname,
+            ncpus: app.ncpus,
+            registered: app.registered,
+            events: &app.events,
+            tsc,
+        };
+        let (mut trace, fds) = match crate::buffers::create_process_trace(&ss.session, &info, &mut self.next_instance) {
+            Ok(x) => x,
+            Err(e) => {
+                crate::log!("session {name}: cannot set up buffers for process {}: {e}", app.pid);
+                return;
+            }
+        };
+        let channels: Vec<String> = ss.session.channels.iter().map(|c| c.name.clone()).collect();
+        let contexts: Vec<Vec<ust_core::context::ContextType>> = ss.session.channels.iter().map(|c| c.contexts.clone()).collect();
+        let app = self.apps.get_mut(&app_id).expect("checked above");
+        for (ci, chan_fds) in fds.into_iter().enumerate() {
+            let slot = app.free_slot().expect("counted above");
+            app.slots.insert(slot, (name.to_string(), ci));
+            trace.slots[ci] = Some(slot);
+            app.send(
+                DaemonMessage::AddChannel(ChannelGrant {
+                    slot,
+                    session: name.to_string(),
+                    channel: channels[ci].clone(),
+                    ncpus: app.ncpus,
+                    contexts: contexts[ci].clone(),
+                    tsc: trace.tsc,
+                }),
+                chan_fds,
+            );
+        }
+        crate::log!("session {name}: tracing process {} ({}) into {}", app.pid, app.procname, trace.dir.display());
+        self.sessions.get_mut(name).expect("checked above").traces.insert(app_id, trace);
+        crate::drain::wake();
+    }
+
+    /// The enable masks of process `app_id`: bit `s` of `masks[i]` set when the channel in
+    /// slot `s` records event `i` now.
+    pub fn masks(&self, app_id: u64) -> Vec<u64> {
+        self.masks_and_filters(app_id).0
+    }
+
+    /// The enable masks of process `app_id` and the filters that condition some of their
+    /// bits (resolved per event: field indexes of that event). The bits of a session that
+    /// does not track the process (`ust untrack --vpid`) are all clear: its buffers stay
+    /// mapped in the process, and nothing is written to them until it is tracked again.
+    pub fn masks_and_filters(&self, app_id: u64) -> (Vec<u64>, Vec<EventFilter>) {
+        let Some(app) = self.apps.get(&app_id) else { return (Vec::new(), Vec::new()) };
+        let mut masks = vec![0u64; app.events.len()];
+        let mut filters = Vec::new();
+        for (slot, (sname, ci)) in &app.slots {
+            let Some(ss) = self.sessions.get(sname) else { continue };
+            if !ss.session.tracks(app.pid) {
+                continue;
+            }
+            for (i, d) in ss.session.decisions(*ci, &app.events).into_iter().enumerate() {
+                match d {
+                    Decision::Off => {}
+                    Decision::On => masks[i] |= 1u64 << slot,
+                    Decision::Filtered(any_of) => {
+                        masks[i] |= 1u64 << slot;
+                        filters.push(EventFilter { event: i as u32, slot: *slot, any_of });
+                    }
+                }
+            }
+        }
+        (masks, filters)
+    }
+
+    /// Queues `SetEnabled` with the current masks and filters to process `app_id`.
+    pub fn push_masks(&self, app_id: u64) {
+        if let Some(app) = self.apps.get(&app_id).filter(|a| a.alive) {
+            let (masks, filters) = self.masks_and_filters(app_id);
+            app.send(DaemonMessage::SetEnabled { masks, filters }, Vec::new());
+        }
+    }
+
+    /// Queues `SetEnabled` to every live process.
+    pub fn push_all_masks(&self) {
+        for id in self.apps.keys() {
+            self.push_masks(*id);
+        }
+    }
+
+    /// Drops the records of dead processes that no session's trace refers to (their
+    /// traces keep pid, name and directory), so the table does not grow forever.
+    pub fn forget_gone_apps(&mut self) {
+        let sessions = &self.sessions;
+        self.apps.retain(|id, a| a.alive || sessions.values().any(|ss| ss.traces.contains_key(id)));
+    }
+
+    /// Ids of live processes that have a slot in session `name`.
+    pub fn apps_of(&self, name: &str) -> Vec<u64> {
+        self.apps.values().filter(|a| a.alive && a.slots.values().any(|(s, _)| s == name)).map(|a| a.id).collect()
+    }
+}
+
+/// Number of possible CPUs of this machine (`/sys/devices/system/cpu/possible`, e.g.
+/// `0-1` → 2), else `sysconf(_SC_NPROCESSORS_CONF)`, at least 1. The same count the
+/// runtime registers with.
+pub fn possible_cpus() -> u32 {
+    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/possible") {
+        let max = s.trim().split(',').filter_map(|part| part.rsplit('-').next()?.trim().parse::<u32>().ok()).max();
+        if let Some(m) = max {
+            return m + 1;
+        }
+    }
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    u32::try_from(n).unwrap_or(1).max(1)
+}
+
+/// Sends a `Refused` and logs why.
+fn refuse(sock: &UnixStream, pid: i32, reason: String) {
+    crate::log!("app connection from pid {pid} refused: {reason}");
+    let _ = protocol::send(sock, &DaemonMessage::Refused { reason }, &[]);
+}
+
+/// Checks a registration before anything is allocated for it: ABI major, CPU count (at
+/// most this machine's possible CPUs), sizes of every list and string, and every event
+/// description ([`EventDesc::validate`]).
+///
+/// # Errors
+/// The reason sent back in `Refused`.
+pub fn check_registration(r: &Registration) -> Result<(), String> {
+    if r.abi_major != ust_core::ABI_MAJOR {
+        return Err(format!(
+            "ABI major version {} is not supported by this ust-consumerd (major {}, minor {}); upgrade the older side",
+            r.abi_major,
+            ust_core::ABI_MAJOR,
+            ust_core::ABI_MINOR
+        ));
+    }
+    // Buffers are allocated per CPU: a process claiming more CPUs than this machine can
+    // have would make the daemon allocate (and keep files for) buffers no CPU writes.
+    let max_cpus = possible_cpus().min(protocol::MAX_FDS as u32);
+    if r.ncpus == 0 || r.ncpus > max_cpus {
+        return Err(format!("ncpus {} out of range 1..={max_cpus} (the CPUs this machine can have)", r.ncpus));
+    }
+    if r.events.len() > MAX_EVENTS {
+        return Err(format!("{} events registered, at most {MAX_EVENTS}", r.events.len()));
+    }
+    if r.procname.len() > 256 {
+        return Err("procname longer than 256 bytes".into());
+    }
+    if r.session_token.as_ref().is_some_and(|t| t.len() > 256) {
+        return Err("session token longer than 256 bytes".into());
+    }
+    for (i, e) in r.events.iter().enumerate() {
+        e.validate().map_err(|err| format!("event #{i} ({}): {err}", e.full_name()))?;
+    }
+    Ok(())
+}
+
+/// Serves one connection on the `app` socket until the process is gone. `pid` and `uid`
+/// come from `SO_PEERCRED` (already checked by the caller).
+pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
+    let _ = sock.set_read_timeout(Some(REGISTER_TIMEOUT));
+    let reg = match protocol::recv::<AppMessage>(&sock) {
+        Ok((AppMessage::Register(r), _fds)) => r,
+        Ok((other, _)) => return refuse(&sock, pid, format!("expected Register first, got {}", msg_name(&other))),
+        Err(ProtocolError::Eof) => return,
+        Err(ProtocolError::Io(e)) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            return refuse(&sock, pid, format!("no complete registration within {} ms of connecting", REGISTER_TIMEOUT.as_millis()))
+        }
+        Err(e) => return refuse(&sock, pid, format!("bad registration: {e}")),
+    };
+    if let Err(reason) = check_registration(&reg) {
+        return refuse(&sock, pid, reason);
+    }
+    // This connection needs two more descriptors (a pidfd, the writer's socket clone).
+    if crate::daemon::fd_headroom() < 2 + FD_MARGIN / 2 {
+        return refuse(
+            &sock,
+            pid,
+            format!(
+                "ust-consumerd is out of file descriptors ({}); not traced: raise its limit (ulimit -n) or trace fewer processes",
+                crate::daemon::fd_usage()
+            ),
+        );
+    }
+    // From here on the socket is read only when poll says it is readable; the timeout
+    // bounds a frame that a peer starts and never finishes, and a peer that never reads
+    // stalls only its writer thread, for as long.
+    let _ = sock.set_read_timeout(Some(REGISTER_TIMEOUT));
+    let _ = sock.set_write_timeout(Some(REGISTER_TIMEOUT));
+    let pidfd = match rustix::process::Pid::from_raw(pid).map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty())) {
+        Some(Ok(fd)) => Some(fd),
+        _ => {
+            crate::log!("pidfd_open({pid}) failed; death is detected by socket EOF only");
+            None
+        }
+    };
+    let writer_sock = match sock.try_clone() {
+        Ok(s) => s,
+        Err(e) => return refuse(&sock, pid, format!("daemon error: {e}")),
+    };
+    let (tx, rx) = mpsc::channel::<Outgoing>();
+    let writer = std::thread::Builder::new().name(format!("app-{pid}-tx")).spawn(move || {
+        for o in rx {
+            let fds: Vec<_> = o.fds.iter().map(|f| f.as_fd()).collect();
+            if let Err(e) = protocol::send(&writer_sock, &o.msg, &fds) {
+                crate::log!("process {pid}: sending {} failed: {e}; connection closed", msg_name_d(&o.msg));
+                // Without this the app stays registered with nobody sending to it: the
+                // reader thread now sees the connection end and takes the process-gone path.
+                let _ = writer_sock.shutdown(std::net::Shutdown::Both);
+                break;
+            }
+        }
+    });
+    if writer.is_err() {
+        return refuse(&sock, pid, "daemon cannot start a thread".into());
+    }
+    let sync = Arc::new(SyncState::default());
+    let app_id = {
+        let mut st = daemon.lock();
+        st.next_app += 1;
+        let id = st.next_app;
+        if reg.pid != pid {
+            crate::log!("process {pid} registered as pid {} (another pid namespace?); using {pid}", reg.pid);
+        }
+        st.apps.insert(
+            id,
+            App {
+                id,
+                pid,
+                uid,
+                procname: reg.procname.clone(),
+                token: reg.session_token.clone(),
+                clock: reg.clock,
+                abi_minor: reg.abi_minor,
+                ncpus: reg.ncpus,
+                events: reg.events,
+                registered: ust_ctf::datetime::now(),
+                alive: true,
+                exiting: false,
+                slots: BTreeMap::new(),
+                out: Some(tx),
+                sync: sync.clone(),
+            },
+        );
+        let names: Vec<String> = st.sessions.keys().cloned().collect();
+        for n in names {
+            st.attach(&n, id);
+        }
+        st.push_masks(id);
+        st.apps[&id].send(DaemonMessage::Ready, Vec::new());
+        crate::log!("process {pid} ({}) registered with {} events", reg.procname, st.apps[&id].events.len());
+        id
+    };
+    watch(&daemon, &sock, pidfd.as_ref(), app_id, &sync, pid);
+    sync.close();
+    process_gone(&daemon, app_id);
+}
+
+fn msg_name(m: &AppMessage) -> &'static str {
+    match m {
+        AppMessage::Register(_) => "Register",
+        AppMessage::SyncDone { .. } => "SyncDone",
+        AppMessage::Exiting => "Exiting",
+        AppMessage::RegisterEvents { .. } => "RegisterEvents",
+    }
+}
+
+fn msg_name_d(m: &DaemonMessage) -> &'static str {
+    match m {
+        DaemonMessage::Refused { .. } => "Refused",
+        DaemonMessage::AddChannel(_) => "AddChannel",
+        DaemonMessage::RemoveChannel { .. } => "RemoveChannel",
+        DaemonMessage::SetEnabled { .. } => "SetEnabled",
+        DaemonMessage::Ready => "Ready",
+        DaemonMessage::Sync { .. } => "Sync",
+    }
+}
+
+/// Late tracepoints of process `app_id`: validated, appended to its events, every trace's
+/// metadata rewritten (before anything enables them), then the masks pushed again.
+///
+/// # Errors
+/// A reason to refuse the process: `first` is not the number of events known, too many
+/// events, or a bad description.
+pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<EventDesc>) -> Result<(), String> {
+    let mut st = daemon.lock();
+    let Some(app) = st.apps.get_mut(&app_id) else { return Ok(()) };
+    if first as usize != app.events.len() {
+        return Err(format!("RegisterEvents from index {first}, but {} events are registered", app.events.len()));
+    }
+    if app.events.len() + events.len() > MAX_EVENTS {
+        return Err(format!("more than {MAX_EVENTS} events registered"));
+    }
+    for (i, e) in events.iter().enumerate() {
+        e.validate().map_err(|err| format!("event #{} ({}): {err}", first as usize + i, e.full_name()))?;
+    }
+    app.events.extend(events);
+    let (pid, procname, ncpus, registered) = (app.pid, app.procname.clone(), app.ncpus, app.registered);
+    let all = app.events.clone();
+    for ss in st.sessions.values_mut() {
+        let Some(t) = ss.traces.get_mut(&app_id) else { continue };
+        let info = ProcessInfo { pid, procname: &procname, ncpus, registered, events: &all, tsc: t.tsc };
+        if let Err(e) = crate::buffers::write_metadata(&ss.session, &info, &t.dir, t.uuid) {
+            crate::log!("session {}: rewriting {}/metadata failed: {e}", ss.session.name, t.dir.display());
+        }
+        t.events = all.clone();
+    }
+    crate::log!("process {pid} registered {} more events ({} in all)", all.len() - first as usize, all.len());
+    st.push_masks(app_id);
+    Ok(())
+}
+
+/// Reads messages and watches the pidfd until the process is gone.
+fn watch(daemon: &Daemon, sock: &UnixStream, pidfd: Option<&OwnedFd>, app_id: u64, sync: &SyncState, pid: i32) {
+    use rustix::event::{PollFd, PollFlags};
+    loop {
+        if daemon.shutting_down() {
+            return;
+        }
+        let mut fds = vec![PollFd::new(sock, PollFlags::IN)];
+        if let Some(p) = pidfd {
+            fds.push(PollFd::new(p, PollFlags::IN));
+        }
+        let timeout = rustix::time::Timespec { tv_sec: 0, tv_nsec: 500_000_000 };
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => {
+                crate::log!("process {pid}: poll failed: {e}");
+                return;
+            }
+        }
+        let sock_ready = !fds[0].revents().is_empty();
+        let died = fds.get(1).is_some_and(|f| !f.revents().is_empty());
+        if sock_ready {
+            match protocol::recv::<AppMessage>(sock) {
+                Ok((AppMessage::SyncDone { seq }, _)) => sync.ack(seq),
+                Ok((AppMessage::Exiting, _)) => {
+                    if let Some(a) = daemon.lock().apps.get_mut(&app_id) {
+                        a.exiting = true;
+                    }
+                    crate::log!("process {pid} is exiting");
+                }
+                Ok((AppMessage::RegisterEvents { first, events }, _)) => {
+                    if let Err(reason) = register_events(daemon, app_id, first, events) {
+                        refuse(sock, pid, reason);
+                        return;
+                    }
+                }
+                Ok((AppMessage::Register(_), _)) => {
+                    refuse(sock, pid, "Register sent twice on one connection".into());
+                    return;
+                }
+                Err(ProtocolError::Eof) => {
+                    crate::log!("process {pid}: connection closed");
+                    return;
+                }
+                Err(e) => {
+                    refuse(sock, pid, format!("bad message: {e}"));
+                    return;
+                }
+            }
+        } else if died {
+            crate::log!("process {pid} died");
+            return;
+        }
+    }
+}
+
+/// The process behind `app_id` is gone: flush every buffer it had (a reader-side switch),
+/// drain what was delivered, keep the committed prefix of sub-buffers its dead writers
+/// left incomplete (torn-event recovery), close its stream files, free its slots and mark
+/// it gone. In a snapshot session, a process that did not say `Exiting` (it died
+/// abnormally) gets a post-mortem trace ([`crate::snapshot::post_mortem`]) and its buffers
+/// are kept for later snapshots until the session is destroyed.
+pub fn process_gone(daemon: &Daemon, app_id: u64) {
+    let death = ust_ctf::datetime::stamp();
+    let (abnormal, pid, procname) = {
+        let st = daemon.lock();
+        let Some(app) = st.apps.get(&app_id) else { return };
+        (!app.exiting, app.pid, app.procname.clone())
+    };
+    {
+        let mut st = daemon.lock();
+        let Some(app) = st.apps.get_mut(&app_id) else { return };
+        app.alive = false;
+        app.out = None;
+        app.slots.clear();
+        for ss in st.sessions.values_mut() {
+            if let Some(t) = ss.traces.get_mut(&app_id) {
+                t.slots.iter_mut().for_each(|s| *s = None);
+            }
+        }
+    }
+    // The traces are marked gone only once their content is on disk, so that a client
+    // that sees "gone" can read them.
+    if abnormal {
+        let written = crate::snapshot::post_mortem(daemon, app_id, &death);
+        let mut st = daemon.lock();
+        for (session, dir) in written {
+            if let Some(t) = st.sessions.get_mut(&session).and_then(|ss| ss.traces.get_mut(&app_id)) {
+                t.post_mortem = Some(dir);
+            }
+        }
+        for ss in st.sessions.values_mut().filter(|ss| ss.session.snapshot) {
+            if let Some(t) = ss.traces.get_mut(&app_id) {
+                t.retained = true;
+            }
+        }
+    }
+    let streams: Vec<Arc<Mutex<Stream>>> = {
+        let st = daemon.lock();
+        st.sessions
+            .values()
+            .filter_map(|ss| ss.traces.get(&app_id))
+            .filter(|t| !t.retained)
+            .flat_map(|t| t.streams.iter().cloned())
+            .collect()
+    };
+    for s in &streams {
+        s.lock().unwrap_or_else(|e| e.into_inner()).finish_dead();
+    }
+    let mut st = daemon.lock();
+    for ss in st.sessions.values_mut() {
+        if let Some(t) = ss.traces.get_mut(&app_id) {
+            t.gone = true;
+        }
+    }
+    crate::log!(
+        "process {pid} ({procname}) gone{}; {} streams finished",
+        if abnormal { " without a normal exit" } else { "" },
+        streams.len()
+    );
+    st.forget_gone_apps();
+}

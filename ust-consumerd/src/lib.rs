@@ -1,0 +1,33 @@
+//! `ust-consumerd`, the per-user tracing daemon, in the line of LTTng's
+//! `lttng-sessiond`/`lttng-consumerd`.
+//!
+//! ```text
+//!  ust (cli) ──ctl socket, ust_ctl::protocol──> control ──> session (channels, enablers)
+//!                                                  │
+//!  traced app ──app socket (ust_core::protocol)──> apps ──> buffers (sealed memfds, per CPU)
+//!                                                  │
+//!                                drain thread ─────┴──> ust_ctf::{metadata, stream, index}
+//! ```
+//!
+//! Modules, one job each:
+//! - [`session`]: sessions, channels, enablers and the enable masks they yield.
+//! - [`control`]: the daemon's handling of each control request.
+//! - [`apps`]: application connections: registration, death watch, messages to the app.
+//! - [`buffers`]: per-CPU buffer allocation and the daemon's streams.
+//! - [`drain`]: the read and switch timers that move packets from buffers to stream files.
+//! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
+//! - [`sigbus`]: surviving SIGBUS on `--shm-path` buffer files.
+//! - [`snapshot`]: `ust snapshot record` and post-mortem dumps of snapshot sessions.
+//! - [`mod@log`]: the daemon's log.
+
+#![warn(missing_docs)]
+
+pub mod apps;
+pub mod buffers;
+pub mod control;
+pub mod daemon;
+pub mod drain;
+pub mod log;
+pub mod session;
+pub mod sigbus;
+pub mod snapshot;

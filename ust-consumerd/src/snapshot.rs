@@ -1,0 +1,185 @@
+//! Snapshots and post-mortem dumps of snapshot (flight-recorder) sessions, LTTng's
+//! `lttng snapshot record` and what LTTng leaves to `lttng-crash`.
+//!
+//! A snapshot session's channels are in overwrite mode by default and have no live reader:
+//! nothing is written while it runs. `ust snapshot record` copies what every buffer of
+//! every process of the session holds, without consuming it and without stopping tracing
+//! ([`crate::buffers::copy_held_packets`]: [`ringbuffer::Buffer::snapshot_packet`] swaps
+//! a packet out of the writers' reach while it copies it), into
+//!
+//! ```text
+//! <output>/snapshot-<N>-<YYYYmmdd-HHMMSS>/ust/pid/<procname>-<pid>-<YYYYmmdd-HHMMSS>/
+//!     metadata, <channel>_<cpu>, index/<channel>_<cpu>.idx
+//! ```
+//!
+//! (N counts from 1 per session). When a process of a snapshot session goes away without
+//! a normal exit (no `Exiting` message: SIGKILL, SIGSEGV, abort, `_exit`), the daemon
+//! writes the same content at once to
+//! `<output>/post-mortem/<procname>-<pid>-<YYYYmmdd-HHMMSS of death>/`, keeping the
+//! committed prefix of sub-buffers its dead writers left incomplete (torn-event recovery),
+//! and keeps the process's buffers so that later snapshots include it until the session is
+//! destroyed.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ust_ctl::protocol::SnapshotReport;
+use ust_core::EventDesc;
+
+use crate::buffers::{append_packet, copy_held_packets, HeldCopy, Stream};
+use ust_ctf::index::IndexFile;
+use ust_ctf::stream::StreamFile;
+use crate::daemon::Daemon;
+
+/// One process's trace as a snapshot needs it.
+struct Source {
+    dir_name: String,
+    metadata: String,
+    streams: Vec<Arc<Mutex<Stream>>>,
+    events: Arc<[EventDesc]>,
+    dead: bool,
+}
+
+/// Writes one process's trace into `dir` (created): metadata first, then for every stream
+/// the packets its buffer holds, at most `max_packets` (the newest) per stream.
+fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &mut SnapshotReport) -> Result<(), String> {
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o750).create(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    ust_ctf::metadata::write_atomically(dir, &src.metadata).map_err(|e| format!("writing {}/metadata: {e}", dir.display()))?;
+    for s in &src.streams {
+        let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+        if s.finished || s.broken {
+            continue;
+        }
+        // Close the packet being filled so the newest records are in (a reader-side switch,
+        // as LTTng's snapshot does); a dead process's packets are closed once and for all.
+        s.flush();
+        if !s.shm_intact() {
+            continue;
+        }
+        let Some(buffer) = s.buffer() else { continue };
+        let name = ust_ctf::stream_file_name(&s.channel, s.cpu);
+        let mut file = StreamFile::create(dir, &name).map_err(|e| format!("creating {}/{name}: {e}", dir.display()))?;
+        let mut index = IndexFile::create(dir, &name).map_err(|e| format!("creating {}/index/{name}.idx: {e}", dir.display()))?;
+        let mut held = HeldCopy::new(&s.identity, &src.events);
+        copy_held_packets(buffer, &mut held, src.dead, max_packets, &mut |info, packet| {
+            append_packet(&mut file, &mut index, info, packet).map_err(|e| format!("{}: {e}", file.path().display()))
+        })?;
+        report.packets += held.report.packets;
+        report.bytes += held.report.bytes;
+        report.recovered_packets += held.report.recovered;
+        report.incomplete += held.report.incomplete;
+    }
+    report.processes += 1;
+    Ok(())
+}
+
+fn source(t: &crate::buffers::ProcessTrace) -> Source {
+    let events: Arc<[EventDesc]> = t.events.clone().into();
+    Source {
+        dir_name: t.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| format!("{}-{}", t.procname, t.pid)),
+        metadata: t.metadata.clone(),
+        streams: t.streams.clone(),
+        events,
+        dead: t.gone,
+    }
+}
+
+/// `ust snapshot record`: writes what every buffer of session `name` holds to
+/// `<output>/snapshot-<N>-<YYYYmmdd-HHMMSS>/ust/pid/...`, tracing going on. `max_size`
+/// bounds the total bytes (LTTng's `--max-size`): it is split evenly between the streams
+/// and each keeps its newest packets that fit.
+///
+/// # Errors
+/// A message when the session is not a snapshot session, is not started, `max_size` is
+/// smaller than one sub-buffer per stream, or writing fails.
+pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<SnapshotReport, String> {
+    let (dir, sources, max_subbuf) = {
+        let mut st = daemon.lock();
+        let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
+        if !ss.session.snapshot {
+            return Err(format!(
+                "session {name} is not a snapshot session: create one with `ust create NAME --snapshot` (its traces are written as they are recorded)"
+            ));
+        }
+        if !ss.session.started {
+            return Err(format!("session {name} is not started: start it with `ust start` before taking a snapshot"));
+        }
+        ss.session.snapshots_taken += 1;
+        let n = ss.session.snapshots_taken;
+        let dir = ss.session.output.join(format!("snapshot-{n}-{}", ust_ctf::datetime::stamp()));
+        let sources: Vec<Source> = ss.traces.values().filter(|t| !t.gone || t.retained).map(source).collect();
+        let max_subbuf = ss.session.channels.iter().map(|c| c.config.subbuf_size).max().unwrap_or(0);
+        (dir, sources, max_subbuf)
+    };
+    let nstreams: usize = sources.iter().map(|s| s.streams.len()).sum();
+    let max_packets = match max_size {
+        None => None,
+        Some(m) => {
+            let per_stream = m / (nstreams.max(1) as u64);
+            let packets = per_stream / max_subbuf.max(1);
+            if packets == 0 {
+                return Err(format!(
+                    "--max-size {m} is too small: {nstreams} stream(s) of sub-buffers of up to {max_subbuf} bytes need at least {} bytes (one sub-buffer each)",
+                    max_subbuf * nstreams.max(1) as u64
+                ));
+            }
+            Some(packets as usize)
+        }
+    };
+    let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    for src in &sources {
+        let pdir = dir.join("ust").join("pid").join(&src.dir_name);
+        write_process(src, &pdir, max_packets, &mut report)?;
+    }
+    crate::log!(
+        "session {name}: snapshot of {} process(es) written to {} ({} packets, {} bytes)",
+        report.processes,
+        dir.display(),
+        report.packets,
+        report.bytes
+    );
+    Ok(report)
+}
+
+/// A process of a snapshot session died without a normal exit: writes its flight-recorder
+/// content to `<output>/post-mortem/<procname>-<pid>-<stamp of death>/` for every snapshot
+/// session that traced it. Returns the directories written, with the session names.
+pub fn post_mortem(daemon: &Daemon, app_id: u64, death_stamp: &str) -> Vec<(String, PathBuf)> {
+    let jobs: Vec<(String, PathBuf, Source)> = {
+        let st = daemon.lock();
+        st.sessions
+            .values()
+            .filter(|ss| ss.session.snapshot)
+            .filter_map(|ss| {
+                let t = ss.traces.get(&app_id)?;
+                let dir = ust_ctf::process_dir(&ss.session.output.join("post-mortem"), &t.procname, t.pid, death_stamp);
+                // `process_dir` puts `ust/pid/` in between; the contract has none here.
+                let dir = ss.session.output.join("post-mortem").join(dir.file_name()?);
+                let mut src = source(t);
+                src.dead = true;
+                Some((ss.session.name.clone(), dir, src))
+            })
+            .collect()
+    };
+    let mut done = Vec::new();
+    for (session, dir, src) in jobs {
+        let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
+        match write_process(&src, &dir, None, &mut report) {
+            Ok(()) => {
+                crate::log!(
+                    "session {session}: process died abnormally (no normal exit); post-mortem trace written to {} ({} packets, {} rebuilt from torn sub-buffers)",
+                    dir.display(),
+                    report.packets,
+                    report.recovered_packets
+                );
+                done.push((session, dir));
+            }
+            Err(e) => crate::log!("session {session}: post-mortem trace to {} failed: {e}", dir.display()),
+        }
+    }
+    done
+}

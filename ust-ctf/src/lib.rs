@@ -1,0 +1,59 @@
+//! `ust-ctf`: CTF 1.8 files of ust traces. The writer lays out one directory per traced process,
+//! `<output>/ust/pid/<procname>-<pid>-<YYYYmmdd-HHMMSS>/`, as LTTng's per-PID buffering
+//! scheme lays it out:
+//!
+//! ```text
+//! <procname>-<pid>-<stamp>/
+//! ├── metadata              TSDL text, starts with "/* CTF 1.8 */"      (metadata)
+//! ├── <channel>_<cpu>       whole packets, appended as they are drained (stream)
+//! └── index/
+//!     └── <channel>_<cpu>.idx   one entry per packet, big-endian        (index)
+//! ```
+//!
+//! [`reader`] walks the records of a packet; `ust trace` counts events with it.
+//! [`recover`] repairs what a killed daemon left; `ust view` runs it first.
+//! [`datetime`] gives the timestamps used in directory names and in the metadata's `env`.
+
+#![warn(missing_docs)]
+
+pub mod datetime;
+pub mod held;
+pub mod index;
+pub mod metadata;
+pub mod reader;
+pub mod recover;
+pub mod stream;
+
+use std::path::{Path, PathBuf};
+
+/// Directory of one process's trace inside a session's output directory:
+/// `<output>/ust/pid/<procname>-<pid>-<stamp>` (LTTng's per-PID layout). Characters of
+/// `procname` other than `[A-Za-z0-9_.-]` become `_`, so a name never escapes the directory.
+pub fn process_dir(output: &Path, procname: &str, pid: i32, stamp: &str) -> PathBuf {
+    let safe: String = procname
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' })
+        .collect();
+    let safe = if safe.is_empty() || safe.starts_with('.') { format!("_{safe}") } else { safe };
+    output.join("ust").join("pid").join(format!("{safe}-{pid}-{stamp}"))
+}
+
+/// Name of the stream file of `channel` on `cpu`: `<channel>_<cpu>`.
+pub fn stream_file_name(channel: &str, cpu: u32) -> String {
+    format!("{channel}_{cpu}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(
+            process_dir(Path::new("/o"), "my app/x", 12, "20260101-000000"),
+            PathBuf::from("/o/ust/pid/my_app_x-12-20260101-000000")
+        );
+        assert_eq!(process_dir(Path::new("/o"), "..", 1, "s"), PathBuf::from("/o/ust/pid/_..-1-s"));
+        assert_eq!(stream_file_name("channel0", 3), "channel0_3");
+    }
+}

@@ -1,0 +1,75 @@
+//! Stream files: `<channel>_<cpu>`, the packets of one per-CPU buffer appended in the order
+//! they were drained (CTF 1.8 section 5: a stream is a sequence of packets). Each packet is
+//! appended with a single `write_all` of the whole packet, so a file holds whole packets
+//! only: a packet cut short by a write error (a full disk) is truncated away at once, and
+//! one cut short by a killed daemon when the trace is next opened
+//! ([`crate::recover`]).
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// An open stream file and the size written so far.
+#[derive(Debug)]
+pub struct StreamFile {
+    file: File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl StreamFile {
+    /// Creates (or truncates) `dir/<name>`, mode 0600.
+    ///
+    /// # Errors
+    /// The `open` error.
+    pub fn create(dir: &Path, name: &str) -> std::io::Result<StreamFile> {
+        let path = dir.join(name);
+        let file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
+        Ok(StreamFile { file, path, len: 0 })
+    }
+
+    /// Appends one whole packet; returns its offset in bytes from the start of the file
+    /// (the index entry's `offset`).
+    ///
+    /// # Errors
+    /// The `write` error (for example `ENOSPC`); the file length is then unknown and the
+    /// caller stops writing this stream.
+    pub fn append_packet(&mut self, packet: &[u8]) -> std::io::Result<u64> {
+        let off = self.len;
+        if let Err(e) = self.file.write_all(packet) {
+            // Part of the packet may be on disk (a full disk takes what fits): cut it off,
+            // so the file still holds whole packets only. Truncating frees space, so it
+            // works on a full disk too.
+            let _ = self.file.set_len(off);
+            return Err(e);
+        }
+        self.len += packet.len() as u64;
+        Ok(off)
+    }
+
+    /// Cuts the file back to `len` bytes (a packet taken back out).
+    ///
+    /// # Errors
+    /// The `ftruncate` error.
+    pub fn truncate_to(&mut self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)?;
+        self.len = self.len.min(len);
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True before the first packet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}

@@ -1,0 +1,344 @@
+//! The settings a request carries: channel configuration and its limits, log-level
+//! filters, the process-id tracker, and the rules for session and channel names. The
+//! daemon's session model (`ust_consumerd::session`) is built from them; the CLI checks
+//! them before it sends a request.
+
+use serde::{Deserialize, Serialize};
+use ust_core::Level;
+
+/// Default sub-buffer size: 512 KiB (16 of them per CPU, read every 20 ms). The arithmetic,
+/// for the design target (10 M events/s of `{u64, i32}` for 10 s from two threads, 0 lost):
+///
+/// * **Rate into one buffer.** A `{u64, i32}` record is 16 bytes (4-byte compact header,
+///   8, 4). Two threads on two CPUs: 5 M/s × 16 B = 80 MB/s per CPU buffer; both threads
+///   on one CPU (the worst case for one buffer): 160 MB/s.
+/// * **Drain latency.** The read period (20 ms), plus the daemon's wake-up delay on a
+///   machine whose cores the writers keep busy (CFS lets a woken thread run within its
+///   scheduling latency, 6–24 ms), plus the pass itself (copy out, one `write` and one
+///   zeroing per 512 KiB packet: about 1 ms for 3 MB): about 45 ms at worst. (On a VM
+///   whose new page-cache pages fault on the host, a packet's `write` can take 3 ms: the
+///   drain then writes ~170 MB/s, just above this rate; BENCHMARKS.md "Sustained drain".)
+/// * **Ring size.** 160 MB/s × 45 ms = 7.2 MB ≤ 16 × 512 KiB = 8 MiB; at 80 MB/s the ring
+///   holds 105 ms, two periods of slack. 8 sub-buffers (4 MiB) hold only 26 ms at
+///   160 MB/s, which is why they lost events in the measurements of the end-to-end issue.
+/// * **Sub-buffer size.** Only whole packets go back to the writer, so the ring has
+///   `num_subbuf - 1` sub-buffers of slack while one is being written: 16 keeps that at
+///   94 %. 512 KiB packets mean 160–320 packets/s per CPU, i.e. 3–7 whole-packet writes
+///   per stream per pass, a few hundred system calls per second in all, none per event.
+/// * **Wake-ups.** Writers never wake the daemon (no system call on the emit path; the
+///   read timer polls every stream in one pass, `drain`), which is below the "at most once
+///   per delivered sub-buffer" budget. A pass that finds half a ring waiting reads that
+///   stream again after 5 ms (`drain::pass`), halving the latency term during bursts.
+/// * **Memory.** 8 MiB per CPU per channel per process, in shared memory the daemon maps;
+///   the daemon's own anonymous memory is one 512 KiB copy buffer per draining thread.
+///
+/// `cargo bench -p benches --bench consumer` measures it (BENCHMARKS.md).
+pub const DEFAULT_SUBBUF_SIZE: u64 = 512 * 1024;
+/// Default number of sub-buffers per CPU: 16 (see [`DEFAULT_SUBBUF_SIZE`]).
+pub const DEFAULT_NUM_SUBBUF: u32 = 16;
+/// Default read-timer period: 20 ms (the daemon polls delivered sub-buffers that often;
+/// see [`DEFAULT_SUBBUF_SIZE`] for why the ring holds more than two periods).
+pub const DEFAULT_READ_TIMER_US: u64 = 20_000;
+/// Default switch-timer period: 0, off (as LTTng's per-PID UST channels).
+pub const DEFAULT_SWITCH_TIMER_US: u64 = 0;
+/// Name of the channel `enable-event` creates when none is given (LTTng's `channel0`).
+pub const DEFAULT_CHANNEL: &str = "channel0";
+/// Smallest sub-buffer: one page, as LTTng.
+pub const MIN_SUBBUF_SIZE: u64 = 4096;
+/// Most sub-buffers per buffer.
+pub const MAX_NUM_SUBBUF: u32 = 1 << 16;
+/// Largest per-CPU buffer (sub-buffer size × count): 1 GiB.
+pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
+
+/// Configuration of a channel (`ust enable-channel`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelConfig {
+    /// Sub-buffer size in bytes, a power of two, at least [`MIN_SUBBUF_SIZE`].
+    pub subbuf_size: u64,
+    /// Number of sub-buffers per CPU, a power of two, at least 2.
+    pub num_subbuf: u32,
+    /// Overwrite (flight-recorder) mode instead of discard.
+    pub overwrite: bool,
+    /// Switch-timer period in µs; 0 = off.
+    pub switch_timer_us: u64,
+    /// Read-timer period in µs, at least 1.
+    pub read_timer_us: u64,
+    /// `--tracefile-size`: a stream file is closed and the next one (`<channel>_<cpu>_<k>`)
+    /// opened before a packet would make it larger than this; 0 = one file per stream.
+    #[serde(default)]
+    pub tracefile_size: u64,
+    /// `--tracefile-count`: most files kept per stream (the oldest is removed); 0 = all.
+    #[serde(default)]
+    pub tracefile_count: u64,
+}
+
+impl Default for ChannelConfig {
+    fn default() -> Self {
+        ChannelConfig {
+            subbuf_size: DEFAULT_SUBBUF_SIZE,
+            num_subbuf: DEFAULT_NUM_SUBBUF,
+            overwrite: false,
+            switch_timer_us: DEFAULT_SWITCH_TIMER_US,
+            read_timer_us: DEFAULT_READ_TIMER_US,
+            tracefile_size: 0,
+            tracefile_count: 0,
+        }
+    }
+}
+
+impl ChannelConfig {
+    /// Checks sizes and timers.
+    ///
+    /// # Errors
+    /// A message naming the bad value.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.subbuf_size.is_power_of_two() || self.subbuf_size < MIN_SUBBUF_SIZE {
+            return Err(format!("sub-buffer size {} is not a power of two of at least {MIN_SUBBUF_SIZE}", self.subbuf_size));
+        }
+        if !self.num_subbuf.is_power_of_two() || self.num_subbuf < 2 || self.num_subbuf > MAX_NUM_SUBBUF {
+            return Err(format!("sub-buffer count {} is not a power of two between 2 and {MAX_NUM_SUBBUF}", self.num_subbuf));
+        }
+        if self.subbuf_size.saturating_mul(self.num_subbuf as u64) > MAX_BUFFER_BYTES {
+            return Err(format!("buffer of {} x {} bytes exceeds {MAX_BUFFER_BYTES} bytes per CPU", self.num_subbuf, self.subbuf_size));
+        }
+        if self.read_timer_us == 0 {
+            return Err("read timer must be at least 1 us".into());
+        }
+        if self.tracefile_size != 0 && self.tracefile_size < self.subbuf_size {
+            return Err(format!(
+                "trace file size {} is smaller than a packet (sub-buffer size {}); each file holds whole packets",
+                self.tracefile_size, self.subbuf_size
+            ));
+        }
+        if self.tracefile_count != 0 && self.tracefile_size == 0 {
+            return Err("--tracefile-count needs --tracefile-size".into());
+        }
+        Ok(())
+    }
+}
+
+/// Log-level part of an enabler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LevelFilter {
+    /// Any level.
+    Any,
+    /// `--loglevel L`: level number `<= L` (as severe as `L` or more).
+    UpTo(Level),
+    /// `--loglevel-only L`: exactly `L`.
+    Only(Level),
+}
+
+impl LevelFilter {
+    /// True when an event of level `l` passes.
+    pub fn accepts(self, l: Level) -> bool {
+        match self {
+            LevelFilter::Any => true,
+            LevelFilter::UpTo(max) => l.number() <= max.number(),
+            LevelFilter::Only(x) => l == x,
+        }
+    }
+
+    /// Human form: `any`, `<= TRACE_INFO (6)`, `== TRACE_INFO (6)`.
+    pub fn describe(self) -> String {
+        match self {
+            LevelFilter::Any => "any level".into(),
+            LevelFilter::UpTo(l) => format!("level <= {l}"),
+            LevelFilter::Only(l) => format!("level == {l}"),
+        }
+    }
+}
+
+/// One `enable-event` rule of a channel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enabler {
+    /// Glob on `provider:name`.
+    pub pattern: String,
+    /// Level filter.
+    pub level: LevelFilter,
+    /// False after `disable-event`.
+    pub enabled: bool,
+    /// `--exclude`: globs on `provider:name` that this enabler does not match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclusions: Vec<String>,
+    /// `--filter`: the expression's text (checked by [`crate::filter::parse`] when the
+    /// enabler is made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+}
+
+impl Enabler {
+    /// An enabled rule with no exclusion and no filter.
+    pub fn new(pattern: impl Into<String>, level: LevelFilter) -> Enabler {
+        Enabler { pattern: pattern.into(), level, enabled: true, exclusions: Vec::new(), filter: None }
+    }
+}
+
+/// Most process ids a session's tracker may list.
+pub const MAX_TRACKED_VPIDS: usize = 65536;
+
+/// A session's process-id tracker (`ust track --vpid`, `ust untrack --vpid`), with
+/// LTTng 2.13's semantics for `lttng track/untrack --userspace --vpid`: a tracker either
+/// takes every process (the default, policy "all") or only those of an inclusion set
+/// (possibly empty: nothing is recorded). The daemon applies it to processes already
+/// registered and to those that register later, whether the session is started or not.
+///
+/// The ids are process ids as the daemon sees them (`SO_PEERCRED`, what `ust list --apps`
+/// shows), which are the processes' own (virtual) pids unless they run in another pid
+/// namespace.
+///
+/// JSON (`ust list SESSION --json`, field `vpid_tracker`): `"all"`, or
+/// `{"only": [pid, ...]}` in increasing order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VpidTracker {
+    /// Every process is tracked (`ust track --vpid --all`; the default).
+    #[default]
+    All,
+    /// Only these process ids are tracked; empty after `ust untrack --vpid --all`.
+    Only(std::collections::BTreeSet<i32>),
+}
+
+impl VpidTracker {
+    /// True when a process with id `pid` is recorded by the session.
+    pub fn tracks(&self, pid: i32) -> bool {
+        match self {
+            VpidTracker::All => true,
+            VpidTracker::Only(set) => set.contains(&pid),
+        }
+    }
+
+    /// `ust track --vpid PIDS`: switches a tracker that takes every process to the set
+    /// `PIDS`, or adds `PIDS` to the set. Returns the ids that were tracked already
+    /// (LTTng warns about those and goes on).
+    ///
+    /// # Errors
+    /// A message when an id is not positive or the set would exceed
+    /// [`MAX_TRACKED_VPIDS`]; the tracker is then unchanged.
+    pub fn track(&mut self, pids: &[i32]) -> Result<Vec<i32>, String> {
+        check_pids(pids)?;
+        let mut set = match self {
+            VpidTracker::All => std::collections::BTreeSet::new(),
+            VpidTracker::Only(s) => s.clone(),
+        };
+        let was_all = *self == VpidTracker::All;
+        let mut already = Vec::new();
+        for &p in pids {
+            if !set.insert(p) && !already.contains(&p) {
+                already.push(p);
+            }
+        }
+        if was_all {
+            // Every process was tracked: the ones named were tracked already, but the
+            // tracker now takes them only. LTTng reports no warning here.
+            already.clear();
+        }
+        if set.len() > MAX_TRACKED_VPIDS {
+            return Err(format!("a session tracks at most {MAX_TRACKED_VPIDS} process ids"));
+        }
+        *self = VpidTracker::Only(set);
+        Ok(already)
+    }
+
+    /// `ust untrack --vpid PIDS`: removes `PIDS` from the inclusion set. Returns the ids
+    /// that were not in it (LTTng warns about those and goes on).
+    ///
+    /// # Errors
+    /// A message when an id is not positive, or when the tracker takes every process:
+    /// LTTng has no exclusion set, so a single process cannot be untracked from "all"
+    /// (the message says what to do instead). The tracker is then unchanged.
+    pub fn untrack(&mut self, pids: &[i32]) -> Result<Vec<i32>, String> {
+        check_pids(pids)?;
+        match self {
+            VpidTracker::All => Err(
+                "every process is tracked (policy \"all\"): there is no list to remove a process id from; \
+                 track the processes to keep with `ust track --vpid PID,...`, or track none with `ust untrack --vpid --all`"
+                    .into(),
+            ),
+            VpidTracker::Only(set) => {
+                let mut missing = Vec::new();
+                for &p in pids {
+                    if !set.remove(&p) && !missing.contains(&p) {
+                        missing.push(p);
+                    }
+                }
+                Ok(missing)
+            }
+        }
+    }
+
+    /// Human form for `ust list SESSION`: `all`, `none`, or the ids, comma-separated.
+    pub fn describe(&self) -> String {
+        match self {
+            VpidTracker::All => "all".into(),
+            VpidTracker::Only(s) if s.is_empty() => "none".into(),
+            VpidTracker::Only(s) => s.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "),
+        }
+    }
+}
+
+/// Checks process ids given to the tracker: each in `1..=i32::MAX`.
+///
+/// # Errors
+/// A message naming the first bad id.
+pub fn check_pids(pids: &[i32]) -> Result<(), String> {
+    match pids.iter().find(|p| **p <= 0) {
+        Some(p) => Err(format!("invalid process id {p}: a process id is a positive integer")),
+        None => Ok(()),
+    }
+}
+
+/// Checks a session or channel name: 1 to 100 characters of `[A-Za-z0-9_.-]`, not starting
+/// with `.` or `-` (it becomes part of paths).
+///
+/// # Errors
+/// A message naming the bad name.
+pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        && !name.starts_with(['.', '-']);
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("invalid {kind} name {name:?}: use 1 to 100 characters of A-Z a-z 0-9 _ . - (not first . or -)"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vpid_tracker_follows_lttng() {
+        let mut t = VpidTracker::default();
+        assert!(t.tracks(1) && t.tracks(42));
+        assert_eq!(t.describe(), "all");
+        assert!(t.untrack(&[5]).is_err(), "no list to remove from");
+        assert_eq!(t, VpidTracker::All, "unchanged on error");
+        assert_eq!(t.track(&[7, 3]), Ok(vec![]));
+        assert!(t.tracks(7) && t.tracks(3) && !t.tracks(42));
+        assert_eq!(t.describe(), "3, 7");
+        assert_eq!(t.track(&[3, 9]), Ok(vec![3]), "3 was tracked already");
+        assert_eq!(t.untrack(&[7, 8]), Ok(vec![8]), "8 was not tracked");
+        assert!(!t.tracks(7) && t.tracks(9));
+        assert!(t.track(&[0]).is_err() && t.track(&[-4]).is_err());
+        assert_eq!(t.describe(), "3, 9", "unchanged on error");
+        t = VpidTracker::Only(Default::default());
+        assert!(!t.tracks(3));
+        assert_eq!(t.describe(), "none");
+        assert_eq!(serde_json::to_string(&VpidTracker::All).unwrap(), r#""all""#);
+        assert_eq!(serde_json::to_string(&VpidTracker::Only([2, 1].into())).unwrap(), r#"{"only":[1,2]}"#);
+    }
+
+    #[test]
+    fn config_validation() {
+        assert!(ChannelConfig::default().validate().is_ok());
+        assert!(ChannelConfig { subbuf_size: 5000, ..Default::default() }.validate().is_err());
+        assert!(ChannelConfig { num_subbuf: 3, ..Default::default() }.validate().is_err());
+        assert!(ChannelConfig { tracefile_size: 4096, ..Default::default() }.validate().is_err(), "smaller than a packet");
+        assert!(ChannelConfig { tracefile_count: 2, ..Default::default() }.validate().is_err());
+        assert!(ChannelConfig { tracefile_size: 1 << 20, tracefile_count: 2, ..Default::default() }.validate().is_ok());
+        assert!(check_name("session", "a-b_c.1").is_ok());
+        assert!(check_name("session", "../x").is_err());
+    }
+}

@@ -1,0 +1,21 @@
+//! `ust-ctl`: the control protocol both ends speak — the `ust` command and `ust-consumerd`
+//! on the daemon's `ctl` socket — as types of its own, independent of the daemon's session
+//! model, in the role of LTTng's `lttng-ctl` library.
+//!
+//! - [`protocol`]: requests, replies and the payloads they carry (framed JSON).
+//! - [`config`]: channel settings and their limits, log-level filters, the process-id
+//!   tracker, name rules.
+//! - [`client`]: the connection the CLI (and tests) use.
+//! - [`filter`]: the `--filter` language: parser and type check, run by the CLI before it
+//!   sends a filter and by the daemon again when it receives one.
+
+#![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod client;
+pub mod config;
+pub mod filter;
+pub mod protocol;
+
+pub use client::{Client, ClientError};

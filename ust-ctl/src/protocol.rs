@@ -1,0 +1,477 @@
+//! The requests and replies of the control protocol between the `ust` command and
+//! `ust-consumerd`, on the `ctl` socket: its own types, which the daemon maps to and from its
+//! session model.
+//!
+//! Frames are [`ust_core::protocol::write_frame`]/[`ust_core::protocol::read_frame`]
+//! (little-endian `u32` length, JSON body). The client sends a [`Request`] carrying
+//! [`CTL_VERSION`]; the daemon answers every request with exactly one [`Reply`]. A request
+//! that cannot be read (bad JSON, oversized, wrong version) gets `Reply::Error` and the
+//! connection closes; other connections and sessions go on.
+//!
+//! ```text
+//! ust ── Request { version: 1, command: Start { session: None } } ──> daemon
+//!     <── Reply::Ok(Payload::Done) ─────────────────────────────────
+//! ```
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use ust_core::{EventDesc, FieldDesc};
+
+use crate::config::{ChannelConfig, Enabler, LevelFilter, VpidTracker};
+
+/// Version of the control protocol; a daemon answers another version with an error.
+pub const CTL_VERSION: u32 = 1;
+
+/// A request from the CLI.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Request {
+    /// [`CTL_VERSION`].
+    pub version: u32,
+    /// What to do.
+    pub command: Command,
+}
+
+/// The commands. `session: None` means the current session.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Command {
+    /// Is the daemon there? Answered with [`Payload::Pong`].
+    Ping,
+    /// Create a session. With a `token` it is a `ust trace` session: it takes only the
+    /// processes registering with that token and does not become the current session.
+    CreateSession {
+        /// Session name.
+        name: String,
+        /// Absolute output directory.
+        output: PathBuf,
+        /// `UST_SESSION_TOKEN` of a `ust trace` session.
+        token: Option<String>,
+    },
+    /// [`Command::CreateSession`] with the options of `ust create --snapshot --shm-path`.
+    CreateSessionWith {
+        /// Session name.
+        name: String,
+        /// Absolute output directory.
+        output: PathBuf,
+        /// Snapshot session, `--shm-path`.
+        options: CreateOptions,
+    },
+    /// Create a channel (or change one that was never started).
+    EnableChannel {
+        /// Session.
+        session: Option<String>,
+        /// Channel name.
+        name: String,
+        /// Its configuration.
+        config: ChannelConfig,
+    },
+    /// Add enablers to a channel (`channel0` by default, created with defaults).
+    EnableEvent {
+        /// Session.
+        session: Option<String>,
+        /// Channel.
+        channel: Option<String>,
+        /// Globs on `provider:name`.
+        patterns: Vec<String>,
+        /// Level filter.
+        level: LevelFilter,
+        /// `--exclude`: globs the enablers do not match.
+        #[serde(default)]
+        exclusions: Vec<String>,
+        /// `--filter`: expression text ([`crate::filter`]), checked again here.
+        #[serde(default)]
+        filter: Option<String>,
+    },
+    /// Add context fields to one channel, or to every channel of the session (`channel0`
+    /// is created when the session has none). Refused once the session has been started.
+    AddContext {
+        /// Session.
+        session: Option<String>,
+        /// Channel; `None` = every channel.
+        channel: Option<String>,
+        /// Context kinds, in order (one already present is not added twice).
+        contexts: Vec<ust_core::context::ContextType>,
+    },
+    /// Disable enablers by their exact pattern, or all of the channel.
+    DisableEvent {
+        /// Session.
+        session: Option<String>,
+        /// Channel (`channel0` by default).
+        channel: Option<String>,
+        /// Patterns as given to enable-event.
+        patterns: Vec<String>,
+        /// Every enabler of the channel.
+        all: bool,
+    },
+    /// Start recording.
+    Start {
+        /// Session.
+        session: Option<String>,
+    },
+    /// Stop recording, flush and drain.
+    Stop {
+        /// Session.
+        session: Option<String>,
+    },
+    /// Stop, drain, close files, forget the session. Answered with [`Payload::Destroyed`].
+    Destroy {
+        /// Session.
+        session: Option<String>,
+    },
+    /// Archive the trace so far (`ust rotate`): every stream is switched and drained, and
+    /// its files move to `<output>/archives/<begin>-<end>-<n>/ust/pid/<process dir>/`
+    /// with the metadata, a complete trace; recording goes on into fresh files. Answered
+    /// with [`Payload::Rotated`].
+    Rotate {
+        /// Session.
+        session: Option<String>,
+    },
+    /// Every session. Answered with [`Payload::Sessions`].
+    ListSessions,
+    /// One session in detail. Answered with [`Payload::Session`].
+    ListSession {
+        /// Session.
+        session: Option<String>,
+    },
+    /// Registered processes. Answered with [`Payload::Apps`].
+    ListApps,
+    /// The daemon and a session (the current one by default). Answered with
+    /// [`Payload::Status`].
+    Status {
+        /// Session.
+        session: Option<String>,
+    },
+    /// `ust track --vpid`: track process ids `pids` in the session's process-id tracker
+    /// (a tracker that took every process then takes only those), or with `all` every
+    /// process again ([`VpidTracker::track`], LTTng 2.13's `lttng track --userspace
+    /// --vpid`). Processes already registered are given the session's buffers (when it is
+    /// started) or their events enabled again before the answer, [`Payload::Tracker`].
+    TrackVpid {
+        /// Session.
+        session: Option<String>,
+        /// Process ids (empty with `all`).
+        pids: Vec<i32>,
+        /// `--all`: track every process.
+        all: bool,
+    },
+    /// `ust untrack --vpid`: remove process ids `pids` from the session's inclusion set,
+    /// or with `all` empty it (nothing is recorded) ([`VpidTracker::untrack`], LTTng
+    /// 2.13's `lttng untrack --userspace --vpid`). The processes concerned have confirmed
+    /// that their events are off for the session (or did not answer within
+    /// [`SYNC_TIMEOUT`]) before the answer, [`Payload::Tracker`].
+    UntrackVpid {
+        /// Session.
+        session: Option<String>,
+        /// Process ids (empty with `all`).
+        pids: Vec<i32>,
+        /// `--all`: track no process.
+        all: bool,
+    },
+    /// `ust snapshot record`: write a snapshot session's buffers. Answered with
+    /// [`Payload::Snapshot`].
+    SnapshotRecord {
+        /// Session.
+        session: Option<String>,
+        /// Total bytes at most (split evenly between streams; newest packets kept).
+        max_size: Option<u64>,
+    },
+}
+
+/// Options of `ust create` beyond name and output.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// Snapshot (flight-recorder) session (`--snapshot`): channels default to overwrite
+    /// mode, nothing is written until `ust snapshot record`, abnormal deaths leave
+    /// post-mortem traces.
+    pub snapshot: bool,
+    /// Absolute `--shm-path` directory: buffers as files, kept for `ust crash-dump`.
+    pub shm_path: Option<PathBuf>,
+    /// Trace clock (`--clock`; `None`: each process's `UST_CLOCK`, else monotonic).
+    #[serde(default)]
+    pub clock: Option<ust_core::clock::ClockKind>,
+}
+
+/// The answer to a request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Reply {
+    /// Done; what it yields (boxed: a session's details are large; the JSON is that of
+    /// the payload itself).
+    Ok(Box<Payload>),
+    /// Refused or failed; the message says why, for a human.
+    Error {
+        /// Why.
+        message: String,
+    },
+}
+
+/// Data returned by a successful request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Payload {
+    /// Nothing more to say.
+    Done,
+    /// Answer to [`Command::Ping`].
+    Pong {
+        /// [`CTL_VERSION`].
+        version: u32,
+        /// Daemon pid.
+        pid: u32,
+        /// Socket directory.
+        rundir: PathBuf,
+    },
+    /// A session was created.
+    Created {
+        /// Its name.
+        name: String,
+        /// Its output directory.
+        output: PathBuf,
+    },
+    /// Session list.
+    Sessions(Vec<SessionSummary>),
+    /// One session.
+    Session(SessionDetail),
+    /// Registered processes.
+    Apps(Vec<AppInfo>),
+    /// Status.
+    Status(StatusReport),
+    /// A session was destroyed.
+    Destroyed(DestroyReport),
+    /// A snapshot was written.
+    Snapshot(SnapshotReport),
+    /// A trace chunk was archived.
+    Rotated {
+        /// The archive directory (a complete trace).
+        archive: PathBuf,
+    },
+    /// The process-id tracker after [`Command::TrackVpid`] or [`Command::UntrackVpid`].
+    Tracker {
+        /// The session's name.
+        session: String,
+        /// The tracker now.
+        tracker: VpidTracker,
+        /// Ids given that changed nothing: already tracked (`track`), or not in the set
+        /// (`untrack`). LTTng warns about them and succeeds.
+        unchanged: Vec<i32>,
+    },
+}
+
+/// A line of `ust list`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// Name.
+    pub name: String,
+    /// Output directory.
+    pub output: PathBuf,
+    /// Recording now.
+    pub active: bool,
+    /// The current session.
+    pub current: bool,
+    /// A `ust trace` session (takes only its token's processes).
+    pub trace: bool,
+    /// A snapshot (flight-recorder) session.
+    #[serde(default)]
+    pub snapshot: bool,
+    /// Number of channels.
+    pub channels: usize,
+    /// Processes traced (alive or gone).
+    pub processes: usize,
+    /// Why the session's output stopped (disk full, write error), if it did.
+    #[serde(default)]
+    pub output_error: Option<String>,
+}
+
+/// A channel in `ust list SESSION`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ChannelDetail {
+    /// Name.
+    pub name: String,
+    /// Configuration.
+    pub config: ChannelConfig,
+    /// Enablers.
+    pub enablers: Vec<Enabler>,
+    /// Context fields.
+    #[serde(default)]
+    pub contexts: Vec<ust_core::context::ContextType>,
+    /// Events discarded by writers, summed over the channel's streams.
+    pub discarded: u64,
+    /// Packets written.
+    pub packets: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Packets that failed validation and were skipped.
+    pub bad_packets: u64,
+    /// Overwrite mode: packets that writers overwrote before the daemon read them (each a
+    /// gap in the stream's `packet_seq_num`).
+    #[serde(default)]
+    pub overwritten: u64,
+    /// Packets missing from the stream files: gaps in `packet_seq_num` (before the first
+    /// packet too, which a trace reader cannot see).
+    #[serde(default)]
+    pub lost_packets: u64,
+}
+
+/// A traced process in `ust list SESSION` and `ust status`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcessDetail {
+    /// Process id.
+    pub pid: i32,
+    /// Process name.
+    pub procname: String,
+    /// Its trace directory.
+    pub dir: PathBuf,
+    /// Still running.
+    pub alive: bool,
+    /// Post-mortem trace written when it died abnormally (snapshot sessions).
+    #[serde(default)]
+    pub post_mortem: Option<PathBuf>,
+}
+
+/// `ust list SESSION`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionDetail {
+    /// The summary line.
+    pub summary: SessionSummary,
+    /// Channels.
+    pub channels: Vec<ChannelDetail>,
+    /// Traced processes.
+    pub processes: Vec<ProcessDetail>,
+    /// The process-id tracker (`ust track/untrack --vpid`).
+    #[serde(default)]
+    pub vpid_tracker: VpidTracker,
+}
+
+/// A field in `ust list --apps`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FieldInfo {
+    /// Name.
+    pub name: String,
+    /// Type, human form (`u32`, `string`, `sequence<u8>`, …).
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// The full CTF type as registered (enumerations with every `label` and `value`).
+    pub ctf_type: ust_core::FieldType,
+}
+
+/// A tracepoint in `ust list --apps`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EventInfo {
+    /// `provider:name`.
+    pub name: String,
+    /// Level number.
+    pub level: u8,
+    /// LTTng level name.
+    pub level_name: String,
+    /// Fields.
+    pub fields: Vec<FieldInfo>,
+    /// Call site.
+    pub location: String,
+}
+
+/// A registered process in `ust list --apps`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AppInfo {
+    /// Process id.
+    pub pid: i32,
+    /// Process name.
+    pub procname: String,
+    /// User id.
+    pub uid: u32,
+    /// Registered by a `ust trace` command (with a session token).
+    pub traced_by_token: bool,
+    /// Registration time, `YYYYmmdd-HHMMSS`.
+    pub registered: String,
+    /// Tracepoints.
+    pub events: Vec<EventInfo>,
+}
+
+/// `ust status`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StatusReport {
+    /// Daemon pid.
+    pub daemon_pid: u32,
+    /// Socket directory.
+    pub rundir: PathBuf,
+    /// Name of the current session.
+    pub current: Option<String>,
+    /// The session asked for (or the current one).
+    pub session: Option<SessionDetail>,
+    /// Registered live processes.
+    pub apps: usize,
+}
+
+/// One process's trace in a [`DestroyReport`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TraceReport {
+    /// Process id.
+    pub pid: i32,
+    /// Process name.
+    pub procname: String,
+    /// Trace directory.
+    pub dir: PathBuf,
+    /// Registered events (the record walker needs them).
+    pub events: Vec<EventDesc>,
+    /// Event context size in bytes per stream class (the record walker skips it).
+    #[serde(default)]
+    pub context_sizes: Vec<usize>,
+    /// Discarded events, summed over its streams.
+    pub discarded: u64,
+    /// Packets written.
+    pub packets: u64,
+    /// Packets skipped as invalid.
+    pub bad_packets: u64,
+}
+
+/// What `destroy` leaves behind.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DestroyReport {
+    /// Session name.
+    pub name: String,
+    /// Output directory.
+    pub output: PathBuf,
+    /// One entry per traced process.
+    pub traces: Vec<TraceReport>,
+    /// Why the session's output stopped early (disk full, write error), if it did.
+    #[serde(default)]
+    pub output_error: Option<String>,
+    /// Archives of a session that was rotated (the last chunk is archived at destroy, as
+    /// LTTng does); empty otherwise.
+    #[serde(default)]
+    pub archives: Vec<PathBuf>,
+}
+
+
+/// Describes a field type for humans.
+pub fn type_name(f: &FieldDesc) -> String {
+    use ust_core::FieldType as T;
+    let int = |i: ust_core::IntegerType| format!("{}{}", if i.signed { 'i' } else { 'u' }, i.size_bits);
+    match &f.ty {
+        T::Integer(i) => int(*i) + if i.base == 16 { " (hex)" } else { "" },
+        T::Float { exp_dig, .. } => if *exp_dig == 8 { "f32" } else { "f64" }.into(),
+        T::String => "string".into(),
+        T::Dynamic => "dynamic (typed when recorded)".into(),
+        T::Sequence { length, elem, text } => {
+            format!("{}<{}> (length {})", if *text { "text" } else { "sequence" }, int(*elem), int(*length))
+        }
+        T::Array { elem, len } => format!("[{}; {len}]", int(*elem)),
+        T::Enum { container, name, mappings } => {
+            let labels: Vec<String> = mappings.iter().map(|m| format!("{} = {}", m.label, m.value)).collect();
+            format!("enum {name} : {} {{ {} }}", int(*container), labels.join(", "))
+        }
+    }
+}
+
+/// What a snapshot or a post-mortem dump wrote.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SnapshotReport {
+    /// The directory written (`…/snapshot-<N>-<stamp>` or `…/post-mortem/<process>`).
+    pub dir: PathBuf,
+    /// Processes written.
+    pub processes: usize,
+    /// Packets written.
+    pub packets: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Packets rebuilt by torn-event recovery (dead writers only).
+    pub recovered_packets: u64,
+    /// Sub-buffers left out because a live writer had not completed them.
+    pub incomplete: u64,
+}
