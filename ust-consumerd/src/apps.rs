@@ -332,21 +332,6 @@ impl State {
     }
 }
 
-/// Number of possible CPUs of this machine (`/sys/devices/system/cpu/possible`, e.g.
-/// `0-1` → 2), else `sysconf(_SC_NPROCESSORS_CONF)`, at least 1. The same count the
-/// runtime registers with.
-pub fn possible_cpus() -> u32 {
-    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/possible") {
-        let max = s.trim().split(',').filter_map(|part| part.rsplit('-').next()?.trim().parse::<u32>().ok()).max();
-        if let Some(m) = max {
-            return m + 1;
-        }
-    }
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-    u32::try_from(n).unwrap_or(1).max(1)
-}
-
 /// Sends a `Refused` and logs why.
 fn refuse(sock: &UnixStream, pid: i32, reason: String) {
     crate::log!("app connection from pid {pid} refused: {reason}");
@@ -370,7 +355,7 @@ pub fn check_registration(r: &Registration) -> Result<(), String> {
     }
     // Buffers are allocated per CPU: a process claiming more CPUs than this machine can
     // have would make the daemon allocate (and keep files for) buffers no CPU writes.
-    let max_cpus = possible_cpus().min(protocol::MAX_FDS as u32);
+    let max_cpus = ust_core::cpus::possible_cpu_count().min(protocol::MAX_FDS as u32);
     if r.ncpus == 0 || r.ncpus > max_cpus {
         return Err(format!("ncpus {} out of range 1..={max_cpus} (the CPUs this machine can have)", r.ncpus));
     }

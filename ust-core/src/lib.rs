@@ -8,6 +8,7 @@
 
 pub mod clock;
 pub mod context;
+pub mod cpus;
 pub mod event;
 pub mod event_header;
 pub mod filter;

@@ -154,7 +154,7 @@ impl KernelRecorder {
         // State dump first, at a time before any ftrace event of this instance.
         let dump_ts = ust_core::clock::monotonic_ns();
         let tasks = procfs::statedump();
-        let cpus = tracefs::possible_cpus();
+        let cpus = ust_core::cpus::possible_cpus();
         let mut streams = Vec::new();
         for &cpu in &cpus {
             let mut s = CpuStream::create(&dir, table.clone(), uuid, cpu)?;

@@ -183,24 +183,3 @@ impl Drop for Instance {
         }
     }
 }
-
-/// The CPUs the kernel may run on (`/sys/devices/system/cpu/possible`, `0-N` lists), at
-/// least CPU 0.
-pub fn possible_cpus() -> Vec<u32> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
-                    cpus.extend(a..=b.min(a + 4095));
-                }
-            }
-            None => cpus.extend(part.parse::<u32>().ok()),
-        }
-    }
-    if cpus.is_empty() {
-        cpus.push(0);
-    }
-    cpus
-}
