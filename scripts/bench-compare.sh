@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
-# Runs the project's benches and the reference measurements of ../shared/anchors/ in one
+# Runs the project's benches and the reference measurements of benches/anchors/ in one
 # sitting, and prints every figure with its ratio to the reference as a markdown table
 # (paste it into BENCHMARKS.md). Medians; the machines are shared, so quote the ratios.
 #
-# Usage: scripts/bench-compare.sh [--quick]
+# Usage: scripts/bench-compare.sh [--quick | --anchors-only]
 #   --quick            short criterion runs and 1 M/s x 1 s of consumer load (smoke test)
+#   --anchors-only     run the references only (the table's ust column stays empty)
 #   ANCHOR_EVENTS=N    events per thread for the LTTng-UST anchor (default 2000000;
 #                      babeltrace2 reads 3N back, which is the slow part)
-#   ANCHORS=DIR        where the anchors are (default ../shared/anchors)
-#   SKIP_LTTNG=1       do not run the LTTng-UST anchor (needs root for apt and a sessiond)
+#   SKIP_LTTNG=1       do not run the LTTng-UST anchor (it needs root: it installs
+#                      lttng-tools, liblttng-ust-dev and babeltrace2 with apt-get when
+#                      missing, and starts lttng-sessiond when none runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-quick=0; [ "${1:-}" = --quick ] && quick=1
-anchors=${ANCHORS:-../shared/anchors}
-[ -d "$anchors" ] || anchors=/work/shared/anchors
+quick=0; only_anchors=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  --anchors-only) only_anchors=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--quick | --anchors-only]" >&2; exit 2 ;;
+esac
+anchors=benches/anchors
 n=${ANCHOR_EVENTS:-2000000}
 target=${CARGO_TARGET_DIR:-target}
 log=$(mktemp -d); trap 'rm -rf "$log"' EXIT
 
 echo "## Run of $(date -u '+%Y-%m-%d %H:%M UTC')" >&2
-cargo build --release -q -p consumer -p benches --bins
-cargo bench -q -p benches --no-run 2>/dev/null
+if [ $only_anchors = 0 ]; then
+  cargo build --release -q -p consumer -p benches --bins
+  cargo bench -q -p benches --no-run 2>/dev/null
+fi
 
 # --- references -------------------------------------------------------------------------
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -28,20 +37,25 @@ bash "$anchors/floor/run.sh" | tee "$log/floor"
 if [ "${SKIP_LTTNG:-0}" != 1 ]; then
   bash "$anchors/lttng-ust/run.sh" "$n" | tee "$log/lttng" || true
 fi
-CARGO_TARGET_DIR=/tmp/tracing-anchor cargo run -q --release --manifest-path "$anchors/tracing-rs/Cargo.toml" -- 2000000 \
-  | tee "$log/tracing"
-CARGO_TARGET_DIR=/tmp/tracing-anchor cargo run -q --release --manifest-path "$anchors/tracing-rs/Cargo.toml" -- 100000000 off \
-  | tee -a "$log/tracing"
+# The tracing anchor is its own cargo project (excluded from the workspace), built into
+# its own directory of the project's target dir.
+tracing_anchor() {
+  CARGO_TARGET_DIR="$target/anchors" cargo run -q --release --manifest-path "$anchors/tracing-rs/Cargo.toml" -- "$@"
+}
+tracing_anchor 2000000 | tee "$log/tracing"
+tracing_anchor 100000000 off | tee -a "$log/tracing"
 
 # --- the project --------------------------------------------------------------------------
-qenv=(); [ $quick = 1 ] && qenv=(UST_BENCH_QUICK=1)
-env "${qenv[@]}" cargo bench -q -p benches --bench emit --bench ringbuffer -- --noplot 2>/dev/null | tee "$log/crit"
-env "${qenv[@]}" cargo bench -q -p benches --bench consumer | tee "$log/consumer"
-# On-CPU time per event (CLOCK_THREAD_CPUTIME_ID), far less inflated by load than wall time.
-for k in enabled ring; do
-  "$target/release/ust-bench-count" "$k" 5000000
-  UST_CLOCK=tsc "$target/release/ust-bench-count" "$k" 5000000
-done | tee "$log/count"
+if [ $only_anchors = 0 ]; then
+  qenv=(); [ $quick = 1 ] && qenv=(UST_BENCH_QUICK=1)
+  env "${qenv[@]}" cargo bench -q -p benches --bench emit --bench ringbuffer -- --noplot 2>/dev/null | tee "$log/crit"
+  env "${qenv[@]}" cargo bench -q -p benches --bench consumer | tee "$log/consumer"
+  # On-CPU time per event (CLOCK_THREAD_CPUTIME_ID), far less inflated by load than wall time.
+  for k in enabled ring; do
+    "$target/release/ust-bench-count" "$k" 5000000
+    UST_CLOCK=tsc "$target/release/ust-bench-count" "$k" 5000000
+  done | tee "$log/count"
+fi
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the table ------------------------------------------------------------------------------

@@ -1,12 +1,14 @@
 //! Consumer throughput: `ust-consumerd` (started here in a temporary `$UST_RUNDIR`) drains
 //! a session with the default channel while `ust-bench-load` emits `{u64, i32}` events
-//! from two threads at a fixed total rate (default 10 M/s for 10 s, the DESIGN.md target;
+//! from two threads at a fixed total rate (default 10 M/s for 10 s, the sustained-drain target of
+//! docs/DESIGN.md#targets;
 //! `UST_BENCH_RATE`, `UST_BENCH_SECONDS` override; `UST_BENCH_QUICK=1` or `--quick`: 1 M/s
 //! for 1 s). Prints events emitted, recorded and discarded, and the daemon's CPU use and
 //! anonymous memory. Then the memory figure: `UST_BENCH_PROCS` (default 10) processes of
 //! `ust-bench-load` traced at once (1 M events/s each, same duration), with the daemon's
 //! `RssAnon` sampled every 20 ms (its peak is printed: the shared buffers it maps are file
-//! pages, not anonymous memory, so they do not count, as the DESIGN.md target says).
+//! pages, not anonymous memory, so they do not count, as the daemon-memory target of
+//! docs/DESIGN.md#targets says).
 //! Not a criterion bench: the figures are a rate, a loss count and a size, not a time per
 //! iteration. Needs `cargo build --release -p ust-consumerd -p ust-cli` (skipped otherwise).
 

@@ -4,8 +4,8 @@
 //! 2 threads pinned to 2 CPUs (cost per event per thread; the 1-thread benches run pinned
 //! to CPU 0); 32-byte string and sequence
 //! fields; `tracef!` with two integers; the `{u64, i32}` event behind a filter that matches
-//! and one that rejects. `scripts/bench-compare.sh` runs these beside
-//! `../shared/anchors/`. `UST_BENCH_QUICK=1` (CI) takes few, short samples.
+//! and one that rejects. `scripts/bench-compare.sh` runs these beside the references of
+//! `benches/anchors/`. `UST_BENCH_QUICK=1` (CI) takes few, short samples.
 
 use std::hint::black_box;
 use std::sync::{Arc, Barrier};
