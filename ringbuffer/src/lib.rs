@@ -76,6 +76,8 @@ pub mod nesting;
 pub mod position;
 mod reader;
 pub mod snapshot;
+#[cfg(not(loom))]
+pub mod shm;
 #[cfg(test)]
 mod tests;
 

@@ -23,314 +23,20 @@ use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use ust_core::clock::ClockKind;
-use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, EventFilter, ProtocolError, Registration, MAX_CHANNELS};
+use ust_core::protocol::{self, AppMessage, DaemonMessage, ProtocolError, Registration};
 use ust_core::EventDesc;
 
-use crate::buffers::{ProcessInfo, ProcessTrace, Stream};
-use crate::daemon::Daemon;
-use crate::session::{Decision, Session};
+use crate::process_trace::ProcessInfo;
+use crate::state::{App, Daemon, Outgoing, SyncState};
+use crate::stream::Stream;
 
 /// Most events one process may register.
 pub const MAX_EVENTS: usize = 1 << 16;
-/// Descriptors the daemon keeps free for control connections, metadata files and the
-/// like: a process is not traced when attaching it would leave fewer.
-pub const FD_MARGIN: u64 = 16;
 /// How long a new connection has to send `Register`.
 pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A message queued for an application's writer thread, with the descriptors it carries
-/// (closed once sent).
-#[derive(Debug)]
-pub struct Outgoing {
-    /// The message.
-    pub msg: DaemonMessage,
-    /// Descriptors sent with it as `SCM_RIGHTS`.
-    pub fds: Vec<OwnedFd>,
-}
-
-/// Progress of `Sync` round trips with one application.
-#[derive(Debug, Default)]
-pub struct SyncState {
-    inner: Mutex<(u64, bool)>,
-    cv: Condvar,
-}
-
-impl SyncState {
-    fn ack(&self, seq: u64) {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        g.0 = g.0.max(seq);
-        self.cv.notify_all();
-    }
-
-    fn close(&self) {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        g.1 = true;
-        self.cv.notify_all();
-    }
-
-    /// Waits until `SyncDone{seq}` (or a later one) arrived, the connection closed, or
-    /// `deadline` passed. True only in the first case.
-    pub fn wait(&self, seq: u64, deadline: Instant) -> bool {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if g.0 >= seq {
-                return true;
-            }
-            if g.1 {
-                return false;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            g = self.cv.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
-        }
-    }
-}
-
-/// A registered process, alive or gone.
-#[derive(Debug)]
-pub struct App {
-    /// Daemon-local id.
-    pub id: u64,
-    /// Process id (from `SO_PEERCRED`).
-    pub pid: i32,
-    /// User id (from `SO_PEERCRED`).
-    pub uid: u32,
-    /// Process name, as registered.
-    pub procname: String,
-    /// `ust trace` token, if any.
-    pub token: Option<String>,
-    /// Trace clock the process asked for (`UST_CLOCK`).
-    pub clock: Option<ClockKind>,
-    /// [`ust_core::ABI_MINOR`] of its runtime: what it can be granted.
-    pub abi_minor: u16,
-    /// Buffers per channel.
-    pub ncpus: u32,
-    /// Registered events; index `i` has CTF id `event_id(i)`.
-    pub events: Vec<EventDesc>,
-    /// Registration time (seconds since the Epoch).
-    pub registered: i64,
-    /// False once the process died or its connection closed.
-    pub alive: bool,
-    /// Said `Exiting` (a normal exit).
-    pub exiting: bool,
-    /// Mask slot → (session name, channel index).
-    pub slots: BTreeMap<u32, (String, usize)>,
-    out: Option<mpsc::Sender<Outgoing>>,
-    /// `Sync` round trips.
-    pub sync: Arc<SyncState>,
-}
-
-impl App {
-    /// Queues a message for the writer thread (dropped if the process is gone).
-    pub fn send(&self, msg: DaemonMessage, fds: Vec<OwnedFd>) {
-        if let Some(out) = &self.out {
-            let _ = out.send(Outgoing { msg, fds });
-        }
-    }
-
-    fn free_slot(&self) -> Option<u32> {
-        (0..MAX_CHANNELS).find(|s| !self.slots.contains_key(s))
-    }
-}
-
-/// A session and the per-process traces it writes.
-#[derive(Debug)]
-pub struct SessionState {
-    /// What the user configured.
-    pub session: Session,
-    /// App id → that process's trace in this session.
-    pub traces: BTreeMap<u64, ProcessTrace>,
-}
-
-/// Everything the daemon knows, behind one mutex ([`Daemon::lock`]). Never held across
-/// blocking I/O to a peer; stream locks are taken only after it is released.
-#[derive(Debug, Default)]
-pub struct State {
-    /// Sessions by name.
-    pub sessions: BTreeMap<String, SessionState>,
-    /// The current session (`ust create` sets it).
-    pub current: Option<String>,
-    /// Registered processes by daemon id.
-    pub apps: BTreeMap<u64, App>,
-    next_app: u64,
-    next_instance: u64,
-    next_seq: u64,
-}
-
-impl State {
-    /// A fresh sequence number for `Sync`.
-    pub fn next_seq(&mut self) -> u64 {
-        self.next_seq += 1;
-        self.next_seq
-    }
-
-    /// Gives process `app_id` buffers for every channel of session `name`, if the session is
-    /// started, takes the process (its token, and its process-id tracker:
-    /// [`Session::tracks`]), and has not done so yet: trace directory, metadata,
-    /// buffers, files, mask slots, and an `AddChannel` queued per channel. The caller then
-    /// pushes masks ([`State::push_masks`]).
-    pub fn attach(&mut self, name: &str, app_id: u64) {
-        let Some(ss) = self.sessions.get(name) else { return };
-        let Some(app) = self.apps.get(&app_id) else { return };
-        if !app.alive || !ss.session.started || !ss.session.takes(app.token.as_deref()) {
-            return;
-        }
-        // An untracked process (`ust untrack --vpid`) gets no buffers of the session; it
-        // is attached when it is tracked again (`track_vpids` in control.rs).
-        if !ss.session.tracks(app.pid) {
-            return;
-        }
-        if ss.traces.contains_key(&app_id) || ss.session.channels.is_empty() {
-            return;
-        }
-        if let Some(e) = ss.session.output_error.get() {
-            crate::log!("session {name}: process {} not traced: the session's output is stopped ({e})", app.pid);
-            return;
-        }
-        // The `ip` context came with ABI minor 2: an older runtime could not read the grant.
-        if app.abi_minor < 2 && ss.session.channels.iter().any(|c| c.contexts.contains(&ust_core::context::ContextType::Ip)) {
-            crate::log!(
-                "session {name}: process {} not traced: its ust runtime (ABI {}.{}) predates the ip context the session records; rebuild it with a newer ust",
-                app.pid,
-                ust_core::ABI_MAJOR,
-                app.abi_minor
-            );
-            return;
-        }
-        let free = (0..MAX_CHANNELS).filter(|s| !app.slots.contains_key(s)).count();
-        if free < ss.session.channels.len() {
-            crate::log!("session {name}: process {} has no free channel slot left; not traced", app.pid);
-            return;
-        }
-        // Each buffer costs a memfd (until sent) plus a stream and an index file; keep a
-        // margin for control connections and metadata files.
-        let need = ss.session.channels.len() as u64 * u64::from(app.ncpus) * 3 + FD_MARGIN;
-        if crate::daemon::fd_headroom() < need {
-            crate::log!(
-                "session {name}: process {} ({}) not traced: out of file descriptors ({}; it needs {need}); raise ust-consumerd's limit (ulimit -n)",
-                app.pid,
-                app.procname,
-                crate::daemon::fd_usage()
-            );
-            return;
-        }
-        // The session's clock, else the one the process asked for (UST_CLOCK).
-        let tsc = if ss.session.clock.or(app.clock) == Some(ClockKind::Tsc) {
-            let pid = app.pid;
-            let params = self.sessions.get_mut(name).and_then(|ss| ss.session.tsc_params());
-            if params.is_none() {
-                crate::log!("session {name}: process {pid} asked for the TSC clock; no invariant TSC here, CLOCK_MONOTONIC instead");
-            }
-            params
-        } else {
-            None
-        };
-        let (Some(ss), Some(app)) = (self.sessions.get(name), self.apps.get(&app_id)) else { return };
-        let info = ProcessInfo {
-            pid: app.pid,
-            procname: &app.procname,
-            ncpus: app.ncpus,
-            registered: app.registered,
-            events: &app.events,
-            tsc,
-        };
-        let (mut trace, fds) = match crate::buffers::create_process_trace(&ss.session, &info, &mut self.next_instance) {
-            Ok(x) => x,
-            Err(e) => {
-                crate::log!("session {name}: cannot set up buffers for process {}: {e}", app.pid);
-                return;
-            }
-        };
-        let channels: Vec<String> = ss.session.channels.iter().map(|c| c.name.clone()).collect();
-        let contexts: Vec<Vec<ust_core::context::ContextType>> = ss.session.channels.iter().map(|c| c.contexts.clone()).collect();
-        let app = self.apps.get_mut(&app_id).expect("checked above");
-        for (ci, chan_fds) in fds.into_iter().enumerate() {
-            let slot = app.free_slot().expect("counted above");
-            app.slots.insert(slot, (name.to_string(), ci));
-            trace.slots[ci] = Some(slot);
-            app.send(
-                DaemonMessage::AddChannel(ChannelGrant {
-                    slot,
-                    session: name.to_string(),
-                    channel: channels[ci].clone(),
-                    ncpus: app.ncpus,
-                    contexts: contexts[ci].clone(),
-                    tsc: trace.tsc,
-                }),
-                chan_fds,
-            );
-        }
-        crate::log!("session {name}: tracing process {} ({}) into {}", app.pid, app.procname, trace.dir.display());
-        self.sessions.get_mut(name).expect("checked above").traces.insert(app_id, trace);
-        crate::drain::wake();
-    }
-
-    /// The enable masks of process `app_id`: bit `s` of `masks[i]` set when the channel in
-    /// slot `s` records event `i` now.
-    pub fn masks(&self, app_id: u64) -> Vec<u64> {
-        self.masks_and_filters(app_id).0
-    }
-
-    /// The enable masks of process `app_id` and the filters that condition some of their
-    /// bits (resolved per event: field indexes of that event). The bits of a session that
-    /// does not track the process (`ust untrack --vpid`) are all clear: its buffers stay
-    /// mapped in the process, and nothing is written to them until it is tracked again.
-    pub fn masks_and_filters(&self, app_id: u64) -> (Vec<u64>, Vec<EventFilter>) {
-        let Some(app) = self.apps.get(&app_id) else { return (Vec::new(), Vec::new()) };
-        let mut masks = vec![0u64; app.events.len()];
-        let mut filters = Vec::new();
-        for (slot, (sname, ci)) in &app.slots {
-            let Some(ss) = self.sessions.get(sname) else { continue };
-            if !ss.session.tracks(app.pid) {
-                continue;
-            }
-            for (i, d) in ss.session.decisions(*ci, &app.events).into_iter().enumerate() {
-                match d {
-                    Decision::Off => {}
-                    Decision::On => masks[i] |= 1u64 << slot,
-                    Decision::Filtered(any_of) => {
-                        masks[i] |= 1u64 << slot;
-                        filters.push(EventFilter { event: i as u32, slot: *slot, any_of });
-                    }
-                }
-            }
-        }
-        (masks, filters)
-    }
-
-    /// Queues `SetEnabled` with the current masks and filters to process `app_id`.
-    pub fn push_masks(&self, app_id: u64) {
-        if let Some(app) = self.apps.get(&app_id).filter(|a| a.alive) {
-            let (masks, filters) = self.masks_and_filters(app_id);
-            app.send(DaemonMessage::SetEnabled { masks, filters }, Vec::new());
-        }
-    }
-
-    /// Queues `SetEnabled` to every live process.
-    pub fn push_all_masks(&self) {
-        for id in self.apps.keys() {
-            self.push_masks(*id);
-        }
-    }
-
-    /// Drops the records of dead processes that no session's trace refers to (their
-    /// traces keep pid, name and directory), so the table does not grow forever.
-    pub fn forget_gone_apps(&mut self) {
-        let sessions = &self.sessions;
-        self.apps.retain(|id, a| a.alive || sessions.values().any(|ss| ss.traces.contains_key(id)));
-    }
-
-    /// Ids of live processes that have a slot in session `name`.
-    pub fn apps_of(&self, name: &str) -> Vec<u64> {
-        self.apps.values().filter(|a| a.alive && a.slots.values().any(|(s, _)| s == name)).map(|a| a.id).collect()
-    }
-}
 
 /// Sends a `Refused` and logs why.
 fn refuse(sock: &UnixStream, pid: i32, reason: String) {
@@ -391,13 +97,13 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
         return refuse(&sock, pid, reason);
     }
     // This connection needs two more descriptors (a pidfd, the writer's socket clone).
-    if crate::daemon::fd_headroom() < 2 + FD_MARGIN / 2 {
+    if crate::fds::fd_headroom() < 2 + crate::fds::FD_MARGIN / 2 {
         return refuse(
             &sock,
             pid,
             format!(
                 "ust-consumerd is out of file descriptors ({}); not traced: raise its limit (ulimit -n) or trace fewer processes",
-                crate::daemon::fd_usage()
+                crate::fds::fd_usage()
             ),
         );
     }
@@ -436,8 +142,7 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
     let sync = Arc::new(SyncState::default());
     let app_id = {
         let mut st = daemon.lock();
-        st.next_app += 1;
-        let id = st.next_app;
+        let id = st.next_app_id();
         if reg.pid != pid {
             crate::log!("process {pid} registered as pid {} (another pid namespace?); using {pid}", reg.pid);
         }
@@ -463,7 +168,9 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
         );
         let names: Vec<String> = st.sessions.keys().cloned().collect();
         for n in names {
-            st.attach(&n, id);
+            if st.attach(&n, id) {
+                daemon.wake_drain();
+            }
         }
         st.push_masks(id);
         st.apps[&id].send(DaemonMessage::Ready, Vec::new());
@@ -519,7 +226,7 @@ pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<Eve
     for ss in st.sessions.values_mut() {
         let Some(t) = ss.traces.get_mut(&app_id) else { continue };
         let info = ProcessInfo { pid, procname: &procname, ncpus, registered, events: &all, tsc: t.tsc };
-        if let Err(e) = crate::buffers::write_metadata(&ss.session, &info, &t.dir, t.uuid) {
+        if let Err(e) = crate::process_trace::write_metadata(&ss.session, &info, &t.dir, t.uuid) {
             crate::log!("session {}: rewriting {}/metadata failed: {e}", ss.session.name, t.dir.display());
         }
         t.events = all.clone();

@@ -16,61 +16,16 @@ use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use ust_core::rundir;
 
-use crate::apps::State;
+use crate::fds::fd_usage;
+use crate::state::{on_signal, Daemon};
 
 /// Name of the log file in the socket directory once daemonized.
 pub const LOG_FILE: &str = "consumerd.log";
-
-static SIGNALLED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    SIGNALLED.store(true, Ordering::SeqCst);
-}
-
-/// The daemon's shared state and identity.
-#[derive(Debug)]
-pub struct Daemon {
-    state: Mutex<State>,
-    /// Socket directory.
-    pub rundir: PathBuf,
-    /// Effective uid of the daemon.
-    pub uid: u32,
-    shutdown: AtomicBool,
-}
-
-impl Daemon {
-    /// A daemon with empty state serving `rundir`.
-    pub fn new(rundir: PathBuf) -> Daemon {
-        Daemon {
-            state: Mutex::new(State::default()),
-            rundir,
-            uid: rustix::process::geteuid().as_raw(),
-            shutdown: AtomicBool::new(false),
-        }
-    }
-
-    /// Locks the state. A panic in another thread while holding it does not poison the
-    /// daemon: the state is used as it was left.
-    pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// True once shutdown began.
-    pub fn shutting_down(&self) -> bool {
-        self.shutdown.load(Ordering::SeqCst) || SIGNALLED.load(Ordering::SeqCst)
-    }
-
-    /// Asks every loop to stop.
-    pub fn request_shutdown(&self) {
-        self.shutdown.store(true, Ordering::SeqCst);
-    }
-}
 
 /// Command-line options of `ust-consumerd`.
 #[derive(Debug, Clone, clap::Parser)]
@@ -223,27 +178,6 @@ fn daemonize(dir: &Path, log_file: Option<&Path>) -> anyhow::Result<std::fs::Fil
     let log = log_file.map(Path::to_path_buf).unwrap_or_else(|| dir.join(LOG_FILE));
     let _ = crate::log::to_file(&log);
     Ok(std::fs::File::from(w))
-}
-
-/// Descriptors open in this process and its `RLIMIT_NOFILE` soft limit; `None` when
-/// they cannot be read (no descriptor left to list `/proc/self/fd` with, counts as full).
-pub fn fd_counts() -> Option<(u64, u64)> {
-    let open = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
-    let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-    Some((open, lim.current.unwrap_or(u64::MAX)))
-}
-
-/// Descriptors still free below the limit (0 when unknown).
-pub fn fd_headroom() -> u64 {
-    fd_counts().map_or(0, |(open, lim)| lim.saturating_sub(open))
-}
-
-/// `N of L descriptors in use`, for messages.
-pub fn fd_usage() -> String {
-    match fd_counts() {
-        Some((open, lim)) => format!("{open} of {lim} descriptors in use"),
-        None => "all descriptors in use".into(),
-    }
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit: every traced process costs the

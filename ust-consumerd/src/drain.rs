@@ -8,38 +8,21 @@
 //! another thread (stop, destroy, a process's death) is skipped for that pass. A stream
 //! that had half its sub-buffers or more waiting is read again after a quarter of its
 //! period (at least 1 ms), so bursts are absorbed without raising every stream's wake-up
-//! rate. The loop sleeps until the earliest deadline, at most 100 ms, or until [`wake`]
+//! rate. The loop sleeps until the earliest deadline, at most 100 ms, or until [`Daemon::wake_drain`]
 //! (new streams: a process's buffers are read from its first read period on, not after
 //! the rest of an idle loop's 100 ms sleep, in which full-speed writers fill a default
 //! 8 MiB ring).
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::buffers::Stream;
-use crate::daemon::Daemon;
+use crate::stream::Stream;
+use crate::state::Daemon;
 
 /// Longest sleep between passes.
 pub const MAX_SLEEP: Duration = Duration::from_millis(100);
 /// How often `should_stop` is asked.
 pub const STOP_CHECK: Duration = Duration::from_secs(1);
-
-/// Set by [`wake`], cleared by the loop's sleep.
-static WAKE: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
-
-/// Ends the drain loop's current sleep early (call after adding streams); cheap, and
-/// harmless if the loop is not sleeping (its next sleep then returns at once).
-pub fn wake() {
-    *WAKE.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
-    WAKE.1.notify_all();
-}
-
-/// Sleeps for `d` or until [`wake`].
-fn sleep(d: Duration) {
-    let guard = WAKE.0.lock().unwrap_or_else(|e| e.into_inner());
-    let (mut woken, _) = WAKE.1.wait_timeout_while(guard, d, |w| !*w).unwrap_or_else(|e| e.into_inner());
-    *woken = false;
-}
 
 /// Streams of every session that are still being written.
 pub fn live_streams(daemon: &Daemon) -> Vec<Arc<Mutex<Stream>>> {
@@ -97,6 +80,6 @@ pub fn run(daemon: &Daemon, mut should_stop: impl FnMut() -> bool) {
         let next = pass(&streams, now);
         drop(streams);
         let wait = next.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-        sleep(wait.min(MAX_SLEEP));
+        daemon.drain_sleep(wait.min(MAX_SLEEP));
     }
 }

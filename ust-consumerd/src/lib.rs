@@ -13,8 +13,11 @@
 //! - [`session`]: sessions, channels, enablers and the enable masks they yield.
 //! - [`control`]: the daemon's handling of each control request.
 //! - [`apps`]: application connections: registration, death watch, messages to the app.
-//! - [`buffers`]: per-CPU buffer allocation and the daemon's streams.
+//! - [`process_trace`]: a process's trace in a session: directory, metadata, buffers, streams.
+//! - [`stream`]: one stream: its buffer, its files, and the drain's write policy.
 //! - [`drain`]: the read and switch timers that move packets from buffers to stream files.
+//! - [`state`]: the [`state::Daemon`] handle every worker shares, and the state behind its lock.
+//! - [`fds`]: the descriptor budget.
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
 //! - [`sigbus`]: surviving SIGBUS on `--shm-path` buffer files.
 //! - [`snapshot`]: `ust snapshot record` and post-mortem dumps of snapshot sessions.
@@ -23,11 +26,14 @@
 #![warn(missing_docs)]
 
 pub mod apps;
-pub mod buffers;
+pub mod process_trace;
 pub mod control;
 pub mod daemon;
 pub mod drain;
+pub mod fds;
 pub mod log;
 pub mod session;
 pub mod sigbus;
 pub mod snapshot;
+pub mod state;
+pub mod stream;

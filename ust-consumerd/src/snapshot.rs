@@ -4,7 +4,7 @@
 //! A snapshot session's channels are in overwrite mode by default and have no live reader:
 //! nothing is written while it runs. `ust snapshot record` copies what every buffer of
 //! every process of the session holds, without consuming it and without stopping tracing
-//! ([`crate::buffers::copy_held_packets`]: [`ringbuffer::Buffer::snapshot_packet`] swaps
+//! ([`ust_ctf::held::copy_held_packets`]: [`ringbuffer::Buffer::snapshot_packet`] swaps
 //! a packet out of the writers' reach while it copies it), into
 //!
 //! ```text
@@ -26,10 +26,11 @@ use std::sync::{Arc, Mutex};
 use ust_ctl::protocol::SnapshotReport;
 use ust_core::EventDesc;
 
-use crate::buffers::{append_packet, copy_held_packets, HeldCopy, Stream};
+use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy};
+use crate::stream::Stream;
 use ust_ctf::index::IndexFile;
 use ust_ctf::stream::StreamFile;
-use crate::daemon::Daemon;
+use crate::state::Daemon;
 
 /// One process's trace as a snapshot needs it.
 struct Source {
@@ -76,7 +77,7 @@ fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &
     Ok(())
 }
 
-fn source(t: &crate::buffers::ProcessTrace) -> Source {
+fn source(t: &crate::process_trace::ProcessTrace) -> Source {
     let events: Arc<[EventDesc]> = t.events.clone().into();
     Source {
         dir_name: t.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| format!("{}-{}", t.procname, t.pid)),

@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use common::{babeltrace, bt_events, output_within, program, TestDaemon};
-use ust_consumerd::buffers::{create_process_trace, ProcessInfo};
+use ust_consumerd::process_trace::{create_process_trace, ProcessInfo};
 use ust_consumerd::session::{Channel, ChannelConfig, Session};
 use proptest::prelude::*;
 use ringbuffer::{Buffer, SlotSize};

@@ -1,10 +1,10 @@
-//! The CTF writer without a daemon: a trace set up by `buffers::create_process_trace` for
+//! The CTF writer without a daemon: a trace set up by `process_trace::create_process_trace` for
 //! events of every field type, written through the granted buffers and drained by the
 //! streams, parses in babeltrace2 with the expected values; the index matches the packets.
 
 use std::borrow::Cow;
 
-use ust_consumerd::buffers::{create_process_trace, ProcessInfo};
+use ust_consumerd::process_trace::{create_process_trace, ProcessInfo};
 use ust_consumerd::session::{Channel, ChannelConfig, Session};
 use ringbuffer::{Buffer, SlotSize};
 use ust_core::clock::Monotonic;

@@ -240,3 +240,83 @@ pub fn copy_held_packets(
     Ok(())
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+    use ringbuffer::{BufferConfig, Mode, Reservation, SlotSize};
+    use ust_core::{event_header, FieldDesc, FieldType, IntegerType, Level};
+
+    fn events() -> Vec<EventDesc> {
+        vec![EventDesc {
+            provider: Cow::Borrowed("t"),
+            name: Cow::Borrowed("ev"),
+            level: Level::Info,
+            fields: Cow::Owned(vec![FieldDesc { name: Cow::Borrowed("v"), ty: FieldType::Integer(IntegerType::U64) }]),
+            location: Cow::Borrowed(""),
+        }]
+    }
+
+    fn reserve(b: &Buffer, ts: u64) -> Reservation {
+        let clock = move || ts;
+        let size = SlotSize { compact: 4 + 8, extended: 13 + 8 };
+        b.reserve(&CtfPacketLayout, &clock, size).unwrap()
+    }
+
+    fn commit(b: &Buffer, mut r: Reservation, v: u64) {
+        let (ts, ext) = (r.timestamp, r.extended);
+        let slot = b.slot(&mut r);
+        let (byte0, len) = event_header::write(slot, 1, ts, ext);
+        slot[len..len + 8].copy_from_slice(&v.to_le_bytes());
+        b.commit(&CtfPacketLayout, r, byte0);
+    }
+
+    /// Three records, committed out of order (third, first) and the second never: the
+    /// recovered packet keeps the first only, ends its content there, and reports the
+    /// rest as discarded in this packet and every later one.
+    #[test]
+    fn torn_slot_keeps_the_committed_prefix_whatever_the_commit_order() {
+        for mode in [Mode::Discard, Mode::Overwrite] {
+            let id = StreamIdentity { uuid: [7; 16], stream_id: 0, cpu: 0, stream_instance_id: 1 };
+            let cfg = BufferConfig { subbuf_size: 4096, num_subbuf: 4, mode, header_size: HEADER_SIZE as u32, stream: id };
+            let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
+            let b = Buffer::create(map.into(), &cfg).unwrap();
+            let (r1, r2, r3) = (reserve(&b, 100), reserve(&b, 200), reserve(&b, 300));
+            commit(&b, r3, 3);
+            commit(&b, r1, 1);
+            drop(r2); // its writer died between reserve and commit
+            b.flush(&CtfPacketLayout, &|| 400u64);
+            let ev = events();
+            let mut held = HeldCopy::new(&id, &ev);
+            let mut packets = Vec::new();
+            copy_held_packets(&b, &mut held, true, None, &mut |info, p| {
+                packets.push((*info, p.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(packets.len(), 1, "{mode:?}");
+            let (info, p) = &packets[0];
+            assert_eq!(info.content_size, HEADER_SIZE as u64 + 12, "{mode:?}: only the first record");
+            assert_eq!(info.events_discarded, 2, "{mode:?}: 24 lost bytes / 12-byte records");
+            assert!(info.timestamp_begin <= 100 && info.timestamp_end >= 100);
+            let (_, w) = crate::reader::RecordWalker::new(&ev, p).unwrap();
+            let recs: Vec<_> = w.collect::<Result<_, _>>().unwrap();
+            assert_eq!(recs.len(), 1);
+            assert_eq!(recs[0].payload, 1u64.to_le_bytes());
+            assert_eq!((held.report.recovered, held.report.lost_bytes, held.report.lost_events), (1, 24, 2));
+        }
+    }
+
+    #[test]
+    fn record_sizes_come_from_the_headers_and_descriptions() {
+        let ev = events();
+        let mut rec = [0u8; 12];
+        let (b0, _) = event_header::write(&mut rec, 1, 5, false);
+        rec[0] = b0;
+        assert_eq!(crate::reader::record_size(&ev, &rec), Some(12));
+        assert_eq!(crate::reader::record_size(&ev, &rec[..11]), None, "cut short");
+        rec[0] = 0;
+        assert_eq!(crate::reader::record_size(&ev, &rec), None, "uncommitted");
+        assert_eq!(crate::reader::min_record_size(&ev), 12);
+    }
+}

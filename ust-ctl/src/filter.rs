@@ -333,8 +333,8 @@ pub const MAX_TEXT: usize = 4096;
 /// number, `<` on strings), or an expression over the size limits.
 ///
 /// ```
-/// let e = consumer::filter::parse(r#"intfield > 500 && (msg == "conn*" || $ctx.vtid == 1234)"#).unwrap();
-/// let err = consumer::filter::parse("x >").unwrap_err();
+/// let e = ust_ctl::filter::parse(r#"intfield > 500 && (msg == "conn*" || $ctx.vtid == 1234)"#).unwrap();
+/// let err = ust_ctl::filter::parse("x >").unwrap_err();
 /// assert_eq!(err.offset, 3);
 /// assert_eq!(err.to_string(), "column 4: expected an operand after `>`");
 /// # let _ = e;

@@ -1,117 +1,25 @@
-//! Per-CPU buffers and the daemon's side of each stream.
+//! The daemon's side of one stream: a ring buffer it reads (or, after the process died,
+//! drains and finishes), its stream file and index file, and the write policy (drain
+//! passes, tracefile rotation, flushes, what to do with a bad packet).
 //!
-//! The daemon creates every buffer (DESIGN.md, "Processes"): a `memfd` (close-on-exec,
-//! sealing allowed), `ftruncate`d to [`ringbuffer::BufferConfig::file_size`], sealed with
-//! `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL` so that no process can change its size (and
-//! SIGBUS the daemon), mapped shared, and formatted with [`ringbuffer::Buffer::create`]. The
-//! descriptor goes to the application; the daemon keeps its own mapping so that it can
-//! flush and drain after the application died.
-//!
-//! A [`Stream`] is one buffer plus its stream file and index file; a [`ProcessTrace`] is
-//! every stream of one process in one session, with the directory they live in.
-//!
-//! **Torn events** (DESIGN.md): when a process dies, [`Stream::finish_dead`] drains what was
-//! delivered, then [`copy_held_packets`] copies the sub-buffers that will now never
-//! complete, keeping only their committed prefix. This is sound with commits in any order
-//! because the evidence is per slot, not a sum: a record's byte 0 is never zero (event ids
-//! start at 1), is stored last with Release by the record's own writer at commit, and the
-//! sub-buffer was zeroed before its lap began (by the reader at release, or by the writer
-//! that claimed it in overwrite mode), so a non-zero byte 0 read with Acquire proves that
-//! this slot's writer finished it in this lap. The walk decodes each record's length from
-//! its header ([`ust_ctf::reader::record_size`]) and stops at the first zero byte 0;
-//! records after it may be committed, but where they start is only known from the torn
-//! record's length, which may never have been written, so they are counted as lost
-//! instead of guessed at. A sum of committed bytes could not do this: two equal-size
-//! records, one committed, one not, give the same sum whichever is missing. The proof of
-//! the ring-buffer side is in the `ringbuffer::Buffer` docs ("Per-slot commit evidence").
-//!
-//! With `--shm-path`, buffers are files under the session's shm directory
-//! ([`allocate_file`]) next to the plain-text metadata and [`EVENTS_FILE`], for
-//! `ust crash-dump` ([`crate::crash`]).
+//! **Torn events** (docs/DESIGN.md, "Torn events"): when a process dies,
+//! [`Stream::finish_dead`] drains what was delivered, then
+//! [`ust_ctf::held::copy_held_packets`] copies the sub-buffers that will now never
+//! complete, keeping only their committed prefix.
 
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
+use ringbuffer::{Buffer, StreamIdentity};
 use ust_core::clock::TraceClock;
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 use ust_core::EventDesc;
-pub use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy, HeldReport, PacketSink, EVENTS_FILE};
-
+use ust_ctf::held::{copy_held_packets, HeldCopy};
 use ust_ctf::index::{IndexEntry, IndexFile};
 use ust_ctf::stream::StreamFile;
+
 use crate::session::ChannelConfig;
-
-/// Errors while setting up buffers and files.
-#[derive(Debug, thiserror::Error)]
-pub enum SetupError {
-    /// A system call or file operation failed.
-    #[error("{what}: {source}")]
-    Io {
-        /// What was being done.
-        what: String,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// The ring buffer refused the geometry.
-    #[error("buffer layout: {0}")]
-    Layout(String),
-}
-
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SetupError {
-    let what = what.into();
-    move |source| SetupError::Io { what, source }
-}
-
-/// Creates, sizes, seals, maps and formats one buffer. Returns the daemon's handle and the
-/// descriptor to hand to the application.
-///
-/// # Errors
-/// [`SetupError::Io`] when `memfd_create`, `ftruncate`, `fcntl(F_ADD_SEALS)` or `mmap`
-/// fail; [`SetupError::Layout`] when the ring buffer refuses `cfg`.
-pub fn allocate(cfg: &BufferConfig, name: &str) -> Result<(Buffer, OwnedFd), SetupError> {
-    use rustix::fs::{MemfdFlags, SealFlags};
-    let size = cfg.file_size().map_err(|e| SetupError::Layout(e.to_string()))?;
-    let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
-        .map_err(|e| SetupError::Io { what: "memfd_create".into(), source: e.into() })?;
-    rustix::fs::ftruncate(&fd, size as u64).map_err(|e| SetupError::Io { what: "ftruncate".into(), source: e.into() })?;
-    rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
-        .map_err(|e| SetupError::Io { what: "F_ADD_SEALS".into(), source: e.into() })?;
-    let file = std::fs::File::from(fd);
-    let map = memmap2::MmapOptions::new().len(size).map_raw(&file).map_err(io("mmap"))?;
-    let buffer = Buffer::create(map, cfg).map_err(|e| SetupError::Layout(e.to_string()))?;
-    Ok((buffer, OwnedFd::from(file)))
-}
-
-
-/// Like [`allocate`], but the buffer is the file `path` (`--shm-path`): created (it must
-/// not exist), mode 0600, close-on-exec, sized, mapped shared and formatted. A file cannot
-/// be sealed: [`Stream`] checks its size before every access (see
-/// [`Stream::shm_intact`]) and the mapping is registered with [`crate::sigbus`].
-///
-/// # Errors
-/// [`SetupError::Io`] when creating, sizing or mapping the file fails;
-/// [`SetupError::Layout`] when the ring buffer refuses `cfg`.
-pub fn allocate_file(cfg: &BufferConfig, path: &std::path::Path) -> Result<(Buffer, OwnedFd, std::fs::File), SetupError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let size = cfg.file_size().map_err(|e| SetupError::Layout(e.to_string()))?;
-    let what = || format!("creating buffer file {}", path.display());
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(io(what()))?;
-    file.set_len(size as u64).map_err(io(what()))?;
-    let map = memmap2::MmapOptions::new().len(size).map_raw(&file).map_err(io(what()))?;
-    let buffer = Buffer::create(map, cfg).map_err(|e| SetupError::Layout(e.to_string()))?;
-    let fd = OwnedFd::from(file.try_clone().map_err(io(what()))?);
-    Ok((buffer, fd, file))
-}
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -253,10 +161,14 @@ impl TraceFiles {
     }
 
     /// Creates piece `k`'s stream and index files.
-    fn create(&self, k: u64) -> Result<(StreamFile, IndexFile), SetupError> {
+    ///
+    /// # Errors
+    /// The I/O error, its message naming the file.
+    pub fn create(&self, k: u64) -> std::io::Result<(StreamFile, IndexFile)> {
         let (dir, name) = (&self.dir, self.name(k));
-        let file = StreamFile::create(dir, &name).map_err(io(format!("creating {}/{name}", dir.display())))?;
-        let index = IndexFile::create(dir, &name).map_err(io(format!("creating {}/index/{name}.idx", dir.display())))?;
+        let ctx = |what: String| move |e: std::io::Error| std::io::Error::new(e.kind(), format!("creating {what}: {e}"));
+        let file = StreamFile::create(dir, &name).map_err(ctx(format!("{}/{name}", dir.display())))?;
+        let index = IndexFile::create(dir, &name).map_err(ctx(format!("{}/index/{name}.idx", dir.display())))?;
         Ok((file, index))
     }
 
@@ -277,7 +189,80 @@ impl TraceFiles {
     }
 }
 
+/// What a new [`Stream`] is made of, besides its buffer (see [`Stream::new`]).
+#[derive(Debug)]
+pub struct StreamSetup<'a> {
+    /// Session name.
+    pub session: &'a str,
+    /// Channel name.
+    pub channel: &'a str,
+    /// The channel's configuration (timers, sub-buffer count).
+    pub config: &'a ChannelConfig,
+    /// The stream's identity (uuid, stream class, CPU, instance).
+    pub identity: StreamIdentity,
+    /// The process's event descriptions (index `i` has CTF id `i + 1`).
+    pub events: Arc<[EventDesc]>,
+    /// Where its files go.
+    pub files: TraceFiles,
+    /// False for a snapshot session: nothing is drained to files until a snapshot.
+    pub live: bool,
+    /// The trace clock of its packets.
+    pub clock: TraceClock,
+}
+
+/// The file behind a `--shm-path` buffer (and its size at creation), and the mapping's
+/// registration with [`crate::sigbus`]; both `None` for a sealed memfd.
+#[derive(Debug, Default)]
+pub struct StreamShm {
+    /// The buffer file and its size.
+    pub file: Option<(std::fs::File, u64)>,
+    /// The SIGBUS guard of the daemon's mapping of it.
+    pub guard: Option<crate::sigbus::Guard>,
+}
+
 impl Stream {
+    /// A stream over `buffer`, with its first stream and index files created now when
+    /// `setup.live`, timers starting now, and errors reported to `output_error`.
+    ///
+    /// # Errors
+    /// Creating the files failed.
+    pub fn new(setup: StreamSetup<'_>, buffer: Buffer, output_error: crate::session::OutputError, shm: StreamShm) -> std::io::Result<Stream> {
+        let (file, index) = if setup.live {
+            let (file, index) = setup.files.create(0)?;
+            (Some(file), Some(index))
+        } else {
+            (None, None)
+        };
+        let now = Instant::now();
+        let read_period = Duration::from_micros(setup.config.read_timer_us.max(1));
+        let switch_period = (setup.config.switch_timer_us > 0).then(|| Duration::from_micros(setup.config.switch_timer_us));
+        Ok(Stream {
+            session: setup.session.to_string(),
+            channel: setup.channel.to_string(),
+            cpu: setup.identity.cpu,
+            identity: setup.identity,
+            buffer: Some(buffer),
+            file,
+            index,
+            events: setup.events,
+            files: setup.files,
+            stats: StreamStats::default(),
+            num_subbuf: setup.config.num_subbuf,
+            read_period,
+            switch_period,
+            next_read: now + read_period,
+            next_switch: now + switch_period.unwrap_or_default(),
+            finished: false,
+            broken: false,
+            last: None,
+            output_error,
+            snapshot_only: !setup.live,
+            shm_file: shm.file,
+            shm_guard: shm.guard,
+            clock: setup.clock,
+        })
+    }
+
     /// Reads every delivered sub-buffer: `get_subbuf`, copy out of shared memory, validate
     /// the copy against [`Stream::identity`], append it to the stream file with one write,
     /// append its index entry, `put_subbuf`. A bad packet is logged and skipped; a write
@@ -431,7 +416,7 @@ impl Stream {
         self.files.current = 0;
         self.files.oldest = 0;
         if !self.finished {
-            let (f, i) = self.files.create(0).map_err(|e| std::io::Error::other(e.to_string()))?;
+            let (f, i) = self.files.create(0)?;
             self.file = Some(f);
             self.index = Some(i);
         }
@@ -668,339 +653,5 @@ impl Stream {
     /// [`Stream::shm_intact`] first.
     pub fn buffer(&self) -> Option<&Buffer> {
         self.buffer.as_ref()
-    }
-}
-
-/// Every stream of one process in one session.
-#[derive(Debug)]
-pub struct ProcessTrace {
-    /// Process id.
-    pub pid: i32,
-    /// Process name.
-    pub procname: String,
-    /// The trace directory (`<output>/ust/pid/<procname>-<pid>-<stamp>`); in a snapshot
-    /// session it is not created, and its last component names the process's directory
-    /// in each snapshot.
-    pub dir: PathBuf,
-    /// The trace's metadata text (written again into every snapshot).
-    pub metadata: String,
-    /// Post-mortem trace written when the process died abnormally (snapshot sessions).
-    pub post_mortem: Option<PathBuf>,
-    /// The process is gone but its buffers are kept (it died abnormally in a snapshot
-    /// session): snapshots include it until the session is destroyed.
-    pub retained: bool,
-    /// Trace UUID.
-    pub uuid: [u8; 16],
-    /// Mask slot of each channel in the process (index = channel index).
-    pub slots: Vec<Option<u32>>,
-    /// Streams, channel-major then CPU.
-    pub streams: Vec<Arc<Mutex<Stream>>>,
-    /// The process's events (for the record walker of `ust trace`).
-    pub events: Vec<EventDesc>,
-    /// Size of each channel's event context block in bytes (index = stream class id).
-    pub context_sizes: Vec<usize>,
-    /// TSC parameters of the trace clock (`None`: `CLOCK_MONOTONIC`), sent with every
-    /// channel grant.
-    pub tsc: Option<ust_core::clock::TscParams>,
-    /// The process is gone and its streams are finished.
-    pub gone: bool,
-    /// Gone, and every file moved into an archive by `ust rotate`: nothing left here.
-    pub archived: bool,
-}
-
-/// What [`create_process_trace`] needs to know about the process.
-#[derive(Debug, Clone)]
-pub struct ProcessInfo<'a> {
-    /// Process id.
-    pub pid: i32,
-    /// Process name.
-    pub procname: &'a str,
-    /// Possible CPUs (buffers per channel).
-    pub ncpus: u32,
-    /// Registration time (seconds since the Epoch), for the directory name.
-    pub registered: i64,
-    /// Registered events.
-    pub events: &'a [EventDesc],
-    /// The trace clock's TSC parameters, `None` for `CLOCK_MONOTONIC`.
-    pub tsc: Option<ust_core::clock::TscParams>,
-}
-
-/// Creates the trace directory, writes the metadata (complete before any packet), and
-/// allocates one buffer per CPU per channel of `session` with its stream and index files.
-/// `next_instance` hands out stream instance ids. Returns the trace and, per channel, the
-/// buffer descriptors to send (CPU 0 first).
-///
-/// # Errors
-/// [`SetupError`] for the first failure; the trace directory is then removed.
-pub fn create_process_trace(
-    session: &crate::session::Session,
-    p: &ProcessInfo<'_>,
-    next_instance: &mut u64,
-) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
-    let want = ust_ctf::process_dir(&session.output, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered));
-    // A snapshot session writes nothing as it runs: its trace directories are made by
-    // each snapshot (`crate::snapshot`).
-    let live = !session.snapshot;
-    let dir = if live { new_trace_dir(&want)? } else { want };
-    let r = fill_process_trace(session, p, next_instance, dir.clone());
-    if r.is_err() && live {
-        // No half-made trace left behind for readers to trip on (metadata without streams,
-        // a stream file without its index): the directory is new and ours.
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    r
-}
-
-fn fill_process_trace(
-    session: &crate::session::Session,
-    p: &ProcessInfo<'_>,
-    next_instance: &mut u64,
-    dir: PathBuf,
-) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
-    let live = !session.snapshot;
-    let uuid = *uuid::Uuid::new_v4().as_bytes();
-    let text = render_metadata(session, p, uuid);
-    let clock = p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
-    if live {
-        ust_ctf::metadata::write_atomically(&dir, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
-    }
-    let shm_dir = match &session.shm_dir {
-        None => None,
-        Some(base) => {
-            use std::os::unix::fs::DirBuilderExt;
-            let d = ust_ctf::process_dir(base, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered));
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&d).map_err(io(format!("creating {}", d.display())))?;
-            ust_ctf::metadata::write_atomically(&d, &text).map_err(io(format!("writing {}/metadata", d.display())))?;
-            let json = serde_json::to_vec(p.events).map_err(|e| SetupError::Layout(e.to_string()))?;
-            std::fs::write(d.join(EVENTS_FILE), json).map_err(io(format!("writing {}/{EVENTS_FILE}", d.display())))?;
-            Some(d)
-        }
-    };
-    let mut streams = Vec::new();
-    let mut fds = Vec::new();
-    let events: Arc<[EventDesc]> = p.events.to_vec().into();
-    for (ci, ch) in session.channels.iter().enumerate() {
-        let mut chan_fds = Vec::new();
-        for cpu in 0..p.ncpus {
-            let identity = StreamIdentity { uuid, stream_id: ci as u32, cpu, stream_instance_id: *next_instance };
-            *next_instance += 1;
-            let cfg = buffer_config(&ch.config, identity);
-            let name = ust_ctf::stream_file_name(&ch.name, cpu);
-            let (buffer, fd, shm_file, shm_guard) = match &shm_dir {
-                Some(d) => {
-                    let (b, fd, f) = allocate_file(&cfg, &d.join(&name))?;
-                    let size = b.config().file_size().unwrap_or(0) as u64;
-                    let guard = crate::sigbus::register(b.map().as_ptr(), b.map().len());
-                    (b, fd, Some((f, size)), guard)
-                }
-                None => {
-                    let (b, fd) = allocate(&cfg, &format!("ust-{}-{}-{}", p.pid, ch.name, cpu))?;
-                    (b, fd, None, None)
-                }
-            };
-            let files = TraceFiles {
-                dir: dir.clone(),
-                base: name.clone(),
-                max_size: ch.config.tracefile_size,
-                max_count: ch.config.tracefile_count,
-                current: 0,
-                oldest: 0,
-            };
-            let (file, index) = if live {
-                let (file, index) = files.create(0)?;
-                (Some(file), Some(index))
-            } else {
-                (None, None)
-            };
-            let now = Instant::now();
-            let read_period = Duration::from_micros(ch.config.read_timer_us.max(1));
-            let switch_period = (ch.config.switch_timer_us > 0).then(|| Duration::from_micros(ch.config.switch_timer_us));
-            streams.push(Arc::new(Mutex::new(Stream {
-                session: session.name.clone(),
-                channel: ch.name.clone(),
-                cpu,
-                identity,
-                buffer: Some(buffer),
-                file,
-                index,
-                events: events.clone(),
-                files,
-                stats: StreamStats::default(),
-                num_subbuf: ch.config.num_subbuf,
-                read_period,
-                switch_period,
-                next_read: now + read_period,
-                next_switch: now + switch_period.unwrap_or_default(),
-                finished: false,
-                broken: false,
-                last: None,
-                output_error: session.output_error.clone(),
-                snapshot_only: !live,
-                shm_file,
-                shm_guard,
-                clock,
-            })));
-            chan_fds.push(fd);
-        }
-        fds.push(chan_fds);
-    }
-    let trace = ProcessTrace {
-        pid: p.pid,
-        procname: p.procname.to_string(),
-        dir,
-        metadata: text,
-        post_mortem: None,
-        retained: false,
-        uuid,
-        slots: vec![None; session.channels.len()],
-        streams,
-        events: p.events.to_vec(),
-        context_sizes: session.channels.iter().map(|c| ust_core::context::block_size(&c.contexts)).collect(),
-        tsc: p.tsc,
-        gone: false,
-        archived: false,
-    };
-    Ok((trace, fds))
-}
-
-/// Creates the directory of a new process trace at `want`, or, when it exists (the same
-/// process registered again within the same second: a reconnection, or a reused pid),
-/// at `want-1`, `want-2`, …, so that a trace never truncates another's files.
-fn new_trace_dir(want: &std::path::Path) -> Result<PathBuf, SetupError> {
-    use std::os::unix::fs::DirBuilderExt;
-    let parent = want.parent().unwrap_or(want);
-    std::fs::DirBuilder::new().recursive(true).mode(0o750).create(parent).map_err(io(format!("creating {}", parent.display())))?;
-    for n in 0u32..1000 {
-        let dir = if n == 0 { want.to_path_buf() } else { PathBuf::from(format!("{}-{n}", want.display())) };
-        match std::fs::DirBuilder::new().mode(0o750).create(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(SetupError::Io { what: format!("creating {}", dir.display()), source: e }),
-        }
-    }
-    Err(SetupError::Io { what: format!("creating {}", want.display()), source: std::io::ErrorKind::AlreadyExists.into() })
-}
-
-/// The TSDL metadata of process `p`'s trace (UUID `uuid`) in `session`: its channels and
-/// contexts, its events, the session's clock offset and the process's trace clock.
-fn render_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -> String {
-    let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
-    let contexts: Vec<Vec<ust_core::context::ContextType>> = session.channels.iter().map(|c| c.contexts.clone()).collect();
-    ust_ctf::metadata::render(&ust_ctf::metadata::TraceMetadata {
-        uuid,
-        clock_offset_ns: session.clock_offset_ns,
-        clock_uuid: &ust_core::clock::boot_id(),
-        hostname: &ust_ctf::metadata::hostname(),
-        procname: p.procname,
-        vpid: p.pid,
-        trace_name: &session.name,
-        creation_datetime: &ust_ctf::datetime::iso_at(session.created),
-        channels: &channels,
-        contexts: &contexts,
-        events: p.events,
-        clock_description: &p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc).description(),
-    })
-}
-
-/// Writes (or rewrites) the metadata of process `p`'s trace in `dir` for `session`: temporary
-/// file, then rename, so a reader never sees half of it. Rewritten when the process
-/// registers tracepoints late ([`ust_core::protocol::AppMessage::RegisterEvents`]), before
-/// any of them is enabled.
-///
-/// # Errors
-/// The I/O error.
-pub fn write_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, dir: &std::path::Path, uuid: [u8; 16]) -> std::io::Result<()> {
-    ust_ctf::metadata::write_atomically(dir, &render_metadata(session, p, uuid))
-}
-
-/// The ring-buffer configuration of a channel for one stream.
-pub fn buffer_config(c: &ChannelConfig, stream: StreamIdentity) -> BufferConfig {
-    BufferConfig {
-        subbuf_size: c.subbuf_size,
-        num_subbuf: c.num_subbuf,
-        mode: if c.overwrite { Mode::Overwrite } else { Mode::Discard },
-        header_size: HEADER_SIZE as u32,
-        stream,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::borrow::Cow;
-    use ringbuffer::{Reservation, SlotSize};
-    use ust_core::{event_header, FieldDesc, FieldType, IntegerType, Level};
-
-    fn events() -> Vec<EventDesc> {
-        vec![EventDesc {
-            provider: Cow::Borrowed("t"),
-            name: Cow::Borrowed("ev"),
-            level: Level::Info,
-            fields: Cow::Owned(vec![FieldDesc { name: Cow::Borrowed("v"), ty: FieldType::Integer(IntegerType::U64) }]),
-            location: Cow::Borrowed(""),
-        }]
-    }
-
-    fn reserve(b: &Buffer, ts: u64) -> Reservation {
-        let clock = move || ts;
-        let size = SlotSize { compact: 4 + 8, extended: 13 + 8 };
-        b.reserve(&CtfPacketLayout, &clock, size).unwrap()
-    }
-
-    fn commit(b: &Buffer, mut r: Reservation, v: u64) {
-        let (ts, ext) = (r.timestamp, r.extended);
-        let slot = b.slot(&mut r);
-        let (byte0, len) = event_header::write(slot, 1, ts, ext);
-        slot[len..len + 8].copy_from_slice(&v.to_le_bytes());
-        b.commit(&CtfPacketLayout, r, byte0);
-    }
-
-    /// Three records, committed out of order (third, first) and the second never: the
-    /// recovered packet keeps the first only, ends its content there, and reports the
-    /// rest as discarded in this packet and every later one.
-    #[test]
-    fn torn_slot_keeps_the_committed_prefix_whatever_the_commit_order() {
-        for mode in [Mode::Discard, Mode::Overwrite] {
-            let id = StreamIdentity { uuid: [7; 16], stream_id: 0, cpu: 0, stream_instance_id: 1 };
-            let cfg = BufferConfig { subbuf_size: 4096, num_subbuf: 4, mode, header_size: HEADER_SIZE as u32, stream: id };
-            let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
-            let b = Buffer::create(map.into(), &cfg).unwrap();
-            let (r1, r2, r3) = (reserve(&b, 100), reserve(&b, 200), reserve(&b, 300));
-            commit(&b, r3, 3);
-            commit(&b, r1, 1);
-            drop(r2); // its writer died between reserve and commit
-            b.flush(&CtfPacketLayout, &|| 400u64);
-            let ev = events();
-            let mut held = HeldCopy::new(&id, &ev);
-            let mut packets = Vec::new();
-            copy_held_packets(&b, &mut held, true, None, &mut |info, p| {
-                packets.push((*info, p.to_vec()));
-                Ok(())
-            })
-            .unwrap();
-            assert_eq!(packets.len(), 1, "{mode:?}");
-            let (info, p) = &packets[0];
-            assert_eq!(info.content_size, HEADER_SIZE as u64 + 12, "{mode:?}: only the first record");
-            assert_eq!(info.events_discarded, 2, "{mode:?}: 24 lost bytes / 12-byte records");
-            assert!(info.timestamp_begin <= 100 && info.timestamp_end >= 100);
-            let (_, w) = ust_ctf::reader::RecordWalker::new(&ev, p).unwrap();
-            let recs: Vec<_> = w.collect::<Result<_, _>>().unwrap();
-            assert_eq!(recs.len(), 1);
-            assert_eq!(recs[0].payload, 1u64.to_le_bytes());
-            assert_eq!((held.report.recovered, held.report.lost_bytes, held.report.lost_events), (1, 24, 2));
-        }
-    }
-
-    #[test]
-    fn record_sizes_come_from_the_headers_and_descriptions() {
-        let ev = events();
-        let mut rec = [0u8; 12];
-        let (b0, _) = event_header::write(&mut rec, 1, 5, false);
-        rec[0] = b0;
-        assert_eq!(ust_ctf::reader::record_size(&ev, &rec), Some(12));
-        assert_eq!(ust_ctf::reader::record_size(&ev, &rec[..11]), None, "cut short");
-        rec[0] = 0;
-        assert_eq!(ust_ctf::reader::record_size(&ev, &rec), None, "uncommitted");
-        assert_eq!(ust_ctf::reader::min_record_size(&ev), 12);
     }
 }
