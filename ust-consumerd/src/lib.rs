@@ -23,7 +23,9 @@
 //! - [`snapshot`]: `ust snapshot record` and post-mortem dumps of snapshot sessions.
 //! - [`mod@log`]: the daemon's log.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod apps;
 pub mod process_trace;

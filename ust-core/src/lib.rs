@@ -6,6 +6,10 @@
 //! Nothing here allocates on a path an event takes; the protocol and description types
 //! allocate only at registration.
 
+#![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
 pub mod clock;
 pub mod context;
 pub mod cpus;

@@ -14,7 +14,9 @@
 //! [`recover`] repairs what a killed daemon left; `ust view` runs it first.
 //! [`datetime`] gives the timestamps used in directory names and in the metadata's `env`.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod datetime;
 pub mod held;

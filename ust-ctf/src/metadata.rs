@@ -79,16 +79,35 @@ pub fn uuid_string(u: &[u8; 16]) -> String {
     uuid::Uuid::from_bytes(*u).hyphenated().to_string()
 }
 
+/// The `trace` block (CTF 1.8 section 7.3): version 1.8, `uuid`, little-endian, and the
+/// packet header every stream file of ust uses ([`ust_core::packet::TSDL_PACKET_HEADER`]).
+/// User-space and kernel traces share it, so that readers merge them.
+pub fn trace_block(uuid: &[u8; 16]) -> String {
+    format!(
+        "trace {{\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"{}\";\n\tbyte_order = le;\n{}}};\n\n",
+        uuid_string(uuid),
+        ust_core::packet::TSDL_PACKET_HEADER
+    )
+}
+
+/// The `clock` block (CTF 1.8 section 8) named [`CLOCK_NAME`]: 1 GHz, `clock_uuid` (the
+/// boot id, so that traces of one boot agree), and `offset_ns` (realtime − monotonic,
+/// sampled once per session). User-space and kernel traces must give the same clock for
+/// babeltrace2 and Trace Compass to merge them on one time line, so both call this.
+pub fn clock_block(clock_uuid: &str, description: &str, offset_ns: i64) -> String {
+    format!(
+        "clock {{\n\tname = \"{CLOCK_NAME}\";\n\tuuid = \"{}\";\n\tdescription = \"{}\";\n\tfreq = 1000000000; /* Frequency, in Hz */\n\
+         \t/* clock value offset from Epoch is: offset * (1/freq) */\n\toffset = {offset_ns};\n}};\n\n",
+        escape_tsdl(clock_uuid),
+        escape_tsdl(description),
+    )
+}
+
 /// Renders the TSDL text.
 pub fn render(m: &TraceMetadata<'_>) -> String {
     let mut s = String::with_capacity(4096 + m.events.len() * m.channels.len() * 512);
     s.push_str("/* CTF 1.8 */\n\n");
-    let _ = write!(
-        s,
-        "trace {{\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"{}\";\n\tbyte_order = le;\n{}}};\n\n",
-        uuid_string(&m.uuid),
-        ust_core::packet::TSDL_PACKET_HEADER
-    );
+    s.push_str(&trace_block(&m.uuid));
     let _ = write!(
         s,
         "env {{\n\
@@ -114,20 +133,7 @@ pub fn render(m: &TraceMetadata<'_>) -> String {
         dt = escape_tsdl(m.creation_datetime),
         proc = escape_tsdl(m.procname),
     );
-    let _ = write!(
-        s,
-        "clock {{\n\
-         \tname = \"{CLOCK_NAME}\";\n\
-         \tuuid = \"{}\";\n\
-         \tdescription = \"{}\";\n\
-         \tfreq = 1000000000; /* Frequency, in Hz */\n\
-         \t/* clock value offset from Epoch is: offset * (1/freq) */\n\
-         \toffset = {};\n\
-         }};\n\n",
-        escape_tsdl(m.clock_uuid),
-        escape_tsdl(m.clock_description),
-        m.clock_offset_ns
-    );
+    s.push_str(&clock_block(m.clock_uuid, m.clock_description, m.clock_offset_ns));
     s.push_str(&ust_core::event_header::tsdl(CLOCK_NAME));
     s.push('\n');
     let context = ust_core::packet::tsdl_packet_context(CLOCK_NAME);
@@ -174,6 +180,16 @@ pub fn write_atomically(dir: &Path, text: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// This machine's host name (`uname(2)`'s `nodename`, as `gethostname` returns it), for the
+/// metadata's `env.hostname`; `localhost` when it is empty or not UTF-8.
+pub fn hostname() -> String {
+    let uts = rustix::system::uname();
+    match uts.nodename().to_str() {
+        Ok(s) if !s.is_empty() => s.to_string(),
+        _ => "localhost".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,15 +229,5 @@ mod tests {
         assert!(text.contains("_x;"));
         assert_eq!(text.matches("event.context := struct {").count(), 1, "only the channel with contexts");
         assert!(text.contains("_vtid;"));
-    }
-}
-
-/// This machine's host name (`uname(2)`'s `nodename`, as `gethostname` returns it), for the
-/// metadata's `env.hostname`; `localhost` when it is empty or not UTF-8.
-pub fn hostname() -> String {
-    let uts = rustix::system::uname();
-    match uts.nodename().to_str() {
-        Ok(s) if !s.is_empty() => s.to_string(),
-        _ => "localhost".into(),
     }
 }

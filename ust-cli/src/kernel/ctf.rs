@@ -225,12 +225,7 @@ pub fn render_metadata(m: &KernelMetadata<'_>, table: &EventTable) -> String {
     use ust_core::event::escape_tsdl;
     let clock = ust_ctf::metadata::CLOCK_NAME;
     let mut s = String::from("/* CTF 1.8 */\n\n");
-    let _ = write!(
-        s,
-        "trace {{\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"{}\";\n\tbyte_order = le;\n{}}};\n\n",
-        ust_ctf::metadata::uuid_string(&m.uuid),
-        ust_core::packet::TSDL_PACKET_HEADER
-    );
+    s.push_str(&ust_ctf::metadata::trace_block(&m.uuid));
     let _ = write!(
         s,
         "env {{\n\thostname = \"{}\";\n\tdomain = \"kernel\";\n\tsysname = \"Linux\";\n\tkernel_release = \"{}\";\n\
@@ -243,13 +238,7 @@ pub fn render_metadata(m: &KernelMetadata<'_>, table: &EventTable) -> String {
         m.traced_pid,
         escape_tsdl(m.creation_datetime)
     );
-    let _ = write!(
-        s,
-        "clock {{\n\tname = \"{clock}\";\n\tuuid = \"{}\";\n\tdescription = \"Monotonic Clock\";\n\tfreq = 1000000000; /* Frequency, in Hz */\n\
-         \t/* clock value offset from Epoch is: offset * (1/freq) */\n\toffset = {};\n}};\n\n",
-        escape_tsdl(m.clock_uuid),
-        m.clock_offset_ns
-    );
+    s.push_str(&ust_ctf::metadata::clock_block(m.clock_uuid, "Monotonic Clock", m.clock_offset_ns));
     s.push_str(&ust_core::event_header::tsdl(clock));
     let _ = write!(
         s,
