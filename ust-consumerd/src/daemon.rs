@@ -22,6 +22,7 @@ use anyhow::{bail, Context};
 use ust_core::rundir;
 
 use crate::fds::fd_usage;
+use crate::peers::{peer_allowed, socket_mode, tracing_group, Kind};
 use crate::state::{on_signal, Daemon};
 
 /// Name of the log file in the socket directory once daemonized.
@@ -189,66 +190,6 @@ fn raise_fd_limit() {
         l.current = l.maximum;
         let _ = setrlimit(Resource::Nofile, l);
     }
-}
-
-/// Which socket a connection came in on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// `app`: applications registering.
-    App,
-    /// `ctl`: the `ust` command.
-    Ctl,
-}
-
-/// Whether a peer with `uid` (primary group `gid`, process `pid`) may use socket `kind` of a
-/// daemon running as `daemon_uid`. A user's daemon accepts only that user. Root's daemon
-/// accepts every application (it is system-wide) and control from root and members of
-/// group `tracing` only.
-pub fn peer_allowed(kind: Kind, daemon_uid: u32, uid: u32, gid: u32, pid: i32) -> bool {
-    if daemon_uid != 0 {
-        return uid == daemon_uid;
-    }
-    match kind {
-        Kind::App => true,
-        Kind::Ctl => uid == 0 || in_tracing_group(gid, pid),
-    }
-}
-
-/// Mode (and group) of socket `kind`. A user's daemon: 0600, its user only. Root's daemon
-/// (system-wide): `app` 0666, since every user's applications register with it (each
-/// connection's credentials are still checked); `ctl` 0660 with group `tracing` when that
-/// group exists (root and its members control the daemon), else 0600.
-pub fn socket_mode(kind: Kind, root: bool, tracing_gid: Option<u32>) -> (u32, Option<u32>) {
-    match (root, kind, tracing_gid) {
-        (false, _, _) => (0o600, None),
-        (true, Kind::App, _) => (0o666, None),
-        (true, Kind::Ctl, Some(g)) => (0o660, Some(g)),
-        (true, Kind::Ctl, None) => (0o600, None),
-    }
-}
-
-/// The gid of group `tracing`, if it exists.
-pub fn tracing_group() -> Option<u32> {
-    // SAFETY: getgrnam returns a pointer to static storage or null; we read gr_gid at once.
-    unsafe {
-        let g = libc::getgrnam(c"tracing".as_ptr());
-        if g.is_null() {
-            return None;
-        }
-        Some((*g).gr_gid)
-    }
-}
-
-fn in_tracing_group(gid: u32, pid: i32) -> bool {
-    let Some(tracing) = tracing_group() else { return false };
-    if gid == tracing {
-        return true;
-    }
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .is_some_and(|g| g.split_whitespace().any(|x| x.parse::<u32>() == Ok(tracing)))
 }
 
 fn spawn_acceptor(daemon: Arc<Daemon>, listener: UnixListener, kind: Kind) {

@@ -18,6 +18,7 @@
 //! - [`drain`]: the read and switch timers that move packets from buffers to stream files.
 //! - [`state`]: the [`state::Daemon`] handle every worker shares, and the state behind its lock.
 //! - [`fds`]: the descriptor budget.
+//! - [`peers`]: who may use the `app` and `ctl` sockets.
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
 //! - [`sigbus`]: surviving SIGBUS on `--shm-path` buffer files.
 //! - [`snapshot`]: `ust snapshot record` and post-mortem dumps of snapshot sessions.
@@ -34,6 +35,7 @@ pub mod daemon;
 pub mod drain;
 pub mod fds;
 pub mod log;
+pub mod peers;
 pub mod session;
 pub mod sigbus;
 pub mod snapshot;
