@@ -18,6 +18,7 @@
 //! - [`drain`]: the read and switch timers that move packets from buffers to stream files.
 //! - [`state`]: the [`state::Daemon`] handle every worker shares, and the state behind its lock.
 //! - [`fds`]: the descriptor budget.
+//! - [`output`]: checks that a session's output and shm directory can keep what it records.
 //! - [`peers`]: who may use the `app` and `ctl` sockets.
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
 //! - [`sigbus`]: surviving SIGBUS on `--shm-path` buffer files.
@@ -35,6 +36,7 @@ pub mod daemon;
 pub mod drain;
 pub mod fds;
 pub mod log;
+pub mod output;
 pub mod peers;
 pub mod session;
 pub mod sigbus;

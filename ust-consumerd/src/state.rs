@@ -186,6 +186,27 @@ pub struct SessionState {
     pub session: Session,
     /// App id → that process's trace in this session.
     pub traces: BTreeMap<u64, ProcessTrace>,
+    /// The latest processes the session should have traced and could not, with why
+    /// (at most [`MAX_UNTRACED`], oldest dropped first), for `ust list SESSION`.
+    pub untraced: std::collections::VecDeque<ust_ctl::protocol::UntracedProcess>,
+}
+
+/// Most entries [`SessionState::untraced`] keeps.
+pub const MAX_UNTRACED: usize = 32;
+
+impl SessionState {
+    /// A session with no process trace yet.
+    pub fn new(session: Session) -> SessionState {
+        SessionState { session, traces: BTreeMap::new(), untraced: Default::default() }
+    }
+
+    /// Remembers that process `pid` (`procname`) runs untraced, and why.
+    pub fn record_untraced(&mut self, pid: i32, procname: &str, reason: String) {
+        if self.untraced.len() == MAX_UNTRACED {
+            self.untraced.pop_front();
+        }
+        self.untraced.push_back(ust_ctl::protocol::UntracedProcess { pid, procname: procname.to_string(), reason });
+    }
 }
 
 /// Everything the daemon knows, behind one mutex ([`Daemon::lock`]). Never held across
@@ -223,49 +244,60 @@ impl State {
     /// pushes masks ([`State::push_masks`]). True when streams were added.
     #[must_use = "when true, wake the drain (Daemon::wake_drain) so the new streams are read from their first period"]
     pub fn attach(&mut self, name: &str, app_id: u64) -> bool {
-        let Some(ss) = self.sessions.get(name) else { return false };
-        let Some(app) = self.apps.get(&app_id) else { return false };
+        match self.try_attach(name, app_id) {
+            Ok(added) => added,
+            Err(reason) => {
+                crate::log!("session {name}: {reason}");
+                if let (Some(ss), Some(app)) = (self.sessions.get_mut(name), self.apps.get(&app_id)) {
+                    ss.record_untraced(app.pid, &app.procname, reason);
+                }
+                false
+            }
+        }
+    }
+
+    /// [`State::attach`]: `Ok(false)` when the session does not take the process now,
+    /// `Err(why)` when it should but cannot.
+    fn try_attach(&mut self, name: &str, app_id: u64) -> Result<bool, String> {
+        let Some(ss) = self.sessions.get(name) else { return Ok(false) };
+        let Some(app) = self.apps.get(&app_id) else { return Ok(false) };
         if !app.alive || !ss.session.started || !ss.session.takes(app.token.as_deref()) {
-            return false;
+            return Ok(false);
         }
         // An untracked process (`ust untrack --vpid`) gets no buffers of the session; it
         // is attached when it is tracked again (`track_vpids` in control.rs).
         if !ss.session.tracks(app.pid) {
-            return false;
+            return Ok(false);
         }
         if ss.traces.contains_key(&app_id) || ss.session.channels.is_empty() {
-            return false;
+            return Ok(false);
         }
         if let Some(e) = ss.session.output_error.get() {
-            crate::log!("session {name}: process {} not traced: the session's output is stopped ({e})", app.pid);
-            return false;
+            return Err(format!("process {} not traced: the session's output is stopped ({e})", app.pid));
         }
         // The `ip` context came with ABI minor 2: an older runtime could not read the grant.
         if app.abi_minor < 2 && ss.session.channels.iter().any(|c| c.contexts.contains(&ust_core::context::ContextType::Ip)) {
-            crate::log!(
-                "session {name}: process {} not traced: its ust runtime (ABI {}.{}) predates the ip context the session records; rebuild it with a newer ust",
+            return Err(format!(
+                "process {} not traced: its ust runtime (ABI {}.{}) predates the ip context the session records; rebuild it with a newer ust",
                 app.pid,
                 ust_core::ABI_MAJOR,
                 app.abi_minor
-            );
-            return false;
+            ));
         }
         let free = (0..MAX_CHANNELS).filter(|s| !app.slots.contains_key(s)).count();
         if free < ss.session.channels.len() {
-            crate::log!("session {name}: process {} has no free channel slot left; not traced", app.pid);
-            return false;
+            return Err(format!("process {} not traced: it has no free channel slot left", app.pid));
         }
         // Each buffer costs a memfd (until sent) plus a stream and an index file; keep a
         // margin for control connections and metadata files.
         let need = ss.session.channels.len() as u64 * u64::from(app.ncpus) * 3 + crate::fds::FD_MARGIN;
         if crate::fds::fd_headroom() < need {
-            crate::log!(
-                "session {name}: process {} ({}) not traced: out of file descriptors ({}; it needs {need}); raise ust-consumerd's limit (ulimit -n)",
+            return Err(format!(
+                "process {} ({}) not traced: out of file descriptors ({}; it needs {need}); raise ust-consumerd's limit (ulimit -n)",
                 app.pid,
                 app.procname,
                 crate::fds::fd_usage()
-            );
-            return false;
+            ));
         }
         // The session's clock, else the one the process asked for (UST_CLOCK).
         let tsc = if ss.session.clock.or(app.clock) == Some(ClockKind::Tsc) {
@@ -278,7 +310,7 @@ impl State {
         } else {
             None
         };
-        let (Some(ss), Some(app)) = (self.sessions.get(name), self.apps.get(&app_id)) else { return false };
+        let (Some(ss), Some(app)) = (self.sessions.get(name), self.apps.get(&app_id)) else { return Ok(false) };
         let info = ProcessInfo {
             pid: app.pid,
             procname: &app.procname,
@@ -289,10 +321,7 @@ impl State {
         };
         let (mut trace, fds) = match crate::process_trace::create_process_trace(&ss.session, &info, &mut self.next_instance) {
             Ok(x) => x,
-            Err(e) => {
-                crate::log!("session {name}: cannot set up buffers for process {}: {e}", app.pid);
-                return false;
-            }
+            Err(e) => return Err(format!("process {} not traced: cannot set up its buffers: {e}", app.pid)),
         };
         let channels: Vec<String> = ss.session.channels.iter().map(|c| c.name.clone()).collect();
         let contexts: Vec<Vec<ust_core::context::ContextType>> = ss.session.channels.iter().map(|c| c.contexts.clone()).collect();
@@ -315,7 +344,7 @@ impl State {
         }
         crate::log!("session {name}: tracing process {} ({}) into {}", app.pid, app.procname, trace.dir.display());
         self.sessions.get_mut(name).expect("checked above").traces.insert(app_id, trace);
-        true
+        Ok(true)
     }
 
     /// The enable masks of process `app_id`: bit `s` of `masks[i]` set when the channel in

@@ -337,6 +337,22 @@ pub struct SessionDetail {
     /// The process-id tracker (`ust track/untrack --vpid`).
     #[serde(default)]
     pub vpid_tracker: VpidTracker,
+    /// The latest processes the session should have traced and could not (their buffers
+    /// could not be backed, the daemon ran out of descriptors, …), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untraced: Vec<UntracedProcess>,
+}
+
+/// A process a session should have traced and could not: it runs untraced, and this says
+/// why (`ust list SESSION`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UntracedProcess {
+    /// Process id.
+    pub pid: i32,
+    /// Process name.
+    pub procname: String,
+    /// Why it is not traced.
+    pub reason: String,
 }
 
 /// A field in `ust list --apps`.

@@ -37,7 +37,7 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
             Some(d)
         }
     };
-    std::fs::create_dir_all(&output).map_err(|e| format!("cannot create output directory {}: {e}", output.display()))?;
+    crate::output::check_writable(&output)?;
     let mut st = daemon.lock();
     if st.sessions.contains_key(&name) {
         return Err(format!("a session named {name:?} already exists"));
@@ -47,7 +47,7 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     session.snapshot = snapshot;
     session.shm_dir = shm_dir;
     session.clock = clock;
-    st.sessions.insert(name.clone(), SessionState { session, traces: Default::default() });
+    st.sessions.insert(name.clone(), SessionState::new(session));
     if !is_trace {
         st.current = Some(name.clone());
     }

@@ -26,6 +26,10 @@ pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
     if ss.session.channels.is_empty() {
         return Err(format!("session {sname} has no channel: enable an event (`ust enable-event -a`) or a channel first"));
     }
+    // Nothing is lost silently: an output that stopped taking files since `create`, or a
+    // --shm-path that cannot back one process's buffers, fails `start` itself.
+    crate::output::check_writable(&ss.session.output)?;
+    crate::output::check_shm_room(&ss.session)?;
     if !ss.session.ever_started {
         ss.session.chunk_begin = ust_ctf::datetime::now();
     }
