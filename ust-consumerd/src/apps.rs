@@ -143,6 +143,7 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
     let app_id = {
         let mut st = daemon.lock();
         let id = st.next_app_id();
+        daemon.trim.note();
         if reg.pid != pid {
             crate::log!("process {pid} registered as pid {} (another pid namespace?); using {pid}", reg.pid);
         }
@@ -222,7 +223,7 @@ pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<Eve
     }
     app.events.extend(events);
     let (pid, procname, ncpus, registered) = (app.pid, app.procname.clone(), app.ncpus, app.registered);
-    let all = app.events.clone();
+    let all: Arc<[EventDesc]> = app.events.clone().into();
     for ss in st.sessions.values_mut() {
         let Some(t) = ss.traces.get_mut(&app_id) else { continue };
         let info = ProcessInfo { pid, procname: &procname, ncpus, registered, events: &all, tsc: t.tsc };
@@ -313,9 +314,16 @@ pub fn process_gone(daemon: &Daemon, app_id: u64) {
         app.alive = false;
         app.out = None;
         app.slots.clear();
+        // A gone process's descriptions live on in its traces (one shared copy each).
+        app.events = Vec::new();
         for ss in st.sessions.values_mut() {
             if let Some(t) = ss.traces.get_mut(&app_id) {
                 t.slots.iter_mut().for_each(|s| *s = None);
+                // Its metadata is on disk; only snapshots and post-mortem dumps, which
+                // retained traces are kept for, write it again.
+                if !ss.session.snapshot {
+                    t.metadata = String::new();
+                }
             }
         }
     }
@@ -359,4 +367,5 @@ pub fn process_gone(daemon: &Daemon, app_id: u64) {
         streams.len()
     );
     st.forget_gone_apps();
+    drop(st);
 }

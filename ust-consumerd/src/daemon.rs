@@ -63,6 +63,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         None => rundir::rundir()?,
     };
     rundir::ensure(&dir)?;
+    crate::memory::limit_arenas();
     // First sample of the TSC calibration: sessions that use the TSC later get a ratio
     // measured over the daemon's lifetime.
     crate::session::tsc_calibrator();

@@ -65,6 +65,7 @@ pub fn pass(streams: &[Arc<Mutex<Stream>>], now: Instant) -> Instant {
 /// Runs until the daemon shuts down or `should_stop` (asked about once a second) says so.
 pub fn run(daemon: &Daemon, mut should_stop: impl FnMut() -> bool) {
     let mut last_check = Instant::now();
+    let mut trim = crate::memory::TrimWatch::default();
     loop {
         if daemon.shutting_down() {
             return;
@@ -79,6 +80,7 @@ pub fn run(daemon: &Daemon, mut should_stop: impl FnMut() -> bool) {
         let streams = live_streams(daemon);
         let next = pass(&streams, now);
         drop(streams);
+        daemon.trim.poll(&mut trim, now);
         let wait = next.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         daemon.drain_sleep(wait.min(MAX_SLEEP));
     }

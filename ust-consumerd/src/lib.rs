@@ -18,6 +18,7 @@
 //! - [`drain`]: the read and switch timers that move packets from buffers to stream files.
 //! - [`state`]: the [`state::Daemon`] handle every worker shares, and the state behind its lock.
 //! - [`fds`]: the descriptor budget.
+//! - [`memory`]: keeping the daemon's heap bounded by what is live.
 //! - [`output`]: checks that a session's output and shm directory can keep what it records.
 //! - [`peers`]: who may use the `app` and `ctl` sockets.
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
@@ -36,6 +37,7 @@ pub mod daemon;
 pub mod drain;
 pub mod fds;
 pub mod log;
+pub mod memory;
 pub mod output;
 pub mod peers;
 pub mod session;

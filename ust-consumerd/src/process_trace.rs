@@ -72,7 +72,7 @@ pub struct ProcessTrace {
     /// Streams, channel-major then CPU.
     pub streams: Vec<Arc<Mutex<Stream>>>,
     /// The process's events (for the record walker of `ust trace`).
-    pub events: Vec<EventDesc>,
+    pub events: Arc<[EventDesc]>,
     /// Size of each channel's event context block in bytes (index = stream class id).
     pub context_sizes: Vec<usize>,
     /// TSC parameters of the trace clock (`None`: `CLOCK_MONOTONIC`), sent with every
@@ -82,6 +82,47 @@ pub struct ProcessTrace {
     pub gone: bool,
     /// Gone, and every file moved into an archive by `ust rotate`: nothing left here.
     pub archived: bool,
+}
+
+/// The event lists of the daemon's process traces, shared: processes of one program
+/// register the same descriptions, and a session keeps the traces of gone processes until
+/// it is destroyed, so a thousand short-lived processes keep one list, not a thousand
+/// (the daemon's memory stays bounded by what is live plus a few hundred bytes per gone
+/// process).
+#[derive(Debug, Default)]
+pub struct EventTables {
+    by_hash: std::collections::HashMap<u64, Vec<std::sync::Weak<[EventDesc]>>>,
+}
+
+impl EventTables {
+    /// Most tables kept: beyond it, lists that no trace holds any more are dropped.
+    const PRUNE_AT: usize = 1024;
+
+    /// The shared copy of `events` (made now if no trace holds an equal list).
+    pub fn share(&mut self, events: &[EventDesc]) -> Arc<[EventDesc]> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for e in events {
+            e.provider.hash(&mut h);
+            e.name.hash(&mut h);
+            e.fields.len().hash(&mut h);
+        }
+        let key = h.finish();
+        if self.by_hash.len() >= Self::PRUNE_AT {
+            self.by_hash.retain(|_, v| {
+                v.retain(|w| w.strong_count() > 0);
+                !v.is_empty()
+            });
+        }
+        let bucket = self.by_hash.entry(key).or_default();
+        if let Some(found) = bucket.iter().filter_map(|w| w.upgrade()).find(|a| **a == *events) {
+            return found;
+        }
+        bucket.retain(|w| w.strong_count() > 0);
+        let fresh: Arc<[EventDesc]> = events.to_vec().into();
+        bucket.push(Arc::downgrade(&fresh));
+        fresh
+    }
 }
 
 /// What [`create_process_trace`] needs to know about the process.
@@ -112,13 +153,14 @@ pub fn create_process_trace(
     session: &crate::session::Session,
     p: &ProcessInfo<'_>,
     next_instance: &mut u64,
+    tables: &mut EventTables,
 ) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
     let want = ust_ctf::process_dir(&session.output, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered));
     // A snapshot session writes nothing as it runs: its trace directories are made by
     // each snapshot (`crate::snapshot`).
     let live = !session.snapshot;
     let dir = if live { new_trace_dir(&want)? } else { want };
-    let r = fill_process_trace(session, p, next_instance, dir.clone());
+    let r = fill_process_trace(session, p, next_instance, tables, dir.clone());
     if r.is_err() && live {
         // No half-made trace left behind for readers to trip on (metadata without streams,
         // a stream file without its index): the directory is new and ours.
@@ -131,6 +173,7 @@ fn fill_process_trace(
     session: &crate::session::Session,
     p: &ProcessInfo<'_>,
     next_instance: &mut u64,
+    tables: &mut EventTables,
     dir: PathBuf,
 ) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
     let live = !session.snapshot;
@@ -154,7 +197,7 @@ fn fill_process_trace(
     };
     let mut streams = Vec::new();
     let mut fds = Vec::new();
-    let events: Arc<[EventDesc]> = p.events.to_vec().into();
+    let events = tables.share(p.events);
     for (ci, ch) in session.channels.iter().enumerate() {
         let mut chan_fds = Vec::new();
         for cpu in 0..p.ncpus {
@@ -200,7 +243,7 @@ fn fill_process_trace(
         uuid,
         slots: vec![None; session.channels.len()],
         streams,
-        events: p.events.to_vec(),
+        events: events.clone(),
         context_sizes: session.channels.iter().map(|c| ust_core::context::block_size(&c.contexts)).collect(),
         tsc: p.tsc,
         gone: false,

@@ -78,7 +78,7 @@ fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &
 }
 
 fn source(t: &crate::process_trace::ProcessTrace) -> Source {
-    let events: Arc<[EventDesc]> = t.events.clone().into();
+    let events: Arc<[EventDesc]> = t.events.clone();
     Source {
         dir_name: t.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| format!("{}-{}", t.procname, t.pid)),
         metadata: t.metadata.clone(),

@@ -37,6 +37,8 @@ pub struct Daemon {
     pub uid: u32,
     shutdown: AtomicBool,
     drain_wake: (Mutex<bool>, Condvar),
+    /// Registrations and deaths, for the idle heap trim ([`crate::memory`]).
+    pub trim: crate::memory::IdleTrim,
 }
 
 impl Daemon {
@@ -48,6 +50,7 @@ impl Daemon {
             uid: rustix::process::geteuid().as_raw(),
             shutdown: AtomicBool::new(false),
             drain_wake: (Mutex::new(false), Condvar::new()),
+            trim: Default::default(),
         }
     }
 
@@ -222,6 +225,7 @@ pub struct State {
     next_app: u64,
     next_instance: u64,
     next_seq: u64,
+    event_tables: crate::process_trace::EventTables,
 }
 
 impl State {
@@ -319,7 +323,7 @@ impl State {
             events: &app.events,
             tsc,
         };
-        let (mut trace, fds) = match crate::process_trace::create_process_trace(&ss.session, &info, &mut self.next_instance) {
+        let (mut trace, fds) = match crate::process_trace::create_process_trace(&ss.session, &info, &mut self.next_instance, &mut self.event_tables) {
             Ok(x) => x,
             Err(e) => return Err(format!("process {} not traced: cannot set up its buffers: {e}", app.pid)),
         };

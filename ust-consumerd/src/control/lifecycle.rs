@@ -285,7 +285,7 @@ pub(super) fn finish_report(name: &str, ss: SessionState, archives: Vec<PathBuf>
             pid: t.pid,
             procname: t.procname.clone(),
             dir: t.dir.clone(),
-            events: t.events.clone(),
+            events: t.events.to_vec(),
             context_sizes: t.context_sizes.clone(),
             discarded: stats.discarded,
             packets: stats.packets,
