@@ -5,7 +5,9 @@
 //! - [`kernel`]: kernel events for `ust trace --kernel`, written as CTF.
 //! - [`report`]: `ust report`: what the traced program waited for and what woke it.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cli;
 pub mod crash_dump;

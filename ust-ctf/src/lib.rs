@@ -10,12 +10,13 @@
 //!     └── <channel>_<cpu>.idx   one entry per packet, big-endian        (index)
 //! ```
 //!
-//! [`reader`] walks the records of a packet; `ust trace` counts events with it.
+//! [`reader`] walks the records of a packet; [`count`] counts events with it (for `ust trace`).
 //! [`recover`] repairs what a killed daemon left; `ust view` runs it first.
 //! [`datetime`] gives the timestamps used in directory names and in the metadata's `env`.
 
 #![warn(missing_docs)]
 
+pub mod count;
 pub mod datetime;
 pub mod held;
 pub mod index;
