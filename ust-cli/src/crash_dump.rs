@@ -37,6 +37,7 @@ use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy, EVENTS_FILE};
 use ust_ctf::index::IndexFile;
 use ust_ctf::stream::StreamFile;
 
+use crate::out::outln;
 
 /// Why `ust crash-dump` recovered nothing at all.
 #[derive(Debug, thiserror::Error)]
@@ -213,7 +214,7 @@ pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, CrashDumpError> {
                 refused += r.refused.len();
                 if r.files > 0 {
                     written += 1;
-                    println!(
+                    outln!(
                         "Recovered {} buffer file(s) of {} into {} ({} packets, {} rebuilt from incomplete sub-buffers)",
                         r.files,
                         set.display(),
@@ -229,6 +230,6 @@ pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, CrashDumpError> {
             }
         }
     }
-    println!("{written} trace(s) written under {}", out.join("ust/pid").display());
+    outln!("{written} trace(s) written under {}", out.join("ust/pid").display());
     Ok(if refused > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

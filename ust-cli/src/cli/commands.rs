@@ -15,6 +15,7 @@ use super::args::{
 use super::connect::{absolute, call, connect, connect_or_start, home, unexpected, Failure};
 use super::print::{print_apps, print_json, print_session, print_sessions, print_status};
 use super::trace::exit_code_of;
+use crate::out::{out, outln};
 
 type CliResult = Result<ExitCode, Failure>;
 
@@ -24,7 +25,7 @@ pub fn add_context(a: AddContextArgs) -> CliResult {
     call(Command::AddContext { session: a.target.session.session, channel: a.target.channel.clone(), contexts: a.types })?;
     let chan = a.target.channel.map_or_else(|| "every channel".to_string(), |c| format!("channel {c}"));
     for w in what {
-        println!("UST context {w} added to {chan}");
+        outln!("UST context {w} added to {chan}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -32,27 +33,27 @@ pub fn add_context(a: AddContextArgs) -> CliResult {
 /// `ust start`.
 pub fn start(a: SessionCmdArgs) -> CliResult {
     call(Command::Start { session: a.target() })?;
-    println!("Tracing started for session {}", display_session(&a.target()));
+    outln!("Tracing started for session {}", display_session(&a.target()));
     Ok(ExitCode::SUCCESS)
 }
 
 /// `ust stop`.
 pub fn stop(a: SessionCmdArgs) -> CliResult {
     call(Command::Stop { session: a.target() })?;
-    println!("Tracing stopped for session {}", display_session(&a.target()));
+    outln!("Tracing stopped for session {}", display_session(&a.target()));
     Ok(ExitCode::SUCCESS)
 }
 
 /// `ust destroy`.
 pub fn destroy(a: SessionCmdArgs) -> CliResult {
     let Payload::Destroyed(r) = call(Command::Destroy { session: a.target() })? else { return Err(unexpected()) };
-    println!("Session {} destroyed", r.name);
-    println!("Trace written to {}", r.output.display());
+    outln!("Session {} destroyed", r.name);
+    outln!("Trace written to {}", r.output.display());
     if let Some(e) = &r.output_error {
-        println!("The trace is incomplete: its output stopped early ({e})");
+        outln!("The trace is incomplete: its output stopped early ({e})");
     }
     for a in &r.archives {
-        println!("Trace chunk archive: {}", a.display());
+        outln!("Trace chunk archive: {}", a.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -60,7 +61,7 @@ pub fn destroy(a: SessionCmdArgs) -> CliResult {
 /// `ust rotate`.
 pub fn rotate(a: SessionCmdArgs) -> CliResult {
     let Payload::Rotated { archive } = call(Command::Rotate { session: a.target() })? else { return Err(unexpected()) };
-    println!("Trace chunk archive for session {} is now readable at {}", display_session(&a.target()), archive.display());
+    outln!("Trace chunk archive for session {} is now readable at {}", display_session(&a.target()), archive.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -78,8 +79,8 @@ pub fn snapshot_record(a: SnapshotRecordArgs) -> CliResult {
     let Payload::Snapshot(r) = call(Command::SnapshotRecord { session: a.session.session, max_size: a.max_size })? else {
         return Err(unexpected());
     };
-    println!("Snapshot recorded successfully");
-    println!("Snapshot written to {} ({} process(es), {} packets, {} bytes)", r.dir.display(), r.processes, r.packets, r.bytes);
+    outln!("Snapshot recorded successfully");
+    outln!("Snapshot written to {} ({} process(es), {} packets, {} bytes)", r.dir.display(), r.processes, r.packets, r.bytes);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -95,8 +96,8 @@ pub fn create(a: CreateArgs) -> CliResult {
     };
     let mut c = connect_or_start()?;
     let Payload::Created { name, output } = c.call(Command::CreateSessionWith { name, output, options: CreateOptions { snapshot: a.snapshot, shm_path, clock: a.clock } })? else { return Err(unexpected()) };
-    println!("{}{name} created.", if a.snapshot { "Snapshot session " } else { "Session " });
-    println!("Traces will be written in {}", output.display());
+    outln!("{}{name} created.", if a.snapshot { "Snapshot session " } else { "Session " });
+    outln!("Traces will be written in {}", output.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -121,7 +122,7 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
         }
     }
     c.call(Command::EnableChannel { session: a.session.session, name: a.name.clone(), config })?;
-    println!("UST channel {} enabled", a.name);
+    outln!("UST channel {} enabled", a.name);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -157,10 +158,10 @@ pub fn enable_event(a: EnableEventArgs) -> CliResult {
         lv.push_str(&format!(" with filter \"{f}\""));
     }
     if a.all {
-        println!("All UST events are enabled in channel {chan}{lv}");
+        outln!("All UST events are enabled in channel {chan}{lv}");
     } else {
         for p in patterns {
-            println!("UST event {p} created in channel {chan}{lv}");
+            outln!("UST event {p} created in channel {chan}{lv}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -171,10 +172,10 @@ pub fn disable_event(a: DisableEventArgs) -> CliResult {
     let chan = a.target.channel.clone().unwrap_or_else(|| ust_ctl::config::DEFAULT_CHANNEL.into());
     call(Command::DisableEvent { session: a.target.session.session, channel: a.target.channel, patterns: a.names.clone(), all: a.all })?;
     if a.all {
-        println!("All UST events are disabled in channel {chan}");
+        outln!("All UST events are disabled in channel {chan}");
     } else {
         for p in a.names {
-            println!("UST event {p} disabled in channel {chan}");
+            outln!("UST event {p} disabled in channel {chan}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -199,20 +200,20 @@ pub fn track(a: TrackArgs, track: bool) -> CliResult {
     let Payload::Tracker { session, tracker, unchanged } = call(cmd)? else { return Err(unexpected()) };
     if a.all {
         if track {
-            println!("All process IDs are tracked in session {session}");
+            outln!("All process IDs are tracked in session {session}");
         } else {
-            println!("No process ID is tracked in session {session}: nothing is recorded until `ust track`");
+            outln!("No process ID is tracked in session {session}: nothing is recorded until `ust track`");
         }
     }
     for p in &pids {
         match (unchanged.contains(p), track) {
-            (false, true) => println!("Process ID {p} tracked in session {session}"),
-            (false, false) => println!("Process ID {p} untracked in session {session}"),
+            (false, true) => outln!("Process ID {p} tracked in session {session}"),
+            (false, false) => outln!("Process ID {p} untracked in session {session}"),
             (true, true) => eprintln!("ust: warning: process ID {p} is already tracked in session {session}"),
             (true, false) => eprintln!("ust: warning: process ID {p} is not tracked in session {session}"),
         }
     }
-    println!("Tracked process IDs: {}", tracker.describe());
+    outln!("Tracked process IDs: {}", tracker.describe());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -294,9 +295,9 @@ pub fn report(a: ReportArgs) -> CliResult {
     let opt = crate::report::Options { wakeups: a.wakeups, faults: a.faults, min_block_ns: a.min_block, ..Default::default() };
     let r = crate::report::report(&a.dir, &opt).map_err(Failure::new)?;
     if a.format == "json" {
-        println!("{}", crate::report::render_json(&r));
+        outln!("{}", crate::report::render_json(&r));
     } else {
-        print!("{}", crate::report::render_text(&r));
+        out!("{}", crate::report::render_text(&r));
     }
     Ok(ExitCode::SUCCESS)
 }

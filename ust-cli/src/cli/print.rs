@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 
 use ust_ctl::config::LevelFilter;
 
+use crate::out::outln;
 use ust_ctl::protocol::{AppInfo, DestroyReport, SessionDetail, SessionSummary, StatusReport};
 
 /// Prints `v` as pretty JSON.
 pub fn print_json<T: serde::Serialize>(v: &T) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into()));
+    outln!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into()));
 }
 
 fn state_word(active: bool) -> &'static str {
@@ -23,12 +24,12 @@ fn state_word(active: bool) -> &'static str {
 /// The sessions, numbered, the current one starred.
 pub fn print_sessions(s: &[SessionSummary]) {
     if s.is_empty() {
-        println!("Currently no available tracing session");
+        outln!("Currently no available tracing session");
         return;
     }
-    println!("Available tracing sessions:");
+    outln!("Available tracing sessions:");
     for (i, x) in s.iter().enumerate() {
-        println!(
+        outln!(
             "  {}) {}{} ({}) [{}]{}",
             i + 1,
             x.name,
@@ -38,56 +39,56 @@ pub fn print_sessions(s: &[SessionSummary]) {
             if x.trace { " (ust trace)" } else { "" }
         );
     }
-    println!("\nUse ust list <session_name> for more details");
+    outln!("\nUse ust list <session_name> for more details");
 }
 
 /// One session: its channels, their settings, statistics and rules, its processes.
 pub fn print_session(d: &SessionDetail) {
-    println!(
+    outln!(
         "Tracing session {}: [{}{}]",
         d.summary.name,
         state_word(d.summary.active),
         if d.summary.snapshot { " snapshot" } else { "" }
     );
-    println!("    Trace output: {}", d.summary.output.display());
+    outln!("    Trace output: {}", d.summary.output.display());
     if let Some(e) = &d.summary.output_error {
-        println!("    Output STOPPED: {e} (packets written before are kept)");
+        outln!("    Output STOPPED: {e} (packets written before are kept)");
     }
-    println!("\n=== Domain: User space ===\n");
-    println!("Tracked process IDs: {}\n", d.vpid_tracker.describe());
+    outln!("\n=== Domain: User space ===\n");
+    outln!("Tracked process IDs: {}\n", d.vpid_tracker.describe());
     if d.channels.is_empty() {
-        println!("No channel.");
+        outln!("No channel.");
     } else {
-        println!("Channels:\n-------------");
+        outln!("Channels:\n-------------");
     }
     for c in &d.channels {
-        println!("- {}:\n", c.name);
-        println!("    Attributes:");
-        println!("      Event-loss mode:  {}", if c.config.overwrite { "overwrite" } else { "discard" });
-        println!("      Sub-buffer size:  {} bytes", c.config.subbuf_size);
-        println!("      Sub-buffer count: {}", c.config.num_subbuf);
-        println!("      Switch timer:     {}", if c.config.switch_timer_us == 0 { "inactive".into() } else { format!("{} us", c.config.switch_timer_us) });
-        println!("      Read timer:       {} us", c.config.read_timer_us);
+        outln!("- {}:\n", c.name);
+        outln!("    Attributes:");
+        outln!("      Event-loss mode:  {}", if c.config.overwrite { "overwrite" } else { "discard" });
+        outln!("      Sub-buffer size:  {} bytes", c.config.subbuf_size);
+        outln!("      Sub-buffer count: {}", c.config.num_subbuf);
+        outln!("      Switch timer:     {}", if c.config.switch_timer_us == 0 { "inactive".into() } else { format!("{} us", c.config.switch_timer_us) });
+        outln!("      Read timer:       {} us", c.config.read_timer_us);
         if c.config.tracefile_size > 0 {
-            println!("      Trace file size:  {} bytes", c.config.tracefile_size);
-            println!("      Trace file count: {}", if c.config.tracefile_count == 0 { "unlimited".into() } else { c.config.tracefile_count.to_string() });
+            outln!("      Trace file size:  {} bytes", c.config.tracefile_size);
+            outln!("      Trace file count: {}", if c.config.tracefile_count == 0 { "unlimited".into() } else { c.config.tracefile_count.to_string() });
         }
         if !c.contexts.is_empty() {
             let names: Vec<String> = c.contexts.iter().map(|t| t.to_string()).collect();
-            println!("      Contexts:         {}", names.join(", "));
+            outln!("      Contexts:         {}", names.join(", "));
         }
-        println!("\n    Statistics:");
-        println!("      Discarded events: {}", c.discarded);
-        println!("      Packets written:  {} ({} bytes)", c.packets, c.bytes);
+        outln!("\n    Statistics:");
+        outln!("      Discarded events: {}", c.discarded);
+        outln!("      Packets written:  {} ({} bytes)", c.packets, c.bytes);
         if c.lost_packets > 0 || c.overwritten > 0 {
-            println!("      Lost packets:     {} ({} overwritten)", c.lost_packets, c.overwritten);
+            outln!("      Lost packets:     {} ({} overwritten)", c.lost_packets, c.overwritten);
         }
         if c.bad_packets > 0 {
-            println!("      Invalid packets skipped: {}", c.bad_packets);
+            outln!("      Invalid packets skipped: {}", c.bad_packets);
         }
-        println!("\n    Event rules:");
+        outln!("\n    Event rules:");
         if c.enablers.is_empty() {
-            println!("      None");
+            outln!("      None");
         }
         for e in &c.enablers {
             let lv = if e.level == LevelFilter::Any { String::new() } else { format!(" ({})", e.level.describe()) };
@@ -98,16 +99,16 @@ pub fn print_session(d: &SessionDetail) {
             if let Some(f) = &e.filter {
                 extra.push_str(&format!(" [filter: {f}]"));
             }
-            println!("      {}{} [{}]{extra}", e.pattern, lv, if e.enabled { "enabled" } else { "disabled" });
+            outln!("      {}{} [{}]{extra}", e.pattern, lv, if e.enabled { "enabled" } else { "disabled" });
         }
-        println!();
+        outln!();
     }
     if !d.processes.is_empty() {
-        println!("Traced processes:");
+        outln!("Traced processes:");
         for p in &d.processes {
-            println!("  PID {} ({}) [{}] {}", p.pid, p.procname, if p.alive { "alive" } else { "gone" }, p.dir.display());
+            outln!("  PID {} ({}) [{}] {}", p.pid, p.procname, if p.alive { "alive" } else { "gone" }, p.dir.display());
             if let Some(pm) = &p.post_mortem {
-                println!("    died abnormally; post-mortem trace: {}", pm.display());
+                outln!("    died abnormally; post-mortem trace: {}", pm.display());
             }
         }
     }
@@ -115,16 +116,16 @@ pub fn print_session(d: &SessionDetail) {
 
 /// The registered applications and their tracepoints.
 pub fn print_apps(apps: &[AppInfo]) {
-    println!("UST events:\n-------------");
+    outln!("UST events:\n-------------");
     if apps.is_empty() {
-        println!("\nNone");
+        outln!("\nNone");
     }
     for a in apps {
-        println!("\nPID: {} - Name: {}{}", a.pid, a.procname, if a.traced_by_token { " (ust trace)" } else { "" });
+        outln!("\nPID: {} - Name: {}{}", a.pid, a.procname, if a.traced_by_token { " (ust trace)" } else { "" });
         for e in &a.events {
-            println!("      {} (loglevel: {} ({})) (type: tracepoint)", e.name, e.level_name, e.level);
+            outln!("      {} (loglevel: {} ({})) (type: tracepoint)", e.name, e.level_name, e.level);
             for f in &e.fields {
-                println!("        field: {} ({})", f.name, f.ty);
+                outln!("        field: {} ({})", f.name, f.ty);
             }
         }
     }
@@ -132,14 +133,14 @@ pub fn print_apps(apps: &[AppInfo]) {
 
 /// The daemon and the current (or chosen) session.
 pub fn print_status(s: &StatusReport) {
-    println!("ust-consumerd: running (pid {}, socket directory {})", s.daemon_pid, s.rundir.display());
-    println!("Registered applications: {}", s.apps);
+    outln!("ust-consumerd: running (pid {}, socket directory {})", s.daemon_pid, s.rundir.display());
+    outln!("Registered applications: {}", s.apps);
     match &s.session {
         Some(d) => {
-            println!();
+            outln!();
             print_session(d);
         }
-        None => println!("No current session: create one with `ust create`"),
+        None => outln!("No current session: create one with `ust create`"),
     }
 }
 
