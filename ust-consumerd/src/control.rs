@@ -49,10 +49,27 @@ fn resolve(st: &crate::apps::State, session: &Option<String>) -> Res<String> {
 }
 
 fn check_pattern(p: &str) -> Res<()> {
-    if p.is_empty() || p.len() > 300 || !p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '*' | '.' | '-')) {
+    if p.is_empty() || p.len() > 300 || !p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '*' | '.' | '-' | '\\')) {
         return Err(format!("invalid event name or glob {p:?}: use provider:name with letters, digits, _ and * wildcards"));
     }
-    Ok(())
+    // As LTTng (and `ust enable-event`): at most one `:` not escaped as `\:`, with a
+    // non-empty provider before it and name after it.
+    let mut colons = Vec::new();
+    let mut escaped = false;
+    for (i, c) in p.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            ':' => colons.push(i),
+            _ => {}
+        }
+    }
+    match colons[..] {
+        [] => Ok(()),
+        [i] if i > 0 && i + 1 < p.len() => Ok(()),
+        [_] => Err(format!("invalid event name {p:?}: the provider and the name (provider:name) must not be empty")),
+        _ => Err(format!("invalid event name {p:?}: at most one `:`, between provider and name (write a `:` of a name as `\\:`)")),
+    }
 }
 
 /// Handles one command. Never panics on its input; errors are messages for the user.

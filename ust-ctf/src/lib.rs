@@ -11,7 +11,8 @@
 //! ```
 //!
 //! [`reader`] walks the records of a packet; [`count`] counts events with it (for `ust trace`).
-//! [`recover`] repairs what a killed daemon left; `ust view` runs it first.
+//! [`recover`] checks what a killed daemon left (`ust view` runs it first) and repairs it
+//! when asked (`ust view --repair`).
 //! [`datetime`] gives the timestamps used in directory names and in the metadata's `env`.
 
 #![warn(missing_docs)]

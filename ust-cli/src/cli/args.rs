@@ -171,7 +171,11 @@ recording goes on. Destroying a rotated session archives the last chunk too.")]
     /// Print a trace with babeltrace2 (default: the current session's output).
     #[command(after_help = "Examples:
   ust view                       # the current session's output
-  ust view ~/ust-traces/web-20260101-120000")]
+  ust view ~/ust-traces/web-20260101-120000
+  ust view --repair /tmp/t       # cut off a packet a killed daemon left unfinished
+
+ust view never changes a trace unless given --repair; a stream file it cannot read is an
+error (exit 1), and a last packet cut off is skipped with a warning.")]
     View(ViewArgs),
     /// Trace one command and its children, then print a summary.
     #[command(after_help = "Examples:
@@ -439,6 +443,12 @@ pub struct StatusArgs {
 pub struct ViewArgs {
     /// Trace directory (default: the current session's output).
     pub dir: Option<PathBuf>,
+    /// Cut off the unfinished last packet a killed daemon may leave in a stream file
+    /// (keeping the bytes in removed/<stream>.removed-<offset> next to it) and bring the
+    /// index in line, before reading. Without it the trace is read as it is, up to such
+    /// a packet, and not changed.
+    #[arg(long)]
+    pub repair: bool,
     /// Session.
     #[command(flatten)]
     pub session: SessionOpt,
@@ -458,8 +468,42 @@ pub struct TraceArgs {
     #[arg(long)]
     pub kernel: bool,
     /// The command to trace, after `--`.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+/// Checks an event name or glob as LTTng does: `provider:name` with both parts non-empty
+/// and at most one `:` (a `:` escaped as `\:` does not count), or one word without `:`
+/// (`*`, `lib*`). `*` matches anything anywhere.
+///
+/// ```
+/// use ust_cli::cli::check_event_name;
+/// assert!(check_event_name("app:*").is_ok() && check_event_name("*").is_ok() && check_event_name(r"a\:b:c").is_ok());
+/// assert!(check_event_name(":").is_err() && check_event_name("a:b:c").is_err() && check_event_name("a:").is_err());
+/// ```
+///
+/// # Errors
+/// A message naming the name and the rule it breaks.
+pub fn check_event_name(p: &str) -> Result<(), String> {
+    if p.is_empty() {
+        return Err("invalid event name \"\": give provider:name, or a glob such as 'app:*'".into());
+    }
+    let mut colons = Vec::new();
+    let mut escaped = false;
+    for (i, c) in p.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            ':' => colons.push(i),
+            _ => {}
+        }
+    }
+    match colons[..] {
+        [] => Ok(()),
+        [i] if i > 0 && i + 1 < p.len() => Ok(()),
+        [_] => Err(format!("invalid event name {p:?}: the provider and the name (provider:name) must not be empty")),
+        _ => Err(format!("invalid event name {p:?}: at most one `:`, between provider and name (write a `:` of a name as `\\:`)")),
+    }
 }
 
 /// Parses a size with an optional `k`, `M` or `G` suffix (powers of 1024; `KiB`/`kB` forms
@@ -601,6 +645,28 @@ mod tests {
         for bad in [&["ust", "track", "--vpid", "abc"][..], &["ust", "track", "--vpid", "0"], &["ust", "track", "--vpid", "-3"], &["ust", "track", "--all"], &["ust", "track"]] {
             assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn event_names() {
+        for good in ["*", "app:*", "*:x", "a:b", "lib*", r"a\:b:c", r"a:b\:c"] {
+            assert_eq!(check_event_name(good), Ok(()), "{good}");
+        }
+        for bad in ["", ":", "a:", ":b", "a:b:c", "::", r"a\::", r"a:b:\c"] {
+            assert!(check_event_name(bad).unwrap_err().contains("invalid event name"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn trace_refuses_unknown_options_before_the_command() {
+        for args in [&["ust", "trace", "--buffers-uid", "--", "true"][..], &["ust", "trace", "--kernal", "true"], &["ust", "trace", "-z", "--", "x"]] {
+            let e = Cli::try_parse_from(args).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{args:?}");
+        }
+        let c = Cli::try_parse_from(["ust", "trace", "-o", "/t", "prog", "-x", "--kernal", "--", "y"]).unwrap();
+        let Cmd::Trace(t) = c.command else { panic!() };
+        assert_eq!(t.command, vec![OsString::from("prog"), "-x".into(), "--kernal".into(), "--".into(), "y".into()]);
+        assert!(!t.kernel);
     }
 
     #[test]

@@ -6,9 +6,11 @@
 use std::process::ExitCode;
 
 use ust_ctl::config::{ChannelConfig, LevelFilter, DEFAULT_NUM_SUBBUF, DEFAULT_READ_TIMER_US, DEFAULT_SUBBUF_SIZE, DEFAULT_SWITCH_TIMER_US};
+use ust_ctf::recover::StreamState;
 use ust_ctl::protocol::{Command, CreateOptions, Payload};
 
 use super::args::{
+    check_event_name,
     AddContextArgs, CrashDumpArgs, CreateArgs, DisableEventArgs, EnableChannelArgs, EnableEventArgs, ListArgs, ReportArgs, SessionCmdArgs,
     SnapshotRecordArgs, StatusArgs, TrackArgs, ViewArgs,
 };
@@ -128,6 +130,9 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
 
 /// `ust enable-event`.
 pub fn enable_event(a: EnableEventArgs) -> CliResult {
+    for n in &a.names {
+        check_event_name(n).map_err(Failure::usage)?;
+    }
     if let Some(f) = &a.filter {
         ust_ctl::filter::parse(f).map_err(|e| Failure { message: format!("invalid filter: {}", e.render(f)), code: 2 })?;
     }
@@ -269,17 +274,52 @@ pub fn view(a: ViewArgs) -> CliResult {
             }
         }
     };
-    // A daemon killed while writing may have left a packet cut short: cut it off (and
-    // bring the index in line) before reading.
-    match ust_ctf::recover::repair(&dir) {
-        Ok(r) => {
-            for c in &r.changes {
-                eprintln!("ust: repaired {c}");
-            }
+    // A daemon killed while writing may have left a packet cut short: read up to it, or
+    // with --repair cut it off (keeping the bytes aside). Anything else unreadable is an
+    // error, and nothing is changed.
+    let checks = ust_ctf::recover::check(&dir).map_err(|e| Failure::new(format!("cannot read the trace {}: {e}", dir.display())))?;
+    let mut unreadable = 0;
+    for c in &checks {
+        if let StreamState::Unreadable { offset, reason } = &c.state {
+            eprintln!("ust: {}: not a readable CTF stream: {reason} at byte {offset}", c.path.display());
+            unreadable += 1;
         }
-        Err(e) => eprintln!("ust: could not check {} for unfinished packets: {e}", dir.display()),
     }
-    match std::process::Command::new("babeltrace2").arg(&dir).status() {
+    if unreadable > 0 {
+        return Err(Failure::new(format!(
+            "{unreadable} stream file(s) of {} cannot be read; nothing was changed (move them out of the trace to read the others)",
+            dir.display()
+        )));
+    }
+    let tails: Vec<_> = checks.iter().filter(|c| matches!(c.state, StreamState::Tail { .. })).collect();
+    if a.repair {
+        let r = ust_ctf::recover::repair(&dir).map_err(|e| Failure::new(format!("repairing {}: {e}", dir.display())))?;
+        for c in &r.changes {
+            eprintln!("ust: repaired {c}");
+        }
+        return babeltrace(&dir);
+    }
+    if tails.is_empty() {
+        return babeltrace(&dir);
+    }
+    for c in &tails {
+        if let StreamState::Tail { whole, tail } = c.state {
+            eprintln!(
+                "ust: warning: {}: its last packet is cut off ({tail} bytes after byte {whole}, as a killed daemon leaves it); reading up to it (`ust view --repair` cuts it off, keeping the bytes)",
+                c.path.display()
+            );
+        }
+    }
+    let view = std::env::temp_dir().join(format!("ust-view-{}-{}", std::process::id(), ust_ctf::datetime::stamp()));
+    let built = ust_ctf::recover::readable_view(&dir, &checks, &view).map_err(|e| Failure::new(format!("preparing a view of {}: {e}", dir.display())));
+    let r = built.and_then(|()| babeltrace(&view));
+    let _ = std::fs::remove_dir_all(&view);
+    r
+}
+
+/// Runs babeltrace2 on `dir`; its exit status is the command's.
+fn babeltrace(dir: &std::path::Path) -> CliResult {
+    match std::process::Command::new("babeltrace2").arg(dir).status() {
         Ok(st) => Ok(exit_code_of(st)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Failure::new(format!(
             "babeltrace2 is not installed (not found in PATH); install it (Debian: apt install babeltrace2) or read {} with another CTF 1.8 reader",
