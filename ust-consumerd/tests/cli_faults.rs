@@ -67,6 +67,21 @@ fn a_stopped_daemon_makes_commands_fail_naming_its_pid() {
     assert_eq!(st["current"], "s");
 }
 
+#[test]
+fn trace_keeps_its_connection_while_the_command_runs_longer_than_the_timeout() {
+    let d = TestDaemon::start();
+    let out = d.output("t");
+    // The reply timeout bounds each reply, not the time the command takes.
+    let script = format!("sleep 1; exec {}", program("debug", "allfields").display());
+    let mut cmd = d.ust_cmd();
+    cmd.args(["trace", "--output", out.to_str().unwrap(), "--", "sh", "-c", &script]).env("UST_CTL_TIMEOUT_MS", "200");
+    let o = output_within(cmd, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("ust: trace written to") && !err.contains("did not answer"), "{err}");
+    assert!(babeltrace(&out).contains("allprov:ints"));
+}
+
 /// Runs `cmd` with its stdout a pipe whose read end is already closed.
 fn with_closed_stdout(mut cmd: Command) -> Output {
     let (r, w) = rustix::pipe::pipe().unwrap();
