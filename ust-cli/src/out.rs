@@ -1,7 +1,7 @@
 //! Standard output for commands whose reader may go away (`ust list | head -1`).
 //!
 //! Rust ignores SIGPIPE, so a write to a closed pipe fails with `EPIPE`, and `println!`
-//! panics on it. [`outln!`](crate::out::outln) and [`write_out`] write to stdout instead
+//! panics on it. The crate's `outln!` and `out!` macros ([`write_out`]) write to stdout instead
 //! and, when the reader is gone, end the process at once and quietly with
 //! [`CLOSED_STDOUT_EXIT`] (141 = 128 + SIGPIPE, the status a shell shows for a Unix tool
 //! that SIGPIPE ended), as `ls | head -1` ends. Any other write error is reported once

@@ -15,9 +15,9 @@
 //!
 //! - [`args`]: the clap definitions (also the `--help` texts);
 //! - [`connect`]: the socket directory, connecting (and starting the daemon), [`Failure`];
-//! - [`print`]: what the commands print, as text or JSON;
-//! - [`commands`]: the session verbs, `ust view` and `ust report`;
-//! - [`trace`]: `ust trace`: the one-shot session around a command.
+//! - [`print`](mod@print): what the commands print, as text or JSON;
+//! - [`trace`]: `ust trace`: the one-shot session around a command, and exit statuses;
+//! - [`commands`]: the session verbs, `ust view`, `ust report` and `ust crash-dump`.
 
 pub mod args;
 pub mod commands;
