@@ -167,6 +167,8 @@ fn event_names_are_checked_as_lttng_checks_them() {
         assert_eq!(o.status.code(), Some(2), "ust enable-event {bad:?}: {err}");
         assert!(err.contains("invalid event name"), "ust enable-event {bad:?}: {err}");
     }
+    let o = d.ust(&["enable-event", "app:*", "--exclude", "app:x:y"]);
+    assert_eq!(o.status.code(), Some(2), "an exclusion is an event name too: {}", String::from_utf8_lossy(&o.stderr));
     for good in ["*", "app:*", "*:x", "app:name", "lib*", r"a\:b:c"] {
         d.ust_ok(&["enable-event", good]);
     }

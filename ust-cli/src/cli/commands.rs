@@ -130,7 +130,7 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
 
 /// `ust enable-event`.
 pub fn enable_event(a: EnableEventArgs) -> CliResult {
-    for n in &a.names {
+    for n in a.names.iter().chain(&a.exclude) {
         check_event_name(n).map_err(Failure::usage)?;
     }
     if let Some(f) = &a.filter {
