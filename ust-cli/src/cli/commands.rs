@@ -297,10 +297,10 @@ pub fn view(a: ViewArgs) -> CliResult {
         for c in &r.changes {
             eprintln!("ust: repaired {c}");
         }
-        return babeltrace(&dir);
+        return babeltrace(&dir, &dir);
     }
     if tails.is_empty() {
-        return babeltrace(&dir);
+        return babeltrace(&dir, &dir);
     }
     for c in &tails {
         if let StreamState::Tail { whole, tail } = c.state {
@@ -312,23 +312,23 @@ pub fn view(a: ViewArgs) -> CliResult {
     }
     let view = std::env::temp_dir().join(format!("ust-view-{}-{}", std::process::id(), ust_ctf::datetime::stamp()));
     let built = ust_ctf::recover::readable_view(&dir, &checks, &view).map_err(|e| Failure::new(format!("preparing a view of {}: {e}", dir.display())));
-    let r = built.and_then(|()| babeltrace(&view));
+    let r = built.and_then(|()| babeltrace(&view, &dir));
     let _ = std::fs::remove_dir_all(&view);
     r
 }
 
-/// Runs babeltrace2 on `dir`; its exit status is the command's.
-fn babeltrace(dir: &std::path::Path) -> CliResult {
+/// Runs babeltrace2 on `dir` (a view of the trace `trace`); its exit status is the
+/// command's.
+fn babeltrace(dir: &std::path::Path, trace: &std::path::Path) -> CliResult {
     match std::process::Command::new("babeltrace2").arg(dir).status() {
         Ok(st) => Ok(exit_code_of(st)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Failure::new(format!(
             "babeltrace2 is not installed (not found in PATH); install it (Debian: apt install babeltrace2) or read {} with another CTF 1.8 reader",
-            dir.display()
+            trace.display()
         ))),
         Err(e) => Err(Failure::new(format!("cannot run babeltrace2: {e}"))),
     }
 }
-
 
 /// `ust report`.
 pub fn report(a: ReportArgs) -> CliResult {
