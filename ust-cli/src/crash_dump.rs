@@ -34,9 +34,21 @@ use ringbuffer::{Buffer, MapMemory};
 use ust_core::EventDesc;
 
 use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy, EVENTS_FILE};
-use crate::cli::Failure;
 use ust_ctf::index::IndexFile;
 use ust_ctf::stream::StreamFile;
+
+use crate::out::outln;
+
+/// Why `ust crash-dump` recovered nothing at all.
+#[derive(Debug, thiserror::Error)]
+pub enum CrashDumpError {
+    /// SHM_DIR is not a directory.
+    #[error("crash-dump: {} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    /// SHM_DIR holds no directory with a `metadata` file.
+    #[error("crash-dump: no buffer set (a directory with a metadata file) under {}", .0.display())]
+    NoBufferSet(PathBuf),
+}
 
 /// Largest buffer file read (1 GiB of sub-buffers plus control regions).
 const MAX_FILE: u64 = (1 << 30) + (16 << 20);
@@ -181,15 +193,15 @@ pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
 /// every refusal.
 ///
 /// # Errors
-/// A [`Failure`] when SHM_DIR holds no buffer set or an output cannot be written.
-pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, Failure> {
-    let fail = |m: String| Failure { message: m, code: 1 };
+/// A [`CrashDumpError`] when SHM_DIR is not a directory or holds no buffer set (a set
+/// whose output cannot be written is reported, and makes the exit status 1).
+pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, CrashDumpError> {
     if !shm.is_dir() {
-        return Err(fail(format!("crash-dump: {} is not a directory", shm.display())));
+        return Err(CrashDumpError::NotADirectory(shm.to_path_buf()));
     }
     let sets = find_sets(shm);
     if sets.is_empty() {
-        return Err(fail(format!("crash-dump: no buffer set (a directory with a metadata file) under {}", shm.display())));
+        return Err(CrashDumpError::NoBufferSet(shm.to_path_buf()));
     }
     let mut refused = 0;
     let mut written = 0;
@@ -202,7 +214,7 @@ pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, Failure> {
                 refused += r.refused.len();
                 if r.files > 0 {
                     written += 1;
-                    println!(
+                    outln!(
                         "Recovered {} buffer file(s) of {} into {} ({} packets, {} rebuilt from incomplete sub-buffers)",
                         r.files,
                         set.display(),
@@ -218,6 +230,6 @@ pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, Failure> {
             }
         }
     }
-    println!("{written} trace(s) written under {}", out.join("ust/pid").display());
+    outln!("{written} trace(s) written under {}", out.join("ust/pid").display());
     Ok(if refused > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

@@ -180,8 +180,8 @@ fn killed_daemon_leaves_a_readable_trace() {
             let mut f = std::fs::OpenOptions::new().append(true).open(&stream).unwrap();
             std::io::Write::write_all(&mut f, &bytes[..1500]).unwrap();
         }
-        // `ust view` repairs and reads it.
-        let o = d.ust(&["view", out.to_str().unwrap()]);
+        // `ust view --repair` repairs and reads it (plain `ust view` changes nothing).
+        let o = d.ust(&["view", "--repair", out.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "round {round}: ust view failed: {err}");
         if bytes.len() >= 4096 {

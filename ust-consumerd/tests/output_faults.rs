@@ -106,5 +106,7 @@ fn a_too_small_shm_path_fails_start_and_a_late_process_runs_untraced_unharmed() 
     let reason = untraced[0]["reason"].as_str().unwrap();
     assert!(reason.contains("not enough space"), "{reason}");
     assert_eq!(untraced[0]["procname"].as_str().unwrap(), "threeevents", "{detail}");
+    let text = d.ust_ok(&["list", "small"]);
+    assert!(text.contains("Processes not traced") && text.contains("not enough space"), "{text}");
     d.ust_ok(&["destroy", "small"]);
 }

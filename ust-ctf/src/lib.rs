@@ -10,14 +10,16 @@
 //!     └── <channel>_<cpu>.idx   one entry per packet, big-endian        (index)
 //! ```
 //!
-//! [`reader`] walks the records of a packet; `ust trace` counts events with it.
-//! [`recover`] repairs what a killed daemon left; `ust view` runs it first.
+//! [`reader`] walks the records of a packet; [`count`] counts events with it (for `ust trace`).
+//! [`recover`] checks what a killed daemon left (`ust view` runs it first) and repairs it
+//! when asked (`ust view --repair`).
 //! [`datetime`] gives the timestamps used in directory names and in the metadata's `env`.
 
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod count;
 pub mod datetime;
 pub mod held;
 pub mod index;

@@ -1,11 +1,22 @@
-//! Repairs what a killed daemon left (DESIGN.md, "CTF output": "data files hold whole
-//! packets only; recovery truncates a cut-off tail"). `ust view` runs it before reading.
+//! Checks and repairs what a killed daemon left (DESIGN.md, "CTF output": "data files hold
+//! whole packets only; recovery truncates a cut-off tail"). `ust view` runs [`check`]
+//! before reading, and [`repair`] only when asked (`ust view --repair`).
+//!
+//! A stream file is, in [`check`]'s words ([`StreamState`]), whole (packets end to end),
+//! whole but for a *cut-off tail*, or *unreadable*. A tail is what a kill in the middle of
+//! a packet's write leaves, and only what can be proved to be one: the bytes after the last
+//! whole packet start a packet header (the CTF magic, and the trace UUID and stream id of
+//! the packets before it) whose `packet_size` runs past the end of the file, or are too
+//! few to hold the header and match its first bytes. Anything else — a packet whose
+//! header or context is invalid, bytes that start no packet, a file of random bytes — is
+//! unreadable, and neither [`check`] nor [`repair`] changes it.
 //!
 //! For every per-process trace directory under a root (a directory with a `metadata`
-//! file, written whole before any packet):
+//! file, written whole before any packet), [`repair`] changes only this:
 //!
-//! * every stream file is cut back to its last whole, valid packet (a packet whose write
-//!   the kill interrupted is dropped);
+//! * a stream file with a cut-off tail is cut back to its last whole packet; the bytes
+//!   removed are first written to `removed/<stream>.removed-<offset>` (a directory next to
+//!   the stream: trace readers take every file beside `metadata` for a stream);
 //! * its index is rewritten from the packets that remain, so that file and index agree;
 //! * a leftover `.metadata.tmp` (a kill between writing and renaming the metadata) is
 //!   removed; a directory with it and no `metadata` holds no packet, and is removed too.
@@ -18,6 +29,178 @@ use std::path::{Path, PathBuf};
 use crate::index::{IndexEntry, IndexFile};
 use crate::reader;
 
+/// The directory, next to the streams of a trace directory, that keeps what [`repair`]
+/// removed.
+pub const REMOVED_DIR: &str = "removed";
+
+/// What [`check`] found in one stream file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamState {
+    /// Whole packets, end to end (or empty).
+    Whole,
+    /// Whole packets up to `whole` bytes, then `tail` bytes of a packet cut off (see the
+    /// module docs for what proves it).
+    Tail {
+        /// Bytes of whole packets.
+        whole: u64,
+        /// Bytes after them.
+        tail: u64,
+    },
+    /// Not a stream [`repair`] may touch: the first bytes that are neither a whole packet
+    /// nor a provable tail, and why.
+    Unreadable {
+        /// Byte offset in the file.
+        offset: u64,
+        /// What is wrong there.
+        reason: String,
+    },
+}
+
+/// Largest packet a tail may announce: a sub-buffer of at most 1 GiB.
+const MAX_PACKET: u64 = 1 << 30;
+
+/// One stream file [`check`] looked at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamCheck {
+    /// The stream file.
+    pub path: PathBuf,
+    /// What it holds.
+    pub state: StreamState,
+}
+
+/// Classifies the bytes of one stream file (see [`StreamState`]), returning also the index
+/// entries of its whole packets.
+pub fn classify(bytes: &[u8]) -> (StreamState, Vec<IndexEntry>) {
+    use ust_core::packet::{HEADER_SIZE, MAGIC};
+    let mut off = 0usize;
+    let mut entries = Vec::new();
+    // Magic, trace UUID and stream id of the first packet: what a tail must start with.
+    let mut prefix: Vec<u8> = MAGIC.to_le_bytes().to_vec();
+    while off < bytes.len() {
+        let rest = &bytes[off..];
+        let size = rest.get(56..64).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) / 8);
+        let starts_like = rest.len() >= prefix.len() && rest[..prefix.len()] == prefix[..];
+        match size {
+            Some(size) if starts_like && size >= HEADER_SIZE as u64 && size > rest.len() as u64 && size <= MAX_PACKET => {
+                // A header of this stream announcing more bytes than are left.
+                return (StreamState::Tail { whole: off as u64, tail: rest.len() as u64 }, entries);
+            }
+            None if (rest.len() < prefix.len() && rest == &prefix[..rest.len()]) || starts_like => {
+                // Too short for the packet size: a header cut within its first bytes.
+                return (StreamState::Tail { whole: off as u64, tail: rest.len() as u64 }, entries);
+            }
+            Some(size) if size >= HEADER_SIZE as u64 && size <= rest.len() as u64 => {
+                let p = &rest[..size as usize];
+                match reader::parse_packet(p) {
+                    Ok(info) => {
+                        if entries.is_empty() {
+                            prefix = p[..24].to_vec();
+                        } else if p[..24] != prefix[..] {
+                            return (StreamState::Unreadable { offset: off as u64, reason: "a packet of another trace or stream".into() }, entries);
+                        }
+                        entries.push(IndexEntry::for_packet(off as u64, &info));
+                        off += size as usize;
+                    }
+                    Err(e) => return (StreamState::Unreadable { offset: off as u64, reason: e.to_string() }, entries),
+                }
+            }
+            _ => {
+                let reason = if starts_like { "a packet header with an impossible packet_size" } else { "bytes that start no packet (no CTF magic and stream identity)" };
+                return (StreamState::Unreadable { offset: off as u64, reason: reason.into() }, entries);
+            }
+        }
+    }
+    (StreamState::Whole, entries)
+}
+
+/// The stream files of every trace directory under `root`, and what each holds. Changes
+/// nothing.
+///
+/// # Errors
+/// The first I/O error (reading a directory or a file).
+pub fn check(root: &Path) -> std::io::Result<Vec<StreamCheck>> {
+    let mut out = Vec::new();
+    for (_, files) in trace_dirs(root)? {
+        for f in files {
+            let bytes = std::fs::read(&f)?;
+            out.push(StreamCheck { path: f, state: classify(&bytes).0 });
+        }
+    }
+    Ok(out)
+}
+
+/// Builds under `to` (created; it must not exist) a tree that trace readers read whole in
+/// place of `root`'s: each stream file `checks` finds with a cut-off tail is copied up to
+/// the tail, every other file is a symbolic link to the original, and indexes are left
+/// out (a reader then finds the packets by reading them). `root` is not changed.
+///
+/// # Errors
+/// The first I/O error (reading `root`, writing under `to`).
+pub fn readable_view(root: &Path, checks: &[StreamCheck], to: &Path) -> std::io::Result<()> {
+    let root = std::fs::canonicalize(root)?;
+    let mut tails = std::collections::BTreeMap::new();
+    for c in checks {
+        if let StreamState::Tail { whole, .. } = c.state {
+            tails.insert(std::fs::canonicalize(&c.path)?, whole);
+        }
+    }
+    std::fs::create_dir(to)?;
+    let mut dirs = vec![(root, to.to_path_buf())];
+    while let Some((from, into)) = dirs.pop() {
+        for e in std::fs::read_dir(&from)? {
+            let e = e?;
+            let ft = e.file_type()?;
+            let name = e.file_name();
+            let name_s = name.to_string_lossy();
+            let (src, dst) = (e.path(), into.join(&name));
+            if ft.is_dir() {
+                if name_s != "index" && name_s != REMOVED_DIR {
+                    std::fs::create_dir(&dst)?;
+                    dirs.push((src, dst));
+                }
+            } else if ft.is_file() && !name_s.starts_with('.') {
+                match tails.get(&src) {
+                    Some(&whole) => {
+                        let bytes = std::fs::read(&src)?;
+                        std::fs::write(&dst, &bytes[..(whole as usize).min(bytes.len())])?;
+                    }
+                    None => std::os::unix::fs::symlink(&src, &dst)?,
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every directory under `root` (itself included) holding a `metadata` file, with its
+/// stream files (regular files but `metadata` and hidden ones), sorted.
+fn trace_dirs(root: &Path) -> std::io::Result<Vec<(PathBuf, Vec<PathBuf>)>> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let mut has_metadata = false;
+        let mut files = Vec::new();
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            let ft = e.file_type()?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if ft.is_dir() && name != "index" && name != REMOVED_DIR {
+                dirs.push(e.path());
+            } else if ft.is_file() && name == "metadata" {
+                has_metadata = true;
+            } else if ft.is_file() && !name.starts_with('.') {
+                files.push(e.path());
+            }
+        }
+        if has_metadata {
+            files.sort();
+            out.push((d, files));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// What [`repair`] changed, one line per change.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Repairs {
@@ -25,7 +208,9 @@ pub struct Repairs {
     pub changes: Vec<String>,
 }
 
-/// Repairs every trace under `root` (see the module docs).
+/// Repairs every trace under `root` (see the module docs): cuts provable tails (keeping
+/// the bytes under [`REMOVED_DIR`]), rewrites indexes, removes unfinished metadata. Leaves
+/// unreadable streams as they are; [`check`] tells them.
 ///
 /// # Errors
 /// The first I/O error that stops a repair (reading a directory, truncating a file).
@@ -41,7 +226,7 @@ pub fn repair(root: &Path) -> std::io::Result<Repairs> {
             let ft = e.file_type()?;
             let name = e.file_name().to_string_lossy().into_owned();
             if ft.is_dir() {
-                if name != "index" {
+                if name != "index" && name != REMOVED_DIR {
                     dirs.push(e.path());
                 }
             } else if ft.is_file() {
@@ -73,25 +258,30 @@ pub fn repair(root: &Path) -> std::io::Result<Repairs> {
 
 fn repair_stream(dir: &Path, file: &Path, r: &mut Repairs) -> std::io::Result<()> {
     let bytes = std::fs::read(file)?;
-    let mut whole = 0usize;
-    let mut entries = Vec::new();
-    for p in reader::packets(&bytes) {
-        let Ok(p) = p else { break };
-        let Ok(info) = reader::parse_packet(p) else { break };
-        entries.push(IndexEntry::for_packet(whole as u64, &info));
-        whole += p.len();
-    }
+    let (state, entries) = classify(&bytes);
     let name = file.file_name().unwrap_or_default().to_string_lossy().into_owned();
-    if whole < bytes.len() {
-        // A live daemon may be appending that packet right now (one write per packet):
-        // leave a file that is still growing alone.
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        if std::fs::metadata(file)?.len() != bytes.len() as u64 {
-            r.changes.push(format!("{}: still being written; left alone", file.display()));
+    match state {
+        StreamState::Whole => {}
+        StreamState::Unreadable { offset, reason } => {
+            r.changes.push(format!("{}: left alone: unreadable at offset {offset} ({reason})", file.display()));
             return Ok(());
         }
-        std::fs::OpenOptions::new().write(true).open(file)?.set_len(whole as u64)?;
-        r.changes.push(format!("{}: cut {} bytes of an unfinished packet", file.display(), bytes.len() - whole));
+        StreamState::Tail { whole, tail } => {
+            // A live daemon may be appending that packet right now (one write per packet):
+            // leave a file that is still growing alone.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            if std::fs::metadata(file)?.len() != bytes.len() as u64 {
+                r.changes.push(format!("{}: still being written; left alone", file.display()));
+                return Ok(());
+            }
+            let kept = dir.join(REMOVED_DIR);
+            std::fs::create_dir_all(&kept)?;
+            let side = kept.join(format!("{name}.removed-{whole}"));
+            std::fs::write(&side, &bytes[whole as usize..])?;
+            std::fs::File::open(&side)?.sync_all()?;
+            std::fs::OpenOptions::new().write(true).open(file)?.set_len(whole)?;
+            r.changes.push(format!("{}: cut {tail} bytes of an unfinished packet (kept in {})", file.display(), side.display()));
+        }
     }
     let idx_path = dir.join("index").join(format!("{name}.idx"));
     let current = std::fs::read(&idx_path).ok().and_then(|b| crate::index::parse(&b).ok());
@@ -111,6 +301,73 @@ fn repair_stream(dir: &Path, file: &Path, r: &mut Repairs) -> std::io::Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ringbuffer::{PacketEnd, PacketLayout, StreamIdentity};
+    use ust_core::packet::{CtfPacketLayout, HEADER_SIZE};
+
+    /// An empty packet of `size` bytes, of stream 0 of trace `[3; 16]`, number `seq`.
+    fn packet(size: usize, seq: u64) -> Vec<u8> {
+        let stream = StreamIdentity { uuid: [3; 16], stream_id: 0, cpu: 1, stream_instance_id: 7 };
+        let mut p = vec![0u8; size];
+        let end = PacketEnd { timestamp_begin: 10, timestamp_end: 20, content_size: HEADER_SIZE as u64, packet_size: size as u64, packet_seq_num: seq, events_discarded: 0 };
+        CtfPacketLayout.write_end(&stream, &mut p[..HEADER_SIZE], &end);
+        p
+    }
+
+    fn pseudo_random(n: usize) -> Vec<u8> {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn only_a_provable_tail_is_a_tail() {
+        let two = [packet(4096, 0), packet(4096, 1)].concat();
+        assert_eq!(classify(&two).0, StreamState::Whole);
+        assert_eq!(classify(&two).1.len(), 2);
+        assert_eq!(classify(&[]).0, StreamState::Whole);
+        // Cut within the second packet's payload, within its header, within its magic.
+        for cut in [4096 + 1500, 4096 + 70, 4096 + 10, 4096 + 2] {
+            assert_eq!(classify(&two[..cut]).0, StreamState::Tail { whole: 4096, tail: cut as u64 - 4096 }, "cut at {cut}");
+        }
+        // Random bytes, alone or after whole packets, are not a tail.
+        assert!(matches!(classify(&pseudo_random(8192)).0, StreamState::Unreadable { offset: 0, .. }));
+        let garbage = [packet(4096, 0), pseudo_random(3000)].concat();
+        assert!(matches!(classify(&garbage).0, StreamState::Unreadable { offset: 4096, .. }));
+        // A whole-length packet of another trace is not either.
+        let mut other = packet(4096, 1);
+        other[4] ^= 0xff;
+        let mixed = [packet(4096, 0), other[..2000].to_vec()].concat();
+        assert!(matches!(classify(&mixed).0, StreamState::Unreadable { offset: 4096, .. }));
+    }
+
+    #[test]
+    fn repair_keeps_what_it_cuts_and_leaves_random_bytes_alone() {
+        let root = tempfile::tempdir().unwrap();
+        let d = root.path().join("ust/pid/a-1-x");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("metadata"), "/* CTF 1.8 */").unwrap();
+        let whole = [packet(4096, 0), packet(4096, 1)].concat();
+        std::fs::write(d.join("ch_0"), &whole[..4096 + 1500]).unwrap();
+        let noise = pseudo_random(5000);
+        std::fs::write(d.join("ch_1"), &noise).unwrap();
+        let checked = check(root.path()).unwrap();
+        assert_eq!(checked.len(), 2);
+        assert_eq!(checked[0].state, StreamState::Tail { whole: 4096, tail: 1500 });
+        assert!(matches!(checked[1].state, StreamState::Unreadable { .. }));
+        assert_eq!(std::fs::metadata(d.join("ch_0")).unwrap().len(), 4096 + 1500, "check changes nothing");
+        let r = repair(root.path()).unwrap();
+        assert_eq!(std::fs::read(d.join("ch_0")).unwrap(), &whole[..4096], "{r:?}");
+        assert_eq!(std::fs::read(d.join("removed/ch_0.removed-4096")).unwrap(), &whole[4096..4096 + 1500]);
+        assert_eq!(std::fs::read(d.join("ch_1")).unwrap(), noise, "random bytes are not cut: {r:?}");
+        assert!(r.changes.iter().any(|c| c.contains("cut 1500 bytes of an unfinished packet")), "{r:?}");
+        assert_eq!(check(root.path()).unwrap()[0].state, StreamState::Whole);
+    }
 
     #[test]
     fn unfinished_metadata_and_empty_dirs_go_whole_traces_stay() {

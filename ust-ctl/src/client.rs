@@ -1,16 +1,34 @@
 //! The client end of the `ctl` socket, for the `ust` command and tests.
+//!
+//! Every request waits for its reply at most [`Client::timeout`] (default
+//! [`DEFAULT_TIMEOUT`], or `UST_CTL_TIMEOUT_MS` milliseconds from the environment; `0`
+//! waits forever): a daemon that is stopped (SIGSTOP) or stuck makes the request fail with
+//! [`ClientError::Timeout`], which names the daemon's pid (from the socket directory's
+//! pid file), instead of hanging the command. The timeout bounds each reply, not the
+//! connection: a connection may stay idle as long as its owner likes (`ust trace` keeps
+//! one open while the traced command runs).
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use ust_core::protocol::{read_frame, write_frame, ProtocolError};
 
 use crate::protocol::{Command, Payload, Reply, Request, CTL_VERSION};
 
+/// How long a request waits for its reply when `UST_CTL_TIMEOUT_MS` is not set.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The environment variable overriding [`DEFAULT_TIMEOUT`], in milliseconds (`0`: no
+/// timeout).
+pub const TIMEOUT_ENV: &str = "UST_CTL_TIMEOUT_MS";
+
 /// A connection to the daemon's `ctl` socket, for the CLI and tests.
 #[derive(Debug)]
 pub struct Client {
     sock: UnixStream,
+    dir: PathBuf,
+    timeout: Option<Duration>,
 }
 
 /// Errors of [`Client`].
@@ -34,38 +52,96 @@ pub enum ClientError {
     /// The daemon refused the request.
     #[error("{0}")]
     Daemon(String),
+    /// The daemon did not answer in time (stopped, stuck or overloaded).
+    #[error("{}", timeout_message(*.pid, .after, .pid_file))]
+    Timeout {
+        /// The daemon's pid, from its pid file (`None`: no readable pid file).
+        pid: Option<i32>,
+        /// How long the request waited.
+        after: Duration,
+        /// The pid file read.
+        pid_file: PathBuf,
+    },
     /// The conversation failed.
     #[error("talking to ust-consumerd: {0}")]
     Protocol(#[from] ProtocolError),
 }
 
+fn timeout_message(pid: Option<i32>, after: &Duration, pid_file: &Path) -> String {
+    let who = match pid {
+        Some(p) => format!("ust-consumerd (pid {p})"),
+        None => format!("ust-consumerd (pid unknown: {} is missing or unreadable)", pid_file.display()),
+    };
+    let check = match pid {
+        Some(p) => format!(": is it stopped or stuck? (`ps -o pid,stat,cmd -p {p}`; resume a stopped one with `kill -CONT {p}`)"),
+        None => String::new(),
+    };
+    format!("{who} did not answer within {} ms{check}; set {TIMEOUT_ENV} to wait longer", after.as_millis())
+}
+
+/// The reply timeout from the environment: `UST_CTL_TIMEOUT_MS` milliseconds (`0`: none),
+/// else [`DEFAULT_TIMEOUT`] (also when the variable is not a number).
+pub fn timeout_from_env() -> Option<Duration> {
+    match std::env::var(TIMEOUT_ENV).ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+        Some(0) => None,
+        Some(ms) => Some(Duration::from_millis(ms)),
+        None => Some(DEFAULT_TIMEOUT),
+    }
+}
+
+/// The pid in the pid file of socket directory `dir`, if it holds one.
+pub fn daemon_pid(dir: &Path) -> Option<i32> {
+    std::fs::read_to_string(dir.join(ust_core::rundir::PID_FILE)).ok()?.trim().parse().ok().filter(|&p| p > 0)
+}
+
 impl Client {
-    /// Connects to the daemon of socket directory `dir`.
+    /// Connects to the daemon of socket directory `dir`, with the reply timeout of
+    /// [`timeout_from_env`].
     ///
     /// # Errors
-    /// [`ClientError::NotRunning`] when nothing listens.
+    /// [`ClientError::NotRunning`] when nothing listens, [`ClientError::Denied`].
     pub fn connect(dir: &Path) -> Result<Client, ClientError> {
         let path = dir.join(ust_core::rundir::CTL_SOCKET);
         match UnixStream::connect(&path) {
-            Ok(sock) => Ok(Client { sock }),
+            Ok(sock) => Ok(Client { sock, dir: dir.to_path_buf(), timeout: timeout_from_env() }),
             Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => Err(ClientError::Denied { path }),
             Err(source) => Err(ClientError::NotRunning { path, source }),
         }
     }
 
-    /// Sends `command` and waits for the reply.
+    /// The reply timeout of each request (`None`: wait forever).
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Sets the reply timeout of the following requests (`None`: wait forever).
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) {
+        self.timeout = timeout;
+    }
+
+    /// Sends `command` and waits for the reply (at most [`Client::timeout`]).
     ///
     /// # Errors
-    /// [`ClientError::Daemon`] with the daemon's message, or [`ClientError::Protocol`].
+    /// [`ClientError::Daemon`] with the daemon's message, [`ClientError::Timeout`] when no
+    /// reply came in time, or [`ClientError::Protocol`].
     pub fn call(&mut self, command: Command) -> Result<Payload, ClientError> {
+        // Zero is not a valid socket timeout; `None` disables it.
+        let t = self.timeout.filter(|d| !d.is_zero());
+        self.sock.set_read_timeout(t).and_then(|()| self.sock.set_write_timeout(t)).map_err(ProtocolError::Io)?;
         // A daemon that refuses this peer answers and closes at once, possibly before the
         // request is written: the write then fails (EPIPE), but its answer is waiting to
         // be read, and says more than "broken pipe".
         let written = write_frame(&self.sock, &Request { version: CTL_VERSION, command });
-        match (read_frame::<Reply>(&self.sock), written) {
+        let result = match (read_frame::<Reply>(&self.sock), written) {
             (Ok(Reply::Error { message }), _) => Err(ClientError::Daemon(message)),
             (Ok(Reply::Ok(p)), Ok(())) => Ok(*p),
-            (_, Err(e)) | (Err(e), Ok(())) => Err(e.into()),
-        }
+            (_, Err(e)) | (Err(e), Ok(())) => Err(ClientError::from(e)),
+        };
+        result.map_err(|e| match e {
+            ClientError::Protocol(ProtocolError::Io(io)) if matches!(io.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                ClientError::Timeout { pid: daemon_pid(&self.dir), after: t.unwrap_or_default(), pid_file: self.dir.join(ust_core::rundir::PID_FILE) }
+            }
+            e => e,
+        })
     }
 }

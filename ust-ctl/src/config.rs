@@ -287,6 +287,40 @@ pub fn check_pids(pids: &[i32]) -> Result<(), String> {
     }
 }
 
+/// Checks an event name or glob as LTTng does: `provider:name` with both parts non-empty
+/// and at most one `:` (a `:` escaped as `\:` does not count), or one word without `:`
+/// (`*`, `lib*`). `*` matches anything anywhere.
+///
+/// ```
+/// use ust_ctl::config::check_event_name;
+/// assert!(check_event_name("app:*").is_ok() && check_event_name("*").is_ok() && check_event_name(r"a\:b:c").is_ok());
+/// assert!(check_event_name(":").is_err() && check_event_name("a:b:c").is_err() && check_event_name("a:").is_err());
+/// ```
+///
+/// # Errors
+/// A message naming the name and the rule it breaks.
+pub fn check_event_name(p: &str) -> Result<(), String> {
+    if p.is_empty() {
+        return Err("invalid event name \"\": give provider:name, or a glob such as 'app:*'".into());
+    }
+    let mut colons = Vec::new();
+    let mut escaped = false;
+    for (i, c) in p.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            ':' => colons.push(i),
+            _ => {}
+        }
+    }
+    match colons[..] {
+        [] => Ok(()),
+        [i] if i > 0 && i + 1 < p.len() => Ok(()),
+        [_] => Err(format!("invalid event name {p:?}: the provider and the name (provider:name) must not be empty")),
+        _ => Err(format!("invalid event name {p:?}: at most one `:`, between provider and name (write a `:` of a name as `\\:`)")),
+    }
+}
+
 /// Checks a session or channel name: 1 to 100 characters of `[A-Za-z0-9_.-]`, not starting
 /// with `.` or `-` (it becomes part of paths).
 ///

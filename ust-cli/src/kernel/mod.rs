@@ -10,7 +10,7 @@
 //! /proc/*/task/*/stat ──────────────> procfs::statedump ──────> lttng_statedump_process_state
 //! ```
 //!
-//! Modules: [`tracefs`] (mount, instance, stale instances), [`format`] (event format files),
+//! Modules: [`tracefs`] (mount, instance, stale instances), [`format`](mod@format) (event format files),
 //! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer), [`syscalls`]
 //! (x86-64 system call names), [`procfs`] (state dump, memory maps).
 //!

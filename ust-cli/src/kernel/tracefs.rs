@@ -49,14 +49,7 @@ pub fn root() -> Result<PathBuf, TracefsError> {
             return Ok(PathBuf::from(p));
         }
     }
-    let target = std::ffi::CString::new(TRACEFS).expect("no NUL");
-    let src = std::ffi::CString::new("nodev").expect("no NUL");
-    let fs = std::ffi::CString::new("tracefs").expect("no NUL");
-    // SAFETY: all pointers are valid NUL-terminated strings; data may be null.
-    let rc = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
-    if rc != 0 {
-        return Err(TracefsError::NotMounted(io::Error::last_os_error()));
-    }
+    rustix::mount::mount("nodev", TRACEFS, "tracefs", rustix::mount::MountFlags::empty(), None).map_err(|e| TracefsError::NotMounted(e.into()))?;
     Ok(PathBuf::from(TRACEFS))
 }
 

@@ -103,7 +103,8 @@ fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
 /// Loads every trace under `dir`.
 ///
 /// # Errors
-/// A message when `dir` holds no trace at all.
+/// A message when `dir` holds no trace at all, or a metadata file is unreadable, empty or
+/// unparsable.
 pub fn load(dir: &Path) -> Result<Loaded, String> {
     let dirs = trace_dirs(dir);
     if dirs.is_empty() {
@@ -111,8 +112,18 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
     }
     let mut l = Loaded::default();
     for d in dirs {
-        let text = std::fs::read_to_string(d.join("metadata")).map_err(|e| format!("{}: {e}", d.display()))?;
+        let path = d.join("metadata");
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: cannot read the metadata: {e}", path.display()))?;
+        if text.trim().is_empty() {
+            return Err(format!("{}: the metadata file is empty: the trace cannot be read", path.display()));
+        }
+        if !text.starts_with("/* CTF 1.8 */") {
+            return Err(format!("{}: not CTF 1.8 metadata (no \"/* CTF 1.8 */\" first line): the trace cannot be read", path.display()));
+        }
         let meta = Metadata::parse(&text);
+        if meta.env.is_empty() && meta.events.is_empty() {
+            return Err(format!("{}: unparsable metadata (no env block, no event): the trace cannot be read", path.display()));
+        }
         let kernel = meta.env.get("domain").map(String::as_str) == Some("kernel");
         let vpid: i32 = meta.env.get("vpid").and_then(|v| v.parse().ok()).unwrap_or(-1);
         if kernel {

@@ -19,6 +19,8 @@ pub use server::{reply_error, serve};
 
 use ust_ctl::protocol::*;
 
+use ust_ctl::config::check_event_name;
+
 use crate::state::{Daemon, State};
 use configure::*;
 use lifecycle::*;
@@ -43,10 +45,10 @@ fn resolve(st: &State, session: &Option<String>) -> Res<String> {
 }
 
 fn check_pattern(p: &str) -> Res<()> {
-    if p.is_empty() || p.len() > 300 || !p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '*' | '.' | '-')) {
+    if p.is_empty() || p.len() > 300 || !p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '*' | '.' | '-' | '\\')) {
         return Err(format!("invalid event name or glob {p:?}: use provider:name with letters, digits, _ and * wildcards"));
     }
-    Ok(())
+    check_event_name(p)
 }
 
 /// Handles one command. Never panics on its input; errors are messages for the user.

@@ -1,0 +1,650 @@
+//! The `ust` command's arguments: clap definitions, which are also the `--help` texts
+//! (and, with DESIGN.md's "Interfaces", the contract scripts rely on), and the parsers of
+//! sizes, durations, levels and process IDs.
+
+// The argument docs below are also the `--help` texts, written for a terminal:
+// `<name>` there is a placeholder, not HTML.
+#![allow(rustdoc::invalid_html_tags)]
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, Parser, Subcommand};
+use ust_core::Level;
+
+/// `ust`: control user-space tracing of Rust programs.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ust",
+    version,
+    about = "Trace Rust programs: sessions, channels, events (in the spirit of lttng)",
+    arg_required_else_help = true,
+    after_help = "Examples:\n  ust trace -- ./myprog args          # one shot: trace a command, print a summary\n  ust create s && ust enable-event -a && ust start   # step by step, as with lttng\n  ust stop && ust view && ust destroy\n\nRun `ust <command> --help` for each command's options and examples."
+)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// Session selection shared by session commands.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SessionOpt {
+    /// Session to act on (default: the current session).
+    #[arg(short = 's', long = "session", value_name = "NAME")]
+    pub session: Option<String>,
+}
+
+/// The channel, session and domain options of `enable-event`, `add-context` and
+/// `disable-event` (each command gives `--channel` its own help: what it defaults to).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ChannelTarget {
+    /// Channel (default: channel0).
+    #[arg(short = 'c', long, value_name = "CHANNEL")]
+    pub channel: Option<String>,
+    /// Session.
+    #[command(flatten)]
+    pub session: SessionOpt,
+    /// User-space domain (accepted; the only domain).
+    #[arg(short = 'u', long = "userspace")]
+    pub userspace: bool,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Create a session; it becomes the current session.
+    #[command(after_help = "Examples:
+  ust create                                  # auto-YYYYmmdd-HHMMSS, output under ~/ust-traces/
+  ust create web --output /tmp/web-trace      # named session, chosen output directory
+
+The new session becomes the current one: later commands act on it unless given -s NAME.
+Starts ust-consumerd when none runs.")]
+    Create(CreateArgs),
+    /// Create a channel (per-CPU buffers) in a session.
+    #[command(after_help = "Examples:
+  ust enable-channel big --subbuf-size 1M --num-subbuf 8
+  ust enable-channel ring --overwrite --switch-timer 100000      # flight recorder
+  ust enable-channel chunked --subbuf-size 64k --tracefile-size 1M --tracefile-count 4
+
+With --tracefile-size, stream files are <channel>_<cpu>_<k> (k from 0), each holding whole
+packets and its own index; --tracefile-count keeps the newest N and removes older ones.
+Channels cannot be added or changed after the session starts (as in LTTng).")]
+    EnableChannel(EnableChannelArgs),
+    /// Enable events (globs on provider:name) in a channel.
+    #[command(after_help = "Examples:
+  ust enable-event -a                                   # every event, channel channel0
+  ust enable-event 'myapp:*' --loglevel WARNING         # WARNING and more severe
+  ust enable-event 'myapp:*' --exclude 'myapp:noisy*,myapp:tick'
+  ust enable-event myapp:request --filter 'status >= 500 && path == \"/api/*\"'
+  ust enable-event -c big 'db:*' --filter '$ctx.vtid == 1234 || latency_us > 1.5e3'
+
+Filter language (LTTng's): comparisons == != < <= > >= between event fields, $ctx.vpid,
+$ctx.vtid, $ctx.procname, $ctx.pthread_id, $ctx.cpu_id, $ctx.ip and literals (integers: decimal,
+0x hexadecimal, 0 octal; floats; \"strings\" where * matches anything and \\* is a star),
+combined with && || ! and parentheses; a bare number or field is true when non-zero.
+Strings compare with == and != only. A filter naming a field an event lacks is false for
+that event. Several enable-event rules that match an event OR together.")]
+    EnableEvent(EnableEventArgs),
+    /// Add context fields (vpid, vtid, procname, pthread_id, cpu_id, ip) to a channel's events.
+    #[command(after_help = "Examples:
+  ust add-context -t vtid -t procname              # every channel of the session
+  ust add-context -c big -t vpid -t pthread_id -t cpu_id
+  ust add-context -t ip -t vpid                    # then: babeltrace2 --debug-info DIR
+
+The values are written after the event header of every record of the channel (a CTF
+event context); babeltrace2 prints them between the packet context and the payload.
+`ip` is the address of the tracepoint's call site (hex); with `vpid` and the state dump
+(`ust enable-event -a`, or 'lttng_ust_statedump:*'), `babeltrace2 --debug-info` shows the
+binary, function and source line of every event, as for LTTng traces.
+Contexts cannot be added after the session starts.")]
+    AddContext(AddContextArgs),
+    /// Disable events enabled earlier.
+    #[command(after_help = "Examples:
+  ust disable-event 'myapp:*'        # the rule made by `ust enable-event 'myapp:*'`
+  ust disable-event -c big -a        # every rule of channel big")]
+    DisableEvent(DisableEventArgs),
+    /// Record only some processes, by process ID (LTTng's `lttng track --userspace --vpid`).
+    #[command(after_help = "Examples:
+  ust track --vpid 1234               # record process 1234 only (until now: every process)
+  ust track --vpid 1234,5678 -s web   # add processes to the list of session web
+  ust track --vpid --all              # record every process again (the default)
+
+A session records every process until the first `ust track --vpid PID`; from then on only
+the processes listed. `ust untrack --vpid PID` removes one from the list, `ust untrack
+--vpid --all` empties it (nothing recorded). Changes apply at once, before or after
+`ust start`, to processes running now and to those that start later; an untracked process
+gets no events recorded for the session. `ust list SESSION` shows the tracked process IDs.")]
+    Track(TrackArgs),
+    /// Stop recording some processes, by process ID (LTTng's `lttng untrack --userspace
+    /// --vpid`).
+    #[command(after_help = "Examples:
+  ust untrack --vpid 1234             # stop recording process 1234 (tracked with ust track)
+  ust untrack --vpid 1234,5678 -s web
+  ust untrack --vpid --all            # record no process at all (until ust track)
+
+Removes processes from the list made by `ust track --vpid`; when `ust untrack` returns,
+they record nothing more for the session (what they recorded before stays in the trace).
+A session that records every process has no list to remove from: make one with
+`ust track --vpid PID,...`, or use `--all`.")]
+    Untrack(TrackArgs),
+    /// Start recording.
+    #[command(after_help = "Examples:
+  ust start              # the current session
+  ust start web          # or: ust start -s web")]
+    Start(SessionCmdArgs),
+    /// Stop recording; what was recorded is on disk when it returns.
+    #[command(after_help = "Examples:
+  ust stop
+  ust stop -s web
+
+Every process of the session confirms the stop, then every buffer is flushed and drained.")]
+    Stop(SessionCmdArgs),
+    /// Stop (if needed) and forget a session; its trace stays on disk.
+    #[command(after_help = "Examples:
+  ust destroy
+  ust destroy web
+
+The trace stays on disk; read it with `ust view DIR` or `babeltrace2 DIR`.")]
+    Destroy(SessionCmdArgs),
+    /// Archive the trace so far as a complete trace under <output>/archives/; tracing goes on.
+    #[command(after_help = "Examples:
+  ust rotate                 # archive the current session's trace so far
+  ust rotate -s web
+
+Each rotation moves the trace recorded since the previous one (or since start) to
+<output>/archives/<begin>-<end>-<n>/, a complete trace that babeltrace2 reads, while
+recording goes on. Destroying a rotated session archives the last chunk too.")]
+    Rotate(SessionCmdArgs),
+    /// List sessions, one session's channels and events, or registered applications.
+    #[command(after_help = "Examples:
+  ust list                   # sessions
+  ust list web               # channels, rules, contexts, counts of session web
+  ust list --apps            # registered processes, their tracepoints and fields
+  ust list --apps --json")]
+    List(ListArgs),
+    /// Show the current session (or -s) and the daemon.
+    #[command(after_help = "Examples:
+  ust status
+  ust status -s web --json")]
+    Status(StatusArgs),
+    /// Print a trace with babeltrace2 (default: the current session's output).
+    #[command(after_help = "Examples:
+  ust view                       # the current session's output
+  ust view ~/ust-traces/web-20260101-120000
+  ust view --repair /tmp/t       # cut off a packet a killed daemon left unfinished
+
+ust view never changes a trace unless given --repair; a stream file it cannot read is an
+error (exit 1), and a last packet cut off is skipped with a warning.")]
+    View(ViewArgs),
+    /// Trace one command and its children, then print a summary.
+    #[command(after_help = "Examples:
+  ust trace -- ./server --port 8080
+  ust trace --output /tmp/t --event 'myapp:*' -- cargo run --release
+
+Only CMD and its children are traced; prints `ust: trace written to DIR` and a summary of
+the events recorded, and exits with CMD's status (128+N if it died of signal N).")]
+    Trace(TraceArgs),
+    /// Report on a trace: tasks, system calls, waits and wake-ups, page faults.
+    #[command(after_help = "Examples:
+  ust report /tmp/t                         # tasks, system calls, blocked time
+  ust report /tmp/t --wakeups --min-block 5ms
+  ust report /tmp/t --faults --format json
+
+DIR is the output of `ust trace` (with --kernel for the kernel part); on a trace without
+kernel events it reports the program's own events per name and per thread.")]
+    Report(ReportArgs),
+    /// Snapshot sessions: `ust snapshot record` writes the buffers' content.
+    #[command(subcommand, after_help = "Examples:
+  ust create fr --snapshot && ust enable-event -a && ust start
+  ust snapshot record                      # <output>/snapshot-<N>-<YYYYmmdd-HHMMSS>/ust/pid/...
+  ust snapshot record -s fr --max-size 64M # newest packets, 64 MiB in all")]
+    Snapshot(SnapshotCmd),
+    /// Rebuild CTF traces from the buffer files a `--shm-path` session left behind, after
+    /// both the application and the daemon are gone (LTTng's `lttng-crash`).
+    #[command(after_help = "Examples:
+  ust create c --shm-path /dev/shm/ust && ust enable-event -a && ust start
+  ust crash-dump /dev/shm/ust /tmp/recovered   # after the program and the daemon died
+  babeltrace2 /tmp/recovered")]
+    CrashDump(CrashDumpArgs),
+}
+
+/// `ust snapshot ...`.
+#[derive(Debug, Subcommand)]
+pub enum SnapshotCmd {
+    /// Write the current content of every buffer of a snapshot session as a CTF trace
+    /// under `<output>/snapshot-<N>-<YYYYmmdd-HHMMSS>/`, without stopping tracing (as
+    /// `lttng snapshot record`).
+    #[command(after_help = "Examples:
+  ust snapshot record
+  ust snapshot record -s fr --max-size 64M     # the total, split between the per-CPU streams")]
+    Record(SnapshotRecordArgs),
+}
+
+/// `ust snapshot record`.
+#[derive(Debug, Args)]
+pub struct SnapshotRecordArgs {
+    /// Session.
+    #[command(flatten)]
+    pub session: SessionOpt,
+    /// Write at most this many bytes in total (k, M, G suffixes), split evenly between
+    /// the streams, keeping the newest packets of each.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub max_size: Option<u64>,
+}
+
+/// `ust crash-dump`.
+#[derive(Debug, Args)]
+pub struct CrashDumpArgs {
+    /// The `--shm-path` directory (searched recursively for buffer sets).
+    pub shm_dir: PathBuf,
+    /// Where to write `ust/pid/<procname>-<pid>-<stamp>/` for every buffer set found.
+    pub out_dir: PathBuf,
+}
+
+/// `ust create`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// Session name (default: auto-YYYYmmdd-HHMMSS).
+    pub name: Option<String>,
+    /// Output directory (default: $HOME/ust-traces/<name>-<YYYYmmdd-HHMMSS>/).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Snapshot (flight-recorder) session: channels default to overwrite mode, nothing is
+    /// written until `ust snapshot record`, and a process that dies abnormally leaves a
+    /// post-mortem trace under `<output>/post-mortem/`.
+    #[arg(long)]
+    pub snapshot: bool,
+    /// Keep the buffers as files (and a plain-text metadata file per process) under
+    /// DIR/<session>-<YYYYmmdd-HHMMSS>/ so that `ust crash-dump` can rebuild the trace
+    /// after both the application and the daemon died.
+    #[arg(long, value_name = "DIR")]
+    pub shm_path: Option<PathBuf>,
+    /// Trace clock: `monotonic`, or `tsc` (invariant TSC, calibrated against
+    /// CLOCK_MONOTONIC; falls back to monotonic without one). Default: each process's
+    /// UST_CLOCK, else monotonic.
+    #[arg(long, value_name = "CLOCK", value_parser = parse_clock)]
+    pub clock: Option<ust_core::clock::ClockKind>,
+}
+
+fn parse_clock(s: &str) -> Result<ust_core::clock::ClockKind, String> {
+    ust_core::clock::ClockKind::parse(s).ok_or_else(|| format!("unknown clock {s:?}: use monotonic or tsc"))
+}
+
+/// `ust enable-channel`.
+#[derive(Debug, Args)]
+pub struct EnableChannelArgs {
+    /// Channel name.
+    pub name: String,
+    /// Session.
+    #[command(flatten)]
+    pub session: SessionOpt,
+    /// User-space domain (accepted; the only domain).
+    #[arg(short = 'u', long = "userspace")]
+    pub userspace: bool,
+    /// Sub-buffer size in bytes, a power of two (k, M, G suffixes).
+    #[arg(long, value_name = "N", value_parser = parse_subbuf_size)]
+    pub subbuf_size: Option<u64>,
+    /// Number of sub-buffers per CPU, a power of two (at least 2).
+    #[arg(long, value_name = "N", value_parser = parse_num_subbuf)]
+    pub num_subbuf: Option<u32>,
+    /// Overwrite the oldest packets when full (flight recorder).
+    #[arg(long, conflicts_with = "discard")]
+    pub overwrite: bool,
+    /// Discard new events when full (the default).
+    #[arg(long)]
+    pub discard: bool,
+    /// Switch-timer period in µs (0 = off).
+    #[arg(long, value_name = "US")]
+    pub switch_timer: Option<u64>,
+    /// Read-timer period in µs.
+    #[arg(long, value_name = "US")]
+    pub read_timer: Option<u64>,
+    /// Start a new stream file (<channel>_<cpu>_<k>) before one would exceed B bytes
+    /// (k, M, G suffixes; at least the sub-buffer size: files hold whole packets).
+    #[arg(long, value_name = "B", value_parser = parse_size)]
+    pub tracefile_size: Option<u64>,
+    /// Keep at most N files per stream, removing the oldest (needs --tracefile-size).
+    #[arg(long, value_name = "N")]
+    pub tracefile_count: Option<u64>,
+}
+
+/// `ust enable-event`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("which").required(true).args(["all", "names"])))]
+#[command(mut_arg("channel", |a| a.help("Channel (default: channel0, created with defaults if missing)")))]
+pub struct EnableEventArgs {
+    /// Event names or globs (`provider:name`, `*` anywhere), comma-separated or repeated.
+    #[arg(value_delimiter = ',', value_name = "GLOB")]
+    pub names: Vec<String>,
+    /// Every event.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    /// Channel, session and domain.
+    #[command(flatten)]
+    pub target: ChannelTarget,
+    /// Events of level L or more severe (number <= L).
+    #[arg(long, value_name = "L", value_parser = parse_level, conflicts_with = "loglevel_only")]
+    pub loglevel: Option<Level>,
+    /// Events of level L only.
+    #[arg(long, value_name = "L", value_parser = parse_level)]
+    pub loglevel_only: Option<Level>,
+    /// Do not enable these events (names or globs, comma-separated); needs a glob event
+    /// name.
+    #[arg(short = 'x', long, value_name = "NAME,...", value_delimiter = ',')]
+    pub exclude: Vec<String>,
+    /// Record only events for which EXPR is true (LTTng's filter language; see below).
+    #[arg(short = 'f', long, value_name = "EXPR")]
+    pub filter: Option<String>,
+}
+
+/// `ust add-context`.
+#[derive(Debug, Args)]
+#[command(mut_arg("channel", |a| a.help("Channel (default: every channel of the session; channel0 is created if there is none)")))]
+pub struct AddContextArgs {
+    /// Channel, session and domain.
+    #[command(flatten)]
+    pub target: ChannelTarget,
+    /// Context type: vpid, vtid, procname, pthread_id, cpu_id or ip (repeatable).
+    #[arg(short = 't', long = "type", value_name = "TYPE", required = true, value_parser = parse_context)]
+    pub types: Vec<ust_core::context::ContextType>,
+}
+
+fn parse_context(s: &str) -> Result<ust_core::context::ContextType, String> {
+    ust_core::context::ContextType::parse(s).ok_or_else(|| format!("{s:?} is not a context type (vpid, vtid, procname, pthread_id, cpu_id, ip)"))
+}
+
+/// `ust disable-event`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("which").required(true).args(["all", "names"])))]
+#[command(mut_arg("channel", |a| a.help("Channel (default: channel0)")))]
+pub struct DisableEventArgs {
+    /// Event names or globs as given to enable-event, comma-separated or repeated.
+    #[arg(value_delimiter = ',', value_name = "GLOB")]
+    pub names: Vec<String>,
+    /// Every enabled event of the channel.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    /// Channel, session and domain.
+    #[command(flatten)]
+    pub target: ChannelTarget,
+}
+
+/// `ust track` and `ust untrack`.
+#[derive(Debug, Args)]
+pub struct TrackArgs {
+    /// Process IDs (comma-separated or repeated); give `--vpid` alone with `--all`.
+    #[arg(long, value_name = "PID[,PID...]", num_args = 0..=1, value_delimiter = ',', value_parser = parse_pid, required = true)]
+    pub vpid: Option<Vec<i32>>,
+    /// Every process: `track --vpid --all` records every process (the default),
+    /// `untrack --vpid --all` none.
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    /// Session.
+    #[command(flatten)]
+    pub session: SessionOpt,
+    /// User-space domain (accepted; the only domain).
+    #[arg(short = 'u', long = "userspace")]
+    pub userspace: bool,
+}
+
+fn parse_pid(s: &str) -> Result<i32, String> {
+    match s.trim().parse::<i32>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(format!("{s:?} is not a process ID (a positive integer, at most {})", i32::MAX)),
+    }
+}
+
+/// `ust start|stop|destroy`.
+#[derive(Debug, Args)]
+pub struct SessionCmdArgs {
+    /// Session (default: the current session).
+    #[arg(value_name = "SESSION", conflicts_with = "session")]
+    pub name: Option<String>,
+    /// Session.
+    #[command(flatten)]
+    pub session: SessionOpt,
+}
+
+impl SessionCmdArgs {
+    /// The session named, positionally or with `-s` (`None`: the current session).
+    pub fn target(&self) -> Option<String> {
+        self.name.clone().or_else(|| self.session.session.clone())
+    }
+}
+
+/// `ust list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Show this session's channels, events and counts.
+    #[arg(value_name = "SESSION", conflicts_with = "apps")]
+    pub name: Option<String>,
+    /// List registered applications, their tracepoints and fields.
+    #[arg(long, short = 'u', alias = "userspace")]
+    pub apps: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ust status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Session.
+    #[command(flatten)]
+    pub session: SessionOpt,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ust view`.
+#[derive(Debug, Args)]
+pub struct ViewArgs {
+    /// Trace directory (default: the current session's output).
+    pub dir: Option<PathBuf>,
+    /// Cut off the unfinished last packet a killed daemon may leave in a stream file
+    /// (keeping the bytes in removed/<stream>.removed-<offset> next to it) and bring the
+    /// index in line, before reading. Without it the trace is read as it is, up to such
+    /// a packet, and not changed.
+    #[arg(long)]
+    pub repair: bool,
+    /// Session.
+    #[command(flatten)]
+    pub session: SessionOpt,
+}
+
+/// `ust trace`.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Output directory (default: $HOME/ust-traces/trace-<pid>-<YYYYmmdd-HHMMSS>/).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Enable only events matching GLOB (repeatable; default: every event).
+    #[arg(short = 'e', long = "event", value_name = "GLOB")]
+    pub events: Vec<String>,
+    /// Also record kernel events (scheduling, interrupts, system calls, page faults) in
+    /// DIR/kernel (needs root or tracefs access; without it the command is still traced).
+    #[arg(long)]
+    pub kernel: bool,
+    /// The command to trace, after `--`.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+pub use ust_ctl::config::check_event_name;
+
+/// Parses a size with an optional `k`, `M` or `G` suffix (powers of 1024; `KiB`/`kB` forms
+/// accepted): `4096`, `4k`, `1M`.
+///
+/// # Errors
+/// A message for clap when it is not a size.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let body = lower.trim_end_matches("ib").trim_end_matches('b');
+    let (num, mult) = match body.chars().last() {
+        Some('k') => (&body[..body.len() - 1], 1u64 << 10),
+        Some('m') => (&body[..body.len() - 1], 1 << 20),
+        Some('g') => (&body[..body.len() - 1], 1 << 30),
+        _ => (body, 1),
+    };
+    let n: u64 = num.trim().parse().map_err(|_| format!("{s:?} is not a size (examples: 4096, 64k, 1M)"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+}
+
+fn parse_subbuf_size(s: &str) -> Result<u64, String> {
+    let n = parse_size(s)?;
+    if !n.is_power_of_two() || n < ust_ctl::config::MIN_SUBBUF_SIZE {
+        return Err(format!("{n} is not a power of two of at least {}", ust_ctl::config::MIN_SUBBUF_SIZE));
+    }
+    Ok(n)
+}
+
+fn parse_num_subbuf(s: &str) -> Result<u32, String> {
+    let n: u32 = s.trim().parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !n.is_power_of_two() || !(2..=ust_ctl::config::MAX_NUM_SUBBUF).contains(&n) {
+        return Err(format!("{n} is not a power of two between 2 and {}", ust_ctl::config::MAX_NUM_SUBBUF));
+    }
+    Ok(n)
+}
+
+fn parse_level(s: &str) -> Result<Level, String> {
+    Level::parse(s).ok_or_else(|| format!("{s:?} is not a log level (0-14, or a name such as TRACE_WARNING, warning, debug_line)"))
+}
+
+/// `ust report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Trace directory (the output of `ust trace`).
+    pub dir: PathBuf,
+    /// Show each blocked interval and what woke it, up the wake-up chain.
+    #[arg(long)]
+    pub wakeups: bool,
+    /// Show user page faults with the mapped file and offset.
+    #[arg(long)]
+    pub faults: bool,
+    /// Shortest blocked interval shown by --wakeups (e.g. 1ms, 500us, 2s, or ns).
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration)]
+    pub min_block: u64,
+    /// Output format.
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub format: String,
+}
+
+/// Parses a duration into ns: a number with an optional `ns`, `us`, `ms` or `s` suffix
+/// (no suffix: ns).
+///
+/// # Errors
+/// A message for clap.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult = match unit.trim() {
+        "" | "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return Err(format!("{s:?} is not a duration (examples: 1ms, 500us, 2s)")),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration (examples: 1ms, 500us, 2s)"))?;
+    Ok((n * mult) as u64)
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_subcommand_has_examples() {
+        let cmd = Cli::command();
+        for sub in cmd.get_subcommands().chain(cmd.get_subcommands().flat_map(|s| s.get_subcommands())) {
+            let h = sub.get_after_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(h.starts_with("Examples:\n  ust "), "{} has no examples", sub.get_name());
+        }
+    }
+
+    #[test]
+    fn help_examples_parse() {
+        for f in [r#"status >= 500 && path == "/api/*""#, "$ctx.vtid == 1234 || latency_us > 1.5e3"] {
+            ust_ctl::filter::parse(f).unwrap();
+        }
+        for args in [
+            &["ust", "enable-event", "myapp:*", "--exclude", "myapp:noisy*,myapp:tick"][..],
+            &["ust", "add-context", "-c", "big", "-t", "vpid", "-t", "pthread_id", "-t", "cpu_id"],
+            &["ust", "add-context", "-t", "ip", "-t", "vpid"],
+            &["ust", "enable-channel", "chunked", "--subbuf-size", "64k", "--tracefile-size", "1M", "--tracefile-count", "4"],
+            &["ust", "rotate", "-s", "web"],
+            &["ust", "enable-event", "myapp:*", "--loglevel", "WARNING"],
+            &["ust", "track", "--vpid", "1234,5678", "-s", "web"],
+            &["ust", "untrack", "--vpid", "--all"],
+        ] {
+            Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64k"), Ok(65536));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("2MiB"), Ok(2 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert!(parse_size("x").is_err());
+    }
+
+    #[test]
+    fn track_takes_pids_or_all() {
+        let vpids = |args: &[&str]| {
+            let c = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let (Cmd::Track(t) | Cmd::Untrack(t)) = c.command else { panic!() };
+            (t.vpid, t.all)
+        };
+        assert_eq!(vpids(&["ust", "track", "--vpid", "12,34", "--vpid", "5"]), (Some(vec![12, 34, 5]), false));
+        assert_eq!(vpids(&["ust", "untrack", "-u", "--vpid", "--all"]), (Some(vec![]), true));
+        assert_eq!(vpids(&["ust", "track", "--all", "--vpid"]), (Some(vec![]), true));
+        assert_eq!(vpids(&["ust", "track", "--vpid=7"]), (Some(vec![7]), false));
+        for bad in [&["ust", "track", "--vpid", "abc"][..], &["ust", "track", "--vpid", "0"], &["ust", "track", "--vpid", "-3"], &["ust", "track", "--all"], &["ust", "track"]] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn event_names() {
+        for good in ["*", "app:*", "*:x", "a:b", "lib*", r"a\:b:c", r"a:b\:c"] {
+            assert_eq!(check_event_name(good), Ok(()), "{good}");
+        }
+        for bad in ["", ":", "a:", ":b", "a:b:c", "::", r"a\::", r"a:b:\c"] {
+            assert!(check_event_name(bad).unwrap_err().contains("invalid event name"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn trace_refuses_unknown_options_before_the_command() {
+        for args in [&["ust", "trace", "--buffers-uid", "--", "true"][..], &["ust", "trace", "--kernal", "true"], &["ust", "trace", "-z", "--", "x"]] {
+            let e = Cli::try_parse_from(args).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{args:?}");
+        }
+        let c = Cli::try_parse_from(["ust", "trace", "-o", "/t", "prog", "-x", "--kernal", "--", "y"]).unwrap();
+        let Cmd::Trace(t) = c.command else { panic!() };
+        assert_eq!(t.command, vec![OsString::from("prog"), "-x".into(), "--kernal".into(), "--".into(), "y".into()]);
+        assert!(!t.kernel);
+    }
+
+    #[test]
+    fn trace_takes_the_command_after_dashes() {
+        let c = Cli::try_parse_from(["ust", "trace", "--event", "a:*", "--", "prog", "-x", "--y"]).unwrap();
+        let Cmd::Trace(t) = c.command else { panic!() };
+        assert_eq!(t.events, vec!["a:*"]);
+        assert_eq!(t.command, vec![OsString::from("prog"), "-x".into(), "--y".into()]);
+        assert!(Cli::try_parse_from(["ust", "trace"]).is_err());
+        assert!(Cli::try_parse_from(["ust", "enable-event"]).is_err());
+        assert!(Cli::try_parse_from(["ust", "enable-event", "-a", "x"]).is_err(), "-a or names, not both");
+    }
+}

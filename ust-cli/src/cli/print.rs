@@ -1,0 +1,188 @@
+//! What the commands print: sessions, one session's detail, registered applications, the
+//! daemon's status (text as `lttng list` lays it out, or JSON), and `ust trace`'s summary.
+
+use std::collections::BTreeMap;
+
+use ust_ctl::config::LevelFilter;
+
+use crate::out::outln;
+use ust_ctl::protocol::{AppInfo, DestroyReport, SessionDetail, SessionSummary, StatusReport};
+
+/// Prints `v` as pretty JSON.
+pub fn print_json<T: serde::Serialize>(v: &T) {
+    outln!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into()));
+}
+
+fn state_word(active: bool) -> &'static str {
+    if active {
+        "active"
+    } else {
+        "inactive"
+    }
+}
+
+/// The sessions, numbered, the current one starred.
+pub fn print_sessions(s: &[SessionSummary]) {
+    if s.is_empty() {
+        outln!("Currently no available tracing session");
+        return;
+    }
+    outln!("Available tracing sessions:");
+    for (i, x) in s.iter().enumerate() {
+        outln!(
+            "  {}) {}{} ({}) [{}]{}",
+            i + 1,
+            x.name,
+            if x.current { " *" } else { "" },
+            x.output.display(),
+            state_word(x.active),
+            if x.trace { " (ust trace)" } else { "" }
+        );
+    }
+    outln!("\nUse ust list <session_name> for more details");
+}
+
+/// One session: its channels, their settings, statistics and rules, its processes.
+pub fn print_session(d: &SessionDetail) {
+    outln!(
+        "Tracing session {}: [{}{}]",
+        d.summary.name,
+        state_word(d.summary.active),
+        if d.summary.snapshot { " snapshot" } else { "" }
+    );
+    outln!("    Trace output: {}", d.summary.output.display());
+    if let Some(e) = &d.summary.output_error {
+        outln!("    Output STOPPED: {e} (packets written before are kept)");
+    }
+    outln!("\n=== Domain: User space ===\n");
+    outln!("Tracked process IDs: {}\n", d.vpid_tracker.describe());
+    if d.channels.is_empty() {
+        outln!("No channel.");
+    } else {
+        outln!("Channels:\n-------------");
+    }
+    for c in &d.channels {
+        outln!("- {}:\n", c.name);
+        outln!("    Attributes:");
+        outln!("      Event-loss mode:  {}", if c.config.overwrite { "overwrite" } else { "discard" });
+        outln!("      Sub-buffer size:  {} bytes", c.config.subbuf_size);
+        outln!("      Sub-buffer count: {}", c.config.num_subbuf);
+        outln!("      Switch timer:     {}", if c.config.switch_timer_us == 0 { "inactive".into() } else { format!("{} us", c.config.switch_timer_us) });
+        outln!("      Read timer:       {} us", c.config.read_timer_us);
+        if c.config.tracefile_size > 0 {
+            outln!("      Trace file size:  {} bytes", c.config.tracefile_size);
+            outln!("      Trace file count: {}", if c.config.tracefile_count == 0 { "unlimited".into() } else { c.config.tracefile_count.to_string() });
+        }
+        if !c.contexts.is_empty() {
+            let names: Vec<String> = c.contexts.iter().map(|t| t.to_string()).collect();
+            outln!("      Contexts:         {}", names.join(", "));
+        }
+        outln!("\n    Statistics:");
+        outln!("      Discarded events: {}", c.discarded);
+        outln!("      Packets written:  {} ({} bytes)", c.packets, c.bytes);
+        if c.lost_packets > 0 || c.overwritten > 0 {
+            outln!("      Lost packets:     {} ({} overwritten)", c.lost_packets, c.overwritten);
+        }
+        if c.bad_packets > 0 {
+            outln!("      Invalid packets skipped: {}", c.bad_packets);
+        }
+        outln!("\n    Event rules:");
+        if c.enablers.is_empty() {
+            outln!("      None");
+        }
+        for e in &c.enablers {
+            let lv = if e.level == LevelFilter::Any { String::new() } else { format!(" ({})", e.level.describe()) };
+            let mut extra = String::new();
+            if !e.exclusions.is_empty() {
+                extra.push_str(&format!(" [exclusions: {}]", e.exclusions.join(",")));
+            }
+            if let Some(f) = &e.filter {
+                extra.push_str(&format!(" [filter: {f}]"));
+            }
+            outln!("      {}{} [{}]{extra}", e.pattern, lv, if e.enabled { "enabled" } else { "disabled" });
+        }
+        outln!();
+    }
+    if !d.processes.is_empty() {
+        outln!("Traced processes:");
+        for p in &d.processes {
+            outln!("  PID {} ({}) [{}] {}", p.pid, p.procname, if p.alive { "alive" } else { "gone" }, p.dir.display());
+            if let Some(pm) = &p.post_mortem {
+                outln!("    died abnormally; post-mortem trace: {}", pm.display());
+            }
+        }
+    }
+    if !d.untraced.is_empty() {
+        outln!("Processes not traced (latest {}):", d.untraced.len());
+        for u in &d.untraced {
+            outln!("  PID {} ({}): {}", u.pid, u.procname, u.reason);
+        }
+    }
+}
+
+/// The registered applications and their tracepoints.
+pub fn print_apps(apps: &[AppInfo]) {
+    outln!("UST events:\n-------------");
+    if apps.is_empty() {
+        outln!("\nNone");
+    }
+    for a in apps {
+        outln!("\nPID: {} - Name: {}{}", a.pid, a.procname, if a.traced_by_token { " (ust trace)" } else { "" });
+        for e in &a.events {
+            outln!("      {} (loglevel: {} ({})) (type: tracepoint)", e.name, e.level_name, e.level);
+            for f in &e.fields {
+                outln!("        field: {} ({})", f.name, f.ty);
+            }
+        }
+    }
+}
+
+/// The daemon and the current (or chosen) session.
+pub fn print_status(s: &StatusReport) {
+    outln!("ust-consumerd: running (pid {}, socket directory {})", s.daemon_pid, s.rundir.display());
+    outln!("Registered applications: {}", s.apps);
+    match &s.session {
+        Some(d) => {
+            outln!();
+            print_session(d);
+        }
+        None => outln!("No current session: create one with `ust create`"),
+    }
+}
+
+/// `ust trace`'s summary, on stderr: processes, events per name, discarded events.
+pub fn print_summary(report: &DestroyReport) {
+    if let Some(e) = &report.output_error {
+        eprintln!("ust: the trace is incomplete: its output stopped early ({e}); the packets written before are whole");
+    }
+    let (counts, problems) = count_events(report);
+    let total: u64 = counts.values().sum();
+    let discarded: u64 = report.traces.iter().map(|t| t.discarded).sum();
+    eprintln!(
+        "ust: {} process{} traced, {total} event{} recorded, {discarded} discarded",
+        report.traces.len(),
+        if report.traces.len() == 1 { "" } else { "es" },
+        if total == 1 { "" } else { "s" }
+    );
+    let width = counts.keys().map(|k| k.len()).max().unwrap_or(0);
+    for (name, n) in &counts {
+        eprintln!("ust:   {name:<width$}  {n}");
+    }
+    if problems > 0 {
+        eprintln!("ust: {problems} packet(s) or record(s) could not be read back");
+    }
+}
+
+
+/// Per-event-name counts of the trace `report` describes, found by walking every packet of
+/// every stream file with the record walker: `(counts, unreadable packets or records)`
+/// (see [`ust_ctf::count`]).
+pub fn count_events(report: &DestroyReport) -> (BTreeMap<String, u64>, u64) {
+    let traces: Vec<ust_ctf::count::TraceToCount<'_>> = report
+        .traces
+        .iter()
+        .map(|t| ust_ctf::count::TraceToCount { dir: &t.dir, events: &t.events, context_sizes: &t.context_sizes })
+        .collect();
+    let c = ust_ctf::count::count_events(&traces);
+    (c.per_event, c.problems)
+}

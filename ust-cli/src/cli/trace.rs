@@ -1,0 +1,171 @@
+//! `ust trace -- CMD`: a one-shot session around one command. It creates a session whose
+//! token only CMD (and its children) carry, enables events, starts, runs CMD forwarding
+//! the signals `ust trace` receives (a third one is sent as SIGKILL), destroys the session
+//! and prints a summary; it exits with CMD's status (128+N when CMD died of signal N).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use ust_ctl::config::LevelFilter;
+use ust_ctl::protocol::{Command, Payload};
+
+use super::args::TraceArgs;
+use super::connect::{absolute, connect, connect_or_start, home, Failure};
+use super::print::print_summary;
+
+type CliResult = Result<ExitCode, Failure>;
+
+/// The exit code a shell would report for `st`: the code, or 128 + the signal number.
+pub fn exit_code_of(st: std::process::ExitStatus) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(c), _) => ExitCode::from((c & 0xff) as u8),
+        (None, Some(sig)) => ExitCode::from((128 + sig).min(255) as u8),
+        _ => ExitCode::from(1),
+    }
+}
+
+static TRACE_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn trace_on_signal(sig: libc::c_int) {
+    TRACE_SIGNAL.store(sig, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Runs `ust trace` (see the module docs).
+///
+/// # Errors
+/// A [`Failure`] when the session cannot be set up.
+pub fn trace(a: TraceArgs) -> CliResult {
+    for e in &a.events {
+        if e.is_empty() {
+            return Err(Failure::new("--event needs a glob"));
+        }
+    }
+    let stamp = ust_ctf::datetime::stamp();
+    let name = format!("trace-{}", std::process::id());
+    let output = match a.output {
+        Some(o) => absolute(o)?,
+        None => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
+    };
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let mut c = connect_or_start()?;
+    let name = format!("{name}-{stamp}");
+    c.call(Command::CreateSession { name: name.clone(), output: output.clone(), token: Some(token.clone()) })?;
+    let session = Some(name.clone());
+    let patterns = if a.events.is_empty() { vec!["*".to_string()] } else { a.events.clone() };
+    let setup = c
+        .call(Command::EnableEvent {
+            session: session.clone(),
+            channel: None,
+            patterns,
+            level: LevelFilter::Any,
+            exclusions: Vec::new(),
+            filter: None,
+        })
+        .and_then(|_| c.call(Command::Start { session: session.clone() }));
+    if let Err(e) = setup {
+        let _ = c.call(Command::Destroy { session });
+        return Err(e.into());
+    }
+    // From here on, a signal to `ust trace` is forwarded to the command, and the session is
+    // destroyed whatever happens.
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = trace_on_signal as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+    let mut kernel = None;
+    if a.kernel {
+        match crate::kernel::KernelRecorder::start(&output) {
+            Ok(k) => kernel = Some(k),
+            Err(e) => eprintln!("ust: {}", e.explain()),
+        }
+    }
+    let (prog, args) = a.command.split_first().expect("clap requires a command");
+    let child = std::process::Command::new(prog).args(args).env(ust_core::protocol::ENV_SESSION_TOKEN, &token).spawn();
+    let mut traced_pid = 0;
+    let mut maps = None;
+    let code = match child {
+        Err(e) => {
+            eprintln!("ust: cannot run {}: {e}", prog.to_string_lossy());
+            ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 })
+        }
+        Ok(mut child) => {
+            traced_pid = child.id() as i32;
+            maps = Some(crate::kernel::procfs::MapsSampler::start(traced_pid, Duration::from_millis(10)));
+            wait_forwarding(&mut child)
+        }
+    };
+    let report = match c.call(Command::Destroy { session: session.clone() }) {
+        Ok(Payload::Destroyed(r)) => Some(r),
+        Ok(_) => None,
+        // The first connection may have been closed under us; try a fresh one.
+        Err(_) => match connect().and_then(|mut c| c.call(Command::Destroy { session }).map_err(Failure::from)) {
+            Ok(Payload::Destroyed(r)) => Some(r),
+            Ok(_) => None,
+            Err(e) => {
+                eprintln!("ust: destroying the trace session failed: {}", e.message);
+                None
+            }
+        },
+    };
+    let Some(report) = report else {
+        finish_kernel(kernel, maps, &output, traced_pid);
+        // Still exit with the command's status: the trace may be incomplete, the run is not.
+        eprintln!("ust: the trace in {} may be incomplete", output.display());
+        return Ok(code);
+    };
+    finish_kernel(kernel, maps, &output, traced_pid);
+    eprintln!("ust: trace written to {}", output.display());
+    print_summary(&report);
+    Ok(code)
+}
+
+/// Ends the kernel recording (after the user-space traces are written, so the kernel
+/// metadata takes their clock offset) and saves the sampled memory maps.
+fn finish_kernel(kernel: Option<crate::kernel::KernelRecorder>, maps: Option<crate::kernel::procfs::MapsSampler>, output: &std::path::Path, pid: i32) {
+    if let Some(m) = maps {
+        m.finish(output);
+    }
+    if let Some(k) = kernel {
+        match k.finish(output, pid) {
+            Ok(s) => {
+                let total: u64 = s.counts.iter().map(|c| c.1).sum();
+                eprintln!("ust: {total} kernel events recorded in {}, {} lost", s.dir.display(), s.lost);
+                if !s.missing_events.is_empty() {
+                    eprintln!("ust: kernel events this kernel lacks: {}", s.missing_events.join(", "));
+                }
+            }
+            Err(e) => eprintln!("ust: kernel trace: {e}"),
+        }
+    }
+}
+
+fn wait_forwarding(child: &mut std::process::Child) -> ExitCode {
+    let mut forwarded = 0;
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return exit_code_of(st),
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("ust: waiting for the command failed: {e}");
+                return ExitCode::from(1);
+            }
+        }
+        let sig = TRACE_SIGNAL.swap(0, std::sync::atomic::Ordering::SeqCst);
+        if sig != 0 {
+            forwarded += 1;
+            let named = rustix::process::Signal::from_named_raw(sig).unwrap_or(rustix::process::Signal::TERM);
+            let sig = if forwarded >= 3 { rustix::process::Signal::KILL } else { named };
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                // The child may have exited meanwhile (try_wait reaps it next round).
+                let _ = rustix::process::kill_process(pid, sig);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
