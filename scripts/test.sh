@@ -32,6 +32,10 @@ fi
 cargo build --workspace --bins --examples
 cargo build --release --workspace --bins --examples
 
+# Lints and docs are part of the test: no warning, no broken intra-doc link.
+cargo clippy --workspace --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+
 cargo test --workspace
 
 # The runtime's link-time collection and constructor must survive release-mode linking.
