@@ -7,7 +7,7 @@
 //! processes map the same physical pages). Under `cfg(loom)` the crate also provides
 //! `model::HeapMemory`, where every word is a `loom` atomic on the heap, so the model
 //! checker explores exactly the code that ships (tokio's loom-shim idea, in the form
-//! DESIGN.md "Verification" asks for, since loom atomics cannot live in an mmap).
+//! docs/DESIGN.md#verification asks for, since loom atomics cannot live in an mmap).
 //!
 //! Callers (this crate's algorithm) only pass offsets derived from the *local* validated
 //! geometry plus indices masked to the ring size, so they are always in bounds. The

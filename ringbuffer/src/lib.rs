@@ -94,7 +94,7 @@ pub use reader::SubbufState;
 pub use snapshot::{PacketCopy, Recovered, SnapshotRead, WalkStop};
 
 /// Bits of the timestamp field of a compact event header (`id | timestamp << 5` in a
-/// 32-bit word, DESIGN.md "CTF output"). A record gets the extended header when the time
+/// 32-bit word, docs/DESIGN.md#event-header). A record gets the extended header when the time
 /// since the previous reservation in its buffer does not fit in this many bits.
 pub const TIMESTAMP_BITS: u32 = 27;
 
@@ -345,7 +345,7 @@ impl Subbuf {
 ///   earlier, smaller timestamp only overestimates the gap: it may choose the extended
 ///   header needlessly, never a compact one whose 27-bit delta would wrap.
 ///
-/// # Per-slot commit evidence (DESIGN.md "Torn events")
+/// # Per-slot commit evidence (docs/DESIGN.md#per-slot-commit-evidence)
 ///
 /// Byte 0 of every record is nonzero (caller's guarantee: event ids start at 1, the
 /// extended tag is 31) and [`commit`](Buffer::commit) stores it last, with Release,

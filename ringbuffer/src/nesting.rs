@@ -1,4 +1,4 @@
-//! Per-thread nesting guard (DESIGN.md "Nesting").
+//! Per-thread nesting guard (docs/DESIGN.md#nesting).
 //!
 //! A signal handler may trace while the code it interrupted is inside `reserve`/`commit`
 //! of the same buffer. The ring buffer itself is reentrant (the interrupted reservation is

@@ -247,7 +247,7 @@ impl<M: Memory> Buffer<M> {
 
     /// Recovers the committed prefix of the packet at `pos` (a sub-buffer start), for a
     /// packet that was never completed because a writer died between reserve and
-    /// commit (DESIGN.md "Torn events"; for a delivered packet it returns the whole
+    /// commit (docs/DESIGN.md#torn-events; for a delivered packet it returns the whole
     /// packet). Copies the sub-buffer into `out` (resized to the sub-buffer size), walks
     /// its records from the end of the packet header, calling `record_size` with the
     /// bytes from a record's start to the content end (it returns the record's length

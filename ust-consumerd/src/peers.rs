@@ -1,5 +1,5 @@
 //! Who may talk to the daemon: the peer checks of the `app` and `ctl` sockets (credentials
-//! from `SO_PEERCRED`, docs/DESIGN.md "Security") and the modes the sockets are created
+//! from `SO_PEERCRED`, docs/DESIGN.md#security) and the modes the sockets are created
 //! with.
 
 /// Which socket a connection came in on.

@@ -3,7 +3,7 @@
 //! CPU per channel, stream and index files), and rewriting the metadata when the process
 //! registers more events.
 //!
-//! The daemon creates every buffer (docs/DESIGN.md, "Buffers"), with [`ringbuffer::shm`]:
+//! The daemon creates every buffer (docs/DESIGN.md#buffers), with [`ringbuffer::shm`]:
 //! a sealed, fully backed `memfd`, or with `--shm-path` a backed file under the session's
 //! shm directory next to the plain-text metadata and [`EVENTS_FILE`], for `ust crash-dump`.
 //! The descriptor goes to the application; the daemon keeps its own mapping so that it can

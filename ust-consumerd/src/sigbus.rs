@@ -1,4 +1,4 @@
-//! Surviving SIGBUS on `--shm-path` buffer files (DESIGN.md, "Hostile memory").
+//! Surviving SIGBUS on `--shm-path` buffer files (docs/DESIGN.md#hostile-memory).
 //!
 //! A memfd is sealed against shrinking, a file is not: if an application truncates the
 //! buffer file it was given, a daemon access past the new end raises SIGBUS. Streams check

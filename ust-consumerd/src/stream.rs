@@ -2,7 +2,7 @@
 //! drains and finishes), its stream file and index file, and the write policy (drain
 //! passes, tracefile rotation, flushes, what to do with a bad packet).
 //!
-//! **Torn events** (docs/DESIGN.md, "Torn events"): when a process dies,
+//! **Torn events** (docs/DESIGN.md#torn-events): when a process dies,
 //! [`Stream::finish_dead`] drains what was delivered, then
 //! [`ust_ctf::held::copy_held_packets`] copies the sub-buffers that will now never
 //! complete, keeping only their committed prefix.

@@ -87,7 +87,7 @@ fn short_lived_processes_keep_every_event_however_they_end() {
 // ---- case 4: idle gaps ---------------------------------------------------------------
 
 /// Walks every packet of every stream file of `trace_dir` (whose only event carries a
-/// single `u64`, 8 payload bytes), checking the timestamp rules of DESIGN.md. Returns, per
+/// single `u64`, 8 payload bytes), checking the timestamp rules of docs/DESIGN.md#timestamps. Returns, per
 /// record, (timestamp, extended header?).
 fn walk_idle_streams(trace_dir: &Path) -> Vec<(u64, bool)> {
     let mut all = Vec::new();

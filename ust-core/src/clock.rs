@@ -1,4 +1,4 @@
-//! The trace clock (DESIGN.md, "Trace clock"): `CLOCK_MONOTONIC` in ns, read through the
+//! The trace clock (docs/DESIGN.md#trace-clock): `CLOCK_MONOTONIC` in ns, read through the
 //! vDSO, or the CPU's invariant TSC converted to the same time line. The metadata names it
 //! `monotonic`, gives the kernel's boot id as its UUID and realtime − monotonic as its
 //! offset, so user-space and kernel traces of one boot merge, whichever clock wrote them;

@@ -93,7 +93,7 @@ pub struct EnumMapping {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FieldType {
     /// A fixed-size integer. `bool` is an unsigned 8-bit integer; `char` an unsigned 32-bit
-    /// integer printed in base 16 (DESIGN.md, "Events and the instrumentation API").
+    /// integer printed in base 16 (docs/DESIGN.md#field-types).
     Integer(IntegerType),
     /// An IEEE 754 float (CTF 1.8 section 4.1.7): `f32` is `exp_dig = 8, mant_dig = 24`,
     /// `f64` is `exp_dig = 11, mant_dig = 53`.

@@ -1,5 +1,5 @@
 //! The CTF event header that starts every record: LTTng's "compact" header with its
-//! extended form (DESIGN.md, "CTF output"; LTTng-UST `lttng-ring-buffer-client.h`,
+//! extended form (docs/DESIGN.md#event-header; LTTng-UST `lttng-ring-buffer-client.h`,
 //! `lttng_write_event_header`).
 //!
 //! ```text

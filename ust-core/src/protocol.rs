@@ -1,5 +1,5 @@
-//! The application ↔ daemon protocol, on the daemon's `app` socket (DESIGN.md, "Processes"
-//! and "Security").
+//! The application ↔ daemon protocol, on the daemon's `app` socket
+//! (docs/DESIGN.md#registration-protocol, #processes and #security).
 //!
 //! Frames on a `SOCK_STREAM` Unix socket: a little-endian `u32` body length, then a JSON body
 //! of at most [`MAX_FRAME`] bytes. File descriptors travel with a frame as `SCM_RIGHTS`

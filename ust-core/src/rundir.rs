@@ -1,4 +1,4 @@
-//! Where the daemon's sockets live (DESIGN.md, "Interfaces": a contract).
+//! Where the daemon's sockets live (docs/DESIGN.md#interfaces: a contract).
 //!
 //! `$UST_RUNDIR` when set, for everyone including root; else `/run/ust` for root,
 //! `$XDG_RUNTIME_DIR/ust` or `$HOME/.ust` for other users. The directory is created with

@@ -2,7 +2,7 @@
 //! crash-dump` and the last drain of a dead process: whole packets as they are, and for a
 //! sub-buffer that will never complete (its writer died), its committed prefix only.
 //!
-//! **Torn events** (docs/DESIGN.md, "Torn events"): this is sound with commits in any order
+//! **Torn events** (docs/DESIGN.md#torn-events): this is sound with commits in any order
 //! because the evidence is per slot, not a sum: a record's byte 0 is never zero (event ids
 //! start at 1), is stored last with Release by the record's own writer at commit, and the
 //! sub-buffer was zeroed before its lap began (by the reader at release, or by the writer

@@ -1,4 +1,4 @@
-//! Checks and repairs what a killed daemon left (DESIGN.md, "CTF output": "data files hold
+//! Checks and repairs what a killed daemon left (docs/DESIGN.md#stream-and-index-files: "data files hold
 //! whole packets only; recovery truncates a cut-off tail"). `ust view` runs [`check`]
 //! before reading, and [`repair`] only when asked (`ust view --repair`).
 //!

@@ -1,5 +1,5 @@
 //! The `ust` command's arguments: clap definitions, which are also the `--help` texts
-//! (and, with DESIGN.md's "Interfaces", the contract scripts rely on), and the parsers of
+//! (and, with docs/DESIGN.md#interfaces, the contract scripts rely on), and the parsers of
 //! sizes, durations, levels and process IDs.
 
 // The argument docs below are also the `--help` texts, written for a terminal:

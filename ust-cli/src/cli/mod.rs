@@ -1,4 +1,4 @@
-//! The `ust` command, in the spirit of `lttng` (DESIGN.md, "Interfaces": a contract).
+//! The `ust` command, in the spirit of `lttng` (docs/DESIGN.md#interfaces: a contract).
 //!
 //! Every session command talks to the per-user daemon over the `ctl` socket
 //! ([`ust_ctl::Client`]); `create` and `trace` start the daemon when none runs
