@@ -24,9 +24,11 @@
 pub mod ctf;
 pub mod format;
 pub mod ftrace;
+pub mod perf;
 pub mod procfs;
 pub mod syscalls;
 pub mod tracefs;
+pub mod view;
 
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -238,6 +240,7 @@ impl KernelRecorder {
                 kernel_release: release.trim(),
                 traced_pid,
                 creation_datetime: &self.datetime,
+                source: "tracefs",
             },
             &self.table,
         );
