@@ -150,7 +150,7 @@ impl Converter {
     }
 
     fn block(&mut self, cpu: u32, b: BlockSnapshot) -> std::io::Result<()> {
-        let frames = self.procs.unwind(b.pid, b.pc, b.sp, 0, &b.stack);
+        let frames = self.procs.unwind_guessing_bp(b.pid, b.pc, b.sp, &b.stack);
         let name = b.syscall.map(crate::kernel::syscalls::syscall_name).unwrap_or_default();
         self.push(cpu, "perf_block_stack", b.time, b.tid, &[Given::Int(b.pid.into()), Given::Int(b.tid.into()), Given::Text(&name), Given::U64s(&frames)])
     }

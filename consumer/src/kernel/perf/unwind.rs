@@ -196,6 +196,48 @@ impl Processes {
     }
 }
 
+impl Processes {
+    /// Whether `addr` is in an executable file mapping of `pid`.
+    fn is_code(&self, pid: i32, addr: u64) -> bool {
+        self.mappings(pid).iter().any(|m| m.prot & libc::PROT_EXEC as u32 != 0 && m.start <= addr && addr < m.start + m.len)
+    }
+
+    /// [`Processes::unwind`] for a thread whose frame pointer is unknown (a blocked
+    /// thread seen through `/proc/<tid>/syscall`, which gives only `sp` and `pc`).
+    ///
+    /// Code built with frame pointers (Rust's standard library is) has CFI whose frame
+    /// address is `rbp + 16`, which cannot be computed without `rbp`. The callee-saved
+    /// `rbp` of the system call is the innermost such frame's, which points at that
+    /// frame's saved-`rbp` slot: a stack word followed by a return address into code (the
+    /// saved value is the caller's `rbp`, which code without frame pointers uses as an
+    /// ordinary register: anything). So the stack is unwound with `bp = 0` and with each
+    /// of the first [`BP_CANDIDATES`] slots followed by a code address as `bp`, and the
+    /// longest result whose return addresses are all code is kept (a wrong guess skips
+    /// frames or ends early, so it is shorter).
+    pub fn unwind_guessing_bp(&mut self, pid: i32, ip: u64, sp: u64, stack: &[u8]) -> Vec<u64> {
+        let mut best = self.unwind(pid, ip, sp, 0, stack);
+        let word = |i: usize| stack.get(i..i + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        let mut tried = 0;
+        let mut i = 0;
+        while i + 16 <= stack.len() && tried < BP_CANDIDATES {
+            let ret = word(i + 8).unwrap_or(0);
+            let slot = sp + i as u64;
+            if self.is_code(pid, ret) {
+                tried += 1;
+                let f = self.unwind(pid, ip, sp, slot, stack);
+                if f.len() > best.len() && f.iter().skip(1).all(|&a| self.is_code(pid, a)) {
+                    best = f;
+                }
+            }
+            i += 8;
+        }
+        best
+    }
+}
+
+/// How many frame-pointer slots [`Processes::unwind_guessing_bp`] tries.
+pub const BP_CANDIDATES: usize = 16;
+
 #[cfg(test)]
 mod tests {
     use super::*;
