@@ -125,7 +125,8 @@ pub fn render_text(r: &Report) -> String {
                 x.tid,
                 x.address,
                 x.ip,
-                x.error_code,
+                // Tier 1 (which says major/minor) has no error code.
+                if x.major.is_some() { "-".to_string() } else { x.error_code.to_string() },
                 x.until_user_ns.map(dur).unwrap_or_else(|| "-".into()),
                 x.mapping.as_deref().unwrap_or("(no maps)")
             );
