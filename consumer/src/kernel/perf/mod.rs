@@ -64,6 +64,10 @@ pub enum PerfError {
     Io(#[from] std::io::Error),
 }
 
+/// What the reader thread hands back: per-stream counters, records that could not be
+/// read, the first write error.
+type ReaderResult = (Vec<StreamStats>, u64, Option<String>);
+
 /// A running tier-1 recording.
 #[derive(Debug)]
 pub struct PerfRecorder {
@@ -72,7 +76,7 @@ pub struct PerfRecorder {
     table: Arc<EventTable>,
     datetime: String,
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<(Vec<StreamStats>, u64, Option<String>)>>,
+    thread: Option<std::thread::JoinHandle<ReaderResult>>,
 }
 
 struct CpuEvents {
@@ -243,7 +247,7 @@ impl Drop for PerfRecorder {
 
 /// The reader: poll the rings, merge each batch by time with the block stacks taken after
 /// the previous one, convert, then look at the threads that blocked.
-fn read_loop(mut cpus: Vec<CpuEvents>, mut conv: to_ctf::Converter, stop: &AtomicBool) -> (Vec<StreamStats>, u64, Option<String>) {
+fn read_loop(mut cpus: Vec<CpuEvents>, mut conv: to_ctf::Converter, stop: &AtomicBool) -> ReaderResult {
     let mut pending: Vec<to_ctf::Item> = Vec::new();
     let mut err = None;
     loop {

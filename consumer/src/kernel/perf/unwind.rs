@@ -29,12 +29,16 @@ use object::{Object, ObjectSection, ObjectSegment};
 /// At most this many frames per stack.
 pub const MAX_FRAMES: usize = 64;
 
+/// One section kept for unwinding: name, address range (SVMA), bytes (`None` for `.got`,
+/// whose range is all framehop needs).
+type Section = (&'static str, std::ops::Range<u64>, Option<Arc<[u8]>>);
+
 /// What unwinding needs of one ELF file.
 #[derive(Debug)]
 pub struct ElfUnwindInfo {
     /// `PT_LOAD` segments: `(p_offset, p_filesz, p_vaddr)`.
     pub segments: Vec<(u64, u64, u64)>,
-    sections: Vec<(&'static str, std::ops::Range<u64>, Option<Arc<[u8]>>)>,
+    sections: Vec<Section>,
 }
 
 impl ElfUnwindInfo {
