@@ -89,11 +89,12 @@ impl Tier1 {
     }
 
     /// Fills in what `w` was blocked in and its stack, from the first block stack taken
-    /// inside it; a wait with none was too short for the reader to look at it.
+    /// inside it; a wait with none ended before the reader looked at the thread (the
+    /// reader's latency is that of a thread of `ust trace`: under load, milliseconds).
     pub fn explain_wait(&mut self, w: &mut Wait) {
         let end = w.start_ns + w.duration_ns;
         let Some(b) = self.blocks.get(&w.tid).and_then(|v| v.iter().find(|b| b.ts >= w.start_ns && b.ts <= end)) else {
-            w.blocked_in = "the kernel (no user stack: blocked too briefly to be looked at)".into();
+            w.blocked_in = "the kernel (no user stack: it had woken before ust trace looked at it)".into();
             return;
         };
         w.blocked_in = if b.syscall.is_empty() { "the kernel, outside a system call".into() } else { format!("syscall {}", b.syscall) };

@@ -262,11 +262,30 @@ fn read_loop(mut cpus: Vec<CpuEvents>, mut conv: to_ctf::Converter, stop: &Atomi
             let cpu = c.cpu;
             c.ring.drain(|r| batch.push(to_ctf::Item::Record(cpu, record::parse(r))));
         }
+        // Threads that went off CPU voluntarily in this batch and did not come back are
+        // looked at before the batch is converted (unwinding and writing take time, and
+        // a short block may end meanwhile).
+        let mut last_switch: std::collections::HashMap<i32, Option<(i32, u32)>> = std::collections::HashMap::new();
+        for item in &batch {
+            if let to_ctf::Item::Record(cpu, record::Record::Switch { id, out, preempt }) = item {
+                last_switch.insert(id.tid, (*out && !*preempt).then_some((id.pid, *cpu)));
+            }
+        }
+        let mut early = Vec::new();
+        for (tid, (pid, cpu)) in last_switch.into_iter().filter_map(|(t, s)| Some((t, s?))) {
+            if let Some(s) = blockstack::snapshot(pid, tid) {
+                early.push((tid, to_ctf::Item::Block(cpu, s)));
+            }
+        }
         batch.sort_by_key(|i| i.time());
         for item in batch {
             if let Err(e) = conv.convert(item) {
                 err.get_or_insert(e.to_string());
             }
+        }
+        for (tid, item) in early {
+            conv.snapshot_taken(tid);
+            pending.push(item);
         }
         for (pid, tid, cpu) in conv.to_snapshot() {
             if let Some(s) = blockstack::snapshot(pid, tid) {
