@@ -110,3 +110,106 @@ impl Ring {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::FromRawFd;
+
+    use super::*;
+
+    const PAGE: usize = 4096;
+
+    /// A fake ring in a memfd: metadata page + `pages` data pages, `head` and the data
+    /// bytes as given (what a hostile or broken writer could leave).
+    fn fake(pages: usize, head: u64, data: &[u8]) -> (OwnedFd, Ring) {
+        // SAFETY: memfd_create with a valid C string; the fd is new and ours.
+        let fd = unsafe { OwnedFd::from_raw_fd(libc::memfd_create(c"ring".as_ptr(), 0)) };
+        let f = std::fs::File::from(fd.try_clone().unwrap());
+        f.set_len(((1 + pages) * PAGE) as u64).unwrap();
+        use std::os::unix::fs::FileExt;
+        f.write_at(&head.to_le_bytes(), std::mem::offset_of!(perf_event_mmap_page, data_head) as u64).unwrap();
+        f.write_at(&(PAGE as u64).to_le_bytes(), std::mem::offset_of!(perf_event_mmap_page, data_offset) as u64).unwrap();
+        f.write_at(&((pages * PAGE) as u64).to_le_bytes(), std::mem::offset_of!(perf_event_mmap_page, data_size) as u64).unwrap();
+        f.write_at(data, PAGE as u64).unwrap();
+        let r = Ring::map(&fd, pages).unwrap();
+        (fd, r)
+    }
+
+    fn rec(kind: u32, len: u16) -> Vec<u8> {
+        let mut v = kind.to_le_bytes().to_vec();
+        v.extend_from_slice(&0u16.to_le_bytes());
+        v.extend_from_slice(&len.to_le_bytes());
+        v.resize(len.max(8) as usize, 0xab);
+        v
+    }
+
+    #[test]
+    fn hostile_headers_end_the_batch_without_panic() {
+        // Two good records, then one whose size runs past the head.
+        let mut data = rec(14, 40);
+        data.extend(rec(14, 16));
+        data.extend(rec(14, 4000));
+        let (_fd, mut r) = fake(1, (40 + 16 + 100) as u64, &data);
+        let mut seen = Vec::new();
+        r.drain(|x| seen.push(x.len()));
+        assert_eq!(seen, vec![40, 16]);
+        assert_eq!(r.bad, 1);
+        // A size below the header's.
+        let (_fd, mut r) = fake(1, 64, &rec(3, 4));
+        r.drain(|_| panic!("no record"));
+        assert_eq!(r.bad, 1);
+        // A head more than a ring ahead of the tail.
+        let (_fd, mut r) = fake(1, 10 * PAGE as u64, &rec(3, 8));
+        r.drain(|_| panic!("no record"));
+        assert_eq!(r.bad, 1);
+    }
+
+    #[test]
+    fn a_record_across_the_wrap_is_copied_whole() {
+        let (fd, mut r) = fake(1, 0, &[]);
+        let f = std::fs::File::from(fd.try_clone().unwrap());
+        use std::os::unix::fs::FileExt;
+        // Tail at PAGE - 8: a 24-byte record whose last 16 bytes wrap to the start.
+        let tail = (PAGE - 8) as u64;
+        f.write_at(&tail.to_le_bytes(), std::mem::offset_of!(perf_event_mmap_page, data_tail) as u64).unwrap();
+        f.write_at(&(tail + 24).to_le_bytes(), std::mem::offset_of!(perf_event_mmap_page, data_head) as u64).unwrap();
+        let body = rec(9, 24);
+        f.write_at(&body[..8], PAGE as u64 + tail).unwrap();
+        f.write_at(&body[8..], PAGE as u64).unwrap();
+        let mut seen = Vec::new();
+        r.drain(|x| seen.push(x.to_vec()));
+        assert_eq!(seen, vec![body]);
+        assert_eq!(r.bad, 0);
+    }
+
+    /// Against the kernel: a COMM record of this thread, read through a real ring.
+    #[test]
+    fn reads_a_comm_record_from_the_kernel() {
+        let mut a = super::super::attr::attr(super::super::attr::Kind::SideBand);
+        a.set_inherit(0);
+        a.set_enable_on_exec(0);
+        a.set_disabled(0);
+        // SAFETY: a valid perf_event_attr; pid 0 = this thread, any CPU.
+        let fd = unsafe { perf_event_open_sys::perf_event_open(&mut a, 0, -1, -1, 0) };
+        if fd < 0 {
+            eprintln!("skipped: perf_event_open: {}", std::io::Error::last_os_error());
+            return;
+        }
+        // SAFETY: a new descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut r = Ring::map(&fd, 8).unwrap();
+        // SAFETY: PR_SET_NAME with a NUL-terminated name of at most 16 bytes.
+        unsafe { libc::prctl(libc::PR_SET_NAME, c"ust-ring-test".as_ptr()) };
+        let mut comms = Vec::new();
+        r.drain(|x| {
+            if let super::super::record::Record::Comm { comm, exec, id, .. } = super::super::record::parse(x) {
+                comms.push((comm, exec, id.time));
+            }
+        });
+        let now = ust_core::clock::monotonic_ns();
+        let (comm, exec, t) = comms.into_iter().find(|c| c.0 == "ust-ring-test").expect("the COMM record");
+        assert!(!exec);
+        assert!(t <= now && now - t < 5_000_000_000, "CLOCK_MONOTONIC timestamps: {t} vs {now}");
+        assert_eq!(comm, "ust-ring-test");
+    }
+}
