@@ -126,12 +126,8 @@ impl std::fmt::Debug for Symbolizer {
 
 fn segments(path: &str) -> Option<Vec<(u64, u64, u64)>> {
     use object::{Object, ObjectSegment};
-    let f = std::fs::File::open(path).ok()?;
-    // SAFETY: the mapping is read-only and private; a file truncated meanwhile can fault
-    // (SIGBUS), the usual risk of every ELF reader that maps files, accepted here for a
-    // report tool; object bounds-checks everything it reads inside the mapping.
-    let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
-    let obj = object::File::parse(&*map).ok()?;
+    let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
+    let obj = object::File::parse(&cache).ok()?;
     Some(obj.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect())
 }
 

@@ -15,7 +15,7 @@
 //! bias           = avma - s                              (framehop's base_avma; base_svma = 0)
 //! ```
 //!
-//! Files are read from disk when first mapped (so a file replaced during the trace
+//! Files are read from disk (headers and the unwind sections only) when first mapped (so a file replaced during the trace
 //! unwinds with the new contents); a file that cannot be read or parsed simply has no
 //! unwind information and ends the stacks that reach it.
 
@@ -45,8 +45,10 @@ impl ElfUnwindInfo {
     /// Reads the unwind sections and program headers of `path`; `None` if it is not a
     /// readable ELF file.
     pub fn read(path: &str) -> Option<ElfUnwindInfo> {
-        let data = std::fs::read(path).ok()?;
-        let obj = object::File::parse(&*data).ok()?;
+        // Read lazily (headers, then only the sections used): no copy of a large binary,
+        // and no mapping that a file truncated meanwhile could turn into SIGBUS.
+        let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
+        let obj = object::File::parse(&cache).ok()?;
         let segments = obj.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect();
         let mut sections = Vec::new();
         for name in [".text", ".eh_frame", ".eh_frame_hdr", ".got"] {
