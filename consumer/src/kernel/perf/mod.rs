@@ -90,7 +90,7 @@ fn open_cpu(cpu: u32, fault_events: &mut std::collections::HashMap<u64, bool>) -
     let sb = match attr::open(&mut attr::attr(attr::Kind::SideBand), cpu as i32) {
         Ok(fd) => fd,
         // An offline CPU.
-        Err(e) if e.raw_os_error() == Some(libc::ENODEV) || e.raw_os_error() == Some(libc::EINVAL) && cpu > 0 => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) || (e.raw_os_error() == Some(libc::EINVAL) && cpu > 0) => return Ok(None),
         Err(e) => return Err(refused(e)),
     };
     // The ring first: PERF_EVENT_IOC_SET_OUTPUT needs the target's buffer to exist.
@@ -122,12 +122,10 @@ impl PerfRecorder {
     /// right before spawning the command: every child forked later inherits the events.
     ///
     /// # Errors
-    /// [`PerfError::Refused`] (with the sysctl to change) when perf_event_paranoid is 3
-    /// or more or perf_event_open is refused; [`PerfError::Mmap`]; I/O errors of the trace.
+    /// [`PerfError::Refused`] (with the sysctl to change, [`attr::paranoid_advice`]) when
+    /// perf_event_open is refused (as it is for unprivileged users at
+    /// perf_event_paranoid 3 or more; with CAP_PERFMON it is tried anyway); [`PerfError::Mmap`]; I/O errors of the trace.
     pub fn start(output: &Path) -> Result<PerfRecorder, PerfError> {
-        if let Some(msg) = attr::paranoid_advice(attr::paranoid(), None) {
-            return Err(PerfError::Refused(msg));
-        }
         let mut faults = std::collections::HashMap::new();
         let mut cpus = Vec::new();
         for cpu in super::tracefs::possible_cpus() {
