@@ -243,11 +243,21 @@ impl Drop for PerfRecorder {
     }
 }
 
-/// The reader: poll the rings, merge each batch by time with the block stacks taken after
-/// the previous one, convert, then look at the threads that blocked.
-fn read_loop(mut cpus: Vec<CpuEvents>, mut conv: to_ctf::Converter, stop: &AtomicBool) -> ReaderResult {
+/// The reader: poll the rings, look at the threads that blocked (at once, before anything
+/// slow), and hand each batch to the converter thread, which merges it by time with the
+/// block stacks taken after the previous batch (so every item of a batch is later than
+/// every item of the batches before), unwinds and writes.
+fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBool) -> ReaderResult {
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<to_ctf::Item>>();
+    let converter = std::thread::Builder::new().name("ust-perf-ctf".into()).spawn(move || convert_loop(conv, rx));
+    let converter = match converter {
+        Ok(c) => c,
+        Err(e) => return (Vec::new(), 0, Some(format!("cannot start the converter thread: {e}"))),
+    };
     let mut pending: Vec<to_ctf::Item> = Vec::new();
-    let mut err = None;
+    // Threads off CPU voluntarily: tid -> (pid, CPU); those whose interval has a stack.
+    let mut blocked: std::collections::HashMap<i32, (i32, u32)> = std::collections::HashMap::new();
+    let mut stacked: std::collections::HashSet<i32> = std::collections::HashSet::new();
     loop {
         let last = stop.load(Ordering::SeqCst);
         let mut pfd: Vec<libc::pollfd> = cpus.iter().map(|c| libc::pollfd { fd: c.fds[0].as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
@@ -260,43 +270,51 @@ fn read_loop(mut cpus: Vec<CpuEvents>, mut conv: to_ctf::Converter, stop: &Atomi
             let cpu = c.cpu;
             c.ring.drain(|r| batch.push(to_ctf::Item::Record(cpu, record::parse(r))));
         }
-        // Threads that went off CPU voluntarily in this batch and did not come back are
-        // looked at before the batch is converted (unwinding and writing take time, and
-        // a short block may end meanwhile).
-        let mut last_switch: std::collections::HashMap<i32, Option<(i32, u32)>> = std::collections::HashMap::new();
         for item in &batch {
-            if let to_ctf::Item::Record(cpu, record::Record::Switch { id, out, preempt }) = item {
-                last_switch.insert(id.tid, (*out && !*preempt).then_some((id.pid, *cpu)));
+            match item {
+                to_ctf::Item::Record(cpu, record::Record::Switch { id, out, preempt }) => {
+                    stacked.remove(&id.tid);
+                    if *out && !*preempt {
+                        blocked.insert(id.tid, (id.pid, *cpu));
+                    } else {
+                        blocked.remove(&id.tid);
+                    }
+                }
+                to_ctf::Item::Record(_, record::Record::Exit { tid, .. }) => {
+                    blocked.remove(tid);
+                }
+                _ => {}
             }
         }
-        let mut early = Vec::new();
-        for (tid, (pid, cpu)) in last_switch.into_iter().filter_map(|(t, s)| Some((t, s?))) {
+        let look: Vec<(i32, i32, u32)> = blocked.iter().filter(|(t, _)| !stacked.contains(t)).map(|(&t, &(p, c))| (t, p, c)).collect();
+        for (tid, pid, cpu) in look {
             if let Some(s) = blockstack::snapshot(pid, tid) {
-                early.push((tid, to_ctf::Item::Block(cpu, s)));
+                stacked.insert(tid);
+                pending.push(to_ctf::Item::Block(cpu, s));
             }
         }
+        if tx.send(batch).is_err() || last {
+            break;
+        }
+    }
+    let _ = tx.send(pending);
+    drop(tx);
+    let (stats, bad, err) = converter.join().unwrap_or_else(|_| (Vec::new(), 0, Some("the converter thread panicked".into())));
+    let ring_bad: u64 = cpus.iter().map(|c| c.ring.bad).sum();
+    (stats, bad + ring_bad, err)
+}
+
+/// The converter thread: each batch in time order into the CTF streams; at the end the
+/// streams are flushed.
+fn convert_loop(mut conv: to_ctf::Converter, rx: std::sync::mpsc::Receiver<Vec<to_ctf::Item>>) -> ReaderResult {
+    let mut err = None;
+    for mut batch in rx {
         batch.sort_by_key(|i| i.time());
         for item in batch {
             if let Err(e) = conv.convert(item) {
                 err.get_or_insert(e.to_string());
             }
         }
-        for (tid, item) in early {
-            conv.snapshot_taken(tid);
-            pending.push(item);
-        }
-        for (pid, tid, cpu) in conv.to_snapshot() {
-            if let Some(s) = blockstack::snapshot(pid, tid) {
-                conv.snapshot_taken(tid);
-                pending.push(to_ctf::Item::Block(cpu, s));
-            }
-        }
-        if last {
-            break;
-        }
-    }
-    for item in pending {
-        let _ = conv.convert(item);
     }
     let mut stats = Vec::new();
     for s in conv.streams.iter_mut() {
@@ -305,6 +323,5 @@ fn read_loop(mut cpus: Vec<CpuEvents>, mut conv: to_ctf::Converter, stop: &Atomi
         }
         stats.push(s.stats.clone());
     }
-    let ring_bad: u64 = cpus.iter().map(|c| c.ring.bad).sum();
-    (stats, conv.bad + ring_bad, err)
+    (stats, conv.bad, err)
 }

@@ -92,9 +92,8 @@ pub struct Converter {
     comm: HashMap<i32, String>,
     last_cpu: HashMap<i32, u32>,
     procs: Processes,
-    /// Threads that went off CPU voluntarily and have no block stack yet: tid → (pid, cpu).
-    pub blocked: HashMap<i32, (i32, u32)>,
-    seen_blocks: HashSet<i32>,
+    /// Threads whose current blocked interval already has its stack in the trace.
+    stacked: HashSet<i32>,
     /// Records that could not be parsed.
     pub bad: u64,
 }
@@ -117,8 +116,7 @@ impl Converter {
             comm: HashMap::new(),
             last_cpu: HashMap::new(),
             procs: Processes::default(),
-            blocked: HashMap::new(),
-            seen_blocks: HashSet::new(),
+            stacked: HashSet::new(),
             bad: 0,
         }
     }
@@ -149,7 +147,13 @@ impl Converter {
         }
     }
 
+    /// One stack per blocked interval: items are converted in time order, so a second
+    /// snapshot of the same interval (the early look and the retry both succeeded) finds
+    /// the thread already stacked.
     fn block(&mut self, cpu: u32, b: BlockSnapshot) -> std::io::Result<()> {
+        if !self.stacked.insert(b.tid) {
+            return Ok(());
+        }
         let frames = self.procs.unwind_guessing_bp(b.pid, b.pc, b.sp, &b.stack);
         let name = b.syscall.map(crate::kernel::syscalls::syscall_name).unwrap_or_default();
         self.push(cpu, "perf_block_stack", b.time, b.tid, &[Given::Int(b.pid.into()), Given::Int(b.tid.into()), Given::Text(&name), Given::U64s(&frames)])
@@ -174,7 +178,6 @@ impl Converter {
                 ])
             }
             Record::Exit { id, pid, tid, .. } => {
-                self.blocked.remove(&tid);
                 let c = self.comm_of(tid);
                 self.push(cpu, "sched_process_exit", id.time, id.tid, &[Given::Text(&c), Given::Int(tid.into()), Given::Int(pid.into())])
             }
@@ -215,16 +218,12 @@ impl Converter {
 
     fn switch(&mut self, cpu: u32, id: Id, out: bool, preempt: bool) -> std::io::Result<()> {
         let c = self.comm_of(id.tid);
+        self.stacked.remove(&id.tid);
         if out {
             self.last_cpu.insert(id.tid, cpu);
-            if !preempt {
-                self.blocked.insert(id.tid, (id.pid, cpu));
-            }
             let state = if preempt { 0 } else { 1 };
             return self.push(cpu, "sched_switch", id.time, id.tid, &[Given::Text(&c), Given::Int(id.tid.into()), Given::Int(state), Given::Text(UNSEEN), Given::Int(0)]);
         }
-        self.blocked.remove(&id.tid);
-        self.seen_blocks.remove(&id.tid);
         if let Some(&from) = self.last_cpu.get(&id.tid) {
             if from != cpu {
                 self.push(cpu, "sched_migrate_task", id.time, id.tid, &[Given::Text(&c), Given::Int(id.tid.into()), Given::Int(from.into()), Given::Int(cpu.into())])?;
@@ -241,15 +240,5 @@ impl Converter {
             None => vec![s.ip],
         };
         self.push(cpu, "perf_page_fault", s.id.time, s.id.tid, &[Given::Int(s.addr as i64), Given::Int(s.ip as i64), Given::Int(major.into()), Given::U64s(&frames)])
-    }
-
-    /// The threads to look at now: blocked, with no stack taken in this interval yet.
-    pub fn to_snapshot(&self) -> Vec<(i32, i32, u32)> {
-        self.blocked.iter().filter(|(t, _)| !self.seen_blocks.contains(t)).map(|(t, (p, c))| (*p, *t, *c)).collect()
-    }
-
-    /// A stack was taken of `tid` in its current interval.
-    pub fn snapshot_taken(&mut self, tid: i32) {
-        self.seen_blocks.insert(tid);
     }
 }
