@@ -44,9 +44,14 @@ use std::time::Duration;
 use super::ctf::{CpuStream, EventTable, StreamStats};
 use super::{KernelError, KernelSummary};
 
-/// Data pages per CPU ring tried, largest first (the per-user locked-memory allowance,
-/// `kernel.perf_event_mlock_kb` (516 KiB) times the online CPUs, may refuse the larger).
-pub const RING_PAGES: [usize; 3] = [128, 32, 8];
+/// Data pages of each CPU's side-band ring (switch, task, comm, mmap records), tried largest
+/// first (the per-user locked-memory allowance, `kernel.perf_event_mlock_kb` (516 KiB)
+/// times the online CPUs, may refuse the larger).
+pub const SIDEBAND_PAGES: [usize; 3] = [32, 8, 2];
+/// Data pages of each CPU's page-fault ring, tried largest first. Faults have their own
+/// ring so that a fault storm which fills it loses fault samples, not the switch records
+/// the blocked intervals are made of.
+pub const FAULT_PAGES: [usize; 3] = [64, 16, 4];
 /// How long the reader waits in poll(2) for records.
 pub const POLL: Duration = Duration::from_millis(10);
 
@@ -81,8 +86,22 @@ pub struct PerfRecorder {
 
 struct CpuEvents {
     cpu: u32,
-    ring: ring::Ring,
+    /// Side-band ring, fault ring.
+    rings: Vec<ring::Ring>,
+    /// Side-band, minor-fault (owns the fault ring), major-fault events.
     fds: Vec<OwnedFd>,
+}
+
+/// Maps a ring of the first size in `sizes` that the locked-memory allowance grants.
+fn map_ring(fd: &OwnedFd, sizes: &[usize]) -> Result<ring::Ring, PerfError> {
+    let mut last = None;
+    for &pages in sizes {
+        match ring::Ring::map(fd, pages) {
+            Ok(r) => return Ok(r),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(PerfError::Mmap(last.unwrap_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))))
 }
 
 fn open_cpu(cpu: u32, fault_events: &mut std::collections::HashMap<u64, bool>) -> Result<Option<CpuEvents>, PerfError> {
@@ -93,27 +112,16 @@ fn open_cpu(cpu: u32, fault_events: &mut std::collections::HashMap<u64, bool>) -
         Err(e) if e.raw_os_error() == Some(libc::ENODEV) || (e.raw_os_error() == Some(libc::EINVAL) && cpu > 0) => return Ok(None),
         Err(e) => return Err(refused(e)),
     };
-    // The ring first: PERF_EVENT_IOC_SET_OUTPUT needs the target's buffer to exist.
-    let mut ring = None;
-    let mut last = None;
-    for pages in RING_PAGES {
-        match ring::Ring::map(&sb, pages) {
-            Ok(r) => {
-                ring = Some(r);
-                break;
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    let Some(ring) = ring else { return Err(PerfError::Mmap(last.expect("RING_PAGES is not empty"))) };
-    let mut fds = vec![sb];
-    for (kind, major) in [(attr::Kind::MinorFaults, false), (attr::Kind::MajorFaults, true)] {
-        let fd = attr::open(&mut attr::attr(kind), cpu as i32).map_err(refused)?;
-        attr::set_output(&fd, &fds[0]).map_err(refused)?;
-        fault_events.insert(attr::id(&fd).map_err(refused)?, major);
-        fds.push(fd);
-    }
-    Ok(Some(CpuEvents { cpu, ring, fds }))
+    let sb_ring = map_ring(&sb, &SIDEBAND_PAGES)?;
+    let minor = attr::open(&mut attr::attr(attr::Kind::MinorFaults), cpu as i32).map_err(refused)?;
+    // The ring before the redirection: PERF_EVENT_IOC_SET_OUTPUT needs the target's
+    // buffer to exist.
+    let fault_ring = map_ring(&minor, &FAULT_PAGES)?;
+    let major = attr::open(&mut attr::attr(attr::Kind::MajorFaults), cpu as i32).map_err(refused)?;
+    attr::set_output(&major, &minor).map_err(refused)?;
+    fault_events.insert(attr::id(&minor).map_err(refused)?, false);
+    fault_events.insert(attr::id(&major).map_err(refused)?, true);
+    Ok(Some(CpuEvents { cpu, rings: vec![sb_ring, fault_ring], fds: vec![sb, minor, major] }))
 }
 
 impl PerfRecorder {
@@ -260,7 +268,7 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
     let mut stacked: std::collections::HashSet<i32> = std::collections::HashSet::new();
     loop {
         let last = stop.load(Ordering::SeqCst);
-        let mut pfd: Vec<libc::pollfd> = cpus.iter().map(|c| libc::pollfd { fd: c.fds[0].as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+        let mut pfd: Vec<libc::pollfd> = cpus.iter().flat_map(|c| c.fds[..2].iter()).map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
         if !last {
             // SAFETY: pfd is a valid array of pollfd of the given length.
             unsafe { libc::poll(pfd.as_mut_ptr(), pfd.len() as libc::nfds_t, POLL.as_millis() as i32) };
@@ -268,7 +276,9 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
         let mut batch = std::mem::take(&mut pending);
         for c in cpus.iter_mut() {
             let cpu = c.cpu;
-            c.ring.drain(|r| batch.push(to_ctf::Item::Record(cpu, record::parse(r))));
+            for ring in c.rings.iter_mut() {
+                ring.drain(|r| batch.push(to_ctf::Item::Record(cpu, record::parse(r))));
+            }
         }
         for item in &batch {
             match item {
@@ -300,7 +310,7 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
     let _ = tx.send(pending);
     drop(tx);
     let (stats, bad, err) = converter.join().unwrap_or_else(|_| (Vec::new(), 0, Some("the converter thread panicked".into())));
-    let ring_bad: u64 = cpus.iter().map(|c| c.ring.bad).sum();
+    let ring_bad: u64 = cpus.iter().flat_map(|c| c.rings.iter()).map(|r| r.bad).sum();
     (stats, bad + ring_bad, err)
 }
 
