@@ -48,10 +48,12 @@ use super::{KernelError, KernelSummary};
 /// first (the per-user locked-memory allowance, `kernel.perf_event_mlock_kb` (516 KiB)
 /// times the online CPUs, may refuse the larger).
 pub const SIDEBAND_PAGES: [usize; 3] = [32, 8, 2];
-/// Data pages of each CPU's page-fault ring, tried largest first. Faults have their own
-/// ring so that a fault storm which fills it loses fault samples, not the switch records
-/// the blocked intervals are made of.
-pub const FAULT_PAGES: [usize; 3] = [64, 16, 4];
+/// Data pages of each CPU's page-fault ring (2 MiB first: an exec faults ~100 times in a
+/// millisecond, 4 KiB of stack each), tried largest first: past the perf allowance the
+/// pages count against `RLIMIT_MEMLOCK` (8 MiB by default). Faults have their own ring so
+/// that a fault storm which fills it loses fault samples, not the switch records the
+/// blocked intervals are made of.
+pub const FAULT_PAGES: [usize; 4] = [512, 64, 16, 4];
 /// How long the reader waits in poll(2) for records.
 pub const POLL: Duration = Duration::from_millis(10);
 
