@@ -7,11 +7,18 @@
 //! ```text
 //! ust trace: perf_event_open(pid 0, cpu N, inherit, enable_on_exec, exclude_kernel)  (attr)
 //!   fork + exec of CMD ──> the events switch on in CMD and follow its children
-//!   per-CPU ring (mmap) ──> ring::Ring::drain ──> record::parse ─┐
-//!   voluntary switch-out seen ──> blockstack::snapshot (/proc) ──┤ merged by time
-//!                                                                └─> to_ctf::Converter ──> kernel/channel0_N
-//!                                       unwind::Processes (mmap records + .eh_frame) ──┘
+//! thread ust-perf (reader):
+//!   per CPU: side-band ring + fault ring (mmap) ──> ring::Ring::drain ──> record::parse
+//!   a traced thread went off CPU voluntarily ──> blockstack::snapshot (/proc), at once
+//!   ──> batch (records, + the stacks taken after the previous batch) ──channel──┐
+//! thread ust-perf-ctf (converter):                                            v
+//!   sort the batch by time ──> to_ctf::Converter (unwind::Processes: mmap records +
+//!   .eh_frame) ──> kernel/channel0_N
 //! ```
+//!
+//! Per CPU, every item of a batch is later than that CPU's items in the batches before it
+//! (a ring is read in order, and a stack, taken after its batch was drained, goes into the
+//! next batch), so sorting each batch keeps every CPU's stream in time order.
 //!
 //! What it records (measured as an unprivileged user on Linux 6.18, paranoid 2, a VM with
 //! no hardware PMU): every context switch of the traced tasks (switch records, voluntary
