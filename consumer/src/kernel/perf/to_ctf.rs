@@ -83,7 +83,6 @@ impl Item {
 /// The converter: per-CPU streams and what it knows of the traced tasks.
 #[derive(Debug)]
 pub struct Converter {
-    table: Arc<EventTable>,
     /// One stream per possible CPU, indexed by CPU number.
     pub streams: Vec<CpuStream>,
     ids: HashMap<&'static str, usize>,
@@ -98,8 +97,8 @@ pub struct Converter {
     pub bad: u64,
 }
 
-/// The name written for the side of a switch that tier 1 cannot see (babeltrace2 prints an
-/// empty text array as the previous value of the field, so it is not left empty).
+/// The name written for the side of a switch that tier 1 cannot see (not left empty:
+/// babeltrace2 2.0.4 printed an all-NUL text array as that field's previous value).
 pub const UNSEEN: &str = "-";
 
 const NAMES: [&str; 8] = ["sched_switch", "sched_migrate_task", "sched_process_fork", "sched_process_exit", "perf_comm", "perf_mmap", "perf_page_fault", "perf_block_stack"];
@@ -109,7 +108,6 @@ impl Converter {
     pub fn new(table: Arc<EventTable>, streams: Vec<CpuStream>) -> Converter {
         let ids = NAMES.iter().filter_map(|n| Some((*n, table.index_of(n)?))).collect();
         Converter {
-            table,
             streams,
             ids,
             fault_events: HashMap::new(),
@@ -140,7 +138,6 @@ impl Converter {
     /// # Errors
     /// The I/O error of a packet flush.
     pub fn convert(&mut self, item: Item) -> std::io::Result<()> {
-        let _ = &self.table;
         match item {
             Item::Block(cpu, b) => self.block(cpu, b),
             Item::Record(cpu, r) => self.record(cpu, r),
