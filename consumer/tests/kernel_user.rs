@@ -235,3 +235,39 @@ fn a_command_that_never_execs() {
     let r = rep::report(&out, &Options { wakeups: true, ..Default::default() }).unwrap();
     assert!(r.tasks.is_empty() && r.wakeups.as_ref().unwrap().is_empty(), "{r:#?}");
 }
+
+/// An instrumented program: the user-space trace and the tier-1 kernel trace merge into
+/// one timeline in babeltrace2 (same clock), and each thread's wait in `read` carries the
+/// stack through `player`.
+#[test]
+fn instrumented_program_merges_with_its_kernel_view() {
+    require_perf!();
+    let prog = program("debug", "pingpong");
+    let p = Place::new();
+    let (out, err, o) = p.trace("pingpong", &[prog.to_str().unwrap(), "4", "10"]);
+    assert!(o.status.success(), "{err}");
+    let lost = !err.contains(", 0 lost");
+    let kernel = babeltrace_all(&out.join("kernel"), recorded(&err), lost);
+    let ob = Command::new("babeltrace2").arg(&out).output().unwrap();
+    let berr = String::from_utf8_lossy(&ob.stderr);
+    assert!(ob.status.success() && !berr.contains("ERROR") && (lost || berr.trim().is_empty()), "{berr}");
+    let text = String::from_utf8(ob.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let stamps: Vec<&str> = lines.iter().map(|l| l.get(1..19).unwrap_or("")).collect();
+    assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "one timeline, in time order");
+    let passes: Vec<usize> = lines.iter().enumerate().filter(|(_, l)| l.contains(" pingpong:pass: ")).map(|(i, _)| i).collect();
+    assert_eq!(passes.len(), 8, "4 rounds, 2 sides");
+    // babeltrace2 names user-space events' origin `host:procname:(pid)`, kernel ones `host`.
+    assert_eq!(lines.iter().filter(|l| !l.contains(":pingpong:(")).count(), kernel.len(), "every kernel event in the merged view");
+    let first_switch = lines.iter().position(|l| l.contains(" sched_switch: ")).unwrap();
+    let last_switch = lines.iter().rposition(|l| l.contains(" sched_switch: ")).unwrap();
+    assert!(first_switch < passes[0] && passes[7] < last_switch, "kernel events before, between and after the program's own");
+    let r = rep::report(&out, &Options { wakeups: true, min_block_ns: 1_000_000, ..Default::default() }).unwrap();
+    assert!(r.user.events.iter().any(|e| e.name == "pingpong:pass" && e.count == 8));
+    let reads: Vec<&Wait> = r.wakeups.as_ref().unwrap().iter().filter(|w| w.blocked_in == "syscall read" && (w.name == "pingpong" || w.name == "pong")).collect();
+    assert!(reads.len() >= 3, "{:#?}", r.wakeups);
+    for w in &reads {
+        assert_eq!(w.woken_by, Waker::NeedsRoot);
+        assert!(w.stack.iter().any(|f| f.function.as_deref().is_some_and(|n| n.ends_with("pingpong::player"))), "{:#?}", w.stack);
+    }
+}
