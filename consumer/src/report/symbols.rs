@@ -136,7 +136,9 @@ impl Symbolizer {
         self.files
             .entry(path.to_string())
             .or_insert_with(|| {
-                if !path.starts_with('/') {
+                // The paths come from the trace: only regular files are opened (a FIFO
+                // named there would block the report, a device would be read).
+                if !path.starts_with('/') || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
                     return None;
                 }
                 Some(File { loader: addr2line::Loader::new(path).ok()?, segments: segments(path)? })
@@ -196,6 +198,21 @@ mod tests {
     #[inline(never)]
     fn here() -> u64 {
         here as *const () as usize as u64
+    }
+
+    #[test]
+    fn paths_from_the_trace_that_are_not_regular_files_are_not_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let mut s = Symbolizer::default();
+        // Opening the FIFO would block this test forever.
+        let f = s.frames(0x1000, fifo.to_str().unwrap(), 0x10, false);
+        assert_eq!((f.len(), f[0].function.as_deref()), (1, None));
+        assert_eq!(s.frames(0x1000, "/dev/zero", 0, false)[0].function, None);
+        assert_eq!(s.frames(0x1000, "relative/path", 0, false)[0].function, None);
     }
 
     #[test]

@@ -45,6 +45,9 @@ impl ElfUnwindInfo {
     /// Reads the unwind sections and program headers of `path`; `None` if it is not a
     /// readable ELF file.
     pub fn read(path: &str) -> Option<ElfUnwindInfo> {
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return None;
+        }
         // Read lazily (headers, then only the sections used): no copy of a large binary,
         // and no mapping that a file truncated meanwhile could turn into SIGBUS.
         let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
