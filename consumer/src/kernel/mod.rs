@@ -12,7 +12,9 @@
 //!
 //! Modules: [`tracefs`] (mount, instance, stale instances), [`format`] (event format files),
 //! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer), [`syscalls`]
-//! (x86-64 system call names), [`procfs`] (state dump, memory maps).
+//! (x86-64 system call names), [`procfs`] (state dump, memory maps); [`perf`] (tier 1: the
+//! traced tasks through perf_event_open, for users without tracefs access) and [`view`]
+//! (which of the two `ust trace --kernel` gets).
 //!
 //! [`KernelRecorder::start`] sets everything up and starts one reader thread per CPU that
 //! polls `trace_pipe_raw` (non-blocking, every 10 ms) and writes packets as pages arrive;
