@@ -25,6 +25,8 @@ if [ "$(id -u)" = 0 ]; then
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
   usermod -aG tracing ustperm-t
+  # consumer/tests/kernel_user.rs: tier 1 of `ust trace --kernel` as an ordinary user.
+  id ustkuser >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustkuser
 fi
 
 # The end-to-end tests run the daemon, the CLI and instrumented programs as separate

@@ -464,7 +464,8 @@ pub struct TraceArgs {
     #[arg(short = 'e', long = "event", value_name = "GLOB")]
     pub events: Vec<String>,
     /// Also record kernel events (scheduling, interrupts, system calls, page faults) in
-    /// DIR/kernel (needs root or tracefs access; without it the command is still traced).
+    /// DIR/kernel: system-wide with root or tracefs access; otherwise the traced tasks'
+    /// switches, faults and user stacks through perf_event_open (no privilege needed).
     #[arg(long)]
     pub kernel: bool,
     /// The command to trace, after `--`.

@@ -80,10 +80,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
     }
     let mut kernel = None;
     if a.kernel {
-        match crate::kernel::KernelRecorder::start(&output) {
-            Ok(k) => kernel = Some(k),
-            Err(e) => eprintln!("ust: {}", e.explain()),
-        }
+        kernel = crate::kernel::view::KernelView::start(&output);
     }
     let (prog, args) = a.command.split_first().expect("clap requires a command");
     let child = std::process::Command::new(prog).args(args).env(ust_core::protocol::ENV_SESSION_TOKEN, &token).spawn();
@@ -127,7 +124,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
 
 /// Ends the kernel recording (after the user-space traces are written, so the kernel
 /// metadata takes their clock offset) and saves the sampled memory maps.
-fn finish_kernel(kernel: Option<crate::kernel::KernelRecorder>, maps: Option<crate::kernel::procfs::MapsSampler>, output: &std::path::Path, pid: i32) {
+fn finish_kernel(kernel: Option<crate::kernel::view::KernelView>, maps: Option<crate::kernel::procfs::MapsSampler>, output: &std::path::Path, pid: i32) {
     if let Some(m) = maps {
         m.finish(output);
     }

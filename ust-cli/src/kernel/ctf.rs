@@ -85,6 +85,9 @@ pub enum CtfType {
     },
     /// NUL-terminated string.
     String,
+    /// A sequence of u64 in base 16 (a user-space stack), after its u32 length field
+    /// `__<name>_length` (CTF 1.8 section 4.2.4).
+    U64Seq,
 }
 
 impl CtfType {
@@ -98,6 +101,7 @@ impl CtfType {
             CtfType::Text(n) => format!("{} _{name}[{n}];", int(1, false, "UTF8", 10)),
             CtfType::IntArray { bytes, signed, n } => format!("{} _{name}[{n}];", int(*bytes, *signed, "none", 10)),
             CtfType::String => format!("string {{ encoding = UTF8; }} _{name};"),
+            CtfType::U64Seq => format!("{} __{name}_length; {} _{name}[__{name}_length];", int(4, false, "none", 10), int(8, false, "none", 16)),
         }
     }
 }
@@ -190,6 +194,25 @@ impl EventTable {
         t
     }
 
+    /// A table of events whose fields are all [`Source::Given`] (the perf_event_open
+    /// recording, [`super::perf`]): `(CTF name, fields)` get ids from 1 in this order, then
+    /// the state dump.
+    pub fn given(events: Vec<(String, Vec<CtfField>)>) -> EventTable {
+        let mut t = EventTable::new(Vec::new());
+        let dump = t.events.pop().expect("new always adds the state dump");
+        for (name, fields) in events {
+            let id = t.events.len() as u32 + 1;
+            t.events.push(KernelEvent { name, id, format: None, fields });
+        }
+        t.events.push(KernelEvent { id: t.events.len() as u32 + 1, ..dump });
+        t
+    }
+
+    /// The index of the class named `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.events.iter().position(|e| e.name == name)
+    }
+
     /// The class of ftrace event id `id`.
     pub fn by_ftrace_id(&self, id: u16) -> Option<&KernelEvent> {
         self.by_ftrace_id.get(&id).and_then(|&i| self.events.get(i))
@@ -218,6 +241,9 @@ pub struct KernelMetadata<'a> {
     pub traced_pid: i32,
     /// `YYYYmmddTHHMMSS+hhmm`.
     pub creation_datetime: &'a str,
+    /// `env.kernel_source`: `tracefs` (system-wide ftrace events) or `perf_event_open`
+    /// (tier 1: the traced tasks only, [`super::perf`]).
+    pub source: &'a str,
 }
 
 /// Renders the TSDL of the kernel trace (CTF 1.8 sections 7 and 8).
@@ -230,13 +256,14 @@ pub fn render_metadata(m: &KernelMetadata<'_>, table: &EventTable) -> String {
         s,
         "env {{\n\thostname = \"{}\";\n\tdomain = \"kernel\";\n\tsysname = \"Linux\";\n\tkernel_release = \"{}\";\n\
          \ttracer_name = \"ust-kernel\";\n\ttracer_major = {};\n\ttracer_minor = {};\n\ttrace_clock = \"mono\";\n\
-         \ttraced_pid = {};\n\ttrace_creation_datetime = \"{}\";\n}};\n\n",
+         \ttraced_pid = {};\n\ttrace_creation_datetime = \"{}\";\n\tkernel_source = \"{}\";\n}};\n\n",
         escape_tsdl(m.hostname),
         escape_tsdl(m.kernel_release),
         env!("CARGO_PKG_VERSION_MAJOR"),
         env!("CARGO_PKG_VERSION_MINOR"),
         m.traced_pid,
-        escape_tsdl(m.creation_datetime)
+        escape_tsdl(m.creation_datetime),
+        escape_tsdl(m.source)
     );
     s.push_str(&ust_ctf::metadata::clock_block(m.clock_uuid, "Monotonic Clock", m.clock_offset_ns));
     s.push_str(&ust_core::event_header::tsdl(clock));
@@ -265,6 +292,8 @@ pub enum Given<'a> {
     Int(i64),
     /// Text (truncated to the field; NUL-padded for text arrays).
     Text(&'a str),
+    /// The elements of a [`CtfType::U64Seq`].
+    U64s(&'a [u64]),
 }
 
 /// Counters of one CPU stream.
@@ -358,6 +387,12 @@ impl CpuStream {
                 (CtfType::String, Given::Text(t)) => {
                     self.buf.extend(t.bytes().filter(|&c| c != 0));
                     self.buf.push(0);
+                }
+                (CtfType::U64Seq, Given::U64s(v)) => {
+                    self.buf.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                    for x in *v {
+                        self.buf.extend_from_slice(&x.to_le_bytes());
+                    }
                 }
                 _ => {
                     self.buf.truncate(mark);

@@ -12,7 +12,9 @@
 //!
 //! Modules: [`tracefs`] (mount, instance, stale instances), [`format`](mod@format) (event format files),
 //! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer), [`syscalls`]
-//! (x86-64 system call names), [`procfs`] (state dump, memory maps).
+//! (x86-64 system call names), [`procfs`] (state dump, memory maps); [`perf`] (tier 1: the
+//! traced tasks through perf_event_open, for users without tracefs access) and [`view`]
+//! (which of the two `ust trace --kernel` gets).
 //!
 //! [`KernelRecorder::start`] sets everything up and starts one reader thread per CPU that
 //! polls `trace_pipe_raw` (non-blocking, every 10 ms) and writes packets as pages arrive;
@@ -24,9 +26,11 @@
 pub mod ctf;
 pub mod format;
 pub mod ftrace;
+pub mod perf;
 pub mod procfs;
 pub mod syscalls;
 pub mod tracefs;
+pub mod view;
 
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -238,6 +242,7 @@ impl KernelRecorder {
                 kernel_release: release.trim(),
                 traced_pid,
                 creation_datetime: &self.datetime,
+                source: "tracefs",
             },
             &self.table,
         );

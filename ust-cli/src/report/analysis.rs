@@ -114,6 +114,8 @@ pub enum Waker {
     },
     /// No wake-up event was seen (it happened before the trace started, or was lost).
     Unknown,
+    /// A tier-1 trace ([`super::stacks`]): wake-ups are not visible without root.
+    NeedsRoot,
 }
 
 /// One blocked interval.
@@ -133,6 +135,10 @@ pub struct Wait {
     pub blocked_in: String,
     /// What woke it.
     pub woken_by: Waker,
+    /// Its user-space stack when the trace has one (tier 1, [`super::stacks`]), innermost
+    /// first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<super::symbols::Frame>,
 }
 
 /// One user page fault.
@@ -154,6 +160,15 @@ pub struct Fault {
     /// Time until the thread next showed it ran user code (its next system call or fault):
     /// an upper bound on the time to resolve the fault; `None` if it never did in the trace.
     pub until_user_ns: Option<u64>,
+    /// Major (needed I/O) or minor, when the trace says (tier 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub major: Option<bool>,
+    /// The user-space stack at the fault (tier 1), innermost first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<super::symbols::Frame>,
+    /// The recorded stack addresses behind [`Fault::stack`].
+    #[serde(skip)]
+    pub stack_ips: Vec<u64>,
 }
 
 /// Per-event-name row of the user-space view.
@@ -298,6 +313,10 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         r.notes.push("no kernel events in this trace (record with `ust trace --kernel` as root): user-space view only".into());
         return r;
     }
+    let mut tier1 = super::stacks::is_tier1(l).then(|| super::stacks::Tier1::new(l, dir));
+    if tier1.is_some() {
+        r.notes.push("kernel view of tier 1 (perf_event_open, no privilege): the traced tasks' switches, faults and user stacks; no system calls, interrupts or wake-ups (record as root for those)".into());
+    }
     let mut tree: HashSet<i32> = HashSet::new();
     tree.insert(r.traced_pid);
     for p in &l.processes {
@@ -323,6 +342,12 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             tasks.entry(t).or_default().events += 1;
         }
         match e.name.as_str() {
+            "perf_comm" => {
+                if let (Some(tid), Some(pid)) = (e.int("tid"), e.int("pid")) {
+                    tgid.insert(tid as i32, pid as i32);
+                    comm.insert(tid as i32, e.text("comm").unwrap_or_default());
+                }
+            }
             "lttng_statedump_process_state" => {
                 if let (Some(tid), Some(pid)) = (e.int("tid"), e.int("pid")) {
                     tgid.insert(tid as i32, pid as i32);
@@ -336,6 +361,9 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     }
                     if let Some(n) = e.text("child_comm") {
                         comm.insert(c as i32, n);
+                    }
+                    if let Some(g) = e.int("child_tgid") {
+                        tgid.insert(c as i32, g as i32);
                     }
                 }
             }
@@ -373,7 +401,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     }
                 }
             }
-            "x86_exceptions_page_fault_user" => {
+            "x86_exceptions_page_fault_user" | "perf_page_fault" => {
                 let addr = e.int("address").unwrap_or(0) as u64;
                 let task = tasks.entry(t).or_default();
                 task.last_fault = Some((e.ts, addr));
@@ -393,6 +421,9 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                             error_code: e.int("error_code").unwrap_or(0),
                             mapping: None,
                             until_user_ns: None,
+                            major: e.int("major").map(|m| m != 0),
+                            stack: Vec::new(),
+                            stack_ips: super::stacks::u64s(e, "stack"),
                         },
                         *tgid.get(&t).unwrap_or(&t),
                     ));
@@ -480,7 +511,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     srows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
     r.syscalls = srows;
     if opt.wakeups {
-        let explain = |tid: i32, w: &RawWait, depth: usize| explain_wait(tid, w, depth, &tasks, &name_of, opt.max_chain);
+        let t1 = tier1.is_some();
+        let explain = |tid: i32, w: &RawWait, depth: usize| explain_wait(tid, w, depth, &tasks, &name_of, (opt.max_chain, t1));
         let mut waits: Vec<Wait> = Vec::new();
         for t in &tree {
             if let Some(k) = tasks.get(t) {
@@ -490,6 +522,11 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             }
         }
         waits.sort_by_key(|w| (w.start_ns, w.tid));
+        if let Some(t1) = tier1.as_mut() {
+            for w in waits.iter_mut() {
+                t1.explain_wait(w);
+            }
+        }
         r.wakeups = Some(waits);
     }
     if opt.faults {
@@ -506,6 +543,9 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 .into_iter()
                 .map(|(mut f, pid)| {
                     f.mapping = u64::from_str_radix(f.address.trim_start_matches("0x"), 16).ok().and_then(|a| mapping(&maps, pid, a));
+                    if let Some(t1) = tier1.as_mut() {
+                        t1.fault(&mut f, pid);
+                    }
                     f
                 })
                 .collect(),
@@ -515,8 +555,11 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     r
 }
 
-fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>, name_of: &dyn Fn(i32) -> String, max: usize) -> Wait {
+/// `limits`: how far up the chain to go, and whether the trace is tier 1 (no wake-ups).
+fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>, name_of: &dyn Fn(i32) -> String, limits: (usize, bool)) -> Wait {
+    let (max, tier1) = limits;
     let woken_by = match &w.wake {
+        None if tier1 => Waker::NeedsRoot,
         None => Waker::Unknown,
         Some(s) => {
             let hr = s.ctx.iter().rev().find_map(|c| if let Ctx::Hrtimer(f) = c { Some(*f) } else { None });
@@ -533,7 +576,7 @@ fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>,
                         tasks
                             .get(&s.waker)
                             .and_then(|k| k.waits.iter().rev().find(|pw| pw.end <= s.ts))
-                            .map(|pw| Box::new(explain_wait(s.waker, pw, depth + 1, tasks, name_of, max)))
+                            .map(|pw| Box::new(explain_wait(s.waker, pw, depth + 1, tasks, name_of, limits)))
                     } else {
                         None
                     };
@@ -550,6 +593,7 @@ fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>,
         wakeup_latency_ns: w.wake.as_ref().map(|s| w.end.saturating_sub(s.ts)),
         blocked_in: w.blocked_in.clone(),
         woken_by,
+        stack: Vec::new(),
     }
 }
 

@@ -14,6 +14,8 @@
 
 pub mod analysis;
 pub mod load;
+pub mod stacks;
+pub mod symbols;
 pub mod tsdl;
 
 use std::fmt::Write as _;
@@ -55,6 +57,7 @@ fn waker_text(w: &analysis::Waker) -> String {
         },
         Task { tid, name, doing, cpu, .. } => format!("task {name} [{tid}] {doing} on CPU {cpu}"),
         Unknown => "unknown (no wake-up event in the trace)".into(),
+        NeedsRoot => "unknown (needs root's ust-consumerd)".into(),
     }
 }
 
@@ -70,7 +73,10 @@ fn wait_text(out: &mut String, w: &analysis::Wait, start: u64, indent: usize) {
         w.start_ns.saturating_sub(start) as f64 / 1e9
     );
     let lat = w.wakeup_latency_ns.map(|l| format!(", ran {} later", dur(l))).unwrap_or_default();
-    let _ = writeln!(out, "{pad}  <- woken by {}{lat}", waker_text(&w.woken_by));
+    let _ = writeln!(out, "{pad}  <- woken by: {}{lat}", waker_text(&w.woken_by));
+    for (i, f) in w.stack.iter().enumerate() {
+        let _ = writeln!(out, "{pad}     #{i:<2} {}", f.text());
+    }
     if let analysis::Waker::Task { chain: Some(c), .. } = &w.woken_by {
         wait_text(out, c, start, indent + 2);
     }
@@ -119,10 +125,19 @@ pub fn render_text(r: &Report) -> String {
                 x.tid,
                 x.address,
                 x.ip,
-                x.error_code,
+                // Tier 1 (which says major/minor) has no error code.
+                if x.major.is_some() { "-".to_string() } else { x.error_code.to_string() },
                 x.until_user_ns.map(dur).unwrap_or_else(|| "-".into()),
                 x.mapping.as_deref().unwrap_or("(no maps)")
             );
+            if let Some(f) = x.stack.iter().find(|f| !f.inlined) {
+                let kind = match x.major {
+                    Some(true) => "major, ",
+                    Some(false) => "minor, ",
+                    None => "",
+                };
+                let _ = writeln!(s, "  {:>12} {kind}in {}", "", f.text());
+            }
         }
     }
     if !r.user.events.is_empty() {
