@@ -1,0 +1,107 @@
+//! The tracer never harms the program it traces, end to end: real programs under
+//! `ust trace` with the real daemon (the runtime's side of the issue of that name).
+//!
+//! * `dlopen` of an instrumented shared object (`examples/harmlib`, loaded by its
+//!   `harmhost`, or by Python's `ctypes`, a host with no `ust` in it) returns at once, the
+//!   object's first event (fired right after `dlopen` returns) is in the trace, and the
+//!   process is one registration: one trace directory.
+//! * A program that closes every descriptor from 3 up and opens a file keeps that file:
+//!   the runtime never closes or uses a descriptor that is no longer its own.
+//!
+//! The programs are built by `cargo build --workspace --bins` (which builds
+//! `libharmlib.so` with `harmhost`), as scripts/test.sh does.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{babeltrace, bt_events, output_within, program_here as program, TestDaemon};
+
+/// `ust trace --output <out> -- <cmd> <args>` with this daemon's environment.
+fn trace_cmd(d: &TestDaemon, out: &Path, cmd: &Path, args: &[&str]) -> Command {
+    let mut c = d.ust_cmd();
+    c.arg("trace").arg("--output").arg(out).arg("--").arg(cmd).args(args);
+    c
+}
+
+/// The per-process trace directories of a `ust trace` output.
+fn pid_dirs(out: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(out.join("ust/pid")).map(|r| r.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// `libharmlib.so`: cargo leaves a library that was built for a binary of its package in
+/// `target/<profile>/deps`, next to this test binary.
+fn lib() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let p = exe.parent().unwrap().join("libharmlib.so");
+    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` first, as scripts/test.sh does", p.display());
+    p
+}
+
+#[test]
+fn dlopen_of_an_instrumented_library_is_quick_and_its_first_event_is_traced() {
+    let d = TestDaemon::start();
+    let out = d.output("dlopen");
+    let o = output_within(trace_cmd(&d, &out, &program("harmhost"), &[lib().to_str().unwrap()]), Duration::from_secs(30));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}\n{stdout}\nlog:\n{}", String::from_utf8_lossy(&o.stderr), d.log());
+    let ms: u64 = stdout.lines().find_map(|l| l.strip_prefix("dlopen_ms ")).and_then(|v| v.trim().parse().ok()).expect("dlopen_ms line");
+    assert!(ms < 500, "dlopen took {ms} ms");
+
+    let dirs = pid_dirs(&out);
+    assert_eq!(dirs.len(), 1, "one process, one registration, one trace directory: {dirs:?}");
+    let evs = bt_events(&babeltrace(&out));
+    let got: Vec<String> = evs.iter().map(|e| format!("{} {}", e.name, e.fields).trim_end().to_string()).collect();
+    assert_eq!(got, ["harmhost:before", "harmlib:hello n = 1", "harmhost:after"], "{got:?}");
+}
+
+#[test]
+fn dlopen_from_a_host_without_ust_registers_the_library() {
+    if Command::new("python3").arg("-c").arg("import ctypes").output().map(|o| !o.status.success()).unwrap_or(true) {
+        eprintln!("skipped: no python3 with ctypes");
+        return;
+    }
+    let d = TestDaemon::start();
+    let out = d.output("python");
+    let script = "import ctypes, sys, time\n\
+                  t = time.monotonic()\n\
+                  lib = ctypes.CDLL(sys.argv[1])\n\
+                  ms = (time.monotonic() - t) * 1000\n\
+                  lib.harmlib_hello(7)\n\
+                  print('dlopen_ms %d' % ms)\n";
+    let py = PathBuf::from("python3");
+    let o = output_within(trace_cmd(&d, &out, &py, &["-c", script, lib().to_str().unwrap()]), Duration::from_secs(30));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}\n{stdout}\nlog:\n{}", String::from_utf8_lossy(&o.stderr), d.log());
+    let ms: u64 = stdout.lines().find_map(|l| l.strip_prefix("dlopen_ms ")).and_then(|v| v.trim().parse().ok()).expect("dlopen_ms line");
+    assert!(ms < 500, "dlopen took {ms} ms");
+    assert_eq!(pid_dirs(&out).len(), 1, "{:?}", pid_dirs(&out));
+    let evs = bt_events(&babeltrace(&out));
+    let got: Vec<String> = evs.iter().map(|e| format!("{} {}", e.name, e.fields)).collect();
+    assert_eq!(got, ["harmlib:hello n = 7"], "{got:?}");
+}
+
+#[test]
+fn a_program_that_closes_every_descriptor_keeps_the_file_it_opens() {
+    let d = TestDaemon::start();
+    let out = d.output("closefds");
+    let file = d.output("closefds.txt");
+    let o = output_within(trace_cmd(&d, &out, &program("closefds"), &[file.to_str().unwrap()]), Duration::from_secs(30));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "the program failed: {}\n{stdout}\nlog:\n{}", String::from_utf8_lossy(&o.stderr), d.log());
+    let last = stdout.lines().last().unwrap_or_default();
+    let n: usize = last.strip_prefix("wrote ").and_then(|r| r.split(' ').next()).and_then(|v| v.parse().ok()).expect(last);
+    assert!(last.ends_with("to fd 3"), "the program's file is not fd 3: {last}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count(), n, "every write landed in the file");
+    assert!(n > 20, "{n} lines");
+
+    // The runtime kept tracing: the program's events, the last one included, are there.
+    let evs = bt_events(&babeltrace(&out));
+    assert!(evs.iter().any(|e| e.name == "closefds:done"), "{:?}", evs.iter().map(|e| &e.name).collect::<Vec<_>>());
+    assert_eq!(evs.iter().filter(|e| e.name == "closefds:tick").count(), n, "every tick traced");
+}
