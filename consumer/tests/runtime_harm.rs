@@ -33,6 +33,16 @@ fn pid_dirs(out: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// `name fields`, or `name` for an event without a payload.
+fn name_and_fields(e: &common::BtEvent) -> String {
+    let fields = e.fields.trim_end_matches('}').trim();
+    if fields.is_empty() {
+        e.name.clone()
+    } else {
+        format!("{} {fields}", e.name)
+    }
+}
+
 /// `libharmlib.so`: cargo leaves a library that was built for a binary of its package in
 /// `target/<profile>/deps`, next to this test binary.
 fn lib() -> PathBuf {
@@ -55,7 +65,7 @@ fn dlopen_of_an_instrumented_library_is_quick_and_its_first_event_is_traced() {
     let dirs = pid_dirs(&out);
     assert_eq!(dirs.len(), 1, "one process, one registration, one trace directory: {dirs:?}");
     let evs = bt_events(&babeltrace(&out));
-    let got: Vec<String> = evs.iter().map(|e| format!("{} {}", e.name, e.fields).trim_end().to_string()).collect();
+    let got: Vec<String> = evs.iter().map(name_and_fields).collect();
     assert_eq!(got, ["harmhost:before", "harmlib:hello n = 1", "harmhost:after"], "{got:?}");
 }
 
@@ -81,7 +91,7 @@ fn dlopen_from_a_host_without_ust_registers_the_library() {
     assert!(ms < 500, "dlopen took {ms} ms");
     assert_eq!(pid_dirs(&out).len(), 1, "{:?}", pid_dirs(&out));
     let evs = bt_events(&babeltrace(&out));
-    let got: Vec<String> = evs.iter().map(|e| format!("{} {}", e.name, e.fields)).collect();
+    let got: Vec<String> = evs.iter().map(name_and_fields).collect();
     assert_eq!(got, ["harmlib:hello n = 7"], "{got:?}");
 }
 

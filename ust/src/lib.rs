@@ -61,7 +61,9 @@
 //! // error[E0277]: tracepoint field `items`: type `Vec<u8>` cannot be recorded
 //! ```
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 // The macros expand to `::ust::...` paths; this lets the crate use them on itself.
 extern crate self as ust;
@@ -71,6 +73,7 @@ mod context;
 mod cpu;
 mod emit;
 pub mod field;
+mod published;
 pub mod runtime;
 pub mod site;
 mod text;

@@ -1,0 +1,246 @@
+//! One runtime per process, whatever number of objects link this crate.
+//!
+//! Every executable and shared object that links `ust` has its own copy of it (a Rust
+//! `cdylib` links its dependencies statically): its own statics, its own constructor. If
+//! each copy registered, a program that `dlopen`s an instrumented library would be two
+//! processes to the daemon, in two trace directories. Instead:
+//!
+//! ```text
+//! copy A (the program)                        copy B (libfoo.so, dlopen'ed later)
+//!   constructor: no other runtime found         constructor: finds A's runtime
+//!     A.primary = true                            channel table := A's table
+//!     runtime thread, registration                B's sites ──A.join──> A's run-time
+//!                                                   sites: numbered by A, sent to the
+//!                                                   daemon in A's registration (or a
+//!                                                   RegisterEvents), masks set by A
+//!                                                 no thread, no connection of its own
+//! ```
+//!
+//! **Finding each other.** Every copy has an ELF note (`#[used]` static in section
+//! `.note.ust`, so the linker puts it in a `PT_NOTE` segment) named `ust`, of type
+//! [`NT_UST_RUNTIME`], whose descriptor is the address of the copy's [`Runtime`] (the
+//! loader relocates it). A constructor walks the loaded objects (`dl_iterate_phdr`, which
+//! sees the main program and `RTLD_LOCAL` objects alike, as symbol look-up would not) and
+//! their notes. A runtime is joined only if its [`Key`] matches: same crate version, same
+//! sizes of the types the copies share (sites, channels, buffers); otherwise this copy
+//! runs on its own (two registrations, as before) and `UST_DEBUG` says so.
+//!
+//! Constructors are serialized by the loader (at start-up, and under the loader lock for
+//! `dlopen`), so two copies never elect themselves at once. Objects holding a runtime
+//! copy are made `RTLD_NODELETE`: a runtime thread, sites or channels are never unmapped
+//! under the process.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use super::debug;
+use crate::channel;
+use crate::published::Published;
+use crate::site::{self, Site};
+
+/// ELF note type of the runtime note (`"ust\0"` owner).
+pub const NT_UST_RUNTIME: u32 = 0x5553_5401;
+
+/// What two copies must agree on to share sites and channels: the crate version and the
+/// layout of the types they pass each other.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Key {
+    version: [u8; 32],
+    sizes: [usize; 8],
+}
+
+const fn key() -> Key {
+    let v = env!("CARGO_PKG_VERSION").as_bytes();
+    let mut version = [0u8; 32];
+    let mut i = 0;
+    while i < v.len() && i < 32 {
+        version[i] = v[i];
+        i += 1;
+    }
+    use std::mem::{align_of, size_of};
+    Key {
+        version,
+        sizes: [
+            size_of::<Site>(),
+            align_of::<Site>(),
+            size_of::<channel::Channel>(),
+            size_of::<ringbuffer::Buffer>(),
+            size_of::<channel::Table>(),
+            size_of::<ust_core::EventDesc>(),
+            size_of::<Runtime>(),
+            size_of::<crate::site::SiteFilter>(),
+        ],
+    }
+}
+
+/// One copy's runtime, as other copies see it (`repr(C)`; functions with the C ABI).
+#[repr(C)]
+pub(crate) struct Runtime {
+    key: Key,
+    /// Set when this copy runs the process's runtime.
+    primary: AtomicBool,
+    /// Its channel table.
+    channels: &'static channel::Table,
+    /// Adds `n` sites (an array of `&'static Site` of the caller's copy) to its run-time
+    /// sites and tells the daemon.
+    join: extern "C" fn(sites: *const &'static Site, n: usize),
+    /// Installs a function run after the enable masks changed (the caller's `tracing`
+    /// layer). A Rust `fn()` is a plain code address; both sides are the same crate
+    /// version (the keys matched).
+    #[allow(improper_ctypes_definitions)]
+    on_masks_changed: extern "C" fn(f: fn()),
+}
+
+extern "C" fn join(sites: *const &'static Site, n: usize) {
+    if sites.is_null() || n == 0 {
+        return;
+    }
+    // SAFETY: the caller (another copy's `join_primary`) passes a live array of `n` site
+    // references that outlive the process (their object is RTLD_NODELETE), of a `Site`
+    // with this copy's layout (the keys matched).
+    let sites = unsafe { std::slice::from_raw_parts(sites, n) };
+    let _ = std::panic::catch_unwind(|| {
+        let added = site::add_sites(sites);
+        debug!("{added} tracepoint(s) of a loaded object joined this process's registration");
+    });
+}
+
+#[allow(improper_ctypes_definitions)] // see `Runtime::on_masks_changed`
+extern "C" fn on_masks_changed(f: fn()) {
+    let _ = std::panic::catch_unwind(|| super::add_masks_hook(f));
+}
+
+/// This copy's runtime.
+pub(crate) static RUNTIME: Runtime = Runtime {
+    key: key(),
+    primary: AtomicBool::new(false),
+    channels: &channel::OWN,
+    join,
+    on_masks_changed,
+};
+
+/// The note that lets other copies find [`RUNTIME`].
+#[repr(C, align(8))]
+struct Note {
+    namesz: u32,
+    descsz: u32,
+    ty: u32,
+    name: [u8; 4],
+    desc: &'static Runtime,
+}
+
+#[used]
+#[link_section = ".note.ust"]
+static NOTE: Note =
+    Note { namesz: 4, descsz: std::mem::size_of::<usize>() as u32, ty: NT_UST_RUNTIME, name: *b"ust\0", desc: &RUNTIME };
+
+/// The runtime this copy joined, if it is not the process's runtime itself.
+static JOINED: Published<Runtime> = Published::empty();
+/// How many of this copy's run-time sites were handed to the joined runtime.
+static FORWARDED: AtomicUsize = AtomicUsize::new(0);
+
+/// Another copy's runtime that runs the process and has this copy's [`Key`].
+fn find_primary() -> Option<&'static Runtime> {
+    struct Found {
+        me: *const Runtime,
+        primary: Option<&'static Runtime>,
+        incompatible: usize,
+    }
+    unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: `data` is the `&mut Found` passed below; `info` is valid during the
+        // callback (dl_iterate_phdr's contract).
+        let (found, info) = unsafe { (&mut *(data as *mut Found), &*info) };
+        // SAFETY: inside the callback with the loader's `info`.
+        for desc in unsafe { super::elf::notes(info, b"ust\0", NT_UST_RUNTIME) } {
+            let Ok(bytes) = <[u8; std::mem::size_of::<usize>()]>::try_from(desc) else { continue };
+            let p = usize::from_ne_bytes(bytes) as *const Runtime;
+            if p.is_null() || p == found.me || !p.is_aligned() {
+                continue;
+            }
+            // SAFETY: the note of a loaded object that links this crate holds the address
+            // of its `RUNTIME`, a static of that object (mapped while the callback runs,
+            // and for ever once primary: RTLD_NODELETE). Its `key` and `primary` fields
+            // come first in every version with this note type; the rest is read only when
+            // the key matches.
+            let rt = unsafe { &*p };
+            if rt.key != key() {
+                found.incompatible += 1;
+                continue;
+            }
+            if rt.primary.load(Ordering::Acquire) {
+                found.primary = Some(rt);
+                return 1;
+            }
+        }
+        0
+    }
+    let mut found = Found { me: &RUNTIME, primary: None, incompatible: 0 };
+    // SAFETY: the callback only reads the loader's `info` and writes `found`.
+    unsafe { libc::dl_iterate_phdr(Some(cb), &mut found as *mut Found as *mut c_void) };
+    if found.primary.is_none() && found.incompatible > 0 {
+        debug!("{} other copy(ies) of ust in this process, of another version: registering on our own", found.incompatible);
+    }
+    found.primary
+}
+
+/// Decides, in the constructor, whether this copy runs the process's runtime: true when
+/// it does (no compatible runtime found; [`RUNTIME`] is now primary); false when it joined
+/// another copy's (its sites and channel table are that runtime's from now on).
+pub(crate) fn elect() -> bool {
+    pin_self();
+    let Some(p) = find_primary() else {
+        RUNTIME.primary.store(true, Ordering::Release);
+        return true;
+    };
+    JOINED.publish_ref(p);
+    channel::use_table(p.channels);
+    site::on_new_sites(forward_new_sites);
+    // The link-time sites of this copy, except its runtime's own state-dump events (only
+    // the primary's runtime thread emits those).
+    let mine: Vec<&'static Site> = site::all()
+        .filter(|s| s.desc().provider != super::statedump::STATEDUMP_PROVIDER && s.desc().provider != super::statedump::LIB_PROVIDER)
+        .collect();
+    debug!("another runtime runs this process: joining it with {} tracepoint(s)", mine.len());
+    (p.join)(mine.as_ptr(), mine.len());
+    false
+}
+
+/// Hands the run-time sites this copy made since the last call to the joined runtime.
+fn forward_new_sites() {
+    let Some(p) = JOINED.get() else { return };
+    let from = FORWARDED.load(Ordering::Acquire);
+    let new: Vec<&'static Site> = site::dynamic_from(from).collect();
+    FORWARDED.store(from + new.len(), Ordering::Release);
+    (p.join)(new.as_ptr(), new.len());
+}
+
+/// In a copy that joined another runtime, forwards a masks hook to it; false in the
+/// process's runtime itself.
+pub(crate) fn forward_masks_hook(f: fn()) -> bool {
+    match JOINED.get() {
+        Some(p) => {
+            (p.on_masks_changed)(f);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Makes the object holding this copy `RTLD_NODELETE`: its code may run on the runtime
+/// thread and its sites and channels are shared, so `dlclose` must never unmap it.
+fn pin_self() {
+    // SAFETY: dladdr reads loader data about an address of this object and fills `info`.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `RUNTIME` is an address inside this object.
+    if unsafe { libc::dladdr(&RUNTIME as *const Runtime as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
+        return;
+    }
+    // SAFETY: dlopen of an already loaded object (RTLD_NOLOAD) by the name the loader gave:
+    // it only sets the flag and adds a reference, never loads anything. Inside a
+    // constructor run by `dlopen` the loader lock is recursive.
+    let h = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE) };
+    if h.is_null() {
+        debug!("cannot pin the object holding the runtime; a dlclose of it would end tracing badly");
+    }
+}
