@@ -494,7 +494,7 @@ fn state_dump_goes_to_the_new_channels_only_and_masks_are_restored() {
 fn context_block_follows_the_header_with_this_threads_values() {
     use ust_core::context::ContextType as C;
     let _g = serial();
-    crate::context::init();
+    crate::context::init(&std::fs::read_to_string("/proc/self/comm").unwrap());
     let ch = TestChannel::with_contexts(20, 4096, vec![C::Vtid, C::Vpid, C::Procname, C::PthreadId, C::CpuId]);
     let fire = |v: u32| crate::tracepoint!(unit, ctx_ev, v: u32 = v);
     fire(0);

@@ -9,6 +9,9 @@
 //! it, it checks with `fstat` that the number still names that object: a descriptor the
 //! program closed (and perhaps reused) is **abandoned**, never read, written or closed.
 //!
+//! Files the runtime thread reads while the program runs (`/proc/self/comm`, the ELF
+//! files of the state dump) are opened the same way ([`open`]).
+//!
 //! Descriptors received from the daemon (the buffers' memfds, `SCM_RIGHTS`) are mapped
 //! and closed at once; their identity is taken on receipt and checked before the close.
 //! What cannot be excluded without interposing `close(2)` (LTTng-UST's `liblttng-ust-fd`
@@ -17,6 +20,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 
 use super::debug;
 
@@ -37,16 +41,21 @@ pub(crate) fn floor() -> RawFd {
     f.min(i32::MAX as u64) as RawFd
 }
 
-/// `(st_dev, st_ino)` of what `fd` names now, `None` when it names nothing.
-fn identity(fd: RawFd) -> Option<(u64, u64)> {
-    // SAFETY: fstat writes only the zeroed struct passed; any descriptor number is valid
-    // input (a closed one gives EBADF).
+/// `((st_dev, st_ino), st_mode)` of what `fd` names now, `None` when it names nothing.
+fn stat(fd: RawFd) -> Option<((u64, u64), libc::mode_t)> {
+    // SAFETY: a zeroed `struct stat` is a valid value (plain integers).
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
+    // SAFETY: fstat writes only the struct passed; any descriptor number is valid input
+    // (a closed one gives EBADF).
     if unsafe { libc::fstat(fd, &mut st) } != 0 {
         return None;
     }
-    Some((st.st_dev, st.st_ino))
+    Some(((st.st_dev, st.st_ino), st.st_mode))
+}
+
+/// `(st_dev, st_ino)` of what `fd` names now, `None` when it names nothing.
+fn identity(fd: RawFd) -> Option<(u64, u64)> {
+    stat(fd).map(|(id, _)| id)
 }
 
 /// A descriptor of the runtime's, with what it named when the runtime got it.
@@ -57,12 +66,17 @@ pub(crate) struct Own {
 }
 
 impl Own {
-    /// Takes `fd` (just returned by the kernel), moved to [`floor`] or above when it is
-    /// below: a copy is made there and the low number closed, so the program's next
-    /// `open` gets it back. `None` when `fd` already names nothing (it is then abandoned).
-    pub(crate) fn take(fd: OwnedFd) -> Option<Own> {
+    /// Takes `fd` (just returned by the kernel, naming an object of type `kind`, an
+    /// `S_IF*` constant), moved to [`floor`] or above when it is below: a copy is made
+    /// there and the low number closed, so the program's next `open` gets it back. `None`
+    /// when `fd` no longer names such an object (the program closed it, and maybe reused
+    /// the number, in between): it is then abandoned, not closed.
+    pub(crate) fn take(fd: OwnedFd, kind: libc::mode_t) -> Option<Own> {
         let raw = fd.into_raw_fd();
-        let id = identity(raw)?;
+        let (id, mode) = stat(raw)?;
+        if mode & libc::S_IFMT != kind {
+            return None;
+        }
         let floor = floor();
         if raw >= floor {
             return Some(Own { fd: raw, id });
@@ -86,27 +100,23 @@ impl Own {
         (identity(self.fd) == Some(self.id)).then_some(self.fd)
     }
 
-    /// The raw number (for the fork child's list of descriptors to close).
-    pub(crate) fn raw(&self) -> RawFd {
-        self.fd
-    }
-
-    /// Closes the descriptor if it is still the runtime's; otherwise abandons the number
-    /// (the program closed it, and whatever it names now is not ours).
-    fn release(fd: RawFd, id: (u64, u64)) {
-        if identity(fd) == Some(id) {
-            // SAFETY: `fd` names the object the runtime opened (checked just above) and
-            // nothing else of the runtime uses it after this call.
-            unsafe { libc::close(fd) };
-        } else {
-            debug!("descriptor {fd} is no longer the runtime's (the program closed it): left alone");
-        }
+    /// `(number, (st_dev, st_ino))`, for [`close_inherited`].
+    pub(crate) fn raw(&self) -> (RawFd, (u64, u64)) {
+        (self.fd, self.id)
     }
 }
 
 impl Drop for Own {
+    /// Closes the descriptor if it is still the runtime's; otherwise abandons the number
+    /// (the program closed it, and whatever it names now is not ours).
     fn drop(&mut self) {
-        Own::release(self.fd, self.id);
+        if identity(self.fd) == Some(self.id) {
+            // SAFETY: the number names the object the runtime opened (checked just above)
+            // and nothing of the runtime uses it after this.
+            unsafe { libc::close(self.fd) };
+        } else {
+            debug!("descriptor {} is no longer the runtime's (the program closed it): left alone", self.fd);
+        }
     }
 }
 
@@ -120,53 +130,84 @@ pub(crate) fn close_inherited(fd: RawFd, id: (u64, u64)) {
     }
 }
 
-/// The daemon connection, as the runtime holds it: a socket at [`floor`] or above whose
-/// identity is checked before each use.
+/// An object over a descriptor of the runtime's ([`Own`]): the object is handed out only
+/// while the number still names what the runtime got, and it never closes the number
+/// itself (only `Own` does, identity-checked).
 #[derive(Debug)]
-pub(crate) struct Conn {
+pub(crate) struct Held<T> {
     own: Own,
-    /// A `UnixStream` over `own`'s number, never dropped (the number is closed, or
-    /// abandoned, by `own`).
-    stream: std::mem::ManuallyDrop<UnixStream>,
+    /// Over `own`'s number; never dropped.
+    obj: std::mem::ManuallyDrop<T>,
 }
 
-impl Conn {
-    /// Takes a connected socket.
-    pub(crate) fn new(s: UnixStream) -> Option<Conn> {
-        let own = Own::take(OwnedFd::from(s))?;
-        // SAFETY: `own` holds the open socket under this number; the stream is never
+impl<T: FromRawFd> Held<T> {
+    fn new(fd: OwnedFd, kind: libc::mode_t) -> Option<Held<T>> {
+        let own = Own::take(fd, kind)?;
+        // SAFETY: `own` holds the open descriptor under this number; the object is never
         // dropped (ManuallyDrop), so the number is closed only by `own`, once.
-        let stream = std::mem::ManuallyDrop::new(unsafe { UnixStream::from_raw_fd(own.raw()) });
-        Some(Conn { own, stream })
+        let obj = std::mem::ManuallyDrop::new(unsafe { T::from_raw_fd(own.fd) });
+        Some(Held { own, obj })
+    }
+
+    /// The object, if its number still names what the runtime got (one `fstat`).
+    pub(crate) fn get(&self) -> Option<&T> {
+        self.own.check().map(|_| &*self.obj)
+    }
+
+    /// `(number, (st_dev, st_ino))`, for [`close_inherited`].
+    pub(crate) fn raw(&self) -> (RawFd, (u64, u64)) {
+        self.own.raw()
+    }
+}
+
+impl<T> AsRawFd for Held<T> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.own.fd
+    }
+}
+
+/// The daemon connection, as the runtime holds it.
+pub(crate) type Conn = Held<UnixStream>;
+
+impl Held<UnixStream> {
+    /// Connects to the Unix socket at `path`. `Ok(None)`: connected, but the descriptor was
+    /// taken from under the runtime at once (abandoned).
+    ///
+    /// # Errors
+    /// The `connect` error.
+    pub(crate) fn connect(path: &Path) -> std::io::Result<Option<Conn>> {
+        Ok(Held::new(OwnedFd::from(UnixStream::connect(path)?), libc::S_IFSOCK))
     }
 
     /// A second descriptor for the same socket (the writer), also above the floor.
     pub(crate) fn try_clone(&self) -> Option<Conn> {
         self.get()?;
         // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor; it touches no memory.
-        let fd = unsafe { libc::fcntl(self.own.raw(), libc::F_DUPFD_CLOEXEC, floor()) };
+        let fd = unsafe { libc::fcntl(self.own.fd, libc::F_DUPFD_CLOEXEC, floor()) };
         if fd < 0 {
             return None;
         }
         // SAFETY: `fd` was just made by fcntl and belongs to no one else.
-        Conn::new(UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd) }))
-    }
-
-    /// The socket, if its number still names it.
-    pub(crate) fn get(&self) -> Option<&UnixStream> {
-        self.own.check().map(|_| &*self.stream)
-    }
-
-    /// `(fd, identity)`, for [`close_inherited`].
-    pub(crate) fn raw(&self) -> (RawFd, (u64, u64)) {
-        (self.own.raw(), self.own.id)
+        Held::new(unsafe { OwnedFd::from_raw_fd(fd) }, libc::S_IFSOCK)
     }
 }
 
-impl AsRawFd for Conn {
-    fn as_raw_fd(&self) -> RawFd {
-        self.own.raw()
-    }
+/// Opens the regular file at `path` read-only, as a descriptor of the runtime's (the
+/// runtime thread reads `/proc/self/comm` and ELF files while the program runs).
+pub(crate) fn open(path: &Path) -> Option<Held<std::fs::File>> {
+    let f = std::fs::File::open(path).ok()?;
+    Held::new(OwnedFd::from(f), libc::S_IFREG)
+}
+
+/// The contents of the small text file at `path` (`/proc/self/comm`), read through
+/// [`open`].
+pub(crate) fn read_to_string(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let f = open(path)?;
+    let mut s = String::new();
+    let mut r: &std::fs::File = f.get()?;
+    r.read_to_string(&mut s).ok()?;
+    Some(s)
 }
 
 /// A descriptor received from the daemon, with its identity taken on receipt: closed only
@@ -194,11 +235,13 @@ mod tests {
     fn descriptors_move_above_the_floor_and_a_reused_number_is_never_closed() {
         let (a, _b) = UnixStream::pair().unwrap();
         let low = a.as_raw_fd();
-        let c = Conn::new(a).unwrap();
+        let c: Conn = Held::new(OwnedFd::from(a), libc::S_IFSOCK).unwrap();
         assert!(c.as_raw_fd() >= floor(), "{} below {}", c.as_raw_fd(), floor());
         // The low number was given back.
         assert!(identity(low).is_none() || low >= floor());
         assert!(c.get().is_some());
+        assert!(Held::<UnixStream>::new(OwnedFd::from(std::fs::File::open("/proc/self/exe").unwrap()), libc::S_IFSOCK).is_none(), "a file is not a socket");
+        assert_eq!(read_to_string(Path::new("/proc/self/comm")).map(|s| !s.is_empty()), Some(true));
 
         // The "program" closes the runtime's number and opens something that gets it.
         let fd = c.as_raw_fd();

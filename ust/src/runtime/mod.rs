@@ -215,7 +215,8 @@ pub fn start() {
     let t0 = Instant::now();
     DEBUG.store(std::env::var_os(ENV_DEBUG).is_some_and(|v| !v.is_empty() && v != "0"), Ordering::Relaxed);
     cpu::init();
-    context::init();
+    context::init(&fd::read_to_string(std::path::Path::new("/proc/self/comm")).unwrap_or_default());
+    NCPUS.get_or_init(cpu::possible);
     if !process::elect() {
         // This copy joined the runtime of another object of the process; that runtime
         // handles fork and exit, this copy only refreshes its own context cache.
@@ -257,6 +258,14 @@ pub fn start() {
         (None, Some(_)) => {}
     }
     debug!("constructor done in {} us", t0.elapsed().as_micros());
+}
+
+/// `cpu::possible()`, read by the constructor (the runtime thread opens no file it does not
+/// need to while the program runs).
+static NCPUS: OnceLock<u32> = OnceLock::new();
+
+fn possible_cpus() -> u32 {
+    *NCPUS.get_or_init(cpu::possible)
 }
 
 fn socket_path() -> Option<PathBuf> {

@@ -20,7 +20,7 @@ use super::fd::{Conn, Received};
 use super::{debug, tracing_off, Generation, POLL_INTERVAL};
 use crate::channel::{self, Channel};
 use crate::site::SiteFilter;
-use crate::{cpu, site};
+use crate::site;
 
 /// How long a send to the daemon may block before the connection is given up.
 const SEND_TIMEOUT: Duration = Duration::from_secs(2);
@@ -60,7 +60,7 @@ pub(super) fn run(g: &'static Generation, path: PathBuf) {
             std::thread::sleep(POLL_INTERVAL);
             continue;
         }
-        let stream = match UnixStream::connect(&path).map(Conn::new) {
+        let stream = match Conn::connect(&path) {
             Ok(Some(s)) => s,
             Ok(None) => {
                 g.settle();
@@ -110,7 +110,7 @@ pub(super) fn run(g: &'static Generation, path: PathBuf) {
 
 /// The registration this process sends.
 pub(crate) fn registration() -> Registration {
-    let procname = std::fs::read_to_string("/proc/self/comm").map(|s| s.trim_end().to_string()).unwrap_or_default();
+    let procname = super::fd::read_to_string(Path::new("/proc/self/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default();
     Registration {
         abi_major: ust_core::ABI_MAJOR,
         abi_minor: ust_core::ABI_MINOR,
@@ -121,7 +121,7 @@ pub(crate) fn registration() -> Registration {
         // Read by the constructor: the runtime thread never reads the environment (the
         // program may be changing it).
         session_token: super::SESSION_TOKEN.get().cloned().flatten(),
-        ncpus: cpu::possible(),
+        ncpus: super::possible_cpus(),
         events: site::all().map(|s| s.desc().clone()).collect(),
         clock: super::CLOCK_REQUEST.get().copied().flatten(),
     }

@@ -202,7 +202,8 @@ const MAX_DEBUGLINK: u64 = 4096;
 /// CRC-32 of its contents. `None` when the file has none or is not a 64-bit little-endian
 /// ELF file, or anything is out of bounds.
 pub(crate) fn read_debug_link(path: &std::path::Path) -> Option<(String, u32)> {
-    let f = std::fs::File::open(path).ok()?;
+    let held = super::fd::open(path)?;
+    let f = held.get()?;
     let file_len = f.metadata().ok()?.len();
     let read = |off: u64, len: u64| -> Option<Vec<u8>> {
         if off.checked_add(len)? > file_len {
@@ -284,7 +285,7 @@ pub(crate) fn dump(slots: u64) -> usize {
     let _narrowed = Narrowed::new(provider_sites(STATEDUMP_PROVIDER), slots);
     let objects = loaded_objects();
     lttng_ust_statedump::start();
-    let procname = std::fs::read_to_string("/proc/self/comm").map(|s| s.trim_end().to_string()).unwrap_or_default();
+    let procname = super::fd::read_to_string(std::path::Path::new("/proc/self/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default();
     lttng_ust_statedump::procname(&procname);
     let mut main_seen = false;
     for o in &objects {
