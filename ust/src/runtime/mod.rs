@@ -65,7 +65,7 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// program or its `dlopen`.
 pub const THREAD_START_WAIT: Duration = Duration::from_millis(500);
 
-static DEBUG: AtomicBool = AtomicBool::new(false);
+pub(crate) static DEBUG: AtomicBool = AtomicBool::new(false);
 static STARTED: AtomicBool = AtomicBool::new(false);
 /// The daemon socket path found at start, for fork children: the child's handler runs
 /// right after `fork` in a copy of a multi-threaded process, where a lock another thread
@@ -204,27 +204,38 @@ extern "C" fn constructor() {
 /// Starts the runtime (idempotent). The library's constructor calls it before `main`;
 /// calling it again does nothing.
 ///
-/// If `<rundir>/app` exists, waits until the daemon answers the registration with `Ready`
-/// (or refuses, or goes away), at most `UST_REGISTER_TIMEOUT` ms (default 3000), so the
-/// first events of a short program are traced. Otherwise returns at once and a background
-/// thread connects when a daemon appears.
+/// If another object of the process already runs the runtime (the program, when this is
+/// a `dlopen`ed library), joins it: this copy's sites join that registration, and the
+/// call returns once the daemon enabled them (at most [`LATE_SITE_WAIT`]).
+///
+/// Otherwise, if `<rundir>/app` exists, waits until the daemon answers the registration
+/// with `Ready` (or refuses, or goes away), at most `UST_REGISTER_TIMEOUT` ms (default
+/// 3000; negative: no limit), so the first events of a short program are traced; and at
+/// most [`THREAD_START_WAIT`] for the runtime thread to start at all. Without a socket it
+/// returns at once and a background thread connects when a daemon appears.
 pub fn start() {
     if STARTED.swap(true, Ordering::AcqRel) {
         return;
     }
     let t0 = Instant::now();
-    DEBUG.store(std::env::var_os(ENV_DEBUG).is_some_and(|v| !v.is_empty() && v != "0"), Ordering::Relaxed);
+    let found = process::find();
     cpu::init();
     context::init(&fd::read_to_string(std::path::Path::new("/proc/self/comm")).unwrap_or_default());
-    NCPUS.get_or_init(cpu::possible);
-    if !process::elect() {
-        // This copy joined the runtime of another object of the process; that runtime
-        // handles fork and exit, this copy only refreshes its own context cache.
+    if let Some(p) = found.primary {
+        // Another object of the process runs the runtime: join it. That runtime handles
+        // fork and exit; this copy only refreshes its own context cache in a fork child.
+        process::join(p);
         // SAFETY: registering a plain `extern "C"` function with no preconditions.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_child_joined)) };
         debug!("constructor done in {} us (joined the process's runtime)", t0.elapsed().as_micros());
         return;
     }
+    process::become_primary();
+    DEBUG.store(std::env::var_os(ENV_DEBUG).is_some_and(|v| !v.is_empty() && v != "0"), Ordering::Relaxed);
+    if found.incompatible > 0 {
+        debug!("{} other copy(ies) of ust of another version in this process: each registers on its own", found.incompatible);
+    }
+    NCPUS.get_or_init(cpu::possible);
     site::assign_ids();
     site::on_new_sites(announce_sites);
     // SAFETY: registering plain `extern "C"` functions with no preconditions.

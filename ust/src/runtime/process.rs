@@ -80,6 +80,9 @@ pub(crate) struct Runtime {
     key: Key,
     /// Set when this copy runs the process's runtime.
     primary: AtomicBool,
+    /// Its `UST_DEBUG` flag (a joining copy takes it rather than read the environment
+    /// inside `dlopen`, while the program's threads may be changing it).
+    debug: &'static AtomicBool,
     /// Its channel table.
     channels: &'static channel::Table,
     /// Adds `n` sites (an array of `&'static Site` of the caller's copy) to its run-time
@@ -92,7 +95,7 @@ pub(crate) struct Runtime {
     on_masks_changed: extern "C" fn(f: fn()),
 }
 
-extern "C" fn join(sites: *const &'static Site, n: usize) {
+extern "C" fn accept_sites(sites: *const &'static Site, n: usize) {
     if sites.is_null() || n == 0 {
         return;
     }
@@ -115,8 +118,9 @@ extern "C" fn on_masks_changed(f: fn()) {
 pub(crate) static RUNTIME: Runtime = Runtime {
     key: key(),
     primary: AtomicBool::new(false),
+    debug: &super::DEBUG,
     channels: &channel::OWN,
-    join,
+    join: accept_sites,
     on_masks_changed,
 };
 
@@ -140,22 +144,30 @@ static JOINED: Published<Runtime> = Published::empty();
 /// How many of this copy's run-time sites were handed to the joined runtime.
 static FORWARDED: AtomicUsize = AtomicUsize::new(0);
 
-/// Another copy's runtime that runs the process and has this copy's [`Key`].
-fn find_primary() -> Option<&'static Runtime> {
-    struct Found {
+/// What [`find`] saw among the other copies of this crate in the process.
+pub(crate) struct Found {
+    /// The one that runs the process, with this copy's [`Key`].
+    pub(crate) primary: Option<&'static Runtime>,
+    /// Copies of another version (never joined).
+    pub(crate) incompatible: usize,
+}
+
+/// Looks for another copy's runtime that runs the process. Reads no environment (it may
+/// run inside `dlopen`, with the program's threads running).
+pub(crate) fn find() -> Found {
+    struct Walk {
         me: *const Runtime,
-        primary: Option<&'static Runtime>,
-        incompatible: usize,
+        found: Found,
     }
     unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
-        // SAFETY: `data` is the `&mut Found` passed below; `info` is valid during the
+        // SAFETY: `data` is the `&mut Walk` passed below; `info` is valid during the
         // callback (dl_iterate_phdr's contract).
-        let (found, info) = unsafe { (&mut *(data as *mut Found), &*info) };
+        let (walk, info) = unsafe { (&mut *(data as *mut Walk), &*info) };
         // SAFETY: inside the callback with the loader's `info`.
         for desc in unsafe { super::elf::notes(info, b"ust\0", NT_UST_RUNTIME) } {
             let Ok(bytes) = <[u8; std::mem::size_of::<usize>()]>::try_from(desc) else { continue };
             let p = usize::from_ne_bytes(bytes) as *const Runtime;
-            if p.is_null() || p == found.me || !p.is_aligned() {
+            if p.is_null() || p == walk.me || !p.is_aligned() {
                 continue;
             }
             // SAFETY: the note of a loaded object that links this crate holds the address
@@ -165,34 +177,34 @@ fn find_primary() -> Option<&'static Runtime> {
             // the key matches.
             let rt = unsafe { &*p };
             if rt.key != key() {
-                found.incompatible += 1;
+                walk.found.incompatible += 1;
                 continue;
             }
             if rt.primary.load(Ordering::Acquire) {
-                found.primary = Some(rt);
+                walk.found.primary = Some(rt);
                 return 1;
             }
         }
         0
     }
-    let mut found = Found { me: &RUNTIME, primary: None, incompatible: 0 };
-    // SAFETY: the callback only reads the loader's `info` and writes `found`.
-    unsafe { libc::dl_iterate_phdr(Some(cb), &mut found as *mut Found as *mut c_void) };
-    if found.primary.is_none() && found.incompatible > 0 {
-        debug!("{} other copy(ies) of ust in this process, of another version: registering on our own", found.incompatible);
-    }
-    found.primary
+    let mut walk = Walk { me: &RUNTIME, found: Found { primary: None, incompatible: 0 } };
+    // SAFETY: the callback only reads the loader's `info` and writes `walk`.
+    unsafe { libc::dl_iterate_phdr(Some(cb), &mut walk as *mut Walk as *mut c_void) };
+    walk.found
 }
 
-/// Decides, in the constructor, whether this copy runs the process's runtime: true when
-/// it does (no compatible runtime found; [`RUNTIME`] is now primary); false when it joined
-/// another copy's (its sites and channel table are that runtime's from now on).
-pub(crate) fn elect() -> bool {
+/// Makes this copy the process's runtime (no compatible one was [`find`]-found): later
+/// copies join it.
+pub(crate) fn become_primary() {
     pin_self();
-    let Some(p) = find_primary() else {
-        RUNTIME.primary.store(true, Ordering::Release);
-        return true;
-    };
+    RUNTIME.primary.store(true, Ordering::Release);
+}
+
+/// Joins runtime `p` (from [`find`]): this copy's sites become `p`'s run-time sites and
+/// this copy records into `p`'s channels from now on. Takes `p`'s `UST_DEBUG` flag.
+pub(crate) fn join(p: &'static Runtime) {
+    super::DEBUG.store(p.debug.load(Ordering::Relaxed), Ordering::Relaxed);
+    pin_self();
     JOINED.publish_ref(p);
     channel::use_table(p.channels);
     site::on_new_sites(forward_new_sites);
@@ -203,7 +215,6 @@ pub(crate) fn elect() -> bool {
         .collect();
     debug!("another runtime runs this process: joining it with {} tracepoint(s)", mine.len());
     (p.join)(mine.as_ptr(), mine.len());
-    false
 }
 
 /// Hands the run-time sites this copy made since the last call to the joined runtime.

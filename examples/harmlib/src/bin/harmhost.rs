@@ -1,7 +1,9 @@
 //! Loads `libharmlib.so` (argument 1) with `dlopen` while traced, for
 //! consumer/tests/runtime_harm.rs: fires `harmhost:before`, `dlopen`s the library
-//! (`RTLD_NOW | RTLD_LOCAL`), calls its `harmlib_hello(1)` at once, then fires
-//! `harmhost:after`. Prints `dlopen_ms <milliseconds the dlopen took>`.
+//! (`RTLD_NOW | RTLD_LOCAL`), calls its `harmlib_hello(1)` at once, `dlclose`s it, then
+//! fires `harmhost:after`. Prints `dlopen_ms <milliseconds the dlopen took>` and
+//! `mapped_after_dlclose <true|false>` (the library holds a runtime copy whose sites the
+//! process's runtime uses: it must stay mapped).
 //!
 //! Built in the same package as the library so that `cargo build --bins` builds both.
 
@@ -22,6 +24,10 @@ fn main() {
     // SAFETY: `harmlib_hello` is `extern "C" fn(u32)` (src/lib.rs).
     let hello: extern "C" fn(u32) = unsafe { std::mem::transmute(f) };
     hello(1);
+    // SAFETY: the handle from dlopen above; nothing of the library is used after this.
+    unsafe { libc::dlclose(h) };
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
     ust::tracepoint!(harmhost, after);
     println!("dlopen_ms {}", took.as_millis());
+    println!("mapped_after_dlclose {}", maps.contains("libharmlib.so"));
 }
