@@ -323,3 +323,31 @@ pub(crate) fn disable_all() {
         s.set_filter(None);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+
+    fn count() {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[test]
+    fn sites_made_at_run_time_run_the_installed_hooks() {
+        assert!(on_new_sites(count));
+        let before = CALLS.load(Ordering::Relaxed);
+        let desc = EventDesc {
+            provider: "unit_hooks".into(),
+            name: "made".into(),
+            level: Level::Info,
+            fields: std::borrow::Cow::Borrowed(&[]),
+            location: "here".into(),
+        };
+        let s = register_dynamic(desc).expect("a valid description");
+        assert!(CALLS.load(Ordering::Relaxed) > before, "the hook ran");
+        assert!(all().any(|x| std::ptr::eq(x, s)));
+        assert_eq!(s.id(), ust_core::protocol::event_id(all().position(|x| std::ptr::eq(x, s)).unwrap() as u32));
+    }
+}

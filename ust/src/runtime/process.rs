@@ -99,7 +99,7 @@ extern "C" fn accept_sites(sites: *const &'static Site, n: usize) {
     if sites.is_null() || n == 0 {
         return;
     }
-    // SAFETY: the caller (another copy's `join_primary`) passes a live array of `n` site
+    // SAFETY: the caller (another copy's `process::join`) passes a live array of `n` site
     // references that outlive the process (their object is RTLD_NODELETE), of a `Site`
     // with this copy's layout (the keys matched).
     let sites = unsafe { std::slice::from_raw_parts(sites, n) };
@@ -253,5 +253,34 @@ fn pin_self() {
     let h = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE) };
     if h.is_null() {
         debug!("cannot pin the object holding the runtime; a dlclose of it would end tracing badly");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_copys_note_is_in_memory_and_leads_to_its_runtime() {
+        unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+            // SAFETY: `data` is the counter passed below; `info` is valid during the callback.
+            let (seen, info) = unsafe { (&mut *(data as *mut usize), &*info) };
+            // SAFETY: inside the callback with the loader's `info`.
+            for desc in unsafe { crate::runtime::elf::notes(info, b"ust\0", NT_UST_RUNTIME) } {
+                if desc == (&RUNTIME as *const Runtime as usize).to_ne_bytes() {
+                    *seen += 1;
+                }
+            }
+            0
+        }
+        let mut seen = 0usize;
+        // SAFETY: the callback only reads the loader's `info` and writes `seen`.
+        unsafe { libc::dl_iterate_phdr(Some(cb), &mut seen as *mut usize as *mut c_void) };
+        assert_eq!(seen, 1, "the .note.ust note of this copy, relocated to its RUNTIME");
+        // The only copy of the process: nothing to join.
+        let f = find();
+        assert!(f.primary.is_none());
+        assert_eq!(f.incompatible, 0);
+        assert_eq!(RUNTIME.key, key());
     }
 }
