@@ -230,8 +230,8 @@ pub fn start() {
         debug!("constructor done in {} us (joined the process's runtime)", t0.elapsed().as_micros());
         return;
     }
-    process::become_primary();
     DEBUG.store(std::env::var_os(ENV_DEBUG).is_some_and(|v| !v.is_empty() && v != "0"), Ordering::Relaxed);
+    process::become_primary();
     if found.incompatible > 0 {
         debug!("{} other copy(ies) of ust of another version in this process: each registers on its own", found.incompatible);
     }

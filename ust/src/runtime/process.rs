@@ -247,6 +247,17 @@ fn pin_self() {
     if unsafe { libc::dladdr(&RUNTIME as *const Runtime as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
         return;
     }
+    // The main program is never unloaded (and cannot be `dlopen`ed by its path): its
+    // program headers (AT_PHDR) lie in the same object as `RUNTIME`.
+    // SAFETY: getauxval reads the auxiliary vector; dladdr as above, into a second struct.
+    let main_base = unsafe {
+        let mut main: libc::Dl_info = std::mem::zeroed();
+        let phdr = libc::getauxval(libc::AT_PHDR) as *const c_void;
+        (!phdr.is_null() && libc::dladdr(phdr, &mut main) != 0).then_some(main.dli_fbase)
+    };
+    if main_base == Some(info.dli_fbase) {
+        return;
+    }
     // SAFETY: dlopen of an already loaded object (RTLD_NOLOAD) by the name the loader gave:
     // it only sets the flag and adds a reference, never loads anything. Inside a
     // constructor run by `dlopen` the loader lock is recursive.

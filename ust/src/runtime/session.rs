@@ -145,12 +145,13 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
     }
     g.fds[0].set(conn.raw());
     g.fds[1].set(writer.raw());
-    *g.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
-
-    // Under the writer lock: a site made meanwhile ([`site::register_dynamic`]) is either in
-    // this registration or announced after it, never both, never neither.
+    // The writer is installed and the registration sent under one hold of its lock: a site
+    // made meanwhile ([`site::register_dynamic`], or a `dlopen`ed object's) is either in
+    // this registration or announced after it, never both, never neither, and never
+    // announced before the registration on the new connection.
     let nevents = {
-        let w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
+        *w = Some(writer);
         let reg = registration();
         let n = reg.events.len();
         let r = match w.as_ref().and_then(Conn::get) {
