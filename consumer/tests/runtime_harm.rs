@@ -97,8 +97,32 @@ fn dlopen_from_a_host_without_ust_registers_the_library() {
     assert_eq!(got, ["harmlib:hello n = 7", "lttng_ust_tracef:event _msg_length = 9, msg = \"harmlib 7\""], "{got:?}");
 }
 
+/// Raises this process's soft `RLIMIT_NOFILE` (inherited by the programs it runs) to 2048
+/// if the hard limit allows: the runtime then keeps its descriptors at 1024 and above, out
+/// of reach of a "close 3..1023" loop. False when the limit stays lower (the runtime's
+/// connection may then be closed by such a loop: it reconnects, and events meanwhile are
+/// lost, but the program is not harmed).
+fn room_above_1024() -> bool {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit on this process with a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return false;
+        }
+        if r.rlim_cur >= 2048 {
+            return true;
+        }
+        if r.rlim_max < 2048 {
+            return false;
+        }
+        r.rlim_cur = 2048;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &r) == 0
+    }
+}
+
 #[test]
 fn a_program_that_closes_every_descriptor_keeps_the_file_it_opens() {
+    let room = room_above_1024();
     let d = TestDaemon::start();
     let out = d.output("closefds");
     let file = d.output("closefds.txt");
@@ -112,6 +136,10 @@ fn a_program_that_closes_every_descriptor_keeps_the_file_it_opens() {
     assert_eq!(text.lines().count(), n, "every write landed in the file");
     assert!(n > 20, "{n} lines");
 
+    if !room {
+        eprintln!("RLIMIT_NOFILE below 2048: the trace's completeness is not checked");
+        return;
+    }
     // The runtime kept tracing: the program's events, the last one included, are there.
     let evs = bt_events(&babeltrace(&out));
     assert!(evs.iter().any(|e| e.name == "closefds:done"), "{:?}", evs.iter().map(|e| &e.name).collect::<Vec<_>>());

@@ -8,6 +8,9 @@
 //! remembers what each one is (`st_dev`, `st_ino`). Before every use and before closing
 //! it, it checks with `fstat` that the number still names that object: a descriptor the
 //! program closed (and perhaps reused) is **abandoned**, never read, written or closed.
+//! (With a soft `RLIMIT_NOFILE` of 1024 or less the floor is just under the limit, within
+//! such a loop's reach: the connection is then lost and made again, but the program's
+//! descriptors stay untouched.)
 //!
 //! Files the runtime thread reads while the program runs (`/proc/self/comm`, the ELF
 //! files of the state dump) are opened the same way ([`open`]).

@@ -134,12 +134,14 @@ impl RawConn {
         RawConn { fd: AtomicI32::new(-1), dev: AtomicU64::new(0), ino: AtomicU64::new(0) }
     }
 
+    /// Records descriptor `fd` naming `(dev, ino)`.
     pub(crate) fn set(&self, (fd, (dev, ino)): (i32, (u64, u64))) {
         self.dev.store(dev, Ordering::Relaxed);
         self.ino.store(ino, Ordering::Relaxed);
         self.fd.store(fd, Ordering::Release);
     }
 
+    /// Forgets the descriptor (the connection is being dropped).
     pub(crate) fn clear(&self) {
         self.fd.store(-1, Ordering::Release);
     }
@@ -416,6 +418,7 @@ fn add_masks_hook(f: fn()) {
     });
 }
 
+/// Wakes the hook thread: the enable masks changed (called by the runtime thread).
 pub(crate) fn masks_changed() {
     if MASKS_HOOKS[0].get().is_some() {
         *HOOK_PENDING.lock().unwrap_or_else(|e| e.into_inner()) = true;
