@@ -2,7 +2,8 @@
 //! `ust trace` with the real daemon (the runtime's side of the issue of that name).
 //!
 //! * `dlopen` of an instrumented shared object (`examples/harmlib`, loaded by its
-//!   `harmhost`, or by Python's `ctypes`, a host with no `ust` in it) returns at once, the
+//!   `harmhost`, or by Python's `ctypes`, a host with no `ust` in it) returns at once (even
+//!   with `UST_REGISTER_TIMEOUT=-1`, no limit on the registration wait), the
 //!   object's first event (fired right after `dlopen` returns) is in the trace, the
 //!   process is one registration (one trace directory), and a `dlclose` does not unmap
 //!   the object under the runtime.
@@ -57,7 +58,11 @@ fn lib() -> PathBuf {
 fn dlopen_of_an_instrumented_library_is_quick_and_its_first_event_is_traced() {
     let d = TestDaemon::start();
     let out = d.output("dlopen");
-    let o = output_within(trace_cmd(&d, &out, &program("harmhost"), &[lib().to_str().unwrap()]), Duration::from_secs(30));
+    // No limit on the registration wait: a constructor that waits inside `dlopen` for a
+    // thread blocked on the loader lock would never return.
+    let mut cmd = trace_cmd(&d, &out, &program("harmhost"), &[lib().to_str().unwrap()]);
+    cmd.env("UST_REGISTER_TIMEOUT", "-1");
+    let o = output_within(cmd, Duration::from_secs(30));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}\n{stdout}\nlog:\n{}", String::from_utf8_lossy(&o.stderr), d.log());
     let ms: u64 = stdout.lines().find_map(|l| l.strip_prefix("dlopen_ms ")).and_then(|v| v.trim().parse().ok()).expect("dlopen_ms line");
@@ -86,7 +91,9 @@ fn dlopen_from_a_host_without_ust_registers_the_library() {
                   lib.harmlib_hello(7)\n\
                   print('dlopen_ms %d' % ms)\n";
     let py = PathBuf::from("python3");
-    let o = output_within(trace_cmd(&d, &out, &py, &["-c", script, lib().to_str().unwrap()]), Duration::from_secs(30));
+    let mut cmd = trace_cmd(&d, &out, &py, &["-c", script, lib().to_str().unwrap()]);
+    cmd.env("UST_REGISTER_TIMEOUT", "-1");
+    let o = output_within(cmd, Duration::from_secs(30));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}\n{stdout}\nlog:\n{}", String::from_utf8_lossy(&o.stderr), d.log());
     let ms: u64 = stdout.lines().find_map(|l| l.strip_prefix("dlopen_ms ")).and_then(|v| v.trim().parse().ok()).expect("dlopen_ms line");
