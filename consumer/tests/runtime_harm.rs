@@ -77,21 +77,30 @@ fn dlopen_of_an_instrumented_library_is_quick_and_its_first_event_is_traced() {
 }
 
 #[test]
-fn dlopen_from_a_host_without_ust_registers_the_library() {
+fn dlopen_from_a_host_without_ust_registers_the_libraries_as_one_process() {
     if Command::new("python3").arg("-c").arg("import ctypes").output().map(|o| !o.status.success()).unwrap_or(true) {
         eprintln!("skipped: no python3 with ctypes");
         return;
     }
     let d = TestDaemon::start();
     let out = d.output("python");
+    // Two instrumented objects: the library, and a copy of it under another name (a second
+    // object to the loader, with its own copy of ust). The first runs the process's
+    // runtime; the second joins it.
+    let second = d.output("libharmlib2.so");
+    std::fs::copy(lib(), &second).unwrap();
     let script = "import ctypes, sys, time\n\
                   t = time.monotonic()\n\
                   lib = ctypes.CDLL(sys.argv[1])\n\
                   ms = (time.monotonic() - t) * 1000\n\
                   lib.harmlib_hello(7)\n\
+                  t = time.monotonic()\n\
+                  lib2 = ctypes.CDLL(sys.argv[2])\n\
+                  ms = max(ms, (time.monotonic() - t) * 1000)\n\
+                  lib2.harmlib_hello(8)\n\
                   print('dlopen_ms %d' % ms)\n";
     let py = PathBuf::from("python3");
-    let mut cmd = trace_cmd(&d, &out, &py, &["-c", script, lib().to_str().unwrap()]);
+    let mut cmd = trace_cmd(&d, &out, &py, &["-c", script, lib().to_str().unwrap(), second.to_str().unwrap()]);
     cmd.env("UST_REGISTER_TIMEOUT", "-1");
     let o = output_within(cmd, Duration::from_secs(30));
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -101,7 +110,16 @@ fn dlopen_from_a_host_without_ust_registers_the_library() {
     assert_eq!(pid_dirs(&out).len(), 1, "{:?}", pid_dirs(&out));
     let evs = bt_events(&babeltrace(&out));
     let got: Vec<String> = evs.iter().map(name_and_fields).collect();
-    assert_eq!(got, ["harmlib:hello n = 7", "lttng_ust_tracef:event _msg_length = 9, msg = \"harmlib 7\""], "{got:?}");
+    assert_eq!(
+        got,
+        [
+            "harmlib:hello n = 7",
+            "lttng_ust_tracef:event _msg_length = 9, msg = \"harmlib 7\"",
+            "harmlib:hello n = 8",
+            "lttng_ust_tracef:event _msg_length = 9, msg = \"harmlib 8\"",
+        ],
+        "{got:?}"
+    );
 }
 
 /// Raises this process's soft `RLIMIT_NOFILE` (inherited by the programs it runs) to 2048
