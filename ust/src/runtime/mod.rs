@@ -11,14 +11,16 @@
 //!   if <rundir>/app exists:                     connect (descriptors above 1024: fd.rs),
 //!     wait for the thread to run, at most       send Register(all descriptions)
 //!     THREAD_START_WAIT, then for Ready, at     serve AddChannel / RemoveChannel /
-//!     most UST_REGISTER_TIMEOUT ms (3000)
-//!   return                                        SetEnabled / Ready / Sync / Refused
-//!                                               on EOF or error (the daemon died): keep
+//!     most UST_REGISTER_TIMEOUT ms (3000)         SetEnabled / Ready / Sync / Refused
+//!   return                                      on EOF or error (the daemon died): keep
 //!                                                 writing into its buffers, back to
 //!                                                 waiting; retire them when a new daemon
 //!                                                 answers, then register again
-//! atexit:      send Exiting
-//! fork child:  clear masks, drop the parent's channels, fresh runtime thread (new process)
+//! a dlopen'ed copy joins (process.rs) ──────> its sites: RegisterEvents; the joining
+//!                                               constructor waits for their masks, at
+//!                                               most LATE_SITE_WAIT
+//! atexit:      send Exiting (waits at most EXIT_WAIT for the connection)
+//! fork child:  clear masks, retire the parent's channels, fresh runtime thread (new process)
 //! ```
 //!
 //! Nothing here may harm the traced program: no descriptor of the program is used or
