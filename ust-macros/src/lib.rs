@@ -14,7 +14,9 @@
 //! so a disabled tracepoint costs one relaxed load and a not-taken branch and does not
 //! evaluate its arguments.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;

@@ -1,17 +1,16 @@
 //! The table of channels this process writes: 64 slots, one per bit of a call site's mask.
 //!
-//! A slot holds an [`AtomicPtr`] to a [`Channel`] (the mapped per-CPU buffers of one
-//! session channel) or null. The runtime thread installs a channel with a `Release` store
-//! and removes it by storing null; emitters load the pointer with `Acquire` and use it
-//! without any lock or reference count. That is safe because a channel, once installed, is
-//! never freed while the process may still run emitters (see [`retire`]): its memory is
-//! leaked on purpose (a few hundred bytes per channel per daemon session).
-
-use std::sync::atomic::{AtomicPtr, Ordering};
+//! A slot is a [`Published`] [`Channel`] (the mapped per-CPU buffers of one session
+//! channel) or nothing. The runtime thread installs a channel and removes it; emitters load
+//! it and use it without any lock or reference count. A channel, once installed, is never
+//! freed (see [`retire`]): its descriptor is leaked on purpose (a few hundred bytes per
+//! channel per daemon session).
 
 use ringbuffer::Buffer;
 use ust_core::clock::TraceClock;
 use ust_core::protocol::MAX_CHANNELS;
+
+use crate::published::Published;
 
 /// One session channel as this process sees it: one mapped ring buffer per possible CPU.
 pub struct Channel {
@@ -52,35 +51,47 @@ impl Channel {
     }
 }
 
-#[allow(clippy::declare_interior_mutable_const)]
-const EMPTY: AtomicPtr<Channel> = AtomicPtr::new(std::ptr::null_mut());
+/// The 64 slots. Index = bit of the call-site masks.
+pub(crate) type Table = [Published<Channel>; MAX_CHANNELS as usize];
 
-/// The slots. Index = bit of the call-site masks.
-pub(crate) static CHANNELS: [AtomicPtr<Channel>; MAX_CHANNELS as usize] = [EMPTY; MAX_CHANNELS as usize];
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY: Published<Channel> = Published::empty();
+
+/// This copy's own slots.
+pub(crate) static OWN: Table = [EMPTY; MAX_CHANNELS as usize];
+
+/// The slots this copy of the crate reads: empty for its own ([`OWN`]); in a `dlopen`ed
+/// object whose process already has a runtime, that runtime's table (see
+/// `runtime::process`), so every copy of the crate in a process writes the same channels.
+static TABLE: Published<Table> = Published::empty();
+
+/// The slots in use.
+#[inline(always)]
+pub(crate) fn table() -> &'static Table {
+    TABLE.get().unwrap_or(&OWN)
+}
+
+/// Makes this copy read and write `t` (the process runtime's table) instead of its own.
+/// Called once, from the constructor of a copy that joins another one, before any of its
+/// sites can be enabled.
+pub(crate) fn use_table(t: &'static Table) {
+    TABLE.publish_ref(t);
+}
 
 /// The channel in `slot`, if any.
 #[inline(always)]
 pub(crate) fn get(slot: u32) -> Option<&'static Channel> {
-    let p = CHANNELS.get(slot as usize)?.load(Ordering::Acquire);
-    // SAFETY: a non-null pointer in the table came from `Box::leak` in `install` and is
-    // never freed while emitters may run (`retire` keeps the allocation; only the fork
-    // child, which has a single thread, frees them).
-    unsafe { p.as_ref() }
+    table().get(slot as usize)?.get()
 }
 
 /// Installs `ch` in `slot`. Returns the channel it replaced, already unlinked.
 pub(crate) fn install(slot: u32, ch: Channel) -> Option<&'static Channel> {
-    let p = Box::into_raw(Box::new(ch));
-    let old = CHANNELS[slot as usize].swap(p, Ordering::AcqRel);
-    // SAFETY: as in `get`.
-    unsafe { old.as_ref() }
+    table()[slot as usize].publish(ch)
 }
 
 /// Unlinks the channel in `slot` (emitters that load the slot from now on see none).
 pub(crate) fn take(slot: u32) -> Option<&'static Channel> {
-    let old = CHANNELS.get(slot as usize)?.swap(std::ptr::null_mut(), Ordering::AcqRel);
-    // SAFETY: as in `get`.
-    unsafe { old.as_ref() }
+    table().get(slot as usize)?.take()
 }
 
 /// Releases the shared memory of an unlinked channel while keeping its addresses valid:
@@ -121,15 +132,9 @@ pub(crate) fn remove_all() -> usize {
     n
 }
 
-/// In a fork child (one thread, no emitter running): unlinks every channel and frees it,
-/// unmapping the parent's buffers from the child.
+/// In a fork child (one thread, no emitter running): unlinks every channel and releases
+/// the parent's buffers from the child, as [`retire`] does (the descriptors stay leaked,
+/// like every published value).
 pub(crate) fn drop_all_in_child() {
-    for slot in CHANNELS.iter() {
-        let p = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        if !p.is_null() {
-            // SAFETY: the pointer came from `Box::into_raw` in `install`; in the fork
-            // child only the forking thread exists, so no emitter can hold it.
-            drop(unsafe { Box::from_raw(p) });
-        }
-    }
+    remove_all();
 }

@@ -26,13 +26,11 @@ thread_local! {
     static VTID: Cell<i32> = const { Cell::new(0) };
 }
 
-/// Reads the process id and name (the runtime's constructor, and a fork child).
-pub(crate) fn init() {
+/// Takes the process id, and the process name `comm` (the runtime's constructor reads
+/// `/proc/self/comm` through its own descriptor handling; the first name given is kept).
+pub(crate) fn init(comm: &str) {
     VPID.store(rustix::process::getpid().as_raw_nonzero().get(), Ordering::Relaxed);
-    let _ = PROCNAME.get_or_init(|| {
-        let name = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
-        procname_bytes(name.trim_end())
-    });
+    let _ = PROCNAME.get_or_init(|| procname_bytes(comm.trim_end()));
 }
 
 /// In a fork child: the process id changed, and so did the forking thread's id.

@@ -96,30 +96,10 @@ fn fallback() -> u32 {
     }
 }
 
-/// Number of possible CPUs (`/sys/devices/system/cpu/possible`, e.g. `0-1` → 2): the
-/// number of per-CPU buffers the daemon allocates per channel. Falls back to
-/// `sysconf(_SC_NPROCESSORS_CONF)`, then 1.
+/// Number of possible CPUs: the number of per-CPU buffers the daemon allocates per
+/// channel ([`ust_core::cpus::possible_cpu_count`], which the daemon asks too).
 pub fn possible() -> u32 {
-    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/possible") {
-        if let Some(n) = parse_cpu_list_max(&s) {
-            return n + 1;
-        }
-    }
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-    if n > 0 {
-        n as u32
-    } else {
-        1
-    }
-}
-
-/// Largest CPU number in a kernel CPU list such as `0-3,8-11`.
-fn parse_cpu_list_max(s: &str) -> Option<u32> {
-    s.trim()
-        .split(',')
-        .filter_map(|part| part.rsplit('-').next()?.trim().parse::<u32>().ok())
-        .max()
+    ust_core::cpus::possible_cpu_count()
 }
 
 #[cfg(test)]
@@ -133,13 +113,5 @@ mod tests {
         let ok = (0..100).any(|_| current() == fallback());
         assert!(ok);
         assert!(current() < possible());
-    }
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list_max("0-1\n"), Some(1));
-        assert_eq!(parse_cpu_list_max("0"), Some(0));
-        assert_eq!(parse_cpu_list_max("0-3,8-11"), Some(11));
-        assert_eq!(parse_cpu_list_max(""), None);
     }
 }

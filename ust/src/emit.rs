@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! nesting guard ─> for each set bit s of the site's mask (fast path: exactly one)
-//!                    channel = CHANNELS[s]           (Acquire load; null = gone, skip)
+//!                    channel = table()[s]            (Acquire loads; none = gone, skip)
 //!                    buffer  = channel.buffer(cpu)   (rseq cpu_id, wrapped to the count)
 //!                    r = reserve(header sizes of id + context block + payload length)
 //!                    write event header (all but byte 0), context block, payload

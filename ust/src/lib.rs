@@ -45,10 +45,18 @@
 //! * Every call site's description is static data collected at link time
 //!   ([`site::SITES`]): the daemon learns every tracepoint at registration, before any
 //!   fires. Event ids are the registration order + 1 ([`site::all`]).
-//! * The runtime starts from a constructor before `main`. With a daemon socket present it
-//!   waits for registration at most `UST_REGISTER_TIMEOUT` ms (default 3000); with none it
-//!   returns at once and picks up a daemon that starts later. `UST_DEBUG=1` explains on
-//!   stderr what it did. See [`runtime`].
+//! * The runtime starts from a constructor before `main` (or inside the `dlopen` that
+//!   loads an instrumented library). With a daemon socket present it waits for
+//!   registration at most `UST_REGISTER_TIMEOUT` ms (default 3000); with none it returns
+//!   at once and picks up a daemon that starts later. `UST_DEBUG=1` explains on stderr
+//!   what it did. See [`runtime`].
+//! * A process is one registration whatever number of its objects link `ust`: the sites
+//!   of a library loaded later join the process's registration, and are enabled before
+//!   its `dlopen` returns (at most [`runtime::LATE_SITE_WAIT`]).
+//! * The tracer never harms the program: its descriptors sit at 1024 and above and are
+//!   never closed once the program closed them, its threads block every signal, it reads
+//!   the environment only in its constructor, and none of its waits is unbounded unless
+//!   `UST_REGISTER_TIMEOUT` is negative.
 //!
 //! # Field types
 //!
@@ -61,7 +69,9 @@
 //! // error[E0277]: tracepoint field `items`: type `Vec<u8>` cannot be recorded
 //! ```
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 // The macros expand to `::ust::...` paths; this lets the crate use them on itself.
 extern crate self as ust;
@@ -71,6 +81,7 @@ mod context;
 mod cpu;
 mod emit;
 pub mod field;
+mod published;
 pub mod runtime;
 pub mod site;
 mod text;

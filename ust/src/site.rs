@@ -10,10 +10,13 @@
 //! events), and the `i`-th of them (from 0) gets CTF event id `i + 1`
 //! ([`ust_core::protocol::event_id`]).
 
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use linkme::distributed_slice;
 use ust_core::{EventDesc, Level};
+
+use crate::published::Published;
 
 /// One tracepoint call site: its static description, its channel mask and its event id.
 ///
@@ -27,9 +30,10 @@ use ust_core::{EventDesc, Level};
 pub struct Site {
     mask: AtomicU64,
     id: AtomicU32,
-    /// Filters of some mask bits, or null (the common case: the emit path then pays one
-    /// load and a test). Points to a leaked [`SiteFilter`].
-    filter: AtomicPtr<SiteFilter>,
+    /// Filters of some mask bits, or none (the common case: the emit path then pays one
+    /// load and a test). Replaced filters are leaked: an emitter may still be evaluating
+    /// them, and filter changes are rare control-plane events.
+    filter: Published<SiteFilter>,
     desc: EventDesc,
 }
 
@@ -75,7 +79,7 @@ impl SiteFilter {
 impl Site {
     /// A disabled call site for `desc`, with no event id yet.
     pub const fn new(desc: EventDesc) -> Site {
-        Site { mask: AtomicU64::new(0), id: AtomicU32::new(0), filter: AtomicPtr::new(std::ptr::null_mut()), desc }
+        Site { mask: AtomicU64::new(0), id: AtomicU32::new(0), filter: Published::empty(), desc }
     }
 
     /// True when at least one channel records this event: one relaxed load.
@@ -105,18 +109,15 @@ impl Site {
     /// The site's filters, if any.
     #[inline(always)]
     pub(crate) fn filter(&self) -> Option<&'static SiteFilter> {
-        let p = self.filter.load(Ordering::Acquire);
-        // SAFETY: a non-null pointer came from `Box::into_raw` in `set_filter` and is never
-        // freed (filters replaced by later ones are leaked on purpose: an emitter may still
-        // be evaluating them, and filter changes are rare control-plane events).
-        unsafe { p.as_ref() }
+        self.filter.get()
     }
 
     /// Replaces the site's filters (the old ones are leaked, see [`Site::filter`]).
     pub(crate) fn set_filter(&self, f: Option<SiteFilter>) {
-        let p = f.map_or(std::ptr::null_mut(), |f| Box::into_raw(Box::new(f)));
-        let old = self.filter.swap(p, Ordering::AcqRel);
-        let _ = old;
+        match f {
+            Some(f) => self.filter.publish(f),
+            None => self.filter.take(),
+        };
     }
 
     /// Sets mask and filters in the order that never records an event the new settings
@@ -128,7 +129,7 @@ impl Site {
             self.set_mask(mask);
         } else {
             self.set_mask(mask);
-            if !self.filter.load(Ordering::Relaxed).is_null() {
+            if self.filter.is_set() {
                 self.set_filter(None);
             }
         }
@@ -153,8 +154,10 @@ pub static SITES: [&'static Site];
 
 /// Every call site of the process in registration order: the link-time collection
 /// ([`SITES`]), then the `ust` crate's own `lttng_ust_tracef:event` and the fifteen
-/// `lttng_ust_tracelog:TRACE_*` events, then the sites made at run time
-/// ([`register_dynamic`], for example by the `tracing` layer) in creation order.
+/// `lttng_ust_tracelog:TRACE_*` events, then the sites added at run time in the order they
+/// were added: those [`register_dynamic`] makes (for example for the `tracing` layer) and
+/// those of instrumented objects loaded later (a `dlopen`ed library's sites join the
+/// process's registration, see `runtime::process`).
 pub fn all() -> impl Iterator<Item = &'static Site> + Clone {
     let n = DYNAMIC_COUNT.load(Ordering::Acquire);
     SITES
@@ -162,8 +165,8 @@ pub fn all() -> impl Iterator<Item = &'static Site> + Clone {
         .copied()
         .chain(std::iter::once(&TRACEF))
         .chain(TRACELOG.iter())
-        // SAFETY: the first `n` entries were stored (Release) before the count was raised.
-        .chain(DYNAMIC[..n].iter().map(|p| unsafe { &*p.load(Ordering::Acquire) }))
+        // The first `n` entries were published before the count was raised (Release).
+        .chain(DYNAMIC[..n].iter().filter_map(Published::get))
 }
 
 /// Number of call sites [`all`] yields.
@@ -176,36 +179,75 @@ pub fn static_count() -> usize {
     SITES.len() + 1 + TRACELOG.len()
 }
 
-/// Most sites made at run time.
+/// Most sites added at run time (made by [`register_dynamic`] or joined from other
+/// objects).
 pub const MAX_DYNAMIC: usize = 4096;
 
 #[allow(clippy::declare_interior_mutable_const)]
-const NO_SITE: AtomicPtr<Site> = AtomicPtr::new(std::ptr::null_mut());
-static DYNAMIC: [AtomicPtr<Site>; MAX_DYNAMIC] = [NO_SITE; MAX_DYNAMIC];
+const NO_SITE: Published<Site> = Published::empty();
+static DYNAMIC: [Published<Site>; MAX_DYNAMIC] = [NO_SITE; MAX_DYNAMIC];
 static DYNAMIC_COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 static DYNAMIC_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Most functions [`on_new_sites`] installs.
+pub(crate) const MAX_HOOKS: usize = 4;
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_HOOK: OnceLock<fn()> = OnceLock::new();
+static HOOKS: [OnceLock<fn()>; MAX_HOOKS] = [NO_HOOK; MAX_HOOKS];
+
+/// Installs `f`, called (on the calling thread, after the registry lock is released) each
+/// time sites were added at run time: the runtime installs the function that tells the
+/// daemon. The registry knows nothing else of the runtime. Hooks run in installation
+/// order; false when [`MAX_HOOKS`] are installed already.
+pub(crate) fn on_new_sites(f: fn()) -> bool {
+    HOOKS.iter().any(|h| h.set(f).is_ok())
+}
+
+fn run_hooks() {
+    for f in HOOKS.iter().map_while(OnceLock::get) {
+        f();
+    }
+}
+
 /// Makes a call site at run time (a tracepoint the link-time collection does not hold, such
 /// as a `tracing` callsite): it takes the next event id, and the daemon learns it at once
-/// if the process is registered (`RegisterEvents`, sent from this thread; no answer is
-/// awaited), else at registration. The site is leaked. `None` when [`MAX_DYNAMIC`] sites
-/// exist already or the description is not valid.
+/// if the process is registered (`RegisterEvents`, sent from this thread, which then waits
+/// at most `runtime::LATE_SITE_WAIT` for the daemon's masks to cover it), else at
+/// registration. The site is leaked. `None` when [`MAX_DYNAMIC`] sites exist already or
+/// the description is not valid.
 pub fn register_dynamic(desc: EventDesc) -> Option<&'static Site> {
     desc.validate().ok()?;
-    let site: &'static Site = {
+    let site: &'static Site = Box::leak(Box::new(Site::new(desc)));
+    (add_sites(&[site]) == 1).then_some(site)
+}
+
+/// Appends existing sites (of a `dlopen`ed object's copy of this crate) to the run-time
+/// part of the registry, numbering them, then runs the hooks. Returns how many were
+/// added (fewer than given when [`MAX_DYNAMIC`] is reached).
+pub(crate) fn add_sites(sites: &[&'static Site]) -> usize {
+    let added = {
         let _g = DYNAMIC_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let n = DYNAMIC_COUNT.load(Ordering::Relaxed);
-        if n >= MAX_DYNAMIC {
-            return None;
+        let first = DYNAMIC_COUNT.load(Ordering::Relaxed);
+        let mut n = first;
+        for site in sites.iter().take(MAX_DYNAMIC - first) {
+            site.set_id(ust_core::protocol::event_id((static_count() + n) as u32));
+            DYNAMIC[n].publish_ref(site);
+            n += 1;
         }
-        let site: &'static Site = Box::leak(Box::new(Site::new(desc)));
-        site.set_id(ust_core::protocol::event_id((static_count() + n) as u32));
-        DYNAMIC[n].store(site as *const Site as *mut Site, Ordering::Release);
-        DYNAMIC_COUNT.store(n + 1, Ordering::Release);
-        site
+        DYNAMIC_COUNT.store(n, Ordering::Release);
+        n - first
     };
-    crate::runtime::announce_sites();
-    Some(site)
+    if added > 0 {
+        run_hooks();
+    }
+    added
+}
+
+/// The sites added at run time from index `from` of that part on (for a `dlopen`ed copy
+/// of this crate, which hands its own to the process's runtime).
+pub(crate) fn dynamic_from(from: usize) -> impl Iterator<Item = &'static Site> {
+    let n = DYNAMIC_COUNT.load(Ordering::Acquire);
+    DYNAMIC[from.min(n)..n].iter().filter_map(Published::get)
 }
 
 mod internal {
@@ -279,5 +321,33 @@ pub(crate) fn disable_all() {
     for s in all() {
         s.set_mask(0);
         s.set_filter(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+
+    fn count() {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[test]
+    fn sites_made_at_run_time_run_the_installed_hooks() {
+        assert!(on_new_sites(count));
+        let before = CALLS.load(Ordering::Relaxed);
+        let desc = EventDesc {
+            provider: "unit_hooks".into(),
+            name: "made".into(),
+            level: Level::Info,
+            fields: std::borrow::Cow::Borrowed(&[]),
+            location: "here".into(),
+        };
+        let s = register_dynamic(desc).expect("a valid description");
+        assert!(CALLS.load(Ordering::Relaxed) > before, "the hook ran");
+        assert!(all().any(|x| std::ptr::eq(x, s)));
+        assert_eq!(s.id(), ust_core::protocol::event_id(all().position(|x| std::ptr::eq(x, s)).unwrap() as u32));
     }
 }

@@ -516,3 +516,57 @@ fn a_daemon_that_leaves_a_message_unfinished_is_given_up() {
     assert!(log.contains("left a message unfinished"), "{log}");
     assert!(waited < Duration::from_secs(6), "reconnected after {waited:?}");
 }
+
+/// The `/proc/<pid>/task/<tid>` directories of the threads of `pid` named `name`.
+fn threads_named(pid: u32, name: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|t| std::fs::read_to_string(t.join("comm")).is_ok_and(|c| c.trim_end() == name))
+        .collect()
+}
+
+/// A child in mode `late` (fires until told to stop), registered and ready.
+fn registered_child(d: &FakeDaemon) -> (Child, UnixStream) {
+    let child = spawn_child("late", d.dir.path());
+    let s = d.accept(Duration::from_secs(10));
+    let _ = recv_register(&s);
+    protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
+    (child, s)
+}
+
+#[test]
+fn the_runtime_thread_blocks_every_signal_of_the_program() {
+    let d = FakeDaemon::new();
+    let (child, _s) = registered_child(&d);
+    let tasks = threads_named(child.id(), "ust-runtime");
+    assert_eq!(tasks.len(), 1, "one runtime thread");
+    let status = std::fs::read_to_string(tasks[0].join("status")).unwrap();
+    let blk = status.lines().find_map(|l| l.strip_prefix("SigBlk:")).map(|v| u64::from_str_radix(v.trim(), 16).unwrap()).unwrap();
+    for (sig, name) in [(libc::SIGINT, "INT"), (libc::SIGTERM, "TERM"), (libc::SIGCHLD, "CHLD"), (libc::SIGUSR1, "USR1"), (libc::SIGALRM, "ALRM"), (libc::SIGPIPE, "PIPE")] {
+        assert_ne!(blk & (1u64 << (sig - 1)), 0, "SIG{name} can be delivered to the runtime thread (SigBlk {blk:#x})");
+    }
+    std::fs::write(d.dir.path().join("stop"), b"").unwrap();
+    finish(child);
+}
+
+#[test]
+fn the_daemon_connection_sits_above_the_programs_descriptors() {
+    let d = FakeDaemon::new();
+    let (child, _s) = registered_child(&d);
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit fills the struct; the child inherits this limit.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) }, 0);
+    let floor = 1024.min(r.rlim_cur.saturating_sub(16)) as i32;
+    let sockets: Vec<i32> = std::fs::read_dir(format!("/proc/{}/fd", child.id()))
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    assert_eq!(sockets.len(), 2, "reader and writer: {sockets:?}");
+    assert!(sockets.iter().all(|fd| *fd >= floor), "runtime descriptors among the program's: {sockets:?} (floor {floor})");
+    std::fs::write(d.dir.path().join("stop"), b"").unwrap();
+    finish(child);
+}

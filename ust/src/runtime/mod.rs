@@ -2,34 +2,51 @@
 //! fork and exit (DESIGN.md, "Processes" and "Events and the instrumentation API").
 //!
 //! ```text
-//! constructor (.init_array, before main)
+//! constructor (.init_array, before main; or inside dlopen)
+//!   another copy of ust runs this process? ─> join it (process.rs): its sites and
+//!                                               channels; no thread, return
 //!   number the call sites, find rseq, pthread_atfork + atexit handlers
 //!   spawn the runtime thread ───────────────> loop:
-//!   if <rundir>/app exists:                     wait for <rundir>/app (stat every 200 ms)
-//!     wait for Ready, at most                   connect, send Register(all descriptions)
-//!     UST_REGISTER_TIMEOUT ms (3000)            serve AddChannel / RemoveChannel /
-//!   return                                        SetEnabled / Ready / Sync / Refused
-//!                                               on EOF or error (the daemon died): keep
+//!   (pthread, signals blocked: thread.rs)       wait for <rundir>/app (stat every 200 ms)
+//!   if <rundir>/app exists:                     connect (descriptors above 1024: fd.rs),
+//!     wait for the thread to run, at most       send Register(all descriptions)
+//!     THREAD_START_WAIT, then for Ready, at     serve AddChannel / RemoveChannel /
+//!     most UST_REGISTER_TIMEOUT ms (3000)         SetEnabled / Ready / Sync / Refused
+//!   return                                      on EOF or error (the daemon died): keep
 //!                                                 writing into its buffers, back to
 //!                                                 waiting; retire them when a new daemon
 //!                                                 answers, then register again
-//! atexit:      send Exiting
-//! fork child:  clear masks, drop the parent's channels, fresh runtime thread (new process)
+//! a dlopen'ed copy joins (process.rs) ──────> its sites: RegisterEvents; the joining
+//!                                               constructor waits for their masks, at
+//!                                               most LATE_SITE_WAIT
+//! atexit:      send Exiting (waits at most EXIT_WAIT for the connection)
+//! fork child:  clear masks, retire the parent's channels, fresh runtime thread (new process)
 //! ```
+//!
+//! Nothing here may harm the traced program: no descriptor of the program is used or
+//! closed (fd.rs), no signal of the program reaches a runtime thread (thread.rs), the
+//! environment is read only in the constructor, before `main` or inside the `dlopen` that
+//! loads the first instrumented object, and no wait of the constructor is unbounded
+//! unless `UST_REGISTER_TIMEOUT` asks for it.
 //!
 //! `UST_DEBUG=1` makes the runtime say on stderr what it did and why a process is or is not
 //! traced. Nothing here runs on the emit path.
 
+pub(crate) mod elf;
+pub(crate) mod fd;
+pub(crate) mod process;
 mod session;
 pub(crate) mod statedump;
+pub(crate) mod thread;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use ust_core::rundir;
 
+use crate::published::Published;
 use crate::{channel, context, cpu, site};
 
 /// Environment variable: how long the constructor waits for registration, in ms (default
@@ -44,8 +61,13 @@ pub const DEFAULT_REGISTER_TIMEOUT_MS: u64 = 3000;
 /// How often the runtime thread looks for a daemon socket that is missing or refuses
 /// connections.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
+/// Longest wait of the constructor for the runtime thread to start running, before it
+/// waits for registration: a thread that has not started by then is stuck (behind a lock
+/// the constructor's caller holds), and the constructor returns rather than stall the
+/// program or its `dlopen`.
+pub const THREAD_START_WAIT: Duration = Duration::from_millis(500);
 
-static DEBUG: AtomicBool = AtomicBool::new(false);
+pub(crate) static DEBUG: AtomicBool = AtomicBool::new(false);
 static STARTED: AtomicBool = AtomicBool::new(false);
 /// The daemon socket path found at start, for fork children: the child's handler runs
 /// right after `fork` in a copy of a multi-threaded process, where a lock another thread
@@ -81,51 +103,93 @@ pub(crate) fn debug_print(args: std::fmt::Arguments<'_>) {
 /// fork child makes a new one instead of touching locks the parent's threads might have
 /// held at the fork.
 pub(crate) struct Generation {
-    /// True once the constructor may stop waiting (Ready, refused, or no daemon).
-    settled: Mutex<bool>,
+    /// How far the runtime thread got, for the constructor's waits.
+    progress: Mutex<Progress>,
     cond: Condvar,
-    /// Write side of the daemon connection (the runtime thread reads a clone of it).
-    writer: Mutex<Option<std::os::unix::net::UnixStream>>,
-    /// Raw descriptors of the connection, closed by a fork child.
-    fds: [AtomicI32; 2],
+    /// Write side of the daemon connection (the runtime thread reads another descriptor
+    /// of the same socket).
+    writer: Mutex<Option<fd::Conn>>,
+    /// Raw descriptors of the connection and what they name, for a fork child to close
+    /// (atomics: the child may not take locks).
+    fds: [RawConn; 2],
     /// How many sites the daemon knows (updated with `writer` held).
     announced: std::sync::atomic::AtomicUsize,
 }
 
+#[derive(Default)]
+struct Progress {
+    /// The runtime thread runs.
+    alive: bool,
+    /// The constructor may stop waiting (Ready, refused, or no daemon).
+    settled: bool,
+}
+
+/// A descriptor number and the `(st_dev, st_ino)` it named.
+struct RawConn {
+    fd: AtomicI32,
+    dev: AtomicU64,
+    ino: AtomicU64,
+}
+
+impl RawConn {
+    const fn none() -> RawConn {
+        RawConn { fd: AtomicI32::new(-1), dev: AtomicU64::new(0), ino: AtomicU64::new(0) }
+    }
+
+    /// Records descriptor `fd` naming `(dev, ino)`.
+    pub(crate) fn set(&self, (fd, (dev, ino)): (i32, (u64, u64))) {
+        self.dev.store(dev, Ordering::Relaxed);
+        self.ino.store(ino, Ordering::Relaxed);
+        self.fd.store(fd, Ordering::Release);
+    }
+
+    /// Forgets the descriptor (the connection is being dropped).
+    pub(crate) fn clear(&self) {
+        self.fd.store(-1, Ordering::Release);
+    }
+}
+
 impl Generation {
-    fn new() -> &'static Generation {
-        Box::leak(Box::new(Generation {
-            settled: Mutex::new(false),
+    fn new() -> Generation {
+        Generation {
+            progress: Mutex::new(Progress::default()),
             cond: Condvar::new(),
             writer: Mutex::new(None),
-            fds: [AtomicI32::new(-1), AtomicI32::new(-1)],
+            fds: [RawConn::none(), RawConn::none()],
             announced: std::sync::atomic::AtomicUsize::new(0),
-        }))
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Progress)) {
+        let mut p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut p);
+        self.cond.notify_all();
+    }
+
+    /// The runtime thread says it runs.
+    pub(crate) fn alive(&self) {
+        self.update(|p| p.alive = true);
     }
 
     /// Lets the constructor return.
     pub(crate) fn settle(&self) {
-        let mut s = self.settled.lock().unwrap_or_else(|e| e.into_inner());
-        if !*s {
-            *s = true;
-            self.cond.notify_all();
-        }
+        self.update(|p| p.settled = true);
     }
 
-    fn wait_settled(&self, timeout: Option<Duration>) -> bool {
-        let s = self.settled.lock().unwrap_or_else(|e| e.into_inner());
+    /// Waits until `done` holds, at most `timeout` (`None`: no limit). The final value.
+    fn wait(&self, timeout: Option<Duration>, done: fn(&Progress) -> bool) -> bool {
+        let p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
         match timeout {
-            None => *self.cond.wait_while(s, |s| !*s).unwrap_or_else(|e| e.into_inner()),
-            Some(t) => *self.cond.wait_timeout_while(s, t, |s| !*s).unwrap_or_else(|e| e.into_inner()).0,
+            None => done(&self.cond.wait_while(p, |p| !done(p)).unwrap_or_else(|e| e.into_inner())),
+            Some(t) => done(&self.cond.wait_timeout_while(p, t, |p| !done(p)).unwrap_or_else(|e| e.into_inner()).0),
         }
     }
 }
 
-static CURRENT: AtomicPtr<Generation> = AtomicPtr::new(std::ptr::null_mut());
+static CURRENT: Published<Generation> = Published::empty();
 
 fn current() -> Option<&'static Generation> {
-    // SAFETY: only ever set from `Generation::new`, which leaks; never freed.
-    unsafe { CURRENT.load(Ordering::Acquire).as_ref() }
+    CURRENT.get()
 }
 
 // The constructor. `#[used]` keeps the static, and rustc keeps `#[used]` statics of rlibs
@@ -144,19 +208,40 @@ extern "C" fn constructor() {
 /// Starts the runtime (idempotent). The library's constructor calls it before `main`;
 /// calling it again does nothing.
 ///
-/// If `<rundir>/app` exists, waits until the daemon answers the registration with `Ready`
-/// (or refuses, or goes away), at most `UST_REGISTER_TIMEOUT` ms (default 3000), so the
-/// first events of a short program are traced. Otherwise returns at once and a background
-/// thread connects when a daemon appears.
+/// If another object of the process already runs the runtime (the program, when this is
+/// a `dlopen`ed library), joins it: this copy's sites join that registration, and the
+/// call returns once the daemon enabled them (at most [`LATE_SITE_WAIT`]).
+///
+/// Otherwise, if `<rundir>/app` exists, waits until the daemon answers the registration
+/// with `Ready` (or refuses, or goes away), at most `UST_REGISTER_TIMEOUT` ms (default
+/// 3000; negative: no limit), so the first events of a short program are traced; and at
+/// most [`THREAD_START_WAIT`] for the runtime thread to start at all. Without a socket it
+/// returns at once and a background thread connects when a daemon appears.
 pub fn start() {
     if STARTED.swap(true, Ordering::AcqRel) {
         return;
     }
     let t0 = Instant::now();
-    DEBUG.store(std::env::var_os(ENV_DEBUG).is_some_and(|v| !v.is_empty() && v != "0"), Ordering::Relaxed);
-    site::assign_ids();
+    let found = process::find();
     cpu::init();
-    context::init();
+    context::init(&fd::read_to_string(std::path::Path::new("/proc/self/comm")).unwrap_or_default());
+    if let Some(p) = found.primary {
+        // Another object of the process runs the runtime: join it. That runtime handles
+        // fork and exit; this copy only refreshes its own context cache in a fork child.
+        process::join(p);
+        // SAFETY: registering a plain `extern "C"` function with no preconditions.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_child_joined)) };
+        debug!("constructor done in {} us (joined the process's runtime)", t0.elapsed().as_micros());
+        return;
+    }
+    DEBUG.store(std::env::var_os(ENV_DEBUG).is_some_and(|v| !v.is_empty() && v != "0"), Ordering::Relaxed);
+    process::become_primary();
+    if found.incompatible > 0 {
+        debug!("{} other copy(ies) of ust of another version in this process: each registers on its own", found.incompatible);
+    }
+    NCPUS.get_or_init(cpu::possible);
+    site::assign_ids();
+    site::on_new_sites(announce_sites);
     // SAFETY: registering plain `extern "C"` functions with no preconditions.
     unsafe {
         libc::pthread_atfork(None, None, Some(after_fork_child));
@@ -167,21 +252,35 @@ pub fn start() {
     let path = SOCKET_PATH.get_or_init(socket_path).clone();
     let Some(path) = path else { return };
     let present = path.exists();
+    let timeout = if present { Some(register_timeout()) } else { None };
     let generation = spawn(path.clone());
-    if present {
-        let timeout = register_timeout();
-        let settled = generation.is_some_and(|g| g.wait_settled(timeout));
-        if !settled {
-            debug!(
-                "no answer from the daemon at {} within {} ms; running on, events before registration are lost",
-                path.display(),
-                t0.elapsed().as_millis()
-            );
+    match (generation, timeout) {
+        (Some(g), Some(timeout)) => {
+            if !g.wait(Some(THREAD_START_WAIT), |p| p.alive) {
+                debug!(
+                    "the runtime thread did not start within {} ms: not waiting for registration; events before it are lost",
+                    THREAD_START_WAIT.as_millis()
+                );
+            } else if !g.wait(timeout, |p| p.settled) {
+                debug!(
+                    "no answer from the daemon at {} within {} ms; running on, events before registration are lost",
+                    path.display(),
+                    t0.elapsed().as_millis()
+                );
+            }
         }
-    } else {
-        debug!("no daemon socket at {}: running untraced; a daemon that starts later is picked up", path.display());
+        (_, None) => debug!("no daemon socket at {}: running untraced; a daemon that starts later is picked up", path.display()),
+        (None, Some(_)) => {}
     }
     debug!("constructor done in {} us", t0.elapsed().as_micros());
+}
+
+/// `cpu::possible()`, read by the constructor (the runtime thread opens no file it does not
+/// need to while the program runs).
+static NCPUS: OnceLock<u32> = OnceLock::new();
+
+fn possible_cpus() -> u32 {
+    *NCPUS.get_or_init(cpu::possible)
 }
 
 fn socket_path() -> Option<PathBuf> {
@@ -212,10 +311,9 @@ fn register_timeout() -> Option<Duration> {
 
 /// Makes a new generation and its runtime thread.
 fn spawn(path: PathBuf) -> Option<&'static Generation> {
-    let g = Generation::new();
-    CURRENT.store(g as *const Generation as *mut Generation, Ordering::Release);
-    let r = std::thread::Builder::new().name("ust-runtime".into()).spawn(move || session::run(g, path));
-    match r {
+    let g: &'static Generation = Box::leak(Box::new(Generation::new()));
+    CURRENT.publish_ref(g);
+    match thread::spawn(c"ust-runtime", Box::new(move || session::run(g, path))) {
         Ok(_) => Some(g),
         Err(e) => {
             debug!("not traced: cannot start the runtime thread: {e}");
@@ -234,10 +332,10 @@ pub(crate) fn tracing_off() {
 
 /// Tells the daemon about sites made since registration ([`site::register_dynamic`]), if
 /// the process is registered: one `RegisterEvents` message, no answer awaited.
-pub(crate) fn announce_sites() {
+fn announce_sites() {
     let Some(g) = current() else { return };
     let w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(sock) = w.as_ref() else { return };
+    let Some(sock) = w.as_ref().and_then(fd::Conn::get) else { return };
     let known = g.announced.load(Ordering::Relaxed);
     let events: Vec<_> = site::all().skip(known).map(|s| s.desc().clone()).collect();
     if events.is_empty() {
@@ -270,55 +368,103 @@ pub const LATE_SITE_WAIT: Duration = Duration::from_millis(500);
 /// Number of sites the last applied `SetEnabled` covered.
 pub(crate) static MASKS_LEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-static MASKS_HOOK: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
-/// Set when the masks changed and the hook has not run since; the hook thread waits on it.
+/// Most functions [`on_masks_changed`] installs in a process.
+const MAX_MASKS_HOOKS: usize = 4;
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_HOOK: OnceLock<fn()> = OnceLock::new();
+static MASKS_HOOKS: [OnceLock<fn()>; MAX_MASKS_HOOKS] = [NO_HOOK; MAX_MASKS_HOOKS];
+static HOOK_THREAD: OnceLock<()> = OnceLock::new();
+/// Set when the masks changed and the hooks have not run since; the hook thread waits on it.
 static HOOK_PENDING: Mutex<bool> = Mutex::new(false);
 static HOOK_COND: Condvar = Condvar::new();
 
 /// Installs a function called after the enable masks changed, on a thread of its own (the
 /// runtime thread never waits for it): the `tracing` layer rebuilds `tracing`'s interest
 /// cache with it, which takes locks that a thread registering a callsite may hold while
-/// it waits for the runtime thread. Only the first call installs.
+/// it waits for the runtime thread. Installing the same function twice does nothing; at
+/// most four are kept per process (one per `tracing` in the program and its loaded
+/// objects: in a `dlopen`ed object, the function is installed in the process's runtime).
 pub fn on_masks_changed(f: fn()) {
-    if MASKS_HOOK.set(f).is_ok() {
-        let r = std::thread::Builder::new().name("ust-interest".into()).spawn(|| loop {
-            let mut p = HOOK_PENDING.lock().unwrap_or_else(|e| e.into_inner());
-            while !*p {
-                p = HOOK_COND.wait(p).unwrap_or_else(|e| e.into_inner());
-            }
-            *p = false;
-            drop(p);
-            if let Some(f) = MASKS_HOOK.get() {
-                f();
-            }
-        });
-        if let Err(e) = r {
-            debug!("cannot start the interest thread: {e}; tracing callsites follow enablers only as they register");
-        }
+    if !process::forward_masks_hook(f) {
+        add_masks_hook(f);
     }
 }
 
+/// [`on_masks_changed`] in the process's runtime.
+fn add_masks_hook(f: fn()) {
+    if MASKS_HOOKS.iter().filter_map(OnceLock::get).any(|h| std::ptr::fn_addr_eq(*h, f)) {
+        return;
+    }
+    if !MASKS_HOOKS.iter().any(|h| h.set(f).is_ok()) {
+        debug!("more than {MAX_MASKS_HOOKS} masks hooks: one ignored");
+        return;
+    }
+    HOOK_THREAD.get_or_init(|| {
+        let r = thread::spawn(
+            c"ust-interest",
+            Box::new(|| loop {
+                let mut p = HOOK_PENDING.lock().unwrap_or_else(|e| e.into_inner());
+                while !*p {
+                    p = HOOK_COND.wait(p).unwrap_or_else(|e| e.into_inner());
+                }
+                *p = false;
+                drop(p);
+                for f in MASKS_HOOKS.iter().map_while(OnceLock::get) {
+                    f();
+                }
+            }),
+        );
+        if let Err(e) = r {
+            debug!("cannot start the interest thread: {e}; tracing callsites follow enablers only as they register");
+        }
+    });
+}
+
+/// Wakes the hook thread: the enable masks changed (called by the runtime thread).
 pub(crate) fn masks_changed() {
-    if MASKS_HOOK.get().is_some() {
+    if MASKS_HOOKS[0].get().is_some() {
         *HOOK_PENDING.lock().unwrap_or_else(|e| e.into_inner()) = true;
         HOOK_COND.notify_one();
     }
 }
 
+/// Longest wait of `exit` for the daemon connection (see `at_exit`).
+pub const EXIT_WAIT: Duration = Duration::from_millis(200);
+
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         let Some(g) = current() else { return };
         // Events are committed by the threads that emit them, so everything the program
-        // recorded before `exit` is already in the buffers.
-        let mut w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(sock) = w.as_ref() {
+        // recorded before `exit` is already in the buffers. The runtime thread may hold the
+        // writer: for a moment (a send), or for up to its send timeout when the daemon is
+        // stuck. Exit waits at most EXIT_WAIT, then goes on without the message (the daemon
+        // sees the connection close).
+        let deadline = Instant::now() + EXIT_WAIT;
+        let mut w = loop {
+            match g.writer.try_lock() {
+                Ok(w) => break w,
+                Err(std::sync::TryLockError::Poisoned(e)) => break e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    debug!("exiting: the daemon connection stayed busy {} ms; not telling the daemon", EXIT_WAIT.as_millis());
+                    return;
+                }
+            }
+        };
+        if let Some(sock) = w.as_ref().and_then(fd::Conn::get) {
             match ust_core::protocol::send(sock, &ust_core::protocol::AppMessage::Exiting, &[]) {
                 Ok(()) => debug!("exiting: told the daemon"),
                 Err(e) => debug!("exiting: could not tell the daemon: {e}"),
             }
-            *w = None;
         }
+        *w = None;
     });
+}
+
+/// Fork child handler of a copy that joined another runtime: that runtime's handler does
+/// the rest.
+extern "C" fn after_fork_child_joined() {
+    context::after_fork();
 }
 
 extern "C" fn after_fork_child() {
@@ -329,14 +475,12 @@ extern "C" fn after_fork_child() {
     MASKS_LEN.store(0, Ordering::Release);
     if let Some(old) = current() {
         // The parent's connection belongs to the parent; its objects are left untouched
-        // (their locks may have been held by threads that do not exist here).
-        for fd in &old.fds {
-            let fd = fd.swap(-1, Ordering::AcqRel);
+        // (their locks may have been held by threads that do not exist here). Each
+        // inherited descriptor is closed only if it still names the parent's socket.
+        for c in &old.fds {
+            let fd = c.fd.swap(-1, Ordering::AcqRel);
             if fd >= 0 {
-                // SAFETY: the descriptor was the parent's connection, inherited by the
-                // fork; nothing in the child uses it, and its owning objects are never
-                // dropped (the old generation is leaked).
-                unsafe { libc::close(fd) };
+                fd::close_inherited(fd, (c.dev.load(Ordering::Relaxed), c.ino.load(Ordering::Relaxed)));
             }
         }
     }

@@ -4,8 +4,7 @@
 //! CPU buffer, one mask per registered event, buffers whose header validates); a bad one is
 //! ignored and explained under `UST_DEBUG`, never a panic.
 
-use std::fs::File;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -17,10 +16,11 @@ use ust_core::clock::TraceClock;
 use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, EventFilter, ProtocolError, Registration, MAX_CHANNELS};
 
 use super::statedump::StateDump;
+use super::fd::{Conn, Received};
 use super::{debug, tracing_off, Generation, POLL_INTERVAL};
 use crate::channel::{self, Channel};
 use crate::site::SiteFilter;
-use crate::{cpu, site};
+use crate::site;
 
 /// How long a send to the daemon may block before the connection is given up.
 const SEND_TIMEOUT: Duration = Duration::from_secs(2);
@@ -38,6 +38,7 @@ enum Outcome {
 
 /// Body of the runtime thread; never returns.
 pub(super) fn run(g: &'static Generation, path: PathBuf) {
+    g.alive();
     let mut refused_by: Option<(u64, u64)> = None;
     let mut said_missing = false;
     let mut said_connect = false;
@@ -59,8 +60,13 @@ pub(super) fn run(g: &'static Generation, path: PathBuf) {
             std::thread::sleep(POLL_INTERVAL);
             continue;
         }
-        let stream = match UnixStream::connect(&path) {
-            Ok(s) => s,
+        let stream = match Conn::connect(&path) {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                g.settle();
+                std::thread::sleep(POLL_INTERVAL);
+                continue;
+            }
             Err(e) => {
                 if !said_connect {
                     debug!("cannot connect to {}: {e}; retrying every {} ms", path.display(), POLL_INTERVAL.as_millis());
@@ -93,10 +99,10 @@ pub(super) fn run(g: &'static Generation, path: PathBuf) {
             // channels are retired when a daemon is back.
             Outcome::Closed => {}
         }
-        *g.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        for fd in &g.fds {
-            fd.store(-1, Ordering::Release);
+        for c in &g.fds {
+            c.clear();
         }
+        *g.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
         g.settle();
         std::thread::sleep(POLL_INTERVAL);
     }
@@ -104,7 +110,7 @@ pub(super) fn run(g: &'static Generation, path: PathBuf) {
 
 /// The registration this process sends.
 pub(crate) fn registration() -> Registration {
-    let procname = std::fs::read_to_string("/proc/self/comm").map(|s| s.trim_end().to_string()).unwrap_or_default();
+    let procname = super::fd::read_to_string(Path::new("/proc/self/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default();
     Registration {
         abi_major: ust_core::ABI_MAJOR,
         abi_minor: ust_core::ABI_MINOR,
@@ -112,11 +118,10 @@ pub(crate) fn registration() -> Registration {
         ppid: rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get()),
         uid: rustix::process::getuid().as_raw(),
         procname,
-        session_token: match super::SESSION_TOKEN.get() {
-            Some(t) => t.clone(),
-            None => std::env::var(protocol::ENV_SESSION_TOKEN).ok().filter(|t| !t.is_empty()),
-        },
-        ncpus: cpu::possible(),
+        // Read by the constructor: the runtime thread never reads the environment (the
+        // program may be changing it).
+        session_token: super::SESSION_TOKEN.get().cloned().flatten(),
+        ncpus: super::possible_cpus(),
         events: site::all().map(|s| s.desc().clone()).collect(),
         clock: super::CLOCK_REQUEST.get().copied().flatten(),
     }
@@ -124,32 +129,32 @@ pub(crate) fn registration() -> Registration {
 
 fn send(g: &Generation, msg: &AppMessage) -> Result<(), ProtocolError> {
     let w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
-    match w.as_ref() {
+    match w.as_ref().and_then(Conn::get) {
         Some(sock) => protocol::send(sock, msg, &[]),
         None => Err(ProtocolError::Eof),
     }
 }
 
-fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
-    let writer = match stream.try_clone() {
-        Ok(w) => w,
-        Err(e) => {
-            debug!("cannot use the daemon connection: {e}");
-            return Outcome::Closed;
-        }
+fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
+    let Some(writer) = conn.try_clone() else {
+        debug!("cannot use the daemon connection: no second descriptor");
+        return Outcome::Closed;
     };
-    let _ = writer.set_write_timeout(Some(SEND_TIMEOUT));
-    g.fds[0].store(stream.as_raw_fd(), Ordering::Release);
-    g.fds[1].store(writer.as_raw_fd(), Ordering::Release);
-    *g.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
-
-    // Under the writer lock: a site made meanwhile ([`site::register_dynamic`]) is either in
-    // this registration or announced after it, never both, never neither.
+    if let Some(w) = writer.get() {
+        let _ = w.set_write_timeout(Some(SEND_TIMEOUT));
+    }
+    g.fds[0].set(conn.raw());
+    g.fds[1].set(writer.raw());
+    // The writer is installed and the registration sent under one hold of its lock: a site
+    // made meanwhile ([`site::register_dynamic`], or a `dlopen`ed object's) is either in
+    // this registration or announced after it, never both, never neither, and never
+    // announced before the registration on the new connection.
     let nevents = {
-        let w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
+        *w = Some(writer);
         let reg = registration();
         let n = reg.events.len();
-        let r = match w.as_ref() {
+        let r = match w.as_ref().and_then(Conn::get) {
             Some(sock) => protocol::send(sock, &AppMessage::Register(reg), &[]),
             None => Err(ProtocolError::Eof),
         };
@@ -166,17 +171,26 @@ fn serve(g: &'static Generation, path: &Path, stream: UnixStream) -> Outcome {
     // one, a pause longer than FRAME_TIMEOUT means a stuck or broken daemon: the connection
     // is given up rather than leaving this thread blocked, with tracing in whatever state
     // it was, until the daemon finishes the frame.
-    let _ = stream.set_read_timeout(Some(FRAME_TIMEOUT));
+    if let Some(s) = conn.get() {
+        let _ = s.set_read_timeout(Some(FRAME_TIMEOUT));
+    }
     loop {
         let wait = dump.until_poll();
         if wait == Some(Duration::ZERO) {
             dump.poll();
             continue;
         }
-        if !readable_within(&stream, wait) {
+        // Checked before every use: a descriptor the program closed is never read again
+        // (whatever it names now is the program's).
+        let Some(stream) = conn.get() else {
+            debug!("the daemon connection's descriptor was closed by the program: reconnecting");
+            return Outcome::Closed;
+        };
+        if !readable_within(stream, wait) {
             continue;
         }
-        let (msg, fds) = match protocol::recv::<DaemonMessage>(&stream) {
+        let Some(stream) = conn.get() else { continue };
+        let (msg, fds) = match protocol::recv::<DaemonMessage>(stream) {
             Ok(m) => m,
             Err(ProtocolError::Eof) => {
                 debug!("the daemon closed the connection: its channels stay until a daemon is back");
@@ -260,10 +274,13 @@ fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) -> bool {
     }
     let mut buffers = Vec::with_capacity(fds.len());
     for (cpu, fd) in fds.into_iter().enumerate() {
-        // The descriptor is closed when `file` drops at the end of this iteration: the
-        // mapping keeps the memory.
-        let file = File::from(fd);
-        let map = match memmap2::MmapOptions::new().map_raw(&file) {
+        // The descriptor is closed when `fd` drops at the end of this iteration (if it
+        // still names the memfd received): the mapping keeps the memory.
+        let Some((_held, raw)) = Received::new(fd).and_then(|fd| fd.raw().map(|raw| (fd, raw))) else {
+            debug!("{what} ignored: descriptor of buffer {cpu} closed under the runtime");
+            return false;
+        };
+        let map = match memmap2::MmapOptions::new().map_raw(raw) {
             Ok(m) => m,
             Err(e) => {
                 debug!("{what} ignored: cannot map buffer {cpu}: {e}");

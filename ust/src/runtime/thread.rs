@@ -1,0 +1,103 @@
+//! The runtime's threads: started so that they cannot block on the dynamic loader, and
+//! never receive the program's signals.
+//!
+//! * **No loader lock.** A thread made by `std::thread` registers a thread-local
+//!   destructor as it starts (`__cxa_thread_atexit_impl`), which takes the loader lock. A
+//!   constructor that runs inside `dlopen` holds that lock, so a `std` thread it starts
+//!   stays blocked until `dlopen` returns: a constructor waiting for that thread to
+//!   register stalls the `dlopen` for the whole registration timeout. These threads are
+//!   made with `pthread_create` directly and their bodies touch no thread-local with a
+//!   destructor (the runtime's thread-locals are plain `const` cells), so they run while
+//!   the loader lock is held. LTTng-UST's listener threads have the same constraint.
+//! * **No signals.** Every signal is blocked in them (the mask is set around
+//!   `pthread_create`, so they start with it, as LTTng-UST does): a process-directed signal
+//!   is delivered to one of the program's threads, never runs a handler of the program on
+//!   the runtime's thread, and a program that blocks a signal in its threads to `sigwait`
+//!   for it keeps getting it.
+//! * Detached: nothing joins them; they end with the process.
+
+use std::ffi::{c_void, CStr};
+
+/// Starts `body` on a new detached thread named `name` (at most 15 bytes) with every
+/// signal blocked.
+///
+/// # Errors
+/// The `pthread_create` error (`EAGAIN` at the thread limit).
+pub(crate) fn spawn(name: &'static CStr, body: Box<dyn FnOnce() + Send + 'static>) -> std::io::Result<()> {
+    struct Start {
+        name: &'static CStr,
+        body: Box<dyn FnOnce() + Send + 'static>,
+    }
+    extern "C" fn start(arg: *mut c_void) -> *mut c_void {
+        // SAFETY: `arg` is the `Box<Start>` leaked by `spawn` for this thread alone.
+        let s = unsafe { Box::from_raw(arg as *mut Start) };
+        // SAFETY: names the calling thread with a NUL-terminated string of at most 15
+        // bytes (checked by `spawn`).
+        unsafe { libc::pthread_setname_np(libc::pthread_self(), s.name.as_ptr()) };
+        // A panic must not unwind out of an `extern "C"` function; the runtime is
+        // best-effort and the thread just ends.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(s.body));
+        std::ptr::null_mut()
+    }
+    let name = if name.to_bytes().len() <= 15 { name } else { c"ust" };
+    let arg = Box::into_raw(Box::new(Start { name, body })) as *mut c_void;
+    // SAFETY: plain libc calls on local, initialized structures: the signal sets are
+    // filled before use, the attribute object is initialized, used and destroyed here, and
+    // the calling thread's mask is restored before returning.
+    let r = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        let mut t: libc::pthread_t = std::mem::zeroed();
+        let r = libc::pthread_create(&mut t, &attr, start, arg);
+        libc::pthread_attr_destroy(&mut attr);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        r
+    };
+    if r != 0 {
+        // SAFETY: the thread was not created, so `arg` is still ours alone.
+        drop(unsafe { Box::from_raw(arg as *mut Start) });
+        return Err(std::io::Error::from_raw_os_error(r));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_start_with_every_signal_blocked_and_their_name() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        spawn(
+            c"ust-test",
+            Box::new(move || {
+                // SAFETY: reads the calling thread's mask and name into local buffers.
+                let (blocked, name) = unsafe {
+                    let mut cur: libc::sigset_t = std::mem::zeroed();
+                    libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut cur);
+                    let mut buf = [0 as libc::c_char; 16];
+                    libc::pthread_getname_np(libc::pthread_self(), buf.as_mut_ptr(), buf.len());
+                    (libc::sigismember(&cur, libc::SIGTERM) == 1 && libc::sigismember(&cur, libc::SIGINT) == 1, CStr::from_ptr(buf.as_ptr()).to_owned())
+                };
+                let _ = tx.send((blocked, name));
+            }),
+        )
+        .unwrap();
+        let (blocked, name) = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+        assert!(blocked, "signals reach the runtime's thread");
+        assert_eq!(name.to_str().unwrap(), "ust-test");
+        // The spawning thread's own mask is unchanged.
+        // SAFETY: reads this thread's mask.
+        let here = unsafe {
+            let mut cur: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut cur);
+            libc::sigismember(&cur, libc::SIGTERM)
+        };
+        assert_eq!(here, 0);
+    }
+}
