@@ -27,7 +27,7 @@ log=$(mktemp -d); trap 'rm -rf "$log"' EXIT
 
 echo "## Run of $(date -u '+%Y-%m-%d %H:%M UTC')" >&2
 if [ $only_anchors = 0 ]; then
-  cargo build --release -q -p consumer -p benches --bins
+  cargo build --release -q -p ust-consumerd -p ust-cli -p benches --bins
   cargo bench -q -p benches --no-run 2>/dev/null
 fi
 

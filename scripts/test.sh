@@ -17,7 +17,7 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-# The permission tests (consumer/tests/permissions.rs) switch to unprivileged users; as
+# The permission tests (ust-consumerd/tests/permissions.rs) switch to unprivileged users; as
 # root, create them here (idempotent; the test also does it, so `cargo test` alone works).
 if [ "$(id -u)" = 0 ]; then
   groupadd -f tracing
