@@ -110,3 +110,18 @@ fn a_too_small_shm_path_fails_start_and_a_late_process_runs_untraced_unharmed() 
     assert!(text.contains("Processes not traced") && text.contains("not enough space"), "{text}");
     d.ust_ok(&["destroy", "small"]);
 }
+
+#[test]
+fn nothing_claims_a_trace_that_was_not_written() {
+    let d = TestDaemon::start();
+    let out = d.output("empty");
+    let o = d.ust_cmd().arg("trace").arg("--output").arg(&out).arg("--").arg("true").output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("no trace written") && !err.contains("ust: trace written"), "{err}");
+    d.ust_ok(&["create", "idle", "--output", d.output("idle").to_str().unwrap()]);
+    d.ust_ok(&["enable-event", "-a"]);
+    d.ust_ok(&["start"]);
+    let text = d.ust_ok(&["destroy"]);
+    assert!(text.contains("No trace written") && !text.contains("Trace written to"), "{text}");
+}

@@ -50,7 +50,12 @@ pub fn stop(a: SessionCmdArgs) -> CliResult {
 pub fn destroy(a: SessionCmdArgs) -> CliResult {
     let Payload::Destroyed(r) = call(Command::Destroy { session: a.target() })? else { return Err(unexpected()) };
     outln!("Session {} destroyed", r.name);
-    outln!("Trace written to {}", r.output.display());
+    if r.traces.is_empty() {
+        // Nothing claims a trace that was not written.
+        outln!("No trace written: no process was traced in session {} (output {})", r.name, r.output.display());
+    } else {
+        outln!("Trace written to {}", r.output.display());
+    }
     if let Some(e) = &r.output_error {
         outln!("The trace is incomplete: its output stopped early ({e})");
     }

@@ -117,9 +117,18 @@ pub fn trace(a: TraceArgs) -> CliResult {
         return Ok(code);
     };
     finish_kernel(kernel, maps, &output, traced_pid);
-    eprintln!("ust: trace written to {}", output.display());
+    if report.traces.is_empty() && !a_kernel_trace(&output) {
+        eprintln!("ust: no trace written to {}: the command ran no instrumented process", output.display());
+    } else {
+        eprintln!("ust: trace written to {}", output.display());
+    }
     print_summary(&report);
     Ok(code)
+}
+
+/// True when `output/kernel/metadata` exists (a kernel trace was written).
+fn a_kernel_trace(output: &std::path::Path) -> bool {
+    output.join("kernel").join("metadata").is_file()
 }
 
 /// Ends the kernel recording (after the user-space traces are written, so the kernel
