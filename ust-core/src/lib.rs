@@ -10,6 +10,10 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+/// This crate's version (`Cargo.toml`), for compatibility checks between copies linked
+/// into one process.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 pub mod clock;
 pub mod context;
 pub mod cpus;

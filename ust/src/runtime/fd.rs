@@ -191,7 +191,15 @@ impl Held<UnixStream> {
             return None;
         }
         // SAFETY: `fd` was just made by fcntl and belongs to no one else.
-        Held::new(unsafe { OwnedFd::from_raw_fd(fd) }, libc::S_IFSOCK)
+        let dup: Conn = Held::new(unsafe { OwnedFd::from_raw_fd(fd) }, libc::S_IFSOCK)?;
+        // Between the check above and the `fcntl`, the program may have closed our number
+        // and opened a socket of its own under it: then the copy names the program's
+        // socket. It is ours to close (a new number), and it is not our connection.
+        if dup.own.id != self.own.id {
+            debug!("the daemon connection's descriptor was reused by the program before it could be duplicated: not using the copy");
+            return None;
+        }
+        Some(dup)
     }
 }
 
@@ -213,20 +221,39 @@ pub(crate) fn read_to_string(path: &Path) -> Option<String> {
     Some(s)
 }
 
-/// A descriptor received from the daemon, with its identity taken on receipt: closed only
-/// if it still names that object.
+/// A descriptor received from the daemon, with its identity taken on receipt (right after
+/// `recvmsg`, [`Received::take_all`]): closed only if it still names that object.
 pub(crate) struct Received(Own);
 
 impl Received {
-    /// Takes a just-received descriptor (`None`: the number names nothing any more).
+    /// Takes a just-received descriptor. `None` when the number names nothing any more, or
+    /// names something that is not a regular file (buffer memory is a memfd or a
+    /// `--shm-path` file): then the program closed it and opened something of its own
+    /// under that number, which is left alone.
     pub(crate) fn new(fd: OwnedFd) -> Option<Received> {
         let raw = fd.into_raw_fd();
-        identity(raw).map(|id| Received(Own { fd: raw, id }))
+        match stat(raw) {
+            Some((id, mode)) if mode & libc::S_IFMT == libc::S_IFREG => Some(Received(Own { fd: raw, id })),
+            _ => None,
+        }
+    }
+
+    /// Every descriptor of a message, taken at once; `None` in a slot whose number was
+    /// no longer the daemon's.
+    pub(crate) fn take_all(fds: Vec<OwnedFd>) -> Vec<Option<Received>> {
+        fds.into_iter().map(Received::new).collect()
     }
 
     /// The raw number, valid while `self` lives (for `mmap`).
     pub(crate) fn raw(&self) -> Option<RawFd> {
         self.0.check()
+    }
+
+    /// Gives the number up without closing it: for memory that turned out not to be a
+    /// buffer, which may be a file of the program's that took the number between the
+    /// receipt and the check (a leaked descriptor is harmless; closing the program's is not).
+    pub(crate) fn abandon(self) {
+        std::mem::forget(self);
     }
 }
 

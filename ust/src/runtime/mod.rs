@@ -228,14 +228,18 @@ pub fn start() {
     if let Some(p) = found.primary {
         // Another object of the process runs the runtime: join it. That runtime handles
         // fork and exit; this copy only refreshes its own context cache in a fork child.
-        process::join(p);
+        if !process::join(p) {
+            return;
+        }
         // SAFETY: registering a plain `extern "C"` function with no preconditions.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_child_joined)) };
         debug!("constructor done in {} us (joined the process's runtime)", t0.elapsed().as_micros());
         return;
     }
     DEBUG.store(std::env::var_os(ENV_DEBUG).is_some_and(|v| !v.is_empty() && v != "0"), Ordering::Relaxed);
-    process::become_primary();
+    if !process::become_primary() {
+        return;
+    }
     if found.incompatible > 0 {
         debug!("{} other copy(ies) of ust of another version in this process: each registers on its own", found.incompatible);
     }
@@ -334,7 +338,18 @@ pub(crate) fn tracing_off() {
 /// the process is registered: one `RegisterEvents` message, no answer awaited.
 fn announce_sites() {
     let Some(g) = current() else { return };
-    let w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
+    // Never wait for the writer lock here: this runs in constructors (inside `dlopen`, with
+    // the loader lock held) and on program threads, while the runtime thread may hold the
+    // lock for up to a send timeout talking to a stuck daemon. When it is busy, the runtime
+    // thread announces the sites itself on its next turn ([`announce_pending`]).
+    let w = match g.writer.try_lock() {
+        Ok(w) => w,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => {
+            ANNOUNCE_PENDING.store(true, Ordering::Release);
+            return;
+        }
+    };
     let Some(sock) = w.as_ref().and_then(fd::Conn::get) else { return };
     let known = g.announced.load(Ordering::Relaxed);
     let events: Vec<_> = site::all().skip(known).map(|s| s.desc().clone()).collect();
@@ -359,6 +374,16 @@ fn announce_sites() {
     let deadline = Instant::now() + LATE_SITE_WAIT;
     while MASKS_LEN.load(Ordering::Acquire) < want && Instant::now() < deadline {
         std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Set when [`announce_sites`] found the writer busy: the runtime thread announces them.
+static ANNOUNCE_PENDING: AtomicBool = AtomicBool::new(false);
+
+/// On the runtime thread: announces sites whose announcement found the writer busy.
+pub(crate) fn announce_pending() {
+    if ANNOUNCE_PENDING.swap(false, Ordering::AcqRel) {
+        announce_sites();
     }
 }
 

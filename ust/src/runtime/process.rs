@@ -47,7 +47,45 @@ pub const NT_UST_RUNTIME: u32 = 0x5553_5401;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Key {
     version: [u8; 32],
+    /// FNV-1a of the compiler version, the versions of the crates whose types are shared
+    /// (`repr(Rust)` layouts are only equal for one compiler and one set of sources), the
+    /// enabled features and the target: copies of one crate version built differently never
+    /// share state.
+    build: u64,
     sizes: [usize; 8],
+}
+
+/// FNV-1a, 64 bits, in a `const fn`.
+const fn fnv1a(bytes: &[u8], mut h: u64) -> u64 {
+    let mut i = 0;
+    while i < bytes.len() {
+        h ^= bytes[i] as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+        i += 1;
+    }
+    h
+}
+
+/// What [`Key::build`] hashes.
+const BUILD: &[&str] = &[
+    env!("UST_RUSTC_VERSION"),
+    env!("CARGO_PKG_VERSION"),
+    ringbuffer::VERSION,
+    ust_core::VERSION,
+    env!("UST_BUILD_TARGET"),
+    if cfg!(feature = "tracing") { "tracing" } else { "-" },
+    if cfg!(debug_assertions) { "debug-assertions" } else { "-" },
+];
+
+const fn build_hash() -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < BUILD.len() {
+        h = fnv1a(BUILD[i].as_bytes(), h);
+        h = fnv1a(b"\0", h);
+        i += 1;
+    }
+    h
 }
 
 const fn key() -> Key {
@@ -61,6 +99,7 @@ const fn key() -> Key {
     use std::mem::{align_of, size_of};
     Key {
         version,
+        build: build_hash(),
         sizes: [
             size_of::<Site>(),
             align_of::<Site>(),
@@ -195,16 +234,29 @@ pub(crate) fn find() -> Found {
 
 /// Makes this copy the process's runtime (no compatible one was [`find`]-found): later
 /// copies join it.
-pub(crate) fn become_primary() {
-    pin_self();
+///
+/// False (and nothing done) when the object holding this copy cannot be pinned: a later
+/// `dlclose` would unmap the runtime thread's code, so the copy must run untraced.
+#[must_use]
+pub(crate) fn become_primary() -> bool {
+    if !pin_self() {
+        return false;
+    }
     RUNTIME.primary.store(true, Ordering::Release);
+    true
 }
 
 /// Joins runtime `p` (from [`find`]): this copy's sites become `p`'s run-time sites and
 /// this copy records into `p`'s channels from now on. Takes `p`'s `UST_DEBUG` flag.
-pub(crate) fn join(p: &'static Runtime) {
+///
+/// False (and nothing done) when the object holding this copy cannot be pinned: the
+/// joined runtime would keep pointers into it after a `dlclose`, so it runs untraced.
+#[must_use]
+pub(crate) fn join(p: &'static Runtime) -> bool {
     super::DEBUG.store(p.debug.load(Ordering::Relaxed), Ordering::Relaxed);
-    pin_self();
+    if !pin_self() {
+        return false;
+    }
     JOINED.publish_ref(p);
     channel::use_table(p.channels);
     site::on_new_sites(forward_new_sites);
@@ -215,13 +267,21 @@ pub(crate) fn join(p: &'static Runtime) {
         .collect();
     debug!("another runtime runs this process: joining it with {} tracepoint(s)", mine.len());
     (p.join)(mine.as_ptr(), mine.len());
+    true
 }
 
 /// Hands the run-time sites this copy made since the last call to the joined runtime.
 fn forward_new_sites() {
     let Some(p) = JOINED.get() else { return };
+    // One forwarder at a time: two threads making sites at once must not both hand over
+    // the same ones (the joined runtime would add a site twice).
+    static FORWARD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = FORWARD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let from = FORWARDED.load(Ordering::Acquire);
     let new: Vec<&'static Site> = site::dynamic_from(from).collect();
+    if new.is_empty() {
+        return;
+    }
     FORWARDED.store(from + new.len(), Ordering::Release);
     (p.join)(new.as_ptr(), new.len());
 }
@@ -239,13 +299,15 @@ pub(crate) fn forward_masks_hook(f: fn()) -> bool {
 }
 
 /// Makes the object holding this copy `RTLD_NODELETE`: its code may run on the runtime
-/// thread and its sites and channels are shared, so `dlclose` must never unmap it.
-fn pin_self() {
+/// thread and its sites and channels are shared, so `dlclose` must never unmap it. True
+/// when it is pinned, or is the main program (never unloaded).
+fn pin_self() -> bool {
     // SAFETY: dladdr reads loader data about an address of this object and fills `info`.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: as above; `RUNTIME` is an address inside this object.
     if unsafe { libc::dladdr(&RUNTIME as *const Runtime as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
-        return;
+        debug!("cannot find the object holding the runtime: running untraced");
+        return false;
     }
     // The main program is never unloaded (and cannot be `dlopen`ed by its path): its
     // program headers (AT_PHDR) lie in the same object as `RUNTIME`.
@@ -256,15 +318,17 @@ fn pin_self() {
         (!phdr.is_null() && libc::dladdr(phdr, &mut main) != 0).then_some(main.dli_fbase)
     };
     if main_base == Some(info.dli_fbase) {
-        return;
+        return true;
     }
     // SAFETY: dlopen of an already loaded object (RTLD_NOLOAD) by the name the loader gave:
     // it only sets the flag and adds a reference, never loads anything. Inside a
     // constructor run by `dlopen` the loader lock is recursive.
     let h = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE) };
     if h.is_null() {
-        debug!("cannot pin the object holding the runtime; a dlclose of it would end tracing badly");
+        debug!("cannot pin the object holding the runtime (a dlclose could unmap it): running untraced");
+        return false;
     }
+    true
 }
 
 #[cfg(test)]

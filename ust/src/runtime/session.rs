@@ -4,7 +4,6 @@
 //! CPU buffer, one mask per registered event, buffers whose header validates); a bad one is
 //! ignored and explained under `UST_DEBUG`, never a panic.
 
-use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -175,6 +174,7 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
         let _ = s.set_read_timeout(Some(FRAME_TIMEOUT));
     }
     loop {
+        super::announce_pending();
         let wait = dump.until_poll();
         if wait == Some(Duration::ZERO) {
             dump.poll();
@@ -191,7 +191,9 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
         }
         let Some(stream) = conn.get() else { continue };
         let (msg, fds) = match protocol::recv::<DaemonMessage>(stream) {
-            Ok(m) => m,
+            // Identities are taken at once: a descriptor is never closed later unless it
+            // still names what the daemon sent.
+            Ok((m, fds)) => (m, Received::take_all(fds)),
             Err(ProtocolError::Eof) => {
                 debug!("the daemon closed the connection: its channels stay until a daemon is back");
                 return Outcome::Closed;
@@ -258,7 +260,7 @@ fn readable_within(stream: &UnixStream, timeout: Option<Duration>) -> bool {
 }
 
 /// Maps the buffers of a granted channel and installs it in its slot. True when installed.
-fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) -> bool {
+fn add_channel(grant: ChannelGrant, fds: Vec<Option<Received>>) -> bool {
     let what = format!("channel {}/{} (slot {})", grant.session, grant.channel, grant.slot);
     if grant.slot >= MAX_CHANNELS {
         debug!("{what} ignored: slot out of range 0..{MAX_CHANNELS}");
@@ -276,7 +278,7 @@ fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) -> bool {
     for (cpu, fd) in fds.into_iter().enumerate() {
         // The descriptor is closed when `fd` drops at the end of this iteration (if it
         // still names the memfd received): the mapping keeps the memory.
-        let Some((_held, raw)) = Received::new(fd).and_then(|fd| fd.raw().map(|raw| (fd, raw))) else {
+        let Some((held, raw)) = fd.and_then(|fd| fd.raw().map(|raw| (fd, raw))) else {
             debug!("{what} ignored: descriptor of buffer {cpu} closed under the runtime");
             return false;
         };
@@ -284,6 +286,7 @@ fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) -> bool {
             Ok(m) => m,
             Err(e) => {
                 debug!("{what} ignored: cannot map buffer {cpu}: {e}");
+                held.abandon();
                 return false;
             }
         };
@@ -291,6 +294,7 @@ fn add_channel(grant: ChannelGrant, fds: Vec<OwnedFd>) -> bool {
             Ok(b) => buffers.push(b),
             Err(e) => {
                 debug!("{what} ignored: buffer {cpu} is not a valid ring buffer: {e}");
+                held.abandon();
                 return false;
             }
         }
