@@ -337,6 +337,12 @@ pub(crate) fn tracing_off() {
 /// Tells the daemon about sites made since registration ([`site::register_dynamic`]), if
 /// the process is registered: one `RegisterEvents` message, no answer awaited.
 fn announce_sites() {
+    announce(true);
+}
+
+/// [`announce_sites`]; with `wait`, then waits (bounded) until the daemon's masks cover
+/// the new sites. The runtime thread never waits: it is the one that applies the masks.
+fn announce(wait: bool) {
     let Some(g) = current() else { return };
     // Never wait for the writer lock here: this runs in constructors (inside `dlopen`, with
     // the loader lock held) and on program threads, while the runtime thread may hold the
@@ -368,6 +374,9 @@ fn announce_sites() {
         }
     }
     drop(w);
+    if !wait {
+        return;
+    }
     // Wait (bounded) until the daemon's masks cover the new sites, so the event that made
     // the site is recorded if it is enabled: once per site, never on the emit path.
     let want = known + n;
@@ -383,8 +392,13 @@ static ANNOUNCE_PENDING: AtomicBool = AtomicBool::new(false);
 /// On the runtime thread: announces sites whose announcement found the writer busy.
 pub(crate) fn announce_pending() {
     if ANNOUNCE_PENDING.swap(false, Ordering::AcqRel) {
-        announce_sites();
+        announce(false);
     }
+}
+
+/// True while an announcement waits for the runtime thread.
+pub(crate) fn announce_is_pending() -> bool {
+    ANNOUNCE_PENDING.load(Ordering::Acquire)
 }
 
 /// Longest wait, once per site made at run time, for the daemon's masks to cover it.

@@ -186,6 +186,8 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
             debug!("the daemon connection's descriptor was closed by the program: reconnecting");
             return Outcome::Closed;
         };
+        // An announcement left to this thread (the writer was busy) is made within 100 ms.
+        let wait = if super::announce_is_pending() { Some(wait.map_or(PENDING_POLL, |w| w.min(PENDING_POLL))) } else { wait };
         if !readable_within(stream, wait) {
             continue;
         }
@@ -258,6 +260,9 @@ fn readable_within(stream: &UnixStream, timeout: Option<Duration>) -> bool {
         _ => true,
     }
 }
+
+/// Longest wait between two looks at a pending announcement ([`super::announce_pending`]).
+const PENDING_POLL: Duration = Duration::from_millis(100);
 
 /// Maps the buffers of a granted channel and installs it in its slot. True when installed.
 fn add_channel(grant: ChannelGrant, fds: Vec<Option<Received>>) -> bool {
