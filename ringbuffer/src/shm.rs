@@ -88,7 +88,7 @@ pub fn create_memfd(cfg: &BufferConfig, name: &str) -> Result<(Buffer, OwnedFd),
 /// Like [`create_memfd`], but the buffer is the file `path` (`--shm-path`): created (it
 /// must not exist), mode 0600, close-on-exec, backed, mapped shared and formatted. Returns
 /// the creator's handle, a descriptor for the application, and the file (to check its size
-/// later: a file cannot be sealed). A file that cannot be backed is removed again.
+/// later: a file cannot be sealed). A file that cannot be made a buffer is removed again.
 ///
 /// # Errors
 /// [`ShmError::NoSpace`] when the file system cannot hold the buffer; [`ShmError::Io`]
@@ -106,14 +106,22 @@ pub fn create_file(cfg: &BufferConfig, path: &Path) -> Result<(Buffer, OwnedFd, 
         .custom_flags(libc::O_CLOEXEC)
         .open(path)
         .map_err(io(format!("creating {}", what())))?;
-    if let Err(e) = back(&file, size as u64, &what()) {
-        let _ = std::fs::remove_file(path);
-        return Err(e);
+    // A file that cannot become a buffer is removed again: nothing half-made is left in
+    // the shm directory (backed files hold real memory on tmpfs).
+    let made = (|| {
+        back(&file, size as u64, &what())?;
+        let map = memmap2::MmapOptions::new().len(size).map_raw(&file).map_err(io(format!("mapping {}", what())))?;
+        let buffer = Buffer::create(map, cfg).map_err(|e| ShmError::Layout(e.to_string()))?;
+        let fd = OwnedFd::from(file.try_clone().map_err(io(format!("duplicating {}", what())))?);
+        Ok((buffer, fd))
+    })();
+    match made {
+        Ok((buffer, fd)) => Ok((buffer, fd, file)),
+        Err(e) => {
+            let _ = std::fs::remove_file(path);
+            Err(e)
+        }
     }
-    let map = memmap2::MmapOptions::new().len(size).map_raw(&file).map_err(io(format!("mapping {}", what())))?;
-    let buffer = Buffer::create(map, cfg).map_err(|e| ShmError::Layout(e.to_string()))?;
-    let fd = OwnedFd::from(file.try_clone().map_err(io(format!("duplicating {}", what())))?);
-    Ok((buffer, fd, file))
 }
 
 /// Application side: maps the buffer memory received as `fd` (shared, its whole length)

@@ -223,7 +223,9 @@ pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<Eve
     }
     app.events.extend(events);
     let (pid, procname, ncpus, registered) = (app.pid, app.procname.clone(), app.ncpus, app.registered);
-    let all: Arc<[EventDesc]> = app.events.clone().into();
+    let full = app.events.clone();
+    let all = st.share_events(&full);
+    let mut streams = Vec::new();
     for ss in st.sessions.values_mut() {
         let Some(t) = ss.traces.get_mut(&app_id) else { continue };
         let info = ProcessInfo { pid, procname: &procname, ncpus, registered, events: &all, tsc: t.tsc };
@@ -231,9 +233,16 @@ pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<Eve
             crate::log!("session {}: rewriting {}/metadata failed: {e}", ss.session.name, t.dir.display());
         }
         t.events = all.clone();
+        streams.extend(t.streams.iter().cloned());
     }
     crate::log!("process {pid} registered {} more events ({} in all)", all.len() - first as usize, all.len());
-    st.push_masks(app_id);
+    // The streams learn the new descriptions (torn-event recovery sizes records with them)
+    // before any mask enables the new events; stream locks are taken outside the state lock.
+    drop(st);
+    for s in &streams {
+        s.lock().unwrap_or_else(|e| e.into_inner()).events = all.clone();
+    }
+    daemon.lock().push_masks(app_id);
     Ok(())
 }
 
@@ -358,6 +367,14 @@ pub fn process_gone(daemon: &Daemon, app_id: u64) {
     let mut st = daemon.lock();
     for ss in st.sessions.values_mut() {
         if let Some(t) = ss.traces.get_mut(&app_id) {
+            // Everything its buffer files held is in the trace now (its streams are
+            // finished): the crash-recovery copies go, as they would at destroy, so that a
+            // long --shm-path session does not fill the file system with dead processes.
+            if !t.retained {
+                if let Some(d) = t.shm_dir.take() {
+                    let _ = std::fs::remove_dir_all(&d);
+                }
+            }
             t.gone = true;
         }
     }

@@ -82,6 +82,8 @@ pub struct ProcessTrace {
     pub gone: bool,
     /// Gone, and every file moved into an archive by `ust rotate`: nothing left here.
     pub archived: bool,
+    /// Its `--shm-path` directory (buffer files, metadata, event list), if any.
+    pub shm_dir: Option<PathBuf>,
 }
 
 /// The event lists of the daemon's process traces, shared: processes of one program
@@ -161,10 +163,16 @@ pub fn create_process_trace(
     let live = !session.snapshot;
     let dir = if live { new_trace_dir(&want)? } else { want };
     let r = fill_process_trace(session, p, next_instance, tables, dir.clone());
-    if r.is_err() && live {
+    if r.is_err() {
         // No half-made trace left behind for readers to trip on (metadata without streams,
-        // a stream file without its index): the directory is new and ours.
-        let _ = std::fs::remove_dir_all(&dir);
+        // a stream file without its index): the directory is new and ours. The same for
+        // the buffer files made before the failure (backed files hold real memory).
+        if live {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        if let Some(base) = &session.shm_dir {
+            let _ = std::fs::remove_dir_all(ust_ctf::process_dir(base, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered)));
+        }
     }
     r
 }
@@ -248,6 +256,7 @@ fn fill_process_trace(
         tsc: p.tsc,
         gone: false,
         archived: false,
+        shm_dir,
     };
     Ok((trace, fds))
 }

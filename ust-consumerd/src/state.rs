@@ -235,6 +235,11 @@ impl State {
         self.next_app
     }
 
+    /// The shared copy of an event list ([`crate::process_trace::EventTables`]).
+    pub fn share_events(&mut self, events: &[EventDesc]) -> Arc<[EventDesc]> {
+        self.event_tables.share(events)
+    }
+
     /// A fresh sequence number for `Sync`.
     pub fn next_seq(&mut self) -> u64 {
         self.next_seq += 1;

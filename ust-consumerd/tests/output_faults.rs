@@ -125,3 +125,34 @@ fn nothing_claims_a_trace_that_was_not_written() {
     let text = d.ust_ok(&["destroy"]);
     assert!(text.contains("No trace written") && !text.contains("Trace written to"), "{text}");
 }
+
+/// With `--shm-path`, the buffer files of a process that is gone (and whose events are in
+/// the trace) are removed: backed files hold real memory, and a long session of short
+/// processes must not fill the file system.
+#[test]
+fn a_gone_process_leaves_no_buffer_files_behind() {
+    let d = TestDaemon::start();
+    let shm = d.output("shm");
+    let out = d.output("out");
+    d.ust_ok(&["create", "s", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
+    d.ust_ok(&["enable-channel", "c", "--subbuf-size", "4096", "--num-subbuf", "4"]);
+    d.ust_ok(&["enable-event", "-c", "c", "short:*"]);
+    d.ust_ok(&["start"]);
+    let o = Command::new(program("debug", "threeevents")).env("UST_RUNDIR", &d.rundir).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let detail = d.ust_json(&["list", "s", "--json"]);
+        if detail["processes"].as_array().is_some_and(|p| p.len() == 1 && p[0]["alive"] == false) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the process is still listed alive: {detail}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let sets = ust_cli::crash_dump::find_sets(&shm);
+    assert!(sets.is_empty(), "buffer files of a gone process remain: {sets:?}");
+    d.ust_ok(&["stop"]);
+    let text = common::babeltrace(&out);
+    assert_eq!(text.lines().filter(|l| l.contains("short:ev")).count(), 3, "{text}");
+    d.ust_ok(&["destroy"]);
+}

@@ -4,7 +4,9 @@
 //! [`DEFAULT_TIMEOUT`], or `UST_CTL_TIMEOUT_MS` milliseconds from the environment; `0`
 //! waits forever): a daemon that is stopped (SIGSTOP) or stuck makes the request fail with
 //! [`ClientError::Timeout`], which names the daemon's pid (from the socket directory's
-//! pid file), instead of hanging the command. The timeout bounds each reply, not the
+//! pid file), instead of hanging the command. `stop`, `destroy`, rotations and snapshots,
+//! whose work grows with the data, time out only while the daemon is stopped or gone
+//! (at most [`PATIENT_LIMIT`] otherwise). The timeout bounds each reply, not the
 //! connection: a connection may stay idle as long as its owner likes (`ust trace` keeps
 //! one open while the traced command runs).
 
@@ -94,6 +96,33 @@ pub fn daemon_pid(dir: &Path) -> Option<i32> {
     std::fs::read_to_string(dir.join(ust_core::rundir::PID_FILE)).ok()?.trim().parse().ok().filter(|&p| p > 0)
 }
 
+/// Longest a `stop`, `destroy`, rotation or snapshot waits for a daemon that is working.
+pub const PATIENT_LIMIT: Duration = Duration::from_secs(30 * 60);
+
+/// True when `sock` has something to read (or was closed) within `t`.
+fn readable_within(sock: &UnixStream, t: Duration) -> std::io::Result<bool> {
+    use rustix::event::{PollFd, PollFlags};
+    let ts = rustix::time::Timespec { tv_sec: t.as_secs() as _, tv_nsec: t.subsec_nanos() as _ };
+    let mut fds = [PollFd::new(sock, PollFlags::IN)];
+    loop {
+        match rustix::event::poll(&mut fds, Some(&ts)) {
+            Ok(n) => return Ok(n > 0),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// True when the daemon of `dir` (by its pid file) exists and is not stopped (`T`/`t`)
+/// nor a zombie, per `/proc/PID/stat`.
+fn daemon_is_working(dir: &Path) -> bool {
+    let Some(pid) = daemon_pid(dir) else { return false };
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // The state follows the command name, which is in parentheses and may contain spaces.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    matches!(state, Some('R' | 'S' | 'D' | 'I' | 'W'))
+}
+
 impl Client {
     /// Connects to the daemon of socket directory `dir`, with the reply timeout of
     /// [`timeout_from_env`].
@@ -127,20 +156,37 @@ impl Client {
     pub fn call(&mut self, command: Command) -> Result<Payload, ClientError> {
         // Zero is not a valid socket timeout; `None` disables it.
         let t = self.timeout.filter(|d| !d.is_zero());
-        self.sock.set_read_timeout(t).and_then(|()| self.sock.set_write_timeout(t)).map_err(ProtocolError::Io)?;
+        // Requests whose work grows with the data (the last drain of a large session, a
+        // snapshot, a rotation) may take longer than the timeout on a daemon that is
+        // working: for them, time runs out only while the daemon is stopped or gone.
+        let patient = matches!(command, Command::Stop { .. } | Command::Destroy { .. } | Command::Rotate { .. } | Command::SnapshotRecord { .. });
+        self.sock.set_write_timeout(t).map_err(ProtocolError::Io)?;
         // A daemon that refuses this peer answers and closes at once, possibly before the
         // request is written: the write then fails (EPIPE), but its answer is waiting to
         // be read, and says more than "broken pipe".
         let written = write_frame(&self.sock, &Request { version: CTL_VERSION, command });
+        let timed_out = || ClientError::Timeout { pid: daemon_pid(&self.dir), after: t.unwrap_or_default(), pid_file: self.dir.join(ust_core::rundir::PID_FILE) };
+        if let Some(t) = t {
+            // Wait for the first byte of the reply by polling, so that no partial frame
+            // is ever given up on; then the frame itself must arrive within `t`.
+            let start = std::time::Instant::now();
+            loop {
+                match readable_within(&self.sock, t) {
+                    Ok(true) => break,
+                    Ok(false) if patient && daemon_is_working(&self.dir) && start.elapsed() < PATIENT_LIMIT => continue,
+                    Ok(false) => return Err(timed_out()),
+                    Err(e) => return Err(ClientError::Protocol(ProtocolError::Io(e))),
+                }
+            }
+        }
+        self.sock.set_read_timeout(t).map_err(ProtocolError::Io)?;
         let result = match (read_frame::<Reply>(&self.sock), written) {
             (Ok(Reply::Error { message }), _) => Err(ClientError::Daemon(message)),
             (Ok(Reply::Ok(p)), Ok(())) => Ok(*p),
             (_, Err(e)) | (Err(e), Ok(())) => Err(ClientError::from(e)),
         };
         result.map_err(|e| match e {
-            ClientError::Protocol(ProtocolError::Io(io)) if matches!(io.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                ClientError::Timeout { pid: daemon_pid(&self.dir), after: t.unwrap_or_default(), pid_file: self.dir.join(ust_core::rundir::PID_FILE) }
-            }
+            ClientError::Protocol(ProtocolError::Io(io)) if matches!(io.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => timed_out(),
             e => e,
         })
     }

@@ -26,6 +26,7 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     if snapshot && token.is_some() {
         return Err("a `ust trace` session cannot be a snapshot session".into());
     }
+    crate::output::check_writable(&output)?;
     let shm_dir = match shm_path {
         None => None,
         Some(p) => {
@@ -37,9 +38,11 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
             Some(d)
         }
     };
-    crate::output::check_writable(&output)?;
     let mut st = daemon.lock();
     if st.sessions.contains_key(&name) {
+        if let Some(d) = &shm_dir {
+            let _ = std::fs::remove_dir(d);
+        }
         return Err(format!("a session named {name:?} already exists"));
     }
     let is_trace = token.is_some();

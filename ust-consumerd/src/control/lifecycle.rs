@@ -234,17 +234,20 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
     let mut archives = Vec::new();
     if ss.session.rotations > 0 {
         // As LTTng: once a session has been rotated, its last chunk is archived too.
-        let mut st = daemon.lock();
         let sname = ss.session.name.clone();
+        // Streams are finished before the state lock is taken (stream locks never under it).
         for (id, t) in &ss.traces {
             for s in &t.streams {
                 finish_stream(&mut s.lock().unwrap_or_else(|e| e.into_inner()), t.gone || dead.contains(id));
             }
         }
-        st.sessions.insert(sname.clone(), ss);
-        drop(st);
+        daemon.lock().sessions.insert(sname.clone(), ss);
         let r = rotate_chunk(daemon, &sname, true);
-        let ss2 = daemon.lock().sessions.remove(&sname).expect("just put back");
+        // A second `destroy` of the same name (a client that timed out and retried) may
+        // have taken the session meanwhile: it then reports, not this one.
+        let Some(ss2) = daemon.lock().sessions.remove(&sname) else {
+            return Err(format!("session {sname} was destroyed by another request while its last chunk was archived"));
+        };
         match r {
             Ok(a) => archives.push(a),
             Err(e) => crate::log!("session {sname}: archiving the last chunk failed: {e}"),
