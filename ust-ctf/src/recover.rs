@@ -82,7 +82,21 @@ pub fn classify(bytes: &[u8]) -> (StreamState, Vec<IndexEntry>) {
         let starts_like = rest.len() >= prefix.len() && rest[..prefix.len()] == prefix[..];
         match size {
             Some(size) if starts_like && size >= HEADER_SIZE as u64 && size > rest.len() as u64 && size <= MAX_PACKET => {
-                // A header of this stream announcing more bytes than are left.
+                // A header of this stream announcing more bytes than are left. It is a
+                // cut-off tail only if nothing says otherwise: every packet of a stream
+                // has its sub-buffer's size, and no packet header of the same trace and
+                // stream may follow (a corrupted size in the middle of a file would
+                // otherwise pass for a tail and take whole packets with it).
+                let same_size = entries.first().is_none_or(|e| e.packet_size_bits / 8 == size);
+                let own = &rest[..rest.len().min(24)];
+                let another_follows = own.len() == 24 && rest.windows(24).skip(1).any(|w| w == own);
+                if !same_size || another_follows {
+                    let why = if same_size { "more packets of this stream follow" } else { "the other packets of this stream are of another size" };
+                    return (
+                        StreamState::Unreadable { offset: off as u64, reason: format!("a packet header announcing {size} bytes where {} remain, and {why}: not a cut-off tail", rest.len()) },
+                        entries,
+                    );
+                }
                 return (StreamState::Tail { whole: off as u64, tail: rest.len() as u64 }, entries);
             }
             None if (rest.len() < prefix.len() && rest == &prefix[..rest.len()]) || starts_like => {
@@ -277,7 +291,8 @@ fn repair_stream(dir: &Path, file: &Path, r: &mut Repairs) -> std::io::Result<()
             let kept = dir.join(REMOVED_DIR);
             std::fs::create_dir_all(&kept)?;
             let side = kept.join(format!("{name}.removed-{whole}"));
-            std::fs::write(&side, &bytes[whole as usize..])?;
+            // Never over an earlier repair's copy.
+            std::fs::OpenOptions::new().write(true).create_new(true).open(&side).and_then(|mut f| std::io::Write::write_all(&mut f, &bytes[whole as usize..]))?;
             std::fs::File::open(&side)?.sync_all()?;
             std::fs::OpenOptions::new().write(true).open(file)?.set_len(whole)?;
             r.changes.push(format!("{}: cut {tail} bytes of an unfinished packet (kept in {})", file.display(), side.display()));
@@ -344,6 +359,15 @@ mod tests {
         other[4] ^= 0xff;
         let mixed = [packet(4096, 0), other[..2000].to_vec()].concat();
         assert!(matches!(classify(&mixed).0, StreamState::Unreadable { offset: 4096, .. }));
+        // A corrupted packet_size in the middle of a file is not a tail: the packets after
+        // it are whole, and its size differs from the stream's.
+        let mut four = [packet(4096, 0), packet(4096, 1), packet(4096, 2), packet(4096, 3)].concat();
+        four[4096 + 56..4096 + 64].copy_from_slice(&(65536u64 * 8).to_le_bytes());
+        assert!(matches!(classify(&four).0, StreamState::Unreadable { offset: 4096, .. }), "{:?}", classify(&four).0);
+        // In the first packet (no size to compare with): more packets of the stream follow.
+        let mut first = [packet(4096, 0), packet(4096, 1)].concat();
+        first[56..64].copy_from_slice(&(65536u64 * 8).to_le_bytes());
+        assert!(matches!(classify(&first).0, StreamState::Unreadable { offset: 0, .. }), "{:?}", classify(&first).0);
     }
 
     #[test]
