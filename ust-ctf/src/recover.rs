@@ -87,7 +87,7 @@ pub fn classify(bytes: &[u8]) -> (StreamState, Vec<IndexEntry>) {
                 // has its sub-buffer's size, and no packet header of the same trace and
                 // stream may follow (a corrupted size in the middle of a file would
                 // otherwise pass for a tail and take whole packets with it).
-                let same_size = entries.first().map_or(true, |e: &IndexEntry| e.packet_size_bits / 8 == size);
+                let same_size = entries.first().is_none_or(|e: &IndexEntry| e.packet_size_bits / 8 == size);
                 let own = &rest[..rest.len().min(24)];
                 let another_follows = own.len() == 24 && rest.windows(24).skip(1).any(|w| w == own);
                 if !same_size || another_follows {
