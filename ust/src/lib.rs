@@ -81,6 +81,8 @@ mod context;
 mod cpu;
 mod emit;
 pub mod field;
+#[cfg(feature = "log")]
+pub mod log;
 mod published;
 pub mod runtime;
 pub mod site;
