@@ -27,11 +27,20 @@
 //!   only when a value is recorded: a CTF variant tagged `none` (not recorded), `i64`,
 //!   `u64`, `f64`, `bool` or `str` (also `Debug`-formatted values, cut at 4 KiB). An integer
 //!   stays an integer in the trace: babeltrace2 prints `attempts = { i64 = 3 }`.
-//! * Spans: four tracepoints per span callsite, `<provider>:<span>_new { id: u64, parent:
+//! * Spans: six tracepoints per span callsite, `<provider>:<span>_new { id: u64, parent:
 //!   u64, <span fields> }`, `<span>_enter { id }`, `<span>_exit { id }`, `<span>_close
-//!   { id }`. Ids are `tracing`'s span ids, which the registry reuses after a close: the
-//!   close events tell the lifetimes apart. `parent` is 0 for a root span. Values recorded
-//!   later with `Span::record` are not traced.
+//!   { id }`, `<span>_record { id, <span fields> }` (values given later with
+//!   `Span::record`: those recorded, the others `none`) and `<span>_follows_from { id,
+//!   follows }` (`Span::follows_from`: both spans' ids). Ids are `tracing`'s span ids,
+//!   which the registry reuses after a close: the close events tell the lifetimes apart.
+//!   `parent` is 0 for a root span. An `#[instrument]`ed async function is a span entered
+//!   and exited around each poll (`tracing::Instrumented`), so its `_enter`/`_exit` pairs
+//!   show every poll across its `.await`s.
+//! * `ip` context (`ust add-context -t ip`): the address of the callsite's static (the
+//!   `&'static dyn Callsite` of its `Metadata`; `tracing`'s macros name it
+//!   `<enclosing fn>::__CALLSITE`), the same for every event of one callsite. `tracing`
+//!   callsites have no instruction of their own; the static lies in the image of the
+//!   object that holds the call, and its symbol names the function.
 //!
 //! # Costs
 //!
@@ -90,16 +99,29 @@ where
 struct Sites {
     /// An event's site, or a span's `_new` site.
     main: Option<&'static Site>,
-    /// A span's `_enter`, `_exit` and `_close` sites.
+    /// A span's `_enter`, `_exit`, `_close`, `_record` and `_follows_from` sites.
     enter: Option<&'static Site>,
     exit: Option<&'static Site>,
     close: Option<&'static Site>,
+    record: Option<&'static Site>,
+    follows: Option<&'static Site>,
+    /// The `ip` of the callsite's events: the address of its static.
+    ip: u64,
 }
 
 impl Sites {
     fn any_enabled(&self) -> bool {
-        [self.main, self.enter, self.exit, self.close].into_iter().flatten().any(|s| s.is_enabled())
+        [self.main, self.enter, self.exit, self.close, self.record, self.follows].into_iter().flatten().any(|s| s.is_enabled())
     }
+}
+
+/// The address of the callsite's static (what `Metadata::callsite()` identifies), the `ip`
+/// of its events: `tracing` callsites have no instruction of their own to point at, but
+/// their static lies in the program's image, so the address names the object and, with
+/// its symbol table, the static (`<fn>::__CALLSITE` for `tracing`'s macros).
+fn ip_of(meta: &'static Metadata<'static>) -> u64 {
+    let cs: *const dyn ::tracing_core::Callsite = meta.callsite().0;
+    cs.cast::<()>() as usize as u64
 }
 
 static MAP: RwLock<Option<HashMap<usize, &'static Sites>>> = RwLock::new(None);
@@ -150,10 +172,11 @@ pub fn level_of(l: &TLevel) -> Level {
     }
 }
 
-fn field_descs(leading: &[&str], meta: &Metadata<'_>) -> Vec<FieldDesc> {
+/// `leading` `u64` fields, then a dynamic field per field of `meta` when given.
+fn field_descs(leading: &[&str], meta: Option<&Metadata<'_>>) -> Vec<FieldDesc> {
     let mut out: Vec<FieldDesc> = leading.iter().map(|n| FieldDesc { name: (*n).to_string().into(), ty: FieldType::Integer(IntegerType::U64) }).collect();
     let taken = |out: &[FieldDesc], n: &str| out.iter().any(|f| f.name == n || format!("_{}_tag", f.name) == n || format!("_{n}_tag") == f.name);
-    for f in meta.fields().iter() {
+    for f in meta.iter().flat_map(|m| m.fields().iter()) {
         let base = ident(f.name().trim_start_matches("r#"), "field");
         let mut name = base.clone();
         let mut k = 2;
@@ -179,16 +202,19 @@ fn make_sites(meta: &'static Metadata<'static>) -> Sites {
     };
     if meta.is_span() {
         let base = ident(meta.name(), "span");
-        let id_only = || vec![FieldDesc { name: "id".into(), ty: FieldType::Integer(IntegerType::U64) }];
+        let id_only = || field_descs(&["id"], None);
         Sites {
-            main: register_dynamic(desc(format!("{base}_new"), field_descs(&["id", "parent"], meta))),
+            main: register_dynamic(desc(format!("{base}_new"), field_descs(&["id", "parent"], Some(meta)))),
             enter: register_dynamic(desc(format!("{base}_enter"), id_only())),
             exit: register_dynamic(desc(format!("{base}_exit"), id_only())),
             close: register_dynamic(desc(format!("{base}_close"), id_only())),
+            record: register_dynamic(desc(format!("{base}_record"), field_descs(&["id"], Some(meta)))),
+            follows: register_dynamic(desc(format!("{base}_follows_from"), field_descs(&["id", "follows"], None))),
+            ip: ip_of(meta),
         }
     } else {
         let name = if meta.name().starts_with("event ") { "event".to_string() } else { ident(meta.name(), "event") };
-        Sites { main: register_dynamic(desc(name, field_descs(&[], meta))), enter: None, exit: None, close: None }
+        Sites { main: register_dynamic(desc(name, field_descs(&[], Some(meta)))), enter: None, exit: None, close: None, record: None, follows: None, ip: ip_of(meta) }
     }
 }
 
@@ -314,7 +340,7 @@ impl Visit for Recorder<'_> {
 
 /// Records `site` with `prefix` (fixed fields) then `nfields` dynamic fields that
 /// `record` visits.
-fn record(site: &Site, prefix: &[u8], nfields: usize, record: impl FnOnce(&mut dyn Visit)) {
+fn record(site: &Site, ip: u64, prefix: &[u8], nfields: usize, record: impl FnOnce(&mut dyn Visit)) {
     let nfields = nfields.min(MAX_FIELDS);
     let mut record = Some(record);
     let mut run = |buf: &mut Vec<u8>| {
@@ -326,8 +352,7 @@ fn record(site: &Site, prefix: &[u8], nfields: usize, record: impl FnOnce(&mut d
         let Recorder { buf, ranges } = r;
         let len = prefix.len() + ranges[..nfields].iter().map(|&(a, b)| if b > a { (b - a) as usize } else { 1 }).sum::<usize>();
         let buf: &Vec<u8> = buf;
-        // A `tracing` callsite has no address of its own in the program: `ip` is 0.
-        crate::emit::emit(site, 0, len, |out: &mut [u8]| {
+        crate::emit::emit(site, ip, len, |out: &mut [u8]| {
             out[..prefix.len()].copy_from_slice(prefix);
             let mut off = prefix.len();
             for &(a, b) in &ranges[..nfields] {
@@ -354,9 +379,15 @@ fn record(site: &Site, prefix: &[u8], nfields: usize, record: impl FnOnce(&mut d
     }
 }
 
-fn id_event(site: Option<&'static Site>, id: &span::Id) {
-    if let Some(s) = site.filter(|s| s.is_enabled()) {
-        crate::emit::emit(s, 0, 8, |out: &mut [u8]| out.copy_from_slice(&id.into_u64().to_le_bytes()));
+/// Records `site` (when enabled) with the fixed `u64` fields `ids`.
+fn id_event<const N: usize>(sites: Option<&'static Sites>, site: impl Fn(&Sites) -> Option<&'static Site>, ids: [u64; N]) {
+    let Some(sites) = sites else { return };
+    if let Some(s) = site(sites).filter(|s| s.is_enabled()) {
+        crate::emit::emit(s, sites.ip, 8 * N, |out: &mut [u8]| {
+            for (o, id) in out.chunks_exact_mut(8).zip(ids) {
+                o.copy_from_slice(&id.to_le_bytes());
+            }
+        });
     }
 }
 
@@ -365,17 +396,15 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let Some(site) = lookup(event.metadata()).and_then(|s| s.main) else { return };
-        if site.is_enabled() {
-            record(site, &[], event.metadata().fields().len(), |v| event.record(v));
+        let Some(sites) = lookup(event.metadata()) else { return };
+        if let Some(site) = sites.main.filter(|s| s.is_enabled()) {
+            record(site, sites.ip, &[], event.metadata().fields().len(), |v| event.record(v));
         }
     }
 
     fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
-        let Some(site) = lookup(attrs.metadata()).and_then(|s| s.main) else { return };
-        if !site.is_enabled() {
-            return;
-        }
+        let Some(sites) = lookup(attrs.metadata()) else { return };
+        let Some(site) = sites.main.filter(|s| s.is_enabled()) else { return };
         let parent = match attrs.parent() {
             Some(p) => p.into_u64(),
             None if attrs.is_contextual() => ctx.current_span().id().map_or(0, |p| p.into_u64()),
@@ -384,24 +413,38 @@ where
         let mut prefix = [0u8; 16];
         prefix[..8].copy_from_slice(&id.into_u64().to_le_bytes());
         prefix[8..].copy_from_slice(&parent.to_le_bytes());
-        record(site, &prefix, attrs.metadata().fields().len(), |v| attrs.record(v));
+        record(site, sites.ip, &prefix, attrs.metadata().fields().len(), |v| attrs.record(v));
+    }
+
+    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let Some(sites) = lookup(span.metadata()) else { return };
+        if let Some(site) = sites.record.filter(|s| s.is_enabled()) {
+            record(site, sites.ip, &id.into_u64().to_le_bytes(), span.metadata().fields().len(), |v| values.record(v));
+        }
+    }
+
+    fn on_follows_from(&self, id: &span::Id, follows: &span::Id, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            id_event(lookup(span.metadata()), |s| s.follows, [id.into_u64(), follows.into_u64()]);
+        }
     }
 
     fn on_enter(&self, id: &span::Id, ctx: Context<'_, S>) {
         if let Some(span) = ctx.span(id) {
-            id_event(lookup(span.metadata()).and_then(|s| s.enter), id);
+            id_event(lookup(span.metadata()), |s| s.enter, [id.into_u64()]);
         }
     }
 
     fn on_exit(&self, id: &span::Id, ctx: Context<'_, S>) {
         if let Some(span) = ctx.span(id) {
-            id_event(lookup(span.metadata()).and_then(|s| s.exit), id);
+            id_event(lookup(span.metadata()), |s| s.exit, [id.into_u64()]);
         }
     }
 
     fn on_close(&self, id: span::Id, ctx: Context<'_, S>) {
         if let Some(span) = ctx.span(&id) {
-            id_event(lookup(span.metadata()).and_then(|s| s.close), &id);
+            id_event(lookup(span.metadata()), |s| s.close, [id.into_u64()]);
         }
     }
 }
