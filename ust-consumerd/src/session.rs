@@ -237,6 +237,20 @@ impl Session {
         self.vpid_tracker.tracks(pid)
     }
 
+    /// The most verbose level number an enabler of channel `channel` accepts while the
+    /// session is started, whatever the enabler's pattern; `None` when none accepts any.
+    pub fn max_level(&self, channel: usize) -> Option<u8> {
+        let c = self.channels.get(channel).filter(|_| self.started)?;
+        c.enablers
+            .iter()
+            .filter(|en| en.enabled)
+            .map(|en| match en.level {
+                LevelFilter::Any => ust_core::Level::Debug.number(),
+                LevelFilter::UpTo(l) | LevelFilter::Only(l) => l.number(),
+            })
+            .max()
+    }
+
     /// Index of channel `name`.
     pub fn channel_index(&self, name: &str) -> Option<usize> {
         self.channels.iter().position(|c| c.name == name)

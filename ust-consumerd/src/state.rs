@@ -384,11 +384,25 @@ impl State {
         (masks, filters)
     }
 
+    /// The most verbose level an enabler of a started session tracking process `app_id`
+    /// accepts (what the process's `tracing` layer may rule out beyond); `None`: none.
+    pub fn max_level(&self, app_id: u64) -> Option<u8> {
+        let app = self.apps.get(&app_id)?;
+        app.slots
+            .values()
+            .filter_map(|(sname, ci)| {
+                let ss = self.sessions.get(sname).filter(|ss| ss.session.tracks(app.pid))?;
+                ss.session.max_level(*ci)
+            })
+            .max()
+    }
+
     /// Queues `SetEnabled` with the current masks and filters to process `app_id`.
     pub fn push_masks(&self, app_id: u64) {
         if let Some(app) = self.apps.get(&app_id).filter(|a| a.alive) {
             let (masks, filters) = self.masks_and_filters(app_id);
-            app.send(DaemonMessage::SetEnabled { masks, filters }, Vec::new());
+            let max_level = Some(self.max_level(app_id).unwrap_or(ust_core::protocol::NO_LEVEL));
+            app.send(DaemonMessage::SetEnabled { masks, filters, max_level }, Vec::new());
         }
     }
 

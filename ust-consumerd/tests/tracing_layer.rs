@@ -43,7 +43,7 @@ fn span_fields_records_follows_from_and_async_polls_read_back() {
     let out = d.output("spans");
     let o = d.ust_cmd().arg("trace").arg("--output").arg(&out).arg("--").arg(program("debug", "tracingspans")).output().unwrap();
     assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stderr), d.log());
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "polls 2\n", "the async function waited once");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "max_level trace\npolls 2\n", "`ust trace` enables every level; the async function waited once");
     let got = span_events(&out);
     // The registry's ids: 1 and 2 for the first two spans; `fetch` gets a slot freed by a
     // close, with a new generation in its upper bits. Read it from its `_new`.
@@ -78,6 +78,7 @@ fn span_fields_records_follows_from_and_async_polls_read_back() {
         ("fetch_enter", id(&fid)),
         ("fetch_exit", id(&fid)),
         ("fetch_close", id(&fid)),
+        ("event", format!("{}, {}", msg("slow"), tag("polls", "u64", 2, "2"))),
     ]
     .into_iter()
     .map(|(n, f)| (format!("tracingspans:{n}"), f))
@@ -137,7 +138,7 @@ fn tracing_callsites_ip_is_the_address_of_the_callsites_static() {
         })
     };
     let ours: Vec<_> = evs.iter().filter(|e| e.0.starts_with("tracingspans:")).collect();
-    assert_eq!(ours.len(), 19, "{ours:#?}");
+    assert_eq!(ours.len(), 20, "{ours:#?}");
     let mut by_callsite = std::collections::BTreeMap::<u64, Vec<&str>>::new();
     for e in &ours {
         let ip = hex(value(&e.1, "ip"));
@@ -145,7 +146,7 @@ fn tracing_callsites_ip_is_the_address_of_the_callsites_static() {
         let sym = symbol_at(ip - baddr).unwrap_or_else(|| panic!("no symbol at {:#x} for {e:?}", ip - baddr));
         let want = if e.0.starts_with("tracingspans:fetch_") {
             "tracingspans::fetch::{{closure}}::__CALLSITE"
-        } else if e.0 == "tracingspans:event" && !e.2.contains("\"opened\"") {
+        } else if e.2.contains("\"start\"") || e.2.contains("\"resumed\"") {
             "tracingspans::fetch::{{closure}}::{{closure}}::__CALLSITE"
         } else {
             "tracingspans::main::__CALLSITE"
@@ -166,7 +167,39 @@ fn tracing_callsites_ip_is_the_address_of_the_callsites_static() {
         vec!["tracingspans:event"],
         vec!["tracingspans:event"],
         vec!["tracingspans:event"],
+        vec!["tracingspans:event"],
         vec!["tracingspans:fetch_close", "tracingspans:fetch_enter", "tracingspans:fetch_exit", "tracingspans:fetch_new"],
     ];
     assert_eq!(groups, want);
+}
+
+/// Runs tracingspans against `d`'s daemon; returns its first line (`max_level L`).
+fn max_level_line(d: &TestDaemon) -> String {
+    let o = Command::new(program("debug", "tracingspans")).env("UST_RUNDIR", d.rundir.as_path()).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn tracing_max_level_follows_the_levels_the_sessions_enable() {
+    let d = TestDaemon::start();
+    assert_eq!(max_level_line(&d), "max_level off", "no session: every tracing callsite is ruled out");
+    let out = d.output("spans-warn");
+    d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["enable-event", "tracingspans:*", "--loglevel", "warning"]);
+    d.ust_ok(&["start"]);
+    assert_eq!(max_level_line(&d), "max_level warn");
+    d.ust_ok(&["stop"]);
+    assert_eq!(max_level_line(&d), "max_level off", "a stopped session enables nothing");
+    // The hint ignores the patterns: an enabler of another provider counts too (a callsite
+    // must register to be matched by name).
+    d.ust_ok(&["enable-event", "otherprov:*", "--loglevel-only", "debug_line"]);
+    d.ust_ok(&["start"]);
+    assert_eq!(max_level_line(&d), "max_level debug", "TRACE_DEBUG_LINE is tracing's DEBUG");
+    d.ust_ok(&["destroy"]);
+    // The first and the last runs were traced at `--loglevel warning`: the warning of each,
+    // none of the INFO spans and events.
+    let got = span_events(&out);
+    let slow = ("tracingspans:event".to_string(), format!("{}, {}", msg("slow"), tag("polls", "u64", 2, "2")));
+    assert_eq!(got, [slow.clone(), slow]);
 }

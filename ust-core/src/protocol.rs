@@ -167,6 +167,13 @@ pub enum DaemonMessage {
         /// an entry is recorded only when the entry's filter matches.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         filters: Vec<EventFilter>,
+        /// The most verbose level (highest [`crate::Level`] number) that an enabler of a
+        /// started session tracing this process accepts, whatever its pattern, or
+        /// [`NO_LEVEL`] when none does (absent: not known, from a daemon before this
+        /// field). A `tracing` layer tells `tracing` its maximum level from it: a callsite
+        /// of a more verbose level could not be enabled by any session yet.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_level: Option<u8>,
     },
     /// Registration is complete.
     Ready,
@@ -176,6 +183,9 @@ pub enum DaemonMessage {
         seq: u64,
     },
 }
+
+/// [`DaemonMessage::SetEnabled`]'s `max_level` when no enabler accepts any level.
+pub const NO_LEVEL: u8 = u8::MAX;
 
 /// Errors of the framing layer.
 #[derive(Debug, thiserror::Error)]

@@ -51,8 +51,14 @@
 //! costs, and other layers (a fmt layer beside it) are not affected. An enabled event is
 //! looked up in a read-locked map, its values encoded into a reused thread-local buffer,
 //! and written with the same emit path as `tracepoint!`: no round trip to the daemon.
-//! `max_level_hint` is `None`: a callsite must register with `tracing` to be known to the
-//! daemon (listed, enabled by name), so no level can be ruled out in advance.
+//! `max_level_hint` is the most verbose `tracing` level that an enabler of a started session
+//! tracing the process accepts, whatever its pattern (the daemon says so with the masks), so
+//! `tracing`'s global level filter rules out more verbose callsites before they register:
+//! `ust enable-event 'myapp:*' --loglevel info` leaves `debug!` and `trace!` at the cost of
+//! a static compare. Such a callsite is then not listed by `ust list --apps` either; an
+//! enabler that accepts its level raises the hint, and it registers when next reached.
+//! With no session started the hint is `OFF`; before the process has registered (or with
+//! a daemon that does not say), there is no hint.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -233,7 +239,24 @@ impl<S> Filter<S> for UstFilter {
     }
 
     fn max_level_hint(&self) -> Option<::tracing_core::LevelFilter> {
-        None
+        hint(crate::runtime::enabled_levels())
+    }
+}
+
+/// The `tracing` level filter of what the sessions may enable: the most verbose `tracing`
+/// level whose ust level ([`level_of`]) they accept; no hint while that is not known.
+fn hint(l: crate::runtime::EnabledLevels) -> Option<::tracing_core::LevelFilter> {
+    use crate::runtime::EnabledLevels;
+    use ::tracing_core::LevelFilter;
+    match l {
+        EnabledLevels::Unknown => None,
+        EnabledLevels::Nothing => Some(LevelFilter::OFF),
+        EnabledLevels::UpTo(max) => Some(
+            [TLevel::TRACE, TLevel::DEBUG, TLevel::INFO, TLevel::WARN, TLevel::ERROR]
+                .into_iter()
+                .find(|t| level_of(t).number() <= max.number())
+                .map_or(LevelFilter::OFF, LevelFilter::from_level),
+        ),
     }
 }
 
@@ -463,5 +486,20 @@ mod tests {
         assert_eq!(level_of(&TLevel::INFO), Level::Info);
         assert_eq!(level_of(&TLevel::DEBUG), Level::DebugLine);
         assert_eq!(level_of(&TLevel::TRACE), Level::Debug);
+    }
+
+    #[test]
+    fn the_hint_is_the_most_verbose_level_the_sessions_accept() {
+        use crate::runtime::EnabledLevels::*;
+        use ::tracing_core::LevelFilter;
+        assert_eq!(hint(Unknown), None);
+        assert_eq!(hint(Nothing), Some(LevelFilter::OFF));
+        assert_eq!(hint(UpTo(Level::Debug)), Some(LevelFilter::TRACE));
+        assert_eq!(hint(UpTo(Level::DebugLine)), Some(LevelFilter::DEBUG));
+        assert_eq!(hint(UpTo(Level::DebugUnit)), Some(LevelFilter::INFO), "INFO (6) is the most verbose at or below 11");
+        assert_eq!(hint(UpTo(Level::Info)), Some(LevelFilter::INFO));
+        assert_eq!(hint(UpTo(Level::Notice)), Some(LevelFilter::WARN));
+        assert_eq!(hint(UpTo(Level::Err)), Some(LevelFilter::ERROR));
+        assert_eq!(hint(UpTo(Level::Crit)), Some(LevelFilter::OFF));
     }
 }

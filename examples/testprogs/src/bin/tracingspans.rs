@@ -1,7 +1,9 @@
 //! The `tracing` features beyond tracingprog's, recorded through `ust::tracing::layer()`: a
 //! span `conn { peer, bytes }` whose `bytes` is recorded later (`Span::record`) with an
 //! event inside it, a span `batch` that follows from it, and an `#[instrument]`ed async
-//! function polled twice by a hand-written executor (it waits once). Prints `polls N`.
+//! function polled twice by a hand-written executor (it waits once), then a warning
+//! `slow { polls }`. Prints `max_level L`
+//! (`tracing`'s global level filter, which the layer's hint sets) first, then `polls N`.
 
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -13,6 +15,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 fn main() {
     tracing_subscriber::registry().with(ust::tracing::layer()).init();
+    println!("max_level {}", tracing::level_filters::LevelFilter::current());
     let conn = tracing::info_span!("conn", peer = "10.0.0.1", bytes = tracing::field::Empty);
     {
         let _e = conn.enter();
@@ -25,6 +28,7 @@ fn main() {
     drop(conn);
     let (out, polls) = block_on(fetch(21));
     assert_eq!(out, 42);
+    tracing::warn!(polls, "slow");
     println!("polls {polls}");
 }
 
