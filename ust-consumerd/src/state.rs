@@ -279,10 +279,11 @@ impl State {
         if let Some(e) = ss.session.output_error.get() {
             return Err(format!("process {} not traced: the session's output is stopped ({e})", app.pid));
         }
-        // The `ip` context came with ABI minor 2: an older runtime could not read the grant.
-        if app.abi_minor < 2 && ss.session.channels.iter().any(|c| c.contexts.contains(&ust_core::context::ContextType::Ip)) {
+        // The `ip` context came with ABI minor 2, `span_id` with 3: an older runtime could
+        // not read the grant.
+        if let Some(c) = ss.session.channels.iter().flat_map(|c| c.contexts.iter()).find(|c| app.abi_minor < c.since_minor()) {
             return Err(format!(
-                "process {} not traced: its ust runtime (ABI {}.{}) predates the ip context the session records; rebuild it with a newer ust",
+                "process {} not traced: its ust runtime (ABI {}.{}) predates the {c} context the session records; rebuild it with a newer ust",
                 app.pid,
                 ust_core::ABI_MAJOR,
                 app.abi_minor

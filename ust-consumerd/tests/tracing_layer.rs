@@ -203,3 +203,57 @@ fn tracing_max_level_follows_the_levels_the_sessions_enable() {
     let slow = ("tracingspans:event".to_string(), format!("{}, {}", msg("slow"), tag("polls", "u64", 2, "2")));
     assert_eq!(got, [slow.clone(), slow]);
 }
+
+#[test]
+fn events_inside_spans_carry_the_span_id_context() {
+    let d = TestDaemon::start();
+    let out = d.output("spans-ctx");
+    d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["enable-event", "tracingspans:*"]);
+    d.ust_ok(&["enable-event", "spanprobe:*"]);
+    let said = d.ust_ok(&["add-context", "-u", "-t", "span_id"]);
+    assert!(said.contains("UST context span_id added to every channel"), "{said}");
+    d.ust_ok(&["start"]);
+    let o = Command::new(program("debug", "tracingspans")).env("UST_RUNDIR", d.rundir.as_path()).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    d.stop_and_destroy("s");
+    let tsdl = std::fs::read_to_string(std::fs::read_dir(out.join("ust/pid")).unwrap().flatten().next().unwrap().path().join("metadata")).unwrap();
+    assert!(tsdl.contains("signed = 0; encoding = none; base = 10; } _span_id;"), "{tsdl}");
+    let evs = contexts(&babeltrace(&out));
+    let fid = value(&evs.iter().find(|e| e.0 == "tracingspans:fetch_new").unwrap_or_else(|| panic!("{evs:#?}")).2, "id").to_string();
+    let got: Vec<(&str, &str, &str)> = evs
+        .iter()
+        .map(|e| {
+            // The message, to tell the `event`s apart.
+            let m = e.2.split("message = { ").nth(1).map_or("", |r| r.split(' ').next().unwrap());
+            (e.0.as_str(), m, value(&e.1, "span_id"))
+        })
+        .collect();
+    let f = fid.as_str();
+    let want = [
+        ("tracingspans:conn_new", "", "0"),
+        ("tracingspans:conn_enter", "", "1"),
+        ("tracingspans:event", "\"opened\"", "1"),
+        ("spanprobe:inside", "", "1"),
+        ("tracingspans:conn_exit", "", "0"),
+        ("tracingspans:conn_record", "", "0"),
+        ("tracingspans:batch_new", "", "0"),
+        ("tracingspans:batch_follows_from", "", "0"),
+        ("tracingspans:batch_close", "", "0"),
+        ("tracingspans:conn_close", "", "0"),
+        ("tracingspans:fetch_new", "", "0"),
+        ("tracingspans:fetch_enter", "", f),
+        ("tracingspans:event", "\"start\"", f),
+        ("tracingspans:fetch_exit", "", "0"),
+        ("tracingspans:fetch_enter", "", f),
+        ("tracingspans:event", "\"resumed\"", f),
+        ("tracingspans:fetch_exit", "", "0"),
+        ("tracingspans:fetch_enter", "", f),
+        ("tracingspans:fetch_exit", "", "0"),
+        ("tracingspans:fetch_close", "", "0"),
+        ("tracingspans:event", "\"slow\"", "0"),
+    ];
+    assert_eq!(got, want);
+    // The payloads are those of the session without the context.
+    assert_eq!(evs.iter().find(|e| e.0 == "spanprobe:inside").unwrap().2, "step = 1");
+}

@@ -36,6 +36,12 @@
 //!   `parent` is 0 for a root span. An `#[instrument]`ed async function is a span entered
 //!   and exited around each poll (`tracing::Instrumented`), so its `_enter`/`_exit` pairs
 //!   show every poll across its `.await`s.
+//! * `span_id` context (`ust add-context -t span_id`): every event of the channel carries
+//!   the id of the span its thread is in (0 outside): `tracing` events and ust's own
+//!   tracepoints alike, so both are placed in the span tree. The layer sets it as spans
+//!   are entered and exited: `<span>_enter` carries the span's own id, `<span>_exit` the
+//!   id of the span the thread returns to. (A field in the payload would change every
+//!   callsite's event layout; a context is opt-in per channel and costs 8 bytes.)
 //! * `ip` context (`ust add-context -t ip`): the address of the callsite's static (the
 //!   `&'static dyn Callsite` of its `Metadata`; `tracing`'s macros name it
 //!   `<enclosing fn>::__CALLSITE`), the same for every event of one callsite. `tracing`
@@ -454,12 +460,15 @@ where
     }
 
     fn on_enter(&self, id: &span::Id, ctx: Context<'_, S>) {
+        crate::context::set_span(id.into_u64());
         if let Some(span) = ctx.span(id) {
             id_event(lookup(span.metadata()), |s| s.enter, [id.into_u64()]);
         }
     }
 
     fn on_exit(&self, id: &span::Id, ctx: Context<'_, S>) {
+        // The registry has left `id` already: its current span is the one to go back to.
+        crate::context::set_span(ctx.current_span().id().map_or(0, span::Id::into_u64));
         if let Some(span) = ctx.span(id) {
             id_event(lookup(span.metadata()), |s| s.exit, [id.into_u64()]);
         }

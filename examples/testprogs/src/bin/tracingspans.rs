@@ -1,6 +1,6 @@
 //! The `tracing` features beyond tracingprog's, recorded through `ust::tracing::layer()`: a
 //! span `conn { peer, bytes }` whose `bytes` is recorded later (`Span::record`) with an
-//! event inside it, a span `batch` that follows from it, and an `#[instrument]`ed async
+//! event and a ust tracepoint (`spanprobe:inside`) inside it, a span `batch` that follows from it, and an `#[instrument]`ed async
 //! function polled twice by a hand-written executor (it waits once), then a warning
 //! `slow { polls }`. Prints `max_level L`
 //! (`tracing`'s global level filter, which the layer's hint sets) first, then `polls N`.
@@ -20,6 +20,7 @@ fn main() {
     {
         let _e = conn.enter();
         tracing::info!(step = 1u64, "opened");
+        ust::tracepoint!(spanprobe, inside, step: u64 = 1);
     }
     conn.record("bytes", 512u64);
     let batch = tracing::info_span!("batch", n = 2u64);
