@@ -242,7 +242,7 @@ mod tests {
         let name = procname_bytes("averyveryverylongname");
         assert_eq!(&name[..16], b"averyveryverylon");
         assert_eq!(name[16], 0);
-        let v = Values { vpid: 1, vtid: 2, procname: &name, pthread_id: 3, cpu_id: 4, ip: 0x5555_0000_1234 };
+        let v = Values { vpid: 1, vtid: 2, procname: &name, pthread_id: 3, cpu_id: 4, ip: 0x5555_0000_1234, span_id: 9 };
         let mut out = [0u8; 25];
         assert_eq!(v.write(&ctx, &mut out), 25);
         assert_eq!(&out[..4], &2i32.to_le_bytes());
@@ -250,6 +250,11 @@ mod tests {
         let mut out = [0u8; 12];
         assert_eq!(v.write(&[ContextType::Ip, ContextType::Vpid], &mut out), 12);
         assert_eq!(&out[..8], &0x5555_0000_1234u64.to_le_bytes());
+        let mut out = [0u8; 8];
+        assert_eq!(v.write(&[ContextType::SpanId], &mut out), 8);
+        assert_eq!(out, 9u64.to_le_bytes());
+        assert_eq!(ContextType::parse("span-id"), Some(ContextType::SpanId));
+        assert_eq!((ContextType::Vpid.since_minor(), ContextType::Ip.since_minor(), ContextType::SpanId.since_minor()), (0, 2, 3));
         let ip = tsdl_event_context(&[ContextType::Ip]);
         assert!(ip.contains("size = 64;") && ip.contains("signed = 0;") && ip.contains("base = 16;") && ip.contains("_ip;"), "{ip}");
         assert!(validate(&ContextType::ALL).is_ok(), "every kind at once fits");
