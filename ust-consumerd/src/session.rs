@@ -339,6 +339,26 @@ mod tests {
     }
 
     #[test]
+    fn max_level_is_the_most_verbose_an_enabled_enabler_accepts_while_started() {
+        let mut s = Session::new("s".into(), "/tmp/x".into(), None);
+        let mut c = Channel::new("c", ChannelConfig::default());
+        c.enablers = vec![
+            Enabler::new("app:*", LevelFilter::UpTo(Level::Warning)),
+            Enabler::new("other:x", LevelFilter::Only(Level::DebugLine)),
+            Enabler { enabled: false, ..Enabler::new("*", LevelFilter::Any) },
+        ];
+        s.channels.push(c);
+        s.channels.push(Channel::new("empty", ChannelConfig::default()));
+        assert_eq!(s.max_level(0), None, "stopped");
+        s.started = true;
+        assert_eq!(s.max_level(0), Some(Level::DebugLine.number()), "whatever the pattern; the disabled one ignored");
+        assert_eq!(s.max_level(1), None, "no enabler");
+        assert_eq!(s.max_level(2), None, "no such channel");
+        s.channels[0].enablers[2].enabled = true;
+        assert_eq!(s.max_level(0), Some(Level::Debug.number()));
+    }
+
+    #[test]
     fn exclusions_and_filters_combine_per_event() {
         let mut s = Session::new("s".into(), "/tmp/x".into(), None);
         s.started = true;
