@@ -7,10 +7,12 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use common::{babeltrace, bt_events, program, TestDaemon};
+use common::{babeltrace, bt_events, program, KillOnDrop, TestDaemon};
 
 /// A dynamic field as babeltrace2 prints it: its tag, then its value.
 fn tag(name: &str, kind: &str, n: u8, v: &str) -> String {
@@ -256,4 +258,48 @@ fn events_inside_spans_carry_the_span_id_context() {
     assert_eq!(got, want);
     // The payloads are those of the session without the context.
     assert_eq!(evs.iter().find(|e| e.0 == "spanprobe:inside").unwrap().2, "step = 1");
+}
+
+#[test]
+fn a_session_started_later_raises_the_level_and_a_ruled_out_callsite_then_records() {
+    let d = TestDaemon::start();
+    let out = d.output("spans-late");
+    let mut child = KillOnDrop(
+        Command::new(program("debug", "tracingspans"))
+            .arg("wait")
+            .env("UST_RUNDIR", d.rundir.as_path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = || lines.next().expect("a line").expect("stdout");
+    assert_eq!(next(), "max_level off");
+    // Reached while ruled out: `tracing`'s level check comes first, so the callsite does not
+    // register (no session could have taken it).
+    writeln!(stdin, "log").unwrap();
+    assert_eq!(next(), "logged");
+    d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["enable-event", "tracingspans:*"]);
+    d.ust_ok(&["start"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        writeln!(stdin, "level").unwrap();
+        let l = next();
+        if l == "max_level trace" {
+            break;
+        }
+        assert_eq!(l, "max_level off", "off until the session's SetEnabled arrives");
+        assert!(Instant::now() < deadline, "tracing's level never followed the session");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    writeln!(stdin, "log").unwrap();
+    assert_eq!(next(), "logged");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    d.ust_ok(&["destroy"]);
+    // The callsite registered when next reached, and the session's enabler took it.
+    assert_eq!(span_events(&out), [("tracingspans:event".to_string(), format!("{}, {}", msg("late"), tag("n", "u64", 2, "1")))]);
 }

@@ -4,6 +4,10 @@
 //! function polled twice by a hand-written executor (it waits once), then a warning
 //! `slow { polls }`. Prints `max_level L`
 //! (`tracing`'s global level filter, which the layer's hint sets) first, then `polls N`.
+//!
+//! With the argument `wait`, it prints `max_level L` and reads commands from its standard
+//! input instead, one a line: `level` prints `max_level L` again, `log` records a
+//! `debug!(n = 1, "late")` and prints `logged`; it ends at EOF.
 
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -16,6 +20,19 @@ use tracing_subscriber::util::SubscriberInitExt;
 fn main() {
     tracing_subscriber::registry().with(ust::tracing::layer()).init();
     println!("max_level {}", tracing::level_filters::LevelFilter::current());
+    if std::env::args().nth(1).as_deref() == Some("wait") {
+        for line in std::io::stdin().lines() {
+            match line.expect("stdin").as_str() {
+                "level" => println!("max_level {}", tracing::level_filters::LevelFilter::current()),
+                "log" => {
+                    tracing::debug!(n = 1u64, "late");
+                    println!("logged");
+                }
+                other => panic!("unknown command {other:?}"),
+            }
+        }
+        return;
+    }
     let conn = tracing::info_span!("conn", peer = "10.0.0.1", bytes = tracing::field::Empty);
     {
         let _e = conn.enter();
