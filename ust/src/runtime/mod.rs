@@ -376,6 +376,7 @@ const LEVEL_UNKNOWN: u16 = u16::MAX;
 /// The most verbose level the sessions tracing this process could enable, whatever the
 /// event's name (from the daemon's enablers, [`ust_core::protocol::DaemonMessage::SetEnabled`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
 pub(crate) enum EnabledLevels {
     /// Not known (not registered yet, or a daemon that does not say).
     Unknown,
@@ -390,6 +391,7 @@ pub(crate) fn set_enabled_max_level(l: Option<u8>) {
 }
 
 /// What [`EnabledLevels`] the daemon last announced.
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
 pub(crate) fn enabled_levels() -> EnabledLevels {
     match ENABLED_MAX_LEVEL.load(Ordering::Acquire) {
         LEVEL_UNKNOWN => EnabledLevels::Unknown,
