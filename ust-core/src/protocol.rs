@@ -337,6 +337,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn set_enabled_max_level_is_optional_on_the_wire() {
+        // From a daemon before the field: no level known.
+        let old: DaemonMessage = serde_json::from_str(r#"{"SetEnabled":{"masks":[1,0]}}"#).unwrap();
+        assert_eq!(old, DaemonMessage::SetEnabled { masks: vec![1, 0], filters: vec![], max_level: None });
+        for l in [Some(6), Some(NO_LEVEL)] {
+            let m = DaemonMessage::SetEnabled { masks: vec![3], filters: vec![], max_level: l };
+            let text = serde_json::to_string(&m).unwrap();
+            assert!(text.contains("\"max_level\""), "{text}");
+            assert_eq!(serde_json::from_str::<DaemonMessage>(&text).unwrap(), m);
+        }
+        let none = serde_json::to_string(&DaemonMessage::SetEnabled { masks: vec![], filters: vec![], max_level: None }).unwrap();
+        assert!(!none.contains("max_level"), "{none}");
+    }
+
+    #[test]
     fn frames_carry_messages_and_descriptors() {
         let (a, b) = UnixStream::pair().unwrap();
         let f = tempfile_fd();
