@@ -237,6 +237,20 @@ impl Session {
         self.vpid_tracker.tracks(pid)
     }
 
+    /// The most verbose level number an enabler of channel `channel` accepts while the
+    /// session is started, whatever the enabler's pattern; `None` when none accepts any.
+    pub fn max_level(&self, channel: usize) -> Option<u8> {
+        let c = self.channels.get(channel).filter(|_| self.started)?;
+        c.enablers
+            .iter()
+            .filter(|en| en.enabled)
+            .map(|en| match en.level {
+                LevelFilter::Any => ust_core::Level::Debug.number(),
+                LevelFilter::UpTo(l) | LevelFilter::Only(l) => l.number(),
+            })
+            .max()
+    }
+
     /// Index of channel `name`.
     pub fn channel_index(&self, name: &str) -> Option<usize> {
         self.channels.iter().position(|c| c.name == name)
@@ -322,6 +336,26 @@ mod tests {
         assert!(s.takes(Some("t")) && s.takes(None));
         s.token = Some("t".into());
         assert!(s.takes(Some("t")) && !s.takes(None) && !s.takes(Some("u")));
+    }
+
+    #[test]
+    fn max_level_is_the_most_verbose_an_enabled_enabler_accepts_while_started() {
+        let mut s = Session::new("s".into(), "/tmp/x".into(), None);
+        let mut c = Channel::new("c", ChannelConfig::default());
+        c.enablers = vec![
+            Enabler::new("app:*", LevelFilter::UpTo(Level::Warning)),
+            Enabler::new("other:x", LevelFilter::Only(Level::DebugLine)),
+            Enabler { enabled: false, ..Enabler::new("*", LevelFilter::Any) },
+        ];
+        s.channels.push(c);
+        s.channels.push(Channel::new("empty", ChannelConfig::default()));
+        assert_eq!(s.max_level(0), None, "stopped");
+        s.started = true;
+        assert_eq!(s.max_level(0), Some(Level::DebugLine.number()), "whatever the pattern; the disabled one ignored");
+        assert_eq!(s.max_level(1), None, "no enabler");
+        assert_eq!(s.max_level(2), None, "no such channel");
+        s.channels[0].enablers[2].enabled = true;
+        assert_eq!(s.max_level(0), Some(Level::Debug.number()));
     }
 
     #[test]

@@ -284,10 +284,11 @@ impl State {
         if let Some(e) = ss.session.output_error.get() {
             return Err(format!("process {} not traced: the session's output is stopped ({e})", app.pid));
         }
-        // The `ip` context came with ABI minor 2: an older runtime could not read the grant.
-        if app.abi_minor < 2 && ss.session.channels.iter().any(|c| c.contexts.contains(&ust_core::context::ContextType::Ip)) {
+        // The `ip` context came with ABI minor 2, `span_id` with 3: an older runtime could
+        // not read the grant.
+        if let Some(c) = ss.session.channels.iter().flat_map(|c| c.contexts.iter()).find(|c| app.abi_minor < c.since_minor()) {
             return Err(format!(
-                "process {} not traced: its ust runtime (ABI {}.{}) predates the ip context the session records; rebuild it with a newer ust",
+                "process {} not traced: its ust runtime (ABI {}.{}) predates the {c} context the session records; rebuild it with a newer ust",
                 app.pid,
                 ust_core::ABI_MAJOR,
                 app.abi_minor
@@ -389,11 +390,25 @@ impl State {
         (masks, filters)
     }
 
+    /// The most verbose level an enabler of a started session tracking process `app_id`
+    /// accepts (what the process's `tracing` layer may rule out beyond); `None`: none.
+    pub fn max_level(&self, app_id: u64) -> Option<u8> {
+        let app = self.apps.get(&app_id)?;
+        app.slots
+            .values()
+            .filter_map(|(sname, ci)| {
+                let ss = self.sessions.get(sname).filter(|ss| ss.session.tracks(app.pid))?;
+                ss.session.max_level(*ci)
+            })
+            .max()
+    }
+
     /// Queues `SetEnabled` with the current masks and filters to process `app_id`.
     pub fn push_masks(&self, app_id: u64) {
         if let Some(app) = self.apps.get(&app_id).filter(|a| a.alive) {
             let (masks, filters) = self.masks_and_filters(app_id);
-            app.send(DaemonMessage::SetEnabled { masks, filters }, Vec::new());
+            let max_level = Some(self.max_level(app_id).unwrap_or(ust_core::protocol::NO_LEVEL));
+            app.send(DaemonMessage::SetEnabled { masks, filters, max_level }, Vec::new());
         }
     }
 

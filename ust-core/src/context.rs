@@ -14,16 +14,22 @@
 //! | `pthread_id` | `uint64_t` (base 10)                       | 8     |
 //! | `cpu_id`     | `int32_t` (base 10)                        | 4     |
 //! | `ip`         | `uint64_t` (base 16)                       | 8     |
+//! | `span_id`    | `uint64_t` (base 10)                       | 8     |
 //!
 //! Field names in TSDL carry LTTng's leading `_` (`_vpid`, ...), so babeltrace2 prints
 //! `vpid = 1234`.
 //!
 //! `ip` is LTTng-UST's instruction-pointer context: the address of the tracepoint's call
 //! site in the program's text (taken where the `tracepoint!`, `tracef!` or `tracelog!`
-//! is expanded; 0 for events that have no call site in the program, such as `tracing`
-//! callsites, and on architectures other than x86-64 and AArch64). With `vpid` and the
+//! is expanded; for a `tracing` callsite, the address of its static; 0 for events that have
+//! no call site in the program, and on architectures other than x86-64 and AArch64). With `vpid` and the
 //! state dump's `bin_info`, babeltrace2's `flt.lttng-utils.debug-info` turns it into
 //! binary, function and source line, as for LTTng traces.
+//!
+//! `span_id` is ust's own (LTTng has none): the id of the `tracing` span the recording
+//! thread is in, as `ust::tracing::layer()` sees it (the `id` of that span's
+//! `<span>_new`/`_enter` events), 0 outside every span or without the layer. Every event
+//! of the channel carries it, `tracepoint!`s inside a span too.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,7 +38,7 @@ use serde::{Deserialize, Serialize};
 pub const PROCNAME_LEN: usize = 17;
 
 /// Most contexts a channel can have (each kind once).
-pub const MAX_CONTEXTS: usize = 6;
+pub const MAX_CONTEXTS: usize = 7;
 
 /// One kind of context field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -50,12 +56,21 @@ pub enum ContextType {
     CpuId,
     /// Address of the tracepoint's call site (LTTng's `ip`; see the module docs).
     Ip,
+    /// The `tracing` span the thread is in (see the module docs); ABI minor 3.
+    SpanId,
 }
 
 impl ContextType {
     /// Every kind, in documentation order.
-    pub const ALL: [ContextType; 6] =
-        [ContextType::Vpid, ContextType::Vtid, ContextType::Procname, ContextType::PthreadId, ContextType::CpuId, ContextType::Ip];
+    pub const ALL: [ContextType; 7] = [
+        ContextType::Vpid,
+        ContextType::Vtid,
+        ContextType::Procname,
+        ContextType::PthreadId,
+        ContextType::CpuId,
+        ContextType::Ip,
+        ContextType::SpanId,
+    ];
 
     /// The name used by `ust add-context -t`, in filters (`$ctx.<name>`) and in the trace.
     pub const fn name(self) -> &'static str {
@@ -66,6 +81,17 @@ impl ContextType {
             ContextType::PthreadId => "pthread_id",
             ContextType::CpuId => "cpu_id",
             ContextType::Ip => "ip",
+            ContextType::SpanId => "span_id",
+        }
+    }
+
+    /// The first [`crate::ABI_MINOR`] whose runtimes can be granted a channel with this
+    /// context.
+    pub const fn since_minor(self) -> u16 {
+        match self {
+            ContextType::Ip => 2,
+            ContextType::SpanId => 3,
+            _ => 0,
         }
     }
 
@@ -80,7 +106,7 @@ impl ContextType {
         match self {
             ContextType::Vpid | ContextType::Vtid | ContextType::CpuId => 4,
             ContextType::Procname => PROCNAME_LEN,
-            ContextType::PthreadId | ContextType::Ip => 8,
+            ContextType::PthreadId | ContextType::Ip | ContextType::SpanId => 8,
         }
     }
 
@@ -89,7 +115,7 @@ impl ContextType {
         let int = |bits: u8, signed: bool| crate::IntegerType::new(bits, signed, 10).tsdl();
         match self {
             ContextType::Vpid | ContextType::Vtid | ContextType::CpuId => format!("{} _{};\n", int(32, true), self.name()),
-            ContextType::PthreadId => format!("{} _{};\n", int(64, false), self.name()),
+            ContextType::PthreadId | ContextType::SpanId => format!("{} _{};\n", int(64, false), self.name()),
             ContextType::Ip => format!("{} _{};\n", crate::IntegerType::new(64, false, 16).tsdl(), self.name()),
             ContextType::Procname => format!(
                 "integer {{ size = 8; align = 8; signed = 0; encoding = UTF8; base = 10; }} _{}[{PROCNAME_LEN}];\n",
@@ -157,6 +183,8 @@ pub struct Values<'a> {
     pub cpu_id: i32,
     /// Call-site address (`ip`).
     pub ip: u64,
+    /// The thread's `tracing` span (`span_id`).
+    pub span_id: u64,
 }
 
 impl Values<'_> {
@@ -177,6 +205,7 @@ impl Values<'_> {
                 ContextType::PthreadId => dst.copy_from_slice(&self.pthread_id.to_le_bytes()),
                 ContextType::CpuId => dst.copy_from_slice(&self.cpu_id.to_le_bytes()),
                 ContextType::Ip => dst.copy_from_slice(&self.ip.to_le_bytes()),
+                ContextType::SpanId => dst.copy_from_slice(&self.span_id.to_le_bytes()),
             }
             off += n;
         }
@@ -213,7 +242,7 @@ mod tests {
         let name = procname_bytes("averyveryverylongname");
         assert_eq!(&name[..16], b"averyveryverylon");
         assert_eq!(name[16], 0);
-        let v = Values { vpid: 1, vtid: 2, procname: &name, pthread_id: 3, cpu_id: 4, ip: 0x5555_0000_1234 };
+        let v = Values { vpid: 1, vtid: 2, procname: &name, pthread_id: 3, cpu_id: 4, ip: 0x5555_0000_1234, span_id: 9 };
         let mut out = [0u8; 25];
         assert_eq!(v.write(&ctx, &mut out), 25);
         assert_eq!(&out[..4], &2i32.to_le_bytes());
@@ -221,6 +250,11 @@ mod tests {
         let mut out = [0u8; 12];
         assert_eq!(v.write(&[ContextType::Ip, ContextType::Vpid], &mut out), 12);
         assert_eq!(&out[..8], &0x5555_0000_1234u64.to_le_bytes());
+        let mut out = [0u8; 8];
+        assert_eq!(v.write(&[ContextType::SpanId], &mut out), 8);
+        assert_eq!(out, 9u64.to_le_bytes());
+        assert_eq!(ContextType::parse("span-id"), Some(ContextType::SpanId));
+        assert_eq!((ContextType::Vpid.since_minor(), ContextType::Ip.since_minor(), ContextType::SpanId.since_minor()), (0, 2, 3));
         let ip = tsdl_event_context(&[ContextType::Ip]);
         assert!(ip.contains("size = 64;") && ip.contains("signed = 0;") && ip.contains("base = 16;") && ip.contains("_ip;"), "{ip}");
         assert!(validate(&ContextType::ALL).is_ok(), "every kind at once fits");

@@ -33,5 +33,6 @@ pub use level::Level;
 pub const ABI_MAJOR: u16 = 1;
 /// Minor version of the ABI: additions that older peers can ignore. 2: the `ip` context
 /// ([`context::ContextType::Ip`]), which the daemon grants only to runtimes of minor 2 or
-/// later (an older one could not read the channel grant).
-pub const ABI_MINOR: u16 = 2;
+/// later (an older one could not read the channel grant). 3: the `span_id` context, granted
+/// likewise ([`context::ContextType::since_minor`]).
+pub const ABI_MINOR: u16 = 3;

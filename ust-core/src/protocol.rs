@@ -167,6 +167,13 @@ pub enum DaemonMessage {
         /// an entry is recorded only when the entry's filter matches.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         filters: Vec<EventFilter>,
+        /// The most verbose level (highest [`crate::Level`] number) that an enabler of a
+        /// started session tracing this process accepts, whatever its pattern, or
+        /// [`NO_LEVEL`] when none does (absent: not known, from a daemon before this
+        /// field). A `tracing` layer tells `tracing` its maximum level from it: a callsite
+        /// of a more verbose level could not be enabled by any session yet.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_level: Option<u8>,
     },
     /// Registration is complete.
     Ready,
@@ -176,6 +183,9 @@ pub enum DaemonMessage {
         seq: u64,
     },
 }
+
+/// [`DaemonMessage::SetEnabled`]'s `max_level` when no enabler accepts any level.
+pub const NO_LEVEL: u8 = u8::MAX;
 
 /// Errors of the framing layer.
 #[derive(Debug, thiserror::Error)]
@@ -325,6 +335,21 @@ pub fn peer_credentials(sock: &UnixStream) -> std::io::Result<(i32, u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_enabled_max_level_is_optional_on_the_wire() {
+        // From a daemon before the field: no level known.
+        let old: DaemonMessage = serde_json::from_str(r#"{"SetEnabled":{"masks":[1,0]}}"#).unwrap();
+        assert_eq!(old, DaemonMessage::SetEnabled { masks: vec![1, 0], filters: vec![], max_level: None });
+        for l in [Some(6), Some(NO_LEVEL)] {
+            let m = DaemonMessage::SetEnabled { masks: vec![3], filters: vec![], max_level: l };
+            let text = serde_json::to_string(&m).unwrap();
+            assert!(text.contains("\"max_level\""), "{text}");
+            assert_eq!(serde_json::from_str::<DaemonMessage>(&text).unwrap(), m);
+        }
+        let none = serde_json::to_string(&DaemonMessage::SetEnabled { masks: vec![], filters: vec![], max_level: None }).unwrap();
+        assert!(!none.contains("max_level"), "{none}");
+    }
 
     #[test]
     fn frames_carry_messages_and_descriptors() {

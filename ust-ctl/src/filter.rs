@@ -97,7 +97,7 @@ impl<'a> Lexer<'a> {
             b'$' => {
                 let rest = &self.text[start..];
                 let Some(name) = rest.strip_prefix("$ctx.") else {
-                    return err(start, "expected `$ctx.<context>` (vpid, vtid, procname, pthread_id, cpu_id, ip)");
+                    return err(start, "expected `$ctx.<context>` (vpid, vtid, procname, pthread_id, cpu_id, ip, span_id)");
                 };
                 let len = name.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
                 self.pos = start + 5 + len;
@@ -256,7 +256,7 @@ impl<'a> Parser<'a> {
             Tok::Ident(n) => Operand::Named(n),
             Tok::Ctx(n) => match ContextType::parse(&n) {
                 Some(c) if c.name() == n => Operand::Context(c),
-                _ => return err(at, format!("unknown context `$ctx.{n}` (vpid, vtid, procname, pthread_id, cpu_id, ip)")),
+                _ => return err(at, format!("unknown context `$ctx.{n}` (vpid, vtid, procname, pthread_id, cpu_id, ip, span_id)")),
             },
             Tok::Int(v) => Operand::Int(v),
             Tok::Float(v) => Operand::Float(v),

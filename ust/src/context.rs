@@ -10,6 +10,8 @@
 //! * `cpu_id`: the CPU number the emit path already read to pick a buffer.
 //! * `ip`: the call-site address the expansion of the tracepoint took
 //!   ([`call_site_ip!`](crate::call_site_ip)), handed down by the emit path.
+//! * `span_id`: a thread-local the `tracing` layer sets as the thread enters and leaves
+//!   spans ([`set_span`]); 0 without it.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -24,6 +26,18 @@ const NO_PROCNAME: [u8; PROCNAME_LEN] = [0; PROCNAME_LEN];
 
 thread_local! {
     static VTID: Cell<i32> = const { Cell::new(0) };
+    static SPAN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Sets the calling thread's `span_id` context (0: in no span).
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+pub(crate) fn set_span(id: u64) {
+    let _ = SPAN.try_with(|c| c.set(id));
+}
+
+#[inline]
+fn span() -> u64 {
+    SPAN.try_with(Cell::get).unwrap_or(0)
 }
 
 /// Takes the process id, and the process name `comm` (the runtime's constructor reads
@@ -78,12 +92,13 @@ fn procname() -> &'static [u8; PROCNAME_LEN] {
 /// into `out`.
 #[inline]
 pub(crate) fn write(ctx: &[ContextType], cpu: u32, ip: u64, out: &mut [u8]) -> usize {
-    let mut v = Values { vpid: 0, vtid: 0, procname: procname(), pthread_id: 0, cpu_id: cpu as i32, ip };
+    let mut v = Values { vpid: 0, vtid: 0, procname: procname(), pthread_id: 0, cpu_id: cpu as i32, ip, span_id: 0 };
     for c in ctx {
         match c {
             ContextType::Vpid => v.vpid = vpid(),
             ContextType::Vtid => v.vtid = vtid(),
             ContextType::PthreadId => v.pthread_id = pthread_id(),
+            ContextType::SpanId => v.span_id = span(),
             ContextType::Procname | ContextType::CpuId | ContextType::Ip => {}
         }
     }
@@ -106,6 +121,7 @@ impl ContextSource for Lazy {
             ContextType::PthreadId => pthread_id() as i128,
             ContextType::CpuId => self.cpu as i128,
             ContextType::Ip => self.ip as i128,
+            ContextType::SpanId => span() as i128,
             ContextType::Procname => 0,
         }
     }

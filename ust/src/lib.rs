@@ -34,6 +34,9 @@
 //! Then, with the daemon running: `ust create`, `ust enable-event 'myapp:*'`, `ust start`,
 //! run the program, `ust stop`, `ust view`.
 //!
+//! Code instrumented with `tracing` or `log` is recorded too: `ust::tracing::layer()` (cargo
+//! feature `tracing`) and `ust::log::init()` (cargo feature `log`).
+//!
 //! # Costs and guarantees
 //!
 //! * A disabled tracepoint is one relaxed atomic load and a not-taken branch; its argument
@@ -81,6 +84,8 @@ mod context;
 mod cpu;
 mod emit;
 pub mod field;
+#[cfg(feature = "log")]
+pub mod log;
 mod published;
 pub mod runtime;
 pub mod site;

@@ -752,3 +752,7 @@ fn a_signal_handler_emits_while_its_thread_is_inside_an_emit() {
     assert_eq!(got, vec![1, 7], "the interrupted event first (reserved first), then the handler's");
     assert_eq!(ch.ch.buffers[0].counters().discarded(), 0);
 }
+
+#[cfg(feature = "log")]
+#[path = "tests_log.rs"]
+mod log_bridge;

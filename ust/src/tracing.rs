@@ -27,11 +27,26 @@
 //!   only when a value is recorded: a CTF variant tagged `none` (not recorded), `i64`,
 //!   `u64`, `f64`, `bool` or `str` (also `Debug`-formatted values, cut at 4 KiB). An integer
 //!   stays an integer in the trace: babeltrace2 prints `attempts = { i64 = 3 }`.
-//! * Spans: four tracepoints per span callsite, `<provider>:<span>_new { id: u64, parent:
+//! * Spans: six tracepoints per span callsite, `<provider>:<span>_new { id: u64, parent:
 //!   u64, <span fields> }`, `<span>_enter { id }`, `<span>_exit { id }`, `<span>_close
-//!   { id }`. Ids are `tracing`'s span ids, which the registry reuses after a close: the
-//!   close events tell the lifetimes apart. `parent` is 0 for a root span. Values recorded
-//!   later with `Span::record` are not traced.
+//!   { id }`, `<span>_record { id, <span fields> }` (values given later with
+//!   `Span::record`: those recorded, the others `none`) and `<span>_follows_from { id,
+//!   follows }` (`Span::follows_from`: both spans' ids). Ids are `tracing`'s span ids,
+//!   which the registry reuses after a close: the close events tell the lifetimes apart.
+//!   `parent` is 0 for a root span. An `#[instrument]`ed async function is a span entered
+//!   and exited around each poll (`tracing::Instrumented`), so its `_enter`/`_exit` pairs
+//!   show every poll across its `.await`s.
+//! * `span_id` context (`ust add-context -t span_id`): every event of the channel carries
+//!   the id of the span its thread is in (0 outside): `tracing` events and ust's own
+//!   tracepoints alike, so both are placed in the span tree. The layer sets it as spans
+//!   are entered and exited: `<span>_enter` carries the span's own id, `<span>_exit` the
+//!   id of the span the thread returns to. (A field in the payload would change every
+//!   callsite's event layout; a context is opt-in per channel and costs 8 bytes.)
+//! * `ip` context (`ust add-context -t ip`): the address of the callsite's static (the
+//!   `&'static dyn Callsite` of its `Metadata`; `tracing`'s macros name it
+//!   `<enclosing fn>::__CALLSITE`), the same for every event of one callsite. `tracing`
+//!   callsites have no instruction of their own; the static lies in the image of the
+//!   object that holds the call, and its symbol names the function.
 //!
 //! # Costs
 //!
@@ -42,8 +57,14 @@
 //! costs, and other layers (a fmt layer beside it) are not affected. An enabled event is
 //! looked up in a read-locked map, its values encoded into a reused thread-local buffer,
 //! and written with the same emit path as `tracepoint!`: no round trip to the daemon.
-//! `max_level_hint` is `None`: a callsite must register with `tracing` to be known to the
-//! daemon (listed, enabled by name), so no level can be ruled out in advance.
+//! `max_level_hint` is the most verbose `tracing` level that an enabler of a started session
+//! tracing the process accepts, whatever its pattern (the daemon says so with the masks), so
+//! `tracing`'s global level filter rules out more verbose callsites before they register:
+//! `ust enable-event 'myapp:*' --loglevel info` leaves `debug!` and `trace!` at the cost of
+//! a static compare. Such a callsite is then not listed by `ust list --apps` either; an
+//! enabler that accepts its level raises the hint, and it registers when next reached.
+//! With no session started the hint is `OFF`; before the process has registered (or with
+//! a daemon that does not say), there is no hint.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -90,16 +111,29 @@ where
 struct Sites {
     /// An event's site, or a span's `_new` site.
     main: Option<&'static Site>,
-    /// A span's `_enter`, `_exit` and `_close` sites.
+    /// A span's `_enter`, `_exit`, `_close`, `_record` and `_follows_from` sites.
     enter: Option<&'static Site>,
     exit: Option<&'static Site>,
     close: Option<&'static Site>,
+    record: Option<&'static Site>,
+    follows: Option<&'static Site>,
+    /// The `ip` of the callsite's events: the address of its static.
+    ip: u64,
 }
 
 impl Sites {
     fn any_enabled(&self) -> bool {
-        [self.main, self.enter, self.exit, self.close].into_iter().flatten().any(|s| s.is_enabled())
+        [self.main, self.enter, self.exit, self.close, self.record, self.follows].into_iter().flatten().any(|s| s.is_enabled())
     }
+}
+
+/// The address of the callsite's static (what `Metadata::callsite()` identifies), the `ip`
+/// of its events: `tracing` callsites have no instruction of their own to point at, but
+/// their static lies in the program's image, so the address names the object and, with
+/// its symbol table, the static (`<fn>::__CALLSITE` for `tracing`'s macros).
+fn ip_of(meta: &'static Metadata<'static>) -> u64 {
+    let cs: *const dyn ::tracing_core::Callsite = meta.callsite().0;
+    cs.cast::<()>() as usize as u64
 }
 
 static MAP: RwLock<Option<HashMap<usize, &'static Sites>>> = RwLock::new(None);
@@ -150,10 +184,11 @@ pub fn level_of(l: &TLevel) -> Level {
     }
 }
 
-fn field_descs(leading: &[&str], meta: &Metadata<'_>) -> Vec<FieldDesc> {
+/// `leading` `u64` fields, then a dynamic field per field of `meta` when given.
+fn field_descs(leading: &[&str], meta: Option<&Metadata<'_>>) -> Vec<FieldDesc> {
     let mut out: Vec<FieldDesc> = leading.iter().map(|n| FieldDesc { name: (*n).to_string().into(), ty: FieldType::Integer(IntegerType::U64) }).collect();
     let taken = |out: &[FieldDesc], n: &str| out.iter().any(|f| f.name == n || format!("_{}_tag", f.name) == n || format!("_{n}_tag") == f.name);
-    for f in meta.fields().iter() {
+    for f in meta.iter().flat_map(|m| m.fields().iter()) {
         let base = ident(f.name().trim_start_matches("r#"), "field");
         let mut name = base.clone();
         let mut k = 2;
@@ -179,16 +214,19 @@ fn make_sites(meta: &'static Metadata<'static>) -> Sites {
     };
     if meta.is_span() {
         let base = ident(meta.name(), "span");
-        let id_only = || vec![FieldDesc { name: "id".into(), ty: FieldType::Integer(IntegerType::U64) }];
+        let id_only = || field_descs(&["id"], None);
         Sites {
-            main: register_dynamic(desc(format!("{base}_new"), field_descs(&["id", "parent"], meta))),
+            main: register_dynamic(desc(format!("{base}_new"), field_descs(&["id", "parent"], Some(meta)))),
             enter: register_dynamic(desc(format!("{base}_enter"), id_only())),
             exit: register_dynamic(desc(format!("{base}_exit"), id_only())),
             close: register_dynamic(desc(format!("{base}_close"), id_only())),
+            record: register_dynamic(desc(format!("{base}_record"), field_descs(&["id"], Some(meta)))),
+            follows: register_dynamic(desc(format!("{base}_follows_from"), field_descs(&["id", "follows"], None))),
+            ip: ip_of(meta),
         }
     } else {
         let name = if meta.name().starts_with("event ") { "event".to_string() } else { ident(meta.name(), "event") };
-        Sites { main: register_dynamic(desc(name, field_descs(&[], meta))), enter: None, exit: None, close: None }
+        Sites { main: register_dynamic(desc(name, field_descs(&[], Some(meta)))), enter: None, exit: None, close: None, record: None, follows: None, ip: ip_of(meta) }
     }
 }
 
@@ -207,7 +245,24 @@ impl<S> Filter<S> for UstFilter {
     }
 
     fn max_level_hint(&self) -> Option<::tracing_core::LevelFilter> {
-        None
+        hint(crate::runtime::enabled_levels())
+    }
+}
+
+/// The `tracing` level filter of what the sessions may enable: the most verbose `tracing`
+/// level whose ust level ([`level_of`]) they accept; no hint while that is not known.
+fn hint(l: crate::runtime::EnabledLevels) -> Option<::tracing_core::LevelFilter> {
+    use crate::runtime::EnabledLevels;
+    use ::tracing_core::LevelFilter;
+    match l {
+        EnabledLevels::Unknown => None,
+        EnabledLevels::Nothing => Some(LevelFilter::OFF),
+        EnabledLevels::UpTo(max) => Some(
+            [TLevel::TRACE, TLevel::DEBUG, TLevel::INFO, TLevel::WARN, TLevel::ERROR]
+                .into_iter()
+                .find(|t| level_of(t).number() <= max.number())
+                .map_or(LevelFilter::OFF, LevelFilter::from_level),
+        ),
     }
 }
 
@@ -314,7 +369,7 @@ impl Visit for Recorder<'_> {
 
 /// Records `site` with `prefix` (fixed fields) then `nfields` dynamic fields that
 /// `record` visits.
-fn record(site: &Site, prefix: &[u8], nfields: usize, record: impl FnOnce(&mut dyn Visit)) {
+fn record(site: &Site, ip: u64, prefix: &[u8], nfields: usize, record: impl FnOnce(&mut dyn Visit)) {
     let nfields = nfields.min(MAX_FIELDS);
     let mut record = Some(record);
     let mut run = |buf: &mut Vec<u8>| {
@@ -326,8 +381,7 @@ fn record(site: &Site, prefix: &[u8], nfields: usize, record: impl FnOnce(&mut d
         let Recorder { buf, ranges } = r;
         let len = prefix.len() + ranges[..nfields].iter().map(|&(a, b)| if b > a { (b - a) as usize } else { 1 }).sum::<usize>();
         let buf: &Vec<u8> = buf;
-        // A `tracing` callsite has no address of its own in the program: `ip` is 0.
-        crate::emit::emit(site, 0, len, |out: &mut [u8]| {
+        crate::emit::emit(site, ip, len, |out: &mut [u8]| {
             out[..prefix.len()].copy_from_slice(prefix);
             let mut off = prefix.len();
             for &(a, b) in &ranges[..nfields] {
@@ -354,9 +408,15 @@ fn record(site: &Site, prefix: &[u8], nfields: usize, record: impl FnOnce(&mut d
     }
 }
 
-fn id_event(site: Option<&'static Site>, id: &span::Id) {
-    if let Some(s) = site.filter(|s| s.is_enabled()) {
-        crate::emit::emit(s, 0, 8, |out: &mut [u8]| out.copy_from_slice(&id.into_u64().to_le_bytes()));
+/// Records `site` (when enabled) with the fixed `u64` fields `ids`.
+fn id_event<const N: usize>(sites: Option<&'static Sites>, site: impl Fn(&Sites) -> Option<&'static Site>, ids: [u64; N]) {
+    let Some(sites) = sites else { return };
+    if let Some(s) = site(sites).filter(|s| s.is_enabled()) {
+        crate::emit::emit(s, sites.ip, 8 * N, |out: &mut [u8]| {
+            for (o, id) in out.chunks_exact_mut(8).zip(ids) {
+                o.copy_from_slice(&id.to_le_bytes());
+            }
+        });
     }
 }
 
@@ -365,17 +425,15 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let Some(site) = lookup(event.metadata()).and_then(|s| s.main) else { return };
-        if site.is_enabled() {
-            record(site, &[], event.metadata().fields().len(), |v| event.record(v));
+        let Some(sites) = lookup(event.metadata()) else { return };
+        if let Some(site) = sites.main.filter(|s| s.is_enabled()) {
+            record(site, sites.ip, &[], event.metadata().fields().len(), |v| event.record(v));
         }
     }
 
     fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
-        let Some(site) = lookup(attrs.metadata()).and_then(|s| s.main) else { return };
-        if !site.is_enabled() {
-            return;
-        }
+        let Some(sites) = lookup(attrs.metadata()) else { return };
+        let Some(site) = sites.main.filter(|s| s.is_enabled()) else { return };
         let parent = match attrs.parent() {
             Some(p) => p.into_u64(),
             None if attrs.is_contextual() => ctx.current_span().id().map_or(0, |p| p.into_u64()),
@@ -384,24 +442,41 @@ where
         let mut prefix = [0u8; 16];
         prefix[..8].copy_from_slice(&id.into_u64().to_le_bytes());
         prefix[8..].copy_from_slice(&parent.to_le_bytes());
-        record(site, &prefix, attrs.metadata().fields().len(), |v| attrs.record(v));
+        record(site, sites.ip, &prefix, attrs.metadata().fields().len(), |v| attrs.record(v));
+    }
+
+    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let Some(sites) = lookup(span.metadata()) else { return };
+        if let Some(site) = sites.record.filter(|s| s.is_enabled()) {
+            record(site, sites.ip, &id.into_u64().to_le_bytes(), span.metadata().fields().len(), |v| values.record(v));
+        }
+    }
+
+    fn on_follows_from(&self, id: &span::Id, follows: &span::Id, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            id_event(lookup(span.metadata()), |s| s.follows, [id.into_u64(), follows.into_u64()]);
+        }
     }
 
     fn on_enter(&self, id: &span::Id, ctx: Context<'_, S>) {
+        crate::context::set_span(id.into_u64());
         if let Some(span) = ctx.span(id) {
-            id_event(lookup(span.metadata()).and_then(|s| s.enter), id);
+            id_event(lookup(span.metadata()), |s| s.enter, [id.into_u64()]);
         }
     }
 
     fn on_exit(&self, id: &span::Id, ctx: Context<'_, S>) {
+        // The registry has left `id` already: its current span is the one to go back to.
+        crate::context::set_span(ctx.current_span().id().map_or(0, span::Id::into_u64));
         if let Some(span) = ctx.span(id) {
-            id_event(lookup(span.metadata()).and_then(|s| s.exit), id);
+            id_event(lookup(span.metadata()), |s| s.exit, [id.into_u64()]);
         }
     }
 
     fn on_close(&self, id: span::Id, ctx: Context<'_, S>) {
         if let Some(span) = ctx.span(&id) {
-            id_event(lookup(span.metadata()).and_then(|s| s.close), &id);
+            id_event(lookup(span.metadata()), |s| s.close, [id.into_u64()]);
         }
     }
 }
@@ -420,5 +495,20 @@ mod tests {
         assert_eq!(level_of(&TLevel::INFO), Level::Info);
         assert_eq!(level_of(&TLevel::DEBUG), Level::DebugLine);
         assert_eq!(level_of(&TLevel::TRACE), Level::Debug);
+    }
+
+    #[test]
+    fn the_hint_is_the_most_verbose_level_the_sessions_accept() {
+        use crate::runtime::EnabledLevels::*;
+        use ::tracing_core::LevelFilter;
+        assert_eq!(hint(Unknown), None);
+        assert_eq!(hint(Nothing), Some(LevelFilter::OFF));
+        assert_eq!(hint(UpTo(Level::Debug)), Some(LevelFilter::TRACE));
+        assert_eq!(hint(UpTo(Level::DebugLine)), Some(LevelFilter::DEBUG));
+        assert_eq!(hint(UpTo(Level::DebugUnit)), Some(LevelFilter::INFO), "INFO (6) is the most verbose at or below 11");
+        assert_eq!(hint(UpTo(Level::Info)), Some(LevelFilter::INFO));
+        assert_eq!(hint(UpTo(Level::Notice)), Some(LevelFilter::WARN));
+        assert_eq!(hint(UpTo(Level::Err)), Some(LevelFilter::ERROR));
+        assert_eq!(hint(UpTo(Level::Crit)), Some(LevelFilter::OFF));
     }
 }

@@ -86,7 +86,7 @@ combined with && || ! and parentheses; a bare number or field is true when non-z
 Strings compare with == and != only. A filter naming a field an event lacks is false for
 that event. Several enable-event rules that match an event OR together.")]
     EnableEvent(EnableEventArgs),
-    /// Add context fields (vpid, vtid, procname, pthread_id, cpu_id, ip) to a channel's events.
+    /// Add context fields (vpid, vtid, procname, pthread_id, cpu_id, ip, span_id) to a channel's events.
     #[command(after_help = "Examples:
   ust add-context -t vtid -t procname              # every channel of the session
   ust add-context -c big -t vpid -t pthread_id -t cpu_id
@@ -351,7 +351,7 @@ pub struct AddContextArgs {
 }
 
 fn parse_context(s: &str) -> Result<ust_core::context::ContextType, String> {
-    ust_core::context::ContextType::parse(s).ok_or_else(|| format!("{s:?} is not a context type (vpid, vtid, procname, pthread_id, cpu_id, ip)"))
+    ust_core::context::ContextType::parse(s).ok_or_else(|| format!("{s:?} is not a context type (vpid, vtid, procname, pthread_id, cpu_id, ip, span_id)"))
 }
 
 /// `ust disable-event`.

@@ -40,7 +40,7 @@ pub(crate) mod statedump;
 pub(crate) mod thread;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -406,6 +406,39 @@ pub const LATE_SITE_WAIT: Duration = Duration::from_millis(500);
 
 /// Number of sites the last applied `SetEnabled` covered.
 pub(crate) static MASKS_LEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// What the daemon's last `SetEnabled` said of the levels its sessions enable: a level
+/// number, [`ust_core::protocol::NO_LEVEL`], or [`LEVEL_UNKNOWN`].
+static ENABLED_MAX_LEVEL: AtomicU16 = AtomicU16::new(LEVEL_UNKNOWN);
+const LEVEL_UNKNOWN: u16 = u16::MAX;
+
+/// The most verbose level the sessions tracing this process could enable, whatever the
+/// event's name (from the daemon's enablers, [`ust_core::protocol::DaemonMessage::SetEnabled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+pub(crate) enum EnabledLevels {
+    /// Not known (not registered yet, or a daemon that does not say).
+    Unknown,
+    /// No session enables any event.
+    Nothing,
+    /// Levels up to this one (as severe or more) may be enabled.
+    UpTo(ust_core::Level),
+}
+
+pub(crate) fn set_enabled_max_level(l: Option<u8>) {
+    ENABLED_MAX_LEVEL.store(l.map_or(LEVEL_UNKNOWN, u16::from), Ordering::Release);
+}
+
+/// What [`EnabledLevels`] the daemon last announced.
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+pub(crate) fn enabled_levels() -> EnabledLevels {
+    match ENABLED_MAX_LEVEL.load(Ordering::Acquire) {
+        LEVEL_UNKNOWN => EnabledLevels::Unknown,
+        n if n == u16::from(ust_core::protocol::NO_LEVEL) => EnabledLevels::Nothing,
+        // A number past the last level (a newer daemon's) enables everything.
+        n => EnabledLevels::UpTo(ust_core::Level::from_number(n as u8).unwrap_or(ust_core::Level::Debug)),
+    }
+}
 
 /// Most functions [`on_masks_changed`] installs in a process.
 const MAX_MASKS_HOOKS: usize = 4;

@@ -224,7 +224,8 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
                 remove_channel(slot);
                 dump.channel_removed(slot);
             }
-            DaemonMessage::SetEnabled { masks, filters } => {
+            DaemonMessage::SetEnabled { masks, filters, max_level } => {
+                super::set_enabled_max_level(max_level);
                 set_enabled(&masks, filters);
                 dump.masks_applied();
             }

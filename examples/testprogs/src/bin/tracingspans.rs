@@ -1,0 +1,96 @@
+//! The `tracing` features beyond tracingprog's, recorded through `ust::tracing::layer()`: a
+//! span `conn { peer, bytes }` whose `bytes` is recorded later (`Span::record`) with an
+//! event and a ust tracepoint (`spanprobe:inside`) inside it, a span `batch` that follows from it, and an `#[instrument]`ed async
+//! function polled twice by a hand-written executor (it waits once), then a warning
+//! `slow { polls }`. Prints `max_level L`
+//! (`tracing`'s global level filter, which the layer's hint sets) first, then `polls N`.
+//!
+//! With the argument `wait`, it prints `max_level L` and reads commands from its standard
+//! input instead, one a line: `level` prints `max_level L` again, `log` records a
+//! `debug!(n = 1, "late")` and prints `logged`; it ends at EOF.
+
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+fn main() {
+    tracing_subscriber::registry().with(ust::tracing::layer()).init();
+    println!("max_level {}", tracing::level_filters::LevelFilter::current());
+    if std::env::args().nth(1).as_deref() == Some("wait") {
+        for line in std::io::stdin().lines() {
+            match line.expect("stdin").as_str() {
+                "level" => println!("max_level {}", tracing::level_filters::LevelFilter::current()),
+                "log" => {
+                    tracing::debug!(n = 1u64, "late");
+                    println!("logged");
+                }
+                other => panic!("unknown command {other:?}"),
+            }
+        }
+        return;
+    }
+    let conn = tracing::info_span!("conn", peer = "10.0.0.1", bytes = tracing::field::Empty);
+    {
+        let _e = conn.enter();
+        tracing::info!(step = 1u64, "opened");
+        ust::tracepoint!(spanprobe, inside, step: u64 = 1);
+    }
+    conn.record("bytes", 512u64);
+    let batch = tracing::info_span!("batch", n = 2u64);
+    batch.follows_from(&conn);
+    drop(batch);
+    drop(conn);
+    let (out, polls) = block_on(fetch(21));
+    assert_eq!(out, 42);
+    tracing::warn!(polls, "slow");
+    println!("polls {polls}");
+}
+
+/// Waits once (the executor polls it again), logging before and after.
+#[tracing::instrument(level = "info")]
+async fn fetch(key: u64) -> u64 {
+    tracing::info!("start");
+    YieldOnce(false).await;
+    tracing::info!("resumed");
+    key * 2
+}
+
+/// `Pending` the first time it is polled, `Ready` the next.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+struct Noop;
+
+impl Wake for Noop {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// Polls `f` to completion on this thread; returns its output and the number of polls.
+fn block_on<F: Future>(f: F) -> (F::Output, u32) {
+    let waker = Waker::from(Arc::new(Noop));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = pin!(f);
+    let mut polls = 0;
+    loop {
+        polls += 1;
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return (v, polls);
+        }
+    }
+}
