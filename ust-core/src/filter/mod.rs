@@ -2,32 +2,48 @@
 //! CLI through the daemon to the process, its validation, and its evaluation on an event's
 //! packed payload before anything is reserved in a buffer.
 //!
-//! The language is LTTng's: comparisons (`==`, `!=`, `<`, `<=`, `>`, `>=`) between event
-//! fields, `$ctx.<context>` values and literals (integers, floats, strings), combined with
-//! `&&`, `||`, `!` and parentheses. A bare numeric operand is true when non-zero. String
-//! literals may hold `*` wildcards (`msg == "conn*"`); `\*` is a literal star. The `ust`
-//! CLI parses the text (the `consumer` crate's `filter` module) into an [`Expr`] whose
-//! fields are named ([`Operand::Named`]); the daemon resolves the names against each
-//! event's description ([`resolve`]), giving [`Operand::Field`] indexes (an event that
-//! lacks a field, or whose field has a type the comparison cannot take, gets no filter that
-//! could match: the filter is false for it); the process receives the resolved form and
-//! checks it again ([`validate`]) before it would ever run it: bounded size and depth,
-//! field indexes in range, types that match. Evaluation ([`eval`]) reads the payload bytes
-//! written by the tracepoint and never allocates.
+//! The language is LTTng 2.13's: comparisons (`==`, `!=`, `<`, `<=`, `>`, `>=`) between
+//! event fields, elements of array and sequence fields (`arr[1]`), `$ctx.<context>` values
+//! and literals (integers, floats, strings); the integer operators `&`, `|`, `^`, `<<`,
+//! `>>`, `~` and unary `-`; combined with `&&`, `||`, `!` and parentheses. A comparison is
+//! itself a value (1 or 0), so `1 >= (1 >= 1)` holds. A bare numeric operand is true when
+//! non-zero. String literals may hold `*` wildcards (`msg == "conn*"`, also between two
+//! literals: `"abc" == "a*"`); `\*` is a literal star. The `ust` CLI parses the text (the
+//! `ust-ctl` crate's `filter` module) into an [`Expr`] whose fields are named
+//! ([`Operand::Named`], [`Operand::NamedElem`]); the daemon resolves the names against each
+//! event's description ([`resolve`]), giving [`Operand::Field`] and [`Operand::Elem`]
+//! indexes (an event that lacks a field, or whose field has a type the expression cannot
+//! take, gets no filter that could match: the filter is false for it); the process
+//! receives the resolved form and checks it again ([`validate`]) before it would ever run
+//! it: bounded size and depth, field indexes in range, types that match. Evaluation
+//! ([`eval`], in [`mod@eval`]) reads the payload bytes written by the tracepoint and never
+//! allocates.
 //!
 //! ```text
 //! CLI: parse + check ──Expr{Named}──> daemon: resolve per event ──Expr{Field}──>
 //!      process: validate ──> emit: serialize payload, eval, reserve only on a match
 //! ```
+//!
+//! Integer arithmetic is LTTng's: values are 64-bit, bitwise operators and shifts work on
+//! the unsigned bits, comparisons are signed (`(1 << 63) < 0`); a shift by a count outside
+//! `0..64`, an index past the end of an array, or a payload cut short makes the whole
+//! filter false for that event (LTTng's interpreter discards the event on such errors).
 
 use serde::{Deserialize, Serialize};
 
 use crate::context::ContextType;
-use crate::event::{EventDesc, FieldType, IntegerType};
+use crate::event::{EventDesc, FieldType};
 
-/// Most nodes (operators and operands) in one expression.
-pub const MAX_NODES: usize = 256;
-/// Deepest nesting of operators.
+pub mod eval;
+
+pub use eval::{eval, field_size, field_value, pattern_match, ContextSource, Value};
+
+/// Most nodes (operators and operands) in one expression. The text of a filter is at most
+/// 4 KiB, so this bounds nothing a user could write short of that; LTTng's own bound is
+/// 64 KiB of bytecode.
+pub const MAX_NODES: usize = 2048;
+/// Deepest nesting of operators (parentheses, unary operators, operands of operators). The
+/// terms of a chain `a && b && c ...` (or `||`) are one level, however many there are.
 pub const MAX_DEPTH: usize = 32;
 /// Longest string literal, in bytes.
 pub const MAX_STRING: usize = 1024;
@@ -65,7 +81,8 @@ impl CmpOp {
         }
     }
 
-    fn holds(self, o: std::cmp::Ordering) -> bool {
+    /// True when ordering `o` satisfies the operator.
+    pub(crate) fn holds(self, o: std::cmp::Ordering) -> bool {
         use std::cmp::Ordering::*;
         match self {
             CmpOp::Eq => o == Equal,
@@ -78,10 +95,40 @@ impl CmpOp {
     }
 }
 
+/// An integer (bitwise) operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BitOp {
+    /// `&`
+    And,
+    /// `|`
+    Or,
+    /// `^`
+    Xor,
+    /// `<<`
+    Shl,
+    /// `>>` (logical: the bits are unsigned)
+    Shr,
+}
+
+impl BitOp {
+    /// The operator's text.
+    pub const fn symbol(self) -> &'static str {
+        match self {
+            BitOp::And => "&",
+            BitOp::Or => "|",
+            BitOp::Xor => "^",
+            BitOp::Shl => "<<",
+            BitOp::Shr => ">>",
+        }
+    }
+}
+
 /// A value in an expression.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Operand {
-    /// An event field by name (the CLI's and the daemon's form; a process refuses it).
+    /// An event field by name (the CLI's and the daemon's form; a process refuses it). A
+    /// name no field can have (`a.b`, `$ctx.vtid.x`) makes the filter false for every
+    /// event.
     Named(String),
     /// An event field by index into the event's fields (the form a process runs).
     Field(u32),
@@ -94,9 +141,14 @@ pub enum Operand {
     /// A string literal in pattern syntax: `*` matches any run of bytes, `\*` is a star,
     /// `\\` a backslash.
     Str(String),
+    /// Element `.1` of the array or sequence field named `.0` (`arrfield1[1]`).
+    NamedElem(String, u32),
+    /// Element `.1` of the array or sequence field of index `.0` (the resolved form).
+    Elem(u32, u32),
 }
 
-/// A filter expression.
+/// A filter expression. Every node has a value: an operand its own, a comparison or a
+/// logical operator 1 or 0; as a condition, a value is true when non-zero.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Expr {
     /// `a || b`
@@ -105,10 +157,22 @@ pub enum Expr {
     And(Box<Expr>, Box<Expr>),
     /// `!a`
     Not(Box<Expr>),
-    /// `a OP b`
+    /// `a OP b` between two operands (strings among them).
     Cmp(CmpOp, Operand, Operand),
-    /// A bare numeric operand: true when non-zero.
+    /// An operand: as a condition, a bare numeric operand, true when non-zero.
     Truthy(Operand),
+    /// `a || b || c ...`: true when a term is, tried in order.
+    Any(Vec<Expr>),
+    /// `a && b && c ...`: true when every term is, tried in order.
+    All(Vec<Expr>),
+    /// `a OP b` between two numeric values computed by sub-expressions.
+    Compare(CmpOp, Box<Expr>, Box<Expr>),
+    /// `a OP b` on integers.
+    Bits(BitOp, Box<Expr>, Box<Expr>),
+    /// `-a`
+    Neg(Box<Expr>),
+    /// `~a` (integers)
+    BitNot(Box<Expr>),
 }
 
 /// The kind of value an operand yields.
@@ -140,18 +204,25 @@ pub enum FilterError {
     /// A field index out of range for the event.
     #[error("field index {0} out of range")]
     FieldIndex(u32),
-    /// A field whose type cannot be compared (arrays, non-text sequences).
+    /// A field whose type cannot be compared (arrays, non-text sequences), or indexed
+    /// when it is not an array or sequence.
     #[error("field {0:?} cannot be compared")]
     Uncomparable(String),
     /// Operands of kinds that cannot be compared, or an ordering on strings.
     #[error("cannot compare {0} with {1} using {2}")]
     Mismatch(&'static str, &'static str, &'static str),
-    /// A string used as a truth value.
+    /// A string used as a truth value or as the operand of an arithmetic operator.
     #[error("a string is not a truth value")]
     StringTruth,
+    /// A float operand of an integer operator.
+    #[error("`{0}` takes integers, not a float")]
+    FloatBits(&'static str),
+    /// Two literals that both hold wildcards where one has a star before its end.
+    #[error("cannot compare two globbing patterns")]
+    TwoGlobs,
 }
 
-fn kind_name(k: Kind) -> &'static str {
+pub(crate) fn kind_name(k: Kind) -> &'static str {
     match k {
         Kind::Int => "an integer",
         Kind::Float => "a float",
@@ -170,11 +241,57 @@ pub fn field_kind(ty: &FieldType) -> Option<Kind> {
     }
 }
 
+/// The kind of an element of a field type (`field[i]`), if it has elements.
+pub fn elem_kind(ty: &FieldType) -> Option<Kind> {
+    match ty {
+        FieldType::Sequence { .. } | FieldType::Array { .. } => Some(Kind::Int),
+        _ => None,
+    }
+}
+
 /// The kind of a context value.
 pub const fn context_kind(c: ContextType) -> Kind {
     match c {
         ContextType::Procname => Kind::Str,
         _ => Kind::Int,
+    }
+}
+
+/// How a string literal matches: LTTng tells a plain string, a pattern whose only stars
+/// end it (`"conn*"`, the legacy form) and a full star-glob (`"*ccd"`, `"a*b"`) apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GlobClass {
+    /// No unescaped `*`.
+    Plain,
+    /// Every unescaped `*` is in the run that ends the literal.
+    StarEnd,
+    /// An unescaped `*` before the end.
+    Full,
+}
+
+/// Classifies a string literal in pattern syntax.
+pub fn glob_class(lit: &[u8]) -> GlobClass {
+    let mut i = 0;
+    let mut first_star = None;
+    let mut last_non_star = None;
+    while i < lit.len() {
+        match lit[i] {
+            b'\\' if i + 1 < lit.len() => {
+                last_non_star = Some(i + 1);
+                i += 2;
+                continue;
+            }
+            b'*' => {
+                first_star.get_or_insert(i);
+            }
+            _ => last_non_star = Some(i),
+        }
+        i += 1;
+    }
+    match first_star {
+        None => GlobClass::Plain,
+        Some(s) if last_non_star.is_none_or(|n| n < s) => GlobClass::StarEnd,
+        Some(_) => GlobClass::Full,
     }
 }
 
@@ -195,6 +312,43 @@ pub fn check_cmp(op: CmpOp, a: Kind, b: Kind) -> Result<(), FilterError> {
     }
 }
 
+/// Checks two string literals compared with each other: a full star-glob may meet only a
+/// plain string (LTTng's rule; two patterns that end with a star compare by prefix).
+///
+/// # Errors
+/// [`FilterError::TwoGlobs`].
+pub fn check_literals(a: &str, b: &str) -> Result<(), FilterError> {
+    let (ca, cb) = (glob_class(a.as_bytes()), glob_class(b.as_bytes()));
+    let full_vs_pattern = (ca == GlobClass::Full && cb != GlobClass::Plain) || (cb == GlobClass::Full && ca != GlobClass::Plain);
+    if full_vs_pattern {
+        Err(FilterError::TwoGlobs)
+    } else {
+        Ok(())
+    }
+}
+
+/// Calls `f` on each direct sub-expression of `e`, in order, stopping at the first error.
+fn for_each_child<E>(e: &Expr, mut f: impl FnMut(&Expr) -> Result<(), E>) -> Result<(), E> {
+    match e {
+        Expr::Or(a, b) | Expr::And(a, b) | Expr::Compare(_, a, b) | Expr::Bits(_, a, b) => {
+            f(a)?;
+            f(b)
+        }
+        Expr::Not(a) | Expr::Neg(a) | Expr::BitNot(a) => f(a),
+        Expr::Any(v) | Expr::All(v) => v.iter().try_for_each(f),
+        Expr::Cmp(..) | Expr::Truthy(_) => Ok(()),
+    }
+}
+
+/// The operands held directly by `e`.
+fn operands(e: &Expr) -> (Option<&Operand>, Option<&Operand>) {
+    match e {
+        Expr::Cmp(_, a, b) => (Some(a), Some(b)),
+        Expr::Truthy(a) => (Some(a), None),
+        _ => (None, None),
+    }
+}
+
 /// Checks the shape of an expression: node count, depth, string lengths.
 ///
 /// # Errors
@@ -208,30 +362,82 @@ pub fn check_shape(e: &Expr) -> Result<(), FilterError> {
         if *nodes > MAX_NODES {
             return Err(FilterError::TooLarge);
         }
-        let mut op = |o: &Operand| -> Result<(), FilterError> {
+        let (a, b) = operands(e);
+        for o in [a, b].into_iter().flatten() {
             *nodes += 1;
             if *nodes > MAX_NODES {
                 return Err(FilterError::TooLarge);
             }
-            match o {
-                Operand::Str(s) | Operand::Named(s) if s.len() > MAX_STRING => Err(FilterError::LongString),
-                _ => Ok(()),
+            if let Operand::Str(s) | Operand::Named(s) | Operand::NamedElem(s, _) = o {
+                if s.len() > MAX_STRING {
+                    return Err(FilterError::LongString);
+                }
             }
-        };
-        match e {
-            Expr::Or(a, b) | Expr::And(a, b) => {
-                walk(a, depth + 1, nodes)?;
-                walk(b, depth + 1, nodes)
-            }
-            Expr::Not(a) => walk(a, depth + 1, nodes),
-            Expr::Cmp(_, a, b) => {
-                op(a)?;
-                op(b)
-            }
-            Expr::Truthy(a) => op(a),
         }
+        for_each_child(e, |c| walk(c, depth + 1, nodes))
     }
     walk(e, 0, &mut 0)
+}
+
+/// The kind of `o` in events of `desc`.
+fn operand_kind(o: &Operand, desc: &EventDesc) -> Result<Kind, FilterError> {
+    let field = |i: u32| desc.fields.get(i as usize).ok_or(FilterError::FieldIndex(i));
+    match o {
+        Operand::Named(n) | Operand::NamedElem(n, _) => Err(FilterError::Unresolved(n.clone())),
+        Operand::Field(i) => {
+            let f = field(*i)?;
+            field_kind(&f.ty).ok_or_else(|| FilterError::Uncomparable(f.name.to_string()))
+        }
+        Operand::Elem(i, _) => {
+            let f = field(*i)?;
+            elem_kind(&f.ty).ok_or_else(|| FilterError::Uncomparable(f.name.to_string()))
+        }
+        Operand::Context(c) => Ok(context_kind(*c)),
+        Operand::Int(_) => Ok(Kind::Int),
+        Operand::Float(_) => Ok(Kind::Float),
+        Operand::Str(_) => Ok(Kind::Str),
+    }
+}
+
+/// The kind of the value of `e` (after checking its sub-expressions).
+fn expr_kind(e: &Expr, desc: &EventDesc) -> Result<Kind, FilterError> {
+    let numeric = |k: Kind| if k == Kind::Str { Err(FilterError::StringTruth) } else { Ok(k) };
+    let int = |k: Kind, sym: &'static str| match k {
+        Kind::Int => Ok(Kind::Int),
+        Kind::Float => Err(FilterError::FloatBits(sym)),
+        Kind::Str => Err(FilterError::StringTruth),
+    };
+    match e {
+        Expr::Truthy(a) => operand_kind(a, desc),
+        Expr::Cmp(op, a, b) => {
+            check_cmp(*op, operand_kind(a, desc)?, operand_kind(b, desc)?)?;
+            if let (Operand::Str(x), Operand::Str(y)) = (a, b) {
+                check_literals(x, y)?;
+            }
+            if matches!(op, CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge) {
+                for o in [a, b] {
+                    if matches!(o, Operand::Str(s) if glob_class(s.as_bytes()) == GlobClass::Full) {
+                        return Err(FilterError::Mismatch("a globbing pattern", "a string", op.symbol()));
+                    }
+                }
+            }
+            Ok(Kind::Int)
+        }
+        Expr::Compare(op, a, b) => {
+            check_cmp(*op, numeric(expr_kind(a, desc)?)?, numeric(expr_kind(b, desc)?)?)?;
+            Ok(Kind::Int)
+        }
+        Expr::Or(..) | Expr::And(..) | Expr::Not(_) | Expr::Any(_) | Expr::All(_) => {
+            for_each_child(e, |c| expr_kind(c, desc).and_then(numeric).map(|_| ()))?;
+            Ok(Kind::Int)
+        }
+        Expr::Bits(op, a, b) => {
+            int(expr_kind(a, desc)?, op.symbol())?;
+            int(expr_kind(b, desc)?, op.symbol())
+        }
+        Expr::BitNot(a) => int(expr_kind(a, desc)?, "~"),
+        Expr::Neg(a) => numeric(expr_kind(a, desc)?),
+    }
 }
 
 /// Validates a resolved expression against the description of the event it filters: the
@@ -241,34 +447,10 @@ pub fn check_shape(e: &Expr) -> Result<(), FilterError> {
 /// The first problem found.
 pub fn validate(e: &Expr, desc: &EventDesc) -> Result<(), FilterError> {
     check_shape(e)?;
-    fn kind(o: &Operand, desc: &EventDesc) -> Result<Kind, FilterError> {
-        match o {
-            Operand::Named(n) => Err(FilterError::Unresolved(n.clone())),
-            Operand::Field(i) => {
-                let f = desc.fields.get(*i as usize).ok_or(FilterError::FieldIndex(*i))?;
-                field_kind(&f.ty).ok_or_else(|| FilterError::Uncomparable(f.name.to_string()))
-            }
-            Operand::Context(c) => Ok(context_kind(*c)),
-            Operand::Int(_) => Ok(Kind::Int),
-            Operand::Float(_) => Ok(Kind::Float),
-            Operand::Str(_) => Ok(Kind::Str),
-        }
+    match expr_kind(e, desc)? {
+        Kind::Str => Err(FilterError::StringTruth),
+        _ => Ok(()),
     }
-    fn walk(e: &Expr, desc: &EventDesc) -> Result<(), FilterError> {
-        match e {
-            Expr::Or(a, b) | Expr::And(a, b) => {
-                walk(a, desc)?;
-                walk(b, desc)
-            }
-            Expr::Not(a) => walk(a, desc),
-            Expr::Cmp(op, a, b) => check_cmp(*op, kind(a, desc)?, kind(b, desc)?),
-            Expr::Truthy(a) => match kind(a, desc)? {
-                Kind::Str => Err(FilterError::StringTruth),
-                _ => Ok(()),
-            },
-        }
-    }
-    walk(e, desc)
 }
 
 /// Resolves the field names of `e` against `desc` (the daemon's step, per event). `None`
@@ -276,21 +458,27 @@ pub fn validate(e: &Expr, desc: &EventDesc) -> Result<(), FilterError> {
 /// filter is then false for that event.
 pub fn resolve(e: &Expr, desc: &EventDesc) -> Option<Expr> {
     fn op(o: &Operand, desc: &EventDesc) -> Option<Operand> {
+        let index = |n: &str| desc.fields.iter().position(|f| f.name == n).map(|i| i as u32);
         Some(match o {
-            Operand::Named(n) => {
-                let i = desc.fields.iter().position(|f| f.name == n.as_str())?;
-                Operand::Field(i as u32)
-            }
+            Operand::Named(n) => Operand::Field(index(n)?),
+            Operand::NamedElem(n, k) => Operand::Elem(index(n)?, *k),
             other => other.clone(),
         })
     }
     fn walk(e: &Expr, desc: &EventDesc) -> Option<Expr> {
+        let b = |x: &Expr| walk(x, desc).map(Box::new);
         Some(match e {
-            Expr::Or(a, b) => Expr::Or(Box::new(walk(a, desc)?), Box::new(walk(b, desc)?)),
-            Expr::And(a, b) => Expr::And(Box::new(walk(a, desc)?), Box::new(walk(b, desc)?)),
-            Expr::Not(a) => Expr::Not(Box::new(walk(a, desc)?)),
-            Expr::Cmp(o, a, b) => Expr::Cmp(*o, op(a, desc)?, op(b, desc)?),
-            Expr::Truthy(a) => Expr::Truthy(op(a, desc)?),
+            Expr::Or(x, y) => Expr::Or(b(x)?, b(y)?),
+            Expr::And(x, y) => Expr::And(b(x)?, b(y)?),
+            Expr::Not(x) => Expr::Not(b(x)?),
+            Expr::Cmp(o, x, y) => Expr::Cmp(*o, op(x, desc)?, op(y, desc)?),
+            Expr::Truthy(x) => Expr::Truthy(op(x, desc)?),
+            Expr::Any(v) => Expr::Any(v.iter().map(|x| walk(x, desc)).collect::<Option<_>>()?),
+            Expr::All(v) => Expr::All(v.iter().map(|x| walk(x, desc)).collect::<Option<_>>()?),
+            Expr::Compare(o, x, y) => Expr::Compare(*o, b(x)?, b(y)?),
+            Expr::Bits(o, x, y) => Expr::Bits(*o, b(x)?, b(y)?),
+            Expr::Neg(x) => Expr::Neg(b(x)?),
+            Expr::BitNot(x) => Expr::BitNot(b(x)?),
         })
     }
     let r = walk(e, desc)?;
@@ -298,192 +486,10 @@ pub fn resolve(e: &Expr, desc: &EventDesc) -> Option<Expr> {
     Some(r)
 }
 
-/// A value met during evaluation.
-#[derive(Clone, Copy, Debug)]
-pub enum Value<'a> {
-    /// An integer (wide enough for every `u64` and `i64`).
-    Int(i128),
-    /// A float.
-    Float(f64),
-    /// String bytes (without NUL).
-    Str(&'a [u8]),
-}
-
-/// Where [`eval`] finds `$ctx.*` values. Implementations compute them lazily.
-pub trait ContextSource {
-    /// The value of context `c`: an integer, or for `procname` the name's bytes.
-    fn int(&self, c: ContextType) -> i128;
-    /// The process name.
-    fn procname(&self) -> &[u8];
-}
-
-fn read_int(b: &[u8], t: IntegerType) -> Option<i128> {
-    let n = t.size_bytes();
-    let b = b.get(..n)?;
-    let mut raw = [0u8; 8];
-    raw[..n].copy_from_slice(b);
-    let u = u64::from_le_bytes(raw);
-    Some(if t.signed {
-        let shift = 64 - 8 * n as u32;
-        (((u << shift) as i64) >> shift) as i128
-    } else {
-        u as i128
-    })
-}
-
-/// Size of field type `ty` at the start of `b` (`None` when `b` is too short).
-pub fn field_size(ty: &FieldType, b: &[u8]) -> Option<usize> {
-    match ty {
-        FieldType::String => b.iter().position(|&c| c == 0).map(|p| p + 1),
-        FieldType::Dynamic => crate::event::dynamic_size(b),
-        FieldType::Sequence { length, elem, .. } => {
-            let n = usize::try_from(read_int(b, *length)?).ok()?;
-            let total = length.size_bytes().checked_add(n.checked_mul(elem.size_bytes())?)?;
-            (total <= b.len()).then_some(total)
-        }
-        other => {
-            let n = other.fixed_size()?;
-            (n <= b.len()).then_some(n)
-        }
-    }
-}
-
-/// The value of field `index` of `desc` in `payload`.
-pub fn field_value<'a>(desc: &EventDesc, payload: &'a [u8], index: u32) -> Option<Value<'a>> {
-    let mut off = 0usize;
-    for (i, f) in desc.fields.iter().enumerate() {
-        let b = payload.get(off..)?;
-        if i == index as usize {
-            return match &f.ty {
-                FieldType::Integer(t) | FieldType::Enum { container: t, .. } => read_int(b, *t).map(Value::Int),
-                FieldType::Float { exp_dig, .. } => {
-                    if *exp_dig == 8 {
-                        Some(Value::Float(f32::from_le_bytes(b.get(..4)?.try_into().ok()?) as f64))
-                    } else {
-                        Some(Value::Float(f64::from_le_bytes(b.get(..8)?.try_into().ok()?)))
-                    }
-                }
-                FieldType::String => {
-                    let end = b.iter().position(|&c| c == 0)?;
-                    Some(Value::Str(&b[..end]))
-                }
-                FieldType::Sequence { length, text: true, .. } => {
-                    let n = usize::try_from(read_int(b, *length)?).ok()?;
-                    let s = b.get(length.size_bytes()..length.size_bytes().checked_add(n)?)?;
-                    // A text sequence may carry a trailing NUL; strings compare without it.
-                    let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
-                    Some(Value::Str(&s[..end]))
-                }
-                _ => None,
-            };
-        }
-        off += field_size(&f.ty, b)?;
-    }
-    None
-}
-
-/// Matches `text` against `pattern` in pattern syntax: `*` matches any run of bytes (also
-/// none), `\*` a star, `\\` a backslash, anything else itself.
-pub fn pattern_match(pattern: &[u8], text: &[u8]) -> bool {
-    // Iterative star-glob with backtracking to the last star.
-    let (mut p, mut t) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    loop {
-        if p < pattern.len() && pattern[p] == b'*' {
-            star = Some((p + 1, t));
-            p += 1;
-            continue;
-        }
-        if t == text.len() {
-            // Only stars may remain.
-            while p < pattern.len() && pattern[p] == b'*' {
-                p += 1;
-            }
-            if p == pattern.len() {
-                return true;
-            }
-        } else if p < pattern.len() {
-            let (lit, len) = if pattern[p] == b'\\' && p + 1 < pattern.len() { (pattern[p + 1], 2) } else { (pattern[p], 1) };
-            if lit == text[t] {
-                p += len;
-                t += 1;
-                continue;
-            }
-        }
-        match star {
-            Some((sp, st)) if st < text.len() => {
-                p = sp;
-                t = st + 1;
-                star = Some((sp, st + 1));
-            }
-            _ => return false,
-        }
-    }
-}
-
-fn operand<'a>(o: &'a Operand, desc: &EventDesc, payload: &'a [u8], ctx: &'a dyn ContextSource) -> Option<Value<'a>> {
-    match o {
-        Operand::Field(i) => field_value(desc, payload, *i),
-        Operand::Context(ContextType::Procname) => Some(Value::Str(ctx.procname())),
-        Operand::Context(c) => Some(Value::Int(ctx.int(*c))),
-        Operand::Int(v) => Some(Value::Int(*v as i128)),
-        Operand::Float(v) => Some(Value::Float(*v)),
-        Operand::Str(s) => Some(Value::Str(s.as_bytes())),
-        Operand::Named(_) => None,
-    }
-}
-
-fn unescape_eq(pattern: &[u8], text: &[u8]) -> bool {
-    pattern_match(pattern, text)
-}
-
-fn compare(op: CmpOp, a: &Operand, va: Value<'_>, b: &Operand, vb: Value<'_>) -> bool {
-    match (va, vb) {
-        (Value::Int(x), Value::Int(y)) => op.holds(x.cmp(&y)),
-        (Value::Int(x), Value::Float(y)) => (x as f64).partial_cmp(&y).is_some_and(|o| op.holds(o)),
-        (Value::Float(x), Value::Int(y)) => x.partial_cmp(&(y as f64)).is_some_and(|o| op.holds(o)),
-        (Value::Float(x), Value::Float(y)) => x.partial_cmp(&y).is_some_and(|o| op.holds(o)),
-        (Value::Str(x), Value::Str(y)) => {
-            // A literal is a pattern; two non-literals compare byte for byte.
-            let eq = match (a, b) {
-                (Operand::Str(_), Operand::Str(_)) => x == y,
-                (Operand::Str(_), _) => unescape_eq(x, y),
-                (_, Operand::Str(_)) => unescape_eq(y, x),
-                _ => x == y,
-            };
-            match op {
-                CmpOp::Eq => eq,
-                CmpOp::Ne => !eq,
-                _ => false,
-            }
-        }
-        _ => false,
-    }
-}
-
-/// Evaluates a [`validate`]d expression on the payload of an event of `desc`. A value that
-/// cannot be read (a payload cut short) makes its comparison false. No allocation.
-pub fn eval(e: &Expr, desc: &EventDesc, payload: &[u8], ctx: &dyn ContextSource) -> bool {
-    match e {
-        Expr::Or(a, b) => eval(a, desc, payload, ctx) || eval(b, desc, payload, ctx),
-        Expr::And(a, b) => eval(a, desc, payload, ctx) && eval(b, desc, payload, ctx),
-        Expr::Not(a) => !eval(a, desc, payload, ctx),
-        Expr::Cmp(op, a, b) => match (operand(a, desc, payload, ctx), operand(b, desc, payload, ctx)) {
-            (Some(va), Some(vb)) => compare(*op, a, va, b, vb),
-            _ => false,
-        },
-        Expr::Truthy(a) => match operand(a, desc, payload, ctx) {
-            Some(Value::Int(v)) => v != 0,
-            Some(Value::Float(v)) => v != 0.0,
-            _ => false,
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::FieldDesc;
+    use crate::event::{FieldDesc, IntegerType};
     use crate::Level;
     use std::borrow::Cow;
 
