@@ -195,13 +195,42 @@ impl Parser<'_> {
         if depth > MAX_DEPTH {
             return err(self.at, format!("nested deeper than {MAX_DEPTH}"));
         }
+        // A run of prefix operators, read in a loop and reduced as it is read: `+` is
+        // nothing, `--` and `~~` cancel, `!!!` is `!` (LTTng accepts runs of any length).
+        let mut ops: Vec<(&'static str, usize)> = Vec::new();
+        let mut first_op = None;
+        while let Tok::Op(op @ ("!" | "-" | "+" | "~")) = self.tok {
+            first_op.get_or_insert(self.at);
+            let at = self.at;
+            self.bump()?;
+            let top = |k: usize| ops.len().checked_sub(k).and_then(|i| ops.get(i)).map(|o| o.0);
+            match op {
+                "+" => {}
+                "!" if top(1) == Some("!") && top(2) == Some("!") => {
+                    ops.pop();
+                }
+                "-" | "~" if top(1) == Some(op) => {
+                    ops.pop();
+                }
+                _ => ops.push((op, at)),
+            }
+        }
+        if let Some(at) = first_op {
+            if depth + ops.len() > MAX_DEPTH {
+                return err(at, format!("nested deeper than {MAX_DEPTH}"));
+            }
+            let mut n = self.unary(depth + ops.len())?;
+            if n.ty.is_str() {
+                return err(at, "a unary operator does not apply to a string");
+            }
+            while let Some((op, at)) = ops.pop() {
+                n = unary(op, at, n)?;
+            }
+            n.at = at;
+            return Ok(n);
+        }
         let at = self.at;
         match self.tok {
-            Tok::Op(op @ ("!" | "-" | "+" | "~")) => {
-                self.bump()?;
-                let n = self.unary(depth + 1)?;
-                unary(op, at, n)
-            }
             Tok::LParen => {
                 self.bump()?;
                 let mut n = self.level(0, depth + 1)?;
