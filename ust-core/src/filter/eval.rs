@@ -2,7 +2,7 @@
 //! process, before anything is reserved: reads fields in place, matches string patterns
 //! without unescaping them into a copy, and never allocates.
 //!
-//! Every node is evaluated to a value ([`Num`] for numbers, or a string for a leaf). An
+//! Every node is evaluated to a value (a number, or a string for a leaf). An
 //! error (a field that cannot be read, an index past the end, a shift by a count outside
 //! `0..64`) ends the evaluation: the filter is false for that event, whatever operators
 //! surround the error, as LTTng's interpreter discards the event.

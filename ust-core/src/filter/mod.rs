@@ -16,7 +16,7 @@
 //! take, gets no filter that could match: the filter is false for it); the process
 //! receives the resolved form and checks it again ([`validate`]) before it would ever run
 //! it: bounded size and depth, field indexes in range, types that match. Evaluation
-//! ([`eval`], in [`mod@eval`]) reads the payload bytes written by the tracepoint and never
+//! ([`fn@eval`], in [`mod@eval`]) reads the payload bytes written by the tracepoint and never
 //! allocates.
 //!
 //! ```text
