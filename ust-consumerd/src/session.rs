@@ -258,29 +258,11 @@ impl Session {
     }
 }
 
-/// Matches `text` against `pattern`, where `*` matches any run of characters (also empty)
-/// and every other character matches itself (LTTng's star-glob, without escapes).
+/// Matches `text` against `pattern`, where `*` matches any run of characters (also empty),
+/// `\*` is a literal star, `\\` a backslash, `\:` a colon, and every other character matches
+/// itself (LTTng's star-glob, with its escapes: `'*\**'` matches names holding a star).
 pub fn glob_match(pattern: &str, text: &str) -> bool {
-    let p = pattern.as_bytes();
-    let t = text.as_bytes();
-    let (mut pi, mut ti) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && p[pi] == b'*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if pi < p.len() && p[pi] == t[ti] {
-            pi += 1;
-            ti += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == b'*')
+    ust_core::filter::pattern_match(pattern.as_bytes(), text.as_bytes())
 }
 
 #[cfg(test)]
@@ -303,6 +285,9 @@ mod tests {
         assert!(!glob_match("a:b", "a:bc"));
         assert!(!glob_match("a*d", "abc"));
         assert!(glob_match("**", ""));
+        assert!(glob_match(r"*\**", "a:b*c") && !glob_match(r"*\**", "tp:tptest"), "an escaped star is a star");
+        assert!(glob_match(r"\**", "*x") && !glob_match(r"\**", "x*"));
+        assert!(!glob_match("tp**tpTest", "tp:tptest") && glob_match("t*p*:*t*e*s*t", "tp:tptest"));
     }
 
     #[test]

@@ -334,7 +334,7 @@ pub struct EnableEventArgs {
     #[arg(short = 'x', long, value_name = "NAME,...", value_delimiter = ',')]
     pub exclude: Vec<String>,
     /// Record only events for which EXPR is true (LTTng's filter language; see below).
-    #[arg(short = 'f', long, value_name = "EXPR")]
+    #[arg(short = 'f', long, value_name = "EXPR", allow_hyphen_values = true)]
     pub filter: Option<String>,
 }
 
@@ -617,7 +617,20 @@ mod tests {
     }
 
     #[test]
+    fn a_filter_may_start_with_a_minus() {
+        for f in ["-intfield", "--intfield", "-1 == ~0"] {
+            let c = Cli::try_parse_from(["ust", "enable-event", "tp:*", "--filter", f]).unwrap_or_else(|e| panic!("{f}: {e}"));
+            let Cmd::EnableEvent(a) = c.command else { panic!("{f}: not enable-event") };
+            assert_eq!(a.filter.as_deref(), Some(f));
+            ust_ctl::filter::parse(f).unwrap();
+        }
+    }
+
+    #[test]
     fn event_names() {
+        for lttng in [r"*\**", r"*\*", r"\**", "tp**tpTest", "t*p*:*t*e*s*t"] {
+            assert_eq!(check_event_name(lttng), Ok(()), "{lttng}");
+        }
         for good in ["*", "app:*", "*:x", "a:b", "lib*", r"a\:b:c", r"a:b\:c"] {
             assert_eq!(check_event_name(good), Ok(()), "{good}");
         }
