@@ -79,11 +79,14 @@ Channels cannot be added or changed after the session starts (as in LTTng).")]
   ust enable-event myapp:request --filter 'status >= 500 && path == \"/api/*\"'
   ust enable-event -c big 'db:*' --filter '$ctx.vtid == 1234 || latency_us > 1.5e3'
 
-Filter language (LTTng's): comparisons == != < <= > >= between event fields, $ctx.vpid,
-$ctx.vtid, $ctx.procname, $ctx.pthread_id, $ctx.cpu_id, $ctx.ip and literals (integers: decimal,
-0x hexadecimal, 0 octal; floats; \"strings\" where * matches anything and \\* is a star),
-combined with && || ! and parentheses; a bare number or field is true when non-zero.
-Strings compare with == and != only. A filter naming a field an event lacks is false for
+Filter language (LTTng 2.13's): comparisons == != < <= > >= between event fields, elements
+of array and sequence fields (arr[2]), $ctx.vpid, $ctx.vtid, $ctx.procname, $ctx.pthread_id,
+$ctx.cpu_id, $ctx.ip and literals (integers: decimal, 0x hexadecimal, 0 octal; floats;
+\"strings\" where * matches anything and \\* is a star, also between two literals); the
+integer operators & | ^ << >> ~ and unary - (& | ^ bind tighter than comparisons, which are
+values: 1 >= (1 >= 1)); combined with && || ! and parentheses; a bare number or field is
+true when non-zero. * / % and binary + - are not supported. Strings compare with == and !=
+only. A filter naming a field an event lacks (or a dotted name: a.b) is false for
 that event. Several enable-event rules that match an event OR together.")]
     EnableEvent(EnableEventArgs),
     /// Add context fields (vpid, vtid, procname, pthread_id, cpu_id, ip) to a channel's events.
