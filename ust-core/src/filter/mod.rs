@@ -627,4 +627,89 @@ mod tests {
         assert_eq!(resolve(&cmp(CmpOp::Eq, Operand::Named("missing".into()), Operand::Int(1)), &d), None);
         assert_eq!(resolve(&cmp(CmpOp::Eq, Operand::Named("s".into()), Operand::Int(1)), &d), None, "type mismatch");
     }
+
+    fn tptest() -> (EventDesc, Vec<u8>) {
+        let d = EventDesc {
+            provider: Cow::Borrowed("tp"),
+            name: Cow::Borrowed("tptest"),
+            level: Level::Info,
+            fields: Cow::Owned(vec![
+                FieldDesc { name: Cow::Borrowed("i"), ty: FieldType::Integer(IntegerType::I32) },
+                FieldDesc { name: Cow::Borrowed("arr"), ty: FieldType::Array { elem: IntegerType::I64, len: 3 } },
+                FieldDesc { name: Cow::Borrowed("seq"), ty: FieldType::Sequence { length: IntegerType::U32, elem: IntegerType::U16, text: false } },
+                FieldDesc { name: Cow::Borrowed("s"), ty: FieldType::String },
+            ]),
+            location: Cow::Borrowed(""),
+        };
+        let mut p = 6i32.to_le_bytes().to_vec();
+        for v in [1i64, -2, 3] {
+            p.extend_from_slice(&v.to_le_bytes());
+        }
+        p.extend_from_slice(&2u32.to_le_bytes());
+        p.extend_from_slice(&[7, 0, 9, 0]);
+        p.extend_from_slice(b"x*y\0");
+        (d, p)
+    }
+
+    #[test]
+    fn integer_operators_elements_and_values_of_comparisons() {
+        let (d, p) = tptest();
+        let t = |e: Expr| {
+            validate(&e, &d).unwrap_or_else(|err| panic!("{e:?}: {err}"));
+            eval(&e, &d, &p, &Ctx)
+        };
+        let b = Box::new;
+        let int = |v: i64| b(Expr::Truthy(Operand::Int(v)));
+        let i = || b(Expr::Truthy(Operand::Field(0)));
+        let bits = |op, x, y| b(Expr::Bits(op, x, y));
+        let eq = |x, y| Expr::Compare(CmpOp::Eq, x, y);
+        assert!(t(eq(bits(BitOp::And, i(), int(4)), int(4))));
+        assert!(t(eq(bits(BitOp::Or, i(), int(1)), int(7))));
+        assert!(t(eq(bits(BitOp::Xor, i(), int(2)), int(4))));
+        assert!(t(eq(bits(BitOp::Shl, int(1), int(63)), int(i64::MIN))), "shifts work on the 64 bits");
+        assert!(t(Expr::Compare(CmpOp::Lt, bits(BitOp::Shl, int(1), int(63)), int(0))), "comparisons are signed");
+        assert!(t(eq(bits(BitOp::Shr, b(Expr::BitNot(int(0))), int(4)), int(0x0fff_ffff_ffff_ffff))), "logical shift right");
+        assert!(!t(Expr::Not(b(eq(bits(BitOp::Shl, int(1), int(64)), int(0))))), "a shift out of range makes the whole filter false");
+        assert!(!t(Expr::Not(b(eq(bits(BitOp::Shl, int(1), int(-1)), int(0))))));
+        assert!(t(eq(b(Expr::Neg(i())), int(-6))) && t(eq(b(Expr::BitNot(i())), int(-7))));
+        let ge = |x, y| b(Expr::Compare(CmpOp::Ge, x, y));
+        assert!(t(*ge(int(1), ge(int(1), ge(int(1), int(1))))), "1 >= (1 >= (1 >= 1))");
+        assert!(t(Expr::Cmp(CmpOp::Eq, Operand::Elem(1, 1), Operand::Int(-2))));
+        assert!(t(Expr::Cmp(CmpOp::Eq, Operand::Elem(2, 1), Operand::Int(9))));
+        assert!(!t(Expr::Not(b(Expr::Cmp(CmpOp::Eq, Operand::Elem(2, 2), Operand::Int(0))))), "past a sequence's end");
+        assert!(!t(Expr::Not(b(Expr::Cmp(CmpOp::Eq, Operand::Elem(1, 3), Operand::Int(0))))), "past an array's end");
+        let many = |n: usize| (0..n).map(|k| Expr::Cmp(CmpOp::Ne, Operand::Field(0), Operand::Int(k as i64 + 100))).collect::<Vec<_>>();
+        assert!(t(Expr::All(many(500))), "a chain of 500 terms is one level deep");
+        assert!(!t(Expr::Any(many(0))) && t(Expr::All(many(0))));
+        assert!(matches!(validate(&bits(BitOp::And, b(Expr::Truthy(Operand::Field(3))), int(1)), &d), Err(FilterError::StringTruth)));
+        assert!(matches!(validate(&bits(BitOp::And, b(Expr::Truthy(Operand::Float(1.0))), int(1)), &d), Err(FilterError::FloatBits("&"))));
+        assert!(matches!(validate(&Expr::Truthy(Operand::Elem(3, 0)), &d), Err(FilterError::Uncomparable(_))), "a string has no elements");
+    }
+
+    #[test]
+    fn literals_compare_as_lttng_compares_them() {
+        let (d, p) = tptest();
+        let lit = |s: &str| Operand::Str(s.into());
+        let t = |a: &str, b: &str| {
+            let e = Expr::Cmp(CmpOp::Eq, lit(a), lit(b));
+            validate(&e, &d).map(|()| eval(&e, &d, &p, &Ctx))
+        };
+        assert_eq!(glob_class(b"abc"), GlobClass::Plain);
+        assert_eq!(glob_class(b"a\\*"), GlobClass::Plain);
+        assert_eq!(glob_class(b"ab**"), GlobClass::StarEnd);
+        assert_eq!(glob_class(b"*ab"), GlobClass::Full);
+        assert_eq!(t("abcccd", "*ccd"), Ok(true));
+        assert_eq!(t("*ccd", "abcccd"), Ok(true), "either side");
+        assert_eq!(t("test", "t*"), Ok(true));
+        assert_eq!(t("a\\*r", "a*"), Ok(true));
+        assert_eq!(t("\\*", "*"), Ok(true));
+        assert_eq!(t("salut*", "salut vous*"), Ok(true), "two star-at-end patterns compare by prefix");
+        assert_eq!(t("salut*", "salon*"), Ok(false));
+        assert_eq!(t("a\\*b", "a*b"), Ok(true), "an escaped star is a plain star, matched by a pattern's `*`");
+        assert_eq!(t("hello*world", "yes*man"), Err(FilterError::TwoGlobs));
+        assert_eq!(t("hello*world", "yesman*"), Err(FilterError::TwoGlobs));
+        assert!(t("bLah", "bLaH") == Ok(false) && t("bLah", "bLah") == Ok(true));
+        let s = Expr::Cmp(CmpOp::Eq, Operand::Field(3), lit("x\\*y"));
+        assert!(eval(&s, &d, &p, &Ctx), "a field against an escaped star");
+    }
 }

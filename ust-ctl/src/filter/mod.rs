@@ -214,4 +214,27 @@ mod tests {
         let e = parse("n > && x").unwrap_err();
         assert_eq!(e.render("n > && x"), "column 5: expected an operand after `>`\n  n > && x\n      ^");
     }
+
+    proptest::proptest! {
+        /// Text made of the language's own pieces, in any order: the parser answers, never
+        /// panics, and what it accepts is within the limits a process checks.
+        #[test]
+        fn any_text_parses_or_is_refused_without_panicking(parts in proptest::collection::vec(proptest::sample::select(vec![
+            "a", "arr", "[", "]", "[1]", ".", "->", "$ctx", "$ctx.vtid", "$ctx.procname", "$x", "(", ")", "!", "~", "-", "+", "*", "/", "%",
+            "&", "|", "^", "<<", ">>", "&&", "||", "==", "!=", "<", "<=", ">", ">=", "=", "0", "1", "0x", "0xff", "07", "08", "1.5", "1e", ".5",
+            "99999999999999999999", "\"", "\"a*\"", "\"*b*\"", "\"\\*\"", "\\", " ", "é", "#",
+        ]), 0..40)) {
+            let text: String = parts.concat();
+            if let Ok(e) = parse(&text) {
+                proptest::prop_assert!(check_shape(&e).is_ok(), "{text}");
+            }
+        }
+
+        /// Deep nesting of every kind is refused or accepted without exhausting the stack.
+        #[test]
+        fn deep_nesting_is_bounded(open in proptest::sample::select(vec!["(", "!(", "-(", "~(", "!", "-", "~", "+", "a[0] | ", "1 == ", "1 && "]), n in 0usize..3000) {
+            let text = format!("{}1{}", open.repeat(n), ")".repeat(if open.contains('(') { n } else { 0 }));
+            let _ = parse(&text);
+        }
+    }
 }
