@@ -341,4 +341,49 @@ mod tests {
         s.vpid_tracker = VpidTracker::Only([11].into());
         assert!(!s.tracks(10) && s.tracks(11));
     }
+
+    /// LTTng's tests/regression/tools/wildcard/test_event_wildcard (UST part): each
+    /// pattern is a valid name, and matches `tp:tptest` or not as the script expects.
+    #[test]
+    fn lttng_wildcard_suite() {
+        let none = ["tp:abc*", "*abc", "*z*", r"*\**", r"*\*", r"\**", "*:*tpte*s", "tp**tpTest"];
+        let all = [
+            "tp:tp*", "*", "tp:tptest*", "**", "***", "*tptest", "**tptest", "*tpte*", "*tp*", "*tp**", "*:*tptest", "*:*tpte*t",
+            "t*p*:*t*e*s*t", "*t*p*:*t*e*s*t*", "tp*tptest", "tp**tptest", "tp*test",
+        ];
+        for p in none.iter().chain(&all) {
+            assert_eq!(ust_ctl::config::check_event_name(p), Ok(()), "{p}");
+        }
+        for p in none {
+            assert!(!glob_match(p, "tp:tptest"), "{p} matches nothing of tp:tptest");
+        }
+        for p in all {
+            assert!(glob_match(p, "tp:tptest"), "{p} matches tp:tptest");
+        }
+    }
+
+    /// LTTng's tests/regression/tools/exclusion/test_exclusion: `-a --exclude X` records
+    /// every `tp:tptestN` but the one named; its refusals are refused.
+    #[test]
+    fn lttng_exclusion_suite() {
+        let cases = [
+            ("tp:tptest2", "tp:tptest2"), ("tp:tptest3", "tp:tptest3"), ("tp:tptest*", "tp:tptest1"), ("tp:tptest*", "tp:tptest2"),
+            ("tp:tptest*", "tp:tptest3"), ("tp:tptest*", "tp:tptest4"), ("tp:tptest*", "tp:tptest5"), ("tp*tptest*", "tp:tptest1"),
+            ("tp*tptest*", "tp:tptest2"), ("tp*tptest*", "tp:tptest3"), ("tp*tptest*", "tp:tptest4"), ("tp*tptest*", "tp:tptest5"),
+            ("*test2", "tp:tptest2"), ("*test5", "tp:tptest5"), ("*p*test*", "tp:tptest1"), ("*p*test*", "tp:tptest2"),
+            ("*p*test*", "tp:tptest3"), ("*p***test*", "tp:tptest4"), ("*p*test*", "tp:tptest5"), ("*3", "tp:tptest3"),
+            ("tp*test3,*2", "tp:tptest2"), ("**tp*test3,*2", "tp:tptest3"),
+        ];
+        for (excl, missing) in cases {
+            let exclusions: Vec<String> = excl.split(',').map(str::to_string).collect();
+            assert_eq!(ust_ctl::config::check_exclusions(&["*".into()], &exclusions), Ok(()), "{excl} is accepted");
+            let en = Enabler { exclusions, ..Enabler::new("*", LevelFilter::Any) };
+            assert!(!en.matches(&ev("tp", &missing[3..], Level::Info)), "-a --exclude {excl}: {missing} is excluded");
+            assert!(en.matches(&ev("tp", "other", Level::Info)), "-a --exclude {excl}: tp:other is not");
+        }
+        let refuse = |p: &str, x: &str| ust_ctl::config::check_exclusions(&[p.to_string()], &x.split(',').map(str::to_string).collect::<Vec<_>>());
+        assert!(refuse("allo*", "all*").is_err());
+        assert!(refuse("allo*", "ze,all*,yes").is_err());
+        assert!(refuse("allo*", "allow*").is_ok() && refuse("allo*", "z*em").is_ok());
+    }
 }
