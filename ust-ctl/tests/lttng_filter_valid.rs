@@ -282,6 +282,17 @@ fn a_flat_chain_of_a_hundred_terms_parses_and_runs() {
     assert_eq!(matches(&mixed, &d, &payloads), (1..100).collect::<Vec<_>>());
 }
 
+#[test]
+fn the_deepest_filter_accepted_runs_and_travels_and_deeper_is_refused() {
+    let d = tptest();
+    let payloads: Vec<Vec<u8>> = (0..100).map(tptest_payload).collect();
+    // Each `== 1` takes the previous comparison as its operand: one level per operator.
+    let deep = |n: usize| format!("intfield{}", " == 1".repeat(n));
+    assert_eq!(matches(&deep(31), &d, &payloads), vec![1]);
+    let e = ust_ctl::filter::parse(&deep(40)).unwrap_err();
+    assert!(e.message.contains("nested deeper than 32"), "{e}");
+}
+
 /// `KIRK_KRAUSS_TESTS` of test_valid_filter: (validator, filter).
 const KIRK_KRAUSS: &[(&str, &str)] = &[
     (r##"str_has_events"##, r##""abcccd" == "*ccd""##),

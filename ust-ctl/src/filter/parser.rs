@@ -152,18 +152,12 @@ impl Parser<'_> {
                 return err(at, format!("filter too large (more than {} nodes)", ust_core::filter::MAX_NODES));
             }
         }
-        let e = match (op, terms.len()) {
-            ("||", 2) | ("&&", 2) => {
-                let b = Box::new(terms.pop().unwrap_or(Expr::Truthy(Operand::Int(0))));
-                let a = Box::new(terms.pop().unwrap_or(Expr::Truthy(Operand::Int(0))));
-                if op == "||" {
-                    Expr::Or(a, b)
-                } else {
-                    Expr::And(a, b)
-                }
-            }
-            ("||", _) => Expr::Any(terms),
-            _ => Expr::All(terms),
+        // Two terms keep the binary form older peers know; more become one n-ary node.
+        let e = match <[Expr; 2]>::try_from(terms) {
+            Ok([a, b]) if op == "||" => Expr::Or(Box::new(a), Box::new(b)),
+            Ok([a, b]) => Expr::And(Box::new(a), Box::new(b)),
+            Err(terms) if op == "||" => Expr::Any(terms),
+            Err(terms) => Expr::All(terms),
         };
         Ok(Node { e, ty: Ty::Int, at })
     }
