@@ -333,7 +333,8 @@ fn unary(op: &str, at: usize, n: Node) -> Result<Node, ParseError> {
         (_, Expr::Truthy(Operand::Int(v))) => Expr::Truthy(Operand::Int(!v)),
         (_, e) => Expr::BitNot(Box::new(e)),
     };
-    Ok(Node { e, ty: n.ty, at })
+    let ty = if op == "~" { Ty::Int } else { n.ty };
+    Ok(Node { e, ty, at })
 }
 
 fn binary(op: &'static str, op_at: usize, a: Node, b: Node) -> Result<Node, ParseError> {
