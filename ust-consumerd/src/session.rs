@@ -272,29 +272,11 @@ impl Session {
     }
 }
 
-/// Matches `text` against `pattern`, where `*` matches any run of characters (also empty)
-/// and every other character matches itself (LTTng's star-glob, without escapes).
+/// Matches `text` against `pattern`, where `*` matches any run of characters (also empty),
+/// `\*` is a literal star, `\\` a backslash, `\:` a colon, and every other character matches
+/// itself (LTTng's star-glob, with its escapes: `'*\**'` matches names holding a star).
 pub fn glob_match(pattern: &str, text: &str) -> bool {
-    let p = pattern.as_bytes();
-    let t = text.as_bytes();
-    let (mut pi, mut ti) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && p[pi] == b'*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if pi < p.len() && p[pi] == t[ti] {
-            pi += 1;
-            ti += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == b'*')
+    ust_core::filter::pattern_match(pattern.as_bytes(), text.as_bytes())
 }
 
 #[cfg(test)]
@@ -317,6 +299,9 @@ mod tests {
         assert!(!glob_match("a:b", "a:bc"));
         assert!(!glob_match("a*d", "abc"));
         assert!(glob_match("**", ""));
+        assert!(glob_match(r"*\**", "a:b*c") && !glob_match(r"*\**", "tp:tptest"), "an escaped star is a star");
+        assert!(glob_match(r"\**", "*x") && !glob_match(r"\**", "x*"));
+        assert!(!glob_match("tp**tpTest", "tp:tptest") && glob_match("t*p*:*t*e*s*t", "tp:tptest"));
     }
 
     #[test]
@@ -389,5 +374,50 @@ mod tests {
         assert!(s.tracks(10));
         s.vpid_tracker = VpidTracker::Only([11].into());
         assert!(!s.tracks(10) && s.tracks(11));
+    }
+
+    /// LTTng's tests/regression/tools/wildcard/test_event_wildcard (UST part): each
+    /// pattern is a valid name, and matches `tp:tptest` or not as the script expects.
+    #[test]
+    fn lttng_wildcard_suite() {
+        let none = ["tp:abc*", "*abc", "*z*", r"*\**", r"*\*", r"\**", "*:*tpte*s", "tp**tpTest"];
+        let all = [
+            "tp:tp*", "*", "tp:tptest*", "**", "***", "*tptest", "**tptest", "*tpte*", "*tp*", "*tp**", "*:*tptest", "*:*tpte*t",
+            "t*p*:*t*e*s*t", "*t*p*:*t*e*s*t*", "tp*tptest", "tp**tptest", "tp*test",
+        ];
+        for p in none.iter().chain(&all) {
+            assert_eq!(ust_ctl::config::check_event_name(p), Ok(()), "{p}");
+        }
+        for p in none {
+            assert!(!glob_match(p, "tp:tptest"), "{p} matches nothing of tp:tptest");
+        }
+        for p in all {
+            assert!(glob_match(p, "tp:tptest"), "{p} matches tp:tptest");
+        }
+    }
+
+    /// LTTng's tests/regression/tools/exclusion/test_exclusion: `-a --exclude X` records
+    /// every `tp:tptestN` but the one named; its refusals are refused.
+    #[test]
+    fn lttng_exclusion_suite() {
+        let cases = [
+            ("tp:tptest2", "tp:tptest2"), ("tp:tptest3", "tp:tptest3"), ("tp:tptest*", "tp:tptest1"), ("tp:tptest*", "tp:tptest2"),
+            ("tp:tptest*", "tp:tptest3"), ("tp:tptest*", "tp:tptest4"), ("tp:tptest*", "tp:tptest5"), ("tp*tptest*", "tp:tptest1"),
+            ("tp*tptest*", "tp:tptest2"), ("tp*tptest*", "tp:tptest3"), ("tp*tptest*", "tp:tptest4"), ("tp*tptest*", "tp:tptest5"),
+            ("*test2", "tp:tptest2"), ("*test5", "tp:tptest5"), ("*p*test*", "tp:tptest1"), ("*p*test*", "tp:tptest2"),
+            ("*p*test*", "tp:tptest3"), ("*p***test*", "tp:tptest4"), ("*p*test*", "tp:tptest5"), ("*3", "tp:tptest3"),
+            ("tp*test3,*2", "tp:tptest2"), ("**tp*test3,*2", "tp:tptest3"),
+        ];
+        for (excl, missing) in cases {
+            let exclusions: Vec<String> = excl.split(',').map(str::to_string).collect();
+            assert_eq!(ust_ctl::config::check_exclusions(&["*".into()], &exclusions), Ok(()), "{excl} is accepted");
+            let en = Enabler { exclusions, ..Enabler::new("*", LevelFilter::Any) };
+            assert!(!en.matches(&ev("tp", &missing[3..], Level::Info)), "-a --exclude {excl}: {missing} is excluded");
+            assert!(en.matches(&ev("tp", "other", Level::Info)), "-a --exclude {excl}: tp:other is not");
+        }
+        let refuse = |p: &str, x: &str| ust_ctl::config::check_exclusions(&[p.to_string()], &x.split(',').map(str::to_string).collect::<Vec<_>>());
+        assert!(refuse("allo*", "all*").is_err());
+        assert!(refuse("allo*", "ze,all*,yes").is_err());
+        assert!(refuse("allo*", "allow*").is_ok() && refuse("allo*", "z*em").is_ok());
     }
 }

@@ -321,6 +321,38 @@ pub fn check_event_name(p: &str) -> Result<(), String> {
     }
 }
 
+/// Checks the exclusions of an event rule as LTTng does: an exclusion that matches every
+/// name a pattern can match (`enable-event 'allo*' --exclude 'all*'`) would leave the rule
+/// nothing to enable, and is refused. Detected for patterns whose only stars end them (the
+/// form LTTng checks): the exclusion is the pattern itself, `*`, or ends with its only
+/// stars after a prefix of the pattern's prefix.
+///
+/// ```
+/// use ust_ctl::config::check_exclusions;
+/// assert!(check_exclusions(&["allo*".into()], &["all*".into()]).is_err());
+/// assert!(check_exclusions(&["allo*".into()], &["ze".into(), "all*".into(), "yes".into()]).is_err());
+/// assert!(check_exclusions(&["tp:tptest*".into()], &["tp:tptest1".into()]).is_ok());
+/// ```
+///
+/// # Errors
+/// A message naming the pattern and the exclusion that covers it.
+pub fn check_exclusions(patterns: &[String], exclusions: &[String]) -> Result<(), String> {
+    use ust_core::filter::{glob_class, GlobClass};
+    let prefix = |s: &str| s.trim_end_matches('*').to_string();
+    for p in patterns {
+        if glob_class(p.as_bytes()) != GlobClass::StarEnd {
+            continue;
+        }
+        for x in exclusions {
+            let covers = x == p || (glob_class(x.as_bytes()) == GlobClass::StarEnd && prefix(p).starts_with(&prefix(x)));
+            if covers {
+                return Err(format!("exclusion {x:?} excludes every event {p:?} can match: nothing would be enabled"));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Checks a session or channel name: 1 to 100 characters of `[A-Za-z0-9_.-]`, not starting
 /// with `.` or `-` (it becomes part of paths).
 ///

@@ -79,11 +79,14 @@ Channels cannot be added or changed after the session starts (as in LTTng).")]
   ust enable-event myapp:request --filter 'status >= 500 && path == \"/api/*\"'
   ust enable-event -c big 'db:*' --filter '$ctx.vtid == 1234 || latency_us > 1.5e3'
 
-Filter language (LTTng's): comparisons == != < <= > >= between event fields, $ctx.vpid,
-$ctx.vtid, $ctx.procname, $ctx.pthread_id, $ctx.cpu_id, $ctx.ip and literals (integers: decimal,
-0x hexadecimal, 0 octal; floats; \"strings\" where * matches anything and \\* is a star),
-combined with && || ! and parentheses; a bare number or field is true when non-zero.
-Strings compare with == and != only. A filter naming a field an event lacks is false for
+Filter language (LTTng 2.13's): comparisons == != < <= > >= between event fields, elements
+of array and sequence fields (arr[2]), $ctx.vpid, $ctx.vtid, $ctx.procname, $ctx.pthread_id,
+$ctx.cpu_id, $ctx.ip and literals (integers: decimal, 0x hexadecimal, 0 octal; floats;
+\"strings\" where * matches anything and \\* is a star, also between two literals); the
+integer operators & | ^ << >> ~ and unary - (& | ^ bind tighter than comparisons, which are
+values: 1 >= (1 >= 1)); combined with && || ! and parentheses; a bare number or field is
+true when non-zero. * / % and binary + - are not supported. Strings compare with == and !=
+only. A filter naming a field an event lacks (or a dotted name: a.b) is false for
 that event. Several enable-event rules that match an event OR together.")]
     EnableEvent(EnableEventArgs),
     /// Add context fields (vpid, vtid, procname, pthread_id, cpu_id, ip, span_id) to a channel's events.
@@ -334,7 +337,7 @@ pub struct EnableEventArgs {
     #[arg(short = 'x', long, value_name = "NAME,...", value_delimiter = ',')]
     pub exclude: Vec<String>,
     /// Record only events for which EXPR is true (LTTng's filter language; see below).
-    #[arg(short = 'f', long, value_name = "EXPR")]
+    #[arg(short = 'f', long, value_name = "EXPR", allow_hyphen_values = true)]
     pub filter: Option<String>,
 }
 
@@ -617,7 +620,20 @@ mod tests {
     }
 
     #[test]
+    fn a_filter_may_start_with_a_minus() {
+        for f in ["-intfield", "--intfield", "-1 == ~0"] {
+            let c = Cli::try_parse_from(["ust", "enable-event", "tp:*", "--filter", f]).unwrap_or_else(|e| panic!("{f}: {e}"));
+            let Cmd::EnableEvent(a) = c.command else { panic!("{f}: not enable-event") };
+            assert_eq!(a.filter.as_deref(), Some(f));
+            ust_ctl::filter::parse(f).unwrap();
+        }
+    }
+
+    #[test]
     fn event_names() {
+        for lttng in [r"*\**", r"*\*", r"\**", "tp**tpTest", "t*p*:*t*e*s*t"] {
+            assert_eq!(check_event_name(lttng), Ok(()), "{lttng}");
+        }
         for good in ["*", "app:*", "*:x", "a:b", "lib*", r"a\:b:c", r"a:b\:c"] {
             assert_eq!(check_event_name(good), Ok(()), "{good}");
         }

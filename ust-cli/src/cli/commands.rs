@@ -144,6 +144,7 @@ pub fn enable_event(a: EnableEventArgs) -> CliResult {
     if !a.exclude.is_empty() && !a.all && !a.names.iter().any(|n| n.contains('*')) {
         return Err(Failure { message: "--exclude needs a glob event name (with `*`) or -a".into(), code: 2 });
     }
+    ust_ctl::config::check_exclusions(if a.all { &[] } else { &a.names }, &a.exclude).map_err(Failure::usage)?;
     let level = match (a.loglevel, a.loglevel_only) {
         (Some(l), _) => LevelFilter::UpTo(l),
         (None, Some(l)) => LevelFilter::Only(l),

@@ -138,6 +138,7 @@ pub(super) fn enable_event(
     if !exclusions.is_empty() && !patterns.iter().any(|p| p.contains('*')) {
         return Err("--exclude needs a glob event name (with `*`): an exact name has nothing to exclude".into());
     }
+    ust_ctl::config::check_exclusions(&patterns, &exclusions)?;
     if let Some(f) = &filter {
         ust_ctl::filter::parse(f).map_err(|e| format!("invalid filter: {}", e.render(f)))?;
     }
