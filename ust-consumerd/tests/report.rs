@@ -12,11 +12,13 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use common::{program_here as program, TestDaemon};
-use ust_cli::report::analysis::{Waker, Wait};
+use ust_cli::report::analysis::{Wait, Waker};
 use ust_cli::report::{self as rep, Options};
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
 }
 
 fn skip_reason() -> Option<String> {
@@ -24,11 +26,21 @@ fn skip_reason() -> Option<String> {
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root".into());
     }
-    ust_cli::kernel::tracefs::root().err().map(|e| e.to_string())
+    ust_cli::kernel::tracefs::root()
+        .err()
+        .map(|e| e.to_string())
 }
 
 fn wakeups(dir: &Path) -> rep::Report {
-    rep::report(dir, &Options { wakeups: true, faults: true, ..Default::default() }).unwrap()
+    rep::report(
+        dir,
+        &Options {
+            wakeups: true,
+            faults: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
 }
 
 /// The sleep of `sh -c 'sleep 0.2; cat /etc/hostname'`: ~200 ms in clock_nanosleep, woken
@@ -36,45 +48,109 @@ fn wakeups(dir: &Path) -> rep::Report {
 /// child's exit.
 fn check_sleep(r: &rep::Report) {
     let w = r.wakeups.as_ref().unwrap();
-    let sleep = w.iter().find(|x| x.name == "sleep" && x.blocked_in == "syscall clock_nanosleep").expect("sleep's wait");
+    let sleep = w
+        .iter()
+        .find(|x| x.name == "sleep" && x.blocked_in == "syscall clock_nanosleep")
+        .expect("sleep's wait");
     // Never shorter than the 200 ms asked for (less the timer slack); longer only by
     // scheduling delay, which a loaded 2-core CI machine can stretch well past 60 ms.
-    assert!((195_000_000..1_200_000_000).contains(&sleep.duration_ns), "{}", sleep.duration_ns);
     assert!(
-        matches!(&sleep.woken_by, Waker::TimerInterrupt { .. } | Waker::Softirq { .. }),
+        (195_000_000..1_200_000_000).contains(&sleep.duration_ns),
+        "{}",
+        sleep.duration_ns
+    );
+    assert!(
+        matches!(
+            &sleep.woken_by,
+            Waker::TimerInterrupt { .. } | Waker::Softirq { .. }
+        ),
         "{:?}",
         sleep.woken_by
     );
-    let sh = w.iter().find(|x| x.name == "sh" && x.blocked_in == "syscall wait4" && x.duration_ns > 190_000_000).expect("shell's wait4");
-    let Waker::Task { name, doing, chain, .. } = &sh.woken_by else { panic!("{:?}", sh.woken_by) };
+    let sh = w
+        .iter()
+        .find(|x| x.name == "sh" && x.blocked_in == "syscall wait4" && x.duration_ns > 190_000_000)
+        .expect("shell's wait4");
+    let Waker::Task {
+        name, doing, chain, ..
+    } = &sh.woken_by
+    else {
+        panic!("{:?}", sh.woken_by)
+    };
     assert_eq!(name, "sleep");
     assert_eq!(doing, "in exit_group");
-    assert_eq!(chain.as_ref().map(|c| c.blocked_in.as_str()), Some("syscall clock_nanosleep"), "the chain goes up to the sleep");
-    let ns = r.syscalls.iter().find(|s| s.name == "clock_nanosleep").unwrap();
+    assert_eq!(
+        chain.as_ref().map(|c| c.blocked_in.as_str()),
+        Some("syscall clock_nanosleep"),
+        "the chain goes up to the sleep"
+    );
+    let ns = r
+        .syscalls
+        .iter()
+        .find(|s| s.name == "clock_nanosleep")
+        .unwrap();
     assert_eq!(ns.count, 1);
     assert!(ns.p50_ns >= 199_000_000 && ns.total_ns == ns.max_ns);
     let names: HashSet<&str> = r.tasks.iter().map(|t| t.name.as_str()).collect();
-    assert!(names.contains("sh") && names.contains("sleep") && names.contains("cat"), "{names:?}");
-    assert!(r.tasks.iter().find(|t| t.name == "sleep").unwrap().blocked_ns >= 200_000_000);
+    assert!(
+        names.contains("sh") && names.contains("sleep") && names.contains("cat"),
+        "{names:?}"
+    );
+    assert!(
+        r.tasks
+            .iter()
+            .find(|t| t.name == "sleep")
+            .unwrap()
+            .blocked_ns
+            >= 200_000_000
+    );
 }
 
 /// Each wait of the two ping-pong threads in `read` is ended by the other thread's `write`,
 /// and the chain alternates.
 fn check_pingpong(r: &rep::Report) {
     let w = r.wakeups.as_ref().unwrap();
-    let reads: Vec<&Wait> = w.iter().filter(|x| x.blocked_in == "syscall read" && (x.name == "pingpong" || x.name == "pong")).collect();
+    let reads: Vec<&Wait> = w
+        .iter()
+        .filter(|x| x.blocked_in == "syscall read" && (x.name == "pingpong" || x.name == "pong"))
+        .collect();
     assert!(reads.len() >= 3, "{w:#?}");
     for x in &reads {
-        let Waker::Task { tid, name, doing, chain, .. } = &x.woken_by else { panic!("{:?}", x.woken_by) };
+        let Waker::Task {
+            tid,
+            name,
+            doing,
+            chain,
+            ..
+        } = &x.woken_by
+        else {
+            panic!("{:?}", x.woken_by)
+        };
         assert_ne!(*tid, x.tid);
-        assert_eq!(name, if x.name == "pingpong" { "pong" } else { "pingpong" });
+        assert_eq!(
+            name,
+            if x.name == "pingpong" {
+                "pong"
+            } else {
+                "pingpong"
+            }
+        );
         assert_eq!(doing, "in write");
         if let Some(c) = chain {
             assert_eq!(c.tid, *tid, "the chain explains the waker");
         }
     }
-    assert!(reads.iter().any(|x| matches!(&x.woken_by, Waker::Task { chain: Some(_), .. })));
-    assert!(r.user.events.iter().any(|e| e.name == "pingpong:pass" && e.count >= 4), "{:?}", r.user);
+    assert!(reads
+        .iter()
+        .any(|x| matches!(&x.woken_by, Waker::Task { chain: Some(_), .. })));
+    assert!(
+        r.user
+            .events
+            .iter()
+            .any(|e| e.name == "pingpong:pass" && e.count >= 4),
+        "{:?}",
+        r.user
+    );
 }
 
 #[test]
@@ -83,10 +159,19 @@ fn kept_sleep_trace_reports_timer_and_exit_wakeups() {
     assert!(r.kernel);
     check_sleep(&r);
     let text = rep::render_text(&r);
-    assert!(text.contains("blocked") && text.contains("clock_nanosleep") && text.contains("<- woken by"), "{text}");
+    assert!(
+        text.contains("blocked")
+            && text.contains("clock_nanosleep")
+            && text.contains("<- woken by"),
+        "{text}"
+    );
     let f = r.faults.as_ref().unwrap();
     assert!(!f.is_empty());
-    assert!(f.iter().any(|x| x.mapping.as_deref().is_some_and(|m| m.contains('/'))), "faults map to files: {f:?}");
+    assert!(
+        f.iter()
+            .any(|x| x.mapping.as_deref().is_some_and(|m| m.contains('/'))),
+        "faults map to files: {f:?}"
+    );
 }
 
 #[test]
@@ -98,31 +183,84 @@ fn kept_pingpong_trace_reports_each_wait_woken_by_the_other_thread() {
 #[test]
 fn json_and_cli() {
     let d = TestDaemon::without_daemon();
-    let out = d.ust_cmd().args(["report", "--wakeups", "--faults", "--min-block", "50ms", "--format", "json"]).arg(data("sleep")).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = d
+        .ust_cmd()
+        .args([
+            "report",
+            "--wakeups",
+            "--faults",
+            "--min-block",
+            "50ms",
+            "--format",
+            "json",
+        ])
+        .arg(data("sleep"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let w = v["wakeups"].as_array().unwrap();
-    assert!(!w.is_empty() && w.iter().all(|x| x["duration_ns"].as_u64().unwrap() >= 50_000_000));
+    assert!(
+        !w.is_empty()
+            && w.iter()
+                .all(|x| x["duration_ns"].as_u64().unwrap() >= 50_000_000)
+    );
     assert!(v["tasks"].as_array().unwrap().len() >= 3);
     assert!(v["syscalls"][0]["p99_ns"].is_u64());
-    let text = d.ust_cmd().arg("report").arg(data("pingpong")).output().unwrap();
+    let text = d
+        .ust_cmd()
+        .arg("report")
+        .arg(data("pingpong"))
+        .output()
+        .unwrap();
     assert!(text.status.success());
     let t = String::from_utf8_lossy(&text.stdout);
-    assert!(t.contains("System calls") && t.contains("pingpong:pass"), "{t}");
-    let bad = d.ust_cmd().args(["report", "/nonexistent-dir"]).output().unwrap();
+    assert!(
+        t.contains("System calls") && t.contains("pingpong:pass"),
+        "{t}"
+    );
+    let bad = d
+        .ust_cmd()
+        .args(["report", "/nonexistent-dir"])
+        .output()
+        .unwrap();
     assert_eq!(bad.status.code(), Some(1));
-    assert_eq!(d.ust_cmd().args(["report", "--min-block", "x", "/tmp"]).output().unwrap().status.code(), Some(2));
+    assert_eq!(
+        d.ust_cmd()
+            .args(["report", "--min-block", "x", "/tmp"])
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
 }
 
 #[test]
 fn user_space_view_without_kernel_events() {
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&data("pingpong").join("ust"), &tmp.path().join("ust"));
-    let r = rep::report(tmp.path(), &Options { wakeups: true, ..Default::default() }).unwrap();
+    let r = rep::report(
+        tmp.path(),
+        &Options {
+            wakeups: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert!(!r.kernel);
     assert!(r.tasks.is_empty());
     assert!(r.notes.iter().any(|n| n.contains("user-space view only")));
-    let ev = r.user.events.iter().find(|e| e.name == "pingpong:pass").unwrap();
+    let ev = r
+        .user
+        .events
+        .iter()
+        .find(|e| e.name == "pingpong:pass")
+        .unwrap();
     assert!(ev.rate_per_s > 0.0);
     assert!(r.user.threads.iter().all(|t| t.max_gap_ns >= t.mean_gap_ns));
 }
@@ -139,7 +277,14 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn trace(d: &TestDaemon, out: &Path, cmd: &[&str]) {
-    let o = d.ust_cmd().args(["trace", "--kernel", "--output"]).arg(out).arg("--").args(cmd).output().unwrap();
+    let o = d
+        .ust_cmd()
+        .args(["trace", "--kernel", "--output"])
+        .arg(out)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("kernel events recorded"), "{err}");
@@ -162,19 +307,354 @@ fn live_sleep_and_pingpong() {
     check_pingpong(&wakeups(&pp));
     // One timeline: babeltrace2 reads the merged directory without a word on stderr, in
     // time order, with user-space events between kernel events.
-    let o = std::process::Command::new("babeltrace2").arg(&pp).output().unwrap();
-    assert!(o.status.success() && o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = std::process::Command::new("babeltrace2")
+        .arg(&pp)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success() && o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let text = String::from_utf8(o.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let stamps: Vec<&str> = lines.iter().map(|l| l.get(1..19).unwrap_or("")).collect();
     assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "time order");
-    let i = lines.iter().position(|l| l.contains("pingpong:pass")).expect("user events");
+    let i = lines
+        .iter()
+        .position(|l| l.contains("pingpong:pass"))
+        .expect("user events");
     assert!(i > 0 && i + 1 < lines.len());
-    assert!(lines[..i].iter().any(|l| l.contains("sched_switch")) && lines[i..].iter().any(|l| l.contains("sched_switch")), "interleaved");
+    assert!(
+        lines[..i].iter().any(|l| l.contains("sched_switch"))
+            && lines[i..].iter().any(|l| l.contains("sched_switch")),
+        "interleaved"
+    );
     let kmeta = std::fs::read_to_string(pp.join("kernel/metadata")).unwrap();
-    let offset = |m: &str| m[m.find("clock {").unwrap()..].lines().find(|l| l.trim().starts_with("offset =")).unwrap().to_string();
-    let umeta_dir = std::fs::read_dir(pp.join("ust/pid")).unwrap().next().unwrap().unwrap().path();
-    assert_eq!(offset(&kmeta), offset(&std::fs::read_to_string(umeta_dir.join("metadata")).unwrap()), "one clock offset");
+    let offset = |m: &str| {
+        m[m.find("clock {").unwrap()..]
+            .lines()
+            .find(|l| l.trim().starts_with("offset ="))
+            .unwrap()
+            .to_string()
+    };
+    let umeta_dir = std::fs::read_dir(pp.join("ust/pid"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(
+        offset(&kmeta),
+        offset(&std::fs::read_to_string(umeta_dir.join("metadata")).unwrap()),
+        "one clock offset"
+    );
+}
+
+/// `ust trace --kernel --output OUT -- CMD`: CMD's stdout (a pipe, as for the oracles).
+fn trace_out(d: &TestDaemon, out: &Path, cmd: &[&str]) -> String {
+    let o = d
+        .ust_cmd()
+        .args(["trace", "--kernel", "--output"])
+        .arg(out)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && err.contains("kernel events recorded"),
+        "{err}"
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// `strace -c` rows of FILE: syscall name to (calls, errors).
+fn strace_counts(text: &str) -> std::collections::BTreeMap<String, (u64, u64)> {
+    let mut m = std::collections::BTreeMap::new();
+    for l in text.lines() {
+        let t: Vec<&str> = l.split_whitespace().collect();
+        if t.len() >= 5
+            && t[0].starts_with(|c: char| c.is_ascii_digit())
+            && t[t.len() - 1] != "total"
+        {
+            let errors = if t.len() == 6 {
+                t[4].parse().unwrap()
+            } else {
+                0
+            };
+            m.insert(t[t.len() - 1].to_string(), (t[3].parse().unwrap(), errors));
+        }
+    }
+    m
+}
+
+/// Per system call, calls and errors equal `strace -f -c`'s for the same command, counted
+/// from the command's exec (the launcher's calls left out), errors named by errno.
+#[test]
+fn live_syscall_counts_equal_strace() {
+    if let Some(r) = skip_reason() {
+        eprintln!("skipped: kernel tracing unavailable ({r})");
+        return;
+    }
+    let cmd = ["sh", "-c", "cat /etc/hostname; ls /nonexistent || true"];
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("strace.txt");
+    let o = std::process::Command::new("strace")
+        .args(["-f", "-c", "-o"])
+        .arg(&s)
+        .args(cmd)
+        .output();
+    let Ok(o) = o else {
+        eprintln!("skipped: strace is not installed");
+        return;
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = strace_counts(&std::fs::read_to_string(&s).unwrap());
+    assert!(
+        want.get("execve").is_some_and(|c| c.0 >= 2) && want.contains_key("openat"),
+        "{want:?}"
+    );
+    let d = TestDaemon::start();
+    let out = tmp.path().join("t");
+    trace_out(&d, &out, &cmd);
+    let r = rep::report(&out, &Options::default()).unwrap();
+    let got: std::collections::BTreeMap<String, (u64, u64)> = r
+        .syscalls
+        .iter()
+        .map(|c| (c.name.clone(), (c.count, c.errors)))
+        .collect();
+    assert_eq!(got, want, "ust report (left) against strace -f -c (right)");
+    // ls's failed lookups are named, and add up.
+    assert!(r
+        .syscalls
+        .iter()
+        .all(|c| c.errnos.values().sum::<u64>() == c.errors));
+    assert!(
+        r.syscalls.iter().any(|c| c.errnos.contains_key("ENOENT")),
+        "{:?}",
+        r.syscalls
+    );
+    // Per process and per thread totals are those of the rows; cat, ls and the shell.
+    let total: u64 = got.values().map(|c| c.0).sum();
+    assert_eq!(
+        r.syscall_processes.iter().map(|p| p.calls).sum::<u64>(),
+        total
+    );
+    assert_eq!(
+        r.syscall_threads.iter().map(|t| t.calls).sum::<u64>(),
+        total
+    );
+    let names: HashSet<&str> = r
+        .syscall_processes
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert!(
+        names.contains("sh") && names.contains("cat") && names.contains("ls"),
+        "{names:?}"
+    );
+    assert!(
+        !r.slowest_syscalls.is_empty()
+            && r.slowest_syscalls
+                .windows(2)
+                .all(|w| w[0].duration_ns >= w[1].duration_ns)
+    );
+    let text = rep::render_text(&r);
+    assert!(
+        text.contains("ENOENT x")
+            && text.contains("System calls per process")
+            && text.contains("Slowest system calls"),
+        "{text}"
+    );
+}
+
+/// `(page-faults, major-faults)` of `perf stat` on CMD, or why perf cannot count here.
+fn perf_faults(cmd: &[&str]) -> Result<(u64, u64), String> {
+    let o = std::process::Command::new("perf")
+        .args(["stat", "-x,", "-e", "page-faults,major-faults", "--"])
+        .args(cmd)
+        .output()
+        .map_err(|e| format!("perf: {e}"))?;
+    let err = String::from_utf8_lossy(&o.stderr);
+    let count = |ev: &str| {
+        err.lines()
+            .find(|l| l.split(',').nth(2) == Some(ev))
+            .and_then(|l| l.split(',').next()?.parse::<u64>().ok())
+    };
+    match (
+        o.status.success(),
+        count("page-faults"),
+        count("major-faults"),
+    ) {
+        (true, Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(format!(
+            "perf stat cannot count page faults here: {}",
+            err.trim()
+        )),
+    }
+}
+
+/// A 64 MiB file dropped from the page cache, mapped, and read one page at a time in a
+/// known scattered order (examples/kernelprogs mmapread): `--faults FILE` lists exactly
+/// those pages in that order, each a major read fault in `read_page`; the per-file line
+/// counts 64 major faults; the totals agree with `perf stat -e page-faults,major-faults`.
+#[test]
+fn live_faults_of_a_mapped_file_against_perf_stat() {
+    if let Some(r) = skip_reason() {
+        eprintln!("skipped: kernel tracing unavailable ({r})");
+        return;
+    }
+    // On disk: tmpfs pages cannot be dropped, and would never fault in from the file.
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let d = TestDaemon::start();
+    let data = tmp.path().join("data.bin");
+    let prog = program("mmapread");
+    let out = tmp.path().join("t");
+    let stdout = trace_out(
+        &d,
+        &out,
+        &[prog.to_str().unwrap(), data.to_str().unwrap(), "64"],
+    );
+    let order: Vec<u64> = stdout.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(order.len(), 64);
+    let file = data.to_str().unwrap().to_string();
+    let r = rep::report(
+        &out,
+        &Options {
+            faults: true,
+            fault_file: Some(file.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let l = r.file_faults.as_ref().unwrap();
+    assert_eq!(
+        l.faults.iter().map(|f| f.page.unwrap()).collect::<Vec<_>>(),
+        order,
+        "pages in the order read"
+    );
+    for f in &l.faults {
+        assert_eq!(f.offset, f.page.map(|p| p * 4096));
+        assert_eq!(
+            (f.access.as_deref(), f.error.as_deref(), f.major),
+            (Some("read"), Some("not present, read, user"), Some(true)),
+            "{f:?}"
+        );
+        assert!(
+            f.function
+                .as_deref()
+                .is_some_and(|n| n.ends_with("read_page")),
+            "{f:?}"
+        );
+    }
+    let row = r
+        .fault_files
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|x| x.file == file)
+        .unwrap();
+    assert_eq!(
+        (row.faults, row.major, row.minor, row.pages, row.bytes),
+        (64, Some(64), Some(0), 64, 64 * 4096),
+        "{row:?}"
+    );
+    assert!(row.until_user_worst_ns > 0 && row.until_user_total_ns >= row.until_user_worst_ns);
+    assert!(r
+        .fault_files
+        .as_ref()
+        .unwrap()
+        .iter()
+        .any(|x| x.file == "[anonymous]" || x.file == "[heap]" || x.file == "[stack]"));
+    let text = rep::render_text(&r);
+    assert!(
+        text.contains("Page faults per mapped file")
+            && text.contains(&format!("Page faults on {file} (64)"))
+            && text.contains("read_page"),
+        "{text}"
+    );
+    let faults = r.faults.as_ref().unwrap();
+    let (total, major) = (
+        faults.len() as u64,
+        faults.iter().filter(|f| f.major == Some(true)).count() as u64,
+    );
+    let data2 = tmp.path().join("data2.bin");
+    match perf_faults(&[prog.to_str().unwrap(), data2.to_str().unwrap(), "64"]) {
+        Err(why) => eprintln!("perf comparison skipped: {why}"),
+        Ok((p_total, p_major)) => {
+            eprintln!(
+                "page faults: ust {total} (major {major}), perf stat {p_total} (major {p_major})"
+            );
+            assert!(
+                p_major >= 64 && major.abs_diff(p_major) <= 2,
+                "major: ust {major}, perf {p_major}"
+            );
+            assert!(
+                total.abs_diff(p_total) * 20 <= p_total,
+                "total: ust {total}, perf {p_total} (5%)"
+            );
+        }
+    }
+}
+
+/// `--format folded` and `--flamegraph`: the SVG is XML with an `<svg>` root that names the
+/// program's threads and what they blocked in; the folded lines add up to the blocked time.
+#[test]
+fn folded_and_flamegraph() {
+    let d = TestDaemon::without_daemon();
+    let tmp = tempfile::tempdir().unwrap();
+    let svg = tmp.path().join("off.svg");
+    let o = d
+        .ust_cmd()
+        .args([
+            "report",
+            "--format",
+            "folded",
+            "--min-block",
+            "0",
+            "--flamegraph",
+        ])
+        .arg(&svg)
+        .arg(data("pingpong"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let folded = String::from_utf8(o.stdout).unwrap();
+    let r = rep::report(
+        &data("pingpong"),
+        &Options {
+            wakeups: true,
+            min_block_ns: 0,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let sum: u64 = folded
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(
+        sum,
+        r.wakeups
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|w| w.duration_ns)
+            .sum::<u64>()
+    );
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.starts_with("pingpong;syscall read;--;task pong in write")),
+        "{folded}"
+    );
+    let titles = common::svg_titles(&std::fs::read_to_string(&svg).unwrap());
+    assert!(
+        titles.iter().any(|t| t.starts_with("pingpong "))
+            && titles.iter().any(|t| t.starts_with("syscall read")),
+        "{titles:?}"
+    );
 }
 
 /// Records the kept traces again: `cargo test -p consumer --test report -- --ignored regenerate`.
@@ -202,7 +682,9 @@ fn shrink(from: &Path, to: &Path) {
     let k = to.join("kernel");
     let _ = std::fs::remove_dir_all(k.join("index"));
     let l = rep::load::load(from).unwrap();
-    let root: i32 = l.kernel_env.as_ref().unwrap()["traced_pid"].parse().unwrap();
+    let root: i32 = l.kernel_env.as_ref().unwrap()["traced_pid"]
+        .parse()
+        .unwrap();
     let mut tree: HashSet<i64> = HashSet::from([root as i64]);
     for e in &l.events {
         if e.name == "sched_process_fork" && tree.contains(&e.int("parent_pid").unwrap()) {
@@ -228,13 +710,23 @@ fn shrink(from: &Path, to: &Path) {
             for r in w {
                 let r = r.unwrap();
                 let fields = ust_ctf::reader::decode_fields(&descs[r.index], r.payload).unwrap();
-                let ev = rep::load::Event { ts: r.timestamp, cpu: info.cpu_id, name: names[r.index].clone().unwrap(), tid: 0, pid: -1, domain: rep::load::Domain::Kernel, fields };
+                let ev = rep::load::Event {
+                    ts: r.timestamp,
+                    cpu: info.cpu_id,
+                    name: names[r.index].clone().unwrap(),
+                    tid: 0,
+                    pid: -1,
+                    domain: rep::load::Domain::Kernel,
+                    fields,
+                };
                 let tid = ev.int("tid").unwrap();
                 let keep = tree.contains(&tid)
                     || ev.name.starts_with("irq_")
                     || ev.name.starts_with("timer_")
                     || ev.name.starts_with("x86_irq")
-                    || (ev.name == "sched_switch" && (tree.contains(&ev.int("prev_pid").unwrap()) || tree.contains(&ev.int("next_pid").unwrap())))
+                    || (ev.name == "sched_switch"
+                        && (tree.contains(&ev.int("prev_pid").unwrap())
+                            || tree.contains(&ev.int("next_pid").unwrap())))
                     || (ev.name.starts_with("sched_wak") && tree.contains(&ev.int("pid").unwrap()));
                 if keep {
                     let mut h = [0u8; 13];
@@ -261,7 +753,9 @@ fn shrink(from: &Path, to: &Path) {
         std::fs::write(k.join(&n), out).unwrap();
     }
     // User-space packets: cut to their content (packet_size = content_size), no index.
-    let Ok(procs) = std::fs::read_dir(to.join("ust/pid")) else { return };
+    let Ok(procs) = std::fs::read_dir(to.join("ust/pid")) else {
+        return;
+    };
     for d in procs.flatten() {
         let _ = std::fs::remove_dir_all(d.path().join("index"));
         for f in std::fs::read_dir(d.path()).unwrap().flatten() {

@@ -6,7 +6,8 @@
 //! A line, root first: the thread name; its user stack when the trace has one (tier 1),
 //! outermost frame first; what it was blocked in (`syscall read`); then `--` and the waker
 //! (`task pong`, `timer interrupt`, ...) with, up the wake-up chain, what the waker was
-//! itself blocked in and its stack, innermost frame last:
+//! itself blocked in and its stack reversed (innermost frame first: as in an off-wake
+//! graph, the two stacks meet at their leaves):
 //!
 //! ```text
 //! pingpong;main;pingpong::player;read;syscall read;--;task pong in write;syscall read 1234
@@ -156,7 +157,7 @@ mod tests {
         assert_eq!(
             l,
             vec![
-                "ping;main;ping::play<[u8: 4]>;read;syscall read;--;task pong in write;syscall read;pong::run;read 200".to_string(),
+                "ping;main;ping::play<[u8: 4]>;read;syscall read;--;task pong in write;syscall read;read;pong::run 200".to_string(),
                 "ping;syscall clock_nanosleep;--;timer interrupt 50".to_string(),
             ]
         );

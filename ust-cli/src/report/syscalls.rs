@@ -414,6 +414,23 @@ mod tests {
 
     #[test]
     fn errno_names_and_the_error_rule() {
+        for (n, name) in [
+            (libc::ENOENT, "ENOENT"),
+            (libc::ENOTTY, "ENOTTY"),
+            (libc::ENOSYS, "ENOSYS"),
+            (libc::ENOMSG, "ENOMSG"),
+            (libc::EBFONT, "EBFONT"),
+            (libc::EBADMSG, "EBADMSG"),
+            (libc::EILSEQ, "EILSEQ"),
+            (libc::EOPNOTSUPP, "EOPNOTSUPP"),
+            (libc::ECONNREFUSED, "ECONNREFUSED"),
+            (libc::EDQUOT, "EDQUOT"),
+            (libc::ECANCELED, "ECANCELED"),
+            (libc::EOWNERDEAD, "EOWNERDEAD"),
+            (libc::EHWPOISON, "EHWPOISON"),
+        ] {
+            assert_eq!(errno_name(n.into()), name, "libc's {name} is {n}");
+        }
         assert_eq!(errno_name(2), "ENOENT");
         assert_eq!(errno_name(13), "EACCES");
         assert_eq!(errno_name(110), "ETIMEDOUT");
