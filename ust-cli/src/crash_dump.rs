@@ -76,9 +76,7 @@ pub fn find_sets(dir: &Path) -> Vec<PathBuf> {
         if d.join("metadata").is_file() {
             found.push(d.clone());
         }
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
         for e in rd.flatten() {
             // Not following symbolic links: a loop cannot trap the walk.
             if e.file_type().is_ok_and(|t| t.is_dir()) {
@@ -101,18 +99,13 @@ fn metadata_uuid(text: &str) -> Option<String> {
 fn open_copy(path: &Path) -> Result<Buffer, String> {
     let len = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
     if len > MAX_FILE {
-        return Err(format!(
-            "field file size: {len} bytes is more than a buffer file can be ({MAX_FILE})"
-        ));
+        return Err(format!("field file size: {len} bytes is more than a buffer file can be ({MAX_FILE})"));
     }
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
     if bytes.is_empty() {
         return Err("field file size: empty file, not a buffer file".into());
     }
-    let mut map = memmap2::MmapOptions::new()
-        .len(bytes.len())
-        .map_anon()
-        .map_err(|e| e.to_string())?;
+    let mut map = memmap2::MmapOptions::new().len(bytes.len()).map_anon().map_err(|e| e.to_string())?;
     map.copy_from_slice(&bytes);
     drop(bytes);
     Buffer::open_in(MapMemory::new(map.into())).map_err(|e| format!("header field rejected: {e}"))
@@ -124,35 +117,22 @@ fn open_copy(path: &Path) -> Result<Buffer, String> {
 /// When the set's `metadata` cannot be read or the output cannot be written; refused
 /// buffer files are in [`SetReport::refused`] instead.
 pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
-    let name = set
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "trace".into());
+    let name = set.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into());
     let out = out_root.join("ust").join("pid").join(&name);
     let meta_path = set.join("metadata");
-    let metadata =
-        std::fs::read_to_string(&meta_path).map_err(|e| format!("{}: {e}", meta_path.display()))?;
+    let metadata = std::fs::read_to_string(&meta_path).map_err(|e| format!("{}: {e}", meta_path.display()))?;
     if !metadata.starts_with("/* CTF 1.8 */") {
-        return Err(format!(
-            "{}: not a CTF 1.8 metadata file (no /* CTF 1.8 */ at its start)",
-            meta_path.display()
-        ));
+        return Err(format!("{}: not a CTF 1.8 metadata file (no /* CTF 1.8 */ at its start)", meta_path.display()));
     }
-    let uuid = metadata_uuid(&metadata)
-        .ok_or_else(|| format!("{}: field uuid: no trace UUID", meta_path.display()))?;
+    let uuid = metadata_uuid(&metadata).ok_or_else(|| format!("{}: field uuid: no trace UUID", meta_path.display()))?;
     let events_path = set.join(EVENTS_FILE);
     let events: Vec<EventDesc> = match std::fs::read(&events_path) {
-        Ok(b) => {
-            serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", events_path.display()))?
-        }
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", events_path.display()))?,
         // Without the layouts, incomplete sub-buffers cannot be walked: only complete
         // packets are kept (the record-size callback refuses every record).
         Err(_) => Vec::new(),
     };
-    let mut report = SetReport {
-        out: out.clone(),
-        ..SetReport::default()
-    };
+    let mut report = SetReport { out: out.clone(), ..SetReport::default() };
     let mut files: Vec<PathBuf> = std::fs::read_dir(set)
         .map_err(|e| format!("{}: {e}", set.display()))?
         .flatten()
@@ -166,11 +146,7 @@ pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
     files.sort();
     let mut created = false;
     for f in files {
-        let fname = f
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
+        let fname = f.file_name().unwrap_or_default().to_string_lossy().into_owned();
         let buffer = match open_copy(&f) {
             Ok(b) => b,
             Err(e) => {
@@ -186,45 +162,28 @@ pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
         }
         let cpu_of_name = fname.rsplit('_').next().and_then(|c| c.parse::<u32>().ok());
         if cpu_of_name != Some(id.cpu) {
-            report.refused.push((
-                f,
-                format!(
-                    "header field cpu {} does not match the file name {fname} (<channel>_<cpu>)",
-                    id.cpu
-                ),
-            ));
+            report.refused.push((f, format!("header field cpu {} does not match the file name {fname} (<channel>_<cpu>)", id.cpu)));
             continue;
         }
         if !created {
             use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o750)
-                .create(&out)
-                .map_err(|e| format!("creating {}: {e}", out.display()))?;
-            ust_ctf::metadata::write_atomically(&out, &metadata)
-                .map_err(|e| format!("writing {}/metadata: {e}", out.display()))?;
+            std::fs::DirBuilder::new().recursive(true).mode(0o750).create(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+            ust_ctf::metadata::write_atomically(&out, &metadata).map_err(|e| format!("writing {}/metadata: {e}", out.display()))?;
             created = true;
         }
-        let mut file = StreamFile::create(&out, &fname)
-            .map_err(|e| format!("creating {}/{fname}: {e}", out.display()))?;
-        let mut index = IndexFile::create(&out, &fname)
-            .map_err(|e| format!("creating {}/index/{fname}.idx: {e}", out.display()))?;
+        let mut file = StreamFile::create(&out, &fname).map_err(|e| format!("creating {}/{fname}: {e}", out.display()))?;
+        let mut index = IndexFile::create(&out, &fname).map_err(|e| format!("creating {}/index/{fname}.idx: {e}", out.display()))?;
         // The packet the writers were filling is not closed: torn-event recovery keeps its
         // committed records, ending it at the last one (no clock of this boot is needed).
         let mut held = HeldCopy::new(&id, &events);
         let r = copy_held_packets(&buffer, &mut held, true, None, &mut |info, packet| {
-            append_packet(&mut file, &mut index, info, packet)
-                .map_err(|e| format!("{}: {e}", file.path().display()))
+            append_packet(&mut file, &mut index, info, packet).map_err(|e| format!("{}: {e}", file.path().display()))
         });
         report.packets += held.report.packets;
         report.recovered += held.report.recovered;
         match r {
             Ok(()) => report.files += 1,
-            Err(e) => report.refused.push((
-                f,
-                format!("stopped after {} packet(s): {e}", held.report.packets),
-            )),
+            Err(e) => report.refused.push((f, format!("stopped after {} packet(s): {e}", held.report.packets))),
         }
     }
     Ok(report)
@@ -271,13 +230,6 @@ pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, CrashDumpError> {
             }
         }
     }
-    outln!(
-        "{written} trace(s) written under {}",
-        out.join("ust/pid").display()
-    );
-    Ok(if refused > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    outln!("{written} trace(s) written under {}", out.join("ust/pid").display());
+    Ok(if refused > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

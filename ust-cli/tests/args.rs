@@ -4,11 +4,7 @@
 use std::process::Command;
 
 fn ust(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ust"))
-        .args(args)
-        .env("UST_RUNDIR", "/nonexistent/ust-test")
-        .output()
-        .expect("run ust")
+    Command::new(env!("CARGO_BIN_EXE_ust")).args(args).env("UST_RUNDIR", "/nonexistent/ust-test").output().expect("run ust")
 }
 
 #[test]
@@ -16,28 +12,8 @@ fn help_lists_the_verbs() {
     let out = ust(&["--help"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for verb in [
-        "create",
-        "enable-channel",
-        "enable-event",
-        "add-context",
-        "start",
-        "stop",
-        "destroy",
-        "list",
-        "status",
-        "view",
-        "trace",
-        "report",
-        "snapshot",
-        "crash-dump",
-        "track",
-        "untrack",
-    ] {
-        assert!(
-            text.contains(verb),
-            "`ust --help` does not name {verb}:\n{text}"
-        );
+    for verb in ["create", "enable-channel", "enable-event", "add-context", "start", "stop", "destroy", "list", "status", "view", "trace", "report", "snapshot", "crash-dump", "track", "untrack"] {
+        assert!(text.contains(verb), "`ust --help` does not name {verb}:\n{text}");
     }
 }
 

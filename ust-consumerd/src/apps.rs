@@ -63,16 +63,10 @@ pub fn check_registration(r: &Registration) -> Result<(), String> {
     // have would make the daemon allocate (and keep files for) buffers no CPU writes.
     let max_cpus = ust_core::cpus::possible_cpu_count().min(protocol::MAX_FDS as u32);
     if r.ncpus == 0 || r.ncpus > max_cpus {
-        return Err(format!(
-            "ncpus {} out of range 1..={max_cpus} (the CPUs this machine can have)",
-            r.ncpus
-        ));
+        return Err(format!("ncpus {} out of range 1..={max_cpus} (the CPUs this machine can have)", r.ncpus));
     }
     if r.events.len() > MAX_EVENTS {
-        return Err(format!(
-            "{} events registered, at most {MAX_EVENTS}",
-            r.events.len()
-        ));
+        return Err(format!("{} events registered, at most {MAX_EVENTS}", r.events.len()));
     }
     if r.procname.len() > 256 {
         return Err("procname longer than 256 bytes".into());
@@ -81,8 +75,7 @@ pub fn check_registration(r: &Registration) -> Result<(), String> {
         return Err("session token longer than 256 bytes".into());
     }
     for (i, e) in r.events.iter().enumerate() {
-        e.validate()
-            .map_err(|err| format!("event #{i} ({}): {err}", e.full_name()))?;
+        e.validate().map_err(|err| format!("event #{i} ({}): {err}", e.full_name()))?;
     }
     Ok(())
 }
@@ -93,28 +86,10 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
     let _ = sock.set_read_timeout(Some(REGISTER_TIMEOUT));
     let reg = match protocol::recv::<AppMessage>(&sock) {
         Ok((AppMessage::Register(r), _fds)) => r,
-        Ok((other, _)) => {
-            return refuse(
-                &sock,
-                pid,
-                format!("expected Register first, got {}", msg_name(&other)),
-            )
-        }
+        Ok((other, _)) => return refuse(&sock, pid, format!("expected Register first, got {}", msg_name(&other))),
         Err(ProtocolError::Eof) => return,
-        Err(ProtocolError::Io(e))
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
-        {
-            return refuse(
-                &sock,
-                pid,
-                format!(
-                    "no complete registration within {} ms of connecting",
-                    REGISTER_TIMEOUT.as_millis()
-                ),
-            )
+        Err(ProtocolError::Io(e)) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            return refuse(&sock, pid, format!("no complete registration within {} ms of connecting", REGISTER_TIMEOUT.as_millis()))
         }
         Err(e) => return refuse(&sock, pid, format!("bad registration: {e}")),
     };
@@ -137,9 +112,7 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
     // stalls only its writer thread, for as long.
     let _ = sock.set_read_timeout(Some(REGISTER_TIMEOUT));
     let _ = sock.set_write_timeout(Some(REGISTER_TIMEOUT));
-    let pidfd = match rustix::process::Pid::from_raw(pid)
-        .map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()))
-    {
+    let pidfd = match rustix::process::Pid::from_raw(pid).map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty())) {
         Some(Ok(fd)) => Some(fd),
         _ => {
             crate::log!("pidfd_open({pid}) failed; death is detected by socket EOF only");
@@ -151,23 +124,18 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
         Err(e) => return refuse(&sock, pid, format!("daemon error: {e}")),
     };
     let (tx, rx) = mpsc::channel::<Outgoing>();
-    let writer = std::thread::Builder::new()
-        .name(format!("app-{pid}-tx"))
-        .spawn(move || {
-            for o in rx {
-                let fds: Vec<_> = o.fds.iter().map(|f| f.as_fd()).collect();
-                if let Err(e) = protocol::send(&writer_sock, &o.msg, &fds) {
-                    crate::log!(
-                        "process {pid}: sending {} failed: {e}; connection closed",
-                        msg_name_d(&o.msg)
-                    );
-                    // Without this the app stays registered with nobody sending to it: the
-                    // reader thread now sees the connection end and takes the process-gone path.
-                    let _ = writer_sock.shutdown(std::net::Shutdown::Both);
-                    break;
-                }
+    let writer = std::thread::Builder::new().name(format!("app-{pid}-tx")).spawn(move || {
+        for o in rx {
+            let fds: Vec<_> = o.fds.iter().map(|f| f.as_fd()).collect();
+            if let Err(e) = protocol::send(&writer_sock, &o.msg, &fds) {
+                crate::log!("process {pid}: sending {} failed: {e}; connection closed", msg_name_d(&o.msg));
+                // Without this the app stays registered with nobody sending to it: the
+                // reader thread now sees the connection end and takes the process-gone path.
+                let _ = writer_sock.shutdown(std::net::Shutdown::Both);
+                break;
             }
-        });
+        }
+    });
     if writer.is_err() {
         return refuse(&sock, pid, "daemon cannot start a thread".into());
     }
@@ -177,10 +145,7 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
         let id = st.next_app_id();
         daemon.trim.note();
         if reg.pid != pid {
-            crate::log!(
-                "process {pid} registered as pid {} (another pid namespace?); using {pid}",
-                reg.pid
-            );
+            crate::log!("process {pid} registered as pid {} (another pid namespace?); using {pid}", reg.pid);
         }
         st.apps.insert(
             id,
@@ -210,11 +175,7 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
         }
         st.push_masks(id);
         st.apps[&id].send(DaemonMessage::Ready, Vec::new());
-        crate::log!(
-            "process {pid} ({}) registered with {} events",
-            reg.procname,
-            st.apps[&id].events.len()
-        );
+        crate::log!("process {pid} ({}) registered with {} events", reg.procname, st.apps[&id].events.len());
         id
     };
     watch(&daemon, &sock, pidfd.as_ref(), app_id, &sync, pid);
@@ -248,72 +209,36 @@ fn msg_name_d(m: &DaemonMessage) -> &'static str {
 /// # Errors
 /// A reason to refuse the process: `first` is not the number of events known, too many
 /// events, or a bad description.
-pub fn register_events(
-    daemon: &Daemon,
-    app_id: u64,
-    first: u32,
-    events: Vec<EventDesc>,
-) -> Result<(), String> {
+pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<EventDesc>) -> Result<(), String> {
     let mut st = daemon.lock();
-    let Some(app) = st.apps.get_mut(&app_id) else {
-        return Ok(());
-    };
+    let Some(app) = st.apps.get_mut(&app_id) else { return Ok(()) };
     if first as usize != app.events.len() {
-        return Err(format!(
-            "RegisterEvents from index {first}, but {} events are registered",
-            app.events.len()
-        ));
+        return Err(format!("RegisterEvents from index {first}, but {} events are registered", app.events.len()));
     }
     if app.events.len() + events.len() > MAX_EVENTS {
         return Err(format!("more than {MAX_EVENTS} events registered"));
     }
     for (i, e) in events.iter().enumerate() {
-        e.validate()
-            .map_err(|err| format!("event #{} ({}): {err}", first as usize + i, e.full_name()))?;
+        e.validate().map_err(|err| format!("event #{} ({}): {err}", first as usize + i, e.full_name()))?;
     }
     app.events.extend(events);
-    let (pid, procname, ncpus, registered) =
-        (app.pid, app.procname.clone(), app.ncpus, app.registered);
+    let (pid, procname, ncpus, registered) = (app.pid, app.procname.clone(), app.ncpus, app.registered);
     let all: Arc<[EventDesc]> = app.events.clone().into();
     for ss in st.sessions.values_mut() {
-        let Some(t) = ss.traces.get_mut(&app_id) else {
-            continue;
-        };
-        let info = ProcessInfo {
-            pid,
-            procname: &procname,
-            ncpus,
-            registered,
-            events: &all,
-            tsc: t.tsc,
-        };
+        let Some(t) = ss.traces.get_mut(&app_id) else { continue };
+        let info = ProcessInfo { pid, procname: &procname, ncpus, registered, events: &all, tsc: t.tsc };
         if let Err(e) = crate::process_trace::write_metadata(&ss.session, &info, &t.dir, t.uuid) {
-            crate::log!(
-                "session {}: rewriting {}/metadata failed: {e}",
-                ss.session.name,
-                t.dir.display()
-            );
+            crate::log!("session {}: rewriting {}/metadata failed: {e}", ss.session.name, t.dir.display());
         }
         t.events = all.clone();
     }
-    crate::log!(
-        "process {pid} registered {} more events ({} in all)",
-        all.len() - first as usize,
-        all.len()
-    );
+    crate::log!("process {pid} registered {} more events ({} in all)", all.len() - first as usize, all.len());
     st.push_masks(app_id);
     Ok(())
 }
 
 /// Reads messages and watches the pidfd until the process is gone.
-fn watch(
-    daemon: &Daemon,
-    sock: &UnixStream,
-    pidfd: Option<&OwnedFd>,
-    app_id: u64,
-    sync: &SyncState,
-    pid: i32,
-) {
+fn watch(daemon: &Daemon, sock: &UnixStream, pidfd: Option<&OwnedFd>, app_id: u64, sync: &SyncState, pid: i32) {
     use rustix::event::{PollFd, PollFlags};
     loop {
         if daemon.shutting_down() {
@@ -323,10 +248,7 @@ fn watch(
         if let Some(p) = pidfd {
             fds.push(PollFd::new(p, PollFlags::IN));
         }
-        let timeout = rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: 500_000_000,
-        };
+        let timeout = rustix::time::Timespec { tv_sec: 0, tv_nsec: 500_000_000 };
         match rustix::event::poll(&mut fds, Some(&timeout)) {
             Ok(0) => continue,
             Ok(_) => {}
@@ -383,16 +305,12 @@ pub fn process_gone(daemon: &Daemon, app_id: u64) {
     let death = ust_ctf::datetime::stamp();
     let (abnormal, pid, procname) = {
         let st = daemon.lock();
-        let Some(app) = st.apps.get(&app_id) else {
-            return;
-        };
+        let Some(app) = st.apps.get(&app_id) else { return };
         (!app.exiting, app.pid, app.procname.clone())
     };
     {
         let mut st = daemon.lock();
-        let Some(app) = st.apps.get_mut(&app_id) else {
-            return;
-        };
+        let Some(app) = st.apps.get_mut(&app_id) else { return };
         app.alive = false;
         app.out = None;
         app.slots.clear();
@@ -415,11 +333,7 @@ pub fn process_gone(daemon: &Daemon, app_id: u64) {
         let written = crate::snapshot::post_mortem(daemon, app_id, &death);
         let mut st = daemon.lock();
         for (session, dir) in written {
-            if let Some(t) = st
-                .sessions
-                .get_mut(&session)
-                .and_then(|ss| ss.traces.get_mut(&app_id))
-            {
+            if let Some(t) = st.sessions.get_mut(&session).and_then(|ss| ss.traces.get_mut(&app_id)) {
                 t.post_mortem = Some(dir);
             }
         }
@@ -449,11 +363,7 @@ pub fn process_gone(daemon: &Daemon, app_id: u64) {
     }
     crate::log!(
         "process {pid} ({procname}) gone{}; {} streams finished",
-        if abnormal {
-            " without a normal exit"
-        } else {
-            ""
-        },
+        if abnormal { " without a normal exit" } else { "" },
         streams.len()
     );
     st.forget_gone_apps();

@@ -30,11 +30,7 @@ pub const LOG_FILE: &str = "consumerd.log";
 
 /// Command-line options of `ust-consumerd`.
 #[derive(Debug, Clone, clap::Parser)]
-#[command(
-    name = "ust-consumerd",
-    version,
-    about = "Per-user ust tracing daemon: owns sessions and buffers, writes CTF traces"
-)]
+#[command(name = "ust-consumerd", version, about = "Per-user ust tracing daemon: owns sessions and buffers, writes CTF traces")]
 pub struct Options {
     /// Detach from the terminal; the log goes to consumerd.log in the socket directory.
     #[arg(short = 'd', long, conflicts_with = "foreground")]
@@ -53,9 +49,7 @@ pub struct Options {
 
 /// True when a daemon answers on `dir/ctl`.
 pub fn is_running(dir: &Path) -> bool {
-    rundir::socket_path(dir, rundir::CTL_SOCKET)
-        .map(|p| UnixStream::connect(p).is_ok())
-        .unwrap_or(false)
+    rundir::socket_path(dir, rundir::CTL_SOCKET).map(|p| UnixStream::connect(p).is_ok()).unwrap_or(false)
 }
 
 /// Runs the daemon until a signal or the loss of its socket directory.
@@ -73,23 +67,13 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     // First sample of the TSC calibration: sessions that use the TSC later get a ratio
     // measured over the daemon's lifetime.
     crate::session::tsc_calibrator();
-    let dir = dir
-        .canonicalize()
-        .with_context(|| format!("{}", dir.display()))?;
+    let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
     let ctl_path = rundir::socket_path(&dir, rundir::CTL_SOCKET)?;
     let app_path = rundir::socket_path(&dir, rundir::APP_SOCKET)?;
     if is_running(&dir) {
-        bail!(
-            "a ust-consumerd already runs for {} (socket {})",
-            dir.display(),
-            ctl_path.display()
-        );
+        bail!("a ust-consumerd already runs for {} (socket {})", dir.display(), ctl_path.display());
     }
-    let ready = if opts.daemonize {
-        Some(daemonize(&dir, opts.log_file.as_deref())?)
-    } else {
-        None
-    };
+    let ready = if opts.daemonize { Some(daemonize(&dir, opts.log_file.as_deref())?) } else { None };
     if !opts.daemonize {
         if let Some(f) = &opts.log_file {
             crate::log::to_file(f).with_context(|| format!("log file {}", f.display()))?;
@@ -104,8 +88,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
         let l = UnixListener::bind(p).with_context(|| format!("binding {}", p.display()))?;
         let (mode, group) = socket_mode(kind, root, tracing_gid);
         if let Some(g) = group {
-            std::os::unix::fs::chown(p, Some(0), Some(g))
-                .with_context(|| format!("chown {}", p.display()))?;
+            std::os::unix::fs::chown(p, Some(0), Some(g)).with_context(|| format!("chown {}", p.display()))?;
         }
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))?;
         Ok(l)
@@ -113,8 +96,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     let app_listener = bind(&app_path, Kind::App)?;
     let ctl_listener = bind(&ctl_path, Kind::Ctl)?;
     let pid_path = dir.join(rundir::PID_FILE);
-    std::fs::write(&pid_path, format!("{}\n", std::process::id()))
-        .with_context(|| format!("{}", pid_path.display()))?;
+    std::fs::write(&pid_path, format!("{}\n", std::process::id())).with_context(|| format!("{}", pid_path.display()))?;
     let ctl_ino = inode(&ctl_path);
     let daemon = Arc::new(Daemon::new(dir.clone()));
     spawn_acceptor(daemon.clone(), app_listener, Kind::App);
@@ -178,10 +160,7 @@ fn daemonize(dir: &Path, log_file: Option<&Path>) -> anyhow::Result<std::fs::Fil
         if buf.starts_with("ok") {
             std::process::exit(0);
         }
-        eprintln!(
-            "ust-consumerd: the daemon failed to start; see {}",
-            dir.join(LOG_FILE).display()
-        );
+        eprintln!("ust-consumerd: the daemon failed to start; see {}", dir.join(LOG_FILE).display());
         std::process::exit(1);
     }
     drop(r);
@@ -198,9 +177,7 @@ fn daemonize(dir: &Path, log_file: Option<&Path>) -> anyhow::Result<std::fs::Fil
             }
         }
     }
-    let log = log_file
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| dir.join(LOG_FILE));
+    let log = log_file.map(Path::to_path_buf).unwrap_or_else(|| dir.join(LOG_FILE));
     let _ = crate::log::to_file(&log);
     Ok(std::fs::File::from(w))
 }

@@ -16,8 +16,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::state::Daemon;
 use crate::stream::Stream;
+use crate::state::Daemon;
 
 /// Longest sleep between passes.
 pub const MAX_SLEEP: Duration = Duration::from_millis(100);
@@ -55,12 +55,7 @@ pub fn pass(streams: &[Arc<Mutex<Stream>>], now: Instant) -> Instant {
             // A stream that had half its ring or more waiting is read again sooner: the
             // read period adapts to bursts instead of letting the writer discard.
             let busy = n.saturating_mul(2) >= u64::from(s.num_subbuf);
-            s.next_read = now
-                + if busy {
-                    (s.read_period / 4).max(Duration::from_millis(1))
-                } else {
-                    s.read_period
-                };
+            s.next_read = now + if busy { (s.read_period / 4).max(Duration::from_millis(1)) } else { s.read_period };
         }
         next = next.min(s.next_read);
     }
@@ -86,9 +81,7 @@ pub fn run(daemon: &Daemon, mut should_stop: impl FnMut() -> bool) {
         let next = pass(&streams, now);
         drop(streams);
         daemon.trim.poll(&mut trim, now);
-        let wait = next
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
+        let wait = next.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         daemon.drain_sleep(wait.min(MAX_SLEEP));
     }
 }

@@ -31,6 +31,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod apps;
+pub mod process_trace;
 pub mod control;
 pub mod daemon;
 pub mod drain;
@@ -39,7 +40,6 @@ pub mod log;
 pub mod memory;
 pub mod output;
 pub mod peers;
-pub mod process_trace;
 pub mod session;
 pub mod sigbus;
 pub mod snapshot;

@@ -13,23 +13,14 @@ static SINK: Mutex<Option<std::fs::File>> = Mutex::new(None);
 /// When the file cannot be opened; the log then stays on stderr.
 pub fn to_file(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)?;
+    let f = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
     *SINK.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
     Ok(())
 }
 
 /// Writes one log line. Use the [`crate::log!`] macro rather than calling this.
 pub fn write(args: std::fmt::Arguments<'_>) {
-    let line = format!(
-        "{} ust-consumerd[{}]: {}\n",
-        ust_ctf::datetime::log_stamp(),
-        std::process::id(),
-        args
-    );
+    let line = format!("{} ust-consumerd[{}]: {}\n", ust_ctf::datetime::log_stamp(), std::process::id(), args);
     let mut sink = SINK.lock().unwrap_or_else(|e| e.into_inner());
     match sink.as_mut() {
         Some(f) => {

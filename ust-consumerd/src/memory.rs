@@ -38,11 +38,7 @@ pub struct TrimWatch {
 
 impl Default for TrimWatch {
     fn default() -> TrimWatch {
-        TrimWatch {
-            seen: 0,
-            since: Instant::now(),
-            trimmed: true,
-        }
+        TrimWatch { seen: 0, since: Instant::now(), trimmed: true }
     }
 }
 
@@ -89,10 +85,7 @@ mod tests {
         assert!(!t.poll(&mut w, t0), "activity just seen");
         assert!(!t.poll(&mut w, t0 + Duration::from_millis(500)));
         assert!(t.poll(&mut w, t0 + Duration::from_millis(1100)));
-        assert!(
-            !t.poll(&mut w, t0 + Duration::from_millis(3000)),
-            "once per quiet spell"
-        );
+        assert!(!t.poll(&mut w, t0 + Duration::from_millis(3000)), "once per quiet spell");
         t.note();
         assert!(!t.poll(&mut w, t0 + Duration::from_millis(3100)));
         assert!(t.poll(&mut w, t0 + Duration::from_millis(4200)));

@@ -16,8 +16,7 @@ use crate::session::Session;
 /// `Permission denied`, `No space left on device`, …).
 pub fn check_writable(dir: &Path) -> Result<(), String> {
     use std::io::Write as _;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
     let probe = dir.join(format!(".ust-write-check-{}", std::process::id()));
     let written = std::fs::File::create(&probe).and_then(|mut f| f.write_all(b"ust"));
     let _ = std::fs::remove_file(&probe);
@@ -30,12 +29,7 @@ pub fn buffer_bytes_per_process(session: &Session, ncpus: u32) -> u64 {
     session
         .channels
         .iter()
-        .map(|c| {
-            buffer_config(&c.config, Default::default())
-                .file_size()
-                .unwrap_or(0) as u64
-                * u64::from(ncpus)
-        })
+        .map(|c| buffer_config(&c.config, Default::default()).file_size().unwrap_or(0) as u64 * u64::from(ncpus))
         .sum()
 }
 
@@ -45,12 +39,9 @@ pub fn buffer_bytes_per_process(session: &Session, ncpus: u32) -> u64 {
 /// # Errors
 /// A message with the sizes and what to change.
 pub fn check_shm_room(session: &Session) -> Result<(), String> {
-    let Some(dir) = &session.shm_dir else {
-        return Ok(());
-    };
+    let Some(dir) = &session.shm_dir else { return Ok(()) };
     let need = buffer_bytes_per_process(session, ust_core::cpus::possible_cpu_count());
-    let st = rustix::fs::statvfs(dir)
-        .map_err(|e| format!("cannot inspect --shm-path {}: {e}", dir.display()))?;
+    let st = rustix::fs::statvfs(dir).map_err(|e| format!("cannot inspect --shm-path {}: {e}", dir.display()))?;
     let free = st.f_bavail.saturating_mul(st.f_frsize);
     if free < need {
         return Err(format!(

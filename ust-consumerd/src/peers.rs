@@ -52,15 +52,7 @@ pub fn group_id(name: &str) -> Option<u32> {
         // SAFETY: every pointer is valid for the call: the NUL-terminated name, the
         // struct, the buffer for its strings (with its true length) and the result slot;
         // getgrnam_r writes only into them.
-        let rc = unsafe {
-            libc::getgrnam_r(
-                cname.as_ptr(),
-                &mut grp,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                &mut result,
-            )
-        };
+        let rc = unsafe { libc::getgrnam_r(cname.as_ptr(), &mut grp, buf.as_mut_ptr().cast(), buf.len(), &mut result) };
         if rc == libc::ERANGE && buf.len() < (1 << 20) {
             buf.resize(buf.len() * 4, 0);
             continue;
@@ -75,9 +67,7 @@ pub fn tracing_group() -> Option<u32> {
 }
 
 fn in_tracing_group(gid: u32, pid: i32) -> bool {
-    let Some(tracing) = tracing_group() else {
-        return false;
-    };
+    let Some(tracing) = tracing_group() else { return false };
     if gid == tracing {
         return true;
     }
@@ -85,10 +75,7 @@ fn in_tracing_group(gid: u32, pid: i32) -> bool {
     status
         .lines()
         .find_map(|l| l.strip_prefix("Groups:"))
-        .is_some_and(|g| {
-            g.split_whitespace()
-                .any(|x| x.parse::<u32>() == Ok(tracing))
-        })
+        .is_some_and(|g| g.split_whitespace().any(|x| x.parse::<u32>() == Ok(tracing)))
 }
 
 #[cfg(test)]

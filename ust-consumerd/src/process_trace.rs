@@ -46,6 +46,7 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SetupError {
     move |source| SetupError::Io { what, source }
 }
 
+
 /// Every stream of one process in one session.
 #[derive(Debug)]
 pub struct ProcessTrace {
@@ -114,11 +115,7 @@ impl EventTables {
             });
         }
         let bucket = self.by_hash.entry(key).or_default();
-        if let Some(found) = bucket
-            .iter()
-            .filter_map(|w| w.upgrade())
-            .find(|a| **a == *events)
-        {
+        if let Some(found) = bucket.iter().filter_map(|w| w.upgrade()).find(|a| **a == *events) {
             return found;
         }
         bucket.retain(|w| w.strong_count() > 0);
@@ -158,12 +155,7 @@ pub fn create_process_trace(
     next_instance: &mut u64,
     tables: &mut EventTables,
 ) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
-    let want = ust_ctf::process_dir(
-        &session.output,
-        p.procname,
-        p.pid,
-        &ust_ctf::datetime::stamp_at(p.registered),
-    );
+    let want = ust_ctf::process_dir(&session.output, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered));
     // A snapshot session writes nothing as it runs: its trace directories are made by
     // each snapshot (`crate::snapshot`).
     let live = !session.snapshot;
@@ -189,30 +181,17 @@ fn fill_process_trace(
     let text = render_metadata(session, p, uuid);
     let clock = p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
     if live {
-        ust_ctf::metadata::write_atomically(&dir, &text)
-            .map_err(io(format!("writing {}/metadata", dir.display())))?;
+        ust_ctf::metadata::write_atomically(&dir, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
     }
     let shm_dir = match &session.shm_dir {
         None => None,
         Some(base) => {
             use std::os::unix::fs::DirBuilderExt;
-            let d = ust_ctf::process_dir(
-                base,
-                p.procname,
-                p.pid,
-                &ust_ctf::datetime::stamp_at(p.registered),
-            );
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&d)
-                .map_err(io(format!("creating {}", d.display())))?;
-            ust_ctf::metadata::write_atomically(&d, &text)
-                .map_err(io(format!("writing {}/metadata", d.display())))?;
-            let json =
-                serde_json::to_vec(p.events).map_err(|e| SetupError::Layout(e.to_string()))?;
-            std::fs::write(d.join(EVENTS_FILE), json)
-                .map_err(io(format!("writing {}/{EVENTS_FILE}", d.display())))?;
+            let d = ust_ctf::process_dir(base, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered));
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&d).map_err(io(format!("creating {}", d.display())))?;
+            ust_ctf::metadata::write_atomically(&d, &text).map_err(io(format!("writing {}/metadata", d.display())))?;
+            let json = serde_json::to_vec(p.events).map_err(|e| SetupError::Layout(e.to_string()))?;
+            std::fs::write(d.join(EVENTS_FILE), json).map_err(io(format!("writing {}/{EVENTS_FILE}", d.display())))?;
             Some(d)
         }
     };
@@ -222,12 +201,7 @@ fn fill_process_trace(
     for (ci, ch) in session.channels.iter().enumerate() {
         let mut chan_fds = Vec::new();
         for cpu in 0..p.ncpus {
-            let identity = StreamIdentity {
-                uuid,
-                stream_id: ci as u32,
-                cpu,
-                stream_instance_id: *next_instance,
-            };
+            let identity = StreamIdentity { uuid, stream_id: ci as u32, cpu, stream_instance_id: *next_instance };
             *next_instance += 1;
             let cfg = buffer_config(&ch.config, identity);
             let name = ust_ctf::stream_file_name(&ch.name, cpu);
@@ -239,10 +213,7 @@ fn fill_process_trace(
                     (b, fd, Some((f, size)), guard)
                 }
                 None => {
-                    let (b, fd) = ringbuffer::shm::create_memfd(
-                        &cfg,
-                        &format!("ust-{}-{}-{}", p.pid, ch.name, cpu),
-                    )?;
+                    let (b, fd) = ringbuffer::shm::create_memfd(&cfg, &format!("ust-{}-{}-{}", p.pid, ch.name, cpu))?;
                     (b, fd, None, None)
                 }
             };
@@ -254,22 +225,9 @@ fn fill_process_trace(
                 current: 0,
                 oldest: 0,
             };
-            let shm = StreamShm {
-                file: shm_file,
-                guard: shm_guard,
-            };
-            let setup = StreamSetup {
-                session: &session.name,
-                channel: &ch.name,
-                config: &ch.config,
-                identity,
-                events: events.clone(),
-                files,
-                live,
-                clock,
-            };
-            let stream = Stream::new(setup, buffer, session.output_error.clone(), shm)
-                .map_err(io("creating stream files"))?;
+            let shm = StreamShm { file: shm_file, guard: shm_guard };
+            let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock };
+            let stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files"))?;
             streams.push(Arc::new(Mutex::new(stream)));
             chan_fds.push(fd);
         }
@@ -286,11 +244,7 @@ fn fill_process_trace(
         slots: vec![None; session.channels.len()],
         streams,
         events: events.clone(),
-        context_sizes: session
-            .channels
-            .iter()
-            .map(|c| ust_core::context::block_size(&c.contexts))
-            .collect(),
+        context_sizes: session.channels.iter().map(|c| ust_core::context::block_size(&c.contexts)).collect(),
         tsc: p.tsc,
         gone: false,
         archived: false,
@@ -304,47 +258,23 @@ fn fill_process_trace(
 fn new_trace_dir(want: &std::path::Path) -> Result<PathBuf, SetupError> {
     use std::os::unix::fs::DirBuilderExt;
     let parent = want.parent().unwrap_or(want);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o750)
-        .create(parent)
-        .map_err(io(format!("creating {}", parent.display())))?;
+    std::fs::DirBuilder::new().recursive(true).mode(0o750).create(parent).map_err(io(format!("creating {}", parent.display())))?;
     for n in 0u32..1000 {
-        let dir = if n == 0 {
-            want.to_path_buf()
-        } else {
-            PathBuf::from(format!("{}-{n}", want.display()))
-        };
+        let dir = if n == 0 { want.to_path_buf() } else { PathBuf::from(format!("{}-{n}", want.display())) };
         match std::fs::DirBuilder::new().mode(0o750).create(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                return Err(SetupError::Io {
-                    what: format!("creating {}", dir.display()),
-                    source: e,
-                })
-            }
+            Err(e) => return Err(SetupError::Io { what: format!("creating {}", dir.display()), source: e }),
         }
     }
-    Err(SetupError::Io {
-        what: format!("creating {}", want.display()),
-        source: std::io::ErrorKind::AlreadyExists.into(),
-    })
+    Err(SetupError::Io { what: format!("creating {}", want.display()), source: std::io::ErrorKind::AlreadyExists.into() })
 }
 
 /// The TSDL metadata of process `p`'s trace (UUID `uuid`) in `session`: its channels and
 /// contexts, its events, the session's clock offset and the process's trace clock.
-fn render_metadata(
-    session: &crate::session::Session,
-    p: &ProcessInfo<'_>,
-    uuid: [u8; 16],
-) -> String {
+fn render_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -> String {
     let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
-    let contexts: Vec<Vec<ust_core::context::ContextType>> = session
-        .channels
-        .iter()
-        .map(|c| c.contexts.clone())
-        .collect();
+    let contexts: Vec<Vec<ust_core::context::ContextType>> = session.channels.iter().map(|c| c.contexts.clone()).collect();
     ust_ctf::metadata::render(&ust_ctf::metadata::TraceMetadata {
         uuid,
         clock_offset_ns: session.clock_offset_ns,
@@ -357,10 +287,7 @@ fn render_metadata(
         channels: &channels,
         contexts: &contexts,
         events: p.events,
-        clock_description: &p
-            .tsc
-            .map_or(TraceClock::Monotonic, TraceClock::Tsc)
-            .description(),
+        clock_description: &p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc).description(),
     })
 }
 
@@ -371,12 +298,7 @@ fn render_metadata(
 ///
 /// # Errors
 /// The I/O error.
-pub fn write_metadata(
-    session: &crate::session::Session,
-    p: &ProcessInfo<'_>,
-    dir: &std::path::Path,
-    uuid: [u8; 16],
-) -> std::io::Result<()> {
+pub fn write_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, dir: &std::path::Path, uuid: [u8; 16]) -> std::io::Result<()> {
     ust_ctf::metadata::write_atomically(dir, &render_metadata(session, p, uuid))
 }
 
@@ -385,11 +307,7 @@ pub fn buffer_config(c: &ChannelConfig, stream: StreamIdentity) -> BufferConfig 
     BufferConfig {
         subbuf_size: c.subbuf_size,
         num_subbuf: c.num_subbuf,
-        mode: if c.overwrite {
-            Mode::Overwrite
-        } else {
-            Mode::Discard
-        },
+        mode: if c.overwrite { Mode::Overwrite } else { Mode::Discard },
         header_size: HEADER_SIZE as u32,
         stream,
     }

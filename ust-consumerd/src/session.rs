@@ -13,10 +13,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use ust_core::clock::{ClockKind, TscParams};
 use ust_core::EventDesc;
-pub use ust_ctl::config::{
-    check_name, check_pids, ChannelConfig, Enabler, LevelFilter, VpidTracker, DEFAULT_CHANNEL,
-    MAX_TRACKED_VPIDS,
-};
+pub use ust_ctl::config::{check_name, Enabler, check_pids, ChannelConfig, LevelFilter, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
 
 /// How the daemon applies an [`Enabler`] to an event (the enabler itself is a request's
 /// content, [`ust_ctl::config::Enabler`]).
@@ -43,13 +40,8 @@ impl EnablerRules for Enabler {
         if !self.matches(e) {
             return Decision::Off;
         }
-        let Some(text) = &self.filter else {
-            return Decision::On;
-        };
-        match ust_ctl::filter::parse(text)
-            .ok()
-            .and_then(|x| ust_core::filter::resolve(&x, e))
-        {
+        let Some(text) = &self.filter else { return Decision::On };
+        match ust_ctl::filter::parse(text).ok().and_then(|x| ust_core::filter::resolve(&x, e)) {
             Some(r) => Decision::Filtered(vec![r]),
             None => Decision::Off,
         }
@@ -103,12 +95,7 @@ pub struct Channel {
 impl Channel {
     /// A channel with no enabler and no context.
     pub fn new(name: impl Into<String>, config: ChannelConfig) -> Channel {
-        Channel {
-            name: name.into(),
-            config,
-            enablers: Vec::new(),
-            contexts: Vec::new(),
-        }
+        Channel { name: name.into(), config, enablers: Vec::new(), contexts: Vec::new() }
     }
 
     /// True when an enabled enabler matches `e` (by name, level and exclusions).
@@ -118,13 +105,7 @@ impl Channel {
 
     /// What the channel's enablers, ORed, say about `e`.
     pub fn decide(&self, e: &EventDesc) -> Decision {
-        self.enablers.iter().fold(Decision::Off, |d, en| {
-            if d == Decision::On {
-                d
-            } else {
-                d.or(en.decide(e))
-            }
-        })
+        self.enablers.iter().fold(Decision::Off, |d, en| if d == Decision::On { d } else { d.or(en.decide(e)) })
     }
 }
 
@@ -264,10 +245,7 @@ impl Session {
     /// For each event of `events`, whether channel `channel` records it now (false for
     /// every event while the session is stopped).
     pub fn mask_bits(&self, channel: usize, events: &[EventDesc]) -> Vec<bool> {
-        self.decisions(channel, events)
-            .into_iter()
-            .map(|d| d != Decision::Off)
-            .collect()
+        self.decisions(channel, events).into_iter().map(|d| d != Decision::Off).collect()
     }
 
     /// For each event of `events`, what channel `channel` does with it now (off for every
@@ -308,17 +286,11 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::borrow::Cow;
     use ust_core::Level;
+    use std::borrow::Cow;
 
     fn ev(p: &'static str, n: &'static str, level: Level) -> EventDesc {
-        EventDesc {
-            provider: Cow::Borrowed(p),
-            name: Cow::Borrowed(n),
-            level,
-            fields: Cow::Borrowed(&[]),
-            location: Cow::Borrowed(""),
-        }
+        EventDesc { provider: Cow::Borrowed(p), name: Cow::Borrowed(n), level, fields: Cow::Borrowed(&[]), location: Cow::Borrowed("") }
     }
 
     #[test]
@@ -340,18 +312,10 @@ mod tests {
         c.enablers = vec![
             Enabler::new("app:*", LevelFilter::UpTo(Level::Warning)),
             Enabler::new("app:dbg", LevelFilter::Only(Level::Debug)),
-            Enabler {
-                enabled: false,
-                ..Enabler::new("*", LevelFilter::Any)
-            },
+            Enabler { enabled: false, ..Enabler::new("*", LevelFilter::Any) },
         ];
         s.channels.push(c);
-        let events = [
-            ev("app", "err", Level::Err),
-            ev("app", "info", Level::Info),
-            ev("app", "dbg", Level::Debug),
-            ev("lib", "x", Level::Emerg),
-        ];
+        let events = [ev("app", "err", Level::Err), ev("app", "info", Level::Info), ev("app", "dbg", Level::Debug), ev("lib", "x", Level::Emerg)];
         assert_eq!(s.mask_bits(0, &events), vec![false; 4]);
         s.started = true;
         assert_eq!(s.mask_bits(0, &events), vec![true, false, true, false]);
@@ -366,51 +330,23 @@ mod tests {
         s.started = true;
         let mut c = Channel::new("c", ChannelConfig::default());
         c.enablers = vec![
-            Enabler {
-                exclusions: vec!["app:no*".into()],
-                ..Enabler::new("app:*", LevelFilter::Any)
-            },
-            Enabler {
-                filter: Some("a > 1".into()),
-                ..Enabler::new("lib:*", LevelFilter::Any)
-            },
-            Enabler {
-                filter: Some("a < 0".into()),
-                ..Enabler::new("lib:x", LevelFilter::Any)
-            },
-            Enabler {
-                filter: Some("missing == 1".into()),
-                ..Enabler::new("lib:y", LevelFilter::Any)
-            },
+            Enabler { exclusions: vec!["app:no*".into()], ..Enabler::new("app:*", LevelFilter::Any) },
+            Enabler { filter: Some("a > 1".into()), ..Enabler::new("lib:*", LevelFilter::Any) },
+            Enabler { filter: Some("a < 0".into()), ..Enabler::new("lib:x", LevelFilter::Any) },
+            Enabler { filter: Some("missing == 1".into()), ..Enabler::new("lib:y", LevelFilter::Any) },
         ];
         s.channels.push(c);
         let mut x = ev("lib", "x", Level::Info);
-        x.fields = Cow::Owned(vec![ust_core::FieldDesc {
-            name: Cow::Borrowed("a"),
-            ty: ust_core::FieldType::Integer(ust_core::IntegerType::I32),
-        }]);
-        let events = [
-            ev("app", "yes", Level::Info),
-            ev("app", "nope", Level::Info),
-            x,
-            ev("lib", "y", Level::Info),
-        ];
+        x.fields = Cow::Owned(vec![ust_core::FieldDesc { name: Cow::Borrowed("a"), ty: ust_core::FieldType::Integer(ust_core::IntegerType::I32) }]);
+        let events = [ev("app", "yes", Level::Info), ev("app", "nope", Level::Info), x, ev("lib", "y", Level::Info)];
         let d = s.decisions(0, &events);
         assert_eq!(d[0], Decision::On);
         assert_eq!(d[1], Decision::Off, "excluded");
-        let Decision::Filtered(f) = &d[2] else {
-            panic!("{:?}", d[2])
-        };
+        let Decision::Filtered(f) = &d[2] else { panic!("{:?}", d[2]) };
         assert_eq!(f.len(), 2, "filters of two enablers OR together");
         assert_eq!(d[3], Decision::Off, "fields the event lacks: false");
-        s.channels[0]
-            .enablers
-            .push(Enabler::new("lib:x", LevelFilter::Any));
-        assert_eq!(
-            s.decisions(0, &events)[2],
-            Decision::On,
-            "an unfiltered enabler wins"
-        );
+        s.channels[0].enablers.push(Enabler::new("lib:x", LevelFilter::Any));
+        assert_eq!(s.decisions(0, &events)[2], Decision::On, "an unfiltered enabler wins");
     }
 
     #[test]

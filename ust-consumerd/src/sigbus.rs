@@ -53,10 +53,7 @@ pub fn register(start: *const u8, len: usize) -> Option<Guard> {
         // Claim the slot first (CLAIMED matches no address), then the length, then the
         // start with Release: the handler reads the start with Acquire and only then the
         // length, and a concurrent registration cannot overwrite a claimed slot's length.
-        if s.load(Ordering::Relaxed) == 0
-            && s.compare_exchange(0, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        {
+        if s.load(Ordering::Relaxed) == 0 && s.compare_exchange(0, CLAIMED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
             LENS[i].store(len, Ordering::Relaxed);
             s.store(start as usize, Ordering::Release);
             return Some(Guard(i));
@@ -117,18 +114,9 @@ mod tests {
     fn a_shrunk_registered_file_reads_zeros_instead_of_killing_the_process() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("buf");
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
         f.set_len(3 * 4096).unwrap();
-        let map = memmap2::MmapOptions::new()
-            .len(3 * 4096)
-            .map_raw(&f)
-            .unwrap();
+        let map = memmap2::MmapOptions::new().len(3 * 4096).map_raw(&f).unwrap();
         // SAFETY: in bounds of the mapping.
         unsafe { map.as_mut_ptr().add(2 * 4096).write_volatile(7) };
         let guard = register(map.as_ptr(), map.len()).unwrap();

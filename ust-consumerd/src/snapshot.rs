@@ -23,14 +23,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use ust_core::EventDesc;
 use ust_ctl::protocol::SnapshotReport;
+use ust_core::EventDesc;
 
-use crate::state::Daemon;
-use crate::stream::Stream;
 use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy};
+use crate::stream::Stream;
 use ust_ctf::index::IndexFile;
 use ust_ctf::stream::StreamFile;
+use crate::state::Daemon;
 
 /// One process's trace as a snapshot needs it.
 struct Source {
@@ -43,22 +43,12 @@ struct Source {
 
 /// Writes one process's trace into `dir` (created): metadata first, then for every stream
 /// the packets its buffer holds, at most `max_packets` (the newest) per stream.
-fn write_process(
-    src: &Source,
-    dir: &Path,
-    max_packets: Option<usize>,
-    report: &mut SnapshotReport,
-) -> Result<(), String> {
+fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &mut SnapshotReport) -> Result<(), String> {
     {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o750)
-            .create(dir)
-            .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o750).create(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
-    ust_ctf::metadata::write_atomically(dir, &src.metadata)
-        .map_err(|e| format!("writing {}/metadata: {e}", dir.display()))?;
+    ust_ctf::metadata::write_atomically(dir, &src.metadata).map_err(|e| format!("writing {}/metadata: {e}", dir.display()))?;
     for s in &src.streams {
         let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
         if s.finished || s.broken {
@@ -72,21 +62,12 @@ fn write_process(
         }
         let Some(buffer) = s.buffer() else { continue };
         let name = ust_ctf::stream_file_name(&s.channel, s.cpu);
-        let mut file = StreamFile::create(dir, &name)
-            .map_err(|e| format!("creating {}/{name}: {e}", dir.display()))?;
-        let mut index = IndexFile::create(dir, &name)
-            .map_err(|e| format!("creating {}/index/{name}.idx: {e}", dir.display()))?;
+        let mut file = StreamFile::create(dir, &name).map_err(|e| format!("creating {}/{name}: {e}", dir.display()))?;
+        let mut index = IndexFile::create(dir, &name).map_err(|e| format!("creating {}/index/{name}.idx: {e}", dir.display()))?;
         let mut held = HeldCopy::new(&s.identity, &src.events);
-        copy_held_packets(
-            buffer,
-            &mut held,
-            src.dead,
-            max_packets,
-            &mut |info, packet| {
-                append_packet(&mut file, &mut index, info, packet)
-                    .map_err(|e| format!("{}: {e}", file.path().display()))
-            },
-        )?;
+        copy_held_packets(buffer, &mut held, src.dead, max_packets, &mut |info, packet| {
+            append_packet(&mut file, &mut index, info, packet).map_err(|e| format!("{}: {e}", file.path().display()))
+        })?;
         report.packets += held.report.packets;
         report.bytes += held.report.bytes;
         report.recovered_packets += held.report.recovered;
@@ -99,11 +80,7 @@ fn write_process(
 fn source(t: &crate::process_trace::ProcessTrace) -> Source {
     let events: Arc<[EventDesc]> = t.events.clone();
     Source {
-        dir_name: t
-            .dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| format!("{}-{}", t.procname, t.pid)),
+        dir_name: t.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| format!("{}-{}", t.procname, t.pid)),
         metadata: t.metadata.clone(),
         streams: t.streams.clone(),
         events,
@@ -119,45 +96,23 @@ fn source(t: &crate::process_trace::ProcessTrace) -> Source {
 /// # Errors
 /// A message when the session is not a snapshot session, is not started, `max_size` is
 /// smaller than one sub-buffer per stream, or writing fails.
-pub fn record(
-    daemon: &Daemon,
-    name: &str,
-    max_size: Option<u64>,
-) -> Result<SnapshotReport, String> {
+pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<SnapshotReport, String> {
     let (dir, sources, max_subbuf) = {
         let mut st = daemon.lock();
-        let Some(ss) = st.sessions.get_mut(name) else {
-            return Err(format!("no session named {name:?}"));
-        };
+        let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
         if !ss.session.snapshot {
             return Err(format!(
                 "session {name} is not a snapshot session: create one with `ust create NAME --snapshot` (its traces are written as they are recorded)"
             ));
         }
         if !ss.session.started {
-            return Err(format!(
-                "session {name} is not started: start it with `ust start` before taking a snapshot"
-            ));
+            return Err(format!("session {name} is not started: start it with `ust start` before taking a snapshot"));
         }
         ss.session.snapshots_taken += 1;
         let n = ss.session.snapshots_taken;
-        let dir = ss
-            .session
-            .output
-            .join(format!("snapshot-{n}-{}", ust_ctf::datetime::stamp()));
-        let sources: Vec<Source> = ss
-            .traces
-            .values()
-            .filter(|t| !t.gone || t.retained)
-            .map(source)
-            .collect();
-        let max_subbuf = ss
-            .session
-            .channels
-            .iter()
-            .map(|c| c.config.subbuf_size)
-            .max()
-            .unwrap_or(0);
+        let dir = ss.session.output.join(format!("snapshot-{n}-{}", ust_ctf::datetime::stamp()));
+        let sources: Vec<Source> = ss.traces.values().filter(|t| !t.gone || t.retained).map(source).collect();
+        let max_subbuf = ss.session.channels.iter().map(|c| c.config.subbuf_size).max().unwrap_or(0);
         (dir, sources, max_subbuf)
     };
     let nstreams: usize = sources.iter().map(|s| s.streams.len()).sum();
@@ -175,10 +130,7 @@ pub fn record(
             Some(packets as usize)
         }
     };
-    let mut report = SnapshotReport {
-        dir: dir.clone(),
-        ..SnapshotReport::default()
-    };
+    let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for src in &sources {
         let pdir = dir.join("ust").join("pid").join(&src.dir_name);
@@ -205,12 +157,7 @@ pub fn post_mortem(daemon: &Daemon, app_id: u64, death_stamp: &str) -> Vec<(Stri
             .filter(|ss| ss.session.snapshot)
             .filter_map(|ss| {
                 let t = ss.traces.get(&app_id)?;
-                let dir = ust_ctf::process_dir(
-                    &ss.session.output.join("post-mortem"),
-                    &t.procname,
-                    t.pid,
-                    death_stamp,
-                );
+                let dir = ust_ctf::process_dir(&ss.session.output.join("post-mortem"), &t.procname, t.pid, death_stamp);
                 // `process_dir` puts `ust/pid/` in between; the contract has none here.
                 let dir = ss.session.output.join("post-mortem").join(dir.file_name()?);
                 let mut src = source(t);
@@ -221,10 +168,7 @@ pub fn post_mortem(daemon: &Daemon, app_id: u64, death_stamp: &str) -> Vec<(Stri
     };
     let mut done = Vec::new();
     for (session, dir, src) in jobs {
-        let mut report = SnapshotReport {
-            dir: dir.clone(),
-            ..SnapshotReport::default()
-        };
+        let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
         match write_process(&src, &dir, None, &mut report) {
             Ok(()) => {
                 crate::log!(
@@ -235,10 +179,7 @@ pub fn post_mortem(daemon: &Daemon, app_id: u64, death_stamp: &str) -> Vec<(Stri
                 );
                 done.push((session, dir));
             }
-            Err(e) => crate::log!(
-                "session {session}: post-mortem trace to {} failed: {e}",
-                dir.display()
-            ),
+            Err(e) => crate::log!("session {session}: post-mortem trace to {} failed: {e}", dir.display()),
         }
     }
     done

@@ -80,11 +80,7 @@ impl Daemon {
     /// The drain loop's sleep: `d`, or until [`Daemon::wake_drain`].
     pub fn drain_sleep(&self, d: Duration) {
         let guard = self.drain_wake.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (mut woken, _) = self
-            .drain_wake
-            .1
-            .wait_timeout_while(guard, d, |w| !*w)
-            .unwrap_or_else(|e| e.into_inner());
+        let (mut woken, _) = self.drain_wake.1.wait_timeout_while(guard, d, |w| !*w).unwrap_or_else(|e| e.into_inner());
         *woken = false;
     }
 }
@@ -134,11 +130,7 @@ impl SyncState {
             if now >= deadline {
                 return false;
             }
-            g = self
-                .cv
-                .wait_timeout(g, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            g = self.cv.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
 }
@@ -208,11 +200,7 @@ pub const MAX_UNTRACED: usize = 32;
 impl SessionState {
     /// A session with no process trace yet.
     pub fn new(session: Session) -> SessionState {
-        SessionState {
-            session,
-            traces: BTreeMap::new(),
-            untraced: Default::default(),
-        }
+        SessionState { session, traces: BTreeMap::new(), untraced: Default::default() }
     }
 
     /// Remembers that process `pid` (`procname`) runs untraced, and why.
@@ -220,11 +208,7 @@ impl SessionState {
         if self.untraced.len() == MAX_UNTRACED {
             self.untraced.pop_front();
         }
-        self.untraced.push_back(ust_ctl::protocol::UntracedProcess {
-            pid,
-            procname: procname.to_string(),
-            reason,
-        });
+        self.untraced.push_back(ust_ctl::protocol::UntracedProcess { pid, procname: procname.to_string(), reason });
     }
 }
 
@@ -268,8 +252,7 @@ impl State {
             Ok(added) => added,
             Err(reason) => {
                 crate::log!("session {name}: {reason}");
-                if let (Some(ss), Some(app)) = (self.sessions.get_mut(name), self.apps.get(&app_id))
-                {
+                if let (Some(ss), Some(app)) = (self.sessions.get_mut(name), self.apps.get(&app_id)) {
                     ss.record_untraced(app.pid, &app.procname, reason);
                 }
                 false
@@ -280,12 +263,8 @@ impl State {
     /// [`State::attach`]: `Ok(false)` when the session does not take the process now,
     /// `Err(why)` when it should but cannot.
     fn try_attach(&mut self, name: &str, app_id: u64) -> Result<bool, String> {
-        let Some(ss) = self.sessions.get(name) else {
-            return Ok(false);
-        };
-        let Some(app) = self.apps.get(&app_id) else {
-            return Ok(false);
-        };
+        let Some(ss) = self.sessions.get(name) else { return Ok(false) };
+        let Some(app) = self.apps.get(&app_id) else { return Ok(false) };
         if !app.alive || !ss.session.started || !ss.session.takes(app.token.as_deref()) {
             return Ok(false);
         }
@@ -298,19 +277,10 @@ impl State {
             return Ok(false);
         }
         if let Some(e) = ss.session.output_error.get() {
-            return Err(format!(
-                "process {} not traced: the session's output is stopped ({e})",
-                app.pid
-            ));
+            return Err(format!("process {} not traced: the session's output is stopped ({e})", app.pid));
         }
         // The `ip` context came with ABI minor 2: an older runtime could not read the grant.
-        if app.abi_minor < 2
-            && ss
-                .session
-                .channels
-                .iter()
-                .any(|c| c.contexts.contains(&ust_core::context::ContextType::Ip))
-        {
+        if app.abi_minor < 2 && ss.session.channels.iter().any(|c| c.contexts.contains(&ust_core::context::ContextType::Ip)) {
             return Err(format!(
                 "process {} not traced: its ust runtime (ABI {}.{}) predates the ip context the session records; rebuild it with a newer ust",
                 app.pid,
@@ -318,19 +288,13 @@ impl State {
                 app.abi_minor
             ));
         }
-        let free = (0..MAX_CHANNELS)
-            .filter(|s| !app.slots.contains_key(s))
-            .count();
+        let free = (0..MAX_CHANNELS).filter(|s| !app.slots.contains_key(s)).count();
         if free < ss.session.channels.len() {
-            return Err(format!(
-                "process {} not traced: it has no free channel slot left",
-                app.pid
-            ));
+            return Err(format!("process {} not traced: it has no free channel slot left", app.pid));
         }
         // Each buffer costs a memfd (until sent) plus a stream and an index file; keep a
         // margin for control connections and metadata files.
-        let need =
-            ss.session.channels.len() as u64 * u64::from(app.ncpus) * 3 + crate::fds::FD_MARGIN;
+        let need = ss.session.channels.len() as u64 * u64::from(app.ncpus) * 3 + crate::fds::FD_MARGIN;
         if crate::fds::fd_headroom() < need {
             return Err(format!(
                 "process {} ({}) not traced: out of file descriptors ({}; it needs {need}); raise ust-consumerd's limit (ulimit -n)",
@@ -342,10 +306,7 @@ impl State {
         // The session's clock, else the one the process asked for (UST_CLOCK).
         let tsc = if ss.session.clock.or(app.clock) == Some(ClockKind::Tsc) {
             let pid = app.pid;
-            let params = self
-                .sessions
-                .get_mut(name)
-                .and_then(|ss| ss.session.tsc_params());
+            let params = self.sessions.get_mut(name).and_then(|ss| ss.session.tsc_params());
             if params.is_none() {
                 crate::log!("session {name}: process {pid} asked for the TSC clock; no invariant TSC here, CLOCK_MONOTONIC instead");
             }
@@ -353,9 +314,7 @@ impl State {
         } else {
             None
         };
-        let (Some(ss), Some(app)) = (self.sessions.get(name), self.apps.get(&app_id)) else {
-            return Ok(false);
-        };
+        let (Some(ss), Some(app)) = (self.sessions.get(name), self.apps.get(&app_id)) else { return Ok(false) };
         let info = ProcessInfo {
             pid: app.pid,
             procname: &app.procname,
@@ -364,27 +323,12 @@ impl State {
             events: &app.events,
             tsc,
         };
-        let (mut trace, fds) = match crate::process_trace::create_process_trace(
-            &ss.session,
-            &info,
-            &mut self.next_instance,
-            &mut self.event_tables,
-        ) {
+        let (mut trace, fds) = match crate::process_trace::create_process_trace(&ss.session, &info, &mut self.next_instance, &mut self.event_tables) {
             Ok(x) => x,
-            Err(e) => {
-                return Err(format!(
-                    "process {} not traced: cannot set up its buffers: {e}",
-                    app.pid
-                ))
-            }
+            Err(e) => return Err(format!("process {} not traced: cannot set up its buffers: {e}", app.pid)),
         };
         let channels: Vec<String> = ss.session.channels.iter().map(|c| c.name.clone()).collect();
-        let contexts: Vec<Vec<ust_core::context::ContextType>> = ss
-            .session
-            .channels
-            .iter()
-            .map(|c| c.contexts.clone())
-            .collect();
+        let contexts: Vec<Vec<ust_core::context::ContextType>> = ss.session.channels.iter().map(|c| c.contexts.clone()).collect();
         let app = self.apps.get_mut(&app_id).expect("checked above");
         for (ci, chan_fds) in fds.into_iter().enumerate() {
             let slot = app.free_slot().expect("counted above");
@@ -402,17 +346,8 @@ impl State {
                 chan_fds,
             );
         }
-        crate::log!(
-            "session {name}: tracing process {} ({}) into {}",
-            app.pid,
-            app.procname,
-            trace.dir.display()
-        );
-        self.sessions
-            .get_mut(name)
-            .expect("checked above")
-            .traces
-            .insert(app_id, trace);
+        crate::log!("session {name}: tracing process {} ({}) into {}", app.pid, app.procname, trace.dir.display());
+        self.sessions.get_mut(name).expect("checked above").traces.insert(app_id, trace);
         Ok(true)
     }
 
@@ -427,34 +362,21 @@ impl State {
     /// does not track the process (`ust untrack --vpid`) are all clear: its buffers stay
     /// mapped in the process, and nothing is written to them until it is tracked again.
     pub fn masks_and_filters(&self, app_id: u64) -> (Vec<u64>, Vec<EventFilter>) {
-        let Some(app) = self.apps.get(&app_id) else {
-            return (Vec::new(), Vec::new());
-        };
+        let Some(app) = self.apps.get(&app_id) else { return (Vec::new(), Vec::new()) };
         let mut masks = vec![0u64; app.events.len()];
         let mut filters = Vec::new();
         for (slot, (sname, ci)) in &app.slots {
-            let Some(ss) = self.sessions.get(sname) else {
-                continue;
-            };
+            let Some(ss) = self.sessions.get(sname) else { continue };
             if !ss.session.tracks(app.pid) {
                 continue;
             }
-            for (i, d) in ss
-                .session
-                .decisions(*ci, &app.events)
-                .into_iter()
-                .enumerate()
-            {
+            for (i, d) in ss.session.decisions(*ci, &app.events).into_iter().enumerate() {
                 match d {
                     Decision::Off => {}
                     Decision::On => masks[i] |= 1u64 << slot,
                     Decision::Filtered(any_of) => {
                         masks[i] |= 1u64 << slot;
-                        filters.push(EventFilter {
-                            event: i as u32,
-                            slot: *slot,
-                            any_of,
-                        });
+                        filters.push(EventFilter { event: i as u32, slot: *slot, any_of });
                     }
                 }
             }
@@ -481,16 +403,11 @@ impl State {
     /// traces keep pid, name and directory), so the table does not grow forever.
     pub fn forget_gone_apps(&mut self) {
         let sessions = &self.sessions;
-        self.apps
-            .retain(|id, a| a.alive || sessions.values().any(|ss| ss.traces.contains_key(id)));
+        self.apps.retain(|id, a| a.alive || sessions.values().any(|ss| ss.traces.contains_key(id)));
     }
 
     /// Ids of live processes that have a slot in session `name`.
     pub fn apps_of(&self, name: &str) -> Vec<u64> {
-        self.apps
-            .values()
-            .filter(|a| a.alive && a.slots.values().any(|(s, _)| s == name))
-            .map(|a| a.id)
-            .collect()
+        self.apps.values().filter(|a| a.alive && a.slots.values().any(|(s, _)| s == name)).map(|a| a.id).collect()
     }
 }

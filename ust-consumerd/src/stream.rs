@@ -166,13 +166,9 @@ impl TraceFiles {
     /// The I/O error, its message naming the file.
     pub fn create(&self, k: u64) -> std::io::Result<(StreamFile, IndexFile)> {
         let (dir, name) = (&self.dir, self.name(k));
-        let ctx = |what: String| {
-            move |e: std::io::Error| std::io::Error::new(e.kind(), format!("creating {what}: {e}"))
-        };
-        let file =
-            StreamFile::create(dir, &name).map_err(ctx(format!("{}/{name}", dir.display())))?;
-        let index = IndexFile::create(dir, &name)
-            .map_err(ctx(format!("{}/index/{name}.idx", dir.display())))?;
+        let ctx = |what: String| move |e: std::io::Error| std::io::Error::new(e.kind(), format!("creating {what}: {e}"));
+        let file = StreamFile::create(dir, &name).map_err(ctx(format!("{}/{name}", dir.display())))?;
+        let index = IndexFile::create(dir, &name).map_err(ctx(format!("{}/index/{name}.idx", dir.display())))?;
         Ok((file, index))
     }
 
@@ -230,12 +226,7 @@ impl Stream {
     ///
     /// # Errors
     /// Creating the files failed.
-    pub fn new(
-        setup: StreamSetup<'_>,
-        buffer: Buffer,
-        output_error: crate::session::OutputError,
-        shm: StreamShm,
-    ) -> std::io::Result<Stream> {
+    pub fn new(setup: StreamSetup<'_>, buffer: Buffer, output_error: crate::session::OutputError, shm: StreamShm) -> std::io::Result<Stream> {
         let (file, index) = if setup.live {
             let (file, index) = setup.files.create(0)?;
             (Some(file), Some(index))
@@ -244,8 +235,7 @@ impl Stream {
         };
         let now = Instant::now();
         let read_period = Duration::from_micros(setup.config.read_timer_us.max(1));
-        let switch_period = (setup.config.switch_timer_us > 0)
-            .then(|| Duration::from_micros(setup.config.switch_timer_us));
+        let switch_period = (setup.config.switch_timer_us > 0).then(|| Duration::from_micros(setup.config.switch_timer_us));
         Ok(Stream {
             session: setup.session.to_string(),
             channel: setup.channel.to_string(),
@@ -283,9 +273,7 @@ impl Stream {
             return 0;
         }
         // Taken out for the loop (the packet writer borrows `self` mutably); put back below.
-        let Some(buffer) = self.buffer.take() else {
-            return 0;
-        };
+        let Some(buffer) = self.buffer.take() else { return 0 };
         // One copy buffer per thread, not per stream: the daemon's anonymous memory stays
         // at about one sub-buffer per draining thread however many streams there are.
         let mut scratch = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
@@ -297,16 +285,10 @@ impl Stream {
                 Ok(Some(sb)) => sb,
                 Ok(None) => break,
                 // One packet's control words are scribbled: drop that packet, go on.
-                Err(
-                    e @ (ringbuffer::ReadError::ContentSize { .. }
-                    | ringbuffer::ReadError::PacketSeq { .. }),
-                ) if buffer.skip_subbuf().is_ok() => {
-                    crate::log!(
-                        "{}/{} cpu {}: bad packet skipped: {e}",
-                        self.session,
-                        self.channel,
-                        self.cpu
-                    );
+                Err(e @ (ringbuffer::ReadError::ContentSize { .. } | ringbuffer::ReadError::PacketSeq { .. }))
+                    if buffer.skip_subbuf().is_ok() =>
+                {
+                    crate::log!("{}/{} cpu {}: bad packet skipped: {e}", self.session, self.channel, self.cpu);
                     self.stats.bad_packets += 1;
                     continue;
                 }
@@ -323,12 +305,7 @@ impl Stream {
             };
             let copied = buffer.copy_subbuf(&sb, &mut scratch);
             if let Err(e) = copied {
-                crate::log!(
-                    "{}/{} cpu {}: copying sub-buffer failed: {e}; skipped",
-                    self.session,
-                    self.channel,
-                    self.cpu
-                );
+                crate::log!("{}/{} cpu {}: copying sub-buffer failed: {e}; skipped", self.session, self.channel, self.cpu);
                 self.stats.bad_packets += 1;
             } else {
                 match PacketInfo::parse(&scratch, &self.identity) {
@@ -359,12 +336,7 @@ impl Stream {
                         }
                     }
                     Err(e) => {
-                        crate::log!(
-                            "{}/{} cpu {}: bad packet skipped: {e}",
-                            self.session,
-                            self.channel,
-                            self.cpu
-                        );
+                        crate::log!("{}/{} cpu {}: bad packet skipped: {e}", self.session, self.channel, self.cpu);
                         self.stats.bad_packets += 1;
                     }
                 }
@@ -389,11 +361,7 @@ impl Stream {
     /// The session's output failed at `path`: stop every stream of the session (this one
     /// now, the others at their next packet) and say so once, clearly.
     fn output_failed(&mut self, path: &std::path::Path, e: &std::io::Error) {
-        let what = if e.raw_os_error() == Some(libc::ENOSPC) {
-            "disk full"
-        } else {
-            "write error"
-        };
+        let what = if e.raw_os_error() == Some(libc::ENOSPC) { "disk full" } else { "write error" };
         let msg = format!("{what} writing {}: {e}", path.display());
         if self.output_error.set(msg.clone()) {
             crate::log!(
@@ -418,18 +386,11 @@ impl Stream {
                 self.files.current = k;
             }
             Err(e) => {
-                crate::log!(
-                    "{}/{} cpu {}: {e}; stream closed",
-                    self.session,
-                    self.channel,
-                    self.cpu
-                );
+                crate::log!("{}/{} cpu {}: {e}; stream closed", self.session, self.channel, self.cpu);
                 return;
             }
         }
-        while self.files.max_count > 0
-            && self.files.current - self.files.oldest + 1 > self.files.max_count
-        {
+        while self.files.max_count > 0 && self.files.current - self.files.oldest + 1 > self.files.max_count {
             let name = self.files.name(self.files.oldest);
             let _ = std::fs::remove_file(self.files.dir.join(&name));
             let _ = std::fs::remove_file(self.files.dir.join("index").join(format!("{name}.idx")));
@@ -467,11 +428,7 @@ impl Stream {
             self.file = None;
             self.index = None;
         }
-        if self.files.max_size > 0
-            && self.file.as_ref().is_some_and(|f| {
-                !f.is_empty() && f.len() + packet.len() as u64 > self.files.max_size
-            })
-        {
+        if self.files.max_size > 0 && self.file.as_ref().is_some_and(|f| !f.is_empty() && f.len() + packet.len() as u64 > self.files.max_size) {
             self.next_piece();
         }
         let (Some(file), Some(_)) = (self.file.as_mut(), self.index.as_ref()) else {
@@ -495,23 +452,14 @@ impl Stream {
             let file = self.file.as_mut().expect("checked above");
             let path = file.path().to_path_buf();
             let _ = file.truncate_to(offset);
-            self.output_failed(
-                &path.with_file_name(format!(
-                    "index/{}.idx",
-                    path.file_name().unwrap_or_default().to_string_lossy()
-                )),
-                &e,
-            );
+            self.output_failed(&path.with_file_name(format!("index/{}.idx", path.file_name().unwrap_or_default().to_string_lossy())), &e);
             self.stats.unwritten_packets += 1;
             return false;
         }
         // Every value here comes from shared memory (an app can write any of them):
         // wrapping/saturating arithmetic only, the daemon must not panic on them.
         let expected = self.last.map_or(0, |l| l.seq.wrapping_add(1));
-        self.stats.lost_packets = self
-            .stats
-            .lost_packets
-            .saturating_add(info.packet_seq_num.saturating_sub(expected));
+        self.stats.lost_packets = self.stats.lost_packets.saturating_add(info.packet_seq_num.saturating_sub(expected));
         self.stats.packets += 1;
         self.stats.bytes = self.stats.bytes.saturating_add(packet.len() as u64);
         self.stats.discarded = self.stats.discarded.max(info.events_discarded);
@@ -530,9 +478,7 @@ impl Stream {
     /// be in no packet, and babeltrace2 would not report them. LTTng's consumer does the
     /// same with an empty-packet flush when a stream ends.
     fn write_closing_packet(&mut self) {
-        let Some(b) = self.buffer.as_ref() else {
-            return;
-        };
+        let Some(b) = self.buffer.as_ref() else { return };
         let c = b.counters();
         let subbuf = b.config().subbuf_size.max(1);
         let discarded = c.discarded();
@@ -564,12 +510,7 @@ impl Stream {
         let info = match PacketInfo::parse(&header, &self.identity) {
             Ok(i) => i,
             Err(e) => {
-                crate::log!(
-                    "{}/{} cpu {}: closing packet not written: {e}",
-                    self.session,
-                    self.channel,
-                    self.cpu
-                );
+                crate::log!("{}/{} cpu {}: closing packet not written: {e}", self.session, self.channel, self.cpu);
                 return;
             }
         };
@@ -579,10 +520,7 @@ impl Stream {
     fn refresh_counters(&mut self) {
         if let Some(b) = self.buffer.as_ref() {
             let c = b.counters();
-            let lost = c
-                .lost_full
-                .saturating_add(c.lost_big)
-                .saturating_add(c.lost_nesting);
+            let lost = c.lost_full.saturating_add(c.lost_big).saturating_add(c.lost_nesting);
             self.stats.discarded = self.stats.discarded.max(lost);
             self.stats.overwritten = self.stats.overwritten.max(c.overwritten);
         }
@@ -593,9 +531,7 @@ impl Stream {
     /// The check runs before each access; a file shrunk during one access faults, and the
     /// SIGBUS handler of [`crate::sigbus`] turns that into zero pages the reader skips.
     pub fn shm_intact(&mut self) -> bool {
-        let Some((f, size)) = self.shm_file.as_ref() else {
-            return true;
-        };
+        let Some((f, size)) = self.shm_file.as_ref() else { return true };
         if self.broken {
             return false;
         }
@@ -676,8 +612,7 @@ impl Stream {
                 self.stats.bad_packets += r.bad_packets;
                 self.stats.recovered_packets += r.recovered;
                 self.stats.recovery_lost = self.stats.recovery_lost.saturating_add(r.lost_events);
-                self.stats.undelivered_bytes =
-                    self.stats.undelivered_bytes.saturating_add(r.lost_bytes);
+                self.stats.undelivered_bytes = self.stats.undelivered_bytes.saturating_add(r.lost_bytes);
                 if r.recovered > 0 {
                     crate::log!(
                         "{what}: recovered {} record(s) from {} sub-buffer(s) a dead writer left incomplete; {} byte(s) after an uncommitted slot reported as up to {} lost event(s)",

@@ -18,14 +18,7 @@ fn argument_errors_exit_2() {
         &["enable-channel"],
         &["enable-event"],
         &["enable-event", "--loglevel", "nope", "a:b"],
-        &[
-            "enable-event",
-            "-a",
-            "--loglevel",
-            "1",
-            "--loglevel-only",
-            "2",
-        ],
+        &["enable-event", "-a", "--loglevel", "1", "--loglevel-only", "2"],
         &["enable-channel", "c", "--subbuf-size", "5000"],
         &["enable-channel", "c", "--num-subbuf", "3"],
         &["enable-channel", "c", "--overwrite", "--discard"],
@@ -33,42 +26,21 @@ fn argument_errors_exit_2() {
         &["list", "--nope"],
     ] {
         let o = d.ust(args);
-        assert_eq!(
-            o.status.code(),
-            Some(2),
-            "ust {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        assert_eq!(o.status.code(), Some(2), "ust {args:?}: {}", String::from_utf8_lossy(&o.stderr));
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(
-            err.contains("Usage") || err.contains("--help"),
-            "ust {args:?} prints usage: {err}"
-        );
+        assert!(err.contains("Usage") || err.contains("--help"), "ust {args:?} prints usage: {err}");
     }
 }
 
 #[test]
 fn commands_without_a_daemon_say_how_to_start_one() {
     let d = TestDaemon::without_daemon();
-    for args in [
-        &["list"][..],
-        &["start"],
-        &["status"],
-        &["enable-event", "-a"],
-        &["list", "--apps"],
-        &["destroy", "x"],
-    ] {
+    for args in [&["list"][..], &["start"], &["status"], &["enable-event", "-a"], &["list", "--apps"], &["destroy", "x"]] {
         let o = d.ust(args);
         assert_eq!(o.status.code(), Some(1), "ust {args:?}");
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(
-            err.contains("no ust-consumerd is running"),
-            "ust {args:?}: {err}"
-        );
-        assert!(
-            err.contains("ust-consumerd --daemonize"),
-            "ust {args:?}: {err}"
-        );
+        assert!(err.contains("no ust-consumerd is running"), "ust {args:?}: {err}");
+        assert!(err.contains("ust-consumerd --daemonize"), "ust {args:?}: {err}");
     }
     assert!(!d.socket("ctl").exists(), "no daemon was started");
 }
@@ -86,10 +58,7 @@ fn create_starts_the_daemon_and_not_supported_options_fail() {
     // Default name and output.
     let stdout = d.ust_ok(&["create"]);
     assert!(stdout.contains("Session auto-"), "{stdout}");
-    assert!(
-        stdout.contains(&format!("{}/ust-traces/auto-", d.home.path().display())),
-        "{stdout}"
-    );
+    assert!(stdout.contains(&format!("{}/ust-traces/auto-", d.home.path().display())), "{stdout}");
 }
 
 #[test]
@@ -97,26 +66,9 @@ fn session_round_trip() {
     let d = TestDaemon::start();
     let out = d.output("trace");
     d.ust_ok(&["create", "s1", "--output", out.to_str().unwrap()]);
-    d.ust_ok(&[
-        "enable-channel",
-        "c1",
-        "--subbuf-size",
-        "8k",
-        "--num-subbuf",
-        "4",
-        "--read-timer",
-        "5000",
-        "-u",
-    ]);
+    d.ust_ok(&["enable-channel", "c1", "--subbuf-size", "8k", "--num-subbuf", "4", "--read-timer", "5000", "-u"]);
     d.ust_ok(&["enable-event", "-u", "-a"]);
-    d.ust_ok(&[
-        "enable-event",
-        "-c",
-        "c1",
-        "app:*,lib:x",
-        "--loglevel",
-        "TRACE_WARNING",
-    ]);
+    d.ust_ok(&["enable-event", "-c", "c1", "app:*,lib:x", "--loglevel", "TRACE_WARNING"]);
 
     let sessions = d.ust_json(&["list", "--json"]);
     assert_eq!(sessions.as_array().unwrap().len(), 1);
@@ -153,10 +105,7 @@ fn session_round_trip() {
     assert_eq!(detail["channels"][0]["enablers"][1]["enabled"], false);
 
     d.ust_ok(&["stop", "s1"]);
-    assert_eq!(
-        d.ust_json(&["status", "--json"])["session"]["summary"]["active"],
-        false
-    );
+    assert_eq!(d.ust_json(&["status", "--json"])["session"]["summary"]["active"], false);
     let text = d.ust_ok(&["list", "s1"]);
     assert!(text.contains("Tracing session s1: [inactive]"), "{text}");
     d.ust_ok(&["destroy"]);
@@ -170,11 +119,7 @@ fn session_round_trip() {
     ] {
         let o = d.ust(args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");
-        assert!(
-            String::from_utf8_lossy(&o.stderr).contains(needle),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        assert!(String::from_utf8_lossy(&o.stderr).contains(needle), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
     }
     d.ust_ok(&["create", "s2", "--output", out.to_str().unwrap()]);
     let o = d.ust(&["enable-event", "-c", "nochan", "a:b"]);
@@ -193,10 +138,7 @@ fn malformed_control_messages_get_an_error_and_the_daemon_goes_on() {
     s.write_all(&5u32.to_le_bytes()).unwrap();
     s.write_all(b"{bad}").unwrap();
     let r: Reply = ust_core::protocol::read_frame(&s).unwrap();
-    assert!(
-        matches!(r, Reply::Error { ref message } if message.contains("malformed")),
-        "{r:?}"
-    );
+    assert!(matches!(r, Reply::Error { ref message } if message.contains("malformed")), "{r:?}");
     // Oversized frame.
     let mut s = UnixStream::connect(d.socket("ctl")).unwrap();
     s.write_all(&u32::MAX.to_le_bytes()).unwrap();
@@ -204,23 +146,10 @@ fn malformed_control_messages_get_an_error_and_the_daemon_goes_on() {
     assert!(matches!(r, Reply::Error { .. }));
     // Wrong version.
     let s = UnixStream::connect(d.socket("ctl")).unwrap();
-    ust_core::protocol::write_frame(
-        &s,
-        &ust_ctl::protocol::Request {
-            version: 99,
-            command: Command::Ping,
-        },
-    )
-    .unwrap();
+    ust_core::protocol::write_frame(&s, &ust_ctl::protocol::Request { version: 99, command: Command::Ping }).unwrap();
     let r: Reply = ust_core::protocol::read_frame(&s).unwrap();
-    assert!(
-        matches!(r, Reply::Error { ref message } if message.contains("version")),
-        "{r:?}"
-    );
+    assert!(matches!(r, Reply::Error { ref message } if message.contains("version")), "{r:?}");
     // Still serving.
-    assert!(matches!(
-        d.client().call(Command::Ping),
-        Ok(Payload::Pong { version: 1, .. })
-    ));
+    assert!(matches!(d.client().call(Command::Ping), Ok(Payload::Pong { version: 1, .. })));
     d.ust_ok(&["list"]);
 }

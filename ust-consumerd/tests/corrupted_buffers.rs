@@ -16,10 +16,10 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use common::{babeltrace, bt_events, output_within, program, TestDaemon};
-use proptest::prelude::*;
-use ringbuffer::{Buffer, SlotSize};
 use ust_consumerd::process_trace::{create_process_trace, ProcessInfo};
 use ust_consumerd::session::{Channel, ChannelConfig, Session};
+use proptest::prelude::*;
+use ringbuffer::{Buffer, SlotSize};
 use ust_core::clock::Monotonic;
 use ust_core::packet::CtfPacketLayout;
 use ust_core::{EventDesc, FieldDesc, FieldType, IntegerType, Level};
@@ -29,10 +29,7 @@ fn event() -> EventDesc {
         provider: Cow::Borrowed("fz"),
         name: Cow::Borrowed("ev"),
         level: Level::Info,
-        fields: Cow::Owned(vec![FieldDesc {
-            name: Cow::Borrowed("v"),
-            ty: FieldType::Integer(IntegerType::U64),
-        }]),
+        fields: Cow::Owned(vec![FieldDesc { name: Cow::Borrowed("v"), ty: FieldType::Integer(IntegerType::U64) }]),
         location: Cow::Borrowed("fuzz"),
     }
 }
@@ -44,13 +41,8 @@ fn write_events(buf: &Buffer, n: u64) -> bool {
         for v in 0..n {
             let id = ust_core::protocol::event_id(0);
             let (c, e) = ust_core::event_header::sizes(id);
-            let size = SlotSize {
-                compact: (c + 8) as u32,
-                extended: (e + 8) as u32,
-            };
-            let Ok(mut r) = buf.reserve(&CtfPacketLayout, &Monotonic, size) else {
-                continue;
-            };
+            let size = SlotSize { compact: (c + 8) as u32, extended: (e + 8) as u32 };
+            let Ok(mut r) = buf.reserve(&CtfPacketLayout, &Monotonic, size) else { continue };
             let (ts, ext) = (r.timestamp, r.extended);
             let s = buf.slot(&mut r);
             let (b0, h) = ust_core::event_header::write(s, id, ts, ext);
@@ -69,24 +61,9 @@ fn scribbled_case(before: u64, scribbles: &[(u32, u64, bool)], after: u64) {
     let events = vec![event()];
     let out = tempfile::tempdir().unwrap();
     let mut session = Session::new("fz".into(), out.path().to_path_buf(), None);
-    session.channels.push(Channel::new(
-        "ch",
-        ChannelConfig {
-            subbuf_size: 4096,
-            num_subbuf: 4,
-            ..Default::default()
-        },
-    ));
-    let info = ProcessInfo {
-        pid: 77,
-        procname: "fz",
-        ncpus: 1,
-        registered: 0,
-        events: &events,
-        tsc: None,
-    };
-    let (trace, fds) =
-        create_process_trace(&session, &info, &mut 0, &mut Default::default()).unwrap();
+    session.channels.push(Channel::new("ch", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
+    let info = ProcessInfo { pid: 77, procname: "fz", ncpus: 1, registered: 0, events: &events, tsc: None };
+    let (trace, fds) = create_process_trace(&session, &info, &mut 0, &mut Default::default()).unwrap();
     let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
     let map = memmap2::MmapOptions::new().map_raw(&f).unwrap();
     let len = map.len();
@@ -95,20 +72,13 @@ fn scribbled_case(before: u64, scribbles: &[(u32, u64, bool)], after: u64) {
     // Truncating a sealed memfd is refused: the daemon's mapping can never SIGBUS.
     let err = rustix::fs::ftruncate(&f, 0).expect_err("a sealed buffer cannot shrink");
     assert_eq!(err, rustix::io::Errno::PERM);
-    assert!(
-        rustix::fs::ftruncate(&f, len as u64 * 2).is_err(),
-        "a sealed buffer cannot grow"
-    );
+    assert!(rustix::fs::ftruncate(&f, len as u64 * 2).is_err(), "a sealed buffer cannot grow");
     let stream = trace.streams[0].clone();
     let (tx, rx) = std::sync::mpsc::channel();
     write_events(&buf, before);
     stream.lock().unwrap().drain();
     for &(off, val, meta) in scribbles {
-        let off = if meta {
-            off as usize % 8192
-        } else {
-            off as usize
-        } % (len - 8);
+        let off = if meta { off as usize % 8192 } else { off as usize } % (len - 8);
         // SAFETY: inside the live mapping; the application scribbling over its own buffer
         // is the point (the daemon reads the same memory through its own mapping).
         unsafe { std::ptr::write_unaligned(base.add(off).cast::<u64>(), val) };
@@ -124,8 +94,7 @@ fn scribbled_case(before: u64, scribbles: &[(u32, u64, bool)], after: u64) {
         s.finish();
         let _ = tx.send(());
     });
-    rx.recv_timeout(Duration::from_secs(10))
-        .expect("the daemon's reader hung on a scribbled buffer");
+    rx.recv_timeout(Duration::from_secs(10)).expect("the daemon's reader hung on a scribbled buffer");
     // Whatever was written: whole packets naming this stream only, and an index entry for
     // each.
     let file = std::fs::read(trace.dir.join("ch_0")).unwrap();
@@ -136,8 +105,7 @@ fn scribbled_case(before: u64, scribbles: &[(u32, u64, bool)], after: u64) {
         ust_core::packet::PacketInfo::parse(p, &identity).expect("a packet of this stream");
         n += 1;
     }
-    let idx =
-        ust_ctf::index::parse(&std::fs::read(trace.dir.join("index/ch_0.idx")).unwrap()).unwrap();
+    let idx = ust_ctf::index::parse(&std::fs::read(trace.dir.join("index/ch_0.idx")).unwrap()).unwrap();
     assert_eq!(idx.len(), n);
 }
 
@@ -167,32 +135,13 @@ fn a_scribbling_process_loses_only_its_own_trace() {
         assert!(o.status.success());
     });
     let mut bad_pids = Vec::new();
-    for (mode, seed) in [
-        ("head", 1),
-        ("head", 2),
-        ("data", 3),
-        ("data", 4),
-        ("all", 5),
-        ("all", 6),
-    ] {
+    for (mode, seed) in [("head", 1), ("head", 2), ("data", 3), ("data", 4), ("all", 5), ("all", 6)] {
         let mut c = std::process::Command::new(program("debug", "scribbler"));
-        c.args([mode, &seed.to_string()])
-            .env("UST_RUNDIR", &d.rundir);
+        c.args([mode, &seed.to_string()]).env("UST_RUNDIR", &d.rundir);
         let o = output_within(c, Duration::from_secs(60));
         let said = String::from_utf8_lossy(&o.stdout).into_owned();
-        assert!(
-            said.contains("ftruncate refused"),
-            "{mode} {seed}: {said} {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        bad_pids.push(
-            said.split_whitespace()
-                .nth(1)
-                .unwrap()
-                .trim_end_matches(':')
-                .parse::<i32>()
-                .unwrap(),
-        );
+        assert!(said.contains("ftruncate refused"), "{mode} {seed}: {said} {}", String::from_utf8_lossy(&o.stderr));
+        bad_pids.push(said.split_whitespace().nth(1).unwrap().trim_end_matches(':').parse::<i32>().unwrap());
     }
     good.join().unwrap();
     d.ust_ok(&["list"]);
@@ -218,11 +167,7 @@ fn a_scribbling_process_loses_only_its_own_trace() {
     }
     let good_dir = good_dir.expect("the good process was traced");
     let evs = bt_events(&babeltrace(&good_dir));
-    assert_eq!(
-        evs.len(),
-        12_000,
-        "every event of the process that did not scribble"
-    );
+    assert_eq!(evs.len(), 12_000, "every event of the process that did not scribble");
     assert!(bad_pids.len() == 6);
 }
 
@@ -244,10 +189,7 @@ fn find_packet(base: *mut u8, len: usize, seq: u64) -> usize {
         .find(|&off| {
             // SAFETY: inside the live mapping.
             let (magic, s) = unsafe {
-                (
-                    std::ptr::read_unaligned(base.add(off).cast::<u32>()),
-                    std::ptr::read_unaligned(base.add(off + 64).cast::<u64>()),
-                )
+                (std::ptr::read_unaligned(base.add(off).cast::<u32>()), std::ptr::read_unaligned(base.add(off + 64).cast::<u64>()))
             };
             magic == ust_core::packet::MAGIC && s == seq
         })
@@ -264,26 +206,11 @@ fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
     let events = vec![event()];
     let out = tempfile::tempdir().unwrap();
     let mut session = Session::new("hd".into(), out.path().to_path_buf(), None);
-    session.channels.push(Channel::new(
-        "ch",
-        ChannelConfig {
-            subbuf_size: 4096,
-            num_subbuf: 4,
-            ..Default::default()
-        },
-    ));
+    session.channels.push(Channel::new("ch", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
     let mut traces = Vec::new();
     for pid in [77, 78] {
-        let info = ProcessInfo {
-            pid,
-            procname: "hd",
-            ncpus: 1,
-            registered: 0,
-            events: &events,
-            tsc: None,
-        };
-        let (trace, fds) =
-            create_process_trace(&session, &info, &mut 0, &mut Default::default()).unwrap();
+        let info = ProcessInfo { pid, procname: "hd", ncpus: 1, registered: 0, events: &events, tsc: None };
+        let (trace, fds) = create_process_trace(&session, &info, &mut 0, &mut Default::default()).unwrap();
         let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
         let map = memmap2::MmapOptions::new().map_raw(&f).unwrap();
         let (base, len) = (map.as_mut_ptr(), map.len());
@@ -304,12 +231,7 @@ fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
     write_until_closed(&hostile.1, 1);
     let p1 = find_packet(hostile.2, hostile.3, 1);
     // SAFETY: as above.
-    unsafe {
-        std::ptr::write_unaligned(
-            hostile.2.add(p1 + 48).cast::<u64>(),
-            (ust_core::packet::HEADER_SIZE as u64) * 8,
-        )
-    };
+    unsafe { std::ptr::write_unaligned(hostile.2.add(p1 + 48).cast::<u64>(), (ust_core::packet::HEADER_SIZE as u64) * 8) };
     write_until_closed(&hostile.1, 2);
     let (tx, rx) = std::sync::mpsc::channel();
     let streams: Vec<_> = traces.iter().map(|t| t.0.streams[0].clone()).collect();
@@ -323,23 +245,15 @@ fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
         }
         let _ = tx.send(());
     });
-    rx.recv_timeout(Duration::from_secs(10))
-        .expect("the daemon's reader panicked or hung on an overwritten packet header");
+    rx.recv_timeout(Duration::from_secs(10)).expect("the daemon's reader panicked or hung on an overwritten packet header");
     let st = hostile.0.streams[0].lock().unwrap().stats;
     assert_eq!(st.bad_packets, 2, "{st:?}");
-    assert!(
-        st.packets >= 1,
-        "the hostile stream is still read after its bad packets: {st:?}"
-    );
+    assert!(st.packets >= 1, "the hostile stream is still read after its bad packets: {st:?}");
     // Only whole packets of this stream, each with the ring buffer's own sequence number.
     let file = std::fs::read(hostile.0.dir.join("ch_0")).unwrap();
     let identity = hostile.0.streams[0].lock().unwrap().identity;
     let seqs: Vec<u64> = ust_ctf::reader::packets(&file)
-        .map(|p| {
-            ust_core::packet::PacketInfo::parse(p.unwrap(), &identity)
-                .unwrap()
-                .packet_seq_num
-        })
+        .map(|p| ust_core::packet::PacketInfo::parse(p.unwrap(), &identity).unwrap().packet_seq_num)
         .collect();
     assert_eq!(seqs.first(), Some(&2), "{seqs:?}");
     let (_, _) = common::babeltrace_allowing_warnings(&hostile.0.dir);
@@ -348,12 +262,7 @@ fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
     assert_eq!(good_st.bad_packets, 0);
     let evs = bt_events(&babeltrace(&good.0.dir));
     assert_eq!(evs.len(), good_emitted, "every event of the other process");
-    assert!(
-        evs.iter()
-            .all(|e| e.name == "fz:ev" && e.fields.contains("v = 0")),
-        "{:?}",
-        &evs[..3]
-    );
+    assert!(evs.iter().all(|e| e.name == "fz:ev" && e.fields.contains("v = 0")), "{:?}", &evs[..3]);
 }
 
 /// The ring buffer's control words of one packet are app-writable too: a packet whose
@@ -367,24 +276,9 @@ fn scribbled_packet_control_words_cost_that_packet_only() {
     let events = vec![event()];
     let out = tempfile::tempdir().unwrap();
     let mut session = Session::new("cw".into(), out.path().to_path_buf(), None);
-    session.channels.push(Channel::new(
-        "ch",
-        ChannelConfig {
-            subbuf_size: 4096,
-            num_subbuf: 4,
-            ..Default::default()
-        },
-    ));
-    let info = ProcessInfo {
-        pid: 79,
-        procname: "cw",
-        ncpus: 1,
-        registered: 0,
-        events: &events,
-        tsc: None,
-    };
-    let (trace, fds) =
-        create_process_trace(&session, &info, &mut 0, &mut Default::default()).unwrap();
+    session.channels.push(Channel::new("ch", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
+    let info = ProcessInfo { pid: 79, procname: "cw", ncpus: 1, registered: 0, events: &events, tsc: None };
+    let (trace, fds) = create_process_trace(&session, &info, &mut 0, &mut Default::default()).unwrap();
     std::fs::write(trace.dir.join("metadata"), &trace.metadata).unwrap();
     let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
     let buf = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap();
@@ -393,16 +287,8 @@ fn scribbled_packet_control_words_cost_that_packet_only() {
     // Packets 0..=2 delivered; packet 0's sequence word and packet 1's content end
     // scribbled; packet 2 intact.
     write_until_closed(&buf, 2);
-    buf.memory().store_u64(
-        g.sb_word(0, SB_SEQ),
-        12345,
-        std::sync::atomic::Ordering::Relaxed,
-    );
-    buf.memory().store_u64(
-        g.sb_word(1, SB_CLOSED_END),
-        u64::MAX,
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    buf.memory().store_u64(g.sb_word(0, SB_SEQ), 12345, std::sync::atomic::Ordering::Relaxed);
+    buf.memory().store_u64(g.sb_word(1, SB_CLOSED_END), u64::MAX, std::sync::atomic::Ordering::Relaxed);
     stream.lock().unwrap().drain();
     // The stream is still read: packets written after the scribbles reach the file.
     let later = write_until_closed(&buf, 4);
@@ -418,19 +304,12 @@ fn scribbled_packet_control_words_cost_that_packet_only() {
     let file = std::fs::read(trace.dir.join("ch_0")).unwrap();
     let identity = stream.lock().unwrap().identity;
     let seqs: Vec<u64> = ust_ctf::reader::packets(&file)
-        .map(|p| {
-            ust_core::packet::PacketInfo::parse(p.unwrap(), &identity)
-                .unwrap()
-                .packet_seq_num
-        })
+        .map(|p| ust_core::packet::PacketInfo::parse(p.unwrap(), &identity).unwrap().packet_seq_num)
         .collect();
     assert_eq!(&seqs[..3], &[2, 3, 4], "{seqs:?}");
     // babeltrace2 reads the kept packets event by event: every value written after the
     // scribbles is there.
     let (text, _) = common::babeltrace_allowing_warnings(&trace.dir);
     let n = text.lines().filter(|l| l.contains("v = ")).count();
-    assert!(
-        n >= later,
-        "{n} events read back, {later} written after the scribbles"
-    );
+    assert!(n >= later, "{n} events read back, {later} written after the scribbles");
 }

@@ -24,13 +24,7 @@ impl Rng {
         let seed = std::env::var("UST_TEST_SEED")
             .ok()
             .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos() as u64
-                    | 1
-            });
+            .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1);
         eprintln!("random seed {seed} (UST_TEST_SEED to replay)");
         Rng(seed)
     }
@@ -64,37 +58,19 @@ struct Read {
 /// Runs babeltrace2 on `dir`: asserts it succeeds with no error and no warning other than
 /// discarded events and packets; returns what it printed.
 fn babeltrace_with_discards(dir: &Path) -> Read {
-    let o = Command::new("babeltrace2")
-        .arg(dir)
-        .output()
-        .expect("babeltrace2 is installed");
+    let o = Command::new("babeltrace2").arg(dir).output().expect("babeltrace2 is installed");
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success(),
-        "babeltrace2 {} failed:\n{err}",
-        dir.display()
-    );
-    let mut r = Read {
-        text: String::new(),
-        discarded: 0,
-        packets_lost_until: None,
-    };
+    assert!(o.status.success(), "babeltrace2 {} failed:\n{err}", dir.display());
+    let mut r = Read { text: String::new(), discarded: 0, packets_lost_until: None };
     for l in err.lines() {
         if let Some(rest) = l.strip_prefix("WARNING: Tracer discarded ") {
             r.discarded += rest.split(' ').next().unwrap().parse::<u64>().unwrap();
         } else if l.starts_with("WARNING: Tracer may have discarded events between [") {
-            let end = l
-                .split(" and [")
-                .nth(1)
-                .and_then(|x| x.split(']').next())
-                .expect(l);
+            let end = l.split(" and [").nth(1).and_then(|x| x.split(']').next()).expect(l);
             let end = time_of_day(end);
             r.packets_lost_until = Some(r.packets_lost_until.map_or(end, |e| e.max(end)));
         } else {
-            assert!(
-                !l.contains("ERROR") && !l.contains("WARN"),
-                "babeltrace2 complained:\n{err}"
-            );
+            assert!(!l.contains("ERROR") && !l.contains("WARN"), "babeltrace2 complained:\n{err}");
         }
     }
     r.text = String::from_utf8(o.stdout).unwrap();
@@ -118,26 +94,14 @@ fn kill_event_list(text: &str) -> Vec<KillEvent> {
     for l in text.lines() {
         assert!(l.contains(" killprov:ev: "), "unexpected event: {l}");
         let ts = time_of_day(&l[1..l.find(']').expect(l)]);
-        let cpu: u32 = l[l.find("cpu_id = ").expect(l) + 9..]
-            .split(' ')
-            .next()
-            .unwrap()
-            .parse()
-            .expect(l);
+        let cpu: u32 = l[l.find("cpu_id = ").expect(l) + 9..].split(' ').next().unwrap().parse().expect(l);
         let fields = &l[l.find("}, { ").expect(l) + 5..].trim_end_matches(" }");
-        let kv: BTreeMap<&str, &str> = fields
-            .split(", ")
-            .filter_map(|p| p.split_once(" = "))
-            .collect();
+        let kv: BTreeMap<&str, &str> = fields.split(", ").filter_map(|p| p.split_once(" = ")).collect();
         let seq: u64 = kv["seq"].parse().expect(l);
         let tid: u32 = kv["tid"].parse().expect(l);
         let check: u64 = kv["check"].parse().expect(l);
         assert!(tid < 64, "torn event (tid): {l}");
-        assert_eq!(
-            check,
-            seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(tid),
-            "torn event (check): {l}"
-        );
+        assert_eq!(check, seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(tid), "torn event (check): {l}");
         v.push(KillEvent { ts, cpu, tid, seq });
     }
     v
@@ -168,19 +132,12 @@ fn kill_events(text: &str) -> BTreeMap<u32, Vec<u64>> {
     for l in text.lines() {
         assert!(l.contains(" killprov:ev: "), "unexpected event: {l}");
         let fields = &l[l.find("}, { ").expect(l) + 5..].trim_end_matches(" }");
-        let kv: BTreeMap<&str, &str> = fields
-            .split(", ")
-            .filter_map(|p| p.split_once(" = "))
-            .collect();
+        let kv: BTreeMap<&str, &str> = fields.split(", ").filter_map(|p| p.split_once(" = ")).collect();
         let seq: u64 = kv["seq"].parse().expect(l);
         let tid: u32 = kv["tid"].parse().expect(l);
         let check: u64 = kv["check"].parse().expect(l);
         assert!(tid < 64, "torn event (tid): {l}");
-        assert_eq!(
-            check,
-            seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(tid),
-            "torn event (check): {l}"
-        );
+        assert_eq!(check, seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(tid), "torn event (check): {l}");
         per_thread.entry(tid).or_default().push(seq);
     }
     per_thread
@@ -192,21 +149,12 @@ fn wait_gone(d: &TestDaemon, session: &str, pid: u32) -> PathBuf {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let j = d.ust_json(&["list", session, "--json"]);
-        if let Some(p) = j["processes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["pid"] == pid)
-        {
+        if let Some(p) = j["processes"].as_array().unwrap().iter().find(|p| p["pid"] == pid) {
             if p["alive"] == false {
                 return PathBuf::from(p["dir"].as_str().unwrap());
             }
         }
-        assert!(
-            Instant::now() < deadline,
-            "the daemon did not finish process {pid} in 20 s:\n{j}\nlog:\n{}",
-            d.log()
-        );
+        assert!(Instant::now() < deadline, "the daemon did not finish process {pid} in 20 s:\n{j}\nlog:\n{}", d.log());
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -267,37 +215,11 @@ fn setup_session(d: &TestDaemon, name: &str, channel_args: &[&str]) -> PathBuf {
 ///   gap in `packet_seq_num` (older packets were overwritten, as a flight recorder does).
 #[test]
 fn sigkill_while_all_threads_emit_never_yields_a_torn_event() {
-    let iterations: u32 = std::env::var("UST_KILL_ITERATIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+    let iterations: u32 = std::env::var("UST_KILL_ITERATIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
     let discard = TestDaemon::start();
-    setup_session(
-        &discard,
-        "kill",
-        &[
-            "--subbuf-size",
-            "16k",
-            "--num-subbuf",
-            "4",
-            "--read-timer",
-            "50000",
-        ],
-    );
+    setup_session(&discard, "kill", &["--subbuf-size", "16k", "--num-subbuf", "4", "--read-timer", "50000"]);
     let ring = TestDaemon::start();
-    setup_session(
-        &ring,
-        "kill",
-        &[
-            "--overwrite",
-            "--subbuf-size",
-            "64k",
-            "--num-subbuf",
-            "8",
-            "--read-timer",
-            "10000000",
-        ],
-    );
+    setup_session(&ring, "kill", &["--overwrite", "--subbuf-size", "64k", "--num-subbuf", "8", "--read-timer", "10000000"]);
     let mut rng = Rng::new();
     let t0 = Instant::now();
     let mut events = 0usize;
@@ -310,15 +232,8 @@ fn sigkill_while_all_threads_emit_never_yields_a_torn_event() {
         std::thread::sleep(Duration::from_micros(rng.below(100_000)));
         sigkill(&mut child);
         let dir = wait_gone(d, "kill", pid);
-        let Read {
-            text,
-            discarded,
-            packets_lost_until,
-        } = babeltrace_with_discards(&dir);
-        assert!(
-            overwrite || packets_lost_until.is_none(),
-            "iteration {i}: packets lost in discard mode"
-        );
+        let Read { text, discarded, packets_lost_until } = babeltrace_with_discards(&dir);
+        assert!(overwrite || packets_lost_until.is_none(), "iteration {i}: packets lost in discard mode");
         let evs = kill_event_list(&text);
         assert!(!evs.is_empty(), "iteration {i}: no event recorded");
         let since = if overwrite {
@@ -326,12 +241,7 @@ fn sigkill_while_all_threads_emit_never_yields_a_torn_event() {
             for e in &evs {
                 first.entry(e.cpu).or_insert(e.ts);
             }
-            first
-                .values()
-                .copied()
-                .max()
-                .unwrap()
-                .max(packets_lost_until.unwrap_or(0))
+            first.values().copied().max().unwrap().max(packets_lost_until.unwrap_or(0))
         } else {
             // From sequence 0: holes are the seq values before each thread's first event
             // too (computed below).
@@ -357,16 +267,12 @@ fn sigkill_while_all_threads_emit_never_yields_a_torn_event() {
     if std::env::var_os("UST_TEST_SHOW_LOG").is_some() {
         eprintln!("{}\n{}", ring.log(), discard.log());
     }
-    let recovered =
-        ring.log().matches(" recovered ").count() + discard.log().matches(" recovered ").count();
+    let recovered = ring.log().matches(" recovered ").count() + discard.log().matches(" recovered ").count();
     eprintln!(
         "{iterations} kills in {:?}: {events} events read back, {reported_lost} reported discarded, {recovered} stream(s) with sub-buffers rebuilt by torn-event recovery",
         t0.elapsed()
     );
-    assert!(
-        iterations < 10 || recovered > 0,
-        "no kill landed between reserve and commit: the test does not test recovery"
-    );
+    assert!(iterations < 10 || recovered > 0, "no kill landed between reserve and commit: the test does not test recovery");
 }
 
 /// A process killed after its threads finished emitting loses nothing: the sub-buffers
@@ -380,11 +286,7 @@ fn sigkill_after_the_threads_finished_loses_nothing() {
     let pid = child.id();
     sigkill(&mut child);
     let dir = wait_gone(&d, "done", pid);
-    let Read {
-        text,
-        discarded,
-        packets_lost_until,
-    } = babeltrace_with_discards(&dir);
+    let Read { text, discarded, packets_lost_until } = babeltrace_with_discards(&dir);
     assert_eq!((discarded, packets_lost_until), (0, None));
     let per_thread = kill_events(&text);
     assert_eq!(per_thread.len(), 4);
@@ -413,40 +315,24 @@ fn crash_seqs(text: &str) -> Vec<u64> {
     text.lines()
         .map(|l| {
             assert!(l.contains(" crashprov:ev: "), "unexpected event: {l}");
-            l.rsplit("seq = ")
-                .next()
-                .unwrap()
-                .trim_end_matches(" }")
-                .parse()
-                .expect(l)
+            l.rsplit("seq = ").next().unwrap().trim_end_matches(" }").parse().expect(l)
         })
         .collect()
 }
 
 /// Subdirectories of `dir`, sorted.
 fn subdirs(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|r| r.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).map(|r| r.flatten().map(|e| e.path()).collect()).unwrap_or_default();
     v.sort();
     v
 }
 
 fn create_snapshot_session(d: &TestDaemon, name: &str, extra: &[&str]) -> PathBuf {
     let out = d.output(name);
-    let mut args = vec![
-        "create",
-        name,
-        "--snapshot",
-        "--output",
-        out.to_str().unwrap(),
-    ];
+    let mut args = vec!["create", name, "--snapshot", "--output", out.to_str().unwrap()];
     args.extend_from_slice(extra);
     let o = d.ust_ok(&args);
-    assert!(
-        o.contains(&format!("Snapshot session {name} created")),
-        "{o}"
-    );
+    assert!(o.contains(&format!("Snapshot session {name} created")), "{o}");
     out
 }
 
@@ -454,10 +340,7 @@ fn create_snapshot_session(d: &TestDaemon, name: &str, extra: &[&str]) -> PathBu
 /// each a valid trace read back event by event.
 #[test]
 fn snapshots_while_two_threads_write_are_valid_traces() {
-    let tries: u32 = std::env::var("UST_SNAPSHOT_TRIES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
+    let tries: u32 = std::env::var("UST_SNAPSHOT_TRIES").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
     let d = TestDaemon::start();
     // Not a snapshot session: a clear error.
     let plain = d.output("plain");
@@ -466,54 +349,26 @@ fn snapshots_while_two_threads_write_are_valid_traces() {
     d.ust_ok(&["start"]);
     let o = d.ust(&["snapshot", "record", "-s", "plain"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("session plain is not a snapshot session"),
-        "{o:?}"
-    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("session plain is not a snapshot session"), "{o:?}");
     d.ust_ok(&["destroy", "plain"]);
     let out = create_snapshot_session(&d, "snap", &[]);
-    d.ust_ok(&[
-        "enable-channel",
-        "k",
-        "--subbuf-size",
-        "16k",
-        "--num-subbuf",
-        "4",
-    ]);
+    d.ust_ok(&["enable-channel", "k", "--subbuf-size", "16k", "--num-subbuf", "4"]);
     d.ust_ok(&["enable-event", "-c", "k", "killprov:*"]);
     let list = d.ust_ok(&["list", "snap"]);
-    assert!(
-        list.contains("Event-loss mode:  overwrite") && list.contains("[inactive snapshot]"),
-        "{list}"
-    );
+    assert!(list.contains("Event-loss mode:  overwrite") && list.contains("[inactive snapshot]"), "{list}");
     // Stopped: a clear error.
     let o = d.ust(&["snapshot", "record"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("session snap is not started"),
-        "{o:?}"
-    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("session snap is not started"), "{o:?}");
     d.ust_ok(&["start"]);
     let mut child = start_killme(&d, 2, 0, false);
     let t0 = Instant::now();
     let mut events = 0;
     for n in 1..=tries {
         let o = d.ust_ok(&["snapshot", "record", "-s", "snap"]);
-        let dir = PathBuf::from(
-            o.lines()
-                .nth(1)
-                .unwrap()
-                .strip_prefix("Snapshot written to ")
-                .unwrap()
-                .split(" (")
-                .next()
-                .unwrap(),
-        );
+        let dir = PathBuf::from(o.lines().nth(1).unwrap().strip_prefix("Snapshot written to ").unwrap().split(" (").next().unwrap());
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(
-            name.starts_with(&format!("snapshot-{n}-")) && dir.parent() == Some(out.as_path()),
-            "{o}"
-        );
+        assert!(name.starts_with(&format!("snapshot-{n}-")) && dir.parent() == Some(out.as_path()), "{o}");
         let Read { text, .. } = babeltrace_with_discards(&dir);
         let evs = kill_event_list(&text);
         assert!(!evs.is_empty(), "snapshot {n} is empty");
@@ -521,32 +376,17 @@ fn snapshots_while_two_threads_write_are_valid_traces() {
         // that lapped the ring during the copy.
         let mut files = 0;
         for p in subdirs(&dir.join("ust/pid")) {
-            for f in std::fs::read_dir(&p)
-                .unwrap()
-                .flatten()
-                .filter(|f| f.file_name().to_string_lossy().starts_with("k_"))
-            {
+            for f in std::fs::read_dir(&p).unwrap().flatten().filter(|f| f.file_name().to_string_lossy().starts_with("k_")) {
                 let len = f.metadata().unwrap().len();
-                assert!(
-                    len <= 4 * 16384,
-                    "snapshot {n}: {} holds {len} bytes, more than the ring",
-                    f.path().display()
-                );
+                assert!(len <= 4 * 16384, "snapshot {n}: {} holds {len} bytes, more than the ring", f.path().display());
                 files += 1;
             }
         }
-        assert!(
-            files > 0,
-            "snapshot {n}: no stream file k_* in {}",
-            dir.display()
-        );
+        assert!(files > 0, "snapshot {n}: no stream file k_* in {}", dir.display());
         events += evs.len();
         std::fs::remove_dir_all(&dir).unwrap();
     }
-    eprintln!(
-        "{tries} snapshots in {:?}, {events} events read back",
-        t0.elapsed()
-    );
+    eprintln!("{tries} snapshots in {:?}, {events} events read back", t0.elapsed());
     // --max-size: too small is an error; otherwise the total stays below it.
     let o = d.ust(&["snapshot", "record", "--max-size", "1000"]);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -554,58 +394,21 @@ fn snapshots_while_two_threads_write_are_valid_traces() {
     // The smallest size (one sub-buffer per stream) keeps the newest *delivered* packet of
     // each stream: not the one being written (an empty snapshot under full-speed writers),
     // and not a stale one (each snapshot newer than the last).
-    let min: u64 = err
-        .split("need at least ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .expect(&err);
+    let min: u64 = err.split("need at least ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).expect(&err);
     let mut newest_before = 0u64;
     for _ in 0..3 {
         let o = d.ust_ok(&["snapshot", "record", "--max-size", &min.to_string()]);
-        let dir = PathBuf::from(
-            o.lines()
-                .nth(1)
-                .unwrap()
-                .strip_prefix("Snapshot written to ")
-                .unwrap()
-                .split(" (")
-                .next()
-                .unwrap(),
-        );
+        let dir = PathBuf::from(o.lines().nth(1).unwrap().strip_prefix("Snapshot written to ").unwrap().split(" (").next().unwrap());
         let evs = kill_event_list(&babeltrace_with_discards(&dir).text);
-        assert!(
-            !evs.is_empty(),
-            "one-packet-per-stream snapshot is empty: {o}"
-        );
+        assert!(!evs.is_empty(), "one-packet-per-stream snapshot is empty: {o}");
         let newest = evs.iter().map(|e| e.ts).max().unwrap_or(0);
-        assert!(
-            newest > newest_before,
-            "snapshot not newer than the previous one: {o}"
-        );
+        assert!(newest > newest_before, "snapshot not newer than the previous one: {o}");
         newest_before = newest;
         std::fs::remove_dir_all(&dir).unwrap();
     }
     let o = d.ust_ok(&["snapshot", "record", "--max-size", "128k"]);
-    let dir = PathBuf::from(
-        o.lines()
-            .nth(1)
-            .unwrap()
-            .strip_prefix("Snapshot written to ")
-            .unwrap()
-            .split(" (")
-            .next()
-            .unwrap(),
-    );
-    let bytes: u64 = o
-        .rsplit(", ")
-        .next()
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let dir = PathBuf::from(o.lines().nth(1).unwrap().strip_prefix("Snapshot written to ").unwrap().split(" (").next().unwrap());
+    let bytes: u64 = o.rsplit(", ").next().unwrap().split(' ').next().unwrap().parse().unwrap();
     assert!(bytes > 0 && bytes <= 128 * 1024, "{o}");
     kill_event_list(&babeltrace_with_discards(&dir).text);
     sigkill(&mut child);
@@ -621,30 +424,16 @@ fn abnormal_deaths_in_snapshot_sessions_leave_post_mortem_traces() {
     let out = create_snapshot_session(&d, "pm", &[]);
     // Small rings (64 KiB per CPU, overwrite mode by default in a snapshot session): room
     // for every crashme event, and small post-mortem traces of killme.
-    d.ust_ok(&[
-        "enable-channel",
-        "channel0",
-        "--subbuf-size",
-        "16k",
-        "--num-subbuf",
-        "4",
-    ]);
+    d.ust_ok(&["enable-channel", "channel0", "--subbuf-size", "16k", "--num-subbuf", "4"]);
     d.ust_ok(&["enable-event", "crashprov:*"]);
     d.ust_ok(&["start"]);
     for how in ["segv", "abort", "_exit"] {
         let (pid, status) = run_crashme(&d, how, N);
         assert!(!status.success(), "{how}: {status}");
         wait_gone(&d, "pm", pid);
-        let pm = subdirs(&out.join("post-mortem"))
-            .into_iter()
-            .find(|p| p.to_string_lossy().contains(&format!("crashme-{pid}-")))
-            .unwrap_or_else(|| {
-                panic!(
-                    "{how}: no post-mortem trace for {pid} in {}:\n{}",
-                    out.display(),
-                    d.log()
-                )
-            });
+        let pm = subdirs(&out.join("post-mortem")).into_iter().find(|p| p.to_string_lossy().contains(&format!("crashme-{pid}-"))).unwrap_or_else(|| {
+            panic!("{how}: no post-mortem trace for {pid} in {}:\n{}", out.display(), d.log())
+        });
         let seqs = crash_seqs(&babeltrace_with_discards(&pm).text);
         assert!(
             seqs.len() as u64 == N && seqs.iter().copied().eq(0..N),
@@ -654,42 +443,17 @@ fn abnormal_deaths_in_snapshot_sessions_leave_post_mortem_traces() {
             d.log()
         );
         let status = d.ust_json(&["status", "--json"]);
-        let p = status["session"]["processes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["pid"] == pid)
-            .unwrap()
-            .clone();
-        assert_eq!(
-            p["post_mortem"].as_str().map(PathBuf::from),
-            Some(pm.clone()),
-            "{status}"
-        );
-        assert!(d
-            .log()
-            .contains(&format!("post-mortem trace written to {}", pm.display())));
+        let p = status["session"]["processes"].as_array().unwrap().iter().find(|p| p["pid"] == pid).unwrap().clone();
+        assert_eq!(p["post_mortem"].as_str().map(PathBuf::from), Some(pm.clone()), "{status}");
+        assert!(d.log().contains(&format!("post-mortem trace written to {}", pm.display())));
     }
     let (pid, status) = run_crashme(&d, "exit", N);
     assert!(status.success());
     wait_gone(&d, "pm", pid);
-    assert_eq!(
-        subdirs(&out.join("post-mortem")).len(),
-        3,
-        "a normal exit leaves no post-mortem trace"
-    );
+    assert_eq!(subdirs(&out.join("post-mortem")).len(), 3, "a normal exit leaves no post-mortem trace");
     // The dead processes are still in a snapshot.
     let o = d.ust_ok(&["snapshot", "record"]);
-    let dir = PathBuf::from(
-        o.lines()
-            .nth(1)
-            .unwrap()
-            .strip_prefix("Snapshot written to ")
-            .unwrap()
-            .split(" (")
-            .next()
-            .unwrap(),
-    );
+    let dir = PathBuf::from(o.lines().nth(1).unwrap().strip_prefix("Snapshot written to ").unwrap().split(" (").next().unwrap());
     assert_eq!(subdirs(&dir.join("ust/pid")).len(), 3, "{o}");
     let seqs = crash_seqs(&babeltrace_with_discards(&dir).text);
     assert_eq!(seqs.len() as u64, 3 * N);
@@ -702,10 +466,7 @@ fn abnormal_deaths_in_snapshot_sessions_leave_post_mortem_traces() {
         std::thread::sleep(Duration::from_millis(20 + 20 * round));
         sigkill(&mut child);
         wait_gone(&d, "pm", pid);
-        let pm = subdirs(&out.join("post-mortem"))
-            .into_iter()
-            .find(|p| p.to_string_lossy().contains(&format!("killme-{pid}-")))
-            .unwrap();
+        let pm = subdirs(&out.join("post-mortem")).into_iter().find(|p| p.to_string_lossy().contains(&format!("killme-{pid}-"))).unwrap();
         let evs = kill_event_list(&babeltrace_with_discards(&pm).text);
         assert!(!evs.is_empty(), "round {round}: empty post-mortem trace");
     }
@@ -717,11 +478,7 @@ struct ExtraDaemon(Child);
 
 impl ExtraDaemon {
     fn start(d: &TestDaemon) -> ExtraDaemon {
-        let log = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(d.home.path().join("consumerd.log"))
-            .unwrap();
+        let log = std::fs::OpenOptions::new().append(true).create(true).open(d.home.path().join("consumerd.log")).unwrap();
         let child = Command::new(common::consumerd_bin())
             .arg("--foreground")
             .env("UST_RUNDIR", &d.rundir)
@@ -746,11 +503,7 @@ impl Drop for ExtraDaemon {
 
 /// SIGKILLs the daemon of `d` (started by this test; its pid is in `<rundir>/pid`).
 fn kill_daemon(d: &TestDaemon) {
-    let pid: i32 = std::fs::read_to_string(d.rundir.join("pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid: i32 = std::fs::read_to_string(d.rundir.join("pid")).unwrap().trim().parse().unwrap();
     // SAFETY: kill(2) on the daemon this test started.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -764,13 +517,7 @@ fn kill_daemon(d: &TestDaemon) {
 /// Sends a batch size to `steady` and returns the ns per event it reports.
 /// Starts the release `steady` registered with `d` and waits for its `ready`; returns it
 /// (killed on drop) with its standard input and output for [`batch`].
-fn start_steady(
-    d: &TestDaemon,
-) -> (
-    KillOnDrop,
-    std::process::ChildStdin,
-    BufReader<std::process::ChildStdout>,
-) {
+fn start_steady(d: &TestDaemon) -> (KillOnDrop, std::process::ChildStdin, BufReader<std::process::ChildStdout>) {
     let mut child = Command::new(program("release", "steady"))
         .env("UST_RUNDIR", &d.rundir)
         .stdin(Stdio::piped())
@@ -790,9 +537,7 @@ fn batch(stdin: &mut impl std::io::Write, stdout: &mut impl BufRead, n: u64) -> 
     stdin.flush().unwrap();
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
-    line.trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("steady said {line:?}"))
+    line.trim().parse().unwrap_or_else(|_| panic!("steady said {line:?}"))
 }
 
 /// Daemon death: the traced process goes on at full speed (10 M events after a SIGKILL of
@@ -806,19 +551,14 @@ fn a_traced_process_outlives_its_daemon_and_a_new_daemon_picks_it_up() {
     let (mut child, mut stdin, mut stdout) = start_steady(&d);
     let pid = child.id();
     // Enabled and drained: the reference cost (best of 3).
-    let traced = (0..3)
-        .map(|_| batch(&mut stdin, &mut stdout, 1_000_000))
-        .fold(f64::MAX, f64::min);
+    let traced = (0..3).map(|_| batch(&mut stdin, &mut stdout, 1_000_000)).fold(f64::MAX, f64::min);
     kill_daemon(&d);
     std::thread::sleep(Duration::from_millis(300));
     let t0 = Instant::now();
     let orphan = batch(&mut stdin, &mut stdout, 10_000_000);
     let took = t0.elapsed();
     eprintln!("emit cost: {traced:.1} ns/event with the daemon, {orphan:.1} ns/event for 10 M events after its SIGKILL ({took:?})");
-    assert!(
-        orphan <= 2.0 * traced + 50.0,
-        "emit cost after the daemon died: {orphan:.1} ns/event, {traced:.1} before"
-    );
+    assert!(orphan <= 2.0 * traced + 50.0, "emit cost after the daemon died: {orphan:.1} ns/event, {traced:.1} before");
     // A new daemon on the same socket directory picks the process up again.
     let _d2 = ExtraDaemon::start(&d);
     let out = d.output("after");
@@ -826,41 +566,17 @@ fn a_traced_process_outlives_its_daemon_and_a_new_daemon_picks_it_up() {
     d.ust_ok(&["enable-event", "steadyprov:*"]);
     d.ust_ok(&["start"]);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !d
-        .ust_ok(&["list", "--apps"])
-        .contains(&format!("PID: {pid} "))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the restarted daemon did not get process {pid} back:\n{}",
-            d.log()
-        );
+    while !d.ust_ok(&["list", "--apps"]).contains(&format!("PID: {pid} ")) {
+        assert!(Instant::now() < deadline, "the restarted daemon did not get process {pid} back:\n{}", d.log());
         std::thread::sleep(Duration::from_millis(50));
     }
     batch(&mut stdin, &mut stdout, 1000);
     d.ust_ok(&["stop"]);
-    let Read {
-        text, discarded, ..
-    } = babeltrace_with_discards(&out);
-    let seqs: Vec<u64> = text
-        .lines()
-        .map(|l| {
-            l.rsplit("seq = ")
-                .next()
-                .unwrap()
-                .trim_end_matches(" }")
-                .parse()
-                .expect(l)
-        })
-        .collect();
+    let Read { text, discarded, .. } = babeltrace_with_discards(&out);
+    let seqs: Vec<u64> = text.lines().map(|l| l.rsplit("seq = ").next().unwrap().trim_end_matches(" }").parse().expect(l)).collect();
     let first = 13_000_000;
     assert_eq!((seqs.len(), discarded), (1000, 0));
-    assert!(
-        seqs.iter().copied().eq(first..first + 1000),
-        "{:?}..{:?}",
-        seqs.first(),
-        seqs.last()
-    );
+    assert!(seqs.iter().copied().eq(first..first + 1000), "{:?}..{:?}", seqs.first(), seqs.last());
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
@@ -875,32 +591,16 @@ fn crash_dump_rebuilds_traces_after_the_app_and_the_daemon_died() {
     let d = TestDaemon::start();
     let shm = d.output("shm");
     let out = d.output("live");
-    d.ust_ok(&[
-        "create",
-        "cd",
-        "--output",
-        out.to_str().unwrap(),
-        "--shm-path",
-        shm.to_str().unwrap(),
-    ]);
+    d.ust_ok(&["create", "cd", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
     d.ust_ok(&["enable-event", "steadyprov:*"]);
     d.ust_ok(&["start"]);
     let (mut child, mut stdin, mut stdout) = start_steady(&d);
     let sets = ust_cli::crash_dump::find_sets(&shm);
     assert_eq!(sets.len(), 1, "{sets:?}");
     let set = sets[0].clone();
-    let rel = set
-        .strip_prefix(&shm)
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    assert!(
-        rel.starts_with("cd-") && rel.contains("/ust/pid/steady-"),
-        "{rel}"
-    );
-    assert!(std::fs::read_to_string(set.join("metadata"))
-        .unwrap()
-        .starts_with("/* CTF 1.8 */"));
+    let rel = set.strip_prefix(&shm).unwrap().to_string_lossy().into_owned();
+    assert!(rel.starts_with("cd-") && rel.contains("/ust/pid/steady-"), "{rel}");
+    assert!(std::fs::read_to_string(set.join("metadata")).unwrap().starts_with("/* CTF 1.8 */"));
     // Both die: the daemon first (so nothing is drained), then the application.
     kill_daemon(&d);
     batch(&mut stdin, &mut stdout, N);
@@ -908,20 +608,8 @@ fn crash_dump_rebuilds_traces_after_the_app_and_the_daemon_died() {
     let dump = d.output("dump");
     let o = d.ust(&["crash-dump", shm.to_str().unwrap(), dump.to_str().unwrap()]);
     assert!(o.status.success(), "{o:?}");
-    let Read {
-        text, discarded, ..
-    } = babeltrace_with_discards(&dump);
-    let seqs: Vec<u64> = text
-        .lines()
-        .map(|l| {
-            l.rsplit("seq = ")
-                .next()
-                .unwrap()
-                .trim_end_matches(" }")
-                .parse()
-                .expect(l)
-        })
-        .collect();
+    let Read { text, discarded, .. } = babeltrace_with_discards(&dump);
+    let seqs: Vec<u64> = text.lines().map(|l| l.rsplit("seq = ").next().unwrap().trim_end_matches(" }").parse().expect(l)).collect();
     assert_eq!((seqs.len() as u64, discarded), (N, 0));
     let mut sorted = seqs.clone();
     sorted.sort_unstable();
@@ -940,46 +628,19 @@ fn crash_dump_rebuilds_traces_after_the_app_and_the_daemon_died() {
     buffers.sort();
     let truncated = bad.join(&buffers[0]);
     let len = std::fs::metadata(&truncated).unwrap().len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&truncated)
-        .unwrap()
-        .set_len(len / 2)
-        .unwrap();
+    std::fs::OpenOptions::new().write(true).open(&truncated).unwrap().set_len(len / 2).unwrap();
     std::fs::write(bad.join("channel0_7"), b"this is not a buffer file").unwrap();
     let edited = bad.join("channel0_9");
     let mut bytes = std::fs::read(set.join(&buffers[0])).unwrap();
     bytes[0] ^= 0xff;
     std::fs::write(&edited, bytes).unwrap();
     let dump2 = d.output("dump2");
-    let o = d.ust(&[
-        "crash-dump",
-        bad.parent().unwrap().to_str().unwrap(),
-        dump2.to_str().unwrap(),
-    ]);
+    let o = d.ust(&["crash-dump", bad.parent().unwrap().to_str().unwrap(), dump2.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains(&format!(
-            "{}: refused: header field rejected: buffer mapping too small",
-            truncated.display()
-        )),
-        "{err}"
-    );
-    assert!(
-        err.contains(&format!(
-            "{}: refused: header field rejected: buffer mapping too small",
-            bad.join("channel0_7").display()
-        )),
-        "{err}"
-    );
-    assert!(
-        err.contains(&format!(
-            "{}: refused: header field rejected: not a ust ring-buffer file (bad magic)",
-            edited.display()
-        )),
-        "{err}"
-    );
+    assert!(err.contains(&format!("{}: refused: header field rejected: buffer mapping too small", truncated.display())), "{err}");
+    assert!(err.contains(&format!("{}: refused: header field rejected: buffer mapping too small", bad.join("channel0_7").display())), "{err}");
+    assert!(err.contains(&format!("{}: refused: header field rejected: not a ust ring-buffer file (bad magic)", edited.display())), "{err}");
     if buffers.len() > 1 {
         // The intact files are recovered.
         babeltrace_with_discards(&dump2);
@@ -1020,14 +681,7 @@ fn a_shrunk_shm_buffer_file_does_not_kill_the_daemon() {
     let d = TestDaemon::start();
     let shm = d.output("shm");
     let out = d.output("live");
-    d.ust_ok(&[
-        "create",
-        "s",
-        "--output",
-        out.to_str().unwrap(),
-        "--shm-path",
-        shm.to_str().unwrap(),
-    ]);
+    d.ust_ok(&["create", "s", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
     d.ust_ok(&["enable-event", "steadyprov:*"]);
     d.ust_ok(&["start"]);
     let (mut child, mut stdin, mut stdout) = start_steady(&d);
@@ -1035,20 +689,12 @@ fn a_shrunk_shm_buffer_file_does_not_kill_the_daemon() {
     let set = ust_cli::crash_dump::find_sets(&shm).pop().unwrap();
     for e in std::fs::read_dir(&set).unwrap().flatten() {
         if e.file_name().to_string_lossy().starts_with("channel0_") {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(e.path())
-                .unwrap()
-                .set_len(100)
-                .unwrap();
+            std::fs::OpenOptions::new().write(true).open(e.path()).unwrap().set_len(100).unwrap();
         }
     }
     d.ust_ok(&["stop"]);
     d.ust_ok(&["destroy"]);
-    assert!(
-        d.ust_ok(&["list"]).contains("no available tracing session"),
-        "the daemon answers"
-    );
+    assert!(d.ust_ok(&["list"]).contains("no available tracing session"), "the daemon answers");
     assert!(d.log().contains("buffer file shrunk"), "{}", d.log());
     sigkill(&mut child);
 }

@@ -13,19 +13,13 @@ use common::{program, TestDaemon};
 fn rss_kib(pid: i32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
+        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
     };
     (field("VmRSS:"), field("RssAnon:"))
 }
 
 fn fds(pid: i32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .count()
+    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
 }
 
 /// Runs `n` instrumented programs at once and waits for them all; then waits until the
@@ -33,14 +27,7 @@ fn fds(pid: i32) -> usize {
 fn round(d: &TestDaemon, n: usize) {
     let prog = program("release", "threeevents");
     let children: Vec<Child> = (0..n)
-        .map(|_| {
-            Command::new(&prog)
-                .env("UST_RUNDIR", &d.rundir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
-        })
+        .map(|_| Command::new(&prog).env("UST_RUNDIR", &d.rundir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap())
         .collect();
     for mut c in children {
         assert!(c.wait().unwrap().success());
@@ -52,10 +39,7 @@ fn round(d: &TestDaemon, n: usize) {
         if live == 0 {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{live} processes still listed 30 s after they exited"
-        );
+        assert!(Instant::now() < deadline, "{live} processes still listed 30 s after they exited");
         std::thread::sleep(Duration::from_millis(100));
     }
     // The last deaths' streams are finished by then; give the idle trim one period.
@@ -67,14 +51,7 @@ fn three_rounds_of_300_short_processes_leave_the_daemon_where_the_first_left_it(
     let d = TestDaemon::start();
     let out = d.output("mem");
     d.ust_ok(&["create", "mem", "--output", out.to_str().unwrap()]);
-    d.ust_ok(&[
-        "enable-channel",
-        "c",
-        "--subbuf-size",
-        "4096",
-        "--num-subbuf",
-        "4",
-    ]);
+    d.ust_ok(&["enable-channel", "c", "--subbuf-size", "4096", "--num-subbuf", "4"]);
     d.ust_ok(&["enable-event", "-c", "c", "short:*"]);
     d.ust_ok(&["start"]);
     let pid = d.pid();
@@ -87,10 +64,7 @@ fn three_rounds_of_300_short_processes_leave_the_daemon_where_the_first_left_it(
     eprintln!("daemon: baseline {base:?}, after each round of 300 (VmRSS KiB, RssAnon KiB), fds: {after:?}");
     let ((first_rss, first_anon), first_fds) = after[0];
     let ((last_rss, last_anon), last_fds) = after[2];
-    assert!(
-        last_fds <= base.1 + 4,
-        "descriptors of gone processes are closed: {base:?} -> {after:?}"
-    );
+    assert!(last_fds <= base.1 + 4, "descriptors of gone processes are closed: {base:?} -> {after:?}");
     assert!(first_fds <= base.1 + 4, "{base:?} -> {after:?}");
     // What stays per gone process until `destroy` is the session's record of it (pid,
     // name, directory, finished streams and their counts: about 3 KiB by size_of, its
@@ -98,24 +72,11 @@ fn three_rounds_of_300_short_processes_leave_the_daemon_where_the_first_left_it(
     // slack. Before the event lists were shared, the metadata text dropped and the heap
     // trimmed at idle, every round of 300 added 21 MB and three rounds ended at 68 MB.
     let per_round = 300 * 20;
-    assert!(
-        last_anon <= first_anon + 2 * per_round,
-        "anonymous memory grows with processes served: {base:?} -> {after:?}"
-    );
-    assert!(
-        last_rss <= first_rss + 2 * per_round,
-        "resident memory grows with processes served: {base:?} -> {after:?}"
-    );
-    assert!(
-        last_anon <= (base.0).1 + 3 * 300 * 24,
-        "anonymous memory after the rounds is far above the baseline: {base:?} -> {after:?}"
-    );
+    assert!(last_anon <= first_anon + 2 * per_round, "anonymous memory grows with processes served: {base:?} -> {after:?}");
+    assert!(last_rss <= first_rss + 2 * per_round, "resident memory grows with processes served: {base:?} -> {after:?}");
+    assert!(last_anon <= (base.0).1 + 3 * 300 * 24, "anonymous memory after the rounds is far above the baseline: {base:?} -> {after:?}");
     d.ust_ok(&["stop"]);
     let text = common::babeltrace(&out);
-    assert_eq!(
-        text.lines().filter(|l| l.contains("short:ev")).count(),
-        3 * 300 * 3,
-        "every event of every process is in the trace"
-    );
+    assert_eq!(text.lines().filter(|l| l.contains("short:ev")).count(), 3 * 300 * 3, "every event of every process is in the trace");
     d.ust_ok(&["destroy"]);
 }

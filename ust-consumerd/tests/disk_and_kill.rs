@@ -15,10 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{
-    babeltrace, babeltrace_allowing_warnings, bt_events, fields_map, output_within, program,
-    TestDaemon,
-};
+use common::{babeltrace, babeltrace_allowing_warnings, bt_events, fields_map, output_within, program, TestDaemon};
 
 /// Every stream file under `out` holds whole packets only, its index names exactly those
 /// packets, and every directory with a packet has a complete metadata file. Returns the
@@ -31,11 +28,7 @@ fn check_whole(out: &Path) -> usize {
     }
     for dir in std::fs::read_dir(root).unwrap() {
         let dir = dir.unwrap().path();
-        assert!(
-            !dir.join(".metadata.tmp").exists(),
-            "{}: unfinished metadata left",
-            dir.display()
-        );
+        assert!(!dir.join(".metadata.tmp").exists(), "{}: unfinished metadata left", dir.display());
         for f in std::fs::read_dir(&dir).unwrap() {
             let f = f.unwrap().path();
             let name = f.file_name().unwrap().to_str().unwrap().to_string();
@@ -50,30 +43,12 @@ fn check_whole(out: &Path) -> usize {
                 offsets.push(off);
                 off += p.len() as u64;
             }
-            assert_eq!(
-                off,
-                bytes.len() as u64,
-                "{}: a packet cut short",
-                f.display()
-            );
-            let idx = ust_ctf::index::parse(
-                &std::fs::read(dir.join("index").join(format!("{name}.idx"))).unwrap(),
-            )
-            .unwrap();
-            assert_eq!(
-                idx.iter().map(|e| e.offset).collect::<Vec<_>>(),
-                offsets,
-                "{}: index and file disagree",
-                f.display()
-            );
+            assert_eq!(off, bytes.len() as u64, "{}: a packet cut short", f.display());
+            let idx = ust_ctf::index::parse(&std::fs::read(dir.join("index").join(format!("{name}.idx"))).unwrap()).unwrap();
+            assert_eq!(idx.iter().map(|e| e.offset).collect::<Vec<_>>(), offsets, "{}: index and file disagree", f.display());
             if !offsets.is_empty() {
-                let meta =
-                    std::fs::read_to_string(dir.join("metadata")).expect("metadata before packets");
-                assert!(
-                    meta.starts_with("/* CTF 1.8 */") && meta.trim_end().ends_with("};"),
-                    "{}: metadata incomplete",
-                    dir.display()
-                );
+                let meta = std::fs::read_to_string(dir.join("metadata")).expect("metadata before packets");
+                assert!(meta.starts_with("/* CTF 1.8 */") && meta.trim_end().ends_with("};"), "{}: metadata incomplete", dir.display());
             }
             packets += offsets.len();
         }
@@ -87,15 +62,10 @@ fn per_thread(text: &str) -> BTreeMap<u32, Vec<u64>> {
     let mut m: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     for e in bt_events(text) {
         let f = fields_map(&e.fields);
-        m.entry(f["tid"].parse().unwrap())
-            .or_default()
-            .push(f["seq"].parse().unwrap());
+        m.entry(f["tid"].parse().unwrap()).or_default().push(f["seq"].parse().unwrap());
     }
     for (t, s) in &m {
-        assert!(
-            s.windows(2).all(|w| w[0] < w[1]),
-            "thread {t}: sequence out of order or repeated"
-        );
+        assert!(s.windows(2).all(|w| w[0] < w[1]), "thread {t}: sequence out of order or repeated");
     }
     m
 }
@@ -109,16 +79,8 @@ impl Tmpfs {
         let holder = tempfile::tempdir().unwrap();
         let dir = holder.path().join("small");
         std::fs::create_dir(&dir).unwrap();
-        let o = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "mounting a tmpfs failed (the test needs CAP_SYS_ADMIN): {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let o = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(&dir).output().unwrap();
+        assert!(o.status.success(), "mounting a tmpfs failed (the test needs CAP_SYS_ADMIN): {}", String::from_utf8_lossy(&o.stderr));
         Tmpfs(dir, holder)
     }
 }
@@ -139,11 +101,7 @@ fn disk_full_stops_only_that_sessions_output() {
     let d = TestDaemon::start();
     let full = small.0.join("out");
     let ok = d.output("ok");
-    d.session(
-        "full",
-        &full,
-        &["--subbuf-size", "65536", "--num-subbuf", "16"],
-    );
+    d.session("full", &full, &["--subbuf-size", "65536", "--num-subbuf", "16"]);
     d.session("ok", &ok, &[]);
     // 4 x 20000 events of ~40 bytes: 3.2 MB, much more than the 512 KiB tmpfs.
     let mut c = Command::new(program("debug", "fourthreads"));
@@ -154,23 +112,10 @@ fn disk_full_stops_only_that_sessions_output() {
     assert!(listed.contains("Output STOPPED: disk full"), "{listed}");
     let full_detail = d.ust_json(&["list", "full", "--json"]);
     let destroyed = d.ust_ok(&["destroy", "-s", "full"]);
-    assert!(
-        destroyed.contains("The trace is incomplete: its output stopped early (disk full"),
-        "{destroyed}"
-    );
-    let err = full_detail["summary"]["output_error"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        err.contains("disk full"),
-        "the daemon says why the output stopped: {full_detail}"
-    );
-    assert!(
-        d.log().contains("the session's output is stopped"),
-        "{}",
-        d.log()
-    );
+    assert!(destroyed.contains("The trace is incomplete: its output stopped early (disk full"), "{destroyed}");
+    let err = full_detail["summary"]["output_error"].as_str().unwrap_or_default().to_string();
+    assert!(err.contains("disk full"), "the daemon says why the output stopped: {full_detail}");
+    assert!(d.log().contains("the session's output is stopped"), "{}", d.log());
     // The other session lost nothing.
     let ok_detail = d.stop_and_destroy("ok");
     assert_eq!(ok_detail["channels"][0]["discarded"], 0, "{ok_detail}");
@@ -184,10 +129,7 @@ fn disk_full_stops_only_that_sessions_output() {
     assert!(packets > 0, "some packets fit before the disk filled");
     // (It lost events too: its buffers filled once its output stopped. babeltrace2 may
     // warn about them, never fail.)
-    let kept: usize = per_thread(&babeltrace_allowing_warnings(&full).0)
-        .values()
-        .map(Vec::len)
-        .sum();
+    let kept: usize = per_thread(&babeltrace_allowing_warnings(&full).0).values().map(Vec::len).sum();
     assert!(kept > 0 && kept < 80_000, "{kept} events kept");
     // And the daemon goes on serving new sessions.
     let after = d.output("after");
@@ -204,18 +146,7 @@ fn killed_daemon_leaves_a_readable_trace() {
     for (round, delay_ms) in [0u64, 60, 250].into_iter().enumerate() {
         let d = TestDaemon::start();
         let out = d.output(&format!("killed-{round}"));
-        d.session(
-            "k",
-            &out,
-            &[
-                "--subbuf-size",
-                "4096",
-                "--num-subbuf",
-                "8",
-                "--read-timer",
-                "2000",
-            ],
-        );
+        d.session("k", &out, &["--subbuf-size", "4096", "--num-subbuf", "8", "--read-timer", "2000"]);
         let mut prog = Command::new(program("debug", "fourthreads"))
             .arg("100000")
             .env("UST_RUNDIR", &d.rundir)
@@ -225,16 +156,10 @@ fn killed_daemon_leaves_a_readable_trace() {
         // Kill it while it writes: the clock starts when the process's trace exists.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let has_streams = || {
-            std::fs::read_dir(out.join("ust/pid")).is_ok_and(|mut d| {
-                d.next()
-                    .is_some_and(|p| p.unwrap().path().join("index/ch_1.idx").exists())
-            })
+            std::fs::read_dir(out.join("ust/pid")).is_ok_and(|mut d| d.next().is_some_and(|p| p.unwrap().path().join("index/ch_1.idx").exists()))
         };
         while !has_streams() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "round {round}: the process was never traced"
-            );
+            assert!(std::time::Instant::now() < deadline, "round {round}: the process was never traced");
             std::thread::sleep(Duration::from_millis(2));
         }
         std::thread::sleep(Duration::from_millis(delay_ms));
@@ -246,23 +171,13 @@ fn killed_daemon_leaves_a_readable_trace() {
         let _ = prog.wait();
         std::thread::sleep(Duration::from_millis(50));
         // A kill in the middle of a packet's write leaves it cut short: make sure one is.
-        let dirs: Vec<PathBuf> = std::fs::read_dir(out.join("ust/pid"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
+        let dirs: Vec<PathBuf> = std::fs::read_dir(out.join("ust/pid")).unwrap().map(|e| e.unwrap().path()).collect();
         assert_eq!(dirs.len(), 1, "round {round}: one process trace");
-        let stream = ["ch_0", "ch_1"]
-            .iter()
-            .map(|n| dirs[0].join(n))
-            .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
-            .unwrap();
+        let stream = ["ch_0", "ch_1"].iter().map(|n| dirs[0].join(n)).max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)).unwrap();
         // (Killed before it created the stream files: nothing to cut.)
         let bytes = std::fs::read(&stream).unwrap_or_default();
         if bytes.len() >= 4096 {
-            let mut f = std::fs::OpenOptions::new()
-                .append(true)
-                .open(&stream)
-                .unwrap();
+            let mut f = std::fs::OpenOptions::new().append(true).open(&stream).unwrap();
             std::io::Write::write_all(&mut f, &bytes[..1500]).unwrap();
         }
         // `ust view --repair` repairs and reads it (plain `ust view` changes nothing).
@@ -270,23 +185,13 @@ fn killed_daemon_leaves_a_readable_trace() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "round {round}: ust view failed: {err}");
         if bytes.len() >= 4096 {
-            assert!(
-                err.contains("cut 1500 bytes of an unfinished packet"),
-                "round {round}: {err}"
-            );
+            assert!(err.contains("cut 1500 bytes of an unfinished packet"), "round {round}: {err}");
         }
         check_whole(&out);
         let (text, _) = babeltrace_allowing_warnings(&out);
         let seqs = per_thread(&text);
         let total: usize = seqs.values().map(Vec::len).sum();
-        assert_eq!(
-            total,
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter(|l| !common::is_statedump(l))
-                .count(),
-            "round {round}"
-        );
+        assert_eq!(total, String::from_utf8_lossy(&o.stdout).lines().filter(|l| !common::is_statedump(l)).count(), "round {round}");
         eprintln!("round {round}: killed after {delay_ms} ms, {total} events readable");
     }
 }

@@ -29,12 +29,7 @@ fn events(text: &str) -> Vec<Event> {
     text.lines()
         .filter(|l| !l.contains(") lttng_ust_statedump:") && !l.contains(") lttng_ust_lib:"))
         .map(|l| {
-            let name = l
-                .split_whitespace()
-                .nth(3)
-                .unwrap_or_default()
-                .trim_end_matches(':')
-                .to_string();
+            let name = l.split_whitespace().nth(3).unwrap_or_default().trim_end_matches(':').to_string();
             let fields = match l.find("}, { ") {
                 Some(i) => l[i + 5..].trim_end_matches(" }").to_string(),
                 None => String::new(),
@@ -46,16 +41,7 @@ fn events(text: &str) -> Vec<Event> {
 
 /// Runs `ust trace --output <out> -- cmd args` and returns (exit code, stderr).
 fn ust_trace(d: &TestDaemon, out: &Path, cmd: &Path, args: &[&str]) -> (i32, String) {
-    let o = d
-        .ust_cmd()
-        .arg("trace")
-        .arg("--output")
-        .arg(out)
-        .arg("--")
-        .arg(cmd)
-        .args(args)
-        .output()
-        .unwrap();
+    let o = d.ust_cmd().arg("trace").arg("--output").arg(out).arg("--").arg(cmd).args(args).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     (o.status.code().unwrap_or(-1), err)
 }
@@ -66,15 +52,9 @@ fn every_field_type_reads_back_with_its_values() {
     let out = d.output("allfields");
     let (code, err) = ust_trace(&d, &out, &program("debug", "allfields"), &[]);
     assert_eq!(code, 0, "{err}\n{}", d.log());
-    assert!(
-        err.contains(&format!("ust: trace written to {}", out.display())),
-        "{err}"
-    );
+    assert!(err.contains(&format!("ust: trace written to {}", out.display())), "{err}");
     let evs = events(&babeltrace(&out));
-    let got: Vec<(&str, &str)> = evs
-        .iter()
-        .map(|e| (e.name.as_str(), e.fields.as_str()))
-        .collect();
+    let got: Vec<(&str, &str)> = evs.iter().map(|e| (e.name.as_str(), e.fields.as_str())).collect();
     let want = [
         ("allprov:ints", "a = 255, b = 18446744073709551615, c = -128, d = -32768, e = -2147483648, f = -9223372036854775808, g = 65535, h = 4294967295, i = 12345, j = -12345"),
         ("allprov:floats", "x = 1.5, y = -2.25, nan = nan, inf = inf, tiny = 1e-300"),
@@ -89,19 +69,10 @@ fn every_field_type_reads_back_with_its_values() {
     ];
     assert_eq!(got, want);
     // The levels reach the metadata.
-    let meta = std::fs::read_dir(out.join("ust/pid"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("metadata");
+    let meta = std::fs::read_dir(out.join("ust/pid")).unwrap().next().unwrap().unwrap().path().join("metadata");
     let meta = std::fs::read_to_string(meta).unwrap();
     assert!(meta.starts_with("/* CTF 1.8 */"));
-    assert!(
-        meta.contains("name = \"allprov:floats\";") && meta.contains("loglevel = 5;"),
-        "{meta}"
-    );
+    assert!(meta.contains("name = \"allprov:floats\";") && meta.contains("loglevel = 5;"), "{meta}");
 }
 
 #[test]
@@ -109,35 +80,21 @@ fn four_threads_yield_every_event_in_sequence() {
     const N: u64 = 20_000;
     let d = TestDaemon::start();
     let out = d.output("four");
-    let (code, err) = ust_trace(
-        &d,
-        &out,
-        &program("debug", "fourthreads"),
-        &[&N.to_string()],
-    );
+    let (code, err) = ust_trace(&d, &out, &program("debug", "fourthreads"), &[&N.to_string()]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains(" events recorded, 0 discarded"), "{err}");
     // The summary's line for the event (the state dump has its own lines).
-    let counted = err
-        .lines()
-        .find_map(|l| l.strip_prefix("ust:   myprov:myev"))
-        .map(|n| n.trim().to_string());
+    let counted = err.lines().find_map(|l| l.strip_prefix("ust:   myprov:myev")).map(|n| n.trim().to_string());
     assert_eq!(counted, Some((4 * N).to_string()), "{err}");
     let mut seqs: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     for e in events(&babeltrace(&out)) {
         assert_eq!(e.name, "myprov:myev");
         // seq = S, tid = T, name = "thread-T", _raw_length = 3, raw = [ ... ]
-        let kv: BTreeMap<&str, &str> = e
-            .fields
-            .split(", ")
-            .filter_map(|p| p.split_once(" = "))
-            .collect();
+        let kv: BTreeMap<&str, &str> = e.fields.split(", ").filter_map(|p| p.split_once(" = ")).collect();
         let tid: u32 = kv["tid"].parse().unwrap();
         assert_eq!(kv["name"], format!("\"thread-{tid}\""));
         assert_eq!(kv["_raw_length"], "3");
-        seqs.entry(tid)
-            .or_default()
-            .push(kv["seq"].parse().unwrap());
+        seqs.entry(tid).or_default().push(kv["seq"].parse().unwrap());
     }
     assert_eq!(seqs.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
     for (tid, mut s) in seqs {
@@ -154,15 +111,8 @@ fn three_events_then_return_from_main_are_all_there() {
         let (code, err) = ust_trace(&d, &out, &program("release", "threeevents"), &[]);
         assert_eq!(code, 0, "{err}");
         let evs = events(&babeltrace(&out));
-        let got: Vec<String> = evs
-            .iter()
-            .map(|e| format!("{} {}", e.name, e.fields))
-            .collect();
-        assert_eq!(
-            got,
-            ["short:ev i = 0", "short:ev i = 1", "short:ev i = 2"],
-            "run {run}"
-        );
+        let got: Vec<String> = evs.iter().map(|e| format!("{} {}", e.name, e.fields)).collect();
+        assert_eq!(got, ["short:ev i = 0", "short:ev i = 1", "short:ev i = 2"], "run {run}");
     }
 }
 
@@ -176,9 +126,7 @@ fn list_apps_shows_tracepoints_before_any_fires_in_a_release_build() {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     let pid = child.id().to_string();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -192,12 +140,7 @@ fn list_apps_shows_tracepoints_before_any_fires_in_a_release_build() {
     assert!(text.contains(&pid), "{text}");
     assert!(text.contains("waiter:never_fired_before_listing"), "{text}");
     let json = d.ust_json(&["list", "--apps", "--json"]).to_string();
-    assert!(
-        json.contains("never_fired_before_listing")
-            && json.contains("\"value\"")
-            && json.contains("\"label\""),
-        "{json}"
-    );
+    assert!(json.contains("never_fired_before_listing") && json.contains("\"value\"") && json.contains("\"label\""), "{json}");
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
 }
@@ -206,20 +149,10 @@ fn list_apps_shows_tracepoints_before_any_fires_in_a_release_build() {
 fn without_a_daemon_programs_run_normally() {
     let d = TestDaemon::without_daemon();
     let start = Instant::now();
-    let o = Command::new(program("debug", "allfields"))
-        .env("UST_RUNDIR", &d.rundir)
-        .output()
-        .unwrap();
+    let o = Command::new(program("debug", "allfields")).env("UST_RUNDIR", &d.rundir).output().unwrap();
     assert!(o.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout),
-        "allfields: 10 events emitted\n"
-    );
-    assert!(
-        start.elapsed() < Duration::from_secs(2),
-        "took {:?}",
-        start.elapsed()
-    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "allfields: 10 events emitted\n");
+    assert!(start.elapsed() < Duration::from_secs(2), "took {:?}", start.elapsed());
 }
 
 #[test]
@@ -241,10 +174,7 @@ fn fswalk_counts_match_the_trace() {
     let mut printed: BTreeMap<String, u64> = BTreeMap::new();
     for l in String::from_utf8_lossy(&o.stdout).lines() {
         let mut w = l.split_whitespace().skip(1);
-        let (n, name) = (
-            w.next().unwrap().parse().unwrap(),
-            w.next().unwrap().to_string(),
-        );
+        let (n, name) = (w.next().unwrap().parse().unwrap(), w.next().unwrap().to_string());
         if n > 0 {
             printed.insert(name, n);
         }
@@ -276,25 +206,15 @@ fn trace_exits_with_the_command_status() {
     let (code, _) = ust_trace(&d, &d.output("killed"), sh, &["-c", "kill -9 $$"]);
     assert_eq!(code, 128 + 9);
     let o = d.ust(&["trace", "--", "/nonexistent/program"]);
-    assert_eq!(
-        o.status.code(),
-        Some(127),
-        "a command that cannot run exits 127, as a shell does"
-    );
+    assert_eq!(o.status.code(), Some(127), "a command that cannot run exits 127, as a shell does");
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /nonexistent/program"));
 }
 
 /// Splits a babeltrace2 line into its `{ ... }` blocks after the name: packet context,
 /// event context (when the channel has one), payload.
 fn blocks(line: &str) -> Vec<String> {
-    let Some(start) = line.find(": { ") else {
-        return Vec::new();
-    };
-    line[start + 4..]
-        .trim_end_matches(" }")
-        .split(" }, { ")
-        .map(str::to_string)
-        .collect()
+    let Some(start) = line.find(": { ") else { return Vec::new() };
+    line[start + 4..].trim_end_matches(" }").split(" }, { ").map(str::to_string).collect()
 }
 
 #[test]
@@ -305,37 +225,17 @@ fn contexts_filters_and_exclusions_through_a_session() {
     d.ust_ok(&["create", "s", "--output", o]);
     d.ust_ok(&["add-context", "-t", "vtid", "-t", "procname", "-t", "vpid"]);
     d.ust_ok(&["enable-event", "filt:*", "--exclude", "filt:skip*,filt:num"]);
-    let stdout = d.ust_ok(&[
-        "enable-event",
-        "filt:num",
-        "--filter",
-        r#"n >= 10 && name == "o*" || x == 1.0"#,
-    ]);
+    let stdout = d.ust_ok(&["enable-event", "filt:num", "--filter", r#"n >= 10 && name == "o*" || x == 1.0"#]);
     assert!(stdout.contains("with filter"), "{stdout}");
     let listed = d.ust_ok(&["list", "s"]);
-    assert!(
-        listed.contains("Contexts:         vtid, procname, vpid"),
-        "{listed}"
-    );
-    assert!(
-        listed.contains("[exclusions: filt:skip*,filt:num]") && listed.contains("[filter: n >= 10"),
-        "{listed}"
-    );
+    assert!(listed.contains("Contexts:         vtid, procname, vpid"), "{listed}");
+    assert!(listed.contains("[exclusions: filt:skip*,filt:num]") && listed.contains("[filter: n >= 10"), "{listed}");
     d.ust_ok(&["start"]);
-    let child = Command::new(program("debug", "filtered"))
-        .env("UST_RUNDIR", d.rundir.as_path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = Command::new(program("debug", "filtered")).env("UST_RUNDIR", d.rundir.as_path()).stdout(Stdio::piped()).spawn().unwrap();
     let pid = child.id();
     let run = child.wait_with_output().unwrap();
     assert!(run.status.success());
-    let tid: i32 = String::from_utf8_lossy(&run.stdout)
-        .trim()
-        .strip_prefix("tid ")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let tid: i32 = String::from_utf8_lossy(&run.stdout).trim().strip_prefix("tid ").unwrap().parse().unwrap();
     let o2 = d.ust(&["add-context", "-t", "cpu_id"]);
     assert!(!o2.status.success() && String::from_utf8_lossy(&o2.stderr).contains("after start"));
     d.ust_ok(&["destroy"]);
@@ -343,50 +243,27 @@ fn contexts_filters_and_exclusions_through_a_session() {
     let mut nums = Vec::new();
     let mut names = Vec::new();
     for l in text.lines() {
-        let name = l
-            .split_whitespace()
-            .nth(3)
-            .unwrap_or_default()
-            .trim_end_matches(':')
-            .to_string();
+        let name = l.split_whitespace().nth(3).unwrap_or_default().trim_end_matches(':').to_string();
         let b = blocks(l);
         assert_eq!(b.len(), 3, "packet context, event context, payload: {l}");
         let ctx = &b[1];
         assert!(ctx.contains("procname = \"filtered\""), "{l}");
         assert!(ctx.ends_with(&format!("vpid = {pid}")), "{l}");
         if name != "filt:main" {
-            assert!(
-                ctx.starts_with(&format!("vtid = {tid}, ")),
-                "vtid is the emitting thread's ({tid}): {l}"
-            );
+            assert!(ctx.starts_with(&format!("vtid = {tid}, ")), "vtid is the emitting thread's ({tid}): {l}");
         } else {
             assert!(!ctx.starts_with(&format!("vtid = {tid}, ")), "{l}");
         }
         if name == "filt:num" {
-            let n: u32 = b[2]
-                .strip_prefix("n = ")
-                .unwrap()
-                .split(',')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap();
+            let n: u32 = b[2].strip_prefix("n = ").unwrap().split(',').next().unwrap().parse().unwrap();
             nums.push(n);
         }
         names.push(name);
     }
-    assert_eq!(
-        nums,
-        vec![2, 11, 13, 15, 17, 19],
-        "filter: (n >= 10 && odd) || x == 1.0\n{text}"
-    );
+    assert_eq!(nums, vec![2, 11, 13, 15, 17, 19], "filter: (n >= 10 && odd) || x == 1.0\n{text}");
     names.sort();
     names.dedup();
-    assert_eq!(
-        names,
-        vec!["filt:main", "filt:num", "filt:other"],
-        "filt:skipme excluded\n{text}"
-    );
+    assert_eq!(names, vec!["filt:main", "filt:num", "filt:other"], "filt:skipme excluded\n{text}");
 }
 
 #[test]
@@ -397,10 +274,7 @@ fn malformed_filters_are_refused_with_the_column() {
     let o = d.ust(&["enable-event", "a:*", "--filter", "n > && m"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("invalid filter: column 5: expected an operand after `>`"),
-        "{err}"
-    );
+    assert!(err.contains("invalid filter: column 5: expected an operand after `>`"), "{err}");
     assert!(err.contains("  n > && m\n      ^"), "{err}");
     // The daemon checks what it receives too.
     let mut c = d.client();
@@ -434,37 +308,13 @@ fn tracefile_size_and_count_bound_the_files() {
     let d = TestDaemon::start();
     let out = d.output("rot");
     d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
-    d.ust_ok(&[
-        "enable-channel",
-        "c",
-        "--subbuf-size",
-        "4k",
-        "--num-subbuf",
-        "256",
-        "--tracefile-size",
-        "8k",
-        "--tracefile-count",
-        "3",
-        "--read-timer",
-        "500",
-    ]);
+    d.ust_ok(&["enable-channel", "c", "--subbuf-size", "4k", "--num-subbuf", "256", "--tracefile-size", "8k", "--tracefile-count", "3", "--read-timer", "500"]);
     d.ust_ok(&["enable-event", "-c", "c", "rounds:*"]);
     d.ust_ok(&["start"]);
-    let st = Command::new(program("debug", "rounds"))
-        .args(["3000", "20"])
-        .env("UST_RUNDIR", d.rundir.as_path())
-        .stdout(Stdio::null())
-        .stdin(Stdio::null())
-        .status()
-        .unwrap();
+    let st = Command::new(program("debug", "rounds")).args(["3000", "20"]).env("UST_RUNDIR", d.rundir.as_path()).stdout(Stdio::null()).stdin(Stdio::null()).status().unwrap();
     assert!(st.success());
     d.ust_ok(&["destroy"]);
-    let pid_dir = std::fs::read_dir(out.join("ust/pid"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let pid_dir = std::fs::read_dir(out.join("ust/pid")).unwrap().next().unwrap().unwrap().path();
     let mut max_k = 0;
     let mut per_stream: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for e in std::fs::read_dir(&pid_dir).unwrap().flatten() {
@@ -477,17 +327,10 @@ fn tracefile_size_and_count_bound_the_files() {
         max_k = max_k.max(k);
         per_stream.entry(stream.to_string()).or_default().push(k);
         let len = e.metadata().unwrap().len();
-        assert!(
-            len <= 8192 && len % 4096 == 0,
-            "{name}: {len} bytes, whole 4 KiB packets within 8 KiB"
-        );
+        assert!(len <= 8192 && len % 4096 == 0, "{name}: {len} bytes, whole 4 KiB packets within 8 KiB");
         let idx = std::fs::read(pid_dir.join("index").join(format!("{name}.idx"))).unwrap();
         let entries = ust_ctf::index::parse(&idx).unwrap();
-        assert_eq!(
-            entries.len() as u64,
-            len / 4096,
-            "{name}: one index entry per packet"
-        );
+        assert_eq!(entries.len() as u64, len / 4096, "{name}: one index entry per packet");
     }
     assert!(max_k >= 3, "files were rotated: {per_stream:?}");
     for (stream, ks) in &per_stream {
@@ -535,27 +378,13 @@ fn rotate_archives_complete_traces_while_tracing_goes_on() {
     assert!(child.wait().unwrap().success());
     let said = d.ust_ok(&["destroy"]);
     assert_eq!(said.matches("Trace chunk archive: ").count(), 3, "{said}");
-    let mut all: Vec<PathBuf> = std::fs::read_dir(out.join("archives"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    all.sort_by_key(|p| {
-        p.to_string_lossy()
-            .rsplit('-')
-            .next()
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-    });
+    let mut all: Vec<PathBuf> = std::fs::read_dir(out.join("archives")).unwrap().flatten().map(|e| e.path()).collect();
+    all.sort_by_key(|p| p.to_string_lossy().rsplit('-').next().unwrap().parse::<u64>().unwrap());
     assert_eq!(all.len(), 3);
     assert_eq!(&all[..2], &archives[..]);
     for (n, a) in all.iter().enumerate() {
         let name = a.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(
-            name.ends_with(&format!("-{n}")) && name.matches('T').count() == 2,
-            "<begin>-<end>-<n>: {name}"
-        );
+        assert!(name.ends_with(&format!("-{n}")) && name.matches('T').count() == 2, "<begin>-<end>-<n>: {name}");
         let got = rounds_indexes(a);
         let want: Vec<u64> = (n as u64 * 100..(n as u64 + 1) * 100).collect();
         assert_eq!(got, want, "archive {name} holds exactly its chunk");
@@ -569,21 +398,11 @@ fn a_program_using_only_tracing_macros_yields_typed_fields() {
     let out = d.output("tracing");
     let (code, err) = ust_trace(&d, &out, &program("debug", "tracingprog"), &[]);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        err.lines()
-            .any(|l| l.contains("tracingprog:event ") && l.ends_with(" 5")),
-        "{err}"
-    );
+    assert!(err.lines().any(|l| l.contains("tracingprog:event ") && l.ends_with(" 5")), "{err}");
     let text = babeltrace(&out);
     // The state dump (lttng_ust_statedump:*) is enabled by `ust trace` too; not looked at here.
-    let lines: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains(" tracingprog:"))
-        .collect();
-    let names: Vec<&str> = lines
-        .iter()
-        .map(|l| l.split_whitespace().nth(3).unwrap().trim_end_matches(':'))
-        .collect();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(" tracingprog:")).collect();
+    let names: Vec<&str> = lines.iter().map(|l| l.split_whitespace().nth(3).unwrap().trim_end_matches(':')).collect();
     assert_eq!(
         names,
         [
@@ -599,17 +418,8 @@ fn a_program_using_only_tracing_macros_yields_typed_fields() {
         ],
         "{text}"
     );
-    let tag = |name: &str, kind: &str, n: u8, v: &str| {
-        format!("_{name}_tag = ( \"{kind}\" : container = {n} ), {name} = {{ {v} }}")
-    };
-    assert!(
-        lines[0].ends_with(&format!(
-            "{{ id = 1, parent = 0, {} }}",
-            tag("job", "u64", 2, "42")
-        )),
-        "{}",
-        lines[0]
-    );
+    let tag = |name: &str, kind: &str, n: u8, v: &str| format!("_{name}_tag = ( \"{kind}\" : container = {n} ), {name} = {{ {v} }}");
+    assert!(lines[0].ends_with(&format!("{{ id = 1, parent = 0, {} }}", tag("job", "u64", 2, "42"))), "{}", lines[0]);
     for (k, l) in lines[2..5].iter().enumerate() {
         let want = [
             tag("message", "str", 5, &format!("\"step {k}\"")),
@@ -624,15 +434,7 @@ fn a_program_using_only_tracing_macros_yields_typed_fields() {
     for l in [lines[1], lines[5], lines[6]] {
         assert!(l.ends_with("{ id = 1 }"), "{l}");
     }
-    assert!(
-        lines[7].ends_with(&format!(
-            "{{ {}, {} }}",
-            tag("message", "str", 5, "\"done\""),
-            tag("code", "u64", 2, "7")
-        )),
-        "{}",
-        lines[7]
-    );
+    assert!(lines[7].ends_with(&format!("{{ {}, {} }}", tag("message", "str", 5, "\"done\""), tag("code", "u64", 2, "7"))), "{}", lines[7]);
 }
 
 #[test]
@@ -642,24 +444,12 @@ fn tracing_callsites_follow_the_enablers_levels() {
     d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
     d.ust_ok(&["enable-event", "tracingprog:*", "--loglevel", "info"]);
     d.ust_ok(&["start"]);
-    let st = Command::new(program("debug", "tracingprog"))
-        .env("UST_RUNDIR", d.rundir.as_path())
-        .status()
-        .unwrap();
+    let st = Command::new(program("debug", "tracingprog")).env("UST_RUNDIR", d.rundir.as_path()).status().unwrap();
     assert!(st.success());
     d.ust_ok(&["destroy"]);
     let text = babeltrace(&out);
-    assert_eq!(
-        text.lines()
-            .filter(|l| l.contains("tracingprog:event"))
-            .count(),
-        4,
-        "TRACE (ust Debug) is above --loglevel info\n{text}"
-    );
-    assert!(
-        text.contains("(\"done\")") || text.contains("\"done\""),
-        "WARN is kept\n{text}"
-    );
+    assert_eq!(text.lines().filter(|l| l.contains("tracingprog:event")).count(), 4, "TRACE (ust Debug) is above --loglevel info\n{text}");
+    assert!(text.contains("(\"done\")") || text.contains("\"done\""), "WARN is kept\n{text}");
     assert!(!text.contains("hidden"), "{text}");
 }
 
@@ -680,40 +470,19 @@ fn tracing_callsites_show_in_list_apps_and_the_metadata() {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "ready");
     let apps = d.ust_json(&["list", "--apps", "--json"]);
-    let app = apps
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["procname"] == "tracingprog")
-        .expect("registered");
+    let app = apps.as_array().unwrap().iter().find(|a| a["procname"] == "tracingprog").expect("registered");
     let events = app["events"].as_array().unwrap();
     let find = |name: &str, level: u64| {
-        events
-            .iter()
-            .find(|e| e["name"] == name && e["level"] == level)
-            .unwrap_or_else(|| panic!("{name} (level {level}) in {events:#?}"))
+        events.iter().find(|e| e["name"] == name && e["level"] == level).unwrap_or_else(|| panic!("{name} (level {level}) in {events:#?}"))
     };
     let info = find("tracingprog:event", 6);
-    let fields: Vec<&str> = info["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["name"].as_str().unwrap())
-        .collect();
+    let fields: Vec<&str> = info["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
     assert_eq!(fields, ["message", "count", "ratio", "ok", "who"]);
-    assert!(info["fields"][1]["type"]
-        .as_str()
-        .unwrap()
-        .starts_with("dynamic"));
+    assert!(info["fields"][1]["type"].as_str().unwrap().starts_with("dynamic"));
     find("tracingprog:event", 4);
     find("tracingprog:event", 14);
     let new = find("tracingprog:work_new", 6);
-    let fields: Vec<&str> = new["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["name"].as_str().unwrap())
-        .collect();
+    let fields: Vec<&str> = new["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
     assert_eq!(fields, ["id", "parent", "job"]);
     for n in ["work_enter", "work_exit", "work_close"] {
         find(&format!("tracingprog:{n}"), 6);
@@ -721,32 +490,10 @@ fn tracing_callsites_show_in_list_apps_and_the_metadata() {
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
     d.ust_ok(&["destroy"]);
-    let pid_dir = std::fs::read_dir(out.join("ust/pid"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let pid_dir = std::fs::read_dir(out.join("ust/pid")).unwrap().next().unwrap().unwrap().path();
     let metadata = std::fs::read_to_string(pid_dir.join("metadata")).unwrap();
-    assert!(
-        metadata.contains("name = \"tracingprog:event\";")
-            && metadata.contains("variant <__count_tag>"),
-        "metadata rewritten with the callsites"
-    );
+    assert!(metadata.contains("name = \"tracingprog:event\";") && metadata.contains("variant <__count_tag>"), "metadata rewritten with the callsites");
     let text = babeltrace(&out);
-    let names: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains(" tracingprog:"))
-        .map(|l| l.split_whitespace().nth(3).unwrap())
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "tracingprog:work_new:",
-            "tracingprog:work_enter:",
-            "tracingprog:work_exit:",
-            "tracingprog:work_close:"
-        ],
-        "only the span events were enabled\n{text}"
-    );
+    let names: Vec<&str> = text.lines().filter(|l| l.contains(" tracingprog:")).map(|l| l.split_whitespace().nth(3).unwrap()).collect();
+    assert_eq!(names, ["tracingprog:work_new:", "tracingprog:work_enter:", "tracingprog:work_exit:", "tracingprog:work_close:"], "only the span events were enabled\n{text}");
 }

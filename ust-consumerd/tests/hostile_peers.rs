@@ -15,15 +15,13 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{babeltrace, bt_events, output_within, program, TestDaemon};
+use ust_ctl::protocol::{Reply, Request};
 use proptest::prelude::*;
 use ust_core::protocol::{self, AppMessage, DaemonMessage, Registration};
-use ust_ctl::protocol::{Reply, Request};
 
 /// Open descriptors of process `pid`.
 fn fd_count(pid: i32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .unwrap_or(0)
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
 }
 
 /// Reads what the daemon sends until it closes the connection (10 s at most); returns the
@@ -33,18 +31,8 @@ fn read_to_close(mut s: &UnixStream) -> Vec<u8> {
     let mut v = Vec::new();
     let r = s.read_to_end(&mut v);
     // Closing a socket with unread input resets it: closed all the same.
-    let r = r.or_else(|e| {
-        if e.kind() == std::io::ErrorKind::ConnectionReset {
-            Ok(0)
-        } else {
-            Err(e)
-        }
-    });
-    assert!(
-        r.is_ok(),
-        "the daemon did not close the connection: {r:?} after {} bytes",
-        v.len()
-    );
+    let r = r.or_else(|e| if e.kind() == std::io::ErrorKind::ConnectionReset { Ok(0) } else { Err(e) });
+    assert!(r.is_ok(), "the daemon did not close the connection: {r:?} after {} bytes", v.len());
     v
 }
 
@@ -52,10 +40,7 @@ fn read_to_close(mut s: &UnixStream) -> Vec<u8> {
 fn ctl_error(bytes: &[u8]) -> String {
     match protocol::read_frame::<Reply>(bytes) {
         Ok(Reply::Error { message }) => message,
-        other => panic!(
-            "expected an error reply, got {other:?} from {:?}",
-            String::from_utf8_lossy(bytes)
-        ),
+        other => panic!("expected an error reply, got {other:?} from {:?}", String::from_utf8_lossy(bytes)),
     }
 }
 
@@ -63,10 +48,7 @@ fn ctl_error(bytes: &[u8]) -> String {
 fn refused(bytes: &[u8]) -> String {
     match protocol::read_frame::<DaemonMessage>(bytes) {
         Ok(DaemonMessage::Refused { reason }) => reason,
-        other => panic!(
-            "expected Refused, got {other:?} from {:?}",
-            String::from_utf8_lossy(bytes)
-        ),
+        other => panic!("expected Refused, got {other:?} from {:?}", String::from_utf8_lossy(bytes)),
     }
 }
 
@@ -96,9 +78,7 @@ fn attacks() -> Vec<Attack> {
     };
     let mut cut = frame(br#"{"version":1,"command":"Ping"}"#);
     cut.truncate(12);
-    let random: Vec<u8> = (0..64u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect();
+    let random: Vec<u8> = (0..64u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     vec![
         ("truncated then closed", cut.clone(), true),
         ("truncated then silent", cut, false),
@@ -142,11 +122,7 @@ fn malformed_messages_on_every_socket_leave_other_sessions_intact() {
                 if hang_up && reply.is_empty() {
                     return format!("{socket} {name}: closed");
                 }
-                let msg = if socket == "ctl" {
-                    ctl_error(&reply)
-                } else {
-                    refused(&reply)
-                };
+                let msg = if socket == "ctl" { ctl_error(&reply) } else { refused(&reply) };
                 format!("{socket} {name}: {msg}")
             }));
         }
@@ -155,31 +131,12 @@ fn malformed_messages_on_every_socket_leave_other_sessions_intact() {
     let ctl = d.socket("ctl");
     threads.push(std::thread::spawn(move || {
         let s = UnixStream::connect(ctl).unwrap();
-        protocol::write_frame(
-            &s,
-            &Request {
-                version: 99,
-                command: ust_ctl::protocol::Command::Ping,
-            },
-        )
-        .unwrap();
+        protocol::write_frame(&s, &Request { version: 99, command: ust_ctl::protocol::Command::Ping }).unwrap();
         format!("ctl wrong version: {}", ctl_error(&read_to_close(&s)))
     }));
     for (what, reg) in [
-        (
-            "wrong ABI",
-            Registration {
-                abi_major: 99,
-                ..good_registration()
-            },
-        ),
-        (
-            "too many CPUs",
-            Registration {
-                ncpus: 100_000,
-                ..good_registration()
-            },
-        ),
+        ("wrong ABI", Registration { abi_major: 99, ..good_registration() }),
+        ("too many CPUs", Registration { ncpus: 100_000, ..good_registration() }),
     ] {
         let app = d.socket("app");
         threads.push(std::thread::spawn(move || {
@@ -195,16 +152,9 @@ fn malformed_messages_on_every_socket_leave_other_sessions_intact() {
         let f = std::fs::File::open("/dev/null").unwrap();
         let fds = vec![f.as_fd(); 200];
         protocol::send(&s, &AppMessage::Exiting, &fds).unwrap();
-        format!(
-            "app descriptors with Exiting: {}",
-            refused(&read_to_close(&s))
-        )
+        format!("app descriptors with Exiting: {}", refused(&read_to_close(&s)))
     }));
-    let mut said: Vec<String> = threads
-        .into_iter()
-        .map(|t| t.join().unwrap())
-        .filter(|s| !s.is_empty())
-        .collect();
+    let mut said: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).filter(|s| !s.is_empty()).collect();
     said.sort();
     let elapsed = t0.elapsed();
     let text = said.join("\n");
@@ -224,14 +174,8 @@ fn malformed_messages_on_every_socket_leave_other_sessions_intact() {
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
-    assert!(
-        text.contains("ctl random bytes: ") && text.contains("app random bytes: "),
-        "{text}"
-    );
-    assert!(
-        elapsed < Duration::from_secs(20),
-        "bad peers took {elapsed:?}"
-    );
+    assert!(text.contains("ctl random bytes: ") && text.contains("app random bytes: "), "{text}");
+    assert!(elapsed < Duration::from_secs(20), "bad peers took {elapsed:?}");
     // Still serving; the good session's trace is whole.
     d.ust_ok(&["list"]);
     let detail = d.stop_and_destroy("good");
@@ -243,13 +187,7 @@ fn malformed_messages_on_every_socket_leave_other_sessions_intact() {
     while fd_count(d.pid()) > fds_before && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        fd_count(d.pid()) <= fds_before,
-        "descriptors: {} before, {} after\n{}",
-        fds_before,
-        fd_count(d.pid()),
-        d.log()
-    );
+    assert!(fd_count(d.pid()) <= fds_before, "descriptors: {} before, {} after\n{}", fds_before, fd_count(d.pid()), d.log());
 }
 
 /// A connected pair; the frame in `bytes` written into one end, which is then closed.
@@ -275,25 +213,15 @@ fn seeds() -> Vec<Vec<u8>> {
         provider: "p".into(),
         name: "e".into(),
         level: ust_core::Level::Info,
-        fields: vec![ust_core::FieldDesc {
-            name: "x".into(),
-            ty: ust_core::FieldType::Integer(ust_core::IntegerType::U64),
-        }]
-        .into(),
+        fields: vec![ust_core::FieldDesc { name: "x".into(), ty: ust_core::FieldType::Integer(ust_core::IntegerType::U64) }].into(),
         location: "here".into(),
     });
     vec![
         frame_of(&AppMessage::Register(reg)),
         frame_of(&AppMessage::SyncDone { seq: 3 }),
-        frame_of(&DaemonMessage::SetEnabled {
-            masks: vec![1, 0, 3],
-            filters: vec![],
-        }),
+        frame_of(&DaemonMessage::SetEnabled { masks: vec![1, 0, 3], filters: vec![] }),
         frame_of(&DaemonMessage::Refused { reason: "x".into() }),
-        frame_of(&Request {
-            version: 1,
-            command: ust_ctl::protocol::Command::Ping,
-        }),
+        frame_of(&Request { version: 1, command: ust_ctl::protocol::Command::Ping }),
     ]
 }
 

@@ -30,20 +30,9 @@ macro_rules! require_tracefs {
 }
 
 fn babeltrace(dir: &Path) -> String {
-    let out = Command::new("babeltrace2")
-        .arg(dir)
-        .output()
-        .expect("babeltrace2 runs");
-    assert!(
-        out.status.success(),
-        "babeltrace2 failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.stderr.is_empty(),
-        "babeltrace2 warned: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new("babeltrace2").arg(dir).output().expect("babeltrace2 runs");
+    assert!(out.status.success(), "babeltrace2 failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "babeltrace2 warned: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
@@ -55,46 +44,22 @@ fn records_sleep_and_babeltrace_reads_it() {
     let inst = format!("{}{}", tracefs::INSTANCE_PREFIX, std::process::id());
     let root = tracefs::root().unwrap();
     assert!(root.join("instances").join(&inst).is_dir());
-    assert!(
-        std::fs::read_to_string(root.join("instances").join(&inst).join("trace_clock"))
-            .unwrap()
-            .contains("[mono]")
-    );
+    assert!(std::fs::read_to_string(root.join("instances").join(&inst).join("trace_clock")).unwrap().contains("[mono]"));
     let child = Command::new("sleep").arg("0.1").spawn().unwrap();
     let pid = child.id() as i32;
     let st = child.wait_with_output().unwrap();
     assert!(st.status.success());
     let summary = rec.finish(out.path(), pid).unwrap();
-    assert!(
-        !root.join("instances").join(&inst).exists(),
-        "instance removed"
-    );
-    let count = |n: &str| {
-        summary
-            .counts
-            .iter()
-            .find(|(k, _)| k == n)
-            .map(|x| x.1)
-            .unwrap_or(0)
-    };
+    assert!(!root.join("instances").join(&inst).exists(), "instance removed");
+    let count = |n: &str| summary.counts.iter().find(|(k, _)| k == n).map(|x| x.1).unwrap_or(0);
     assert!(count("sched_switch") > 0, "{:?}", summary.counts);
     assert!(count("syscall_entry") > 0);
     assert!(count("lttng_statedump_process_state") > 10);
     let text = babeltrace(&out.path().join("kernel"));
-    assert!(
-        text.contains("sched_switch:"),
-        "{}",
-        &text[..text.len().min(2000)]
-    );
-    assert!(
-        text.contains(&format!("next_pid = {pid}")),
-        "the child was scheduled"
-    );
+    assert!(text.contains("sched_switch:"), "{}", &text[..text.len().min(2000)]);
+    assert!(text.contains(&format!("next_pid = {pid}")), "the child was scheduled");
     assert!(text.contains("name = \"clock_nanosleep\"") || text.contains("name = \"nanosleep\""));
-    assert!(
-        text.contains("prev_comm = \""),
-        "comm arrays print as strings"
-    );
+    assert!(text.contains("prev_comm = \""), "comm arrays print as strings");
     let meta = std::fs::read_to_string(out.path().join("kernel/metadata")).unwrap();
     assert!(meta.contains(&format!("traced_pid = {pid};")));
     assert!(meta.contains(&format!("uuid = \"{}\"", ust_core::clock::boot_id())));
@@ -108,14 +73,9 @@ fn stale_instances_of_dead_pids_are_removed() {
     let mut c = Command::new("true").spawn().unwrap();
     let dead = c.id();
     c.wait().unwrap();
-    let stale = root
-        .join("instances")
-        .join(format!("{}{dead}", tracefs::INSTANCE_PREFIX));
+    let stale = root.join("instances").join(format!("{}{dead}", tracefs::INSTANCE_PREFIX));
     std::fs::create_dir(&stale).unwrap();
     let removed = tracefs::remove_stale(&root);
-    assert!(
-        removed.contains(&format!("{}{dead}", tracefs::INSTANCE_PREFIX)),
-        "{removed:?}"
-    );
+    assert!(removed.contains(&format!("{}{dead}", tracefs::INSTANCE_PREFIX)), "{removed:?}");
     assert!(!stale.exists());
 }

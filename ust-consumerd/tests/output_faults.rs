@@ -22,11 +22,7 @@ struct Tmpfs(std::path::PathBuf);
 impl Tmpfs {
     fn mount(dir: &Path, opts: &str) -> Tmpfs {
         std::fs::create_dir_all(dir).unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
-            .arg(dir)
-            .status()
-            .unwrap();
+        let st = Command::new("mount").args(["-t", "tmpfs", "-o", opts, "tmpfs"]).arg(dir).status().unwrap();
         assert!(st.success(), "mount -t tmpfs -o {opts} {}", dir.display());
         Tmpfs(dir.to_path_buf())
     }
@@ -62,25 +58,10 @@ fn an_unwritable_output_fails_create_and_trace_and_nothing_claims_a_trace() {
         let o = d.ust(&["create", "s", "--output", out.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "create must fail: {err}");
-        assert!(
-            err.contains(&out.display().to_string())
-                && (err.contains("cannot write") || err.contains("cannot create")),
-            "{err}"
-        );
-        assert!(
-            !d.ust_ok(&["list"]).contains(" s "),
-            "no session was created"
-        );
+        assert!(err.contains(&out.display().to_string()) && (err.contains("cannot write") || err.contains("cannot create")), "{err}");
+        assert!(!d.ust_ok(&["list"]).contains(" s "), "no session was created");
     }
-    let o = d
-        .ust_cmd()
-        .arg("trace")
-        .arg("--output")
-        .arg(ro.join("t"))
-        .arg("--")
-        .arg(program("debug", "threeevents"))
-        .output()
-        .unwrap();
+    let o = d.ust_cmd().arg("trace").arg("--output").arg(ro.join("t")).arg("--").arg(program("debug", "threeevents")).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_ne!(o.status.code(), Some(0), "ust trace must fail: {err}");
     assert!(!err.contains("trace written"), "{err}");
@@ -98,41 +79,17 @@ fn a_too_small_shm_path_fails_start_and_a_late_process_runs_untraced_unharmed() 
     let _m = Tmpfs::mount(&shm, "size=256k");
     let out = d.output("out");
     // Default channel: 16 x 512 KiB per CPU, far more than 256 KiB.
-    d.ust_ok(&[
-        "create",
-        "big",
-        "--output",
-        out.to_str().unwrap(),
-        "--shm-path",
-        shm.to_str().unwrap(),
-    ]);
+    d.ust_ok(&["create", "big", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
     d.ust_ok(&["enable-event", "-a"]);
     let o = d.ust(&["start"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "start must be refused: {err}");
-    assert!(
-        err.contains("--shm-path") && err.contains("bytes free"),
-        "{err}"
-    );
+    assert!(err.contains("--shm-path") && err.contains("bytes free"), "{err}");
     d.ust_ok(&["destroy", "big"]);
 
     // A channel that fits at start; then the space runs out before the process registers.
-    d.ust_ok(&[
-        "create",
-        "small",
-        "--output",
-        out.to_str().unwrap(),
-        "--shm-path",
-        shm.to_str().unwrap(),
-    ]);
-    d.ust_ok(&[
-        "enable-channel",
-        "c",
-        "--subbuf-size",
-        "4096",
-        "--num-subbuf",
-        "16",
-    ]);
+    d.ust_ok(&["create", "small", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
+    d.ust_ok(&["enable-channel", "c", "--subbuf-size", "4096", "--num-subbuf", "16"]);
     d.ust_ok(&["enable-event", "-c", "c", "-a"]);
     d.ust_ok(&["start"]);
     // Leave 48 KiB: room for the process's metadata and event list, not for one buffer
@@ -140,38 +97,16 @@ fn a_too_small_shm_path_fails_start_and_a_late_process_runs_untraced_unharmed() 
     let st = rustix::fs::statvfs(&shm).unwrap();
     let free = st.f_bavail * st.f_frsize;
     let filler = std::fs::File::create(shm.join("filler")).unwrap();
-    rustix::fs::fallocate(
-        &filler,
-        rustix::fs::FallocateFlags::empty(),
-        0,
-        free - 48 * 1024,
-    )
-    .unwrap();
-    let o = Command::new(program("debug", "threeevents"))
-        .env("UST_RUNDIR", &d.rundir)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "the program must not be harmed (no SIGBUS): {o:?}"
-    );
+    rustix::fs::fallocate(&filler, rustix::fs::FallocateFlags::empty(), 0, free - 48 * 1024).unwrap();
+    let o = Command::new(program("debug", "threeevents")).env("UST_RUNDIR", &d.rundir).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "the program must not be harmed (no SIGBUS): {o:?}");
     let detail = d.ust_json(&["list", "small", "--json"]);
-    let untraced = detail["untraced"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no untraced list: {detail}"));
+    let untraced = detail["untraced"].as_array().unwrap_or_else(|| panic!("no untraced list: {detail}"));
     assert_eq!(untraced.len(), 1, "{detail}");
     let reason = untraced[0]["reason"].as_str().unwrap();
     assert!(reason.contains("not enough space"), "{reason}");
-    assert_eq!(
-        untraced[0]["procname"].as_str().unwrap(),
-        "threeevents",
-        "{detail}"
-    );
+    assert_eq!(untraced[0]["procname"].as_str().unwrap(), "threeevents", "{detail}");
     let text = d.ust_ok(&["list", "small"]);
-    assert!(
-        text.contains("Processes not traced") && text.contains("not enough space"),
-        "{text}"
-    );
+    assert!(text.contains("Processes not traced") && text.contains("not enough space"), "{text}");
     d.ust_ok(&["destroy", "small"]);
 }

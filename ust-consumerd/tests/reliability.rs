@@ -15,28 +15,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{
-    babeltrace, babeltrace_allowing_warnings, bt_discarded, bt_events, bt_lost_packets, fields_map,
-    output_within, program, TestDaemon,
-};
+use common::{babeltrace, babeltrace_allowing_warnings, bt_discarded, bt_events, bt_lost_packets, fields_map, output_within, program, TestDaemon};
 use ust_core::event_header;
 use ust_core::packet::HEADER_SIZE;
 
 /// `ust trace --output OUT -- CMD ARGS` with a time limit; returns (exit code, stdout, stderr).
 fn ust_trace(d: &TestDaemon, out: &Path, cmd: &Path, args: &[&str]) -> (i32, String, String) {
     let mut c = d.ust_cmd();
-    c.arg("trace")
-        .arg("--output")
-        .arg(out)
-        .arg("--")
-        .arg(cmd)
-        .args(args);
+    c.arg("trace").arg("--output").arg(out).arg("--").arg(cmd).args(args);
     let o = output_within(c, Duration::from_secs(60));
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
 /// `D` of the `ust: … N events recorded, D discarded` summary line of `ust trace`.
@@ -51,10 +39,7 @@ fn summary_discarded(stderr: &str) -> u64 {
 
 /// The per-process trace directories under `out/ust/pid`.
 fn process_dirs(out: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(out.join("ust/pid"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(out.join("ust/pid")).unwrap().map(|e| e.unwrap().path()).collect();
     v.sort();
     v
 }
@@ -66,13 +51,7 @@ fn run_traced(d: &TestDaemon, profile: &str, name: &str, args: &[&str]) -> Strin
 
 /// [`run_traced`], pinned to CPU `cpu` when given (`taskset -c`): one stream, so counts
 /// that babeltrace2 derives per stream do not depend on where the scheduler put the thread.
-fn run_traced_on(
-    d: &TestDaemon,
-    profile: &str,
-    name: &str,
-    args: &[&str],
-    cpu: Option<u32>,
-) -> String {
+fn run_traced_on(d: &TestDaemon, profile: &str, name: &str, args: &[&str], cpu: Option<u32>) -> String {
     let mut c = match cpu {
         Some(cpu) => {
             let mut c = Command::new("taskset");
@@ -83,12 +62,7 @@ fn run_traced_on(
     };
     c.args(args).env("UST_RUNDIR", &d.rundir);
     let o = output_within(c, Duration::from_secs(60));
-    assert!(
-        o.status.success(),
-        "{name} failed: {}\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{name} failed: {}\n{}", o.status, String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap()
 }
 
@@ -97,29 +71,13 @@ fn run_traced_on(
 #[test]
 fn short_lived_processes_keep_every_event_however_they_end() {
     let d = TestDaemon::start();
-    for (mode, want_code) in [
-        ("return", 0),
-        ("exit", 0),
-        ("_exit", 0),
-        ("panic", 101),
-        ("abort", 128 + libc::SIGABRT),
-    ] {
+    for (mode, want_code) in [("return", 0), ("exit", 0), ("_exit", 0), ("panic", 101), ("abort", 128 + libc::SIGABRT)] {
         for n in [1u32, 3, 5] {
             let out = d.output(&format!("short-{mode}-{n}"));
-            let (code, _, err) = ust_trace(
-                &d,
-                &out,
-                &program("debug", "shortlived"),
-                &[mode, &n.to_string()],
-            );
+            let (code, _, err) = ust_trace(&d, &out, &program("debug", "shortlived"), &[mode, &n.to_string()]);
             assert_eq!(code, want_code, "{mode} {n}: {err}\n{}", d.log());
-            let got: Vec<String> = bt_events(&babeltrace(&out))
-                .iter()
-                .map(|e| format!("{} {}", e.name, e.fields))
-                .collect();
-            let want: Vec<String> = (0..n)
-                .map(|i| format!("short:life i = {i}, n = {n}"))
-                .collect();
+            let got: Vec<String> = bt_events(&babeltrace(&out)).iter().map(|e| format!("{} {}", e.name, e.fields)).collect();
+            let want: Vec<String> = (0..n).map(|i| format!("short:life i = {i}, n = {n}")).collect();
             assert_eq!(got, want, "{mode} {n}: {err}");
             assert_eq!(summary_discarded(&err), 0);
         }
@@ -145,11 +103,7 @@ fn walk_idle_streams(trace_dir: &Path) -> Vec<(u64, bool)> {
         for packet in ust_ctf::reader::packets(&bytes) {
             let packet = packet.expect("whole packets only");
             let info = ust_ctf::reader::parse_packet(packet).unwrap();
-            assert!(
-                info.timestamp_begin >= last_end,
-                "{name}: packet begins at {} before the previous ended at {last_end}",
-                info.timestamp_begin
-            );
+            assert!(info.timestamp_begin >= last_end, "{name}: packet begins at {} before the previous ended at {last_end}", info.timestamp_begin);
             assert!(info.timestamp_end >= info.timestamp_begin);
             let content = &packet[..info.content_size as usize];
             let mut off = HEADER_SIZE;
@@ -158,21 +112,10 @@ fn walk_idle_streams(trace_dir: &Path) -> Vec<(u64, bool)> {
                 let h = event_header::decode(&content[off..], previous).expect("event header");
                 let extended = h.len == event_header::EXTENDED_SIZE;
                 if h.timestamp - previous >= 1 << event_header::COMPACT_TIMESTAMP_BITS {
-                    assert!(
-                        extended,
-                        "{name}: {} ns after the previous timestamp with a compact header",
-                        h.timestamp - previous
-                    );
+                    assert!(extended, "{name}: {} ns after the previous timestamp with a compact header", h.timestamp - previous);
                 }
-                assert!(
-                    h.timestamp >= last_ts,
-                    "{name}: timestamp went back from {last_ts} to {}",
-                    h.timestamp
-                );
-                assert!(
-                    h.timestamp >= info.timestamp_begin && h.timestamp <= info.timestamp_end,
-                    "{name}: event outside its packet"
-                );
+                assert!(h.timestamp >= last_ts, "{name}: timestamp went back from {last_ts} to {}", h.timestamp);
+                assert!(h.timestamp >= info.timestamp_begin && h.timestamp <= info.timestamp_end, "{name}: event outside its packet");
                 all.push((h.timestamp, extended));
                 last_ts = h.timestamp;
                 previous = h.timestamp;
@@ -190,40 +133,20 @@ fn walk_idle_streams(trace_dir: &Path) -> Vec<(u64, bool)> {
 /// since the previous timestamp of their stream (event or packet beginning) exceeds 2^27
 /// ns. With `one_packet`, every event is in one packet, so each long gap needs one.
 fn check_idle_trace(out: &Path, gaps: &[u64], one_packet: bool) {
-    let o = Command::new("babeltrace2")
-        .arg("--clock-cycles")
-        .arg(out)
-        .output()
-        .unwrap();
+    let o = Command::new("babeltrace2").arg("--clock-cycles").arg(out).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success() && err.trim().is_empty(),
-        "babeltrace2 complained:\n{err}"
-    );
+    assert!(o.status.success() && err.trim().is_empty(), "babeltrace2 complained:\n{err}");
     let text = String::from_utf8(o.stdout).unwrap();
     let mut stamps = Vec::new();
-    for (i, l) in text
-        .lines()
-        .filter(|l| !common::is_statedump(l))
-        .enumerate()
-    {
-        assert!(
-            l.contains("idle:tick") && l.ends_with(&format!("{{ seq = {i} }}")),
-            "{l}"
-        );
+    for (i, l) in text.lines().filter(|l| !common::is_statedump(l)).enumerate() {
+        assert!(l.contains("idle:tick") && l.ends_with(&format!("{{ seq = {i} }}")), "{l}");
         stamps.push(l[1..21].parse::<u64>().unwrap());
     }
     assert_eq!(stamps.len(), gaps.len() + 1, "{text}");
-    assert!(
-        !text.contains("lttng_ust_statedump"),
-        "only idle:tick was enabled"
-    );
+    assert!(!text.contains("lttng_ust_statedump"), "only idle:tick was enabled");
     for (i, gap) in gaps.iter().enumerate() {
         let dt = stamps[i + 1] - stamps[i];
-        assert!(
-            dt >= gap * 1_000_000 && dt < (gap + 1000) * 1_000_000,
-            "gap {i}: {dt} ns for {gap} ms"
-        );
+        assert!(dt >= gap * 1_000_000 && dt < (gap + 1000) * 1_000_000, "gap {i}: {dt} ns for {gap} ms");
     }
     let dirs = process_dirs(out);
     assert_eq!(dirs.len(), 1);
@@ -232,11 +155,7 @@ fn check_idle_trace(out: &Path, gaps: &[u64], one_packet: bool) {
     if one_packet {
         let extended = records.iter().filter(|r| r.1).count();
         let long_gaps = gaps.iter().filter(|&&g| g * 1_000_000 >= 1 << 27).count();
-        assert!(
-            extended >= long_gaps,
-            "{extended} extended headers for {long_gaps} long gaps: {records:?} in {}",
-            dirs[0].display()
-        );
+        assert!(extended >= long_gaps, "{extended} extended headers for {long_gaps} long gaps: {records:?} in {}", dirs[0].display());
     }
 }
 
@@ -254,41 +173,18 @@ fn idle_gaps_use_the_extended_header_and_time_never_goes_back() {
     // Pinned to one CPU: the extended-header count below holds for one buffer. On another
     // CPU's buffer the event after a long gap may open a packet, and is then rightly compact
     // (its delta is from that packet's timestamp_begin), which made this test flaky.
-    c.arg("trace")
-        .arg("--output")
-        .arg(&out)
-        .args(["--event", "idle:*", "--", "taskset", "-c", "0"])
-        .arg(program("debug", "idle"))
-        .args(&args);
+    c.arg("trace").arg("--output").arg(&out).args(["--event", "idle:*", "--", "taskset", "-c", "0"]).arg(program("debug", "idle")).args(&args);
     let o = output_within(c, Duration::from_secs(60));
-    let (code, err) = (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    );
+    let (code, err) = (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned());
     assert_eq!(code, 0, "{err}");
     check_idle_trace(&out, &gaps, true);
     // The switch timer (every 50 ms) closes packets inside the gaps: empty stretches,
     // packets opened by the daemon, events after a packet boundary.
     let out = d.output("idle-switch");
-    d.session_with_events(
-        "idle",
-        &out,
-        &[
-            "--switch-timer",
-            "50000",
-            "--subbuf-size",
-            "4096",
-            "--num-subbuf",
-            "8",
-        ],
-        "idle:*",
-    );
+    d.session_with_events("idle", &out, &["--switch-timer", "50000", "--subbuf-size", "4096", "--num-subbuf", "8"], "idle:*");
     run_traced(&d, "debug", "idle", &args);
     let detail = d.stop_and_destroy("idle");
-    assert!(
-        detail["channels"][0]["packets"].as_u64().unwrap() > gaps.len() as u64 / 2,
-        "the switch timer split the trace: {detail}"
-    );
+    assert!(detail["channels"][0]["packets"].as_u64().unwrap() > gaps.len() as u64 / 2, "the switch timer split the trace: {detail}");
     check_idle_trace(&out, &gaps, false);
 }
 
@@ -315,12 +211,7 @@ fn layout_edge_cases_decode_with_the_values_written() {
     let d = TestDaemon::start();
     let out = d.output("layout");
     // Small sub-buffers: records start at every offset and many end a packet.
-    d.session_with_events(
-        "layout",
-        &out,
-        &["--subbuf-size", "4096", "--num-subbuf", "64"],
-        "layout:*",
-    );
+    d.session_with_events("layout", &out, &["--subbuf-size", "4096", "--num-subbuf", "64"], "layout:*");
     run_traced(&d, "debug", "layout", &[&N.to_string()]);
     let detail = d.stop_and_destroy("layout");
     assert_eq!(detail["channels"][0]["discarded"], 0, "{detail}");
@@ -343,12 +234,7 @@ fn layout_edge_cases_decode_with_the_values_written() {
                     let rest = &content[off + h.len..];
                     let b = u64::from_le_bytes(rest[9..17].try_into().unwrap());
                     let want = layout_payload(b);
-                    assert_eq!(
-                        &rest[..want.len()],
-                        &want[..],
-                        "event {b} at offset {off} of {}",
-                        p.display()
-                    );
+                    assert_eq!(&rest[..want.len()], &want[..], "event {b} at offset {off} of {}", p.display());
                     on_disk[b as usize] = true;
                     off += h.len + want.len();
                     prev = h.timestamp;
@@ -370,33 +256,17 @@ fn layout_edge_cases_decode_with_the_values_written() {
         let raw_text = if r == 0 {
             "[ ]".to_string()
         } else {
-            format!(
-                "[ {} ]",
-                (0..r)
-                    .map(|j| format!("[{j}] = {}", raw[j]))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+            format!("[ {} ]", (0..r).map(|j| format!("[{j}] = {}", raw[j])).collect::<Vec<_>>().join(", "))
         };
         let s = "é".repeat((b % 7) as usize);
-        let head = format!(
-            "a = {}, _empty_length = 0, empty = [ ], b = {b}, s = \"",
-            b as u8
-        );
+        let head = format!("a = {}, _empty_length = 0, empty = [ ], b = {b}, s = \"", b as u8);
         let tail = format!("\", e = \"\", _raw_length = {r}, raw = {raw_text}, tail = 48879");
         if s.is_empty() {
-            assert!(
-                e.fields.starts_with(&head) && e.fields.ends_with(&tail),
-                "{}",
-                e.fields
-            );
+            assert!(e.fields.starts_with(&head) && e.fields.ends_with(&tail), "{}", e.fields);
         } else {
             assert_eq!(e.fields, format!("{head}{s}{tail}"));
         }
-        assert!(
-            !std::mem::replace(&mut seen[b as usize], true),
-            "event {b} twice"
-        );
+        assert!(!std::mem::replace(&mut seen[b as usize], true), "event {b} twice");
     }
     assert!(seen.iter().all(|s| *s), "events missing");
 }
@@ -408,51 +278,24 @@ fn an_event_larger_than_a_sub_buffer_is_refused_and_counted() {
     const K: u32 = 600;
     let d = TestDaemon::start();
     let out = d.output("big");
-    d.session(
-        "big",
-        &out,
-        &["--subbuf-size", "4096", "--num-subbuf", "16"],
-    );
+    d.session("big", &out, &["--subbuf-size", "4096", "--num-subbuf", "16"]);
     // 600 small events (8 bytes each) fill more than a sub-buffer, so each refused event
     // falls in a later packet than the previous one and babeltrace2 can count it. Pinned
     // to one CPU: a refused event counted in the first packet of another CPU's stream is
     // reported by babeltrace2 as "may have discarded events", without a count (seen once
     // in CI).
-    let said = run_traced_on(
-        &d,
-        "debug",
-        "bigevent",
-        &[&K.to_string(), "8192", "3000", "4096", "1000000"],
-        Some(0),
-    );
-    assert_eq!(
-        said.trim(),
-        format!("bigevent: {} small and 4 huge events emitted", 5 * K)
-    );
+    let said = run_traced_on(&d, "debug", "bigevent", &[&K.to_string(), "8192", "3000", "4096", "1000000"], Some(0));
+    assert_eq!(said.trim(), format!("bigevent: {} small and 4 huge events emitted", 5 * K));
     let detail = d.stop_and_destroy("big");
     assert_eq!(detail["channels"][0]["discarded"], 3, "{detail}");
     let (text, err) = babeltrace_allowing_warnings(&out);
-    assert_eq!(
-        bt_discarded(&err),
-        3,
-        "babeltrace2 reports the refused events:\n{err}"
-    );
+    assert_eq!(bt_discarded(&err), 3, "babeltrace2 reports the refused events:\n{err}");
     let evs = bt_events(&text);
-    let smalls: Vec<u32> = evs
-        .iter()
-        .filter(|e| e.name == "big:small")
-        .map(|e| fields_map(&e.fields)["i"].parse().unwrap())
-        .collect();
-    assert_eq!(
-        smalls,
-        (0..5 * K).collect::<Vec<_>>(),
-        "every later event intact and in order"
-    );
+    let smalls: Vec<u32> = evs.iter().filter(|e| e.name == "big:small").map(|e| fields_map(&e.fields)["i"].parse().unwrap()).collect();
+    assert_eq!(smalls, (0..5 * K).collect::<Vec<_>>(), "every later event intact and in order");
     let huge: Vec<&common::BtEvent> = evs.iter().filter(|e| e.name == "big:huge").collect();
     assert_eq!(huge.len(), 1, "only the 3000-byte event fits");
-    assert!(huge[0]
-        .fields
-        .starts_with("_data_length = 3000, data = [ [0] = 0xAB,"));
+    assert!(huge[0].fields.starts_with("_data_length = 3000, data = [ [0] = 0xAB,"));
 }
 
 // ---- case 7: loss accounting ------------------------------------------------------------
@@ -489,12 +332,7 @@ fn burst_with_stopped_daemon(d: &TestDaemon) -> u64 {
     assert!(status.success());
     line.clear();
     stdout.read_line(&mut line).unwrap();
-    line.trim()
-        .strip_prefix("burst: ")
-        .and_then(|r| r.strip_suffix(" events emitted"))
-        .unwrap()
-        .parse()
-        .unwrap()
+    line.trim().strip_prefix("burst: ").and_then(|r| r.strip_suffix(" events emitted")).unwrap().parse().unwrap()
 }
 
 /// Per-thread sequence numbers of `burst:ev` events, checked unique and below `emitted`.
@@ -503,19 +341,14 @@ fn burst_seqs(text: &str) -> BTreeMap<u32, Vec<u64>> {
     for e in bt_events(text) {
         assert_eq!(e.name, "burst:ev");
         let f = fields_map(&e.fields);
-        seqs.entry(f["thread"].parse().unwrap())
-            .or_default()
-            .push(f["seq"].parse().unwrap());
+        seqs.entry(f["thread"].parse().unwrap()).or_default().push(f["seq"].parse().unwrap());
     }
     for (t, s) in seqs.iter_mut() {
         s.sort_unstable();
         let n = s.len();
         s.dedup();
         assert_eq!(s.len(), n, "thread {t}: an event recorded twice");
-        assert!(
-            s.last().is_some_and(|&l| l < 500_000),
-            "thread {t}: seq out of range"
-        );
+        assert!(s.last().is_some_and(|&l| l < 500_000), "thread {t}: seq out of range");
     }
     seqs
 }
@@ -524,39 +357,20 @@ fn burst_seqs(text: &str) -> BTreeMap<u32, Vec<u64>> {
 fn discard_mode_recorded_plus_discarded_equals_emitted() {
     let d = TestDaemon::start();
     let out = d.output("burst-discard");
-    d.session(
-        "burst",
-        &out,
-        &["--subbuf-size", "4096", "--num-subbuf", "4"],
-    );
+    d.session("burst", &out, &["--subbuf-size", "4096", "--num-subbuf", "4"]);
     let emitted = burst_with_stopped_daemon(&d);
     assert_eq!(emitted, 1_000_000);
     let detail = d.stop_and_destroy("burst");
     let discarded = detail["channels"][0]["discarded"].as_u64().unwrap();
     let (text, err) = babeltrace_allowing_warnings(&out);
     let recorded: u64 = burst_seqs(&text).values().map(|s| s.len() as u64).sum();
-    assert!(
-        discarded > 0,
-        "tiny buffers and a stopped daemon must lose events"
-    );
-    assert_eq!(
-        recorded + discarded,
-        emitted,
-        "recorded {recorded} + discarded {discarded}"
-    );
+    assert!(discarded > 0, "tiny buffers and a stopped daemon must lose events");
+    assert_eq!(recorded + discarded, emitted, "recorded {recorded} + discarded {discarded}");
     // babeltrace2 gives no count for discards in a stream's first packet; it counts every
     // later one, up to the closing packet.
     let first_discarded: u64 = seq_gaps(&out).iter().map(|g| g.2).sum();
-    assert_eq!(
-        bt_discarded(&err) + first_discarded,
-        discarded,
-        "babeltrace2 sees every discarded event:\n{err}"
-    );
-    assert_eq!(
-        bt_lost_packets(&err),
-        0,
-        "no packet lost in discard mode:\n{err}"
-    );
+    assert_eq!(bt_discarded(&err) + first_discarded, discarded, "babeltrace2 sees every discarded event:\n{err}");
+    assert_eq!(bt_lost_packets(&err), 0, "no packet lost in discard mode:\n{err}");
 }
 
 /// Per stream file of `out`: (packet_seq_num of the first packet, gaps between packets,
@@ -570,14 +384,9 @@ fn seq_gaps(out: &Path) -> Vec<(u64, u64, u64)> {
                 continue;
             }
             let bytes = std::fs::read(&p).unwrap();
-            let infos: Vec<_> = ust_ctf::reader::packets(&bytes)
-                .map(|pk| ust_ctf::reader::parse_packet(pk.unwrap()).unwrap())
-                .collect();
+            let infos: Vec<_> = ust_ctf::reader::packets(&bytes).map(|pk| ust_ctf::reader::parse_packet(pk.unwrap()).unwrap()).collect();
             if let Some(first) = infos.first() {
-                let gaps = infos
-                    .windows(2)
-                    .map(|w| w[1].packet_seq_num - w[0].packet_seq_num - 1)
-                    .sum();
+                let gaps = infos.windows(2).map(|w| w[1].packet_seq_num - w[0].packet_seq_num - 1).sum();
                 v.push((first.packet_seq_num, gaps, first.events_discarded));
             }
         }
@@ -589,11 +398,7 @@ fn seq_gaps(out: &Path) -> Vec<(u64, u64, u64)> {
 fn overwrite_mode_packet_gaps_account_for_overwritten_packets() {
     let d = TestDaemon::start();
     let out = d.output("burst-overwrite");
-    d.session(
-        "burst",
-        &out,
-        &["--subbuf-size", "4096", "--num-subbuf", "4", "--overwrite"],
-    );
+    d.session("burst", &out, &["--subbuf-size", "4096", "--num-subbuf", "4", "--overwrite"]);
     let emitted = burst_with_stopped_daemon(&d);
     let detail = d.stop_and_destroy("burst");
     let ch = &detail["channels"][0];
@@ -604,25 +409,10 @@ fn overwrite_mode_packet_gaps_account_for_overwritten_packets() {
     let gaps = seq_gaps(&out);
     let leading: u64 = gaps.iter().map(|g| g.0).sum();
     let inner: u64 = gaps.iter().map(|g| g.1).sum();
-    assert!(
-        inner > 0,
-        "the writers must have lapped a stopped reader: {detail}"
-    );
-    assert_eq!(
-        leading + inner,
-        lost_packets,
-        "the daemon counts every gap in packet_seq_num: {detail}"
-    );
-    assert_eq!(
-        ch["overwritten"].as_u64().unwrap(),
-        lost_packets,
-        "the gaps are the packets the writers overwrote: {detail}"
-    );
-    assert_eq!(
-        bt_lost_packets(&err),
-        inner,
-        "babeltrace2 reports every gap after the first packet:\n{err}"
-    );
+    assert!(inner > 0, "the writers must have lapped a stopped reader: {detail}");
+    assert_eq!(leading + inner, lost_packets, "the daemon counts every gap in packet_seq_num: {detail}");
+    assert_eq!(ch["overwritten"].as_u64().unwrap(), lost_packets, "the gaps are the packets the writers overwrote: {detail}");
+    assert_eq!(bt_lost_packets(&err), inner, "babeltrace2 reports every gap after the first packet:\n{err}");
     // babeltrace2 gives no count for discards in a stream's first packet ("may have
     // discarded"); it counts every later one.
     let first_discarded: u64 = gaps.iter().map(|g| g.2).sum();
@@ -630,10 +420,7 @@ fn overwrite_mode_packet_gaps_account_for_overwritten_packets() {
     // The events missing are those of the lost packets: each held between 1 and
     // (4096 - 84) / 16 events of 16 bytes.
     let missing = emitted - recorded - discarded;
-    assert!(
-        missing >= lost_packets && missing <= lost_packets * 250,
-        "{missing} events missing for {lost_packets} lost packets"
-    );
+    assert!(missing >= lost_packets && missing <= lost_packets * 250, "{missing} events missing for {lost_packets} lost packets");
 }
 
 // ---- case 1: fork without exec ------------------------------------------------------------
@@ -649,44 +436,21 @@ fn fork_without_exec_child_registers_anew_and_parent_buffers_are_untouched() {
     // committed, and the daemon then drops the whole sub-buffer (child events included)
     // instead of recovering its committed prefix: torn sub-buffer recovery, issue 3.
     let mut c = d.ust_cmd();
-    c.arg("trace")
-        .arg("--output")
-        .arg(&out)
-        .args(["--event", "forker:*", "--"])
-        .arg(program("debug", "forker"))
-        .arg(K.to_string());
+    c.arg("trace").arg("--output").arg(&out).args(["--event", "forker:*", "--"]).arg(program("debug", "forker")).arg(K.to_string());
     let o = output_within(c, Duration::from_secs(60));
-    let (code, said, err) = (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    );
+    let (code, said, err) =
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
     assert_eq!(code, 0, "{said}\n{err}\n{}", d.log());
     let mut lines = said.lines();
-    let ticks: Vec<u64> = lines
-        .next()
-        .unwrap()
-        .strip_prefix("forker: tick ")
-        .unwrap()
-        .split(' ')
-        .map(|n| n.parse().unwrap())
-        .collect();
+    let ticks: Vec<u64> = lines.next().unwrap().strip_prefix("forker: tick ").unwrap().split(' ').map(|n| n.parse().unwrap()).collect();
     let mut children: BTreeMap<i32, u32> = BTreeMap::new();
     for (k, l) in lines.enumerate() {
         let w: Vec<&str> = l.split(' ').collect();
-        assert_eq!(
-            (w[1], w[2], w[4]),
-            ("child", k.to_string().as_str(), "traced"),
-            "{said}"
-        );
+        assert_eq!((w[1], w[2], w[4]), ("child", k.to_string().as_str(), "traced"), "{said}");
         children.insert(w[3].parse().unwrap(), k as u32);
     }
     assert_eq!(children.len(), K as usize);
-    assert_eq!(
-        process_dirs(&out).len(),
-        K as usize + 1,
-        "one trace per process"
-    );
+    assert_eq!(process_dirs(&out).len(), K as usize + 1, "one trace per process");
     let parent_discarded = summary_discarded(&err);
     let mut parent: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     let mut child_events: BTreeMap<i32, Vec<String>> = BTreeMap::new();
@@ -697,20 +461,10 @@ fn fork_without_exec_child_registers_anew_and_parent_buffers_are_untouched() {
             assert!(e.fields.starts_with(&format!("k = {k}, ")), "{}", e.fields);
             child_events.entry(e.pid).or_default().push(e.fields);
         } else {
-            assert_eq!(
-                *parent_pid.get_or_insert(e.pid),
-                e.pid,
-                "events of an unknown process"
-            );
-            assert_eq!(
-                e.name, "forker:tick",
-                "the parent's trace holds a child's event"
-            );
+            assert_eq!(*parent_pid.get_or_insert(e.pid), e.pid, "events of an unknown process");
+            assert_eq!(e.name, "forker:tick", "the parent's trace holds a child's event");
             let f = fields_map(&e.fields);
-            parent
-                .entry(f["thread"].parse().unwrap())
-                .or_default()
-                .push(f["seq"].parse().unwrap());
+            parent.entry(f["thread"].parse().unwrap()).or_default().push(f["seq"].parse().unwrap());
         }
     }
     for (pid, k) in &children {
@@ -720,11 +474,7 @@ fn fork_without_exec_child_registers_anew_and_parent_buffers_are_untouched() {
     // The parent's buffers are untouched: each thread's sequence complete, in order, once.
     assert_eq!(parent_discarded, 0, "{err}");
     for (t, n) in ticks.iter().enumerate() {
-        assert_eq!(
-            parent.get(&(t as u32)),
-            Some(&(0..*n).collect::<Vec<_>>()),
-            "thread {t}"
-        );
+        assert_eq!(parent.get(&(t as u32)), Some(&(0..*n).collect::<Vec<_>>()), "thread {t}");
     }
 }
 
@@ -737,34 +487,16 @@ fn signal_handlers_trace_without_deadlock_or_allocation() {
     let (code, said, err) = ust_trace(&d, &out, &program("debug", "sighandler"), &["4", "200"]);
     assert_eq!(code, 0, "{said}\n{err}");
     let w: Vec<&str> = said.trim().split(' ').collect();
-    assert_eq!(
-        (w[0], w[1], w[3], w[5]),
-        ("sighandler:", "main", "handler", "allocating-emits"),
-        "{said}"
-    );
-    let (main, handler, allocating): (u64, u64, u64) = (
-        w[2].parse().unwrap(),
-        w[4].parse().unwrap(),
-        w[6].parse().unwrap(),
-    );
+    assert_eq!((w[0], w[1], w[3], w[5]), ("sighandler:", "main", "handler", "allocating-emits"), "{said}");
+    let (main, handler, allocating): (u64, u64, u64) = (w[2].parse().unwrap(), w[4].parse().unwrap(), w[6].parse().unwrap());
     assert_eq!(allocating, 0, "an emit allocated");
-    assert!(
-        handler >= 4,
-        "each thread's first event comes from a handler"
-    );
+    assert!(handler >= 4, "each thread's first event comes from a handler");
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for e in bt_events(&babeltrace(&out)) {
         *counts.entry(e.name).or_default() += 1;
     }
     let recorded: u64 = counts.values().sum();
     let discarded = summary_discarded(&err);
-    assert_eq!(
-        recorded + discarded,
-        main + handler,
-        "{counts:?} + {discarded} discarded"
-    );
-    assert!(
-        counts.get("sig:handler").copied().unwrap_or(0) > 0,
-        "{counts:?}"
-    );
+    assert_eq!(recorded + discarded, main + handler, "{counts:?} + {discarded} discarded");
+    assert!(counts.get("sig:handler").copied().unwrap_or(0) > 0, "{counts:?}");
 }

@@ -12,13 +12,11 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use common::{program_here as program, TestDaemon};
-use ust_cli::report::analysis::{Wait, Waker};
+use ust_cli::report::analysis::{Waker, Wait};
 use ust_cli::report::{self as rep, Options};
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
 }
 
 fn skip_reason() -> Option<String> {
@@ -26,21 +24,11 @@ fn skip_reason() -> Option<String> {
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root".into());
     }
-    ust_cli::kernel::tracefs::root()
-        .err()
-        .map(|e| e.to_string())
+    ust_cli::kernel::tracefs::root().err().map(|e| e.to_string())
 }
 
 fn wakeups(dir: &Path) -> rep::Report {
-    rep::report(
-        dir,
-        &Options {
-            wakeups: true,
-            faults: true,
-            ..Default::default()
-        },
-    )
-    .unwrap()
+    rep::report(dir, &Options { wakeups: true, faults: true, ..Default::default() }).unwrap()
 }
 
 /// The sleep of `sh -c 'sleep 0.2; cat /etc/hostname'`: ~200 ms in clock_nanosleep, woken
@@ -48,109 +36,45 @@ fn wakeups(dir: &Path) -> rep::Report {
 /// child's exit.
 fn check_sleep(r: &rep::Report) {
     let w = r.wakeups.as_ref().unwrap();
-    let sleep = w
-        .iter()
-        .find(|x| x.name == "sleep" && x.blocked_in == "syscall clock_nanosleep")
-        .expect("sleep's wait");
+    let sleep = w.iter().find(|x| x.name == "sleep" && x.blocked_in == "syscall clock_nanosleep").expect("sleep's wait");
     // Never shorter than the 200 ms asked for (less the timer slack); longer only by
     // scheduling delay, which a loaded 2-core CI machine can stretch well past 60 ms.
+    assert!((195_000_000..1_200_000_000).contains(&sleep.duration_ns), "{}", sleep.duration_ns);
     assert!(
-        (195_000_000..1_200_000_000).contains(&sleep.duration_ns),
-        "{}",
-        sleep.duration_ns
-    );
-    assert!(
-        matches!(
-            &sleep.woken_by,
-            Waker::TimerInterrupt { .. } | Waker::Softirq { .. }
-        ),
+        matches!(&sleep.woken_by, Waker::TimerInterrupt { .. } | Waker::Softirq { .. }),
         "{:?}",
         sleep.woken_by
     );
-    let sh = w
-        .iter()
-        .find(|x| x.name == "sh" && x.blocked_in == "syscall wait4" && x.duration_ns > 190_000_000)
-        .expect("shell's wait4");
-    let Waker::Task {
-        name, doing, chain, ..
-    } = &sh.woken_by
-    else {
-        panic!("{:?}", sh.woken_by)
-    };
+    let sh = w.iter().find(|x| x.name == "sh" && x.blocked_in == "syscall wait4" && x.duration_ns > 190_000_000).expect("shell's wait4");
+    let Waker::Task { name, doing, chain, .. } = &sh.woken_by else { panic!("{:?}", sh.woken_by) };
     assert_eq!(name, "sleep");
     assert_eq!(doing, "in exit_group");
-    assert_eq!(
-        chain.as_ref().map(|c| c.blocked_in.as_str()),
-        Some("syscall clock_nanosleep"),
-        "the chain goes up to the sleep"
-    );
-    let ns = r
-        .syscalls
-        .iter()
-        .find(|s| s.name == "clock_nanosleep")
-        .unwrap();
+    assert_eq!(chain.as_ref().map(|c| c.blocked_in.as_str()), Some("syscall clock_nanosleep"), "the chain goes up to the sleep");
+    let ns = r.syscalls.iter().find(|s| s.name == "clock_nanosleep").unwrap();
     assert_eq!(ns.count, 1);
     assert!(ns.p50_ns >= 199_000_000 && ns.total_ns == ns.max_ns);
     let names: HashSet<&str> = r.tasks.iter().map(|t| t.name.as_str()).collect();
-    assert!(
-        names.contains("sh") && names.contains("sleep") && names.contains("cat"),
-        "{names:?}"
-    );
-    assert!(
-        r.tasks
-            .iter()
-            .find(|t| t.name == "sleep")
-            .unwrap()
-            .blocked_ns
-            >= 200_000_000
-    );
+    assert!(names.contains("sh") && names.contains("sleep") && names.contains("cat"), "{names:?}");
+    assert!(r.tasks.iter().find(|t| t.name == "sleep").unwrap().blocked_ns >= 200_000_000);
 }
 
 /// Each wait of the two ping-pong threads in `read` is ended by the other thread's `write`,
 /// and the chain alternates.
 fn check_pingpong(r: &rep::Report) {
     let w = r.wakeups.as_ref().unwrap();
-    let reads: Vec<&Wait> = w
-        .iter()
-        .filter(|x| x.blocked_in == "syscall read" && (x.name == "pingpong" || x.name == "pong"))
-        .collect();
+    let reads: Vec<&Wait> = w.iter().filter(|x| x.blocked_in == "syscall read" && (x.name == "pingpong" || x.name == "pong")).collect();
     assert!(reads.len() >= 3, "{w:#?}");
     for x in &reads {
-        let Waker::Task {
-            tid,
-            name,
-            doing,
-            chain,
-            ..
-        } = &x.woken_by
-        else {
-            panic!("{:?}", x.woken_by)
-        };
+        let Waker::Task { tid, name, doing, chain, .. } = &x.woken_by else { panic!("{:?}", x.woken_by) };
         assert_ne!(*tid, x.tid);
-        assert_eq!(
-            name,
-            if x.name == "pingpong" {
-                "pong"
-            } else {
-                "pingpong"
-            }
-        );
+        assert_eq!(name, if x.name == "pingpong" { "pong" } else { "pingpong" });
         assert_eq!(doing, "in write");
         if let Some(c) = chain {
             assert_eq!(c.tid, *tid, "the chain explains the waker");
         }
     }
-    assert!(reads
-        .iter()
-        .any(|x| matches!(&x.woken_by, Waker::Task { chain: Some(_), .. })));
-    assert!(
-        r.user
-            .events
-            .iter()
-            .any(|e| e.name == "pingpong:pass" && e.count >= 4),
-        "{:?}",
-        r.user
-    );
+    assert!(reads.iter().any(|x| matches!(&x.woken_by, Waker::Task { chain: Some(_), .. })));
+    assert!(r.user.events.iter().any(|e| e.name == "pingpong:pass" && e.count >= 4), "{:?}", r.user);
 }
 
 #[test]
@@ -159,19 +83,10 @@ fn kept_sleep_trace_reports_timer_and_exit_wakeups() {
     assert!(r.kernel);
     check_sleep(&r);
     let text = rep::render_text(&r);
-    assert!(
-        text.contains("blocked")
-            && text.contains("clock_nanosleep")
-            && text.contains("<- woken by"),
-        "{text}"
-    );
+    assert!(text.contains("blocked") && text.contains("clock_nanosleep") && text.contains("<- woken by"), "{text}");
     let f = r.faults.as_ref().unwrap();
     assert!(!f.is_empty());
-    assert!(
-        f.iter()
-            .any(|x| x.mapping.as_deref().is_some_and(|m| m.contains('/'))),
-        "faults map to files: {f:?}"
-    );
+    assert!(f.iter().any(|x| x.mapping.as_deref().is_some_and(|m| m.contains('/'))), "faults map to files: {f:?}");
 }
 
 #[test]
@@ -183,84 +98,31 @@ fn kept_pingpong_trace_reports_each_wait_woken_by_the_other_thread() {
 #[test]
 fn json_and_cli() {
     let d = TestDaemon::without_daemon();
-    let out = d
-        .ust_cmd()
-        .args([
-            "report",
-            "--wakeups",
-            "--faults",
-            "--min-block",
-            "50ms",
-            "--format",
-            "json",
-        ])
-        .arg(data("sleep"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = d.ust_cmd().args(["report", "--wakeups", "--faults", "--min-block", "50ms", "--format", "json"]).arg(data("sleep")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let w = v["wakeups"].as_array().unwrap();
-    assert!(
-        !w.is_empty()
-            && w.iter()
-                .all(|x| x["duration_ns"].as_u64().unwrap() >= 50_000_000)
-    );
+    assert!(!w.is_empty() && w.iter().all(|x| x["duration_ns"].as_u64().unwrap() >= 50_000_000));
     assert!(v["tasks"].as_array().unwrap().len() >= 3);
     assert!(v["syscalls"][0]["p99_ns"].is_u64());
-    let text = d
-        .ust_cmd()
-        .arg("report")
-        .arg(data("pingpong"))
-        .output()
-        .unwrap();
+    let text = d.ust_cmd().arg("report").arg(data("pingpong")).output().unwrap();
     assert!(text.status.success());
     let t = String::from_utf8_lossy(&text.stdout);
-    assert!(
-        t.contains("System calls") && t.contains("pingpong:pass"),
-        "{t}"
-    );
-    let bad = d
-        .ust_cmd()
-        .args(["report", "/nonexistent-dir"])
-        .output()
-        .unwrap();
+    assert!(t.contains("System calls") && t.contains("pingpong:pass"), "{t}");
+    let bad = d.ust_cmd().args(["report", "/nonexistent-dir"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(1));
-    assert_eq!(
-        d.ust_cmd()
-            .args(["report", "--min-block", "x", "/tmp"])
-            .output()
-            .unwrap()
-            .status
-            .code(),
-        Some(2)
-    );
+    assert_eq!(d.ust_cmd().args(["report", "--min-block", "x", "/tmp"]).output().unwrap().status.code(), Some(2));
 }
 
 #[test]
 fn user_space_view_without_kernel_events() {
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(&data("pingpong").join("ust"), &tmp.path().join("ust"));
-    let r = rep::report(
-        tmp.path(),
-        &Options {
-            wakeups: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let r = rep::report(tmp.path(), &Options { wakeups: true, ..Default::default() }).unwrap();
     assert!(!r.kernel);
     assert!(r.tasks.is_empty());
     assert!(r.notes.iter().any(|n| n.contains("user-space view only")));
-    let ev = r
-        .user
-        .events
-        .iter()
-        .find(|e| e.name == "pingpong:pass")
-        .unwrap();
+    let ev = r.user.events.iter().find(|e| e.name == "pingpong:pass").unwrap();
     assert!(ev.rate_per_s > 0.0);
     assert!(r.user.threads.iter().all(|t| t.max_gap_ns >= t.mean_gap_ns));
 }
@@ -277,14 +139,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn trace(d: &TestDaemon, out: &Path, cmd: &[&str]) {
-    let o = d
-        .ust_cmd()
-        .args(["trace", "--kernel", "--output"])
-        .arg(out)
-        .arg("--")
-        .args(cmd)
-        .output()
-        .unwrap();
+    let o = d.ust_cmd().args(["trace", "--kernel", "--output"]).arg(out).arg("--").args(cmd).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("kernel events recorded"), "{err}");
@@ -307,48 +162,19 @@ fn live_sleep_and_pingpong() {
     check_pingpong(&wakeups(&pp));
     // One timeline: babeltrace2 reads the merged directory without a word on stderr, in
     // time order, with user-space events between kernel events.
-    let o = std::process::Command::new("babeltrace2")
-        .arg(&pp)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success() && o.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = std::process::Command::new("babeltrace2").arg(&pp).output().unwrap();
+    assert!(o.status.success() && o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8(o.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let stamps: Vec<&str> = lines.iter().map(|l| l.get(1..19).unwrap_or("")).collect();
     assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "time order");
-    let i = lines
-        .iter()
-        .position(|l| l.contains("pingpong:pass"))
-        .expect("user events");
+    let i = lines.iter().position(|l| l.contains("pingpong:pass")).expect("user events");
     assert!(i > 0 && i + 1 < lines.len());
-    assert!(
-        lines[..i].iter().any(|l| l.contains("sched_switch"))
-            && lines[i..].iter().any(|l| l.contains("sched_switch")),
-        "interleaved"
-    );
+    assert!(lines[..i].iter().any(|l| l.contains("sched_switch")) && lines[i..].iter().any(|l| l.contains("sched_switch")), "interleaved");
     let kmeta = std::fs::read_to_string(pp.join("kernel/metadata")).unwrap();
-    let offset = |m: &str| {
-        m[m.find("clock {").unwrap()..]
-            .lines()
-            .find(|l| l.trim().starts_with("offset ="))
-            .unwrap()
-            .to_string()
-    };
-    let umeta_dir = std::fs::read_dir(pp.join("ust/pid"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    assert_eq!(
-        offset(&kmeta),
-        offset(&std::fs::read_to_string(umeta_dir.join("metadata")).unwrap()),
-        "one clock offset"
-    );
+    let offset = |m: &str| m[m.find("clock {").unwrap()..].lines().find(|l| l.trim().starts_with("offset =")).unwrap().to_string();
+    let umeta_dir = std::fs::read_dir(pp.join("ust/pid")).unwrap().next().unwrap().unwrap().path();
+    assert_eq!(offset(&kmeta), offset(&std::fs::read_to_string(umeta_dir.join("metadata")).unwrap()), "one clock offset");
 }
 
 /// `ust trace --kernel --output OUT -- CMD`: CMD's stdout (a pipe, as for the oracles).
@@ -682,9 +508,7 @@ fn shrink(from: &Path, to: &Path) {
     let k = to.join("kernel");
     let _ = std::fs::remove_dir_all(k.join("index"));
     let l = rep::load::load(from).unwrap();
-    let root: i32 = l.kernel_env.as_ref().unwrap()["traced_pid"]
-        .parse()
-        .unwrap();
+    let root: i32 = l.kernel_env.as_ref().unwrap()["traced_pid"].parse().unwrap();
     let mut tree: HashSet<i64> = HashSet::from([root as i64]);
     for e in &l.events {
         if e.name == "sched_process_fork" && tree.contains(&e.int("parent_pid").unwrap()) {
@@ -710,23 +534,13 @@ fn shrink(from: &Path, to: &Path) {
             for r in w {
                 let r = r.unwrap();
                 let fields = ust_ctf::reader::decode_fields(&descs[r.index], r.payload).unwrap();
-                let ev = rep::load::Event {
-                    ts: r.timestamp,
-                    cpu: info.cpu_id,
-                    name: names[r.index].clone().unwrap(),
-                    tid: 0,
-                    pid: -1,
-                    domain: rep::load::Domain::Kernel,
-                    fields,
-                };
+                let ev = rep::load::Event { ts: r.timestamp, cpu: info.cpu_id, name: names[r.index].clone().unwrap(), tid: 0, pid: -1, domain: rep::load::Domain::Kernel, fields };
                 let tid = ev.int("tid").unwrap();
                 let keep = tree.contains(&tid)
                     || ev.name.starts_with("irq_")
                     || ev.name.starts_with("timer_")
                     || ev.name.starts_with("x86_irq")
-                    || (ev.name == "sched_switch"
-                        && (tree.contains(&ev.int("prev_pid").unwrap())
-                            || tree.contains(&ev.int("next_pid").unwrap())))
+                    || (ev.name == "sched_switch" && (tree.contains(&ev.int("prev_pid").unwrap()) || tree.contains(&ev.int("next_pid").unwrap())))
                     || (ev.name.starts_with("sched_wak") && tree.contains(&ev.int("pid").unwrap()));
                 if keep {
                     let mut h = [0u8; 13];
@@ -753,9 +567,7 @@ fn shrink(from: &Path, to: &Path) {
         std::fs::write(k.join(&n), out).unwrap();
     }
     // User-space packets: cut to their content (packet_size = content_size), no index.
-    let Ok(procs) = std::fs::read_dir(to.join("ust/pid")) else {
-        return;
-    };
+    let Ok(procs) = std::fs::read_dir(to.join("ust/pid")) else { return };
     for d in procs.flatten() {
         let _ = std::fs::remove_dir_all(d.path().join("index"));
         for f in std::fs::read_dir(d.path()).unwrap().flatten() {

@@ -24,20 +24,13 @@ use common::{babeltrace, bt_events, output_within, program_here as program, Test
 /// `ust trace --output <out> -- <cmd> <args>` with this daemon's environment.
 fn trace_cmd(d: &TestDaemon, out: &Path, cmd: &Path, args: &[&str]) -> Command {
     let mut c = d.ust_cmd();
-    c.arg("trace")
-        .arg("--output")
-        .arg(out)
-        .arg("--")
-        .arg(cmd)
-        .args(args);
+    c.arg("trace").arg("--output").arg(out).arg("--").arg(cmd).args(args);
     c
 }
 
 /// The per-process trace directories of a `ust trace` output.
 fn pid_dirs(out: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(out.join("ust/pid"))
-        .map(|r| r.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(out.join("ust/pid")).map(|r| r.flatten().map(|e| e.path()).collect()).unwrap_or_default();
     v.sort();
     v
 }
@@ -57,11 +50,7 @@ fn name_and_fields(e: &common::BtEvent) -> String {
 fn lib() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let p = exe.parent().unwrap().join("libharmlib.so");
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo build --workspace --bins` first, as scripts/test.sh does",
-        p.display()
-    );
+    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` first, as scripts/test.sh does", p.display());
     p
 }
 
@@ -75,52 +64,21 @@ fn dlopen_of_an_instrumented_library_is_quick_and_its_first_event_is_traced() {
     cmd.env("UST_REGISTER_TIMEOUT", "-1");
     let o = output_within(cmd, Duration::from_secs(30));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{}\n{stdout}\nlog:\n{}",
-        String::from_utf8_lossy(&o.stderr),
-        d.log()
-    );
-    let ms: u64 = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("dlopen_ms "))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("dlopen_ms line");
+    assert!(o.status.success(), "{}\n{stdout}\nlog:\n{}", String::from_utf8_lossy(&o.stderr), d.log());
+    let ms: u64 = stdout.lines().find_map(|l| l.strip_prefix("dlopen_ms ")).and_then(|v| v.trim().parse().ok()).expect("dlopen_ms line");
     assert!(ms < 500, "dlopen took {ms} ms");
-    assert!(
-        stdout.contains("mapped_after_dlclose true"),
-        "the library was unmapped under the runtime: {stdout}"
-    );
+    assert!(stdout.contains("mapped_after_dlclose true"), "the library was unmapped under the runtime: {stdout}");
 
     let dirs = pid_dirs(&out);
-    assert_eq!(
-        dirs.len(),
-        1,
-        "one process, one registration, one trace directory: {dirs:?}"
-    );
+    assert_eq!(dirs.len(), 1, "one process, one registration, one trace directory: {dirs:?}");
     let evs = bt_events(&babeltrace(&out));
     let got: Vec<String> = evs.iter().map(name_and_fields).collect();
-    assert_eq!(
-        got,
-        [
-            "harmhost:before",
-            "harmlib:hello n = 1",
-            "lttng_ust_tracef:event _msg_length = 9, msg = \"harmlib 1\"",
-            "harmhost:after"
-        ],
-        "{got:?}"
-    );
+    assert_eq!(got, ["harmhost:before", "harmlib:hello n = 1", "lttng_ust_tracef:event _msg_length = 9, msg = \"harmlib 1\"", "harmhost:after"], "{got:?}");
 }
 
 #[test]
 fn dlopen_from_a_host_without_ust_registers_the_libraries_as_one_process() {
-    if Command::new("python3")
-        .arg("-c")
-        .arg("import ctypes")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
+    if Command::new("python3").arg("-c").arg("import ctypes").output().map(|o| !o.status.success()).unwrap_or(true) {
         eprintln!("skipped: no python3 with ctypes");
         return;
     }
@@ -142,31 +100,12 @@ fn dlopen_from_a_host_without_ust_registers_the_libraries_as_one_process() {
                   lib2.harmlib_hello(8)\n\
                   print('dlopen_ms %d' % ms)\n";
     let py = PathBuf::from("python3");
-    let mut cmd = trace_cmd(
-        &d,
-        &out,
-        &py,
-        &[
-            "-c",
-            script,
-            lib().to_str().unwrap(),
-            second.to_str().unwrap(),
-        ],
-    );
+    let mut cmd = trace_cmd(&d, &out, &py, &["-c", script, lib().to_str().unwrap(), second.to_str().unwrap()]);
     cmd.env("UST_REGISTER_TIMEOUT", "-1");
     let o = output_within(cmd, Duration::from_secs(30));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{}\n{stdout}\nlog:\n{}",
-        String::from_utf8_lossy(&o.stderr),
-        d.log()
-    );
-    let ms: u64 = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("dlopen_ms "))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("dlopen_ms line");
+    assert!(o.status.success(), "{}\n{stdout}\nlog:\n{}", String::from_utf8_lossy(&o.stderr), d.log());
+    let ms: u64 = stdout.lines().find_map(|l| l.strip_prefix("dlopen_ms ")).and_then(|v| v.trim().parse().ok()).expect("dlopen_ms line");
     assert!(ms < 500, "dlopen took {ms} ms");
     assert_eq!(pid_dirs(&out).len(), 1, "{:?}", pid_dirs(&out));
     let evs = bt_events(&babeltrace(&out));
@@ -189,10 +128,7 @@ fn dlopen_from_a_host_without_ust_registers_the_libraries_as_one_process() {
 /// connection may then be closed by such a loop: it reconnects, and events meanwhile are
 /// lost, but the program is not harmed).
 fn room_above_1024() -> bool {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit/setrlimit on this process with a local struct.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
@@ -215,27 +151,12 @@ fn a_program_that_closes_every_descriptor_keeps_the_file_it_opens() {
     let d = TestDaemon::start();
     let out = d.output("closefds");
     let file = d.output("closefds.txt");
-    let o = output_within(
-        trace_cmd(&d, &out, &program("closefds"), &[file.to_str().unwrap()]),
-        Duration::from_secs(30),
-    );
+    let o = output_within(trace_cmd(&d, &out, &program("closefds"), &[file.to_str().unwrap()]), Duration::from_secs(30));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "the program failed: {}\n{stdout}\nlog:\n{}",
-        String::from_utf8_lossy(&o.stderr),
-        d.log()
-    );
+    assert!(o.status.success(), "the program failed: {}\n{stdout}\nlog:\n{}", String::from_utf8_lossy(&o.stderr), d.log());
     let last = stdout.lines().last().unwrap_or_default();
-    let n: usize = last
-        .strip_prefix("wrote ")
-        .and_then(|r| r.split(' ').next())
-        .and_then(|v| v.parse().ok())
-        .expect(last);
-    assert!(
-        last.ends_with("to fd 3"),
-        "the program's file is not fd 3: {last}"
-    );
+    let n: usize = last.strip_prefix("wrote ").and_then(|r| r.split(' ').next()).and_then(|v| v.parse().ok()).expect(last);
+    assert!(last.ends_with("to fd 3"), "the program's file is not fd 3: {last}");
     let text = std::fs::read_to_string(&file).unwrap();
     assert_eq!(text.lines().count(), n, "every write landed in the file");
     assert!(n > 20, "{n} lines");
@@ -246,14 +167,6 @@ fn a_program_that_closes_every_descriptor_keeps_the_file_it_opens() {
     }
     // The runtime kept tracing: the program's events, the last one included, are there.
     let evs = bt_events(&babeltrace(&out));
-    assert!(
-        evs.iter().any(|e| e.name == "closefds:done"),
-        "{:?}",
-        evs.iter().map(|e| &e.name).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        evs.iter().filter(|e| e.name == "closefds:tick").count(),
-        n,
-        "every tick traced"
-    );
+    assert!(evs.iter().any(|e| e.name == "closefds:done"), "{:?}", evs.iter().map(|e| &e.name).collect::<Vec<_>>());
+    assert_eq!(evs.iter().filter(|e| e.name == "closefds:tick").count(), n, "every tick traced");
 }

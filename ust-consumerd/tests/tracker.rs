@@ -43,12 +43,7 @@ impl Steady {
         stdout.read_line(&mut line).unwrap();
         assert_eq!(line.trim(), "ready", "steady did not start:\n{}", d.log());
         let pid = child.id() as i32;
-        Steady {
-            child,
-            stdin,
-            stdout,
-            pid,
-        }
+        Steady { child, stdin, stdout, pid }
     }
 
     /// Emits `n` events (seq counting on) and waits until they are emitted.
@@ -77,11 +72,7 @@ fn seqs_by_pid(out: &Path) -> BTreeMap<i32, Vec<u64>> {
     }
     for e in bt_events(&babeltrace(out)) {
         assert_eq!(e.name, "steadyprov:ev", "{e:?}");
-        let seq = e
-            .fields
-            .strip_prefix("seq = ")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{e:?}"));
+        let seq = e.fields.strip_prefix("seq = ").and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{e:?}"));
         m.entry(e.pid).or_default().push(seq);
     }
     m
@@ -107,26 +98,13 @@ fn tracking_one_process_records_only_its_events() {
     let mut a = Steady::spawn(&d);
     let mut b = Steady::spawn(&d);
     let out = create(&d, "one");
-    assert!(d
-        .ust_ok(&["list", "one"])
-        .contains("Tracked process IDs: all"));
+    assert!(d.ust_ok(&["list", "one"]).contains("Tracked process IDs: all"));
     assert_eq!(tracker_json(&d, "one"), serde_json::json!("all"));
     let said = d.ust_ok(&["track", "-u", "--vpid", &a.pid.to_string()]);
-    assert!(
-        said.contains(&format!("Process ID {} tracked in session one", a.pid)),
-        "{said}"
-    );
-    assert!(
-        said.contains(&format!("Tracked process IDs: {}", a.pid)),
-        "{said}"
-    );
-    assert!(d
-        .ust_ok(&["list", "one"])
-        .contains(&format!("Tracked process IDs: {}\n", a.pid)));
-    assert_eq!(
-        tracker_json(&d, "one"),
-        serde_json::json!({ "only": [a.pid] })
-    );
+    assert!(said.contains(&format!("Process ID {} tracked in session one", a.pid)), "{said}");
+    assert!(said.contains(&format!("Tracked process IDs: {}", a.pid)), "{said}");
+    assert!(d.ust_ok(&["list", "one"]).contains(&format!("Tracked process IDs: {}\n", a.pid)));
+    assert_eq!(tracker_json(&d, "one"), serde_json::json!({ "only": [a.pid] }));
     d.ust_ok(&["start", "one"]);
     let mut c = Steady::spawn(&d);
     a.batch(100);
@@ -134,24 +112,11 @@ fn tracking_one_process_records_only_its_events() {
     c.batch(100);
     d.ust_ok(&["stop", "one"]);
     let detail = d.ust_json(&["list", "one", "--json"]);
-    let traced: Vec<i64> = detail["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["pid"].as_i64().unwrap())
-        .collect();
-    assert_eq!(
-        traced,
-        [i64::from(a.pid)],
-        "only the tracked process has a trace"
-    );
+    let traced: Vec<i64> = detail["processes"].as_array().unwrap().iter().map(|p| p["pid"].as_i64().unwrap()).collect();
+    assert_eq!(traced, [i64::from(a.pid)], "only the tracked process has a trace");
     d.ust_ok(&["destroy", "one"]);
     let seqs = seqs_by_pid(&out);
-    assert_eq!(
-        seqs.keys().copied().collect::<Vec<_>>(),
-        [a.pid],
-        "{seqs:?}"
-    );
+    assert_eq!(seqs.keys().copied().collect::<Vec<_>>(), [a.pid], "{seqs:?}");
     assert_eq!(seqs[&a.pid], (0..100).collect::<Vec<u64>>());
     for s in [a, b, c] {
         s.finish();
@@ -166,56 +131,29 @@ fn untracking_during_tracing_stops_a_process_events() {
     let mut a = Steady::spawn(&d);
     let mut b = Steady::spawn(&d);
     let out = create(&d, "during");
-    d.ust_ok(&[
-        "track",
-        "-s",
-        "during",
-        "--vpid",
-        &format!("{},{}", a.pid, b.pid),
-    ]);
+    d.ust_ok(&["track", "-s", "during", "--vpid", &format!("{},{}", a.pid, b.pid)]);
     d.ust_ok(&["start", "during"]);
     a.batch(50);
     b.batch(50);
     let said = d.ust_ok(&["untrack", "-s", "during", "--vpid", &b.pid.to_string()]);
-    assert!(
-        said.contains(&format!("Process ID {} untracked in session during", b.pid)),
-        "{said}"
-    );
-    assert!(d
-        .ust_ok(&["list", "during"])
-        .contains(&format!("Tracked process IDs: {}\n", a.pid)));
+    assert!(said.contains(&format!("Process ID {} untracked in session during", b.pid)), "{said}");
+    assert!(d.ust_ok(&["list", "during"]).contains(&format!("Tracked process IDs: {}\n", a.pid)));
     a.batch(50);
     b.batch(50);
     // Untracking a process that is not in the list: a warning, as LTTng's, and success.
     let o = d.ust(&["untrack", "-s", "during", "--vpid", &b.pid.to_string()]);
     assert!(o.status.success());
-    assert!(
-        String::from_utf8_lossy(&o.stderr)
-            .contains(&format!("process ID {} is not tracked", b.pid)),
-        "{o:?}"
-    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("process ID {} is not tracked", b.pid)), "{o:?}");
     d.ust_ok(&["track", "-s", "during", "--vpid", &b.pid.to_string()]);
     let o = d.ust(&["track", "-s", "during", "--vpid", &b.pid.to_string()]);
     assert!(o.status.success());
-    assert!(
-        String::from_utf8_lossy(&o.stderr)
-            .contains(&format!("process ID {} is already tracked", b.pid)),
-        "{o:?}"
-    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("process ID {} is already tracked", b.pid)), "{o:?}");
     a.batch(50);
     b.batch(50);
     d.stop_and_destroy("during");
     let seqs = seqs_by_pid(&out);
-    assert_eq!(
-        seqs[&a.pid],
-        (0..150).collect::<Vec<u64>>(),
-        "every event of the tracked process"
-    );
-    assert_eq!(
-        seqs[&b.pid],
-        (0..50).chain(100..150).collect::<Vec<u64>>(),
-        "none while untracked"
-    );
+    assert_eq!(seqs[&a.pid], (0..150).collect::<Vec<u64>>(), "every event of the tracked process");
+    assert_eq!(seqs[&b.pid], (0..50).chain(100..150).collect::<Vec<u64>>(), "none while untracked");
     a.finish();
     b.finish();
 }
@@ -233,40 +171,23 @@ fn all_both_ways() {
     // No list to remove a single process from while every process is tracked.
     let o = d.ust(&["untrack", "-s", "all", "--vpid", &a.pid.to_string()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("every process is tracked"),
-        "{o:?}"
-    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("every process is tracked"), "{o:?}");
     let said = d.ust_ok(&["untrack", "-s", "all", "--vpid", "--all"]);
-    assert!(
-        said.contains("No process ID is tracked in session all"),
-        "{said}"
-    );
-    assert!(d
-        .ust_ok(&["list", "all"])
-        .contains("Tracked process IDs: none\n"));
+    assert!(said.contains("No process ID is tracked in session all"), "{said}");
+    assert!(d.ust_ok(&["list", "all"]).contains("Tracked process IDs: none\n"));
     assert_eq!(tracker_json(&d, "all"), serde_json::json!({ "only": [] }));
     let mut b = Steady::spawn(&d);
     a.batch(10);
     b.batch(10);
     let said = d.ust_ok(&["track", "-s", "all", "--all", "--vpid"]);
-    assert!(
-        said.contains("All process IDs are tracked in session all"),
-        "{said}"
-    );
-    assert!(d
-        .ust_ok(&["list", "all"])
-        .contains("Tracked process IDs: all\n"));
+    assert!(said.contains("All process IDs are tracked in session all"), "{said}");
+    assert!(d.ust_ok(&["list", "all"]).contains("Tracked process IDs: all\n"));
     a.batch(10);
     b.batch(10);
     d.stop_and_destroy("all");
     let seqs = seqs_by_pid(&out);
     assert_eq!(seqs[&a.pid], (0..10).chain(20..30).collect::<Vec<u64>>());
-    assert_eq!(
-        seqs[&b.pid],
-        (10..20).collect::<Vec<u64>>(),
-        "registered while none was tracked, traced once all are"
-    );
+    assert_eq!(seqs[&b.pid], (10..20).collect::<Vec<u64>>(), "registered while none was tracked, traced once all are");
     a.finish();
     b.finish();
 }
@@ -283,48 +204,22 @@ fn tracker_errors_are_clear() {
     };
     err(&["track", "--vpid", "1"], 1, "no current session");
     create(&d, "e");
-    err(
-        &["track", "-s", "nope", "--vpid", "1"],
-        1,
-        "no session named \"nope\"",
-    );
-    err(
-        &["untrack", "-s", "nope", "--vpid", "--all"],
-        1,
-        "no session named \"nope\"",
-    );
-    err(
-        &["track", "--vpid", "abc"],
-        2,
-        "\"abc\" is not a process ID",
-    );
+    err(&["track", "-s", "nope", "--vpid", "1"], 1, "no session named \"nope\"");
+    err(&["untrack", "-s", "nope", "--vpid", "--all"], 1, "no session named \"nope\"");
+    err(&["track", "--vpid", "abc"], 2, "\"abc\" is not a process ID");
     err(&["track", "--vpid", "0"], 2, "\"0\" is not a process ID");
-    err(
-        &["track", "--vpid", "99999999999"],
-        2,
-        "is not a process ID",
-    );
+    err(&["track", "--vpid", "99999999999"], 2, "is not a process ID");
     err(&["track", "--vpid"], 2, "--vpid needs process IDs");
     err(&["track", "--vpid", "5", "--all"], 2, "not both");
     err(&["untrack", "--all"], 2, "--vpid");
     // The daemon checks too (another client may send anything).
     let mut c = d.client();
     for (pids, all) in [(vec![-1], false), (vec![], false), (vec![3], true)] {
-        let r = c.call(ust_ctl::protocol::Command::TrackVpid {
-            session: None,
-            pids,
-            all,
-        });
+        let r = c.call(ust_ctl::protocol::Command::TrackVpid { session: None, pids, all });
         assert!(r.is_err(), "{r:?}");
     }
-    assert!(
-        d.ust_ok(&["list", "e"])
-            .contains("Tracked process IDs: all"),
-        "unchanged by the errors"
-    );
+    assert!(d.ust_ok(&["list", "e"]).contains("Tracked process IDs: all"), "unchanged by the errors");
     let help = d.ust_ok(&["track", "--help"]);
     assert!(help.contains("Examples:\n  ust track --vpid"), "{help}");
-    assert!(d
-        .ust_ok(&["untrack", "--help"])
-        .contains("ust untrack --vpid --all"));
+    assert!(d.ust_ok(&["untrack", "--help"]).contains("ust untrack --vpid --all"));
 }

@@ -198,13 +198,10 @@ DIR is the output of `ust trace` (with --kernel for the kernel part); on a trace
 kernel events it reports the program's own events per name and per thread.")]
     Report(ReportArgs),
     /// Snapshot sessions: `ust snapshot record` writes the buffers' content.
-    #[command(
-        subcommand,
-        after_help = "Examples:
+    #[command(subcommand, after_help = "Examples:
   ust create fr --snapshot && ust enable-event -a && ust start
   ust snapshot record                      # <output>/snapshot-<N>-<YYYYmmdd-HHMMSS>/ust/pid/...
-  ust snapshot record -s fr --max-size 64M # newest packets, 64 MiB in all"
-    )]
+  ust snapshot record -s fr --max-size 64M # newest packets, 64 MiB in all")]
     Snapshot(SnapshotCmd),
     /// Rebuild CTF traces from the buffer files a `--shm-path` session left behind, after
     /// both the application and the daemon are gone (LTTng's `lttng-crash`).
@@ -274,8 +271,7 @@ pub struct CreateArgs {
 }
 
 fn parse_clock(s: &str) -> Result<ust_core::clock::ClockKind, String> {
-    ust_core::clock::ClockKind::parse(s)
-        .ok_or_else(|| format!("unknown clock {s:?}: use monotonic or tsc"))
+    ust_core::clock::ClockKind::parse(s).ok_or_else(|| format!("unknown clock {s:?}: use monotonic or tsc"))
 }
 
 /// `ust enable-channel`.
@@ -358,9 +354,7 @@ pub struct AddContextArgs {
 }
 
 fn parse_context(s: &str) -> Result<ust_core::context::ContextType, String> {
-    ust_core::context::ContextType::parse(s).ok_or_else(|| {
-        format!("{s:?} is not a context type (vpid, vtid, procname, pthread_id, cpu_id, ip)")
-    })
+    ust_core::context::ContextType::parse(s).ok_or_else(|| format!("{s:?} is not a context type (vpid, vtid, procname, pthread_id, cpu_id, ip)"))
 }
 
 /// `ust disable-event`.
@@ -400,10 +394,7 @@ pub struct TrackArgs {
 fn parse_pid(s: &str) -> Result<i32, String> {
     match s.trim().parse::<i32>() {
         Ok(p) if p > 0 => Ok(p),
-        _ => Err(format!(
-            "{s:?} is not a process ID (a positive integer, at most {})",
-            i32::MAX
-        )),
+        _ => Err(format!("{s:?} is not a process ID (a positive integer, at most {})", i32::MAX)),
     }
 }
 
@@ -502,45 +493,28 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         Some('g') => (&body[..body.len() - 1], 1 << 30),
         _ => (body, 1),
     };
-    let n: u64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (examples: 4096, 64k, 1M)"))?;
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("{s:?} is too large"))
+    let n: u64 = num.trim().parse().map_err(|_| format!("{s:?} is not a size (examples: 4096, 64k, 1M)"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
 }
 
 fn parse_subbuf_size(s: &str) -> Result<u64, String> {
     let n = parse_size(s)?;
     if !n.is_power_of_two() || n < ust_ctl::config::MIN_SUBBUF_SIZE {
-        return Err(format!(
-            "{n} is not a power of two of at least {}",
-            ust_ctl::config::MIN_SUBBUF_SIZE
-        ));
+        return Err(format!("{n} is not a power of two of at least {}", ust_ctl::config::MIN_SUBBUF_SIZE));
     }
     Ok(n)
 }
 
 fn parse_num_subbuf(s: &str) -> Result<u32, String> {
-    let n: u32 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number"))?;
+    let n: u32 = s.trim().parse().map_err(|_| format!("{s:?} is not a number"))?;
     if !n.is_power_of_two() || !(2..=ust_ctl::config::MAX_NUM_SUBBUF).contains(&n) {
-        return Err(format!(
-            "{n} is not a power of two between 2 and {}",
-            ust_ctl::config::MAX_NUM_SUBBUF
-        ));
+        return Err(format!("{n} is not a power of two between 2 and {}", ust_ctl::config::MAX_NUM_SUBBUF));
     }
     Ok(n)
 }
 
 fn parse_level(s: &str) -> Result<Level, String> {
-    Level::parse(s).ok_or_else(|| {
-        format!(
-            "{s:?} is not a log level (0-14, or a name such as TRACE_WARNING, warning, debug_line)"
-        )
-    })
+    Level::parse(s).ok_or_else(|| format!("{s:?} is not a log level (0-14, or a name such as TRACE_WARNING, warning, debug_line)"))
 }
 
 /// `ust report`.
@@ -552,7 +526,8 @@ pub struct ReportArgs {
     #[arg(long)]
     pub wakeups: bool,
     /// Show page faults per mapped file (minor, major, pages, time); with FILE, list that
-    /// file's faults in time order (offset, page, function, read/write/exec).
+    /// file's faults in time order (offset, page, function, read/write/exec). Put FILE
+    /// after DIR (`ust report DIR --faults FILE`).
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
     pub faults: Option<String>,
     /// Shortest blocked interval shown by --wakeups (e.g. 1ms, 500us, 2s, or ns).
@@ -574,24 +549,16 @@ pub struct ReportArgs {
 /// A message for clap.
 pub fn parse_duration(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let mult = match unit.trim() {
         "" | "ns" => 1.0,
         "us" | "µs" => 1e3,
         "ms" => 1e6,
         "s" => 1e9,
-        _ => {
-            return Err(format!(
-                "{s:?} is not a duration (examples: 1ms, 500us, 2s)"
-            ))
-        }
+        _ => return Err(format!("{s:?} is not a duration (examples: 1ms, 500us, 2s)")),
     };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (examples: 1ms, 500us, 2s)"))?;
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration (examples: 1ms, 500us, 2s)"))?;
     Ok((n * mult) as u64)
 }
 #[cfg(test)]
@@ -607,62 +574,22 @@ mod tests {
     #[test]
     fn every_subcommand_has_examples() {
         let cmd = Cli::command();
-        for sub in cmd
-            .get_subcommands()
-            .chain(cmd.get_subcommands().flat_map(|s| s.get_subcommands()))
-        {
-            let h = sub
-                .get_after_help()
-                .map(|h| h.to_string())
-                .unwrap_or_default();
-            assert!(
-                h.starts_with("Examples:\n  ust "),
-                "{} has no examples",
-                sub.get_name()
-            );
+        for sub in cmd.get_subcommands().chain(cmd.get_subcommands().flat_map(|s| s.get_subcommands())) {
+            let h = sub.get_after_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(h.starts_with("Examples:\n  ust "), "{} has no examples", sub.get_name());
         }
     }
 
     #[test]
     fn help_examples_parse() {
-        for f in [
-            r#"status >= 500 && path == "/api/*""#,
-            "$ctx.vtid == 1234 || latency_us > 1.5e3",
-        ] {
+        for f in [r#"status >= 500 && path == "/api/*""#, "$ctx.vtid == 1234 || latency_us > 1.5e3"] {
             ust_ctl::filter::parse(f).unwrap();
         }
         for args in [
-            &[
-                "ust",
-                "enable-event",
-                "myapp:*",
-                "--exclude",
-                "myapp:noisy*,myapp:tick",
-            ][..],
-            &[
-                "ust",
-                "add-context",
-                "-c",
-                "big",
-                "-t",
-                "vpid",
-                "-t",
-                "pthread_id",
-                "-t",
-                "cpu_id",
-            ],
+            &["ust", "enable-event", "myapp:*", "--exclude", "myapp:noisy*,myapp:tick"][..],
+            &["ust", "add-context", "-c", "big", "-t", "vpid", "-t", "pthread_id", "-t", "cpu_id"],
             &["ust", "add-context", "-t", "ip", "-t", "vpid"],
-            &[
-                "ust",
-                "enable-channel",
-                "chunked",
-                "--subbuf-size",
-                "64k",
-                "--tracefile-size",
-                "1M",
-                "--tracefile-count",
-                "4",
-            ],
+            &["ust", "enable-channel", "chunked", "--subbuf-size", "64k", "--tracefile-size", "1M", "--tracefile-count", "4"],
             &["ust", "rotate", "-s", "web"],
             &["ust", "enable-event", "myapp:*", "--loglevel", "WARNING"],
             &["ust", "track", "--vpid", "1234,5678", "-s", "web"],
@@ -686,31 +613,14 @@ mod tests {
     fn track_takes_pids_or_all() {
         let vpids = |args: &[&str]| {
             let c = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-            let (Cmd::Track(t) | Cmd::Untrack(t)) = c.command else {
-                panic!()
-            };
+            let (Cmd::Track(t) | Cmd::Untrack(t)) = c.command else { panic!() };
             (t.vpid, t.all)
         };
-        assert_eq!(
-            vpids(&["ust", "track", "--vpid", "12,34", "--vpid", "5"]),
-            (Some(vec![12, 34, 5]), false)
-        );
-        assert_eq!(
-            vpids(&["ust", "untrack", "-u", "--vpid", "--all"]),
-            (Some(vec![]), true)
-        );
-        assert_eq!(
-            vpids(&["ust", "track", "--all", "--vpid"]),
-            (Some(vec![]), true)
-        );
+        assert_eq!(vpids(&["ust", "track", "--vpid", "12,34", "--vpid", "5"]), (Some(vec![12, 34, 5]), false));
+        assert_eq!(vpids(&["ust", "untrack", "-u", "--vpid", "--all"]), (Some(vec![]), true));
+        assert_eq!(vpids(&["ust", "track", "--all", "--vpid"]), (Some(vec![]), true));
         assert_eq!(vpids(&["ust", "track", "--vpid=7"]), (Some(vec![7]), false));
-        for bad in [
-            &["ust", "track", "--vpid", "abc"][..],
-            &["ust", "track", "--vpid", "0"],
-            &["ust", "track", "--vpid", "-3"],
-            &["ust", "track", "--all"],
-            &["ust", "track"],
-        ] {
+        for bad in [&["ust", "track", "--vpid", "abc"][..], &["ust", "track", "--vpid", "0"], &["ust", "track", "--vpid", "-3"], &["ust", "track", "--all"], &["ust", "track"]] {
             assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
         }
     }
@@ -721,62 +631,30 @@ mod tests {
             assert_eq!(check_event_name(good), Ok(()), "{good}");
         }
         for bad in ["", ":", "a:", ":b", "a:b:c", "::", r"a\::", r"a:b:\c"] {
-            assert!(
-                check_event_name(bad)
-                    .unwrap_err()
-                    .contains("invalid event name"),
-                "{bad}"
-            );
+            assert!(check_event_name(bad).unwrap_err().contains("invalid event name"), "{bad}");
         }
     }
 
     #[test]
     fn trace_refuses_unknown_options_before_the_command() {
-        for args in [
-            &["ust", "trace", "--buffers-uid", "--", "true"][..],
-            &["ust", "trace", "--kernal", "true"],
-            &["ust", "trace", "-z", "--", "x"],
-        ] {
+        for args in [&["ust", "trace", "--buffers-uid", "--", "true"][..], &["ust", "trace", "--kernal", "true"], &["ust", "trace", "-z", "--", "x"]] {
             let e = Cli::try_parse_from(args).unwrap_err();
-            assert_eq!(
-                e.kind(),
-                clap::error::ErrorKind::UnknownArgument,
-                "{args:?}"
-            );
+            assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{args:?}");
         }
-        let c = Cli::try_parse_from([
-            "ust", "trace", "-o", "/t", "prog", "-x", "--kernal", "--", "y",
-        ])
-        .unwrap();
+        let c = Cli::try_parse_from(["ust", "trace", "-o", "/t", "prog", "-x", "--kernal", "--", "y"]).unwrap();
         let Cmd::Trace(t) = c.command else { panic!() };
-        assert_eq!(
-            t.command,
-            vec![
-                OsString::from("prog"),
-                "-x".into(),
-                "--kernal".into(),
-                "--".into(),
-                "y".into()
-            ]
-        );
+        assert_eq!(t.command, vec![OsString::from("prog"), "-x".into(), "--kernal".into(), "--".into(), "y".into()]);
         assert!(!t.kernel);
     }
 
     #[test]
     fn trace_takes_the_command_after_dashes() {
-        let c = Cli::try_parse_from(["ust", "trace", "--event", "a:*", "--", "prog", "-x", "--y"])
-            .unwrap();
+        let c = Cli::try_parse_from(["ust", "trace", "--event", "a:*", "--", "prog", "-x", "--y"]).unwrap();
         let Cmd::Trace(t) = c.command else { panic!() };
         assert_eq!(t.events, vec!["a:*"]);
-        assert_eq!(
-            t.command,
-            vec![OsString::from("prog"), "-x".into(), "--y".into()]
-        );
+        assert_eq!(t.command, vec![OsString::from("prog"), "-x".into(), "--y".into()]);
         assert!(Cli::try_parse_from(["ust", "trace"]).is_err());
         assert!(Cli::try_parse_from(["ust", "enable-event"]).is_err());
-        assert!(
-            Cli::try_parse_from(["ust", "enable-event", "-a", "x"]).is_err(),
-            "-a or names, not both"
-        );
+        assert!(Cli::try_parse_from(["ust", "enable-event", "-a", "x"]).is_err(), "-a or names, not both");
     }
 }

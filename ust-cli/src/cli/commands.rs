@@ -5,17 +5,14 @@
 
 use std::process::ExitCode;
 
+use ust_ctl::config::{ChannelConfig, LevelFilter, DEFAULT_NUM_SUBBUF, DEFAULT_READ_TIMER_US, DEFAULT_SUBBUF_SIZE, DEFAULT_SWITCH_TIMER_US};
 use ust_ctf::recover::StreamState;
-use ust_ctl::config::{
-    ChannelConfig, LevelFilter, DEFAULT_NUM_SUBBUF, DEFAULT_READ_TIMER_US, DEFAULT_SUBBUF_SIZE,
-    DEFAULT_SWITCH_TIMER_US,
-};
 use ust_ctl::protocol::{Command, CreateOptions, Payload};
 
 use super::args::{
-    check_event_name, AddContextArgs, CrashDumpArgs, CreateArgs, DisableEventArgs,
-    EnableChannelArgs, EnableEventArgs, ListArgs, ReportArgs, SessionCmdArgs, SnapshotRecordArgs,
-    StatusArgs, TrackArgs, ViewArgs,
+    check_event_name,
+    AddContextArgs, CrashDumpArgs, CreateArgs, DisableEventArgs, EnableChannelArgs, EnableEventArgs, ListArgs, ReportArgs, SessionCmdArgs,
+    SnapshotRecordArgs, StatusArgs, TrackArgs, ViewArgs,
 };
 use super::connect::{absolute, call, connect, connect_or_start, home, unexpected, Failure};
 use super::print::{print_apps, print_json, print_session, print_sessions, print_status};
@@ -27,15 +24,8 @@ type CliResult = Result<ExitCode, Failure>;
 /// `ust add-context`.
 pub fn add_context(a: AddContextArgs) -> CliResult {
     let what: Vec<String> = a.types.iter().map(|t| t.to_string()).collect();
-    call(Command::AddContext {
-        session: a.target.session.session,
-        channel: a.target.channel.clone(),
-        contexts: a.types,
-    })?;
-    let chan = a
-        .target
-        .channel
-        .map_or_else(|| "every channel".to_string(), |c| format!("channel {c}"));
+    call(Command::AddContext { session: a.target.session.session, channel: a.target.channel.clone(), contexts: a.types })?;
+    let chan = a.target.channel.map_or_else(|| "every channel".to_string(), |c| format!("channel {c}"));
     for w in what {
         outln!("UST context {w} added to {chan}");
     }
@@ -44,36 +34,21 @@ pub fn add_context(a: AddContextArgs) -> CliResult {
 
 /// `ust start`.
 pub fn start(a: SessionCmdArgs) -> CliResult {
-    call(Command::Start {
-        session: a.target(),
-    })?;
-    outln!(
-        "Tracing started for session {}",
-        display_session(&a.target())
-    );
+    call(Command::Start { session: a.target() })?;
+    outln!("Tracing started for session {}", display_session(&a.target()));
     Ok(ExitCode::SUCCESS)
 }
 
 /// `ust stop`.
 pub fn stop(a: SessionCmdArgs) -> CliResult {
-    call(Command::Stop {
-        session: a.target(),
-    })?;
-    outln!(
-        "Tracing stopped for session {}",
-        display_session(&a.target())
-    );
+    call(Command::Stop { session: a.target() })?;
+    outln!("Tracing stopped for session {}", display_session(&a.target()));
     Ok(ExitCode::SUCCESS)
 }
 
 /// `ust destroy`.
 pub fn destroy(a: SessionCmdArgs) -> CliResult {
-    let Payload::Destroyed(r) = call(Command::Destroy {
-        session: a.target(),
-    })?
-    else {
-        return Err(unexpected());
-    };
+    let Payload::Destroyed(r) = call(Command::Destroy { session: a.target() })? else { return Err(unexpected()) };
     outln!("Session {} destroyed", r.name);
     outln!("Trace written to {}", r.output.display());
     if let Some(e) = &r.output_error {
@@ -87,17 +62,8 @@ pub fn destroy(a: SessionCmdArgs) -> CliResult {
 
 /// `ust rotate`.
 pub fn rotate(a: SessionCmdArgs) -> CliResult {
-    let Payload::Rotated { archive } = call(Command::Rotate {
-        session: a.target(),
-    })?
-    else {
-        return Err(unexpected());
-    };
-    outln!(
-        "Trace chunk archive for session {} is now readable at {}",
-        display_session(&a.target()),
-        archive.display()
-    );
+    let Payload::Rotated { archive } = call(Command::Rotate { session: a.target() })? else { return Err(unexpected()) };
+    outln!("Trace chunk archive for session {} is now readable at {}", display_session(&a.target()), archive.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -112,21 +78,11 @@ fn display_session(s: &Option<String>) -> String {
 
 /// `ust snapshot record`.
 pub fn snapshot_record(a: SnapshotRecordArgs) -> CliResult {
-    let Payload::Snapshot(r) = call(Command::SnapshotRecord {
-        session: a.session.session,
-        max_size: a.max_size,
-    })?
-    else {
+    let Payload::Snapshot(r) = call(Command::SnapshotRecord { session: a.session.session, max_size: a.max_size })? else {
         return Err(unexpected());
     };
     outln!("Snapshot recorded successfully");
-    outln!(
-        "Snapshot written to {} ({} process(es), {} packets, {} bytes)",
-        r.dir.display(),
-        r.processes,
-        r.packets,
-        r.bytes
-    );
+    outln!("Snapshot written to {} ({} process(es), {} packets, {} bytes)", r.dir.display(), r.processes, r.packets, r.bytes);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -141,26 +97,8 @@ pub fn create(a: CreateArgs) -> CliResult {
         None => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
     };
     let mut c = connect_or_start()?;
-    let Payload::Created { name, output } = c.call(Command::CreateSessionWith {
-        name,
-        output,
-        options: CreateOptions {
-            snapshot: a.snapshot,
-            shm_path,
-            clock: a.clock,
-        },
-    })?
-    else {
-        return Err(unexpected());
-    };
-    outln!(
-        "{}{name} created.",
-        if a.snapshot {
-            "Snapshot session "
-        } else {
-            "Session "
-        }
-    );
+    let Payload::Created { name, output } = c.call(Command::CreateSessionWith { name, output, options: CreateOptions { snapshot: a.snapshot, shm_path, clock: a.clock } })? else { return Err(unexpected()) };
+    outln!("{}{name} created.", if a.snapshot { "Snapshot session " } else { "Session " });
     outln!("Traces will be written in {}", output.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -181,17 +119,11 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
     if !a.overwrite && !a.discard {
         // Neither mode given: the session's default (overwrite in a snapshot session, as
         // LTTng's snapshot sessions).
-        if let Payload::Session(d) = c.call(Command::ListSession {
-            session: a.session.session.clone(),
-        })? {
+        if let Payload::Session(d) = c.call(Command::ListSession { session: a.session.session.clone() })? {
             config.overwrite = d.summary.snapshot;
         }
     }
-    c.call(Command::EnableChannel {
-        session: a.session.session,
-        name: a.name.clone(),
-        config,
-    })?;
+    c.call(Command::EnableChannel { session: a.session.session, name: a.name.clone(), config })?;
     outln!("UST channel {} enabled", a.name);
     Ok(ExitCode::SUCCESS)
 }
@@ -202,27 +134,17 @@ pub fn enable_event(a: EnableEventArgs) -> CliResult {
         check_event_name(n).map_err(Failure::usage)?;
     }
     if let Some(f) = &a.filter {
-        ust_ctl::filter::parse(f).map_err(|e| Failure {
-            message: format!("invalid filter: {}", e.render(f)),
-            code: 2,
-        })?;
+        ust_ctl::filter::parse(f).map_err(|e| Failure { message: format!("invalid filter: {}", e.render(f)), code: 2 })?;
     }
     if !a.exclude.is_empty() && !a.all && !a.names.iter().any(|n| n.contains('*')) {
-        return Err(Failure {
-            message: "--exclude needs a glob event name (with `*`) or -a".into(),
-            code: 2,
-        });
+        return Err(Failure { message: "--exclude needs a glob event name (with `*`) or -a".into(), code: 2 });
     }
     let level = match (a.loglevel, a.loglevel_only) {
         (Some(l), _) => LevelFilter::UpTo(l),
         (None, Some(l)) => LevelFilter::Only(l),
         _ => LevelFilter::Any,
     };
-    let patterns = if a.all {
-        vec!["*".to_string()]
-    } else {
-        a.names.clone()
-    };
+    let patterns = if a.all { vec!["*".to_string()] } else { a.names.clone() };
     let channel = a.target.channel.clone();
     call(Command::EnableEvent {
         session: a.target.session.session,
@@ -233,11 +155,7 @@ pub fn enable_event(a: EnableEventArgs) -> CliResult {
         filter: a.filter.clone(),
     })?;
     let chan = channel.unwrap_or_else(|| ust_ctl::config::DEFAULT_CHANNEL.into());
-    let mut lv = if level == LevelFilter::Any {
-        String::new()
-    } else {
-        format!(" ({})", level.describe())
-    };
+    let mut lv = if level == LevelFilter::Any { String::new() } else { format!(" ({})", level.describe()) };
     if !a.exclude.is_empty() {
         lv.push_str(&format!(" excluding {}", a.exclude.join(",")));
     }
@@ -256,17 +174,8 @@ pub fn enable_event(a: EnableEventArgs) -> CliResult {
 
 /// `ust disable-event`.
 pub fn disable_event(a: DisableEventArgs) -> CliResult {
-    let chan = a
-        .target
-        .channel
-        .clone()
-        .unwrap_or_else(|| ust_ctl::config::DEFAULT_CHANNEL.into());
-    call(Command::DisableEvent {
-        session: a.target.session.session,
-        channel: a.target.channel,
-        patterns: a.names.clone(),
-        all: a.all,
-    })?;
+    let chan = a.target.channel.clone().unwrap_or_else(|| ust_ctl::config::DEFAULT_CHANNEL.into());
+    call(Command::DisableEvent { session: a.target.session.session, channel: a.target.channel, patterns: a.names.clone(), all: a.all })?;
     if a.all {
         outln!("All UST events are disabled in channel {chan}");
     } else {
@@ -282,39 +191,18 @@ pub fn track(a: TrackArgs, track: bool) -> CliResult {
     let verb = if track { "track" } else { "untrack" };
     let pids = a.vpid.unwrap_or_default();
     if a.all && !pids.is_empty() {
-        return Err(Failure {
-            message: format!("{verb}: give process IDs (--vpid PID,...) or --vpid --all, not both"),
-            code: 2,
-        });
+        return Err(Failure { message: format!("{verb}: give process IDs (--vpid PID,...) or --vpid --all, not both"), code: 2 });
     }
     if !a.all && pids.is_empty() {
-        return Err(Failure {
-            message: format!("{verb}: --vpid needs process IDs (--vpid 1234,5678) or --all"),
-            code: 2,
-        });
+        return Err(Failure { message: format!("{verb}: --vpid needs process IDs (--vpid 1234,5678) or --all"), code: 2 });
     }
     let session = a.session.session;
     let cmd = if track {
-        Command::TrackVpid {
-            session,
-            pids: pids.clone(),
-            all: a.all,
-        }
+        Command::TrackVpid { session, pids: pids.clone(), all: a.all }
     } else {
-        Command::UntrackVpid {
-            session,
-            pids: pids.clone(),
-            all: a.all,
-        }
+        Command::UntrackVpid { session, pids: pids.clone(), all: a.all }
     };
-    let Payload::Tracker {
-        session,
-        tracker,
-        unchanged,
-    } = call(cmd)?
-    else {
-        return Err(unexpected());
-    };
+    let Payload::Tracker { session, tracker, unchanged } = call(cmd)? else { return Err(unexpected()) };
     if a.all {
         if track {
             outln!("All process IDs are tracked in session {session}");
@@ -326,46 +214,34 @@ pub fn track(a: TrackArgs, track: bool) -> CliResult {
         match (unchanged.contains(p), track) {
             (false, true) => outln!("Process ID {p} tracked in session {session}"),
             (false, false) => outln!("Process ID {p} untracked in session {session}"),
-            (true, true) => {
-                eprintln!("ust: warning: process ID {p} is already tracked in session {session}")
-            }
-            (true, false) => {
-                eprintln!("ust: warning: process ID {p} is not tracked in session {session}")
-            }
+            (true, true) => eprintln!("ust: warning: process ID {p} is already tracked in session {session}"),
+            (true, false) => eprintln!("ust: warning: process ID {p} is not tracked in session {session}"),
         }
     }
     outln!("Tracked process IDs: {}", tracker.describe());
     Ok(ExitCode::SUCCESS)
 }
 
+
 /// `ust list`.
 pub fn list(a: ListArgs) -> CliResult {
     let mut c = connect()?;
     if a.apps {
-        let Payload::Apps(apps) = c.call(Command::ListApps)? else {
-            return Err(unexpected());
-        };
+        let Payload::Apps(apps) = c.call(Command::ListApps)? else { return Err(unexpected()) };
         if a.json {
             print_json(&apps);
         } else {
             print_apps(&apps);
         }
     } else if let Some(name) = a.name {
-        let Payload::Session(d) = c.call(Command::ListSession {
-            session: Some(name),
-        })?
-        else {
-            return Err(unexpected());
-        };
+        let Payload::Session(d) = c.call(Command::ListSession { session: Some(name) })? else { return Err(unexpected()) };
         if a.json {
             print_json(&d);
         } else {
             print_session(&d);
         }
     } else {
-        let Payload::Sessions(s) = c.call(Command::ListSessions)? else {
-            return Err(unexpected());
-        };
+        let Payload::Sessions(s) = c.call(Command::ListSessions)? else { return Err(unexpected()) };
         if a.json {
             print_json(&s);
         } else {
@@ -377,12 +253,7 @@ pub fn list(a: ListArgs) -> CliResult {
 
 /// `ust status`.
 pub fn status(a: StatusArgs) -> CliResult {
-    let Payload::Status(s) = call(Command::Status {
-        session: a.session.session,
-    })?
-    else {
-        return Err(unexpected());
-    };
+    let Payload::Status(s) = call(Command::Status { session: a.session.session })? else { return Err(unexpected()) };
     if a.json {
         print_json(&s);
     } else {
@@ -396,34 +267,21 @@ pub fn view(a: ViewArgs) -> CliResult {
     let dir = match a.dir {
         Some(d) => d,
         None => {
-            let Payload::Status(s) = call(Command::Status {
-                session: a.session.session,
-            })?
-            else {
-                return Err(unexpected());
-            };
+            let Payload::Status(s) = call(Command::Status { session: a.session.session })? else { return Err(unexpected()) };
             match s.session {
                 Some(d) => d.summary.output,
-                None => {
-                    return Err(Failure::new(
-                        "no current session: give a trace directory or -s SESSION",
-                    ))
-                }
+                None => return Err(Failure::new("no current session: give a trace directory or -s SESSION")),
             }
         }
     };
     // A daemon killed while writing may have left a packet cut short: read up to it, or
     // with --repair cut it off (keeping the bytes aside). Anything else unreadable is an
     // error, and nothing is changed.
-    let checks = ust_ctf::recover::check(&dir)
-        .map_err(|e| Failure::new(format!("cannot read the trace {}: {e}", dir.display())))?;
+    let checks = ust_ctf::recover::check(&dir).map_err(|e| Failure::new(format!("cannot read the trace {}: {e}", dir.display())))?;
     let mut unreadable = 0;
     for c in &checks {
         if let StreamState::Unreadable { offset, reason } = &c.state {
-            eprintln!(
-                "ust: {}: not a readable CTF stream: {reason} at byte {offset}",
-                c.path.display()
-            );
+            eprintln!("ust: {}: not a readable CTF stream: {reason} at byte {offset}", c.path.display());
             unreadable += 1;
         }
     }
@@ -433,13 +291,9 @@ pub fn view(a: ViewArgs) -> CliResult {
             dir.display()
         )));
     }
-    let tails: Vec<_> = checks
-        .iter()
-        .filter(|c| matches!(c.state, StreamState::Tail { .. }))
-        .collect();
+    let tails: Vec<_> = checks.iter().filter(|c| matches!(c.state, StreamState::Tail { .. })).collect();
     if a.repair {
-        let r = ust_ctf::recover::repair(&dir)
-            .map_err(|e| Failure::new(format!("repairing {}: {e}", dir.display())))?;
+        let r = ust_ctf::recover::repair(&dir).map_err(|e| Failure::new(format!("repairing {}: {e}", dir.display())))?;
         for c in &r.changes {
             eprintln!("ust: repaired {c}");
         }
@@ -456,13 +310,8 @@ pub fn view(a: ViewArgs) -> CliResult {
             );
         }
     }
-    let view = std::env::temp_dir().join(format!(
-        "ust-view-{}-{}",
-        std::process::id(),
-        ust_ctf::datetime::stamp()
-    ));
-    let built = ust_ctf::recover::readable_view(&dir, &checks, &view)
-        .map_err(|e| Failure::new(format!("preparing a view of {}: {e}", dir.display())));
+    let view = std::env::temp_dir().join(format!("ust-view-{}-{}", std::process::id(), ust_ctf::datetime::stamp()));
+    let built = ust_ctf::recover::readable_view(&dir, &checks, &view).map_err(|e| Failure::new(format!("preparing a view of {}: {e}", dir.display())));
     let r = built.and_then(|()| babeltrace(&view, &dir));
     let _ = std::fs::remove_dir_all(&view);
     r
@@ -493,10 +342,8 @@ pub fn report(a: ReportArgs) -> CliResult {
     };
     let r = crate::report::report(&a.dir, &opt).map_err(Failure::new)?;
     if let Some(svg) = &a.flamegraph {
-        let f = std::fs::File::create(svg)
-            .map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
-        crate::report::pictures::flamegraph(&r, std::io::BufWriter::new(f))
-            .map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
+        let f = std::fs::File::create(svg).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        crate::report::pictures::flamegraph(&r, std::io::BufWriter::new(f)).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
         eprintln!("ust: flame graph written to {}", svg.display());
     }
     if a.format == "folded" {

@@ -19,10 +19,7 @@ pub struct Failure {
 impl Failure {
     /// A failure with exit code 1.
     pub fn new(message: impl Into<String>) -> Failure {
-        Failure {
-            message: message.into(),
-            code: 1,
-        }
+        Failure { message: message.into(), code: 1 }
     }
 }
 
@@ -35,10 +32,7 @@ impl From<ClientError> for Failure {
 impl Failure {
     /// A usage error: exit code 2, as clap's.
     pub fn usage(message: impl Into<String>) -> Failure {
-        Failure {
-            message: message.into(),
-            code: 2,
-        }
+        Failure { message: message.into(), code: 2 }
     }
 }
 
@@ -98,27 +92,15 @@ pub fn connect_or_start() -> Result<Client, Failure> {
         .arg("--daemonize")
         .stdin(std::process::Stdio::null())
         .status()
-        .map_err(|e| {
-            Failure::new(format!(
-                "cannot start {}: {e}; install ust-consumerd or put it in PATH",
-                bin.display()
-            ))
-        })?;
+        .map_err(|e| Failure::new(format!("cannot start {}: {e}; install ust-consumerd or put it in PATH", bin.display())))?;
     if !status.success() {
-        return Err(Failure::new(format!(
-            "{} --daemonize failed ({status})",
-            bin.display()
-        )));
+        return Err(Failure::new(format!("{} --daemonize failed ({status})", bin.display())));
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match Client::connect(&dir) {
             Ok(c) => return Ok(c),
-            Err(e) if Instant::now() >= deadline => {
-                return Err(Failure::new(format!(
-                    "ust-consumerd started but does not answer: {e}"
-                )))
-            }
+            Err(e) if Instant::now() >= deadline => return Err(Failure::new(format!("ust-consumerd started but does not answer: {e}"))),
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
@@ -126,10 +108,7 @@ pub fn connect_or_start() -> Result<Client, Failure> {
 
 /// `$HOME`, for default output directories.
 pub fn home() -> Result<PathBuf, Failure> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .ok_or_else(|| Failure::new("HOME is not set; give --output"))
+    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from).ok_or_else(|| Failure::new("HOME is not set; give --output"))
 }
 
 /// `p` made absolute against the current directory (the daemon has another one).
@@ -137,8 +116,7 @@ pub fn absolute(p: PathBuf) -> Result<PathBuf, Failure> {
     if p.is_absolute() {
         Ok(p)
     } else {
-        let cwd =
-            std::env::current_dir().map_err(|e| Failure::new(format!("current directory: {e}")))?;
+        let cwd = std::env::current_dir().map_err(|e| Failure::new(format!("current directory: {e}")))?;
         Ok(cwd.join(p))
     }
 }

@@ -10,10 +10,7 @@ use ust_ctl::protocol::{AppInfo, DestroyReport, SessionDetail, SessionSummary, S
 
 /// Prints `v` as pretty JSON.
 pub fn print_json<T: serde::Serialize>(v: &T) {
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into())
-    );
+    outln!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into()));
 }
 
 fn state_word(active: bool) -> &'static str {
@@ -67,35 +64,14 @@ pub fn print_session(d: &SessionDetail) {
     for c in &d.channels {
         outln!("- {}:\n", c.name);
         outln!("    Attributes:");
-        outln!(
-            "      Event-loss mode:  {}",
-            if c.config.overwrite {
-                "overwrite"
-            } else {
-                "discard"
-            }
-        );
+        outln!("      Event-loss mode:  {}", if c.config.overwrite { "overwrite" } else { "discard" });
         outln!("      Sub-buffer size:  {} bytes", c.config.subbuf_size);
         outln!("      Sub-buffer count: {}", c.config.num_subbuf);
-        outln!(
-            "      Switch timer:     {}",
-            if c.config.switch_timer_us == 0 {
-                "inactive".into()
-            } else {
-                format!("{} us", c.config.switch_timer_us)
-            }
-        );
+        outln!("      Switch timer:     {}", if c.config.switch_timer_us == 0 { "inactive".into() } else { format!("{} us", c.config.switch_timer_us) });
         outln!("      Read timer:       {} us", c.config.read_timer_us);
         if c.config.tracefile_size > 0 {
             outln!("      Trace file size:  {} bytes", c.config.tracefile_size);
-            outln!(
-                "      Trace file count: {}",
-                if c.config.tracefile_count == 0 {
-                    "unlimited".into()
-                } else {
-                    c.config.tracefile_count.to_string()
-                }
-            );
+            outln!("      Trace file count: {}", if c.config.tracefile_count == 0 { "unlimited".into() } else { c.config.tracefile_count.to_string() });
         }
         if !c.contexts.is_empty() {
             let names: Vec<String> = c.contexts.iter().map(|t| t.to_string()).collect();
@@ -105,11 +81,7 @@ pub fn print_session(d: &SessionDetail) {
         outln!("      Discarded events: {}", c.discarded);
         outln!("      Packets written:  {} ({} bytes)", c.packets, c.bytes);
         if c.lost_packets > 0 || c.overwritten > 0 {
-            outln!(
-                "      Lost packets:     {} ({} overwritten)",
-                c.lost_packets,
-                c.overwritten
-            );
+            outln!("      Lost packets:     {} ({} overwritten)", c.lost_packets, c.overwritten);
         }
         if c.bad_packets > 0 {
             outln!("      Invalid packets skipped: {}", c.bad_packets);
@@ -119,11 +91,7 @@ pub fn print_session(d: &SessionDetail) {
             outln!("      None");
         }
         for e in &c.enablers {
-            let lv = if e.level == LevelFilter::Any {
-                String::new()
-            } else {
-                format!(" ({})", e.level.describe())
-            };
+            let lv = if e.level == LevelFilter::Any { String::new() } else { format!(" ({})", e.level.describe()) };
             let mut extra = String::new();
             if !e.exclusions.is_empty() {
                 extra.push_str(&format!(" [exclusions: {}]", e.exclusions.join(",")));
@@ -131,25 +99,14 @@ pub fn print_session(d: &SessionDetail) {
             if let Some(f) = &e.filter {
                 extra.push_str(&format!(" [filter: {f}]"));
             }
-            outln!(
-                "      {}{} [{}]{extra}",
-                e.pattern,
-                lv,
-                if e.enabled { "enabled" } else { "disabled" }
-            );
+            outln!("      {}{} [{}]{extra}", e.pattern, lv, if e.enabled { "enabled" } else { "disabled" });
         }
         outln!();
     }
     if !d.processes.is_empty() {
         outln!("Traced processes:");
         for p in &d.processes {
-            outln!(
-                "  PID {} ({}) [{}] {}",
-                p.pid,
-                p.procname,
-                if p.alive { "alive" } else { "gone" },
-                p.dir.display()
-            );
+            outln!("  PID {} ({}) [{}] {}", p.pid, p.procname, if p.alive { "alive" } else { "gone" }, p.dir.display());
             if let Some(pm) = &p.post_mortem {
                 outln!("    died abnormally; post-mortem trace: {}", pm.display());
             }
@@ -170,23 +127,9 @@ pub fn print_apps(apps: &[AppInfo]) {
         outln!("\nNone");
     }
     for a in apps {
-        outln!(
-            "\nPID: {} - Name: {}{}",
-            a.pid,
-            a.procname,
-            if a.traced_by_token {
-                " (ust trace)"
-            } else {
-                ""
-            }
-        );
+        outln!("\nPID: {} - Name: {}{}", a.pid, a.procname, if a.traced_by_token { " (ust trace)" } else { "" });
         for e in &a.events {
-            outln!(
-                "      {} (loglevel: {} ({})) (type: tracepoint)",
-                e.name,
-                e.level_name,
-                e.level
-            );
+            outln!("      {} (loglevel: {} ({})) (type: tracepoint)", e.name, e.level_name, e.level);
             for f in &e.fields {
                 outln!("        field: {} ({})", f.name, f.ty);
             }
@@ -196,11 +139,7 @@ pub fn print_apps(apps: &[AppInfo]) {
 
 /// The daemon and the current (or chosen) session.
 pub fn print_status(s: &StatusReport) {
-    outln!(
-        "ust-consumerd: running (pid {}, socket directory {})",
-        s.daemon_pid,
-        s.rundir.display()
-    );
+    outln!("ust-consumerd: running (pid {}, socket directory {})", s.daemon_pid, s.rundir.display());
     outln!("Registered applications: {}", s.apps);
     match &s.session {
         Some(d) => {
@@ -234,6 +173,7 @@ pub fn print_summary(report: &DestroyReport) {
     }
 }
 
+
 /// Per-event-name counts of the trace `report` describes, found by walking every packet of
 /// every stream file with the record walker: `(counts, unreadable packets or records)`
 /// (see [`ust_ctf::count`]).
@@ -241,11 +181,7 @@ pub fn count_events(report: &DestroyReport) -> (BTreeMap<String, u64>, u64) {
     let traces: Vec<ust_ctf::count::TraceToCount<'_>> = report
         .traces
         .iter()
-        .map(|t| ust_ctf::count::TraceToCount {
-            dir: &t.dir,
-            events: &t.events,
-            context_sizes: &t.context_sizes,
-        })
+        .map(|t| ust_ctf::count::TraceToCount { dir: &t.dir, events: &t.events, context_sizes: &t.context_sizes })
         .collect();
     let c = ust_ctf::count::count_events(&traces);
     (c.per_event, c.problems)

@@ -50,17 +50,9 @@ pub fn trace(a: TraceArgs) -> CliResult {
     let token = uuid::Uuid::new_v4().simple().to_string();
     let mut c = connect_or_start()?;
     let name = format!("{name}-{stamp}");
-    c.call(Command::CreateSession {
-        name: name.clone(),
-        output: output.clone(),
-        token: Some(token.clone()),
-    })?;
+    c.call(Command::CreateSession { name: name.clone(), output: output.clone(), token: Some(token.clone()) })?;
     let session = Some(name.clone());
-    let patterns = if a.events.is_empty() {
-        vec!["*".to_string()]
-    } else {
-        a.events.clone()
-    };
+    let patterns = if a.events.is_empty() { vec!["*".to_string()] } else { a.events.clone() };
     let setup = c
         .call(Command::EnableEvent {
             session: session.clone(),
@@ -70,11 +62,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
             exclusions: Vec::new(),
             filter: None,
         })
-        .and_then(|_| {
-            c.call(Command::Start {
-                session: session.clone(),
-            })
-        });
+        .and_then(|_| c.call(Command::Start { session: session.clone() }));
     if let Err(e) = setup {
         let _ = c.call(Command::Destroy { session });
         return Err(e.into());
@@ -95,39 +83,25 @@ pub fn trace(a: TraceArgs) -> CliResult {
         kernel = crate::kernel::view::KernelView::start(&output);
     }
     let (prog, args) = a.command.split_first().expect("clap requires a command");
-    let child = std::process::Command::new(prog)
-        .args(args)
-        .env(ust_core::protocol::ENV_SESSION_TOKEN, &token)
-        .spawn();
+    let child = std::process::Command::new(prog).args(args).env(ust_core::protocol::ENV_SESSION_TOKEN, &token).spawn();
     let mut traced_pid = 0;
     let mut maps = None;
     let code = match child {
         Err(e) => {
             eprintln!("ust: cannot run {}: {e}", prog.to_string_lossy());
-            ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            })
+            ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 })
         }
         Ok(mut child) => {
             traced_pid = child.id() as i32;
-            maps = Some(crate::kernel::procfs::MapsSampler::start(
-                traced_pid,
-                Duration::from_millis(10),
-            ));
+            maps = Some(crate::kernel::procfs::MapsSampler::start(traced_pid, Duration::from_millis(10)));
             wait_forwarding(&mut child)
         }
     };
-    let report = match c.call(Command::Destroy {
-        session: session.clone(),
-    }) {
+    let report = match c.call(Command::Destroy { session: session.clone() }) {
         Ok(Payload::Destroyed(r)) => Some(r),
         Ok(_) => None,
         // The first connection may have been closed under us; try a fresh one.
-        Err(_) => match connect()
-            .and_then(|mut c| c.call(Command::Destroy { session }).map_err(Failure::from))
-        {
+        Err(_) => match connect().and_then(|mut c| c.call(Command::Destroy { session }).map_err(Failure::from)) {
             Ok(Payload::Destroyed(r)) => Some(r),
             Ok(_) => None,
             Err(e) => {
@@ -150,12 +124,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
 
 /// Ends the kernel recording (after the user-space traces are written, so the kernel
 /// metadata takes their clock offset) and saves the sampled memory maps.
-fn finish_kernel(
-    kernel: Option<crate::kernel::view::KernelView>,
-    maps: Option<crate::kernel::procfs::MapsSampler>,
-    output: &std::path::Path,
-    pid: i32,
-) {
+fn finish_kernel(kernel: Option<crate::kernel::view::KernelView>, maps: Option<crate::kernel::procfs::MapsSampler>, output: &std::path::Path, pid: i32) {
     if let Some(m) = maps {
         m.finish(output);
     }
@@ -163,16 +132,9 @@ fn finish_kernel(
         match k.finish(output, pid) {
             Ok(s) => {
                 let total: u64 = s.counts.iter().map(|c| c.1).sum();
-                eprintln!(
-                    "ust: {total} kernel events recorded in {}, {} lost",
-                    s.dir.display(),
-                    s.lost
-                );
+                eprintln!("ust: {total} kernel events recorded in {}, {} lost", s.dir.display(), s.lost);
                 if !s.missing_events.is_empty() {
-                    eprintln!(
-                        "ust: kernel events this kernel lacks: {}",
-                        s.missing_events.join(", ")
-                    );
+                    eprintln!("ust: kernel events this kernel lacks: {}", s.missing_events.join(", "));
                 }
             }
             Err(e) => eprintln!("ust: kernel trace: {e}"),
@@ -194,13 +156,8 @@ fn wait_forwarding(child: &mut std::process::Child) -> ExitCode {
         let sig = TRACE_SIGNAL.swap(0, std::sync::atomic::Ordering::SeqCst);
         if sig != 0 {
             forwarded += 1;
-            let named = rustix::process::Signal::from_named_raw(sig)
-                .unwrap_or(rustix::process::Signal::TERM);
-            let sig = if forwarded >= 3 {
-                rustix::process::Signal::KILL
-            } else {
-                named
-            };
+            let named = rustix::process::Signal::from_named_raw(sig).unwrap_or(rustix::process::Signal::TERM);
+            let sig = if forwarded >= 3 { rustix::process::Signal::KILL } else { named };
             if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
                 // The child may have exited meanwhile (try_wait reaps it next round).
                 let _ = rustix::process::kill_process(pid, sig);

@@ -45,41 +45,17 @@ pub const EVENTS: &[(&str, &str, &str)] = &[
     ("irq", "irq_handler_exit", "irq_handler_exit"),
     ("irq", "softirq_entry", "irq_softirq_entry"),
     ("irq", "softirq_exit", "irq_softirq_exit"),
-    (
-        "timer",
-        "hrtimer_expire_entry",
-        "timer_hrtimer_expire_entry",
-    ),
+    ("timer", "hrtimer_expire_entry", "timer_hrtimer_expire_entry"),
     ("timer", "hrtimer_expire_exit", "timer_hrtimer_expire_exit"),
-    (
-        "irq_vectors",
-        "local_timer_entry",
-        "x86_irq_vectors_local_timer_entry",
-    ),
-    (
-        "irq_vectors",
-        "local_timer_exit",
-        "x86_irq_vectors_local_timer_exit",
-    ),
+    ("irq_vectors", "local_timer_entry", "x86_irq_vectors_local_timer_entry"),
+    ("irq_vectors", "local_timer_exit", "x86_irq_vectors_local_timer_exit"),
     ("raw_syscalls", "sys_enter", "syscall_entry"),
     ("raw_syscalls", "sys_exit", "syscall_exit"),
-    (
-        "exceptions",
-        "page_fault_user",
-        "x86_exceptions_page_fault_user",
-    ),
+    ("exceptions", "page_fault_user", "x86_exceptions_page_fault_user"),
     // The kernel touching user memory (perf's page-faults counts these too).
-    (
-        "exceptions",
-        "page_fault_kernel",
-        "x86_exceptions_page_fault_kernel",
-    ),
+    ("exceptions", "page_fault_kernel", "x86_exceptions_page_fault_kernel"),
     // A page read into the page cache: makes a fault major (report/faults.rs).
-    (
-        "filemap",
-        "mm_filemap_add_to_page_cache",
-        "filemap_add_to_page_cache",
-    ),
+    ("filemap", "mm_filemap_add_to_page_cache", "filemap_add_to_page_cache"),
 ];
 
 /// Name of the state-dump event.
@@ -123,27 +99,14 @@ impl CtfType {
     /// The TSDL declaration of a field `name` of this type (field names get a leading `_`).
     pub fn tsdl(&self, name: &str) -> String {
         let int = |bytes: usize, signed: bool, enc: &str, base: u8| {
-            format!(
-                "integer {{ size = {}; align = 8; signed = {}; encoding = {enc}; base = {base}; }}",
-                bytes * 8,
-                signed as u8
-            )
+            format!("integer {{ size = {}; align = 8; signed = {}; encoding = {enc}; base = {base}; }}", bytes * 8, signed as u8)
         };
         match self {
-            CtfType::Int { bytes, signed, hex } => format!(
-                "{} _{name};",
-                int(*bytes, *signed, "none", if *hex { 16 } else { 10 })
-            ),
+            CtfType::Int { bytes, signed, hex } => format!("{} _{name};", int(*bytes, *signed, "none", if *hex { 16 } else { 10 })),
             CtfType::Text(n) => format!("{} _{name}[{n}];", int(1, false, "UTF8", 10)),
-            CtfType::IntArray { bytes, signed, n } => {
-                format!("{} _{name}[{n}];", int(*bytes, *signed, "none", 10))
-            }
+            CtfType::IntArray { bytes, signed, n } => format!("{} _{name}[{n}];", int(*bytes, *signed, "none", 10)),
             CtfType::String => format!("string {{ encoding = UTF8; }} _{name};"),
-            CtfType::U64Seq => format!(
-                "{} __{name}_length; {} _{name}[__{name}_length];",
-                int(4, false, "none", 10),
-                int(8, false, "none", 16)
-            ),
+            CtfType::U64Seq => format!("{} __{name}_length; {} _{name}[__{name}_length];", int(4, false, "none", 10), int(8, false, "none", 16)),
         }
     }
 }
@@ -193,25 +156,13 @@ pub struct EventTable {
 
 fn ctf_field(f: &FieldFormat) -> Option<CtfField> {
     let ty = match f.kind {
-        FieldKind::Int { hex } => CtfType::Int {
-            bytes: f.size,
-            signed: f.signed,
-            hex,
-        },
+        FieldKind::Int { hex } => CtfType::Int { bytes: f.size, signed: f.signed, hex },
         FieldKind::CharArray(n) => CtfType::Text(n),
-        FieldKind::IntArray(n) => CtfType::IntArray {
-            bytes: f.elem_size(),
-            signed: f.signed,
-            n,
-        },
+        FieldKind::IntArray(n) => CtfType::IntArray { bytes: f.elem_size(), signed: f.signed, n },
         FieldKind::DynString { .. } => CtfType::String,
         FieldKind::Other => return None,
     };
-    Some(CtfField {
-        name: f.name.clone(),
-        ty,
-        source: Source::Format(f.clone()),
-    })
+    Some(CtfField { name: f.name.clone(), ty, source: Source::Format(f.clone()) })
 }
 
 impl EventTable {
@@ -223,32 +174,15 @@ impl EventTable {
             let mut fields: Vec<CtfField> = fmt.fields.iter().filter_map(ctf_field).collect();
             if fmt.system == "raw_syscalls" {
                 if let Some(idf) = fmt.field("id") {
-                    fields.push(CtfField {
-                        name: "name".into(),
-                        ty: CtfType::String,
-                        source: Source::SyscallName(idf.clone()),
-                    });
+                    fields.push(CtfField { name: "name".into(), ty: CtfType::String, source: Source::SyscallName(idf.clone()) });
                 }
             }
             t.by_ftrace_id.insert(fmt.id, t.events.len());
             let id = t.events.len() as u32 + 1;
-            t.events.push(KernelEvent {
-                name,
-                id,
-                format: Some(fmt),
-                fields,
-            });
+            t.events.push(KernelEvent { name, id, format: Some(fmt), fields });
         }
-        let given = |name: &str, ty| CtfField {
-            name: name.into(),
-            ty,
-            source: Source::Given,
-        };
-        let i32t = CtfType::Int {
-            bytes: 4,
-            signed: true,
-            hex: false,
-        };
+        let given = |name: &str, ty| CtfField { name: name.into(), ty, source: Source::Given };
+        let i32t = CtfType::Int { bytes: 4, signed: true, hex: false };
         t.events.push(KernelEvent {
             name: STATEDUMP_EVENT.into(),
             id: t.events.len() as u32 + 1,
@@ -259,14 +193,7 @@ impl EventTable {
                 given("ppid", i32t),
                 given("name", CtfType::Text(16)),
                 given("state", CtfType::String),
-                given(
-                    "cpu",
-                    CtfType::Int {
-                        bytes: 4,
-                        signed: false,
-                        hex: false,
-                    },
-                ),
+                given("cpu", CtfType::Int { bytes: 4, signed: false, hex: false }),
             ],
         });
         t
@@ -280,17 +207,9 @@ impl EventTable {
         let dump = t.events.pop().expect("new always adds the state dump");
         for (name, fields) in events {
             let id = t.events.len() as u32 + 1;
-            t.events.push(KernelEvent {
-                name,
-                id,
-                format: None,
-                fields,
-            });
+            t.events.push(KernelEvent { name, id, format: None, fields });
         }
-        t.events.push(KernelEvent {
-            id: t.events.len() as u32 + 1,
-            ..dump
-        });
+        t.events.push(KernelEvent { id: t.events.len() as u32 + 1, ..dump });
         t
     }
 
@@ -351,11 +270,7 @@ pub fn render_metadata(m: &KernelMetadata<'_>, table: &EventTable) -> String {
         escape_tsdl(m.creation_datetime),
         escape_tsdl(m.source)
     );
-    s.push_str(&ust_ctf::metadata::clock_block(
-        m.clock_uuid,
-        "Monotonic Clock",
-        m.clock_offset_ns,
-    ));
+    s.push_str(&ust_ctf::metadata::clock_block(m.clock_uuid, "Monotonic Clock", m.clock_offset_ns));
     s.push_str(&ust_core::event_header::tsdl(clock));
     let _ = write!(
         s,
@@ -366,12 +281,7 @@ pub fn render_metadata(m: &KernelMetadata<'_>, table: &EventTable) -> String {
     // Ids start at 1: a placeholder id 0 for babeltrace2 2.0's debug-info filter.
     s.push_str(&ust_ctf::metadata::reserved_event_tsdl(0));
     for e in &table.events {
-        let _ = write!(
-            s,
-            "event {{\n\tname = \"{}\";\n\tid = {};\n\tstream_id = 0;\n\tfields := struct {{\n",
-            escape_tsdl(&e.name),
-            e.id
-        );
+        let _ = write!(s, "event {{\n\tname = \"{}\";\n\tid = {};\n\tstream_id = 0;\n\tfields := struct {{\n", escape_tsdl(&e.name), e.id);
         for f in &e.fields {
             let _ = writeln!(s, "\t\t{}", f.ty.tsdl(&f.name));
         }
@@ -425,12 +335,7 @@ impl CpuStream {
     ///
     /// # Errors
     /// The I/O error.
-    pub fn create(
-        dir: &Path,
-        table: std::sync::Arc<EventTable>,
-        uuid: [u8; 16],
-        cpu: u32,
-    ) -> std::io::Result<CpuStream> {
+    pub fn create(dir: &Path, table: std::sync::Arc<EventTable>, uuid: [u8; 16], cpu: u32) -> std::io::Result<CpuStream> {
         let name = ust_ctf::stream_file_name(CHANNEL, cpu);
         std::fs::create_dir_all(dir.join("index"))?;
         let file = StreamFile::create(dir, &name)?;
@@ -446,17 +351,13 @@ impl CpuStream {
             begin: None,
             last_ts: 0,
             seq: 0,
-            stats: StreamStats {
-                counts: vec![0; n],
-                ..Default::default()
-            },
+            stats: StreamStats { counts: vec![0; n], ..Default::default() },
         })
     }
 
     fn header(&mut self, id: u32, ts: u64, tid: i32) -> u64 {
         let ts = ts.max(self.last_ts);
-        let extended =
-            self.begin.is_none() || ts - self.last_ts >= 1 << event_header::COMPACT_TIMESTAMP_BITS;
+        let extended = self.begin.is_none() || ts - self.last_ts >= 1 << event_header::COMPACT_TIMESTAMP_BITS;
         if self.begin.is_none() {
             self.begin = Some(ts);
         }
@@ -473,29 +374,15 @@ impl CpuStream {
     ///
     /// # Errors
     /// The I/O error of a packet flush.
-    pub fn push_given(
-        &mut self,
-        class: usize,
-        ts: u64,
-        tid: i32,
-        values: &[Given<'_>],
-    ) -> std::io::Result<()> {
+    pub fn push_given(&mut self, class: usize, ts: u64, tid: i32, values: &[Given<'_>]) -> std::io::Result<()> {
         let table = self.table.clone();
-        let Some(ev) = table.events.get(class) else {
-            return Ok(());
-        };
+        let Some(ev) = table.events.get(class) else { return Ok(()) };
         let mark = self.buf.len();
         let save = (self.begin, self.last_ts);
         self.header(ev.id, ts, tid);
-        for (f, v) in ev
-            .fields
-            .iter()
-            .zip(values.iter().chain(std::iter::repeat(&Given::Int(0))))
-        {
+        for (f, v) in ev.fields.iter().zip(values.iter().chain(std::iter::repeat(&Given::Int(0)))) {
             match (&f.ty, v) {
-                (CtfType::Int { bytes, .. }, Given::Int(x)) => {
-                    self.buf.extend_from_slice(&x.to_le_bytes()[..*bytes])
-                }
+                (CtfType::Int { bytes, .. }, Given::Int(x)) => self.buf.extend_from_slice(&x.to_le_bytes()[..*bytes]),
                 (CtfType::Text(n), Given::Text(t)) => {
                     let mut b = t.as_bytes().to_vec();
                     b.retain(|&c| c != 0);
@@ -528,11 +415,7 @@ impl CpuStream {
     ///
     /// # Errors
     /// The I/O error of a packet flush (decoding problems are counted, not returned).
-    pub fn push_page(
-        &mut self,
-        page: &[u8],
-        layout: &super::ftrace::PageLayout,
-    ) -> std::io::Result<()> {
+    pub fn push_page(&mut self, page: &[u8], layout: &super::ftrace::PageLayout) -> std::io::Result<()> {
         let table = self.table.clone();
         let mut bad = 0u64;
         let res = super::ftrace::decode_page(page, layout, |e| {
@@ -549,12 +432,8 @@ impl CpuStream {
     }
 
     fn push_raw(&mut self, table: &EventTable, ts: u64, payload: &[u8]) -> bool {
-        let Some(kind) = read_uint(payload, 0, 2) else {
-            return false;
-        };
-        let Some(ev) = table.by_ftrace_id(kind as u16) else {
-            return false;
-        };
+        let Some(kind) = read_uint(payload, 0, 2) else { return false };
+        let Some(ev) = table.by_ftrace_id(kind as u16) else { return false };
         let tid = read_uint(payload, 4, 4).unwrap_or(0) as u32 as i32;
         let mark = self.buf.len();
         let save = (self.begin, self.last_ts);
@@ -578,8 +457,7 @@ impl CpuStream {
                 },
                 (Source::SyscallName(ff), _) => match read_uint(payload, ff.offset, ff.size) {
                     Some(nr) => {
-                        self.buf
-                            .extend_from_slice(super::syscalls::syscall_name(nr as i64).as_bytes());
+                        self.buf.extend_from_slice(super::syscalls::syscall_name(nr as i64).as_bytes());
                         self.buf.push(0);
                         true
                     }
@@ -609,15 +487,8 @@ impl CpuStream {
     /// # Errors
     /// The I/O error.
     pub fn flush(&mut self) -> std::io::Result<()> {
-        let Some(begin) = self.begin else {
-            return Ok(());
-        };
-        let stream = StreamIdentity {
-            uuid: self.uuid,
-            stream_id: 0,
-            cpu: self.cpu,
-            stream_instance_id: u64::from(self.cpu),
-        };
+        let Some(begin) = self.begin else { return Ok(()) };
+        let stream = StreamIdentity { uuid: self.uuid, stream_id: 0, cpu: self.cpu, stream_instance_id: u64::from(self.cpu) };
         let len = self.buf.len() as u64;
         let end = PacketEnd {
             timestamp_begin: begin,

@@ -91,53 +91,27 @@ impl FieldFormat {
         let split = decl.rfind(|c: char| c.is_whitespace() || c == '*')?;
         let (ty, name) = (decl[..=split].trim().to_string(), decl[split + 1..].trim());
         let (name, array) = match name.find('[') {
-            Some(i) => (
-                &name[..i],
-                name[i + 1..]
-                    .strip_suffix(']')
-                    .map(|n| n.trim().parse::<u32>().ok()),
-            ),
+            Some(i) => (&name[..i], name[i + 1..].strip_suffix(']').map(|n| n.trim().parse::<u32>().ok())),
             None => (name, None),
         };
         let kind = if ty.contains("__data_loc") || ty.contains("__rel_loc") {
             if ty.contains("char") && size == 4 {
-                FieldKind::DynString {
-                    relative: ty.contains("__rel_loc"),
-                }
+                FieldKind::DynString { relative: ty.contains("__rel_loc") }
             } else {
                 FieldKind::Other
             }
         } else if let Some(n) = array {
             match n {
-                Some(n)
-                    if n > 0 && (ty == "char" || ty == "unsigned char") && size == n as usize =>
-                {
-                    FieldKind::CharArray(n)
-                }
-                Some(n)
-                    if n > 0
-                        && size % n as usize == 0
-                        && matches!(size / n as usize, 1 | 2 | 4 | 8) =>
-                {
-                    FieldKind::IntArray(n)
-                }
+                Some(n) if n > 0 && (ty == "char" || ty == "unsigned char") && size == n as usize => FieldKind::CharArray(n),
+                Some(n) if n > 0 && size % n as usize == 0 && matches!(size / n as usize, 1 | 2 | 4 | 8) => FieldKind::IntArray(n),
                 _ => FieldKind::Other,
             }
         } else if matches!(size, 1 | 2 | 4 | 8) {
-            FieldKind::Int {
-                hex: ty.contains('*'),
-            }
+            FieldKind::Int { hex: ty.contains('*') }
         } else {
             FieldKind::Other
         };
-        Some(FieldFormat {
-            name: name.to_string(),
-            c_type: ty,
-            offset,
-            size,
-            signed,
-            kind,
-        })
+        Some(FieldFormat { name: name.to_string(), c_type: ty, offset, size, signed, kind })
     }
 
     /// The element type of an integer or integer array field: (bytes, signed).
@@ -174,12 +148,7 @@ impl EventFormat {
             }
         }
         let id = id.ok_or_else(|| format!("format of {system}/{name}: no valid ID line"))?;
-        Ok(EventFormat {
-            system: system.to_string(),
-            name,
-            id,
-            fields,
-        })
+        Ok(EventFormat { system: system.to_string(), name, id, fields })
     }
 
     /// Reads and parses `<events_dir>/<system>/<name>/format`.

@@ -34,11 +34,7 @@ pub struct PageLayout {
 impl Default for PageLayout {
     /// The 64-bit layout: timestamp 0..8, commit 8..16, data from 16.
     fn default() -> Self {
-        PageLayout {
-            commit_offset: 8,
-            commit_size: 8,
-            data_offset: 16,
-        }
+        PageLayout { commit_offset: 8, commit_size: 8, data_offset: 16 }
     }
 }
 
@@ -49,11 +45,7 @@ impl PageLayout {
         for line in text.lines() {
             let t = line.trim();
             let get = |k: &str| {
-                t.split(';').find_map(|p| {
-                    p.trim()
-                        .strip_prefix(k)
-                        .and_then(|v| v.trim().parse::<usize>().ok())
-                })
+                t.split(';').find_map(|p| p.trim().strip_prefix(k).and_then(|v| v.trim().parse::<usize>().ok()))
             };
             if t.contains("commit;") {
                 if let (Some(o), Some(s)) = (get("offset:"), get("size:")) {
@@ -115,9 +107,7 @@ const TS_SHIFT: u32 = 27;
 const TS_MSB_MASK: u64 = !((1u64 << 59) - 1);
 
 fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(
-        b.get(off..off.checked_add(4)?)?.try_into().ok()?,
-    ))
+    Some(u32::from_le_bytes(b.get(off..off.checked_add(4)?)?.try_into().ok()?))
 }
 
 /// Decodes one page, calling `f` for each data event in order. Returns what the header said
@@ -126,62 +116,31 @@ fn u32_at(b: &[u8], off: usize) -> Option<u32> {
 ///
 /// # Errors
 /// [`PageError`] for a header that does not fit the page or an event that runs past the data.
-pub fn decode_page(
-    page: &[u8],
-    layout: &PageLayout,
-    mut f: impl FnMut(RawEvent<'_>),
-) -> Result<PageInfo, PageError> {
-    let header = |commit| PageError::Header {
-        len: page.len(),
-        commit,
-    };
-    let ts = page
-        .get(..8)
-        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-        .ok_or_else(|| header(0))?;
-    let raw_commit =
-        crate::kernel::format::read_uint(page, layout.commit_offset, layout.commit_size)
-            .ok_or_else(|| header(0))?;
+pub fn decode_page(page: &[u8], layout: &PageLayout, mut f: impl FnMut(RawEvent<'_>)) -> Result<PageInfo, PageError> {
+    let header = |commit| PageError::Header { len: page.len(), commit };
+    let ts = page.get(..8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).ok_or_else(|| header(0))?;
+    let raw_commit = crate::kernel::format::read_uint(page, layout.commit_offset, layout.commit_size).ok_or_else(|| header(0))?;
     let commit = raw_commit & (RB_MISSED_STORED - 1);
-    let end = usize::try_from(commit)
-        .ok()
-        .and_then(|c| layout.data_offset.checked_add(c))
-        .filter(|&e| e <= page.len())
-        .ok_or_else(|| header(raw_commit))?;
+    let end = usize::try_from(commit).ok().and_then(|c| layout.data_offset.checked_add(c)).filter(|&e| e <= page.len()).ok_or_else(|| header(raw_commit))?;
     let missed = if raw_commit & RB_MISSED_EVENTS != 0 {
-        Some(if raw_commit & RB_MISSED_STORED != 0 {
-            crate::kernel::format::read_uint(page, end, 8).unwrap_or(0)
-        } else {
-            0
-        })
+        Some(if raw_commit & RB_MISSED_STORED != 0 { crate::kernel::format::read_uint(page, end, 8).unwrap_or(0) } else { 0 })
     } else {
         None
     };
-    let mut info = PageInfo {
-        timestamp: ts,
-        missed,
-        events: 0,
-    };
+    let mut info = PageInfo { timestamp: ts, missed, events: 0 };
     let mut now = ts;
     let mut off = layout.data_offset;
     while off + 4 <= end {
         let h = u32_at(page, off).ok_or(PageError::Event(off))?;
         let (type_len, delta) = (h & 0x1f, u64::from(h >> 5));
-        let arg = || {
-            u32_at(page, off + 4)
-                .filter(|_| off + 8 <= end)
-                .ok_or(PageError::Event(off))
-        };
+        let arg = || u32_at(page, off + 4).filter(|_| off + 8 <= end).ok_or(PageError::Event(off));
         match type_len {
             29 => {
                 if delta == 0 {
                     break; // the rest of the page is padding
                 }
                 let len = arg()? as usize;
-                off = off
-                    .checked_add(4 + len)
-                    .filter(|&o| o <= end)
-                    .ok_or(PageError::Event(off))?;
+                off = off.checked_add(4 + len).filter(|&o| o <= end).ok_or(PageError::Event(off))?;
                 continue;
             }
             30 => {
@@ -204,14 +163,8 @@ pub fn decode_page(
         } else {
             (off + 4, type_len as usize * 4)
         };
-        let stop = start
-            .checked_add(len)
-            .filter(|&s| s <= end)
-            .ok_or(PageError::Event(off))?;
-        f(RawEvent {
-            timestamp: now,
-            payload: &page[start..stop],
-        });
+        let stop = start.checked_add(len).filter(|&s| s <= end).ok_or(PageError::Event(off))?;
+        f(RawEvent { timestamp: now, payload: &page[start..stop] });
         info.events += 1;
         off = (stop + 3) & !3;
     }
@@ -246,23 +199,9 @@ mod tests {
         };
         let ext = 1u32.to_le_bytes();
         let abs = 0u32.to_le_bytes();
-        let p = page(
-            &[
-                (2, 5, &[1; 8]),
-                (0, 10, &big),
-                (30, 3, &ext),
-                (1, 0, &[2; 4]),
-                (31, 50, &abs),
-                (1, 1, &[3; 4]),
-                (29, 0, &[]),
-            ],
-            0,
-        );
+        let p = page(&[(2, 5, &[1; 8]), (0, 10, &big), (30, 3, &ext), (1, 0, &[2; 4]), (31, 50, &abs), (1, 1, &[3; 4]), (29, 0, &[])], 0);
         let mut got = Vec::new();
-        let info = decode_page(&p, &PageLayout::default(), |e| {
-            got.push((e.timestamp, e.payload.to_vec()))
-        })
-        .unwrap();
+        let info = decode_page(&p, &PageLayout::default(), |e| got.push((e.timestamp, e.payload.to_vec()))).unwrap();
         assert_eq!(info.events, 4);
         assert_eq!(got[0], (1005, vec![1; 8]));
         assert_eq!(got[1], (1015, vec![9; 8]));
@@ -273,12 +212,7 @@ mod tests {
     #[test]
     fn reports_missed_events_and_bad_commit() {
         let p = page(&[(1, 0, &[0; 4])], RB_MISSED_EVENTS);
-        assert_eq!(
-            decode_page(&p, &PageLayout::default(), |_| {})
-                .unwrap()
-                .missed,
-            Some(0)
-        );
+        assert_eq!(decode_page(&p, &PageLayout::default(), |_| {}).unwrap().missed, Some(0));
         let mut p = page(&[], 0);
         p[8..16].copy_from_slice(&10_000u64.to_le_bytes());
         assert!(decode_page(&p, &PageLayout::default(), |_| {}).is_err());

@@ -163,23 +163,13 @@ impl KernelRecorder {
         for &cpu in &cpus {
             let mut s = CpuStream::create(&dir, table.clone(), uuid, cpu)?;
             let class = table.events.len() - 1;
-            for t in tasks
-                .iter()
-                .filter(|t| t.cpu == cpu || (t.cpu as usize >= cpus.len() && cpu == 0))
-            {
+            for t in tasks.iter().filter(|t| t.cpu == cpu || (t.cpu as usize >= cpus.len() && cpu == 0)) {
                 let state = t.state.to_string();
                 s.push_given(
                     class,
                     dump_ts,
                     t.tid,
-                    &[
-                        Given::Int(t.tid.into()),
-                        Given::Int(t.pid.into()),
-                        Given::Int(t.ppid.into()),
-                        Given::Text(&t.comm),
-                        Given::Text(&state),
-                        Given::Int(t.cpu.into()),
-                    ],
+                    &[Given::Int(t.tid.into()), Given::Int(t.pid.into()), Given::Int(t.ppid.into()), Given::Text(&t.comm), Given::Text(&state), Given::Int(t.cpu.into())],
                 )?;
             }
             s.flush()?;
@@ -189,62 +179,46 @@ impl KernelRecorder {
         let (layout, page_size) = page_layout(&root);
         let mut files = Vec::new();
         for &cpu in &cpus {
-            files.push(
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_NONBLOCK)
-                    .open(inst.pipe_raw(cpu))
-                    .ok(),
-            );
+            files.push(std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(inst.pipe_raw(cpu)).ok());
         }
         inst.set_on(true)?;
         for (mut s, f) in streams.into_iter().zip(files) {
             let stop = rec.stop.clone();
-            let handle = std::thread::Builder::new()
-                .name("ust-kernel".into())
-                .spawn(move || {
-                    let Some(mut f) = f else {
-                        return (
-                            s.stats.clone(),
-                            Some("cannot open trace_pipe_raw".to_string()),
-                        );
-                    };
-                    let mut page = vec![0u8; page_size.max(64 * 1024)];
-                    let mut err = None;
-                    loop {
-                        match f.read(&mut page) {
-                            Ok(0) => {
-                                if stop.load(Ordering::SeqCst) {
-                                    break;
-                                }
-                                std::thread::sleep(POLL);
+            let handle = std::thread::Builder::new().name("ust-kernel".into()).spawn(move || {
+                let Some(mut f) = f else { return (s.stats.clone(), Some("cannot open trace_pipe_raw".to_string())) };
+                let mut page = vec![0u8; page_size.max(64 * 1024)];
+                let mut err = None;
+                loop {
+                    match f.read(&mut page) {
+                        Ok(0) => {
+                            if stop.load(Ordering::SeqCst) {
+                                break;
                             }
-                            Ok(n) => {
-                                if let Err(e) = s.push_page(&page[..n], &layout) {
-                                    err = Some(e.to_string());
-                                    break;
-                                }
-                            }
-                            Err(e)
-                                if e.kind() == std::io::ErrorKind::WouldBlock
-                                    || e.kind() == std::io::ErrorKind::Interrupted =>
-                            {
-                                if stop.load(Ordering::SeqCst) {
-                                    break;
-                                }
-                                std::thread::sleep(POLL);
-                            }
-                            Err(e) => {
+                            std::thread::sleep(POLL);
+                        }
+                        Ok(n) => {
+                            if let Err(e) = s.push_page(&page[..n], &layout) {
                                 err = Some(e.to_string());
                                 break;
                             }
                         }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {
+                            if stop.load(Ordering::SeqCst) {
+                                break;
+                            }
+                            std::thread::sleep(POLL);
+                        }
+                        Err(e) => {
+                            err = Some(e.to_string());
+                            break;
+                        }
                     }
-                    if let Err(e) = s.flush() {
-                        err.get_or_insert(e.to_string());
-                    }
-                    (s.stats.clone(), err)
-                })?;
+                }
+                if let Err(e) = s.flush() {
+                    err.get_or_insert(e.to_string());
+                }
+                (s.stats.clone(), err)
+            })?;
             rec.threads.push(handle);
         }
         Ok(rec)
@@ -305,18 +279,11 @@ impl KernelRecorder {
                 eprintln!("ust: could not remove the tracefs instance: {e}");
             }
         }
-        let offset =
-            session_clock_offset(output).unwrap_or_else(ust_core::clock::realtime_offset_ns);
+        let offset = session_clock_offset(output).unwrap_or_else(ust_core::clock::realtime_offset_ns);
         self.write_metadata(traced_pid, offset)?;
         Ok(KernelSummary {
             dir: self.dir.clone(),
-            counts: self
-                .table
-                .events
-                .iter()
-                .zip(counts)
-                .map(|(e, n)| (e.name.clone(), n))
-                .collect(),
+            counts: self.table.events.iter().zip(counts).map(|(e, n)| (e.name.clone(), n)).collect(),
             lost,
             bad,
             stale_removed: std::mem::take(&mut self.stale_removed),
@@ -347,12 +314,7 @@ pub fn session_clock_offset(output: &Path) -> Option<i64> {
             } else if e.file_name() == "metadata" {
                 let text = std::fs::read_to_string(&p).ok()?;
                 let clock = &text[text.find("clock {")?..];
-                let off = clock[clock.find("offset =")? + 8..]
-                    .split(';')
-                    .next()?
-                    .trim()
-                    .parse()
-                    .ok()?;
+                let off = clock[clock.find("offset =")? + 8..].split(';').next()?.trim().parse().ok()?;
                 return Some(off);
             }
         }

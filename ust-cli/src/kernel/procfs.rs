@@ -38,35 +38,19 @@ pub fn parse_stat(text: &str, pid: i32) -> Option<TaskState> {
     let state = rest.first()?.chars().next()?;
     let ppid = rest.get(1)?.parse().ok()?;
     let cpu = rest.get(36).and_then(|c| c.parse().ok()).unwrap_or(0);
-    Some(TaskState {
-        tid,
-        pid,
-        ppid,
-        comm,
-        state,
-        cpu,
-    })
+    Some(TaskState { tid, pid, ppid, comm, state, cpu })
 }
 
 /// Every thread of every process, read from `/proc` (tasks that vanish while it reads are
 /// skipped).
 pub fn statedump() -> Vec<TaskState> {
     let mut out = Vec::new();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return out;
-    };
+    let Ok(procs) = std::fs::read_dir("/proc") else { return out };
     for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else {
-            continue;
-        };
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else { continue };
         for t in tasks.flatten() {
-            if let Some(s) = std::fs::read_to_string(t.path().join("stat"))
-                .ok()
-                .and_then(|s| parse_stat(&s, pid))
-            {
+            if let Some(s) = std::fs::read_to_string(t.path().join("stat")).ok().and_then(|s| parse_stat(&s, pid)) {
                 out.push(s);
             }
         }
@@ -79,13 +63,8 @@ pub fn descendants(root: i32) -> Vec<i32> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     if let Ok(procs) = std::fs::read_dir("/proc") {
         for p in procs.flatten() {
-            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            if let Some(s) = std::fs::read_to_string(p.path().join("stat"))
-                .ok()
-                .and_then(|s| parse_stat(&s, pid))
-            {
+            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            if let Some(s) = std::fs::read_to_string(p.path().join("stat")).ok().and_then(|s| parse_stat(&s, pid)) {
                 children.entry(s.ppid).or_default().push(pid);
             }
         }
@@ -94,12 +73,7 @@ pub fn descendants(root: i32) -> Vec<i32> {
     let mut i = 0;
     while i < out.len() {
         if let Some(c) = children.get(&out[i]) {
-            out.extend(
-                c.iter()
-                    .copied()
-                    .filter(|p| !out.contains(p))
-                    .collect::<Vec<_>>(),
-            );
+            out.extend(c.iter().copied().filter(|p| !out.contains(p)).collect::<Vec<_>>());
         }
         i += 1;
     }
@@ -127,8 +101,7 @@ impl MapsSampler {
                     let last = s.load(Ordering::SeqCst);
                     for pid in descendants(root) {
                         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"));
-                        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                            .unwrap_or_default();
+                        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
                         if let Ok(m) = maps {
                             if !m.is_empty() {
                                 seen.insert(pid, (comm.trim().to_string(), m));
@@ -148,9 +121,7 @@ impl MapsSampler {
     /// Stops sampling and writes `<output>/proc/<pid>/{maps,comm}`; returns the pids saved.
     pub fn finish(mut self, output: &Path) -> Vec<i32> {
         self.stop.store(true, Ordering::SeqCst);
-        let Some(seen) = self.thread.take().and_then(|t| t.join().ok()) else {
-            return Vec::new();
-        };
+        let Some(seen) = self.thread.take().and_then(|t| t.join().ok()) else { return Vec::new() };
         let mut pids = Vec::new();
         for (pid, (comm, maps)) in seen {
             let dir = maps_dir(output, pid);
@@ -212,18 +183,12 @@ mod tests {
     #[test]
     fn stat_and_maps() {
         let s = parse_stat("42 (a b) c) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0", 42).unwrap();
-        assert_eq!(
-            (s.tid, s.ppid, s.comm.as_str(), s.state, s.cpu),
-            (42, 1, "a b) c", 'S', 1)
-        );
+        assert_eq!((s.tid, s.ppid, s.comm.as_str(), s.state, s.cpu), (42, 1, "a b) c", 'S', 1));
         let me = statedump();
         assert!(me.iter().any(|t| t.tid == std::process::id() as i32));
         let m = parse_maps("7f00-7f10 r-xp 00001000 08:01 12 /usr/lib/x.so\n5500-5600 rw-p 00000000 00:00 0 \nbad\n");
         assert_eq!(m.len(), 2);
-        assert_eq!(
-            (m[0].start, m[0].offset, m[0].path.as_str()),
-            (0x7f00, 0x1000, "/usr/lib/x.so")
-        );
+        assert_eq!((m[0].start, m[0].offset, m[0].path.as_str()), (0x7f00, 0x1000, "/usr/lib/x.so"));
         assert_eq!(m[1].path, "");
         assert!(descendants(std::process::id() as i32).contains(&(std::process::id() as i32)));
     }

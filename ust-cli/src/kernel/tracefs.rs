@@ -49,14 +49,7 @@ pub fn root() -> Result<PathBuf, TracefsError> {
             return Ok(PathBuf::from(p));
         }
     }
-    rustix::mount::mount(
-        "nodev",
-        TRACEFS,
-        "tracefs",
-        rustix::mount::MountFlags::empty(),
-        None,
-    )
-    .map_err(|e| TracefsError::NotMounted(e.into()))?;
+    rustix::mount::mount("nodev", TRACEFS, "tracefs", rustix::mount::MountFlags::empty(), None).map_err(|e| TracefsError::NotMounted(e.into()))?;
     Ok(PathBuf::from(TRACEFS))
 }
 
@@ -65,20 +58,13 @@ pub fn root() -> Result<PathBuf, TracefsError> {
 /// # Errors
 /// [`TracefsError::Write`].
 pub fn write(path: &Path, value: &str) -> Result<(), TracefsError> {
-    std::fs::write(path, value).map_err(|err| TracefsError::Write {
-        path: path.to_path_buf(),
-        value: value.to_string(),
-        err,
-    })
+    std::fs::write(path, value).map_err(|err| TracefsError::Write { path: path.to_path_buf(), value: value.to_string(), err })
 }
 
 /// True when process `pid` exists (a zombie counts as dead).
 pub fn pid_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s
-            .rsplit_once(')')
-            .map(|(_, r)| !r.trim_start().starts_with('Z'))
-            .unwrap_or(true),
+        Ok(s) => s.rsplit_once(')').map(|(_, r)| !r.trim_start().starts_with('Z')).unwrap_or(true),
         Err(_) => false,
     }
 }
@@ -88,17 +74,10 @@ pub fn pid_alive(pid: i32) -> bool {
 /// missing from the result).
 pub fn remove_stale(root: &Path) -> Vec<String> {
     let mut removed = Vec::new();
-    let Ok(dir) = std::fs::read_dir(root.join("instances")) else {
-        return removed;
-    };
+    let Ok(dir) = std::fs::read_dir(root.join("instances")) else { return removed };
     for e in dir.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(INSTANCE_PREFIX)
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
+        let Some(pid) = name.strip_prefix(INSTANCE_PREFIX).and_then(|p| p.parse::<i32>().ok()) else { continue };
         if pid_alive(pid) {
             continue;
         }
@@ -125,17 +104,12 @@ impl Instance {
     /// [`TracefsError::Instance`] when `mkdir` fails (no permission, tracefs without
     /// instances).
     pub fn create(root: &Path) -> Result<Instance, TracefsError> {
-        let dir = root
-            .join("instances")
-            .join(format!("{INSTANCE_PREFIX}{}", std::process::id()));
+        let dir = root.join("instances").join(format!("{INSTANCE_PREFIX}{}", std::process::id()));
         if dir.exists() {
             let _ = std::fs::remove_dir(&dir);
         }
         std::fs::create_dir(&dir).map_err(|e| TracefsError::Instance(root.join("instances"), e))?;
-        let inst = Instance {
-            dir,
-            removed: false,
-        };
+        let inst = Instance { dir, removed: false };
         // A new instance records at once: keep it quiet until the events are chosen.
         write(&inst.dir.join("tracing_on"), "0")?;
         Ok(inst)
@@ -167,15 +141,7 @@ impl Instance {
     /// # Errors
     /// [`TracefsError::Write`] (for example when the kernel lacks the event).
     pub fn enable(&self, system: &str, event: &str) -> Result<(), TracefsError> {
-        write(
-            &self
-                .dir
-                .join("events")
-                .join(system)
-                .join(event)
-                .join("enable"),
-            "1",
-        )
+        write(&self.dir.join("events").join(system).join(event).join("enable"), "1")
     }
 
     /// Starts or stops recording (`tracing_on`).
@@ -188,10 +154,7 @@ impl Instance {
 
     /// `per_cpu/cpu<N>/trace_pipe_raw` of this instance.
     pub fn pipe_raw(&self, cpu: u32) -> PathBuf {
-        self.dir
-            .join("per_cpu")
-            .join(format!("cpu{cpu}"))
-            .join("trace_pipe_raw")
+        self.dir.join("per_cpu").join(format!("cpu{cpu}")).join("trace_pipe_raw")
     }
 
     /// Stops recording and removes the instance (every reader must be closed first).

@@ -36,13 +36,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            wakeups: false,
-            faults: false,
-            fault_file: None,
-            min_block_ns: 1_000_000,
-            max_chain: 4,
-        }
+        Options { wakeups: false, faults: false, fault_file: None, min_block_ns: 1_000_000, max_chain: 4 }
     }
 }
 
@@ -229,9 +223,7 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
-const SOFTIRQS: [&str; 10] = [
-    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
-];
+const SOFTIRQS: [&str; 10] = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"];
 
 #[derive(Clone, Debug)]
 enum Ctx {
@@ -276,28 +268,12 @@ struct Task {
 pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let mut r = Report::default();
     r.start_ns = l.events.first().map(|e| e.ts).unwrap_or(0);
-    r.span_ns = l
-        .events
-        .last()
-        .map(|e| e.ts)
-        .unwrap_or(0)
-        .saturating_sub(r.start_ns);
+    r.span_ns = l.events.last().map(|e| e.ts).unwrap_or(0).saturating_sub(r.start_ns);
     r.user = user_view(l);
-    let kernel_events = l
-        .events
-        .iter()
-        .filter(|e| e.domain == Domain::Kernel)
-        .count();
+    let kernel_events = l.events.iter().filter(|e| e.domain == Domain::Kernel).count();
     r.kernel = kernel_events > 0;
-    let traced = l
-        .kernel_env
-        .as_ref()
-        .and_then(|e| e.get("traced_pid"))
-        .and_then(|p| p.parse::<i32>().ok())
-        .filter(|&p| p > 0);
-    r.traced_pid = traced
-        .or_else(|| l.processes.first().map(|p| p.0))
-        .unwrap_or(0);
+    let traced = l.kernel_env.as_ref().and_then(|e| e.get("traced_pid")).and_then(|p| p.parse::<i32>().ok()).filter(|&p| p > 0);
+    r.traced_pid = traced.or_else(|| l.processes.first().map(|p| p.0)).unwrap_or(0);
     if !r.kernel {
         r.notes.push("no kernel events in this trace (record with `ust trace --kernel` as root): user-space view only".into());
         return r;
@@ -316,10 +292,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let mut tasks: HashMap<i32, Task> = HashMap::new();
     let mut cpu_ctx: HashMap<u32, Vec<Ctx>> = HashMap::new();
     let mut faults: Vec<Fault> = Vec::new();
-    let has_filemap = l
-        .events
-        .iter()
-        .any(|e| e.name == "filemap_add_to_page_cache");
+    let has_filemap = l.events.iter().any(|e| e.name == "filemap_add_to_page_cache");
     let mut last_ust: HashMap<i32, String> = HashMap::new();
     for e in &l.events {
         if e.domain == Domain::Ust {
@@ -348,9 +321,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             }
             "sched_process_fork" => {
                 if let (Some(p), Some(c)) = (e.int("parent_pid"), e.int("child_pid")) {
-                    if tree.contains(&(p as i32))
-                        || tgid.get(&(p as i32)).is_some_and(|g| tree.contains(g))
-                    {
+                    if tree.contains(&(p as i32)) || tgid.get(&(p as i32)).is_some_and(|g| tree.contains(g)) {
                         tree.insert(c as i32);
                     }
                     if let Some(n) = e.text("child_comm") {
@@ -361,25 +332,11 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     }
                 }
             }
-            "irq_handler_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Irq(
-                e.int("irq").unwrap_or(-1),
-                e.text("name").unwrap_or_default(),
-            )),
-            "irq_softirq_entry" => cpu_ctx
-                .entry(e.cpu)
-                .or_default()
-                .push(Ctx::Softirq(e.int("vec").unwrap_or(-1))),
-            "x86_irq_vectors_local_timer_entry" => {
-                cpu_ctx.entry(e.cpu).or_default().push(Ctx::LocalTimer)
-            }
-            "timer_hrtimer_expire_entry" => cpu_ctx
-                .entry(e.cpu)
-                .or_default()
-                .push(Ctx::Hrtimer(e.int("function").unwrap_or(0) as u64)),
-            "irq_handler_exit"
-            | "irq_softirq_exit"
-            | "x86_irq_vectors_local_timer_exit"
-            | "timer_hrtimer_expire_exit" => {
+            "irq_handler_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Irq(e.int("irq").unwrap_or(-1), e.text("name").unwrap_or_default())),
+            "irq_softirq_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Softirq(e.int("vec").unwrap_or(-1))),
+            "x86_irq_vectors_local_timer_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::LocalTimer),
+            "timer_hrtimer_expire_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Hrtimer(e.int("function").unwrap_or(0) as u64)),
+            "irq_handler_exit" | "irq_softirq_exit" | "x86_irq_vectors_local_timer_exit" | "timer_hrtimer_expire_exit" => {
                 let s = cpu_ctx.entry(e.cpu).or_default();
                 let want = |c: &Ctx| match e.name.as_str() {
                     "irq_handler_exit" => matches!(c, Ctx::Irq(..)),
@@ -406,26 +363,12 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             }
             "filemap_add_to_page_cache" => {
                 // The page is read from its file: the thread's pending user fault is major.
-                if let Some(f) = tasks
-                    .get(&t)
-                    .and_then(|k| k.pending_faults.last())
-                    .and_then(|&i| faults.get_mut(i))
-                {
+                if let Some(f) = tasks.get(&t).and_then(|k| k.pending_faults.last()).and_then(|&i| faults.get_mut(i)) {
                     f.major = Some(true);
                 }
             }
-            "x86_exceptions_page_fault_kernel"
-                if tree.contains(&t)
-                    && (e.int("address").unwrap_or(-1) as u64) < super::faults::USER_END =>
-            {
-                let mut f = super::faults::Fault::new(
-                    e.ts,
-                    t,
-                    *tgid.get(&t).unwrap_or(&t),
-                    e.int("address").unwrap_or(0) as u64,
-                    e.int("ip").unwrap_or(0) as u64,
-                    e.int("error_code"),
-                );
+            "x86_exceptions_page_fault_kernel" if tree.contains(&t) && (e.int("address").unwrap_or(-1) as u64) < super::faults::USER_END => {
+                let mut f = Fault::new(e.ts, t, *tgid.get(&t).unwrap_or(&t), e.int("address").unwrap_or(0) as u64, e.int("ip").unwrap_or(0) as u64, e.int("error_code"));
                 f.by_kernel = true;
                 f.major = has_filemap.then_some(false);
                 f.function = Some(match tasks.get(&t).and_then(|k| k.syscall.as_ref()) {
@@ -445,26 +388,14 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 }
                 if tree.contains(&t) {
                     task.pending_faults.push(faults.len());
-                    let mut f = super::faults::Fault::new(
-                        e.ts,
-                        t,
-                        *tgid.get(&t).unwrap_or(&t),
-                        addr,
-                        e.int("ip").unwrap_or(0) as u64,
-                        e.int("error_code"),
-                    );
-                    f.major = e
-                        .int("major")
-                        .map(|m| m != 0)
-                        .or(has_filemap.then_some(false));
+                    let mut f = Fault::new(e.ts, t, *tgid.get(&t).unwrap_or(&t), addr, e.int("ip").unwrap_or(0) as u64, e.int("error_code"));
+                    f.major = e.int("major").map(|m| m != 0).or(has_filemap.then_some(false));
                     f.stack_ips = super::stacks::u64s(e, "stack");
                     faults.push(f);
                 }
             }
             "sched_waking" | "sched_wakeup" | "sched_wakeup_new" => {
-                let Some(target) = e.int("pid").map(|p| p as i32) else {
-                    continue;
-                };
+                let Some(target) = e.int("pid").map(|p| p as i32) else { continue };
                 if let Some(n) = e.text("comm") {
                     comm.insert(target, n);
                 }
@@ -475,13 +406,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 let ctx = cpu_ctx.get(&e.cpu).cloned().unwrap_or_default();
                 let task = tasks.entry(target).or_default();
                 if task.blocked_since.is_some() && task.wake.is_none() {
-                    task.wake = Some(WakeSeen {
-                        ts: e.ts,
-                        cpu: e.cpu,
-                        ctx,
-                        waker: t,
-                        waker_doing,
-                    });
+                    task.wake = Some(WakeSeen { ts: e.ts, cpu: e.cpu, ctx, waker: t, waker_doing });
                 }
             }
             "sched_switch" => {
@@ -502,14 +427,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     if state & 0xff != 0 && state & 0x30 == 0 {
                         let blocked_in = match (&p.syscall, p.last_fault) {
                             (Some((n, _)), _) => format!("syscall {n}"),
-                            (None, Some((ft, addr))) if ft + 1_000_000 > e.ts => {
-                                format!("page fault at {addr:#x}")
-                            }
-                            _ => match tgid
-                                .get(&prev)
-                                .or(Some(&prev))
-                                .and_then(|g| last_ust.get(g))
-                            {
+                            (None, Some((ft, addr))) if ft + 1_000_000 > e.ts => format!("page fault at {addr:#x}"),
+                            _ => match tgid.get(&prev).or(Some(&prev)).and_then(|g| last_ust.get(g)) {
                                 Some(u) => format!("user space (after tracepoint {u})"),
                                 None => "user space".into(),
                             },
@@ -523,12 +442,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     if let Some((start, blocked_in)) = n.blocked_since.take() {
                         n.blocked += e.ts.saturating_sub(start);
                         let wake = n.wake.take();
-                        n.waits.push(RawWait {
-                            start,
-                            end: e.ts,
-                            blocked_in,
-                            wake,
-                        });
+                        n.waits.push(RawWait { start, end: e.ts, blocked_in, wake });
                     }
                     n.running_since = Some(e.ts);
                 }
@@ -536,52 +450,26 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             _ => {}
         }
     }
-    let name_of = |t: i32| {
-        comm.get(&t)
-            .cloned()
-            .unwrap_or_else(|| if t == 0 { "swapper".into() } else { "?".into() })
-    };
+    let name_of = |t: i32| comm.get(&t).cloned().unwrap_or_else(|| if t == 0 { "swapper".into() } else { "?".into() });
     let mut rows: Vec<TaskRow> = tree
         .iter()
         .filter_map(|t| tasks.get(t).map(|k| (t, k)))
-        .map(|(t, k)| TaskRow {
-            tid: *t,
-            name: name_of(*t),
-            events: k.events,
-            runtime_ns: k.runtime,
-            blocked_ns: k.blocked,
-        })
+        .map(|(t, k)| TaskRow { tid: *t, name: name_of(*t), events: k.events, runtime_ns: k.runtime, blocked_ns: k.blocked })
         .collect();
     rows.sort_by_key(|r| r.tid);
     r.tasks = rows;
-    let mut calls = super::syscalls::count(l, &tree, &tgid, &comm, r.traced_pid);
+    let calls = super::syscalls::count(l, &tree, &tgid, &comm, r.traced_pid);
     if calls.exec_ns.is_none() && tier1.is_none() {
         r.notes.push("system calls: no successful execve of the traced pid in the trace: every call counts, the launcher's too".into());
     }
-    (
-        r.syscalls,
-        r.syscall_threads,
-        r.syscall_processes,
-        r.slowest_syscalls,
-    ) = (
-        calls.rows,
-        calls.threads,
-        calls.processes,
-        std::mem::take(&mut calls.slowest),
-    );
+    (r.syscalls, r.syscall_threads, r.syscall_processes, r.slowest_syscalls) = (calls.rows, calls.threads, calls.processes, calls.slowest);
     if opt.wakeups {
         let t1 = tier1.is_some();
-        let explain = |tid: i32, w: &RawWait, depth: usize| {
-            explain_wait(tid, w, depth, &tasks, &name_of, (opt.max_chain, t1))
-        };
+        let explain = |tid: i32, w: &RawWait, depth: usize| explain_wait(tid, w, depth, &tasks, &name_of, (opt.max_chain, t1));
         let mut waits: Vec<Wait> = Vec::new();
         for t in &tree {
             if let Some(k) = tasks.get(t) {
-                for w in k
-                    .waits
-                    .iter()
-                    .filter(|w| w.end - w.start >= opt.min_block_ns)
-                {
+                for w in k.waits.iter().filter(|w| w.end - w.start >= opt.min_block_ns) {
                     waits.push(explain(*t, w, 0));
                 }
             }
@@ -600,10 +488,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         faults.retain(|f| f.pid != r.traced_pid || f.ts_ns >= from);
         let faults = super::faults::resolve(faults, tier1.as_mut(), dir);
         r.fault_files = Some(super::faults::summarize(&faults));
-        r.file_faults = opt
-            .fault_file
-            .as_deref()
-            .map(|w| super::faults::of_file(&faults, w));
+        r.file_faults = opt.fault_file.as_deref().map(|w| super::faults::of_file(&faults, w));
         r.faults = Some(faults);
         r.notes.push("page faults: the kernel has no fault-exit tracepoint; \"until user\" is the time to the thread's next system call or fault, an upper bound on the time to resolve".into());
     }
@@ -611,70 +496,31 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
 }
 
 /// `limits`: how far up the chain to go, and whether the trace is tier 1 (no wake-ups).
-fn explain_wait(
-    tid: i32,
-    w: &RawWait,
-    depth: usize,
-    tasks: &HashMap<i32, Task>,
-    name_of: &dyn Fn(i32) -> String,
-    limits: (usize, bool),
-) -> Wait {
+fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>, name_of: &dyn Fn(i32) -> String, limits: (usize, bool)) -> Wait {
     let (max, tier1) = limits;
     let woken_by = match &w.wake {
         None if tier1 => Waker::NeedsRoot,
         None => Waker::Unknown,
         Some(s) => {
-            let hr = s.ctx.iter().rev().find_map(|c| {
-                if let Ctx::Hrtimer(f) = c {
-                    Some(*f)
-                } else {
-                    None
-                }
-            });
+            let hr = s.ctx.iter().rev().find_map(|c| if let Ctx::Hrtimer(f) = c { Some(*f) } else { None });
             let timer = s.ctx.iter().any(|c| matches!(c, Ctx::LocalTimer));
             match s.ctx.last() {
-                Some(Ctx::Irq(irq, name)) => Waker::Irq {
-                    irq: *irq,
-                    handler: name.clone(),
-                    cpu: s.cpu,
-                },
+                Some(Ctx::Irq(irq, name)) => Waker::Irq { irq: *irq, handler: name.clone(), cpu: s.cpu },
                 Some(Ctx::Softirq(v)) => Waker::Softirq {
-                    softirq: usize::try_from(*v)
-                        .ok()
-                        .and_then(|i| SOFTIRQS.get(i))
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| format!("vec {v}")),
+                    softirq: usize::try_from(*v).ok().and_then(|i| SOFTIRQS.get(i)).map(|s| s.to_string()).unwrap_or_else(|| format!("vec {v}")),
                     cpu: s.cpu,
                 },
-                Some(_) if timer || hr.is_some() => Waker::TimerInterrupt {
-                    hrtimer_function: hr.map(|f| format!("{f:#x}")),
-                    cpu: s.cpu,
-                },
+                Some(_) if timer || hr.is_some() => Waker::TimerInterrupt { hrtimer_function: hr.map(|f| format!("{f:#x}")), cpu: s.cpu },
                 _ => {
                     let chain = if depth + 1 < max && s.waker != 0 {
                         tasks
                             .get(&s.waker)
                             .and_then(|k| k.waits.iter().rev().find(|pw| pw.end <= s.ts))
-                            .map(|pw| {
-                                Box::new(explain_wait(
-                                    s.waker,
-                                    pw,
-                                    depth + 1,
-                                    tasks,
-                                    name_of,
-                                    limits,
-                                ))
-                            })
+                            .map(|pw| Box::new(explain_wait(s.waker, pw, depth + 1, tasks, name_of, limits)))
                     } else {
                         None
                     };
-                    Waker::Task {
-                        tid: s.waker,
-                        name: name_of(s.waker),
-                        doing: s.waker_doing.clone(),
-                        cpu: s.cpu,
-                        chain,
-                    }
+                    Waker::Task { tid: s.waker, name: name_of(s.waker), doing: s.waker_doing.clone(), cpu: s.cpu, chain }
                 }
             }
         }
@@ -694,15 +540,9 @@ fn explain_wait(
 /// What the user-space events show: per event name counts and rates, per thread the gaps
 /// between consecutive events.
 pub fn user_view(l: &Loaded) -> UserView {
-    let ust: Vec<&Event> = l
-        .events
-        .iter()
-        .filter(|e| e.domain == Domain::Ust)
-        .collect();
+    let ust: Vec<&Event> = l.events.iter().filter(|e| e.domain == Domain::Ust).collect();
     let mut v = UserView::default();
-    let (Some(first), Some(last)) = (ust.first(), ust.last()) else {
-        return v;
-    };
+    let (Some(first), Some(last)) = (ust.first(), ust.last()) else { return v };
     let span = (last.ts - first.ts).max(1) as f64 / 1e9;
     let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
     let mut per: BTreeMap<(i32, i32), Vec<u64>> = BTreeMap::new();
@@ -710,41 +550,13 @@ pub fn user_view(l: &Loaded) -> UserView {
         *counts.entry(&e.name).or_default() += 1;
         per.entry((e.pid, e.tid)).or_default().push(e.ts);
     }
-    v.events = counts
-        .into_iter()
-        .map(|(n, c)| UserEventRow {
-            name: n.to_string(),
-            count: c,
-            rate_per_s: c as f64 / span,
-        })
-        .collect();
+    v.events = counts.into_iter().map(|(n, c)| UserEventRow { name: n.to_string(), count: c, rate_per_s: c as f64 / span }).collect();
     for ((pid, tid), ts) in per {
         let gaps: Vec<(u64, u64)> = ts.windows(2).map(|w| (w[1] - w[0], w[0])).collect();
-        let (max_gap, at) = gaps
-            .iter()
-            .max_by_key(|g| g.0)
-            .copied()
-            .unwrap_or((0, ts[0]));
-        let mean = if gaps.is_empty() {
-            0
-        } else {
-            gaps.iter().map(|g| g.0).sum::<u64>() / gaps.len() as u64
-        };
-        let procname = l
-            .processes
-            .iter()
-            .find(|p| p.0 == pid)
-            .map(|p| p.1.clone())
-            .unwrap_or_default();
-        v.threads.push(UserThreadRow {
-            pid,
-            tid,
-            procname,
-            events: ts.len() as u64,
-            max_gap_ns: max_gap,
-            mean_gap_ns: mean,
-            max_gap_at_ns: at,
-        });
+        let (max_gap, at) = gaps.iter().max_by_key(|g| g.0).copied().unwrap_or((0, ts[0]));
+        let mean = if gaps.is_empty() { 0 } else { gaps.iter().map(|g| g.0).sum::<u64>() / gaps.len() as u64 };
+        let procname = l.processes.iter().find(|p| p.0 == pid).map(|p| p.1.clone()).unwrap_or_default();
+        v.threads.push(UserThreadRow { pid, tid, procname, events: ts.len() as u64, max_gap_ns: max_gap, mean_gap_ns: mean, max_gap_at_ns: at });
     }
     v
 }

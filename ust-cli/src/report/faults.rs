@@ -84,14 +84,7 @@ pub struct Fault {
 
 impl Fault {
     /// A fault from its event's values (`pid` its process); the rest is filled in later.
-    pub fn new(
-        ts_ns: u64,
-        tid: i32,
-        pid: i32,
-        address: u64,
-        ip: u64,
-        error_code: Option<i64>,
-    ) -> Fault {
+    pub fn new(ts_ns: u64, tid: i32, pid: i32, address: u64, ip: u64, error_code: Option<i64>) -> Fault {
         Fault {
             ts_ns,
             tid,
@@ -133,11 +126,7 @@ pub fn access(code: i64) -> &'static str {
 
 /// An x86 page-fault error code in words: `not present, read, user`.
 pub fn words(code: i64) -> String {
-    let mut w = vec![if code & 1 != 0 {
-        "protection violation"
-    } else {
-        "not present"
-    }];
+    let mut w = vec![if code & 1 != 0 { "protection violation" } else { "not present" }];
     w.push(if code & 0x10 != 0 {
         "instruction fetch"
     } else if code & 0x2 != 0 {
@@ -146,12 +135,7 @@ pub fn words(code: i64) -> String {
         "read"
     });
     w.push(if code & 0x4 != 0 { "user" } else { "kernel" });
-    for (bit, name) in [
-        (0x8, "reserved bit set"),
-        (0x20, "protection key"),
-        (0x40, "shadow stack"),
-        (0x8000, "SGX"),
-    ] {
+    for (bit, name) in [(0x8, "reserved bit set"), (0x20, "protection key"), (0x40, "shadow stack"), (0x8000, "SGX")] {
         if code & bit != 0 {
             w.push(name);
         }
@@ -218,31 +202,23 @@ fn bucket(f: &Fault) -> String {
 /// Maps `address` of process `pid` to `path+0xoffset` with the maps saved under `dir`.
 fn mapping(maps: &HashMap<i32, Vec<MapEntry>>, pid: i32, address: u64) -> Option<String> {
     let m = maps.get(&pid)?;
-    Some(
-        match m.iter().find(|e| e.start <= address && address < e.end) {
-            Some(e) if e.path.is_empty() => "anonymous".into(),
-            Some(e) if e.path.starts_with('[') => e.path.clone(),
-            Some(e) => format!("{}+{:#x}", e.path, address - e.start + e.offset),
-            None => "unmapped".into(),
-        },
-    )
+    Some(match m.iter().find(|e| e.start <= address && address < e.end) {
+        Some(e) if e.path.is_empty() => "anonymous".into(),
+        Some(e) if e.path.starts_with('[') => e.path.clone(),
+        Some(e) => format!("{}+{:#x}", e.path, address - e.start + e.offset),
+        None => "unmapped".into(),
+    })
 }
 
 /// Maps each fault to its file (the maps saved under `dir`, or tier 1's recorded
 /// mappings), and names the accessing function: tier 1's innermost frame, else the fault
 /// IP symbolized with the saved maps.
-pub fn resolve(
-    faults: Vec<Fault>,
-    mut tier1: Option<&mut super::stacks::Tier1>,
-    dir: &Path,
-) -> Vec<Fault> {
+pub fn resolve(faults: Vec<Fault>, mut tier1: Option<&mut super::stacks::Tier1>, dir: &Path) -> Vec<Fault> {
     let mut maps = HashMap::new();
     let mut table = MapTable::default();
     for f in &faults {
         if !maps.contains_key(&f.pid) {
-            if let Ok(text) =
-                std::fs::read_to_string(crate::kernel::procfs::maps_dir(dir, f.pid).join("maps"))
-            {
+            if let Ok(text) = std::fs::read_to_string(crate::kernel::procfs::maps_dir(dir, f.pid).join("maps")) {
                 let m = crate::kernel::procfs::parse_maps(&text);
                 table.sampled(f.pid, m.clone());
                 maps.insert(f.pid, m);
@@ -260,21 +236,12 @@ pub fn resolve(
             }
             classify(&mut f);
             if f.function.is_none() {
-                f.function = match f
-                    .stack
-                    .iter()
-                    .find(|x| !x.inlined)
-                    .and_then(|x| x.function.clone())
-                {
+                f.function = match f.stack.iter().find(|x| !x.inlined).and_then(|x| x.function.clone()) {
                     Some(n) => Some(n),
                     None if !f.by_kernel => {
-                        let ip =
-                            u64::from_str_radix(f.ip.trim_start_matches("0x"), 16).unwrap_or(0);
+                        let ip = u64::from_str_radix(f.ip.trim_start_matches("0x"), 16).unwrap_or(0);
                         // The function the code is in: the frame the IP's inlined calls sit in.
-                        sym.stack(&table, pid, f.ts_ns, &[ip])
-                            .into_iter()
-                            .find(|x| !x.inlined)
-                            .and_then(|x| x.function)
+                        sym.stack(&table, pid, f.ts_ns, &[ip]).into_iter().find(|x| !x.inlined).and_then(|x| x.function)
                     }
                     None => None,
                 };
@@ -290,19 +257,7 @@ pub fn summarize(faults: &[Fault]) -> Vec<FileFaults> {
     for f in faults {
         let name = bucket(f);
         let (row, pages) = by.entry(name.clone()).or_insert_with(|| {
-            (
-                FileFaults {
-                    file: name,
-                    faults: 0,
-                    minor: None,
-                    major: None,
-                    pages: 0,
-                    bytes: 0,
-                    until_user_total_ns: 0,
-                    until_user_worst_ns: 0,
-                },
-                HashSet::new(),
-            )
+            (FileFaults { file: name, faults: 0, minor: None, major: None, pages: 0, bytes: 0, until_user_total_ns: 0, until_user_worst_ns: 0 }, HashSet::new())
         });
         row.faults += 1;
         if let Some(m) = f.major {
@@ -342,18 +297,8 @@ pub fn same_file(path: &str, wanted: &str) -> bool {
 
 /// The faults on `wanted`, in time order.
 pub fn of_file(faults: &[Fault], wanted: &str) -> FileFaultList {
-    let list: Vec<Fault> = faults
-        .iter()
-        .filter(|f| f.file.as_deref().is_some_and(|p| same_file(p, wanted)))
-        .cloned()
-        .collect();
-    FileFaultList {
-        file: list
-            .first()
-            .and_then(|f| f.file.clone())
-            .unwrap_or_else(|| wanted.to_string()),
-        faults: list,
-    }
+    let list: Vec<Fault> = faults.iter().filter(|f| f.file.as_deref().is_some_and(|p| same_file(p, wanted))).cloned().collect();
+    FileFaultList { file: list.first().and_then(|f| f.file.clone()).unwrap_or_else(|| wanted.to_string()), faults: list }
 }
 
 #[cfg(test)]
@@ -365,15 +310,9 @@ mod tests {
         assert_eq!(words(0x4), "not present, read, user");
         assert_eq!(words(0x6), "not present, write, user");
         assert_eq!(words(0x15), "protection violation, instruction fetch, user");
-        assert_eq!(
-            words(0x7 | 0x20),
-            "protection violation, write, user, protection key"
-        );
+        assert_eq!(words(0x7 | 0x20), "protection violation, write, user, protection key");
         assert_eq!(words(0x2), "not present, write, kernel");
-        assert_eq!(
-            (access(0x14), access(0x6), access(0x4)),
-            ("exec", "write", "read")
-        );
+        assert_eq!((access(0x14), access(0x6), access(0x4)), ("exec", "write", "read"));
     }
 
     #[test]
@@ -397,10 +336,7 @@ mod tests {
         assert_eq!((v[0].page, v[2].offset), (Some(3), Some(0xb000)));
         let s = summarize(&v);
         let f = s.iter().find(|r| r.file == "/data/f").unwrap();
-        assert_eq!(
-            (f.faults, f.major, f.minor, f.pages, f.bytes),
-            (3, Some(2), Some(1), 2, 8192)
-        );
+        assert_eq!((f.faults, f.major, f.minor, f.pages, f.bytes), (3, Some(2), Some(1), 2, 8192));
         assert_eq!((f.until_user_total_ns, f.until_user_worst_ns), (125, 70));
         let a = s.iter().find(|r| r.file == "[anonymous]").unwrap();
         assert_eq!((a.faults, a.pages, a.major), (2, 1, None));

@@ -42,40 +42,24 @@ pub struct Event {
 impl Event {
     /// An integer field.
     pub fn int(&self, name: &str) -> Option<i64> {
-        self.fields
-            .iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| match v {
-                Value::Signed(s) => Some(*s),
-                Value::Unsigned(u) => Some(*u as i64),
-                Value::Enum(_, v) => Some(*v),
-                _ => None,
-            })
+        self.fields.iter().find(|(n, _)| n == name).and_then(|(_, v)| match v {
+            Value::Signed(s) => Some(*s),
+            Value::Unsigned(u) => Some(*u as i64),
+            Value::Enum(_, v) => Some(*v),
+            _ => None,
+        })
     }
 
     /// A text field (a string, or a byte array cut at its first NUL).
     pub fn text(&self, name: &str) -> Option<String> {
-        self.fields
-            .iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| match v {
-                Value::Str(s) => Some(s.clone()),
-                Value::List(l) => {
-                    let b: Vec<u8> = l
-                        .iter()
-                        .map_while(|x| {
-                            if let Value::Unsigned(u) = x {
-                                Some(*u as u8)
-                            } else {
-                                None
-                            }
-                        })
-                        .take_while(|&c| c != 0)
-                        .collect();
-                    Some(String::from_utf8_lossy(&b).into_owned())
-                }
-                _ => None,
-            })
+        self.fields.iter().find(|(n, _)| n == name).and_then(|(_, v)| match v {
+            Value::Str(s) => Some(s.clone()),
+            Value::List(l) => {
+                let b: Vec<u8> = l.iter().map_while(|x| if let Value::Unsigned(u) = x { Some(*u as u8) } else { None }).take_while(|&c| c != 0).collect();
+                Some(String::from_utf8_lossy(&b).into_owned())
+            }
+            _ => None,
+        })
     }
 }
 
@@ -96,9 +80,7 @@ fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
         let mut has_meta = false;
         for e in rd.flatten() {
             let p = e.path();
@@ -126,50 +108,30 @@ fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
 pub fn load(dir: &Path) -> Result<Loaded, String> {
     let dirs = trace_dirs(dir);
     if dirs.is_empty() {
-        return Err(format!(
-            "no CTF trace (no metadata file) under {}",
-            dir.display()
-        ));
+        return Err(format!("no CTF trace (no metadata file) under {}", dir.display()));
     }
     let mut l = Loaded::default();
     for d in dirs {
         let path = d.join("metadata");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("{}: cannot read the metadata: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: cannot read the metadata: {e}", path.display()))?;
         if text.trim().is_empty() {
-            return Err(format!(
-                "{}: the metadata file is empty: the trace cannot be read",
-                path.display()
-            ));
+            return Err(format!("{}: the metadata file is empty: the trace cannot be read", path.display()));
         }
         if !text.starts_with("/* CTF 1.8 */") {
             return Err(format!("{}: not CTF 1.8 metadata (no \"/* CTF 1.8 */\" first line): the trace cannot be read", path.display()));
         }
         let meta = Metadata::parse(&text);
         if meta.env.is_empty() && meta.events.is_empty() {
-            return Err(format!(
-                "{}: unparsable metadata (no env block, no event): the trace cannot be read",
-                path.display()
-            ));
+            return Err(format!("{}: unparsable metadata (no env block, no event): the trace cannot be read", path.display()));
         }
         let kernel = meta.env.get("domain").map(String::as_str) == Some("kernel");
-        let vpid: i32 = meta
-            .env
-            .get("vpid")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(-1);
+        let vpid: i32 = meta.env.get("vpid").and_then(|v| v.parse().ok()).unwrap_or(-1);
         if kernel {
             l.kernel_env = Some(meta.env.clone());
         } else {
-            l.processes.push((
-                vpid,
-                meta.env.get("procname").cloned().unwrap_or_default(),
-                d.clone(),
-            ));
+            l.processes.push((vpid, meta.env.get("procname").cloned().unwrap_or_default(), d.clone()));
         }
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if name == "metadata" || name.starts_with('.') || !e.path().is_file() {
@@ -214,11 +176,7 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
                         domain: if kernel { Domain::Kernel } else { Domain::Ust },
                         fields,
                     };
-                    ev.tid = if kernel {
-                        ev.int("tid").unwrap_or(0) as i32
-                    } else {
-                        ev.int("vtid").map(|t| t as i32).unwrap_or(vpid)
-                    };
+                    ev.tid = if kernel { ev.int("tid").unwrap_or(0) as i32 } else { ev.int("vtid").map(|t| t as i32).unwrap_or(vpid) };
                     l.events.push(ev);
                 }
             }

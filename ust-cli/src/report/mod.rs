@@ -34,10 +34,7 @@ pub fn report(dir: &Path, opt: &Options) -> Result<Report, String> {
     let l = load::load(dir)?;
     let mut r = analysis::analyze(&l, dir, opt);
     if l.problems > 0 {
-        r.notes.push(format!(
-            "{} packet(s) or record(s) could not be read and were skipped",
-            l.problems
-        ));
+        r.notes.push(format!("{} packet(s) or record(s) could not be read and were skipped", l.problems));
     }
     Ok(r)
 }
@@ -57,22 +54,11 @@ fn waker_text(w: &analysis::Waker) -> String {
     match w {
         Irq { irq, handler, cpu } => format!("IRQ {irq} ({handler}) on CPU {cpu}"),
         Softirq { softirq, cpu } => format!("softirq {softirq} on CPU {cpu}"),
-        TimerInterrupt {
-            hrtimer_function,
-            cpu,
-        } => match hrtimer_function {
-            Some(f) => {
-                format!("timer interrupt (local APIC timer, hrtimer callback {f}) on CPU {cpu}")
-            }
+        TimerInterrupt { hrtimer_function, cpu } => match hrtimer_function {
+            Some(f) => format!("timer interrupt (local APIC timer, hrtimer callback {f}) on CPU {cpu}"),
             None => format!("timer interrupt (local APIC timer) on CPU {cpu}"),
         },
-        Task {
-            tid,
-            name,
-            doing,
-            cpu,
-            ..
-        } => format!("task {name} [{tid}] {doing} on CPU {cpu}"),
+        Task { tid, name, doing, cpu, .. } => format!("task {name} [{tid}] {doing} on CPU {cpu}"),
         Unknown => "unknown (no wake-up event in the trace)".into(),
         NeedsRoot => "unknown (needs root's ust-consumerd)".into(),
     }
@@ -89,10 +75,7 @@ fn wait_text(out: &mut String, w: &analysis::Wait, start: u64, indent: usize) {
         w.blocked_in,
         w.start_ns.saturating_sub(start) as f64 / 1e9
     );
-    let lat = w
-        .wakeup_latency_ns
-        .map(|l| format!(", ran {} later", dur(l)))
-        .unwrap_or_default();
+    let lat = w.wakeup_latency_ns.map(|l| format!(", ran {} later", dur(l))).unwrap_or_default();
     let _ = writeln!(out, "{pad}  <- woken by: {}{lat}", waker_text(&w.woken_by));
     for (i, f) in w.stack.iter().enumerate() {
         let _ = writeln!(out, "{pad}     #{i:<2} {}", f.text());
@@ -105,52 +88,22 @@ fn wait_text(out: &mut String, w: &analysis::Wait, start: u64, indent: usize) {
 /// The report as text.
 pub fn render_text(r: &Report) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "Trace: {} of events, traced pid {}{}",
-        dur(r.span_ns),
-        r.traced_pid,
-        if r.kernel {
-            ", kernel and user space"
-        } else {
-            ", user space only"
-        }
-    );
+    let _ = writeln!(s, "Trace: {} of events, traced pid {}{}", dur(r.span_ns), r.traced_pid, if r.kernel { ", kernel and user space" } else { ", user space only" });
     if r.kernel {
         let _ = writeln!(s, "\nTasks of the traced command:");
-        let _ = writeln!(
-            s,
-            "  {:>7}  {:<16} {:>8} {:>14} {:>14}",
-            "TID", "NAME", "EVENTS", "RUNTIME", "BLOCKED"
-        );
+        let _ = writeln!(s, "  {:>7}  {:<16} {:>8} {:>14} {:>14}", "TID", "NAME", "EVENTS", "RUNTIME", "BLOCKED");
         for t in &r.tasks {
-            let _ = writeln!(
-                s,
-                "  {:>7}  {:<16} {:>8} {:>14} {:>14}",
-                t.tid,
-                t.name,
-                t.events,
-                dur(t.runtime_ns),
-                dur(t.blocked_ns)
-            );
+            let _ = writeln!(s, "  {:>7}  {:<16} {:>8} {:>14} {:>14}", t.tid, t.name, t.events, dur(t.runtime_ns), dur(t.blocked_ns));
         }
         let _ = writeln!(s, "\nSystem calls of the traced command:");
-        let _ = writeln!(
-            s,
-            "  {:<20} {:>7} {:>7} {:>13} {:>13} {:>13} {:>13} {:>13}",
-            "SYSCALL", "COUNT", "ERRORS", "TOTAL", "P50", "P90", "P99", "MAX"
-        );
+        let _ = writeln!(s, "  {:<20} {:>7} {:>7} {:>13} {:>13} {:>13} {:>13} {:>13}", "SYSCALL", "COUNT", "ERRORS", "TOTAL", "P50", "P90", "P99", "MAX");
         for c in &r.syscalls {
             let _ = writeln!(
                 s,
                 "  {:<20} {:>7} {:>7} {:>13} {:>13} {:>13} {:>13} {:>13}",
                 c.name,
                 c.count,
-                if c.errors > 0 {
-                    c.errors.to_string()
-                } else {
-                    String::new()
-                },
+                if c.errors > 0 { c.errors.to_string() } else { String::new() },
                 dur(c.total_ns),
                 dur(c.p50_ns),
                 dur(c.p90_ns),
@@ -173,11 +126,7 @@ pub fn render_text(r: &Report) -> String {
     fault_summary(&mut s, r);
     if let (Some(f), None) = (&r.faults, &r.file_faults) {
         let _ = writeln!(s, "\nUser page faults ({}):", f.len());
-        let _ = writeln!(
-            s,
-            "  {:>12} {:>7} {:>18} {:>18} {:>4} {:>12}  MAPPING",
-            "AT (s)", "TID", "ADDRESS", "IP", "ERR", "UNTIL USER"
-        );
+        let _ = writeln!(s, "  {:>12} {:>7} {:>18} {:>18} {:>4} {:>12}  MAPPING", "AT (s)", "TID", "ADDRESS", "IP", "ERR", "UNTIL USER");
         for x in f {
             let _ = writeln!(
                 s,
@@ -187,11 +136,7 @@ pub fn render_text(r: &Report) -> String {
                 x.address,
                 x.ip,
                 // Tier 1 (which says major/minor) has no error code.
-                if x.major.is_some() {
-                    "-".to_string()
-                } else {
-                    x.error_code.to_string()
-                },
+                if x.major.is_some() { "-".to_string() } else { x.error_code.to_string() },
                 x.until_user_ns.map(dur).unwrap_or_else(|| "-".into()),
                 x.mapping.as_deref().unwrap_or("(no maps)")
             );
@@ -208,29 +153,12 @@ pub fn render_text(r: &Report) -> String {
     if !r.user.events.is_empty() {
         let _ = writeln!(s, "\nUser-space events:");
         for e in &r.user.events {
-            let _ = writeln!(
-                s,
-                "  {:<40} {:>8} {:>12.1}/s",
-                e.name, e.count, e.rate_per_s
-            );
+            let _ = writeln!(s, "  {:<40} {:>8} {:>12.1}/s", e.name, e.count, e.rate_per_s);
         }
         let _ = writeln!(s, "\nUser-space events per thread:");
-        let _ = writeln!(
-            s,
-            "  {:>7} {:>7} {:<16} {:>8} {:>13} {:>13}",
-            "PID", "TID", "PROCNAME", "EVENTS", "MEAN GAP", "MAX GAP"
-        );
+        let _ = writeln!(s, "  {:>7} {:>7} {:<16} {:>8} {:>13} {:>13}", "PID", "TID", "PROCNAME", "EVENTS", "MEAN GAP", "MAX GAP");
         for t in &r.user.threads {
-            let _ = writeln!(
-                s,
-                "  {:>7} {:>7} {:<16} {:>8} {:>13} {:>13}",
-                t.pid,
-                t.tid,
-                t.procname,
-                t.events,
-                dur(t.mean_gap_ns),
-                dur(t.max_gap_ns)
-            );
+            let _ = writeln!(s, "  {:>7} {:>7} {:<16} {:>8} {:>13} {:>13}", t.pid, t.tid, t.procname, t.events, dur(t.mean_gap_ns), dur(t.max_gap_ns));
         }
     }
     for n in &r.notes {
@@ -241,40 +169,14 @@ pub fn render_text(r: &Report) -> String {
 
 fn syscall_totals(s: &mut String, r: &Report) {
     let _ = writeln!(s, "\nSystem calls per process:");
-    let _ = writeln!(
-        s,
-        "  {:>7}  {:<16} {:>7} {:>7} {:>8} {:>13}",
-        "PID", "NAME", "THREADS", "CALLS", "ERRORS", "TIME"
-    );
+    let _ = writeln!(s, "  {:>7}  {:<16} {:>7} {:>7} {:>8} {:>13}", "PID", "NAME", "THREADS", "CALLS", "ERRORS", "TIME");
     for p in &r.syscall_processes {
-        let _ = writeln!(
-            s,
-            "  {:>7}  {:<16} {:>7} {:>7} {:>8} {:>13}",
-            p.pid,
-            p.name,
-            p.threads,
-            p.calls,
-            p.errors,
-            dur(p.total_ns)
-        );
+        let _ = writeln!(s, "  {:>7}  {:<16} {:>7} {:>7} {:>8} {:>13}", p.pid, p.name, p.threads, p.calls, p.errors, dur(p.total_ns));
     }
     let _ = writeln!(s, "\nSystem calls per thread:");
-    let _ = writeln!(
-        s,
-        "  {:>7} {:>7}  {:<16} {:>7} {:>8} {:>13}",
-        "PID", "TID", "NAME", "CALLS", "ERRORS", "TIME"
-    );
+    let _ = writeln!(s, "  {:>7} {:>7}  {:<16} {:>7} {:>8} {:>13}", "PID", "TID", "NAME", "CALLS", "ERRORS", "TIME");
     for t in &r.syscall_threads {
-        let _ = writeln!(
-            s,
-            "  {:>7} {:>7}  {:<16} {:>7} {:>8} {:>13}",
-            t.pid,
-            t.tid,
-            t.name,
-            t.calls,
-            t.errors,
-            dur(t.total_ns)
-        );
+        let _ = writeln!(s, "  {:>7} {:>7}  {:<16} {:>7} {:>8} {:>13}", t.pid, t.tid, t.name, t.calls, t.errors, dur(t.total_ns));
     }
     if !r.slowest_syscalls.is_empty() {
         let _ = writeln!(s, "\nSlowest system calls:");
@@ -283,15 +185,7 @@ fn syscall_totals(s: &mut String, r: &Report) {
                 Some(e) => format!("-1 {e}"),
                 None => c.ret.to_string(),
             };
-            let _ = writeln!(
-                s,
-                "  {:>13}  {} [{}] {} = {ret} (at +{:.6} s)",
-                dur(c.duration_ns),
-                c.thread,
-                c.tid,
-                c.call,
-                c.ts_ns.saturating_sub(r.start_ns) as f64 / 1e9
-            );
+            let _ = writeln!(s, "  {:>13}  {} [{}] {} = {ret} (at +{:.6} s)", dur(c.duration_ns), c.thread, c.tid, c.call, c.ts_ns.saturating_sub(r.start_ns) as f64 / 1e9);
         }
     }
 }
@@ -303,11 +197,7 @@ fn count_text(n: Option<u64>) -> String {
 fn fault_summary(s: &mut String, r: &Report) {
     if let Some(files) = &r.fault_files {
         let _ = writeln!(s, "\nPage faults per mapped file:");
-        let _ = writeln!(
-            s,
-            "  {:>7} {:>7} {:>7} {:>7} {:>11} {:>13} {:>13}  FILE",
-            "FAULTS", "MINOR", "MAJOR", "PAGES", "BYTES", "UNTIL USER", "WORST"
-        );
+        let _ = writeln!(s, "  {:>7} {:>7} {:>7} {:>7} {:>11} {:>13} {:>13}  FILE", "FAULTS", "MINOR", "MAJOR", "PAGES", "BYTES", "UNTIL USER", "WORST");
         for f in files {
             let _ = writeln!(
                 s,
@@ -324,17 +214,8 @@ fn fault_summary(s: &mut String, r: &Report) {
         }
     }
     if let Some(l) = &r.file_faults {
-        let _ = writeln!(
-            s,
-            "\nPage faults on {} ({}), in time order:",
-            l.file,
-            l.faults.len()
-        );
-        let _ = writeln!(
-            s,
-            "  {:>12} {:>7} {:>12} {:>9} {:>5} {:>5} {:>12}  FUNCTION / ERROR CODE",
-            "AT (s)", "TID", "OFFSET", "PAGE", "KIND", "ACC", "UNTIL USER"
-        );
+        let _ = writeln!(s, "\nPage faults on {} ({}), in time order:", l.file, l.faults.len());
+        let _ = writeln!(s, "  {:>12} {:>7} {:>12} {:>9} {:>5} {:>5} {:>12}  FUNCTION / ERROR CODE", "AT (s)", "TID", "OFFSET", "PAGE", "KIND", "ACC", "UNTIL USER");
         for x in &l.faults {
             let _ = writeln!(
                 s,

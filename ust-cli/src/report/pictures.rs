@@ -24,9 +24,7 @@ fn clean(s: &str) -> String {
 
 fn stack_frames(w: &Wait, out: &mut Vec<String>) {
     for f in w.stack.iter().rev() {
-        out.push(clean(
-            &f.function.clone().unwrap_or_else(|| format!("{:#x}", f.ip)),
-        ));
+        out.push(clean(&f.function.clone().unwrap_or_else(|| format!("{:#x}", f.ip))));
     }
 }
 
@@ -67,10 +65,7 @@ pub fn folded(r: &Report) -> Vec<String> {
     for w in r.wakeups.iter().flatten() {
         *by.entry(folded_stack(w)).or_default() += w.duration_ns;
     }
-    by.into_iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(s, n)| format!("{s} {n}"))
-        .collect()
+    by.into_iter().filter(|(_, n)| *n > 0).map(|(s, n)| format!("{s} {n}")).collect()
 }
 
 /// Draws the off-wake flame graph of `r` as SVG into `out`.
@@ -93,15 +88,7 @@ mod tests {
     use crate::report::symbols::Frame;
 
     fn frame(f: &str) -> Frame {
-        Frame {
-            ip: 1,
-            module: None,
-            offset: None,
-            function: Some(f.into()),
-            file: None,
-            line: None,
-            inlined: false,
-        }
+        Frame { ip: 1, module: None, offset: None, function: Some(f.into()), file: None, line: None, inlined: false }
     }
 
     fn wait(name: &str, blocked_in: &str, d: u64, stack: &[&str], woken_by: Waker) -> Wait {
@@ -119,40 +106,16 @@ mod tests {
 
     #[test]
     fn folded_lines_and_svg() {
-        let waker = wait(
-            "pong",
-            "syscall read",
-            7,
-            &["read", "pong::run"],
-            Waker::Unknown,
-        );
+        let waker = wait("pong", "syscall read", 7, &["read", "pong::run"], Waker::Unknown);
         let w = wait(
             "ping",
             "syscall read",
             100,
             &["read", "ping::play<[u8; 4]>", "main"],
-            Waker::Task {
-                tid: 2,
-                name: "pong".into(),
-                doing: "in write".into(),
-                cpu: 0,
-                chain: Some(Box::new(waker)),
-            },
+            Waker::Task { tid: 2, name: "pong".into(), doing: "in write".into(), cpu: 0, chain: Some(Box::new(waker)) },
         );
-        let t = wait(
-            "ping",
-            "syscall clock_nanosleep",
-            50,
-            &[],
-            Waker::TimerInterrupt {
-                hrtimer_function: None,
-                cpu: 1,
-            },
-        );
-        let r = Report {
-            wakeups: Some(vec![w.clone(), w, t]),
-            ..Default::default()
-        };
+        let t = wait("ping", "syscall clock_nanosleep", 50, &[], Waker::TimerInterrupt { hrtimer_function: None, cpu: 1 });
+        let r = Report { wakeups: Some(vec![w.clone(), w, t]), ..Default::default() };
         let l = folded(&r);
         assert_eq!(
             l,
@@ -164,8 +127,6 @@ mod tests {
         let mut svg = Vec::new();
         flamegraph(&r, &mut svg).unwrap();
         let svg = String::from_utf8(svg).unwrap();
-        assert!(
-            svg.contains("<svg") && svg.contains("ping::play") && svg.contains("timer interrupt")
-        );
+        assert!(svg.contains("<svg") && svg.contains("ping::play") && svg.contains("timer interrupt"));
     }
 }

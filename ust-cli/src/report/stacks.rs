@@ -21,26 +21,13 @@ pub const SOURCE: &str = "perf_event_open";
 
 /// Whether `l`'s kernel trace was written by tier 1.
 pub fn is_tier1(l: &Loaded) -> bool {
-    l.kernel_env
-        .as_ref()
-        .and_then(|e| e.get("kernel_source"))
-        .map(String::as_str)
-        == Some(SOURCE)
+    l.kernel_env.as_ref().and_then(|e| e.get("kernel_source")).map(String::as_str) == Some(SOURCE)
 }
 
 /// The u64 elements of a sequence field (`stack`).
 pub fn u64s(e: &Event, name: &str) -> Vec<u64> {
     match e.fields.iter().find(|(n, _)| n == name) {
-        Some((_, Value::List(l))) => l
-            .iter()
-            .filter_map(|v| {
-                if let Value::Unsigned(u) = v {
-                    Some(*u)
-                } else {
-                    None
-                }
-            })
-            .collect(),
+        Some((_, Value::List(l))) => l.iter().filter_map(|v| if let Value::Unsigned(u) = v { Some(*u) } else { None }).collect(),
         _ => Vec::new(),
     }
 }
@@ -63,9 +50,7 @@ pub struct Tier1 {
 
 impl std::fmt::Debug for Tier1 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tier1")
-            .field("threads_with_block_stacks", &self.blocks.len())
-            .finish()
+        f.debug_struct("Tier1").field("threads_with_block_stacks", &self.blocks.len()).finish()
     }
 }
 
@@ -77,19 +62,8 @@ impl Tier1 {
         for e in l.events.iter().filter(|e| e.domain == Domain::Kernel) {
             match e.name.as_str() {
                 "perf_mmap" => {
-                    let (Some(pid), Some(start), Some(len), Some(pgoff)) =
-                        (e.int("pid"), e.int("start"), e.int("len"), e.int("pgoff"))
-                    else {
-                        continue;
-                    };
-                    t.maps.mmap(
-                        pid as i32,
-                        e.ts,
-                        start as u64,
-                        len as u64,
-                        pgoff as u64,
-                        &e.text("filename").unwrap_or_default(),
-                    );
+                    let (Some(pid), Some(start), Some(len), Some(pgoff)) = (e.int("pid"), e.int("start"), e.int("len"), e.int("pgoff")) else { continue };
+                    t.maps.mmap(pid as i32, e.ts, start as u64, len as u64, pgoff as u64, &e.text("filename").unwrap_or_default());
                 }
                 "perf_comm" if e.int("exec") == Some(1) => {
                     if let Some(pid) = e.int("pid") {
@@ -98,24 +72,16 @@ impl Tier1 {
                 }
                 "perf_block_stack" => {
                     let Some(pid) = e.int("pid") else { continue };
-                    t.blocks.entry(e.tid).or_default().push(Block {
-                        ts: e.ts,
-                        pid: pid as i32,
-                        syscall: e.text("syscall").unwrap_or_default(),
-                        ips: u64s(e, "stack"),
-                    });
+                    t.blocks.entry(e.tid).or_default().push(Block { ts: e.ts, pid: pid as i32, syscall: e.text("syscall").unwrap_or_default(), ips: u64s(e, "stack") });
                 }
                 _ => {}
             }
         }
         if let Ok(rd) = std::fs::read_dir(dir.join("proc")) {
             for d in rd.flatten() {
-                let Some(pid) = d.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                    continue;
-                };
+                let Some(pid) = d.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
                 if let Ok(text) = std::fs::read_to_string(d.path().join("maps")) {
-                    t.maps
-                        .sampled(pid, crate::kernel::procfs::parse_maps(&text));
+                    t.maps.sampled(pid, crate::kernel::procfs::parse_maps(&text));
                 }
             }
         }
@@ -127,20 +93,11 @@ impl Tier1 {
     /// reader's latency is that of a thread of `ust trace`: under load, milliseconds).
     pub fn explain_wait(&mut self, w: &mut Wait) {
         let end = w.start_ns + w.duration_ns;
-        let Some(b) = self
-            .blocks
-            .get(&w.tid)
-            .and_then(|v| v.iter().find(|b| b.ts >= w.start_ns && b.ts <= end))
-        else {
-            w.blocked_in =
-                "the kernel (no user stack: it had woken before ust trace looked at it)".into();
+        let Some(b) = self.blocks.get(&w.tid).and_then(|v| v.iter().find(|b| b.ts >= w.start_ns && b.ts <= end)) else {
+            w.blocked_in = "the kernel (no user stack: it had woken before ust trace looked at it)".into();
             return;
         };
-        w.blocked_in = if b.syscall.is_empty() {
-            "the kernel, outside a system call".into()
-        } else {
-            format!("syscall {}", b.syscall)
-        };
+        w.blocked_in = if b.syscall.is_empty() { "the kernel, outside a system call".into() } else { format!("syscall {}", b.syscall) };
         let (pid, ts, ips) = (b.pid, b.ts, b.ips.clone());
         w.stack = self.sym.stack(&self.maps, pid, ts, &ips);
     }

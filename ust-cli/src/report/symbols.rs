@@ -38,10 +38,7 @@ pub struct Frame {
 impl Frame {
     /// `function (file:line) in module+0xoffset`, leaving out what is unknown.
     pub fn text(&self) -> String {
-        let mut s = self
-            .function
-            .clone()
-            .unwrap_or_else(|| format!("{:#x}", self.ip));
+        let mut s = self.function.clone().unwrap_or_else(|| format!("{:#x}", self.ip));
         if let (Some(f), Some(l)) = (&self.file, self.line) {
             s.push_str(&format!(" at {f}:{l}"));
         }
@@ -77,13 +74,7 @@ impl MapTable {
     /// Process `pid` mapped `[start, start + len)` of `path` at file offset `pgoff` at
     /// time `ts`.
     pub fn mmap(&mut self, pid: i32, ts: u64, start: u64, len: u64, pgoff: u64, path: &str) {
-        self.maps.entry(pid).or_default().push(Map {
-            since: ts,
-            start,
-            end: start.saturating_add(len),
-            pgoff,
-            path: path.to_string(),
-        });
+        self.maps.entry(pid).or_default().push(Map { since: ts, start, end: start.saturating_add(len), pgoff, path: path.to_string() });
     }
 
     /// Process `pid` exec'd at `ts` (older mappings are gone).
@@ -106,23 +97,11 @@ impl MapTable {
     /// mapping covering it since the process's last exec before `ts`, else the sampled
     /// maps. Paths may be `[heap]`, `[stack]`, `[vdso]`, or empty (anonymous).
     pub fn lookup(&self, pid: i32, ts: u64, addr: u64) -> Option<(String, u64)> {
-        let exec = self
-            .execs
-            .get(&pid)
-            .and_then(|e| e.iter().filter(|&&t| t <= ts).max().copied())
-            .unwrap_or(0);
-        if let Some(m) = self.maps.get(&pid).and_then(|v| {
-            v.iter()
-                .rev()
-                .find(|m| m.since >= exec && m.since <= ts && m.start <= addr && addr < m.end)
-        }) {
+        let exec = self.execs.get(&pid).and_then(|e| e.iter().filter(|&&t| t <= ts).max().copied()).unwrap_or(0);
+        if let Some(m) = self.maps.get(&pid).and_then(|v| v.iter().rev().find(|m| m.since >= exec && m.since <= ts && m.start <= addr && addr < m.end)) {
             return Some((m.path.clone(), addr - m.start + m.pgoff));
         }
-        let e = self
-            .sampled
-            .get(&pid)?
-            .iter()
-            .find(|e| e.start <= addr && addr < e.end)?;
+        let e = self.sampled.get(&pid)?.iter().find(|e| e.start <= addr && addr < e.end)?;
         Some((e.path.clone(), addr - e.start + e.offset))
     }
 }
@@ -141,9 +120,7 @@ pub struct Symbolizer {
 
 impl std::fmt::Debug for Symbolizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Symbolizer")
-            .field("files", &self.files.len())
-            .finish()
+        f.debug_struct("Symbolizer").field("files", &self.files.len()).finish()
     }
 }
 
@@ -151,11 +128,7 @@ fn segments(path: &str) -> Option<Vec<(u64, u64, u64)>> {
     use object::{Object, ObjectSegment};
     let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
     let obj = object::File::parse(&cache).ok()?;
-    Some(
-        obj.segments()
-            .map(|s| (s.file_range().0, s.file_range().1, s.address()))
-            .collect(),
-    )
+    Some(obj.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect())
 }
 
 impl Symbolizer {
@@ -168,45 +141,22 @@ impl Symbolizer {
                 if !path.starts_with('/') || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
                     return None;
                 }
-                Some(File {
-                    loader: addr2line::Loader::new(path).ok()?,
-                    segments: segments(path)?,
-                })
+                Some(File { loader: addr2line::Loader::new(path).ok()?, segments: segments(path)? })
             })
             .as_ref()
     }
 
     /// The frames of one address: `offset` into `path`; `ret` for a return address.
     pub fn frames(&mut self, ip: u64, path: &str, offset: u64, ret: bool) -> Vec<Frame> {
-        let base = Frame {
-            ip,
-            module: Some(path.to_string()),
-            offset: Some(offset),
-            function: None,
-            file: None,
-            line: None,
-            inlined: false,
-        };
-        let Some(f) = self.file(path) else {
-            return vec![base];
-        };
-        let Some(&(off, _, vaddr)) = f
-            .segments
-            .iter()
-            .find(|(o, n, _)| *o <= offset && offset < o + n)
-        else {
-            return vec![base];
-        };
+        let base = Frame { ip, module: Some(path.to_string()), offset: Some(offset), function: None, file: None, line: None, inlined: false };
+        let Some(f) = self.file(path) else { return vec![base] };
+        let Some(&(off, _, vaddr)) = f.segments.iter().find(|(o, n, _)| *o <= offset && offset < o + n) else { return vec![base] };
         let probe = (offset - off + vaddr).saturating_sub(u64::from(ret));
         let mut out: Vec<Frame> = Vec::new();
         if let Ok(mut it) = f.loader.find_frames(probe) {
             while let Ok(Some(fr)) = it.next() {
                 let mut x = base.clone();
-                x.function = fr
-                    .function
-                    .as_ref()
-                    .and_then(|n| n.demangle().ok())
-                    .map(|c| c.into_owned());
+                x.function = fr.function.as_ref().and_then(|n| n.demangle().ok()).map(|c| c.into_owned());
                 if let Some(l) = fr.location {
                     x.file = l.file.map(str::to_string);
                     x.line = l.line;
@@ -219,10 +169,7 @@ impl Symbolizer {
             x.inlined = i + 1 < n;
         }
         if out.is_empty() || out.iter().all(|x| x.function.is_none()) {
-            let sym = f
-                .loader
-                .find_symbol(probe)
-                .map(|s| addr2line::demangle_auto(s.into(), None).into_owned());
+            let sym = f.loader.find_symbol(probe).map(|s| addr2line::demangle_auto(s.into(), None).into_owned());
             let mut x = out.pop().unwrap_or(base);
             x.function = sym;
             out = vec![x];
@@ -237,15 +184,7 @@ impl Symbolizer {
         for (i, &ip) in ips.iter().enumerate() {
             match maps.lookup(pid, ts, ip) {
                 Some((path, off)) => out.extend(self.frames(ip, &path, off, i > 0)),
-                None => out.push(Frame {
-                    ip,
-                    module: None,
-                    offset: None,
-                    function: None,
-                    file: None,
-                    line: None,
-                    inlined: false,
-                }),
+                None => out.push(Frame { ip, module: None, offset: None, function: None, file: None, line: None, inlined: false }),
             }
         }
         out
@@ -273,36 +212,22 @@ mod tests {
         let f = s.frames(0x1000, fifo.to_str().unwrap(), 0x10, false);
         assert_eq!((f.len(), f[0].function.as_deref()), (1, None));
         assert_eq!(s.frames(0x1000, "/dev/zero", 0, false)[0].function, None);
-        assert_eq!(
-            s.frames(0x1000, "relative/path", 0, false)[0].function,
-            None
-        );
+        assert_eq!(s.frames(0x1000, "relative/path", 0, false)[0].function, None);
     }
 
     #[test]
     fn symbolizes_this_test_binary() {
         let addr = here();
         let mut t = MapTable::default();
-        for m in
-            crate::kernel::procfs::parse_maps(&std::fs::read_to_string("/proc/self/maps").unwrap())
-        {
+        for m in crate::kernel::procfs::parse_maps(&std::fs::read_to_string("/proc/self/maps").unwrap()) {
             t.mmap(7, 10, m.start, m.end - m.start, m.offset, &m.path);
         }
         t.exec(7, 5);
         let mut s = Symbolizer::default();
         let f = s.stack(&t, 7, 20, &[addr]);
         let top = f.last().unwrap();
-        assert!(
-            top.function
-                .as_deref()
-                .unwrap_or("")
-                .ends_with("tests::here"),
-            "{f:?}"
-        );
-        assert!(
-            top.file.as_deref().unwrap_or("").ends_with("symbols.rs") && top.line.is_some(),
-            "{f:?}"
-        );
+        assert!(top.function.as_deref().unwrap_or("").ends_with("tests::here"), "{f:?}");
+        assert!(top.file.as_deref().unwrap_or("").ends_with("symbols.rs") && top.line.is_some(), "{f:?}");
         assert!(top.text().contains("symbols.rs:"), "{}", top.text());
         // Before the mappings were recorded, and after a later exec, nothing is known.
         assert_eq!(t.lookup(7, 9, addr), None);

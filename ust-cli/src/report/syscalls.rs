@@ -161,12 +161,7 @@ pub fn errno_name(e: i64) -> String {
         514 => "ERESTARTNOHAND".into(),
         515 => "ENOIOCTLCMD".into(),
         516 => "ERESTART_RESTARTBLOCK".into(),
-        _ => usize::try_from(e)
-            .ok()
-            .and_then(|i| ERRNO.get(i))
-            .filter(|n| n.starts_with('E'))
-            .map(|n| n.to_string())
-            .unwrap_or_else(|| format!("E{e}")),
+        _ => usize::try_from(e).ok().and_then(|i| ERRNO.get(i)).filter(|n| n.starts_with('E')).map(|n| n.to_string()).unwrap_or_else(|| format!("E{e}")),
     }
 }
 
@@ -279,18 +274,8 @@ fn arg0(e: &super::load::Event) -> Option<u64> {
 
 /// Counts the system calls of the threads in `tree` (`tgid`: thread to process, `comm`:
 /// thread names) from the exec of `traced_pid` on.
-pub fn count(
-    l: &Loaded,
-    tree: &HashSet<i32>,
-    tgid: &HashMap<i32, i32>,
-    comm: &HashMap<i32, String>,
-    traced_pid: i32,
-) -> Calls {
-    let kernel = || {
-        l.events
-            .iter()
-            .filter(|e| e.domain == Domain::Kernel && tree.contains(&e.tid))
-    };
+pub fn count(l: &Loaded, tree: &HashSet<i32>, tgid: &HashMap<i32, i32>, comm: &HashMap<i32, String>, traced_pid: i32) -> Calls {
+    let kernel = || l.events.iter().filter(|e| e.domain == Domain::Kernel && tree.contains(&e.tid));
     // The cut: the entry of the traced pid's first successful execve.
     let mut exec_ns = None;
     let mut entry: HashMap<i32, u64> = HashMap::new();
@@ -299,9 +284,7 @@ pub fn count(
             "syscall_entry" => {
                 entry.insert(e.tid, e.ts);
             }
-            "syscall_exit"
-                if e.text("name").as_deref() == Some("execve") && e.int("ret") == Some(0) =>
-            {
+            "syscall_exit" if e.text("name").as_deref() == Some("execve") && e.int("ret") == Some(0) => {
                 exec_ns = entry.get(&e.tid).copied();
                 break;
             }
@@ -332,26 +315,11 @@ pub fn count(
                     *row.1.entry(errno_name(n)).or_default() += 1;
                 }
                 let pid = *tgid.get(&e.tid).unwrap_or(&e.tid);
-                let t = threads.entry(e.tid).or_insert_with(|| ThreadCalls {
-                    pid,
-                    tid: e.tid,
-                    name: name_of(e.tid),
-                    calls: 0,
-                    errors: 0,
-                    total_ns: 0,
-                });
+                let t = threads.entry(e.tid).or_insert_with(|| ThreadCalls { pid, tid: e.tid, name: name_of(e.tid), calls: 0, errors: 0, total_ns: 0 });
                 t.calls += 1;
                 t.errors += u64::from(err.is_some());
                 t.total_ns += d;
-                slow.push(SlowCall {
-                    ts_ns: start,
-                    tid: e.tid,
-                    thread: name_of(e.tid),
-                    call: call_text(&name, a0),
-                    duration_ns: d,
-                    ret,
-                    error: err.map(errno_name),
-                });
+                slow.push(SlowCall { ts_ns: start, tid: e.tid, thread: name_of(e.tid), call: call_text(&name, a0), duration_ns: d, ret, error: err.map(errno_name) });
                 if slow.len() > 4 * SLOWEST {
                     slow.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns));
                     slow.truncate(SLOWEST);
@@ -360,11 +328,7 @@ pub fn count(
             _ => {}
         }
     }
-    slow.sort_by(|a, b| {
-        b.duration_ns
-            .cmp(&a.duration_ns)
-            .then(a.ts_ns.cmp(&b.ts_ns))
-    });
+    slow.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns).then(a.ts_ns.cmp(&b.ts_ns)));
     slow.truncate(SLOWEST);
     let mut rows: Vec<SyscallRow> = per
         .into_iter()
@@ -399,13 +363,7 @@ pub fn count(
         p.errors += t.errors;
         p.total_ns += t.total_ns;
     }
-    Calls {
-        rows,
-        threads: threads.into_values().collect(),
-        processes: procs.into_values().collect(),
-        slowest: slow,
-        exec_ns,
-    }
+    Calls { rows, threads: threads.into_values().collect(), processes: procs.into_values().collect(), slowest: slow, exec_ns }
 }
 
 #[cfg(test)]
@@ -445,9 +403,6 @@ mod tests {
         assert_eq!(error_of(0), None);
         assert_eq!(error_of(3), None);
         assert_eq!(call_text("read", Some(3)), "read(3)");
-        assert_eq!(
-            call_text("mmap", Some(0x7f00_0000_0000)),
-            "mmap(0x7f0000000000)"
-        );
+        assert_eq!(call_text("mmap", Some(0x7f00_0000_0000)), "mmap(0x7f0000000000)");
     }
 }

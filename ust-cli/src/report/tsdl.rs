@@ -79,8 +79,7 @@ fn integer(attrs: &str) -> Option<(IntegerType, bool)> {
         Some("2") => 2,
         _ => 10,
     };
-    let text = attr(attrs, "encoding")
-        .is_some_and(|e| e.eq_ignore_ascii_case("UTF8") || e.eq_ignore_ascii_case("ASCII"));
+    let text = attr(attrs, "encoding").is_some_and(|e| e.eq_ignore_ascii_case("UTF8") || e.eq_ignore_ascii_case("ASCII"));
     let t = IntegerType::new(size, signed, base);
     t.is_valid().then_some((t, text))
 }
@@ -101,28 +100,15 @@ fn fields(body: &str) -> Option<Vec<FieldDesc>> {
             (Some((t, text)), r[end..].trim())
         } else if let Some(r) = d.strip_prefix("string") {
             let r = r.trim();
-            let r = if r.starts_with('{') {
-                r[block_body(r, 0)?.1..].trim()
-            } else {
-                r
-            };
-            out.push(FieldDesc {
-                name: Cow::Owned(strip_name(r)),
-                ty: FieldType::String,
-            });
+            let r = if r.starts_with('{') { r[block_body(r, 0)?.1..].trim() } else { r };
+            out.push(FieldDesc { name: Cow::Owned(strip_name(r)), ty: FieldType::String });
             continue;
         } else if let Some(r) = d.strip_prefix("floating_point") {
             let open = r.find('{')?;
             let (attrs, end) = block_body(r, open)?;
             let exp: u8 = attr(attrs, "exp_dig")?.parse().ok()?;
             let mant: u8 = attr(attrs, "mant_dig")?.parse().ok()?;
-            out.push(FieldDesc {
-                name: Cow::Owned(strip_name(r[end..].trim())),
-                ty: FieldType::Float {
-                    exp_dig: exp,
-                    mant_dig: mant,
-                },
-            });
+            out.push(FieldDesc { name: Cow::Owned(strip_name(r[end..].trim())), ty: FieldType::Float { exp_dig: exp, mant_dig: mant } });
             continue;
         } else if let Some(r) = d.strip_prefix("enum") {
             let r = r.trim().strip_prefix(':')?.trim().strip_prefix("integer")?;
@@ -137,20 +123,13 @@ fn fields(body: &str) -> Option<Vec<FieldDesc>> {
                 if let Some((k, v)) = l.split_once('=') {
                     let k = k.trim().trim_matches('"').to_string();
                     if let Ok(v) = v.trim().parse::<i64>() {
-                        mappings.push(EnumMapping {
-                            label: Cow::Owned(k),
-                            value: v,
-                        });
+                        mappings.push(EnumMapping { label: Cow::Owned(k), value: v });
                     }
                 }
             }
             out.push(FieldDesc {
                 name: Cow::Owned(strip_name(r2[end2..].trim())),
-                ty: FieldType::Enum {
-                    container,
-                    name: Cow::Borrowed(""),
-                    mappings: Cow::Owned(mappings),
-                },
+                ty: FieldType::Enum { container, name: Cow::Borrowed(""), mappings: Cow::Owned(mappings) },
             });
             continue;
         } else if let Some(r) = d.strip_prefix("variant") {
@@ -166,10 +145,7 @@ fn fields(body: &str) -> Option<Vec<FieldDesc>> {
             if last.name != tag.strip_prefix('_').unwrap_or(tag) || format!("__{name}_tag") != tag {
                 return None;
             }
-            out.push(FieldDesc {
-                name: Cow::Owned(name),
-                ty: FieldType::Dynamic,
-            });
+            out.push(FieldDesc { name: Cow::Owned(name), ty: FieldType::Dynamic });
             continue;
         } else {
             // A type alias or struct this reader does not know: the alias names used by
@@ -180,39 +156,23 @@ fn fields(body: &str) -> Option<Vec<FieldDesc>> {
         match rest.find('[') {
             None => {
                 let name = rest.to_string();
-                if let Some(base) = name
-                    .strip_prefix("__")
-                    .and_then(|n| n.strip_suffix("_length"))
-                {
+                if let Some(base) = name.strip_prefix("__").and_then(|n| n.strip_suffix("_length")) {
                     pending_len = Some((base.to_string(), t));
                 } else {
-                    out.push(FieldDesc {
-                        name: Cow::Owned(strip_name(&name)),
-                        ty: FieldType::Integer(t),
-                    });
+                    out.push(FieldDesc { name: Cow::Owned(strip_name(&name)), ty: FieldType::Integer(t) });
                 }
             }
             Some(i) => {
                 let name = strip_name(rest[..i].trim());
                 let inner = rest[i + 1..].trim_end_matches(']').trim();
                 if let Ok(n) = inner.parse::<u32>() {
-                    out.push(FieldDesc {
-                        name: Cow::Owned(name),
-                        ty: FieldType::Array { elem: t, len: n },
-                    });
+                    out.push(FieldDesc { name: Cow::Owned(name), ty: FieldType::Array { elem: t, len: n } });
                 } else {
                     let (base, length) = pending_len.take()?;
                     if base != name {
                         return None;
                     }
-                    out.push(FieldDesc {
-                        name: Cow::Owned(name),
-                        ty: FieldType::Sequence {
-                            length,
-                            elem: t,
-                            text,
-                        },
-                    });
+                    out.push(FieldDesc { name: Cow::Owned(name), ty: FieldType::Sequence { length, elem: t, text } });
                 }
             }
         }
@@ -256,44 +216,25 @@ impl Metadata {
     /// out (their records then stop the walk of their packet).
     pub fn parse(text: &str) -> Metadata {
         let mut m = Metadata::default();
-        let text = text.replace(
-            "uint64_clock_monotonic_t",
-            "integer { size = 64; align = 8; signed = false; }",
-        );
+        let text = text.replace("uint64_clock_monotonic_t", "integer { size = 64; align = 8; signed = false; }");
         let mut decls: Vec<(u32, u32, String, Vec<FieldDesc>)> = Vec::new();
         for (head, body) in top_blocks(&text) {
             match head {
                 "env" => {
                     for l in body.lines() {
                         if let Some((k, v)) = l.split_once('=') {
-                            m.env.insert(
-                                k.trim().to_string(),
-                                v.trim()
-                                    .trim_end_matches(';')
-                                    .trim()
-                                    .trim_matches('"')
-                                    .to_string(),
-                            );
+                            m.env.insert(k.trim().to_string(), v.trim().trim_end_matches(';').trim().trim_matches('"').to_string());
                         }
                     }
                 }
                 "stream" => {
                     let id = value(body, "id").and_then(|v| v.parse().ok()).unwrap_or(0);
-                    let ctx = sub_struct(body, "event.context")
-                        .and_then(fields)
-                        .unwrap_or_default();
+                    let ctx = sub_struct(body, "event.context").and_then(fields).unwrap_or_default();
                     m.contexts.insert(id, ctx);
                 }
                 "event" => {
-                    let (Some(name), Some(id)) = (
-                        value(body, "name"),
-                        value(body, "id").and_then(|v| v.parse::<u32>().ok()),
-                    ) else {
-                        continue;
-                    };
-                    let sid = value(body, "stream_id")
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0);
+                    let (Some(name), Some(id)) = (value(body, "name"), value(body, "id").and_then(|v| v.parse::<u32>().ok())) else { continue };
+                    let sid = value(body, "stream_id").and_then(|v| v.parse().ok()).unwrap_or(0);
                     if let Some(f) = sub_struct(body, "fields :=").and_then(fields) {
                         decls.push((sid, id, name.to_string(), f));
                     }
@@ -337,57 +278,20 @@ mod tests {
             name: Cow::Borrowed("e"),
             level: Level::Info,
             fields: Cow::Owned(vec![
-                FieldDesc {
-                    name: Cow::Borrowed("x"),
-                    ty: FieldType::Integer(IntegerType::U32),
-                },
-                FieldDesc {
-                    name: Cow::Borrowed("s"),
-                    ty: FieldType::String,
-                },
-                FieldDesc {
-                    name: Cow::Borrowed("q"),
-                    ty: FieldType::Sequence {
-                        length: IntegerType::U32,
-                        elem: IntegerType::U8,
-                        text: true,
-                    },
-                },
-                FieldDesc {
-                    name: Cow::Borrowed("a"),
-                    ty: FieldType::Array {
-                        elem: IntegerType::I16,
-                        len: 3,
-                    },
-                },
-                FieldDesc {
-                    name: Cow::Borrowed("f"),
-                    ty: FieldType::Float {
-                        exp_dig: 11,
-                        mant_dig: 53,
-                    },
-                },
+                FieldDesc { name: Cow::Borrowed("x"), ty: FieldType::Integer(IntegerType::U32) },
+                FieldDesc { name: Cow::Borrowed("s"), ty: FieldType::String },
+                FieldDesc { name: Cow::Borrowed("q"), ty: FieldType::Sequence { length: IntegerType::U32, elem: IntegerType::U8, text: true } },
+                FieldDesc { name: Cow::Borrowed("a"), ty: FieldType::Array { elem: IntegerType::I16, len: 3 } },
+                FieldDesc { name: Cow::Borrowed("f"), ty: FieldType::Float { exp_dig: 11, mant_dig: 53 } },
                 FieldDesc {
                     name: Cow::Borrowed("en"),
                     ty: FieldType::Enum {
                         container: IntegerType::U8,
                         name: Cow::Borrowed(""),
-                        mappings: Cow::Owned(vec![
-                            EnumMapping {
-                                label: Cow::Borrowed("A"),
-                                value: 0,
-                            },
-                            EnumMapping {
-                                label: Cow::Borrowed("B"),
-                                value: 1,
-                            },
-                        ]),
+                        mappings: Cow::Owned(vec![EnumMapping { label: Cow::Borrowed("A"), value: 0 }, EnumMapping { label: Cow::Borrowed("B"), value: 1 }]),
                     },
                 },
-                FieldDesc {
-                    name: Cow::Borrowed("dy"),
-                    ty: FieldType::Dynamic,
-                },
+                FieldDesc { name: Cow::Borrowed("dy"), ty: FieldType::Dynamic },
             ]),
             location: Cow::Borrowed(""),
         }];

@@ -5,38 +5,19 @@ use std::path::PathBuf;
 
 use ust_ctl::protocol::*;
 
-use crate::session::{
-    check_name, Channel, ChannelConfig, Enabler, LevelFilter, Session, VpidTracker,
-    DEFAULT_CHANNEL, MAX_TRACKED_VPIDS,
-};
 use crate::state::{Daemon, SessionState};
+use crate::session::{check_name, Channel, ChannelConfig, Enabler, LevelFilter, Session, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
 
-use super::lifecycle::{push_masks_and_sync, wait_syncs};
 use super::{check_pattern, resolve, Res};
+use super::lifecycle::{push_masks_and_sync, wait_syncs};
 
-pub(super) fn create(
-    daemon: &Daemon,
-    name: String,
-    output: PathBuf,
-    token: Option<String>,
-    options: CreateOptions,
-) -> Res<Payload> {
-    let CreateOptions {
-        snapshot,
-        shm_path,
-        clock,
-    } = options;
+pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
+    let CreateOptions { snapshot, shm_path, clock } = options;
     check_name("session", &name)?;
     if !output.is_absolute() {
-        return Err(format!(
-            "output directory {} is not an absolute path",
-            output.display()
-        ));
+        return Err(format!("output directory {} is not an absolute path", output.display()));
     }
-    if token
-        .as_ref()
-        .is_some_and(|t| t.is_empty() || t.len() > 256)
-    {
+    if token.as_ref().is_some_and(|t| t.is_empty() || t.len() > 256) {
         return Err("bad session token".into());
     }
     if daemon.lock().sessions.contains_key(&name) {
@@ -49,14 +30,10 @@ pub(super) fn create(
         None => None,
         Some(p) => {
             if !p.is_absolute() {
-                return Err(format!(
-                    "--shm-path {} is not an absolute path",
-                    p.display()
-                ));
+                return Err(format!("--shm-path {} is not an absolute path", p.display()));
             }
             let d = p.join(format!("{name}-{}", ust_ctf::datetime::stamp()));
-            std::fs::create_dir_all(&d)
-                .map_err(|e| format!("cannot create shm directory {}: {e}", d.display()))?;
+            std::fs::create_dir_all(&d).map_err(|e| format!("cannot create shm directory {}: {e}", d.display()))?;
             Some(d)
         }
     };
@@ -74,20 +51,11 @@ pub(super) fn create(
     if !is_trace {
         st.current = Some(name.clone());
     }
-    crate::log!(
-        "session {name} created{}, output {}",
-        if snapshot { " (snapshot)" } else { "" },
-        output.display()
-    );
+    crate::log!("session {name} created{}, output {}", if snapshot { " (snapshot)" } else { "" }, output.display());
     Ok(Payload::Created { name, output })
 }
 
-pub(super) fn enable_channel(
-    daemon: &Daemon,
-    session: Option<String>,
-    name: String,
-    config: ChannelConfig,
-) -> Res<Payload> {
+pub(super) fn enable_channel(daemon: &Daemon, session: Option<String>, name: String, config: ChannelConfig) -> Res<Payload> {
     check_name("channel", &name)?;
     config.validate()?;
     let mut st = daemon.lock();
@@ -105,26 +73,16 @@ pub(super) fn enable_channel(
         return Ok(Payload::Done);
     }
     if started {
-        return Err(format!(
-            "session {sname} has been started: channels cannot be added after start (as in LTTng)"
-        ));
+        return Err(format!("session {sname} has been started: channels cannot be added after start (as in LTTng)"));
     }
     if ss.session.channels.len() >= ust_core::protocol::MAX_CHANNELS as usize {
-        return Err(format!(
-            "session {sname} has {} channels, the most a session can have",
-            ss.session.channels.len()
-        ));
+        return Err(format!("session {sname} has {} channels, the most a session can have", ss.session.channels.len()));
     }
     ss.session.channels.push(Channel::new(name, config));
     Ok(Payload::Done)
 }
 
-pub(super) fn add_context(
-    daemon: &Daemon,
-    session: Option<String>,
-    channel: Option<String>,
-    contexts: Vec<ust_core::context::ContextType>,
-) -> Res<Payload> {
+pub(super) fn add_context(daemon: &Daemon, session: Option<String>, channel: Option<String>, contexts: Vec<ust_core::context::ContextType>) -> Res<Payload> {
     if contexts.is_empty() {
         return Err("no context type given (-t)".into());
     }
@@ -132,23 +90,14 @@ pub(super) fn add_context(
     let sname = resolve(&st, &session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
     if ss.session.ever_started {
-        return Err(format!(
-            "session {sname} has been started: contexts cannot be added after start (as in LTTng)"
-        ));
+        return Err(format!("session {sname} has been started: contexts cannot be added after start (as in LTTng)"));
     }
     let targets: Vec<usize> = match &channel {
-        Some(c) => vec![ss.session.channel_index(c).ok_or_else(|| {
-            format!("session {sname} has no channel {c:?}; create it with `ust enable-channel {c}`")
-        })?],
+        Some(c) => vec![ss.session.channel_index(c).ok_or_else(|| format!("session {sname} has no channel {c:?}; create it with `ust enable-channel {c}`"))?],
         None => {
             if ss.session.channels.is_empty() {
-                let config = ChannelConfig {
-                    overwrite: ss.session.snapshot,
-                    ..ChannelConfig::default()
-                };
-                ss.session
-                    .channels
-                    .push(Channel::new(DEFAULT_CHANNEL, config));
+                let config = ChannelConfig { overwrite: ss.session.snapshot, ..ChannelConfig::default() };
+                ss.session.channels.push(Channel::new(DEFAULT_CHANNEL, config));
             }
             (0..ss.session.channels.len()).collect()
         }
@@ -184,10 +133,7 @@ pub(super) fn enable_event(
         return Err("too many exclusions (at most 64)".into());
     }
     if !exclusions.is_empty() && !patterns.iter().any(|p| p.contains('*')) {
-        return Err(
-            "--exclude needs a glob event name (with `*`): an exact name has nothing to exclude"
-                .into(),
-        );
+        return Err("--exclude needs a glob event name (with `*`): an exact name has nothing to exclude".into());
     }
     if let Some(f) = &filter {
         ust_ctl::filter::parse(f).map_err(|e| format!("invalid filter: {}", e.render(f)))?;
@@ -195,39 +141,24 @@ pub(super) fn enable_event(
     let mut st = daemon.lock();
     let sname = resolve(&st, &session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
-    let cname = channel
-        .clone()
-        .unwrap_or_else(|| DEFAULT_CHANNEL.to_string());
+    let cname = channel.clone().unwrap_or_else(|| DEFAULT_CHANNEL.to_string());
     let ci = match ss.session.channel_index(&cname) {
         Some(i) => i,
         None if channel.is_none() => {
             if ss.session.ever_started {
                 return Err(format!("session {sname} has been started and has no channel {DEFAULT_CHANNEL}; name a channel with -c"));
             }
-            let config = ChannelConfig {
-                overwrite: ss.session.snapshot,
-                ..ChannelConfig::default()
-            };
-            ss.session
-                .channels
-                .push(Channel::new(cname.clone(), config));
+            let config = ChannelConfig { overwrite: ss.session.snapshot, ..ChannelConfig::default() };
+            ss.session.channels.push(Channel::new(cname.clone(), config));
             ss.session.channels.len() - 1
         }
-        None => return Err(format!(
-            "session {sname} has no channel {cname:?}; create it with `ust enable-channel {cname}`"
-        )),
+        None => return Err(format!("session {sname} has no channel {cname:?}; create it with `ust enable-channel {cname}`")),
     };
     let ch = &mut ss.session.channels[ci];
     for p in patterns {
-        match ch.enablers.iter_mut().find(|e| {
-            e.pattern == p && e.level == level && e.exclusions == exclusions && e.filter == filter
-        }) {
+        match ch.enablers.iter_mut().find(|e| e.pattern == p && e.level == level && e.exclusions == exclusions && e.filter == filter) {
             Some(e) => e.enabled = true,
-            None => ch.enablers.push(Enabler {
-                exclusions: exclusions.clone(),
-                filter: filter.clone(),
-                ..Enabler::new(p, level)
-            }),
+            None => ch.enablers.push(Enabler { exclusions: exclusions.clone(), filter: filter.clone(), ..Enabler::new(p, level) }),
         }
     }
     for id in st.apps_of(&sname) {
@@ -236,13 +167,7 @@ pub(super) fn enable_event(
     Ok(Payload::Done)
 }
 
-pub(super) fn disable_event(
-    daemon: &Daemon,
-    session: Option<String>,
-    channel: Option<String>,
-    patterns: Vec<String>,
-    all: bool,
-) -> Res<Payload> {
+pub(super) fn disable_event(daemon: &Daemon, session: Option<String>, channel: Option<String>, patterns: Vec<String>, all: bool) -> Res<Payload> {
     let mut st = daemon.lock();
     let sname = resolve(&st, &session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
@@ -253,9 +178,7 @@ pub(super) fn disable_event(
     let ch = &mut ss.session.channels[ci];
     if all {
         if ch.enablers.is_empty() {
-            return Err(format!(
-                "no event is enabled in channel {cname} of session {sname}"
-            ));
+            return Err(format!("no event is enabled in channel {cname} of session {sname}"));
         }
         ch.enablers.iter_mut().for_each(|e| e.enabled = false);
     } else {
@@ -264,16 +187,10 @@ pub(super) fn disable_event(
         }
         for p in &patterns {
             if !ch.enablers.iter().any(|e| &e.pattern == p) {
-                return Err(format!(
-                    "event {p:?} is not enabled in channel {cname} of session {sname}"
-                ));
+                return Err(format!("event {p:?} is not enabled in channel {cname} of session {sname}"));
             }
         }
-        for e in ch
-            .enablers
-            .iter_mut()
-            .filter(|e| patterns.contains(&e.pattern))
-        {
+        for e in ch.enablers.iter_mut().filter(|e| patterns.contains(&e.pattern)) {
             e.enabled = false;
         }
     }
@@ -288,27 +205,16 @@ pub(super) fn disable_event(
 /// process of the session its masks (zero for the session's slots of an untracked one)
 /// and waits until each confirmed (`Sync`, at most [`SYNC_TIMEOUT`]), so that when `ust`
 /// returns, an untracked process records nothing more for the session.
-pub(super) fn track_vpids(
-    daemon: &Daemon,
-    session: Option<String>,
-    pids: Vec<i32>,
-    all: bool,
-    track: bool,
-) -> Res<Payload> {
+pub(super) fn track_vpids(daemon: &Daemon, session: Option<String>, pids: Vec<i32>, all: bool, track: bool) -> Res<Payload> {
     let verb = if track { "track" } else { "untrack" };
     if all && !pids.is_empty() {
-        return Err(format!(
-            "{verb} --vpid: give process ids or --all, not both"
-        ));
+        return Err(format!("{verb} --vpid: give process ids or --all, not both"));
     }
     if !all && pids.is_empty() {
         return Err(format!("{verb} --vpid: no process id given (or use --all)"));
     }
     if pids.len() > MAX_TRACKED_VPIDS {
-        return Err(format!(
-            "{} process ids given, at most {MAX_TRACKED_VPIDS}",
-            pids.len()
-        ));
+        return Err(format!("{} process ids given, at most {MAX_TRACKED_VPIDS}", pids.len()));
     }
     let (sname, tracker, unchanged, waits) = {
         let mut st = daemon.lock();
@@ -324,12 +230,8 @@ pub(super) fn track_vpids(
                 *t = VpidTracker::Only(Default::default());
                 Vec::new()
             }
-            (false, true) => t
-                .track(&pids)
-                .map_err(|e| format!("session {sname}: {e}"))?,
-            (false, false) => t
-                .untrack(&pids)
-                .map_err(|e| format!("session {sname}: {e}"))?,
+            (false, true) => t.track(&pids).map_err(|e| format!("session {sname}: {e}"))?,
+            (false, false) => t.untrack(&pids).map_err(|e| format!("session {sname}: {e}"))?,
         };
         let tracker = t.clone();
         let live: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
@@ -342,13 +244,6 @@ pub(super) fn track_vpids(
         (sname, tracker, unchanged, waits)
     };
     wait_syncs(&sname, waits, "the tracker change");
-    crate::log!(
-        "session {sname}: tracked process ids: {}",
-        tracker.describe()
-    );
-    Ok(Payload::Tracker {
-        session: sname,
-        tracker,
-        unchanged,
-    })
+    crate::log!("session {sname}: tracked process ids: {}", tracker.describe());
+    Ok(Payload::Tracker { session: sname, tracker, unchanged })
 }

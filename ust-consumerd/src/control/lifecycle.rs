@@ -93,16 +93,12 @@ pub fn rotate(daemon: &Daemon, name: &str) -> Res<PathBuf> {
 pub(super) fn rotate_chunk(daemon: &Daemon, name: &str, last: bool) -> Res<PathBuf> {
     let (archive, jobs) = {
         let mut st = daemon.lock();
-        let Some(ss) = st.sessions.get_mut(name) else {
-            return Err(format!("no session named {name:?}"));
-        };
+        let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
         if ss.session.snapshot {
             return Err(format!("session {name} is a snapshot session: it writes no trace to rotate (use `ust snapshot record`)"));
         }
         if !ss.session.ever_started {
-            return Err(format!(
-                "session {name} has not been started: there is no trace to rotate"
-            ));
+            return Err(format!("session {name} has not been started: there is no trace to rotate"));
         }
         let now = ust_ctf::datetime::now();
         let archive = ss.session.output.join("archives").join(format!(
@@ -115,52 +111,33 @@ pub(super) fn rotate_chunk(daemon: &Daemon, name: &str, last: bool) -> Res<PathB
         ss.session.chunk_begin = now;
         let mut jobs = Vec::new();
         for t in ss.traces.values_mut().filter(|t| !t.archived) {
-            let Some(leaf) = t.dir.file_name() else {
-                continue;
-            };
+            let Some(leaf) = t.dir.file_name() else { continue };
             let done = t.gone || last;
-            jobs.push((
-                t.dir.clone(),
-                archive.join("ust").join("pid").join(leaf),
-                t.streams.clone(),
-                done,
-            ));
+            jobs.push((t.dir.clone(), archive.join("ust").join("pid").join(leaf), t.streams.clone(), done));
             t.archived = done;
         }
         (archive, jobs)
     };
-    std::fs::create_dir_all(&archive)
-        .map_err(|e| format!("cannot create {}: {e}", archive.display()))?;
+    std::fs::create_dir_all(&archive).map_err(|e| format!("cannot create {}: {e}", archive.display()))?;
     for (dir, dest, streams, gone) in jobs {
-        std::fs::create_dir_all(&dest)
-            .map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
+        std::fs::create_dir_all(&dest).map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
         // The metadata first: the archive is complete before any of its packets is there.
-        std::fs::copy(dir.join("metadata"), dest.join("metadata"))
-            .map_err(|e| format!("cannot copy {}/metadata: {e}", dir.display()))?;
+        std::fs::copy(dir.join("metadata"), dest.join("metadata")).map_err(|e| format!("cannot copy {}/metadata: {e}", dir.display()))?;
         for s in &streams {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            s.rotate_chunk(&dest)
-                .map_err(|e| format!("rotating {}/{}: {e}", dir.display(), s.files.base))?;
+            s.rotate_chunk(&dest).map_err(|e| format!("rotating {}/{}: {e}", dir.display(), s.files.base))?;
         }
         if gone {
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
-    crate::log!(
-        "session {name}: trace chunk archived in {}",
-        archive.display()
-    );
+    crate::log!("session {name}: trace chunk archived in {}", archive.display());
     Ok(archive)
 }
 
 pub(super) fn stop_cmd(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
     let sname = resolve(&daemon.lock(), &session)?;
-    if !daemon
-        .lock()
-        .sessions
-        .get(&sname)
-        .is_some_and(|s| s.session.started)
-    {
+    if !daemon.lock().sessions.get(&sname).is_some_and(|s| s.session.started) {
         return Err(format!("session {sname} is not started"));
     }
     stop(daemon, &sname);
@@ -168,10 +145,7 @@ pub(super) fn stop_cmd(daemon: &Daemon, session: Option<String>) -> Res<Payload>
 }
 
 pub(super) fn session_streams(ss: &SessionState) -> Vec<Arc<Mutex<Stream>>> {
-    ss.traces
-        .values()
-        .flat_map(|t| t.streams.iter().cloned())
-        .collect()
+    ss.traces.values().flat_map(|t| t.streams.iter().cloned()).collect()
 }
 
 /// Stops session `name`: clears its masks, syncs every process (bounded by
@@ -179,9 +153,7 @@ pub(super) fn session_streams(ss: &SessionState) -> Vec<Arc<Mutex<Stream>>> {
 pub fn stop(daemon: &Daemon, name: &str) {
     let (waits, streams) = {
         let mut st = daemon.lock();
-        let Some(ss) = st.sessions.get_mut(name) else {
-            return;
-        };
+        let Some(ss) = st.sessions.get_mut(name) else { return };
         ss.session.started = false;
         let streams = session_streams(ss);
         (push_masks_and_sync(&mut st, name), streams)
@@ -206,12 +178,7 @@ pub fn stop(daemon: &Daemon, name: &str) {
 /// # Errors
 /// A message when no such session exists.
 pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
-    if daemon
-        .lock()
-        .sessions
-        .get(name)
-        .is_some_and(|s| s.session.started)
-    {
+    if daemon.lock().sessions.get(name).is_some_and(|s| s.session.started) {
         stop(daemon, name);
     }
     let (ss, mut dead, waits) = {
@@ -221,20 +188,10 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
         };
         // Processes whose death is being handled right now: their streams are no longer in
         // a session `process_gone` can find, so torn-event recovery happens here.
-        let dead: Vec<u64> = ss
-            .traces
-            .keys()
-            .filter(|id| !st.apps.get(id).is_some_and(|a| a.alive))
-            .copied()
-            .collect();
+        let dead: Vec<u64> = ss.traces.keys().filter(|id| !st.apps.get(id).is_some_and(|a| a.alive)).copied().collect();
         let mut removed_from = Vec::new();
         for app in st.apps.values_mut() {
-            let slots: Vec<u32> = app
-                .slots
-                .iter()
-                .filter(|(_, (s, _))| s == name)
-                .map(|(k, _)| *k)
-                .collect();
+            let slots: Vec<u32> = app.slots.iter().filter(|(_, (s, _))| s == name).map(|(k, _)| *k).collect();
             if !slots.is_empty() && app.alive {
                 removed_from.push(app.id);
             }
@@ -281,20 +238,13 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
         let sname = ss.session.name.clone();
         for (id, t) in &ss.traces {
             for s in &t.streams {
-                finish_stream(
-                    &mut s.lock().unwrap_or_else(|e| e.into_inner()),
-                    t.gone || dead.contains(id),
-                );
+                finish_stream(&mut s.lock().unwrap_or_else(|e| e.into_inner()), t.gone || dead.contains(id));
             }
         }
         st.sessions.insert(sname.clone(), ss);
         drop(st);
         let r = rotate_chunk(daemon, &sname, true);
-        let ss2 = daemon
-            .lock()
-            .sessions
-            .remove(&sname)
-            .expect("just put back");
+        let ss2 = daemon.lock().sessions.remove(&sname).expect("just put back");
         match r {
             Ok(a) => archives.push(a),
             Err(e) => crate::log!("session {sname}: archiving the last chunk failed: {e}"),
@@ -320,12 +270,7 @@ pub(super) fn finish_stream(s: &mut Stream, process_dead: bool) {
     }
 }
 
-pub(super) fn finish_report(
-    name: &str,
-    ss: SessionState,
-    archives: Vec<PathBuf>,
-    dead: &[u64],
-) -> DestroyReport {
+pub(super) fn finish_report(name: &str, ss: SessionState, archives: Vec<PathBuf>, dead: &[u64]) -> DestroyReport {
     let mut traces = Vec::new();
     for (id, t) in &ss.traces {
         let mut stats = StreamStats::default();
@@ -352,20 +297,11 @@ pub(super) fn finish_report(
         // (as LTTng removes its shm files at destroy).
         match std::fs::remove_dir_all(d) {
             Ok(()) => crate::log!("session {name}: buffer files in {} removed", d.display()),
-            Err(e) => crate::log!(
-                "session {name}: removing buffer files in {}: {e}",
-                d.display()
-            ),
+            Err(e) => crate::log!("session {name}: removing buffer files in {}: {e}", d.display()),
         }
     }
     crate::log!("session {name} destroyed");
-    DestroyReport {
-        name: name.to_string(),
-        output: ss.session.output.clone(),
-        traces,
-        archives,
-        output_error: ss.session.output_error.get(),
-    }
+    DestroyReport { name: name.to_string(), output: ss.session.output.clone(), traces, archives, output_error: ss.session.output_error.get() }
 }
 
 /// Destroys every session (daemon shutdown).

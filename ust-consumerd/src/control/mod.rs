@@ -39,21 +39,13 @@ fn resolve(st: &State, session: &Option<String>) -> Res<String> {
         }
         None => match &st.current {
             Some(n) if st.sessions.contains_key(n) => Ok(n.clone()),
-            _ => Err(
-                "no current session: create one with `ust create`, or name one with -s/--session"
-                    .into(),
-            ),
+            _ => Err("no current session: create one with `ust create`, or name one with -s/--session".into()),
         },
     }
 }
 
 fn check_pattern(p: &str) -> Res<()> {
-    if p.is_empty()
-        || p.len() > 300
-        || !p
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '*' | '.' | '-' | '\\'))
-    {
+    if p.is_empty() || p.len() > 300 || !p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '*' | '.' | '-' | '\\')) {
         return Err(format!("invalid event name or glob {p:?}: use provider:name with letters, digits, _ and * wildcards"));
     }
     check_event_name(p)
@@ -62,75 +54,37 @@ fn check_pattern(p: &str) -> Res<()> {
 /// Handles one command. Never panics on its input; errors are messages for the user.
 pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
     let r = match cmd {
-        Command::Ping => Ok(Payload::Pong {
-            version: CTL_VERSION,
-            pid: std::process::id(),
-            rundir: daemon.rundir.clone(),
-        }),
-        Command::CreateSession {
-            name,
-            output,
-            token,
-        } => create(daemon, name, output, token, CreateOptions::default()),
-        Command::CreateSessionWith {
-            name,
-            output,
-            options,
-        } => create(daemon, name, output, None, options),
-        Command::EnableChannel {
-            session,
-            name,
-            config,
-        } => enable_channel(daemon, session, name, config),
-        Command::EnableEvent {
-            session,
-            channel,
-            patterns,
-            level,
-            exclusions,
-            filter,
-        } => enable_event(
-            daemon, session, channel, patterns, level, exclusions, filter,
-        ),
-        Command::AddContext {
-            session,
-            channel,
-            contexts,
-        } => add_context(daemon, session, channel, contexts),
-        Command::DisableEvent {
-            session,
-            channel,
-            patterns,
-            all,
-        } => disable_event(daemon, session, channel, patterns, all),
+        Command::Ping => Ok(Payload::Pong { version: CTL_VERSION, pid: std::process::id(), rundir: daemon.rundir.clone() }),
+        Command::CreateSession { name, output, token } => create(daemon, name, output, token, CreateOptions::default()),
+        Command::CreateSessionWith { name, output, options } => create(daemon, name, output, None, options),
+        Command::EnableChannel { session, name, config } => enable_channel(daemon, session, name, config),
+        Command::EnableEvent { session, channel, patterns, level, exclusions, filter } => {
+            enable_event(daemon, session, channel, patterns, level, exclusions, filter)
+        }
+        Command::AddContext { session, channel, contexts } => add_context(daemon, session, channel, contexts),
+        Command::DisableEvent { session, channel, patterns, all } => disable_event(daemon, session, channel, patterns, all),
         Command::Start { session } => start(daemon, session),
         Command::Rotate { session } => {
             let name = resolve(&daemon.lock(), &session);
-            name.and_then(|n| rotate(daemon, &n))
-                .map(|archive| Payload::Rotated { archive })
+            name.and_then(|n| rotate(daemon, &n)).map(|archive| Payload::Rotated { archive })
         }
         Command::Stop { session } => stop_cmd(daemon, session),
         Command::Destroy { session } => {
             let name = resolve(&daemon.lock(), &session);
-            name.and_then(|n| destroy(daemon, &n))
-                .map(Payload::Destroyed)
+            name.and_then(|n| destroy(daemon, &n)).map(Payload::Destroyed)
         }
         Command::ListSessions => Ok(Payload::Sessions(list_sessions(daemon))),
         Command::ListSession { session } => {
             let name = resolve(&daemon.lock(), &session);
-            name.and_then(|n| detail(daemon, &n).ok_or_else(|| format!("no session named {n:?}")))
-                .map(Payload::Session)
+            name.and_then(|n| detail(daemon, &n).ok_or_else(|| format!("no session named {n:?}"))).map(Payload::Session)
         }
         Command::ListApps => Ok(Payload::Apps(list_apps(daemon))),
         Command::Status { session } => status(daemon, session),
         Command::TrackVpid { session, pids, all } => track_vpids(daemon, session, pids, all, true),
-        Command::UntrackVpid { session, pids, all } => {
-            track_vpids(daemon, session, pids, all, false)
-        }
+        Command::UntrackVpid { session, pids, all } => track_vpids(daemon, session, pids, all, false),
         Command::SnapshotRecord { session, max_size } => {
             let name = resolve(&daemon.lock(), &session);
-            name.and_then(|n| crate::snapshot::record(daemon, &n, max_size))
-                .map(Payload::Snapshot)
+            name.and_then(|n| crate::snapshot::record(daemon, &n, max_size)).map(Payload::Snapshot)
         }
     };
     match r {

@@ -7,8 +7,8 @@ use ust_ctl::protocol::*;
 use crate::state::{Daemon, SessionState, State};
 use crate::stream::Stream;
 
-use super::lifecycle::session_streams;
 use super::{resolve, Res};
+use super::lifecycle::session_streams;
 
 pub(super) fn summary(st: &State, ss: &SessionState) -> SessionSummary {
     SessionSummary {
@@ -64,16 +64,7 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
             })
             .collect();
         let streams: Vec<Arc<Mutex<Stream>>> = session_streams(ss);
-        (
-            SessionDetail {
-                summary: summary(&st, ss),
-                channels,
-                processes,
-                vpid_tracker: ss.session.vpid_tracker.clone(),
-                untraced: ss.untraced.iter().cloned().collect(),
-            },
-            streams,
-        )
+        (SessionDetail { summary: summary(&st, ss), channels, processes, vpid_tracker: ss.session.vpid_tracker.clone(), untraced: ss.untraced.iter().cloned().collect() }, streams)
     };
     for s in per_channel {
         let s = s.lock().unwrap_or_else(|e| e.into_inner());
@@ -111,11 +102,7 @@ pub(super) fn list_apps(daemon: &Daemon) -> Vec<AppInfo> {
                     fields: e
                         .fields
                         .iter()
-                        .map(|f| FieldInfo {
-                            name: f.name.to_string(),
-                            ty: type_name(f),
-                            ctf_type: f.ty.clone(),
-                        })
+                        .map(|f| FieldInfo { name: f.name.to_string(), ty: type_name(f), ctf_type: f.ty.clone() })
                         .collect(),
                     location: e.location.to_string(),
                 })
@@ -131,18 +118,8 @@ pub(super) fn status(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
             Some(_) => Some(resolve(&st, &session)?),
             None => st.current.clone().filter(|c| st.sessions.contains_key(c)),
         };
-        (
-            st.current.clone(),
-            name,
-            st.apps.values().filter(|a| a.alive).count(),
-        )
+        (st.current.clone(), name, st.apps.values().filter(|a| a.alive).count())
     };
     let session = name.and_then(|n| detail(daemon, &n));
-    Ok(Payload::Status(StatusReport {
-        daemon_pid: std::process::id(),
-        rundir: daemon.rundir.clone(),
-        current,
-        session,
-        apps,
-    }))
+    Ok(Payload::Status(StatusReport { daemon_pid: std::process::id(), rundir: daemon.rundir.clone(), current, session, apps }))
 }

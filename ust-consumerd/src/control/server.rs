@@ -22,12 +22,7 @@ pub const FRAME_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Sends `Reply::Error{message}` (best effort).
 pub fn reply_error(sock: &UnixStream, message: &str) {
-    let _ = write_frame(
-        sock,
-        &Reply::Error {
-            message: message.to_string(),
-        },
-    );
+    let _ = write_frame(sock, &Reply::Error { message: message.to_string() });
 }
 
 /// Waits until `sock` is readable (or closed). The first wait is bounded by
@@ -40,19 +35,12 @@ pub(super) fn wait_readable(daemon: &Daemon, sock: &UnixStream, first: bool) -> 
         if daemon.shutting_down() {
             return false;
         }
-        let left = if first {
-            FIRST_REQUEST_TIMEOUT.saturating_sub(start.elapsed())
-        } else {
-            Duration::from_millis(500)
-        };
+        let left = if first { FIRST_REQUEST_TIMEOUT.saturating_sub(start.elapsed()) } else { Duration::from_millis(500) };
         if first && left.is_zero() {
             return false;
         }
         let slice = left.min(Duration::from_millis(500));
-        let ts = rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: slice.subsec_nanos() as _,
-        };
+        let ts = rustix::time::Timespec { tv_sec: 0, tv_nsec: slice.subsec_nanos() as _ };
         let mut fds = [PollFd::new(sock, PollFlags::IN)];
         match rustix::event::poll(&mut fds, Some(&ts)) {
             Ok(0) | Err(rustix::io::Errno::INTR) => continue,
@@ -73,17 +61,8 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream) {
     loop {
         if !wait_readable(&daemon, &sock, first) {
             if first && !daemon.shutting_down() {
-                crate::log!(
-                    "ctl: no request within {} ms of connecting; connection closed",
-                    FIRST_REQUEST_TIMEOUT.as_millis()
-                );
-                reply_error(
-                    &sock,
-                    &format!(
-                        "no request within {} ms of connecting; connection closed",
-                        FIRST_REQUEST_TIMEOUT.as_millis()
-                    ),
-                );
+                crate::log!("ctl: no request within {} ms of connecting; connection closed", FIRST_REQUEST_TIMEOUT.as_millis());
+                reply_error(&sock, &format!("no request within {} ms of connecting; connection closed", FIRST_REQUEST_TIMEOUT.as_millis()));
             }
             return;
         }
@@ -91,23 +70,9 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream) {
         let req: Request = match read_frame(&sock) {
             Ok(r) => r,
             Err(ProtocolError::Eof) => return,
-            Err(ProtocolError::Io(e))
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                crate::log!(
-                    "ctl: request not finished within {} ms; connection closed",
-                    FRAME_TIMEOUT.as_millis()
-                );
-                reply_error(
-                    &sock,
-                    &format!(
-                        "request not finished within {} ms; connection closed",
-                        FRAME_TIMEOUT.as_millis()
-                    ),
-                );
+            Err(ProtocolError::Io(e)) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                crate::log!("ctl: request not finished within {} ms; connection closed", FRAME_TIMEOUT.as_millis());
+                reply_error(&sock, &format!("request not finished within {} ms; connection closed", FRAME_TIMEOUT.as_millis()));
                 return;
             }
             Err(e) => {

@@ -28,11 +28,7 @@ pub fn ust_bin() -> &'static str {
     static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
         let p = Path::new(consumerd_bin()).with_file_name("ust");
-        assert!(
-            p.exists(),
-            "{} is missing: build it first (cargo build --workspace --bins)",
-            p.display()
-        );
+        assert!(p.exists(), "{} is missing: build it first (cargo build --workspace --bins)", p.display());
         p.to_string_lossy().into_owned()
     })
 }
@@ -46,12 +42,7 @@ impl TestDaemon {
     pub fn without_daemon() -> TestDaemon {
         let tmp = tempfile::tempdir().unwrap();
         let rundir = tmp.path().join("run");
-        TestDaemon {
-            tmp,
-            rundir,
-            home: tempfile::tempdir().unwrap(),
-            child: None,
-        }
+        TestDaemon { tmp, rundir, home: tempfile::tempdir().unwrap(), child: None }
     }
 
     /// Starts `ust-consumerd --foreground` and waits until its `ctl` socket answers.
@@ -70,10 +61,7 @@ impl TestDaemon {
             // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
             unsafe {
                 cmd.pre_exec(move || {
-                    let r = libc::rlimit {
-                        rlim_cur: n,
-                        rlim_max: n,
-                    };
+                    let r = libc::rlimit { rlim_cur: n, rlim_max: n };
                     if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
@@ -99,11 +87,7 @@ impl TestDaemon {
     pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Client::connect(self.rundir.as_path()).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "ust-consumerd did not come up; log:\n{}",
-                self.log()
-            );
+            assert!(Instant::now() < deadline, "ust-consumerd did not come up; log:\n{}", self.log());
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -111,8 +95,7 @@ impl TestDaemon {
     /// The daemon's log so far (foreground: its stderr; daemonized: consumerd.log).
     pub fn log(&self) -> String {
         let a = std::fs::read_to_string(self.home.path().join("consumerd.log")).unwrap_or_default();
-        let b = std::fs::read_to_string(self.rundir.as_path().join("consumerd.log"))
-            .unwrap_or_default();
+        let b = std::fs::read_to_string(self.rundir.as_path().join("consumerd.log")).unwrap_or_default();
         a + &b
     }
 
@@ -124,9 +107,7 @@ impl TestDaemon {
     /// A `ust` command with this directory's environment.
     pub fn ust_cmd(&self) -> Command {
         let mut c = Command::new(ust_bin());
-        c.env("UST_RUNDIR", self.rundir.as_path())
-            .env("HOME", self.home.path())
-            .stdin(Stdio::null());
+        c.env("UST_RUNDIR", self.rundir.as_path()).env("HOME", self.home.path()).stdin(Stdio::null());
         c
     }
 
@@ -138,13 +119,7 @@ impl TestDaemon {
     /// Runs `ust ARGS`, asserts success, returns stdout.
     pub fn ust_ok(&self, args: &[&str]) -> String {
         let o = self.ust(args);
-        assert!(
-            o.status.success(),
-            "ust {args:?} failed: {}\n{}\nlog:\n{}",
-            o.status,
-            String::from_utf8_lossy(&o.stderr),
-            self.log()
-        );
+        assert!(o.status.success(), "ust {args:?} failed: {}\n{}\nlog:\n{}", o.status, String::from_utf8_lossy(&o.stderr), self.log());
         String::from_utf8(o.stdout).unwrap()
     }
 
@@ -167,12 +142,7 @@ impl TestDaemon {
 /// True while `pid` exists and is not a zombie.
 fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            stat.rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next())
-                != Some("Z")
-        }
+        Ok(stat) => stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"),
         Err(_) => false,
     }
 }
@@ -211,21 +181,10 @@ impl Drop for TestDaemon {
 
 /// Runs babeltrace2 on `dir`; returns stdout, panicking with stderr on failure.
 pub fn babeltrace(dir: &Path) -> String {
-    let o = Command::new("babeltrace2")
-        .arg(dir)
-        .output()
-        .expect("babeltrace2 is installed");
-    assert!(
-        o.status.success(),
-        "babeltrace2 {} failed:\n{}",
-        dir.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = Command::new("babeltrace2").arg(dir).output().expect("babeltrace2 is installed");
+    assert!(o.status.success(), "babeltrace2 {} failed:\n{}", dir.display(), String::from_utf8_lossy(&o.stderr));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !err.contains("ERROR") && !err.contains("WARN"),
-        "babeltrace2 complained:\n{err}"
-    );
+    assert!(!err.contains("ERROR") && !err.contains("WARN"), "babeltrace2 complained:\n{err}");
     String::from_utf8(o.stdout).unwrap()
 }
 
@@ -233,16 +192,9 @@ pub fn babeltrace(dir: &Path) -> String {
 /// `ERROR` line. For traces that legitimately carry warnings (discarded events, lost
 /// packets); the caller checks stderr.
 pub fn babeltrace_allowing_warnings(dir: &Path) -> (String, String) {
-    let o = Command::new("babeltrace2")
-        .arg(dir)
-        .output()
-        .expect("babeltrace2 is installed");
+    let o = Command::new("babeltrace2").arg(dir).output().expect("babeltrace2 is installed");
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(
-        o.status.success(),
-        "babeltrace2 {} failed:\n{err}",
-        dir.display()
-    );
+    assert!(o.status.success(), "babeltrace2 {} failed:\n{err}", dir.display());
     assert!(!err.contains("ERROR"), "babeltrace2 complained:\n{err}");
     (String::from_utf8(o.stdout).unwrap(), err)
 }
@@ -251,11 +203,7 @@ pub fn babeltrace_allowing_warnings(dir: &Path) -> (String, String) {
 /// binary's profile directory (`target/<profile>/deps/<test>-*`).
 pub fn program(profile: &str, name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let target = exe
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-        .unwrap();
+    let target = exe.parent().and_then(Path::parent).and_then(Path::parent).unwrap();
     let p = target.join(profile).join(name);
     assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` (and with --release) first, as scripts/test.sh does", p.display());
     p
@@ -265,11 +213,7 @@ pub fn program(profile: &str, name: &str) -> PathBuf {
 #[allow(dead_code)]
 pub fn program_here(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let profile = exe
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::file_name)
-        .unwrap();
+    let profile = exe.parent().and_then(Path::parent).and_then(Path::file_name).unwrap();
     program(&profile.to_string_lossy(), name)
 }
 
@@ -298,17 +242,8 @@ pub fn bt_events(text: &str) -> Vec<BtEvent> {
         .map(|l| {
             let mut w = l.split_whitespace();
             let origin = w.nth(2).unwrap_or_default();
-            let pid = origin
-                .rsplit(":(")
-                .next()
-                .and_then(|p| p.strip_suffix(')'))
-                .and_then(|p| p.parse().ok())
-                .unwrap_or(-1);
-            let name = w
-                .next()
-                .unwrap_or_default()
-                .trim_end_matches(':')
-                .to_string();
+            let pid = origin.rsplit(":(").next().and_then(|p| p.strip_suffix(')')).and_then(|p| p.parse().ok()).unwrap_or(-1);
+            let name = w.next().unwrap_or_default().trim_end_matches(':').to_string();
             let fields = match l.rfind("}, { ") {
                 Some(i) => l[i + 5..].trim_end_matches(" }").to_string(),
                 None => String::new(),
@@ -345,10 +280,7 @@ fn bt_discarded_counts(stderr: &str, unit: &str) -> u64 {
 impl TestDaemon {
     /// Pid of the daemon this helper started.
     pub fn pid(&self) -> i32 {
-        self.child
-            .as_ref()
-            .expect("a daemon started by TestDaemon::start")
-            .id() as i32
+        self.child.as_ref().expect("a daemon started by TestDaemon::start").id() as i32
     }
 
     /// `ust create NAME --output OUT`, `ust enable-channel ch CHANNEL_ARGS...`,
@@ -359,13 +291,7 @@ impl TestDaemon {
 
     /// As [`TestDaemon::session`], enabling only the events matching `pattern` (`-a`:
     /// all).
-    pub fn session_with_events(
-        &self,
-        name: &str,
-        out: &Path,
-        channel_args: &[&str],
-        pattern: &str,
-    ) {
+    pub fn session_with_events(&self, name: &str, out: &Path, channel_args: &[&str], pattern: &str) {
         self.ust_ok(&["create", name, "--output", out.to_str().unwrap()]);
         let mut args = vec!["enable-channel", "-s", name, "ch"];
         args.extend_from_slice(channel_args);
@@ -387,12 +313,7 @@ impl TestDaemon {
 /// Runs `cmd` to completion, killing it and panicking if it takes longer than `limit`
 /// (a deadlock). Returns its output.
 pub fn output_within(mut cmd: Command, limit: Duration) -> Output {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
     let pid = child.id() as i32;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -410,10 +331,7 @@ pub fn output_within(mut cmd: Command, limit: Duration) -> Output {
 
 /// The fields of a babeltrace2 payload (`a = 1, b = "x"`) as a map; values as printed.
 pub fn fields_map(fields: &str) -> std::collections::BTreeMap<&str, &str> {
-    fields
-        .split(", ")
-        .filter_map(|p| p.split_once(" = "))
-        .collect()
+    fields.split(", ").filter_map(|p| p.split_once(" = ")).collect()
 }
 
 /// A child process that is SIGKILLed and reaped when dropped, so a failing assertion

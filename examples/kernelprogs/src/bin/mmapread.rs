@@ -29,17 +29,8 @@ fn read_page(map: *const u8, i: usize) -> u8 {
 
 fn main() {
     let path = std::env::args().nth(1).expect("usage: mmapread FILE [N]");
-    let n: usize = std::env::args()
-        .nth(2)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(64);
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
-        .expect("create FILE");
+    let n: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(64);
+    let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).expect("create FILE");
     let mut chunk = vec![0u8; 1 << 20];
     for (i, b) in chunk.iter_mut().enumerate() {
         *b = (i / PAGE) as u8 | 1;
@@ -51,25 +42,10 @@ fn main() {
     // SAFETY: plain system calls on an open descriptor; the mapping is checked for failure
     // and never unmapped while in use (the process exits with it mapped).
     let map = unsafe {
-        assert_eq!(
-            libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED),
-            0,
-            "fadvise"
-        );
-        let m = libc::mmap(
-            std::ptr::null_mut(),
-            PAGES * PAGE,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
+        assert_eq!(libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED), 0, "fadvise");
+        let m = libc::mmap(std::ptr::null_mut(), PAGES * PAGE, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0);
         assert_ne!(m, libc::MAP_FAILED, "mmap");
-        assert_eq!(
-            libc::madvise(m, PAGES * PAGE, libc::MADV_RANDOM),
-            0,
-            "madvise"
-        );
+        assert_eq!(libc::madvise(m, PAGES * PAGE, libc::MADV_RANDOM), 0, "madvise");
         m as *const u8
     };
     // Let the maps sampler (every 10 ms) see the mapping.

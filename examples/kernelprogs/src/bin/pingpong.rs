@@ -13,14 +13,7 @@ fn busy(ms: u64) {
     }
 }
 
-fn player(
-    mut rx: std::fs::File,
-    mut tx: std::fs::File,
-    rounds: u32,
-    hold: u64,
-    side: u8,
-    serve: bool,
-) {
+fn player(mut rx: std::fs::File, mut tx: std::fs::File, rounds: u32, hold: u64, side: u8, serve: bool) {
     let mut b = [side];
     if serve {
         tx.write_all(&b).unwrap();
@@ -41,12 +34,7 @@ fn pipe() -> (std::fs::File, std::fs::File) {
     assert_eq!(unsafe { libc_pipe(fds.as_mut_ptr()) }, 0);
     use std::os::fd::FromRawFd;
     // SAFETY: both fds were just created and are owned here.
-    unsafe {
-        (
-            std::fs::File::from_raw_fd(fds[0]),
-            std::fs::File::from_raw_fd(fds[1]),
-        )
-    }
+    unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) }
 }
 
 extern "C" {
@@ -60,10 +48,7 @@ fn main() {
     let hold: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
     let (a_rx, b_tx) = pipe();
     let (b_rx, a_tx) = pipe();
-    let t = std::thread::Builder::new()
-        .name("pong".into())
-        .spawn(move || player(b_rx, b_tx, rounds, hold, 2, false))
-        .unwrap();
+    let t = std::thread::Builder::new().name("pong".into()).spawn(move || player(b_rx, b_tx, rounds, hold, 2, false)).unwrap();
     player(a_rx, a_tx, rounds, hold, 1, true);
     t.join().unwrap();
     println!("pingpong: {rounds} rounds");

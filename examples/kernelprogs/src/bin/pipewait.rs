@@ -15,10 +15,7 @@ fn wait_for_peer(rx: &mut std::io::PipeReader) -> u8 {
 }
 
 fn main() {
-    let ms: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(200);
+    let ms: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(200);
     let (mut rx, mut tx) = std::io::pipe().expect("pipe");
     let peer = std::thread::Builder::new()
         .name("peer".into())

@@ -40,8 +40,7 @@ use sys::bindings as b;
 pub const STACK_BYTES: u32 = 4096;
 /// User registers sampled: BP, SP, IP (x86-64 `perf_regs.h` bit numbers), in that order in
 /// the record.
-pub const REGS_MASK: u64 =
-    (1 << b::PERF_REG_X86_BP) | (1 << b::PERF_REG_X86_SP) | (1 << b::PERF_REG_X86_IP);
+pub const REGS_MASK: u64 = (1 << b::PERF_REG_X86_BP) | (1 << b::PERF_REG_X86_SP) | (1 << b::PERF_REG_X86_IP);
 /// The `sample_type` of every event.
 pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
     | b::PERF_SAMPLE_IP
@@ -96,11 +95,7 @@ pub fn attr(kind: Kind) -> b::perf_event_attr {
             a.set_mmap_data(1);
         }
         Kind::MinorFaults | Kind::MajorFaults => {
-            a.config = u64::from(if kind == Kind::MinorFaults {
-                b::PERF_COUNT_SW_PAGE_FAULTS_MIN
-            } else {
-                b::PERF_COUNT_SW_PAGE_FAULTS_MAJ
-            });
+            a.config = u64::from(if kind == Kind::MinorFaults { b::PERF_COUNT_SW_PAGE_FAULTS_MIN } else { b::PERF_COUNT_SW_PAGE_FAULTS_MAJ });
             a.__bindgen_anon_1.sample_period = 1;
         }
     }
@@ -114,8 +109,7 @@ pub fn attr(kind: Kind) -> b::perf_event_attr {
 /// such event, `ENOSYS`: no perf support).
 pub fn open(attr: &mut b::perf_event_attr, cpu: i32) -> std::io::Result<OwnedFd> {
     // SAFETY: attr points to a valid perf_event_attr whose size field is its size.
-    let fd =
-        unsafe { sys::perf_event_open(attr, 0, cpu, -1, u64::from(b::PERF_FLAG_FD_CLOEXEC) as _) };
+    let fd = unsafe { sys::perf_event_open(attr, 0, cpu, -1, u64::from(b::PERF_FLAG_FD_CLOEXEC) as _) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -152,11 +146,7 @@ pub fn id(fd: &OwnedFd) -> std::io::Result<u64> {
 
 /// `/proc/sys/kernel/perf_event_paranoid`, if readable.
 pub fn paranoid() -> Option<i32> {
-    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").ok()?.trim().parse().ok()
 }
 
 /// What to tell the user when tier 1 cannot record: `level` is `perf_event_paranoid`
@@ -198,57 +188,26 @@ mod tests {
         assert_eq!(paranoid_advice(Some(2), None), None);
         assert_eq!(paranoid_advice(Some(-1), None), None);
         let three = paranoid_advice(Some(3), None).unwrap();
-        assert!(
-            three.contains("kernel.perf_event_paranoid = 3")
-                && three.contains("sysctl kernel.perf_event_paranoid=2"),
-            "{three}"
-        );
+        assert!(three.contains("kernel.perf_event_paranoid = 3") && three.contains("sysctl kernel.perf_event_paranoid=2"), "{three}");
         let four = paranoid_advice(Some(4), Some(libc::EACCES)).unwrap();
-        assert!(
-            four.contains("= 4") && four.contains("paranoid=2"),
-            "{four}"
-        );
+        assert!(four.contains("= 4") && four.contains("paranoid=2"), "{four}");
         let refused = paranoid_advice(Some(2), Some(libc::EACCES)).unwrap();
-        assert!(
-            refused.contains("refused")
-                && refused.contains("paranoid = 2")
-                && refused.contains("seccomp"),
-            "{refused}"
-        );
+        assert!(refused.contains("refused") && refused.contains("paranoid = 2") && refused.contains("seccomp"), "{refused}");
         let eperm = paranoid_advice(None, Some(libc::EPERM)).unwrap();
-        assert!(
-            eperm.contains("unreadable") && eperm.contains("paranoid=2"),
-            "{eperm}"
-        );
-        assert!(paranoid_advice(Some(1), Some(libc::ENOSYS))
-            .unwrap()
-            .contains("CONFIG_PERF_EVENTS"));
-        assert!(paranoid_advice(Some(1), Some(libc::EINVAL))
-            .unwrap()
-            .starts_with("perf_event_open failed"));
+        assert!(eperm.contains("unreadable") && eperm.contains("paranoid=2"), "{eperm}");
+        assert!(paranoid_advice(Some(1), Some(libc::ENOSYS)).unwrap().contains("CONFIG_PERF_EVENTS"));
+        assert!(paranoid_advice(Some(1), Some(libc::EINVAL)).unwrap().starts_with("perf_event_open failed"));
     }
 
     #[test]
     fn attrs_are_user_only_and_monotonic() {
         for k in [Kind::SideBand, Kind::MinorFaults, Kind::MajorFaults] {
             let a = attr(k);
-            assert_eq!(
-                (
-                    a.exclude_kernel(),
-                    a.use_clockid(),
-                    a.clockid,
-                    a.inherit(),
-                    a.enable_on_exec()
-                ),
-                (1, 1, libc::CLOCK_MONOTONIC, 1, 1)
-            );
+            assert_eq!((a.exclude_kernel(), a.use_clockid(), a.clockid, a.inherit(), a.enable_on_exec()), (1, 1, libc::CLOCK_MONOTONIC, 1, 1));
             assert_eq!(a.sample_type, SAMPLE_TYPE);
         }
         assert_eq!(attr(Kind::SideBand).context_switch(), 1);
         // SAFETY: reading the union member this module sets.
-        assert_eq!(
-            unsafe { attr(Kind::MajorFaults).__bindgen_anon_1.sample_period },
-            1
-        );
+        assert_eq!(unsafe { attr(Kind::MajorFaults).__bindgen_anon_1.sample_period }, 1);
     }
 }

@@ -50,10 +50,7 @@ pub fn parse_status(text: &str) -> Option<(char, u64)> {
     for l in text.lines() {
         if let Some(v) = l.strip_prefix("State:") {
             state = v.trim().chars().next();
-        } else if let Some(v) = l
-            .strip_prefix("voluntary_ctxt_switches:")
-            .or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
-        {
+        } else if let Some(v) = l.strip_prefix("voluntary_ctxt_switches:").or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:")) {
             *n.get_or_insert(0) += v.trim().parse::<u64>().ok()?;
         }
     }
@@ -83,10 +80,7 @@ pub fn read_stack(mem: &std::fs::File, sp: u64) -> Vec<u8> {
     let mut got = 0;
     while got < STACK_BYTES {
         let page = 4096 - ((sp as usize + got) % 4096);
-        match mem.read_at(
-            &mut stack[got..(got + page).min(STACK_BYTES)],
-            sp + got as u64,
-        ) {
+        match mem.read_at(&mut stack[got..(got + page).min(STACK_BYTES)], sp + got as u64) {
             Ok(0) | Err(_) => break,
             Ok(n) => got += n,
         }
@@ -103,22 +97,13 @@ pub fn snapshot(pid: i32, tid: i32) -> Option<BlockSnapshot> {
     if !asleep(s0) {
         return None;
     }
-    let (syscall, sp, pc) =
-        parse_syscall(&std::fs::read_to_string(format!("{dir}/syscall")).ok()?)?;
+    let (syscall, sp, pc) = parse_syscall(&std::fs::read_to_string(format!("{dir}/syscall")).ok()?)?;
     let time = ust_core::clock::monotonic_ns();
     let mem = std::fs::File::open(format!("{dir}/mem")).ok()?;
     let stack = read_stack(&mem, sp);
     let got = stack.len();
     let (s1, n1) = parse_status(&std::fs::read_to_string(format!("{dir}/status")).ok()?)?;
-    (asleep(s1) && n1 == n0 && got > 0).then_some(BlockSnapshot {
-        pid,
-        tid,
-        time,
-        syscall,
-        pc,
-        sp,
-        stack,
-    })
+    (asleep(s1) && n1 == n0 && got > 0).then_some(BlockSnapshot { pid, tid, time, syscall, pc, sp, stack })
 }
 
 #[cfg(test)]
@@ -127,10 +112,7 @@ mod tests {
 
     #[test]
     fn parses_proc_texts() {
-        assert_eq!(
-            parse_syscall("230 0x0 0x0 0x7ffd 0x0 0x0 0x0 0x7ffc08f77518 0x7f7d5040e2ad\n"),
-            Some((Some(230), 0x7ffc08f77518, 0x7f7d5040e2ad))
-        );
+        assert_eq!(parse_syscall("230 0x0 0x0 0x7ffd 0x0 0x0 0x0 0x7ffc08f77518 0x7f7d5040e2ad\n"), Some((Some(230), 0x7ffc08f77518, 0x7f7d5040e2ad)));
         assert_eq!(parse_syscall("-1 0x10 0x20"), Some((None, 0x10, 0x20)));
         assert_eq!(parse_syscall("running"), None);
         assert_eq!(parse_syscall("x 1 2 3 4 5 6 zz 0x1"), None);
@@ -141,10 +123,7 @@ mod tests {
 
     #[test]
     fn sees_a_sleeping_child() {
-        let mut c = std::process::Command::new("sleep")
-            .arg("2")
-            .spawn()
-            .unwrap();
+        let mut c = std::process::Command::new("sleep").arg("2").spawn().unwrap();
         let pid = c.id() as i32;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
         let snap = loop {
@@ -156,10 +135,7 @@ mod tests {
         };
         c.kill().unwrap();
         c.wait().unwrap();
-        assert_eq!(
-            crate::kernel::syscalls::syscall_name(snap.syscall.unwrap()),
-            "clock_nanosleep"
-        );
+        assert_eq!(crate::kernel::syscalls::syscall_name(snap.syscall.unwrap()), "clock_nanosleep");
         assert!(snap.stack.len() >= 64 && snap.sp != 0 && snap.pc != 0);
     }
 }

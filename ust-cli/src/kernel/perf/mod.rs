@@ -71,9 +71,7 @@ pub enum PerfError {
     #[error("{0}")]
     Refused(String),
     /// Mapping a ring failed.
-    #[error(
-        "cannot map the perf ring buffer ({0}): raise kernel.perf_event_mlock_kb or `ulimit -l`"
-    )]
+    #[error("cannot map the perf ring buffer ({0}): raise kernel.perf_event_mlock_kb or `ulimit -l`")]
     Mmap(std::io::Error),
     /// Writing the trace failed.
     #[error("writing the kernel trace: {0}")]
@@ -112,48 +110,27 @@ fn map_ring(fd: &OwnedFd, sizes: &[usize]) -> Result<ring::Ring, PerfError> {
             Err(e) => last = Some(e),
         }
     }
-    Err(PerfError::Mmap(last.unwrap_or_else(|| {
-        std::io::Error::from_raw_os_error(libc::EINVAL)
-    })))
+    Err(PerfError::Mmap(last.unwrap_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))))
 }
 
-fn open_cpu(
-    cpu: u32,
-    fault_events: &mut std::collections::HashMap<u64, bool>,
-) -> Result<Option<CpuEvents>, PerfError> {
-    let refused = |e: std::io::Error| {
-        PerfError::Refused(
-            attr::paranoid_advice(attr::paranoid(), e.raw_os_error())
-                .unwrap_or_else(|| e.to_string()),
-        )
-    };
+fn open_cpu(cpu: u32, fault_events: &mut std::collections::HashMap<u64, bool>) -> Result<Option<CpuEvents>, PerfError> {
+    let refused = |e: std::io::Error| PerfError::Refused(attr::paranoid_advice(attr::paranoid(), e.raw_os_error()).unwrap_or_else(|| e.to_string()));
     let sb = match attr::open(&mut attr::attr(attr::Kind::SideBand), cpu as i32) {
         Ok(fd) => fd,
         // An offline CPU.
-        Err(e)
-            if e.raw_os_error() == Some(libc::ENODEV)
-                || (e.raw_os_error() == Some(libc::EINVAL) && cpu > 0) =>
-        {
-            return Ok(None)
-        }
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) || (e.raw_os_error() == Some(libc::EINVAL) && cpu > 0) => return Ok(None),
         Err(e) => return Err(refused(e)),
     };
     let sb_ring = map_ring(&sb, &SIDEBAND_PAGES)?;
-    let minor =
-        attr::open(&mut attr::attr(attr::Kind::MinorFaults), cpu as i32).map_err(refused)?;
+    let minor = attr::open(&mut attr::attr(attr::Kind::MinorFaults), cpu as i32).map_err(refused)?;
     // The ring before the redirection: PERF_EVENT_IOC_SET_OUTPUT needs the target's
     // buffer to exist.
     let fault_ring = map_ring(&minor, &FAULT_PAGES)?;
-    let major =
-        attr::open(&mut attr::attr(attr::Kind::MajorFaults), cpu as i32).map_err(refused)?;
+    let major = attr::open(&mut attr::attr(attr::Kind::MajorFaults), cpu as i32).map_err(refused)?;
     attr::set_output(&major, &minor).map_err(refused)?;
     fault_events.insert(attr::id(&minor).map_err(refused)?, false);
     fault_events.insert(attr::id(&major).map_err(refused)?, true);
-    Ok(Some(CpuEvents {
-        cpu,
-        rings: vec![sb_ring, fault_ring],
-        fds: vec![sb, minor, major],
-    }))
+    Ok(Some(CpuEvents { cpu, rings: vec![sb_ring, fault_ring], fds: vec![sb, minor, major] }))
 }
 
 impl PerfRecorder {
@@ -181,14 +158,7 @@ impl PerfRecorder {
         std::fs::create_dir_all(&dir)?;
         let uuid = *uuid::Uuid::new_v4().as_bytes();
         let datetime = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
-        let mut rec = PerfRecorder {
-            dir: dir.clone(),
-            uuid,
-            table: table.clone(),
-            datetime,
-            stop: Arc::new(AtomicBool::new(false)),
-            thread: None,
-        };
+        let mut rec = PerfRecorder { dir: dir.clone(), uuid, table: table.clone(), datetime, stop: Arc::new(AtomicBool::new(false)), thread: None };
         rec.write_metadata(0, ust_core::clock::realtime_offset_ns())?;
         let max_cpu = cpus.iter().map(|c| c.cpu).max().unwrap_or(0);
         let mut streams = Vec::new();
@@ -201,29 +171,20 @@ impl PerfRecorder {
         let dump = table.events.len() - 1;
         let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
         for (cpu, s) in streams.iter_mut().enumerate() {
-            s.push_given(
-                dump,
-                ust_core::clock::monotonic_ns(),
-                me,
-                &[
-                    super::ctf::Given::Int(me.into()),
-                    super::ctf::Given::Int(me.into()),
-                    super::ctf::Given::Int(std::os::unix::process::parent_id().into()),
-                    super::ctf::Given::Text(comm.trim()),
-                    super::ctf::Given::Text("R"),
-                    super::ctf::Given::Int(cpu as i64),
-                ],
-            )?;
+            s.push_given(dump, ust_core::clock::monotonic_ns(), me, &[
+                super::ctf::Given::Int(me.into()),
+                super::ctf::Given::Int(me.into()),
+                super::ctf::Given::Int(std::os::unix::process::parent_id().into()),
+                super::ctf::Given::Text(comm.trim()),
+                super::ctf::Given::Text("R"),
+                super::ctf::Given::Int(cpu as i64),
+            ])?;
             s.flush()?;
         }
         let mut conv = to_ctf::Converter::new(table, streams);
         conv.fault_events = faults;
         let stop = rec.stop.clone();
-        rec.thread = Some(
-            std::thread::Builder::new()
-                .name("ust-perf".into())
-                .spawn(move || read_loop(cpus, conv, &stop))?,
-        );
+        rec.thread = Some(std::thread::Builder::new().name("ust-perf".into()).spawn(move || read_loop(cpus, conv, &stop))?);
         Ok(rec)
     }
 
@@ -277,18 +238,11 @@ impl PerfRecorder {
                 }
             }
         }
-        let offset =
-            super::session_clock_offset(output).unwrap_or_else(ust_core::clock::realtime_offset_ns);
+        let offset = super::session_clock_offset(output).unwrap_or_else(ust_core::clock::realtime_offset_ns);
         self.write_metadata(traced_pid, offset)?;
         Ok(KernelSummary {
             dir: self.dir.clone(),
-            counts: self
-                .table
-                .events
-                .iter()
-                .zip(counts)
-                .map(|(e, n)| (e.name.clone(), n))
-                .collect(),
+            counts: self.table.events.iter().zip(counts).map(|(e, n)| (e.name.clone(), n)).collect(),
             lost,
             bad,
             stale_removed: Vec::new(),
@@ -312,18 +266,10 @@ impl Drop for PerfRecorder {
 /// every item of the batches before), unwinds and writes.
 fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBool) -> ReaderResult {
     let (tx, rx) = std::sync::mpsc::channel::<Vec<to_ctf::Item>>();
-    let converter = std::thread::Builder::new()
-        .name("ust-perf-ctf".into())
-        .spawn(move || convert_loop(conv, rx));
+    let converter = std::thread::Builder::new().name("ust-perf-ctf".into()).spawn(move || convert_loop(conv, rx));
     let converter = match converter {
         Ok(c) => c,
-        Err(e) => {
-            return (
-                Vec::new(),
-                0,
-                Some(format!("cannot start the converter thread: {e}")),
-            )
-        }
+        Err(e) => return (Vec::new(), 0, Some(format!("cannot start the converter thread: {e}"))),
     };
     let mut pending: Vec<to_ctf::Item> = Vec::new();
     // Threads off CPU voluntarily: tid -> (pid, CPU); those whose interval has a stack.
@@ -331,24 +277,10 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
     let mut stacked: std::collections::HashSet<i32> = std::collections::HashSet::new();
     loop {
         let last = stop.load(Ordering::SeqCst);
-        let mut pfd: Vec<libc::pollfd> = cpus
-            .iter()
-            .flat_map(|c| c.fds[..2].iter())
-            .map(|fd| libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
+        let mut pfd: Vec<libc::pollfd> = cpus.iter().flat_map(|c| c.fds[..2].iter()).map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
         if !last {
             // SAFETY: pfd is a valid array of pollfd of the given length.
-            unsafe {
-                libc::poll(
-                    pfd.as_mut_ptr(),
-                    pfd.len() as libc::nfds_t,
-                    POLL.as_millis() as i32,
-                )
-            };
+            unsafe { libc::poll(pfd.as_mut_ptr(), pfd.len() as libc::nfds_t, POLL.as_millis() as i32) };
         }
         let mut batch = std::mem::take(&mut pending);
         for c in cpus.iter_mut() {
@@ -373,11 +305,7 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
                 _ => {}
             }
         }
-        let look: Vec<(i32, i32, u32)> = blocked
-            .iter()
-            .filter(|(t, _)| !stacked.contains(t))
-            .map(|(&t, &(p, c))| (t, p, c))
-            .collect();
+        let look: Vec<(i32, i32, u32)> = blocked.iter().filter(|(t, _)| !stacked.contains(t)).map(|(&t, &(p, c))| (t, p, c)).collect();
         for (tid, pid, cpu) in look {
             if let Some(s) = blockstack::snapshot(pid, tid) {
                 stacked.insert(tid);
@@ -390,23 +318,14 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
     }
     let _ = tx.send(pending);
     drop(tx);
-    let (stats, bad, err) = converter
-        .join()
-        .unwrap_or_else(|_| (Vec::new(), 0, Some("the converter thread panicked".into())));
-    let ring_bad: u64 = cpus
-        .iter()
-        .flat_map(|c| c.rings.iter())
-        .map(|r| r.bad)
-        .sum();
+    let (stats, bad, err) = converter.join().unwrap_or_else(|_| (Vec::new(), 0, Some("the converter thread panicked".into())));
+    let ring_bad: u64 = cpus.iter().flat_map(|c| c.rings.iter()).map(|r| r.bad).sum();
     (stats, bad + ring_bad, err)
 }
 
 /// The converter thread: each batch in time order into the CTF streams; at the end the
 /// streams are flushed.
-fn convert_loop(
-    mut conv: to_ctf::Converter,
-    rx: std::sync::mpsc::Receiver<Vec<to_ctf::Item>>,
-) -> ReaderResult {
+fn convert_loop(mut conv: to_ctf::Converter, rx: std::sync::mpsc::Receiver<Vec<to_ctf::Item>>) -> ReaderResult {
     let mut err = None;
     for mut batch in rx {
         batch.sort_by_key(|i| i.time());

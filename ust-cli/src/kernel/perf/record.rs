@@ -157,17 +157,7 @@ const TRAILER: usize = 32;
 fn trailer(rec: &[u8]) -> Option<Id> {
     let t = rec.get(rec.len().checked_sub(TRAILER)?..)?;
     let mut c = Cur { b: t, pos: 0 };
-    Some(Id {
-        pid: c.u32()? as i32,
-        tid: c.u32()? as i32,
-        time: c.u64()?,
-        cpu: {
-            let cpu = c.u32()?;
-            c.u32()?;
-            cpu
-        },
-        event: c.u64()?,
-    })
+    Some(Id { pid: c.u32()? as i32, tid: c.u32()? as i32, time: c.u64()?, cpu: { let cpu = c.u32()?; c.u32()?; cpu }, event: c.u64()? })
 }
 
 fn cstr(b: &[u8]) -> String {
@@ -196,41 +186,18 @@ fn parse_opt(rec: &[u8]) -> Option<Record> {
             preempt: misc & b::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0,
         },
         b::PERF_RECORD_FORK | b::PERF_RECORD_EXIT => {
-            let (pid, ppid, tid, ptid) = (
-                c.u32()? as i32,
-                c.u32()? as i32,
-                c.u32()? as i32,
-                c.u32()? as i32,
-            );
+            let (pid, ppid, tid, ptid) = (c.u32()? as i32, c.u32()? as i32, c.u32()? as i32, c.u32()? as i32);
             let id = trailer(rec)?;
             if kind == b::PERF_RECORD_FORK {
-                Record::Fork {
-                    id,
-                    pid,
-                    ppid,
-                    tid,
-                    ptid,
-                }
+                Record::Fork { id, pid, ppid, tid, ptid }
             } else {
-                Record::Exit {
-                    id,
-                    pid,
-                    ppid,
-                    tid,
-                    ptid,
-                }
+                Record::Exit { id, pid, ppid, tid, ptid }
             }
         }
         b::PERF_RECORD_COMM => {
             let (pid, tid) = (c.u32()? as i32, c.u32()? as i32);
             let comm = cstr(rec.get(c.pos..body_end)?);
-            Record::Comm {
-                id: trailer(rec)?,
-                pid,
-                tid,
-                comm,
-                exec: misc & b::PERF_RECORD_MISC_COMM_EXEC != 0,
-            }
+            Record::Comm { id: trailer(rec)?, pid, tid, comm, exec: misc & b::PERF_RECORD_MISC_COMM_EXEC != 0 }
         }
         b::PERF_RECORD_MMAP | b::PERF_RECORD_MMAP2 => {
             let (pid, tid) = (c.u32()? as i32, c.u32()? as i32);
@@ -242,29 +209,13 @@ fn parse_opt(rec: &[u8]) -> Option<Record> {
                 flags = c.u32()?;
             }
             let filename = cstr(rec.get(c.pos..body_end)?);
-            Record::Mmap {
-                id: trailer(rec)?,
-                pid,
-                tid,
-                start,
-                len,
-                pgoff,
-                prot,
-                flags,
-                filename,
-            }
+            Record::Mmap { id: trailer(rec)?, pid, tid, start, len, pgoff, prot, flags, filename }
         }
         b::PERF_RECORD_LOST => {
             c.u64()?;
-            Record::Lost {
-                lost: c.u64()?,
-                id: trailer(rec)?,
-            }
+            Record::Lost { lost: c.u64()?, id: trailer(rec)? }
         }
-        b::PERF_RECORD_LOST_SAMPLES => Record::Lost {
-            lost: c.u64()?,
-            id: trailer(rec)?,
-        },
+        b::PERF_RECORD_LOST_SAMPLES => Record::Lost { lost: c.u64()?, id: trailer(rec)? },
         b::PERF_RECORD_SAMPLE => {
             let event = c.u64()?;
             let ip = c.u64()?;
@@ -274,11 +225,7 @@ fn parse_opt(rec: &[u8]) -> Option<Record> {
             let cpu = c.u32()?;
             c.u32()?;
             let abi = c.u64()?;
-            let regs = if abi == u64::from(b::PERF_SAMPLE_REGS_ABI_NONE) {
-                None
-            } else {
-                Some([c.u64()?, c.u64()?, c.u64()?])
-            };
+            let regs = if abi == u64::from(b::PERF_SAMPLE_REGS_ABI_NONE) { None } else { Some([c.u64()?, c.u64()?, c.u64()?]) };
             let n = c.u64()? as usize;
             let mut stack = Vec::new();
             if n > 0 {
@@ -286,19 +233,7 @@ fn parse_opt(rec: &[u8]) -> Option<Record> {
                 let dyn_size = (c.u64()? as usize).min(n);
                 stack = data[..dyn_size].to_vec();
             }
-            Record::Sample(Sample {
-                id: Id {
-                    pid,
-                    tid,
-                    time,
-                    cpu,
-                    event,
-                },
-                ip,
-                addr,
-                regs,
-                stack,
-            })
+            Record::Sample(Sample { id: Id { pid, tid, time, cpu, event }, ip, addr, regs, stack })
         }
         k => Record::Other { kind: k },
     })
@@ -331,37 +266,14 @@ mod tests {
 
     #[test]
     fn switch_comm_and_hostile_records() {
-        let r = rec(
-            b::PERF_RECORD_SWITCH,
-            (b::PERF_RECORD_MISC_SWITCH_OUT | b::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) as u16,
-            &trailer_bytes(7, 8, 99, 1, 5),
-        );
-        assert_eq!(
-            parse(&r),
-            Record::Switch {
-                id: Id {
-                    pid: 7,
-                    tid: 8,
-                    time: 99,
-                    cpu: 1,
-                    event: 5
-                },
-                out: true,
-                preempt: true
-            }
-        );
+        let r = rec(b::PERF_RECORD_SWITCH, (b::PERF_RECORD_MISC_SWITCH_OUT | b::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) as u16, &trailer_bytes(7, 8, 99, 1, 5));
+        assert_eq!(parse(&r), Record::Switch { id: Id { pid: 7, tid: 8, time: 99, cpu: 1, event: 5 }, out: true, preempt: true });
         let mut body = Vec::new();
         body.extend_from_slice(&7u32.to_le_bytes());
         body.extend_from_slice(&8u32.to_le_bytes());
         body.extend_from_slice(b"sleep\0\0\0");
         body.extend_from_slice(&trailer_bytes(7, 8, 100, 0, 5));
-        let Record::Comm { comm, exec, id, .. } = parse(&rec(
-            b::PERF_RECORD_COMM,
-            b::PERF_RECORD_MISC_COMM_EXEC as u16,
-            &body,
-        )) else {
-            panic!()
-        };
+        let Record::Comm { comm, exec, id, .. } = parse(&rec(b::PERF_RECORD_COMM, b::PERF_RECORD_MISC_COMM_EXEC as u16, &body)) else { panic!() };
         assert_eq!((comm.as_str(), exec, id.time), ("sleep", true, 100));
         // Every truncation of a valid record is Bad, never a panic.
         let full = rec(b::PERF_RECORD_COMM, 0, &body);
@@ -370,26 +282,11 @@ mod tests {
             if cut.len() >= 8 {
                 cut[6..8].copy_from_slice(&(n as u16).to_le_bytes());
             }
-            assert!(
-                matches!(parse(&cut), Record::Bad | Record::Comm { .. }),
-                "{n}"
-            );
+            assert!(matches!(parse(&cut), Record::Bad | Record::Comm { .. }), "{n}");
         }
         // A sample claiming a stack larger than the record.
         let mut s = Vec::new();
-        for x in [
-            5u64,
-            0x1000,
-            0,
-            0,
-            0x2000,
-            0,
-            2, /* abi 64 */
-            1,
-            2,
-            3,
-            1 << 40,
-        ] {
+        for x in [5u64, 0x1000, 0, 0, 0x2000, 0, 2 /* abi 64 */, 1, 2, 3, 1 << 40] {
             s.extend_from_slice(&x.to_le_bytes());
         }
         assert_eq!(parse(&rec(b::PERF_RECORD_SAMPLE, 0, &s)), Record::Bad);
@@ -414,12 +311,7 @@ mod tests {
         }
         s.extend_from_slice(&[9u8; 16]);
         s.extend_from_slice(&8u64.to_le_bytes());
-        let Record::Sample(p) = parse(&rec(b::PERF_RECORD_SAMPLE, 0, &s)) else {
-            panic!()
-        };
-        assert_eq!(
-            (p.ip, p.addr, p.id.tid, p.id.cpu, p.regs, p.stack.len()),
-            (0x1000, 0xdead, 11, 1, Some([0x30, 0x40, 0x1000]), 8)
-        );
+        let Record::Sample(p) = parse(&rec(b::PERF_RECORD_SAMPLE, 0, &s)) else { panic!() };
+        assert_eq!((p.ip, p.addr, p.id.tid, p.id.cpu, p.regs, p.stack.len()), (0x1000, 0xdead, 11, 1, Some([0x30, 0x40, 0x1000]), 8));
     }
 }

@@ -40,25 +40,11 @@ impl Ring {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
         let file = std::fs::File::from(fd.try_clone()?);
-        let map = memmap2::MmapOptions::new()
-            .len(page * (1 + data_pages))
-            .map_raw(&file)?;
-        let mut r = Ring {
-            map,
-            data_offset: page,
-            data_size: page * data_pages,
-            bad: 0,
-        };
+        let map = memmap2::MmapOptions::new().len(page * (1 + data_pages)).map_raw(&file)?;
+        let mut r = Ring { map, data_offset: page, data_size: page * data_pages, bad: 0 };
         // Kernels since 4.1 say where the data is; older ones use the layout above.
-        let (off, size) = (
-            r.meta_u64(std::mem::offset_of!(perf_event_mmap_page, data_offset)),
-            r.meta_u64(std::mem::offset_of!(perf_event_mmap_page, data_size)),
-        );
-        if off != 0
-            && size != 0
-            && (off as usize).saturating_add(size as usize) <= r.map.len()
-            && (size as usize).is_power_of_two()
-        {
+        let (off, size) = (r.meta_u64(std::mem::offset_of!(perf_event_mmap_page, data_offset)), r.meta_u64(std::mem::offset_of!(perf_event_mmap_page, data_size)));
+        if off != 0 && size != 0 && (off as usize).saturating_add(size as usize) <= r.map.len() && (size as usize).is_power_of_two() {
             r.data_offset = off as usize;
             r.data_size = size as usize;
         }
@@ -81,9 +67,7 @@ impl Ring {
     /// Copies out every complete record now in the ring (header included), in ring order,
     /// calls `f` with each, and frees their space.
     pub fn drain(&mut self, mut f: impl FnMut(&[u8])) {
-        let head = self
-            .atomic(std::mem::offset_of!(perf_event_mmap_page, data_head))
-            .load(Ordering::Acquire);
+        let head = self.atomic(std::mem::offset_of!(perf_event_mmap_page, data_head)).load(Ordering::Acquire);
         let tail_cell = std::mem::offset_of!(perf_event_mmap_page, data_tail);
         let mut tail = self.atomic(tail_cell).load(Ordering::Relaxed);
         let size = self.data_size as u64;
@@ -143,21 +127,9 @@ mod tests {
         let f = std::fs::File::from(fd.try_clone().unwrap());
         f.set_len(((1 + pages) * PAGE) as u64).unwrap();
         use std::os::unix::fs::FileExt;
-        f.write_at(
-            &head.to_le_bytes(),
-            std::mem::offset_of!(perf_event_mmap_page, data_head) as u64,
-        )
-        .unwrap();
-        f.write_at(
-            &(PAGE as u64).to_le_bytes(),
-            std::mem::offset_of!(perf_event_mmap_page, data_offset) as u64,
-        )
-        .unwrap();
-        f.write_at(
-            &((pages * PAGE) as u64).to_le_bytes(),
-            std::mem::offset_of!(perf_event_mmap_page, data_size) as u64,
-        )
-        .unwrap();
+        f.write_at(&head.to_le_bytes(), std::mem::offset_of!(perf_event_mmap_page, data_head) as u64).unwrap();
+        f.write_at(&(PAGE as u64).to_le_bytes(), std::mem::offset_of!(perf_event_mmap_page, data_offset) as u64).unwrap();
+        f.write_at(&((pages * PAGE) as u64).to_le_bytes(), std::mem::offset_of!(perf_event_mmap_page, data_size) as u64).unwrap();
         f.write_at(data, PAGE as u64).unwrap();
         let r = Ring::map(&fd, pages).unwrap();
         (fd, r)
@@ -199,16 +171,8 @@ mod tests {
         use std::os::unix::fs::FileExt;
         // Tail at PAGE - 8: a 24-byte record whose last 16 bytes wrap to the start.
         let tail = (PAGE - 8) as u64;
-        f.write_at(
-            &tail.to_le_bytes(),
-            std::mem::offset_of!(perf_event_mmap_page, data_tail) as u64,
-        )
-        .unwrap();
-        f.write_at(
-            &(tail + 24).to_le_bytes(),
-            std::mem::offset_of!(perf_event_mmap_page, data_head) as u64,
-        )
-        .unwrap();
+        f.write_at(&tail.to_le_bytes(), std::mem::offset_of!(perf_event_mmap_page, data_tail) as u64).unwrap();
+        f.write_at(&(tail + 24).to_le_bytes(), std::mem::offset_of!(perf_event_mmap_page, data_head) as u64).unwrap();
         let body = rec(9, 24);
         f.write_at(&body[..8], PAGE as u64 + tail).unwrap();
         f.write_at(&body[8..], PAGE as u64).unwrap();
@@ -228,10 +192,7 @@ mod tests {
         // SAFETY: a valid perf_event_attr; pid 0 = this thread, any CPU.
         let fd = unsafe { perf_event_open_sys::perf_event_open(&mut a, 0, -1, -1, 0) };
         if fd < 0 {
-            eprintln!(
-                "skipped: perf_event_open: {}",
-                std::io::Error::last_os_error()
-            );
+            eprintln!("skipped: perf_event_open: {}", std::io::Error::last_os_error());
             return;
         }
         // SAFETY: a new descriptor we own.
@@ -241,22 +202,14 @@ mod tests {
         unsafe { libc::prctl(libc::PR_SET_NAME, c"ust-ring-test".as_ptr()) };
         let mut comms = Vec::new();
         r.drain(|x| {
-            if let super::super::record::Record::Comm { comm, exec, id, .. } =
-                super::super::record::parse(x)
-            {
+            if let super::super::record::Record::Comm { comm, exec, id, .. } = super::super::record::parse(x) {
                 comms.push((comm, exec, id.time));
             }
         });
         let now = ust_core::clock::monotonic_ns();
-        let (comm, exec, t) = comms
-            .into_iter()
-            .find(|c| c.0 == "ust-ring-test")
-            .expect("the COMM record");
+        let (comm, exec, t) = comms.into_iter().find(|c| c.0 == "ust-ring-test").expect("the COMM record");
         assert!(!exec);
-        assert!(
-            t <= now && now - t < 5_000_000_000,
-            "CLOCK_MONOTONIC timestamps: {t} vs {now}"
-        );
+        assert!(t <= now && now - t < 5_000_000_000, "CLOCK_MONOTONIC timestamps: {t} vs {now}");
         assert_eq!(comm, "ust-ring-test");
     }
 }

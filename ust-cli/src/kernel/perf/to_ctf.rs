@@ -31,123 +31,29 @@ use crate::kernel::ctf::{CpuStream, CtfField, CtfType, EventTable, Given, Source
 
 /// The event classes of a tier-1 trace, in id order (the state dump last).
 pub fn event_table() -> EventTable {
-    let f = |name: &str, ty: CtfType| CtfField {
-        name: name.into(),
-        ty,
-        source: Source::Given,
-    };
-    let i32t = || CtfType::Int {
-        bytes: 4,
-        signed: true,
-        hex: false,
-    };
-    let u32t = || CtfType::Int {
-        bytes: 4,
-        signed: false,
-        hex: false,
-    };
-    let hex = || CtfType::Int {
-        bytes: 8,
-        signed: false,
-        hex: true,
-    };
+    let f = |name: &str, ty: CtfType| CtfField { name: name.into(), ty, source: Source::Given };
+    let i32t = || CtfType::Int { bytes: 4, signed: true, hex: false };
+    let u32t = || CtfType::Int { bytes: 4, signed: false, hex: false };
+    let hex = || CtfType::Int { bytes: 8, signed: false, hex: true };
     let comm = || CtfType::Text(16);
     EventTable::given(vec![
         (
             "sched_switch".into(),
-            vec![
-                f("prev_comm", comm()),
-                f("prev_pid", i32t()),
-                f(
-                    "prev_state",
-                    CtfType::Int {
-                        bytes: 8,
-                        signed: true,
-                        hex: false,
-                    },
-                ),
-                f("next_comm", comm()),
-                f("next_pid", i32t()),
-            ],
+            vec![f("prev_comm", comm()), f("prev_pid", i32t()), f("prev_state", CtfType::Int { bytes: 8, signed: true, hex: false }), f("next_comm", comm()), f("next_pid", i32t())],
         ),
-        (
-            "sched_migrate_task".into(),
-            vec![
-                f("comm", comm()),
-                f("pid", i32t()),
-                f("orig_cpu", i32t()),
-                f("dest_cpu", i32t()),
-            ],
-        ),
+        ("sched_migrate_task".into(), vec![f("comm", comm()), f("pid", i32t()), f("orig_cpu", i32t()), f("dest_cpu", i32t())]),
         (
             "sched_process_fork".into(),
-            vec![
-                f("parent_comm", comm()),
-                f("parent_pid", i32t()),
-                f("child_comm", comm()),
-                f("child_pid", i32t()),
-                f("parent_tgid", i32t()),
-                f("child_tgid", i32t()),
-            ],
+            vec![f("parent_comm", comm()), f("parent_pid", i32t()), f("child_comm", comm()), f("child_pid", i32t()), f("parent_tgid", i32t()), f("child_tgid", i32t())],
         ),
-        (
-            "sched_process_exit".into(),
-            vec![f("comm", comm()), f("pid", i32t()), f("tgid", i32t())],
-        ),
-        (
-            "perf_comm".into(),
-            vec![
-                f("pid", i32t()),
-                f("tid", i32t()),
-                f("comm", comm()),
-                f(
-                    "exec",
-                    CtfType::Int {
-                        bytes: 1,
-                        signed: false,
-                        hex: false,
-                    },
-                ),
-            ],
-        ),
+        ("sched_process_exit".into(), vec![f("comm", comm()), f("pid", i32t()), f("tgid", i32t())]),
+        ("perf_comm".into(), vec![f("pid", i32t()), f("tid", i32t()), f("comm", comm()), f("exec", CtfType::Int { bytes: 1, signed: false, hex: false })]),
         (
             "perf_mmap".into(),
-            vec![
-                f("pid", i32t()),
-                f("tid", i32t()),
-                f("start", hex()),
-                f("len", hex()),
-                f("pgoff", hex()),
-                f("prot", u32t()),
-                f("flags", u32t()),
-                f("filename", CtfType::String),
-            ],
+            vec![f("pid", i32t()), f("tid", i32t()), f("start", hex()), f("len", hex()), f("pgoff", hex()), f("prot", u32t()), f("flags", u32t()), f("filename", CtfType::String)],
         ),
-        (
-            "perf_page_fault".into(),
-            vec![
-                f("address", hex()),
-                f("ip", hex()),
-                f(
-                    "major",
-                    CtfType::Int {
-                        bytes: 1,
-                        signed: false,
-                        hex: false,
-                    },
-                ),
-                f("stack", CtfType::U64Seq),
-            ],
-        ),
-        (
-            "perf_block_stack".into(),
-            vec![
-                f("pid", i32t()),
-                f("tid", i32t()),
-                f("syscall", CtfType::String),
-                f("stack", CtfType::U64Seq),
-            ],
-        ),
+        ("perf_page_fault".into(), vec![f("address", hex()), f("ip", hex()), f("major", CtfType::Int { bytes: 1, signed: false, hex: false }), f("stack", CtfType::U64Seq)]),
+        ("perf_block_stack".into(), vec![f("pid", i32t()), f("tid", i32t()), f("syscall", CtfType::String), f("stack", CtfType::U64Seq)]),
     ])
 }
 
@@ -166,12 +72,7 @@ impl Item {
         match self {
             Item::Block(_, b) => b.time,
             Item::Record(_, r) => match r {
-                Record::Switch { id, .. }
-                | Record::Fork { id, .. }
-                | Record::Exit { id, .. }
-                | Record::Comm { id, .. }
-                | Record::Mmap { id, .. }
-                | Record::Lost { id, .. } => id.time,
+                Record::Switch { id, .. } | Record::Fork { id, .. } | Record::Exit { id, .. } | Record::Comm { id, .. } | Record::Mmap { id, .. } | Record::Lost { id, .. } => id.time,
                 Record::Sample(s) => s.id.time,
                 Record::Other { .. } | Record::Bad => 0,
             },
@@ -200,24 +101,12 @@ pub struct Converter {
 /// babeltrace2 2.0.4 printed an all-NUL text array as that field's previous value).
 pub const UNSEEN: &str = "-";
 
-const NAMES: [&str; 8] = [
-    "sched_switch",
-    "sched_migrate_task",
-    "sched_process_fork",
-    "sched_process_exit",
-    "perf_comm",
-    "perf_mmap",
-    "perf_page_fault",
-    "perf_block_stack",
-];
+const NAMES: [&str; 8] = ["sched_switch", "sched_migrate_task", "sched_process_fork", "sched_process_exit", "perf_comm", "perf_mmap", "perf_page_fault", "perf_block_stack"];
 
 impl Converter {
     /// A converter writing into `streams` (indexed by CPU) with `table` ([`event_table`]).
     pub fn new(table: Arc<EventTable>, streams: Vec<CpuStream>) -> Converter {
-        let ids = NAMES
-            .iter()
-            .filter_map(|n| Some((*n, table.index_of(n)?)))
-            .collect();
+        let ids = NAMES.iter().filter_map(|n| Some((*n, table.index_of(n)?))).collect();
         Converter {
             streams,
             ids,
@@ -230,17 +119,8 @@ impl Converter {
         }
     }
 
-    fn push(
-        &mut self,
-        cpu: u32,
-        name: &str,
-        ts: u64,
-        tid: i32,
-        values: &[Given<'_>],
-    ) -> std::io::Result<()> {
-        let Some(&class) = self.ids.get(name) else {
-            return Ok(());
-        };
+    fn push(&mut self, cpu: u32, name: &str, ts: u64, tid: i32, values: &[Given<'_>]) -> std::io::Result<()> {
+        let Some(&class) = self.ids.get(name) else { return Ok(()) };
         let n = self.streams.len();
         match self.streams.get_mut(cpu as usize) {
             Some(s) => s.push_given(class, ts, tid, values),
@@ -272,129 +152,51 @@ impl Converter {
             return Ok(());
         }
         let frames = self.procs.unwind_guessing_bp(b.pid, b.pc, b.sp, &b.stack);
-        let name = b
-            .syscall
-            .map(crate::kernel::syscalls::syscall_name)
-            .unwrap_or_default();
-        self.push(
-            cpu,
-            "perf_block_stack",
-            b.time,
-            b.tid,
-            &[
-                Given::Int(b.pid.into()),
-                Given::Int(b.tid.into()),
-                Given::Text(&name),
-                Given::U64s(&frames),
-            ],
-        )
+        let name = b.syscall.map(crate::kernel::syscalls::syscall_name).unwrap_or_default();
+        self.push(cpu, "perf_block_stack", b.time, b.tid, &[Given::Int(b.pid.into()), Given::Int(b.tid.into()), Given::Text(&name), Given::U64s(&frames)])
     }
 
     fn record(&mut self, cpu: u32, r: Record) -> std::io::Result<()> {
         match r {
             Record::Switch { id, out, preempt } => self.switch(cpu, id, out, preempt),
-            Record::Fork {
-                id,
-                pid,
-                ppid,
-                tid,
-                ptid,
-            } => {
+            Record::Fork { id, pid, ppid, tid, ptid } => {
                 let parent = self.comm_of(ptid);
                 self.comm.insert(tid, parent.clone());
                 if pid != ppid {
                     self.procs.fork(ppid, pid);
                 }
-                self.push(
-                    cpu,
-                    "sched_process_fork",
-                    id.time,
-                    id.tid,
-                    &[
-                        Given::Text(&parent),
-                        Given::Int(ptid.into()),
-                        Given::Text(&parent),
-                        Given::Int(tid.into()),
-                        Given::Int(ppid.into()),
-                        Given::Int(pid.into()),
-                    ],
-                )
+                self.push(cpu, "sched_process_fork", id.time, id.tid, &[
+                    Given::Text(&parent),
+                    Given::Int(ptid.into()),
+                    Given::Text(&parent),
+                    Given::Int(tid.into()),
+                    Given::Int(ppid.into()),
+                    Given::Int(pid.into()),
+                ])
             }
             Record::Exit { id, pid, tid, .. } => {
                 let c = self.comm_of(tid);
-                self.push(
-                    cpu,
-                    "sched_process_exit",
-                    id.time,
-                    id.tid,
-                    &[
-                        Given::Text(&c),
-                        Given::Int(tid.into()),
-                        Given::Int(pid.into()),
-                    ],
-                )
+                self.push(cpu, "sched_process_exit", id.time, id.tid, &[Given::Text(&c), Given::Int(tid.into()), Given::Int(pid.into())])
             }
-            Record::Comm {
-                id,
-                pid,
-                tid,
-                comm,
-                exec,
-            } => {
+            Record::Comm { id, pid, tid, comm, exec } => {
                 if exec {
                     self.procs.exec(pid);
                 }
                 self.comm.insert(tid, comm.clone());
-                self.push(
-                    cpu,
-                    "perf_comm",
-                    id.time,
-                    id.tid,
-                    &[
-                        Given::Int(pid.into()),
-                        Given::Int(tid.into()),
-                        Given::Text(&comm),
-                        Given::Int(exec.into()),
-                    ],
-                )
+                self.push(cpu, "perf_comm", id.time, id.tid, &[Given::Int(pid.into()), Given::Int(tid.into()), Given::Text(&comm), Given::Int(exec.into())])
             }
-            Record::Mmap {
-                id,
-                pid,
-                tid,
-                start,
-                len,
-                pgoff,
-                prot,
-                flags,
-                filename,
-            } => {
-                self.procs.mmap(
-                    pid,
-                    Mapping {
-                        start,
-                        len,
-                        pgoff,
-                        prot,
-                        path: filename.clone(),
-                    },
-                );
-                self.push(
-                    cpu,
-                    "perf_mmap",
-                    id.time,
-                    id.tid,
-                    &[
-                        Given::Int(pid.into()),
-                        Given::Int(tid.into()),
-                        Given::Int(start as i64),
-                        Given::Int(len as i64),
-                        Given::Int(pgoff as i64),
-                        Given::Int(prot.into()),
-                        Given::Int(flags.into()),
-                        Given::Text(&filename),
-                    ],
-                )
+            Record::Mmap { id, pid, tid, start, len, pgoff, prot, flags, filename } => {
+                self.procs.mmap(pid, Mapping { start, len, pgoff, prot, path: filename.clone() });
+                self.push(cpu, "perf_mmap", id.time, id.tid, &[
+                    Given::Int(pid.into()),
+                    Given::Int(tid.into()),
+                    Given::Int(start as i64),
+                    Given::Int(len as i64),
+                    Given::Int(pgoff as i64),
+                    Given::Int(prot.into()),
+                    Given::Int(flags.into()),
+                    Given::Text(&filename),
+                ])
             }
             Record::Sample(s) => self.fault(cpu, s),
             Record::Lost { lost, .. } => {
@@ -417,71 +219,23 @@ impl Converter {
         if out {
             self.last_cpu.insert(id.tid, cpu);
             let state = if preempt { 0 } else { 1 };
-            return self.push(
-                cpu,
-                "sched_switch",
-                id.time,
-                id.tid,
-                &[
-                    Given::Text(&c),
-                    Given::Int(id.tid.into()),
-                    Given::Int(state),
-                    Given::Text(UNSEEN),
-                    Given::Int(0),
-                ],
-            );
+            return self.push(cpu, "sched_switch", id.time, id.tid, &[Given::Text(&c), Given::Int(id.tid.into()), Given::Int(state), Given::Text(UNSEEN), Given::Int(0)]);
         }
         if let Some(&from) = self.last_cpu.get(&id.tid) {
             if from != cpu {
-                self.push(
-                    cpu,
-                    "sched_migrate_task",
-                    id.time,
-                    id.tid,
-                    &[
-                        Given::Text(&c),
-                        Given::Int(id.tid.into()),
-                        Given::Int(from.into()),
-                        Given::Int(cpu.into()),
-                    ],
-                )?;
+                self.push(cpu, "sched_migrate_task", id.time, id.tid, &[Given::Text(&c), Given::Int(id.tid.into()), Given::Int(from.into()), Given::Int(cpu.into())])?;
             }
         }
         self.last_cpu.insert(id.tid, cpu);
-        self.push(
-            cpu,
-            "sched_switch",
-            id.time,
-            id.tid,
-            &[
-                Given::Text(UNSEEN),
-                Given::Int(0),
-                Given::Int(0),
-                Given::Text(&c),
-                Given::Int(id.tid.into()),
-            ],
-        )
+        self.push(cpu, "sched_switch", id.time, id.tid, &[Given::Text(UNSEEN), Given::Int(0), Given::Int(0), Given::Text(&c), Given::Int(id.tid.into())])
     }
 
     fn fault(&mut self, cpu: u32, s: Sample) -> std::io::Result<()> {
-        let Some(&major) = self.fault_events.get(&s.id.event) else {
-            return Ok(());
-        };
+        let Some(&major) = self.fault_events.get(&s.id.event) else { return Ok(()) };
         let frames = match s.regs {
             Some([bp, sp, ip]) => self.procs.unwind(s.id.pid, ip, sp, bp, &s.stack),
             None => vec![s.ip],
         };
-        self.push(
-            cpu,
-            "perf_page_fault",
-            s.id.time,
-            s.id.tid,
-            &[
-                Given::Int(s.addr as i64),
-                Given::Int(s.ip as i64),
-                Given::Int(major.into()),
-                Given::U64s(&frames),
-            ],
-        )
+        self.push(cpu, "perf_page_fault", s.id.time, s.id.tid, &[Given::Int(s.addr as i64), Given::Int(s.ip as i64), Given::Int(major.into()), Given::U64s(&frames)])
     }
 }

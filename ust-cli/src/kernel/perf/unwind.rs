@@ -52,19 +52,12 @@ impl ElfUnwindInfo {
         // and no mapping that a file truncated meanwhile could turn into SIGBUS.
         let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
         let obj = object::File::parse(&cache).ok()?;
-        let segments = obj
-            .segments()
-            .map(|s| (s.file_range().0, s.file_range().1, s.address()))
-            .collect();
+        let segments = obj.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect();
         let mut sections = Vec::new();
         for name in [".text", ".eh_frame", ".eh_frame_hdr", ".got"] {
             if let Some(s) = obj.section_by_name(name) {
                 let keep_data = name != ".got";
-                let bytes = if keep_data {
-                    s.data().ok().map(Arc::<[u8]>::from)
-                } else {
-                    None
-                };
+                let bytes = if keep_data { s.data().ok().map(Arc::<[u8]>::from) } else { None };
                 sections.push((name, s.address()..s.address() + s.size(), bytes));
             }
         }
@@ -76,18 +69,9 @@ impl ElfUnwindInfo {
     /// `pgoff`; segments share pages at their ends), else the one that holds `pgoff`.
     pub fn bias(&self, start: u64, pgoff: u64) -> Option<u64> {
         let starts = self.segments.iter().find(|(o, _, _)| o & !0xfff == pgoff);
-        let holds = || {
-            self.segments
-                .iter()
-                .find(|(o, n, _)| *o <= pgoff && pgoff < o + n.max(&1))
-        };
+        let holds = || self.segments.iter().find(|(o, n, _)| *o <= pgoff && pgoff < o + n.max(&1));
         let (off, _, vaddr) = *starts.or_else(holds)?;
-        Some(
-            start
-                .wrapping_sub(pgoff)
-                .wrapping_add(off)
-                .wrapping_sub(vaddr),
-        )
+        Some(start.wrapping_sub(pgoff).wrapping_add(off).wrapping_sub(vaddr))
     }
 
     fn section(&self, name: &str) -> (Option<std::ops::Range<u64>>, Option<Arc<[u8]>>) {
@@ -129,10 +113,7 @@ pub struct Processes {
 
 impl std::fmt::Debug for Processes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Processes")
-            .field("processes", &self.procs.len())
-            .field("files", &self.files.len())
-            .finish()
+        f.debug_struct("Processes").field("processes", &self.procs.len()).field("files", &self.files.len()).finish()
     }
 }
 
@@ -140,26 +121,15 @@ impl Processes {
     /// A mapping appeared in process `pid` (it replaces what it overlaps).
     pub fn mmap(&mut self, pid: i32, m: Mapping) {
         let p = self.procs.entry(pid).or_default();
-        p.maps
-            .retain(|o| o.start + o.len <= m.start || m.start + m.len <= o.start);
+        p.maps.retain(|o| o.start + o.len <= m.start || m.start + m.len <= o.start);
         p.maps.push(m);
         p.unwinder = None;
     }
 
     /// Process `child` was forked from `parent`: it starts with the parent's mappings.
     pub fn fork(&mut self, parent: i32, child: i32) {
-        let maps = self
-            .procs
-            .get(&parent)
-            .map(|p| p.maps.clone())
-            .unwrap_or_default();
-        self.procs.insert(
-            child,
-            Proc {
-                maps,
-                unwinder: None,
-            },
-        );
+        let maps = self.procs.get(&parent).map(|p| p.maps.clone()).unwrap_or_default();
+        self.procs.insert(child, Proc { maps, unwinder: None });
     }
 
     /// Process `pid` called execve: its old mappings are gone.
@@ -169,37 +139,22 @@ impl Processes {
 
     /// The mappings of `pid` known now.
     pub fn mappings(&self, pid: i32) -> &[Mapping] {
-        self.procs
-            .get(&pid)
-            .map(|p| p.maps.as_slice())
-            .unwrap_or(&[])
+        self.procs.get(&pid).map(|p| p.maps.as_slice()).unwrap_or(&[])
     }
 
     fn file(&mut self, path: &str) -> Option<Arc<ElfUnwindInfo>> {
-        self.files
-            .entry(path.to_string())
-            .or_insert_with(|| ElfUnwindInfo::read(path).map(Arc::new))
-            .clone()
+        self.files.entry(path.to_string()).or_insert_with(|| ElfUnwindInfo::read(path).map(Arc::new)).clone()
     }
 
     fn build(&mut self, pid: i32) {
         let maps: Vec<Mapping> = match self.procs.get(&pid) {
-            Some(p) if p.unwinder.is_none() => p
-                .maps
-                .iter()
-                .filter(|m| m.prot & libc::PROT_EXEC as u32 != 0 && m.path.starts_with('/'))
-                .cloned()
-                .collect(),
+            Some(p) if p.unwinder.is_none() => p.maps.iter().filter(|m| m.prot & libc::PROT_EXEC as u32 != 0 && m.path.starts_with('/')).cloned().collect(),
             _ => return,
         };
         let mut u = UnwinderX86_64::new();
         for m in maps {
-            let Some(info) = self.file(&m.path) else {
-                continue;
-            };
-            let Some(bias) = info.bias(m.start, m.pgoff) else {
-                continue;
-            };
+            let Some(info) = self.file(&m.path) else { continue };
+            let Some(bias) = info.bias(m.start, m.pgoff) else { continue };
             let (text_svma, text) = info.section(".text");
             let (eh_frame_svma, eh_frame) = info.section(".eh_frame");
             let (eh_frame_hdr_svma, eh_frame_hdr) = info.section(".eh_frame_hdr");
@@ -215,12 +170,7 @@ impl Processes {
                 eh_frame_hdr,
                 ..Default::default()
             };
-            u.add_module(Module::new(
-                m.path.clone(),
-                m.start..m.start + m.len,
-                bias,
-                section_info,
-            ));
+            u.add_module(Module::new(m.path.clone(), m.start..m.start + m.len, bias, section_info));
         }
         if let Some(p) = self.procs.get_mut(&pid) {
             p.unwinder = Some(u);
@@ -233,12 +183,8 @@ impl Processes {
     /// [`MAX_FRAMES`]. Unwinding stops at the first frame it cannot explain.
     pub fn unwind(&mut self, pid: i32, ip: u64, sp: u64, bp: u64, stack: &[u8]) -> Vec<u64> {
         self.build(pid);
-        let cache = self
-            .cache
-            .get_or_insert_with(|| Box::new(CacheX86_64::new()));
-        let Some(u) = self.procs.get(&pid).and_then(|p| p.unwinder.as_ref()) else {
-            return vec![ip];
-        };
+        let cache = self.cache.get_or_insert_with(|| Box::new(CacheX86_64::new()));
+        let Some(u) = self.procs.get(&pid).and_then(|p| p.unwinder.as_ref()) else { return vec![ip] };
         let mut read = |addr: u64| -> Result<u64, ()> {
             let off = addr.checked_sub(sp).ok_or(())? as usize;
             let b = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
@@ -262,9 +208,7 @@ impl Processes {
 impl Processes {
     /// Whether `addr` is in an executable file mapping of `pid`.
     fn is_code(&self, pid: i32, addr: u64) -> bool {
-        self.mappings(pid).iter().any(|m| {
-            m.prot & libc::PROT_EXEC as u32 != 0 && m.start <= addr && addr < m.start + m.len
-        })
+        self.mappings(pid).iter().any(|m| m.prot & libc::PROT_EXEC as u32 != 0 && m.start <= addr && addr < m.start + m.len)
     }
 
     /// [`Processes::unwind`] for a thread whose frame pointer is unknown (a blocked
@@ -281,11 +225,7 @@ impl Processes {
     /// frames or ends early, so it is shorter).
     pub fn unwind_guessing_bp(&mut self, pid: i32, ip: u64, sp: u64, stack: &[u8]) -> Vec<u64> {
         let mut best = self.unwind(pid, ip, sp, 0, stack);
-        let word = |i: usize| {
-            stack
-                .get(i..i + 8)
-                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-        };
+        let word = |i: usize| stack.get(i..i + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
         let mut tried = 0;
         let mut i = 0;
         while i + 16 <= stack.len() && tried < BP_CANDIDATES {
@@ -319,15 +259,9 @@ mod tests {
         fn take() -> (u64, u64, Vec<u8>) {
             let (ip, sp): (u64, u64);
             // SAFETY: reads rip and rsp into registers; no memory is touched.
-            unsafe {
-                std::arch::asm!("lea {ip}, [rip]", "mov {sp}, rsp", ip = out(reg) ip, sp = out(reg) sp)
-            };
+            unsafe { std::arch::asm!("lea {ip}, [rip]", "mov {sp}, rsp", ip = out(reg) ip, sp = out(reg) sp) };
             let mem = std::fs::File::open("/proc/self/mem").unwrap();
-            (
-                ip,
-                sp,
-                crate::kernel::perf::blockstack::read_stack(&mem, sp),
-            )
+            (ip, sp, crate::kernel::perf::blockstack::read_stack(&mem, sp))
         }
         #[inline(never)]
         fn caller() -> (u64, u64, Vec<u8>, u64) {
@@ -336,32 +270,14 @@ mod tests {
         }
         let (ip, sp, stack, caller_addr) = caller();
         let mut p = Processes::default();
-        for m in
-            crate::kernel::procfs::parse_maps(&std::fs::read_to_string("/proc/self/maps").unwrap())
-        {
-            let prot = if m.perms.contains('x') {
-                libc::PROT_EXEC as u32
-            } else {
-                0
-            };
-            p.mmap(
-                1,
-                Mapping {
-                    start: m.start,
-                    len: m.end - m.start,
-                    pgoff: m.offset,
-                    prot,
-                    path: m.path,
-                },
-            );
+        for m in crate::kernel::procfs::parse_maps(&std::fs::read_to_string("/proc/self/maps").unwrap()) {
+            let prot = if m.perms.contains('x') { libc::PROT_EXEC as u32 } else { 0 };
+            p.mmap(1, Mapping { start: m.start, len: m.end - m.start, pgoff: m.offset, prot, path: m.path });
         }
         let frames = p.unwind(1, ip, sp, 0, &stack);
         assert!(frames.len() >= 3, "{frames:x?}");
         assert_eq!(frames[0], ip);
         // The return address into caller lies shortly after caller's start.
-        assert!(
-            frames[1] > caller_addr && frames[1] < caller_addr + 4096,
-            "{frames:x?} caller {caller_addr:#x}"
-        );
+        assert!(frames[1] > caller_addr && frames[1] < caller_addr + 4096, "{frames:x?} caller {caller_addr:#x}");
     }
 }
