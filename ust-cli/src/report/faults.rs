@@ -214,15 +214,14 @@ fn mapping(maps: &HashMap<i32, Vec<MapEntry>>, pid: i32, address: u64) -> Option
 /// mappings), and names the accessing function: tier 1's innermost frame, else the fault
 /// IP symbolized with the saved maps.
 pub fn resolve(faults: Vec<Fault>, mut tier1: Option<&mut super::stacks::Tier1>, dir: &Path) -> Vec<Fault> {
-    let mut maps = HashMap::new();
+    let mut maps: HashMap<i32, Vec<MapEntry>> = HashMap::new();
     let mut table = MapTable::default();
-    for f in &faults {
-        if !maps.contains_key(&f.pid) {
-            if let Ok(text) = std::fs::read_to_string(crate::kernel::procfs::maps_dir(dir, f.pid).join("maps")) {
-                let m = crate::kernel::procfs::parse_maps(&text);
-                table.sampled(f.pid, m.clone());
-                maps.insert(f.pid, m);
-            }
+    let pids: HashSet<i32> = faults.iter().map(|f| f.pid).collect();
+    for pid in pids {
+        if let Ok(text) = std::fs::read_to_string(crate::kernel::procfs::maps_dir(dir, pid).join("maps")) {
+            let m = crate::kernel::procfs::parse_maps(&text);
+            table.sampled(pid, m.clone());
+            maps.insert(pid, m);
         }
     }
     let mut sym = Symbolizer::default();

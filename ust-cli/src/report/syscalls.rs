@@ -321,7 +321,7 @@ pub fn count(l: &Loaded, tree: &HashSet<i32>, tgid: &HashMap<i32, i32>, comm: &H
                 t.total_ns += d;
                 slow.push(SlowCall { ts_ns: start, tid: e.tid, thread: name_of(e.tid), call: call_text(&name, a0), duration_ns: d, ret, error: err.map(errno_name) });
                 if slow.len() > 4 * SLOWEST {
-                    slow.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns));
+                    slow.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
                     slow.truncate(SLOWEST);
                 }
             }
