@@ -483,6 +483,30 @@ fn folded_and_flamegraph() {
     );
 }
 
+/// A blocked read names its descriptor by path, as strace does: the shell reads its
+/// standard input, a FIFO that a child writes to after 300 ms.
+#[test]
+fn live_blocked_read_names_the_descriptor() {
+    if let Some(r) = skip_reason() {
+        eprintln!("skipped: kernel tracing unavailable ({r})");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let d = TestDaemon::start();
+    let out = tmp.path().join("t");
+    let script = format!("exec 0<>{f}; (sleep 0.3; echo x >{f}) & read -r l; echo $l", f = fifo.display());
+    assert_eq!(trace_out(&d, &out, &["sh", "-c", &script]).trim(), "x");
+    let r = wakeups(&out);
+    let want = format!("read(0<{}>)", fifo.display());
+    let w = r.wakeups.as_ref().unwrap().iter().find(|w| w.name == "sh" && w.blocked_in == "syscall read" && w.duration_ns > 250_000_000).expect("the shell's read");
+    assert_eq!(w.call.as_deref(), Some(want.as_str()), "{w:?}");
+    assert!(rep::render_text(&r).contains(&format!("in syscall read: {want}")));
+}
+
 /// Records the kept traces again: `cargo test -p consumer --test report -- --ignored regenerate`.
 #[test]
 #[ignore]

@@ -145,6 +145,10 @@ pub struct Wait {
     /// first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stack: Vec<super::symbols::Frame>,
+    /// The blocking call as strace writes it, its descriptor named by path where the trace
+    /// saw it open (`read(3</etc/hostname>)`; `read(3)` when it did not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
 }
 
 pub use super::faults::Fault;
@@ -248,12 +252,15 @@ struct RawWait {
     end: u64,
     blocked_in: String,
     wake: Option<WakeSeen>,
+    call: Option<String>,
 }
 
 #[derive(Default, Debug)]
 struct Task {
     events: u64,
-    syscall: Option<(String, u64)>,
+    /// The system call in progress and its first argument.
+    syscall: Option<(String, Option<u64>)>,
+    blocked_call: Option<String>,
     running_since: Option<u64>,
     runtime: u64,
     blocked: u64,
@@ -294,6 +301,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let mut faults: Vec<Fault> = Vec::new();
     let has_filemap = l.events.iter().any(|e| e.name == "filemap_add_to_page_cache");
     let mut last_ust: HashMap<i32, String> = HashMap::new();
+    let mut fds: HashMap<i32, BTreeMap<i32, String>> = HashMap::new();
     for e in &l.events {
         if e.domain == Domain::Ust {
             last_ust.insert(e.pid, e.name.clone());
@@ -351,7 +359,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             "syscall_entry" => {
                 let name = e.text("name").unwrap_or_default();
                 let task = tasks.entry(t).or_default();
-                task.syscall = Some((name, e.ts));
+                task.syscall = Some((name, super::syscalls::arg0(e)));
                 for i in task.pending_faults.drain(..) {
                     if let Some(f) = faults.get_mut(i) {
                         f.until_user_ns = Some(e.ts.saturating_sub(f.ts_ns));
@@ -433,6 +441,17 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                                 None => "user space".into(),
                             },
                         };
+                        p.blocked_call = match &p.syscall {
+                            Some((n, Some(fd))) if super::syscalls::takes_fd(n) => {
+                                let pid = *tgid.get(&prev).unwrap_or(&prev);
+                                let path = fds.entry(pid).or_insert_with(|| crate::kernel::procfs::read_fds(dir, pid)).get(&(*fd as i32)).cloned();
+                                Some(match path {
+                                    Some(path) => format!("{n}({fd}<{path}>)"),
+                                    None => format!("{n}({fd})"),
+                                })
+                            }
+                            _ => None,
+                        };
                         p.blocked_since = Some((e.ts, blocked_in));
                         p.wake = None;
                     }
@@ -442,7 +461,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     if let Some((start, blocked_in)) = n.blocked_since.take() {
                         n.blocked += e.ts.saturating_sub(start);
                         let wake = n.wake.take();
-                        n.waits.push(RawWait { start, end: e.ts, blocked_in, wake });
+                        let call = n.blocked_call.take();
+                        n.waits.push(RawWait { start, end: e.ts, blocked_in, wake, call });
                     }
                     n.running_since = Some(e.ts);
                 }
@@ -534,6 +554,7 @@ fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>,
         blocked_in: w.blocked_in.clone(),
         woken_by,
         stack: Vec::new(),
+        call: w.call.clone(),
     }
 }
 

@@ -68,11 +68,12 @@ fn wait_text(out: &mut String, w: &analysis::Wait, start: u64, indent: usize) {
     let pad = "  ".repeat(indent);
     let _ = writeln!(
         out,
-        "{pad}{} [{}] blocked {} in {} (at +{:.6} s)",
+        "{pad}{} [{}] blocked {} in {}{} (at +{:.6} s)",
         w.name,
         w.tid,
         dur(w.duration_ns),
         w.blocked_in,
+        w.call.as_ref().map(|c| format!(": {c}")).unwrap_or_default(),
         w.start_ns.saturating_sub(start) as f64 / 1e9
     );
     let lat = w.wakeup_latency_ns.map(|l| format!(", ran {} later", dur(l))).unwrap_or_default();

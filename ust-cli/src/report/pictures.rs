@@ -101,6 +101,7 @@ mod tests {
             blocked_in: blocked_in.into(),
             woken_by,
             stack: stack.iter().map(|s| frame(s)).collect(),
+            call: None,
         }
     }
 

@@ -261,7 +261,18 @@ fn call_text(name: &str, arg0: Option<u64>) -> String {
     }
 }
 
-fn arg0(e: &super::load::Event) -> Option<u64> {
+/// Whether system call `name` takes a descriptor as its first argument.
+pub fn takes_fd(name: &str) -> bool {
+    const FD_FIRST: &[&str] = &[
+        "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2", "recvfrom", "sendto", "recvmsg", "sendmsg",
+        "recvmmsg", "sendmmsg", "accept", "accept4", "connect", "fsync", "fdatasync", "ioctl", "fcntl", "flock", "epoll_wait", "epoll_pwait", "epoll_pwait2",
+        "lseek", "getdents64", "ftruncate", "fstat", "sendfile", "splice", "tee", "copy_file_range", "close", "fallocate", "sync_file_range", "fadvise64",
+    ];
+    FD_FIRST.contains(&name)
+}
+
+/// The first argument of a `syscall_entry`.
+pub fn arg0(e: &super::load::Event) -> Option<u64> {
     match e.fields.iter().find(|(n, _)| n == "args") {
         Some((_, ust_ctf::reader::Value::List(l))) => match l.first() {
             Some(ust_ctf::reader::Value::Unsigned(u)) => Some(*u),
