@@ -190,7 +190,7 @@ the events recorded, and exits with CMD's status (128+N if it died of signal N).
   ust report /tmp/t                         # tasks, system calls, blocked time
   ust report /tmp/t --wakeups --min-block 5ms
   ust report /tmp/t --faults --format json
-  ust report /tmp/t --faults /data/big.db   # that file's faults in time order
+  ust report /tmp/t --faults /data/big.db   # FILE after DIR: its faults in time order
   ust report /tmp/t --format folded > t.folded
   ust report /tmp/t --flamegraph t.svg
 
@@ -525,11 +525,14 @@ pub struct ReportArgs {
     /// Show each blocked interval and what woke it, up the wake-up chain.
     #[arg(long)]
     pub wakeups: bool,
-    /// Show page faults per mapped file (minor, major, pages, time); with FILE, list that
-    /// file's faults in time order (offset, page, function, read/write/exec). Put FILE
-    /// after DIR (`ust report DIR --faults FILE`).
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
-    pub faults: Option<String>,
+    /// With --faults: list the faults on this mapped file in time order (file offset, page,
+    /// accessing function, read/write/exec, error code): `ust report DIR --faults FILE`.
+    #[arg(value_name = "FILE", requires = "faults")]
+    pub fault_file: Option<String>,
+    /// Show page faults per mapped file (minor, major, distinct pages, bytes, time until
+    /// back in user space) and each fault with its mapping.
+    #[arg(long)]
+    pub faults: bool,
     /// Shortest blocked interval shown by --wakeups (e.g. 1ms, 500us, 2s, or ns).
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration)]
     pub min_block: u64,

@@ -335,8 +335,8 @@ pub fn report(a: ReportArgs) -> CliResult {
     let pictures = a.format == "folded" || a.flamegraph.is_some();
     let opt = crate::report::Options {
         wakeups: a.wakeups || pictures,
-        faults: a.faults.is_some(),
-        fault_file: a.faults.filter(|f| !f.is_empty()),
+        faults: a.faults,
+        fault_file: a.fault_file,
         min_block_ns: a.min_block,
         ..Default::default()
     };
