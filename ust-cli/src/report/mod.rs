@@ -4,13 +4,18 @@
 //! - [`tsdl`] reads the metadata this project writes; [`load`] merges the events of every
 //!   trace of `DIR` in time order (user-space traces through [`ust_ctf::reader`]).
 //! - [`analysis`] builds the [`analysis::Report`]: per task (events, runtime, time blocked),
-//!   per system call (count, total, p50/p90/p99, max), with `--wakeups` each blocked interval
-//!   of the traced threads longer than `--min-block` with what woke it, up the wake-up chain,
-//!   with `--faults` the user page faults mapped to files; and, from the program's own
-//!   tracepoints, per event counts and rates and per thread gaps (the whole report when the
-//!   trace has no kernel events).
+//!   per system call ([`syscalls`]: count and errors by errno name as `strace -f -c` counts
+//!   them, from the traced command's exec on; total, p50/p90/p99, max; per thread and per
+//!   process; the slowest calls), with `--wakeups` each blocked interval of the traced
+//!   threads longer than `--min-block` with what woke it, up the wake-up chain, and the
+//!   blocking call with its descriptor named by path; with `--faults` ([`faults`]) the page
+//!   faults per mapped file (minor, major, pages, bytes, time) and, for `--faults FILE`, that
+//!   file's faults in time order; and, from the program's own tracepoints, per event counts
+//!   and rates and per thread gaps (the whole report when the trace has no kernel events).
 //! - [`render_text`] draws it for a terminal (wake-up chains as an indented tree);
-//!   `serde_json` renders the same structure for `--format json`.
+//!   `serde_json` renders the same structure for `--format json`; [`pictures`] draws the
+//!   blocked intervals as folded stacks (`--format folded`) and an off-wake flame graph
+//!   (`--flamegraph FILE.svg`, with `inferno`).
 
 pub mod analysis;
 pub mod faults;
