@@ -114,6 +114,29 @@ fn json_and_cli() {
     assert_eq!(d.ust_cmd().args(["report", "--min-block", "x", "/tmp"]).output().unwrap().status.code(), Some(2));
 }
 
+/// `--format json` holds every view of the text report: the system call rows with their
+/// errors, per process and per thread totals, the slowest calls, the faults per file.
+#[test]
+fn json_covers_every_view() {
+    let d = TestDaemon::without_daemon();
+    let out = d.ust_cmd().args(["report", "--wakeups", "--faults", "--format", "json"]).arg(data("sleep")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = wakeups(&data("sleep"));
+    let calls: u64 = r.syscalls.iter().map(|c| c.count).sum();
+    assert!(calls > 0);
+    let sum = |key: &str, field: &str| v[key].as_array().unwrap().iter().map(|x| x[field].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("syscalls", "count"), calls);
+    assert_eq!(sum("syscall_processes", "calls"), calls);
+    assert_eq!(sum("syscall_threads", "calls"), calls);
+    assert_eq!(sum("syscalls", "errors"), r.syscalls.iter().map(|c| c.errors).sum::<u64>());
+    assert!(v["syscalls"][0]["errnos"].is_object());
+    let slow = v["slowest_syscalls"].as_array().unwrap();
+    assert!(!slow.is_empty() && slow[0]["duration_ns"].as_u64().unwrap() == r.syscalls.iter().map(|c| c.max_ns).max().unwrap());
+    assert_eq!(sum("fault_files", "faults"), v["faults"].as_array().unwrap().len() as u64);
+    assert!(v["fault_files"].as_array().unwrap().iter().any(|f| f["file"].as_str().unwrap().starts_with('/')));
+}
+
 #[test]
 fn user_space_view_without_kernel_events() {
     let tmp = tempfile::tempdir().unwrap();
