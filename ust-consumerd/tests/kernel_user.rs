@@ -220,6 +220,43 @@ fn rust_release_program_shows_the_blocking_function_and_line() {
     assert!(peer.stack.iter().any(|f| f.function.as_deref().is_some_and(|n| n.contains("thread::functions::sleep") || n.ends_with("thread::sleep"))), "{:#?}", peer.stack);
 }
 
+/// `ust report --flamegraph` on a tier-1 trace: the SVG is an XML `svg` document whose
+/// frames name the program's functions on the blocked thread's user stack, the waker above.
+#[test]
+fn flamegraph_names_the_programs_functions() {
+    require_perf!();
+    let prog = program("release", "pipewait");
+    let p = Place::new();
+    let (out, err, o) = p.trace("pipewait-svg", &[prog.to_str().unwrap()]);
+    assert!(o.status.success(), "{err}");
+    let svg = p.home.join("off.svg");
+    let o = p.ust(&[
+        "report",
+        out.to_str().unwrap(),
+        "--flamegraph",
+        svg.to_str().unwrap(),
+        "--format",
+        "folded",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let folded = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        folded.lines().any(|l| l.contains("pipewait::main;")
+            && l.contains("wait_for_peer;")
+            && l.contains(";syscall read;--;")),
+        "{folded}"
+    );
+    let titles = common::svg_titles(&std::fs::read_to_string(&svg).unwrap());
+    for f in [
+        "pipewait::wait_for_peer",
+        "pipewait::main",
+        "syscall read",
+        "waker unknown (needs root)",
+    ] {
+        assert!(titles.iter().any(|t| t.starts_with(f)), "{f} in {titles:?}");
+    }
+}
+
 #[test]
 fn a_command_that_never_execs() {
     require_perf!();

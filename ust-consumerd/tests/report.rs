@@ -114,6 +114,29 @@ fn json_and_cli() {
     assert_eq!(d.ust_cmd().args(["report", "--min-block", "x", "/tmp"]).output().unwrap().status.code(), Some(2));
 }
 
+/// `--format json` holds every view of the text report: the system call rows with their
+/// errors, per process and per thread totals, the slowest calls, the faults per file.
+#[test]
+fn json_covers_every_view() {
+    let d = TestDaemon::without_daemon();
+    let out = d.ust_cmd().args(["report", "--wakeups", "--faults", "--format", "json"]).arg(data("sleep")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = wakeups(&data("sleep"));
+    let calls: u64 = r.syscalls.iter().map(|c| c.count).sum();
+    assert!(calls > 0);
+    let sum = |key: &str, field: &str| v[key].as_array().unwrap().iter().map(|x| x[field].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("syscalls", "count"), calls);
+    assert_eq!(sum("syscall_processes", "calls"), calls);
+    assert_eq!(sum("syscall_threads", "calls"), calls);
+    assert_eq!(sum("syscalls", "errors"), r.syscalls.iter().map(|c| c.errors).sum::<u64>());
+    assert!(v["syscalls"][0]["errnos"].is_object());
+    let slow = v["slowest_syscalls"].as_array().unwrap();
+    assert!(!slow.is_empty() && slow[0]["duration_ns"].as_u64().unwrap() == r.syscalls.iter().map(|c| c.max_ns).max().unwrap());
+    assert_eq!(sum("fault_files", "faults"), v["faults"].as_array().unwrap().len() as u64);
+    assert!(v["fault_files"].as_array().unwrap().iter().any(|f| f["file"].as_str().unwrap().starts_with('/')));
+}
+
 #[test]
 fn user_space_view_without_kernel_events() {
     let tmp = tempfile::tempdir().unwrap();
@@ -175,6 +198,336 @@ fn live_sleep_and_pingpong() {
     let offset = |m: &str| m[m.find("clock {").unwrap()..].lines().find(|l| l.trim().starts_with("offset =")).unwrap().to_string();
     let umeta_dir = std::fs::read_dir(pp.join("ust/pid")).unwrap().next().unwrap().unwrap().path();
     assert_eq!(offset(&kmeta), offset(&std::fs::read_to_string(umeta_dir.join("metadata")).unwrap()), "one clock offset");
+}
+
+/// `ust trace --kernel --output OUT -- CMD`: CMD's stdout (a pipe, as for the oracles).
+fn trace_out(d: &TestDaemon, out: &Path, cmd: &[&str]) -> String {
+    let o = d
+        .ust_cmd()
+        .args(["trace", "--kernel", "--output"])
+        .arg(out)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && err.contains("kernel events recorded"),
+        "{err}"
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// `strace -c` rows of FILE: syscall name to (calls, errors).
+fn strace_counts(text: &str) -> std::collections::BTreeMap<String, (u64, u64)> {
+    let mut m = std::collections::BTreeMap::new();
+    for l in text.lines() {
+        let t: Vec<&str> = l.split_whitespace().collect();
+        if t.len() >= 5
+            && t[0].starts_with(|c: char| c.is_ascii_digit())
+            && t[t.len() - 1] != "total"
+        {
+            let errors = if t.len() == 6 {
+                t[4].parse().unwrap()
+            } else {
+                0
+            };
+            m.insert(t[t.len() - 1].to_string(), (t[3].parse().unwrap(), errors));
+        }
+    }
+    m
+}
+
+/// Per system call, calls and errors equal `strace -f -c`'s for the same command, counted
+/// from the command's exec (the launcher's calls left out), errors named by errno.
+#[test]
+fn live_syscall_counts_equal_strace() {
+    if let Some(r) = skip_reason() {
+        eprintln!("skipped: kernel tracing unavailable ({r})");
+        return;
+    }
+    let cmd = ["sh", "-c", "cat /etc/hostname; ls /nonexistent || true"];
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("strace.txt");
+    let o = std::process::Command::new("strace")
+        .args(["-f", "-c", "-o"])
+        .arg(&s)
+        .args(cmd)
+        .output();
+    let Ok(o) = o else {
+        eprintln!("skipped: strace is not installed");
+        return;
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = strace_counts(&std::fs::read_to_string(&s).unwrap());
+    assert!(
+        want.get("execve").is_some_and(|c| c.0 >= 2) && want.contains_key("openat"),
+        "{want:?}"
+    );
+    let d = TestDaemon::start();
+    let out = tmp.path().join("t");
+    trace_out(&d, &out, &cmd);
+    let r = rep::report(&out, &Options::default()).unwrap();
+    let got: std::collections::BTreeMap<String, (u64, u64)> = r
+        .syscalls
+        .iter()
+        .map(|c| (c.name.clone(), (c.count, c.errors)))
+        .collect();
+    assert_eq!(got, want, "ust report (left) against strace -f -c (right)");
+    // ls's failed lookups are named, and add up.
+    assert!(r
+        .syscalls
+        .iter()
+        .all(|c| c.errnos.values().sum::<u64>() == c.errors));
+    assert!(
+        r.syscalls.iter().any(|c| c.errnos.contains_key("ENOENT")),
+        "{:?}",
+        r.syscalls
+    );
+    // Per process and per thread totals are those of the rows; cat, ls and the shell.
+    let total: u64 = got.values().map(|c| c.0).sum();
+    assert_eq!(
+        r.syscall_processes.iter().map(|p| p.calls).sum::<u64>(),
+        total
+    );
+    assert_eq!(
+        r.syscall_threads.iter().map(|t| t.calls).sum::<u64>(),
+        total
+    );
+    let names: HashSet<&str> = r
+        .syscall_processes
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert!(
+        names.contains("sh") && names.contains("cat") && names.contains("ls"),
+        "{names:?}"
+    );
+    assert!(
+        !r.slowest_syscalls.is_empty()
+            && r.slowest_syscalls
+                .windows(2)
+                .all(|w| w[0].duration_ns >= w[1].duration_ns)
+    );
+    let text = rep::render_text(&r);
+    assert!(
+        text.contains("ENOENT x")
+            && text.contains("System calls per process")
+            && text.contains("Slowest system calls"),
+        "{text}"
+    );
+}
+
+/// `(page-faults, major-faults)` of `perf stat` on CMD, or why perf cannot count here.
+fn perf_faults(cmd: &[&str]) -> Result<(u64, u64), String> {
+    let o = std::process::Command::new("perf")
+        .args(["stat", "-x,", "-e", "page-faults,major-faults", "--"])
+        .args(cmd)
+        .output()
+        .map_err(|e| format!("perf: {e}"))?;
+    let err = String::from_utf8_lossy(&o.stderr);
+    let count = |ev: &str| {
+        err.lines()
+            .find(|l| l.split(',').nth(2) == Some(ev))
+            .and_then(|l| l.split(',').next()?.parse::<u64>().ok())
+    };
+    match (
+        o.status.success(),
+        count("page-faults"),
+        count("major-faults"),
+    ) {
+        (true, Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(format!(
+            "perf stat cannot count page faults here: {}",
+            err.trim()
+        )),
+    }
+}
+
+/// A 64 MiB file dropped from the page cache, mapped, and read one page at a time in a
+/// known scattered order (examples/kernelprogs mmapread): `--faults FILE` lists exactly
+/// those pages in that order, each a major read fault in `read_page`; the per-file line
+/// counts 64 major faults; the totals agree with `perf stat -e page-faults,major-faults`.
+#[test]
+fn live_faults_of_a_mapped_file_against_perf_stat() {
+    if let Some(r) = skip_reason() {
+        eprintln!("skipped: kernel tracing unavailable ({r})");
+        return;
+    }
+    // On disk: tmpfs pages cannot be dropped, and would never fault in from the file.
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let d = TestDaemon::start();
+    let data = tmp.path().join("data.bin");
+    let prog = program("mmapread");
+    let out = tmp.path().join("t");
+    let stdout = trace_out(
+        &d,
+        &out,
+        &[prog.to_str().unwrap(), data.to_str().unwrap(), "64"],
+    );
+    let order: Vec<u64> = stdout.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(order.len(), 64);
+    let file = data.to_str().unwrap().to_string();
+    let r = rep::report(
+        &out,
+        &Options {
+            faults: true,
+            fault_file: Some(file.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let l = r.file_faults.as_ref().unwrap();
+    assert_eq!(
+        l.faults.iter().map(|f| f.page.unwrap()).collect::<Vec<_>>(),
+        order,
+        "pages in the order read"
+    );
+    for f in &l.faults {
+        assert_eq!(f.offset, f.page.map(|p| p * 4096));
+        assert_eq!(
+            (f.access.as_deref(), f.error.as_deref(), f.major),
+            (Some("read"), Some("not present, read, user"), Some(true)),
+            "{f:?}"
+        );
+        assert!(
+            f.function
+                .as_deref()
+                .is_some_and(|n| n.ends_with("read_page")),
+            "{f:?}"
+        );
+    }
+    let row = r
+        .fault_files
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|x| x.file == file)
+        .unwrap();
+    assert_eq!(
+        (row.faults, row.major, row.minor, row.pages, row.bytes),
+        (64, Some(64), Some(0), 64, 64 * 4096),
+        "{row:?}"
+    );
+    assert!(row.until_user_worst_ns > 0 && row.until_user_total_ns >= row.until_user_worst_ns);
+    assert!(r
+        .fault_files
+        .as_ref()
+        .unwrap()
+        .iter()
+        .any(|x| x.file == "[anonymous]" || x.file == "[heap]" || x.file == "[stack]"));
+    let text = rep::render_text(&r);
+    assert!(
+        text.contains("Page faults per mapped file")
+            && text.contains(&format!("Page faults on {file} (64)"))
+            && text.contains("read_page"),
+        "{text}"
+    );
+    let faults = r.faults.as_ref().unwrap();
+    let (total, major) = (
+        faults.len() as u64,
+        faults.iter().filter(|f| f.major == Some(true)).count() as u64,
+    );
+    let data2 = tmp.path().join("data2.bin");
+    match perf_faults(&[prog.to_str().unwrap(), data2.to_str().unwrap(), "64"]) {
+        Err(why) => eprintln!("perf comparison skipped: {why}"),
+        Ok((p_total, p_major)) => {
+            eprintln!(
+                "page faults: ust {total} (major {major}), perf stat {p_total} (major {p_major})"
+            );
+            assert!(
+                p_major >= 64 && major.abs_diff(p_major) <= 2,
+                "major: ust {major}, perf {p_major}"
+            );
+            assert!(
+                total.abs_diff(p_total) * 20 <= p_total,
+                "total: ust {total}, perf {p_total} (5%)"
+            );
+        }
+    }
+}
+
+/// `--format folded` and `--flamegraph`: the SVG is XML with an `<svg>` root that names the
+/// program's threads and what they blocked in; the folded lines add up to the blocked time.
+#[test]
+fn folded_and_flamegraph() {
+    let d = TestDaemon::without_daemon();
+    let tmp = tempfile::tempdir().unwrap();
+    let svg = tmp.path().join("off.svg");
+    let o = d
+        .ust_cmd()
+        .args([
+            "report",
+            "--format",
+            "folded",
+            "--min-block",
+            "0",
+            "--flamegraph",
+        ])
+        .arg(&svg)
+        .arg(data("pingpong"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let folded = String::from_utf8(o.stdout).unwrap();
+    let r = rep::report(
+        &data("pingpong"),
+        &Options {
+            wakeups: true,
+            min_block_ns: 0,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let sum: u64 = folded
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(
+        sum,
+        r.wakeups
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|w| w.duration_ns)
+            .sum::<u64>()
+    );
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.starts_with("pingpong;syscall read;--;task pong in write")),
+        "{folded}"
+    );
+    let titles = common::svg_titles(&std::fs::read_to_string(&svg).unwrap());
+    assert!(
+        titles.iter().any(|t| t.starts_with("pingpong "))
+            && titles.iter().any(|t| t.starts_with("syscall read")),
+        "{titles:?}"
+    );
+}
+
+/// A blocked read names its descriptor by path, as strace does: the shell reads its
+/// standard input, a FIFO that a child writes to after 300 ms.
+#[test]
+fn live_blocked_read_names_the_descriptor() {
+    if let Some(r) = skip_reason() {
+        eprintln!("skipped: kernel tracing unavailable ({r})");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let d = TestDaemon::start();
+    let out = tmp.path().join("t");
+    let script = format!("exec 0<>{f}; (sleep 0.3; echo x >{f}) & read -r l; echo $l", f = fifo.display());
+    assert_eq!(trace_out(&d, &out, &["sh", "-c", &script]).trim(), "x");
+    let r = wakeups(&out);
+    let want = format!("read(0<{}>)", fifo.display());
+    let w = r.wakeups.as_ref().unwrap().iter().find(|w| w.name == "sh" && w.blocked_in == "syscall read" && w.duration_ns > 250_000_000).expect("the shell's read");
+    assert_eq!(w.call.as_deref(), Some(want.as_str()), "{w:?}");
+    assert!(rep::render_text(&r).contains(&format!("in syscall read: {want}")));
 }
 
 /// Records the kept traces again: `cargo test -p consumer --test report -- --ignored regenerate`.

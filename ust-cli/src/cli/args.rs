@@ -193,6 +193,9 @@ the events recorded, and exits with CMD's status (128+N if it died of signal N).
   ust report /tmp/t                         # tasks, system calls, blocked time
   ust report /tmp/t --wakeups --min-block 5ms
   ust report /tmp/t --faults --format json
+  ust report /tmp/t --faults /data/big.db   # FILE after DIR: its faults in time order
+  ust report /tmp/t --format folded > t.folded
+  ust report /tmp/t --flamegraph t.svg
 
 DIR is the output of `ust trace` (with --kernel for the kernel part); on a trace without
 kernel events it reports the program's own events per name and per thread.")]
@@ -525,15 +528,24 @@ pub struct ReportArgs {
     /// Show each blocked interval and what woke it, up the wake-up chain.
     #[arg(long)]
     pub wakeups: bool,
-    /// Show user page faults with the mapped file and offset.
+    /// With --faults: list the faults on this mapped file in time order (file offset, page,
+    /// accessing function, read/write/exec, error code): `ust report DIR --faults FILE`.
+    #[arg(value_name = "FILE", requires = "faults")]
+    pub fault_file: Option<String>,
+    /// Show page faults per mapped file (minor, major, distinct pages, bytes, time until
+    /// back in user space) and each fault with its mapping.
     #[arg(long)]
     pub faults: bool,
     /// Shortest blocked interval shown by --wakeups (e.g. 1ms, 500us, 2s, or ns).
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration)]
     pub min_block: u64,
-    /// Output format.
-    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    /// Output format: text, json (every view), or folded (off-CPU stacks with their
+    /// blocked time in ns, for flame graph tools).
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json", "folded"])]
     pub format: String,
+    /// Also write an off-CPU flame graph (blocked time by user stack, waker on top) as SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
 }
 
 /// Parses a duration into ns: a number with an optional `ns`, `us`, `ms` or `s` suffix

@@ -338,9 +338,25 @@ fn babeltrace(dir: &std::path::Path, trace: &std::path::Path) -> CliResult {
 
 /// `ust report`.
 pub fn report(a: ReportArgs) -> CliResult {
-    let opt = crate::report::Options { wakeups: a.wakeups, faults: a.faults, min_block_ns: a.min_block, ..Default::default() };
+    let pictures = a.format == "folded" || a.flamegraph.is_some();
+    let opt = crate::report::Options {
+        wakeups: a.wakeups || pictures,
+        faults: a.faults,
+        fault_file: a.fault_file,
+        min_block_ns: a.min_block,
+        ..Default::default()
+    };
     let r = crate::report::report(&a.dir, &opt).map_err(Failure::new)?;
-    if a.format == "json" {
+    if let Some(svg) = &a.flamegraph {
+        let f = std::fs::File::create(svg).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        crate::report::pictures::flamegraph(&r, std::io::BufWriter::new(f)).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
+        eprintln!("ust: flame graph written to {}", svg.display());
+    }
+    if a.format == "folded" {
+        for l in crate::report::pictures::folded(&r) {
+            outln!("{l}");
+        }
+    } else if a.format == "json" {
         outln!("{}", crate::report::render_json(&r));
     } else {
         out!("{}", crate::report::render_text(&r));

@@ -13,7 +13,8 @@
 //!
 //! Event names are LTTng's kernel names where LTTng has them (`sched_switch`,
 //! `irq_softirq_entry`, `timer_hrtimer_expire_entry`, `x86_irq_vectors_local_timer_entry`,
-//! `x86_exceptions_page_fault_user`). System calls are the generic `syscall_entry` /
+//! `x86_exceptions_page_fault_user`, `_kernel`; `filemap_add_to_page_cache` for
+//! LTTng's `mm_filemap_add_to_page_cache`). System calls are the generic `syscall_entry` /
 //! `syscall_exit` (the `raw_syscalls` events) with an added string field `name` (from the
 //! x86-64 table, [`super::syscalls`]), not LTTng's one event per system call. The state dump
 //! at the start is `lttng_statedump_process_state`, written first in the stream of the CPU
@@ -51,6 +52,10 @@ pub const EVENTS: &[(&str, &str, &str)] = &[
     ("raw_syscalls", "sys_enter", "syscall_entry"),
     ("raw_syscalls", "sys_exit", "syscall_exit"),
     ("exceptions", "page_fault_user", "x86_exceptions_page_fault_user"),
+    // The kernel touching user memory (perf's page-faults counts these too).
+    ("exceptions", "page_fault_kernel", "x86_exceptions_page_fault_kernel"),
+    // A page read into the page cache: makes a fault major (report/faults.rs).
+    ("filemap", "mm_filemap_add_to_page_cache", "filemap_add_to_page_cache"),
 ];
 
 /// Name of the state-dump event.

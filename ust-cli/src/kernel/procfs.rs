@@ -80,12 +80,31 @@ pub fn descendants(root: i32) -> Vec<i32> {
     out
 }
 
-/// Samples `/proc/<pid>/maps` of a process tree every `period` on a thread, keeping the last
-/// copy seen of each process (a process's maps are lost only if it lives less than a period).
+/// What the sampler kept of one process: name, last maps, every descriptor's last path.
+type Sampled = (String, String, BTreeMap<i32, String>);
+
+/// Samples `/proc/<pid>/maps` and the descriptors (`/proc/<pid>/fd/*`) of a process tree
+/// every `period` on a thread, keeping the last copy of the maps seen of each process and
+/// the last path seen of each descriptor (lost only for a process that lives less than a
+/// period, or a descriptor open less than one).
 #[derive(Debug)]
 pub struct MapsSampler {
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<BTreeMap<i32, (String, String)>>>,
+    thread: Option<std::thread::JoinHandle<BTreeMap<i32, Sampled>>>,
+}
+
+/// `fd -> path` of process `pid` now (`/proc/<pid>/fd/*` links).
+fn fds_of(pid: i32) -> Vec<(i32, String)> {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
+    rd.flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, std::fs::read_link(e.path()).ok()?.to_string_lossy().into_owned())))
+        .collect()
+}
+
+/// Reads `<output>/proc/<pid>/fds` (`fd path` lines, as [`MapsSampler::finish`] writes them).
+pub fn read_fds(output: &Path, pid: i32) -> BTreeMap<i32, String> {
+    let text = std::fs::read_to_string(maps_dir(output, pid).join("fds")).unwrap_or_default();
+    text.lines().filter_map(|l| l.split_once(' ')).filter_map(|(fd, p)| Some((fd.parse().ok()?, p.to_string()))).collect()
 }
 
 impl MapsSampler {
@@ -96,15 +115,18 @@ impl MapsSampler {
         let thread = std::thread::Builder::new()
             .name("ust-maps".into())
             .spawn(move || {
-                let mut seen: BTreeMap<i32, (String, String)> = BTreeMap::new();
+                let mut seen: BTreeMap<i32, Sampled> = BTreeMap::new();
                 loop {
                     let last = s.load(Ordering::SeqCst);
                     for pid in descendants(root) {
                         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"));
                         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                        let fds = fds_of(pid);
                         if let Ok(m) = maps {
                             if !m.is_empty() {
-                                seen.insert(pid, (comm.trim().to_string(), m));
+                                let e = seen.entry(pid).or_default();
+                                (e.0, e.1) = (comm.trim().to_string(), m);
+                                e.2.extend(fds);
                             }
                         }
                     }
@@ -118,16 +140,18 @@ impl MapsSampler {
         MapsSampler { stop, thread }
     }
 
-    /// Stops sampling and writes `<output>/proc/<pid>/{maps,comm}`; returns the pids saved.
+    /// Stops sampling and writes `<output>/proc/<pid>/{maps,comm,fds}`; returns the pids saved.
     pub fn finish(mut self, output: &Path) -> Vec<i32> {
         self.stop.store(true, Ordering::SeqCst);
         let Some(seen) = self.thread.take().and_then(|t| t.join().ok()) else { return Vec::new() };
         let mut pids = Vec::new();
-        for (pid, (comm, maps)) in seen {
+        for (pid, (comm, maps, fds)) in seen {
+            let fds: String = fds.iter().map(|(fd, p)| format!("{fd} {}\n", p.replace('\n', " "))).collect();
             let dir = maps_dir(output, pid);
             if std::fs::create_dir_all(&dir).is_ok()
                 && std::fs::write(dir.join("maps"), maps).is_ok()
                 && std::fs::write(dir.join("comm"), format!("{comm}\n")).is_ok()
+                && std::fs::write(dir.join("fds"), fds).is_ok()
             {
                 pids.push(pid);
             }

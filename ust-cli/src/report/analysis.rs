@@ -26,6 +26,8 @@ pub struct Options {
     pub wakeups: bool,
     /// Include the user page faults.
     pub faults: bool,
+    /// With `faults`: list this file's faults in time order ([`Report::file_faults`]).
+    pub fault_file: Option<String>,
     /// Blocked intervals shorter than this are left out (ns).
     pub min_block_ns: u64,
     /// How far up a wake-up chain to follow.
@@ -34,7 +36,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { wakeups: false, faults: false, min_block_ns: 1_000_000, max_chain: 4 }
+        Options { wakeups: false, faults: false, fault_file: None, min_block_ns: 1_000_000, max_chain: 4 }
     }
 }
 
@@ -60,6 +62,10 @@ pub struct SyscallRow {
     pub name: String,
     /// Completed calls.
     pub count: u64,
+    /// Calls that failed (returned `-4095..=-1`, strace's rule).
+    pub errors: u64,
+    /// The failures per errno name (`ENOENT`).
+    pub errnos: BTreeMap<String, u64>,
     /// Sum of durations (ns).
     pub total_ns: u64,
     /// Median (ns).
@@ -139,37 +145,13 @@ pub struct Wait {
     /// first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stack: Vec<super::symbols::Frame>,
+    /// The blocking call as strace writes it, its descriptor named by path where the trace
+    /// saw it open (`read(3</etc/hostname>)`; `read(3)` when it did not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
 }
 
-/// One user page fault.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct Fault {
-    /// When (ns).
-    pub ts_ns: u64,
-    /// Thread id.
-    pub tid: i32,
-    /// Faulting address.
-    pub address: String,
-    /// Instruction pointer.
-    pub ip: String,
-    /// x86 page-fault error code.
-    pub error_code: i64,
-    /// The mapping the address fell in: `path+0xoffset`, `[heap]`, `anonymous`, or
-    /// `unmapped` (from `<dir>/proc/<pid>/maps`; `None` without a maps file).
-    pub mapping: Option<String>,
-    /// Time until the thread next showed it ran user code (its next system call or fault):
-    /// an upper bound on the time to resolve the fault; `None` if it never did in the trace.
-    pub until_user_ns: Option<u64>,
-    /// Major (needed I/O) or minor, when the trace says (tier 1).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub major: Option<bool>,
-    /// The user-space stack at the fault (tier 1), innermost first.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stack: Vec<super::symbols::Frame>,
-    /// The recorded stack addresses behind [`Fault::stack`].
-    #[serde(skip)]
-    pub stack_ips: Vec<u64>,
-}
+pub use super::faults::Fault;
 
 /// Per-event-name row of the user-space view.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -223,12 +205,22 @@ pub struct Report {
     pub span_ns: u64,
     /// Per task of the traced tree (kernel only).
     pub tasks: Vec<TaskRow>,
-    /// Per system call (kernel only).
+    /// Per system call (kernel only), from the traced command's exec on.
     pub syscalls: Vec<SyscallRow>,
+    /// System call totals per thread.
+    pub syscall_threads: Vec<super::syscalls::ThreadCalls>,
+    /// System call totals per process.
+    pub syscall_processes: Vec<super::syscalls::ProcessCalls>,
+    /// The slowest system calls, longest first.
+    pub slowest_syscalls: Vec<super::syscalls::SlowCall>,
     /// With `--wakeups`.
     pub wakeups: Option<Vec<Wait>>,
     /// With `--faults`.
     pub faults: Option<Vec<Fault>>,
+    /// With `--faults`: per mapped file (and anonymous memory, heap, stack).
+    pub fault_files: Option<Vec<super::faults::FileFaults>>,
+    /// With `--faults FILE`: that file's faults.
+    pub file_faults: Option<super::faults::FileFaultList>,
     /// What the program's own events show.
     pub user: UserView,
     /// Remarks (missing data, bounds).
@@ -260,12 +252,15 @@ struct RawWait {
     end: u64,
     blocked_in: String,
     wake: Option<WakeSeen>,
+    call: Option<String>,
 }
 
 #[derive(Default, Debug)]
 struct Task {
     events: u64,
-    syscall: Option<(String, u64)>,
+    /// The system call in progress and its first argument.
+    syscall: Option<(String, Option<u64>)>,
+    blocked_call: Option<String>,
     running_since: Option<u64>,
     runtime: u64,
     blocked: u64,
@@ -274,29 +269,6 @@ struct Task {
     last_fault: Option<(u64, u64)>,
     waits: Vec<RawWait>,
     pending_faults: Vec<usize>,
-}
-
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn hex(v: i64) -> String {
-    format!("{:#x}", v as u64)
-}
-
-/// Maps `address` of process `pid` to `path+0xoffset` with the maps saved under `dir`.
-fn mapping(maps: &HashMap<i32, Vec<crate::kernel::procfs::MapEntry>>, pid: i32, address: u64) -> Option<String> {
-    let m = maps.get(&pid)?;
-    Some(match m.iter().find(|e| e.start <= address && address < e.end) {
-        Some(e) if e.path.is_empty() => "anonymous".into(),
-        Some(e) if e.path.starts_with('[') => e.path.clone(),
-        Some(e) => format!("{}+{:#x}", e.path, address - e.start + e.offset),
-        None => "unmapped".into(),
-    })
 }
 
 /// Builds the report of a loaded trace directory; `dir` is where `proc/<pid>/maps` are.
@@ -326,9 +298,10 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let mut comm: HashMap<i32, String> = HashMap::new();
     let mut tasks: HashMap<i32, Task> = HashMap::new();
     let mut cpu_ctx: HashMap<u32, Vec<Ctx>> = HashMap::new();
-    let mut sys: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    let mut faults: Vec<(Fault, i32)> = Vec::new();
+    let mut faults: Vec<Fault> = Vec::new();
+    let has_filemap = l.events.iter().any(|e| e.name == "filemap_add_to_page_cache");
     let mut last_ust: HashMap<i32, String> = HashMap::new();
+    let mut fds: HashMap<i32, BTreeMap<i32, String>> = HashMap::new();
     for e in &l.events {
         if e.domain == Domain::Ust {
             last_ust.insert(e.pid, e.name.clone());
@@ -386,20 +359,31 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             "syscall_entry" => {
                 let name = e.text("name").unwrap_or_default();
                 let task = tasks.entry(t).or_default();
-                task.syscall = Some((name, e.ts));
+                task.syscall = Some((name, super::syscalls::arg0(e)));
                 for i in task.pending_faults.drain(..) {
                     if let Some(f) = faults.get_mut(i) {
-                        f.0.until_user_ns = Some(e.ts.saturating_sub(f.0.ts_ns));
+                        f.until_user_ns = Some(e.ts.saturating_sub(f.ts_ns));
                     }
                 }
             }
             "syscall_exit" => {
-                let task = tasks.entry(t).or_default();
-                if let Some((name, start)) = task.syscall.take() {
-                    if tree.contains(&t) {
-                        sys.entry(name).or_default().push(e.ts.saturating_sub(start));
-                    }
+                tasks.entry(t).or_default().syscall = None;
+            }
+            "filemap_add_to_page_cache" => {
+                // The page is read from its file: the thread's pending user fault is major.
+                if let Some(f) = tasks.get(&t).and_then(|k| k.pending_faults.last()).and_then(|&i| faults.get_mut(i)) {
+                    f.major = Some(true);
                 }
+            }
+            "x86_exceptions_page_fault_kernel" if tree.contains(&t) && (e.int("address").unwrap_or(-1) as u64) < super::faults::USER_END => {
+                let mut f = Fault::new(e.ts, t, *tgid.get(&t).unwrap_or(&t), e.int("address").unwrap_or(0) as u64, e.int("ip").unwrap_or(0) as u64, e.int("error_code"));
+                f.by_kernel = true;
+                f.major = has_filemap.then_some(false);
+                f.function = Some(match tasks.get(&t).and_then(|k| k.syscall.as_ref()) {
+                    Some((n, _)) => format!("the kernel, in {n}"),
+                    None => "the kernel".into(),
+                });
+                faults.push(f);
             }
             "x86_exceptions_page_fault_user" | "perf_page_fault" => {
                 let addr = e.int("address").unwrap_or(0) as u64;
@@ -407,26 +391,15 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 task.last_fault = Some((e.ts, addr));
                 for i in task.pending_faults.drain(..) {
                     if let Some(f) = faults.get_mut(i) {
-                        f.0.until_user_ns = Some(e.ts.saturating_sub(f.0.ts_ns));
+                        f.until_user_ns = Some(e.ts.saturating_sub(f.ts_ns));
                     }
                 }
                 if tree.contains(&t) {
                     task.pending_faults.push(faults.len());
-                    faults.push((
-                        Fault {
-                            ts_ns: e.ts,
-                            tid: t,
-                            address: hex(addr as i64),
-                            ip: hex(e.int("ip").unwrap_or(0)),
-                            error_code: e.int("error_code").unwrap_or(0),
-                            mapping: None,
-                            until_user_ns: None,
-                            major: e.int("major").map(|m| m != 0),
-                            stack: Vec::new(),
-                            stack_ips: super::stacks::u64s(e, "stack"),
-                        },
-                        *tgid.get(&t).unwrap_or(&t),
-                    ));
+                    let mut f = Fault::new(e.ts, t, *tgid.get(&t).unwrap_or(&t), addr, e.int("ip").unwrap_or(0) as u64, e.int("error_code"));
+                    f.major = e.int("major").map(|m| m != 0).or(has_filemap.then_some(false));
+                    f.stack_ips = super::stacks::u64s(e, "stack");
+                    faults.push(f);
                 }
             }
             "sched_waking" | "sched_wakeup" | "sched_wakeup_new" => {
@@ -468,6 +441,17 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                                 None => "user space".into(),
                             },
                         };
+                        p.blocked_call = match &p.syscall {
+                            Some((n, Some(fd))) if super::syscalls::takes_fd(n) => {
+                                let pid = *tgid.get(&prev).unwrap_or(&prev);
+                                let path = fds.entry(pid).or_insert_with(|| crate::kernel::procfs::read_fds(dir, pid)).get(&(*fd as i32)).cloned();
+                                Some(match path {
+                                    Some(path) => format!("{n}({fd}<{path}>)"),
+                                    None => format!("{n}({fd})"),
+                                })
+                            }
+                            _ => None,
+                        };
                         p.blocked_since = Some((e.ts, blocked_in));
                         p.wake = None;
                     }
@@ -477,7 +461,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     if let Some((start, blocked_in)) = n.blocked_since.take() {
                         n.blocked += e.ts.saturating_sub(start);
                         let wake = n.wake.take();
-                        n.waits.push(RawWait { start, end: e.ts, blocked_in, wake });
+                        let call = n.blocked_call.take();
+                        n.waits.push(RawWait { start, end: e.ts, blocked_in, wake, call });
                     }
                     n.running_since = Some(e.ts);
                 }
@@ -493,23 +478,11 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         .collect();
     rows.sort_by_key(|r| r.tid);
     r.tasks = rows;
-    let mut srows: Vec<SyscallRow> = sys
-        .into_iter()
-        .map(|(name, mut d)| {
-            d.sort_unstable();
-            SyscallRow {
-                name,
-                count: d.len() as u64,
-                total_ns: d.iter().sum(),
-                p50_ns: percentile(&d, 0.5),
-                p90_ns: percentile(&d, 0.9),
-                p99_ns: percentile(&d, 0.99),
-                max_ns: d.last().copied().unwrap_or(0),
-            }
-        })
-        .collect();
-    srows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-    r.syscalls = srows;
+    let calls = super::syscalls::count(l, &tree, &tgid, &comm, r.traced_pid);
+    if calls.exec_ns.is_none() && tier1.is_none() {
+        r.notes.push("system calls: no successful execve of the traced pid in the trace: every call counts, the launcher's too".into());
+    }
+    (r.syscalls, r.syscall_threads, r.syscall_processes, r.slowest_syscalls) = (calls.rows, calls.threads, calls.processes, calls.slowest);
     if opt.wakeups {
         let t1 = tier1.is_some();
         let explain = |tid: i32, w: &RawWait, depth: usize| explain_wait(tid, w, depth, &tasks, &name_of, (opt.max_chain, t1));
@@ -530,26 +503,13 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         r.wakeups = Some(waits);
     }
     if opt.faults {
-        let mut maps = HashMap::new();
-        for (_, pid) in &faults {
-            if !maps.contains_key(pid) {
-                if let Ok(text) = std::fs::read_to_string(crate::kernel::procfs::maps_dir(dir, *pid).join("maps")) {
-                    maps.insert(*pid, crate::kernel::procfs::parse_maps(&text));
-                }
-            }
-        }
-        r.faults = Some(
-            faults
-                .into_iter()
-                .map(|(mut f, pid)| {
-                    f.mapping = u64::from_str_radix(f.address.trim_start_matches("0x"), 16).ok().and_then(|a| mapping(&maps, pid, a));
-                    if let Some(t1) = tier1.as_mut() {
-                        t1.fault(&mut f, pid);
-                    }
-                    f
-                })
-                .collect(),
-        );
+        // As for system calls: the launcher's faults before the exec are not the command's.
+        let from = calls.exec_ns.unwrap_or(0);
+        faults.retain(|f| f.pid != r.traced_pid || f.ts_ns >= from);
+        let faults = super::faults::resolve(faults, tier1.as_mut(), dir);
+        r.fault_files = Some(super::faults::summarize(&faults));
+        r.file_faults = opt.fault_file.as_deref().map(|w| super::faults::of_file(&faults, w));
+        r.faults = Some(faults);
         r.notes.push("page faults: the kernel has no fault-exit tracepoint; \"until user\" is the time to the thread's next system call or fault, an upper bound on the time to resolve".into());
     }
     r
@@ -594,6 +554,7 @@ fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>,
         blocked_in: w.blocked_in.clone(),
         woken_by,
         stack: Vec::new(),
+        call: w.call.clone(),
     }
 }
 

@@ -361,3 +361,42 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// The texts of the `<title>` elements of an SVG document (inferno's frame tooltips:
+/// `name (N ns, P%)`), after checking it is well-formed XML whose root element is `svg`.
+pub fn svg_titles(text: &str) -> Vec<String> {
+    use quick_xml::events::Event;
+    let mut r = quick_xml::Reader::from_str(text);
+    let (mut root, mut in_title, mut depth, mut out) = (None, false, 0usize, Vec::new());
+    loop {
+        match r
+            .read_event()
+            .unwrap_or_else(|e| panic!("not XML at {}: {e}", r.buffer_position()))
+        {
+            Event::Start(e) => {
+                root.get_or_insert_with(|| String::from_utf8_lossy(e.name().as_ref()).into_owned());
+                in_title = e.name().as_ref() == b"title";
+                depth += 1;
+            }
+            Event::End(e) => {
+                in_title = false;
+                depth = depth.checked_sub(1).expect("balanced elements");
+                let _ = e;
+            }
+            Event::Empty(e) => {
+                root.get_or_insert_with(|| String::from_utf8_lossy(e.name().as_ref()).into_owned());
+            }
+            Event::Text(t) if in_title => {
+                out.push(String::from_utf8_lossy(&t.into_inner()).into_owned())
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        (root.as_deref(), depth),
+        (Some("svg"), 0),
+        "an SVG document"
+    );
+    out
+}

@@ -1,0 +1,419 @@
+//! System calls as `strace -f -c` counts them: per system call the calls, the errors (a
+//! return value in `-4095..=-1`, as strace decides) by errno name, and the time; per thread
+//! and per process totals; the slowest calls.
+//!
+//! Only calls of the traced command count, from its `execve` on: the launcher (`ust
+//! trace`'s child between fork and exec: signal resets, the `PATH` search with its failed
+//! `execve`s) is left out. The cut is the entry of the first `execve` of the traced pid that
+//! returned 0 (the `execve` strace shows); a trace without one counts everything and says so.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::Serialize;
+
+use super::analysis::SyscallRow;
+use super::load::{Domain, Loaded};
+
+/// Linux errno names (asm-generic/errno-base.h, errno.h; x86-64 uses these), index = errno.
+const ERRNO: [&str; 134] = [
+    "0",
+    "EPERM",
+    "ENOENT",
+    "ESRCH",
+    "EINTR",
+    "EIO",
+    "ENXIO",
+    "E2BIG",
+    "ENOEXEC",
+    "EBADF",
+    "ECHILD",
+    "EAGAIN",
+    "ENOMEM",
+    "EACCES",
+    "EFAULT",
+    "ENOTBLK",
+    "EBUSY",
+    "EEXIST",
+    "EXDEV",
+    "ENODEV",
+    "ENOTDIR",
+    "EISDIR",
+    "EINVAL",
+    "ENFILE",
+    "EMFILE",
+    "ENOTTY",
+    "ETXTBSY",
+    "EFBIG",
+    "ENOSPC",
+    "ESPIPE",
+    "EROFS",
+    "EMLINK",
+    "EPIPE",
+    "EDOM",
+    "ERANGE",
+    "EDEADLK",
+    "ENAMETOOLONG",
+    "ENOLCK",
+    "ENOSYS",
+    "ENOTEMPTY",
+    "ELOOP",
+    "41",
+    "ENOMSG",
+    "EIDRM",
+    "ECHRNG",
+    "EL2NSYNC",
+    "EL3HLT",
+    "EL3RST",
+    "ELNRNG",
+    "EUNATCH",
+    "ENOCSI",
+    "EL2HLT",
+    "EBADE",
+    "EBADR",
+    "EXFULL",
+    "ENOANO",
+    "EBADRQC",
+    "EBADSLT",
+    "58",
+    "EBFONT",
+    "ENOSTR",
+    "ENODATA",
+    "ETIME",
+    "ENOSR",
+    "ENONET",
+    "ENOPKG",
+    "EREMOTE",
+    "ENOLINK",
+    "EADV",
+    "ESRMNT",
+    "ECOMM",
+    "EPROTO",
+    "EMULTIHOP",
+    "EDOTDOT",
+    "EBADMSG",
+    "EOVERFLOW",
+    "ENOTUNIQ",
+    "EBADFD",
+    "EREMCHG",
+    "ELIBACC",
+    "ELIBBAD",
+    "ELIBSCN",
+    "ELIBMAX",
+    "ELIBEXEC",
+    "EILSEQ",
+    "ERESTART",
+    "ESTRPIPE",
+    "EUSERS",
+    "ENOTSOCK",
+    "EDESTADDRREQ",
+    "EMSGSIZE",
+    "EPROTOTYPE",
+    "ENOPROTOOPT",
+    "EPROTONOSUPPORT",
+    "ESOCKTNOSUPPORT",
+    "EOPNOTSUPP",
+    "EPFNOSUPPORT",
+    "EAFNOSUPPORT",
+    "EADDRINUSE",
+    "EADDRNOTAVAIL",
+    "ENETDOWN",
+    "ENETUNREACH",
+    "ENETRESET",
+    "ECONNABORTED",
+    "ECONNRESET",
+    "ENOBUFS",
+    "EISCONN",
+    "ENOTCONN",
+    "ESHUTDOWN",
+    "ETOOMANYREFS",
+    "ETIMEDOUT",
+    "ECONNREFUSED",
+    "EHOSTDOWN",
+    "EHOSTUNREACH",
+    "EALREADY",
+    "EINPROGRESS",
+    "ESTALE",
+    "EUCLEAN",
+    "ENOTNAM",
+    "ENAVAIL",
+    "EISNAM",
+    "EREMOTEIO",
+    "EDQUOT",
+    "ENOMEDIUM",
+    "EMEDIUMTYPE",
+    "ECANCELED",
+    "ENOKEY",
+    "EKEYEXPIRED",
+    "EKEYREVOKED",
+    "EKEYREJECTED",
+    "EOWNERDEAD",
+    "ENOTRECOVERABLE",
+    "ERFKILL",
+    "EHWPOISON",
+];
+
+/// The name of errno `e` (`ENOENT`; the kernel-internal restart codes by their names;
+/// `E<n>` for others).
+pub fn errno_name(e: i64) -> String {
+    match e {
+        512 => "ERESTARTSYS".into(),
+        513 => "ERESTARTNOINTR".into(),
+        514 => "ERESTARTNOHAND".into(),
+        515 => "ENOIOCTLCMD".into(),
+        516 => "ERESTART_RESTARTBLOCK".into(),
+        _ => usize::try_from(e).ok().and_then(|i| ERRNO.get(i)).filter(|n| n.starts_with('E')).map(|n| n.to_string()).unwrap_or_else(|| format!("E{e}")),
+    }
+}
+
+/// The errno of a system call's return value, if it is an error (strace's rule: the value,
+/// as unsigned, is above `-4096`).
+pub fn error_of(ret: i64) -> Option<i64> {
+    (-4095..=-1).contains(&ret).then_some(-ret)
+}
+
+/// System call totals of one thread.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ThreadCalls {
+    /// Process (thread group) id.
+    pub pid: i32,
+    /// Thread id.
+    pub tid: i32,
+    /// Thread name.
+    pub name: String,
+    /// Completed calls.
+    pub calls: u64,
+    /// Of which failed.
+    pub errors: u64,
+    /// Time in system calls (ns).
+    pub total_ns: u64,
+}
+
+/// System call totals of one process (all its threads).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ProcessCalls {
+    /// Process id.
+    pub pid: i32,
+    /// Name of its main thread (or of the first thread seen).
+    pub name: String,
+    /// Threads that made calls.
+    pub threads: u64,
+    /// Completed calls.
+    pub calls: u64,
+    /// Of which failed.
+    pub errors: u64,
+    /// Time in system calls (ns).
+    pub total_ns: u64,
+}
+
+/// One of the slowest calls.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct SlowCall {
+    /// Entry (ns).
+    pub ts_ns: u64,
+    /// Thread id.
+    pub tid: i32,
+    /// Thread name.
+    pub thread: String,
+    /// The call as strace writes it, its first argument only: `read(3)`.
+    pub call: String,
+    /// Entry to exit (ns).
+    pub duration_ns: u64,
+    /// Return value.
+    pub ret: i64,
+    /// Errno name when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Everything this module computes.
+#[derive(Clone, Debug, Default)]
+pub struct Calls {
+    /// Per system call, by total time.
+    pub rows: Vec<SyscallRow>,
+    /// Per thread.
+    pub threads: Vec<ThreadCalls>,
+    /// Per process.
+    pub processes: Vec<ProcessCalls>,
+    /// The slowest calls, longest first.
+    pub slowest: Vec<SlowCall>,
+    /// When the traced command's exec began (ns), if seen.
+    pub exec_ns: Option<u64>,
+}
+
+/// How many of the slowest calls are kept.
+pub const SLOWEST: usize = 10;
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// The call text: `name(arg0)` with the first argument as strace prints a descriptor or
+/// number (decimal).
+fn call_text(name: &str, arg0: Option<u64>) -> String {
+    match arg0 {
+        Some(a) if a < 1 << 31 => format!("{name}({a})"),
+        Some(a) => format!("{name}({:#x})", a),
+        None => format!("{name}()"),
+    }
+}
+
+/// Whether system call `name` takes a descriptor as its first argument.
+pub fn takes_fd(name: &str) -> bool {
+    const FD_FIRST: &[&str] = &[
+        "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2", "recvfrom", "sendto", "recvmsg", "sendmsg",
+        "recvmmsg", "sendmmsg", "accept", "accept4", "connect", "fsync", "fdatasync", "ioctl", "fcntl", "flock", "epoll_wait", "epoll_pwait", "epoll_pwait2",
+        "lseek", "getdents64", "ftruncate", "fstat", "sendfile", "splice", "tee", "copy_file_range", "close", "fallocate", "sync_file_range", "fadvise64",
+    ];
+    FD_FIRST.contains(&name)
+}
+
+/// The first argument of a `syscall_entry`.
+pub fn arg0(e: &super::load::Event) -> Option<u64> {
+    match e.fields.iter().find(|(n, _)| n == "args") {
+        Some((_, ust_ctf::reader::Value::List(l))) => match l.first() {
+            Some(ust_ctf::reader::Value::Unsigned(u)) => Some(*u),
+            Some(ust_ctf::reader::Value::Signed(s)) => Some(*s as u64),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Counts the system calls of the threads in `tree` (`tgid`: thread to process, `comm`:
+/// thread names) from the exec of `traced_pid` on.
+pub fn count(l: &Loaded, tree: &HashSet<i32>, tgid: &HashMap<i32, i32>, comm: &HashMap<i32, String>, traced_pid: i32) -> Calls {
+    let kernel = || l.events.iter().filter(|e| e.domain == Domain::Kernel && tree.contains(&e.tid));
+    // The cut: the entry of the traced pid's first successful execve.
+    let mut exec_ns = None;
+    let mut entry: HashMap<i32, u64> = HashMap::new();
+    for e in kernel().filter(|e| e.tid == traced_pid) {
+        match e.name.as_str() {
+            "syscall_entry" => {
+                entry.insert(e.tid, e.ts);
+            }
+            "syscall_exit" if e.text("name").as_deref() == Some("execve") && e.int("ret") == Some(0) => {
+                exec_ns = entry.get(&e.tid).copied();
+                break;
+            }
+            _ => {}
+        }
+    }
+    let from = exec_ns.unwrap_or(0);
+    let mut open: HashMap<i32, (u64, String, Option<u64>)> = HashMap::new();
+    let mut per: BTreeMap<String, (Vec<u64>, BTreeMap<String, u64>)> = BTreeMap::new();
+    let mut threads: BTreeMap<i32, ThreadCalls> = BTreeMap::new();
+    let mut slow: Vec<SlowCall> = Vec::new();
+    let name_of = |t: i32| comm.get(&t).cloned().unwrap_or_else(|| "?".into());
+    for e in kernel().filter(|e| e.ts >= from) {
+        match e.name.as_str() {
+            "syscall_entry" => {
+                open.insert(e.tid, (e.ts, e.text("name").unwrap_or_default(), arg0(e)));
+            }
+            "syscall_exit" => {
+                let Some((start, name, a0)) = open.remove(&e.tid) else {
+                    continue;
+                };
+                let d = e.ts.saturating_sub(start);
+                let ret = e.int("ret").unwrap_or(0);
+                let err = error_of(ret);
+                let row = per.entry(name.clone()).or_default();
+                row.0.push(d);
+                if let Some(n) = err {
+                    *row.1.entry(errno_name(n)).or_default() += 1;
+                }
+                let pid = *tgid.get(&e.tid).unwrap_or(&e.tid);
+                let t = threads.entry(e.tid).or_insert_with(|| ThreadCalls { pid, tid: e.tid, name: name_of(e.tid), calls: 0, errors: 0, total_ns: 0 });
+                t.calls += 1;
+                t.errors += u64::from(err.is_some());
+                t.total_ns += d;
+                slow.push(SlowCall { ts_ns: start, tid: e.tid, thread: name_of(e.tid), call: call_text(&name, a0), duration_ns: d, ret, error: err.map(errno_name) });
+                if slow.len() > 4 * SLOWEST {
+                    slow.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
+                    slow.truncate(SLOWEST);
+                }
+            }
+            _ => {}
+        }
+    }
+    slow.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns).then(a.ts_ns.cmp(&b.ts_ns)));
+    slow.truncate(SLOWEST);
+    let mut rows: Vec<SyscallRow> = per
+        .into_iter()
+        .map(|(name, (mut d, errnos))| {
+            d.sort_unstable();
+            SyscallRow {
+                name,
+                count: d.len() as u64,
+                errors: errnos.values().sum(),
+                errnos,
+                total_ns: d.iter().sum(),
+                p50_ns: percentile(&d, 0.5),
+                p90_ns: percentile(&d, 0.9),
+                p99_ns: percentile(&d, 0.99),
+                max_ns: d.last().copied().unwrap_or(0),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    let mut procs: BTreeMap<i32, ProcessCalls> = BTreeMap::new();
+    for t in threads.values() {
+        let p = procs.entry(t.pid).or_insert_with(|| ProcessCalls {
+            pid: t.pid,
+            name: comm.get(&t.pid).cloned().unwrap_or_else(|| t.name.clone()),
+            threads: 0,
+            calls: 0,
+            errors: 0,
+            total_ns: 0,
+        });
+        p.threads += 1;
+        p.calls += t.calls;
+        p.errors += t.errors;
+        p.total_ns += t.total_ns;
+    }
+    Calls { rows, threads: threads.into_values().collect(), processes: procs.into_values().collect(), slowest: slow, exec_ns }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_names_and_the_error_rule() {
+        for (n, name) in [
+            (libc::ENOENT, "ENOENT"),
+            (libc::ENOTTY, "ENOTTY"),
+            (libc::ENOSYS, "ENOSYS"),
+            (libc::ENOMSG, "ENOMSG"),
+            (libc::EBFONT, "EBFONT"),
+            (libc::EBADMSG, "EBADMSG"),
+            (libc::EILSEQ, "EILSEQ"),
+            (libc::EOPNOTSUPP, "EOPNOTSUPP"),
+            (libc::ECONNREFUSED, "ECONNREFUSED"),
+            (libc::EDQUOT, "EDQUOT"),
+            (libc::ECANCELED, "ECANCELED"),
+            (libc::EOWNERDEAD, "EOWNERDEAD"),
+            (libc::EHWPOISON, "EHWPOISON"),
+        ] {
+            assert_eq!(errno_name(n.into()), name, "libc's {name} is {n}");
+        }
+        assert_eq!(errno_name(2), "ENOENT");
+        assert_eq!(errno_name(13), "EACCES");
+        assert_eq!(errno_name(110), "ETIMEDOUT");
+        assert_eq!(errno_name(133), "EHWPOISON");
+        assert_eq!(errno_name(512), "ERESTARTSYS");
+        assert_eq!(errno_name(41), "E41");
+        assert_eq!(errno_name(9999), "E9999");
+        assert_eq!(errno_name(-3), "E-3");
+        assert_eq!(error_of(-2), Some(2));
+        assert_eq!(error_of(-4095), Some(4095));
+        assert_eq!(error_of(-4096), None);
+        assert_eq!(error_of(0), None);
+        assert_eq!(error_of(3), None);
+        assert_eq!(call_text("read", Some(3)), "read(3)");
+        assert_eq!(call_text("mmap", Some(0x7f00_0000_0000)), "mmap(0x7f0000000000)");
+    }
+}
