@@ -6,7 +6,9 @@
 //! handed over (checked with [`may_see`]: same real, effective and saved uid and gid as the
 //! requester, dumpable), and every task it forks, from the fork on. A task leaves the view
 //! for good when it execs a set-user-ID, set-group-ID or file-capability program (decided
-//! at its `sched_process_exec`, from the executed file's mode and `security.capability`),
+//! at its `sched_process_exec`, from the executed file's mode and `security.capability`;
+//! from its `execve` entry to that event it is already out, since the kernel commits the
+//! new credentials and name before the event fires),
 //! or when [`ViewFilter::recheck`] finds its credentials or dumpability changed.
 //!
 //! Events are applied in global time order (the recorder merges the per-CPU buffers), so a
@@ -107,6 +109,13 @@ pub struct ViewFilter {
     gid: u32,
     visible: HashSet<i32>,
     left: HashSet<i32>,
+    /// In `execve`: out of the view until `sched_process_exec` shows an unprivileged
+    /// program (the kernel commits the new credentials and name before that event fires)
+    /// or the call fails.
+    in_exec: HashSet<i32>,
+    /// Exited, still visible until their last switch (an exiting task wakes its parent
+    /// after `sched_process_exit`).
+    exiting: HashSet<i32>,
     kinds: HashMap<i32, Kind>,
     /// Events dropped or reduced, for the log.
     pub dropped: u64,
@@ -145,7 +154,7 @@ impl ViewFilter {
     pub fn new(uid: u32, gid: u32, root_pid: i32) -> ViewFilter {
         let mut visible = HashSet::new();
         visible.insert(root_pid);
-        ViewFilter { uid, gid, visible, left: HashSet::new(), kinds: HashMap::new(), dropped: 0 }
+        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), dropped: 0 }
     }
 
     /// The requester's uid.
@@ -223,6 +232,24 @@ impl ViewFilter {
             }
         };
         match ev.name.as_str() {
+            "syscall_entry" => {
+                if cur_seen {
+                    let nr = get_int(payload, f, "id").unwrap_or(-1);
+                    if matches!(crate::syscalls::syscall_name(nr).as_str(), "execve" | "execveat") {
+                        self.visible.remove(&cur);
+                        self.in_exec.insert(cur);
+                    }
+                }
+                cur_seen
+            }
+            "syscall_exit" => {
+                // An exec that failed: the task is back, unchanged.
+                if self.in_exec.remove(&cur) {
+                    self.visible.insert(cur);
+                    return true;
+                }
+                cur_seen
+            }
             "sched_switch" => {
                 let prev = get_int(payload, f, "prev_pid").unwrap_or(0) as i32;
                 let next = get_int(payload, f, "next_pid").unwrap_or(0) as i32;
@@ -242,6 +269,10 @@ impl ViewFilter {
                     }
                 }
                 reduce_cur(self, payload);
+                if self.exiting.remove(&prev) {
+                    // Its last switch: the pid may be reused by anyone from now on.
+                    self.visible.remove(&prev);
+                }
                 true
             }
             "sched_waking" | "sched_wakeup" | "sched_wakeup_new" => {
@@ -265,7 +296,7 @@ impl ViewFilter {
             }
             "sched_process_exec" => {
                 let pid = get_int(payload, f, "pid").unwrap_or(0) as i32;
-                if !self.visible.contains(&pid) {
+                if !self.in_exec.remove(&pid) && !self.visible.contains(&pid) {
                     return false;
                 }
                 let file = f.field("filename").and_then(|ff| crate::format::dyn_string(payload, ff)).map(|b| String::from_utf8_lossy(b).into_owned());
@@ -275,11 +306,18 @@ impl ViewFilter {
                     self.left.insert(pid);
                     return false;
                 }
+                self.visible.insert(pid);
                 true
             }
             "sched_process_exit" => {
+                if self.in_exec.remove(&cur) {
+                    self.left.insert(cur);
+                }
                 let pid = get_int(payload, f, "pid").unwrap_or(0) as i32;
-                let seen = self.visible.remove(&pid);
+                let seen = self.visible.contains(&pid);
+                if seen {
+                    self.exiting.insert(pid);
+                }
                 seen && cur_seen
             }
             "irq_handler_entry" | "irq_handler_exit" | "irq_softirq_entry" | "irq_softirq_exit" | "x86_irq_vectors_local_timer_entry" | "x86_irq_vectors_local_timer_exit" => {

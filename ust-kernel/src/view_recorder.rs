@@ -149,6 +149,7 @@ impl ViewRecorder {
             let mut page = vec![0u8; page_size.max(64 * 1024)];
             let mut last_flush = Instant::now();
             let mut err = None;
+            let (mut last_applied, mut late) = (0u64, 0u64);
             loop {
                 let stopping = st.load(Ordering::SeqCst);
                 let now = ust_core::clock::monotonic_ns();
@@ -174,6 +175,10 @@ impl ViewRecorder {
                 let watermark = if stopping { u64::MAX } else { now.saturating_sub(SLACK.as_nanos() as u64) };
                 while heap.peek().is_some_and(|Reverse(e)| e.0 <= watermark) {
                     let Reverse((ts, _, i, mut payload)) = heap.pop().expect("peeked");
+                    if ts < last_applied {
+                        late += 1;
+                    }
+                    last_applied = ts;
                     let Some(kind) = format::read_uint(&payload, 0, 2) else { continue };
                     let Some(ev) = table.by_ftrace_id(kind as u16) else { continue };
                     if filter.apply(ev, &mut payload) {
@@ -196,6 +201,9 @@ impl ViewRecorder {
                 std::thread::sleep(POLL);
             }
             drop(files);
+            if late > 0 {
+                eprintln!("ust-kview: {late} records arrived after newer ones were applied");
+            }
             // Not finished (the connection dropped): a fresh clock offset, no traced pid.
             let (traced_pid, offset) = fa.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or((0, ust_core::clock::realtime_offset_ns()));
             let mut counts = vec![0u64; table.events.len()];
