@@ -223,7 +223,8 @@ fn a_reader_woken_by_another_users_writer_never_sees_who() {
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "hello");
     let r = w.report(&out);
     let woke: Vec<String> = ["openat", "read"].iter().flat_map(|s| woken_lines(&r, "cat", s)).collect();
-    assert!(woke.iter().any(|l| l.contains("woken by: another user's task")), "{woke:?}\n{r}");
+    let sched = || babeltrace(&out.join("kernel")).lines().filter(|l| l.contains("sched_")).map(String::from).collect::<Vec<_>>().join("\n");
+    assert!(woke.iter().any(|l| l.contains("woken by: another user's task")), "{woke:?}\n{r}\n{}\nroot's daemon:\n{}", sched(), w.log());
     // Nothing of B: not its pid, not its name, in any file of A's output or what reads it.
     let pid = b_pid.to_string();
     for f in files(&out) {

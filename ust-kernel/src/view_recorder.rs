@@ -2,11 +2,18 @@
 //! `ust-consumerd` runs for an ordinary user's `ust trace --kernel` (the kernel broker).
 //!
 //! ```text
-//! instances/ust-<daemon pid>-<n>/per_cpu/cpuN/trace_pipe_raw ─┐  (opened as root)
+//! instances/ust-<daemon pid>-<n>/per_cpu/cpuN/trace_pipe_raw ───┐  (opened as root)
+//! instances/ust-<daemon pid>-<n>-t/per_cpu/cpuN/trace_pipe_raw ─┤
 //!                                                               ├─ one thread: read every CPU,
 //!   decode pages, merge the records by time (a heap), apply    ─┘  those older than SLACK
 //!   the filter in that order ──> ctf::CpuStream ──> <user's fd>/channel0_N, metadata
 //! ```
+//!
+//! Two instances: scheduling, interrupts and timers system-wide in the first (wakers and
+//! the interrupt contexts they run in are needed whoever they are), and system calls and
+//! page faults, by far the most frequent, in the second with `set_event_pid` = the
+//! traced pid and `options/event-fork`, so the kernel keeps only the traced tree's there
+//! (the filter still decides what is written; the kernel only spares the reader the rest).
 //!
 //! Unlike [`crate::KernelRecorder`], which writes each CPU's pages as they come, records are
 //! applied in global time order, so that a fork or exec changes the view at its own
@@ -44,7 +51,7 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 /// A running recording for one requester.
 #[derive(Debug)]
 pub struct ViewRecorder {
-    instance: Option<tracefs::Instance>,
+    instances: Vec<tracefs::Instance>,
     stop: Arc<AtomicBool>,
     finish_args: Arc<Mutex<Option<(i32, i64)>>>,
     thread: Option<std::thread::JoinHandle<Result<KernelSummary, String>>>,
@@ -83,14 +90,20 @@ impl ViewRecorder {
         tracefs::remove_stale(&root);
         let name = format!("{}{}-{}", tracefs::INSTANCE_PREFIX, std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
         let instance = tracefs::Instance::create_named(&root, &name)?;
-        instance.set_clock("mono")?;
-        instance.set_buffer_kb(BUFFER_KB)?;
-        let events_dir = instance.dir().join("events");
+        let tasks = tracefs::Instance::create_named(&root, &format!("{name}-t"))?;
+        let root_pid = filter.visible().next().unwrap_or(0);
+        tracefs::write(&tasks.dir().join("set_event_pid"), &root_pid.to_string())?;
+        tracefs::write(&tasks.dir().join("options/event-fork"), "1")?;
         let mut formats = Vec::new();
         let mut missing = Vec::new();
+        for inst in [&instance, &tasks] {
+            inst.set_clock("mono")?;
+            inst.set_buffer_kb(BUFFER_KB)?;
+        }
         for (sys, ev, name) in ctf::EVENTS {
-            match format::EventFormat::read(&events_dir, sys, ev) {
-                Ok(f) if instance.enable(sys, ev).is_ok() => formats.push((name.to_string(), f)),
+            let inst = if matches!(*sys, "raw_syscalls" | "exceptions") { &tasks } else { &instance };
+            match format::EventFormat::read(&inst.dir().join("events"), sys, ev) {
+                Ok(f) if inst.enable(sys, ev).is_ok() => formats.push((name.to_string(), f)),
                 _ => missing.push(format!("{sys}:{ev}")),
             }
         }
@@ -100,10 +113,13 @@ impl ViewRecorder {
         let table = Arc::new(EventTable::new(formats));
         let (layout, page_size) = crate::page_layout(&root);
         let cpus = ust_core::cpus::possible_cpus();
+        // (stream index, reader): both instances' CPU n go to stream n.
         let mut files = Vec::new();
-        for &cpu in &cpus {
-            let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(instance.pipe_raw(cpu))?;
-            files.push((cpu, f));
+        for inst in [&instance, &tasks] {
+            for (i, &cpu) in cpus.iter().enumerate() {
+                let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(inst.pipe_raw(cpu))?;
+                files.push((i, f));
+            }
         }
         let stop = Arc::new(AtomicBool::new(false));
         let finish_args = Arc::new(Mutex::new(None));
@@ -153,7 +169,8 @@ impl ViewRecorder {
             loop {
                 let stopping = st.load(Ordering::SeqCst);
                 let now = ust_core::clock::monotonic_ns();
-                for (i, (_, f)) in files.iter_mut().enumerate() {
+                for (i, f) in files.iter_mut() {
+                    let i = *i;
                     for _ in 0..256 {
                         match f.read(&mut page) {
                             Ok(0) => break,
@@ -240,8 +257,9 @@ impl ViewRecorder {
             }
             Err(_) => return Err(KernelError::Io(std::io::Error::other("the recording thread ended at start"))),
         }
+        tasks.set_on(true)?;
         instance.set_on(true)?;
-        Ok(ViewRecorder { instance: Some(instance), stop, finish_args, thread: Some(thread) })
+        Ok(ViewRecorder { instances: vec![instance, tasks], stop, finish_args, thread: Some(thread) })
     }
 
     /// Stops recording, applies and writes what is left, writes the final metadata (with
@@ -250,7 +268,7 @@ impl ViewRecorder {
     /// # Errors
     /// The writing thread's first error, as text.
     pub fn finish(mut self, traced_pid: i32, offset: i64) -> Result<KernelSummary, String> {
-        if let Some(i) = &self.instance {
+        for i in &self.instances {
             let _ = i.set_on(false);
         }
         *self.finish_args.lock().unwrap_or_else(|p| p.into_inner()) = Some((traced_pid, offset));
@@ -259,7 +277,7 @@ impl ViewRecorder {
             Some(Ok(r)) => r,
             _ => Err("the recording thread panicked".into()),
         };
-        if let Some(i) = self.instance.take() {
+        for i in self.instances.drain(..) {
             let _ = i.remove();
         }
         r
@@ -268,7 +286,7 @@ impl ViewRecorder {
 
 impl Drop for ViewRecorder {
     fn drop(&mut self) {
-        if let Some(i) = &self.instance {
+        for i in &self.instances {
             let _ = i.set_on(false);
         }
         self.stop.store(true, Ordering::SeqCst);
