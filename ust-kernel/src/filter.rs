@@ -20,8 +20,8 @@
 //! | another user's task         | tid [`OTHER_USER_TID`], name [`OTHER_USER`]       |
 //! | a kernel thread             | tid [`KERNEL_THREAD_TID`], name [`KERNEL_THREAD`] |
 //! | the idle task               | tid 0 (it runs no one's code)                     |
-//! | an interrupt, softirq       | kept: number, handler name, vector (system-wide facts, as in `/proc/interrupts`) |
-//! | an hrtimer                  | kept as `timer_hrtimer_expire_*` with its pointer and callback zeroed |
+//! | an interrupt, softirq       | number, handler name, vector; only when it interrupts a visible task or wakes one ([`Verdict::Enter`]) |
+//! | an hrtimer                  | `timer_hrtimer_expire_*` with its pointer and callback zeroed, on the same terms |
 //!
 //! Events of tasks outside the view (their system calls, faults, wake-ups, forks, execs,
 //! exits) are dropped; a `sched_switch` between a visible task and another keeps only the
@@ -92,6 +92,25 @@ pub fn privileged_program(path: &str) -> bool {
     // attribute's size.
     let n = unsafe { libc::getxattr(c.as_ptr(), c"security.capability".as_ptr(), std::ptr::null_mut(), 0) };
     n >= 0
+}
+
+/// What [`ViewFilter::apply`] decided for a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not written.
+    Drop,
+    /// Written (after any pending interrupt contexts of its CPU: [`Verdict::Enter`]).
+    Keep,
+    /// An interrupt, softirq or timer context begins. Written at once when it interrupts a
+    /// visible task; else held, and written only if a kept record happens inside it (a
+    /// wake-up of a visible task), so that interrupts which concern only others are never
+    /// written (their timing would tell about other users' activity).
+    Enter {
+        /// The interrupted task is in the view.
+        interrupts_visible: bool,
+    },
+    /// The innermost context ends: written when its entry was.
+    Exit,
 }
 
 /// Who a task outside the view is, as far as the user may know.
@@ -209,14 +228,20 @@ impl ViewFilter {
         }
     }
 
-    /// Applies the view to one ftrace record of class `ev`: returns false when it must be
-    /// dropped, else rewrites in place what it may not show (see the module docs).
-    pub fn apply(&mut self, ev: &KernelEvent, payload: &mut [u8]) -> bool {
-        let keep = self.decide(ev, payload);
-        if !keep {
+    /// Applies the view to one ftrace record of class `ev`, rewriting in place what it may
+    /// not show (see the module docs), and says what to do with it.
+    pub fn apply(&mut self, ev: &KernelEvent, payload: &mut [u8]) -> Verdict {
+        let cur = read_uint(payload, 4, 4).map(|v| v as u32 as i32).unwrap_or(0);
+        let interrupts_visible = self.visible.contains(&cur);
+        if !self.decide(ev, payload) {
             self.dropped += 1;
+            return Verdict::Drop;
         }
-        keep
+        match ev.name.as_str() {
+            "irq_handler_entry" | "irq_softirq_entry" | "x86_irq_vectors_local_timer_entry" | "timer_hrtimer_expire_entry" => Verdict::Enter { interrupts_visible },
+            "irq_handler_exit" | "irq_softirq_exit" | "x86_irq_vectors_local_timer_exit" | "timer_hrtimer_expire_exit" => Verdict::Exit,
+            _ => Verdict::Keep,
+        }
     }
 
     fn decide(&mut self, ev: &KernelEvent, payload: &mut [u8]) -> bool {

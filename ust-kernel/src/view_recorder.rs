@@ -36,13 +36,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::ctf::{CpuStream, EventTable, Given};
-use crate::filter::ViewFilter;
+use crate::filter::{Verdict, ViewFilter};
 use crate::{ctf, format, tracefs, KernelError, KernelSummary, BUFFER_KB, POLL};
 
 /// Records younger than this wait for the next round (other CPUs may still commit older).
 pub const SLACK: Duration = Duration::from_millis(30);
 /// Longest time a record waits in memory before its packet is written.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
+/// Deepest interrupt nesting kept per CPU (entries whose exit was lost are forgotten).
+const MAX_NESTING: usize = 8;
 /// `env.kernel_source` of a brokered trace.
 pub const SOURCE: &str = "tracefs-view";
 
@@ -166,6 +168,7 @@ impl ViewRecorder {
             let mut last_flush = Instant::now();
             let mut err = None;
             let (mut last_applied, mut late) = (0u64, 0u64);
+            let mut ctx: Vec<Vec<(u64, Vec<u8>, bool)>> = vec![Vec::new(); streams.len()];
             loop {
                 let stopping = st.load(Ordering::SeqCst);
                 let now = ust_core::clock::monotonic_ns();
@@ -198,8 +201,37 @@ impl ViewRecorder {
                     last_applied = ts;
                     let Some(kind) = format::read_uint(&payload, 0, 2) else { continue };
                     let Some(ev) = table.by_ftrace_id(kind as u16) else { continue };
-                    if filter.apply(ev, &mut payload) {
-                        if let Err(e) = streams[i].push_record(ts, &payload) {
+                    // Interrupt contexts held per CPU: (ts, record, written).
+                    let stack = &mut ctx[i];
+                    let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
+                    match filter.apply(ev, &mut payload) {
+                        Verdict::Drop => {}
+                        Verdict::Keep => {
+                            for c in stack.iter_mut().filter(|c| !c.2) {
+                                c.2 = true;
+                                out.push((c.0, std::mem::take(&mut c.1)));
+                            }
+                            out.push((ts, payload));
+                        }
+                        Verdict::Enter { interrupts_visible } => {
+                            if stack.len() >= MAX_NESTING {
+                                stack.remove(0);
+                            }
+                            if interrupts_visible {
+                                out.push((ts, payload));
+                                stack.push((ts, Vec::new(), true));
+                            } else {
+                                stack.push((ts, payload, false));
+                            }
+                        }
+                        Verdict::Exit => {
+                            if stack.pop().is_some_and(|c| c.2) {
+                                out.push((ts, payload));
+                            }
+                        }
+                    }
+                    for (ts, p) in out {
+                        if let Err(e) = streams[i].push_record(ts, &p) {
                             err.get_or_insert(e.to_string());
                         }
                     }
