@@ -376,4 +376,59 @@ mod tests {
         assert!(!privileged_program("/proc/self/stat"));
         assert_eq!(parent_of(me), Some(rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get())));
     }
+
+    fn fmt(name: &str, id: u16, fields: &[(&str, &str, usize, usize)]) -> (String, EventFormat) {
+        let mut t = format!("name: {name}\nID: {id}\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n");
+        for (ty, n, off, size) in fields {
+            t += &format!("\tfield:{ty} {n};\toffset:{off};\tsize:{size};\tsigned:1;\n");
+        }
+        (name.to_string(), EventFormat::parse("sched", &t).unwrap())
+    }
+
+    fn record(id: u16, cur: i32, len: usize, ints: &[(usize, i32)], texts: &[(usize, &str)]) -> Vec<u8> {
+        let mut p = vec![0u8; len];
+        p[0..2].copy_from_slice(&id.to_le_bytes());
+        p[4..8].copy_from_slice(&cur.to_le_bytes());
+        for (off, v) in ints {
+            p[*off..off + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        for (off, t) in texts {
+            p[*off..off + t.len()].copy_from_slice(t.as_bytes());
+        }
+        p
+    }
+
+    #[test]
+    fn others_are_reduced_to_their_kind_and_forks_are_followed() {
+        let table = crate::ctf::EventTable::new(vec![
+            fmt("sched_switch", 1, &[("char", "prev_comm[16]", 8, 16), ("pid_t", "prev_pid", 24, 4), ("int", "prev_prio", 28, 4), ("long", "prev_state", 32, 8), ("char", "next_comm[16]", 40, 16), ("pid_t", "next_pid", 56, 4), ("int", "next_prio", 60, 4)]),
+            fmt("sched_waking", 2, &[("char", "comm[16]", 8, 16), ("pid_t", "pid", 24, 4), ("int", "prio", 28, 4), ("int", "target_cpu", 32, 4)]),
+            fmt("sched_process_fork", 3, &[("char", "parent_comm[16]", 8, 16), ("pid_t", "parent_pid", 24, 4), ("char", "child_comm[16]", 28, 16), ("pid_t", "child_pid", 44, 4)]),
+        ]);
+        let (switch, waking, fork) = (&table.events[0], &table.events[1], &table.events[2]);
+        let me = std::process::id() as i32;
+        // pid 1 is no one's child here and not a kernel thread; pid 2 is kthreadd.
+        let mut v = ViewFilter::new(1000, 1000, me);
+        let mut p = record(1, me, 64, &[(24, me), (28, 120), (56, 1), (60, 100)], &[(8, "mine"), (40, "init-secret")]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Keep);
+        assert_eq!(read_uint(&p, 56, 4), Some(OTHER_USER_TID as u32 as u64));
+        assert_eq!(&p[40..55], OTHER_USER[..15].as_bytes());
+        assert_eq!(read_uint(&p, 60, 4), Some(0), "the other task's priority is not shown");
+        assert_eq!(read_uint(&p, 24, 4), Some(me as u64), "the visible side is kept");
+        let mut p = record(1, 1, 64, &[(24, 1), (56, 2)], &[]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Drop, "a switch between two others");
+        let mut p = record(2, 2, 36, &[(24, me)], &[(8, "mine")]);
+        assert_eq!(v.apply(waking, &mut p), Verdict::Keep);
+        assert_eq!(read_uint(&p, 4, 4), Some(KERNEL_THREAD_TID as u32 as u64), "a kernel thread woke it");
+        let mut p = record(2, me, 36, &[(24, 1)], &[]);
+        assert_eq!(v.apply(waking, &mut p), Verdict::Drop, "waking another task");
+        let child = i32::MAX - 7;
+        let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Drop, "not yet forked");
+        let mut p = record(3, me, 48, &[(24, me), (44, child)], &[]);
+        assert_eq!(v.apply(fork, &mut p), Verdict::Keep);
+        let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Keep, "the child is followed from its fork");
+        assert_eq!(read_uint(&p, 56, 4), Some(0), "the idle task stays 0");
+    }
 }
