@@ -342,7 +342,7 @@ fn broker_off_says_so_and_tier_1_is_used() {
     assert!(o.status.success(), "{err}");
     assert!(err.contains("does not offer kernel views") && err.contains("--kernel-view none"), "{err}");
     assert!(!err.contains("tier 2"), "{err}");
-    let perf_ok = ust_cli::kernel::perf::attr::paranoid().map_or(true, |p| p < 3);
+    let perf_ok = ust_cli::kernel::perf::attr::paranoid().is_none_or(|p| p < 3);
     if perf_ok {
         assert!(err.contains("kernel view: tier 1"), "{err}");
         let meta = std::fs::read_to_string(out.join("kernel/metadata")).unwrap();

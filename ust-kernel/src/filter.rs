@@ -326,7 +326,11 @@ impl ViewFilter {
                 }
                 let file = f.field("filename").and_then(|ff| crate::format::dyn_string(payload, ff)).map(|b| String::from_utf8_lossy(b).into_owned());
                 let still_mine = std::path::Path::new(&format!("/proc/{pid}")).exists().then(|| may_see(pid, self.uid, self.gid));
-                if file.as_deref().map_or(true, privileged_program) || still_mine == Some(false) {
+                let privileged = match file.as_deref() {
+                    Some(f) => privileged_program(f),
+                    None => true,
+                };
+                if privileged || still_mine == Some(false) {
                     self.visible.remove(&pid);
                     self.left.insert(pid);
                     return false;
@@ -412,7 +416,7 @@ mod tests {
         let mut p = record(1, me, 64, &[(24, me), (28, 120), (56, 1), (60, 100)], &[(8, "mine"), (40, "init-secret")]);
         assert_eq!(v.apply(switch, &mut p), Verdict::Keep);
         assert_eq!(read_uint(&p, 56, 4), Some(OTHER_USER_TID as u32 as u64));
-        assert_eq!(&p[40..55], OTHER_USER[..15].as_bytes());
+        assert_eq!(&p[40..55], &OTHER_USER.as_bytes()[..15]);
         assert_eq!(read_uint(&p, 60, 4), Some(0), "the other task's priority is not shown");
         assert_eq!(read_uint(&p, 24, 4), Some(me as u64), "the visible side is kept");
         let mut p = record(1, 1, 64, &[(24, 1), (56, 2)], &[]);

@@ -48,6 +48,9 @@ const MAX_NESTING: usize = 8;
 /// `env.kernel_source` of a brokered trace.
 pub const SOURCE: &str = "tracefs-view";
 
+/// A record read but not applied yet: (timestamp, arrival order, stream, payload).
+type Pending = (u64, u64, usize, Vec<u8>);
+
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// A running recording for one requester.
@@ -162,7 +165,7 @@ impl ViewRecorder {
                 }
             };
             let mut files = files;
-            let mut heap: BinaryHeap<Reverse<(u64, u64, usize, Vec<u8>)>> = BinaryHeap::new();
+            let mut heap: BinaryHeap<Reverse<Pending>> = BinaryHeap::new();
             let mut seq = 0u64;
             let mut page = vec![0u8; page_size.max(64 * 1024)];
             let mut last_flush = Instant::now();
