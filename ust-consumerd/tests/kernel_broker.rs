@@ -385,3 +385,91 @@ fn root_daemon_killed_mid_trace_leaves_a_whole_trace() {
     assert!(text.contains("sched_process_exec"), "the events before the cut are there");
     assert!(text.lines().count() > 50, "{}", text.lines().count());
 }
+
+/// Runs `f` on a thread whose credentials are `uid`/`gid` (raw setresuid: that thread only),
+/// so that what it connects to and spawns is that user's.
+fn as_thread_of<T: Send + 'static>(uid: u32, gid: u32, f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        // SAFETY: raw system calls change only this thread's credentials; the null group
+        // list with size 0 is valid.
+        unsafe {
+            assert_eq!(libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()), 0);
+            assert_eq!(libc::syscall(libc::SYS_setresgid, gid, gid, gid), 0);
+            assert_eq!(libc::syscall(libc::SYS_setresuid, uid, uid, uid), 0);
+        }
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+fn hello(sys: &Path) -> UnixStream {
+    let s = UnixStream::connect(sys.join("kview")).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    ust_core::protocol::send(&s, &KviewRequest::Hello, &[]).unwrap();
+    assert_eq!(ust_core::protocol::recv::<KviewReply>(&s).unwrap().0, KviewReply::Ready);
+    s
+}
+
+fn start_with(s: &UnixStream, pid: i32, fds: &[std::os::fd::BorrowedFd<'_>]) -> KviewReply {
+    ust_core::protocol::send(s, &KviewRequest::Start { pid }, fds).unwrap();
+    ust_core::protocol::recv::<KviewReply>(s).map(|r| r.0).unwrap_or(KviewReply::Refused { reason: "closed".into() })
+}
+
+#[test]
+fn hostile_requests_are_refused() {
+    require_root!();
+    let w = World::new(&[]);
+    let (uid, gid) = (id_of(B, "-u"), id_of(B, "-g"));
+    let (sys, home) = (w.sys.clone(), w.home(B));
+    let replies = as_thread_of(uid, gid, move || {
+        // A child of B's own (spawned from this thread, so with its credentials).
+        let mut child = KillOnDrop(Command::new("sleep").arg("5").spawn().unwrap());
+        let pid = child.id() as i32;
+        let dir = std::fs::File::open(&home).unwrap();
+        let file = std::fs::File::open("/etc/hostname").unwrap();
+        let roots = std::fs::File::open("/tmp").unwrap();
+        let mut r = Vec::new();
+        r.push(("no descriptor", start_with(&hello(&sys), pid, &[])));
+        r.push(("two descriptors", start_with(&hello(&sys), pid, &[dir.as_fd(), dir.as_fd()])));
+        r.push(("a file", start_with(&hello(&sys), pid, &[file.as_fd()])));
+        r.push(("root's directory", start_with(&hello(&sys), pid, &[roots.as_fd()])));
+        r.push(("pid 1", start_with(&hello(&sys), 1, &[dir.as_fd()])));
+        r.push(("a negative pid", start_with(&hello(&sys), -5, &[dir.as_fd()])));
+        // Garbage instead of Hello.
+        let s = UnixStream::connect(sys.join("kview")).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        ust_core::protocol::send(&s, &KviewRequest::Finish { traced_pid: 1, clock_offset_ns: None }, &[]).unwrap();
+        r.push(("Finish first", ust_core::protocol::recv::<KviewReply>(&s).map(|r| r.0).unwrap_or(KviewReply::Refused { reason: "closed".into() })));
+        // And the well-formed request: recorded into B's directory, as B.
+        let s = hello(&sys);
+        r.push(("well-formed", start_with(&s, pid, &[dir.as_fd()])));
+        drop(s);
+        let _ = child.0.kill();
+        r
+    });
+    for (what, reply) in &replies[..replies.len() - 1] {
+        assert!(matches!(reply, KviewReply::Refused { .. }), "{what}: {reply:?}");
+    }
+    let reason = |i: usize| match &replies[i].1 {
+        KviewReply::Refused { reason } => reason.clone(),
+        _ => String::new(),
+    };
+    assert!(reason(0).contains("exactly one descriptor") && reason(1).contains("exactly one descriptor"));
+    assert!(reason(2).contains("not a directory"), "{}", reason(2));
+    assert!(reason(3).contains("belongs to uid 0"), "{}", reason(3));
+    assert!(reason(4).contains("not a child of yours") && reason(5).contains("not a child of yours"));
+    assert_eq!(replies.last().unwrap().1, KviewReply::Started, "{replies:?}\n{}", w.log());
+    // The connection closed without Finish: the recording ends and its files are B's.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !w.log().contains("kview: done for uid") {
+        assert!(Instant::now() < deadline, "{}", w.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let meta = w.home(B).join("metadata");
+    assert_eq!(std::fs::metadata(&meta).unwrap().uid(), uid);
+    for f in files(&w.home(B)) {
+        assert_eq!(std::fs::metadata(&f).unwrap().uid(), uid, "{}", f.display());
+    }
+    babeltrace(&w.home(B));
+}
