@@ -196,6 +196,7 @@ fn sleep_is_woken_by_a_timer_in_the_users_own_files() {
     assert!(!woke.is_empty(), "{r}");
     assert!(woke.iter().any(|l| l.contains("woken by: timer interrupt")), "the timer woke sleep: {woke:?}\n{r}");
     assert!(!r.contains("needs root's ust-consumerd"), "{r}");
+    assert!(r.contains("kernel view of tier 2"), "{r}");
 }
 
 #[test]

@@ -328,6 +328,9 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     if tier1.is_some() {
         r.notes.push("kernel view of tier 1 (perf_event_open, no privilege): the traced tasks' switches, faults and user stacks; no system calls, interrupts or wake-ups (record as root for those)".into());
     }
+    if l.kernel_env.as_ref().and_then(|e| e.get("kernel_source")).map(String::as_str) == Some(ust_kernel::view_recorder::SOURCE) {
+        r.notes.push("kernel view of tier 2 (recorded by root's ust-consumerd for this user): the tasks this user could ptrace; any other task appears only as \"another user's task\" or \"kernel thread\"".into());
+    }
     let mut tree: HashSet<i32> = HashSet::new();
     tree.insert(r.traced_pid);
     for p in &l.processes {
