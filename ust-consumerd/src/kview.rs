@@ -15,7 +15,8 @@
 //!   only through that descriptor, from a thread whose file-system identity is the
 //!   requester's, so it can create nothing the user could not;
 //! - at most [`MAX_PER_USER`] recordings per user and [`MAX_TOTAL`] in all (each is a
-//!   tracefs instance with its buffers); requests time out after [`REQUEST_TIMEOUT`].
+//!   tracefs instance with its buffers), [`MAX_CONNECTIONS`] connections at once; requests
+//!   time out after [`REQUEST_TIMEOUT`].
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -32,6 +33,8 @@ use ust_kernel::view_recorder::ViewRecorder;
 pub const MAX_PER_USER: usize = 2;
 /// Recordings the daemon makes at once.
 pub const MAX_TOTAL: usize = 8;
+/// Connections served at once (each is a thread); more are answered `Refused` at once.
+pub const MAX_CONNECTIONS: usize = 64;
 /// How long a peer has to send `Hello` and `Start`.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -91,6 +94,15 @@ impl Drop for Slot {
     }
 }
 
+/// One open connection, counted against [`MAX_CONNECTIONS`] until dropped.
+struct Open(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 fn take_slot(counts: &Arc<Mutex<Counts>>, uid: u32) -> Option<Slot> {
     let mut c = counts.lock().unwrap_or_else(|p| p.into_inner());
     let mine = c.per_user.get(&uid).copied().unwrap_or(0);
@@ -106,6 +118,7 @@ fn take_slot(counts: &Arc<Mutex<Counts>>, uid: u32) -> Option<Slot> {
 pub fn spawn_acceptor(listener: UnixListener, policy: Policy) {
     let policy = Arc::new(policy);
     let counts = Arc::new(Mutex::new(Counts::default()));
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let r = std::thread::Builder::new().name("accept-kview".into()).spawn(move || {
         for conn in listener.incoming() {
             let Ok(sock) = conn else {
@@ -113,8 +126,17 @@ pub fn spawn_acceptor(listener: UnixListener, policy: Policy) {
                 continue;
             };
             let Ok((pid, uid, gid)) = ust_core::protocol::peer_credentials(&sock) else { continue };
+            if open.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= MAX_CONNECTIONS {
+                open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = sock.set_write_timeout(Some(Duration::from_millis(100)));
+                let _ = send(&sock, &KviewReply::Refused { reason: format!("too many kernel-view connections at once (at most {MAX_CONNECTIONS})") }, &[]);
+                continue;
+            }
+            // Given back when the thread ends, or when it cannot start (the closure drops).
+            let guard = Open(open.clone());
             let (p, c) = (policy.clone(), counts.clone());
             let r = std::thread::Builder::new().name(format!("kview-{pid}")).spawn(move || {
+                let _open = guard;
                 if let Err(e) = serve(&sock, pid, uid, gid, &p, &c) {
                     crate::log!("kview: uid {uid} (pid {pid}): {e}");
                     let _ = send(&sock, &KviewReply::Refused { reason: e }, &[]);
