@@ -246,14 +246,21 @@ fn a_reader_woken_by_another_users_writer_never_sees_who() {
 fn nothing_of_a_setuid_program_after_its_exec() {
     require_root!();
     let w = World::new(&[]);
-    let (out, err, o) = w.trace(A, "passwd", &["sh", "-c", "passwd -S; sleep 0.1"]);
+    // A script whose interpreter is set-user-ID runs with root's credentials too.
+    let script = w.tmp.path().join("ustkbsuidscript");
+    std::fs::write(&script, "#!/usr/bin/passwd -S\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cmd = format!("{} 2>/dev/null; passwd -S; sleep 0.1", script.display());
+    let (out, err, o) = w.trace(A, "passwd", &["sh", "-c", &cmd]);
     assert!(o.status.success() || o.status.code().is_some(), "{err}");
     assert!(err.contains("kernel view: tier 2"), "{err}");
     let text = babeltrace(&out.join("kernel"));
     assert!(text.contains("sleep"), "the view goes on for the other tasks");
     assert!(!text.contains("passwd"), "passwd after its exec: {}", text.lines().filter(|l| l.contains("passwd")).collect::<Vec<_>>().join("\n"));
+    assert!(!text.contains("ustkbsuidscript"), "the script after its exec: {}", text.lines().filter(|l| l.contains("ustkbsuidscript")).collect::<Vec<_>>().join("\n"));
     for f in files(&out.join("kernel")) {
-        assert!(!contains(&std::fs::read(&f).unwrap(), b"passwd"), "{}", f.display());
+        let b = std::fs::read(&f).unwrap();
+        assert!(!contains(&b, b"passwd") && !contains(&b, b"ustkbsuidscript"), "{}", f.display());
     }
 }
 

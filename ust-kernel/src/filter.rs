@@ -80,9 +80,19 @@ fn is_kernel_thread(tid: i32) -> bool {
 }
 
 /// True when executing `path` may raise privileges: set-user-ID or set-group-ID bit, or a
-/// `security.capability` attribute. A file that cannot be inspected counts as privileged
-/// (the view then fails closed).
+/// `security.capability` attribute, on the file or, for a `#!` script, on its interpreter
+/// (the kernel gives a script its interpreter's set-ID credentials), up to the kernel's
+/// four levels. A file that is neither ELF nor `#!` (a `binfmt_misc` format, whose handler
+/// may run with its own credentials) or that cannot be inspected counts as privileged: the
+/// view then fails closed.
 pub fn privileged_program(path: &str) -> bool {
+    privileged_at(path, 0)
+}
+
+fn privileged_at(path: &str, depth: usize) -> bool {
+    if depth > 4 {
+        return true;
+    }
     let Ok(m) = std::fs::metadata(path) else { return true };
     if m.mode() & (libc::S_ISUID | libc::S_ISGID) != 0 {
         return true;
@@ -91,7 +101,22 @@ pub fn privileged_program(path: &str) -> bool {
     // SAFETY: both strings are NUL-terminated; a null buffer of size 0 asks only for the
     // attribute's size.
     let n = unsafe { libc::getxattr(c.as_ptr(), c"security.capability".as_ptr(), std::ptr::null_mut(), 0) };
-    n >= 0
+    if n >= 0 {
+        return true;
+    }
+    let mut head = [0u8; 256];
+    let Ok(len) = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)) else { return true };
+    let head = &head[..len];
+    if head.starts_with(b"\x7fELF") {
+        return false;
+    }
+    let Some(rest) = head.strip_prefix(b"#!") else { return true };
+    let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
+    let interp = String::from_utf8_lossy(line);
+    match interp.split_ascii_whitespace().next() {
+        Some(i) => privileged_at(i, depth + 1),
+        None => true,
+    }
 }
 
 /// What [`ViewFilter::apply`] decided for a record.
@@ -377,7 +402,24 @@ mod tests {
         assert!(!may_see(0, uid, gid));
         assert!(!may_see(i32::MAX, uid, gid));
         assert!(privileged_program("/no/such/file"), "fails closed");
-        assert!(!privileged_program("/proc/self/stat"));
+        assert!(privileged_program("/proc/self/stat"), "neither ELF nor #!");
+        assert!(!privileged_program("/bin/sh"));
+        let d = tempfile::tempdir().unwrap();
+        let script = |name: &str, text: &str| {
+            let p = d.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p.to_string_lossy().into_owned()
+        };
+        assert!(!privileged_program(&script("plain", "#!/bin/sh\necho\n")));
+        assert!(!privileged_program(&script("spaced", "#!  /bin/sh -e\n")));
+        if std::fs::metadata("/usr/bin/passwd").is_ok_and(|m| m.mode() & libc::S_ISUID != 0) {
+            assert!(privileged_program(&script("suid", "#!/usr/bin/passwd -S\n")), "a set-ID interpreter");
+        }
+        let chain = script("chain", "#!/bin/sh\n");
+        let looped = d.path().join("loop").to_string_lossy().into_owned();
+        std::fs::write(&looped, format!("#!{looped}\n")).unwrap();
+        assert!(privileged_program(&looped), "beyond four levels: fails closed");
+        assert!(!privileged_program(&script("via", &format!("#!{chain}\n"))));
         assert_eq!(parent_of(me), Some(rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get())));
     }
 
