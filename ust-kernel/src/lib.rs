@@ -15,7 +15,7 @@
 //! (x86-64 system call names), [`procfs`] (state dump, memory maps). The crate is shared by
 //! `ust-cli` (root's own recording; its `kernel::perf` is tier 1 and `kernel::view` chooses)
 //! and `ust-consumerd` (root's daemon as the kernel broker of ordinary users, which records
-//! through [`KernelRecorder::start_filtered`] and keeps only what the requester may see).
+//! through [`view_recorder::ViewRecorder`] and keeps only what the requester may see, [`filter`]).
 //!
 //! [`KernelRecorder::start`] sets everything up and starts one reader thread per CPU that
 //! polls `trace_pipe_raw` (non-blocking, every 10 ms) and writes packets as pages arrive;
