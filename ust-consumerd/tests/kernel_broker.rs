@@ -437,13 +437,14 @@ fn hostile_requests_are_refused() {
         let dir = std::fs::File::open(&home).unwrap();
         let file = std::fs::File::open("/etc/hostname").unwrap();
         let roots = std::fs::File::open("/tmp").unwrap();
-        let mut r = Vec::new();
-        r.push(("no descriptor", start_with(&hello(&sys), pid, &[])));
-        r.push(("two descriptors", start_with(&hello(&sys), pid, &[dir.as_fd(), dir.as_fd()])));
-        r.push(("a file", start_with(&hello(&sys), pid, &[file.as_fd()])));
-        r.push(("root's directory", start_with(&hello(&sys), pid, &[roots.as_fd()])));
-        r.push(("pid 1", start_with(&hello(&sys), 1, &[dir.as_fd()])));
-        r.push(("a negative pid", start_with(&hello(&sys), -5, &[dir.as_fd()])));
+        let mut r = vec![
+            ("no descriptor", start_with(&hello(&sys), pid, &[])),
+            ("two descriptors", start_with(&hello(&sys), pid, &[dir.as_fd(), dir.as_fd()])),
+            ("a file", start_with(&hello(&sys), pid, &[file.as_fd()])),
+            ("root's directory", start_with(&hello(&sys), pid, &[roots.as_fd()])),
+            ("pid 1", start_with(&hello(&sys), 1, &[dir.as_fd()])),
+            ("a negative pid", start_with(&hello(&sys), -5, &[dir.as_fd()])),
+        ];
         // Garbage instead of Hello.
         let s = UnixStream::connect(sys.join("kview")).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
