@@ -27,6 +27,10 @@ if [ "$(id -u)" = 0 ]; then
   usermod -aG tracing ustperm-t
   # consumer/tests/kernel_user.rs: tier 1 of `ust trace --kernel` as an ordinary user.
   id ustkuser >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustkuser
+  # consumer/tests/kernel_broker.rs: tier 2, root's daemon as the kernel broker of two users.
+  for u in ustkb-a ustkb-b; do
+    id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
+  done
 fi
 
 # The end-to-end tests run the daemon, the CLI and instrumented programs as separate

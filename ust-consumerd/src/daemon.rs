@@ -45,6 +45,10 @@ pub struct Options {
     /// Log to this file instead of stderr (or of consumerd.log when daemonized).
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
+    /// Root's daemon only: who may have the kernel view of their commands through it
+    /// (`all`, `group NAME`, or `none` to turn the broker off).
+    #[arg(long = "kernel-view", value_name = "all|group NAME|none", num_args = 1..=2, default_values_t = vec!["all".to_string()])]
+    pub kernel_view: Vec<String>,
 }
 
 /// True when a daemon answers on `dir/ctl`.
@@ -58,6 +62,7 @@ pub fn is_running(dir: &Path) -> bool {
 /// When the socket directory is unsafe or unusable, a daemon already runs there, or the
 /// sockets cannot be bound. Once running it does not fail: errors are logged.
 pub fn run(opts: Options) -> anyhow::Result<()> {
+    let policy = crate::kview::Policy::parse(&opts.kernel_view).map_err(anyhow::Error::msg)?;
     let dir = match &opts.rundir {
         Some(d) => d.clone(),
         None => rundir::rundir()?,
@@ -95,12 +100,27 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     };
     let app_listener = bind(&app_path, Kind::App)?;
     let ctl_listener = bind(&ctl_path, Kind::Ctl)?;
+    // Root's daemon is the kernel broker: any user may ask on `kview` (its own socket;
+    // refused there with the reason when the policy says so).
+    let kview_path = rundir::socket_path(&dir, ust_ctl::kview::KVIEW_SOCKET)?;
+    let kview_listener = if root {
+        let _ = std::fs::remove_file(&kview_path);
+        let l = UnixListener::bind(&kview_path).with_context(|| format!("binding {}", kview_path.display()))?;
+        std::fs::set_permissions(&kview_path, std::fs::Permissions::from_mode(crate::peers::KVIEW_MODE))?;
+        Some(l)
+    } else {
+        None
+    };
     let pid_path = dir.join(rundir::PID_FILE);
     std::fs::write(&pid_path, format!("{}\n", std::process::id())).with_context(|| format!("{}", pid_path.display()))?;
     let ctl_ino = inode(&ctl_path);
     let daemon = Arc::new(Daemon::new(dir.clone()));
     spawn_acceptor(daemon.clone(), app_listener, Kind::App);
     spawn_acceptor(daemon.clone(), ctl_listener, Kind::Ctl);
+    if let Some(l) = kview_listener {
+        crate::log!("kernel view for users: {policy:?}");
+        crate::kview::spawn_acceptor(l, policy);
+    }
     crate::log!("listening in {} (uid {})", dir.display(), daemon.uid);
     if let Some(mut w) = ready {
         let _ = w.write_all(b"ok\n");
@@ -118,6 +138,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     if inode(&ctl_path) == ctl_ino {
         let _ = std::fs::remove_file(&ctl_path);
         let _ = std::fs::remove_file(&app_path);
+        let _ = std::fs::remove_file(&kview_path);
         let _ = std::fs::remove_file(&pid_path);
     }
     crate::log!("stopped");

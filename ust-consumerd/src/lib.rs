@@ -21,6 +21,7 @@
 //! - [`memory`]: keeping the daemon's heap bounded by what is live.
 //! - [`output`]: checks that a session's output and shm directory can keep what it records.
 //! - [`peers`]: who may use the `app` and `ctl` sockets.
+//! - [`kview`]: root's daemon as the kernel broker of ordinary users (the `kview` socket).
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
 //! - [`sigbus`]: surviving SIGBUS on `--shm-path` buffer files.
 //! - [`snapshot`]: `ust snapshot record` and post-mortem dumps of snapshot sessions.
@@ -36,6 +37,7 @@ pub mod control;
 pub mod daemon;
 pub mod drain;
 pub mod fds;
+pub mod kview;
 pub mod log;
 pub mod memory;
 pub mod output;

@@ -25,6 +25,10 @@ pub fn peer_allowed(kind: Kind, daemon_uid: u32, uid: u32, gid: u32, pid: i32) -
     }
 }
 
+/// Mode of root's `kview` socket: 0666, since any user may ask for a kernel view of their
+/// own command (crate::kview says why it is a socket of its own, not a request on `ctl`).
+pub const KVIEW_MODE: u32 = 0o666;
+
 /// Mode (and group) of socket `kind`. A user's daemon: 0600, its user only. Root's daemon
 /// (system-wide): `app` 0666, since every user's applications register with it (each
 /// connection's credentials are still checked); `ctl` 0660 with group `tracing` when that
@@ -67,7 +71,13 @@ pub fn tracing_group() -> Option<u32> {
 }
 
 fn in_tracing_group(gid: u32, pid: i32) -> bool {
-    let Some(tracing) = tracing_group() else { return false };
+    tracing_group().is_some_and(|t| in_group(t, gid, pid))
+}
+
+/// True when a peer with primary group `gid` and process `pid` is in group `group` (its
+/// primary group, or one of the supplementary groups `/proc/<pid>/status` lists).
+pub fn in_group(group: u32, gid: u32, pid: i32) -> bool {
+    let tracing = group;
     if gid == tracing {
         return true;
     }

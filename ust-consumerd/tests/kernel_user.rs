@@ -85,7 +85,13 @@ impl Place {
         } else {
             Command::new(ust_bin())
         };
-        c.args(args).env("HOME", &self.home).env("UST_RUNDIR", self.home.join("run")).env_remove("XDG_RUNTIME_DIR").stdin(Stdio::null());
+        // Tier 1 whatever runs on the machine: no root's daemon (tier 2) where this points.
+        c.args(args)
+            .env("HOME", &self.home)
+            .env("UST_RUNDIR", self.home.join("run"))
+            .env("UST_SYSTEM_RUNDIR", self.home.join("no-system-daemon"))
+            .env_remove("XDG_RUNTIME_DIR")
+            .stdin(Stdio::null());
         c.output().unwrap()
     }
 

@@ -8,6 +8,8 @@
 //! - [`client`]: the connection the CLI (and tests) use.
 //! - [`filter`]: the `--filter` language: parser and type check, run by the CLI before it
 //!   sends a filter and by the daemon again when it receives one.
+//! - [`kview`]: the kernel-view requests an ordinary user's `ust trace --kernel` sends to
+//!   root's daemon (the kernel broker) on its `kview` socket.
 
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -16,6 +18,7 @@
 pub mod client;
 pub mod config;
 pub mod filter;
+pub mod kview;
 pub mod protocol;
 
 pub use client::{Client, ClientError};

@@ -78,12 +78,35 @@ pub fn trace(a: TraceArgs) -> CliResult {
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
+    use crate::kernel::view::{self, Plan};
     let mut kernel = None;
+    let mut broker = None;
     if a.kernel {
-        kernel = crate::kernel::view::KernelView::start(&output);
+        match view::plan(&output) {
+            Plan::Ready(k) => kernel = Some(k),
+            Plan::Broker(p, err) => broker = Some((p, err)),
+            Plan::None => {}
+        }
     }
     let (prog, args) = a.command.split_first().expect("clap requires a command");
-    let child = std::process::Command::new(prog).args(args).env(ust_core::protocol::ENV_SESSION_TOKEN, &token).spawn();
+    let child = match broker {
+        // Tier 2: the command starts gated until root's daemon records it.
+        Some((p, tracefs_err)) => match crate::kernel::broker::Gated::spawn(&a.command, &[(ust_core::protocol::ENV_SESSION_TOKEN, &token)]) {
+            Err(e) => Err(e),
+            Ok(g) => match view::start_broker(p, &output, g.child.id() as i32) {
+                Some(k) => {
+                    kernel = Some(k);
+                    Ok(g.release())
+                }
+                None => {
+                    g.cancel();
+                    kernel = view::start_perf(&output, &tracefs_err);
+                    std::process::Command::new(prog).args(args).env(ust_core::protocol::ENV_SESSION_TOKEN, &token).spawn()
+                }
+            },
+        },
+        None => std::process::Command::new(prog).args(args).env(ust_core::protocol::ENV_SESSION_TOKEN, &token).spawn(),
+    };
     let mut traced_pid = 0;
     let mut maps = None;
     let code = match child {

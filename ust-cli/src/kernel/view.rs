@@ -1,54 +1,112 @@
-//! Which kernel view `ust trace --kernel` gets: the system-wide tracefs recording
-//! ([`super::KernelRecorder`], root or tracefs access) when it can start, else tier 1
-//! ([`super::perf::PerfRecorder`], any user: the traced tasks only, through
-//! perf_event_open), else none, with the reasons on stderr.
+//! Which kernel view `ust trace --kernel` gets, best first, saying on stderr which tier it
+//! used and why a better one is not available:
+//!
+//! - tier 3: the system-wide tracefs recording ([`super::KernelRecorder`]: root, or write
+//!   access to tracefs);
+//! - tier 2: root's `ust-consumerd` as a broker ([`super::broker`]): it records system-wide
+//!   and writes the kernel events of the tasks this user could ptrace, every other task
+//!   reduced to its kind;
+//! - tier 1: [`super::perf::PerfRecorder`], any user: the traced tasks only, through
+//!   perf_event_open, no wake-ups;
+//! - none: user-space tracing goes on.
 
 use std::path::Path;
 
+use super::broker::{Broker, Pending};
 use super::perf::PerfRecorder;
 use super::{KernelError, KernelRecorder, KernelSummary};
 
-/// A running kernel recording of either kind.
+/// A running kernel recording of any kind.
 #[derive(Debug)]
 pub enum KernelView {
-    /// System-wide, from tracefs.
+    /// System-wide, from tracefs (tier 3).
     Tracefs(KernelRecorder),
-    /// The traced tasks, from perf_event_open.
+    /// Recorded and filtered for this user by root's daemon (tier 2).
+    Broker(Broker),
+    /// The traced tasks, from perf_event_open (tier 1).
     Perf(PerfRecorder),
 }
 
-impl KernelView {
-    /// Starts the best view available; prints on stderr why a better one is not, and
-    /// returns `None` (user-space tracing goes on) when none is. Call it right before the
-    /// command is spawned (tier 1 follows the next child that execs).
-    pub fn start(output: &Path) -> Option<KernelView> {
-        let tracefs_err = match KernelRecorder::start(output) {
-            Ok(k) => return Some(KernelView::Tracefs(k)),
-            Err(e) => e,
-        };
-        match PerfRecorder::start(output) {
-            Ok(p) => {
-                eprintln!(
-                    "ust: no tracefs access ({tracefs_err}): recording the traced tasks only, with perf_event_open \
-                     (switches, faults, forks, mmaps and user stacks; no system calls or wake-ups: run as root for those)"
-                );
-                Some(KernelView::Perf(p))
-            }
-            Err(e) => {
-                eprintln!("ust: {}", tracefs_err.explain());
-                eprintln!("ust: nor with perf_event_open: {e}");
-                None
-            }
+/// What [`plan`] found.
+#[derive(Debug)]
+pub enum Plan {
+    /// Recording already (tier 3, or tier 1).
+    Ready(KernelView),
+    /// Root's daemon will record once it has the command's pid (tier 2): spawn the command
+    /// gated, then [`start_broker`].
+    Broker(Pending, KernelError),
+    /// No kernel view.
+    None,
+}
+
+/// Starts the best view that needs no pid, or finds root's broker. Call it right before
+/// the command is spawned (tier 1 follows the next child that execs).
+pub fn plan(output: &Path) -> Plan {
+    let tracefs_err = match KernelRecorder::start(output) {
+        Ok(k) => {
+            eprintln!("ust: kernel view: tier 3 (system-wide, from tracefs)");
+            return Plan::Ready(KernelView::Tracefs(k));
+        }
+        Err(e) => e,
+    };
+    match super::broker::hello() {
+        Ok(p) => Plan::Broker(p, tracefs_err),
+        Err(reason) => {
+            eprintln!("ust: root's ust-consumerd gives no kernel view: {reason}");
+            start_perf(output, &tracefs_err).map_or(Plan::None, Plan::Ready)
         }
     }
+}
 
-    /// Finishes the recording (see [`KernelRecorder::finish`], [`PerfRecorder::finish`]).
+/// Hands the gated command's `pid` to the broker; on refusal, says why (the caller then
+/// cancels the gated child and falls back to [`start_perf`]).
+pub fn start_broker(p: Pending, output: &Path, pid: i32) -> Option<KernelView> {
+    let dir = p.rundir.clone();
+    match p.start(output, pid) {
+        Ok(b) => {
+            eprintln!(
+                "ust: kernel view: tier 2 (root's ust-consumerd in {}: the kernel events of the tasks you could ptrace; \
+                 other tasks, interrupts and timers appear only as their kind)",
+                dir.display()
+            );
+            Some(KernelView::Broker(b))
+        }
+        Err(reason) => {
+            eprintln!("ust: root's ust-consumerd refused the kernel view: {reason}");
+            None
+        }
+    }
+}
+
+/// Tier 1, or none, with the reasons on stderr.
+pub fn start_perf(output: &Path, tracefs_err: &KernelError) -> Option<KernelView> {
+    match PerfRecorder::start(output) {
+        Ok(p) => {
+            eprintln!(
+                "ust: no tracefs access ({tracefs_err}): recording the traced tasks only, with perf_event_open \
+                 (switches, faults, forks, mmaps and user stacks; no system calls or wake-ups: run as root for those)"
+            );
+            eprintln!("ust: kernel view: tier 1 (perf_event_open, the traced tasks only)");
+            Some(KernelView::Perf(p))
+        }
+        Err(e) => {
+            eprintln!("ust: {}", tracefs_err.explain());
+            eprintln!("ust: nor with perf_event_open: {e}");
+            None
+        }
+    }
+}
+
+impl KernelView {
+    /// Finishes the recording (see [`KernelRecorder::finish`], [`Broker::finish`],
+    /// [`PerfRecorder::finish`]).
     ///
     /// # Errors
-    /// The metadata write error.
+    /// The metadata write error; for tier 2, the broker's failure or disappearance.
     pub fn finish(self, output: &Path, traced_pid: i32) -> Result<KernelSummary, KernelError> {
         match self {
             KernelView::Tracefs(k) => k.finish(output, traced_pid),
+            KernelView::Broker(b) => b.finish(output, traced_pid),
             KernelView::Perf(p) => p.finish(output, traced_pid),
         }
     }

@@ -118,6 +118,17 @@ pub enum Waker {
         /// Why that task was running: its own previous wait, explained in turn.
         chain: Option<Box<Wait>>,
     },
+    /// A task of another user (or one this user may not ptrace): a tier-2 trace shows only
+    /// that much of it (`ust_kernel::filter`).
+    OtherUser {
+        /// CPU.
+        cpu: u32,
+    },
+    /// A kernel thread (tier 2 shows no more of it).
+    KernelThread {
+        /// CPU.
+        cpu: u32,
+    },
     /// No wake-up event was seen (it happened before the trace started, or was lost).
     Unknown,
     /// A tier-1 trace ([`super::stacks`]): wake-ups are not visible without root.
@@ -288,6 +299,9 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let mut tier1 = super::stacks::is_tier1(l).then(|| super::stacks::Tier1::new(l, dir));
     if tier1.is_some() {
         r.notes.push("kernel view of tier 1 (perf_event_open, no privilege): the traced tasks' switches, faults and user stacks; no system calls, interrupts or wake-ups (record as root for those)".into());
+    }
+    if l.kernel_env.as_ref().and_then(|e| e.get("kernel_source")).map(String::as_str) == Some(ust_kernel::view_recorder::SOURCE) {
+        r.notes.push("kernel view of tier 2 (recorded by root's ust-consumerd for this user): the tasks this user could ptrace; any other task appears only as \"another user's task\" or \"kernel thread\"".into());
     }
     let mut tree: HashSet<i32> = HashSet::new();
     tree.insert(r.traced_pid);
@@ -530,7 +544,9 @@ fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>,
                     softirq: usize::try_from(*v).ok().and_then(|i| SOFTIRQS.get(i)).map(|s| s.to_string()).unwrap_or_else(|| format!("vec {v}")),
                     cpu: s.cpu,
                 },
-                Some(_) if timer || hr.is_some() => Waker::TimerInterrupt { hrtimer_function: hr.map(|f| format!("{f:#x}")), cpu: s.cpu },
+                Some(_) if timer || hr.is_some() => Waker::TimerInterrupt { hrtimer_function: hr.filter(|&f| f != 0).map(|f| format!("{f:#x}")), cpu: s.cpu },
+                _ if s.waker == ust_kernel::filter::OTHER_USER_TID => Waker::OtherUser { cpu: s.cpu },
+                _ if s.waker == ust_kernel::filter::KERNEL_THREAD_TID => Waker::KernelThread { cpu: s.cpu },
                 _ => {
                     let chain = if depth + 1 < max && s.waker != 0 {
                         tasks

@@ -64,6 +64,8 @@ fn waker_text(w: &analysis::Waker) -> String {
             None => format!("timer interrupt (local APIC timer) on CPU {cpu}"),
         },
         Task { tid, name, doing, cpu, .. } => format!("task {name} [{tid}] {doing} on CPU {cpu}"),
+        OtherUser { cpu } => format!("{} on CPU {cpu}", ust_kernel::filter::OTHER_USER),
+        KernelThread { cpu } => format!("{} on CPU {cpu}", ust_kernel::filter::KERNEL_THREAD),
         Unknown => "unknown (no wake-up event in the trace)".into(),
         NeedsRoot => "unknown (needs root's ust-consumerd)".into(),
     }

@@ -36,6 +36,8 @@ fn waker_frame(w: &Waker) -> String {
         Waker::Task { name, doing, .. } => format!("task {} {}", clean(name), clean(doing)),
         Waker::Unknown => "waker unknown".into(),
         Waker::NeedsRoot => "waker unknown (needs root)".into(),
+        Waker::OtherUser { .. } => clean(ust_kernel::filter::OTHER_USER),
+        Waker::KernelThread { .. } => clean(ust_kernel::filter::KERNEL_THREAD),
     }
 }
 

@@ -119,11 +119,11 @@ fn u32_at(b: &[u8], off: usize) -> Option<u32> {
 pub fn decode_page(page: &[u8], layout: &PageLayout, mut f: impl FnMut(RawEvent<'_>)) -> Result<PageInfo, PageError> {
     let header = |commit| PageError::Header { len: page.len(), commit };
     let ts = page.get(..8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).ok_or_else(|| header(0))?;
-    let raw_commit = crate::kernel::format::read_uint(page, layout.commit_offset, layout.commit_size).ok_or_else(|| header(0))?;
+    let raw_commit = crate::format::read_uint(page, layout.commit_offset, layout.commit_size).ok_or_else(|| header(0))?;
     let commit = raw_commit & (RB_MISSED_STORED - 1);
     let end = usize::try_from(commit).ok().and_then(|c| layout.data_offset.checked_add(c)).filter(|&e| e <= page.len()).ok_or_else(|| header(raw_commit))?;
     let missed = if raw_commit & RB_MISSED_EVENTS != 0 {
-        Some(if raw_commit & RB_MISSED_STORED != 0 { crate::kernel::format::read_uint(page, end, 8).unwrap_or(0) } else { 0 })
+        Some(if raw_commit & RB_MISSED_STORED != 0 { crate::format::read_uint(page, end, 8).unwrap_or(0) } else { 0 })
     } else {
         None
     };

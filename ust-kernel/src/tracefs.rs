@@ -77,7 +77,8 @@ pub fn remove_stale(root: &Path) -> Vec<String> {
     let Ok(dir) = std::fs::read_dir(root.join("instances")) else { return removed };
     for e in dir.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix(INSTANCE_PREFIX).and_then(|p| p.parse::<i32>().ok()) else { continue };
+        // `ust-<pid>` (ust trace) or `ust-<pid>-<n>` (root's daemon, one per request).
+        let Some(pid) = name.strip_prefix(INSTANCE_PREFIX).and_then(|p| p.split('-').next()).and_then(|p| p.parse::<i32>().ok()) else { continue };
         if pid_alive(pid) {
             continue;
         }
@@ -104,7 +105,16 @@ impl Instance {
     /// [`TracefsError::Instance`] when `mkdir` fails (no permission, tracefs without
     /// instances).
     pub fn create(root: &Path) -> Result<Instance, TracefsError> {
-        let dir = root.join("instances").join(format!("{INSTANCE_PREFIX}{}", std::process::id()));
+        Instance::create_named(root, &format!("{INSTANCE_PREFIX}{}", std::process::id()))
+    }
+
+    /// Creates `<root>/instances/<name>`, as [`Instance::create`] (the daemon names its
+    /// instances `ust-<pid>-<n>`, one per kernel-view request, which [`remove_stale`] knows).
+    ///
+    /// # Errors
+    /// As [`Instance::create`].
+    pub fn create_named(root: &Path, name: &str) -> Result<Instance, TracefsError> {
+        let dir = root.join("instances").join(name);
         if dir.exists() {
             let _ = std::fs::remove_dir(&dir);
         }

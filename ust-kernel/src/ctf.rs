@@ -200,7 +200,7 @@ impl EventTable {
     }
 
     /// A table of events whose fields are all [`Source::Given`] (the perf_event_open
-    /// recording, [`super::perf`]): `(CTF name, fields)` get ids from 1 in this order, then
+    /// recording, `ust_cli::kernel::perf`): `(CTF name, fields)` get ids from 1 in this order, then
     /// the state dump.
     pub fn given(events: Vec<(String, Vec<CtfField>)>) -> EventTable {
         let mut t = EventTable::new(Vec::new());
@@ -247,7 +247,7 @@ pub struct KernelMetadata<'a> {
     /// `YYYYmmddTHHMMSS+hhmm`.
     pub creation_datetime: &'a str,
     /// `env.kernel_source`: `tracefs` (system-wide ftrace events) or `perf_event_open`
-    /// (tier 1: the traced tasks only, [`super::perf`]).
+    /// (tier 1: the traced tasks only, `ust_cli::kernel::perf`).
     pub source: &'a str,
 }
 
@@ -429,6 +429,32 @@ impl CpuStream {
             Err(_) => self.stats.bad += 1,
         }
         self.maybe_flush()
+    }
+
+    /// Appends one decoded ftrace record (`payload` from `common_type` on, as
+    /// [`super::ftrace::RawEvent`] gives it); returns false (and counts it as bad) when it
+    /// does not decode.
+    ///
+    /// # Errors
+    /// The I/O error of a packet flush.
+    pub fn push_record(&mut self, ts: u64, payload: &[u8]) -> std::io::Result<bool> {
+        let table = self.table.clone();
+        let ok = self.push_raw(&table, ts, payload);
+        if !ok {
+            self.stats.bad += 1;
+        }
+        self.maybe_flush()?;
+        Ok(ok)
+    }
+
+    /// The trace UUID this stream was created with.
+    pub fn uuid(&self) -> [u8; 16] {
+        self.uuid
+    }
+
+    /// True when the current packet holds events not yet written.
+    pub fn pending(&self) -> bool {
+        self.begin.is_some()
     }
 
     fn push_raw(&mut self, table: &EventTable, ts: u64, payload: &[u8]) -> bool {

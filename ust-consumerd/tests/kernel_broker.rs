@@ -1,0 +1,484 @@
+//! Tier 2 of the kernel view: root's `ust-consumerd` as the kernel broker of ordinary users
+//! (`ust_consumerd::kview`, `ust_kernel::filter`). A root daemon runs in a temporary
+//! `UST_RUNDIR`; users `ustkb-a` and `ustkb-b` (created with `useradd -M` if missing) run
+//! `ust trace --kernel` through `setpriv` with `UST_SYSTEM_RUNDIR` pointing at it. Every
+//! trace is read back by babeltrace2 and `ust report`.
+//!
+//! Needs root and tracefs (CI runs as root); otherwise skipped with the reason printed.
+
+mod common;
+
+use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{babeltrace, consumerd_bin, ust_bin, KillOnDrop};
+use ust_ctl::kview::{KviewReply, KviewRequest};
+
+const A: &str = "ustkb-a";
+const B: &str = "ustkb-b";
+
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    if ust_kernel::tracefs::root().is_err() {
+        return Some("no tracefs".into());
+    }
+    None
+}
+
+macro_rules! require_root {
+    () => {
+        if let Some(r) = skip_reason() {
+            eprintln!("skipped: {r}");
+            return;
+        }
+    };
+}
+
+fn id_of(user: &str, flag: &str) -> u32 {
+    let o = Command::new("id").args([flag, user]).output().unwrap();
+    assert!(o.status.success(), "id {flag} {user}");
+    String::from_utf8(o.stdout).unwrap().trim().parse().unwrap()
+}
+
+fn ensure_users() {
+    static MADE: std::sync::Once = std::sync::Once::new();
+    MADE.call_once(|| {
+        for u in [A, B] {
+            if !Command::new("id").arg(u).output().unwrap().status.success() {
+                let o = Command::new("useradd").args(["-M", "--shell", "/usr/sbin/nologin", u]).output().unwrap();
+                assert!(o.status.success(), "useradd {u}: {}", String::from_utf8_lossy(&o.stderr));
+            }
+        }
+    });
+}
+
+/// Root's daemon in a temporary directory, and the users' homes beside it.
+struct World {
+    tmp: tempfile::TempDir,
+    sys: PathBuf,
+    daemon: Option<KillOnDrop>,
+}
+
+impl World {
+    fn new(extra: &[&str]) -> World {
+        ensure_users();
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let sys = tmp.path().join("sys");
+        let log = std::fs::File::create(tmp.path().join("root-daemon.log")).unwrap();
+        let child = Command::new(consumerd_bin())
+            .arg("--foreground")
+            .args(extra)
+            .env("UST_RUNDIR", &sys)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let w = World { sys, tmp, daemon: Some(KillOnDrop(child)) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while UnixStream::connect(w.sys.join("kview")).is_err() {
+            assert!(Instant::now() < deadline, "root's daemon did not start: {}", w.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for u in [A, B] {
+            let home = w.home(u);
+            std::fs::create_dir_all(&home).unwrap();
+            std::os::unix::fs::chown(&home, Some(id_of(u, "-u")), Some(id_of(u, "-g"))).unwrap();
+            std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        w
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.tmp.path().join("root-daemon.log")).unwrap_or_default()
+    }
+
+    fn home(&self, user: &str) -> PathBuf {
+        self.tmp.path().join(user)
+    }
+
+    /// `prog` as `user`, with its own `HOME` and `UST_RUNDIR`, and root's daemon as the
+    /// system one.
+    fn as_user(&self, user: &str, prog: &Path) -> Command {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", &id_of(user, "-u").to_string(), "--regid", &id_of(user, "-g").to_string(), "--init-groups", "--"])
+            .arg(prog)
+            .env("HOME", self.home(user))
+            .env("UST_RUNDIR", self.home(user).join("run"))
+            .env("UST_SYSTEM_RUNDIR", &self.sys)
+            .env_remove("XDG_RUNTIME_DIR")
+            .current_dir("/")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// `ust trace --kernel --output <home>/<name> -- CMD` as `user`: (output, stderr, status).
+    fn trace(&self, user: &str, name: &str, cmd: &[&str]) -> (PathBuf, String, Output) {
+        let out = self.home(user).join(name);
+        let mut c = self.as_user(user, Path::new(ust_bin()));
+        c.args(["trace", "--kernel", "--output", out.to_str().unwrap(), "--"]).args(cmd);
+        let o = common::output_within(c, Duration::from_secs(60));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        (out, err, o)
+    }
+
+    fn report(&self, out: &Path) -> String {
+        let o = Command::new(ust_bin()).args(["report", "--wakeups", out.to_str().unwrap()]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        drop(self.daemon.take());
+        if let Ok(root) = ust_kernel::tracefs::root() {
+            ust_kernel::tracefs::remove_stale(&root);
+        }
+    }
+}
+
+/// Every file under `dir`.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The waits of the report text for task `name` blocked in `what`, with their waker line.
+fn woken_lines(report: &str, name: &str, what: &str) -> Vec<String> {
+    let lines: Vec<&str> = report.lines().collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0].trim_start().starts_with(&format!("{name} [")) && w[0].contains(what))
+        .map(|w| w[1].trim().to_string())
+        .collect()
+}
+
+#[test]
+fn sleep_is_woken_by_a_timer_in_the_users_own_files() {
+    require_root!();
+    let w = World::new(&[]);
+    let (out, err, o) = w.trace(A, "sleep", &["sh", "-c", "sleep 0.2; cat /etc/hostname"]);
+    assert!(o.status.success(), "{err}\nroot's daemon:\n{}", w.log());
+    assert!(err.contains("kernel view: tier 2"), "{err}");
+    let uid = id_of(A, "-u");
+    for f in files(&out.join("kernel")) {
+        assert_eq!(std::fs::metadata(&f).unwrap().uid(), uid, "{} is the user's", f.display());
+    }
+    assert_eq!(std::fs::metadata(out.join("kernel")).unwrap().uid(), uid);
+    let text = babeltrace(&out);
+    assert!(text.lines().any(|l| l.contains("sched_process_exec") && l.contains("sleep")), "exec of sleep is seen");
+    let r = w.report(&out);
+    let woke = woken_lines(&r, "sleep", "clock_nanosleep");
+    assert!(!woke.is_empty(), "{r}");
+    assert!(woke.iter().any(|l| l.contains("woken by: timer interrupt")), "the timer woke sleep: {woke:?}\n{r}");
+    assert!(!r.contains("needs root's ust-consumerd"), "{r}");
+    assert!(r.contains("kernel view of tier 2"), "{r}");
+}
+
+#[test]
+fn a_reader_woken_by_another_users_writer_never_sees_who() {
+    require_root!();
+    let w = World::new(&[]);
+    let shared = w.tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let fifo = shared.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+    std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // B's writer has a name of its own, so that it can be looked for.
+    let writer = shared.join("ustbwriter");
+    std::fs::copy(std::fs::canonicalize("/bin/sh").unwrap(), &writer).unwrap();
+    std::fs::set_permissions(&writer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = format!("sleep 3; echo hello > {}", fifo.display());
+    let mut b = KillOnDrop(w.as_user(B, &writer).args(["-c", &script]).spawn().unwrap());
+    let b_pid = b.id() as i32;
+    let (out, err, o) = w.trace(A, "fifo", &["cat", fifo.to_str().unwrap()]);
+    assert!(b.wait().unwrap().success());
+    assert!(o.status.success(), "{err}\nroot's daemon:\n{}", w.log());
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "hello");
+    let r = w.report(&out);
+    let woke: Vec<String> = ["openat", "read"].iter().flat_map(|s| woken_lines(&r, "cat", s)).collect();
+    let sched = || babeltrace(&out.join("kernel")).lines().filter(|l| l.contains("sched_")).map(String::from).collect::<Vec<_>>().join("\n");
+    assert!(woke.iter().any(|l| l.contains("woken by: another user's task")), "{woke:?}\n{r}\n{}\nroot's daemon:\n{}", sched(), w.log());
+    // Nothing of B: not its pid, not its name, in any file of A's output or what reads it.
+    let pid = b_pid.to_string();
+    for f in files(&out) {
+        let bytes = std::fs::read(&f).unwrap();
+        assert!(!contains(&bytes, b"ustbwriter"), "B's name in {}", f.display());
+        if std::str::from_utf8(&bytes).is_ok() {
+            assert!(!String::from_utf8_lossy(&bytes).split(|c: char| !c.is_ascii_digit()).any(|t| t == pid), "B's pid in {}", f.display());
+        }
+    }
+    let text = babeltrace(&out);
+    assert!(!text.contains("ustbwriter"));
+    assert!(!text.split(|c: char| !c.is_ascii_digit()).any(|t| t == pid), "B's pid {pid} in the events");
+    assert!(!r.contains("ustbwriter") && !r.split(|c: char| !c.is_ascii_digit()).any(|t| t == pid), "{r}");
+    assert!(text.contains("another user"), "the writer is there as its kind");
+}
+
+#[test]
+fn nothing_of_a_setuid_program_after_its_exec() {
+    require_root!();
+    let w = World::new(&[]);
+    // A script whose interpreter is set-user-ID runs with root's credentials too.
+    let script = w.tmp.path().join("ustkbsuidscript");
+    std::fs::write(&script, "#!/usr/bin/passwd -S\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cmd = format!("{} 2>/dev/null; passwd -S; sleep 0.1", script.display());
+    let (out, err, o) = w.trace(A, "passwd", &["sh", "-c", &cmd]);
+    assert!(o.status.success() || o.status.code().is_some(), "{err}");
+    assert!(err.contains("kernel view: tier 2"), "{err}");
+    let text = babeltrace(&out.join("kernel"));
+    assert!(text.contains("sleep"), "the view goes on for the other tasks");
+    assert!(!text.contains("passwd"), "passwd after its exec: {}", text.lines().filter(|l| l.contains("passwd")).collect::<Vec<_>>().join("\n"));
+    assert!(!text.contains("ustkbsuidscript"), "the script after its exec: {}", text.lines().filter(|l| l.contains("ustkbsuidscript")).collect::<Vec<_>>().join("\n"));
+    for f in files(&out.join("kernel")) {
+        let b = std::fs::read(&f).unwrap();
+        assert!(!contains(&b, b"passwd") && !contains(&b, b"ustkbsuidscript"), "{}", f.display());
+    }
+}
+
+/// Connects to `kview` as `uid`/`gid` from a thread of this process (raw setresuid: only
+/// that thread changes), sends Hello then Start { pid } with `dir`; returns the replies.
+fn probe_as(uid: u32, gid: u32, sys: &Path, pid: i32, dir: &Path) -> (KviewReply, Option<KviewReply>) {
+    let (sys, dir) = (sys.to_path_buf(), dir.to_path_buf());
+    std::thread::spawn(move || {
+        // SAFETY: raw system calls change only this thread's credentials, which is all it
+        // uses them for; the null group list with size 0 is valid.
+        unsafe {
+            assert_eq!(libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()), 0);
+            assert_eq!(libc::syscall(libc::SYS_setresgid, gid, gid, gid), 0);
+            assert_eq!(libc::syscall(libc::SYS_setresuid, uid, uid, uid), 0);
+        }
+        let s = UnixStream::connect(sys.join("kview")).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        ust_core::protocol::send(&s, &KviewRequest::Hello, &[]).unwrap();
+        let hello = ust_core::protocol::recv::<KviewReply>(&s).unwrap().0;
+        if hello != KviewReply::Ready {
+            return (hello, None);
+        }
+        let d = std::fs::File::open(&dir).unwrap();
+        ust_core::protocol::send(&s, &KviewRequest::Start { pid }, &[d.as_fd()]).unwrap();
+        let start = ust_core::protocol::recv::<KviewReply>(&s).unwrap().0;
+        (hello, Some(start))
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn another_user_can_neither_attach_read_nor_list() {
+    require_root!();
+    let w = World::new(&[]);
+    let out = w.home(A).join("long");
+    let mut a = KillOnDrop(
+        w.as_user(A, Path::new(ust_bin()))
+            .args(["trace", "--kernel", "--output", out.to_str().unwrap(), "--", "sleep", "3"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Wait for A's traced sleep.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let sleep_pid = loop {
+        let kids = ust_kernel::procfs::descendants(a.id() as i32);
+        if let Some(p) = kids.iter().copied().find(|&p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")) {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "A's sleep did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (b_uid, b_gid) = (id_of(B, "-u"), id_of(B, "-g"));
+    let b_dir = w.home(B);
+    // B asks for A's pid: refused.
+    let (hello, start) = probe_as(b_uid, b_gid, &w.sys, sleep_pid, &b_dir);
+    assert_eq!(hello, KviewReply::Ready);
+    match start {
+        Some(KviewReply::Refused { reason }) => assert!(reason.contains("not a child of yours"), "{reason}"),
+        other => panic!("B attached to A's command: {other:?}"),
+    }
+    // A asking for its own pid, but not from its own `ust trace`: refused as well.
+    let (_, start) = probe_as(id_of(A, "-u"), id_of(A, "-g"), &w.sys, sleep_pid, &w.home(A));
+    assert!(matches!(start, Some(KviewReply::Refused { .. })), "{start:?}");
+    // B cannot read or list A's output, nor list root's daemon.
+    let ls = w.as_user(B, Path::new("/bin/ls")).arg(out.join("kernel")).output().unwrap();
+    assert!(!ls.status.success(), "B listed A's kernel trace");
+    let cat = w.as_user(B, Path::new("/bin/cat")).arg(out.join("kernel/metadata")).output().unwrap();
+    assert!(!cat.status.success(), "B read A's kernel metadata");
+    let list = w.as_user(B, Path::new(ust_bin())).env("UST_RUNDIR", &w.sys).arg("list").output().unwrap();
+    assert!(!list.status.success(), "B listed root's daemon: {}", String::from_utf8_lossy(&list.stdout));
+    let st = a.wait().unwrap();
+    assert!(st.success());
+    for f in files(&out.join("kernel")) {
+        let m = std::fs::metadata(&f).unwrap();
+        assert_eq!(m.uid(), id_of(A, "-u"));
+        assert_eq!(m.mode() & 0o077 & !0o055, 0, "{} is not writable by others", f.display());
+    }
+}
+
+#[test]
+fn broker_off_says_so_and_tier_1_is_used() {
+    require_root!();
+    let w = World::new(&["--kernel-view", "none"]);
+    let (out, err, o) = w.trace(A, "off", &["sh", "-c", "sleep 0.1"]);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("does not offer kernel views") && err.contains("--kernel-view none"), "{err}");
+    assert!(!err.contains("tier 2"), "{err}");
+    let perf_ok = ust_cli::kernel::perf::attr::paranoid().is_none_or(|p| p < 3);
+    if perf_ok {
+        assert!(err.contains("kernel view: tier 1"), "{err}");
+        let meta = std::fs::read_to_string(out.join("kernel/metadata")).unwrap();
+        assert!(meta.contains("kernel_source = \"perf_event_open\";"));
+    } else {
+        assert!(err.contains("nor with perf_event_open"), "{err}");
+    }
+}
+
+#[test]
+fn group_policy_refuses_outsiders() {
+    require_root!();
+    let w = World::new(&["--kernel-view", "group", "root"]);
+    let (_out, err, o) = w.trace(A, "group", &["true"]);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("members of group root only"), "{err}");
+}
+
+#[test]
+fn root_daemon_killed_mid_trace_leaves_a_whole_trace() {
+    require_root!();
+    let mut w = World::new(&[]);
+    let out = w.home(A).join("cut");
+    let a = w
+        .as_user(A, Path::new(ust_bin()))
+        .args(["trace", "--kernel", "--output", out.to_str().unwrap(), "--", "sh", "-c", "sleep 0.3; cat /etc/hostname; sleep 1.5"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    let mut d = w.daemon.take().unwrap();
+    d.0.kill().unwrap();
+    d.0.wait().unwrap();
+    let o = a.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("went away during the trace") && err.contains("whole up to that moment"), "{err}");
+    let text = babeltrace(&out.join("kernel"));
+    assert!(text.contains("sched_process_exec"), "the events before the cut are there");
+    assert!(text.lines().count() > 50, "{}", text.lines().count());
+}
+
+/// Runs `f` on a thread whose credentials are `uid`/`gid` (raw setresuid: that thread only),
+/// so that what it connects to and spawns is that user's.
+fn as_thread_of<T: Send + 'static>(uid: u32, gid: u32, f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        // SAFETY: raw system calls change only this thread's credentials; the null group
+        // list with size 0 is valid.
+        unsafe {
+            assert_eq!(libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()), 0);
+            assert_eq!(libc::syscall(libc::SYS_setresgid, gid, gid, gid), 0);
+            assert_eq!(libc::syscall(libc::SYS_setresuid, uid, uid, uid), 0);
+        }
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+fn hello(sys: &Path) -> UnixStream {
+    let s = UnixStream::connect(sys.join("kview")).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    ust_core::protocol::send(&s, &KviewRequest::Hello, &[]).unwrap();
+    assert_eq!(ust_core::protocol::recv::<KviewReply>(&s).unwrap().0, KviewReply::Ready);
+    s
+}
+
+fn start_with(s: &UnixStream, pid: i32, fds: &[std::os::fd::BorrowedFd<'_>]) -> KviewReply {
+    ust_core::protocol::send(s, &KviewRequest::Start { pid }, fds).unwrap();
+    ust_core::protocol::recv::<KviewReply>(s).map(|r| r.0).unwrap_or(KviewReply::Refused { reason: "closed".into() })
+}
+
+#[test]
+fn hostile_requests_are_refused() {
+    require_root!();
+    let w = World::new(&[]);
+    let (uid, gid) = (id_of(B, "-u"), id_of(B, "-g"));
+    let (sys, home) = (w.sys.clone(), w.home(B));
+    let replies = as_thread_of(uid, gid, move || {
+        // A child of B's own (spawned from this thread, so with its credentials).
+        let mut child = KillOnDrop(Command::new("sleep").arg("5").spawn().unwrap());
+        let pid = child.id() as i32;
+        let dir = std::fs::File::open(&home).unwrap();
+        let file = std::fs::File::open("/etc/hostname").unwrap();
+        let roots = std::fs::File::open("/tmp").unwrap();
+        let mut r = vec![
+            ("no descriptor", start_with(&hello(&sys), pid, &[])),
+            ("two descriptors", start_with(&hello(&sys), pid, &[dir.as_fd(), dir.as_fd()])),
+            ("a file", start_with(&hello(&sys), pid, &[file.as_fd()])),
+            ("root's directory", start_with(&hello(&sys), pid, &[roots.as_fd()])),
+            ("pid 1", start_with(&hello(&sys), 1, &[dir.as_fd()])),
+            ("a negative pid", start_with(&hello(&sys), -5, &[dir.as_fd()])),
+        ];
+        // Garbage instead of Hello.
+        let s = UnixStream::connect(sys.join("kview")).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        ust_core::protocol::send(&s, &KviewRequest::Finish { traced_pid: 1, clock_offset_ns: None }, &[]).unwrap();
+        r.push(("Finish first", ust_core::protocol::recv::<KviewReply>(&s).map(|r| r.0).unwrap_or(KviewReply::Refused { reason: "closed".into() })));
+        // And the well-formed request: recorded into B's directory, as B.
+        let s = hello(&sys);
+        r.push(("well-formed", start_with(&s, pid, &[dir.as_fd()])));
+        drop(s);
+        let _ = child.0.kill();
+        r
+    });
+    for (what, reply) in &replies[..replies.len() - 1] {
+        assert!(matches!(reply, KviewReply::Refused { .. }), "{what}: {reply:?}");
+    }
+    let reason = |i: usize| match &replies[i].1 {
+        KviewReply::Refused { reason } => reason.clone(),
+        _ => String::new(),
+    };
+    assert!(reason(0).contains("exactly one descriptor") && reason(1).contains("exactly one descriptor"));
+    assert!(reason(2).contains("not a directory"), "{}", reason(2));
+    assert!(reason(3).contains("belongs to uid 0"), "{}", reason(3));
+    assert!(reason(4).contains("not a child of yours") && reason(5).contains("not a child of yours"));
+    assert_eq!(replies.last().unwrap().1, KviewReply::Started, "{replies:?}\n{}", w.log());
+    // The connection closed without Finish: the recording ends and its files are B's.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !w.log().contains("kview: done for uid") {
+        assert!(Instant::now() < deadline, "{}", w.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let meta = w.home(B).join("metadata");
+    assert_eq!(std::fs::metadata(&meta).unwrap().uid(), uid);
+    for f in files(&w.home(B)) {
+        assert_eq!(std::fs::metadata(&f).unwrap().uid(), uid, "{}", f.display());
+    }
+    babeltrace(&w.home(B));
+}

@@ -1,0 +1,86 @@
+//! The kernel-view protocol: an ordinary user's `ust trace --kernel` asks root's
+//! `ust-consumerd` (the kernel broker) to record the kernel side of one command for them.
+//!
+//! Root's daemon listens on `kview` ([`KVIEW_SOCKET`]) in its socket directory
+//! ([`system_rundir`]: `$UST_SYSTEM_RUNDIR`, else `/run/ust`), mode 0666: any user may send
+//! these requests, and only these (the `ctl` socket stays root's and group `tracing`'s).
+//! Frames are those of `ust_core::protocol` (JSON, descriptors as `SCM_RIGHTS`); the
+//! daemon knows the requester from `SO_PEERCRED`, never from the messages.
+//!
+//! ```text
+//! ust trace (user)                                   root's ust-consumerd
+//!   Hello ─────────────────────────────────────────>  policy (--kernel-view)
+//!         <────────────────────────── Ready | Refused
+//!   fork; the child waits on a pipe
+//!   Start { pid } + fd of <output>/kernel (O_DIRECTORY) ─>  pid is the requester's child,
+//!                                                      ptraceable by them; fd a directory
+//!                                                      they own; instance on, state dump
+//!         <────────────────────────── Started | Refused
+//!   release the child: it execs CMD
+//!   … CMD runs …
+//!   Finish { traced_pid, clock_offset_ns } ─────────>  stop, write the rest, metadata
+//!         <────────────────────────── Finished
+//! ```
+//!
+//! A connection that closes before `Finish` ends the recording the same way (what was
+//! recorded is written). A daemon that dies mid-trace leaves the packets it wrote: the trace
+//! is whole up to that moment.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Name of the socket in root's socket directory.
+pub const KVIEW_SOCKET: &str = "kview";
+/// Environment variable naming root's socket directory (tests; default `/run/ust`).
+pub const ENV_SYSTEM_RUNDIR: &str = "UST_SYSTEM_RUNDIR";
+/// Root's socket directory when [`ENV_SYSTEM_RUNDIR`] is not set.
+pub const SYSTEM_RUNDIR: &str = "/run/ust";
+
+/// Root's socket directory as other users see it: `$UST_SYSTEM_RUNDIR`, else `/run/ust`.
+pub fn system_rundir() -> PathBuf {
+    std::env::var_os(ENV_SYSTEM_RUNDIR).filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(SYSTEM_RUNDIR))
+}
+
+/// What the CLI sends.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub enum KviewRequest {
+    /// May this user have a kernel view?
+    Hello,
+    /// Record for the requester's child `pid` (stopped before its exec), writing into the
+    /// directory whose descriptor comes with the message.
+    Start {
+        /// The child's pid.
+        pid: i32,
+    },
+    /// The command ended: write the final metadata and stop.
+    Finish {
+        /// The traced command's pid (`env.traced_pid`).
+        traced_pid: i32,
+        /// The user-space traces' clock offset, so the traces merge; `None`: a fresh sample.
+        clock_offset_ns: Option<i64>,
+    },
+}
+
+/// What the daemon answers.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub enum KviewReply {
+    /// `Hello` accepted.
+    Ready,
+    /// Refused, with the reason to print.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// Recording: the child may exec.
+    Started,
+    /// Done.
+    Finished {
+        /// Events written per CTF name.
+        counts: Vec<(String, u64)>,
+        /// Events the kernel lost.
+        lost: u64,
+        /// An error while writing, if any (the trace is then whole up to it).
+        error: Option<String>,
+    },
+}

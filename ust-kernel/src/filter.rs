@@ -1,0 +1,484 @@
+//! What one user may see of a system-wide recording: the view root's `ust-consumerd` keeps
+//! when it records the kernel side for an ordinary user (the kernel broker).
+//!
+//! **The rule: a user sees the kernel events of the tasks they could ptrace, at the moments
+//! they could ptrace them.** Here that is the traced command's tree: the task the user
+//! handed over (checked with [`may_see`]: same real, effective and saved uid and gid as the
+//! requester, dumpable), and every task it forks, from the fork on. A task leaves the view
+//! for good when it execs a set-user-ID, set-group-ID or file-capability program (decided
+//! at its `sched_process_exec`, from the executed file's mode and `security.capability`;
+//! from its `execve` entry to that event it is already out, since the kernel commits the
+//! new credentials and name before the event fires),
+//! or when [`ViewFilter::recheck`] finds its credentials or dumpability changed.
+//!
+//! Events are applied in global time order (the recorder merges the per-CPU buffers), so a
+//! fork or exec takes effect exactly at its timestamp on every CPU. Everything outside the
+//! view is reduced to its kind before it is written, never copied:
+//!
+//! | outside the view            | written as                                        |
+//! |-----------------------------|---------------------------------------------------|
+//! | another user's task         | tid [`OTHER_USER_TID`], name [`OTHER_USER`]       |
+//! | a kernel thread             | tid [`KERNEL_THREAD_TID`], name [`KERNEL_THREAD`] |
+//! | the idle task               | tid 0 (it runs no one's code)                     |
+//! | an interrupt, softirq       | number, handler name, vector; only when it interrupts a visible task or wakes one ([`Verdict::Enter`]) |
+//! | an hrtimer                  | `timer_hrtimer_expire_*` with its pointer and callback zeroed, on the same terms |
+//!
+//! Events of tasks outside the view (their system calls, faults, wake-ups, forks, execs,
+//! exits) are dropped; a `sched_switch` between a visible task and another keeps only the
+//! visible side; a wake-up of a visible task keeps the waker only as its kind.
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+
+use crate::ctf::KernelEvent;
+use crate::format::{read_uint, EventFormat};
+
+/// The tid written for a task of another user (or one the user may not ptrace).
+pub const OTHER_USER_TID: i32 = -1;
+/// The tid written for a kernel thread.
+pub const KERNEL_THREAD_TID: i32 = -2;
+/// The name written for a task of another user.
+pub const OTHER_USER: &str = "another user's task";
+/// The name written for a kernel thread.
+pub const KERNEL_THREAD: &str = "kernel thread";
+
+/// `PF_KTHREAD` in field 9 (`flags`) of `/proc/<pid>/stat`.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// The ids `Uid:` or `Gid:` of `/proc/<pid>/status` lists (real, effective, saved, fs).
+fn ids(status: &str, key: &str) -> Option<Vec<u32>> {
+    let line = status.lines().find_map(|l| l.strip_prefix(key))?;
+    line.split_whitespace().map(|x| x.parse().ok()).collect()
+}
+
+/// True when `uid`/`gid` could ptrace task `tid` now: its real, effective and saved uid are
+/// `uid`, its gids are all `gid` (no set-group-ID program), and it is dumpable (`/proc`
+/// shows a non-dumpable task as owned by root). False when the task is gone.
+pub fn may_see(tid: i32, uid: u32, gid: u32) -> bool {
+    if tid <= 0 {
+        return false;
+    }
+    let dir = format!("/proc/{tid}");
+    let Ok(status) = std::fs::read_to_string(format!("{dir}/status")) else { return false };
+    let (Some(u), Some(g)) = (ids(&status, "Uid:"), ids(&status, "Gid:")) else { return false };
+    let same_uid = u.len() >= 3 && u[..3].iter().all(|&x| x == uid);
+    let same_gid = g.len() >= 3 && g[..3].iter().all(|&x| x == gid);
+    let dumpable = std::fs::metadata(&dir).map(|m| m.uid() == uid).unwrap_or(false);
+    same_uid && same_gid && dumpable
+}
+
+/// The parent pid of `pid` (`/proc/<pid>/stat` field 4), if it exists.
+pub fn parent_of(pid: i32) -> Option<i32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn is_kernel_thread(tid: i32) -> bool {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return false };
+    let flags = s.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(6)).and_then(|f| f.parse::<u64>().ok());
+    flags.is_some_and(|f| f & PF_KTHREAD != 0)
+}
+
+/// True when executing `path` may raise privileges: set-user-ID or set-group-ID bit, or a
+/// `security.capability` attribute, on the file or, for a `#!` script, on its interpreter
+/// (the kernel gives a script its interpreter's set-ID credentials), up to the kernel's
+/// four levels. A file that is neither ELF nor `#!` (a `binfmt_misc` format, whose handler
+/// may run with its own credentials) or that cannot be inspected counts as privileged: the
+/// view then fails closed.
+pub fn privileged_program(path: &str) -> bool {
+    privileged_at(path, 0)
+}
+
+fn privileged_at(path: &str, depth: usize) -> bool {
+    if depth > 4 {
+        return true;
+    }
+    let Ok(m) = std::fs::metadata(path) else { return true };
+    if m.mode() & (libc::S_ISUID | libc::S_ISGID) != 0 {
+        return true;
+    }
+    let Ok(c) = std::ffi::CString::new(path) else { return true };
+    // SAFETY: both strings are NUL-terminated; a null buffer of size 0 asks only for the
+    // attribute's size.
+    let n = unsafe { libc::getxattr(c.as_ptr(), c"security.capability".as_ptr(), std::ptr::null_mut(), 0) };
+    if n >= 0 {
+        return true;
+    }
+    let mut head = [0u8; 256];
+    let Ok(len) = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)) else { return true };
+    let head = &head[..len];
+    if head.starts_with(b"\x7fELF") {
+        return false;
+    }
+    let Some(rest) = head.strip_prefix(b"#!") else { return true };
+    let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
+    let interp = String::from_utf8_lossy(line);
+    match interp.split_ascii_whitespace().next() {
+        Some(i) => privileged_at(i, depth + 1),
+        None => true,
+    }
+}
+
+/// What [`ViewFilter::apply`] decided for a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not written.
+    Drop,
+    /// Written (after any pending interrupt contexts of its CPU: [`Verdict::Enter`]).
+    Keep,
+    /// An interrupt, softirq or timer context begins. Written at once when it interrupts a
+    /// visible task; else held, and written only if a kept record happens inside it (a
+    /// wake-up of a visible task), so that interrupts which concern only others are never
+    /// written (their timing would tell about other users' activity).
+    Enter {
+        /// The interrupted task is in the view.
+        interrupts_visible: bool,
+    },
+    /// The innermost context ends: written when its entry was.
+    Exit,
+}
+
+/// Who a task outside the view is, as far as the user may know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Idle,
+    KernelThread,
+    OtherUser,
+}
+
+/// The per-requester view over one recording (see the module docs).
+#[derive(Debug)]
+pub struct ViewFilter {
+    uid: u32,
+    gid: u32,
+    visible: HashSet<i32>,
+    left: HashSet<i32>,
+    /// In `execve`: out of the view until `sched_process_exec` shows an unprivileged
+    /// program (the kernel commits the new credentials and name before that event fires)
+    /// or the call fails.
+    in_exec: HashSet<i32>,
+    /// Exited, still visible until their last switch (an exiting task wakes its parent
+    /// after `sched_process_exit`).
+    exiting: HashSet<i32>,
+    kinds: HashMap<i32, Kind>,
+    /// Events dropped or reduced, for the log.
+    pub dropped: u64,
+}
+
+fn set_int(payload: &mut [u8], f: &EventFormat, name: &str, v: i64) {
+    if let Some(ff) = f.field(name) {
+        if let Some(b) = payload.get_mut(ff.offset..ff.offset + ff.size) {
+            b.copy_from_slice(&v.to_le_bytes()[..ff.size.min(8)]);
+        }
+    }
+}
+
+fn set_text(payload: &mut [u8], f: &EventFormat, name: &str, s: &str) {
+    if let Some(ff) = f.field(name) {
+        if let Some(b) = payload.get_mut(ff.offset..ff.offset + ff.size) {
+            b.fill(0);
+            let n = s.len().min(ff.size.saturating_sub(1));
+            b[..n].copy_from_slice(&s.as_bytes()[..n]);
+        }
+    }
+}
+
+fn get_int(payload: &[u8], f: &EventFormat, name: &str) -> Option<i64> {
+    let ff = f.field(name)?;
+    let v = read_uint(payload, ff.offset, ff.size)?;
+    Some(match ff.size {
+        4 => v as u32 as i32 as i64,
+        _ => v as i64,
+    })
+}
+
+impl ViewFilter {
+    /// The view of user `uid` (primary group `gid`) over the tree of `root_pid`, which the
+    /// caller has checked with [`may_see`].
+    pub fn new(uid: u32, gid: u32, root_pid: i32) -> ViewFilter {
+        let mut visible = HashSet::new();
+        visible.insert(root_pid);
+        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), dropped: 0 }
+    }
+
+    /// The requester's uid.
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
+
+    /// The requester's gid.
+    pub fn gid(&self) -> u32 {
+        self.gid
+    }
+
+    /// The tasks in the view now.
+    pub fn visible(&self) -> impl Iterator<Item = i32> + '_ {
+        self.visible.iter().copied()
+    }
+
+    /// Whether `tid` is in the view now.
+    pub fn sees(&self, tid: i32) -> bool {
+        self.visible.contains(&tid)
+    }
+
+    /// Removes from the view every task that still exists but may no longer be ptraced by
+    /// the requester (credentials changed, made non-dumpable). Called between rounds, before
+    /// the events read after the previous check are applied.
+    pub fn recheck(&mut self) {
+        let (uid, gid) = (self.uid, self.gid);
+        let gone: Vec<i32> = self
+            .visible
+            .iter()
+            .copied()
+            .filter(|&t| std::path::Path::new(&format!("/proc/{t}")).exists() && !may_see(t, uid, gid))
+            .collect();
+        for t in gone {
+            self.visible.remove(&t);
+            self.left.insert(t);
+        }
+    }
+
+    fn kind(&mut self, tid: i32) -> Kind {
+        if tid == 0 {
+            return Kind::Idle;
+        }
+        *self.kinds.entry(tid).or_insert_with(|| if is_kernel_thread(tid) { Kind::KernelThread } else { Kind::OtherUser })
+    }
+
+    fn reduced(&mut self, tid: i32) -> (i32, &'static str) {
+        match self.kind(tid) {
+            Kind::Idle => (0, "swapper"),
+            Kind::KernelThread => (KERNEL_THREAD_TID, KERNEL_THREAD),
+            Kind::OtherUser => (OTHER_USER_TID, OTHER_USER),
+        }
+    }
+
+    /// Applies the view to one ftrace record of class `ev`, rewriting in place what it may
+    /// not show (see the module docs), and says what to do with it.
+    pub fn apply(&mut self, ev: &KernelEvent, payload: &mut [u8]) -> Verdict {
+        let cur = read_uint(payload, 4, 4).map(|v| v as u32 as i32).unwrap_or(0);
+        let interrupts_visible = self.visible.contains(&cur);
+        if !self.decide(ev, payload) {
+            self.dropped += 1;
+            return Verdict::Drop;
+        }
+        match ev.name.as_str() {
+            "irq_handler_entry" | "irq_softirq_entry" | "x86_irq_vectors_local_timer_entry" | "timer_hrtimer_expire_entry" => Verdict::Enter { interrupts_visible },
+            "irq_handler_exit" | "irq_softirq_exit" | "x86_irq_vectors_local_timer_exit" | "timer_hrtimer_expire_exit" => Verdict::Exit,
+            _ => Verdict::Keep,
+        }
+    }
+
+    fn decide(&mut self, ev: &KernelEvent, payload: &mut [u8]) -> bool {
+        let Some(f) = ev.format.as_ref() else { return false };
+        let Some(cur) = read_uint(payload, 4, 4).map(|v| v as u32 as i32) else { return false };
+        let cur_seen = self.visible.contains(&cur);
+        let reduce_cur = |me: &mut ViewFilter, payload: &mut [u8]| {
+            if !cur_seen {
+                let (t, _) = me.reduced(cur);
+                if let Some(b) = payload.get_mut(4..8) {
+                    b.copy_from_slice(&t.to_le_bytes());
+                }
+            }
+        };
+        match ev.name.as_str() {
+            "syscall_entry" => {
+                if cur_seen {
+                    let nr = get_int(payload, f, "id").unwrap_or(-1);
+                    if matches!(crate::syscalls::syscall_name(nr).as_str(), "execve" | "execveat") {
+                        self.visible.remove(&cur);
+                        self.in_exec.insert(cur);
+                    }
+                }
+                cur_seen
+            }
+            "syscall_exit" => {
+                // An exec that failed: the task is back, unchanged.
+                if self.in_exec.remove(&cur) {
+                    self.visible.insert(cur);
+                    return true;
+                }
+                cur_seen
+            }
+            "sched_switch" => {
+                let prev = get_int(payload, f, "prev_pid").unwrap_or(0) as i32;
+                let next = get_int(payload, f, "next_pid").unwrap_or(0) as i32;
+                let (pv, nv) = (self.visible.contains(&prev), self.visible.contains(&next));
+                if !pv && !nv {
+                    return false;
+                }
+                for (seen, tid, side) in [(pv, prev, "prev"), (nv, next, "next")] {
+                    if !seen {
+                        let (t, name) = self.reduced(tid);
+                        set_int(payload, f, &format!("{side}_pid"), t.into());
+                        set_text(payload, f, &format!("{side}_comm"), name);
+                        set_int(payload, f, &format!("{side}_prio"), 0);
+                        if side == "prev" {
+                            set_int(payload, f, "prev_state", 0);
+                        }
+                    }
+                }
+                reduce_cur(self, payload);
+                if self.exiting.remove(&prev) {
+                    // Its last switch: the pid may be reused by anyone from now on.
+                    self.visible.remove(&prev);
+                }
+                true
+            }
+            "sched_waking" | "sched_wakeup" | "sched_wakeup_new" => {
+                let target = get_int(payload, f, "pid").unwrap_or(0) as i32;
+                if !self.visible.contains(&target) {
+                    return false;
+                }
+                reduce_cur(self, payload);
+                true
+            }
+            "sched_process_fork" => {
+                let parent = get_int(payload, f, "parent_pid").unwrap_or(0) as i32;
+                let child = get_int(payload, f, "child_pid").unwrap_or(0) as i32;
+                if !self.visible.contains(&parent) {
+                    return false;
+                }
+                self.left.remove(&child);
+                self.visible.insert(child);
+                reduce_cur(self, payload);
+                true
+            }
+            "sched_process_exec" => {
+                let pid = get_int(payload, f, "pid").unwrap_or(0) as i32;
+                if !self.in_exec.remove(&pid) && !self.visible.contains(&pid) {
+                    return false;
+                }
+                let file = f.field("filename").and_then(|ff| crate::format::dyn_string(payload, ff)).map(|b| String::from_utf8_lossy(b).into_owned());
+                let still_mine = std::path::Path::new(&format!("/proc/{pid}")).exists().then(|| may_see(pid, self.uid, self.gid));
+                let privileged = match file.as_deref() {
+                    Some(f) => privileged_program(f),
+                    None => true,
+                };
+                // Fail closed: a task whose credentials after this exec cannot be checked
+                // (it is gone by now) is out of the view from the exec on. Its file may have
+                // been swapped since the exec (a symlink re-pointed), so the file check
+                // alone proves nothing about what ran.
+                if privileged || still_mine != Some(true) {
+                    self.visible.remove(&pid);
+                    self.left.insert(pid);
+                    return false;
+                }
+                self.visible.insert(pid);
+                true
+            }
+            "sched_process_exit" => {
+                if self.in_exec.remove(&cur) {
+                    self.left.insert(cur);
+                }
+                let pid = get_int(payload, f, "pid").unwrap_or(0) as i32;
+                let seen = self.visible.contains(&pid);
+                if seen {
+                    self.exiting.insert(pid);
+                }
+                seen && cur_seen
+            }
+            "irq_handler_entry" | "irq_handler_exit" | "irq_softirq_entry" | "irq_softirq_exit" | "x86_irq_vectors_local_timer_entry" | "x86_irq_vectors_local_timer_exit" => {
+                reduce_cur(self, payload);
+                true
+            }
+            "timer_hrtimer_expire_entry" | "timer_hrtimer_expire_exit" => {
+                set_int(payload, f, "hrtimer", 0);
+                set_int(payload, f, "function", 0);
+                reduce_cur(self, payload);
+                true
+            }
+            _ => cur_seen,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_process_is_seen_and_others_are_not() {
+        let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+        let me = std::process::id() as i32;
+        assert!(may_see(me, uid, gid));
+        assert!(!may_see(me, uid + 1, gid));
+        assert!(!may_see(0, uid, gid));
+        assert!(!may_see(i32::MAX, uid, gid));
+        assert!(privileged_program("/no/such/file"), "fails closed");
+        assert!(privileged_program("/proc/self/stat"), "neither ELF nor #!");
+        assert!(!privileged_program("/bin/sh"));
+        let d = tempfile::tempdir().unwrap();
+        let script = |name: &str, text: &str| {
+            let p = d.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p.to_string_lossy().into_owned()
+        };
+        assert!(!privileged_program(&script("plain", "#!/bin/sh\necho\n")));
+        assert!(!privileged_program(&script("spaced", "#!  /bin/sh -e\n")));
+        if std::fs::metadata("/usr/bin/passwd").is_ok_and(|m| m.mode() & libc::S_ISUID != 0) {
+            assert!(privileged_program(&script("suid", "#!/usr/bin/passwd -S\n")), "a set-ID interpreter");
+        }
+        let chain = script("chain", "#!/bin/sh\n");
+        let looped = d.path().join("loop").to_string_lossy().into_owned();
+        std::fs::write(&looped, format!("#!{looped}\n")).unwrap();
+        assert!(privileged_program(&looped), "beyond four levels: fails closed");
+        assert!(!privileged_program(&script("via", &format!("#!{chain}\n"))));
+        assert_eq!(parent_of(me), Some(rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get())));
+    }
+
+    fn fmt(name: &str, id: u16, fields: &[(&str, &str, usize, usize)]) -> (String, EventFormat) {
+        let mut t = format!("name: {name}\nID: {id}\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n");
+        for (ty, n, off, size) in fields {
+            t += &format!("\tfield:{ty} {n};\toffset:{off};\tsize:{size};\tsigned:1;\n");
+        }
+        (name.to_string(), EventFormat::parse("sched", &t).unwrap())
+    }
+
+    fn record(id: u16, cur: i32, len: usize, ints: &[(usize, i32)], texts: &[(usize, &str)]) -> Vec<u8> {
+        let mut p = vec![0u8; len];
+        p[0..2].copy_from_slice(&id.to_le_bytes());
+        p[4..8].copy_from_slice(&cur.to_le_bytes());
+        for (off, v) in ints {
+            p[*off..off + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        for (off, t) in texts {
+            p[*off..off + t.len()].copy_from_slice(t.as_bytes());
+        }
+        p
+    }
+
+    #[test]
+    fn others_are_reduced_to_their_kind_and_forks_are_followed() {
+        let table = crate::ctf::EventTable::new(vec![
+            fmt("sched_switch", 1, &[("char", "prev_comm[16]", 8, 16), ("pid_t", "prev_pid", 24, 4), ("int", "prev_prio", 28, 4), ("long", "prev_state", 32, 8), ("char", "next_comm[16]", 40, 16), ("pid_t", "next_pid", 56, 4), ("int", "next_prio", 60, 4)]),
+            fmt("sched_waking", 2, &[("char", "comm[16]", 8, 16), ("pid_t", "pid", 24, 4), ("int", "prio", 28, 4), ("int", "target_cpu", 32, 4)]),
+            fmt("sched_process_fork", 3, &[("char", "parent_comm[16]", 8, 16), ("pid_t", "parent_pid", 24, 4), ("char", "child_comm[16]", 28, 16), ("pid_t", "child_pid", 44, 4)]),
+        ]);
+        let (switch, waking, fork) = (&table.events[0], &table.events[1], &table.events[2]);
+        let me = std::process::id() as i32;
+        // pid 1 is no one's child here and not a kernel thread; pid 2 is kthreadd.
+        let mut v = ViewFilter::new(1000, 1000, me);
+        let mut p = record(1, me, 64, &[(24, me), (28, 120), (56, 1), (60, 100)], &[(8, "mine"), (40, "init-secret")]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Keep);
+        assert_eq!(read_uint(&p, 56, 4), Some(OTHER_USER_TID as u32 as u64));
+        assert_eq!(&p[40..55], &OTHER_USER.as_bytes()[..15]);
+        assert_eq!(read_uint(&p, 60, 4), Some(0), "the other task's priority is not shown");
+        assert_eq!(read_uint(&p, 24, 4), Some(me as u64), "the visible side is kept");
+        let mut p = record(1, 1, 64, &[(24, 1), (56, 2)], &[]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Drop, "a switch between two others");
+        let mut p = record(2, 2, 36, &[(24, me)], &[(8, "mine")]);
+        assert_eq!(v.apply(waking, &mut p), Verdict::Keep);
+        assert_eq!(read_uint(&p, 4, 4), Some(KERNEL_THREAD_TID as u32 as u64), "a kernel thread woke it");
+        let mut p = record(2, me, 36, &[(24, 1)], &[]);
+        assert_eq!(v.apply(waking, &mut p), Verdict::Drop, "waking another task");
+        let child = i32::MAX - 7;
+        let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Drop, "not yet forked");
+        let mut p = record(3, me, 48, &[(24, me), (44, child)], &[]);
+        assert_eq!(v.apply(fork, &mut p), Verdict::Keep);
+        let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Keep, "the child is followed from its fork");
+        assert_eq!(read_uint(&p, 56, 4), Some(0), "the idle task stays 0");
+    }
+}

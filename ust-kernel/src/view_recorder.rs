@@ -1,0 +1,333 @@
+//! A system-wide recording seen through one user's [`ViewFilter`]: what root's
+//! `ust-consumerd` runs for an ordinary user's `ust trace --kernel` (the kernel broker).
+//!
+//! ```text
+//! instances/ust-<daemon pid>-<n>/per_cpu/cpuN/trace_pipe_raw ───┐  (opened as root)
+//! instances/ust-<daemon pid>-<n>-t/per_cpu/cpuN/trace_pipe_raw ─┤
+//!                                                               ├─ one thread: read every CPU,
+//!   decode pages, merge the records by time (a heap), apply    ─┘  those older than SLACK
+//!   the filter in that order ──> ctf::CpuStream ──> <user's fd>/channel0_N, metadata
+//! ```
+//!
+//! Two instances: scheduling, interrupts and timers system-wide in the first (wakers and
+//! the interrupt contexts they run in are needed whoever they are), and system calls and
+//! page faults, by far the most frequent, in the second with `set_event_pid` = the
+//! traced pid and `options/event-fork`, so the kernel keeps only the traced tree's there
+//! (the filter still decides what is written; the kernel only spares the reader the rest).
+//!
+//! Unlike [`crate::KernelRecorder`], which writes each CPU's pages as they come, records are
+//! applied in global time order, so that a fork or exec changes the view at its own
+//! timestamp on every CPU (a record newer than `now - SLACK` waits for the next round).
+//!
+//! The writing thread runs with the requester's file-system identity (`setfsuid`,
+//! `setfsgid`, no supplementary groups: per thread on Linux), so every file it creates in
+//! the directory the user handed over is created with the user's permissions and owned by
+//! them; root's privileges never reach the user's directory. Packets are flushed at least
+//! every [`FLUSH_EVERY`], so a daemon killed mid-trace leaves a trace that is whole up to
+//! about that moment.
+
+use std::collections::BinaryHeap;
+use std::cmp::Reverse;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::ctf::{CpuStream, EventTable, Given};
+use crate::filter::{Verdict, ViewFilter};
+use crate::{ctf, format, tracefs, KernelError, KernelSummary, BUFFER_KB, POLL};
+
+/// Records younger than this wait for the next round (other CPUs may still commit older).
+pub const SLACK: Duration = Duration::from_millis(30);
+/// Longest time a record waits in memory before its packet is written.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
+/// Deepest interrupt nesting kept per CPU (entries whose exit was lost are forgotten).
+const MAX_NESTING: usize = 8;
+/// `env.kernel_source` of a brokered trace.
+pub const SOURCE: &str = "tracefs-view";
+
+/// A record read but not applied yet: (timestamp, arrival order, stream, payload).
+type Pending = (u64, u64, usize, Vec<u8>);
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A running recording for one requester.
+#[derive(Debug)]
+pub struct ViewRecorder {
+    instances: Vec<tracefs::Instance>,
+    stop: Arc<AtomicBool>,
+    finish_args: Arc<Mutex<Option<(i32, i64)>>>,
+    thread: Option<std::thread::JoinHandle<Result<KernelSummary, String>>>,
+}
+
+/// Gives the calling thread (only) the file-system identity `uid`/`gid` and no
+/// supplementary groups; file-system capabilities leave its effective set with the uid.
+fn become_fs_user(uid: u32, gid: u32) -> std::io::Result<()> {
+    // SAFETY: raw setgroups(0, NULL) affects only this thread (glibc's wrapper would change
+    // every thread of the daemon); the null list with size 0 is valid.
+    if unsafe { libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: setfsgid/setfsuid only change this thread's credentials; they return the
+    // previous id, so success is checked by asking again with an invalid id (-1).
+    unsafe {
+        libc::setfsgid(gid);
+        libc::setfsuid(uid);
+        if libc::setfsuid(u32::MAX) as u32 != uid || libc::setfsgid(u32::MAX) as u32 != gid {
+            return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "setfsuid/setfsgid did not take"));
+        }
+    }
+    Ok(())
+}
+
+impl ViewRecorder {
+    /// Sets up a fresh instance with the events of [`ctf::EVENTS`], then starts the thread
+    /// that writes the view of `filter` into `dir` (a path the daemon resolves through a
+    /// descriptor the user sent, `/proc/self/fd/N`) as the requester, and turns recording
+    /// on once the first metadata and the state dump (of the visible tasks) are written.
+    ///
+    /// # Errors
+    /// [`KernelError`]: tracefs setup, or the thread's first writes into `dir`.
+    pub fn start(dir: PathBuf, filter: ViewFilter) -> Result<ViewRecorder, KernelError> {
+        let root = tracefs::root()?;
+        tracefs::remove_stale(&root);
+        let name = format!("{}{}-{}", tracefs::INSTANCE_PREFIX, std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let instance = tracefs::Instance::create_named(&root, &name)?;
+        let tasks = tracefs::Instance::create_named(&root, &format!("{name}-t"))?;
+        let root_pid = filter.visible().next().unwrap_or(0);
+        tracefs::write(&tasks.dir().join("set_event_pid"), &root_pid.to_string())?;
+        tracefs::write(&tasks.dir().join("options/event-fork"), "1")?;
+        let mut formats = Vec::new();
+        let mut missing = Vec::new();
+        for inst in [&instance, &tasks] {
+            inst.set_clock("mono")?;
+            inst.set_buffer_kb(BUFFER_KB)?;
+        }
+        for (sys, ev, name) in ctf::EVENTS {
+            let inst = if matches!(*sys, "raw_syscalls" | "exceptions") { &tasks } else { &instance };
+            match format::EventFormat::read(&inst.dir().join("events"), sys, ev) {
+                Ok(f) if inst.enable(sys, ev).is_ok() => formats.push((name.to_string(), f)),
+                _ => missing.push(format!("{sys}:{ev}")),
+            }
+        }
+        if formats.is_empty() {
+            return Err(KernelError::NoEvents);
+        }
+        let table = Arc::new(EventTable::new(formats));
+        let (layout, page_size) = crate::page_layout(&root);
+        let cpus = ust_core::cpus::possible_cpus();
+        // (stream index, reader): both instances' CPU n go to stream n.
+        let mut files = Vec::new();
+        for inst in [&instance, &tasks] {
+            for (i, &cpu) in cpus.iter().enumerate() {
+                let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(inst.pipe_raw(cpu))?;
+                files.push((i, f));
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let finish_args = Arc::new(Mutex::new(None));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+        let (st, fa) = (stop.clone(), finish_args.clone());
+        let thread = std::thread::Builder::new().name("ust-kview".into()).spawn(move || {
+            let mut filter = filter;
+            let setup = (|| -> std::io::Result<Vec<CpuStream>> {
+                become_fs_user(filter.uid(), filter.gid())?;
+                let uuid = *uuid::Uuid::new_v4().as_bytes();
+                let datetime = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
+                crate::write_metadata(&dir, uuid, &table, &datetime, 0, ust_core::clock::realtime_offset_ns(), SOURCE)?;
+                let mut streams = Vec::new();
+                let dump_ts = ust_core::clock::monotonic_ns();
+                let tasks: Vec<_> = crate::procfs::statedump().into_iter().filter(|t| filter.sees(t.tid)).collect();
+                for &cpu in &cpus {
+                    let mut s = CpuStream::create(&dir, table.clone(), uuid, cpu)?;
+                    if cpu == cpus[0] {
+                        let class = table.events.len() - 1;
+                        for t in &tasks {
+                            let state = t.state.to_string();
+                            s.push_given(class, dump_ts, t.tid, &[Given::Int(t.tid.into()), Given::Int(t.pid.into()), Given::Int(t.ppid.into()), Given::Text(&t.comm), Given::Text(&state), Given::Int(t.cpu.into())])?;
+                        }
+                    }
+                    s.flush()?;
+                    streams.push(s);
+                }
+                Ok(streams)
+            })();
+            let mut streams = match setup {
+                Ok(s) => {
+                    let _ = ready_tx.send(Ok(()));
+                    s
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.to_string()));
+                    return Err(e.to_string());
+                }
+            };
+            let mut files = files;
+            let mut heap: BinaryHeap<Reverse<Pending>> = BinaryHeap::new();
+            let mut seq = 0u64;
+            let mut page = vec![0u8; page_size.max(64 * 1024)];
+            let mut last_flush = Instant::now();
+            let mut err = None;
+            let (mut last_applied, mut late) = (0u64, 0u64);
+            let mut ctx: Vec<Vec<(u64, Vec<u8>, bool)>> = vec![Vec::new(); streams.len()];
+            loop {
+                let stopping = st.load(Ordering::SeqCst);
+                let now = ust_core::clock::monotonic_ns();
+                for (i, f) in files.iter_mut() {
+                    let i = *i;
+                    for _ in 0..256 {
+                        match f.read(&mut page) {
+                            Ok(0) => break,
+                            Ok(n) => {
+                                let res = crate::ftrace::decode_page(&page[..n], &layout, |e| {
+                                    heap.push(Reverse((e.timestamp, seq, i, e.payload.to_vec())));
+                                    seq += 1;
+                                });
+                                match res {
+                                    Ok(info) => streams[i].stats.lost += info.missed.unwrap_or(0),
+                                    Err(_) => streams[i].stats.bad += 1,
+                                }
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                filter.recheck();
+                let watermark = if stopping { u64::MAX } else { now.saturating_sub(SLACK.as_nanos() as u64) };
+                while heap.peek().is_some_and(|Reverse(e)| e.0 <= watermark) {
+                    let Reverse((ts, _, i, mut payload)) = heap.pop().expect("peeked");
+                    if ts < last_applied {
+                        late += 1;
+                    }
+                    last_applied = ts;
+                    let Some(kind) = format::read_uint(&payload, 0, 2) else { continue };
+                    let Some(ev) = table.by_ftrace_id(kind as u16) else { continue };
+                    // Interrupt contexts held per CPU: (ts, record, written).
+                    let stack = &mut ctx[i];
+                    let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
+                    match filter.apply(ev, &mut payload) {
+                        Verdict::Drop => {}
+                        Verdict::Keep => {
+                            for c in stack.iter_mut().filter(|c| !c.2) {
+                                c.2 = true;
+                                out.push((c.0, std::mem::take(&mut c.1)));
+                            }
+                            out.push((ts, payload));
+                        }
+                        Verdict::Enter { interrupts_visible } => {
+                            if stack.len() >= MAX_NESTING {
+                                stack.remove(0);
+                            }
+                            if interrupts_visible {
+                                out.push((ts, payload));
+                                stack.push((ts, Vec::new(), true));
+                            } else {
+                                stack.push((ts, payload, false));
+                            }
+                        }
+                        Verdict::Exit => {
+                            if stack.pop().is_some_and(|c| c.2) {
+                                out.push((ts, payload));
+                            }
+                        }
+                    }
+                    for (ts, p) in out {
+                        if let Err(e) = streams[i].push_record(ts, &p) {
+                            err.get_or_insert(e.to_string());
+                        }
+                    }
+                }
+                if stopping || last_flush.elapsed() >= FLUSH_EVERY {
+                    for s in streams.iter_mut().filter(|s| s.pending()) {
+                        if let Err(e) = s.flush() {
+                            err.get_or_insert(e.to_string());
+                        }
+                    }
+                    last_flush = Instant::now();
+                }
+                if stopping || err.is_some() {
+                    break;
+                }
+                std::thread::sleep(POLL);
+            }
+            drop(files);
+            if late > 0 {
+                eprintln!("ust-kview: {late} records arrived after newer ones were applied");
+            }
+            // Not finished (the connection dropped): a fresh clock offset, no traced pid.
+            let (traced_pid, offset) = fa.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or((0, ust_core::clock::realtime_offset_ns()));
+            let mut counts = vec![0u64; table.events.len()];
+            let (mut lost, mut bad) = (0, 0);
+            for s in &streams {
+                for (c, n) in counts.iter_mut().zip(&s.stats.counts) {
+                    *c += n;
+                }
+                lost += s.stats.lost;
+                bad += s.stats.bad;
+            }
+            // The final metadata: the session's clock offset and the traced pid.
+            let uuid = streams.first().map(CpuStream::uuid).unwrap_or_default();
+            if let Err(e) = crate::write_metadata(&dir, uuid, &table, &ust_ctf::datetime::iso_at(ust_ctf::datetime::now()), traced_pid, offset, SOURCE) {
+                err.get_or_insert(e.to_string());
+            }
+            if let Some(e) = err {
+                return Err(e);
+            }
+            Ok(KernelSummary {
+                dir: dir.clone(),
+                counts: table.events.iter().zip(counts).map(|(e, n)| (e.name.clone(), n)).collect(),
+                lost,
+                bad,
+                stale_removed: Vec::new(),
+                missing_events: missing,
+            })
+        })?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(KernelError::Io(std::io::Error::new(std::io::ErrorKind::PermissionDenied, e)));
+            }
+            Err(_) => return Err(KernelError::Io(std::io::Error::other("the recording thread ended at start"))),
+        }
+        tasks.set_on(true)?;
+        instance.set_on(true)?;
+        Ok(ViewRecorder { instances: vec![instance, tasks], stop, finish_args, thread: Some(thread) })
+    }
+
+    /// Stops recording, applies and writes what is left, writes the final metadata (with
+    /// `traced_pid` and the session's clock offset `offset`), removes the instance.
+    ///
+    /// # Errors
+    /// The writing thread's first error, as text.
+    pub fn finish(mut self, traced_pid: i32, offset: i64) -> Result<KernelSummary, String> {
+        for i in &self.instances {
+            let _ = i.set_on(false);
+        }
+        *self.finish_args.lock().unwrap_or_else(|p| p.into_inner()) = Some((traced_pid, offset));
+        self.stop.store(true, Ordering::SeqCst);
+        let r = match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            _ => Err("the recording thread panicked".into()),
+        };
+        for i in self.instances.drain(..) {
+            let _ = i.remove();
+        }
+        r
+    }
+}
+
+impl Drop for ViewRecorder {
+    fn drop(&mut self) {
+        for i in &self.instances {
+            let _ = i.set_on(false);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        // The instance's own Drop removes it.
+    }
+}
