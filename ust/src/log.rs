@@ -1,4 +1,4 @@
-//! A [`log`](::log) bridge (cargo feature `log`): every `log` record becomes a
+//! A bridge from the `log` crate (cargo feature `log`): every `log` record becomes a
 //! `ust_log:TRACE_<LEVEL>` event, laid out as `tracelog!`'s `lttng_ust_tracelog` events
 //! with the record's target and module path after them.
 //!
