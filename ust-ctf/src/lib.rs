@@ -21,6 +21,7 @@
 
 pub mod count;
 pub mod datetime;
+pub mod files;
 pub mod held;
 pub mod index;
 pub mod metadata;
@@ -61,3 +62,4 @@ mod tests {
         assert_eq!(stream_file_name("channel0", 3), "channel0_3");
     }
 }
+

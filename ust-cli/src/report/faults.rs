@@ -218,7 +218,7 @@ pub fn resolve(faults: Vec<Fault>, mut tier1: Option<&mut super::stacks::Tier1>,
     let mut table = MapTable::default();
     let pids: HashSet<i32> = faults.iter().map(|f| f.pid).collect();
     for pid in pids {
-        if let Ok(text) = std::fs::read_to_string(crate::kernel::procfs::maps_dir(dir, pid).join("maps")) {
+        if let Ok(text) = ust_ctf::files::read_trace_text(&crate::kernel::procfs::maps_dir(dir, pid).join("maps"), ust_ctf::files::MAX_TEXT_FILE) {
             let m = crate::kernel::procfs::parse_maps(&text);
             table.sampled(pid, m.clone());
             maps.insert(pid, m);

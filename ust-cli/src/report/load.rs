@@ -113,7 +113,7 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
     let mut l = Loaded::default();
     for d in dirs {
         let path = d.join("metadata");
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: cannot read the metadata: {e}", path.display()))?;
+        let text = ust_ctf::files::read_trace_text(&path, ust_ctf::files::MAX_TEXT_FILE).map_err(|e| format!("{}: cannot read the metadata: {e}", path.display()))?;
         if text.trim().is_empty() {
             return Err(format!("{}: the metadata file is empty: the trace cannot be read", path.display()));
         }
@@ -137,7 +137,7 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
             if name == "metadata" || name.starts_with('.') || !e.path().is_file() {
                 continue;
             }
-            let Ok(bytes) = std::fs::read(e.path()) else {
+            let Ok(bytes) = ust_ctf::files::read_trace_file(&e.path(), ust_ctf::files::MAX_STREAM_FILE) else {
                 l.problems += 1;
                 continue;
             };

@@ -80,7 +80,7 @@ impl Tier1 {
         if let Ok(rd) = std::fs::read_dir(dir.join("proc")) {
             for d in rd.flatten() {
                 let Some(pid) = d.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-                if let Ok(text) = std::fs::read_to_string(d.path().join("maps")) {
+                if let Ok(text) = ust_ctf::files::read_trace_text(&d.path().join("maps"), ust_ctf::files::MAX_TEXT_FILE) {
                     t.maps.sampled(pid, crate::kernel::procfs::parse_maps(&text));
                 }
             }
