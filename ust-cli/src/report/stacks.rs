@@ -92,7 +92,7 @@ impl Tier1 {
     /// inside it; a wait with none ended before the reader looked at the thread (the
     /// reader's latency is that of a thread of `ust trace`: under load, milliseconds).
     pub fn explain_wait(&mut self, w: &mut Wait) {
-        let end = w.start_ns + w.duration_ns;
+        let end = w.start_ns.saturating_add(w.duration_ns);
         let Some(b) = self.blocks.get(&w.tid).and_then(|v| v.iter().find(|b| b.ts >= w.start_ns && b.ts <= end)) else {
             w.blocked_in = "the kernel (no user stack: it had woken before ust trace looked at it)".into();
             return;

@@ -99,10 +99,10 @@ impl MapTable {
     pub fn lookup(&self, pid: i32, ts: u64, addr: u64) -> Option<(String, u64)> {
         let exec = self.execs.get(&pid).and_then(|e| e.iter().filter(|&&t| t <= ts).max().copied()).unwrap_or(0);
         if let Some(m) = self.maps.get(&pid).and_then(|v| v.iter().rev().find(|m| m.since >= exec && m.since <= ts && m.start <= addr && addr < m.end)) {
-            return Some((m.path.clone(), addr - m.start + m.pgoff));
+            return Some((m.path.clone(), (addr - m.start).checked_add(m.pgoff)?));
         }
         let e = self.sampled.get(&pid)?.iter().find(|e| e.start <= addr && addr < e.end)?;
-        Some((e.path.clone(), addr - e.start + e.offset))
+        Some((e.path.clone(), (addr - e.start).checked_add(e.offset)?))
     }
 }
 
@@ -150,8 +150,10 @@ impl Symbolizer {
     pub fn frames(&mut self, ip: u64, path: &str, offset: u64, ret: bool) -> Vec<Frame> {
         let base = Frame { ip, module: Some(path.to_string()), offset: Some(offset), function: None, file: None, line: None, inlined: false };
         let Some(f) = self.file(path) else { return vec![base] };
-        let Some(&(off, _, vaddr)) = f.segments.iter().find(|(o, n, _)| *o <= offset && offset < o + n) else { return vec![base] };
-        let probe = (offset - off + vaddr).saturating_sub(u64::from(ret));
+        let Some(&(off, _, vaddr)) = f.segments.iter().find(|(o, n, _)| *o <= offset && offset < o.saturating_add(*n)) else { return vec![base] };
+        // Values from the file (hostile): no overflow, in any build.
+        let Some(probe) = (offset - off).checked_add(vaddr) else { return vec![base] };
+        let probe = probe.saturating_sub(u64::from(ret));
         let mut out: Vec<Frame> = Vec::new();
         if let Ok(mut it) = f.loader.find_frames(probe) {
             while let Ok(Some(fr)) = it.next() {

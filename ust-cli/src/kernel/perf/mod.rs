@@ -260,12 +260,17 @@ impl Drop for PerfRecorder {
     }
 }
 
+/// Batches the reader may hand the converter before it waits for it.
+const BATCHES_IN_FLIGHT: usize = 8;
+
 /// The reader: poll the rings, look at the threads that blocked (at once, before anything
 /// slow), and hand each batch to the converter thread, which merges it by time with the
 /// block stacks taken after the previous batch (so every item of a batch is later than
 /// every item of the batches before), unwinds and writes.
 fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBool) -> ReaderResult {
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<to_ctf::Item>>();
+    // Bounded: when unwinding and writing fall behind (a fault storm), the backlog waits in
+    // the kernel's rings, whose overflow perf counts as lost records, not in our heap.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<to_ctf::Item>>(BATCHES_IN_FLIGHT);
     let converter = std::thread::Builder::new().name("ust-perf-ctf".into()).spawn(move || convert_loop(conv, rx));
     let converter = match converter {
         Ok(c) => c,
@@ -301,6 +306,7 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
                 }
                 to_ctf::Item::Record(_, record::Record::Exit { tid, .. }) => {
                     blocked.remove(tid);
+                    stacked.remove(tid);
                 }
                 _ => {}
             }

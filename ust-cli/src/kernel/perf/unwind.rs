@@ -58,7 +58,7 @@ impl ElfUnwindInfo {
             if let Some(s) = obj.section_by_name(name) {
                 let keep_data = name != ".got";
                 let bytes = if keep_data { s.data().ok().map(Arc::<[u8]>::from) } else { None };
-                sections.push((name, s.address()..s.address() + s.size(), bytes));
+                sections.push((name, s.address()..s.address().saturating_add(s.size()), bytes));
             }
         }
         Some(ElfUnwindInfo { segments, sections })
@@ -69,7 +69,7 @@ impl ElfUnwindInfo {
     /// `pgoff`; segments share pages at their ends), else the one that holds `pgoff`.
     pub fn bias(&self, start: u64, pgoff: u64) -> Option<u64> {
         let starts = self.segments.iter().find(|(o, _, _)| o & !0xfff == pgoff);
-        let holds = || self.segments.iter().find(|(o, n, _)| *o <= pgoff && pgoff < o + n.max(&1));
+        let holds = || self.segments.iter().find(|(o, n, _)| *o <= pgoff && pgoff < o.saturating_add(*n.max(&1)));
         let (off, _, vaddr) = *starts.or_else(holds)?;
         Some(start.wrapping_sub(pgoff).wrapping_add(off).wrapping_sub(vaddr))
     }
