@@ -259,3 +259,23 @@ fn report_on_empty_or_unparsable_metadata_fails() {
         assert!(!String::from_utf8_lossy(&o.stdout).contains("traced pid -1"), "{what}");
     }
 }
+
+/// A signal sent to `ust trace` itself (kill, SI_USER) is forwarded to the command once;
+/// (one the terminal sends to the whole foreground group, SI_KERNEL, reaches the command
+/// directly and is not sent twice).
+#[test]
+fn trace_forwards_a_killed_signal_once() {
+    let d = TestDaemon::start();
+    let out = d.output("sig");
+    let mut cmd = d.ust_cmd();
+    cmd.args(["trace", "--output", out.to_str().unwrap(), "--", "sh", "-c", "n=0; trap 'n=$((n+1)); echo TERM $n' TERM; sleep 3 & wait; sleep 0.3 & wait; echo done $n"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("TERM 1") && stdout.contains("done 1"), "the command got the signal exactly once: {stdout} {}", String::from_utf8_lossy(&o.stderr));
+}

@@ -27,8 +27,20 @@ pub fn exit_code_of(st: std::process::ExitStatus) -> ExitCode {
 
 static TRACE_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-extern "C" fn trace_on_signal(sig: libc::c_int) {
-    TRACE_SIGNAL.store(sig, std::sync::atomic::Ordering::SeqCst);
+/// `si_code` of a signal the kernel sent itself, as the terminal's driver does for Ctrl-C,
+/// Ctrl-\ and hang-up to the whole foreground process group (`SI_KERNEL`, Linux).
+const SI_KERNEL: libc::c_int = 0x80;
+
+/// Records a signal to forward. One the terminal sent to the foreground process group
+/// reached the command too (it shares `ust trace`'s group): forwarding it again would make
+/// one Ctrl-C two, which many programs take as "force quit".
+extern "C" fn trace_on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler; reading si_code
+    // is async-signal-safe.
+    let code = if info.is_null() { 0 } else { unsafe { (*info).si_code } };
+    if code != SI_KERNEL {
+        TRACE_SIGNAL.store(sig, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Runs `ust trace` (see the module docs).
@@ -69,10 +81,11 @@ pub fn trace(a: TraceArgs) -> CliResult {
     }
     // From here on, a signal to `ust trace` is forwarded to the command, and the session is
     // destroyed whatever happens.
-    // SAFETY: the handler only stores to an atomic.
+    // SAFETY: the handler only reads its siginfo and stores to an atomic.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = trace_on_signal as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO;
         libc::sigemptyset(&mut sa.sa_mask);
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
             libc::sigaction(sig, &sa, std::ptr::null_mut());
