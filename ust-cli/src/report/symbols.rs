@@ -141,6 +141,12 @@ impl Symbolizer {
                 if !path.starts_with('/') || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
                     return None;
                 }
+                // addr2line's loader also opens `<path>.dwp` when it exists: the same rule
+                // for it (a FIFO there would block the report).
+                let dwp = format!("{path}.dwp");
+                if std::fs::symlink_metadata(&dwp).is_ok() && !std::fs::metadata(&dwp).is_ok_and(|m| m.is_file()) {
+                    return None;
+                }
                 Some(File { loader: addr2line::Loader::new(path).ok()?, segments: segments(path)? })
             })
             .as_ref()
