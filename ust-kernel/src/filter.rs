@@ -51,6 +51,37 @@ fn ids(status: &str, key: &str) -> Option<Vec<u32>> {
     line.split_whitespace().map(|x| x.parse().ok()).collect()
 }
 
+/// True when task `tid` has exited and waits to be reaped (state `Z` or `X` in
+/// `/proc/TID/stat`).
+fn is_zombie(tid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return false };
+    matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X'))
+}
+
+/// True when user `uid`/`gid` could have made `path` name another file since a past exec:
+/// the path is relative, goes through a symbolic link, or one of its directories is owned
+/// by the user or writable by them (group or other). With `fs.protected_hardlinks` (the
+/// default), a user cannot link another's set-ID file into their own directory, so a path
+/// through root's directories only still names what it named.
+pub fn user_could_swap(path: &str, uid: u32, gid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let p = std::path::Path::new(path);
+    if !p.is_absolute() {
+        return true;
+    }
+    let mut cur = std::path::PathBuf::from("/");
+    for c in p.components().skip(1) {
+        let Ok(dir) = std::fs::symlink_metadata(&cur) else { return true };
+        let m = dir.mode();
+        if dir.file_type().is_symlink() || dir.uid() == uid || m & 0o002 != 0 || (m & 0o020 != 0 && dir.gid() == gid) {
+            return true;
+        }
+        cur.push(c);
+    }
+    // The last component itself: a symbolic link can be re-pointed.
+    std::fs::symlink_metadata(&cur).map_or(true, |m| m.file_type().is_symlink())
+}
+
 /// True when `uid`/`gid` could ptrace task `tid` now: its real, effective and saved uid are
 /// `uid`, its gids are all `gid` (no set-group-ID program), and it is dumpable (`/proc`
 /// shows a non-dumpable task as owned by root). False when the task is gone.
@@ -222,7 +253,10 @@ impl ViewFilter {
     }
 
     /// Removes from the view every task that still exists but may no longer be ptraced by
-    /// the requester (credentials changed, made non-dumpable). Called between rounds, before
+    /// the requester (credentials changed, made non-dumpable). A zombie is left alone: it
+    /// runs nothing any more, and its `/proc` entry turns root's when its memory is gone,
+    /// which would drop the last events of every task that exits (they are applied a
+    /// moment after they happen). Called between rounds, before
     /// the events read after the previous check are applied.
     pub fn recheck(&mut self) {
         let (uid, gid) = (self.uid, self.gid);
@@ -230,7 +264,7 @@ impl ViewFilter {
             .visible
             .iter()
             .copied()
-            .filter(|&t| std::path::Path::new(&format!("/proc/{t}")).exists() && !may_see(t, uid, gid))
+            .filter(|&t| std::path::Path::new(&format!("/proc/{t}")).exists() && !is_zombie(t) && !may_see(t, uid, gid))
             .collect();
         for t in gone {
             self.visible.remove(&t);
@@ -355,11 +389,12 @@ impl ViewFilter {
                     Some(f) => privileged_program(f),
                     None => true,
                 };
-                // Fail closed: a task whose credentials after this exec cannot be checked
-                // (it is gone by now) is out of the view from the exec on. Its file may have
-                // been swapped since the exec (a symlink re-pointed), so the file check
-                // alone proves nothing about what ran.
-                if privileged || still_mine != Some(true) {
+                // A task gone by now cannot have its credentials checked; then only the
+                // file check speaks, and it proves what ran only where the user could not
+                // have changed what the path named since the exec (a re-pointed symlink,
+                // a directory renamed over): fail closed for such paths.
+                let unproven = still_mine.is_none() && file.as_deref().is_none_or(|f| user_could_swap(f, self.uid, self.gid));
+                if privileged || still_mine == Some(false) || unproven {
                     self.visible.remove(&pid);
                     self.left.insert(pid);
                     return false;
@@ -405,6 +440,14 @@ mod tests {
         assert!(!may_see(me, uid + 1, gid));
         assert!(!may_see(0, uid, gid));
         assert!(!may_see(i32::MAX, uid, gid));
+        assert!(!user_could_swap("/usr/bin/sleep", 4242, 4242), "root's directories only");
+        assert!(user_could_swap("/tmp/anything", 4242, 4242), "a world-writable directory");
+        assert!(user_could_swap("bin/sleep", 4242, 4242), "relative");
+        assert!(user_could_swap("/usr/bin/sleep", 0, 0), "the directories are this user's");
+        let d = tempfile::tempdir().unwrap();
+        let link = d.path().join("l");
+        std::os::unix::fs::symlink("/usr/bin/sleep", &link).unwrap();
+        assert!(user_could_swap(link.to_str().unwrap(), 4242, 4242), "a symbolic link");
         assert!(privileged_program("/no/such/file"), "fails closed");
         assert!(privileged_program("/proc/self/stat"), "neither ELF nor #!");
         assert!(!privileged_program("/bin/sh"));

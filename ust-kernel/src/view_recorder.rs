@@ -40,7 +40,9 @@ use crate::filter::{Verdict, ViewFilter};
 use crate::{ctf, format, tracefs, KernelError, KernelSummary, BUFFER_KB, POLL};
 
 /// Records younger than this wait for the next round (other CPUs may still commit older).
-pub const SLACK: Duration = Duration::from_millis(30);
+/// (100 ms: on a loaded machine 30 ms let a CPU's pages arrive after newer records of
+/// other CPUs were applied.)
+pub const SLACK: Duration = Duration::from_millis(100);
 /// Longest time a record waits in memory before its packet is written.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
 /// Deepest interrupt nesting kept per CPU (entries whose exit was lost are forgotten).
