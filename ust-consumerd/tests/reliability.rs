@@ -315,7 +315,17 @@ fn burst_with_stopped_daemon(d: &TestDaemon) -> u64 {
     stdout.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
-    std::thread::sleep(Duration::from_millis(10));
+    // The daemon stops once it has drained a first packet of the burst, so the trace has
+    // packets from before and after the stop (a fixed 10 ms let a quick or a slow start
+    // put every packet on one side).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let detail = d.ust_json(&["list", "burst", "--json"]);
+        if detail["channels"].as_array().is_some_and(|c| c.iter().any(|c| c["packets"].as_u64().unwrap_or(0) > 0)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
     // SAFETY: signals to the daemon this test started.
     unsafe { libc::kill(d.pid(), libc::SIGSTOP) };
     std::thread::sleep(Duration::from_millis(300));
