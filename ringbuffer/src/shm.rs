@@ -124,16 +124,17 @@ pub fn create_file(cfg: &BufferConfig, path: &Path) -> Result<(Buffer, OwnedFd, 
     }
 }
 
-/// Application side: maps the buffer memory received as `fd` (shared, its whole length)
-/// and opens it with [`Buffer::open`], which checks every offset of the layout against the
-/// mapping. The descriptor is closed on return; the mapping keeps the memory.
+/// Application side: maps the buffer memory named by `fd` (shared, its whole length) and
+/// opens it with [`Buffer::open`], which checks every offset of the layout against the
+/// mapping. The descriptor is only borrowed (the caller decides when, and whether, to close
+/// it); the mapping keeps the memory.
 ///
 /// # Errors
 /// [`ShmError::Io`] when the memory cannot be mapped; [`ShmError::Layout`] when it is not a
 /// valid ring buffer.
-pub fn open_received(fd: OwnedFd) -> Result<Buffer, ShmError> {
-    let file = File::from(fd);
-    let map = memmap2::MmapOptions::new().map_raw(&file).map_err(io("mmap"))?;
+pub fn open_received(fd: std::os::fd::BorrowedFd<'_>) -> Result<Buffer, ShmError> {
+    use std::os::fd::AsRawFd;
+    let map = memmap2::MmapOptions::new().map_raw(fd.as_raw_fd()).map_err(io("mmap"))?;
     Buffer::open(map).map_err(|e| ShmError::Layout(e.to_string()))
 }
 
@@ -150,7 +151,7 @@ mod tests {
         let (_daemon, fd) = create_memfd(&cfg(), "ust-test").unwrap();
         let seals = rustix::fs::fcntl_get_seals(&fd).unwrap();
         assert!(seals.contains(rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SEAL));
-        let app = open_received(fd).unwrap();
+        let app = open_received(std::os::fd::AsFd::as_fd(&fd)).unwrap();
         assert_eq!(app.config().subbuf_size, 4096);
     }
 
@@ -169,6 +170,6 @@ mod tests {
         let fd = rustix::fs::memfd_create("junk", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
         rustix::fs::ftruncate(&fd, 65536).unwrap();
         rustix::io::write(&fd, &[0xffu8; 512]).unwrap();
-        assert!(matches!(open_received(fd), Err(ShmError::Layout(_))));
+        assert!(matches!(open_received(std::os::fd::AsFd::as_fd(&fd)), Err(ShmError::Layout(_))));
     }
 }

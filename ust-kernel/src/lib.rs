@@ -294,8 +294,13 @@ impl Drop for KernelRecorder {
     }
 }
 
-/// Writes `dir/metadata` (atomically) for a kernel trace of `table` recorded from `source`.
-pub(crate) fn write_metadata(dir: &Path, uuid: [u8; 16], table: &EventTable, datetime: &str, traced_pid: i32, offset: i64, source: &str) -> std::io::Result<()> {
+/// Writes `dir/metadata` (atomically) for a kernel trace of `table` recorded from `source`
+/// (`env.kernel_source`: `tracefs` or `perf_event_open`), with this host's name, boot id and
+/// kernel release, and the clock offset `offset` (ns) the session's traces share.
+///
+/// # Errors
+/// The write error.
+pub fn write_metadata(dir: &Path, uuid: [u8; 16], table: &EventTable, datetime: &str, traced_pid: i32, offset: i64, source: &str) -> std::io::Result<()> {
     let boot = ust_core::clock::boot_id();
     let host = ust_ctf::metadata::hostname();
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();

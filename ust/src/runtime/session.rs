@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ringbuffer::Buffer;
 use ust_core::clock::TraceClock;
 use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, EventFilter, ProtocolError, Registration, MAX_CHANNELS};
 
@@ -288,18 +287,16 @@ fn add_channel(grant: ChannelGrant, fds: Vec<Option<Received>>) -> bool {
             debug!("{what} ignored: descriptor of buffer {cpu} closed under the runtime");
             return false;
         };
-        let map = match memmap2::MmapOptions::new().map_raw(raw) {
-            Ok(m) => m,
-            Err(e) => {
-                debug!("{what} ignored: cannot map buffer {cpu}: {e}");
-                held.abandon();
-                return false;
-            }
-        };
-        match Buffer::open(map) {
+        // SAFETY: `raw` was just checked to name the memory the daemon sent, and `held`
+        // keeps the number open (it is closed only when `held` drops, after the mapping).
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(raw) };
+        match ringbuffer::shm::open_received(fd) {
             Ok(b) => buffers.push(b),
             Err(e) => {
-                debug!("{what} ignored: buffer {cpu} is not a valid ring buffer: {e}");
+                match e {
+                    ringbuffer::shm::ShmError::Layout(e) => debug!("{what} ignored: buffer {cpu} is not a valid ring buffer: {e}"),
+                    e => debug!("{what} ignored: cannot map buffer {cpu}: {e}"),
+                }
                 held.abandon();
                 return false;
             }

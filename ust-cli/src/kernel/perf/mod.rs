@@ -189,23 +189,7 @@ impl PerfRecorder {
     }
 
     fn write_metadata(&self, traced_pid: i32, offset: i64) -> std::io::Result<()> {
-        let boot = ust_core::clock::boot_id();
-        let host = ust_ctf::metadata::hostname();
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-        let text = super::ctf::render_metadata(
-            &super::ctf::KernelMetadata {
-                uuid: self.uuid,
-                clock_offset_ns: offset,
-                clock_uuid: &boot,
-                hostname: &host,
-                kernel_release: release.trim(),
-                traced_pid,
-                creation_datetime: &self.datetime,
-                source: "perf_event_open",
-            },
-            &self.table,
-        );
-        ust_ctf::metadata::write_atomically(&self.dir, &text)
+        ust_kernel::write_metadata(&self.dir, self.uuid, &self.table, &self.datetime, traced_pid, offset, "perf_event_open")
     }
 
     /// `<output>/kernel`.
