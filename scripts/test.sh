@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine that has the Rust toolchain:
-# installs what the tests need (babeltrace2 and its Python bindings), builds the binaries and
+# installs what the tests need (babeltrace2 and its Python bindings, lttng-relayd), builds the binaries and
 # example programs the end-to-end tests run, then runs the unit, integration, end-to-end and
 # model-checker tests. Exits non-zero on the first failure.
 set -euo pipefail
@@ -10,6 +10,8 @@ need=()
 command -v babeltrace2 >/dev/null 2>&1 || need+=(babeltrace2)
 python3 -c 'import bt2' >/dev/null 2>&1 || need+=(python3-bt2)
 command -v readelf >/dev/null 2>&1 && command -v objcopy >/dev/null 2>&1 || need+=(binutils)
+# ust-consumerd/tests/relayd.rs streams to a real lttng-relayd (2.13) on loopback.
+command -v lttng-relayd >/dev/null 2>&1 || need+=(lttng-tools)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo

@@ -50,6 +50,10 @@ pub fn pass(streams: &[Arc<Mutex<Stream>>], now: Instant) -> Instant {
             }
             next = next.min(s.next_switch);
         }
+        if let Some(t) = crate::relay::live::next_tick(&s) {
+            crate::relay::live::tick(&mut s, now);
+            next = next.min(crate::relay::live::next_tick(&s).unwrap_or(t));
+        }
         if now >= s.next_read {
             let n = s.drain();
             // A stream that had half its ring or more waiting is read again sooner: the

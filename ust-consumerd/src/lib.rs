@@ -20,6 +20,7 @@
 //! - [`fds`]: the descriptor budget.
 //! - [`memory`]: keeping the daemon's heap bounded by what is live.
 //! - [`output`]: checks that a session's output and shm directory can keep what it records.
+//! - [`relay`]: streaming a session to lttng-relayd (network and live sessions).
 //! - [`peers`]: who may use the `app` and `ctl` sockets.
 //! - [`kview`]: root's daemon as the kernel broker of ordinary users (the `kview` socket).
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
@@ -42,6 +43,7 @@ pub mod log;
 pub mod memory;
 pub mod output;
 pub mod peers;
+pub mod relay;
 pub mod session;
 pub mod sigbus;
 pub mod snapshot;

@@ -84,6 +84,9 @@ pub struct ProcessTrace {
     pub archived: bool,
     /// Its `--shm-path` directory (buffer files, metadata, event list), if any.
     pub shm_dir: Option<PathBuf>,
+    /// A network session's metadata stream of this trace on the relay daemon (then
+    /// [`ProcessTrace::dir`] is not created: the relay daemon writes the trace).
+    pub relay: Option<crate::relay::RelayMetadata>,
 }
 
 /// The event lists of the daemon's process traces, shared: processes of one program
@@ -159,8 +162,8 @@ pub fn create_process_trace(
 ) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
     let want = ust_ctf::process_dir(&session.output, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered));
     // A snapshot session writes nothing as it runs: its trace directories are made by
-    // each snapshot (`crate::snapshot`).
-    let live = !session.snapshot;
+    // each snapshot (`crate::snapshot`); a network session's are made by the relay daemon.
+    let live = !session.snapshot && session.relay.is_none();
     let dir = if live { new_trace_dir(&want)? } else { want };
     let r = fill_process_trace(session, p, next_instance, tables, dir.clone());
     if r.is_err() {
@@ -188,7 +191,22 @@ fn fill_process_trace(
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let text = render_metadata(session, p, uuid);
     let clock = p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
-    if live {
+    // A network session: the metadata and one stream per CPU per channel are announced to
+    // the relay daemon before any buffer exists, so no packet can precede its metadata.
+    let (relay_meta, mut relay_streams) = match &session.relay {
+        None => (None, Vec::new()),
+        Some(out) => {
+            let names: Vec<(String, u64, u64)> = session
+                .channels
+                .iter()
+                .flat_map(|ch| (0..p.ncpus).map(move |cpu| (ust_ctf::stream_file_name(&ch.name, cpu), ch.config.tracefile_size, ch.config.tracefile_count)))
+                .collect();
+            let rel = relay_trace_path(&dir);
+            let (m, s) = out.add_trace(&rel, &text, &names).map_err(|e| SetupError::Io { what: format!("streaming {rel}"), source: std::io::Error::other(e) })?;
+            (Some(m), s.into_iter().rev().collect())
+        }
+    };
+    if live && relay_meta.is_none() {
         ust_ctf::metadata::write_atomically(&dir, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
     }
     let shm_dir = match &session.shm_dir {
@@ -234,7 +252,8 @@ fn fill_process_trace(
                 oldest: 0,
             };
             let shm = StreamShm { file: shm_file, guard: shm_guard };
-            let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock };
+            let relay = relay_streams.pop();
+            let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock, relay };
             let stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files"))?;
             streams.push(Arc::new(Mutex::new(stream)));
             chan_fds.push(fd);
@@ -257,8 +276,16 @@ fn fill_process_trace(
         gone: false,
         archived: false,
         shm_dir,
+        relay: relay_meta,
     };
     Ok((trace, fds))
+}
+
+/// The relay stream path of the trace whose local directory would be `dir`:
+/// `ust/pid/<procname>-<pid>-<stamp>`, relative to the session on the relay daemon.
+fn relay_trace_path(dir: &std::path::Path) -> String {
+    let leaf = dir.file_name().map(|l| l.to_string_lossy().into_owned()).unwrap_or_default();
+    format!("ust/pid/{leaf}")
 }
 
 /// Creates the directory of a new process trace at `want`, or, when it exists (the same
@@ -298,6 +325,12 @@ fn render_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid:
         events: p.events,
         clock_description: &p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc).description(),
     })
+}
+
+/// The TSDL metadata of process `p`'s trace (UUID `uuid`) in `session`, as
+/// [`write_metadata`] writes it (a network session sends it to the relay daemon).
+pub fn metadata_text(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -> String {
+    render_metadata(session, p, uuid)
 }
 
 /// Writes (or rewrites) the metadata of process `p`'s trace in `dir` for `session`: temporary

@@ -157,6 +157,9 @@ pub struct Session {
     /// Which processes the session records (`ust track/untrack --vpid`): every one by
     /// default.
     pub vpid_tracker: VpidTracker,
+    /// A network session (`--set-url net://…`): its connection to the relay daemon,
+    /// which receives every packet instead of the output directory ([`crate::relay`]).
+    pub relay: Option<std::sync::Arc<crate::relay::RelayOutput>>,
 }
 
 /// The daemon's TSC calibrator: its first sample is taken when the daemon starts
@@ -211,6 +214,7 @@ impl Session {
             clock: None,
             tsc: None,
             vpid_tracker: VpidTracker::All,
+            relay: None,
         }
     }
 

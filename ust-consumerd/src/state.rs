@@ -352,7 +352,10 @@ impl State {
                 chan_fds,
             );
         }
-        crate::log!("session {name}: tracing process {} ({}) into {}", app.pid, app.procname, trace.dir.display());
+        match &self.sessions.get(name).and_then(|ss| ss.session.relay.clone()) {
+            Some(r) => crate::log!("session {name}: tracing process {} ({}), streamed to {} as ust/pid/{}", app.pid, app.procname, r.url, trace.dir.file_name().unwrap_or_default().to_string_lossy()),
+            None => crate::log!("session {name}: tracing process {} ({}) into {}", app.pid, app.procname, trace.dir.display()),
+        }
         self.sessions.get_mut(name).expect("checked above").traces.insert(app_id, trace);
         Ok(true)
     }

@@ -117,6 +117,8 @@ pub struct Stream {
     pub snapshot_only: bool,
     /// The trace clock the process writes with; switches read the same one.
     pub clock: TraceClock,
+    /// A network session's stream: packets go to the relay daemon instead of files.
+    pub relay: Option<crate::relay::RelayStream>,
 }
 
 impl std::fmt::Debug for Stream {
@@ -208,6 +210,8 @@ pub struct StreamSetup<'a> {
     pub live: bool,
     /// The trace clock of its packets.
     pub clock: TraceClock,
+    /// A network session's stream on the relay daemon (then no file is created).
+    pub relay: Option<crate::relay::RelayStream>,
 }
 
 /// The file behind a `--shm-path` buffer (and its size at creation), and the mapping's
@@ -227,7 +231,7 @@ impl Stream {
     /// # Errors
     /// Creating the files failed.
     pub fn new(setup: StreamSetup<'_>, buffer: Buffer, output_error: crate::session::OutputError, shm: StreamShm) -> std::io::Result<Stream> {
-        let (file, index) = if setup.live {
+        let (file, index) = if setup.live && setup.relay.is_none() {
             let (file, index) = setup.files.create(0)?;
             (Some(file), Some(index))
         } else {
@@ -260,6 +264,7 @@ impl Stream {
             shm_file: shm.file,
             shm_guard: shm.guard,
             clock: setup.clock,
+            relay: setup.relay,
         })
     }
 
@@ -424,6 +429,15 @@ impl Stream {
     }
 
     fn write_packet(&mut self, info: &PacketInfo, packet: &[u8]) -> bool {
+        if let Some(r) = self.relay.as_mut() {
+            // A network session: the packet goes to the relay daemon, not to a file.
+            if self.output_error.get().is_some() || !r.send(info, packet) {
+                self.stats.unwritten_packets += 1;
+                return false;
+            }
+            self.count_written(info, packet.len());
+            return true;
+        }
         if self.output_error.get().is_some() {
             self.file = None;
             self.index = None;
@@ -456,19 +470,24 @@ impl Stream {
             self.stats.unwritten_packets += 1;
             return false;
         }
+        self.count_written(info, packet.len());
+        true
+    }
+
+    /// Counts a packet written (to a file or the relay daemon).
+    fn count_written(&mut self, info: &PacketInfo, len: usize) {
         // Every value here comes from shared memory (an app can write any of them):
         // wrapping/saturating arithmetic only, the daemon must not panic on them.
         let expected = self.last.map_or(0, |l| l.seq.wrapping_add(1));
         self.stats.lost_packets = self.stats.lost_packets.saturating_add(info.packet_seq_num.saturating_sub(expected));
         self.stats.packets += 1;
-        self.stats.bytes = self.stats.bytes.saturating_add(packet.len() as u64);
+        self.stats.bytes = self.stats.bytes.saturating_add(len as u64);
         self.stats.discarded = self.stats.discarded.max(info.events_discarded);
         self.last = Some(LastPacket {
             seq: info.packet_seq_num,
             timestamp_end: info.timestamp_end,
             events_discarded: info.events_discarded,
         });
-        true
     }
 
     /// Appends an empty closing packet (header and context only) when the buffer's final
@@ -588,7 +607,7 @@ impl Stream {
         self.flush();
         self.drain();
         self.refresh_counters();
-        if writers_dead && !self.broken && self.shm_intact() && self.file.is_some() {
+        if writers_dead && !self.broken && self.shm_intact() && (self.file.is_some() || self.relay.is_some()) {
             if let Some(b) = self.buffer.take() {
                 let what = format!("{}/{} cpu {}", self.session, self.channel, self.cpu);
                 let events = self.events.clone();

@@ -8,6 +8,8 @@
 //! - [`client`]: the connection the CLI (and tests) use.
 //! - [`filter`]: the `--filter` language: parser and type check, run by the CLI before it
 //!   sends a filter and by the daemon again when it receives one.
+//! - [`url`]: LTTng's output URLs (`net://`, `tcp://`, `file://`) for streaming to a relay
+//!   daemon.
 //! - [`kview`]: the kernel-view requests an ordinary user's `ust trace --kernel` sends to
 //!   root's daemon (the kernel broker) on its `kview` socket.
 
@@ -20,5 +22,6 @@ pub mod config;
 pub mod filter;
 pub mod kview;
 pub mod protocol;
+pub mod url;
 
 pub use client::{Client, ClientError};

@@ -189,6 +189,13 @@ pub struct CreateOptions {
     /// Trace clock (`--clock`; `None`: each process's `UST_CLOCK`, else monotonic).
     #[serde(default)]
     pub clock: Option<ust_core::clock::ClockKind>,
+    /// Stream to a relay daemon (`--set-url net://…`, `--ctrl-url`/`--data-url`) instead
+    /// of writing the output directory.
+    #[serde(default)]
+    pub relay: Option<crate::url::NetworkUrl>,
+    /// `--live[=US]`: a live session with this live timer period in µs (needs `relay`).
+    #[serde(default)]
+    pub live_timer_us: Option<u32>,
 }
 
 /// The answer to a request.
@@ -277,6 +284,9 @@ pub struct SessionSummary {
     /// Why the session's output stopped (disk full, write error), if it did.
     #[serde(default)]
     pub output_error: Option<String>,
+    /// The relay daemon the session streams to (`net://…`), if it does.
+    #[serde(default)]
+    pub url: Option<String>,
 }
 
 /// A channel in `ust list SESSION`.
@@ -452,6 +462,10 @@ pub struct DestroyReport {
     /// LTTng does); empty otherwise.
     #[serde(default)]
     pub archives: Vec<PathBuf>,
+    /// A network session: the relay daemon's URL, and the directory it wrote the trace
+    /// in, relative to its output (`<hostname>/<session>-<stamp>`).
+    #[serde(default)]
+    pub relay: Option<(String, String)>,
 }
 
 

@@ -271,6 +271,29 @@ pub struct CreateArgs {
     /// UST_CLOCK, else monotonic.
     #[arg(long, value_name = "CLOCK", value_parser = parse_clock)]
     pub clock: Option<ust_core::clock::ClockKind>,
+    /// Network and live options (`--set-url`, `--ctrl-url`, `--data-url`, `--live`).
+    #[command(flatten)]
+    pub net: NetArgs,
+}
+
+/// Where a session streams, in LTTng's URL syntax (`ust create`, `ust trace`).
+#[derive(Debug, Args, Default)]
+pub struct NetArgs {
+    /// Output URL: net://HOST[:CTRL_PORT[:DATA_PORT]][/PATH] (a relay daemon, ports 5342
+    /// and 5343 by default), net6://…, or file://PATH (the same as --output PATH).
+    #[arg(short = 'U', long, value_name = "URL", conflicts_with = "output")]
+    pub set_url: Option<String>,
+    /// The relay daemon's control URL (tcp://HOST:PORT or net://…), with --data-url.
+    #[arg(short = 'C', long, value_name = "URL", requires = "data_url")]
+    pub ctrl_url: Option<String>,
+    /// The relay daemon's data URL (tcp://HOST:PORT or net://…), with --ctrl-url.
+    #[arg(short = 'D', long, value_name = "URL", requires = "ctrl_url")]
+    pub data_url: Option<String>,
+    /// Live session: every PERIOD µs (default 1000000) partly filled sub-buffers are sent,
+    /// so that `babeltrace2 -i lttng-live` shows events while the programs run. Needs a
+    /// network URL.
+    #[arg(long, value_name = "PERIOD_US", num_args = 0..=1, require_equals = true, default_missing_value = "1000000")]
+    pub live: Option<u32>,
 }
 
 fn parse_clock(s: &str) -> Result<ust_core::clock::ClockKind, String> {

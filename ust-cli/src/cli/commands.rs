@@ -50,7 +50,13 @@ pub fn stop(a: SessionCmdArgs) -> CliResult {
 pub fn destroy(a: SessionCmdArgs) -> CliResult {
     let Payload::Destroyed(r) = call(Command::Destroy { session: a.target() })? else { return Err(unexpected()) };
     outln!("Session {} destroyed", r.name);
-    if r.traces.is_empty() {
+    if let Some((url, path)) = &r.relay {
+        if r.traces.is_empty() {
+            outln!("No trace streamed: no process was traced in session {}", r.name);
+        } else {
+            outln!("Trace streamed to {url}: the relay daemon wrote it in {path} under its output directory");
+        }
+    } else if r.traces.is_empty() {
         // Nothing claims a trace that was not written.
         outln!("No trace written: no process was traced in session {} (output {})", r.name, r.output.display());
     } else {
@@ -97,14 +103,26 @@ pub fn create(a: CreateArgs) -> CliResult {
     let stamp = ust_ctf::datetime::stamp();
     let name = a.name.unwrap_or_else(|| format!("auto-{stamp}"));
     ust_ctl::config::check_name("session", &name).map_err(Failure::new)?;
-    let output = match a.output {
+    let (url_output, relay) = a.net.destination()?;
+    let output = match a.output.or(url_output) {
         Some(o) => absolute(o)?,
         None => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
     };
+    let streaming = relay.is_some();
+    let options = CreateOptions { snapshot: a.snapshot, shm_path, clock: a.clock, relay, live_timer_us: a.net.live };
     let mut c = connect_or_start()?;
-    let Payload::Created { name, output } = c.call(Command::CreateSessionWith { name, output, options: CreateOptions { snapshot: a.snapshot, shm_path, clock: a.clock } })? else { return Err(unexpected()) };
-    outln!("{}{name} created.", if a.snapshot { "Snapshot session " } else { "Session " });
-    outln!("Traces will be written in {}", output.display());
+    let Payload::Created { name, output } = c.call(Command::CreateSessionWith { name, output, options })? else { return Err(unexpected()) };
+    let kind = match (a.snapshot, a.net.live) {
+        (true, _) => "Snapshot session ",
+        (false, Some(_)) => "Live session ",
+        _ => "Session ",
+    };
+    outln!("{kind}{name} created.");
+    if streaming {
+        outln!("Traces will be streamed to {}", output.display());
+    } else {
+        outln!("Traces will be written in {}", output.display());
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -15,6 +15,7 @@
 //!
 //! - [`args`]: the clap definitions (also the `--help` texts);
 //! - [`connect`]: the socket directory, connecting (and starting the daemon), [`Failure`];
+//! - [`net`]: the network output options (`--set-url`, `--live`) checked and combined;
 //! - [`print`](mod@print): what the commands print, as text or JSON;
 //! - [`trace`]: `ust trace`: the one-shot session around a command, and exit statuses;
 //! - [`commands`]: the session verbs, `ust view`, `ust report` and `ust crash-dump`.
@@ -22,6 +23,7 @@
 pub mod args;
 pub mod commands;
 pub mod connect;
+pub mod net;
 pub mod print;
 pub mod trace;
 

@@ -34,10 +34,13 @@ pub fn print_sessions(s: &[SessionSummary]) {
             i + 1,
             x.name,
             if x.current { " *" } else { "" },
-            x.output.display(),
+            x.url.clone().unwrap_or_else(|| x.output.display().to_string()),
             state_word(x.active),
             if x.trace { " (ust trace)" } else { "" }
         );
+        if let Some(e) = &x.output_error {
+            outln!("     output stopped: {e}");
+        }
     }
     outln!("\nUse ust list <session_name> for more details");
 }
@@ -50,7 +53,10 @@ pub fn print_session(d: &SessionDetail) {
         state_word(d.summary.active),
         if d.summary.snapshot { " snapshot" } else { "" }
     );
-    outln!("    Trace output: {}", d.summary.output.display());
+    match &d.summary.url {
+        Some(u) => outln!("    Trace output: {u} (streamed to lttng-relayd)"),
+        None => outln!("    Trace output: {}", d.summary.output.display()),
+    }
     if let Some(e) = &d.summary.output_error {
         outln!("    Output STOPPED: {e} (packets written before are kept)");
     }

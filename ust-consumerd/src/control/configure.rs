@@ -12,7 +12,7 @@ use super::{check_pattern, resolve, Res};
 use super::lifecycle::{push_masks_and_sync, wait_syncs};
 
 pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
-    let CreateOptions { snapshot, shm_path, clock } = options;
+    let CreateOptions { snapshot, shm_path, clock, relay, live_timer_us } = options;
     check_name("session", &name)?;
     if !output.is_absolute() {
         return Err(format!("output directory {} is not an absolute path", output.display()));
@@ -26,7 +26,18 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     if snapshot && token.is_some() {
         return Err("a `ust trace` session cannot be a snapshot session".into());
     }
-    crate::output::check_writable(&output)?;
+    if live_timer_us.is_some() && relay.is_none() {
+        return Err("--live needs a network output (--set-url net://HOST, or --ctrl-url and --data-url)".into());
+    }
+    if relay.is_some() && snapshot {
+        return Err("a snapshot session cannot stream to a relay daemon (yet): record snapshots locally".into());
+    }
+    if live_timer_us == Some(0) {
+        return Err("--live period must be at least 1 µs".into());
+    }
+    if relay.is_none() {
+        crate::output::check_writable(&output)?;
+    }
     let shm_dir = match shm_path {
         None => None,
         Some(p) => {
@@ -37,6 +48,22 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
             std::fs::create_dir_all(&d).map_err(|e| format!("cannot create shm directory {}: {e}", d.display()))?;
             Some(d)
         }
+    };
+    // A network session: the relay daemon is reached now, so that `create` says at once
+    // when it cannot be (the connection is made outside the state lock).
+    let relay_error = crate::session::OutputError::default();
+    let created = ust_ctf::datetime::now();
+    let relay = match &relay {
+        None => None,
+        Some(url) => match crate::relay::RelayOutput::connect(url, &name, created, live_timer_us.unwrap_or(0), relay_error.clone()) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                if let Some(d) = &shm_dir {
+                    let _ = std::fs::remove_dir(d);
+                }
+                return Err(format!("{e}; is lttng-relayd running there?"));
+            }
+        },
     };
     let mut st = daemon.lock();
     if st.sessions.contains_key(&name) {
@@ -50,11 +77,19 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     session.snapshot = snapshot;
     session.shm_dir = shm_dir;
     session.clock = clock;
+    if let Some(r) = relay {
+        session.created = created;
+        session.output_error = relay_error;
+        session.relay = Some(r);
+    }
     st.sessions.insert(name.clone(), SessionState::new(session));
     if !is_trace {
         st.current = Some(name.clone());
     }
     crate::log!("session {name} created{}, output {}", if snapshot { " (snapshot)" } else { "" }, output.display());
+    if let Some(r) = st.sessions.get(&name).and_then(|s| s.session.relay.clone()) {
+        return Ok(Payload::Created { name, output: PathBuf::from(r.url.to_string()) });
+    }
     Ok(Payload::Created { name, output })
 }
 

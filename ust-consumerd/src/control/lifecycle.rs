@@ -28,7 +28,13 @@ pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
     }
     // Nothing is lost silently: an output that stopped taking files since `create`, or a
     // --shm-path that cannot back one process's buffers, fails `start` itself.
-    crate::output::check_writable(&ss.session.output)?;
+    match &ss.session.relay {
+        None => crate::output::check_writable(&ss.session.output)?,
+        Some(r) if !r.is_up() => {
+            return Err(ss.session.output_error.get().unwrap_or_else(|| format!("relay daemon at {}: connection closed", r.url)));
+        }
+        Some(_) => {}
+    }
     crate::output::check_shm_room(&ss.session)?;
     if !ss.session.ever_started {
         ss.session.chunk_begin = ust_ctf::datetime::now();
@@ -96,6 +102,9 @@ pub(super) fn rotate_chunk(daemon: &Daemon, name: &str, last: bool) -> Res<PathB
         let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
         if ss.session.snapshot {
             return Err(format!("session {name} is a snapshot session: it writes no trace to rotate (use `ust snapshot record`)"));
+        }
+        if ss.session.relay.is_some() {
+            return Err(format!("session {name} streams to a relay daemon: rotation of network sessions is not supported"));
         }
         if !ss.session.ever_started {
             return Err(format!("session {name} has not been started: there is no trace to rotate"));
@@ -169,6 +178,8 @@ pub fn stop(daemon: &Daemon, name: &str) {
         s.flush();
         s.drain();
     }
+    // As `lttng stop` with a relay daemon: return once it has written what was sent.
+    crate::relay::finish::wait_session_received(daemon, name);
     crate::log!("session {name} stopped");
 }
 
@@ -230,6 +241,9 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
         } else {
             crate::log!("session {name}: process {pid} did not confirm the channel removal (Sync {seq}); its incomplete sub-buffers are skipped");
         }
+    }
+    if ss.session.relay.is_some() {
+        crate::relay::finish::finish_network_session(&ss, &dead);
     }
     let mut archives = Vec::new();
     if ss.session.rotations > 0 {
@@ -304,7 +318,8 @@ pub(super) fn finish_report(name: &str, ss: SessionState, archives: Vec<PathBuf>
         }
     }
     crate::log!("session {name} destroyed");
-    DestroyReport { name: name.to_string(), output: ss.session.output.clone(), traces, archives, output_error: ss.session.output_error.get() }
+    let relay = ss.session.relay.as_ref().map(|r| (r.url.to_string(), r.relay_path.clone()));
+    DestroyReport { name: name.to_string(), output: ss.session.output.clone(), traces, archives, output_error: ss.session.output_error.get(), relay }
 }
 
 /// Destroys every session (daemon shutdown).
