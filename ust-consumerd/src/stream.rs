@@ -238,6 +238,11 @@ impl Stream {
             (None, None)
         };
         let now = Instant::now();
+        let mut relay = setup.relay;
+        if let Some(r) = relay.as_mut() {
+            // Before the application has the buffer: no packet of it can begin earlier.
+            r.created_ts = ringbuffer::Clock::now(&setup.clock);
+        }
         let read_period = Duration::from_micros(setup.config.read_timer_us.max(1));
         let switch_period = (setup.config.switch_timer_us > 0).then(|| Duration::from_micros(setup.config.switch_timer_us));
         Ok(Stream {
@@ -264,7 +269,7 @@ impl Stream {
             shm_file: shm.file,
             shm_guard: shm.guard,
             clock: setup.clock,
-            relay: setup.relay,
+            relay,
         })
     }
 
@@ -512,28 +517,36 @@ impl Stream {
             return;
         }
         let now = ringbuffer::Clock::now(&self.clock).max(last_end);
+        self.write_empty_packet(now, seq, discarded.max(last_discarded));
+    }
+
+    /// Writes a packet with a header and context only (no event): at `timestamp`, with
+    /// sequence number `seq` and the cumulative `events_discarded`. The closing packet,
+    /// and a live stream's first packet ([`crate::relay::live`]). False when it was not
+    /// written.
+    pub fn write_empty_packet(&mut self, timestamp: u64, seq: u64, events_discarded: u64) -> bool {
         let mut header = [0u8; HEADER_SIZE];
         ringbuffer::PacketLayout::write_end(
             &CtfPacketLayout,
             &self.identity,
             &mut header,
             &ringbuffer::PacketEnd {
-                timestamp_begin: now,
-                timestamp_end: now,
+                timestamp_begin: timestamp,
+                timestamp_end: timestamp,
                 content_size: HEADER_SIZE as u64,
                 packet_size: HEADER_SIZE as u64,
                 packet_seq_num: seq,
-                events_discarded: discarded.max(last_discarded),
+                events_discarded,
             },
         );
         let info = match PacketInfo::parse(&header, &self.identity) {
             Ok(i) => i,
             Err(e) => {
-                crate::log!("{}/{} cpu {}: closing packet not written: {e}", self.session, self.channel, self.cpu);
-                return;
+                crate::log!("{}/{} cpu {}: empty packet not written: {e}", self.session, self.channel, self.cpu);
+                return false;
             }
         };
-        self.write_packet(&info, &header);
+        self.write_packet(&info, &header)
     }
 
     fn refresh_counters(&mut self) {
@@ -665,6 +678,11 @@ impl Stream {
         self.shm_guard = None;
         self.file = None;
         self.index = None;
+        // The relay daemon closes the stream once it has its last packet; a live viewer
+        // then sees the stream end.
+        if let Some(r) = self.relay.as_mut() {
+            r.close();
+        }
         self.finished = true;
     }
 

@@ -12,7 +12,9 @@ fn pending_set(ss: &SessionState) -> (Vec<u64>, Vec<(u64, u64)>) {
     for t in ss.traces.values() {
         for s in &t.streams {
             let s = s.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(r) = s.relay.as_ref() {
+            // A closed stream is not asked about (the relay may have forgotten it):
+            // END_DATA_PENDING covers it until it has its last packet.
+            if let Some(r) = s.relay.as_ref().filter(|r| !r.is_closed()) {
                 streams.push((r.handle, r.last_seq()));
             }
         }
@@ -37,7 +39,7 @@ pub fn wait_session_received(daemon: &Daemon, name: &str) {
     let mut streams = Vec::new();
     for (_, ss) in &traces {
         for s in ss {
-            if let Some(r) = s.lock().unwrap_or_else(|e| e.into_inner()).relay.as_ref() {
+            if let Some(r) = s.lock().unwrap_or_else(|e| e.into_inner()).relay.as_ref().filter(|r| !r.is_closed()) {
                 streams.push((r.handle, r.last_seq()));
             }
         }
@@ -48,8 +50,9 @@ pub fn wait_session_received(daemon: &Daemon, name: &str) {
 }
 
 /// `destroy` of a network session `ss` (removed from the state): finishes every stream
-/// (processes in `dead` through torn-event recovery), waits for the relay daemon to have
-/// written everything, closes every stream there, then both connections.
+/// (processes in `dead` through torn-event recovery; each is closed on the relay daemon
+/// as it finishes), waits for the relay daemon to have written everything, closes the
+/// metadata streams, then both connections.
 pub fn finish_network_session(ss: &SessionState, dead: &[u64]) {
     let Some(out) = ss.session.relay.clone() else { return };
     for (id, t) in &ss.traces {
@@ -62,17 +65,12 @@ pub fn finish_network_session(ss: &SessionState, dead: &[u64]) {
             }
         }
     }
+    // Every stream is closed now (finishing closes it): the handshake waits until the
+    // relay daemon has written each one's last packet.
     let (metadata, streams) = pending_set(ss);
     out.wait_received(&metadata, &streams);
-    for t in ss.traces.values() {
-        for s in &t.streams {
-            if let Some(r) = s.lock().unwrap_or_else(|e| e.into_inner()).relay.as_mut() {
-                r.close();
-            }
-        }
-        if let Some(m) = &t.relay {
-            m.close();
-        }
+    for m in ss.traces.values().filter_map(|t| t.relay.as_ref()) {
+        m.close();
     }
     out.close();
     crate::log!("session {}: relay connection to {} closed", ss.session.name, out.url);

@@ -142,7 +142,7 @@ impl RelayOutput {
         let m = RelayMetadata { out: self.clone(), handle: meta, sent: metadata.to_string() };
         let live = (self.live_timer_us > 0).then(|| Duration::from_micros(u64::from(self.live_timer_us)));
         let now = Instant::now();
-        let streams = ids.into_iter().map(|h| RelayStream { out: self.clone(), handle: h, next_seq: 0, closed: false, live_period: live, next_live: now + live.unwrap_or_default(), sent_since_tick: false });
+        let streams = ids.into_iter().map(|h| RelayStream { out: self.clone(), handle: h, next_seq: 0, closed: false, live_period: live, next_live: now + live.unwrap_or_default(), sent_since_tick: false, created_ts: 0 });
         Ok((m, streams.collect()))
     }
 
@@ -224,6 +224,9 @@ pub struct RelayStream {
     pub next_live: Instant,
     /// A packet was sent since the last live tick (else the tick sends a beacon).
     pub sent_since_tick: bool,
+    /// Trace-clock time at which the stream was made, before its buffer reached the
+    /// application: the time of a live stream's synthesized first packet.
+    pub created_ts: u64,
 }
 
 impl RelayStream {
@@ -269,6 +272,11 @@ impl RelayStream {
     /// The session's relay output.
     pub fn output(&self) -> &Arc<RelayOutput> {
         &self.out
+    }
+
+    /// True once [`RelayStream::close`] ran.
+    pub fn is_closed(&self) -> bool {
+        self.closed
     }
 
     /// `RELAYD_CLOSE_STREAM` after the last packet sent (once).
