@@ -17,6 +17,15 @@ use super::{resolve, Res};
 pub const SYNC_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
+    // A network session: the relay daemon must still answer (one round trip, outside the
+    // state lock); a failure here is recorded as the session's output error, checked below.
+    let relay = {
+        let st = daemon.lock();
+        resolve(&st, &session).ok().and_then(|n| st.sessions.get(&n).and_then(|s| s.session.relay.clone()))
+    };
+    if let Some(r) = relay {
+        r.probe();
+    }
     let mut st = daemon.lock();
     let sname = resolve(&st, &session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");

@@ -113,6 +113,12 @@ impl RelayOutput {
         }
     }
 
+    /// Checks that the relay daemon still answers (an empty data-pending round trip); a
+    /// failure stops the session's output, as any other.
+    pub fn probe(&self) {
+        let _ = self.with("checking the connection", |c| c.data_pending(self.relay_session_id, &[], &[]));
+    }
+
     /// True while the connection works.
     pub fn is_up(&self) -> bool {
         self.conn.lock().unwrap_or_else(|e| e.into_inner()).is_some()

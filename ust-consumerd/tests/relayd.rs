@@ -1,0 +1,394 @@
+//! Network sessions against a real lttng-relayd (Debian `lttng-tools` 2.13, installed by
+//! scripts/test.sh), started on loopback on free ports with its own `LTTNG_HOME`: what it
+//! writes is read back with babeltrace2 event by event, a live session is watched with
+//! `babeltrace2 -i lttng-live` while the program runs, and the faults (no relay daemon, a
+//! relay daemon killed mid-trace, a fake one answering garbage) end in clear errors.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// `n` ports that were free a moment ago (bound together, then released).
+fn free_ports(n: usize) -> Vec<u16> {
+    let ls: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+/// The machine's host name, the first directory level of the relay daemon's output.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string()
+}
+
+/// An lttng-relayd on loopback, killed on drop.
+struct Relayd {
+    child: Option<KillOnDrop>,
+    /// Its `-o` output directory.
+    out: tempfile::TempDir,
+    home: tempfile::TempDir,
+    ctrl: u16,
+    data: u16,
+    live: u16,
+}
+
+impl Relayd {
+    fn start() -> Relayd {
+        let p = free_ports(3);
+        let out = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(home.path().join("relayd.log")).unwrap();
+        let child = Command::new("lttng-relayd")
+            .arg("-o")
+            .arg(out.path())
+            .arg("-C")
+            .arg(format!("tcp://127.0.0.1:{}", p[0]))
+            .arg("-D")
+            .arg(format!("tcp://127.0.0.1:{}", p[1]))
+            .arg("-L")
+            .arg(format!("tcp://127.0.0.1:{}", p[2]))
+            .env("LTTNG_HOME", home.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("lttng-relayd is installed (scripts/test.sh installs lttng-tools)");
+        let r = Relayd { child: Some(KillOnDrop(child)), out, home, ctrl: p[0], data: p[1], live: p[2] };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while [r.ctrl, r.live].iter().any(|port| TcpStream::connect(("127.0.0.1", *port)).is_err()) {
+            assert!(Instant::now() < deadline, "lttng-relayd did not come up:\n{}", r.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        r
+    }
+
+    fn url(&self) -> String {
+        format!("net://127.0.0.1:{}:{}", self.ctrl, self.data)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("relayd.log")).unwrap_or_default()
+    }
+
+    /// `<output>/<hostname>/<session>-<stamp>`, the one directory of session `name`.
+    fn session_dir(&self, name: &str) -> PathBuf {
+        let host = self.out.path().join(hostname());
+        let found: Vec<PathBuf> = std::fs::read_dir(&host)
+            .unwrap_or_else(|e| panic!("{}: {e}; relayd log:\n{}", host.display(), self.log()))
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{name}-")))
+            .collect();
+        assert_eq!(found.len(), 1, "one directory for session {name} in {}: {found:?}", host.display());
+        found.into_iter().next().unwrap()
+    }
+
+    fn kill(&mut self) {
+        self.child = None;
+    }
+}
+
+/// `ust create NAME --set-url URL EXTRA...`, `enable-event -a`, `start`.
+fn network_session(d: &TestDaemon, name: &str, url: &str, extra: &[&str]) {
+    let mut args = vec!["create", name, "--set-url", url];
+    args.extend_from_slice(extra);
+    let out = d.ust_ok(&args);
+    assert!(out.contains(&format!("streamed to {url}")), "{out}");
+    d.ust_ok(&["enable-event", "-s", name, "-a"]);
+    d.ust_ok(&["start", "-s", name]);
+}
+
+/// The `(thread, seq)` of every `burst:ev` in babeltrace2's output.
+fn burst_events(text: &str) -> Vec<(u64, u64)> {
+    bt_events(text)
+        .iter()
+        .filter(|e| e.name == "burst:ev")
+        .map(|e| {
+            let f = fields_map(&e.fields);
+            (f["thread"].parse().unwrap(), f["seq"].parse().unwrap())
+        })
+        .collect()
+}
+
+/// Streaming: every event of a two-thread program reaches the relay daemon's output by the
+/// time `ust stop` returns (the data-pending handshake), in the layout babeltrace2 reads as
+/// a local trace; `ust list` names the URL; `destroy` reports where the relay wrote it.
+#[test]
+fn every_event_reaches_the_relay_daemon_by_stop() {
+    let relayd = Relayd::start();
+    let d = TestDaemon::start();
+    let url = relayd.url();
+    network_session(&d, "net", &url, &[]);
+    let list = d.ust_ok(&["list"]);
+    assert!(list.contains(&url), "ust list names the URL:\n{list}");
+    let n = 20_000u64;
+    let o = Command::new(program_here("burst")).args([&n.to_string(), "2"]).env("UST_RUNDIR", &d.rundir).output().unwrap();
+    assert!(o.status.success());
+    d.ust_ok(&["stop", "-s", "net"]);
+    let dir = relayd.session_dir("net");
+    let check = |when: &str| {
+        let text = babeltrace(&dir);
+        let mut got = burst_events(&text);
+        got.sort_unstable();
+        let want: Vec<(u64, u64)> = (0..2).flat_map(|t| (0..n / 2).map(move |s| (t, s))).collect();
+        assert_eq!(got.len(), want.len(), "{when}: every event in {}; daemon log:\n{}", dir.display(), d.log());
+        assert_eq!(got, want, "{when}: each event once");
+    };
+    check("after stop");
+    let traces: Vec<PathBuf> = std::fs::read_dir(dir.join("ust/pid")).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(traces.len(), 1, "one process trace: {traces:?}");
+    let leaf = traces[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(leaf.starts_with("burst-"), "{leaf}");
+    assert!(traces[0].join("metadata").is_file(), "{leaf}/metadata written by the relay daemon");
+    // A stream file for each CPU that had packets (the relay daemon creates a stream's
+    // index with its first packet), each with its index.
+    let streams: Vec<String> = (0..2).map(|c| format!("channel0_{c}")).filter(|f| std::fs::metadata(traces[0].join(f)).is_ok_and(|m| m.len() > 0)).collect();
+    assert!(!streams.is_empty(), "stream files in {leaf}");
+    for f in &streams {
+        assert!(traces[0].join(format!("index/{f}.idx")).is_file(), "{leaf}/index/{f}.idx written by the relay daemon");
+    }
+    let destroyed = d.ust_ok(&["destroy", "-s", "net"]);
+    assert!(destroyed.contains(&format!("streamed to {url}")) && destroyed.contains(&format!("{}/net-", hostname())), "{destroyed}");
+    check("after destroy");
+    assert!(!d.output("ust-traces").exists() || std::fs::read_dir(d.home.path().join("ust-traces")).unwrap().count() == 0, "nothing written locally");
+}
+
+/// Live: a viewer attached to the relay daemon sees a program's events while the program
+/// still runs (it waits on its standard input), and the relay's output then holds every
+/// event of the program's life.
+#[test]
+fn a_live_viewer_sees_events_while_the_program_runs() {
+    let relayd = Relayd::start();
+    let d = TestDaemon::start();
+    network_session(&d, "lv", &relayd.url(), &["--live=100000"]);
+    let target = format!("net://127.0.0.1:{}/host/{}/lv", relayd.live, hostname());
+    // babeltrace2 writes through stdio: line-buffered, so each event arrives as printed.
+    let mut viewer = KillOnDrop(
+        Command::new("stdbuf")
+            .args(["-oL", "babeltrace2", "-i", "lttng-live", &target])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = viewer.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The viewer attaches before the program starts (a viewer sees a session's streams
+    // from their beginning only when they appear after it attached, as with LTTng).
+    let listing = format!("net://127.0.0.1:{}", relayd.live);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = Command::new("babeltrace2").args(["-i", "lttng-live", &listing]).output().unwrap();
+        if String::from_utf8_lossy(&o.stdout).contains("/lv (timer = 100000, 0 stream(s), 1 client(s) connected)") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the viewer did not attach: {}", String::from_utf8_lossy(&o.stdout));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut holder = KillOnDrop(Command::new(program_here("holder")).arg("3").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    let mut ready = String::new();
+    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.len() < 3 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx.recv_timeout(left).unwrap_or_else(|_| panic!("the live viewer saw {seen:?} while the program waits; daemon log:\n{}", d.log()));
+        if let Some(e) = bt_events(&line).into_iter().find(|e| e.name == "holder:ev") {
+            assert_eq!(e.pid, holder.id() as i32, "{line}");
+            seen.push(fields_map(&e.fields)["i"].to_string());
+        }
+    }
+    assert_eq!(seen, ["0", "1", "2"], "in order, while the program still runs");
+    assert!(holder.try_wait().unwrap().is_none(), "the program was still waiting");
+    drop(holder.stdin.take());
+    assert!(holder.wait().unwrap().success());
+    d.ust_ok(&["stop", "-s", "lv"]);
+    d.ust_ok(&["destroy", "-s", "lv"]);
+    // Every stream ended on the relay: the viewer reaches their end and exits.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while viewer.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the live viewer did not see the session end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut err = String::new();
+    viewer.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(!err.contains("ERROR"), "the live viewer complained:\n{err}");
+    let text = babeltrace(&relayd.session_dir("lv"));
+    let all: Vec<String> = bt_events(&text).iter().filter(|e| e.name == "holder:ev").map(|e| fields_map(&e.fields)["i"].to_string()).collect();
+    assert_eq!(all, ["0", "1", "2", "3", "4", "5"], "the relay's output holds the whole run");
+}
+
+/// No relay daemon listening: `create` fails at once with a message naming the URL, and
+/// creates nothing; the `--ctrl-url`/`--data-url` form alike.
+#[test]
+fn no_relay_daemon_is_a_clear_error_naming_the_url() {
+    let d = TestDaemon::start();
+    let p = free_ports(2);
+    let url = format!("net://127.0.0.1:{}:{}", p[0], p[1]);
+    let o = d.ust(&["create", "nope", "--set-url", &url]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "create succeeded without a relay daemon");
+    assert!(err.contains(&url) && err.contains("relay daemon") && err.contains("refused"), "{err}");
+    let ctrl = format!("tcp://127.0.0.1:{}", p[0]);
+    let o = d.ust(&["create", "nope", "--ctrl-url", &ctrl, "--data-url", &format!("tcp://127.0.0.1:{}", p[1])]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("127.0.0.1:{}", p[0])), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(d.ust_ok(&["list"]).contains("no available tracing session"), "no session was created");
+    let o = d.ust(&["create", "bad", "--set-url", "net://127.0.0.1:0"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("bad port"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = d.ust(&["create", "bad", "--live"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("network URL"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The relay daemon killed mid-trace: the traced program is never held up (its batches
+/// complete), the session says its output stopped and why (`ust list`), `ust destroy`
+/// returns promptly, and what the relay daemon wrote before it died is whole: babeltrace2
+/// reads it without error, with the first batch complete.
+#[test]
+fn a_relay_daemon_killed_mid_trace_stops_the_output_not_the_program() {
+    let mut relayd = Relayd::start();
+    let d = TestDaemon::start();
+    let url = relayd.url();
+    network_session(&d, "cut", &url, &["--live=100000"]);
+    let mut steady = KillOnDrop(Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    let mut stdin = steady.stdin.take().unwrap();
+    let mut stdout = BufReader::new(steady.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let mut batch = |n: u64| {
+        writeln!(stdin, "{n}").unwrap();
+        stdin.flush().unwrap();
+        let mut l = String::new();
+        stdout.read_line(&mut l).unwrap();
+        assert!(l.trim().parse::<f64>().is_ok(), "steady said {l:?}");
+    };
+    batch(1000);
+    // The live timer sends the partly filled sub-buffer: wait until the relay has it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let count = |dir: &Path| Command::new("babeltrace2").arg(dir).output().map(|o| String::from_utf8_lossy(&o.stdout).matches("steadyprov:ev").count()).unwrap_or(0);
+    while relayd.out.path().join(hostname()).exists() && count(&relayd.session_dir("cut")) < 1000 || !relayd.out.path().join(hostname()).exists() {
+        assert!(Instant::now() < deadline, "the first batch did not reach the relay daemon; log:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dir = relayd.session_dir("cut");
+    relayd.kill();
+    // The program goes on: every batch completes (a stall would hang here).
+    for _ in 0..5 {
+        batch(200_000);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let error = loop {
+        let v = d.ust_json(&["list", "--json"]);
+        if let Some(e) = v[0]["output_error"].as_str() {
+            break e.to_string();
+        }
+        assert!(Instant::now() < deadline, "the session never said its output stopped: {v}");
+        batch(100_000);
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(error.contains(&url), "the error names the relay daemon: {error}");
+    assert!(d.ust_ok(&["list", "cut"]).contains("Output STOPPED"));
+    assert!(d.log().contains("the session's output is stopped"), "{}", d.log());
+    let t0 = Instant::now();
+    let o = output_within({
+        let mut c = d.ust_cmd();
+        c.args(["destroy", "-s", "cut"]);
+        c
+    }, Duration::from_secs(30));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    eprintln!("destroy after the relay daemon died took {:?}", t0.elapsed());
+    drop(stdin);
+    // Whole packets only: babeltrace2 reads all of it without a complaint, the first
+    // batch in full and every event once.
+    let text = babeltrace(&dir);
+    let mut seqs: Vec<u64> = bt_events(&text).iter().filter(|e| e.name == "steadyprov:ev").map(|e| fields_map(&e.fields)["seq"].parse().unwrap()).collect();
+    seqs.sort_unstable();
+    let n = seqs.len();
+    seqs.dedup();
+    assert_eq!(seqs.len(), n, "each event once");
+    assert!(seqs.len() >= 1000 && seqs[..1000] == (0..1000).collect::<Vec<u64>>()[..], "the first batch in full ({} events)", seqs.len());
+}
+
+/// A fake relay daemon that answers the first command on each control connection with
+/// `reply` (after a version reply when `version_ok`), then closes; the data port
+/// accepts and waits. Returns the URL.
+fn fake_relayd(script: Vec<(bool, Vec<u8>)>) -> String {
+    let ctrl = TcpListener::bind("127.0.0.1:0").unwrap();
+    let data = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("net://127.0.0.1:{}:{}", ctrl.local_addr().unwrap().port(), data.local_addr().unwrap().port());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in data.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    std::thread::spawn(move || {
+        for (version_ok, reply) in script {
+            let Ok((mut s, _)) = ctrl.accept() else { return };
+            let read_command = |s: &mut TcpStream| -> Option<()> {
+                let mut h = [0u8; 24];
+                s.read_exact(&mut h).ok()?;
+                let len = u64::from_be_bytes(h[8..16].try_into().unwrap()).min(1 << 20) as usize;
+                let mut body = vec![0u8; len];
+                s.read_exact(&mut body).ok()
+            };
+            if read_command(&mut s).is_none() {
+                continue;
+            }
+            if version_ok {
+                let mut v = 2u32.to_be_bytes().to_vec();
+                v.extend_from_slice(&13u32.to_be_bytes());
+                let _ = s.write_all(&v);
+                if read_command(&mut s).is_none() {
+                    continue;
+                }
+            }
+            let _ = s.write_all(&reply);
+        }
+    });
+    url
+}
+
+/// Garbage from a fake relay daemon (short replies, another protocol, absurd lengths,
+/// paths without their NUL, refusals, noise) makes `create` fail with an error naming the
+/// URL; the daemon goes on serving.
+#[test]
+fn garbage_from_a_fake_relay_daemon_is_an_error_never_a_crash() {
+    let d = TestDaemon::start();
+    let be32 = |x: u32| x.to_be_bytes().to_vec();
+    let be64 = |x: u64| x.to_be_bytes().to_vec();
+    let create_reply = |code: u32, len: u32, path: &[u8]| [be64(1), be32(code), be32(len), path.to_vec()].concat();
+    let cases: Vec<(&str, bool, Vec<u8>, &str)> = vec![
+        ("short version reply", false, vec![0, 0, 2], "reading the reply to Version"),
+        ("another major", false, [be32(9), be32(0)].concat(), "protocol 9.0"),
+        ("too old", false, [be32(2), be32(4)].concat(), "2.11 or later"),
+        ("noise", false, vec![0xff; 64], "protocol 4294967295"),
+        ("refused session", true, create_reply(1, 2, b"x\0"), "refused CreateSession"),
+        ("absurd path length", true, create_reply(10, u32::MAX, b""), "output path length"),
+        ("no NUL", true, create_reply(10, 3, b"abc"), "not NUL-terminated"),
+        ("cut short", true, create_reply(10, 100, b"ab"), "reading the reply to CreateSession"),
+    ];
+    let script = cases.iter().map(|(_, v, r, _)| (*v, r.clone())).collect();
+    let url = fake_relayd(script);
+    for (i, (what, _, _, want)) in cases.iter().enumerate() {
+        let o = d.ust(&["create", &format!("g{i}"), "--set-url", &url]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{what}: create succeeded");
+        assert!(err.contains(&url) && err.contains(want), "{what}: {err}");
+    }
+    assert!(d.ust_ok(&["list"]).contains("no available tracing session"), "the daemon serves on, with no half-made session");
+}
