@@ -74,9 +74,15 @@ impl Relayd {
         std::fs::read_to_string(self.home.path().join("relayd.log")).unwrap_or_default()
     }
 
-    /// `<output>/<hostname>/<session>-<stamp>`, the one directory of session `name`.
+    /// `<output>/<hostname>/<session>-<stamp>`, the one directory of session `name` of
+    /// this machine.
     fn session_dir(&self, name: &str) -> PathBuf {
-        let host = self.out.path().join(hostname());
+        self.host_session_dir(&hostname(), name)
+    }
+
+    /// `<output>/<host>/<session>-<stamp>`, the one directory of session `name` of `host`.
+    fn host_session_dir(&self, host: &str, name: &str) -> PathBuf {
+        let host = self.out.path().join(host);
         let found: Vec<PathBuf> = std::fs::read_dir(&host)
             .unwrap_or_else(|e| panic!("{}: {e}; relayd log:\n{}", host.display(), self.log()))
             .flatten()
@@ -89,6 +95,80 @@ impl Relayd {
 
     fn kill(&mut self) {
         self.child = None;
+    }
+}
+
+/// `babeltrace2 -i lttng-live` attached to session `session` of host `host` on `relayd`,
+/// its output lines arriving on [`LiveViewer::lines`].
+struct LiveViewer {
+    child: KillOnDrop,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl LiveViewer {
+    /// Starts the viewer and waits until the relay daemon counts it as attached to the
+    /// session (a viewer sees a session's streams from their beginning only when they
+    /// appear after it attached, as with LTTng).
+    fn attach(relayd: &Relayd, host: &str, session: &str) -> LiveViewer {
+        let target = format!("net://127.0.0.1:{}/host/{host}/{session}", relayd.live);
+        // babeltrace2 writes through stdio: line-buffered, so each event arrives as printed.
+        let mut child = KillOnDrop(
+            Command::new("stdbuf")
+                .args(["-oL", "babeltrace2", "-i", "lttng-live", &target])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let (tx, lines) = std::sync::mpsc::channel::<String>();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let listing = format!("net://127.0.0.1:{}", relayd.live);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let o = Command::new("babeltrace2").args(["-i", "lttng-live", &listing]).output().unwrap();
+            let text = String::from_utf8_lossy(&o.stdout);
+            if text.lines().any(|l| l.contains(&format!("/host/{host}/{session} (")) && l.contains(" 1 client(s) connected")) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the viewer did not attach to {target}: {text}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        LiveViewer { child, lines }
+    }
+
+    /// Waits until the viewer has seen the session end and exited; asserts it printed no
+    /// error.
+    fn wait_end(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the live viewer did not see the session end");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut err = String::new();
+        self.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert!(!err.contains("ERROR"), "the live viewer complained:\n{err}");
+    }
+
+    /// The `holder:ev` `i` values of the next `n` such events (60 s at most).
+    fn holder_events(&self, n: usize, what: &str) -> Vec<u64> {
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while seen.len() < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| panic!("{what}: the live viewer saw only {seen:?}"));
+            if let Some(e) = bt_events(&line).into_iter().find(|e| e.name == "holder:ev") {
+                seen.push(fields_map(&e.fields)["i"].parse().unwrap());
+            }
+        }
+        seen
     }
 }
 
@@ -165,38 +245,7 @@ fn a_live_viewer_sees_events_while_the_program_runs() {
     let relayd = Relayd::start();
     let d = TestDaemon::start();
     network_session(&d, "lv", &relayd.url(), &["--live=100000"]);
-    let target = format!("net://127.0.0.1:{}/host/{}/lv", relayd.live, hostname());
-    // babeltrace2 writes through stdio: line-buffered, so each event arrives as printed.
-    let mut viewer = KillOnDrop(
-        Command::new("stdbuf")
-            .args(["-oL", "babeltrace2", "-i", "lttng-live", &target])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let stdout = viewer.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    // The viewer attaches before the program starts (a viewer sees a session's streams
-    // from their beginning only when they appear after it attached, as with LTTng).
-    let listing = format!("net://127.0.0.1:{}", relayd.live);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let o = Command::new("babeltrace2").args(["-i", "lttng-live", &listing]).output().unwrap();
-        if String::from_utf8_lossy(&o.stdout).contains("/lv (timer = 100000, 0 stream(s), 1 client(s) connected)") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the viewer did not attach: {}", String::from_utf8_lossy(&o.stdout));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut viewer = LiveViewer::attach(&relayd, &hostname(), "lv");
     let mut holder = KillOnDrop(Command::new(program_here("holder")).arg("3").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
     let mut ready = String::new();
     BufReader::new(holder.stdout.take().unwrap()).read_line(&mut ready).unwrap();
@@ -205,7 +254,7 @@ fn a_live_viewer_sees_events_while_the_program_runs() {
     let deadline = Instant::now() + Duration::from_secs(60);
     while seen.len() < 3 {
         let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx.recv_timeout(left).unwrap_or_else(|_| panic!("the live viewer saw {seen:?} while the program waits; daemon log:\n{}", d.log()));
+        let line = viewer.lines.recv_timeout(left).unwrap_or_else(|_| panic!("the live viewer saw {seen:?} while the program waits; daemon log:\n{}", d.log()));
         if let Some(e) = bt_events(&line).into_iter().find(|e| e.name == "holder:ev") {
             assert_eq!(e.pid, holder.id() as i32, "{line}");
             seen.push(fields_map(&e.fields)["i"].to_string());
@@ -218,14 +267,7 @@ fn a_live_viewer_sees_events_while_the_program_runs() {
     d.ust_ok(&["stop", "-s", "lv"]);
     d.ust_ok(&["destroy", "-s", "lv"]);
     // Every stream ended on the relay: the viewer reaches their end and exits.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while viewer.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the live viewer did not see the session end");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut err = String::new();
-    viewer.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    assert!(!err.contains("ERROR"), "the live viewer complained:\n{err}");
+    viewer.wait_end();
     let text = babeltrace(&relayd.session_dir("lv"));
     let all: Vec<String> = bt_events(&text).iter().filter(|e| e.name == "holder:ev").map(|e| fields_map(&e.fields)["i"].to_string()).collect();
     assert_eq!(all, ["0", "1", "2", "3", "4", "5"], "the relay's output holds the whole run");
@@ -391,4 +433,89 @@ fn garbage_from_a_fake_relay_daemon_is_an_error_never_a_crash() {
         assert!(err.contains(&url) && err.contains(want), "{what}: {err}");
     }
     assert!(d.ust_ok(&["list"]).contains("no available tracing session"), "the daemon serves on, with no half-made session");
+}
+
+/// `ust trace --set-url URL -- CMD`: the one-shot session streams to the relay daemon,
+/// says where, and exits with the command's status; every event is in the relay's output.
+#[test]
+fn ust_trace_streams_a_one_shot_trace() {
+    let relayd = Relayd::start();
+    let d = TestDaemon::start();
+    let url = relayd.url();
+    let burst = program_here("burst");
+    let o = d.ust_cmd().args(["trace", "--set-url", &url, "--"]).arg(&burst).args(["3000", "1"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}\n{}", d.log());
+    assert!(err.contains(&format!("trace streamed to {url}")) && err.contains("1 process traced"), "{err}");
+    let host = relayd.out.path().join(hostname());
+    let dirs: Vec<PathBuf> = std::fs::read_dir(&host).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let mut got = burst_events(&babeltrace(&dirs[0]));
+    got.sort_unstable();
+    assert_eq!(got, (0..3000).map(|s| (0, s)).collect::<Vec<_>>());
+    assert!(!d.home.path().join("ust-traces").exists(), "nothing written locally");
+}
+
+/// Many hosts, one relay daemon: three ust daemons in their own UTS namespaces (own host
+/// names, own `$UST_RUNDIR`) each stream a live session of their own program; a live
+/// viewer attached to each host's session sees that host's events while its program runs,
+/// and the relay's output holds three complete host directories.
+#[test]
+fn three_hosts_stream_into_one_relay_daemon() {
+    let relayd = Relayd::start();
+    let tag = std::process::id();
+    let hosts: Vec<String> = (1..=3).map(|i| format!("ust-host{i}-{tag}")).collect();
+    let mut daemons = Vec::new();
+    for h in &hosts {
+        let d = TestDaemon::without_daemon();
+        let log = std::fs::File::create(d.home.path().join("consumerd.log")).unwrap();
+        let child = Command::new("unshare")
+            .args(["--uts", "sh", "-c", r#"hostname "$1" && exec "$2" --foreground"#, "sh", h, consumerd_bin()])
+            .env("UST_RUNDIR", &d.rundir)
+            .env("HOME", d.home.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("unshare (util-linux) runs the daemon in a UTS namespace");
+        let child = KillOnDrop(child);
+        d.wait_ready();
+        network_session(&d, "fleet", &relayd.url(), &["--live=100000"]);
+        daemons.push((d, child));
+    }
+    let mut viewers: Vec<LiveViewer> = hosts.iter().map(|h| LiveViewer::attach(&relayd, h, "fleet")).collect();
+    let mut programs = Vec::new();
+    for (k, (d, _)) in daemons.iter().enumerate() {
+        let mut p = KillOnDrop(
+            Command::new(program_here("holder")).arg((k + 1).to_string()).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap(),
+        );
+        let mut ready = String::new();
+        BufReader::new(p.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+        assert_eq!(ready.trim(), "ready");
+        programs.push(p);
+    }
+    // Host k's program emitted k + 1 events and waits: its viewer sees them now.
+    for (k, v) in viewers.iter().enumerate() {
+        let seen = v.holder_events(k + 1, &hosts[k]);
+        assert_eq!(seen, (0..k as u64 + 1).collect::<Vec<_>>(), "{}", hosts[k]);
+        assert!(programs[k].try_wait().unwrap().is_none(), "{}: the program still runs", hosts[k]);
+    }
+    for p in &mut programs {
+        drop(p.stdin.take());
+        assert!(p.wait().unwrap().success());
+    }
+    for (d, _) in &daemons {
+        d.ust_ok(&["stop", "-s", "fleet"]);
+        d.ust_ok(&["destroy", "-s", "fleet"]);
+    }
+    for v in &mut viewers {
+        v.wait_end();
+    }
+    for (k, h) in hosts.iter().enumerate() {
+        let text = babeltrace(&relayd.host_session_dir(h, "fleet"));
+        let events = bt_events(&text);
+        let mine: Vec<u64> = events.iter().filter(|e| e.name == "holder:ev").map(|e| fields_map(&e.fields)["i"].parse().unwrap()).collect();
+        assert_eq!(mine, (0..2 * (k as u64 + 1)).collect::<Vec<_>>(), "{h}: every event of its program");
+        assert!(text.lines().filter(|l| l.contains(") holder:ev")).all(|l| l.contains(&format!("] (+")) && l.contains(&format!(" {h}:holder:("))), "{h}: the events carry the host's name:\n{text}");
+    }
 }

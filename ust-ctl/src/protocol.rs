@@ -196,6 +196,10 @@ pub struct CreateOptions {
     /// `--live[=US]`: a live session with this live timer period in µs (needs `relay`).
     #[serde(default)]
     pub live_timer_us: Option<u32>,
+    /// `UST_SESSION_TOKEN` of a `ust trace` session created with these options (as
+    /// [`Command::CreateSession`]'s `token`).
+    #[serde(default)]
+    pub token: Option<String>,
 }
 
 /// The answer to a request.

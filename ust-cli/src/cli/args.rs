@@ -497,6 +497,9 @@ pub struct TraceArgs {
     /// switches, faults and user stacks through perf_event_open (no privilege needed).
     #[arg(long)]
     pub kernel: bool,
+    /// Stream the trace to a relay daemon instead (`--set-url net://HOST`, `--live`).
+    #[command(flatten)]
+    pub net: NetArgs,
     /// The command to trace, after `--`.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,

@@ -109,7 +109,7 @@ pub fn create(a: CreateArgs) -> CliResult {
         None => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
     };
     let streaming = relay.is_some();
-    let options = CreateOptions { snapshot: a.snapshot, shm_path, clock: a.clock, relay, live_timer_us: a.net.live };
+    let options = CreateOptions { snapshot: a.snapshot, shm_path, clock: a.clock, relay, live_timer_us: a.net.live, ..CreateOptions::default() };
     let mut c = connect_or_start()?;
     let Payload::Created { name, output } = c.call(Command::CreateSessionWith { name, output, options })? else { return Err(unexpected()) };
     let kind = match (a.snapshot, a.net.live) {

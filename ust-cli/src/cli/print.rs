@@ -180,6 +180,23 @@ pub fn print_summary(report: &DestroyReport) {
 }
 
 
+/// The summary of a trace streamed to a relay daemon: the files are on the relay's
+/// machine, so packets are counted, not events.
+pub fn print_streamed_summary(report: &DestroyReport) {
+    if let Some(e) = &report.output_error {
+        eprintln!("ust: the trace is incomplete: its output stopped early ({e}); the packets sent before are whole");
+    }
+    let packets: u64 = report.traces.iter().map(|t| t.packets).sum();
+    let discarded: u64 = report.traces.iter().map(|t| t.discarded).sum();
+    eprintln!(
+        "ust: {} process{} traced, {packets} packet{} sent, {discarded} event{} discarded",
+        report.traces.len(),
+        if report.traces.len() == 1 { "" } else { "es" },
+        if packets == 1 { "" } else { "s" },
+        if discarded == 1 { "" } else { "s" }
+    );
+}
+
 /// Per-event-name counts of the trace `report` describes, found by walking every packet of
 /// every stream file with the record walker: `(counts, unreadable packets or records)`
 /// (see [`ust_ctf::count`]).

@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use ust_ctl::config::LevelFilter;
-use ust_ctl::protocol::{Command, Payload};
+use ust_ctl::protocol::{Command, CreateOptions, Payload};
 
 use super::args::TraceArgs;
 use super::connect::{absolute, connect, connect_or_start, home, Failure};
-use super::print::print_summary;
+use super::print::{print_streamed_summary, print_summary};
 
 type CliResult = Result<ExitCode, Failure>;
 
@@ -53,16 +53,26 @@ pub fn trace(a: TraceArgs) -> CliResult {
             return Err(Failure::new("--event needs a glob"));
         }
     }
+    let (url_output, relay) = a.net.destination()?;
+    let streaming = relay.is_some();
+    if relay.is_some() && a.kernel {
+        return Err(Failure::new("--kernel records a local trace: it cannot be combined with a network URL"));
+    }
     let stamp = ust_ctf::datetime::stamp();
     let name = format!("trace-{}", std::process::id());
-    let output = match a.output {
+    let output = match a.output.clone().or(url_output) {
         Some(o) => absolute(o)?,
         None => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
     };
     let token = uuid::Uuid::new_v4().simple().to_string();
     let mut c = connect_or_start()?;
     let name = format!("{name}-{stamp}");
-    c.call(Command::CreateSession { name: name.clone(), output: output.clone(), token: Some(token.clone()) })?;
+    if relay.is_some() {
+        let options = CreateOptions { relay, live_timer_us: a.net.live, token: Some(token.clone()), ..CreateOptions::default() };
+        c.call(Command::CreateSessionWith { name: name.clone(), output: output.clone(), options })?;
+    } else {
+        c.call(Command::CreateSession { name: name.clone(), output: output.clone(), token: Some(token.clone()) })?;
+    }
     let session = Some(name.clone());
     let patterns = if a.events.is_empty() { vec!["*".to_string()] } else { a.events.clone() };
     let setup = c
@@ -129,7 +139,11 @@ pub fn trace(a: TraceArgs) -> CliResult {
         }
         Ok(mut child) => {
             traced_pid = child.id() as i32;
-            maps = Some(crate::kernel::procfs::MapsSampler::start(traced_pid, Duration::from_millis(10)));
+            // The memory maps are kept beside a local trace for `ust report`; a streamed
+            // trace is on the relay's machine.
+            if !streaming {
+                maps = Some(crate::kernel::procfs::MapsSampler::start(traced_pid, Duration::from_millis(10)));
+            }
             wait_forwarding(&mut child)
         }
     };
@@ -153,6 +167,11 @@ pub fn trace(a: TraceArgs) -> CliResult {
         return Ok(code);
     };
     finish_kernel(kernel, maps, &output, traced_pid);
+    if let Some((url, path)) = &report.relay {
+        eprintln!("ust: trace streamed to {url}; the relay daemon wrote it in {path} under its output directory");
+        print_streamed_summary(&report);
+        return Ok(code);
+    }
     if report.traces.is_empty() && !a_kernel_trace(&output) {
         eprintln!("ust: no trace written to {}: the command ran no instrumented process", output.display());
     } else {

@@ -12,7 +12,8 @@ use super::{check_pattern, resolve, Res};
 use super::lifecycle::{push_masks_and_sync, wait_syncs};
 
 pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
-    let CreateOptions { snapshot, shm_path, clock, relay, live_timer_us } = options;
+    let CreateOptions { snapshot, shm_path, clock, relay, live_timer_us, token: with_token } = options;
+    let token = token.or(with_token);
     check_name("session", &name)?;
     if !output.is_absolute() {
         return Err(format!("output directory {} is not an absolute path", output.display()));
