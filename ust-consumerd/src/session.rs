@@ -160,6 +160,9 @@ pub struct Session {
     /// A network session (`--set-url net://…`): its connection to the relay daemon,
     /// which receives every packet instead of the output directory ([`crate::relay`]).
     pub relay: Option<std::sync::Arc<crate::relay::RelayOutput>>,
+    /// A snapshot session's network output (`create --snapshot --set-url`, `snapshot
+    /// add-output URL`): where `ust snapshot record` sends snapshots.
+    pub snapshot_url: Option<ust_ctl::url::NetworkUrl>,
 }
 
 /// The daemon's TSC calibrator: its first sample is taken when the daemon starts
@@ -215,6 +218,7 @@ impl Session {
             tsc: None,
             vpid_tracker: VpidTracker::All,
             relay: None,
+            snapshot_url: None,
         }
     }
 

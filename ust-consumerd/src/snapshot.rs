@@ -33,12 +33,17 @@ use ust_ctf::stream::StreamFile;
 use crate::state::Daemon;
 
 /// One process's trace as a snapshot needs it.
-struct Source {
-    dir_name: String,
-    metadata: String,
-    streams: Vec<Arc<Mutex<Stream>>>,
-    events: Arc<[EventDesc]>,
-    dead: bool,
+pub(crate) struct Source {
+    /// `<procname>-<pid>-<stamp>`.
+    pub(crate) dir_name: String,
+    /// Its metadata text.
+    pub(crate) metadata: String,
+    /// Its streams.
+    pub(crate) streams: Vec<Arc<Mutex<Stream>>>,
+    /// Its events (torn-event recovery sizes records with them).
+    pub(crate) events: Arc<[EventDesc]>,
+    /// The process is gone.
+    pub(crate) dead: bool,
 }
 
 /// Writes one process's trace into `dir` (created): metadata first, then for every stream
@@ -77,7 +82,7 @@ fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &
     Ok(())
 }
 
-fn source(t: &crate::process_trace::ProcessTrace) -> Source {
+pub(crate) fn source(t: &crate::process_trace::ProcessTrace) -> Source {
     let events: Arc<[EventDesc]> = t.events.clone();
     Source {
         dir_name: t.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| format!("{}-{}", t.procname, t.pid)),
@@ -97,39 +102,15 @@ fn source(t: &crate::process_trace::ProcessTrace) -> Source {
 /// A message when the session is not a snapshot session, is not started, `max_size` is
 /// smaller than one sub-buffer per stream, or writing fails.
 pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<SnapshotReport, String> {
-    let (dir, sources, max_subbuf) = {
-        let mut st = daemon.lock();
-        let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
-        if !ss.session.snapshot {
-            return Err(format!(
-                "session {name} is not a snapshot session: create one with `ust create NAME --snapshot` (its traces are written as they are recorded)"
-            ));
-        }
-        if !ss.session.started {
-            return Err(format!("session {name} is not started: start it with `ust start` before taking a snapshot"));
-        }
-        ss.session.snapshots_taken += 1;
-        let n = ss.session.snapshots_taken;
-        let dir = ss.session.output.join(format!("snapshot-{n}-{}", ust_ctf::datetime::stamp()));
-        let sources: Vec<Source> = ss.traces.values().filter(|t| !t.gone || t.retained).map(source).collect();
-        let max_subbuf = ss.session.channels.iter().map(|c| c.config.subbuf_size).max().unwrap_or(0);
-        (dir, sources, max_subbuf)
-    };
-    let nstreams: usize = sources.iter().map(|s| s.streams.len()).sum();
-    let max_packets = match max_size {
-        None => None,
-        Some(m) => {
-            let per_stream = m / (nstreams.max(1) as u64);
-            let packets = per_stream / max_subbuf.max(1);
-            if packets == 0 {
-                return Err(format!(
-                    "--max-size {m} is too small: {nstreams} stream(s) of sub-buffers of up to {max_subbuf} bytes need at least {} bytes (one sub-buffer each)",
-                    max_subbuf * nstreams.max(1) as u64
-                ));
-            }
-            Some(packets as usize)
-        }
-    };
+    // A snapshot output on a relay daemon (`snapshot add-output URL`) takes it there.
+    let url = daemon.lock().sessions.get(name).and_then(|s| s.session.snapshot_url.clone());
+    if url.is_some() {
+        return crate::relay::snapshot::record(daemon, name, max_size, url);
+    }
+    let (n, sources, max_subbuf) = begin(daemon, name)?;
+    let output = daemon.lock().sessions.get(name).map(|s| s.session.output.clone()).unwrap_or_default();
+    let dir = output.join(format!("snapshot-{n}-{}", ust_ctf::datetime::stamp()));
+    let max_packets = packets_per_stream(&sources, max_size, max_subbuf)?;
     let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for src in &sources {
@@ -144,6 +125,45 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<Snap
         report.bytes
     );
     Ok(report)
+}
+
+/// `--max-size` as a number of packets per stream: the total split evenly between the
+/// streams of `sources`, in sub-buffers of up to `max_subbuf` bytes.
+///
+/// # Errors
+/// Less than one sub-buffer per stream.
+pub(crate) fn packets_per_stream(sources: &[Source], max_size: Option<u64>, max_subbuf: u64) -> Result<Option<usize>, String> {
+    let nstreams: usize = sources.iter().map(|s| s.streams.len()).sum();
+    let Some(m) = max_size else { return Ok(None) };
+    let per_stream = m / (nstreams.max(1) as u64);
+    let packets = per_stream / max_subbuf.max(1);
+    if packets == 0 {
+        return Err(format!(
+            "--max-size {m} is too small: {nstreams} stream(s) of sub-buffers of up to {max_subbuf} bytes need at least {} bytes (one sub-buffer each)",
+            max_subbuf * nstreams.max(1) as u64
+        ));
+    }
+    Ok(Some(packets as usize))
+}
+
+/// What a snapshot of session `name` takes: checks it may be taken, counts it, and
+/// returns its number, the sources and the largest sub-buffer size.
+///
+/// # Errors
+/// No such session, not a snapshot session, or not started.
+pub(crate) fn begin(daemon: &Daemon, name: &str) -> Result<(u32, Vec<Source>, u64), String> {
+    let mut st = daemon.lock();
+    let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
+    if !ss.session.snapshot {
+        return Err(format!("session {name} is not a snapshot session: create one with `ust create NAME --snapshot` (its traces are written as they are recorded)"));
+    }
+    if !ss.session.started {
+        return Err(format!("session {name} is not started: start it with `ust start` before taking a snapshot"));
+    }
+    ss.session.snapshots_taken += 1;
+    let sources: Vec<Source> = ss.traces.values().filter(|t| !t.gone || t.retained).map(source).collect();
+    let max_subbuf = ss.session.channels.iter().map(|c| c.config.subbuf_size).max().unwrap_or(0);
+    Ok((ss.session.snapshots_taken, sources, max_subbuf))
 }
 
 /// A process of a snapshot session died without a normal exit: writes its flight-recorder

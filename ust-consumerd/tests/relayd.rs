@@ -519,3 +519,56 @@ fn three_hosts_stream_into_one_relay_daemon() {
         assert!(text.lines().filter(|l| l.contains(") holder:ev")).all(|l| l.contains(&format!(" {h}:holder:("))), "{h}: the events carry the host's name:\n{text}");
     }
 }
+
+/// Snapshots to the network, the three ways `lttng snapshot` offers: `ust snapshot record
+/// URL` for one snapshot, `ust snapshot add-output URL` for the later ones, and
+/// `ust create --snapshot --set-url URL`; the relay daemon writes each as
+/// `<host>/<session>-<stamp>/snapshot-<N>-<stamp>/ust/pid/...`, with every event the
+/// buffers held, and nothing is written locally.
+#[test]
+fn snapshots_go_to_the_relay_daemon() {
+    let relayd = Relayd::start();
+    let d = TestDaemon::start();
+    let url = relayd.url();
+    let local = d.output("fr");
+    d.ust_ok(&["create", "fr", "--snapshot", "--output", local.to_str().unwrap()]);
+    d.ust_ok(&["enable-event", "-s", "fr", "-a"]);
+    d.ust_ok(&["start", "-s", "fr"]);
+    let out = d.ust_ok(&["create", "fr2", "--snapshot", "--set-url", &url]);
+    assert!(out.contains(&format!("Snapshots will be sent to {url}")), "{out}");
+    d.ust_ok(&["enable-event", "-s", "fr2", "-a"]);
+    d.ust_ok(&["start", "-s", "fr2"]);
+    let mut holder = KillOnDrop(Command::new(program_here("holder")).arg("50").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    let mut ready = String::new();
+    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let once = d.ust_ok(&["snapshot", "record", "-s", "fr", &url]);
+    assert!(once.contains("/snapshot-1-") && once.contains(&url), "{once}");
+    d.ust_ok(&["snapshot", "add-output", "-s", "fr", &url]);
+    d.ust_ok(&["snapshot", "record", "-s", "fr"]);
+    d.ust_ok(&["snapshot", "record", "-s", "fr2"]);
+    let holder_is = |dir: &Path| -> Vec<u64> {
+        let text = babeltrace(dir);
+        bt_events(&text).iter().filter(|e| e.name == "holder:ev").map(|e| fields_map(&e.fields)["i"].parse().unwrap()).collect()
+    };
+    let snaps = |session: &str| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(relayd.session_dir(session)).unwrap().flatten().map(|e| e.path()).collect();
+        v.sort();
+        v
+    };
+    let fr = snaps("fr");
+    assert_eq!(fr.len(), 2, "{fr:?}");
+    let fr2 = snaps("fr2");
+    assert_eq!(fr2.len(), 1, "{fr2:?}");
+    for (dir, n) in [(&fr[0], 1), (&fr[1], 2), (&fr2[0], 1)] {
+        let leaf = dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(leaf.starts_with(&format!("snapshot-{n}-")), "{leaf}");
+        assert!(dir.join("ust/pid").is_dir(), "{}", dir.display());
+        assert_eq!(holder_is(dir), (0..50).collect::<Vec<_>>(), "{}: every event the buffers held", dir.display());
+    }
+    assert!(!local.exists() || std::fs::read_dir(&local).unwrap().count() == 0, "no local snapshot");
+    drop(holder.stdin.take());
+    assert!(holder.wait().unwrap().success());
+    let o = d.ust(&["snapshot", "add-output", "-s", "fr", "tcp://127.0.0.1:1"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("net://"), "{}", String::from_utf8_lossy(&o.stderr));
+}

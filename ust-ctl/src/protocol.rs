@@ -175,6 +175,24 @@ pub enum Command {
         /// Total bytes at most (split evenly between streams; newest packets kept).
         max_size: Option<u64>,
     },
+    /// `ust snapshot record URL`: send a snapshot session's buffers to a relay daemon.
+    /// Answered with [`Payload::Snapshot`].
+    SnapshotRecordTo {
+        /// Session.
+        session: Option<String>,
+        /// Total bytes at most, as for [`Command::SnapshotRecord`].
+        max_size: Option<u64>,
+        /// The relay daemon.
+        url: crate::url::NetworkUrl,
+    },
+    /// `ust snapshot add-output URL`: later snapshots of the session go to this relay
+    /// daemon (a local URL, `file://`, sets the directory back). Answered with `Done`.
+    SnapshotAddOutput {
+        /// Session.
+        session: Option<String>,
+        /// The relay daemon, or `None` for the session's output directory.
+        url: Option<crate::url::NetworkUrl>,
+    },
 }
 
 /// Options of `ust create` beyond name and output.

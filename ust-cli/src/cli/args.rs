@@ -223,8 +223,26 @@ pub enum SnapshotCmd {
     /// `lttng snapshot record`).
     #[command(after_help = "Examples:
   ust snapshot record
-  ust snapshot record -s fr --max-size 64M     # the total, split between the per-CPU streams")]
+  ust snapshot record -s fr --max-size 64M     # the total, split between the per-CPU streams
+  ust snapshot record net://collector.example  # to an lttng-relayd")]
     Record(SnapshotRecordArgs),
+    /// Send later snapshots of a snapshot session to a relay daemon (net://HOST…), or
+    /// back to its output directory (file://DIR is not supported: use the session's
+    /// --output), as `lttng snapshot add-output`.
+    #[command(after_help = "Examples:
+  ust snapshot add-output net://collector.example
+  ust snapshot add-output -s fr net://10.0.0.5:5342:5343")]
+    AddOutput(SnapshotAddOutputArgs),
+}
+
+/// `ust snapshot add-output`.
+#[derive(Debug, Args)]
+pub struct SnapshotAddOutputArgs {
+    /// Session.
+    #[command(flatten)]
+    pub session: SessionOpt,
+    /// The relay daemon: net://HOST[:CTRL_PORT[:DATA_PORT]][/PATH] or net6://….
+    pub url: String,
 }
 
 /// `ust snapshot record`.
@@ -237,6 +255,10 @@ pub struct SnapshotRecordArgs {
     /// the streams, keeping the newest packets of each.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub max_size: Option<u64>,
+    /// Send this snapshot to a relay daemon (net://HOST…) instead of the session's
+    /// snapshot output.
+    #[arg(value_name = "URL")]
+    pub url: Option<String>,
 }
 
 /// `ust crash-dump`.

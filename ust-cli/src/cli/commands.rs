@@ -12,7 +12,7 @@ use ust_ctl::protocol::{Command, CreateOptions, Payload};
 use super::args::{
     check_event_name,
     AddContextArgs, CrashDumpArgs, CreateArgs, DisableEventArgs, EnableChannelArgs, EnableEventArgs, ListArgs, ReportArgs, SessionCmdArgs,
-    SnapshotRecordArgs, StatusArgs, TrackArgs, ViewArgs,
+    SnapshotAddOutputArgs, SnapshotRecordArgs, StatusArgs, TrackArgs, ViewArgs,
 };
 use super::connect::{absolute, call, connect, connect_or_start, home, unexpected, Failure};
 use super::print::{print_apps, print_json, print_session, print_sessions, print_status};
@@ -89,12 +89,33 @@ fn display_session(s: &Option<String>) -> String {
 
 /// `ust snapshot record`.
 pub fn snapshot_record(a: SnapshotRecordArgs) -> CliResult {
-    let Payload::Snapshot(r) = call(Command::SnapshotRecord { session: a.session.session, max_size: a.max_size })? else {
+    let cmd = match a.url.as_deref().map(network_url).transpose()? {
+        None => Command::SnapshotRecord { session: a.session.session, max_size: a.max_size },
+        Some(url) => Command::SnapshotRecordTo { session: a.session.session, max_size: a.max_size, url },
+    };
+    let Payload::Snapshot(r) = call(cmd)? else {
         return Err(unexpected());
     };
     outln!("Snapshot recorded successfully");
     outln!("Snapshot written to {} ({} process(es), {} packets, {} bytes)", r.dir.display(), r.processes, r.packets, r.bytes);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `ust snapshot add-output`.
+pub fn snapshot_add_output(a: SnapshotAddOutputArgs) -> CliResult {
+    let url = network_url(&a.url)?;
+    let shown = url.to_string();
+    call(Command::SnapshotAddOutput { session: a.session.session, url: Some(url) })?;
+    outln!("Snapshot output set to {shown}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A `net://` or `net6://` URL for a snapshot output.
+fn network_url(u: &str) -> Result<ust_ctl::url::NetworkUrl, Failure> {
+    match ust_ctl::url::parse(u).map_err(|e| Failure::new(e.to_string()))? {
+        ust_ctl::url::OutputUrl::Net(n) => Ok(n),
+        _ => Err(Failure::new(format!("{u}: a snapshot output is a relay daemon's net:// or net6:// URL"))),
+    }
 }
 
 /// `ust create`.
@@ -118,7 +139,9 @@ pub fn create(a: CreateArgs) -> CliResult {
         _ => "Session ",
     };
     outln!("{kind}{name} created.");
-    if streaming {
+    if streaming && a.snapshot {
+        outln!("Snapshots will be sent to {}", output.display());
+    } else if streaming {
         outln!("Traces will be streamed to {}", output.display());
     } else {
         outln!("Traces will be written in {}", output.display());

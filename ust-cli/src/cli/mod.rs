@@ -77,6 +77,7 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::Trace(a) => trace::trace(a),
         Cmd::Report(a) => c::report(a),
         Cmd::Snapshot(SnapshotCmd::Record(a)) => c::snapshot_record(a),
+        Cmd::Snapshot(SnapshotCmd::AddOutput(a)) => c::snapshot_add_output(a),
         Cmd::CrashDump(a) => c::crash_dump(a),
     }
 }

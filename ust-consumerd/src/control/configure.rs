@@ -30,8 +30,14 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     if live_timer_us.is_some() && relay.is_none() {
         return Err("--live needs a network output (--set-url net://HOST, or --ctrl-url and --data-url)".into());
     }
-    if relay.is_some() && snapshot {
-        return Err("a snapshot session cannot stream to a relay daemon (yet): record snapshots locally".into());
+    if live_timer_us.is_some() && snapshot {
+        return Err("a snapshot session cannot be live: its snapshots go to the URL when recorded".into());
+    }
+    // A snapshot session with a network URL streams nothing: the URL is where
+    // `ust snapshot record` sends snapshots (as `lttng create --snapshot --set-url`).
+    let (relay, snapshot_url) = if snapshot { (None, relay) } else { (relay, None) };
+    if let Some(u) = &snapshot_url {
+        crate::relay::snapshot::check_reachable(u)?;
     }
     if live_timer_us == Some(0) {
         return Err("--live period must be at least 1 µs".into());
@@ -56,7 +62,7 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     let created = ust_ctf::datetime::now();
     let relay = match &relay {
         None => None,
-        Some(url) => match crate::relay::RelayOutput::connect(url, &name, created, live_timer_us.unwrap_or(0), relay_error.clone()) {
+        Some(url) => match crate::relay::RelayOutput::connect(url, &name, created, live_timer_us.unwrap_or(0), None, relay_error.clone()) {
             Ok(r) => Some(r),
             Err(e) => {
                 if let Some(d) = &shm_dir {
@@ -78,6 +84,7 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     session.snapshot = snapshot;
     session.shm_dir = shm_dir;
     session.clock = clock;
+    session.snapshot_url = snapshot_url;
     if let Some(r) = relay {
         session.created = created;
         session.output_error = relay_error;
@@ -88,8 +95,8 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
         st.current = Some(name.clone());
     }
     crate::log!("session {name} created{}, output {}", if snapshot { " (snapshot)" } else { "" }, output.display());
-    if let Some(r) = st.sessions.get(&name).and_then(|s| s.session.relay.clone()) {
-        return Ok(Payload::Created { name, output: PathBuf::from(r.url.to_string()) });
+    if let Some(u) = st.sessions.get(&name).and_then(|s| s.session.relay.as_ref().map(|r| r.url.clone()).or_else(|| s.session.snapshot_url.clone())) {
+        return Ok(Payload::Created { name, output: PathBuf::from(u.to_string()) });
     }
     Ok(Payload::Created { name, output })
 }

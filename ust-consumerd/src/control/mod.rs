@@ -86,6 +86,14 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
             let name = resolve(&daemon.lock(), &session);
             name.and_then(|n| crate::snapshot::record(daemon, &n, max_size)).map(Payload::Snapshot)
         }
+        Command::SnapshotRecordTo { session, max_size, url } => {
+            let name = resolve(&daemon.lock(), &session);
+            name.and_then(|n| crate::relay::snapshot::record(daemon, &n, max_size, Some(url))).map(Payload::Snapshot)
+        }
+        Command::SnapshotAddOutput { session, url } => {
+            let name = resolve(&daemon.lock(), &session);
+            name.and_then(|n| crate::relay::snapshot::set_output(daemon, &n, url)).map(|()| Payload::Done)
+        }
     };
     match r {
         Ok(p) => Reply::Ok(Box::new(p)),

@@ -115,12 +115,13 @@ impl Connection {
     }
 
     /// `RELAYD_CREATE_TRACE_CHUNK`: the relay daemon creates streams only in its session's
-    /// current trace chunk; the first chunk's directory is the session's output path.
+    /// current trace chunk; the first chunk's directory is the session's output path, or
+    /// `name` in it.
     ///
     /// # Errors
     /// I/O, or a refusal.
-    pub fn create_trace_chunk(&mut self, id: u64, creation_time: u64) -> Result<(), RelayError> {
-        let r = self.call(Cmd::CreateTraceChunk, &wire::create_trace_chunk_body(id, creation_time), 4)?;
+    pub fn create_trace_chunk(&mut self, id: u64, creation_time: u64, name: Option<&str>) -> Result<(), RelayError> {
+        let r = self.call(Cmd::CreateTraceChunk, &wire::create_trace_chunk_body(id, creation_time, name)?, 4)?;
         Ok(wire::parse_generic(Cmd::CreateTraceChunk, &r)?)
     }
 
@@ -152,13 +153,12 @@ impl Connection {
         self.control.write_all(&wire::command(Cmd::SendMetadata, &wire::metadata_body(stream, text))).map_err(io("sending metadata"))
     }
 
-    /// One packet: its bytes on the data connection (the first `data.len() - padding`
-    /// bytes sent, the relay writes the padding as zeros), then its index entry on the
-    /// control connection (`RELAYD_SEND_INDEX`, checked reply).
+    /// One packet's bytes on the data connection alone (a snapshot session on the relay
+    /// daemon keeps no index).
     ///
     /// # Errors
-    /// I/O, a packet larger than 4 GiB, or a refused index.
-    pub fn send_packet(&mut self, stream: u64, net_seq_num: u64, data: &[u8], padding: u32, index: &Index) -> Result<(), RelayError> {
+    /// I/O, or a packet larger than 4 GiB.
+    pub fn send_data(&mut self, stream: u64, net_seq_num: u64, data: &[u8], padding: u32) -> Result<(), RelayError> {
         let pad = padding as usize;
         if pad > data.len() || data.len() > u32::MAX as usize {
             return Err(RelayError::Encode(wire::EncodeError(format!("packet of {} bytes with {pad} bytes of padding", data.len()))));
@@ -166,7 +166,17 @@ impl Connection {
         let sent = &data[..data.len() - pad];
         let h = wire::data_header(stream, net_seq_num, sent.len() as u32, padding);
         let bufs = [std::io::IoSlice::new(&h), std::io::IoSlice::new(sent)];
-        write_all_vectored(&mut self.data, &bufs).map_err(io("sending a packet on the data connection"))?;
+        write_all_vectored(&mut self.data, &bufs).map_err(io("sending a packet on the data connection"))
+    }
+
+    /// One packet: its bytes on the data connection (the first `data.len() - padding`
+    /// bytes sent, the relay writes the padding as zeros), then its index entry on the
+    /// control connection (`RELAYD_SEND_INDEX`, checked reply).
+    ///
+    /// # Errors
+    /// I/O, a packet larger than 4 GiB, or a refused index.
+    pub fn send_packet(&mut self, stream: u64, net_seq_num: u64, data: &[u8], padding: u32, index: &Index) -> Result<(), RelayError> {
+        self.send_data(stream, net_seq_num, data, padding)?;
         self.send_index(stream, net_seq_num, index)
     }
 

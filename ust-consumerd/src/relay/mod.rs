@@ -16,6 +16,7 @@
 //! - [`conn`]: the two connections and the commands on them.
 //! - [`live`]: the live timer (flushes and beacons).
 //! - [`finish`]: data pending at `stop`, closing at `destroy`.
+//! - [`snapshot`]: `ust snapshot record` to a relay daemon.
 //! - here: [`RelayOutput`], a session's connection shared by its streams, which turns the
 //!   first failure into the session's output error (the session then writes nothing more,
 //!   as with a full disk, and says why in `ust list` and the daemon's log), and
@@ -27,6 +28,7 @@
 pub mod conn;
 pub mod finish;
 pub mod live;
+pub mod snapshot;
 pub mod wire;
 
 use std::sync::{Arc, Mutex};
@@ -57,6 +59,8 @@ pub struct RelayOutput {
     pub url: NetworkUrl,
     /// Live timer period in µs (0: not live).
     pub live_timer_us: u32,
+    /// A snapshot session on the relay daemon (packets without index entries).
+    pub snapshot: bool,
     /// The relay daemon's id of the session.
     pub relay_session_id: u64,
     /// Where the relay daemon writes the session, relative to its output directory.
@@ -66,13 +70,14 @@ pub struct RelayOutput {
 }
 
 impl RelayOutput {
-    /// Connects to `url` and creates session `name` there with its first trace chunk.
+    /// Connects to `url` and creates session `name` there with its first trace chunk
+    /// (named `snapshot_chunk` for a snapshot: the relay daemon then keeps no index).
     /// `error` is the session's output state: the first failure later is recorded in it.
     ///
     /// # Errors
     /// A message naming the URL: nothing listens, the relay daemon is incompatible, or it
     /// refused the session.
-    pub fn connect(url: &NetworkUrl, name: &str, created: i64, live_timer_us: u32, error: OutputError) -> Result<Arc<RelayOutput>, String> {
+    pub fn connect(url: &NetworkUrl, name: &str, created: i64, live_timer_us: u32, snapshot_chunk: Option<&str>, error: OutputError) -> Result<Arc<RelayOutput>, String> {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let fail = |e: RelayError| format!("relay daemon at {url}: {e}");
         let mut c = Connection::open(url).map_err(fail)?;
@@ -84,15 +89,15 @@ impl RelayOutput {
                 hostname: &hostname,
                 base_path: url.trace_path.as_deref().unwrap_or(""),
                 live_timer_us,
-                snapshot: false,
+                snapshot: snapshot_chunk.is_some(),
                 sessiond_uuid: instance_uuid(),
                 session_id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 creation_time,
             })
             .map_err(fail)?;
-        c.create_trace_chunk(CHUNK_ID, creation_time).map_err(fail)?;
+        c.create_trace_chunk(CHUNK_ID, creation_time, snapshot_chunk).map_err(fail)?;
         crate::log!("session {name}: streaming to the relay daemon at {url} (protocol 2.{}), which writes {path}", c.minor);
-        Ok(Arc::new(RelayOutput { url: url.clone(), live_timer_us, relay_session_id: id, relay_path: path, conn: Mutex::new(Some(c)), error }))
+        Ok(Arc::new(RelayOutput { url: url.clone(), live_timer_us, snapshot: snapshot_chunk.is_some(), relay_session_id: id, relay_path: path, conn: Mutex::new(Some(c)), error }))
     }
 
     /// Runs `f` on the connection. On its first failure the connection is closed, the
@@ -253,7 +258,11 @@ impl RelayStream {
             packet_seq_num: info.packet_seq_num,
         };
         let (h, seq) = (self.handle, self.next_seq);
-        let ok = self.out.with("sending a packet", |c| c.send_packet(h, seq, packet, padding, &index)).is_some();
+        let ok = if self.out.snapshot {
+            self.out.with("sending a packet", |c| c.send_data(h, seq, packet, padding)).is_some()
+        } else {
+            self.out.with("sending a packet", |c| c.send_packet(h, seq, packet, padding, &index)).is_some()
+        };
         if ok {
             self.next_seq += 1;
             self.sent_since_tick = true;

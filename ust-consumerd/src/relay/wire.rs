@@ -168,12 +168,28 @@ pub fn create_session_body(c: &CreateSession<'_>) -> Result<Vec<u8>, EncodeError
 }
 
 /// `lttcomm_relayd_create_trace_chunk { chunk_id u64, creation_timestamp u64,
-/// override_name_length u32 = 0 }`: a chunk with the relay's default name.
-pub fn create_trace_chunk_body(chunk_id: u64, creation_time: u64) -> [u8; 20] {
-    let mut b = [0u8; 20];
-    b[..8].copy_from_slice(&chunk_id.to_be_bytes());
-    b[8..16].copy_from_slice(&creation_time.to_be_bytes());
-    b
+/// override_name_length u32 }` then the name with its NUL: a chunk with the relay's default
+/// name (the session's directory itself, for the first chunk) when `name` is `None`, else
+/// the directory `name` in the session's (a snapshot's `snapshot-<N>-<stamp>`).
+///
+/// # Errors
+/// A name with a NUL byte or a `/`, or too long.
+pub fn create_trace_chunk_body(chunk_id: u64, creation_time: u64, name: Option<&str>) -> Result<Vec<u8>, EncodeError> {
+    let mut b = Vec::with_capacity(20);
+    b.extend_from_slice(&chunk_id.to_be_bytes());
+    b.extend_from_slice(&creation_time.to_be_bytes());
+    match name {
+        None => b.extend_from_slice(&0u32.to_be_bytes()),
+        Some(n) => {
+            c_string_ok("trace chunk name", n, 256)?;
+            if n.is_empty() || n.contains('/') || n == "." || n == ".." {
+                return Err(EncodeError(format!("trace chunk name {n:?} must be one path component")));
+            }
+            b.extend_from_slice(&(n.len() as u32 + 1).to_be_bytes());
+            put_str(&mut b, n);
+        }
+    }
+    Ok(b)
 }
 
 /// `lttcomm_relayd_add_stream_2_11`: stream `channel_name` (the file name: `<channel>_<cpu>`,
@@ -435,6 +451,15 @@ mod tests {
         assert_eq!(&b[b.len() - 4..], b"s\0h\0");
         assert!(create_session_body(&CreateSession { hostname: &"x".repeat(64), ..c.clone() }).is_err());
         assert!(create_session_body(&CreateSession { session_name: "a\0b", ..c }).is_err());
+    }
+
+    #[test]
+    fn trace_chunk_body_with_and_without_a_name() {
+        assert_eq!(create_trace_chunk_body(0, 7, None).unwrap().len(), 20);
+        let b = create_trace_chunk_body(1, 7, Some("snapshot-1-x")).unwrap();
+        assert_eq!(&b[16..20], &13u32.to_be_bytes());
+        assert_eq!(&b[20..], b"snapshot-1-x\0");
+        assert!(create_trace_chunk_body(1, 7, Some("a/b")).is_err() && create_trace_chunk_body(1, 7, Some("..")).is_err());
     }
 
     #[test]
