@@ -143,7 +143,12 @@ pub fn render(m: &TraceMetadata<'_>) -> String {
     }
     for (stream_id, _) in m.channels.iter().enumerate() {
         s.push_str(&reserved_event_tsdl(stream_id));
-        for (i, e) in m.events.iter().enumerate() {
+    }
+    // Event-major: the declarations of events a process registers later come after all
+    // the earlier ones, so the new metadata extends the old (a relay daemon's metadata
+    // stream, like LTTng's, is append-only).
+    for (i, e) in m.events.iter().enumerate() {
+        for (stream_id, _) in m.channels.iter().enumerate() {
             let _ = write!(
                 s,
                 "event {{\n\tname = \"{}\";\n\tid = {};\n\tstream_id = {stream_id};\n\tloglevel = {};\n\tfields := struct {{\n",
@@ -229,5 +234,24 @@ mod tests {
         assert!(text.contains("_x;"));
         assert_eq!(text.matches("event.context := struct {").count(), 1, "only the channel with contexts");
         assert!(text.contains("_vtid;"));
+        // Events registered later (a dlopen) extend the text: what was sent of it to a
+        // relay daemon's append-only metadata stream stays a prefix.
+        let mut more = events.clone();
+        more.push(EventDesc { name: Cow::Borrowed("late"), ..events[0].clone() });
+        let longer = render(&TraceMetadata {
+            uuid: [1; 16],
+            clock_offset_ns: 1_700_000_000_000_000_000,
+            clock_uuid: "868f6156-21d0-49a5-9a47-b52643d24559",
+            hostname: "h",
+            procname: "app",
+            vpid: 42,
+            trace_name: "s",
+            creation_datetime: "20260101T000000+0000",
+            channels: &channels,
+            contexts: &[vec![], vec![ust_core::context::ContextType::Vtid]],
+            events: &more,
+            clock_description: "Monotonic Clock",
+        });
+        assert!(longer.starts_with(&text) && longer.matches("name = \"p:late\";").count() == 2, "{longer}");
     }
 }
