@@ -241,7 +241,7 @@ pub struct SnapshotAddOutputArgs {
     /// Session.
     #[command(flatten)]
     pub session: SessionOpt,
-    /// The relay daemon: net://HOST[:CTRL_PORT[:DATA_PORT]][/PATH] or net6://….
+    /// The relay daemon: `net://HOST[:CTRL_PORT[:DATA_PORT]][/PATH]` or `net6://…`.
     pub url: String,
 }
 
@@ -301,7 +301,7 @@ pub struct CreateArgs {
 /// Where a session streams, in LTTng's URL syntax (`ust create`, `ust trace`).
 #[derive(Debug, Args, Default)]
 pub struct NetArgs {
-    /// Output URL: net://HOST[:CTRL_PORT[:DATA_PORT]][/PATH] (a relay daemon, ports 5342
+    /// Output URL: `net://HOST[:CTRL_PORT[:DATA_PORT]][/PATH]` (a relay daemon, ports 5342
     /// and 5343 by default), net6://…, or file://PATH (the same as --output PATH).
     #[arg(short = 'U', long, value_name = "URL", conflicts_with = "output")]
     pub set_url: Option<String>,
