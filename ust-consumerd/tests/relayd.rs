@@ -96,6 +96,13 @@ impl Relayd {
     fn kill(&mut self) {
         self.child = None;
     }
+
+    /// Sends `sig` to the relay daemon (SIGSTOP: a relay that stops reading).
+    fn signal(&self, sig: libc::c_int) {
+        let pid = self.child.as_ref().expect("running").id() as i32;
+        // SAFETY: kill(2) on the relay daemon this helper started.
+        unsafe { libc::kill(pid, sig) };
+    }
 }
 
 /// `babeltrace2 -i lttng-live` attached to session `session` of host `host` on `relayd`,
@@ -571,4 +578,72 @@ fn snapshots_go_to_the_relay_daemon() {
     assert!(holder.wait().unwrap().success());
     let o = d.ust(&["snapshot", "add-output", "-s", "fr", "tcp://127.0.0.1:1"]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("net://"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A relay daemon that stops reading (SIGSTOP): the program is not held up, its events
+/// are discarded and counted as a full local buffer would count them, the session's output
+/// stops after the socket timeout and says so, `stop` and `destroy` return. What the relay
+/// wrote is whole once `ust view --repair` has cut a packet the stop left half received (as
+/// with lttng-consumerd, the relay daemon keeps what arrived of a packet in flight).
+#[test]
+fn a_relay_daemon_that_stops_reading_costs_events_not_the_program() {
+    let relayd = Relayd::start();
+    let d = TestDaemon::start();
+    let url = relayd.url();
+    network_session(&d, "slow", &url, &[]);
+    let n = 4_000_000u64;
+    // The program registers (its streams are announced to the relay daemon), then the
+    // relay stops reading, then the program emits.
+    let mut burst = KillOnDrop(
+        Command::new(program_here("burst")).args([&n.to_string(), "2", "wait"]).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap(),
+    );
+    let mut out = BufReader::new(burst.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    relayd.signal(libc::SIGSTOP);
+    writeln!(burst.stdin.take().unwrap(), "go").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while burst.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the program is held up by the stopped relay daemon");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(burst.wait().unwrap().success(), "the program ran to its end");
+    let stop = output_within(
+        {
+            let mut c = d.ust_cmd();
+            c.args(["stop", "-s", "slow"]);
+            c
+        },
+        Duration::from_secs(60),
+    );
+    assert!(stop.status.success(), "{}", String::from_utf8_lossy(&stop.stderr));
+    let v = d.ust_json(&["list", "slow", "--json"]);
+    let err = v["summary"]["output_error"].as_str().unwrap_or_else(|| panic!("the output stopped: {v}"));
+    assert!(err.contains(&url), "{err}");
+    let discarded = v["channels"][0]["discarded"].as_u64().unwrap();
+    assert!(discarded > 0, "events the stopped relay could not take are counted as discarded: {v}");
+    relayd.signal(libc::SIGCONT);
+    let destroy = output_within(
+        {
+            let mut c = d.ust_cmd();
+            c.args(["destroy", "-s", "slow"]);
+            c
+        },
+        Duration::from_secs(60),
+    );
+    assert!(destroy.status.success());
+    let dir = relayd.session_dir("slow");
+    // The relay daemon has everything sent before the stop: give it the moment to write it.
+    std::thread::sleep(Duration::from_millis(500));
+    let repair = Command::new(ust_bin()).args(["view", "--repair"]).arg(&dir).output().unwrap();
+    assert!(repair.status.success(), "{}", String::from_utf8_lossy(&repair.stderr));
+    let (text, _) = babeltrace_allowing_warnings(&dir);
+    let mut got = burst_events(&text);
+    let total = got.len();
+    got.sort_unstable();
+    got.dedup();
+    assert_eq!(got.len(), total, "each event once");
+    assert!(got.iter().all(|(t, s)| *t < 2 && *s < n / 2), "only events the program emitted");
+    assert!((total as u64) < n, "not everything: the relay stopped reading ({total} of {n})");
 }
