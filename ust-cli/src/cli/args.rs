@@ -57,6 +57,8 @@ pub enum Cmd {
     #[command(after_help = "Examples:
   ust create                                  # auto-YYYYmmdd-HHMMSS, output under ~/ust-traces/
   ust create web --output /tmp/web-trace      # named session, chosen output directory
+  ust create web --set-url net://collector    # stream to lttng-relayd (ports 5342, 5343)
+  ust create web --live --set-url net://collector   # live: babeltrace2 -i lttng-live net://collector/host/$(hostname)/web
 
 The new session becomes the current one: later commands act on it unless given -s NAME.
 Starts ust-consumerd when none runs.")]
