@@ -442,15 +442,18 @@ fn garbage_from_a_fake_relay_daemon_is_an_error_never_a_crash() {
     assert!(d.ust_ok(&["list"]).contains("no available tracing session"), "the daemon serves on, with no half-made session");
 }
 
-/// `ust trace --set-url URL -- CMD`: the one-shot session streams to the relay daemon,
-/// says where, and exits with the command's status; every event is in the relay's output.
+/// `ust trace --ctrl-url tcp://… --data-url tcp://… -- CMD`: the one-shot session streams
+/// to the relay daemon, says where, and exits with the command's status; every event is in
+/// the relay's output.
 #[test]
 fn ust_trace_streams_a_one_shot_trace() {
     let relayd = Relayd::start();
     let d = TestDaemon::start();
     let url = relayd.url();
     let burst = program_here("burst");
-    let o = d.ust_cmd().args(["trace", "--set-url", &url, "--"]).arg(&burst).args(["3000", "1"]).output().unwrap();
+    // The two-URL form: the same relay daemon named by its control and data endpoints.
+    let (ctrl, data) = (format!("tcp://127.0.0.1:{}", relayd.ctrl), format!("tcp://127.0.0.1:{}", relayd.data));
+    let o = d.ust_cmd().args(["trace", "--ctrl-url", &ctrl, "--data-url", &data, "--"]).arg(&burst).args(["3000", "1"]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}\n{}", d.log());
     assert!(err.contains(&format!("trace streamed to {url}")) && err.contains("1 process traced"), "{err}");
