@@ -372,10 +372,10 @@ fn a_relay_daemon_killed_mid_trace_stops_the_output_not_the_program() {
     assert!(seqs.len() >= 1000 && seqs[..1000] == (0..1000).collect::<Vec<u64>>()[..], "the first batch in full ({} events)", seqs.len());
 }
 
-/// A fake relay daemon that answers the first command on each control connection with
-/// `reply` (after a version reply when `version_ok`), then closes; the data port
-/// accepts and waits. Returns the URL.
-fn fake_relayd(script: Vec<(bool, Vec<u8>)>) -> String {
+/// A fake relay daemon: on its `k`-th control connection it answers the commands it reads,
+/// one after the other, with `script[k]`'s replies, then closes the connection; the data
+/// port accepts and holds. Returns the URL.
+fn fake_relayd(script: Vec<Vec<Vec<u8>>>) -> String {
     let ctrl = TcpListener::bind("127.0.0.1:0").unwrap();
     let data = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("net://127.0.0.1:{}:{}", ctrl.local_addr().unwrap().port(), data.local_addr().unwrap().port());
@@ -386,27 +386,29 @@ fn fake_relayd(script: Vec<(bool, Vec<u8>)>) -> String {
         }
     });
     std::thread::spawn(move || {
-        for (version_ok, reply) in script {
+        for replies in script {
             let Ok((mut s, _)) = ctrl.accept() else { return };
-            let read_command = |s: &mut TcpStream| -> Option<()> {
-                let mut h = [0u8; 24];
-                s.read_exact(&mut h).ok()?;
-                let len = u64::from_be_bytes(h[8..16].try_into().unwrap()).min(1 << 20) as usize;
-                let mut body = vec![0u8; len];
-                s.read_exact(&mut body).ok()
-            };
-            if read_command(&mut s).is_none() {
-                continue;
-            }
-            if version_ok {
-                let mut v = 2u32.to_be_bytes().to_vec();
-                v.extend_from_slice(&13u32.to_be_bytes());
-                let _ = s.write_all(&v);
-                if read_command(&mut s).is_none() {
-                    continue;
+            for reply in replies {
+                // One command: its header, then its body (SEND_METADATA has no reply:
+                // it is read and the next command answered).
+                loop {
+                    let mut h = [0u8; 24];
+                    if s.read_exact(&mut h).is_err() {
+                        break;
+                    }
+                    let len = u64::from_be_bytes(h[8..16].try_into().unwrap()).min(1 << 20) as usize;
+                    let mut body = vec![0u8; len];
+                    if s.read_exact(&mut body).is_err() {
+                        break;
+                    }
+                    if u32::from_be_bytes(h[16..20].try_into().unwrap()) != 6 {
+                        break;
+                    }
+                }
+                if s.write_all(&reply).is_err() {
+                    break;
                 }
             }
-            let _ = s.write_all(&reply);
         }
     });
     url
@@ -421,19 +423,20 @@ fn garbage_from_a_fake_relay_daemon_is_an_error_never_a_crash() {
     let be32 = |x: u32| x.to_be_bytes().to_vec();
     let be64 = |x: u64| x.to_be_bytes().to_vec();
     let create_reply = |code: u32, len: u32, path: &[u8]| [be64(1), be32(code), be32(len), path.to_vec()].concat();
-    let cases: Vec<(&str, bool, Vec<u8>, &str)> = vec![
-        ("short version reply", false, vec![0, 0, 2], "reading the reply to Version"),
-        ("another major", false, [be32(9), be32(0)].concat(), "protocol 9.0"),
-        ("too old", false, [be32(2), be32(4)].concat(), "2.11 or later"),
-        ("noise", false, vec![0xff; 64], "protocol 4294967295"),
-        ("refused session", true, create_reply(1, 2, b"x\0"), "refused CreateSession"),
-        ("absurd path length", true, create_reply(10, u32::MAX, b""), "output path length"),
-        ("no NUL", true, create_reply(10, 3, b"abc"), "not NUL-terminated"),
-        ("cut short", true, create_reply(10, 100, b"ab"), "reading the reply to CreateSession"),
+    let version = [be32(2), be32(13)].concat();
+    let cases: Vec<(&str, Vec<Vec<u8>>, &str)> = vec![
+        ("short version reply", vec![vec![0, 0, 2]], "reading the reply to Version"),
+        ("another major", vec![[be32(9), be32(0)].concat()], "protocol 9.0"),
+        ("too old", vec![[be32(2), be32(4)].concat()], "2.11 or later"),
+        ("noise", vec![vec![0xff; 64]], "protocol 4294967295"),
+        ("refused session", vec![version.clone(), create_reply(1, 2, b"x\0")], "refused CreateSession"),
+        ("absurd path length", vec![version.clone(), create_reply(10, u32::MAX, b"")], "output path length"),
+        ("no NUL", vec![version.clone(), create_reply(10, 3, b"abc")], "not NUL-terminated"),
+        ("cut short", vec![version.clone(), create_reply(10, 100, b"ab")], "reading the reply to CreateSession"),
+        ("refused chunk", vec![version.clone(), create_reply(10, 2, b"x\0"), be32(7)], "refused CreateTraceChunk"),
     ];
-    let script = cases.iter().map(|(_, v, r, _)| (*v, r.clone())).collect();
-    let url = fake_relayd(script);
-    for (i, (what, _, _, want)) in cases.iter().enumerate() {
+    let url = fake_relayd(cases.iter().map(|c| c.1.clone()).collect());
+    for (i, (what, _, want)) in cases.iter().enumerate() {
         let o = d.ust(&["create", &format!("g{i}"), "--set-url", &url]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success(), "{what}: create succeeded");
@@ -649,4 +652,33 @@ fn a_relay_daemon_that_stops_reading_costs_events_not_the_program() {
     assert_eq!(got.len(), total, "each event once");
     assert!(got.iter().all(|(t, s)| *t < 2 && *s < n / 2), "only events the program emitted");
     assert!((total as u64) < n, "not everything: the relay stopped reading ({total} of {n})");
+}
+
+/// A fake relay daemon that accepts the session, then answers a process's streams with
+/// garbage: the process is not traced (`ust list` says why, naming the URL), it runs
+/// normally, and the daemon serves on.
+#[test]
+fn garbage_after_the_session_is_made_leaves_the_program_untraced_not_harmed() {
+    let d = TestDaemon::start();
+    let be32 = |x: u32| x.to_be_bytes().to_vec();
+    let ok_session = [1u64.to_be_bytes().to_vec(), be32(10), be32(2), b"x\0".to_vec()].concat();
+    // Version, session, chunk, `start`'s check (begin and end of data pending), then the
+    // metadata stream's ADD_STREAM: a reply cut short.
+    let url = fake_relayd(vec![vec![[be32(2), be32(13)].concat(), ok_session, be32(10), be32(10), be32(0), vec![0, 0, 0, 0, 0, 0, 0, 1, 0]]]);
+    network_session(&d, "junk", &url, &[]);
+    let o = output_within(
+        {
+            let mut c = Command::new(program_here("threeevents"));
+            c.env("UST_RUNDIR", &d.rundir);
+            c
+        },
+        Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "the program runs normally");
+    let v = d.ust_json(&["list", "junk", "--json"]);
+    let why = v["untraced"][0]["reason"].as_str().unwrap_or_else(|| panic!("the process is listed as untraced: {v}"));
+    assert!(why.contains(&url) && why.contains("AddStream"), "{why}");
+    assert!(v["summary"]["output_error"].as_str().is_some_and(|e| e.contains(&url)), "{v}");
+    d.ust_ok(&["destroy", "-s", "junk"]);
+    assert!(d.ust_ok(&["list"]).contains("no available tracing session"));
 }
