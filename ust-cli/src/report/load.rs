@@ -177,6 +177,9 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
                         fields,
                     };
                     ev.tid = if kernel { ev.int("tid").unwrap_or(0) as i32 } else { ev.int("vtid").map(|t| t as i32).unwrap_or(vpid) };
+                    if kernel {
+                        super::layout::normalize(&mut ev);
+                    }
                     l.events.push(ev);
                 }
             }

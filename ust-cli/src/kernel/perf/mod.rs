@@ -168,17 +168,10 @@ impl PerfRecorder {
         // A state-dump record of `ust trace` itself (the command's parent) in each CPU's
         // stream: no stream is without packets, and the parent has a name.
         let me = std::process::id() as i32;
-        let dump = table.events.len() - 1;
         let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
         for (cpu, s) in streams.iter_mut().enumerate() {
-            s.push_given(dump, ust_core::clock::monotonic_ns(), me, &[
-                super::ctf::Given::Int(me.into()),
-                super::ctf::Given::Int(me.into()),
-                super::ctf::Given::Int(std::os::unix::process::parent_id().into()),
-                super::ctf::Given::Text(comm.trim()),
-                super::ctf::Given::Text("R"),
-                super::ctf::Given::Int(cpu as i64),
-            ])?;
+            let me = ust_kernel::procfs::TaskState { tid: me, pid: me, ppid: std::os::unix::process::parent_id() as i32, comm: comm.trim().to_string(), state: 'R', cpu: cpu as u32 };
+            s.push_process_state(ust_core::clock::monotonic_ns(), &me)?;
             s.flush()?;
         }
         let mut conv = to_ctf::Converter::new(table, streams);
