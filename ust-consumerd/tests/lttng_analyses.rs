@@ -78,7 +78,7 @@ fn babeltrace2(out: &Path) -> String {
 
 fn field(line: &str, name: &str) -> Option<i64> {
     let i = line.find(&format!(" {name} = "))? + name.len() + 4;
-    line[i..].split(|c: char| c == ',' || c == ' ').next()?.parse().ok()
+    line[i..].split([',', ' ']).next()?.parse().ok()
 }
 
 /// The threads of `pid`'s tree (from the forks babeltrace2 shows) and the time (ns since the
