@@ -1,7 +1,8 @@
 //! The two kernel trace layouts the report reads, made one: the LTTng kernel layout that
 //! `ust trace --kernel` writes now (lttng-modules' names, [`ust_kernel::lttng`]:
 //! `syscall_entry_<name>` with named arguments, `syscall_exit_<name>`, `sched_*` events
-//! with `tid`, `prev_tid`, `next_tid`, `old_tid`) and the earlier one of traces already on
+//! with `tid`, `prev_tid`, `next_tid`, `old_tid`, forks with `parent_tid`, `child_tid` and
+//! thread-group ids as `parent_pid`, `child_pid`) and the earlier one of traces already on
 //! disk (one `syscall_entry { id, args[6], name }` / `syscall_exit { id, ret, name }`, the
 //! ftrace `sched_*` field names `pid`, `prev_pid`, `next_pid`, `old_pid`). The analyses work
 //! on the earlier names; [`normalize`] turns an event of the new layout into them.
@@ -31,7 +32,9 @@ pub fn normalize(e: &mut Event) {
         let call = if call == "unknown" { e.int("id").map(ust_kernel::syscalls::syscall_name).unwrap_or(call) } else { call };
         e.fields.push(("name".into(), Value::Str(call)));
         e.name = "syscall_exit".into();
-    } else if e.name.starts_with("sched_") && e.name != "sched_process_fork" {
+    } else if e.name == "sched_process_fork" {
+        fork(e);
+    } else if e.name.starts_with("sched_") {
         // The new layout has a payload `tid` and no `pid`; the old one the reverse.
         let payload = e.fields.get_mut(1..).unwrap_or_default();
         if payload.iter().any(|(n, _)| n == "pid" || n == "prev_pid" || n == "old_pid") {
@@ -47,6 +50,24 @@ pub fn normalize(e: &mut Event) {
             };
             *n = old.to_string();
         }
+    }
+}
+
+/// A fork of the new layout: `parent_tid`/`child_tid` become the earlier `parent_pid`/
+/// `child_pid` (thread ids), and the thread-group ids lttng-modules calls `parent_pid`/
+/// `child_pid` become `parent_tgid`/`child_tgid` where they differ from the thread ids (a
+/// root trace writes the thread ids there, ftrace having no other; tier 1 the true ones).
+fn fork(e: &mut Event) {
+    let (Some(ptid), Some(ctid)) = (e.int("parent_tid"), e.int("child_tid")) else { return };
+    let (ppid, cpid) = (e.int("parent_pid"), e.int("child_pid"));
+    e.fields.retain(|(n, _)| !matches!(n.as_str(), "parent_tid" | "child_tid" | "parent_pid" | "child_pid"));
+    e.fields.push(("parent_pid".into(), Value::Signed(ptid)));
+    e.fields.push(("child_pid".into(), Value::Signed(ctid)));
+    if let Some(g) = ppid.filter(|&g| g != ptid) {
+        e.fields.push(("parent_tgid".into(), Value::Signed(g)));
+    }
+    if let Some(g) = cpid.filter(|&g| g != ctid) {
+        e.fields.push(("child_tgid".into(), Value::Signed(g)));
     }
 }
 
@@ -71,6 +92,16 @@ mod tests {
         let mut x = ev("syscall_exit_unknown", vec![("id", Value::Signed(0)), ("ret", Value::Signed(-2))]);
         normalize(&mut x);
         assert_eq!((x.name.as_str(), x.text("name").as_deref(), x.int("ret")), ("syscall_exit", Some("read"), Some(-2)));
+    }
+
+    #[test]
+    fn a_fork_gets_the_earlier_names_and_a_thread_its_group() {
+        let mut e = ev("sched_process_fork", vec![("parent_tid", Value::Signed(10)), ("child_tid", Value::Signed(12)), ("parent_pid", Value::Signed(10)), ("child_pid", Value::Signed(10))]);
+        normalize(&mut e);
+        assert_eq!((e.int("parent_pid"), e.int("child_pid"), e.int("child_tgid"), e.int("parent_tgid")), (Some(10), Some(12), Some(10), None));
+        let mut old = ev("sched_process_fork", vec![("parent_pid", Value::Signed(10)), ("child_pid", Value::Signed(12))]);
+        normalize(&mut old);
+        assert_eq!((old.int("parent_pid"), old.int("child_pid"), old.int("child_tgid")), (Some(10), Some(12), None));
     }
 
     #[test]
