@@ -103,6 +103,10 @@ pub struct Converter {
 /// babeltrace2 2.0.4 printed an all-NUL text array as that field's previous value).
 pub const UNSEEN: &str = "-";
 
+/// The events of a stacks-only side trace: mappings and execs (to symbolize), fault
+/// samples and block stacks.
+pub const STACKS_ONLY: [&str; 4] = ["perf_comm", "perf_mmap", "perf_page_fault", "perf_block_stack"];
+
 const NAMES: [&str; 8] = ["sched_switch", "sched_migrate_task", "sched_process_fork", "sched_process_exit", "perf_comm", "perf_mmap", "perf_page_fault", "perf_block_stack"];
 
 impl Converter {
@@ -119,6 +123,12 @@ impl Converter {
             stacked: HashSet::new(),
             bad: 0,
         }
+    }
+
+    /// Writes only what the tracefs recording lacks (the user stacks of [`STACKS_ONLY`]
+    /// events): for the side trace of root's recording ([`super::PerfRecorder::start_stacks`]).
+    pub fn stacks_only(&mut self) {
+        self.ids.retain(|n, _| STACKS_ONLY.contains(n));
     }
 
     fn push(&mut self, cpu: u32, name: &str, ts: u64, tid: i32, values: &[Given<'_>]) -> std::io::Result<()> {
