@@ -7,11 +7,15 @@
 //! tracefs/instances/ust-<pid>/            (tracefs: mkdir, trace_clock=mono, events/*/enable)
 //!   per_cpu/cpuN/trace_pipe_raw ──page──> ftrace::decode_page ──> ctf::CpuStream ──> kernel/channel0_N
 //!   events/*/format ──────────────────> format::EventFormat ──> ctf::EventTable ──> kernel/metadata
-//! /proc/*/task/*/stat ──────────────> procfs::statedump ──────> lttng_statedump_process_state
+//! /proc/*/task/*/stat, fd ──────────> procfs::statedump ──────> lttng_statedump_* (start, process_state,
+//!                                                                    file_descriptor, end)
 //! ```
 //!
+//! The trace is in LTTng's kernel layout, lttng-modules 2.13's names ([`lttng`]).
+//!
 //! Modules: [`tracefs`] (mount, instance, stale instances), [`format`](mod@format) (event format files),
-//! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer), [`syscalls`]
+//! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer), [`lttng`]
+//! (lttng-modules' event and field names), [`syscalls`]
 //! (x86-64 system call names), [`procfs`] (state dump, memory maps). The crate is shared by
 //! `ust-cli` (root's own recording; its `kernel::perf` is tier 1 and `kernel::view` chooses)
 //! and `ust-consumerd` (root's daemon as the kernel broker of ordinary users, which records
