@@ -15,7 +15,7 @@ command -v readelf >/dev/null 2>&1 && command -v objcopy >/dev/null 2>&1 || need
 # the oracle of the system call counts.
 command -v babeltrace >/dev/null 2>&1 || need+=(babeltrace)
 /usr/bin/python3 -c 'import babeltrace' >/dev/null 2>&1 || need+=(python3-babeltrace)
-/usr/bin/python3 -m venv -h >/dev/null 2>&1 || need+=(python3-venv)
+/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 command -v strace >/dev/null 2>&1 || need+=(strace)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}" >&2
