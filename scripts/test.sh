@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine that has the Rust toolchain:
-# installs what the tests need (babeltrace2 and its Python bindings), builds the binaries and
+# installs what the tests need (babeltrace2 and its Python bindings; babeltrace 1, lttng-analyses and strace for the LTTng-layout tests), builds the binaries and
 # example programs the end-to-end tests run, then runs the unit, integration, end-to-end and
 # model-checker tests. Exits non-zero on the first failure.
 set -euo pipefail
