@@ -111,7 +111,7 @@ impl RelayOutput {
                 *g = None;
                 let msg = format!("relay daemon at {}: {what}: {e}", self.url);
                 if self.error.set(msg.clone()) {
-                    crate::log!("{msg}; the session's output is stopped (what the relay daemon received is kept, whole); traced programs go on");
+                    crate::log!("{msg}; the session's output is stopped (what the relay daemon received is kept; a packet cut off in flight is removed by `ust view --repair` on its output); traced programs go on");
                 }
                 None
             }
