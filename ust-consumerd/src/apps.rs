@@ -235,6 +235,7 @@ pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<Eve
         t.events = all.clone();
         streams.extend(t.streams.iter().cloned());
     }
+    crate::uid_trace::register_events(&mut st, app_id);
     crate::log!("process {pid} registered {} more events ({} in all)", all.len() - first as usize, all.len());
     // The streams learn the new descriptions (torn-event recovery sizes records with them)
     // before any mask enables the new events; stream locks are taken outside the state lock.
@@ -323,6 +324,8 @@ pub fn process_gone(daemon: &Daemon, app_id: u64) {
         app.alive = false;
         app.out = None;
         app.slots.clear();
+        crate::uid_trace::forget(&mut st, app_id);
+        let Some(app) = st.apps.get_mut(&app_id) else { return };
         // A gone process's descriptions live on in its traces (one shared copy each).
         app.events = Vec::new();
         for ss in st.sessions.values_mut() {

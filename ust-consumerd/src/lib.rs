@@ -14,6 +14,8 @@
 //! - [`control`]: the daemon's handling of each control request.
 //! - [`apps`]: application connections: registration, death watch, messages to the app.
 //! - [`process_trace`]: a process's trace in a session: directory, metadata, buffers, streams.
+//! - [`uid_trace`]: per-UID buffers (`--buffers-uid`): one trace per user, shared by its processes.
+//! - [`registry`]: the event registry of a per-UID trace (ids assigned by the daemon).
 //! - [`stream`]: one stream: its buffer, its files, and the drain's write policy.
 //! - [`drain`]: the read and switch timers that move packets from buffers to stream files.
 //! - [`state`]: the [`state::Daemon`] handle every worker shares, and the state behind its lock.
@@ -33,6 +35,7 @@
 
 pub mod apps;
 pub mod process_trace;
+pub mod registry;
 pub mod control;
 pub mod daemon;
 pub mod drain;
@@ -47,3 +50,4 @@ pub mod sigbus;
 pub mod snapshot;
 pub mod state;
 pub mod stream;
+pub mod uid_trace;

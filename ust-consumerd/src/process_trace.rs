@@ -84,6 +84,8 @@ pub struct ProcessTrace {
     pub archived: bool,
     /// Its `--shm-path` directory (buffer files, metadata, event list), if any.
     pub shm_dir: Option<PathBuf>,
+    /// What a per-UID trace has besides ([`crate::uid_trace`]); `None` for a process's.
+    pub shared: Option<Box<crate::uid_trace::Shared>>,
 }
 
 /// The event lists of the daemon's process traces, shared: processes of one program
@@ -257,6 +259,7 @@ fn fill_process_trace(
         gone: false,
         archived: false,
         shm_dir,
+        shared: None,
     };
     Ok((trace, fds))
 }
@@ -297,6 +300,7 @@ fn render_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid:
         contexts: &contexts,
         events: p.events,
         clock_description: &p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc).description(),
+uid: None,
     })
 }
 

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use ust_core::clock::{ClockKind, TscParams};
 use ust_core::EventDesc;
-pub use ust_ctl::config::{check_name, Enabler, check_pids, ChannelConfig, LevelFilter, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
+pub use ust_ctl::config::{BufferOwnership, check_name, Enabler, check_pids, ChannelConfig, LevelFilter, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
 
 /// How the daemon applies an [`Enabler`] to an event (the enabler itself is a request's
 /// content, [`ust_ctl::config::Enabler`]).
@@ -157,6 +157,9 @@ pub struct Session {
     /// Which processes the session records (`ust track/untrack --vpid`): every one by
     /// default.
     pub vpid_tracker: VpidTracker,
+    /// Who owns the buffers of every channel (`--buffers-pid`, the default, or
+    /// `--buffers-uid`): per-process traces, or one per user ([`crate::uid_trace`]).
+    pub buffers: BufferOwnership,
 }
 
 /// The daemon's TSC calibrator: its first sample is taken when the daemon starts
@@ -211,6 +214,7 @@ impl Session {
             clock: None,
             tsc: None,
             vpid_tracker: VpidTracker::All,
+            buffers: BufferOwnership::Pid,
         }
     }
 

@@ -34,7 +34,9 @@ use crate::state::Daemon;
 
 /// One process's trace as a snapshot needs it.
 struct Source {
-    dir_name: String,
+    /// The trace's directory relative to the session output (`ust/pid/<proc dir>`,
+    /// `ust/uid/<uid>/64-bit`).
+    rel: PathBuf,
     metadata: String,
     streams: Vec<Arc<Mutex<Stream>>>,
     events: Arc<[EventDesc]>,
@@ -77,10 +79,10 @@ fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &
     Ok(())
 }
 
-fn source(t: &crate::process_trace::ProcessTrace) -> Source {
+fn source(t: &crate::process_trace::ProcessTrace, output: &Path) -> Source {
     let events: Arc<[EventDesc]> = t.events.clone();
     Source {
-        dir_name: t.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| format!("{}-{}", t.procname, t.pid)),
+        rel: crate::uid_trace::rel_dir(t, output),
         metadata: t.metadata.clone(),
         streams: t.streams.clone(),
         events,
@@ -111,7 +113,7 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<Snap
         ss.session.snapshots_taken += 1;
         let n = ss.session.snapshots_taken;
         let dir = ss.session.output.join(format!("snapshot-{n}-{}", ust_ctf::datetime::stamp()));
-        let sources: Vec<Source> = ss.traces.values().filter(|t| !t.gone || t.retained).map(source).collect();
+        let sources: Vec<Source> = ss.traces.values().filter(|t| !t.gone || t.retained).map(|t| source(t, &ss.session.output)).collect();
         let max_subbuf = ss.session.channels.iter().map(|c| c.config.subbuf_size).max().unwrap_or(0);
         (dir, sources, max_subbuf)
     };
@@ -133,7 +135,7 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<Snap
     let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for src in &sources {
-        let pdir = dir.join("ust").join("pid").join(&src.dir_name);
+        let pdir = dir.join(&src.rel);
         write_process(src, &pdir, max_packets, &mut report)?;
     }
     crate::log!(
@@ -160,7 +162,7 @@ pub fn post_mortem(daemon: &Daemon, app_id: u64, death_stamp: &str) -> Vec<(Stri
                 let dir = ust_ctf::process_dir(&ss.session.output.join("post-mortem"), &t.procname, t.pid, death_stamp);
                 // `process_dir` puts `ust/pid/` in between; the contract has none here.
                 let dir = ss.session.output.join("post-mortem").join(dir.file_name()?);
-                let mut src = source(t);
+                let mut src = source(t, &ss.session.output);
                 src.dead = true;
                 Some((ss.session.name.clone(), dir, src))
             })

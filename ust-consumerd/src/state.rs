@@ -223,7 +223,7 @@ pub struct State {
     /// Registered processes by daemon id.
     pub apps: BTreeMap<u64, App>,
     next_app: u64,
-    next_instance: u64,
+    pub(crate) next_instance: u64,
     next_seq: u64,
     event_tables: crate::process_trace::EventTables,
 }
@@ -277,6 +277,9 @@ impl State {
         // is attached when it is tracked again (`track_vpids` in control.rs).
         if !ss.session.tracks(app.pid) {
             return Ok(false);
+        }
+        if ss.session.buffers == crate::session::BufferOwnership::Uid && !ss.session.channels.is_empty() {
+            return crate::uid_trace::attach(self, name, app_id);
         }
         if ss.traces.contains_key(&app_id) || ss.session.channels.is_empty() {
             return Ok(false);
@@ -348,6 +351,7 @@ impl State {
                     ncpus: app.ncpus,
                     contexts: contexts[ci].clone(),
                     tsc: trace.tsc,
+                    shared_ids: false,
                 }),
                 chan_fds,
             );
@@ -376,7 +380,12 @@ impl State {
             if !ss.session.tracks(app.pid) {
                 continue;
             }
+            // A per-UID channel records only the events that have an id in its trace.
+            let ids = crate::uid_trace::ids_for(ss, app.uid, &app.events);
             for (i, d) in ss.session.decisions(*ci, &app.events).into_iter().enumerate() {
+                if ids.as_ref().is_some_and(|v| v.get(i).copied().unwrap_or(0) == 0) {
+                    continue;
+                }
                 match d {
                     Decision::Off => {}
                     Decision::On => masks[i] |= 1u64 << slot,
@@ -408,7 +417,8 @@ impl State {
         if let Some(app) = self.apps.get(&app_id).filter(|a| a.alive) {
             let (masks, filters) = self.masks_and_filters(app_id);
             let max_level = Some(self.max_level(app_id).unwrap_or(ust_core::protocol::NO_LEVEL));
-            app.send(DaemonMessage::SetEnabled { masks, filters, max_level }, Vec::new());
+            let ids = crate::uid_trace::channel_ids(self, app_id);
+            app.send(DaemonMessage::SetEnabled { masks, filters, max_level, ids }, Vec::new());
         }
     }
 

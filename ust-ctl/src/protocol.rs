@@ -189,6 +189,10 @@ pub struct CreateOptions {
     /// Trace clock (`--clock`; `None`: each process's `UST_CLOCK`, else monotonic).
     #[serde(default)]
     pub clock: Option<ust_core::clock::ClockKind>,
+    /// `--buffers-uid`/`--buffers-pid`: the kind of the session's channels (absent: per
+    /// PID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffers: Option<crate::config::BufferOwnership>,
 }
 
 /// The answer to a request.

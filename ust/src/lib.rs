@@ -87,6 +87,7 @@ pub mod field;
 #[cfg(feature = "log")]
 pub mod log;
 mod published;
+mod shared_ids;
 pub mod runtime;
 pub mod site;
 mod text;

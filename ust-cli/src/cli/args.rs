@@ -271,6 +271,34 @@ pub struct CreateArgs {
     /// UST_CLOCK, else monotonic.
     #[arg(long, value_name = "CLOCK", value_parser = parse_clock)]
     pub clock: Option<ust_core::clock::ClockKind>,
+    /// Default buffer ownership of the session's channels.
+    #[command(flatten)]
+    pub buffers: BuffersOpt,
+}
+
+/// `--buffers-uid | --buffers-pid` (LTTng's), on `create`, `enable-channel` and `trace`.
+#[derive(Debug, Args, Default, Clone, Copy)]
+pub struct BuffersOpt {
+    /// One set of per-CPU buffers per user, shared by all of that user's processes:
+    /// one trace in <output>/ust/uid/<UID>/64-bit/.
+    #[arg(long, conflicts_with = "buffers_pid")]
+    pub buffers_uid: bool,
+    /// One set of per-CPU buffers per process (the default): one trace per process in
+    /// <output>/ust/pid/<procname>-<pid>-<stamp>/.
+    #[arg(long)]
+    pub buffers_pid: bool,
+}
+
+impl BuffersOpt {
+    /// The ownership asked for; `None` when neither flag was given.
+    pub fn get(self) -> Option<ust_ctl::config::BufferOwnership> {
+        use ust_ctl::config::BufferOwnership;
+        match (self.buffers_uid, self.buffers_pid) {
+            (true, _) => Some(BufferOwnership::Uid),
+            (_, true) => Some(BufferOwnership::Pid),
+            _ => None,
+        }
+    }
 }
 
 fn parse_clock(s: &str) -> Result<ust_core::clock::ClockKind, String> {
@@ -313,6 +341,9 @@ pub struct EnableChannelArgs {
     /// Keep at most N files per stream, removing the oldest (needs --tracefile-size).
     #[arg(long, value_name = "N")]
     pub tracefile_count: Option<u64>,
+    /// Buffer ownership (default: the session's).
+    #[command(flatten)]
+    pub buffers: BuffersOpt,
 }
 
 /// `ust enable-event`.
@@ -474,6 +505,11 @@ pub struct TraceArgs {
     /// switches, faults and user stacks through perf_event_open (no privilege needed).
     #[arg(long)]
     pub kernel: bool,
+    /// Buffer ownership: `--buffers-uid` writes one trace for all the command's processes
+    /// (DIR/ust/uid/<UID>/64-bit/, with the vpid and procname contexts to tell them
+    /// apart) instead of one per process.
+    #[command(flatten)]
+    pub buffers: BuffersOpt,
     /// The command to trace, after `--`.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,

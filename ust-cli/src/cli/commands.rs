@@ -102,7 +102,7 @@ pub fn create(a: CreateArgs) -> CliResult {
         None => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
     };
     let mut c = connect_or_start()?;
-    let Payload::Created { name, output } = c.call(Command::CreateSessionWith { name, output, options: CreateOptions { snapshot: a.snapshot, shm_path, clock: a.clock } })? else { return Err(unexpected()) };
+    let Payload::Created { name, output } = c.call(Command::CreateSessionWith { name, output, options: CreateOptions { snapshot: a.snapshot, shm_path, clock: a.clock, buffers: a.buffers.get() } })? else { return Err(unexpected()) };
     outln!("{}{name} created.", if a.snapshot { "Snapshot session " } else { "Session " });
     outln!("Traces will be written in {}", output.display());
     Ok(ExitCode::SUCCESS)
@@ -118,6 +118,7 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
         read_timer_us: a.read_timer.unwrap_or(DEFAULT_READ_TIMER_US),
         tracefile_size: a.tracefile_size.unwrap_or(0),
         tracefile_count: a.tracefile_count.unwrap_or(0),
+        buffers: a.buffers.get(),
     };
     config.validate().map_err(Failure::new)?;
     let mut c = connect()?;

@@ -12,7 +12,7 @@ use super::{check_pattern, resolve, Res};
 use super::lifecycle::{push_masks_and_sync, wait_syncs};
 
 pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
-    let CreateOptions { snapshot, shm_path, clock } = options;
+    let CreateOptions { snapshot, shm_path, clock, buffers } = options;
     check_name("session", &name)?;
     if !output.is_absolute() {
         return Err(format!("output directory {} is not an absolute path", output.display()));
@@ -50,6 +50,7 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     session.snapshot = snapshot;
     session.shm_dir = shm_dir;
     session.clock = clock;
+    session.buffers = buffers.unwrap_or_default();
     st.sessions.insert(name.clone(), SessionState::new(session));
     if !is_trace {
         st.current = Some(name.clone());
@@ -58,12 +59,14 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     Ok(Payload::Created { name, output })
 }
 
-pub(super) fn enable_channel(daemon: &Daemon, session: Option<String>, name: String, config: ChannelConfig) -> Res<Payload> {
+pub(super) fn enable_channel(daemon: &Daemon, session: Option<String>, name: String, mut config: ChannelConfig) -> Res<Payload> {
     check_name("channel", &name)?;
     config.validate()?;
     let mut st = daemon.lock();
     let sname = resolve(&st, &session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
+    // The ownership is the session's: kept there, not in each channel's configuration.
+    crate::uid_trace::set_ownership(&mut ss.session, &name, config.buffers.take())?;
     let started = ss.session.ever_started;
     if let Some(c) = ss.session.channels.iter_mut().find(|c| c.name == name) {
         if c.config == config {
