@@ -499,6 +499,12 @@ impl<M: Memory> Buffer<M> {
         }
     }
 
+    /// [`Buffer::deliver`] for a sub-buffer the reader completed for a dead writer
+    /// ([`crate::abandoned`]): the reader then is its unique completer.
+    pub(crate) fn deliver_completed<L: PacketLayout>(&self, layout: &L, pos: u64) {
+        self.deliver(layout, pos);
+    }
+
     /// The unique committer that completed the lap of the sub-buffer holding `pos`: writes
     /// the packet end through the client and publishes `delivered` (Release). Everything
     /// it reads was stored before a commit add in the counter's release sequence, which its

@@ -568,3 +568,58 @@ fn a_packet_with_scribbled_control_words_is_skipped_and_the_stream_goes_on() {
     }
     assert_eq!(b.counters().discarded(), 0);
 }
+
+/// A writer that reserved and never committed (it died) in a buffer others go on
+/// writing: the reader completes the closed sub-buffer, removing exactly that slot, and
+/// the next packets flow again.
+#[test]
+fn abandoned_subbuffer_is_completed_without_the_dead_slot() {
+    let b = buffer(4);
+    let c = StepClock(Cell::new(100), 1);
+    write(&b, &c, 16, 1).unwrap();
+    let mut dead = b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap();
+    b.slot(&mut dead)[1..].fill(2);
+    drop(dead); // never committed: byte 0 stays zero
+    write(&b, &c, 16, 3).unwrap();
+    b.flush(&TestLayout, &c);
+    assert!(b.get_subbuf().unwrap().is_none(), "stalled: the dead slot keeps it undelivered");
+    let list = b.abandoned();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!((list[0].pos, list[0].missing), (0, 16));
+    let size = |r: &[u8]| (r.len() >= 16 && r[0] != 0).then_some(16);
+    let done = b.complete_abandoned(&TestLayout, &list[0], size).unwrap().expect("completed");
+    assert_eq!(done, abandoned::Completed { removed: 16, whole: true, kept_after: 1 });
+    assert!(b.complete_abandoned(&TestLayout, &list[0], size).unwrap().is_none(), "once only");
+    let sb = b.get_subbuf().unwrap().expect("delivered now");
+    assert_eq!(sb.content_size, HDR as u64 + 32);
+    let mut out = Vec::new();
+    b.copy_subbuf(&sb, &mut out).unwrap();
+    assert_eq!(u64_at(&out, 24), HDR as u64 + 32, "packet end written with the smaller content");
+    assert!(out[HDR..HDR + 16].iter().all(|&x| x == 1) && out[HDR + 16..HDR + 32].iter().all(|&x| x == 3), "records 1 and 3 kept in order");
+    b.put_subbuf(sb).unwrap();
+    assert!(b.abandoned().is_empty());
+    write(&b, &c, 16, 4).unwrap();
+    b.flush(&TestLayout, &c);
+    assert!(b.get_subbuf().unwrap().is_some(), "the ring goes on");
+}
+
+/// Two dead slots in one sub-buffer: their sizes cannot be told apart, so the content is
+/// cut at the first one (never a misparsed record).
+#[test]
+fn two_dead_slots_cut_the_packet_at_the_first() {
+    let b = buffer(4);
+    let c = StepClock(Cell::new(100), 1);
+    write(&b, &c, 16, 1).unwrap();
+    drop(b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap());
+    write(&b, &c, 16, 3).unwrap();
+    drop(b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap());
+    write(&b, &c, 16, 5).unwrap();
+    b.flush(&TestLayout, &c);
+    let list = b.abandoned();
+    assert_eq!(list.len(), 1);
+    let size = |r: &[u8]| (r.len() >= 16 && r[0] != 0).then_some(16);
+    let done = b.complete_abandoned(&TestLayout, &list[0], size).unwrap().unwrap();
+    assert!(!done.whole);
+    let sb = b.get_subbuf().unwrap().expect("delivered");
+    assert_eq!(sb.content_size, HDR as u64 + 16, "only the prefix before the first hole");
+}

@@ -50,6 +50,7 @@ pub fn pass(streams: &[Arc<Mutex<Stream>>], now: Instant) -> Instant {
             }
             next = next.min(s.next_switch);
         }
+        crate::dead_writers::check(&mut s, now);
         if now >= s.next_read {
             let n = s.drain();
             // A stream that had half its ring or more waiting is read again sooner: the

@@ -17,6 +17,7 @@
 //! - [`uid_trace`]: per-UID buffers (`--buffers-uid`): one trace per user, shared by its processes.
 //! - [`registry`]: the event registry of a per-UID trace (ids assigned by the daemon).
 //! - [`stream`]: one stream: its buffer, its files, and the drain's write policy.
+//! - [`dead_writers`]: completing what a dead writer left open in a shared (per-UID) buffer.
 //! - [`drain`]: the read and switch timers that move packets from buffers to stream files.
 //! - [`state`]: the [`state::Daemon`] handle every worker shares, and the state behind its lock.
 //! - [`fds`]: the descriptor budget.
@@ -38,6 +39,7 @@ pub mod process_trace;
 pub mod registry;
 pub mod control;
 pub mod daemon;
+pub mod dead_writers;
 pub mod drain;
 pub mod fds;
 pub mod kview;

@@ -117,6 +117,9 @@ pub struct Stream {
     pub snapshot_only: bool,
     /// The trace clock the process writes with; switches read the same one.
     pub clock: TraceClock,
+    /// A buffer shared by many processes (per-UID): watched for sub-buffers a dead
+    /// writer left uncommitted ([`crate::dead_writers`]).
+    pub dead_watch: Option<crate::dead_writers::Watch>,
 }
 
 impl std::fmt::Debug for Stream {
@@ -260,6 +263,7 @@ impl Stream {
             shm_file: shm.file,
             shm_guard: shm.guard,
             clock: setup.clock,
+            dead_watch: None,
         })
     }
 

@@ -79,6 +79,8 @@ pub struct Shared {
     pub fds: Vec<Vec<OwnedFd>>,
     /// Live processes writing the buffers (daemon app ids).
     pub members: BTreeSet<u64>,
+    /// Deaths of members, watched by every stream ([`crate::dead_writers`]).
+    pub deaths: Arc<crate::dead_writers::Deaths>,
 }
 
 /// Applies `--buffers-uid/--buffers-pid` of `enable-channel NAME`: the first channel of a
@@ -226,7 +228,9 @@ pub(crate) fn forget(st: &mut State, app_id: u64) {
     for ss in st.sessions.values_mut() {
         for (_, t) in ss.traces.iter_mut().filter(|(k, _)| is_uid_key(**k)) {
             if let Some(s) = t.shared.as_mut() {
-                s.members.remove(&app_id);
+                if s.members.remove(&app_id) {
+                    s.deaths.note();
+                }
             }
         }
     }
@@ -289,6 +293,7 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
     }
     let clock = tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
     let events: Arc<[EventDesc]> = Vec::new().into();
+    let deaths = Arc::new(crate::dead_writers::Deaths::default());
     let mut streams = Vec::new();
     let mut fds = Vec::new();
     let made = (|| {
@@ -302,7 +307,8 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
                 let name = ust_ctf::stream_file_name(&ch.name, cpu);
                 let files = TraceFiles { dir: dir.clone(), base: name, max_size: ch.config.tracefile_size, max_count: ch.config.tracefile_count, current: 0, oldest: 0 };
                 let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock };
-                let stream = Stream::new(setup, buffer, session.output_error.clone(), StreamShm::default()).map_err(io("creating stream files".into()))?;
+                let mut stream = Stream::new(setup, buffer, session.output_error.clone(), StreamShm::default()).map_err(io("creating stream files".into()))?;
+                stream.dead_watch = Some(crate::dead_writers::Watch::new(deaths.clone(), ust_core::context::block_size(&ch.contexts)));
                 streams.push(Arc::new(Mutex::new(stream)));
                 chan_fds.push(fd);
             }
@@ -332,6 +338,6 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
         gone: false,
         archived: false,
         shm_dir: None,
-        shared: Some(Box::new(Shared { uid, registry: Registry::default(), fds, members: BTreeSet::new() })),
+        shared: Some(Box::new(Shared { uid, registry: Registry::default(), fds, members: BTreeSet::new(), deaths })),
     })
 }

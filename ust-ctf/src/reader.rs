@@ -134,6 +134,16 @@ pub fn record_size(events: &[EventDesc], bytes: &[u8]) -> Option<usize> {
     h.len.checked_add(size)
 }
 
+/// [`record_size`] for a stream whose records carry a fixed-size event context of
+/// `context_size` bytes after the event header ([`ust_core::context::block_size`]).
+pub fn record_size_with_context(events: &[EventDesc], context_size: usize, bytes: &[u8]) -> Option<usize> {
+    let h = event_header::decode(bytes, 0)?;
+    let desc = events.get(h.id.checked_sub(event_header::FIRST_EVENT_ID)? as usize)?;
+    let at = h.len.checked_add(context_size)?;
+    let size = payload_size(desc, bytes.get(at..)?)?;
+    at.checked_add(size)
+}
+
 /// Smallest number of bytes a record of any of `events` can take (compact header, strings
 /// empty, sequences empty), at least 1. Dividing lost bytes by it bounds the number of
 /// events they held from above: what torn-event recovery reports as discarded.
