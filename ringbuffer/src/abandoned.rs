@@ -12,23 +12,26 @@
 //! within microseconds. So a closed sub-buffer whose counter stays short while a writer
 //! of the buffer is known dead is abandoned: [`Buffer::abandoned`] lists the candidates,
 //! the caller decides (it knows about deaths and how long a candidate stayed unchanged),
-//! and [`Buffer::complete_abandoned`] completes one:
+//! and [`Buffer::complete_abandoned`] completes one, with the caller's rewrite of its
+//! content ([`find_holes`], [`remove_holes`]: the caller knows the record encoding):
 //!
 //! ```text
-//! [hdr][rec][rec][ 0 …hole… ][rec][rec]…[closed_end)[padding]
-//!                 ^ first slot with byte 0 == 0 (the per-slot commit evidence)
-//! missing = (lap+1)*subbuf_size − commit
-//! one hole of exactly `missing` bytes, the rest walks whole to closed_end?
-//!   yes: move the rest down over the hole (nothing committed is lost)
-//!   no (several holes): keep the prefix before the first one, the rest is lost
+//! [hdr][rec][rec][ 0 …hole… ][rec][ 0 …hole… ][rec]…[closed_end)[padding]
+//!                 ^ a slot with byte 0 == 0 (the per-slot commit evidence)
+//! missing = (lap+1)*subbuf_size − commit   (the sum of the holes' sizes)
+//! search: at each hole try the sizes its record can have (the caller decodes them from
+//!   the bytes the dead writer did write: the header after byte 0, the context, the
+//!   payload) such that every record after it walks whole, the holes add up to
+//!   `missing` and the walk ends exactly at closed_end
+//!   found: move the records down over the holes (nothing committed is lost)
+//!   none:  keep the prefix before the first hole, the rest is lost
 //! then: commit counter := (lap+1)*subbuf_size (CAS from the value seen), deliver
 //! ```
 //!
 //! Records are packed (no alignment padding between them), so moving records keeps them
-//! valid; a compact header's 27-bit time is relative to the previous record, and the
-//! removed one was between them in time, so the next record stays right unless more than
-//! 2^27 ns (134 ms) separate the records around the hole (the dead writer's record was
-//! the only one in between): an edge case the caller may accept.
+//! valid; a record whose header time is relative to the previous record's (the compact
+//! CTF header) may need its header rewritten by the caller once the dead record before it
+//! is gone.
 //!
 //! The CAS makes the completion exclusive against a late commit of a writer that was
 //! only slow, not dead: if that commit lands first, nothing is done; if it lands after,
@@ -54,18 +57,59 @@ pub struct Abandoned {
     pub missing: u64,
     /// `timestamp_begin` of the packet (trace clock).
     pub timestamp_begin: u64,
+    /// `timestamp_end` its closer recorded (trace clock): no record is later.
+    pub timestamp_end: u64,
 }
 
-/// What [`Buffer::complete_abandoned`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Completed {
-    /// Bytes of the packet's content removed or cut.
-    pub removed: u64,
-    /// True when one hole of exactly the missing size was removed and every other record
-    /// kept; false when the content was cut at the first hole.
-    pub whole: bool,
-    /// Records after the first hole that were kept (moved down).
-    pub kept_after: u64,
+/// Most holes one sub-buffer's search looks for, and most steps it takes: bounded work
+/// whatever the memory holds.
+const MAX_HOLES: usize = 64;
+const MAX_STEPS: u32 = 1 << 22;
+
+/// The search of the module docs: from `off`, walk records; at a hole, try each candidate
+/// size. Pushes the holes found into `holes`. Bounded by `steps`; `failed` remembers the
+/// (hole offset, budget) pairs already known to lead nowhere, so each is explored once.
+#[allow(clippy::too_many_arguments)]
+fn solve(
+    data: &[u8],
+    mut off: usize,
+    end: usize,
+    budget: usize,
+    holes: &mut Vec<(usize, usize)>,
+    failed: &mut std::collections::HashSet<(usize, usize)>,
+    steps: &mut u32,
+    record_size: &mut dyn FnMut(&[u8]) -> Option<usize>,
+    hole_sizes: &mut dyn FnMut(&[u8]) -> Vec<usize>,
+) -> bool {
+    while off < end {
+        *steps += 1;
+        if *steps > MAX_STEPS {
+            return false;
+        }
+        if data[off] != 0 {
+            match record_size(&data[off..end]) {
+                Some(len) if len > 0 && off + len <= end => off += len,
+                _ => return false,
+            }
+            continue;
+        }
+        if holes.len() >= MAX_HOLES || failed.contains(&(off, budget)) {
+            return false;
+        }
+        for len in hole_sizes(&data[off..end]) {
+            if len == 0 || len > budget || off + len > end {
+                continue;
+            }
+            holes.push((off, len));
+            if solve(data, off + len, end, budget - len, holes, failed, steps, record_size, hole_sizes) {
+                return true;
+            }
+            holes.pop();
+        }
+        failed.insert((off, budget));
+        return false;
+    }
+    off == end && budget == 0
 }
 
 impl<M: Memory> Buffer<M> {
@@ -93,27 +137,23 @@ impl<M: Memory> Buffer<M> {
                 continue;
             }
             let timestamp_begin = m.load_u64(g.sb_word(idx, SB_TS_BEGIN), Relaxed);
-            out.push(Abandoned { pos, commit, missing: sbs - missing_in_lap, timestamp_begin });
+            let timestamp_end = m.load_u64(g.sb_word(idx, SB_TS_END), Relaxed);
+            out.push(Abandoned { pos, commit, missing: sbs - missing_in_lap, timestamp_begin, timestamp_end });
         }
         out
     }
 
-    /// Completes the abandoned sub-buffer `a` (from [`Buffer::abandoned`]): removes the
-    /// dead writer's hole from its content, or cuts the content at the first hole when it
-    /// cannot tell the holes apart (module docs), sets its commit counter to complete and
-    /// delivers it (the packet end written through `layout`). `record_size` gives the
-    /// length of the record at the start of a slice (`None`: not a whole record).
-    ///
-    /// Returns `Ok(None)` when `a` no longer holds (a commit arrived, the packet was
+    /// Completes the abandoned sub-buffer `a` (from [`Buffer::abandoned`]): claims it
+    /// (CAS of its commit counter from the value seen to complete), hands a copy of its
+    /// bytes up to the content end to `rewrite` (the caller removes the dead slots, see
+    /// [`find_holes`] and [`remove_holes`]), which returns the new content end (at most
+    /// the copy's length; everything after it is zeroed), writes the copy back, and
+    /// delivers the packet (its end written through `layout`). Returns the new content
+    /// size, or `Ok(None)` when `a` no longer holds (a commit arrived, the packet was
     /// delivered or the sub-buffer reused): nothing was changed.
     ///
     /// Errors: [`ReadError::Id`] for a corrupted id-table entry (overwrite mode).
-    pub fn complete_abandoned<L: PacketLayout>(
-        &self,
-        layout: &L,
-        a: &Abandoned,
-        mut record_size: impl FnMut(&[u8]) -> Option<usize>,
-    ) -> Result<Option<Completed>, ReadError> {
+    pub fn complete_abandoned<L: PacketLayout>(&self, layout: &L, a: &Abandoned, rewrite: impl FnOnce(&mut [u8]) -> usize) -> Result<Option<u64>, ReadError> {
         let g = &self.geo;
         let p = g.pos;
         let m = &self.mem;
@@ -136,8 +176,7 @@ impl<M: Memory> Buffer<M> {
                 id.phys()
             }
         };
-        let closed_end = m.load_u64(g.sb_word(idx, SB_CLOSED_END), Acquire);
-        let end = closed_end.wrapping_sub(a.pos);
+        let end = m.load_u64(g.sb_word(idx, SB_CLOSED_END), Acquire).wrapping_sub(a.pos);
         if end < g.header_size || end > sbs {
             return Ok(None);
         }
@@ -147,50 +186,61 @@ impl<M: Memory> Buffer<M> {
             return Ok(None);
         }
         let hdr = g.header_size as usize;
-        let end = end as usize;
-        let mut data = vec![0u8; end];
+        let mut data = vec![0u8; end as usize];
         m.read_bytes(g.data_at(phys, 0), &mut data);
-        let walk = |data: &[u8], from: usize, record_size: &mut dyn FnMut(&[u8]) -> Option<usize>| -> (usize, u64, bool) {
-            // (where the walk stopped, records walked, stopped at an uncommitted slot)
-            let (mut off, mut n) = (from, 0u64);
-            while off < end {
-                if data[off] == 0 {
-                    return (off, n, true);
-                }
-                match record_size(&data[off..end]) {
-                    Some(len) if len > 0 && off + len <= end => {
-                        off += len;
-                        n += 1;
-                    }
-                    _ => return (off, n, false),
-                }
-            }
-            (off, n, false)
-        };
-        let (hole, _, at_hole) = walk(&data, hdr, &mut record_size);
-        let mut result = Completed { removed: 0, whole: true, kept_after: 0 };
-        if hole < end {
-            let skip = a.missing as usize;
-            let after = hole.saturating_add(skip);
-            let rest = (at_hole && after <= end).then(|| walk(&data, after, &mut record_size));
-            let new_end = match rest {
-                // One hole of exactly the missing size, every later record whole.
-                Some((stop, kept, false)) if stop == end => {
-                    data.copy_within(after..end, hole);
-                    result.kept_after = kept;
-                    end - skip
-                }
-                _ => {
-                    result.whole = false;
-                    hole
-                }
-            };
-            result.removed = (end - new_end) as u64;
-            data[new_end..end].fill(0);
-            m.with_bytes_mut(g.data_at(phys, hole as u64), end - hole, |b| b.copy_from_slice(&data[hole..end]));
+        let new_end = rewrite(&mut data).clamp(hdr, end as usize);
+        if new_end < end as usize {
+            data[new_end..].fill(0);
+            m.write_bytes(g.data_at(phys, hdr as u64), &data[hdr..]);
             m.store_u64(g.sb_word(idx, SB_CLOSED_END), a.pos.wrapping_add(new_end as u64), Release);
         }
         self.deliver_completed(layout, a.pos);
-        Ok(Some(result))
+        Ok(Some(new_end as u64))
     }
+}
+
+/// The dead slots of a sub-buffer's content `data` (from its start; the records begin at
+/// `from`): the set of (offset, length) holes, in order, such that every other record
+/// walks whole, the holes add up to `missing` and the walk ends exactly at the end of
+/// `data` (module docs). `record_size` sizes a committed record; `hole_sizes` gives the
+/// lengths an uncommitted one (byte 0 zero) may have. `None` when no such set exists
+/// within the search's bounds. An empty set when there is no hole before the end.
+pub fn find_holes(
+    data: &[u8],
+    from: usize,
+    missing: u64,
+    mut record_size: impl FnMut(&[u8]) -> Option<usize>,
+    mut hole_sizes: impl FnMut(&[u8]) -> Vec<usize>,
+) -> Option<Vec<(usize, usize)>> {
+    let end = data.len();
+    let mut off = from;
+    while off < end && data[off] != 0 {
+        match record_size(&data[off..end]) {
+            Some(len) if len > 0 && off + len <= end => off += len,
+            _ => return None,
+        }
+    }
+    if off == end {
+        return Some(Vec::new());
+    }
+    let (mut holes, mut steps, mut failed) = (Vec::new(), 0, std::collections::HashSet::new());
+    let missing = usize::try_from(missing).ok()?;
+    solve(data, off, end, missing, &mut holes, &mut failed, &mut steps, &mut record_size, &mut hole_sizes).then_some(holes)
+}
+
+/// Removes `holes` (from [`find_holes`]) from `data`, moving the records after each down;
+/// returns the new content end. Records are position-independent (packed), but a compact
+/// header's time is relative to the previous record: a caller whose records carry
+/// relative times fixes the record after each hole itself.
+pub fn remove_holes(data: &mut [u8], holes: &[(usize, usize)]) -> usize {
+    let Some(&(first, _)) = holes.first() else { return data.len() };
+    let (mut to, mut from) = (first, first);
+    for &(h, len) in holes {
+        data.copy_within(from..h, to);
+        to += h - from;
+        from = h + len;
+    }
+    let end = data.len();
+    data.copy_within(from..end, to);
+    to + (end - from)
 }

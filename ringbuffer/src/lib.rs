@@ -90,7 +90,7 @@ pub mod shm;
 #[cfg(test)]
 mod tests;
 
-pub use abandoned::{Abandoned, Completed};
+pub use abandoned::Abandoned;
 pub use atomics::{MapMemory, Memory};
 pub use client::{PacketBegin, PacketEnd, PacketLayout, StreamIdentity};
 pub use error::{LayoutError, ReadError};

@@ -237,7 +237,8 @@ fn fill_process_trace(
             };
             let shm = StreamShm { file: shm_file, guard: shm_guard };
             let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock };
-            let stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files"))?;
+            let mut stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files"))?;
+            stream.context_size = ust_core::context::block_size(&ch.contexts);
             streams.push(Arc::new(Mutex::new(stream)));
             chan_fds.push(fd);
         }

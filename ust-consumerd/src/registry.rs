@@ -9,10 +9,11 @@
 //! ids of its own events looked up here ([`Registry::ids_of`]). Processes of one program
 //! declare the same events, so a thousand of them add nothing after the first.
 //!
-//! A process that declares an event name already registered with other fields (or
-//! another level) does not get it in this trace: its id there stays 0, so the process
-//! never records it into the shared buffers, and the daemon says why (LTTng refuses such
-//! a registration too, rather than write records no metadata could describe).
+//! An event is known by its name *and* its layout (fields and level), as LTTng's
+//! registry matches events by name and signature: two processes (or two `tracing`
+//! callsites of one process, which share the name `<target>:event`) that declare one
+//! name with different fields get two ids, two event classes of that name in the
+//! metadata, and neither can be decoded with the other's layout.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,8 +30,8 @@ pub const MAX_SHARED_EVENTS: usize = crate::apps::MAX_EVENTS;
 pub struct Registry {
     /// In id order: `events[i]` has id `i + FIRST_EVENT_ID`.
     events: Vec<EventDesc>,
-    /// Full name (`provider:name`) → index in `events`.
-    by_name: HashMap<String, u32>,
+    /// Full name (`provider:name`) → indexes in `events` of its layouts.
+    by_name: HashMap<String, Vec<u32>>,
     /// The shared copy of `events` the streams size records with, remade when it grows.
     shared: Option<Arc<[EventDesc]>>,
 }
@@ -40,7 +41,7 @@ pub struct Registry {
 pub struct Added {
     /// Events new to the trace (the metadata must be rewritten before they are used).
     pub new: usize,
-    /// One message per event refused for a layout conflict.
+    /// One message per event refused (the trace declares [`MAX_SHARED_EVENTS`] already).
     pub refused: Vec<String>,
 }
 
@@ -66,42 +67,31 @@ impl Registry {
     pub fn add(&mut self, events: &[EventDesc], who: &str) -> Added {
         let mut out = Added::default();
         for e in events {
-            let name = e.full_name();
-            match self.by_name.get(&name) {
-                Some(&i) => {
-                    let known = &self.events[i as usize];
-                    if !same_layout(known, e) && !out.refused.iter().any(|m| m.contains(&format!("`{name}`"))) {
-                        out.refused.push(format!(
-                            "event `{name}` of {who} not recorded in this per-UID trace: it is declared there with another layout ({}; this process: {}); rename one of them",
-                            layout(known),
-                            layout(e)
-                        ));
-                    }
-                }
-                None if self.events.len() < MAX_SHARED_EVENTS => {
-                    self.by_name.insert(name.clone(), self.events.len() as u32);
-                    self.events.push(e.clone());
-                    self.shared = None;
-                    out.new += 1;
-                }
-                None => {
-                    out.refused.push(format!("event `{name}` of {who} not recorded: the per-UID trace already declares {MAX_SHARED_EVENTS} events"));
-                }
+            if self.find(e).is_some() {
+                continue;
             }
+            let name = e.full_name();
+            if self.events.len() >= MAX_SHARED_EVENTS {
+                out.refused.push(format!("event `{name}` of {who} not recorded: the per-UID trace already declares {MAX_SHARED_EVENTS} events"));
+                continue;
+            }
+            self.by_name.entry(name).or_default().push(self.events.len() as u32);
+            self.events.push(e.clone());
+            self.shared = None;
+            out.new += 1;
         }
         out
+    }
+
+    /// Index of the event of `e`'s name and layout.
+    fn find(&self, e: &EventDesc) -> Option<u32> {
+        self.by_name.get(&e.full_name())?.iter().copied().find(|&i| same_layout(&self.events[i as usize], e))
     }
 
     /// The id each event of `events` (a process's list, registration order) records with
     /// in this trace: 0 for one not registered here or registered with another layout.
     pub fn ids_of(&self, events: &[EventDesc]) -> Vec<u32> {
-        events
-            .iter()
-            .map(|e| match self.by_name.get(&e.full_name()) {
-                Some(&i) if same_layout(&self.events[i as usize], e) => i + FIRST_EVENT_ID,
-                _ => 0,
-            })
-            .collect()
+        events.iter().map(|e| self.find(e).map_or(0, |i| i + FIRST_EVENT_ID)).collect()
     }
 }
 
@@ -109,12 +99,6 @@ impl Registry {
 /// other. The source location may differ (two programs built from one library).
 fn same_layout(a: &EventDesc, b: &EventDesc) -> bool {
     a.fields == b.fields && a.level == b.level
-}
-
-/// A short text of an event's layout, for messages.
-fn layout(e: &EventDesc) -> String {
-    let fields: Vec<String> = e.fields.iter().map(|f| format!("{}: {:?}", f.name, f.ty)).collect();
-    format!("level {:?}, fields {{{}}}", e.level, fields.join(", "))
 }
 
 #[cfg(test)]
@@ -134,22 +118,22 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_shared_by_name_and_layout_and_conflicts_are_refused() {
+    fn ids_are_shared_by_name_and_layout() {
         let mut r = Registry::default();
         let a = [ev("a", IntegerType::U32), ev("b", IntegerType::U64)];
         assert_eq!(r.add(&a, "process 1").new, 2);
         assert_eq!(r.ids_of(&a), vec![1, 2]);
-        // Another process: its own order, one known event, one new, one conflicting.
+        // Another process: its own order, one known event, one new, one of a known name
+        // with another layout (its own id: neither is decoded with the other's fields).
         let b = [ev("c", IntegerType::I8), ev("b", IntegerType::U64), ev("a", IntegerType::I64)];
         let added = r.add(&b, "process 2 (x)");
-        assert_eq!(added.new, 1);
-        assert_eq!(added.refused.len(), 1);
-        assert!(added.refused[0].contains("`p:a` of process 2 (x)") && added.refused[0].contains("another layout"), "{}", added.refused[0]);
-        assert_eq!(r.ids_of(&b), vec![3, 2, 0], "the conflicting event has no id here");
+        assert_eq!((added.new, added.refused.len()), (2, 0));
+        assert_eq!(r.ids_of(&b), vec![3, 2, 4]);
         assert_eq!(r.ids_of(&a), vec![1, 2], "the first layout keeps its id");
-        assert_eq!(r.len(), 3);
+        assert_eq!(r.len(), 4);
         let names: Vec<String> = r.events().iter().map(|e| e.full_name()).collect();
-        assert_eq!(names, ["p:a", "p:b", "p:c"]);
+        assert_eq!(names, ["p:a", "p:b", "p:c", "p:a"]);
         assert_eq!(r.add(&a, "process 3").new, 0, "a known program adds nothing");
+        assert_eq!(r.ids_of(&[ev("z", IntegerType::U8)]), vec![0], "unknown: no id");
     }
 }

@@ -66,7 +66,7 @@ fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &
         let name = ust_ctf::stream_file_name(&s.channel, s.cpu);
         let mut file = StreamFile::create(dir, &name).map_err(|e| format!("creating {}/{name}: {e}", dir.display()))?;
         let mut index = IndexFile::create(dir, &name).map_err(|e| format!("creating {}/index/{name}.idx: {e}", dir.display()))?;
-        let mut held = HeldCopy::new(&s.identity, &src.events);
+        let mut held = HeldCopy::new(&s.identity, &src.events).with_context_size(s.context_size);
         copy_held_packets(buffer, &mut held, src.dead, max_packets, &mut |info, packet| {
             append_packet(&mut file, &mut index, info, packet).map_err(|e| format!("{}: {e}", file.path().display()))
         })?;

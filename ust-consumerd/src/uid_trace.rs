@@ -308,6 +308,7 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
                 let files = TraceFiles { dir: dir.clone(), base: name, max_size: ch.config.tracefile_size, max_count: ch.config.tracefile_count, current: 0, oldest: 0 };
                 let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock };
                 let mut stream = Stream::new(setup, buffer, session.output_error.clone(), StreamShm::default()).map_err(io("creating stream files".into()))?;
+                stream.context_size = ust_core::context::block_size(&ch.contexts);
                 stream.dead_watch = Some(crate::dead_writers::Watch::new(deaths.clone(), ust_core::context::block_size(&ch.contexts)));
                 streams.push(Arc::new(Mutex::new(stream)));
                 chan_fds.push(fd);
