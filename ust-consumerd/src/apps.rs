@@ -173,6 +173,7 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
                 daemon.wake_drain();
             }
         }
+        crate::triggers::attach_app(&mut st, id);
         st.push_masks(id);
         st.apps[&id].send(DaemonMessage::Ready, Vec::new());
         crate::log!("process {pid} ({}) registered with {} events", reg.procname, st.apps[&id].events.len());
@@ -242,7 +243,9 @@ pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<Eve
     for s in &streams {
         s.lock().unwrap_or_else(|e| e.into_inner()).events = all.clone();
     }
-    daemon.lock().push_masks(app_id);
+    let mut st = daemon.lock();
+    crate::triggers::attach_app(&mut st, app_id);
+    st.push_masks(app_id);
     Ok(())
 }
 

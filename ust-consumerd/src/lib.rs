@@ -25,6 +25,7 @@
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
 //! - [`sigbus`]: surviving SIGBUS on `--shm-path` buffer files.
 //! - [`snapshot`]: `ust snapshot record` and post-mortem dumps of snapshot sessions.
+//! - [`triggers`]: `ust add-trigger`: notifier buffers in the processes, the watch that fires them.
 //! - [`mod@log`]: the daemon's log.
 
 #![deny(missing_docs)]
@@ -47,3 +48,4 @@ pub mod sigbus;
 pub mod snapshot;
 pub mod state;
 pub mod stream;
+pub mod triggers;

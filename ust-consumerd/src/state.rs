@@ -226,6 +226,8 @@ pub struct State {
     next_instance: u64,
     next_seq: u64,
     event_tables: crate::process_trace::EventTables,
+    /// Triggers (`ust add-trigger`) and the notifier buffers of the processes they watch.
+    pub triggers: crate::triggers::Triggers,
 }
 
 impl State {
@@ -387,6 +389,7 @@ impl State {
                 }
             }
         }
+        crate::triggers::add_bits(self, app_id, &mut masks, &mut filters);
         (masks, filters)
     }
 
@@ -400,6 +403,7 @@ impl State {
                 let ss = self.sessions.get(sname).filter(|ss| ss.session.tracks(app.pid))?;
                 ss.session.max_level(*ci)
             })
+            .chain(crate::triggers::max_level(self, app_id))
             .max()
     }
 

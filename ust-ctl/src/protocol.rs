@@ -175,6 +175,21 @@ pub enum Command {
         /// Total bytes at most (split evenly between streams; newest packets kept).
         max_size: Option<u64>,
     },
+    /// `ust add-trigger`: add a trigger ([`crate::trigger`]); it watches every matching
+    /// process from now on (those that register later too). Answered with
+    /// [`Payload::Triggers`] holding the new trigger.
+    AddTrigger {
+        /// The trigger.
+        spec: crate::trigger::TriggerSpec,
+    },
+    /// `ust list-triggers`. Answered with [`Payload::Triggers`].
+    ListTriggers,
+    /// `ust remove-trigger NAME`: the processes stop watching for it before the answer,
+    /// [`Payload::Done`].
+    RemoveTrigger {
+        /// The trigger's name.
+        name: String,
+    },
 }
 
 /// Options of `ust create` beyond name and output.
@@ -252,6 +267,8 @@ pub enum Payload {
         /// (`untrack`). LTTng warns about them and succeeds.
         unchanged: Vec<i32>,
     },
+    /// Triggers ([`Command::AddTrigger`], [`Command::ListTriggers`]), in creation order.
+    Triggers(Vec<crate::trigger::TriggerInfo>),
 }
 
 /// A line of `ust list`.

@@ -213,6 +213,31 @@ kernel events it reports the program's own events per name and per thread.")]
   ust crash-dump /dev/shm/ust /tmp/recovered   # after the program and the daemon died
   babeltrace2 /tmp/recovered")]
     CrashDump(CrashDumpArgs),
+    /// Add a trigger: when an event matching its event rule occurs, the daemon runs its
+    /// actions within milliseconds (LTTng's `lttng add-trigger`).
+    #[command(after_help = "Examples:
+  ust add-trigger --name on-error --condition event-rule-matches --type user \\
+      --name 'myapp:error' --action snapshot-session fr     # flight recorder dumps itself
+  ust add-trigger --condition event-rule-matches --type user --name 'db:*' \\
+      --log-level TRACE_WARNING.. --filter 'latency_us > 1000' --action notify
+
+Syntax as lttng-add-trigger(1): [--name NAME] --condition event-rule-matches --type user
+[--name PATTERN] [--exclude-name GLOB]... [--log-level LEVEL.. | LEVEL | ..] [--filter EXPR]
+then one or more --action: notify, snapshot-session SESSION, start-session SESSION,
+stop-session SESSION, rotate-session SESSION (run in order). The rule applies to every
+process of the daemon (those that start later too); a process with no matching event
+pays nothing, and a matching event costs one more record in a small per-CPU buffer.
+`ust list-triggers` shows how often each fired and what its last firing did.")]
+    AddTrigger(super::triggers::AddTriggerArgs),
+    /// List the triggers, with how often each fired (LTTng's `lttng list-triggers`).
+    #[command(after_help = "Examples:
+  ust list-triggers
+  ust list-triggers --json")]
+    ListTriggers(super::triggers::ListTriggersArgs),
+    /// Remove a trigger (LTTng's `lttng remove-trigger`).
+    #[command(after_help = "Examples:
+  ust remove-trigger on-error")]
+    RemoveTrigger(super::triggers::RemoveTriggerArgs),
 }
 
 /// `ust snapshot ...`.

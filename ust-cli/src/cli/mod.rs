@@ -17,13 +17,15 @@
 //! - [`connect`]: the socket directory, connecting (and starting the daemon), [`Failure`];
 //! - [`print`](mod@print): what the commands print, as text or JSON;
 //! - [`trace`]: `ust trace`: the one-shot session around a command, and exit statuses;
-//! - [`commands`]: the session verbs, `ust view`, `ust report` and `ust crash-dump`.
+//! - [`commands`]: the session verbs, `ust view`, `ust report` and `ust crash-dump`;
+//! - [`triggers`]: `add-trigger`, `list-triggers`, `remove-trigger`.
 
 pub mod args;
 pub mod commands;
 pub mod connect;
 pub mod print;
 pub mod trace;
+pub mod triggers;
 
 use std::process::ExitCode;
 
@@ -76,5 +78,8 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::Report(a) => c::report(a),
         Cmd::Snapshot(SnapshotCmd::Record(a)) => c::snapshot_record(a),
         Cmd::CrashDump(a) => c::crash_dump(a),
+        Cmd::AddTrigger(a) => triggers::add_trigger(a),
+        Cmd::ListTriggers(a) => triggers::list_triggers(a),
+        Cmd::RemoveTrigger(a) => triggers::remove_trigger(a),
     }
 }

@@ -86,6 +86,9 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
             let name = resolve(&daemon.lock(), &session);
             name.and_then(|n| crate::snapshot::record(daemon, &n, max_size)).map(Payload::Snapshot)
         }
+        Command::AddTrigger { spec } => crate::triggers::add(daemon, spec),
+        Command::ListTriggers => Ok(crate::triggers::list(daemon)),
+        Command::RemoveTrigger { name } => crate::triggers::remove(daemon, &name),
     };
     match r {
         Ok(p) => Reply::Ok(Box::new(p)),
