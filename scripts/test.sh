@@ -10,6 +10,10 @@ need=()
 command -v babeltrace2 >/dev/null 2>&1 || need+=(babeltrace2)
 python3 -c 'import bt2' >/dev/null 2>&1 || need+=(python3-bt2)
 command -v readelf >/dev/null 2>&1 && command -v objcopy >/dev/null 2>&1 || need+=(binutils)
+# consumer/tests/save_load.rs: `ust save`/`ust load` against the real lttng (its session
+# daemon and session.xsd), validated with xmllint.
+command -v lttng-sessiond >/dev/null 2>&1 && [ -f /usr/share/xml/lttng/session.xsd ] || need+=(lttng-tools)
+command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -31,6 +35,9 @@ if [ "$(id -u)" = 0 ]; then
   for u in ustkb-a ustkb-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
+  # consumer/tests/save_load.rs runs lttng-sessiond as this user (root's would be
+  # machine-wide, in /var/run/lttng).
+  id ustlttng >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustlttng
 fi
 
 # The end-to-end tests run the daemon, the CLI and instrumented programs as separate

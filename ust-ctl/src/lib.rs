@@ -10,6 +10,7 @@
 //!   sends a filter and by the daemon again when it receives one.
 //! - [`kview`]: the kernel-view requests an ordinary user's `ust trace --kernel` sends to
 //!   root's daemon (the kernel broker) on its `kview` socket.
+//! - [`session_xml`]: session configurations in LTTng's XML format (`save`, `load`).
 //! - [`trigger`]: triggers (`add-trigger`'s condition and actions, and its argument
 //!   parser).
 
@@ -22,6 +23,7 @@ pub mod config;
 pub mod filter;
 pub mod kview;
 pub mod protocol;
+pub mod session_xml;
 pub mod trigger;
 
 pub use client::{Client, ClientError};

@@ -238,6 +238,27 @@ pays nothing, and a matching event costs one more record in a small per-CPU buff
     #[command(after_help = "Examples:
   ust remove-trigger on-error")]
     RemoveTrigger(super::triggers::RemoveTriggerArgs),
+    /// Save session configurations as LTTng session XML files (LTTng's `lttng save`).
+    #[command(after_help = "Examples:
+  ust save                       # the current session -> ~/.lttng/sessions/NAME.lttng
+  ust save web -o /tmp/cfg -f    # into /tmp/cfg/web.lttng, overwriting it
+  ust save --all
+
+The file is LTTng's format (session.xsd of lttng-tools): `lttng load` reads it, and
+`ust load` reads what `lttng save` writes. Default directory: $LTTNG_HOME/.lttng/sessions,
+else $HOME/.lttng/sessions, as lttng.")]
+    Save(super::save_load::SaveArgs),
+    /// Load session configurations from LTTng session XML files (LTTng's `lttng load`).
+    #[command(after_help = "Examples:
+  ust load                              # every session in ~/.lttng/sessions/*.lttng
+  ust load web -i /tmp/cfg/web.lttng    # one session of one file
+  ust load -i /tmp/cfg -f               # replace sessions of the same names
+
+A loaded session is created as `ust create`, `enable-channel`, `enable-event`,
+`add-context` and `track --vpid` would make it, and started if it was saved started.
+Kernel, JUL, LOG4J and Python domains are skipped; per-user (PER_UID) buffers are loaded
+as per-process buffers.")]
+    Load(super::save_load::LoadArgs),
 }
 
 /// `ust snapshot ...`.

@@ -18,12 +18,14 @@
 //! - [`print`](mod@print): what the commands print, as text or JSON;
 //! - [`trace`]: `ust trace`: the one-shot session around a command, and exit statuses;
 //! - [`commands`]: the session verbs, `ust view`, `ust report` and `ust crash-dump`;
+//! - [`save_load`]: `save`, `load` (LTTng session XML);
 //! - [`triggers`]: `add-trigger`, `list-triggers`, `remove-trigger`.
 
 pub mod args;
 pub mod commands;
 pub mod connect;
 pub mod print;
+pub mod save_load;
 pub mod trace;
 pub mod triggers;
 
@@ -81,5 +83,7 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::AddTrigger(a) => triggers::add_trigger(a),
         Cmd::ListTriggers(a) => triggers::list_triggers(a),
         Cmd::RemoveTrigger(a) => triggers::remove_trigger(a),
+        Cmd::Save(a) => save_load::save(a),
+        Cmd::Load(a) => save_load::load(a),
     }
 }
