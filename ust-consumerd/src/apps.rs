@@ -201,6 +201,7 @@ fn msg_name_d(m: &DaemonMessage) -> &'static str {
         DaemonMessage::SetEnabled { .. } => "SetEnabled",
         DaemonMessage::Ready => "Ready",
         DaemonMessage::Sync { .. } => "Sync",
+        DaemonMessage::Statedump { .. } => "Statedump",
     }
 }
 

@@ -182,6 +182,12 @@ pub enum DaemonMessage {
         /// Echoed back.
         seq: u64,
     },
+    /// Emit the state dump again into the channels of these slots (bit `s` = slot `s`;
+    /// `ust regenerate statedump`, ABI minor 4: never sent to an older runtime).
+    Statedump {
+        /// Channel slots.
+        slots: u64,
+    },
 }
 
 /// [`DaemonMessage::SetEnabled`]'s `max_level` when no enabler accepts any level.

@@ -182,6 +182,26 @@ pub enum Command {
         /// The trigger.
         spec: crate::trigger::TriggerSpec,
     },
+    /// `ust clear`: discard what the session's buffers and trace files hold so far; it
+    /// goes on recording (into fresh files). A snapshot session's buffers are emptied.
+    /// Archives of earlier rotations are kept. Answered with [`Payload::Done`].
+    Clear {
+        /// Session.
+        session: Option<String>,
+    },
+    /// `ust regenerate metadata`: resample the realtime − monotonic clock offset and
+    /// rewrite the metadata of every trace of the session. Answered with
+    /// [`Payload::Done`].
+    RegenerateMetadata {
+        /// Session.
+        session: Option<String>,
+    },
+    /// `ust regenerate statedump`: every traced process of the session emits its state
+    /// dump again into the session's channels. Answered with [`Payload::Done`].
+    RegenerateStatedump {
+        /// Session.
+        session: Option<String>,
+    },
     /// `ust list-triggers`. Answered with [`Payload::Triggers`].
     ListTriggers,
     /// `ust remove-trigger NAME`: the processes stop watching for it before the answer,

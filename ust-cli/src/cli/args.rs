@@ -259,6 +259,21 @@ A loaded session is created as `ust create`, `enable-channel`, `enable-event`,
 Kernel, JUL, LOG4J and Python domains are skipped; per-user (PER_UID) buffers are loaded
 as per-process buffers.")]
     Load(super::save_load::LoadArgs),
+    /// Discard what a session recorded so far, in its buffers and trace files; it goes on
+    /// recording (LTTng's `lttng clear`).
+    #[command(after_help = "Examples:
+  ust clear                 # the current session
+  ust clear web             # or: ust clear -s web
+  ust clear --all
+
+The stream files start again empty (the metadata stays); a snapshot session's buffers are
+emptied; archives of earlier `ust rotate` are kept.")]
+    Clear(super::clear::ClearArgs),
+    /// Regenerate a session's metadata or state dump (LTTng's `lttng regenerate`).
+    #[command(subcommand, after_help = "Examples:
+  ust regenerate metadata
+  ust regenerate statedump -s fr")]
+    Regenerate(super::clear::RegenerateCmd),
 }
 
 /// `ust snapshot ...`.

@@ -18,10 +18,12 @@
 //! - [`print`](mod@print): what the commands print, as text or JSON;
 //! - [`trace`]: `ust trace`: the one-shot session around a command, and exit statuses;
 //! - [`commands`]: the session verbs, `ust view`, `ust report` and `ust crash-dump`;
+//! - [`clear`]: `clear`, `regenerate metadata|statedump`;
 //! - [`save_load`]: `save`, `load` (LTTng session XML);
 //! - [`triggers`]: `add-trigger`, `list-triggers`, `remove-trigger`.
 
 pub mod args;
+pub mod clear;
 pub mod commands;
 pub mod connect;
 pub mod print;
@@ -83,6 +85,8 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::AddTrigger(a) => triggers::add_trigger(a),
         Cmd::ListTriggers(a) => triggers::list_triggers(a),
         Cmd::RemoveTrigger(a) => triggers::remove_trigger(a),
+        Cmd::Clear(a) => clear::clear(a),
+        Cmd::Regenerate(r) => clear::regenerate(r),
         Cmd::Save(a) => save_load::save(a),
         Cmd::Load(a) => save_load::load(a),
     }

@@ -86,6 +86,18 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
             let name = resolve(&daemon.lock(), &session);
             name.and_then(|n| crate::snapshot::record(daemon, &n, max_size)).map(Payload::Snapshot)
         }
+        Command::Clear { session } => {
+            let name = resolve(&daemon.lock(), &session);
+            name.and_then(|n| crate::clear::clear(daemon, &n)).map(|()| Payload::Done)
+        }
+        Command::RegenerateMetadata { session } => {
+            let name = resolve(&daemon.lock(), &session);
+            name.and_then(|n| crate::regenerate::metadata(daemon, &n)).map(|()| Payload::Done)
+        }
+        Command::RegenerateStatedump { session } => {
+            let name = resolve(&daemon.lock(), &session);
+            name.and_then(|n| crate::regenerate::statedump(daemon, &n)).map(|()| Payload::Done)
+        }
         Command::AddTrigger { spec } => crate::triggers::add(daemon, spec),
         Command::ListTriggers => Ok(crate::triggers::list(daemon)),
         Command::RemoveTrigger { name } => crate::triggers::remove(daemon, &name),

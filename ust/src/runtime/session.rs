@@ -238,6 +238,10 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
                 );
                 g.settle();
             }
+            DaemonMessage::Statedump { slots } => {
+                let n = super::statedump::dump(slots);
+                debug!("state dump regenerated: {n} objects into channel slots {slots:#x}");
+            }
             DaemonMessage::Sync { seq } => {
                 if let Err(e) = send(g, &AppMessage::SyncDone { seq }) {
                     debug!("cannot answer sync {seq}: {e}");
