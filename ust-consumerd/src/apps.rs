@@ -153,6 +153,8 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
                 id,
                 pid,
                 uid,
+                // SO_PEERCRED again for the gid (the acceptor passed pid and uid).
+                gid: protocol::peer_credentials(&sock).map_or(u32::MAX, |c| c.2),
                 procname: reg.procname.clone(),
                 token: reg.session_token.clone(),
                 clock: reg.clock,

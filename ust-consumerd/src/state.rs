@@ -144,6 +144,8 @@ pub struct App {
     pub pid: i32,
     /// User id (from `SO_PEERCRED`).
     pub uid: u32,
+    /// Group id (from `SO_PEERCRED`), for the `--vgid` tracker.
+    pub gid: u32,
     /// Process name, as registered.
     pub procname: String,
     /// `ust trace` token, if any.
@@ -277,7 +279,7 @@ impl State {
         }
         // An untracked process (`ust untrack --vpid`) gets no buffers of the session; it
         // is attached when it is tracked again (`track_vpids` in control.rs).
-        if !ss.session.tracks(app.pid) {
+        if !ss.session.tracks(app.pid) || !ss.session.tracks_ids(app.uid, app.gid) {
             return Ok(false);
         }
         if ss.traces.contains_key(&app_id) || ss.session.channels.is_empty() {
@@ -375,7 +377,7 @@ impl State {
         let mut filters = Vec::new();
         for (slot, (sname, ci)) in &app.slots {
             let Some(ss) = self.sessions.get(sname) else { continue };
-            if !ss.session.tracks(app.pid) {
+            if !ss.session.tracks(app.pid) || !ss.session.tracks_ids(app.uid, app.gid) {
                 continue;
             }
             for (i, d) in ss.session.decisions(*ci, &app.events).into_iter().enumerate() {
@@ -400,7 +402,7 @@ impl State {
         app.slots
             .values()
             .filter_map(|(sname, ci)| {
-                let ss = self.sessions.get(sname).filter(|ss| ss.session.tracks(app.pid))?;
+                let ss = self.sessions.get(sname).filter(|ss| ss.session.tracks(app.pid) && ss.session.tracks_ids(app.uid, app.gid))?;
                 ss.session.max_level(*ci)
             })
             .chain(crate::triggers::max_level(self, app_id))

@@ -182,6 +182,7 @@ fn a_session_saved_by_ust_loads_in_lttng() {
     d.ust_ok(&["enable-event", "-c", "ch3", "x:*", "--exclude", "x:noisy,x:tick*"]);
     d.ust_ok(&["add-context", "-c", "ch2", "-t", "vtid", "-t", "pthread_id", "-t", "span_id"]);
     d.ust_ok(&["track", "--vpid", "12,13"]);
+    d.ust_ok(&["track", "--vuid", "0,4242"]);
     let dir = l.dir("ust-saved");
     let said = d.ust_ok(&["save", "s2", "-o", dir.to_str().unwrap()]);
     assert!(said.contains("Session s2 saved successfully"), "{said}");
@@ -218,6 +219,7 @@ fn a_session_saved_by_ust_loads_in_lttng() {
     let theirs = from_xml(&std::fs::read_to_string(resaved.join("s2.lttng")).unwrap()).unwrap().remove(0);
     assert_eq!(theirs.output, mine.output);
     assert_eq!(theirs.vpid, mine.vpid);
+    assert_eq!((theirs.vuid.clone(), theirs.vgid.clone()), (Some(vec![0, 4242]), None), "user-id tracker kept by lttng");
     assert_eq!(theirs.buffers, BufferType::PerPid);
     assert_eq!(theirs.channels.len(), 2);
     for m in &mine.channels {

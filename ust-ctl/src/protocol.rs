@@ -202,6 +202,22 @@ pub enum Command {
         /// Session.
         session: Option<String>,
     },
+    /// `ust track/untrack --vuid|--vgid`: change the session's user-id or group-id
+    /// tracker ([`crate::trackers::IdTracker`]), as [`Command::TrackVpid`] does the
+    /// process-id one (processes concerned confirm before the answer,
+    /// [`Payload::IdTracker`]).
+    TrackIds {
+        /// Session.
+        session: Option<String>,
+        /// Which tracker.
+        kind: crate::trackers::IdKind,
+        /// Ids (empty with `all`).
+        ids: Vec<u32>,
+        /// `--all`: track every id (`track`), or none (`untrack`).
+        all: bool,
+        /// `track` (true) or `untrack`.
+        track: bool,
+    },
     /// `ust list-triggers`. Answered with [`Payload::Triggers`].
     ListTriggers,
     /// `ust remove-trigger NAME`: the processes stop watching for it before the answer,
@@ -286,6 +302,17 @@ pub enum Payload {
         /// Ids given that changed nothing: already tracked (`track`), or not in the set
         /// (`untrack`). LTTng warns about them and succeeds.
         unchanged: Vec<i32>,
+    },
+    /// A user-id or group-id tracker after [`Command::TrackIds`].
+    IdTracker {
+        /// The session's name.
+        session: String,
+        /// Which tracker.
+        kind: crate::trackers::IdKind,
+        /// The tracker now.
+        tracker: crate::trackers::IdTracker,
+        /// Ids given that changed nothing (LTTng warns about them).
+        unchanged: Vec<u32>,
     },
     /// Triggers ([`Command::AddTrigger`], [`Command::ListTriggers`]), in creation order.
     Triggers(Vec<crate::trigger::TriggerInfo>),
@@ -374,6 +401,12 @@ pub struct SessionDetail {
     /// The process-id tracker (`ust track/untrack --vpid`).
     #[serde(default)]
     pub vpid_tracker: VpidTracker,
+    /// The user-id tracker (`ust track/untrack --vuid`).
+    #[serde(default)]
+    pub vuid_tracker: crate::trackers::IdTracker,
+    /// The group-id tracker (`ust track/untrack --vgid`).
+    #[serde(default)]
+    pub vgid_tracker: crate::trackers::IdTracker,
     /// The latest processes the session should have traced and could not (their buffers
     /// could not be backed, the daemon ran out of descriptors, …), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -112,6 +112,7 @@ Contexts cannot be added after the session starts.")]
   ust track --vpid 1234               # record process 1234 only (until now: every process)
   ust track --vpid 1234,5678 -s web   # add processes to the list of session web
   ust track --vpid --all              # record every process again (the default)
+  ust track --vuid 1000,alice         # only processes of these users (also --vgid GID,...)
 
 A session records every process until the first `ust track --vpid PID`; from then on only
 the processes listed. `ust untrack --vpid PID` removes one from the list, `ust untrack
@@ -255,7 +256,7 @@ else $HOME/.lttng/sessions, as lttng.")]
   ust load -i /tmp/cfg -f               # replace sessions of the same names
 
 A loaded session is created as `ust create`, `enable-channel`, `enable-event`,
-`add-context` and `track --vpid` would make it, and started if it was saved started.
+`add-context` and `track --vpid|--vuid|--vgid` would make it, and started if it was saved started.
 Kernel, JUL, LOG4J and Python domains are skipped; per-user (PER_UID) buffers are loaded
 as per-process buffers.")]
     Load(super::save_load::LoadArgs),
@@ -439,10 +440,18 @@ pub struct DisableEventArgs {
 
 /// `ust track` and `ust untrack`.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("tracker").required(true).multiple(true).args(["vpid", "vuid", "vgid"])))]
 pub struct TrackArgs {
     /// Process IDs (comma-separated or repeated); give `--vpid` alone with `--all`.
-    #[arg(long, value_name = "PID[,PID...]", num_args = 0..=1, value_delimiter = ',', value_parser = parse_pid, required = true)]
+    #[arg(long, value_name = "PID[,PID...]", num_args = 0..=1, value_delimiter = ',', value_parser = parse_pid)]
     pub vpid: Option<Vec<i32>>,
+    /// User IDs or names (the processes' effective user, as the daemon sees it);
+    /// `--vuid` alone with `--all`.
+    #[arg(long, value_name = "UID[,UID...]", num_args = 0..=1, value_delimiter = ',')]
+    pub vuid: Option<Vec<String>>,
+    /// Group IDs or names (the processes' effective group); `--vgid` alone with `--all`.
+    #[arg(long, value_name = "GID[,GID...]", num_args = 0..=1, value_delimiter = ',')]
+    pub vgid: Option<Vec<String>>,
     /// Every process: `track --vpid --all` records every process (the default),
     /// `untrack --vpid --all` none.
     #[arg(short = 'a', long)]
@@ -687,6 +696,9 @@ mod tests {
         assert_eq!(vpids(&["ust", "untrack", "-u", "--vpid", "--all"]), (Some(vec![]), true));
         assert_eq!(vpids(&["ust", "track", "--all", "--vpid"]), (Some(vec![]), true));
         assert_eq!(vpids(&["ust", "track", "--vpid=7"]), (Some(vec![7]), false));
+        let c = Cli::try_parse_from(["ust", "untrack", "--vuid", "0,root", "--vgid", "--all"]).unwrap();
+        let Cmd::Untrack(t) = c.command else { panic!() };
+        assert_eq!((t.vuid, t.vgid, t.all), (Some(vec!["0".to_string(), "root".to_string()]), Some(vec![]), true));
         for bad in [&["ust", "track", "--vpid", "abc"][..], &["ust", "track", "--vpid", "0"], &["ust", "track", "--vpid", "-3"], &["ust", "track", "--all"], &["ust", "track"]] {
             assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
         }

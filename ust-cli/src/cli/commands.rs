@@ -195,6 +195,12 @@ pub fn disable_event(a: DisableEventArgs) -> CliResult {
 /// `ust track` (`track`) and `ust untrack`.
 pub fn track(a: TrackArgs, track: bool) -> CliResult {
     let verb = if track { "track" } else { "untrack" };
+    if a.vuid.is_some() || a.vgid.is_some() {
+        super::id_track::track_ids(&a, track)?;
+        if a.vpid.is_none() {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let pids = a.vpid.unwrap_or_default();
     if a.all && !pids.is_empty() {
         return Err(Failure { message: format!("{verb}: give process IDs (--vpid PID,...) or --vpid --all, not both"), code: 2 });

@@ -18,6 +18,7 @@
 //! - [`print`](mod@print): what the commands print, as text or JSON;
 //! - [`trace`]: `ust trace`: the one-shot session around a command, and exit statuses;
 //! - [`commands`]: the session verbs, `ust view`, `ust report` and `ust crash-dump`;
+//! - [`id_track`]: `track/untrack --vuid|--vgid`;
 //! - [`clear`]: `clear`, `regenerate metadata|statedump`;
 //! - [`save_load`]: `save`, `load` (LTTng session XML);
 //! - [`triggers`]: `add-trigger`, `list-triggers`, `remove-trigger`.
@@ -26,6 +27,7 @@ pub mod args;
 pub mod clear;
 pub mod commands;
 pub mod connect;
+pub mod id_track;
 pub mod print;
 pub mod save_load;
 pub mod trace;

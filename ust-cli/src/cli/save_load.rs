@@ -12,6 +12,7 @@ use clap::Args;
 use ust_ctl::config::{check_name, VpidTracker};
 use ust_ctl::protocol::{Command, CreateOptions, Payload, SessionDetail};
 use ust_ctl::session_xml::{from_xml, to_xml, BufferType, SavedChannel, SavedSession};
+use ust_ctl::trackers::{IdKind, IdTracker};
 use ust_ctl::Client;
 
 use super::connect::{absolute, connect, connect_or_start, home, unexpected, Failure};
@@ -57,6 +58,13 @@ fn default_dir() -> Result<PathBuf, Failure> {
     Ok(base.join(".lttng").join("sessions"))
 }
 
+fn ids(t: &IdTracker) -> Option<Vec<u32>> {
+    match t {
+        IdTracker::All => None,
+        IdTracker::Only(s) => Some(s.iter().copied().collect()),
+    }
+}
+
 /// The daemon's view of a session as LTTng's configuration model.
 pub fn saved_from_detail(d: &SessionDetail) -> SavedSession {
     SavedSession {
@@ -79,6 +87,8 @@ pub fn saved_from_detail(d: &SessionDetail) -> SavedSession {
             })
             .collect(),
         vpid: d.vpid_tracker.clone(),
+        vuid: ids(&d.vuid_tracker),
+        vgid: ids(&d.vgid_tracker),
         ..SavedSession::default()
     }
 }
@@ -157,9 +167,6 @@ fn load_one(c: &mut Client, s: &SavedSession, force: bool) -> Result<(), Failure
     if !s.other_domains.is_empty() {
         eprintln!("ust: session {name}: {} domain(s) skipped: ust traces user space only", s.other_domains.join(", "));
     }
-    if s.vuid.is_some() || s.vgid.is_some() {
-        eprintln!("ust: session {name}: user and group ID trackers are not loaded (ust tracks process IDs)");
-    }
     let Payload::Sessions(existing) = ok(c, Command::ListSessions)? else { return Err(unexpected()) };
     if existing.iter().any(|e| &e.name == name) {
         if !force {
@@ -207,6 +214,10 @@ fn load_one(c: &mut Client, s: &SavedSession, force: bool) -> Result<(), Failure
         VpidTracker::Only(set) => {
             ok(c, Command::TrackVpid { session: session.clone(), pids: set.iter().copied().collect(), all: false })?;
         }
+    }
+    for (kind, t) in [(IdKind::Vuid, &s.vuid), (IdKind::Vgid, &s.vgid)] {
+        let Some(ids) = t else { continue };
+        ok(c, Command::TrackIds { session: session.clone(), kind, ids: ids.clone(), all: ids.is_empty(), track: !ids.is_empty() })?;
     }
     if s.started {
         ok(c, Command::Start { session })?;
