@@ -339,6 +339,7 @@ impl State {
         };
         let channels: Vec<String> = ss.session.channels.iter().map(|c| c.name.clone()).collect();
         let contexts: Vec<Vec<ust_core::context::ContextType>> = ss.session.channels.iter().map(|c| c.contexts.clone()).collect();
+        let blocking: Vec<u64> = ss.session.channels.iter().map(|c| c.config.blocking_timeout_us).collect();
         let app = self.apps.get_mut(&app_id).expect("checked above");
         for (ci, chan_fds) in fds.into_iter().enumerate() {
             let slot = app.free_slot().expect("counted above");
@@ -352,6 +353,7 @@ impl State {
                     ncpus: app.ncpus,
                     contexts: contexts[ci].clone(),
                     tsc: trace.tsc,
+                    blocking_timeout_us: blocking[ci],
                 }),
                 chan_fds,
             );

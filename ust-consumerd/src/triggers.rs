@@ -153,6 +153,7 @@ pub fn attach_app(st: &mut State, app_id: u64) {
                 ncpus: app.ncpus,
                 contexts: Vec::new(),
                 tsc: None,
+                blocking_timeout_us: 0,
             }),
             fds,
         );

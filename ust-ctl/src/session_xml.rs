@@ -12,7 +12,7 @@
 //!       <overwrite_mode>DISCARD|OVERWRITE</overwrite_mode><subbuffer_size>..</subbuffer_size>
 //!       <subbuffer_count>..</subbuffer_count><switch_timer_interval>us</switch_timer_interval>
 //!       <read_timer_interval>us</read_timer_interval><output_type>MMAP</output_type>
-//!       <blocking_timeout>us</blocking_timeout><monitor_timer_interval>..</monitor_timer_interval>
+//!       <blocking_timeout>us|-1</blocking_timeout><monitor_timer_interval>..</monitor_timer_interval>
 //!       <tracefile_size>..</tracefile_size><tracefile_count>..</tracefile_count>
 //!       <live_timer_interval>..</live_timer_interval>
 //!       <events><event><name>GLOB</name><enabled>..</enabled><type>TRACEPOINT</type>
@@ -72,8 +72,6 @@ pub struct SavedChannel {
     pub enabled: bool,
     /// Sizes, mode, timers, trace files.
     pub config: ChannelConfig,
-    /// `<blocking_timeout>` in µs: 0 never blocks, `-1` (`None`) forever.
-    pub blocking_timeout_us: Option<u64>,
     /// Event rules, in file order.
     pub events: Vec<Enabler>,
     /// Context fields, in file order.
@@ -176,7 +174,7 @@ pub fn to_xml(sessions: &[SavedSession]) -> String {
                 cfg.num_subbuf,
                 cfg.switch_timer_us,
                 cfg.read_timer_us,
-                c.blocking_timeout_us.map_or(-1, |t| t.min(i64::MAX as u64) as i64),
+                if cfg.blocking_timeout_us == crate::config::BLOCKING_FOREVER { -1 } else { cfg.blocking_timeout_us.min(i64::MAX as u64) as i64 },
                 cfg.tracefile_size,
                 cfg.tracefile_count,
                 s.live_timer_us.unwrap_or(0),
@@ -406,16 +404,15 @@ fn channel_from(c: &Node) -> Result<SavedChannel, String> {
         read_timer_us: c.num("read_timer_interval")?.filter(|t| *t != 0).unwrap_or(d.read_timer_us),
         tracefile_size: c.num("tracefile_size")?.unwrap_or(0),
         tracefile_count: c.num("tracefile_count")?.unwrap_or(0),
+        blocking_timeout_us: match c.num::<i64>("blocking_timeout")? {
+            None | Some(0) => 0,
+            Some(n) if n < 0 => crate::config::BLOCKING_FOREVER,
+            Some(n) => n as u64,
+        },
     };
     // LTTng writes tracefile_count 0 or 1 for "one file" and 0 for "unlimited size".
     let config = ChannelConfig { tracefile_count: if config.tracefile_size == 0 { 0 } else { config.tracefile_count }, ..config };
     config.validate().map_err(|e| format!("channel {name}: {e}"))?;
-    let blocking: Option<i64> = c.num("blocking_timeout")?;
-    let blocking_timeout_us = match blocking {
-        None | Some(0) => Some(0),
-        Some(n) if n < 0 => None,
-        Some(n) => Some(n as u64),
-    };
     let mut events = Vec::new();
     for e in c.child("events").map(|e| e.all("event").collect::<Vec<_>>()).unwrap_or_default() {
         let ty = e.text_of("type").unwrap_or("TRACEPOINT");
@@ -440,7 +437,7 @@ fn channel_from(c: &Node) -> Result<SavedChannel, String> {
             Err(u) => unsupported_contexts.push(u),
         }
     }
-    Ok(SavedChannel { name, enabled: c.flag("enabled", true)?, config, blocking_timeout_us, events, contexts, unsupported_contexts })
+    Ok(SavedChannel { name, enabled: c.flag("enabled", true)?, config, events, contexts, unsupported_contexts })
 }
 
 fn tracker_from(trackers: Option<&Node>, kind: &str) -> Result<Option<Vec<i64>>, String> {

@@ -66,6 +66,7 @@ Starts ust-consumerd when none runs.")]
   ust enable-channel big --subbuf-size 1M --num-subbuf 8
   ust enable-channel ring --overwrite --switch-timer 100000      # flight recorder
   ust enable-channel chunked --subbuf-size 64k --tracefile-size 1M --tracefile-count 4
+  ust enable-channel nolose --blocking-timeout 100000   # writers wait up to 100 ms for room
 
 With --tracefile-size, stream files are <channel>_<cpu>_<k> (k from 0), each holding whole
 packets and its own index; --tracefile-count keeps the newest N and removes older ones.
@@ -375,6 +376,13 @@ pub struct EnableChannelArgs {
     /// Keep at most N files per stream, removing the oldest (needs --tracefile-size).
     #[arg(long, value_name = "N")]
     pub tracefile_count: Option<u64>,
+    /// Blocking mode (discard mode only): a writer whose buffer is full waits up to US
+    /// microseconds for room before discarding the event; `0` never waits (the default),
+    /// `inf` waits without limit. The traced program must allow it (`UST_ALLOW_BLOCKING=1`
+    /// in its environment, as LTTng's `LTTNG_UST_ALLOW_BLOCKING`); it never waits in a
+    /// signal handler or a nested tracepoint.
+    #[arg(long, value_name = "US|inf", value_parser = parse_blocking_timeout)]
+    pub blocking_timeout: Option<u64>,
 }
 
 /// `ust enable-event`.
@@ -584,6 +592,13 @@ fn parse_num_subbuf(s: &str) -> Result<u32, String> {
         return Err(format!("{n} is not a power of two between 2 and {}", ust_ctl::config::MAX_NUM_SUBBUF));
     }
     Ok(n)
+}
+
+fn parse_blocking_timeout(s: &str) -> Result<u64, String> {
+    match s.trim() {
+        "inf" => Ok(ust_ctl::config::BLOCKING_FOREVER),
+        t => t.parse::<u64>().ok().filter(|n| *n != ust_ctl::config::BLOCKING_FOREVER).ok_or_else(|| format!("{s:?} is not a timeout: microseconds, or inf")),
+    }
 }
 
 fn parse_level(s: &str) -> Result<Level, String> {

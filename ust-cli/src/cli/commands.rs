@@ -118,6 +118,7 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
         read_timer_us: a.read_timer.unwrap_or(DEFAULT_READ_TIMER_US),
         tracefile_size: a.tracefile_size.unwrap_or(0),
         tracefile_count: a.tracefile_count.unwrap_or(0),
+        blocking_timeout_us: a.blocking_timeout.unwrap_or(0),
     };
     config.validate().map_err(Failure::new)?;
     let mut c = connect()?;

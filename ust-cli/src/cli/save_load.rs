@@ -80,7 +80,6 @@ pub fn saved_from_detail(d: &SessionDetail) -> SavedSession {
                 name: c.name.clone(),
                 enabled: true,
                 config: c.config.clone(),
-                blocking_timeout_us: Some(0),
                 events: c.enablers.clone(),
                 contexts: c.contexts.clone(),
                 unsupported_contexts: Vec::new(),

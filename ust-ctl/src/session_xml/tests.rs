@@ -23,7 +23,7 @@ fn reads_what_lttng_saves() {
     assert_eq!(c.name, "ch");
     assert_eq!((c.config.subbuf_size, c.config.num_subbuf, c.config.overwrite), (65536, 8, true));
     assert_eq!(c.config.read_timer_us, crate::config::DEFAULT_READ_TIMER_US, "0 = ust's default read timer");
-    assert_eq!(c.blocking_timeout_us, Some(0));
+    assert_eq!(c.config.blocking_timeout_us, 0);
     assert_eq!(c.contexts, vec![ContextType::Vpid, ContextType::Procname]);
     assert_eq!(c.events.len(), 2);
     assert_eq!((c.events[0].pattern.as_str(), c.events[0].level), ("b:c", LevelFilter::Only(Level::Info)));
@@ -44,7 +44,8 @@ fn round_trips() {
     s.vgid = Some(vec![]);
     s.channels[0].contexts.push(ContextType::SpanId);
     s.channels[0].contexts.push(ContextType::CpuId);
-    s.channels[0].blocking_timeout_us = None;
+    s.channels[0].config.blocking_timeout_us = crate::config::BLOCKING_FOREVER;
+    s.channels[0].config.overwrite = false;
     s.channels[0].events[1].enabled = false;
     s.channels[0].events[1].filter = Some(r#"a == "x<y>&z" && $ctx.vtid != 3"#.into());
     let xml = to_xml(std::slice::from_ref(&s));

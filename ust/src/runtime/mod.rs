@@ -225,6 +225,7 @@ pub fn start() {
     let found = process::find();
     cpu::init();
     context::init(&fd::read_to_string(std::path::Path::new("/proc/self/comm")).unwrap_or_default());
+    crate::blocking::init_from_env();
     if let Some(p) = found.primary {
         // Another object of the process runs the runtime: join it. That runtime handles
         // fork and exit; this copy only refreshes its own context cache in a fork child.

@@ -321,7 +321,7 @@ fn add_channel(grant: ChannelGrant, fds: Vec<Option<Received>>) -> bool {
     };
     let old = channel::install(
         grant.slot,
-        Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts).with_clock(clock),
+        Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts).with_clock(clock).with_blocking(grant.blocking_timeout_us),
     );
     if let Some(old) = old {
         debug!("slot {} reused: previous channel {}/{} retired", grant.slot, old.session, old.name);
