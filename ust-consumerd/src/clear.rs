@@ -15,6 +15,9 @@ use std::sync::{Arc, Mutex};
 use crate::state::Daemon;
 use crate::stream::Stream;
 
+/// One process trace to clear: its directory, its streams, and whether it is gone.
+type Job = (std::path::PathBuf, Vec<Arc<Mutex<Stream>>>, bool);
+
 /// Clears session `name`.
 ///
 /// # Errors
@@ -25,7 +28,7 @@ pub fn clear(daemon: &Daemon, name: &str) -> Result<(), String> {
         let mut st = daemon.lock();
         let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
         let snapshot = ss.session.snapshot;
-        let mut jobs: Vec<(std::path::PathBuf, Vec<Arc<Mutex<Stream>>>, bool)> = Vec::new();
+        let mut jobs: Vec<Job> = Vec::new();
         for t in ss.traces.values_mut().filter(|t| !t.archived) {
             let gone = t.gone && !t.retained;
             jobs.push((t.dir.clone(), t.streams.clone(), gone));

@@ -1,6 +1,6 @@
 //! `ust track/untrack --vuid|--vgid`: the session's user-id and group-id trackers
 //! ([`ust_ctl::trackers`]), applied as the process-id tracker is
-//! ([`super::configure::track_vpids`]): at once, to running processes (attached when
+//! (`track_vpids`): at once, to running processes (attached when
 //! they become tracked, their events turned off and confirmed when they stop being
 //! tracked) and to those that register later.
 
