@@ -21,7 +21,7 @@ use ust_core::packet::CtfPacketLayout;
 use crate::channel::Channel;
 
 /// `UST_ALLOW_BLOCKING`, read once by the runtime's constructor.
-static ALLOWED: AtomicBool = AtomicBool::new(false);
+pub(crate) static ALLOWED: AtomicBool = AtomicBool::new(false);
 
 /// Environment variable a program sets to let its blocking channels block.
 pub const ENV_ALLOW_BLOCKING: &str = "UST_ALLOW_BLOCKING";
