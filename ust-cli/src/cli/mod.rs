@@ -76,5 +76,6 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::Report(a) => c::report(a),
         Cmd::Snapshot(SnapshotCmd::Record(a)) => c::snapshot_record(a),
         Cmd::CrashDump(a) => c::crash_dump(a),
+        Cmd::Export(a) => c::export(a),
     }
 }
