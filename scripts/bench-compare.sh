@@ -44,11 +44,14 @@ tracing_anchor() {
 }
 tracing_anchor 2000000 | tee "$log/tracing"
 tracing_anchor 100000000 off | tee -a "$log/tracing"
+# The timeline layers a Rust user would pick instead of ust's, on the same event.
+tracing_anchor 2000000 chrome | tee -a "$log/tracing"
+tracing_anchor 2000000 perfetto | tee -a "$log/tracing"
 
 # --- the project --------------------------------------------------------------------------
 if [ $only_anchors = 0 ]; then
   qenv=(); [ $quick = 1 ] && qenv=(UST_BENCH_QUICK=1)
-  env "${qenv[@]}" cargo bench -q -p benches --bench emit --bench ringbuffer -- --noplot 2>/dev/null | tee "$log/crit"
+  env "${qenv[@]}" cargo bench -q -p benches --bench emit --bench ringbuffer --bench tracing_layer -- --noplot 2>/dev/null | tee "$log/crit"
   env "${qenv[@]}" cargo bench -q -p benches --bench consumer | tee "$log/consumer"
   # On-CPU time per event (CLOCK_THREAD_CPUTIME_ID), far less inflated by load than wall time.
   for k in enabled ring; do
@@ -90,6 +93,8 @@ lt_by = {int(t): float(v) for t, v in m}
 lt1, lt2 = lt_by.get(1), lt_by.get(2)
 tr_on = num(r"non_blocking ns_per_event=([\d.]+)", tr)
 tr_off = num(r"disabled ns_per_event=([\d.]+)", tr)
+tr_chrome = num(r"tracing-chrome ns_per_event=([\d.]+)", tr)
+tr_perfetto = num(r"tracing-perfetto ns_per_event=([\d.]+)", tr)
 def f(x, d=1):
     return "–" if x is None else f"{x:.{d}f}"
 def r(a, b):
@@ -114,6 +119,10 @@ rows = [
     ("ring buffer reserve+commit, monotonic", g("ringbuffer reserve+commit monotonic"), "floor: clock_gettime", clock, ""),
     ("ring buffer reserve+commit, TSC", g("ringbuffer reserve+commit tsc"), "floor: rdtsc", rdtsc, ""),
     ("(tracing, no subscriber)", tr_off, "LTTng-UST disabled", lt_off, ""),
+    ("tracing info!(id, val, \"ev\") recorded by ust's layer", g('tracing+ust layer: info!(id = u64, val = i32, "ev")'), "tracing-chrome layer", tr_chrome, ""),
+    ("  same", g('tracing+ust layer: info!(id = u64, val = i32, "ev")'), "tracing-perfetto layer", tr_perfetto, ""),
+    ("  same", g('tracing+ust layer: info!(id = u64, val = i32, "ev")'), "tracing fmt + non-blocking file", tr_on, ""),
+    ("  (ust layer, callsite no session enables)", g("tracing+ust layer: disabled callsite"), "tracing, no subscriber", tr_off, ""),
 ]
 print(f"load average before/after: {load0} / {load1}; {os.cpu_count()} CPUs\n")
 print("| figure | ust (ns, median) | reference | ref (ns) | ratio | target |")

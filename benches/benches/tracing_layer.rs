@@ -1,6 +1,8 @@
 //! `tracing` events recorded by `ust::tracing::layer()` beside the same events formatted by
 //! `tracing_subscriber::fmt` into `io::sink()` (no I/O cost: the fmt figure is formatting
-//! alone), and the cost of a callsite ust does not enable. Buffers are made here on memfds
+//! alone), and the cost of a callsite ust does not enable. `info!(id = u64, val = i32,
+//! "ev")` is the event benches/anchors/tracing-rs records with `tracing-chrome` and
+//! `tracing-perfetto` (scripts/bench-compare.sh sets them side by side). Buffers are made here on memfds
 //! (no daemon) and drained between batches ([`benches::timed_batches`]), as in `emit`.
 
 use std::hint::black_box;
@@ -13,12 +15,14 @@ fn bench(c: &mut Criterion) {
     let y = black_box(-1i32);
     let fields = || tracing::info!(a = x, b = y);
     let message = || tracing::info!("cache size {} after {:?}", x, y);
+    let anchor = || tracing::info!(id = x, val = y, "ev");
     let bufs = benches::install_local();
 
     let ust = tracing_subscriber::registry().with(ust::tracing::layer());
     tracing::subscriber::with_default(ust, || {
         fields();
         message();
+        anchor();
         c.bench_function("tracing+ust layer: disabled callsite", |b| b.iter(fields));
         for s in ust::sites().filter(|s| s.desc().provider == "tracing_layer") {
             benches::enable(s);
@@ -29,6 +33,9 @@ fn bench(c: &mut Criterion) {
         });
         c.bench_function("tracing+ust layer: info!(\"{} {:?}\", u64, i32)", |b| {
             b.iter_custom(|iters| benches::timed_batches(iters, &bufs, message))
+        });
+        c.bench_function("tracing+ust layer: info!(id = u64, val = i32, \"ev\")", |b| {
+            b.iter_custom(|iters| benches::timed_batches(iters, &bufs, anchor))
         });
     });
 

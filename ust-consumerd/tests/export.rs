@@ -6,7 +6,11 @@
 //!
 //! Perfetto's trace processor cannot run here (PyPI `perfetto` downloads its
 //! `trace_processor_shell` at first use, and this machine reaches package registries only),
-//! so the file is checked against the Trace Event Format instead, by a strict reader: every
+//! so the protobuf export (`--format perfetto`) is decoded with the Python classes that PyPI
+//! `perfetto` ships, generated from Perfetto's own `perfetto_trace.proto`
+//! (tests/data/export/check_perfetto.py: no unknown field, described tracks, balanced
+//! slices) and must hold what the JSON export holds; the JSON file is checked against the
+//! Trace Event Format by a strict reader: every
 //! event one of the phases ust writes (`M`, `X`, `i`, `C`) with exactly the fields the
 //! format gives that phase (an unknown field or a missing one fails), metadata names from
 //! the format's list, every track named, and the `X` slices of each track properly nested
@@ -203,7 +207,52 @@ fn trace_and_export(d: &TestDaemon, name: &str, extra: &[&str]) -> (std::path::P
     assert_eq!(p.counters.len(), n);
     assert!(p.counters.iter().all(|(name, args)| name == "spanprobe:inside" && args["step"].as_f64() == Some(1.0)));
     assert_eq!(p.thread_names.get(&(pid, pid)).map(String::as_str), Some("tracingspans"), "named by procname");
+    check_perfetto_against_json(d, &out, &p, pid);
     (out, p, pid)
+}
+
+/// Exports the same trace as Perfetto protobuf, reads it with Perfetto's own generated
+/// classes (tests/data/export/check_perfetto.py), and finds in it what the JSON export
+/// holds: the same slices and instants on every thread, the same arguments, the same
+/// counters and CPU tracks.
+fn check_perfetto_against_json(d: &TestDaemon, out: &Path, p: &Parsed, pid: u32) {
+    let pf = out.join("export.pftrace");
+    let o = d.ust_cmd().arg("export").arg(out).args(["--counter", "spanprobe:inside:step", "-o"]).arg(&pf).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && err.contains("perfetto written to"), "the default format is perfetto: {err}");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/export/check_perfetto.py");
+    let o = std::process::Command::new("python3").arg(&script).arg(&pf).output().expect("python3");
+    assert!(
+        o.status.success(),
+        "Perfetto's schema refused the trace (scripts/test.sh installs PyPI perfetto and protobuf):\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let sum: Json = serde_json::from_slice(&o.stdout).unwrap();
+    let tracks = sum["tracks"].as_object().unwrap();
+    let count = |k: &str, what: &str| tracks.get(k).map_or(0, |t| t[what].as_u64().unwrap() as usize);
+    for ((tp, tid), name) in &p.thread_names {
+        if *tp != pid || name.ends_with("(scheduling)") {
+            continue;
+        }
+        let key = format!("{pid}/{tid}");
+        let json_slices = p.slices.get(&(*tp, *tid)).map_or(0, Vec::len);
+        let json_instants = p.instants.get(&(*tp, *tid)).map_or(0, Vec::len);
+        assert_eq!((count(&key, "slices"), count(&key, "instants")), (json_slices, json_instants), "thread {key}");
+    }
+    let total = |what: &str| tracks.values().map(|t| t[what].as_u64().unwrap() as usize).sum::<usize>();
+    assert_eq!(total("slices"), p.slices.values().map(Vec::len).sum::<usize>(), "every slice");
+    assert_eq!(total("instants"), p.instants.values().map(Vec::len).sum::<usize>(), "every instant");
+    let conn = &tracks[&format!("{pid}/{pid}")]["first"]["conn"];
+    assert_eq!(conn["categories"], serde_json::json!(["tracingspans"]));
+    assert_eq!(conn["args"], serde_json::json!({"id": 1, "parent": 0, "peer": "10.0.0.1", "bytes": 512}));
+    let values: Vec<f64> = sum["counters"][format!("process {pid} spanprobe:inside:step")].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(values, p.counters.iter().map(|c| c.1["step"].as_f64().unwrap()).collect::<Vec<f64>>());
+    let cpu_json = p.process_names.iter().find(|(_, n)| *n == "CPUs").map_or(0, |(c, _)| p.thread_names.keys().filter(|(q, _)| q == c).count());
+    let cpu_pf = tracks.keys().filter(|k| k.starts_with("CPUs CPU ")).count();
+    assert!(cpu_pf <= cpu_json, "CPU tracks: {cpu_pf} (with slices) of {cpu_json}");
+    if cpu_json > 0 {
+        assert!(cpu_pf > 0);
+    }
 }
 
 #[test]

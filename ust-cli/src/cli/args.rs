@@ -218,8 +218,9 @@ kernel events it reports the program's own events per name and per thread.")]
     /// scheduling states and the CPUs.
     #[command(after_help = "Examples:
   ust trace -t vtid -t procname --output /tmp/t -- ./server
-  ust export /tmp/t -o /tmp/t.json              # open it in Perfetto UI
-  ust export /tmp/t --counter myapp:queue:depth -o /tmp/t.json
+  ust export /tmp/t -o /tmp/t.pftrace           # open it in Perfetto UI
+  ust export /tmp/t --format chrome-json -o /tmp/t.json
+  ust export /tmp/t --counter myapp:queue:depth -o /tmp/t.pftrace
 
 DIR is the output of `ust trace` (with --kernel for the thread states and CPU tracks).
 Events carry their thread with the vtid context (`ust trace -t vtid`); without it, each
@@ -232,9 +233,9 @@ process is one track.")]
 pub struct ExportArgs {
     /// Trace directory (the output of `ust trace`).
     pub dir: PathBuf,
-    /// Output format: chrome-json (the JSON trace event format, which Perfetto UI and
-    /// chrome://tracing open).
-    #[arg(long, value_name = "FORMAT", default_value = "chrome-json", value_parser = ["chrome-json"])]
+    /// Output format: perfetto (Perfetto's protobuf trace) or chrome-json (the JSON trace
+    /// event format, which Perfetto UI and chrome://tracing open).
+    #[arg(long, value_name = "FORMAT", default_value = "perfetto", value_parser = ["perfetto", "chrome-json"])]
     pub format: String,
     /// Write to FILE (default: standard output).
     #[arg(short = 'o', long, value_name = "FILE")]

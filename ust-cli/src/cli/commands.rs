@@ -366,7 +366,8 @@ pub fn report(a: ReportArgs) -> CliResult {
 
 /// `ust export`.
 pub fn export(a: ExportArgs) -> CliResult {
-    let opt = crate::export::Options { format: crate::export::Format::ChromeJson, counters: a.counter };
+    let format = if a.format == "chrome-json" { crate::export::Format::ChromeJson } else { crate::export::Format::Perfetto };
+    let opt = crate::export::Options { format, counters: a.counter };
     let s = match &a.output {
         Some(path) => {
             let f = std::fs::File::create(path).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;

@@ -1,9 +1,9 @@
-//! `ust export DIR --format chrome-json [-o FILE]`: a trace as a file Perfetto UI (and
-//! `chrome://tracing`) opens.
+//! `ust export DIR --format perfetto|chrome-json [-o FILE]`: a trace as a file Perfetto UI
+//! opens (and, as JSON, `chrome://tracing`).
 //!
 //! ```text
 //!  DIR/ust/pid/*/ ─┐                       ┌─ spans::add ──┐
-//!                  ├─ report::load::load ──┤               ├─ Timeline ── chrome::write
+//!                  ├─ report::load::load ──┤               ├─ Timeline ── chrome / perfetto
 //!  DIR/kernel/  ───┘                       └─ sched::add ──┘
 //! ```
 //!
@@ -18,9 +18,11 @@
 //! - [`spans`]: user-space events: spans, instants, counters.
 //! - [`sched`]: kernel events: thread states with their wakers, CPU tracks.
 //! - [`chrome`]: the Chrome JSON trace event format.
+//! - [`perfetto`]: Perfetto's protobuf trace format.
 
 pub mod chrome;
 pub mod fields;
+pub mod perfetto;
 pub mod sched;
 pub mod spans;
 pub mod timeline;
@@ -34,6 +36,8 @@ pub use spans::Counter;
 pub enum Format {
     /// The JSON trace event format ([`chrome`]).
     ChromeJson,
+    /// Perfetto's protobuf trace ([`perfetto`]).
+    Perfetto,
 }
 
 /// What to export.
@@ -79,7 +83,9 @@ pub fn timeline(dir: &Path, counters: &[Counter]) -> Result<(timeline::Timeline,
 pub fn export(dir: &Path, opt: &Options, out: impl std::io::Write) -> Result<Summary, String> {
     let (t, problems) = timeline(dir, &opt.counters)?;
     match opt.format {
-        Format::ChromeJson => chrome::write(&t, &dir.display().to_string(), out).map_err(|e| format!("cannot write the export: {e}"))?,
+        Format::ChromeJson => chrome::write(&t, &dir.display().to_string(), out),
+        Format::Perfetto => perfetto::write(&t, out),
     }
+    .map_err(|e| format!("cannot write the export: {e}"))?;
     Ok(Summary { threads: t.threads.len(), slices: t.slices.len(), instants: t.instants.len(), counter_values: t.counters.len(), problems })
 }
