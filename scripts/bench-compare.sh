@@ -50,6 +50,11 @@ tracing_anchor 2000000 perfetto | tee -a "$log/tracing"
 
 # --- the project --------------------------------------------------------------------------
 if [ $only_anchors = 0 ]; then
+  # No daemon for the in-process benches: one found at the default socket directory (root's
+  # /run/ust) would send its enable masks and level hint over the benches' own (the
+  # tracing-layer figures were then those of a disabled callsite). The consumer bench starts
+  # its own daemon in a directory of its own.
+  mkdir -p "$log/no-daemon"; export UST_RUNDIR="$log/no-daemon"
   qenv=(); [ $quick = 1 ] && qenv=(UST_BENCH_QUICK=1)
   env "${qenv[@]}" cargo bench -q -p benches --bench emit --bench ringbuffer --bench tracing_layer -- --noplot 2>/dev/null | tee "$log/crit"
   env "${qenv[@]}" cargo bench -q -p benches --bench consumer | tee "$log/consumer"
