@@ -13,7 +13,7 @@
 //! instants, counters, and with a kernel part, each traced thread's scheduling states and
 //! one track per CPU), and written in the chosen format.
 //!
-//! - [`timeline`]: the tracks, slices, instants and counters.
+//! - [`mod@timeline`]: the tracks, slices, instants and counters.
 //! - [`fields`]: event fields as arguments.
 //! - [`spans`]: user-space events: spans, instants, counters.
 //! - [`sched`]: kernel events: thread states with their wakers, CPU tracks.
