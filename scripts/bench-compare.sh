@@ -45,8 +45,10 @@ tracing_anchor() {
 tracing_anchor 2000000 | tee "$log/tracing"
 tracing_anchor 100000000 off | tee -a "$log/tracing"
 # The timeline layers a Rust user would pick instead of ust's, on the same event.
-tracing_anchor 2000000 chrome | tee -a "$log/tracing"
-tracing_anchor 2000000 perfetto | tee -a "$log/tracing"
+for what in "" span; do
+  tracing_anchor 2000000 chrome $what | tee -a "$log/tracing"
+  tracing_anchor 2000000 perfetto $what | tee -a "$log/tracing"
+done
 
 # --- the project --------------------------------------------------------------------------
 if [ $only_anchors = 0 ]; then
@@ -100,6 +102,8 @@ tr_on = num(r"non_blocking ns_per_event=([\d.]+)", tr)
 tr_off = num(r"disabled ns_per_event=([\d.]+)", tr)
 tr_chrome = num(r"tracing-chrome ns_per_event=([\d.]+)", tr)
 tr_perfetto = num(r"tracing-perfetto ns_per_event=([\d.]+)", tr)
+tr_chrome_span = num(r"tracing-chrome span ns_per_event=([\d.]+)", tr)
+tr_perfetto_span = num(r"tracing-perfetto span ns_per_event=([\d.]+)", tr)
 def f(x, d=1):
     return "–" if x is None else f"{x:.{d}f}"
 def r(a, b):
@@ -128,6 +132,8 @@ rows = [
     ("  same", g('tracing+ust layer: info!(id = u64, val = i32, "ev")'), "tracing-perfetto layer", tr_perfetto, ""),
     ("  same", g('tracing+ust layer: info!(id = u64, val = i32, "ev")'), "tracing fmt + non-blocking file", tr_on, ""),
     ("  (ust layer, callsite no session enables)", g("tracing+ust layer: disabled callsite"), "tracing, no subscriber", tr_off, ""),
+    ("tracing span made, entered, exited, closed, ust's layer", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "tracing-chrome layer", tr_chrome_span, ""),
+    ("  same", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "tracing-perfetto layer", tr_perfetto_span, ""),
 ]
 print(f"load average before/after: {load0} / {load1}; {os.cpu_count()} CPUs\n")
 print("| figure | ust (ns, median) | reference | ref (ns) | ratio | target |")

@@ -1,8 +1,9 @@
 //! `tracing` events recorded by `ust::tracing::layer()` beside the same events formatted by
 //! `tracing_subscriber::fmt` into `io::sink()` (no I/O cost: the fmt figure is formatting
 //! alone), and the cost of a callsite ust does not enable. `info!(id = u64, val = i32,
-//! "ev")` is the event benches/anchors/tracing-rs records with `tracing-chrome` and
-//! `tracing-perfetto` (scripts/bench-compare.sh sets them side by side). Buffers are made here on memfds
+//! "ev")` and a span `info_span!("work", id = u64)` made, entered, exited and closed are
+//! what benches/anchors/tracing-rs records with `tracing-chrome` and `tracing-perfetto`
+//! (scripts/bench-compare.sh sets them side by side). Buffers are made here on memfds
 //! (no daemon) and drained between batches ([`benches::timed_batches`]), as in `emit`.
 
 use std::hint::black_box;
@@ -16,6 +17,10 @@ fn bench(c: &mut Criterion) {
     let fields = || tracing::info!(a = x, b = y);
     let message = || tracing::info!("cache size {} after {:?}", x, y);
     let anchor = || tracing::info!(id = x, val = y, "ev");
+    let span = || {
+        let s = tracing::info_span!("work", id = x);
+        let _e = s.enter();
+    };
     let bufs = benches::install_local();
 
     let ust = tracing_subscriber::registry().with(ust::tracing::layer());
@@ -23,6 +28,7 @@ fn bench(c: &mut Criterion) {
         fields();
         message();
         anchor();
+        span();
         c.bench_function("tracing+ust layer: disabled callsite", |b| b.iter(fields));
         for s in ust::sites().filter(|s| s.desc().provider == "tracing_layer") {
             benches::enable(s);
@@ -36,6 +42,10 @@ fn bench(c: &mut Criterion) {
         });
         c.bench_function("tracing+ust layer: info!(id = u64, val = i32, \"ev\")", |b| {
             b.iter_custom(|iters| benches::timed_batches(iters, &bufs, anchor))
+        });
+        // Four ust events: `work_new`, `_enter`, `_exit`, `_close`.
+        c.bench_function("tracing+ust layer: info_span!(\"work\", id = u64) entered and closed", |b| {
+            b.iter_custom(|iters| benches::timed_batches(iters, &bufs, span))
         });
     });
 

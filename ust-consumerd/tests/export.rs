@@ -312,13 +312,15 @@ fn mixed_user_and_kernel_export_adds_thread_states_and_cpu_tracks() {
     let all_states: Vec<&X> = p.slices.iter().filter(|((q, t), _)| *q == pid && *t != pid && p.thread_names.get(&(*q, *t)).is_some_and(|n| n.ends_with("(scheduling)"))).flat_map(|(_, v)| v).collect();
     let blocked: Vec<&&X> = all_states.iter().filter(|x| x.name == "Blocked").collect();
     assert!(!blocked.is_empty(), "the runtime's thread waits for the daemon at least");
-    assert!(blocked.iter().all(|x| x.args["state"].as_str().is_some_and(|s| "SDTtXZPI".contains(s)) && x.args["blocked_in"].is_string()), "{blocked:?}");
-    // A Runnable slice (a wake-up seen) follows its Blocked slice and names the waker.
+    assert!(blocked.iter().all(|x| x.args["state"].as_str().is_some_and(|s| s.len() == 1 && "SDTtXZPI".contains(s))), "{blocked:?}");
+    // A Runnable slice (a wake-up seen) follows its Blocked slice, which says what the
+    // thread was blocked in, and names the waker.
     let runnable: Vec<&&X> = all_states.iter().filter(|x| x.name == "Runnable").collect();
     assert!(!runnable.is_empty());
     for r in &runnable {
         assert!(r.args["woken_by"]["kind"].is_string(), "{r:?}");
-        assert!(blocked.iter().any(|b| b.end == r.start), "{r:?} follows a Blocked slice");
+        let b = blocked.iter().find(|b| b.end == r.start).unwrap_or_else(|| panic!("{r:?} follows a Blocked slice"));
+        assert!(b.args["blocked_in"].is_string(), "{b:?}");
     }
 }
 

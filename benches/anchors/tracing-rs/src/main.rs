@@ -4,7 +4,9 @@
 //! ust's cost per recorded event: `tracing-chrome` (Chrome JSON, written by its own thread)
 //! and `tracing-perfetto` (Perfetto protobuf, written by the emitting thread).
 //!
-//! Usage: `tracing-anchor [EVENTS] [off | chrome | perfetto]` (default 2000000 events).
+//! Usage: `tracing-anchor [EVENTS] [off | chrome | perfetto | fmt] [span]` (default 2000000
+//! events; with `span`, each iteration is a span made, entered, exited and closed instead,
+//! printed with ` span` after the layer's name).
 //! Prints one line, parsed by `scripts/bench-compare.sh`:
 //! `tracing fmt+non_blocking ns_per_event=..`, or with `off`, `tracing disabled
 //! ns_per_event=..`, or `tracing-chrome ns_per_event=..` / `tracing-perfetto
@@ -15,12 +17,26 @@ use std::time::Instant;
 
 use tracing_subscriber::layer::SubscriberExt;
 
+/// ns per iteration of `n`: an event, or with `span` a span made, entered, exited and
+/// closed (`info_span!("work", id = u64)`).
 fn run(n: u64) -> f64 {
+    let span = std::env::args().nth(3).as_deref() == Some("span");
     let t = Instant::now();
-    for i in 0..n {
-        tracing::info!(id = i, val = 7i32, "ev");
+    if span {
+        for i in 0..n {
+            let s = tracing::info_span!("work", id = i);
+            let _e = s.enter();
+        }
+    } else {
+        for i in 0..n {
+            tracing::info!(id = i, val = 7i32, "ev");
+        }
     }
     t.elapsed().as_nanos() as f64 / n as f64
+}
+
+fn suffix() -> &'static str {
+    if std::env::args().nth(3).as_deref() == Some("span") { " span" } else { "" }
 }
 
 fn main() {
@@ -34,14 +50,14 @@ fn main() {
             tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).expect("set subscriber");
             let ns = run(n);
             drop(guard);
-            println!("tracing-chrome ns_per_event={ns:.1}");
+            println!("tracing-chrome{} ns_per_event={ns:.1}", suffix());
         }
         "perfetto" => {
             let file = std::fs::File::create(&path).expect("create trace file");
             let layer = tracing_perfetto::PerfettoLayer::new(std::sync::Mutex::new(std::io::BufWriter::new(file))).with_debug_annotations(true);
             tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).expect("set subscriber");
             let ns = run(n);
-            println!("tracing-perfetto ns_per_event={ns:.1}");
+            println!("tracing-perfetto{} ns_per_event={ns:.1}", suffix());
         }
         _ => {
             let file = std::fs::File::create(&path).expect("create log file");
@@ -50,7 +66,7 @@ fn main() {
             tracing::subscriber::set_global_default(subscriber).expect("set subscriber");
             let ns = run(n);
             drop(guard);
-            println!("tracing fmt+non_blocking ns_per_event={ns:.1}");
+            println!("tracing fmt+non_blocking{} ns_per_event={ns:.1}", suffix());
         }
     }
     let _ = std::fs::remove_file(path);
