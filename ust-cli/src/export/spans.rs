@@ -162,6 +162,57 @@ pub fn add(l: &Loaded, counters: &[Counter], t: &mut Timeline) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::load::Event;
+    use ust_ctf::reader::Value;
+
+    fn ev(ts: u64, tid: i32, name: &str, fields: &[(&str, Value)]) -> Event {
+        let fields = fields.iter().map(|(n, v)| (n.to_string(), v.clone())).collect();
+        Event { ts, cpu: 0, name: name.into(), tid, pid: 10, domain: Domain::Ust, fields }
+    }
+
+    #[test]
+    fn spans_become_slices_per_thread_with_their_final_fields() {
+        let id = |n| ("id", Value::Unsigned(n));
+        let l = Loaded {
+            events: vec![
+                // The trace starts inside span 5 on thread 11: its exit has no enter.
+                ev(100, 11, "app:old_exit", &[id(5)]),
+                ev(110, 11, "app:conn_new", &[id(1), ("parent", Value::Unsigned(0)), ("peer", Value::Str("a".into())), ("bytes", Value::List(vec![]))]),
+                ev(120, 11, "app:conn_enter", &[id(1)]),
+                ev(130, 11, "app:event", &[("message", Value::Str("in".into()))]),
+                ev(140, 11, "app:conn_exit", &[id(1)]),
+                // Polled again on thread 12.
+                ev(150, 12, "app:conn_enter", &[id(1)]),
+                ev(160, 12, "app:conn_exit", &[id(1)]),
+                ev(170, 11, "app:conn_record", &[id(1), ("peer", Value::List(vec![])), ("bytes", Value::Unsigned(9))]),
+                ev(175, 11, "app:conn_follows_from", &[id(1), ("follows", Value::Unsigned(3))]),
+                ev(180, 11, "app:conn_close", &[id(1)]),
+                // Id 1 reused by a new span, entered and never exited.
+                ev(190, 11, "app:conn_new", &[id(1), ("parent", Value::Unsigned(0)), ("peer", Value::Str("b".into())), ("bytes", Value::List(vec![]))]),
+                ev(200, 11, "app:conn_enter", &[id(1)]),
+                ev(210, 12, "app:tick", &[("n", Value::Signed(4))]),
+                ev(220, 12, "lttng_ust_statedump:end", &[]),
+            ],
+            ..Default::default()
+        };
+        let mut t = Timeline::default();
+        add(&l, &[Counter { event: "app:tick".into(), field: "n".into() }], &mut t);
+        let mut s: Vec<(Track, u64, u64, String, Json)> = t.slices.iter().map(|s| (s.track, s.ts, s.dur, s.name.clone(), Json::Object(s.args.clone()))).collect();
+        s.sort_by_key(|x| (x.0, x.1));
+        let done = serde_json::json!({"id": 1, "parent": 0, "peer": "a", "bytes": 9, "follows_from": [3]});
+        assert_eq!(
+            s,
+            vec![
+                (Track::Thread(10, 11), 100, 0, "old".to_string(), serde_json::json!({})),
+                (Track::Thread(10, 11), 120, 20, "conn".to_string(), done.clone()),
+                (Track::Thread(10, 11), 200, 20, "conn".to_string(), serde_json::json!({"id": 1, "parent": 0, "peer": "b", "unfinished": true})),
+                (Track::Thread(10, 12), 150, 10, "conn".to_string(), done),
+            ]
+        );
+        let i: Vec<(Track, &str, &str)> = t.instants.iter().map(|i| (i.track, i.cat.as_str(), i.name.as_str())).collect();
+        assert_eq!(i, [(Track::Thread(10, 11), "app", "event"), (Track::Thread(10, 12), "app", "tick")]);
+        assert_eq!(t.counters, [CounterValue { pid: 10, ts: 210, name: "app:tick:n".into(), value: 4.0 }]);
+    }
 
     #[test]
     fn span_event_names_and_counter_specs_parse() {
