@@ -324,6 +324,44 @@ fn mixed_user_and_kernel_export_adds_thread_states_and_cpu_tracks() {
     }
 }
 
+/// tracingthreads: three threads of `job` spans and the main thread's `batch`, each on its
+/// own track, as many slices and instants on each as babeltrace2 shows for its `vtid`.
+#[test]
+fn each_thread_gets_its_own_track() {
+    let d = TestDaemon::start();
+    let out = d.output("threads");
+    let o = d.ust_cmd().args(["trace", "-t", "vtid", "-t", "procname", "--output"]).arg(&out).arg("--").arg(program("debug", "tracingthreads")).args(["3", "5"]).output().unwrap();
+    assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stderr), d.log());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "done 3 5\n");
+    let json = out.join("t.json");
+    let o = d.ust_cmd().arg("export").arg(&out).args(["--format", "chrome-json", "-o"]).arg(&json).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p = check(&json);
+    let (per, pid) = bt_user(&babeltrace(&out));
+    assert_eq!(per.len(), 4, "main and three workers: {per:?}");
+    let mut workers = Vec::new();
+    for (tid, (spans, others)) in &per {
+        let slices = p.slices.get(&(pid, *tid)).map_or(&[][..], Vec::as_slice);
+        let instants = p.instants.get(&(pid, *tid)).map_or(0, Vec::len);
+        assert_eq!((slices.len(), instants), (*spans, *others), "thread {tid}");
+        if *tid == pid {
+            assert_eq!(slices.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["batch"]);
+            continue;
+        }
+        assert_eq!(slices.len(), 5);
+        let w = slices[0].args["worker"].as_u64().unwrap();
+        let mut ns: Vec<u64> = slices.iter().map(|x| {
+            assert_eq!((x.name.as_str(), x.args["worker"].as_u64()), ("job", Some(w)), "one worker's jobs on its track");
+            x.args["n"].as_u64().unwrap()
+        }).collect();
+        ns.sort();
+        assert_eq!(ns, [0, 1, 2, 3, 4]);
+        workers.push(w);
+    }
+    workers.sort();
+    assert_eq!(workers, [0, 1, 2]);
+}
+
 #[test]
 fn export_of_a_directory_without_a_trace_fails_clearly() {
     let d = TestDaemon::without_daemon();

@@ -75,7 +75,11 @@ pub fn add(l: &Loaded, dir: &std::path::Path, t: &mut Timeline) {
     let traced: HashMap<i32, String> = report.tasks.iter().map(|r| (r.tid, r.name.clone())).collect();
     for (tid, name) in &traced {
         let pid = pid_of(*tid);
-        t.name_thread(pid, *tid, name);
+        // The kernel's name is the thread's own (`worker-3`, `tokio-rt-worker`); the
+        // `procname` context names the process.
+        if !name.is_empty() && name != "?" {
+            t.threads.insert((pid, *tid), name.clone());
+        }
         if pid == *tid {
             t.name_process(pid, name);
         }
