@@ -228,23 +228,8 @@ process is one track.")]
     Export(ExportArgs),
 }
 
-/// `ust export`.
-#[derive(Debug, Args)]
-pub struct ExportArgs {
-    /// Trace directory (the output of `ust trace`).
-    pub dir: PathBuf,
-    /// Output format: perfetto (Perfetto's protobuf trace) or chrome-json (the JSON trace
-    /// event format, which Perfetto UI and chrome://tracing open).
-    #[arg(long, value_name = "FORMAT", default_value = "perfetto", value_parser = ["perfetto", "chrome-json"])]
-    pub format: String,
-    /// Write to FILE (default: standard output).
-    #[arg(short = 'o', long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Draw this numeric field of this event as a counter track (repeatable):
-    /// provider:event:field.
-    #[arg(long, value_name = "PROVIDER:EVENT:FIELD")]
-    pub counter: Vec<crate::export::Counter>,
-}
+pub use super::export_args::ExportArgs;
+
 
 /// `ust snapshot ...`.
 #[derive(Debug, Subcommand)]
