@@ -24,6 +24,10 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# ust-consumerd/tests/export.rs reads `ust export --format perfetto` with the classes PyPI
+# `perfetto` generates from Perfetto's perfetto_trace.proto (and their protobuf runtime).
+python3 -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' >/dev/null 2>&1 || python3 -m pip install -q perfetto protobuf
+
 # The permission tests (ust-consumerd/tests/permissions.rs) switch to unprivileged users; as
 # root, create them here (idempotent; the test also does it, so `cargo test` alone works).
 if [ "$(id -u)" = 0 ]; then

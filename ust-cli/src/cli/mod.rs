@@ -13,14 +13,16 @@
 //!
 //! The modules, each depending only on those listed before it:
 //!
+//! - [`export_args`]: the arguments of `ust export`;
 //! - [`args`]: the clap definitions (also the `--help` texts);
 //! - [`connect`]: the socket directory, connecting (and starting the daemon), [`Failure`];
 //! - [`print`](mod@print): what the commands print, as text or JSON;
 //! - [`trace`]: `ust trace`: the one-shot session around a command, and exit statuses;
-//! - [`commands`]: the session verbs, `ust view`, `ust report` and `ust crash-dump`.
+//! - [`commands`]: the session verbs, `ust view`, `ust report`, `ust export` and `ust crash-dump`.
 
 pub mod args;
 pub mod commands;
+pub mod export_args;
 pub mod connect;
 pub mod print;
 pub mod trace;
@@ -76,5 +78,6 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::Report(a) => c::report(a),
         Cmd::Snapshot(SnapshotCmd::Record(a)) => c::snapshot_record(a),
         Cmd::CrashDump(a) => c::crash_dump(a),
+        Cmd::Export(a) => c::export(a),
     }
 }
