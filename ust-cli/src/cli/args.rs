@@ -276,7 +276,23 @@ emptied; archives of earlier `ust rotate` are kept.")]
   ust regenerate metadata
   ust regenerate statedump -s fr")]
     Regenerate(super::clear::RegenerateCmd),
+    /// Export a trace as a file Perfetto UI opens: one track per thread with the `tracing`
+    /// spans as slices, events as instants, counters, and with the kernel part the threads'
+    /// scheduling states and the CPUs.
+    #[command(after_help = "Examples:
+  ust trace -t vtid -t procname --output /tmp/t -- ./server
+  ust export /tmp/t -o /tmp/t.pftrace           # open it in Perfetto UI
+  ust export /tmp/t --format chrome-json -o /tmp/t.json
+  ust export /tmp/t --counter myapp:queue:depth -o /tmp/t.pftrace
+
+DIR is the output of `ust trace` (with --kernel for the thread states and CPU tracks).
+Events carry their thread with the vtid context (`ust trace -t vtid`); without it, each
+process is one track.")]
+    Export(ExportArgs),
 }
+
+pub use super::export_args::ExportArgs;
+
 
 /// `ust snapshot ...`.
 #[derive(Debug, Subcommand)]
@@ -552,6 +568,11 @@ pub struct TraceArgs {
     /// switches, faults and user stacks through perf_event_open (no privilege needed).
     #[arg(long)]
     pub kernel: bool,
+    /// Add this context to every event (repeatable, as `ust add-context -t`): vpid, vtid,
+    /// procname, pthread_id, cpu_id, ip or span_id. `-t vtid -t procname` gives `ust export`
+    /// one track per thread, named.
+    #[arg(short = 't', long = "context", value_name = "TYPE", value_parser = parse_context)]
+    pub contexts: Vec<ust_core::context::ContextType>,
     /// The command to trace, after `--`.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
