@@ -40,7 +40,7 @@ use crate::state::{SessionState, State};
 use crate::stream::{Stream, StreamSetup, StreamShm, TraceFiles};
 
 /// First [`ust_core::ABI_MINOR`] whose runtimes can write per-UID channels.
-pub const SINCE_MINOR: u16 = 4;
+pub const SINCE_MINOR: u16 = 5;
 
 /// The key of the per-UID trace of `uid` in a session's traces: above every process id.
 pub const fn trace_key(uid: u32) -> u64 {
@@ -169,16 +169,16 @@ pub(crate) fn attach(st: &mut State, name: &str, app_id: u64) -> Result<bool, St
     for (ci, ch) in ss.session.channels.iter().enumerate() {
         let fds: Result<Vec<OwnedFd>, _> = shared.fds.get(ci).map_or(Ok(Vec::new()), |v| v.iter().map(|f| f.try_clone()).collect());
         let fds = fds.map_err(|e| format!("process {pid} not traced: cannot duplicate its buffer descriptors: {e}"))?;
-        grants.push((ci, ch.name.clone(), ch.contexts.clone(), fds));
+        grants.push((ci, ch.name.clone(), ch.contexts.clone(), fds, ch.config.blocking_timeout_us));
     }
     shared.members.insert(app_id);
     let tsc = t.tsc;
     let nbuf = t.streams.len() / ss.session.channels.len().max(1);
     let app = st.apps.get_mut(&app_id).expect("checked above");
-    for (ci, channel, contexts, fds) in grants {
+    for (ci, channel, contexts, fds, blocking) in grants {
         let slot = (0..MAX_CHANNELS).find(|s| !app.slots.contains_key(s)).expect("counted above");
         app.slots.insert(slot, (name.to_string(), ci));
-        let grant = ChannelGrant { slot, session: name.to_string(), channel, ncpus: nbuf as u32, contexts, tsc, shared_ids: true };
+        let grant = ChannelGrant { slot, session: name.to_string(), channel, ncpus: nbuf as u32, contexts, tsc, shared_ids: true, blocking_timeout_us: blocking };
         app.send(DaemonMessage::AddChannel(grant), fds);
     }
     Ok(made)

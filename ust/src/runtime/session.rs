@@ -239,6 +239,10 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
                 );
                 g.settle();
             }
+            DaemonMessage::Statedump { slots } => {
+                let n = super::statedump::dump(slots);
+                debug!("state dump regenerated: {n} objects into channel slots {slots:#x}");
+            }
             DaemonMessage::Sync { seq } => {
                 if let Err(e) = send(g, &AppMessage::SyncDone { seq }) {
                     debug!("cannot answer sync {seq}: {e}");
@@ -317,7 +321,7 @@ fn add_channel(grant: ChannelGrant, fds: Vec<Option<Received>>) -> bool {
         None => TraceClock::Monotonic,
     };
     let shared = grant.shared_ids;
-    let mut ch = Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts).with_clock(clock);
+    let mut ch = Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts).with_clock(clock).with_blocking(grant.blocking_timeout_us);
     if shared {
         ch = ch.with_shared_ids();
     }
