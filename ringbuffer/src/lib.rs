@@ -72,6 +72,7 @@
 /// into one process.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+pub mod abandoned;
 pub mod atomics;
 pub mod client;
 mod error;
@@ -89,6 +90,7 @@ pub mod shm;
 #[cfg(test)]
 mod tests;
 
+pub use abandoned::Abandoned;
 pub use atomics::{MapMemory, Memory};
 pub use client::{PacketBegin, PacketEnd, PacketLayout, StreamIdentity};
 pub use error::{LayoutError, ReadError};

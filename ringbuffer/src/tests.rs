@@ -568,3 +568,85 @@ fn a_packet_with_scribbled_control_words_is_skipped_and_the_stream_goes_on() {
     }
     assert_eq!(b.counters().discarded(), 0);
 }
+
+/// The rewrite a CTF-agnostic test uses: find the holes with fixed-size records, remove
+/// them (or cut at the first uncommitted byte when none fit). Returns the holes found.
+fn fixed_rewrite(sizes: Vec<usize>, missing: u64, found: &std::cell::RefCell<Option<Vec<(usize, usize)>>>) -> impl FnOnce(&mut [u8]) -> usize + '_ {
+    move |data: &mut [u8]| {
+        let size = |r: &[u8]| (r.len() >= 16 && r[0] != 0).then_some(16);
+        let holes = abandoned::find_holes(data, HDR, missing, size, |_: &[u8]| sizes.clone());
+        *found.borrow_mut() = holes.clone();
+        match holes {
+            Some(h) => abandoned::remove_holes(data, &h),
+            None => (HDR..data.len()).step_by(16).find(|&o| data[o] == 0).unwrap_or(data.len()),
+        }
+    }
+}
+
+/// A writer that reserved and never committed (it died) in a buffer others go on
+/// writing: the reader completes the closed sub-buffer, removing exactly that slot, and
+/// the next packets flow again.
+#[test]
+fn abandoned_subbuffer_is_completed_without_the_dead_slot() {
+    let b = buffer(4);
+    let c = StepClock(Cell::new(100), 1);
+    write(&b, &c, 16, 1).unwrap();
+    let mut dead = b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap();
+    b.slot(&mut dead)[1..].fill(2);
+    drop(dead); // never committed: byte 0 stays zero
+    write(&b, &c, 16, 3).unwrap();
+    b.flush(&TestLayout, &c);
+    assert!(b.get_subbuf().unwrap().is_none(), "stalled: the dead slot keeps it undelivered");
+    let list = b.abandoned();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!((list[0].pos, list[0].missing), (0, 16));
+    let found = std::cell::RefCell::new(None);
+    let end = b.complete_abandoned(&TestLayout, &list[0], fixed_rewrite(vec![16], 16, &found)).unwrap().expect("completed");
+    assert_eq!(end, HDR as u64 + 32);
+    assert_eq!(*found.borrow(), Some(vec![(HDR + 16, 16)]));
+    assert!(b.complete_abandoned(&TestLayout, &list[0], |d: &mut [u8]| d.len()).unwrap().is_none(), "once only");
+    let sb = b.get_subbuf().unwrap().expect("delivered now");
+    assert_eq!(sb.content_size, HDR as u64 + 32);
+    let mut out = Vec::new();
+    b.copy_subbuf(&sb, &mut out).unwrap();
+    assert_eq!(u64_at(&out, 24), HDR as u64 + 32, "packet end written with the smaller content");
+    assert!(out[HDR..HDR + 16].iter().all(|&x| x == 1) && out[HDR + 16..HDR + 32].iter().all(|&x| x == 3), "records 1 and 3 kept in order");
+    b.put_subbuf(sb).unwrap();
+    assert!(b.abandoned().is_empty());
+    write(&b, &c, 16, 4).unwrap();
+    b.flush(&TestLayout, &c);
+    assert!(b.get_subbuf().unwrap().is_some(), "the ring goes on");
+}
+
+/// Two dead slots in one sub-buffer: found by the search (their sizes add up to the
+/// missing count) and removed; with sizes that cannot add up, none is found.
+#[test]
+fn two_dead_slots_are_both_found_or_none() {
+    for (sizes, whole) in [(vec![8usize, 16], true), (vec![24usize], false)] {
+        let b = buffer(4);
+        let c = StepClock(Cell::new(100), 1);
+        write(&b, &c, 16, 1).unwrap();
+        drop(b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap());
+        write(&b, &c, 16, 3).unwrap();
+        drop(b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap());
+        write(&b, &c, 16, 5).unwrap();
+        b.flush(&TestLayout, &c);
+        let list = b.abandoned();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].missing, 32);
+        let found = std::cell::RefCell::new(None);
+        b.complete_abandoned(&TestLayout, &list[0], fixed_rewrite(sizes, 32, &found)).unwrap().unwrap();
+        assert_eq!(found.borrow().is_some(), whole);
+        let sb = b.get_subbuf().unwrap().expect("delivered");
+        let mut out = Vec::new();
+        b.copy_subbuf(&sb, &mut out).unwrap();
+        if whole {
+            assert_eq!(sb.content_size, HDR as u64 + 48);
+            for (k, tag) in [1u8, 3, 5].into_iter().enumerate() {
+                assert!(out[HDR + 16 * k..HDR + 16 * (k + 1)].iter().all(|&x| x == tag), "record {k}");
+            }
+        } else {
+            assert_eq!(sb.content_size, HDR as u64 + 16, "only the prefix before the first hole");
+        }
+    }
+}

@@ -117,6 +117,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     let daemon = Arc::new(Daemon::new(dir.clone()));
     spawn_acceptor(daemon.clone(), app_listener, Kind::App);
     spawn_acceptor(daemon.clone(), ctl_listener, Kind::Ctl);
+    crate::triggers::spawn_watch(daemon.clone());
     if let Some(l) = kview_listener {
         crate::log!("kernel view for users: {policy:?}");
         crate::kview::spawn_acceptor(l, policy);

@@ -54,6 +54,7 @@ pub fn pass(streams: &[Arc<Mutex<Stream>>], now: Instant) -> Instant {
             crate::relay::live::tick(&mut s, now);
             next = next.min(crate::relay::live::next_tick(&s).unwrap_or(t));
         }
+        crate::dead_writers::check(&mut s, now);
         if now >= s.next_read {
             let n = s.drain();
             // A stream that had half its ring or more waiting is read again sooner: the

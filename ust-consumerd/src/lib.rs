@@ -14,7 +14,10 @@
 //! - [`control`]: the daemon's handling of each control request.
 //! - [`apps`]: application connections: registration, death watch, messages to the app.
 //! - [`process_trace`]: a process's trace in a session: directory, metadata, buffers, streams.
+//! - [`uid_trace`]: per-UID buffers (`--buffers-uid`): one trace per user, shared by its processes.
+//! - [`registry`]: the event registry of a per-UID trace (ids assigned by the daemon).
 //! - [`stream`]: one stream: its buffer, its files, and the drain's write policy.
+//! - [`dead_writers`]: completing what a dead writer left open in a shared (per-UID) buffer.
 //! - [`drain`]: the read and switch timers that move packets from buffers to stream files.
 //! - [`state`]: the [`state::Daemon`] handle every worker shares, and the state behind its lock.
 //! - [`fds`]: the descriptor budget.
@@ -26,6 +29,9 @@
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
 //! - [`sigbus`]: surviving SIGBUS on `--shm-path` buffer files.
 //! - [`snapshot`]: `ust snapshot record` and post-mortem dumps of snapshot sessions.
+//! - [`clear`]: `ust clear`: discard what a session recorded so far.
+//! - [`regenerate`]: `ust regenerate metadata|statedump`.
+//! - [`triggers`]: `ust add-trigger`: notifier buffers in the processes, the watch that fires them.
 //! - [`mod@log`]: the daemon's log.
 
 #![deny(missing_docs)]
@@ -33,9 +39,13 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod apps;
+pub mod clear;
+pub mod regenerate;
 pub mod process_trace;
+pub mod registry;
 pub mod control;
 pub mod daemon;
+pub mod dead_writers;
 pub mod drain;
 pub mod fds;
 pub mod kview;
@@ -49,3 +59,5 @@ pub mod sigbus;
 pub mod snapshot;
 pub mod state;
 pub mod stream;
+pub mod uid_trace;
+pub mod triggers;

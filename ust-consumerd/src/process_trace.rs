@@ -87,6 +87,8 @@ pub struct ProcessTrace {
     /// A network session's metadata stream of this trace on the relay daemon (then
     /// [`ProcessTrace::dir`] is not created: the relay daemon writes the trace).
     pub relay: Option<crate::relay::RelayMetadata>,
+    /// What a per-UID trace has besides ([`crate::uid_trace`]); `None` for a process's.
+    pub shared: Option<Box<crate::uid_trace::Shared>>,
 }
 
 /// The event lists of the daemon's process traces, shared: processes of one program
@@ -254,7 +256,8 @@ fn fill_process_trace(
             let shm = StreamShm { file: shm_file, guard: shm_guard };
             let relay = relay_streams.pop();
             let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock, relay };
-            let stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files"))?;
+            let mut stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files"))?;
+            stream.context_size = ust_core::context::block_size(&ch.contexts);
             streams.push(Arc::new(Mutex::new(stream)));
             chan_fds.push(fd);
         }
@@ -277,6 +280,7 @@ fn fill_process_trace(
         archived: false,
         shm_dir,
         relay: relay_meta,
+        shared: None,
     };
     Ok((trace, fds))
 }
@@ -308,7 +312,7 @@ fn new_trace_dir(want: &std::path::Path) -> Result<PathBuf, SetupError> {
 
 /// The TSDL metadata of process `p`'s trace (UUID `uuid`) in `session`: its channels and
 /// contexts, its events, the session's clock offset and the process's trace clock.
-fn render_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -> String {
+pub fn render_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -> String {
     let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
     let contexts: Vec<Vec<ust_core::context::ContextType>> = session.channels.iter().map(|c| c.contexts.clone()).collect();
     ust_ctf::metadata::render(&ust_ctf::metadata::TraceMetadata {
@@ -324,6 +328,7 @@ fn render_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid:
         contexts: &contexts,
         events: p.events,
         clock_description: &p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc).description(),
+uid: None,
     })
 }
 

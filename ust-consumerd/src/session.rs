@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use ust_core::clock::{ClockKind, TscParams};
 use ust_core::EventDesc;
-pub use ust_ctl::config::{check_name, Enabler, check_pids, ChannelConfig, LevelFilter, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
+pub use ust_ctl::config::{BufferOwnership, check_name, Enabler, check_pids, ChannelConfig, LevelFilter, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
 
 /// How the daemon applies an [`Enabler`] to an event (the enabler itself is a request's
 /// content, [`ust_ctl::config::Enabler`]).
@@ -163,6 +163,13 @@ pub struct Session {
     /// A snapshot session's network output (`create --snapshot --set-url`, `snapshot
     /// add-output URL`): where `ust snapshot record` sends snapshots.
     pub snapshot_url: Option<ust_ctl::url::NetworkUrl>,
+    /// Who owns the buffers of every channel (`--buffers-pid`, the default, or
+    /// `--buffers-uid`): per-process traces, or one per user ([`crate::uid_trace`]).
+    pub buffers: BufferOwnership,
+    /// Which users' processes it records (`ust track/untrack --vuid`): every one by default.
+    pub vuid_tracker: ust_ctl::trackers::IdTracker,
+    /// Which groups' processes it records (`ust track/untrack --vgid`): every one by default.
+    pub vgid_tracker: ust_ctl::trackers::IdTracker,
 }
 
 /// The daemon's TSC calibrator: its first sample is taken when the daemon starts
@@ -219,6 +226,9 @@ impl Session {
             vpid_tracker: VpidTracker::All,
             relay: None,
             snapshot_url: None,
+            buffers: BufferOwnership::Pid,
+            vuid_tracker: Default::default(),
+            vgid_tracker: Default::default(),
         }
     }
 
@@ -243,6 +253,12 @@ impl Session {
     /// ([`Session::vpid_tracker`]).
     pub fn tracks(&self, pid: i32) -> bool {
         self.vpid_tracker.tracks(pid)
+    }
+
+    /// True when the user-id and group-id trackers take a process of user `uid` and
+    /// group `gid` (with [`Session::tracks`], a process is recorded when all three do).
+    pub fn tracks_ids(&self, uid: u32, gid: u32) -> bool {
+        self.vuid_tracker.tracks(uid) && self.vgid_tracker.tracks(gid)
     }
 
     /// The most verbose level number an enabler of channel `channel` accepts while the

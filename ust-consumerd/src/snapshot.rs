@@ -34,8 +34,9 @@ use crate::state::Daemon;
 
 /// One process's trace as a snapshot needs it.
 pub(crate) struct Source {
-    /// `<procname>-<pid>-<stamp>`.
-    pub(crate) dir_name: String,
+    /// The trace's directory relative to the session output (`ust/pid/<proc dir>`,
+    /// `ust/uid/<uid>/64-bit`).
+    pub(crate) rel: PathBuf,
     /// Its metadata text.
     pub(crate) metadata: String,
     /// Its streams.
@@ -69,7 +70,7 @@ fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &
         let name = ust_ctf::stream_file_name(&s.channel, s.cpu);
         let mut file = StreamFile::create(dir, &name).map_err(|e| format!("creating {}/{name}: {e}", dir.display()))?;
         let mut index = IndexFile::create(dir, &name).map_err(|e| format!("creating {}/index/{name}.idx: {e}", dir.display()))?;
-        let mut held = HeldCopy::new(&s.identity, &src.events);
+        let mut held = HeldCopy::new(&s.identity, &src.events).with_context_size(s.context_size);
         copy_held_packets(buffer, &mut held, src.dead, max_packets, &mut |info, packet| {
             append_packet(&mut file, &mut index, info, packet).map_err(|e| format!("{}: {e}", file.path().display()))
         })?;
@@ -82,10 +83,10 @@ fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &
     Ok(())
 }
 
-pub(crate) fn source(t: &crate::process_trace::ProcessTrace) -> Source {
+pub(crate) fn source(t: &crate::process_trace::ProcessTrace, output: &Path) -> Source {
     let events: Arc<[EventDesc]> = t.events.clone();
     Source {
-        dir_name: t.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| format!("{}-{}", t.procname, t.pid)),
+        rel: crate::uid_trace::rel_dir(t, output),
         metadata: t.metadata.clone(),
         streams: t.streams.clone(),
         events,
@@ -114,7 +115,7 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<Snap
     let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for src in &sources {
-        let pdir = dir.join("ust").join("pid").join(&src.dir_name);
+        let pdir = dir.join(&src.rel);
         write_process(src, &pdir, max_packets, &mut report)?;
     }
     crate::log!(
@@ -161,7 +162,7 @@ pub(crate) fn begin(daemon: &Daemon, name: &str) -> Result<(u32, Vec<Source>, u6
         return Err(format!("session {name} is not started: start it with `ust start` before taking a snapshot"));
     }
     ss.session.snapshots_taken += 1;
-    let sources: Vec<Source> = ss.traces.values().filter(|t| !t.gone || t.retained).map(source).collect();
+    let sources: Vec<Source> = ss.traces.values().filter(|t| !t.gone || t.retained).map(|t| source(t, &ss.session.output)).collect();
     let max_subbuf = ss.session.channels.iter().map(|c| c.config.subbuf_size).max().unwrap_or(0);
     Ok((ss.session.snapshots_taken, sources, max_subbuf))
 }
@@ -180,7 +181,7 @@ pub fn post_mortem(daemon: &Daemon, app_id: u64, death_stamp: &str) -> Vec<(Stri
                 let dir = ust_ctf::process_dir(&ss.session.output.join("post-mortem"), &t.procname, t.pid, death_stamp);
                 // `process_dir` puts `ust/pid/` in between; the contract has none here.
                 let dir = ss.session.output.join("post-mortem").join(dir.file_name()?);
-                let mut src = source(t);
+                let mut src = source(t, &ss.session.output);
                 src.dead = true;
                 Some((ss.session.name.clone(), dir, src))
             })

@@ -144,6 +144,8 @@ pub struct App {
     pub pid: i32,
     /// User id (from `SO_PEERCRED`).
     pub uid: u32,
+    /// Group id (from `SO_PEERCRED`), for the `--vgid` tracker.
+    pub gid: u32,
     /// Process name, as registered.
     pub procname: String,
     /// `ust trace` token, if any.
@@ -223,9 +225,11 @@ pub struct State {
     /// Registered processes by daemon id.
     pub apps: BTreeMap<u64, App>,
     next_app: u64,
-    next_instance: u64,
+    pub(crate) next_instance: u64,
     next_seq: u64,
     event_tables: crate::process_trace::EventTables,
+    /// Triggers (`ust add-trigger`) and the notifier buffers of the processes they watch.
+    pub triggers: crate::triggers::Triggers,
 }
 
 impl State {
@@ -275,8 +279,11 @@ impl State {
         }
         // An untracked process (`ust untrack --vpid`) gets no buffers of the session; it
         // is attached when it is tracked again (`track_vpids` in control.rs).
-        if !ss.session.tracks(app.pid) {
+        if !ss.session.tracks(app.pid) || !ss.session.tracks_ids(app.uid, app.gid) {
             return Ok(false);
+        }
+        if ss.session.buffers == crate::session::BufferOwnership::Uid && !ss.session.channels.is_empty() {
+            return crate::uid_trace::attach(self, name, app_id);
         }
         if ss.traces.contains_key(&app_id) || ss.session.channels.is_empty() {
             return Ok(false);
@@ -335,6 +342,7 @@ impl State {
         };
         let channels: Vec<String> = ss.session.channels.iter().map(|c| c.name.clone()).collect();
         let contexts: Vec<Vec<ust_core::context::ContextType>> = ss.session.channels.iter().map(|c| c.contexts.clone()).collect();
+        let blocking: Vec<u64> = ss.session.channels.iter().map(|c| c.config.blocking_timeout_us).collect();
         let app = self.apps.get_mut(&app_id).expect("checked above");
         for (ci, chan_fds) in fds.into_iter().enumerate() {
             let slot = app.free_slot().expect("counted above");
@@ -348,6 +356,8 @@ impl State {
                     ncpus: app.ncpus,
                     contexts: contexts[ci].clone(),
                     tsc: trace.tsc,
+                    shared_ids: false,
+                    blocking_timeout_us: blocking[ci],
                 }),
                 chan_fds,
             );
@@ -376,10 +386,15 @@ impl State {
         let mut filters = Vec::new();
         for (slot, (sname, ci)) in &app.slots {
             let Some(ss) = self.sessions.get(sname) else { continue };
-            if !ss.session.tracks(app.pid) {
+            if !ss.session.tracks(app.pid) || !ss.session.tracks_ids(app.uid, app.gid) {
                 continue;
             }
+            // A per-UID channel records only the events that have an id in its trace.
+            let ids = crate::uid_trace::ids_for(ss, app.uid, &app.events);
             for (i, d) in ss.session.decisions(*ci, &app.events).into_iter().enumerate() {
+                if ids.as_ref().is_some_and(|v| v.get(i).copied().unwrap_or(0) == 0) {
+                    continue;
+                }
                 match d {
                     Decision::Off => {}
                     Decision::On => masks[i] |= 1u64 << slot,
@@ -390,6 +405,7 @@ impl State {
                 }
             }
         }
+        crate::triggers::add_bits(self, app_id, &mut masks, &mut filters);
         (masks, filters)
     }
 
@@ -400,9 +416,10 @@ impl State {
         app.slots
             .values()
             .filter_map(|(sname, ci)| {
-                let ss = self.sessions.get(sname).filter(|ss| ss.session.tracks(app.pid))?;
+                let ss = self.sessions.get(sname).filter(|ss| ss.session.tracks(app.pid) && ss.session.tracks_ids(app.uid, app.gid))?;
                 ss.session.max_level(*ci)
             })
+            .chain(crate::triggers::max_level(self, app_id))
             .max()
     }
 
@@ -411,7 +428,8 @@ impl State {
         if let Some(app) = self.apps.get(&app_id).filter(|a| a.alive) {
             let (masks, filters) = self.masks_and_filters(app_id);
             let max_level = Some(self.max_level(app_id).unwrap_or(ust_core::protocol::NO_LEVEL));
-            app.send(DaemonMessage::SetEnabled { masks, filters, max_level }, Vec::new());
+            let ids = crate::uid_trace::channel_ids(self, app_id);
+            app.send(DaemonMessage::SetEnabled { masks, filters, max_level, ids }, Vec::new());
         }
     }
 

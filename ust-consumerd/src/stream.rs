@@ -119,6 +119,12 @@ pub struct Stream {
     pub clock: TraceClock,
     /// A network session's stream: packets go to the relay daemon instead of files.
     pub relay: Option<crate::relay::RelayStream>,
+    /// A buffer shared by many processes (per-UID): watched for sub-buffers a dead
+    /// writer left uncommitted ([`crate::dead_writers`]).
+    pub dead_watch: Option<crate::dead_writers::Watch>,
+    /// Size of the channel's event context block after each event header, bytes (record
+    /// sizes in torn-event recovery).
+    pub context_size: usize,
 }
 
 impl std::fmt::Debug for Stream {
@@ -270,6 +276,8 @@ impl Stream {
             shm_guard: shm.guard,
             clock: setup.clock,
             relay,
+            dead_watch: None,
+            context_size: 0,
         })
     }
 
@@ -618,6 +626,11 @@ impl Stream {
             return;
         }
         self.flush();
+        if writers_dead {
+            // A shared buffer: complete what dead writers left open first, so the records
+            // after their slots are kept (every writer is gone or has confirmed).
+            crate::dead_writers::complete_all(self);
+        }
         self.drain();
         self.refresh_counters();
         if writers_dead && !self.broken && self.shm_intact() && (self.file.is_some() || self.relay.is_some()) {
@@ -625,7 +638,7 @@ impl Stream {
                 let what = format!("{}/{} cpu {}", self.session, self.channel, self.cpu);
                 let events = self.events.clone();
                 let identity = self.identity;
-                let mut out = HeldCopy::new(&identity, &events);
+                let mut out = HeldCopy::new(&identity, &events).with_context_size(self.context_size);
                 out.last_end = self.last.map_or(0, |l| l.timestamp_end);
                 // Through `write_packet`: the closing packet, lost-packet counts and the
                 // session's output state see recovered packets as any other.

@@ -219,7 +219,7 @@ fn seeds() -> Vec<Vec<u8>> {
     vec![
         frame_of(&AppMessage::Register(reg)),
         frame_of(&AppMessage::SyncDone { seq: 3 }),
-        frame_of(&DaemonMessage::SetEnabled { masks: vec![1, 0, 3], filters: vec![], max_level: None }),
+        frame_of(&DaemonMessage::SetEnabled { masks: vec![1, 0, 3], filters: vec![], max_level: None, ids: vec![] }),
         frame_of(&DaemonMessage::Refused { reason: "x".into() }),
         frame_of(&Request { version: 1, command: ust_ctl::protocol::Command::Ping }),
     ]
@@ -243,6 +243,7 @@ fn decode_everything(bytes: &[u8]) {
                 contexts: &[],
                 events: &r.events,
                 clock_description: "Monotonic Clock",
+uid: None,
             });
         }
     }

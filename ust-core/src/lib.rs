@@ -34,5 +34,9 @@ pub const ABI_MAJOR: u16 = 1;
 /// Minor version of the ABI: additions that older peers can ignore. 2: the `ip` context
 /// ([`context::ContextType::Ip`]), which the daemon grants only to runtimes of minor 2 or
 /// later (an older one could not read the channel grant). 3: the `span_id` context, granted
-/// likewise ([`context::ContextType::since_minor`]).
-pub const ABI_MINOR: u16 = 3;
+/// likewise ([`context::ContextType::since_minor`]). 4: [`protocol::DaemonMessage::Statedump`]
+/// (`ust regenerate statedump`), sent only to runtimes of minor 4 or later. 5: per-UID
+/// channels, whose records take daemon-assigned ids ([`protocol::ChannelGrant::shared_ids`],
+/// [`protocol::ChannelIds`]), granted only to runtimes of minor 5 or later (an older one
+/// would write its own ids into buffers other processes share).
+pub const ABI_MINOR: u16 = 5;

@@ -24,7 +24,11 @@
 //! ```
 //!
 //! Event ids: the `i`-th event of [`Registration::events`] (from 0) has CTF event id
-//! [`event_id`]`(i)` in every stream of that process.
+//! [`event_id`]`(i)` in every per-PID stream of that process. A per-UID channel
+//! ([`ChannelGrant::shared_ids`]) is shared by every process of a user: there the daemon's
+//! registry of that trace assigns the ids and sends each process its table
+//! ([`ChannelIds`], with `SetEnabled`), as LTTng's session daemon answers each
+//! application's event registration with the id of its per-UID registry.
 
 use std::io::{IoSlice, IoSliceMut, Read, Write};
 use std::mem::MaybeUninit;
@@ -127,6 +131,33 @@ pub struct ChannelGrant {
     /// these conversion parameters (the daemon switches the buffers with the same clock).
     #[serde(default)]
     pub tsc: Option<crate::clock::TscParams>,
+    /// A per-UID channel (ABI minor 5, absent = false): its buffers are shared with the
+    /// user's other processes, so records take the ids of the channel's own event registry
+    /// ([`DaemonMessage::SetEnabled`]'s `ids`), not the process's registration order; an
+    /// event with no id there is not recorded into this channel.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared_ids: bool,
+    /// Blocking mode (`--blocking-timeout`): 0 (absent, and for older runtimes, which
+    /// ignore the field) discards when full; else a writer waits up to this many µs for
+    /// room, `u64::MAX` without limit.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub blocking_timeout_us: u64,
+}
+
+/// The CTF event ids of one per-UID channel ([`ChannelGrant::shared_ids`]) for this
+/// process's events: `ids[i]` is the id event `i` (registration order) records with in the
+/// channel in `slot`, 0 when it has none (the trace's registry is full). Ids are assigned
+/// by the daemon, once per event name and layout of the per-UID trace, and never change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelIds {
+    /// Channel slot.
+    pub slot: u32,
+    /// One id per registered event (a prefix: events past its end have none yet).
+    pub ids: Vec<u32>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// The filters of one event in one channel: the event is recorded into the channel in
@@ -174,6 +205,11 @@ pub enum DaemonMessage {
         /// of a more verbose level could not be enabled by any session yet.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_level: Option<u8>,
+        /// Event ids of the per-UID channels among the slots (ABI minor 5, absent =
+        /// none): applied before the masks, so a bit set in `masks` for such a slot always
+        /// finds its id.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ids: Vec<ChannelIds>,
     },
     /// Registration is complete.
     Ready,
@@ -181,6 +217,12 @@ pub enum DaemonMessage {
     Sync {
         /// Echoed back.
         seq: u64,
+    },
+    /// Emit the state dump again into the channels of these slots (bit `s` = slot `s`;
+    /// `ust regenerate statedump`, ABI minor 4: never sent to an older runtime).
+    Statedump {
+        /// Channel slots.
+        slots: u64,
     },
 }
 
@@ -340,14 +382,14 @@ mod tests {
     fn set_enabled_max_level_is_optional_on_the_wire() {
         // From a daemon before the field: no level known.
         let old: DaemonMessage = serde_json::from_str(r#"{"SetEnabled":{"masks":[1,0]}}"#).unwrap();
-        assert_eq!(old, DaemonMessage::SetEnabled { masks: vec![1, 0], filters: vec![], max_level: None });
+        assert_eq!(old, DaemonMessage::SetEnabled { masks: vec![1, 0], filters: vec![], max_level: None, ids: vec![] });
         for l in [Some(6), Some(NO_LEVEL)] {
-            let m = DaemonMessage::SetEnabled { masks: vec![3], filters: vec![], max_level: l };
+            let m = DaemonMessage::SetEnabled { masks: vec![3], filters: vec![], max_level: l, ids: vec![] };
             let text = serde_json::to_string(&m).unwrap();
             assert!(text.contains("\"max_level\""), "{text}");
             assert_eq!(serde_json::from_str::<DaemonMessage>(&text).unwrap(), m);
         }
-        let none = serde_json::to_string(&DaemonMessage::SetEnabled { masks: vec![], filters: vec![], max_level: None }).unwrap();
+        let none = serde_json::to_string(&DaemonMessage::SetEnabled { masks: vec![], filters: vec![], max_level: None, ids: vec![] }).unwrap();
         assert!(!none.contains("max_level"), "{none}");
     }
 

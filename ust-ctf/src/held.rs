@@ -77,12 +77,20 @@ pub struct HeldCopy<'a> {
     pub last_end: u64,
     /// Counts.
     pub report: HeldReport,
+    /// Size of the stream's event context block (after each event header), bytes.
+    pub context_size: usize,
 }
 
 impl<'a> HeldCopy<'a> {
     /// A fresh pass over the buffer of stream `identity` of a process with `events`.
     pub fn new(identity: &'a StreamIdentity, events: &'a [EventDesc]) -> HeldCopy<'a> {
-        HeldCopy { identity, events, extra_discarded: 0, last_end: 0, report: HeldReport::default() }
+        HeldCopy { identity, events, extra_discarded: 0, last_end: 0, report: HeldReport::default(), context_size: 0 }
+    }
+
+    /// The same pass for a stream whose records carry an event context of `n` bytes.
+    pub fn with_context_size(mut self, n: usize) -> HeldCopy<'a> {
+        self.context_size = n;
+        self
     }
 }
 
@@ -176,8 +184,8 @@ pub fn copy_held_packets(
                 continue;
             }
             Ok(SnapshotRead::Incomplete) => {
-                let events = st.events;
-                match buffer.recover_packet(&CtfPacketLayout, pos, &mut out, |b| crate::reader::record_size(events, b)) {
+                let (events, ctx) = (st.events, st.context_size);
+                match buffer.recover_packet(&CtfPacketLayout, pos, &mut out, |b| crate::reader::record_size_with_context(events, ctx, b)) {
                     Ok(Some(r)) => recovered = Some(r),
                     Ok(None) => continue,
                     Err(e) => return Err(format!("recovery at position {pos}: {e}")),

@@ -72,6 +72,10 @@ pub struct TraceMetadata<'a> {
     /// The clock block's `description`: which counter the timestamps were read from
     /// ([`ust_core::clock::TraceClock::description`]).
     pub clock_description: &'a str,
+    /// `Some(uid)` for a per-UID trace (every process of that user): the env then says
+    /// `tracer_buffering_scheme = "uid"`, `tracer_buffering_id = <uid>` and has no `vpid`
+    /// or `procname` (as LTTng's per-UID metadata); `procname` and `vpid` are ignored.
+    pub uid: Option<u32>,
 }
 
 /// The canonical text form of a UUID (8-4-4-4-12 lowercase hex).
@@ -111,6 +115,10 @@ pub fn render(m: &TraceMetadata<'_>) -> String {
     let mut s = String::with_capacity(4096 + m.events.len() * m.channels.len() * 512);
     s.push_str("/* CTF 1.8 */\n\n");
     s.push_str(&trace_block(&m.uuid));
+    let (scheme, id) = match m.uid {
+        Some(uid) => ("uid", i64::from(uid)),
+        None => ("pid", i64::from(m.vpid)),
+    };
     let _ = write!(
         s,
         "env {{\n\
@@ -119,23 +127,22 @@ pub fn render(m: &TraceMetadata<'_>) -> String {
          \ttracer_name = \"ust\";\n\
          \ttracer_major = {major};\n\
          \ttracer_minor = {minor};\n\
-         \ttracer_buffering_scheme = \"pid\";\n\
-         \ttracer_buffering_id = {vpid};\n\
+         \ttracer_buffering_scheme = \"{scheme}\";\n\
+         \ttracer_buffering_id = {id};\n\
          \tarchitecture_bit_width = {bits};\n\
          \ttrace_name = \"{name}\";\n\
-         \ttrace_creation_datetime = \"{dt}\";\n\
-         \tvpid = {vpid};\n\
-         \tprocname = \"{proc}\";\n\
-         }};\n\n",
+         \ttrace_creation_datetime = \"{dt}\";\n",
         host = escape_tsdl(m.hostname),
         major = env!("CARGO_PKG_VERSION_MAJOR"),
         minor = env!("CARGO_PKG_VERSION_MINOR"),
-        vpid = m.vpid,
         bits = usize::BITS,
         name = escape_tsdl(m.trace_name),
         dt = escape_tsdl(m.creation_datetime),
-        proc = escape_tsdl(m.procname),
     );
+    if m.uid.is_none() {
+        let _ = write!(s, "\tvpid = {};\n\tprocname = \"{}\";\n", m.vpid, escape_tsdl(m.procname));
+    }
+    s.push_str("};\n\n");
     s.push_str(&clock_block(m.clock_uuid, m.clock_description, m.clock_offset_ns));
     s.push_str(&ust_core::event_header::tsdl(CLOCK_NAME));
     s.push('\n');
@@ -227,6 +234,7 @@ mod tests {
             contexts: &[vec![], vec![ust_core::context::ContextType::Vtid]],
             events: &events,
             clock_description: "Monotonic Clock",
+            uid: None,
         });
         assert!(text.starts_with("/* CTF 1.8 */"));
         assert!(text.contains("uuid = \"01010101-0101-0101-0101-010101010101\";"));

@@ -50,6 +50,30 @@ pub const MAX_NUM_SUBBUF: u32 = 1 << 16;
 /// Largest per-CPU buffer (sub-buffer size × count): 1 GiB.
 pub const MAX_BUFFER_BYTES: u64 = 1 << 30;
 
+/// Who owns a channel's buffers (LTTng's `--buffers-pid`/`--buffers-uid`): one set of
+/// per-CPU buffers per process, or one per user shared by all of that user's processes in
+/// the session. Every channel of a session has the session's kind (LTTng refuses a
+/// mismatch too).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BufferOwnership {
+    /// Per process (`--buffers-pid`): `<output>/ust/pid/<procname>-<pid>-<stamp>/`. The
+    /// default of ust (DESIGN.md Interfaces).
+    #[default]
+    Pid,
+    /// Per user (`--buffers-uid`): `<output>/ust/uid/<uid>/64-bit/`.
+    Uid,
+}
+
+impl std::fmt::Display for BufferOwnership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BufferOwnership::Pid => "per-PID",
+            BufferOwnership::Uid => "per-UID",
+        })
+    }
+}
+
 /// Configuration of a channel (`ust enable-channel`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelConfig {
@@ -70,7 +94,20 @@ pub struct ChannelConfig {
     /// `--tracefile-count`: most files kept per stream (the oldest is removed); 0 = all.
     #[serde(default)]
     pub tracefile_count: u64,
+    /// `--buffers-uid`/`--buffers-pid`; `None`: the session's kind
+    /// ([`crate::protocol::CreateOptions::buffers`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffers: Option<BufferOwnership>,
+    /// `--blocking-timeout` in µs (LTTng's blocking mode, discard mode only): 0 = a full
+    /// buffer discards at once; else a writer waits up to this long for room
+    /// ([`BLOCKING_FOREVER`]: without limit), in processes that allow it
+    /// (`UST_ALLOW_BLOCKING`).
+    #[serde(default)]
+    pub blocking_timeout_us: u64,
 }
+
+/// [`ChannelConfig::blocking_timeout_us`] of `--blocking-timeout inf`.
+pub const BLOCKING_FOREVER: u64 = u64::MAX;
 
 impl Default for ChannelConfig {
     fn default() -> Self {
@@ -82,6 +119,8 @@ impl Default for ChannelConfig {
             read_timer_us: DEFAULT_READ_TIMER_US,
             tracefile_size: 0,
             tracefile_count: 0,
+            buffers: None,
+            blocking_timeout_us: 0,
         }
     }
 }
@@ -109,6 +148,9 @@ impl ChannelConfig {
                 "trace file size {} is smaller than a packet (sub-buffer size {}); each file holds whole packets",
                 self.tracefile_size, self.subbuf_size
             ));
+        }
+        if self.blocking_timeout_us != 0 && self.overwrite {
+            return Err("--blocking-timeout applies to discard mode: an overwrite-mode buffer is never full".into());
         }
         if self.tracefile_count != 0 && self.tracefile_size == 0 {
             return Err("--tracefile-count needs --tracefile-size".into());

@@ -26,13 +26,33 @@ pub struct Channel {
     pub(crate) contexts: Box<[ust_core::context::ContextType]>,
     /// Their total size in bytes (precomputed: 0 when there is none).
     pub(crate) ctx_len: usize,
+    /// A per-UID channel's event ids ([`crate::shared_ids`]); `None` for a per-PID
+    /// channel, whose records carry the site's own id.
+    pub(crate) shared_ids: Option<Box<crate::shared_ids::SharedIds>>,
+    /// Blocking mode (`--blocking-timeout`, in µs): 0 discards when the buffer is full,
+    /// `u64::MAX` waits for room without limit, else waits at most that long
+    /// ([`crate::emit`]).
+    pub(crate) blocking_us: u64,
 }
 
 impl Channel {
     /// A channel over `buffers` (CPU 0 first) with context fields `contexts`.
     pub(crate) fn new(buffers: Box<[Buffer]>, session: String, name: String, contexts: Vec<ust_core::context::ContextType>) -> Channel {
         let ctx_len = ust_core::context::block_size(&contexts);
-        Channel { buffers, clock: TraceClock::Monotonic, session, name, contexts: contexts.into_boxed_slice(), ctx_len }
+        Channel { buffers, clock: TraceClock::Monotonic, session, name, contexts: contexts.into_boxed_slice(), ctx_len, shared_ids: None, blocking_us: 0 }
+    }
+
+    /// The same channel as a per-UID one: records take the ids the daemon sends.
+    pub(crate) fn with_shared_ids(mut self) -> Channel {
+        self.shared_ids = Some(Box::new(crate::shared_ids::SharedIds::new()));
+        self
+    }
+
+    /// The same channel in blocking mode with a timeout of `us` µs (see
+    /// [`Channel::blocking_us`]).
+    pub(crate) fn with_blocking(mut self, us: u64) -> Channel {
+        self.blocking_us = us;
+        self
     }
 
     /// The same channel recording with `clock`.

@@ -17,7 +17,9 @@
 //!
 //! No allocation, no lock, no system call. An event the buffer cannot take (full in
 //! discard mode, larger than a sub-buffer) is counted by the ring buffer itself; an event
-//! refused by the nesting guard is counted here with `Dropped::Nested`.
+//! refused by the nesting guard is counted here with `Dropped::Nested`. A channel in
+//! blocking mode (`--blocking-timeout`) waits for room instead ([`crate::blocking`]): the
+//! one exception to "no system call", on the full-buffer path only.
 
 use std::sync::atomic::{fence, Ordering};
 
@@ -129,6 +131,14 @@ fn emit_many<F: Fn(&mut [u8])>(mask: u64, cpu: u32, id: u32, ip: u64, size: Slot
 #[inline(always)]
 fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, ip: u64, size: SlotSize, write: &F) {
     let Some(ch) = channel::get(slot) else { return };
+    // A per-UID channel: the id of the trace's registry, and the header sizes for it.
+    let (id, size) = match &ch.shared_ids {
+        None => (id, size),
+        Some(ids) => match ids.get(id - ust_core::event_header::FIRST_EVENT_ID) {
+            0 => return,
+            shared => (shared, resize(size, shared)),
+        },
+    };
     let buf = ch.buffer(cpu);
     let ctx_len = ch.ctx_len;
     let size = if ctx_len == 0 {
@@ -143,7 +153,8 @@ fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, ip: u64, size: SlotS
         }
     };
     // A refused reservation is already counted in the buffer (lost_full / lost_big).
-    let Ok(mut r) = buf.reserve(&CtfPacketLayout, &ch.clock, size) else { return };
+    let reserved = if ch.blocking_us == 0 { buf.reserve(&CtfPacketLayout, &ch.clock, size) } else { crate::blocking::reserve(buf, ch, size) };
+    let Ok(mut r) = reserved else { return };
     let (timestamp, ext) = (r.timestamp, r.extended);
     let bytes = buf.slot(&mut r);
     let (byte0, header_len) = event_header::write(bytes, id, timestamp, ext);
@@ -155,6 +166,16 @@ fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, ip: u64, size: SlotS
     }
     buf.commit(&CtfPacketLayout, r, byte0);
 }
+/// `size` (computed for the site's own id) for event id `to`: the payload stays, the
+/// compact header is possible only for a small id.
+#[inline(always)]
+fn resize(size: SlotSize, to: u32) -> SlotSize {
+    // The extended size is the payload plus the extended header, whatever the id.
+    let payload = size.extended - event_header::EXTENDED_SIZE as u32;
+    let (compact, extended) = event_header::sizes(to);
+    SlotSize { compact: payload + compact as u32, extended: payload + extended as u32 }
+}
+
 #[cold]
 fn drop_all(mask: u64, why: Dropped) {
     let cpu = cpu::current();

@@ -79,6 +79,7 @@
 // The macros expand to `::ust::...` paths; this lets the crate use them on itself.
 extern crate self as ust;
 
+mod blocking;
 mod channel;
 mod context;
 mod cpu;
@@ -87,6 +88,7 @@ pub mod field;
 #[cfg(feature = "log")]
 pub mod log;
 mod published;
+mod shared_ids;
 pub mod runtime;
 pub mod site;
 mod text;

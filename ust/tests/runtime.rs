@@ -178,14 +178,14 @@ fn make_channel(ncpus: u32) -> TestChannel {
 }
 
 fn grant(s: &UnixStream, slot: u32, ch: &TestChannel) {
-    let g = ChannelGrant { slot, session: "test".into(), channel: "chan".into(), ncpus: ch.buffers.len() as u32, contexts: vec![], tsc: None };
+    let g = ChannelGrant { slot, session: "test".into(), channel: "chan".into(), ncpus: ch.buffers.len() as u32, contexts: vec![], tsc: None, blocking_timeout_us: 0, shared_ids: false };
     let fds: Vec<_> = ch.fds.iter().map(|f| f.as_fd()).collect();
     protocol::send(s, &DaemonMessage::AddChannel(g), &fds).unwrap();
 }
 
 fn enable_all(s: &UnixStream, reg: &Registration, slot: u32) {
     let masks = vec![1u64 << slot; reg.events.len()];
-    protocol::send(s, &DaemonMessage::SetEnabled { masks, filters: vec![], max_level: None }, &[]).unwrap();
+    protocol::send(s, &DaemonMessage::SetEnabled { masks, filters: vec![], max_level: None, ids: vec![] }, &[]).unwrap();
 }
 
 fn sync(s: &UnixStream, seq: u64) {
@@ -424,14 +424,14 @@ fn bad_daemon_messages_are_ignored_not_fatal() {
     let ch = make_channel(reg.ncpus);
     // Wrong mask count, slot out of range, too few descriptors, a descriptor that is not a
     // ring buffer, removal of a slot that does not exist.
-    protocol::send(&s, &DaemonMessage::SetEnabled { masks: vec![u64::MAX; reg.events.len() + 1], filters: vec![], max_level: None }, &[]).unwrap();
+    protocol::send(&s, &DaemonMessage::SetEnabled { masks: vec![u64::MAX; reg.events.len() + 1], filters: vec![], max_level: None, ids: vec![] }, &[]).unwrap();
     grant(&s, 64, &ch);
-    let g = ChannelGrant { slot: 3, session: "t".into(), channel: "c".into(), ncpus: reg.ncpus + 1, contexts: vec![], tsc: None };
+    let g = ChannelGrant { slot: 3, session: "t".into(), channel: "c".into(), ncpus: reg.ncpus + 1, contexts: vec![], tsc: None, blocking_timeout_us: 0, shared_ids: false };
     let fds: Vec<_> = ch.fds.iter().map(|f| f.as_fd()).collect();
     protocol::send(&s, &DaemonMessage::AddChannel(g), &fds).unwrap();
     let junk = rustix::fs::memfd_create("junk", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
     rustix::fs::ftruncate(&junk, 1 << 16).unwrap();
-    let g = ChannelGrant { slot: 4, session: "t".into(), channel: "c".into(), ncpus: 1, contexts: vec![], tsc: None };
+    let g = ChannelGrant { slot: 4, session: "t".into(), channel: "c".into(), ncpus: 1, contexts: vec![], tsc: None, blocking_timeout_us: 0, shared_ids: false };
     protocol::send(&s, &DaemonMessage::AddChannel(g), &[junk.as_fd()]).unwrap();
     protocol::send(&s, &DaemonMessage::RemoveChannel { slot: 1000 }, &[]).unwrap();
     sync(&s, 1);
@@ -441,7 +441,7 @@ fn bad_daemon_messages_are_ignored_not_fatal() {
     for name in ["rt:hello", "rt:done", "lttng_ust_tracef:event"] {
         masks[index_of(&reg, name)] = (1 << 5) | (1 << 3) | (1 << 4) | (1 << 63);
     }
-    protocol::send(&s, &DaemonMessage::SetEnabled { masks, filters: vec![], max_level: None }, &[]).unwrap();
+    protocol::send(&s, &DaemonMessage::SetEnabled { masks, filters: vec![], max_level: None, ids: vec![] }, &[]).unwrap();
     protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
     assert!(matches!(protocol::recv::<AppMessage>(&s).unwrap().0, AppMessage::Exiting));
     let log = finish(child);

@@ -43,6 +43,19 @@ extern "C" fn trace_on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx
     }
 }
 
+/// With `--buffers-uid`: the session's default channel as a per-UID one, with the `vpid`
+/// and `procname` contexts (in a trace shared by every process of the command they are
+/// what tells the processes apart; LTTng leaves adding them to the user).
+fn per_uid_channel(c: &mut ust_ctl::client::Client, session: &Option<String>, uid: bool) -> Result<Payload, ust_ctl::client::ClientError> {
+    if !uid {
+        return Ok(Payload::Done);
+    }
+    let config = ust_ctl::config::ChannelConfig { buffers: Some(ust_ctl::config::BufferOwnership::Uid), ..Default::default() };
+    c.call(Command::EnableChannel { session: session.clone(), name: ust_ctl::config::DEFAULT_CHANNEL.into(), config })?;
+    use ust_core::context::ContextType;
+    c.call(Command::AddContext { session: session.clone(), channel: None, contexts: vec![ContextType::Vpid, ContextType::Procname] })
+}
+
 /// Runs `ust trace` (see the module docs).
 ///
 /// # Errors
@@ -75,14 +88,19 @@ pub fn trace(a: TraceArgs) -> CliResult {
     }
     let session = Some(name.clone());
     let patterns = if a.events.is_empty() { vec!["*".to_string()] } else { a.events.clone() };
-    let setup = c
-        .call(Command::EnableEvent {
+    let uid_buffers = a.buffers.get() == Some(ust_ctl::config::BufferOwnership::Uid);
+    let setup = per_uid_channel(&mut c, &session, uid_buffers)
+        .and_then(|_| c.call(Command::EnableEvent {
             session: session.clone(),
             channel: None,
             patterns,
             level: LevelFilter::Any,
             exclusions: Vec::new(),
             filter: None,
+        }))
+        .and_then(|_| match a.contexts.is_empty() {
+            true => Ok(Payload::Done),
+            false => c.call(Command::AddContext { session: session.clone(), channel: None, contexts: a.contexts.clone() }),
         })
         .and_then(|_| c.call(Command::Start { session: session.clone() }));
     if let Err(e) = setup {

@@ -12,7 +12,7 @@ use super::{check_pattern, resolve, Res};
 use super::lifecycle::{push_masks_and_sync, wait_syncs};
 
 pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
-    let CreateOptions { snapshot, shm_path, clock, relay, live_timer_us, token: with_token } = options;
+    let CreateOptions { snapshot, shm_path, clock, buffers, relay, live_timer_us, token: with_token } = options;
     let token = token.or(with_token);
     check_name("session", &name)?;
     if !output.is_absolute() {
@@ -26,6 +26,9 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     }
     if snapshot && token.is_some() {
         return Err("a `ust trace` session cannot be a snapshot session".into());
+    }
+    if relay.is_some() && buffers == Some(ust_ctl::config::BufferOwnership::Uid) {
+        return Err("per-UID buffers are not streamed to a relay daemon yet: use --buffers-pid (the default) with a network URL".into());
     }
     if live_timer_us.is_some() && relay.is_none() {
         return Err("--live needs a network output (--set-url net://HOST, or --ctrl-url and --data-url)".into());
@@ -84,6 +87,7 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     session.snapshot = snapshot;
     session.shm_dir = shm_dir;
     session.clock = clock;
+    session.buffers = buffers.unwrap_or_default();
     session.snapshot_url = snapshot_url;
     if let Some(r) = relay {
         session.created = created;
@@ -101,12 +105,17 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     Ok(Payload::Created { name, output })
 }
 
-pub(super) fn enable_channel(daemon: &Daemon, session: Option<String>, name: String, config: ChannelConfig) -> Res<Payload> {
+pub(super) fn enable_channel(daemon: &Daemon, session: Option<String>, name: String, mut config: ChannelConfig) -> Res<Payload> {
     check_name("channel", &name)?;
     config.validate()?;
     let mut st = daemon.lock();
     let sname = resolve(&st, &session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
+    if ss.session.relay.is_some() && config.buffers == Some(ust_ctl::config::BufferOwnership::Uid) {
+        return Err(format!("session {sname} streams to a relay daemon: per-UID buffers are not streamed yet (use --buffers-pid)"));
+    }
+    // The ownership is the session's: kept there, not in each channel's configuration.
+    crate::uid_trace::set_ownership(&mut ss.session, &name, config.buffers.take())?;
     let started = ss.session.ever_started;
     if let Some(c) = ss.session.channels.iter_mut().find(|c| c.name == name) {
         if c.config == config {

@@ -129,9 +129,9 @@ pub(super) fn rotate_chunk(daemon: &Daemon, name: &str, last: bool) -> Res<PathB
         ss.session.chunk_begin = now;
         let mut jobs = Vec::new();
         for t in ss.traces.values_mut().filter(|t| !t.archived) {
-            let Some(leaf) = t.dir.file_name() else { continue };
+            let rel = crate::uid_trace::rel_dir(t, &ss.session.output);
             let done = t.gone || last;
-            jobs.push((t.dir.clone(), archive.join("ust").join("pid").join(leaf), t.streams.clone(), done));
+            jobs.push((t.dir.clone(), archive.join(rel), t.streams.clone(), done));
             t.archived = done;
         }
         (archive, jobs)

@@ -79,7 +79,7 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>, url: Option<Ne
                 (ust_ctf::stream_file_name(&s.channel, s.cpu), 0, 0)
             })
             .collect();
-        let (meta, mut relay_streams) = out.add_trace(&format!("ust/pid/{}", src.dir_name), &src.metadata, &names)?;
+        let (meta, mut relay_streams) = out.add_trace(&src.rel.to_string_lossy(), &src.metadata, &names)?;
         for (s, r) in src.streams.iter().zip(relay_streams.iter_mut()) {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
             if s.finished || s.broken {

@@ -223,7 +223,8 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
                 remove_channel(slot);
                 dump.channel_removed(slot);
             }
-            DaemonMessage::SetEnabled { masks, filters, max_level } => {
+            DaemonMessage::SetEnabled { masks, filters, max_level, ids } => {
+                set_shared_ids(&ids);
                 super::set_enabled_max_level(max_level);
                 set_enabled(&masks, filters);
                 dump.masks_applied();
@@ -237,6 +238,10 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
                     site::all().filter(|s| s.mask() != 0).count()
                 );
                 g.settle();
+            }
+            DaemonMessage::Statedump { slots } => {
+                let n = super::statedump::dump(slots);
+                debug!("state dump regenerated: {n} objects into channel slots {slots:#x}");
             }
             DaemonMessage::Sync { seq } => {
                 if let Err(e) = send(g, &AppMessage::SyncDone { seq }) {
@@ -315,10 +320,12 @@ fn add_channel(grant: ChannelGrant, fds: Vec<Option<Received>>) -> bool {
         }
         None => TraceClock::Monotonic,
     };
-    let old = channel::install(
-        grant.slot,
-        Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts).with_clock(clock),
-    );
+    let shared = grant.shared_ids;
+    let mut ch = Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts).with_clock(clock).with_blocking(grant.blocking_timeout_us);
+    if shared {
+        ch = ch.with_shared_ids();
+    }
+    let old = channel::install(grant.slot, ch);
     if let Some(old) = old {
         debug!("slot {} reused: previous channel {}/{} retired", grant.slot, old.session, old.name);
         channel::retire(old);
@@ -340,6 +347,21 @@ fn remove_channel(slot: u32) {
         std::thread::sleep(Duration::from_millis(20));
         channel::retire(ch);
         debug!("channel {}/{} (slot {slot}) removed", ch.session, ch.name);
+    }
+}
+
+/// Stores the event ids of per-UID channels (before the masks that use them are set).
+fn set_shared_ids(ids: &[ust_core::protocol::ChannelIds]) {
+    for c in ids {
+        let Some(table) = (c.slot < MAX_CHANNELS).then(|| channel::get(c.slot)).flatten().and_then(|ch| ch.shared_ids.as_deref()) else {
+            debug!("event ids for slot {} ignored: no per-UID channel there", c.slot);
+            continue;
+        };
+        if c.ids.len() > site::count() {
+            debug!("event ids for slot {} ignored: {} ids for {} tracepoints", c.slot, c.ids.len(), site::count());
+            continue;
+        }
+        table.set(&c.ids);
     }
 }
 

@@ -1,0 +1,246 @@
+//! Sub-buffers a dead writer left uncommitted in a buffer other writers go on using (a
+//! per-UID buffer shared by many processes): finding them, and completing them from the
+//! reader's side so that the ring does not stall (what LTTng 2.15's consumer watchdog
+//! does; earlier LTTng lost the channel).
+//!
+//! A writer that dies between reserve and commit leaves its sub-buffer's commit counter
+//! short of `(lap + 1) * subbuf_size` for ever: the sub-buffer is never delivered, and
+//! once the writers come round to it again they cannot enter it (both modes refuse to
+//! open a sub-buffer whose previous lap is not fully committed), so every later event of
+//! that CPU's buffer is dropped. Once the sub-buffer is closed (a later reservation moved
+//! past it, or a flush), no live writer reserves in it any more; the ones that did commit
+//! within microseconds. So a closed sub-buffer whose counter stays short while a writer
+//! of the buffer is known dead is abandoned: [`Buffer::abandoned`] lists the candidates,
+//! the caller decides (it knows about deaths and how long a candidate stayed unchanged),
+//! and [`Buffer::complete_abandoned`] completes one, with the caller's rewrite of its
+//! content ([`find_holes`], [`remove_holes`]: the caller knows the record encoding):
+//!
+//! ```text
+//! [hdr][rec][rec][ 0 …hole… ][rec][ 0 …hole… ][rec]…[closed_end)[padding]
+//!                 ^ a slot with byte 0 == 0 (the per-slot commit evidence)
+//! missing = (lap+1)*subbuf_size − commit   (the sum of the holes' sizes)
+//! search: at each hole try the sizes its record can have (the caller decodes them from
+//!   the bytes the dead writer did write: the header after byte 0, the context, the
+//!   payload) such that every record after it walks whole, the holes add up to
+//!   `missing` and the walk ends exactly at closed_end
+//!   found: move the records down over the holes (nothing committed is lost)
+//!   none:  keep the prefix before the first hole, the rest is lost
+//! then: commit counter := (lap+1)*subbuf_size (CAS from the value seen), deliver
+//! ```
+//!
+//! Records are packed (no alignment padding between them), so moving records keeps them
+//! valid; a record whose header time is relative to the previous record's (the compact
+//! CTF header) may need its header rewritten by the caller once the dead record before it
+//! is gone.
+//!
+//! The CAS makes the completion exclusive against a late commit of a writer that was
+//! only slow, not dead: if that commit lands first, nothing is done; if it lands after,
+//! the counter goes past complete and that sub-buffer is lost on its next lap (counted
+//! by the reader as any undelivered sub-buffer). The caller's quiescence rule (unchanged
+//! for a long time after a death) makes that unlikely.
+
+use core::sync::atomic::Ordering::*;
+
+use crate::ids::{IdState, SubbufId};
+use crate::layout::*;
+use crate::{Buffer, Memory, Mode, PacketLayout, ReadError};
+
+/// A closed sub-buffer whose commit counter is short: a candidate for
+/// [`Buffer::complete_abandoned`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Abandoned {
+    /// Free-running start position of its packet.
+    pub pos: u64,
+    /// The commit counter seen.
+    pub commit: u64,
+    /// Bytes reserved and never committed (`(lap+1)*subbuf_size - commit`).
+    pub missing: u64,
+    /// `timestamp_begin` of the packet (trace clock).
+    pub timestamp_begin: u64,
+    /// `timestamp_end` its closer recorded (trace clock): no record is later.
+    pub timestamp_end: u64,
+}
+
+/// Most holes one sub-buffer's search looks for, and most steps it takes: bounded work
+/// whatever the memory holds.
+const MAX_HOLES: usize = 64;
+const MAX_STEPS: u32 = 1 << 22;
+
+/// The search of the module docs: from `off`, walk records; at a hole, try each candidate
+/// size. Pushes the holes found into `holes`. Bounded by `steps`; `failed` remembers the
+/// (hole offset, budget) pairs already known to lead nowhere, so each is explored once.
+#[allow(clippy::too_many_arguments)]
+fn solve(
+    data: &[u8],
+    mut off: usize,
+    end: usize,
+    budget: usize,
+    holes: &mut Vec<(usize, usize)>,
+    failed: &mut std::collections::HashSet<(usize, usize)>,
+    steps: &mut u32,
+    record_size: &mut dyn FnMut(&[u8]) -> Option<usize>,
+    hole_sizes: &mut dyn FnMut(&[u8]) -> Vec<usize>,
+) -> bool {
+    while off < end {
+        *steps += 1;
+        if *steps > MAX_STEPS {
+            return false;
+        }
+        if data[off] != 0 {
+            match record_size(&data[off..end]) {
+                Some(len) if len > 0 && off + len <= end => off += len,
+                _ => return false,
+            }
+            continue;
+        }
+        if holes.len() >= MAX_HOLES || failed.contains(&(off, budget)) {
+            return false;
+        }
+        for len in hole_sizes(&data[off..end]) {
+            if len == 0 || len > budget || off + len > end {
+                continue;
+            }
+            holes.push((off, len));
+            if solve(data, off + len, end, budget - len, holes, failed, steps, record_size, hole_sizes) {
+                return true;
+            }
+            holes.pop();
+        }
+        failed.insert((off, budget));
+        return false;
+    }
+    off == end && budget == 0
+}
+
+impl<M: Memory> Buffer<M> {
+    /// Closed, undelivered sub-buffers whose commit counter is short of complete, in
+    /// ring order. Reads control words only; never writes.
+    pub fn abandoned(&self) -> Vec<Abandoned> {
+        let g = &self.geo;
+        let p = g.pos;
+        let sbs = p.subbuf_size();
+        let mut out = Vec::new();
+        for idx in 0..p.num_subbuf() as usize {
+            let m = &self.mem;
+            let commit = m.load_u64(g.sb_word(idx, SB_COMMIT), Acquire);
+            let missing_in_lap = commit % sbs;
+            if missing_in_lap == 0 {
+                continue;
+            }
+            let lap = commit / sbs;
+            let pos = lap.wrapping_mul(p.buf_size()).wrapping_add(idx as u64 * sbs);
+            let closed = m.load_u64(g.sb_word(idx, SB_CLOSED_END), Acquire).wrapping_sub(pos);
+            if closed < g.header_size || closed > sbs {
+                continue; // still open in this lap (or hostile values)
+            }
+            if m.load_u64(g.sb_word(idx, SB_DELIVERED), Acquire) == p.commit_complete(pos) {
+                continue;
+            }
+            let timestamp_begin = m.load_u64(g.sb_word(idx, SB_TS_BEGIN), Relaxed);
+            let timestamp_end = m.load_u64(g.sb_word(idx, SB_TS_END), Relaxed);
+            out.push(Abandoned { pos, commit, missing: sbs - missing_in_lap, timestamp_begin, timestamp_end });
+        }
+        out
+    }
+
+    /// Completes the abandoned sub-buffer `a` (from [`Buffer::abandoned`]): claims it
+    /// (CAS of its commit counter from the value seen to complete), hands a copy of its
+    /// bytes up to the content end to `rewrite` (the caller removes the dead slots, see
+    /// [`find_holes`] and [`remove_holes`]), which returns the new content end (at most
+    /// the copy's length; everything after it is zeroed), writes the copy back, and
+    /// delivers the packet (its end written through `layout`). Returns the new content
+    /// size, or `Ok(None)` when `a` no longer holds (a commit arrived, the packet was
+    /// delivered or the sub-buffer reused): nothing was changed.
+    ///
+    /// Errors: [`ReadError::Id`] for a corrupted id-table entry (overwrite mode).
+    pub fn complete_abandoned<L: PacketLayout>(&self, layout: &L, a: &Abandoned, rewrite: impl FnOnce(&mut [u8]) -> usize) -> Result<Option<u64>, ReadError> {
+        let g = &self.geo;
+        let p = g.pos;
+        let m = &self.mem;
+        let sbs = p.subbuf_size();
+        let idx = p.subbuf_index(a.pos);
+        let complete = p.commit_complete(a.pos);
+        if p.subbuf_offset(a.pos) != 0 || a.commit >= complete || complete - a.commit != a.missing {
+            return Ok(None);
+        }
+        let phys = match self.cfg.mode {
+            Mode::Discard => idx,
+            Mode::Overwrite => {
+                let id = SubbufId(m.load_u64(g.id_word(idx), Acquire));
+                if id.state().is_none() || id.phys() >= g.nphys {
+                    return Err(ReadError::Id { index: idx, id: id.0 });
+                }
+                if !id.is(IdState::Writing, p.lap(a.pos)) {
+                    return Ok(None);
+                }
+                id.phys()
+            }
+        };
+        let end = m.load_u64(g.sb_word(idx, SB_CLOSED_END), Acquire).wrapping_sub(a.pos);
+        if end < g.header_size || end > sbs {
+            return Ok(None);
+        }
+        // Claim it: from here on no commit of this lap can complete it, and no writer can
+        // enter it before it is delivered.
+        if m.cas_u64(g.sb_word(idx, SB_COMMIT), a.commit, complete, AcqRel, Relaxed).is_err() {
+            return Ok(None);
+        }
+        let hdr = g.header_size as usize;
+        let mut data = vec![0u8; end as usize];
+        m.read_bytes(g.data_at(phys, 0), &mut data);
+        let new_end = rewrite(&mut data).clamp(hdr, end as usize);
+        if new_end < end as usize {
+            data[new_end..].fill(0);
+            m.write_bytes(g.data_at(phys, hdr as u64), &data[hdr..]);
+            m.store_u64(g.sb_word(idx, SB_CLOSED_END), a.pos.wrapping_add(new_end as u64), Release);
+        }
+        self.deliver_completed(layout, a.pos);
+        Ok(Some(new_end as u64))
+    }
+}
+
+/// The dead slots of a sub-buffer's content `data` (from its start; the records begin at
+/// `from`): the set of (offset, length) holes, in order, such that every other record
+/// walks whole, the holes add up to `missing` and the walk ends exactly at the end of
+/// `data` (module docs). `record_size` sizes a committed record; `hole_sizes` gives the
+/// lengths an uncommitted one (byte 0 zero) may have. `None` when no such set exists
+/// within the search's bounds. An empty set when there is no hole before the end.
+pub fn find_holes(
+    data: &[u8],
+    from: usize,
+    missing: u64,
+    mut record_size: impl FnMut(&[u8]) -> Option<usize>,
+    mut hole_sizes: impl FnMut(&[u8]) -> Vec<usize>,
+) -> Option<Vec<(usize, usize)>> {
+    let end = data.len();
+    let mut off = from;
+    while off < end && data[off] != 0 {
+        match record_size(&data[off..end]) {
+            Some(len) if len > 0 && off + len <= end => off += len,
+            _ => return None,
+        }
+    }
+    if off == end {
+        return Some(Vec::new());
+    }
+    let (mut holes, mut steps, mut failed) = (Vec::new(), 0, std::collections::HashSet::new());
+    let missing = usize::try_from(missing).ok()?;
+    solve(data, off, end, missing, &mut holes, &mut failed, &mut steps, &mut record_size, &mut hole_sizes).then_some(holes)
+}
+
+/// Removes `holes` (from [`find_holes`]) from `data`, moving the records after each down;
+/// returns the new content end. Records are position-independent (packed), but a compact
+/// header's time is relative to the previous record: a caller whose records carry
+/// relative times fixes the record after each hole itself.
+pub fn remove_holes(data: &mut [u8], holes: &[(usize, usize)]) -> usize {
+    let Some(&(first, _)) = holes.first() else { return data.len() };
+    let (mut to, mut from) = (first, first);
+    for &(h, len) in holes {
+        data.copy_within(from..h, to);
+        to += h - from;
+        from = h + len;
+    }
+    let end = data.len();
+    data.copy_within(from..end, to);
+    to + (end - from)
+}

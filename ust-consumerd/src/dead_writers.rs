@@ -1,0 +1,358 @@
+//! Writers that die in a shared buffer (per-UID channels): a process killed between
+//! reserve and commit must not stall the channel for the user's other processes.
+//!
+//! The daemon learns of every death of a per-UID trace's member ([`Deaths::note`], from
+//! the pidfd or socket EOF, [`crate::apps::process_gone`]). The drain pass then looks, in
+//! every stream of that trace, for closed sub-buffers whose commit counter stays short
+//! ([`ringbuffer::Buffer::abandoned`]). One that stays so for [`STUCK_AFTER`], opened
+//! before the last death (so a writer that died could have reserved in it), is completed
+//! from the reader's side ([`ringbuffer::Buffer::complete_abandoned`]): the dead slots are
+//! found (their sizes decoded from the bytes the dead writers did write, adding up to what
+//! the commit counter misses) and removed, and every committed record of every process is
+//! kept; when no such set of sizes exists the content is cut at the first dead slot. The dead records are counted as discarded in the buffer's own counters, so they
+//! show in `events_discarded` (babeltrace2's "discarded events") and in `ust list`.
+//! Live writers commit within microseconds of reserving, so a sub-buffer unchanged for
+//! 200 ms after a death is not one a live writer is still filling.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ringbuffer::{Abandoned, Dropped};
+use ust_core::clock::TraceClock;
+use ust_core::packet::CtfPacketLayout;
+
+use crate::stream::Stream;
+
+/// How long a closed sub-buffer must stay short of complete after a death before the
+/// daemon completes it.
+pub const STUCK_AFTER: Duration = Duration::from_millis(200);
+
+/// Deaths of the processes writing one shared trace.
+#[derive(Debug, Default)]
+pub struct Deaths {
+    count: AtomicU64,
+    /// `CLOCK_MONOTONIC` ns of the last one.
+    last_ns: AtomicU64,
+}
+
+impl Deaths {
+    /// A member of the trace is gone.
+    pub fn note(&self) {
+        self.last_ns.store(ust_core::clock::monotonic_ns(), Ordering::Release);
+        self.count.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Deaths so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Acquire)
+    }
+}
+
+/// The watch of one shared stream.
+#[derive(Debug)]
+pub struct Watch {
+    /// The trace's deaths.
+    pub deaths: Arc<Deaths>,
+    /// Size of the channel's event context block (record sizes).
+    pub context_size: usize,
+    /// Candidates seen, with when first seen unchanged.
+    seen: Vec<(Abandoned, Instant)>,
+    /// Sub-buffers completed so far.
+    pub completed: u64,
+    /// Dead records counted as discarded so far.
+    pub lost: u64,
+}
+
+impl Watch {
+    /// A watch over a stream of a trace whose deaths are `deaths`.
+    pub fn new(deaths: Arc<Deaths>, context_size: usize) -> Watch {
+        Watch { deaths, context_size, seen: Vec::new(), completed: 0, lost: 0 }
+    }
+}
+
+/// One look at stream `s` (drain pass, time `now`): completes the sub-buffers a dead
+/// writer left uncommitted (module docs). Cheap when no member died: one load.
+pub fn check(s: &mut Stream, now: Instant) {
+    if s.dead_watch.as_ref().map_or(0, |w| w.deaths.count()) == 0 || s.finished || s.broken || !s.shm_intact() {
+        return;
+    }
+    let Some(mut w) = s.dead_watch.take() else { return };
+    look(s, &mut w, Some(now));
+    s.dead_watch = Some(w);
+}
+
+/// Completes at once every abandoned sub-buffer of stream `s` (its writers are all gone
+/// or have confirmed they stopped: the stream's final drain).
+pub fn complete_all(s: &mut Stream) {
+    if s.finished || s.broken || !s.shm_intact() {
+        return;
+    }
+    let Some(mut w) = s.dead_watch.take() else { return };
+    if w.deaths.count() > 0 {
+        look(s, &mut w, None);
+    }
+    s.dead_watch = Some(w);
+}
+
+/// One look; `now: None` completes every candidate at once.
+fn look(s: &Stream, w: &mut Watch, now: Option<Instant>) {
+    let Some(buffer) = s.buffer() else { return };
+    let list = buffer.abandoned();
+    w.seen.retain(|(a, _)| list.contains(a));
+    let last_death = w.deaths.last_ns.load(Ordering::Acquire);
+    for a in list {
+        if let Some(now) = now {
+            let Some(&(_, since)) = w.seen.iter().find(|(x, _)| *x == a) else {
+                w.seen.push((a, now));
+                continue;
+            };
+            // With the monotonic clock the packet's begin and the death compare: a packet
+            // opened after the last death holds no dead writer's slot.
+            let opened_before_death = !matches!(s.clock, TraceClock::Monotonic) || a.timestamp_begin <= last_death;
+            if now.duration_since(since) < STUCK_AFTER || !opened_before_death {
+                continue;
+            }
+        }
+        let (events, ctx) = (s.events.clone(), w.context_size);
+        let min = ust_ctf::reader::min_record_size(&events).max(1) as u64;
+        let hdr = ust_core::packet::HEADER_SIZE;
+        let mut outcome = Rewritten::default();
+        let r = buffer.complete_abandoned(&CtfPacketLayout, &a, |data: &mut [u8]| {
+            outcome = rewrite(data, hdr, &a, &events, ctx);
+            outcome.end
+        });
+        match r {
+            Ok(Some(_)) => {
+                // The dead records when their slots were found and removed; else at most
+                // what the cut bytes could hold.
+                let lost = if outcome.cut { outcome.removed.div_ceil(min + ctx as u64).max(1) } else { outcome.holes.max(1) };
+                for _ in 0..lost {
+                    buffer.record_dropped(Dropped::Full);
+                }
+                w.completed += 1;
+                w.lost += lost;
+                crate::log!(
+                    "{}/{} cpu {}: a dead writer left packet {} uncommitted ({} bytes); completed by the daemon, {}, {lost} event(s) counted as discarded",
+                    s.session,
+                    s.channel,
+                    s.cpu,
+                    a.pos / buffer.config().subbuf_size,
+                    a.missing,
+                    if outcome.cut {
+                        "content cut at the first uncommitted slot".to_string()
+                    } else {
+                        format!("{} dead slot(s) removed, {} later header(s) made extended", outcome.holes, outcome.extended)
+                    },
+                );
+            }
+            Ok(None) => {}
+            Err(e) => crate::log!("{}/{} cpu {}: completing a dead writer's packet failed: {e}", s.session, s.channel, s.cpu),
+        }
+        w.seen.retain(|(x, _)| *x != a);
+    }
+}
+
+/// What [`rewrite`] did to a packet's content.
+#[derive(Debug, Default, Clone, Copy)]
+struct Rewritten {
+    /// New content end.
+    end: usize,
+    /// Dead slots removed (adjacent ones counted once).
+    holes: u64,
+    /// No set of dead slots fits: the content was cut at the first one.
+    cut: bool,
+    /// Bytes removed or cut.
+    removed: u64,
+    /// Records after a dead slot whose compact header had to become extended.
+    extended: u64,
+}
+
+const TS_BITS: u32 = ust_core::event_header::COMPACT_TIMESTAMP_BITS;
+
+/// The full time of a compact header's `low` bits after `prev` (CTF 1.8 section 8).
+fn after(prev: u64, low: u64) -> u64 {
+    let mask = (1u64 << TS_BITS) - 1;
+    let t = (prev & !mask) | (low & mask);
+    if t < prev {
+        t.wrapping_add(1 << TS_BITS)
+    } else {
+        t
+    }
+}
+
+/// The (length, time) pairs the dead record at the start of `b` (byte 0 lost) may have,
+/// after time `prev`: one per value byte 0 can take (a compact header's id, or the extended
+/// tag) that decodes, with the header's time (a compact header's 24 bits after byte 0, the
+/// 3 lowest lost: at most 7 ns early, which never moves the next record across a 2^27 ns
+/// boundary; no bits at all, an unwritten header: `prev`).
+fn candidates(b: &[u8], prev: u64, events: &[ust_core::EventDesc], ctx: usize) -> Vec<(usize, u64)> {
+    use ust_core::event_header::{EXTENDED_SIZE, EXTENDED_TAG};
+    let mut out = Vec::new();
+    let word = u32::from_le_bytes([0, b.get(1).copied().unwrap_or(0), b.get(2).copied().unwrap_or(0), b.get(3).copied().unwrap_or(0)]);
+    let compact_time = if word == 0 { prev } else { after(prev, u64::from(word >> 5)) };
+    let ext_time = b.get(5..EXTENDED_SIZE).and_then(|t| t.try_into().ok()).map(u64::from_le_bytes).filter(|&t| t >= prev);
+    let mut head = [0u8; EXTENDED_SIZE];
+    let n = b.len().min(EXTENDED_SIZE);
+    head[..n].copy_from_slice(&b[..n]);
+    let first = ust_core::event_header::FIRST_EVENT_ID as u8;
+    for b0 in (first..=ust_core::event_header::MAX_COMPACT_ID as u8).chain([EXTENDED_TAG as u8]) {
+        head[0] = b0;
+        let Some(h) = ust_core::event_header::decode(&head[..n], 0) else { continue };
+        let Some(desc) = h.id.checked_sub(ust_core::event_header::FIRST_EVENT_ID).and_then(|i| events.get(i as usize)) else { continue };
+        let at = h.len + ctx;
+        let Some(len) = b.get(at..).and_then(|rest| ust_ctf::reader::payload_size(desc, rest)).map(|p| at + p) else { continue };
+        let t = if b0 == EXTENDED_TAG as u8 {
+            match ext_time {
+                Some(t) => t,
+                None => continue,
+            }
+        } else {
+            compact_time
+        };
+        if !out.contains(&(len, t)) {
+            out.push((len, t));
+        }
+    }
+    out
+}
+
+/// The search for the dead slots of one packet's content (module docs), keeping the
+/// records' times in order: every record decodes after the previous one, no later than
+/// the packet's end, a dead slot's time from its own header bytes.
+struct Search<'a> {
+    data: &'a [u8],
+    events: &'a [ust_core::EventDesc],
+    ctx: usize,
+    ts_end: u64,
+    steps: u32,
+    failed: std::collections::HashSet<(usize, usize, u64)>,
+}
+
+impl Search<'_> {
+    /// Most record decodings one search makes: bounded work whatever the memory holds.
+    const MAX_STEPS: u32 = 1 << 18;
+
+    fn solve(&mut self, mut off: usize, budget: usize, mut prev: u64, holes: &mut Vec<(usize, usize, u64)>) -> bool {
+        let end = self.data.len();
+        while off < end {
+            self.steps += 1;
+            if self.steps > Self::MAX_STEPS {
+                return false;
+            }
+            if self.data[off] != 0 {
+                let b = &self.data[off..end];
+                match (ust_core::event_header::decode(b, prev), ust_ctf::reader::record_size_with_context(self.events, self.ctx, b)) {
+                    (Some(d), Some(n)) if n > 0 && off + n <= end && d.timestamp >= prev && d.timestamp <= self.ts_end => {
+                        prev = d.timestamp;
+                        off += n;
+                        continue;
+                    }
+                    _ => return false,
+                }
+            }
+            if holes.len() >= 256 || self.failed.contains(&(off, budget, prev)) {
+                return false;
+            }
+            for (len, t) in candidates(&self.data[off..end], prev, self.events, self.ctx) {
+                if len == 0 || len > budget || off + len > end || t > self.ts_end {
+                    continue;
+                }
+                holes.push((off, len, t));
+                if self.solve(off + len, budget - len, t, holes) {
+                    return true;
+                }
+                holes.pop();
+            }
+            self.failed.insert((off, budget, prev));
+            return false;
+        }
+        off == end && budget == 0
+    }
+}
+
+/// Rewrites the content `data` of a packet a dead writer left open (from byte `hdr`,
+/// `timestamp_begin` `ts_begin`, `missing` bytes uncommitted): finds the dead slots
+/// ([`Search`]), removes them and gives the first record after
+/// each an extended header with its own time when its compact one was relative to the
+/// dead record and would now decode to another time. When no set of dead slots fits, or
+/// the rewritten content would not fit, cuts the content at the first dead slot.
+fn rewrite(data: &mut [u8], hdr: usize, a: &Abandoned, events: &[ust_core::EventDesc], ctx: usize) -> Rewritten {
+    let (ts_begin, missing) = (a.timestamp_begin, a.missing);
+    use ust_core::event_header::{decode, EXTENDED_TAG};
+    let size = |b: &[u8]| ust_ctf::reader::record_size_with_context(events, ctx, b);
+    let end = data.len();
+    let cut = |data: &[u8]| {
+        let mut off = hdr;
+        while off < end && data[off] != 0 {
+            match size(&data[off..end]) {
+                Some(n) if n > 0 && off + n <= end => off += n,
+                _ => break,
+            }
+        }
+        Rewritten { end: off, cut: true, removed: (end - off) as u64, ..Rewritten::default() }
+    };
+    let mut holes = Vec::new();
+    let mut search = Search { data, events, ctx, ts_end: a.timestamp_end.max(ts_begin), steps: 0, failed: Default::default() };
+    let Ok(budget) = usize::try_from(missing) else { return cut(data) };
+    if !search.solve(hdr, budget, ts_begin, &mut holes) {
+        // No hole before the end (the closer died before committing the padding), or no
+        // set of dead slots fits.
+        return if first_hole(data, hdr, &size).is_none() {
+            Rewritten { end, ..Rewritten::default() }
+        } else {
+            cut(data)
+        };
+    }
+    if holes.is_empty() {
+        return Rewritten { end, ..Rewritten::default() };
+    }
+    let mut out = data[..hdr].to_vec();
+    let (mut prev_true, mut prev_out, mut off, mut after_hole) = (ts_begin, ts_begin, hdr, false);
+    let mut next_hole = holes.iter().peekable();
+    let mut extended = 0;
+    while off < end {
+        if let Some(&&(h, len, t)) = next_hole.peek() {
+            if h == off {
+                prev_true = t;
+                off += len;
+                after_hole = true;
+                next_hole.next();
+                continue;
+            }
+        }
+        let (Some(d), Some(n)) = (decode(&data[off..end], prev_true), size(&data[off..end])) else { return cut(data) };
+        let fits = decode(&data[off..end], prev_out).is_some_and(|o| o.timestamp == d.timestamp);
+        if after_hole && !fits {
+            out.push(EXTENDED_TAG as u8);
+            out.extend_from_slice(&d.id.to_le_bytes());
+            out.extend_from_slice(&d.timestamp.to_le_bytes());
+            out.extend_from_slice(&data[off + d.len..off + n]);
+            extended += 1;
+        } else {
+            out.extend_from_slice(&data[off..off + n]);
+        }
+        prev_true = d.timestamp;
+        prev_out = d.timestamp;
+        after_hole = false;
+        off += n;
+    }
+    if out.len() > end {
+        return cut(data);
+    }
+    data[..out.len()].copy_from_slice(&out);
+    let merged = holes.iter().enumerate().filter(|(k, &(h, _, _))| *k == 0 || holes[k - 1].0 + holes[k - 1].1 != h).count() as u64;
+    Rewritten { end: out.len(), holes: merged, cut: false, removed: (end - out.len()) as u64, extended }
+}
+
+/// Offset of the first uncommitted slot (byte 0 zero) walking records from `hdr`.
+fn first_hole(data: &[u8], hdr: usize, size: &dyn Fn(&[u8]) -> Option<usize>) -> Option<usize> {
+    let mut off = hdr;
+    while off < data.len() {
+        if data[off] == 0 {
+            return Some(off);
+        }
+        off += size(&data[off..]).filter(|&n| n > 0)?;
+    }
+    None
+}

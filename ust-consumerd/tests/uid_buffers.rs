@@ -1,0 +1,317 @@
+//! Per-UID buffers (`--buffers-uid`): one trace per user in `ust/uid/<UID>/64-bit/`,
+//! shared by every process of that user, read back by babeltrace2 event by event.
+//!
+//! - a thousand short processes under `ust trace --buffers-uid` (the "done when"),
+//!   with the daemon's descriptors and memory back to their baseline afterwards;
+//! - one event name with two layouts, late (`tracing`) callsites, the ownership mismatch;
+//! - writers SIGKILLed between reserve and commit while two steady writers go on;
+//! - LTTng's per-UID snapshot cases (tests/regression/tools/snapshots/ust_test:
+//!   `test_ust_per_uid_local_snapshot`, `..._post_mortem`).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// One babeltrace2 line of a per-UID trace: event name, `vpid` context, payload.
+#[derive(Debug)]
+struct Line {
+    name: String,
+    vpid: i32,
+    fields: String,
+}
+
+fn lines(text: &str) -> Vec<Line> {
+    text.lines()
+        .map(|l| {
+            let name = l.split_whitespace().nth(3).unwrap_or_default().trim_end_matches(':').to_string();
+            let vpid = l.split("vpid = ").nth(1).and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()).and_then(|v| v.parse().ok()).unwrap_or(-1);
+            let fields = l.rfind("}, { ").map(|i| l[i + 5..].trim_end_matches(" }").to_string()).unwrap_or_default();
+            Line { name, vpid, fields }
+        })
+        .collect()
+}
+
+fn uid() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
+/// The one per-UID trace directory under `out`, checking nothing else is there.
+fn uid_trace(out: &Path) -> PathBuf {
+    let dir = out.join("ust").join("uid").join(uid().to_string()).join("64-bit");
+    assert!(dir.join("metadata").is_file(), "no per-UID trace in {}", out.display());
+    assert!(!out.join("ust").join("pid").exists(), "per-UID: no per-process trace");
+    let users: Vec<_> = std::fs::read_dir(out.join("ust").join("uid")).unwrap().flatten().collect();
+    assert_eq!(users.len(), 1, "one user");
+    dir
+}
+
+/// Descriptors the daemon holds and its resident memory (kB), from /proc.
+fn daemon_usage(pid: i32) -> (usize, u64) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap();
+    (fds, rss)
+}
+
+fn ust_trace_uid(d: &TestDaemon, out: &Path, script: &str) {
+    let mut cmd = d.ust_cmd();
+    // A thousand processes registering at once on a loaded 2-core machine: some wait for
+    // their channels longer than the default 3 s bound (after which a program runs
+    // untraced rather than wait); this test is about completeness, not that bound.
+    cmd.env("UST_REGISTER_TIMEOUT", "60000");
+    cmd.args(["trace", "--buffers-uid", "--output", out.to_str().unwrap(), "--", "sh", "-c", script]);
+    let o = output_within(cmd, Duration::from_secs(240));
+    assert!(o.status.success(), "ust trace failed: {}\n{}\nlog:\n{}", o.status, String::from_utf8_lossy(&o.stderr), d.log());
+}
+
+#[test]
+fn a_thousand_short_processes_give_one_trace_told_apart_by_vpid() {
+    let d = TestDaemon::start();
+    let prog = program_here("threeevents");
+    // Warm-up (threads, allocator arenas, the first session's state), then the baseline.
+    let warm = d.output("warm");
+    ust_trace_uid(&d, &warm, &format!("for i in $(seq 5); do {} & done; wait", prog.display()));
+    std::thread::sleep(Duration::from_millis(300));
+    let (fds0, rss0) = daemon_usage(d.pid());
+
+    let out = d.output("thousand");
+    ust_trace_uid(&d, &out, &format!("for i in $(seq 1000); do {} & done; wait", prog.display()));
+    let dir = uid_trace(&out);
+    let text = babeltrace(&dir);
+    let all = lines(&text);
+    let mut by_vpid: BTreeMap<i32, Vec<u32>> = BTreeMap::new();
+    let mut dumps: BTreeSet<i32> = BTreeSet::new();
+    for l in &all {
+        match l.name.as_str() {
+            "short:ev" => by_vpid.entry(l.vpid).or_default().push(fields_map(&l.fields)["i"].parse().unwrap()),
+            "lttng_ust_statedump:start" => {
+                dumps.insert(l.vpid);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(by_vpid.values().map(Vec::len).sum::<usize>(), 3000, "all 3000 events");
+    assert_eq!(by_vpid.len(), 1000, "1000 processes told apart by vpid");
+    assert!(!by_vpid.contains_key(&-1), "every record has its vpid context");
+    for (vpid, mut seq) in by_vpid.clone() {
+        seq.sort();
+        assert_eq!(seq, [0, 1, 2], "process {vpid}");
+    }
+    assert_eq!(dumps, by_vpid.keys().copied().collect(), "each process's state dump is in the shared trace");
+    let files: Vec<String> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let streams = files.iter().filter(|f| f.starts_with("channel0_")).count();
+    assert_eq!(streams, ust_core::cpus::possible_cpu_count() as usize, "one set of per-CPU buffers for 1000 processes: {files:?}");
+
+    // Nothing of the processes stays in the daemon: descriptors back to the baseline, and
+    // memory too (with a little slack for the allocator; its idle trim returns the rest).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (mut fds, mut rss) = daemon_usage(d.pid());
+    while (fds > fds0 || rss > rss0 + 2048) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        (fds, rss) = daemon_usage(d.pid());
+    }
+    eprintln!("daemon: {fds0} fds / {rss0} kB RSS before, {fds} fds / {rss} kB after 1000 processes");
+    assert!(fds <= fds0, "descriptors back to the baseline: {fds} > {fds0}");
+    assert!(rss <= rss0 + 2048, "RSS back to the baseline: {rss} kB > {rss0} kB + 2 MiB");
+    let apps = d.ust_json(&["list", "--apps", "--json"]);
+    assert_eq!(apps.as_array().map_or(0, Vec::len), 0, "no process kept: {apps}");
+}
+
+#[test]
+fn same_name_other_layout_and_late_callsites() {
+    let d = TestDaemon::start();
+    let out = d.output("layouts");
+    d.ust_ok(&["create", "lay", "--output", out.to_str().unwrap(), "--buffers-uid"]);
+    d.ust_ok(&["enable-channel", "-s", "lay", "ch"]);
+    // A per-PID channel in a per-UID session is refused, as LTTng refuses the mismatch.
+    let o = d.ust(&["enable-channel", "-s", "lay", "other", "--buffers-pid"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("Buffer ownership mismatch"), "{}", String::from_utf8_lossy(&o.stderr));
+    d.ust_ok(&["add-context", "-s", "lay", "-t", "vpid", "-t", "procname"]);
+    d.ust_ok(&["enable-event", "-s", "lay", "-c", "ch", "-a"]);
+    d.ust_ok(&["start", "-s", "lay"]);
+    let run = |name: &str| {
+        let st = Command::new(program_here(name)).env("UST_RUNDIR", &d.rundir).status().unwrap();
+        assert!(st.success(), "{name}");
+    };
+    run("threeevents");
+    run("otherlayout");
+    run("tracingprog");
+    run("threeevents");
+    d.stop_and_destroy("lay");
+    let dir = uid_trace(&out);
+    let all = lines(&babeltrace(&dir));
+    let count = |n: &str| all.iter().filter(|l| l.name == n).count();
+    // One name, two layouts: two event classes, each record decoded with its own.
+    let ev: Vec<&Line> = all.iter().filter(|l| l.name == "short:ev").collect();
+    assert_eq!(ev.len(), 8, "threeevents twice, otherlayout once");
+    assert_eq!(ev.iter().filter(|l| l.fields.contains("tag = \"other\"")).count(), 2, "{ev:?}");
+    assert_eq!(ev.iter().filter(|l| !l.fields.contains("tag")).count(), 6, "{ev:?}");
+    assert_eq!(count("short:mine"), 2, "otherlayout's own event is recorded");
+    // tracing callsites, registered at run time, with different fields under one name.
+    assert_eq!(count("tracingprog:event"), 5, "tracing callsites registered at run time: {all:?}");
+    let vpids: BTreeSet<i32> = all.iter().filter(|l| !l.name.starts_with("lttng_ust")).map(|l| l.vpid).collect();
+    assert_eq!(vpids.len(), 4, "four processes");
+    let metadata = std::fs::read_to_string(dir.join("metadata")).unwrap();
+    assert!(metadata.contains("tracer_buffering_scheme = \"uid\";") && metadata.contains(&format!("tracer_buffering_id = {};", uid())));
+    assert_eq!(metadata.matches("name = \"short:ev\";").count(), 2, "one event class per layout");
+}
+
+/// Reads a child's stdout until `word` (or EOF, which fails the test).
+fn wait_for(child: &mut std::process::Child, word: &str) {
+    let out = child.stdout.take().expect("piped stdout");
+    let mut r = BufReader::new(out);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(r.read_line(&mut line).unwrap() > 0, "child ended before saying {word}");
+        if line.trim() == word {
+            break;
+        }
+    }
+    child.stdout = Some(r.into_inner());
+}
+
+#[test]
+fn writers_killed_between_reserve_and_commit_never_stall_the_others() {
+    let d = TestDaemon::start();
+    let out = d.output("kills");
+    d.ust_ok(&["create", "k", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["enable-channel", "-s", "k", "ch", "--buffers-uid", "--subbuf-size", "16k", "--num-subbuf", "64"]);
+    d.ust_ok(&["add-context", "-s", "k", "-t", "vpid"]);
+    d.ust_ok(&["enable-event", "-s", "k", "-c", "ch", "-a"]);
+    d.ust_ok(&["start", "-s", "k"]);
+    const STEADY: u64 = 40_000;
+    let steady: Vec<KillOnDrop> = (0..2)
+        .map(|_| {
+            // Registered before main runs, however loaded the machine (see ust_trace_uid).
+            KillOnDrop(
+                Command::new(program_here("paced"))
+                    .arg(STEADY.to_string())
+                    .env("UST_RUNDIR", &d.rundir)
+                    .env("UST_REGISTER_TIMEOUT", "60000")
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    // 100 writers, each SIGKILLed at a random moment after its first event: it spends
+    // nearly all its time between reserve and commit (deadwriter's slow field).
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..100 {
+        let mut w = KillOnDrop(Command::new(program_here("deadwriter")).env("UST_RUNDIR", &d.rundir).stdout(Stdio::piped()).spawn().unwrap());
+        wait_for(&mut w, "writing");
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_micros(rng % 5000));
+        w.kill().unwrap();
+        w.wait().unwrap();
+    }
+    let steady_pids: Vec<i32> = steady.iter().map(|c| c.id() as i32).collect();
+    for mut s in steady {
+        let st = s.wait().unwrap();
+        assert!(st.success());
+    }
+    // The completions of the last kills happen STUCK_AFTER after them.
+    std::thread::sleep(Duration::from_millis(800));
+    let detail = d.stop_and_destroy("k");
+    let dir = uid_trace(&out);
+    let (text, stderr) = babeltrace_allowing_warnings(&dir);
+    let all = lines(&text);
+    // The channel never stalls: each steady writer's last event is there. Its events
+    // are all there when the daemon found every dead slot of every packet (the usual
+    // case); when it could not (several dead slots whose sizes it cannot tell apart) the
+    // packet is cut after its last sure record and the cut events are counted as
+    // discarded, never silently lost.
+    let discarded = bt_discarded(&stderr);
+    let mut missing = 0;
+    for pid in steady_pids {
+        let mut seq: Vec<u64> = all.iter().filter(|l| l.name == "pacedprov:ev" && l.vpid == pid).map(|l| fields_map(&l.fields)["seq"].parse().unwrap()).collect();
+        seq.sort();
+        seq.dedup();
+        assert_eq!(seq.last(), Some(&(STEADY - 1)), "steady writer {pid}: recorded to its end");
+        missing += STEADY - seq.len() as u64;
+        assert!(seq.len() as u64 >= STEADY * 95 / 100, "steady writer {pid}: {} of {STEADY}", seq.len());
+    }
+    eprintln!("steady writers: {missing} of {} events missing, {discarded} counted as discarded", 2 * STEADY);
+    assert!(missing <= discarded, "every missing steady event is counted: {missing} > {discarded}");
+    let dead_vpids: BTreeSet<i32> = all.iter().filter(|l| l.name == "deadprov:slow").map(|l| l.vpid).collect();
+    // Each was killed after its first event was committed (it said `writing`): kept unless
+    // its packet was cut (counted above).
+    assert!(dead_vpids.len() >= 50, "the killed writers' committed events are kept: {} processes", dead_vpids.len());
+    for l in all.iter().filter(|l| l.name == "deadprov:slow") {
+        let f = fields_map(&l.fields);
+        assert_eq!(f["seq"], f["v"], "no torn record: {l:?}");
+    }
+    // Each completion names the dead slots it removed (a packet holds several kills).
+    let log = d.log();
+    let slots: u64 = log.lines().filter_map(|l| l.split(" dead slot(s) removed").next()?.rsplit(", ").next()?.parse::<u64>().ok()).sum();
+    assert!(slots >= 50, "most kills landed between reserve and commit, and their slots were removed: {slots}\n{log}");
+    assert!(discarded >= slots, "the dead writers' records are counted as lost: {discarded} < {slots}");
+    assert!(detail.to_string().contains("discarded"), "{detail}");
+}
+
+fn snapshot_dirs(out: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(out).unwrap().flatten().map(|e| e.path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("snapshot-")).collect();
+    v.sort();
+    v
+}
+
+/// LTTng's `test_ust_per_uid_local_snapshot`: a per-UID overwrite channel, an application
+/// running, a snapshot: `snapshot-1/ust/uid/<uid>/64-bit/` with its events.
+#[test]
+fn per_uid_local_snapshot() {
+    let d = TestDaemon::start();
+    let out = d.output("snap");
+    d.ust_ok(&["create", "s", "--snapshot", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["enable-channel", "-s", "s", "ch", "--buffers-uid", "--overwrite"]);
+    d.ust_ok(&["enable-event", "-s", "s", "-c", "ch", "-a"]);
+    d.ust_ok(&["start", "-s", "s"]);
+    let mut app = KillOnDrop(Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    wait_for(&mut app, "ready");
+    use std::io::Write;
+    writeln!(app.stdin.as_mut().unwrap(), "1000").unwrap();
+    let mut r = BufReader::new(app.stdout.take().unwrap());
+    let mut cost = String::new();
+    r.read_line(&mut cost).unwrap();
+    d.ust_ok(&["snapshot", "record", "-s", "s"]);
+    d.stop_and_destroy("s");
+    let snaps = snapshot_dirs(&out);
+    assert_eq!(snaps.len(), 1);
+    let dir = uid_trace(&snaps[0]);
+    let seq: Vec<u64> = lines(&babeltrace(&dir)).iter().filter(|l| l.name == "steadyprov:ev").map(|l| fields_map(&l.fields)["seq"].parse().unwrap()).collect();
+    assert_eq!(seq, (0..1000).collect::<Vec<_>>(), "the application's events, in order");
+}
+
+/// LTTng's `test_ust_per_uid_local_snapshot_post_mortem`: the application is gone when the
+/// snapshot is taken; its events are still in the per-UID buffers.
+#[test]
+fn per_uid_local_snapshot_post_mortem() {
+    let d = TestDaemon::start();
+    let out = d.output("pm");
+    d.ust_ok(&["create", "s", "--snapshot", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["enable-channel", "-s", "s", "ch", "--buffers-uid", "--overwrite"]);
+    d.ust_ok(&["enable-event", "-s", "s", "-c", "ch", "-a"]);
+    d.ust_ok(&["start", "-s", "s"]);
+    for _ in 0..2 {
+        assert!(Command::new(program_here("threeevents")).env("UST_RUNDIR", &d.rundir).status().unwrap().success());
+    }
+    d.ust_ok(&["snapshot", "record", "-s", "s"]);
+    d.ust_ok(&["snapshot", "record", "-s", "s"]);
+    d.stop_and_destroy("s");
+    let snaps = snapshot_dirs(&out);
+    assert_eq!(snaps.len(), 2, "two snapshots");
+    for s in snaps {
+        let dir = uid_trace(&s);
+        let n = lines(&babeltrace(&dir)).iter().filter(|l| l.name == "short:ev").count();
+        assert_eq!(n, 6, "both gone processes' events in {}", dir.display());
+    }
+    assert!(!out.join("post-mortem").exists(), "per-UID buffers outlive the process: no per-process dump");
+}
