@@ -261,6 +261,7 @@ mod tests {
             channels: &channels,
             contexts: &[vec![], vec![ust_core::context::ContextType::Vtid]],
             events: &more,
+            uid: None,
             clock_description: "Monotonic Clock",
         });
         assert!(longer.starts_with(&text) && longer.matches("name = \"p:late\";").count() == 2, "{longer}");
