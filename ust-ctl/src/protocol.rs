@@ -345,6 +345,9 @@ pub struct SessionSummary {
     /// Why the session's output stopped (disk full, write error), if it did.
     #[serde(default)]
     pub output_error: Option<String>,
+    /// Who owns the buffers of the session's channels (`--buffers-pid`/`--buffers-uid`).
+    #[serde(default)]
+    pub buffers: crate::config::BufferOwnership,
 }
 
 /// A channel in `ust list SESSION`.

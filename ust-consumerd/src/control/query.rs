@@ -21,6 +21,7 @@ pub(super) fn summary(st: &State, ss: &SessionState) -> SessionSummary {
         channels: ss.session.channels.len(),
         processes: ss.traces.len(),
         output_error: ss.session.output_error.get(),
+        buffers: ss.session.buffers,
     }
 }
 
