@@ -196,13 +196,10 @@ fn sleep_is_woken_by_a_timer_in_the_users_own_files() {
     assert!(r.contains("kernel view of tier 2"), "{r}");
 }
 
-/// The timer that woke `sleep` is named. Ignored: on an idle CPU the view recorder loses
-/// the switch back to `sleep` after its wake-up in about half the runs (the switch is in
-/// the system-wide tracefs instance's trace; tier 3, reading the same events with its own
-/// reader, keeps it), so the blocked interval goes missing from the report. Found at the
-/// end of the session that built tier 2; see the closing note.
+/// The timer that woke `sleep` is named: the switch back to `sleep` on the CPU the timer
+/// woke is applied in its place among the other CPUs' records (it once was not, in about
+/// one run in four on a loaded machine).
 #[test]
-#[ignore = "tier 2 drops sleep's switch-in after an idle wake-up in about half the runs (see the closing note of 2026-12-01)"]
 fn sleep_is_woken_by_a_timer_in_the_report() {
     require_root!();
     let w = World::new(&[]);

@@ -51,11 +51,33 @@ fn ids(status: &str, key: &str) -> Option<Vec<u32>> {
     line.split_whitespace().map(|x| x.parse().ok()).collect()
 }
 
-/// True when task `tid` has exited and waits to be reaped (state `Z` or `X` in
-/// `/proc/TID/stat`).
-fn is_zombie(tid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return false };
-    matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X'))
+/// `PF_EXITING` in `flags`: set by `do_exit` before the task gives up its memory.
+const PF_EXITING: u64 = 0x4;
+
+/// What `/proc/TID/stat` says of a task now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    /// No entry: the task was reaped (or never was).
+    Gone,
+    /// In `do_exit` (`PF_EXITING`) or a zombie (`Z`, `X`): it runs nothing of its program
+    /// any more, and its `/proc` files turn root's once its memory is released, so its
+    /// credentials and dumpability can no longer be judged from them.
+    Exiting,
+    /// Running its program.
+    Live,
+}
+
+fn life(tid: i32) -> Life {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return Life::Gone };
+    let Some((_, rest)) = stat.rsplit_once(')') else { return Life::Gone };
+    let mut f = rest.split_whitespace();
+    let state = f.next().unwrap_or("");
+    let flags = f.nth(5).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    if matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0 {
+        Life::Exiting
+    } else {
+        Life::Live
+    }
 }
 
 /// True when user `uid`/`gid` could have made `path` name another file since a past exec:
@@ -94,7 +116,9 @@ pub fn may_see(tid: i32, uid: u32, gid: u32) -> bool {
     let (Some(u), Some(g)) = (ids(&status, "Uid:"), ids(&status, "Gid:")) else { return false };
     let same_uid = u.len() >= 3 && u[..3].iter().all(|&x| x == uid);
     let same_gid = g.len() >= 3 && g[..3].iter().all(|&x| x == gid);
-    let dumpable = std::fs::metadata(&dir).map(|m| m.uid() == uid).unwrap_or(false);
+    // The files under /proc/TID (not the directory itself, which keeps the task's euid)
+    // turn root's when the task is not dumpable (`task_dump_owner` in fs/proc/base.c).
+    let dumpable = std::fs::metadata(format!("{dir}/stat")).map(|m| m.uid() == uid).unwrap_or(false);
     same_uid && same_gid && dumpable
 }
 
@@ -192,6 +216,9 @@ pub struct ViewFilter {
     /// after `sched_process_exit`).
     exiting: HashSet<i32>,
     kinds: HashMap<i32, Kind>,
+    /// Removals [`ViewFilter::recheck`] decided, as (monotonic time of the check, tid),
+    /// oldest first: each takes effect at its time, not before ([`ViewFilter::advance_to`]).
+    leaving: std::collections::VecDeque<(u64, i32)>,
     /// Events dropped or reduced, for the log.
     pub dropped: u64,
 }
@@ -229,7 +256,7 @@ impl ViewFilter {
     pub fn new(uid: u32, gid: u32, root_pid: i32) -> ViewFilter {
         let mut visible = HashSet::new();
         visible.insert(root_pid);
-        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), dropped: 0 }
+        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), leaving: Default::default(), dropped: 0 }
     }
 
     /// The requester's uid.
@@ -252,23 +279,47 @@ impl ViewFilter {
         self.visible.contains(&tid)
     }
 
-    /// Removes from the view every task that still exists but may no longer be ptraced by
-    /// the requester (credentials changed, made non-dumpable). A zombie is left alone: it
-    /// runs nothing any more, and its `/proc` entry turns root's when its memory is gone,
-    /// which would drop the last events of every task that exits (they are applied a
-    /// moment after they happen). Called between rounds, before
-    /// the events read after the previous check are applied.
-    pub fn recheck(&mut self) {
+    /// Looks at the tasks in the view as they are at `now` (monotonic ns, taken before the
+    /// look) and schedules the removal, at `now`, of every one that
+    ///
+    /// - still runs its program but may no longer be ptraced by the requester (credentials
+    ///   changed, made non-dumpable: [`may_see`]), or
+    /// - is gone (reaped): its pid may be anyone's from now on. Its last switch normally
+    ///   removes it (see `sched_process_exit`); this is for one whose last switch was lost.
+    ///
+    /// The recorder applies records some time after they happen: a removal takes effect
+    /// for the records from `now` on ([`ViewFilter::advance_to`]), never for the older ones
+    /// still waiting, which happened while the task was still in the view. A task that is
+    /// exiting (`PF_EXITING`, zombie) is left alone: it runs nothing any more, and its
+    /// `/proc` files turn root's when its memory goes, which would drop its last events.
+    pub fn recheck(&mut self, now: u64) {
         let (uid, gid) = (self.uid, self.gid);
-        let gone: Vec<i32> = self
+        let scheduled: HashSet<i32> = self.leaving.iter().map(|l| l.1).collect();
+        let mut gone: Vec<i32> = self
             .visible
             .iter()
             .copied()
-            .filter(|&t| std::path::Path::new(&format!("/proc/{t}")).exists() && !is_zombie(t) && !may_see(t, uid, gid))
+            .filter(|t| !scheduled.contains(t))
+            .filter(|&t| match life(t) {
+                Life::Gone => true,
+                Life::Exiting => false,
+                Life::Live => !may_see(t, uid, gid),
+            })
             .collect();
-        for t in gone {
-            self.visible.remove(&t);
-            self.left.insert(t);
+        gone.sort_unstable();
+        let now = self.leaving.back().map_or(now, |l| l.0.max(now));
+        self.leaving.extend(gone.into_iter().map(|t| (now, t)));
+    }
+
+    /// Carries out the removals scheduled by [`ViewFilter::recheck`] at or before `ts`;
+    /// called with each record's time, before [`ViewFilter::apply`], in time order.
+    pub fn advance_to(&mut self, ts: u64) {
+        while self.leaving.front().is_some_and(|l| l.0 <= ts) {
+            let (_, t) = self.leaving.pop_front().expect("front");
+            if self.visible.remove(&t) {
+                self.left.insert(t);
+            }
+            self.exiting.remove(&t);
         }
     }
 
@@ -384,7 +435,9 @@ impl ViewFilter {
                     return false;
                 }
                 let file = f.field("filename").and_then(|ff| crate::format::dyn_string(payload, ff)).map(|b| String::from_utf8_lossy(b).into_owned());
-                let still_mine = std::path::Path::new(&format!("/proc/{pid}")).exists().then(|| may_see(pid, self.uid, self.gid));
+                // Judged now, a moment after the exec: a task that has exited since (or is
+                // exiting, its files turning root's) cannot be judged from /proc any more.
+                let still_mine = (life(pid) == Life::Live).then(|| may_see(pid, self.uid, self.gid));
                 let privileged = match file.as_deref() {
                     Some(f) => privileged_program(f),
                     None => true,
@@ -523,5 +576,16 @@ mod tests {
         let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
         assert_eq!(v.apply(switch, &mut p), Verdict::Keep, "the child is followed from its fork");
         assert_eq!(read_uint(&p, 56, 4), Some(0), "the idle task stays 0");
+        // A recheck at time 1000 finds the child gone (no such pid) and this process not
+        // uid 1000's: both leave the view at 1000, not for the older records still to come.
+        v.recheck(1000);
+        v.advance_to(999);
+        let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Keep, "a record from before the recheck");
+        assert!(v.sees(me) && v.sees(child));
+        v.advance_to(1000);
+        let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Drop, "from the recheck on");
+        assert!(!v.sees(me) && !v.sees(child));
     }
 }

@@ -5,7 +5,7 @@
 //! instances/ust-<daemon pid>-<n>/per_cpu/cpuN/trace_pipe_raw ───┐  (opened as root)
 //! instances/ust-<daemon pid>-<n>-t/per_cpu/cpuN/trace_pipe_raw ─┤
 //!                                                               ├─ one thread: read every CPU,
-//!   decode pages, merge the records by time (a heap), apply    ─┘  those older than SLACK
+//!   decode pages, merge the records by time (a heap), apply    ─┘  those up to the watermark
 //!   the filter in that order ──> ctf::CpuStream ──> <user's fd>/channel0_N, metadata
 //! ```
 //!
@@ -17,7 +17,21 @@
 //!
 //! Unlike [`crate::KernelRecorder`], which writes each CPU's pages as they come, records are
 //! applied in global time order, so that a fork or exec changes the view at its own
-//! timestamp on every CPU (a record newer than `now - SLACK` waits for the next round).
+//! timestamp on every CPU. The watermark up to which records are applied comes from each
+//! buffer's own evidence, not from a guess of how late pages may be: per buffer (each CPU of
+//! each instance), "complete up to" is the newest record read from it, or, when a read came
+//! back empty (`EAGAIN`), the time just before that read less [`COMMIT_MARGIN`]; the
+//! watermark is the least of these. A CPU that went idle with a partly filled page holds
+//! nothing back: a non-blocking `read` of `trace_pipe_raw` hands out the committed part of
+//! the page the writer is on (`ring_buffer_read_page` copies it out event by event), so an
+//! empty read means nothing older is left there. So no record is applied after a newer one
+//! of another CPU (the filter's state, which forks, execs and exits change, would be wrong
+//! for it, and its stream's clock would have to be pushed forward to it); those that still
+//! are (a writer held longer than [`COMMIT_MARGIN`], a buffer whose reads fail for
+//! [`MAX_HOLD`]) are counted and logged.
+//!
+//! [`ViewFilter::recheck`] looks at `/proc` as it is now, while the records applied after it
+//! are older: what it decides is scheduled at its own time ([`ViewFilter::advance_to`]).
 //!
 //! The writing thread runs with the requester's file-system identity (`setfsuid`,
 //! `setfsgid`, no supplementary groups: per thread on Linux), so every file it creates in
@@ -39,10 +53,15 @@ use crate::ctf::{CpuStream, EventTable, Given};
 use crate::filter::{Verdict, ViewFilter};
 use crate::{ctf, format, tracefs, KernelError, KernelSummary, BUFFER_KB, POLL};
 
-/// Records younger than this wait for the next round (other CPUs may still commit older).
-/// (100 ms: on a loaded machine 30 ms let a CPU's pages arrive after newer records of
-/// other CPUs were applied.)
-pub const SLACK: Duration = Duration::from_millis(100);
+/// How long after its timestamp a record may still be committed to its ring buffer: the
+/// writer takes the time when it reserves the record and commits it once its fields are
+/// filled, with preemption off (nested interrupts' records commit in between). A read of a
+/// CPU's buffer that comes back empty proves that CPU complete up to the moment before the
+/// read, less this.
+pub const COMMIT_MARGIN: Duration = Duration::from_millis(10);
+/// Records are held at most this long for a buffer whose reads fail: past it they are
+/// applied anyway (and counted, and logged, if older ones arrive after them).
+pub const MAX_HOLD: Duration = Duration::from_secs(1);
 /// Longest time a record waits in memory before its packet is written.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
 /// Deepest interrupt nesting kept per CPU (entries whose exit was lost are forgotten).
@@ -174,16 +193,27 @@ impl ViewRecorder {
             let mut err = None;
             let (mut last_applied, mut late) = (0u64, 0u64);
             let mut ctx: Vec<Vec<(u64, Vec<u8>, bool)>> = vec![Vec::new(); streams.len()];
+            // Per buffer: every record up to this time has been read (see the module docs).
+            let mut complete = vec![0u64; files.len()];
+            let margin = COMMIT_MARGIN.as_nanos() as u64;
             loop {
                 let stopping = st.load(Ordering::SeqCst);
-                let now = ust_core::clock::monotonic_ns();
-                for (i, f) in files.iter_mut() {
+                // Every buffer read to its end (empty, or failing) in this round.
+                let mut all_read = true;
+                for (fi, (i, f)) in files.iter_mut().enumerate() {
                     let i = *i;
+                    let (mut drained, mut ended) = (false, false);
+                    let mut before = ust_core::clock::monotonic_ns();
                     for _ in 0..256 {
                         match f.read(&mut page) {
-                            Ok(0) => break,
+                            Ok(0) => {
+                                (drained, ended) = (true, true);
+                                break;
+                            }
                             Ok(n) => {
+                                let newest = &mut complete[fi];
                                 let res = crate::ftrace::decode_page(&page[..n], &layout, |e| {
+                                    *newest = (*newest).max(e.timestamp);
                                     heap.push(Reverse((e.timestamp, seq, i, e.payload.to_vec())));
                                     seq += 1;
                                 });
@@ -191,19 +221,32 @@ impl ViewRecorder {
                                     Ok(info) => streams[i].stats.lost += info.missed.unwrap_or(0),
                                     Err(_) => streams[i].stats.bad += 1,
                                 }
+                                before = ust_core::clock::monotonic_ns();
                             }
-                            Err(_) => break,
+                            Err(e) => {
+                                (drained, ended) = (e.kind() == std::io::ErrorKind::WouldBlock, true);
+                                break;
+                            }
                         }
                     }
+                    all_read &= ended;
+                    if drained {
+                        complete[fi] = complete[fi].max(before.saturating_sub(margin));
+                    }
                 }
-                filter.recheck();
-                let watermark = if stopping { u64::MAX } else { now.saturating_sub(SLACK.as_nanos() as u64) };
+                let now = ust_core::clock::monotonic_ns();
+                filter.recheck(now);
+                let evidence = complete.iter().copied().min().unwrap_or(0);
+                // Stopping (recording is off): once every buffer is read to its end, all is in.
+                let last = stopping && all_read;
+                let watermark = if last { u64::MAX } else { evidence.max(now.saturating_sub(MAX_HOLD.as_nanos() as u64)) };
                 while heap.peek().is_some_and(|Reverse(e)| e.0 <= watermark) {
                     let Reverse((ts, _, i, mut payload)) = heap.pop().expect("peeked");
                     if ts < last_applied {
                         late += 1;
                     }
-                    last_applied = ts;
+                    last_applied = last_applied.max(ts);
+                    filter.advance_to(ts);
                     let Some(kind) = format::read_uint(&payload, 0, 2) else { continue };
                     let Some(ev) = table.by_ftrace_id(kind as u16) else { continue };
                     // Interrupt contexts held per CPU: (ts, record, written).
@@ -241,7 +284,7 @@ impl ViewRecorder {
                         }
                     }
                 }
-                if stopping || last_flush.elapsed() >= FLUSH_EVERY {
+                if last || last_flush.elapsed() >= FLUSH_EVERY {
                     for s in streams.iter_mut().filter(|s| s.pending()) {
                         if let Err(e) = s.flush() {
                             err.get_or_insert(e.to_string());
@@ -249,10 +292,12 @@ impl ViewRecorder {
                     }
                     last_flush = Instant::now();
                 }
-                if stopping || err.is_some() {
+                if last || err.is_some() {
                     break;
                 }
-                std::thread::sleep(POLL);
+                if !stopping {
+                    std::thread::sleep(POLL);
+                }
             }
             drop(files);
             if late > 0 {
