@@ -67,6 +67,12 @@ enum Life {
     Live,
 }
 
+/// True when task `tid` exists and runs its program: not reaped, not a zombie, not in
+/// `do_exit`.
+pub fn is_running(tid: i32) -> bool {
+    tid > 0 && life(tid) == Life::Live
+}
+
 fn life(tid: i32) -> Life {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return Life::Gone };
     let Some((_, rest)) = stat.rsplit_once(')') else { return Life::Gone };
@@ -81,27 +87,68 @@ fn life(tid: i32) -> Life {
 }
 
 /// True when user `uid`/`gid` could have made `path` name another file since a past exec:
-/// the path is relative, goes through a symbolic link, or one of its directories is owned
-/// by the user or writable by them (group or other). With `fs.protected_hardlinks` (the
-/// default), a user cannot link another's set-ID file into their own directory, so a path
-/// through root's directories only still names what it named.
+/// the path is relative, or one of the directories it goes through (those of the targets
+/// of its symbolic links included) is owned by the user or writable by them (group or
+/// other; in a sticky directory such as `/tmp`, only for the user's own entries). A symbolic link in a directory the user cannot write cannot be re-pointed by
+/// them, so it is followed (up to [`MAX_LINKS`]; more counts as could). With
+/// `fs.protected_hardlinks` (the default), a user cannot link another's set-ID file into
+/// their own directory, so a path through root's directories only still names what it
+/// named.
 pub fn user_could_swap(path: &str, uid: u32, gid: u32) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let p = std::path::Path::new(path);
-    if !p.is_absolute() {
+    could_swap_at(std::path::Path::new(path), uid, gid, 0)
+}
+
+/// Symbolic links [`user_could_swap`] follows in one path.
+pub const MAX_LINKS: usize = 8;
+
+fn could_swap_at(p: &std::path::Path, uid: u32, gid: u32, links: usize) -> bool {
+    if !p.is_absolute() || links > MAX_LINKS {
         return true;
     }
+    let parts: Vec<_> = p.components().skip(1).collect();
     let mut cur = std::path::PathBuf::from("/");
-    for c in p.components().skip(1) {
+    for (k, c) in parts.iter().enumerate() {
+        // `cur` is a directory (resolved): may the user change what it holds?
         let Ok(dir) = std::fs::symlink_metadata(&cur) else { return true };
         let m = dir.mode();
-        if dir.file_type().is_symlink() || dir.uid() == uid || m & 0o002 != 0 || (m & 0o020 != 0 && dir.gid() == gid) {
+        let next = match c {
+            std::path::Component::Normal(n) => cur.join(n),
+            std::path::Component::ParentDir => cur.parent().map_or_else(|| cur.clone(), std::path::Path::to_path_buf),
+            _ => continue,
+        };
+        let Ok(meta) = std::fs::symlink_metadata(&next) else { return true };
+        let writable = m & 0o002 != 0 || (m & 0o020 != 0 && dir.gid() == gid);
+        // In a sticky directory (/tmp) a user may rename or remove only their own entries.
+        let sticky_guard = m & 0o1000 != 0 && meta.uid() != uid;
+        if !dir.is_dir() || dir.uid() == uid || (writable && !sticky_guard) {
             return true;
         }
-        cur.push(c);
+        if meta.file_type().is_symlink() {
+            let Ok(target) = std::fs::read_link(&next) else { return true };
+            let mut rest = if target.is_absolute() { target } else { cur.join(target) };
+            for r in &parts[k + 1..] {
+                rest.push(r);
+            }
+            return could_swap_at(&rest, uid, gid, links + 1);
+        }
+        cur = next;
     }
-    // The last component itself: a symbolic link can be re-pointed.
-    std::fs::symlink_metadata(&cur).map_or(true, |m| m.file_type().is_symlink())
+    false
+}
+
+/// True when user `uid` (primary group `gid`; supplementary groups not counted, so this
+/// errs towards false) may read `path`: the kernel makes a task that execs a file its
+/// user cannot read non-dumpable (`would_dump`), so that user may not ptrace it.
+pub fn readable_by(path: &str, uid: u32, gid: u32) -> bool {
+    let Ok(m) = std::fs::metadata(path) else { return false };
+    let mode = m.mode();
+    if m.uid() == uid {
+        mode & 0o400 != 0
+    } else if m.gid() == gid {
+        mode & 0o040 != 0
+    } else {
+        mode & 0o004 != 0
+    }
 }
 
 /// True when `uid`/`gid` could ptrace task `tid` now: its real, effective and saved uid are
@@ -219,6 +266,13 @@ pub struct ViewFilter {
     /// Removals [`ViewFilter::recheck`] decided, as (monotonic time of the check, tid),
     /// oldest first: each takes effect at its time, not before ([`ViewFilter::advance_to`]).
     leaving: std::collections::VecDeque<(u64, i32)>,
+    /// Verdicts on execs taken when their records were read ([`ViewFilter::observe`]), by
+    /// (pid, timestamp): true when the task stays in the view.
+    early: HashMap<(i32, u64), bool>,
+    /// Children of forks read but not applied yet, whose parent is (or may be) in the view.
+    maybe: HashSet<i32>,
+    /// The time of the record being applied ([`ViewFilter::advance_to`]).
+    at: u64,
     /// Events dropped or reduced, for the log.
     pub dropped: u64,
 }
@@ -241,6 +295,11 @@ fn set_text(payload: &mut [u8], f: &EventFormat, name: &str, s: &str) {
     }
 }
 
+/// The `filename` of a `sched_process_exec` record.
+fn exec_file(f: &EventFormat, payload: &[u8]) -> Option<String> {
+    f.field("filename").and_then(|ff| crate::format::dyn_string(payload, ff)).map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
 fn get_int(payload: &[u8], f: &EventFormat, name: &str) -> Option<i64> {
     let ff = f.field(name)?;
     let v = read_uint(payload, ff.offset, ff.size)?;
@@ -256,7 +315,7 @@ impl ViewFilter {
     pub fn new(uid: u32, gid: u32, root_pid: i32) -> ViewFilter {
         let mut visible = HashSet::new();
         visible.insert(root_pid);
-        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), leaving: Default::default(), dropped: 0 }
+        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), leaving: Default::default(), early: HashMap::new(), maybe: HashSet::new(), at: 0, dropped: 0 }
     }
 
     /// The requester's uid.
@@ -303,7 +362,10 @@ impl ViewFilter {
             .filter(|&t| match life(t) {
                 Life::Gone => true,
                 Life::Exiting => false,
-                Life::Live => !may_see(t, uid, gid),
+                // Asked again after a refusal: a task that began to exit between the two
+                // looks has its files turned root's by its exit, not by a change of
+                // credentials.
+                Life::Live => !may_see(t, uid, gid) && life(t) == Life::Live,
             })
             .collect();
         gone.sort_unstable();
@@ -314,6 +376,7 @@ impl ViewFilter {
     /// Carries out the removals scheduled by [`ViewFilter::recheck`] at or before `ts`;
     /// called with each record's time, before [`ViewFilter::apply`], in time order.
     pub fn advance_to(&mut self, ts: u64) {
+        self.at = ts;
         while self.leaving.front().is_some_and(|l| l.0 <= ts) {
             let (_, t) = self.leaving.pop_front().expect("front");
             if self.visible.remove(&t) {
@@ -321,6 +384,52 @@ impl ViewFilter {
             }
             self.exiting.remove(&t);
         }
+    }
+
+    /// Looks at a record as soon as it is read, before it waits to be applied in time
+    /// order: an exec of a task that is (or may be) in the view is judged now, while the
+    /// task most likely still runs the program it executed, rather than when it is applied
+    /// (under load, long after, when a short-lived task is gone and only the file speaks).
+    pub fn observe(&mut self, ev: &KernelEvent, payload: &[u8], ts: u64) {
+        /// Pending verdicts kept at most (past it, execs are judged when applied).
+        const MAX_EARLY: usize = 4096;
+        let Some(f) = ev.format.as_ref() else { return };
+        let ours = |me: &ViewFilter, t: i32| me.visible.contains(&t) || me.in_exec.contains(&t) || me.maybe.contains(&t);
+        match ev.name.as_str() {
+            "sched_process_fork" => {
+                let parent = get_int(payload, f, "parent_pid").unwrap_or(0) as i32;
+                let child = get_int(payload, f, "child_pid").unwrap_or(0) as i32;
+                if ours(self, parent) && self.maybe.len() < MAX_EARLY {
+                    self.maybe.insert(child);
+                }
+            }
+            "sched_process_exec" => {
+                let pid = get_int(payload, f, "pid").unwrap_or(0) as i32;
+                if ours(self, pid) && self.early.len() < MAX_EARLY {
+                    let file = exec_file(f, payload);
+                    let stays = self.exec_stays(pid, file.as_deref());
+                    self.early.insert((pid, ts), stays);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether task `pid`, which executed `file`, stays in the view (judged now).
+    fn exec_stays(&self, pid: i32, file: Option<&str>) -> bool {
+        // A task that has exited since (or is exiting, its files turning root's) cannot be
+        // judged from /proc any more.
+        let still_mine = (life(pid) == Life::Live).then(|| may_see(pid, self.uid, self.gid));
+        let privileged = match file {
+            Some(f) => privileged_program(f) || !readable_by(f, self.uid, self.gid),
+            None => true,
+        };
+        // A task gone by now cannot have its credentials checked; then only the file check
+        // speaks, and it proves what ran only where the user could not have changed what
+        // the path named since the exec (a re-pointed symlink, a directory renamed over):
+        // fail closed for such paths.
+        let unproven = still_mine.is_none() && file.is_none_or(|f| user_could_swap(f, self.uid, self.gid));
+        !(privileged || still_mine == Some(false) || unproven)
     }
 
     fn kind(&mut self, tid: i32) -> Kind {
@@ -425,6 +534,7 @@ impl ViewFilter {
                     return false;
                 }
                 self.left.remove(&child);
+                self.maybe.remove(&child);
                 self.visible.insert(child);
                 reduce_cur(self, payload);
                 true
@@ -434,20 +544,11 @@ impl ViewFilter {
                 if !self.in_exec.remove(&pid) && !self.visible.contains(&pid) {
                     return false;
                 }
-                let file = f.field("filename").and_then(|ff| crate::format::dyn_string(payload, ff)).map(|b| String::from_utf8_lossy(b).into_owned());
-                // Judged now, a moment after the exec: a task that has exited since (or is
-                // exiting, its files turning root's) cannot be judged from /proc any more.
-                let still_mine = (life(pid) == Life::Live).then(|| may_see(pid, self.uid, self.gid));
-                let privileged = match file.as_deref() {
-                    Some(f) => privileged_program(f),
-                    None => true,
+                let stays = match self.early.remove(&(pid, self.at)) {
+                    Some(v) => v,
+                    None => self.exec_stays(pid, exec_file(f, payload).as_deref()),
                 };
-                // A task gone by now cannot have its credentials checked; then only the
-                // file check speaks, and it proves what ran only where the user could not
-                // have changed what the path named since the exec (a re-pointed symlink,
-                // a directory renamed over): fail closed for such paths.
-                let unproven = still_mine.is_none() && file.as_deref().is_none_or(|f| user_could_swap(f, self.uid, self.gid));
-                if privileged || still_mine == Some(false) || unproven {
+                if !stays {
                     self.visible.remove(&pid);
                     self.left.insert(pid);
                     return false;
@@ -495,12 +596,24 @@ mod tests {
         assert!(!may_see(i32::MAX, uid, gid));
         assert!(!user_could_swap("/usr/bin/sleep", 4242, 4242), "root's directories only");
         assert!(user_could_swap("/tmp/anything", 4242, 4242), "a world-writable directory");
+        let rootdir = tempfile::tempdir().unwrap();
+        let inside = rootdir.path().join("prog");
+        std::fs::write(&inside, "x").unwrap();
+        assert!(!user_could_swap(inside.to_str().unwrap(), 4242, 4242), "root's entry of sticky /tmp, in root's directory");
         assert!(user_could_swap("bin/sleep", 4242, 4242), "relative");
         assert!(user_could_swap("/usr/bin/sleep", 0, 0), "the directories are this user's");
         let d = tempfile::tempdir().unwrap();
         let link = d.path().join("l");
         std::os::unix::fs::symlink("/usr/bin/sleep", &link).unwrap();
-        assert!(user_could_swap(link.to_str().unwrap(), 4242, 4242), "a symbolic link");
+        assert!(!user_could_swap(link.to_str().unwrap(), 4242, 4242), "a symbolic link in root's directory is followed");
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(d.path(), Some(4242), Some(4242)).unwrap();
+            assert!(user_could_swap(link.to_str().unwrap(), 4242, 4242), "a symbolic link in the user's directory");
+        }
+        if std::fs::symlink_metadata("/bin").is_ok_and(|m| m.file_type().is_symlink()) {
+            assert!(!user_could_swap("/bin/sleep", 4242, 4242), "a link in root's directory is followed");
+        }
+        assert!(readable_by("/bin/sh", 4242, 4242) && !readable_by("/etc/shadow", 4242, 4242));
         assert!(privileged_program("/no/such/file"), "fails closed");
         assert!(privileged_program("/proc/self/stat"), "neither ELF nor #!");
         assert!(!privileged_program("/bin/sh"));

@@ -196,6 +196,7 @@ impl ViewRecorder {
             // Per buffer: every record up to this time has been read (see the module docs).
             let mut complete = vec![0u64; files.len()];
             let margin = COMMIT_MARGIN.as_nanos() as u64;
+            let mut batch: Vec<Pending> = Vec::new();
             loop {
                 let stopping = st.load(Ordering::SeqCst);
                 // Every buffer read to its end (empty, or failing) in this round.
@@ -214,7 +215,7 @@ impl ViewRecorder {
                                 let newest = &mut complete[fi];
                                 let res = crate::ftrace::decode_page(&page[..n], &layout, |e| {
                                     *newest = (*newest).max(e.timestamp);
-                                    heap.push(Reverse((e.timestamp, seq, i, e.payload.to_vec())));
+                                    batch.push((e.timestamp, seq, i, e.payload.to_vec()));
                                     seq += 1;
                                 });
                                 match res {
@@ -233,6 +234,15 @@ impl ViewRecorder {
                     if drained {
                         complete[fi] = complete[fi].max(before.saturating_sub(margin));
                     }
+                }
+                // What this round read, in time order (a fork before its child's exec,
+                // whatever the CPUs), seen by the filter as soon as read, then held.
+                batch.sort_unstable();
+                for r in batch.drain(..) {
+                    if let Some(ev) = format::read_uint(&r.3, 0, 2).and_then(|k| table.by_ftrace_id(k as u16)) {
+                        filter.observe(ev, &r.3, r.0);
+                    }
+                    heap.push(Reverse(r));
                 }
                 let now = ust_core::clock::monotonic_ns();
                 filter.recheck(now);
