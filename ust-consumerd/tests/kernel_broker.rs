@@ -583,7 +583,11 @@ fn twenty_commands_of_two_users_at_once_each_see_only_their_own() {
         assert!(text.lines().any(|l| l.contains("sched_process_exit") && l.contains(&format!("\"{name}\""))), "{name}: no exit: {}\n{}", text.lines().filter(|l| l.contains("sched_process_exit") || l.contains(name.as_str())).collect::<Vec<_>>().join("\n"), w.log());
         let r = w.report(out);
         let woke = woken_lines(&r, name, "clock_nanosleep");
-        assert!(woke.iter().any(|l| l.contains("woken by: timer interrupt")), "{name}: {woke:?}\n{r}");
+        assert!(
+            woke.iter().any(|l| l.contains("woken by: timer interrupt")),
+            "{name}: {woke:?}\n{r}\n{}",
+            text.lines().filter(|l| l.contains("sched_") && l.contains(name.as_str()) || l.contains("clock_nanosleep")).collect::<Vec<_>>().join("\n")
+        );
         let mine = tids_in(text);
         for (u2, other, out2, text2) in &traces {
             if other == name {

@@ -19,16 +19,19 @@
 //! applied in global time order, so that a fork or exec changes the view at its own
 //! timestamp on every CPU. The watermark up to which records are applied comes from each
 //! buffer's own evidence, not from a guess of how late pages may be: per buffer (each CPU of
-//! each instance), "complete up to" is the newest record read from it, or, when a read came
-//! back empty (`EAGAIN`), the time just before that read less [`COMMIT_MARGIN`]; the
-//! watermark is the least of these. A CPU that went idle with a partly filled page holds
-//! nothing back: a non-blocking `read` of `trace_pipe_raw` hands out the committed part of
-//! the page the writer is on (`ring_buffer_read_page` copies it out event by event), so an
-//! empty read means nothing older is left there. So no record is applied after a newer one
-//! of another CPU (the filter's state, which forks, execs and exits change, would be wrong
-//! for it, and its stream's clock would have to be pushed forward to it); those that still
-//! are (a writer held longer than [`COMMIT_MARGIN`], a buffer whose reads fail for
-//! [`MAX_HOLD`]) are counted and logged.
+//! each instance), "complete up to" is the newest record read from it, or, when a read
+//! came back empty (`EAGAIN`, or 0 bytes) and the buffer's `per_cpu/cpuN/stats` counts no
+//! unread `entries`, the time just before that read less [`COMMIT_MARGIN`]; the watermark is
+//! the least of these. An empty read does not prove a buffer empty: the kernel may hold
+//! back a partly filled page (seen here on a CPU gone idle: `EAGAIN` with `entries` > 0,
+//! the page handed out only when that CPU writes again), so `stats` is asked each time,
+//! and such a buffer holds the watermark back until its events come (at most [`MAX_HOLD`]).
+//! So no record is applied after a newer one of another CPU (the filter's state, which
+//! forks, execs and exits change, would be wrong for it, and its stream's clock would have
+//! to be pushed forward to it). Those that still are (a writer held longer than
+//! [`COMMIT_MARGIN`], a buffer held or failing for [`MAX_HOLD`]) are counted and logged; at
+//! the end, events the kernel still holds are waited for [`STOP_ROUNDS`] rounds, and those
+//! it never hands out are logged.
 //!
 //! [`ViewFilter::recheck`] looks at `/proc` as it is now, while the records applied after it
 //! are older: what it decides is scheduled at its own time ([`ViewFilter::advance_to`]).
@@ -59,13 +62,30 @@ use crate::{ctf, format, tracefs, KernelError, KernelSummary, BUFFER_KB, POLL};
 /// CPU's buffer that comes back empty proves that CPU complete up to the moment before the
 /// read, less this.
 pub const COMMIT_MARGIN: Duration = Duration::from_millis(10);
-/// Records are held at most this long for a buffer whose reads fail: past it they are
-/// applied anyway (and counted, and logged, if older ones arrive after them).
+/// Records are held at most this long for a buffer whose reads fail (an error other than
+/// `EAGAIN`) or whose kernel holds unread events back: past it, that buffer no longer
+/// holds the others back (records of it that arrive later than newer ones of others are
+/// counted and logged). A buffer that is merely slow to read (a starved reader) holds the
+/// watermark back as long as it takes.
 pub const MAX_HOLD: Duration = Duration::from_secs(1);
 /// Longest time a record waits in memory before its packet is written.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
 /// Deepest interrupt nesting kept per CPU (entries whose exit was lost are forgotten).
 const MAX_NESTING: usize = 8;
+/// Rounds (of [`POLL`]) the last reading waits for events the kernel still holds.
+pub const STOP_ROUNDS: usize = 50;
+
+/// The `entries:` of a CPU buffer's `per_cpu/cpuN/stats`: events in it not read yet
+/// (0 when the file cannot be read or parsed).
+fn unread(stats: &mut std::fs::File) -> u64 {
+    use std::io::Seek;
+    let mut text = String::new();
+    if stats.seek(std::io::SeekFrom::Start(0)).is_err() || stats.read_to_string(&mut text).is_err() {
+        return 0;
+    }
+    text.lines().find_map(|l| l.strip_prefix("entries:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
 /// `env.kernel_source` of a brokered trace.
 pub const SOURCE: &str = "tracefs-view";
 
@@ -139,12 +159,15 @@ impl ViewRecorder {
         let table = Arc::new(EventTable::new(formats));
         let (layout, page_size) = crate::page_layout(&root);
         let cpus = ust_core::cpus::possible_cpus();
-        // (stream index, reader): both instances' CPU n go to stream n.
+        // (stream index, reader, its `stats`): both instances' CPU n go to stream n. Opened
+        // here, as root: the thread runs with the user's file-system identity.
         let mut files = Vec::new();
         for inst in [&instance, &tasks] {
             for (i, &cpu) in cpus.iter().enumerate() {
-                let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(inst.pipe_raw(cpu))?;
-                files.push((i, f));
+                let pipe = inst.pipe_raw(cpu);
+                let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&pipe)?;
+                let stats = std::fs::File::open(pipe.with_file_name("stats"))?;
+                files.push((i, f, stats));
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -197,17 +220,26 @@ impl ViewRecorder {
             let mut complete = vec![0u64; files.len()];
             let margin = COMMIT_MARGIN.as_nanos() as u64;
             let mut batch: Vec<Pending> = Vec::new();
+            let mut held_since: Vec<Option<u64>> = vec![None; files.len()];
+            // Rounds since recording was turned off: events still held then are waited for
+            // this many rounds, then counted as lost.
+            let mut stop_rounds = 0usize;
             loop {
                 let stopping = st.load(Ordering::SeqCst);
+                if stopping {
+                    stop_rounds += 1;
+                }
                 // Every buffer read to its end (empty, or failing) in this round.
                 let mut all_read = true;
-                for (fi, (i, f)) in files.iter_mut().enumerate() {
+                for (fi, (i, f, stats)) in files.iter_mut().enumerate() {
                     let i = *i;
-                    let (mut drained, mut ended) = (false, false);
+                    let (mut drained, mut ended, mut failed) = (false, false, false);
                     let mut before = ust_core::clock::monotonic_ns();
                     for _ in 0..256 {
                         match f.read(&mut page) {
                             Ok(0) => {
+                                // Not necessarily empty (the kernel may hold a page back):
+                                // `stats` says below.
                                 (drained, ended) = (true, true);
                                 break;
                             }
@@ -226,13 +258,30 @@ impl ViewRecorder {
                             }
                             Err(e) => {
                                 (drained, ended) = (e.kind() == std::io::ErrorKind::WouldBlock, true);
+                                failed = e.kind() != std::io::ErrorKind::WouldBlock;
                                 break;
                             }
                         }
                     }
-                    all_read &= ended;
+                    // Events the kernel still holds (a partly filled page it would not hand
+                    // out): no evidence beyond the newest record read, until they come.
+                    let held = drained && unread(stats) > 0;
+                    if held {
+                        drained = false;
+                        let since = *held_since[fi].get_or_insert(before);
+                        if before.saturating_sub(since) > MAX_HOLD.as_nanos() as u64 {
+                            complete[fi] = complete[fi].max(before.saturating_sub(MAX_HOLD.as_nanos() as u64));
+                        }
+                    } else {
+                        held_since[fi] = None;
+                    }
+                    all_read &= ended && (!held || stop_rounds >= STOP_ROUNDS);
                     if drained {
                         complete[fi] = complete[fi].max(before.saturating_sub(margin));
+                    } else if failed {
+                        // No evidence from a buffer whose reads fail: its records wait at most
+                        // MAX_HOLD. (Only this buffer's: the others keep their own evidence.)
+                        complete[fi] = complete[fi].max(ust_core::clock::monotonic_ns().saturating_sub(MAX_HOLD.as_nanos() as u64));
                     }
                 }
                 // What this round read, in time order (a fork before its child's exec,
@@ -249,7 +298,7 @@ impl ViewRecorder {
                 let evidence = complete.iter().copied().min().unwrap_or(0);
                 // Stopping (recording is off): once every buffer is read to its end, all is in.
                 let last = stopping && all_read;
-                let watermark = if last { u64::MAX } else { evidence.max(now.saturating_sub(MAX_HOLD.as_nanos() as u64)) };
+                let watermark = if last { u64::MAX } else { evidence };
                 while heap.peek().is_some_and(|Reverse(e)| e.0 <= watermark) {
                     let Reverse((ts, _, i, mut payload)) = heap.pop().expect("peeked");
                     if ts < last_applied {
@@ -305,9 +354,13 @@ impl ViewRecorder {
                 if last || err.is_some() {
                     break;
                 }
-                if !stopping {
+                if !stopping || !all_read {
                     std::thread::sleep(POLL);
                 }
+            }
+            let never_read: u64 = files.iter_mut().map(|(_, _, stats)| unread(stats)).sum();
+            if never_read > 0 {
+                eprintln!("ust-kview: {never_read} events the kernel did not hand out by the end");
             }
             drop(files);
             if late > 0 {
