@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine that has the Rust toolchain:
-# installs what the tests need (babeltrace2 and its Python bindings), builds the binaries and
+# installs what the tests need (babeltrace2 and its Python bindings; babeltrace 1, lttng-analyses and strace for the LTTng-layout tests), builds the binaries and
 # example programs the end-to-end tests run, then runs the unit, integration, end-to-end and
 # model-checker tests. Exits non-zero on the first failure.
 set -euo pipefail
@@ -10,6 +10,13 @@ need=()
 command -v babeltrace2 >/dev/null 2>&1 || need+=(babeltrace2)
 python3 -c 'import bt2' >/dev/null 2>&1 || need+=(python3-bt2)
 command -v readelf >/dev/null 2>&1 && command -v objcopy >/dev/null 2>&1 || need+=(binutils)
+# lttng-analyses (ust-consumerd/tests/lttng_analyses.rs) reads traces with babeltrace 1:
+# its Python bindings and its command (which it runs to check for lost events); strace is
+# the oracle of the system call counts.
+command -v babeltrace >/dev/null 2>&1 || need+=(babeltrace)
+/usr/bin/python3 -c 'import babeltrace' >/dev/null 2>&1 || need+=(python3-babeltrace)
+/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+command -v strace >/dev/null 2>&1 || need+=(strace)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -31,6 +38,14 @@ if [ "$(id -u)" = 0 ]; then
   for u in ustkb-a ustkb-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
+fi
+
+# lttng-analyses 0.6.1 from PyPI, in a virtual environment on Debian's Python that sees the
+# babeltrace 1 bindings (idempotent: kept once installed).
+venv=target/lttng-analyses
+if ! "$venv/bin/python" -c 'import lttnganalyses, babeltrace' >/dev/null 2>&1; then
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install -q lttnganalyses==0.6.1
 fi
 
 # The end-to-end tests run the daemon, the CLI and instrumented programs as separate

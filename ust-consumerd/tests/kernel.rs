@@ -53,15 +53,18 @@ fn records_sleep_and_babeltrace_reads_it() {
     assert!(!root.join("instances").join(&inst).exists(), "instance removed");
     let count = |n: &str| summary.counts.iter().find(|(k, _)| k == n).map(|x| x.1).unwrap_or(0);
     assert!(count("sched_switch") > 0, "{:?}", summary.counts);
-    assert!(count("syscall_entry") > 0);
+    let entries: u64 = summary.counts.iter().filter(|(k, _)| k.starts_with("syscall_entry_")).map(|x| x.1).sum();
+    assert!(entries > 0, "{:?}", summary.counts);
     assert!(count("lttng_statedump_process_state") > 10);
     let text = babeltrace(&out.path().join("kernel"));
     assert!(text.contains("sched_switch:"), "{}", &text[..text.len().min(2000)]);
-    assert!(text.contains(&format!("next_pid = {pid}")), "the child was scheduled");
-    assert!(text.contains("name = \"clock_nanosleep\"") || text.contains("name = \"nanosleep\""));
+    assert!(text.contains(&format!("next_tid = {pid}")), "the child was scheduled (lttng-modules' field name)");
+    assert!(text.contains("syscall_entry_clock_nanosleep:") || text.contains("syscall_entry_nanosleep:"), "one event per system call");
+    assert!(text.contains("syscall_exit_clock_nanosleep:") || text.contains("syscall_exit_nanosleep:"));
     assert!(text.contains("prev_comm = \""), "comm arrays print as strings");
     let meta = std::fs::read_to_string(out.path().join("kernel/metadata")).unwrap();
     assert!(meta.contains(&format!("traced_pid = {pid};")));
+    assert!(meta.contains("tracer_name = \"lttng-modules\";") && meta.contains("tracer_major = 2;") && meta.contains("tracer_minor = 13;"));
     assert!(meta.contains(&format!("uuid = \"{}\"", ust_core::clock::boot_id())));
 }
 

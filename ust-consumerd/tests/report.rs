@@ -200,6 +200,46 @@ fn live_sleep_and_pingpong() {
     assert_eq!(offset(&kmeta), offset(&std::fs::read_to_string(umeta_dir.join("metadata")).unwrap()), "one clock offset");
 }
 
+/// As root, a blocked `read` in a release build of a Rust program without frame pointers
+/// (examples/kernelprogs pipewait) has both what tracefs gives (the system call, its
+/// descriptor, the waker: the peer thread's `write`) and the user stack the perf side trace
+/// gives (`wait_for_peer` at the line of its `read_exact`).
+#[test]
+fn live_root_blocked_read_has_its_stack_and_its_waker() {
+    if let Some(r) = skip_reason() {
+        eprintln!("skipped: kernel tracing unavailable ({r})");
+        return;
+    }
+    let prog = common::program("release", "pipewait");
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/kernelprogs/src/bin/pipewait.rs")).unwrap();
+    let line = src.lines().position(|l| l.contains("rx.read_exact(&mut b)")).unwrap() as u32 + 1;
+    let d = TestDaemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    assert_eq!(trace_out(&d, &out, &[prog.to_str().unwrap()]).trim(), "got 42");
+    assert!(out.join("kernel-stacks/metadata").is_file(), "the stacks side trace");
+    let o = std::process::Command::new("babeltrace2").arg(&out).output().unwrap();
+    assert!(o.status.success() && o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains(" perf_block_stack: ") && text.contains(" syscall_entry_read: "), "the stacks and the tracefs events in one view");
+    let r = wakeups(&out);
+    let w = r
+        .wakeups
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|w| w.name == "pipewait" && w.blocked_in == "syscall read")
+        .unwrap_or_else(|| panic!("{:#?}", r.wakeups));
+    assert!(matches!(&w.woken_by, Waker::Task { name, .. } if name == "peer"), "{:?}", w.woken_by);
+    let f = w
+        .stack
+        .iter()
+        .find(|f| f.function.as_deref().is_some_and(|n| n.ends_with("wait_for_peer")))
+        .unwrap_or_else(|| panic!("{:#?}", w.stack));
+    assert!(f.file.as_deref().unwrap_or("").ends_with("pipewait.rs"), "{f:?}");
+    assert_eq!(f.line, Some(line), "{f:?}");
+}
+
 /// `ust trace --kernel --output OUT -- CMD`: CMD's stdout (a pipe, as for the oracles).
 fn trace_out(d: &TestDaemon, out: &Path, cmd: &[&str]) -> String {
     let o = d
@@ -397,6 +437,21 @@ fn live_faults_of_a_mapped_file_against_perf_stat() {
             "{f:?}"
         );
     }
+    // Root's recording has the user stack of each fault too (kernel-stacks/: perf samples,
+    // which a fault ring overrun under load can lose, so most, not all).
+    let stacked = l
+        .faults
+        .iter()
+        .filter(|f| {
+            f.stack.iter().any(|x| {
+                x.function.as_deref().is_some_and(|n| n.ends_with("read_page"))
+                    && x.file.as_deref().is_some_and(|p| p.ends_with("mmapread.rs"))
+                    && x.line.is_some()
+            })
+        })
+        .count();
+    eprintln!("faults with their user stack: {stacked} of 64");
+    assert!(stacked * 2 > l.faults.len(), "{stacked} of 64 faults with read_page's stack: {:#?}", l.faults.first());
     let row = r
         .fault_files
         .as_ref()

@@ -94,10 +94,13 @@ pub fn trace_block(uuid: &[u8; 16]) -> String {
 /// boot id, so that traces of one boot agree), and `offset_ns` (realtime − monotonic,
 /// sampled once per session). User-space and kernel traces must give the same clock for
 /// babeltrace2 and Trace Compass to merge them on one time line, so both call this.
+/// `absolute = true`: the offset is from the Unix epoch; babeltrace2 takes the clock of a
+/// trace whose `tracer_name` is `lttng-modules` (the kernel trace) as absolute whatever it
+/// says, and its muxer merges only clocks that agree on that.
 pub fn clock_block(clock_uuid: &str, description: &str, offset_ns: i64) -> String {
     format!(
         "clock {{\n\tname = \"{CLOCK_NAME}\";\n\tuuid = \"{}\";\n\tdescription = \"{}\";\n\tfreq = 1000000000; /* Frequency, in Hz */\n\
-         \t/* clock value offset from Epoch is: offset * (1/freq) */\n\toffset = {offset_ns};\n}};\n\n",
+         \t/* clock value offset from Epoch is: offset * (1/freq) */\n\toffset = {offset_ns};\n\tabsolute = true;\n}};\n\n",
         escape_tsdl(clock_uuid),
         escape_tsdl(description),
     )

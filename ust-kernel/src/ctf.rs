@@ -1,24 +1,31 @@
 //! The kernel CTF 1.8 trace, `<output>/kernel/`: one stream per CPU (`channel0_<cpu>` and
-//! `index/channel0_<cpu>.idx`), with the packet header, packet context and compact event
-//! header of the user-space traces ([`ust_core::packet`], [`ust_core::event_header`]) and
-//! the same `monotonic` clock block (boot-id UUID, the session's offset), so babeltrace2
-//! merges `<output>` into one timeline. The trace has its own UUID.
+//! `index/channel0_<cpu>.idx`), with the packet header, packet context (`cpu_id` included)
+//! and compact event header of the user-space traces ([`ust_core::packet`],
+//! [`ust_core::event_header`]: the layout of lttng-modules' own ring-buffer client, a 5-bit
+//! id and 27-bit timestamp or the extended form) and the same `monotonic` clock block
+//! (boot-id UUID, the session's offset), so babeltrace2 merges `<output>` into one timeline.
+//! The trace has its own UUID.
+//!
+//! The trace is in LTTng's kernel layout ([`super::lttng`]): the metadata `env` of
+//! lttng-modules 2.13 (`domain = "kernel"`, `tracer_name = "lttng-modules"`, version,
+//! `sysname`, `kernel_release`, `kernel_version`, `hostname`; plus `ust_writer`, naming
+//! this writer, and `traced_pid`, `kernel_source`), and lttng-modules' event and field names,
+//! so babeltrace 1, lttng-analyses and Trace Compass's kernel analyses read it.
 //!
 //! Stream class 0 has an event context `{ int32 _tid; }` (the ftrace `common_pid`: the
-//! thread the event happened in, 0 for the idle task). Event payloads are the format-file
-//! fields after the `common_*` ones, packed, in format order, typed from the format file
-//! ([`super::format`]): integers with their size and signedness (pointers in base 16),
-//! `char x[N]` as UTF-8 text arrays (babeltrace2 prints them as strings), integer arrays,
-//! and `__data_loc char[]` as CTF strings.
+//! thread the event happened in, 0 for the idle task; what `lttng add-context -k -t tid`
+//! adds). Event payloads are the format-file fields after the `common_*` ones, packed, in
+//! format order, typed from the format file ([`super::format`]): integers with their size
+//! and signedness (pointers in base 16), `char x[N]` as UTF-8 text arrays (babeltrace2
+//! prints them as strings), integer arrays, and `__data_loc char[]` as CTF strings.
 //!
-//! Event names are LTTng's kernel names where LTTng has them (`sched_switch`,
-//! `irq_softirq_entry`, `timer_hrtimer_expire_entry`, `x86_irq_vectors_local_timer_entry`,
-//! `x86_exceptions_page_fault_user`, `_kernel`; `filemap_add_to_page_cache` for
-//! LTTng's `mm_filemap_add_to_page_cache`). System calls are the generic `syscall_entry` /
-//! `syscall_exit` (the `raw_syscalls` events) with an added string field `name` (from the
-//! x86-64 table, [`super::syscalls`]), not LTTng's one event per system call. The state dump
-//! at the start is `lttng_statedump_process_state`, written first in the stream of the CPU
-//! each task last ran on.
+//! Event names are LTTng's kernel names (`sched_switch`, `irq_softirq_entry`,
+//! `timer_hrtimer_expire_entry`, `x86_irq_vectors_local_timer_entry`,
+//! `x86_exceptions_page_fault_user`, `_kernel`; `filemap_add_to_page_cache`, which
+//! lttng-modules lacks). A `raw_syscalls` record becomes `syscall_entry_<name>` with the
+//! call's named arguments or `syscall_exit_<name>` with `ret`, by its number (the x86-64
+//! table, [`super::syscalls`]). The state dump at the start ([`super::lttng`]) is written in
+//! the stream of the CPU each task last ran on.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -58,8 +65,16 @@ pub const EVENTS: &[(&str, &str, &str)] = &[
     ("filemap", "mm_filemap_add_to_page_cache", "filemap_add_to_page_cache"),
 ];
 
+/// Events root's own recording ([`crate::KernelRecorder`]) adds to [`EVENTS`] (lttng-modules
+/// records them; the tier-2 view does not, its filter has no rule for them).
+pub const ROOT_EVENTS: &[(&str, &str, &str)] = &[
+    ("sched", "sched_process_free", "sched_process_free"),
+    ("sched", "sched_migrate_task", "sched_migrate_task"),
+    ("irq", "softirq_raise", "irq_softirq_raise"),
+];
+
 /// Name of the state-dump event.
-pub const STATEDUMP_EVENT: &str = "lttng_statedump_process_state";
+pub const STATEDUMP_EVENT: &str = super::lttng::STATEDUMP_PROCESS_STATE;
 /// Name of the kernel channel (stream files `channel0_<cpu>`).
 pub const CHANNEL: &str = "channel0";
 /// A packet is closed once its content reaches this many bytes.
@@ -120,6 +135,14 @@ pub enum Source {
     SyscallName(FieldFormat),
     /// Filled by the writer (state dump).
     Given,
+    /// Slot `index` of the `args` array of a `raw_syscalls:sys_enter` record (a system
+    /// call argument, truncated to the field's size).
+    RawArg {
+        /// The `args` field.
+        args: FieldFormat,
+        /// 0 to 5.
+        index: usize,
+    },
 }
 
 /// One exported field.
@@ -146,12 +169,30 @@ pub struct KernelEvent {
     pub fields: Vec<CtfField>,
 }
 
+/// How the records of one ftrace event id become CTF events.
+#[derive(Clone, Debug)]
+enum Route {
+    /// Always the class of this index.
+    Class(usize),
+    /// A `raw_syscalls` record: the class of its system call number.
+    Syscall {
+        /// The ftrace event (named `syscall_entry` or `syscall_exit`, never written).
+        proto: Box<KernelEvent>,
+        /// Its `id` field (the system call number).
+        nr: FieldFormat,
+        /// Class index by number.
+        by_nr: Vec<Option<usize>>,
+        /// `syscall_{entry,exit}_unknown`.
+        unknown: usize,
+    },
+}
+
 /// The event classes of one recording, and the ftrace id → class map.
 #[derive(Clone, Debug, Default)]
 pub struct EventTable {
     /// Classes; `events[i].id == i + 1`.
     pub events: Vec<KernelEvent>,
-    by_ftrace_id: HashMap<u16, usize>,
+    by_ftrace_id: HashMap<u16, Route>,
 }
 
 fn ctf_field(f: &FieldFormat) -> Option<CtfField> {
@@ -167,49 +208,68 @@ fn ctf_field(f: &FieldFormat) -> Option<CtfField> {
 
 impl EventTable {
     /// Builds the table from the formats found (`(CTF name, format)` in [`EVENTS`] order;
-    /// missing events are simply absent) and appends the state-dump event.
+    /// missing events are simply absent), with field names as lttng-modules has them
+    /// ([`super::lttng::fields_of`]), the per-call system call classes when `raw_syscalls`
+    /// is there (arguments from this machine's tracefs, [`super::lttng::system_syscall_args`]),
+    /// and the state-dump classes last.
     pub fn new(formats: Vec<(String, EventFormat)>) -> EventTable {
+        Self::with_syscall_args(formats, super::lttng::system_syscall_args())
+    }
+
+    fn push(&mut self, name: String, format: Option<EventFormat>, fields: Vec<CtfField>) -> usize {
+        let id = self.events.len() as u32 + 1;
+        self.events.push(KernelEvent { name, id, format, fields });
+        self.events.len() - 1
+    }
+
+    /// [`EventTable::new`] with the system call arguments given.
+    pub fn with_syscall_args(formats: Vec<(String, EventFormat)>, args: &super::lttng::SyscallArgs) -> EventTable {
         let mut t = EventTable::default();
         for (name, fmt) in formats {
-            let mut fields: Vec<CtfField> = fmt.fields.iter().filter_map(ctf_field).collect();
             if fmt.system == "raw_syscalls" {
-                if let Some(idf) = fmt.field("id") {
-                    fields.push(CtfField { name: "name".into(), ty: CtfType::String, source: Source::SyscallName(idf.clone()) });
-                }
+                t.add_syscalls(name, fmt, args);
+                continue;
             }
-            t.by_ftrace_id.insert(fmt.id, t.events.len());
-            let id = t.events.len() as u32 + 1;
-            t.events.push(KernelEvent { name, id, format: Some(fmt), fields });
+            let fields = super::lttng::fields_of(&fmt, ctf_field);
+            let id = fmt.id;
+            let i = t.push(name, Some(fmt), fields);
+            t.by_ftrace_id.insert(id, Route::Class(i));
         }
-        let given = |name: &str, ty| CtfField { name: name.into(), ty, source: Source::Given };
-        let i32t = CtfType::Int { bytes: 4, signed: true, hex: false };
-        t.events.push(KernelEvent {
-            name: STATEDUMP_EVENT.into(),
-            id: t.events.len() as u32 + 1,
-            format: None,
-            fields: vec![
-                given("tid", i32t.clone()),
-                given("pid", i32t.clone()),
-                given("ppid", i32t),
-                given("name", CtfType::Text(16)),
-                given("state", CtfType::String),
-                given("cpu", CtfType::Int { bytes: 4, signed: false, hex: false }),
-            ],
-        });
+        for (name, fields) in super::lttng::statedump_classes() {
+            t.push(name.into(), None, fields);
+        }
         t
     }
 
-    /// A table of events whose fields are all [`Source::Given`] (the perf_event_open
-    /// recording, `ust_cli::kernel::perf`): `(CTF name, fields)` get ids from 1 in this order, then
-    /// the state dump.
-    pub fn given(events: Vec<(String, Vec<CtfField>)>) -> EventTable {
-        let mut t = EventTable::new(Vec::new());
-        let dump = t.events.pop().expect("new always adds the state dump");
-        for (name, fields) in events {
-            let id = t.events.len() as u32 + 1;
-            t.events.push(KernelEvent { name, id, format: None, fields });
+    fn add_syscalls(&mut self, name: String, fmt: EventFormat, args: &super::lttng::SyscallArgs) {
+        let entry = fmt.name == "sys_enter";
+        let (Some(nr), Some(extra)) = (fmt.field("id").cloned(), fmt.field(if entry { "args" } else { "ret" }).cloned()) else { return };
+        let Some(extra_ctf) = ctf_field(&extra) else { return };
+        let prefix = if entry { "syscall_entry" } else { "syscall_exit" };
+        let mut by_nr = Vec::with_capacity(super::syscalls::SYSCALLS_X86_64.len());
+        for call in super::syscalls::SYSCALLS_X86_64 {
+            if call.is_empty() {
+                by_nr.push(None);
+                continue;
+            }
+            let fields = if entry { super::lttng::entry_fields(args.get(call as &str), &extra) } else { vec![extra_ctf.clone()] };
+            by_nr.push(Some(self.push(format!("{prefix}_{call}"), Some(fmt.clone()), fields)));
         }
-        t.events.push(KernelEvent { id: t.events.len() as u32 + 1, ..dump });
+        let id_field = ctf_field(&nr).into_iter();
+        let unknown = self.push(format!("{prefix}_unknown"), Some(fmt.clone()), id_field.chain([extra_ctf]).collect());
+        let fields = ctf_field(&nr).into_iter().collect();
+        let proto = Box::new(KernelEvent { name, id: 0, format: Some(fmt.clone()), fields });
+        self.by_ftrace_id.insert(fmt.id, Route::Syscall { proto, nr, by_nr, unknown });
+    }
+
+    /// A table of events whose fields are all [`Source::Given`] (the perf_event_open
+    /// recording, `ust_cli::kernel::perf`): the state-dump classes, then `(CTF name, fields)`
+    /// with the next ids in this order.
+    pub fn given(events: Vec<(String, Vec<CtfField>)>) -> EventTable {
+        let mut t = EventTable::with_syscall_args(Vec::new(), &Default::default());
+        for (name, fields) in events {
+            t.push(name, None, fields);
+        }
         t
     }
 
@@ -218,14 +278,31 @@ impl EventTable {
         self.events.iter().position(|e| e.name == name)
     }
 
-    /// The class of ftrace event id `id`.
+    /// The ftrace event of id `id`: its class, or for `raw_syscalls` the event the view
+    /// filter reads (named `syscall_entry` / `syscall_exit`; its records are written as the
+    /// class of their call).
     pub fn by_ftrace_id(&self, id: u16) -> Option<&KernelEvent> {
-        self.by_ftrace_id.get(&id).and_then(|&i| self.events.get(i))
+        match self.by_ftrace_id.get(&id)? {
+            Route::Class(i) => self.events.get(*i),
+            Route::Syscall { proto, .. } => Some(proto),
+        }
     }
 
-    /// The state-dump class.
+    /// The class index a record of ftrace id `id` is written as (`payload` from
+    /// `common_type` on).
+    fn class_of(&self, id: u16, payload: &[u8]) -> Option<usize> {
+        match self.by_ftrace_id.get(&id)? {
+            Route::Class(i) => Some(*i),
+            Route::Syscall { nr, by_nr, unknown, .. } => {
+                let n = read_uint(payload, nr.offset, nr.size)?;
+                Some(usize::try_from(n).ok().and_then(|n| by_nr.get(n).copied().flatten()).unwrap_or(*unknown))
+            }
+        }
+    }
+
+    /// The `lttng_statedump_process_state` class.
     pub fn statedump(&self) -> &KernelEvent {
-        self.events.last().expect("the state dump is always there")
+        self.index_of(STATEDUMP_EVENT).and_then(|i| self.events.get(i)).expect("the state dump is always there")
     }
 }
 
@@ -242,6 +319,8 @@ pub struct KernelMetadata<'a> {
     pub hostname: &'a str,
     /// Kernel release (`uname -r`).
     pub kernel_release: &'a str,
+    /// Kernel version (`uname -v`).
+    pub kernel_version: &'a str,
     /// Pid of the traced command (`env.traced_pid`), 0 when unknown.
     pub traced_pid: i32,
     /// `YYYYmmddTHHMMSS+hhmm`.
@@ -257,17 +336,24 @@ pub fn render_metadata(m: &KernelMetadata<'_>, table: &EventTable) -> String {
     let clock = ust_ctf::metadata::CLOCK_NAME;
     let mut s = String::from("/* CTF 1.8 */\n\n");
     s.push_str(&ust_ctf::metadata::trace_block(&m.uuid));
+    // lttng-modules 2.13's env (lttng-abi / lttng-events.c `_lttng_session_metadata_statedump`),
+    // then this writer's own keys.
     let _ = write!(
         s,
         "env {{\n\thostname = \"{}\";\n\tdomain = \"kernel\";\n\tsysname = \"Linux\";\n\tkernel_release = \"{}\";\n\
-         \ttracer_name = \"ust-kernel\";\n\ttracer_major = {};\n\ttracer_minor = {};\n\ttrace_clock = \"mono\";\n\
-         \ttraced_pid = {};\n\ttrace_creation_datetime = \"{}\";\n\tkernel_source = \"{}\";\n}};\n\n",
+         \tkernel_version = \"{}\";\n\ttracer_name = \"{}\";\n\ttracer_major = {};\n\ttracer_minor = {};\n\ttracer_patchlevel = {};\n\
+         \ttrace_buffering_scheme = \"global\";\n\ttrace_name = \"ust-kernel\";\n\ttrace_creation_datetime = \"{}\";\n\
+         \tust_writer = \"ust-kernel {}\";\n\ttrace_clock = \"mono\";\n\ttraced_pid = {};\n\tkernel_source = \"{}\";\n}};\n\n",
         escape_tsdl(m.hostname),
         escape_tsdl(m.kernel_release),
-        env!("CARGO_PKG_VERSION_MAJOR"),
-        env!("CARGO_PKG_VERSION_MINOR"),
-        m.traced_pid,
+        escape_tsdl(m.kernel_version),
+        super::lttng::TRACER_NAME,
+        super::lttng::TRACER_MAJOR,
+        super::lttng::TRACER_MINOR,
+        super::lttng::TRACER_PATCHLEVEL,
         escape_tsdl(m.creation_datetime),
+        env!("CARGO_PKG_VERSION"),
+        m.traced_pid,
         escape_tsdl(m.source)
     );
     s.push_str(&ust_ctf::metadata::clock_block(m.clock_uuid, "Monotonic Clock", m.clock_offset_ns));
@@ -411,6 +497,30 @@ impl CpuStream {
         self.maybe_flush()
     }
 
+    /// Appends the `lttng_statedump_process_state` record of task `t` (a user thread, in
+    /// user mode: `/proc` says no more).
+    ///
+    /// # Errors
+    /// The I/O error of a packet flush.
+    pub fn push_process_state(&mut self, ts: u64, t: &super::procfs::TaskState) -> std::io::Result<()> {
+        let Some(class) = self.table.index_of(STATEDUMP_EVENT) else { return Ok(()) };
+        let status = super::lttng::process_status(t.state);
+        let v = [Given::Int(t.tid.into()), Given::Int(t.pid.into()), Given::Int(t.ppid.into()), Given::Text(&t.comm), Given::Int(0), Given::Int(0), Given::Int(0), Given::Int(status), Given::Int(t.cpu.into()), Given::Int(0)];
+        self.push_given(class, ts, t.tid, &v)
+    }
+
+    /// Appends an event of state-dump class `name` with `values` (no record when the class
+    /// is absent).
+    ///
+    /// # Errors
+    /// The I/O error of a packet flush.
+    pub fn push_named(&mut self, name: &str, ts: u64, tid: i32, values: &[Given<'_>]) -> std::io::Result<()> {
+        match self.table.index_of(name) {
+            Some(class) => self.push_given(class, ts, tid, values),
+            None => Ok(()),
+        }
+    }
+
     /// Decodes one page read from `trace_pipe_raw` and appends its events.
     ///
     /// # Errors
@@ -459,7 +569,7 @@ impl CpuStream {
 
     fn push_raw(&mut self, table: &EventTable, ts: u64, payload: &[u8]) -> bool {
         let Some(kind) = read_uint(payload, 0, 2) else { return false };
-        let Some(ev) = table.by_ftrace_id(kind as u16) else { return false };
+        let Some(ev) = table.class_of(kind as u16, payload).and_then(|i| table.events.get(i)) else { return false };
         let tid = read_uint(payload, 4, 4).unwrap_or(0) as u32 as i32;
         let mark = self.buf.len();
         let save = (self.begin, self.last_ts);
@@ -489,7 +599,14 @@ impl CpuStream {
                     }
                     None => false,
                 },
-                (Source::Given, _) => false,
+                (Source::RawArg { args, index }, CtfType::Int { bytes, .. }) => match payload.get(args.offset + 8 * index..args.offset + 8 * index + 8) {
+                    Some(b) if 8 * index + 8 <= args.size => {
+                        self.buf.extend_from_slice(&b[..*bytes]);
+                        true
+                    }
+                    _ => false,
+                },
+                (Source::Given, _) | (Source::RawArg { .. }, _) => false,
             };
             if !ok {
                 self.buf.truncate(mark);
@@ -542,5 +659,77 @@ impl CpuStream {
         self.buf.truncate(HEADER_SIZE);
         self.begin = None;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+        \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n";
+
+    fn format(system: &str, name: &str, id: u16, fields: &str) -> EventFormat {
+        EventFormat::parse(system, &format!("name: {name}\nID: {id}\nformat:\n{HEAD}\n{fields}")).unwrap()
+    }
+
+    fn record(kind: u16, tid: i32, rest: &[u8]) -> Vec<u8> {
+        let mut p = kind.to_le_bytes().to_vec();
+        p.extend_from_slice(&[0, 0]);
+        p.extend_from_slice(&tid.to_le_bytes());
+        p.extend_from_slice(rest);
+        p
+    }
+
+    /// `raw_syscalls` records become lttng-modules' per-call events with the arguments the
+    /// `sys_enter_<name>` formats name, `sched_switch` gets the `_tid` names, and
+    /// babeltrace2 reads the result back.
+    #[test]
+    fn syscalls_and_sched_switch_in_lttng_names() {
+        let enter = format("raw_syscalls", "sys_enter", 21, "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;\n");
+        let exit = format("raw_syscalls", "sys_exit", 20, "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n");
+        let switch = format(
+            "sched",
+            "sched_switch",
+            30,
+            "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+             \tfield:char next_comm[16];\toffset:28;\tsize:16;\tsigned:0;\n\tfield:pid_t next_pid;\toffset:44;\tsize:4;\tsigned:1;\n",
+        );
+        let mut args = super::super::lttng::SyscallArgs::new();
+        args.insert("openat".into(), vec![("dfd".into(), "int".into()), ("filename".into(), "const char *".into()), ("flags".into(), "int".into()), ("mode".into(), "umode_t".into())]);
+        let table = std::sync::Arc::new(EventTable::with_syscall_args(vec![("syscall_entry".into(), enter), ("syscall_exit".into(), exit), ("sched_switch".into(), switch)], &args));
+        assert!(table.index_of("syscall_entry_openat").is_some() && table.index_of("syscall_exit_read").is_some() && table.index_of("syscall_entry_unknown").is_some());
+        assert!(table.index_of("syscall_entry").is_none(), "no generic class is declared");
+        assert_eq!(table.by_ftrace_id(21).map(|e| e.name.as_str()), Some("syscall_entry"), "what the view filter reads");
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = CpuStream::create(dir.path(), table.clone(), [7; 16], 0).unwrap();
+        let mut openat = 257i64.to_le_bytes().to_vec();
+        for a in [-100i64 as u64, 0x1234, 0x80000, 0, 0, 0] {
+            openat.extend_from_slice(&a.to_le_bytes());
+        }
+        assert!(s.push_record(1_000, &record(21, 42, &openat)).unwrap());
+        let ret: Vec<u8> = [257i64.to_le_bytes(), 3i64.to_le_bytes()].concat();
+        assert!(s.push_record(2_000, &record(20, 42, &ret)).unwrap());
+        let odd: Vec<u8> = [100_000i64.to_le_bytes(), (-38i64).to_le_bytes()].concat();
+        assert!(s.push_record(3_000, &record(20, 42, &odd)).unwrap());
+        let mut sw = Vec::new();
+        sw.extend_from_slice(b"sh\0\0\0\0\0\0\0\0\0\0\0\0\0\0");
+        sw.extend_from_slice(&42i32.to_le_bytes());
+        sw.extend_from_slice(b"swapper/0\0\0\0\0\0\0\0");
+        sw.extend_from_slice(&0i32.to_le_bytes());
+        assert!(s.push_record(4_000, &record(30, 42, &sw)).unwrap());
+        s.flush().unwrap();
+        crate::write_metadata(dir.path(), [7; 16], &table, "20260101T000000+0000", 42, 0, "tracefs").unwrap();
+        let o = std::process::Command::new("babeltrace2").arg(dir.path()).output().expect("babeltrace2 runs");
+        assert!(o.status.success() && o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = String::from_utf8(o.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].contains("syscall_entry_openat: ") && lines[0].contains("{ dfd = -100, filename = 0x1234, flags = 524288, mode = 0 }"), "{}", lines[0]);
+        assert!(lines[1].contains("syscall_exit_openat: ") && lines[1].contains("{ ret = 3 }"), "{}", lines[1]);
+        assert!(lines[2].contains("syscall_exit_unknown: ") && lines[2].contains("{ id = 100000, ret = -38 }"), "{}", lines[2]);
+        assert!(lines[3].contains("sched_switch: ") && lines[3].contains("prev_comm = \"sh\", prev_tid = 42, next_comm = \"swapper/0\", next_tid = 0"), "{}", lines[3]);
+        let meta = std::fs::read_to_string(dir.path().join("metadata")).unwrap();
+        assert!(meta.contains("tracer_name = \"lttng-modules\";") && meta.contains("domain = \"kernel\";"));
     }
 }

@@ -7,11 +7,15 @@
 //! tracefs/instances/ust-<pid>/            (tracefs: mkdir, trace_clock=mono, events/*/enable)
 //!   per_cpu/cpuN/trace_pipe_raw ──page──> ftrace::decode_page ──> ctf::CpuStream ──> kernel/channel0_N
 //!   events/*/format ──────────────────> format::EventFormat ──> ctf::EventTable ──> kernel/metadata
-//! /proc/*/task/*/stat ──────────────> procfs::statedump ──────> lttng_statedump_process_state
+//! /proc/*/task/*/stat, fd ──────────> procfs::statedump ──────> lttng_statedump_* (start, process_state,
+//!                                                                    file_descriptor, end)
 //! ```
 //!
+//! The trace is in LTTng's kernel layout, lttng-modules 2.13's names ([`lttng`]).
+//!
 //! Modules: [`tracefs`] (mount, instance, stale instances), [`format`](mod@format) (event format files),
-//! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer), [`syscalls`]
+//! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer), [`lttng`]
+//! (lttng-modules' event and field names), [`syscalls`]
 //! (x86-64 system call names), [`procfs`] (state dump, memory maps). The crate is shared by
 //! `ust-cli` (root's own recording; its `kernel::perf` is tier 1 and `kernel::view` chooses)
 //! and `ust-consumerd` (root's daemon as the kernel broker of ordinary users, which records
@@ -32,6 +36,7 @@ pub mod ctf;
 pub mod filter;
 pub mod format;
 pub mod ftrace;
+pub mod lttng;
 pub mod procfs;
 pub mod syscalls;
 pub mod tracefs;
@@ -137,7 +142,7 @@ impl KernelRecorder {
         let events_dir = instance.dir().join("events");
         let mut formats = Vec::new();
         let mut missing = Vec::new();
-        for (sys, ev, name) in ctf::EVENTS {
+        for (sys, ev, name) in ctf::EVENTS.iter().chain(ctf::ROOT_EVENTS) {
             match format::EventFormat::read(&events_dir, sys, ev) {
                 Ok(f) if instance.enable(sys, ev).is_ok() => formats.push((name.to_string(), f)),
                 _ => missing.push(format!("{sys}:{ev}")),
@@ -146,7 +151,7 @@ impl KernelRecorder {
         if formats.is_empty() {
             return Err(KernelError::NoEvents);
         }
-        let table = Arc::new(EventTable::new(formats));
+        let table = Arc::new(EventTable::with_syscall_args(formats, &lttng::read_syscall_args(&events_dir)));
         let dir = output.join("kernel");
         std::fs::create_dir_all(&dir)?;
         let uuid = *uuid::Uuid::new_v4().as_bytes();
@@ -170,18 +175,25 @@ impl KernelRecorder {
         let mut streams = Vec::new();
         for &cpu in &cpus {
             let mut s = CpuStream::create(&dir, table.clone(), uuid, cpu)?;
-            let class = table.events.len() - 1;
-            for t in tasks.iter().filter(|t| t.cpu == cpu || (t.cpu as usize >= cpus.len() && cpu == 0)) {
-                let state = t.state.to_string();
-                s.push_given(
-                    class,
-                    dump_ts,
-                    t.tid,
-                    &[Given::Int(t.tid.into()), Given::Int(t.pid.into()), Given::Int(t.ppid.into()), Given::Text(&t.comm), Given::Text(&state), Given::Int(t.cpu.into())],
-                )?;
+            if cpu == cpus[0] {
+                s.push_named(lttng::STATEDUMP_START, dump_ts, 0, &[])?;
             }
-            s.flush()?;
+            for t in tasks.iter().filter(|t| t.cpu == cpu || (t.cpu as usize >= cpus.len() && cpu == 0)) {
+                s.push_process_state(dump_ts, t)?;
+                if t.tid == t.pid {
+                    for (fd, path) in procfs::open_files(t.pid) {
+                        let flags = procfs::fd_flags(t.pid, fd);
+                        s.push_named(lttng::STATEDUMP_FILE_DESCRIPTOR, dump_ts, t.tid, &[Given::Int(t.pid.into()), Given::Int(0), Given::Int(fd.into()), Given::Int(flags.into()), Given::Int(0), Given::Text(&path)])?;
+                    }
+                }
+            }
             streams.push(s);
+        }
+        if let Some(s) = streams.first_mut() {
+            s.push_named(lttng::STATEDUMP_END, dump_ts, 0, &[])?;
+        }
+        for s in &mut streams {
+            s.flush()?;
         }
         let inst = rec.instance.as_ref().expect("set above");
         let (layout, page_size) = page_layout(&root);
@@ -304,6 +316,7 @@ pub fn write_metadata(dir: &Path, uuid: [u8; 16], table: &EventTable, datetime: 
     let boot = ust_core::clock::boot_id();
     let host = ust_ctf::metadata::hostname();
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let version = std::fs::read_to_string("/proc/sys/kernel/version").unwrap_or_default();
     let text = ctf::render_metadata(
         &ctf::KernelMetadata {
             uuid,
@@ -311,6 +324,7 @@ pub fn write_metadata(dir: &Path, uuid: [u8; 16], table: &EventTable, datetime: 
             clock_uuid: &boot,
             hostname: &host,
             kernel_release: release.trim(),
+            kernel_version: version.trim(),
             traced_pid,
             creation_datetime: datetime,
             source,

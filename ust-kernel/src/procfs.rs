@@ -101,6 +101,21 @@ fn fds_of(pid: i32) -> Vec<(i32, String)> {
         .collect()
 }
 
+/// The open-file flags (`O_*`, octal in `/proc/<pid>/fdinfo/<fd>`'s `flags:` line) of
+/// descriptor `fd` of process `pid`, 0 when unreadable.
+pub fn fd_flags(pid: i32, fd: i32) -> u32 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap_or_default();
+    text.lines().find_map(|l| l.strip_prefix("flags:")).and_then(|v| u32::from_str_radix(v.trim(), 8).ok()).unwrap_or(0)
+}
+
+/// `fd -> path` of every open descriptor of process `pid` now (`/proc/<pid>/fd/*` links;
+/// empty when the process is gone or not readable).
+pub fn open_files(pid: i32) -> Vec<(i32, String)> {
+    let mut v = fds_of(pid);
+    v.sort();
+    v
+}
+
 /// Reads `<output>/proc/<pid>/fds` (`fd path` lines, as [`MapsSampler::finish`] writes them).
 pub fn read_fds(output: &Path, pid: i32) -> BTreeMap<i32, String> {
     let text = std::fs::read_to_string(maps_dir(output, pid).join("fds")).unwrap_or_default();

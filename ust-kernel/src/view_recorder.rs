@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::ctf::{CpuStream, EventTable, Given};
+use crate::ctf::{CpuStream, EventTable};
 use crate::filter::{Verdict, ViewFilter};
 use crate::{ctf, format, tracefs, KernelError, KernelSummary, BUFFER_KB, POLL};
 
@@ -187,10 +187,8 @@ impl ViewRecorder {
                 for &cpu in &cpus {
                     let mut s = CpuStream::create(&dir, table.clone(), uuid, cpu)?;
                     if cpu == cpus[0] {
-                        let class = table.events.len() - 1;
                         for t in &tasks {
-                            let state = t.state.to_string();
-                            s.push_given(class, dump_ts, t.tid, &[Given::Int(t.tid.into()), Given::Int(t.pid.into()), Given::Int(t.ppid.into()), Given::Text(&t.comm), Given::Text(&state), Given::Int(t.cpu.into())])?;
+                            s.push_process_state(dump_ts, t)?;
                         }
                     }
                     s.flush()?;

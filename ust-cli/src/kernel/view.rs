@@ -2,7 +2,9 @@
 //! used and why a better one is not available:
 //!
 //! - tier 3: the system-wide tracefs recording ([`super::KernelRecorder`]: root, or write
-//!   access to tracefs);
+//!   access to tracefs), with tier 1's user stacks of the traced tasks (each page fault and
+//!   blocked interval) beside it in `kernel-stacks/` ([`PerfRecorder::start_stacks`]),
+//!   which tracefs cannot give for programs built without frame pointers;
 //! - tier 2: root's `ust-consumerd` as a broker ([`super::broker`]): it records system-wide
 //!   and writes the kernel events of the tasks this user could ptrace, every other task
 //!   reduced to its kind;
@@ -19,8 +21,9 @@ use super::{KernelError, KernelRecorder, KernelSummary};
 /// A running kernel recording of any kind.
 #[derive(Debug)]
 pub enum KernelView {
-    /// System-wide, from tracefs (tier 3).
-    Tracefs(KernelRecorder),
+    /// System-wide, from tracefs (tier 3), with the traced tasks' user stacks from
+    /// perf_event_open beside it ([`PerfRecorder::start_stacks`]) when it opens.
+    Tracefs(KernelRecorder, Option<Box<PerfRecorder>>),
     /// Recorded and filtered for this user by root's daemon (tier 2).
     Broker(Broker),
     /// The traced tasks, from perf_event_open (tier 1).
@@ -45,7 +48,14 @@ pub fn plan(output: &Path) -> Plan {
     let tracefs_err = match KernelRecorder::start(output) {
         Ok(k) => {
             eprintln!("ust: kernel view: tier 3 (system-wide, from tracefs)");
-            return Plan::Ready(KernelView::Tracefs(k));
+            let stacks = match PerfRecorder::start_stacks(output) {
+                Ok(s) => Some(Box::new(s)),
+                Err(e) => {
+                    eprintln!("ust: no user stacks in the kernel view (perf_event_open: {e})");
+                    None
+                }
+            };
+            return Plan::Ready(KernelView::Tracefs(k, stacks));
         }
         Err(e) => e,
     };
@@ -105,7 +115,12 @@ impl KernelView {
     /// The metadata write error; for tier 2, the broker's failure or disappearance.
     pub fn finish(self, output: &Path, traced_pid: i32) -> Result<KernelSummary, KernelError> {
         match self {
-            KernelView::Tracefs(k) => k.finish(output, traced_pid),
+            KernelView::Tracefs(k, stacks) => {
+                if let Some(Err(e)) = stacks.map(|s| s.finish(output, traced_pid)) {
+                    eprintln!("ust: the user stacks of the kernel view: {e}");
+                }
+                k.finish(output, traced_pid)
+            }
             KernelView::Broker(b) => b.finish(output, traced_pid),
             KernelView::Perf(p) => p.finish(output, traced_pid),
         }

@@ -296,8 +296,10 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         r.notes.push("no kernel events in this trace (record with `ust trace --kernel` as root): user-space view only".into());
         return r;
     }
-    let mut tier1 = super::stacks::is_tier1(l).then(|| super::stacks::Tier1::new(l, dir));
-    if tier1.is_some() {
+    let is_tier1 = super::stacks::is_tier1(l);
+    // Tier 1's stacks, or those of the side trace of root's recording.
+    let mut tier1 = (is_tier1 || l.user_stacks).then(|| super::stacks::Tier1::new(l, dir));
+    if is_tier1 {
         r.notes.push("kernel view of tier 1 (perf_event_open, no privilege): the traced tasks' switches, faults and user stacks; no system calls, interrupts or wake-ups (record as root for those)".into());
     }
     if l.kernel_env.as_ref().and_then(|e| e.get("kernel_source")).map(String::as_str) == Some(ust_kernel::view_recorder::SOURCE) {
@@ -316,6 +318,9 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let has_filemap = l.events.iter().any(|e| e.name == "filemap_add_to_page_cache");
     let mut last_ust: HashMap<i32, String> = HashMap::new();
     let mut fds: HashMap<i32, BTreeMap<i32, String>> = HashMap::new();
+    // Per thread, the time of the last fault sample of root's stacks side trace.
+    let mut stack_sample: HashMap<i32, u64> = HashMap::new();
+    let mut stack_copy_faults = 0u64;
     for e in &l.events {
         if e.domain == Domain::Ust {
             last_ust.insert(e.pid, e.name.clone());
@@ -388,6 +393,14 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 if let Some(f) = tasks.get(&t).and_then(|k| k.pending_faults.last()).and_then(|&i| faults.get_mut(i)) {
                     f.major = Some(true);
                 }
+            }
+            super::load::FAULT_STACK => {
+                stack_sample.insert(t, e.ts);
+            }
+            // perf copying the user stack for the sample just taken faults on the stack's
+            // pages itself: not the program's doing.
+            "x86_exceptions_page_fault_kernel" if stack_sample.get(&t).is_some_and(|&s| e.ts.saturating_sub(s) <= super::stacks::STACK_COPY_NS) => {
+                stack_copy_faults += 1;
             }
             "x86_exceptions_page_fault_kernel" if tree.contains(&t) && (e.int("address").unwrap_or(-1) as u64) < super::faults::USER_END => {
                 let mut f = Fault::new(e.ts, t, *tgid.get(&t).unwrap_or(&t), e.int("address").unwrap_or(0) as u64, e.int("ip").unwrap_or(0) as u64, e.int("error_code"));
@@ -493,12 +506,12 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     rows.sort_by_key(|r| r.tid);
     r.tasks = rows;
     let calls = super::syscalls::count(l, &tree, &tgid, &comm, r.traced_pid);
-    if calls.exec_ns.is_none() && tier1.is_none() {
+    if calls.exec_ns.is_none() && !is_tier1 {
         r.notes.push("system calls: no successful execve of the traced pid in the trace: every call counts, the launcher's too".into());
     }
     (r.syscalls, r.syscall_threads, r.syscall_processes, r.slowest_syscalls) = (calls.rows, calls.threads, calls.processes, calls.slowest);
     if opt.wakeups {
-        let t1 = tier1.is_some();
+        let t1 = is_tier1;
         let explain = |tid: i32, w: &RawWait, depth: usize| explain_wait(tid, w, depth, &tasks, &name_of, (opt.max_chain, t1));
         let mut waits: Vec<Wait> = Vec::new();
         for t in &tree {
@@ -511,7 +524,11 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         waits.sort_by_key(|w| (w.start_ns, w.tid));
         if let Some(t1) = tier1.as_mut() {
             for w in waits.iter_mut() {
-                t1.explain_wait(w);
+                if is_tier1 {
+                    t1.explain_wait(w);
+                } else {
+                    t1.attach_stack(w);
+                }
             }
         }
         r.wakeups = Some(waits);
@@ -524,6 +541,9 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         r.fault_files = Some(super::faults::summarize(&faults));
         r.file_faults = opt.fault_file.as_deref().map(|w| super::faults::of_file(&faults, w));
         r.faults = Some(faults);
+        if stack_copy_faults > 0 {
+            r.notes.push(format!("page faults: {stack_copy_faults} faults of the kernel on user stacks right after a perf stack sample (perf copying the stack for ust trace) are left out"));
+        }
         r.notes.push("page faults: the kernel has no fault-exit tracepoint; \"until user\" is the time to the thread's next system call or fault, an upper bound on the time to resolve".into());
     }
     r

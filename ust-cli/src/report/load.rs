@@ -70,11 +70,19 @@ pub struct Loaded {
     pub events: Vec<Event>,
     /// The kernel trace's metadata `env` (`traced_pid` and so on), if there is one.
     pub kernel_env: Option<std::collections::BTreeMap<String, String>>,
+    /// A side trace of user stacks beside root's kernel trace
+    /// (`crate::kernel::perf::STACKS_DIR`) was loaded: its fault samples are named
+    /// [`FAULT_STACK`].
+    pub user_stacks: bool,
     /// `(vpid, procname, dir)` of each user-space trace.
     pub processes: Vec<(i32, String, PathBuf)>,
     /// Packets or records that could not be read.
     pub problems: u64,
 }
+
+/// The name a fault sample of a stacks side trace gets (it is not a fault of its own: the
+/// tracefs trace has that fault; it gives it its stack).
+pub const FAULT_STACK: &str = "perf_fault_stack";
 
 fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -126,7 +134,10 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
         }
         let kernel = meta.env.get("domain").map(String::as_str) == Some("kernel");
         let vpid: i32 = meta.env.get("vpid").and_then(|v| v.parse().ok()).unwrap_or(-1);
-        if kernel {
+        let stacks_side = kernel && meta.env.get("kernel_source").map(String::as_str) == Some(crate::kernel::perf::STACKS_SOURCE);
+        if stacks_side {
+            l.user_stacks = true;
+        } else if kernel {
             l.kernel_env = Some(meta.env.clone());
         } else {
             l.processes.push((vpid, meta.env.get("procname").cloned().unwrap_or_default(), d.clone()));
@@ -177,6 +188,12 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
                         fields,
                     };
                     ev.tid = if kernel { ev.int("tid").unwrap_or(0) as i32 } else { ev.int("vtid").map(|t| t as i32).unwrap_or(vpid) };
+                    if kernel {
+                        super::layout::normalize(&mut ev);
+                    }
+                    if stacks_side && ev.name == "perf_page_fault" {
+                        ev.name = FAULT_STACK.into();
+                    }
                     l.events.push(ev);
                 }
             }

@@ -19,6 +19,7 @@
 
 pub mod analysis;
 pub mod faults;
+pub mod layout;
 pub mod load;
 pub mod pictures;
 pub mod stacks;

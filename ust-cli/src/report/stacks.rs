@@ -5,6 +5,12 @@
 //! [`super::symbols`] from the `perf_mmap` events; and the fault addresses mapped to files
 //! with the same mappings.
 //!
+//! Root's recording has the same events in a side trace (`kernel-stacks/`, stacks only):
+//! there the fault samples ([`super::load::FAULT_STACK`]) give the tracefs trace's faults
+//! their stacks (same thread and address, within [`FAULT_MATCH_NS`]), and a blocked interval
+//! keeps what the system calls say it was blocked in and gets the stack
+//! ([`Tier1::attach_stack`]).
+//!
 //! Tier 1 sees no wake-ups: its waits say "woken by: unknown (needs root's ust-consumerd)"
 //! ([`super::analysis::Waker::NeedsRoot`]).
 
@@ -32,6 +38,15 @@ pub fn u64s(e: &Event, name: &str) -> Vec<u64> {
     }
 }
 
+/// How far apart a tracefs fault and the perf sample of the same fault may be: both are
+/// taken in the fault handler, microseconds apart.
+pub const FAULT_MATCH_NS: u64 = 1_000_000;
+
+/// How soon after a fault sample of the side trace a kernel fault of the same thread is
+/// taken as perf's own copy of the user stack for that sample (it follows within
+/// microseconds, in the same fault handler).
+pub const STACK_COPY_NS: u64 = 50_000;
+
 struct Block {
     ts: u64,
     pid: i32,
@@ -45,6 +60,8 @@ pub struct Tier1 {
     /// Mappings per process over time.
     pub maps: MapTable,
     blocks: HashMap<i32, Vec<Block>>,
+    /// Fault samples of a side trace per thread: `(ts, address, stack)`.
+    fault_stacks: HashMap<i32, Vec<(u64, u64, Vec<u64>)>>,
     sym: Symbolizer,
 }
 
@@ -69,6 +86,10 @@ impl Tier1 {
                     if let Some(pid) = e.int("pid") {
                         t.maps.exec(pid as i32, e.ts);
                     }
+                }
+                super::load::FAULT_STACK => {
+                    let addr = e.int("address").unwrap_or(0) as u64;
+                    t.fault_stacks.entry(e.tid).or_default().push((e.ts, addr, u64s(e, "stack")));
                 }
                 "perf_block_stack" => {
                     let Some(pid) = e.int("pid") else { continue };
@@ -102,8 +123,27 @@ impl Tier1 {
         w.stack = self.sym.stack(&self.maps, pid, ts, &ips);
     }
 
-    /// Maps `f`'s address to a file and symbolizes its stack (`pid`: its process).
+    /// Gives `w` the stack of the first block stack taken inside it, leaving what it was
+    /// blocked in as it is (root's trace: the system calls said it).
+    pub fn attach_stack(&mut self, w: &mut Wait) {
+        let end = w.start_ns.saturating_add(w.duration_ns);
+        let Some(b) = self.blocks.get(&w.tid).and_then(|v| v.iter().find(|b| b.ts >= w.start_ns && b.ts <= end)) else { return };
+        let (pid, ts, ips) = (b.pid, b.ts, b.ips.clone());
+        w.stack = self.sym.stack(&self.maps, pid, ts, &ips);
+    }
+
+    /// Maps `f`'s address to a file and symbolizes its stack (`pid`: its process); a fault
+    /// without a stack of its own takes that of the side trace's sample of it.
     pub fn fault(&mut self, f: &mut Fault, pid: i32) {
+        if f.stack_ips.is_empty() {
+            let addr = u64::from_str_radix(f.address.trim_start_matches("0x"), 16).unwrap_or(0);
+            let sample = self.fault_stacks.get(&f.tid).and_then(|v| {
+                v.iter().filter(|(ts, a, _)| *a == addr && ts.abs_diff(f.ts_ns) <= FAULT_MATCH_NS).min_by_key(|(ts, _, _)| ts.abs_diff(f.ts_ns))
+            });
+            if let Some((_, _, ips)) = sample {
+                f.stack_ips = ips.clone();
+            }
+        }
         let addr = u64::from_str_radix(f.address.trim_start_matches("0x"), 16).unwrap_or(0);
         if self.maps.knows(pid) {
             f.mapping = Some(match self.maps.lookup(pid, f.ts_ns, addr) {

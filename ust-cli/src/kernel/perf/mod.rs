@@ -82,10 +82,17 @@ pub enum PerfError {
 /// read, the first write error.
 type ReaderResult = (Vec<StreamStats>, u64, Option<String>);
 
+/// Where root's recording keeps the user stacks of the traced tasks, beside `kernel/`
+/// (the tracefs trace): a trace of [`to_ctf::STACKS_ONLY`] events.
+pub const STACKS_DIR: &str = "kernel-stacks";
+/// Its `env.kernel_source`.
+pub const STACKS_SOURCE: &str = "perf_event_open_stacks";
+
 /// A running tier-1 recording.
 #[derive(Debug)]
 pub struct PerfRecorder {
     dir: PathBuf,
+    source: &'static str,
     uuid: [u8; 16],
     table: Arc<EventTable>,
     datetime: String,
@@ -143,6 +150,21 @@ impl PerfRecorder {
     /// perf_event_open is refused (as it is for unprivileged users at
     /// perf_event_paranoid 3 or more; with CAP_PERFMON it is tried anyway); [`PerfError::Mmap`]; I/O errors of the trace.
     pub fn start(output: &Path) -> Result<PerfRecorder, PerfError> {
+        Self::start_in(output, false)
+    }
+
+    /// The same events, written as the user stacks only ([`to_ctf::Converter::stacks_only`])
+    /// to `<output>/`[`STACKS_DIR`], with `env.kernel_source` [`STACKS_SOURCE`]: what root's
+    /// tracefs recording ([`super::KernelRecorder`]) cannot have, the DWARF-unwound user
+    /// stack of each page fault and of each blocked interval.
+    ///
+    /// # Errors
+    /// As [`PerfRecorder::start`].
+    pub fn start_stacks(output: &Path) -> Result<PerfRecorder, PerfError> {
+        Self::start_in(output, true)
+    }
+
+    fn start_in(output: &Path, stacks: bool) -> Result<PerfRecorder, PerfError> {
         let mut faults = std::collections::HashMap::new();
         let mut cpus = Vec::new();
         for cpu in ust_core::cpus::possible_cpus() {
@@ -154,11 +176,12 @@ impl PerfRecorder {
             return Err(PerfError::Refused("perf_event_open opened no CPU".into()));
         }
         let table = Arc::new(to_ctf::event_table());
-        let dir = output.join("kernel");
+        let dir = output.join(if stacks { STACKS_DIR } else { "kernel" });
         std::fs::create_dir_all(&dir)?;
         let uuid = *uuid::Uuid::new_v4().as_bytes();
         let datetime = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
-        let mut rec = PerfRecorder { dir: dir.clone(), uuid, table: table.clone(), datetime, stop: Arc::new(AtomicBool::new(false)), thread: None };
+        let source = if stacks { STACKS_SOURCE } else { "perf_event_open" };
+        let mut rec = PerfRecorder { dir: dir.clone(), source, uuid, table: table.clone(), datetime, stop: Arc::new(AtomicBool::new(false)), thread: None };
         rec.write_metadata(0, ust_core::clock::realtime_offset_ns())?;
         let max_cpu = cpus.iter().map(|c| c.cpu).max().unwrap_or(0);
         let mut streams = Vec::new();
@@ -168,31 +191,27 @@ impl PerfRecorder {
         // A state-dump record of `ust trace` itself (the command's parent) in each CPU's
         // stream: no stream is without packets, and the parent has a name.
         let me = std::process::id() as i32;
-        let dump = table.events.len() - 1;
         let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
         for (cpu, s) in streams.iter_mut().enumerate() {
-            s.push_given(dump, ust_core::clock::monotonic_ns(), me, &[
-                super::ctf::Given::Int(me.into()),
-                super::ctf::Given::Int(me.into()),
-                super::ctf::Given::Int(std::os::unix::process::parent_id().into()),
-                super::ctf::Given::Text(comm.trim()),
-                super::ctf::Given::Text("R"),
-                super::ctf::Given::Int(cpu as i64),
-            ])?;
+            let me = ust_kernel::procfs::TaskState { tid: me, pid: me, ppid: std::os::unix::process::parent_id() as i32, comm: comm.trim().to_string(), state: 'R', cpu: cpu as u32 };
+            s.push_process_state(ust_core::clock::monotonic_ns(), &me)?;
             s.flush()?;
         }
         let mut conv = to_ctf::Converter::new(table, streams);
         conv.fault_events = faults;
+        if stacks {
+            conv.stacks_only();
+        }
         let stop = rec.stop.clone();
         rec.thread = Some(std::thread::Builder::new().name("ust-perf".into()).spawn(move || read_loop(cpus, conv, &stop))?);
         Ok(rec)
     }
 
     fn write_metadata(&self, traced_pid: i32, offset: i64) -> std::io::Result<()> {
-        ust_kernel::write_metadata(&self.dir, self.uuid, &self.table, &self.datetime, traced_pid, offset, "perf_event_open")
+        ust_kernel::write_metadata(&self.dir, self.uuid, &self.table, &self.datetime, traced_pid, offset, self.source)
     }
 
-    /// `<output>/kernel`.
+    /// `<output>/kernel` (or [`STACKS_DIR`]).
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -1,21 +1,23 @@
 //! Tier-1 records as CTF events of the kernel trace ([`crate::kernel::ctf`]'s writer, one
 //! stream per CPU, the stream of the ring the record came from). The event classes
 //! ([`event_table`]), all fields [`Source::Given`], context `_tid` = the thread of the
-//! record:
+//! record; the `sched_*` events have lttng-modules' names and fields where perf has them
+//! ([`ust_kernel::lttng`]: thread ids are `tid`, a fork's `parent_pid`/`child_pid` are the
+//! thread-group ids):
 //!
 //! | CTF event | from | fields |
 //! |---|---|---|
-//! | `sched_switch` | `PERF_RECORD_SWITCH` | `prev_comm`, `prev_pid`, `prev_state`, `next_comm`, `next_pid` |
-//! | `sched_migrate_task` | a switch-in on another CPU than the last switch-out | `comm`, `pid`, `orig_cpu`, `dest_cpu` |
-//! | `sched_process_fork` | `PERF_RECORD_FORK` | `parent_comm`, `parent_pid`, `child_comm`, `child_pid`, `parent_tgid`, `child_tgid` |
-//! | `sched_process_exit` | `PERF_RECORD_EXIT` | `comm`, `pid`, `tgid` |
+//! | `sched_switch` | `PERF_RECORD_SWITCH` | `prev_comm`, `prev_tid`, `prev_state`, `next_comm`, `next_tid` |
+//! | `sched_migrate_task` | a switch-in on another CPU than the last switch-out | `comm`, `tid`, `orig_cpu`, `dest_cpu` |
+//! | `sched_process_fork` | `PERF_RECORD_FORK` | `parent_comm`, `parent_tid`, `child_comm`, `child_tid`, `parent_pid`, `child_pid` |
+//! | `sched_process_exit` | `PERF_RECORD_EXIT` | `comm`, `tid`, `tgid` |
 //! | `perf_comm` | `PERF_RECORD_COMM` | `pid`, `tid`, `comm`, `exec` |
 //! | `perf_mmap` | `PERF_RECORD_MMAP2` | `pid`, `tid`, `start`, `len`, `pgoff`, `prot`, `flags`, `filename` |
 //! | `perf_page_fault` | page-fault samples | `address`, `ip`, `major`, `stack` |
 //! | `perf_block_stack` | [`super::blockstack`] | `pid`, `tid`, `syscall`, `stack` |
 //!
 //! A switch record names only the traced task: in `sched_switch` the other side is
-//! `pid 0` named [`UNSEEN`] (tier 1 cannot see who ran instead), `prev_state` is 1
+//! `tid 0` named [`UNSEEN`] (tier 1 cannot see who ran instead), `prev_state` is 1
 //! (`S`) for a voluntary switch-out and 0 (`R`, runnable) for a preemption
 //! (`PERF_RECORD_MISC_SWITCH_OUT_PREEMPT`): the encoding of ftrace's `sched_switch`, so
 //! `ust report` reads both. `stack` is a sequence of u64: the user IP, then the return
@@ -39,14 +41,14 @@ pub fn event_table() -> EventTable {
     EventTable::given(vec![
         (
             "sched_switch".into(),
-            vec![f("prev_comm", comm()), f("prev_pid", i32t()), f("prev_state", CtfType::Int { bytes: 8, signed: true, hex: false }), f("next_comm", comm()), f("next_pid", i32t())],
+            vec![f("prev_comm", comm()), f("prev_tid", i32t()), f("prev_state", CtfType::Int { bytes: 8, signed: true, hex: false }), f("next_comm", comm()), f("next_tid", i32t())],
         ),
-        ("sched_migrate_task".into(), vec![f("comm", comm()), f("pid", i32t()), f("orig_cpu", i32t()), f("dest_cpu", i32t())]),
+        ("sched_migrate_task".into(), vec![f("comm", comm()), f("tid", i32t()), f("orig_cpu", i32t()), f("dest_cpu", i32t())]),
         (
             "sched_process_fork".into(),
-            vec![f("parent_comm", comm()), f("parent_pid", i32t()), f("child_comm", comm()), f("child_pid", i32t()), f("parent_tgid", i32t()), f("child_tgid", i32t())],
+            vec![f("parent_comm", comm()), f("parent_tid", i32t()), f("child_comm", comm()), f("child_tid", i32t()), f("parent_pid", i32t()), f("child_pid", i32t())],
         ),
-        ("sched_process_exit".into(), vec![f("comm", comm()), f("pid", i32t()), f("tgid", i32t())]),
+        ("sched_process_exit".into(), vec![f("comm", comm()), f("tid", i32t()), f("tgid", i32t())]),
         ("perf_comm".into(), vec![f("pid", i32t()), f("tid", i32t()), f("comm", comm()), f("exec", CtfType::Int { bytes: 1, signed: false, hex: false })]),
         (
             "perf_mmap".into(),
@@ -101,6 +103,10 @@ pub struct Converter {
 /// babeltrace2 2.0.4 printed an all-NUL text array as that field's previous value).
 pub const UNSEEN: &str = "-";
 
+/// The events of a stacks-only side trace: mappings and execs (to symbolize), fault
+/// samples and block stacks.
+pub const STACKS_ONLY: [&str; 4] = ["perf_comm", "perf_mmap", "perf_page_fault", "perf_block_stack"];
+
 const NAMES: [&str; 8] = ["sched_switch", "sched_migrate_task", "sched_process_fork", "sched_process_exit", "perf_comm", "perf_mmap", "perf_page_fault", "perf_block_stack"];
 
 impl Converter {
@@ -117,6 +123,12 @@ impl Converter {
             stacked: HashSet::new(),
             bad: 0,
         }
+    }
+
+    /// Writes only what the tracefs recording lacks (the user stacks of [`STACKS_ONLY`]
+    /// events): for the side trace of root's recording ([`super::PerfRecorder::start_stacks`]).
+    pub fn stacks_only(&mut self) {
+        self.ids.retain(|n, _| STACKS_ONLY.contains(n));
     }
 
     fn push(&mut self, cpu: u32, name: &str, ts: u64, tid: i32, values: &[Given<'_>]) -> std::io::Result<()> {
