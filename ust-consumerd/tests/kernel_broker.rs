@@ -730,6 +730,7 @@ fn commands_that_never_exec_in_tier_2() {
     let forks: Vec<&str> = text.lines().filter(|l| l.contains("sched_process_fork") && l.contains("parent_comm = \"sh\"")).collect();
     assert_eq!(forks.len(), 1, "{forks:?}");
     let child = forks[0].split("child_pid = ").nth(1).and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next()).unwrap().to_string();
-    assert!(text.lines().any(|l| l.contains("sched_process_exit") && l.contains(&format!("pid = {child}"))), "the subshell's exit");
-    assert!(text.lines().any(|l| l.contains("sched_switch") && l.contains(&format!("prev_pid = {child}"))), "the subshell's switches");
+    let exits: Vec<&str> = text.lines().filter(|l| l.contains("sched_process_exit")).collect();
+    assert!(exits.iter().any(|l| l.contains(&format!("tid = {child}"))), "the subshell's exit: {exits:?}");
+    assert!(text.lines().any(|l| l.contains("sched_switch") && l.contains(&format!("prev_tid = {child}"))), "the subshell's switches");
 }
