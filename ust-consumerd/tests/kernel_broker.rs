@@ -734,3 +734,70 @@ fn commands_that_never_exec_in_tier_2() {
     assert!(exits.iter().any(|l| l.contains(&format!("tid = {child}"))), "the subshell's exit: {exits:?}");
     assert!(text.lines().any(|l| l.contains("sched_switch") && l.contains(&format!("prev_tid = {child}"))), "the subshell's switches");
 }
+
+/// Installs, in the calling process (a child before its exec), a seccomp filter under which
+/// `perf_event_open` fails with `EACCES`, as a container's seccomp profile makes it.
+///
+/// # Safety
+/// For `pre_exec`: only async-signal-safe system calls on stack data.
+unsafe fn refuse_perf_event_open() -> std::io::Result<()> {
+    #[repr(C)]
+    struct SockFilter {
+        code: u16,
+        jt: u8,
+        jf: u8,
+        k: u32,
+    }
+    #[repr(C)]
+    struct SockFprog {
+        len: u16,
+        filter: *const SockFilter,
+    }
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const RET_K: u16 = 0x06;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    let prog = [
+        SockFilter { code: LD_W_ABS, jt: 0, jf: 0, k: 0 }, // seccomp_data.nr
+        SockFilter { code: JEQ_K, jt: 0, jf: 1, k: libc::SYS_perf_event_open as u32 },
+        SockFilter { code: RET_K, jt: 0, jf: 0, k: RET_ERRNO | libc::EACCES as u32 },
+        SockFilter { code: RET_K, jt: 0, jf: 0, k: RET_ALLOW },
+    ];
+    let fprog = SockFprog { len: prog.len() as u16, filter: prog.as_ptr() };
+    // SAFETY: prctl with valid arguments; the filter program outlives the call.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || libc::prctl(libc::PR_SET_SECCOMP, 2, &fprog as *const SockFprog) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The broker off and perf_event_open refused (a seccomp filter, as in a container): `ust
+/// trace` says which sysctl and what else it needs, and still traces user space; the
+/// command runs.
+#[test]
+fn perf_event_open_refused_names_the_sysctl() {
+    require_root!();
+    if ust_cli::kernel::perf::attr::paranoid().is_some_and(|p| p >= 3) {
+        eprintln!("skipped: kernel.perf_event_paranoid >= 3 already (broker_off_says_so_and_tier_1_is_used covers it)");
+        return;
+    }
+    let w = World::new(&["--kernel-view", "none"]);
+    let out = w.home(A).join("noperf");
+    let mut c = w.as_user(A, Path::new(ust_bin()));
+    c.args(["trace", "--kernel", "--output", out.to_str().unwrap(), "--", "sh", "-c", "echo ran"]);
+    // SAFETY: refuse_perf_event_open makes only async-signal-safe system calls.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, || refuse_perf_event_open());
+    }
+    let o = common::output_within(c, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran");
+    assert!(err.contains("nor with perf_event_open"), "{err}");
+    assert!(err.contains("perf_event_open was refused") && err.contains("kernel.perf_event_paranoid") && err.contains("sysctl kernel.perf_event_paranoid=2") && err.contains("seccomp"), "{err}");
+    assert!(!err.contains("kernel view: tier"), "{err}");
+    assert!(err.contains("trace written to"), "user space is still traced: {err}");
+}
