@@ -65,6 +65,8 @@ enum Life {
     Exiting,
     /// Running its program.
     Live,
+    /// `/proc` could not be read (the errno): nothing is concluded.
+    Unknown(i32),
 }
 
 /// True when task `tid` exists and runs its program: not reaped, not a zombie, not in
@@ -74,8 +76,13 @@ pub fn is_running(tid: i32) -> bool {
 }
 
 fn life(tid: i32) -> Life {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return Life::Gone };
-    let Some((_, rest)) = stat.rsplit_once(')') else { return Life::Gone };
+    let stat = match std::fs::read_to_string(format!("/proc/{tid}/stat")) {
+        Ok(s) => s,
+        // Only "no such entry" says gone (ESRCH: it went while being read).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) => return Life::Gone,
+        Err(e) => return Life::Unknown(e.raw_os_error().unwrap_or(0)),
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else { return Life::Unknown(0) };
     let mut f = rest.split_whitespace();
     let state = f.next().unwrap_or("");
     let flags = f.nth(5).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
@@ -155,18 +162,20 @@ pub fn readable_by(path: &str, uid: u32, gid: u32) -> bool {
 /// `uid`, its gids are all `gid` (no set-group-ID program), and it is dumpable (`/proc`
 /// shows a non-dumpable task as owned by root). False when the task is gone.
 pub fn may_see(tid: i32, uid: u32, gid: u32) -> bool {
+    // The files under /proc/TID (not the directory itself, which keeps the task's euid)
+    // turn root's when the task is not dumpable (`task_dump_owner` in fs/proc/base.c).
+    same_ids(tid, uid, gid) && std::fs::metadata(format!("/proc/{tid}/stat")).map(|m| m.uid() == uid).unwrap_or(false)
+}
+
+/// True when task `tid`'s real, effective and saved uid are `uid` and its gids all `gid`
+/// (`/proc/TID/status`); false when it is gone.
+fn same_ids(tid: i32, uid: u32, gid: u32) -> bool {
     if tid <= 0 {
         return false;
     }
-    let dir = format!("/proc/{tid}");
-    let Ok(status) = std::fs::read_to_string(format!("{dir}/status")) else { return false };
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else { return false };
     let (Some(u), Some(g)) = (ids(&status, "Uid:"), ids(&status, "Gid:")) else { return false };
-    let same_uid = u.len() >= 3 && u[..3].iter().all(|&x| x == uid);
-    let same_gid = g.len() >= 3 && g[..3].iter().all(|&x| x == gid);
-    // The files under /proc/TID (not the directory itself, which keeps the task's euid)
-    // turn root's when the task is not dumpable (`task_dump_owner` in fs/proc/base.c).
-    let dumpable = std::fs::metadata(format!("{dir}/stat")).map(|m| m.uid() == uid).unwrap_or(false);
-    same_uid && same_gid && dumpable
+    u.len() >= 3 && u[..3].iter().all(|&x| x == uid) && g.len() >= 3 && g[..3].iter().all(|&x| x == gid)
 }
 
 /// The parent pid of `pid` (`/proc/<pid>/stat` field 4), if it exists.
@@ -273,6 +282,11 @@ pub struct ViewFilter {
     maybe: HashSet<i32>,
     /// The time of the record being applied ([`ViewFilter::advance_to`]).
     at: u64,
+    /// Tasks the last recheck refused, with the time of that check.
+    suspect: HashMap<i32, u64>,
+    /// Tasks that left the view at an exec, with the file and why, for the daemon's log
+    /// (taken with [`ViewFilter::take_exec_exits`]).
+    exec_exits: Vec<(i32, String, &'static str)>,
     /// Events dropped or reduced, for the log.
     pub dropped: u64,
 }
@@ -315,7 +329,7 @@ impl ViewFilter {
     pub fn new(uid: u32, gid: u32, root_pid: i32) -> ViewFilter {
         let mut visible = HashSet::new();
         visible.insert(root_pid);
-        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), leaving: Default::default(), early: HashMap::new(), maybe: HashSet::new(), at: 0, dropped: 0 }
+        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), leaving: Default::default(), early: HashMap::new(), maybe: HashSet::new(), at: 0, exec_exits: Vec::new(), suspect: HashMap::new(), dropped: 0 }
     }
 
     /// The requester's uid.
@@ -342,7 +356,8 @@ impl ViewFilter {
     /// look) and schedules the removal, at `now`, of every one that
     ///
     /// - still runs its program but may no longer be ptraced by the requester (credentials
-    ///   changed, made non-dumpable: [`may_see`]), or
+    ///   changed, made non-dumpable: [`may_see`]) at this check and the next (the removal
+    ///   then dates from the first), or
     /// - is gone (reaped): its pid may be anyone's from now on. Its last switch normally
     ///   removes it (see `sched_process_exit`); this is for one whose last switch was lost.
     ///
@@ -354,23 +369,49 @@ impl ViewFilter {
     pub fn recheck(&mut self, now: u64) {
         let (uid, gid) = (self.uid, self.gid);
         let scheduled: HashSet<i32> = self.leaving.iter().map(|l| l.1).collect();
-        let mut gone: Vec<i32> = self
-            .visible
-            .iter()
-            .copied()
-            .filter(|t| !scheduled.contains(t))
-            .filter(|&t| match life(t) {
-                Life::Gone => true,
+        let mut out: Vec<(u64, i32)> = Vec::new();
+        let tasks: Vec<i32> = self.visible.iter().copied().filter(|t| !scheduled.contains(t)).collect();
+        for t in tasks {
+            let refused = match life(t) {
+                // Asked twice: once gone, a pid stays gone (until reused: then Live).
+                Life::Gone if life(t) == Life::Gone => {
+                    out.push((now, t));
+                    self.exec_exits.push((t, String::new(), "gone (reaped) at a recheck"));
+                    continue;
+                }
+                Life::Gone => false,
                 Life::Exiting => false,
+                Life::Unknown(_) => {
+                    if self.exec_exits.len() < 1024 {
+                        self.exec_exits.push((t, String::new(), "stays: /proc could not be read at a recheck"));
+                    }
+                    false
+                }
                 // Asked again after a refusal: a task that began to exit between the two
                 // looks has its files turned root's by its exit, not by a change of
                 // credentials.
                 Life::Live => !may_see(t, uid, gid) && life(t) == Life::Live,
-            })
-            .collect();
-        gone.sort_unstable();
-        let now = self.leaving.back().map_or(now, |l| l.0.max(now));
-        self.leaving.extend(gone.into_iter().map(|t| (now, t)));
+            };
+            // A refusal counts when the next check (a round later) refuses too: /proc's
+            // owner was seen to be root's for a moment around an exec. It takes effect
+            // from the first.
+            match (refused, self.suspect.get(&t).copied()) {
+                (true, Some(first)) => {
+                    self.suspect.remove(&t);
+                    out.push((first, t));
+                    self.exec_exits.push((t, String::new(), "no longer ptraceable at two rechecks"));
+                }
+                (true, None) => {
+                    self.suspect.insert(t, now);
+                }
+                (false, _) => {
+                    self.suspect.remove(&t);
+                }
+            }
+        }
+        out.sort_unstable();
+        let floor = self.leaving.back().map_or(0, |l| l.0);
+        self.leaving.extend(out.into_iter().map(|(at, t)| (at.max(floor), t)));
     }
 
     /// Carries out the removals scheduled by [`ViewFilter::recheck`] at or before `ts`;
@@ -415,11 +456,20 @@ impl ViewFilter {
         }
     }
 
-    /// Whether task `pid`, which executed `file`, stays in the view (judged now).
-    fn exec_stays(&self, pid: i32, file: Option<&str>) -> bool {
+    /// The tasks that left the view at an exec since the last call: (tid, file, why).
+    pub fn take_exec_exits(&mut self) -> Vec<(i32, String, &'static str)> {
+        std::mem::take(&mut self.exec_exits)
+    }
+
+    /// Whether task `pid`, which executed `file`, stays in the view (judged now); when not,
+    /// why, for the log.
+    fn exec_stays(&mut self, pid: i32, file: Option<&str>) -> bool {
         // A task that has exited since (or is exiting, its files turning root's) cannot be
         // judged from /proc any more.
-        let still_mine = (life(pid) == Life::Live).then(|| may_see(pid, self.uid, self.gid));
+        // Credentials only: what an exec does to dumpability follows from the file (read
+        // permission, set-ID bits: checked below) and the credentials; /proc's owner was
+        // seen to be root's for a moment around an exec.
+        let still_mine = (life(pid) == Life::Live).then(|| same_ids(pid, self.uid, self.gid));
         let privileged = match file {
             Some(f) => privileged_program(f) || !readable_by(f, self.uid, self.gid),
             None => true,
@@ -429,7 +479,19 @@ impl ViewFilter {
         // the path named since the exec (a re-pointed symlink, a directory renamed over):
         // fail closed for such paths.
         let unproven = still_mine.is_none() && file.is_none_or(|f| user_could_swap(f, self.uid, self.gid));
-        !(privileged || still_mine == Some(false) || unproven)
+        let why = if privileged {
+            "a set-ID, file-capability or unreadable program"
+        } else if still_mine == Some(false) {
+            "its credentials are no longer the user's"
+        } else if unproven {
+            "it was gone before it could be checked, and the user could have swapped the path"
+        } else {
+            return true;
+        };
+        if self.exec_exits.len() < 1024 {
+            self.exec_exits.push((pid, file.unwrap_or("?").to_string(), why));
+        }
+        false
     }
 
     fn kind(&mut self, tid: i32) -> Kind {
@@ -690,8 +752,10 @@ mod tests {
         assert_eq!(v.apply(switch, &mut p), Verdict::Keep, "the child is followed from its fork");
         assert_eq!(read_uint(&p, 56, 4), Some(0), "the idle task stays 0");
         // A recheck at time 1000 finds the child gone (no such pid) and this process not
-        // uid 1000's: both leave the view at 1000, not for the older records still to come.
+        // uid 1000's (and so does the next): both leave the view at 1000, not for the older
+        // records still to come.
         v.recheck(1000);
+        v.recheck(1010);
         v.advance_to(999);
         let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
         assert_eq!(v.apply(switch, &mut p), Verdict::Keep, "a record from before the recheck");

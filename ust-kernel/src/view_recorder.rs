@@ -291,6 +291,13 @@ impl ViewRecorder {
                     }
                     heap.push(Reverse(r));
                 }
+                for (tid, file, why) in filter.take_exec_exits() {
+                    if file.is_empty() {
+                        eprintln!("ust-kview: task {tid} leaves the view of uid {}: {why}", filter.uid());
+                    } else {
+                        eprintln!("ust-kview: task {tid} leaves the view of uid {} at its exec of {file}: {why}", filter.uid());
+                    }
+                }
                 let now = ust_core::clock::monotonic_ns();
                 filter.recheck(now);
                 let evidence = complete.iter().copied().min().unwrap_or(0);
