@@ -44,11 +44,21 @@ tracing_anchor() {
 }
 tracing_anchor 2000000 | tee "$log/tracing"
 tracing_anchor 100000000 off | tee -a "$log/tracing"
+# The timeline layers a Rust user would pick instead of ust's, on the same event.
+for what in "" span; do
+  tracing_anchor 2000000 chrome $what | tee -a "$log/tracing"
+  tracing_anchor 2000000 perfetto $what | tee -a "$log/tracing"
+done
 
 # --- the project --------------------------------------------------------------------------
 if [ $only_anchors = 0 ]; then
+  # No daemon for the in-process benches: one found at the default socket directory (root's
+  # /run/ust) would send its enable masks and level hint over the benches' own (the
+  # tracing-layer figures were then those of a disabled callsite). The consumer bench starts
+  # its own daemon in a directory of its own.
+  mkdir -p "$log/no-daemon"; export UST_RUNDIR="$log/no-daemon"
   qenv=(); [ $quick = 1 ] && qenv=(UST_BENCH_QUICK=1)
-  env "${qenv[@]}" cargo bench -q -p benches --bench emit --bench ringbuffer -- --noplot 2>/dev/null | tee "$log/crit"
+  env "${qenv[@]}" cargo bench -q -p benches --bench emit --bench ringbuffer --bench tracing_layer -- --noplot 2>/dev/null | tee "$log/crit"
   env "${qenv[@]}" cargo bench -q -p benches --bench consumer | tee "$log/consumer"
   # On-CPU time per event (CLOCK_THREAD_CPUTIME_ID), far less inflated by load than wall time.
   for k in enabled ring; do
@@ -90,6 +100,10 @@ lt_by = {int(t): float(v) for t, v in m}
 lt1, lt2 = lt_by.get(1), lt_by.get(2)
 tr_on = num(r"non_blocking ns_per_event=([\d.]+)", tr)
 tr_off = num(r"disabled ns_per_event=([\d.]+)", tr)
+tr_chrome = num(r"tracing-chrome ns_per_event=([\d.]+)", tr)
+tr_perfetto = num(r"tracing-perfetto ns_per_event=([\d.]+)", tr)
+tr_chrome_span = num(r"tracing-chrome span ns_per_event=([\d.]+)", tr)
+tr_perfetto_span = num(r"tracing-perfetto span ns_per_event=([\d.]+)", tr)
 def f(x, d=1):
     return "–" if x is None else f"{x:.{d}f}"
 def r(a, b):
@@ -114,6 +128,12 @@ rows = [
     ("ring buffer reserve+commit, monotonic", g("ringbuffer reserve+commit monotonic"), "floor: clock_gettime", clock, ""),
     ("ring buffer reserve+commit, TSC", g("ringbuffer reserve+commit tsc"), "floor: rdtsc", rdtsc, ""),
     ("(tracing, no subscriber)", tr_off, "LTTng-UST disabled", lt_off, ""),
+    ("tracing info!(id, val, \"ev\") recorded by ust's layer", g('tracing+ust layer: info!(id = u64, val = i32, "ev")'), "tracing-chrome layer", tr_chrome, ""),
+    ("  same", g('tracing+ust layer: info!(id = u64, val = i32, "ev")'), "tracing-perfetto layer", tr_perfetto, ""),
+    ("  same", g('tracing+ust layer: info!(id = u64, val = i32, "ev")'), "tracing fmt + non-blocking file", tr_on, ""),
+    ("  (ust layer, callsite no session enables)", g("tracing+ust layer: disabled callsite"), "tracing, no subscriber", tr_off, ""),
+    ("tracing span made, entered, exited, closed, ust's layer", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "tracing-chrome layer", tr_chrome_span, ""),
+    ("  same", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "tracing-perfetto layer", tr_perfetto_span, ""),
 ]
 print(f"load average before/after: {load0} / {load1}; {os.cpu_count()} CPUs\n")
 print("| figure | ust (ns, median) | reference | ref (ns) | ratio | target |")

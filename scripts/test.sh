@@ -17,12 +17,20 @@ command -v babeltrace >/dev/null 2>&1 || need+=(babeltrace)
 /usr/bin/python3 -c 'import babeltrace' >/dev/null 2>&1 || need+=(python3-babeltrace)
 /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 command -v strace >/dev/null 2>&1 || need+=(strace)
+# consumer/tests/save_load.rs: `ust save`/`ust load` against the real lttng (its session
+# daemon and session.xsd), validated with xmllint.
+command -v lttng-sessiond >/dev/null 2>&1 && [ -f /usr/share/xml/lttng/session.xsd ] || need+=(lttng-tools)
+command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+
+# ust-consumerd/tests/export.rs reads `ust export --format perfetto` with the classes PyPI
+# `perfetto` generates from Perfetto's perfetto_trace.proto (and their protobuf runtime).
+python3 -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' >/dev/null 2>&1 || python3 -m pip install -q perfetto protobuf
 
 # The permission tests (ust-consumerd/tests/permissions.rs) switch to unprivileged users; as
 # root, create them here (idempotent; the test also does it, so `cargo test` alone works).
@@ -38,6 +46,9 @@ if [ "$(id -u)" = 0 ]; then
   for u in ustkb-a ustkb-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
+  # consumer/tests/save_load.rs runs lttng-sessiond as this user (root's would be
+  # machine-wide, in /var/run/lttng).
+  id ustlttng >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustlttng
 fi
 
 # lttng-analyses 0.6.1 from PyPI, in a virtual environment on Debian's Python that sees the

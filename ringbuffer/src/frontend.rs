@@ -169,14 +169,14 @@ impl<M: Memory> Buffer<M> {
             // `write` at a sub-buffer start: the next reservation opens it (slow path, with
             // this load and clock read: the same atomic steps as the general loop, so the
             // model checker's state space does not grow).
-            return self.reserve_slow(layout, clock, size, Some((old, ts, 0)));
+            return self.reserve_slow(layout, clock, size, Some((old, ts, 0)), true);
         }
         // SAFETY: as above.
         let last = unsafe { self.mem.load_u64_unchecked(last_w, Acquire) };
         let extended = size.compact == size.extended || (ts.wrapping_sub(last) >> TIMESTAMP_BITS) != 0;
         let slot = u64::from(if extended { size.extended } else { size.compact });
         if !(slot != 0 && off + slot < h.sbs && u64::from(size.compact) <= h.room) {
-            return self.reserve_slow(layout, clock, size, Some((old, ts, last)));
+            return self.reserve_slow(layout, clock, size, Some((old, ts, last)), true);
         }
         {
             // SAFETY: as above.
@@ -195,7 +195,15 @@ impl<M: Memory> Buffer<M> {
             }
         }
         // Lost the CAS race: start over (the general loop would `continue` here too).
-        self.reserve_slow(layout, clock, size, None)
+        self.reserve_slow(layout, clock, size, None, true)
+    }
+
+    /// [`reserve`](Buffer::reserve), except that a [`Dropped::Full`] refusal is not
+    /// counted: the attempts of a writer in blocking mode (`--blocking-timeout`), which
+    /// waits and tries again, and counts the event with [`Buffer::record_dropped`] only
+    /// when it gives up. Always the general loop (the blocking path is cold).
+    pub fn try_reserve<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize) -> Result<Reservation, Dropped> {
+        self.reserve_slow(layout, clock, size, None, false)
     }
 
     /// Our slot cannot be located (corrupted id table, overwrite mode): it stays reserved
@@ -230,10 +238,12 @@ impl<M: Memory> Buffer<M> {
 
     /// The general reservation loop: every case of [`reserve`](Buffer::reserve). `first`
     /// is the fast path's load of `write`, its clock read and (if `write` was not at a
-    /// sub-buffer start) its load of `last_tsc`, used by the first iteration.
+    /// sub-buffer start) its load of `last_tsc`, used by the first iteration. With
+    /// `count_full` false a full buffer is refused without being counted
+    /// ([`Buffer::try_reserve`]).
     #[cold]
     #[inline(never)]
-    fn reserve_slow<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, first: Option<(u64, u64, u64)>)
+    fn reserve_slow<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, first: Option<(u64, u64, u64)>, count_full: bool)
         -> Result<Reservation, Dropped> {
         let mut first = first;
         let g = &self.geo;
@@ -279,7 +289,9 @@ impl<M: Memory> Buffer<M> {
                         if self.mem.load_u64(write_w, Acquire) != old {
                             continue; // our view was stale: somebody moved on, retry
                         }
-                        self.count(Dropped::Full);
+                        if count_full {
+                            self.count(Dropped::Full);
+                        }
                         return Err(Dropped::Full);
                     }
                     // First record of a packet: compared with timestamp_begin == ts.

@@ -2,6 +2,7 @@
 //!
 //! - [`cli`]: the `ust` command: arguments, connection to the daemon, printing, `ust trace`.
 //! - [`crash_dump`]: `ust crash-dump`: traces from the buffer files a crashed daemon left.
+//! - [`export`]: `ust export`: a trace as a file Perfetto UI opens.
 //! - [`kernel`]: kernel events for `ust trace --kernel`, written as CTF.
 //! - [`out`]: standard output that a closed pipe ends quietly (exit 141), not in a panic.
 //! - [`report`]: `ust report`: what the traced program waited for and what woke it.
@@ -12,6 +13,7 @@
 
 pub mod cli;
 pub mod crash_dump;
+pub mod export;
 pub mod kernel;
 pub mod out;
 pub mod report;

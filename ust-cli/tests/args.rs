@@ -12,7 +12,7 @@ fn help_lists_the_verbs() {
     let out = ust(&["--help"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for verb in ["create", "enable-channel", "enable-event", "add-context", "start", "stop", "destroy", "list", "status", "view", "trace", "report", "snapshot", "crash-dump", "track", "untrack"] {
+    for verb in ["create", "enable-channel", "enable-event", "add-context", "start", "stop", "destroy", "list", "status", "view", "trace", "report", "snapshot", "crash-dump", "track", "untrack", "export"] {
         assert!(text.contains(verb), "`ust --help` does not name {verb}:\n{text}");
     }
 }
@@ -22,4 +22,17 @@ fn unknown_verb_is_a_usage_error() {
     let out = ust(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("frobnicate"));
+}
+
+#[test]
+fn export_refuses_an_unknown_format_and_a_malformed_counter() {
+    let out = ust(&["export", "/tmp", "--format", "svg"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("perfetto"), "the accepted formats are named");
+    let out = ust(&["export", "/tmp", "--counter", "depth"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("provider:event:field"));
+    let out = ust(&["trace", "-t", "nosuch", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a context type"));
 }

@@ -129,6 +129,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     let daemon = Arc::new(Daemon::new(dir.clone()));
     spawn_acceptor(daemon.clone(), app_listener, Kind::App);
     spawn_acceptor(daemon.clone(), ctl_listener, Kind::Ctl);
+    crate::triggers::spawn_watch(daemon.clone());
     if let Some(l) = kview_listener {
         let limits = crate::kview::Limits { per_user: opts.kernel_view_max_per_user as usize, total: opts.kernel_view_max_total as usize };
         crate::log!("kernel view for users: {policy:?}, at most {} per user and {} in all", limits.per_user, limits.total);

@@ -25,6 +25,9 @@
 //! - [`daemon`]: wiring of the daemon process (sockets, pid file, daemonizing, shutdown).
 //! - [`sigbus`]: surviving SIGBUS on `--shm-path` buffer files.
 //! - [`snapshot`]: `ust snapshot record` and post-mortem dumps of snapshot sessions.
+//! - [`clear`]: `ust clear`: discard what a session recorded so far.
+//! - [`regenerate`]: `ust regenerate metadata|statedump`.
+//! - [`triggers`]: `ust add-trigger`: notifier buffers in the processes, the watch that fires them.
 //! - [`mod@log`]: the daemon's log.
 
 #![deny(missing_docs)]
@@ -32,6 +35,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod apps;
+pub mod clear;
+pub mod regenerate;
 pub mod process_trace;
 pub mod control;
 pub mod daemon;
@@ -47,3 +52,4 @@ pub mod sigbus;
 pub mod snapshot;
 pub mod state;
 pub mod stream;
+pub mod triggers;

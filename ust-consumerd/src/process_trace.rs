@@ -281,7 +281,7 @@ fn new_trace_dir(want: &std::path::Path) -> Result<PathBuf, SetupError> {
 
 /// The TSDL metadata of process `p`'s trace (UUID `uuid`) in `session`: its channels and
 /// contexts, its events, the session's clock offset and the process's trace clock.
-fn render_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -> String {
+pub fn render_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -> String {
     let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
     let contexts: Vec<Vec<ust_core::context::ContextType>> = session.channels.iter().map(|c| c.contexts.clone()).collect();
     ust_ctf::metadata::render(&ust_ctf::metadata::TraceMetadata {

@@ -157,6 +157,10 @@ pub struct Session {
     /// Which processes the session records (`ust track/untrack --vpid`): every one by
     /// default.
     pub vpid_tracker: VpidTracker,
+    /// Which users' processes it records (`ust track/untrack --vuid`): every one by default.
+    pub vuid_tracker: ust_ctl::trackers::IdTracker,
+    /// Which groups' processes it records (`ust track/untrack --vgid`): every one by default.
+    pub vgid_tracker: ust_ctl::trackers::IdTracker,
 }
 
 /// The daemon's TSC calibrator: its first sample is taken when the daemon starts
@@ -211,6 +215,8 @@ impl Session {
             clock: None,
             tsc: None,
             vpid_tracker: VpidTracker::All,
+            vuid_tracker: Default::default(),
+            vgid_tracker: Default::default(),
         }
     }
 
@@ -235,6 +241,12 @@ impl Session {
     /// ([`Session::vpid_tracker`]).
     pub fn tracks(&self, pid: i32) -> bool {
         self.vpid_tracker.tracks(pid)
+    }
+
+    /// True when the user-id and group-id trackers take a process of user `uid` and
+    /// group `gid` (with [`Session::tracks`], a process is recorded when all three do).
+    pub fn tracks_ids(&self, uid: u32, gid: u32) -> bool {
+        self.vuid_tracker.tracks(uid) && self.vgid_tracker.tracks(gid)
     }
 
     /// The most verbose level number an enabler of channel `channel` accepts while the

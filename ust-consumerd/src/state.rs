@@ -144,6 +144,8 @@ pub struct App {
     pub pid: i32,
     /// User id (from `SO_PEERCRED`).
     pub uid: u32,
+    /// Group id (from `SO_PEERCRED`), for the `--vgid` tracker.
+    pub gid: u32,
     /// Process name, as registered.
     pub procname: String,
     /// `ust trace` token, if any.
@@ -226,6 +228,8 @@ pub struct State {
     next_instance: u64,
     next_seq: u64,
     event_tables: crate::process_trace::EventTables,
+    /// Triggers (`ust add-trigger`) and the notifier buffers of the processes they watch.
+    pub triggers: crate::triggers::Triggers,
 }
 
 impl State {
@@ -275,7 +279,7 @@ impl State {
         }
         // An untracked process (`ust untrack --vpid`) gets no buffers of the session; it
         // is attached when it is tracked again (`track_vpids` in control.rs).
-        if !ss.session.tracks(app.pid) {
+        if !ss.session.tracks(app.pid) || !ss.session.tracks_ids(app.uid, app.gid) {
             return Ok(false);
         }
         if ss.traces.contains_key(&app_id) || ss.session.channels.is_empty() {
@@ -335,6 +339,7 @@ impl State {
         };
         let channels: Vec<String> = ss.session.channels.iter().map(|c| c.name.clone()).collect();
         let contexts: Vec<Vec<ust_core::context::ContextType>> = ss.session.channels.iter().map(|c| c.contexts.clone()).collect();
+        let blocking: Vec<u64> = ss.session.channels.iter().map(|c| c.config.blocking_timeout_us).collect();
         let app = self.apps.get_mut(&app_id).expect("checked above");
         for (ci, chan_fds) in fds.into_iter().enumerate() {
             let slot = app.free_slot().expect("counted above");
@@ -348,6 +353,7 @@ impl State {
                     ncpus: app.ncpus,
                     contexts: contexts[ci].clone(),
                     tsc: trace.tsc,
+                    blocking_timeout_us: blocking[ci],
                 }),
                 chan_fds,
             );
@@ -373,7 +379,7 @@ impl State {
         let mut filters = Vec::new();
         for (slot, (sname, ci)) in &app.slots {
             let Some(ss) = self.sessions.get(sname) else { continue };
-            if !ss.session.tracks(app.pid) {
+            if !ss.session.tracks(app.pid) || !ss.session.tracks_ids(app.uid, app.gid) {
                 continue;
             }
             for (i, d) in ss.session.decisions(*ci, &app.events).into_iter().enumerate() {
@@ -387,6 +393,7 @@ impl State {
                 }
             }
         }
+        crate::triggers::add_bits(self, app_id, &mut masks, &mut filters);
         (masks, filters)
     }
 
@@ -397,9 +404,10 @@ impl State {
         app.slots
             .values()
             .filter_map(|(sname, ci)| {
-                let ss = self.sessions.get(sname).filter(|ss| ss.session.tracks(app.pid))?;
+                let ss = self.sessions.get(sname).filter(|ss| ss.session.tracks(app.pid) && ss.session.tracks_ids(app.uid, app.gid))?;
                 ss.session.max_level(*ci)
             })
+            .chain(crate::triggers::max_level(self, app_id))
             .max()
     }
 

@@ -34,5 +34,6 @@ pub const ABI_MAJOR: u16 = 1;
 /// Minor version of the ABI: additions that older peers can ignore. 2: the `ip` context
 /// ([`context::ContextType::Ip`]), which the daemon grants only to runtimes of minor 2 or
 /// later (an older one could not read the channel grant). 3: the `span_id` context, granted
-/// likewise ([`context::ContextType::since_minor`]).
-pub const ABI_MINOR: u16 = 3;
+/// likewise ([`context::ContextType::since_minor`]). 4: [`protocol::DaemonMessage::Statedump`]
+/// (`ust regenerate statedump`), sent only to runtimes of minor 4 or later.
+pub const ABI_MINOR: u16 = 4;

@@ -127,6 +127,15 @@ pub struct ChannelGrant {
     /// these conversion parameters (the daemon switches the buffers with the same clock).
     #[serde(default)]
     pub tsc: Option<crate::clock::TscParams>,
+    /// Blocking mode (`--blocking-timeout`): 0 (absent, and for older runtimes, which
+    /// ignore the field) discards when full; else a writer waits up to this many µs for
+    /// room, `u64::MAX` without limit.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub blocking_timeout_us: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// The filters of one event in one channel: the event is recorded into the channel in
@@ -181,6 +190,12 @@ pub enum DaemonMessage {
     Sync {
         /// Echoed back.
         seq: u64,
+    },
+    /// Emit the state dump again into the channels of these slots (bit `s` = slot `s`;
+    /// `ust regenerate statedump`, ABI minor 4: never sent to an older runtime).
+    Statedump {
+        /// Channel slots.
+        slots: u64,
     },
 }
 

@@ -70,7 +70,16 @@ pub struct ChannelConfig {
     /// `--tracefile-count`: most files kept per stream (the oldest is removed); 0 = all.
     #[serde(default)]
     pub tracefile_count: u64,
+    /// `--blocking-timeout` in µs (LTTng's blocking mode, discard mode only): 0 = a full
+    /// buffer discards at once; else a writer waits up to this long for room
+    /// ([`BLOCKING_FOREVER`]: without limit), in processes that allow it
+    /// (`UST_ALLOW_BLOCKING`).
+    #[serde(default)]
+    pub blocking_timeout_us: u64,
 }
+
+/// [`ChannelConfig::blocking_timeout_us`] of `--blocking-timeout inf`.
+pub const BLOCKING_FOREVER: u64 = u64::MAX;
 
 impl Default for ChannelConfig {
     fn default() -> Self {
@@ -82,6 +91,7 @@ impl Default for ChannelConfig {
             read_timer_us: DEFAULT_READ_TIMER_US,
             tracefile_size: 0,
             tracefile_count: 0,
+            blocking_timeout_us: 0,
         }
     }
 }
@@ -109,6 +119,9 @@ impl ChannelConfig {
                 "trace file size {} is smaller than a packet (sub-buffer size {}); each file holds whole packets",
                 self.tracefile_size, self.subbuf_size
             ));
+        }
+        if self.blocking_timeout_us != 0 && self.overwrite {
+            return Err("--blocking-timeout applies to discard mode: an overwrite-mode buffer is never full".into());
         }
         if self.tracefile_count != 0 && self.tracefile_size == 0 {
             return Err("--tracefile-count needs --tracefile-size".into());

@@ -10,6 +10,10 @@
 //!   sends a filter and by the daemon again when it receives one.
 //! - [`kview`]: the kernel-view requests an ordinary user's `ust trace --kernel` sends to
 //!   root's daemon (the kernel broker) on its `kview` socket.
+//! - [`session_xml`]: session configurations in LTTng's XML format (`save`, `load`).
+//! - [`trackers`]: the user-id and group-id trackers (`track --vuid|--vgid`).
+//! - [`trigger`]: triggers (`add-trigger`'s condition and actions, and its argument
+//!   parser).
 
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -20,5 +24,8 @@ pub mod config;
 pub mod filter;
 pub mod kview;
 pub mod protocol;
+pub mod session_xml;
+pub mod trackers;
+pub mod trigger;
 
 pub use client::{Client, ClientError};

@@ -175,6 +175,57 @@ pub enum Command {
         /// Total bytes at most (split evenly between streams; newest packets kept).
         max_size: Option<u64>,
     },
+    /// `ust add-trigger`: add a trigger ([`crate::trigger`]); it watches every matching
+    /// process from now on (those that register later too). Answered with
+    /// [`Payload::Triggers`] holding the new trigger.
+    AddTrigger {
+        /// The trigger.
+        spec: crate::trigger::TriggerSpec,
+    },
+    /// `ust clear`: discard what the session's buffers and trace files hold so far; it
+    /// goes on recording (into fresh files). A snapshot session's buffers are emptied.
+    /// Archives of earlier rotations are kept. Answered with [`Payload::Done`].
+    Clear {
+        /// Session.
+        session: Option<String>,
+    },
+    /// `ust regenerate metadata`: resample the realtime − monotonic clock offset and
+    /// rewrite the metadata of every trace of the session. Answered with
+    /// [`Payload::Done`].
+    RegenerateMetadata {
+        /// Session.
+        session: Option<String>,
+    },
+    /// `ust regenerate statedump`: every traced process of the session emits its state
+    /// dump again into the session's channels. Answered with [`Payload::Done`].
+    RegenerateStatedump {
+        /// Session.
+        session: Option<String>,
+    },
+    /// `ust track/untrack --vuid|--vgid`: change the session's user-id or group-id
+    /// tracker ([`crate::trackers::IdTracker`]), as [`Command::TrackVpid`] does the
+    /// process-id one (processes concerned confirm before the answer,
+    /// [`Payload::IdTracker`]).
+    TrackIds {
+        /// Session.
+        session: Option<String>,
+        /// Which tracker.
+        kind: crate::trackers::IdKind,
+        /// Ids (empty with `all`).
+        ids: Vec<u32>,
+        /// `--all`: track every id (`track`), or none (`untrack`).
+        all: bool,
+        /// `track` (true) or `untrack`.
+        track: bool,
+    },
+    /// `ust list-triggers`. Answered with [`Payload::Triggers`].
+    ListTriggers,
+    /// `ust remove-trigger NAME`: the processes stop watching for it before the answer,
+    /// [`Payload::Done`].
+    RemoveTrigger {
+        /// The trigger's name.
+        name: String,
+    },
 }
 
 /// Options of `ust create` beyond name and output.
@@ -252,6 +303,19 @@ pub enum Payload {
         /// (`untrack`). LTTng warns about them and succeeds.
         unchanged: Vec<i32>,
     },
+    /// A user-id or group-id tracker after [`Command::TrackIds`].
+    IdTracker {
+        /// The session's name.
+        session: String,
+        /// Which tracker.
+        kind: crate::trackers::IdKind,
+        /// The tracker now.
+        tracker: crate::trackers::IdTracker,
+        /// Ids given that changed nothing (LTTng warns about them).
+        unchanged: Vec<u32>,
+    },
+    /// Triggers ([`Command::AddTrigger`], [`Command::ListTriggers`]), in creation order.
+    Triggers(Vec<crate::trigger::TriggerInfo>),
 }
 
 /// A line of `ust list`.
@@ -337,6 +401,12 @@ pub struct SessionDetail {
     /// The process-id tracker (`ust track/untrack --vpid`).
     #[serde(default)]
     pub vpid_tracker: VpidTracker,
+    /// The user-id tracker (`ust track/untrack --vuid`).
+    #[serde(default)]
+    pub vuid_tracker: crate::trackers::IdTracker,
+    /// The group-id tracker (`ust track/untrack --vgid`).
+    #[serde(default)]
+    pub vgid_tracker: crate::trackers::IdTracker,
     /// The latest processes the session should have traced and could not (their buffers
     /// could not be backed, the daemon ran out of descriptors, …), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

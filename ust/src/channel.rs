@@ -26,13 +26,24 @@ pub struct Channel {
     pub(crate) contexts: Box<[ust_core::context::ContextType]>,
     /// Their total size in bytes (precomputed: 0 when there is none).
     pub(crate) ctx_len: usize,
+    /// Blocking mode (`--blocking-timeout`, in µs): 0 discards when the buffer is full,
+    /// `u64::MAX` waits for room without limit, else waits at most that long
+    /// ([`crate::emit`]).
+    pub(crate) blocking_us: u64,
 }
 
 impl Channel {
     /// A channel over `buffers` (CPU 0 first) with context fields `contexts`.
     pub(crate) fn new(buffers: Box<[Buffer]>, session: String, name: String, contexts: Vec<ust_core::context::ContextType>) -> Channel {
         let ctx_len = ust_core::context::block_size(&contexts);
-        Channel { buffers, clock: TraceClock::Monotonic, session, name, contexts: contexts.into_boxed_slice(), ctx_len }
+        Channel { buffers, clock: TraceClock::Monotonic, session, name, contexts: contexts.into_boxed_slice(), ctx_len, blocking_us: 0 }
+    }
+
+    /// The same channel in blocking mode with a timeout of `us` µs (see
+    /// [`Channel::blocking_us`]).
+    pub(crate) fn with_blocking(mut self, us: u64) -> Channel {
+        self.blocking_us = us;
+        self
     }
 
     /// The same channel recording with `clock`.

@@ -17,7 +17,9 @@
 //!
 //! No allocation, no lock, no system call. An event the buffer cannot take (full in
 //! discard mode, larger than a sub-buffer) is counted by the ring buffer itself; an event
-//! refused by the nesting guard is counted here with `Dropped::Nested`.
+//! refused by the nesting guard is counted here with `Dropped::Nested`. A channel in
+//! blocking mode (`--blocking-timeout`) waits for room instead ([`crate::blocking`]): the
+//! one exception to "no system call", on the full-buffer path only.
 
 use std::sync::atomic::{fence, Ordering};
 
@@ -143,7 +145,8 @@ fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, ip: u64, size: SlotS
         }
     };
     // A refused reservation is already counted in the buffer (lost_full / lost_big).
-    let Ok(mut r) = buf.reserve(&CtfPacketLayout, &ch.clock, size) else { return };
+    let reserved = if ch.blocking_us == 0 { buf.reserve(&CtfPacketLayout, &ch.clock, size) } else { crate::blocking::reserve(buf, ch, size) };
+    let Ok(mut r) = reserved else { return };
     let (timestamp, ext) = (r.timestamp, r.extended);
     let bytes = buf.slot(&mut r);
     let (byte0, header_len) = event_header::write(bytes, id, timestamp, ext);

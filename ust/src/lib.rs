@@ -79,6 +79,7 @@
 // The macros expand to `::ust::...` paths; this lets the crate use them on itself.
 extern crate self as ust;
 
+mod blocking;
 mod channel;
 mod context;
 mod cpu;

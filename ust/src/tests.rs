@@ -756,3 +756,52 @@ fn a_signal_handler_emits_while_its_thread_is_inside_an_emit() {
 #[cfg(feature = "log")]
 #[path = "tests_log.rs"]
 mod log_bridge;
+
+/// Blocking mode (`--blocking-timeout`): a writer with a signal blocked (as in a signal
+/// handler) never waits, even with an unlimited timeout: each event that finds the buffer
+/// full is discarded at once and counted; one with room is recorded.
+#[test]
+fn blocking_channel_never_waits_with_signals_blocked() {
+    let _g = serial();
+    let cfg = BufferConfig {
+        subbuf_size: 4096,
+        num_subbuf: 2,
+        mode: Mode::Discard,
+        header_size: HEADER_SIZE as u32,
+        stream: StreamIdentity { uuid: [2; 16], stream_id: 0, cpu: 0, stream_instance_id: 0 },
+    };
+    let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
+    let buf = Buffer::create(map.into(), &cfg).unwrap();
+    let blocking = Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), Vec::new()).with_blocking(u64::MAX);
+    assert!(channel::install(14, blocking).is_none());
+    let ch = TestChannel { slot: 14, ch: channel::get(14).unwrap() };
+    let fire = |i: u64| crate::tracepoint!(unit, blocking, i: u64 = i);
+    fire(0);
+    let s = site_named("unit", "blocking");
+    enable(s, &[14]);
+    crate::blocking::ALLOWED.store(true, std::sync::atomic::Ordering::Relaxed);
+    // 2 x 4 KiB hold a few hundred of these 12-byte records; nobody reads the buffer.
+    const N: u64 = 2000;
+    std::thread::spawn(move || {
+        // SAFETY: blocks SIGUSR2 in this thread only; the set is initialized by sigemptyset.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGUSR2);
+            assert_eq!(libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()), 0);
+        }
+        for i in 0..N {
+            fire(i);
+        }
+    })
+    .join()
+    .unwrap();
+    crate::blocking::ALLOWED.store(false, std::sync::atomic::Ordering::Relaxed);
+    s.set_mask(0);
+    let discarded = ch.ch.buffers[0].counters().discarded();
+    let recs = ch.records(|_, _| 8);
+    assert!(discarded > 0, "the buffer filled up");
+    assert_eq!(recs.len() as u64 + discarded, N, "every event recorded or counted, none waited for");
+    let got: Vec<u64> = recs.iter().map(|(_, p)| u64::from_le_bytes(p[..8].try_into().unwrap())).collect();
+    assert_eq!(got, (0..recs.len() as u64).collect::<Vec<_>>(), "the ones that found room, in order");
+}

@@ -178,7 +178,7 @@ fn make_channel(ncpus: u32) -> TestChannel {
 }
 
 fn grant(s: &UnixStream, slot: u32, ch: &TestChannel) {
-    let g = ChannelGrant { slot, session: "test".into(), channel: "chan".into(), ncpus: ch.buffers.len() as u32, contexts: vec![], tsc: None };
+    let g = ChannelGrant { slot, session: "test".into(), channel: "chan".into(), ncpus: ch.buffers.len() as u32, contexts: vec![], tsc: None, blocking_timeout_us: 0 };
     let fds: Vec<_> = ch.fds.iter().map(|f| f.as_fd()).collect();
     protocol::send(s, &DaemonMessage::AddChannel(g), &fds).unwrap();
 }
@@ -426,12 +426,12 @@ fn bad_daemon_messages_are_ignored_not_fatal() {
     // ring buffer, removal of a slot that does not exist.
     protocol::send(&s, &DaemonMessage::SetEnabled { masks: vec![u64::MAX; reg.events.len() + 1], filters: vec![], max_level: None }, &[]).unwrap();
     grant(&s, 64, &ch);
-    let g = ChannelGrant { slot: 3, session: "t".into(), channel: "c".into(), ncpus: reg.ncpus + 1, contexts: vec![], tsc: None };
+    let g = ChannelGrant { slot: 3, session: "t".into(), channel: "c".into(), ncpus: reg.ncpus + 1, contexts: vec![], tsc: None, blocking_timeout_us: 0 };
     let fds: Vec<_> = ch.fds.iter().map(|f| f.as_fd()).collect();
     protocol::send(&s, &DaemonMessage::AddChannel(g), &fds).unwrap();
     let junk = rustix::fs::memfd_create("junk", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
     rustix::fs::ftruncate(&junk, 1 << 16).unwrap();
-    let g = ChannelGrant { slot: 4, session: "t".into(), channel: "c".into(), ncpus: 1, contexts: vec![], tsc: None };
+    let g = ChannelGrant { slot: 4, session: "t".into(), channel: "c".into(), ncpus: 1, contexts: vec![], tsc: None, blocking_timeout_us: 0 };
     protocol::send(&s, &DaemonMessage::AddChannel(g), &[junk.as_fd()]).unwrap();
     protocol::send(&s, &DaemonMessage::RemoveChannel { slot: 1000 }, &[]).unwrap();
     sync(&s, 1);

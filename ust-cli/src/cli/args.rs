@@ -66,6 +66,7 @@ Starts ust-consumerd when none runs.")]
   ust enable-channel big --subbuf-size 1M --num-subbuf 8
   ust enable-channel ring --overwrite --switch-timer 100000      # flight recorder
   ust enable-channel chunked --subbuf-size 64k --tracefile-size 1M --tracefile-count 4
+  ust enable-channel nolose --blocking-timeout 100000   # writers wait up to 100 ms for room
 
 With --tracefile-size, stream files are <channel>_<cpu>_<k> (k from 0), each holding whole
 packets and its own index; --tracefile-count keeps the newest N and removes older ones.
@@ -112,6 +113,7 @@ Contexts cannot be added after the session starts.")]
   ust track --vpid 1234               # record process 1234 only (until now: every process)
   ust track --vpid 1234,5678 -s web   # add processes to the list of session web
   ust track --vpid --all              # record every process again (the default)
+  ust track --vuid 1000,alice         # only processes of these users (also --vgid GID,...)
 
 A session records every process until the first `ust track --vpid PID`; from then on only
 the processes listed. `ust untrack --vpid PID` removes one from the list, `ust untrack
@@ -213,7 +215,84 @@ kernel events it reports the program's own events per name and per thread.")]
   ust crash-dump /dev/shm/ust /tmp/recovered   # after the program and the daemon died
   babeltrace2 /tmp/recovered")]
     CrashDump(CrashDumpArgs),
+    /// Add a trigger: when an event matching its event rule occurs, the daemon runs its
+    /// actions within milliseconds (LTTng's `lttng add-trigger`).
+    #[command(after_help = "Examples:
+  ust add-trigger --name on-error --condition event-rule-matches --type user \\
+      --name 'myapp:error' --action snapshot-session fr     # flight recorder dumps itself
+  ust add-trigger --condition event-rule-matches --type user --name 'db:*' \\
+      --log-level TRACE_WARNING.. --filter 'latency_us > 1000' --action notify
+
+Syntax as lttng-add-trigger(1): [--name NAME] --condition event-rule-matches --type user
+[--name PATTERN] [--exclude-name GLOB]... [--log-level LEVEL.. | LEVEL | ..] [--filter EXPR]
+then one or more --action: notify, snapshot-session SESSION, start-session SESSION,
+stop-session SESSION, rotate-session SESSION (run in order). The rule applies to every
+process of the daemon (those that start later too); a process with no matching event
+pays nothing, and a matching event costs one more record in a small per-CPU buffer.
+`ust list-triggers` shows how often each fired and what its last firing did.")]
+    AddTrigger(super::triggers::AddTriggerArgs),
+    /// List the triggers, with how often each fired (LTTng's `lttng list-triggers`).
+    #[command(after_help = "Examples:
+  ust list-triggers
+  ust list-triggers --json")]
+    ListTriggers(super::triggers::ListTriggersArgs),
+    /// Remove a trigger (LTTng's `lttng remove-trigger`).
+    #[command(after_help = "Examples:
+  ust remove-trigger on-error")]
+    RemoveTrigger(super::triggers::RemoveTriggerArgs),
+    /// Save session configurations as LTTng session XML files (LTTng's `lttng save`).
+    #[command(after_help = "Examples:
+  ust save                       # the current session -> ~/.lttng/sessions/NAME.lttng
+  ust save web -o /tmp/cfg -f    # into /tmp/cfg/web.lttng, overwriting it
+  ust save --all
+
+The file is LTTng's format (session.xsd of lttng-tools): `lttng load` reads it, and
+`ust load` reads what `lttng save` writes. Default directory: $LTTNG_HOME/.lttng/sessions,
+else $HOME/.lttng/sessions, as lttng.")]
+    Save(super::save_load::SaveArgs),
+    /// Load session configurations from LTTng session XML files (LTTng's `lttng load`).
+    #[command(after_help = "Examples:
+  ust load                              # every session in ~/.lttng/sessions/*.lttng
+  ust load web -i /tmp/cfg/web.lttng    # one session of one file
+  ust load -i /tmp/cfg -f               # replace sessions of the same names
+
+A loaded session is created as `ust create`, `enable-channel`, `enable-event`,
+`add-context` and `track --vpid|--vuid|--vgid` would make it, and started if it was saved started.
+Kernel, JUL, LOG4J and Python domains are skipped; per-user (PER_UID) buffers are loaded
+as per-process buffers.")]
+    Load(super::save_load::LoadArgs),
+    /// Discard what a session recorded so far, in its buffers and trace files; it goes on
+    /// recording (LTTng's `lttng clear`).
+    #[command(after_help = "Examples:
+  ust clear                 # the current session
+  ust clear web             # or: ust clear -s web
+  ust clear --all
+
+The stream files start again empty (the metadata stays); a snapshot session's buffers are
+emptied; archives of earlier `ust rotate` are kept.")]
+    Clear(super::clear::ClearArgs),
+    /// Regenerate a session's metadata or state dump (LTTng's `lttng regenerate`).
+    #[command(subcommand, after_help = "Examples:
+  ust regenerate metadata
+  ust regenerate statedump -s fr")]
+    Regenerate(super::clear::RegenerateCmd),
+    /// Export a trace as a file Perfetto UI opens: one track per thread with the `tracing`
+    /// spans as slices, events as instants, counters, and with the kernel part the threads'
+    /// scheduling states and the CPUs.
+    #[command(after_help = "Examples:
+  ust trace -t vtid -t procname --output /tmp/t -- ./server
+  ust export /tmp/t -o /tmp/t.pftrace           # open it in Perfetto UI
+  ust export /tmp/t --format chrome-json -o /tmp/t.json
+  ust export /tmp/t --counter myapp:queue:depth -o /tmp/t.pftrace
+
+DIR is the output of `ust trace` (with --kernel for the thread states and CPU tracks).
+Events carry their thread with the vtid context (`ust trace -t vtid`); without it, each
+process is one track.")]
+    Export(ExportArgs),
 }
+
+pub use super::export_args::ExportArgs;
+
 
 /// `ust snapshot ...`.
 #[derive(Debug, Subcommand)]
@@ -313,6 +392,13 @@ pub struct EnableChannelArgs {
     /// Keep at most N files per stream, removing the oldest (needs --tracefile-size).
     #[arg(long, value_name = "N")]
     pub tracefile_count: Option<u64>,
+    /// Blocking mode (discard mode only): a writer whose buffer is full waits up to US
+    /// microseconds for room before discarding the event; `0` never waits (the default),
+    /// `inf` waits without limit. The traced program must allow it (`UST_ALLOW_BLOCKING=1`
+    /// in its environment, as LTTng's `LTTNG_UST_ALLOW_BLOCKING`); it never waits in a
+    /// signal handler or a nested tracepoint.
+    #[arg(long, value_name = "US|inf", value_parser = parse_blocking_timeout)]
+    pub blocking_timeout: Option<u64>,
 }
 
 /// `ust enable-event`.
@@ -378,10 +464,18 @@ pub struct DisableEventArgs {
 
 /// `ust track` and `ust untrack`.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("tracker").required(true).multiple(true).args(["vpid", "vuid", "vgid"])))]
 pub struct TrackArgs {
     /// Process IDs (comma-separated or repeated); give `--vpid` alone with `--all`.
-    #[arg(long, value_name = "PID[,PID...]", num_args = 0..=1, value_delimiter = ',', value_parser = parse_pid, required = true)]
+    #[arg(long, value_name = "PID[,PID...]", num_args = 0..=1, value_delimiter = ',', value_parser = parse_pid)]
     pub vpid: Option<Vec<i32>>,
+    /// User IDs or names (the processes' effective user, as the daemon sees it);
+    /// `--vuid` alone with `--all`.
+    #[arg(long, value_name = "UID[,UID...]", num_args = 0..=1, value_delimiter = ',')]
+    pub vuid: Option<Vec<String>>,
+    /// Group IDs or names (the processes' effective group); `--vgid` alone with `--all`.
+    #[arg(long, value_name = "GID[,GID...]", num_args = 0..=1, value_delimiter = ',')]
+    pub vgid: Option<Vec<String>>,
     /// Every process: `track --vpid --all` records every process (the default),
     /// `untrack --vpid --all` none.
     #[arg(short = 'a', long)]
@@ -474,6 +568,11 @@ pub struct TraceArgs {
     /// switches, faults and user stacks through perf_event_open (no privilege needed).
     #[arg(long)]
     pub kernel: bool,
+    /// Add this context to every event (repeatable, as `ust add-context -t`): vpid, vtid,
+    /// procname, pthread_id, cpu_id, ip or span_id. `-t vtid -t procname` gives `ust export`
+    /// one track per thread, named.
+    #[arg(short = 't', long = "context", value_name = "TYPE", value_parser = parse_context)]
+    pub contexts: Vec<ust_core::context::ContextType>,
     /// The command to trace, after `--`.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -514,6 +613,13 @@ fn parse_num_subbuf(s: &str) -> Result<u32, String> {
         return Err(format!("{n} is not a power of two between 2 and {}", ust_ctl::config::MAX_NUM_SUBBUF));
     }
     Ok(n)
+}
+
+fn parse_blocking_timeout(s: &str) -> Result<u64, String> {
+    match s.trim() {
+        "inf" => Ok(ust_ctl::config::BLOCKING_FOREVER),
+        t => t.parse::<u64>().ok().filter(|n| *n != ust_ctl::config::BLOCKING_FOREVER).ok_or_else(|| format!("{s:?} is not a timeout: microseconds, or inf")),
+    }
 }
 
 fn parse_level(s: &str) -> Result<Level, String> {
@@ -626,6 +732,9 @@ mod tests {
         assert_eq!(vpids(&["ust", "untrack", "-u", "--vpid", "--all"]), (Some(vec![]), true));
         assert_eq!(vpids(&["ust", "track", "--all", "--vpid"]), (Some(vec![]), true));
         assert_eq!(vpids(&["ust", "track", "--vpid=7"]), (Some(vec![7]), false));
+        let c = Cli::try_parse_from(["ust", "untrack", "--vuid", "0,root", "--vgid", "--all"]).unwrap();
+        let Cmd::Untrack(t) = c.command else { panic!() };
+        assert_eq!((t.vuid, t.vgid, t.all), (Some(vec!["0".to_string(), "root".to_string()]), Some(vec![]), true));
         for bad in [&["ust", "track", "--vpid", "abc"][..], &["ust", "track", "--vpid", "0"], &["ust", "track", "--vpid", "-3"], &["ust", "track", "--all"], &["ust", "track"]] {
             assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
         }

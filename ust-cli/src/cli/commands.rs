@@ -11,7 +11,7 @@ use ust_ctl::protocol::{Command, CreateOptions, Payload};
 
 use super::args::{
     check_event_name,
-    AddContextArgs, CrashDumpArgs, CreateArgs, DisableEventArgs, EnableChannelArgs, EnableEventArgs, ListArgs, ReportArgs, SessionCmdArgs,
+    AddContextArgs, CrashDumpArgs, ExportArgs, CreateArgs, DisableEventArgs, EnableChannelArgs, EnableEventArgs, ListArgs, ReportArgs, SessionCmdArgs,
     SnapshotRecordArgs, StatusArgs, TrackArgs, ViewArgs,
 };
 use super::connect::{absolute, call, connect, connect_or_start, home, unexpected, Failure};
@@ -118,6 +118,7 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
         read_timer_us: a.read_timer.unwrap_or(DEFAULT_READ_TIMER_US),
         tracefile_size: a.tracefile_size.unwrap_or(0),
         tracefile_count: a.tracefile_count.unwrap_or(0),
+        blocking_timeout_us: a.blocking_timeout.unwrap_or(0),
     };
     config.validate().map_err(Failure::new)?;
     let mut c = connect()?;
@@ -195,6 +196,12 @@ pub fn disable_event(a: DisableEventArgs) -> CliResult {
 /// `ust track` (`track`) and `ust untrack`.
 pub fn track(a: TrackArgs, track: bool) -> CliResult {
     let verb = if track { "track" } else { "untrack" };
+    if a.vuid.is_some() || a.vgid.is_some() {
+        super::id_track::track_ids(&a, track)?;
+        if a.vpid.is_none() {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let pids = a.vpid.unwrap_or_default();
     if a.all && !pids.is_empty() {
         return Err(Failure { message: format!("{verb}: give process IDs (--vpid PID,...) or --vpid --all, not both"), code: 2 });
@@ -360,6 +367,25 @@ pub fn report(a: ReportArgs) -> CliResult {
         outln!("{}", crate::report::render_json(&r));
     } else {
         out!("{}", crate::report::render_text(&r));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ust export`.
+pub fn export(a: ExportArgs) -> CliResult {
+    let format = if a.format == "chrome-json" { crate::export::Format::ChromeJson } else { crate::export::Format::Perfetto };
+    let opt = crate::export::Options { format, counters: a.counter };
+    let s = match &a.output {
+        Some(path) => {
+            let f = std::fs::File::create(path).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
+            crate::export::export(&a.dir, &opt, std::io::BufWriter::new(f)).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?
+        }
+        None => crate::export::export(&a.dir, &opt, std::io::BufWriter::new(std::io::stdout().lock())).map_err(Failure::new)?,
+    };
+    let to = a.output.as_ref().map_or_else(|| "standard output".to_string(), |p| p.display().to_string());
+    eprintln!("ust: {} written to {to}: {} threads, {} slices, {} instants, {} counter values", a.format, s.threads, s.slices, s.instants, s.counter_values);
+    if s.problems > 0 {
+        eprintln!("ust: {} packets or records could not be read", s.problems);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -13,17 +13,27 @@
 //!
 //! The modules, each depending only on those listed before it:
 //!
+//! - [`export_args`]: the arguments of `ust export`;
 //! - [`args`]: the clap definitions (also the `--help` texts);
 //! - [`connect`]: the socket directory, connecting (and starting the daemon), [`Failure`];
 //! - [`print`](mod@print): what the commands print, as text or JSON;
 //! - [`trace`]: `ust trace`: the one-shot session around a command, and exit statuses;
-//! - [`commands`]: the session verbs, `ust view`, `ust report` and `ust crash-dump`.
+//! - [`commands`]: the session verbs, `ust view`, `ust report`, `ust export` and `ust crash-dump`;
+//! - [`id_track`]: `track/untrack --vuid|--vgid`;
+//! - [`clear`]: `clear`, `regenerate metadata|statedump`;
+//! - [`save_load`]: `save`, `load` (LTTng session XML);
+//! - [`triggers`]: `add-trigger`, `list-triggers`, `remove-trigger`.
 
 pub mod args;
+pub mod clear;
 pub mod commands;
+pub mod export_args;
 pub mod connect;
+pub mod id_track;
 pub mod print;
+pub mod save_load;
 pub mod trace;
+pub mod triggers;
 
 use std::process::ExitCode;
 
@@ -76,5 +86,13 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::Report(a) => c::report(a),
         Cmd::Snapshot(SnapshotCmd::Record(a)) => c::snapshot_record(a),
         Cmd::CrashDump(a) => c::crash_dump(a),
+        Cmd::Export(a) => c::export(a),
+        Cmd::AddTrigger(a) => triggers::add_trigger(a),
+        Cmd::ListTriggers(a) => triggers::list_triggers(a),
+        Cmd::RemoveTrigger(a) => triggers::remove_trigger(a),
+        Cmd::Clear(a) => clear::clear(a),
+        Cmd::Regenerate(r) => clear::regenerate(r),
+        Cmd::Save(a) => save_load::save(a),
+        Cmd::Load(a) => save_load::load(a),
     }
 }

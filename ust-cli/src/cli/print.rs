@@ -55,7 +55,9 @@ pub fn print_session(d: &SessionDetail) {
         outln!("    Output STOPPED: {e} (packets written before are kept)");
     }
     outln!("\n=== Domain: User space ===\n");
-    outln!("Tracked process IDs: {}\n", d.vpid_tracker.describe());
+    outln!("Tracked process IDs: {}", d.vpid_tracker.describe());
+    outln!("Tracked user IDs: {}", d.vuid_tracker.describe());
+    outln!("Tracked group IDs: {}\n", d.vgid_tracker.describe());
     if d.channels.is_empty() {
         outln!("No channel.");
     } else {

@@ -74,6 +74,10 @@ pub fn trace(a: TraceArgs) -> CliResult {
             exclusions: Vec::new(),
             filter: None,
         })
+        .and_then(|_| match a.contexts.is_empty() {
+            true => Ok(Payload::Done),
+            false => c.call(Command::AddContext { session: session.clone(), channel: None, contexts: a.contexts.clone() }),
+        })
         .and_then(|_| c.call(Command::Start { session: session.clone() }));
     if let Err(e) = setup {
         let _ = c.call(Command::Destroy { session });

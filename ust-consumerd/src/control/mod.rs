@@ -9,6 +9,7 @@
 //! `destroy` is `stop`, then `RemoveChannel`, a final drain, and closing the files.
 
 pub mod configure;
+pub mod id_trackers;
 pub mod lifecycle;
 pub mod query;
 pub mod server;
@@ -86,6 +87,22 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
             let name = resolve(&daemon.lock(), &session);
             name.and_then(|n| crate::snapshot::record(daemon, &n, max_size)).map(Payload::Snapshot)
         }
+        Command::Clear { session } => {
+            let name = resolve(&daemon.lock(), &session);
+            name.and_then(|n| crate::clear::clear(daemon, &n)).map(|()| Payload::Done)
+        }
+        Command::RegenerateMetadata { session } => {
+            let name = resolve(&daemon.lock(), &session);
+            name.and_then(|n| crate::regenerate::metadata(daemon, &n)).map(|()| Payload::Done)
+        }
+        Command::RegenerateStatedump { session } => {
+            let name = resolve(&daemon.lock(), &session);
+            name.and_then(|n| crate::regenerate::statedump(daemon, &n)).map(|()| Payload::Done)
+        }
+        Command::TrackIds { session, kind, ids, all, track } => id_trackers::track_ids(daemon, session, kind, ids, all, track),
+        Command::AddTrigger { spec } => crate::triggers::add(daemon, spec),
+        Command::ListTriggers => Ok(crate::triggers::list(daemon)),
+        Command::RemoveTrigger { name } => crate::triggers::remove(daemon, &name),
     };
     match r {
         Ok(p) => Reply::Ok(Box::new(p)),

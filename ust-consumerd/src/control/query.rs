@@ -64,7 +64,7 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
             })
             .collect();
         let streams: Vec<Arc<Mutex<Stream>>> = session_streams(ss);
-        (SessionDetail { summary: summary(&st, ss), channels, processes, vpid_tracker: ss.session.vpid_tracker.clone(), untraced: ss.untraced.iter().cloned().collect() }, streams)
+        (SessionDetail { summary: summary(&st, ss), channels, processes, vpid_tracker: ss.session.vpid_tracker.clone(), vuid_tracker: ss.session.vuid_tracker.clone(), vgid_tracker: ss.session.vgid_tracker.clone(), untraced: ss.untraced.iter().cloned().collect() }, streams)
     };
     for s in per_channel {
         let s = s.lock().unwrap_or_else(|e| e.into_inner());

@@ -225,6 +225,7 @@ pub fn start() {
     let found = process::find();
     cpu::init();
     context::init(&fd::read_to_string(std::path::Path::new("/proc/self/comm")).unwrap_or_default());
+    crate::blocking::init_from_env();
     if let Some(p) = found.primary {
         // Another object of the process runs the runtime: join it. That runtime handles
         // fork and exit; this copy only refreshes its own context cache in a fork child.
@@ -256,7 +257,10 @@ pub fn start() {
     let path = SOCKET_PATH.get_or_init(socket_path).clone();
     let Some(path) = path else { return };
     let present = path.exists();
-    let timeout = if present { Some(register_timeout()) } else { None };
+    // Read here, once: a fork child may not read the environment (its lock may be held
+    // by a thread of the parent that does not exist in the child).
+    let wait = *REGISTER_TIMEOUT.get_or_init(register_timeout);
+    let timeout = if present { Some(wait) } else { None };
     let generation = spawn(path.clone());
     match (generation, timeout) {
         (Some(g), Some(timeout)) => {
@@ -278,6 +282,10 @@ pub fn start() {
     }
     debug!("constructor done in {} us", t0.elapsed().as_micros());
 }
+
+/// `UST_REGISTER_TIMEOUT` as the constructor read it, for fork children
+/// ([`after_fork_child`]): `None` waits without limit.
+static REGISTER_TIMEOUT: OnceLock<Option<Duration>> = OnceLock::new();
 
 /// `cpu::possible()`, read by the constructor (the runtime thread opens no file it does not
 /// need to while the program runs).
@@ -565,7 +573,16 @@ extern "C" fn after_fork_child() {
                 // SAFETY: writes a static buffer to fd 2; async-signal-safe.
                 unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
             }
-            spawn(path.clone());
+            // As LTTng-UST: the child registers as a new process before `fork` returns
+            // (at most the registration timeout, only when a daemon socket exists), so
+            // that its events are recorded from its first instruction after `fork`.
+            let Some(g) = spawn(path.clone()) else { return };
+            if path.exists() {
+                let timeout = REGISTER_TIMEOUT.get().copied().unwrap_or(Some(Duration::from_millis(DEFAULT_REGISTER_TIMEOUT_MS)));
+                if g.wait(Some(THREAD_START_WAIT), |p| p.alive) {
+                    g.wait(timeout, |p| p.settled);
+                }
+            }
         }
     }
 }

@@ -238,6 +238,10 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
                 );
                 g.settle();
             }
+            DaemonMessage::Statedump { slots } => {
+                let n = super::statedump::dump(slots);
+                debug!("state dump regenerated: {n} objects into channel slots {slots:#x}");
+            }
             DaemonMessage::Sync { seq } => {
                 if let Err(e) = send(g, &AppMessage::SyncDone { seq }) {
                     debug!("cannot answer sync {seq}: {e}");
@@ -317,7 +321,7 @@ fn add_channel(grant: ChannelGrant, fds: Vec<Option<Received>>) -> bool {
     };
     let old = channel::install(
         grant.slot,
-        Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts).with_clock(clock),
+        Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts).with_clock(clock).with_blocking(grant.blocking_timeout_us),
     );
     if let Some(old) = old {
         debug!("slot {} reused: previous channel {}/{} retired", grant.slot, old.session, old.name);

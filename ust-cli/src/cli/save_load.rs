@@ -1,0 +1,250 @@
+//! `ust save` and `ust load` (LTTng's `lttng save`/`lttng load`): session configurations
+//! as LTTng session XML files ([`ust_ctl::session_xml`]), `NAME.lttng` in
+//! `$LTTNG_HOME/.lttng/sessions/` (else `$HOME/.lttng/sessions/`, as lttng) unless a
+//! path is given. Saving reads the session from the daemon (`ust list NAME`); loading
+//! replays it as the requests `ust create`, `enable-channel`, `enable-event`,
+//! `disable-event`, `add-context`, `track` and `start` would send.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use ust_ctl::config::{check_name, VpidTracker};
+use ust_ctl::protocol::{Command, CreateOptions, Payload, SessionDetail};
+use ust_ctl::session_xml::{from_xml, to_xml, BufferType, SavedChannel, SavedSession};
+use ust_ctl::trackers::{IdKind, IdTracker};
+use ust_ctl::Client;
+
+use super::connect::{absolute, connect, connect_or_start, home, unexpected, Failure};
+use super::CliResult;
+use crate::out::outln;
+
+/// `ust save`.
+#[derive(Debug, Args)]
+pub struct SaveArgs {
+    /// Session to save (default: the current session).
+    pub session: Option<String>,
+    /// Directory to write `NAME.lttng` into (default: ~/.lttng/sessions/).
+    #[arg(short = 'o', long = "output-path", value_name = "DIR")]
+    pub output_path: Option<PathBuf>,
+    /// Save every session (but `ust trace` ones).
+    #[arg(short = 'a', long, conflicts_with = "session")]
+    pub all: bool,
+    /// Overwrite an existing file.
+    #[arg(short = 'f', long)]
+    pub force: bool,
+}
+
+/// `ust load`.
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// Session to load from the file(s) (default: every session they hold).
+    pub session: Option<String>,
+    /// A `.lttng` file, or a directory whose `*.lttng` files are read (default:
+    /// ~/.lttng/sessions/).
+    #[arg(short = 'i', long = "input-path", value_name = "PATH")]
+    pub input_path: Option<PathBuf>,
+    /// Load every session of the file(s) (the default without SESSION).
+    #[arg(short = 'a', long, conflicts_with = "session")]
+    pub all: bool,
+    /// Replace a session of the same name (destroyed first).
+    #[arg(short = 'f', long)]
+    pub force: bool,
+}
+
+/// `$LTTNG_HOME/.lttng/sessions`, else `$HOME/.lttng/sessions` (lttng's default).
+fn default_dir() -> Result<PathBuf, Failure> {
+    let base = std::env::var_os("LTTNG_HOME").filter(|h| !h.is_empty()).map(PathBuf::from).map_or_else(home, Ok)?;
+    Ok(base.join(".lttng").join("sessions"))
+}
+
+fn ids(t: &IdTracker) -> Option<Vec<u32>> {
+    match t {
+        IdTracker::All => None,
+        IdTracker::Only(s) => Some(s.iter().copied().collect()),
+    }
+}
+
+/// The daemon's view of a session as LTTng's configuration model.
+pub fn saved_from_detail(d: &SessionDetail) -> SavedSession {
+    SavedSession {
+        name: d.summary.name.clone(),
+        output: Some(d.summary.output.clone()),
+        snapshot: d.summary.snapshot,
+        started: d.summary.active,
+        buffers: BufferType::PerPid,
+        channels: d
+            .channels
+            .iter()
+            .map(|c| SavedChannel {
+                name: c.name.clone(),
+                enabled: true,
+                config: c.config.clone(),
+                events: c.enablers.clone(),
+                contexts: c.contexts.clone(),
+                unsupported_contexts: Vec::new(),
+            })
+            .collect(),
+        vpid: d.vpid_tracker.clone(),
+        vuid: ids(&d.vuid_tracker),
+        vgid: ids(&d.vgid_tracker),
+        ..SavedSession::default()
+    }
+}
+
+/// `ust save`.
+pub fn save(a: SaveArgs) -> CliResult {
+    let mut c = connect()?;
+    let names: Vec<Option<String>> = if a.all {
+        let Payload::Sessions(list) = c.call(Command::ListSessions)? else { return Err(unexpected()) };
+        list.into_iter().filter(|s| !s.trace).map(|s| Some(s.name)).collect()
+    } else {
+        vec![a.session.clone()]
+    };
+    if names.is_empty() {
+        return Err(Failure::new("no session to save (see `ust list`)"));
+    }
+    let dir = match a.output_path {
+        Some(p) => absolute(p)?,
+        None => default_dir()?,
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| Failure::new(format!("creating {}: {e}", dir.display())))?;
+    for n in names {
+        let Payload::Session(d) = c.call(Command::ListSession { session: n })? else { return Err(unexpected()) };
+        let saved = saved_from_detail(&d);
+        let file = dir.join(format!("{}.lttng", saved.name));
+        if file.exists() && !a.force {
+            return Err(Failure::new(format!("{} exists already: give -f/--force to overwrite it", file.display())));
+        }
+        let tmp = dir.join(format!(".{}.lttng.tmp", saved.name));
+        std::fs::write(&tmp, to_xml(std::slice::from_ref(&saved))).and_then(|()| std::fs::rename(&tmp, &file)).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            Failure::new(format!("writing {}: {e}", file.display()))
+        })?;
+        outln!("Session {} saved successfully in {}", saved.name, dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_sessions(path: &Path) -> Result<Vec<SavedSession>, Failure> {
+    let read = |f: &Path| -> Result<Vec<SavedSession>, Failure> {
+        let text = ust_ctf::files::read_trace_text(f, ust_ctl::session_xml::MAX_FILE as u64)
+            .map_err(|e| Failure::new(format!("reading {}: {e}", f.display())))?;
+        from_xml(&text).map_err(|e| Failure::new(format!("{}: {e}", f.display())))
+    };
+    let meta = std::fs::metadata(path).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
+    if !meta.is_dir() {
+        return read(path);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| Failure::new(format!("{}: {e}", path.display())))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "lttng") && p.is_file())
+        .collect();
+    files.sort();
+    let mut all = Vec::new();
+    for f in files {
+        all.extend(read(&f)?);
+    }
+    Ok(all)
+}
+
+fn ok(c: &mut Client, cmd: Command) -> Result<Payload, Failure> {
+    Ok(c.call(cmd)?)
+}
+
+fn load_one(c: &mut Client, s: &SavedSession, force: bool) -> Result<(), Failure> {
+    let name = &s.name;
+    check_name("session", name).map_err(Failure::new)?;
+    if let Some((ctrl, data)) = &s.net_output {
+        return Err(Failure::new(format!("session {name}: network output ({ctrl}, {data}) cannot be loaded: give the session a local output")));
+    }
+    if s.buffers == BufferType::PerUid {
+        eprintln!("ust: session {name}: per-user buffers (PER_UID) loaded as per-process buffers, ust's scheme");
+    }
+    if !s.other_domains.is_empty() {
+        eprintln!("ust: session {name}: {} domain(s) skipped: ust traces user space only", s.other_domains.join(", "));
+    }
+    let Payload::Sessions(existing) = ok(c, Command::ListSessions)? else { return Err(unexpected()) };
+    if existing.iter().any(|e| &e.name == name) {
+        if !force {
+            return Err(Failure::new(format!("session {name} exists already: give -f/--force to replace it")));
+        }
+        ok(c, Command::Destroy { session: Some(name.clone()) })?;
+    }
+    let output = match &s.output {
+        Some(o) => o.clone(),
+        None => home()?.join("ust-traces").join(format!("{name}-{}", ust_ctf::datetime::stamp())),
+    };
+    let options = CreateOptions { snapshot: s.snapshot, shm_path: s.shm_path.clone(), clock: None };
+    ok(c, Command::CreateSessionWith { name: name.clone(), output, options })?;
+    let session = Some(name.clone());
+    for ch in &s.channels {
+        if !ch.enabled {
+            eprintln!("ust: session {name}: channel {} was disabled; ust channels are always enabled", ch.name);
+        }
+        for u in &ch.unsupported_contexts {
+            eprintln!("ust: session {name}, channel {}: context {u} is not supported; not added", ch.name);
+        }
+        ok(c, Command::EnableChannel { session: session.clone(), name: ch.name.clone(), config: ch.config.clone() })?;
+        for e in &ch.events {
+            ok(c, Command::EnableEvent {
+                session: session.clone(),
+                channel: Some(ch.name.clone()),
+                patterns: vec![e.pattern.clone()],
+                level: e.level,
+                exclusions: e.exclusions.clone(),
+                filter: e.filter.clone(),
+            })?;
+            if !e.enabled {
+                ok(c, Command::DisableEvent { session: session.clone(), channel: Some(ch.name.clone()), patterns: vec![e.pattern.clone()], all: false })?;
+            }
+        }
+        if !ch.contexts.is_empty() {
+            ok(c, Command::AddContext { session: session.clone(), channel: Some(ch.name.clone()), contexts: ch.contexts.clone() })?;
+        }
+    }
+    match &s.vpid {
+        VpidTracker::All => {}
+        VpidTracker::Only(set) if set.is_empty() => {
+            ok(c, Command::UntrackVpid { session: session.clone(), pids: Vec::new(), all: true })?;
+        }
+        VpidTracker::Only(set) => {
+            ok(c, Command::TrackVpid { session: session.clone(), pids: set.iter().copied().collect(), all: false })?;
+        }
+    }
+    for (kind, t) in [(IdKind::Vuid, &s.vuid), (IdKind::Vgid, &s.vgid)] {
+        let Some(ids) = t else { continue };
+        ok(c, Command::TrackIds { session: session.clone(), kind, ids: ids.clone(), all: ids.is_empty(), track: !ids.is_empty() })?;
+    }
+    if s.started {
+        ok(c, Command::Start { session })?;
+    }
+    Ok(())
+}
+
+/// `ust load`.
+pub fn load(a: LoadArgs) -> CliResult {
+    let path = match a.input_path {
+        Some(p) => absolute(p)?,
+        None => default_dir()?,
+    };
+    let mut sessions = read_sessions(&path)?;
+    if let Some(n) = &a.session {
+        sessions.retain(|s| &s.name == n);
+        if sessions.is_empty() {
+            return Err(Failure::new(format!("no session named {n:?} in {}", path.display())));
+        }
+        sessions.truncate(1);
+    }
+    if sessions.is_empty() {
+        return Err(Failure::new(format!("no session configuration found in {}", path.display())));
+    }
+    let mut c = connect_or_start()?;
+    for s in &sessions {
+        load_one(&mut c, s, a.force)?;
+        outln!("Session {} has been loaded successfully", s.name);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,105 @@
+//! An event's fields as the arguments of a slice or an instant: the payload fields (the
+//! channel's context fields, which the loader puts first, left out), each value as JSON:
+//! integers as numbers, strings as strings, arrays as arrays, an enumeration as its label
+//! (else its value), and a `tracing` value not recorded (a dynamic field tagged `none`)
+//! left out.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+use serde_json::{Map, Value as Json};
+use ust_ctf::reader::Value;
+
+use crate::report::load::{Event, Loaded};
+use crate::report::tsdl::Metadata;
+
+/// The context field names of each user-space trace, by process id (from each trace's
+/// metadata: its streams' `event.context`).
+#[derive(Debug, Default)]
+pub struct Contexts {
+    by_pid: HashMap<i32, BTreeSet<String>>,
+}
+
+impl Contexts {
+    /// Reads the metadata of every process of `l` (a trace whose metadata cannot be read
+    /// again has no known contexts: its context fields then show as arguments).
+    pub fn of(l: &Loaded) -> Contexts {
+        let mut by_pid = HashMap::new();
+        for (pid, _, dir) in &l.processes {
+            by_pid.insert(*pid, names(dir));
+        }
+        Contexts { by_pid }
+    }
+
+    /// The payload fields of `e` (its leading context fields skipped).
+    pub fn payload<'e>(&self, e: &'e Event) -> &'e [(String, Value)] {
+        let Some(ctx) = self.by_pid.get(&e.pid) else { return &e.fields };
+        let n = e.fields.iter().take_while(|(n, _)| ctx.contains(n)).count();
+        &e.fields[n..]
+    }
+}
+
+fn names(dir: &Path) -> BTreeSet<String> {
+    let text = ust_ctf::files::read_trace_text(&dir.join("metadata"), ust_ctf::files::MAX_TEXT_FILE).unwrap_or_default();
+    Metadata::parse(&text).contexts.values().flatten().map(|f| f.name.trim_start_matches('_').to_string()).collect()
+}
+
+/// A value as JSON; `None` for a `tracing` value that was not recorded.
+pub fn json(v: &Value) -> Option<Json> {
+    Some(match v {
+        Value::Unsigned(u) => Json::from(*u),
+        Value::Signed(s) => Json::from(*s),
+        Value::Float(f) => serde_json::Number::from_f64(*f).map_or_else(|| Json::String(f.to_string()), Json::Number),
+        Value::Str(s) => Json::String(s.clone()),
+        Value::List(l) if l.is_empty() => return None,
+        Value::List(l) => Json::Array(l.iter().map(|x| json(x).unwrap_or(Json::Null)).collect()),
+        Value::Enum(Some(label), _) => Json::String(label.clone()),
+        Value::Enum(None, v) => Json::from(*v),
+    })
+}
+
+/// Fields as an argument map, in order, leaving out those named in `skip` and those not
+/// recorded.
+pub fn args(fields: &[(String, Value)], skip: &[&str]) -> Map<String, Json> {
+    let mut m = Map::new();
+    for (n, v) in fields {
+        if skip.contains(&n.as_str()) {
+            continue;
+        }
+        if let Some(j) = json(v) {
+            m.insert(n.clone(), j);
+        }
+    }
+    m
+}
+
+/// A numeric field as `f64` (for counters).
+pub fn number(fields: &[(String, Value)], name: &str) -> Option<f64> {
+    fields.iter().find(|(n, _)| n == name).and_then(|(_, v)| match v {
+        Value::Unsigned(u) => Some(*u as f64),
+        Value::Signed(s) => Some(*s as f64),
+        Value::Float(f) => Some(*f),
+        Value::Enum(_, v) => Some(*v as f64),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_map_to_json_and_unrecorded_ones_are_left_out() {
+        let f = vec![
+            ("a".to_string(), Value::Unsigned(7)),
+            ("b".to_string(), Value::List(Vec::new())),
+            ("c".to_string(), Value::Str("x".into())),
+            ("d".to_string(), Value::Enum(Some("ON".into()), 1)),
+            ("e".to_string(), Value::Signed(-2)),
+        ];
+        let m = args(&f, &["e"]);
+        assert_eq!(Json::Object(m), serde_json::json!({"a": 7, "c": "x", "d": "ON"}));
+        assert_eq!(number(&f, "e"), Some(-2.0));
+        assert_eq!(number(&f, "c"), None);
+    }
+}

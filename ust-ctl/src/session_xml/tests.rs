@@ -1,0 +1,82 @@
+use super::*;
+
+/// What `lttng save` (LTTng 2.13.9, Debian) wrote for a session made with
+/// `lttng create s1 --output DIR; lttng enable-channel -u ch --subbuf-size 64k --num-subbuf 8
+/// --overwrite; lttng enable-event -u 'myapp:*' -c ch --filter 'i > 3' --exclude myapp:x
+/// --loglevel TRACE_WARNING; lttng enable-event -u b:c -c ch --loglevel-only TRACE_INFO;
+/// lttng add-context -u -c ch -t vpid -t procname; lttng track -u --vpid 12,13`.
+const LTTNG_S1: &str = include_str!("lttng-2.13-s1.lttng");
+
+#[test]
+fn reads_what_lttng_saves() {
+    let s = from_xml(LTTNG_S1).unwrap();
+    assert_eq!(s.len(), 1);
+    let s = &s[0];
+    assert_eq!(s.name, "s1");
+    assert_eq!(s.output.as_deref(), Some(std::path::Path::new("/tmp/lttng-home/out")));
+    assert!(!s.snapshot && !s.started && s.net_output.is_none());
+    assert_eq!(s.buffers, BufferType::PerUid);
+    assert_eq!(s.vpid, VpidTracker::Only([12, 13].into()));
+    assert_eq!((s.vuid.clone(), s.vgid.clone()), (None, None));
+    assert!(s.other_domains.is_empty(), "empty JUL/LOG4J/PYTHON domains are not reported");
+    let c = &s.channels[0];
+    assert_eq!(c.name, "ch");
+    assert_eq!((c.config.subbuf_size, c.config.num_subbuf, c.config.overwrite), (65536, 8, true));
+    assert_eq!(c.config.read_timer_us, crate::config::DEFAULT_READ_TIMER_US, "0 = ust's default read timer");
+    assert_eq!(c.config.blocking_timeout_us, 0);
+    assert_eq!(c.contexts, vec![ContextType::Vpid, ContextType::Procname]);
+    assert_eq!(c.events.len(), 2);
+    assert_eq!((c.events[0].pattern.as_str(), c.events[0].level), ("b:c", LevelFilter::Only(Level::Info)));
+    let e = &c.events[1];
+    assert_eq!((e.pattern.as_str(), e.level), ("myapp:*", LevelFilter::UpTo(Level::Warning)));
+    assert_eq!(e.filter.as_deref(), Some("i > 3"), "&gt; unescaped");
+    assert_eq!(e.exclusions, vec!["myapp:x".to_string()]);
+}
+
+#[test]
+fn round_trips() {
+    let mut s = from_xml(LTTNG_S1).unwrap().remove(0);
+    s.buffers = BufferType::PerPid;
+    s.snapshot = true;
+    s.started = true;
+    s.shm_path = Some("/dev/shm/x <&>".into());
+    s.vuid = Some(vec![0, 1000]);
+    s.vgid = Some(vec![]);
+    s.channels[0].contexts.push(ContextType::SpanId);
+    s.channels[0].contexts.push(ContextType::CpuId);
+    s.channels[0].config.blocking_timeout_us = crate::config::BLOCKING_FOREVER;
+    s.channels[0].config.overwrite = false;
+    s.channels[0].events[1].enabled = false;
+    s.channels[0].events[1].filter = Some(r#"a == "x<y>&z" && $ctx.vtid != 3"#.into());
+    let xml = to_xml(std::slice::from_ref(&s));
+    assert!(xml.contains("<buffer_type>PER_PID</buffer_type>") && xml.contains("<snapshot_outputs>"), "{xml}");
+    assert!(xml.contains("<provider_name>ust</provider_name>") && xml.contains("<blocking_timeout>-1</blocking_timeout>"), "{xml}");
+    let back = from_xml(&xml).unwrap();
+    assert_eq!(back, vec![s.clone()]);
+    // Network output instead of a path.
+    s.snapshot = false;
+    s.net_output = Some(("tcp4://127.0.0.1:5342/".into(), "tcp4://127.0.0.1:5343/".into()));
+    s.output = None;
+    s.live_timer_us = Some(1_000_000);
+    assert_eq!(from_xml(&to_xml(std::slice::from_ref(&s))).unwrap(), vec![s]);
+}
+
+#[test]
+fn bad_files_are_errors_not_panics() {
+    let cases = [
+        ("", "no root"),
+        ("<sessions><session>", "ends inside"),
+        ("<html/>", "not an LTTng session file"),
+        ("<sessions><session><name>../x</name></session></sessions>", "invalid session name"),
+        ("<sessions><session><name>a</name><started>maybe</started></session></sessions>", "not a boolean"),
+        ("<session><name>a</name><domains><domain><type>UST</type><buffer_type>PER_UID</buffer_type><channels><channel><name>c</name><subbuffer_size>5000</subbuffer_size></channel></channels></domain></domains></session>", "power of two"),
+        ("<session><name>a</name><domains><domain><type>UST</type><buffer_type>PER_UID</buffer_type><channels><channel><name>c</name><events><event><name>x</name><loglevel_type>RANGE</loglevel_type><loglevel>99</loglevel></event></events></channel></channels></domain></domains></session>", "not a log level"),
+        ("<session><name>a</name><domains><domain><type>UST</type><buffer_type>PER_UID</buffer_type><channels><channel><name>c</name><events><event><name>x</name><filter>a * 2</filter></event></events></channel></channels></domain></domains></session>", "filter"),
+    ];
+    for (xml, want) in cases {
+        let e = from_xml(xml).unwrap_err();
+        assert!(e.contains(want), "{xml}: {e}");
+    }
+    let deep = "<a>".repeat(100) + &"</a>".repeat(100);
+    assert!(from_xml(&deep).unwrap_err().contains("deeper"));
+}

@@ -1,0 +1,273 @@
+//! Triggers (LTTng's `lttng add-trigger`, `list-triggers`, `remove-trigger`): a
+//! condition, "an event matching this event rule occurred", and the actions the daemon
+//! runs when it is met. The types the `ctl` requests carry, and the parser of
+//! `add-trigger`'s argument list, whose meaning depends on order as in lttng
+//! (`--name` before `--condition` names the trigger, after it the event rule's
+//! pattern), which is why it is parsed here rather than by clap.
+//!
+//! ```text
+//! ust add-trigger --name on-error --condition event-rule-matches --type user \
+//!     --name 'myapp:error' [--filter EXPR] [--exclude-name GLOB]... [--log-level L..]
+//!     --action snapshot-session fr [--action notify]...
+//! ```
+//!
+//! Grammar, from lttng-add-trigger(1) and lttng-event-rule(7) of LTTng 2.13 and later:
+//! options take their value as the next argument or after `=`; `--type` is `user` or
+//! `user:tracepoint` (user space is the only domain); `--log-level` is `LEVEL..` (this
+//! level or more severe), `LEVEL` (exactly) or `..` (any); actions are `notify`,
+//! `snapshot-session SESSION`, `start-session SESSION`, `stop-session SESSION` and
+//! `rotate-session SESSION`, run in the order given. Options this daemon cannot honour
+//! (`--capture`, `--rate-policy` other than `every:1`, `--owner-uid`, other condition and
+//! rule types, a snapshot action's `--path`/`--url`) are refused by name, never ignored.
+
+use serde::{Deserialize, Serialize};
+use ust_core::Level;
+
+use crate::config::{Enabler, LevelFilter};
+
+/// What a trigger does when its condition is met.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TriggerAction {
+    /// Counts the firing and tells the daemon's log and `ust list-triggers` (LTTng sends
+    /// a notification to liblttng-ctl clients; ust has no such client library).
+    Notify,
+    /// `ust snapshot record -s SESSION` (a snapshot session, started).
+    SnapshotSession(String),
+    /// `ust start SESSION`.
+    StartSession(String),
+    /// `ust stop SESSION`.
+    StopSession(String),
+    /// `ust rotate -s SESSION`.
+    RotateSession(String),
+}
+
+impl std::fmt::Display for TriggerAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TriggerAction::Notify => write!(f, "notify"),
+            TriggerAction::SnapshotSession(s) => write!(f, "snapshot session `{s}`"),
+            TriggerAction::StartSession(s) => write!(f, "start session `{s}`"),
+            TriggerAction::StopSession(s) => write!(f, "stop session `{s}`"),
+            TriggerAction::RotateSession(s) => write!(f, "rotate session `{s}`"),
+        }
+    }
+}
+
+/// A trigger as the user defined it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TriggerSpec {
+    /// Its name (unique in the daemon); `None` in a request: the daemon names it
+    /// `trigger<N>`.
+    pub name: Option<String>,
+    /// The event rule of the `event-rule-matches` condition: pattern, level, exclusions,
+    /// filter, with the meaning they have in `enable-event`.
+    pub rule: Enabler,
+    /// Actions, in the order they run.
+    pub actions: Vec<TriggerAction>,
+}
+
+/// A trigger as `ust list-triggers` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TriggerInfo {
+    /// The trigger (with its name set).
+    pub spec: TriggerSpec,
+    /// Times its actions ran (events within one poll period of the daemon's trigger
+    /// watch, 1 ms, fire it once).
+    pub fired: u64,
+    /// Processes whose events it watches now.
+    pub processes: usize,
+    /// What the last firing produced: a snapshot directory, or an action's error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_result: Option<String>,
+}
+
+fn value<'a>(args: &'a [String], i: &mut usize, opt: &str, inline: Option<&'a str>) -> Result<&'a str, String> {
+    if let Some(v) = inline {
+        return Ok(v);
+    }
+    *i += 1;
+    args.get(*i).map(String::as_str).ok_or_else(|| format!("option {opt} needs a value"))
+}
+
+fn parse_level_range(s: &str) -> Result<LevelFilter, String> {
+    let lv = |t: &str| Level::parse(t).ok_or_else(|| format!("{t:?} is not a log level (TRACE_EMERG .. TRACE_DEBUG, or 0-14)"));
+    if s == ".." {
+        return Ok(LevelFilter::Any);
+    }
+    match s.strip_suffix("..") {
+        Some(l) => Ok(LevelFilter::UpTo(lv(l)?)),
+        None if s.starts_with("..") => Err(format!("log level range {s:?}: `..LEVEL` is not supported (LTTng neither): use `LEVEL..`, `LEVEL` or `..`")),
+        None => Ok(LevelFilter::Only(lv(s)?)),
+    }
+}
+
+/// Parses the arguments of `add-trigger` (everything after the verb).
+///
+/// # Errors
+/// A message naming the argument: a missing or second `--condition`, a condition other
+/// than `event-rule-matches`, an event-rule type other than user space, no `--action`, an
+/// unknown action, an option this daemon does not support, a bad filter (checked with
+/// [`crate::filter::parse`]), a bad log level.
+pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
+    #[derive(PartialEq)]
+    enum Part {
+        Trigger,
+        Condition,
+        Action,
+    }
+    let mut part = Part::Trigger;
+    let mut name = None;
+    let mut rule = Enabler::new("*", LevelFilter::Any);
+    let mut rule_type = None;
+    let mut pattern_set = false;
+    let mut actions = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        let (opt, inline) = match a.split_once('=') {
+            Some((o, v)) if o.starts_with("--") => (o, Some(v)),
+            _ => (a, None),
+        };
+        match (opt, &part) {
+            ("--condition" | "-c", _) => {
+                if part != Part::Trigger {
+                    return Err("only one --condition may be given, before the actions".into());
+                }
+                let c = value(args, &mut i, opt, inline)?;
+                if c != "event-rule-matches" {
+                    return Err(format!(
+                        "condition {c:?} is not supported: ust triggers have the event-rule-matches condition only (channel-buffer-usage and session conditions are not implemented)"
+                    ));
+                }
+                part = Part::Condition;
+            }
+            ("--name" | "-n", Part::Trigger) => name = Some(value(args, &mut i, opt, inline)?.to_string()),
+            ("--owner-uid", Part::Trigger) => return Err("--owner-uid is not supported: a trigger belongs to the daemon's user".into()),
+            ("--type" | "-t", Part::Condition) => {
+                let t = value(args, &mut i, opt, inline)?;
+                if !matches!(t, "user" | "user:tracepoint") {
+                    return Err(format!("event rule type {t:?} is not supported: ust traces user space (--type user or user:tracepoint)"));
+                }
+                rule_type = Some(t.to_string());
+            }
+            ("--userspace" | "-u", Part::Condition) => rule_type = Some("user".into()),
+            ("--name" | "-n", Part::Condition) => {
+                let p = value(args, &mut i, opt, inline)?;
+                crate::config::check_event_name(p)?;
+                rule.pattern = p.to_string();
+                pattern_set = true;
+            }
+            ("--exclude-name" | "-x", Part::Condition) => rule.exclusions.push(value(args, &mut i, opt, inline)?.to_string()),
+            ("--log-level" | "-l", Part::Condition) => rule.level = parse_level_range(value(args, &mut i, opt, inline)?)?,
+            ("--filter" | "-f", Part::Condition) => {
+                let f = value(args, &mut i, opt, inline)?;
+                crate::filter::parse(f).map_err(|e| format!("--filter {f:?}: {e}"))?;
+                rule.filter = Some(f.to_string());
+            }
+            ("--capture", Part::Condition) => return Err("--capture is not supported: notifications carry no captured fields".into()),
+            ("--action" | "-a", _) => {
+                if part == Part::Trigger {
+                    return Err("--action before --condition: give the condition first".into());
+                }
+                let kind = value(args, &mut i, opt, inline)?;
+                let act = match kind {
+                    "notify" => TriggerAction::Notify,
+                    "snapshot-session" | "start-session" | "stop-session" | "rotate-session" => {
+                        let s = value(args, &mut i, kind, None)?.to_string();
+                        crate::config::check_name("session", &s)?;
+                        match kind {
+                            "snapshot-session" => TriggerAction::SnapshotSession(s),
+                            "start-session" => TriggerAction::StartSession(s),
+                            "stop-session" => TriggerAction::StopSession(s),
+                            _ => TriggerAction::RotateSession(s),
+                        }
+                    }
+                    "incr-map-value" => return Err("action incr-map-value is not supported: ust has no map channels".into()),
+                    other => return Err(format!("unknown action {other:?} (notify, snapshot-session, start-session, stop-session, rotate-session)")),
+                };
+                actions.push(act);
+                part = Part::Action;
+            }
+            ("--rate-policy", Part::Action) => {
+                let p = value(args, &mut i, opt, inline)?;
+                if p != "every:1" {
+                    return Err(format!("--rate-policy {p:?} is not supported: ust fires every time (every:1)"));
+                }
+            }
+            ("--path" | "--url" | "--ctrl-url" | "--data-url" | "--max-size" | "--name", Part::Action) => {
+                return Err(format!("{opt} of a snapshot-session action is not supported: the snapshot goes to the session's output"))
+            }
+            _ => return Err(format!("unexpected argument {a:?} here (see `ust add-trigger --help`)")),
+        }
+        i += 1;
+    }
+    if part == Part::Trigger {
+        return Err("missing --condition event-rule-matches".into());
+    }
+    if rule_type.is_none() {
+        return Err("the event rule needs --type user (user space tracepoints)".into());
+    }
+    if actions.is_empty() {
+        return Err("missing --action (notify, snapshot-session SESSION, ...)".into());
+    }
+    if !pattern_set {
+        rule.pattern = "*".into();
+    }
+    crate::config::check_exclusions(std::slice::from_ref(&rule.pattern), &rule.exclusions)?;
+    if let Some(n) = &name {
+        crate::config::check_name("trigger", n)?;
+    }
+    Ok(TriggerSpec { name, rule, actions })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &[&str]) -> Result<TriggerSpec, String> {
+        parse_add_trigger(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn names_before_and_after_the_condition() {
+        let t = p(&["--name", "t1", "--condition", "event-rule-matches", "--type=user", "--name=myapp:error", "--filter", "code > 3", "--action", "snapshot-session", "fr", "--action=notify"]).unwrap();
+        assert_eq!(t.name.as_deref(), Some("t1"));
+        assert_eq!(t.rule.pattern, "myapp:error");
+        assert_eq!(t.rule.filter.as_deref(), Some("code > 3"));
+        assert_eq!(t.actions, vec![TriggerAction::SnapshotSession("fr".into()), TriggerAction::Notify]);
+    }
+
+    #[test]
+    fn levels_and_defaults() {
+        let t = p(&["--condition", "event-rule-matches", "--type", "user:tracepoint", "--log-level", "TRACE_WARNING..", "--action", "notify"]).unwrap();
+        assert_eq!(t.name, None);
+        assert_eq!(t.rule.pattern, "*");
+        assert_eq!(t.rule.level, LevelFilter::UpTo(Level::Warning));
+        let t = p(&["--condition", "event-rule-matches", "--type", "user", "--log-level=INFO", "--action", "notify"]).unwrap();
+        assert_eq!(t.rule.level, LevelFilter::Only(Level::Info));
+        let t = p(&["--condition", "event-rule-matches", "--type", "user", "--log-level=..", "--action", "notify"]).unwrap();
+        assert_eq!(t.rule.level, LevelFilter::Any);
+    }
+
+    #[test]
+    fn refusals_name_what_is_wrong() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--action", "notify"], "before --condition"),
+            (&["--condition", "session-rotation-starts", "--action", "notify"], "not supported"),
+            (&["--condition", "event-rule-matches", "--type", "kernel", "--action", "notify"], "user space"),
+            (&["--condition", "event-rule-matches", "--action", "notify"], "--type user"),
+            (&["--condition", "event-rule-matches", "--type", "user"], "missing --action"),
+            (&["--condition", "event-rule-matches", "--type", "user", "--filter", "a *", "--action", "notify"], "--filter"),
+            (&["--condition", "event-rule-matches", "--type", "user", "--action", "dance"], "unknown action"),
+            (&["--condition", "event-rule-matches", "--type", "user", "--action", "notify", "--rate-policy", "once-after:3"], "rate-policy"),
+            (&["--condition", "event-rule-matches", "--type", "user", "--action", "snapshot-session"], "needs a value"),
+            (&["--condition", "event-rule-matches", "--type", "user", "--name", "a*", "--exclude-name", "a*", "--action", "notify"], "exclu"),
+            (&["--condition", "event-rule-matches", "--type", "user", "--capture", "x", "--action", "notify"], "capture"),
+        ];
+        for (args, want) in cases {
+            let e = p(args).unwrap_err();
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+    }
+}
