@@ -13,7 +13,7 @@
 //! client can reach it any more.
 
 use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,6 +49,13 @@ pub struct Options {
     /// (`all`, `group NAME`, or `none` to turn the broker off).
     #[arg(long = "kernel-view", value_name = "all|group NAME|none", num_args = 1..=2, default_values_t = vec!["all".to_string()])]
     pub kernel_view: Vec<String>,
+    /// Root's daemon only: kernel views one user may have at once (each costs two tracefs
+    /// instances, 2 x 4 MiB of kernel memory per CPU).
+    #[arg(long, value_name = "N", default_value_t = crate::kview::MAX_PER_USER as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub kernel_view_max_per_user: u64,
+    /// Root's daemon only: kernel views it makes at once, all users together.
+    #[arg(long, value_name = "N", default_value_t = crate::kview::MAX_TOTAL as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub kernel_view_max_total: u64,
 }
 
 /// True when a daemon answers on `dir/ctl`.
@@ -75,10 +82,15 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
     let ctl_path = rundir::socket_path(&dir, rundir::CTL_SOCKET)?;
     let app_path = rundir::socket_path(&dir, rundir::APP_SOCKET)?;
+    // One daemon per directory, also when two start at once (two `ust trace` of one user):
+    // the second would otherwise replace the first's sockets. Held until the process ends
+    // (the daemonized child inherits it).
+    let lock = lock_dir(&dir)?;
     if is_running(&dir) {
         bail!("a ust-consumerd already runs for {} (socket {})", dir.display(), ctl_path.display());
     }
     let ready = if opts.daemonize { Some(daemonize(&dir, opts.log_file.as_deref())?) } else { None };
+    std::mem::forget(lock);
     if !opts.daemonize {
         if let Some(f) = &opts.log_file {
             crate::log::to_file(f).with_context(|| format!("log file {}", f.display()))?;
@@ -119,8 +131,9 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     spawn_acceptor(daemon.clone(), ctl_listener, Kind::Ctl);
     crate::triggers::spawn_watch(daemon.clone());
     if let Some(l) = kview_listener {
-        crate::log!("kernel view for users: {policy:?}");
-        crate::kview::spawn_acceptor(l, policy);
+        let limits = crate::kview::Limits { per_user: opts.kernel_view_max_per_user as usize, total: opts.kernel_view_max_total as usize };
+        crate::log!("kernel view for users: {policy:?}, at most {} per user and {} in all", limits.per_user, limits.total);
+        crate::kview::spawn_acceptor(l, policy, limits);
     }
     crate::log!("listening in {} (uid {})", dir.display(), daemon.uid);
     if let Some(mut w) = ready {
@@ -167,6 +180,23 @@ fn install_signal_handlers() {
 /// Forks. The parent waits for the child to report that its sockets listen and exits 0
 /// (1 if the child failed first); the child starts a new session, moves stdio to
 /// `/dev/null`, logs to a file, and returns the pipe end to report readiness on.
+/// Name of the lock file in the socket directory, held by the running daemon.
+pub const LOCK_FILE: &str = "consumerd.lock";
+
+/// Takes the exclusive `flock` on [`LOCK_FILE`] in `dir`.
+///
+/// # Errors
+/// When another daemon holds it (it runs, or is starting), or the file cannot be opened.
+fn lock_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
+    let path = dir.join(LOCK_FILE);
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&path).with_context(|| format!("{}", path.display()))?;
+    match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(f),
+        Err(rustix::io::Errno::WOULDBLOCK) => bail!("a ust-consumerd already runs or is starting for {} (it holds {})", dir.display(), path.display()),
+        Err(e) => bail!("flock {}: {e}", path.display()),
+    }
+}
+
 fn daemonize(dir: &Path, log_file: Option<&Path>) -> anyhow::Result<std::fs::File> {
     let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     // SAFETY: called before any thread is spawned, so the child may run arbitrary code.

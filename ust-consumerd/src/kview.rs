@@ -14,9 +14,15 @@
 //! - exactly one descriptor, a directory owned by the requester; the daemon writes in it
 //!   only through that descriptor, from a thread whose file-system identity is the
 //!   requester's, so it can create nothing the user could not;
-//! - at most [`MAX_PER_USER`] recordings per user and [`MAX_TOTAL`] in all (each is a
-//!   tracefs instance with its buffers), [`MAX_CONNECTIONS`] connections at once; requests
-//!   time out after [`REQUEST_TIMEOUT`].
+//! - a recording belongs to the connection that started it: there is no session token to
+//!   forge or replay, a `Finish` on any other connection is refused, and a `Start` for a
+//!   child that has already exited is refused as stale;
+//! - at most [`Limits::per_user`] recordings per user and [`Limits::total`] in all (each is
+//!   two tracefs instances with their buffers: `2 x 4 MiB` of kernel memory per CPU), at
+//!   most `total +` [`SPARE_CONNECTIONS`] connections at once; requests time out after
+//!   [`REQUEST_TIMEOUT`];
+//! - a daemon that cannot use tracefs says so at `Hello`, so the user's `ust trace` goes
+//!   to tier 1 at once.
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -29,12 +35,28 @@ use ust_ctl::kview::{KviewReply, KviewRequest};
 use ust_kernel::filter::{may_see, parent_of, ViewFilter};
 use ust_kernel::view_recorder::ViewRecorder;
 
-/// Recordings one user may have at once.
-pub const MAX_PER_USER: usize = 2;
-/// Recordings the daemon makes at once.
-pub const MAX_TOTAL: usize = 8;
-/// Connections served at once (each is a thread); more are answered `Refused` at once.
-pub const MAX_CONNECTIONS: usize = 64;
+/// Recordings one user may have at once, unless `--kernel-view-max-per-user` says otherwise.
+pub const MAX_PER_USER: usize = 16;
+/// Recordings the daemon makes at once, unless `--kernel-view-max-total` says otherwise.
+pub const MAX_TOTAL: usize = 64;
+/// Connections served at once beyond [`Limits::total`] (each is a thread; a recording holds
+/// its connection); more are answered `Refused` at once.
+pub const SPARE_CONNECTIONS: usize = 16;
+
+/// How many kernel views the broker makes at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Per user (`--kernel-view-max-per-user`, default [`MAX_PER_USER`]).
+    pub per_user: usize,
+    /// In all (`--kernel-view-max-total`, default [`MAX_TOTAL`]).
+    pub total: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { per_user: MAX_PER_USER, total: MAX_TOTAL }
+    }
+}
 /// How long a peer has to send `Hello` and `Start`.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -103,10 +125,10 @@ impl Drop for Open {
     }
 }
 
-fn take_slot(counts: &Arc<Mutex<Counts>>, uid: u32) -> Option<Slot> {
+fn take_slot(counts: &Arc<Mutex<Counts>>, uid: u32, limits: Limits) -> Option<Slot> {
     let mut c = counts.lock().unwrap_or_else(|p| p.into_inner());
     let mine = c.per_user.get(&uid).copied().unwrap_or(0);
-    if c.total >= MAX_TOTAL || mine >= MAX_PER_USER {
+    if c.total >= limits.total || mine >= limits.per_user {
         return None;
     }
     c.total += 1;
@@ -114,8 +136,10 @@ fn take_slot(counts: &Arc<Mutex<Counts>>, uid: u32) -> Option<Slot> {
     Some(Slot(counts.clone(), uid))
 }
 
-/// Accepts on `kview` until the process ends, one thread per connection.
-pub fn spawn_acceptor(listener: UnixListener, policy: Policy) {
+/// Accepts on `kview` until the process ends, one thread per connection, making at most
+/// `limits` recordings at once.
+pub fn spawn_acceptor(listener: UnixListener, policy: Policy, limits: Limits) {
+    let max_connections = limits.total.saturating_add(SPARE_CONNECTIONS);
     let policy = Arc::new(policy);
     let counts = Arc::new(Mutex::new(Counts::default()));
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -126,10 +150,10 @@ pub fn spawn_acceptor(listener: UnixListener, policy: Policy) {
                 continue;
             };
             let Ok((pid, uid, gid)) = ust_core::protocol::peer_credentials(&sock) else { continue };
-            if open.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= MAX_CONNECTIONS {
+            if open.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= max_connections {
                 open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 let _ = sock.set_write_timeout(Some(Duration::from_millis(100)));
-                let _ = send(&sock, &KviewReply::Refused { reason: format!("too many kernel-view connections at once (at most {MAX_CONNECTIONS})") }, &[]);
+                let _ = send(&sock, &KviewReply::Refused { reason: format!("too many kernel-view connections at once (at most {max_connections})") }, &[]);
                 continue;
             }
             // Given back when the thread ends, or when it cannot start (the closure drops).
@@ -137,7 +161,7 @@ pub fn spawn_acceptor(listener: UnixListener, policy: Policy) {
             let (p, c) = (policy.clone(), counts.clone());
             let r = std::thread::Builder::new().name(format!("kview-{pid}")).spawn(move || {
                 let _open = guard;
-                if let Err(e) = serve(&sock, pid, uid, gid, &p, &c) {
+                if let Err(e) = serve(&sock, pid, uid, gid, &p, &c, limits) {
                     crate::log!("kview: uid {uid} (pid {pid}): {e}");
                     let _ = send(&sock, &KviewReply::Refused { reason: e }, &[]);
                 }
@@ -168,25 +192,49 @@ fn output_dir(mut fds: Vec<OwnedFd>, uid: u32) -> Result<OwnedFd, String> {
     Ok(fd)
 }
 
-fn serve(sock: &UnixStream, peer: i32, uid: u32, gid: u32, policy: &Policy, counts: &Arc<Mutex<Counts>>) -> Result<(), String> {
+/// Why a request that is not the expected one is refused.
+fn unexpected(req: &KviewRequest, expected: &str) -> String {
+    match req {
+        KviewRequest::Finish { .. } => format!(
+            "Finish without a recording on this connection: refused (a kernel view belongs to the connection that started it; there is no session to name from another) — expected {expected}"
+        ),
+        other => format!("expected {expected}, got {other:?}"),
+    }
+}
+
+fn serve(sock: &UnixStream, peer: i32, uid: u32, gid: u32, policy: &Policy, counts: &Arc<Mutex<Counts>>, limits: Limits) -> Result<(), String> {
     let _ = sock.set_read_timeout(Some(REQUEST_TIMEOUT));
-    match recv::<KviewRequest>(sock).map_err(|e| e.to_string())?.0 {
-        KviewRequest::Hello => {}
-        other => return Err(format!("expected Hello, got {other:?}")),
+    let req = recv::<KviewRequest>(sock).map_err(|e| e.to_string())?.0;
+    if req != KviewRequest::Hello {
+        return Err(unexpected(&req, "Hello"));
     }
     if let Some(reason) = policy.refusal(uid, gid, peer) {
         crate::log!("kview: uid {uid} (pid {peer}) refused by policy");
         return send(sock, &KviewReply::Refused { reason }, &[]).map_err(|e| e.to_string());
     }
+    if let Err(e) = ust_kernel::tracefs::root() {
+        crate::log!("kview: uid {uid} (pid {peer}) refused: no tracefs ({e})");
+        let reason = format!("root's ust-consumerd cannot record the kernel: {e}");
+        return send(sock, &KviewReply::Refused { reason }, &[]).map_err(|e| e.to_string());
+    }
     send(sock, &KviewReply::Ready, &[]).map_err(|e| e.to_string())?;
     let (req, fds) = recv::<KviewRequest>(sock).map_err(|e| e.to_string())?;
-    let KviewRequest::Start { pid } = req else { return Err(format!("expected Start, got {req:?}")) };
-    if parent_of(pid) != Some(peer) || !may_see(pid, uid, gid) {
+    let KviewRequest::Start { pid } = req else { return Err(unexpected(&req, "Start")) };
+    if parent_of(pid) != Some(peer) {
         return Err(format!("pid {pid} is not a child of yours that you could ptrace: refused"));
     }
+    if !ust_kernel::filter::is_running(pid) {
+        return Err(format!("pid {pid} has already exited: a stale request, refused (nothing of it can be recorded)"));
+    }
+    if !may_see(pid, uid, gid) {
+        return Err(format!("pid {pid} is a child of yours that you could not ptrace (set-user-ID, set-group-ID or not dumpable): refused"));
+    }
     let dir = output_dir(fds, uid)?;
-    let Some(_slot) = take_slot(counts, uid) else {
-        return Err(format!("too many kernel views at once (at most {MAX_PER_USER} per user, {MAX_TOTAL} in all)"));
+    let Some(_slot) = take_slot(counts, uid, limits) else {
+        return Err(format!(
+            "too many kernel views at once (at most {} per user, {} in all: root's ust-consumerd --kernel-view-max-per-user, --kernel-view-max-total)",
+            limits.per_user, limits.total
+        ));
     };
     let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
     let rec = ViewRecorder::start(path, ViewFilter::new(uid, gid, pid)).map_err(|e| format!("kernel recording failed to start: {e}"))?;

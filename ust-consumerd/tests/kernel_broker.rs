@@ -59,21 +59,57 @@ fn ensure_users() {
     });
 }
 
+/// Tests of this file share the machine through this lock: the one that runs 20 traced
+/// commands at once takes it alone (its load would starve the others' recorders on a
+/// 2-CPU machine), the others together.
+static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+#[allow(dead_code)] // held for its Drop
+enum Turn {
+    Shared(std::sync::RwLockReadGuard<'static, ()>),
+    Alone(std::sync::RwLockWriteGuard<'static, ()>),
+}
+
 /// Root's daemon in a temporary directory, and the users' homes beside it.
 struct World {
     tmp: tempfile::TempDir,
     sys: PathBuf,
     daemon: Option<KillOnDrop>,
+    _turn: Turn,
 }
 
 impl World {
     fn new(extra: &[&str]) -> World {
+        World::with_wrapper(extra, &[])
+    }
+
+    /// As [`World::new`], with the machine to itself (see [`MACHINE`]).
+    fn alone(extra: &[&str]) -> World {
+        let turn = Turn::Alone(MACHINE.write().unwrap_or_else(|p| p.into_inner()));
+        World::start(extra, &[], turn)
+    }
+
+    /// Root's daemon started through `wrapper` (a command that execs its arguments), e.g.
+    /// in a mount namespace of its own.
+    fn with_wrapper(extra: &[&str], wrapper: &[&str]) -> World {
+        World::start(extra, wrapper, Turn::Shared(MACHINE.read().unwrap_or_else(|p| p.into_inner())))
+    }
+
+    fn start(extra: &[&str], wrapper: &[&str], turn: Turn) -> World {
         ensure_users();
         let tmp = tempfile::tempdir().unwrap();
         std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let sys = tmp.path().join("sys");
         let log = std::fs::File::create(tmp.path().join("root-daemon.log")).unwrap();
-        let child = Command::new(consumerd_bin())
+        let mut cmd = match wrapper.split_first() {
+            Some((w, rest)) => {
+                let mut c = Command::new(w);
+                c.args(rest).arg(consumerd_bin());
+                c
+            }
+            None => Command::new(consumerd_bin()),
+        };
+        let child = cmd
             .arg("--foreground")
             .args(extra)
             .env("UST_RUNDIR", &sys)
@@ -82,7 +118,7 @@ impl World {
             .stderr(log)
             .spawn()
             .unwrap();
-        let w = World { sys, tmp, daemon: Some(KillOnDrop(child)) };
+        let w = World { sys, tmp, daemon: Some(KillOnDrop(child)), _turn: turn };
         let deadline = Instant::now() + Duration::from_secs(5);
         while UnixStream::connect(w.sys.join("kview")).is_err() {
             assert!(Instant::now() < deadline, "root's daemon did not start: {}", w.log());
@@ -163,6 +199,49 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Whether `text` names `pid` as a task: the number as a whole token where a task id is
+/// written — after a `pid`/`tid` key (`tid = N`, `prev_tid = N`, `pid N`), in brackets or
+/// parentheses (`cat[N]`, `(N)`), or between dashes or slashes of a path (`cat-N-…`). A bare
+/// number elsewhere (a size, an alignment, a count in the metadata or the report) is not a
+/// task id: pids wrap, and B's may equal any such constant.
+fn names_pid(text: &str, pid: &str) -> bool {
+    let b = text.as_bytes();
+    let mut from = 0;
+    while let Some(i) = text[from..].find(pid).map(|i| i + from) {
+        from = i + 1;
+        let end = i + pid.len();
+        let before = if i > 0 { b[i - 1] } else { b' ' };
+        let after = b.get(end).copied().unwrap_or(b' ');
+        if before.is_ascii_digit() || after.is_ascii_digit() || before == b'.' || after == b'.' {
+            continue;
+        }
+        let key = b[i.saturating_sub(16)..i].to_ascii_lowercase();
+        let mut k = key.as_slice();
+        while let [rest @ .., b' ' | b'=' | b':'] = k {
+            k = rest;
+        }
+        let keyed = k.ends_with(b"pid") || k.ends_with(b"tid");
+        let bracketed = matches!((before, after), (b'[', b']') | (b'(', b')'));
+        let in_path = matches!(before, b'-' | b'/') && matches!(after, b'-' | b'/' | b' ' | b'\n');
+        if keyed || bracketed || in_path {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn names_pid_finds_task_ids_not_constants() {
+    assert!(names_pid("{ prev_tid = 2048, next_tid = 7 }", "2048"));
+    assert!(names_pid("woken by cat[2048] at", "2048"));
+    assert!(names_pid("ust/pid/cat-2048-20261201-101010/", "2048"));
+    assert!(names_pid("pid 2048 exits", "2048"));
+    assert!(!names_pid("integer { size = 32; align = 2048; }", "2048"));
+    assert!(!names_pid("[11:52:52.002048111] read 20480 bytes", "2048"));
+    assert!(!names_pid("blocked 2048 ns", "2048"));
+    assert!(!names_pid("µs 2048µs", "2048"));
+}
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -196,13 +275,10 @@ fn sleep_is_woken_by_a_timer_in_the_users_own_files() {
     assert!(r.contains("kernel view of tier 2"), "{r}");
 }
 
-/// The timer that woke `sleep` is named. Ignored: on an idle CPU the view recorder loses
-/// the switch back to `sleep` after its wake-up in about half the runs (the switch is in
-/// the system-wide tracefs instance's trace; tier 3, reading the same events with its own
-/// reader, keeps it), so the blocked interval goes missing from the report. Found at the
-/// end of the session that built tier 2; see the closing note.
+/// The timer that woke `sleep` is named: the switch back to `sleep` on the CPU the timer
+/// woke is applied in its place among the other CPUs' records (it once was not, in about
+/// one run in four on a loaded machine).
 #[test]
-#[ignore = "tier 2 drops sleep's switch-in after an idle wake-up in about half the runs (see the closing note of 2026-12-01)"]
 fn sleep_is_woken_by_a_timer_in_the_report() {
     require_root!();
     let w = World::new(&[]);
@@ -246,14 +322,14 @@ fn a_reader_woken_by_another_users_writer_never_sees_who() {
     for f in files(&out) {
         let bytes = std::fs::read(&f).unwrap();
         assert!(!contains(&bytes, b"ustbwriter"), "B's name in {}", f.display());
-        if std::str::from_utf8(&bytes).is_ok() {
-            assert!(!String::from_utf8_lossy(&bytes).split(|c: char| !c.is_ascii_digit()).any(|t| t == pid), "B's pid in {}", f.display());
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            assert!(!names_pid(text, &pid), "B's pid in {}", f.display());
         }
     }
     let text = babeltrace(&out);
     assert!(!text.contains("ustbwriter"));
-    assert!(!text.split(|c: char| !c.is_ascii_digit()).any(|t| t == pid), "B's pid {pid} in the events");
-    assert!(!r.contains("ustbwriter") && !r.split(|c: char| !c.is_ascii_digit()).any(|t| t == pid), "{r}");
+    assert!(!names_pid(&text, &pid), "B's pid {pid} in the events");
+    assert!(!r.contains("ustbwriter") && !names_pid(&r, &pid), "{r}");
     assert!(text.contains("another user"), "the writer is there as its kind");
 }
 
@@ -496,4 +572,297 @@ fn hostile_requests_are_refused() {
         assert_eq!(std::fs::metadata(&f).unwrap().uid(), uid, "{}", f.display());
     }
     babeltrace(&w.home(B));
+}
+
+/// The tids (and pids) in the events of a babeltrace2 text, less the idle task and the
+/// kinds others are reduced to.
+fn tids_in(text: &str) -> std::collections::BTreeSet<i64> {
+    let mut out = std::collections::BTreeSet::new();
+    for l in text.lines() {
+        for key in ["tid = ", "pid = ", "prev_tid = ", "next_tid = "] {
+            for (i, _) in l.match_indices(key) {
+                let rest = &l[i + key.len()..];
+                let n: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+                if let Ok(v) = n.parse::<i64>() {
+                    if v > 0 {
+                        out.insert(v);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// 20 traced commands, 10 of each user, at once through one root daemon: each trace is
+/// complete (its program's exec, its timer wake-up, its exit) and holds nothing of any
+/// other: no other command's name, no other trace's tasks.
+#[test]
+fn twenty_commands_of_two_users_at_once_each_see_only_their_own() {
+    require_root!();
+    let w = World::alone(&[]);
+    // Each command is a copy of sleep with a name of its own, in root's directory (the
+    // users could not have swapped it: under load the exec may be judged after the task
+    // is gone, and then a program in the user's own directory fails closed).
+    let sleep = std::fs::canonicalize("/bin/sleep").unwrap();
+    let bin = w.tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut jobs = Vec::new();
+    for (u, tag) in [(A, "a"), (B, "b")] {
+        for n in 0..10 {
+            let name = format!("ustkv{tag}{n:02}");
+            let prog = bin.join(&name);
+            std::fs::copy(&sleep, &prog).unwrap();
+            std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+            jobs.push((u, name, prog));
+        }
+    }
+    let running: Vec<_> = jobs
+        .iter()
+        .map(|(u, name, prog)| {
+            let out = w.home(u).join(format!("t-{name}"));
+            let cmd = format!("{} 0.5; cat /etc/hostname", prog.display());
+            let child = w
+                .as_user(u, Path::new(ust_bin()))
+                .args(["trace", "--kernel", "--output", out.to_str().unwrap(), "--", "sh", "-c", &cmd])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (out, child)
+        })
+        .collect();
+    let mut traces = Vec::new();
+    for ((u, name, _), (out, child)) in jobs.iter().zip(running) {
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{name}: {err}\nroot's daemon:\n{}", w.log());
+        assert!(err.contains("kernel view: tier 2"), "{name}: {err}");
+        let text = babeltrace(&out.join("kernel"));
+        traces.push((*u, name.clone(), out.clone(), text, err));
+    }
+    for (u, name, out, text, err) in &traces {
+        // Complete: the exec of its program, its exit, and the timer that woke it.
+        assert!(text.lines().any(|l| l.contains("sched_process_exec") && l.contains(name.as_str())), "{name}: no exec ({err}): {}\n{}", text.lines().filter(|l| l.contains("exec") || l.contains(name.as_str())).collect::<Vec<_>>().join("\n"), w.log());
+        assert!(text.lines().any(|l| l.contains("sched_process_exit") && l.contains(&format!("\"{name}\""))), "{name}: no exit ({err}): {}\n{}", text.lines().filter(|l| l.contains("sched_process_exit") || l.contains(name.as_str())).collect::<Vec<_>>().join("\n"), w.log());
+        let r = w.report(out);
+        let woke = woken_lines(&r, name, "clock_nanosleep");
+        assert!(
+            woke.iter().any(|l| l.contains("woken by: timer interrupt")),
+            "{name} ({err}): {woke:?}\n{r}\n{}",
+            text.lines().filter(|l| l.contains("sched_") && l.contains(name.as_str()) || l.contains("clock_nanosleep")).collect::<Vec<_>>().join("\n")
+        );
+        let mine = tids_in(text);
+        for (u2, other, out2, text2, _) in &traces {
+            if other == name {
+                continue;
+            }
+            // Another command's name appears in no file of this output, nor in its report.
+            for f in files(out) {
+                assert!(!contains(&std::fs::read(&f).unwrap(), other.as_bytes()), "{other} in {} ({name}'s)", f.display());
+            }
+            assert!(!r.contains(other.as_str()), "{other} in {name}'s report");
+            // And none of its tasks: the traces' task sets are disjoint (pids are not
+            // reused within this test: far fewer than pid_max).
+            let theirs = tids_in(text2);
+            let shared: Vec<_> = mine.intersection(&theirs).collect();
+            assert!(shared.is_empty(), "{name} ({u}) and {other} ({u2}) share tasks {shared:?} ({})", out2.display());
+        }
+    }
+    assert!(!w.log().contains("records arrived after newer ones"), "{}", w.log());
+}
+
+/// `strace -c` rows: system call name to (calls, errors).
+fn strace_counts(text: &str) -> std::collections::BTreeMap<String, (u64, u64)> {
+    let mut m = std::collections::BTreeMap::new();
+    for l in text.lines() {
+        let t: Vec<&str> = l.split_whitespace().collect();
+        if t.len() >= 5 && t[0].starts_with(|c: char| c.is_ascii_digit()) && t[t.len() - 1] != "total" {
+            let errors = if t.len() == 6 { t[4].parse().unwrap() } else { 0 };
+            m.insert(t[t.len() - 1].to_string(), (t[3].parse().unwrap(), errors));
+        }
+    }
+    m
+}
+
+/// Tier 2 counts the system calls of the traced command exactly as `strace -f -c` does,
+/// both run as the same ordinary user on the same command; the launcher's calls before the
+/// exec (the gate's read of its pipe, its execve) are not counted.
+#[test]
+fn syscall_counts_equal_strace_as_an_ordinary_user() {
+    require_root!();
+    let w = World::new(&[]);
+    let cmd = ["sh", "-c", "cat /etc/hostname; ls /nonexistent || true"];
+    let s = w.home(A).join("strace.txt");
+    let o = w.as_user(A, Path::new("/usr/bin/strace")).args(["-f", "-c", "-o", s.to_str().unwrap()]).args(cmd).output();
+    let Ok(o) = o else {
+        eprintln!("skipped: strace is not installed");
+        return;
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = strace_counts(&std::fs::read_to_string(&s).unwrap());
+    assert!(want.get("execve").is_some_and(|c| c.0 >= 3) && want.contains_key("openat"), "{want:?}");
+    let (out, err, o) = w.trace(A, "counts", &cmd);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("kernel view: tier 2"), "{err}");
+    let r = ust_cli::report::report(&out, &ust_cli::report::Options::default()).unwrap();
+    let got: std::collections::BTreeMap<String, (u64, u64)> = r.syscalls.iter().map(|c| (c.name.clone(), (c.count, c.errors))).collect();
+    assert_eq!(got, want, "ust report of tier 2 (left) against strace -f -c (right)");
+    let names: std::collections::HashSet<&str> = r.syscall_processes.iter().map(|p| p.name.as_str()).collect();
+    assert!(names.contains("sh") && names.contains("cat") && names.contains("ls") && !names.contains("ust"), "{names:?}");
+}
+
+/// A recording belongs to the connection that started it: a `Finish` on another one, a
+/// `Start` for a child that has already exited (stale) or for one reaped, are refused with
+/// a message that says so.
+#[test]
+fn stale_and_forged_requests_are_refused() {
+    require_root!();
+    let w = World::new(&[]);
+    let (uid, gid) = (id_of(B, "-u"), id_of(B, "-g"));
+    let (sys, home) = (w.sys.clone(), w.home(B));
+    let replies = as_thread_of(uid, gid, move || {
+        let dir = std::fs::File::open(&home).unwrap();
+        // A child that has exited and is not reaped yet: a zombie.
+        let mut zombie = Command::new("true").spawn().unwrap();
+        let zpid = zombie.id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ust_kernel::filter::is_running(zpid) {
+            assert!(Instant::now() < deadline, "true did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let stale = start_with(&hello(&sys), zpid, &[dir.as_fd()]);
+        zombie.wait().unwrap();
+        let reaped = start_with(&hello(&sys), zpid, &[dir.as_fd()]);
+        // Finish after Hello, on a connection that started nothing (naming another's pid).
+        let s = hello(&sys);
+        ust_core::protocol::send(&s, &KviewRequest::Finish { traced_pid: zpid, clock_offset_ns: None }, &[]).unwrap();
+        let forged = ust_core::protocol::recv::<KviewReply>(&s).map(|r| r.0).unwrap_or(KviewReply::Refused { reason: "closed".into() });
+        vec![stale, reaped, forged]
+    });
+    let reason = |r: &KviewReply| match r {
+        KviewReply::Refused { reason } => reason.clone(),
+        other => panic!("not refused: {other:?}"),
+    };
+    assert!(reason(&replies[0]).contains("has already exited: a stale request"), "{:?}", replies[0]);
+    assert!(reason(&replies[1]).contains("not a child of yours"), "{:?}", replies[1]);
+    assert!(reason(&replies[2]).contains("Finish without a recording on this connection"), "{:?}", replies[2]);
+    assert!(!w.log().contains("kview: recording for"), "nothing was recorded: {}", w.log());
+}
+
+/// Root's daemon without tracefs (started in a mount namespace where /sys/kernel is an
+/// empty read-only tmpfs, so tracefs is neither there nor mountable): it says so at
+/// `Hello`, and `ust trace` goes on with tier 1 (or says why not).
+#[test]
+fn no_tracefs_for_the_broker_says_so_and_tier_1_is_used() {
+    require_root!();
+    if !Command::new("unshare").args(["-m", "true"]).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: unshare -m is not possible here");
+        return;
+    }
+    let w = World::with_wrapper(&[], &["unshare", "-m", "--propagation", "private", "sh", "-c", "mount -t tmpfs -o ro,size=4k none /sys/kernel && exec \"$0\" \"$@\""]);
+    let (out, err, o) = w.trace(A, "notracefs", &["sh", "-c", "sleep 0.1"]);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("root's ust-consumerd gives no kernel view: root's ust-consumerd cannot record the kernel: tracefs is not mounted"), "{err}");
+    assert!(!err.contains("tier 2"), "{err}");
+    assert!(w.log().contains("refused: no tracefs"), "{}", w.log());
+    if ust_cli::kernel::perf::attr::paranoid().is_none_or(|p| p < 3) {
+        assert!(err.contains("kernel view: tier 1"), "{err}");
+        babeltrace(&out.join("kernel"));
+    } else {
+        assert!(err.contains("nor with perf_event_open"), "{err}");
+    }
+}
+
+/// A traced command whose exec fails never runs: tier 2 says so, and the trace it leaves
+/// (the state dump of the gate, the failed exec) reads back cleanly. A child that only
+/// forks (a subshell) is followed without any exec.
+#[test]
+fn commands_that_never_exec_in_tier_2() {
+    require_root!();
+    let w = World::new(&[]);
+    let (out, err, o) = w.trace(A, "noexec", &["/nonexistent/command"]);
+    assert_eq!(o.status.code(), Some(127), "{err}");
+    assert!(err.contains("kernel view: tier 2") && err.contains("cannot run /nonexistent/command"), "{err}");
+    let text = babeltrace(&out.join("kernel"));
+    assert!(!text.contains("sched_process_exec"), "nothing was executed");
+    assert!(text.lines().any(|l| l.contains("syscall_exit") && l.contains("ret = -2")), "the failed execve (ENOENT) is there");
+    let (out, err, o) = w.trace(A, "fork", &["sh", "-c", "( i=0; while [ $i -lt 300 ]; do i=$((i+1)); done; exit 3 ); echo $?"]);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "3");
+    let text = babeltrace(&out.join("kernel"));
+    let forks: Vec<&str> = text.lines().filter(|l| l.contains("sched_process_fork") && l.contains("parent_comm = \"sh\"")).collect();
+    assert_eq!(forks.len(), 1, "{forks:?}");
+    let child = forks[0].split("child_pid = ").nth(1).and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next()).unwrap().to_string();
+    let exits: Vec<&str> = text.lines().filter(|l| l.contains("sched_process_exit")).collect();
+    assert!(exits.iter().any(|l| l.contains(&format!("tid = {child}"))), "the subshell's exit: {exits:?}");
+    assert!(text.lines().any(|l| l.contains("sched_switch") && l.contains(&format!("prev_tid = {child}"))), "the subshell's switches");
+}
+
+/// Installs, in the calling process (a child before its exec), a seccomp filter under which
+/// `perf_event_open` fails with `EACCES`, as a container's seccomp profile makes it.
+///
+/// # Safety
+/// For `pre_exec`: only async-signal-safe system calls on stack data.
+unsafe fn refuse_perf_event_open() -> std::io::Result<()> {
+    #[repr(C)]
+    struct SockFilter {
+        code: u16,
+        jt: u8,
+        jf: u8,
+        k: u32,
+    }
+    #[repr(C)]
+    struct SockFprog {
+        len: u16,
+        filter: *const SockFilter,
+    }
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const RET_K: u16 = 0x06;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    let prog = [
+        SockFilter { code: LD_W_ABS, jt: 0, jf: 0, k: 0 }, // seccomp_data.nr
+        SockFilter { code: JEQ_K, jt: 0, jf: 1, k: libc::SYS_perf_event_open as u32 },
+        SockFilter { code: RET_K, jt: 0, jf: 0, k: RET_ERRNO | libc::EACCES as u32 },
+        SockFilter { code: RET_K, jt: 0, jf: 0, k: RET_ALLOW },
+    ];
+    let fprog = SockFprog { len: prog.len() as u16, filter: prog.as_ptr() };
+    // SAFETY: prctl with valid arguments; the filter program outlives the call.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || libc::prctl(libc::PR_SET_SECCOMP, 2, &fprog as *const SockFprog) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The broker off and perf_event_open refused (a seccomp filter, as in a container): `ust
+/// trace` says which sysctl and what else it needs, and still traces user space; the
+/// command runs.
+#[test]
+fn perf_event_open_refused_names_the_sysctl() {
+    require_root!();
+    if ust_cli::kernel::perf::attr::paranoid().is_some_and(|p| p >= 3) {
+        eprintln!("skipped: kernel.perf_event_paranoid >= 3 already (broker_off_says_so_and_tier_1_is_used covers it)");
+        return;
+    }
+    let w = World::new(&["--kernel-view", "none"]);
+    let out = w.home(A).join("noperf");
+    let mut c = w.as_user(A, Path::new(ust_bin()));
+    c.args(["trace", "--kernel", "--output", out.to_str().unwrap(), "--", "sh", "-c", "echo ran"]);
+    // SAFETY: refuse_perf_event_open makes only async-signal-safe system calls.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, || refuse_perf_event_open());
+    }
+    let o = common::output_within(c, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran");
+    assert!(err.contains("nor with perf_event_open"), "{err}");
+    assert!(err.contains("perf_event_open was refused") && err.contains("kernel.perf_event_paranoid") && err.contains("sysctl kernel.perf_event_paranoid=2") && err.contains("seccomp"), "{err}");
+    assert!(!err.contains("kernel view: tier"), "{err}");
+    assert!(err.contains("trace written to"), "user space is still traced: {err}");
 }

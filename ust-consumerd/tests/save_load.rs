@@ -132,7 +132,10 @@ fn a_session_saved_by_lttng_loads_and_records_in_ust() {
     let o = d.ust(&["load", "-i", file.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("Session s1 has been loaded successfully"));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("PER_UID"), "the per-user scheme is reported");
+    // lttng's default, PER_UID, is ust's --buffers-uid; saved again, it says PER_UID.
+    let resaved = l.dir("resaved");
+    d.ust_ok(&["save", "s1", "-o", resaved.to_str().unwrap()]);
+    assert_eq!(from_xml(&std::fs::read_to_string(resaved.join("s1.lttng")).unwrap()).unwrap().remove(0).buffers, BufferType::PerUid);
     let detail = d.ust_json(&["list", "s1", "--json"]);
     let ch = &detail["channels"][0];
     assert_eq!((ch["name"].as_str(), ch["config"]["subbuf_size"].as_u64(), ch["config"]["num_subbuf"].as_u64()), (Some("ch"), Some(65536), Some(8)));
@@ -150,14 +153,14 @@ fn a_session_saved_by_lttng_loads_and_records_in_ust() {
     d.ust_ok(&["load", "s1", "-f", "-i", file.to_str().unwrap()]);
 
     d.ust_ok(&["start", "-s", "s1"]);
-    let o = Command::new(program_here("flightrec")).arg("500").env("UST_RUNDIR", &d.rundir).stdin(Stdio::null()).output().unwrap();
-    assert!(o.status.success());
-    let pid = {
-        let text = d.ust_ok(&["list", "s1", "--json"]);
-        serde_json::from_str::<serde_json::Value>(&text).unwrap()["processes"][0]["pid"].as_i64().unwrap()
-    };
+    let mut child = Command::new(program_here("flightrec")).arg("500").env("UST_RUNDIR", &d.rundir).stdin(Stdio::null()).spawn().unwrap();
+    let pid = child.id();
+    assert!(child.wait().unwrap().success());
     d.ust_ok(&["stop", "-s", "s1"]);
     d.ust_ok(&["destroy", "-s", "s1"]);
+    // SAFETY: getuid(2) has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    assert!(out.join(format!("ust/uid/{uid}/64-bit/metadata")).is_file(), "a per-user trace under {}", out.display());
     let text = babeltrace(&out);
     let evs = bt_events(&text);
     let infos: Vec<u64> = evs.iter().filter(|e| e.name == "myapp:info").map(|e| fields_map(&e.fields)["i"].parse().unwrap()).collect();

@@ -377,6 +377,9 @@ pub struct SessionSummary {
     /// The relay daemon the session streams to (`net://…`), if it does.
     #[serde(default)]
     pub url: Option<String>,
+    /// Who owns the buffers of the session's channels (`--buffers-pid`/`--buffers-uid`).
+    #[serde(default)]
+    pub buffers: crate::config::BufferOwnership,
 }
 
 /// A channel in `ust list SESSION`.

@@ -51,51 +51,131 @@ fn ids(status: &str, key: &str) -> Option<Vec<u32>> {
     line.split_whitespace().map(|x| x.parse().ok()).collect()
 }
 
-/// True when task `tid` has exited and waits to be reaped (state `Z` or `X` in
-/// `/proc/TID/stat`).
-fn is_zombie(tid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return false };
-    matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X'))
+/// `PF_EXITING` in `flags`: set by `do_exit` before the task gives up its memory.
+const PF_EXITING: u64 = 0x4;
+
+/// What `/proc/TID/stat` says of a task now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    /// No entry: the task was reaped (or never was).
+    Gone,
+    /// In `do_exit` (`PF_EXITING`) or a zombie (`Z`, `X`): it runs nothing of its program
+    /// any more, and its `/proc` files turn root's once its memory is released, so its
+    /// credentials and dumpability can no longer be judged from them.
+    Exiting,
+    /// Running its program.
+    Live,
+    /// `/proc` could not be read (the errno): nothing is concluded.
+    Unknown(i32),
+}
+
+/// True when task `tid` exists and runs its program: not reaped, not a zombie, not in
+/// `do_exit`.
+pub fn is_running(tid: i32) -> bool {
+    tid > 0 && life(tid) == Life::Live
+}
+
+fn life(tid: i32) -> Life {
+    let stat = match std::fs::read_to_string(format!("/proc/{tid}/stat")) {
+        Ok(s) => s,
+        // Only "no such entry" says gone (ESRCH: it went while being read).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) => return Life::Gone,
+        Err(e) => return Life::Unknown(e.raw_os_error().unwrap_or(0)),
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else { return Life::Unknown(0) };
+    let mut f = rest.split_whitespace();
+    let state = f.next().unwrap_or("");
+    let flags = f.nth(5).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    if matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0 {
+        Life::Exiting
+    } else {
+        Life::Live
+    }
 }
 
 /// True when user `uid`/`gid` could have made `path` name another file since a past exec:
-/// the path is relative, goes through a symbolic link, or one of its directories is owned
-/// by the user or writable by them (group or other). With `fs.protected_hardlinks` (the
-/// default), a user cannot link another's set-ID file into their own directory, so a path
-/// through root's directories only still names what it named.
+/// the path is relative, or one of the directories it goes through (those of the targets
+/// of its symbolic links included) is owned by the user or writable by them (group or
+/// other; in a sticky directory such as `/tmp`, only for the user's own entries). A symbolic link in a directory the user cannot write cannot be re-pointed by
+/// them, so it is followed (up to [`MAX_LINKS`]; more counts as could). With
+/// `fs.protected_hardlinks` (the default), a user cannot link another's set-ID file into
+/// their own directory, so a path through root's directories only still names what it
+/// named.
 pub fn user_could_swap(path: &str, uid: u32, gid: u32) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let p = std::path::Path::new(path);
-    if !p.is_absolute() {
+    could_swap_at(std::path::Path::new(path), uid, gid, 0)
+}
+
+/// Symbolic links [`user_could_swap`] follows in one path.
+pub const MAX_LINKS: usize = 8;
+
+fn could_swap_at(p: &std::path::Path, uid: u32, gid: u32, links: usize) -> bool {
+    if !p.is_absolute() || links > MAX_LINKS {
         return true;
     }
+    let parts: Vec<_> = p.components().skip(1).collect();
     let mut cur = std::path::PathBuf::from("/");
-    for c in p.components().skip(1) {
+    for (k, c) in parts.iter().enumerate() {
+        // `cur` is a directory (resolved): may the user change what it holds?
         let Ok(dir) = std::fs::symlink_metadata(&cur) else { return true };
         let m = dir.mode();
-        if dir.file_type().is_symlink() || dir.uid() == uid || m & 0o002 != 0 || (m & 0o020 != 0 && dir.gid() == gid) {
+        let next = match c {
+            std::path::Component::Normal(n) => cur.join(n),
+            std::path::Component::ParentDir => cur.parent().map_or_else(|| cur.clone(), std::path::Path::to_path_buf),
+            _ => continue,
+        };
+        let Ok(meta) = std::fs::symlink_metadata(&next) else { return true };
+        let writable = m & 0o002 != 0 || (m & 0o020 != 0 && dir.gid() == gid);
+        // In a sticky directory (/tmp) a user may rename or remove only their own entries.
+        let sticky_guard = m & 0o1000 != 0 && meta.uid() != uid;
+        if !dir.is_dir() || dir.uid() == uid || (writable && !sticky_guard) {
             return true;
         }
-        cur.push(c);
+        if meta.file_type().is_symlink() {
+            let Ok(target) = std::fs::read_link(&next) else { return true };
+            let mut rest = if target.is_absolute() { target } else { cur.join(target) };
+            for r in &parts[k + 1..] {
+                rest.push(r);
+            }
+            return could_swap_at(&rest, uid, gid, links + 1);
+        }
+        cur = next;
     }
-    // The last component itself: a symbolic link can be re-pointed.
-    std::fs::symlink_metadata(&cur).map_or(true, |m| m.file_type().is_symlink())
+    false
+}
+
+/// True when user `uid` (primary group `gid`; supplementary groups not counted, so this
+/// errs towards false) may read `path`: the kernel makes a task that execs a file its
+/// user cannot read non-dumpable (`would_dump`), so that user may not ptrace it.
+pub fn readable_by(path: &str, uid: u32, gid: u32) -> bool {
+    let Ok(m) = std::fs::metadata(path) else { return false };
+    let mode = m.mode();
+    if m.uid() == uid {
+        mode & 0o400 != 0
+    } else if m.gid() == gid {
+        mode & 0o040 != 0
+    } else {
+        mode & 0o004 != 0
+    }
 }
 
 /// True when `uid`/`gid` could ptrace task `tid` now: its real, effective and saved uid are
 /// `uid`, its gids are all `gid` (no set-group-ID program), and it is dumpable (`/proc`
 /// shows a non-dumpable task as owned by root). False when the task is gone.
 pub fn may_see(tid: i32, uid: u32, gid: u32) -> bool {
+    // The files under /proc/TID (not the directory itself, which keeps the task's euid)
+    // turn root's when the task is not dumpable (`task_dump_owner` in fs/proc/base.c).
+    same_ids(tid, uid, gid) && std::fs::metadata(format!("/proc/{tid}/stat")).map(|m| m.uid() == uid).unwrap_or(false)
+}
+
+/// True when task `tid`'s real, effective and saved uid are `uid` and its gids all `gid`
+/// (`/proc/TID/status`); false when it is gone.
+fn same_ids(tid: i32, uid: u32, gid: u32) -> bool {
     if tid <= 0 {
         return false;
     }
-    let dir = format!("/proc/{tid}");
-    let Ok(status) = std::fs::read_to_string(format!("{dir}/status")) else { return false };
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else { return false };
     let (Some(u), Some(g)) = (ids(&status, "Uid:"), ids(&status, "Gid:")) else { return false };
-    let same_uid = u.len() >= 3 && u[..3].iter().all(|&x| x == uid);
-    let same_gid = g.len() >= 3 && g[..3].iter().all(|&x| x == gid);
-    let dumpable = std::fs::metadata(&dir).map(|m| m.uid() == uid).unwrap_or(false);
-    same_uid && same_gid && dumpable
+    u.len() >= 3 && u[..3].iter().all(|&x| x == uid) && g.len() >= 3 && g[..3].iter().all(|&x| x == gid)
 }
 
 /// The parent pid of `pid` (`/proc/<pid>/stat` field 4), if it exists.
@@ -192,6 +272,21 @@ pub struct ViewFilter {
     /// after `sched_process_exit`).
     exiting: HashSet<i32>,
     kinds: HashMap<i32, Kind>,
+    /// Removals [`ViewFilter::recheck`] decided, as (monotonic time of the check, tid),
+    /// oldest first: each takes effect at its time, not before ([`ViewFilter::advance_to`]).
+    leaving: std::collections::VecDeque<(u64, i32)>,
+    /// Verdicts on execs taken when their records were read ([`ViewFilter::observe`]), by
+    /// (pid, timestamp): true when the task stays in the view.
+    early: HashMap<(i32, u64), bool>,
+    /// Children of forks read but not applied yet, whose parent is (or may be) in the view.
+    maybe: HashSet<i32>,
+    /// The time of the record being applied ([`ViewFilter::advance_to`]).
+    at: u64,
+    /// Tasks the last recheck refused, with the time of that check.
+    suspect: HashMap<i32, u64>,
+    /// Tasks that left the view at an exec, with the file and why, for the daemon's log
+    /// (taken with [`ViewFilter::take_exec_exits`]).
+    exec_exits: Vec<(i32, String, &'static str)>,
     /// Events dropped or reduced, for the log.
     pub dropped: u64,
 }
@@ -214,6 +309,11 @@ fn set_text(payload: &mut [u8], f: &EventFormat, name: &str, s: &str) {
     }
 }
 
+/// The `filename` of a `sched_process_exec` record.
+fn exec_file(f: &EventFormat, payload: &[u8]) -> Option<String> {
+    f.field("filename").and_then(|ff| crate::format::dyn_string(payload, ff)).map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
 fn get_int(payload: &[u8], f: &EventFormat, name: &str) -> Option<i64> {
     let ff = f.field(name)?;
     let v = read_uint(payload, ff.offset, ff.size)?;
@@ -229,7 +329,7 @@ impl ViewFilter {
     pub fn new(uid: u32, gid: u32, root_pid: i32) -> ViewFilter {
         let mut visible = HashSet::new();
         visible.insert(root_pid);
-        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), dropped: 0 }
+        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), leaving: Default::default(), early: HashMap::new(), maybe: HashSet::new(), at: 0, exec_exits: Vec::new(), suspect: HashMap::new(), dropped: 0 }
     }
 
     /// The requester's uid.
@@ -252,24 +352,146 @@ impl ViewFilter {
         self.visible.contains(&tid)
     }
 
-    /// Removes from the view every task that still exists but may no longer be ptraced by
-    /// the requester (credentials changed, made non-dumpable). A zombie is left alone: it
-    /// runs nothing any more, and its `/proc` entry turns root's when its memory is gone,
-    /// which would drop the last events of every task that exits (they are applied a
-    /// moment after they happen). Called between rounds, before
-    /// the events read after the previous check are applied.
-    pub fn recheck(&mut self) {
+    /// Looks at the tasks in the view as they are at `now` (monotonic ns, taken before the
+    /// look) and schedules the removal, at `now`, of every one that
+    ///
+    /// - still runs its program but may no longer be ptraced by the requester (credentials
+    ///   changed, made non-dumpable: [`may_see`]) at this check and the next (the removal
+    ///   then dates from the first), or
+    /// - is gone (reaped): its pid may be anyone's from now on. Its last switch normally
+    ///   removes it (see `sched_process_exit`); this is for one whose last switch was lost.
+    ///
+    /// The recorder applies records some time after they happen: a removal takes effect
+    /// for the records from `now` on ([`ViewFilter::advance_to`]), never for the older ones
+    /// still waiting, which happened while the task was still in the view. A task that is
+    /// exiting (`PF_EXITING`, zombie) is left alone: it runs nothing any more, and its
+    /// `/proc` files turn root's when its memory goes, which would drop its last events.
+    pub fn recheck(&mut self, now: u64) {
         let (uid, gid) = (self.uid, self.gid);
-        let gone: Vec<i32> = self
-            .visible
-            .iter()
-            .copied()
-            .filter(|&t| std::path::Path::new(&format!("/proc/{t}")).exists() && !is_zombie(t) && !may_see(t, uid, gid))
-            .collect();
-        for t in gone {
-            self.visible.remove(&t);
-            self.left.insert(t);
+        let scheduled: HashSet<i32> = self.leaving.iter().map(|l| l.1).collect();
+        let mut out: Vec<(u64, i32)> = Vec::new();
+        let tasks: Vec<i32> = self.visible.iter().copied().filter(|t| !scheduled.contains(t)).collect();
+        for t in tasks {
+            let refused = match life(t) {
+                // Asked twice: once gone, a pid stays gone (until reused: then Live).
+                Life::Gone if life(t) == Life::Gone => {
+                    out.push((now, t));
+                    self.exec_exits.push((t, String::new(), "gone (reaped) at a recheck"));
+                    continue;
+                }
+                Life::Gone => false,
+                Life::Exiting => false,
+                Life::Unknown(_) => {
+                    if self.exec_exits.len() < 1024 {
+                        self.exec_exits.push((t, String::new(), "stays: /proc could not be read at a recheck"));
+                    }
+                    false
+                }
+                // Asked again after a refusal: a task that began to exit between the two
+                // looks has its files turned root's by its exit, not by a change of
+                // credentials.
+                Life::Live => !may_see(t, uid, gid) && life(t) == Life::Live,
+            };
+            // A refusal counts when the next check (a round later) refuses too: /proc's
+            // owner was seen to be root's for a moment around an exec. It takes effect
+            // from the first.
+            match (refused, self.suspect.get(&t).copied()) {
+                (true, Some(first)) => {
+                    self.suspect.remove(&t);
+                    out.push((first, t));
+                    self.exec_exits.push((t, String::new(), "no longer ptraceable at two rechecks"));
+                }
+                (true, None) => {
+                    self.suspect.insert(t, now);
+                }
+                (false, _) => {
+                    self.suspect.remove(&t);
+                }
+            }
         }
+        out.sort_unstable();
+        let floor = self.leaving.back().map_or(0, |l| l.0);
+        self.leaving.extend(out.into_iter().map(|(at, t)| (at.max(floor), t)));
+    }
+
+    /// Carries out the removals scheduled by [`ViewFilter::recheck`] at or before `ts`;
+    /// called with each record's time, before [`ViewFilter::apply`], in time order.
+    pub fn advance_to(&mut self, ts: u64) {
+        self.at = ts;
+        while self.leaving.front().is_some_and(|l| l.0 <= ts) {
+            let (_, t) = self.leaving.pop_front().expect("front");
+            if self.visible.remove(&t) {
+                self.left.insert(t);
+            }
+            self.exiting.remove(&t);
+        }
+    }
+
+    /// Looks at a record as soon as it is read, before it waits to be applied in time
+    /// order: an exec of a task that is (or may be) in the view is judged now, while the
+    /// task most likely still runs the program it executed, rather than when it is applied
+    /// (under load, long after, when a short-lived task is gone and only the file speaks).
+    pub fn observe(&mut self, ev: &KernelEvent, payload: &[u8], ts: u64) {
+        /// Pending verdicts kept at most (past it, execs are judged when applied).
+        const MAX_EARLY: usize = 4096;
+        let Some(f) = ev.format.as_ref() else { return };
+        let ours = |me: &ViewFilter, t: i32| me.visible.contains(&t) || me.in_exec.contains(&t) || me.maybe.contains(&t);
+        match ev.name.as_str() {
+            "sched_process_fork" => {
+                let parent = get_int(payload, f, "parent_pid").unwrap_or(0) as i32;
+                let child = get_int(payload, f, "child_pid").unwrap_or(0) as i32;
+                if ours(self, parent) && self.maybe.len() < MAX_EARLY {
+                    self.maybe.insert(child);
+                }
+            }
+            "sched_process_exec" => {
+                let pid = get_int(payload, f, "pid").unwrap_or(0) as i32;
+                if ours(self, pid) && self.early.len() < MAX_EARLY {
+                    let file = exec_file(f, payload);
+                    let stays = self.exec_stays(pid, file.as_deref());
+                    self.early.insert((pid, ts), stays);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The tasks that left the view at an exec since the last call: (tid, file, why).
+    pub fn take_exec_exits(&mut self) -> Vec<(i32, String, &'static str)> {
+        std::mem::take(&mut self.exec_exits)
+    }
+
+    /// Whether task `pid`, which executed `file`, stays in the view (judged now); when not,
+    /// why, for the log.
+    fn exec_stays(&mut self, pid: i32, file: Option<&str>) -> bool {
+        // A task that has exited since (or is exiting, its files turning root's) cannot be
+        // judged from /proc any more.
+        // Credentials only: what an exec does to dumpability follows from the file (read
+        // permission, set-ID bits: checked below) and the credentials; /proc's owner was
+        // seen to be root's for a moment around an exec.
+        let still_mine = (life(pid) == Life::Live).then(|| same_ids(pid, self.uid, self.gid));
+        let privileged = match file {
+            Some(f) => privileged_program(f) || !readable_by(f, self.uid, self.gid),
+            None => true,
+        };
+        // A task gone by now cannot have its credentials checked; then only the file check
+        // speaks, and it proves what ran only where the user could not have changed what
+        // the path named since the exec (a re-pointed symlink, a directory renamed over):
+        // fail closed for such paths.
+        let unproven = still_mine.is_none() && file.is_none_or(|f| user_could_swap(f, self.uid, self.gid));
+        let why = if privileged {
+            "a set-ID, file-capability or unreadable program"
+        } else if still_mine == Some(false) {
+            "its credentials are no longer the user's"
+        } else if unproven {
+            "it was gone before it could be checked, and the user could have swapped the path"
+        } else {
+            return true;
+        };
+        if self.exec_exits.len() < 1024 {
+            self.exec_exits.push((pid, file.unwrap_or("?").to_string(), why));
+        }
+        false
     }
 
     fn kind(&mut self, tid: i32) -> Kind {
@@ -374,6 +596,7 @@ impl ViewFilter {
                     return false;
                 }
                 self.left.remove(&child);
+                self.maybe.remove(&child);
                 self.visible.insert(child);
                 reduce_cur(self, payload);
                 true
@@ -383,18 +606,11 @@ impl ViewFilter {
                 if !self.in_exec.remove(&pid) && !self.visible.contains(&pid) {
                     return false;
                 }
-                let file = f.field("filename").and_then(|ff| crate::format::dyn_string(payload, ff)).map(|b| String::from_utf8_lossy(b).into_owned());
-                let still_mine = std::path::Path::new(&format!("/proc/{pid}")).exists().then(|| may_see(pid, self.uid, self.gid));
-                let privileged = match file.as_deref() {
-                    Some(f) => privileged_program(f),
-                    None => true,
+                let stays = match self.early.remove(&(pid, self.at)) {
+                    Some(v) => v,
+                    None => self.exec_stays(pid, exec_file(f, payload).as_deref()),
                 };
-                // A task gone by now cannot have its credentials checked; then only the
-                // file check speaks, and it proves what ran only where the user could not
-                // have changed what the path named since the exec (a re-pointed symlink,
-                // a directory renamed over): fail closed for such paths.
-                let unproven = still_mine.is_none() && file.as_deref().is_none_or(|f| user_could_swap(f, self.uid, self.gid));
-                if privileged || still_mine == Some(false) || unproven {
+                if !stays {
                     self.visible.remove(&pid);
                     self.left.insert(pid);
                     return false;
@@ -442,12 +658,24 @@ mod tests {
         assert!(!may_see(i32::MAX, uid, gid));
         assert!(!user_could_swap("/usr/bin/sleep", 4242, 4242), "root's directories only");
         assert!(user_could_swap("/tmp/anything", 4242, 4242), "a world-writable directory");
+        let rootdir = tempfile::tempdir().unwrap();
+        let inside = rootdir.path().join("prog");
+        std::fs::write(&inside, "x").unwrap();
+        assert!(!user_could_swap(inside.to_str().unwrap(), 4242, 4242), "root's entry of sticky /tmp, in root's directory");
         assert!(user_could_swap("bin/sleep", 4242, 4242), "relative");
         assert!(user_could_swap("/usr/bin/sleep", 0, 0), "the directories are this user's");
         let d = tempfile::tempdir().unwrap();
         let link = d.path().join("l");
         std::os::unix::fs::symlink("/usr/bin/sleep", &link).unwrap();
-        assert!(user_could_swap(link.to_str().unwrap(), 4242, 4242), "a symbolic link");
+        assert!(!user_could_swap(link.to_str().unwrap(), 4242, 4242), "a symbolic link in root's directory is followed");
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(d.path(), Some(4242), Some(4242)).unwrap();
+            assert!(user_could_swap(link.to_str().unwrap(), 4242, 4242), "a symbolic link in the user's directory");
+        }
+        if std::fs::symlink_metadata("/bin").is_ok_and(|m| m.file_type().is_symlink()) {
+            assert!(!user_could_swap("/bin/sleep", 4242, 4242), "a link in root's directory is followed");
+        }
+        assert!(readable_by("/bin/sh", 4242, 4242) && !readable_by("/etc/shadow", 4242, 4242));
         assert!(privileged_program("/no/such/file"), "fails closed");
         assert!(privileged_program("/proc/self/stat"), "neither ELF nor #!");
         assert!(!privileged_program("/bin/sh"));
@@ -523,5 +751,18 @@ mod tests {
         let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
         assert_eq!(v.apply(switch, &mut p), Verdict::Keep, "the child is followed from its fork");
         assert_eq!(read_uint(&p, 56, 4), Some(0), "the idle task stays 0");
+        // A recheck at time 1000 finds the child gone (no such pid) and this process not
+        // uid 1000's (and so does the next): both leave the view at 1000, not for the older
+        // records still to come.
+        v.recheck(1000);
+        v.recheck(1010);
+        v.advance_to(999);
+        let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Keep, "a record from before the recheck");
+        assert!(v.sees(me) && v.sees(child));
+        v.advance_to(1000);
+        let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Drop, "from the recheck on");
+        assert!(!v.sees(me) && !v.sees(child));
     }
 }

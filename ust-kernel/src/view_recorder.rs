@@ -5,7 +5,7 @@
 //! instances/ust-<daemon pid>-<n>/per_cpu/cpuN/trace_pipe_raw ───┐  (opened as root)
 //! instances/ust-<daemon pid>-<n>-t/per_cpu/cpuN/trace_pipe_raw ─┤
 //!                                                               ├─ one thread: read every CPU,
-//!   decode pages, merge the records by time (a heap), apply    ─┘  those older than SLACK
+//!   decode pages, merge the records by time (a heap), apply    ─┘  those up to the watermark
 //!   the filter in that order ──> ctf::CpuStream ──> <user's fd>/channel0_N, metadata
 //! ```
 //!
@@ -17,7 +17,24 @@
 //!
 //! Unlike [`crate::KernelRecorder`], which writes each CPU's pages as they come, records are
 //! applied in global time order, so that a fork or exec changes the view at its own
-//! timestamp on every CPU (a record newer than `now - SLACK` waits for the next round).
+//! timestamp on every CPU. The watermark up to which records are applied comes from each
+//! buffer's own evidence, not from a guess of how late pages may be: per buffer (each CPU of
+//! each instance), "complete up to" is the newest record read from it, or, when a read
+//! came back empty (`EAGAIN`, or 0 bytes) and the buffer's `per_cpu/cpuN/stats` counts no
+//! unread `entries`, the time just before that read less [`COMMIT_MARGIN`]; the watermark is
+//! the least of these. An empty read does not prove a buffer empty: the kernel may hold
+//! back a partly filled page (seen here on a CPU gone idle: `EAGAIN` with `entries` > 0,
+//! the page handed out only when that CPU writes again), so `stats` is asked each time,
+//! and such a buffer holds the watermark back until its events come (at most [`MAX_HOLD`]).
+//! So no record is applied after a newer one of another CPU (the filter's state, which
+//! forks, execs and exits change, would be wrong for it, and its stream's clock would have
+//! to be pushed forward to it). Those that still are (a writer held longer than
+//! [`COMMIT_MARGIN`], a buffer held or failing for [`MAX_HOLD`]) are counted and logged; at
+//! the end, events the kernel still holds are waited for [`STOP_ROUNDS`] rounds, and those
+//! it never hands out are logged.
+//!
+//! [`ViewFilter::recheck`] looks at `/proc` as it is now, while the records applied after it
+//! are older: what it decides is scheduled at its own time ([`ViewFilter::advance_to`]).
 //!
 //! The writing thread runs with the requester's file-system identity (`setfsuid`,
 //! `setfsgid`, no supplementary groups: per thread on Linux), so every file it creates in
@@ -39,14 +56,36 @@ use crate::ctf::{CpuStream, EventTable};
 use crate::filter::{Verdict, ViewFilter};
 use crate::{ctf, format, tracefs, KernelError, KernelSummary, BUFFER_KB, POLL};
 
-/// Records younger than this wait for the next round (other CPUs may still commit older).
-/// (100 ms: on a loaded machine 30 ms let a CPU's pages arrive after newer records of
-/// other CPUs were applied.)
-pub const SLACK: Duration = Duration::from_millis(100);
+/// How long after its timestamp a record may still be committed to its ring buffer: the
+/// writer takes the time when it reserves the record and commits it once its fields are
+/// filled, with preemption off (nested interrupts' records commit in between). A read of a
+/// CPU's buffer that comes back empty proves that CPU complete up to the moment before the
+/// read, less this.
+pub const COMMIT_MARGIN: Duration = Duration::from_millis(10);
+/// Records are held at most this long for a buffer whose reads fail (an error other than
+/// `EAGAIN`) or whose kernel holds unread events back: past it, that buffer no longer
+/// holds the others back (records of it that arrive later than newer ones of others are
+/// counted and logged). A buffer that is merely slow to read (a starved reader) holds the
+/// watermark back as long as it takes.
+pub const MAX_HOLD: Duration = Duration::from_secs(1);
 /// Longest time a record waits in memory before its packet is written.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
 /// Deepest interrupt nesting kept per CPU (entries whose exit was lost are forgotten).
 const MAX_NESTING: usize = 8;
+/// Rounds (of [`POLL`]) the last reading waits for events the kernel still holds.
+pub const STOP_ROUNDS: usize = 50;
+
+/// The `entries:` of a CPU buffer's `per_cpu/cpuN/stats`: events in it not read yet
+/// (0 when the file cannot be read or parsed).
+fn unread(stats: &mut std::fs::File) -> u64 {
+    use std::io::Seek;
+    let mut text = String::new();
+    if stats.seek(std::io::SeekFrom::Start(0)).is_err() || stats.read_to_string(&mut text).is_err() {
+        return 0;
+    }
+    text.lines().find_map(|l| l.strip_prefix("entries:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
 /// `env.kernel_source` of a brokered trace.
 pub const SOURCE: &str = "tracefs-view";
 
@@ -120,12 +159,15 @@ impl ViewRecorder {
         let table = Arc::new(EventTable::new(formats));
         let (layout, page_size) = crate::page_layout(&root);
         let cpus = ust_core::cpus::possible_cpus();
-        // (stream index, reader): both instances' CPU n go to stream n.
+        // (stream index, reader, its `stats`): both instances' CPU n go to stream n. Opened
+        // here, as root: the thread runs with the user's file-system identity.
         let mut files = Vec::new();
         for inst in [&instance, &tasks] {
             for (i, &cpu) in cpus.iter().enumerate() {
-                let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(inst.pipe_raw(cpu))?;
-                files.push((i, f));
+                let pipe = inst.pipe_raw(cpu);
+                let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&pipe)?;
+                let stats = std::fs::File::open(pipe.with_file_name("stats"))?;
+                files.push((i, f, stats));
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -172,36 +214,103 @@ impl ViewRecorder {
             let mut err = None;
             let (mut last_applied, mut late) = (0u64, 0u64);
             let mut ctx: Vec<Vec<(u64, Vec<u8>, bool)>> = vec![Vec::new(); streams.len()];
+            // Per buffer: every record up to this time has been read (see the module docs).
+            let mut complete = vec![0u64; files.len()];
+            let margin = COMMIT_MARGIN.as_nanos() as u64;
+            let mut batch: Vec<Pending> = Vec::new();
+            let mut held_since: Vec<Option<u64>> = vec![None; files.len()];
+            // Rounds since recording was turned off: events still held then are waited for
+            // this many rounds, then counted as lost.
+            let mut stop_rounds = 0usize;
             loop {
                 let stopping = st.load(Ordering::SeqCst);
-                let now = ust_core::clock::monotonic_ns();
-                for (i, f) in files.iter_mut() {
+                if stopping {
+                    stop_rounds += 1;
+                }
+                // Every buffer read to its end (empty, or failing) in this round.
+                let mut all_read = true;
+                for (fi, (i, f, stats)) in files.iter_mut().enumerate() {
                     let i = *i;
+                    let (mut drained, mut ended, mut failed) = (false, false, false);
+                    let mut before = ust_core::clock::monotonic_ns();
                     for _ in 0..256 {
                         match f.read(&mut page) {
-                            Ok(0) => break,
+                            Ok(0) => {
+                                // Not necessarily empty (the kernel may hold a page back):
+                                // `stats` says below.
+                                (drained, ended) = (true, true);
+                                break;
+                            }
                             Ok(n) => {
+                                let newest = &mut complete[fi];
                                 let res = crate::ftrace::decode_page(&page[..n], &layout, |e| {
-                                    heap.push(Reverse((e.timestamp, seq, i, e.payload.to_vec())));
+                                    *newest = (*newest).max(e.timestamp);
+                                    batch.push((e.timestamp, seq, i, e.payload.to_vec()));
                                     seq += 1;
                                 });
                                 match res {
                                     Ok(info) => streams[i].stats.lost += info.missed.unwrap_or(0),
                                     Err(_) => streams[i].stats.bad += 1,
                                 }
+                                before = ust_core::clock::monotonic_ns();
                             }
-                            Err(_) => break,
+                            Err(e) => {
+                                (drained, ended) = (e.kind() == std::io::ErrorKind::WouldBlock, true);
+                                failed = e.kind() != std::io::ErrorKind::WouldBlock;
+                                break;
+                            }
                         }
                     }
+                    // Events the kernel still holds (a partly filled page it would not hand
+                    // out): no evidence beyond the newest record read, until they come.
+                    let held = drained && unread(stats) > 0;
+                    if held {
+                        drained = false;
+                        let since = *held_since[fi].get_or_insert(before);
+                        if before.saturating_sub(since) > MAX_HOLD.as_nanos() as u64 {
+                            complete[fi] = complete[fi].max(before.saturating_sub(MAX_HOLD.as_nanos() as u64));
+                        }
+                    } else {
+                        held_since[fi] = None;
+                    }
+                    all_read &= ended && (!held || stop_rounds >= STOP_ROUNDS);
+                    if drained {
+                        complete[fi] = complete[fi].max(before.saturating_sub(margin));
+                    } else if failed {
+                        // No evidence from a buffer whose reads fail: its records wait at most
+                        // MAX_HOLD. (Only this buffer's: the others keep their own evidence.)
+                        complete[fi] = complete[fi].max(ust_core::clock::monotonic_ns().saturating_sub(MAX_HOLD.as_nanos() as u64));
+                    }
                 }
-                filter.recheck();
-                let watermark = if stopping { u64::MAX } else { now.saturating_sub(SLACK.as_nanos() as u64) };
+                // What this round read, in time order (a fork before its child's exec,
+                // whatever the CPUs), seen by the filter as soon as read, then held.
+                batch.sort_unstable();
+                for r in batch.drain(..) {
+                    if let Some(ev) = format::read_uint(&r.3, 0, 2).and_then(|k| table.by_ftrace_id(k as u16)) {
+                        filter.observe(ev, &r.3, r.0);
+                    }
+                    heap.push(Reverse(r));
+                }
+                for (tid, file, why) in filter.take_exec_exits() {
+                    if file.is_empty() {
+                        eprintln!("ust-kview: task {tid} leaves the view of uid {}: {why}", filter.uid());
+                    } else {
+                        eprintln!("ust-kview: task {tid} leaves the view of uid {} at its exec of {file}: {why}", filter.uid());
+                    }
+                }
+                let now = ust_core::clock::monotonic_ns();
+                filter.recheck(now);
+                let evidence = complete.iter().copied().min().unwrap_or(0);
+                // Stopping (recording is off): once every buffer is read to its end, all is in.
+                let last = stopping && all_read;
+                let watermark = if last { u64::MAX } else { evidence };
                 while heap.peek().is_some_and(|Reverse(e)| e.0 <= watermark) {
                     let Reverse((ts, _, i, mut payload)) = heap.pop().expect("peeked");
                     if ts < last_applied {
                         late += 1;
                     }
-                    last_applied = ts;
+                    last_applied = last_applied.max(ts);
+                    filter.advance_to(ts);
                     let Some(kind) = format::read_uint(&payload, 0, 2) else { continue };
                     let Some(ev) = table.by_ftrace_id(kind as u16) else { continue };
                     // Interrupt contexts held per CPU: (ts, record, written).
@@ -239,7 +348,7 @@ impl ViewRecorder {
                         }
                     }
                 }
-                if stopping || last_flush.elapsed() >= FLUSH_EVERY {
+                if last || last_flush.elapsed() >= FLUSH_EVERY {
                     for s in streams.iter_mut().filter(|s| s.pending()) {
                         if let Err(e) = s.flush() {
                             err.get_or_insert(e.to_string());
@@ -247,10 +356,16 @@ impl ViewRecorder {
                     }
                     last_flush = Instant::now();
                 }
-                if stopping || err.is_some() {
+                if last || err.is_some() {
                     break;
                 }
-                std::thread::sleep(POLL);
+                if !stopping || !all_read {
+                    std::thread::sleep(POLL);
+                }
+            }
+            let never_read: u64 = files.iter_mut().map(|(_, _, stats)| unread(stats)).sum();
+            if never_read > 0 {
+                eprintln!("ust-kview: {never_read} events the kernel did not hand out by the end");
             }
             drop(files);
             if late > 0 {

@@ -93,14 +93,16 @@ pub fn connect_or_start() -> Result<Client, Failure> {
         .stdin(std::process::Stdio::null())
         .status()
         .map_err(|e| Failure::new(format!("cannot start {}: {e}; install ust-consumerd or put it in PATH", bin.display())))?;
-    if !status.success() {
-        return Err(Failure::new(format!("{} --daemonize failed ({status})", bin.display())));
-    }
+    // It fails when another `ust` started one at the same moment (that one holds the
+    // directory's lock): then that daemon answers in a moment.
+    let failed = (!status.success()).then(|| format!("{} --daemonize failed ({status})", bin.display()));
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match Client::connect(&dir) {
             Ok(c) => return Ok(c),
-            Err(e) if Instant::now() >= deadline => return Err(Failure::new(format!("ust-consumerd started but does not answer: {e}"))),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(Failure::new(failed.unwrap_or_else(|| format!("ust-consumerd started but does not answer: {e}"))));
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }

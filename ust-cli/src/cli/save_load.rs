@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use ust_ctl::config::{check_name, VpidTracker};
+use ust_ctl::config::{check_name, BufferOwnership, VpidTracker};
 use ust_ctl::protocol::{Command, CreateOptions, Payload, SessionDetail};
 use ust_ctl::session_xml::{from_xml, to_xml, BufferType, SavedChannel, SavedSession};
 use ust_ctl::trackers::{IdKind, IdTracker};
@@ -72,7 +72,10 @@ pub fn saved_from_detail(d: &SessionDetail) -> SavedSession {
         output: Some(d.summary.output.clone()),
         snapshot: d.summary.snapshot,
         started: d.summary.active,
-        buffers: BufferType::PerPid,
+        buffers: match d.summary.buffers {
+            BufferOwnership::Uid => BufferType::PerUid,
+            BufferOwnership::Pid => BufferType::PerPid,
+        },
         channels: d
             .channels
             .iter()
@@ -160,9 +163,16 @@ fn load_one(c: &mut Client, s: &SavedSession, force: bool) -> Result<(), Failure
     if let Some((ctrl, data)) = &s.net_output {
         return Err(Failure::new(format!("session {name}: network output ({ctrl}, {data}) cannot be loaded: give the session a local output")));
     }
-    if s.buffers == BufferType::PerUid {
-        eprintln!("ust: session {name}: per-user buffers (PER_UID) loaded as per-process buffers, ust's scheme");
-    }
+    // LTTng's PER_UID is ust's `--buffers-uid`; ust cannot put per-user buffers in an
+    // `--shm-path` directory, so such a session keeps per-process buffers there.
+    let buffers = match s.buffers {
+        BufferType::PerUid if s.shm_path.is_some() => {
+            eprintln!("ust: session {name}: per-user buffers (PER_UID) with a shm path loaded as per-process buffers (ust keeps per-user buffers in memory only)");
+            BufferOwnership::Pid
+        }
+        BufferType::PerUid => BufferOwnership::Uid,
+        BufferType::PerPid => BufferOwnership::Pid,
+    };
     if !s.other_domains.is_empty() {
         eprintln!("ust: session {name}: {} domain(s) skipped: ust traces user space only", s.other_domains.join(", "));
     }
@@ -177,7 +187,7 @@ fn load_one(c: &mut Client, s: &SavedSession, force: bool) -> Result<(), Failure
         Some(o) => o.clone(),
         None => home()?.join("ust-traces").join(format!("{name}-{}", ust_ctf::datetime::stamp())),
     };
-    let options = CreateOptions { snapshot: s.snapshot, shm_path: s.shm_path.clone(), clock: None, buffers: None, ..CreateOptions::default() };
+    let options = CreateOptions { snapshot: s.snapshot, shm_path: s.shm_path.clone(), clock: None, buffers: Some(buffers), ..CreateOptions::default() };
     ok(c, Command::CreateSessionWith { name: name.clone(), output, options })?;
     let session = Some(name.clone());
     for ch in &s.channels {

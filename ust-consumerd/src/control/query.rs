@@ -22,6 +22,7 @@ pub(super) fn summary(st: &State, ss: &SessionState) -> SessionSummary {
         processes: ss.traces.len(),
         output_error: ss.session.output_error.get(),
         url: ss.session.relay.as_ref().map(|r| r.url.to_string()),
+        buffers: ss.session.buffers,
     }
 }
 
