@@ -311,8 +311,23 @@ fn new_trace_dir(want: &std::path::Path) -> Result<PathBuf, SetupError> {
 }
 
 /// The TSDL metadata of process `p`'s trace (UUID `uuid`) in `session`: its channels and
-/// contexts, its events, the session's clock offset and the process's trace clock.
+/// contexts, its events, the session's clock offset and the process's trace clock (a
+/// network session sends the same text to the relay daemon).
 pub fn render_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -> String {
+    render_trace_metadata(session, uuid, (p.procname, p.pid), None, p.events, p.tsc)
+}
+
+/// The TSDL metadata of one trace of `session` (UUID `uuid`): per process (`owner` is its
+/// procname and pid, `uid` `None`) or per user (`owner` `("", 0)`, `uid` the user's), with
+/// `events` declared and the trace clock of `tsc` (`None`: `CLOCK_MONOTONIC`).
+pub fn render_trace_metadata(
+    session: &crate::session::Session,
+    uuid: [u8; 16],
+    owner: (&str, i32),
+    uid: Option<u32>,
+    events: &[EventDesc],
+    tsc: Option<ust_core::clock::TscParams>,
+) -> String {
     let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
     let contexts: Vec<Vec<ust_core::context::ContextType>> = session.channels.iter().map(|c| c.contexts.clone()).collect();
     ust_ctf::metadata::render(&ust_ctf::metadata::TraceMetadata {
@@ -320,22 +335,16 @@ pub fn render_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, u
         clock_offset_ns: session.clock_offset_ns,
         clock_uuid: &ust_core::clock::boot_id(),
         hostname: &ust_ctf::metadata::hostname(),
-        procname: p.procname,
-        vpid: p.pid,
+        procname: owner.0,
+        vpid: owner.1,
         trace_name: &session.name,
         creation_datetime: &ust_ctf::datetime::iso_at(session.created),
         channels: &channels,
         contexts: &contexts,
-        events: p.events,
-        clock_description: &p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc).description(),
-uid: None,
+        events,
+        clock_description: &tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc).description(),
+        uid,
     })
-}
-
-/// The TSDL metadata of process `p`'s trace (UUID `uuid`) in `session`, as
-/// [`write_metadata`] writes it (a network session sends it to the relay daemon).
-pub fn metadata_text(session: &crate::session::Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -> String {
-    render_metadata(session, p, uuid)
 }
 
 /// Writes (or rewrites) the metadata of process `p`'s trace in `dir` for `session`: temporary

@@ -259,23 +259,7 @@ pub fn channel_ids(st: &State, app_id: u64) -> Vec<ChannelIds> {
 
 /// The TSDL metadata of the per-UID trace of `uid`.
 fn render(session: &Session, uid: u32, uuid: [u8; 16], tsc: Option<ust_core::clock::TscParams>, events: &[EventDesc]) -> String {
-    let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
-    let contexts: Vec<Vec<ust_core::context::ContextType>> = session.channels.iter().map(|c| c.contexts.clone()).collect();
-    ust_ctf::metadata::render(&ust_ctf::metadata::TraceMetadata {
-        uuid,
-        clock_offset_ns: session.clock_offset_ns,
-        clock_uuid: &ust_core::clock::boot_id(),
-        hostname: &ust_ctf::metadata::hostname(),
-        procname: "",
-        vpid: 0,
-        trace_name: &session.name,
-        creation_datetime: &ust_ctf::datetime::iso_at(session.created),
-        channels: &channels,
-        contexts: &contexts,
-        events,
-        clock_description: &tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc).description(),
-        uid: Some(uid),
-    })
+    crate::process_trace::render_trace_metadata(session, uuid, ("", 0), Some(uid), events, tsc)
 }
 
 /// Creates the per-UID trace of `uid`: its directory (not in a snapshot session), its

@@ -851,7 +851,7 @@ mod tests {
 
     #[test]
     fn trace_refuses_unknown_options_before_the_command() {
-        for args in [&["ust", "trace", "--buffers-uid", "--", "true"][..], &["ust", "trace", "--kernal", "true"], &["ust", "trace", "-z", "--", "x"]] {
+        for args in [&["ust", "trace", "--buffers-uidd", "--", "true"][..], &["ust", "trace", "--kernal", "true"], &["ust", "trace", "-z", "--", "x"]] {
             let e = Cli::try_parse_from(args).unwrap_err();
             assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{args:?}");
         }

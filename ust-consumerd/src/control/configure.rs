@@ -9,7 +9,7 @@ use crate::state::{Daemon, SessionState};
 use crate::session::{check_name, Channel, ChannelConfig, Enabler, LevelFilter, Session, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
 
 use super::{check_pattern, resolve, Res};
-use super::lifecycle::{push_masks_and_sync, wait_syncs};
+use super::lifecycle::{retrack_live_apps, wait_syncs};
 
 pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
     let CreateOptions { snapshot, shm_path, clock, buffers, relay, live_timer_us, token: with_token } = options;
@@ -290,13 +290,7 @@ pub(super) fn track_vpids(daemon: &Daemon, session: Option<String>, pids: Vec<i3
             (false, false) => t.untrack(&pids).map_err(|e| format!("session {sname}: {e}"))?,
         };
         let tracker = t.clone();
-        let live: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
-        for id in live {
-            if st.attach(&sname, id) {
-                daemon.wake_drain();
-            }
-        }
-        let waits = push_masks_and_sync(&mut st, &sname);
+        let waits = retrack_live_apps(daemon, &mut st, &sname);
         (sname, tracker, unchanged, waits)
     };
     wait_syncs(&sname, waits, "the tracker change");

@@ -7,7 +7,7 @@
 use ust_ctl::protocol::Payload;
 use ust_ctl::trackers::{IdKind, IdTracker, MAX_TRACKED_IDS};
 
-use super::lifecycle::{push_masks_and_sync, wait_syncs};
+use super::lifecycle::{retrack_live_apps, wait_syncs};
 use super::{resolve, Res};
 use crate::state::Daemon;
 
@@ -48,13 +48,7 @@ pub fn track_ids(daemon: &Daemon, session: Option<String>, kind: IdKind, ids: Ve
             (false, false) => t.untrack(kind, &ids).map_err(|e| format!("session {sname}: {e}"))?,
         };
         let tracker = t.clone();
-        let live: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
-        for id in live {
-            if st.attach(&sname, id) {
-                daemon.wake_drain();
-            }
-        }
-        let waits = push_masks_and_sync(&mut st, &sname);
+        let waits = retrack_live_apps(daemon, &mut st, &sname);
         (sname, tracker, unchanged, waits)
     };
     wait_syncs(&sname, waits, "the tracker change");

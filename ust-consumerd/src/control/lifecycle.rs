@@ -83,6 +83,19 @@ pub(super) fn push_masks_and_sync(st: &mut State, name: &str) -> Vec<SyncWait> {
     waits
 }
 
+/// After a tracker of session `sname` changed: attaches every live process the session now
+/// takes (waking the drain for its new streams), pushes the event masks to all of them, and
+/// returns the syncs to wait for (outside the state lock) before the change is confirmed.
+pub(super) fn retrack_live_apps(daemon: &Daemon, st: &mut State, sname: &str) -> Vec<SyncWait> {
+    let live: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
+    for id in live {
+        if st.attach(sname, id) {
+            daemon.wake_drain();
+        }
+    }
+    push_masks_and_sync(st, sname)
+}
+
 /// Waits until every process of `waits` answered its `Sync` (so it has applied what was
 /// queued before), at most [`SYNC_TIMEOUT`] in all; logs the ones that did not.
 pub(super) fn wait_syncs(name: &str, waits: Vec<SyncWait>, what: &str) {
