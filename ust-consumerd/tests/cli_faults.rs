@@ -136,7 +136,7 @@ fn a_closed_stdout_ends_every_printing_command_quietly() {
 #[test]
 fn trace_refuses_options_it_does_not_know() {
     let d = TestDaemon::start();
-    for bad in ["--buffers-uid", "--kernal", "-z"] {
+    for bad in ["--buffers-uidd", "--kernal", "-z"] {
         let o = d.ust(&["trace", bad, "--", "true"]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "ust trace {bad}: {err}");
