@@ -264,6 +264,9 @@ struct RawWait {
     blocked_in: String,
     wake: Option<WakeSeen>,
     call: Option<String>,
+    /// The task's name as it blocked (`prev_comm` of its switch-out): a later event may carry
+    /// an older name when a recorder's per-CPU buffers were merged late.
+    name: Option<String>,
 }
 
 #[derive(Default, Debug)]
@@ -272,6 +275,7 @@ struct Task {
     /// The system call in progress and its first argument.
     syscall: Option<(String, Option<u64>)>,
     blocked_call: Option<String>,
+    blocked_name: Option<String>,
     running_since: Option<u64>,
     runtime: u64,
     blocked: u64,
@@ -480,6 +484,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                             _ => None,
                         };
                         p.blocked_since = Some((e.ts, blocked_in));
+                        p.blocked_name = e.text("prev_comm");
                         p.wake = None;
                     }
                 }
@@ -489,7 +494,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                         n.blocked += e.ts.saturating_sub(start);
                         let wake = n.wake.take();
                         let call = n.blocked_call.take();
-                        n.waits.push(RawWait { start, end: e.ts, blocked_in, wake, call });
+                        let name = n.blocked_name.take();
+                        n.waits.push(RawWait { start, end: e.ts, blocked_in, wake, call, name });
                     }
                     n.running_since = Some(e.ts);
                 }
@@ -583,7 +589,7 @@ fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>,
     };
     Wait {
         tid,
-        name: name_of(tid),
+        name: w.name.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| name_of(tid)),
         start_ns: w.start,
         duration_ns: w.end - w.start,
         wakeup_latency_ns: w.wake.as_ref().map(|s| w.end.saturating_sub(s.ts)),
