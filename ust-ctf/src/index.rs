@@ -57,8 +57,8 @@ impl IndexEntry {
     pub fn for_packet(offset: u64, info: &ust_core::packet::PacketInfo) -> IndexEntry {
         IndexEntry {
             offset,
-            packet_size_bits: info.packet_size * 8,
-            content_size_bits: info.content_size * 8,
+            packet_size_bits: info.packet_size.saturating_mul(8),
+            content_size_bits: info.content_size.saturating_mul(8),
             timestamp_begin: info.timestamp_begin,
             timestamp_end: info.timestamp_end,
             events_discarded: info.events_discarded,

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use ust_ctl::url::{Endpoint, NetworkUrl};
 
-use super::wire::{self, Cmd, CreateSession, Index, ReplyError};
+use super::wire::{self, Cmd, CreateSession, ReplyError};
+use ust_ctf::index::IndexEntry;
 
 /// Connect timeout for each address of an endpoint.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -175,7 +176,7 @@ impl Connection {
     ///
     /// # Errors
     /// I/O, a packet larger than 4 GiB, or a refused index.
-    pub fn send_packet(&mut self, stream: u64, net_seq_num: u64, data: &[u8], padding: u32, index: &Index) -> Result<(), RelayError> {
+    pub fn send_packet(&mut self, stream: u64, net_seq_num: u64, data: &[u8], padding: u32, index: &IndexEntry) -> Result<(), RelayError> {
         self.send_data(stream, net_seq_num, data, padding)?;
         self.send_index(stream, net_seq_num, index)
     }
@@ -185,7 +186,7 @@ impl Connection {
     ///
     /// # Errors
     /// I/O, or a refusal.
-    pub fn send_index(&mut self, stream: u64, net_seq_num: u64, index: &Index) -> Result<(), RelayError> {
+    pub fn send_index(&mut self, stream: u64, net_seq_num: u64, index: &IndexEntry) -> Result<(), RelayError> {
         let r = self.call(Cmd::SendIndex, &wire::index_body(stream, net_seq_num, index), 4)?;
         Ok(wire::parse_generic(Cmd::SendIndex, &r)?)
     }

@@ -39,7 +39,7 @@ use ust_ctl::url::NetworkUrl;
 
 use crate::session::OutputError;
 use conn::{Connection, RelayError};
-use wire::Index;
+use ust_ctf::index::IndexEntry;
 
 /// The one trace chunk a session has on the relay daemon (rotation is not streamed).
 pub const CHUNK_ID: u64 = 0;
@@ -247,16 +247,8 @@ impl RelayStream {
     pub fn send(&mut self, info: &PacketInfo, packet: &[u8]) -> bool {
         let content = (info.content_size as usize).min(packet.len());
         let padding = (packet.len() - content) as u32;
-        let index = Index {
-            packet_size: info.packet_size.saturating_mul(8),
-            content_size: info.content_size.saturating_mul(8),
-            timestamp_begin: info.timestamp_begin,
-            timestamp_end: info.timestamp_end,
-            events_discarded: info.events_discarded,
-            stream_id: u64::from(info.stream_id),
-            stream_instance_id: info.stream_instance_id,
-            packet_seq_num: info.packet_seq_num,
-        };
+        // The relay daemon computes the offset itself.
+        let index = IndexEntry::for_packet(0, info);
         let (h, seq) = (self.handle, self.next_seq);
         let ok = if self.out.snapshot {
             self.out.with("sending a packet", |c| c.send_data(h, seq, packet, padding)).is_some()
@@ -273,7 +265,7 @@ impl RelayStream {
     /// A live beacon: the stream (CTF stream class `stream_id`, instance
     /// `stream_instance_id`) has nothing up to `timestamp`.
     pub fn beacon(&mut self, stream_id: u32, stream_instance_id: u64, timestamp: u64) {
-        let index = Index { timestamp_end: timestamp, stream_id: u64::from(stream_id), stream_instance_id, ..Index::default() };
+        let index = IndexEntry { timestamp_end: timestamp, stream_id: u64::from(stream_id), stream_instance_id, ..IndexEntry::default() };
         let (h, seq) = (self.handle, self.next_seq.wrapping_sub(1));
         let _ = self.out.with("sending a live beacon", |c| c.send_index(h, seq, &index));
     }

@@ -15,6 +15,8 @@
 //! Only encoding and decoding live here (no socket): [`super::conn`] does the I/O. The
 //! decoders take what the peer sent as hostile: every length is checked, nothing panics.
 
+use ust_ctf::index::IndexEntry;
+
 /// `lttcomm_relayd_command` values used here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
@@ -232,37 +234,17 @@ pub fn two_u64(a: u64, b: u64) -> [u8; 16] {
     x
 }
 
-/// The index entry of one packet, as `RELAYD_SEND_INDEX` carries it
-/// (`lttcomm_relayd_index`; the relay daemon computes the offset itself). Sizes in bits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Index {
-    /// Packet size in bits (0: a live beacon).
-    pub packet_size: u64,
-    /// Content size in bits.
-    pub content_size: u64,
-    /// `timestamp_begin`.
-    pub timestamp_begin: u64,
-    /// `timestamp_end` (a beacon: the time up to which the stream is known idle).
-    pub timestamp_end: u64,
-    /// `events_discarded`.
-    pub events_discarded: u64,
-    /// CTF stream class id.
-    pub stream_id: u64,
-    /// `stream_instance_id`.
-    pub stream_instance_id: u64,
-    /// `packet_seq_num`.
-    pub packet_seq_num: u64,
-}
-
 /// `RELAYD_SEND_INDEX` body for relay stream `relay_stream_id`, packet `net_seq_num`
-/// (index format 1.1, protocol 2.8 and later: 80 bytes).
-pub fn index_body(relay_stream_id: u64, net_seq_num: u64, i: &Index) -> [u8; 80] {
+/// (`lttcomm_relayd_index`, index format 1.1, protocol 2.8 and later: 80 bytes): the
+/// fields of the local index entry `i` (sizes in bits; a live beacon has packet size 0)
+/// but its offset, which the relay daemon computes itself.
+pub fn index_body(relay_stream_id: u64, net_seq_num: u64, i: &IndexEntry) -> [u8; 80] {
     let mut b = [0u8; 80];
     let fields = [
         relay_stream_id,
         net_seq_num,
-        i.packet_size,
-        i.content_size,
+        i.packet_size_bits,
+        i.content_size_bits,
         i.timestamp_begin,
         i.timestamp_end,
         i.events_discarded,
@@ -473,7 +455,7 @@ mod tests {
 
     #[test]
     fn index_body_order() {
-        let i = Index { packet_size: 1, content_size: 2, timestamp_begin: 3, timestamp_end: 4, events_discarded: 5, stream_id: 6, stream_instance_id: 7, packet_seq_num: 8 };
+        let i = IndexEntry { offset: 99, packet_size_bits: 1, content_size_bits: 2, timestamp_begin: 3, timestamp_end: 4, events_discarded: 5, stream_id: 6, stream_instance_id: 7, packet_seq_num: 8 };
         let b = index_body(100, 200, &i);
         let got: Vec<u64> = b.chunks(8).map(|c| u64::from_be_bytes(c.try_into().unwrap())).collect();
         assert_eq!(got, vec![100, 200, 1, 2, 3, 4, 5, 6, 7, 8]);
