@@ -221,7 +221,7 @@ mod tests {
             location: Cow::Borrowed(""),
         }];
         let channels = vec!["channel0".to_string(), "c1".to_string()];
-        let text = render(&TraceMetadata {
+        let base = TraceMetadata {
             uuid: [1; 16],
             clock_offset_ns: 1_700_000_000_000_000_000,
             clock_uuid: "868f6156-21d0-49a5-9a47-b52643d24559",
@@ -235,7 +235,8 @@ mod tests {
             events: &events,
             clock_description: "Monotonic Clock",
             uid: None,
-        });
+        };
+        let text = render(&base);
         assert!(text.starts_with("/* CTF 1.8 */"));
         assert!(text.contains("uuid = \"01010101-0101-0101-0101-010101010101\";"));
         assert!(text.contains("offset = 1700000000000000000;"));
@@ -249,21 +250,7 @@ mod tests {
         // relay daemon's append-only metadata stream stays a prefix.
         let mut more = events.clone();
         more.push(EventDesc { name: Cow::Borrowed("late"), ..events[0].clone() });
-        let longer = render(&TraceMetadata {
-            uuid: [1; 16],
-            clock_offset_ns: 1_700_000_000_000_000_000,
-            clock_uuid: "868f6156-21d0-49a5-9a47-b52643d24559",
-            hostname: "h",
-            procname: "app",
-            vpid: 42,
-            trace_name: "s",
-            creation_datetime: "20260101T000000+0000",
-            channels: &channels,
-            contexts: &[vec![], vec![ust_core::context::ContextType::Vtid]],
-            events: &more,
-            uid: None,
-            clock_description: "Monotonic Clock",
-        });
+        let longer = render(&TraceMetadata { events: &more, ..base });
         assert!(longer.starts_with(&text) && longer.matches("name = \"p:late\";").count() == 2, "{longer}");
     }
 }
