@@ -74,6 +74,23 @@ pub trait Memory: Send + Sync {
         r
     }
 
+    /// Compare-and-store of the `u64` at `off` that only a thread running on CPU `cpu`
+    /// performs, as one restartable sequence ([`crate::percpu`]): how writers of a buffer
+    /// in per-CPU mode advance `write`. To every other party that changes the word (all of
+    /// which run on `cpu` too) it is indivisible, like a CAS.
+    ///
+    /// The default is exactly that: a CAS (AcqRel, Relaxed on failure), which is how the
+    /// model checker's memory models a critical section, "runs without interleaving on its
+    /// CPU, or restarts". [`MapMemory`] runs the real section, and answers
+    /// [`CpuCas::Moved`](crate::percpu::CpuCas::Moved) when the thread is not on `cpu`.
+    fn cpu_cas_u64(&self, off: usize, cpu: u32, current: u64, new: u64) -> crate::percpu::CpuCas {
+        let _ = cpu;
+        match self.cas_u64(off, current, new, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => crate::percpu::CpuCas::Done,
+            Err(_) => crate::percpu::CpuCas::Changed,
+        }
+    }
+
     // The writer's fast path (reserve, commit) uses the unchecked forms below on offsets
     // the validated local geometry proves in bounds, so the mapping does not re-check
     // them on every event. They default to the checked forms (the model's memory keeps
@@ -252,6 +269,13 @@ impl Memory for MapMemory {
         // SAFETY: in bounds (checked); the range is owned by the caller (reader's
         // sub-buffer before release).
         unsafe { core::ptr::write_bytes(self.ptr.add(off), 0, len) }
+    }
+    #[inline(always)]
+    fn cpu_cas_u64(&self, off: usize, cpu: u32, current: u64, new: u64) -> crate::percpu::CpuCas {
+        let w = self.word(off);
+        // SAFETY: `word` checked that `off` is aligned and in bounds; the mapping lives as
+        // long as `self`.
+        unsafe { crate::percpu::cpu_cas(w.as_ptr(), cpu, current, new) }
     }
     #[inline(always)]
     unsafe fn load_u64_unchecked(&self, off: usize, order: Ordering) -> u64 {

@@ -15,6 +15,7 @@
 use core::sync::atomic::{compiler_fence, Ordering::*};
 
 use crate::ids::{IdState, SubbufId};
+use crate::percpu::{CpuCas, Writers, WRITERS_ATOMIC, WRITERS_PERCPU, WRITERS_UNCLAIMED};
 use crate::layout::*;
 use crate::{Mode, Buffer, Clock, Counters, Dropped, Memory, PacketBegin, PacketEnd, PacketLayout, Reservation, SlotSize,
     TIMESTAMP_BITS};
@@ -119,6 +120,8 @@ impl<M: Memory> Buffer<M> {
             Dropped::Full => CTRL_LOST_FULL,
             Dropped::TooBig => CTRL_LOST_BIG,
             Dropped::Nested => CTRL_LOST_NESTING,
+            // A writer that gave up following its migrations: counted as no room.
+            Dropped::Migrated => CTRL_LOST_FULL,
         };
         self.mem.fetch_add_u64(self.geo.ctrl_word(w), 1, Relaxed);
     }
@@ -178,9 +181,16 @@ impl<M: Memory> Buffer<M> {
         if !(slot != 0 && off + slot < h.sbs && u64::from(size.compact) <= h.room) {
             return self.reserve_slow(layout, clock, size, Some((old, ts, last)), true);
         }
-        {
+        // The only step that differs between writer modes (see `advance_write`), written
+        // out here with the unchecked CAS of the fast path.
+        let outcome = match self.writers {
             // SAFETY: as above.
-            if unsafe { self.mem.cas_u64_unchecked(write_w, old, old.wrapping_add(slot), AcqRel, Relaxed) }.is_ok() {
+            Writers::Atomic => unsafe { self.mem.cas_u64_unchecked(write_w, old, old.wrapping_add(slot), AcqRel, Relaxed) }
+                .map_or(CpuCas::Changed, |_| CpuCas::Done),
+            Writers::PerCpu(cpu) => self.mem.cpu_cas_u64(write_w, cpu, old, old.wrapping_add(slot)),
+        };
+        match outcome {
+            CpuCas::Done => {
                 // SAFETY: as above.
                 unsafe { self.mem.store_u64_unchecked(last_w, ts, Release) };
                 let Some(phys) = self.writing_phys(old) else { return self.lost_slot() };
@@ -193,6 +203,8 @@ impl<M: Memory> Buffer<M> {
                     owner: self.mem.id(),
                 });
             }
+            CpuCas::Moved => return Err(Dropped::Migrated),
+            CpuCas::Changed => {}
         }
         // Lost the CAS race: start over (the general loop would `continue` here too).
         self.reserve_slow(layout, clock, size, None, true)
@@ -303,8 +315,10 @@ impl<M: Memory> Buffer<M> {
             let fills = p.subbuf_offset(end) == 0;
             // Packets closed by this CAS get the lost count read before it (see SB_DISCARDED).
             let discarded = if plan.close_old || fills { self.lost_total() } else { 0 };
-            if self.mem.cas_u64(write_w, old, end, AcqRel, Relaxed).is_err() {
-                continue;
+            match self.advance_write(old, end) {
+                CpuCas::Done => {}
+                CpuCas::Changed => continue,
+                CpuCas::Moved => return Err(Dropped::Migrated),
             }
             self.mem.store_u64(g.ctrl_word(CTRL_LAST_TSC), ts, Release);
             if plan.close_old {
@@ -563,7 +577,34 @@ impl<M: Memory> Buffer<M> {
     /// its commits complete. Does nothing if `write` is at a sub-buffer start. Lock-free,
     /// safe concurrently with live writers; gives up after a bounded number of failed
     /// CASes (the next timer tick retries).
+    ///
+    /// A buffer whose writers are per-CPU ([`crate::percpu`]; the control word says so)
+    /// is flushed from its CPU: the calling thread pins itself there for the attempt
+    /// ([`percpu::on_cpu`](crate::percpu::on_cpu)) and advances `write` with the same
+    /// restartable compare-and-store as the writers. If it may not run there, or has no
+    /// rseq itself, the packet stays open (the next tick retries; a writer closes it when
+    /// it fills).
     pub fn flush<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C) {
+        let g = &self.geo;
+        let write_w = g.ctrl_word(CTRL_WRITE);
+        // An empty current packet needs nothing, whoever its writers are.
+        if g.pos.subbuf_offset(self.mem.load_u64(write_w, Acquire)) == 0 {
+            return;
+        }
+        if self.mem.load_u64(g.ctrl_word(CTRL_WRITERS), Acquire) == WRITERS_PERCPU {
+            let cpu = self.cfg.stream.cpu;
+            crate::percpu::on_cpu(cpu, || {
+                self.flush_with(layout, clock, |old, new| self.mem.cpu_cas_u64(write_w, cpu, old, new))
+            });
+        } else {
+            self.flush_with(layout, clock, |old, new| {
+                self.mem.cas_u64(write_w, old, new, AcqRel, Relaxed).map_or(CpuCas::Changed, |_| CpuCas::Done)
+            });
+        }
+    }
+
+    /// The flush loop of [`Buffer::flush`], advancing `write` with `cas`.
+    fn flush_with<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, cas: impl Fn(u64, u64) -> CpuCas) {
         let g = &self.geo;
         let write_w = g.ctrl_word(CTRL_WRITE);
         for _ in 0..FLUSH_RETRIES {
@@ -576,11 +617,70 @@ impl<M: Memory> Buffer<M> {
             }
             let discarded = self.lost_total();
             let new = g.pos.next_subbuf_start(old);
-            if self.mem.cas_u64(write_w, old, new, AcqRel, Relaxed).is_ok() {
-                self.close(layout, old, ts, discarded);
-                return;
+            match cas(old, new) {
+                CpuCas::Done => {
+                    self.close(layout, old, ts, discarded);
+                    return;
+                }
+                CpuCas::Changed => {}
+                CpuCas::Moved => return,
             }
         }
+    }
+
+    /// The one compare-and-swap of `write` every writer path makes, in this process's
+    /// writer mode ([`Buffer::claim_writers`]).
+    #[inline(always)]
+    fn advance_write(&self, old: u64, new: u64) -> CpuCas {
+        let w = self.geo.ctrl_word(CTRL_WRITE);
+        match self.writers {
+            Writers::Atomic => self.mem.cas_u64(w, old, new, AcqRel, Relaxed).map_or(CpuCas::Changed, |_| CpuCas::Done),
+            Writers::PerCpu(cpu) => self.mem.cpu_cas_u64(w, cpu, old, new),
+        }
+    }
+
+    /// Decides, once per buffer, how writers advance `write` (the control word
+    /// [`CTRL_WRITERS`]), and sets this handle's mode to the decision. The first writer's
+    /// wish wins (a CAS from unclaimed); later writers, of any process, follow it:
+    ///
+    /// * asked [`Writers::PerCpu`] (the caller's CPU number must be the buffer's
+    ///   `stream.cpu`, and the file of ABI minor 2 or later, whose daemon flushes per-CPU
+    ///   buffers from their CPU), the buffer becomes per-CPU unless it is already atomic;
+    /// * asked [`Writers::Atomic`], the buffer becomes atomic unless it is already
+    ///   per-CPU, and then this handle is per-CPU too: a writer without rseq then gets
+    ///   [`Dropped::Migrated`] on every reservation, since a compare-and-swap from another
+    ///   CPU would race with the restartable sections.
+    ///
+    /// Call before the first reservation through this handle. Returns the mode adopted.
+    pub fn claim_writers(&mut self, want: Writers) -> Writers {
+        let cpu = self.cfg.stream.cpu;
+        let want = match want {
+            Writers::PerCpu(c) if c == cpu && self.abi_minor() >= 2 => Writers::PerCpu(cpu),
+            _ => Writers::Atomic,
+        };
+        let code = match want {
+            Writers::Atomic => WRITERS_ATOMIC,
+            Writers::PerCpu(_) => WRITERS_PERCPU,
+        };
+        let w = self.geo.ctrl_word(CTRL_WRITERS);
+        let now = match self.mem.cas_u64(w, WRITERS_UNCLAIMED, code, AcqRel, Acquire) {
+            Ok(_) => code,
+            Err(v) => v,
+        };
+        self.writers = if now == WRITERS_PERCPU { Writers::PerCpu(cpu) } else { Writers::Atomic };
+        self.writers
+    }
+
+    /// This handle's writer mode ([`Buffer::claim_writers`]).
+    pub fn writers(&self) -> Writers {
+        self.writers
+    }
+
+    /// ABI minor version recorded in the file header.
+    fn abi_minor(&self) -> u16 {
+        let mut b = [0u8; 2];
+        self.mem.read_bytes(10, &mut b);
+        u16::from_ne_bytes(b)
     }
 
     /// `lost_full + lost_big + lost_nesting`, each loaded Relaxed (callers order the loads

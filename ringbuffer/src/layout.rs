@@ -46,7 +46,10 @@ pub const ABI_MAJOR: u16 = 1;
 /// Minor 1 added overwrite mode: the `overwritten` counter, the reader's held position
 /// and content words, and the id encoding of [`crate::ids`] (a minor-0 reader, which only
 /// knew discard mode, reads the discard-mode files of this version unchanged).
-pub const ABI_MINOR: u16 = 1;
+/// Minor 2 added the `writers` control word ([`CTRL_WRITERS`]): writers claim per-CPU
+/// (rseq) mode only in files of minor 2 or later, whose daemon flushes such buffers from
+/// their CPU.
+pub const ABI_MINOR: u16 = 2;
 /// Length of the header this version writes, in bytes.
 pub const HEADER_LEN: usize = 128;
 /// Cache-line size the layout pads hot words to, in bytes (128: two 64-byte lines, because
@@ -93,6 +96,11 @@ pub const CTRL_LOST_NESTING: usize = 2 * CACHE_LINE + 16;
 /// `overwritten` (ABI 1.1): packets a writer overwrote before the reader took them
 /// (overwrite mode; not part of `events_discarded`).
 pub const CTRL_OVERWRITTEN: usize = 2 * CACHE_LINE + 24;
+/// `writers` (ABI 1.2): how writers change `write` ([`crate::percpu`]): 0 unclaimed, 1
+/// compare-and-swap from any CPU, 2 restartable compare-and-store on the buffer's CPU only.
+/// Claimed once by the first writer ([`crate::Buffer::claim_writers`]); the daemon's flush
+/// reads it to know how it may close a packet.
+pub const CTRL_WRITERS: usize = 2 * CACHE_LINE + 32;
 /// `consumed`: free-running reader position (the reader advances it; in overwrite mode
 /// writers push it too).
 pub const CTRL_CONSUMED: usize = 3 * CACHE_LINE;
@@ -109,8 +117,8 @@ pub const CTRL_READER_CONTENT: usize = 3 * CACHE_LINE + 24;
 pub const READER_HELD: u64 = 1 << 63;
 /// Every word of the control block, in offset order (formatting and the model memory
 /// use this list).
-pub const CTRL_WORDS: [usize; 10] = [CTRL_WRITE, CTRL_LAST_TSC, CTRL_LOST_FULL, CTRL_LOST_BIG, CTRL_LOST_NESTING,
-    CTRL_OVERWRITTEN, CTRL_CONSUMED, CTRL_READER_SPARE, CTRL_READER_POS, CTRL_READER_CONTENT];
+pub const CTRL_WORDS: [usize; 11] = [CTRL_WRITE, CTRL_LAST_TSC, CTRL_LOST_FULL, CTRL_LOST_BIG, CTRL_LOST_NESTING,
+    CTRL_OVERWRITTEN, CTRL_WRITERS, CTRL_CONSUMED, CTRL_READER_SPARE, CTRL_READER_POS, CTRL_READER_CONTENT];
 /// Length of the control block, in bytes.
 pub const CTRL_LEN: usize = 4 * CACHE_LINE;
 

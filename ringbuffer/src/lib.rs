@@ -82,6 +82,7 @@ pub mod layout;
 #[cfg(loom)]
 pub mod model;
 pub mod nesting;
+pub mod percpu;
 pub mod position;
 mod reader;
 pub mod snapshot;
@@ -227,6 +228,11 @@ pub enum Dropped {
     TooBig,
     /// Traced deeper than [`nesting::MAX_NESTING`] ([`Counters::lost_nesting`]).
     Nested,
+    /// Not counted, and no event is lost yet: the buffer is in per-CPU mode
+    /// ([`percpu::Writers::PerCpu`]) and the calling thread no longer runs on its CPU (it
+    /// migrated, or has no rseq area). The caller reserves again in the buffer of the CPU
+    /// it runs on now, or counts the event with [`Buffer::record_dropped`] if it gives up.
+    Migrated,
 }
 
 /// Snapshot of a buffer's counters (each read atomically, not all at one instant).
@@ -405,6 +411,8 @@ pub struct Buffer<M: Memory = MapMemory> {
     geo: Geometry,
     cfg: BufferConfig,
     hot: frontend::Hot,
+    /// How this process's writers advance `write` ([`Buffer::claim_writers`]).
+    writers: percpu::Writers,
 }
 
 impl Buffer<MapMemory> {
@@ -475,7 +483,7 @@ impl<M: Memory> Buffer<M> {
 
     fn from_parts(mem: M, geo: Geometry, cfg: BufferConfig) -> Buffer<M> {
         let hot = frontend::Hot::new(&geo);
-        Buffer { mem, geo, cfg, hot }
+        Buffer { mem, geo, cfg, hot, writers: percpu::Writers::Atomic }
     }
 
     /// The configuration read from (or written to) the file header.
