@@ -10,7 +10,9 @@
 //! the algorithm's synchronizing words shows up as a stale payload that the test checks.
 
 use core::sync::atomic::Ordering;
-use loom::sync::atomic::AtomicU64;
+use loom::sync::atomic::{AtomicU32, AtomicU64};
+use loom::sync::Arc;
+use std::cell::RefCell;
 
 use crate::layout::*;
 use crate::{BufferConfig, Geometry, LayoutError, Memory};
@@ -72,7 +74,33 @@ impl HeapMemory {
     }
 }
 
+loom::thread_local! {
+    /// The modelled CPU of the calling thread ([`set_thread_cpu`]).
+    static THREAD_CPU: RefCell<Option<Arc<AtomicU32>>> = RefCell::new(None);
+}
+
+/// Per-CPU writers in the model ([`crate::percpu`]): the calling thread's CPU is the value
+/// of `cpu`, which another model thread may change at any point (a migration). A thread
+/// that never called this is where it needs to be (the reader's flush, which pins itself
+/// to the buffer's CPU). [`Memory::cpu_cas_u64`] answers `Moved` when the thread's CPU is
+/// not the one asked for, and is otherwise a CAS: a critical section that runs without
+/// interleaving on its CPU, or restarts, is indivisible for the other parties there, and
+/// no party on another CPU touches the word.
+pub fn set_thread_cpu(cpu: Arc<AtomicU32>) {
+    THREAD_CPU.with(|c| *c.borrow_mut() = Some(cpu));
+}
+
 impl Memory for HeapMemory {
+    fn cpu_cas_u64(&self, off: usize, cpu: u32, current: u64, new: u64) -> crate::percpu::CpuCas {
+        let here = THREAD_CPU.with(|c| c.borrow().as_ref().map(|a| a.load(Ordering::Relaxed)));
+        if here.is_some_and(|h| h != cpu) {
+            return crate::percpu::CpuCas::Moved;
+        }
+        match self.cas_u64(off, current, new, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => crate::percpu::CpuCas::Done,
+            Err(_) => crate::percpu::CpuCas::Changed,
+        }
+    }
     fn len(&self) -> usize {
         self.len
     }

@@ -37,7 +37,18 @@ pub struct Channel {
 
 impl Channel {
     /// A channel over `buffers` (CPU 0 first) with context fields `contexts`.
-    pub(crate) fn new(buffers: Box<[Buffer]>, session: String, name: String, contexts: Vec<ust_core::context::ContextType>) -> Channel {
+    ///
+    /// Claims the writer mode of each buffer ([`Buffer::claim_writers`]): per-CPU (rseq,
+    /// no `lock` prefix on the reservation) when this process has rseq
+    /// ([`ringbuffer::percpu::available`], not `UST_RSEQ=0`) and there is a buffer for
+    /// every possible CPU (so `buffer(cpu)` never wraps: two CPUs sharing a buffer would
+    /// defeat the per-CPU exclusion); the compare-and-swap writers otherwise.
+    pub(crate) fn new(mut buffers: Box<[Buffer]>, session: String, name: String, contexts: Vec<ust_core::context::ContextType>) -> Channel {
+        use ringbuffer::percpu::{self, Writers};
+        let per_cpu = percpu::available() && buffers.len() >= crate::cpu::possible() as usize;
+        for (i, b) in buffers.iter_mut().enumerate() {
+            b.claim_writers(if per_cpu { Writers::PerCpu(i as u32) } else { Writers::Atomic });
+        }
         let ctx_len = ust_core::context::block_size(&contexts);
         Channel { buffers, clock: TraceClock::Monotonic, session, name, contexts: contexts.into_boxed_slice(), ctx_len, shared_ids: None, blocking_us: 0 }
     }

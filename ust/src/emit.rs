@@ -128,14 +128,41 @@ fn emit_many<F: Fn(&mut [u8])>(mask: u64, cpu: u32, id: u32, ip: u64, size: Slot
     }
 }
 
+/// Reservations refused as [`Dropped::Migrated`] (a per-CPU buffer whose CPU the thread
+/// left) that one event retries, each in the buffer of the CPU it runs on then, before it
+/// is counted lost. A thread migrates at most once per time slice, so more than one retry
+/// means a thread without rseq registration (a raw `clone`) on a per-CPU channel.
+const MIGRATION_RETRIES: u32 = 3;
+
 #[inline(always)]
 fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, ip: u64, size: SlotSize, write: &F) {
     let Some(ch) = channel::get(slot) else { return };
+    if let Err(Dropped::Migrated) = emit_in(ch, cpu, id, ip, size, write) {
+        migrated(ch, id, ip, size, write);
+    }
+}
+
+/// The thread left the CPU of the buffer it reserved in: again on the CPU it runs on now.
+#[cold]
+#[inline(never)]
+fn migrated<F: Fn(&mut [u8])>(ch: &channel::Channel, id: u32, ip: u64, size: SlotSize, write: &F) {
+    for _ in 0..MIGRATION_RETRIES {
+        if !matches!(emit_in(ch, cpu::current(), id, ip, size, write), Err(Dropped::Migrated)) {
+            return;
+        }
+    }
+    ch.buffer(cpu::current()).record_dropped(Dropped::Migrated);
+}
+
+/// One record of the event in `ch`'s buffer for `cpu`. `Err` only for
+/// [`Dropped::Migrated`] (every other refusal is counted by the buffer).
+#[inline(always)]
+fn emit_in<F: Fn(&mut [u8])>(ch: &channel::Channel, cpu: u32, id: u32, ip: u64, size: SlotSize, write: &F) -> Result<(), Dropped> {
     // A per-UID channel: the id of the trace's registry, and the header sizes for it.
     let (id, size) = match &ch.shared_ids {
         None => (id, size),
         Some(ids) => match ids.get(id - ust_core::event_header::FIRST_EVENT_ID) {
-            0 => return,
+            0 => return Ok(()),
             shared => (shared, resize(size, shared)),
         },
     };
@@ -148,13 +175,17 @@ fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, ip: u64, size: SlotS
             (Some(compact), Some(extended)) => SlotSize { compact, extended },
             _ => {
                 buf.record_dropped(Dropped::TooBig);
-                return;
+                return Ok(());
             }
         }
     };
     // A refused reservation is already counted in the buffer (lost_full / lost_big).
     let reserved = if ch.blocking_us == 0 { buf.reserve(&CtfPacketLayout, &ch.clock, size) } else { crate::blocking::reserve(buf, ch, size) };
-    let Ok(mut r) = reserved else { return };
+    let mut r = match reserved {
+        Ok(r) => r,
+        Err(Dropped::Migrated) => return Err(Dropped::Migrated),
+        Err(_) => return Ok(()),
+    };
     let (timestamp, ext) = (r.timestamp, r.extended);
     let bytes = buf.slot(&mut r);
     let (byte0, header_len) = event_header::write(bytes, id, timestamp, ext);
@@ -165,6 +196,7 @@ fn emit_one<F: Fn(&mut [u8])>(slot: u32, cpu: u32, id: u32, ip: u64, size: SlotS
         write(&mut bytes[header_len + n..]);
     }
     buf.commit(&CtfPacketLayout, r, byte0);
+    Ok(())
 }
 /// `size` (computed for the site's own id) for event id `to`: the payload stays, the
 /// compact header is possible only for a small id.
