@@ -91,6 +91,15 @@ pub trait Memory: Send + Sync {
         }
     }
 
+    /// The address of the aligned `u64` word at `off`, for the per-CPU writer's critical
+    /// section ([`crate::percpu::reserve_tsc`]), which must load and store it itself.
+    /// `None` (the default: the model's memory) when the memory has no such address; the
+    /// algorithm then takes the path of [`cpu_cas_u64`](Memory::cpu_cas_u64).
+    fn word_ptr(&self, off: usize) -> Option<*mut u64> {
+        let _ = off;
+        None
+    }
+
     // The writer's fast path (reserve, commit) uses the unchecked forms below on offsets
     // the validated local geometry proves in bounds, so the mapping does not re-check
     // them on every event. They default to the checked forms (the model's memory keeps
@@ -269,6 +278,10 @@ impl Memory for MapMemory {
         // SAFETY: in bounds (checked); the range is owned by the caller (reader's
         // sub-buffer before release).
         unsafe { core::ptr::write_bytes(self.ptr.add(off), 0, len) }
+    }
+    #[inline(always)]
+    fn word_ptr(&self, off: usize) -> Option<*mut u64> {
+        Some(self.word(off).as_ptr())
     }
     #[inline(always)]
     fn cpu_cas_u64(&self, off: usize, cpu: u32, current: u64, new: u64) -> crate::percpu::CpuCas {

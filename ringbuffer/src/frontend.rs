@@ -15,7 +15,7 @@
 use core::sync::atomic::{compiler_fence, Ordering::*};
 
 use crate::ids::{IdState, SubbufId};
-use crate::percpu::{CpuCas, Writers, WRITERS_ATOMIC, WRITERS_PERCPU, WRITERS_UNCLAIMED};
+use crate::percpu::{CpuCas, FastGeometry, FastReserve, TscConv, Writers, WRITERS_ATOMIC, WRITERS_PERCPU, WRITERS_UNCLAIMED};
 use crate::layout::*;
 use crate::{Mode, Buffer, Clock, Counters, Dropped, Memory, PacketBegin, PacketEnd, PacketLayout, Reservation, SlotSize,
     TIMESTAMP_BITS};
@@ -33,6 +33,8 @@ pub(crate) struct Hot {
     sb_mask: u64,
     /// `subbuf_size`.
     sbs: u64,
+    /// The same two, in the layout the per-CPU critical section reads.
+    fast: FastGeometry,
     /// `subbuf_size - header_size`: the largest record.
     room: u64,
     /// log2 of `subbuf_size`.
@@ -51,6 +53,7 @@ impl Hot {
         Hot {
             sb_mask: p.subbuf_size() - 1,
             sbs: p.subbuf_size(),
+            fast: FastGeometry { sb_mask: p.subbuf_size() - 1, sbs: p.subbuf_size() },
             room: p.subbuf_size() - g.header_size,
             sb_order: p.subbuf_order,
             ring_order: p.subbuf_order + p.num_order,
@@ -159,6 +162,9 @@ impl<M: Memory> Buffer<M> {
         // makes the same atomic steps in the same order as with the loop alone, so the
         // model checker explores no more interleavings. A lost CAS race restarts the loop
         // (as the loop itself does).
+        if let (Writers::PerCpu(cpu), Some(conv)) = (self.writers, clock.tsc()) {
+            return self.reserve_percpu_tsc(layout, clock, size, cpu, conv);
+        }
         let h = &self.hot;
         let write_w = self.hot_ctrl(CTRL_WRITE);
         let last_w = self.hot_ctrl(CTRL_LAST_TSC);
@@ -208,6 +214,47 @@ impl<M: Memory> Buffer<M> {
         }
         // Lost the CAS race: start over (the general loop would `continue` here too).
         self.reserve_slow(layout, clock, size, None, true)
+    }
+
+    /// [`reserve`](Buffer::reserve) of a per-CPU buffer with a TSC clock: the fast case
+    /// is one critical section ([`percpu::reserve_tsc`](crate::percpu::reserve_tsc)) that
+    /// loads `write`, reads the TSC unordered, converts it, decides compact or not and
+    /// stores `write`; any other case takes `reserve_slow` with the section's loads and
+    /// clock read (ordered with the buffer's reservations: they were made on its CPU).
+    #[inline(always)]
+    fn reserve_percpu_tsc<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, cpu: u32, conv: &TscConv)
+        -> Result<Reservation, Dropped> {
+        let h = &self.hot;
+        let (write_w, last_w) = (self.hot_ctrl(CTRL_WRITE), self.hot_ctrl(CTRL_LAST_TSC));
+        let forced = size.compact == size.extended;
+        let slot = u64::from(if forced { size.extended } else { size.compact });
+        let (Some(wp), Some(lp)) = (self.mem.word_ptr(write_w), self.mem.word_ptr(last_w)) else {
+            return self.reserve_slow(layout, clock, size, None, true);
+        };
+        if slot == 0 || u64::from(size.compact) > h.room {
+            return self.reserve_slow(layout, clock, size, None, true);
+        }
+        let delta_mask = if forced { 0 } else { !((1u64 << TIMESTAMP_BITS) - 1) };
+        // SAFETY: `wp` and `lp` are the aligned, in-bounds `write` and `last_tsc` words of
+        // the mapping, alive as long as `self`; `write` of a per-CPU buffer is changed only
+        // through restartable sections on its CPU (the claim in `claim_writers`).
+        match unsafe { crate::percpu::reserve_tsc(wp, lp, cpu, conv, &h.fast, slot, delta_mask) } {
+            FastReserve::Reserved { old, ts } => {
+                // SAFETY: `hot_ctrl` offsets are aligned and in bounds (see `hot_ctrl`).
+                unsafe { self.mem.store_u64_unchecked(last_w, ts, Release) };
+                let Some(phys) = self.writing_phys(old) else { return self.lost_slot() };
+                Ok(Reservation {
+                    timestamp: ts,
+                    extended: forced,
+                    len: slot as u32,
+                    pos: old,
+                    off: h.data + (phys << h.sb_order) + (old & h.sb_mask) as usize,
+                    owner: self.mem.id(),
+                })
+            }
+            FastReserve::Slow { old, ts, last } => self.reserve_slow(layout, clock, size, Some((old, ts, last)), true),
+            FastReserve::Moved => Err(Dropped::Migrated),
+        }
     }
 
     /// [`reserve`](Buffer::reserve), except that a [`Dropped::Full`] refusal is not

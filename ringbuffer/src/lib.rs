@@ -158,6 +158,14 @@ impl BufferConfig {
 pub trait Clock {
     /// Current time in ns.
     fn now(&self) -> u64;
+    /// `Some` if this clock is the TSC converted by these parameters (`now()` being
+    /// `conv.to_ns(rdtscp)`): writers of a per-CPU buffer then read the TSC themselves,
+    /// unordered, inside their critical section ([`percpu::reserve_tsc`]). `None` (the
+    /// default) for any other clock.
+    #[inline(always)]
+    fn tsc(&self) -> Option<&percpu::TscConv> {
+        None
+    }
 }
 
 impl<F: Fn() -> u64> Clock for F {

@@ -215,6 +215,173 @@ pub unsafe fn cpu_cas(word: *mut u64, cpu: u32, current: u64, new: u64) -> CpuCa
     }
 }
 
+/// A TSC clock's conversion to ns, `ns0 + ((tsc - tsc0) * mult) >> 32` (the subtraction
+/// saturating at 0, the product taken on 128 bits and truncated to 64 after the shift), in
+/// the layout [`reserve_tsc`] reads. A [`Clock`](crate::Clock) that is such a clock says so
+/// with [`Clock::tsc`](crate::Clock::tsc), and per-CPU writers then read the TSC with a
+/// plain `rdtsc` inside their critical section.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TscConv {
+    /// TSC value of the alignment sample.
+    pub tsc0: u64,
+    /// ns of the alignment sample.
+    pub ns0: u64,
+    /// ns per cycle, 32.32 fixed point.
+    pub mult: u64,
+}
+
+impl TscConv {
+    /// `ns` for TSC value `tsc` (what the critical section computes).
+    pub fn to_ns(&self, tsc: u64) -> u64 {
+        let cycles = u128::from(tsc.saturating_sub(self.tsc0));
+        self.ns0.wrapping_add(((cycles * u128::from(self.mult)) >> 32) as u64)
+    }
+}
+
+/// The two geometry words [`reserve_tsc`] reads, in this order (`repr(C)`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FastGeometry {
+    /// `subbuf_size - 1`.
+    pub sb_mask: u64,
+    /// `subbuf_size`.
+    pub sbs: u64,
+}
+
+/// Outcome of [`reserve_tsc`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FastReserve {
+    /// `write` moved from `old` to `old + slot`; `ts` is the clock read of the section.
+    Reserved {
+        /// The position reserved.
+        old: u64,
+        /// Trace-clock time, ns.
+        ts: u64,
+    },
+    /// Nothing stored: the slow path must decide (a sub-buffer to open or close, an exact
+    /// fit, an extended header needed), with these loads and clock read made in the
+    /// section on the buffer's CPU.
+    Slow {
+        /// `write` as loaded.
+        old: u64,
+        /// Trace-clock time, ns.
+        ts: u64,
+        /// `last_tsc` as loaded.
+        last: u64,
+    },
+    /// The thread is not on `cpu` (or has no rseq): nothing stored.
+    Moved,
+}
+
+/// The whole fast reservation of a per-CPU buffer with a TSC clock, as one restartable
+/// sequence on CPU `cpu`: load `write`, read the TSC (`rdtsc`, unordered: inside the
+/// section no other writer of this buffer can run, so the read is ordered with every
+/// reservation of the buffer by the CPU's own instruction order), convert it with `conv`,
+/// load `last_tsc`, and store `write + slot` if the record fits in the open sub-buffer
+/// without filling it and (unless `delta_mask` is 0, a forced extended header) the time
+/// since `last_tsc` fits the compact header (`(ts - last) & delta_mask == 0`).
+///
+/// # Safety
+/// `write` and `last` are valid, 8-byte aligned words for the call; `write` is changed
+/// only as [`cpu_cas`] allows (see the module docs).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reserve_tsc(write: *mut u64, last: *const u64, cpu: u32, conv: &TscConv, geo: &FastGeometry, slot: u64, delta_mask: u64)
+    -> FastReserve {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let Some(off) = area_offset() else { return FastReserve::Moved };
+        let rs = area(off);
+        loop {
+            let (status, old, ts, lastv): (u64, u64, u64, u64);
+            // SAFETY: as in `cpu_cas` for the rseq area, descriptor and abort handler; the
+            // section reads `conv` and `geo` (live references), `write` and `last` (valid,
+            // aligned: caller) and stores only to `write`, as its last instruction.
+            unsafe {
+                core::arch::asm!(
+                    "lea rax, [rip + 3f]",
+                    "mov qword ptr [{rs} + 8], rax",
+                    "2:",
+                    "cmp dword ptr [{rs} + 4], {cpu:e}",
+                    "jne 6f",
+                    "mov {old}, qword ptr [{write}]",
+                    "rdtsc",
+                    "shl rdx, 32",
+                    "or rax, rdx",
+                    "sub rax, qword ptr [{conv}]",
+                    "sbb rdx, rdx",
+                    "not rdx",
+                    "and rax, rdx",
+                    "mul qword ptr [{conv} + 16]",
+                    "shrd rax, rdx, 32",
+                    "add rax, qword ptr [{conv} + 8]",
+                    "mov {lastv}, qword ptr [{last}]",
+                    "mov rdx, rax",
+                    "sub rdx, {lastv}",
+                    "and rdx, {dm}",
+                    "jnz 7f",
+                    "mov rdx, {old}",
+                    "and rdx, qword ptr [{geo}]",
+                    "jz 7f",
+                    "add rdx, {slot}",
+                    "cmp rdx, qword ptr [{geo} + 8]",
+                    "jae 7f",
+                    "lea rdx, [{old} + {slot}]",
+                    "mov qword ptr [{write}], rdx",
+                    "4:",
+                    "xor {dm:e}, {dm:e}",
+                    "jmp 9f",
+                    "6:",
+                    "mov {dm:e}, 3",
+                    "jmp 9f",
+                    "7:",
+                    "mov {dm:e}, 1",
+                    "jmp 9f",
+                    ".pushsection __rseq_failure, \"ax\"",
+                    ".byte 0x0f, 0xb9, 0x3d",
+                    ".long 0x53053053",
+                    "5:",
+                    "mov {dm:e}, 2",
+                    "jmp 9f",
+                    ".popsection",
+                    ".pushsection __rseq_cs, \"aw\"",
+                    ".balign 32",
+                    "3:",
+                    ".long 0, 0",
+                    ".quad 2b, 4b - 2b, 5b",
+                    ".popsection",
+                    "9:",
+                    rs = in(reg) rs,
+                    cpu = in(reg) cpu,
+                    write = in(reg) write,
+                    last = in(reg) last,
+                    conv = in(reg) conv as *const TscConv,
+                    geo = in(reg) geo as *const FastGeometry,
+                    slot = in(reg) slot,
+                    dm = inout(reg) delta_mask => status,
+                    old = out(reg) old,
+                    lastv = out(reg) lastv,
+                    out("rax") ts,
+                    out("rdx") _,
+                    options(nostack),
+                );
+            }
+            match status {
+                0 => return FastReserve::Reserved { old, ts },
+                1 => return FastReserve::Slow { old, ts, last: lastv },
+                2 => continue,
+                _ => return FastReserve::Moved,
+            }
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        let _ = (write, last, cpu, conv, geo, slot, delta_mask);
+        FastReserve::Moved
+    }
+}
+
 /// Runs `f` on CPU `cpu`: pins the calling thread there (`sched_setaffinity`, which moves
 /// the caller before it returns), runs `f`, and restores the thread's previous affinity.
 /// `None` (and `f` not run) if the thread may not run on `cpu` (offline, outside its
@@ -307,7 +474,7 @@ mod tests {
                 .map(|_| {
                     s.spawn(|| {
                         let mut done = 0u64;
-                        while done % 4096 != 0 || std::time::Instant::now() < until {
+                        while !done.is_multiple_of(4096) || std::time::Instant::now() < until {
                             let cpu = current_cpu();
                             let c = &counters[cpu as usize % N];
                             let old = c.load(Ordering::Acquire);

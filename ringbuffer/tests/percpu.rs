@@ -10,7 +10,7 @@
 //! Skipped (said on stderr) where this process has no rseq (`UST_RSEQ=0`, old glibc).
 //! Run: `cargo test -p ringbuffer --test percpu` (a few seconds).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -50,6 +50,32 @@ impl Clock for Monotonic {
     }
 }
 
+/// The TSC converted to ns (as ust's TSC clock: `rdtscp` outside a section, a plain
+/// `rdtsc` inside the per-CPU writers' one).
+struct Tsc(percpu::TscConv);
+impl Clock for Tsc {
+    fn now(&self) -> u64 {
+        let mut aux = 0;
+        // SAFETY: rdtscp exists on every x86-64 CPU this test runs on (checked in `tsc_clock`).
+        self.0.to_ns(unsafe { core::arch::x86_64::__rdtscp(&mut aux) })
+    }
+    fn tsc(&self) -> Option<&percpu::TscConv> {
+        Some(&self.0)
+    }
+}
+
+fn tsc_clock() -> Option<Tsc> {
+    // CPUID 0x8000_0001, EDX bit 27: RDTSCP.
+    if core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 27) == 0 {
+        return None;
+    }
+    let mut aux = 0;
+    // SAFETY: rdtscp is present (checked above).
+    let t = unsafe { core::arch::x86_64::__rdtscp(&mut aux) };
+    // About 1 ns per cycle, starting at 1 s: a real clock's shape, for the test.
+    Some(Tsc(percpu::TscConv { tsc0: t, ns0: 1_000_000_000, mult: 1 << 32 }))
+}
+
 fn u64_at(b: &[u8], off: usize) -> u64 {
     u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
 }
@@ -64,18 +90,32 @@ fn current_cpu() -> usize {
 }
 
 /// The buffers, indexed by CPU number (`None` for CPUs the test may not use).
-static BUFS: OnceLock<Vec<Option<Buffer>>> = OnceLock::new();
+/// Leaked per run (two runs per process): the signal handler loads it without a lock.
+static BUFS: AtomicPtr<Vec<Option<Buffer>>> = AtomicPtr::new(std::ptr::null_mut());
+
+fn bufs() -> &'static [Option<Buffer>] {
+    // SAFETY: set from a leaked Box before any writer or signal runs, never freed.
+    unsafe { &*BUFS.load(Ordering::Acquire) }
+}
+/// The clock of the current test (one test per process at a time: `CLOCK_LOCK`).
+static USE_TSC: AtomicBool = AtomicBool::new(false);
+static TSC: OnceLock<Option<Tsc>> = OnceLock::new();
+static CLOCK_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 static HANDLER_SEQ: AtomicU32 = AtomicU32::new(0);
 static HANDLER_DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Writes one record of `writer`/`seq` in the buffer of the CPU the thread runs on,
 /// following migrations. `between` runs between reserve and commit. False if dropped.
 fn write_one(writer: u8, seq: u32, between: impl FnOnce()) -> bool {
-    let bufs = BUFS.get().unwrap();
+    let bufs = bufs();
     let len = record_len(seq);
     for _ in 0..100 {
         let Some(buf) = bufs.get(current_cpu()).and_then(|b| b.as_ref()) else { continue };
-        match buf.reserve(&Layout, &Monotonic, SlotSize { compact: len, extended: len }) {
+        let reserved = match TSC.get() {
+            Some(Some(tsc)) if USE_TSC.load(Ordering::Relaxed) => buf.reserve(&Layout, tsc, SlotSize { compact: len, extended: len }),
+            _ => buf.reserve(&Layout, &Monotonic, SlotSize { compact: len, extended: len }),
+        };
+        match reserved {
             Ok(mut r) => {
                 let ts = r.timestamp;
                 let slot = buf.slot(&mut r);
@@ -95,6 +135,23 @@ fn write_one(writer: u8, seq: u32, between: impl FnOnce()) -> bool {
     panic!("a thread with rseq kept being refused as migrated");
 }
 
+/// The reader's flush, with the clock of the writers.
+fn flush(b: &Buffer) {
+    match TSC.get() {
+        Some(Some(tsc)) if USE_TSC.load(Ordering::Relaxed) => b.flush(&Layout, tsc),
+        _ => b.flush(&Layout, &Monotonic),
+    }
+}
+
+/// Sets the flag when dropped: the helper threads stop even if a check panics (the scope
+/// would otherwise wait for them forever).
+struct SetOnDrop<'a>(&'a AtomicBool);
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 extern "C" fn on_signal(_: libc::c_int) {
     let seq = HANDLER_SEQ.fetch_add(1, Ordering::Relaxed);
     if seq < MAX_HANDLER && !write_one(HANDLER, seq, || ()) {
@@ -110,6 +167,25 @@ struct Stream {
 
 #[test]
 fn percpu_writers_migrations_signals_and_flushes() {
+    run(false);
+}
+
+/// The same with a TSC clock: reservations read the TSC unordered inside the section.
+#[test]
+fn percpu_writers_tsc_clock() {
+    if TSC.get_or_init(tsc_clock).is_none() {
+        eprintln!("percpu: no rdtscp here: skipped");
+        return;
+    }
+    run(true);
+}
+
+fn run(tsc: bool) {
+    let _one = CLOCK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    TSC.get_or_init(tsc_clock);
+    USE_TSC.store(tsc, Ordering::Relaxed);
+    HANDLER_SEQ.store(0, Ordering::Relaxed);
+    HANDLER_DROPPED.store(0, Ordering::Relaxed);
     if !percpu::available() {
         eprintln!("percpu: no rseq in this process (UST_RSEQ=0 or no glibc registration): skipped");
         return;
@@ -136,8 +212,8 @@ fn percpu_writers_migrations_signals_and_flushes() {
         bufs[c] = Some(b);
         files.push(f);
     }
-    BUFS.set(bufs).ok().unwrap();
-    let bufs = BUFS.get().unwrap();
+    BUFS.store(Box::into_raw(Box::new(bufs)), Ordering::Release);
+    let bufs = self::bufs();
     // SAFETY: installing a handler that only calls async-signal-safe code (reserve and
     // commit: atomics and plain stores on mapped memory, no allocation, no lock).
     unsafe {
@@ -156,6 +232,7 @@ fn percpu_writers_migrations_signals_and_flushes() {
     let mut dropped = [0u32; THREADS as usize];
     let mut out = Vec::new();
     std::thread::scope(|s| {
+        let _stop_all = (SetOnDrop(&stop), SetOnDrop(&signals_off));
         let mut tids = Vec::new();
         let mut handles = Vec::new();
         for t in 0..THREADS {
@@ -214,7 +291,7 @@ fn percpu_writers_migrations_signals_and_flushes() {
         s.spawn(move || {
             while !stop_f.load(Ordering::Relaxed) {
                 for b in bufs.iter().flatten() {
-                    b.flush(&Layout, &Monotonic);
+                    flush(b);
                 }
                 std::thread::sleep(Duration::from_micros(200));
             }
@@ -242,7 +319,7 @@ fn percpu_writers_migrations_signals_and_flushes() {
         // Wait for the flusher's last round, then close and read everything.
         std::thread::sleep(Duration::from_millis(5));
         for b in bufs.iter().flatten() {
-            b.flush(&Layout, &Monotonic);
+            flush(b);
         }
         drain(&mut seen, &mut streams);
     });

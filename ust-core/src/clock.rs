@@ -104,6 +104,11 @@ impl ClockKind {
 
 /// Conversion of TSC values to `CLOCK_MONOTONIC` ns: `ns0 + ((tsc - tsc0) * mult) >> 32`.
 /// Measured by the daemon ([`tsc::Calibrator`]), sent to every process of a session.
+///
+/// `repr(C)`, its first three fields those of [`ringbuffer::percpu::TscConv`] in the same
+/// order, so the per-CPU writers' critical section reads them in place
+/// ([`ringbuffer::Clock::tsc`]).
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TscParams {
     /// TSC value of the alignment sample.
@@ -159,12 +164,34 @@ impl TraceClock {
     }
 }
 
+// `TscParams` starts with a `TscConv`: same fields, same offsets (checked at compile time).
+const _: () = {
+    use core::mem::offset_of;
+    use ringbuffer::percpu::TscConv;
+    assert!(offset_of!(TscParams, tsc0) == offset_of!(TscConv, tsc0));
+    assert!(offset_of!(TscParams, ns0) == offset_of!(TscConv, ns0));
+    assert!(offset_of!(TscParams, mult) == offset_of!(TscConv, mult));
+    assert!(core::mem::size_of::<TscParams>() >= core::mem::size_of::<TscConv>());
+};
+
 impl ringbuffer::Clock for TraceClock {
     #[inline(always)]
     fn now(&self) -> u64 {
         match self {
             TraceClock::Monotonic => monotonic_ns(),
             TraceClock::Tsc(p) => p.to_ns(tsc::read()),
+        }
+    }
+
+    #[inline(always)]
+    fn tsc(&self) -> Option<&ringbuffer::percpu::TscConv> {
+        match self {
+            TraceClock::Monotonic => None,
+            // SAFETY: `TscParams` is `repr(C)` and begins with `TscConv`'s three `u64`
+            // fields at the same offsets (asserted above), so a `TscParams` is a valid
+            // `TscConv` in its first bytes, with at least its alignment; the reference
+            // borrows `self`.
+            TraceClock::Tsc(p) => Some(unsafe { &*(p as *const TscParams as *const ringbuffer::percpu::TscConv) }),
         }
     }
 }
