@@ -257,3 +257,17 @@ pub fn proc_cpu_time(pid: i32) -> Duration {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     Duration::from_micros(ticks * 1_000_000 / hz)
 }
+
+/// How the writers of `bufs` advance their positions, as claimed in the buffers' control
+/// word (`per-CPU` for rseq, `atomic` for compare-and-swap, `unclaimed`), from the first
+/// buffer: printed beside a figure so a comparison says which path it measured.
+pub fn writers(bufs: &[Buffer]) -> &'static str {
+    use ringbuffer::percpu::{WRITERS_ATOMIC, WRITERS_PERCPU};
+    let Some(b) = bufs.first() else { return "no" };
+    let w = b.geometry().ctrl_word(ringbuffer::layout::CTRL_WRITERS);
+    match ringbuffer::Memory::load_u64(b.memory(), w, std::sync::atomic::Ordering::Relaxed) {
+        WRITERS_PERCPU => "per-CPU",
+        WRITERS_ATOMIC => "atomic",
+        _ => "unclaimed",
+    }
+}

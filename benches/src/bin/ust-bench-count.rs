@@ -77,8 +77,9 @@ fn main() {
     }
     drop(f);
     println!(
-        "{kind} ({}): {n} events, {:.1} ns/event wall, {:.1} ns/event on CPU, {} discarded",
+        "{kind} ({}, {} writers): {n} events, {:.1} ns/event wall, {:.1} ns/event on CPU, {} discarded",
         clock.kind().name(),
+        benches::writers(&bufs),
         spent.as_nanos() as f64 / n as f64,
         cpu.as_nanos() as f64 / n as f64,
         benches::discarded(&bufs)
