@@ -61,9 +61,13 @@ if [ $only_anchors = 0 ]; then
   env "${qenv[@]}" cargo bench -q -p benches --bench emit --bench ringbuffer --bench tracing_layer -- --noplot 2>/dev/null | tee "$log/crit"
   env "${qenv[@]}" cargo bench -q -p benches --bench consumer | tee "$log/consumer"
   # On-CPU time per event (CLOCK_THREAD_CPUTIME_ID), far less inflated by load than wall time.
+  # Each line says which writers the buffers claimed: per-CPU (rseq) by default where glibc
+  # registered rseq, the compare-and-swap ones with UST_RSEQ=0 (same sitting, same binary).
   for k in enabled ring; do
-    "$target/release/ust-bench-count" "$k" 5000000
-    UST_CLOCK=tsc "$target/release/ust-bench-count" "$k" 5000000
+    for rseq in 1 0; do
+      UST_RSEQ=$rseq "$target/release/ust-bench-count" "$k" 5000000
+      UST_RSEQ=$rseq UST_CLOCK=tsc "$target/release/ust-bench-count" "$k" 5000000
+    done
   done | tee "$log/count"
 fi
 load1=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -628,8 +628,9 @@ impl<M: Memory> Buffer<M> {
     /// A buffer whose writers are per-CPU ([`crate::percpu`]; the control word says so)
     /// is flushed from its CPU: the calling thread pins itself there for the attempt
     /// ([`percpu::on_cpu`](crate::percpu::on_cpu)) and advances `write` with the same
-    /// restartable compare-and-store as the writers. If it may not run there, or has no
-    /// rseq itself, the packet stays open (the next tick retries; a writer closes it when
+    /// restartable compare-and-store as the writers (without rseq of its own: a CAS after
+    /// checking it runs there, see [`percpu::runs_on`](crate::percpu::runs_on)). If it may
+    /// not run there, the packet stays open (the next tick retries; a writer closes it when
     /// it fills).
     pub fn flush<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C) {
         let g = &self.geo;
@@ -640,8 +641,19 @@ impl<M: Memory> Buffer<M> {
         }
         if self.mem.load_u64(g.ctrl_word(CTRL_WRITERS), Acquire) == WRITERS_PERCPU {
             let cpu = self.cfg.stream.cpu;
+            let rseq = cfg!(loom) || crate::percpu::has_rseq();
             crate::percpu::on_cpu(cpu, || {
-                self.flush_with(layout, clock, |old, new| self.mem.cpu_cas_u64(write_w, cpu, old, new))
+                self.flush_with(layout, clock, |old, new| {
+                    if rseq {
+                        self.mem.cpu_cas_u64(write_w, cpu, old, new)
+                    } else if crate::percpu::runs_on(cpu) {
+                        // Pinned there and no section of ours: a CAS on the CPU is
+                        // indivisible for its writers' sections (see `percpu::runs_on`).
+                        self.mem.cas_u64(write_w, old, new, AcqRel, Relaxed).map_or(CpuCas::Changed, |_| CpuCas::Done)
+                    } else {
+                        CpuCas::Moved
+                    }
+                })
             });
         } else {
             self.flush_with(layout, clock, |old, new| {
@@ -694,7 +706,8 @@ impl<M: Memory> Buffer<M> {
     ///   `stream.cpu`, and the file of ABI minor 2 or later, whose daemon flushes per-CPU
     ///   buffers from their CPU), the buffer becomes per-CPU unless it is already atomic;
     /// * asked [`Writers::Atomic`], the buffer becomes atomic unless it is already
-    ///   per-CPU, and then this handle is per-CPU too: a writer without rseq then gets
+    ///   per-CPU, and then this handle is per-CPU too: its writers use rseq if the process
+    ///   has it ([`percpu::has_rseq`](crate::percpu::has_rseq)), and otherwise get
     ///   [`Dropped::Migrated`] on every reservation, since a compare-and-swap from another
     ///   CPU would race with the restartable sections.
     ///

@@ -78,8 +78,7 @@ const ABSENT: isize = isize::MIN + 1;
 
 /// The offset of the thread's `struct rseq` from the thread pointer, looked up once
 /// (`__rseq_offset`, `__rseq_size` through `dlsym`, so the binary still loads on a libc
-/// without them). `None` off x86-64 Linux, without glibc's registration, or with
-/// `UST_RSEQ=0`.
+/// without them). `None` off x86-64 Linux or without glibc's registration.
 #[inline]
 fn area_offset() -> Option<isize> {
     let off = AREA_OFFSET.load(Ordering::Relaxed);
@@ -94,9 +93,6 @@ fn area_offset() -> Option<isize> {
 #[cold]
 fn look_up() -> Option<isize> {
     if !cfg!(all(target_arch = "x86_64", target_os = "linux")) || cfg!(loom) {
-        return None;
-    }
-    if std::env::var_os(ENV_RSEQ).is_some_and(|v| v == "0") {
         return None;
     }
     // SAFETY: dlsym with RTLD_DEFAULT and NUL-terminated names only reads the dynamic
@@ -114,10 +110,27 @@ fn look_up() -> Option<isize> {
     (size >= 16).then_some(off)
 }
 
-/// True if this process can write buffers in per-CPU mode: x86-64 Linux, glibc registered
-/// rseq, and `UST_RSEQ` is not `0`. Decided once, at the first call.
+/// True if this process chooses per-CPU writers for the buffers it claims: it
+/// [`has_rseq`], and `UST_RSEQ` is not `0`.
 pub fn available() -> bool {
+    has_rseq() && !std::env::var_os(ENV_RSEQ).is_some_and(|v| v == "0")
+}
+
+/// True if glibc registered rseq for this process's threads (x86-64 Linux): [`cpu_cas`]
+/// works. Looked up once. Independent of `UST_RSEQ`, which only decides what a process
+/// claims: a process that meets a buffer already claimed per-CPU writes it with rseq.
+pub fn has_rseq() -> bool {
     area_offset().is_some()
+}
+
+/// True if the calling thread runs on `cpu` now (`sched_getcpu`): what a thread pinned to
+/// `cpu` by [`on_cpu`] checks before a plain CAS when it has no rseq (the flush of a daemon
+/// without rseq; a preempted writer's section restarts, so only a thread moved off `cpu`
+/// against its affinity could break it).
+pub fn runs_on(cpu: u32) -> bool {
+    // SAFETY: sched_getcpu has no preconditions.
+    let c = unsafe { libc::sched_getcpu() };
+    c >= 0 && c as u32 == cpu
 }
 
 /// Address of the calling thread's `struct rseq`.
@@ -135,7 +148,7 @@ fn area(off: isize) -> *mut u8 {
 /// stores `new` if the calling thread runs on `cpu` and `*word == current`, in a section
 /// the kernel restarts on preemption, migration or signal delivery (then it is retried
 /// here). [`CpuCas::Moved`] if the thread is on another CPU, its rseq area is not
-/// registered (`cpu_id` negative), or this process has no rseq ([`available`]).
+/// registered (`cpu_id` negative), or this process has no rseq ([`has_rseq`]).
 ///
 /// The store is a plain `mov`: on x86-64 it has Release semantics, and the load of the
 /// word is an Acquire load; only writers on `cpu` (in such sections) and parties that
@@ -421,7 +434,7 @@ mod tests {
 
     #[test]
     fn cpu_cas_stores_only_on_its_cpu_and_value() {
-        if !available() {
+        if !has_rseq() {
             eprintln!("no rseq in this process: nothing to test");
             return;
         }
@@ -458,7 +471,7 @@ mod tests {
         // Threads on every CPU increment one counter per CPU through cpu_cas (load, then
         // compare-and-store on the CPU the thread reads it is on): no increment may be
         // lost, however they are preempted or migrated, which a plain `+= 1` would.
-        if !available() {
+        if !has_rseq() {
             eprintln!("no rseq in this process: nothing to test");
             return;
         }

@@ -186,8 +186,8 @@ fn run(tsc: bool) {
     USE_TSC.store(tsc, Ordering::Relaxed);
     HANDLER_SEQ.store(0, Ordering::Relaxed);
     HANDLER_DROPPED.store(0, Ordering::Relaxed);
-    if !percpu::available() {
-        eprintln!("percpu: no rseq in this process (UST_RSEQ=0 or no glibc registration): skipped");
+    if !percpu::has_rseq() {
+        eprintln!("percpu: no rseq in this process (no glibc registration): skipped");
         return;
     }
     let mask = rustix::thread::sched_getaffinity(None).unwrap();
