@@ -805,3 +805,5 @@ fn blocking_channel_never_waits_with_signals_blocked() {
     let got: Vec<u64> = recs.iter().map(|(_, p)| u64::from_le_bytes(p[..8].try_into().unwrap())).collect();
     assert_eq!(got, (0..recs.len() as u64).collect::<Vec<_>>(), "the ones that found room, in order");
 }
+
+mod percpu;
