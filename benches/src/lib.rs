@@ -78,7 +78,11 @@ pub fn install_local_with(clock: TraceClock) -> Vec<Buffer> {
 
 /// Number of CPUs the buffers are made for (possible CPUs, at least the online ones).
 pub fn ust_cpus() -> u32 {
-    std::thread::available_parallelism().map_or(1, |n| n.get()) as u32
+    // As the daemon counts (`possible_cpu_count`), not the CPUs this process may use: under
+    // `taskset` the latter is smaller, and a channel with fewer buffers than possible CPUs
+    // falls back to the compare-and-swap writers.
+    let usable = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    ust_core::cpus::possible_cpu_count().max(usable)
 }
 
 /// Releases every delivered sub-buffer (what the daemon does, without the copy to disk).
