@@ -162,9 +162,23 @@ impl<M: Memory> Buffer<M> {
         // makes the same atomic steps in the same order as with the loop alone, so the
         // model checker explores no more interleavings. A lost CAS race restarts the loop
         // (as the loop itself does).
-        if let (Writers::PerCpu(cpu), Some(conv)) = (self.writers, clock.tsc()) {
-            return self.reserve_percpu_tsc(layout, clock, size, cpu, conv);
+        match self.writers {
+            Writers::Atomic => self.reserve_fast(layout, clock, size, |w, old, new| {
+                // SAFETY: `hot_ctrl` offsets are aligned and in bounds (see `hot_ctrl`).
+                unsafe { self.mem.cas_u64_unchecked(w, old, new, AcqRel, Relaxed) }.map_or(CpuCas::Changed, |_| CpuCas::Done)
+            }),
+            Writers::PerCpu(cpu) => match clock.tsc() {
+                Some(conv) => self.reserve_percpu_tsc(layout, clock, size, cpu, conv),
+                None => self.reserve_fast(layout, clock, size, |w, old, new| self.mem.cpu_cas_u64(w, cpu, old, new)),
+            },
         }
+    }
+
+    /// The fast path of [`reserve`](Buffer::reserve) with `cas` as its one step that
+    /// differs between writer modes (the compare-and-swap of `write`, word offset first).
+    #[inline(always)]
+    fn reserve_fast<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, cas: impl Fn(usize, u64, u64) -> CpuCas)
+        -> Result<Reservation, Dropped> {
         let h = &self.hot;
         let write_w = self.hot_ctrl(CTRL_WRITE);
         let last_w = self.hot_ctrl(CTRL_LAST_TSC);
@@ -187,15 +201,7 @@ impl<M: Memory> Buffer<M> {
         if !(slot != 0 && off + slot < h.sbs && u64::from(size.compact) <= h.room) {
             return self.reserve_slow(layout, clock, size, Some((old, ts, last)), true);
         }
-        // The only step that differs between writer modes (see `advance_write`), written
-        // out here with the unchecked CAS of the fast path.
-        let outcome = match self.writers {
-            // SAFETY: as above.
-            Writers::Atomic => unsafe { self.mem.cas_u64_unchecked(write_w, old, old.wrapping_add(slot), AcqRel, Relaxed) }
-                .map_or(CpuCas::Changed, |_| CpuCas::Done),
-            Writers::PerCpu(cpu) => self.mem.cpu_cas_u64(write_w, cpu, old, old.wrapping_add(slot)),
-        };
-        match outcome {
+        match cas(write_w, old, old.wrapping_add(slot)) {
             CpuCas::Done => {
                 // SAFETY: as above.
                 unsafe { self.mem.store_u64_unchecked(last_w, ts, Release) };
