@@ -113,7 +113,7 @@ fn look_up() -> Option<isize> {
 /// True if this process chooses per-CPU writers for the buffers it claims: it
 /// [`has_rseq`], and `UST_RSEQ` is not `0`.
 pub fn available() -> bool {
-    has_rseq() && !std::env::var_os(ENV_RSEQ).is_some_and(|v| v == "0")
+    has_rseq() && std::env::var_os(ENV_RSEQ).is_none_or(|v| v != "0")
 }
 
 /// True if glibc registered rseq for this process's threads (x86-64 Linux): [`cpu_cas`]
