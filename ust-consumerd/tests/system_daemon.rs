@@ -262,7 +262,7 @@ fn roots_session_traces_two_users_at_once_each_in_its_uid_directory() {
         let evs = holder_events(&text);
         assert!(evs.iter().all(|(vpid, _)| *vpid == pids[k]), "uid {uid}'s trace holds another process's events:\n{text}");
         assert_eq!(evs.iter().map(|e| e.1).collect::<Vec<_>>(), all, "uid {uid}'s trace: holder {}'s sequence", pids[k]);
-        assert!(text.contains(&format!("procname = \"holder\"")), "{text}");
+        assert!(text.contains("procname = \"holder\""), "{text}");
     }
 
     // Each user's own trace: its program only (one per-process directory), complete.
