@@ -308,3 +308,27 @@ fn per_uid_local_snapshot_post_mortem() {
     }
     assert!(!out.join("post-mortem").exists(), "per-UID buffers outlive the process: no per-process dump");
 }
+
+/// The combinations per-UID buffers do not support yet are refused when the session or
+/// channel is made, each with a message that says what to use instead.
+#[test]
+fn unsupported_combinations_are_refused_with_a_reason() {
+    let d = TestDaemon::start();
+    let shm = d.output("shm");
+    let out = d.output("o");
+    let refused = |args: &[&str], says: &str| {
+        let o = d.ust(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "ust {args:?} succeeded");
+        assert!(err.contains(says), "ust {args:?}: {err}");
+    };
+    refused(&["create", "a", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap(), "--buffers-uid"], "--shm-path is not supported with --buffers-uid");
+    refused(&["create", "b", "--set-url", "net://127.0.0.1:1:2", "--buffers-uid"], "per-UID buffers are not streamed");
+    // The same refusals when the session came first and the channel asks for per-UID.
+    d.ust_ok(&["create", "c", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
+    refused(&["enable-channel", "-s", "c", "ch", "--buffers-uid"], "--shm-path is not supported with --buffers-uid");
+    // Nothing was made of the refused sessions.
+    let sessions = d.ust_json(&["list", "--json"]);
+    let names: Vec<&str> = sessions.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["c"], "{sessions}");
+}
