@@ -252,11 +252,13 @@ extern "C" fn constructor() {
 /// a `dlopen`ed library), joins it: this copy's sites join that registration, and the
 /// call returns once the daemon enabled them (at most [`LATE_SITE_WAIT`]).
 ///
-/// Otherwise, if `<rundir>/app` exists, waits until the daemon answers the registration
-/// with `Ready` (or refuses, or goes away), at most `UST_REGISTER_TIMEOUT` ms (default
-/// 3000; negative: no limit), so the first events of a short program are traced; and at
-/// most [`THREAD_START_WAIT`] for the runtime thread to start at all. Without a socket it
-/// returns at once and a background thread connects when a daemon appears.
+/// Otherwise starts a runtime thread for the user's own daemon and one for root's
+/// (`ust_core::rundir::system_rundir`, when there is one: see `links`). If either `app`
+/// socket exists, waits until each daemon answers the registration with `Ready` (or
+/// refuses, or goes away, or has no socket), at most `UST_REGISTER_TIMEOUT` ms in all
+/// (default 3000; negative: no limit), so the first events of a short program are traced;
+/// and at most [`THREAD_START_WAIT`] for the threads to start at all. Without a socket it
+/// returns at once and the threads connect when a daemon appears.
 pub fn start() {
     if STARTED.swap(true, Ordering::AcqRel) {
         return;
