@@ -316,7 +316,7 @@ pub fn start() {
                 );
             } else if !g.wait(timeout, Progress::all_settled) {
                 debug!(
-                    "no answer from a daemon at {} within {} ms; running on, events before registration are lost",
+                    "no answer from the daemon at {} within {} ms; running on, events before registration are lost",
                     shown(),
                     t0.elapsed().as_millis()
                 );
