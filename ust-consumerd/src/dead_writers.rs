@@ -185,12 +185,17 @@ fn after(prev: u64, low: u64) -> u64 {
 /// after time `prev`: one per value byte 0 can take (a compact header's id, or the extended
 /// tag) that decodes, with the header's time (a compact header's 24 bits after byte 0, the
 /// 3 lowest lost: at most 7 ns early, which never moves the next record across a 2^27 ns
-/// boundary; no bits at all, an unwritten header: `prev`).
+/// boundary, and `prev` when that is in `prev`'s 8 ns; no bits at all, an unwritten
+/// header: `prev`).
 fn candidates(b: &[u8], prev: u64, events: &[ust_core::EventDesc], ctx: usize) -> Vec<(usize, u64, u32)> {
     use ust_core::event_header::{EXTENDED_SIZE, EXTENDED_TAG};
     let mut out = Vec::new();
     let word = u32::from_le_bytes([0, b.get(1).copied().unwrap_or(0), b.get(2).copied().unwrap_or(0), b.get(3).copied().unwrap_or(0)]);
-    let compact_time = if word == 0 { prev } else { after(prev, u64::from(word >> 5)) };
+    // Byte 0 held the time's 3 lowest bits: a time in the previous record's own 8 ns
+    // bucket is taken as the previous record's (else it would read as a wrap, 2^27 ns on).
+    let low = u64::from(word >> 5);
+    let bucket = !7 & ((1u64 << TS_BITS) - 1);
+    let compact_time = if word == 0 || low & bucket == prev & bucket { prev } else { after(prev, low) };
     let ext_time = b.get(5..EXTENDED_SIZE).and_then(|t| t.try_into().ok()).map(u64::from_le_bytes).filter(|&t| t >= prev);
     let mut head = [0u8; EXTENDED_SIZE];
     let n = b.len().min(EXTENDED_SIZE);
@@ -418,15 +423,19 @@ fn first_hole(data: &[u8], hdr: usize, size: &dyn Fn(&[u8]) -> Option<usize>) ->
 mod tests {
     use super::*;
 
-    /// Two packets of the test with a hundred kills (tests/uid_buffers.rs) that the daemon
-    /// once cut at their first dead slot, the search having run out of steps: 25 and 30
-    /// dead `deadprov:slow` records (24 bytes: header, vpid, `seq` written, `v` not) among
-    /// the steady writers' 16-byte records and the state dumps. The file names give the
+    /// Packets of the test with a hundred kills (tests/uid_buffers.rs) that the daemon
+    /// once cut at their first dead slot: 25 and 30 dead records (the search ran out of
+    /// steps), and 4 with the first one at the packet's start (its time misread). The dead
+    /// records are `deadprov:slow` ones (24 bytes: header, vpid, `seq` written, `v` not),
+    /// among the steady writers' 16-byte records and the state dumps. The file names give the
     /// packet's position, missing bytes, begin and end times; `dead-slots-events.json` the
     /// trace's event descriptions (ids from 1).
-    const PACKETS: [(&str, &[u8]); 2] = [
+    const PACKETS: [(&str, &[u8]); 3] = [
         ("98304-600-21474712670753-21475793470753", include_bytes!("../tests/data/dead-slots-25.bin")),
         ("81920-720-21474316276495-21474712670753", include_bytes!("../tests/data/dead-slots-30.bin")),
+        // The first record is a dead one, its time in timestamp_begin's 8 ns (its writer
+        // opened the packet): it once read as 2^27 ns later and the packet was cut.
+        ("81920-96-22719960497161-22720036454150", include_bytes!("../tests/data/dead-slots-first.bin")),
     ];
 
     #[test]
@@ -457,3 +466,4 @@ mod tests {
         }
     }
 }
+
