@@ -155,12 +155,16 @@ fn as_user_runs_the_command_as_that_user_and_gives_them_the_trace() {
     let children = ["id", "sleep", "cat"].iter().filter(|p| text.contains(&format!("/{p}\"")) || text.contains(&format!("comm = \"{p}\""))).count();
     assert!(children >= 2, "the children's tasks: {children} of 3");
     assert!(text.lines().filter(|l| l.contains("sched_switch:")).count() > 10, "system-wide switches");
-    // From sudo's variables alone.
+    // From sudo's variables alone; an instrumented program run so has its user-space
+    // events in the trace too (it registers with root's daemon).
     let out2 = tmp.path().join("sudo");
-    let o = run(&out2, None, Some((uid, gid)), "id -u");
+    let prog = common::program("debug", "threeevents");
+    let o = run(&out2, None, Some((uid, gid)), &format!("id -u; {}", prog.display()));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), uid.to_string());
     assert_eq!(std::fs::metadata(&out2).unwrap().uid(), uid);
+    let user_events: Vec<String> = common::babeltrace(&out2.join("ust")).lines().filter(|l| l.contains(" short:ev: ")).map(|l| l.rsplit("{ i = ").next().unwrap_or("").to_string()).collect();
+    assert_eq!(user_events, ["0 }", "1 }", "2 }"], "the program's three events, run as {AS_USER}");
     // Neither: a clear error, and the command does not run.
     let marker = tmp.path().join("ran");
     let o = run(&tmp.path().join("none"), None, None, &format!("touch {}", marker.display()));
