@@ -48,6 +48,10 @@ if [ "$(id -u)" = 0 ]; then
   for u in ustkb-a ustkb-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
+  # consumer/tests/system_daemon.rs: root's daemon traces the programs of two users.
+  for u in ustuid-a ustuid-b; do
+    id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
+  done
   # consumer/tests/save_load.rs runs lttng-sessiond as this user (root's would be
   # machine-wide, in /var/run/lttng).
   id ustlttng >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustlttng

@@ -36,3 +36,13 @@ fn export_refuses_an_unknown_format_and_a_malformed_counter() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a context type"));
 }
+
+#[test]
+fn as_user_needs_kernel_and_is_in_the_help() {
+    let out = ust(&["trace", "--as-user", "nobody", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--kernel"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = ust(&["trace", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--as-user [<USER>]") && help.contains("SUDO_UID"), "{help}");
+}

@@ -532,6 +532,13 @@ fn start_steady(d: &TestDaemon) -> (KillOnDrop, std::process::ChildStdin, BufRea
     (KillOnDrop(child), stdin, stdout)
 }
 
+/// `voluntary_ctxt_switches` of the main thread of `pid` (its own task's line in
+/// `/proc/PID/task/PID/status`): how many times it gave up the CPU to wait.
+fn voluntary_switches(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/status")).unwrap();
+    status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")).unwrap().trim().parse().unwrap()
+}
+
 fn batch(stdin: &mut impl std::io::Write, stdout: &mut impl BufRead, n: u64) -> f64 {
     writeln!(stdin, "{n}").unwrap();
     stdin.flush().unwrap();
@@ -554,11 +561,18 @@ fn a_traced_process_outlives_its_daemon_and_a_new_daemon_picks_it_up() {
     let traced = (0..3).map(|_| batch(&mut stdin, &mut stdout, 1_000_000)).fold(f64::MAX, f64::min);
     kill_daemon(&d);
     std::thread::sleep(Duration::from_millis(300));
+    let switches_before = voluntary_switches(pid);
     let t0 = Instant::now();
     let orphan = batch(&mut stdin, &mut stdout, 10_000_000);
     let took = t0.elapsed();
-    eprintln!("emit cost: {traced:.1} ns/event with the daemon, {orphan:.1} ns/event for 10 M events after its SIGKILL ({took:?})");
-    assert!(orphan <= 2.0 * traced + 50.0, "emit cost after the daemon died: {orphan:.1} ns/event, {traced:.1} before");
+    let waits = voluntary_switches(pid) - switches_before;
+    eprintln!("emit cost: {traced:.1} ns/event with the daemon, {orphan:.1} ns/event for 10 M events after its SIGKILL ({took:?}), {waits} voluntary context switches");
+    // No speed is asserted (speed is measured in benchmarks, and this machine's load moves
+    // it): that the program is not stalled is shown by what it did. Its emitting thread
+    // gave up the CPU by itself only to read the batch request and write the answer, never
+    // per event (a wait, a sleep or a blocking system call on the emit path would count
+    // millions here).
+    assert!(waits <= 100, "the emitting thread waited {waits} times during 10 M events after its daemon died");
     // A new daemon on the same socket directory picks the process up again.
     let _d2 = ExtraDaemon::start(&d);
     let out = d.output("after");

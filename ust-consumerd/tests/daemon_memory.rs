@@ -23,11 +23,14 @@ fn fds(pid: i32) -> usize {
 }
 
 /// Runs `n` instrumented programs at once and waits for them all; then waits until the
-/// daemon has seen every one of them go.
+/// daemon has seen every one of them go. Each waits up to 30 s for its registration (not
+/// the default 3 s): on a loaded 2-core machine 300 registrations at once can take longer,
+/// and a program that gives up runs untraced, as it should, but its events are then not in
+/// the trace this test counts.
 fn round(d: &TestDaemon, n: usize) {
     let prog = program("release", "threeevents");
     let children: Vec<Child> = (0..n)
-        .map(|_| Command::new(&prog).env("UST_RUNDIR", &d.rundir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap())
+        .map(|_| Command::new(&prog).env("UST_RUNDIR", &d.rundir).env("UST_REGISTER_TIMEOUT", "30000").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap())
         .collect();
     for mut c in children {
         assert!(c.wait().unwrap().success());

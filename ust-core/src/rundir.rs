@@ -17,6 +17,11 @@ pub const CTL_SOCKET: &str = "ctl";
 pub const PID_FILE: &str = "pid";
 /// Environment variable that overrides the directory.
 pub const ENV_RUNDIR: &str = "UST_RUNDIR";
+/// Environment variable naming root's (the system-wide daemon's) socket directory as other
+/// users' programs and commands see it (docs/DESIGN.md#interfaces).
+pub const ENV_SYSTEM_RUNDIR: &str = "UST_SYSTEM_RUNDIR";
+/// Root's socket directory when neither variable says otherwise.
+pub const SYSTEM_RUNDIR: &str = "/run/ust";
 
 /// Errors about the socket directory.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +66,28 @@ pub fn rundir() -> Result<PathBuf, RundirError> {
         return Ok(p.join("ust"));
     }
     env("HOME").map(|h| h.join(".ust")).ok_or(RundirError::NoDirectory)
+}
+
+/// The socket directory of root's system-wide daemon, which a program registers with as
+/// well as with its own user's daemon (as LTTng-UST registers with root's session daemon,
+/// `/var/run/lttng`, and with the user's, `$HOME/.lttng`): `$UST_SYSTEM_RUNDIR` when set;
+/// else, when `$UST_RUNDIR` is set, none (that variable overrides every default, this one
+/// included: a program run in a private socket directory, as every test does, registers
+/// with no daemon outside it unless `$UST_SYSTEM_RUNDIR` names one); else `/run/ust`.
+///
+/// `None` also when it is the directory [`rundir`] gives (root's own programs, by
+/// default): a program registers once with each daemon.
+pub fn system_rundir() -> Option<PathBuf> {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let sys = match env(ENV_SYSTEM_RUNDIR) {
+        Some(p) => p,
+        None if env(ENV_RUNDIR).is_some() => return None,
+        None => PathBuf::from(SYSTEM_RUNDIR),
+    };
+    match rundir() {
+        Ok(own) if own == sys => None,
+        _ => Some(sys),
+    }
 }
 
 /// Path of socket `name` in `dir`, checked against the `sockaddr_un` limit.

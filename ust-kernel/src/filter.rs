@@ -289,6 +289,9 @@ pub struct ViewFilter {
     exec_exits: Vec<(i32, String, &'static str)>,
     /// Events dropped or reduced, for the log.
     pub dropped: u64,
+    /// [`crate::view_recorder::DEBUG_ENV`] is set: the root pid, which tags the lines that
+    /// say when the set of visible tasks changes and why.
+    debug: Option<i32>,
 }
 
 fn set_int(payload: &mut [u8], f: &EventFormat, name: &str, v: i64) {
@@ -329,7 +332,14 @@ impl ViewFilter {
     pub fn new(uid: u32, gid: u32, root_pid: i32) -> ViewFilter {
         let mut visible = HashSet::new();
         visible.insert(root_pid);
-        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), leaving: Default::default(), early: HashMap::new(), maybe: HashSet::new(), at: 0, exec_exits: Vec::new(), suspect: HashMap::new(), dropped: 0 }
+        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), leaving: Default::default(), early: HashMap::new(), maybe: HashSet::new(), at: 0, exec_exits: Vec::new(), suspect: HashMap::new(), dropped: 0, debug: crate::view_recorder::debug_enabled().then_some(root_pid) }
+    }
+
+    /// A line of the debug log ([`crate::view_recorder::DEBUG_ENV`]), on stderr.
+    fn debug(&self, what: std::fmt::Arguments<'_>) {
+        if let Some(root) = self.debug {
+            eprintln!("ust-kview debug [{root}]: {what}");
+        }
     }
 
     /// The requester's uid.
@@ -353,20 +363,28 @@ impl ViewFilter {
     }
 
     /// Looks at the tasks in the view as they are at `now` (monotonic ns, taken before the
-    /// look) and schedules the removal, at `now`, of every one that
+    /// look) and schedules the removal of every one that
     ///
     /// - still runs its program but may no longer be ptraced by the requester (credentials
-    ///   changed, made non-dumpable: [`may_see`]) at this check and the next (the removal
-    ///   then dates from the first), or
-    /// - is gone (reaped): its pid may be anyone's from now on. Its last switch normally
-    ///   removes it (see `sched_process_exit`); this is for one whose last switch was lost.
+    ///   changed, made non-dumpable: [`may_see`]) at this check and the next: the removal
+    ///   dates from the first check's `now`, before the look, so that nothing it did once
+    ///   it may have changed is shown, or
+    /// - is gone (reaped): its pid may be anyone's from then on. The removal dates from the
+    ///   time *after* the look that found it gone (`clock`, called then), never from `now`:
+    ///   the task may have run, exited and been reaped between `now` and the look (a
+    ///   recorder preempted for tens of ms under load), and its last records — its return
+    ///   from the call it slept in, `exit_group`, `sched_process_exit`, the wake-up of its
+    ///   parent, its last switch — date from before the reap. (Dated from `now`, they were
+    ///   dropped: the lost last records of a task in the twenty-command test, issue 13.)
+    ///   Its last switch normally removes it (see `sched_process_exit`); this is for one
+    ///   whose last switch was lost.
     ///
     /// The recorder applies records some time after they happen: a removal takes effect
-    /// for the records from `now` on ([`ViewFilter::advance_to`]), never for the older ones
+    /// for the records from its time on ([`ViewFilter::advance_to`]), never for the older ones
     /// still waiting, which happened while the task was still in the view. A task that is
     /// exiting (`PF_EXITING`, zombie) is left alone: it runs nothing any more, and its
     /// `/proc` files turn root's when its memory goes, which would drop its last events.
-    pub fn recheck(&mut self, now: u64) {
+    pub fn recheck(&mut self, now: u64, clock: impl Fn() -> u64) {
         let (uid, gid) = (self.uid, self.gid);
         let scheduled: HashSet<i32> = self.leaving.iter().map(|l| l.1).collect();
         let mut out: Vec<(u64, i32)> = Vec::new();
@@ -375,7 +393,9 @@ impl ViewFilter {
             let refused = match life(t) {
                 // Asked twice: once gone, a pid stays gone (until reused: then Live).
                 Life::Gone if life(t) == Life::Gone => {
-                    out.push((now, t));
+                    let gone_by = clock().max(now);
+                    self.debug(format_args!("recheck at {now}: {t} gone (reaped) by {gone_by}"));
+                    out.push((gone_by, t));
                     self.exec_exits.push((t, String::new(), "gone (reaped) at a recheck"));
                     continue;
                 }
@@ -398,6 +418,7 @@ impl ViewFilter {
             match (refused, self.suspect.get(&t).copied()) {
                 (true, Some(first)) => {
                     self.suspect.remove(&t);
+                    self.debug(format_args!("recheck at {now}: {t} not ptraceable at two rechecks, from {first}"));
                     out.push((first, t));
                     self.exec_exits.push((t, String::new(), "no longer ptraceable at two rechecks"));
                 }
@@ -409,9 +430,9 @@ impl ViewFilter {
                 }
             }
         }
-        out.sort_unstable();
-        let floor = self.leaving.back().map_or(0, |l| l.0);
-        self.leaving.extend(out.into_iter().map(|(at, t)| (at.max(floor), t)));
+        // In time order (a refusal dates from an earlier check than a gone task's look).
+        self.leaving.extend(out);
+        self.leaving.make_contiguous().sort_unstable();
     }
 
     /// Carries out the removals scheduled by [`ViewFilter::recheck`] at or before `ts`;
@@ -419,7 +440,8 @@ impl ViewFilter {
     pub fn advance_to(&mut self, ts: u64) {
         self.at = ts;
         while self.leaving.front().is_some_and(|l| l.0 <= ts) {
-            let (_, t) = self.leaving.pop_front().expect("front");
+            let (at, t) = self.leaving.pop_front().expect("front");
+            self.debug(format_args!("{t} leaves the view at {at} (record at {ts})"));
             if self.visible.remove(&t) {
                 self.left.insert(t);
             }
@@ -598,6 +620,7 @@ impl ViewFilter {
                 self.left.remove(&child);
                 self.maybe.remove(&child);
                 self.visible.insert(child);
+                self.debug(format_args!("{child} enters the view at {} (fork of {parent})", self.at));
                 reduce_cur(self, payload);
                 true
             }
@@ -613,6 +636,7 @@ impl ViewFilter {
                 if !stays {
                     self.visible.remove(&pid);
                     self.left.insert(pid);
+                    self.debug(format_args!("{pid} leaves the view at {} (exec)", self.at));
                     return false;
                 }
                 self.visible.insert(pid);
@@ -754,15 +778,21 @@ mod tests {
         // A recheck at time 1000 finds the child gone (no such pid) and this process not
         // uid 1000's (and so does the next): both leave the view at 1000, not for the older
         // records still to come.
-        v.recheck(1000);
-        v.recheck(1010);
+        // The child is found gone by a look that ends at 1005 (the clock called after it):
+        // it leaves then, not at 1000 — it may have run until just before the look.
+        v.recheck(1000, || 1005);
+        v.recheck(1010, || 1012);
         v.advance_to(999);
         let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
         assert_eq!(v.apply(switch, &mut p), Verdict::Keep, "a record from before the recheck");
         assert!(v.sees(me) && v.sees(child));
         v.advance_to(1000);
+        assert!(!v.sees(me), "refused twice: from the first recheck's time on");
         let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
-        assert_eq!(v.apply(switch, &mut p), Verdict::Drop, "from the recheck on");
+        assert_eq!(v.apply(switch, &mut p), Verdict::Keep, "a record of the gone task from before the look that found it gone");
+        v.advance_to(1005);
+        let mut p = record(1, child, 64, &[(24, child), (56, 0)], &[]);
+        assert_eq!(v.apply(switch, &mut p), Verdict::Drop, "from the look on");
         assert!(!v.sees(me) && !v.sees(child));
     }
 }

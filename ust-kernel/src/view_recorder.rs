@@ -86,6 +86,20 @@ fn unread(stats: &mut std::fs::File) -> u64 {
     text.lines().find_map(|l| l.strip_prefix("entries:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
 }
 
+/// The environment variable that turns on the broker's debug log (any value): lines
+/// `ust-kview debug [ROOT PID]: …` on the daemon's stderr, per recording, saying for each
+/// read of a tracefs buffer (`main`/`tasks` instance, CPU) how many records it gave and the
+/// timestamps of the first and last, and of each `sched_switch` which tasks it names; per
+/// round the watermark; and when a task enters or leaves the view, at what time and why
+/// ([`ViewFilter`]). For finding where a record went: read from tracefs or not, applied
+/// before or after its task left the view.
+pub const DEBUG_ENV: &str = "UST_KVIEW_DEBUG";
+
+/// Whether [`DEBUG_ENV`] is set.
+pub fn debug_enabled() -> bool {
+    std::env::var_os(DEBUG_ENV).is_some()
+}
+
 /// `env.kernel_source` of a brokered trace.
 pub const SOURCE: &str = "tracefs-view";
 
@@ -222,6 +236,10 @@ impl ViewRecorder {
             // Rounds since recording was turned off: events still held then are waited for
             // this many rounds, then counted as lost.
             let mut stop_rounds = 0usize;
+            let debug = debug_enabled();
+            let root_pid = filter.visible().next().unwrap_or(0);
+            let switch_id = table.events.iter().find(|e| e.name == "sched_switch").and_then(|e| e.format.as_ref()).map(|f| u64::from(f.id));
+            let n_cpus = cpus.len().max(1);
             loop {
                 let stopping = st.load(Ordering::SeqCst);
                 if stopping {
@@ -243,11 +261,24 @@ impl ViewRecorder {
                             }
                             Ok(n) => {
                                 let newest = &mut complete[fi];
+                                let (mut first, mut last, mut switches) = (None, 0u64, String::new());
                                 let res = crate::ftrace::decode_page(&page[..n], &layout, |e| {
+                                    if debug {
+                                        first.get_or_insert(e.timestamp);
+                                        last = e.timestamp;
+                                        if switch_id.is_some() && format::read_uint(e.payload, 0, 2) == switch_id {
+                                            let pid = |o| format::read_uint(e.payload, o, 4).map_or(-1, |v| v as u32 as i32);
+                                            switches += &format!(" {}:{}->{}", e.timestamp, pid(24), pid(56));
+                                        }
+                                    }
                                     *newest = (*newest).max(e.timestamp);
                                     batch.push((e.timestamp, seq, i, e.payload.to_vec()));
                                     seq += 1;
                                 });
+                                if debug {
+                                    let inst = if fi < n_cpus { "main" } else { "tasks" };
+                                    eprintln!("ust-kview debug [{root_pid}]: read {inst} cpu {}: {res:?}, records {first:?}..{last}, switches{switches}", cpus.get(i).copied().unwrap_or(0));
+                                }
                                 match res {
                                     Ok(info) => streams[i].stats.lost += info.missed.unwrap_or(0),
                                     Err(_) => streams[i].stats.bad += 1,
@@ -299,8 +330,11 @@ impl ViewRecorder {
                     }
                 }
                 let now = ust_core::clock::monotonic_ns();
-                filter.recheck(now);
+                filter.recheck(now, ust_core::clock::monotonic_ns);
                 let evidence = complete.iter().copied().min().unwrap_or(0);
+                if debug {
+                    eprintln!("ust-kview debug [{root_pid}]: round at {now}: complete up to {complete:?}, watermark {evidence}, {} records waiting", heap.len());
+                }
                 // Stopping (recording is off): once every buffer is read to its end, all is in.
                 let last = stopping && all_read;
                 let watermark = if last { u64::MAX } else { evidence };

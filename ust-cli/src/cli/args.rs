@@ -188,6 +188,7 @@ error (exit 1), and a last packet cut off is skipped with a warning.")]
     #[command(after_help = "Examples:
   ust trace -- ./server --port 8080
   ust trace --output /tmp/t --event 'myapp:*' -- cargo run --release
+  sudo ust trace --kernel --as-user -- ./server   # kernel as root, the server as you
 
 Only CMD and its children are traced; prints `ust: trace written to DIR` and a summary of
 the events recorded, and exits with CMD's status (128+N if it died of signal N).")]
@@ -646,6 +647,12 @@ pub struct TraceArgs {
     /// switches, faults and user stacks through perf_event_open (no privilege needed).
     #[arg(long)]
     pub kernel: bool,
+    /// As root, with --kernel: run CMD as USER (a name or uid; default: the user sudo was
+    /// run by, $SUDO_UID/$SUDO_GID), with USER's groups, HOME, USER and LOGNAME, while the
+    /// kernel is still recorded system-wide as root. The trace is given to USER, and by
+    /// default written in USER's ~/ust-traces. CMD's own user-space events are not recorded.
+    #[arg(long = "as-user", value_name = "USER", num_args = 0..=1, default_missing_value = "", requires = "kernel")]
+    pub as_user: Option<String>,
     /// Stream the trace to a relay daemon instead (`--set-url net://HOST`, `--live`).
     #[command(flatten)]
     pub net: NetArgs,

@@ -26,6 +26,7 @@
 //! - [`triggers`]: `add-trigger`, `list-triggers`, `remove-trigger`.
 
 pub mod args;
+pub mod as_user;
 pub mod clear;
 pub mod commands;
 pub mod export_args;

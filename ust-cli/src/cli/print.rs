@@ -135,7 +135,8 @@ pub fn print_apps(apps: &[AppInfo]) {
         outln!("\nNone");
     }
     for a in apps {
-        outln!("\nPID: {} - Name: {}{}", a.pid, a.procname, if a.traced_by_token { " (ust trace)" } else { "" });
+        // The uid (SO_PEERCRED) tells users apart on root's system-wide daemon.
+        outln!("\nPID: {} - Name: {} - UID: {}{}", a.pid, a.procname, a.uid, if a.traced_by_token { " (ust trace)" } else { "" });
         for e in &a.events {
             outln!("      {} (loglevel: {} ({})) (type: tracepoint)", e.name, e.level_name, e.level);
             for f in &e.fields {

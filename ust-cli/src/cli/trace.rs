@@ -2,6 +2,7 @@
 //! token only CMD (and its children) carry, enables events, starts, runs CMD forwarding
 //! the signals `ust trace` receives (a third one is sent as SIGKILL), destroys the session
 //! and prints a summary; it exits with CMD's status (128+N when CMD died of signal N).
+//! With `--as-user` (root), CMD runs as another user ([`super::as_user`]).
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -71,11 +72,16 @@ pub fn trace(a: TraceArgs) -> CliResult {
     if relay.is_some() && a.kernel {
         return Err(Failure::new("--kernel records a local trace: it cannot be combined with a network URL"));
     }
+    let identity = match &a.as_user {
+        Some(u) => Some(super::as_user::resolve(u, (std::env::var("SUDO_UID").ok(), std::env::var("SUDO_GID").ok()), rustix::process::geteuid().as_raw())?),
+        None => None,
+    };
     let stamp = ust_ctf::datetime::stamp();
     let name = format!("trace-{}", std::process::id());
-    let output = match a.output.clone().or(url_output) {
-        Some(o) => absolute(o)?,
-        None => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
+    let output = match (a.output.clone().or(url_output), &identity) {
+        (Some(o), _) => absolute(o)?,
+        (None, Some(id)) => id.traces_dir()?.join(format!("{name}-{stamp}")),
+        (None, None) => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
     };
     let token = uuid::Uuid::new_v4().simple().to_string();
     let mut c = connect_or_start()?;
@@ -130,6 +136,14 @@ pub fn trace(a: TraceArgs) -> CliResult {
         }
     }
     let (prog, args) = a.command.split_first().expect("clap requires a command");
+    let command = || {
+        let mut c = std::process::Command::new(prog);
+        c.args(args).env(ust_core::protocol::ENV_SESSION_TOKEN, &token);
+        if let Some(id) = &identity {
+            id.apply(&mut c);
+        }
+        c
+    };
     let child = match broker {
         // Tier 2: the command starts gated until root's daemon records it.
         Some((p, tracefs_err)) => match crate::kernel::broker::Gated::spawn(&a.command, &[(ust_core::protocol::ENV_SESSION_TOKEN, &token)]) {
@@ -142,11 +156,16 @@ pub fn trace(a: TraceArgs) -> CliResult {
                 None => {
                     g.cancel();
                     kernel = view::start_perf(&output, &tracefs_err);
-                    std::process::Command::new(prog).args(args).env(ust_core::protocol::ENV_SESSION_TOKEN, &token).spawn()
+                    command().spawn()
                 }
             },
         },
-        None => std::process::Command::new(prog).args(args).env(ust_core::protocol::ENV_SESSION_TOKEN, &token).spawn(),
+        None => {
+            if let Some(id) = &identity {
+                eprintln!("ust: running {} as {} (uid {}, gid {}); the kernel is recorded as root", prog.to_string_lossy(), id.name, id.uid, id.gid);
+            }
+            command().spawn()
+        }
     };
     let mut traced_pid = 0;
     let mut maps = None;
@@ -178,13 +197,23 @@ pub fn trace(a: TraceArgs) -> CliResult {
             }
         },
     };
+    let give = |output: &std::path::Path| {
+        if let Some(id) = &identity {
+            let failed = super::as_user::give_tree(output, id.uid, id.gid);
+            if failed > 0 {
+                eprintln!("ust: {failed} entries of {} could not be given to {}", output.display(), id.name);
+            }
+        }
+    };
     let Some(report) = report else {
         finish_kernel(kernel, maps, &output, traced_pid);
+        give(&output);
         // Still exit with the command's status: the trace may be incomplete, the run is not.
         eprintln!("ust: the trace in {} may be incomplete", output.display());
         return Ok(code);
     };
     finish_kernel(kernel, maps, &output, traced_pid);
+    give(&output);
     if let Some((url, path)) = &report.relay {
         eprintln!("ust: trace streamed to {url}; the relay daemon wrote it in {path} under its output directory");
         print_streamed_summary(&report);

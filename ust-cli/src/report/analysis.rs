@@ -5,7 +5,12 @@
 //! timer, `timer_hrtimer_expire_*`), and per thread its current system call, when it started
 //! running, and, while it is blocked, since when and in what. A thread is blocked from a
 //! `sched_switch` that takes it off a CPU in a sleeping state (`prev_state` not runnable)
-//! until the `sched_switch` that puts it back; what woke it is the first `sched_waking` (or
+//! until the `sched_switch` that puts it back — or, when the kernel recorded none, until the
+//! first tracepoint event whose current task it is (a task that is the current task of a CPU runs:
+//! some kernels never emit `sched_switch` out of the idle task on some CPUs, by ftrace or
+//! perf alike, seen on this project's 2-vCPU CI machines on CPU 1; such a wait is marked
+//! [`Wait::end_inferred`], and its end is late by the time from the switch to that event,
+//! a few µs: usually the `syscall_exit` of the call it blocked in); what woke it is the first `sched_waking` (or
 //! `sched_wakeup`) of it in that interval, explained by the context of the CPU that woke it:
 //! an IRQ, a softirq, the timer interrupt, or the task running there (and what that task
 //! was doing: its system call). A waking task's own previous wait explains it in turn: the
@@ -14,6 +19,8 @@
 //! Without kernel events, [`user_view`] reports what the program's own tracepoints show.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+#[cfg(test)]
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -148,6 +155,10 @@ pub struct Wait {
     pub duration_ns: u64,
     /// Wake-up to running again (ns), when the wake-up was seen.
     pub wakeup_latency_ns: Option<u64>,
+    /// The kernel recorded no switch back to the task: the wait ends at the task's first
+    /// event after it, so `duration_ns` and `wakeup_latency_ns` are upper bounds.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub end_inferred: bool,
     /// What it was blocked in: `syscall <name>`, `page fault at 0x..`, or `user space`.
     pub blocked_in: String,
     /// What woke it.
@@ -267,6 +278,8 @@ struct RawWait {
     /// The task's name as it blocked (`prev_comm` of its switch-out): a later event may carry
     /// an older name when a recorder's per-CPU buffers were merged late.
     name: Option<String>,
+    /// The end is the task's first own event: the kernel recorded no switch back to it.
+    inferred: bool,
 }
 
 #[derive(Default, Debug)]
@@ -284,6 +297,21 @@ struct Task {
     last_fault: Option<(u64, u64)>,
     waits: Vec<RawWait>,
     pending_faults: Vec<usize>,
+}
+
+impl Task {
+    /// Ends the task's wait, if it is blocked, at `ts`, when it runs again: at its switch-in,
+    /// or (`inferred`) at its first own event when the kernel recorded no switch-in.
+    fn end_wait(&mut self, ts: u64, inferred: bool) {
+        if let Some((start, blocked_in)) = self.blocked_since.take() {
+            self.blocked += ts.saturating_sub(start);
+            let (wake, call, name) = (self.wake.take(), self.blocked_call.take(), self.blocked_name.take());
+            self.waits.push(RawWait { start, end: ts, blocked_in, wake, call, name, inferred });
+            if inferred {
+                self.running_since = Some(ts);
+            }
+        }
+    }
 }
 
 /// Builds the report of a loaded trace directory; `dir` is where `proc/<pid>/maps` are.
@@ -325,6 +353,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     // Per thread, the time of the last fault sample of root's stacks side trace.
     let mut stack_sample: HashMap<i32, u64> = HashMap::new();
     let mut stack_copy_faults = 0u64;
+    // Waits that ended at the task's first own event, with no switch-in recorded.
+    let mut unrecorded_switch_ins = 0u64;
     for e in &l.events {
         if e.domain == Domain::Ust {
             last_ust.insert(e.pid, e.name.clone());
@@ -336,6 +366,17 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         let t = e.tid;
         if t != 0 {
             tasks.entry(t).or_default().events += 1;
+        }
+        // A blocked task that is the current task of a tracepoint's event runs again, switch-in
+        // recorded or not (see the module docs): its wait ends here. perf's records
+        // (`perf_*`: tier 1, root's stacks side trace) and the state dump name a task
+        // without it running then.
+        let current = !e.name.starts_with("perf_") && !e.name.starts_with("lttng_statedump") && e.name != super::load::FAULT_STACK;
+        if t > 0 && current && !(e.name == "sched_switch" && e.int("next_pid") == Some(t.into())) {
+            if let Some(k) = tasks.get_mut(&t).filter(|k| k.blocked_since.is_some()) {
+                k.end_wait(e.ts, true);
+                unrecorded_switch_ins += 1;
+            }
         }
         match e.name.as_str() {
             "perf_comm" => {
@@ -490,18 +531,17 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 }
                 if next != 0 {
                     let n = tasks.entry(next).or_default();
-                    if let Some((start, blocked_in)) = n.blocked_since.take() {
-                        n.blocked += e.ts.saturating_sub(start);
-                        let wake = n.wake.take();
-                        let call = n.blocked_call.take();
-                        let name = n.blocked_name.take();
-                        n.waits.push(RawWait { start, end: e.ts, blocked_in, wake, call, name });
-                    }
+                    n.end_wait(e.ts, false);
                     n.running_since = Some(e.ts);
                 }
             }
             _ => {}
         }
+    }
+    if unrecorded_switch_ins > 0 {
+        r.notes.push(format!(
+            "{unrecorded_switch_ins} wait(s) end at the task's first event after it, as the kernel recorded no switch back to the task (some kernels emit no sched_switch out of the idle task on some CPUs): those waits and their wake-up latencies are upper bounds, by the time from the switch to that event"
+        ));
     }
     let name_of = |t: i32| comm.get(&t).cloned().unwrap_or_else(|| if t == 0 { "swapper".into() } else { "?".into() });
     let mut rows: Vec<TaskRow> = tree
@@ -593,6 +633,7 @@ fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>,
         start_ns: w.start,
         duration_ns: w.end - w.start,
         wakeup_latency_ns: w.wake.as_ref().map(|s| w.end.saturating_sub(s.ts)),
+        end_inferred: w.inferred,
         blocked_in: w.blocked_in.clone(),
         woken_by,
         stack: Vec::new(),
@@ -622,4 +663,64 @@ pub fn user_view(l: &Loaded) -> UserView {
         v.threads.push(UserThreadRow { pid, tid, procname, events: ts.len() as u64, max_gap_ns: max_gap, mean_gap_ns: mean, max_gap_at_ns: at });
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ust_ctf::reader::Value;
+
+    fn ev(ts: u64, cpu: u32, tid: i32, name: &str, fields: &[(&str, Value)]) -> Event {
+        let mut all = vec![("tid".to_string(), Value::Signed(tid.into()))];
+        all.extend(fields.iter().map(|(n, v)| (n.to_string(), v.clone())));
+        Event { ts, cpu, name: name.into(), tid, pid: -1, domain: Domain::Kernel, fields: all }
+    }
+
+    fn switch(ts: u64, cpu: u32, prev: i32, state: i64, next: i32) -> Event {
+        let (p, n) = (Value::Signed(prev.into()), Value::Signed(next.into()));
+        ev(ts, cpu, prev, "sched_switch", &[("prev_comm", Value::Str("sleep".into())), ("prev_pid", p), ("prev_state", Value::Signed(state)), ("next_comm", Value::Str("sleep".into())), ("next_pid", n)])
+    }
+
+    /// `sleep` (tid 100) blocks in clock_nanosleep on CPU 1 and a timer wakes it; with
+    /// `switch_in`, the kernel records the switch back to it, else (as some kernels never
+    /// record a switch out of the idle task) its next event is its syscall_exit.
+    fn sleep_trace(switch_in: bool) -> Loaded {
+        let ms = 1_000_000;
+        let mut events = vec![
+            ev(ms, 1, 100, "syscall_entry", &[("name", Value::Str("clock_nanosleep".into()))]),
+            switch(ms + 10, 1, 100, 1, 0),
+            ev(201 * ms, 1, 0, "x86_irq_vectors_local_timer_entry", &[]),
+            ev(201 * ms + 5, 1, 0, "sched_waking", &[("pid", Value::Signed(100))]),
+            ev(201 * ms + 9, 1, 0, "x86_irq_vectors_local_timer_exit", &[]),
+        ];
+        if switch_in {
+            events.push(switch(201 * ms + 20, 1, 0, 0, 100));
+        }
+        events.push(ev(201 * ms + 30, 1, 100, "syscall_exit", &[("name", Value::Str("clock_nanosleep".into()))]));
+        events.push(switch(202 * ms, 1, 100, 1, 0));
+        Loaded { events, kernel_env: None, user_stacks: false, processes: vec![(100, "sleep".into(), PathBuf::new())], problems: 0 }
+    }
+
+    #[test]
+    fn a_wait_ends_at_the_tasks_first_event_when_no_switch_in_was_recorded() {
+        let opt = Options { wakeups: true, ..Options::default() };
+        for switch_in in [true, false] {
+            let r = analyze(&sleep_trace(switch_in), std::path::Path::new("/nonexistent"), &opt);
+            let waits = r.wakeups.unwrap();
+            assert_eq!(waits.len(), 1, "{waits:?}");
+            let w = &waits[0];
+            assert_eq!(w.tid, 100);
+            assert_eq!(w.blocked_in, "syscall clock_nanosleep");
+            assert!(matches!(w.woken_by, Waker::TimerInterrupt { cpu: 1, .. }), "{:?}", w.woken_by);
+            let end = if switch_in { 201_000_020 } else { 201_000_030 };
+            assert_eq!(w.duration_ns, end - 1_000_010);
+            assert_eq!(w.wakeup_latency_ns, Some(end - 201_000_005));
+            assert_eq!(w.end_inferred, !switch_in);
+            assert_eq!(r.notes.iter().any(|n| n.contains("recorded no switch back")), !switch_in, "{:?}", r.notes);
+            let row = r.tasks.iter().find(|t| t.tid == 100).unwrap();
+            assert_eq!(row.blocked_ns, end - 1_000_010);
+            // It ran from its (recorded or inferred) return to its last switch-out.
+            assert_eq!(row.runtime_ns, 202_000_000 - end);
+        }
+    }
 }

@@ -84,7 +84,7 @@ fn wait_text(out: &mut String, w: &analysis::Wait, start: u64, indent: usize) {
         w.call.as_ref().map(|c| format!(": {c}")).unwrap_or_default(),
         w.start_ns.saturating_sub(start) as f64 / 1e9
     );
-    let lat = w.wakeup_latency_ns.map(|l| format!(", ran {} later", dur(l))).unwrap_or_default();
+    let lat = w.wakeup_latency_ns.map(|l| format!(", ran {}{} later", if w.end_inferred { "at most " } else { "" }, dur(l))).unwrap_or_default();
     let _ = writeln!(out, "{pad}  <- woken by: {}{lat}", waker_text(&w.woken_by));
     for (i, f) in w.stack.iter().enumerate() {
         let _ = writeln!(out, "{pad}     #{i:<2} {}", f.text());

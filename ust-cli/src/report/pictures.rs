@@ -100,6 +100,7 @@ mod tests {
             start_ns: 0,
             duration_ns: d,
             wakeup_latency_ns: None,
+            end_inferred: false,
             blocked_in: blocked_in.into(),
             woken_by,
             stack: stack.iter().map(|s| frame(s)).collect(),

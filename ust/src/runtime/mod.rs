@@ -6,14 +6,15 @@
 //!   another copy of ust runs this process? ─> join it (process.rs): its sites and
 //!                                               channels; no thread, return
 //!   number the call sites, find rseq, pthread_atfork + atexit handlers
-//!   spawn the runtime thread ───────────────> loop:
-//!   (pthread, signals blocked: thread.rs)       wait for <rundir>/app (stat every 200 ms)
-//!   if <rundir>/app exists:                     connect (descriptors above 1024: fd.rs),
-//!     wait for the thread to run, at most       send Register(all descriptions)
-//!     THREAD_START_WAIT, then for Ready, at     serve AddChannel / RemoveChannel /
-//!     most UST_REGISTER_TIMEOUT ms (3000)         SetEnabled / Ready / Sync / Refused
-//!   return                                      on EOF or error (the daemon died): keep
-//!                                                 writing into its buffers, back to
+//!   spawn one runtime thread per daemon ────> loop (one per link, links.rs: the user's
+//!   (pthread, signals blocked: thread.rs)     own daemon, and root's, as LTTng-UST):
+//!                                               wait for <rundir>/app (stat every 200 ms)
+//!   if either <rundir>/app exists:              connect (descriptors above 1024: fd.rs),
+//!     wait for the threads to run, at most      send Register(all descriptions)
+//!     THREAD_START_WAIT, then for both to be    serve AddChannel / RemoveChannel /
+//!     Ready (or absent), at most                  SetEnabled / Ready / Sync / Refused
+//!     UST_REGISTER_TIMEOUT ms (3000)            on EOF or error (the daemon died): keep
+//!   return                                        writing into its buffers, back to
 //!                                                 waiting; retire them when a new daemon
 //!                                                 answers, then register again
 //! a dlopen'ed copy joins (process.rs) ──────> its sites: RegisterEvents; the joining
@@ -34,6 +35,7 @@
 
 pub(crate) mod elf;
 pub(crate) mod fd;
+pub(crate) mod links;
 pub(crate) mod process;
 mod session;
 pub(crate) mod statedump;
@@ -69,11 +71,11 @@ pub const THREAD_START_WAIT: Duration = Duration::from_millis(500);
 
 pub(crate) static DEBUG: AtomicBool = AtomicBool::new(false);
 static STARTED: AtomicBool = AtomicBool::new(false);
-/// The daemon socket path found at start, for fork children: the child's handler runs
-/// right after `fork` in a copy of a multi-threaded process, where a lock another thread
-/// held (the environment's, stderr's) stays locked forever, so it must not read the
-/// environment or print through `std`.
-static SOCKET_PATH: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+/// The daemon socket paths found at start (the own daemon's, root's: [`links`]), for fork
+/// children: the child's handler runs right after `fork` in a copy of a multi-threaded
+/// process, where a lock another thread held (the environment's, stderr's) stays locked
+/// forever, so it must not read the environment or print through `std`.
+static SOCKET_PATHS: std::sync::OnceLock<[Option<PathBuf>; links::NLINKS]> = std::sync::OnceLock::new();
 /// The `ust trace` session token found at start (fork children register with it without
 /// reading the environment, for the same reason).
 pub(crate) static SESSION_TOKEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
@@ -103,29 +105,63 @@ pub(crate) fn debug_print(args: std::fmt::Arguments<'_>) {
 /// fork child makes a new one instead of touching locks the parent's threads might have
 /// held at the fork.
 pub(crate) struct Generation {
-    /// How far the runtime thread got, for the constructor's waits.
+    /// How far the runtime threads got, for the constructor's waits.
     progress: Mutex<Progress>,
     cond: Condvar,
-    /// Write side of the daemon connection (the runtime thread reads another descriptor
-    /// of the same socket).
-    writer: Mutex<Option<fd::Conn>>,
-    /// Raw descriptors of the connection and what they name, for a fork child to close
-    /// (atomics: the child may not take locks).
-    fds: [RawConn; 2],
-    /// How many sites the daemon knows (updated with `writer` held).
-    announced: std::sync::atomic::AtomicUsize,
+    /// One connection per daemon ([`links::OWN`], [`links::SYSTEM`]).
+    pub(crate) links: [Link; links::NLINKS],
+    /// The slot map and what each daemon enabled (taken by runtime threads only).
+    pub(crate) state: Mutex<links::State>,
 }
 
+/// One daemon connection of a [`Generation`].
+pub(crate) struct Link {
+    /// Write side of the daemon connection (the runtime thread reads another descriptor
+    /// of the same socket).
+    pub(crate) writer: Mutex<Option<fd::Conn>>,
+    /// Raw descriptors of the connection and what they name, for a fork child to close
+    /// (atomics: the child may not take locks).
+    pub(crate) fds: [RawConn; 2],
+    /// How many sites the daemon knows (updated with `writer` held).
+    pub(crate) announced: std::sync::atomic::AtomicUsize,
+    /// Number of sites the daemon's last applied `SetEnabled` covered.
+    pub(crate) masks_len: std::sync::atomic::AtomicUsize,
+}
+
+impl Link {
+    const fn new() -> Link {
+        Link {
+            writer: Mutex::new(None),
+            fds: [RawConn::none(), RawConn::none()],
+            announced: std::sync::atomic::AtomicUsize::new(0),
+            masks_len: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+}
+
+/// Per-link bits (bit `l` = link `l`).
 #[derive(Default)]
 struct Progress {
-    /// The runtime thread runs.
-    alive: bool,
-    /// The constructor may stop waiting (Ready, refused, or no daemon).
-    settled: bool,
+    /// Links with a runtime thread.
+    spawned: u8,
+    /// Runtime threads that run.
+    alive: u8,
+    /// Links the constructor no longer waits for (Ready, refused, or no daemon).
+    settled: u8,
+}
+
+impl Progress {
+    fn all_alive(&self) -> bool {
+        self.alive & self.spawned == self.spawned
+    }
+
+    fn all_settled(&self) -> bool {
+        self.settled & self.spawned == self.spawned
+    }
 }
 
 /// A descriptor number and the `(st_dev, st_ino)` it named.
-struct RawConn {
+pub(crate) struct RawConn {
     fd: AtomicI32,
     dev: AtomicU64,
     ino: AtomicU64,
@@ -154,10 +190,14 @@ impl Generation {
         Generation {
             progress: Mutex::new(Progress::default()),
             cond: Condvar::new(),
-            writer: Mutex::new(None),
-            fds: [RawConn::none(), RawConn::none()],
-            announced: std::sync::atomic::AtomicUsize::new(0),
+            links: [Link::new(), Link::new()],
+            state: Mutex::new(links::State::new()),
         }
+    }
+
+    /// The slot map and enablement, locked.
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, links::State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn update(&self, f: impl FnOnce(&mut Progress)) {
@@ -166,14 +206,14 @@ impl Generation {
         self.cond.notify_all();
     }
 
-    /// The runtime thread says it runs.
-    pub(crate) fn alive(&self) {
-        self.update(|p| p.alive = true);
+    /// The runtime thread of `link` says it runs.
+    pub(crate) fn alive(&self, link: usize) {
+        self.update(|p| p.alive |= 1 << link);
     }
 
-    /// Lets the constructor return.
-    pub(crate) fn settle(&self) {
-        self.update(|p| p.settled = true);
+    /// Lets the constructor return, as far as `link` is concerned.
+    pub(crate) fn settle(&self, link: usize) {
+        self.update(|p| p.settled |= 1 << link);
     }
 
     /// Waits until `done` holds, at most `timeout` (`None`: no limit). The final value.
@@ -212,11 +252,13 @@ extern "C" fn constructor() {
 /// a `dlopen`ed library), joins it: this copy's sites join that registration, and the
 /// call returns once the daemon enabled them (at most [`LATE_SITE_WAIT`]).
 ///
-/// Otherwise, if `<rundir>/app` exists, waits until the daemon answers the registration
-/// with `Ready` (or refuses, or goes away), at most `UST_REGISTER_TIMEOUT` ms (default
-/// 3000; negative: no limit), so the first events of a short program are traced; and at
-/// most [`THREAD_START_WAIT`] for the runtime thread to start at all. Without a socket it
-/// returns at once and a background thread connects when a daemon appears.
+/// Otherwise starts a runtime thread for the user's own daemon and one for root's
+/// (`ust_core::rundir::system_rundir`, when there is one: see `links`). If either `app`
+/// socket exists, waits until each daemon answers the registration with `Ready` (or
+/// refuses, or goes away, or has no socket), at most `UST_REGISTER_TIMEOUT` ms in all
+/// (default 3000; negative: no limit), so the first events of a short program are traced;
+/// and at most [`THREAD_START_WAIT`] for the threads to start at all. Without a socket it
+/// returns at once and the threads connect when a daemon appears.
 pub fn start() {
     if STARTED.swap(true, Ordering::AcqRel) {
         return;
@@ -254,30 +296,33 @@ pub fn start() {
     }
     SESSION_TOKEN.get_or_init(|| std::env::var(ust_core::protocol::ENV_SESSION_TOKEN).ok().filter(|t| !t.is_empty()));
     CLOCK_REQUEST.get_or_init(ust_core::clock::ClockKind::from_env);
-    let path = SOCKET_PATH.get_or_init(socket_path).clone();
-    let Some(path) = path else { return };
-    let present = path.exists();
+    let paths = SOCKET_PATHS.get_or_init(socket_paths).clone();
+    if paths.iter().all(Option::is_none) {
+        return;
+    }
+    let present = paths.iter().flatten().any(|p| p.exists());
     // Read here, once: a fork child may not read the environment (its lock may be held
     // by a thread of the parent that does not exist in the child).
     let wait = *REGISTER_TIMEOUT.get_or_init(register_timeout);
     let timeout = if present { Some(wait) } else { None };
-    let generation = spawn(path.clone());
+    let generation = spawn(&paths);
+    let shown = || paths.iter().flatten().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" or ");
     match (generation, timeout) {
         (Some(g), Some(timeout)) => {
-            if !g.wait(Some(THREAD_START_WAIT), |p| p.alive) {
+            if !g.wait(Some(THREAD_START_WAIT), Progress::all_alive) {
                 debug!(
                     "the runtime thread did not start within {} ms: not waiting for registration; events before it are lost",
                     THREAD_START_WAIT.as_millis()
                 );
-            } else if !g.wait(timeout, |p| p.settled) {
+            } else if !g.wait(timeout, Progress::all_settled) {
                 debug!(
                     "no answer from the daemon at {} within {} ms; running on, events before registration are lost",
-                    path.display(),
+                    shown(),
                     t0.elapsed().as_millis()
                 );
             }
         }
-        (_, None) => debug!("no daemon socket at {}: running untraced; a daemon that starts later is picked up", path.display()),
+        (_, None) => debug!("no daemon socket at {}: running untraced; a daemon that starts later is picked up", shown()),
         (None, Some(_)) => {}
     }
     debug!("constructor done in {} us", t0.elapsed().as_micros());
@@ -295,21 +340,24 @@ fn possible_cpus() -> u32 {
     *NCPUS.get_or_init(cpu::possible)
 }
 
-fn socket_path() -> Option<PathBuf> {
-    let dir = match rundir::rundir() {
-        Ok(d) => d,
+/// The `app` sockets of the own daemon and of root's ([`links`]).
+fn socket_paths() -> [Option<PathBuf>; links::NLINKS] {
+    let own = match rundir::rundir() {
+        Ok(d) => Some(d),
         Err(e) => {
-            debug!("not traced: {e}");
-            return None;
-        }
-    };
-    match rundir::socket_path(&dir, rundir::APP_SOCKET) {
-        Ok(p) => Some(p),
-        Err(e) => {
-            debug!("not traced: {e}");
+            debug!("not traced by a daemon of this user: {e}");
             None
         }
-    }
+    };
+    let app = |dir: PathBuf, whose: &str| match rundir::socket_path(&dir, rundir::APP_SOCKET) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            debug!("not traced by {whose}: {e}");
+            None
+        }
+    };
+    let sys = rundir::system_rundir();
+    [own.and_then(|d| app(d, links::name(links::OWN))), sys.and_then(|d| app(d, links::name(links::SYSTEM)))]
 }
 
 fn register_timeout() -> Option<Duration> {
@@ -321,25 +369,24 @@ fn register_timeout() -> Option<Duration> {
     }
 }
 
-/// Makes a new generation and its runtime thread.
-fn spawn(path: PathBuf) -> Option<&'static Generation> {
+/// Makes a new generation and a runtime thread per daemon socket in `paths`.
+fn spawn(paths: &[Option<PathBuf>; links::NLINKS]) -> Option<&'static Generation> {
     let g: &'static Generation = Box::leak(Box::new(Generation::new()));
     CURRENT.publish_ref(g);
-    match thread::spawn(c"ust-runtime", Box::new(move || session::run(g, path))) {
-        Ok(_) => Some(g),
-        Err(e) => {
-            debug!("not traced: cannot start the runtime thread: {e}");
-            None
+    let names = [c"ust-runtime", c"ust-runtime-sys"];
+    let mut any = false;
+    for (link, path) in paths.iter().enumerate() {
+        let Some(path) = path.clone() else { continue };
+        g.update(|p| p.spawned |= 1 << link);
+        match thread::spawn(names[link], Box::new(move || session::run(g, link, path))) {
+            Ok(_) => any = true,
+            Err(e) => {
+                debug!("not traced by {}: cannot start its runtime thread: {e}", links::name(link));
+                g.update(|p| p.spawned &= !(1 << link));
+            }
         }
     }
-}
-
-/// Tracing off: every mask cleared, every channel unlinked and its memory released.
-pub(crate) fn tracing_off() {
-    site::disable_all();
-    channel::remove_all();
-    MASKS_LEN.store(0, Ordering::Release);
-    masks_changed();
+    any.then_some(g)
 }
 
 /// Tells the daemon about sites made since registration ([`site::register_dynamic`]), if
@@ -352,68 +399,79 @@ fn announce_sites() {
 /// the new sites. The runtime thread never waits: it is the one that applies the masks.
 fn announce(wait: bool) {
     let Some(g) = current() else { return };
-    // Never wait for the writer lock here: this runs in constructors (inside `dlopen`, with
-    // the loader lock held) and on program threads, while the runtime thread may hold the
-    // lock for up to a send timeout talking to a stuck daemon. When it is busy, the runtime
-    // thread announces the sites itself on its next turn ([`announce_pending`]).
-    let w = match g.writer.try_lock() {
-        Ok(w) => w,
-        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => {
-            ANNOUNCE_PENDING.store(true, Ordering::Release);
-            return;
-        }
-    };
-    let Some(sock) = w.as_ref().and_then(fd::Conn::get) else { return };
-    let known = g.announced.load(Ordering::Relaxed);
-    let events: Vec<_> = site::all().skip(known).map(|s| s.desc().clone()).collect();
-    if events.is_empty() {
-        return;
-    }
-    let n = events.len();
-    match ust_core::protocol::send(sock, &ust_core::protocol::AppMessage::RegisterEvents { first: known as u32, events }, &[]) {
-        Ok(()) => {
-            g.announced.store(known + n, Ordering::Relaxed);
-            debug!("registered {n} more tracepoint(s) with the daemon");
-        }
-        Err(e) => {
-            debug!("cannot register {n} more tracepoint(s): {e}");
-            return;
+    let mut waits = Vec::new();
+    for link in 0..links::NLINKS {
+        if let Some(want) = announce_to(g, link) {
+            waits.push((link, want));
         }
     }
-    drop(w);
     if !wait {
         return;
     }
-    // Wait (bounded) until the daemon's masks cover the new sites, so the event that made
+    // Wait (bounded) until each daemon's masks cover the new sites, so the event that made
     // the site is recorded if it is enabled: once per site, never on the emit path.
-    let want = known + n;
     let deadline = Instant::now() + LATE_SITE_WAIT;
-    while MASKS_LEN.load(Ordering::Acquire) < want && Instant::now() < deadline {
+    while waits.iter().any(|(l, want)| g.links[*l].masks_len.load(Ordering::Acquire) < *want) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_micros(200));
     }
 }
 
-/// Set when [`announce_sites`] found the writer busy: the runtime thread announces them.
-static ANNOUNCE_PENDING: AtomicBool = AtomicBool::new(false);
-
-/// On the runtime thread: announces sites whose announcement found the writer busy.
-pub(crate) fn announce_pending() {
-    if ANNOUNCE_PENDING.swap(false, Ordering::AcqRel) {
-        announce(false);
+/// Sends `link`'s daemon the sites it does not know yet; the number of sites it then
+/// knows, when something was sent.
+fn announce_to(g: &Generation, link: usize) -> Option<usize> {
+    // Never wait for the writer lock here: this runs in constructors (inside `dlopen`, with
+    // the loader lock held) and on program threads, while the runtime thread may hold the
+    // lock for up to a send timeout talking to a stuck daemon. When it is busy, the runtime
+    // thread announces the sites itself on its next turn ([`announce_pending`]).
+    let l = &g.links[link];
+    let w = match l.writer.try_lock() {
+        Ok(w) => w,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => {
+            ANNOUNCE_PENDING[link].store(true, Ordering::Release);
+            return None;
+        }
+    };
+    let sock = w.as_ref().and_then(fd::Conn::get)?;
+    let known = l.announced.load(Ordering::Relaxed);
+    let events: Vec<_> = site::all().skip(known).map(|s| s.desc().clone()).collect();
+    if events.is_empty() {
+        return None;
+    }
+    let n = events.len();
+    match ust_core::protocol::send(sock, &ust_core::protocol::AppMessage::RegisterEvents { first: known as u32, events }, &[]) {
+        Ok(()) => {
+            l.announced.store(known + n, Ordering::Relaxed);
+            debug!("registered {n} more tracepoint(s) with {}", links::name(link));
+            Some(known + n)
+        }
+        Err(e) => {
+            debug!("cannot register {n} more tracepoint(s) with {}: {e}", links::name(link));
+            None
+        }
     }
 }
 
-/// True while an announcement waits for the runtime thread.
-pub(crate) fn announce_is_pending() -> bool {
-    ANNOUNCE_PENDING.load(Ordering::Acquire)
+/// Set per link when [`announce_sites`] found its writer busy: its runtime thread
+/// announces them.
+static ANNOUNCE_PENDING: [AtomicBool; links::NLINKS] = [AtomicBool::new(false), AtomicBool::new(false)];
+
+/// On `link`'s runtime thread: announces sites whose announcement found the writer busy.
+pub(crate) fn announce_pending(link: usize) {
+    if ANNOUNCE_PENDING[link].swap(false, Ordering::AcqRel) {
+        if let Some(g) = current() {
+            announce_to(g, link);
+        }
+    }
+}
+
+/// True while an announcement waits for `link`'s runtime thread.
+pub(crate) fn announce_is_pending(link: usize) -> bool {
+    ANNOUNCE_PENDING[link].load(Ordering::Acquire)
 }
 
 /// Longest wait, once per site made at run time, for the daemon's masks to cover it.
 pub const LATE_SITE_WAIT: Duration = Duration::from_millis(500);
-
-/// Number of sites the last applied `SetEnabled` covered.
-pub(crate) static MASKS_LEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// What the daemon's last `SetEnabled` said of the levels its sessions enable: a level
 /// number, [`ust_core::protocol::NO_LEVEL`], or [`LEVEL_UNKNOWN`].
@@ -519,25 +577,28 @@ extern "C" fn at_exit() {
         // writer: for a moment (a send), or for up to its send timeout when the daemon is
         // stuck. Exit waits at most EXIT_WAIT, then goes on without the message (the daemon
         // sees the connection close).
+        // One deadline for both daemons.
         let deadline = Instant::now() + EXIT_WAIT;
-        let mut w = loop {
-            match g.writer.try_lock() {
-                Ok(w) => break w,
-                Err(std::sync::TryLockError::Poisoned(e)) => break e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
-                Err(std::sync::TryLockError::WouldBlock) => {
-                    debug!("exiting: the daemon connection stayed busy {} ms; not telling the daemon", EXIT_WAIT.as_millis());
-                    return;
+        'links: for (link, l) in g.links.iter().enumerate() {
+            let mut w = loop {
+                match l.writer.try_lock() {
+                    Ok(w) => break w,
+                    Err(std::sync::TryLockError::Poisoned(e)) => break e.into_inner(),
+                    Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+                    Err(std::sync::TryLockError::WouldBlock) => {
+                        debug!("exiting: the connection to {} stayed busy {} ms; not telling it", links::name(link), EXIT_WAIT.as_millis());
+                        continue 'links;
+                    }
+                }
+            };
+            if let Some(sock) = w.as_ref().and_then(fd::Conn::get) {
+                match ust_core::protocol::send(sock, &ust_core::protocol::AppMessage::Exiting, &[]) {
+                    Ok(()) => debug!("exiting: told {}", links::name(link)),
+                    Err(e) => debug!("exiting: could not tell {}: {e}", links::name(link)),
                 }
             }
-        };
-        if let Some(sock) = w.as_ref().and_then(fd::Conn::get) {
-            match ust_core::protocol::send(sock, &ust_core::protocol::AppMessage::Exiting, &[]) {
-                Ok(()) => debug!("exiting: told the daemon"),
-                Err(e) => debug!("exiting: could not tell the daemon: {e}"),
-            }
+            *w = None;
         }
-        *w = None;
     });
 }
 
@@ -552,12 +613,11 @@ extern "C" fn after_fork_child() {
     site::disable_all();
     channel::drop_all_in_child();
     context::after_fork();
-    MASKS_LEN.store(0, Ordering::Release);
     if let Some(old) = current() {
-        // The parent's connection belongs to the parent; its objects are left untouched
+        // The parent's connections belong to the parent; its objects are left untouched
         // (their locks may have been held by threads that do not exist here). Each
         // inherited descriptor is closed only if it still names the parent's socket.
-        for c in &old.fds {
+        for c in old.links.iter().flat_map(|l| &l.fds) {
             let fd = c.fd.swap(-1, Ordering::AcqRel);
             if fd >= 0 {
                 fd::close_inherited(fd, (c.dev.load(Ordering::Relaxed), c.ino.load(Ordering::Relaxed)));
@@ -565,7 +625,7 @@ extern "C" fn after_fork_child() {
         }
     }
     if STARTED.load(Ordering::Acquire) {
-        if let Some(Some(path)) = SOCKET_PATH.get() {
+        if let Some(paths) = SOCKET_PATHS.get().filter(|p| p.iter().any(Option::is_some)) {
             if debug_enabled() {
                 // write(2) directly: std's stderr lock may be held by a thread of the
                 // parent that does not exist here.
@@ -576,11 +636,11 @@ extern "C" fn after_fork_child() {
             // As LTTng-UST: the child registers as a new process before `fork` returns
             // (at most the registration timeout, only when a daemon socket exists), so
             // that its events are recorded from its first instruction after `fork`.
-            let Some(g) = spawn(path.clone()) else { return };
-            if path.exists() {
+            let Some(g) = spawn(paths) else { return };
+            if paths.iter().flatten().any(|p| p.exists()) {
                 let timeout = REGISTER_TIMEOUT.get().copied().unwrap_or(Some(Duration::from_millis(DEFAULT_REGISTER_TIMEOUT_MS)));
-                if g.wait(Some(THREAD_START_WAIT), |p| p.alive) {
-                    g.wait(timeout, |p| p.settled);
+                if g.wait(Some(THREAD_START_WAIT), Progress::all_alive) {
+                    g.wait(timeout, Progress::all_settled);
                 }
             }
         }

@@ -1,4 +1,6 @@
-//! The runtime thread: finds the daemon, registers, and applies what the daemon says.
+//! A runtime thread: finds its daemon (the user's own, or root's: [`super::links`]),
+//! registers, and applies what the daemon says to that daemon's part of the process's
+//! state.
 //!
 //! Every daemon message is checked before it is applied (slot in range, one descriptor per
 //! CPU buffer, one mask per registered event, buffers whose header validates); a bad one is
@@ -15,9 +17,9 @@ use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, EventFil
 
 use super::statedump::StateDump;
 use super::fd::{Conn, Received};
-use super::{debug, tracing_off, Generation, POLL_INTERVAL};
+use super::links;
+use super::{debug, Generation, POLL_INTERVAL};
 use crate::channel::{self, Channel};
-use crate::site::SiteFilter;
 use crate::site;
 
 /// How long a send to the daemon may block before the connection is given up.
@@ -34,43 +36,63 @@ enum Outcome {
     Closed,
 }
 
-/// Body of the runtime thread; never returns.
-pub(super) fn run(g: &'static Generation, path: PathBuf) {
-    g.alive();
+/// `(st_dev, st_ino)` of `path`, `None` when it does not exist.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|md| (md.dev(), md.ino()))
+}
+
+/// True when `link`'s socket `id` is the one another link serves: the same daemon,
+/// registered with once (root's daemon seen through both directories, say).
+fn served_by_other_link(link: usize, id: (u64, u64)) -> bool {
+    let Some(paths) = super::SOCKET_PATHS.get() else { return false };
+    paths.iter().enumerate().any(|(l, p)| l < link && p.as_deref().and_then(identity) == Some(id))
+}
+
+/// Forgets `link`'s daemon: its masks cleared, its channels unlinked and their memory
+/// released (the other daemon's stay). How many channels it had.
+fn forget(g: &Generation, link: usize) -> usize {
+    let mut st = g.state();
+    let n = st.forget(link);
+    st.apply();
+    g.links[link].masks_len.store(0, Ordering::Release);
+    n
+}
+
+/// Body of `link`'s runtime thread, which serves the daemon at `path`; never returns.
+pub(super) fn run(g: &'static Generation, link: usize, path: PathBuf) {
+    g.alive(link);
+    let who = links::name(link);
     let mut refused_by: Option<(u64, u64)> = None;
     let mut said_missing = false;
     let mut said_connect = false;
     loop {
-        let id = match std::fs::metadata(&path) {
-            Ok(md) => (md.dev(), md.ino()),
-            Err(_) => {
-                g.settle();
-                if !said_missing && said_connect {
-                    debug!("daemon socket {} is gone; waiting for a daemon", path.display());
-                }
-                said_missing = true;
-                std::thread::sleep(POLL_INTERVAL);
-                continue;
+        let Some(id) = identity(&path) else {
+            g.settle(link);
+            if !said_missing && said_connect {
+                debug!("socket {} of {who} is gone; waiting for it", path.display());
             }
+            said_missing = true;
+            std::thread::sleep(POLL_INTERVAL);
+            continue;
         };
-        if refused_by == Some(id) {
-            g.settle();
+        if refused_by == Some(id) || served_by_other_link(link, id) {
+            g.settle(link);
             std::thread::sleep(POLL_INTERVAL);
             continue;
         }
         let stream = match Conn::connect(&path) {
             Ok(Some(s)) => s,
             Ok(None) => {
-                g.settle();
+                g.settle(link);
                 std::thread::sleep(POLL_INTERVAL);
                 continue;
             }
             Err(e) => {
                 if !said_connect {
-                    debug!("cannot connect to {}: {e}; retrying every {} ms", path.display(), POLL_INTERVAL.as_millis());
+                    debug!("cannot connect to {who} at {}: {e}; retrying every {} ms", path.display(), POLL_INTERVAL.as_millis());
                     said_connect = true;
                 }
-                g.settle();
+                g.settle(link);
                 std::thread::sleep(POLL_INTERVAL);
                 continue;
             }
@@ -79,15 +101,14 @@ pub(super) fn run(g: &'static Generation, path: PathBuf) {
         said_connect = false;
         // A new daemon hands out new buffers: retire what a previous one (which died
         // without removing its channels) left installed.
-        site::disable_all();
-        let stale = channel::remove_all();
+        let stale = forget(g, link);
         if stale > 0 {
-            debug!("{stale} channel(s) of a previous daemon retired before registering again");
+            debug!("{stale} channel(s) of a previous instance of {who} retired before registering again");
         }
-        match serve(g, &path, stream) {
+        match serve(g, link, &path, stream) {
             Outcome::Refused => {
                 refused_by = Some(id);
-                tracing_off();
+                forget(g, link);
             }
             // The daemon is gone without removing its channels (it died: a daemon that
             // shuts down removes them first). Keep writing into the buffers, as LTTng-UST
@@ -97,11 +118,11 @@ pub(super) fn run(g: &'static Generation, path: PathBuf) {
             // channels are retired when a daemon is back.
             Outcome::Closed => {}
         }
-        for c in &g.fds {
+        for c in &g.links[link].fds {
             c.clear();
         }
-        *g.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        g.settle();
+        *g.links[link].writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        g.settle(link);
         std::thread::sleep(POLL_INTERVAL);
     }
 }
@@ -125,30 +146,32 @@ pub(crate) fn registration() -> Registration {
     }
 }
 
-fn send(g: &Generation, msg: &AppMessage) -> Result<(), ProtocolError> {
-    let w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
+fn send(g: &Generation, link: usize, msg: &AppMessage) -> Result<(), ProtocolError> {
+    let w = g.links[link].writer.lock().unwrap_or_else(|e| e.into_inner());
     match w.as_ref().and_then(Conn::get) {
         Some(sock) => protocol::send(sock, msg, &[]),
         None => Err(ProtocolError::Eof),
     }
 }
 
-fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
+fn serve(g: &'static Generation, link: usize, path: &Path, conn: Conn) -> Outcome {
+    let who = links::name(link);
+    let l = &g.links[link];
     let Some(writer) = conn.try_clone() else {
-        debug!("cannot use the daemon connection: no second descriptor");
+        debug!("cannot use the connection to {who}: no second descriptor");
         return Outcome::Closed;
     };
     if let Some(w) = writer.get() {
         let _ = w.set_write_timeout(Some(SEND_TIMEOUT));
     }
-    g.fds[0].set(conn.raw());
-    g.fds[1].set(writer.raw());
+    l.fds[0].set(conn.raw());
+    l.fds[1].set(writer.raw());
     // The writer is installed and the registration sent under one hold of its lock: a site
     // made meanwhile ([`site::register_dynamic`], or a `dlopen`ed object's) is either in
     // this registration or announced after it, never both, never neither, and never
     // announced before the registration on the new connection.
     let nevents = {
-        let mut w = g.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = l.writer.lock().unwrap_or_else(|e| e.into_inner());
         *w = Some(writer);
         let reg = registration();
         let n = reg.events.len();
@@ -157,13 +180,13 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
             None => Err(ProtocolError::Eof),
         };
         if let Err(e) = r {
-            debug!("registration with {} failed: {e}", path.display());
+            debug!("registration with {who} at {} failed: {e}", path.display());
             return Outcome::Closed;
         }
-        g.announced.store(n, Ordering::Relaxed);
+        l.announced.store(n, Ordering::Relaxed);
         n
     };
-    debug!("registered with the daemon at {} with {nevents} tracepoints", path.display());
+    debug!("registered with {who} at {} with {nevents} tracepoints", path.display());
     let mut dump = StateDump::new();
     // Between messages the daemon may stay silent for ever (the loop polls first); within
     // one, a pause longer than FRAME_TIMEOUT means a stuck or broken daemon: the connection
@@ -173,10 +196,14 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
         let _ = s.set_read_timeout(Some(FRAME_TIMEOUT));
     }
     loop {
-        super::announce_pending();
+        super::announce_pending(link);
         let wait = dump.until_poll();
         if wait == Some(Duration::ZERO) {
-            dump.poll();
+            // The library events go to this daemon's channels only (the other daemon's
+            // runtime thread polls for its own), under the state lock (masks narrowed).
+            let st = g.state();
+            dump.poll(st.slots_of(link));
+            drop(st);
             continue;
         }
         // Checked before every use: a descriptor the program closed is never read again
@@ -186,7 +213,7 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
             return Outcome::Closed;
         };
         // An announcement left to this thread (the writer was busy) is made within 100 ms.
-        let wait = if super::announce_is_pending() { Some(wait.map_or(PENDING_POLL, |w| w.min(PENDING_POLL))) } else { wait };
+        let wait = if super::announce_is_pending(link) { Some(wait.map_or(PENDING_POLL, |w| w.min(PENDING_POLL))) } else { wait };
         if !readable_within(stream, wait) {
             continue;
         }
@@ -196,55 +223,61 @@ fn serve(g: &'static Generation, path: &Path, conn: Conn) -> Outcome {
             // still names what the daemon sent.
             Ok((m, fds)) => (m, Received::take_all(fds)),
             Err(ProtocolError::Eof) => {
-                debug!("the daemon closed the connection: its channels stay until a daemon is back");
+                debug!("{who} closed the connection: its channels stay until it is back");
                 return Outcome::Closed;
             }
             Err(ProtocolError::Io(e)) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                debug!("the daemon left a message unfinished for {} ms: tracing off until a daemon is back", FRAME_TIMEOUT.as_millis());
+                debug!("{who} left a message unfinished for {} ms: its tracing off until it is back", FRAME_TIMEOUT.as_millis());
                 return Outcome::Closed;
             }
             Err(e) => {
-                debug!("daemon connection failed ({e}): its channels stay until a daemon is back");
+                debug!("connection to {who} failed ({e}): its channels stay until it is back");
                 return Outcome::Closed;
             }
         };
         match msg {
             DaemonMessage::Refused { reason } => {
-                debug!("refused by the daemon: {reason}; running untraced");
+                debug!("refused by {who}: {reason}; not traced by it");
                 return Outcome::Refused;
             }
             DaemonMessage::AddChannel(grant) => {
-                let slot = grant.slot;
-                if add_channel(grant, fds) {
+                if let Some(slot) = add_channel(g, link, grant, fds) {
                     dump.channel_added(slot);
                 }
             }
             DaemonMessage::RemoveChannel { slot } => {
-                remove_channel(slot);
-                dump.channel_removed(slot);
+                if let Some(slot) = remove_channel(g, link, slot) {
+                    dump.channel_removed(slot);
+                }
             }
             DaemonMessage::SetEnabled { masks, filters, max_level, ids } => {
-                set_shared_ids(&ids);
-                super::set_enabled_max_level(max_level);
-                set_enabled(&masks, filters);
+                set_shared_ids(g, link, &ids);
+                set_enabled(g, link, masks, filters, max_level);
+                let _st = g.state();
                 dump.masks_applied();
             }
             DaemonMessage::Ready => {
                 // Before the constructor may return: the dump precedes main's events.
+                let st = g.state();
                 dump.masks_applied();
+                let mine = st.slots_of(link);
+                drop(st);
                 debug!(
-                    "ready: {} channel(s), {} of {nevents} tracepoints enabled",
-                    (0..MAX_CHANNELS).filter(|s| channel::get(*s).is_some()).count(),
-                    site::all().filter(|s| s.mask() != 0).count()
+                    "ready ({who}): {} channel(s), {} of {nevents} tracepoints enabled",
+                    mine.count_ones(),
+                    site::all().filter(|s| s.mask() & mine != 0).count()
                 );
-                g.settle();
+                g.settle(link);
             }
             DaemonMessage::Statedump { slots } => {
-                let n = super::statedump::dump(slots);
-                debug!("state dump regenerated: {n} objects into channel slots {slots:#x}");
+                let st = g.state();
+                let global = st.translate(link, slots);
+                let n = super::statedump::dump(global);
+                drop(st);
+                debug!("state dump regenerated for {who}: {n} objects into channel slots {global:#x}");
             }
             DaemonMessage::Sync { seq } => {
-                if let Err(e) = send(g, &AppMessage::SyncDone { seq }) {
+                if let Err(e) = send(g, link, &AppMessage::SyncDone { seq }) {
                     debug!("cannot answer sync {seq}: {e}");
                     return Outcome::Closed;
                 }
@@ -269,20 +302,21 @@ fn readable_within(stream: &UnixStream, timeout: Option<Duration>) -> bool {
 /// Longest wait between two looks at a pending announcement ([`super::announce_pending`]).
 const PENDING_POLL: Duration = Duration::from_millis(100);
 
-/// Maps the buffers of a granted channel and installs it in its slot. True when installed.
-fn add_channel(grant: ChannelGrant, fds: Vec<Option<Received>>) -> bool {
-    let what = format!("channel {}/{} (slot {})", grant.session, grant.channel, grant.slot);
+/// Maps the buffers of a channel `link`'s daemon granted and installs it in a global slot
+/// of the process's table ([`links`]). The slot, when installed.
+fn add_channel(g: &Generation, link: usize, grant: ChannelGrant, fds: Vec<Option<Received>>) -> Option<u32> {
+    let what = format!("channel {}/{} (slot {} of {})", grant.session, grant.channel, grant.slot, links::name(link));
     if grant.slot >= MAX_CHANNELS {
         debug!("{what} ignored: slot out of range 0..{MAX_CHANNELS}");
-        return false;
+        return None;
     }
     if let Err(e) = ust_core::context::validate(&grant.contexts) {
         debug!("{what} ignored: bad context list: {e}");
-        return false;
+        return None;
     }
     if grant.ncpus == 0 || grant.ncpus > MAX_BUFFERS || fds.len() != grant.ncpus as usize {
         debug!("{what} ignored: {} descriptors for {} buffers", fds.len(), grant.ncpus);
-        return false;
+        return None;
     }
     let mut buffers = Vec::with_capacity(fds.len());
     for (cpu, fd) in fds.into_iter().enumerate() {
@@ -290,7 +324,7 @@ fn add_channel(grant: ChannelGrant, fds: Vec<Option<Received>>) -> bool {
         // still names the memfd received): the mapping keeps the memory.
         let Some((held, raw)) = fd.and_then(|fd| fd.raw().map(|raw| (fd, raw))) else {
             debug!("{what} ignored: descriptor of buffer {cpu} closed under the runtime");
-            return false;
+            return None;
         };
         // SAFETY: `raw` was just checked to name the memory the daemon sent, and `held`
         // keeps the number open (it is closed only when `held` drops, after the mapping).
@@ -303,7 +337,7 @@ fn add_channel(grant: ChannelGrant, fds: Vec<Option<Received>>) -> bool {
                     e => debug!("{what} ignored: cannot map buffer {cpu}: {e}"),
                 }
                 held.abandon();
-                return false;
+                return None;
             }
         }
     }
@@ -325,35 +359,54 @@ fn add_channel(grant: ChannelGrant, fds: Vec<Option<Received>>) -> bool {
     if shared {
         ch = ch.with_shared_ids();
     }
-    let old = channel::install(grant.slot, ch);
+    let mut st = g.state();
+    let Some(slot) = st.claim(link, grant.slot) else {
+        debug!("{what} ignored: all {MAX_CHANNELS} channel slots of the process are taken");
+        return None;
+    };
+    let old = channel::install(slot, ch);
     if let Some(old) = old {
-        debug!("slot {} reused: previous channel {}/{} retired", grant.slot, old.session, old.name);
+        debug!("slot {slot} reused: previous channel {}/{} retired", old.session, old.name);
         channel::retire(old);
     }
-    debug!("{what} granted: {n} buffer(s) of {num} x {subbuf} bytes");
-    true
+    // The daemon may have enabled the slot before granting it.
+    st.apply();
+    drop(st);
+    debug!("{what} granted in slot {slot}: {n} buffer(s) of {num} x {subbuf} bytes");
+    Some(slot)
 }
 
-fn remove_channel(slot: u32) {
-    if slot >= MAX_CHANNELS {
-        debug!("remove of slot {slot} ignored: out of range");
-        return;
+/// Removes the channel `link`'s daemon had in its slot `local`; the global slot it had.
+fn remove_channel(g: &Generation, link: usize, local: u32) -> Option<u32> {
+    if local >= MAX_CHANNELS {
+        debug!("remove of slot {local} ignored: out of range");
+        return None;
     }
+    let mut st = g.state();
+    let Some(slot) = st.release(link, local) else {
+        debug!("remove of slot {local} of {} ignored: no channel there", links::name(link));
+        return None;
+    };
     for s in site::all() {
         s.clear_bits(1u64 << slot);
     }
+    st.apply();
+    drop(st);
     if let Some(ch) = channel::take(slot) {
         // Let emitters that loaded the channel just before finish into the real buffer.
         std::thread::sleep(Duration::from_millis(20));
         channel::retire(ch);
         debug!("channel {}/{} (slot {slot}) removed", ch.session, ch.name);
     }
+    Some(slot)
 }
 
-/// Stores the event ids of per-UID channels (before the masks that use them are set).
-fn set_shared_ids(ids: &[ust_core::protocol::ChannelIds]) {
+/// Stores the event ids of `link`'s per-UID channels (before the masks that use them are
+/// set).
+fn set_shared_ids(g: &Generation, link: usize, ids: &[ust_core::protocol::ChannelIds]) {
     for c in ids {
-        let Some(table) = (c.slot < MAX_CHANNELS).then(|| channel::get(c.slot)).flatten().and_then(|ch| ch.shared_ids.as_deref()) else {
+        let slot = (c.slot < MAX_CHANNELS).then(|| g.state().global(link, c.slot)).flatten();
+        let Some(table) = slot.and_then(channel::get).and_then(|ch| ch.shared_ids.as_deref()) else {
             debug!("event ids for slot {} ignored: no per-UID channel there", c.slot);
             continue;
         };
@@ -365,7 +418,8 @@ fn set_shared_ids(ids: &[ust_core::protocol::ChannelIds]) {
     }
 }
 
-fn set_enabled(masks: &[u64], filters: Vec<EventFilter>) {
+/// Applies `link`'s daemon's `SetEnabled` (checked first: a bad one is ignored whole).
+fn set_enabled(g: &Generation, link: usize, masks: Vec<u64>, filters: Vec<EventFilter>, max_level: Option<u8>) {
     // Sites made at run time and not yet known to the daemon are not in `masks`: they keep
     // their (zero) masks until the daemon, having registered them, sends longer ones.
     let n = masks.len();
@@ -377,34 +431,20 @@ fn set_enabled(masks: &[u64], filters: Vec<EventFilter>) {
         debug!("enable masks ignored: {} filter entries for {n} tracepoints", filters.len());
         return;
     }
-    // Group the filters by event; a bad one is never run: its channel bit is cleared (the
-    // event is not recorded there) and UST_DEBUG says why.
-    let mut masks = masks.to_vec();
-    let mut per_event: std::collections::BTreeMap<u32, Vec<(u32, Vec<ust_core::filter::Expr>)>> = Default::default();
-    for f in filters {
-        if (f.event as usize) >= n || f.slot >= MAX_CHANNELS {
-            debug!("filter for event #{} slot {} ignored: out of range", f.event, f.slot);
-            continue;
-        }
-        per_event.entry(f.event).or_default().push((f.slot, f.any_of));
-    }
-    let mut built: Vec<Option<SiteFilter>> = (0..n).map(|_| None).collect();
-    for (ev, list) in per_event {
-        let s = site::all().nth(ev as usize).expect("checked above");
-        let bits: u64 = list.iter().fold(0, |m, (slot, _)| m | (1u64 << slot));
-        match SiteFilter::build(s.desc(), list) {
-            Ok(f) => built[ev as usize] = f,
-            Err(e) => {
-                debug!("filter of {} rejected ({e}): not recorded in the filtered channel(s)", s.desc().full_name());
-                masks[ev as usize] &= !bits;
+    let filters: Vec<EventFilter> = filters
+        .into_iter()
+        .filter(|f| {
+            let ok = (f.event as usize) < n && f.slot < MAX_CHANNELS;
+            if !ok {
+                debug!("filter for event #{} slot {} ignored: out of range", f.event, f.slot);
             }
-        }
-    }
-    let nfiltered = built.iter().filter(|f| f.is_some()).count();
-    for ((s, m), f) in site::all().zip(&masks).zip(built) {
-        s.set_mask_and_filter(*m, f);
-    }
-    super::MASKS_LEN.store(n, Ordering::Release);
-    super::masks_changed();
-    debug!("{} of {n} tracepoints enabled, {nfiltered} with filters", masks.iter().filter(|m| **m != 0).count());
+            ok
+        })
+        .collect();
+    let mut st = g.state();
+    st.set_enabled(link, masks, filters, max_level);
+    let (enabled, nfiltered) = st.apply();
+    drop(st);
+    g.links[link].masks_len.store(n, Ordering::Release);
+    debug!("{} enables {n} tracepoints; {enabled} enabled in all, {nfiltered} with filters", links::name(link));
 }

@@ -276,8 +276,9 @@ fn flag(b: bool) -> u8 {
 /// dump it got when its own session started. Returns the number of objects reported.
 ///
 /// The statedump sites' masks are narrowed to `slots` for the duration and restored after.
-/// That is sound because only the runtime thread (the caller) stores masks while the process
-/// runs, and a fork child clears them all anyway.
+/// That is sound because only runtime threads store masks while the process runs, and
+/// they do so under the lock the caller holds (`runtime::links`), and a fork child clears
+/// them all anyway.
 pub(crate) fn dump(slots: u64) -> usize {
     if !any_enabled(STATEDUMP_PROVIDER, slots) {
         return 0;
@@ -383,9 +384,12 @@ impl StateDump {
             .then(|| LIB_POLL_INTERVAL.saturating_sub(self.last_poll.elapsed()))
     }
 
-    /// Reports objects loaded or unloaded since the last walk (`lttng_ust_lib:*`). Cheap
-    /// when nothing changed: one `dl_iterate_phdr` call that stops at the first object.
-    pub(crate) fn poll(&mut self) {
+    /// Reports objects loaded or unloaded since the last walk (`lttng_ust_lib:*`) into
+    /// the channels of `slots` only (those of the daemon this bookkeeping serves; the
+    /// caller holds the lock under which masks change). Cheap when nothing changed: one
+    /// `dl_iterate_phdr` call that stops at the first object.
+    pub(crate) fn poll(&mut self, slots: u64) {
+        let _narrowed = Narrowed::new(self.lib_sites.iter().copied(), slots);
         self.last_poll = Instant::now();
         let counters = load_counters();
         if counters.is_some() && counters == self.counters {
@@ -533,7 +537,7 @@ mod tests {
         sd.channel_removed(3);
         assert_eq!(sd.pending, 0);
         let known = sd.known.clone();
-        sd.poll();
+        sd.poll(u64::MAX);
         assert!(!matches!(sd.until_poll(), Some(d) if d <= Duration::from_millis(50)));
         // Other tests of this process may dlopen; whatever changed is now known.
         assert!(sd.known.len() >= known.len().min(1));
