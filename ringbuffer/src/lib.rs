@@ -305,7 +305,9 @@ impl Subbuf {
 /// # The algorithm (LTTng-UST `frontend.c` / `frontend_api.h`, simplified)
 ///
 /// * **Reserve** loads `write`, reads the clock, computes the slot, and CASes `write`
-///   forward. A slot never crosses a sub-buffer end: if it would, the same CAS *closes*
+///   forward (in a buffer claimed per-CPU, [`percpu`], the CAS is a restartable
+///   compare-and-store on the buffer's CPU, indivisible for everyone else who may change
+///   `write`: the other writers on that CPU and the flush pinned there). A slot never crosses a sub-buffer end: if it would, the same CAS *closes*
 ///   the current sub-buffer (the rest of it becomes end padding) and *opens* the next one
 ///   (packet header, then the slot). Sub-buffers open lazily: a `write` at a sub-buffer
 ///   start means "closed, next not opened yet", and the next reservation opens it. This
