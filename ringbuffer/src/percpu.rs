@@ -111,10 +111,26 @@ fn look_up() -> Option<isize> {
 }
 
 /// True if this process chooses per-CPU writers for the buffers it claims: it
-/// [`has_rseq`], and `UST_RSEQ` is not `0`.
+/// [`has_rseq`], and `UST_RSEQ` is not `0`. Decided once, at the first call, and kept:
+/// call it early (ust's runtime does, from its constructor), because reading the
+/// environment later can block forever in a child forked while another thread of the
+/// parent held the environment lock (`setenv`).
 pub fn available() -> bool {
-    has_rseq() && std::env::var_os(ENV_RSEQ).is_none_or(|v| v != "0")
+    match AVAILABLE.load(Ordering::Relaxed) {
+        AVAIL_YES => true,
+        AVAIL_NO => false,
+        _ => {
+            let yes = has_rseq() && std::env::var_os(ENV_RSEQ).is_none_or(|v| v != "0");
+            AVAILABLE.store(if yes { AVAIL_YES } else { AVAIL_NO }, Ordering::Relaxed);
+            yes
+        }
+    }
 }
+
+/// [`available`]'s decision: 0 not made yet, then [`AVAIL_NO`] or [`AVAIL_YES`].
+static AVAILABLE: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
+const AVAIL_NO: u8 = 1;
+const AVAIL_YES: u8 = 2;
 
 /// True if glibc registered rseq for this process's threads (x86-64 Linux): [`cpu_cas`]
 /// works. Looked up once. Independent of `UST_RSEQ`, which only decides what a process

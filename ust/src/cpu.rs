@@ -20,6 +20,10 @@ const NONE: isize = isize::MIN;
 /// Looks up `__rseq_offset`/`__rseq_size` once (from the runtime's constructor). Without
 /// it, [`current`] uses `sched_getcpu`.
 pub(crate) fn init() {
+    // Decide the writer mode now, in the constructor: `available` reads `UST_RSEQ`, which
+    // must not happen for the first time in a child forked while another thread held the
+    // environment lock.
+    ringbuffer::percpu::available();
     if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
         return;
     }
