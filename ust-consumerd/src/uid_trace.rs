@@ -59,6 +59,12 @@ pub fn uid_dir(output: &Path, uid: u32) -> PathBuf {
     output.join("ust").join("uid").join(uid.to_string()).join(format!("{}-bit", usize::BITS))
 }
 
+/// The path of the per-UID trace of `uid` relative to the session on a relay daemon:
+/// `ust/uid/<uid>/64-bit`, as lttng-sessiond names a per-UID trace to lttng-relayd.
+pub fn relay_path(uid: u32) -> String {
+    format!("ust/uid/{uid}/{}-bit", usize::BITS)
+}
+
 /// The trace's directory relative to the session's output (`ust/pid/<proc dir>` or
 /// `ust/uid/<uid>/64-bit`): where a snapshot or an archive puts its copy.
 pub fn rel_dir(t: &ProcessTrace, output: &Path) -> PathBuf {
@@ -196,7 +202,11 @@ fn add_events(session: &Session, t: &mut ProcessTrace, events: &[EventDesc], who
     }
     let all = shared.registry.events();
     t.metadata = render(session, shared.uid, t.uuid, t.tsc, &all);
-    if !session.snapshot {
+    if let Some(m) = t.relay.as_mut() {
+        // A network session: what the new events add goes on the trace's metadata stream
+        // (events are declared last, so the text only grows).
+        m.update(&t.metadata);
+    } else if !session.snapshot {
         if let Err(e) = ust_ctf::metadata::write_atomically(&t.dir, &t.metadata) {
             crate::log!("session {}: rewriting {}/metadata failed: {e}", session.name, t.dir.display());
         }
@@ -274,15 +284,34 @@ fn render(session: &Session, uid: u32, uuid: [u8; 16], tsc: Option<ust_core::clo
 /// ([`crate::process_trace::write_shm_set`]), for `ust crash-dump`.
 fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::TscParams>, next_instance: &mut u64) -> Result<ProcessTrace, SetupError> {
     let dir = uid_dir(&session.output, uid);
+    // Nothing is written locally by a snapshot session (its snapshots are) or a network
+    // one (the relay daemon writes the trace, as `ust/uid/<uid>/64-bit` of the session).
     let live = !session.snapshot;
+    let local = live && session.relay.is_none();
     let io = |what: String| move |source| SetupError::Io { what, source };
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let metadata = render(session, uid, uuid, tsc, &[]);
     let context_sizes: Vec<usize> = session.channels.iter().map(|c| ust_core::context::block_size(&c.contexts)).collect();
     let shm_dir = session.shm_dir.as_ref().map(|base| uid_dir(base, uid));
+    // A network session: the metadata stream and one stream per CPU per channel are
+    // announced before any buffer exists, so no packet can precede its metadata (as
+    // lttng-sessiond announces a per-UID registry's streams).
+    let (relay_meta, mut relay_streams) = match &session.relay {
+        None => (None, Vec::new()),
+        Some(out) => {
+            let names: Vec<(String, u64, u64)> = session
+                .channels
+                .iter()
+                .flat_map(|ch| (0..ncpus).map(move |cpu| (ust_ctf::stream_file_name(&ch.name, cpu), ch.config.tracefile_size, ch.config.tracefile_count)))
+                .collect();
+            let rel = relay_path(uid);
+            let (m, s) = out.add_trace(&rel, &metadata, &names).map_err(|e| SetupError::Io { what: format!("streaming {rel}"), source: std::io::Error::other(e) })?;
+            (Some(m), s.into_iter().rev().collect::<Vec<_>>())
+        }
+    };
     let made = (|| {
         use std::os::unix::fs::DirBuilderExt;
-        if live {
+        if local {
             std::fs::DirBuilder::new().recursive(true).mode(0o750).create(&dir).map_err(io(format!("creating {}", dir.display())))?;
             ust_ctf::metadata::write_atomically(&dir, &metadata).map_err(io(format!("writing {}/metadata", dir.display())))?;
         }
@@ -293,7 +322,7 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
         Ok::<(), SetupError>(())
     })();
     if let Err(e) = made {
-        remove_made(live, &dir, shm_dir.as_deref());
+        remove_made(local, &dir, shm_dir.as_deref());
         return Err(e);
     }
     let clock = tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
@@ -322,7 +351,7 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
                     }
                 };
                 let files = TraceFiles { dir: dir.clone(), base: name, max_size: ch.config.tracefile_size, max_count: ch.config.tracefile_count, current: 0, oldest: 0 };
-                let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock, relay: None };
+                let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock, relay: relay_streams.pop() };
                 let mut stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files".into()))?;
                 stream.context_size = ust_core::context::block_size(&ch.contexts);
                 stream.dead_watch = Some(crate::dead_writers::Watch::new(deaths.clone(), ust_core::context::block_size(&ch.contexts)));
@@ -334,11 +363,11 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
         Ok::<(), SetupError>(())
     })();
     if let Err(e) = made {
-        remove_made(live, &dir, shm_dir.as_deref());
+        remove_made(local, &dir, shm_dir.as_deref());
         return Err(e);
     }
     Ok(ProcessTrace {
-        relay: None,
+        relay: relay_meta,
         pid: 0,
         procname: format!("uid-{uid}"),
         dir,

@@ -311,23 +311,6 @@ fn per_uid_local_snapshot_post_mortem() {
     assert!(!out.join("post-mortem").exists(), "per-UID buffers outlive the process: no per-process dump");
 }
 
-/// The combination per-UID buffers do not support yet (a network output) is refused when
-/// the session or channel is made, with a message that says what to use instead.
-#[test]
-fn unsupported_combinations_are_refused_with_a_reason() {
-    let d = TestDaemon::start();
-    let refused = |args: &[&str], says: &str| {
-        let o = d.ust(args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success(), "ust {args:?} succeeded");
-        assert!(err.contains(says), "ust {args:?}: {err}");
-    };
-    refused(&["create", "b", "--set-url", "net://127.0.0.1:1:2", "--buffers-uid"], "per-UID buffers are not streamed");
-    // Nothing was made of the refused session.
-    let sessions = d.ust_json(&["list", "--json"]);
-    assert_eq!(sessions.as_array().map(Vec::len), Some(0), "{sessions}");
-}
-
 /// SIGKILLs the daemon `d` started and waits until it is gone.
 fn kill_daemon(d: &TestDaemon) {
     let pid = d.pid();

@@ -27,9 +27,6 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     if snapshot && token.is_some() {
         return Err("a `ust trace` session cannot be a snapshot session".into());
     }
-    if relay.is_some() && buffers == Some(ust_ctl::config::BufferOwnership::Uid) {
-        return Err("per-UID buffers are not streamed to a relay daemon yet: use --buffers-pid (the default) with a network URL".into());
-    }
     if live_timer_us.is_some() && relay.is_none() {
         return Err("--live needs a network output (--set-url net://HOST, or --ctrl-url and --data-url)".into());
     }
@@ -111,9 +108,6 @@ pub(super) fn enable_channel(daemon: &Daemon, session: Option<String>, name: Str
     let mut st = daemon.lock();
     let sname = resolve(&st, &session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
-    if ss.session.relay.is_some() && config.buffers == Some(ust_ctl::config::BufferOwnership::Uid) {
-        return Err(format!("session {sname} streams to a relay daemon: per-UID buffers are not streamed yet (use --buffers-pid)"));
-    }
     // The ownership is the session's: kept there, not in each channel's configuration.
     crate::uid_trace::set_ownership(&mut ss.session, &name, config.buffers.take())?;
     let started = ss.session.ever_started;
