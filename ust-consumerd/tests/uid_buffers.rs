@@ -402,3 +402,42 @@ fn crash_dump_rebuilds_a_per_uid_trace_written_by_several_processes() {
         assert_eq!(seq, (0..N).collect::<Vec<_>>(), "process {vpid}: its whole sequence, once each");
     }
 }
+
+/// lttng-tools' tests/regression/tools/crash `test_shm_path_per_uid` and
+/// `test_lttng_crash_extraction_sigkill` (per-UID channel): one uid folder under the
+/// session's shm directory once a program registered, still there after it exited; a
+/// program that emitted its events and exited normally, then the daemon SIGKILLed:
+/// `ust crash-dump` gives exactly its events. Destroy (on a second daemon's session)
+/// removes the session's shm directory.
+#[test]
+fn per_uid_shm_path_after_the_programs_exited() {
+    let d = TestDaemon::start();
+    let shm = d.output("shm");
+    let out = d.output("live");
+    d.ust_ok(&["create", "x", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
+    d.ust_ok(&["enable-channel", "-s", "x", "ch", "--buffers-uid"]);
+    d.ust_ok(&["enable-event", "-s", "x", "-c", "ch", "short:*"]);
+    d.ust_ok(&["start", "-s", "x"]);
+    let session_dirs = || -> Vec<PathBuf> { std::fs::read_dir(&shm).unwrap().flatten().map(|e| e.path()).collect() };
+    assert!(Command::new(program_here("threeevents")).env("UST_RUNDIR", &d.rundir).status().unwrap().success());
+    let sessions = session_dirs();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let users: Vec<_> = std::fs::read_dir(sessions[0].join("ust/uid")).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(users, [std::ffi::OsString::from(uid().to_string())], "one uid folder, kept after the program exited");
+    kill_daemon(&d);
+    let dump = d.output("dump");
+    let o = d.ust(&["crash-dump", shm.to_str().unwrap(), dump.to_str().unwrap()]);
+    assert!(o.status.success(), "{o:?}");
+    let got: Vec<String> = lines(&babeltrace(&uid_trace(&dump))).into_iter().filter(|l| !l.name.starts_with("lttng_ust_")).map(|l| format!("{} {}", l.name, l.fields)).collect();
+    assert_eq!(got, ["short:ev i = 0", "short:ev i = 1", "short:ev i = 2"], "exactly the program's events");
+    // Full cleanup at destroy.
+    let d2 = TestDaemon::start();
+    let shm2 = d2.output("shm");
+    d2.ust_ok(&["create", "y", "--output", d2.output("o").to_str().unwrap(), "--shm-path", shm2.to_str().unwrap(), "--buffers-uid"]);
+    d2.ust_ok(&["enable-event", "-s", "y", "-a"]);
+    d2.ust_ok(&["start", "-s", "y"]);
+    assert!(Command::new(program_here("threeevents")).env("UST_RUNDIR", &d2.rundir).status().unwrap().success());
+    assert_eq!(ust_cli::crash_dump::find_sets(&shm2).len(), 1);
+    d2.stop_and_destroy("y");
+    assert_eq!(std::fs::read_dir(&shm2).unwrap().count(), 0, "the session's shm directory is removed at destroy");
+}
