@@ -759,3 +759,45 @@ fn per_uid_buffers_stream_one_trace_per_user() {
     assert!(destroyed.contains(&format!("streamed to {url}")), "{destroyed}");
     check("after destroy");
 }
+
+/// Per-UID buffers to a relay daemon the two other ways: `ust trace --buffers-uid
+/// --set-url` (a one-shot per-UID trace, `ust/uid/<uid>/64-bit` on the relay), and a
+/// per-UID snapshot session whose snapshots go to the URL (`snapshot-1-…/ust/uid/<uid>/
+/// 64-bit`: lttng-tools' snapshots/ust_test `test_ust_per_uid_local_snapshot` with a
+/// network output), each read back by babeltrace2 event by event.
+#[test]
+fn per_uid_one_shot_trace_and_snapshot_to_a_relay_daemon() {
+    let relayd = Relayd::start();
+    let d = TestDaemon::start();
+    let url = relayd.url();
+    let uid = rustix::process::getuid().as_raw();
+    let leaf = format!("ust/uid/{uid}/64-bit");
+    let o = d.ust_cmd().args(["trace", "--buffers-uid", "--set-url", &url, "--"]).arg(program_here("burst")).args(["3000", "1"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}\n{}", d.log());
+    assert!(err.contains(&format!("trace streamed to {url}")), "{err}");
+    let host = relayd.out.path().join(hostname());
+    let dirs: Vec<PathBuf> = std::fs::read_dir(&host).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    assert!(!dirs[0].join("ust/pid").exists(), "per-UID: no per-process trace");
+    let mut got = burst_events(&babeltrace(&dirs[0].join(&leaf)));
+    got.sort_unstable();
+    assert_eq!(got, (0..3000).map(|s| (0, s)).collect::<Vec<_>>(), "every event of the one-shot trace");
+    // A per-UID snapshot session whose output is the relay daemon.
+    d.ust_ok(&["create", "fu", "--snapshot", "--set-url", &url, "--buffers-uid"]);
+    d.ust_ok(&["enable-event", "-s", "fu", "-a"]);
+    d.ust_ok(&["start", "-s", "fu"]);
+    let mut holder = KillOnDrop(Command::new(program_here("holder")).arg("50").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    let mut ready = String::new();
+    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let said = d.ust_ok(&["snapshot", "record", "-s", "fu"]);
+    assert!(said.contains("/snapshot-1-") && said.contains(&url), "{said}");
+    let snaps: Vec<PathBuf> = std::fs::read_dir(relayd.session_dir("fu")).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(snaps.len(), 1, "{snaps:?}");
+    let text = babeltrace(&snaps[0].join(&leaf));
+    let is: Vec<u64> = bt_events(&text).iter().filter(|e| e.name == "holder:ev").map(|e| fields_map(&e.fields)["i"].parse().unwrap()).collect();
+    assert_eq!(is, (0..50).collect::<Vec<_>>(), "every event the shared buffers held");
+    drop(holder.stdin.take());
+    assert!(holder.wait().unwrap().success());
+}
