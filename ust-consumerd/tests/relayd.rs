@@ -801,3 +801,29 @@ fn per_uid_one_shot_trace_and_snapshot_to_a_relay_daemon() {
     drop(holder.stdin.take());
     assert!(holder.wait().unwrap().success());
 }
+
+/// Live per-UID: a viewer attached to a live `--buffers-uid` session sees a program's
+/// events in the user's shared buffers while the program runs (the live timer flushes the
+/// shared streams as it does a process's), and the relay's output then holds the run.
+#[test]
+fn a_live_viewer_sees_per_uid_events_while_the_program_runs() {
+    let relayd = Relayd::start();
+    let d = TestDaemon::start();
+    network_session(&d, "lu", &relayd.url(), &["--live=100000", "--buffers-uid"]);
+    let mut viewer = LiveViewer::attach(&relayd, &hostname(), "lu");
+    let mut holder = KillOnDrop(Command::new(program_here("holder")).arg("3").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    let mut ready = String::new();
+    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready");
+    assert_eq!(viewer.holder_events(3, "per-UID live"), [0, 1, 2], "in order, while the program still runs");
+    assert!(holder.try_wait().unwrap().is_none(), "the program was still waiting");
+    drop(holder.stdin.take());
+    assert!(holder.wait().unwrap().success());
+    d.ust_ok(&["stop", "-s", "lu"]);
+    d.ust_ok(&["destroy", "-s", "lu"]);
+    viewer.wait_end();
+    let uid = rustix::process::getuid().as_raw();
+    let text = babeltrace(&relayd.session_dir("lu").join(format!("ust/uid/{uid}/64-bit")));
+    let all: Vec<String> = bt_events(&text).iter().filter(|e| e.name == "holder:ev").map(|e| fields_map(&e.fields)["i"].to_string()).collect();
+    assert_eq!(all, ["0", "1", "2", "3", "4", "5"], "the relay's output holds the whole run");
+}
