@@ -274,3 +274,30 @@ pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, CrashDumpError> {
     outln!("{written} trace(s) written under {}", out.join("ust").display());
     Ok(if refused > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_uid_sets_go_to_ust_uid_and_the_others_to_ust_pid() {
+        let out = Path::new("/o");
+        assert_eq!(set_output(Path::new("/shm/s-20260101-000000/ust/uid/1000/64-bit"), out), Path::new("/o/ust/uid/1000/64-bit"));
+        assert_eq!(set_output(Path::new("/shm/s-20260101-000000/ust/pid/p-7-20260101-000000"), out), Path::new("/o/ust/pid/p-7-20260101-000000"));
+        // Not a per-UID set's path (a name, not a uid; not `<N>-bit`): a per-process one.
+        assert_eq!(set_output(Path::new("/shm/ust/uid/alice/64-bit"), out), Path::new("/o/ust/pid/64-bit"));
+        assert_eq!(set_output(Path::new("/shm/ust/uid/1000/wide"), out), Path::new("/o/ust/pid/wide"));
+    }
+
+    #[test]
+    fn context_sizes_are_read_checked_or_absent() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(context_sizes(d.path()).unwrap(), Vec::<usize>::new(), "no file: no contexts");
+        std::fs::write(d.path().join(CONTEXTS_FILE), b"[4, 0]").unwrap();
+        assert_eq!(context_sizes(d.path()).unwrap(), [4, 0]);
+        std::fs::write(d.path().join(CONTEXTS_FILE), b"[99999]").unwrap();
+        assert!(context_sizes(d.path()).unwrap_err().contains("field context size 99999"));
+        std::fs::write(d.path().join(CONTEXTS_FILE), b"{").unwrap();
+        assert!(context_sizes(d.path()).unwrap_err().contains(CONTEXTS_FILE));
+    }
+}
