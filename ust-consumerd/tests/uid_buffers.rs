@@ -433,11 +433,15 @@ fn per_uid_shm_path_after_the_programs_exited() {
     // Full cleanup at destroy.
     let d2 = TestDaemon::start();
     let shm2 = d2.output("shm");
-    d2.ust_ok(&["create", "y", "--output", d2.output("o").to_str().unwrap(), "--shm-path", shm2.to_str().unwrap(), "--buffers-uid"]);
+    let out2 = d2.output("o");
+    d2.ust_ok(&["create", "y", "--output", out2.to_str().unwrap(), "--shm-path", shm2.to_str().unwrap(), "--buffers-uid"]);
     d2.ust_ok(&["enable-event", "-s", "y", "-a"]);
     d2.ust_ok(&["start", "-s", "y"]);
     assert!(Command::new(program_here("threeevents")).env("UST_RUNDIR", &d2.rundir).status().unwrap().success());
     assert_eq!(ust_cli::crash_dump::find_sets(&shm2).len(), 1);
     d2.stop_and_destroy("y");
     assert_eq!(std::fs::read_dir(&shm2).unwrap().count(), 0, "the session's shm directory is removed at destroy");
+    // What the buffer files held is in the session's trace.
+    let got: Vec<String> = lines(&babeltrace(&uid_trace(&out2))).into_iter().filter(|l| !l.name.starts_with("lttng_ust_")).map(|l| format!("{} {}", l.name, l.fields)).collect();
+    assert_eq!(got, ["short:ev i = 0", "short:ev i = 1", "short:ev i = 2"], "the session's trace");
 }
