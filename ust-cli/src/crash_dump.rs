@@ -2,17 +2,25 @@
 //! `--shm-path` session leaves, after both the application and the daemon are gone (the
 //! job of LTTng's `lttng-crash`).
 //!
-//! A session created with `--shm-path DIR` keeps, per traced process,
+//! A session created with `--shm-path DIR` keeps, per traced process (per-PID buffers,
+//! the default) or per user (`--buffers-uid`, LTTng's per-UID shm layout),
 //!
 //! ```text
 //! DIR/<session>-<YYYYmmdd-HHMMSS>/ust/pid/<procname>-<pid>-<YYYYmmdd-HHMMSS>/
+//! DIR/<session>-<YYYYmmdd-HHMMSS>/ust/uid/<uid>/64-bit/
 //!     metadata          the trace's TSDL (plain text, as written in the trace)
-//!     events.json       the process's event descriptions (field layouts, registration order)
+//!     events.json       the event descriptions (field layouts, in id order)
+//!     contexts.json     each channel's event context size in bytes (by stream class id)
 //!     <channel>_<cpu>   one ring-buffer file per CPU per channel
 //! ```
 //!
+//! A per-UID set is written by every process of that user, its metadata and events
+//! rewritten each time one of them declares a new event (before it can record it), so it
+//! decodes every record of every process; the `vpid` context tells them apart.
+//!
 //! `crash-dump` searches SHM_DIR recursively for directories holding a `metadata` file (a
-//! buffer set) and writes each as `OUT_DIR/ust/pid/<its directory name>/`. Each buffer file
+//! buffer set) and writes each as `OUT_DIR/ust/pid/<its directory name>/`, or for a
+//! per-UID set as `OUT_DIR/ust/uid/<uid>/64-bit/`. Each buffer file
 //! is read into private memory (a file that shrinks or changes meanwhile cannot fault or
 //! mislead the reader), opened through its self-describing header
 //! ([`ringbuffer::layout`]: magic, ABI version, word size, endianness, geometry, mode,
@@ -33,7 +41,7 @@ use std::process::ExitCode;
 use ringbuffer::{Buffer, MapMemory};
 use ust_core::EventDesc;
 
-use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy, EVENTS_FILE};
+use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy, CONTEXTS_FILE, EVENTS_FILE};
 use ust_ctf::index::IndexFile;
 use ust_ctf::stream::StreamFile;
 
@@ -111,14 +119,47 @@ fn open_copy(path: &Path) -> Result<Buffer, String> {
     Buffer::open_in(MapMemory::new(map.into())).map_err(|e| format!("header field rejected: {e}"))
 }
 
-/// Recovers one buffer set `set` into `out_root/ust/pid/<set name>/`.
+/// Where the trace of buffer set `set` goes under `out_root`: `ust/uid/<uid>/<N>-bit` for a
+/// per-UID set (its path ends so), else `ust/pid/<set name>`.
+pub fn set_output(set: &Path, out_root: &Path) -> PathBuf {
+    let parts: Vec<String> = set.components().rev().take(3).map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if let [bits, uid, marker] = parts.as_slice() {
+        if marker == "uid" && digits(uid) && bits.strip_suffix("-bit").is_some_and(digits) {
+            return out_root.join("ust").join("uid").join(uid).join(bits);
+        }
+    }
+    let name = set.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into());
+    out_root.join("ust").join("pid").join(name)
+}
+
+/// Reads a set's [`CONTEXTS_FILE`]: bytes of event context per stream class. Absent (a set
+/// from an older daemon): no contexts.
+fn context_sizes(set: &Path) -> Result<Vec<usize>, String> {
+    let path = set.join(CONTEXTS_FILE);
+    match std::fs::read(&path) {
+        Ok(b) => {
+            let sizes: Vec<usize> = serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display()))?;
+            // A context block is a few fields of at most a procname each: anything larger
+            // is not what the daemon wrote.
+            if let Some(bad) = sizes.iter().find(|&&n| n > 4096) {
+                return Err(format!("{}: field context size {bad} is larger than any context block", path.display()));
+            }
+            Ok(sizes)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Recovers one buffer set `set` into [`set_output`]`(set, out_root)`.
 ///
 /// # Errors
-/// When the set's `metadata` cannot be read or the output cannot be written; refused
-/// buffer files are in [`SetReport::refused`] instead.
+/// When the set's `metadata` (or its context sizes) cannot be read or the output cannot
+/// be written; refused buffer files are in [`SetReport::refused`] instead.
 pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
-    let name = set.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into());
-    let out = out_root.join("ust").join("pid").join(&name);
+    let out = set_output(set, out_root);
+    let contexts = context_sizes(set)?;
     let meta_path = set.join("metadata");
     let metadata = std::fs::read_to_string(&meta_path).map_err(|e| format!("{}: {e}", meta_path.display()))?;
     if !metadata.starts_with("/* CTF 1.8 */") {
@@ -140,7 +181,7 @@ pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
         .map(|e| e.path())
         .filter(|p| {
             let n = p.file_name().unwrap_or_default().to_string_lossy();
-            n != "metadata" && n != EVENTS_FILE && !n.starts_with('.')
+            n != "metadata" && n != EVENTS_FILE && n != CONTEXTS_FILE && !n.starts_with('.')
         })
         .collect();
     files.sort();
@@ -175,7 +216,7 @@ pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
         let mut index = IndexFile::create(&out, &fname).map_err(|e| format!("creating {}/index/{fname}.idx: {e}", out.display()))?;
         // The packet the writers were filling is not closed: torn-event recovery keeps its
         // committed records, ending it at the last one (no clock of this boot is needed).
-        let mut held = HeldCopy::new(&id, &events);
+        let mut held = HeldCopy::new(&id, &events).with_context_size(contexts.get(id.stream_id as usize).copied().unwrap_or(0));
         let r = copy_held_packets(&buffer, &mut held, true, None, &mut |info, packet| {
             append_packet(&mut file, &mut index, info, packet).map_err(|e| format!("{}: {e}", file.path().display()))
         });
@@ -230,6 +271,33 @@ pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, CrashDumpError> {
             }
         }
     }
-    outln!("{written} trace(s) written under {}", out.join("ust/pid").display());
+    outln!("{written} trace(s) written under {}", out.join("ust").display());
     Ok(if refused > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_uid_sets_go_to_ust_uid_and_the_others_to_ust_pid() {
+        let out = Path::new("/o");
+        assert_eq!(set_output(Path::new("/shm/s-20260101-000000/ust/uid/1000/64-bit"), out), Path::new("/o/ust/uid/1000/64-bit"));
+        assert_eq!(set_output(Path::new("/shm/s-20260101-000000/ust/pid/p-7-20260101-000000"), out), Path::new("/o/ust/pid/p-7-20260101-000000"));
+        // Not a per-UID set's path (a name, not a uid; not `<N>-bit`): a per-process one.
+        assert_eq!(set_output(Path::new("/shm/ust/uid/alice/64-bit"), out), Path::new("/o/ust/pid/64-bit"));
+        assert_eq!(set_output(Path::new("/shm/ust/uid/1000/wide"), out), Path::new("/o/ust/pid/wide"));
+    }
+
+    #[test]
+    fn context_sizes_are_read_checked_or_absent() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(context_sizes(d.path()).unwrap(), Vec::<usize>::new(), "no file: no contexts");
+        std::fs::write(d.path().join(CONTEXTS_FILE), b"[4, 0]").unwrap();
+        assert_eq!(context_sizes(d.path()).unwrap(), [4, 0]);
+        std::fs::write(d.path().join(CONTEXTS_FILE), b"[99999]").unwrap();
+        assert!(context_sizes(d.path()).unwrap_err().contains("field context size 99999"));
+        std::fs::write(d.path().join(CONTEXTS_FILE), b"{").unwrap();
+        assert!(context_sizes(d.path()).unwrap_err().contains(CONTEXTS_FILE));
+    }
 }

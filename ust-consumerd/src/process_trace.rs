@@ -5,7 +5,8 @@
 //!
 //! The daemon creates every buffer (docs/DESIGN.md#buffers), with [`ringbuffer::shm`]:
 //! a sealed, fully backed `memfd`, or with `--shm-path` a backed file under the session's
-//! shm directory next to the plain-text metadata and [`EVENTS_FILE`], for `ust crash-dump`.
+//! shm directory next to the plain-text metadata, [`EVENTS_FILE`] and [`CONTEXTS_FILE`], for
+//! `ust crash-dump`.
 //! The descriptor goes to the application; the daemon keeps its own mapping so that it can
 //! flush and drain after the application died.
 
@@ -17,7 +18,7 @@ use ringbuffer::{BufferConfig, Mode, StreamIdentity};
 use ust_core::clock::TraceClock;
 use ust_core::packet::HEADER_SIZE;
 use ust_core::EventDesc;
-use ust_ctf::held::EVENTS_FILE;
+use ust_ctf::held::{CONTEXTS_FILE, EVENTS_FILE};
 
 use crate::session::ChannelConfig;
 use crate::stream::{Stream, StreamSetup, StreamShm, TraceFiles};
@@ -217,9 +218,8 @@ fn fill_process_trace(
             use std::os::unix::fs::DirBuilderExt;
             let d = ust_ctf::process_dir(base, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered));
             std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&d).map_err(io(format!("creating {}", d.display())))?;
-            ust_ctf::metadata::write_atomically(&d, &text).map_err(io(format!("writing {}/metadata", d.display())))?;
-            let json = serde_json::to_vec(p.events).map_err(|e| SetupError::Layout(e.to_string()))?;
-            std::fs::write(d.join(EVENTS_FILE), json).map_err(io(format!("writing {}/{EVENTS_FILE}", d.display())))?;
+            let sizes: Vec<usize> = session.channels.iter().map(|c| ust_core::context::block_size(&c.contexts)).collect();
+            write_shm_set(&d, &text, p.events, &sizes)?;
             Some(d)
         }
     };
@@ -283,6 +283,30 @@ fn fill_process_trace(
         shared: None,
     };
     Ok((trace, fds))
+}
+
+/// Writes (or rewrites) what `ust crash-dump` needs beside the buffer files of a
+/// `--shm-path` buffer set `d`: the trace's `metadata`, [`EVENTS_FILE`] (`events`, in id
+/// order) and [`CONTEXTS_FILE`] (`context_sizes`, bytes per stream class), each as a
+/// temporary file renamed into place, so a crash at any moment leaves the old or the new
+/// version, never half of one. Called when a trace is made and, for a per-UID trace, each
+/// time its registry grows (before the new ids are used).
+///
+/// # Errors
+/// [`SetupError::Io`] naming the file.
+pub(crate) fn write_shm_set(d: &std::path::Path, metadata: &str, events: &[EventDesc], context_sizes: &[usize]) -> Result<(), SetupError> {
+    let json = serde_json::to_vec(events).map_err(|e| SetupError::Layout(e.to_string()))?;
+    write_file_atomically(d, EVENTS_FILE, &json)?;
+    let json = serde_json::to_vec(context_sizes).map_err(|e| SetupError::Layout(e.to_string()))?;
+    write_file_atomically(d, CONTEXTS_FILE, &json)?;
+    ust_ctf::metadata::write_atomically(d, metadata).map_err(io(format!("writing {}/metadata", d.display())))
+}
+
+/// `d/name` ← `bytes`, through `d/.name.tmp` and a rename.
+fn write_file_atomically(d: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), SetupError> {
+    let tmp = d.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, bytes).map_err(io(format!("writing {}", tmp.display())))?;
+    std::fs::rename(&tmp, d.join(name)).map_err(io(format!("renaming {} to {name}", tmp.display())))
 }
 
 /// The relay stream path of the trace whose local directory would be `dir`:

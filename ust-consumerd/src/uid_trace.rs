@@ -3,7 +3,8 @@
 //! one trace, `<output>/ust/uid/<UID>/64-bit/`.
 //!
 //! ```text
-//! first process of uid U ──> create trace: dir, metadata, buffers (memfds), streams
+//! first process of uid U ──> create trace: dir, metadata, buffers (memfds, or files
+//!                              under --shm-path), streams
 //! every process of uid U ──> registry.add(its events) ─ new? ─> metadata rewritten (tmp+rename)
 //!                        ──> AddChannel{shared_ids} + a duplicate of each buffer descriptor
 //!                        ──> SetEnabled{masks, ids}: its events' ids in this trace
@@ -56,6 +57,12 @@ pub const fn is_uid_key(key: u64) -> bool {
 /// processes that write it).
 pub fn uid_dir(output: &Path, uid: u32) -> PathBuf {
     output.join("ust").join("uid").join(uid.to_string()).join(format!("{}-bit", usize::BITS))
+}
+
+/// The path of the per-UID trace of `uid` relative to the session on a relay daemon:
+/// `ust/uid/<uid>/64-bit`, as lttng-sessiond names a per-UID trace to lttng-relayd.
+pub fn relay_path(uid: u32) -> String {
+    format!("ust/uid/{uid}/{}-bit", usize::BITS)
 }
 
 /// The trace's directory relative to the session's output (`ust/pid/<proc dir>` or
@@ -136,9 +143,6 @@ pub(crate) fn attach(st: &mut State, name: &str, app_id: u64) -> Result<bool, St
     if free < ss.session.channels.len() {
         return Err(format!("process {} not traced: it has no free channel slot left", app.pid));
     }
-    if ss.session.shm_dir.is_some() {
-        return Err(format!("process {} not traced: --shm-path is not supported with --buffers-uid yet", app.pid));
-    }
     let (uid, pid, procname, ncpus) = (app.uid, app.pid, app.procname.clone(), app.ncpus);
     let key = trace_key(uid);
     let mut made = false;
@@ -198,9 +202,20 @@ fn add_events(session: &Session, t: &mut ProcessTrace, events: &[EventDesc], who
     }
     let all = shared.registry.events();
     t.metadata = render(session, shared.uid, t.uuid, t.tsc, &all);
-    if !session.snapshot {
+    if let Some(m) = t.relay.as_mut() {
+        // A network session: what the new events add goes on the trace's metadata stream
+        // (events are declared last, so the text only grows).
+        m.update(&t.metadata);
+    } else if !session.snapshot {
         if let Err(e) = ust_ctf::metadata::write_atomically(&t.dir, &t.metadata) {
             crate::log!("session {}: rewriting {}/metadata failed: {e}", session.name, t.dir.display());
+        }
+    }
+    // `--shm-path`: the buffer set keeps up with the registry, so `ust crash-dump` can
+    // decode every id a writer may use (written before any mask enables them).
+    if let Some(d) = &t.shm_dir {
+        if let Err(e) = crate::process_trace::write_shm_set(d, &t.metadata, &all, &t.context_sizes) {
+            crate::log!("session {}: rewriting the buffer set in {} failed: {e}", session.name, d.display());
         }
     }
     // A brief hold of each stream (the drain holds one only while it copies packets).
@@ -263,17 +278,52 @@ fn render(session: &Session, uid: u32, uuid: [u8; 16], tsc: Option<ust_core::clo
 }
 
 /// Creates the per-UID trace of `uid`: its directory (not in a snapshot session), its
-/// metadata (no event yet), one sealed memfd buffer per CPU per channel and its stream.
+/// metadata (no event yet), one buffer per CPU per channel and its stream. A buffer is a
+/// sealed memfd, or with `--shm-path` a backed file in `<shm dir>/ust/uid/<uid>/64-bit/`
+/// (LTTng's per-UID shm layout) beside the set's metadata, events and context sizes
+/// ([`crate::process_trace::write_shm_set`]), for `ust crash-dump`.
 fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::TscParams>, next_instance: &mut u64) -> Result<ProcessTrace, SetupError> {
     let dir = uid_dir(&session.output, uid);
+    // Nothing is written locally by a snapshot session (its snapshots are) or a network
+    // one (the relay daemon writes the trace, as `ust/uid/<uid>/64-bit` of the session).
     let live = !session.snapshot;
+    let local = live && session.relay.is_none();
     let io = |what: String| move |source| SetupError::Io { what, source };
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let metadata = render(session, uid, uuid, tsc, &[]);
-    if live {
+    let context_sizes: Vec<usize> = session.channels.iter().map(|c| ust_core::context::block_size(&c.contexts)).collect();
+    let shm_dir = session.shm_dir.as_ref().map(|base| uid_dir(base, uid));
+    // A network session: the metadata stream and one stream per CPU per channel are
+    // announced before any buffer exists, so no packet can precede its metadata (as
+    // lttng-sessiond announces a per-UID registry's streams).
+    let (relay_meta, mut relay_streams) = match &session.relay {
+        None => (None, Vec::new()),
+        Some(out) => {
+            let names: Vec<(String, u64, u64)> = session
+                .channels
+                .iter()
+                .flat_map(|ch| (0..ncpus).map(move |cpu| (ust_ctf::stream_file_name(&ch.name, cpu), ch.config.tracefile_size, ch.config.tracefile_count)))
+                .collect();
+            let rel = relay_path(uid);
+            let (m, s) = out.add_trace(&rel, &metadata, &names).map_err(|e| SetupError::Io { what: format!("streaming {rel}"), source: std::io::Error::other(e) })?;
+            (Some(m), s.into_iter().rev().collect::<Vec<_>>())
+        }
+    };
+    let made = (|| {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().recursive(true).mode(0o750).create(&dir).map_err(io(format!("creating {}", dir.display())))?;
-        ust_ctf::metadata::write_atomically(&dir, &metadata).map_err(io(format!("writing {}/metadata", dir.display())))?;
+        if local {
+            std::fs::DirBuilder::new().recursive(true).mode(0o750).create(&dir).map_err(io(format!("creating {}", dir.display())))?;
+            ust_ctf::metadata::write_atomically(&dir, &metadata).map_err(io(format!("writing {}/metadata", dir.display())))?;
+        }
+        if let Some(d) = &shm_dir {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(d).map_err(io(format!("creating {}", d.display())))?;
+            crate::process_trace::write_shm_set(d, &metadata, &[], &context_sizes)?;
+        }
+        Ok::<(), SetupError>(())
+    })();
+    if let Err(e) = made {
+        remove_made(local, &dir, shm_dir.as_deref());
+        return Err(e);
     }
     let clock = tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
     let events: Arc<[EventDesc]> = Vec::new().into();
@@ -287,11 +337,22 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
                 let identity = StreamIdentity { uuid, stream_id: ci as u32, cpu, stream_instance_id: *next_instance };
                 *next_instance += 1;
                 let cfg = buffer_config(&ch.config, identity);
-                let (buffer, fd) = ringbuffer::shm::create_memfd(&cfg, &format!("ust-uid{uid}-{}-{cpu}", ch.name))?;
                 let name = ust_ctf::stream_file_name(&ch.name, cpu);
+                let (buffer, fd, shm) = match &shm_dir {
+                    Some(d) => {
+                        let (b, fd, f) = ringbuffer::shm::create_file(&cfg, &d.join(&name))?;
+                        let size = b.config().file_size().unwrap_or(0) as u64;
+                        let guard = crate::sigbus::register(b.map().as_ptr(), b.map().len());
+                        (b, fd, StreamShm { file: Some((f, size)), guard })
+                    }
+                    None => {
+                        let (b, fd) = ringbuffer::shm::create_memfd(&cfg, &format!("ust-uid{uid}-{}-{cpu}", ch.name))?;
+                        (b, fd, StreamShm::default())
+                    }
+                };
                 let files = TraceFiles { dir: dir.clone(), base: name, max_size: ch.config.tracefile_size, max_count: ch.config.tracefile_count, current: 0, oldest: 0 };
-                let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock, relay: None };
-                let mut stream = Stream::new(setup, buffer, session.output_error.clone(), StreamShm::default()).map_err(io("creating stream files".into()))?;
+                let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock, relay: relay_streams.pop() };
+                let mut stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files".into()))?;
                 stream.context_size = ust_core::context::block_size(&ch.contexts);
                 stream.dead_watch = Some(crate::dead_writers::Watch::new(deaths.clone(), ust_core::context::block_size(&ch.contexts)));
                 streams.push(Arc::new(Mutex::new(stream)));
@@ -302,13 +363,11 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
         Ok::<(), SetupError>(())
     })();
     if let Err(e) = made {
-        if live {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
+        remove_made(local, &dir, shm_dir.as_deref());
         return Err(e);
     }
     Ok(ProcessTrace {
-        relay: None,
+        relay: relay_meta,
         pid: 0,
         procname: format!("uid-{uid}"),
         dir,
@@ -319,11 +378,22 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
         slots: vec![None; session.channels.len()],
         streams,
         events,
-        context_sizes: session.channels.iter().map(|c| ust_core::context::block_size(&c.contexts)).collect(),
+        context_sizes,
         tsc,
         gone: false,
         archived: false,
-        shm_dir: None,
+        shm_dir,
         shared: Some(Box::new(Shared { uid, registry: Registry::default(), fds, members: BTreeSet::new(), deaths })),
     })
+}
+
+/// Removes what a failed [`create`] made: no half-made trace for readers to trip on, no
+/// backed buffer file holding memory (both directories are the trace's own).
+fn remove_made(live: bool, dir: &Path, shm_dir: Option<&Path>) {
+    if live {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    if let Some(d) = shm_dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
 }

@@ -682,3 +682,148 @@ fn garbage_after_the_session_is_made_leaves_the_program_untraced_not_harmed() {
     d.ust_ok(&["destroy", "-s", "junk"]);
     assert!(d.ust_ok(&["list"]).contains("no available tracing session"));
 }
+
+/// Per-UID buffers streamed (`--buffers-uid` with `--set-url`): as lttng-sessiond sends a
+/// per-UID trace, one trace per user, `ust/uid/<uid>/64-bit`, reaches the relay daemon.
+/// Two processes write into the shared buffers at once, a third program joins later with
+/// another event (the registry grows: the metadata stream gets what it adds); babeltrace2
+/// reads every event of each, told apart by `vpid`, from the relay daemon's output.
+#[test]
+fn per_uid_buffers_stream_one_trace_per_user() {
+    let relayd = Relayd::start();
+    let d = TestDaemon::start();
+    let url = relayd.url();
+    let out = d.ust_ok(&["create", "nu", "--set-url", &url, "--buffers-uid"]);
+    assert!(out.contains(&format!("streamed to {url}")), "{out}");
+    d.ust_ok(&["enable-event", "-s", "nu", "-a"]);
+    d.ust_ok(&["add-context", "-s", "nu", "-t", "vpid"]);
+    d.ust_ok(&["start", "-s", "nu"]);
+    const N: u64 = 10_000;
+    let mut bursts: Vec<(KillOnDrop, BufReader<std::process::ChildStdout>)> = (0..2)
+        .map(|_| {
+            let mut c = KillOnDrop(
+                Command::new(program_here("burst")).args([&N.to_string(), "2", "wait"]).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap(),
+            );
+            let mut r = BufReader::new(c.stdout.take().unwrap());
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            assert_eq!(line.trim(), "ready");
+            (c, r)
+        })
+        .collect();
+    let burst_pids: Vec<i32> = bursts.iter().map(|(c, _)| c.id() as i32).collect();
+    for (c, _) in &mut bursts {
+        writeln!(c.stdin.take().unwrap(), "go").unwrap();
+    }
+    for (c, _) in &mut bursts {
+        assert!(c.wait().unwrap().success());
+    }
+    let late = Command::new(program_here("threeevents")).env("UST_RUNDIR", &d.rundir).spawn().unwrap();
+    let late_pid = late.id() as i32;
+    assert!(KillOnDrop(late).wait().unwrap().success());
+    d.ust_ok(&["stop", "-s", "nu"]);
+    let session = relayd.session_dir("nu");
+    assert!(!session.join("ust/pid").exists(), "per-UID: no per-process trace on the relay daemon");
+    let uid = rustix::process::getuid().as_raw();
+    let dir = session.join(format!("ust/uid/{uid}/64-bit"));
+    assert!(dir.join("metadata").is_file(), "{}: no metadata; relayd log:\n{}", dir.display(), relayd.log());
+    let check = |when: &str| {
+        let text = babeltrace(&dir);
+        let vpid_of = |l: &str| -> i32 { l.split("vpid = ").nth(1).and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()).and_then(|v| v.parse().ok()).unwrap_or(-1) };
+        let mut by_vpid: std::collections::BTreeMap<i32, Vec<(u64, u64)>> = Default::default();
+        let mut short = Vec::new();
+        for l in text.lines() {
+            let Some(e) = bt_events(l).into_iter().next() else { continue };
+            match e.name.as_str() {
+                "burst:ev" => {
+                    let f = fields_map(&e.fields);
+                    by_vpid.entry(vpid_of(l)).or_default().push((f["thread"].parse().unwrap(), f["seq"].parse().unwrap()));
+                }
+                "short:ev" => short.push((vpid_of(l), fields_map(&e.fields)["i"].parse::<u32>().unwrap())),
+                // Each process's state dump (a per-UID trace has no per-process `env`, so
+                // babeltrace2 prints no `(pid)` for is_statedump to see).
+                n if n.starts_with("lttng_ust_statedump:") || n.starts_with("lttng_ust_lib:") => {}
+                other => panic!("{when}: unexpected event {other}: {l}"),
+            }
+        }
+        assert_eq!(by_vpid.keys().copied().collect::<Vec<_>>(), { let mut p = burst_pids.clone(); p.sort_unstable(); p }, "{when}: both writers, by vpid");
+        let want: Vec<(u64, u64)> = (0..2).flat_map(|t| (0..N / 2).map(move |s| (t, s))).collect();
+        for (vpid, mut got) in by_vpid {
+            got.sort_unstable();
+            assert_eq!(got, want, "{when}: every event of process {vpid}, once; daemon log:\n{}", d.log());
+        }
+        assert_eq!(short, [(late_pid, 0), (late_pid, 1), (late_pid, 2)], "{when}: the late program's events, declared by the grown metadata");
+    };
+    check("after stop");
+    let destroyed = d.ust_ok(&["destroy", "-s", "nu"]);
+    assert!(destroyed.contains(&format!("streamed to {url}")), "{destroyed}");
+    check("after destroy");
+}
+
+/// Per-UID buffers to a relay daemon the two other ways: `ust trace --buffers-uid
+/// --set-url` (a one-shot per-UID trace, `ust/uid/<uid>/64-bit` on the relay), and a
+/// per-UID snapshot session whose snapshots go to the URL (`snapshot-1-…/ust/uid/<uid>/
+/// 64-bit`: lttng-tools' snapshots/ust_test `test_ust_per_uid_local_snapshot` with a
+/// network output), each read back by babeltrace2 event by event.
+#[test]
+fn per_uid_one_shot_trace_and_snapshot_to_a_relay_daemon() {
+    let relayd = Relayd::start();
+    let d = TestDaemon::start();
+    let url = relayd.url();
+    let uid = rustix::process::getuid().as_raw();
+    let leaf = format!("ust/uid/{uid}/64-bit");
+    let o = d.ust_cmd().args(["trace", "--buffers-uid", "--set-url", &url, "--"]).arg(program_here("burst")).args(["3000", "1"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}\n{}", d.log());
+    assert!(err.contains(&format!("trace streamed to {url}")), "{err}");
+    let host = relayd.out.path().join(hostname());
+    let dirs: Vec<PathBuf> = std::fs::read_dir(&host).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    assert!(!dirs[0].join("ust/pid").exists(), "per-UID: no per-process trace");
+    let mut got = burst_events(&babeltrace(&dirs[0].join(&leaf)));
+    got.sort_unstable();
+    assert_eq!(got, (0..3000).map(|s| (0, s)).collect::<Vec<_>>(), "every event of the one-shot trace");
+    // A per-UID snapshot session whose output is the relay daemon.
+    d.ust_ok(&["create", "fu", "--snapshot", "--set-url", &url, "--buffers-uid"]);
+    d.ust_ok(&["enable-event", "-s", "fu", "-a"]);
+    d.ust_ok(&["start", "-s", "fu"]);
+    let mut holder = KillOnDrop(Command::new(program_here("holder")).arg("50").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    let mut ready = String::new();
+    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let said = d.ust_ok(&["snapshot", "record", "-s", "fu"]);
+    assert!(said.contains("/snapshot-1-") && said.contains(&url), "{said}");
+    let snaps: Vec<PathBuf> = std::fs::read_dir(relayd.session_dir("fu")).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(snaps.len(), 1, "{snaps:?}");
+    let text = babeltrace(&snaps[0].join(&leaf));
+    let is: Vec<u64> = bt_events(&text).iter().filter(|e| e.name == "holder:ev").map(|e| fields_map(&e.fields)["i"].parse().unwrap()).collect();
+    assert_eq!(is, (0..50).collect::<Vec<_>>(), "every event the shared buffers held");
+    drop(holder.stdin.take());
+    assert!(holder.wait().unwrap().success());
+}
+
+/// Live per-UID: a viewer attached to a live `--buffers-uid` session sees a program's
+/// events in the user's shared buffers while the program runs (the live timer flushes the
+/// shared streams as it does a process's), and the relay's output then holds the run.
+#[test]
+fn a_live_viewer_sees_per_uid_events_while_the_program_runs() {
+    let relayd = Relayd::start();
+    let d = TestDaemon::start();
+    network_session(&d, "lu", &relayd.url(), &["--live=100000", "--buffers-uid"]);
+    let mut viewer = LiveViewer::attach(&relayd, &hostname(), "lu");
+    let mut holder = KillOnDrop(Command::new(program_here("holder")).arg("3").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    let mut ready = String::new();
+    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready");
+    assert_eq!(viewer.holder_events(3, "per-UID live"), [0, 1, 2], "in order, while the program still runs");
+    assert!(holder.try_wait().unwrap().is_none(), "the program was still waiting");
+    drop(holder.stdin.take());
+    assert!(holder.wait().unwrap().success());
+    d.ust_ok(&["stop", "-s", "lu"]);
+    d.ust_ok(&["destroy", "-s", "lu"]);
+    viewer.wait_end();
+    let uid = rustix::process::getuid().as_raw();
+    let text = babeltrace(&relayd.session_dir("lu").join(format!("ust/uid/{uid}/64-bit")));
+    let all: Vec<String> = bt_events(&text).iter().filter(|e| e.name == "holder:ev").map(|e| fields_map(&e.fields)["i"].to_string()).collect();
+    assert_eq!(all, ["0", "1", "2", "3", "4", "5"], "the relay's output holds the whole run");
+}

@@ -6,7 +6,9 @@
 //! - one event name with two layouts, late (`tracing`) callsites, the ownership mismatch;
 //! - writers SIGKILLed between reserve and commit while two steady writers go on;
 //! - LTTng's per-UID snapshot cases (tests/regression/tools/snapshots/ust_test:
-//!   `test_ust_per_uid_local_snapshot`, `..._post_mortem`).
+//!   `test_ust_per_uid_local_snapshot`, `..._post_mortem`);
+//! - `--shm-path`: the daemon and every writer SIGKILLed, `ust crash-dump` rebuilds the
+//!   per-UID trace from the shared buffer files.
 
 mod common;
 
@@ -309,26 +311,137 @@ fn per_uid_local_snapshot_post_mortem() {
     assert!(!out.join("post-mortem").exists(), "per-UID buffers outlive the process: no per-process dump");
 }
 
-/// The combinations per-UID buffers do not support yet are refused when the session or
-/// channel is made, each with a message that says what to use instead.
+/// SIGKILLs the daemon `d` started and waits until it is gone.
+fn kill_daemon(d: &TestDaemon) {
+    let pid = d.pid();
+    // SAFETY: kill(2) on the daemon this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|_| !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Per-UID buffers with `--shm-path` (LTTng's `<shm-path>/<session>-<stamp>/ust/uid/<uid>/
+/// 64-bit/`, as lttng-tools' tests/regression/ust/crash does with per-UID buffers): three
+/// processes of one user write into one per-UID channel at once, the daemon is SIGKILLed
+/// before any of it is drained, then every process; `ust crash-dump` rebuilds the per-UID
+/// trace from the shared buffer files, and babeltrace2 reads every event of every process
+/// (each process's whole sequence, told apart by `vpid`), nothing discarded.
 #[test]
-fn unsupported_combinations_are_refused_with_a_reason() {
+fn crash_dump_rebuilds_a_per_uid_trace_written_by_several_processes() {
+    use std::io::Write;
+    const N: u64 = 5_000;
     let d = TestDaemon::start();
     let shm = d.output("shm");
-    let out = d.output("o");
-    let refused = |args: &[&str], says: &str| {
-        let o = d.ust(args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success(), "ust {args:?} succeeded");
-        assert!(err.contains(says), "ust {args:?}: {err}");
-    };
-    refused(&["create", "a", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap(), "--buffers-uid"], "--shm-path is not supported with --buffers-uid");
-    refused(&["create", "b", "--set-url", "net://127.0.0.1:1:2", "--buffers-uid"], "per-UID buffers are not streamed");
-    // The same refusals when the session came first and the channel asks for per-UID.
-    d.ust_ok(&["create", "c", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
-    refused(&["enable-channel", "-s", "c", "ch", "--buffers-uid"], "--shm-path is not supported with --buffers-uid");
-    // Nothing was made of the refused sessions.
-    let sessions = d.ust_json(&["list", "--json"]);
-    let names: Vec<&str> = sessions.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["c"], "{sessions}");
+    let out = d.output("live");
+    d.ust_ok(&["create", "cd", "--buffers-uid", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
+    // Room for every event of the three processes on one CPU: the whole buffer is kept.
+    d.ust_ok(&["enable-channel", "-s", "cd", "ch", "--subbuf-size", "64k", "--num-subbuf", "16"]);
+    d.ust_ok(&["add-context", "-s", "cd", "-t", "vpid"]);
+    d.ust_ok(&["enable-event", "-s", "cd", "-c", "ch", "steadyprov:*"]);
+    d.ust_ok(&["start", "-s", "cd"]);
+    let mut apps: Vec<(KillOnDrop, BufReader<std::process::ChildStdout>)> = (0..3)
+        .map(|_| {
+            let mut c = KillOnDrop(
+                Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir).env("UST_REGISTER_TIMEOUT", "60000").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap(),
+            );
+            let mut r = BufReader::new(c.stdout.take().unwrap());
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            assert_eq!(line.trim(), "ready");
+            (c, r)
+        })
+        .collect();
+    let pids: BTreeSet<i32> = apps.iter().map(|(c, _)| c.id() as i32).collect();
+    // One buffer set for the user, in LTTng's per-UID layout, its metadata and events
+    // written by the registry (the three processes' one event).
+    let sets = ust_cli::crash_dump::find_sets(&shm);
+    assert_eq!(sets.len(), 1, "one per-UID buffer set: {sets:?}");
+    let rel = sets[0].strip_prefix(&shm).unwrap().to_string_lossy().into_owned();
+    assert!(rel.starts_with("cd-") && rel.ends_with(&format!("/ust/uid/{}/64-bit", uid())), "{rel}");
+    let meta = std::fs::read_to_string(sets[0].join("metadata")).unwrap();
+    assert!(meta.starts_with("/* CTF 1.8 */") && meta.contains("steadyprov:ev"), "{meta}");
+    assert!(std::fs::read_to_string(sets[0].join("events.json")).unwrap().contains("steadyprov"));
+    assert!(!shm.join(rel.split('/').next().unwrap()).join("ust").join("pid").exists(), "no per-process buffer set");
+    kill_daemon(&d);
+    // The three write at once into the shared buffers, then all die.
+    for (c, _) in &mut apps {
+        writeln!(c.stdin.as_mut().unwrap(), "{N}").unwrap();
+    }
+    for (c, r) in &mut apps {
+        let mut cost = String::new();
+        r.read_line(&mut cost).unwrap();
+        assert!(cost.trim().parse::<f64>().is_ok(), "steady said {cost:?}");
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+    let dump = d.output("dump");
+    let o = d.ust(&["crash-dump", shm.to_str().unwrap(), dump.to_str().unwrap()]);
+    assert!(o.status.success(), "{o:?}");
+    // The packets the writers were filling were never closed: rebuilt from the records
+    // committed in them (walked with the vpid context's size, from the set's
+    // contexts.json).
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    eprintln!("{said}");
+    let rebuilt: u64 = said.split(" rebuilt from incomplete").next().and_then(|s| s.rsplit(", ").next()).and_then(|n| n.parse().ok()).expect(&said);
+    assert!(rebuilt > 0, "{said}");
+    let dir = uid_trace(&dump);
+    let (text, stderr) = babeltrace_allowing_warnings(&dir);
+    assert_eq!(bt_discarded(&stderr), 0, "{stderr}");
+    let all = lines(&text);
+    assert_eq!(all.len() as u64, 3 * N, "every event of the three processes, nothing else");
+    let mut by_vpid: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
+    for l in &all {
+        assert_eq!(l.name, "steadyprov:ev", "{l:?}");
+        by_vpid.entry(l.vpid).or_default().push(fields_map(&l.fields)["seq"].parse().unwrap());
+    }
+    assert_eq!(by_vpid.keys().copied().collect::<BTreeSet<_>>(), pids, "each process told apart by its vpid");
+    for (vpid, mut seq) in by_vpid {
+        seq.sort_unstable();
+        assert_eq!(seq, (0..N).collect::<Vec<_>>(), "process {vpid}: its whole sequence, once each");
+    }
+}
+
+/// lttng-tools' tests/regression/tools/crash `test_shm_path_per_uid` and
+/// `test_lttng_crash_extraction_sigkill` (per-UID channel): one uid folder under the
+/// session's shm directory once a program registered, still there after it exited; a
+/// program that emitted its events and exited normally, then the daemon SIGKILLed:
+/// `ust crash-dump` gives exactly its events. Destroy (on a second daemon's session)
+/// removes the session's shm directory.
+#[test]
+fn per_uid_shm_path_after_the_programs_exited() {
+    let d = TestDaemon::start();
+    let shm = d.output("shm");
+    let out = d.output("live");
+    d.ust_ok(&["create", "x", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
+    d.ust_ok(&["enable-channel", "-s", "x", "ch", "--buffers-uid"]);
+    d.ust_ok(&["enable-event", "-s", "x", "-c", "ch", "short:*"]);
+    d.ust_ok(&["start", "-s", "x"]);
+    let session_dirs = || -> Vec<PathBuf> { std::fs::read_dir(&shm).unwrap().flatten().map(|e| e.path()).collect() };
+    assert!(Command::new(program_here("threeevents")).env("UST_RUNDIR", &d.rundir).status().unwrap().success());
+    let sessions = session_dirs();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let users: Vec<_> = std::fs::read_dir(sessions[0].join("ust/uid")).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(users, [std::ffi::OsString::from(uid().to_string())], "one uid folder, kept after the program exited");
+    kill_daemon(&d);
+    let dump = d.output("dump");
+    let o = d.ust(&["crash-dump", shm.to_str().unwrap(), dump.to_str().unwrap()]);
+    assert!(o.status.success(), "{o:?}");
+    let got: Vec<String> = lines(&babeltrace(&uid_trace(&dump))).into_iter().filter(|l| !l.name.starts_with("lttng_ust_")).map(|l| format!("{} {}", l.name, l.fields)).collect();
+    assert_eq!(got, ["short:ev i = 0", "short:ev i = 1", "short:ev i = 2"], "exactly the program's events");
+    // Full cleanup at destroy.
+    let d2 = TestDaemon::start();
+    let shm2 = d2.output("shm");
+    let out2 = d2.output("o");
+    d2.ust_ok(&["create", "y", "--output", out2.to_str().unwrap(), "--shm-path", shm2.to_str().unwrap(), "--buffers-uid"]);
+    d2.ust_ok(&["enable-event", "-s", "y", "-a"]);
+    d2.ust_ok(&["start", "-s", "y"]);
+    assert!(Command::new(program_here("threeevents")).env("UST_RUNDIR", &d2.rundir).status().unwrap().success());
+    assert_eq!(ust_cli::crash_dump::find_sets(&shm2).len(), 1);
+    d2.stop_and_destroy("y");
+    assert_eq!(std::fs::read_dir(&shm2).unwrap().count(), 0, "the session's shm directory is removed at destroy");
+    // What the buffer files held is in the session's trace.
+    let got: Vec<String> = lines(&babeltrace(&uid_trace(&out2))).into_iter().filter(|l| !l.name.starts_with("lttng_ust_")).map(|l| format!("{} {}", l.name, l.fields)).collect();
+    assert_eq!(got, ["short:ev i = 0", "short:ev i = 1", "short:ev i = 2"], "the session's trace");
 }

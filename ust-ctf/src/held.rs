@@ -26,6 +26,13 @@ use crate::stream::StreamFile;
 /// crash-dump` needs their field layouts to walk the records of packets it recovers.
 pub const EVENTS_FILE: &str = "events.json";
 
+/// Name of the file, next to `metadata` in a `--shm-path` buffer set, that holds the size
+/// in bytes of each channel's event context block as JSON (`[usize]`, index = stream
+/// class id, the buffer header's `stream_id`): `ust crash-dump` needs it to walk the
+/// records of a channel with contexts (`vpid`, `procname`, …). A set without it (made by
+/// an older daemon) is walked as if no channel had contexts.
+pub const CONTEXTS_FILE: &str = "contexts.json";
+
 /// Appends a packet to a stream file and its entry to the index file.
 ///
 /// # Errors

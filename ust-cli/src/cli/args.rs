@@ -261,8 +261,8 @@ else $HOME/.lttng/sessions, as lttng.")]
 
 A loaded session is created as `ust create`, `enable-channel`, `enable-event`,
 `add-context` and `track --vpid|--vuid|--vgid` would make it, and started if it was saved started.
-Kernel, JUL, LOG4J and Python domains are skipped; per-user (PER_UID) buffers are loaded
-as per-process buffers.")]
+Kernel, JUL, LOG4J and Python domains are skipped; per-user (PER_UID) buffers are
+loaded as per-UID buffers (`--buffers-uid`).")]
     Load(super::save_load::LoadArgs),
     /// Discard what a session recorded so far, in its buffers and trace files; it goes on
     /// recording (LTTng's `lttng clear`).

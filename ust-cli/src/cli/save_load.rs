@@ -163,13 +163,8 @@ fn load_one(c: &mut Client, s: &SavedSession, force: bool) -> Result<(), Failure
     if let Some((ctrl, data)) = &s.net_output {
         return Err(Failure::new(format!("session {name}: network output ({ctrl}, {data}) cannot be loaded: give the session a local output")));
     }
-    // LTTng's PER_UID is ust's `--buffers-uid`; ust cannot put per-user buffers in an
-    // `--shm-path` directory, so such a session keeps per-process buffers there.
+    // LTTng's PER_UID is ust's `--buffers-uid` (with a shm path too: per-UID buffer files).
     let buffers = match s.buffers {
-        BufferType::PerUid if s.shm_path.is_some() => {
-            eprintln!("ust: session {name}: per-user buffers (PER_UID) with a shm path loaded as per-process buffers (ust keeps per-user buffers in memory only)");
-            BufferOwnership::Pid
-        }
         BufferType::PerUid => BufferOwnership::Uid,
         BufferType::PerPid => BufferOwnership::Pid,
     };

@@ -11,9 +11,6 @@ use crate::session::{check_name, Channel, ChannelConfig, Enabler, LevelFilter, S
 use super::{check_pattern, resolve, Res};
 use super::lifecycle::{retrack_live_apps, wait_syncs};
 
-/// Why `--shm-path` and `--buffers-uid` are refused together.
-const SHM_PATH_UID: &str = "--shm-path is not supported with --buffers-uid yet (per-UID buffers are sealed memfds shared by every process of a user): use --buffers-pid (the default) with --shm-path";
-
 pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
     let CreateOptions { snapshot, shm_path, clock, buffers, relay, live_timer_us, token: with_token } = options;
     let token = token.or(with_token);
@@ -29,12 +26,6 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     }
     if snapshot && token.is_some() {
         return Err("a `ust trace` session cannot be a snapshot session".into());
-    }
-    if relay.is_some() && buffers == Some(ust_ctl::config::BufferOwnership::Uid) {
-        return Err("per-UID buffers are not streamed to a relay daemon yet: use --buffers-pid (the default) with a network URL".into());
-    }
-    if shm_path.is_some() && buffers == Some(ust_ctl::config::BufferOwnership::Uid) {
-        return Err(SHM_PATH_UID.into());
     }
     if live_timer_us.is_some() && relay.is_none() {
         return Err("--live needs a network output (--set-url net://HOST, or --ctrl-url and --data-url)".into());
@@ -117,12 +108,6 @@ pub(super) fn enable_channel(daemon: &Daemon, session: Option<String>, name: Str
     let mut st = daemon.lock();
     let sname = resolve(&st, &session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
-    if ss.session.relay.is_some() && config.buffers == Some(ust_ctl::config::BufferOwnership::Uid) {
-        return Err(format!("session {sname} streams to a relay daemon: per-UID buffers are not streamed yet (use --buffers-pid)"));
-    }
-    if ss.session.shm_dir.is_some() && config.buffers == Some(ust_ctl::config::BufferOwnership::Uid) {
-        return Err(format!("session {sname}: {SHM_PATH_UID}"));
-    }
     // The ownership is the session's: kept there, not in each channel's configuration.
     crate::uid_trace::set_ownership(&mut ss.session, &name, config.buffers.take())?;
     let started = ss.session.ever_started;

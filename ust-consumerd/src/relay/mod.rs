@@ -1,11 +1,13 @@
 //! Streaming a session to a stock lttng-relayd (`ust create --set-url net://…`), as
 //! lttng-consumerd does: the session's packets go to the relay daemon instead of the
-//! output directory, and it writes `<its output>/<hostname>/<session>-<stamp>/ust/pid/…`.
+//! output directory, and it writes `<its output>/<hostname>/<session>-<stamp>/ust/pid/…`
+//! (per-UID buffers: one trace per user, `…/ust/uid/<uid>/64-bit`, as lttng-sessiond
+//! names a per-UID registry's trace).
 //!
 //! ```text
 //!  create:  connect control + data, RELAYD_VERSION, CREATE_SESSION, CREATE_TRACE_CHUNK
 //!  a process joins: ADD_STREAM "metadata" + SEND_METADATA, ADD_STREAM per <channel>_<cpu>,
-//!                   STREAMS_SENT
+//!                   STREAMS_SENT (per-UID: the user's first process only)
 //!  each packet:     data header + packet bytes (data), SEND_INDEX (control)
 //!  live timer:      flush, and SEND_INDEX with packet_size 0 (a beacon) for idle streams
 //!  stop:            data-pending handshake until the relay has written everything

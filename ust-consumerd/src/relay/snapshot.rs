@@ -96,7 +96,7 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>, url: Option<Ne
                 r.close();
                 continue;
             };
-            let mut held = HeldCopy::new(&s.identity, &src.events);
+            let mut held = HeldCopy::new(&s.identity, &src.events).with_context_size(s.context_size);
             copy_held_packets(buffer, &mut held, src.dead, max_packets, &mut |info, packet| if r.send(info, packet) { Ok(()) } else { Err(failed()) })?;
             r.close();
             report.packets += held.report.packets;
