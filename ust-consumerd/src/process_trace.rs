@@ -194,21 +194,7 @@ fn fill_process_trace(
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let text = render_metadata(session, p, uuid);
     let clock = p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
-    // A network session: the metadata and one stream per CPU per channel are announced to
-    // the relay daemon before any buffer exists, so no packet can precede its metadata.
-    let (relay_meta, mut relay_streams) = match &session.relay {
-        None => (None, Vec::new()),
-        Some(out) => {
-            let names: Vec<(String, u64, u64)> = session
-                .channels
-                .iter()
-                .flat_map(|ch| (0..p.ncpus).map(move |cpu| (ust_ctf::stream_file_name(&ch.name, cpu), ch.config.tracefile_size, ch.config.tracefile_count)))
-                .collect();
-            let rel = relay_trace_path(&dir);
-            let (m, s) = out.add_trace(&rel, &text, &names).map_err(|e| SetupError::Io { what: format!("streaming {rel}"), source: std::io::Error::other(e) })?;
-            (Some(m), s.into_iter().rev().collect())
-        }
-    };
+    let (relay_meta, mut relay_streams) = announce_to_relay(session, p.ncpus, &relay_trace_path(&dir), &text)?;
     if live && relay_meta.is_none() {
         ust_ctf::metadata::write_atomically(&dir, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
     }
@@ -311,6 +297,31 @@ fn write_file_atomically(d: &std::path::Path, name: &str, bytes: &[u8]) -> Resul
 
 /// The relay stream path of the trace whose local directory would be `dir`:
 /// `ust/pid/<procname>-<pid>-<stamp>`, relative to the session on the relay daemon.
+/// A network session's announcement of one trace to the relay daemon: its metadata stream
+/// (sent `metadata`) and one stream per CPU (`0..ncpus`) per channel, under `rel`, before
+/// any buffer exists, so no packet can precede its metadata (as lttng-sessiond announces a
+/// registry's streams). `(None, [])` for a local session. The data streams come back in
+/// reverse order, channel by channel and CPU by CPU, for the caller to `pop` as it makes
+/// the streams in order.
+///
+/// # Errors
+/// [`SetupError::Io`] naming `rel` when the relay connection fails.
+pub(crate) fn announce_to_relay(
+    session: &crate::session::Session,
+    ncpus: u32,
+    rel: &str,
+    metadata: &str,
+) -> Result<(Option<crate::relay::RelayMetadata>, Vec<crate::relay::RelayStream>), SetupError> {
+    let Some(out) = &session.relay else { return Ok((None, Vec::new())) };
+    let names: Vec<(String, u64, u64)> = session
+        .channels
+        .iter()
+        .flat_map(|ch| (0..ncpus).map(move |cpu| (ust_ctf::stream_file_name(&ch.name, cpu), ch.config.tracefile_size, ch.config.tracefile_count)))
+        .collect();
+    let (m, s) = out.add_trace(rel, metadata, &names).map_err(|e| SetupError::Io { what: format!("streaming {rel}"), source: std::io::Error::other(e) })?;
+    Ok((Some(m), s.into_iter().rev().collect()))
+}
+
 fn relay_trace_path(dir: &std::path::Path) -> String {
     let leaf = dir.file_name().map(|l| l.to_string_lossy().into_owned()).unwrap_or_default();
     format!("ust/pid/{leaf}")

@@ -293,22 +293,8 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
     let metadata = render(session, uid, uuid, tsc, &[]);
     let context_sizes: Vec<usize> = session.channels.iter().map(|c| ust_core::context::block_size(&c.contexts)).collect();
     let shm_dir = session.shm_dir.as_ref().map(|base| uid_dir(base, uid));
-    // A network session: the metadata stream and one stream per CPU per channel are
-    // announced before any buffer exists, so no packet can precede its metadata (as
-    // lttng-sessiond announces a per-UID registry's streams).
-    let (relay_meta, mut relay_streams) = match &session.relay {
-        None => (None, Vec::new()),
-        Some(out) => {
-            let names: Vec<(String, u64, u64)> = session
-                .channels
-                .iter()
-                .flat_map(|ch| (0..ncpus).map(move |cpu| (ust_ctf::stream_file_name(&ch.name, cpu), ch.config.tracefile_size, ch.config.tracefile_count)))
-                .collect();
-            let rel = relay_path(uid);
-            let (m, s) = out.add_trace(&rel, &metadata, &names).map_err(|e| SetupError::Io { what: format!("streaming {rel}"), source: std::io::Error::other(e) })?;
-            (Some(m), s.into_iter().rev().collect::<Vec<_>>())
-        }
-    };
+    // A network session: its streams are announced before any buffer exists.
+    let (relay_meta, mut relay_streams) = crate::process_trace::announce_to_relay(session, ncpus, &relay_path(uid), &metadata)?;
     let made = (|| {
         use std::os::unix::fs::DirBuilderExt;
         if local {
