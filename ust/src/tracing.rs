@@ -266,10 +266,16 @@ fn hint(l: crate::runtime::EnabledLevels) -> Option<::tracing_core::LevelFilter>
     }
 }
 
+/// Whether a callsite's spans and events may be recorded. A callsite not yet in [`MAP`] is
+/// let through: `tracing-core` asks `enabled` of a thread that meets a callsite while
+/// another thread is registering it (its interest is then "sometimes"), before that
+/// registration reached [`sites_for`]; answering `false` there silently lost that thread's
+/// span (seen in CI: a worker's first `job` span missing, its `step` event kept). The
+/// layer's `on_new_span`/`on_event` then make the sites and decide on their state.
 fn enabled_for(meta: &Metadata<'_>) -> bool {
     let map = MAP.read().unwrap_or_else(|e| e.into_inner());
     let k = meta as *const Metadata<'_> as usize;
-    map.as_ref().and_then(|m| m.get(&k)).is_some_and(|s| s.any_enabled())
+    map.as_ref().and_then(|m| m.get(&k)).is_none_or(|s| s.any_enabled())
 }
 
 thread_local! {
@@ -425,14 +431,15 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let Some(sites) = lookup(event.metadata()) else { return };
+        // `sites_for`, not `lookup`: the callsite may still be registering (see `enabled_for`).
+        let sites = sites_for(event.metadata());
         if let Some(site) = sites.main.filter(|s| s.is_enabled()) {
             record(site, sites.ip, &[], event.metadata().fields().len(), |v| event.record(v));
         }
     }
 
     fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
-        let Some(sites) = lookup(attrs.metadata()) else { return };
+        let sites = sites_for(attrs.metadata());
         let Some(site) = sites.main.filter(|s| s.is_enabled()) else { return };
         let parent = match attrs.parent() {
             Some(p) => p.into_u64(),
