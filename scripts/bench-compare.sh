@@ -48,6 +48,7 @@ tracing_anchor 100000000 off | tee -a "$log/tracing"
 for what in "" span; do
   tracing_anchor 2000000 chrome $what | tee -a "$log/tracing"
   tracing_anchor 2000000 perfetto $what | tee -a "$log/tracing"
+  tracing_anchor 2000000 fastrace $what | tee -a "$log/tracing"
 done
 
 # --- the project --------------------------------------------------------------------------
@@ -108,6 +109,8 @@ tr_chrome = num(r"tracing-chrome ns_per_event=([\d.]+)", tr)
 tr_perfetto = num(r"tracing-perfetto ns_per_event=([\d.]+)", tr)
 tr_chrome_span = num(r"tracing-chrome span ns_per_event=([\d.]+)", tr)
 tr_perfetto_span = num(r"tracing-perfetto span ns_per_event=([\d.]+)", tr)
+tr_fastrace = num(r"fastrace ns_per_event=([\d.]+)", tr)
+tr_fastrace_span = num(r"fastrace span ns_per_event=([\d.]+)", tr)
 def f(x, d=1):
     return "–" if x is None else f"{x:.{d}f}"
 def r(a, b):
@@ -138,6 +141,8 @@ rows = [
     ("  (ust layer, callsite no session enables)", g("tracing+ust layer: disabled callsite"), "tracing, no subscriber", tr_off, ""),
     ("tracing span made, entered, exited, closed, ust's layer", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "tracing-chrome layer", tr_chrome_span, ""),
     ("  same", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "tracing-perfetto layer", tr_perfetto_span, ""),
+    ("enabled {u64,i32}, monotonic, 1 thread", e1, "fastrace event, 2 properties", tr_fastrace, "< 1x"),
+    ("tracing span made, entered, exited, closed, ust's layer", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),
 ]
 print(f"load average before/after: {load0} / {load1}; {os.cpu_count()} CPUs\n")
 print("| figure | ust (ns, median) | reference | ref (ns) | ratio | target |")

@@ -4,13 +4,19 @@
 //! ust's cost per recorded event: `tracing-chrome` (Chrome JSON, written by its own thread)
 //! and `tracing-perfetto` (Perfetto protobuf, written by the emitting thread).
 //!
-//! Usage: `tracing-anchor [EVENTS] [off | chrome | perfetto | fmt] [span]` (default 2000000
+//! With `fastrace`, the same event is recorded by fastrace (TiKV's timeline tracer, the
+//! fastest Rust tracing crate a user would pick instead): `LocalSpan::add_event` with the
+//! two properties (fastrace keeps properties as strings, so each is formatted), under a
+//! root span per 1024 events, reported by fastrace's collector thread to a file writer that
+//! writes each event as a line; with `span`, a local span with the `id` property instead.
+//!
+//! Usage: `tracing-anchor [EVENTS] [off | chrome | perfetto | fastrace | fmt] [span]` (default 2000000
 //! events; with `span`, each iteration is a span made, entered, exited and closed instead,
 //! printed with ` span` after the layer's name).
 //! Prints one line, parsed by `scripts/bench-compare.sh`:
 //! `tracing fmt+non_blocking ns_per_event=..`, or with `off`, `tracing disabled
 //! ns_per_event=..`, or `tracing-chrome ns_per_event=..` / `tracing-perfetto
-//! ns_per_event=..`. The event is `info!(id = u64, val = i32, "ev")` in each case. The time
+//! ns_per_event=..` / `fastrace ns_per_event=..`. The event is `info!(id = u64, val = i32, "ev")` in each case. The time
 //! is the emitting thread's wall time over EVENTS; with a subscriber the clock stops
 //! before the guard flushes what a writer thread has not yet written.
 use std::time::Instant;
@@ -35,6 +41,44 @@ fn run(n: u64) -> f64 {
     t.elapsed().as_nanos() as f64 / n as f64
 }
 
+/// fastrace's reporter for the anchor: every event (or span) of the spans it is handed,
+/// written as a text line to a buffered file, on fastrace's collector thread.
+struct FileReporter(std::io::BufWriter<std::fs::File>);
+
+impl fastrace::collector::Reporter for FileReporter {
+    fn report(&mut self, spans: Vec<fastrace::collector::SpanRecord>) {
+        use std::io::Write;
+        for s in spans {
+            for e in &s.events {
+                let _ = writeln!(self.0, "{} {} {:?}", e.timestamp_unix_ns, e.name, e.properties);
+            }
+            let _ = writeln!(self.0, "{} {} {} {:?}", s.begin_time_unix_ns, s.duration_ns, s.name, s.properties);
+        }
+        let _ = self.0.flush();
+    }
+}
+
+/// [`run`]'s counterpart in fastrace: ns per iteration of `n`.
+fn run_fastrace(n: u64) -> f64 {
+    use fastrace::prelude::*;
+    let span = std::env::args().nth(3).as_deref() == Some("span");
+    let t = Instant::now();
+    let mut i = 0u64;
+    while i < n {
+        let root = Span::root("batch", SpanContext::random());
+        let _g = root.set_local_parent();
+        for _ in 0..1024.min(n - i) {
+            if span {
+                let _s = LocalSpan::enter_with_local_parent("work").with_property(|| ("id", i.to_string()));
+            } else {
+                LocalSpan::add_event(Event::new("ev").with_properties(|| [("id", i.to_string()), ("val", 7i32.to_string())]));
+            }
+            i += 1;
+        }
+    }
+    t.elapsed().as_nanos() as f64 / n as f64
+}
+
 fn suffix() -> &'static str {
     if std::env::args().nth(3).as_deref() == Some("span") { " span" } else { "" }
 }
@@ -51,6 +95,13 @@ fn main() {
             let ns = run(n);
             drop(guard);
             println!("tracing-chrome{} ns_per_event={ns:.1}", suffix());
+        }
+        "fastrace" => {
+            let file = std::fs::File::create(&path).expect("create trace file");
+            fastrace::set_reporter(FileReporter(std::io::BufWriter::new(file)), fastrace::collector::Config::default());
+            let ns = run_fastrace(n);
+            fastrace::flush();
+            println!("fastrace{} ns_per_event={ns:.1}", suffix());
         }
         "perfetto" => {
             let file = std::fs::File::create(&path).expect("create trace file");
