@@ -553,8 +553,17 @@ impl<M: Memory> Buffer<M> {
     /// (recovery would then treat the slot as uncommitted).
     #[inline(always)]
     pub fn commit<L: PacketLayout>(&self, layout: &L, r: Reservation, first_byte: u8) {
+        self.slot_offset(&r);
+        self.commit_own(layout, r, first_byte);
+    }
+
+    /// [`commit`](Buffer::commit) of a reservation known to come from this buffer (made
+    /// by [`Buffer::record`] a few instructions earlier): no check of its owner.
+    #[inline(always)]
+    pub(crate) fn commit_own<L: PacketLayout>(&self, layout: &L, r: Reservation, first_byte: u8) {
         debug_assert!(first_byte != 0, "byte 0 of a record must be nonzero");
-        let off = self.slot_offset(&r);
+        debug_assert_eq!(r.owner, self.mem.id());
+        let off = r.off;
         self.mem.store_u8(off, first_byte, Release);
         let amount = u64::from(r.len);
         // SAFETY: `hot_sb` offsets are aligned and in bounds (see `hot_sb`).

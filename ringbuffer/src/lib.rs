@@ -461,6 +461,33 @@ impl Buffer<MapMemory> {
         unsafe { self.mem.slice_mut(off, r.len as usize) }
     }
 
+    /// Reserves a slot of `size`, has `write` fill it, and commits it: [`reserve`],
+    /// [`slot`] and [`commit`] in one call, the emit path's form (the reservation never
+    /// leaves the buffer, so nothing checks whose it is).
+    ///
+    /// `write` receives the slot (`len` bytes, byte 0 first: the compact or extended
+    /// size of `size`), the reservation's timestamp (trace-clock ns) and whether the
+    /// record must use the extended header; it writes bytes `1..len` and returns byte 0
+    /// (nonzero, the per-slot commit evidence), which is stored last with Release.
+    ///
+    /// Errors: those of [`reserve`], each already counted; `write` is then not called.
+    ///
+    /// [`reserve`]: Buffer::reserve
+    /// [`slot`]: Buffer::slot
+    /// [`commit`]: Buffer::commit
+    #[inline(always)]
+    pub fn record<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, write: impl FnOnce(&mut [u8], u64, bool) -> u8)
+        -> Result<(), Dropped> {
+        let r = self.reserve(layout, clock, size)?;
+        // SAFETY: `off..off + len` is the slot the reservation just made in this memory
+        // (in bounds: `slice_mut` checks), owned by this call until the commit below; the
+        // slice does not outlive the call.
+        let bytes = unsafe { self.mem.slice_mut(r.off, r.len as usize) };
+        let first = write(bytes, r.timestamp, r.extended);
+        self.commit_own(layout, r, first);
+        Ok(())
+    }
+
     /// The mapping.
     pub fn map(&self) -> &memmap2::MmapRaw {
         self.mem.map()
