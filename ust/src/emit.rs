@@ -165,17 +165,28 @@ fn emit_in<F: Fn(&mut [u8])>(ch: &channel::Channel, cpu: u32, id: u32, ip: u64, 
     if !ch.plain {
         return emit_in_general(ch, cpu, id, ip, size, write);
     }
-    let recorded = ch.buffer(cpu).record(&CtfPacketLayout, &ch.clock, size, |bytes, timestamp, ext| {
-        let (byte0, header_len) = event_header::write(bytes, id, timestamp, ext);
-        if let Some(payload) = bytes.get_mut(header_len..) {
-            write(payload);
-        }
-        byte0
-    });
-    match recorded {
+    match ch.buffer(cpu).record(&CtfPacketLayout, &ch.clock, size, Record { id, write }) {
         Err(Dropped::Migrated) => Err(Dropped::Migrated),
         // A refused reservation is already counted in the buffer (lost_full / lost_big).
         _ => Ok(()),
+    }
+}
+
+/// The bytes of one record of a [plain](channel::Channel::plain) channel: the event
+/// header, then the payload `write` makes.
+struct Record<'a, F> {
+    id: u32,
+    write: &'a F,
+}
+
+impl<F: Fn(&mut [u8])> ringbuffer::Fill for Record<'_, F> {
+    #[inline(always)]
+    fn fill(self, bytes: &mut [u8], timestamp: u64, ext: bool) -> u8 {
+        let (byte0, header_len) = event_header::write(bytes, self.id, timestamp, ext);
+        if let Some(payload) = bytes.get_mut(header_len..) {
+            (self.write)(payload);
+        }
+        byte0
     }
 }
 
