@@ -249,7 +249,9 @@ impl<M: Memory> Buffer<M> {
         let last = unsafe { self.mem.load_u64_unchecked(last_w, Acquire) };
         let extended = size.compact == size.extended || (ts.wrapping_sub(last) >> TIMESTAMP_BITS) != 0;
         let slot = u64::from(if extended { size.extended } else { size.compact });
-        if !(slot != 0 && off + slot < h.sbs && u64::from(size.compact) <= h.room) {
+        // (No test of `size.compact` against the room after the header: a nonzero slot that
+        // ends inside the sub-buffer, at or after `off`, fits it.)
+        if !(slot != 0 && off + slot < h.sbs) {
             return Attempt::Slow(Some((old, ts, last)));
         }
         match cas(write_w, old, old.wrapping_add(slot)) {
@@ -617,9 +619,10 @@ impl<M: Memory> Buffer<M> {
         let amount = u64::from(r.len);
         // SAFETY: `hot_sb` offsets are aligned and in bounds (see `hot_sb`).
         let prev = unsafe { self.mem.fetch_add_u64_unchecked(self.hot_sb(r.pos, SB_COMMIT), amount, AcqRel) };
-        // Complete when the counter reaches (lap + 1) * subbuf_size.
-        let complete = (r.pos >> self.hot.ring_order).wrapping_add(1) << self.hot.sb_order;
-        if prev.wrapping_add(amount) == complete {
+        // Complete when the counter reaches (lap + 1) * subbuf_size: a multiple of the
+        // sub-buffer size first (one test: most commits stop here), then that one.
+        let now = prev.wrapping_add(amount);
+        if now & self.hot.sb_mask == 0 && now == (r.pos >> self.hot.ring_order).wrapping_add(1) << self.hot.sb_order {
             self.deliver(layout, r.pos);
         }
     }

@@ -222,20 +222,24 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
                 // enabled branch only.
                 let __ust_ip: u64 = ::ust::call_site_ip!();
                 #(#lets)*
-                #(#lens)*
-                let __ust_len: usize = if __UST_FIXED.is_some() { __UST_LEN } else { #sum };
-                ::ust::__private::emit(&__UST_SITE, __ust_ip, __ust_len, |__ust_out: &mut [u8]| {
-                    if __UST_FIXED.is_some() {
+                // A constant condition: only one of the two calls is compiled in.
+                const __UST_IS_FIXED: bool = __UST_FIXED.is_some();
+                if __UST_IS_FIXED {
+                    // The closure captures the values only (the lengths are constants).
+                    ::ust::__private::emit(&__UST_SITE, __ust_ip, __UST_LEN, |__ust_out: &mut [u8]| {
                         // `emit` hands over exactly `__UST_LEN` bytes.
-                        if let Ok(__ust_a) = <&mut [u8; __UST_LEN]>::try_from(&mut *__ust_out) {
+                        if let Ok(__ust_a) = <&mut [u8; __UST_LEN]>::try_from(__ust_out) {
                             #(#fixed_encodes)*
                             let _ = __ust_a;
                         }
-                        return;
-                    }
-                    #(#encodes)*
-                    let _ = __ust_out;
-                });
+                    });
+                } else {
+                    #(#lens)*
+                    ::ust::__private::emit(&__UST_SITE, __ust_ip, #sum, |__ust_out: &mut [u8]| {
+                        #(#encodes)*
+                        let _ = __ust_out;
+                    });
+                }
             }
         }
     })

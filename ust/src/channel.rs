@@ -6,6 +6,8 @@
 //! freed (see [`retire`]): its descriptor is leaked on purpose (a few hundred bytes per
 //! channel per daemon session).
 
+use std::sync::atomic::{AtomicPtr, Ordering};
+
 use ringbuffer::Buffer;
 use ust_core::clock::TraceClock;
 use ust_core::protocol::MAX_CHANNELS;
@@ -96,22 +98,25 @@ const EMPTY: Published<Channel> = Published::empty();
 /// This copy's own slots.
 pub(crate) static OWN: Table = [EMPTY; MAX_CHANNELS as usize];
 
-/// The slots this copy of the crate reads: empty for its own ([`OWN`]); in a `dlopen`ed
-/// object whose process already has a runtime, that runtime's table (see
-/// `runtime::process`), so every copy of the crate in a process writes the same channels.
-static TABLE: Published<Table> = Published::empty();
+/// The slots this copy of the crate reads: its own ([`OWN`]); in a `dlopen`ed object
+/// whose process already has a runtime, that runtime's table (see `runtime::process`), so
+/// every copy of the crate in a process writes the same channels. Never null: it points to
+/// [`OWN`] from the start (one load on the emit path, no test).
+static TABLE: AtomicPtr<Table> = AtomicPtr::new(&OWN as *const Table as *mut Table);
 
 /// The slots in use.
 #[inline(always)]
 pub(crate) fn table() -> &'static Table {
-    TABLE.get().unwrap_or(&OWN)
+    // SAFETY: `TABLE` holds the address of `OWN` or, after `use_table`, that of another
+    // `&'static Table`: never null, never freed; `Table` is `Sync` (atomic slots).
+    unsafe { &*TABLE.load(Ordering::Acquire) }
 }
 
 /// Makes this copy read and write `t` (the process runtime's table) instead of its own.
 /// Called once, from the constructor of a copy that joins another one, before any of its
 /// sites can be enabled.
 pub(crate) fn use_table(t: &'static Table) {
-    TABLE.publish_ref(t);
+    TABLE.store(t as *const Table as *mut Table, Ordering::Release);
 }
 
 /// The channel in `slot`, if any.
