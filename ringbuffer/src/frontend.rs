@@ -76,6 +76,35 @@ struct Plan {
     open: bool,
 }
 
+/// What [`Buffer::reserve_then`] does with a reservation: a trait with an
+/// `#[inline(always)]` method rather than a closure, so that the compiler inlines it on the
+/// fast path even though the slow path calls it too.
+pub(crate) trait Then<R> {
+    /// Consumes the reservation.
+    fn then(self, r: Reservation) -> R;
+}
+
+/// [`Then`] that hands the reservation back ([`Buffer::reserve`]).
+struct Keep;
+
+impl Then<Reservation> for Keep {
+    #[inline(always)]
+    fn then(self, r: Reservation) -> Reservation {
+        r
+    }
+}
+
+/// What one try of a fast path gives.
+enum Attempt {
+    /// A slot.
+    Got(Reservation),
+    /// The general loop must decide, with this first load of `write`, clock read and load
+    /// of `last_tsc` (`None`: from scratch).
+    Slow(Option<(u64, u64, u64)>),
+    /// Refused, already counted (or [`Dropped::Migrated`], counted by the caller's retry).
+    Refused(Dropped),
+}
+
 impl<M: Memory> Buffer<M> {
     /// Writes the control block, the identity id table and the header (magic last).
     pub(crate) fn format(&self) {
@@ -162,23 +191,45 @@ impl<M: Memory> Buffer<M> {
         // makes the same atomic steps in the same order as with the loop alone, so the
         // model checker explores no more interleavings. A lost CAS race restarts the loop
         // (as the loop itself does).
-        match self.writers {
-            Writers::Atomic => self.reserve_fast(layout, clock, size, |w, old, new| {
+        self.reserve_then(layout, clock, size, Keep)
+    }
+
+    /// [`reserve`](Buffer::reserve), then `k` on the reservation: on the fast path `k`
+    /// runs right where the reservation was made (its values still in registers, not
+    /// merged through a `Result` with the other paths), once more after the slow path.
+    #[inline(always)]
+    pub(crate) fn reserve_then<L: PacketLayout, C: Clock, R>(&self, layout: &L, clock: &C, size: SlotSize, k: impl Then<R>)
+        -> Result<R, Dropped> {
+        let attempt = match self.writers {
+            Writers::Atomic => self.reserve_fast(clock, size, |w, old, new| {
                 // SAFETY: `hot_ctrl` offsets are aligned and in bounds (see `hot_ctrl`).
                 unsafe { self.mem.cas_u64_unchecked(w, old, new, AcqRel, Relaxed) }.map_or(CpuCas::Changed, |_| CpuCas::Done)
             }),
             Writers::PerCpu(cpu) => match clock.tsc() {
-                Some(conv) => self.reserve_percpu_tsc(layout, clock, size, cpu, conv),
-                None => self.reserve_fast(layout, clock, size, |w, old, new| self.mem.cpu_cas_u64(w, cpu, old, new)),
+                Some(conv) => self.reserve_percpu_tsc(size, cpu, conv),
+                None => self.reserve_fast(clock, size, |w, old, new| self.mem.cpu_cas_u64(w, cpu, old, new)),
             },
+        };
+        match attempt {
+            Attempt::Got(r) => Ok(k.then(r)),
+            Attempt::Slow(first) => self.reserve_slow_then(layout, clock, size, first, k),
+            Attempt::Refused(why) => Err(why),
         }
+    }
+
+    /// The slow path of [`Buffer::reserve_then`], out of line so that `k` is inlined only
+    /// once on the fast path.
+    #[cold]
+    #[inline(never)]
+    fn reserve_slow_then<L: PacketLayout, C: Clock, R>(&self, layout: &L, clock: &C, size: SlotSize, first: Option<(u64, u64, u64)>, k: impl Then<R>)
+        -> Result<R, Dropped> {
+        self.reserve_slow(layout, clock, size, first, true).map(|r| k.then(r))
     }
 
     /// The fast path of [`reserve`](Buffer::reserve) with `cas` as its one step that
     /// differs between writer modes (the compare-and-swap of `write`, word offset first).
     #[inline(always)]
-    fn reserve_fast<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, cas: impl Fn(usize, u64, u64) -> CpuCas)
-        -> Result<Reservation, Dropped> {
+    fn reserve_fast<C: Clock>(&self, clock: &C, size: SlotSize, cas: impl Fn(usize, u64, u64) -> CpuCas) -> Attempt {
         let h = &self.hot;
         let write_w = self.hot_ctrl(CTRL_WRITE);
         let last_w = self.hot_ctrl(CTRL_LAST_TSC);
@@ -192,34 +243,33 @@ impl<M: Memory> Buffer<M> {
             // `write` at a sub-buffer start: the next reservation opens it (slow path, with
             // this load and clock read: the same atomic steps as the general loop, so the
             // model checker's state space does not grow).
-            return self.reserve_slow(layout, clock, size, Some((old, ts, 0)), true);
+            return Attempt::Slow(Some((old, ts, 0)));
         }
         // SAFETY: as above.
         let last = unsafe { self.mem.load_u64_unchecked(last_w, Acquire) };
         let extended = size.compact == size.extended || (ts.wrapping_sub(last) >> TIMESTAMP_BITS) != 0;
         let slot = u64::from(if extended { size.extended } else { size.compact });
         if !(slot != 0 && off + slot < h.sbs && u64::from(size.compact) <= h.room) {
-            return self.reserve_slow(layout, clock, size, Some((old, ts, last)), true);
+            return Attempt::Slow(Some((old, ts, last)));
         }
         match cas(write_w, old, old.wrapping_add(slot)) {
             CpuCas::Done => {
                 // SAFETY: as above.
                 unsafe { self.mem.store_u64_unchecked(last_w, ts, Release) };
-                let Some(phys) = self.writing_phys(old) else { return self.lost_slot() };
-                return Ok(Reservation {
+                let Some(phys) = self.writing_phys(old) else { return Attempt::Refused(self.lost_slot()) };
+                Attempt::Got(Reservation {
                     timestamp: ts,
                     extended,
                     len: slot as u32,
                     pos: old,
                     off: h.data + (phys << h.sb_order) + off as usize,
                     owner: self.mem.id(),
-                });
+                })
             }
-            CpuCas::Moved => return Err(Dropped::Migrated),
-            CpuCas::Changed => {}
+            CpuCas::Moved => Attempt::Refused(Dropped::Migrated),
+            // Lost the CAS race: start over (the general loop would `continue` here too).
+            CpuCas::Changed => Attempt::Slow(None),
         }
-        // Lost the CAS race: start over (the general loop would `continue` here too).
-        self.reserve_slow(layout, clock, size, None, true)
     }
 
     /// [`reserve`](Buffer::reserve) of a per-CPU buffer with a TSC clock: the fast case
@@ -228,17 +278,16 @@ impl<M: Memory> Buffer<M> {
     /// stores `write`; any other case takes `reserve_slow` with the section's loads and
     /// clock read (ordered with the buffer's reservations: they were made on its CPU).
     #[inline(always)]
-    fn reserve_percpu_tsc<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, cpu: u32, conv: &TscConv)
-        -> Result<Reservation, Dropped> {
+    fn reserve_percpu_tsc(&self, size: SlotSize, cpu: u32, conv: &TscConv) -> Attempt {
         let h = &self.hot;
         let (write_w, last_w) = (self.hot_ctrl(CTRL_WRITE), self.hot_ctrl(CTRL_LAST_TSC));
         let forced = size.compact == size.extended;
         let slot = u64::from(if forced { size.extended } else { size.compact });
         let (Some(wp), Some(lp)) = (self.mem.word_ptr(write_w), self.mem.word_ptr(last_w)) else {
-            return self.reserve_slow(layout, clock, size, None, true);
+            return Attempt::Slow(None);
         };
         if slot == 0 || u64::from(size.compact) > h.room {
-            return self.reserve_slow(layout, clock, size, None, true);
+            return Attempt::Slow(None);
         }
         let delta_mask = if forced { 0 } else { !((1u64 << TIMESTAMP_BITS) - 1) };
         // SAFETY: `wp` and `lp` are the aligned, in-bounds `write` and `last_tsc` words of
@@ -248,8 +297,8 @@ impl<M: Memory> Buffer<M> {
             FastReserve::Reserved { old, ts } => {
                 // SAFETY: `hot_ctrl` offsets are aligned and in bounds (see `hot_ctrl`).
                 unsafe { self.mem.store_u64_unchecked(last_w, ts, Release) };
-                let Some(phys) = self.writing_phys(old) else { return self.lost_slot() };
-                Ok(Reservation {
+                let Some(phys) = self.writing_phys(old) else { return Attempt::Refused(self.lost_slot()) };
+                Attempt::Got(Reservation {
                     timestamp: ts,
                     extended: forced,
                     len: slot as u32,
@@ -258,8 +307,8 @@ impl<M: Memory> Buffer<M> {
                     owner: self.mem.id(),
                 })
             }
-            FastReserve::Slow { old, ts, last } => self.reserve_slow(layout, clock, size, Some((old, ts, last)), true),
-            FastReserve::Moved => Err(Dropped::Migrated),
+            FastReserve::Slow { old, ts, last } => Attempt::Slow(Some((old, ts, last))),
+            FastReserve::Moved => Attempt::Refused(Dropped::Migrated),
         }
     }
 
@@ -275,9 +324,9 @@ impl<M: Memory> Buffer<M> {
     /// and uncommitted, so its sub-buffer is never delivered; the event counts as lost.
     #[cold]
     #[inline(never)]
-    fn lost_slot(&self) -> Result<Reservation, Dropped> {
+    fn lost_slot(&self) -> Dropped {
         self.count(Dropped::Full);
-        Err(Dropped::Full)
+        Dropped::Full
     }
 
     /// Offset of control word `w` (a `CTRL_*` constant) for the unchecked accessors of the
@@ -553,8 +602,17 @@ impl<M: Memory> Buffer<M> {
     /// (recovery would then treat the slot as uncommitted).
     #[inline(always)]
     pub fn commit<L: PacketLayout>(&self, layout: &L, r: Reservation, first_byte: u8) {
+        self.slot_offset(&r);
+        self.commit_own(layout, r, first_byte);
+    }
+
+    /// [`commit`](Buffer::commit) of a reservation known to come from this buffer (made
+    /// by [`Buffer::record`] a few instructions earlier): no check of its owner.
+    #[inline(always)]
+    pub(crate) fn commit_own<L: PacketLayout>(&self, layout: &L, r: Reservation, first_byte: u8) {
         debug_assert!(first_byte != 0, "byte 0 of a record must be nonzero");
-        let off = self.slot_offset(&r);
+        debug_assert_eq!(r.owner, self.mem.id());
+        let off = r.off;
         self.mem.store_u8(off, first_byte, Release);
         let amount = u64::from(r.len);
         // SAFETY: `hot_sb` offsets are aligned and in bounds (see `hot_sb`).

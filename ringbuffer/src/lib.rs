@@ -461,9 +461,59 @@ impl Buffer<MapMemory> {
         unsafe { self.mem.slice_mut(off, r.len as usize) }
     }
 
+    /// Reserves a slot of `size`, has `write` fill it, and commits it: [`reserve`],
+    /// [`slot`] and [`commit`] in one call, the emit path's form (the reservation never
+    /// leaves the buffer, so nothing checks whose it is).
+    ///
+    /// `write` ([`Fill::fill`]) receives the slot and writes it; byte 0, which it
+    /// returns, is stored last with Release.
+    ///
+    /// Errors: those of [`reserve`], each already counted; `write` is then not called.
+    ///
+    /// [`reserve`]: Buffer::reserve
+    /// [`slot`]: Buffer::slot
+    /// [`commit`]: Buffer::commit
+    #[inline(always)]
+    pub fn record<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, write: impl Fill)
+        -> Result<(), Dropped> {
+        self.reserve_then(layout, clock, size, WriteAndCommit { buf: self, layout, write })
+    }
+
     /// The mapping.
     pub fn map(&self) -> &memmap2::MmapRaw {
         self.mem.map()
+    }
+}
+
+/// What [`Buffer::record`] writes into the slot it reserved. A trait rather than a
+/// closure so that an implementation can mark [`fill`](Fill::fill) `#[inline(always)]`:
+/// the record path calls it from its fast and its slow path, and a closure called twice
+/// is often not inlined.
+pub trait Fill {
+    /// Writes bytes `1..len` of `slot` (`len` bytes, byte 0 first: the compact or
+    /// extended size asked for), for a record of trace-clock time `timestamp` (ns) that
+    /// must use the extended event header if `extended`; returns byte 0, which must be
+    /// nonzero (the per-slot commit evidence, see [`Buffer`]).
+    fn fill(self, slot: &mut [u8], timestamp: u64, extended: bool) -> u8;
+}
+
+/// The rest of [`Buffer::record`] once the slot is reserved: `write` fills it, then the
+/// commit.
+struct WriteAndCommit<'a, L, W> {
+    buf: &'a Buffer,
+    layout: &'a L,
+    write: W,
+}
+
+impl<L: PacketLayout, W: Fill> frontend::Then<()> for WriteAndCommit<'_, L, W> {
+    #[inline(always)]
+    fn then(self, r: Reservation) {
+        // SAFETY: `off..off + len` is the slot the reservation just made in this memory (in
+        // bounds: `slice_mut` checks), owned by this call until the commit below; the slice
+        // does not outlive the call.
+        let bytes = unsafe { self.buf.mem.slice_mut(r.off, r.len as usize) };
+        let first = self.write.fill(bytes, r.timestamp, r.extended);
+        self.buf.commit_own(self.layout, r, first);
     }
 }
 

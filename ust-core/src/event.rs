@@ -228,7 +228,8 @@ pub enum DescError {
 impl FieldType {
     /// Size in bytes of a value of this type when it does not depend on the value
     /// (integers, floats, arrays, enums); `None` for strings and sequences.
-    pub fn fixed_size(&self) -> Option<usize> {
+    /// A `const fn`: the tracepoint macros lay out fixed-size payloads at compile time.
+    pub const fn fixed_size(&self) -> Option<usize> {
         match self {
             FieldType::Integer(i) => Some(i.size_bytes()),
             FieldType::Float { exp_dig, .. } => Some(if *exp_dig == 8 { 4 } else { 8 }),
@@ -343,6 +344,29 @@ pub struct FieldDesc {
     pub ty: FieldType,
 }
 
+/// Where each field of a payload whose fields are all fixed-size starts, and the payload
+/// size: `(offsets, size)` with `offsets[i]` the byte offset of `fields[i]` (fields are
+/// packed, byte-aligned, in order: docs/DESIGN.md, "Field types"); `None` when a field is
+/// a string, a sequence or dynamic, or there are more than `N` fields. A `const fn`, for
+/// the tracepoint macros (`N` is their field count).
+pub const fn fixed_layout<const N: usize>(fields: &[FieldDesc]) -> Option<([usize; N], usize)> {
+    if fields.len() != N {
+        return None;
+    }
+    let mut offsets = [0usize; N];
+    let mut at = 0usize;
+    let mut i = 0;
+    while i < N {
+        offsets[i] = at;
+        match fields[i].ty.fixed_size() {
+            Some(n) => at += n,
+            None => return None,
+        }
+        i += 1;
+    }
+    Some((offsets, at))
+}
+
 /// Everything known about an event before it fires: provider, name, level, fields, and the
 /// source location of the call site. `provider:name` is the event name in the trace
 /// (LTTng's convention).
@@ -450,6 +474,25 @@ mod tests {
         assert_eq!(DESC.fixed_payload_size(), None);
         assert_eq!(FieldType::Array { elem: IntegerType::I32, len: 3 }.fixed_size(), Some(12));
         assert_eq!(FieldType::Float { exp_dig: 8, mant_dig: 24 }.fixed_size(), Some(4));
+    }
+
+    #[test]
+    fn fixed_layout_packs_fields_in_order_or_answers_none() {
+        // A string, a sequence or a field count other than N: no fixed layout.
+        assert_eq!(fixed_layout::<3>(FIELDS), None);
+        assert_eq!(fixed_layout::<2>(FIELDS), None);
+        const PACKED: &[FieldDesc] = &[
+            FieldDesc { name: Cow::Borrowed("a"), ty: FieldType::Integer(IntegerType::U8) },
+            FieldDesc { name: Cow::Borrowed("f"), ty: FieldType::Float { exp_dig: 11, mant_dig: 53 } },
+            FieldDesc { name: Cow::Borrowed("r"), ty: FieldType::Array { elem: IntegerType::U16, len: 3 } },
+            FieldDesc { name: Cow::Borrowed("i"), ty: FieldType::Integer(IntegerType::I32) },
+        ];
+        // Evaluated at compile time, as the macros do.
+        const LAYOUT: Option<([usize; 4], usize)> = fixed_layout::<4>(PACKED);
+        assert_eq!(LAYOUT, Some(([0, 1, 9, 15], 19)));
+        assert_eq!(fixed_layout::<0>(&[]), Some(([], 0)));
+        let strings = [FieldDesc { name: Cow::Borrowed("s"), ty: FieldType::String }];
+        assert_eq!(fixed_layout::<1>(&strings), None);
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub mod packet;
 pub mod protocol;
 pub mod rundir;
 
-pub use event::{DynamicTag, EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
+pub use event::{fixed_layout, DynamicTag, EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
 pub use level::Level;
 
 /// Major version of the application ↔ daemon ABI (registration protocol and buffer

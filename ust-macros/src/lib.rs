@@ -145,6 +145,7 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
     let mut lens = Vec::new();
     let mut encodes = Vec::new();
     let mut len_idents = Vec::new();
+    let mut fixed_encodes = Vec::new();
     for (i, f) in fields.iter().enumerate() {
         let name_s = unraw(&f.name);
         let sty = static_type(&f.ty);
@@ -170,8 +171,22 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
             let (__ust_head, __ust_out) = __ust_out.split_at_mut(#l);
             <#ty as #named>::encode(&#v, __ust_head);
         });
+        // The same field at its constant offset, when every field is fixed-size (a
+        // constant-length slice of the payload array: no length check is left).
+        let idx = syn::Index::from(i);
+        fixed_encodes.push(quote_spanned! {ty.span()=>
+            {
+                const __UST_AT: usize = __UST_OFF[#idx];
+                const __UST_END: usize = match __UST_FIELDS[#idx].ty.fixed_size() {
+                    Some(n) if __UST_FIXED.is_some() => __UST_AT + n,
+                    _ => __UST_AT,
+                };
+                <#ty as #named>::encode(&#v, &mut __ust_a[__UST_AT..__UST_END]);
+            }
+        });
         len_idents.push(l);
     }
+    let nfields = fields.len();
     let sum = if len_idents.is_empty() { quote!(0usize) } else { quote!(0usize #(+ #len_idents)*) };
     let markers = if markers.is_empty() {
         quote!()
@@ -197,13 +212,27 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
             #[linkme(crate = ::ust::__private::linkme)]
             static __UST_SITE_REF: &::ust::__private::Site = &__UST_SITE;
             #markers
+            // Every field fixed-size: the field offsets and the payload size, at compile
+            // time (else `None`, and the lengths are computed from the values).
+            const __UST_FIXED: ::core::option::Option<([usize; #nfields], usize)> = ::ust::__private::fixed_layout::<#nfields>(__UST_FIELDS);
+            const __UST_OFF: [usize; #nfields] = match __UST_FIXED { Some((o, _)) => o, None => [0; #nfields] };
+            const __UST_LEN: usize = match __UST_FIXED { Some((_, n)) => n, None => 0 };
             if __UST_SITE.is_enabled() {
                 // The call site's address, for the `ip` context: one instruction, on the
                 // enabled branch only.
                 let __ust_ip: u64 = ::ust::call_site_ip!();
                 #(#lets)*
                 #(#lens)*
-                ::ust::__private::emit(&__UST_SITE, __ust_ip, #sum, |__ust_out: &mut [u8]| {
+                let __ust_len: usize = if __UST_FIXED.is_some() { __UST_LEN } else { #sum };
+                ::ust::__private::emit(&__UST_SITE, __ust_ip, __ust_len, |__ust_out: &mut [u8]| {
+                    if __UST_FIXED.is_some() {
+                        // `emit` hands over exactly `__UST_LEN` bytes.
+                        if let Ok(__ust_a) = <&mut [u8; __UST_LEN]>::try_from(&mut *__ust_out) {
+                            #(#fixed_encodes)*
+                            let _ = __ust_a;
+                        }
+                        return;
+                    }
                     #(#encodes)*
                     let _ = __ust_out;
                 });

@@ -33,6 +33,9 @@ pub struct Channel {
     /// `u64::MAX` waits for room without limit, else waits at most that long
     /// ([`crate::emit`]).
     pub(crate) blocking_us: u64,
+    /// No shared ids, no context and no blocking: the emit path's short case, decided by
+    /// one test ([`Channel::new`] and each `with_*` keep it current).
+    pub(crate) plain: bool,
 }
 
 impl Channel {
@@ -50,12 +53,13 @@ impl Channel {
             b.claim_writers(if per_cpu { Writers::PerCpu(i as u32) } else { Writers::Atomic });
         }
         let ctx_len = ust_core::context::block_size(&contexts);
-        Channel { buffers, clock: TraceClock::Monotonic, session, name, contexts: contexts.into_boxed_slice(), ctx_len, shared_ids: None, blocking_us: 0 }
+        Channel { buffers, clock: TraceClock::Monotonic, session, name, contexts: contexts.into_boxed_slice(), ctx_len, shared_ids: None, blocking_us: 0, plain: ctx_len == 0 }
     }
 
     /// The same channel as a per-UID one: records take the ids the daemon sends.
     pub(crate) fn with_shared_ids(mut self) -> Channel {
         self.shared_ids = Some(Box::new(crate::shared_ids::SharedIds::new()));
+        self.plain = false;
         self
     }
 
@@ -63,6 +67,7 @@ impl Channel {
     /// [`Channel::blocking_us`]).
     pub(crate) fn with_blocking(mut self, us: u64) -> Channel {
         self.blocking_us = us;
+        self.plain &= us == 0;
         self
     }
 

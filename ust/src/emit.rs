@@ -156,8 +156,44 @@ fn migrated<F: Fn(&mut [u8])>(ch: &channel::Channel, id: u32, ip: u64, size: Slo
 
 /// One record of the event in `ch`'s buffer for `cpu`. `Err` only for
 /// [`Dropped::Migrated`] (every other refusal is counted by the buffer).
+///
+/// The common channel (per-PID, no context, discard or overwrite mode:
+/// [`Channel::plain`](channel::Channel::plain)) takes the short path, one test away:
+/// reserve, header, payload, commit through [`ringbuffer::Buffer::record`].
 #[inline(always)]
 fn emit_in<F: Fn(&mut [u8])>(ch: &channel::Channel, cpu: u32, id: u32, ip: u64, size: SlotSize, write: &F) -> Result<(), Dropped> {
+    if !ch.plain {
+        return emit_in_general(ch, cpu, id, ip, size, write);
+    }
+    match ch.buffer(cpu).record(&CtfPacketLayout, &ch.clock, size, Record { id, write }) {
+        Err(Dropped::Migrated) => Err(Dropped::Migrated),
+        // A refused reservation is already counted in the buffer (lost_full / lost_big).
+        _ => Ok(()),
+    }
+}
+
+/// The bytes of one record of a [plain](channel::Channel::plain) channel: the event
+/// header, then the payload `write` makes.
+struct Record<'a, F> {
+    id: u32,
+    write: &'a F,
+}
+
+impl<F: Fn(&mut [u8])> ringbuffer::Fill for Record<'_, F> {
+    #[inline(always)]
+    fn fill(self, bytes: &mut [u8], timestamp: u64, ext: bool) -> u8 {
+        let (byte0, header_len) = event_header::write(bytes, self.id, timestamp, ext);
+        if let Some(payload) = bytes.get_mut(header_len..) {
+            (self.write)(payload);
+        }
+        byte0
+    }
+}
+
+/// [`emit_in`] for a channel that is not [plain](channel::Channel::plain): per-UID ids,
+/// context fields, or blocking mode.
+#[inline(never)]
+fn emit_in_general<F: Fn(&mut [u8])>(ch: &channel::Channel, cpu: u32, id: u32, ip: u64, size: SlotSize, write: &F) -> Result<(), Dropped> {
     // A per-UID channel: the id of the trace's registry, and the header sizes for it.
     let (id, size) = match &ch.shared_ids {
         None => (id, size),
@@ -198,6 +234,7 @@ fn emit_in<F: Fn(&mut [u8])>(ch: &channel::Channel, cpu: u32, id: u32, ip: u64, 
     buf.commit(&CtfPacketLayout, r, byte0);
     Ok(())
 }
+
 /// `size` (computed for the site's own id) for event id `to`: the payload stays, the
 /// compact header is possible only for a small id.
 #[inline(always)]

@@ -243,7 +243,7 @@ pub fn sites() -> impl Iterator<Item = &'static Site> + Clone {
 pub mod __private {
     pub use linkme;
     pub use std::borrow::Cow;
-    pub use ust_core::{EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
+    pub use ust_core::{fixed_layout, EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
 
     pub use crate::emit::emit;
     pub use crate::field::{default_enum_container, enum_size, FieldNamed};

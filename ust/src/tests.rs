@@ -220,6 +220,57 @@ fn enabled_tracepoint_writes_exact_bytes() {
     assert_eq!(recs[1].1, expect2);
 }
 
+/// Every fixed-size field type in one event: the macros lay it out at compile time
+/// (`ust_core::fixed_layout`) and store each field at its constant offset.
+fn fire_fixed_types(d: u64, l: f64, r: [u16; 3]) {
+    crate::tracepoint!(
+        unit, fixed_types,
+        a: u8 = 0xab, b: u16 = 0x1234, c: u32 = 7, d: u64 = d,
+        e: i8 = -1, f: i16 = -2, g: i32 = -3, h: i64 = -4,
+        i: usize = 5, j: isize = -6, k: f32 = 1.5, l: f64 = l,
+        m: bool = true, n: char = 'é', r: [u16; 3] = r, t: Color = Color::Blue, u: Signed = Signed::Minus,
+    );
+}
+
+#[test]
+fn fixed_size_events_write_exact_bytes_at_constant_offsets() {
+    let _g = serial();
+    let ch = TestChannel::new(3, 4096);
+    let s = site_named("unit", "fixed_types");
+    assert_eq!(s.desc().fixed_payload_size(), Some(1 + 2 + 4 + 8 + 1 + 2 + 4 + 8 + 8 + 8 + 4 + 8 + 1 + 4 + 6 + 2 + 4));
+    enable(s, &[3]);
+    fire_fixed_types(u64::MAX, f64::NAN, [1, 2, 3]);
+    fire_fixed_types(0, -0.25, [0xffff, 0, 7]);
+    let expect = |d: u64, l: f64, r: [u16; 3]| {
+        let mut e = vec![0xab];
+        e.extend(0x1234u16.to_le_bytes());
+        e.extend(7u32.to_le_bytes());
+        e.extend(d.to_le_bytes());
+        e.extend((-1i8).to_le_bytes());
+        e.extend((-2i16).to_le_bytes());
+        e.extend((-3i32).to_le_bytes());
+        e.extend((-4i64).to_le_bytes());
+        e.extend(5u64.to_le_bytes());
+        e.extend((-6i64).to_le_bytes());
+        e.extend(1.5f32.to_le_bytes());
+        e.extend(l.to_le_bytes());
+        e.push(1);
+        e.extend(0xe9u32.to_le_bytes());
+        for x in r {
+            e.extend(x.to_le_bytes());
+        }
+        e.extend(300u16.to_le_bytes());
+        e.extend((-5i32).to_le_bytes());
+        e
+    };
+    let len = s.desc().fixed_payload_size().unwrap();
+    let recs = ch.records(|_, _| len);
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[0].0, s.id());
+    assert_eq!(recs[0].1, expect(u64::MAX, f64::NAN, [1, 2, 3]));
+    assert_eq!(recs[1].1, expect(0, -0.25, [0xffff, 0, 7]));
+}
+
 #[test]
 fn disabled_tracepoints_do_not_evaluate_arguments() {
     let _g = serial();
