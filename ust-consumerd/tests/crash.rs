@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{program, KillOnDrop, TestDaemon};
+use common::{program, spawn_ready, KillOnDrop, TestDaemon};
 
 /// A small xorshift generator seeded from the clock (the seed is printed on failure).
 struct Rng(u64);
@@ -514,22 +514,12 @@ fn kill_daemon(d: &TestDaemon) {
     }
 }
 
-/// Sends a batch size to `steady` and returns the ns per event it reports.
 /// Starts the release `steady` registered with `d` and waits for its `ready`; returns it
 /// (killed on drop) with its standard input and output for [`batch`].
 fn start_steady(d: &TestDaemon) -> (KillOnDrop, std::process::ChildStdin, BufReader<std::process::ChildStdout>) {
-    let mut child = Command::new(program("release", "steady"))
-        .env("UST_RUNDIR", &d.rundir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (mut child, stdout) = spawn_ready(Command::new(program("release", "steady")).env("UST_RUNDIR", &d.rundir));
     let stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    (KillOnDrop(child), stdin, stdout)
+    (child, stdin, stdout)
 }
 
 /// `voluntary_ctxt_switches` of the main thread of `pid` (its own task's line in
@@ -539,6 +529,7 @@ fn voluntary_switches(pid: u32) -> u64 {
     status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")).unwrap().trim().parse().unwrap()
 }
 
+/// Sends a batch size to `steady` and returns the ns per event it reports.
 fn batch(stdin: &mut impl std::io::Write, stdout: &mut impl BufRead, n: u64) -> f64 {
     writeln!(stdin, "{n}").unwrap();
     stdin.flush().unwrap();

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{babeltrace, consumerd_bin, ust_bin, KillOnDrop};
+use common::users::{self, id_of};
+use common::{babeltrace, ust_bin, KillOnDrop};
 use ust_ctl::kview::{KviewReply, KviewRequest};
 
 const A: &str = "ustkb-a";
@@ -41,24 +42,6 @@ macro_rules! require_root {
     };
 }
 
-fn id_of(user: &str, flag: &str) -> u32 {
-    let o = Command::new("id").args([flag, user]).output().unwrap();
-    assert!(o.status.success(), "id {flag} {user}");
-    String::from_utf8(o.stdout).unwrap().trim().parse().unwrap()
-}
-
-fn ensure_users() {
-    static MADE: std::sync::Once = std::sync::Once::new();
-    MADE.call_once(|| {
-        for u in [A, B] {
-            if !Command::new("id").arg(u).output().unwrap().status.success() {
-                let o = Command::new("useradd").args(["-M", "--shell", "/usr/sbin/nologin", u]).output().unwrap();
-                assert!(o.status.success(), "useradd {u}: {}", String::from_utf8_lossy(&o.stderr));
-            }
-        }
-    });
-}
-
 /// Tests of this file share the machine through this lock: the one that runs 20 traced
 /// commands at once takes it alone (its load would starve the others' recorders on a
 /// 2-CPU machine), the others together.
@@ -70,12 +53,25 @@ enum Turn {
     Alone(std::sync::RwLockWriteGuard<'static, ()>),
 }
 
-/// Root's daemon in a temporary directory, and the users' homes beside it.
+/// Root's daemon as the kernel broker, with the users' homes beside it
+/// ([`users::World`], ready once its `kview` socket answers), holding its turn of the
+/// machine.
 struct World {
-    tmp: tempfile::TempDir,
-    sys: PathBuf,
-    daemon: Option<KillOnDrop>,
+    w: users::World,
     _turn: Turn,
+}
+
+impl std::ops::Deref for World {
+    type Target = users::World;
+    fn deref(&self) -> &users::World {
+        &self.w
+    }
+}
+
+impl std::ops::DerefMut for World {
+    fn deref_mut(&mut self) -> &mut users::World {
+        &mut self.w
+    }
 }
 
 impl World {
@@ -96,64 +92,7 @@ impl World {
     }
 
     fn start(extra: &[&str], wrapper: &[&str], turn: Turn) -> World {
-        ensure_users();
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let sys = tmp.path().join("sys");
-        let log = std::fs::File::create(tmp.path().join("root-daemon.log")).unwrap();
-        let mut cmd = match wrapper.split_first() {
-            Some((w, rest)) => {
-                let mut c = Command::new(w);
-                c.args(rest).arg(consumerd_bin());
-                c
-            }
-            None => Command::new(consumerd_bin()),
-        };
-        let child = cmd
-            .arg("--foreground")
-            .args(extra)
-            .env("UST_RUNDIR", &sys)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let w = World { sys, tmp, daemon: Some(KillOnDrop(child)), _turn: turn };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while UnixStream::connect(w.sys.join("kview")).is_err() {
-            assert!(Instant::now() < deadline, "root's daemon did not start: {}", w.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        for u in [A, B] {
-            let home = w.home(u);
-            std::fs::create_dir_all(&home).unwrap();
-            std::os::unix::fs::chown(&home, Some(id_of(u, "-u")), Some(id_of(u, "-g"))).unwrap();
-            std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
-        }
-        w
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.tmp.path().join("root-daemon.log")).unwrap_or_default()
-    }
-
-    fn home(&self, user: &str) -> PathBuf {
-        self.tmp.path().join(user)
-    }
-
-    /// `prog` as `user`, with its own `HOME` and `UST_RUNDIR`, and root's daemon as the
-    /// system one.
-    fn as_user(&self, user: &str, prog: &Path) -> Command {
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid", &id_of(user, "-u").to_string(), "--regid", &id_of(user, "-g").to_string(), "--init-groups", "--"])
-            .arg(prog)
-            .env("HOME", self.home(user))
-            .env("UST_RUNDIR", self.home(user).join("run"))
-            .env("UST_SYSTEM_RUNDIR", &self.sys)
-            .env_remove("XDG_RUNTIME_DIR")
-            .current_dir("/")
-            .stdin(Stdio::null());
-        c
+        World { w: users::World::start([A, B], "kview", extra, wrapper), _turn: turn }
     }
 
     /// `ust trace --kernel --output <home>/<name> -- CMD` as `user`: (output, stderr, status).
@@ -175,7 +114,7 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
-        drop(self.daemon.take());
+        self.w.stop_daemons();
         if let Ok(root) = ust_kernel::tracefs::root() {
             ust_kernel::tracefs::remove_stale(&root);
         }

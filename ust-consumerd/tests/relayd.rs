@@ -253,10 +253,7 @@ fn a_live_viewer_sees_events_while_the_program_runs() {
     let d = TestDaemon::start();
     network_session(&d, "lv", &relayd.url(), &["--live=100000"]);
     let mut viewer = LiveViewer::attach(&relayd, &hostname(), "lv");
-    let mut holder = KillOnDrop(Command::new(program_here("holder")).arg("3").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
-    let mut ready = String::new();
-    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut ready).unwrap();
-    assert_eq!(ready.trim(), "ready");
+    let (mut holder, _) = spawn_ready(Command::new(program_here("holder")).arg("3").env("UST_RUNDIR", &d.rundir));
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while seen.len() < 3 {
@@ -312,12 +309,8 @@ fn a_relay_daemon_killed_mid_trace_stops_the_output_not_the_program() {
     let d = TestDaemon::start();
     let url = relayd.url();
     network_session(&d, "cut", &url, &["--live=100000"]);
-    let mut steady = KillOnDrop(Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    let (mut steady, mut stdout) = spawn_ready(Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir));
     let mut stdin = steady.stdin.take().unwrap();
-    let mut stdout = BufReader::new(steady.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
     let mut batch = |n: u64| {
         writeln!(stdin, "{n}").unwrap();
         stdin.flush().unwrap();
@@ -499,13 +492,7 @@ fn three_hosts_stream_into_one_relay_daemon() {
     let mut viewers: Vec<LiveViewer> = hosts.iter().map(|h| LiveViewer::attach(&relayd, h, "fleet")).collect();
     let mut programs = Vec::new();
     for (k, (d, _)) in daemons.iter().enumerate() {
-        let mut p = KillOnDrop(
-            Command::new(program_here("holder")).arg((k + 1).to_string()).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap(),
-        );
-        let mut ready = String::new();
-        BufReader::new(p.stdout.take().unwrap()).read_line(&mut ready).unwrap();
-        assert_eq!(ready.trim(), "ready");
-        programs.push(p);
+        programs.push(spawn_ready(Command::new(program_here("holder")).arg((k + 1).to_string()).env("UST_RUNDIR", &d.rundir)).0);
     }
     // Host k's program emitted k + 1 events and waits: its viewer sees them now.
     for (k, v) in viewers.iter().enumerate() {
@@ -551,10 +538,7 @@ fn snapshots_go_to_the_relay_daemon() {
     assert!(out.contains(&format!("Snapshots will be sent to {url}")), "{out}");
     d.ust_ok(&["enable-event", "-s", "fr2", "-a"]);
     d.ust_ok(&["start", "-s", "fr2"]);
-    let mut holder = KillOnDrop(Command::new(program_here("holder")).arg("50").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
-    let mut ready = String::new();
-    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut ready).unwrap();
-    assert_eq!(ready.trim(), "ready");
+    let (mut holder, _) = spawn_ready(Command::new(program_here("holder")).arg("50").env("UST_RUNDIR", &d.rundir));
     let once = d.ust_ok(&["snapshot", "record", "-s", "fr", &url]);
     assert!(once.contains("/snapshot-1-") && once.contains(&url), "{once}");
     d.ust_ok(&["snapshot", "add-output", "-s", "fr", &url]);
@@ -600,13 +584,8 @@ fn a_relay_daemon_that_stops_reading_costs_events_not_the_program() {
     let n = 4_000_000u64;
     // The program registers (its streams are announced to the relay daemon), then the
     // relay stops reading, then the program emits.
-    let mut burst = KillOnDrop(
-        Command::new(program_here("burst")).args([&n.to_string(), "2", "wait"]).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap(),
-    );
-    let mut out = BufReader::new(burst.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
+    // Its standard output stays open to the end: it prints its count as it exits.
+    let (mut burst, _out) = spawn_ready(Command::new(program_here("burst")).args([&n.to_string(), "2", "wait"]).env("UST_RUNDIR", &d.rundir));
     relayd.signal(libc::SIGSTOP);
     writeln!(burst.stdin.take().unwrap(), "go").unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -700,16 +679,7 @@ fn per_uid_buffers_stream_one_trace_per_user() {
     d.ust_ok(&["start", "-s", "nu"]);
     const N: u64 = 10_000;
     let mut bursts: Vec<(KillOnDrop, BufReader<std::process::ChildStdout>)> = (0..2)
-        .map(|_| {
-            let mut c = KillOnDrop(
-                Command::new(program_here("burst")).args([&N.to_string(), "2", "wait"]).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap(),
-            );
-            let mut r = BufReader::new(c.stdout.take().unwrap());
-            let mut line = String::new();
-            r.read_line(&mut line).unwrap();
-            assert_eq!(line.trim(), "ready");
-            (c, r)
-        })
+        .map(|_| spawn_ready(Command::new(program_here("burst")).args([&N.to_string(), "2", "wait"]).env("UST_RUNDIR", &d.rundir)))
         .collect();
     let burst_pids: Vec<i32> = bursts.iter().map(|(c, _)| c.id() as i32).collect();
     for (c, _) in &mut bursts {
@@ -787,10 +757,7 @@ fn per_uid_one_shot_trace_and_snapshot_to_a_relay_daemon() {
     d.ust_ok(&["create", "fu", "--snapshot", "--set-url", &url, "--buffers-uid"]);
     d.ust_ok(&["enable-event", "-s", "fu", "-a"]);
     d.ust_ok(&["start", "-s", "fu"]);
-    let mut holder = KillOnDrop(Command::new(program_here("holder")).arg("50").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
-    let mut ready = String::new();
-    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut ready).unwrap();
-    assert_eq!(ready.trim(), "ready");
+    let (mut holder, _) = spawn_ready(Command::new(program_here("holder")).arg("50").env("UST_RUNDIR", &d.rundir));
     let said = d.ust_ok(&["snapshot", "record", "-s", "fu"]);
     assert!(said.contains("/snapshot-1-") && said.contains(&url), "{said}");
     let snaps: Vec<PathBuf> = std::fs::read_dir(relayd.session_dir("fu")).unwrap().flatten().map(|e| e.path()).collect();
@@ -811,10 +778,7 @@ fn a_live_viewer_sees_per_uid_events_while_the_program_runs() {
     let d = TestDaemon::start();
     network_session(&d, "lu", &relayd.url(), &["--live=100000", "--buffers-uid"]);
     let mut viewer = LiveViewer::attach(&relayd, &hostname(), "lu");
-    let mut holder = KillOnDrop(Command::new(program_here("holder")).arg("3").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
-    let mut ready = String::new();
-    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut ready).unwrap();
-    assert_eq!(ready.trim(), "ready");
+    let (mut holder, _) = spawn_ready(Command::new(program_here("holder")).arg("3").env("UST_RUNDIR", &d.rundir));
     assert_eq!(viewer.holder_events(3, "per-UID live"), [0, 1, 2], "in order, while the program still runs");
     assert!(holder.try_wait().unwrap().is_none(), "the program was still waiting");
     drop(holder.stdin.take());

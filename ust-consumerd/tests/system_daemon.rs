@@ -14,12 +14,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::Write;
+use std::process::{ChildStdin, Command, Stdio};
 
+use common::users::{id_of, World};
 use common::*;
 
 const USERS: [&str; 2] = ["ustuid-a", "ustuid-b"];
@@ -30,114 +28,10 @@ fn skip_reason() -> Option<&'static str> {
     (!rustix::process::geteuid().is_root()).then_some("not root: cannot run programs as other users")
 }
 
-fn id_of(user: &str, flag: &str) -> u32 {
-    let o = Command::new("id").args([flag, user]).output().unwrap();
-    assert!(o.status.success(), "id {flag} {user}");
-    String::from_utf8(o.stdout).unwrap().trim().parse().unwrap()
-}
-
-fn ensure_users() {
-    static MADE: std::sync::Once = std::sync::Once::new();
-    MADE.call_once(|| {
-        for u in USERS {
-            if !Command::new("id").arg(u).output().unwrap().status.success() {
-                let o = Command::new("useradd").args(["-M", "--shell", "/usr/sbin/nologin", u]).output().unwrap();
-                assert!(o.status.success(), "useradd {u}: {}", String::from_utf8_lossy(&o.stderr));
-            }
-        }
-    });
-}
-
-/// Root's daemon in a temporary directory, and a home for each user beside it.
-struct World {
-    tmp: tempfile::TempDir,
-    /// Root's socket directory (`UST_RUNDIR` of root's daemon, `UST_SYSTEM_RUNDIR` of the
-    /// users).
-    sys: PathBuf,
-    daemon: Option<KillOnDrop>,
-}
-
-impl World {
-    fn start() -> World {
-        ensure_users();
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let sys = tmp.path().join("sys");
-        std::fs::create_dir_all(tmp.path().join("root")).unwrap();
-        let log = std::fs::File::create(tmp.path().join("root-daemon.log")).unwrap();
-        let child = Command::new(consumerd_bin())
-            .arg("--foreground")
-            .env("UST_RUNDIR", &sys)
-            .env("HOME", tmp.path().join("root"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let w = World { tmp, sys, daemon: Some(KillOnDrop(child)) };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while ust_ctl::Client::connect(&w.sys).is_err() {
-            assert!(Instant::now() < deadline, "root's daemon did not start: {}", w.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        for u in USERS {
-            let home = w.home(u);
-            std::fs::create_dir_all(&home).unwrap();
-            std::os::unix::fs::chown(&home, Some(id_of(u, "-u")), Some(id_of(u, "-g"))).unwrap();
-            std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
-        }
-        w
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.tmp.path().join("root-daemon.log")).unwrap_or_default()
-    }
-
-    fn home(&self, user: &str) -> PathBuf {
-        self.tmp.path().join(user)
-    }
-
-    /// `ust ARGS` as root on root's daemon.
-    fn root_ust(&self, args: &[&str]) -> String {
-        let o = Command::new(ust_bin()).args(args).env("UST_RUNDIR", &self.sys).env("HOME", self.tmp.path().join("root")).output().unwrap();
-        assert!(o.status.success(), "root: ust {args:?}: {}\nroot's daemon:\n{}", String::from_utf8_lossy(&o.stderr), self.log());
-        String::from_utf8(o.stdout).unwrap()
-    }
-
-    /// `prog` as `user`, with its own `HOME` and `UST_RUNDIR`, and root's daemon as the
-    /// system one.
-    fn as_user(&self, user: &str, prog: &Path) -> Command {
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid", &id_of(user, "-u").to_string(), "--regid", &id_of(user, "-g").to_string(), "--init-groups", "--"])
-            .arg(prog)
-            .env("HOME", self.home(user))
-            .env("UST_RUNDIR", self.home(user).join("run"))
-            .env("UST_SYSTEM_RUNDIR", &self.sys)
-            .env_remove("XDG_RUNTIME_DIR")
-            .current_dir("/")
-            .stdin(Stdio::null());
-        c
-    }
-
-    /// `ust ARGS` as `user` (its own daemon, which `create` starts).
-    fn user_ust(&self, user: &str, args: &[&str]) -> String {
-        let o = self.as_user(user, Path::new(ust_bin())).args(args).output().unwrap();
-        assert!(o.status.success(), "{user}: ust {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8(o.stdout).unwrap()
-    }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        // The users' own daemons (started by their `ust create`), then root's.
-        for u in USERS {
-            if let Some(pid) = std::fs::read_to_string(self.home(u).join("run").join("pid")).ok().and_then(|p| p.trim().parse::<i32>().ok()) {
-                // SAFETY: kill(2) of a daemon this test had started (its pid file).
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-        }
-        drop(self.daemon.take());
-    }
+/// Root's daemon in a temporary directory and the two users' homes beside it
+/// ([`World`]), ready once its `ctl` socket answers.
+fn world() -> World {
+    World::start(USERS, ust_core::rundir::CTL_SOCKET, &[], &[])
 }
 
 /// `holder N` running as a user: pid, and its stdin (closing it lets it finish).
@@ -149,12 +43,9 @@ struct Holder {
 impl Holder {
     /// Starts `cmd` (a `holder N`) and waits for its `ready`.
     fn start(mut cmd: Command) -> Holder {
-        let mut child: Child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let (mut child, _) = spawn_ready(cmd.stderr(Stdio::inherit()));
         let stdin = child.stdin.take();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready", "holder did not start");
-        Holder { child: KillOnDrop(child), stdin }
+        Holder { child, stdin }
     }
 
     fn pid(&self) -> i32 {
@@ -166,7 +57,7 @@ impl Holder {
         let mut stdin = self.stdin.take().unwrap();
         let _ = stdin.flush();
         drop(stdin);
-        let st = self.child.0.wait().unwrap();
+        let st = self.child.wait().unwrap();
         assert!(st.success(), "holder {}: {st}", self.pid());
     }
 }
@@ -195,7 +86,7 @@ fn roots_session_traces_two_users_at_once_each_in_its_uid_directory() {
         eprintln!("skipped: {r}");
         return;
     }
-    let w = World::start();
+    let w = world();
     let root_out = w.tmp.path().join("root").join("out");
     for args in [
         &["create", "sysw", "--buffers-uid", "--output", root_out.to_str().unwrap()][..],

@@ -274,11 +274,9 @@ fn per_uid_local_snapshot() {
     d.ust_ok(&["enable-channel", "-s", "s", "ch", "--buffers-uid", "--overwrite"]);
     d.ust_ok(&["enable-event", "-s", "s", "-c", "ch", "-a"]);
     d.ust_ok(&["start", "-s", "s"]);
-    let mut app = KillOnDrop(Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
-    wait_for(&mut app, "ready");
+    let (mut app, mut r) = spawn_ready(Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir));
     use std::io::Write;
     writeln!(app.stdin.as_mut().unwrap(), "1000").unwrap();
-    let mut r = BufReader::new(app.stdout.take().unwrap());
     let mut cost = String::new();
     r.read_line(&mut cost).unwrap();
     d.ust_ok(&["snapshot", "record", "-s", "s"]);
@@ -347,16 +345,7 @@ fn crash_dump_rebuilds_a_per_uid_trace_written_by_several_processes() {
     d.ust_ok(&["enable-event", "-s", "cd", "-c", "ch", "steadyprov:*"]);
     d.ust_ok(&["start", "-s", "cd"]);
     let mut apps: Vec<(KillOnDrop, BufReader<std::process::ChildStdout>)> = (0..3)
-        .map(|_| {
-            let mut c = KillOnDrop(
-                Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir).env("UST_REGISTER_TIMEOUT", "60000").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap(),
-            );
-            let mut r = BufReader::new(c.stdout.take().unwrap());
-            let mut line = String::new();
-            r.read_line(&mut line).unwrap();
-            assert_eq!(line.trim(), "ready");
-            (c, r)
-        })
+        .map(|_| spawn_ready(Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir).env("UST_REGISTER_TIMEOUT", "60000")))
         .collect();
     let pids: BTreeSet<i32> = apps.iter().map(|(c, _)| c.id() as i32).collect();
     // One buffer set for the user, in LTTng's per-UID layout, its metadata and events

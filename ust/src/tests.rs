@@ -60,28 +60,37 @@ impl TestChannel {
     /// Flushes and returns every record as `(id, payload)`, where the payload runs to the
     /// next record (its length is given per id by `len_of`).
     fn records(&self, len_of: impl Fn(u32, &[u8]) -> usize) -> Vec<(u32, Vec<u8>)> {
-        let b = &self.ch.buffers[0];
-        b.flush(&CtfPacketLayout, &Monotonic);
-        let mut out = Vec::new();
-        while let Some(sb) = b.get_subbuf().unwrap() {
-            let mut pkt = Vec::new();
-            b.copy_subbuf(&sb, &mut pkt).unwrap();
-            let content = sb.content_size as usize;
-            b.put_subbuf(sb).unwrap();
-            let mut off = HEADER_SIZE;
-            let mut prev = u64::from_le_bytes(pkt[32..40].try_into().unwrap());
-            while off < content {
-                let h = event_header::decode(&pkt[off..content], prev).expect("committed header");
-                assert!(h.timestamp >= prev);
-                prev = h.timestamp;
-                off += h.len;
-                let n = len_of(h.id, &pkt[off..content]);
-                out.push((h.id, pkt[off..off + n].to_vec()));
-                off += n;
-            }
-        }
-        out
+        buffer_records(&self.ch.buffers[0], len_of)
     }
+}
+
+/// Flushes `b` (the calling thread's CPU's view of it) and returns every record of its
+/// packets, in order, as `(event id, payload)`: each packet is read past its header
+/// (`HEADER_SIZE` bytes, the timestamp it starts at in bytes 32..40) up to its content
+/// size; a record is an event header, then a payload of `len_of(id, rest of the packet)`
+/// bytes. Asserts that every header decodes and that timestamps never go back within a
+/// packet.
+fn buffer_records(b: &Buffer, len_of: impl Fn(u32, &[u8]) -> usize) -> Vec<(u32, Vec<u8>)> {
+    b.flush(&CtfPacketLayout, &Monotonic);
+    let mut out = Vec::new();
+    while let Some(sb) = b.get_subbuf().unwrap() {
+        let mut pkt = Vec::new();
+        b.copy_subbuf(&sb, &mut pkt).unwrap();
+        let content = sb.content_size as usize;
+        b.put_subbuf(sb).unwrap();
+        let mut off = HEADER_SIZE;
+        let mut prev = u64::from_le_bytes(pkt[32..40].try_into().unwrap());
+        while off < content {
+            let h = event_header::decode(&pkt[off..content], prev).expect("committed header");
+            assert!(h.timestamp >= prev, "timestamps in order in a packet");
+            prev = h.timestamp;
+            off += h.len;
+            let n = len_of(h.id, &pkt[off..content]);
+            out.push((h.id, pkt[off..off + n].to_vec()));
+            off += n;
+        }
+    }
+    out
 }
 
 impl Drop for TestChannel {

@@ -2,8 +2,11 @@
 //! drop, with any daemon a test made `ust` start there) and running `ust` against it.
 #![allow(dead_code)]
 
+pub mod users;
+
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ust_ctl::Client;
@@ -360,6 +363,23 @@ impl Drop for KillOnDrop {
             let _ = self.0.wait();
         }
     }
+}
+
+/// Spawns `cmd` with its standard input and output piped and reads the first line it
+/// prints, which must be `ready`: what the example programs `holder`, `steady` and `burst …
+/// wait` print once registered with their daemons, before they wait on standard input.
+/// Returns the child (killed on drop; its `stdin` left in it, for the caller to write to or
+/// close) and its standard output past that line (keep it while the program may still
+/// print: a program writing to a closed pipe fails). Panics, naming the command, when the
+/// program ends first or says anything else.
+pub fn spawn_ready(cmd: &mut Command) -> (KillOnDrop, BufReader<ChildStdout>) {
+    let mut child = KillOnDrop(cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}")));
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut line = String::new();
+    let n = stdout.read_line(&mut line).unwrap_or_else(|e| panic!("read the first line of {cmd:?}: {e}"));
+    assert!(n > 0, "{cmd:?} ended before saying ready");
+    assert_eq!(line.trim(), "ready", "{cmd:?} did not start");
+    (child, stdout)
 }
 
 /// The texts of the `<title>` elements of an SVG document (inferno's frame tooltips:

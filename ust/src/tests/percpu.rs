@@ -8,11 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ringbuffer::percpu::{self, Writers};
 use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
-use ust_core::clock::Monotonic;
-use ust_core::event_header;
-use ust_core::packet::{CtfPacketLayout, HEADER_SIZE};
+use ust_core::packet::HEADER_SIZE;
 
-use super::{enable, serial, site_named};
+use super::{buffer_records, enable, serial, site_named};
 use crate::channel::{self, Channel};
 
 const SLOT: u32 = 20;
@@ -30,23 +28,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 /// Every record of `b` as (event id, u64 payload), after a flush (from its CPU).
 fn read_all(b: &Buffer, out: &mut Vec<(u32, u64)>) {
-    b.flush(&CtfPacketLayout, &Monotonic);
-    while let Some(sb) = b.get_subbuf().unwrap() {
-        let mut pkt = Vec::new();
-        b.copy_subbuf(&sb, &mut pkt).unwrap();
-        let content = sb.content_size as usize;
-        b.put_subbuf(sb).unwrap();
-        let mut off = HEADER_SIZE;
-        let mut prev = u64::from_le_bytes(pkt[32..40].try_into().unwrap());
-        while off < content {
-            let h = event_header::decode(&pkt[off..content], prev).expect("committed header");
-            assert!(h.timestamp >= prev, "timestamps in order in a packet");
-            prev = h.timestamp;
-            off += h.len;
-            out.push((h.id, u64::from_le_bytes(pkt[off..off + 8].try_into().unwrap())));
-            off += 8;
-        }
-    }
+    out.extend(buffer_records(b, |_, _| 8).into_iter().map(|(id, v)| (id, u64::from_le_bytes(v[..].try_into().unwrap()))));
 }
 
 #[test]
