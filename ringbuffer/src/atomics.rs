@@ -100,6 +100,15 @@ pub trait Memory: Send + Sync {
         None
     }
 
+    /// [`word_ptr`](Memory::word_ptr) without the bounds check.
+    ///
+    /// # Safety
+    /// `off` is 8-byte aligned and `off + 8 <= self.len()`.
+    #[inline(always)]
+    unsafe fn word_ptr_unchecked(&self, off: usize) -> Option<*mut u64> {
+        self.word_ptr(off)
+    }
+
     // The writer's fast path (reserve, commit) uses the unchecked forms below on offsets
     // the validated local geometry proves in bounds, so the mapping does not re-check
     // them on every event. They default to the checked forms (the model's memory keeps
@@ -282,6 +291,11 @@ impl Memory for MapMemory {
     #[inline(always)]
     fn word_ptr(&self, off: usize) -> Option<*mut u64> {
         Some(self.word(off).as_ptr())
+    }
+    #[inline(always)]
+    unsafe fn word_ptr_unchecked(&self, off: usize) -> Option<*mut u64> {
+        // SAFETY: the caller's contract (aligned, in bounds), as `word` checks.
+        Some(unsafe { self.word_unchecked(off) }.as_ptr())
     }
     #[inline(always)]
     fn cpu_cas_u64(&self, off: usize, cpu: u32, current: u64, new: u64) -> crate::percpu::CpuCas {

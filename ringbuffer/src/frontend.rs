@@ -285,7 +285,9 @@ impl<M: Memory> Buffer<M> {
         let (write_w, last_w) = (self.hot_ctrl(CTRL_WRITE), self.hot_ctrl(CTRL_LAST_TSC));
         let forced = size.compact == size.extended;
         let slot = u64::from(if forced { size.extended } else { size.compact });
-        let (Some(wp), Some(lp)) = (self.mem.word_ptr(write_w), self.mem.word_ptr(last_w)) else {
+        // SAFETY: `hot_ctrl` offsets are aligned and in bounds (see `hot_ctrl`).
+        let ptrs = unsafe { (self.mem.word_ptr_unchecked(write_w), self.mem.word_ptr_unchecked(last_w)) };
+        let (Some(wp), Some(lp)) = ptrs else {
             return Attempt::Slow(None);
         };
         if slot == 0 || u64::from(size.compact) > h.room {

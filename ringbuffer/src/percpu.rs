@@ -79,15 +79,25 @@ const ABSENT: isize = isize::MIN + 1;
 /// The offset of the thread's `struct rseq` from the thread pointer, looked up once
 /// (`__rseq_offset`, `__rseq_size` through `dlsym`, so the binary still loads on a libc
 /// without them). `None` off x86-64 Linux or without glibc's registration.
-#[inline]
+#[inline(always)]
 fn area_offset() -> Option<isize> {
     let off = AREA_OFFSET.load(Ordering::Relaxed);
+    // One load and one test on the writers' path: every real offset is above both marks.
+    if off > ABSENT {
+        return Some(off);
+    }
+    area_offset_slow(off)
+}
+
+#[cold]
+#[inline(never)]
+fn area_offset_slow(off: isize) -> Option<isize> {
     if off == UNKNOWN {
         let found = look_up();
         AREA_OFFSET.store(found.unwrap_or(ABSENT), Ordering::Relaxed);
         return found;
     }
-    (off != ABSENT).then_some(off)
+    None
 }
 
 #[cold]
