@@ -71,8 +71,12 @@ fn main() {
 
 /// `UST_BENCH_PROCS` processes traced at once by one `ust trace` (a shell starts them);
 /// prints how many were traced, their events, and the daemon's peak `RssAnon`.
+/// `UST_BENCH_PROCS=0` skips it (`scripts/bench-drain.sh` measures the drain alone).
 fn many_processes(d: &benches::BenchDaemon, seconds: f64) {
     let procs: u32 = std::env::var("UST_BENCH_PROCS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    if procs == 0 {
+        return;
+    }
     let load = env!("CARGO_BIN_EXE_ust-bench-load");
     let script = format!("for i in $(seq {procs}); do \"$0\" 1000000 {seconds} 1 >/dev/null & done; wait");
     let peak = AtomicU64::new(0);

@@ -1,7 +1,9 @@
-//! Writer side: reserve, commit, sub-buffer switch (LTTng-UST `frontend_api.h`,
-//! `lib_ring_buffer_reserve`/`_try_reserve_slow`/`_switch_old_end`/`_switch_new_start`/
-//! `_check_deliver`). The algorithm is described on [`Buffer`]; this module is written
-//! only against [`Memory`], so the model checker runs this very code.
+//! Writer side: reserve and sub-buffer switch (LTTng-UST `frontend_api.h`,
+//! `lib_ring_buffer_reserve`/`_try_reserve_slow`/`_switch_old_end`/`_switch_new_start`);
+//! the commit and delivery are in [`crate::commit`], the reader's flush in
+//! [`crate::flush`], the writer mode's claim in [`crate::claim`]. The algorithm is
+//! described on [`Buffer`]; these modules are written only against [`Memory`], so the
+//! model checker runs this very code.
 //!
 //! ```text
 //!            sub-buffer i, lap L                          sub-buffer i+1
@@ -15,22 +17,17 @@
 use core::sync::atomic::{compiler_fence, Ordering::*};
 
 use crate::ids::{IdState, SubbufId};
-use crate::percpu::{CpuCas, FastGeometry, FastReserve, TscConv, Writers, WRITERS_ATOMIC, WRITERS_PERCPU, WRITERS_UNCLAIMED};
+use crate::percpu::{CpuCas, FastGeometry, FastReserve, TscConv, Writers};
 use crate::layout::*;
-use crate::{Mode, Buffer, Clock, Counters, Dropped, Memory, PacketBegin, PacketEnd, PacketLayout, Reservation, SlotSize,
+use crate::{Mode, Buffer, Clock, Counters, Dropped, Memory, PacketBegin, PacketLayout, Reservation, SlotSize,
     TIMESTAMP_BITS};
-
-/// Bound on CAS retries of a reader-side flush (writers retry without bound: a failed CAS
-/// means another writer made progress; the reader must never loop forever on hostile
-/// memory).
-const FLUSH_RETRIES: u32 = 1000;
 
 /// Values of the writer's fast path, derived once from the validated local geometry (so
 /// the fast path does not rebuild masks from shift counts on every event).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Hot {
     /// `subbuf_size - 1`.
-    sb_mask: u64,
+    pub(crate) sb_mask: u64,
     /// `subbuf_size`.
     sbs: u64,
     /// The same two, in the layout the per-CPU critical section reads.
@@ -38,9 +35,9 @@ pub(crate) struct Hot {
     /// `subbuf_size - header_size`: the largest record.
     room: u64,
     /// log2 of `subbuf_size`.
-    sb_order: u32,
+    pub(crate) sb_order: u32,
     /// log2 of the ring size (`subbuf_size * num_subbuf`).
-    ring_order: u32,
+    pub(crate) ring_order: u32,
     /// `num_subbuf - 1`.
     idx_mask: usize,
     /// Offset of the data region.
@@ -134,7 +131,7 @@ impl<M: Memory> Buffer<M> {
     /// the entry is that until the lap is delivered, which needs this writer's commit).
     /// `None` only if the shared memory was corrupted.
     #[inline(always)]
-    fn writing_phys(&self, pos: u64) -> Option<usize> {
+    pub(crate) fn writing_phys(&self, pos: u64) -> Option<usize> {
         let g = &self.geo;
         let idx = (pos >> self.hot.sb_order) as usize & self.hot.idx_mask;
         match self.cfg.mode {
@@ -147,7 +144,7 @@ impl<M: Memory> Buffer<M> {
     }
 
     #[inline]
-    fn count(&self, why: Dropped) {
+    pub(crate) fn count(&self, why: Dropped) {
         let w = match why {
             Dropped::Full => CTRL_LOST_FULL,
             Dropped::TooBig => CTRL_LOST_BIG,
@@ -339,7 +336,7 @@ impl<M: Memory> Buffer<M> {
     /// has `ctrl + CTRL_LEN <= file_size <= mem.len()` (`Geometry::from_header` checks
     /// the region chain against the mapping, `create_in` the length).
     #[inline(always)]
-    fn hot_ctrl(&self, w: usize) -> usize {
+    pub(crate) fn hot_ctrl(&self, w: usize) -> usize {
         self.geo.ctrl + (w & (CTRL_LEN - 1) & !7)
     }
 
@@ -348,7 +345,7 @@ impl<M: Memory> Buffer<M> {
     /// `num_subbuf`, `w + 8 <= SB_USED <= stride`, the stride and `sb_ctrl` are 8-aligned,
     /// and `sb_ctrl + num_subbuf * stride <= file_size <= mem.len()` (validated geometry).
     #[inline(always)]
-    fn hot_sb(&self, pos: u64, w: usize) -> usize {
+    pub(crate) fn hot_sb(&self, pos: u64, w: usize) -> usize {
         let g = &self.geo;
         let idx = (pos >> self.hot.sb_order) as usize & self.hot.idx_mask;
         g.sb_ctrl + idx * g.sb_stride + (w.min(SB_USED - 8) & !7)
@@ -566,7 +563,7 @@ impl<M: Memory> Buffer<M> {
     /// After a CAS moved `write` from `old` (not at a sub-buffer start) to the next
     /// sub-buffer: records where the content ends and the end timestamp, then commits the
     /// padding (which may deliver the packet).
-    fn close<L: PacketLayout>(&self, layout: &L, old: u64, ts: u64, discarded: u64) {
+    pub(crate) fn close<L: PacketLayout>(&self, layout: &L, old: u64, ts: u64, discarded: u64) {
         let g = &self.geo;
         let idx = g.pos.subbuf_index(old);
         self.mem.store_u64(g.sb_word(idx, SB_CLOSED_END), old, Relaxed);
@@ -574,186 +571,6 @@ impl<M: Memory> Buffer<M> {
         self.mem.store_u64(g.sb_word(idx, SB_DISCARDED), discarded, Relaxed);
         let padding = g.pos.subbuf_size() - g.pos.subbuf_offset(old);
         self.commit_add(layout, old, padding);
-    }
-
-    /// Byte offset of a reservation's slot in the memory (what [`Buffer::slot`] and
-    /// [`Buffer::write_slot`] use). Panics if `r` belongs to
-    /// another buffer.
-    #[inline]
-    pub fn slot_offset(&self, r: &Reservation) -> usize {
-        assert_eq!(r.owner, self.mem.id(), "reservation used on another buffer");
-        r.off
-    }
-
-    /// Copies `src` into the slot at byte `offset` (the memory-generic way to write a
-    /// payload; [`Buffer::slot`] gives a slice on mapped buffers).
-    ///
-    /// Panics if `offset + src.len() > r.len` or `r` belongs to another buffer.
-    pub fn write_slot(&self, r: &mut Reservation, offset: usize, src: &[u8]) {
-        assert!(offset.checked_add(src.len()).is_some_and(|e| e <= r.len as usize), "write past the slot");
-        let off = self.slot_offset(r);
-        self.mem.write_bytes(off + offset, src);
-    }
-
-    /// Commits a reservation: stores `first_byte` (nonzero: it is the per-slot commit
-    /// evidence, see [`Buffer`]) at slot byte 0 with Release, after the caller wrote bytes
-    /// `1..len`, then adds `len` to the sub-buffer's commit counter. The committer that
-    /// completes the sub-buffer calls [`PacketLayout::write_end`] (timestamp_end,
-    /// content_size, packet_size, packet_seq_num, cumulative events_discarded) and marks
-    /// the packet delivered for the reader.
-    ///
-    /// Panics if `r` belongs to another buffer. A zero `first_byte` is recorded as is
-    /// (recovery would then treat the slot as uncommitted).
-    #[inline(always)]
-    pub fn commit<L: PacketLayout>(&self, layout: &L, r: Reservation, first_byte: u8) {
-        self.slot_offset(&r);
-        self.commit_own(layout, r, first_byte);
-    }
-
-    /// [`commit`](Buffer::commit) of a reservation known to come from this buffer (made
-    /// by [`Buffer::record`] a few instructions earlier): no check of its owner.
-    #[inline(always)]
-    pub(crate) fn commit_own<L: PacketLayout>(&self, layout: &L, r: Reservation, first_byte: u8) {
-        debug_assert!(first_byte != 0, "byte 0 of a record must be nonzero");
-        debug_assert_eq!(r.owner, self.mem.id());
-        let off = r.off;
-        self.mem.store_u8(off, first_byte, Release);
-        let amount = u64::from(r.len);
-        // SAFETY: `hot_sb` offsets are aligned and in bounds (see `hot_sb`).
-        let prev = unsafe { self.mem.fetch_add_u64_unchecked(self.hot_sb(r.pos, SB_COMMIT), amount, AcqRel) };
-        // Complete when the counter reaches (lap + 1) * subbuf_size: a multiple of the
-        // sub-buffer size first (one test: most commits stop here), then that one.
-        let now = prev.wrapping_add(amount);
-        if now & self.hot.sb_mask == 0 && now == (r.pos >> self.hot.ring_order).wrapping_add(1) << self.hot.sb_order {
-            self.deliver(layout, r.pos);
-        }
-    }
-
-    /// Adds `amount` bytes to the commit counter of the sub-buffer holding `pos`;
-    /// delivers it if this completes the lap of `pos`.
-    #[inline]
-    fn commit_add<L: PacketLayout>(&self, layout: &L, pos: u64, amount: u64) {
-        let g = &self.geo;
-        let idx = g.pos.subbuf_index(pos);
-        let prev = self.mem.fetch_add_u64(g.sb_word(idx, SB_COMMIT), amount, AcqRel);
-        if prev.wrapping_add(amount) == g.pos.commit_complete(pos) {
-            self.deliver(layout, pos);
-        }
-    }
-
-    /// [`Buffer::deliver`] for a sub-buffer the reader completed for a dead writer
-    /// ([`crate::abandoned`]): the reader then is its unique completer.
-    pub(crate) fn deliver_completed<L: PacketLayout>(&self, layout: &L, pos: u64) {
-        self.deliver(layout, pos);
-    }
-
-    /// The unique committer that completed the lap of the sub-buffer holding `pos`: writes
-    /// the packet end through the client and publishes `delivered` (Release). Everything
-    /// it reads was stored before a commit add in the counter's release sequence, which its
-    /// AcqRel add read from.
-    #[cold]
-    #[inline(never)]
-    fn deliver<L: PacketLayout>(&self, layout: &L, pos: u64) {
-        let g = &self.geo;
-        let p = g.pos;
-        let start = p.subbuf_start(pos);
-        let idx = p.subbuf_index(pos);
-        let sbs = p.subbuf_size();
-        let m = &self.mem;
-        let content = m.load_u64(g.sb_word(idx, SB_CLOSED_END), Relaxed).wrapping_sub(start).min(sbs);
-        let end = PacketEnd {
-            timestamp_begin: m.load_u64(g.sb_word(idx, SB_TS_BEGIN), Relaxed),
-            timestamp_end: m.load_u64(g.sb_word(idx, SB_TS_END), Relaxed),
-            content_size: content,
-            packet_size: sbs,
-            packet_seq_num: m.load_u64(g.sb_word(idx, SB_SEQ), Relaxed),
-            events_discarded: m.load_u64(g.sb_word(idx, SB_DISCARDED), Relaxed),
-        };
-        let phys = self.writing_phys(pos);
-        if let (Some(phys), true) = (phys, layout.header_size() as u64 == g.header_size) {
-            // (A header size that is not the client's: see the same check at open.)
-            let hoff = g.data_at(phys, 0);
-            m.with_bytes_mut(hoff, g.header_size as usize, |h| layout.write_end(&self.cfg.stream, h, &end));
-        }
-        m.store_u64(g.sb_word(idx, SB_DELIVERED), p.commit_complete(pos), Release);
-        if let (Some(phys), Mode::Overwrite) = (phys, self.cfg.mode) {
-            // Hand the packet over (to the reader's swap, or to the claimer of the next
-            // lap) last: once the id says `Delivered`, the next lap may start at once, and
-            // its own delivery must not be followed by this lap's store of `delivered`
-            // (the model checker found that order).
-            let id = SubbufId::new(phys, p.lap(pos), IdState::Delivered);
-            m.store_u64(g.id_word(idx), id.0, Release);
-        }
-    }
-
-    /// Switch from the reader's side (LTTng's `lib_ring_buffer_switch_slow` with
-    /// `SWITCH_FLUSH`), for a writer that is gone or idle, the switch timer, or stop: if
-    /// the current sub-buffer holds any record, closes it (padding, `timestamp_end` = a
-    /// clock read between the load of `write` and the CAS) so that it is delivered once
-    /// its commits complete. Does nothing if `write` is at a sub-buffer start. Lock-free,
-    /// safe concurrently with live writers; gives up after a bounded number of failed
-    /// CASes (the next timer tick retries).
-    ///
-    /// A buffer whose writers are per-CPU ([`crate::percpu`]; the control word says so)
-    /// is flushed from its CPU: the calling thread pins itself there for the attempt
-    /// ([`percpu::on_cpu`](crate::percpu::on_cpu)) and advances `write` with the same
-    /// restartable compare-and-store as the writers (without rseq of its own: a CAS after
-    /// checking it runs there, see [`percpu::runs_on`](crate::percpu::runs_on)). If it may
-    /// not run there, the packet stays open (the next tick retries; a writer closes it when
-    /// it fills).
-    pub fn flush<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C) {
-        let g = &self.geo;
-        let write_w = g.ctrl_word(CTRL_WRITE);
-        // An empty current packet needs nothing, whoever its writers are.
-        if g.pos.subbuf_offset(self.mem.load_u64(write_w, Acquire)) == 0 {
-            return;
-        }
-        if self.mem.load_u64(g.ctrl_word(CTRL_WRITERS), Acquire) == WRITERS_PERCPU {
-            let cpu = self.cfg.stream.cpu;
-            let rseq = cfg!(loom) || crate::percpu::has_rseq();
-            crate::percpu::on_cpu(cpu, || {
-                self.flush_with(layout, clock, |old, new| {
-                    if rseq {
-                        self.mem.cpu_cas_u64(write_w, cpu, old, new)
-                    } else if crate::percpu::runs_on(cpu) {
-                        // Pinned there and no section of ours: a CAS on the CPU is
-                        // indivisible for its writers' sections (see `percpu::runs_on`).
-                        self.mem.cas_u64(write_w, old, new, AcqRel, Relaxed).map_or(CpuCas::Changed, |_| CpuCas::Done)
-                    } else {
-                        CpuCas::Moved
-                    }
-                })
-            });
-        } else {
-            self.flush_with(layout, clock, |old, new| {
-                self.mem.cas_u64(write_w, old, new, AcqRel, Relaxed).map_or(CpuCas::Changed, |_| CpuCas::Done)
-            });
-        }
-    }
-
-    /// The flush loop of [`Buffer::flush`], advancing `write` with `cas`.
-    fn flush_with<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, cas: impl Fn(u64, u64) -> CpuCas) {
-        let g = &self.geo;
-        let write_w = g.ctrl_word(CTRL_WRITE);
-        for _ in 0..FLUSH_RETRIES {
-            let old = self.mem.load_u64(write_w, Acquire);
-            compiler_fence(SeqCst);
-            let ts = clock.now();
-            compiler_fence(SeqCst);
-            if g.pos.subbuf_offset(old) == 0 {
-                return;
-            }
-            let discarded = self.lost_total();
-            let new = g.pos.next_subbuf_start(old);
-            match cas(old, new) {
-                CpuCas::Done => {
-                    self.close(layout, old, ts, discarded);
-                    return;
-                }
-                CpuCas::Changed => {}
-                CpuCas::Moved => return,
-            }
-        }
     }
 
     /// The one compare-and-swap of `write` every writer path makes, in this process's
@@ -765,51 +582,6 @@ impl<M: Memory> Buffer<M> {
             Writers::Atomic => self.mem.cas_u64(w, old, new, AcqRel, Relaxed).map_or(CpuCas::Changed, |_| CpuCas::Done),
             Writers::PerCpu(cpu) => self.mem.cpu_cas_u64(w, cpu, old, new),
         }
-    }
-
-    /// Decides, once per buffer, how writers advance `write` (the control word
-    /// [`CTRL_WRITERS`]), and sets this handle's mode to the decision. The first writer's
-    /// wish wins (a CAS from unclaimed); later writers, of any process, follow it:
-    ///
-    /// * asked [`Writers::PerCpu`] (the caller's CPU number must be the buffer's
-    ///   `stream.cpu`, and the file of ABI minor 2 or later, whose daemon flushes per-CPU
-    ///   buffers from their CPU), the buffer becomes per-CPU unless it is already atomic;
-    /// * asked [`Writers::Atomic`], the buffer becomes atomic unless it is already
-    ///   per-CPU, and then this handle is per-CPU too: its writers use rseq if the process
-    ///   has it ([`percpu::has_rseq`](crate::percpu::has_rseq)), and otherwise get
-    ///   [`Dropped::Migrated`] on every reservation, since a compare-and-swap from another
-    ///   CPU would race with the restartable sections.
-    ///
-    /// Call before the first reservation through this handle. Returns the mode adopted.
-    pub fn claim_writers(&mut self, want: Writers) -> Writers {
-        let cpu = self.cfg.stream.cpu;
-        let want = match want {
-            Writers::PerCpu(c) if c == cpu && self.abi_minor() >= 2 => Writers::PerCpu(cpu),
-            _ => Writers::Atomic,
-        };
-        let code = match want {
-            Writers::Atomic => WRITERS_ATOMIC,
-            Writers::PerCpu(_) => WRITERS_PERCPU,
-        };
-        let w = self.geo.ctrl_word(CTRL_WRITERS);
-        let now = match self.mem.cas_u64(w, WRITERS_UNCLAIMED, code, AcqRel, Acquire) {
-            Ok(_) => code,
-            Err(v) => v,
-        };
-        self.writers = if now == WRITERS_PERCPU { Writers::PerCpu(cpu) } else { Writers::Atomic };
-        self.writers
-    }
-
-    /// This handle's writer mode ([`Buffer::claim_writers`]).
-    pub fn writers(&self) -> Writers {
-        self.writers
-    }
-
-    /// ABI minor version recorded in the file header.
-    fn abi_minor(&self) -> u16 {
-        let mut b = [0u8; 2];
-        self.mem.read_bytes(10, &mut b);
-        u16::from_ne_bytes(b)
     }
 
     /// `lost_full + lost_big + lost_nesting`, each loaded Relaxed (callers order the loads

@@ -74,8 +74,11 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub mod abandoned;
 pub mod atomics;
+mod claim;
 pub mod client;
+mod commit;
 mod error;
+mod flush;
 pub mod ids;
 mod frontend;
 pub mod layout;
