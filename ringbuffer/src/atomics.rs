@@ -130,6 +130,14 @@ pub trait Memory: Send + Sync {
     unsafe fn store_u64_unchecked(&self, off: usize, val: u64, order: Ordering) {
         self.store_u64(off, val, order)
     }
+    /// [`store_u8`](Memory::store_u8) without the bounds check.
+    ///
+    /// # Safety
+    /// `off < self.len()`.
+    #[inline(always)]
+    unsafe fn store_u8_unchecked(&self, off: usize, val: u8, order: Ordering) {
+        self.store_u8(off, val, order)
+    }
     /// [`cas_u64`](Memory::cas_u64) without the bounds check.
     ///
     /// # Safety
@@ -232,6 +240,17 @@ impl MapMemory {
     pub(crate) unsafe fn slice_mut<'a>(&self, off: usize, len: usize) -> &'a mut [u8] {
         self.check_range(off, len);
         // SAFETY: in bounds (checked); exclusivity and lifetime are the caller's contract.
+        unsafe { self.slice_mut_unchecked(off, len) }
+    }
+
+    /// [`slice_mut`](MapMemory::slice_mut) without the bounds check.
+    ///
+    /// # Safety
+    /// As `slice_mut`, and `off + len <= self.len`.
+    #[inline(always)]
+    pub(crate) unsafe fn slice_mut_unchecked<'a>(&self, off: usize, len: usize) -> &'a mut [u8] {
+        debug_assert!(off.checked_add(len).is_some_and(|e| e <= self.len));
+        // SAFETY: in bounds, exclusive, not outliving the mapping: the caller's contract.
         unsafe { core::slice::from_raw_parts_mut(self.ptr.add(off), len) }
     }
 }
@@ -313,6 +332,13 @@ impl Memory for MapMemory {
     unsafe fn store_u64_unchecked(&self, off: usize, val: u64, order: Ordering) {
         // SAFETY: as above.
         unsafe { self.word_unchecked(off) }.store(val, order)
+    }
+    #[inline(always)]
+    unsafe fn store_u8_unchecked(&self, off: usize, val: u8, order: Ordering) {
+        debug_assert!(off < self.len);
+        // SAFETY: `off < len` (the caller's contract): inside the live mapping; every byte
+        // is a valid AtomicU8.
+        unsafe { &*(self.ptr.add(off) as *const core::sync::atomic::AtomicU8) }.store(val, order)
     }
     #[inline(always)]
     unsafe fn cas_u64_unchecked(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering)

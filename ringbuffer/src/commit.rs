@@ -50,8 +50,10 @@ impl<M: Memory> Buffer<M> {
     pub(crate) fn commit_own<L: PacketLayout>(&self, layout: &L, r: Reservation, first_byte: u8) {
         debug_assert!(first_byte != 0, "byte 0 of a record must be nonzero");
         debug_assert_eq!(r.owner, self.mem.id());
-        let off = r.off;
-        self.mem.store_u8(off, first_byte, Release);
+        // SAFETY: `r` was made by this buffer (its fields are private to the crate; `commit`
+        // checked the owner, `record` made it): its slot is in bounds by construction
+        // (see `WriteAndCommit::then`), so its byte 0 is.
+        unsafe { self.mem.store_u8_unchecked(r.off, first_byte, Release) };
         let amount = u64::from(r.len);
         // SAFETY: `hot_sb` offsets are aligned and in bounds (see `hot_sb`).
         let prev = unsafe { self.mem.fetch_add_u64_unchecked(self.hot_sb(r.pos, SB_COMMIT), amount, AcqRel) };

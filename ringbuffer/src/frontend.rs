@@ -280,21 +280,23 @@ impl<M: Memory> Buffer<M> {
     fn reserve_percpu_tsc(&self, size: SlotSize, cpu: u32, conv: &TscConv) -> Attempt {
         let h = &self.hot;
         let (write_w, last_w) = (self.hot_ctrl(CTRL_WRITE), self.hot_ctrl(CTRL_LAST_TSC));
+        debug_assert_eq!(last_w - write_w, crate::percpu::LAST_TSC_AFTER_WRITE);
         let forced = size.compact == size.extended;
         let slot = u64::from(if forced { size.extended } else { size.compact });
         // SAFETY: `hot_ctrl` offsets are aligned and in bounds (see `hot_ctrl`).
-        let ptrs = unsafe { (self.mem.word_ptr_unchecked(write_w), self.mem.word_ptr_unchecked(last_w)) };
-        let (Some(wp), Some(lp)) = ptrs else {
+        let Some(wp) = (unsafe { self.mem.word_ptr_unchecked(write_w) }) else {
             return Attempt::Slow(None);
         };
         if slot == 0 || u64::from(size.compact) > h.room {
             return Attempt::Slow(None);
         }
         let delta_mask = if forced { 0 } else { !((1u64 << TIMESTAMP_BITS) - 1) };
-        // SAFETY: `wp` and `lp` are the aligned, in-bounds `write` and `last_tsc` words of
-        // the mapping, alive as long as `self`; `write` of a per-CPU buffer is changed only
-        // through restartable sections on its CPU (the claim in `claim_writers`).
-        match unsafe { crate::percpu::reserve_tsc(wp, lp, cpu, conv, &h.fast, slot, delta_mask) } {
+        // SAFETY: `wp` is the aligned, in-bounds `write` word of the mapping, alive as long
+        // as `self`, and `last_tsc` is `LAST_TSC_AFTER_WRITE` bytes after it in the same
+        // control block (`hot_ctrl` of both constants: in bounds); `write` of a per-CPU
+        // buffer is changed only through restartable sections on its CPU (the claim in
+        // `claim_writers`).
+        match unsafe { crate::percpu::reserve_tsc(wp, cpu, conv, &h.fast, slot, delta_mask) } {
             FastReserve::Reserved { old, ts } => {
                 // SAFETY: `hot_ctrl` offsets are aligned and in bounds (see `hot_ctrl`).
                 unsafe { self.mem.store_u64_unchecked(last_w, ts, Release) };

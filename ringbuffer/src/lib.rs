@@ -511,10 +511,14 @@ struct WriteAndCommit<'a, L, W> {
 impl<L: PacketLayout, W: Fill> frontend::Then<()> for WriteAndCommit<'_, L, W> {
     #[inline(always)]
     fn then(self, r: Reservation) {
-        // SAFETY: `off..off + len` is the slot the reservation just made in this memory (in
-        // bounds: `slice_mut` checks), owned by this call until the commit below; the slice
-        // does not outlive the call.
-        let bytes = unsafe { self.buf.mem.slice_mut(r.off, r.len as usize) };
+        // SAFETY: `off..off + len` is the slot the reservation just made in this memory,
+        // owned by this call until the commit below; the slice does not outlive the call.
+        // In bounds by construction, whatever the shared memory holds: every reservation
+        // path makes `off = data + phys * subbuf_size + o` with `phys < nphys` (the index
+        // masked to the ring, or an id-table entry checked against it) and `o + len <=
+        // subbuf_size` (checked before the CAS), and the validated geometry has `data +
+        // nphys * subbuf_size <= file_size <= mapping length` (`Geometry::from_header`).
+        let bytes = unsafe { self.buf.mem.slice_mut_unchecked(r.off, r.len as usize) };
         let first = self.write.fill(bytes, r.timestamp, r.extended);
         self.buf.commit_own(self.layout, r, first);
     }

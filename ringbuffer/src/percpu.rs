@@ -288,6 +288,9 @@ pub struct FastGeometry {
     pub sbs: u64,
 }
 
+/// Bytes from the control word `write` to `last_tsc` ([`reserve_tsc`] reads both).
+pub const LAST_TSC_AFTER_WRITE: usize = crate::layout::CTRL_LAST_TSC - crate::layout::CTRL_WRITE;
+
 /// Outcome of [`reserve_tsc`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FastReserve {
@@ -321,12 +324,16 @@ pub enum FastReserve {
 /// without filling it and (unless `delta_mask` is 0, a forced extended header) the time
 /// since `last_tsc` fits the compact header (`(ts - last) & delta_mask == 0`).
 ///
+/// `last_tsc` is the word [`LAST_TSC_AFTER_WRITE`] bytes after `write` (the control
+/// block's layout): addressed from `write`, it takes no register of its own.
+///
 /// # Safety
-/// `write` and `last` are valid, 8-byte aligned words for the call; `write` is changed
-/// only as [`cpu_cas`] allows (see the module docs).
+/// `write` and the word `LAST_TSC_AFTER_WRITE` bytes after it are valid, 8-byte aligned
+/// words for the call; `write` is changed only as [`cpu_cas`] allows (see the module
+/// docs).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn reserve_tsc(write: *mut u64, last: *const u64, cpu: u32, conv: &TscConv, geo: &FastGeometry, slot: u64, delta_mask: u64)
+pub unsafe fn reserve_tsc(write: *mut u64, cpu: u32, conv: &TscConv, geo: &FastGeometry, slot: u64, delta_mask: u64)
     -> FastReserve {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
@@ -335,8 +342,9 @@ pub unsafe fn reserve_tsc(write: *mut u64, last: *const u64, cpu: u32, conv: &Ts
         loop {
             let (status, old, ts, lastv): (u64, u64, u64, u64);
             // SAFETY: as in `cpu_cas` for the rseq area, descriptor and abort handler; the
-            // section reads `conv` and `geo` (live references), `write` and `last` (valid,
-            // aligned: caller) and stores only to `write`, as its last instruction.
+            // section reads `conv` and `geo` (live references), `write` and `last_tsc` after
+            // it (valid, aligned: caller) and stores only to `write`, as its last
+            // instruction.
             unsafe {
                 core::arch::asm!(
                     "lea rax, [rip + 3f]",
@@ -355,7 +363,7 @@ pub unsafe fn reserve_tsc(write: *mut u64, last: *const u64, cpu: u32, conv: &Ts
                     "mul qword ptr [{conv} + 16]",
                     "shrd rax, rdx, 32",
                     "add rax, qword ptr [{conv} + 8]",
-                    "mov {lastv}, qword ptr [{last}]",
+                    "mov {lastv}, qword ptr [{write} + {last}]",
                     "mov rdx, rax",
                     "sub rdx, {lastv}",
                     "and rdx, {dm}",
@@ -394,7 +402,7 @@ pub unsafe fn reserve_tsc(write: *mut u64, last: *const u64, cpu: u32, conv: &Ts
                     rs = in(reg) rs,
                     cpu = in(reg) cpu,
                     write = in(reg) write,
-                    last = in(reg) last,
+                    last = const LAST_TSC_AFTER_WRITE,
                     conv = in(reg) conv as *const TscConv,
                     geo = in(reg) geo as *const FastGeometry,
                     slot = in(reg) slot,
@@ -416,7 +424,7 @@ pub unsafe fn reserve_tsc(write: *mut u64, last: *const u64, cpu: u32, conv: &Ts
     }
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     {
-        let _ = (write, last, cpu, conv, geo, slot, delta_mask);
+        let _ = (write, cpu, conv, geo, slot, delta_mask);
         FastReserve::Moved
     }
 }

@@ -4,6 +4,15 @@
 //! only: a packet cut short by a write error (a full disk) is truncated away at once, and
 //! one cut short by a killed daemon when the trace is next opened
 //! ([`crate::recover`]).
+//!
+//! After each packet, the one before it is written back and dropped from the page cache
+//! (`sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)`, then
+//! `posix_fadvise(POSIX_FADV_DONTNEED)`), as lttng-tools' consumer does for local traces
+//! (`lttng_consumer_sync_trace_file`): a trace of hundreds of MB/s does not fill the page
+//! cache, the same recently freed pages are reused for the next packets, and writeback
+//! happens at the trace's pace instead of in bursts. (On the project's VMs fresh
+//! page-cache pages fault on the host, and a drain into new pages could not keep up with
+//! 10 M events/s: BENCHMARKS.md, "Sustained drain".)
 
 use std::fs::File;
 use std::io::Write;
@@ -16,6 +25,8 @@ pub struct StreamFile {
     file: File,
     path: PathBuf,
     len: u64,
+    /// Bytes before this offset were written back and dropped from the page cache.
+    written_back: u64,
 }
 
 impl StreamFile {
@@ -26,7 +37,7 @@ impl StreamFile {
     pub fn create(dir: &Path, name: &str) -> std::io::Result<StreamFile> {
         let path = dir.join(name);
         let file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
-        Ok(StreamFile { file, path, len: 0 })
+        Ok(StreamFile { file, path, len: 0, written_back: 0 })
     }
 
     /// Appends one whole packet; returns its offset in bytes from the start of the file
@@ -45,7 +56,27 @@ impl StreamFile {
             return Err(e);
         }
         self.len += packet.len() as u64;
+        self.release(self.written_back..off);
+        self.written_back = off;
         Ok(off)
+    }
+
+    /// Writes `range` of the file back and drops it from the page cache (see the module
+    /// docs). Best effort: an error (a file system without the calls) changes nothing
+    /// else.
+    fn release(&self, range: std::ops::Range<u64>) {
+        if range.is_empty() {
+            return;
+        }
+        let (Ok(start), Ok(len)) = (i64::try_from(range.start), i64::try_from(range.end - range.start)) else { return };
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.file);
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        // SAFETY: `fd` is this open file's descriptor for the duration of the calls; both
+        // calls only take integers and touch no memory of ours.
+        unsafe {
+            libc::sync_file_range(fd, start, len, flags);
+            libc::posix_fadvise(fd, start, len, libc::POSIX_FADV_DONTNEED);
+        }
     }
 
     /// Cuts the file back to `len` bytes (a packet taken back out).
@@ -55,6 +86,7 @@ impl StreamFile {
     pub fn truncate_to(&mut self, len: u64) -> std::io::Result<()> {
         self.file.set_len(len)?;
         self.len = self.len.min(len);
+        self.written_back = self.written_back.min(len);
         Ok(())
     }
 

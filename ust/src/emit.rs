@@ -55,13 +55,23 @@ pub fn emit<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, write: F
         drop_all(mask, Dropped::Nested);
         return;
     };
-    let (compact, extended) = event_header::sizes(id);
-    // Both sizes fit in u32 when the extended one does (it is the larger).
-    let Ok(e) = u32::try_from(payload_len.saturating_add(extended)) else {
-        drop_all(mask, Dropped::TooBig);
-        return;
+    let size = match site.fixed_sizes() {
+        // A fixed-size event: computed with the id, for this very payload length (the
+        // macro's constant comes from the same field descriptions; the test keeps any
+        // other caller of `emit` on the general computation).
+        Some((compact, extended)) if payload_len == (extended as usize).wrapping_sub(event_header::EXTENDED_SIZE) => {
+            SlotSize { compact, extended }
+        }
+        _ => {
+            let (compact, extended) = event_header::sizes(id);
+            // Both sizes fit in u32 when the extended one does (it is the larger).
+            let Ok(e) = u32::try_from(payload_len.saturating_add(extended)) else {
+                drop_all(mask, Dropped::TooBig);
+                return;
+            };
+            SlotSize { compact: e - (extended - compact) as u32, extended: e }
+        }
     };
-    let size = SlotSize { compact: e - (extended - compact) as u32, extended: e };
     let cpu = cpu::current();
     if let Some(f) = site.filter() {
         if mask & f.mask != 0 {

@@ -30,6 +30,10 @@ use crate::published::Published;
 pub struct Site {
     mask: AtomicU64,
     id: AtomicU32,
+    /// For an event whose fields are all fixed-size, its record sizes for its id
+    /// (`compact | extended << 32`, header and payload), set with the id; 0 otherwise (the
+    /// emit path then computes them from the payload length).
+    sizes: AtomicU64,
     /// Filters of some mask bits, or none (the common case: the emit path then pays one
     /// load and a test). Replaced filters are leaked: an emitter may still be evaluating
     /// them, and filter changes are rare control-plane events.
@@ -79,7 +83,7 @@ impl SiteFilter {
 impl Site {
     /// A disabled call site for `desc`, with no event id yet.
     pub const fn new(desc: EventDesc) -> Site {
-        Site { mask: AtomicU64::new(0), id: AtomicU32::new(0), filter: Published::empty(), desc }
+        Site { mask: AtomicU64::new(0), id: AtomicU32::new(0), sizes: AtomicU64::new(0), filter: Published::empty(), desc }
     }
 
     /// True when at least one channel records this event: one relaxed load.
@@ -144,7 +148,22 @@ impl Site {
     }
 
     pub(crate) fn set_id(&self, id: u32) {
+        let (compact, extended) = ust_core::event_header::sizes(id);
+        let sizes = match self.desc.fixed_payload_size() {
+            Some(n) if n.saturating_add(extended) <= u32::MAX as usize => ((compact + n) as u64) | (((extended + n) as u64) << 32),
+            _ => 0,
+        };
+        self.sizes.store(sizes, Ordering::Release);
         self.id.store(id, Ordering::Release);
+    }
+
+    /// The record sizes (header and payload) of an event whose fields are all fixed-size,
+    /// for its id: `(compact, extended)` in bytes; `None` for other events or before the
+    /// id is set (see [`Site::id`]). One relaxed load.
+    #[inline(always)]
+    pub fn fixed_sizes(&self) -> Option<(u32, u32)> {
+        let v = self.sizes.load(Ordering::Relaxed);
+        (v != 0).then_some((v as u32, (v >> 32) as u32))
     }
 }
 

@@ -264,6 +264,10 @@ fn fixed_size_events_write_exact_bytes_at_constant_offsets() {
         e
     };
     let len = s.desc().fixed_payload_size().unwrap();
+    // The record sizes were computed with the id, so the emit path does not.
+    let (compact, extended) = ust_core::event_header::sizes(s.id());
+    assert_eq!(s.fixed_sizes(), Some(((compact + len) as u32, (extended + len) as u32)));
+    assert_eq!(site_named("unit", "all_types").fixed_sizes(), None, "a string or sequence field: computed per event");
     let recs = ch.records(|_, _| len);
     assert_eq!(recs.len(), 2);
     assert_eq!(recs[0].0, s.id());
