@@ -119,14 +119,14 @@ g = crit.get
 e1, e2 = g("enabled u64_i32 monotonic"), g("enabled u64_i32 monotonic 2 threads")
 t1, t2 = g("enabled u64_i32 tsc"), g("enabled u64_i32 tsc 2 threads")
 rows = [
-    ("disabled tracepoint", g("disabled"), "LTTng-UST disabled", lt_off, "<= 1 ns"),
-    ("enabled {u64,i32}, monotonic, 1 thread", e1, "LTTng-UST enabled, 1 thread", lt1, "<= 0.4x"),
-    ("  same, minus one clock_gettime", None if e1 is None or clock is None else e1 - clock, "floor: clock_gettime", clock, "<= 15 ns"),
-    ("enabled {u64,i32}, TSC, 1 thread", t1, "floor: rdtsc", rdtsc, "<= 25 ns"),
+    ("disabled tracepoint", g("disabled"), "LTTng-UST disabled", lt_off, "<= 0.5 ns"),
+    ("enabled {u64,i32}, monotonic, 1 thread", e1, "LTTng-UST enabled, 1 thread", lt1, "<= 0.33x"),
+    ("  same, minus one clock_gettime", None if e1 is None or clock is None else e1 - clock, "floor: clock_gettime", clock, "<= 8 ns"),
+    ("enabled {u64,i32}, TSC, 1 thread", t1, "floor: rdtsc", rdtsc, "<= 18 ns"),
     ("  TSC clock read alone (rdtscp, ordered, to ns)", g("clock read tsc"), "floor: rdtsc", rdtsc, ""),
     ("  same, minus the TSC clock read", None if t1 is None or g("clock read tsc") is None else t1 - g("clock read tsc"), "floor: rdtsc", rdtsc, ""),
-    ("enabled, monotonic, 2 threads (per thread)", e2, "ust 1 thread", e1, "<= 1.25x"),
-    ("enabled, TSC, 2 threads (per thread)", t2, "ust TSC 1 thread", t1, "<= 1.25x"),
+    ("enabled, monotonic, 2 threads (per thread)", e2, "ust 1 thread", e1, "<= 1.1x"),
+    ("enabled, TSC, 2 threads (per thread)", t2, "ust TSC 1 thread", t1, "<= 1.1x"),
     ("  (LTTng-UST 2 threads / 1 thread)", lt2, "LTTng-UST 1 thread", lt1, "ref 1.2x"),
     ("32-byte string field", g("string32"), "LTTng-UST enabled {u64,i32}", lt1, "<= 60 ns"),
     ("32-byte sequence field", g("seq32"), "LTTng-UST enabled {u64,i32}", lt1, ""),

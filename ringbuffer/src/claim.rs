@@ -18,7 +18,7 @@ impl<M: Memory> Buffer<M> {
     /// * asked [`Writers::Atomic`], the buffer becomes atomic unless it is already
     ///   per-CPU, and then this handle is per-CPU too: its writers use rseq if the process
     ///   has it ([`percpu::has_rseq`](crate::percpu::has_rseq)), and otherwise get
-    ///   [`Dropped::Migrated`] on every reservation, since a compare-and-swap from another
+    ///   [`Dropped::Migrated`](crate::Dropped::Migrated) on every reservation, since a compare-and-swap from another
     ///   CPU would race with the restartable sections.
     ///
     /// Call before the first reservation through this handle. Returns the mode adopted.

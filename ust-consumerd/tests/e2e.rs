@@ -77,11 +77,33 @@ fn every_field_type_reads_back_with_its_values() {
 
 #[test]
 fn four_threads_yield_every_event_in_sequence() {
+    four_threads(None);
+}
+
+/// The same with the TSC clock, where the buffers take the per-CPU (rseq) writers where
+/// glibc registered rseq (`Channel::new`), and the daemon flushes them from their CPUs.
+#[test]
+fn four_threads_yield_every_event_in_sequence_with_the_tsc_clock() {
+    four_threads(Some("tsc"));
+}
+
+fn four_threads(clock: Option<&str>) {
     const N: u64 = 20_000;
     let d = TestDaemon::start();
     let out = d.output("four");
-    let (code, err) = ust_trace(&d, &out, &program("debug", "fourthreads"), &[&N.to_string()]);
+    let mut cmd = d.ust_cmd();
+    if let Some(c) = clock {
+        cmd.env("UST_CLOCK", c);
+    }
+    let o = cmd.arg("trace").arg("--output").arg(&out).arg("--").arg(program("debug", "fourthreads")).arg(N.to_string()).output().unwrap();
+    let (code, err) = (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned());
     assert_eq!(code, 0, "{err}");
+    if clock == Some("tsc") && ust_core::clock::tsc::usable() {
+        // The metadata's clock says the TSC was read.
+        let meta = std::fs::read_dir(out.join("ust/pid")).unwrap().next().unwrap().unwrap().path().join("metadata");
+        let meta = std::fs::read_to_string(meta).unwrap();
+        assert!(meta.contains("TSC"), "{meta}");
+    }
     assert!(err.contains(" events recorded, 0 discarded"), "{err}");
     // The summary's line for the event (the state dump has its own lines).
     let counted = err.lines().find_map(|l| l.strip_prefix("ust:   myprov:myev")).map(|n| n.trim().to_string());

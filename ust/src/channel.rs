@@ -41,21 +41,26 @@ pub struct Channel {
 }
 
 impl Channel {
-    /// A channel over `buffers` (CPU 0 first) with context fields `contexts`.
+    /// A channel over `buffers` (CPU 0 first) with context fields `contexts`, recording
+    /// with `clock`.
     ///
     /// Claims the writer mode of each buffer ([`Buffer::claim_writers`]): per-CPU (rseq,
-    /// no `lock` prefix on the reservation) when this process has rseq
-    /// ([`ringbuffer::percpu::available`], not `UST_RSEQ=0`) and there is a buffer for
-    /// every possible CPU (so `buffer(cpu)` never wraps: two CPUs sharing a buffer would
-    /// defeat the per-CPU exclusion); the compare-and-swap writers otherwise.
-    pub(crate) fn new(mut buffers: Box<[Buffer]>, session: String, name: String, contexts: Vec<ust_core::context::ContextType>) -> Channel {
+    /// no `lock` prefix on the reservation, the TSC read unordered inside the section)
+    /// when the clock is the TSC, this process has rseq ([`ringbuffer::percpu::available`],
+    /// not `UST_RSEQ=0`) and there is a buffer for every possible CPU (so `buffer(cpu)`
+    /// never wraps: two CPUs sharing a buffer would defeat the per-CPU exclusion); the
+    /// compare-and-swap writers otherwise. With `CLOCK_MONOTONIC` the per-CPU section saves
+    /// nothing (the vDSO read is ordered anyway) and measured 3–5 ns slower per event than
+    /// the compare-and-swap in four sittings (BENCHMARKS.md), so those channels keep it.
+    pub(crate) fn new(mut buffers: Box<[Buffer]>, session: String, name: String, contexts: Vec<ust_core::context::ContextType>, clock: TraceClock) -> Channel {
         use ringbuffer::percpu::{self, Writers};
-        let per_cpu = percpu::available() && buffers.len() >= crate::cpu::possible() as usize;
+        use ringbuffer::Clock as _;
+        let per_cpu = clock.tsc().is_some() && percpu::available() && buffers.len() >= crate::cpu::possible() as usize;
         for (i, b) in buffers.iter_mut().enumerate() {
             b.claim_writers(if per_cpu { Writers::PerCpu(i as u32) } else { Writers::Atomic });
         }
         let ctx_len = ust_core::context::block_size(&contexts);
-        Channel { buffers, clock: TraceClock::Monotonic, session, name, contexts: contexts.into_boxed_slice(), ctx_len, shared_ids: None, blocking_us: 0, plain: ctx_len == 0 }
+        Channel { buffers, clock, session, name, contexts: contexts.into_boxed_slice(), ctx_len, shared_ids: None, blocking_us: 0, plain: ctx_len == 0 }
     }
 
     /// The same channel as a per-UID one: records take the ids the daemon sends.
@@ -73,11 +78,6 @@ impl Channel {
         self
     }
 
-    /// The same channel recording with `clock`.
-    pub(crate) fn with_clock(mut self, clock: TraceClock) -> Channel {
-        self.clock = clock;
-        self
-    }
 
     /// The buffer for `cpu`; a CPU number past the buffer count (more CPUs online than the
     /// daemon allocated for) wraps around.

@@ -283,7 +283,7 @@ pub mod __testing {
         clock: ust_core::clock::TraceClock,
     ) {
         assert!(!buffers.is_empty() && slot < ust_core::protocol::MAX_CHANNELS);
-        let ch = Channel::new(buffers.into_boxed_slice(), "local".into(), "local".into(), contexts).with_clock(clock);
+        let ch = Channel::new(buffers.into_boxed_slice(), "local".into(), "local".into(), contexts, clock);
         if let Some(old) = channel::install(slot, ch) {
             channel::retire(old);
         }

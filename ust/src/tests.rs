@@ -51,7 +51,7 @@ impl TestChannel {
         let buf = Buffer::create(map.into(), &cfg).unwrap();
         assert!(channel::install(
             slot,
-            Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), contexts)
+            Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), contexts, ust_core::clock::TraceClock::Monotonic)
         )
         .is_none());
         TestChannel { slot, ch: channel::get(slot).unwrap() }
@@ -703,7 +703,7 @@ fn fork_while_another_thread_is_inside_an_emit() {
     let file = std::fs::File::from(fd);
     let map = memmap2::MmapOptions::new().len(size).map_raw(&file).unwrap();
     let buf = Buffer::create(map, &cfg).unwrap();
-    assert!(channel::install(13, Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), Vec::new())).is_none());
+    assert!(channel::install(13, Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), Vec::new(), ust_core::clock::TraceClock::Monotonic)).is_none());
     let ch = TestChannel { slot: 13, ch: channel::get(13).unwrap() };
     fire_forked(0);
     let s = site_named("unit", "forked");
@@ -836,7 +836,7 @@ fn blocking_channel_never_waits_with_signals_blocked() {
     };
     let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
     let buf = Buffer::create(map.into(), &cfg).unwrap();
-    let blocking = Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), Vec::new()).with_blocking(u64::MAX);
+    let blocking = Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), Vec::new(), ust_core::clock::TraceClock::Monotonic).with_blocking(u64::MAX);
     assert!(channel::install(14, blocking).is_none());
     let ch = TestChannel { slot: 14, ch: channel::get(14).unwrap() };
     let fire = |i: u64| crate::tracepoint!(unit, blocking, i: u64 = i);

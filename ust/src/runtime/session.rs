@@ -355,7 +355,7 @@ fn add_channel(g: &Generation, link: usize, grant: ChannelGrant, fds: Vec<Option
         None => TraceClock::Monotonic,
     };
     let shared = grant.shared_ids;
-    let mut ch = Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts).with_clock(clock).with_blocking(grant.blocking_timeout_us);
+    let mut ch = Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts, clock).with_blocking(grant.blocking_timeout_us);
     if shared {
         ch = ch.with_shared_ids();
     }

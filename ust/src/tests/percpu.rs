@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ringbuffer::percpu::{self, Writers};
+use ust_core::clock::TraceClock;
 use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
 use ust_core::packet::HEADER_SIZE;
 
@@ -48,10 +49,13 @@ fn per_cpu_buffers_with_migrations_and_a_tracing_signal_handler() {
             Buffer::create(map.into(), &cfg).unwrap()
         })
         .collect();
-    assert!(channel::install(SLOT, Channel::new(bufs.into_boxed_slice(), "s".into(), "c".into(), Vec::new())).is_none());
+    // Channels claim per-CPU writers with the TSC clock only (`Channel::new`).
+    let clock = ust_core::clock::tsc::Calibrator::new().params().map_or(TraceClock::Monotonic, TraceClock::Tsc);
+    let tsc = matches!(clock, TraceClock::Tsc(_));
+    assert!(channel::install(SLOT, Channel::new(bufs.into_boxed_slice(), "s".into(), "c".into(), Vec::new(), clock)).is_none());
     let ch = channel::get(SLOT).unwrap();
     for (i, b) in ch.buffers.iter().enumerate() {
-        let want = if percpu::available() { Writers::PerCpu(i as u32) } else { Writers::Atomic };
+        let want = if tsc && percpu::available() { Writers::PerCpu(i as u32) } else { Writers::Atomic };
         assert_eq!(b.writers(), want, "buffer {i}");
     }
     let (t_site, h_site) = (site_named("unit_percpu", "thread"), site_named("unit_percpu", "handler"));
