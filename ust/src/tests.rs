@@ -166,6 +166,26 @@ fn descriptions_carry_every_field_type() {
     let _ = (Color::Red, Color::Green, Signed::Zero);
 }
 
+/// The bytes of fields `a` to `n` of `unit:all_types` and `unit:fixed_types` (the same
+/// values but `d` and `l`).
+fn fixed_fields_bytes(d: u64, l: f64) -> Vec<u8> {
+    let mut e = vec![0xab];
+    e.extend(0x1234u16.to_le_bytes());
+    e.extend(7u32.to_le_bytes());
+    e.extend(d.to_le_bytes());
+    e.extend((-1i8).to_le_bytes());
+    e.extend((-2i16).to_le_bytes());
+    e.extend((-3i32).to_le_bytes());
+    e.extend((-4i64).to_le_bytes());
+    e.extend(5u64.to_le_bytes());
+    e.extend((-6i64).to_le_bytes());
+    e.extend(1.5f32.to_le_bytes());
+    e.extend(l.to_le_bytes());
+    e.push(1);
+    e.extend(0xe9u32.to_le_bytes());
+    e
+}
+
 #[test]
 fn enabled_tracepoint_writes_exact_bytes() {
     let _g = serial();
@@ -174,21 +194,7 @@ fn enabled_tracepoint_writes_exact_bytes() {
     enable(s, &[3]);
     fire_all_types("hé\0llo", &[9, 8], &[-1, 2]);
     fire_all_types("", &[], &[]);
-    let mut expect = Vec::new();
-    expect.push(0xab);
-    expect.extend(0x1234u16.to_le_bytes());
-    expect.extend(7u32.to_le_bytes());
-    expect.extend(u64::MAX.to_le_bytes());
-    expect.extend((-1i8).to_le_bytes());
-    expect.extend((-2i16).to_le_bytes());
-    expect.extend((-3i32).to_le_bytes());
-    expect.extend((-4i64).to_le_bytes());
-    expect.extend(5u64.to_le_bytes());
-    expect.extend((-6i64).to_le_bytes());
-    expect.extend(1.5f32.to_le_bytes());
-    expect.extend(f64::NAN.to_le_bytes());
-    expect.push(1);
-    expect.extend(0xe9u32.to_le_bytes());
+    let mut expect = fixed_fields_bytes(u64::MAX, f64::NAN);
     let fixed_head = expect.clone();
     expect.extend(*b"h\xc3\xa9\0");
     expect.extend(2u64.to_le_bytes());
@@ -242,20 +248,7 @@ fn fixed_size_events_write_exact_bytes_at_constant_offsets() {
     fire_fixed_types(u64::MAX, f64::NAN, [1, 2, 3]);
     fire_fixed_types(0, -0.25, [0xffff, 0, 7]);
     let expect = |d: u64, l: f64, r: [u16; 3]| {
-        let mut e = vec![0xab];
-        e.extend(0x1234u16.to_le_bytes());
-        e.extend(7u32.to_le_bytes());
-        e.extend(d.to_le_bytes());
-        e.extend((-1i8).to_le_bytes());
-        e.extend((-2i16).to_le_bytes());
-        e.extend((-3i32).to_le_bytes());
-        e.extend((-4i64).to_le_bytes());
-        e.extend(5u64.to_le_bytes());
-        e.extend((-6i64).to_le_bytes());
-        e.extend(1.5f32.to_le_bytes());
-        e.extend(l.to_le_bytes());
-        e.push(1);
-        e.extend(0xe9u32.to_le_bytes());
+        let mut e = fixed_fields_bytes(d, l);
         for x in r {
             e.extend(x.to_le_bytes());
         }
