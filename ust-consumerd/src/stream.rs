@@ -175,7 +175,7 @@ impl TraceFiles {
     pub fn create(&self, k: u64) -> std::io::Result<(StreamFile, IndexFile)> {
         let (dir, name) = (&self.dir, self.name(k));
         let ctx = |what: String| move |e: std::io::Error| std::io::Error::new(e.kind(), format!("creating {what}: {e}"));
-        let file = StreamFile::create(dir, &name).map_err(ctx(format!("{}/{name}", dir.display())))?;
+        let file = StreamFile::create_written_back(dir, &name).map_err(ctx(format!("{}/{name}", dir.display())))?;
         let index = IndexFile::create(dir, &name).map_err(ctx(format!("{}/index/{name}.idx", dir.display())))?;
         Ok((file, index))
     }

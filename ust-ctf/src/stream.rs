@@ -5,7 +5,8 @@
 //! one cut short by a killed daemon when the trace is next opened
 //! ([`crate::recover`]).
 //!
-//! After each packet, the one before it is written back and dropped from the page cache
+//! For a file made with [`StreamFile::create_written_back`] (the daemon's user-space
+//! streams), after each packet the one before it is written back and dropped from the page cache
 //! (`sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)`, then
 //! `posix_fadvise(POSIX_FADV_DONTNEED)`), as lttng-tools' consumer does for local traces
 //! (`lttng_consumer_sync_trace_file`): a trace of hundreds of MB/s does not fill the page
@@ -27,6 +28,8 @@ pub struct StreamFile {
     len: u64,
     /// Bytes before this offset were written back and dropped from the page cache.
     written_back: u64,
+    /// Whether packets are written back and dropped as they are appended.
+    write_back: bool,
 }
 
 impl StreamFile {
@@ -37,7 +40,21 @@ impl StreamFile {
     pub fn create(dir: &Path, name: &str) -> std::io::Result<StreamFile> {
         let path = dir.join(name);
         let file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
-        Ok(StreamFile { file, path, len: 0, written_back: 0 })
+        Ok(StreamFile { file, path, len: 0, written_back: 0, write_back: false })
+    }
+
+    /// [`create`](StreamFile::create), and each packet but the last is then written back
+    /// and dropped from the page cache once the next one is appended (see the module
+    /// docs). The append then waits for the disk: for the daemon's drain of user-space
+    /// buffers, not for a recorder that must keep reading at its own pace (the kernel
+    /// recorder's tracefs reads).
+    ///
+    /// # Errors
+    /// The `open` error.
+    pub fn create_written_back(dir: &Path, name: &str) -> std::io::Result<StreamFile> {
+        let mut f = StreamFile::create(dir, name)?;
+        f.write_back = true;
+        Ok(f)
     }
 
     /// Appends one whole packet; returns its offset in bytes from the start of the file
@@ -56,8 +73,10 @@ impl StreamFile {
             return Err(e);
         }
         self.len += packet.len() as u64;
-        self.release(self.written_back..off);
-        self.written_back = off;
+        if self.write_back {
+            self.release(self.written_back..off);
+            self.written_back = off;
+        }
         Ok(off)
     }
 
