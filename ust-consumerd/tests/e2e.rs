@@ -219,6 +219,44 @@ fn fswalk_counts_match_the_trace() {
     assert!(printed["fswalk:file_read"] > 100);
 }
 
+/// A signal the caller ignores (a background job's SIGINT and SIGQUIT) is still ignored in
+/// the command `ust trace` runs, as it is without `ust trace` (`SigIgn` of
+/// `/proc/self/status`, compared with the command run directly).
+#[test]
+fn inherited_ignored_signals_stay_ignored_in_the_command() {
+    use std::os::unix::process::CommandExt;
+    let d = TestDaemon::start();
+    let out = d.output("sigign");
+    let probe = ["sh", "-c", "grep '^SigIgn' /proc/self/status"];
+    let ignoring = |c: &mut std::process::Command| {
+        // SAFETY: between fork and exec only async-signal-safe calls (signal).
+        unsafe {
+            c.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    };
+    let mut direct = std::process::Command::new(probe[0]);
+    direct.args(&probe[1..]);
+    ignoring(&mut direct);
+    let direct = direct.output().unwrap();
+    let want = String::from_utf8_lossy(&direct.stdout).trim().to_string();
+    // SIGINT (2) and SIGQUIT (3) are bits 1 and 2 of the mask.
+    let mask = u64::from_str_radix(want.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    assert_eq!(mask & 0b110, 0b110, "{want}");
+    let mut traced = d.ust_cmd();
+    traced.arg("trace").arg("--output").arg(&out).arg("--").args(probe);
+    ignoring(&mut traced);
+    let traced = traced.output().unwrap();
+    assert!(traced.status.success(), "{}", String::from_utf8_lossy(&traced.stderr));
+    let got = String::from_utf8_lossy(&traced.stdout).trim().to_string();
+    let got_mask = u64::from_str_radix(got.split_whitespace().nth(1).unwrap(), 16).unwrap();
+    // The standard signals 1..=31 (the real-time ones are libc's own business).
+    assert_eq!(got_mask & 0x7fff_ffff, mask & 0x7fff_ffff, "with ust trace: {got}; without: {want}");
+}
+
 #[test]
 fn trace_exits_with_the_command_status() {
     let d = TestDaemon::start();

@@ -114,14 +114,23 @@ pub fn trace(a: TraceArgs) -> CliResult {
         return Err(e.into());
     }
     // From here on, a signal to `ust trace` is forwarded to the command, and the session is
-    // destroyed whatever happens.
-    // SAFETY: the handler only reads its siginfo and stores to an atomic.
+    // destroyed whatever happens. A signal `ust trace` inherited as ignored (a background
+    // job's SIGINT and SIGQUIT, `nohup`'s SIGHUP) stays ignored, as shells keep it: the
+    // command then inherits it ignored, as it would without `ust trace` (a handler would be
+    // reset to the default action by its exec, and Ctrl-C would then kill a command that
+    // was meant to ignore it).
+    // SAFETY: the handler only reads its siginfo and stores to an atomic; the query of the
+    // old action writes only to `old`.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = trace_on_signal as *const () as usize;
         sa.sa_flags = libc::SA_SIGINFO;
         libc::sigemptyset(&mut sa.sa_mask);
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN {
+                continue;
+            }
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
