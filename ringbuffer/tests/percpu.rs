@@ -17,38 +17,14 @@ use std::time::{Duration, Instant};
 use ringbuffer::percpu::{self, Writers};
 use ringbuffer::*;
 
+mod common;
+use common::{u64_at, Layout, Monotonic, HDR};
+
 const THREADS: u8 = 3;
 const RECORDS: u32 = 60_000;
-const HDR: usize = 40;
 /// Writer id of the signal handler's records.
 const HANDLER: u8 = THREADS;
 const MAX_HANDLER: u32 = 1 << 20;
-
-struct Layout;
-impl PacketLayout for Layout {
-    fn header_size(&self) -> usize {
-        HDR
-    }
-    fn write_begin(&self, _: &StreamIdentity, h: &mut [u8], b: &PacketBegin) {
-        h[0..8].copy_from_slice(&b.timestamp_begin.to_le_bytes());
-        h[16..24].copy_from_slice(&b.packet_seq_num.to_le_bytes());
-    }
-    fn write_end(&self, _: &StreamIdentity, h: &mut [u8], e: &PacketEnd) {
-        h[8..16].copy_from_slice(&e.timestamp_end.to_le_bytes());
-        h[24..32].copy_from_slice(&e.content_size.to_le_bytes());
-        h[32..40].copy_from_slice(&e.events_discarded.to_le_bytes());
-    }
-}
-
-struct Monotonic;
-impl Clock for Monotonic {
-    fn now(&self) -> u64 {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    }
-}
 
 /// The TSC converted to ns (as ust's TSC clock: `rdtscp` outside a section, a plain
 /// `rdtsc` inside the per-CPU writers' one).
@@ -74,10 +50,6 @@ fn tsc_clock() -> Option<Tsc> {
     let t = unsafe { core::arch::x86_64::__rdtscp(&mut aux) };
     // About 1 ns per cycle, starting at 1 s: a real clock's shape, for the test.
     Some(Tsc(percpu::TscConv { tsc0: t, ns0: 1_000_000_000, mult: 1 << 32 }))
-}
-
-fn u64_at(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
 }
 
 fn record_len(seq: u32) -> u32 {
