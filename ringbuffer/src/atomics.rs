@@ -92,21 +92,17 @@ pub trait Memory: Send + Sync {
     }
 
     /// The address of the aligned `u64` word at `off`, for the per-CPU writer's critical
-    /// section ([`crate::percpu::reserve_tsc`]), which must load and store it itself.
+    /// section ([`crate::percpu::reserve_tsc`]), which must load and store it itself; no
+    /// bounds check (the fast path calls it on offsets the validated geometry proves).
     /// `None` (the default: the model's memory) when the memory has no such address; the
     /// algorithm then takes the path of [`cpu_cas_u64`](Memory::cpu_cas_u64).
-    fn word_ptr(&self, off: usize) -> Option<*mut u64> {
-        let _ = off;
-        None
-    }
-
-    /// [`word_ptr`](Memory::word_ptr) without the bounds check.
     ///
     /// # Safety
     /// `off` is 8-byte aligned and `off + 8 <= self.len()`.
     #[inline(always)]
     unsafe fn word_ptr_unchecked(&self, off: usize) -> Option<*mut u64> {
-        self.word_ptr(off)
+        let _ = off;
+        None
     }
 
     // The writer's fast path (reserve, commit) uses the unchecked forms below on offsets
@@ -306,10 +302,6 @@ impl Memory for MapMemory {
         // SAFETY: in bounds (checked); the range is owned by the caller (reader's
         // sub-buffer before release).
         unsafe { core::ptr::write_bytes(self.ptr.add(off), 0, len) }
-    }
-    #[inline(always)]
-    fn word_ptr(&self, off: usize) -> Option<*mut u64> {
-        Some(self.word(off).as_ptr())
     }
     #[inline(always)]
     unsafe fn word_ptr_unchecked(&self, off: usize) -> Option<*mut u64> {

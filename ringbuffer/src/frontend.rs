@@ -144,7 +144,7 @@ impl<M: Memory> Buffer<M> {
     }
 
     #[inline]
-    pub(crate) fn count(&self, why: Dropped) {
+    fn count(&self, why: Dropped) {
         let w = match why {
             Dropped::Full => CTRL_LOST_FULL,
             Dropped::TooBig => CTRL_LOST_BIG,
@@ -338,7 +338,7 @@ impl<M: Memory> Buffer<M> {
     /// has `ctrl + CTRL_LEN <= file_size <= mem.len()` (`Geometry::from_header` checks
     /// the region chain against the mapping, `create_in` the length).
     #[inline(always)]
-    pub(crate) fn hot_ctrl(&self, w: usize) -> usize {
+    fn hot_ctrl(&self, w: usize) -> usize {
         self.geo.ctrl + (w & (CTRL_LEN - 1) & !7)
     }
 

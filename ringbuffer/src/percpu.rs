@@ -76,6 +76,53 @@ static AREA_OFFSET: AtomicIsize = AtomicIsize::new(UNKNOWN);
 const UNKNOWN: isize = isize::MIN;
 const ABSENT: isize = isize::MIN + 1;
 
+/// One restartable sequence (the kernel's rseq ABI on x86-64, as
+/// `tools/testing/selftests/rseq/rseq-x86.h` lays it out) around the instructions `$body`:
+/// stores the address of its descriptor (label 3, in section `__rseq_cs`) in the thread's
+/// `rseq_cs` (`[{rs} + 8]`), checks `cpu_id` (`[{rs} + 4]`) against `{cpu}`, then runs
+/// `$body`, the section proper (labels 2 to 4: its last instruction must be the one store
+/// that commits it). It leaves in `{st}`: 0 when `$body` fell through to label 4, 1 when
+/// it jumped to `7f` (nothing stored), 2 when the kernel aborted it (restart), 3 when the
+/// thread is not on `cpu`. The abort handler (label 5) follows glibc's signature in
+/// `__rseq_failure`. `$operands` must name `rs`, `cpu` and `st` and clobber `rax`.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+macro_rules! rseq_section {
+    ([$($body:literal),* $(,)?], $($operands:tt)*) => {
+        core::arch::asm!(
+            "lea rax, [rip + 3f]",
+            "mov qword ptr [{rs} + 8], rax",
+            "2:",
+            "cmp dword ptr [{rs} + 4], {cpu:e}",
+            "jne 6f",
+            $($body,)*
+            "4:",
+            "xor {st:e}, {st:e}",
+            "jmp 9f",
+            "6:",
+            "mov {st:e}, 3",
+            "jmp 9f",
+            "7:",
+            "mov {st:e}, 1",
+            "jmp 9f",
+            ".pushsection __rseq_failure, \"ax\"",
+            ".byte 0x0f, 0xb9, 0x3d",
+            ".long 0x53053053",
+            "5:",
+            "mov {st:e}, 2",
+            "jmp 9f",
+            ".popsection",
+            ".pushsection __rseq_cs, \"aw\"",
+            ".balign 32",
+            "3:",
+            ".long 0, 0",
+            ".quad 2b, 4b - 2b, 5b",
+            ".popsection",
+            "9:",
+            $($operands)*
+        )
+    };
+}
+
 /// The offset of the thread's `struct rseq` from the thread pointer, looked up once
 /// (`__rseq_offset`, `__rseq_size` through `dlsym`, so the binary still loads on a libc
 /// without them). `None` off x86-64 Linux or without glibc's registration.
@@ -197,44 +244,18 @@ pub unsafe fn cpu_cas(word: *mut u64, cpu: u32, current: u64, new: u64) -> CpuCa
             // abort handler is preceded by the signature glibc registered. The section
             // (labels 2..4) touches only `word`; rax is clobbered, flags too.
             unsafe {
-                core::arch::asm!(
-                    "lea rax, [rip + 3f]",
-                    "mov qword ptr [{rs} + 8], rax",
-                    "2:",
-                    "cmp dword ptr [{rs} + 4], {cpu:e}",
-                    "jne 6f",
-                    "cmp qword ptr [{word}], {cur}",
-                    "jne 7f",
-                    "mov qword ptr [{word}], {new}",
-                    "4:",
-                    "xor {res:e}, {res:e}",
-                    "jmp 9f",
-                    "6:",
-                    "mov {res:e}, 3",
-                    "jmp 9f",
-                    "7:",
-                    "mov {res:e}, 1",
-                    "jmp 9f",
-                    ".pushsection __rseq_failure, \"ax\"",
-                    ".byte 0x0f, 0xb9, 0x3d",
-                    ".long 0x53053053",
-                    "5:",
-                    "mov {res:e}, 2",
-                    "jmp 9f",
-                    ".popsection",
-                    ".pushsection __rseq_cs, \"aw\"",
-                    ".balign 32",
-                    "3:",
-                    ".long 0, 0",
-                    ".quad 2b, 4b - 2b, 5b",
-                    ".popsection",
-                    "9:",
+                rseq_section!(
+                    [
+                        "cmp qword ptr [{word}], {cur}",
+                        "jne 7f",
+                        "mov qword ptr [{word}], {new}",
+                    ],
                     rs = in(reg) rs,
                     cpu = in(reg) cpu,
                     word = in(reg) word,
                     cur = in(reg) current,
                     new = in(reg) new,
-                    res = out(reg) res,
+                    st = out(reg) res,
                     out("rax") _,
                     options(nostack),
                 );
@@ -346,59 +367,34 @@ pub unsafe fn reserve_tsc(write: *mut u64, cpu: u32, conv: &TscConv, geo: &FastG
             // it (valid, aligned: caller) and stores only to `write`, as its last
             // instruction.
             unsafe {
-                core::arch::asm!(
-                    "lea rax, [rip + 3f]",
-                    "mov qword ptr [{rs} + 8], rax",
-                    "2:",
-                    "cmp dword ptr [{rs} + 4], {cpu:e}",
-                    "jne 6f",
-                    "mov {old}, qword ptr [{write}]",
-                    "rdtsc",
-                    "shl rdx, 32",
-                    "or rax, rdx",
-                    "sub rax, qword ptr [{conv}]",
-                    "sbb rdx, rdx",
-                    "not rdx",
-                    "and rax, rdx",
-                    "mul qword ptr [{conv} + 16]",
-                    "shrd rax, rdx, 32",
-                    "add rax, qword ptr [{conv} + 8]",
-                    "mov {lastv}, qword ptr [{write} + {last}]",
-                    "mov rdx, rax",
-                    "sub rdx, {lastv}",
-                    "and rdx, {dm}",
-                    "jnz 7f",
-                    "mov rdx, {old}",
-                    "and rdx, qword ptr [{geo}]",
-                    "jz 7f",
-                    "add rdx, {slot}",
-                    "cmp rdx, qword ptr [{geo} + 8]",
-                    "jae 7f",
-                    "lea rdx, [{old} + {slot}]",
-                    "mov qword ptr [{write}], rdx",
-                    "4:",
-                    "xor {dm:e}, {dm:e}",
-                    "jmp 9f",
-                    "6:",
-                    "mov {dm:e}, 3",
-                    "jmp 9f",
-                    "7:",
-                    "mov {dm:e}, 1",
-                    "jmp 9f",
-                    ".pushsection __rseq_failure, \"ax\"",
-                    ".byte 0x0f, 0xb9, 0x3d",
-                    ".long 0x53053053",
-                    "5:",
-                    "mov {dm:e}, 2",
-                    "jmp 9f",
-                    ".popsection",
-                    ".pushsection __rseq_cs, \"aw\"",
-                    ".balign 32",
-                    "3:",
-                    ".long 0, 0",
-                    ".quad 2b, 4b - 2b, 5b",
-                    ".popsection",
-                    "9:",
+                // `st` holds the delta mask on entry and the status on exit.
+                rseq_section!(
+                    [
+                        "mov {old}, qword ptr [{write}]",
+                        "rdtsc",
+                        "shl rdx, 32",
+                        "or rax, rdx",
+                        "sub rax, qword ptr [{conv}]",
+                        "sbb rdx, rdx",
+                        "not rdx",
+                        "and rax, rdx",
+                        "mul qword ptr [{conv} + 16]",
+                        "shrd rax, rdx, 32",
+                        "add rax, qword ptr [{conv} + 8]",
+                        "mov {lastv}, qword ptr [{write} + {last}]",
+                        "mov rdx, rax",
+                        "sub rdx, {lastv}",
+                        "and rdx, {st}",
+                        "jnz 7f",
+                        "mov rdx, {old}",
+                        "and rdx, qword ptr [{geo}]",
+                        "jz 7f",
+                        "add rdx, {slot}",
+                        "cmp rdx, qword ptr [{geo} + 8]",
+                        "jae 7f",
+                        "lea rdx, [{old} + {slot}]",
+                        "mov qword ptr [{write}], rdx",
+                    ],
                     rs = in(reg) rs,
                     cpu = in(reg) cpu,
                     write = in(reg) write,
@@ -406,7 +402,7 @@ pub unsafe fn reserve_tsc(write: *mut u64, cpu: u32, conv: &TscConv, geo: &FastG
                     conv = in(reg) conv as *const TscConv,
                     geo = in(reg) geo as *const FastGeometry,
                     slot = in(reg) slot,
-                    dm = inout(reg) delta_mask => status,
+                    st = inout(reg) delta_mask => status,
                     old = out(reg) old,
                     lastv = out(reg) lastv,
                     out("rax") ts,
