@@ -209,18 +209,19 @@ impl<M: Memory> Buffer<M> {
         };
         match attempt {
             Attempt::Got(r) => Ok(k.then(r)),
-            Attempt::Slow(first) => self.reserve_slow_then(layout, clock, size, first, k),
+            // `k` runs here after the slow path too (inlined twice): handing it to an
+            // out-of-line function would store it to the stack on the fast path as well.
+            Attempt::Slow(first) => self.reserve_slow_cold(layout, clock, size, first).map(|r| k.then(r)),
             Attempt::Refused(why) => Err(why),
         }
     }
 
-    /// The slow path of [`Buffer::reserve_then`], out of line so that `k` is inlined only
-    /// once on the fast path.
+    /// The slow path of [`Buffer::reserve_then`], out of line.
     #[cold]
     #[inline(never)]
-    fn reserve_slow_then<L: PacketLayout, C: Clock, R>(&self, layout: &L, clock: &C, size: SlotSize, first: Option<(u64, u64, u64)>, k: impl Then<R>)
-        -> Result<R, Dropped> {
-        self.reserve_slow(layout, clock, size, first, true).map(|r| k.then(r))
+    fn reserve_slow_cold<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, first: Option<(u64, u64, u64)>)
+        -> Result<Reservation, Dropped> {
+        self.reserve_slow(layout, clock, size, first, true)
     }
 
     /// The fast path of [`reserve`](Buffer::reserve) with `cas` as its one step that

@@ -225,8 +225,10 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
                 // A constant condition: only one of the two calls is compiled in.
                 const __UST_IS_FIXED: bool = __UST_FIXED.is_some();
                 if __UST_IS_FIXED {
-                    // The closure captures the values only (the lengths are constants).
-                    ::ust::__private::emit(&__UST_SITE, __ust_ip, __UST_LEN, |__ust_out: &mut [u8]| {
+                    // The closure captures the values only (the lengths are constants),
+                    // by value: fixed-size fields are small, and `emit` receives them in
+                    // registers rather than their addresses.
+                    ::ust::__private::emit_fixed(&__UST_SITE, __ust_ip, __UST_LEN, move |__ust_out: &mut [u8]| {
                         // `emit` hands over exactly `__UST_LEN` bytes.
                         if let Ok(__ust_a) = <&mut [u8; __UST_LEN]>::try_from(__ust_out) {
                             #(#fixed_encodes)*

@@ -9,6 +9,11 @@
 //!                    commit(r, byte 0)               (publishes byte 0 last)
 //! ```
 //!
+//! A fixed-size event (every field fixed-size: the macro calls [`emit_fixed`]) whose site
+//! has a plan ([`Site::plan`]: enabled in one plain channel, no filter on it) skips the
+//! mask, filter, table and channel-kind tests: the plan is the channel, resolved by the
+//! runtime when the mask, the filters or the slot's channel change, not per event.
+//!
 //! A site with filters on some of its channels (`--filter`) takes a separate path first:
 //! the payload is serialized once into a stack scratch area, the filters are evaluated on
 //! those bytes, and only the channels whose filter matches reserve and copy it; a
@@ -31,6 +36,35 @@ use crate::channel;
 use crate::cpu;
 use crate::site::{Site, SiteFilter};
 
+/// [`emit`] for an event whose fields are all fixed-size (the macro's call when
+/// `payload_len` is a constant): a site with a plan ([`Site::plan`]: one plain channel,
+/// no filter) records through that channel directly, without the mask, filter, table and
+/// channel-kind tests; any other case goes on to [`emit`].
+#[inline(never)]
+pub fn emit_fixed<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, write: F) {
+    // As in `emit`: see what was set up before the mask the call site loaded (the plan is
+    // cleared before each mask change and stored after it).
+    fence(Ordering::Acquire);
+    if let Some(ch) = site.plan() {
+        // A site has a plan only with its fixed sizes set (and they never change). The
+        // macro's constant length comes from the same field descriptions as the sizes;
+        // the test keeps any other caller on the general path.
+        let (compact, extended) = site.fixed_sizes_raw();
+        if payload_len == (extended as usize).wrapping_sub(event_header::EXTENDED_SIZE) {
+            let Some(_nesting) = ringbuffer::nesting::enter() else {
+                ch.buffer(cpu::current()).record_dropped(Dropped::Nested);
+                return;
+            };
+            let (id, size) = (site.id(), SlotSize { compact, extended });
+            if let Err(Dropped::Migrated) = record_plain(ch, cpu::current(), id, size, &write) {
+                migrated(ch, id, ip, size, &write);
+            }
+            return;
+        }
+    }
+    emit(site, ip, payload_len, write);
+}
+
 /// Records one event of `site` whose payload is `payload_len` bytes, written by `write`
 /// into a slice of exactly that length, into every channel the site's mask names. `ip`
 /// is the call site's address ([`call_site_ip!`](crate::call_site_ip), or 0 when there is
@@ -43,10 +77,10 @@ use crate::site::{Site, SiteFilter};
 /// branch, so the disabled path of a tracepoint is small enough to inline anywhere.
 #[inline(never)]
 pub fn emit<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, write: F) {
-    let mask = site.mask();
     // Pairs with the runtime's Release stores of the id, the mask and the channel slots:
     // having seen a mask, see what was set up before it.
     fence(Ordering::Acquire);
+    let mask = site.mask();
     let id = site.id();
     if mask == 0 || id == 0 {
         return;
@@ -175,6 +209,12 @@ fn emit_in<F: Fn(&mut [u8])>(ch: &channel::Channel, cpu: u32, id: u32, ip: u64, 
     if !ch.plain {
         return emit_in_general(ch, cpu, id, ip, size, write);
     }
+    record_plain(ch, cpu, id, size, write)
+}
+
+/// [`emit_in`] for a [plain](channel::Channel::plain) channel.
+#[inline(always)]
+fn record_plain<F: Fn(&mut [u8])>(ch: &channel::Channel, cpu: u32, id: u32, size: SlotSize, write: &F) -> Result<(), Dropped> {
     match ch.buffer(cpu).record(&CtfPacketLayout, &ch.clock, size, Record { id, write }) {
         Err(Dropped::Migrated) => Err(Dropped::Migrated),
         // A refused reservation is already counted in the buffer (lost_full / lost_big).
@@ -192,7 +232,8 @@ struct Record<'a, F> {
 impl<F: Fn(&mut [u8])> ringbuffer::Fill for Record<'_, F> {
     #[inline(always)]
     fn fill(self, bytes: &mut [u8], timestamp: u64, ext: bool) -> u8 {
-        let (byte0, header_len) = event_header::write(bytes, self.id, timestamp, ext);
+        // The slot was reserved with the sizes of `sizes(id)` (by the site, or `resize`).
+        let (byte0, header_len) = event_header::write_reserved(bytes, self.id, timestamp, ext);
         if let Some(payload) = bytes.get_mut(header_len..) {
             (self.write)(payload);
         }

@@ -245,7 +245,7 @@ pub mod __private {
     pub use std::borrow::Cow;
     pub use ust_core::{fixed_layout, EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
 
-    pub use crate::emit::emit;
+    pub use crate::emit::{emit, emit_fixed};
     pub use crate::field::{default_enum_container, enum_size, FieldNamed};
     pub use crate::site::{Site, SITES, TRACEF, TRACELOG};
     pub use crate::text::{tracef, tracelog};
@@ -284,7 +284,9 @@ pub mod __testing {
     ) {
         assert!(!buffers.is_empty() && slot < ust_core::protocol::MAX_CHANNELS);
         let ch = Channel::new(buffers.into_boxed_slice(), "local".into(), "local".into(), contexts, clock);
-        if let Some(old) = channel::install(slot, ch) {
+        let old = channel::install(slot, ch);
+        crate::site::refresh_plans(1u64 << slot);
+        if let Some(old) = old {
             channel::retire(old);
         }
     }

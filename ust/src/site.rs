@@ -10,12 +10,13 @@
 //! events), and the `i`-th of them (from 0) gets CTF event id `i + 1`
 //! ([`ust_core::protocol::event_id`]).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use linkme::distributed_slice;
 use ust_core::{EventDesc, Level};
 
+use crate::channel::{self, Channel};
 use crate::published::Published;
 
 /// One tracepoint call site: its static description, its channel mask and its event id.
@@ -38,6 +39,15 @@ pub struct Site {
     /// load and a test). Replaced filters are leaked: an emitter may still be evaluating
     /// them, and filter changes are rare control-plane events.
     filter: Published<SiteFilter>,
+    /// The site's plan: the channel its events go to when that is the whole story (one
+    /// mask bit, a [plain](Channel::plain) channel in that slot, no filter on it, a
+    /// fixed-size event), else null. The emit path then takes this channel with one load,
+    /// without the mask, filter, table and channel-kind tests ([`crate::emit`]). Kept
+    /// current by every setter of the mask and the filters ([`Site::refresh_plan`]) and,
+    /// for a channel installed under an unchanged mask, by [`refresh_plans`]. Points to a
+    /// leaked channel (channels are never freed, see [`channel::retire`]), so a stale plan
+    /// read by an emitter racing a change is a lost event, never a dangling pointer.
+    plan: AtomicPtr<Channel>,
     desc: EventDesc,
 }
 
@@ -83,7 +93,14 @@ impl SiteFilter {
 impl Site {
     /// A disabled call site for `desc`, with no event id yet.
     pub const fn new(desc: EventDesc) -> Site {
-        Site { mask: AtomicU64::new(0), id: AtomicU32::new(0), sizes: AtomicU64::new(0), filter: Published::empty(), desc }
+        Site {
+            mask: AtomicU64::new(0),
+            id: AtomicU32::new(0),
+            sizes: AtomicU64::new(0),
+            filter: Published::empty(),
+            plan: AtomicPtr::new(std::ptr::null_mut()),
+            desc,
+        }
     }
 
     /// True when at least one channel records this event: one relaxed load.
@@ -118,10 +135,12 @@ impl Site {
 
     /// Replaces the site's filters (the old ones are leaked, see [`Site::filter`]).
     pub(crate) fn set_filter(&self, f: Option<SiteFilter>) {
+        self.plan.store(std::ptr::null_mut(), Ordering::Release);
         match f {
             Some(f) => self.filter.publish(f),
             None => self.filter.take(),
         };
+        self.refresh_plan();
     }
 
     /// Sets mask and filters in the order that never records an event the new settings
@@ -139,12 +158,41 @@ impl Site {
         }
     }
 
+    // The mask setters clear the plan first: an emitter that sees the new mask (the call
+    // site's load, then the emit path's Acquire fence) then sees no plan or the new one,
+    // never the plan of the old mask.
     pub(crate) fn set_mask(&self, mask: u64) {
+        self.plan.store(std::ptr::null_mut(), Ordering::Release);
         self.mask.store(mask, Ordering::Release);
+        self.refresh_plan();
     }
 
     pub(crate) fn clear_bits(&self, bits: u64) {
+        self.plan.store(std::ptr::null_mut(), Ordering::Release);
         self.mask.fetch_and(!bits, Ordering::Release);
+        self.refresh_plan();
+    }
+
+    /// The site's plan (see the field): the one channel its events go to, or `None` for
+    /// the general path. One Acquire load.
+    #[inline(always)]
+    pub(crate) fn plan(&self) -> Option<&'static Channel> {
+        // SAFETY: null or the address of a `&'static Channel` stored by `refresh_plan`
+        // (channels are leaked, never freed).
+        unsafe { self.plan.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// Recomputes the plan from the mask, the filters, the id's sizes and the channel
+    /// table. Called by the runtime's thread (or a test's) after each change of them.
+    pub(crate) fn refresh_plan(&self) {
+        let m = self.mask();
+        let unfiltered = self.filter().is_none_or(|f| f.mask & m == 0);
+        let ch = if m.is_power_of_two() && unfiltered && self.fixed_sizes().is_some() {
+            channel::get(m.trailing_zeros()).filter(|c| c.plain)
+        } else {
+            None
+        };
+        self.plan.store(ch.map_or(std::ptr::null_mut(), |c| c as *const Channel as *mut Channel), Ordering::Release);
     }
 
     pub(crate) fn set_id(&self, id: u32) {
@@ -155,6 +203,7 @@ impl Site {
         };
         self.sizes.store(sizes, Ordering::Release);
         self.id.store(id, Ordering::Release);
+        self.refresh_plan();
     }
 
     /// The record sizes (header and payload) of an event whose fields are all fixed-size,
@@ -162,8 +211,15 @@ impl Site {
     /// id is set (see [`Site::id`]). One relaxed load.
     #[inline(always)]
     pub fn fixed_sizes(&self) -> Option<(u32, u32)> {
+        let (compact, extended) = self.fixed_sizes_raw();
+        (extended != 0).then_some((compact, extended))
+    }
+
+    /// [`Site::fixed_sizes`] without the test: `(0, 0)` for a site that has none.
+    #[inline(always)]
+    pub(crate) fn fixed_sizes_raw(&self) -> (u32, u32) {
         let v = self.sizes.load(Ordering::Relaxed);
-        (v != 0).then_some((v as u32, (v >> 32) as u32))
+        (v as u32, (v >> 32) as u32)
     }
 }
 
@@ -332,6 +388,17 @@ pub static TRACELOG: [Site; 15] = [
 pub(crate) fn assign_ids() {
     for (i, s) in all().enumerate() {
         s.set_id(ust_core::protocol::event_id(i as u32));
+    }
+}
+
+/// Recomputes the plan of every site whose mask has a bit of `slots`: after a channel was
+/// installed in one of those slots under masks that did not change (a reused slot, or
+/// a slot the daemon enabled before granting it).
+pub(crate) fn refresh_plans(slots: u64) {
+    for s in all() {
+        if s.mask() & slots != 0 {
+            s.refresh_plan();
+        }
     }
 }
 

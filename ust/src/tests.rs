@@ -40,18 +40,9 @@ impl TestChannel {
     }
 
     fn with_contexts(slot: u32, subbuf_size: u64, contexts: Vec<ust_core::context::ContextType>) -> TestChannel {
-        let cfg = BufferConfig {
-            subbuf_size,
-            num_subbuf: 4,
-            mode: Mode::Discard,
-            header_size: HEADER_SIZE as u32,
-            stream: StreamIdentity { uuid: [1; 16], stream_id: 0, cpu: 0, stream_instance_id: 0 },
-        };
-        let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
-        let buf = Buffer::create(map.into(), &cfg).unwrap();
         assert!(channel::install(
             slot,
-            Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), contexts, ust_core::clock::TraceClock::Monotonic)
+            Channel::new(vec![test_buffer(subbuf_size)].into_boxed_slice(), "s".into(), "c".into(), contexts, ust_core::clock::TraceClock::Monotonic)
         )
         .is_none());
         TestChannel { slot, ch: channel::get(slot).unwrap() }
@@ -62,6 +53,19 @@ impl TestChannel {
     fn records(&self, len_of: impl Fn(u32, &[u8]) -> usize) -> Vec<(u32, Vec<u8>)> {
         buffer_records(&self.ch.buffers[0], len_of)
     }
+}
+
+/// A discard-mode buffer of 4 sub-buffers of `subbuf_size` bytes on anonymous memory.
+fn test_buffer(subbuf_size: u64) -> Buffer {
+    let cfg = BufferConfig {
+        subbuf_size,
+        num_subbuf: 4,
+        mode: Mode::Discard,
+        header_size: HEADER_SIZE as u32,
+        stream: StreamIdentity { uuid: [1; 16], stream_id: 0, cpu: 0, stream_instance_id: 0 },
+    };
+    let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
+    Buffer::create(map.into(), &cfg).unwrap()
 }
 
 /// Flushes `b` (the calling thread's CPU's view of it) and returns every record of its
@@ -864,3 +868,4 @@ fn blocking_channel_never_waits_with_signals_blocked() {
 }
 
 mod percpu;
+mod plan;

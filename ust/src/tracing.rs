@@ -418,7 +418,7 @@ fn record(site: &Site, ip: u64, prefix: &[u8], nfields: usize, record: impl FnOn
 fn id_event<const N: usize>(sites: Option<&'static Sites>, site: impl Fn(&Sites) -> Option<&'static Site>, ids: [u64; N]) {
     let Some(sites) = sites else { return };
     if let Some(s) = site(sites).filter(|s| s.is_enabled()) {
-        crate::emit::emit(s, sites.ip, 8 * N, |out: &mut [u8]| {
+        crate::emit::emit_fixed(s, sites.ip, 8 * N, |out: &mut [u8]| {
             for (o, id) in out.chunks_exact_mut(8).zip(ids) {
                 o.copy_from_slice(&id.to_le_bytes());
             }

@@ -365,6 +365,9 @@ fn add_channel(g: &Generation, link: usize, grant: ChannelGrant, fds: Vec<Option
         return None;
     };
     let old = channel::install(slot, ch);
+    // Sites already enabled in the slot (a reused slot, or one the daemon enabled before
+    // granting it) must not keep the old channel as their plan.
+    site::refresh_plans(1u64 << slot);
     if let Some(old) = old {
         debug!("slot {slot} reused: previous channel {}/{} retired", old.session, old.name);
         channel::retire(old);
