@@ -1,7 +1,7 @@
 //! The emit path, into per-CPU buffers made here on memfds (no daemon; `benches::drain`
 //! plays the reader between batches, outside the timed part): a disabled tracepoint, beside
-//! the floor under it in the same harness (criterion's empty iteration, and the 5-byte NOP
-//! an `asm goto` static key leaves at a disabled site, x86-64 only); an
+//! the floor under it in the same harness (criterion's empty iteration, one loop trip, and
+//! the 5-byte NOP an `asm goto` static key leaves at a disabled site, x86-64 only); an
 //! enabled `{u64, i32}` event with the monotonic and the TSC clock, from 1 thread and from
 //! 2 threads pinned to 2 CPUs (cost per event per thread; the 1-thread benches run pinned
 //! to CPU 0); 32-byte string and sequence
@@ -79,9 +79,15 @@ fn bench(c: &mut Criterion) {
     let (x, y) = (black_box(7u64), black_box(-1i32));
     c.bench_function("disabled", |b| b.iter(|| ust::tracepoint!(bench, off, a: u64 = x, b: i32 = y)));
     // The floor under "disabled", in the same harness: criterion's own cost per iteration
-    // (its loop and the black_box of the closure's `()`), and what a static key's disabled
-    // site costs, a 5-byte NOP (see `static_key_site`).
+    // (its loop and the black_box of the closure's `()`: LLVM unrolls that empty loop by 8,
+    // so it is an eighth of a loop trip), one loop trip (an empty asm statement, which
+    // keeps one `dec`/`jne` per iteration, as the disabled site's loop has), and what a
+    // static key's disabled site costs, a 5-byte NOP (see `static_key_site`).
     c.bench_function("empty iteration", |b| b.iter(|| ()));
+    c.bench_function("empty asm iteration", |b| {
+        // SAFETY: an empty template: no instruction, no register or memory touched.
+        b.iter(|| unsafe { std::arch::asm!("", options(nomem, nostack, preserves_flags)) })
+    });
     #[cfg(target_arch = "x86_64")]
     c.bench_function("static key NOP (asm goto, disabled)", |b| b.iter(|| static_key_site(x, y)));
 
