@@ -117,7 +117,8 @@ c_ltb = num(r"load_test_branch_ns=([\d.]+)", floor)
 def f(x, d=1):
     return "–" if x is None else f"{x:.{d}f}"
 def r(a, b):
-    return "–" if a is None or b in (None, 0) else f"{a / b:.2f}x"
+    # No ratio to a reference at or below zero (a difference of two floors within noise).
+    return "–" if a is None or b is None or b <= 0 else f"{a / b:.2f}x"
 def minus(a, b):
     return None if a is None or b is None else a - b
 g = crit.get
