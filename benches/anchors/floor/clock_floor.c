@@ -5,9 +5,9 @@
  *
  * Then the floor under a disabled tracepoint, outside criterion (the fastest of REPS runs
  * of NL trips each): an empty loop (an empty asm statement keeps one trip per iteration),
- * a loop around a static key's disabled site (asm goto: a 5-byte NOP whose label, the enabled branch, is never taken;
- * nothing patches it), and a loop around ust's form of the site (a load of a flag the
- * compiler cannot cache, a test and a not-taken branch).
+ * a loop around a static key's disabled site (asm goto: a 5-byte NOP whose label, the
+ * enabled branch, is never taken; nothing patches it), and a loop around ust's form of the
+ * site (a load of a flag the compiler cannot cache, a test and a not-taken branch).
  *
  * Output (two lines, parsed by scripts/bench-compare.sh):
  *   floor clock_gettime_ns=.. rdtsc_ns=.. sched_getcpu_ns=.. cas_ns=.. (sink bit)
