@@ -111,15 +111,33 @@ tr_chrome_span = num(r"tracing-chrome span ns_per_event=([\d.]+)", tr)
 tr_perfetto_span = num(r"tracing-perfetto span ns_per_event=([\d.]+)", tr)
 tr_fastrace = num(r"fastrace ns_per_event=([\d.]+)", tr)
 tr_fastrace_span = num(r"fastrace span ns_per_event=([\d.]+)", tr)
+c_empty = num(r"empty_loop_ns=([\d.]+)", floor)
+c_nop5 = num(r"nop5_ns=([\d.]+)", floor)
+c_ltb = num(r"load_test_branch_ns=([\d.]+)", floor)
 def f(x, d=1):
     return "–" if x is None else f"{x:.{d}f}"
 def r(a, b):
-    return "–" if a is None or b in (None, 0) else f"{a / b:.2f}x"
+    # No ratio to a reference at or below zero (a difference of two floors within noise).
+    return "–" if a is None or b is None or b <= 0 else f"{a / b:.2f}x"
+def minus(a, b):
+    return None if a is None or b is None else a - b
 g = crit.get
+dis, empty, nop = g("disabled"), g("empty iteration"), g("static key NOP (asm goto, disabled)")
+trip = g("empty asm iteration")
+ust_layer_span = g('tracing+ust layer: info_span!("work", id = u64) entered and closed')
 e1, e2 = g("enabled u64_i32 monotonic"), g("enabled u64_i32 monotonic 2 threads")
 t1, t2 = g("enabled u64_i32 tsc"), g("enabled u64_i32 tsc 2 threads")
 rows = [
-    ("disabled tracepoint", g("disabled"), "LTTng-UST disabled", lt_off, "<= 0.5 ns"),
+    ("disabled tracepoint", dis, "LTTng-UST disabled", lt_off, "<= 0.5 ns"),
+    # The floor under it, in criterion and in C (benches/anchors/floor). Criterion's empty
+    # iteration is unrolled 8x by LLVM; the empty asm iteration is one loop trip, as the
+    # disabled site's loop has.
+    ("disabled tracepoint minus the empty iteration", minus(dis, empty), "C: load+test+branch minus empty loop", minus(c_ltb, c_empty), "<= 0.5 ns"),
+    ("  same, minus one loop trip (empty asm iteration)", minus(dis, trip), "C: load+test+branch minus empty loop", minus(c_ltb, c_empty), ""),
+    ("static key NOP (asm goto, disabled)", nop, "ust disabled tracepoint", dis, ""),
+    ("  same, minus one loop trip", minus(nop, trip), "C: NOP5 minus empty loop", minus(c_nop5, c_empty), ""),
+    ("  (criterion's empty iteration)", empty, "C: empty loop", c_empty, ""),
+    ("  (one loop trip: empty asm iteration)", trip, "C: empty loop", c_empty, ""),
     ("enabled {u64,i32}, monotonic, 1 thread", e1, "LTTng-UST enabled, 1 thread", lt1, "<= 0.33x"),
     ("  same, minus one clock_gettime", None if e1 is None or clock is None else e1 - clock, "floor: clock_gettime", clock, "<= 8 ns"),
     ("enabled {u64,i32}, TSC, 1 thread", t1, "floor: rdtsc", rdtsc, "<= 18 ns"),
@@ -142,7 +160,10 @@ rows = [
     ("tracing span made, entered, exited, closed, ust's layer", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "tracing-chrome layer", tr_chrome_span, ""),
     ("  same", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "tracing-perfetto layer", tr_perfetto_span, ""),
     ("enabled {u64,i32}, monotonic, 1 thread", e1, "fastrace event, 2 properties", tr_fastrace, "< 1x"),
-    ("tracing span made, entered, exited, closed, ust's layer", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),
+    ("tracing span made, entered, exited, closed, ust's layer", ust_layer_span, "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),
+    ("tracing span, registry + a no-op layer", g('tracing+no-op layer: info_span!("work", id = u64) entered and closed'), "fastrace local span, 1 property", tr_fastrace_span, ""),
+    ("ust span: entry + exit tracepoints", g("ust span: entry + exit tracepoints monotonic"), "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),
+    ("  same, TSC", g("ust span: entry + exit tracepoints tsc"), "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),
 ]
 print(f"load average before/after: {load0} / {load1}; {os.cpu_count()} CPUs\n")
 print("| figure | ust (ns, median) | reference | ref (ns) | ratio | target |")

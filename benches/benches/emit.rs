@@ -1,10 +1,13 @@
 //! The emit path, into per-CPU buffers made here on memfds (no daemon; `benches::drain`
-//! plays the reader between batches, outside the timed part): a disabled tracepoint; an
+//! plays the reader between batches, outside the timed part): a disabled tracepoint, beside
+//! the floor under it in the same harness (criterion's empty iteration, one loop trip, and
+//! the 5-byte NOP an `asm goto` static key leaves at a disabled site, x86-64 only); an
 //! enabled `{u64, i32}` event with the monotonic and the TSC clock, from 1 thread and from
 //! 2 threads pinned to 2 CPUs (cost per event per thread; the 1-thread benches run pinned
 //! to CPU 0); 32-byte string and sequence
 //! fields; `tracef!` with two integers; the `{u64, i32}` event behind a filter that matches
-//! and one that rejects. `scripts/bench-compare.sh` runs these beside the references of
+//! and one that rejects; ust's form of a span (an entry and an exit tracepoint, both
+//! recorded), with each clock. `scripts/bench-compare.sh` runs these beside the references of
 //! `benches/anchors/`. `UST_BENCH_QUICK=1` (CI) takes few, short samples.
 
 use std::hint::black_box;
@@ -18,6 +21,54 @@ fn ev(x: u64, y: i32) {
     ust::tracepoint!(bench, ev, a: u64 = x, b: i32 = y);
 }
 
+/// A span as ust tracepoints: the entry with the span's `id`, the exit.
+fn span(id: u64) {
+    ust::tracepoint!(bench, work_entry, id: u64 = id);
+    ust::tracepoint!(bench, work_exit);
+}
+
+/// What an `asm goto` static key (the Linux kernel's jump labels, LTTng-modules' tracepoints)
+/// leaves at a disabled site: a 5-byte NOP (`nopl 0x0(%rax,%rax,1)`, `0f 1f 44 00 00`, the
+/// size of the `jmp rel32` that enabling would patch in), with the out-of-line branch to the
+/// event as the asm's label, and the (site, target) pair recorded, as two 32-bit offsets,
+/// in a section the linker keeps (`R`: retain) as a patcher would find it. Nothing
+/// patches it here: the label is never taken, and this is exactly the disabled cost a
+/// static key would give.
+///
+/// ust does not use static keys (the `static-keys` crate) for its tracepoints: patching
+/// means making the program's text writable and rewriting instructions, and that crate's
+/// FAQ says its keys may only be modified while no other thread runs the patched code
+/// (user space has no `text_poke`; the protection change itself races between threads).
+/// ust enables events from its runtime thread, on a daemon's command, while the program's
+/// threads run the sites: the flag load it uses instead is safe under that.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn static_key_site(x: u64, y: i32) {
+    // SAFETY: the template is one NOP (no register, memory or flag is touched) and a record
+    // of its address and the label's in a read-only section of this bench's own; the label
+    // block is ordinary Rust, entered only if the NOP were patched to a jump, which nothing
+    // here does.
+    unsafe {
+        std::arch::asm!(
+            "2: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
+            ".pushsection ust_bench_jump_table, \"aR\"",
+            ".balign 4",
+            ".long 2b - ., {on} - .",
+            ".popsection",
+            on = label { key_on(x, y) },
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+}
+
+/// The enabled branch of [`static_key_site`], out of line.
+#[cfg(target_arch = "x86_64")]
+#[cold]
+#[inline(never)]
+fn key_on(x: u64, y: i32) {
+    ust::tracepoint!(bench, key_on, a: u64 = x, b: i32 = y);
+}
+
 fn bench(c: &mut Criterion) {
     // The 1-thread figures run pinned to CPU 0, as each thread of the 2-thread ones is
     // pinned to its CPU: a migrating thread changes buffers (and cache) under load, which
@@ -27,6 +78,18 @@ fn bench(c: &mut Criterion) {
     }
     let (x, y) = (black_box(7u64), black_box(-1i32));
     c.bench_function("disabled", |b| b.iter(|| ust::tracepoint!(bench, off, a: u64 = x, b: i32 = y)));
+    // The floor under "disabled", in the same harness: criterion's own cost per iteration
+    // (its loop and the black_box of the closure's `()`: LLVM unrolls that empty loop by 8,
+    // so it is an eighth of a loop trip), one loop trip (an empty asm statement, which
+    // keeps one `dec`/`jne` per iteration, as the disabled site's loop has), and what a
+    // static key's disabled site costs, a 5-byte NOP (see `static_key_site`).
+    c.bench_function("empty iteration", |b| b.iter(|| ()));
+    c.bench_function("empty asm iteration", |b| {
+        // SAFETY: an empty template: no instruction, no register or memory touched.
+        b.iter(|| unsafe { std::arch::asm!("", options(nomem, nostack, preserves_flags)) })
+    });
+    #[cfg(target_arch = "x86_64")]
+    c.bench_function("static key NOP (asm goto, disabled)", |b| b.iter(|| static_key_site(x, y)));
 
     for kind in [ClockKind::Monotonic, ClockKind::Tsc] {
         let clock = benches::clock_of(kind);
@@ -75,6 +138,14 @@ fn bench(c: &mut Criterion) {
             }
             ust::__testing::set_filters(site, vec![]).expect("no filter");
         }
+        // ust's own form of a span: an entry event with the span's one property and an
+        // exit event, both recorded (the counterpart of fastrace's local span with one
+        // property, which also reads the clock at entry and at exit).
+        benches::enable(benches::site("bench", "work_entry"));
+        benches::enable(benches::site("bench", "work_exit"));
+        c.bench_function(&format!("ust span: entry + exit tracepoints {name}"), |b| {
+            b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || span(x)))
+        });
         let lost = benches::discarded(&bufs);
         if lost > 0 {
             eprintln!("{lost} events discarded during the {name} benches (buffers too small for a batch?)");

@@ -5,6 +5,9 @@
 //! what benches/anchors/tracing-rs records with `tracing-chrome` and `tracing-perfetto`
 //! (scripts/bench-compare.sh sets them side by side). Buffers are made here on memfds
 //! (no daemon) and drained between batches ([`benches::timed_batches`]), as in `emit`.
+//! The same span with the registry and a layer that does nothing is the part of the
+//! span's cost `tracing` charges any layer (fastrace's local span is its peer: `emit`'s
+//! "ust span" is ust's own form of it).
 
 use std::hint::black_box;
 
@@ -60,12 +63,25 @@ fn bench(c: &mut Criterion) {
         c.bench_function("tracing+fmt layer (sink): info!(a = u64, b = i32)", |b| b.iter(fields));
         c.bench_function("tracing+fmt layer (sink): info!(\"{} {:?}\", u64, i32)", |b| b.iter(message));
     });
+    // What `tracing` itself charges any layer for the span: the registry's span storage
+    // (a slot in its sharded slab, the span's fields and parent, the per-thread stack of
+    // entered spans) and the dispatch to a layer whose methods all do nothing.
+    let noop = tracing_subscriber::registry().with(NoopLayer);
+    tracing::subscriber::with_default(noop, || {
+        c.bench_function("tracing+no-op layer: info_span!(\"work\", id = u64) entered and closed", |b| b.iter(span));
+    });
     let lost = benches::discarded(&bufs);
     if lost > 0 {
         eprintln!("{lost} events discarded during the benchmark (buffers too small for a batch?)");
     }
     ust::__testing::remove_channel(benches::SLOT);
 }
+
+/// A layer with every [`Layer`](tracing_subscriber::Layer) method left at its default (it
+/// enables everything and records nothing).
+struct NoopLayer;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
 
 criterion_group!(name = benches; config = benches::criterion_config(); targets = bench);
 criterion_main!(benches);
