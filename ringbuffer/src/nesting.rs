@@ -63,7 +63,9 @@ pub fn depth() -> u32 {
 impl Drop for NestingGuard {
     #[inline]
     fn drop(&mut self) {
-        DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+        // At least 1: only `enter` makes a guard, after its increment, and a signal handler
+        // that nests returns the counter as it found it.
+        DEPTH.with(|d| d.set(d.get().wrapping_sub(1)));
     }
 }
 
