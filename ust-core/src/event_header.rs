@@ -53,14 +53,14 @@ pub fn write(slot: &mut [u8], id: u32, timestamp: u64, extended: bool) -> (u8, u
     write_reserved(slot, id, timestamp, extended || id > MAX_COMPACT_ID)
 }
 
-/// [`write`] for a slot reserved with the sizes of [`sizes`]`(id)`: the ring buffer takes
+/// [`write()`] for a slot reserved with the sizes of [`sizes`]`(id)`: the ring buffer takes
 /// the compact size only when it differs from the extended one, which is only for an id
 /// the compact form holds, so `extended == false` already says `id <= MAX_COMPACT_ID` and
 /// the id is not tested again (one test less on the emit path). Returns `(byte0,
-/// header_len)` as [`write`] does.
+/// header_len)` as [`write()`] does.
 ///
 /// # Panics
-/// As [`write`]. With `extended == false` for an id above [`MAX_COMPACT_ID`] (a caller
+/// As [`write()`]. With `extended == false` for an id above [`MAX_COMPACT_ID`] (a caller
 /// that did not reserve with `sizes(id)`) the header names a wrong event; debug builds
 /// assert against it.
 #[inline(always)]

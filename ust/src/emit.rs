@@ -37,8 +37,8 @@ use crate::cpu;
 use crate::site::{Site, SiteFilter};
 
 /// [`emit`] for an event whose fields are all fixed-size (the macro's call when
-/// `payload_len` is a constant): a site with a plan ([`Site::plan`]: one plain channel,
-/// no filter) records through that channel directly, without the mask, filter, table and
+/// `payload_len` is a constant): a site with a plan (enabled in one plain channel with
+/// no filter on it; see the `plan` field of [`Site`]) records through that channel directly, without the mask, filter, table and
 /// channel-kind tests; any other case goes on to [`emit`].
 #[inline(never)]
 pub fn emit_fixed<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, write: F) {
