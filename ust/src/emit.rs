@@ -77,10 +77,12 @@ pub fn emit_fixed<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, wr
 /// branch, so the disabled path of a tracepoint is small enough to inline anywhere.
 #[inline(never)]
 pub fn emit<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, write: F) {
-    // Pairs with the runtime's Release stores of the id, the mask and the channel slots:
-    // having seen a mask, see what was set up before it.
-    fence(Ordering::Acquire);
+    // The mask this call uses, then the fence: a relaxed load followed by an Acquire fence
+    // acts as an Acquire load, pairing with the runtime's Release stores of the id, the
+    // filters, the mask and the channel slots: having seen this mask, see what was set up
+    // before it (a filter published before the mask that needs it).
     let mask = site.mask();
+    fence(Ordering::Acquire);
     let id = site.id();
     if mask == 0 || id == 0 {
         return;

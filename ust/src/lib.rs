@@ -301,7 +301,8 @@ pub mod __testing {
         }
     }
 
-    /// Sets a site's channel mask.
+    /// Sets a site's channel mask. One caller at a time per site (as the runtime's state
+    /// lock serializes its own changes): the site's plan is recomputed after the store.
     pub fn set_mask(site: &Site, mask: u64) {
         site.set_mask(mask);
     }

@@ -45,8 +45,11 @@ pub struct Site {
     /// without the mask, filter, table and channel-kind tests ([`crate::emit`]). Kept
     /// current by every setter of the mask and the filters ([`Site::refresh_plan`]) and,
     /// for a channel installed under an unchanged mask, by [`refresh_plans`]. Points to a
-    /// leaked channel (channels are never freed, see [`channel::retire`]), so a stale plan
-    /// read by an emitter racing a change is a lost event, never a dangling pointer.
+    /// leaked channel (channels are never freed, see [`channel::retire`]), so an emitter
+    /// racing a change with a stale plan records its event in the previous channel, or
+    /// loses it uncounted if that channel was retired (as an event racing a channel
+    /// removal always could), and never writes through a dangling pointer. One writer at a
+    /// time: the runtime's state lock (or a test's own serialization) orders the setters.
     plan: AtomicPtr<Channel>,
     desc: EventDesc,
 }
