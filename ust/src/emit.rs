@@ -234,7 +234,8 @@ struct Record<'a, F> {
 impl<F: Fn(&mut [u8])> ringbuffer::Fill for Record<'_, F> {
     #[inline(always)]
     fn fill(self, bytes: &mut [u8], timestamp: u64, ext: bool) -> u8 {
-        // The slot was reserved with the sizes of `sizes(id)` (by the site, or `resize`).
+        // The slot was reserved with the sizes of `sizes(id)` for this very id (the site's
+        // fixed sizes, or `emit`'s computation): what `write_reserved` asks.
         let (byte0, header_len) = event_header::write_reserved(bytes, self.id, timestamp, ext);
         if let Some(payload) = bytes.get_mut(header_len..) {
             (self.write)(payload);

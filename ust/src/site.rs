@@ -138,12 +138,12 @@ impl Site {
 
     /// Replaces the site's filters (the old ones are leaked, see [`Site::filter`]).
     pub(crate) fn set_filter(&self, f: Option<SiteFilter>) {
-        self.plan.store(std::ptr::null_mut(), Ordering::Release);
-        match f {
-            Some(f) => self.filter.publish(f),
-            None => self.filter.take(),
-        };
-        self.refresh_plan();
+        self.replanned(|| {
+            match f {
+                Some(f) => self.filter.publish(f),
+                None => self.filter.take(),
+            };
+        });
     }
 
     /// Sets mask and filters in the order that never records an event the new settings
@@ -161,18 +161,23 @@ impl Site {
         }
     }
 
-    // The mask setters clear the plan first: an emitter that sees the new mask (the call
-    // site's load, then the emit path's Acquire fence) then sees no plan or the new one,
-    // never the plan of the old mask.
     pub(crate) fn set_mask(&self, mask: u64) {
-        self.plan.store(std::ptr::null_mut(), Ordering::Release);
-        self.mask.store(mask, Ordering::Release);
-        self.refresh_plan();
+        self.replanned(|| self.mask.store(mask, Ordering::Release));
     }
 
     pub(crate) fn clear_bits(&self, bits: u64) {
+        self.replanned(|| {
+            self.mask.fetch_and(!bits, Ordering::Release);
+        });
+    }
+
+    /// Runs `change` (of the mask or the filters) between clearing the plan and
+    /// recomputing it: an emitter that sees the new mask (the call site's load, then the
+    /// emit path's Acquire fence) then sees no plan or the new one, never the plan of the
+    /// old settings.
+    fn replanned(&self, change: impl FnOnce()) {
         self.plan.store(std::ptr::null_mut(), Ordering::Release);
-        self.mask.fetch_and(!bits, Ordering::Release);
+        change();
         self.refresh_plan();
     }
 
