@@ -35,9 +35,13 @@
 //!
 //! The CAS makes the completion exclusive against a late commit of a writer that was
 //! only slow, not dead: if that commit lands first, nothing is done; if it lands after,
-//! the counter goes past complete and that sub-buffer is lost on its next lap (counted
-//! by the reader as any undelivered sub-buffer). The caller's quiescence rule (unchanged
-//! for a long time after a death) makes that unlikely.
+//! the counter goes past complete, where no writer may open the sub-buffer's next lap:
+//! [`Buffer::repair_late_commits`] (discard mode) sets it back. The late writer's record
+//! is kept when its byte 0 was stored before the reader copied the content (it looks
+//! committed, and the caller's search allows holes adding up to less than `missing`),
+//! else it was removed as dead. The caller's quiescence rule (unchanged for a long time
+//! after a death) makes a late commit rare; a late byte 0 store can still land in the
+//! rewritten packet, over a byte of a moved record.
 
 use core::sync::atomic::Ordering::*;
 
@@ -196,6 +200,51 @@ impl<M: Memory> Buffer<M> {
         }
         self.deliver_completed(layout, a.pos);
         Ok(Some(new_end as u64))
+    }
+}
+
+impl<M: Memory> Buffer<M> {
+    /// Undoes the late commits that came after [`Buffer::complete_abandoned`] (a writer
+    /// taken for dead that was only stalled, or killed between its byte 0 store and its
+    /// commit add, whose add then never comes; only the first case reaches here): the
+    /// reader set the counter to complete, and the late add took it past, to `complete +
+    /// len`, a value at which no writer may open the sub-buffer's next lap (discard mode
+    /// wants the counter at exactly the lap's base) and that lap could never complete: the
+    /// channel would lose every later event of this buffer. A counter past the lap's base
+    /// while `write` has not entered that next lap holds nothing but such late adds (no
+    /// writer can have reserved there), so it is set back to the base by CAS. Returns
+    /// `(pos, bytes)` for each sub-buffer repaired: the next lap's start and the late bytes.
+    ///
+    /// Discard mode only; in overwrite mode a writer may open the next lap without the
+    /// counter's help, and an empty list is returned (see the module docs: there the late
+    /// add still loses the next lap).
+    pub fn repair_late_commits(&self) -> Vec<(u64, u64)> {
+        let g = &self.geo;
+        let p = g.pos;
+        let m = &self.mem;
+        let sbs = p.subbuf_size();
+        let mut out = Vec::new();
+        if self.cfg.mode != Mode::Discard {
+            return out;
+        }
+        let write = m.load_u64(g.ctrl_word(CTRL_WRITE), Acquire);
+        for idx in 0..p.num_subbuf() as usize {
+            let commit = m.load_u64(g.sb_word(idx, SB_COMMIT), Acquire);
+            let (lap, late) = (commit / sbs, commit % sbs);
+            if late == 0 || lap == 0 {
+                continue;
+            }
+            let next = lap.wrapping_mul(p.buf_size()).wrapping_add(idx as u64 * sbs);
+            let prev = next.wrapping_sub(p.buf_size());
+            // The previous lap delivered, and no writer past the next lap's start.
+            if write > next || m.load_u64(g.sb_word(idx, SB_DELIVERED), Acquire) != p.commit_complete(prev) {
+                continue;
+            }
+            if m.cas_u64(g.sb_word(idx, SB_COMMIT), commit, p.commit_base(next), AcqRel, Relaxed).is_ok() {
+                out.push((next, late));
+            }
+        }
+        out
     }
 }
 

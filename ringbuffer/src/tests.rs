@@ -650,3 +650,33 @@ fn two_dead_slots_are_both_found_or_none() {
         }
     }
 }
+
+/// A writer taken for dead that was only stalled: its commit lands after the reader
+/// completed its sub-buffer and takes the counter past complete. Without the repair no
+/// writer may open that sub-buffer's next lap, and every event that reaches it is lost.
+#[test]
+fn a_late_commit_after_the_completion_is_undone_and_the_ring_goes_on() {
+    let b = buffer(4);
+    let c = StepClock(Cell::new(100), 1);
+    write(&b, &c, 16, 1).unwrap();
+    let mut slow = b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap();
+    b.slot(&mut slow)[1..].fill(2);
+    write(&b, &c, 16, 3).unwrap();
+    b.flush(&TestLayout, &c);
+    let list = b.abandoned();
+    assert_eq!(list.len(), 1);
+    let found = std::cell::RefCell::new(None);
+    b.complete_abandoned(&TestLayout, &list[0], fixed_rewrite(vec![16], 16, &found)).unwrap().unwrap();
+    assert_eq!(drain(&b).len(), 1);
+    assert!(b.repair_late_commits().is_empty(), "nothing late yet");
+    b.commit(&TestLayout, slow, 2);
+    let buf_size = b.geometry().pos.buf_size();
+    assert_eq!(b.repair_late_commits(), vec![(buf_size, 16)], "sub-buffer 0's next lap, 16 late bytes");
+    assert!(b.repair_late_commits().is_empty(), "once");
+    // Two laps of the ring, drained as they go: sub-buffer 0 opens again each lap.
+    for i in 0..32 {
+        write(&b, &c, 1014, (i % 200 + 1) as u8).unwrap();
+        drain(&b);
+    }
+    assert_eq!(b.counters().discarded(), 0, "{:?}", b.counters());
+}

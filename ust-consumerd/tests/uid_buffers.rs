@@ -240,7 +240,7 @@ fn writers_killed_between_reserve_and_commit_never_stall_the_others() {
     let cut: Vec<&str> = log.lines().filter(|l| l.contains("content cut")).collect();
     for pid in steady_pids {
         let seq: Vec<u64> = all.iter().filter(|l| l.name == "pacedprov:ev" && l.vpid == pid).map(|l| fields_map(&l.fields)["seq"].parse().unwrap()).collect();
-        assert_eq!(seq, (0..STEADY).collect::<Vec<_>>(), "steady writer {pid}: its whole sequence, in order; packets cut: {cut:#?}");
+        assert_eq!(seq, (0..STEADY).collect::<Vec<_>>(), "steady writer {pid}: its whole sequence, in order; {discarded} discarded; packets cut: {cut:#?}\n{log}");
     }
     eprintln!("steady writers: all {} events kept; {discarded} dead records counted as discarded", 2 * STEADY);
     assert!(cut.is_empty(), "no packet cut: {cut:#?}");
