@@ -131,8 +131,7 @@ impl<M: Memory> Buffer<M> {
             if missing_in_lap == 0 {
                 continue;
             }
-            let lap = commit / sbs;
-            let pos = lap.wrapping_mul(p.buf_size()).wrapping_add(idx as u64 * sbs);
+            let pos = p.counter_lap_start(idx, commit);
             let closed = m.load_u64(g.sb_word(idx, SB_CLOSED_END), Acquire).wrapping_sub(pos);
             if closed < g.header_size || closed > sbs {
                 continue; // still open in this lap (or hostile values)
@@ -201,9 +200,7 @@ impl<M: Memory> Buffer<M> {
         self.deliver_completed(layout, a.pos);
         Ok(Some(new_end as u64))
     }
-}
 
-impl<M: Memory> Buffer<M> {
     /// Undoes the late commits that came after [`Buffer::complete_abandoned`] (a writer
     /// taken for dead that was only stalled, or killed between its byte 0 store and its
     /// commit add, whose add then never comes; only the first case reaches here): the
@@ -213,7 +210,8 @@ impl<M: Memory> Buffer<M> {
     /// channel would lose every later event of this buffer. A counter past the lap's base
     /// while `write` has not entered that next lap holds nothing but such late adds (no
     /// writer can have reserved there), so it is set back to the base by CAS. Returns
-    /// `(pos, bytes)` for each sub-buffer repaired: the next lap's start and the late bytes.
+    /// `(pos, bytes)` for each sub-buffer repaired: the start of the packet the late
+    /// commit was for (the completed one), and the late bytes.
     ///
     /// Discard mode only; in overwrite mode a writer may open the next lap without the
     /// counter's help, and an empty list is returned (see the module docs: there the late
@@ -230,18 +228,18 @@ impl<M: Memory> Buffer<M> {
         let write = m.load_u64(g.ctrl_word(CTRL_WRITE), Acquire);
         for idx in 0..p.num_subbuf() as usize {
             let commit = m.load_u64(g.sb_word(idx, SB_COMMIT), Acquire);
-            let (lap, late) = (commit / sbs, commit % sbs);
-            if late == 0 || lap == 0 {
+            let late = commit % sbs;
+            if late == 0 || commit < sbs {
                 continue;
             }
-            let next = lap.wrapping_mul(p.buf_size()).wrapping_add(idx as u64 * sbs);
+            let next = p.counter_lap_start(idx, commit);
             let prev = next.wrapping_sub(p.buf_size());
             // The previous lap delivered, and no writer past the next lap's start.
             if write > next || m.load_u64(g.sb_word(idx, SB_DELIVERED), Acquire) != p.commit_complete(prev) {
                 continue;
             }
             if m.cas_u64(g.sb_word(idx, SB_COMMIT), commit, p.commit_base(next), AcqRel, Relaxed).is_ok() {
-                out.push((next, late));
+                out.push((prev, late));
             }
         }
         out

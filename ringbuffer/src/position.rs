@@ -115,6 +115,16 @@ impl Positions {
         self.lap(pos).wrapping_add(1).wrapping_mul(self.subbuf_size())
     }
 
+    /// Start of the lap of sub-buffer `index` that its commit counter, reading `commit`, is
+    /// in: lap `commit / subbuf_size` (the counter of lap L runs from L * subbuf_size to its
+    /// completion, see [`commit_base`](Self::commit_base)), so `lap * buf_size + index *
+    /// subbuf_size`. The counter is read from memory writers share: any value gives some
+    /// position (wrapping), which callers check against the sub-buffer's other words.
+    #[inline]
+    pub fn counter_lap_start(&self, index: usize, commit: u64) -> u64 {
+        (commit >> self.subbuf_order).wrapping_mul(self.buf_size()).wrapping_add((index as u64) << self.subbuf_order)
+    }
+
     /// True if the sub-buffer starting at `start` (a sub-buffer start position) can be
     /// entered by a writer with respect to the reader: the reader has released lap
     /// `lap(start) - 1` of it, i.e. `start + subbuf_size - consumed <= buf_size`.
@@ -210,6 +220,10 @@ mod tests {
             let start = p.subbuf_start(pos);
             prop_assert_eq!(p.commit_complete(start), p.commit_base(start + p.buf_size()));
             prop_assert_eq!(p.commit_complete(start) - p.commit_base(start), p.subbuf_size());
+            // The counter, anywhere in its lap, names the lap's start.
+            let idx = p.subbuf_index(start);
+            prop_assert_eq!(p.counter_lap_start(idx, p.commit_base(start)), start);
+            prop_assert_eq!(p.counter_lap_start(idx, p.commit_complete(start) - 1), start);
         }
 
         #[test]

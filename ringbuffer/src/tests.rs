@@ -670,8 +670,7 @@ fn a_late_commit_after_the_completion_is_undone_and_the_ring_goes_on() {
     assert_eq!(drain(&b).len(), 1);
     assert!(b.repair_late_commits().is_empty(), "nothing late yet");
     b.commit(&TestLayout, slow, 2);
-    let buf_size = b.geometry().pos.buf_size();
-    assert_eq!(b.repair_late_commits(), vec![(buf_size, 16)], "sub-buffer 0's next lap, 16 late bytes");
+    assert_eq!(b.repair_late_commits(), vec![(0, 16)], "packet 0, 16 late bytes");
     assert!(b.repair_late_commits().is_empty(), "once");
     // Two laps of the ring, drained as they go: sub-buffer 0 opens again each lap.
     for i in 0..32 {

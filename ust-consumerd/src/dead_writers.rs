@@ -104,7 +104,7 @@ fn look(s: &Stream, w: &mut Watch, now: Option<Instant>) {
             s.session,
             s.channel,
             s.cpu,
-            pos / buffer.config().subbuf_size - buffer.config().num_subbuf as u64,
+            pos / buffer.config().subbuf_size,
         );
     }
     let list = buffer.abandoned();
