@@ -46,14 +46,56 @@ pub fn count_events(traces: &[TraceToCount<'_>]) -> Counts {
             if name == "metadata" || name.starts_with('.') || !ent.path().is_file() {
                 continue;
             }
-            let Ok(bytes) = std::fs::read(ent.path()) else {
-                c.problems += 1;
-                continue;
-            };
-            count_file(&bytes, t.events, t.context_sizes, &mut c);
+            count_stream_file(&ent.path(), t.events, t.context_sizes, &mut c);
         }
     }
     c
+}
+
+/// Adds the records of the stream file at `path` to `c`, reading one packet at a time: a
+/// stream file may be larger than memory (a 60 s trace at 10 M events/s is 4.8 GB per
+/// CPU), and the buffer never holds more than the largest packet (its `packet_size`, at
+/// bytes 56..64 of the packet context, bounded by what is left of the file). The file's
+/// packets are split as [`crate::reader::packets`] splits bytes: a file that cannot be
+/// opened or read, or a cut-off or bad packet, counts one problem and ends the file.
+pub fn count_stream_file(path: &Path, events: &[EventDesc], context_sizes: &[usize], c: &mut Counts) {
+    use std::io::Read;
+    const SIZE_END: usize = 64;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        c.problems += 1;
+        return;
+    };
+    let Ok(len) = file.metadata().map(|m| m.len()) else {
+        c.problems += 1;
+        return;
+    };
+    let mut packet = Vec::new();
+    let mut off = 0u64;
+    while off < len {
+        let rest = len - off;
+        packet.resize(SIZE_END, 0);
+        if rest < SIZE_END as u64 || file.read_exact(&mut packet).is_err() {
+            c.problems += 1;
+            return;
+        }
+        let bits = u64::from_le_bytes(packet[56..SIZE_END].try_into().expect("8 bytes"));
+        let size = bits / 8;
+        if size < ust_core::packet::HEADER_SIZE as u64 || size > rest {
+            c.problems += 1;
+            return;
+        }
+        let Ok(size_bytes) = usize::try_from(size) else {
+            c.problems += 1;
+            return;
+        };
+        packet.resize(size_bytes, 0);
+        if file.read_exact(&mut packet[SIZE_END..]).is_err() {
+            c.problems += 1;
+            return;
+        }
+        count_packet(&packet, events, context_sizes, c);
+        off += size;
+    }
 }
 
 /// Adds the records of one stream file's bytes to `c`.
@@ -63,18 +105,24 @@ pub fn count_file(bytes: &[u8], events: &[EventDesc], context_sizes: &[usize], c
             c.problems += 1;
             continue;
         };
-        match crate::reader::RecordWalker::new(events, p) {
-            Ok((info, w)) => {
-                let w = w.with_context_size(context_sizes.get(info.stream_id as usize).copied().unwrap_or(0));
-                for r in w {
-                    match r {
-                        Ok(r) => *c.per_event.entry(events[r.index].full_name()).or_insert(0) += 1,
-                        Err(_) => c.problems += 1,
-                    }
+        count_packet(p, events, context_sizes, c);
+    }
+}
+
+/// Adds the records of one whole packet to `c` (a packet whose header or records cannot
+/// be read counts one problem).
+fn count_packet(p: &[u8], events: &[EventDesc], context_sizes: &[usize], c: &mut Counts) {
+    match crate::reader::RecordWalker::new(events, p) {
+        Ok((info, w)) => {
+            let w = w.with_context_size(context_sizes.get(info.stream_id as usize).copied().unwrap_or(0));
+            for r in w {
+                match r {
+                    Ok(r) => *c.per_event.entry(events[r.index].full_name()).or_insert(0) += 1,
+                    Err(_) => c.problems += 1,
                 }
             }
-            Err(_) => c.problems += 1,
         }
+        Err(_) => c.problems += 1,
     }
 }
 
@@ -91,5 +139,38 @@ mod tests {
         let mut c = Counts::default();
         count_file(&[], &[], &[], &mut c);
         assert_eq!(c, Counts::default());
+    }
+
+    #[test]
+    fn a_stream_file_read_packet_by_packet_counts_as_its_bytes_do() {
+        let ev = crate::reader::tests::events();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("channel0_1");
+        let one = crate::reader::tests::sample();
+        let mut bytes = one.repeat(3);
+        let whole = bytes.len();
+        bytes.extend_from_slice(&[1, 2, 3]); // a cut-off tail
+        let mut bad_size = one.clone();
+        bad_size[56..64].copy_from_slice(&(8 * 4096u64).to_le_bytes()); // past the file's end
+        for (file, events, problems) in [(&bytes[..], 6, 1), (&bytes[..whole], 6, 0), (&bad_size[..], 0, 1), (&[][..], 0, 0)] {
+            std::fs::write(&path, file).unwrap();
+            let mut from_file = Counts::default();
+            count_stream_file(&path, &ev, &[], &mut from_file);
+            let mut from_bytes = Counts::default();
+            count_file(file, &ev, &[], &mut from_bytes);
+            assert_eq!(from_file, from_bytes, "{} bytes", file.len());
+            assert_eq!(from_file.per_event.values().sum::<u64>(), events);
+            assert_eq!(from_file.problems, problems);
+        }
+        assert_eq!(count_events_of(&bytes[..whole], &ev, dir.path()).per_event.get("t:a"), Some(&3));
+        let mut missing = Counts::default();
+        count_stream_file(&dir.path().join("none"), &ev, &[], &mut missing);
+        assert_eq!(missing.problems, 1);
+    }
+
+    fn count_events_of(file: &[u8], ev: &[EventDesc], dir: &Path) -> Counts {
+        std::fs::write(dir.join("channel0_1"), file).unwrap();
+        std::fs::write(dir.join("metadata"), b"not a stream").unwrap();
+        count_events(&[TraceToCount { dir, events: ev, context_sizes: &[] }])
     }
 }

@@ -352,7 +352,7 @@ pub fn packets(file: &[u8]) -> impl Iterator<Item = Result<&[u8], WalkError>> + 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
     use ringbuffer::{PacketBegin, PacketEnd, PacketLayout, StreamIdentity};
@@ -374,7 +374,8 @@ mod tests {
         FieldDesc { name: Cow::Borrowed(name), ty }
     }
 
-    fn events() -> Vec<EventDesc> {
+    /// Two event descriptions: `t:a {u64, i32}` (id 1) and `t:b`, every other field kind (id 2).
+    pub(crate) fn events() -> Vec<EventDesc> {
         vec![
             desc("a", vec![f("x", FieldType::Integer(IntegerType::U64)), f("y", FieldType::Integer(IntegerType::I32))]),
             desc(
@@ -426,7 +427,8 @@ mod tests {
         p
     }
 
-    fn sample() -> Vec<u8> {
+    /// A 1024-byte packet holding one `t:a` and one `t:b` record.
+    pub(crate) fn sample() -> Vec<u8> {
         let mut body = Vec::new();
         let mut a = 5u64.to_le_bytes().to_vec();
         a.extend_from_slice(&(-2i32).to_le_bytes());
