@@ -39,6 +39,18 @@ const OFF_SEQ: usize = 64;
 const OFF_DISCARDED: usize = 72;
 const OFF_CPU: usize = 80;
 
+/// Bytes of a packet's start that hold its `packet_size`: what a reader splitting a
+/// stream file into packets needs before the rest.
+pub const PACKET_SIZE_END: usize = OFF_PACKET + 8;
+
+/// The size in bytes a packet starting with `prefix` announces (its context's
+/// `packet_size`, in bits at bytes 56..64, divided by 8), unchecked: a value read from a
+/// file, which callers bound by what the file holds. `None` when `prefix` is shorter than
+/// [`PACKET_SIZE_END`].
+pub fn announced_size(prefix: &[u8]) -> Option<u64> {
+    (prefix.len() >= PACKET_SIZE_END).then(|| get_u64(prefix, OFF_PACKET) / 8)
+}
+
 /// The CTF packet-layout client. Stateless: everything it writes comes from the
 /// [`StreamIdentity`] stored in the buffer file and from the ring buffer's counters.
 #[derive(Clone, Copy, Debug, Default)]

@@ -54,13 +54,13 @@ pub fn count_events(traces: &[TraceToCount<'_>]) -> Counts {
 
 /// Adds the records of the stream file at `path` to `c`, reading one packet at a time: a
 /// stream file may be larger than memory (a 60 s trace at 10 M events/s is 4.8 GB per
-/// CPU), and the buffer never holds more than the largest packet (its `packet_size`, at
-/// bytes 56..64 of the packet context, bounded by what is left of the file). The file's
-/// packets are split as [`crate::reader::packets`] splits bytes: a file that cannot be
-/// opened or read, or a cut-off or bad packet, counts one problem and ends the file.
+/// CPU), and the buffer never holds more than the largest packet (its `packet_size`,
+/// bounded by what is left of the file). The file is split as [`crate::reader::packets`]
+/// splits bytes ([`crate::reader::whole_packet_size`]): a file that cannot be opened or
+/// read, or a cut-off or bad packet, counts one problem and ends the file.
 pub fn count_stream_file(path: &Path, events: &[EventDesc], context_sizes: &[usize], c: &mut Counts) {
     use std::io::Read;
-    const SIZE_END: usize = 64;
+    use ust_core::packet::PACKET_SIZE_END;
     let Ok(mut file) = std::fs::File::open(path) else {
         c.problems += 1;
         return;
@@ -73,28 +73,22 @@ pub fn count_stream_file(path: &Path, events: &[EventDesc], context_sizes: &[usi
     let mut off = 0u64;
     while off < len {
         let rest = len - off;
-        packet.resize(SIZE_END, 0);
-        if rest < SIZE_END as u64 || file.read_exact(&mut packet).is_err() {
-            c.problems += 1;
-            return;
-        }
-        let bits = u64::from_le_bytes(packet[56..SIZE_END].try_into().expect("8 bytes"));
-        let size = bits / 8;
-        if size < ust_core::packet::HEADER_SIZE as u64 || size > rest {
-            c.problems += 1;
-            return;
-        }
-        let Ok(size_bytes) = usize::try_from(size) else {
+        packet.resize(usize::try_from(rest).map_or(PACKET_SIZE_END, |r| r.min(PACKET_SIZE_END)), 0);
+        let size = match file.read_exact(&mut packet) {
+            Ok(()) => crate::reader::whole_packet_size(&packet, rest),
+            Err(_) => None,
+        };
+        let Some(size) = size else {
             c.problems += 1;
             return;
         };
-        packet.resize(size_bytes, 0);
-        if file.read_exact(&mut packet[SIZE_END..]).is_err() {
+        packet.resize(size, 0);
+        if file.read_exact(&mut packet[PACKET_SIZE_END..]).is_err() {
             c.problems += 1;
             return;
         }
         count_packet(&packet, events, context_sizes, c);
-        off += size;
+        off += size as u64;
     }
 }
 

@@ -331,6 +331,19 @@ impl<'a> Iterator for RecordWalker<'a> {
     }
 }
 
+/// The size in bytes of the packet whose start is `prefix`, when it is a whole packet: it
+/// announces ([`ust_core::packet::announced_size`]) at least a header and at most the
+/// `left` bytes its file holds from its start. `None` for a cut-off or bad packet (or a
+/// `prefix` too short to say). [`packets`] and [`crate::count::count_stream_file`] split
+/// stream files by it.
+pub fn whole_packet_size(prefix: &[u8], left: u64) -> Option<usize> {
+    let size = ust_core::packet::announced_size(prefix)?;
+    if size < HEADER_SIZE as u64 || size > left {
+        return None;
+    }
+    usize::try_from(size).ok()
+}
+
 /// Splits the bytes of a stream file into packets (each `packet_size` long, read from its
 /// context), stopping at a cut-off tail or a packet whose header is invalid.
 pub fn packets(file: &[u8]) -> impl Iterator<Item = Result<&[u8], WalkError>> + '_ {
@@ -341,8 +354,7 @@ pub fn packets(file: &[u8]) -> impl Iterator<Item = Result<&[u8], WalkError>> + 
             return None;
         }
         let rest = &file[off..];
-        let size = rest.get(56..64).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) / 8);
-        let Some(size) = size.and_then(|s| usize::try_from(s).ok()).filter(|&s| s >= HEADER_SIZE && s <= rest.len()) else {
+        let Some(size) = whole_packet_size(rest, rest.len() as u64) else {
             done = true;
             return Some(Err(WalkError::Packet(format!("cut-off or bad packet at file offset {off}"))));
         };

@@ -78,7 +78,7 @@ pub fn classify(bytes: &[u8]) -> (StreamState, Vec<IndexEntry>) {
     let mut prefix: Vec<u8> = MAGIC.to_le_bytes().to_vec();
     while off < bytes.len() {
         let rest = &bytes[off..];
-        let size = rest.get(56..64).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) / 8);
+        let size = ust_core::packet::announced_size(rest);
         let starts_like = rest.len() >= prefix.len() && rest[..prefix.len()] == prefix[..];
         match size {
             Some(size) if starts_like && size >= HEADER_SIZE as u64 && size > rest.len() as u64 && size <= MAX_PACKET => {
