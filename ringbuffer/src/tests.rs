@@ -583,19 +583,29 @@ fn fixed_rewrite(sizes: Vec<usize>, missing: u64, found: &std::cell::RefCell<Opt
     }
 }
 
+/// A ring of four sub-buffers whose first holds a 16-byte record (bytes 1), a 16-byte
+/// slot reserved and filled but for byte 0 and not committed (bytes 2), and a 16-byte
+/// record (bytes 3), flushed: what a writer stopped between its reserve and its commit
+/// leaves. Returns the reservation: dropped, the writer died; committed later, it was
+/// only slow.
+fn ring_with_an_uncommitted_slot() -> (Buffer, StepClock, Reservation) {
+    let b = buffer(4);
+    let c = StepClock(Cell::new(100), 1);
+    write(&b, &c, 16, 1).unwrap();
+    let mut r = b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap();
+    b.slot(&mut r)[1..].fill(2);
+    write(&b, &c, 16, 3).unwrap();
+    b.flush(&TestLayout, &c);
+    (b, c, r)
+}
+
 /// A writer that reserved and never committed (it died) in a buffer others go on
 /// writing: the reader completes the closed sub-buffer, removing exactly that slot, and
 /// the next packets flow again.
 #[test]
 fn abandoned_subbuffer_is_completed_without_the_dead_slot() {
-    let b = buffer(4);
-    let c = StepClock(Cell::new(100), 1);
-    write(&b, &c, 16, 1).unwrap();
-    let mut dead = b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap();
-    b.slot(&mut dead)[1..].fill(2);
+    let (b, c, dead) = ring_with_an_uncommitted_slot();
     drop(dead); // never committed: byte 0 stays zero
-    write(&b, &c, 16, 3).unwrap();
-    b.flush(&TestLayout, &c);
     assert!(b.get_subbuf().unwrap().is_none(), "stalled: the dead slot keeps it undelivered");
     let list = b.abandoned();
     assert_eq!(list.len(), 1, "{list:?}");
@@ -656,13 +666,7 @@ fn two_dead_slots_are_both_found_or_none() {
 /// writer may open that sub-buffer's next lap, and every event that reaches it is lost.
 #[test]
 fn a_late_commit_after_the_completion_is_undone_and_the_ring_goes_on() {
-    let b = buffer(4);
-    let c = StepClock(Cell::new(100), 1);
-    write(&b, &c, 16, 1).unwrap();
-    let mut slow = b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap();
-    b.slot(&mut slow)[1..].fill(2);
-    write(&b, &c, 16, 3).unwrap();
-    b.flush(&TestLayout, &c);
+    let (b, c, slow) = ring_with_an_uncommitted_slot();
     let list = b.abandoned();
     assert_eq!(list.len(), 1);
     let found = std::cell::RefCell::new(None);

@@ -155,13 +155,18 @@ impl StreamFile {
 mod tests {
     use super::*;
 
+    /// The page size, bytes.
+    fn page_size() -> usize {
+        // SAFETY: sysconf takes an integer and touches no memory of ours.
+        usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap()
+    }
+
     /// Pages of `path` in the page cache, by `mincore` over a mapping of the file.
     fn resident_pages(path: &Path) -> Vec<bool> {
         let file = File::open(path).unwrap();
         // SAFETY: a read-only mapping of a file nothing truncates while it is mapped.
         let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
-        let page = 4096;
-        let mut vec = vec![0u8; map.len().div_ceil(page)];
+        let mut vec = vec![0u8; map.len().div_ceil(page_size())];
         // SAFETY: the mapping is `map.len()` bytes long; `vec` has a byte per page of it.
         let rc = unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, map.len(), vec.as_mut_ptr()) };
         assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
@@ -178,7 +183,7 @@ mod tests {
         }
         assert_eq!(f.len(), 12 << 20);
         let pages = resident_pages(f.path());
-        let dropped = ((f.len() - WRITE_BEHIND) / 4096) as usize;
+        let dropped = usize::try_from(f.len() - WRITE_BEHIND).unwrap() / page_size();
         let kept = pages[..dropped].iter().filter(|&&r| r).count();
         assert_eq!(kept, 0, "{kept} of the {dropped} pages more than WRITE_BEHIND behind the end are still cached");
         // The write-behind window is not waited for: the drain does not pay each packet's
