@@ -10,12 +10,12 @@
 //!   (pthread, signals blocked: thread.rs)     own daemon, and root's, as LTTng-UST):
 //!                                               wait for <rundir>/app (stat every 200 ms)
 //!   if either <rundir>/app exists:              connect (descriptors above 1024: fd.rs),
-//!     wait for the threads to run, at most      send Register(all descriptions)
-//!     THREAD_START_WAIT, then for both to be    serve AddChannel / RemoveChannel /
-//!     Ready (or absent), at most                  SetEnabled / Ready / Sync / Refused
-//!     UST_REGISTER_TIMEOUT ms (3000)            on EOF or error (the daemon died): keep
-//!   return                                        writing into its buffers, back to
-//!                                                 waiting; retire them when a new daemon
+//!     wait for the threads to run (past         send Register(all descriptions)
+//!     THREAD_START_WAIT only while they wait    serve AddChannel / RemoveChannel /
+//!     for a CPU), then for both to be Ready       SetEnabled / Ready / Sync / Refused
+//!     (or absent), at most                      on EOF or error (the daemon died): keep
+//!     UST_REGISTER_TIMEOUT ms (3000)              writing into its buffers, back to
+//!   return                                        waiting; retire them when a new daemon
 //!                                                 answers, then register again
 //! a dlopen'ed copy joins (process.rs) ──────> its sites: RegisterEvents; the joining
 //!                                               constructor waits for their masks, at
@@ -63,11 +63,14 @@ pub const DEFAULT_REGISTER_TIMEOUT_MS: u64 = 3000;
 /// How often the runtime thread looks for a daemon socket that is missing or refuses
 /// connections.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
-/// Longest wait of the constructor for the runtime thread to start running, before it
-/// waits for registration: a thread that has not started by then is stuck (behind a lock
-/// the constructor's caller holds), and the constructor returns rather than stall the
-/// program or its `dlopen`.
+/// How long the constructor waits for the runtime thread to start running before it asks
+/// whether that thread is stuck (behind a lock the constructor's caller holds) or only
+/// waiting for a CPU: it waits on, up to the registration timeout, only while another
+/// thread of the process is runnable ([`thread::another_thread_runnable`]); a stuck thread
+/// makes it return rather than stall the program or its `dlopen`.
 pub const THREAD_START_WAIT: Duration = Duration::from_millis(500);
+/// How often the constructor asks again while a runtime thread waits for its first CPU.
+const THREAD_START_RECHECK: Duration = Duration::from_millis(50);
 
 pub(crate) static DEBUG: AtomicBool = AtomicBool::new(false);
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -216,6 +219,27 @@ impl Generation {
         self.update(|p| p.settled |= 1 << link);
     }
 
+    /// Waits until every runtime thread runs: [`THREAD_START_WAIT`], then on while another
+    /// thread of the process is runnable, within `timeout` more (`None`: no limit). On a
+    /// loaded machine a new thread can wait longer than `THREAD_START_WAIT` for its first
+    /// CPU (a burst of 1000 traced processes at load 32: up to 420 ms from the spawn to
+    /// the thread's first step); a constructor that gave up then let `main`'s first events
+    /// go unrecorded. Whether the threads run now.
+    fn wait_started(&self, timeout: Option<Duration>) -> bool {
+        let t0 = Instant::now();
+        if self.wait(Some(THREAD_START_WAIT), Progress::all_alive) {
+            return true;
+        }
+        loop {
+            if timeout.is_some_and(|t| t0.elapsed() >= THREAD_START_WAIT + t) || !thread::another_thread_runnable() {
+                return false;
+            }
+            if self.wait(Some(THREAD_START_RECHECK), Progress::all_alive) {
+                return true;
+            }
+        }
+    }
+
     /// Waits until `done` holds, at most `timeout` (`None`: no limit). The final value.
     fn wait(&self, timeout: Option<Duration>, done: fn(&Progress) -> bool) -> bool {
         let p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
@@ -309,10 +333,11 @@ pub fn start() {
     let shown = || paths.iter().flatten().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" or ");
     match (generation, timeout) {
         (Some(g), Some(timeout)) => {
-            if !g.wait(Some(THREAD_START_WAIT), Progress::all_alive) {
+            let spawned = Instant::now();
+            if !g.wait_started(timeout) {
                 debug!(
-                    "the runtime thread did not start within {} ms: not waiting for registration; events before it are lost",
-                    THREAD_START_WAIT.as_millis()
+                    "the runtime thread did not start within {} ms and waits for something other than a CPU: not waiting for registration; events before it are lost",
+                    spawned.elapsed().as_millis()
                 );
             } else if !g.wait(timeout, Progress::all_settled) {
                 debug!(
@@ -639,7 +664,7 @@ extern "C" fn after_fork_child() {
             let Some(g) = spawn(paths) else { return };
             if paths.iter().flatten().any(|p| p.exists()) {
                 let timeout = REGISTER_TIMEOUT.get().copied().unwrap_or(Some(Duration::from_millis(DEFAULT_REGISTER_TIMEOUT_MS)));
-                if g.wait(Some(THREAD_START_WAIT), Progress::all_alive) {
+                if g.wait_started(timeout) {
                     g.wait(timeout, Progress::all_settled);
                 }
             }

@@ -66,6 +66,34 @@ pub(crate) fn spawn(name: &'static CStr, body: Box<dyn FnOnce() + Send + 'static
     Ok(())
 }
 
+/// Whether a thread of this process other than the caller is runnable: state `R` in
+/// `/proc/self/task/TID/stat` (proc(5): running, or waiting in a run queue for a CPU).
+/// The constructor asks it of a runtime thread that has not started within
+/// [`super::THREAD_START_WAIT`]: a thread blocked behind a lock (what that bound is for)
+/// sleeps, `S` or `D`; one waiting for its first CPU is `R`. `false` when `/proc` cannot
+/// be read. Opens the directory and each thread's `stat` for the call only.
+pub(crate) fn another_thread_runnable() -> bool {
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() };
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return false };
+    tasks
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&tid| tid != me)
+        .any(runnable)
+}
+
+/// Whether thread `tid` of this process is in state `R` (`false` when it cannot be read).
+fn runnable(tid: i32) -> bool {
+    super::fd::read_to_string(std::path::Path::new(&format!("/proc/self/task/{tid}/stat"))).is_some_and(|s| state(&s) == Some('R'))
+}
+
+/// The state letter of a `/proc/PID/stat` line: the first field after the command's
+/// closing parenthesis (the command itself may hold `)` and spaces).
+fn state(stat: &str) -> Option<char> {
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +127,56 @@ mod tests {
             libc::sigismember(&cur, libc::SIGTERM)
         };
         assert_eq!(here, 0);
+    }
+
+    #[test]
+    fn the_state_letter_follows_the_last_parenthesis() {
+        assert_eq!(state("42 (threeevents) R 1 42 42 0"), Some('R'));
+        assert_eq!(state("42 (a) b) (c) S 1 42"), Some('S'), "a command holding ') ('");
+        assert_eq!(state("42 (no end"), None);
+        assert_eq!(state("42 (x)"), None);
+    }
+
+    /// A spinning thread is runnable (and makes `another_thread_runnable` true); a thread
+    /// blocked on a lock is not. (Other tests' threads may run meanwhile, so the blocked
+    /// thread is looked at by its own id.)
+    #[test]
+    fn a_spinning_thread_is_runnable_and_a_blocked_one_is_not() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{mpsc, Arc, Mutex};
+        use std::time::{Duration, Instant};
+        // SAFETY: gettid has no preconditions.
+        let tid = || unsafe { libc::gettid() };
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, (tx, rx)) = (stop.clone(), mpsc::channel());
+        let spinner = std::thread::spawn(move || {
+            tx.send(tid()).unwrap();
+            while !s.load(Ordering::Relaxed) {}
+        });
+        let spinning = rx.recv().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(runnable(spinning) && another_thread_runnable()) {
+            assert!(Instant::now() < deadline, "a spinning thread never seen runnable");
+        }
+        stop.store(true, Ordering::Relaxed);
+        spinner.join().unwrap();
+
+        let lock = Arc::new(Mutex::new(()));
+        let held = lock.lock().unwrap();
+        let (l, (tx, rx)) = (lock.clone(), mpsc::channel());
+        let waiter = std::thread::spawn(move || {
+            tx.send(tid()).unwrap();
+            drop(l.lock().unwrap());
+        });
+        let blocked = rx.recv().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while runnable(blocked) {
+            assert!(Instant::now() < deadline, "a thread blocked on a lock still seen runnable");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!runnable(blocked), "blocked: {:?}", std::fs::read_to_string(format!("/proc/self/task/{blocked}/stat")));
+        drop(held);
+        waiter.join().unwrap();
+        assert!(!runnable(blocked), "a thread that ended is not runnable");
     }
 }
