@@ -161,6 +161,7 @@ rows = [
     ("  same", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "tracing-perfetto layer", tr_perfetto_span, ""),
     ("enabled {u64,i32}, monotonic, 1 thread", e1, "fastrace event, 2 properties", tr_fastrace, "< 1x"),
     ("tracing span made, entered, exited, closed, ust's layer", ust_layer_span, "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),
+    ("  same, TSC (fastrace's clock)", g('tracing+ust layer: info_span!("work", id = u64) entered and closed, TSC'), "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),
     ("tracing span, registry + a no-op layer", g('tracing+no-op layer: info_span!("work", id = u64) entered and closed'), "fastrace local span, 1 property", tr_fastrace_span, ""),
     ("ust span: entry + exit tracepoints", g("ust span: entry + exit tracepoints monotonic"), "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),
     ("  same, TSC", g("ust span: entry + exit tracepoints tsc"), "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),

@@ -13,6 +13,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use tracing_subscriber::layer::SubscriberExt;
+use ust_core::clock::ClockKind;
 
 fn bench(c: &mut Criterion) {
     let x = black_box(7u64);
@@ -24,7 +25,8 @@ fn bench(c: &mut Criterion) {
         let s = tracing::info_span!("work", id = x);
         let _e = s.enter();
     };
-    let bufs = benches::install_local();
+    let mut bufs = benches::install_local();
+    let mut lost = 0;
 
     let ust = tracing_subscriber::registry().with(ust::tracing::layer());
     tracing::subscriber::with_default(ust, || {
@@ -56,6 +58,17 @@ fn bench(c: &mut Criterion) {
         c.bench_function("tracing+ust layer: info_span!(\"work\", id = u64) entered and closed", |b| {
             b.iter_custom(|iters| benches::timed_batches(iters, &bufs, span))
         });
+        // The same span into a channel with the TSC clock (fastrace's clock, `fastant`, reads
+        // the TSC too): the four events' clock reads are a fifth of the span above.
+        let tsc = benches::clock_of(ClockKind::Tsc);
+        if tsc.kind() == ClockKind::Tsc {
+            lost += benches::discarded(&bufs);
+            ust::__testing::remove_channel(benches::SLOT);
+            bufs = benches::install_local_with(tsc);
+            c.bench_function("tracing+ust layer: info_span!(\"work\", id = u64) entered and closed, TSC", |b| {
+                b.iter_custom(|iters| benches::timed_batches(iters, &bufs, span))
+            });
+        }
     });
 
     let fmt = tracing_subscriber::registry().with(tracing_subscriber::fmt::layer().with_writer(std::io::sink).with_ansi(false));
@@ -70,7 +83,7 @@ fn bench(c: &mut Criterion) {
     tracing::subscriber::with_default(noop, || {
         c.bench_function("tracing+no-op layer: info_span!(\"work\", id = u64) entered and closed", |b| b.iter(span));
     });
-    let lost = benches::discarded(&bufs);
+    lost += benches::discarded(&bufs);
     if lost > 0 {
         eprintln!("{lost} events discarded during the benchmark (buffers too small for a batch?)");
     }
