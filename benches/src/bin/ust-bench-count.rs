@@ -11,6 +11,10 @@
 //! which a loaded machine inflates much less than wall time). Kinds: `disabled`, `enabled` (`{u64, i32}`,
 //! the clock of `UST_CLOCK`), `string32`, `seq32`, `tracef`, `ring` (reserve+commit of a
 //! 16-byte slot on the ring buffer alone).
+//!
+//! With `UST_BENCH_WINDOW=W` it also prints, after each `W` events, that window's on-CPU
+//! time per event and the time per iteration of [`core_probe`] run right after it
+//! (`window ns_per_event=.. probe_ns=..`): `scripts/bench-windows.sh` relates the two.
 
 use std::hint::black_box;
 
@@ -75,18 +79,28 @@ fn main() {
         }
         k => panic!("unknown kind {k}"),
     };
+    let window: Option<u64> = std::env::var("UST_BENCH_WINDOW").ok().and_then(|v| v.parse().ok()).filter(|&w| w > 0);
     let mut left = n;
     let mut spent = std::time::Duration::ZERO;
     let mut cpu = std::time::Duration::ZERO;
+    let (mut window_cpu, mut window_events) = (std::time::Duration::ZERO, 0u64);
     while left > 0 {
-        let b = left.min(benches::BATCH);
+        let b = left.min(benches::BATCH).min(window.unwrap_or(u64::MAX));
         let t = std::time::Instant::now();
         let c = benches::thread_cpu_time();
         run_batch(b, &mut f);
-        cpu += benches::thread_cpu_time() - c;
+        let on_cpu = benches::thread_cpu_time() - c;
+        cpu += on_cpu;
         spent += t.elapsed();
         benches::drain(&bufs);
         left -= b;
+        if let Some(w) = window {
+            (window_cpu, window_events) = (window_cpu + on_cpu, window_events + b);
+            if window_events >= w || left == 0 {
+                println!("window ns_per_event={:.2} probe_ns={:.3}", window_cpu.as_nanos() as f64 / window_events as f64, core_probe());
+                (window_cpu, window_events) = (std::time::Duration::ZERO, 0);
+            }
+        }
     }
     drop(f);
     println!(
@@ -97,4 +111,33 @@ fn main() {
         cpu.as_nanos() as f64 / n as f64,
         benches::discarded(&bufs)
     );
+}
+
+/// On-CPU ns per iteration of a loop of twelve integer operations in six independent
+/// chains (about 4 cycles an iteration at its best): code that issues as many instructions
+/// per cycle as the core allows, as the emit path does, so it slows when another hardware
+/// thread shares the core's execution units (on this guest, the host's other tenant on the
+/// SMT sibling), while a latency-bound loop does not. Runs 5 M iterations (about 6–10 ms).
+fn core_probe() -> f64 {
+    const N: u64 = 5_000_000;
+    let c = benches::thread_cpu_time();
+    let (mut a, mut b, mut cc, mut d, mut e, mut f) = (1u64, 2u64, 3u64, 4u64, 5u64, 6u64);
+    for i in 0..N {
+        a = a.wrapping_add(i);
+        b ^= i;
+        cc = cc.wrapping_add(a);
+        d ^= b;
+        e = e.wrapping_add(cc);
+        f ^= d;
+        a = a.rotate_left(1);
+        b = b.wrapping_add(3);
+        cc ^= 7;
+        d = d.wrapping_add(5);
+        e ^= 11;
+        f = f.wrapping_add(13);
+        // SAFETY: the template is a comment: it only makes the six values live here, so
+        // the loop is neither folded nor vectorized.
+        unsafe { std::arch::asm!("/* {0} {1} {2} {3} {4} {5} */", in(reg) a, in(reg) b, in(reg) cc, in(reg) d, in(reg) e, in(reg) f, options(nomem, nostack, preserves_flags)) };
+    }
+    (benches::thread_cpu_time() - c).as_nanos() as f64 / N as f64
 }
