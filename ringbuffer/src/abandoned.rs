@@ -13,7 +13,8 @@
 //! of the buffer is known dead is abandoned: [`Buffer::abandoned`] lists the candidates,
 //! the caller decides (it knows about deaths and how long a candidate stayed unchanged),
 //! and [`Buffer::complete_abandoned`] completes one, with the caller's rewrite of its
-//! content ([`find_holes`], [`remove_holes`]: the caller knows the record encoding):
+//! content (the caller knows the record encoding: the daemon's `dead_writers` module
+//! decodes CTF records):
 //!
 //! ```text
 //! [hdr][rec][rec][ 0 …hole… ][rec][ 0 …hole… ][rec]…[closed_end)[padding]
@@ -65,57 +66,6 @@ pub struct Abandoned {
     pub timestamp_end: u64,
 }
 
-/// Most holes one sub-buffer's search looks for, and most steps it takes: bounded work
-/// whatever the memory holds.
-const MAX_HOLES: usize = 64;
-const MAX_STEPS: u32 = 1 << 22;
-
-/// The search of the module docs: from `off`, walk records; at a hole, try each candidate
-/// size. Pushes the holes found into `holes`. Bounded by `steps`; `failed` remembers the
-/// (hole offset, budget) pairs already known to lead nowhere, so each is explored once.
-#[allow(clippy::too_many_arguments)]
-fn solve(
-    data: &[u8],
-    mut off: usize,
-    end: usize,
-    budget: usize,
-    holes: &mut Vec<(usize, usize)>,
-    failed: &mut std::collections::HashSet<(usize, usize)>,
-    steps: &mut u32,
-    record_size: &mut dyn FnMut(&[u8]) -> Option<usize>,
-    hole_sizes: &mut dyn FnMut(&[u8]) -> Vec<usize>,
-) -> bool {
-    while off < end {
-        *steps += 1;
-        if *steps > MAX_STEPS {
-            return false;
-        }
-        if data[off] != 0 {
-            match record_size(&data[off..end]) {
-                Some(len) if len > 0 && off + len <= end => off += len,
-                _ => return false,
-            }
-            continue;
-        }
-        if holes.len() >= MAX_HOLES || failed.contains(&(off, budget)) {
-            return false;
-        }
-        for len in hole_sizes(&data[off..end]) {
-            if len == 0 || len > budget || off + len > end {
-                continue;
-            }
-            holes.push((off, len));
-            if solve(data, off + len, end, budget - len, holes, failed, steps, record_size, hole_sizes) {
-                return true;
-            }
-            holes.pop();
-        }
-        failed.insert((off, budget));
-        return false;
-    }
-    off == end && budget == 0
-}
-
 impl<M: Memory> Buffer<M> {
     /// Closed, undelivered sub-buffers whose commit counter is short of complete, in
     /// ring order. Reads control words only; never writes.
@@ -148,8 +98,8 @@ impl<M: Memory> Buffer<M> {
 
     /// Completes the abandoned sub-buffer `a` (from [`Buffer::abandoned`]): claims it
     /// (CAS of its commit counter from the value seen to complete), hands a copy of its
-    /// bytes up to the content end to `rewrite` (the caller removes the dead slots, see
-    /// [`find_holes`] and [`remove_holes`]), which returns the new content end (at most
+    /// bytes up to the content end to `rewrite` (the caller removes the dead slots, as
+    /// the module docs say), which returns the new content end (at most
     /// the copy's length; everything after it is zeroed), writes the copy back, and
     /// delivers the packet (its end written through `layout`). Returns the new content
     /// size, or `Ok(None)` when `a` no longer holds (a commit arrived, the packet was
@@ -244,50 +194,4 @@ impl<M: Memory> Buffer<M> {
         }
         out
     }
-}
-
-/// The dead slots of a sub-buffer's content `data` (from its start; the records begin at
-/// `from`): the set of (offset, length) holes, in order, such that every other record
-/// walks whole, the holes add up to `missing` and the walk ends exactly at the end of
-/// `data` (module docs). `record_size` sizes a committed record; `hole_sizes` gives the
-/// lengths an uncommitted one (byte 0 zero) may have. `None` when no such set exists
-/// within the search's bounds. An empty set when there is no hole before the end.
-pub fn find_holes(
-    data: &[u8],
-    from: usize,
-    missing: u64,
-    mut record_size: impl FnMut(&[u8]) -> Option<usize>,
-    mut hole_sizes: impl FnMut(&[u8]) -> Vec<usize>,
-) -> Option<Vec<(usize, usize)>> {
-    let end = data.len();
-    let mut off = from;
-    while off < end && data[off] != 0 {
-        match record_size(&data[off..end]) {
-            Some(len) if len > 0 && off + len <= end => off += len,
-            _ => return None,
-        }
-    }
-    if off == end {
-        return Some(Vec::new());
-    }
-    let (mut holes, mut steps, mut failed) = (Vec::new(), 0, std::collections::HashSet::new());
-    let missing = usize::try_from(missing).ok()?;
-    solve(data, off, end, missing, &mut holes, &mut failed, &mut steps, &mut record_size, &mut hole_sizes).then_some(holes)
-}
-
-/// Removes `holes` (from [`find_holes`]) from `data`, moving the records after each down;
-/// returns the new content end. Records are position-independent (packed), but a compact
-/// header's time is relative to the previous record: a caller whose records carry
-/// relative times fixes the record after each hole itself.
-pub fn remove_holes(data: &mut [u8], holes: &[(usize, usize)]) -> usize {
-    let Some(&(first, _)) = holes.first() else { return data.len() };
-    let (mut to, mut from) = (first, first);
-    for &(h, len) in holes {
-        data.copy_within(from..h, to);
-        to += h - from;
-        from = h + len;
-    }
-    let end = data.len();
-    data.copy_within(from..end, to);
-    to + (end - from)
 }

@@ -569,17 +569,21 @@ fn a_packet_with_scribbled_control_words_is_skipped_and_the_stream_goes_on() {
     assert_eq!(b.counters().discarded(), 0);
 }
 
-/// The rewrite a CTF-agnostic test uses: find the holes with fixed-size records, remove
-/// them (or cut at the first uncommitted byte when none fit). Returns the holes found.
-fn fixed_rewrite(sizes: Vec<usize>, missing: u64, found: &std::cell::RefCell<Option<Vec<(usize, usize)>>>) -> impl FnOnce(&mut [u8]) -> usize + '_ {
+/// The rewrite a CTF-agnostic test uses (the daemon's, for CTF records, is its
+/// `dead_writers` search): records are 16 bytes, and each 16-byte slot whose byte 0 is zero
+/// is dead. With `remove` the dead slots are removed and the records after them moved
+/// down, else the content is cut at the first. The dead slots' offsets go to `found`.
+fn fixed_rewrite(remove: bool, found: &std::cell::RefCell<Vec<usize>>) -> impl FnOnce(&mut [u8]) -> usize + '_ {
     move |data: &mut [u8]| {
-        let size = |r: &[u8]| (r.len() >= 16 && r[0] != 0).then_some(16);
-        let holes = abandoned::find_holes(data, HDR, missing, size, |_: &[u8]| sizes.clone());
-        *found.borrow_mut() = holes.clone();
-        match holes {
-            Some(h) => abandoned::remove_holes(data, &h),
-            None => (HDR..data.len()).step_by(16).find(|&o| data[o] == 0).unwrap_or(data.len()),
+        let slots: Vec<usize> = (HDR..data.len()).step_by(16).filter(|o| o + 16 <= data.len()).collect();
+        let dead: Vec<usize> = slots.iter().copied().filter(|&o| data[o] == 0).collect();
+        *found.borrow_mut() = dead.clone();
+        if !remove {
+            return dead.first().copied().unwrap_or(data.len());
         }
+        let kept: Vec<u8> = slots.iter().filter(|o| !dead.contains(o)).flat_map(|&o| data[o..o + 16].to_vec()).collect();
+        data[HDR..HDR + kept.len()].copy_from_slice(&kept);
+        HDR + kept.len()
     }
 }
 
@@ -610,10 +614,10 @@ fn abandoned_subbuffer_is_completed_without_the_dead_slot() {
     let list = b.abandoned();
     assert_eq!(list.len(), 1, "{list:?}");
     assert_eq!((list[0].pos, list[0].missing), (0, 16));
-    let found = std::cell::RefCell::new(None);
-    let end = b.complete_abandoned(&TestLayout, &list[0], fixed_rewrite(vec![16], 16, &found)).unwrap().expect("completed");
+    let found = std::cell::RefCell::new(Vec::new());
+    let end = b.complete_abandoned(&TestLayout, &list[0], fixed_rewrite(true, &found)).unwrap().expect("completed");
     assert_eq!(end, HDR as u64 + 32);
-    assert_eq!(*found.borrow(), Some(vec![(HDR + 16, 16)]));
+    assert_eq!(*found.borrow(), vec![HDR + 16], "the rewrite saw the dead slot as the writer left it");
     assert!(b.complete_abandoned(&TestLayout, &list[0], |d: &mut [u8]| d.len()).unwrap().is_none(), "once only");
     let sb = b.get_subbuf().unwrap().expect("delivered now");
     assert_eq!(sb.content_size, HDR as u64 + 32);
@@ -628,11 +632,12 @@ fn abandoned_subbuffer_is_completed_without_the_dead_slot() {
     assert!(b.get_subbuf().unwrap().is_some(), "the ring goes on");
 }
 
-/// Two dead slots in one sub-buffer: found by the search (their sizes add up to the
-/// missing count) and removed; with sizes that cannot add up, none is found.
+/// Two dead slots in one sub-buffer: the rewrite's content is what the packet delivers,
+/// whether it removed both slots (the records after them moved down) or cut the content
+/// at the first (the rest zeroed and the packet's end moved).
 #[test]
-fn two_dead_slots_are_both_found_or_none() {
-    for (sizes, whole) in [(vec![8usize, 16], true), (vec![24usize], false)] {
+fn two_dead_slots_are_removed_or_the_content_cut_as_the_rewrite_says() {
+    for whole in [true, false] {
         let b = buffer(4);
         let c = StepClock(Cell::new(100), 1);
         write(&b, &c, 16, 1).unwrap();
@@ -644,9 +649,9 @@ fn two_dead_slots_are_both_found_or_none() {
         let list = b.abandoned();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].missing, 32);
-        let found = std::cell::RefCell::new(None);
-        b.complete_abandoned(&TestLayout, &list[0], fixed_rewrite(sizes, 32, &found)).unwrap().unwrap();
-        assert_eq!(found.borrow().is_some(), whole);
+        let found = std::cell::RefCell::new(Vec::new());
+        b.complete_abandoned(&TestLayout, &list[0], fixed_rewrite(whole, &found)).unwrap().unwrap();
+        assert_eq!(*found.borrow(), vec![HDR + 16, HDR + 48]);
         let sb = b.get_subbuf().unwrap().expect("delivered");
         let mut out = Vec::new();
         b.copy_subbuf(&sb, &mut out).unwrap();
@@ -657,6 +662,8 @@ fn two_dead_slots_are_both_found_or_none() {
             }
         } else {
             assert_eq!(sb.content_size, HDR as u64 + 16, "only the prefix before the first hole");
+            assert!(out[HDR..HDR + 16].iter().all(|&x| x == 1));
+            assert!(out[HDR + 16..].iter().all(|&x| x == 0), "the rest zeroed");
         }
     }
 }
@@ -669,8 +676,8 @@ fn a_late_commit_after_the_completion_is_undone_and_the_ring_goes_on() {
     let (b, c, slow) = ring_with_an_uncommitted_slot();
     let list = b.abandoned();
     assert_eq!(list.len(), 1);
-    let found = std::cell::RefCell::new(None);
-    b.complete_abandoned(&TestLayout, &list[0], fixed_rewrite(vec![16], 16, &found)).unwrap().unwrap();
+    let found = std::cell::RefCell::new(Vec::new());
+    b.complete_abandoned(&TestLayout, &list[0], fixed_rewrite(true, &found)).unwrap().unwrap();
     assert_eq!(drain(&b).len(), 1);
     assert!(b.repair_late_commits().is_empty(), "nothing late yet");
     b.commit(&TestLayout, slow, 2);
