@@ -29,4 +29,4 @@ near = [e for e, p in w if p <= 1.1 * min(pr)]
 print(f"windows whose probe was within 10 % of its fastest: {len(near)}, event median {st.median(near):.1f} ns")
 '
 grep -v '^window' <<<"$out"
-python3 -c "$summary" <<<"$out" | fold -s -w 100
+python3 -c "$summary" <<<"$out"

@@ -88,3 +88,6 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringbuffer --r
 # The benches, in their short mode, so they cannot rot: no time is asserted (the consumer
 # bench uses the release binaries built above).
 UST_BENCH_QUICK=1 cargo bench -p benches
+# The per-window figure and its summary (four windows): the script fails if the windows or
+# the summary are missing.
+scripts/bench-windows.sh tsc 2000000 500000 | grep '^4 windows: event'
