@@ -11,9 +11,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 clock=${1:-tsc}; events=${2:-100000000}; window=${3:-500000}
+target=${CARGO_TARGET_DIR:-target}
 cargo build --release -q -p benches --bins
+# No daemon of the machine's: one at the default socket directory would send its enable
+# masks over the bench's own (and make the constructor wait for it).
+nod=$(mktemp -d); trap 'rm -rf "$nod"' EXIT; export UST_RUNDIR=$nod
 echo "## windows: $events events of $window, clock $clock, CPU 0, $(date -u '+%Y-%m-%d %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-out=$(UST_CLOCK=$clock UST_BENCH_WINDOW=$window taskset -c 0 target/release/ust-bench-count enabled "$events")
+out=$(UST_CLOCK=$clock UST_BENCH_WINDOW=$window taskset -c 0 "$target/release/ust-bench-count" enabled "$events")
 summary='
 import re, statistics as st, sys
 w = [tuple(float(v) for v in re.findall(r"=([\d.]+)", l)) for l in sys.stdin if l.startswith("window")]

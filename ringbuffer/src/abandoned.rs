@@ -20,7 +20,7 @@
 //! [hdr][rec][rec][ 0 …hole… ][rec][ 0 …hole… ][rec]…[closed_end)[padding]
 //!                 ^ a slot with byte 0 == 0 (the per-slot commit evidence)
 //! missing = (lap+1)*subbuf_size − commit   (the sum of the holes' sizes)
-//! search: at each hole try the sizes its record can have (the caller decodes them from
+//! the caller's search: at each hole try the sizes its record can have (the caller decodes them from
 //!   the bytes the dead writer did write: the header after byte 0, the context, the
 //!   payload) such that every record after it walks whole, the holes add up to
 //!   `missing` and the walk ends exactly at closed_end

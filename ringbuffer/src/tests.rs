@@ -660,6 +660,7 @@ fn two_dead_slots_are_removed_or_the_content_cut_as_the_rewrite_says() {
             for (k, tag) in [1u8, 3, 5].into_iter().enumerate() {
                 assert!(out[HDR + 16 * k..HDR + 16 * (k + 1)].iter().all(|&x| x == tag), "record {k}");
             }
+            assert!(out[HDR + 48..].iter().all(|&x| x == 0), "the freed end zeroed");
         } else {
             assert_eq!(sb.content_size, HDR as u64 + 16, "only the prefix before the first hole");
             assert!(out[HDR..HDR + 16].iter().all(|&x| x == 1));

@@ -144,31 +144,6 @@ pub fn record_size_with_context(events: &[EventDesc], context_size: usize, bytes
     at.checked_add(size)
 }
 
-/// The lengths the uncommitted record at the start of `bytes` (its byte 0, stored last
-/// at commit, is still zero) may have, in a stream with an event context of
-/// `context_size` bytes: one per value byte 0 can take (a compact header's id, or the
-/// extended tag) for which the rest of the header, the context and the payload the writer
-/// left decode as a record of one of `events`. Sizes the dead writer's bytes support,
-/// for [`ringbuffer::Buffer::complete_abandoned`]'s search; each at most once.
-pub fn uncommitted_record_sizes(events: &[EventDesc], context_size: usize, bytes: &[u8]) -> Vec<usize> {
-    let mut out = Vec::new();
-    let n = bytes.len().min(event_header::EXTENDED_SIZE);
-    let mut head = [0u8; event_header::EXTENDED_SIZE];
-    head[..n].copy_from_slice(&bytes[..n]);
-    let first = event_header::FIRST_EVENT_ID as u8;
-    for b0 in (first..=event_header::MAX_COMPACT_ID as u8).chain([event_header::EXTENDED_TAG as u8]) {
-        head[0] = b0;
-        let Some(h) = event_header::decode(&head[..n], 0) else { continue };
-        let Some(desc) = h.id.checked_sub(event_header::FIRST_EVENT_ID).and_then(|i| events.get(i as usize)) else { continue };
-        let Some(at) = h.len.checked_add(context_size) else { continue };
-        let Some(size) = bytes.get(at..).and_then(|rest| payload_size(desc, rest)) else { continue };
-        if let Some(total) = at.checked_add(size).filter(|t| !out.contains(t)) {
-            out.push(total);
-        }
-    }
-    out
-}
-
 /// Smallest number of bytes a record of any of `events` can take (compact header, strings
 /// empty, sequences empty), at least 1. Dividing lost bytes by it bounds the number of
 /// events they held from above: what torn-event recovery reports as discarded.

@@ -553,7 +553,7 @@ mod tests {
         }
         assert!(find(a + 1).is_none(), "a key the map does not hold (an even one)");
         let other = std::thread::spawn(move || (find(b).map(|s| s.ip), find(a).map(|s| s.ip))).join().unwrap();
-        assert_eq!(other, (Some(2), Some(1)), "another thread's cache starts empty and fills from the map");
+        assert_eq!(other, (Some(2), Some(1)), "another thread's lookups are answered from the map");
     }
 
     #[test]

@@ -113,8 +113,9 @@ fn main() {
     );
 }
 
-/// On-CPU ns per iteration of a loop of twelve integer operations in six independent
-/// chains (about 4 cycles an iteration at its best): code that issues as many instructions
+/// On-CPU ns per iteration of a loop of twelve integer operations on six values (each
+/// iteration's critical path is short: about 4 cycles an iteration at its best, the
+/// rest issued beside it): code that issues as many instructions
 /// per cycle as the core allows, as the emit path does, so it slows when another hardware
 /// thread shares the core's execution units (on this guest, the host's other tenant on the
 /// SMT sibling), while a latency-bound loop does not. Runs 5 M iterations (about 6–10 ms).

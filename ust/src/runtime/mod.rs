@@ -65,12 +65,22 @@ pub const DEFAULT_REGISTER_TIMEOUT_MS: u64 = 3000;
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// How long the constructor waits for the runtime thread to start running before it asks
 /// whether that thread is stuck (behind a lock the constructor's caller holds) or only
-/// waiting for a CPU: it waits on, up to the registration timeout, only while another
-/// thread of the process is runnable ([`thread::another_thread_runnable`]); a stuck thread
+/// waiting for a CPU: it waits on, within the registration timeout, only while a thread
+/// started since the spawn is runnable ([`thread::new_thread_runnable`]); a stuck thread
 /// makes it return rather than stall the program or its `dlopen`.
 pub const THREAD_START_WAIT: Duration = Duration::from_millis(500);
 /// How often the constructor asks again while a runtime thread waits for its first CPU.
 const THREAD_START_RECHECK: Duration = Duration::from_millis(50);
+
+/// What [`Generation::wait_registered`] waited for in vain.
+enum Unfinished {
+    /// The runtime threads had not started and none of them was runnable: blocked.
+    StartStuck,
+    /// The runtime threads had not started, runnable, when the wait's bound was reached.
+    StartTimedOut,
+    /// No answer from a daemon within the registration timeout.
+    Registration,
+}
 
 pub(crate) static DEBUG: AtomicBool = AtomicBool::new(false);
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -219,24 +229,42 @@ impl Generation {
         self.update(|p| p.settled |= 1 << link);
     }
 
-    /// Waits until every runtime thread runs: [`THREAD_START_WAIT`], then on while another
-    /// thread of the process is runnable, within `timeout` more (`None`: no limit). On a
-    /// loaded machine a new thread can wait longer than `THREAD_START_WAIT` for its first
-    /// CPU (a burst of 1000 traced processes at load 32: up to 420 ms from the spawn to
-    /// the thread's first step); a constructor that gave up then let `main`'s first events
-    /// go unrecorded. Whether the threads run now.
-    fn wait_started(&self, timeout: Option<Duration>) -> bool {
-        let t0 = Instant::now();
+    /// Waits until every runtime thread runs: [`THREAD_START_WAIT`], then on while a
+    /// thread started at `spawned` (a [`thread::boot_ns`] reading taken before the spawn)
+    /// or later is runnable, at most `extra` more. On a loaded machine a new thread can
+    /// wait longer than `THREAD_START_WAIT` for its first CPU (a burst of 1000 traced
+    /// processes at load 32: up to 420 ms from the spawn to the thread's first step); a
+    /// constructor that gave up then let `main`'s first events go unrecorded. Whether the
+    /// threads run now, and the time waited past `THREAD_START_WAIT`.
+    fn wait_started(&self, spawned: u64, extra: Duration) -> (bool, Duration) {
         if self.wait(Some(THREAD_START_WAIT), Progress::all_alive) {
-            return true;
+            return (true, Duration::ZERO);
         }
+        let t0 = Instant::now();
         loop {
-            if timeout.is_some_and(|t| t0.elapsed() >= THREAD_START_WAIT + t) || !thread::another_thread_runnable() {
-                return false;
+            if t0.elapsed() >= extra || !thread::new_thread_runnable(spawned) {
+                return (false, t0.elapsed());
             }
             if self.wait(Some(THREAD_START_RECHECK), Progress::all_alive) {
-                return true;
+                return (true, t0.elapsed());
             }
+        }
+    }
+
+    /// [`Generation::wait_started`], then the wait for registration ([`Progress::all_settled`]):
+    /// `timeout` in all past `THREAD_START_WAIT` (`None`: no limit for the registration;
+    /// the runtime threads' start is then waited for at most [`DEFAULT_REGISTER_TIMEOUT_MS`]
+    /// past it). What the constructor waited for in vain, if anything.
+    fn wait_registered(&self, spawned: u64, timeout: Option<Duration>) -> Result<(), Unfinished> {
+        let extra = timeout.unwrap_or(Duration::from_millis(DEFAULT_REGISTER_TIMEOUT_MS));
+        let (started, waited) = self.wait_started(spawned, extra);
+        if !started {
+            return Err(if waited >= extra { Unfinished::StartTimedOut } else { Unfinished::StartStuck });
+        }
+        if self.wait(timeout.map(|t| t.saturating_sub(waited)), Progress::all_settled) {
+            Ok(())
+        } else {
+            Err(Unfinished::Registration)
         }
     }
 
@@ -280,8 +308,11 @@ extern "C" fn constructor() {
 /// (`ust_core::rundir::system_rundir`, when there is one: see `links`). If either `app`
 /// socket exists, waits until each daemon answers the registration with `Ready` (or
 /// refuses, or goes away, or has no socket), at most `UST_REGISTER_TIMEOUT` ms in all
-/// (default 3000; negative: no limit), so the first events of a short program are traced;
-/// and at most [`THREAD_START_WAIT`] for the threads to start at all. Without a socket it
+/// (default 3000; negative: no limit), so the first events of a short program are traced.
+/// Of that time, at most [`THREAD_START_WAIT`] goes to waiting for the threads to start,
+/// more only while one of them is runnable, waiting for a CPU (and then at most 3000 ms
+/// when the timeout has no limit); a thread that has not started and is not runnable is
+/// stuck, and the constructor returns. Without a socket it
 /// returns at once and the threads connect when a daemon appears.
 pub fn start() {
     if STARTED.swap(true, Ordering::AcqRel) {
@@ -329,22 +360,26 @@ pub fn start() {
     // by a thread of the parent that does not exist in the child).
     let wait = *REGISTER_TIMEOUT.get_or_init(register_timeout);
     let timeout = if present { Some(wait) } else { None };
+    let spawned = thread::boot_ns();
     let generation = spawn(&paths);
     let shown = || paths.iter().flatten().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" or ");
     match (generation, timeout) {
         (Some(g), Some(timeout)) => {
-            let spawned = Instant::now();
-            if !g.wait_started(timeout) {
-                debug!(
-                    "the runtime thread did not start within {} ms and waits for something other than a CPU: not waiting for registration; events before it are lost",
-                    spawned.elapsed().as_millis()
-                );
-            } else if !g.wait(timeout, Progress::all_settled) {
-                debug!(
+            match g.wait_registered(spawned, timeout) {
+                Ok(()) => {}
+                Err(Unfinished::StartStuck) => debug!(
+                    "the runtime thread did not start within {} ms and is not waiting for a CPU: not waiting for registration; events before it are lost",
+                    t0.elapsed().as_millis()
+                ),
+                Err(Unfinished::StartTimedOut) => debug!(
+                    "the runtime thread, waiting for a CPU, did not start within {} ms: not waiting for registration; events before it are lost",
+                    t0.elapsed().as_millis()
+                ),
+                Err(Unfinished::Registration) => debug!(
                     "no answer from the daemon at {} within {} ms; running on, events before registration are lost",
                     shown(),
                     t0.elapsed().as_millis()
-                );
+                ),
             }
         }
         (_, None) => debug!("no daemon socket at {}: running untraced; a daemon that starts later is picked up", shown()),
@@ -661,12 +696,11 @@ extern "C" fn after_fork_child() {
             // As LTTng-UST: the child registers as a new process before `fork` returns
             // (at most the registration timeout, only when a daemon socket exists), so
             // that its events are recorded from its first instruction after `fork`.
+            let spawned = thread::boot_ns();
             let Some(g) = spawn(paths) else { return };
             if paths.iter().flatten().any(|p| p.exists()) {
                 let timeout = REGISTER_TIMEOUT.get().copied().unwrap_or(Some(Duration::from_millis(DEFAULT_REGISTER_TIMEOUT_MS)));
-                if g.wait_started(timeout) {
-                    g.wait(timeout, Progress::all_settled);
-                }
+                let _ = g.wait_registered(spawned, timeout);
             }
         }
     }

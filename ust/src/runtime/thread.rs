@@ -66,32 +66,50 @@ pub(crate) fn spawn(name: &'static CStr, body: Box<dyn FnOnce() + Send + 'static
     Ok(())
 }
 
-/// Whether a thread of this process other than the caller is runnable: state `R` in
-/// `/proc/self/task/TID/stat` (proc(5): running, or waiting in a run queue for a CPU).
-/// The constructor asks it of a runtime thread that has not started within
+/// `CLOCK_BOOTTIME` now, ns: the clock of a thread's `starttime` in `/proc` (proc(5)), for
+/// [`new_thread_runnable`].
+pub(crate) fn boot_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
+}
+
+/// Whether a thread of this process other than the caller, started at `since` (a
+/// [`boot_ns`] reading) or later, is runnable: state `R` in `/proc/self/task/TID/stat`
+/// (proc(5): running, or in a run queue waiting for a CPU). The constructor asks it of the
+/// runtime threads it spawned after `since` when they have not started within
 /// [`super::THREAD_START_WAIT`]: a thread blocked behind a lock (what that bound is for)
-/// sleeps, `S` or `D`; one waiting for its first CPU is `R`. `false` when `/proc` cannot
-/// be read. Opens the directory and each thread's `stat` for the call only.
-pub(crate) fn another_thread_runnable() -> bool {
-    // SAFETY: gettid has no preconditions.
-    let me = unsafe { libc::gettid() };
+/// sleeps, `S` or `D`; one waiting for its first CPU is `R`. The program's older threads
+/// do not count (a busy one would otherwise prolong the wait for a stuck runtime thread);
+/// `starttime` is in clock ticks (`sysconf(_SC_CLK_TCK)`, 10 ms at 100 Hz), so a thread
+/// started in the same tick just before `since` counts too. `false` when `/proc` cannot be
+/// read. Opens the directory and each thread's `stat` for the call only.
+pub(crate) fn new_thread_runnable(since: u64) -> bool {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let Ok(hz) = u64::try_from(hz) else { return false };
+    let since_ticks = (u128::from(since) * u128::from(hz) / 1_000_000_000) as u64;
+    let me = rustix::thread::gettid().as_raw_nonzero().get();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return false };
     tasks
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&tid| tid != me)
-        .any(runnable)
+        .filter_map(stat)
+        .any(|(state, start)| state == 'R' && start >= since_ticks)
 }
 
-/// Whether thread `tid` of this process is in state `R` (`false` when it cannot be read).
-fn runnable(tid: i32) -> bool {
-    super::fd::read_to_string(std::path::Path::new(&format!("/proc/self/task/{tid}/stat"))).is_some_and(|s| state(&s) == Some('R'))
+/// State letter and `starttime` (clock ticks since boot) of thread `tid` of this process.
+fn stat(tid: i32) -> Option<(char, u64)> {
+    parse_stat(&super::fd::read_to_string(std::path::Path::new(&format!("/proc/self/task/{tid}/stat")))?)
 }
 
-/// The state letter of a `/proc/PID/stat` line: the first field after the command's
-/// closing parenthesis (the command itself may hold `)` and spaces).
-fn state(stat: &str) -> Option<char> {
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
+/// State letter (field 3) and `starttime` (field 22) of a `/proc/PID/stat` line, counted
+/// after the command's closing parenthesis (the command itself may hold `)` and spaces).
+fn parse_stat(stat: &str) -> Option<(char, u64)> {
+    let mut fields = stat.rsplit_once(')')?.1.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
 }
 
 #[cfg(test)]
@@ -130,23 +148,24 @@ mod tests {
     }
 
     #[test]
-    fn the_state_letter_follows_the_last_parenthesis() {
-        assert_eq!(state("42 (threeevents) R 1 42 42 0"), Some('R'));
-        assert_eq!(state("42 (a) b) (c) S 1 42"), Some('S'), "a command holding ') ('");
-        assert_eq!(state("42 (no end"), None);
-        assert_eq!(state("42 (x)"), None);
+    fn the_state_and_start_time_are_counted_after_the_last_parenthesis() {
+        let rest = "1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 8412345 1000 10";
+        assert_eq!(parse_stat(&format!("42 (threeevents) R {rest}")), Some(('R', 8412345)));
+        assert_eq!(parse_stat(&format!("42 (a) b) (c) S {rest}")), Some(('S', 8412345)), "a command holding ') ('");
+        assert_eq!(parse_stat("42 (no end"), None);
+        assert_eq!(parse_stat("42 (x) R 1 2"), None, "cut short");
     }
 
-    /// A spinning thread is runnable (and makes `another_thread_runnable` true); a thread
-    /// blocked on a lock is not. (Other tests' threads may run meanwhile, so the blocked
-    /// thread is looked at by its own id.)
+    /// A thread spinning is runnable and counts as new for a `since` taken before it was
+    /// spawned (its `starttime` within a tick before `since` to a second after); a thread
+    /// blocked on a lock is not runnable.
     #[test]
-    fn a_spinning_thread_is_runnable_and_a_blocked_one_is_not() {
+    fn a_new_spinning_thread_is_runnable_and_a_blocked_one_is_not() {
         use std::sync::atomic::{AtomicBool, Ordering};
         use std::sync::{mpsc, Arc, Mutex};
         use std::time::{Duration, Instant};
-        // SAFETY: gettid has no preconditions.
-        let tid = || unsafe { libc::gettid() };
+        let tid = || rustix::thread::gettid().as_raw_nonzero().get();
+        let since = boot_ns();
         let stop = Arc::new(AtomicBool::new(false));
         let (s, (tx, rx)) = (stop.clone(), mpsc::channel());
         let spinner = std::thread::spawn(move || {
@@ -155,9 +174,14 @@ mod tests {
         });
         let spinning = rx.recv().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !(runnable(spinning) && another_thread_runnable()) {
+        while !(stat(spinning).is_some_and(|(st, _)| st == 'R') && new_thread_runnable(since)) {
             assert!(Instant::now() < deadline, "a spinning thread never seen runnable");
         }
+        let started = stat(spinning).unwrap().1;
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        assert!(started * 1_000_000_000 / hz <= since + 1_000_000_000, "its start time is after `since`");
+        assert!(started * 1_000_000_000 / hz + 1_000_000_000 / hz >= since, "and not before it by more than a tick");
         stop.store(true, Ordering::Relaxed);
         spinner.join().unwrap();
 
@@ -170,13 +194,11 @@ mod tests {
         });
         let blocked = rx.recv().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while runnable(blocked) {
+        while stat(blocked).is_some_and(|(st, _)| st == 'R') {
             assert!(Instant::now() < deadline, "a thread blocked on a lock still seen runnable");
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert!(!runnable(blocked), "blocked: {:?}", std::fs::read_to_string(format!("/proc/self/task/{blocked}/stat")));
         drop(held);
         waiter.join().unwrap();
-        assert!(!runnable(blocked), "a thread that ended is not runnable");
     }
 }
