@@ -66,7 +66,7 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// How long the constructor waits for the runtime thread to start running before it asks
 /// whether that thread is stuck (behind a lock the constructor's caller holds) or only
 /// waiting for a CPU: it waits on, within the registration timeout, only while a thread
-/// started since the spawn is runnable ([`thread::new_thread_runnable`]); a stuck thread
+/// started since the spawn is runnable (`thread::new_thread_runnable`); a stuck thread
 /// makes it return rather than stall the program or its `dlopen`.
 pub const THREAD_START_WAIT: Duration = Duration::from_millis(500);
 /// How often the constructor asks again while a runtime thread waits for its first CPU.
