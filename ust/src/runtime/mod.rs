@@ -125,6 +125,9 @@ pub(crate) struct Generation {
     pub(crate) links: [Link; links::NLINKS],
     /// The slot map and what each daemon enabled (taken by runtime threads only).
     pub(crate) state: Mutex<links::State>,
+    /// [`thread::boot_ns`] just before the runtime threads were spawned: threads started
+    /// since may be theirs ([`Generation::wait_started`]).
+    spawned_at: u64,
 }
 
 /// One daemon connection of a [`Generation`].
@@ -205,6 +208,7 @@ impl Generation {
             cond: Condvar::new(),
             links: [Link::new(), Link::new()],
             state: Mutex::new(links::State::new()),
+            spawned_at: thread::boot_ns(),
         }
     }
 
@@ -230,19 +234,18 @@ impl Generation {
     }
 
     /// Waits until every runtime thread runs: [`THREAD_START_WAIT`], then on while a
-    /// thread started at `spawned` (a [`thread::boot_ns`] reading taken before the spawn)
-    /// or later is runnable, at most `extra` more. On a loaded machine a new thread can
+    /// thread started since the spawn is runnable, at most `extra` more. On a loaded machine a new thread can
     /// wait longer than `THREAD_START_WAIT` for its first CPU (a burst of 1000 traced
     /// processes at load 32: up to 420 ms from the spawn to the thread's first step); a
     /// constructor that gave up then let `main`'s first events go unrecorded. Whether the
     /// threads run now, and the time waited past `THREAD_START_WAIT`.
-    fn wait_started(&self, spawned: u64, extra: Duration) -> (bool, Duration) {
+    fn wait_started(&self, extra: Duration) -> (bool, Duration) {
         if self.wait(Some(THREAD_START_WAIT), Progress::all_alive) {
             return (true, Duration::ZERO);
         }
         let t0 = Instant::now();
         loop {
-            if t0.elapsed() >= extra || !thread::new_thread_runnable(spawned) {
+            if t0.elapsed() >= extra || !thread::new_thread_runnable(self.spawned_at) {
                 return (false, t0.elapsed());
             }
             if self.wait(Some(THREAD_START_RECHECK), Progress::all_alive) {
@@ -255,9 +258,9 @@ impl Generation {
     /// `timeout` in all past `THREAD_START_WAIT` (`None`: no limit for the registration;
     /// the runtime threads' start is then waited for at most [`DEFAULT_REGISTER_TIMEOUT_MS`]
     /// past it). What the constructor waited for in vain, if anything.
-    fn wait_registered(&self, spawned: u64, timeout: Option<Duration>) -> Result<(), Unfinished> {
+    fn wait_registered(&self, timeout: Option<Duration>) -> Result<(), Unfinished> {
         let extra = timeout.unwrap_or(Duration::from_millis(DEFAULT_REGISTER_TIMEOUT_MS));
-        let (started, waited) = self.wait_started(spawned, extra);
+        let (started, waited) = self.wait_started(extra);
         if !started {
             return Err(if waited >= extra { Unfinished::StartTimedOut } else { Unfinished::StartStuck });
         }
@@ -307,13 +310,13 @@ extern "C" fn constructor() {
 /// Otherwise starts a runtime thread for the user's own daemon and one for root's
 /// (`ust_core::rundir::system_rundir`, when there is one: see `links`). If either `app`
 /// socket exists, waits until each daemon answers the registration with `Ready` (or
-/// refuses, or goes away, or has no socket), at most `UST_REGISTER_TIMEOUT` ms in all
-/// (default 3000; negative: no limit), so the first events of a short program are traced.
-/// Of that time, at most [`THREAD_START_WAIT`] goes to waiting for the threads to start,
-/// more only while one of them is runnable, waiting for a CPU (and then at most 3000 ms
-/// when the timeout has no limit); a thread that has not started and is not runnable is
-/// stuck, and the constructor returns. Without a socket it
-/// returns at once and the threads connect when a daemon appears.
+/// refuses, or goes away, or has no socket), so the first events of a short program are
+/// traced: at most [`THREAD_START_WAIT`] for the threads to start, and `UST_REGISTER_TIMEOUT`
+/// ms (default 3000; negative: no limit) past it for the rest, of which the threads' start
+/// takes more only while one of them is runnable, waiting for a CPU (at most 3000 ms when
+/// the timeout has no limit); a thread that has not started and is not runnable is stuck,
+/// and the constructor returns. Without a socket it returns at once and the threads
+/// connect when a daemon appears.
 pub fn start() {
     if STARTED.swap(true, Ordering::AcqRel) {
         return;
@@ -360,12 +363,11 @@ pub fn start() {
     // by a thread of the parent that does not exist in the child).
     let wait = *REGISTER_TIMEOUT.get_or_init(register_timeout);
     let timeout = if present { Some(wait) } else { None };
-    let spawned = thread::boot_ns();
     let generation = spawn(&paths);
     let shown = || paths.iter().flatten().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" or ");
     match (generation, timeout) {
         (Some(g), Some(timeout)) => {
-            match g.wait_registered(spawned, timeout) {
+            match g.wait_registered(timeout) {
                 Ok(()) => {}
                 Err(Unfinished::StartStuck) => debug!(
                     "the runtime thread did not start within {} ms and is not waiting for a CPU: not waiting for registration; events before it are lost",
@@ -696,11 +698,10 @@ extern "C" fn after_fork_child() {
             // As LTTng-UST: the child registers as a new process before `fork` returns
             // (at most the registration timeout, only when a daemon socket exists), so
             // that its events are recorded from its first instruction after `fork`.
-            let spawned = thread::boot_ns();
             let Some(g) = spawn(paths) else { return };
             if paths.iter().flatten().any(|p| p.exists()) {
                 let timeout = REGISTER_TIMEOUT.get().copied().unwrap_or(Some(Duration::from_millis(DEFAULT_REGISTER_TIMEOUT_MS)));
-                let _ = g.wait_registered(spawned, timeout);
+                let _ = g.wait_registered(timeout);
             }
         }
     }
