@@ -55,8 +55,9 @@
 //! daemon's enablers) and asks `tracing` to rebuild its interest cache whenever they
 //! change, so a callsite no ust session enables costs what any disabled `tracing` callsite
 //! costs, and other layers (a fmt layer beside it) are not affected. An enabled event's
-//! sites are looked up in a per-thread cache (a read-locked map behind it), its values encoded into a reused thread-local buffer,
-//! and written with the same emit path as `tracepoint!`: no round trip to the daemon.
+//! sites are looked up in a per-thread cache (a read-locked map behind it), its values
+//! encoded into a reused thread-local buffer, and written with the same emit path as
+//! `tracepoint!`: no round trip to the daemon.
 //! `max_level_hint` is the most verbose `tracing` level that an enabler of a started session
 //! tracing the process accepts, whatever its pattern (the daemon says so with the masks), so
 //! `tracing`'s global level filter rules out more verbose callsites before they register:
@@ -148,11 +149,11 @@ fn key(meta: &Metadata<'_>) -> usize {
 const CACHE: usize = 64;
 
 thread_local! {
-    /// The sites of the callsites this thread met last, direct-mapped by key (0: empty).
+    /// The sites of the callsites this thread met last, `(key, sites)` direct-mapped by key.
     /// Never stale: a callsite's sites are made once and never freed or replaced. Spares
     /// each hook of a span the map's lock and hash (13 % of a span's samples in a profile).
-    static CACHED: [std::cell::Cell<(usize, Option<&'static Sites>)>; CACHE] =
-        const { [const { std::cell::Cell::new((0, None)) }; CACHE] };
+    static CACHED: [std::cell::Cell<Option<(usize, &'static Sites)>>; CACHE] =
+        const { [const { std::cell::Cell::new(None) }; CACHE] };
 }
 
 /// `key`'s slot in [`CACHED`]: Fibonacci hashing of the address (its low bits are alignment).
@@ -164,13 +165,13 @@ fn slot(key: usize) -> usize {
 /// else from [`MAP`] (then cached).
 fn find(key: usize) -> Option<&'static Sites> {
     let i = slot(key);
-    if let Ok((k, Some(s))) = CACHED.try_with(|c| c[i].get()) {
+    if let Ok(Some((k, s))) = CACHED.try_with(|c| c[i].get()) {
         if k == key {
             return Some(s);
         }
     }
     let s = MAP.read().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&key).copied()?;
-    let _ = CACHED.try_with(|c| c[i].set((key, Some(s))));
+    let _ = CACHED.try_with(|c| c[i].set(Some((key, s))));
     Some(s)
 }
 
