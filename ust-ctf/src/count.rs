@@ -92,17 +92,6 @@ pub fn count_stream_file(path: &Path, events: &[EventDesc], context_sizes: &[usi
     }
 }
 
-/// Adds the records of one stream file's bytes to `c`.
-pub fn count_file(bytes: &[u8], events: &[EventDesc], context_sizes: &[usize], c: &mut Counts) {
-    for p in crate::reader::packets(bytes) {
-        let Ok(p) = p else {
-            c.problems += 1;
-            continue;
-        };
-        count_packet(p, events, context_sizes, c);
-    }
-}
-
 /// Adds the records of one whole packet to `c` (a packet whose header or records cannot
 /// be read counts one problem).
 fn count_packet(p: &[u8], events: &[EventDesc], context_sizes: &[usize], c: &mut Counts) {
@@ -123,6 +112,18 @@ fn count_packet(p: &[u8], events: &[EventDesc], context_sizes: &[usize], c: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The records of one stream file's bytes, split by [`crate::reader::packets`]: what
+    /// [`count_stream_file`] must count reading the same bytes from a file.
+    fn count_file(bytes: &[u8], events: &[EventDesc], context_sizes: &[usize], c: &mut Counts) {
+        for p in crate::reader::packets(bytes) {
+            let Ok(p) = p else {
+                c.problems += 1;
+                continue;
+            };
+            count_packet(p, events, context_sizes, c);
+        }
+    }
 
     #[test]
     fn unreadable_bytes_are_problems_not_events() {
