@@ -100,12 +100,8 @@ fn bench(c: &mut Criterion) {
         let bufs = benches::install_local_with(clock);
         benches::enable(benches::site("bench", "ev"));
         let name = kind.name();
-        c.bench_function(&format!("enabled u64_i32 {name}"), |b| {
-            b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || ev(x, y)))
-        });
-        c.bench_function(&format!("enabled u64_i32 {name} 2 threads"), |b| {
-            b.iter_custom(|iters| two_threads(iters, &bufs))
-        });
+        c.bench_function(&format!("enabled u64_i32 {name}"), |b| b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || ev(x, y))));
+        c.bench_function(&format!("enabled u64_i32 {name} 2 threads"), |b| b.iter_custom(|iters| two_threads(iters, &bufs)));
         if kind == ClockKind::Monotonic {
             let s32 = black_box("0123456789abcdef0123456789abcdef");
             let q32 = black_box([0xa5u8; 32]);
@@ -113,19 +109,13 @@ fn bench(c: &mut Criterion) {
             benches::enable(benches::site("bench", "seq"));
             benches::enable(benches::site("lttng_ust_tracef", "event"));
             c.bench_function("string32", |b| {
-                b.iter_custom(|iters| {
-                    benches::timed_batches(iters, &bufs, || ust::tracepoint!(bench, str, a: u64 = x, s: &str = s32))
-                })
+                b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || ust::tracepoint!(bench, str, a: u64 = x, s: &str = s32)))
             });
             c.bench_function("seq32", |b| {
-                b.iter_custom(|iters| {
-                    benches::timed_batches(iters, &bufs, || ust::tracepoint!(bench, seq, a: u64 = x, q: &[u8] = &q32))
-                })
+                b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || ust::tracepoint!(bench, seq, a: u64 = x, q: &[u8] = &q32)))
             });
             c.bench_function("tracef two ints", |b| {
-                b.iter_custom(|iters| {
-                    benches::timed_batches(iters, &bufs, || ust::tracef!("cache size {} after {}", x, y))
-                })
+                b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || ust::tracef!("cache size {} after {}", x, y)))
             });
             // The `{u64, i32}` event with a filter on its channel: one that matches
             // (`a == 7`), one that does not (`a > 7`: no reservation).
@@ -143,9 +133,7 @@ fn bench(c: &mut Criterion) {
         // property, which also reads the clock at entry and at exit).
         benches::enable(benches::site("bench", "work_entry"));
         benches::enable(benches::site("bench", "work_exit"));
-        c.bench_function(&format!("ust span: entry + exit tracepoints {name}"), |b| {
-            b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || span(x)))
-        });
+        c.bench_function(&format!("ust span: entry + exit tracepoints {name}"), |b| b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || span(x))));
         let lost = benches::discarded(&bufs);
         if lost > 0 {
             eprintln!("{lost} events discarded during the {name} benches (buffers too small for a batch?)");

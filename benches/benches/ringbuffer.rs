@@ -29,9 +29,7 @@ fn one<C: Clock>(buf: &Buffer, clock: &C) {
 fn bench(c: &mut Criterion) {
     let (w, r) = benches::memfd_buffer(0, 1 << 20, 4);
     let readers = [r];
-    c.bench_function("ringbuffer reserve+commit constant clock", |b| {
-        b.iter_custom(|iters| benches::timed_batches(iters, &readers, || one(&w, &Constant)))
-    });
+    c.bench_function("ringbuffer reserve+commit constant clock", |b| b.iter_custom(|iters| benches::timed_batches(iters, &readers, || one(&w, &Constant))));
     for kind in [ClockKind::Monotonic, ClockKind::Tsc] {
         let clock: TraceClock = benches::clock_of(kind);
         if clock.kind() != kind {

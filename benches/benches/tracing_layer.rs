@@ -45,15 +45,9 @@ fn bench(c: &mut Criterion) {
             // over the bench's, and the figures below are those of disabled callsites.
             eprintln!("tracing_layer: a ust-consumerd at the socket directory disables these events: run with UST_RUNDIR set to an empty directory (scripts/bench-compare.sh does)");
         }
-        c.bench_function("tracing+ust layer: info!(a = u64, b = i32)", |b| {
-            b.iter_custom(|iters| benches::timed_batches(iters, &bufs, fields))
-        });
-        c.bench_function("tracing+ust layer: info!(\"{} {:?}\", u64, i32)", |b| {
-            b.iter_custom(|iters| benches::timed_batches(iters, &bufs, message))
-        });
-        c.bench_function("tracing+ust layer: info!(id = u64, val = i32, \"ev\")", |b| {
-            b.iter_custom(|iters| benches::timed_batches(iters, &bufs, anchor))
-        });
+        c.bench_function("tracing+ust layer: info!(a = u64, b = i32)", |b| b.iter_custom(|iters| benches::timed_batches(iters, &bufs, fields)));
+        c.bench_function("tracing+ust layer: info!(\"{} {:?}\", u64, i32)", |b| b.iter_custom(|iters| benches::timed_batches(iters, &bufs, message)));
+        c.bench_function("tracing+ust layer: info!(id = u64, val = i32, \"ev\")", |b| b.iter_custom(|iters| benches::timed_batches(iters, &bufs, anchor)));
         // Four ust events: `work_new`, `_enter`, `_exit`, `_close`.
         c.bench_function("tracing+ust layer: info_span!(\"work\", id = u64) entered and closed", |b| {
             b.iter_custom(|iters| benches::timed_batches(iters, &bufs, span))

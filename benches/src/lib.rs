@@ -101,9 +101,7 @@ pub fn discarded(bufs: &[Buffer]) -> u64 {
 
 /// The call site `provider:name` of this program.
 pub fn site(provider: &str, name: &str) -> &'static ust::Site {
-    ust::sites()
-        .find(|s| s.desc().provider == provider && s.desc().name == name)
-        .unwrap_or_else(|| panic!("no tracepoint {provider}:{name} in this program"))
+    ust::sites().find(|s| s.desc().provider == provider && s.desc().name == name).unwrap_or_else(|| panic!("no tracepoint {provider}:{name} in this program"))
 }
 
 /// Enables `site` into the local channel.
@@ -155,7 +153,11 @@ pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let dir = exe.parent().expect("exe dir");
     // Benches run from target/<profile>/deps.
-    if dir.ends_with("deps") { dir.parent().expect("profile dir").to_path_buf() } else { dir.to_path_buf() }
+    if dir.ends_with("deps") {
+        dir.parent().expect("profile dir").to_path_buf()
+    } else {
+        dir.to_path_buf()
+    }
 }
 
 /// `ust-consumerd --foreground` in a temporary `$UST_RUNDIR` (and `$HOME`), killed on drop.
@@ -226,9 +228,7 @@ impl BenchDaemon {
     pub fn rss_anon_kib(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .ok()
-            .and_then(|s| {
-                s.lines().find(|l| l.starts_with("RssAnon:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-            })
+            .and_then(|s| s.lines().find(|l| l.starts_with("RssAnon:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
             .unwrap_or(0)
     }
 }

@@ -39,8 +39,7 @@ pub trait Memory: Send + Sync {
     /// Atomic store to the `u64` at `off`.
     fn store_u64(&self, off: usize, val: u64, order: Ordering);
     /// Atomic compare-and-swap of the `u64` at `off` (strong form).
-    fn cas_u64(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering)
-        -> Result<u64, u64>;
+    fn cas_u64(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64>;
     /// Atomic wrapping add to the `u64` at `off`; returns the previous value.
     fn fetch_add_u64(&self, off: usize, val: u64, order: Ordering) -> u64;
     /// Atomic store of one byte (the per-slot commit evidence).
@@ -139,8 +138,7 @@ pub trait Memory: Send + Sync {
     /// # Safety
     /// As [`load_u64_unchecked`](Memory::load_u64_unchecked).
     #[inline(always)]
-    unsafe fn cas_u64_unchecked(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering)
-        -> Result<u64, u64> {
+    unsafe fn cas_u64_unchecked(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64> {
         self.cas_u64(off, current, new, success, failure)
     }
     /// [`fetch_add_u64`](Memory::fetch_add_u64) without the bounds check.
@@ -269,8 +267,7 @@ impl Memory for MapMemory {
         self.word(off).store(val, order)
     }
     #[inline]
-    fn cas_u64(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering)
-        -> Result<u64, u64> {
+    fn cas_u64(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64> {
         self.word(off).compare_exchange(current, new, success, failure)
     }
     #[inline]
@@ -333,8 +330,7 @@ impl Memory for MapMemory {
         unsafe { &*(self.ptr.add(off) as *const core::sync::atomic::AtomicU8) }.store(val, order)
     }
     #[inline(always)]
-    unsafe fn cas_u64_unchecked(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering)
-        -> Result<u64, u64> {
+    unsafe fn cas_u64_unchecked(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64> {
         // SAFETY: as above.
         unsafe { self.word_unchecked(off) }.compare_exchange(current, new, success, failure)
     }

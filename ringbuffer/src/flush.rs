@@ -52,9 +52,7 @@ impl<M: Memory> Buffer<M> {
                 })
             });
         } else {
-            self.flush_with(layout, clock, |old, new| {
-                self.mem.cas_u64(write_w, old, new, AcqRel, Relaxed).map_or(CpuCas::Changed, |_| CpuCas::Done)
-            });
+            self.flush_with(layout, clock, |old, new| self.mem.cas_u64(write_w, old, new, AcqRel, Relaxed).map_or(CpuCas::Changed, |_| CpuCas::Done));
         }
     }
 

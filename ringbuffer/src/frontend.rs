@@ -17,10 +17,9 @@
 use core::sync::atomic::{compiler_fence, Ordering::*};
 
 use crate::ids::{IdState, SubbufId};
-use crate::percpu::{CpuCas, FastGeometry, FastReserve, TscConv, Writers};
 use crate::layout::*;
-use crate::{Mode, Buffer, Clock, Counters, Dropped, Memory, PacketBegin, PacketLayout, Reservation, SlotSize,
-    TIMESTAMP_BITS};
+use crate::percpu::{CpuCas, FastGeometry, FastReserve, TscConv, Writers};
+use crate::{Buffer, Clock, Counters, Dropped, Memory, Mode, PacketBegin, PacketLayout, Reservation, SlotSize, TIMESTAMP_BITS};
 
 /// Values of the writer's fast path, derived once from the validated local geometry (so
 /// the fast path does not rebuild masks from shift counts on every event).
@@ -177,8 +176,7 @@ impl<M: Memory> Buffer<M> {
     /// mode if the sub-buffer to open has not been released by the reader, or its previous
     /// lap is not fully committed.
     #[inline(always)]
-    pub fn reserve<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize)
-        -> Result<Reservation, Dropped> {
+    pub fn reserve<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize) -> Result<Reservation, Dropped> {
         // Fast path (LTTng's `lib_ring_buffer_try_reserve` fast case): the current
         // sub-buffer is open, the record fits in it without filling it, and the CAS
         // succeeds. Nothing is closed or opened, so no lost count, close information or
@@ -195,8 +193,7 @@ impl<M: Memory> Buffer<M> {
     /// runs right where the reservation was made (its values still in registers, not
     /// merged through a `Result` with the other paths), once more after the slow path.
     #[inline(always)]
-    pub(crate) fn reserve_then<L: PacketLayout, C: Clock, R>(&self, layout: &L, clock: &C, size: SlotSize, k: impl Then<R>)
-        -> Result<R, Dropped> {
+    pub(crate) fn reserve_then<L: PacketLayout, C: Clock, R>(&self, layout: &L, clock: &C, size: SlotSize, k: impl Then<R>) -> Result<R, Dropped> {
         let attempt = match self.writers {
             Writers::Atomic => self.reserve_fast(clock, size, |w, old, new| {
                 // SAFETY: `hot_ctrl` offsets are aligned and in bounds (see `hot_ctrl`).
@@ -219,8 +216,13 @@ impl<M: Memory> Buffer<M> {
     /// The slow path of [`Buffer::reserve_then`], out of line.
     #[cold]
     #[inline(never)]
-    fn reserve_slow_cold<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, first: Option<(u64, u64, u64)>)
-        -> Result<Reservation, Dropped> {
+    fn reserve_slow_cold<L: PacketLayout, C: Clock>(
+        &self,
+        layout: &L,
+        clock: &C,
+        size: SlotSize,
+        first: Option<(u64, u64, u64)>,
+    ) -> Result<Reservation, Dropped> {
         self.reserve_slow(layout, clock, size, first, true)
     }
 
@@ -361,8 +363,14 @@ impl<M: Memory> Buffer<M> {
     /// ([`Buffer::try_reserve`]).
     #[cold]
     #[inline(never)]
-    fn reserve_slow<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, first: Option<(u64, u64, u64)>, count_full: bool)
-        -> Result<Reservation, Dropped> {
+    fn reserve_slow<L: PacketLayout, C: Clock>(
+        &self,
+        layout: &L,
+        clock: &C,
+        size: SlotSize,
+        first: Option<(u64, u64, u64)>,
+        count_full: bool,
+    ) -> Result<Reservation, Dropped> {
         let mut first = first;
         let g = &self.geo;
         let p = g.pos;

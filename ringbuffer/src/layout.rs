@@ -117,8 +117,19 @@ pub const CTRL_READER_CONTENT: usize = 3 * CACHE_LINE + 24;
 pub const READER_HELD: u64 = 1 << 63;
 /// Every word of the control block, in offset order (formatting and the model memory
 /// use this list).
-pub const CTRL_WORDS: [usize; 11] = [CTRL_WRITE, CTRL_LAST_TSC, CTRL_LOST_FULL, CTRL_LOST_BIG, CTRL_LOST_NESTING,
-    CTRL_OVERWRITTEN, CTRL_WRITERS, CTRL_CONSUMED, CTRL_READER_SPARE, CTRL_READER_POS, CTRL_READER_CONTENT];
+pub const CTRL_WORDS: [usize; 11] = [
+    CTRL_WRITE,
+    CTRL_LAST_TSC,
+    CTRL_LOST_FULL,
+    CTRL_LOST_BIG,
+    CTRL_LOST_NESTING,
+    CTRL_OVERWRITTEN,
+    CTRL_WRITERS,
+    CTRL_CONSUMED,
+    CTRL_READER_SPARE,
+    CTRL_READER_POS,
+    CTRL_READER_CONTENT,
+];
 /// Length of the control block, in bytes.
 pub const CTRL_LEN: usize = 4 * CACHE_LINE;
 
@@ -410,8 +421,7 @@ impl Geometry {
         if (h.header_len as usize) < HEADER_LEN {
             return Err(bad("header_len too small"));
         }
-        let misaligned = (h.ctrl_offset | h.subbuf_ctrl_offset | h.subbuf_ctrl_stride | h.id_table_offset
-            | h.data_offset) & 7;
+        let misaligned = (h.ctrl_offset | h.subbuf_ctrl_offset | h.subbuf_ctrl_stride | h.id_table_offset | h.data_offset) & 7;
         if misaligned != 0 {
             return Err(bad("misaligned region offset"));
         }
@@ -425,8 +435,7 @@ impl Geometry {
         if !(SB_USED as u64..=1 << 20).contains(&h.subbuf_ctrl_stride) {
             return Err(bad("sub-buffer control stride"));
         }
-        let sb_end = h.subbuf_ctrl_stride.checked_mul(n)
-            .and_then(|l| l.checked_add(h.subbuf_ctrl_offset)).ok_or(bad("sub-buffer control"))?;
+        let sb_end = h.subbuf_ctrl_stride.checked_mul(n).and_then(|l| l.checked_add(h.subbuf_ctrl_offset)).ok_or(bad("sub-buffer control"))?;
         if h.id_table_offset < sb_end {
             return Err(bad("id table overlaps sub-buffer control"));
         }
@@ -434,8 +443,7 @@ impl Geometry {
         if h.data_offset < ids_end {
             return Err(bad("data overlaps the id table"));
         }
-        let data_end = (n + 1).checked_mul(h.subbuf_size)
-            .and_then(|l| l.checked_add(h.data_offset)).ok_or(bad("data region"))?;
+        let data_end = (n + 1).checked_mul(h.subbuf_size).and_then(|l| l.checked_add(h.data_offset)).ok_or(bad("data region"))?;
         if data_end > h.file_size {
             return Err(bad("data region past file_size"));
         }
@@ -453,13 +461,7 @@ impl Geometry {
             nphys: (n + 1) as usize,
             file_size: h.file_size as usize,
         };
-        let cfg = BufferConfig {
-            subbuf_size: h.subbuf_size,
-            num_subbuf: h.num_subbuf,
-            mode,
-            header_size: h.header_size,
-            stream: h.stream,
-        };
+        let cfg = BufferConfig { subbuf_size: h.subbuf_size, num_subbuf: h.num_subbuf, mode, header_size: h.header_size, stream: h.stream };
         Ok((geo, cfg))
     }
 

@@ -79,8 +79,8 @@ pub mod client;
 mod commit;
 mod error;
 mod flush;
-pub mod ids;
 mod frontend;
+pub mod ids;
 pub mod layout;
 #[cfg(loom)]
 pub mod model;
@@ -88,9 +88,9 @@ pub mod nesting;
 pub mod percpu;
 pub mod position;
 mod reader;
-pub mod snapshot;
 #[cfg(not(loom))]
 pub mod shm;
+pub mod snapshot;
 #[cfg(test)]
 mod tests;
 
@@ -477,8 +477,7 @@ impl Buffer<MapMemory> {
     /// [`slot`]: Buffer::slot
     /// [`commit`]: Buffer::commit
     #[inline(always)]
-    pub fn record<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, write: impl Fill)
-        -> Result<(), Dropped> {
+    pub fn record<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, write: impl Fill) -> Result<(), Dropped> {
         self.reserve_then(layout, clock, size, WriteAndCommit { buf: self, layout, write })
     }
 

@@ -70,7 +70,11 @@ impl HeapMemory {
     }
 
     fn mask(start: usize, n: usize) -> u64 {
-        if n == 8 { u64::MAX } else { ((1u64 << (8 * n)) - 1) << (8 * start) }
+        if n == 8 {
+            u64::MAX
+        } else {
+            ((1u64 << (8 * n)) - 1) << (8 * start)
+        }
     }
 }
 
@@ -115,8 +119,7 @@ impl Memory for HeapMemory {
         assert!(off & 7 == 0);
         self.word(off).store(val, order)
     }
-    fn cas_u64(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering)
-        -> Result<u64, u64> {
+    fn cas_u64(&self, off: usize, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64> {
         assert!(off & 7 == 0);
         self.word(off).compare_exchange(current, new, success, failure)
     }

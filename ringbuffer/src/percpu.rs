@@ -154,9 +154,7 @@ fn look_up() -> Option<isize> {
     }
     // SAFETY: dlsym with RTLD_DEFAULT and NUL-terminated names only reads the dynamic
     // symbol tables; it returns null when a symbol is absent (static or old glibc).
-    let (off, size) = unsafe {
-        (libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()), libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr()))
-    };
+    let (off, size) = unsafe { (libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()), libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr())) };
     if off.is_null() || size.is_null() {
         return None;
     }
@@ -354,8 +352,7 @@ pub enum FastReserve {
 /// docs).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn reserve_tsc(write: *mut u64, cpu: u32, conv: &TscConv, geo: &FastGeometry, slot: u64, delta_mask: u64)
-    -> FastReserve {
+pub unsafe fn reserve_tsc(write: *mut u64, cpu: u32, conv: &TscConv, geo: &FastGeometry, slot: u64, delta_mask: u64) -> FastReserve {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         let Some(off) = area_offset() else { return FastReserve::Moved };
@@ -506,8 +503,7 @@ mod tests {
             return;
         }
         const N: usize = 64;
-        let counters: Vec<crossbeam_utils::CachePadded<core::sync::atomic::AtomicU64>> =
-            (0..N).map(|_| Default::default()).collect();
+        let counters: Vec<crossbeam_utils::CachePadded<core::sync::atomic::AtomicU64>> = (0..N).map(|_| Default::default()).collect();
         // More threads than CPUs, for long enough that the scheduler preempts them inside
         // the few instructions of the section many times (about 250 timer ticks per CPU).
         let threads = 4;

@@ -36,10 +36,7 @@ impl Positions {
         if !subbuf_size.is_power_of_two() || !num_subbuf.is_power_of_two() {
             return None;
         }
-        let p = Positions {
-            subbuf_order: subbuf_size.trailing_zeros(),
-            num_order: num_subbuf.trailing_zeros(),
-        };
+        let p = Positions { subbuf_order: subbuf_size.trailing_zeros(), num_order: num_subbuf.trailing_zeros() };
         if p.subbuf_order + p.num_order > 62 {
             return None;
         }
@@ -145,8 +142,7 @@ impl Positions {
     #[inline]
     pub fn push_target(&self, start: u64, consumed: u64) -> Option<u64> {
         let d = start.wrapping_sub(consumed);
-        (d >= self.buf_size() && d <= i64::MAX as u64)
-            .then(|| start.wrapping_add(self.subbuf_size()).wrapping_sub(self.buf_size()))
+        (d >= self.buf_size() && d <= i64::MAX as u64).then(|| start.wrapping_add(self.subbuf_size()).wrapping_sub(self.buf_size()))
     }
 
     /// The sub-buffer start positions that may hold a packet, oldest first, as a half-open

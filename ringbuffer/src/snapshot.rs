@@ -330,7 +330,13 @@ impl<M: Memory> Buffer<M> {
         // Content end: the closer's record, else `write` in this sub-buffer, else the end.
         let closed_end = m.load_u64(g.sb_word(idx, SB_CLOSED_END), Acquire).wrapping_sub(pos);
         let closed = (hdr..=sbs).contains(&closed_end) && closed_end != 0;
-        let end = if closed { closed_end } else if written < sbs { written } else { sbs };
+        let end = if closed {
+            closed_end
+        } else if written < sbs {
+            written
+        } else {
+            sbs
+        };
         let opened = m.load_u64(g.sb_word(idx, SB_SEQ), Relaxed) == p.packet_seq(pos);
         let ts_begin = if opened { m.load_u64(g.sb_word(idx, SB_TS_BEGIN), Relaxed) } else { 0 };
         let (ts_end, discarded) = if closed {

@@ -38,13 +38,7 @@ impl Clock for StepClock {
 }
 
 fn buffer(num_subbuf: u32) -> Buffer {
-    let cfg = BufferConfig {
-        subbuf_size: 4096,
-        num_subbuf,
-        mode: Mode::Discard,
-        header_size: HDR as u32,
-        stream: StreamIdentity::default(),
-    };
+    let cfg = BufferConfig { subbuf_size: 4096, num_subbuf, mode: Mode::Discard, header_size: HDR as u32, stream: StreamIdentity::default() };
     let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
     Buffer::create(map.into(), &cfg).unwrap()
 }
@@ -528,7 +522,17 @@ fn recovery_of_an_open_packet_and_refused_records() {
     assert_eq!(rec.packet.content_size, HDR as u64 + 400);
     // A callback that refuses the second record.
     let mut n = 0;
-    let rec = b.recover_packet(&TestLayout, 0, &mut out, |r| { n += 1; if r[0] == 0x22 { None } else { run_len(r) } }).unwrap().unwrap();
+    let rec = b
+        .recover_packet(&TestLayout, 0, &mut out, |r| {
+            n += 1;
+            if r[0] == 0x22 {
+                None
+            } else {
+                run_len(r)
+            }
+        })
+        .unwrap()
+        .unwrap();
     assert_eq!((rec.records, rec.stop, rec.lost_bytes), (1, WalkStop::BadRecord, 100));
     assert!(n >= 2);
     // Delivered packets recover whole.

@@ -54,7 +54,11 @@ impl Clock for Tick {
 
 fn rec_len(writer: u8) -> u32 {
     // Writer 1: 8-byte records (exact fits), writer 2: 12 (padding), writer 3: 8.
-    if writer == 2 { 12 } else { 8 }
+    if writer == 2 {
+        12
+    } else {
+        8
+    }
 }
 
 fn u32_at(b: &[u8], off: usize) -> u32 {
@@ -130,13 +134,7 @@ impl Seen {
 }
 
 fn cfg() -> BufferConfig {
-    BufferConfig {
-        subbuf_size: 32,
-        num_subbuf: 2,
-        mode: Mode::Discard,
-        header_size: HDR as u32,
-        stream: StreamIdentity::default(),
-    }
+    BufferConfig { subbuf_size: 32, num_subbuf: 2, mode: Mode::Discard, header_size: HDR as u32, stream: StreamIdentity::default() }
 }
 
 fn builder(max_preemptions: usize) -> loom::model::Builder {
@@ -325,8 +323,15 @@ fn ow_scenario(writers: &'static [(u8, u8)], reads_during: usize, max_preemption
         }
         assert!(buf.get_subbuf().unwrap().is_none());
         let k = buf.counters();
-        assert_eq!(k.write, k.consumed, "everything still held was read: {:?} {:?} {:?} read {:?}",
-            k, buf.subbuf_state(0), buf.subbuf_state(1), seen.packets.iter().map(|p| p.0).collect::<Vec<_>>());
+        assert_eq!(
+            k.write,
+            k.consumed,
+            "everything still held was read: {:?} {:?} {:?} read {:?}",
+            k,
+            buf.subbuf_state(0),
+            buf.subbuf_state(1),
+            seen.packets.iter().map(|p| p.0).collect::<Vec<_>>()
+        );
         let per_writer = seen.check();
         let read_seqs: Vec<u64> = seen.packets.iter().map(|p| p.0).collect();
         let expected_packets = k.write / 32;

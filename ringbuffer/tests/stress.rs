@@ -29,13 +29,7 @@ const THREADS: u8 = 2;
 const RECORDS: u32 = 100_000;
 
 fn cfg(mode: Mode) -> BufferConfig {
-    BufferConfig {
-        subbuf_size: 4096,
-        num_subbuf: 8,
-        mode,
-        header_size: HDR as u32,
-        stream: StreamIdentity::default(),
-    }
+    BufferConfig { subbuf_size: 4096, num_subbuf: 8, mode, header_size: HDR as u32, stream: StreamIdentity::default() }
 }
 
 /// Record: [len][writer][seq u32][ts u64][fill = writer ^ seq ...], len in 14..=60.

@@ -12,7 +12,25 @@ fn help_lists_the_verbs() {
     let out = ust(&["--help"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for verb in ["create", "enable-channel", "enable-event", "add-context", "start", "stop", "destroy", "list", "status", "view", "trace", "report", "snapshot", "crash-dump", "track", "untrack", "export"] {
+    for verb in [
+        "create",
+        "enable-channel",
+        "enable-event",
+        "add-context",
+        "start",
+        "stop",
+        "destroy",
+        "list",
+        "status",
+        "view",
+        "trace",
+        "report",
+        "snapshot",
+        "crash-dump",
+        "track",
+        "untrack",
+        "export",
+    ] {
         assert!(text.contains(verb), "`ust --help` does not name {verb}:\n{text}");
     }
 }

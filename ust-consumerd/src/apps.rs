@@ -101,10 +101,7 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
         return refuse(
             &sock,
             pid,
-            format!(
-                "ust-consumerd is out of file descriptors ({}); not traced: raise its limit (ulimit -n) or trace fewer processes",
-                crate::fds::fd_usage()
-            ),
+            format!("ust-consumerd is out of file descriptors ({}); not traced: raise its limit (ulimit -n) or trace fewer processes", crate::fds::fd_usage()),
         );
     }
     // From here on the socket is read only when poll says it is readable; the timeout
@@ -365,12 +362,7 @@ pub fn process_gone(daemon: &Daemon, app_id: u64) {
     }
     let streams: Vec<Arc<Mutex<Stream>>> = {
         let st = daemon.lock();
-        st.sessions
-            .values()
-            .filter_map(|ss| ss.traces.get(&app_id))
-            .filter(|t| !t.retained)
-            .flat_map(|t| t.streams.iter().cloned())
-            .collect()
+        st.sessions.values().filter_map(|ss| ss.traces.get(&app_id)).filter(|t| !t.retained).flat_map(|t| t.streams.iter().cloned()).collect()
     };
     for s in &streams {
         s.lock().unwrap_or_else(|e| e.into_inner()).finish_dead();
@@ -389,11 +381,7 @@ pub fn process_gone(daemon: &Daemon, app_id: u64) {
             t.gone = true;
         }
     }
-    crate::log!(
-        "process {pid} ({procname}) gone{}; {} streams finished",
-        if abnormal { " without a normal exit" } else { "" },
-        streams.len()
-    );
+    crate::log!("process {pid} ({procname}) gone{}; {} streams finished", if abnormal { " without a normal exit" } else { "" }, streams.len());
     st.forget_gone_apps();
     drop(st);
 }

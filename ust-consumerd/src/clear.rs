@@ -65,7 +65,9 @@ pub fn clear(daemon: &Daemon, name: &str) -> Result<(), String> {
     let scratch = output.join(format!(".clear-{}-{}", std::process::id(), ust_ctf::datetime::stamp()));
     for (i, (dir, streams, gone)) in jobs.iter().enumerate() {
         if *gone {
-            std::fs::remove_dir_all(dir).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) }).map_err(|e| format!("removing {}: {e}", dir.display()))?;
+            std::fs::remove_dir_all(dir)
+                .or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+                .map_err(|e| format!("removing {}: {e}", dir.display()))?;
             continue;
         }
         let to = scratch.join(i.to_string());

@@ -269,7 +269,10 @@ fn spawn_acceptor(daemon: Arc<Daemon>, listener: UnixListener, kind: Kind) {
                     }
                     drop(spare.take());
                     if let Ok((s, _)) = listener.accept() {
-                        let reason = format!("ust-consumerd is out of file descriptors ({}); not traced: raise its limit (ulimit -n) or trace fewer processes", fd_usage());
+                        let reason = format!(
+                            "ust-consumerd is out of file descriptors ({}); not traced: raise its limit (ulimit -n) or trace fewer processes",
+                            fd_usage()
+                        );
                         let who = ust_core::protocol::peer_credentials(&s).map_or(-1, |c| c.0);
                         crate::log!("{name}: connection from pid {who} refused: {reason}");
                         if kind == Kind::App {

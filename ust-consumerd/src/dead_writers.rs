@@ -382,11 +382,7 @@ fn rewrite(data: &mut [u8], hdr: usize, a: &Abandoned, events: &[ust_core::Event
     if !solved {
         // No hole before the end (the closer died before committing the padding), or no
         // set of dead slots fits.
-        return if first_hole(data, hdr, &size).is_none() {
-            Rewritten { end, ..Rewritten::default() }
-        } else {
-            cut(data)
-        };
+        return if first_hole(data, hdr, &size).is_none() { Rewritten { end, ..Rewritten::default() } } else { cut(data) };
     }
     if holes.is_empty() {
         return Rewritten { end, ..Rewritten::default() };

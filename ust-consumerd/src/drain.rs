@@ -16,8 +16,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::stream::Stream;
 use crate::state::Daemon;
+use crate::stream::Stream;
 
 /// Longest sleep between passes.
 pub const MAX_SLEEP: Duration = Duration::from_millis(100);
@@ -27,12 +27,7 @@ pub const STOP_CHECK: Duration = Duration::from_secs(1);
 /// Streams of every session that are still being written.
 pub fn live_streams(daemon: &Daemon) -> Vec<Arc<Mutex<Stream>>> {
     let st = daemon.lock();
-    st.sessions
-        .values()
-        .flat_map(|ss| ss.traces.values())
-        .filter(|t| !t.gone)
-        .flat_map(|t| t.streams.iter().cloned())
-        .collect()
+    st.sessions.values().flat_map(|ss| ss.traces.values()).filter(|t| !t.gone).flat_map(|t| t.streams.iter().cloned()).collect()
 }
 
 /// One pass over `streams` at time `now`; returns the earliest next deadline.

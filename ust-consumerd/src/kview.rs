@@ -80,7 +80,9 @@ impl Policy {
         match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
             [] | ["all"] => Ok(Policy::All),
             ["none"] => Ok(Policy::None),
-            ["group", name] => crate::peers::group_id(name).map(|g| Policy::Group(name.to_string(), g)).ok_or_else(|| format!("--kernel-view group {name}: no such group")),
+            ["group", name] => {
+                crate::peers::group_id(name).map(|g| Policy::Group(name.to_string(), g)).ok_or_else(|| format!("--kernel-view group {name}: no such group"))
+            }
             other => Err(format!("--kernel-view takes all, none or group NAME, not {other:?}")),
         }
     }
@@ -90,9 +92,8 @@ impl Policy {
         match self {
             Policy::All => None,
             Policy::None => Some("root's ust-consumerd does not offer kernel views to users (it runs with --kernel-view none)".into()),
-            Policy::Group(name, g) => {
-                (uid != 0 && !crate::peers::in_group(*g, gid, pid)).then(|| format!("root's ust-consumerd offers kernel views to members of group {name} only (--kernel-view group {name})"))
-            }
+            Policy::Group(name, g) => (uid != 0 && !crate::peers::in_group(*g, gid, pid))
+                .then(|| format!("root's ust-consumerd offers kernel views to members of group {name} only (--kernel-view group {name})")),
         }
     }
 }

@@ -40,9 +40,6 @@
 
 pub mod apps;
 pub mod clear;
-pub mod regenerate;
-pub mod process_trace;
-pub mod registry;
 pub mod control;
 pub mod daemon;
 pub mod dead_writers;
@@ -53,11 +50,14 @@ pub mod log;
 pub mod memory;
 pub mod output;
 pub mod peers;
+pub mod process_trace;
+pub mod regenerate;
+pub mod registry;
 pub mod relay;
 pub mod session;
 pub mod sigbus;
 pub mod snapshot;
 pub mod state;
 pub mod stream;
-pub mod uid_trace;
 pub mod triggers;
+pub mod uid_trace;

@@ -82,10 +82,7 @@ pub fn in_group(group: u32, gid: u32, pid: i32) -> bool {
         return true;
     }
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .is_some_and(|g| g.split_whitespace().any(|x| x.parse::<u32>() == Ok(tracing)))
+    status.lines().find_map(|l| l.strip_prefix("Groups:")).is_some_and(|g| g.split_whitespace().any(|x| x.parse::<u32>() == Ok(tracing)))
 }
 
 #[cfg(test)]

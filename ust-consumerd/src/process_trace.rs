@@ -47,7 +47,6 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SetupError {
     move |source| SetupError::Io { what, source }
 }
 
-
 /// Every stream of one process in one session.
 #[derive(Debug)]
 pub struct ProcessTrace {
@@ -241,7 +240,8 @@ fn fill_process_trace(
             };
             let shm = StreamShm { file: shm_file, guard: shm_guard };
             let relay = relay_streams.pop();
-            let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock, relay };
+            let setup =
+                StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock, relay };
             let mut stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files"))?;
             stream.context_size = ust_core::context::block_size(&ch.contexts);
             streams.push(Arc::new(Mutex::new(stream)));

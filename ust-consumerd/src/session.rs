@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use ust_core::clock::{ClockKind, TscParams};
 use ust_core::EventDesc;
-pub use ust_ctl::config::{BufferOwnership, check_name, Enabler, check_pids, ChannelConfig, LevelFilter, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
+pub use ust_ctl::config::{check_name, check_pids, BufferOwnership, ChannelConfig, Enabler, LevelFilter, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
 
 /// How the daemon applies an [`Enabler`] to an event (the enabler itself is a request's
 /// content, [`ust_ctl::config::Enabler`]).
@@ -306,8 +306,8 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ust_core::Level;
     use std::borrow::Cow;
+    use ust_core::Level;
 
     fn ev(p: &'static str, n: &'static str, level: Level) -> EventDesc {
         EventDesc { provider: Cow::Borrowed(p), name: Cow::Borrowed(n), level, fields: Cow::Borrowed(&[]), location: Cow::Borrowed("") }
@@ -406,8 +406,23 @@ mod tests {
     fn lttng_wildcard_suite() {
         let none = ["tp:abc*", "*abc", "*z*", r"*\**", r"*\*", r"\**", "*:*tpte*s", "tp**tpTest"];
         let all = [
-            "tp:tp*", "*", "tp:tptest*", "**", "***", "*tptest", "**tptest", "*tpte*", "*tp*", "*tp**", "*:*tptest", "*:*tpte*t",
-            "t*p*:*t*e*s*t", "*t*p*:*t*e*s*t*", "tp*tptest", "tp**tptest", "tp*test",
+            "tp:tp*",
+            "*",
+            "tp:tptest*",
+            "**",
+            "***",
+            "*tptest",
+            "**tptest",
+            "*tpte*",
+            "*tp*",
+            "*tp**",
+            "*:*tptest",
+            "*:*tpte*t",
+            "t*p*:*t*e*s*t",
+            "*t*p*:*t*e*s*t*",
+            "tp*tptest",
+            "tp**tptest",
+            "tp*test",
         ];
         for p in none.iter().chain(&all) {
             assert_eq!(ust_ctl::config::check_event_name(p), Ok(()), "{p}");
@@ -425,12 +440,28 @@ mod tests {
     #[test]
     fn lttng_exclusion_suite() {
         let cases = [
-            ("tp:tptest2", "tp:tptest2"), ("tp:tptest3", "tp:tptest3"), ("tp:tptest*", "tp:tptest1"), ("tp:tptest*", "tp:tptest2"),
-            ("tp:tptest*", "tp:tptest3"), ("tp:tptest*", "tp:tptest4"), ("tp:tptest*", "tp:tptest5"), ("tp*tptest*", "tp:tptest1"),
-            ("tp*tptest*", "tp:tptest2"), ("tp*tptest*", "tp:tptest3"), ("tp*tptest*", "tp:tptest4"), ("tp*tptest*", "tp:tptest5"),
-            ("*test2", "tp:tptest2"), ("*test5", "tp:tptest5"), ("*p*test*", "tp:tptest1"), ("*p*test*", "tp:tptest2"),
-            ("*p*test*", "tp:tptest3"), ("*p***test*", "tp:tptest4"), ("*p*test*", "tp:tptest5"), ("*3", "tp:tptest3"),
-            ("tp*test3,*2", "tp:tptest2"), ("**tp*test3,*2", "tp:tptest3"),
+            ("tp:tptest2", "tp:tptest2"),
+            ("tp:tptest3", "tp:tptest3"),
+            ("tp:tptest*", "tp:tptest1"),
+            ("tp:tptest*", "tp:tptest2"),
+            ("tp:tptest*", "tp:tptest3"),
+            ("tp:tptest*", "tp:tptest4"),
+            ("tp:tptest*", "tp:tptest5"),
+            ("tp*tptest*", "tp:tptest1"),
+            ("tp*tptest*", "tp:tptest2"),
+            ("tp*tptest*", "tp:tptest3"),
+            ("tp*tptest*", "tp:tptest4"),
+            ("tp*tptest*", "tp:tptest5"),
+            ("*test2", "tp:tptest2"),
+            ("*test5", "tp:tptest5"),
+            ("*p*test*", "tp:tptest1"),
+            ("*p*test*", "tp:tptest2"),
+            ("*p*test*", "tp:tptest3"),
+            ("*p***test*", "tp:tptest4"),
+            ("*p*test*", "tp:tptest5"),
+            ("*3", "tp:tptest3"),
+            ("tp*test3,*2", "tp:tptest2"),
+            ("**tp*test3,*2", "tp:tptest3"),
         ];
         for (excl, missing) in cases {
             let exclusions: Vec<String> = excl.split(',').map(str::to_string).collect();

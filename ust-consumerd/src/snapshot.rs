@@ -23,14 +23,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use ust_ctl::protocol::SnapshotReport;
 use ust_core::EventDesc;
+use ust_ctl::protocol::SnapshotReport;
 
-use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy};
+use crate::state::Daemon;
 use crate::stream::Stream;
+use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy};
 use ust_ctf::index::IndexFile;
 use ust_ctf::stream::StreamFile;
-use crate::state::Daemon;
 
 /// One process's trace as a snapshot needs it.
 pub(crate) struct Source {
@@ -85,13 +85,7 @@ fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &
 
 pub(crate) fn source(t: &crate::process_trace::ProcessTrace, output: &Path) -> Source {
     let events: Arc<[EventDesc]> = t.events.clone();
-    Source {
-        rel: crate::uid_trace::rel_dir(t, output),
-        metadata: t.metadata.clone(),
-        streams: t.streams.clone(),
-        events,
-        dead: t.gone,
-    }
+    Source { rel: crate::uid_trace::rel_dir(t, output), metadata: t.metadata.clone(), streams: t.streams.clone(), events, dead: t.gone }
 }
 
 /// `ust snapshot record`: writes what every buffer of session `name` holds to
@@ -156,7 +150,9 @@ pub(crate) fn begin(daemon: &Daemon, name: &str) -> Result<(u32, Vec<Source>, u6
     let mut st = daemon.lock();
     let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
     if !ss.session.snapshot {
-        return Err(format!("session {name} is not a snapshot session: create one with `ust create NAME --snapshot` (its traces are written as they are recorded)"));
+        return Err(format!(
+            "session {name} is not a snapshot session: create one with `ust create NAME --snapshot` (its traces are written as they are recorded)"
+        ));
     }
     if !ss.session.started {
         return Err(format!("session {name} is not started: start it with `ust start` before taking a snapshot"));

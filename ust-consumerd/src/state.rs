@@ -328,14 +328,7 @@ impl State {
             None
         };
         let (Some(ss), Some(app)) = (self.sessions.get(name), self.apps.get(&app_id)) else { return Ok(false) };
-        let info = ProcessInfo {
-            pid: app.pid,
-            procname: &app.procname,
-            ncpus: app.ncpus,
-            registered: app.registered,
-            events: &app.events,
-            tsc,
-        };
+        let info = ProcessInfo { pid: app.pid, procname: &app.procname, ncpus: app.ncpus, registered: app.registered, events: &app.events, tsc };
         let (mut trace, fds) = match crate::process_trace::create_process_trace(&ss.session, &info, &mut self.next_instance, &mut self.event_tables) {
             Ok(x) => x,
             Err(e) => return Err(format!("process {} not traced: cannot set up its buffers: {e}", app.pid)),
@@ -363,7 +356,13 @@ impl State {
             );
         }
         match &self.sessions.get(name).and_then(|ss| ss.session.relay.clone()) {
-            Some(r) => crate::log!("session {name}: tracing process {} ({}), streamed to {} as ust/pid/{}", app.pid, app.procname, r.url, trace.dir.file_name().unwrap_or_default().to_string_lossy()),
+            Some(r) => crate::log!(
+                "session {name}: tracing process {} ({}), streamed to {} as ust/pid/{}",
+                app.pid,
+                app.procname,
+                r.url,
+                trace.dir.file_name().unwrap_or_default().to_string_lossy()
+            ),
             None => crate::log!("session {name}: tracing process {} ({}) into {}", app.pid, app.procname, trace.dir.display()),
         }
         self.sessions.get_mut(name).expect("checked above").traces.insert(app_id, trace);

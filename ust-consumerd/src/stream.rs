@@ -303,9 +303,7 @@ impl Stream {
                 Ok(Some(sb)) => sb,
                 Ok(None) => break,
                 // One packet's control words are scribbled: drop that packet, go on.
-                Err(e @ (ringbuffer::ReadError::ContentSize { .. } | ringbuffer::ReadError::PacketSeq { .. }))
-                    if buffer.skip_subbuf().is_ok() =>
-                {
+                Err(e @ (ringbuffer::ReadError::ContentSize { .. } | ringbuffer::ReadError::PacketSeq { .. })) if buffer.skip_subbuf().is_ok() => {
                     crate::log!("{}/{} cpu {}: bad packet skipped: {e}", self.session, self.channel, self.cpu);
                     self.stats.bad_packets += 1;
                     continue;
@@ -329,11 +327,7 @@ impl Stream {
                 match PacketInfo::parse(&scratch, &self.identity) {
                     // The header is app-writable memory: it must agree with what the ring
                     // buffer itself validated for this sub-buffer, or the packet is bad.
-                    Ok(info)
-                        if info.packet_seq_num != sb.packet_seq_num
-                            || info.content_size != sb.content_size
-                            || info.packet_size != sb.packet_size =>
-                    {
+                    Ok(info) if info.packet_seq_num != sb.packet_seq_num || info.content_size != sb.content_size || info.packet_size != sb.packet_size => {
                         crate::log!(
                             "{}/{} cpu {}: bad packet skipped: header says seq {} content {} size {}, the ring buffer says seq {} content {} size {}",
                             self.session,
@@ -360,12 +354,7 @@ impl Stream {
                 }
             }
             if let Err(e) = buffer.put_subbuf(sb) {
-                crate::log!(
-                    "{}/{} cpu {}: releasing sub-buffer failed ({e}); this stream is no longer read",
-                    self.session,
-                    self.channel,
-                    self.cpu
-                );
+                crate::log!("{}/{} cpu {}: releasing sub-buffer failed ({e}); this stream is no longer read", self.session, self.channel, self.cpu);
                 self.broken = true;
                 break;
             }
@@ -382,10 +371,7 @@ impl Stream {
         let what = if e.raw_os_error() == Some(libc::ENOSPC) { "disk full" } else { "write error" };
         let msg = format!("{what} writing {}: {e}", path.display());
         if self.output_error.set(msg.clone()) {
-            crate::log!(
-                "session {}: {msg}; the session's output is stopped (every packet already written is kept, whole); other sessions go on",
-                self.session
-            );
+            crate::log!("session {}: {msg}; the session's output is stopped (every packet already written is kept, whole); other sessions go on", self.session);
         }
         self.file = None;
         self.index = None;
@@ -496,11 +482,7 @@ impl Stream {
         self.stats.packets += 1;
         self.stats.bytes = self.stats.bytes.saturating_add(len as u64);
         self.stats.discarded = self.stats.discarded.max(info.events_discarded);
-        self.last = Some(LastPacket {
-            seq: info.packet_seq_num,
-            timestamp_end: info.timestamp_end,
-            events_discarded: info.events_discarded,
-        });
+        self.last = Some(LastPacket { seq: info.packet_seq_num, timestamp_end: info.timestamp_end, events_discarded: info.events_discarded });
     }
 
     /// Appends an empty closing packet (header and context only) when the buffer's final
@@ -678,12 +660,7 @@ impl Stream {
                 let pending = c.write.wrapping_sub(c.consumed);
                 if pending > 0 && pending <= b.config().subbuf_size * b.config().num_subbuf as u64 {
                     self.stats.undelivered_bytes = pending;
-                    crate::log!(
-                        "{}/{} cpu {}: {pending} bytes in sub-buffers a live writer has not completed; skipped",
-                        self.session,
-                        self.channel,
-                        self.cpu
-                    );
+                    crate::log!("{}/{} cpu {}: {pending} bytes in sub-buffers a live writer has not completed; skipped", self.session, self.channel, self.cpu);
                 }
             }
         }

@@ -151,11 +151,7 @@ pub(crate) fn attach(st: &mut State, name: &str, app_id: u64) -> Result<bool, St
         if crate::fds::fd_headroom() < need {
             return Err(format!("per-UID trace of uid {uid} not made: out of file descriptors ({})", crate::fds::fd_usage()));
         }
-        let tsc = if ss.session.clock.or(app.clock) == Some(ClockKind::Tsc) {
-            st.sessions.get_mut(name).and_then(|ss| ss.session.tsc_params())
-        } else {
-            None
-        };
+        let tsc = if ss.session.clock.or(app.clock) == Some(ClockKind::Tsc) { st.sessions.get_mut(name).and_then(|ss| ss.session.tsc_params()) } else { None };
         let ss = st.sessions.get(name).expect("checked above");
         let trace = create(&ss.session, uid, ncpus, tsc, &mut st.next_instance).map_err(|e| format!("per-UID trace of uid {uid} not made: {e}"))?;
         crate::log!("session {name}: per-UID trace of uid {uid} in {}", trace.dir.display());
@@ -182,7 +178,8 @@ pub(crate) fn attach(st: &mut State, name: &str, app_id: u64) -> Result<bool, St
     for (ci, channel, contexts, fds, blocking) in grants {
         let slot = (0..MAX_CHANNELS).find(|s| !app.slots.contains_key(s)).expect("counted above");
         app.slots.insert(slot, (name.to_string(), ci));
-        let grant = ChannelGrant { slot, session: name.to_string(), channel, ncpus: nbuf as u32, contexts, tsc, shared_ids: true, blocking_timeout_us: blocking };
+        let grant =
+            ChannelGrant { slot, session: name.to_string(), channel, ncpus: nbuf as u32, contexts, tsc, shared_ids: true, blocking_timeout_us: blocking };
         app.send(DaemonMessage::AddChannel(grant), fds);
     }
     Ok(made)
@@ -336,8 +333,25 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
                         (b, fd, StreamShm::default())
                     }
                 };
-                let files = TraceFiles { dir: dir.clone(), base: name, max_size: ch.config.tracefile_size, max_count: ch.config.tracefile_count, current: 0, oldest: 0 };
-                let setup = StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock, relay: relay_streams.pop() };
+                let files = TraceFiles {
+                    dir: dir.clone(),
+                    base: name,
+                    max_size: ch.config.tracefile_size,
+                    max_count: ch.config.tracefile_count,
+                    current: 0,
+                    oldest: 0,
+                };
+                let setup = StreamSetup {
+                    session: &session.name,
+                    channel: &ch.name,
+                    config: &ch.config,
+                    identity,
+                    events: events.clone(),
+                    files,
+                    live,
+                    clock,
+                    relay: relay_streams.pop(),
+                };
                 let mut stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files".into()))?;
                 stream.context_size = ust_core::context::block_size(&ch.contexts);
                 stream.dead_watch = Some(crate::dead_writers::Watch::new(deaths.clone(), ust_core::context::block_size(&ch.contexts)));

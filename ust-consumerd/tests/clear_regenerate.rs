@@ -92,7 +92,11 @@ fn regenerate_statedump_and_metadata() {
     let after = std::fs::read_to_string(meta_dir.join("metadata")).unwrap();
     let offset = |m: &str| m.lines().find(|l| l.trim_start().starts_with("offset =")).map(str::to_string);
     assert!(offset(&after).is_some(), "{after}");
-    assert_eq!(before.lines().filter(|l| !l.contains("offset =")).collect::<Vec<_>>(), after.lines().filter(|l| !l.contains("offset =")).collect::<Vec<_>>(), "only the clock offset may change");
+    assert_eq!(
+        before.lines().filter(|l| !l.contains("offset =")).collect::<Vec<_>>(),
+        after.lines().filter(|l| !l.contains("offset =")).collect::<Vec<_>>(),
+        "only the clock offset may change"
+    );
     finish(h);
     d.ust_ok(&["stop"]);
     d.ust_ok(&["destroy"]);

@@ -112,11 +112,7 @@ fn session_round_trip() {
     assert_eq!(d.ust_json(&["list", "--json"]).as_array().unwrap().len(), 0);
     assert!(d.ust_json(&["status", "--json"])["current"].is_null());
 
-    for (args, needle) in [
-        (&["start", "-s", "nope"][..], "no session named"),
-        (&["start"], "no current session"),
-        (&["list", "nope"], "no session named"),
-    ] {
+    for (args, needle) in [(&["start", "-s", "nope"][..], "no session named"), (&["start"], "no current session"), (&["list", "nope"], "no session named")] {
         let o = d.ust(args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");
         assert!(String::from_utf8_lossy(&o.stderr).contains(needle), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));

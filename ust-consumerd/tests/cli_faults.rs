@@ -268,9 +268,17 @@ fn trace_forwards_a_killed_signal_once() {
     let d = TestDaemon::start();
     let out = d.output("sig");
     let mut cmd = d.ust_cmd();
-    cmd.args(["trace", "--output", out.to_str().unwrap(), "--", "sh", "-c", "n=0; trap 'n=$((n+1)); echo TERM $n' TERM; sleep 3 & wait; sleep 0.3 & wait; echo done $n"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+    cmd.args([
+        "trace",
+        "--output",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "n=0; trap 'n=$((n+1)); echo TERM $n' TERM; sleep 3 & wait; sleep 0.3 & wait; echo done $n",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
     std::thread::sleep(Duration::from_millis(800));
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();

@@ -16,10 +16,10 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use common::{babeltrace, bt_events, output_within, program, TestDaemon};
-use ust_consumerd::process_trace::{create_process_trace, ProcessInfo};
-use ust_consumerd::session::{Channel, ChannelConfig, Session};
 use proptest::prelude::*;
 use ringbuffer::{Buffer, SlotSize};
+use ust_consumerd::process_trace::{create_process_trace, ProcessInfo};
+use ust_consumerd::session::{Channel, ChannelConfig, Session};
 use ust_core::clock::Monotonic;
 use ust_core::packet::CtfPacketLayout;
 use ust_core::{EventDesc, FieldDesc, FieldType, IntegerType, Level};
@@ -188,9 +188,7 @@ fn find_packet(base: *mut u8, len: usize, seq: u64) -> usize {
         .map(|i| i * 4096)
         .find(|&off| {
             // SAFETY: inside the live mapping.
-            let (magic, s) = unsafe {
-                (std::ptr::read_unaligned(base.add(off).cast::<u32>()), std::ptr::read_unaligned(base.add(off + 64).cast::<u64>()))
-            };
+            let (magic, s) = unsafe { (std::ptr::read_unaligned(base.add(off).cast::<u32>()), std::ptr::read_unaligned(base.add(off + 64).cast::<u64>())) };
             magic == ust_core::packet::MAGIC && s == seq
         })
         .unwrap_or_else(|| panic!("packet {seq} not found in the mapping"))
@@ -252,9 +250,7 @@ fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
     // Only whole packets of this stream, each with the ring buffer's own sequence number.
     let file = std::fs::read(hostile.0.dir.join("ch_0")).unwrap();
     let identity = hostile.0.streams[0].lock().unwrap().identity;
-    let seqs: Vec<u64> = ust_ctf::reader::packets(&file)
-        .map(|p| ust_core::packet::PacketInfo::parse(p.unwrap(), &identity).unwrap().packet_seq_num)
-        .collect();
+    let seqs: Vec<u64> = ust_ctf::reader::packets(&file).map(|p| ust_core::packet::PacketInfo::parse(p.unwrap(), &identity).unwrap().packet_seq_num).collect();
     assert_eq!(seqs.first(), Some(&2), "{seqs:?}");
     let (_, _) = common::babeltrace_allowing_warnings(&hostile.0.dir);
     // The other process's trace is whole.
@@ -303,9 +299,7 @@ fn scribbled_packet_control_words_cost_that_packet_only() {
     assert_eq!(st.bad_packets, 2, "{st:?}");
     let file = std::fs::read(trace.dir.join("ch_0")).unwrap();
     let identity = stream.lock().unwrap().identity;
-    let seqs: Vec<u64> = ust_ctf::reader::packets(&file)
-        .map(|p| ust_core::packet::PacketInfo::parse(p.unwrap(), &identity).unwrap().packet_seq_num)
-        .collect();
+    let seqs: Vec<u64> = ust_ctf::reader::packets(&file).map(|p| ust_core::packet::PacketInfo::parse(p.unwrap(), &identity).unwrap().packet_seq_num).collect();
     assert_eq!(&seqs[..3], &[2, 3, 4], "{seqs:?}");
     // babeltrace2 reads the kept packets event by event: every value written after the
     // scribbles is there.

@@ -256,11 +256,7 @@ fn sigkill_while_all_threads_emit_never_yields_a_torn_event() {
             }
             holes += first.values().sum::<u64>();
         }
-        assert!(
-            holes <= discarded,
-            "iteration {i}: {holes} events missing from thread sequences, but only {discarded} reported discarded ({})",
-            dir.display()
-        );
+        assert!(holes <= discarded, "iteration {i}: {holes} events missing from thread sequences, but only {discarded} reported discarded ({})", dir.display());
         events += evs.len();
         reported_lost += discarded;
     }
@@ -431,9 +427,10 @@ fn abnormal_deaths_in_snapshot_sessions_leave_post_mortem_traces() {
         let (pid, status) = run_crashme(&d, how, N);
         assert!(!status.success(), "{how}: {status}");
         wait_gone(&d, "pm", pid);
-        let pm = subdirs(&out.join("post-mortem")).into_iter().find(|p| p.to_string_lossy().contains(&format!("crashme-{pid}-"))).unwrap_or_else(|| {
-            panic!("{how}: no post-mortem trace for {pid} in {}:\n{}", out.display(), d.log())
-        });
+        let pm = subdirs(&out.join("post-mortem"))
+            .into_iter()
+            .find(|p| p.to_string_lossy().contains(&format!("crashme-{pid}-")))
+            .unwrap_or_else(|| panic!("{how}: no post-mortem trace for {pid} in {}:\n{}", out.display(), d.log()));
         let seqs = crash_seqs(&babeltrace_with_discards(&pm).text);
         assert!(
             seqs.len() as u64 == N && seqs.iter().copied().eq(0..N),

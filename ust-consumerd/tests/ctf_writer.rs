@@ -4,9 +4,9 @@
 
 use std::borrow::Cow;
 
+use ringbuffer::{Buffer, SlotSize};
 use ust_consumerd::process_trace::{create_process_trace, ProcessInfo};
 use ust_consumerd::session::{Channel, ChannelConfig, Session};
-use ringbuffer::{Buffer, SlotSize};
 use ust_core::clock::Monotonic;
 use ust_core::packet::CtfPacketLayout;
 use ust_core::{EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType, Level};
@@ -44,11 +44,7 @@ fn every_field_type_round_trips_through_babeltrace2() {
             [2u16.to_le_bytes().to_vec(), b"hi".to_vec()].concat(),
             "_v_length = 2, v = \"hi\"",
         ),
-        (
-            ev("arr", FieldType::Array { elem: IntegerType::U8.with_base(16), len: 2 }),
-            vec![0xab, 0x01],
-            "v = [ [0] = 0xAB, [1] = 0x1 ]",
-        ),
+        (ev("arr", FieldType::Array { elem: IntegerType::U8.with_base(16), len: 2 }), vec![0xab, 0x01], "v = [ [0] = 0xAB, [1] = 0x1 ]"),
         (
             ev(
                 "senum",

@@ -12,9 +12,7 @@ use common::{program, TestDaemon};
 /// `(VmRSS, RssAnon)` of `pid` in KiB.
 fn rss_kib(pid: i32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
-    };
+    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0);
     (field("VmRSS:"), field("RssAnon:"))
 }
 
@@ -30,7 +28,9 @@ fn fds(pid: i32) -> usize {
 fn round(d: &TestDaemon, n: usize) {
     let prog = program("release", "threeevents");
     let children: Vec<Child> = (0..n)
-        .map(|_| Command::new(&prog).env("UST_RUNDIR", &d.rundir).env("UST_REGISTER_TIMEOUT", "30000").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap())
+        .map(|_| {
+            Command::new(&prog).env("UST_RUNDIR", &d.rundir).env("UST_REGISTER_TIMEOUT", "30000").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+        })
         .collect();
     for mut c in children {
         assert!(c.wait().unwrap().success());

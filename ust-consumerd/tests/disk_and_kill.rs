@@ -147,17 +147,11 @@ fn killed_daemon_leaves_a_readable_trace() {
         let d = TestDaemon::start();
         let out = d.output(&format!("killed-{round}"));
         d.session("k", &out, &["--subbuf-size", "4096", "--num-subbuf", "8", "--read-timer", "2000"]);
-        let mut prog = Command::new(program("debug", "fourthreads"))
-            .arg("100000")
-            .env("UST_RUNDIR", &d.rundir)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut prog = Command::new(program("debug", "fourthreads")).arg("100000").env("UST_RUNDIR", &d.rundir).stdout(Stdio::null()).spawn().unwrap();
         // Kill it while it writes: the clock starts when the process's trace exists.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        let has_streams = || {
-            std::fs::read_dir(out.join("ust/pid")).is_ok_and(|mut d| d.next().is_some_and(|p| p.unwrap().path().join("index/ch_1.idx").exists()))
-        };
+        let has_streams =
+            || std::fs::read_dir(out.join("ust/pid")).is_ok_and(|mut d| d.next().is_some_and(|p| p.unwrap().path().join("index/ch_1.idx").exists()));
         while !has_streams() {
             assert!(std::time::Instant::now() < deadline, "round {round}: the process was never traced");
             std::thread::sleep(Duration::from_millis(2));

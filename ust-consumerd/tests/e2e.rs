@@ -141,12 +141,7 @@ fn three_events_then_return_from_main_are_all_there() {
 #[test]
 fn list_apps_shows_tracepoints_before_any_fires_in_a_release_build() {
     let d = TestDaemon::start();
-    let mut child = Command::new(program("release", "waiter"))
-        .env("UST_RUNDIR", &d.rundir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Command::new(program("release", "waiter")).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
@@ -181,15 +176,7 @@ fn without_a_daemon_programs_run_normally() {
 fn fswalk_counts_match_the_trace() {
     let d = TestDaemon::start();
     let out = d.output("fswalk");
-    let o = d
-        .ust_cmd()
-        .args(["trace", "--output"])
-        .arg(&out)
-        .arg("--")
-        .arg(program("release", "fswalk"))
-        .arg("/usr/share/doc")
-        .output()
-        .unwrap();
+    let o = d.ust_cmd().args(["trace", "--output"]).arg(&out).arg("--").arg(program("release", "fswalk")).arg("/usr/share/doc").output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     // What fswalk says it emitted.
@@ -205,12 +192,8 @@ fn fswalk_counts_match_the_trace() {
     for e in events(&babeltrace(&out)) {
         *read.entry(e.name).or_default() += 1;
     }
-    let discarded: u64 = err
-        .lines()
-        .find_map(|l| l.split(" events recorded, ").nth(1))
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .expect("summary line");
+    let discarded: u64 =
+        err.lines().find_map(|l| l.split(" events recorded, ").nth(1)).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).expect("summary line");
     let total = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
     assert_eq!(total(&read) + discarded, total(&printed), "{err}");
     if discarded == 0 {
@@ -371,7 +354,13 @@ fn tracefile_size_and_count_bound_the_files() {
     d.ust_ok(&["enable-channel", "c", "--subbuf-size", "4k", "--num-subbuf", "256", "--tracefile-size", "8k", "--tracefile-count", "3", "--read-timer", "500"]);
     d.ust_ok(&["enable-event", "-c", "c", "rounds:*"]);
     d.ust_ok(&["start"]);
-    let st = Command::new(program("debug", "rounds")).args(["3000", "20"]).env("UST_RUNDIR", d.rundir.as_path()).stdout(Stdio::null()).stdin(Stdio::null()).status().unwrap();
+    let st = Command::new(program("debug", "rounds"))
+        .args(["3000", "20"])
+        .env("UST_RUNDIR", d.rundir.as_path())
+        .stdout(Stdio::null())
+        .stdin(Stdio::null())
+        .status()
+        .unwrap();
     assert!(st.success());
     d.ust_ok(&["destroy"]);
     let pid_dir = std::fs::read_dir(out.join("ust/pid")).unwrap().next().unwrap().unwrap().path();
@@ -555,5 +544,9 @@ fn tracing_callsites_show_in_list_apps_and_the_metadata() {
     assert!(metadata.contains("name = \"tracingprog:event\";") && metadata.contains("variant <__count_tag>"), "metadata rewritten with the callsites");
     let text = babeltrace(&out);
     let names: Vec<&str> = text.lines().filter(|l| l.contains(" tracingprog:")).map(|l| l.split_whitespace().nth(3).unwrap()).collect();
-    assert_eq!(names, ["tracingprog:work_new:", "tracingprog:work_enter:", "tracingprog:work_exit:", "tracingprog:work_close:"], "only the span events were enabled\n{text}");
+    assert_eq!(
+        names,
+        ["tracingprog:work_new:", "tracingprog:work_enter:", "tracingprog:work_exit:", "tracingprog:work_close:"],
+        "only the span events were enabled\n{text}"
+    );
 }

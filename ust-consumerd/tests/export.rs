@@ -171,7 +171,16 @@ fn field(line: &str, name: &str) -> Option<i64> {
 /// and the traced pid.
 fn trace_and_export(d: &TestDaemon, name: &str, extra: &[&str]) -> (std::path::PathBuf, Parsed, u32) {
     let out = d.output(name);
-    let o = d.ust_cmd().arg("trace").args(extra).args(["-t", "vtid", "-t", "procname", "--output"]).arg(&out).arg("--").arg(program("debug", "tracingspans")).output().unwrap();
+    let o = d
+        .ust_cmd()
+        .arg("trace")
+        .args(extra)
+        .args(["-t", "vtid", "-t", "procname", "--output"])
+        .arg(&out)
+        .arg("--")
+        .arg(program("debug", "tracingspans"))
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stderr), d.log());
     let json = out.join("export.json");
     let o = d.ust_cmd().arg("export").arg(&out).args(["--format", "chrome-json", "--counter", "spanprobe:inside:step", "-o"]).arg(&json).output().unwrap();
@@ -298,7 +307,12 @@ fn mixed_user_and_kernel_export_adds_thread_states_and_cpu_tracks() {
     assert_eq!(on_cpus.len(), bt_cpu_intervals(&kernel, pid as i64), "the traced thread's intervals on the CPUs");
     assert!(on_cpus.iter().all(|x| x.args["pid"] == pid && x.cat == "sched"));
     // Its state track: Running exactly when it is on a CPU, Blocked and Runnable between.
-    let (state_tid, state_name) = p.thread_names.iter().find(|((p, _), n)| *p == pid && n.ends_with(&format!(" {pid} (scheduling)"))).map(|((_, t), n)| (*t, n)).expect("the state track");
+    let (state_tid, state_name) = p
+        .thread_names
+        .iter()
+        .find(|((p, _), n)| *p == pid && n.ends_with(&format!(" {pid} (scheduling)")))
+        .map(|((_, t), n)| (*t, n))
+        .expect("the state track");
     assert!(state_name.starts_with("tracingspans"), "{state_name}");
     let states = &p.slices[&(pid, state_tid)];
     let running: Vec<(i64, i64)> = states.iter().filter(|x| x.name == "Running").map(|x| (x.start, x.end)).collect();
@@ -309,7 +323,12 @@ fn mixed_user_and_kernel_export_adds_thread_states_and_cpu_tracks() {
     assert_eq!(running_sorted, cpu_times);
     let names: std::collections::BTreeSet<&str> = states.iter().map(|x| x.name.as_str()).collect();
     assert!(names.iter().all(|n| ["Running", "Runnable", "Runnable (preempted)", "Blocked"].contains(n)), "{names:?}");
-    let all_states: Vec<&X> = p.slices.iter().filter(|((q, t), _)| *q == pid && *t != pid && p.thread_names.get(&(*q, *t)).is_some_and(|n| n.ends_with("(scheduling)"))).flat_map(|(_, v)| v).collect();
+    let all_states: Vec<&X> = p
+        .slices
+        .iter()
+        .filter(|((q, t), _)| *q == pid && *t != pid && p.thread_names.get(&(*q, *t)).is_some_and(|n| n.ends_with("(scheduling)")))
+        .flat_map(|(_, v)| v)
+        .collect();
     let blocked: Vec<&&X> = all_states.iter().filter(|x| x.name == "Blocked").collect();
     assert!(!blocked.is_empty(), "the runtime's thread waits for the daemon at least");
     assert!(blocked.iter().all(|x| x.args["state"].as_str().is_some_and(|s| s.len() == 1 && "SDTtXZPI".contains(s))), "{blocked:?}");
@@ -330,7 +349,15 @@ fn mixed_user_and_kernel_export_adds_thread_states_and_cpu_tracks() {
 fn each_thread_gets_its_own_track() {
     let d = TestDaemon::start();
     let out = d.output("threads");
-    let o = d.ust_cmd().args(["trace", "-t", "vtid", "-t", "procname", "--output"]).arg(&out).arg("--").arg(program("debug", "tracingthreads")).args(["3", "5"]).output().unwrap();
+    let o = d
+        .ust_cmd()
+        .args(["trace", "-t", "vtid", "-t", "procname", "--output"])
+        .arg(&out)
+        .arg("--")
+        .arg(program("debug", "tracingthreads"))
+        .args(["3", "5"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stderr), d.log());
     assert_eq!(String::from_utf8_lossy(&o.stdout), "done 3 5\n");
     let json = out.join("t.json");
@@ -350,10 +377,13 @@ fn each_thread_gets_its_own_track() {
         }
         assert_eq!(slices.len(), 5);
         let w = slices[0].args["worker"].as_u64().unwrap();
-        let mut ns: Vec<u64> = slices.iter().map(|x| {
-            assert_eq!((x.name.as_str(), x.args["worker"].as_u64()), ("job", Some(w)), "one worker's jobs on its track");
-            x.args["n"].as_u64().unwrap()
-        }).collect();
+        let mut ns: Vec<u64> = slices
+            .iter()
+            .map(|x| {
+                assert_eq!((x.name.as_str(), x.args["worker"].as_u64()), ("job", Some(w)), "one worker's jobs on its track");
+                x.args["n"].as_u64().unwrap()
+            })
+            .collect();
         ns.sort();
         assert_eq!(ns, [0, 1, 2, 3, 4]);
         workers.push(w);

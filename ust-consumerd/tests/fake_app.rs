@@ -13,25 +13,19 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use common::{babeltrace, TestDaemon};
-use ust_ctl::protocol::{Command, Payload};
 use ringbuffer::{Buffer, SlotSize};
 use ust_core::clock::Monotonic;
 use ust_core::packet::CtfPacketLayout;
 use ust_core::protocol::{self, AppMessage, DaemonMessage, Registration};
 use ust_core::{EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType, Level};
+use ust_ctl::protocol::{Command, Payload};
 
 fn field(name: &'static str, ty: FieldType) -> FieldDesc {
     FieldDesc { name: Cow::Borrowed(name), ty }
 }
 
 fn event(provider: &'static str, name: &'static str, level: Level, fields: Vec<FieldDesc>) -> EventDesc {
-    EventDesc {
-        provider: Cow::Borrowed(provider),
-        name: Cow::Borrowed(name),
-        level,
-        fields: Cow::Owned(fields),
-        location: Cow::Borrowed("fake.rs:1"),
-    }
+    EventDesc { provider: Cow::Borrowed(provider), name: Cow::Borrowed(name), level, fields: Cow::Owned(fields), location: Cow::Borrowed("fake.rs:1") }
 }
 
 /// fake:all_types (every field kind), fake:empty, other:ev.

@@ -60,7 +60,8 @@ fn lttng_filters_record_the_events_lttng_records() {
         let text = babeltrace(out);
         let events = bt_events(&text);
         assert!(events.iter().all(|e| e.name == *event), "{filter}: only {event} is enabled:\n{text}");
-        let got: Vec<String> = events.iter().map(|e| e.fields.split(", ").next().unwrap_or_default().split(" = ").nth(1).unwrap_or_default().to_string()).collect();
+        let got: Vec<String> =
+            events.iter().map(|e| e.fields.split(", ").next().unwrap_or_default().split(" = ").nth(1).unwrap_or_default().to_string()).collect();
         if got != *want {
             failures.push(format!("{filter}: recorded {got:?}, LTTng records {want:?}"));
         }

@@ -15,9 +15,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{babeltrace, bt_events, output_within, program, TestDaemon};
-use ust_ctl::protocol::{Reply, Request};
 use proptest::prelude::*;
 use ust_core::protocol::{self, AppMessage, DaemonMessage, Registration};
+use ust_ctl::protocol::{Reply, Request};
 
 /// Open descriptors of process `pid`.
 fn fd_count(pid: i32) -> usize {
@@ -134,10 +134,9 @@ fn malformed_messages_on_every_socket_leave_other_sessions_intact() {
         protocol::write_frame(&s, &Request { version: 99, command: ust_ctl::protocol::Command::Ping }).unwrap();
         format!("ctl wrong version: {}", ctl_error(&read_to_close(&s)))
     }));
-    for (what, reg) in [
-        ("wrong ABI", Registration { abi_major: 99, ..good_registration() }),
-        ("too many CPUs", Registration { ncpus: 100_000, ..good_registration() }),
-    ] {
+    for (what, reg) in
+        [("wrong ABI", Registration { abi_major: 99, ..good_registration() }), ("too many CPUs", Registration { ncpus: 100_000, ..good_registration() })]
+    {
         let app = d.socket("app");
         threads.push(std::thread::spawn(move || {
             let s = UnixStream::connect(app).unwrap();
@@ -243,7 +242,7 @@ fn decode_everything(bytes: &[u8]) {
                 contexts: &[],
                 events: &r.events,
                 clock_description: "Monotonic Clock",
-uid: None,
+                uid: None,
             });
         }
     }

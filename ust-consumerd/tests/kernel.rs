@@ -150,7 +150,8 @@ fn as_user_runs_the_command_as_that_user_and_gives_them_the_trace() {
     // a loaded machine may lose some events, so any of their events counts, not one each.)
     let text = String::from_utf8(as_them.stdout).unwrap();
     let meta = std::fs::read_to_string(out.join("kernel/metadata")).unwrap();
-    let traced: i32 = meta.split("traced_pid = ").nth(1).and_then(|r| r.split(';').next()).and_then(|v| v.trim().parse().ok()).expect("traced_pid in the metadata");
+    let traced: i32 =
+        meta.split("traced_pid = ").nth(1).and_then(|r| r.split(';').next()).and_then(|v| v.trim().parse().ok()).expect("traced_pid in the metadata");
     assert!(text.contains(&format!("{{ tid = {traced} }}")), "events of the traced pid {traced}");
     let children = ["id", "sleep", "cat"].iter().filter(|p| text.contains(&format!("/{p}\"")) || text.contains(&format!("comm = \"{p}\""))).count();
     assert!(children >= 2, "the children's tasks: {children} of 3");
@@ -163,12 +164,20 @@ fn as_user_runs_the_command_as_that_user_and_gives_them_the_trace() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), uid.to_string());
     assert_eq!(std::fs::metadata(&out2).unwrap().uid(), uid);
-    let user_events: Vec<String> = common::babeltrace(&out2.join("ust")).lines().filter(|l| l.contains(" short:ev: ")).map(|l| l.rsplit("{ i = ").next().unwrap_or("").to_string()).collect();
+    let user_events: Vec<String> = common::babeltrace(&out2.join("ust"))
+        .lines()
+        .filter(|l| l.contains(" short:ev: "))
+        .map(|l| l.rsplit("{ i = ").next().unwrap_or("").to_string())
+        .collect();
     assert_eq!(user_events, ["0 }", "1 }", "2 }"], "the program's three events, run as {AS_USER}");
     // Neither: a clear error, and the command does not run.
     let marker = tmp.path().join("ran");
     let o = run(&tmp.path().join("none"), None, None, &format!("touch {}", marker.display()));
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--as-user needs a USER: none was given and SUDO_UID is not set"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--as-user needs a USER: none was given and SUDO_UID is not set"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(!marker.exists(), "nothing ran");
 }

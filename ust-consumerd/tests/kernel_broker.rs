@@ -188,11 +188,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 /// The waits of the report text for task `name` blocked in `what`, with their waker line.
 fn woken_lines(report: &str, name: &str, what: &str) -> Vec<String> {
     let lines: Vec<&str> = report.lines().collect();
-    lines
-        .windows(2)
-        .filter(|w| w[0].trim_start().starts_with(&format!("{name} [")) && w[0].contains(what))
-        .map(|w| w[1].trim().to_string())
-        .collect()
+    lines.windows(2).filter(|w| w[0].trim_start().starts_with(&format!("{name} [")) && w[0].contains(what)).map(|w| w[1].trim().to_string()).collect()
 }
 
 #[test]
@@ -290,7 +286,11 @@ fn nothing_of_a_setuid_program_after_its_exec() {
     let text = babeltrace(&out.join("kernel"));
     assert!(text.contains("sleep"), "the view goes on for the other tasks");
     assert!(!text.contains("passwd"), "passwd after its exec: {}", text.lines().filter(|l| l.contains("passwd")).collect::<Vec<_>>().join("\n"));
-    assert!(!text.contains("ustkbsuidscript"), "the script after its exec: {}", text.lines().filter(|l| l.contains("ustkbsuidscript")).collect::<Vec<_>>().join("\n"));
+    assert!(
+        !text.contains("ustkbsuidscript"),
+        "the script after its exec: {}",
+        text.lines().filter(|l| l.contains("ustkbsuidscript")).collect::<Vec<_>>().join("\n")
+    );
     for f in files(&out.join("kernel")) {
         let b = std::fs::read(&f).unwrap();
         assert!(!contains(&b, b"passwd") && !contains(&b, b"ustkbsuidscript"), "{}", f.display());
@@ -592,10 +592,16 @@ fn twenty_commands_of_two_users_at_once_each_see_only_their_own() {
     for (u, name, out, text, err) in &traces {
         // Complete: the exec of its program, its exit, and the timer that woke it.
         if !text.lines().any(|l| l.contains("sched_process_exec") && l.contains(name.as_str())) {
-            incomplete.push(format!("{name}: no exec ({err}): {}", text.lines().filter(|l| l.contains("exec") || l.contains(name.as_str())).collect::<Vec<_>>().join("\n")));
+            incomplete.push(format!(
+                "{name}: no exec ({err}): {}",
+                text.lines().filter(|l| l.contains("exec") || l.contains(name.as_str())).collect::<Vec<_>>().join("\n")
+            ));
         }
         if !text.lines().any(|l| l.contains("sched_process_exit") && l.contains(&format!("\"{name}\""))) {
-            incomplete.push(format!("{name}: no exit ({err}): {}", text.lines().filter(|l| l.contains("sched_process_exit") || l.contains(name.as_str())).collect::<Vec<_>>().join("\n")));
+            incomplete.push(format!(
+                "{name}: no exit ({err}): {}",
+                text.lines().filter(|l| l.contains("sched_process_exit") || l.contains(name.as_str())).collect::<Vec<_>>().join("\n")
+            ));
         }
         let r = w.report(out);
         let woke = woken_lines(&r, name, "clock_nanosleep");
@@ -714,7 +720,10 @@ fn no_tracefs_for_the_broker_says_so_and_tier_1_is_used() {
         eprintln!("skipped: unshare -m is not possible here");
         return;
     }
-    let w = World::with_wrapper(&[], &["unshare", "-m", "--propagation", "private", "sh", "-c", "mount -t tmpfs -o ro,size=4k none /sys/kernel && exec \"$0\" \"$@\""]);
+    let w = World::with_wrapper(
+        &[],
+        &["unshare", "-m", "--propagation", "private", "sh", "-c", "mount -t tmpfs -o ro,size=4k none /sys/kernel && exec \"$0\" \"$@\""],
+    );
     let (out, err, o) = w.trace(A, "notracefs", &["sh", "-c", "sleep 0.1"]);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("root's ust-consumerd gives no kernel view: root's ust-consumerd cannot record the kernel: tracefs is not mounted"), "{err}");
@@ -815,7 +824,13 @@ fn perf_event_open_refused_names_the_sysctl() {
     assert!(o.status.success(), "{err}");
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran");
     assert!(err.contains("nor with perf_event_open"), "{err}");
-    assert!(err.contains("perf_event_open was refused") && err.contains("kernel.perf_event_paranoid") && err.contains("sysctl kernel.perf_event_paranoid=2") && err.contains("seccomp"), "{err}");
+    assert!(
+        err.contains("perf_event_open was refused")
+            && err.contains("kernel.perf_event_paranoid")
+            && err.contains("sysctl kernel.perf_event_paranoid=2")
+            && err.contains("seccomp"),
+        "{err}"
+    );
     assert!(!err.contains("kernel view: tier"), "{err}");
     assert!(err.contains("trace written to"), "user space is still traced: {err}");
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use common::{program, ust_bin};
-use ust_cli::report::analysis::{Waker, Wait};
+use ust_cli::report::analysis::{Wait, Waker};
 use ust_cli::report::{self as rep, Options};
 
 const USER: &str = "ustkuser";
@@ -134,7 +134,17 @@ fn babeltrace_all(dir: &Path, expected: usize, lost: bool) -> Vec<String> {
     assert!(lost || err.trim().is_empty(), "babeltrace2 warned: {err}");
     let lines: Vec<String> = String::from_utf8(o.stdout).unwrap().lines().map(str::to_string).collect();
     assert_eq!(lines.len(), expected, "every recorded event is read back");
-    let classes = ["sched_switch:", "sched_migrate_task:", "sched_process_fork:", "sched_process_exit:", "perf_comm:", "perf_mmap:", "perf_page_fault:", "perf_block_stack:", "lttng_statedump_process_state:"];
+    let classes = [
+        "sched_switch:",
+        "sched_migrate_task:",
+        "sched_process_fork:",
+        "sched_process_exit:",
+        "perf_comm:",
+        "perf_mmap:",
+        "perf_page_fault:",
+        "perf_block_stack:",
+        "lttng_statedump_process_state:",
+    ];
     for l in &lines {
         assert!(classes.iter().any(|c| l.contains(&format!(" {c} "))), "unexpected event: {l}");
     }
@@ -223,7 +233,11 @@ fn rust_release_program_shows_the_blocking_function_and_line() {
     assert_eq!(f.line, Some(line), "{f:?}");
     assert!(w.stack.iter().any(|f| f.function.as_deref().is_some_and(|n| n.ends_with("pipewait::main"))), "{:#?}", w.stack);
     let peer = wait_of(&r, "peer", "syscall clock_nanosleep");
-    assert!(peer.stack.iter().any(|f| f.function.as_deref().is_some_and(|n| n.contains("thread::functions::sleep") || n.ends_with("thread::sleep"))), "{:#?}", peer.stack);
+    assert!(
+        peer.stack.iter().any(|f| f.function.as_deref().is_some_and(|n| n.contains("thread::functions::sleep") || n.ends_with("thread::sleep"))),
+        "{:#?}",
+        peer.stack
+    );
 }
 
 /// `ust report --flamegraph` on a tier-1 trace: the SVG is an XML `svg` document whose
@@ -236,29 +250,12 @@ fn flamegraph_names_the_programs_functions() {
     let (out, err, o) = p.trace("pipewait-svg", &[prog.to_str().unwrap()]);
     assert!(o.status.success(), "{err}");
     let svg = p.home.join("off.svg");
-    let o = p.ust(&[
-        "report",
-        out.to_str().unwrap(),
-        "--flamegraph",
-        svg.to_str().unwrap(),
-        "--format",
-        "folded",
-    ]);
+    let o = p.ust(&["report", out.to_str().unwrap(), "--flamegraph", svg.to_str().unwrap(), "--format", "folded"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let folded = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        folded.lines().any(|l| l.contains("pipewait::main;")
-            && l.contains("wait_for_peer;")
-            && l.contains(";syscall read;--;")),
-        "{folded}"
-    );
+    assert!(folded.lines().any(|l| l.contains("pipewait::main;") && l.contains("wait_for_peer;") && l.contains(";syscall read;--;")), "{folded}");
     let titles = common::svg_titles(&std::fs::read_to_string(&svg).unwrap());
-    for f in [
-        "pipewait::wait_for_peer",
-        "pipewait::main",
-        "syscall read",
-        "waker unknown (needs root)",
-    ] {
+    for f in ["pipewait::wait_for_peer", "pipewait::main", "syscall read", "waker unknown (needs root)"] {
         assert!(titles.iter().any(|t| t.starts_with(f)), "{f} in {titles:?}");
     }
 }
@@ -307,7 +304,8 @@ fn instrumented_program_merges_with_its_kernel_view() {
     assert!(first_switch < passes[0] && passes[7] < last_switch, "kernel events before, between and after the program's own");
     let r = rep::report(&out, &Options { wakeups: true, min_block_ns: 1_000_000, ..Default::default() }).unwrap();
     assert!(r.user.events.iter().any(|e| e.name == "pingpong:pass" && e.count == 8));
-    let reads: Vec<&Wait> = r.wakeups.as_ref().unwrap().iter().filter(|w| w.blocked_in == "syscall read" && (w.name == "pingpong" || w.name == "pong")).collect();
+    let reads: Vec<&Wait> =
+        r.wakeups.as_ref().unwrap().iter().filter(|w| w.blocked_in == "syscall read" && (w.name == "pingpong" || w.name == "pong")).collect();
     assert!(reads.len() >= 3, "{:#?}", r.wakeups);
     for w in &reads {
         assert_eq!(w.woken_by, Waker::NeedsRoot);

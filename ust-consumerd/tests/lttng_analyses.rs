@@ -58,7 +58,9 @@ fn trace(out: &Path) -> (i32, u64) {
     assert!(o.status.success() && err.contains("kernel events recorded"), "{err}");
     let lost = err.lines().find_map(|l| l.strip_suffix(" lost")?.rsplit(' ').next()?.parse().ok()).expect("ust trace says how many were lost");
     let meta = std::fs::read_to_string(out.join("kernel/metadata")).unwrap();
-    for key in ["domain = \"kernel\";", "tracer_name = \"lttng-modules\";", "tracer_major = 2;", "tracer_minor = 13;", "tracer_patchlevel = ", "kernel_version = \""] {
+    for key in
+        ["domain = \"kernel\";", "tracer_name = \"lttng-modules\";", "tracer_major = 2;", "tracer_minor = 13;", "tracer_patchlevel = ", "kernel_version = \""]
+    {
         assert!(meta.contains(key), "metadata env lacks {key}");
     }
     let pid = meta.lines().find_map(|l| l.trim().strip_prefix("traced_pid = ")).and_then(|v| v.trim_end_matches(';').parse().ok()).expect("traced_pid");
@@ -147,7 +149,15 @@ fn five_lttng_analyses_commands_read_a_kernel_trace() {
     let tmp = tempfile::tempdir().unwrap();
     let (out, pid, lost) = whole_trace(tmp.path());
     let text = babeltrace2(&out, lost > 0);
-    for ev in ["sched_switch: ", "sched_waking: ", "syscall_entry_openat: ", "syscall_exit_openat: ", "lttng_statedump_process_state: ", "lttng_statedump_file_descriptor: ", "irq_handler_entry: "] {
+    for ev in [
+        "sched_switch: ",
+        "sched_waking: ",
+        "syscall_entry_openat: ",
+        "syscall_exit_openat: ",
+        "lttng_statedump_process_state: ",
+        "lttng_statedump_file_descriptor: ",
+        "irq_handler_entry: ",
+    ] {
         assert!(text.contains(ev), "no {ev}event");
     }
     assert!(text.lines().any(|l| l.contains(" sched_switch: ") && field(l, "next_tid") == Some(pid.into())), "the command was scheduled, by tid");
@@ -157,7 +167,10 @@ fn five_lttng_analyses_commands_read_a_kernel_trace() {
     let sched = analyses(&py, &out, "lttng-schedlog", &[]);
     assert!(sched.contains("Scheduling log") && sched.contains(&format!("sh ({pid})")), "{sched}");
     let irq = analyses(&py, &out, "lttng-irqstats", &[]);
-    assert!(irq.contains("Hard IRQ") && irq.lines().any(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()) && l.contains(": <")), "an interrupt line: {irq}");
+    assert!(
+        irq.contains("Hard IRQ") && irq.lines().any(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()) && l.contains(": <")),
+        "an interrupt line: {irq}"
+    );
     let io = analyses(&py, &out, "lttng-iolatencytop", &[]);
     assert!(io.contains("Top system call latencies") && io.contains(" read "), "{io}");
     let calls = analyses(&py, &out, "lttng-syscallstats", &[]);

@@ -100,7 +100,12 @@ impl Place {
         self.daemon = Some(child);
         let deadline = Instant::now() + Duration::from_secs(5);
         while UnixStream::connect(self.rundir.join("ctl")).is_err() {
-            assert!(Instant::now() < deadline, "{}'s daemon did not start: {}", self.user, std::fs::read_to_string(self.home.join("consumerd.log")).unwrap_or_default());
+            assert!(
+                Instant::now() < deadline,
+                "{}'s daemon did not start: {}",
+                self.user,
+                std::fs::read_to_string(self.home.join("consumerd.log")).unwrap_or_default()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -321,7 +321,8 @@ fn a_relay_daemon_killed_mid_trace_stops_the_output_not_the_program() {
     batch(1000);
     // The live timer sends the partly filled sub-buffer: wait until the relay has it.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let count = |dir: &Path| Command::new("babeltrace2").arg(dir).output().map(|o| String::from_utf8_lossy(&o.stdout).matches("steadyprov:ev").count()).unwrap_or(0);
+    let count =
+        |dir: &Path| Command::new("babeltrace2").arg(dir).output().map(|o| String::from_utf8_lossy(&o.stdout).matches("steadyprov:ev").count()).unwrap_or(0);
     while relayd.out.path().join(hostname()).exists() && count(&relayd.session_dir("cut")) < 1000 || !relayd.out.path().join(hostname()).exists() {
         assert!(Instant::now() < deadline, "the first batch did not reach the relay daemon; log:\n{}", d.log());
         std::thread::sleep(Duration::from_millis(50));
@@ -346,11 +347,14 @@ fn a_relay_daemon_killed_mid_trace_stops_the_output_not_the_program() {
     assert!(d.ust_ok(&["list", "cut"]).contains("Output STOPPED"));
     assert!(d.log().contains("the session's output is stopped"), "{}", d.log());
     let t0 = Instant::now();
-    let o = output_within({
-        let mut c = d.ust_cmd();
-        c.args(["destroy", "-s", "cut"]);
-        c
-    }, Duration::from_secs(30));
+    let o = output_within(
+        {
+            let mut c = d.ust_cmd();
+            c.args(["destroy", "-s", "cut"]);
+            c
+        },
+        Duration::from_secs(30),
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     eprintln!("destroy after the relay daemon died took {:?}", t0.elapsed());
     drop(stdin);
@@ -516,7 +520,10 @@ fn three_hosts_stream_into_one_relay_daemon() {
         let events = bt_events(&text);
         let mine: Vec<u64> = events.iter().filter(|e| e.name == "holder:ev").map(|e| fields_map(&e.fields)["i"].parse().unwrap()).collect();
         assert_eq!(mine, (0..2 * (k as u64 + 1)).collect::<Vec<_>>(), "{h}: every event of its program");
-        assert!(text.lines().filter(|l| l.contains(") holder:ev")).all(|l| l.contains(&format!(" {h}:holder:("))), "{h}: the events carry the host's name:\n{text}");
+        assert!(
+            text.lines().filter(|l| l.contains(") holder:ev")).all(|l| l.contains(&format!(" {h}:holder:("))),
+            "{h}: the events carry the host's name:\n{text}"
+        );
     }
 }
 
@@ -678,9 +685,8 @@ fn per_uid_buffers_stream_one_trace_per_user() {
     d.ust_ok(&["add-context", "-s", "nu", "-t", "vpid"]);
     d.ust_ok(&["start", "-s", "nu"]);
     const N: u64 = 10_000;
-    let mut bursts: Vec<(KillOnDrop, BufReader<std::process::ChildStdout>)> = (0..2)
-        .map(|_| spawn_ready(Command::new(program_here("burst")).args([&N.to_string(), "2", "wait"]).env("UST_RUNDIR", &d.rundir)))
-        .collect();
+    let mut bursts: Vec<(KillOnDrop, BufReader<std::process::ChildStdout>)> =
+        (0..2).map(|_| spawn_ready(Command::new(program_here("burst")).args([&N.to_string(), "2", "wait"]).env("UST_RUNDIR", &d.rundir))).collect();
     let burst_pids: Vec<i32> = bursts.iter().map(|(c, _)| c.id() as i32).collect();
     for (c, _) in &mut bursts {
         writeln!(c.stdin.take().unwrap(), "go").unwrap();
@@ -699,7 +705,9 @@ fn per_uid_buffers_stream_one_trace_per_user() {
     assert!(dir.join("metadata").is_file(), "{}: no metadata; relayd log:\n{}", dir.display(), relayd.log());
     let check = |when: &str| {
         let text = babeltrace(&dir);
-        let vpid_of = |l: &str| -> i32 { l.split("vpid = ").nth(1).and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()).and_then(|v| v.parse().ok()).unwrap_or(-1) };
+        let vpid_of = |l: &str| -> i32 {
+            l.split("vpid = ").nth(1).and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()).and_then(|v| v.parse().ok()).unwrap_or(-1)
+        };
         let mut by_vpid: std::collections::BTreeMap<i32, Vec<(u64, u64)>> = Default::default();
         let mut short = Vec::new();
         for l in text.lines() {
@@ -716,7 +724,15 @@ fn per_uid_buffers_stream_one_trace_per_user() {
                 other => panic!("{when}: unexpected event {other}: {l}"),
             }
         }
-        assert_eq!(by_vpid.keys().copied().collect::<Vec<_>>(), { let mut p = burst_pids.clone(); p.sort_unstable(); p }, "{when}: both writers, by vpid");
+        assert_eq!(
+            by_vpid.keys().copied().collect::<Vec<_>>(),
+            {
+                let mut p = burst_pids.clone();
+                p.sort_unstable();
+                p
+            },
+            "{when}: both writers, by vpid"
+        );
         let want: Vec<(u64, u64)> = (0..2).flat_map(|t| (0..N / 2).map(move |s| (t, s))).collect();
         for (vpid, mut got) in by_vpid {
             got.sort_unstable();

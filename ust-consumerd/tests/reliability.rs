@@ -253,11 +253,7 @@ fn layout_edge_cases_decode_with_the_values_written() {
         assert_eq!(e.name, "layout:edge");
         let b: u64 = fields_map(&e.fields)["b"].parse().unwrap();
         let r = (b % 5) as usize;
-        let raw_text = if r == 0 {
-            "[ ]".to_string()
-        } else {
-            format!("[ {} ]", (0..r).map(|j| format!("[{j}] = {}", raw[j])).collect::<Vec<_>>().join(", "))
-        };
+        let raw_text = if r == 0 { "[ ]".to_string() } else { format!("[ {} ]", (0..r).map(|j| format!("[{j}] = {}", raw[j])).collect::<Vec<_>>().join(", ")) };
         let s = "é".repeat((b % 7) as usize);
         let head = format!("a = {}, _empty_length = 0, empty = [ ], b = {b}, s = \"", b as u8);
         let tail = format!("\", e = \"\", _raw_length = {r}, raw = {raw_text}, tail = 48879");
@@ -448,8 +444,7 @@ fn fork_without_exec_child_registers_anew_and_parent_buffers_are_untouched() {
     let mut c = d.ust_cmd();
     c.arg("trace").arg("--output").arg(&out).args(["--event", "forker:*", "--"]).arg(program("debug", "forker")).arg(K.to_string());
     let o = output_within(c, Duration::from_secs(60));
-    let (code, said, err) =
-        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    let (code, said, err) = (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
     assert_eq!(code, 0, "{said}\n{err}\n{}", d.log());
     let mut lines = said.lines();
     let ticks: Vec<u64> = lines.next().unwrap().strip_prefix("forker: tick ").unwrap().split(' ').map(|n| n.parse().unwrap()).collect();

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use common::{program_here as program, TestDaemon};
-use ust_cli::report::analysis::{Waker, Wait};
+use ust_cli::report::analysis::{Wait, Waker};
 use ust_cli::report::{self as rep, Options};
 
 fn data(name: &str) -> PathBuf {
@@ -40,11 +40,7 @@ fn check_sleep(r: &rep::Report) {
     // Never shorter than the 200 ms asked for (less the timer slack); longer only by
     // scheduling delay, which a loaded 2-core CI machine can stretch well past 60 ms.
     assert!((195_000_000..1_200_000_000).contains(&sleep.duration_ns), "{}", sleep.duration_ns);
-    assert!(
-        matches!(&sleep.woken_by, Waker::TimerInterrupt { .. } | Waker::Softirq { .. }),
-        "{:?}",
-        sleep.woken_by
-    );
+    assert!(matches!(&sleep.woken_by, Waker::TimerInterrupt { .. } | Waker::Softirq { .. }), "{:?}", sleep.woken_by);
     let sh = w.iter().find(|x| x.name == "sh" && x.blocked_in == "syscall wait4" && x.duration_ns > 190_000_000).expect("shell's wait4");
     let Waker::Task { name, doing, chain, .. } = &sh.woken_by else { panic!("{:?}", sh.woken_by) };
     assert_eq!(name, "sleep");
@@ -223,38 +219,18 @@ fn live_root_blocked_read_has_its_stack_and_its_waker() {
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains(" perf_block_stack: ") && text.contains(" syscall_entry_read: "), "the stacks and the tracefs events in one view");
     let r = wakeups(&out);
-    let w = r
-        .wakeups
-        .as_ref()
-        .unwrap()
-        .iter()
-        .find(|w| w.name == "pipewait" && w.blocked_in == "syscall read")
-        .unwrap_or_else(|| panic!("{:#?}", r.wakeups));
+    let w = r.wakeups.as_ref().unwrap().iter().find(|w| w.name == "pipewait" && w.blocked_in == "syscall read").unwrap_or_else(|| panic!("{:#?}", r.wakeups));
     assert!(matches!(&w.woken_by, Waker::Task { name, .. } if name == "peer"), "{:?}", w.woken_by);
-    let f = w
-        .stack
-        .iter()
-        .find(|f| f.function.as_deref().is_some_and(|n| n.ends_with("wait_for_peer")))
-        .unwrap_or_else(|| panic!("{:#?}", w.stack));
+    let f = w.stack.iter().find(|f| f.function.as_deref().is_some_and(|n| n.ends_with("wait_for_peer"))).unwrap_or_else(|| panic!("{:#?}", w.stack));
     assert!(f.file.as_deref().unwrap_or("").ends_with("pipewait.rs"), "{f:?}");
     assert_eq!(f.line, Some(line), "{f:?}");
 }
 
 /// `ust trace --kernel --output OUT -- CMD`: CMD's stdout (a pipe, as for the oracles).
 fn trace_out(d: &TestDaemon, out: &Path, cmd: &[&str]) -> String {
-    let o = d
-        .ust_cmd()
-        .args(["trace", "--kernel", "--output"])
-        .arg(out)
-        .arg("--")
-        .args(cmd)
-        .output()
-        .unwrap();
+    let o = d.ust_cmd().args(["trace", "--kernel", "--output"]).arg(out).arg("--").args(cmd).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success() && err.contains("kernel events recorded"),
-        "{err}"
-    );
+    assert!(o.status.success() && err.contains("kernel events recorded"), "{err}");
     String::from_utf8(o.stdout).unwrap()
 }
 
@@ -263,15 +239,8 @@ fn strace_counts(text: &str) -> std::collections::BTreeMap<String, (u64, u64)> {
     let mut m = std::collections::BTreeMap::new();
     for l in text.lines() {
         let t: Vec<&str> = l.split_whitespace().collect();
-        if t.len() >= 5
-            && t[0].starts_with(|c: char| c.is_ascii_digit())
-            && t[t.len() - 1] != "total"
-        {
-            let errors = if t.len() == 6 {
-                t[4].parse().unwrap()
-            } else {
-                0
-            };
+        if t.len() >= 5 && t[0].starts_with(|c: char| c.is_ascii_digit()) && t[t.len() - 1] != "total" {
+            let errors = if t.len() == 6 { t[4].parse().unwrap() } else { 0 };
             m.insert(t[t.len() - 1].to_string(), (t[3].parse().unwrap(), errors));
         }
     }
@@ -289,73 +258,32 @@ fn live_syscall_counts_equal_strace() {
     let cmd = ["sh", "-c", "cat /etc/hostname; ls /nonexistent || true"];
     let tmp = tempfile::tempdir().unwrap();
     let s = tmp.path().join("strace.txt");
-    let o = std::process::Command::new("strace")
-        .args(["-f", "-c", "-o"])
-        .arg(&s)
-        .args(cmd)
-        .output();
+    let o = std::process::Command::new("strace").args(["-f", "-c", "-o"]).arg(&s).args(cmd).output();
     let Ok(o) = o else {
         eprintln!("skipped: strace is not installed");
         return;
     };
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let want = strace_counts(&std::fs::read_to_string(&s).unwrap());
-    assert!(
-        want.get("execve").is_some_and(|c| c.0 >= 2) && want.contains_key("openat"),
-        "{want:?}"
-    );
+    assert!(want.get("execve").is_some_and(|c| c.0 >= 2) && want.contains_key("openat"), "{want:?}");
     let d = TestDaemon::start();
     let out = tmp.path().join("t");
     trace_out(&d, &out, &cmd);
     let r = rep::report(&out, &Options::default()).unwrap();
-    let got: std::collections::BTreeMap<String, (u64, u64)> = r
-        .syscalls
-        .iter()
-        .map(|c| (c.name.clone(), (c.count, c.errors)))
-        .collect();
+    let got: std::collections::BTreeMap<String, (u64, u64)> = r.syscalls.iter().map(|c| (c.name.clone(), (c.count, c.errors))).collect();
     assert_eq!(got, want, "ust report (left) against strace -f -c (right)");
     // ls's failed lookups are named, and add up.
-    assert!(r
-        .syscalls
-        .iter()
-        .all(|c| c.errnos.values().sum::<u64>() == c.errors));
-    assert!(
-        r.syscalls.iter().any(|c| c.errnos.contains_key("ENOENT")),
-        "{:?}",
-        r.syscalls
-    );
+    assert!(r.syscalls.iter().all(|c| c.errnos.values().sum::<u64>() == c.errors));
+    assert!(r.syscalls.iter().any(|c| c.errnos.contains_key("ENOENT")), "{:?}", r.syscalls);
     // Per process and per thread totals are those of the rows; cat, ls and the shell.
     let total: u64 = got.values().map(|c| c.0).sum();
-    assert_eq!(
-        r.syscall_processes.iter().map(|p| p.calls).sum::<u64>(),
-        total
-    );
-    assert_eq!(
-        r.syscall_threads.iter().map(|t| t.calls).sum::<u64>(),
-        total
-    );
-    let names: HashSet<&str> = r
-        .syscall_processes
-        .iter()
-        .map(|p| p.name.as_str())
-        .collect();
-    assert!(
-        names.contains("sh") && names.contains("cat") && names.contains("ls"),
-        "{names:?}"
-    );
-    assert!(
-        !r.slowest_syscalls.is_empty()
-            && r.slowest_syscalls
-                .windows(2)
-                .all(|w| w[0].duration_ns >= w[1].duration_ns)
-    );
+    assert_eq!(r.syscall_processes.iter().map(|p| p.calls).sum::<u64>(), total);
+    assert_eq!(r.syscall_threads.iter().map(|t| t.calls).sum::<u64>(), total);
+    let names: HashSet<&str> = r.syscall_processes.iter().map(|p| p.name.as_str()).collect();
+    assert!(names.contains("sh") && names.contains("cat") && names.contains("ls"), "{names:?}");
+    assert!(!r.slowest_syscalls.is_empty() && r.slowest_syscalls.windows(2).all(|w| w[0].duration_ns >= w[1].duration_ns));
     let text = rep::render_text(&r);
-    assert!(
-        text.contains("ENOENT x")
-            && text.contains("System calls per process")
-            && text.contains("Slowest system calls"),
-        "{text}"
-    );
+    assert!(text.contains("ENOENT x") && text.contains("System calls per process") && text.contains("Slowest system calls"), "{text}");
 }
 
 /// `(page-faults, major-faults)` of `perf stat` on CMD, or why perf cannot count here.
@@ -366,21 +294,10 @@ fn perf_faults(cmd: &[&str]) -> Result<(u64, u64), String> {
         .output()
         .map_err(|e| format!("perf: {e}"))?;
     let err = String::from_utf8_lossy(&o.stderr);
-    let count = |ev: &str| {
-        err.lines()
-            .find(|l| l.split(',').nth(2) == Some(ev))
-            .and_then(|l| l.split(',').next()?.parse::<u64>().ok())
-    };
-    match (
-        o.status.success(),
-        count("page-faults"),
-        count("major-faults"),
-    ) {
+    let count = |ev: &str| err.lines().find(|l| l.split(',').nth(2) == Some(ev)).and_then(|l| l.split(',').next()?.parse::<u64>().ok());
+    match (o.status.success(), count("page-faults"), count("major-faults")) {
         (true, Some(a), Some(b)) => Ok((a, b)),
-        _ => Err(format!(
-            "perf stat cannot count page faults here: {}",
-            err.trim()
-        )),
+        _ => Err(format!("perf stat cannot count page faults here: {}", err.trim())),
     }
 }
 
@@ -400,42 +317,17 @@ fn live_faults_of_a_mapped_file_against_perf_stat() {
     let data = tmp.path().join("data.bin");
     let prog = program("mmapread");
     let out = tmp.path().join("t");
-    let stdout = trace_out(
-        &d,
-        &out,
-        &[prog.to_str().unwrap(), data.to_str().unwrap(), "64"],
-    );
+    let stdout = trace_out(&d, &out, &[prog.to_str().unwrap(), data.to_str().unwrap(), "64"]);
     let order: Vec<u64> = stdout.lines().map(|l| l.parse().unwrap()).collect();
     assert_eq!(order.len(), 64);
     let file = data.to_str().unwrap().to_string();
-    let r = rep::report(
-        &out,
-        &Options {
-            faults: true,
-            fault_file: Some(file.clone()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let r = rep::report(&out, &Options { faults: true, fault_file: Some(file.clone()), ..Default::default() }).unwrap();
     let l = r.file_faults.as_ref().unwrap();
-    assert_eq!(
-        l.faults.iter().map(|f| f.page.unwrap()).collect::<Vec<_>>(),
-        order,
-        "pages in the order read"
-    );
+    assert_eq!(l.faults.iter().map(|f| f.page.unwrap()).collect::<Vec<_>>(), order, "pages in the order read");
     for f in &l.faults {
         assert_eq!(f.offset, f.page.map(|p| p * 4096));
-        assert_eq!(
-            (f.access.as_deref(), f.error.as_deref(), f.major),
-            (Some("read"), Some("not present, read, user"), Some(true)),
-            "{f:?}"
-        );
-        assert!(
-            f.function
-                .as_deref()
-                .is_some_and(|n| n.ends_with("read_page")),
-            "{f:?}"
-        );
+        assert_eq!((f.access.as_deref(), f.error.as_deref(), f.major), (Some("read"), Some("not present, read, user"), Some(true)), "{f:?}");
+        assert!(f.function.as_deref().is_some_and(|n| n.ends_with("read_page")), "{f:?}");
     }
     // Root's recording has the user stack of each fault too (kernel-stacks/: perf samples,
     // which a fault ring overrun under load can lose, so most, not all).
@@ -452,52 +344,21 @@ fn live_faults_of_a_mapped_file_against_perf_stat() {
         .count();
     eprintln!("faults with their user stack: {stacked} of 64");
     assert!(stacked * 2 > l.faults.len(), "{stacked} of 64 faults with read_page's stack: {:#?}", l.faults.first());
-    let row = r
-        .fault_files
-        .as_ref()
-        .unwrap()
-        .iter()
-        .find(|x| x.file == file)
-        .unwrap();
-    assert_eq!(
-        (row.faults, row.major, row.minor, row.pages, row.bytes),
-        (64, Some(64), Some(0), 64, 64 * 4096),
-        "{row:?}"
-    );
+    let row = r.fault_files.as_ref().unwrap().iter().find(|x| x.file == file).unwrap();
+    assert_eq!((row.faults, row.major, row.minor, row.pages, row.bytes), (64, Some(64), Some(0), 64, 64 * 4096), "{row:?}");
     assert!(row.until_user_worst_ns > 0 && row.until_user_total_ns >= row.until_user_worst_ns);
-    assert!(r
-        .fault_files
-        .as_ref()
-        .unwrap()
-        .iter()
-        .any(|x| x.file == "[anonymous]" || x.file == "[heap]" || x.file == "[stack]"));
+    assert!(r.fault_files.as_ref().unwrap().iter().any(|x| x.file == "[anonymous]" || x.file == "[heap]" || x.file == "[stack]"));
     let text = rep::render_text(&r);
-    assert!(
-        text.contains("Page faults per mapped file")
-            && text.contains(&format!("Page faults on {file} (64)"))
-            && text.contains("read_page"),
-        "{text}"
-    );
+    assert!(text.contains("Page faults per mapped file") && text.contains(&format!("Page faults on {file} (64)")) && text.contains("read_page"), "{text}");
     let faults = r.faults.as_ref().unwrap();
-    let (total, major) = (
-        faults.len() as u64,
-        faults.iter().filter(|f| f.major == Some(true)).count() as u64,
-    );
+    let (total, major) = (faults.len() as u64, faults.iter().filter(|f| f.major == Some(true)).count() as u64);
     let data2 = tmp.path().join("data2.bin");
     match perf_faults(&[prog.to_str().unwrap(), data2.to_str().unwrap(), "64"]) {
         Err(why) => eprintln!("perf comparison skipped: {why}"),
         Ok((p_total, p_major)) => {
-            eprintln!(
-                "page faults: ust {total} (major {major}), perf stat {p_total} (major {p_major})"
-            );
-            assert!(
-                p_major >= 64 && major.abs_diff(p_major) <= 2,
-                "major: ust {major}, perf {p_major}"
-            );
-            assert!(
-                total.abs_diff(p_total) * 20 <= p_total,
-                "total: ust {total}, perf {p_total} (5%)"
-            );
+            eprintln!("page faults: ust {total} (major {major}), perf stat {p_total} (major {p_major})");
+            assert!(p_major >= 64 && major.abs_diff(p_major) <= 2, "major: ust {major}, perf {p_major}");
+            assert!(total.abs_diff(p_total) * 20 <= p_total, "total: ust {total}, perf {p_total} (5%)");
         }
     }
 }
@@ -509,56 +370,15 @@ fn folded_and_flamegraph() {
     let d = TestDaemon::without_daemon();
     let tmp = tempfile::tempdir().unwrap();
     let svg = tmp.path().join("off.svg");
-    let o = d
-        .ust_cmd()
-        .args([
-            "report",
-            "--format",
-            "folded",
-            "--min-block",
-            "0",
-            "--flamegraph",
-        ])
-        .arg(&svg)
-        .arg(data("pingpong"))
-        .output()
-        .unwrap();
+    let o = d.ust_cmd().args(["report", "--format", "folded", "--min-block", "0", "--flamegraph"]).arg(&svg).arg(data("pingpong")).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let folded = String::from_utf8(o.stdout).unwrap();
-    let r = rep::report(
-        &data("pingpong"),
-        &Options {
-            wakeups: true,
-            min_block_ns: 0,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let sum: u64 = folded
-        .lines()
-        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
-        .sum();
-    assert_eq!(
-        sum,
-        r.wakeups
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|w| w.duration_ns)
-            .sum::<u64>()
-    );
-    assert!(
-        folded
-            .lines()
-            .any(|l| l.starts_with("pingpong;syscall read;--;task pong in write")),
-        "{folded}"
-    );
+    let r = rep::report(&data("pingpong"), &Options { wakeups: true, min_block_ns: 0, ..Default::default() }).unwrap();
+    let sum: u64 = folded.lines().map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum();
+    assert_eq!(sum, r.wakeups.as_ref().unwrap().iter().map(|w| w.duration_ns).sum::<u64>());
+    assert!(folded.lines().any(|l| l.starts_with("pingpong;syscall read;--;task pong in write")), "{folded}");
     let titles = common::svg_titles(&std::fs::read_to_string(&svg).unwrap());
-    assert!(
-        titles.iter().any(|t| t.starts_with("pingpong "))
-            && titles.iter().any(|t| t.starts_with("syscall read")),
-        "{titles:?}"
-    );
+    assert!(titles.iter().any(|t| t.starts_with("pingpong ")) && titles.iter().any(|t| t.starts_with("syscall read")), "{titles:?}");
 }
 
 /// A blocked read names its descriptor by path, as strace does: the shell reads its
@@ -580,7 +400,8 @@ fn live_blocked_read_names_the_descriptor() {
     assert_eq!(trace_out(&d, &out, &["sh", "-c", &script]).trim(), "x");
     let r = wakeups(&out);
     let want = format!("read(0<{}>)", fifo.display());
-    let w = r.wakeups.as_ref().unwrap().iter().find(|w| w.name == "sh" && w.blocked_in == "syscall read" && w.duration_ns > 250_000_000).expect("the shell's read");
+    let w =
+        r.wakeups.as_ref().unwrap().iter().find(|w| w.name == "sh" && w.blocked_in == "syscall read" && w.duration_ns > 250_000_000).expect("the shell's read");
     assert_eq!(w.call.as_deref(), Some(want.as_str()), "{w:?}");
     assert!(rep::render_text(&r).contains(&format!("in syscall read: {want}")));
 }
@@ -636,7 +457,15 @@ fn shrink(from: &Path, to: &Path) {
             for r in w {
                 let r = r.unwrap();
                 let fields = ust_ctf::reader::decode_fields(&descs[r.index], r.payload).unwrap();
-                let ev = rep::load::Event { ts: r.timestamp, cpu: info.cpu_id, name: names[r.index].clone().unwrap(), tid: 0, pid: -1, domain: rep::load::Domain::Kernel, fields };
+                let ev = rep::load::Event {
+                    ts: r.timestamp,
+                    cpu: info.cpu_id,
+                    name: names[r.index].clone().unwrap(),
+                    tid: 0,
+                    pid: -1,
+                    domain: rep::load::Domain::Kernel,
+                    fields,
+                };
                 let tid = ev.int("tid").unwrap();
                 let keep = tree.contains(&tid)
                     || ev.name.starts_with("irq_")

@@ -53,7 +53,11 @@ impl Lttng {
         l.daemon = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         while !l.cmd("lttng").arg("list").output().unwrap().status.success() {
-            assert!(Instant::now() < deadline, "lttng-sessiond did not come up: {}", std::fs::read_to_string(l.home.path().join("sessiond.log")).unwrap_or_default());
+            assert!(
+                Instant::now() < deadline,
+                "lttng-sessiond did not come up: {}",
+                std::fs::read_to_string(l.home.path().join("sessiond.log")).unwrap_or_default()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         l

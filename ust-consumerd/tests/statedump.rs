@@ -73,11 +73,7 @@ fn hex(s: &str) -> u64 {
 
 /// `[ [0] = 0x93, [1] = 0xAC, ... ]` as bytes.
 fn byte_array(s: &str) -> Vec<u8> {
-    s.trim_matches(|c| c == '[' || c == ']' || c == ' ')
-        .split(", ")
-        .filter(|p| !p.is_empty())
-        .map(|p| hex(p.split(" = ").nth(1).unwrap()) as u8)
-        .collect()
+    s.trim_matches(|c| c == '[' || c == ']' || c == ' ').split(", ").filter(|p| !p.is_empty()).map(|p| hex(p.split(" = ").nth(1).unwrap()) as u8).collect()
 }
 
 /// Start of the mapping of `path` at file offset 0, from `maps` lines.
@@ -218,14 +214,7 @@ fn only_events_asked_for_no_state_dump() {
     // `--event` globs that leave the statedump providers out: no dump, no polling events.
     let d = TestDaemon::start();
     let out = d.output("nodump");
-    let o = d
-        .ust_cmd()
-        .args(["trace", "--event", "dlopener:*", "--output"])
-        .arg(&out)
-        .arg("--")
-        .arg(program("dlopener"))
-        .output()
-        .unwrap();
+    let o = d.ust_cmd().args(["trace", "--event", "dlopener:*", "--output"]).arg(&out).arg("--").arg(program("dlopener")).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let names: Vec<String> = events(&babeltrace(&out)).into_iter().map(|e| e.name).collect();
     assert_eq!(names, ["dlopener:before_dlopen", "dlopener:after_dlopen", "dlopener:done"]);
@@ -240,13 +229,8 @@ fn each_session_gets_one_dump_when_it_starts_tracing_the_process() {
     d.ust_ok(&["create", "a", "--output", out_a.to_str().unwrap()]);
     d.ust_ok(&["enable-event", "-s", "a", "-a"]);
     d.ust_ok(&["start", "-s", "a"]);
-    let mut child = Command::new(program("waiter"))
-        .env("UST_RUNDIR", &d.rundir)
-        .env("HOME", d.home.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        Command::new(program("waiter")).env("UST_RUNDIR", &d.rundir).env("HOME", d.home.path()).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
@@ -268,9 +252,7 @@ fn each_session_gets_one_dump_when_it_starts_tracing_the_process() {
     assert_eq!(count(&b, "lttng_ust_statedump:start"), 1, "{b:?}");
     assert_eq!(count(&a, "lttng_ust_statedump:end"), 1);
     assert_eq!(count(&b, "lttng_ust_statedump:end"), 1);
-    let paths = |evs: &[Event]| -> Vec<String> {
-        evs.iter().filter(|e| e.name == "lttng_ust_statedump:bin_info").map(|e| e.fields["path"].clone()).collect()
-    };
+    let paths = |evs: &[Event]| -> Vec<String> { evs.iter().filter(|e| e.name == "lttng_ust_statedump:bin_info").map(|e| e.fields["path"].clone()).collect() };
     assert_eq!(paths(&a), paths(&b));
     assert_eq!(a[0].name, "lttng_ust_statedump:start");
     assert_eq!(count(&a, "waiter:never_fired_before_listing"), 1);

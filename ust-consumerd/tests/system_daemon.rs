@@ -139,7 +139,8 @@ fn roots_session_traces_two_users_at_once_each_in_its_uid_directory() {
 
     // Root's trace: one per-UID directory per user, with exactly that user's program's
     // events, complete and in order.
-    let users: Vec<String> = std::fs::read_dir(root_out.join("ust").join("uid")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let users: Vec<String> =
+        std::fs::read_dir(root_out.join("ust").join("uid")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     let mut want: Vec<String> = uids.iter().map(u32::to_string).collect();
     want.sort();
     let mut got = users.clone();
@@ -159,7 +160,8 @@ fn roots_session_traces_two_users_at_once_each_in_its_uid_directory() {
     // Each user's own trace: its program only (one per-process directory), complete.
     for (k, u) in USERS.iter().enumerate() {
         let out = w.home(u).join("out");
-        let procs: Vec<String> = std::fs::read_dir(out.join("ust").join("pid")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let procs: Vec<String> =
+            std::fs::read_dir(out.join("ust").join("pid")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         assert_eq!(procs.len(), 1, "{u}'s trace: {procs:?}");
         assert!(procs[0].starts_with(&format!("holder-{}-", pids[k])), "{u}'s trace is of {procs:?}");
         let text = babeltrace(&out);
@@ -186,11 +188,7 @@ fn a_stuck_or_dying_root_daemon_costs_the_own_tracing_nothing() {
     std::fs::create_dir_all(&stuck).unwrap();
     let _listener = std::os::unix::net::UnixListener::bind(stuck.join("app")).unwrap();
     let mut c = Command::new(&holder);
-    c.arg(N.to_string())
-        .env("UST_RUNDIR", &d.rundir)
-        .env("HOME", d.home.path())
-        .env("UST_SYSTEM_RUNDIR", &stuck)
-        .env("UST_REGISTER_TIMEOUT", "300");
+    c.arg(N.to_string()).env("UST_RUNDIR", &d.rundir).env("HOME", d.home.path()).env("UST_SYSTEM_RUNDIR", &stuck).env("UST_REGISTER_TIMEOUT", "300");
     let h = Holder::start(c);
     let stuck_pid = h.pid();
     h.finish();

@@ -157,11 +157,14 @@ fn tracing_callsites_ip_is_the_address_of_the_callsites_static() {
         by_callsite.entry(ip).or_default().push(e.0.as_str());
     }
     // One ip per callsite: the span's events share its callsite's, each event its own.
-    let mut groups: Vec<Vec<&str>> = by_callsite.into_values().map(|mut v| {
-        v.sort();
-        v.dedup();
-        v
-    }).collect();
+    let mut groups: Vec<Vec<&str>> = by_callsite
+        .into_values()
+        .map(|mut v| {
+            v.sort();
+            v.dedup();
+            v
+        })
+        .collect();
     groups.sort();
     let want: Vec<Vec<&str>> = vec![
         vec!["tracingspans:batch_close", "tracingspans:batch_follows_from", "tracingspans:batch_new"],

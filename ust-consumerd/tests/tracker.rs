@@ -29,14 +29,8 @@ impl Steady {
     /// Starts `steady` and waits for its `ready` (it is registered by then: the runtime's
     /// constructor waits for the registration before `main`).
     fn spawn(d: &TestDaemon) -> Steady {
-        let mut child = KillOnDrop(
-            Command::new(program("debug", "steady"))
-                .env("UST_RUNDIR", &d.rundir)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        );
+        let mut child =
+            KillOnDrop(Command::new(program("debug", "steady")).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
         let stdin = child.stdin.take();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();

@@ -28,12 +28,36 @@ fn error_event_snapshots_the_flight_recorder() {
     d.ust_ok(&["enable-event", "-s", "fr", "myapp:*"]);
     d.ust_ok(&["start", "-s", "fr"]);
     let added = d.ust_ok(&[
-        "add-trigger", "--name", "on-error", "--condition", "event-rule-matches", "--type", "user", "--name", "myapp:error",
-        "--action", "snapshot-session", "fr", "--action", "notify",
+        "add-trigger",
+        "--name",
+        "on-error",
+        "--condition",
+        "event-rule-matches",
+        "--type",
+        "user",
+        "--name",
+        "myapp:error",
+        "--action",
+        "snapshot-session",
+        "fr",
+        "--action",
+        "notify",
     ]);
     assert!(added.contains("Added trigger `on-error`"), "{added}");
     // Same event, a filter that never matches: must never fire.
-    d.ust_ok(&["add-trigger", "--name", "never", "--condition", "event-rule-matches", "--type=user", "--name=myapp:error", "--filter", "code == 7", "--action", "notify"]);
+    d.ust_ok(&[
+        "add-trigger",
+        "--name",
+        "never",
+        "--condition",
+        "event-rule-matches",
+        "--type=user",
+        "--name=myapp:error",
+        "--filter",
+        "code == 7",
+        "--action",
+        "notify",
+    ]);
     // No event of any process matches: no process gets a notifier for it.
     d.ust_ok(&["add-trigger", "--condition", "event-rule-matches", "--type", "user", "--name", "other:*", "--action", "notify"]);
     let dup = d.ust(&["add-trigger", "--name", "never", "--condition", "event-rule-matches", "--type", "user", "--action", "notify"]);
@@ -43,22 +67,16 @@ fn error_event_snapshots_the_flight_recorder() {
 
     let n = 500u64;
     let mut child = KillOnDrop(
-        Command::new(program_here("flightrec"))
-            .arg(n.to_string())
-            .env("UST_RUNDIR", &d.rundir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
+        Command::new(program_here("flightrec")).arg(n.to_string()).env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap(),
     );
     let mut lines = std::io::BufReader::new(child.0.stdout.take().unwrap()).lines();
     let emitted_ns: u128 = lines.next().unwrap().unwrap().parse().unwrap();
     // Poll for the snapshot's metadata (written first) to measure the delay.
     let deadline = Instant::now() + Duration::from_secs(20);
     let snap = loop {
-        let found = std::fs::read_dir(&out).ok().and_then(|rd| {
-            rd.filter_map(Result::ok).map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("snapshot-1-")))
-        });
+        let found = std::fs::read_dir(&out)
+            .ok()
+            .and_then(|rd| rd.filter_map(Result::ok).map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("snapshot-1-"))));
         if let Some(dir) = found {
             let seen_ns = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
             eprintln!("trigger latency: snapshot directory seen {:.2} ms after myapp:error was emitted", (seen_ns.saturating_sub(emitted_ns)) as f64 / 1e6);

@@ -240,7 +240,11 @@ fn writers_killed_between_reserve_and_commit_never_stall_the_others() {
     let cut: Vec<&str> = log.lines().filter(|l| l.contains("content cut")).collect();
     for pid in steady_pids {
         let seq: Vec<u64> = all.iter().filter(|l| l.name == "pacedprov:ev" && l.vpid == pid).map(|l| fields_map(&l.fields)["seq"].parse().unwrap()).collect();
-        assert_eq!(seq, (0..STEADY).collect::<Vec<_>>(), "steady writer {pid}: its whole sequence, in order; {discarded} discarded; packets cut: {cut:#?}\n{log}");
+        assert_eq!(
+            seq,
+            (0..STEADY).collect::<Vec<_>>(),
+            "steady writer {pid}: its whole sequence, in order; {discarded} discarded; packets cut: {cut:#?}\n{log}"
+        );
     }
     eprintln!("steady writers: all {} events kept; {discarded} dead records counted as discarded", 2 * STEADY);
     assert!(cut.is_empty(), "no packet cut: {cut:#?}");
@@ -259,7 +263,8 @@ fn writers_killed_between_reserve_and_commit_never_stall_the_others() {
 }
 
 fn snapshot_dirs(out: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(out).unwrap().flatten().map(|e| e.path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("snapshot-")).collect();
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(out).unwrap().flatten().map(|e| e.path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("snapshot-")).collect();
     v.sort();
     v
 }
@@ -320,7 +325,9 @@ fn kill_daemon(d: &TestDaemon) {
     // SAFETY: kill(2) on the daemon this test started.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|_| !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")) && Instant::now() < deadline {
+    while std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|_| !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z "))
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -344,9 +351,8 @@ fn crash_dump_rebuilds_a_per_uid_trace_written_by_several_processes() {
     d.ust_ok(&["add-context", "-s", "cd", "-t", "vpid"]);
     d.ust_ok(&["enable-event", "-s", "cd", "-c", "ch", "steadyprov:*"]);
     d.ust_ok(&["start", "-s", "cd"]);
-    let mut apps: Vec<(KillOnDrop, BufReader<std::process::ChildStdout>)> = (0..3)
-        .map(|_| spawn_ready(Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir).env("UST_REGISTER_TIMEOUT", "60000")))
-        .collect();
+    let mut apps: Vec<(KillOnDrop, BufReader<std::process::ChildStdout>)> =
+        (0..3).map(|_| spawn_ready(Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir).env("UST_REGISTER_TIMEOUT", "60000"))).collect();
     let pids: BTreeSet<i32> = apps.iter().map(|(c, _)| c.id() as i32).collect();
     // One buffer set for the user, in LTTng's per-UID layout, its metadata and events
     // written by the registry (the three processes' one event).
@@ -422,7 +428,8 @@ fn per_uid_shm_path_after_the_programs_exited() {
     let dump = d.output("dump");
     let o = d.ust(&["crash-dump", shm.to_str().unwrap(), dump.to_str().unwrap()]);
     assert!(o.status.success(), "{o:?}");
-    let got: Vec<String> = lines(&babeltrace(&uid_trace(&dump))).into_iter().filter(|l| !l.name.starts_with("lttng_ust_")).map(|l| format!("{} {}", l.name, l.fields)).collect();
+    let got: Vec<String> =
+        lines(&babeltrace(&uid_trace(&dump))).into_iter().filter(|l| !l.name.starts_with("lttng_ust_")).map(|l| format!("{} {}", l.name, l.fields)).collect();
     assert_eq!(got, ["short:ev i = 0", "short:ev i = 1", "short:ev i = 2"], "exactly the program's events");
     // Full cleanup at destroy.
     let d2 = TestDaemon::start();
@@ -436,6 +443,7 @@ fn per_uid_shm_path_after_the_programs_exited() {
     d2.stop_and_destroy("y");
     assert_eq!(std::fs::read_dir(&shm2).unwrap().count(), 0, "the session's shm directory is removed at destroy");
     // What the buffer files held is in the session's trace.
-    let got: Vec<String> = lines(&babeltrace(&uid_trace(&out2))).into_iter().filter(|l| !l.name.starts_with("lttng_ust_")).map(|l| format!("{} {}", l.name, l.fields)).collect();
+    let got: Vec<String> =
+        lines(&babeltrace(&uid_trace(&out2))).into_iter().filter(|l| !l.name.starts_with("lttng_ust_")).map(|l| format!("{} {}", l.name, l.fields)).collect();
     assert_eq!(got, ["short:ev i = 0", "short:ev i = 1", "short:ev i = 2"], "the session's trace");
 }

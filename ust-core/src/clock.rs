@@ -156,10 +156,9 @@ impl TraceClock {
     pub fn description(&self) -> String {
         match self {
             TraceClock::Monotonic => "Monotonic Clock".to_string(),
-            TraceClock::Tsc(p) => format!(
-                "Monotonic Clock (read as the invariant TSC, {} Hz, calibrated against CLOCK_MONOTONIC; ratio error <= {} ppb)",
-                p.freq_hz, p.error_ppb
-            ),
+            TraceClock::Tsc(p) => {
+                format!("Monotonic Clock (read as the invariant TSC, {} Hz, calibrated against CLOCK_MONOTONIC; ratio error <= {} ppb)", p.freq_hz, p.error_ppb)
+            }
         }
     }
 }

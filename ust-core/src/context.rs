@@ -62,15 +62,8 @@ pub enum ContextType {
 
 impl ContextType {
     /// Every kind, in documentation order.
-    pub const ALL: [ContextType; 7] = [
-        ContextType::Vpid,
-        ContextType::Vtid,
-        ContextType::Procname,
-        ContextType::PthreadId,
-        ContextType::CpuId,
-        ContextType::Ip,
-        ContextType::SpanId,
-    ];
+    pub const ALL: [ContextType; 7] =
+        [ContextType::Vpid, ContextType::Vtid, ContextType::Procname, ContextType::PthreadId, ContextType::CpuId, ContextType::Ip, ContextType::SpanId];
 
     /// The name used by `ust add-context -t`, in filters (`$ctx.<name>`) and in the trace.
     pub const fn name(self) -> &'static str {
@@ -117,10 +110,7 @@ impl ContextType {
             ContextType::Vpid | ContextType::Vtid | ContextType::CpuId => format!("{} _{};\n", int(32, true), self.name()),
             ContextType::PthreadId | ContextType::SpanId => format!("{} _{};\n", int(64, false), self.name()),
             ContextType::Ip => format!("{} _{};\n", crate::IntegerType::new(64, false, 16).tsdl(), self.name()),
-            ContextType::Procname => format!(
-                "integer {{ size = 8; align = 8; signed = 0; encoding = UTF8; base = 10; }} _{}[{PROCNAME_LEN}];\n",
-                self.name()
-            ),
+            ContextType::Procname => format!("integer {{ size = 8; align = 8; signed = 0; encoding = UTF8; base = 10; }} _{}[{PROCNAME_LEN}];\n", self.name()),
         }
     }
 }

@@ -73,10 +73,7 @@ impl IntegerType {
     }
 
     fn tsdl_with_encoding(self, encoding: &str) -> String {
-        format!(
-            "integer {{ size = {}; align = 8; signed = {}; encoding = {}; base = {}; }}",
-            self.size_bits, self.signed as u8, encoding, self.base
-        )
+        format!("integer {{ size = {}; align = 8; signed = {}; encoding = {}; base = {}; }}", self.size_bits, self.signed as u8, encoding, self.base)
     }
 }
 
@@ -428,10 +425,7 @@ impl EventDesc {
 }
 
 fn check_ident(s: &str) -> Result<(), DescError> {
-    let ok = !s.is_empty()
-        && s.len() <= 128
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        && !s.as_bytes()[0].is_ascii_digit();
+    let ok = !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') && !s.as_bytes()[0].is_ascii_digit();
     if ok {
         Ok(())
     } else {
@@ -445,10 +439,7 @@ mod tests {
 
     const FIELDS: &[FieldDesc] = &[
         FieldDesc { name: Cow::Borrowed("a"), ty: FieldType::Integer(IntegerType::U8) },
-        FieldDesc {
-            name: Cow::Borrowed("raw"),
-            ty: FieldType::Sequence { length: IntegerType::U64, elem: IntegerType::U8.with_base(16), text: false },
-        },
+        FieldDesc { name: Cow::Borrowed("raw"), ty: FieldType::Sequence { length: IntegerType::U64, elem: IntegerType::U8.with_base(16), text: false } },
         FieldDesc { name: Cow::Borrowed("f"), ty: FieldType::Float { exp_dig: 11, mant_dig: 53 } },
     ];
 
@@ -508,16 +499,11 @@ mod tests {
         d.name = Cow::Owned("9bad".into());
         assert!(matches!(d.validate(), Err(DescError::BadName(_))));
         let mut d = DESC.clone();
-        d.fields = Cow::Owned(vec![
-            FieldDesc { name: Cow::Borrowed("x"), ty: FieldType::String },
-            FieldDesc { name: Cow::Borrowed("x"), ty: FieldType::String },
-        ]);
+        d.fields =
+            Cow::Owned(vec![FieldDesc { name: Cow::Borrowed("x"), ty: FieldType::String }, FieldDesc { name: Cow::Borrowed("x"), ty: FieldType::String }]);
         assert!(matches!(d.validate(), Err(DescError::DuplicateField(_))));
         let mut d = DESC.clone();
-        d.fields = Cow::Owned(vec![FieldDesc {
-            name: Cow::Borrowed("x"),
-            ty: FieldType::Integer(IntegerType::new(12, false, 10)),
-        }]);
+        d.fields = Cow::Owned(vec![FieldDesc { name: Cow::Borrowed("x"), ty: FieldType::Integer(IntegerType::new(12, false, 10)) }]);
         assert!(matches!(d.validate(), Err(DescError::BadInteger { .. })));
     }
 }

@@ -109,13 +109,7 @@ impl Level {
         if let Ok(n) = s.parse::<u8>() {
             return Level::from_number(n);
         }
-        let norm: String = s
-            .trim()
-            .to_ascii_lowercase()
-            .trim_start_matches("trace_")
-            .chars()
-            .filter(|c| *c != '_' && *c != '-')
-            .collect();
+        let norm: String = s.trim().to_ascii_lowercase().trim_start_matches("trace_").chars().filter(|c| *c != '_' && *c != '-').collect();
         Level::ALL.into_iter().find(|l| {
             let name = l.lttng_name()["TRACE_".len()..].to_ascii_lowercase().replace('_', "");
             name == norm || (norm == "error" && *l == Level::Err) || (norm == "warn" && *l == Level::Warning)

@@ -79,11 +79,7 @@ impl PacketLayout for CtfPacketLayout {
     fn write_end(&self, stream: &StreamIdentity, header: &mut [u8], end: &PacketEnd) {
         // The begin fields are rewritten too: a packet is then whole even if the opener's
         // writes were lost to a crash between open and the first commit.
-        self.write_begin(
-            stream,
-            header,
-            &PacketBegin { timestamp_begin: end.timestamp_begin, packet_seq_num: end.packet_seq_num },
-        );
+        self.write_begin(stream, header, &PacketBegin { timestamp_begin: end.timestamp_begin, packet_seq_num: end.packet_seq_num });
         put(header, OFF_TS_END, &end.timestamp_end.to_le_bytes());
         put(header, OFF_CONTENT, &(end.content_size * 8).to_le_bytes());
         put(header, OFF_PACKET, &(end.packet_size * 8).to_le_bytes());
@@ -246,14 +242,7 @@ mod tests {
         CtfPacketLayout.write_end(
             &stream,
             &mut pkt[..HEADER_SIZE],
-            &PacketEnd {
-                timestamp_begin: 10,
-                timestamp_end: 20,
-                content_size: 100,
-                packet_size: 4096,
-                packet_seq_num: 3,
-                events_discarded: 5,
-            },
+            &PacketEnd { timestamp_begin: 10, timestamp_end: 20, content_size: 100, packet_size: 4096, packet_seq_num: 3, events_discarded: 5 },
         );
         let info = PacketInfo::parse(&pkt, &stream).unwrap();
         assert_eq!(info.content_size, 100);

@@ -41,8 +41,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::ContextType;
 use crate::event::EventDesc;
-use crate::filter::Expr;
 use crate::event_header::FIRST_EVENT_ID;
+use crate::filter::Expr;
 
 /// Largest frame body, in bytes.
 pub const MAX_FRAME: usize = 16 << 20;

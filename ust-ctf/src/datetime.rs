@@ -20,15 +20,7 @@ fn now_secs() -> (i64, u32) {
 /// `YYYYmmdd-HHMMSS` of `secs` (seconds since the Epoch), local time.
 pub fn stamp_at(secs: i64) -> String {
     let (tm, _) = local(secs);
-    format!(
-        "{:04}{:02}{:02}-{:02}{:02}{:02}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec
-    )
+    format!("{:04}{:02}{:02}-{:02}{:02}{:02}", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec)
 }
 
 /// `YYYYmmdd-HHMMSS` now, local time (directory and default session names).
@@ -65,16 +57,7 @@ pub fn now() -> i64 {
 pub fn log_stamp() -> String {
     let (s, ms) = now_secs();
     let (tm, _) = local(s);
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec,
-        ms
-    )
+    format!("{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03}", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms)
 }
 
 #[cfg(test)]

@@ -155,9 +155,7 @@ pub fn copy_held_packets(
     // The newest position is usually the packet being written (a snapshot's flush closes
     // it, and full-speed writers open the next at once): the newest `limit` *delivered*
     // packets are the ones before it.
-    let newest_open = buffer
-        .subbuf_state(pos_of.subbuf_index(end - sbs))
-        .is_ok_and(|s| s.delivered != pos_of.commit_complete(end - sbs));
+    let newest_open = buffer.subbuf_state(pos_of.subbuf_index(end - sbs)).is_ok_and(|s| s.delivered != pos_of.commit_complete(end - sbs));
     let held = (end - first) / sbs - u64::from(newest_open && end - sbs > first);
     let skip = held.saturating_sub(limit);
     let mut next = first + skip * sbs;
@@ -258,8 +256,8 @@ pub fn copy_held_packets(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::borrow::Cow;
     use ringbuffer::{BufferConfig, Mode, Reservation, SlotSize};
+    use std::borrow::Cow;
     use ust_core::{event_header, FieldDesc, FieldType, IntegerType, Level};
 
     fn events() -> Vec<EventDesc> {

@@ -154,12 +154,7 @@ impl IndexFile {
     pub fn create(dir: &Path, name: &str) -> std::io::Result<IndexFile> {
         let idir = dir.join("index");
         std::fs::create_dir_all(&idir)?;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(idir.join(format!("{name}.idx")))?;
+        let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(idir.join(format!("{name}.idx")))?;
         file.write_all(&header())?;
         Ok(IndexFile { file, len: HEADER_LEN as u64 })
     }

@@ -35,10 +35,7 @@ use std::path::{Path, PathBuf};
 /// `<output>/ust/pid/<procname>-<pid>-<stamp>` (LTTng's per-PID layout). Characters of
 /// `procname` other than `[A-Za-z0-9_.-]` become `_`, so a name never escapes the directory.
 pub fn process_dir(output: &Path, procname: &str, pid: i32, stamp: &str) -> PathBuf {
-    let safe: String = procname
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' })
-        .collect();
+    let safe: String = procname.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' }).collect();
     let safe = if safe.is_empty() || safe.starts_with('.') { format!("_{safe}") } else { safe };
     output.join("ust").join("pid").join(format!("{safe}-{pid}-{stamp}"))
 }
@@ -54,12 +51,8 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(
-            process_dir(Path::new("/o"), "my app/x", 12, "20260101-000000"),
-            PathBuf::from("/o/ust/pid/my_app_x-12-20260101-000000")
-        );
+        assert_eq!(process_dir(Path::new("/o"), "my app/x", 12, "20260101-000000"), PathBuf::from("/o/ust/pid/my_app_x-12-20260101-000000"));
         assert_eq!(process_dir(Path::new("/o"), "..", 1, "s"), PathBuf::from("/o/ust/pid/_..-1-s"));
         assert_eq!(stream_file_name("channel0", 3), "channel0_3");
     }
 }
-

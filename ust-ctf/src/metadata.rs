@@ -87,11 +87,7 @@ pub fn uuid_string(u: &[u8; 16]) -> String {
 /// packet header every stream file of ust uses ([`ust_core::packet::TSDL_PACKET_HEADER`]).
 /// User-space and kernel traces share it, so that readers merge them.
 pub fn trace_block(uuid: &[u8; 16]) -> String {
-    format!(
-        "trace {{\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"{}\";\n\tbyte_order = le;\n{}}};\n\n",
-        uuid_string(uuid),
-        ust_core::packet::TSDL_PACKET_HEADER
-    )
+    format!("trace {{\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"{}\";\n\tbyte_order = le;\n{}}};\n\n", uuid_string(uuid), ust_core::packet::TSDL_PACKET_HEADER)
 }
 
 /// The `clock` block (CTF 1.8 section 8) named [`CLOCK_NAME`]: 1 GHz, `clock_uuid` (the

@@ -198,9 +198,7 @@ pub fn decode_fields(desc: &EventDesc, payload: &[u8]) -> Option<Vec<(String, Va
                     Value::List(body.chunks_exact(elem.size_bytes()).filter_map(|c| int_value(c, *elem)).collect())
                 }
             }
-            FieldType::Array { elem, .. } => {
-                Value::List(b[..size].chunks_exact(elem.size_bytes()).filter_map(|c| int_value(c, *elem)).collect())
-            }
+            FieldType::Array { elem, .. } => Value::List(b[..size].chunks_exact(elem.size_bytes()).filter_map(|c| int_value(c, *elem)).collect()),
             FieldType::Enum { container, mappings, .. } => {
                 let v = match int_value(b, *container)? {
                     Value::Signed(s) => s,
@@ -348,13 +346,7 @@ pub(crate) mod tests {
     use ust_core::{EnumMapping, FieldDesc, Level};
 
     fn desc(name: &'static str, fields: Vec<FieldDesc>) -> EventDesc {
-        EventDesc {
-            provider: Cow::Borrowed("t"),
-            name: Cow::Borrowed(name),
-            level: Level::Info,
-            fields: Cow::Owned(fields),
-            location: Cow::Borrowed(""),
-        }
+        EventDesc { provider: Cow::Borrowed("t"), name: Cow::Borrowed(name), level: Level::Info, fields: Cow::Owned(fields), location: Cow::Borrowed("") }
     }
 
     fn f(name: &'static str, ty: FieldType) -> FieldDesc {

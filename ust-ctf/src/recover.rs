@@ -93,7 +93,10 @@ pub fn classify(bytes: &[u8]) -> (StreamState, Vec<IndexEntry>) {
                 if !same_size || another_follows {
                     let why = if same_size { "more packets of this stream follow" } else { "the other packets of this stream are of another size" };
                     return (
-                        StreamState::Unreadable { offset: off as u64, reason: format!("a packet header announcing {size} bytes where {} remain, and {why}: not a cut-off tail", rest.len()) },
+                        StreamState::Unreadable {
+                            offset: off as u64,
+                            reason: format!("a packet header announcing {size} bytes where {} remain, and {why}: not a cut-off tail", rest.len()),
+                        },
                         entries,
                     );
                 }
@@ -119,7 +122,11 @@ pub fn classify(bytes: &[u8]) -> (StreamState, Vec<IndexEntry>) {
                 }
             }
             _ => {
-                let reason = if starts_like { "a packet header with an impossible packet_size" } else { "bytes that start no packet (no CTF magic and stream identity)" };
+                let reason = if starts_like {
+                    "a packet header with an impossible packet_size"
+                } else {
+                    "bytes that start no packet (no CTF magic and stream identity)"
+                };
                 return (StreamState::Unreadable { offset: off as u64, reason: reason.into() }, entries);
             }
         }
@@ -292,7 +299,11 @@ fn repair_stream(dir: &Path, file: &Path, r: &mut Repairs) -> std::io::Result<()
             std::fs::create_dir_all(&kept)?;
             let side = kept.join(format!("{name}.removed-{whole}"));
             // Never over an earlier repair's copy.
-            std::fs::OpenOptions::new().write(true).create_new(true).open(&side).and_then(|mut f| std::io::Write::write_all(&mut f, &bytes[whole as usize..]))?;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&side)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes[whole as usize..]))?;
             std::fs::File::open(&side)?.sync_all()?;
             std::fs::OpenOptions::new().write(true).open(file)?.set_len(whole)?;
             r.changes.push(format!("{}: cut {tail} bytes of an unfinished packet (kept in {})", file.display(), side.display()));
@@ -323,7 +334,14 @@ mod tests {
     fn packet(size: usize, seq: u64) -> Vec<u8> {
         let stream = StreamIdentity { uuid: [3; 16], stream_id: 0, cpu: 1, stream_instance_id: 7 };
         let mut p = vec![0u8; size];
-        let end = PacketEnd { timestamp_begin: 10, timestamp_end: 20, content_size: HEADER_SIZE as u64, packet_size: size as u64, packet_seq_num: seq, events_discarded: 0 };
+        let end = PacketEnd {
+            timestamp_begin: 10,
+            timestamp_end: 20,
+            content_size: HEADER_SIZE as u64,
+            packet_size: size as u64,
+            packet_seq_num: seq,
+            events_discarded: 0,
+        };
         CtfPacketLayout.write_end(&stream, &mut p[..HEADER_SIZE], &end);
         p
     }

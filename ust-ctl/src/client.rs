@@ -165,7 +165,8 @@ impl Client {
         // request is written: the write then fails (EPIPE), but its answer is waiting to
         // be read, and says more than "broken pipe".
         let written = write_frame(&self.sock, &Request { version: CTL_VERSION, command });
-        let timed_out = || ClientError::Timeout { pid: daemon_pid(&self.dir), after: t.unwrap_or_default(), pid_file: self.dir.join(ust_core::rundir::PID_FILE) };
+        let timed_out =
+            || ClientError::Timeout { pid: daemon_pid(&self.dir), after: t.unwrap_or_default(), pid_file: self.dir.join(ust_core::rundir::PID_FILE) };
         if let Some(t) = t {
             // Wait for the first byte of the reply by polling, so that no partial frame
             // is ever given up on; then the frame itself must arrive within `t`.

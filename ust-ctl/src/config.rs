@@ -291,11 +291,9 @@ impl VpidTracker {
     pub fn untrack(&mut self, pids: &[i32]) -> Result<Vec<i32>, String> {
         check_pids(pids)?;
         match self {
-            VpidTracker::All => Err(
-                "every process is tracked (policy \"all\"): there is no list to remove a process id from; \
+            VpidTracker::All => Err("every process is tracked (policy \"all\"): there is no list to remove a process id from; \
                  track the processes to keep with `ust track --vpid PID,...`, or track none with `ust untrack --vpid --all`"
-                    .into(),
-            ),
+                .into()),
             VpidTracker::Only(set) => {
                 let mut missing = Vec::new();
                 for &p in pids {

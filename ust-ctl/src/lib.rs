@@ -26,9 +26,9 @@ pub mod config;
 pub mod filter;
 pub mod kview;
 pub mod protocol;
-pub mod url;
 pub mod session_xml;
 pub mod trackers;
 pub mod trigger;
+pub mod url;
 
 pub use client::{Client, ClientError};

@@ -567,7 +567,6 @@ pub struct DestroyReport {
     pub relay: Option<(String, String)>,
 }
 
-
 /// Describes a field type for humans.
 pub fn type_name(f: &FieldDesc) -> String {
     use ust_core::FieldType as T;

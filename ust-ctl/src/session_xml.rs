@@ -234,7 +234,8 @@ pub fn to_xml(sessions: &[SavedSession]) -> String {
             }
             o.push_str("\t\t</attributes>\n");
         }
-        let dest = |ind: &str| match (&s.net_output, &s.output) {
+        let dest = |ind: &str| {
+            match (&s.net_output, &s.output) {
             (Some((c, d)), _) => format!(
                 "{ind}<destination>\n{ind}\t<net_output>\n{ind}\t\t<control_uri>{}</control_uri>\n{ind}\t\t<data_uri>{}</data_uri>\n{ind}\t</net_output>\n{ind}</destination>\n",
                 esc(c),
@@ -242,6 +243,7 @@ pub fn to_xml(sessions: &[SavedSession]) -> String {
             ),
             (None, Some(p)) => format!("{ind}<destination>\n{ind}\t<path>{}</path>\n{ind}</destination>\n", esc(&p.to_string_lossy())),
             (None, None) => String::new(),
+        }
         };
         if s.output.is_some() || s.net_output.is_some() {
             o.push_str("\t\t<output>\n");
@@ -428,7 +430,13 @@ fn channel_from(c: &Node) -> Result<SavedChannel, String> {
             crate::filter::parse(f).map_err(|x| format!("channel {name}, event {pattern}: filter {f:?}: {x}"))?;
         }
         let exclusions = e.child("exclusions").map(|x| x.all("exclusion").map(|x| x.text.trim().to_string()).collect()).unwrap_or_default();
-        events.push(Enabler { pattern, level: level_from(e).map_err(|x| format!("channel {name}: {x}"))?, enabled: e.flag("enabled", true)?, exclusions, filter });
+        events.push(Enabler {
+            pattern,
+            level: level_from(e).map_err(|x| format!("channel {name}: {x}"))?,
+            enabled: e.flag("enabled", true)?,
+            exclusions,
+            filter,
+        });
     }
     let mut contexts = Vec::new();
     let mut unsupported_contexts = Vec::new();

@@ -231,7 +231,21 @@ mod tests {
 
     #[test]
     fn names_before_and_after_the_condition() {
-        let t = p(&["--name", "t1", "--condition", "event-rule-matches", "--type=user", "--name=myapp:error", "--filter", "code > 3", "--action", "snapshot-session", "fr", "--action=notify"]).unwrap();
+        let t = p(&[
+            "--name",
+            "t1",
+            "--condition",
+            "event-rule-matches",
+            "--type=user",
+            "--name=myapp:error",
+            "--filter",
+            "code > 3",
+            "--action",
+            "snapshot-session",
+            "fr",
+            "--action=notify",
+        ])
+        .unwrap();
         assert_eq!(t.name.as_deref(), Some("t1"));
         assert_eq!(t.rule.pattern, "myapp:error");
         assert_eq!(t.rule.filter.as_deref(), Some("code > 3"));

@@ -115,10 +115,8 @@ pub fn parse(url: &str) -> Result<OutputUrl, UrlError> {
                 Some(p) => Some(p.to_string()),
             };
             let (host, ports) = split_host(hostport).map_err(|w| err(&w))?;
-            let ports: Vec<u16> = ports
-                .iter()
-                .map(|p| p.parse::<u16>().ok().filter(|&n| n > 0).ok_or_else(|| err(&format!("bad port {p:?}"))))
-                .collect::<Result<_, _>>()?;
+            let ports: Vec<u16> =
+                ports.iter().map(|p| p.parse::<u16>().ok().filter(|&n| n > 0).ok_or_else(|| err(&format!("bad port {p:?}")))).collect::<Result<_, _>>()?;
             if scheme.starts_with("tcp") {
                 let [port] = ports[..] else { return Err(err("a tcp:// URL takes exactly one port")) };
                 return Ok(OutputUrl::Tcp(Endpoint { host, port, ipv6 }, trace_path));
@@ -129,11 +127,7 @@ pub fn parse(url: &str) -> Result<OutputUrl, UrlError> {
                 [c, d] => (c, d),
                 _ => return Err(err("at most two ports")),
             };
-            Ok(OutputUrl::Net(NetworkUrl {
-                control: Endpoint { host: host.clone(), port: c, ipv6 },
-                data: Endpoint { host, port: d, ipv6 },
-                trace_path,
-            }))
+            Ok(OutputUrl::Net(NetworkUrl { control: Endpoint { host: host.clone(), port: c, ipv6 }, data: Endpoint { host, port: d, ipv6 }, trace_path }))
         }
         _ => Err(err(&format!("unknown scheme {scheme:?}"))),
     }
@@ -219,7 +213,10 @@ mod tests {
             OutputUrl::Net(n) => n,
             o => panic!("{o:?}"),
         };
-        assert_eq!(n("net://relay.example"), NetworkUrl { control: ep("relay.example", 5342, false), data: ep("relay.example", 5343, false), trace_path: None });
+        assert_eq!(
+            n("net://relay.example"),
+            NetworkUrl { control: ep("relay.example", 5342, false), data: ep("relay.example", 5343, false), trace_path: None }
+        );
         assert_eq!(n("net://10.0.0.1:6000").data.port, 5343);
         let x = n("net://10.0.0.1:6000:6001/a/b/");
         assert_eq!((x.control.port, x.data.port, x.trace_path.as_deref()), (6000, 6001, Some("a/b")));

@@ -8,17 +8,58 @@ use ust_ctl::filter::parse;
 /// Each of LTTng's invalid filters, grouped as its script groups them, with a word the
 /// error message must hold.
 const EXPECTED: &[(&str, &[&str])] = &[
-    ("not supported", &["intfield*1", "intfield/1", "intfield+1", "intfield-1", "1+11111-3333+1", "(1+2)*(55*666)", "1+2*55*666", "asdf + 1 > 1", "asdfas < 2332 || asdf + 1 > 1", "!+-+++-------+++++++++++-----!!--!44+1", "aaa||(gg)+(333----1)", "1+1", "a-->a", "a.b.c->d.e.f+1"]),
+    (
+        "not supported",
+        &[
+            "intfield*1",
+            "intfield/1",
+            "intfield+1",
+            "intfield-1",
+            "1+11111-3333+1",
+            "(1+2)*(55*666)",
+            "1+2*55*666",
+            "asdf + 1 > 1",
+            "asdfas < 2332 || asdf + 1 > 1",
+            "!+-+++-------+++++++++++-----!!--!44+1",
+            "aaa||(gg)+(333----1)",
+            "1+1",
+            "a-->a",
+            "a.b.c->d.e.f+1",
+        ],
+    ),
     ("`)`", &["((((((((((((((intfield)))))))))))))", r#"0 || ("abc" != "def")) && (3 < 4)"#]),
     ("expected a name after `->`", &["a->"]),
-    ("not a condition", &[r#""somestring""#, r#""somestring" || 1"#, r#"1 || "somestring""#, r#""hello*world" || field"#, r#""hello*world" && field"#, r#"field && "hello*world""#, r#"field || "hello*world""#]),
+    (
+        "not a condition",
+        &[
+            r#""somestring""#,
+            r#""somestring" || 1"#,
+            r#"1 || "somestring""#,
+            r#""hello*world" || field"#,
+            r#""hello*world" && field"#,
+            r#"field && "hello*world""#,
+            r#"field || "hello*world""#,
+        ],
+    ),
     ("does not apply to a string", &[r#"!"somestring""#]),
     ("cannot compare a string with", &[r#""somestring" > 42"#, r#""somestring" > 42.0"#]),
     ("with a string", &[r#"42 > "somestring""#, r#"42.0 > "somestring""#]),
     ("$ctx.<context>", &["$ctx == 0", "0 == $ctx"]),
     ("only `$ctx.<context>`", &["$global.value == 0", "0 == $global.value"]),
     ("two globbing patterns", &[r#""hello*world" == "yes*man""#, r#""hello*world" == "yesman*""#, r#""helloworld*" == "yes*man""#]),
-    ("globbing pattern", &[r#""hello*world" < field"#, r#""hello*world" <= field"#, r#""hello*world" >= field"#, r#""hello*world" > field"#, r#"field < "hello*world""#, r#"field <= "hello*world""#, r#"field >= "hello*world""#, r#"field > "hello*world""#]),
+    (
+        "globbing pattern",
+        &[
+            r#""hello*world" < field"#,
+            r#""hello*world" <= field"#,
+            r#""hello*world" >= field"#,
+            r#""hello*world" > field"#,
+            r#"field < "hello*world""#,
+            r#"field <= "hello*world""#,
+            r#"field >= "hello*world""#,
+            r#"field > "hello*world""#,
+        ],
+    ),
     ("constant integer", &["field[abc] == 1"]),
 ];
 

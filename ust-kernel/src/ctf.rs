@@ -505,7 +505,18 @@ impl CpuStream {
     pub fn push_process_state(&mut self, ts: u64, t: &super::procfs::TaskState) -> std::io::Result<()> {
         let Some(class) = self.table.index_of(STATEDUMP_EVENT) else { return Ok(()) };
         let status = super::lttng::process_status(t.state);
-        let v = [Given::Int(t.tid.into()), Given::Int(t.pid.into()), Given::Int(t.ppid.into()), Given::Text(&t.comm), Given::Int(0), Given::Int(0), Given::Int(0), Given::Int(status), Given::Int(t.cpu.into()), Given::Int(0)];
+        let v = [
+            Given::Int(t.tid.into()),
+            Given::Int(t.pid.into()),
+            Given::Int(t.ppid.into()),
+            Given::Text(&t.comm),
+            Given::Int(0),
+            Given::Int(0),
+            Given::Int(0),
+            Given::Int(status),
+            Given::Int(t.cpu.into()),
+            Given::Int(0),
+        ];
         self.push_given(class, ts, t.tid, &v)
     }
 
@@ -666,7 +677,8 @@ impl CpuStream {
 mod tests {
     use super::*;
 
-    const HEAD: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+    const HEAD: &str =
+        "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
         \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n";
 
     fn format(system: &str, name: &str, id: u16, fields: &str) -> EventFormat {
@@ -686,8 +698,14 @@ mod tests {
     /// babeltrace2 reads the result back.
     #[test]
     fn syscalls_and_sched_switch_in_lttng_names() {
-        let enter = format("raw_syscalls", "sys_enter", 21, "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;\n");
-        let exit = format("raw_syscalls", "sys_exit", 20, "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n");
+        let enter = format(
+            "raw_syscalls",
+            "sys_enter",
+            21,
+            "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;\n",
+        );
+        let exit =
+            format("raw_syscalls", "sys_exit", 20, "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n");
         let switch = format(
             "sched",
             "sched_switch",
@@ -696,9 +714,19 @@ mod tests {
              \tfield:char next_comm[16];\toffset:28;\tsize:16;\tsigned:0;\n\tfield:pid_t next_pid;\toffset:44;\tsize:4;\tsigned:1;\n",
         );
         let mut args = super::super::lttng::SyscallArgs::new();
-        args.insert("openat".into(), vec![("dfd".into(), "int".into()), ("filename".into(), "const char *".into()), ("flags".into(), "int".into()), ("mode".into(), "umode_t".into())]);
-        let table = std::sync::Arc::new(EventTable::with_syscall_args(vec![("syscall_entry".into(), enter), ("syscall_exit".into(), exit), ("sched_switch".into(), switch)], &args));
-        assert!(table.index_of("syscall_entry_openat").is_some() && table.index_of("syscall_exit_read").is_some() && table.index_of("syscall_entry_unknown").is_some());
+        args.insert(
+            "openat".into(),
+            vec![("dfd".into(), "int".into()), ("filename".into(), "const char *".into()), ("flags".into(), "int".into()), ("mode".into(), "umode_t".into())],
+        );
+        let table = std::sync::Arc::new(EventTable::with_syscall_args(
+            vec![("syscall_entry".into(), enter), ("syscall_exit".into(), exit), ("sched_switch".into(), switch)],
+            &args,
+        ));
+        assert!(
+            table.index_of("syscall_entry_openat").is_some()
+                && table.index_of("syscall_exit_read").is_some()
+                && table.index_of("syscall_entry_unknown").is_some()
+        );
         assert!(table.index_of("syscall_entry").is_none(), "no generic class is declared");
         assert_eq!(table.by_ftrace_id(21).map(|e| e.name.as_str()), Some("syscall_entry"), "what the view filter reads");
         let dir = tempfile::tempdir().unwrap();
@@ -725,10 +753,18 @@ mod tests {
         let text = String::from_utf8(o.stdout).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
-        assert!(lines[0].contains("syscall_entry_openat: ") && lines[0].contains("{ dfd = -100, filename = 0x1234, flags = 524288, mode = 0 }"), "{}", lines[0]);
+        assert!(
+            lines[0].contains("syscall_entry_openat: ") && lines[0].contains("{ dfd = -100, filename = 0x1234, flags = 524288, mode = 0 }"),
+            "{}",
+            lines[0]
+        );
         assert!(lines[1].contains("syscall_exit_openat: ") && lines[1].contains("{ ret = 3 }"), "{}", lines[1]);
         assert!(lines[2].contains("syscall_exit_unknown: ") && lines[2].contains("{ id = 100000, ret = -38 }"), "{}", lines[2]);
-        assert!(lines[3].contains("sched_switch: ") && lines[3].contains("prev_comm = \"sh\", prev_tid = 42, next_comm = \"swapper/0\", next_tid = 0"), "{}", lines[3]);
+        assert!(
+            lines[3].contains("sched_switch: ") && lines[3].contains("prev_comm = \"sh\", prev_tid = 42, next_comm = \"swapper/0\", next_tid = 0"),
+            "{}",
+            lines[3]
+        );
         let meta = std::fs::read_to_string(dir.path().join("metadata")).unwrap();
         assert!(meta.contains("tracer_name = \"lttng-modules\";") && meta.contains("domain = \"kernel\";"));
     }

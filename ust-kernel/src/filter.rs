@@ -332,7 +332,23 @@ impl ViewFilter {
     pub fn new(uid: u32, gid: u32, root_pid: i32) -> ViewFilter {
         let mut visible = HashSet::new();
         visible.insert(root_pid);
-        ViewFilter { uid, gid, visible, left: HashSet::new(), in_exec: HashSet::new(), exiting: HashSet::new(), kinds: HashMap::new(), leaving: Default::default(), early: HashMap::new(), maybe: HashSet::new(), at: 0, exec_exits: Vec::new(), suspect: HashMap::new(), dropped: 0, debug: crate::view_recorder::debug_enabled().then_some(root_pid) }
+        ViewFilter {
+            uid,
+            gid,
+            visible,
+            left: HashSet::new(),
+            in_exec: HashSet::new(),
+            exiting: HashSet::new(),
+            kinds: HashMap::new(),
+            leaving: Default::default(),
+            early: HashMap::new(),
+            maybe: HashSet::new(),
+            at: 0,
+            exec_exits: Vec::new(),
+            suspect: HashMap::new(),
+            dropped: 0,
+            debug: crate::view_recorder::debug_enabled().then_some(root_pid),
+        }
     }
 
     /// A line of the debug log ([`crate::view_recorder::DEBUG_ENV`]), on stderr.
@@ -541,7 +557,9 @@ impl ViewFilter {
             return Verdict::Drop;
         }
         match ev.name.as_str() {
-            "irq_handler_entry" | "irq_softirq_entry" | "x86_irq_vectors_local_timer_entry" | "timer_hrtimer_expire_entry" => Verdict::Enter { interrupts_visible },
+            "irq_handler_entry" | "irq_softirq_entry" | "x86_irq_vectors_local_timer_entry" | "timer_hrtimer_expire_entry" => {
+                Verdict::Enter { interrupts_visible }
+            }
             "irq_handler_exit" | "irq_softirq_exit" | "x86_irq_vectors_local_timer_exit" | "timer_hrtimer_expire_exit" => Verdict::Exit,
             _ => Verdict::Keep,
         }
@@ -653,7 +671,12 @@ impl ViewFilter {
                 }
                 seen && cur_seen
             }
-            "irq_handler_entry" | "irq_handler_exit" | "irq_softirq_entry" | "irq_softirq_exit" | "x86_irq_vectors_local_timer_entry" | "x86_irq_vectors_local_timer_exit" => {
+            "irq_handler_entry"
+            | "irq_handler_exit"
+            | "irq_softirq_entry"
+            | "irq_softirq_exit"
+            | "x86_irq_vectors_local_timer_entry"
+            | "x86_irq_vectors_local_timer_exit" => {
                 reduce_cur(self, payload);
                 true
             }
@@ -746,9 +769,25 @@ mod tests {
     #[test]
     fn others_are_reduced_to_their_kind_and_forks_are_followed() {
         let table = crate::ctf::EventTable::new(vec![
-            fmt("sched_switch", 1, &[("char", "prev_comm[16]", 8, 16), ("pid_t", "prev_pid", 24, 4), ("int", "prev_prio", 28, 4), ("long", "prev_state", 32, 8), ("char", "next_comm[16]", 40, 16), ("pid_t", "next_pid", 56, 4), ("int", "next_prio", 60, 4)]),
+            fmt(
+                "sched_switch",
+                1,
+                &[
+                    ("char", "prev_comm[16]", 8, 16),
+                    ("pid_t", "prev_pid", 24, 4),
+                    ("int", "prev_prio", 28, 4),
+                    ("long", "prev_state", 32, 8),
+                    ("char", "next_comm[16]", 40, 16),
+                    ("pid_t", "next_pid", 56, 4),
+                    ("int", "next_prio", 60, 4),
+                ],
+            ),
             fmt("sched_waking", 2, &[("char", "comm[16]", 8, 16), ("pid_t", "pid", 24, 4), ("int", "prio", 28, 4), ("int", "target_cpu", 32, 4)]),
-            fmt("sched_process_fork", 3, &[("char", "parent_comm[16]", 8, 16), ("pid_t", "parent_pid", 24, 4), ("char", "child_comm[16]", 28, 16), ("pid_t", "child_pid", 44, 4)]),
+            fmt(
+                "sched_process_fork",
+                3,
+                &[("char", "parent_comm[16]", 8, 16), ("pid_t", "parent_pid", 24, 4), ("char", "child_comm[16]", 28, 16), ("pid_t", "child_pid", 44, 4)],
+            ),
         ]);
         let (switch, waking, fork) = (&table.events[0], &table.events[1], &table.events[2]);
         let me = std::process::id() as i32;

@@ -44,9 +44,7 @@ impl PageLayout {
         let mut l = PageLayout::default();
         for line in text.lines() {
             let t = line.trim();
-            let get = |k: &str| {
-                t.split(';').find_map(|p| p.trim().strip_prefix(k).and_then(|v| v.trim().parse::<usize>().ok()))
-            };
+            let get = |k: &str| t.split(';').find_map(|p| p.trim().strip_prefix(k).and_then(|v| v.trim().parse::<usize>().ok()));
             if t.contains("commit;") {
                 if let (Some(o), Some(s)) = (get("offset:"), get("size:")) {
                     if matches!(s, 4 | 8) {

@@ -183,7 +183,12 @@ impl KernelRecorder {
                 if t.tid == t.pid {
                     for (fd, path) in procfs::open_files(t.pid) {
                         let flags = procfs::fd_flags(t.pid, fd);
-                        s.push_named(lttng::STATEDUMP_FILE_DESCRIPTOR, dump_ts, t.tid, &[Given::Int(t.pid.into()), Given::Int(0), Given::Int(fd.into()), Given::Int(flags.into()), Given::Int(0), Given::Text(&path)])?;
+                        s.push_named(
+                            lttng::STATEDUMP_FILE_DESCRIPTOR,
+                            dump_ts,
+                            t.tid,
+                            &[Given::Int(t.pid.into()), Given::Int(0), Given::Int(fd.into()), Given::Int(flags.into()), Given::Int(0), Given::Text(&path)],
+                        )?;
                     }
                 }
             }

@@ -93,8 +93,35 @@ pub fn arg_type(c_type: &str) -> CtfType {
         return CtfType::Int { bytes: 8, signed: false, hex: true };
     }
     let t = t.trim_start_matches("const ").trim();
-    let unsigned = t.starts_with("unsigned") || t.starts_with("u32") || t.starts_with("u64") || t.starts_with("__u") || t.starts_with("size_t") || matches!(t, "umode_t" | "uid_t" | "gid_t" | "old_uid_t" | "old_gid_t" | "qid_t" | "aio_context_t" | "key_serial_t" | "fmode_t");
-    let small = matches!(t, "int" | "unsigned int" | "unsigned" | "pid_t" | "uid_t" | "gid_t" | "umode_t" | "mode_t" | "key_serial_t" | "mqd_t" | "clockid_t" | "timer_t" | "qid_t" | "rwf_t" | "u32" | "__u32" | "__s32" | "old_uid_t" | "old_gid_t" | "fmode_t");
+    let unsigned = t.starts_with("unsigned")
+        || t.starts_with("u32")
+        || t.starts_with("u64")
+        || t.starts_with("__u")
+        || t.starts_with("size_t")
+        || matches!(t, "umode_t" | "uid_t" | "gid_t" | "old_uid_t" | "old_gid_t" | "qid_t" | "aio_context_t" | "key_serial_t" | "fmode_t");
+    let small = matches!(
+        t,
+        "int"
+            | "unsigned int"
+            | "unsigned"
+            | "pid_t"
+            | "uid_t"
+            | "gid_t"
+            | "umode_t"
+            | "mode_t"
+            | "key_serial_t"
+            | "mqd_t"
+            | "clockid_t"
+            | "timer_t"
+            | "qid_t"
+            | "rwf_t"
+            | "u32"
+            | "__u32"
+            | "__s32"
+            | "old_uid_t"
+            | "old_gid_t"
+            | "fmode_t"
+    );
     CtfType::Int { bytes: if small { 4 } else { 8 }, signed: !unsigned, hex: false }
 }
 
@@ -172,7 +199,14 @@ pub fn statedump_classes() -> Vec<(&'static str, Vec<CtfField>)> {
         ),
         (
             STATEDUMP_FILE_DESCRIPTOR,
-            vec![given("pid", i32t()), given("file_table_address", hex()), given("fd", i32t()), given("flags", u32t()), given("fmode", hex()), given("filename", CtfType::String)],
+            vec![
+                given("pid", i32t()),
+                given("file_table_address", hex()),
+                given("fd", i32t()),
+                given("flags", u32t()),
+                given("fmode", hex()),
+                given("filename", CtfType::String),
+            ],
         ),
         (STATEDUMP_END, vec![]),
     ]

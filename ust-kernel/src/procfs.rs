@@ -96,9 +96,7 @@ pub struct MapsSampler {
 /// `fd -> path` of process `pid` now (`/proc/<pid>/fd/*` links).
 fn fds_of(pid: i32) -> Vec<(i32, String)> {
     let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
-    rd.flatten()
-        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, std::fs::read_link(e.path()).ok()?.to_string_lossy().into_owned())))
-        .collect()
+    rd.flatten().filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, std::fs::read_link(e.path()).ok()?.to_string_lossy().into_owned()))).collect()
 }
 
 /// The open-file flags (`O_*`, octal in `/proc/<pid>/fdinfo/<fd>`'s `flags:` line) of

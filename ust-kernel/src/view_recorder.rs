@@ -43,8 +43,8 @@
 //! every [`FLUSH_EVERY`], so a daemon killed mid-trace leaves a trace that is whole up to
 //! about that moment.
 
-use std::collections::BinaryHeap;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
@@ -277,7 +277,10 @@ impl ViewRecorder {
                                 });
                                 if debug {
                                     let inst = if fi < n_cpus { "main" } else { "tasks" };
-                                    eprintln!("ust-kview debug [{root_pid}]: read {inst} cpu {}: {res:?}, records {first:?}..{last}, switches{switches}", cpus.get(i).copied().unwrap_or(0));
+                                    eprintln!(
+                                        "ust-kview debug [{root_pid}]: read {inst} cpu {}: {res:?}, records {first:?}..{last}, switches{switches}",
+                                        cpus.get(i).copied().unwrap_or(0)
+                                    );
                                 }
                                 match res {
                                     Ok(info) => streams[i].stats.lost += info.missed.unwrap_or(0),
@@ -333,7 +336,10 @@ impl ViewRecorder {
                 filter.recheck(now, ust_core::clock::monotonic_ns);
                 let evidence = complete.iter().copied().min().unwrap_or(0);
                 if debug {
-                    eprintln!("ust-kview debug [{root_pid}]: round at {now}: complete up to {complete:?}, watermark {evidence}, {} records waiting", heap.len());
+                    eprintln!(
+                        "ust-kview debug [{root_pid}]: round at {now}: complete up to {complete:?}, watermark {evidence}, {} records waiting",
+                        heap.len()
+                    );
                 }
                 // Stopping (recording is off): once every buffer is read to its end, all is in.
                 let last = stopping && all_read;

@@ -68,10 +68,7 @@ impl Parse for TracepointInput {
             if level.is_none() && fields.is_empty() && input.peek(Ident) && input.peek2(Token![=]) {
                 let kw: Ident = input.parse()?;
                 if kw != "level" {
-                    return Err(Error::new(
-                        kw.span(),
-                        "expected `level = Level` or a field `name: Type = expr`",
-                    ));
+                    return Err(Error::new(kw.span(), "expected `level = Level` or a field `name: Type = expr`"));
                 }
                 input.parse::<Token![=]>()?;
                 level = Some(input.parse()?);
@@ -296,10 +293,7 @@ fn provider_impl(attr: TokenStream2, mut module: syn::ItemMod) -> syn::Result<To
     }
     let provider = module.ident.clone();
     let Some((_, items)) = module.content.as_mut() else {
-        return Err(Error::new(
-            module.ident.span(),
-            "#[ust::provider] needs an inline module: `mod name { ... }`",
-        ));
+        return Err(Error::new(module.ident.span(), "#[ust::provider] needs an inline module: `mod name { ... }`"));
     };
     for item in items.iter_mut() {
         let syn::Item::Fn(f) = item else { continue };
@@ -324,11 +318,7 @@ fn provider_impl(attr: TokenStream2, mut module: syn::ItemMod) -> syn::Result<To
                 return Err(Error::new(pt.pat.span(), "tracepoint parameters must be plain names"));
             };
             let name = pi.ident.clone();
-            fields.push(FieldArg {
-                name: name.clone(),
-                ty: (*pt.ty).clone(),
-                expr: syn::parse_quote!(#name),
-            });
+            fields.push(FieldArg { name: name.clone(), ty: (*pt.ty).clone(), expr: syn::parse_quote!(#name) });
         }
         let body = expand_site(&provider, &f.sig.ident, &args.level, &fields)?;
         *f.block = syn::parse_quote!({ #body });
@@ -367,10 +357,7 @@ fn derive_enum_impl(input: syn::DeriveInput) -> syn::Result<TokenStream2> {
         if a.path().is_ident("repr") {
             a.parse_nested_meta(|m| {
                 if let Some(id) = m.path.get_ident() {
-                    if matches!(
-                        id.to_string().as_str(),
-                        "u8" | "u16" | "u32" | "u64" | "i8" | "i16" | "i32" | "i64" | "usize" | "isize"
-                    ) {
+                    if matches!(id.to_string().as_str(), "u8" | "u16" | "u32" | "u64" | "i8" | "i16" | "i32" | "i64" | "usize" | "isize") {
                         repr = Some(id.clone());
                     }
                 }
@@ -480,9 +467,24 @@ mod tests {
 
     #[test]
     fn provider_functions_must_be_empty() {
-        let m: syn::ItemMod = syn::parse2(quote!(mod p { #[tracepoint] fn f(a: u8) { work(); } })).unwrap();
+        let m: syn::ItemMod = syn::parse2(quote!(
+            mod p {
+                #[tracepoint]
+                fn f(a: u8) {
+                    work();
+                }
+            }
+        ))
+        .unwrap();
         assert!(provider_impl(TokenStream2::new(), m).is_err());
-        let m: syn::ItemMod = syn::parse2(quote!(mod p { #[tracepoint(level = Info)] pub fn f(a: u8) {} fn other() {} })).unwrap();
+        let m: syn::ItemMod = syn::parse2(quote!(
+            mod p {
+                #[tracepoint(level = Info)]
+                pub fn f(a: u8) {}
+                fn other() {}
+            }
+        ))
+        .unwrap();
         let out = provider_impl(TokenStream2::new(), m).unwrap().to_string();
         assert!(out.contains("is_enabled") && out.contains("fn other"), "{out}");
     }

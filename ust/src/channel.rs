@@ -78,7 +78,6 @@ impl Channel {
         self
     }
 
-
     /// The buffer for `cpu`; a CPU number past the buffer count (more CPUs online than the
     /// daemon allocated for) wraps around.
     #[inline(always)]

@@ -29,12 +29,7 @@ pub(crate) fn init() {
     }
     // SAFETY: dlsym with RTLD_DEFAULT and NUL-terminated names only reads the dynamic
     // symbol tables; it returns null when the symbol is absent (static or old glibc).
-    let (off, size) = unsafe {
-        (
-            libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()),
-            libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr()),
-        )
-    };
+    let (off, size) = unsafe { (libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()), libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr())) };
     if off.is_null() || size.is_null() {
         return;
     }

@@ -95,9 +95,7 @@ pub fn emit<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, write: F
         // A fixed-size event: computed with the id, for this very payload length (the
         // macro's constant comes from the same field descriptions; the test keeps any
         // other caller of `emit` on the general computation).
-        Some((compact, extended)) if payload_len == (extended as usize).wrapping_sub(event_header::EXTENDED_SIZE) => {
-            SlotSize { compact, extended }
-        }
+        Some((compact, extended)) if payload_len == (extended as usize).wrapping_sub(event_header::EXTENDED_SIZE) => SlotSize { compact, extended },
         _ => {
             let (compact, extended) = event_header::sizes(id);
             // Both sizes fit in u32 when the extended one does (it is the larger).

@@ -478,14 +478,8 @@ mod tests {
         assert_eq!(enc(bs), [2, 0, 0, 0, 0, 0, 0, 0, 1, 0]);
         let cs: &[char] = &['a'];
         assert_eq!(enc(cs), [1, 0, 0, 0, 0, 0, 0, 0, 0x61, 0, 0, 0]);
-        assert_eq!(
-            <&[u8] as Field>::TYPE,
-            FieldType::Sequence { length: IntegerType::U64, elem: IntegerType::new(8, false, 16), text: false }
-        );
-        assert_eq!(
-            <&[i32] as Field>::TYPE,
-            FieldType::Sequence { length: IntegerType::U64, elem: IntegerType::I32, text: false }
-        );
+        assert_eq!(<&[u8] as Field>::TYPE, FieldType::Sequence { length: IntegerType::U64, elem: IntegerType::new(8, false, 16), text: false });
+        assert_eq!(<&[i32] as Field>::TYPE, FieldType::Sequence { length: IntegerType::U64, elem: IntegerType::I32, text: false });
     }
 
     #[test]
@@ -502,10 +496,7 @@ mod tests {
         assert_eq!(enc(Text(b"hi")), [2, 0, 0, 0, b'h', b'i']);
         assert_eq!(enc(Text(b"")), [0, 0, 0, 0]);
         assert_eq!(enc(Text(b"a\0b")), [3, 0, 0, 0, b'a', 0, b'b']);
-        assert_eq!(
-            <Text as Field>::TYPE,
-            FieldType::Sequence { length: IntegerType::U32, elem: IntegerType::U8, text: true }
-        );
+        assert_eq!(<Text as Field>::TYPE, FieldType::Sequence { length: IntegerType::U32, elem: IntegerType::U8, text: true });
     }
 
     #[test]

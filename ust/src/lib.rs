@@ -88,8 +88,8 @@ pub mod field;
 #[cfg(feature = "log")]
 pub mod log;
 mod published;
-mod shared_ids;
 pub mod runtime;
+mod shared_ids;
 pub mod site;
 mod text;
 #[cfg(feature = "tracing")]
@@ -102,17 +102,6 @@ pub use field::{Element, Field, Text};
 pub use site::Site;
 pub use text::{MSG_CAPACITY, TRUNCATION_MARKER};
 pub use ust_core::Level;
-/// Derives [`Field`] for a fieldless enum: a CTF enumeration with the variant names as
-/// labels and their discriminants as values, over the enum's `#[repr(uN/iN)]` integer
-/// (without one: 32 bits, unsigned unless a value is negative).
-///
-/// ```
-/// #[derive(ust::Enum)]
-/// #[repr(i8)]
-/// enum Dir { Up = -1, Down = 1 }
-/// ust::tracepoint!(demo, moved, dir: Dir = Dir::Up);
-/// ```
-pub use ust_macros::Enum;
 /// Turns the `#[tracepoint]` functions of an inline module into tracepoints named
 /// `<module>:<function>`, called as ordinary functions.
 ///
@@ -145,6 +134,17 @@ pub use ust_macros::provider;
 /// ust::tracepoint!(demo, batch, level = Info, n: usize = v.len(), items: &[u32] = &v, tag: char = 'x');
 /// ```
 pub use ust_macros::tracepoint;
+/// Derives [`Field`] for a fieldless enum: a CTF enumeration with the variant names as
+/// labels and their discriminants as values, over the enum's `#[repr(uN/iN)]` integer
+/// (without one: 32 bits, unsigned unless a value is negative).
+///
+/// ```
+/// #[derive(ust::Enum)]
+/// #[repr(i8)]
+/// enum Dir { Up = -1, Down = 1 }
+/// ust::tracepoint!(demo, moved, dir: Dir = Dir::Up);
+/// ```
+pub use ust_macros::Enum;
 
 /// Records `lttng_ust_tracef:event` with a message formatted as by `format!`: LTTng-UST's
 /// `tracef()`.

@@ -195,11 +195,7 @@ impl Site {
     pub(crate) fn refresh_plan(&self) {
         let m = self.mask();
         let unfiltered = self.filter().is_none_or(|f| f.mask & m == 0);
-        let ch = if m.is_power_of_two() && unfiltered && self.fixed_sizes().is_some() {
-            channel::get(m.trailing_zeros()).filter(|c| c.plain)
-        } else {
-            None
-        };
+        let ch = if m.is_power_of_two() && unfiltered && self.fixed_sizes().is_some() { channel::get(m.trailing_zeros()).filter(|c| c.plain) } else { None };
         self.plan.store(ch.map_or(std::ptr::null_mut(), |c| c as *const Channel as *mut Channel), Ordering::Release);
     }
 

@@ -700,7 +700,9 @@ fn fork_while_another_thread_is_inside_an_emit() {
     let file = std::fs::File::from(fd);
     let map = memmap2::MmapOptions::new().len(size).map_raw(&file).unwrap();
     let buf = Buffer::create(map, &cfg).unwrap();
-    assert!(channel::install(13, Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), Vec::new(), ust_core::clock::TraceClock::Monotonic)).is_none());
+    assert!(
+        channel::install(13, Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), Vec::new(), ust_core::clock::TraceClock::Monotonic)).is_none()
+    );
     let ch = TestChannel { slot: 13, ch: channel::get(13).unwrap() };
     fire_forked(0);
     let s = site_named("unit", "forked");
@@ -833,7 +835,8 @@ fn blocking_channel_never_waits_with_signals_blocked() {
     };
     let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
     let buf = Buffer::create(map.into(), &cfg).unwrap();
-    let blocking = Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), Vec::new(), ust_core::clock::TraceClock::Monotonic).with_blocking(u64::MAX);
+    let blocking =
+        Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), Vec::new(), ust_core::clock::TraceClock::Monotonic).with_blocking(u64::MAX);
     assert!(channel::install(14, blocking).is_none());
     let ch = TestChannel { slot: 14, ch: channel::get(14).unwrap() };
     let fire = |i: u64| crate::tracepoint!(unit, blocking, i: u64 = i);

@@ -45,11 +45,7 @@ impl<'a> StackMsg<'a> {
         // SAFETY: `len + bytes.len() <= MSG_CAPACITY` (checked by every caller), so the
         // destination range lies inside the array; source and destination do not overlap.
         unsafe {
-            core::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.buf.as_mut_ptr().cast::<u8>().add(self.len),
-                bytes.len(),
-            );
+            core::ptr::copy_nonoverlapping(bytes.as_ptr(), self.buf.as_mut_ptr().cast::<u8>().add(self.len), bytes.len());
         }
         self.len += bytes.len();
     }
@@ -146,7 +142,7 @@ mod tests {
 
     fn format(args: fmt::Arguments<'_>) -> Vec<u8> {
         let mut storage = MsgStorage::uninit();
-    let mut m = StackMsg::new(&mut storage);
+        let mut m = StackMsg::new(&mut storage);
         let _ = m.write_fmt(args);
         m.finish().to_vec()
     }
@@ -192,7 +188,7 @@ mod tests {
         let n = crate::test_alloc::allocations();
         let out_len = {
             let mut storage = MsgStorage::uninit();
-    let mut m = StackMsg::new(&mut storage);
+            let mut m = StackMsg::new(&mut storage);
             let _ = m.write_fmt(format_args!("{} {} {long}", 1, 2.5));
             m.finish().len()
         };

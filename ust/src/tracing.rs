@@ -259,7 +259,15 @@ fn make_sites(meta: &'static Metadata<'static>) -> Sites {
         }
     } else {
         let name = if meta.name().starts_with("event ") { "event".to_string() } else { ident(meta.name(), "event") };
-        Sites { main: register_dynamic(desc(name, field_descs(&[], Some(meta)))), enter: None, exit: None, close: None, record: None, follows: None, ip: ip_of(meta) }
+        Sites {
+            main: register_dynamic(desc(name, field_descs(&[], Some(meta)))),
+            enter: None,
+            exit: None,
+            close: None,
+            record: None,
+            follows: None,
+            ip: ip_of(meta),
+        }
     }
 }
 

@@ -102,9 +102,7 @@ impl FakeDaemon {
                     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
                     return s;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(5))
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
                 Err(e) => panic!("no connection from the child: {e}"),
             }
         }
@@ -159,17 +157,9 @@ fn make_channel(ncpus: u32) -> TestChannel {
             header_size: HEADER_SIZE as u32,
             stream: StreamIdentity { uuid: [9; 16], stream_id: 0, cpu, stream_instance_id: cpu as u64 },
         };
-        let fd = rustix::fs::memfd_create(
-            "ust-test",
-            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
-        )
-        .unwrap();
+        let fd = rustix::fs::memfd_create("ust-test", rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING).unwrap();
         rustix::fs::ftruncate(&fd, cfg.file_size().unwrap() as u64).unwrap();
-        rustix::fs::fcntl_add_seals(
-            &fd,
-            rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SEAL,
-        )
-        .unwrap();
+        rustix::fs::fcntl_add_seals(&fd, rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SEAL).unwrap();
         let map = memmap2::MmapOptions::new().map_raw(&File::from(fd.try_clone().unwrap())).unwrap();
         buffers.push(Buffer::create(map, &cfg).unwrap());
         fds.push(fd);
@@ -178,7 +168,16 @@ fn make_channel(ncpus: u32) -> TestChannel {
 }
 
 fn grant(s: &UnixStream, slot: u32, ch: &TestChannel) {
-    let g = ChannelGrant { slot, session: "test".into(), channel: "chan".into(), ncpus: ch.buffers.len() as u32, contexts: vec![], tsc: None, blocking_timeout_us: 0, shared_ids: false };
+    let g = ChannelGrant {
+        slot,
+        session: "test".into(),
+        channel: "chan".into(),
+        ncpus: ch.buffers.len() as u32,
+        contexts: vec![],
+        tsc: None,
+        blocking_timeout_us: 0,
+        shared_ids: false,
+    };
     let fds: Vec<_> = ch.fds.iter().map(|f| f.as_fd()).collect();
     protocol::send(s, &DaemonMessage::AddChannel(g), &fds).unwrap();
 }
@@ -426,12 +425,22 @@ fn bad_daemon_messages_are_ignored_not_fatal() {
     // ring buffer, removal of a slot that does not exist.
     protocol::send(&s, &DaemonMessage::SetEnabled { masks: vec![u64::MAX; reg.events.len() + 1], filters: vec![], max_level: None, ids: vec![] }, &[]).unwrap();
     grant(&s, 64, &ch);
-    let g = ChannelGrant { slot: 3, session: "t".into(), channel: "c".into(), ncpus: reg.ncpus + 1, contexts: vec![], tsc: None, blocking_timeout_us: 0, shared_ids: false };
+    let g = ChannelGrant {
+        slot: 3,
+        session: "t".into(),
+        channel: "c".into(),
+        ncpus: reg.ncpus + 1,
+        contexts: vec![],
+        tsc: None,
+        blocking_timeout_us: 0,
+        shared_ids: false,
+    };
     let fds: Vec<_> = ch.fds.iter().map(|f| f.as_fd()).collect();
     protocol::send(&s, &DaemonMessage::AddChannel(g), &fds).unwrap();
     let junk = rustix::fs::memfd_create("junk", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
     rustix::fs::ftruncate(&junk, 1 << 16).unwrap();
-    let g = ChannelGrant { slot: 4, session: "t".into(), channel: "c".into(), ncpus: 1, contexts: vec![], tsc: None, blocking_timeout_us: 0, shared_ids: false };
+    let g =
+        ChannelGrant { slot: 4, session: "t".into(), channel: "c".into(), ncpus: 1, contexts: vec![], tsc: None, blocking_timeout_us: 0, shared_ids: false };
     protocol::send(&s, &DaemonMessage::AddChannel(g), &[junk.as_fd()]).unwrap();
     protocol::send(&s, &DaemonMessage::RemoveChannel { slot: 1000 }, &[]).unwrap();
     sync(&s, 1);
@@ -544,7 +553,9 @@ fn the_runtime_thread_blocks_every_signal_of_the_program() {
     assert_eq!(tasks.len(), 1, "one runtime thread");
     let status = std::fs::read_to_string(tasks[0].join("status")).unwrap();
     let blk = status.lines().find_map(|l| l.strip_prefix("SigBlk:")).map(|v| u64::from_str_radix(v.trim(), 16).unwrap()).unwrap();
-    for (sig, name) in [(libc::SIGINT, "INT"), (libc::SIGTERM, "TERM"), (libc::SIGCHLD, "CHLD"), (libc::SIGUSR1, "USR1"), (libc::SIGALRM, "ALRM"), (libc::SIGPIPE, "PIPE")] {
+    for (sig, name) in
+        [(libc::SIGINT, "INT"), (libc::SIGTERM, "TERM"), (libc::SIGCHLD, "CHLD"), (libc::SIGUSR1, "USR1"), (libc::SIGALRM, "ALRM"), (libc::SIGPIPE, "PIPE")]
+    {
         assert_ne!(blk & (1u64 << (sig - 1)), 0, "SIG{name} can be delivered to the runtime thread (SigBlk {blk:#x})");
     }
     std::fs::write(d.dir.path().join("stop"), b"").unwrap();

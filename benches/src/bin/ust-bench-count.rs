@@ -138,7 +138,9 @@ fn core_probe() -> f64 {
         f = f.wrapping_add(13);
         // SAFETY: the template is a comment: it only makes the six values live here, so
         // the loop is neither folded nor vectorized.
-        unsafe { std::arch::asm!("/* {0} {1} {2} {3} {4} {5} */", in(reg) a, in(reg) b, in(reg) cc, in(reg) d, in(reg) e, in(reg) f, options(nomem, nostack, preserves_flags)) };
+        unsafe {
+            std::arch::asm!("/* {0} {1} {2} {3} {4} {5} */", in(reg) a, in(reg) b, in(reg) cc, in(reg) d, in(reg) e, in(reg) f, options(nomem, nostack, preserves_flags))
+        };
     }
     (benches::thread_cpu_time() - c).as_nanos() as f64 / N as f64
 }

@@ -53,11 +53,7 @@ fn main() {
         behind = behind.max(b);
     }
     let secs = start.elapsed().as_secs_f64();
-    println!(
-        "load emitted={emitted} seconds={secs:.2} rate={:.0} behind_ms={:.1}",
-        emitted as f64 / secs,
-        behind.as_secs_f64() * 1e3
-    );
+    println!("load emitted={emitted} seconds={secs:.2} rate={:.0} behind_ms={:.1}", emitted as f64 / secs, behind.as_secs_f64() * 1e3);
 }
 
 fn pin(cpu: usize) {

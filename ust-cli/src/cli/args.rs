@@ -206,10 +206,13 @@ DIR is the output of `ust trace` (with --kernel for the kernel part); on a trace
 kernel events it reports the program's own events per name and per thread.")]
     Report(ReportArgs),
     /// Snapshot sessions: `ust snapshot record` writes the buffers' content.
-    #[command(subcommand, after_help = "Examples:
+    #[command(
+        subcommand,
+        after_help = "Examples:
   ust create fr --snapshot && ust enable-event -a && ust start
   ust snapshot record                      # <output>/snapshot-<N>-<YYYYmmdd-HHMMSS>/ust/pid/...
-  ust snapshot record -s fr --max-size 64M # newest packets, 64 MiB in all")]
+  ust snapshot record -s fr --max-size 64M # newest packets, 64 MiB in all"
+    )]
     Snapshot(SnapshotCmd),
     /// Rebuild CTF traces from the buffer files a `--shm-path` session left behind, after
     /// both the application and the daemon are gone (LTTng's `lttng-crash`).
@@ -275,9 +278,12 @@ The stream files start again empty (the metadata stays); a snapshot session's bu
 emptied; archives of earlier `ust rotate` are kept.")]
     Clear(super::clear::ClearArgs),
     /// Regenerate a session's metadata or state dump (LTTng's `lttng regenerate`).
-    #[command(subcommand, after_help = "Examples:
+    #[command(
+        subcommand,
+        after_help = "Examples:
   ust regenerate metadata
-  ust regenerate statedump -s fr")]
+  ust regenerate statedump -s fr"
+    )]
     Regenerate(super::clear::RegenerateCmd),
     /// Export a trace as a file Perfetto UI opens: one track per thread with the `tracing`
     /// spans as slices, events as instants, counters, and with the kernel part the threads'
@@ -295,7 +301,6 @@ process is one track.")]
 }
 
 pub use super::export_args::ExportArgs;
-
 
 /// `ust snapshot ...`.
 #[derive(Debug, Subcommand)]
@@ -828,7 +833,13 @@ mod tests {
         let c = Cli::try_parse_from(["ust", "untrack", "--vuid", "0,root", "--vgid", "--all"]).unwrap();
         let Cmd::Untrack(t) = c.command else { panic!() };
         assert_eq!((t.vuid, t.vgid, t.all), (Some(vec!["0".to_string(), "root".to_string()]), Some(vec![]), true));
-        for bad in [&["ust", "track", "--vpid", "abc"][..], &["ust", "track", "--vpid", "0"], &["ust", "track", "--vpid", "-3"], &["ust", "track", "--all"], &["ust", "track"]] {
+        for bad in [
+            &["ust", "track", "--vpid", "abc"][..],
+            &["ust", "track", "--vpid", "0"],
+            &["ust", "track", "--vpid", "-3"],
+            &["ust", "track", "--all"],
+            &["ust", "track"],
+        ] {
             assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
         }
     }

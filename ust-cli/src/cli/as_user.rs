@@ -146,7 +146,8 @@ impl Identity {
         let d = self.home.join("ust-traces");
         if !d.exists() {
             std::fs::create_dir_all(&d).map_err(|e| Failure::new(format!("cannot create {}: {e}", d.display())))?;
-            std::os::unix::fs::lchown(&d, Some(self.uid), Some(self.gid)).map_err(|e| Failure::new(format!("cannot give {} to {}: {e}", d.display(), self.name)))?;
+            std::os::unix::fs::lchown(&d, Some(self.uid), Some(self.gid))
+                .map_err(|e| Failure::new(format!("cannot give {} to {}: {e}", d.display(), self.name)))?;
         }
         Ok(d)
     }

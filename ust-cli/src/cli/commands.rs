@@ -5,14 +5,13 @@
 
 use std::process::ExitCode;
 
-use ust_ctl::config::{ChannelConfig, LevelFilter, DEFAULT_NUM_SUBBUF, DEFAULT_READ_TIMER_US, DEFAULT_SUBBUF_SIZE, DEFAULT_SWITCH_TIMER_US};
 use ust_ctf::recover::StreamState;
+use ust_ctl::config::{ChannelConfig, LevelFilter, DEFAULT_NUM_SUBBUF, DEFAULT_READ_TIMER_US, DEFAULT_SUBBUF_SIZE, DEFAULT_SWITCH_TIMER_US};
 use ust_ctl::protocol::{Command, CreateOptions, Payload};
 
 use super::args::{
-    check_event_name,
-    AddContextArgs, CrashDumpArgs, ExportArgs, CreateArgs, DisableEventArgs, EnableChannelArgs, EnableEventArgs, ListArgs, ReportArgs, SessionCmdArgs,
-    SnapshotAddOutputArgs, SnapshotRecordArgs, StatusArgs, TrackArgs, ViewArgs,
+    check_event_name, AddContextArgs, CrashDumpArgs, CreateArgs, DisableEventArgs, EnableChannelArgs, EnableEventArgs, ExportArgs, ListArgs, ReportArgs,
+    SessionCmdArgs, SnapshotAddOutputArgs, SnapshotRecordArgs, StatusArgs, TrackArgs, ViewArgs,
 };
 use super::connect::{absolute, call, connect, connect_or_start, home, unexpected, Failure};
 use super::print::{print_apps, print_json, print_session, print_sessions, print_status};
@@ -130,7 +129,15 @@ pub fn create(a: CreateArgs) -> CliResult {
         None => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
     };
     let streaming = relay.is_some();
-    let options = CreateOptions { snapshot: a.snapshot, shm_path, clock: a.clock, relay, live_timer_us: a.net.live, buffers: a.buffers.get(), ..CreateOptions::default() };
+    let options = CreateOptions {
+        snapshot: a.snapshot,
+        shm_path,
+        clock: a.clock,
+        relay,
+        live_timer_us: a.net.live,
+        buffers: a.buffers.get(),
+        ..CreateOptions::default()
+    };
     let mut c = connect_or_start()?;
     let Payload::Created { name, output } = c.call(Command::CreateSessionWith { name, output, options })? else { return Err(unexpected()) };
     let kind = match (a.snapshot, a.net.live) {
@@ -252,11 +259,8 @@ pub fn track(a: TrackArgs, track: bool) -> CliResult {
         return Err(Failure { message: format!("{verb}: --vpid needs process IDs (--vpid 1234,5678) or --all"), code: 2 });
     }
     let session = a.session.session;
-    let cmd = if track {
-        Command::TrackVpid { session, pids: pids.clone(), all: a.all }
-    } else {
-        Command::UntrackVpid { session, pids: pids.clone(), all: a.all }
-    };
+    let cmd =
+        if track { Command::TrackVpid { session, pids: pids.clone(), all: a.all } } else { Command::UntrackVpid { session, pids: pids.clone(), all: a.all } };
     let Payload::Tracker { session, tracker, unchanged } = call(cmd)? else { return Err(unexpected()) };
     if a.all {
         if track {
@@ -276,7 +280,6 @@ pub fn track(a: TrackArgs, track: bool) -> CliResult {
     outln!("Tracked process IDs: {}", tracker.describe());
     Ok(ExitCode::SUCCESS)
 }
-
 
 /// `ust list`.
 pub fn list(a: ListArgs) -> CliResult {
@@ -388,13 +391,8 @@ fn babeltrace(dir: &std::path::Path, trace: &std::path::Path) -> CliResult {
 /// `ust report`.
 pub fn report(a: ReportArgs) -> CliResult {
     let pictures = a.format == "folded" || a.flamegraph.is_some();
-    let opt = crate::report::Options {
-        wakeups: a.wakeups || pictures,
-        faults: a.faults,
-        fault_file: a.fault_file,
-        min_block_ns: a.min_block,
-        ..Default::default()
-    };
+    let opt =
+        crate::report::Options { wakeups: a.wakeups || pictures, faults: a.faults, fault_file: a.fault_file, min_block_ns: a.min_block, ..Default::default() };
     let r = crate::report::report(&a.dir, &opt).map_err(Failure::new)?;
     if let Some(svg) = &a.flamegraph {
         let f = std::fs::File::create(svg).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;

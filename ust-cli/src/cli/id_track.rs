@@ -46,7 +46,10 @@ pub fn resolve(kind: IdKind, given: &[String]) -> Result<Vec<u32>, Failure> {
         .iter()
         .map(|g| {
             let g = g.trim();
-            g.parse::<u32>().ok().or_else(|| lookup(kind, g)).ok_or_else(|| Failure::usage(format!("{} {g:?}: no such {} (give an id or a name)", kind.option(), kind.noun())))
+            g.parse::<u32>()
+                .ok()
+                .or_else(|| lookup(kind, g))
+                .ok_or_else(|| Failure::usage(format!("{} {g:?}: no such {} (give an id or a name)", kind.option(), kind.noun())))
         })
         .collect()
 }
@@ -60,7 +63,12 @@ pub fn track_ids(a: &TrackArgs, track: bool) -> Result<(), Failure> {
         let Some(given) = given else { continue };
         let ids = resolve(kind, given)?;
         if a.all != ids.is_empty() {
-            return Err(Failure::usage(format!("{} {}: give ids or {} --all, one or the other", if track { "track" } else { "untrack" }, kind.option(), kind.option())));
+            return Err(Failure::usage(format!(
+                "{} {}: give ids or {} --all, one or the other",
+                if track { "track" } else { "untrack" },
+                kind.option(),
+                kind.option()
+            )));
         }
         let cmd = Command::TrackIds { session: a.session.session.clone(), kind, ids: ids.clone(), all: a.all, track };
         let Payload::IdTracker { session, tracker, unchanged, .. } = call(cmd)? else { return Err(unexpected()) };

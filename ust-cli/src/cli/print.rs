@@ -47,12 +47,7 @@ pub fn print_sessions(s: &[SessionSummary]) {
 
 /// One session: its channels, their settings, statistics and rules, its processes.
 pub fn print_session(d: &SessionDetail) {
-    outln!(
-        "Tracing session {}: [{}{}]",
-        d.summary.name,
-        state_word(d.summary.active),
-        if d.summary.snapshot { " snapshot" } else { "" }
-    );
+    outln!("Tracing session {}: [{}{}]", d.summary.name, state_word(d.summary.active), if d.summary.snapshot { " snapshot" } else { "" });
     match &d.summary.url {
         Some(u) => outln!("    Trace output: {u} (streamed to lttng-relayd)"),
         None => outln!("    Trace output: {}", d.summary.output.display()),
@@ -182,7 +177,6 @@ pub fn print_summary(report: &DestroyReport) {
     }
 }
 
-
 /// The summary of a trace streamed to a relay daemon: the files are on the relay's
 /// machine, so packets are counted, not events.
 pub fn print_streamed_summary(report: &DestroyReport) {
@@ -204,11 +198,8 @@ pub fn print_streamed_summary(report: &DestroyReport) {
 /// every stream file with the record walker: `(counts, unreadable packets or records)`
 /// (see [`ust_ctf::count`]).
 pub fn count_events(report: &DestroyReport) -> (BTreeMap<String, u64>, u64) {
-    let traces: Vec<ust_ctf::count::TraceToCount<'_>> = report
-        .traces
-        .iter()
-        .map(|t| ust_ctf::count::TraceToCount { dir: &t.dir, events: &t.events, context_sizes: &t.context_sizes })
-        .collect();
+    let traces: Vec<ust_ctf::count::TraceToCount<'_>> =
+        report.traces.iter().map(|t| ust_ctf::count::TraceToCount { dir: &t.dir, events: &t.events, context_sizes: &t.context_sizes }).collect();
     let c = ust_ctf::count::count_events(&traces);
     (c.per_event, c.problems)
 }

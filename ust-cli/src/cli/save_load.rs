@@ -131,8 +131,8 @@ pub fn save(a: SaveArgs) -> CliResult {
 
 fn read_sessions(path: &Path) -> Result<Vec<SavedSession>, Failure> {
     let read = |f: &Path| -> Result<Vec<SavedSession>, Failure> {
-        let text = ust_ctf::files::read_trace_text(f, ust_ctl::session_xml::MAX_FILE as u64)
-            .map_err(|e| Failure::new(format!("reading {}: {e}", f.display())))?;
+        let text =
+            ust_ctf::files::read_trace_text(f, ust_ctl::session_xml::MAX_FILE as u64).map_err(|e| Failure::new(format!("reading {}: {e}", f.display())))?;
         from_xml(&text).map_err(|e| Failure::new(format!("{}: {e}", f.display())))
     };
     let meta = std::fs::metadata(path).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
@@ -194,14 +194,17 @@ fn load_one(c: &mut Client, s: &SavedSession, force: bool) -> Result<(), Failure
         }
         ok(c, Command::EnableChannel { session: session.clone(), name: ch.name.clone(), config: ch.config.clone() })?;
         for e in &ch.events {
-            ok(c, Command::EnableEvent {
-                session: session.clone(),
-                channel: Some(ch.name.clone()),
-                patterns: vec![e.pattern.clone()],
-                level: e.level,
-                exclusions: e.exclusions.clone(),
-                filter: e.filter.clone(),
-            })?;
+            ok(
+                c,
+                Command::EnableEvent {
+                    session: session.clone(),
+                    channel: Some(ch.name.clone()),
+                    patterns: vec![e.pattern.clone()],
+                    level: e.level,
+                    exclusions: e.exclusions.clone(),
+                    filter: e.filter.clone(),
+                },
+            )?;
             if !e.enabled {
                 ok(c, Command::DisableEvent { session: session.clone(), channel: Some(ch.name.clone()), patterns: vec![e.pattern.clone()], all: false })?;
             }

@@ -96,14 +96,9 @@ pub fn trace(a: TraceArgs) -> CliResult {
     let patterns = if a.events.is_empty() { vec!["*".to_string()] } else { a.events.clone() };
     let uid_buffers = a.buffers.get() == Some(ust_ctl::config::BufferOwnership::Uid);
     let setup = per_uid_channel(&mut c, &session, uid_buffers)
-        .and_then(|_| c.call(Command::EnableEvent {
-            session: session.clone(),
-            channel: None,
-            patterns,
-            level: LevelFilter::Any,
-            exclusions: Vec::new(),
-            filter: None,
-        }))
+        .and_then(|_| {
+            c.call(Command::EnableEvent { session: session.clone(), channel: None, patterns, level: LevelFilter::Any, exclusions: Vec::new(), filter: None })
+        })
         .and_then(|_| match a.contexts.is_empty() {
             true => Ok(Payload::Done),
             false => c.call(Command::AddContext { session: session.clone(), channel: None, contexts: a.contexts.clone() }),

@@ -156,7 +156,9 @@ pub fn add(l: &Loaded, dir: &std::path::Path, t: &mut Timeline) {
 fn off_slices(t: &mut Timeline, (pid, tid): (i32, i32), o: Off, end: u64, waits: &HashMap<(i32, u64), &Wait>) {
     let track = Track::ThreadState(pid, tid);
     match o {
-        Off::Preempted(start) => t.slices.push(Slice { track, ts: start, dur: end - start, name: "Runnable (preempted)".into(), cat: "sched".into(), args: Map::new() }),
+        Off::Preempted(start) => {
+            t.slices.push(Slice { track, ts: start, dur: end - start, name: "Runnable (preempted)".into(), cat: "sched".into(), args: Map::new() })
+        }
         Off::Blocked(start, state) => {
             let mut args = Map::new();
             args.insert("state".into(), Json::from(state_letter(state)));

@@ -118,7 +118,10 @@ pub fn add(l: &Loaded, counters: &[Counter], t: &mut Timeline) {
                     Some(p) => stack.remove(p).1,
                     None => first_ts[&key],
                 };
-                pending.push((Slice { track, ts: start, dur: e.ts.saturating_sub(start), name: spans[i].name.clone(), cat: spans[i].cat.clone(), args: Map::new() }, i));
+                pending.push((
+                    Slice { track, ts: start, dur: e.ts.saturating_sub(start), name: spans[i].name.clone(), cat: spans[i].cat.clone(), args: Map::new() },
+                    i,
+                ));
             }
             (Some((prov, base, "_record")), Some(id)) => {
                 let i = span_of(&mut live, &mut spans, prov, base, id);
@@ -142,7 +145,14 @@ pub fn add(l: &Loaded, counters: &[Counter], t: &mut Timeline) {
     }
     for ((pid, tid), stack) in open {
         for (i, start) in stack {
-            let mut s = Slice { track: Track::Thread(pid, tid), ts: start, dur: last_ts.saturating_sub(start), name: spans[i].name.clone(), cat: spans[i].cat.clone(), args: Map::new() };
+            let mut s = Slice {
+                track: Track::Thread(pid, tid),
+                ts: start,
+                dur: last_ts.saturating_sub(start),
+                name: spans[i].name.clone(),
+                cat: spans[i].cat.clone(),
+                args: Map::new(),
+            };
             s.args.insert("unfinished".into(), Json::Bool(true));
             pending.push((s, i));
         }
@@ -197,7 +207,8 @@ mod tests {
         };
         let mut t = Timeline::default();
         add(&l, &[Counter { event: "app:tick".into(), field: "n".into() }], &mut t);
-        let mut s: Vec<(Track, u64, u64, String, Json)> = t.slices.iter().map(|s| (s.track, s.ts, s.dur, s.name.clone(), Json::Object(s.args.clone()))).collect();
+        let mut s: Vec<(Track, u64, u64, String, Json)> =
+            t.slices.iter().map(|s| (s.track, s.ts, s.dur, s.name.clone(), Json::Object(s.args.clone()))).collect();
         s.sort_by_key(|x| (x.0, x.1));
         let done = serde_json::json!({"id": 1, "parent": 0, "peer": "a", "bytes": 9, "follows_from": [3]});
         assert_eq!(

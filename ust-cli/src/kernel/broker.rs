@@ -151,8 +151,12 @@ impl Pending {
     pub fn start(self, output: &Path, pid: i32) -> Result<Broker, String> {
         let dir = output.join("kernel");
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let fd = rustix::fs::open(&dir, rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC | rustix::fs::OFlags::NOFOLLOW, rustix::fs::Mode::empty())
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let fd = rustix::fs::open(
+            &dir,
+            rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC | rustix::fs::OFlags::NOFOLLOW,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
         match ask(&self.sock, &KviewRequest::Start { pid }, &[fd.as_fd()])? {
             KviewReply::Started => {
                 let _ = self.sock.set_read_timeout(None);
@@ -173,11 +177,18 @@ impl Broker {
     /// `<output>/kernel` is then whole up to that moment.
     pub fn finish(self, output: &Path, traced_pid: i32) -> Result<KernelSummary, KernelError> {
         let offset = super::session_clock_offset(output);
-        let gone = |e: String| KernelError::Broker(format!("root's ust-consumerd went away during the trace ({e}): the kernel trace in {} is whole up to that moment, the rest was not recorded", self.dir.display()));
+        let gone = |e: String| {
+            KernelError::Broker(format!(
+                "root's ust-consumerd went away during the trace ({e}): the kernel trace in {} is whole up to that moment, the rest was not recorded",
+                self.dir.display()
+            ))
+        };
         let _ = self.sock.set_read_timeout(Some(Duration::from_secs(30)));
         match ask(&self.sock, &KviewRequest::Finish { traced_pid, clock_offset_ns: offset }, &[]) {
             Ok(KviewReply::Finished { counts, lost, error: None }) => Ok(KernelSummary { dir: self.dir.clone(), counts, lost, ..Default::default() }),
-            Ok(KviewReply::Finished { error: Some(e), .. }) => Err(KernelError::Broker(format!("writing the kernel trace failed: {e}; it is whole up to that point"))),
+            Ok(KviewReply::Finished { error: Some(e), .. }) => {
+                Err(KernelError::Broker(format!("writing the kernel trace failed: {e}; it is whole up to that point")))
+            }
             Ok(other) => Err(gone(format!("unexpected answer {other:?}"))),
             Err(e) => Err(gone(e)),
         }

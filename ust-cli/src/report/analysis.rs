@@ -448,7 +448,14 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 stack_copy_faults += 1;
             }
             "x86_exceptions_page_fault_kernel" if tree.contains(&t) && (e.int("address").unwrap_or(-1) as u64) < super::faults::USER_END => {
-                let mut f = Fault::new(e.ts, t, *tgid.get(&t).unwrap_or(&t), e.int("address").unwrap_or(0) as u64, e.int("ip").unwrap_or(0) as u64, e.int("error_code"));
+                let mut f = Fault::new(
+                    e.ts,
+                    t,
+                    *tgid.get(&t).unwrap_or(&t),
+                    e.int("address").unwrap_or(0) as u64,
+                    e.int("ip").unwrap_or(0) as u64,
+                    e.int("error_code"),
+                );
                 f.by_kernel = true;
                 f.major = has_filemap.then_some(false);
                 f.function = Some(match tasks.get(&t).and_then(|k| k.syscall.as_ref()) {
@@ -678,7 +685,19 @@ mod tests {
 
     fn switch(ts: u64, cpu: u32, prev: i32, state: i64, next: i32) -> Event {
         let (p, n) = (Value::Signed(prev.into()), Value::Signed(next.into()));
-        ev(ts, cpu, prev, "sched_switch", &[("prev_comm", Value::Str("sleep".into())), ("prev_pid", p), ("prev_state", Value::Signed(state)), ("next_comm", Value::Str("sleep".into())), ("next_pid", n)])
+        ev(
+            ts,
+            cpu,
+            prev,
+            "sched_switch",
+            &[
+                ("prev_comm", Value::Str("sleep".into())),
+                ("prev_pid", p),
+                ("prev_state", Value::Signed(state)),
+                ("next_comm", Value::Str("sleep".into())),
+                ("next_pid", n),
+            ],
+        )
     }
 
     /// `sleep` (tid 100) blocks in clock_nanosleep on CPU 1 and a timer wakes it; with

@@ -96,7 +96,10 @@ mod tests {
 
     #[test]
     fn a_fork_gets_the_earlier_names_and_a_thread_its_group() {
-        let mut e = ev("sched_process_fork", vec![("parent_tid", Value::Signed(10)), ("child_tid", Value::Signed(12)), ("parent_pid", Value::Signed(10)), ("child_pid", Value::Signed(10))]);
+        let mut e = ev(
+            "sched_process_fork",
+            vec![("parent_tid", Value::Signed(10)), ("child_tid", Value::Signed(12)), ("parent_pid", Value::Signed(10)), ("child_pid", Value::Signed(10))],
+        );
         normalize(&mut e);
         assert_eq!((e.int("parent_pid"), e.int("child_pid"), e.int("child_tgid"), e.int("parent_tgid")), (Some(10), Some(12), Some(10), None));
         let mut old = ev("sched_process_fork", vec![("parent_pid", Value::Signed(10)), ("child_pid", Value::Signed(12))]);
@@ -115,7 +118,8 @@ mod tests {
         let mut old = ev("sched_waking", vec![("pid", Value::Signed(9))]);
         normalize(&mut old);
         assert_eq!(old.int("pid"), Some(9));
-        let mut olds = ev("syscall_entry", vec![("id", Value::Signed(0)), ("args", Value::List(vec![Value::Unsigned(4)])), ("name", Value::Str("read".into()))]);
+        let mut olds =
+            ev("syscall_entry", vec![("id", Value::Signed(0)), ("args", Value::List(vec![Value::Unsigned(4)])), ("name", Value::Str("read".into()))]);
         normalize(&mut olds);
         assert_eq!((olds.name.as_str(), crate::report::syscalls::arg0(&olds)), ("syscall_entry", Some(4)));
     }

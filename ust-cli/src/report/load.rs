@@ -121,7 +121,8 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
     let mut l = Loaded::default();
     for d in dirs {
         let path = d.join("metadata");
-        let text = ust_ctf::files::read_trace_text(&path, ust_ctf::files::MAX_TEXT_FILE).map_err(|e| format!("{}: cannot read the metadata: {e}", path.display()))?;
+        let text =
+            ust_ctf::files::read_trace_text(&path, ust_ctf::files::MAX_TEXT_FILE).map_err(|e| format!("{}: cannot read the metadata: {e}", path.display()))?;
         if text.trim().is_empty() {
             return Err(format!("{}: the metadata file is empty: the trace cannot be read", path.display()));
         }

@@ -97,7 +97,13 @@ fn wait_text(out: &mut String, w: &analysis::Wait, start: u64, indent: usize) {
 /// The report as text.
 pub fn render_text(r: &Report) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "Trace: {} of events, traced pid {}{}", dur(r.span_ns), r.traced_pid, if r.kernel { ", kernel and user space" } else { ", user space only" });
+    let _ = writeln!(
+        s,
+        "Trace: {} of events, traced pid {}{}",
+        dur(r.span_ns),
+        r.traced_pid,
+        if r.kernel { ", kernel and user space" } else { ", user space only" }
+    );
     if r.kernel {
         let _ = writeln!(s, "\nTasks of the traced command:");
         let _ = writeln!(s, "  {:>7}  {:<16} {:>8} {:>14} {:>14}", "TID", "NAME", "EVENTS", "RUNTIME", "BLOCKED");
@@ -194,7 +200,15 @@ fn syscall_totals(s: &mut String, r: &Report) {
                 Some(e) => format!("-1 {e}"),
                 None => c.ret.to_string(),
             };
-            let _ = writeln!(s, "  {:>13}  {} [{}] {} = {ret} (at +{:.6} s)", dur(c.duration_ns), c.thread, c.tid, c.call, c.ts_ns.saturating_sub(r.start_ns) as f64 / 1e9);
+            let _ = writeln!(
+                s,
+                "  {:>13}  {} [{}] {} = {ret} (at +{:.6} s)",
+                dur(c.duration_ns),
+                c.thread,
+                c.tid,
+                c.call,
+                c.ts_ns.saturating_sub(r.start_ns) as f64 / 1e9
+            );
         }
     }
 }
@@ -224,7 +238,11 @@ fn fault_summary(s: &mut String, r: &Report) {
     }
     if let Some(l) = &r.file_faults {
         let _ = writeln!(s, "\nPage faults on {} ({}), in time order:", l.file, l.faults.len());
-        let _ = writeln!(s, "  {:>12} {:>7} {:>12} {:>9} {:>5} {:>5} {:>12}  FUNCTION / ERROR CODE", "AT (s)", "TID", "OFFSET", "PAGE", "KIND", "ACC", "UNTIL USER");
+        let _ = writeln!(
+            s,
+            "  {:>12} {:>7} {:>12} {:>9} {:>5} {:>5} {:>12}  FUNCTION / ERROR CODE",
+            "AT (s)", "TID", "OFFSET", "PAGE", "KIND", "ACC", "UNTIL USER"
+        );
         for x in &l.faults {
             let _ = writeln!(
                 s,

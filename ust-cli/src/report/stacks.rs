@@ -93,7 +93,12 @@ impl Tier1 {
                 }
                 "perf_block_stack" => {
                     let Some(pid) = e.int("pid") else { continue };
-                    t.blocks.entry(e.tid).or_default().push(Block { ts: e.ts, pid: pid as i32, syscall: e.text("syscall").unwrap_or_default(), ips: u64s(e, "stack") });
+                    t.blocks.entry(e.tid).or_default().push(Block {
+                        ts: e.ts,
+                        pid: pid as i32,
+                        syscall: e.text("syscall").unwrap_or_default(),
+                        ips: u64s(e, "stack"),
+                    });
                 }
                 _ => {}
             }
@@ -137,9 +142,10 @@ impl Tier1 {
     pub fn fault(&mut self, f: &mut Fault, pid: i32) {
         if f.stack_ips.is_empty() {
             let addr = u64::from_str_radix(f.address.trim_start_matches("0x"), 16).unwrap_or(0);
-            let sample = self.fault_stacks.get(&f.tid).and_then(|v| {
-                v.iter().filter(|(ts, a, _)| *a == addr && ts.abs_diff(f.ts_ns) <= FAULT_MATCH_NS).min_by_key(|(ts, _, _)| ts.abs_diff(f.ts_ns))
-            });
+            let sample = self
+                .fault_stacks
+                .get(&f.tid)
+                .and_then(|v| v.iter().filter(|(ts, a, _)| *a == addr && ts.abs_diff(f.ts_ns) <= FAULT_MATCH_NS).min_by_key(|(ts, _, _)| ts.abs_diff(f.ts_ns)));
             if let Some((_, _, ips)) = sample {
                 f.stack_ips = ips.clone();
             }

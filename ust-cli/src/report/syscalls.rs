@@ -264,9 +264,45 @@ fn call_text(name: &str, arg0: Option<u64>) -> String {
 /// Whether system call `name` takes a descriptor as its first argument.
 pub fn takes_fd(name: &str) -> bool {
     const FD_FIRST: &[&str] = &[
-        "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2", "recvfrom", "sendto", "recvmsg", "sendmsg",
-        "recvmmsg", "sendmmsg", "accept", "accept4", "connect", "fsync", "fdatasync", "ioctl", "fcntl", "flock", "epoll_wait", "epoll_pwait", "epoll_pwait2",
-        "lseek", "getdents64", "ftruncate", "fstat", "sendfile", "splice", "tee", "copy_file_range", "close", "fallocate", "sync_file_range", "fadvise64",
+        "read",
+        "write",
+        "pread64",
+        "pwrite64",
+        "readv",
+        "writev",
+        "preadv",
+        "pwritev",
+        "preadv2",
+        "pwritev2",
+        "recvfrom",
+        "sendto",
+        "recvmsg",
+        "sendmsg",
+        "recvmmsg",
+        "sendmmsg",
+        "accept",
+        "accept4",
+        "connect",
+        "fsync",
+        "fdatasync",
+        "ioctl",
+        "fcntl",
+        "flock",
+        "epoll_wait",
+        "epoll_pwait",
+        "epoll_pwait2",
+        "lseek",
+        "getdents64",
+        "ftruncate",
+        "fstat",
+        "sendfile",
+        "splice",
+        "tee",
+        "copy_file_range",
+        "close",
+        "fallocate",
+        "sync_file_range",
+        "fadvise64",
     ];
     FD_FIRST.contains(&name)
 }
@@ -330,7 +366,15 @@ pub fn count(l: &Loaded, tree: &HashSet<i32>, tgid: &HashMap<i32, i32>, comm: &H
                 t.calls += 1;
                 t.errors += u64::from(err.is_some());
                 t.total_ns += d;
-                slow.push(SlowCall { ts_ns: start, tid: e.tid, thread: name_of(e.tid), call: call_text(&name, a0), duration_ns: d, ret, error: err.map(errno_name) });
+                slow.push(SlowCall {
+                    ts_ns: start,
+                    tid: e.tid,
+                    thread: name_of(e.tid),
+                    call: call_text(&name, a0),
+                    duration_ns: d,
+                    ret,
+                    error: err.map(errno_name),
+                });
                 if slow.len() > 4 * SLOWEST {
                     slow.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
                     slow.truncate(SLOWEST);

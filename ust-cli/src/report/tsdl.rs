@@ -309,7 +309,7 @@ mod tests {
             contexts: &[],
             events: &events,
             clock_description: "Monotonic Clock",
-uid: None,
+            uid: None,
         });
         let m = Metadata::parse(&text);
         assert_eq!(m.env.get("vpid").map(String::as_str), Some("42"));

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 
 use ust_ctl::protocol::*;
 
-use crate::state::{Daemon, SessionState};
 use crate::session::{check_name, Channel, ChannelConfig, Enabler, LevelFilter, Session, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
+use crate::state::{Daemon, SessionState};
 
-use super::{check_pattern, resolve, Res};
 use super::lifecycle::{retrack_live_apps, wait_syncs};
+use super::{check_pattern, resolve, Res};
 
 pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
     let CreateOptions { snapshot, shm_path, clock, buffers, relay, live_timer_us, token: with_token } = options;

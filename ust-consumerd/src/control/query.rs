@@ -7,8 +7,8 @@ use ust_ctl::protocol::*;
 use crate::state::{Daemon, SessionState, State};
 use crate::stream::Stream;
 
-use super::{resolve, Res};
 use super::lifecycle::session_streams;
+use super::{resolve, Res};
 
 pub(super) fn summary(st: &State, ss: &SessionState) -> SessionSummary {
     SessionSummary {
@@ -57,16 +57,21 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
         let processes = ss
             .traces
             .values()
-            .map(|t| ProcessDetail {
-                pid: t.pid,
-                procname: t.procname.clone(),
-                dir: t.dir.clone(),
-                alive: !t.gone,
-                post_mortem: t.post_mortem.clone(),
-            })
+            .map(|t| ProcessDetail { pid: t.pid, procname: t.procname.clone(), dir: t.dir.clone(), alive: !t.gone, post_mortem: t.post_mortem.clone() })
             .collect();
         let streams: Vec<Arc<Mutex<Stream>>> = session_streams(ss);
-        (SessionDetail { summary: summary(&st, ss), channels, processes, vpid_tracker: ss.session.vpid_tracker.clone(), vuid_tracker: ss.session.vuid_tracker.clone(), vgid_tracker: ss.session.vgid_tracker.clone(), untraced: ss.untraced.iter().cloned().collect() }, streams)
+        (
+            SessionDetail {
+                summary: summary(&st, ss),
+                channels,
+                processes,
+                vpid_tracker: ss.session.vpid_tracker.clone(),
+                vuid_tracker: ss.session.vuid_tracker.clone(),
+                vgid_tracker: ss.session.vgid_tracker.clone(),
+                untraced: ss.untraced.iter().cloned().collect(),
+            },
+            streams,
+        )
     };
     for s in per_channel {
         let s = s.lock().unwrap_or_else(|e| e.into_inner());
@@ -101,11 +106,7 @@ pub(super) fn list_apps(daemon: &Daemon) -> Vec<AppInfo> {
                     name: e.full_name(),
                     level: e.level.number(),
                     level_name: e.level.lttng_name().to_string(),
-                    fields: e
-                        .fields
-                        .iter()
-                        .map(|f| FieldInfo { name: f.name.to_string(), ty: type_name(f), ctf_type: f.ty.clone() })
-                        .collect(),
+                    fields: e.fields.iter().map(|f| FieldInfo { name: f.name.to_string(), ty: type_name(f), ctf_type: f.ty.clone() }).collect(),
                     location: e.location.to_string(),
                 })
                 .collect(),

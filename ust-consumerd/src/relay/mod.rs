@@ -79,7 +79,14 @@ impl RelayOutput {
     /// # Errors
     /// A message naming the URL: nothing listens, the relay daemon is incompatible, or it
     /// refused the session.
-    pub fn connect(url: &NetworkUrl, name: &str, created: i64, live_timer_us: u32, snapshot_chunk: Option<&str>, error: OutputError) -> Result<Arc<RelayOutput>, String> {
+    pub fn connect(
+        url: &NetworkUrl,
+        name: &str,
+        created: i64,
+        live_timer_us: u32,
+        snapshot_chunk: Option<&str>,
+        error: OutputError,
+    ) -> Result<Arc<RelayOutput>, String> {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let fail = |e: RelayError| format!("relay daemon at {url}: {e}");
         let mut c = Connection::open(url).map_err(fail)?;
@@ -99,7 +106,15 @@ impl RelayOutput {
             .map_err(fail)?;
         c.create_trace_chunk(CHUNK_ID, creation_time, snapshot_chunk).map_err(fail)?;
         crate::log!("session {name}: streaming to the relay daemon at {url} (protocol 2.{}), which writes {path}", c.minor);
-        Ok(Arc::new(RelayOutput { url: url.clone(), live_timer_us, snapshot: snapshot_chunk.is_some(), relay_session_id: id, relay_path: path, conn: Mutex::new(Some(c)), error }))
+        Ok(Arc::new(RelayOutput {
+            url: url.clone(),
+            live_timer_us,
+            snapshot: snapshot_chunk.is_some(),
+            relay_session_id: id,
+            relay_path: path,
+            conn: Mutex::new(Some(c)),
+            error,
+        }))
     }
 
     /// Runs `f` on the connection. On its first failure the connection is closed, the
@@ -155,7 +170,16 @@ impl RelayOutput {
         let m = RelayMetadata { out: self.clone(), handle: meta, sent: metadata.to_string() };
         let live = (self.live_timer_us > 0).then(|| Duration::from_micros(u64::from(self.live_timer_us)));
         let now = Instant::now();
-        let streams = ids.into_iter().map(|h| RelayStream { out: self.clone(), handle: h, next_seq: 0, closed: false, live_period: live, next_live: now + live.unwrap_or_default(), sent_since_tick: false, created_ts: 0 });
+        let streams = ids.into_iter().map(|h| RelayStream {
+            out: self.clone(),
+            handle: h,
+            next_seq: 0,
+            closed: false,
+            live_period: live,
+            next_live: now + live.unwrap_or_default(),
+            sent_since_tick: false,
+            created_ts: 0,
+        });
         Ok((m, streams.collect()))
     }
 

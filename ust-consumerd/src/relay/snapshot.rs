@@ -116,6 +116,12 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>, url: Option<Ne
     if !received {
         return Err(format!("relay daemon at {url}: the snapshot was sent but not confirmed written"));
     }
-    crate::log!("session {name}: snapshot of {} process(es) sent to {} ({} packets, {} bytes)", report.processes, report.dir.display(), report.packets, report.bytes);
+    crate::log!(
+        "session {name}: snapshot of {} process(es) sent to {} ({} packets, {} bytes)",
+        report.processes,
+        report.dir.display(),
+        report.packets,
+        report.bytes
+    );
     Ok(report)
 }

@@ -316,10 +316,16 @@ pub fn parse_version(b: &[u8]) -> Result<(u32, u32), ReplyError> {
     need(Cmd::Version, b, 8)?;
     let (major, minor) = (be32(b, 0), be32(b, 4));
     if major != OUR_VERSION.0 {
-        return Err(ReplyError::Bad { cmd: Cmd::Version, why: format!("relay daemon speaks protocol {major}.{minor}; this client speaks {}.x", OUR_VERSION.0) });
+        return Err(ReplyError::Bad {
+            cmd: Cmd::Version,
+            why: format!("relay daemon speaks protocol {major}.{minor}; this client speaks {}.x", OUR_VERSION.0),
+        });
     }
     if minor < MIN_MINOR {
-        return Err(ReplyError::Bad { cmd: Cmd::Version, why: format!("relay daemon speaks protocol {major}.{minor}; 2.{MIN_MINOR} or later is needed (trace chunks)") });
+        return Err(ReplyError::Bad {
+            cmd: Cmd::Version,
+            why: format!("relay daemon speaks protocol {major}.{minor}; 2.{MIN_MINOR} or later is needed (trace chunks)"),
+        });
     }
     Ok((major, minor.min(OUR_VERSION.1)))
 }
@@ -455,7 +461,17 @@ mod tests {
 
     #[test]
     fn index_body_order() {
-        let i = IndexEntry { offset: 99, packet_size_bits: 1, content_size_bits: 2, timestamp_begin: 3, timestamp_end: 4, events_discarded: 5, stream_id: 6, stream_instance_id: 7, packet_seq_num: 8 };
+        let i = IndexEntry {
+            offset: 99,
+            packet_size_bits: 1,
+            content_size_bits: 2,
+            timestamp_begin: 3,
+            timestamp_end: 4,
+            events_discarded: 5,
+            stream_id: 6,
+            stream_instance_id: 7,
+            packet_seq_num: 8,
+        };
         let b = index_body(100, 200, &i);
         let got: Vec<u64> = b.chunks(8).map(|c| u64::from_be_bytes(c.try_into().unwrap())).collect();
         assert_eq!(got, vec![100, 200, 1, 2, 3, 4, 5, 6, 7, 8]);

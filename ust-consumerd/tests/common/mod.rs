@@ -389,10 +389,7 @@ pub fn svg_titles(text: &str) -> Vec<String> {
     let mut r = quick_xml::Reader::from_str(text);
     let (mut root, mut in_title, mut depth, mut out) = (None, false, 0usize, Vec::new());
     loop {
-        match r
-            .read_event()
-            .unwrap_or_else(|e| panic!("not XML at {}: {e}", r.buffer_position()))
-        {
+        match r.read_event().unwrap_or_else(|e| panic!("not XML at {}: {e}", r.buffer_position())) {
             Event::Start(e) => {
                 root.get_or_insert_with(|| String::from_utf8_lossy(e.name().as_ref()).into_owned());
                 in_title = e.name().as_ref() == b"title";
@@ -406,17 +403,11 @@ pub fn svg_titles(text: &str) -> Vec<String> {
             Event::Empty(e) => {
                 root.get_or_insert_with(|| String::from_utf8_lossy(e.name().as_ref()).into_owned());
             }
-            Event::Text(t) if in_title => {
-                out.push(String::from_utf8_lossy(&t.into_inner()).into_owned())
-            }
+            Event::Text(t) if in_title => out.push(String::from_utf8_lossy(&t.into_inner()).into_owned()),
             Event::Eof => break,
             _ => {}
         }
     }
-    assert_eq!(
-        (root.as_deref(), depth),
-        (Some("svg"), 0),
-        "an SVG document"
-    );
+    assert_eq!((root.as_deref(), depth), (Some("svg"), 0), "an SVG document");
     out
 }

@@ -130,7 +130,9 @@ impl Lexer<'_> {
         let len = s
             .iter()
             .enumerate()
-            .take_while(|(k, b)| b.is_ascii_alphanumeric() || **b == b'.' || ((**b == b'-' || **b == b'+') && *k > 0 && matches!(s[k - 1], b'e' | b'E') && !hex))
+            .take_while(|(k, b)| {
+                b.is_ascii_alphanumeric() || **b == b'.' || ((**b == b'-' || **b == b'+') && *k > 0 && matches!(s[k - 1], b'e' | b'E') && !hex)
+            })
             .count();
         let t = &self.text[start..start + len];
         self.pos = start + len;

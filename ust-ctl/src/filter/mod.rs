@@ -110,7 +110,9 @@ pub fn parse(text: &str) -> Result<Expr, ParseError> {
     check_shape(&n.e).map_err(|e| ParseError {
         offset: 0,
         message: match e {
-            FilterError::TooDeep => format!("nested deeper than {} (a chain of `|`, `&`, `^` or comparisons counts one level per operator)", ust_core::filter::MAX_DEPTH),
+            FilterError::TooDeep => {
+                format!("nested deeper than {} (a chain of `|`, `&`, `^` or comparisons counts one level per operator)", ust_core::filter::MAX_DEPTH)
+            }
             other => other.to_string(),
         },
     })?;
@@ -120,8 +122,8 @@ pub fn parse(text: &str) -> Result<Expr, ParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ust_core::context::ContextType;
     use std::borrow::Cow;
+    use ust_core::context::ContextType;
     use ust_core::filter::{eval, resolve, ContextSource};
     use ust_core::{EventDesc, FieldDesc, FieldType, IntegerType, Level};
 

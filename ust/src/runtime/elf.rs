@@ -6,7 +6,6 @@
 
 use std::ffi::{c_int, c_void, CStr};
 
-
 /// One loaded object as read inside the `dl_iterate_phdr` callback.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Object {
@@ -139,9 +138,7 @@ pub(crate) unsafe fn phdrs(info: &libc::dl_phdr_info) -> &[libc::Elf64_Phdr] {
 /// it is loaded).
 fn readable(phdrs: &[libc::Elf64_Phdr], bias: u64, vaddr: u64, len: u64) -> Option<*const u8> {
     let end = vaddr.checked_add(len)?;
-    phdrs
-        .iter()
-        .find(|p| p.p_type == PT_LOAD && p.p_flags & PF_R != 0 && p.p_vaddr <= vaddr && end <= p.p_vaddr.saturating_add(p.p_filesz))?;
+    phdrs.iter().find(|p| p.p_type == PT_LOAD && p.p_flags & PF_R != 0 && p.p_vaddr <= vaddr && end <= p.p_vaddr.saturating_add(p.p_filesz))?;
     Some(bias.wrapping_add(vaddr) as usize as *const u8)
 }
 
@@ -188,4 +185,3 @@ pub(crate) fn load_counters() -> Option<(u64, u64)> {
     unsafe { libc::dl_iterate_phdr(Some(cb), &mut out as *mut Option<(u64, u64)> as *mut c_void) };
     out
 }
-

@@ -38,9 +38,9 @@ pub(crate) mod fd;
 pub(crate) mod links;
 pub(crate) mod process;
 mod session;
-mod waits;
 pub(crate) mod statedump;
 pub(crate) mod thread;
+mod waits;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU16, AtomicU64, Ordering};
@@ -51,8 +51,8 @@ use ust_core::rundir;
 
 use crate::published::Published;
 use crate::{channel, context, cpu, site};
-use waits::{Progress, Unfinished};
 pub use waits::THREAD_START_WAIT;
+use waits::{Progress, Unfinished};
 
 /// Environment variable: how long the constructor waits for registration, in ms (default
 /// 3000, as `LTTNG_UST_REGISTER_TIMEOUT`; 0 = do not wait; negative = wait until the
@@ -140,7 +140,6 @@ impl Link {
     }
 }
 
-
 /// A descriptor number and the `(st_dev, st_ino)` it named.
 pub(crate) struct RawConn {
     fd: AtomicI32,
@@ -181,7 +180,6 @@ impl Generation {
     pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, links::State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
-
 }
 
 static CURRENT: Published<Generation> = Published::empty();
@@ -269,24 +267,20 @@ pub fn start() {
     let generation = spawn(&paths);
     let shown = || paths.iter().flatten().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" or ");
     match (generation, timeout) {
-        (Some(g), Some(timeout)) => {
-            match g.wait_registered(timeout) {
-                Ok(()) => {}
-                Err(Unfinished::StartStuck) => debug!(
-                    "the runtime thread did not start within {} ms and is not waiting for a CPU: not waiting for registration; events before it are lost",
-                    t0.elapsed().as_millis()
-                ),
-                Err(Unfinished::StartTimedOut) => debug!(
-                    "the runtime thread, waiting for a CPU, did not start within {} ms: not waiting for registration; events before it are lost",
-                    t0.elapsed().as_millis()
-                ),
-                Err(Unfinished::Registration) => debug!(
-                    "no answer from the daemon at {} within {} ms; running on, events before registration are lost",
-                    shown(),
-                    t0.elapsed().as_millis()
-                ),
+        (Some(g), Some(timeout)) => match g.wait_registered(timeout) {
+            Ok(()) => {}
+            Err(Unfinished::StartStuck) => debug!(
+                "the runtime thread did not start within {} ms and is not waiting for a CPU: not waiting for registration; events before it are lost",
+                t0.elapsed().as_millis()
+            ),
+            Err(Unfinished::StartTimedOut) => debug!(
+                "the runtime thread, waiting for a CPU, did not start within {} ms: not waiting for registration; events before it are lost",
+                t0.elapsed().as_millis()
+            ),
+            Err(Unfinished::Registration) => {
+                debug!("no answer from the daemon at {} within {} ms; running on, events before registration are lost", shown(), t0.elapsed().as_millis())
             }
-        }
+        },
         (_, None) => debug!("no daemon socket at {}: running untraced; a daemon that starts later is picked up", shown()),
         (None, Some(_)) => {}
     }

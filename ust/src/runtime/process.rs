@@ -154,14 +154,8 @@ extern "C" fn on_masks_changed(f: fn()) {
 }
 
 /// This copy's runtime.
-pub(crate) static RUNTIME: Runtime = Runtime {
-    key: key(),
-    primary: AtomicBool::new(false),
-    debug: &super::DEBUG,
-    channels: &channel::OWN,
-    join: accept_sites,
-    on_masks_changed,
-};
+pub(crate) static RUNTIME: Runtime =
+    Runtime { key: key(), primary: AtomicBool::new(false), debug: &super::DEBUG, channels: &channel::OWN, join: accept_sites, on_masks_changed };
 
 /// The note that lets other copies find [`RUNTIME`].
 #[repr(C, align(8))]
@@ -175,8 +169,7 @@ struct Note {
 
 #[used]
 #[link_section = ".note.ust"]
-static NOTE: Note =
-    Note { namesz: 4, descsz: std::mem::size_of::<usize>() as u32, ty: NT_UST_RUNTIME, name: *b"ust\0", desc: &RUNTIME };
+static NOTE: Note = Note { namesz: 4, descsz: std::mem::size_of::<usize>() as u32, ty: NT_UST_RUNTIME, name: *b"ust\0", desc: &RUNTIME };
 
 /// The runtime this copy joined, if it is not the process's runtime itself.
 static JOINED: Published<Runtime> = Published::empty();
@@ -262,9 +255,8 @@ pub(crate) fn join(p: &'static Runtime) -> bool {
     site::on_new_sites(forward_new_sites);
     // The link-time sites of this copy, except its runtime's own state-dump events (only
     // the primary's runtime thread emits those).
-    let mine: Vec<&'static Site> = site::all()
-        .filter(|s| s.desc().provider != super::statedump::STATEDUMP_PROVIDER && s.desc().provider != super::statedump::LIB_PROVIDER)
-        .collect();
+    let mine: Vec<&'static Site> =
+        site::all().filter(|s| s.desc().provider != super::statedump::STATEDUMP_PROVIDER && s.desc().provider != super::statedump::LIB_PROVIDER).collect();
     debug!("another runtime runs this process: joining it with {} tracepoint(s)", mine.len());
     (p.join)(mine.as_ptr(), mine.len());
     true

@@ -15,9 +15,9 @@ use std::time::Duration;
 use ust_core::clock::TraceClock;
 use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, EventFilter, ProtocolError, Registration, MAX_CHANNELS};
 
-use super::statedump::StateDump;
 use super::fd::{Conn, Received};
 use super::links;
+use super::statedump::StateDump;
 use super::{debug, Generation, POLL_INTERVAL};
 use crate::channel::{self, Channel};
 use crate::site;

@@ -378,10 +378,7 @@ impl StateDump {
     /// sleeps until the daemon says something. (Objects loaded meanwhile are reported at
     /// the first poll after the events are enabled.)
     pub(crate) fn until_poll(&self) -> Option<Duration> {
-        self.lib_sites
-            .iter()
-            .any(|s| s.mask() != 0)
-            .then(|| LIB_POLL_INTERVAL.saturating_sub(self.last_poll.elapsed()))
+        self.lib_sites.iter().any(|s| s.mask() != 0).then(|| LIB_POLL_INTERVAL.saturating_sub(self.last_poll.elapsed()))
     }
 
     /// Reports objects loaded or unloaded since the last walk (`lttng_ust_lib:*`) into

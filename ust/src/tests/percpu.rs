@@ -7,8 +7,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ringbuffer::percpu::{self, Writers};
-use ust_core::clock::TraceClock;
 use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
+use ust_core::clock::TraceClock;
 use ust_core::packet::HEADER_SIZE;
 
 use super::{buffer_records, enable, serial, site_named};

@@ -107,9 +107,5 @@ fn main() {
         }
         main_events += worker.join().unwrap();
     }
-    println!(
-        "sighandler: main {main_events} handler {} allocating-emits {}",
-        HANDLER_EVENTS.load(Ordering::Relaxed),
-        ALLOCATING_EMITS.load(Ordering::Relaxed)
-    );
+    println!("sighandler: main {main_events} handler {} allocating-emits {}", HANDLER_EVENTS.load(Ordering::Relaxed), ALLOCATING_EMITS.load(Ordering::Relaxed));
 }

@@ -171,10 +171,9 @@ pub fn paranoid_advice(level: Option<i32>, err: Option<i32>) -> Option<String> {
             std::io::Error::from_raw_os_error(e),
             l.map(|l| l.to_string()).unwrap_or_else(|| "unreadable".into())
         )),
-        (_, Some(e)) if e == libc::ENOSYS || e == libc::ENOENT || e == libc::EOPNOTSUPP => Some(format!(
-            "this kernel has no software perf events ({}): it needs CONFIG_PERF_EVENTS",
-            std::io::Error::from_raw_os_error(e)
-        )),
+        (_, Some(e)) if e == libc::ENOSYS || e == libc::ENOENT || e == libc::EOPNOTSUPP => {
+            Some(format!("this kernel has no software perf events ({}): it needs CONFIG_PERF_EVENTS", std::io::Error::from_raw_os_error(e)))
+        }
         (_, Some(e)) => Some(format!("perf_event_open failed: {}", std::io::Error::from_raw_os_error(e))),
     }
 }

@@ -193,7 +193,14 @@ impl PerfRecorder {
         let me = std::process::id() as i32;
         let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
         for (cpu, s) in streams.iter_mut().enumerate() {
-            let me = ust_kernel::procfs::TaskState { tid: me, pid: me, ppid: std::os::unix::process::parent_id() as i32, comm: comm.trim().to_string(), state: 'R', cpu: cpu as u32 };
+            let me = ust_kernel::procfs::TaskState {
+                tid: me,
+                pid: me,
+                ppid: std::os::unix::process::parent_id() as i32,
+                comm: comm.trim().to_string(),
+                state: 'R',
+                cpu: cpu as u32,
+            };
             s.push_process_state(ust_core::clock::monotonic_ns(), &me)?;
             s.flush()?;
         }
@@ -285,7 +292,8 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
     let mut stacked: std::collections::HashSet<i32> = std::collections::HashSet::new();
     loop {
         let last = stop.load(Ordering::SeqCst);
-        let mut pfd: Vec<libc::pollfd> = cpus.iter().flat_map(|c| c.fds[..2].iter()).map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+        let mut pfd: Vec<libc::pollfd> =
+            cpus.iter().flat_map(|c| c.fds[..2].iter()).map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
         if !last {
             // SAFETY: pfd is a valid array of pollfd of the given length.
             unsafe { libc::poll(pfd.as_mut_ptr(), pfd.len() as libc::nfds_t, POLL.as_millis() as i32) };

@@ -157,7 +157,17 @@ const TRAILER: usize = 32;
 fn trailer(rec: &[u8]) -> Option<Id> {
     let t = rec.get(rec.len().checked_sub(TRAILER)?..)?;
     let mut c = Cur { b: t, pos: 0 };
-    Some(Id { pid: c.u32()? as i32, tid: c.u32()? as i32, time: c.u64()?, cpu: { let cpu = c.u32()?; c.u32()?; cpu }, event: c.u64()? })
+    Some(Id {
+        pid: c.u32()? as i32,
+        tid: c.u32()? as i32,
+        time: c.u64()?,
+        cpu: {
+            let cpu = c.u32()?;
+            c.u32()?;
+            cpu
+        },
+        event: c.u64()?,
+    })
 }
 
 fn cstr(b: &[u8]) -> String {
@@ -180,11 +190,9 @@ fn parse_opt(rec: &[u8]) -> Option<Record> {
     // The body without the trailer, for records with a variable-length part.
     let body_end = rec.len().checked_sub(TRAILER)?;
     Some(match kind {
-        b::PERF_RECORD_SWITCH => Record::Switch {
-            id: trailer(rec)?,
-            out: misc & b::PERF_RECORD_MISC_SWITCH_OUT != 0,
-            preempt: misc & b::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0,
-        },
+        b::PERF_RECORD_SWITCH => {
+            Record::Switch { id: trailer(rec)?, out: misc & b::PERF_RECORD_MISC_SWITCH_OUT != 0, preempt: misc & b::PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0 }
+        }
         b::PERF_RECORD_FORK | b::PERF_RECORD_EXIT => {
             let (pid, ppid, tid, ptid) = (c.u32()? as i32, c.u32()? as i32, c.u32()? as i32, c.u32()? as i32);
             let id = trailer(rec)?;

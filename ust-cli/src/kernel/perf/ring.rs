@@ -43,7 +43,8 @@ impl Ring {
         let map = memmap2::MmapOptions::new().len(page * (1 + data_pages)).map_raw(&file)?;
         let mut r = Ring { map, data_offset: page, data_size: page * data_pages, bad: 0 };
         // Kernels since 4.1 say where the data is; older ones use the layout above.
-        let (off, size) = (r.meta_u64(std::mem::offset_of!(perf_event_mmap_page, data_offset)), r.meta_u64(std::mem::offset_of!(perf_event_mmap_page, data_size)));
+        let (off, size) =
+            (r.meta_u64(std::mem::offset_of!(perf_event_mmap_page, data_offset)), r.meta_u64(std::mem::offset_of!(perf_event_mmap_page, data_size)));
         if off != 0 && size != 0 && (off as usize).saturating_add(size as usize) <= r.map.len() && (size as usize).is_power_of_two() {
             r.data_offset = off as usize;
             r.data_size = size as usize;

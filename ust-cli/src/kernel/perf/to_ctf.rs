@@ -41,20 +41,45 @@ pub fn event_table() -> EventTable {
     EventTable::given(vec![
         (
             "sched_switch".into(),
-            vec![f("prev_comm", comm()), f("prev_tid", i32t()), f("prev_state", CtfType::Int { bytes: 8, signed: true, hex: false }), f("next_comm", comm()), f("next_tid", i32t())],
+            vec![
+                f("prev_comm", comm()),
+                f("prev_tid", i32t()),
+                f("prev_state", CtfType::Int { bytes: 8, signed: true, hex: false }),
+                f("next_comm", comm()),
+                f("next_tid", i32t()),
+            ],
         ),
         ("sched_migrate_task".into(), vec![f("comm", comm()), f("tid", i32t()), f("orig_cpu", i32t()), f("dest_cpu", i32t())]),
         (
             "sched_process_fork".into(),
-            vec![f("parent_comm", comm()), f("parent_tid", i32t()), f("child_comm", comm()), f("child_tid", i32t()), f("parent_pid", i32t()), f("child_pid", i32t())],
+            vec![
+                f("parent_comm", comm()),
+                f("parent_tid", i32t()),
+                f("child_comm", comm()),
+                f("child_tid", i32t()),
+                f("parent_pid", i32t()),
+                f("child_pid", i32t()),
+            ],
         ),
         ("sched_process_exit".into(), vec![f("comm", comm()), f("tid", i32t()), f("tgid", i32t())]),
         ("perf_comm".into(), vec![f("pid", i32t()), f("tid", i32t()), f("comm", comm()), f("exec", CtfType::Int { bytes: 1, signed: false, hex: false })]),
         (
             "perf_mmap".into(),
-            vec![f("pid", i32t()), f("tid", i32t()), f("start", hex()), f("len", hex()), f("pgoff", hex()), f("prot", u32t()), f("flags", u32t()), f("filename", CtfType::String)],
+            vec![
+                f("pid", i32t()),
+                f("tid", i32t()),
+                f("start", hex()),
+                f("len", hex()),
+                f("pgoff", hex()),
+                f("prot", u32t()),
+                f("flags", u32t()),
+                f("filename", CtfType::String),
+            ],
         ),
-        ("perf_page_fault".into(), vec![f("address", hex()), f("ip", hex()), f("major", CtfType::Int { bytes: 1, signed: false, hex: false }), f("stack", CtfType::U64Seq)]),
+        (
+            "perf_page_fault".into(),
+            vec![f("address", hex()), f("ip", hex()), f("major", CtfType::Int { bytes: 1, signed: false, hex: false }), f("stack", CtfType::U64Seq)],
+        ),
         ("perf_block_stack".into(), vec![f("pid", i32t()), f("tid", i32t()), f("syscall", CtfType::String), f("stack", CtfType::U64Seq)]),
     ])
 }
@@ -74,7 +99,12 @@ impl Item {
         match self {
             Item::Block(_, b) => b.time,
             Item::Record(_, r) => match r {
-                Record::Switch { id, .. } | Record::Fork { id, .. } | Record::Exit { id, .. } | Record::Comm { id, .. } | Record::Mmap { id, .. } | Record::Lost { id, .. } => id.time,
+                Record::Switch { id, .. }
+                | Record::Fork { id, .. }
+                | Record::Exit { id, .. }
+                | Record::Comm { id, .. }
+                | Record::Mmap { id, .. }
+                | Record::Lost { id, .. } => id.time,
                 Record::Sample(s) => s.id.time,
                 Record::Other { .. } | Record::Bad => 0,
             },
@@ -107,7 +137,8 @@ pub const UNSEEN: &str = "-";
 /// samples and block stacks.
 pub const STACKS_ONLY: [&str; 4] = ["perf_comm", "perf_mmap", "perf_page_fault", "perf_block_stack"];
 
-const NAMES: [&str; 8] = ["sched_switch", "sched_migrate_task", "sched_process_fork", "sched_process_exit", "perf_comm", "perf_mmap", "perf_page_fault", "perf_block_stack"];
+const NAMES: [&str; 8] =
+    ["sched_switch", "sched_migrate_task", "sched_process_fork", "sched_process_exit", "perf_comm", "perf_mmap", "perf_page_fault", "perf_block_stack"];
 
 impl Converter {
     /// A converter writing into `streams` (indexed by CPU) with `table` ([`event_table`]).
@@ -177,14 +208,20 @@ impl Converter {
                 if pid != ppid {
                     self.procs.fork(ppid, pid);
                 }
-                self.push(cpu, "sched_process_fork", id.time, id.tid, &[
-                    Given::Text(&parent),
-                    Given::Int(ptid.into()),
-                    Given::Text(&parent),
-                    Given::Int(tid.into()),
-                    Given::Int(ppid.into()),
-                    Given::Int(pid.into()),
-                ])
+                self.push(
+                    cpu,
+                    "sched_process_fork",
+                    id.time,
+                    id.tid,
+                    &[
+                        Given::Text(&parent),
+                        Given::Int(ptid.into()),
+                        Given::Text(&parent),
+                        Given::Int(tid.into()),
+                        Given::Int(ppid.into()),
+                        Given::Int(pid.into()),
+                    ],
+                )
             }
             Record::Exit { id, pid, tid, .. } => {
                 let c = self.comm_of(tid);
@@ -199,16 +236,22 @@ impl Converter {
             }
             Record::Mmap { id, pid, tid, start, len, pgoff, prot, flags, filename } => {
                 self.procs.mmap(pid, Mapping { start, len, pgoff, prot, path: filename.clone() });
-                self.push(cpu, "perf_mmap", id.time, id.tid, &[
-                    Given::Int(pid.into()),
-                    Given::Int(tid.into()),
-                    Given::Int(start as i64),
-                    Given::Int(len as i64),
-                    Given::Int(pgoff as i64),
-                    Given::Int(prot.into()),
-                    Given::Int(flags.into()),
-                    Given::Text(&filename),
-                ])
+                self.push(
+                    cpu,
+                    "perf_mmap",
+                    id.time,
+                    id.tid,
+                    &[
+                        Given::Int(pid.into()),
+                        Given::Int(tid.into()),
+                        Given::Int(start as i64),
+                        Given::Int(len as i64),
+                        Given::Int(pgoff as i64),
+                        Given::Int(prot.into()),
+                        Given::Int(flags.into()),
+                        Given::Text(&filename),
+                    ],
+                )
             }
             Record::Sample(s) => self.fault(cpu, s),
             Record::Lost { lost, .. } => {
@@ -231,11 +274,23 @@ impl Converter {
         if out {
             self.last_cpu.insert(id.tid, cpu);
             let state = if preempt { 0 } else { 1 };
-            return self.push(cpu, "sched_switch", id.time, id.tid, &[Given::Text(&c), Given::Int(id.tid.into()), Given::Int(state), Given::Text(UNSEEN), Given::Int(0)]);
+            return self.push(
+                cpu,
+                "sched_switch",
+                id.time,
+                id.tid,
+                &[Given::Text(&c), Given::Int(id.tid.into()), Given::Int(state), Given::Text(UNSEEN), Given::Int(0)],
+            );
         }
         if let Some(&from) = self.last_cpu.get(&id.tid) {
             if from != cpu {
-                self.push(cpu, "sched_migrate_task", id.time, id.tid, &[Given::Text(&c), Given::Int(id.tid.into()), Given::Int(from.into()), Given::Int(cpu.into())])?;
+                self.push(
+                    cpu,
+                    "sched_migrate_task",
+                    id.time,
+                    id.tid,
+                    &[Given::Text(&c), Given::Int(id.tid.into()), Given::Int(from.into()), Given::Int(cpu.into())],
+                )?;
             }
         }
         self.last_cpu.insert(id.tid, cpu);
@@ -248,6 +303,12 @@ impl Converter {
             Some([bp, sp, ip]) => self.procs.unwind(s.id.pid, ip, sp, bp, &s.stack),
             None => vec![s.ip],
         };
-        self.push(cpu, "perf_page_fault", s.id.time, s.id.tid, &[Given::Int(s.addr as i64), Given::Int(s.ip as i64), Given::Int(major.into()), Given::U64s(&frames)])
+        self.push(
+            cpu,
+            "perf_page_fault",
+            s.id.time,
+            s.id.tid,
+            &[Given::Int(s.addr as i64), Given::Int(s.ip as i64), Given::Int(major.into()), Given::U64s(&frames)],
+        )
     }
 }
