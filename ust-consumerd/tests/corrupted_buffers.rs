@@ -10,7 +10,7 @@
 //! over buffers mutated at random. `a_scribbling_process_loses_only_its_own_trace` does
 //! the same with real processes through the real daemon.
 
-mod common;
+use system_tests as common;
 
 use std::borrow::Cow;
 use std::time::Duration;

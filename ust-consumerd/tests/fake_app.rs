@@ -4,7 +4,7 @@
 //! `ust_core::event_header::write` and hand-encoded payloads, and exits. The trace is then
 //! read back with babeltrace2 and with the crate's record walker.
 
-mod common;
+use system_tests as common;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

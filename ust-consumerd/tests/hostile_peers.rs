@@ -6,7 +6,7 @@
 //! holds no more descriptors than before. A proptest harness fuzzes the frame decoders
 //! and the registration check with random and mutated frames.
 
-mod common;
+use system_tests as common;
 
 use std::io::{Read, Write};
 use std::os::fd::AsFd;

@@ -37,6 +37,7 @@ pub mod filter;
 pub mod format;
 pub mod ftrace;
 pub mod lttng;
+pub mod perf;
 pub mod procfs;
 pub mod syscalls;
 pub mod tracefs;

@@ -392,35 +392,35 @@ fn babeltrace(dir: &std::path::Path, trace: &std::path::Path) -> CliResult {
 pub fn report(a: ReportArgs) -> CliResult {
     let pictures = a.format == "folded" || a.flamegraph.is_some();
     let opt =
-        crate::report::Options { wakeups: a.wakeups || pictures, faults: a.faults, fault_file: a.fault_file, min_block_ns: a.min_block, ..Default::default() };
-    let r = crate::report::report(&a.dir, &opt).map_err(Failure::new)?;
+        ust_analysis::report::Options { wakeups: a.wakeups || pictures, faults: a.faults, fault_file: a.fault_file, min_block_ns: a.min_block, ..Default::default() };
+    let r = ust_analysis::report::report(&a.dir, &opt).map_err(Failure::new)?;
     if let Some(svg) = &a.flamegraph {
         let f = std::fs::File::create(svg).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
-        crate::report::pictures::flamegraph(&r, std::io::BufWriter::new(f)).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
+        ust_analysis::report::pictures::flamegraph(&r, std::io::BufWriter::new(f)).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
         eprintln!("ust: flame graph written to {}", svg.display());
     }
     if a.format == "folded" {
-        for l in crate::report::pictures::folded(&r) {
+        for l in ust_analysis::report::pictures::folded(&r) {
             outln!("{l}");
         }
     } else if a.format == "json" {
-        outln!("{}", crate::report::render_json(&r));
+        outln!("{}", ust_analysis::report::render_json(&r));
     } else {
-        out!("{}", crate::report::render_text(&r));
+        out!("{}", ust_analysis::report::render_text(&r));
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// `ust export`.
 pub fn export(a: ExportArgs) -> CliResult {
-    let format = if a.format == "chrome-json" { crate::export::Format::ChromeJson } else { crate::export::Format::Perfetto };
-    let opt = crate::export::Options { format, counters: a.counter };
+    let format = if a.format == "chrome-json" { ust_analysis::export::Format::ChromeJson } else { ust_analysis::export::Format::Perfetto };
+    let opt = ust_analysis::export::Options { format, counters: a.counter };
     let s = match &a.output {
         Some(path) => {
             let f = std::fs::File::create(path).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
-            crate::export::export(&a.dir, &opt, std::io::BufWriter::new(f)).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?
+            ust_analysis::export::export(&a.dir, &opt, std::io::BufWriter::new(f)).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?
         }
-        None => crate::export::export(&a.dir, &opt, std::io::BufWriter::new(std::io::stdout().lock())).map_err(Failure::new)?,
+        None => ust_analysis::export::export(&a.dir, &opt, std::io::BufWriter::new(std::io::stdout().lock())).map_err(Failure::new)?,
     };
     let to = a.output.as_ref().map_or_else(|| "standard output".to_string(), |p| p.display().to_string());
     eprintln!("ust: {} written to {to}: {} threads, {} slices, {} instants, {} counter values", a.format, s.threads, s.slices, s.instants, s.counter_values);

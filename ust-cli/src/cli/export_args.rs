@@ -19,5 +19,5 @@ pub struct ExportArgs {
     /// Draw this numeric field of this event as a counter track (repeatable):
     /// provider:event:field.
     #[arg(long, value_name = "PROVIDER:EVENT:FIELD")]
-    pub counter: Vec<crate::export::Counter>,
+    pub counter: Vec<ust_analysis::export::Counter>,
 }

@@ -1,0 +1,226 @@
+//! The kernel trace of `ust trace --kernel` is in LTTng's kernel layout: lttng-analyses
+//! itself (PyPI `lttnganalyses` 0.6.1 on Debian's babeltrace 1 bindings, run through
+//! `scripts/lttng-analyses.py`) reads it, and `lttng-syscallstats` counts the system calls
+//! of a small fixed command as `strace -f -c` does. As root with tracefs (skipped, with the
+//! reason printed, otherwise); the interpreter is `$UST_LTTNG_ANALYSES_PYTHON`, else the
+//! virtual environment `scripts/test.sh` makes in `target/lttng-analyses` (skipped, saying
+//! so, when neither is there).
+
+use system_tests as common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::TestDaemon;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The Python that has lttnganalyses, or why these tests cannot run.
+fn setup() -> Result<PathBuf, String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not root".into());
+    }
+    ust_kernel::tracefs::root().map_err(|e| e.to_string())?;
+    let py = std::env::var_os("UST_LTTNG_ANALYSES_PYTHON").map(PathBuf::from).unwrap_or_else(|| workspace().join("target/lttng-analyses/bin/python"));
+    if !py.exists() {
+        return Err(format!("no lttng-analyses interpreter at {} (scripts/test.sh installs it)", py.display()));
+    }
+    Ok(py)
+}
+
+/// The fixed workload: a shell, a file read, a failed lookup, and a direct read of a file
+/// (a disk interrupt), all on CPU 0 (`taskset -c 0`, counted by both sides alike).
+///
+/// Why CPU 0: this project's 2-vCPU guests' kernel never records a switch out of the idle
+/// task on CPU 1 (`perf record -e sched:sched_switch -a -- sleep 1`: CPU 0 33 switches
+/// from idle and 31 to idle, CPU 1 0 from idle and 13 to idle; the same in tracefs).
+/// lttng-analyses attributes each system call to the task the last switch on its CPU put
+/// there, so a task woken on an idle CPU 1 has its calls counted for the idle task until
+/// its next switch — one `wait4` and one `rt_sigprocmask` of `sh`, or the last `close` of
+/// each child, went missing that way in about one run in ten. Our own report ends such a
+/// wait at the task's next event (`end_inferred`); lttng-analyses cannot.
+fn workload() -> Vec<String> {
+    let file = workspace().join("Cargo.toml");
+    let script = format!("cat /etc/hostname; ls /nonexistent || true; dd if={} of=/dev/null bs=4096 count=1 iflag=direct status=none", file.display());
+    ["taskset", "-c", "0", "sh", "-c"].iter().map(|s| s.to_string()).chain([script]).collect()
+}
+
+/// `ust trace --kernel` of the workload into `out`: the traced pid and the events the
+/// kernel lost (its buffers full: the machine is shared).
+fn trace(out: &Path) -> (i32, u64) {
+    let d = TestDaemon::start();
+    let o = d.ust_cmd().args(["trace", "--kernel", "--output"]).arg(out).arg("--").args(workload()).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && err.contains("kernel events recorded"), "{err}");
+    let lost = err.lines().find_map(|l| l.strip_suffix(" lost")?.rsplit(' ').next()?.parse().ok()).expect("ust trace says how many were lost");
+    let meta = std::fs::read_to_string(out.join("kernel/metadata")).unwrap();
+    for key in
+        ["domain = \"kernel\";", "tracer_name = \"lttng-modules\";", "tracer_major = 2;", "tracer_minor = 13;", "tracer_patchlevel = ", "kernel_version = \""]
+    {
+        assert!(meta.contains(key), "metadata env lacks {key}");
+    }
+    let pid = meta.lines().find_map(|l| l.trim().strip_prefix("traced_pid = ")).and_then(|v| v.trim_end_matches(';').parse().ok()).expect("traced_pid");
+    (pid, lost)
+}
+
+/// [`trace`] until the kernel lost nothing (three tries), into `dir/t<N>`.
+fn whole_trace(dir: &Path) -> (PathBuf, i32, u64) {
+    let mut last = None;
+    for i in 0..3 {
+        let out = dir.join(format!("t{i}"));
+        let (pid, lost) = trace(&out);
+        if lost == 0 {
+            return (out, pid, 0);
+        }
+        eprintln!("try {i}: the kernel lost {lost} events (its buffers were full); again");
+        last = Some((out, pid, lost));
+    }
+    last.expect("three tries")
+}
+
+/// One lttng-analyses command on `<out>/kernel`: its stdout, after checking it ran cleanly.
+fn analyses(py: &Path, out: &Path, command: &str, args: &[String]) -> String {
+    let o = Command::new(py)
+        .arg(workspace().join("scripts/lttng-analyses.py"))
+        .arg(command)
+        .arg("--no-progress")
+        .args(args)
+        .arg(out.join("kernel"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    assert!(o.status.success(), "{command} failed:\n{stdout}\n{stderr}");
+    assert!(!stderr.contains("Traceback") && !stdout.contains("Error"), "{command}:\n{stdout}\n{stderr}");
+    stdout
+}
+
+/// babeltrace2's text of the kernel trace, times in seconds since the epoch (the times
+/// lttng-analyses takes), checked to be read without a warning.
+/// With `lost`, babeltrace2's warnings of discarded events are expected (and nothing else).
+fn babeltrace2(out: &Path, lost: bool) -> String {
+    let o = Command::new("babeltrace2").arg("--clock-seconds").arg(out.join("kernel")).output().expect("babeltrace2 runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let expected = |l: &str| l.trim().is_empty() || (lost && l.starts_with("WARNING: Tracer discarded "));
+    assert!(o.status.success() && err.lines().all(expected), "{err}");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn field(line: &str, name: &str) -> Option<i64> {
+    let i = line.find(&format!(" {name} = "))? + name.len() + 4;
+    line[i..].split([',', ' ']).next()?.parse().ok()
+}
+
+/// The threads of `pid`'s tree (from the forks babeltrace2 shows) and the time (ns since the
+/// epoch) of the entry of its successful `execve`, where strace's count starts.
+fn tree_and_exec(text: &str, pid: i32) -> (BTreeSet<i64>, u64) {
+    let mut tree = BTreeSet::from([i64::from(pid)]);
+    let mut entry = None;
+    let mut exec = None;
+    for l in text.lines() {
+        let ts = || l.get(1..l.find(']')?).map(|t| t.replace('.', "")).and_then(|t| t.parse::<u64>().ok());
+        let ctx_tid = l.find("}, { tid = ").and_then(|i| l[i + 11..].split(' ').next()?.parse::<i64>().ok());
+        if l.contains(" sched_process_fork: ") {
+            if let (Some(p), Some(c)) = (field(l, "parent_tid"), field(l, "child_tid")) {
+                if tree.contains(&p) {
+                    tree.insert(c);
+                }
+            }
+        } else if ctx_tid == Some(pid.into()) && exec.is_none() {
+            if l.contains(" syscall_entry_execve: ") {
+                entry = ts();
+            } else if l.contains(" syscall_exit_execve: ") && field(l, "ret") == Some(0) {
+                exec = entry;
+            }
+        }
+    }
+    (tree, exec.expect("the traced pid's exec"))
+}
+
+#[test]
+fn five_lttng_analyses_commands_read_a_kernel_trace() {
+    let py = match setup() {
+        Ok(p) => p,
+        Err(r) => return eprintln!("skipped: {r}"),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, pid, lost) = whole_trace(tmp.path());
+    let text = babeltrace2(&out, lost > 0);
+    for ev in [
+        "sched_switch: ",
+        "sched_waking: ",
+        "syscall_entry_openat: ",
+        "syscall_exit_openat: ",
+        "lttng_statedump_process_state: ",
+        "lttng_statedump_file_descriptor: ",
+        "irq_handler_entry: ",
+    ] {
+        assert!(text.contains(ev), "no {ev}event");
+    }
+    assert!(text.lines().any(|l| l.contains(" sched_switch: ") && field(l, "next_tid") == Some(pid.into())), "the command was scheduled, by tid");
+    let cpu = analyses(&py, &out, "lttng-cputop", &[]);
+    assert!(cpu.contains("Per-TID Usage") && cpu.contains("Per-CPU Usage") && cpu.contains("CPU 0"), "{cpu}");
+    assert!(cpu.lines().any(|l| l.contains(" %   ") && l.contains(" (")), "a task's usage: {cpu}");
+    let sched = analyses(&py, &out, "lttng-schedlog", &[]);
+    assert!(sched.contains("Scheduling log") && sched.contains(&format!("sh ({pid})")), "{sched}");
+    let irq = analyses(&py, &out, "lttng-irqstats", &[]);
+    assert!(
+        irq.contains("Hard IRQ") && irq.lines().any(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()) && l.contains(": <")),
+        "an interrupt line: {irq}"
+    );
+    let io = analyses(&py, &out, "lttng-iolatencytop", &[]);
+    assert!(io.contains("Top system call latencies") && io.contains(" read "), "{io}");
+    let calls = analyses(&py, &out, "lttng-syscallstats", &[]);
+    assert!(calls.contains("Per-TID syscalls statistics") && calls.contains(" - openat "), "{calls}");
+}
+
+/// `strace -f -c` rows: syscall name to calls.
+fn strace_counts(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|t| t.len() >= 5 && t[0].starts_with(|c: char| c.is_ascii_digit()) && t[t.len() - 1] != "total")
+        .map(|t| (t[t.len() - 1].to_string(), t[3].parse().unwrap()))
+        .collect()
+}
+
+/// lttng-syscallstats' ` - name  count ...` rows, summed over the threads shown.
+fn syscallstats_counts(text: &str) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for l in text.lines() {
+        let t: Vec<&str> = l.split_whitespace().collect();
+        if t.len() >= 3 && t[0] == "-" {
+            if let Ok(n) = t[2].parse::<u64>() {
+                *m.entry(t[1].to_string()).or_default() += n;
+            }
+        }
+    }
+    m
+}
+
+#[test]
+fn lttng_syscallstats_counts_equal_strace() {
+    let py = match setup() {
+        Ok(p) => p,
+        Err(r) => return eprintln!("skipped: {r}"),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("strace.txt");
+    let cmd = workload();
+    let Ok(o) = Command::new("strace").args(["-f", "-c", "-o"]).arg(&s).args(&cmd).output() else {
+        return eprintln!("skipped: strace is not installed");
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = strace_counts(&std::fs::read_to_string(&s).unwrap());
+    assert!(want.get("execve").is_some_and(|&c| c >= 3) && want.contains_key("openat"), "{want:?}");
+    let (out, pid, lost) = whole_trace(tmp.path());
+    assert_eq!(lost, 0, "three traces lost kernel events: no whole trace to count");
+    let (tree, exec) = tree_and_exec(&babeltrace2(&out, false), pid);
+    assert!(tree.len() >= 4, "sh and its three commands: {tree:?}");
+    let tids = tree.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",");
+    let text = analyses(&py, &out, "lttng-syscallstats", &["--begin".into(), exec.to_string(), "--tid".into(), tids]);
+    let got = syscallstats_counts(&text);
+    assert_eq!(got, want, "lttng-syscallstats (left) against strace -f -c (right)\n{text}");
+}

@@ -1,0 +1,745 @@
+//! The analyses behind `ust report`, over the merged events of [`super::load`].
+//!
+//! One pass over the kernel events in time order keeps, per CPU, the current task and the
+//! stack of interrupt contexts (`irq_handler_entry`/`exit`, `irq_softirq_*`, the local APIC
+//! timer, `timer_hrtimer_expire_*`), and per thread its current system call, when it started
+//! running, and, while it is blocked, since when and in what. A thread is blocked from a
+//! `sched_switch` that takes it off a CPU in a sleeping state (`prev_state` not runnable)
+//! until the `sched_switch` that puts it back — or, when the kernel recorded none, until the
+//! first tracepoint event whose current task it is (a task that is the current task of a CPU runs:
+//! some kernels never emit `sched_switch` out of the idle task on some CPUs, by ftrace or
+//! perf alike, seen on this project's 2-vCPU CI machines on CPU 1; such a wait is marked
+//! [`Wait::end_inferred`], and its end is late by the time from the switch to that event,
+//! a few µs: usually the `syscall_exit` of the call it blocked in); what woke it is the first `sched_waking` (or
+//! `sched_wakeup`) of it in that interval, explained by the context of the CPU that woke it:
+//! an IRQ, a softirq, the timer interrupt, or the task running there (and what that task
+//! was doing: its system call). A waking task's own previous wait explains it in turn: the
+//! wake-up chain.
+//!
+//! Without kernel events, [`user_view`] reports what the program's own tracepoints show.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+#[cfg(test)]
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::load::{Domain, Event, Loaded};
+
+/// Report options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Include the blocked intervals and their wake-up chains.
+    pub wakeups: bool,
+    /// Include the user page faults.
+    pub faults: bool,
+    /// With `faults`: list this file's faults in time order ([`Report::file_faults`]).
+    pub fault_file: Option<String>,
+    /// Blocked intervals shorter than this are left out (ns).
+    pub min_block_ns: u64,
+    /// How far up a wake-up chain to follow.
+    pub max_chain: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { wakeups: false, faults: false, fault_file: None, min_block_ns: 1_000_000, max_chain: 4 }
+    }
+}
+
+/// Per-task summary row.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct TaskRow {
+    /// Thread id.
+    pub tid: i32,
+    /// Last known name.
+    pub name: String,
+    /// Kernel events in this thread plus user-space events of it.
+    pub events: u64,
+    /// Time on a CPU (ns).
+    pub runtime_ns: u64,
+    /// Time blocked (off CPU, not runnable) (ns).
+    pub blocked_ns: u64,
+}
+
+/// Per-system-call row (traced threads only).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct SyscallRow {
+    /// System call name.
+    pub name: String,
+    /// Completed calls.
+    pub count: u64,
+    /// Calls that failed (returned `-4095..=-1`, strace's rule).
+    pub errors: u64,
+    /// The failures per errno name (`ENOENT`).
+    pub errnos: BTreeMap<String, u64>,
+    /// Sum of durations (ns).
+    pub total_ns: u64,
+    /// Median (ns).
+    pub p50_ns: u64,
+    /// 90th percentile (ns).
+    pub p90_ns: u64,
+    /// 99th percentile (ns).
+    pub p99_ns: u64,
+    /// Longest (ns).
+    pub max_ns: u64,
+}
+
+/// What woke a thread.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Waker {
+    /// A hardware interrupt handler.
+    Irq {
+        /// IRQ number.
+        irq: i64,
+        /// Handler name.
+        handler: String,
+        /// CPU.
+        cpu: u32,
+    },
+    /// A softirq.
+    Softirq {
+        /// Kind (`TIMER`, `NET_RX`, ...).
+        softirq: String,
+        /// CPU.
+        cpu: u32,
+    },
+    /// The local APIC timer interrupt (expiring hrtimers: sleeps, timeouts).
+    TimerInterrupt {
+        /// The hrtimer callback's address when one was expiring.
+        hrtimer_function: Option<String>,
+        /// CPU.
+        cpu: u32,
+    },
+    /// Another task.
+    Task {
+        /// Its thread id.
+        tid: i32,
+        /// Its name.
+        name: String,
+        /// What it was doing: `in <syscall>` or `in user space`.
+        doing: String,
+        /// CPU.
+        cpu: u32,
+        /// Why that task was running: its own previous wait, explained in turn.
+        chain: Option<Box<Wait>>,
+    },
+    /// A task of another user (or one this user may not ptrace): a tier-2 trace shows only
+    /// that much of it (`ust_kernel::filter`).
+    OtherUser {
+        /// CPU.
+        cpu: u32,
+    },
+    /// A kernel thread (tier 2 shows no more of it).
+    KernelThread {
+        /// CPU.
+        cpu: u32,
+    },
+    /// No wake-up event was seen (it happened before the trace started, or was lost).
+    Unknown,
+    /// A tier-1 trace ([`super::stacks`]): wake-ups are not visible without root.
+    NeedsRoot,
+}
+
+/// One blocked interval.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Wait {
+    /// Thread id.
+    pub tid: i32,
+    /// Thread name.
+    pub name: String,
+    /// When it blocked (ns, CLOCK_MONOTONIC).
+    pub start_ns: u64,
+    /// Blocked time: from leaving the CPU to running again (ns).
+    pub duration_ns: u64,
+    /// Wake-up to running again (ns), when the wake-up was seen.
+    pub wakeup_latency_ns: Option<u64>,
+    /// The kernel recorded no switch back to the task: the wait ends at the task's first
+    /// event after it, so `duration_ns` and `wakeup_latency_ns` are upper bounds.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub end_inferred: bool,
+    /// What it was blocked in: `syscall <name>`, `page fault at 0x..`, or `user space`.
+    pub blocked_in: String,
+    /// What woke it.
+    pub woken_by: Waker,
+    /// Its user-space stack when the trace has one (tier 1, [`super::stacks`]), innermost
+    /// first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<super::symbols::Frame>,
+    /// The blocking call as strace writes it, its descriptor named by path where the trace
+    /// saw it open (`read(3</etc/hostname>)`; `read(3)` when it did not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+}
+
+pub use super::faults::Fault;
+
+/// Per-event-name row of the user-space view.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct UserEventRow {
+    /// `provider:name`.
+    pub name: String,
+    /// Count.
+    pub count: u64,
+    /// Events per second over the trace's span.
+    pub rate_per_s: f64,
+}
+
+/// Per-thread gaps of the user-space view.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct UserThreadRow {
+    /// Process id.
+    pub pid: i32,
+    /// Thread id (the `vtid` context), or the process id without it.
+    pub tid: i32,
+    /// Process name.
+    pub procname: String,
+    /// Events.
+    pub events: u64,
+    /// Longest time between two consecutive events (ns).
+    pub max_gap_ns: u64,
+    /// Mean time between consecutive events (ns).
+    pub mean_gap_ns: u64,
+    /// Start of the longest gap (ns).
+    pub max_gap_at_ns: u64,
+}
+
+/// The user-space view.
+#[derive(Clone, Debug, Serialize, PartialEq, Default)]
+pub struct UserView {
+    /// Per event name.
+    pub events: Vec<UserEventRow>,
+    /// Per thread.
+    pub threads: Vec<UserThreadRow>,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize, PartialEq, Default)]
+pub struct Report {
+    /// True when kernel events were found.
+    pub kernel: bool,
+    /// The traced command's pid (kernel trace `env.traced_pid`, else the first process).
+    pub traced_pid: i32,
+    /// First event (ns).
+    pub start_ns: u64,
+    /// Last minus first event (ns).
+    pub span_ns: u64,
+    /// Per task of the traced tree (kernel only).
+    pub tasks: Vec<TaskRow>,
+    /// Per system call (kernel only), from the traced command's exec on.
+    pub syscalls: Vec<SyscallRow>,
+    /// System call totals per thread.
+    pub syscall_threads: Vec<super::syscalls::ThreadCalls>,
+    /// System call totals per process.
+    pub syscall_processes: Vec<super::syscalls::ProcessCalls>,
+    /// The slowest system calls, longest first.
+    pub slowest_syscalls: Vec<super::syscalls::SlowCall>,
+    /// With `--wakeups`.
+    pub wakeups: Option<Vec<Wait>>,
+    /// With `--faults`.
+    pub faults: Option<Vec<Fault>>,
+    /// With `--faults`: per mapped file (and anonymous memory, heap, stack).
+    pub fault_files: Option<Vec<super::faults::FileFaults>>,
+    /// With `--faults FILE`: that file's faults.
+    pub file_faults: Option<super::faults::FileFaultList>,
+    /// What the program's own events show.
+    pub user: UserView,
+    /// Remarks (missing data, bounds).
+    pub notes: Vec<String>,
+}
+
+const SOFTIRQS: [&str; 10] = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"];
+
+#[derive(Clone, Debug)]
+enum Ctx {
+    Irq(i64, String),
+    Softirq(i64),
+    LocalTimer,
+    Hrtimer(u64),
+}
+
+#[derive(Clone, Debug)]
+struct WakeSeen {
+    ts: u64,
+    cpu: u32,
+    ctx: Vec<Ctx>,
+    waker: i32,
+    waker_doing: String,
+}
+
+#[derive(Clone, Debug)]
+struct RawWait {
+    start: u64,
+    end: u64,
+    blocked_in: String,
+    wake: Option<WakeSeen>,
+    call: Option<String>,
+    /// The task's name as it blocked (`prev_comm` of its switch-out): a later event may carry
+    /// an older name when a recorder's per-CPU buffers were merged late.
+    name: Option<String>,
+    /// The end is the task's first own event: the kernel recorded no switch back to it.
+    inferred: bool,
+}
+
+#[derive(Default, Debug)]
+struct Task {
+    events: u64,
+    /// The system call in progress and its first argument.
+    syscall: Option<(String, Option<u64>)>,
+    blocked_call: Option<String>,
+    blocked_name: Option<String>,
+    running_since: Option<u64>,
+    runtime: u64,
+    blocked: u64,
+    blocked_since: Option<(u64, String)>,
+    wake: Option<WakeSeen>,
+    last_fault: Option<(u64, u64)>,
+    waits: Vec<RawWait>,
+    pending_faults: Vec<usize>,
+}
+
+impl Task {
+    /// Ends the task's wait, if it is blocked, at `ts`, when it runs again: at its switch-in,
+    /// or (`inferred`) at its first own event when the kernel recorded no switch-in.
+    fn end_wait(&mut self, ts: u64, inferred: bool) {
+        if let Some((start, blocked_in)) = self.blocked_since.take() {
+            self.blocked += ts.saturating_sub(start);
+            let (wake, call, name) = (self.wake.take(), self.blocked_call.take(), self.blocked_name.take());
+            self.waits.push(RawWait { start, end: ts, blocked_in, wake, call, name, inferred });
+            if inferred {
+                self.running_since = Some(ts);
+            }
+        }
+    }
+}
+
+/// Builds the report of a loaded trace directory; `dir` is where `proc/<pid>/maps` are.
+pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
+    let mut r = Report::default();
+    r.start_ns = l.events.first().map(|e| e.ts).unwrap_or(0);
+    r.span_ns = l.events.last().map(|e| e.ts).unwrap_or(0).saturating_sub(r.start_ns);
+    r.user = user_view(l);
+    let kernel_events = l.events.iter().filter(|e| e.domain == Domain::Kernel).count();
+    r.kernel = kernel_events > 0;
+    let traced = l.kernel_env.as_ref().and_then(|e| e.get("traced_pid")).and_then(|p| p.parse::<i32>().ok()).filter(|&p| p > 0);
+    r.traced_pid = traced.or_else(|| l.processes.first().map(|p| p.0)).unwrap_or(0);
+    if !r.kernel {
+        r.notes.push("no kernel events in this trace (record with `ust trace --kernel` as root): user-space view only".into());
+        return r;
+    }
+    let is_tier1 = super::stacks::is_tier1(l);
+    // Tier 1's stacks, or those of the side trace of root's recording.
+    let mut tier1 = (is_tier1 || l.user_stacks).then(|| super::stacks::Tier1::new(l, dir));
+    if is_tier1 {
+        r.notes.push("kernel view of tier 1 (perf_event_open, no privilege): the traced tasks' switches, faults and user stacks; no system calls, interrupts or wake-ups (record as root for those)".into());
+    }
+    if l.kernel_env.as_ref().and_then(|e| e.get("kernel_source")).map(String::as_str) == Some(ust_kernel::view_recorder::SOURCE) {
+        r.notes.push("kernel view of tier 2 (recorded by root's ust-consumerd for this user): the tasks this user could ptrace; any other task appears only as \"another user's task\" or \"kernel thread\"".into());
+    }
+    let mut tree: HashSet<i32> = HashSet::new();
+    tree.insert(r.traced_pid);
+    for p in &l.processes {
+        tree.insert(p.0);
+    }
+    let mut tgid: HashMap<i32, i32> = HashMap::new();
+    let mut comm: HashMap<i32, String> = HashMap::new();
+    let mut tasks: HashMap<i32, Task> = HashMap::new();
+    let mut cpu_ctx: HashMap<u32, Vec<Ctx>> = HashMap::new();
+    let mut faults: Vec<Fault> = Vec::new();
+    let has_filemap = l.events.iter().any(|e| e.name == "filemap_add_to_page_cache");
+    let mut last_ust: HashMap<i32, String> = HashMap::new();
+    let mut fds: HashMap<i32, BTreeMap<i32, String>> = HashMap::new();
+    // Per thread, the time of the last fault sample of root's stacks side trace.
+    let mut stack_sample: HashMap<i32, u64> = HashMap::new();
+    let mut stack_copy_faults = 0u64;
+    // Waits that ended at the task's first own event, with no switch-in recorded.
+    let mut unrecorded_switch_ins = 0u64;
+    for e in &l.events {
+        if e.domain == Domain::Ust {
+            last_ust.insert(e.pid, e.name.clone());
+            if tree.contains(&e.tid) || tree.contains(&e.pid) {
+                tasks.entry(e.tid).or_default().events += 1;
+            }
+            continue;
+        }
+        let t = e.tid;
+        if t != 0 {
+            tasks.entry(t).or_default().events += 1;
+        }
+        // A blocked task that is the current task of a tracepoint's event runs again, switch-in
+        // recorded or not (see the module docs): its wait ends here. perf's records
+        // (`perf_*`: tier 1, root's stacks side trace) and the state dump name a task
+        // without it running then.
+        let current = !e.name.starts_with("perf_") && !e.name.starts_with("lttng_statedump") && e.name != super::load::FAULT_STACK;
+        if t > 0 && current && !(e.name == "sched_switch" && e.int("next_pid") == Some(t.into())) {
+            if let Some(k) = tasks.get_mut(&t).filter(|k| k.blocked_since.is_some()) {
+                k.end_wait(e.ts, true);
+                unrecorded_switch_ins += 1;
+            }
+        }
+        match e.name.as_str() {
+            "perf_comm" => {
+                if let (Some(tid), Some(pid)) = (e.int("tid"), e.int("pid")) {
+                    tgid.insert(tid as i32, pid as i32);
+                    comm.insert(tid as i32, e.text("comm").unwrap_or_default());
+                }
+            }
+            "lttng_statedump_process_state" => {
+                if let (Some(tid), Some(pid)) = (e.int("tid"), e.int("pid")) {
+                    tgid.insert(tid as i32, pid as i32);
+                    comm.insert(tid as i32, e.text("name").unwrap_or_default());
+                }
+            }
+            "sched_process_fork" => {
+                if let (Some(p), Some(c)) = (e.int("parent_pid"), e.int("child_pid")) {
+                    if tree.contains(&(p as i32)) || tgid.get(&(p as i32)).is_some_and(|g| tree.contains(g)) {
+                        tree.insert(c as i32);
+                    }
+                    if let Some(n) = e.text("child_comm") {
+                        comm.insert(c as i32, n);
+                    }
+                    if let Some(g) = e.int("child_tgid") {
+                        tgid.insert(c as i32, g as i32);
+                    }
+                }
+            }
+            "irq_handler_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Irq(e.int("irq").unwrap_or(-1), e.text("name").unwrap_or_default())),
+            "irq_softirq_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Softirq(e.int("vec").unwrap_or(-1))),
+            "x86_irq_vectors_local_timer_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::LocalTimer),
+            "timer_hrtimer_expire_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Hrtimer(e.int("function").unwrap_or(0) as u64)),
+            "irq_handler_exit" | "irq_softirq_exit" | "x86_irq_vectors_local_timer_exit" | "timer_hrtimer_expire_exit" => {
+                let s = cpu_ctx.entry(e.cpu).or_default();
+                let want = |c: &Ctx| match e.name.as_str() {
+                    "irq_handler_exit" => matches!(c, Ctx::Irq(..)),
+                    "irq_softirq_exit" => matches!(c, Ctx::Softirq(..)),
+                    "x86_irq_vectors_local_timer_exit" => matches!(c, Ctx::LocalTimer),
+                    _ => matches!(c, Ctx::Hrtimer(..)),
+                };
+                if let Some(i) = s.iter().rposition(want) {
+                    s.truncate(i);
+                }
+            }
+            "syscall_entry" => {
+                let name = e.text("name").unwrap_or_default();
+                let task = tasks.entry(t).or_default();
+                task.syscall = Some((name, super::syscalls::arg0(e)));
+                for i in task.pending_faults.drain(..) {
+                    if let Some(f) = faults.get_mut(i) {
+                        f.until_user_ns = Some(e.ts.saturating_sub(f.ts_ns));
+                    }
+                }
+            }
+            "syscall_exit" => {
+                tasks.entry(t).or_default().syscall = None;
+            }
+            "filemap_add_to_page_cache" => {
+                // The page is read from its file: the thread's pending user fault is major.
+                if let Some(f) = tasks.get(&t).and_then(|k| k.pending_faults.last()).and_then(|&i| faults.get_mut(i)) {
+                    f.major = Some(true);
+                }
+            }
+            super::load::FAULT_STACK => {
+                stack_sample.insert(t, e.ts);
+            }
+            // perf copying the user stack for the sample just taken faults on the stack's
+            // pages itself: not the program's doing.
+            "x86_exceptions_page_fault_kernel" if stack_sample.get(&t).is_some_and(|&s| e.ts.saturating_sub(s) <= super::stacks::STACK_COPY_NS) => {
+                stack_copy_faults += 1;
+            }
+            "x86_exceptions_page_fault_kernel" if tree.contains(&t) && (e.int("address").unwrap_or(-1) as u64) < super::faults::USER_END => {
+                let mut f = Fault::new(
+                    e.ts,
+                    t,
+                    *tgid.get(&t).unwrap_or(&t),
+                    e.int("address").unwrap_or(0) as u64,
+                    e.int("ip").unwrap_or(0) as u64,
+                    e.int("error_code"),
+                );
+                f.by_kernel = true;
+                f.major = has_filemap.then_some(false);
+                f.function = Some(match tasks.get(&t).and_then(|k| k.syscall.as_ref()) {
+                    Some((n, _)) => format!("the kernel, in {n}"),
+                    None => "the kernel".into(),
+                });
+                faults.push(f);
+            }
+            "x86_exceptions_page_fault_user" | "perf_page_fault" => {
+                let addr = e.int("address").unwrap_or(0) as u64;
+                let task = tasks.entry(t).or_default();
+                task.last_fault = Some((e.ts, addr));
+                for i in task.pending_faults.drain(..) {
+                    if let Some(f) = faults.get_mut(i) {
+                        f.until_user_ns = Some(e.ts.saturating_sub(f.ts_ns));
+                    }
+                }
+                if tree.contains(&t) {
+                    task.pending_faults.push(faults.len());
+                    let mut f = Fault::new(e.ts, t, *tgid.get(&t).unwrap_or(&t), addr, e.int("ip").unwrap_or(0) as u64, e.int("error_code"));
+                    f.major = e.int("major").map(|m| m != 0).or(has_filemap.then_some(false));
+                    f.stack_ips = super::stacks::u64s(e, "stack");
+                    faults.push(f);
+                }
+            }
+            "sched_waking" | "sched_wakeup" | "sched_wakeup_new" => {
+                let Some(target) = e.int("pid").map(|p| p as i32) else { continue };
+                if let Some(n) = e.text("comm") {
+                    comm.insert(target, n);
+                }
+                let waker_doing = match tasks.get(&t).and_then(|w| w.syscall.as_ref()) {
+                    Some((n, _)) => format!("in {n}"),
+                    None => "in user space".into(),
+                };
+                let ctx = cpu_ctx.get(&e.cpu).cloned().unwrap_or_default();
+                let task = tasks.entry(target).or_default();
+                if task.blocked_since.is_some() && task.wake.is_none() {
+                    task.wake = Some(WakeSeen { ts: e.ts, cpu: e.cpu, ctx, waker: t, waker_doing });
+                }
+            }
+            "sched_switch" => {
+                let prev = e.int("prev_pid").unwrap_or(0) as i32;
+                let next = e.int("next_pid").unwrap_or(0) as i32;
+                let state = e.int("prev_state").unwrap_or(0);
+                if let Some(n) = e.text("prev_comm") {
+                    comm.insert(prev, n);
+                }
+                if let Some(n) = e.text("next_comm") {
+                    comm.insert(next, n);
+                }
+                if prev != 0 {
+                    let p = tasks.entry(prev).or_default();
+                    if let Some(s) = p.running_since.take() {
+                        p.runtime += e.ts.saturating_sub(s);
+                    }
+                    if state & 0xff != 0 && state & 0x30 == 0 {
+                        let blocked_in = match (&p.syscall, p.last_fault) {
+                            (Some((n, _)), _) => format!("syscall {n}"),
+                            (None, Some((ft, addr))) if ft + 1_000_000 > e.ts => format!("page fault at {addr:#x}"),
+                            _ => match tgid.get(&prev).or(Some(&prev)).and_then(|g| last_ust.get(g)) {
+                                Some(u) => format!("user space (after tracepoint {u})"),
+                                None => "user space".into(),
+                            },
+                        };
+                        p.blocked_call = match &p.syscall {
+                            Some((n, Some(fd))) if super::syscalls::takes_fd(n) => {
+                                let pid = *tgid.get(&prev).unwrap_or(&prev);
+                                let path = fds.entry(pid).or_insert_with(|| ust_kernel::procfs::read_fds(dir, pid)).get(&(*fd as i32)).cloned();
+                                Some(match path {
+                                    Some(path) => format!("{n}({fd}<{path}>)"),
+                                    None => format!("{n}({fd})"),
+                                })
+                            }
+                            _ => None,
+                        };
+                        p.blocked_since = Some((e.ts, blocked_in));
+                        p.blocked_name = e.text("prev_comm");
+                        p.wake = None;
+                    }
+                }
+                if next != 0 {
+                    let n = tasks.entry(next).or_default();
+                    n.end_wait(e.ts, false);
+                    n.running_since = Some(e.ts);
+                }
+            }
+            _ => {}
+        }
+    }
+    if unrecorded_switch_ins > 0 {
+        r.notes.push(format!(
+            "{unrecorded_switch_ins} wait(s) end at the task's first event after it, as the kernel recorded no switch back to the task (some kernels emit no sched_switch out of the idle task on some CPUs): those waits and their wake-up latencies are upper bounds, by the time from the switch to that event"
+        ));
+    }
+    let name_of = |t: i32| comm.get(&t).cloned().unwrap_or_else(|| if t == 0 { "swapper".into() } else { "?".into() });
+    let mut rows: Vec<TaskRow> = tree
+        .iter()
+        .filter_map(|t| tasks.get(t).map(|k| (t, k)))
+        .map(|(t, k)| TaskRow { tid: *t, name: name_of(*t), events: k.events, runtime_ns: k.runtime, blocked_ns: k.blocked })
+        .collect();
+    rows.sort_by_key(|r| r.tid);
+    r.tasks = rows;
+    let calls = super::syscalls::count(l, &tree, &tgid, &comm, r.traced_pid);
+    if calls.exec_ns.is_none() && !is_tier1 {
+        r.notes.push("system calls: no successful execve of the traced pid in the trace: every call counts, the launcher's too".into());
+    }
+    (r.syscalls, r.syscall_threads, r.syscall_processes, r.slowest_syscalls) = (calls.rows, calls.threads, calls.processes, calls.slowest);
+    if opt.wakeups {
+        let t1 = is_tier1;
+        let explain = |tid: i32, w: &RawWait, depth: usize| explain_wait(tid, w, depth, &tasks, &name_of, (opt.max_chain, t1));
+        let mut waits: Vec<Wait> = Vec::new();
+        for t in &tree {
+            if let Some(k) = tasks.get(t) {
+                for w in k.waits.iter().filter(|w| w.end - w.start >= opt.min_block_ns) {
+                    waits.push(explain(*t, w, 0));
+                }
+            }
+        }
+        waits.sort_by_key(|w| (w.start_ns, w.tid));
+        if let Some(t1) = tier1.as_mut() {
+            for w in waits.iter_mut() {
+                if is_tier1 {
+                    t1.explain_wait(w);
+                } else {
+                    t1.attach_stack(w);
+                }
+            }
+        }
+        r.wakeups = Some(waits);
+    }
+    if opt.faults {
+        // As for system calls: the launcher's faults before the exec are not the command's.
+        let from = calls.exec_ns.unwrap_or(0);
+        faults.retain(|f| f.pid != r.traced_pid || f.ts_ns >= from);
+        let faults = super::faults::resolve(faults, tier1.as_mut(), dir);
+        r.fault_files = Some(super::faults::summarize(&faults));
+        r.file_faults = opt.fault_file.as_deref().map(|w| super::faults::of_file(&faults, w));
+        r.faults = Some(faults);
+        if stack_copy_faults > 0 {
+            r.notes.push(format!("page faults: {stack_copy_faults} faults of the kernel on user stacks right after a perf stack sample (perf copying the stack for ust trace) are left out"));
+        }
+        r.notes.push("page faults: the kernel has no fault-exit tracepoint; \"until user\" is the time to the thread's next system call or fault, an upper bound on the time to resolve".into());
+    }
+    r
+}
+
+/// `limits`: how far up the chain to go, and whether the trace is tier 1 (no wake-ups).
+fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>, name_of: &dyn Fn(i32) -> String, limits: (usize, bool)) -> Wait {
+    let (max, tier1) = limits;
+    let woken_by = match &w.wake {
+        None if tier1 => Waker::NeedsRoot,
+        None => Waker::Unknown,
+        Some(s) => {
+            let hr = s.ctx.iter().rev().find_map(|c| if let Ctx::Hrtimer(f) = c { Some(*f) } else { None });
+            let timer = s.ctx.iter().any(|c| matches!(c, Ctx::LocalTimer));
+            match s.ctx.last() {
+                Some(Ctx::Irq(irq, name)) => Waker::Irq { irq: *irq, handler: name.clone(), cpu: s.cpu },
+                Some(Ctx::Softirq(v)) => Waker::Softirq {
+                    softirq: usize::try_from(*v).ok().and_then(|i| SOFTIRQS.get(i)).map(|s| s.to_string()).unwrap_or_else(|| format!("vec {v}")),
+                    cpu: s.cpu,
+                },
+                Some(_) if timer || hr.is_some() => Waker::TimerInterrupt { hrtimer_function: hr.filter(|&f| f != 0).map(|f| format!("{f:#x}")), cpu: s.cpu },
+                _ if s.waker == ust_kernel::filter::OTHER_USER_TID => Waker::OtherUser { cpu: s.cpu },
+                _ if s.waker == ust_kernel::filter::KERNEL_THREAD_TID => Waker::KernelThread { cpu: s.cpu },
+                _ => {
+                    let chain = if depth + 1 < max && s.waker != 0 {
+                        tasks
+                            .get(&s.waker)
+                            .and_then(|k| k.waits.iter().rev().find(|pw| pw.end <= s.ts))
+                            .map(|pw| Box::new(explain_wait(s.waker, pw, depth + 1, tasks, name_of, limits)))
+                    } else {
+                        None
+                    };
+                    Waker::Task { tid: s.waker, name: name_of(s.waker), doing: s.waker_doing.clone(), cpu: s.cpu, chain }
+                }
+            }
+        }
+    };
+    Wait {
+        tid,
+        name: w.name.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| name_of(tid)),
+        start_ns: w.start,
+        duration_ns: w.end - w.start,
+        wakeup_latency_ns: w.wake.as_ref().map(|s| w.end.saturating_sub(s.ts)),
+        end_inferred: w.inferred,
+        blocked_in: w.blocked_in.clone(),
+        woken_by,
+        stack: Vec::new(),
+        call: w.call.clone(),
+    }
+}
+
+/// What the user-space events show: per event name counts and rates, per thread the gaps
+/// between consecutive events.
+pub fn user_view(l: &Loaded) -> UserView {
+    let ust: Vec<&Event> = l.events.iter().filter(|e| e.domain == Domain::Ust).collect();
+    let mut v = UserView::default();
+    let (Some(first), Some(last)) = (ust.first(), ust.last()) else { return v };
+    let span = (last.ts - first.ts).max(1) as f64 / 1e9;
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut per: BTreeMap<(i32, i32), Vec<u64>> = BTreeMap::new();
+    for e in &ust {
+        *counts.entry(&e.name).or_default() += 1;
+        per.entry((e.pid, e.tid)).or_default().push(e.ts);
+    }
+    v.events = counts.into_iter().map(|(n, c)| UserEventRow { name: n.to_string(), count: c, rate_per_s: c as f64 / span }).collect();
+    for ((pid, tid), ts) in per {
+        let gaps: Vec<(u64, u64)> = ts.windows(2).map(|w| (w[1] - w[0], w[0])).collect();
+        let (max_gap, at) = gaps.iter().max_by_key(|g| g.0).copied().unwrap_or((0, ts[0]));
+        let mean = if gaps.is_empty() { 0 } else { gaps.iter().map(|g| g.0).sum::<u64>() / gaps.len() as u64 };
+        let procname = l.processes.iter().find(|p| p.0 == pid).map(|p| p.1.clone()).unwrap_or_default();
+        v.threads.push(UserThreadRow { pid, tid, procname, events: ts.len() as u64, max_gap_ns: max_gap, mean_gap_ns: mean, max_gap_at_ns: at });
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ust_ctf::reader::Value;
+
+    fn ev(ts: u64, cpu: u32, tid: i32, name: &str, fields: &[(&str, Value)]) -> Event {
+        let mut all = vec![("tid".to_string(), Value::Signed(tid.into()))];
+        all.extend(fields.iter().map(|(n, v)| (n.to_string(), v.clone())));
+        Event { ts, cpu, name: name.into(), tid, pid: -1, domain: Domain::Kernel, fields: all }
+    }
+
+    fn switch(ts: u64, cpu: u32, prev: i32, state: i64, next: i32) -> Event {
+        let (p, n) = (Value::Signed(prev.into()), Value::Signed(next.into()));
+        ev(
+            ts,
+            cpu,
+            prev,
+            "sched_switch",
+            &[
+                ("prev_comm", Value::Str("sleep".into())),
+                ("prev_pid", p),
+                ("prev_state", Value::Signed(state)),
+                ("next_comm", Value::Str("sleep".into())),
+                ("next_pid", n),
+            ],
+        )
+    }
+
+    /// `sleep` (tid 100) blocks in clock_nanosleep on CPU 1 and a timer wakes it; with
+    /// `switch_in`, the kernel records the switch back to it, else (as some kernels never
+    /// record a switch out of the idle task) its next event is its syscall_exit.
+    fn sleep_trace(switch_in: bool) -> Loaded {
+        let ms = 1_000_000;
+        let mut events = vec![
+            ev(ms, 1, 100, "syscall_entry", &[("name", Value::Str("clock_nanosleep".into()))]),
+            switch(ms + 10, 1, 100, 1, 0),
+            ev(201 * ms, 1, 0, "x86_irq_vectors_local_timer_entry", &[]),
+            ev(201 * ms + 5, 1, 0, "sched_waking", &[("pid", Value::Signed(100))]),
+            ev(201 * ms + 9, 1, 0, "x86_irq_vectors_local_timer_exit", &[]),
+        ];
+        if switch_in {
+            events.push(switch(201 * ms + 20, 1, 0, 0, 100));
+        }
+        events.push(ev(201 * ms + 30, 1, 100, "syscall_exit", &[("name", Value::Str("clock_nanosleep".into()))]));
+        events.push(switch(202 * ms, 1, 100, 1, 0));
+        Loaded { events, kernel_env: None, user_stacks: false, processes: vec![(100, "sleep".into(), PathBuf::new())], problems: 0 }
+    }
+
+    #[test]
+    fn a_wait_ends_at_the_tasks_first_event_when_no_switch_in_was_recorded() {
+        let opt = Options { wakeups: true, ..Options::default() };
+        for switch_in in [true, false] {
+            let r = analyze(&sleep_trace(switch_in), std::path::Path::new("/nonexistent"), &opt);
+            let waits = r.wakeups.unwrap();
+            assert_eq!(waits.len(), 1, "{waits:?}");
+            let w = &waits[0];
+            assert_eq!(w.tid, 100);
+            assert_eq!(w.blocked_in, "syscall clock_nanosleep");
+            assert!(matches!(w.woken_by, Waker::TimerInterrupt { cpu: 1, .. }), "{:?}", w.woken_by);
+            let end = if switch_in { 201_000_020 } else { 201_000_030 };
+            assert_eq!(w.duration_ns, end - 1_000_010);
+            assert_eq!(w.wakeup_latency_ns, Some(end - 201_000_005));
+            assert_eq!(w.end_inferred, !switch_in);
+            assert_eq!(r.notes.iter().any(|n| n.contains("recorded no switch back")), !switch_in, "{:?}", r.notes);
+            let row = r.tasks.iter().find(|t| t.tid == 100).unwrap();
+            assert_eq!(row.blocked_ns, end - 1_000_010);
+            // It ran from its (recorded or inferred) return to its last switch-out.
+            assert_eq!(row.runtime_ns, 202_000_000 - end);
+        }
+    }
+}

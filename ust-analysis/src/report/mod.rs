@@ -1,0 +1,286 @@
+//! `ust report DIR`: what a traced program did, from the traces under `DIR` (kernel and
+//! user space), rendered as text or JSON.
+//!
+//! - [`tsdl`] reads the metadata this project writes; [`load`] merges the events of every
+//!   trace of `DIR` in time order (user-space traces through [`ust_ctf::reader`]).
+//! - [`analysis`] builds the [`analysis::Report`]: per task (events, runtime, time blocked),
+//!   per system call ([`syscalls`]: count and errors by errno name as `strace -f -c` counts
+//!   them, from the traced command's exec on; total, p50/p90/p99, max; per thread and per
+//!   process; the slowest calls), with `--wakeups` each blocked interval of the traced
+//!   threads longer than `--min-block` with what woke it, up the wake-up chain, and the
+//!   blocking call with its descriptor named by path; with `--faults` ([`faults`]) the page
+//!   faults per mapped file (minor, major, pages, bytes, time) and, for `--faults FILE`, that
+//!   file's faults in time order; and, from the program's own tracepoints, per event counts
+//!   and rates and per thread gaps (the whole report when the trace has no kernel events).
+//! - [`render_text`] draws it for a terminal (wake-up chains as an indented tree);
+//!   `serde_json` renders the same structure for `--format json`; [`pictures`] draws the
+//!   blocked intervals as folded stacks (`--format folded`) and an off-wake flame graph
+//!   (`--flamegraph FILE.svg`, with `inferno`).
+
+pub mod analysis;
+pub mod faults;
+pub mod layout;
+pub mod load;
+pub mod pictures;
+pub mod stacks;
+pub mod symbols;
+pub mod syscalls;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod tsdl;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+pub use analysis::{Options, Report};
+
+/// Loads `dir` and analyzes it.
+///
+/// # Errors
+/// A message when `dir` holds no trace.
+pub fn report(dir: &Path, opt: &Options) -> Result<Report, String> {
+    let l = load::load(dir)?;
+    let mut r = analysis::analyze(&l, dir, opt);
+    if l.problems > 0 {
+        r.notes.push(format!("{} packet(s) or record(s) could not be read and were skipped", l.problems));
+    }
+    Ok(r)
+}
+
+/// A duration in ns as text: `812 ns`, `12.345 us`, `3.210 ms`, `1.500 s`.
+pub fn dur(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns} ns"),
+        1_000..=999_999 => format!("{:.3} us", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.3} ms", ns as f64 / 1e6),
+        _ => format!("{:.3} s", ns as f64 / 1e9),
+    }
+}
+
+fn waker_text(w: &analysis::Waker) -> String {
+    use analysis::Waker::*;
+    match w {
+        Irq { irq, handler, cpu } => format!("IRQ {irq} ({handler}) on CPU {cpu}"),
+        Softirq { softirq, cpu } => format!("softirq {softirq} on CPU {cpu}"),
+        TimerInterrupt { hrtimer_function, cpu } => match hrtimer_function {
+            Some(f) => format!("timer interrupt (local APIC timer, hrtimer callback {f}) on CPU {cpu}"),
+            None => format!("timer interrupt (local APIC timer) on CPU {cpu}"),
+        },
+        Task { tid, name, doing, cpu, .. } => format!("task {name} [{tid}] {doing} on CPU {cpu}"),
+        OtherUser { cpu } => format!("{} on CPU {cpu}", ust_kernel::filter::OTHER_USER),
+        KernelThread { cpu } => format!("{} on CPU {cpu}", ust_kernel::filter::KERNEL_THREAD),
+        Unknown => "unknown (no wake-up event in the trace)".into(),
+        NeedsRoot => "unknown (needs root's ust-consumerd)".into(),
+    }
+}
+
+fn wait_text(out: &mut String, w: &analysis::Wait, start: u64, indent: usize) {
+    let pad = "  ".repeat(indent);
+    let _ = writeln!(
+        out,
+        "{pad}{} [{}] blocked {} in {}{} (at +{:.6} s)",
+        w.name,
+        w.tid,
+        dur(w.duration_ns),
+        w.blocked_in,
+        w.call.as_ref().map(|c| format!(": {c}")).unwrap_or_default(),
+        w.start_ns.saturating_sub(start) as f64 / 1e9
+    );
+    let lat = w.wakeup_latency_ns.map(|l| format!(", ran {}{} later", if w.end_inferred { "at most " } else { "" }, dur(l))).unwrap_or_default();
+    let _ = writeln!(out, "{pad}  <- woken by: {}{lat}", waker_text(&w.woken_by));
+    for (i, f) in w.stack.iter().enumerate() {
+        let _ = writeln!(out, "{pad}     #{i:<2} {}", f.text());
+    }
+    if let analysis::Waker::Task { chain: Some(c), .. } = &w.woken_by {
+        wait_text(out, c, start, indent + 2);
+    }
+}
+
+/// The report as text.
+pub fn render_text(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Trace: {} of events, traced pid {}{}",
+        dur(r.span_ns),
+        r.traced_pid,
+        if r.kernel { ", kernel and user space" } else { ", user space only" }
+    );
+    if r.kernel {
+        let _ = writeln!(s, "\nTasks of the traced command:");
+        let _ = writeln!(s, "  {:>7}  {:<16} {:>8} {:>14} {:>14}", "TID", "NAME", "EVENTS", "RUNTIME", "BLOCKED");
+        for t in &r.tasks {
+            let _ = writeln!(s, "  {:>7}  {:<16} {:>8} {:>14} {:>14}", t.tid, t.name, t.events, dur(t.runtime_ns), dur(t.blocked_ns));
+        }
+        let _ = writeln!(s, "\nSystem calls of the traced command:");
+        let _ = writeln!(s, "  {:<20} {:>7} {:>7} {:>13} {:>13} {:>13} {:>13} {:>13}", "SYSCALL", "COUNT", "ERRORS", "TOTAL", "P50", "P90", "P99", "MAX");
+        for c in &r.syscalls {
+            let _ = writeln!(
+                s,
+                "  {:<20} {:>7} {:>7} {:>13} {:>13} {:>13} {:>13} {:>13}",
+                c.name,
+                c.count,
+                if c.errors > 0 { c.errors.to_string() } else { String::new() },
+                dur(c.total_ns),
+                dur(c.p50_ns),
+                dur(c.p90_ns),
+                dur(c.p99_ns),
+                dur(c.max_ns)
+            );
+            if !c.errnos.is_empty() {
+                let e: Vec<String> = c.errnos.iter().map(|(n, k)| format!("{n} x{k}")).collect();
+                let _ = writeln!(s, "  {:<20} errors: {}", "", e.join(", "));
+            }
+        }
+        syscall_totals(&mut s, r);
+    }
+    if let Some(w) = &r.wakeups {
+        let _ = writeln!(s, "\nBlocked intervals ({} found):", w.len());
+        for x in w {
+            wait_text(&mut s, x, r.start_ns, 1);
+        }
+    }
+    fault_summary(&mut s, r);
+    if let (Some(f), None) = (&r.faults, &r.file_faults) {
+        let _ = writeln!(s, "\nUser page faults ({}):", f.len());
+        let _ = writeln!(s, "  {:>12} {:>7} {:>18} {:>18} {:>4} {:>12}  MAPPING", "AT (s)", "TID", "ADDRESS", "IP", "ERR", "UNTIL USER");
+        for x in f {
+            let _ = writeln!(
+                s,
+                "  {:>12.6} {:>7} {:>18} {:>18} {:>4} {:>12}  {}",
+                x.ts_ns.saturating_sub(r.start_ns) as f64 / 1e9,
+                x.tid,
+                x.address,
+                x.ip,
+                // Tier 1 (which says major/minor) has no error code.
+                if x.major.is_some() { "-".to_string() } else { x.error_code.to_string() },
+                x.until_user_ns.map(dur).unwrap_or_else(|| "-".into()),
+                x.mapping.as_deref().unwrap_or("(no maps)")
+            );
+            if let Some(f) = x.stack.iter().find(|f| !f.inlined) {
+                let kind = match x.major {
+                    Some(true) => "major, ",
+                    Some(false) => "minor, ",
+                    None => "",
+                };
+                let _ = writeln!(s, "  {:>12} {kind}in {}", "", f.text());
+            }
+        }
+    }
+    if !r.user.events.is_empty() {
+        let _ = writeln!(s, "\nUser-space events:");
+        for e in &r.user.events {
+            let _ = writeln!(s, "  {:<40} {:>8} {:>12.1}/s", e.name, e.count, e.rate_per_s);
+        }
+        let _ = writeln!(s, "\nUser-space events per thread:");
+        let _ = writeln!(s, "  {:>7} {:>7} {:<16} {:>8} {:>13} {:>13}", "PID", "TID", "PROCNAME", "EVENTS", "MEAN GAP", "MAX GAP");
+        for t in &r.user.threads {
+            let _ = writeln!(s, "  {:>7} {:>7} {:<16} {:>8} {:>13} {:>13}", t.pid, t.tid, t.procname, t.events, dur(t.mean_gap_ns), dur(t.max_gap_ns));
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(s, "\nNote: {n}");
+    }
+    s
+}
+
+fn syscall_totals(s: &mut String, r: &Report) {
+    let _ = writeln!(s, "\nSystem calls per process:");
+    let _ = writeln!(s, "  {:>7}  {:<16} {:>7} {:>7} {:>8} {:>13}", "PID", "NAME", "THREADS", "CALLS", "ERRORS", "TIME");
+    for p in &r.syscall_processes {
+        let _ = writeln!(s, "  {:>7}  {:<16} {:>7} {:>7} {:>8} {:>13}", p.pid, p.name, p.threads, p.calls, p.errors, dur(p.total_ns));
+    }
+    let _ = writeln!(s, "\nSystem calls per thread:");
+    let _ = writeln!(s, "  {:>7} {:>7}  {:<16} {:>7} {:>8} {:>13}", "PID", "TID", "NAME", "CALLS", "ERRORS", "TIME");
+    for t in &r.syscall_threads {
+        let _ = writeln!(s, "  {:>7} {:>7}  {:<16} {:>7} {:>8} {:>13}", t.pid, t.tid, t.name, t.calls, t.errors, dur(t.total_ns));
+    }
+    if !r.slowest_syscalls.is_empty() {
+        let _ = writeln!(s, "\nSlowest system calls:");
+        for c in &r.slowest_syscalls {
+            let ret = match &c.error {
+                Some(e) => format!("-1 {e}"),
+                None => c.ret.to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "  {:>13}  {} [{}] {} = {ret} (at +{:.6} s)",
+                dur(c.duration_ns),
+                c.thread,
+                c.tid,
+                c.call,
+                c.ts_ns.saturating_sub(r.start_ns) as f64 / 1e9
+            );
+        }
+    }
+}
+
+fn count_text(n: Option<u64>) -> String {
+    n.map(|n| n.to_string()).unwrap_or_else(|| "-".into())
+}
+
+fn fault_summary(s: &mut String, r: &Report) {
+    if let Some(files) = &r.fault_files {
+        let _ = writeln!(s, "\nPage faults per mapped file:");
+        let _ = writeln!(s, "  {:>7} {:>7} {:>7} {:>7} {:>11} {:>13} {:>13}  FILE", "FAULTS", "MINOR", "MAJOR", "PAGES", "BYTES", "UNTIL USER", "WORST");
+        for f in files {
+            let _ = writeln!(
+                s,
+                "  {:>7} {:>7} {:>7} {:>7} {:>11} {:>13} {:>13}  {}",
+                f.faults,
+                count_text(f.minor),
+                count_text(f.major),
+                f.pages,
+                f.bytes,
+                dur(f.until_user_total_ns),
+                dur(f.until_user_worst_ns),
+                f.file
+            );
+        }
+    }
+    if let Some(l) = &r.file_faults {
+        let _ = writeln!(s, "\nPage faults on {} ({}), in time order:", l.file, l.faults.len());
+        let _ = writeln!(
+            s,
+            "  {:>12} {:>7} {:>12} {:>9} {:>5} {:>5} {:>12}  FUNCTION / ERROR CODE",
+            "AT (s)", "TID", "OFFSET", "PAGE", "KIND", "ACC", "UNTIL USER"
+        );
+        for x in &l.faults {
+            let _ = writeln!(
+                s,
+                "  {:>12.6} {:>7} {:>12} {:>9} {:>5} {:>5} {:>12}  {}",
+                x.ts_ns.saturating_sub(r.start_ns) as f64 / 1e9,
+                x.tid,
+                x.offset.map(|o| format!("{o:#x}")).unwrap_or_default(),
+                count_text(x.page),
+                match x.major {
+                    Some(true) => "major",
+                    Some(false) => "minor",
+                    None => "-",
+                },
+                x.access.as_deref().unwrap_or("-"),
+                x.until_user_ns.map(dur).unwrap_or_else(|| "-".into()),
+                x.function.as_deref().unwrap_or("?")
+            );
+            if let Some(e) = &x.error {
+                let _ = writeln!(s, "  {:>12} error code {:#x}: {e}", "", x.error_code);
+            }
+        }
+    }
+}
+
+/// The report as pretty JSON (the [`Report`] structure; times in ns).
+pub fn render_json(r: &Report) -> String {
+    serde_json::to_string_pretty(r).unwrap_or_else(|_| "null".into())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn durations() {
+        assert_eq!(super::dur(5), "5 ns");
+        assert_eq!(super::dur(2_500), "2.500 us");
+        assert_eq!(super::dur(200_000_000), "200.000 ms");
+        assert_eq!(super::dur(3_000_000_000), "3.000 s");
+    }
+}

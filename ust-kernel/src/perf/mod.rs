@@ -1,0 +1,363 @@
+//! Tier 1 of the kernel view: what `perf_event_open(2)` shows an ordinary user about the
+//! tasks of the traced command, with `kernel.perf_event_paranoid = 2` (the default) and no
+//! privilege at all, written as the same kind of CTF trace in `<output>/kernel/` as the
+//! tracefs recording ([`super::KernelRecorder`]), with `env.kernel_source =
+//! "perf_event_open"`.
+//!
+//! ```text
+//! ust trace: perf_event_open(pid 0, cpu N, inherit, enable_on_exec, exclude_kernel)  (attr)
+//!   fork + exec of CMD ──> the events switch on in CMD and follow its children
+//! thread ust-perf (reader):
+//!   per CPU: side-band ring + fault ring (mmap) ──> ring::Ring::drain ──> record::parse
+//!   a traced thread went off CPU voluntarily ──> blockstack::snapshot (/proc), at once
+//!   ──> batch (records, + the stacks taken after the previous batch) ──channel──┐
+//! thread ust-perf-ctf (converter):                                            v
+//!   sort the batch by time ──> to_ctf::Converter (unwind::Processes: mmap records +
+//!   .eh_frame) ──> kernel/channel0_N
+//! ```
+//!
+//! Per CPU, every item of a batch is later than that CPU's items in the batches before it
+//! (a ring is read in order, and a stack, taken after its batch was drained, goes into the
+//! next batch), so sorting each batch keeps every CPU's stream in time order.
+//!
+//! What it records (measured as an unprivileged user on Linux 6.18, paranoid 2, a VM with
+//! no hardware PMU): every context switch of the traced tasks (switch records, voluntary
+//! or preempted), migrations (derived: a switch-in on another CPU), forks, exits, comm and
+//! exec, file mappings, minor and major page faults with the faulting address, the IP and
+//! the DWARF-unwound user stack, and at each block the user stack read from `/proc`
+//! ([`blockstack`]). What it cannot: system calls (no syscall tracepoints without
+//! tracefs), wake-ups and their wakers (`sched_waking` is a kernel tracepoint), interrupts,
+//! faults taken in the kernel on user addresses (`copy_to_user`), and whatever runs
+//! instead of the traced tasks. `ust report` says so ("woken by: unknown (needs root's
+//! ust-consumerd)").
+//!
+//! Modules: [`attr`] (the attributes, opening, the paranoid advice), [`ring`] (mmap ring
+//! reader), [`record`] (record parsing), [`unwind`] (address spaces, DWARF unwinding),
+//! [`blockstack`] (stacks of blocked threads), [`to_ctf`] (records as CTF events).
+
+pub mod attr;
+pub mod blockstack;
+pub mod record;
+pub mod ring;
+pub mod to_ctf;
+pub mod unwind;
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::ctf::{CpuStream, EventTable, StreamStats};
+use super::{KernelError, KernelSummary};
+
+/// Data pages of each CPU's side-band ring (switch, task, comm, mmap records), tried largest
+/// first (the per-user locked-memory allowance, `kernel.perf_event_mlock_kb` (516 KiB)
+/// times the online CPUs, may refuse the larger).
+pub const SIDEBAND_PAGES: [usize; 3] = [32, 8, 2];
+/// Data pages of each CPU's page-fault ring (2 MiB first: an exec faults ~100 times in a
+/// millisecond, 4 KiB of stack each), tried largest first: past the perf allowance the
+/// pages count against `RLIMIT_MEMLOCK` (8 MiB by default). Faults have their own ring so
+/// that a fault storm which fills it loses fault samples, not the switch records the
+/// blocked intervals are made of.
+pub const FAULT_PAGES: [usize; 4] = [512, 64, 16, 4];
+/// How long the reader waits in poll(2) for records.
+pub const POLL: Duration = Duration::from_millis(10);
+
+/// Why tier 1 cannot record.
+#[derive(Debug, thiserror::Error)]
+pub enum PerfError {
+    /// perf_event_paranoid or a refusal: the message says what to change.
+    #[error("{0}")]
+    Refused(String),
+    /// Mapping a ring failed.
+    #[error("cannot map the perf ring buffer ({0}): raise kernel.perf_event_mlock_kb or `ulimit -l`")]
+    Mmap(std::io::Error),
+    /// Writing the trace failed.
+    #[error("writing the kernel trace: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What the reader thread hands back: per-stream counters, records that could not be
+/// read, the first write error.
+type ReaderResult = (Vec<StreamStats>, u64, Option<String>);
+
+/// Where root's recording keeps the user stacks of the traced tasks, beside `kernel/`
+/// (the tracefs trace): a trace of [`to_ctf::STACKS_ONLY`] events.
+pub const STACKS_DIR: &str = "kernel-stacks";
+/// Its `env.kernel_source`.
+pub const STACKS_SOURCE: &str = "perf_event_open_stacks";
+
+/// A running tier-1 recording.
+#[derive(Debug)]
+pub struct PerfRecorder {
+    dir: PathBuf,
+    source: &'static str,
+    uuid: [u8; 16],
+    table: Arc<EventTable>,
+    datetime: String,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<ReaderResult>>,
+}
+
+struct CpuEvents {
+    cpu: u32,
+    /// Side-band ring, fault ring.
+    rings: Vec<ring::Ring>,
+    /// Side-band, minor-fault (owns the fault ring), major-fault events.
+    fds: Vec<OwnedFd>,
+}
+
+/// Maps a ring of the first size in `sizes` that the locked-memory allowance grants.
+fn map_ring(fd: &OwnedFd, sizes: &[usize]) -> Result<ring::Ring, PerfError> {
+    let mut last = None;
+    for &pages in sizes {
+        match ring::Ring::map(fd, pages) {
+            Ok(r) => return Ok(r),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(PerfError::Mmap(last.unwrap_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))))
+}
+
+fn open_cpu(cpu: u32, fault_events: &mut std::collections::HashMap<u64, bool>) -> Result<Option<CpuEvents>, PerfError> {
+    let refused = |e: std::io::Error| PerfError::Refused(attr::paranoid_advice(attr::paranoid(), e.raw_os_error()).unwrap_or_else(|| e.to_string()));
+    let sb = match attr::open(&mut attr::attr(attr::Kind::SideBand), cpu as i32) {
+        Ok(fd) => fd,
+        // An offline CPU.
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) || (e.raw_os_error() == Some(libc::EINVAL) && cpu > 0) => return Ok(None),
+        Err(e) => return Err(refused(e)),
+    };
+    let sb_ring = map_ring(&sb, &SIDEBAND_PAGES)?;
+    let minor = attr::open(&mut attr::attr(attr::Kind::MinorFaults), cpu as i32).map_err(refused)?;
+    // The ring before the redirection: PERF_EVENT_IOC_SET_OUTPUT needs the target's
+    // buffer to exist.
+    let fault_ring = map_ring(&minor, &FAULT_PAGES)?;
+    let major = attr::open(&mut attr::attr(attr::Kind::MajorFaults), cpu as i32).map_err(refused)?;
+    attr::set_output(&major, &minor).map_err(refused)?;
+    fault_events.insert(attr::id(&minor).map_err(refused)?, false);
+    fault_events.insert(attr::id(&major).map_err(refused)?, true);
+    Ok(Some(CpuEvents { cpu, rings: vec![sb_ring, fault_ring], fds: vec![sb, minor, major] }))
+}
+
+impl PerfRecorder {
+    /// Opens the events on this process for every CPU (they switch on when the command
+    /// forked next execs), writes the first metadata and starts the reader thread. Call it
+    /// right before spawning the command: every child forked later inherits the events.
+    ///
+    /// # Errors
+    /// [`PerfError::Refused`] (with the sysctl to change, [`attr::paranoid_advice`]) when
+    /// perf_event_open is refused (as it is for unprivileged users at
+    /// perf_event_paranoid 3 or more; with CAP_PERFMON it is tried anyway); [`PerfError::Mmap`]; I/O errors of the trace.
+    pub fn start(output: &Path) -> Result<PerfRecorder, PerfError> {
+        Self::start_in(output, false)
+    }
+
+    /// The same events, written as the user stacks only ([`to_ctf::Converter::stacks_only`])
+    /// to `<output>/`[`STACKS_DIR`], with `env.kernel_source` [`STACKS_SOURCE`]: what root's
+    /// tracefs recording ([`super::KernelRecorder`]) cannot have, the DWARF-unwound user
+    /// stack of each page fault and of each blocked interval.
+    ///
+    /// # Errors
+    /// As [`PerfRecorder::start`].
+    pub fn start_stacks(output: &Path) -> Result<PerfRecorder, PerfError> {
+        Self::start_in(output, true)
+    }
+
+    fn start_in(output: &Path, stacks: bool) -> Result<PerfRecorder, PerfError> {
+        let mut faults = std::collections::HashMap::new();
+        let mut cpus = Vec::new();
+        for cpu in ust_core::cpus::possible_cpus() {
+            if let Some(c) = open_cpu(cpu, &mut faults)? {
+                cpus.push(c);
+            }
+        }
+        if cpus.is_empty() {
+            return Err(PerfError::Refused("perf_event_open opened no CPU".into()));
+        }
+        let table = Arc::new(to_ctf::event_table());
+        let dir = output.join(if stacks { STACKS_DIR } else { "kernel" });
+        std::fs::create_dir_all(&dir)?;
+        let uuid = *uuid::Uuid::new_v4().as_bytes();
+        let datetime = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
+        let source = if stacks { STACKS_SOURCE } else { "perf_event_open" };
+        let mut rec = PerfRecorder { dir: dir.clone(), source, uuid, table: table.clone(), datetime, stop: Arc::new(AtomicBool::new(false)), thread: None };
+        rec.write_metadata(0, ust_core::clock::realtime_offset_ns())?;
+        let max_cpu = cpus.iter().map(|c| c.cpu).max().unwrap_or(0);
+        let mut streams = Vec::new();
+        for cpu in 0..=max_cpu {
+            streams.push(CpuStream::create(&dir, table.clone(), uuid, cpu)?);
+        }
+        // A state-dump record of `ust trace` itself (the command's parent) in each CPU's
+        // stream: no stream is without packets, and the parent has a name.
+        let me = std::process::id() as i32;
+        let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
+        for (cpu, s) in streams.iter_mut().enumerate() {
+            let me = crate::procfs::TaskState {
+                tid: me,
+                pid: me,
+                ppid: std::os::unix::process::parent_id() as i32,
+                comm: comm.trim().to_string(),
+                state: 'R',
+                cpu: cpu as u32,
+            };
+            s.push_process_state(ust_core::clock::monotonic_ns(), &me)?;
+            s.flush()?;
+        }
+        let mut conv = to_ctf::Converter::new(table, streams);
+        conv.fault_events = faults;
+        if stacks {
+            conv.stacks_only();
+        }
+        let stop = rec.stop.clone();
+        rec.thread = Some(std::thread::Builder::new().name("ust-perf".into()).spawn(move || read_loop(cpus, conv, &stop))?);
+        Ok(rec)
+    }
+
+    fn write_metadata(&self, traced_pid: i32, offset: i64) -> std::io::Result<()> {
+        crate::write_metadata(&self.dir, self.uuid, &self.table, &self.datetime, traced_pid, offset, self.source)
+    }
+
+    /// `<output>/kernel` (or [`STACKS_DIR`]).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Drains the rings one last time (call it after the command exited), closes the
+    /// events and writes the final metadata (the session's clock offset, as
+    /// [`super::KernelRecorder::finish`]).
+    ///
+    /// # Errors
+    /// The metadata write error.
+    pub fn finish(mut self, output: &Path, traced_pid: i32) -> Result<KernelSummary, KernelError> {
+        self.stop.store(true, Ordering::SeqCst);
+        let mut counts = vec![0u64; self.table.events.len()];
+        let (mut lost, mut bad) = (0, 0);
+        if let Some(t) = self.thread.take() {
+            if let Ok((stats, b, err)) = t.join() {
+                for st in stats {
+                    for (c, n) in counts.iter_mut().zip(st.counts) {
+                        *c += n;
+                    }
+                    lost += st.lost;
+                    bad += st.bad;
+                }
+                bad += b;
+                if let Some(e) = err {
+                    eprintln!("ust: kernel reader: {e}");
+                }
+            }
+        }
+        let offset = super::session_clock_offset(output).unwrap_or_else(ust_core::clock::realtime_offset_ns);
+        self.write_metadata(traced_pid, offset)?;
+        Ok(KernelSummary {
+            dir: self.dir.clone(),
+            counts: self.table.events.iter().zip(counts).map(|(e, n)| (e.name.clone(), n)).collect(),
+            lost,
+            bad,
+            stale_removed: Vec::new(),
+            missing_events: Vec::new(),
+        })
+    }
+}
+
+impl Drop for PerfRecorder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Batches the reader may hand the converter before it waits for it.
+const BATCHES_IN_FLIGHT: usize = 8;
+
+/// The reader: poll the rings, look at the threads that blocked (at once, before anything
+/// slow), and hand each batch to the converter thread, which merges it by time with the
+/// block stacks taken after the previous batch (so every item of a batch is later than
+/// every item of the batches before), unwinds and writes.
+fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBool) -> ReaderResult {
+    // Bounded: when unwinding and writing fall behind (a fault storm), the backlog waits in
+    // the kernel's rings, whose overflow perf counts as lost records, not in our heap.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<to_ctf::Item>>(BATCHES_IN_FLIGHT);
+    let converter = std::thread::Builder::new().name("ust-perf-ctf".into()).spawn(move || convert_loop(conv, rx));
+    let converter = match converter {
+        Ok(c) => c,
+        Err(e) => return (Vec::new(), 0, Some(format!("cannot start the converter thread: {e}"))),
+    };
+    let mut pending: Vec<to_ctf::Item> = Vec::new();
+    // Threads off CPU voluntarily: tid -> (pid, CPU); those whose interval has a stack.
+    let mut blocked: std::collections::HashMap<i32, (i32, u32)> = std::collections::HashMap::new();
+    let mut stacked: std::collections::HashSet<i32> = std::collections::HashSet::new();
+    loop {
+        let last = stop.load(Ordering::SeqCst);
+        let mut pfd: Vec<libc::pollfd> =
+            cpus.iter().flat_map(|c| c.fds[..2].iter()).map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+        if !last {
+            // SAFETY: pfd is a valid array of pollfd of the given length.
+            unsafe { libc::poll(pfd.as_mut_ptr(), pfd.len() as libc::nfds_t, POLL.as_millis() as i32) };
+        }
+        let mut batch = std::mem::take(&mut pending);
+        for c in cpus.iter_mut() {
+            let cpu = c.cpu;
+            for ring in c.rings.iter_mut() {
+                ring.drain(|r| batch.push(to_ctf::Item::Record(cpu, record::parse(r))));
+            }
+        }
+        for item in &batch {
+            match item {
+                to_ctf::Item::Record(cpu, record::Record::Switch { id, out, preempt }) => {
+                    stacked.remove(&id.tid);
+                    if *out && !*preempt {
+                        blocked.insert(id.tid, (id.pid, *cpu));
+                    } else {
+                        blocked.remove(&id.tid);
+                    }
+                }
+                to_ctf::Item::Record(_, record::Record::Exit { tid, .. }) => {
+                    blocked.remove(tid);
+                    stacked.remove(tid);
+                }
+                _ => {}
+            }
+        }
+        let look: Vec<(i32, i32, u32)> = blocked.iter().filter(|(t, _)| !stacked.contains(t)).map(|(&t, &(p, c))| (t, p, c)).collect();
+        for (tid, pid, cpu) in look {
+            if let Some(s) = blockstack::snapshot(pid, tid) {
+                stacked.insert(tid);
+                pending.push(to_ctf::Item::Block(cpu, s));
+            }
+        }
+        if tx.send(batch).is_err() || last {
+            break;
+        }
+    }
+    let _ = tx.send(pending);
+    drop(tx);
+    let (stats, bad, err) = converter.join().unwrap_or_else(|_| (Vec::new(), 0, Some("the converter thread panicked".into())));
+    let ring_bad: u64 = cpus.iter().flat_map(|c| c.rings.iter()).map(|r| r.bad).sum();
+    (stats, bad + ring_bad, err)
+}
+
+/// The converter thread: each batch in time order into the CTF streams; at the end the
+/// streams are flushed.
+fn convert_loop(mut conv: to_ctf::Converter, rx: std::sync::mpsc::Receiver<Vec<to_ctf::Item>>) -> ReaderResult {
+    let mut err = None;
+    for mut batch in rx {
+        batch.sort_by_key(|i| i.time());
+        for item in batch {
+            if let Err(e) = conv.convert(item) {
+                err.get_or_insert(e.to_string());
+            }
+        }
+    }
+    let mut stats = Vec::new();
+    for s in conv.streams.iter_mut() {
+        if let Err(e) = s.flush() {
+            err.get_or_insert(e.to_string());
+        }
+        stats.push(s.stats.clone());
+    }
+    (stats, conv.bad, err)
+}

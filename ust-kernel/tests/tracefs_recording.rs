@@ -1,0 +1,183 @@
+//! Kernel recording (`ust_kernel::KernelRecorder`) against the real tracefs: a private instance with
+//! the `mono` clock, decoded pages written as a CTF trace that babeltrace2 reads, stale
+//! instances removed. Skipped, with the reason printed, when not root or tracefs cannot be
+//! mounted.
+
+use std::path::Path;
+use std::process::Command;
+
+use ust_kernel::{tracefs, KernelRecorder};
+
+use system_tests as common;
+
+/// Why live kernel tests cannot run here, if they cannot.
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    match tracefs::root() {
+        Ok(_) => None,
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+macro_rules! require_tracefs {
+    () => {
+        if let Some(r) = skip_reason() {
+            eprintln!("skipped: kernel tracing unavailable ({r})");
+            return;
+        }
+    };
+}
+
+fn babeltrace(dir: &Path) -> String {
+    let out = Command::new("babeltrace2").arg(dir).output().expect("babeltrace2 runs");
+    assert!(out.status.success(), "babeltrace2 failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "babeltrace2 warned: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn records_sleep_and_babeltrace_reads_it() {
+    require_tracefs!();
+    let out = tempfile::tempdir().unwrap();
+    let rec = KernelRecorder::start(out.path()).expect("kernel recording starts");
+    let inst = format!("{}{}", tracefs::INSTANCE_PREFIX, std::process::id());
+    let root = tracefs::root().unwrap();
+    assert!(root.join("instances").join(&inst).is_dir());
+    assert!(std::fs::read_to_string(root.join("instances").join(&inst).join("trace_clock")).unwrap().contains("[mono]"));
+    let child = Command::new("sleep").arg("0.1").spawn().unwrap();
+    let pid = child.id() as i32;
+    let st = child.wait_with_output().unwrap();
+    assert!(st.status.success());
+    let summary = rec.finish(out.path(), pid).unwrap();
+    assert!(!root.join("instances").join(&inst).exists(), "instance removed");
+    let count = |n: &str| summary.counts.iter().find(|(k, _)| k == n).map(|x| x.1).unwrap_or(0);
+    assert!(count("sched_switch") > 0, "{:?}", summary.counts);
+    let entries: u64 = summary.counts.iter().filter(|(k, _)| k.starts_with("syscall_entry_")).map(|x| x.1).sum();
+    assert!(entries > 0, "{:?}", summary.counts);
+    assert!(count("lttng_statedump_process_state") > 10);
+    let text = babeltrace(&out.path().join("kernel"));
+    assert!(text.contains("sched_switch:"), "{}", &text[..text.len().min(2000)]);
+    assert!(text.contains(&format!("next_tid = {pid}")), "the child was scheduled (lttng-modules' field name)");
+    assert!(text.contains("syscall_entry_clock_nanosleep:") || text.contains("syscall_entry_nanosleep:"), "one event per system call");
+    assert!(text.contains("syscall_exit_clock_nanosleep:") || text.contains("syscall_exit_nanosleep:"));
+    assert!(text.contains("prev_comm = \""), "comm arrays print as strings");
+    let meta = std::fs::read_to_string(out.path().join("kernel/metadata")).unwrap();
+    assert!(meta.contains(&format!("traced_pid = {pid};")));
+    assert!(meta.contains("tracer_name = \"lttng-modules\";") && meta.contains("tracer_major = 2;") && meta.contains("tracer_minor = 13;"));
+    assert!(meta.contains(&format!("uuid = \"{}\"", ust_core::clock::boot_id())));
+}
+
+#[test]
+fn stale_instances_of_dead_pids_are_removed() {
+    require_tracefs!();
+    let root = tracefs::root().unwrap();
+    // A pid that is surely dead: a child that was reaped.
+    let mut c = Command::new("true").spawn().unwrap();
+    let dead = c.id();
+    c.wait().unwrap();
+    let stale = root.join("instances").join(format!("{}{dead}", tracefs::INSTANCE_PREFIX));
+    std::fs::create_dir(&stale).unwrap();
+    let removed = tracefs::remove_stale(&root);
+    assert!(removed.contains(&format!("{}{dead}", tracefs::INSTANCE_PREFIX)), "{removed:?}");
+    assert!(!stale.exists());
+}
+
+/// The test user `--as-user` drops to (created by scripts/test.sh; here too if missing).
+const AS_USER: &str = "ustlttng";
+
+fn id_of(user: &str, flag: &str) -> u32 {
+    if !Command::new("id").arg(user).output().unwrap().status.success() {
+        let o = Command::new("useradd").args(["--no-create-home", "--shell", "/usr/sbin/nologin", user]).output().unwrap();
+        assert!(o.status.success(), "useradd {user}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = Command::new("id").args([flag, user]).output().unwrap();
+    String::from_utf8(o.stdout).unwrap().trim().parse().unwrap()
+}
+
+/// `ust trace --kernel --as-user USER` as root: the command runs as USER (its `id` says so,
+/// by name and by `$SUDO_UID`), the kernel is recorded system-wide (the command's tasks are
+/// in it), and the trace is USER's, readable by them; with no USER and no `SUDO_UID` it is
+/// an error and nothing runs.
+#[test]
+fn as_user_runs_the_command_as_that_user_and_gives_them_the_trace() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    require_tracefs!();
+    let (uid, gid) = (id_of(AS_USER, "-u"), id_of(AS_USER, "-g"));
+    let d = common::TestDaemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |out: &Path, user: Option<&str>, sudo: Option<(u32, u32)>, cmd: &str| {
+        let mut c = d.ust_cmd();
+        c.env_remove("SUDO_UID").env_remove("SUDO_GID").args(["trace", "--kernel", "--output"]).arg(out).arg("--as-user");
+        if let Some(u) = user {
+            c.arg(u);
+        }
+        if let Some((u, g)) = sudo {
+            c.env("SUDO_UID", u.to_string()).env("SUDO_GID", g.to_string());
+        }
+        c.args(["--", "sh", "-c", cmd]);
+        common::output_within(c, std::time::Duration::from_secs(60))
+    };
+    let out = tmp.path().join("named");
+    let o = run(&out, Some(AS_USER), None, "id -u; id -g; echo $HOME $USER; sleep 0.1; cat /etc/hostname");
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    assert!(o.status.success(), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.first().copied(), Some(uid.to_string().as_str()), "{stdout}\n{stderr}");
+    assert_eq!(lines.get(1).copied(), Some(gid.to_string().as_str()), "{stdout}");
+    assert!(lines.get(2).is_some_and(|l| l.ends_with(&format!(" {AS_USER}"))), "USER is theirs: {stdout}");
+    assert!(stderr.contains(&format!("running sh as {AS_USER} (uid {uid}")), "{stderr}");
+    // The trace is theirs, every file of it, and they can read it.
+    let mut stack = vec![out.clone()];
+    while let Some(p) = stack.pop() {
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid()), (uid, gid), "{} is the user's", p.display());
+        if m.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+        }
+    }
+    let as_them = Command::new("setpriv")
+        .args(["--reuid", &uid.to_string(), "--regid", &gid.to_string(), "--init-groups", "--", "babeltrace2"])
+        .arg(out.join("kernel"))
+        .output()
+        .unwrap();
+    assert!(as_them.status.success(), "the user reads their trace: {}", String::from_utf8_lossy(&as_them.stderr));
+    // The kernel side is root's system-wide view, and the command's tasks are in it: the
+    // traced pid, and its children running id, sleep and cat. (A system-wide recording on
+    // a loaded machine may lose some events, so any of their events counts, not one each.)
+    let text = String::from_utf8(as_them.stdout).unwrap();
+    let meta = std::fs::read_to_string(out.join("kernel/metadata")).unwrap();
+    let traced: i32 =
+        meta.split("traced_pid = ").nth(1).and_then(|r| r.split(';').next()).and_then(|v| v.trim().parse().ok()).expect("traced_pid in the metadata");
+    assert!(text.contains(&format!("{{ tid = {traced} }}")), "events of the traced pid {traced}");
+    let children = ["id", "sleep", "cat"].iter().filter(|p| text.contains(&format!("/{p}\"")) || text.contains(&format!("comm = \"{p}\""))).count();
+    assert!(children >= 2, "the children's tasks: {children} of 3");
+    assert!(text.lines().filter(|l| l.contains("sched_switch:")).count() > 10, "system-wide switches");
+    // From sudo's variables alone; an instrumented program run so has its user-space
+    // events in the trace too (it registers with root's daemon).
+    let out2 = tmp.path().join("sudo");
+    let prog = common::program("debug", "threeevents");
+    let o = run(&out2, None, Some((uid, gid)), &format!("id -u; {}", prog.display()));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), uid.to_string());
+    assert_eq!(std::fs::metadata(&out2).unwrap().uid(), uid);
+    let user_events: Vec<String> = common::babeltrace(&out2.join("ust"))
+        .lines()
+        .filter(|l| l.contains(" short:ev: "))
+        .map(|l| l.rsplit("{ i = ").next().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(user_events, ["0 }", "1 }", "2 }"], "the program's three events, run as {AS_USER}");
+    // Neither: a clear error, and the command does not run.
+    let marker = tmp.path().join("ran");
+    let o = run(&tmp.path().join("none"), None, None, &format!("touch {}", marker.display()));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--as-user needs a USER: none was given and SUDO_UID is not set"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!marker.exists(), "nothing ran");
+}
