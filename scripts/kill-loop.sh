@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The full torn-event acceptance run of issue 3: SIGKILL a 4-thread traced program at a
 # random moment while every thread emits, 100 times in a row (CI runs 20), checking each
-# trace with babeltrace2 event by event (ust-consumerd/tests/crash.rs). Builds what it needs.
+# trace with babeltrace2 event by event (system-tests/tests/crash.rs). Builds what it needs.
 # Usage: scripts/kill-loop.sh [ITERATIONS]   (UST_TEST_SEED=N replays a run)
 set -euo pipefail
 cd "$(dirname "$0")/.."

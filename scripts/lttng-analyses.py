@@ -5,7 +5,7 @@ lttng-analyses predates Python 3.10, which removed the aliases of the abstract b
 from `collections` (`collections.Mapping`, ...); this puts them back from `collections.abc`
 before importing it. Usage: `lttng-analyses.py COMMAND [ARGS...]`, COMMAND one of the
 console scripts the package declares (`lttng-cputop`, `lttng-syscallstats`, ...), ARGS
-passed on as that command gets them. The tests (ust-consumerd/tests/lttng_analyses.rs) run
+passed on as that command gets them. The tests (system-tests/tests/lttng_analyses.rs) run
 it with the interpreter `scripts/test.sh` installs the package for.
 """
 import collections

@@ -10,16 +10,16 @@ need=()
 command -v babeltrace2 >/dev/null 2>&1 || need+=(babeltrace2)
 python3 -c 'import bt2' >/dev/null 2>&1 || need+=(python3-bt2)
 command -v readelf >/dev/null 2>&1 && command -v objcopy >/dev/null 2>&1 || need+=(binutils)
-# lttng-analyses (ust-consumerd/tests/lttng_analyses.rs) reads traces with babeltrace 1:
+# lttng-analyses (system-tests/tests/lttng_analyses.rs) reads traces with babeltrace 1:
 # its Python bindings and its command (which it runs to check for lost events); strace is
 # the oracle of the system call counts.
 command -v babeltrace >/dev/null 2>&1 || need+=(babeltrace)
 /usr/bin/python3 -c 'import babeltrace' >/dev/null 2>&1 || need+=(python3-babeltrace)
 /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 command -v strace >/dev/null 2>&1 || need+=(strace)
-# ust-consumerd/tests/relayd.rs streams to a real lttng-relayd (2.13) on loopback.
+# system-tests/tests/relayd.rs streams to a real lttng-relayd (2.13) on loopback.
 command -v lttng-relayd >/dev/null 2>&1 || need+=(lttng-tools)
-# consumer/tests/save_load.rs: `ust save`/`ust load` against the real lttng (its session
+# system-tests/tests/save_load.rs: `ust save`/`ust load` against the real lttng (its session
 # daemon and session.xsd), validated with xmllint.
 command -v lttng-sessiond >/dev/null 2>&1 && [ -f /usr/share/xml/lttng/session.xsd ] || need+=(lttng-tools)
 command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
@@ -30,11 +30,11 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-# ust-consumerd/tests/export.rs reads `ust export --format perfetto` with the classes PyPI
+# system-tests/tests/export.rs reads `ust export --format perfetto` with the classes PyPI
 # `perfetto` generates from Perfetto's perfetto_trace.proto (and their protobuf runtime).
 python3 -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' >/dev/null 2>&1 || python3 -m pip install -q perfetto protobuf
 
-# The permission tests (ust-consumerd/tests/permissions.rs) switch to unprivileged users; as
+# The permission tests (system-tests/tests/permissions.rs) switch to unprivileged users; as
 # root, create them here (idempotent; the test also does it, so `cargo test` alone works).
 if [ "$(id -u)" = 0 ]; then
   groupadd -f tracing
@@ -42,17 +42,17 @@ if [ "$(id -u)" = 0 ]; then
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
   usermod -aG tracing ustperm-t
-  # consumer/tests/kernel_user.rs: tier 1 of `ust trace --kernel` as an ordinary user.
+  # system-tests/tests/kernel_user.rs: tier 1 of `ust trace --kernel` as an ordinary user.
   id ustkuser >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustkuser
-  # consumer/tests/kernel_broker.rs: tier 2, root's daemon as the kernel broker of two users.
+  # system-tests/tests/kernel_broker.rs: tier 2, root's daemon as the kernel broker of two users.
   for u in ustkb-a ustkb-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
-  # consumer/tests/system_daemon.rs: root's daemon traces the programs of two users.
+  # system-tests/tests/system_daemon.rs: root's daemon traces the programs of two users.
   for u in ustuid-a ustuid-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
-  # consumer/tests/save_load.rs runs lttng-sessiond as this user (root's would be
+  # system-tests/tests/save_load.rs runs lttng-sessiond as this user (root's would be
   # machine-wide, in /var/run/lttng).
   id ustlttng >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustlttng
 fi
@@ -70,7 +70,9 @@ fi
 cargo build --workspace --bins --examples
 cargo build --release --workspace --bins --examples
 
-# Lints and docs are part of the test: no warning, no broken intra-doc link.
+# Formatting, lints and docs are part of the test: rustfmt clean, no warning, no broken
+# intra-doc link.
+cargo fmt --check
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use common::{copy_dir, output_within, ust_bin};
 
-
 fn kept_sleep_trace(tmp: &Path) -> PathBuf {
     let dir = tmp.join("sleep");
     copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../ust-analysis/tests/data/sleep"), &dir);

@@ -45,4 +45,3 @@ fn user_space_view_without_kernel_events() {
     assert!(ev.rate_per_s > 0.0);
     assert!(r.user.threads.iter().all(|t| t.max_gap_ns >= t.mean_gap_ns));
 }
-

@@ -263,7 +263,7 @@ impl EventTable {
     }
 
     /// A table of events whose fields are all [`Source::Given`] (the perf_event_open
-    /// recording, `ust_cli::kernel::perf`): the state-dump classes, then `(CTF name, fields)`
+    /// recording, `ust_kernel::perf`): the state-dump classes, then `(CTF name, fields)`
     /// with the next ids in this order.
     pub fn given(events: Vec<(String, Vec<CtfField>)>) -> EventTable {
         let mut t = EventTable::with_syscall_args(Vec::new(), &Default::default());
@@ -326,7 +326,7 @@ pub struct KernelMetadata<'a> {
     /// `YYYYmmddTHHMMSS+hhmm`.
     pub creation_datetime: &'a str,
     /// `env.kernel_source`: `tracefs` (system-wide ftrace events) or `perf_event_open`
-    /// (tier 1: the traced tasks only, `ust_cli::kernel::perf`).
+    /// (tier 1: the traced tasks only, `ust_kernel::perf`).
     pub source: &'a str,
 }
 

@@ -48,4 +48,3 @@ pub fn check_pingpong(r: &Report) {
     assert!(reads.iter().any(|x| matches!(&x.woken_by, Waker::Task { chain: Some(_), .. })));
     assert!(r.user.events.iter().any(|e| e.name == "pingpong:pass" && e.count >= 4), "{:?}", r.user);
 }
-

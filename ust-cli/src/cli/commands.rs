@@ -391,12 +391,18 @@ fn babeltrace(dir: &std::path::Path, trace: &std::path::Path) -> CliResult {
 /// `ust report`.
 pub fn report(a: ReportArgs) -> CliResult {
     let pictures = a.format == "folded" || a.flamegraph.is_some();
-    let opt =
-        ust_analysis::report::Options { wakeups: a.wakeups || pictures, faults: a.faults, fault_file: a.fault_file, min_block_ns: a.min_block, ..Default::default() };
+    let opt = ust_analysis::report::Options {
+        wakeups: a.wakeups || pictures,
+        faults: a.faults,
+        fault_file: a.fault_file,
+        min_block_ns: a.min_block,
+        ..Default::default()
+    };
     let r = ust_analysis::report::report(&a.dir, &opt).map_err(Failure::new)?;
     if let Some(svg) = &a.flamegraph {
         let f = std::fs::File::create(svg).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
-        ust_analysis::report::pictures::flamegraph(&r, std::io::BufWriter::new(f)).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
+        ust_analysis::report::pictures::flamegraph(&r, std::io::BufWriter::new(f))
+            .map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
         eprintln!("ust: flame graph written to {}", svg.display());
     }
     if a.format == "folded" {

@@ -1,5 +1,5 @@
 //! Loads `libharmlib.so` (argument 1) with `dlopen` while traced, for
-//! consumer/tests/runtime_harm.rs: fires `harmhost:before`, `dlopen`s the library
+//! system-tests/tests/runtime_harm.rs: fires `harmhost:before`, `dlopen`s the library
 //! (`RTLD_NOW | RTLD_LOCAL`), calls its `harmlib_hello(1)` at once, `dlclose`s it, then
 //! fires `harmhost:after`. Prints `dlopen_ms <milliseconds the dlopen took>` and
 //! `mapped_after_dlclose <true|false>` (the library holds a runtime copy whose sites the

@@ -1,4 +1,4 @@
-//! Page faults with a known answer (`ust report --faults FILE`, ust-consumerd/tests/report.rs):
+//! Page faults with a known answer (`ust report --faults FILE`, system-tests/tests/report.rs):
 //! creates FILE (argument 1) of 64 MiB, `fsync`s it and drops it from the page cache
 //! (`posix_fadvise(POSIX_FADV_DONTNEED)`), maps it read-only with `MADV_RANDOM` (no
 //! readahead: each first touch of a page reads that one page, a major fault), and reads

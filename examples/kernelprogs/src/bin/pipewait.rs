@@ -1,5 +1,5 @@
 //! Blocks once on a pipe read in `wait_for_peer` until a peer thread writes a byte after
-//! `MS` ms (argument 1, default 200): the kernel tests (consumer/tests/kernel_user.rs) look
+//! `MS` ms (argument 1, default 200): the kernel tests (system-tests/tests/kernel_user.rs) look
 //! for `wait_for_peer` and its source line in the blocked interval's user-space stack of a
 //! release build with the default settings (no frame pointers, line tables only).
 

@@ -1,6 +1,6 @@
 //! `callsites`: records one event from each kind of call site (`tracepoint!`, a
 //! `#[ust::provider]` function, `tracef!`, `tracelog!`) and prints `<event> <line>` for
-//! each, the source line of the call, so the `ip` context test (consumer/tests/ip.rs) can
+//! each, the source line of the call, so the `ip` context test (system-tests/tests/ip.rs) can
 //! check that babeltrace2's debug-info filter maps each event's `ip` to that line.
 
 #[ust::provider]

@@ -1,5 +1,5 @@
 //! A program that owns every descriptor from 3 up, as daemons that "close all files" at
-//! start do, for consumer/tests/runtime_harm.rs: at the top of `main` (the runtime's
+//! start do, for system-tests/tests/runtime_harm.rs: at the top of `main` (the runtime's
 //! constructor has run) it closes descriptors 3..1023, opens the file named by argument 1
 //! (it gets descriptor 3), then for about 1.5 s writes a numbered line to it every 10 ms
 //! while firing `closefds:tick`. Any failed write is reported on stderr and exits 1; the

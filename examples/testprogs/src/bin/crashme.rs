@@ -1,7 +1,7 @@
 //! `crashme HOW N`: emits N events `crashprov:ev { seq }` (seq from 0), prints `emitted N`,
 //! then ends the way HOW says: `segv` (a write through a null pointer: SIGSEGV), `abort`,
 //! `_exit` (`libc::_exit(3)`, no `atexit` handlers: abnormal for the tracer), or `exit`
-//! (`std::process::exit(0)`: a normal exit). The post-mortem tests (consumer/tests/crash.rs)
+//! (`std::process::exit(0)`: a normal exit). The post-mortem tests (system-tests/tests/crash.rs)
 //! run it in snapshot sessions.
 
 use std::io::Write;

@@ -1,7 +1,7 @@
 //! `deadwriter`: emits `deadprov:slow { seq, v }` without end, where writing `v` into the
 //! reserved slot takes about a millisecond (its [`ust::Field::encode`] sleeps), so the
 //! process spends nearly all its time between reserve and commit. Prints `writing` once
-//! its first event is committed. The dying-writer test (ust-consumerd/tests/uid_buffers.rs)
+//! its first event is committed. The dying-writer test (system-tests/tests/uid_buffers.rs)
 //! SIGKILLs it at random moments: each kill leaves a reserved, uncommitted slot in a buffer
 //! other processes share.
 

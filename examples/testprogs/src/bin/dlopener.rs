@@ -1,5 +1,5 @@
 //! Loads libz with `dlopen` while traced, for the state-dump test
-//! (consumer/tests/statedump.rs): prints its `/proc/self/maps` before and after (lines
+//! (system-tests/tests/statedump.rs): prints its `/proc/self/maps` before and after (lines
 //! prefixed `before ` and `after `), and marks the moments around the `dlopen` with events.
 //! Waits 500 ms after the `dlopen` (five of the runtime's 100 ms polls) before `done`.
 

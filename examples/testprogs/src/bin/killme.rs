@@ -3,7 +3,7 @@
 //! from 0 in each thread and `check = seq * 0x9E3779B97F4A7C15 ^ tid` (wrapping), so a
 //! test can tell a torn or misparsed event from one the program wrote. Prints `emitting`
 //! once every thread runs and, with N > 0, `done` once all have finished; then sleeps until
-//! it is killed. The crash tests (consumer/tests/crash.rs) SIGKILL it.
+//! it is killed. The crash tests (system-tests/tests/crash.rs) SIGKILL it.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, Ordering};

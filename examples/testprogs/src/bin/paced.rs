@@ -1,6 +1,6 @@
 //! `paced N`: emits N events `pacedprov:ev { seq }` (seq from 0) at a steady pace, about
 //! 20 per millisecond, prints `done` and exits. The steady writers of the dying-writer test
-//! (ust-consumerd/tests/uid_buffers.rs): their sequences must come out complete.
+//! (system-tests/tests/uid_buffers.rs): their sequences must come out complete.
 
 use std::io::Write;
 

@@ -1,7 +1,7 @@
 //! `steady`: prints `ready`, then for each line `N` read on stdin emits N events
 //! `steadyprov:ev { seq }` (seq counting on from the previous batch) as fast as it can and
 //! prints the mean cost per event in ns. Ends at EOF. The daemon-death test
-//! (consumer/tests/crash.rs) kills the daemon between batches.
+//! (system-tests/tests/crash.rs) kills the daemon between batches.
 
 use std::io::{BufRead, Write};
 use std::time::Instant;

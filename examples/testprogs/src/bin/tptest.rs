@@ -1,5 +1,5 @@
 //! The event of LTTng's filtering test application (`gen-ust-events`), for
-//! ust-consumerd/tests/filter_lttng.rs: `tp:tptest` emitted 100 times with
+//! system-tests/tests/filter_lttng.rs: `tp:tptest` emitted 100 times with
 //! `intfield = longfield = i` (0..100), `arrfield1 = seqfield4 = [1, 2, 3]`,
 //! `stringfield = "test"`, `stringfield2 = "\*"`, `floatfield = 2222.0`,
 //! `doublefield = 2.0`; then `tp:the_string { str }` once per word of a few of LTTng's

@@ -1,5 +1,5 @@
 //! `tracing` spans on several threads, for `ust export`'s one track per thread
-//! (ust-consumerd/tests/export.rs): threads `worker-0` .. `worker-{T-1}` each run N spans
+//! (system-tests/tests/export.rs): threads `worker-0` .. `worker-{T-1}` each run N spans
 //! `job { worker, n }` with an event `step { n }` inside, and a `batch` span that the
 //! main thread enters around all of it. Usage: `tracingthreads [T] [N]` (default 3 and 5);
 //! prints `done T N`.
