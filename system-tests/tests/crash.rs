@@ -662,15 +662,17 @@ fn stop_and_destroy_do_not_wait_for_frozen_or_dead_writers() {
     std::thread::sleep(Duration::from_millis(30));
     // SAFETY: kill(2) on a child this test started.
     unsafe { libc::kill(frozen.id() as i32, libc::SIGSTOP) };
-    let t = Instant::now();
-    d.ust_ok(&["stop", "frozen"]);
-    let stop_took = t.elapsed();
+    // The frozen writer stays stopped until the end of the test: a stop or destroy that
+    // waited for it would never return (the limits are hang guards, not time bounds).
+    let ok = |args: &[&str]| {
+        let mut c = d.ust_cmd();
+        c.args(args).env("UST_CTL_TIMEOUT_MS", "0");
+        let o = common::output_within(c, Duration::from_secs(120));
+        assert!(o.status.success(), "ust {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    ok(&["stop", "frozen"]);
     sigkill(&mut dead);
-    let t = Instant::now();
-    d.ust_ok(&["destroy", "frozen"]);
-    let destroy_took = t.elapsed();
-    eprintln!("stop took {stop_took:?}, destroy {destroy_took:?}");
-    assert!(stop_took < Duration::from_secs(5) && destroy_took < Duration::from_secs(5));
+    ok(&["destroy", "frozen"]);
     let Read { text, .. } = babeltrace_with_discards(&out);
     assert!(!kill_event_list(&text).is_empty());
     sigkill(&mut frozen);

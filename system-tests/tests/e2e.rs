@@ -165,11 +165,12 @@ fn list_apps_shows_tracepoints_before_any_fires_in_a_release_build() {
 #[test]
 fn without_a_daemon_programs_run_normally() {
     let d = TestDaemon::without_daemon();
-    let start = Instant::now();
-    let o = Command::new(program("debug", "allfields")).env("UST_RUNDIR", &d.rundir).output().unwrap();
+    let o = Command::new(program("debug", "allfields")).env("UST_RUNDIR", &d.rundir).env("UST_DEBUG", "1").output().unwrap();
     assert!(o.status.success());
     assert_eq!(String::from_utf8_lossy(&o.stdout), "allfields: 10 events emitted\n");
-    assert!(start.elapsed() < Duration::from_secs(2), "took {:?}", start.elapsed());
+    // It waited for no daemon (the constructor's branch for a missing socket), whatever
+    // the time it took on a loaded machine.
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no daemon socket"), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]

@@ -97,7 +97,6 @@ fn malformed_messages_on_every_socket_leave_other_sessions_intact() {
     // Settle, then count the daemon's descriptors with the session idle.
     std::thread::sleep(Duration::from_millis(200));
     let fds_before = fd_count(d.pid());
-    let t0 = Instant::now();
     let mut threads = Vec::new();
     // The good program runs while the bad peers talk.
     let rundir = d.rundir.clone();
@@ -155,7 +154,6 @@ fn malformed_messages_on_every_socket_leave_other_sessions_intact() {
     }));
     let mut said: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).filter(|s| !s.is_empty()).collect();
     said.sort();
-    let elapsed = t0.elapsed();
     let text = said.join("\n");
     for want in [
         "app oversized: bad registration: frame of 4294967295 bytes exceeds",
@@ -174,7 +172,6 @@ fn malformed_messages_on_every_socket_leave_other_sessions_intact() {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
     assert!(text.contains("ctl random bytes: ") && text.contains("app random bytes: "), "{text}");
-    assert!(elapsed < Duration::from_secs(20), "bad peers took {elapsed:?}");
     // Still serving; the good session's trace is whole.
     d.ust_ok(&["list"]);
     let detail = d.stop_and_destroy("good");
