@@ -326,7 +326,7 @@ fn malformed_filters_are_refused_with_the_column() {
         session: None,
         channel: None,
         patterns: vec!["a:*".into()],
-        level: ust_consumerd::session::LevelFilter::Any,
+        level: ust_consumerd::model::session::LevelFilter::Any,
         exclusions: vec![],
         filter: Some("((".into()),
     });

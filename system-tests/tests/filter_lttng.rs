@@ -90,7 +90,7 @@ fn unsupported_operators_and_covering_exclusions_are_refused() {
         session: None,
         channel: None,
         patterns: vec!["allo*".into()],
-        level: ust_consumerd::session::LevelFilter::Any,
+        level: ust_consumerd::model::session::LevelFilter::Any,
         exclusions: vec!["all*".into()],
         filter: None,
     });
@@ -99,7 +99,7 @@ fn unsupported_operators_and_covering_exclusions_are_refused() {
         session: None,
         channel: None,
         patterns: vec!["tp:*".into()],
-        level: ust_consumerd::session::LevelFilter::Any,
+        level: ust_consumerd::model::session::LevelFilter::Any,
         exclusions: vec![],
         filter: Some("intfield * 2".into()),
     });

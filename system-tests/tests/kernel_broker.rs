@@ -1,5 +1,5 @@
 //! Tier 2 of the kernel view: root's `ust-consumerd` as the kernel broker of ordinary users
-//! (`ust_consumerd::kview`, `ust_kernel::filter`). A root daemon runs in a temporary
+//! (`ust_consumerd::servers::kview`, `ust_kernel::filter`). A root daemon runs in a temporary
 //! `UST_RUNDIR`; users `ustkb-a` and `ustkb-b` (created with `useradd -M` if missing) run
 //! `ust trace --kernel` through `setpriv` with `UST_SYSTEM_RUNDIR` pointing at it. Every
 //! trace is read back by babeltrace2 and `ust report`.

@@ -219,7 +219,7 @@ fn users_are_isolated_and_roots_daemon_obeys_the_tracing_group() {
     // Root's daemon: system-wide.
     let mut root = Place::new(&base, "root");
     root.start_daemon();
-    let tracing = ust_consumerd::peers::tracing_group().expect("group tracing");
+    let tracing = ust_consumerd::servers::peers::tracing_group().expect("group tracing");
     assert_eq!(mode(&root.rundir), 0o755);
     assert_eq!(mode(&root.rundir.join("app")), 0o666);
     let ctl = root.rundir.join("ctl");

@@ -1,6 +1,6 @@
 //! The `ust-consumerd` process: socket directory, pid file, the `ctl` and `app` listeners,
-//! peer checks, daemonizing, and shutdown. The work itself lives in [`crate::apps`],
-//! [`crate::control`] and [`crate::drain`].
+//! peer checks, daemonizing, and shutdown. The work itself lives in [`crate::servers::apps`],
+//! [`crate::servers::control`] and [`crate::servers::drain`].
 //!
 //! Start-up: resolve the socket directory ([`ust_core::rundir`], `$UST_RUNDIR` first),
 //! create it 0700 and check it; refuse to start when a daemon already answers on `ctl`;
@@ -21,9 +21,9 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use ust_core::rundir;
 
-use crate::fds::fd_usage;
-use crate::peers::{peer_allowed, socket_mode, tracing_group, Kind};
-use crate::state::{on_signal, Daemon};
+use crate::ops::fds::fd_usage;
+use crate::ops::state::{on_signal, Daemon};
+use crate::servers::peers::{peer_allowed, socket_mode, tracing_group, Kind};
 
 /// Name of the log file in the socket directory once daemonized.
 pub const LOG_FILE: &str = "consumerd.log";
@@ -51,10 +51,10 @@ pub struct Options {
     pub kernel_view: Vec<String>,
     /// Root's daemon only: kernel views one user may have at once (each costs two tracefs
     /// instances, 2 x 4 MiB of kernel memory per CPU).
-    #[arg(long, value_name = "N", default_value_t = crate::kview::MAX_PER_USER as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = crate::servers::kview::MAX_PER_USER as u64, value_parser = clap::value_parser!(u64).range(1..))]
     pub kernel_view_max_per_user: u64,
     /// Root's daemon only: kernel views it makes at once, all users together.
-    #[arg(long, value_name = "N", default_value_t = crate::kview::MAX_TOTAL as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = crate::servers::kview::MAX_TOTAL as u64, value_parser = clap::value_parser!(u64).range(1..))]
     pub kernel_view_max_total: u64,
 }
 
@@ -69,16 +69,16 @@ pub fn is_running(dir: &Path) -> bool {
 /// When the socket directory is unsafe or unusable, a daemon already runs there, or the
 /// sockets cannot be bound. Once running it does not fail: errors are logged.
 pub fn run(opts: Options) -> anyhow::Result<()> {
-    let policy = crate::kview::Policy::parse(&opts.kernel_view).map_err(anyhow::Error::msg)?;
+    let policy = crate::servers::kview::Policy::parse(&opts.kernel_view).map_err(anyhow::Error::msg)?;
     let dir = match &opts.rundir {
         Some(d) => d.clone(),
         None => rundir::rundir()?,
     };
     rundir::ensure(&dir)?;
-    crate::memory::limit_arenas();
+    crate::ops::memory::limit_arenas();
     // First sample of the TSC calibration: sessions that use the TSC later get a ratio
     // measured over the daemon's lifetime.
-    crate::session::tsc_calibrator();
+    crate::model::session::tsc_calibrator();
     let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
     let ctl_path = rundir::socket_path(&dir, rundir::CTL_SOCKET)?;
     let app_path = rundir::socket_path(&dir, rundir::APP_SOCKET)?;
@@ -118,7 +118,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     let kview_listener = if root {
         let _ = std::fs::remove_file(&kview_path);
         let l = UnixListener::bind(&kview_path).with_context(|| format!("binding {}", kview_path.display()))?;
-        std::fs::set_permissions(&kview_path, std::fs::Permissions::from_mode(crate::peers::KVIEW_MODE))?;
+        std::fs::set_permissions(&kview_path, std::fs::Permissions::from_mode(crate::servers::peers::KVIEW_MODE))?;
         Some(l)
     } else {
         None
@@ -129,17 +129,17 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     let daemon = Arc::new(Daemon::new(dir.clone()));
     spawn_acceptor(daemon.clone(), app_listener, Kind::App);
     spawn_acceptor(daemon.clone(), ctl_listener, Kind::Ctl);
-    crate::triggers::spawn_watch(daemon.clone());
+    crate::ops::triggers::spawn_watch(daemon.clone());
     if let Some(l) = kview_listener {
-        let limits = crate::kview::Limits { per_user: opts.kernel_view_max_per_user as usize, total: opts.kernel_view_max_total as usize };
+        let limits = crate::servers::kview::Limits { per_user: opts.kernel_view_max_per_user as usize, total: opts.kernel_view_max_total as usize };
         crate::log!("kernel view for users: {policy:?}, at most {} per user and {} in all", limits.per_user, limits.total);
-        crate::kview::spawn_acceptor(l, policy, limits);
+        crate::servers::kview::spawn_acceptor(l, policy, limits);
     }
     crate::log!("listening in {} (uid {})", dir.display(), daemon.uid);
     if let Some(mut w) = ready {
         let _ = w.write_all(b"ok\n");
     }
-    crate::drain::run(&daemon, || {
+    crate::servers::drain::run(&daemon, || {
         if inode(&ctl_path) != ctl_ino {
             crate::log!("socket {} is gone; shutting down", ctl_path.display());
             return true;
@@ -148,7 +148,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     });
     daemon.request_shutdown();
     crate::log!("shutting down");
-    crate::control::destroy_all(&daemon);
+    crate::servers::control::destroy_all(&daemon);
     if inode(&ctl_path) == ctl_ino {
         let _ = std::fs::remove_file(&ctl_path);
         let _ = std::fs::remove_file(&app_path);
@@ -278,7 +278,7 @@ fn spawn_acceptor(daemon: Arc<Daemon>, listener: UnixListener, kind: Kind) {
                         if kind == Kind::App {
                             let _ = ust_core::protocol::send(&s, &ust_core::protocol::DaemonMessage::Refused { reason }, &[]);
                         } else {
-                            crate::control::reply_error(&s, &reason);
+                            crate::servers::control::reply_error(&s, &reason);
                         }
                     }
                     spare = std::fs::File::open("/dev/null").ok();
@@ -307,16 +307,19 @@ fn spawn_acceptor(daemon: Arc<Daemon>, listener: UnixListener, kind: Kind) {
                     let reason = format!("uid {uid} may not register with the daemon of uid {}", daemon.uid);
                     let _ = ust_core::protocol::send(&sock, &ust_core::protocol::DaemonMessage::Refused { reason }, &[]);
                 } else if daemon.uid == 0 {
-                    crate::control::reply_error(&sock, "permission denied: root's daemon takes control commands from root and members of group tracing only");
+                    crate::servers::control::reply_error(
+                        &sock,
+                        "permission denied: root's daemon takes control commands from root and members of group tracing only",
+                    );
                 } else {
-                    crate::control::reply_error(&sock, "permission denied: this daemon accepts only its own user");
+                    crate::servers::control::reply_error(&sock, "permission denied: this daemon accepts only its own user");
                 }
                 continue;
             }
             let d = daemon.clone();
             let r = std::thread::Builder::new().name(format!("{name}-{pid}")).spawn(move || match kind {
-                Kind::App => crate::apps::serve(d, sock, pid, uid),
-                Kind::Ctl => crate::control::serve(d, sock),
+                Kind::App => crate::servers::apps::serve(d, sock, pid, uid),
+                Kind::Ctl => crate::servers::control::serve(d, sock),
             });
             if let Err(e) = r {
                 crate::log!("{name}: cannot start a thread: {e}");

@@ -5,8 +5,8 @@
 use std::borrow::Cow;
 
 use ringbuffer::{Buffer, SlotSize};
-use ust_consumerd::process_trace::{create_process_trace, ProcessInfo};
-use ust_consumerd::session::{Channel, ChannelConfig, Session};
+use ust_consumerd::model::session::{Channel, ChannelConfig, Session};
+use ust_consumerd::ops::process_trace::{create_process_trace, ProcessInfo};
 use ust_core::clock::Monotonic;
 use ust_core::packet::CtfPacketLayout;
 use ust_core::{EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType, Level};

@@ -345,7 +345,7 @@ fn token_sessions_take_only_their_processes() {
         session: Some("tok".into()),
         channel: None,
         patterns: vec!["*".into()],
-        level: ust_consumerd::session::LevelFilter::Any,
+        level: ust_consumerd::model::session::LevelFilter::Any,
         exclusions: vec![],
         filter: None,
     })

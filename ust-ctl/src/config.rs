@@ -1,6 +1,6 @@
 //! The settings a request carries: channel configuration and its limits, log-level
 //! filters, the process-id tracker, and the rules for session and channel names. The
-//! daemon's session model (`ust_consumerd::session`) is built from them; the CLI checks
+//! daemon's session model (`ust_consumerd::model::session`) is built from them; the CLI checks
 //! them before it sends a request.
 
 use serde::{Deserialize, Serialize};

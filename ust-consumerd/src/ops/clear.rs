@@ -1,0 +1,85 @@
+//! `ust clear` (LTTng's `lttng clear`): discard what a session recorded so far, in its
+//! buffers and in its trace files, while it goes on recording.
+//!
+//! A session that writes its trace: every stream is switched and drained (so that no
+//! packet begun before the clear lands in the new files), its files move out of the
+//! trace into a scratch directory that is then removed, and fresh files start where they
+//! were, with the metadata left in place ([`crate::ops::stream::Stream::rotate_chunk`], the
+//! same step as `ust rotate`). Traces of processes that are gone are removed whole.
+//! Archives of earlier rotations are not touched, as LTTng. A snapshot session has no
+//! files: its buffers are emptied (a reader-side switch, then every delivered sub-buffer
+//! consumed unread), so the next snapshot holds only what was recorded after the clear.
+
+use std::sync::{Arc, Mutex};
+
+use crate::ops::state::Daemon;
+use crate::ops::stream::Stream;
+
+/// One process trace to clear: its directory, its streams, and whether it is gone.
+type Job = (std::path::PathBuf, Vec<Arc<Mutex<Stream>>>, bool);
+
+/// Clears session `name`.
+///
+/// # Errors
+/// A message when the session does not exist, or when moving or removing files fails
+/// (the trace is then left as the failure found it; nothing is half-deleted silently).
+pub fn clear(daemon: &Daemon, name: &str) -> Result<(), String> {
+    let (snapshot, output, jobs) = {
+        let mut st = daemon.lock();
+        let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
+        let snapshot = ss.session.snapshot;
+        let mut jobs: Vec<Job> = Vec::new();
+        for t in ss.traces.values_mut().filter(|t| !t.archived) {
+            let gone = t.gone && !t.retained;
+            jobs.push((t.dir.clone(), t.streams.clone(), gone));
+            if gone && !snapshot {
+                t.archived = true;
+            }
+        }
+        (snapshot, ss.session.output.clone(), jobs)
+    };
+    if snapshot {
+        let mut emptied = 0u64;
+        for (_, streams, _) in &jobs {
+            for s in streams {
+                let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+                if s.finished && s.buffer().is_none() {
+                    continue;
+                }
+                s.flush();
+                if !s.shm_intact() {
+                    continue;
+                }
+                let Some(b) = s.buffer() else { continue };
+                while let Ok(Some(sb)) = b.get_subbuf() {
+                    if b.put_subbuf(sb).is_err() {
+                        break;
+                    }
+                    emptied += 1;
+                }
+            }
+        }
+        crate::log!("session {name}: cleared ({emptied} sub-buffers discarded from its buffers)");
+        return Ok(());
+    }
+    let scratch = output.join(format!(".clear-{}-{}", std::process::id(), ust_ctf::datetime::stamp()));
+    for (i, (dir, streams, gone)) in jobs.iter().enumerate() {
+        if *gone {
+            std::fs::remove_dir_all(dir)
+                .or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+                .map_err(|e| format!("removing {}: {e}", dir.display()))?;
+            continue;
+        }
+        let to = scratch.join(i.to_string());
+        std::fs::create_dir_all(&to).map_err(|e| format!("creating {}: {e}", to.display()))?;
+        for s in streams {
+            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+            s.rotate_chunk(&to).map_err(|e| format!("clearing {}/{}: {e}", dir.display(), s.files.base))?;
+        }
+    }
+    if scratch.exists() {
+        std::fs::remove_dir_all(&scratch).map_err(|e| format!("removing {}: {e}", scratch.display()))?;
+    }
+    crate::log!("session {name}: cleared ({} process trace(s))", jobs.len());
+    Ok(())
+}
