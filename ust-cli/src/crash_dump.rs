@@ -41,9 +41,8 @@ use std::process::ExitCode;
 use ringbuffer::{Buffer, MapMemory};
 use ust_core::EventDesc;
 
-use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy, CONTEXTS_FILE, EVENTS_FILE};
-use ust_ctf::index::IndexFile;
-use ust_ctf::stream::StreamFile;
+use ust_ctf::held::{copy_held_packets, HeldCopy, CONTEXTS_FILE, EVENTS_FILE};
+use ust_ctf::writer::{StreamWriter, WriteBack};
 
 use crate::out::outln;
 
@@ -212,14 +211,11 @@ pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
             ust_ctf::metadata::write_atomically(&out, &metadata).map_err(|e| format!("writing {}/metadata: {e}", out.display()))?;
             created = true;
         }
-        let mut file = StreamFile::create(&out, &fname).map_err(|e| format!("creating {}/{fname}: {e}", out.display()))?;
-        let mut index = IndexFile::create(&out, &fname).map_err(|e| format!("creating {}/index/{fname}.idx: {e}", out.display()))?;
+        let mut writer = StreamWriter::create(&out, &fname, WriteBack::Cached).map_err(|e| e.to_string())?;
         // The packet the writers were filling is not closed: torn-event recovery keeps its
         // committed records, ending it at the last one (no clock of this boot is needed).
         let mut held = HeldCopy::new(&id, &events).with_context_size(contexts.get(id.stream_id as usize).copied().unwrap_or(0));
-        let r = copy_held_packets(&buffer, &mut held, true, None, &mut |info, packet| {
-            append_packet(&mut file, &mut index, info, packet).map_err(|e| format!("{}: {e}", file.path().display()))
-        });
+        let r = copy_held_packets(&buffer, &mut held, true, None, &mut |info, packet| writer.append(packet, info).map(|_| ()).map_err(|e| e.to_string()));
         report.packets += held.report.packets;
         report.recovered += held.report.recovered;
         match r {

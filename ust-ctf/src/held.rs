@@ -18,9 +18,6 @@ use ringbuffer::{Buffer, PacketLayout, StreamIdentity};
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 use ust_core::EventDesc;
 
-use crate::index::{IndexEntry, IndexFile};
-use crate::stream::StreamFile;
-
 /// Name of the file, next to `metadata` in a `--shm-path` buffer set, that holds the
 /// process's event descriptions as JSON (`[EventDesc]`, registration order): `ust
 /// crash-dump` needs their field layouts to walk the records of packets it recovers.
@@ -32,15 +29,6 @@ pub const EVENTS_FILE: &str = "events.json";
 /// records of a channel with contexts (`vpid`, `procname`, …). A set without it (made by
 /// an older daemon) is walked as if no channel had contexts.
 pub const CONTEXTS_FILE: &str = "contexts.json";
-
-/// Appends a packet to a stream file and its entry to the index file.
-///
-/// # Errors
-/// The write error.
-pub fn append_packet(file: &mut StreamFile, index: &mut IndexFile, info: &PacketInfo, packet: &[u8]) -> std::io::Result<()> {
-    let offset = file.append_packet(packet)?;
-    index.append(&IndexEntry::for_packet(offset, info))
-}
 
 /// Where [`copy_held_packets`] puts each packet (parsed context, whole packet bytes); an
 /// error stops the pass.

@@ -151,12 +151,18 @@ impl IndexFile {
     ///
     /// # Errors
     /// The I/O error.
-    pub fn create(dir: &Path, name: &str) -> std::io::Result<IndexFile> {
+    pub(crate) fn create(dir: &Path, name: &str) -> std::io::Result<IndexFile> {
         let idir = dir.join("index");
         std::fs::create_dir_all(&idir)?;
         let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(idir.join(format!("{name}.idx")))?;
         file.write_all(&header())?;
         Ok(IndexFile { file, len: HEADER_LEN as u64 })
+    }
+
+    /// An index over an open `file` of `len` bytes (tests that make writes fail).
+    #[cfg(test)]
+    pub(crate) fn from_file(file: File, len: u64) -> IndexFile {
+        IndexFile { file, len }
     }
 
     /// Appends one entry with a single write.

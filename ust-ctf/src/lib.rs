@@ -10,6 +10,8 @@
 //!     └── <channel>_<cpu>.idx   one entry per packet, big-endian        (index)
 //! ```
 //!
+//! [`writer`] appends a packet and its index entry together (the one rule on a failed
+//! append), and is the one place stream and index files are created.
 //! [`reader`] walks the records of a packet; [`count`] counts events with it (for `ust trace`).
 //! [`recover`] checks what a killed daemon left (`ust view` runs it first) and repairs it
 //! when asked (`ust view --repair`).
@@ -28,6 +30,7 @@ pub mod metadata;
 pub mod reader;
 pub mod recover;
 pub mod stream;
+pub mod writer;
 
 use std::path::{Path, PathBuf};
 

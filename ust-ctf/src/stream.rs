@@ -5,8 +5,8 @@
 //! one cut short by a killed daemon when the trace is next opened
 //! ([`crate::recover`]).
 //!
-//! For a file made with [`StreamFile::create_written_back`] (the daemon's user-space
-//! streams), each packet's writeback is started as it is appended
+//! For a file made with write-back ([`crate::writer::WriteBack::Behind`], the daemon's
+//! user-space streams), each packet's writeback is started as it is appended
 //! (`sync_file_range(WRITE)`, which does not wait), and the file's bytes more than
 //! [`WRITE_BEHIND`] behind its end are waited for and dropped from the page cache
 //! (`sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)`, then
@@ -26,7 +26,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-/// Bytes of a written-back stream file ([`StreamFile::create_written_back`]) whose
+/// Bytes of a written-back stream file ([`crate::writer::WriteBack::Behind`]) whose
 /// writeback may still be under way behind the file's end: 4 MiB, eight packets of the
 /// default 512 KiB sub-buffers, so per stream at most this much page cache, and a disk
 /// that stalls for up to this much of the trace does not stall the drain.
@@ -45,29 +45,24 @@ pub struct StreamFile {
 }
 
 impl StreamFile {
-    /// Creates (or truncates) `dir/<name>`, mode 0600.
+    /// Creates (or truncates) `dir/<name>`, mode 0600. With `write_back`, each packet's
+    /// writeback is started as it is appended, and waited for and dropped from the page
+    /// cache once the file is [`WRITE_BEHIND`] bytes past it (see the module docs): an
+    /// append then waits for the disk when it is that far behind. Made through
+    /// [`crate::writer::StreamWriter::create`] only.
     ///
     /// # Errors
     /// The `open` error.
-    pub fn create(dir: &Path, name: &str) -> std::io::Result<StreamFile> {
+    pub(crate) fn create(dir: &Path, name: &str, write_back: bool) -> std::io::Result<StreamFile> {
         let path = dir.join(name);
         let file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
-        Ok(StreamFile { file, path, len: 0, written_back: 0, write_back: false })
+        Ok(StreamFile { file, path, len: 0, written_back: 0, write_back })
     }
 
-    /// [`create`](StreamFile::create), and each packet's writeback is then started as it is
-    /// appended, and waited for and dropped from the page cache once the file is
-    /// [`WRITE_BEHIND`] bytes past it (see the module docs). An append then waits for the
-    /// disk when it is that far behind: for the daemon's drain of user-space buffers, not
-    /// for a recorder that must keep reading at its own pace (the kernel recorder's tracefs
-    /// reads).
-    ///
-    /// # Errors
-    /// The `open` error.
-    pub fn create_written_back(dir: &Path, name: &str) -> std::io::Result<StreamFile> {
-        let mut f = StreamFile::create(dir, name)?;
-        f.write_back = true;
-        Ok(f)
+    /// A stream file over an open `file` of `len` bytes (tests that make writes fail).
+    #[cfg(test)]
+    pub(crate) fn from_file(file: File, path: PathBuf, len: u64) -> StreamFile {
+        StreamFile { file, path, len, written_back: 0, write_back: false }
     }
 
     /// Appends one whole packet; returns its offset in bytes from the start of the file
@@ -128,7 +123,7 @@ impl StreamFile {
     ///
     /// # Errors
     /// The `ftruncate` error.
-    pub fn truncate_to(&mut self, len: u64) -> std::io::Result<()> {
+    pub(crate) fn truncate_to(&mut self, len: u64) -> std::io::Result<()> {
         self.file.set_len(len)?;
         self.len = self.len.min(len);
         self.written_back = self.written_back.min(len);
@@ -177,7 +172,7 @@ mod tests {
     fn a_written_back_file_keeps_only_its_last_write_behind_bytes_in_the_page_cache() {
         let dir = tempfile::tempdir().unwrap();
         let packet = vec![0x5au8; 512 << 10];
-        let mut f = StreamFile::create_written_back(dir.path(), "channel0_0").unwrap();
+        let mut f = StreamFile::create(dir.path(), "channel0_0", true).unwrap();
         for i in 0..24u64 {
             assert_eq!(f.append_packet(&packet).unwrap(), i * packet.len() as u64);
         }
@@ -193,7 +188,7 @@ mod tests {
         assert_eq!(std::fs::read(f.path()).unwrap(), packet.repeat(24));
 
         // A plain stream file keeps what it wrote (the kernel recorder's, the snapshots').
-        let mut g = StreamFile::create(dir.path(), "plain").unwrap();
+        let mut g = StreamFile::create(dir.path(), "plain", false).unwrap();
         for _ in 0..8 {
             g.append_packet(&packet).unwrap();
         }

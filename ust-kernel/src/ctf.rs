@@ -33,11 +33,10 @@ use std::path::Path;
 
 use ringbuffer::{PacketEnd, PacketLayout, StreamIdentity};
 use ust_core::event_header;
-use ust_core::packet::{CtfPacketLayout, HEADER_SIZE};
+use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 
 use super::format::{dyn_string, read_uint, EventFormat, FieldFormat, FieldKind};
-use ust_ctf::index::{IndexEntry, IndexFile};
-use ust_ctf::stream::StreamFile;
+use ust_ctf::writer::{StreamWriter, WriteBack};
 
 /// The ftrace events recorded: `(system, event, CTF name)`.
 pub const EVENTS: &[(&str, &str, &str)] = &[
@@ -406,8 +405,7 @@ pub struct CpuStream {
     table: std::sync::Arc<EventTable>,
     cpu: u32,
     uuid: [u8; 16],
-    file: StreamFile,
-    index: IndexFile,
+    writer: StreamWriter,
     buf: Vec<u8>,
     begin: Option<u64>,
     last_ts: u64,
@@ -423,16 +421,13 @@ impl CpuStream {
     /// The I/O error.
     pub fn create(dir: &Path, table: std::sync::Arc<EventTable>, uuid: [u8; 16], cpu: u32) -> std::io::Result<CpuStream> {
         let name = ust_ctf::stream_file_name(CHANNEL, cpu);
-        std::fs::create_dir_all(dir.join("index"))?;
-        let file = StreamFile::create(dir, &name)?;
-        let index = IndexFile::create(dir, &name)?;
+        let writer = StreamWriter::create(dir, &name, WriteBack::Cached)?;
         let n = table.events.len();
         Ok(CpuStream {
             table,
             cpu,
             uuid,
-            file,
-            index,
+            writer,
             buf: vec![0; HEADER_SIZE],
             begin: None,
             last_ts: 0,
@@ -653,18 +648,21 @@ impl CpuStream {
             events_discarded: self.stats.lost,
         };
         CtfPacketLayout.write_end(&stream, &mut self.buf[..HEADER_SIZE], &end);
-        let offset = self.file.append_packet(&self.buf)?;
-        self.index.append(&IndexEntry {
-            offset,
-            packet_size_bits: len * 8,
-            content_size_bits: len * 8,
-            timestamp_begin: begin,
-            timestamp_end: self.last_ts,
-            events_discarded: self.stats.lost,
+        let info = PacketInfo {
+            uuid: self.uuid,
             stream_id: 0,
             stream_instance_id: u64::from(self.cpu),
+            timestamp_begin: begin,
+            timestamp_end: self.last_ts,
+            content_size: len,
+            packet_size: len,
             packet_seq_num: self.seq,
-        })?;
+            events_discarded: self.stats.lost,
+            cpu_id: self.cpu,
+        };
+        // On failure neither file keeps any of the packet (ust_ctf::writer's rule), and the
+        // packet stays here, so the next flush writes it once.
+        self.writer.append(&self.buf, &info).map_err(|e| e.error)?;
         self.seq += 1;
         self.stats.packets += 1;
         self.buf.truncate(HEADER_SIZE);

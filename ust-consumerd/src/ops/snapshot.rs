@@ -28,9 +28,8 @@ use ust_ctl::protocol::SnapshotReport;
 
 use crate::ops::state::Daemon;
 use crate::ops::stream::Stream;
-use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy};
-use ust_ctf::index::IndexFile;
-use ust_ctf::stream::StreamFile;
+use ust_ctf::held::{copy_held_packets, HeldCopy};
+use ust_ctf::writer::{StreamWriter, WriteBack};
 
 /// One process's trace as a snapshot needs it.
 pub(crate) struct Source {
@@ -68,12 +67,9 @@ fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &
         }
         let Some(buffer) = s.buffer() else { continue };
         let name = ust_ctf::stream_file_name(&s.channel, s.cpu);
-        let mut file = StreamFile::create(dir, &name).map_err(|e| format!("creating {}/{name}: {e}", dir.display()))?;
-        let mut index = IndexFile::create(dir, &name).map_err(|e| format!("creating {}/index/{name}.idx: {e}", dir.display()))?;
+        let mut writer = StreamWriter::create(dir, &name, WriteBack::Cached).map_err(|e| e.to_string())?;
         let mut held = HeldCopy::new(&s.identity, &src.events).with_context_size(s.context_size);
-        copy_held_packets(buffer, &mut held, src.dead, max_packets, &mut |info, packet| {
-            append_packet(&mut file, &mut index, info, packet).map_err(|e| format!("{}: {e}", file.path().display()))
-        })?;
+        copy_held_packets(buffer, &mut held, src.dead, max_packets, &mut |info, packet| writer.append(packet, info).map(|_| ()).map_err(|e| e.to_string()))?;
         report.packets += held.report.packets;
         report.bytes += held.report.bytes;
         report.recovered_packets += held.report.recovered;

@@ -16,8 +16,7 @@ use ust_core::clock::TraceClock;
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 use ust_core::EventDesc;
 use ust_ctf::held::{copy_held_packets, HeldCopy};
-use ust_ctf::index::{IndexEntry, IndexFile};
-use ust_ctf::stream::StreamFile;
+use ust_ctf::writer::{StreamWriter, WriteBack};
 
 use crate::model::session::ChannelConfig;
 
@@ -78,8 +77,7 @@ pub struct Stream {
     /// What every packet of this buffer must name.
     pub identity: StreamIdentity,
     buffer: Option<Buffer>,
-    file: Option<StreamFile>,
-    index: Option<IndexFile>,
+    writer: Option<StreamWriter>,
     /// The process's events: the record-size callback of torn-event recovery.
     pub events: Arc<[EventDesc]>,
     /// Where the stream's files live, and how they are named and cut.
@@ -168,16 +166,12 @@ impl TraceFiles {
         }
     }
 
-    /// Creates piece `k`'s stream and index files.
+    /// Creates piece `k`'s stream and index files, written back as the drain appends.
     ///
     /// # Errors
     /// The I/O error, its message naming the file.
-    pub fn create(&self, k: u64) -> std::io::Result<(StreamFile, IndexFile)> {
-        let (dir, name) = (&self.dir, self.name(k));
-        let ctx = |what: String| move |e: std::io::Error| std::io::Error::new(e.kind(), format!("creating {what}: {e}"));
-        let file = StreamFile::create_written_back(dir, &name).map_err(ctx(format!("{}/{name}", dir.display())))?;
-        let index = IndexFile::create(dir, &name).map_err(ctx(format!("{}/index/{name}.idx", dir.display())))?;
-        Ok((file, index))
+    pub fn create(&self, k: u64) -> std::io::Result<StreamWriter> {
+        StreamWriter::create(&self.dir, &self.name(k), WriteBack::Behind)
     }
 
     /// Moves every piece on disk (stream and index files) into `to` (and `to/index`).
@@ -237,12 +231,7 @@ impl Stream {
     /// # Errors
     /// Creating the files failed.
     pub fn new(setup: StreamSetup<'_>, buffer: Buffer, output_error: crate::model::session::OutputError, shm: StreamShm) -> std::io::Result<Stream> {
-        let (file, index) = if setup.live && setup.relay.is_none() {
-            let (file, index) = setup.files.create(0)?;
-            (Some(file), Some(index))
-        } else {
-            (None, None)
-        };
+        let writer = if setup.live && setup.relay.is_none() { Some(setup.files.create(0)?) } else { None };
         let now = Instant::now();
         let mut relay = setup.relay;
         if let Some(r) = relay.as_mut() {
@@ -257,8 +246,7 @@ impl Stream {
             cpu: setup.identity.cpu,
             identity: setup.identity,
             buffer: Some(buffer),
-            file,
-            index,
+            writer,
             events: setup.events,
             files: setup.files,
             stats: StreamStats::default(),
@@ -373,20 +361,17 @@ impl Stream {
         if self.output_error.set(msg.clone()) {
             crate::log!("session {}: {msg}; the session's output is stopped (every packet already written is kept, whole); other sessions go on", self.session);
         }
-        self.file = None;
-        self.index = None;
+        self.writer = None;
     }
 
     /// Closes the current piece and starts the next (`--tracefile-size`), removing the
     /// oldest past `--tracefile-count`. On failure the stream's files are closed.
     fn next_piece(&mut self) {
-        self.file = None;
-        self.index = None;
+        self.writer = None;
         let k = self.files.current + 1;
         match self.files.create(k) {
-            Ok((f, i)) => {
-                self.file = Some(f);
-                self.index = Some(i);
+            Ok(w) => {
+                self.writer = Some(w);
                 self.files.current = k;
             }
             Err(e) => {
@@ -414,15 +399,12 @@ impl Stream {
             self.flush();
             self.drain();
         }
-        self.file = None;
-        self.index = None;
+        self.writer = None;
         self.files.move_to(to)?;
         self.files.current = 0;
         self.files.oldest = 0;
         if !self.finished {
-            let (f, i) = self.files.create(0)?;
-            self.file = Some(f);
-            self.index = Some(i);
+            self.writer = Some(self.files.create(0)?);
         }
         Ok(())
     }
@@ -438,34 +420,17 @@ impl Stream {
             return true;
         }
         if self.output_error.get().is_some() {
-            self.file = None;
-            self.index = None;
+            self.writer = None;
         }
-        if self.files.max_size > 0 && self.file.as_ref().is_some_and(|f| !f.is_empty() && f.len() + packet.len() as u64 > self.files.max_size) {
+        if self.files.max_size > 0 && self.writer.as_ref().is_some_and(|w| !w.is_empty() && w.len() + packet.len() as u64 > self.files.max_size) {
             self.next_piece();
         }
-        let (Some(file), Some(_)) = (self.file.as_mut(), self.index.as_ref()) else {
+        let Some(writer) = self.writer.as_mut() else {
             self.stats.unwritten_packets += 1;
             return false;
         };
-        let offset = match file.append_packet(packet) {
-            Ok(o) => o,
-            Err(e) => {
-                let path = file.path().to_path_buf();
-                self.output_failed(&path, &e);
-                self.stats.unwritten_packets += 1;
-                return false;
-            }
-        };
-        let entry = IndexEntry::for_packet(offset, info);
-        let index = self.index.as_mut().expect("checked above");
-        if let Err(e) = index.append(&entry) {
-            // The packet has no index entry: take it back out of the stream file too, so
-            // that file and index agree.
-            let file = self.file.as_mut().expect("checked above");
-            let path = file.path().to_path_buf();
-            let _ = file.truncate_to(offset);
-            self.output_failed(&path.with_file_name(format!("index/{}.idx", path.file_name().unwrap_or_default().to_string_lossy())), &e);
+        if let Err(e) = writer.append(packet, info) {
+            self.output_failed(&e.path, &e.error);
             self.stats.unwritten_packets += 1;
             return false;
         }
@@ -615,7 +580,7 @@ impl Stream {
         }
         self.drain();
         self.refresh_counters();
-        if writers_dead && !self.broken && self.shm_intact() && (self.file.is_some() || self.relay.is_some()) {
+        if writers_dead && !self.broken && self.shm_intact() && (self.writer.is_some() || self.relay.is_some()) {
             if let Some(b) = self.buffer.take() {
                 let what = format!("{}/{} cpu {}", self.session, self.channel, self.cpu);
                 let events = self.events.clone();
@@ -666,8 +631,7 @@ impl Stream {
         }
         self.buffer = None;
         self.shm_guard = None;
-        self.file = None;
-        self.index = None;
+        self.writer = None;
         // The relay daemon closes the stream once it has its last packet; a live viewer
         // then sees the stream end.
         if let Some(r) = self.relay.as_mut() {
