@@ -105,7 +105,8 @@ pub use snapshot::{PacketCopy, Recovered, SnapshotRead, WalkStop};
 
 /// Bits of the timestamp field of a compact event header (`id | timestamp << 5` in a
 /// 32-bit word, docs/DESIGN.md#event-header). A record gets the extended header when the time
-/// since the previous reservation in its buffer does not fit in this many bits.
+/// since the previous reservation in its buffer does not fit in this many bits. The one
+/// definition: `ust_core::event_header::COMPACT_TIMESTAMP_BITS` re-exports it.
 pub const TIMESTAMP_BITS: u32 = 27;
 
 /// What a writer does when the buffer is full.

@@ -26,8 +26,14 @@ pub const EXTENDED_TAG: u32 = 31;
 pub const MAX_COMPACT_ID: u32 = 30;
 /// Smallest event id: id 0 is never used, so byte 0 of a record is never zero.
 pub const FIRST_EVENT_ID: u32 = 1;
-/// Bits of timestamp a compact header carries.
-pub const COMPACT_TIMESTAMP_BITS: u32 = 27;
+/// Bits of timestamp a compact header carries: the ring buffer's
+/// [`ringbuffer::TIMESTAMP_BITS`], which decides at reservation whether a record gets the
+/// compact header, re-exported so that the header's writer and decoder use the same width.
+pub use ringbuffer::TIMESTAMP_BITS as COMPACT_TIMESTAMP_BITS;
+
+// The compact header is one 32-bit word: a 5-bit id (31 = the extended tag) below the
+// timestamp's bits.
+const _: () = assert!(EXTENDED_TAG == (1 << (32 - COMPACT_TIMESTAMP_BITS)) - 1, "the compact header's id and timestamp fill one 32-bit word");
 
 /// Header size in bytes for event `id`: `(compact, extended)`. Both are the extended size
 /// when `id` does not fit in a compact header.
@@ -118,14 +124,14 @@ pub fn decode(bytes: &[u8], previous: u64) -> Option<Decoded> {
 /// `clock` (CTF 1.8 sections 6 and 8). Declared as `struct event_header_compact`.
 pub fn tsdl(clock: &str) -> String {
     format!(
-        r#"typealias integer {{ size = 27; align = 1; signed = false; map = clock.{clock}.value; }} := uint27_clock_{clock}_t;
+        r#"typealias integer {{ size = {COMPACT_TIMESTAMP_BITS}; align = 1; signed = false; map = clock.{clock}.value; }} := uint{COMPACT_TIMESTAMP_BITS}_clock_{clock}_t;
 typealias integer {{ size = 64; align = 8; signed = false; map = clock.{clock}.value; }} := uint64_clock_{clock}_t;
 
 struct event_header_compact {{
 	enum : integer {{ size = 5; align = 1; signed = false; }} {{ compact = 0 ... 30, extended = 31 }} id;
 	variant <id> {{
 		struct {{
-			uint27_clock_{clock}_t timestamp;
+			uint{COMPACT_TIMESTAMP_BITS}_clock_{clock}_t timestamp;
 		}} compact;
 		struct {{
 			integer {{ size = 32; align = 8; signed = false; }} id;
