@@ -81,6 +81,7 @@ impl StreamWriter {
     /// # Errors
     /// [`AppendError`] naming the file whose write failed; neither file then holds any
     /// of this packet (the module docs' rule).
+    #[inline]
     pub fn append(&mut self, packet: &[u8], info: &PacketInfo) -> Result<u64, AppendError> {
         let offset = self.file.append_packet(packet).map_err(|error| AppendError { path: self.file.path().to_path_buf(), error })?;
         if let Err(error) = self.index.append(&IndexEntry::for_packet(offset, info)) {
