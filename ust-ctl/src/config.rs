@@ -393,6 +393,54 @@ pub fn check_exclusions(patterns: &[String], exclusions: &[String]) -> Result<()
     Ok(())
 }
 
+/// Most exclusions one `enable-event` request may carry.
+pub const MAX_EXCLUSIONS: usize = 64;
+
+/// Checks an event name or glob as an `enable-event` pattern or exclusion: 1 to 300
+/// characters of `[A-Za-z0-9_:*.\-]` and the escapes of [`check_event_name`], whose rules
+/// it applies too.
+///
+/// # Errors
+/// A message naming the pattern and the rule it breaks.
+pub fn check_pattern(p: &str) -> Result<(), String> {
+    if p.is_empty() || p.len() > 300 || !p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '*' | '.' | '-' | '\\')) {
+        return Err(format!("invalid event name or glob {p:?}: use provider:name with letters, digits, _ and * wildcards"));
+    }
+    check_event_name(p)
+}
+
+/// Checks what an `enable-event` request ([`crate::protocol::Command::EnableEvent`])
+/// carries, and parses its filter: the one check, which the CLI runs before it sends the
+/// request and the daemon runs again on what it receives (a client may skip the CLI).
+/// `patterns` are the globs to enable (`-a` is `["*"]`), `exclusions` the `--exclude`
+/// globs, `filter` the `--filter` text.
+///
+/// Returns the filter's expression ([`crate::filter::parse`]), which the daemon keeps
+/// instead of the text, so that it is parsed once per request.
+///
+/// # Errors
+/// A message for the user: no pattern; a pattern or exclusion that
+/// [`check_pattern`] refuses; more than [`MAX_EXCLUSIONS`] exclusions; exclusions
+/// without a glob pattern (an exact name has nothing to exclude); an exclusion that
+/// covers a pattern whole ([`check_exclusions`]); a filter that does not parse (the
+/// message shows the column, [`crate::filter::ParseError::render`]).
+pub fn check_enable_event(patterns: &[String], exclusions: &[String], filter: Option<&str>) -> Result<Option<ust_core::filter::Expr>, String> {
+    if patterns.is_empty() {
+        return Err("no event name given".into());
+    }
+    for p in patterns.iter().chain(exclusions) {
+        check_pattern(p)?;
+    }
+    if exclusions.len() > MAX_EXCLUSIONS {
+        return Err(format!("too many exclusions (at most {MAX_EXCLUSIONS})"));
+    }
+    if !exclusions.is_empty() && !patterns.iter().any(|p| p.contains('*')) {
+        return Err("--exclude needs a glob event name (with `*`) or -a: an exact name has nothing to exclude".into());
+    }
+    check_exclusions(patterns, exclusions)?;
+    filter.map(|f| crate::filter::parse(f).map_err(|e| format!("invalid filter: {}", e.render(f)))).transpose()
+}
+
 /// Checks a session or channel name: 1 to 100 characters of `[A-Za-z0-9_.-]`, not starting
 /// with `.` or `-` (it becomes part of paths).
 ///
@@ -446,5 +494,23 @@ mod tests {
         assert!(ChannelConfig { tracefile_size: 1 << 20, tracefile_count: 2, ..Default::default() }.validate().is_ok());
         assert!(check_name("session", "a-b_c.1").is_ok());
         assert!(check_name("session", "../x").is_err());
+    }
+
+    /// One check for both ends of `enable-event`: each refusal has its message, and an
+    /// accepted request hands back its filter parsed.
+    #[test]
+    fn enable_event_requests_are_checked_once_and_the_filter_comes_back_parsed() {
+        let v = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let check = |p: &[&str], x: &[&str], f: Option<&str>| check_enable_event(&v(p), &v(x), f);
+        assert_eq!(check(&[], &[], None).unwrap_err(), "no event name given");
+        assert!(check(&["a:b:c"], &[], None).unwrap_err().contains("invalid event name"));
+        assert!(check(&["a:*"], &["x/y"], None).unwrap_err().contains("invalid event name or glob"));
+        let many: Vec<String> = (0..=MAX_EXCLUSIONS).map(|i| format!("a:x{i}")).collect();
+        assert!(check_enable_event(&v(&["a:*"]), &many, None).unwrap_err().contains("too many exclusions"));
+        assert!(check(&["a:b"], &["a:c"], None).unwrap_err().contains("needs a glob"));
+        assert!(check(&["allo*"], &["all*"], None).unwrap_err().contains("excludes every event"));
+        assert!(check(&["a:*"], &[], Some("n > && m")).unwrap_err().starts_with("invalid filter: column 5"));
+        assert_eq!(check(&["a:*"], &["a:x*"], None), Ok(None));
+        assert_eq!(check(&["a:*"], &[], Some("n > 1")), Ok(Some(crate::filter::parse("n > 1").unwrap())));
     }
 }

@@ -10,8 +10,8 @@ use ust_ctl::config::{ChannelConfig, LevelFilter, DEFAULT_NUM_SUBBUF, DEFAULT_RE
 use ust_ctl::protocol::{Command, CreateOptions, Payload};
 
 use super::args::{
-    check_event_name, AddContextArgs, CrashDumpArgs, CreateArgs, DisableEventArgs, EnableChannelArgs, EnableEventArgs, ExportArgs, ListArgs, ReportArgs,
-    SessionCmdArgs, SnapshotAddOutputArgs, SnapshotRecordArgs, StatusArgs, TrackArgs, ViewArgs,
+    AddContextArgs, CrashDumpArgs, CreateArgs, DisableEventArgs, EnableChannelArgs, EnableEventArgs, ExportArgs, ListArgs, ReportArgs, SessionCmdArgs,
+    SnapshotAddOutputArgs, SnapshotRecordArgs, StatusArgs, TrackArgs, ViewArgs,
 };
 use super::connect::{absolute, call, connect, connect_or_start, home, unexpected, Failure};
 use super::print::{print_apps, print_json, print_session, print_sessions, print_status};
@@ -185,22 +185,14 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
 
 /// `ust enable-event`.
 pub fn enable_event(a: EnableEventArgs) -> CliResult {
-    for n in a.names.iter().chain(&a.exclude) {
-        check_event_name(n).map_err(Failure::usage)?;
-    }
-    if let Some(f) = &a.filter {
-        ust_ctl::filter::parse(f).map_err(|e| Failure { message: format!("invalid filter: {}", e.render(f)), code: 2 })?;
-    }
-    if !a.exclude.is_empty() && !a.all && !a.names.iter().any(|n| n.contains('*')) {
-        return Err(Failure { message: "--exclude needs a glob event name (with `*`) or -a".into(), code: 2 });
-    }
-    ust_ctl::config::check_exclusions(if a.all { &[] } else { &a.names }, &a.exclude).map_err(Failure::usage)?;
+    let patterns = if a.all { vec!["*".to_string()] } else { a.names.clone() };
+    // The daemon runs the same check on what it receives.
+    ust_ctl::config::check_enable_event(&patterns, &a.exclude, a.filter.as_deref()).map_err(Failure::usage)?;
     let level = match (a.loglevel, a.loglevel_only) {
         (Some(l), _) => LevelFilter::UpTo(l),
         (None, Some(l)) => LevelFilter::Only(l),
         _ => LevelFilter::Any,
     };
-    let patterns = if a.all { vec!["*".to_string()] } else { a.names.clone() };
     let channel = a.target.channel.clone();
     call(Command::EnableEvent {
         session: a.target.session.session,

@@ -1,94 +1,31 @@
-//! Sessions, channels and enablers: what the user asked to trace, independent of which
-//! processes are registered (LTTng's `ltt_session`, `ltt_ust_channel` and event enablers).
+//! Sessions and channels: what the user asked to trace, independent of which processes are
+//! registered (LTTng's `ltt_session` and `ltt_ust_channel`).
 //!
-//! An enabler is a glob on `provider:name` (`*` matches any run of characters, anywhere)
-//! with an optional log-level filter. An event is recorded into a channel when any enabled
-//! enabler of that channel matches it (enablers OR together), the channel's session is
-//! started, and the session takes the process (a `trace` session takes only the processes
-//! that carry its token). Enablers apply to processes that register later too: masks are
-//! recomputed from them ([`Session::mask_bits`]) on every change.
+//! An event is recorded into a channel when any enabled enabler of that channel matches it
+//! (enablers OR together, [`crate::model::enabler`]), the channel's session is started, and
+//! the session takes the process (a `trace` session takes only the processes that carry
+//! its token). Enablers apply to processes that register later too: masks are recomputed
+//! from them ([`Session::mask_bits`]) on every change.
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
 use ust_core::clock::{ClockKind, TscParams};
 use ust_core::EventDesc;
 pub use ust_ctl::config::{check_name, check_pids, BufferOwnership, ChannelConfig, Enabler, LevelFilter, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
 
-/// How the daemon applies an [`Enabler`] to an event (the enabler itself is a request's
-/// content, [`ust_ctl::config::Enabler`]).
-pub trait EnablerRules {
-    /// True when this enabler is on and matches `e` by name and level, and no exclusion
-    /// names it (the filter, evaluated per event in the process, is apart).
-    fn matches(&self, e: &EventDesc) -> bool;
-    /// What this enabler says about `e`: not recorded, recorded, or recorded when the
-    /// filter (resolved against `e`) matches. A filter naming a field `e` lacks, or
-    /// comparing one of its fields with a value of another kind, records nothing.
-    fn decide(&self, e: &EventDesc) -> Decision;
-}
-
-impl EnablerRules for Enabler {
-    fn matches(&self, e: &EventDesc) -> bool {
-        if !self.enabled || !self.level.accepts(e.level) {
-            return false;
-        }
-        let name = e.full_name();
-        glob_match(&self.pattern, &name) && !self.exclusions.iter().any(|x| glob_match(x, &name))
-    }
-
-    fn decide(&self, e: &EventDesc) -> Decision {
-        if !self.matches(e) {
-            return Decision::Off;
-        }
-        let Some(text) = &self.filter else { return Decision::On };
-        match ust_ctl::filter::parse(text).ok().and_then(|x| ust_core::filter::resolve(&x, e)) {
-            Some(r) => Decision::Filtered(vec![r]),
-            None => Decision::Off,
-        }
-    }
-}
-
-/// Whether a channel records an event.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Decision {
-    /// Not recorded.
-    Off,
-    /// Recorded, unconditionally.
-    On,
-    /// Recorded when one of these (resolved, deduplicated) filters matches.
-    Filtered(Vec<ust_core::filter::Expr>),
-}
-
-impl Decision {
-    /// Enablers OR together: on beats filtered beats off; filters accumulate.
-    pub fn or(self, other: Decision) -> Decision {
-        match (self, other) {
-            (Decision::On, _) | (_, Decision::On) => Decision::On,
-            (Decision::Off, d) | (d, Decision::Off) => d,
-            (Decision::Filtered(mut a), Decision::Filtered(b)) => {
-                for x in b {
-                    if !a.contains(&x) && a.len() < ust_core::filter::MAX_FILTERS_PER_EVENT {
-                        a.push(x);
-                    }
-                }
-                Decision::Filtered(a)
-            }
-        }
-    }
-}
+use crate::model::enabler::{Decision, Rule};
 
 /// A channel of a session: its configuration and enablers. Its index in
 /// [`Session::channels`] is its CTF stream class id.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Channel {
     /// Name (also the stream files' prefix).
     pub name: String,
     /// Buffers and timers.
     pub config: ChannelConfig,
     /// Rules, in the order given.
-    pub enablers: Vec<Enabler>,
+    pub enablers: Vec<Rule>,
     /// Context fields (`ust add-context`), written after the event header of every record.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub contexts: Vec<ust_core::context::ContextType>,
 }
 
@@ -267,8 +204,8 @@ impl Session {
         let c = self.channels.get(channel).filter(|_| self.started)?;
         c.enablers
             .iter()
-            .filter(|en| en.enabled)
-            .map(|en| match en.level {
+            .filter(|en| en.enabler.enabled)
+            .map(|en| match en.enabler.level {
                 LevelFilter::Any => ust_core::Level::Debug.number(),
                 LevelFilter::UpTo(l) | LevelFilter::Only(l) => l.number(),
             })
@@ -296,47 +233,30 @@ impl Session {
     }
 }
 
-/// Matches `text` against `pattern`, where `*` matches any run of characters (also empty),
-/// `\*` is a literal star, `\\` a backslash, `\:` a colon, and every other character matches
-/// itself (LTTng's star-glob, with its escapes: `'*\**'` matches names holding a star).
-pub fn glob_match(pattern: &str, text: &str) -> bool {
-    ust_core::filter::pattern_match(pattern.as_bytes(), text.as_bytes())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::borrow::Cow;
     use ust_core::Level;
 
-    fn ev(p: &'static str, n: &'static str, level: Level) -> EventDesc {
-        EventDesc { provider: Cow::Borrowed(p), name: Cow::Borrowed(n), level, fields: Cow::Borrowed(&[]), location: Cow::Borrowed("") }
+    /// The rules of `enablers`, their filters parsed (as `enable-event` parses them).
+    fn rules(enablers: Vec<Enabler>) -> Vec<Rule> {
+        enablers.into_iter().map(|e| Rule::parse(e).unwrap()).collect()
     }
 
-    #[test]
-    fn globs() {
-        assert!(glob_match("*", "a:b"));
-        assert!(glob_match("a:*", "a:b"));
-        assert!(glob_match("*:b", "a:b"));
-        assert!(glob_match("a*b*c", "aXXbYYc"));
-        assert!(glob_match("a:b", "a:b"));
-        assert!(!glob_match("a:b", "a:bc"));
-        assert!(!glob_match("a*d", "abc"));
-        assert!(glob_match("**", ""));
-        assert!(glob_match(r"*\**", "a:b*c") && !glob_match(r"*\**", "tp:tptest"), "an escaped star is a star");
-        assert!(glob_match(r"\**", "*x") && !glob_match(r"\**", "x*"));
-        assert!(!glob_match("tp**tpTest", "tp:tptest") && glob_match("t*p*:*t*e*s*t", "tp:tptest"));
+    fn ev(p: &'static str, n: &'static str, level: Level) -> EventDesc {
+        EventDesc { provider: Cow::Borrowed(p), name: Cow::Borrowed(n), level, fields: Cow::Borrowed(&[]), location: Cow::Borrowed("") }
     }
 
     #[test]
     fn enablers_or_together_and_filter_levels() {
         let mut s = Session::new("s".into(), "/tmp/x".into(), None);
         let mut c = Channel::new("c", ChannelConfig::default());
-        c.enablers = vec![
+        c.enablers = rules(vec![
             Enabler::new("app:*", LevelFilter::UpTo(Level::Warning)),
             Enabler::new("app:dbg", LevelFilter::Only(Level::Debug)),
             Enabler { enabled: false, ..Enabler::new("*", LevelFilter::Any) },
-        ];
+        ]);
         s.channels.push(c);
         let events = [ev("app", "err", Level::Err), ev("app", "info", Level::Info), ev("app", "dbg", Level::Debug), ev("lib", "x", Level::Emerg)];
         assert_eq!(s.mask_bits(0, &events), vec![false; 4]);
@@ -351,11 +271,11 @@ mod tests {
     fn max_level_is_the_most_verbose_an_enabled_enabler_accepts_while_started() {
         let mut s = Session::new("s".into(), "/tmp/x".into(), None);
         let mut c = Channel::new("c", ChannelConfig::default());
-        c.enablers = vec![
+        c.enablers = rules(vec![
             Enabler::new("app:*", LevelFilter::UpTo(Level::Warning)),
             Enabler::new("other:x", LevelFilter::Only(Level::DebugLine)),
             Enabler { enabled: false, ..Enabler::new("*", LevelFilter::Any) },
-        ];
+        ]);
         s.channels.push(c);
         s.channels.push(Channel::new("empty", ChannelConfig::default()));
         assert_eq!(s.max_level(0), None, "stopped");
@@ -363,7 +283,7 @@ mod tests {
         assert_eq!(s.max_level(0), Some(Level::DebugLine.number()), "whatever the pattern; the disabled one ignored");
         assert_eq!(s.max_level(1), None, "no enabler");
         assert_eq!(s.max_level(2), None, "no such channel");
-        s.channels[0].enablers[2].enabled = true;
+        s.channels[0].enablers[2].enabler.enabled = true;
         assert_eq!(s.max_level(0), Some(Level::Debug.number()));
     }
 
@@ -372,12 +292,12 @@ mod tests {
         let mut s = Session::new("s".into(), "/tmp/x".into(), None);
         s.started = true;
         let mut c = Channel::new("c", ChannelConfig::default());
-        c.enablers = vec![
+        c.enablers = rules(vec![
             Enabler { exclusions: vec!["app:no*".into()], ..Enabler::new("app:*", LevelFilter::Any) },
             Enabler { filter: Some("a > 1".into()), ..Enabler::new("lib:*", LevelFilter::Any) },
             Enabler { filter: Some("a < 0".into()), ..Enabler::new("lib:x", LevelFilter::Any) },
             Enabler { filter: Some("missing == 1".into()), ..Enabler::new("lib:y", LevelFilter::Any) },
-        ];
+        ]);
         s.channels.push(c);
         let mut x = ev("lib", "x", Level::Info);
         x.fields = Cow::Owned(vec![ust_core::FieldDesc { name: Cow::Borrowed("a"), ty: ust_core::FieldType::Integer(ust_core::IntegerType::I32) }]);
@@ -388,7 +308,7 @@ mod tests {
         let Decision::Filtered(f) = &d[2] else { panic!("{:?}", d[2]) };
         assert_eq!(f.len(), 2, "filters of two enablers OR together");
         assert_eq!(d[3], Decision::Off, "fields the event lacks: false");
-        s.channels[0].enablers.push(Enabler::new("lib:x", LevelFilter::Any));
+        s.channels[0].enablers.push(Rule::parse(Enabler::new("lib:x", LevelFilter::Any)).unwrap());
         assert_eq!(s.decisions(0, &events)[2], Decision::On, "an unfiltered enabler wins");
     }
 
@@ -398,81 +318,5 @@ mod tests {
         assert!(s.tracks(10));
         s.vpid_tracker = VpidTracker::Only([11].into());
         assert!(!s.tracks(10) && s.tracks(11));
-    }
-
-    /// LTTng's tests/regression/tools/wildcard/test_event_wildcard (UST part): each
-    /// pattern is a valid name, and matches `tp:tptest` or not as the script expects.
-    #[test]
-    fn lttng_wildcard_suite() {
-        let none = ["tp:abc*", "*abc", "*z*", r"*\**", r"*\*", r"\**", "*:*tpte*s", "tp**tpTest"];
-        let all = [
-            "tp:tp*",
-            "*",
-            "tp:tptest*",
-            "**",
-            "***",
-            "*tptest",
-            "**tptest",
-            "*tpte*",
-            "*tp*",
-            "*tp**",
-            "*:*tptest",
-            "*:*tpte*t",
-            "t*p*:*t*e*s*t",
-            "*t*p*:*t*e*s*t*",
-            "tp*tptest",
-            "tp**tptest",
-            "tp*test",
-        ];
-        for p in none.iter().chain(&all) {
-            assert_eq!(ust_ctl::config::check_event_name(p), Ok(()), "{p}");
-        }
-        for p in none {
-            assert!(!glob_match(p, "tp:tptest"), "{p} matches nothing of tp:tptest");
-        }
-        for p in all {
-            assert!(glob_match(p, "tp:tptest"), "{p} matches tp:tptest");
-        }
-    }
-
-    /// LTTng's tests/regression/tools/exclusion/test_exclusion: `-a --exclude X` records
-    /// every `tp:tptestN` but the one named; its refusals are refused.
-    #[test]
-    fn lttng_exclusion_suite() {
-        let cases = [
-            ("tp:tptest2", "tp:tptest2"),
-            ("tp:tptest3", "tp:tptest3"),
-            ("tp:tptest*", "tp:tptest1"),
-            ("tp:tptest*", "tp:tptest2"),
-            ("tp:tptest*", "tp:tptest3"),
-            ("tp:tptest*", "tp:tptest4"),
-            ("tp:tptest*", "tp:tptest5"),
-            ("tp*tptest*", "tp:tptest1"),
-            ("tp*tptest*", "tp:tptest2"),
-            ("tp*tptest*", "tp:tptest3"),
-            ("tp*tptest*", "tp:tptest4"),
-            ("tp*tptest*", "tp:tptest5"),
-            ("*test2", "tp:tptest2"),
-            ("*test5", "tp:tptest5"),
-            ("*p*test*", "tp:tptest1"),
-            ("*p*test*", "tp:tptest2"),
-            ("*p*test*", "tp:tptest3"),
-            ("*p***test*", "tp:tptest4"),
-            ("*p*test*", "tp:tptest5"),
-            ("*3", "tp:tptest3"),
-            ("tp*test3,*2", "tp:tptest2"),
-            ("**tp*test3,*2", "tp:tptest3"),
-        ];
-        for (excl, missing) in cases {
-            let exclusions: Vec<String> = excl.split(',').map(str::to_string).collect();
-            assert_eq!(ust_ctl::config::check_exclusions(&["*".into()], &exclusions), Ok(()), "{excl} is accepted");
-            let en = Enabler { exclusions, ..Enabler::new("*", LevelFilter::Any) };
-            assert!(!en.matches(&ev("tp", &missing[3..], Level::Info)), "-a --exclude {excl}: {missing} is excluded");
-            assert!(en.matches(&ev("tp", "other", Level::Info)), "-a --exclude {excl}: tp:other is not");
-        }
-        let refuse = |p: &str, x: &str| ust_ctl::config::check_exclusions(&[p.to_string()], &x.split(',').map(str::to_string).collect::<Vec<_>>());
-        assert!(refuse("allo*", "all*").is_err());
-        assert!(refuse("allo*", "ze,all*,yes").is_err());
-        assert!(refuse("allo*", "allow*").is_ok() && refuse("allo*", "z*em").is_ok());
     }
 }

@@ -16,7 +16,8 @@ use ust_core::clock::ClockKind;
 use ust_core::protocol::{ChannelGrant, DaemonMessage, EventFilter, MAX_CHANNELS};
 use ust_core::EventDesc;
 
-use crate::model::session::{Decision, Session};
+use crate::model::enabler::Decision;
+use crate::model::session::Session;
 use crate::ops::process_trace::{ProcessInfo, ProcessTrace};
 
 static SIGNALLED: AtomicBool = AtomicBool::new(false);

@@ -39,7 +39,7 @@ use ust_core::protocol::{ChannelGrant, DaemonMessage, EventFilter, MAX_CHANNELS}
 use ust_ctl::protocol::{Command, Payload, Reply};
 use ust_ctl::trigger::{TriggerAction, TriggerInfo, TriggerSpec};
 
-use crate::model::session::{Decision, EnablerRules};
+use crate::model::enabler::{Decision, Rule};
 use crate::ops::state::{Daemon, State};
 
 /// Owner of a notifier slot in [`crate::ops::state::App::slots`], in place of a session name
@@ -72,6 +72,8 @@ impl std::fmt::Debug for Notifier {
 struct Trigger {
     id: usize,
     spec: TriggerSpec,
+    /// `spec.rule` with its filter parsed (once, when the trigger was added).
+    rule: Rule,
     fired: u64,
     last_result: Option<String>,
     /// App id → its notifier.
@@ -111,7 +113,7 @@ pub fn attach_app(st: &mut State, app_id: u64) {
     let State { triggers, apps, .. } = st;
     let Some(app) = apps.get_mut(&app_id).filter(|a| a.alive) else { return };
     for t in triggers.list.iter_mut() {
-        if t.notifiers.contains_key(&app_id) || !app.events.iter().any(|e| t.spec.rule.decide(e) != Decision::Off) {
+        if t.notifiers.contains_key(&app_id) || !app.events.iter().any(|e| t.rule.decide(e) != Decision::Off) {
             continue;
         }
         let Some(slot) = (0..MAX_CHANNELS).find(|s| !app.slots.contains_key(s)) else {
@@ -174,7 +176,7 @@ pub fn add_bits(st: &State, app_id: u64, masks: &mut [u64], filters: &mut Vec<Ev
         }
         let Some(t) = st.triggers.list.iter().find(|t| t.id == *id) else { continue };
         for (i, e) in app.events.iter().enumerate().take(masks.len()) {
-            match t.spec.rule.decide(e) {
+            match t.rule.decide(e) {
                 Decision::Off => {}
                 Decision::On => masks[i] |= 1u64 << slot,
                 Decision::Filtered(any_of) => {
@@ -209,9 +211,7 @@ pub fn max_level(st: &State, app_id: u64) -> Option<u8> {
 /// better caught now).
 pub fn add(daemon: &Daemon, mut spec: TriggerSpec) -> Result<Payload, String> {
     ust_ctl::config::check_event_name(&spec.rule.pattern)?;
-    if let Some(f) = &spec.rule.filter {
-        ust_ctl::filter::parse(f).map_err(|e| format!("--filter {f:?}: {e}"))?;
-    }
+    let rule = Rule::parse(spec.rule.clone()).map_err(|e| format!("--filter {:?}: {e}", spec.rule.filter.as_deref().unwrap_or_default()))?;
     ust_ctl::config::check_exclusions(std::slice::from_ref(&spec.rule.pattern), &spec.rule.exclusions)?;
     if spec.actions.is_empty() {
         return Err("a trigger needs at least one action".into());
@@ -241,7 +241,7 @@ pub fn add(daemon: &Daemon, mut spec: TriggerSpec) -> Result<Payload, String> {
         return Err(format!("a trigger named {name:?} exists already (see `ust list-triggers`)"));
     }
     spec.name = Some(name.clone());
-    st.triggers.list.push(Trigger { id, spec, fired: 0, last_result: None, notifiers: BTreeMap::new() });
+    st.triggers.list.push(Trigger { id, spec, rule, fired: 0, last_result: None, notifiers: BTreeMap::new() });
     let apps: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
     for a in apps {
         attach_app(&mut st, a);

@@ -5,11 +5,12 @@ use std::path::PathBuf;
 
 use ust_ctl::protocol::*;
 
+use crate::model::enabler::Rule;
 use crate::model::session::{check_name, Channel, ChannelConfig, Enabler, LevelFilter, Session, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
 use crate::ops::state::{Daemon, SessionState};
 
 use super::lifecycle::{retrack_live_apps, wait_syncs};
-use super::{check_pattern, resolve, Res};
+use super::{resolve, Res};
 
 pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
     let CreateOptions { snapshot, shm_path, clock, buffers, relay, live_timer_us, token: with_token } = options;
@@ -172,22 +173,8 @@ pub(super) fn enable_event(
     exclusions: Vec<String>,
     filter: Option<String>,
 ) -> Res<Payload> {
-    if patterns.is_empty() {
-        return Err("no event name given".into());
-    }
-    for p in patterns.iter().chain(&exclusions) {
-        check_pattern(p)?;
-    }
-    if exclusions.len() > 64 {
-        return Err("too many exclusions (at most 64)".into());
-    }
-    if !exclusions.is_empty() && !patterns.iter().any(|p| p.contains('*')) {
-        return Err("--exclude needs a glob event name (with `*`): an exact name has nothing to exclude".into());
-    }
-    ust_ctl::config::check_exclusions(&patterns, &exclusions)?;
-    if let Some(f) = &filter {
-        ust_ctl::filter::parse(f).map_err(|e| format!("invalid filter: {}", e.render(f)))?;
-    }
+    // The CLI ran the same check; a client may not have. The filter is parsed here, once.
+    let parsed = ust_ctl::config::check_enable_event(&patterns, &exclusions, filter.as_deref())?;
     let mut st = daemon.lock();
     let sname = resolve(&st, &session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
@@ -206,9 +193,9 @@ pub(super) fn enable_event(
     };
     let ch = &mut ss.session.channels[ci];
     for p in patterns {
-        match ch.enablers.iter_mut().find(|e| e.pattern == p && e.level == level && e.exclusions == exclusions && e.filter == filter) {
+        match ch.enablers.iter_mut().map(|r| &mut r.enabler).find(|e| e.pattern == p && e.level == level && e.exclusions == exclusions && e.filter == filter) {
             Some(e) => e.enabled = true,
-            None => ch.enablers.push(Enabler { exclusions: exclusions.clone(), filter: filter.clone(), ..Enabler::new(p, level) }),
+            None => ch.enablers.push(Rule::new(Enabler { exclusions: exclusions.clone(), filter: filter.clone(), ..Enabler::new(p, level) }, parsed.clone())),
         }
     }
     for id in st.apps_of(&sname) {
@@ -230,17 +217,17 @@ pub(super) fn disable_event(daemon: &Daemon, session: Option<String>, channel: O
         if ch.enablers.is_empty() {
             return Err(format!("no event is enabled in channel {cname} of session {sname}"));
         }
-        ch.enablers.iter_mut().for_each(|e| e.enabled = false);
+        ch.enablers.iter_mut().for_each(|e| e.enabler.enabled = false);
     } else {
         if patterns.is_empty() {
             return Err("no event name given (or use -a)".into());
         }
         for p in &patterns {
-            if !ch.enablers.iter().any(|e| &e.pattern == p) {
+            if !ch.enablers.iter().any(|e| &e.enabler.pattern == p) {
                 return Err(format!("event {p:?} is not enabled in channel {cname} of session {sname}"));
             }
         }
-        for e in ch.enablers.iter_mut().filter(|e| patterns.contains(&e.pattern)) {
+        for e in ch.enablers.iter_mut().map(|r| &mut r.enabler).filter(|e| patterns.contains(&e.pattern)) {
             e.enabled = false;
         }
     }

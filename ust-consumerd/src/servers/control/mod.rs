@@ -20,8 +20,6 @@ pub use server::{reply_error, serve};
 
 use ust_ctl::protocol::*;
 
-use ust_ctl::config::check_event_name;
-
 use crate::ops::state::{Daemon, State};
 use configure::*;
 use lifecycle::*;
@@ -43,13 +41,6 @@ fn resolve(st: &State, session: &Option<String>) -> Res<String> {
             _ => Err("no current session: create one with `ust create`, or name one with -s/--session".into()),
         },
     }
-}
-
-fn check_pattern(p: &str) -> Res<()> {
-    if p.is_empty() || p.len() > 300 || !p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '*' | '.' | '-' | '\\')) {
-        return Err(format!("invalid event name or glob {p:?}: use provider:name with letters, digits, _ and * wildcards"));
-    }
-    check_event_name(p)
 }
 
 /// Handles one command. Never panics on its input; errors are messages for the user.

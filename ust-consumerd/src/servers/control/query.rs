@@ -44,7 +44,7 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
             .map(|c| ChannelDetail {
                 name: c.name.clone(),
                 config: c.config.clone(),
-                enablers: c.enablers.clone(),
+                enablers: c.enablers.iter().map(|r| r.enabler.clone()).collect(),
                 contexts: c.contexts.clone(),
                 discarded: 0,
                 packets: 0,
