@@ -98,7 +98,7 @@ fn scribbled_case(before: u64, scribbles: &[(u32, u64, bool)], after: u64) {
     // Whatever was written: whole packets naming this stream only, and an index entry for
     // each.
     let file = std::fs::read(trace.dir.join("ch_0")).unwrap();
-    let identity = stream.lock().unwrap().identity;
+    let identity = *stream.lock().unwrap().identity();
     let mut n = 0;
     for p in ust_ctf::reader::packets(&file) {
         let p = p.expect("only whole packets on disk");
@@ -244,17 +244,17 @@ fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
         let _ = tx.send(());
     });
     rx.recv_timeout(Duration::from_secs(10)).expect("the daemon's reader panicked or hung on an overwritten packet header");
-    let st = hostile.0.streams[0].lock().unwrap().stats;
+    let st = *hostile.0.streams[0].lock().unwrap().stats();
     assert_eq!(st.bad_packets, 2, "{st:?}");
     assert!(st.packets >= 1, "the hostile stream is still read after its bad packets: {st:?}");
     // Only whole packets of this stream, each with the ring buffer's own sequence number.
     let file = std::fs::read(hostile.0.dir.join("ch_0")).unwrap();
-    let identity = hostile.0.streams[0].lock().unwrap().identity;
+    let identity = *hostile.0.streams[0].lock().unwrap().identity();
     let seqs: Vec<u64> = ust_ctf::reader::packets(&file).map(|p| ust_core::packet::PacketInfo::parse(p.unwrap(), &identity).unwrap().packet_seq_num).collect();
     assert_eq!(seqs.first(), Some(&2), "{seqs:?}");
     let (_, _) = common::babeltrace_allowing_warnings(&hostile.0.dir);
     // The other process's trace is whole.
-    let good_st = good.0.streams[0].lock().unwrap().stats;
+    let good_st = *good.0.streams[0].lock().unwrap().stats();
     assert_eq!(good_st.bad_packets, 0);
     let evs = bt_events(&babeltrace(&good.0.dir));
     assert_eq!(evs.len(), good_emitted, "every event of the other process");
@@ -295,10 +295,10 @@ fn scribbled_packet_control_words_cost_that_packet_only() {
         s.drain();
         s.finish();
     }
-    let st = stream.lock().unwrap().stats;
+    let st = *stream.lock().unwrap().stats();
     assert_eq!(st.bad_packets, 2, "{st:?}");
     let file = std::fs::read(trace.dir.join("ch_0")).unwrap();
-    let identity = stream.lock().unwrap().identity;
+    let identity = *stream.lock().unwrap().identity();
     let seqs: Vec<u64> = ust_ctf::reader::packets(&file).map(|p| ust_core::packet::PacketInfo::parse(p.unwrap(), &identity).unwrap().packet_seq_num).collect();
     assert_eq!(&seqs[..3], &[2, 3, 4], "{seqs:?}");
     // babeltrace2 reads the kept packets event by event: every value written after the

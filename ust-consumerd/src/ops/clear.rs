@@ -27,6 +27,10 @@ pub fn clear(daemon: &Daemon, name: &str) -> Result<(), String> {
     let (snapshot, output, jobs) = {
         let mut st = daemon.lock();
         let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
+        if ss.session.relay.is_some() {
+            // Its files are the relay daemon's: there is nothing here to clear.
+            return Err(format!("session {name} streams to a relay daemon: clearing network sessions is not supported"));
+        }
         let snapshot = ss.session.snapshot;
         let mut jobs: Vec<Job> = Vec::new();
         for t in ss.traces.values_mut().filter(|t| !t.archived) {
@@ -42,21 +46,7 @@ pub fn clear(daemon: &Daemon, name: &str) -> Result<(), String> {
         let mut emptied = 0u64;
         for (_, streams, _) in &jobs {
             for s in streams {
-                let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-                if s.finished && s.buffer().is_none() {
-                    continue;
-                }
-                s.flush();
-                if !s.shm_intact() {
-                    continue;
-                }
-                let Some(b) = s.buffer() else { continue };
-                while let Ok(Some(sb)) = b.get_subbuf() {
-                    if b.put_subbuf(sb).is_err() {
-                        break;
-                    }
-                    emptied += 1;
-                }
+                emptied += s.lock().unwrap_or_else(|e| e.into_inner()).discard_held();
             }
         }
         crate::log!("session {name}: cleared ({emptied} sub-buffers discarded from its buffers)");
@@ -74,7 +64,7 @@ pub fn clear(daemon: &Daemon, name: &str) -> Result<(), String> {
         std::fs::create_dir_all(&to).map_err(|e| format!("creating {}: {e}", to.display()))?;
         for s in streams {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            s.rotate_chunk(&to).map_err(|e| format!("clearing {}/{}: {e}", dir.display(), s.files.base))?;
+            s.rotate_chunk(&to).map_err(|e| format!("clearing {}/{e}", dir.display()))?;
         }
     }
     if scratch.exists() {

@@ -2,7 +2,7 @@
 //! reserve and commit must not stall the channel for the user's other processes.
 //!
 //! The daemon learns of every death of a per-UID trace's member ([`Deaths::note`], from
-//! the pidfd or socket EOF, [`crate::servers::apps::process_gone`]). The drain pass then looks, in
+//! the pidfd or socket EOF, [`crate::servers::apps`]). The drain pass then looks, in
 //! every stream of that trace, for closed sub-buffers whose commit counter stays short
 //! ([`ringbuffer::Buffer::abandoned`]). One that stays so for [`STUCK_AFTER`], opened
 //! before the last death (so a writer that died could have reserved in it), is completed
@@ -21,8 +21,6 @@ use std::time::{Duration, Instant};
 use ringbuffer::{Abandoned, Dropped};
 use ust_core::clock::TraceClock;
 use ust_core::packet::CtfPacketLayout;
-
-use crate::ops::stream::Stream;
 
 /// How long a closed sub-buffer must stay short of complete after a death before the
 /// daemon completes it.
@@ -71,94 +69,69 @@ impl Watch {
     }
 }
 
-/// One look at stream `s` (drain pass, time `now`): completes the sub-buffers a dead
-/// writer left uncommitted (module docs). Cheap when no member died: one load.
-pub fn check(s: &mut Stream, now: Instant) {
-    if s.dead_watch.as_ref().map_or(0, |w| w.deaths.count()) == 0 || s.finished || s.broken || !s.shm_intact() {
-        return;
-    }
-    let Some(mut w) = s.dead_watch.take() else { return };
-    look(s, &mut w, Some(now));
-    s.dead_watch = Some(w);
-}
-
-/// Completes at once every abandoned sub-buffer of stream `s` (its writers are all gone
-/// or have confirmed they stopped: the stream's final drain).
-pub fn complete_all(s: &mut Stream) {
-    if s.finished || s.broken || !s.shm_intact() {
-        return;
-    }
-    let Some(mut w) = s.dead_watch.take() else { return };
-    if w.deaths.count() > 0 {
-        look(s, &mut w, None);
-    }
-    s.dead_watch = Some(w);
-}
-
-/// One look; `now: None` completes every candidate at once.
-fn look(s: &Stream, w: &mut Watch, now: Option<Instant>) {
-    let Some(buffer) = s.buffer() else { return };
-    for (pos, late) in buffer.repair_late_commits() {
-        crate::log!(
-            "{}/{} cpu {}: a writer taken for dead committed {late} bytes in packet {} after the daemon completed it; the counter is set back so the sub-buffer opens again",
-            s.session,
-            s.channel,
-            s.cpu,
-            pos / buffer.config().subbuf_size,
-        );
-    }
-    let list = buffer.abandoned();
-    w.seen.retain(|(a, _)| list.contains(a));
-    let last_death = w.deaths.last_ns.load(Ordering::Acquire);
-    for a in list {
-        if let Some(now) = now {
-            let Some(&(_, since)) = w.seen.iter().find(|(x, _)| *x == a) else {
-                w.seen.push((a, now));
-                continue;
-            };
-            // With the monotonic clock the packet's begin and the death compare: a packet
-            // opened after the last death holds no dead writer's slot.
-            let opened_before_death = !matches!(s.clock, TraceClock::Monotonic) || a.timestamp_begin <= last_death;
-            if now.duration_since(since) < STUCK_AFTER || !opened_before_death {
-                continue;
-            }
+impl Watch {
+    /// One look at the stream's `buffer` (whose process events are `events`, trace clock
+    /// `clock`; `what` names it in log lines): completes the sub-buffers a dead writer left
+    /// uncommitted (module docs) that have stayed so for [`STUCK_AFTER`] at `now`, or with
+    /// `now: None` every one at once (the stream's final drain: its writers are all gone or
+    /// have confirmed they stopped).
+    pub fn look(&mut self, buffer: &ringbuffer::Buffer, events: &[ust_core::EventDesc], clock: TraceClock, what: &str, now: Option<Instant>) {
+        for (pos, late) in buffer.repair_late_commits() {
+            crate::log!(
+                "{what}: a writer taken for dead committed {late} bytes in packet {} after the daemon completed it; the counter is set back so the sub-buffer opens again",
+                pos / buffer.config().subbuf_size,
+            );
         }
-        let (events, ctx) = (s.events.clone(), w.context_size);
-        let min = ust_ctf::reader::min_record_size(&events).max(1) as u64;
-        let hdr = ust_core::packet::HEADER_SIZE;
-        let mut outcome = Rewritten::default();
-        let r = buffer.complete_abandoned(&CtfPacketLayout, &a, |data: &mut [u8]| {
-            outcome = rewrite(data, hdr, &a, &events, ctx);
-            outcome.end
-        });
-        match r {
-            Ok(Some(_)) => {
-                // The dead records when their slots were found and removed; else at most
-                // what the cut bytes could hold.
-                let lost = if outcome.cut { outcome.removed.div_ceil(min + ctx as u64).max(1) } else { outcome.holes.max(1) };
-                for _ in 0..lost {
-                    buffer.record_dropped(Dropped::Full);
+        let list = buffer.abandoned();
+        self.seen.retain(|(a, _)| list.contains(a));
+        let last_death = self.deaths.last_ns.load(Ordering::Acquire);
+        for a in list {
+            if let Some(now) = now {
+                let Some(&(_, since)) = self.seen.iter().find(|(x, _)| *x == a) else {
+                    self.seen.push((a, now));
+                    continue;
+                };
+                // With the monotonic clock the packet's begin and the death compare: a packet
+                // opened after the last death holds no dead writer's slot.
+                let opened_before_death = !matches!(clock, TraceClock::Monotonic) || a.timestamp_begin <= last_death;
+                if now.duration_since(since) < STUCK_AFTER || !opened_before_death {
+                    continue;
                 }
-                w.completed += 1;
-                w.lost += lost;
-                crate::log!(
-                    "{}/{} cpu {}: a dead writer left packet {} uncommitted ({} bytes); completed by the daemon, {}, {lost} event(s) counted as discarded",
-                    s.session,
-                    s.channel,
-                    s.cpu,
-                    a.pos / buffer.config().subbuf_size,
-                    a.missing,
-                    if outcome.cut {
-                        "content cut at the first uncommitted slot".to_string()
-                    } else {
-                        format!("{} dead slot(s) removed, {} later header(s) made extended", outcome.holes, outcome.extended)
-                    },
-                );
             }
-            Ok(None) => {}
-            Err(e) => crate::log!("{}/{} cpu {}: completing a dead writer's packet failed: {e}", s.session, s.channel, s.cpu),
+            let ctx = self.context_size;
+            let min = ust_ctf::reader::min_record_size(events).max(1) as u64;
+            let hdr = ust_core::packet::HEADER_SIZE;
+            let mut outcome = Rewritten::default();
+            let r = buffer.complete_abandoned(&CtfPacketLayout, &a, |data: &mut [u8]| {
+                outcome = rewrite(data, hdr, &a, events, ctx);
+                outcome.end
+            });
+            match r {
+                Ok(Some(_)) => {
+                    // The dead records when their slots were found and removed; else at most
+                    // what the cut bytes could hold.
+                    let lost = if outcome.cut { outcome.removed.div_ceil(min + ctx as u64).max(1) } else { outcome.holes.max(1) };
+                    for _ in 0..lost {
+                        buffer.record_dropped(Dropped::Full);
+                    }
+                    self.completed += 1;
+                    self.lost += lost;
+                    crate::log!(
+                        "{what}: a dead writer left packet {} uncommitted ({} bytes); completed by the daemon, {}, {lost} event(s) counted as discarded",
+                        a.pos / buffer.config().subbuf_size,
+                        a.missing,
+                        if outcome.cut {
+                            "content cut at the first uncommitted slot".to_string()
+                        } else {
+                            format!("{} dead slot(s) removed, {} later header(s) made extended", outcome.holes, outcome.extended)
+                        },
+                    );
+                }
+                Ok(None) => {}
+                Err(e) => crate::log!("{what}: completing a dead writer's packet failed: {e}"),
+            }
+            self.seen.retain(|(x, _)| *x != a);
         }
-        w.seen.retain(|(x, _)| *x != a);
     }
 }
 

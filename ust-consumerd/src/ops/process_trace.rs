@@ -240,10 +240,20 @@ fn fill_process_trace(
             };
             let shm = StreamShm { file: shm_file, guard: shm_guard };
             let relay = relay_streams.pop();
-            let setup =
-                StreamSetup { session: &session.name, channel: &ch.name, config: &ch.config, identity, events: events.clone(), files, live, clock, relay };
-            let mut stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files"))?;
-            stream.context_size = ust_core::context::block_size(&ch.contexts);
+            let setup = StreamSetup {
+                session: &session.name,
+                channel: &ch.name,
+                config: &ch.config,
+                identity,
+                events: events.clone(),
+                files,
+                live,
+                clock,
+                relay,
+                context_size: ust_core::context::block_size(&ch.contexts),
+                dead_watch: None,
+            };
+            let stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files"))?;
             streams.push(Arc::new(Mutex::new(stream)));
             chan_fds.push(fd);
         }

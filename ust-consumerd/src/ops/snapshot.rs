@@ -56,19 +56,12 @@ fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &
     ust_ctf::metadata::write_atomically(dir, &src.metadata).map_err(|e| format!("writing {}/metadata: {e}", dir.display()))?;
     for s in &src.streams {
         let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-        if s.finished || s.broken {
-            continue;
-        }
+        let (name, identity, context_size) = (s.file_name(), *s.identity(), s.context_size());
         // Close the packet being filled so the newest records are in (a reader-side switch,
         // as LTTng's snapshot does); a dead process's packets are closed once and for all.
-        s.flush();
-        if !s.shm_intact() {
-            continue;
-        }
-        let Some(buffer) = s.buffer() else { continue };
-        let name = ust_ctf::stream_file_name(&s.channel, s.cpu);
+        let Some(buffer) = s.flushed_buffer() else { continue };
         let mut writer = StreamWriter::create(dir, &name, WriteBack::Cached).map_err(|e| e.to_string())?;
-        let mut held = HeldCopy::new(&s.identity, &src.events).with_context_size(s.context_size);
+        let mut held = HeldCopy::new(&identity, &src.events).with_context_size(context_size);
         copy_held_packets(buffer, &mut held, src.dead, max_packets, &mut |info, packet| writer.append(packet, info).map(|_| ()).map_err(|e| e.to_string()))?;
         report.packets += held.report.packets;
         report.bytes += held.report.bytes;

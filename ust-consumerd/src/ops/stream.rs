@@ -1,13 +1,19 @@
 //! The daemon's side of one stream: a ring buffer it reads (or, after the process died,
-//! drains and finishes), its stream file and index file, and the write policy (drain
-//! passes, tracefile rotation, flushes, what to do with a bad packet).
+//! drains and finishes), where its packets go ([`Sink`]: stream and index files, the relay
+//! daemon, or nowhere until a snapshot), and the write policy (drain passes, timers,
+//! tracefile rotation, flushes, what to do with a bad packet).
 //!
 //! **Torn events** (docs/DESIGN.md#torn-events): when a process dies,
 //! [`Stream::finish_dead`] drains what was delivered, then
 //! [`ust_ctf::held::copy_held_packets`] copies the sub-buffers that will now never
 //! complete, keeping only their committed prefix.
 
-use std::path::PathBuf;
+mod files;
+mod timers;
+
+pub use files::TraceFiles;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,9 +22,11 @@ use ust_core::clock::TraceClock;
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 use ust_core::EventDesc;
 use ust_ctf::held::{copy_held_packets, HeldCopy};
-use ust_ctf::writer::{StreamWriter, WriteBack};
 
-use crate::model::session::ChannelConfig;
+use crate::model::session::{ChannelConfig, OutputError};
+use crate::ops::dead_writers::Watch;
+use crate::ops::relay::RelayStream;
+use files::{Appended, FileSink};
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -66,128 +74,67 @@ struct LastPacket {
     events_discarded: u64,
 }
 
-/// One per-CPU buffer of one channel of one process, with its files.
+/// Where a stream's packets go.
+#[derive(Debug)]
+enum Sink {
+    /// Stream and index files in the trace directory.
+    Files(FileSink),
+    /// A network session: the relay daemon, which writes the trace.
+    Relay(RelayStream),
+    /// A snapshot session: nothing is drained (no live reader, nothing consumed); `ust
+    /// snapshot record` and post-mortem dumps copy what the buffer holds.
+    SnapshotOnly,
+}
+
+/// When the drain loop next reads and flushes a stream (LTTng's consumer read and switch
+/// timers).
+#[derive(Debug)]
+struct Timers {
+    read_period: Duration,
+    switch_period: Option<Duration>,
+    next_read: Instant,
+    next_switch: Instant,
+}
+
+/// One per-CPU buffer of one channel of one process (or of one user's processes), and
+/// where its packets go.
 pub struct Stream {
-    /// Session name (for log lines).
-    pub session: String,
-    /// Channel name.
-    pub channel: String,
-    /// CPU.
-    pub cpu: u32,
-    /// What every packet of this buffer must name.
-    pub identity: StreamIdentity,
+    /// `<session>/<channel> cpu <cpu>`, for log lines.
+    what: String,
+    session: String,
+    channel: String,
+    identity: StreamIdentity,
     buffer: Option<Buffer>,
-    writer: Option<StreamWriter>,
+    sink: Sink,
     /// The process's events: the record-size callback of torn-event recovery.
-    pub events: Arc<[EventDesc]>,
-    /// Where the stream's files live, and how they are named and cut.
-    pub files: TraceFiles,
-    /// Counts so far.
-    pub stats: StreamStats,
-    /// Sub-buffers in the ring.
-    pub num_subbuf: u32,
-    /// Read-timer period.
-    pub read_period: Duration,
-    /// Switch-timer period, if any.
-    pub switch_period: Option<Duration>,
-    /// Next time the drain thread reads this stream.
-    pub next_read: Instant,
-    /// Next time the switch timer flushes this stream.
-    pub next_switch: Instant,
+    events: Arc<[EventDesc]>,
+    stats: StreamStats,
+    num_subbuf: u32,
+    timers: Timers,
     /// Files closed and buffer unmapped: nothing more will be read.
-    pub finished: bool,
+    finished: bool,
     /// The buffer's stream-wide control words (`write`, `consumed`, the id table) hold
     /// values the algorithm cannot produce (a scribbling application): reported once, then
     /// the stream is left alone. A single packet's scribbled words only cost that packet
     /// ([`ringbuffer::Buffer::skip_subbuf`], counted in `bad_packets`).
-    pub broken: bool,
+    broken: bool,
     last: Option<LastPacket>,
     /// The session's output state: once set, this stream writes nothing more.
-    output_error: crate::model::session::OutputError,
-    /// `--shm-path`: the buffer file and the size it must keep (a file cannot be sealed:
-    /// checked before every access, so that a shrunk file does not SIGBUS the daemon).
-    pub shm_file: Option<(std::fs::File, u64)>,
-    /// `--shm-path`: the mapping's registration with the SIGBUS handler
-    /// ([`crate::ops::sigbus`]), released with the buffer.
-    pub shm_guard: Option<crate::ops::sigbus::Guard>,
-    /// A stream of a snapshot session: no live reader (nothing is consumed; `ust snapshot
-    /// record` and post-mortem dumps copy what the buffer holds), no stream file.
-    pub snapshot_only: bool,
+    output_error: OutputError,
+    shm: StreamShm,
     /// The trace clock the process writes with; switches read the same one.
-    pub clock: TraceClock,
-    /// A network session's stream: packets go to the relay daemon instead of files.
-    pub relay: Option<crate::ops::relay::RelayStream>,
+    clock: TraceClock,
     /// A buffer shared by many processes (per-UID): watched for sub-buffers a dead
     /// writer left uncommitted ([`crate::ops::dead_writers`]).
-    pub dead_watch: Option<crate::ops::dead_writers::Watch>,
+    dead_watch: Option<Watch>,
     /// Size of the channel's event context block after each event header, bytes (record
     /// sizes in torn-event recovery).
-    pub context_size: usize,
+    context_size: usize,
 }
 
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stream")
-            .field("session", &self.session)
-            .field("channel", &self.channel)
-            .field("cpu", &self.cpu)
-            .field("stats", &self.stats)
-            .field("finished", &self.finished)
-            .finish()
-    }
-}
-
-/// The stream files of one stream: `<channel>_<cpu>` in one piece, or with
-/// `--tracefile-size` a series `<channel>_<cpu>_<k>` (k from 0), each with its index
-/// `index/<name>.idx`, of which at most `--tracefile-count` are kept (the oldest removed).
-#[derive(Debug, Clone)]
-pub struct TraceFiles {
-    /// The trace directory.
-    pub dir: PathBuf,
-    /// `<channel>_<cpu>`.
-    pub base: String,
-    /// Largest file in bytes before the next is started; 0 = one file.
-    pub max_size: u64,
-    /// Most files kept; 0 = all.
-    pub max_count: u64,
-    /// `k` of the file being written.
-    pub current: u64,
-    /// `k` of the oldest file still on disk.
-    pub oldest: u64,
-}
-
-impl TraceFiles {
-    /// File name of piece `k`.
-    pub fn name(&self, k: u64) -> String {
-        if self.max_size == 0 {
-            self.base.clone()
-        } else {
-            format!("{}_{k}", self.base)
-        }
-    }
-
-    /// Creates piece `k`'s stream and index files, written back as the drain appends.
-    ///
-    /// # Errors
-    /// The I/O error, its message naming the file.
-    pub fn create(&self, k: u64) -> std::io::Result<StreamWriter> {
-        StreamWriter::create(&self.dir, &self.name(k), WriteBack::Behind)
-    }
-
-    /// Moves every piece on disk (stream and index files) into `to` (and `to/index`).
-    fn move_to(&self, to: &std::path::Path) -> std::io::Result<()> {
-        std::fs::create_dir_all(to.join("index"))?;
-        for k in self.oldest..=self.current {
-            let name = self.name(k);
-            let idx = format!("index/{name}.idx");
-            for n in [name.as_str(), idx.as_str()] {
-                match std::fs::rename(self.dir.join(n), to.join(n)) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                    _ => {}
-                }
-            }
-        }
-        Ok(())
+        f.debug_struct("Stream").field("what", &self.what).field("stats", &self.stats).field("finished", &self.finished).finish()
     }
 }
 
@@ -204,69 +151,117 @@ pub struct StreamSetup<'a> {
     pub identity: StreamIdentity,
     /// The process's event descriptions (index `i` has CTF id `i + 1`).
     pub events: Arc<[EventDesc]>,
-    /// Where its files go.
+    /// Where its files go (unused by a network session's stream).
     pub files: TraceFiles,
     /// False for a snapshot session: nothing is drained to files until a snapshot.
     pub live: bool,
     /// The trace clock of its packets.
     pub clock: TraceClock,
     /// A network session's stream on the relay daemon (then no file is created).
-    pub relay: Option<crate::ops::relay::RelayStream>,
+    pub relay: Option<RelayStream>,
+    /// Size of the channel's event context block, bytes.
+    pub context_size: usize,
+    /// A per-UID stream: the watch for writers that die in it.
+    pub dead_watch: Option<Watch>,
 }
 
 /// The file behind a `--shm-path` buffer (and its size at creation), and the mapping's
 /// registration with [`crate::ops::sigbus`]; both `None` for a sealed memfd.
 #[derive(Debug, Default)]
 pub struct StreamShm {
-    /// The buffer file and its size.
+    /// The buffer file and the size it must keep (a file cannot be sealed: checked before
+    /// every access, so that a shrunk file does not SIGBUS the daemon).
     pub file: Option<(std::fs::File, u64)>,
-    /// The SIGBUS guard of the daemon's mapping of it.
+    /// The SIGBUS guard of the daemon's mapping of it, released with the buffer.
     pub guard: Option<crate::ops::sigbus::Guard>,
 }
 
 impl Stream {
     /// A stream over `buffer`, with its first stream and index files created now when
-    /// `setup.live`, timers starting now, and errors reported to `output_error`.
+    /// `setup.live` (and not a network session), timers starting now, and errors reported
+    /// to `output_error`.
     ///
     /// # Errors
     /// Creating the files failed.
-    pub fn new(setup: StreamSetup<'_>, buffer: Buffer, output_error: crate::model::session::OutputError, shm: StreamShm) -> std::io::Result<Stream> {
-        let writer = if setup.live && setup.relay.is_none() { Some(setup.files.create(0)?) } else { None };
+    pub fn new(setup: StreamSetup<'_>, buffer: Buffer, output_error: OutputError, shm: StreamShm) -> std::io::Result<Stream> {
+        let sink = match setup.relay {
+            Some(mut r) => {
+                // Before the application has the buffer: no packet of it can begin earlier.
+                r.created_ts = ringbuffer::Clock::now(&setup.clock);
+                Sink::Relay(r)
+            }
+            None if setup.live => Sink::Files(FileSink::new(setup.files, true)?),
+            None => Sink::SnapshotOnly,
+        };
         let now = Instant::now();
-        let mut relay = setup.relay;
-        if let Some(r) = relay.as_mut() {
-            // Before the application has the buffer: no packet of it can begin earlier.
-            r.created_ts = ringbuffer::Clock::now(&setup.clock);
-        }
         let read_period = Duration::from_micros(setup.config.read_timer_us.max(1));
         let switch_period = (setup.config.switch_timer_us > 0).then(|| Duration::from_micros(setup.config.switch_timer_us));
+        let cpu = setup.identity.cpu;
         Ok(Stream {
+            what: format!("{}/{} cpu {cpu}", setup.session, setup.channel),
             session: setup.session.to_string(),
             channel: setup.channel.to_string(),
-            cpu: setup.identity.cpu,
             identity: setup.identity,
             buffer: Some(buffer),
-            writer,
+            sink,
             events: setup.events,
-            files: setup.files,
             stats: StreamStats::default(),
             num_subbuf: setup.config.num_subbuf,
-            read_period,
-            switch_period,
-            next_read: now + read_period,
-            next_switch: now + switch_period.unwrap_or_default(),
+            timers: Timers { read_period, switch_period, next_read: now + read_period, next_switch: now + switch_period.unwrap_or_default() },
             finished: false,
             broken: false,
             last: None,
             output_error,
-            snapshot_only: !setup.live,
-            shm_file: shm.file,
-            shm_guard: shm.guard,
+            shm,
             clock: setup.clock,
-            relay,
-            dead_watch: None,
-            context_size: 0,
+            dead_watch: setup.dead_watch,
+            context_size: setup.context_size,
         })
+    }
+
+    /// The channel's name.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// The name of its stream file (and of its files in snapshots): `<channel>_<cpu>`.
+    pub fn file_name(&self) -> String {
+        ust_ctf::stream_file_name(&self.channel, self.identity.cpu)
+    }
+
+    /// What every packet of this buffer must name.
+    pub fn identity(&self) -> &StreamIdentity {
+        &self.identity
+    }
+
+    /// Size of the channel's event context block after each event header, bytes.
+    pub fn context_size(&self) -> usize {
+        self.context_size
+    }
+
+    /// Counts so far.
+    pub fn stats(&self) -> &StreamStats {
+        &self.stats
+    }
+
+    /// True once finished: files closed and buffer unmapped.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The process's events grew (late registrations, or a per-UID trace's registry):
+    /// torn-event recovery sizes records with the new list.
+    pub fn set_events(&mut self, events: Arc<[EventDesc]>) {
+        self.events = events;
+    }
+
+    /// A network session's stream that is not closed: its relay stream id and the
+    /// sequence number of its last packet, for the data-pending round at `stop`.
+    pub fn relay_pending(&self) -> Option<(u64, u64)> {
+        match &self.sink {
+            Sink::Relay(r) if !r.is_closed() => Some((r.handle, r.last_seq())),
+            _ => None,
+        }
     }
 
     /// Reads every delivered sub-buffer: `get_subbuf`, copy out of shared memory, validate
@@ -275,7 +270,7 @@ impl Stream {
     /// error closes the stream's files (later packets are released unread). Returns the
     /// number of packets written.
     pub fn drain(&mut self) -> u64 {
-        if self.broken || self.snapshot_only || !self.shm_intact() {
+        if self.broken || matches!(self.sink, Sink::SnapshotOnly) || !self.shm_intact() {
             return 0;
         }
         // Taken out for the loop (the packet writer borrows `self` mutably); put back below.
@@ -292,24 +287,19 @@ impl Stream {
                 Ok(None) => break,
                 // One packet's control words are scribbled: drop that packet, go on.
                 Err(e @ (ringbuffer::ReadError::ContentSize { .. } | ringbuffer::ReadError::PacketSeq { .. })) if buffer.skip_subbuf().is_ok() => {
-                    crate::log!("{}/{} cpu {}: bad packet skipped: {e}", self.session, self.channel, self.cpu);
+                    crate::log!("{}: bad packet skipped: {e}", self.what);
                     self.stats.bad_packets += 1;
                     continue;
                 }
                 Err(e) => {
-                    crate::log!(
-                        "{}/{} cpu {}: buffer corrupted ({e}); this stream is no longer read, other streams go on",
-                        self.session,
-                        self.channel,
-                        self.cpu
-                    );
+                    crate::log!("{}: buffer corrupted ({e}); this stream is no longer read, other streams go on", self.what);
                     self.broken = true;
                     break;
                 }
             };
             let copied = buffer.copy_subbuf(&sb, &mut scratch);
             if let Err(e) = copied {
-                crate::log!("{}/{} cpu {}: copying sub-buffer failed: {e}; skipped", self.session, self.channel, self.cpu);
+                crate::log!("{}: copying sub-buffer failed: {e}; skipped", self.what);
                 self.stats.bad_packets += 1;
             } else {
                 match PacketInfo::parse(&scratch, &self.identity) {
@@ -317,10 +307,8 @@ impl Stream {
                     // buffer itself validated for this sub-buffer, or the packet is bad.
                     Ok(info) if info.packet_seq_num != sb.packet_seq_num || info.content_size != sb.content_size || info.packet_size != sb.packet_size => {
                         crate::log!(
-                            "{}/{} cpu {}: bad packet skipped: header says seq {} content {} size {}, the ring buffer says seq {} content {} size {}",
-                            self.session,
-                            self.channel,
-                            self.cpu,
+                            "{}: bad packet skipped: header says seq {} content {} size {}, the ring buffer says seq {} content {} size {}",
+                            self.what,
                             info.packet_seq_num,
                             info.content_size,
                             info.packet_size,
@@ -336,13 +324,13 @@ impl Stream {
                         }
                     }
                     Err(e) => {
-                        crate::log!("{}/{} cpu {}: bad packet skipped: {e}", self.session, self.channel, self.cpu);
+                        crate::log!("{}: bad packet skipped: {e}", self.what);
                         self.stats.bad_packets += 1;
                     }
                 }
             }
             if let Err(e) = buffer.put_subbuf(sb) {
-                crate::log!("{}/{} cpu {}: releasing sub-buffer failed ({e}); this stream is no longer read", self.session, self.channel, self.cpu);
+                crate::log!("{}: releasing sub-buffer failed ({e}); this stream is no longer read", self.what);
                 self.broken = true;
                 break;
             }
@@ -355,87 +343,74 @@ impl Stream {
 
     /// The session's output failed at `path`: stop every stream of the session (this one
     /// now, the others at their next packet) and say so once, clearly.
-    fn output_failed(&mut self, path: &std::path::Path, e: &std::io::Error) {
+    fn output_failed(&mut self, path: &Path, e: &std::io::Error) {
         let what = if e.raw_os_error() == Some(libc::ENOSPC) { "disk full" } else { "write error" };
         let msg = format!("{what} writing {}: {e}", path.display());
         if self.output_error.set(msg.clone()) {
             crate::log!("session {}: {msg}; the session's output is stopped (every packet already written is kept, whole); other sessions go on", self.session);
         }
-        self.writer = None;
-    }
-
-    /// Closes the current piece and starts the next (`--tracefile-size`), removing the
-    /// oldest past `--tracefile-count`. On failure the stream's files are closed.
-    fn next_piece(&mut self) {
-        self.writer = None;
-        let k = self.files.current + 1;
-        match self.files.create(k) {
-            Ok(w) => {
-                self.writer = Some(w);
-                self.files.current = k;
-            }
-            Err(e) => {
-                crate::log!("{}/{} cpu {}: {e}; stream closed", self.session, self.channel, self.cpu);
-                return;
-            }
-        }
-        while self.files.max_count > 0 && self.files.current - self.files.oldest + 1 > self.files.max_count {
-            let name = self.files.name(self.files.oldest);
-            let _ = std::fs::remove_file(self.files.dir.join(&name));
-            let _ = std::fs::remove_file(self.files.dir.join("index").join(format!("{name}.idx")));
-            self.files.oldest += 1;
+        if let Sink::Files(f) = &mut self.sink {
+            f.close();
         }
     }
 
-    /// Ends the current trace chunk (`ust rotate`): a reader-side switch and a drain, so
-    /// that what was recorded so far is on disk, then every piece of the stream is moved
-    /// into `to` (a process directory of an archive) and fresh files are started (piece 0)
-    /// where they were, unless the stream is finished.
+    /// Ends the current trace chunk (`ust rotate`, `ust clear`): a reader-side switch and
+    /// a drain, so that what was recorded so far is on disk, then every piece of the stream
+    /// is moved into `to` (a process directory of an archive) and fresh files are started
+    /// (piece 0) where they were, unless the stream is finished. Nothing to do for a stream
+    /// that writes no file (network and snapshot sessions: their callers refuse them).
     ///
     /// # Errors
-    /// The I/O error of the move or of creating the new files.
-    pub fn rotate_chunk(&mut self, to: &std::path::Path) -> std::io::Result<()> {
+    /// The I/O error of the move or of creating the new files, naming the stream's file.
+    pub fn rotate_chunk(&mut self, to: &Path) -> std::io::Result<()> {
+        if !matches!(self.sink, Sink::Files(_)) {
+            return Ok(());
+        }
         if !self.finished {
             self.flush();
             self.drain();
         }
-        self.writer = None;
-        self.files.move_to(to)?;
-        self.files.current = 0;
-        self.files.oldest = 0;
-        if !self.finished {
-            self.writer = Some(self.files.create(0)?);
-        }
-        Ok(())
+        let reopen = !self.finished;
+        let Sink::Files(f) = &mut self.sink else { return Ok(()) };
+        f.rotate(to, reopen).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", f.files.base)))
     }
 
+    /// Writes one validated packet where the stream's packets go; false when it was not
+    /// written (counted in `unwritten_packets`).
     fn write_packet(&mut self, info: &PacketInfo, packet: &[u8]) -> bool {
-        if let Some(r) = self.relay.as_mut() {
+        let stopped = self.output_error.get().is_some();
+        let appended = match &mut self.sink {
             // A network session: the packet goes to the relay daemon, not to a file.
-            if self.output_error.get().is_some() || !r.send(info, packet) {
-                self.stats.unwritten_packets += 1;
-                return false;
+            Sink::Relay(r) => {
+                if stopped || !r.send(info, packet) {
+                    Appended::Closed
+                } else {
+                    Appended::Written
+                }
             }
-            self.count_written(info, packet.len());
-            return true;
-        }
-        if self.output_error.get().is_some() {
-            self.writer = None;
-        }
-        if self.files.max_size > 0 && self.writer.as_ref().is_some_and(|w| !w.is_empty() && w.len() + packet.len() as u64 > self.files.max_size) {
-            self.next_piece();
-        }
-        let Some(writer) = self.writer.as_mut() else {
-            self.stats.unwritten_packets += 1;
-            return false;
+            Sink::Files(f) => {
+                if stopped {
+                    f.close();
+                }
+                f.append(packet, info, &self.what)
+            }
+            Sink::SnapshotOnly => Appended::Closed,
         };
-        if let Err(e) = writer.append(packet, info) {
-            self.output_failed(&e.path, &e.error);
-            self.stats.unwritten_packets += 1;
-            return false;
+        match appended {
+            Appended::Written => {
+                self.count_written(info, packet.len());
+                true
+            }
+            Appended::Closed => {
+                self.stats.unwritten_packets += 1;
+                false
+            }
+            Appended::Failed(e) => {
+                self.output_failed(&e.path, &e.error);
+                self.stats.unwritten_packets += 1;
+                false
+            }
         }
-        self.count_written(info, packet.len());
-        true
     }
 
     /// Counts a packet written (to a file or the relay daemon).
@@ -477,9 +452,9 @@ impl Stream {
 
     /// Writes a packet with a header and context only (no event): at `timestamp`, with
     /// sequence number `seq` and the cumulative `events_discarded`. The closing packet,
-    /// and a live stream's first packet ([`crate::ops::relay::live`]). False when it was not
+    /// and a live stream's first packet ([`Stream::live_tick`]). False when it was not
     /// written.
-    pub fn write_empty_packet(&mut self, timestamp: u64, seq: u64, events_discarded: u64) -> bool {
+    fn write_empty_packet(&mut self, timestamp: u64, seq: u64, events_discarded: u64) -> bool {
         let mut header = [0u8; HEADER_SIZE];
         ringbuffer::PacketLayout::write_end(
             &CtfPacketLayout,
@@ -497,7 +472,7 @@ impl Stream {
         let info = match PacketInfo::parse(&header, &self.identity) {
             Ok(i) => i,
             Err(e) => {
-                crate::log!("{}/{} cpu {}: empty packet not written: {e}", self.session, self.channel, self.cpu);
+                crate::log!("{}: empty packet not written: {e}", self.what);
                 return false;
             }
         };
@@ -517,8 +492,8 @@ impl Stream {
     /// marked broken, logged, and never accessed again). Always true for a sealed memfd.
     /// The check runs before each access; a file shrunk during one access faults, and the
     /// SIGBUS handler of [`crate::ops::sigbus`] turns that into zero pages the reader skips.
-    pub fn shm_intact(&mut self) -> bool {
-        let Some((f, size)) = self.shm_file.as_ref() else { return true };
+    fn shm_intact(&mut self) -> bool {
+        let Some((f, size)) = self.shm.file.as_ref() else { return true };
         if self.broken {
             return false;
         }
@@ -526,10 +501,8 @@ impl Stream {
             Ok(m) if m.len() >= *size => true,
             r => {
                 crate::log!(
-                    "{}/{} cpu {}: buffer file shrunk or unreadable ({}); this stream is no longer read",
-                    self.session,
-                    self.channel,
-                    self.cpu,
+                    "{}: buffer file shrunk or unreadable ({}); this stream is no longer read",
+                    self.what,
                     r.map(|m| format!("{} bytes, {size} needed", m.len())).unwrap_or_else(|e| e.to_string())
                 );
                 self.broken = true;
@@ -576,13 +549,18 @@ impl Stream {
         if writers_dead {
             // A shared buffer: complete what dead writers left open first, so the records
             // after their slots are kept (every writer is gone or has confirmed).
-            crate::ops::dead_writers::complete_all(self);
+            self.look_for_dead_writers(None);
         }
         self.drain();
         self.refresh_counters();
-        if writers_dead && !self.broken && self.shm_intact() && (self.writer.is_some() || self.relay.is_some()) {
+        let open = match &self.sink {
+            Sink::Files(f) => f.is_open(),
+            Sink::Relay(_) => true,
+            Sink::SnapshotOnly => false,
+        };
+        if writers_dead && !self.broken && self.shm_intact() && open {
             if let Some(b) = self.buffer.take() {
-                let what = format!("{}/{} cpu {}", self.session, self.channel, self.cpu);
+                let what = self.what.clone();
                 let events = self.events.clone();
                 let identity = self.identity;
                 let mut out = HeldCopy::new(&identity, &events).with_context_size(self.context_size);
@@ -616,33 +594,64 @@ impl Stream {
                 }
             }
         }
-        if !self.broken && !self.snapshot_only {
+        let snapshot_only = matches!(self.sink, Sink::SnapshotOnly);
+        if !self.broken && !snapshot_only {
             self.write_closing_packet();
         }
-        if !writers_dead && !self.snapshot_only {
+        if !writers_dead && !snapshot_only {
             if let Some(b) = self.buffer.as_ref() {
                 let c = b.counters();
                 let pending = c.write.wrapping_sub(c.consumed);
                 if pending > 0 && pending <= b.config().subbuf_size * b.config().num_subbuf as u64 {
                     self.stats.undelivered_bytes = pending;
-                    crate::log!("{}/{} cpu {}: {pending} bytes in sub-buffers a live writer has not completed; skipped", self.session, self.channel, self.cpu);
+                    crate::log!("{}: {pending} bytes in sub-buffers a live writer has not completed; skipped", self.what);
                 }
             }
         }
         self.buffer = None;
-        self.shm_guard = None;
-        self.writer = None;
-        // The relay daemon closes the stream once it has its last packet; a live viewer
-        // then sees the stream end.
-        if let Some(r) = self.relay.as_mut() {
-            r.close();
+        self.shm.guard = None;
+        match &mut self.sink {
+            Sink::Files(f) => f.close(),
+            // The relay daemon closes the stream once it has its last packet; a live
+            // viewer then sees the stream end.
+            Sink::Relay(r) => r.close(),
+            Sink::SnapshotOnly => {}
         }
         self.finished = true;
     }
 
-    /// The buffer, while the stream is not finished (snapshots, post-mortem dumps). Call
-    /// [`Stream::shm_intact`] first.
-    pub fn buffer(&self) -> Option<&Buffer> {
+    /// Flushes the buffer and hands it out for a copy of the packets it holds (snapshots,
+    /// post-mortem dumps); `None` for a finished or broken stream, or one whose
+    /// `--shm-path` file was shrunk.
+    pub fn flushed_buffer(&mut self) -> Option<&Buffer> {
+        if self.finished || self.broken {
+            return None;
+        }
+        self.flush();
+        if !self.shm_intact() {
+            return None;
+        }
         self.buffer.as_ref()
+    }
+
+    /// `ust clear` of a snapshot session: flushes the buffer and releases every packet it
+    /// holds unread. Returns the sub-buffers discarded.
+    pub fn discard_held(&mut self) -> u64 {
+        if self.finished && self.buffer.is_none() {
+            return 0;
+        }
+        self.flush();
+        if !self.shm_intact() {
+            return 0;
+        }
+        let Some(b) = self.buffer.as_ref() else { return 0 };
+        let mut emptied = 0;
+        while let Ok(Some(sb)) = b.get_subbuf() {
+            if b.put_subbuf(sb).is_err() {
+                break;
+            }
+            emptied += 1;
+        }
+        emptied
     }
 }

@@ -217,7 +217,7 @@ fn add_events(session: &Session, t: &mut ProcessTrace, events: &[EventDesc], who
     }
     // A brief hold of each stream (the drain holds one only while it copies packets).
     for s in &t.streams {
-        s.lock().unwrap_or_else(|e| e.into_inner()).events = all.clone();
+        s.lock().unwrap_or_else(|e| e.into_inner()).set_events(all.clone());
     }
     t.events = all;
 }
@@ -351,10 +351,10 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
                     live,
                     clock,
                     relay: relay_streams.pop(),
+                    context_size: ust_core::context::block_size(&ch.contexts),
+                    dead_watch: Some(crate::ops::dead_writers::Watch::new(deaths.clone(), ust_core::context::block_size(&ch.contexts))),
                 };
-                let mut stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files".into()))?;
-                stream.context_size = ust_core::context::block_size(&ch.contexts);
-                stream.dead_watch = Some(crate::ops::dead_writers::Watch::new(deaths.clone(), ust_core::context::block_size(&ch.contexts)));
+                let stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files".into()))?;
                 streams.push(Arc::new(Mutex::new(stream)));
                 chan_fds.push(fd);
             }

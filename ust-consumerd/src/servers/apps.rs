@@ -247,7 +247,7 @@ pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<Eve
     // before any mask enables the new events; stream locks are taken outside the state lock.
     drop(st);
     for s in &streams {
-        s.lock().unwrap_or_else(|e| e.into_inner()).events = all.clone();
+        s.lock().unwrap_or_else(|e| e.into_inner()).set_events(all.clone());
     }
     let mut st = daemon.lock();
     crate::ops::triggers::attach_app(&mut st, app_id);

@@ -35,29 +35,10 @@ pub fn pass(streams: &[Arc<Mutex<Stream>>], now: Instant) -> Instant {
     let mut next = now + MAX_SLEEP;
     for s in streams {
         let Ok(mut s) = s.try_lock() else { continue };
-        if s.finished {
+        if s.is_finished() {
             continue;
         }
-        if let Some(period) = s.switch_period {
-            if now >= s.next_switch {
-                s.flush();
-                s.next_switch = now + period;
-            }
-            next = next.min(s.next_switch);
-        }
-        if let Some(t) = crate::ops::relay::live::next_tick(&s) {
-            crate::ops::relay::live::tick(&mut s, now);
-            next = next.min(crate::ops::relay::live::next_tick(&s).unwrap_or(t));
-        }
-        crate::ops::dead_writers::check(&mut s, now);
-        if now >= s.next_read {
-            let n = s.drain();
-            // A stream that had half its ring or more waiting is read again sooner: the
-            // read period adapts to bursts instead of letting the writer discard.
-            let busy = n.saturating_mul(2) >= u64::from(s.num_subbuf);
-            s.next_read = now + if busy { (s.read_period / 4).max(Duration::from_millis(1)) } else { s.read_period };
-        }
-        next = next.min(s.next_read);
+        next = next.min(s.on_timers(now));
     }
     next
 }

@@ -14,8 +14,8 @@ fn pending_set(ss: &SessionState) -> (Vec<u64>, Vec<(u64, u64)>) {
             let s = s.lock().unwrap_or_else(|e| e.into_inner());
             // A closed stream is not asked about (the relay may have forgotten it):
             // END_DATA_PENDING covers it until it has its last packet.
-            if let Some(r) = s.relay.as_ref().filter(|r| !r.is_closed()) {
-                streams.push((r.handle, r.last_seq()));
+            if let Some(pending) = s.relay_pending() {
+                streams.push(pending);
             }
         }
     }
@@ -39,8 +39,8 @@ pub fn wait_session_received(daemon: &Daemon, name: &str) {
     let mut streams = Vec::new();
     for (_, ss) in &traces {
         for s in ss {
-            if let Some(r) = s.lock().unwrap_or_else(|e| e.into_inner()).relay.as_ref().filter(|r| !r.is_closed()) {
-                streams.push((r.handle, r.last_seq()));
+            if let Some(pending) = s.lock().unwrap_or_else(|e| e.into_inner()).relay_pending() {
+                streams.push(pending);
             }
         }
     }

@@ -16,7 +16,6 @@
 //!
 //! - [`wire`]: the bytes of each command and reply.
 //! - [`conn`]: the two connections and the commands on them.
-//! - [`live`]: the live timer (flushes and beacons).
 //! - [`finish`]: data pending at `stop`, closing at `destroy`.
 //! - [`snapshot`]: `ust snapshot record` to a relay daemon.
 //! - here: [`RelayOutput`], a session's connection shared by its streams, which turns the
@@ -29,7 +28,6 @@
 
 pub mod conn;
 pub mod finish;
-pub mod live;
 pub mod snapshot;
 pub mod wire;
 
@@ -255,7 +253,7 @@ pub struct RelayStream {
     /// Sequence number of the next packet (from 0, per stream).
     pub next_seq: u64,
     closed: bool,
-    /// A live session's timer period ([`live`]).
+    /// A live session's timer period (the stream's live timer, run by the drain loop).
     pub live_period: Option<Duration>,
     /// When the live timer next fires for this stream.
     pub next_live: Instant,

@@ -76,27 +76,19 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>, url: Option<Ne
             .iter()
             .map(|s| {
                 let s = s.lock().unwrap_or_else(|e| e.into_inner());
-                (ust_ctf::stream_file_name(&s.channel, s.cpu), 0, 0)
+                (s.file_name(), 0, 0)
             })
             .collect();
         let (meta, mut relay_streams) = out.add_trace(&src.rel.to_string_lossy(), &src.metadata, &names)?;
         for (s, r) in src.streams.iter().zip(relay_streams.iter_mut()) {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            if s.finished || s.broken {
-                r.close();
-                continue;
-            }
+            let (identity, context_size) = (*s.identity(), s.context_size());
             // The packet being filled is closed so that the newest records are in.
-            s.flush();
-            if !s.shm_intact() {
-                r.close();
-                continue;
-            }
-            let Some(buffer) = s.buffer() else {
+            let Some(buffer) = s.flushed_buffer() else {
                 r.close();
                 continue;
             };
-            let mut held = HeldCopy::new(&s.identity, &src.events).with_context_size(s.context_size);
+            let mut held = HeldCopy::new(&identity, &src.events).with_context_size(context_size);
             copy_held_packets(buffer, &mut held, src.dead, max_packets, &mut |info, packet| if r.send(info, packet) { Ok(()) } else { Err(failed()) })?;
             r.close();
             report.packets += held.report.packets;

@@ -156,7 +156,7 @@ pub(super) fn rotate_chunk(daemon: &Daemon, name: &str, last: bool) -> Res<PathB
         std::fs::copy(dir.join("metadata"), dest.join("metadata")).map_err(|e| format!("cannot copy {}/metadata: {e}", dir.display()))?;
         for s in &streams {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            s.rotate_chunk(&dest).map_err(|e| format!("rotating {}/{}: {e}", dir.display(), s.files.base))?;
+            s.rotate_chunk(&dest).map_err(|e| format!("rotating {}/{e}", dir.display()))?;
         }
         if gone {
             let _ = std::fs::remove_dir_all(&dir);
@@ -316,9 +316,9 @@ pub(super) fn finish_report(name: &str, ss: SessionState, archives: Vec<PathBuf>
         for s in &t.streams {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
             finish_stream(&mut s, t.gone || dead.contains(id));
-            stats.discarded = stats.discarded.saturating_add(s.stats.discarded);
-            stats.packets = stats.packets.saturating_add(s.stats.packets);
-            stats.bad_packets = stats.bad_packets.saturating_add(s.stats.bad_packets);
+            stats.discarded = stats.discarded.saturating_add(s.stats().discarded);
+            stats.packets = stats.packets.saturating_add(s.stats().packets);
+            stats.bad_packets = stats.bad_packets.saturating_add(s.stats().bad_packets);
         }
         traces.push(TraceReport {
             pid: t.pid,

@@ -75,14 +75,14 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
     };
     for s in per_channel {
         let s = s.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = d.channels.iter_mut().find(|c| c.name == s.channel) {
+        if let Some(c) = d.channels.iter_mut().find(|c| c.name == s.channel()) {
             // Stats derive from app-writable memory: saturate, never overflow.
-            c.discarded = c.discarded.saturating_add(s.stats.discarded);
-            c.packets = c.packets.saturating_add(s.stats.packets);
-            c.bytes = c.bytes.saturating_add(s.stats.bytes);
-            c.bad_packets = c.bad_packets.saturating_add(s.stats.bad_packets);
-            c.overwritten = c.overwritten.saturating_add(s.stats.overwritten);
-            c.lost_packets = c.lost_packets.saturating_add(s.stats.lost_packets);
+            c.discarded = c.discarded.saturating_add(s.stats().discarded);
+            c.packets = c.packets.saturating_add(s.stats().packets);
+            c.bytes = c.bytes.saturating_add(s.stats().bytes);
+            c.bad_packets = c.bad_packets.saturating_add(s.stats().bad_packets);
+            c.overwritten = c.overwritten.saturating_add(s.stats().overwritten);
+            c.lost_packets = c.lost_packets.saturating_add(s.stats().lost_packets);
         }
     }
     Some(d)
