@@ -129,7 +129,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     let daemon = Arc::new(Daemon::new(dir.clone()));
     spawn_acceptor(daemon.clone(), app_listener, Kind::App);
     spawn_acceptor(daemon.clone(), ctl_listener, Kind::Ctl);
-    crate::ops::triggers::spawn_watch(daemon.clone());
+    crate::servers::trigger_watch::spawn_watch(daemon.clone());
     if let Some(l) = kview_listener {
         let limits = crate::servers::kview::Limits { per_user: opts.kernel_view_max_per_user as usize, total: opts.kernel_view_max_total as usize };
         crate::log!("kernel view for users: {policy:?}, at most {} per user and {} in all", limits.per_user, limits.total);
@@ -148,7 +148,7 @@ pub fn run(opts: Options) -> anyhow::Result<()> {
     });
     daemon.request_shutdown();
     crate::log!("shutting down");
-    crate::servers::control::destroy_all(&daemon);
+    crate::servers::control::lifecycle::destroy_all(&daemon);
     if inode(&ctl_path) == ctl_ino {
         let _ = std::fs::remove_file(&ctl_path);
         let _ = std::fs::remove_file(&app_path);
@@ -278,7 +278,7 @@ fn spawn_acceptor(daemon: Arc<Daemon>, listener: UnixListener, kind: Kind) {
                         if kind == Kind::App {
                             let _ = ust_core::protocol::send(&s, &ust_core::protocol::DaemonMessage::Refused { reason }, &[]);
                         } else {
-                            crate::servers::control::reply_error(&s, &reason);
+                            crate::servers::control::server::reply_error(&s, &reason);
                         }
                     }
                     spare = std::fs::File::open("/dev/null").ok();
@@ -307,19 +307,19 @@ fn spawn_acceptor(daemon: Arc<Daemon>, listener: UnixListener, kind: Kind) {
                     let reason = format!("uid {uid} may not register with the daemon of uid {}", daemon.uid);
                     let _ = ust_core::protocol::send(&sock, &ust_core::protocol::DaemonMessage::Refused { reason }, &[]);
                 } else if daemon.uid == 0 {
-                    crate::servers::control::reply_error(
+                    crate::servers::control::server::reply_error(
                         &sock,
                         "permission denied: root's daemon takes control commands from root and members of group tracing only",
                     );
                 } else {
-                    crate::servers::control::reply_error(&sock, "permission denied: this daemon accepts only its own user");
+                    crate::servers::control::server::reply_error(&sock, "permission denied: this daemon accepts only its own user");
                 }
                 continue;
             }
             let d = daemon.clone();
             let r = std::thread::Builder::new().name(format!("{name}-{pid}")).spawn(move || match kind {
                 Kind::App => crate::servers::apps::serve(d, sock, pid, uid),
-                Kind::Ctl => crate::servers::control::serve(d, sock),
+                Kind::Ctl => crate::servers::control::server::serve(d, sock),
             });
             if let Err(e) = r {
                 crate::log!("{name}: cannot start a thread: {e}");

@@ -63,7 +63,7 @@ fn scribbled_case(before: u64, scribbles: &[(u32, u64, bool)], after: u64) {
     let mut session = Session::new("fz".into(), out.path().to_path_buf(), None);
     session.channels.push(Channel::new("ch", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
     let info = ProcessInfo { pid: 77, procname: "fz", ncpus: 1, registered: 0, events: &events, tsc: None };
-    let (trace, fds) = create_process_trace(&session, &info, &mut 0, &mut Default::default()).unwrap();
+    let (trace, fds) = create_process_trace(&session, None, &info, &mut 0, &mut Default::default()).unwrap();
     let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
     let map = memmap2::MmapOptions::new().map_raw(&f).unwrap();
     let len = map.len();
@@ -208,7 +208,7 @@ fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
     let mut traces = Vec::new();
     for pid in [77, 78] {
         let info = ProcessInfo { pid, procname: "hd", ncpus: 1, registered: 0, events: &events, tsc: None };
-        let (trace, fds) = create_process_trace(&session, &info, &mut 0, &mut Default::default()).unwrap();
+        let (trace, fds) = create_process_trace(&session, None, &info, &mut 0, &mut Default::default()).unwrap();
         let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
         let map = memmap2::MmapOptions::new().map_raw(&f).unwrap();
         let (base, len) = (map.as_mut_ptr(), map.len());
@@ -274,7 +274,7 @@ fn scribbled_packet_control_words_cost_that_packet_only() {
     let mut session = Session::new("cw".into(), out.path().to_path_buf(), None);
     session.channels.push(Channel::new("ch", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
     let info = ProcessInfo { pid: 79, procname: "cw", ncpus: 1, registered: 0, events: &events, tsc: None };
-    let (trace, fds) = create_process_trace(&session, &info, &mut 0, &mut Default::default()).unwrap();
+    let (trace, fds) = create_process_trace(&session, None, &info, &mut 0, &mut Default::default()).unwrap();
     std::fs::write(trace.dir.join("metadata"), &trace.metadata).unwrap();
     let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
     let buf = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap();

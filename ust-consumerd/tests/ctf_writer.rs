@@ -82,7 +82,7 @@ fn every_field_type_round_trips_through_babeltrace2() {
     session.channels.push(Channel::new("chan", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
     let mut next = 0;
     let info = ProcessInfo { pid: 4242, procname: "writer", ncpus: 1, registered: 0, events: &events, tsc: None };
-    let (trace, fds) = create_process_trace(&session, &info, &mut next, &mut Default::default()).unwrap();
+    let (trace, fds) = create_process_trace(&session, None, &info, &mut next, &mut Default::default()).unwrap();
     let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
     let buf = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap();
     for round in 0..40 {

@@ -225,7 +225,7 @@ fn seeds() -> Vec<Vec<u8>> {
 /// is checked, and one that passes the check renders metadata.
 fn decode_everything(bytes: &[u8]) {
     if let Ok((AppMessage::Register(r), _)) = protocol::recv::<AppMessage>(&fed(bytes)) {
-        if ust_consumerd::servers::apps::check_registration(&r).is_ok() {
+        if ust_consumerd::model::app::check_registration(&r).is_ok() {
             let _ = ust_ctf::metadata::render(&ust_ctf::metadata::TraceMetadata {
                 uuid: [0; 16],
                 clock_offset_ns: 0,

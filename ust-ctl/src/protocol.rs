@@ -158,7 +158,7 @@ pub enum Command {
     /// or with `all` empty it (nothing is recorded) ([`VpidTracker::untrack`], LTTng
     /// 2.13's `lttng untrack --userspace --vpid`). The processes concerned have confirmed
     /// that their events are off for the session (or did not answer within
-    /// `ust_consumerd::servers::control::SYNC_TIMEOUT`) before the answer, [`Payload::Tracker`].
+    /// `ust_consumerd::ops::sync::SYNC_TIMEOUT`) before the answer, [`Payload::Tracker`].
     UntrackVpid {
         /// Session.
         session: Option<String>,

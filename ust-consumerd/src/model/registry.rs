@@ -22,8 +22,8 @@ use ust_core::event_header::FIRST_EVENT_ID;
 use ust_core::EventDesc;
 
 /// Most events one per-UID trace declares (the same bound as a process's,
-/// [`crate::servers::apps::MAX_EVENTS`]).
-pub const MAX_SHARED_EVENTS: usize = crate::servers::apps::MAX_EVENTS;
+/// [`crate::model::app::MAX_EVENTS`]).
+pub const MAX_SHARED_EVENTS: usize = crate::model::app::MAX_EVENTS;
 
 /// The events of one per-UID trace.
 #[derive(Debug, Default)]

@@ -94,14 +94,11 @@ pub struct Session {
     /// Which processes the session records (`ust track/untrack --vpid`): every one by
     /// default.
     pub vpid_tracker: VpidTracker,
-    /// A network session (`--set-url net://…`): its connection to the relay daemon,
-    /// which receives every packet instead of the output directory ([`crate::ops::relay`]).
-    pub relay: Option<std::sync::Arc<crate::ops::relay::RelayOutput>>,
     /// A snapshot session's network output (`create --snapshot --set-url`, `snapshot
     /// add-output URL`): where `ust snapshot record` sends snapshots.
     pub snapshot_url: Option<ust_ctl::url::NetworkUrl>,
     /// Who owns the buffers of every channel (`--buffers-pid`, the default, or
-    /// `--buffers-uid`): per-process traces, or one per user ([`crate::ops::uid_trace`]).
+    /// `--buffers-uid`): per-process traces, or one per user.
     pub buffers: BufferOwnership,
     /// Which users' processes it records (`ust track/untrack --vuid`): every one by default.
     pub vuid_tracker: ust_ctl::trackers::IdTracker,
@@ -161,7 +158,6 @@ impl Session {
             clock: None,
             tsc: None,
             vpid_tracker: VpidTracker::All,
-            relay: None,
             snapshot_url: None,
             buffers: BufferOwnership::Pid,
             vuid_tracker: Default::default(),

@@ -27,7 +27,7 @@ pub fn clear(daemon: &Daemon, name: &str) -> Result<(), String> {
     let (snapshot, output, jobs) = {
         let mut st = daemon.lock();
         let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
-        if ss.session.relay.is_some() {
+        if ss.relay.is_some() {
             // Its files are the relay daemon's: there is nothing here to clear.
             return Err(format!("session {name} streams to a relay daemon: clearing network sessions is not supported"));
         }

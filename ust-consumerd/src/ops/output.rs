@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::model::session::Session;
-use crate::ops::process_trace::buffer_config;
+use crate::ops::trace::buffer_config;
 
 /// Creates `dir` (and its parents) and proves it takes files: a probe file is created,
 /// written and removed, as the daemon will do for every stream file.

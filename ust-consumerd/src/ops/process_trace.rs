@@ -5,7 +5,8 @@
 //!
 //! The daemon creates every buffer (docs/DESIGN.md#buffers), with [`ringbuffer::shm`]:
 //! a sealed, fully backed `memfd`, or with `--shm-path` a backed file under the session's
-//! shm directory next to the plain-text metadata, [`EVENTS_FILE`] and [`CONTEXTS_FILE`], for
+//! shm directory next to the plain-text metadata, [`ust_ctf::held::EVENTS_FILE`] and
+//! [`ust_ctf::held::CONTEXTS_FILE`], for
 //! `ust crash-dump`.
 //! The descriptor goes to the application; the daemon keeps its own mapping so that it can
 //! flush and drain after the application died.
@@ -14,123 +15,14 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use ringbuffer::{BufferConfig, Mode, StreamIdentity};
+use ringbuffer::StreamIdentity;
 use ust_core::clock::TraceClock;
-use ust_core::packet::HEADER_SIZE;
 use ust_core::EventDesc;
-use ust_ctf::held::{CONTEXTS_FILE, EVENTS_FILE};
 
-use crate::model::session::ChannelConfig;
+use crate::model::session::Session;
+use crate::ops::relay::RelayOutput;
 use crate::ops::stream::{Stream, StreamSetup, StreamShm, TraceFiles};
-
-/// Errors while setting up buffers and files.
-#[derive(Debug, thiserror::Error)]
-pub enum SetupError {
-    /// A system call or file operation failed.
-    #[error("{what}: {source}")]
-    Io {
-        /// What was being done.
-        what: String,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// The ring buffer refused the geometry.
-    #[error("buffer layout: {0}")]
-    Layout(String),
-    /// A buffer's shared memory could not be created or backed.
-    #[error(transparent)]
-    Shm(#[from] ringbuffer::shm::ShmError),
-}
-
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SetupError {
-    let what = what.into();
-    move |source| SetupError::Io { what, source }
-}
-
-/// Every stream of one process in one session.
-#[derive(Debug)]
-pub struct ProcessTrace {
-    /// Process id.
-    pub pid: i32,
-    /// Process name.
-    pub procname: String,
-    /// The trace directory (`<output>/ust/pid/<procname>-<pid>-<stamp>`); in a snapshot
-    /// session it is not created, and its last component names the process's directory
-    /// in each snapshot.
-    pub dir: PathBuf,
-    /// The trace's metadata text (written again into every snapshot).
-    pub metadata: String,
-    /// Post-mortem trace written when the process died abnormally (snapshot sessions).
-    pub post_mortem: Option<PathBuf>,
-    /// The process is gone but its buffers are kept (it died abnormally in a snapshot
-    /// session): snapshots include it until the session is destroyed.
-    pub retained: bool,
-    /// Trace UUID.
-    pub uuid: [u8; 16],
-    /// Mask slot of each channel in the process (index = channel index).
-    pub slots: Vec<Option<u32>>,
-    /// Streams, channel-major then CPU.
-    pub streams: Vec<Arc<Mutex<Stream>>>,
-    /// The process's events (for the record walker of `ust trace`).
-    pub events: Arc<[EventDesc]>,
-    /// Size of each channel's event context block in bytes (index = stream class id).
-    pub context_sizes: Vec<usize>,
-    /// TSC parameters of the trace clock (`None`: `CLOCK_MONOTONIC`), sent with every
-    /// channel grant.
-    pub tsc: Option<ust_core::clock::TscParams>,
-    /// The process is gone and its streams are finished.
-    pub gone: bool,
-    /// Gone, and every file moved into an archive by `ust rotate`: nothing left here.
-    pub archived: bool,
-    /// Its `--shm-path` directory (buffer files, metadata, event list), if any.
-    pub shm_dir: Option<PathBuf>,
-    /// A network session's metadata stream of this trace on the relay daemon (then
-    /// [`ProcessTrace::dir`] is not created: the relay daemon writes the trace).
-    pub relay: Option<crate::ops::relay::RelayMetadata>,
-    /// What a per-UID trace has besides ([`crate::ops::uid_trace`]); `None` for a process's.
-    pub shared: Option<Box<crate::ops::uid_trace::Shared>>,
-}
-
-/// The event lists of the daemon's process traces, shared: processes of one program
-/// register the same descriptions, and a session keeps the traces of gone processes until
-/// it is destroyed, so a thousand short-lived processes keep one list, not a thousand
-/// (the daemon's memory stays bounded by what is live plus a few hundred bytes per gone
-/// process).
-#[derive(Debug, Default)]
-pub struct EventTables {
-    by_hash: std::collections::HashMap<u64, Vec<std::sync::Weak<[EventDesc]>>>,
-}
-
-impl EventTables {
-    /// Most tables kept: beyond it, lists that no trace holds any more are dropped.
-    const PRUNE_AT: usize = 1024;
-
-    /// The shared copy of `events` (made now if no trace holds an equal list).
-    pub fn share(&mut self, events: &[EventDesc]) -> Arc<[EventDesc]> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        for e in events {
-            e.provider.hash(&mut h);
-            e.name.hash(&mut h);
-            e.fields.len().hash(&mut h);
-        }
-        let key = h.finish();
-        if self.by_hash.len() >= Self::PRUNE_AT {
-            self.by_hash.retain(|_, v| {
-                v.retain(|w| w.strong_count() > 0);
-                !v.is_empty()
-            });
-        }
-        let bucket = self.by_hash.entry(key).or_default();
-        if let Some(found) = bucket.iter().filter_map(|w| w.upgrade()).find(|a| **a == *events) {
-            return found;
-        }
-        bucket.retain(|w| w.strong_count() > 0);
-        let fresh: Arc<[EventDesc]> = events.to_vec().into();
-        bucket.push(Arc::downgrade(&fresh));
-        fresh
-    }
-}
+use crate::ops::trace::{announce_to_relay, buffer_config, io, render_trace_metadata, write_shm_set, EventTables, ProcessTrace, SetupError};
 
 /// What [`create_process_trace`] needs to know about the process.
 #[derive(Debug, Clone)]
@@ -157,7 +49,8 @@ pub struct ProcessInfo<'a> {
 /// # Errors
 /// [`SetupError`] for the first failure; the trace directory is then removed.
 pub fn create_process_trace(
-    session: &crate::model::session::Session,
+    session: &Session,
+    relay: Option<&Arc<RelayOutput>>,
     p: &ProcessInfo<'_>,
     next_instance: &mut u64,
     tables: &mut EventTables,
@@ -165,9 +58,9 @@ pub fn create_process_trace(
     let want = ust_ctf::process_dir(&session.output, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered));
     // A snapshot session writes nothing as it runs: its trace directories are made by
     // each snapshot (`crate::ops::snapshot`); a network session's are made by the relay daemon.
-    let live = !session.snapshot && session.relay.is_none();
+    let live = !session.snapshot && relay.is_none();
     let dir = if live { new_trace_dir(&want)? } else { want };
-    let r = fill_process_trace(session, p, next_instance, tables, dir.clone());
+    let r = fill_process_trace(session, relay, p, next_instance, tables, dir.clone());
     if r.is_err() {
         // No half-made trace left behind for readers to trip on (metadata without streams,
         // a stream file without its index): the directory is new and ours. The same for
@@ -183,7 +76,8 @@ pub fn create_process_trace(
 }
 
 fn fill_process_trace(
-    session: &crate::model::session::Session,
+    session: &Session,
+    relay: Option<&Arc<RelayOutput>>,
     p: &ProcessInfo<'_>,
     next_instance: &mut u64,
     tables: &mut EventTables,
@@ -193,7 +87,7 @@ fn fill_process_trace(
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let text = render_metadata(session, p, uuid);
     let clock = p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
-    let (relay_meta, mut relay_streams) = announce_to_relay(session, p.ncpus, &relay_trace_path(&dir), &text)?;
+    let (relay_meta, mut relay_streams) = announce_to_relay(session, relay, p.ncpus, &relay_trace_path(&dir), &text)?;
     if live && relay_meta.is_none() {
         ust_ctf::metadata::write_atomically(&dir, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
     }
@@ -281,57 +175,8 @@ fn fill_process_trace(
     Ok((trace, fds))
 }
 
-/// Writes (or rewrites) what `ust crash-dump` needs beside the buffer files of a
-/// `--shm-path` buffer set `d`: the trace's `metadata`, [`EVENTS_FILE`] (`events`, in id
-/// order) and [`CONTEXTS_FILE`] (`context_sizes`, bytes per stream class), each as a
-/// temporary file renamed into place, so a crash at any moment leaves the old or the new
-/// version, never half of one. Called when a trace is made and, for a per-UID trace, each
-/// time its registry grows (before the new ids are used).
-///
-/// # Errors
-/// [`SetupError::Io`] naming the file.
-pub(crate) fn write_shm_set(d: &std::path::Path, metadata: &str, events: &[EventDesc], context_sizes: &[usize]) -> Result<(), SetupError> {
-    let json = serde_json::to_vec(events).map_err(|e| SetupError::Layout(e.to_string()))?;
-    write_file_atomically(d, EVENTS_FILE, &json)?;
-    let json = serde_json::to_vec(context_sizes).map_err(|e| SetupError::Layout(e.to_string()))?;
-    write_file_atomically(d, CONTEXTS_FILE, &json)?;
-    ust_ctf::metadata::write_atomically(d, metadata).map_err(io(format!("writing {}/metadata", d.display())))
-}
-
-/// `d/name` ← `bytes`, through `d/.name.tmp` and a rename.
-fn write_file_atomically(d: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), SetupError> {
-    let tmp = d.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, bytes).map_err(io(format!("writing {}", tmp.display())))?;
-    std::fs::rename(&tmp, d.join(name)).map_err(io(format!("renaming {} to {name}", tmp.display())))
-}
-
 /// The relay stream path of the trace whose local directory would be `dir`:
 /// `ust/pid/<procname>-<pid>-<stamp>`, relative to the session on the relay daemon.
-/// A network session's announcement of one trace to the relay daemon: its metadata stream
-/// (sent `metadata`) and one stream per CPU (`0..ncpus`) per channel, under `rel`, before
-/// any buffer exists, so no packet can precede its metadata (as lttng-sessiond announces a
-/// registry's streams). `(None, [])` for a local session. The data streams come back in
-/// reverse order, channel by channel and CPU by CPU, for the caller to `pop` as it makes
-/// the streams in order.
-///
-/// # Errors
-/// [`SetupError::Io`] naming `rel` when the relay connection fails.
-pub(crate) fn announce_to_relay(
-    session: &crate::model::session::Session,
-    ncpus: u32,
-    rel: &str,
-    metadata: &str,
-) -> Result<(Option<crate::ops::relay::RelayMetadata>, Vec<crate::ops::relay::RelayStream>), SetupError> {
-    let Some(out) = &session.relay else { return Ok((None, Vec::new())) };
-    let names: Vec<(String, u64, u64)> = session
-        .channels
-        .iter()
-        .flat_map(|ch| (0..ncpus).map(move |cpu| (ust_ctf::stream_file_name(&ch.name, cpu), ch.config.tracefile_size, ch.config.tracefile_count)))
-        .collect();
-    let (m, s) = out.add_trace(rel, metadata, &names).map_err(|e| SetupError::Io { what: format!("streaming {rel}"), source: std::io::Error::other(e) })?;
-    Ok((Some(m), s.into_iter().rev().collect()))
-}
-
 fn relay_trace_path(dir: &std::path::Path) -> String {
     let leaf = dir.file_name().map(|l| l.to_string_lossy().into_owned()).unwrap_or_default();
     format!("ust/pid/{leaf}")
@@ -358,38 +203,8 @@ fn new_trace_dir(want: &std::path::Path) -> Result<PathBuf, SetupError> {
 /// The TSDL metadata of process `p`'s trace (UUID `uuid`) in `session`: its channels and
 /// contexts, its events, the session's clock offset and the process's trace clock (a
 /// network session sends the same text to the relay daemon).
-pub fn render_metadata(session: &crate::model::session::Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -> String {
+pub fn render_metadata(session: &Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -> String {
     render_trace_metadata(session, uuid, (p.procname, p.pid), None, p.events, p.tsc)
-}
-
-/// The TSDL metadata of one trace of `session` (UUID `uuid`): per process (`owner` is its
-/// procname and pid, `uid` `None`) or per user (`owner` `("", 0)`, `uid` the user's), with
-/// `events` declared and the trace clock of `tsc` (`None`: `CLOCK_MONOTONIC`).
-pub fn render_trace_metadata(
-    session: &crate::model::session::Session,
-    uuid: [u8; 16],
-    owner: (&str, i32),
-    uid: Option<u32>,
-    events: &[EventDesc],
-    tsc: Option<ust_core::clock::TscParams>,
-) -> String {
-    let channels: Vec<String> = session.channels.iter().map(|c| c.name.clone()).collect();
-    let contexts: Vec<Vec<ust_core::context::ContextType>> = session.channels.iter().map(|c| c.contexts.clone()).collect();
-    ust_ctf::metadata::render(&ust_ctf::metadata::TraceMetadata {
-        uuid,
-        clock_offset_ns: session.clock_offset_ns,
-        clock_uuid: &ust_core::clock::boot_id(),
-        hostname: &ust_ctf::metadata::hostname(),
-        procname: owner.0,
-        vpid: owner.1,
-        trace_name: &session.name,
-        creation_datetime: &ust_ctf::datetime::iso_at(session.created),
-        channels: &channels,
-        contexts: &contexts,
-        events,
-        clock_description: &tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc).description(),
-        uid,
-    })
 }
 
 /// Writes (or rewrites) the metadata of process `p`'s trace in `dir` for `session`: temporary
@@ -399,17 +214,6 @@ pub fn render_trace_metadata(
 ///
 /// # Errors
 /// The I/O error.
-pub fn write_metadata(session: &crate::model::session::Session, p: &ProcessInfo<'_>, dir: &std::path::Path, uuid: [u8; 16]) -> std::io::Result<()> {
+pub fn write_metadata(session: &Session, p: &ProcessInfo<'_>, dir: &std::path::Path, uuid: [u8; 16]) -> std::io::Result<()> {
     ust_ctf::metadata::write_atomically(dir, &render_metadata(session, p, uuid))
-}
-
-/// The ring-buffer configuration of a channel for one stream.
-pub fn buffer_config(c: &ChannelConfig, stream: StreamIdentity) -> BufferConfig {
-    BufferConfig {
-        subbuf_size: c.subbuf_size,
-        num_subbuf: c.num_subbuf,
-        mode: if c.overwrite { Mode::Overwrite } else { Mode::Discard },
-        header_size: HEADER_SIZE as u32,
-        stream,
-    }
 }

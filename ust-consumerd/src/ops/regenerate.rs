@@ -11,9 +11,9 @@
 //!   after rotations, where the first dump is gone. A runtime older than ABI minor 4 does
 //!   not know the message and is skipped (logged).
 
+use crate::model::app::SLOT_OWNER;
 use crate::ops::process_trace::ProcessInfo;
 use crate::ops::state::Daemon;
-use crate::ops::triggers::SLOT_OWNER;
 
 /// `ust regenerate metadata` of session `name`.
 ///
@@ -42,7 +42,7 @@ pub fn metadata(daemon: &Daemon, name: &str) -> Result<(), String> {
 
 /// `ust regenerate statedump` of session `name`. Returns once every process asked has
 /// emitted it (a `Sync` round trip after the request, at most
-/// [`crate::servers::control::SYNC_TIMEOUT`]).
+/// [`crate::ops::sync::SYNC_TIMEOUT`]).
 ///
 /// # Errors
 /// No such session, or it is not started (nothing would record the dump).
@@ -73,7 +73,7 @@ pub fn statedump(daemon: &Daemon, name: &str) -> Result<(), String> {
         asked += 1;
     }
     drop(st);
-    let deadline = std::time::Instant::now() + crate::servers::control::SYNC_TIMEOUT;
+    let deadline = std::time::Instant::now() + crate::ops::sync::SYNC_TIMEOUT;
     for (sync, seq, pid) in waits {
         if !sync.wait(seq, deadline) {
             crate::log!("session {name}: process {pid} did not confirm its state dump (Sync {seq})");

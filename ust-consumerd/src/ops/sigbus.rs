@@ -2,7 +2,7 @@
 //!
 //! A memfd is sealed against shrinking, a file is not: if an application truncates the
 //! buffer file it was given, a daemon access past the new end raises SIGBUS. Streams check
-//! the file size before every access ([`crate::ops::stream::Stream::shm_intact`]); this
+//! the file size before every access (`Stream::shm_intact`, [`crate::ops::stream`]); this
 //! module closes the window left between that check and the access. The daemon registers
 //! the address range of every file-backed mapping; its SIGBUS handler, for a fault inside
 //! a registered range, maps a private zero page over the faulting page (`MAP_FIXED`: the

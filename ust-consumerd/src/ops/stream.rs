@@ -1,5 +1,5 @@
 //! The daemon's side of one stream: a ring buffer it reads (or, after the process died,
-//! drains and finishes), where its packets go ([`Sink`]: stream and index files, the relay
+//! drains and finishes), where its packets go (`Sink`: stream and index files, the relay
 //! daemon, or nowhere until a snapshot), and the write policy (drain passes, timers,
 //! tracefile rotation, flushes, what to do with a bad packet).
 //!

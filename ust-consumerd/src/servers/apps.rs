@@ -23,18 +23,15 @@ use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use ust_core::protocol::{self, AppMessage, DaemonMessage, ProtocolError, Registration};
-use ust_core::EventDesc;
+use ust_core::protocol::{self, AppMessage, DaemonMessage, ProtocolError};
 
-use crate::ops::process_trace::ProcessInfo;
-use crate::ops::state::{App, Daemon, Outgoing, SyncState};
-use crate::ops::stream::Stream;
+use crate::model::app::{check_registration, App, Outgoing, SyncState};
+use crate::ops::process_life::{process_gone, register_events};
+use crate::ops::state::Daemon;
 
-/// Most events one process may register.
-pub const MAX_EVENTS: usize = 1 << 16;
 /// How long a new connection has to send `Register`.
 pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -42,42 +39,6 @@ pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(5);
 fn refuse(sock: &UnixStream, pid: i32, reason: String) {
     crate::log!("app connection from pid {pid} refused: {reason}");
     let _ = protocol::send(sock, &DaemonMessage::Refused { reason }, &[]);
-}
-
-/// Checks a registration before anything is allocated for it: ABI major, CPU count (at
-/// most this machine's possible CPUs), sizes of every list and string, and every event
-/// description ([`EventDesc::validate`]).
-///
-/// # Errors
-/// The reason sent back in `Refused`.
-pub fn check_registration(r: &Registration) -> Result<(), String> {
-    if r.abi_major != ust_core::ABI_MAJOR {
-        return Err(format!(
-            "ABI major version {} is not supported by this ust-consumerd (major {}, minor {}); upgrade the older side",
-            r.abi_major,
-            ust_core::ABI_MAJOR,
-            ust_core::ABI_MINOR
-        ));
-    }
-    // Buffers are allocated per CPU: a process claiming more CPUs than this machine can
-    // have would make the daemon allocate (and keep files for) buffers no CPU writes.
-    let max_cpus = ust_core::cpus::possible_cpu_count().min(protocol::MAX_FDS as u32);
-    if r.ncpus == 0 || r.ncpus > max_cpus {
-        return Err(format!("ncpus {} out of range 1..={max_cpus} (the CPUs this machine can have)", r.ncpus));
-    }
-    if r.events.len() > MAX_EVENTS {
-        return Err(format!("{} events registered, at most {MAX_EVENTS}", r.events.len()));
-    }
-    if r.procname.len() > 256 {
-        return Err("procname longer than 256 bytes".into());
-    }
-    if r.session_token.as_ref().is_some_and(|t| t.len() > 256) {
-        return Err("session token longer than 256 bytes".into());
-    }
-    for (i, e) in r.events.iter().enumerate() {
-        e.validate().map_err(|err| format!("event #{i} ({}): {err}", e.full_name()))?;
-    }
-    Ok(())
 }
 
 /// Serves one connection on the `app` socket until the process is gone. `pid` and `uid`
@@ -171,11 +132,14 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
         );
         let names: Vec<String> = st.sessions.keys().cloned().collect();
         for n in names {
-            if st.attach(&n, id) {
+            if crate::ops::attach::attach(&mut st, &n, id) {
                 daemon.wake_drain();
             }
         }
-        crate::ops::triggers::attach_app(&mut st, id);
+        let st = &mut *st;
+        if let Some(app) = st.apps.get_mut(&id) {
+            st.triggers.attach_app(app);
+        }
         st.push_masks(id);
         st.apps[&id].send(DaemonMessage::Ready, Vec::new());
         crate::log!("process {pid} ({}) registered with {} events", reg.procname, st.apps[&id].events.len());
@@ -205,54 +169,6 @@ fn msg_name_d(m: &DaemonMessage) -> &'static str {
         DaemonMessage::Sync { .. } => "Sync",
         DaemonMessage::Statedump { .. } => "Statedump",
     }
-}
-
-/// Late tracepoints of process `app_id`: validated, appended to its events, every trace's
-/// metadata rewritten (before anything enables them), then the masks pushed again.
-///
-/// # Errors
-/// A reason to refuse the process: `first` is not the number of events known, too many
-/// events, or a bad description.
-pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<EventDesc>) -> Result<(), String> {
-    let mut st = daemon.lock();
-    let Some(app) = st.apps.get_mut(&app_id) else { return Ok(()) };
-    if first as usize != app.events.len() {
-        return Err(format!("RegisterEvents from index {first}, but {} events are registered", app.events.len()));
-    }
-    if app.events.len() + events.len() > MAX_EVENTS {
-        return Err(format!("more than {MAX_EVENTS} events registered"));
-    }
-    for (i, e) in events.iter().enumerate() {
-        e.validate().map_err(|err| format!("event #{} ({}): {err}", first as usize + i, e.full_name()))?;
-    }
-    app.events.extend(events);
-    let (pid, procname, ncpus, registered) = (app.pid, app.procname.clone(), app.ncpus, app.registered);
-    let full = app.events.clone();
-    let all = st.share_events(&full);
-    let mut streams = Vec::new();
-    for ss in st.sessions.values_mut() {
-        let Some(t) = ss.traces.get_mut(&app_id) else { continue };
-        let info = ProcessInfo { pid, procname: &procname, ncpus, registered, events: &all, tsc: t.tsc };
-        if let Some(m) = t.relay.as_mut() {
-            m.update(&crate::ops::process_trace::render_metadata(&ss.session, &info, t.uuid));
-        } else if let Err(e) = crate::ops::process_trace::write_metadata(&ss.session, &info, &t.dir, t.uuid) {
-            crate::log!("session {}: rewriting {}/metadata failed: {e}", ss.session.name, t.dir.display());
-        }
-        t.events = all.clone();
-        streams.extend(t.streams.iter().cloned());
-    }
-    crate::ops::uid_trace::register_events(&mut st, app_id);
-    crate::log!("process {pid} registered {} more events ({} in all)", all.len() - first as usize, all.len());
-    // The streams learn the new descriptions (torn-event recovery sizes records with them)
-    // before any mask enables the new events; stream locks are taken outside the state lock.
-    drop(st);
-    for s in &streams {
-        s.lock().unwrap_or_else(|e| e.into_inner()).set_events(all.clone());
-    }
-    let mut st = daemon.lock();
-    crate::ops::triggers::attach_app(&mut st, app_id);
-    st.push_masks(app_id);
-    Ok(())
 }
 
 /// Reads messages and watches the pidfd until the process is gone.
@@ -311,80 +227,4 @@ fn watch(daemon: &Daemon, sock: &UnixStream, pidfd: Option<&OwnedFd>, app_id: u6
             return;
         }
     }
-}
-
-/// The process behind `app_id` is gone: flush every buffer it had (a reader-side switch),
-/// drain what was delivered, keep the committed prefix of sub-buffers its dead writers
-/// left incomplete (torn-event recovery), close its stream files, free its slots and mark
-/// it gone. In a snapshot session, a process that did not say `Exiting` (it died
-/// abnormally) gets a post-mortem trace ([`crate::ops::snapshot::post_mortem`]) and its buffers
-/// are kept for later snapshots until the session is destroyed.
-pub fn process_gone(daemon: &Daemon, app_id: u64) {
-    let death = ust_ctf::datetime::stamp();
-    let (abnormal, pid, procname) = {
-        let st = daemon.lock();
-        let Some(app) = st.apps.get(&app_id) else { return };
-        (!app.exiting, app.pid, app.procname.clone())
-    };
-    {
-        let mut st = daemon.lock();
-        let Some(app) = st.apps.get_mut(&app_id) else { return };
-        app.alive = false;
-        app.out = None;
-        app.slots.clear();
-        crate::ops::uid_trace::forget(&mut st, app_id);
-        let Some(app) = st.apps.get_mut(&app_id) else { return };
-        // A gone process's descriptions live on in its traces (one shared copy each).
-        app.events = Vec::new();
-        for ss in st.sessions.values_mut() {
-            if let Some(t) = ss.traces.get_mut(&app_id) {
-                t.slots.iter_mut().for_each(|s| *s = None);
-                // Its metadata is on disk; only snapshots and post-mortem dumps, which
-                // retained traces are kept for, write it again.
-                if !ss.session.snapshot {
-                    t.metadata = String::new();
-                }
-            }
-        }
-    }
-    // The traces are marked gone only once their content is on disk, so that a client
-    // that sees "gone" can read them.
-    if abnormal {
-        let written = crate::ops::snapshot::post_mortem(daemon, app_id, &death);
-        let mut st = daemon.lock();
-        for (session, dir) in written {
-            if let Some(t) = st.sessions.get_mut(&session).and_then(|ss| ss.traces.get_mut(&app_id)) {
-                t.post_mortem = Some(dir);
-            }
-        }
-        for ss in st.sessions.values_mut().filter(|ss| ss.session.snapshot) {
-            if let Some(t) = ss.traces.get_mut(&app_id) {
-                t.retained = true;
-            }
-        }
-    }
-    let streams: Vec<Arc<Mutex<Stream>>> = {
-        let st = daemon.lock();
-        st.sessions.values().filter_map(|ss| ss.traces.get(&app_id)).filter(|t| !t.retained).flat_map(|t| t.streams.iter().cloned()).collect()
-    };
-    for s in &streams {
-        s.lock().unwrap_or_else(|e| e.into_inner()).finish_dead();
-    }
-    let mut st = daemon.lock();
-    for ss in st.sessions.values_mut() {
-        if let Some(t) = ss.traces.get_mut(&app_id) {
-            // Everything its buffer files held is in the trace now (its streams are
-            // finished): the crash-recovery copies go, as they would at destroy, so that a
-            // long --shm-path session does not fill the file system with dead processes.
-            if !t.retained {
-                if let Some(d) = t.shm_dir.take() {
-                    let _ = std::fs::remove_dir_all(&d);
-                }
-            }
-            t.gone = true;
-        }
-    }
-    crate::log!("process {pid} ({procname}) gone{}; {} streams finished", if abnormal { " without a normal exit" } else { "" }, streams.len());
-    st.forget_gone_apps();
-    drop(st);
 }

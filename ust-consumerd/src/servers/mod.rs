@@ -6,9 +6,11 @@
 //! - [`drain`]: the read and switch timers that move packets from buffers to stream files.
 //! - [`kview`]: root's daemon as the kernel broker of ordinary users (the `kview` socket).
 //! - [`peers`]: who may use the `app` and `ctl` sockets.
+//! - [`trigger_watch`]: the thread that fires triggers.
 
 pub mod apps;
 pub mod control;
 pub mod drain;
 pub mod kview;
 pub mod peers;
+pub mod trigger_watch;

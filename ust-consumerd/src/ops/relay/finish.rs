@@ -31,7 +31,7 @@ pub fn wait_session_received(daemon: &Daemon, name: &str) {
     let (out, traces) = {
         let st = daemon.lock();
         let Some(ss) = st.sessions.get(name) else { return };
-        let Some(out) = ss.session.relay.clone() else { return };
+        let Some(out) = ss.relay.clone() else { return };
         let traces: Vec<_> = ss.traces.values().map(|t| (t.relay.as_ref().map(|m| m.handle), t.streams.clone())).collect();
         (out, traces)
     };
@@ -54,7 +54,7 @@ pub fn wait_session_received(daemon: &Daemon, name: &str) {
 /// as it finishes), waits for the relay daemon to have written everything, closes the
 /// metadata streams, then both connections.
 pub fn finish_network_session(ss: &SessionState, dead: &[u64]) {
-    let Some(out) = ss.session.relay.clone() else { return };
+    let Some(out) = ss.relay.clone() else { return };
     for (id, t) in &ss.traces {
         for s in &t.streams {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());

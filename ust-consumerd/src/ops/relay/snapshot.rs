@@ -54,7 +54,7 @@ pub fn set_output(daemon: &Daemon, name: &str, url: Option<NetworkUrl>) -> Resul
 /// `max_size` bytes in all.
 ///
 /// # Errors
-/// As a local snapshot ([`crate::ops::snapshot::record`]), or the relay daemon failed: a
+/// As a local snapshot ([`crate::ops::snapshot::dump::record`]), or the relay daemon failed: a
 /// message naming the URL.
 pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>, url: Option<NetworkUrl>) -> Result<SnapshotReport, String> {
     let (url, created) = {
@@ -63,8 +63,8 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>, url: Option<Ne
         let url = url.or_else(|| ss.session.snapshot_url.clone()).ok_or_else(|| format!("session {name} has no network snapshot output"))?;
         (url, ss.session.created)
     };
-    let (n, sources, max_subbuf) = crate::ops::snapshot::begin(daemon, name)?;
-    let max_packets = crate::ops::snapshot::packets_per_stream(&sources, max_size, max_subbuf)?;
+    let (n, sources, max_subbuf) = crate::ops::snapshot::source::begin(daemon, name)?;
+    let max_packets = crate::ops::snapshot::source::packets_per_stream(&sources, max_size, max_subbuf)?;
     let chunk = format!("snapshot-{n}-{}", ust_ctf::datetime::stamp());
     let error = OutputError::default();
     let out = RelayOutput::connect(&url, name, created, 0, Some(&chunk), error.clone())?;

@@ -8,7 +8,7 @@ use super::{Sink, Stream};
 
 impl Stream {
     /// One drain pass over this stream at `now` (the drain loop, [`crate::servers::drain`]):
-    /// the switch timer flushes it, a live session's timer runs ([`Stream::live_tick`]),
+    /// the switch timer flushes it, a live session's timer runs (`Stream::live_tick`),
     /// writers that died in a shared buffer are looked for, and the read timer drains it;
     /// a stream that had half its ring or more waiting is read again after a quarter of
     /// its period (at least 1 ms). Returns when this stream next needs a pass.

@@ -9,10 +9,9 @@ use crate::model::enabler::Rule;
 use crate::model::session::{check_name, Channel, ChannelConfig, Enabler, LevelFilter, Session, VpidTracker, DEFAULT_CHANNEL, MAX_TRACKED_VPIDS};
 use crate::ops::state::{Daemon, SessionState};
 
-use super::lifecycle::{retrack_live_apps, wait_syncs};
-use super::{resolve, Res};
+use crate::ops::sync::{retrack_live_apps, wait_syncs};
 
-pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
+pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Result<Payload, String> {
     let CreateOptions { snapshot, shm_path, clock, buffers, relay, live_timer_us, token: with_token } = options;
     let token = token.or(with_token);
     check_name("session", &name)?;
@@ -87,27 +86,28 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     session.clock = clock;
     session.buffers = buffers.unwrap_or_default();
     session.snapshot_url = snapshot_url;
+    let mut ss = SessionState::new(session);
     if let Some(r) = relay {
-        session.created = created;
-        session.output_error = relay_error;
-        session.relay = Some(r);
+        ss.session.created = created;
+        ss.session.output_error = relay_error;
+        ss.relay = Some(r);
     }
-    st.sessions.insert(name.clone(), SessionState::new(session));
+    st.sessions.insert(name.clone(), ss);
     if !is_trace {
         st.current = Some(name.clone());
     }
     crate::log!("session {name} created{}, output {}", if snapshot { " (snapshot)" } else { "" }, output.display());
-    if let Some(u) = st.sessions.get(&name).and_then(|s| s.session.relay.as_ref().map(|r| r.url.clone()).or_else(|| s.session.snapshot_url.clone())) {
+    if let Some(u) = st.sessions.get(&name).and_then(|s| s.relay.as_ref().map(|r| r.url.clone()).or_else(|| s.session.snapshot_url.clone())) {
         return Ok(Payload::Created { name, output: PathBuf::from(u.to_string()) });
     }
     Ok(Payload::Created { name, output })
 }
 
-pub(super) fn enable_channel(daemon: &Daemon, session: Option<String>, name: String, mut config: ChannelConfig) -> Res<Payload> {
+pub(super) fn enable_channel(daemon: &Daemon, session: Option<String>, name: String, mut config: ChannelConfig) -> Result<Payload, String> {
     check_name("channel", &name)?;
     config.validate()?;
     let mut st = daemon.lock();
-    let sname = resolve(&st, &session)?;
+    let sname = st.resolve(&session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
     // The ownership is the session's: kept there, not in each channel's configuration.
     crate::ops::uid_trace::set_ownership(&mut ss.session, &name, config.buffers.take())?;
@@ -132,12 +132,17 @@ pub(super) fn enable_channel(daemon: &Daemon, session: Option<String>, name: Str
     Ok(Payload::Done)
 }
 
-pub(super) fn add_context(daemon: &Daemon, session: Option<String>, channel: Option<String>, contexts: Vec<ust_core::context::ContextType>) -> Res<Payload> {
+pub(super) fn add_context(
+    daemon: &Daemon,
+    session: Option<String>,
+    channel: Option<String>,
+    contexts: Vec<ust_core::context::ContextType>,
+) -> Result<Payload, String> {
     if contexts.is_empty() {
         return Err("no context type given (-t)".into());
     }
     let mut st = daemon.lock();
-    let sname = resolve(&st, &session)?;
+    let sname = st.resolve(&session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
     if ss.session.ever_started {
         return Err(format!("session {sname} has been started: contexts cannot be added after start (as in LTTng)"));
@@ -172,11 +177,11 @@ pub(super) fn enable_event(
     level: LevelFilter,
     exclusions: Vec<String>,
     filter: Option<String>,
-) -> Res<Payload> {
+) -> Result<Payload, String> {
     // The CLI ran the same check; a client may not have. The filter is parsed here, once.
     let parsed = ust_ctl::config::check_enable_event(&patterns, &exclusions, filter.as_deref())?;
     let mut st = daemon.lock();
-    let sname = resolve(&st, &session)?;
+    let sname = st.resolve(&session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
     let cname = channel.clone().unwrap_or_else(|| DEFAULT_CHANNEL.to_string());
     let ci = match ss.session.channel_index(&cname) {
@@ -204,9 +209,9 @@ pub(super) fn enable_event(
     Ok(Payload::Done)
 }
 
-pub(super) fn disable_event(daemon: &Daemon, session: Option<String>, channel: Option<String>, patterns: Vec<String>, all: bool) -> Res<Payload> {
+pub(super) fn disable_event(daemon: &Daemon, session: Option<String>, channel: Option<String>, patterns: Vec<String>, all: bool) -> Result<Payload, String> {
     let mut st = daemon.lock();
-    let sname = resolve(&st, &session)?;
+    let sname = st.resolve(&session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
     let cname = channel.unwrap_or_else(|| DEFAULT_CHANNEL.to_string());
     let Some(ci) = ss.session.channel_index(&cname) else {
@@ -242,7 +247,7 @@ pub(super) fn disable_event(daemon: &Daemon, session: Option<String>, channel: O
 /// process of the session its masks (zero for the session's slots of an untracked one)
 /// and waits until each confirmed (`Sync`, at most [`SYNC_TIMEOUT`]), so that when `ust`
 /// returns, an untracked process records nothing more for the session.
-pub(super) fn track_vpids(daemon: &Daemon, session: Option<String>, pids: Vec<i32>, all: bool, track: bool) -> Res<Payload> {
+pub(super) fn track_vpids(daemon: &Daemon, session: Option<String>, pids: Vec<i32>, all: bool, track: bool) -> Result<Payload, String> {
     let verb = if track { "track" } else { "untrack" };
     if all && !pids.is_empty() {
         return Err(format!("{verb} --vpid: give process ids or --all, not both"));
@@ -255,7 +260,7 @@ pub(super) fn track_vpids(daemon: &Daemon, session: Option<String>, pids: Vec<i3
     }
     let (sname, tracker, unchanged, waits) = {
         let mut st = daemon.lock();
-        let sname = resolve(&st, &session)?;
+        let sname = st.resolve(&session)?;
         let ss = st.sessions.get_mut(&sname).expect("resolved");
         let t = &mut ss.session.vpid_tracker;
         let unchanged = match (all, track) {

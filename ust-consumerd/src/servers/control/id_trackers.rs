@@ -7,15 +7,14 @@
 use ust_ctl::protocol::Payload;
 use ust_ctl::trackers::{IdKind, IdTracker, MAX_TRACKED_IDS};
 
-use super::lifecycle::{retrack_live_apps, wait_syncs};
-use super::{resolve, Res};
 use crate::ops::state::Daemon;
+use crate::ops::sync::{retrack_live_apps, wait_syncs};
 
 /// [`ust_ctl::protocol::Command::TrackIds`].
 ///
 /// # Errors
 /// Ids and `--all` together, neither, too many ids, untracking from "all", no session.
-pub fn track_ids(daemon: &Daemon, session: Option<String>, kind: IdKind, ids: Vec<u32>, all: bool, track: bool) -> Res<Payload> {
+pub fn track_ids(daemon: &Daemon, session: Option<String>, kind: IdKind, ids: Vec<u32>, all: bool, track: bool) -> Result<Payload, String> {
     let verb = if track { "track" } else { "untrack" };
     let opt = kind.option();
     if all && !ids.is_empty() {
@@ -29,7 +28,7 @@ pub fn track_ids(daemon: &Daemon, session: Option<String>, kind: IdKind, ids: Ve
     }
     let (sname, tracker, unchanged, waits) = {
         let mut st = daemon.lock();
-        let sname = resolve(&st, &session)?;
+        let sname = st.resolve(&session)?;
         let ss = st.sessions.get_mut(&sname).expect("resolved");
         let t = match kind {
             IdKind::Vuid => &mut ss.session.vuid_tracker,

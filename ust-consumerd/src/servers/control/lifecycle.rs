@@ -1,33 +1,30 @@
-//! A session's life: `start`, `stop` (masks off, `Sync`, flush, drain), rotation of its
-//! chunks, and `destroy` (stop, `RemoveChannel`, the last drain, the report).
+//! A session's life: `start`, `stop` (masks off, `Sync`, flush, drain), and `destroy`
+//! (stop, `RemoveChannel`, the last drain, the report; the last chunk of a rotated session
+//! archived by [`crate::ops::rotate`]).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ust_core::protocol::DaemonMessage;
 use ust_ctl::protocol::*;
 
-use crate::ops::state::{Daemon, SessionState, State, SyncState};
+use crate::ops::state::{Daemon, SessionState};
 use crate::ops::stream::{Stream, StreamStats};
 
-use super::{resolve, Res};
+use crate::ops::sync::{push_masks_and_sync, wait_syncs, SYNC_TIMEOUT};
 
-/// Longest wait for `SyncDone` from the processes of a session at `stop`.
-pub const SYNC_TIMEOUT: Duration = Duration::from_secs(2);
-
-pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
+pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Result<Payload, String> {
     // A network session: the relay daemon must still answer (one round trip, outside the
     // state lock); a failure here is recorded as the session's output error, checked below.
     let relay = {
         let st = daemon.lock();
-        resolve(&st, &session).ok().and_then(|n| st.sessions.get(&n).and_then(|s| s.session.relay.clone()))
+        st.resolve(&session).ok().and_then(|n| st.sessions.get(&n).and_then(|s| s.relay.clone()))
     };
     if let Some(r) = relay {
         r.probe();
     }
     let mut st = daemon.lock();
-    let sname = resolve(&st, &session)?;
+    let sname = st.resolve(&session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
     if ss.session.started {
         return Err(format!("session {sname} is already started"));
@@ -37,7 +34,7 @@ pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
     }
     // Nothing is lost silently: an output that stopped taking files since `create`, or a
     // --shm-path that cannot back one process's buffers, fails `start` itself.
-    match &ss.session.relay {
+    match &ss.relay {
         None => crate::ops::output::check_writable(&ss.session.output)?,
         Some(r) if !r.is_up() => {
             return Err(ss.session.output_error.get().unwrap_or_else(|| format!("relay daemon at {}: connection closed", r.url)));
@@ -52,7 +49,7 @@ pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
     ss.session.ever_started = true;
     let ids: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
     for id in &ids {
-        if st.attach(&sname, *id) {
+        if crate::ops::attach::attach(&mut st, &sname, *id) {
             daemon.wake_drain();
         }
     }
@@ -65,118 +62,13 @@ pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
     Ok(Payload::Done)
 }
 
-/// A `Sync` round trip in progress with one process: its sync state, the sequence number
-/// sent, its pid.
-pub(super) type SyncWait = (Arc<SyncState>, u64, i32);
-
-/// Queues `SetEnabled` with fresh masks, then `Sync`, to every live process that has a
-/// slot in session `name`; the caller releases the state lock and [`wait_syncs`].
-pub(super) fn push_masks_and_sync(st: &mut State, name: &str) -> Vec<SyncWait> {
-    let mut waits = Vec::new();
-    for id in st.apps_of(name) {
-        st.push_masks(id);
-        let seq = st.next_seq();
-        let app = &st.apps[&id];
-        app.send(DaemonMessage::Sync { seq }, Vec::new());
-        waits.push((app.sync.clone(), seq, app.pid));
-    }
-    waits
-}
-
-/// After a tracker of session `sname` changed: attaches every live process the session now
-/// takes (waking the drain for its new streams), pushes the event masks to all of them, and
-/// returns the syncs to wait for (outside the state lock) before the change is confirmed.
-pub(super) fn retrack_live_apps(daemon: &Daemon, st: &mut State, sname: &str) -> Vec<SyncWait> {
-    let live: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
-    for id in live {
-        if st.attach(sname, id) {
-            daemon.wake_drain();
-        }
-    }
-    push_masks_and_sync(st, sname)
-}
-
-/// Waits until every process of `waits` answered its `Sync` (so it has applied what was
-/// queued before), at most [`SYNC_TIMEOUT`] in all; logs the ones that did not.
-pub(super) fn wait_syncs(name: &str, waits: Vec<SyncWait>, what: &str) {
-    let deadline = Instant::now() + SYNC_TIMEOUT;
-    for (sync, seq, pid) in waits {
-        if !sync.wait(seq, deadline) {
-            crate::log!("session {name}: process {pid} did not confirm {what} (Sync {seq})");
-        }
-    }
-}
-
-/// Archives the current trace chunk of session `name` (see [`Command::Rotate`]) and
-/// returns the archive directory.
-///
-/// # Errors
-/// A message when the session was never started or a file cannot be moved.
-pub fn rotate(daemon: &Daemon, name: &str) -> Res<PathBuf> {
-    rotate_chunk(daemon, name, false)
-}
-
-/// [`rotate`]; with `last`, the session is being destroyed: every trace is finished and its
-/// directory goes away with the move.
-pub(super) fn rotate_chunk(daemon: &Daemon, name: &str, last: bool) -> Res<PathBuf> {
-    let (archive, jobs) = {
-        let mut st = daemon.lock();
-        let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
-        if ss.session.snapshot {
-            return Err(format!("session {name} is a snapshot session: it writes no trace to rotate (use `ust snapshot record`)"));
-        }
-        if ss.session.relay.is_some() {
-            return Err(format!("session {name} streams to a relay daemon: rotation of network sessions is not supported"));
-        }
-        if !ss.session.ever_started {
-            return Err(format!("session {name} has not been started: there is no trace to rotate"));
-        }
-        let now = ust_ctf::datetime::now();
-        let archive = ss.session.output.join("archives").join(format!(
-            "{}-{}-{}",
-            ust_ctf::datetime::iso_at(ss.session.chunk_begin),
-            ust_ctf::datetime::iso_at(now),
-            ss.session.rotations
-        ));
-        ss.session.rotations += 1;
-        ss.session.chunk_begin = now;
-        let mut jobs = Vec::new();
-        for t in ss.traces.values_mut().filter(|t| !t.archived) {
-            let rel = crate::ops::uid_trace::rel_dir(t, &ss.session.output);
-            let done = t.gone || last;
-            jobs.push((t.dir.clone(), archive.join(rel), t.streams.clone(), done));
-            t.archived = done;
-        }
-        (archive, jobs)
-    };
-    std::fs::create_dir_all(&archive).map_err(|e| format!("cannot create {}: {e}", archive.display()))?;
-    for (dir, dest, streams, gone) in jobs {
-        std::fs::create_dir_all(&dest).map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
-        // The metadata first: the archive is complete before any of its packets is there.
-        std::fs::copy(dir.join("metadata"), dest.join("metadata")).map_err(|e| format!("cannot copy {}/metadata: {e}", dir.display()))?;
-        for s in &streams {
-            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            s.rotate_chunk(&dest).map_err(|e| format!("rotating {}/{e}", dir.display()))?;
-        }
-        if gone {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-    }
-    crate::log!("session {name}: trace chunk archived in {}", archive.display());
-    Ok(archive)
-}
-
-pub(super) fn stop_cmd(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
-    let sname = resolve(&daemon.lock(), &session)?;
+pub(super) fn stop_cmd(daemon: &Daemon, session: Option<String>) -> Result<Payload, String> {
+    let sname = daemon.lock().resolve(&session)?;
     if !daemon.lock().sessions.get(&sname).is_some_and(|s| s.session.started) {
         return Err(format!("session {sname} is not started"));
     }
     stop(daemon, &sname);
     Ok(Payload::Done)
-}
-
-pub(super) fn session_streams(ss: &SessionState) -> Vec<Arc<Mutex<Stream>>> {
-    ss.traces.values().flat_map(|t| t.streams.iter().cloned()).collect()
 }
 
 /// Stops session `name`: clears its masks, syncs every process (bounded by
@@ -186,7 +78,7 @@ pub fn stop(daemon: &Daemon, name: &str) {
         let mut st = daemon.lock();
         let Some(ss) = st.sessions.get_mut(name) else { return };
         ss.session.started = false;
-        let streams = session_streams(ss);
+        let streams = ss.streams();
         (push_masks_and_sync(&mut st, name), streams)
     };
     let deadline = Instant::now() + SYNC_TIMEOUT;
@@ -210,7 +102,7 @@ pub fn stop(daemon: &Daemon, name: &str) {
 ///
 /// # Errors
 /// A message when no such session exists.
-pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
+pub fn destroy(daemon: &Daemon, name: &str) -> Result<DestroyReport, String> {
     if daemon.lock().sessions.get(name).is_some_and(|s| s.session.started) {
         stop(daemon, name);
     }
@@ -264,7 +156,7 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
             crate::log!("session {name}: process {pid} did not confirm the channel removal (Sync {seq}); its incomplete sub-buffers are skipped");
         }
     }
-    if ss.session.relay.is_some() {
+    if ss.relay.is_some() {
         crate::ops::relay::finish::finish_network_session(&ss, &dead);
     }
     let mut archives = Vec::new();
@@ -278,7 +170,7 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
             }
         }
         daemon.lock().sessions.insert(sname.clone(), ss);
-        let r = rotate_chunk(daemon, &sname, true);
+        let r = crate::ops::rotate::rotate_chunk(daemon, &sname, true);
         // A second `destroy` of the same name (a client that timed out and retried) may
         // have taken the session meanwhile: it then reports, not this one.
         let Some(ss2) = daemon.lock().sessions.remove(&sname) else {
@@ -340,7 +232,7 @@ pub(super) fn finish_report(name: &str, ss: SessionState, archives: Vec<PathBuf>
         }
     }
     crate::log!("session {name} destroyed");
-    let relay = ss.session.relay.as_ref().map(|r| (r.url.to_string(), r.relay_path.clone()));
+    let relay = ss.relay.as_ref().map(|r| (r.url.to_string(), r.relay_path.clone()));
     DestroyReport { name: name.to_string(), output: ss.session.output.clone(), traces, archives, output_error: ss.session.output_error.get(), relay }
 }
 

@@ -7,9 +7,6 @@ use ust_ctl::protocol::*;
 use crate::ops::state::{Daemon, SessionState, State};
 use crate::ops::stream::Stream;
 
-use super::lifecycle::session_streams;
-use super::{resolve, Res};
-
 pub(super) fn summary(st: &State, ss: &SessionState) -> SessionSummary {
     SessionSummary {
         name: ss.session.name.clone(),
@@ -21,7 +18,7 @@ pub(super) fn summary(st: &State, ss: &SessionState) -> SessionSummary {
         channels: ss.session.channels.len(),
         processes: ss.traces.len(),
         output_error: ss.session.output_error.get(),
-        url: ss.session.relay.as_ref().map(|r| r.url.to_string()),
+        url: ss.relay.as_ref().map(|r| r.url.to_string()),
         buffers: ss.session.buffers,
     }
 }
@@ -59,7 +56,7 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
             .values()
             .map(|t| ProcessDetail { pid: t.pid, procname: t.procname.clone(), dir: t.dir.clone(), alive: !t.gone, post_mortem: t.post_mortem.clone() })
             .collect();
-        let streams: Vec<Arc<Mutex<Stream>>> = session_streams(ss);
+        let streams: Vec<Arc<Mutex<Stream>>> = ss.streams();
         (
             SessionDetail {
                 summary: summary(&st, ss),
@@ -114,11 +111,11 @@ pub(super) fn list_apps(daemon: &Daemon) -> Vec<AppInfo> {
         .collect()
 }
 
-pub(super) fn status(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
+pub(super) fn status(daemon: &Daemon, session: Option<String>) -> Result<Payload, String> {
     let (current, name, apps) = {
         let st = daemon.lock();
         let name = match &session {
-            Some(_) => Some(resolve(&st, &session)?),
+            Some(_) => Some(st.resolve(&session)?),
             None => st.current.clone().filter(|c| st.sessions.contains_key(c)),
         };
         (st.current.clone(), name, st.apps.values().filter(|a| a.alive).count())

@@ -1,4 +1,4 @@
-//! One `ctl` connection: read a request, answer it with [`super::handle`], until the peer
+//! One `ctl` connection: read a request, answer it with [`super::dispatch::handle`], until the peer
 //! closes, misbehaves, or stays silent too long.
 
 use std::os::unix::net::UnixStream;
@@ -28,7 +28,7 @@ pub fn reply_error(sock: &UnixStream, message: &str) {
 /// Waits until `sock` is readable (or closed). The first wait is bounded by
 /// [`FIRST_REQUEST_TIMEOUT`]; later ones are not, but end when the daemon shuts down.
 /// False on timeout or shutdown.
-pub(super) fn wait_readable(daemon: &Daemon, sock: &UnixStream, first: bool) -> bool {
+pub fn wait_readable(daemon: &Daemon, sock: &UnixStream, first: bool) -> bool {
     use rustix::event::{PollFd, PollFlags};
     let start = Instant::now();
     loop {
@@ -88,7 +88,7 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream) {
             );
             return;
         }
-        let reply = super::handle(&daemon, req.command);
+        let reply = super::dispatch::handle(&daemon, req.command);
         if write_frame(&sock, &reply).is_err() {
             return;
         }

@@ -1,50 +1,13 @@
-//! Snapshots and post-mortem dumps of snapshot (flight-recorder) sessions, LTTng's
-//! `lttng snapshot record` and what LTTng leaves to `lttng-crash`.
-//!
-//! A snapshot session's channels are in overwrite mode by default and have no live reader:
-//! nothing is written while it runs. `ust snapshot record` copies what every buffer of
-//! every process of the session holds, without consuming it and without stopping tracing
-//! ([`ust_ctf::held::copy_held_packets`]: [`ringbuffer::Buffer::snapshot_packet`] swaps
-//! a packet out of the writers' reach while it copies it), into
-//!
-//! ```text
-//! <output>/snapshot-<N>-<YYYYmmdd-HHMMSS>/ust/pid/<procname>-<pid>-<YYYYmmdd-HHMMSS>/
-//!     metadata, <channel>_<cpu>, index/<channel>_<cpu>.idx
-//! ```
-//!
-//! (N counts from 1 per session). When a process of a snapshot session goes away without
-//! a normal exit (no `Exiting` message: SIGKILL, SIGSEGV, abort, `_exit`), the daemon
-//! writes the same content at once to
-//! `<output>/post-mortem/<procname>-<pid>-<YYYYmmdd-HHMMSS of death>/`, keeping the
-//! committed prefix of sub-buffers its dead writers left incomplete (torn-event recovery),
-//! and keeps the process's buffers so that later snapshots include it until the session is
-//! destroyed.
+//! Writing snapshots to the session's output (or, with a network snapshot output, having
+//! [`crate::ops::relay::snapshot`] send them), and post-mortem dumps.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-
-use ust_core::EventDesc;
 use ust_ctl::protocol::SnapshotReport;
 
+use super::source::{begin, packets_per_stream, source, Source};
 use crate::ops::state::Daemon;
-use crate::ops::stream::Stream;
 use ust_ctf::held::{copy_held_packets, HeldCopy};
 use ust_ctf::writer::{StreamWriter, WriteBack};
-
-/// One process's trace as a snapshot needs it.
-pub(crate) struct Source {
-    /// The trace's directory relative to the session output (`ust/pid/<proc dir>`,
-    /// `ust/uid/<uid>/64-bit`).
-    pub(crate) rel: PathBuf,
-    /// Its metadata text.
-    pub(crate) metadata: String,
-    /// Its streams.
-    pub(crate) streams: Vec<Arc<Mutex<Stream>>>,
-    /// Its events (torn-event recovery sizes records with them).
-    pub(crate) events: Arc<[EventDesc]>,
-    /// The process is gone.
-    pub(crate) dead: bool,
-}
 
 /// Writes one process's trace into `dir` (created): metadata first, then for every stream
 /// the packets its buffer holds, at most `max_packets` (the newest) per stream.
@@ -70,11 +33,6 @@ fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &
     }
     report.processes += 1;
     Ok(())
-}
-
-pub(crate) fn source(t: &crate::ops::process_trace::ProcessTrace, output: &Path) -> Source {
-    let events: Arc<[EventDesc]> = t.events.clone();
-    Source { rel: crate::ops::uid_trace::rel_dir(t, output), metadata: t.metadata.clone(), streams: t.streams.clone(), events, dead: t.gone }
 }
 
 /// `ust snapshot record`: writes what every buffer of session `name` holds to
@@ -109,47 +67,6 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<Snap
         report.bytes
     );
     Ok(report)
-}
-
-/// `--max-size` as a number of packets per stream: the total split evenly between the
-/// streams of `sources`, in sub-buffers of up to `max_subbuf` bytes.
-///
-/// # Errors
-/// Less than one sub-buffer per stream.
-pub(crate) fn packets_per_stream(sources: &[Source], max_size: Option<u64>, max_subbuf: u64) -> Result<Option<usize>, String> {
-    let nstreams: usize = sources.iter().map(|s| s.streams.len()).sum();
-    let Some(m) = max_size else { return Ok(None) };
-    let per_stream = m / (nstreams.max(1) as u64);
-    let packets = per_stream / max_subbuf.max(1);
-    if packets == 0 {
-        return Err(format!(
-            "--max-size {m} is too small: {nstreams} stream(s) of sub-buffers of up to {max_subbuf} bytes need at least {} bytes (one sub-buffer each)",
-            max_subbuf * nstreams.max(1) as u64
-        ));
-    }
-    Ok(Some(packets as usize))
-}
-
-/// What a snapshot of session `name` takes: checks it may be taken, counts it, and
-/// returns its number, the sources and the largest sub-buffer size.
-///
-/// # Errors
-/// No such session, not a snapshot session, or not started.
-pub(crate) fn begin(daemon: &Daemon, name: &str) -> Result<(u32, Vec<Source>, u64), String> {
-    let mut st = daemon.lock();
-    let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
-    if !ss.session.snapshot {
-        return Err(format!(
-            "session {name} is not a snapshot session: create one with `ust create NAME --snapshot` (its traces are written as they are recorded)"
-        ));
-    }
-    if !ss.session.started {
-        return Err(format!("session {name} is not started: start it with `ust start` before taking a snapshot"));
-    }
-    ss.session.snapshots_taken += 1;
-    let sources: Vec<Source> = ss.traces.values().filter(|t| !t.gone || t.retained).map(|t| source(t, &ss.session.output)).collect();
-    let max_subbuf = ss.session.channels.iter().map(|c| c.config.subbuf_size).max().unwrap_or(0);
-    Ok((ss.session.snapshots_taken, sources, max_subbuf))
 }
 
 /// A process of a snapshot session died without a normal exit: writes its flight-recorder

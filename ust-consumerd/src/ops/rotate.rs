@@ -1,0 +1,66 @@
+//! `ust rotate`: the current trace chunk of a session is archived
+//! (`<output>/archives/<begin>-<end>-<n>/`), every stream's files moved there, and fresh
+//! files started where they were. Also the last chunk of a rotated session at `destroy`.
+
+use std::path::PathBuf;
+
+use crate::ops::state::Daemon;
+
+/// Archives the current trace chunk of session `name` (see [`ust_ctl::protocol::Command::Rotate`]) and
+/// returns the archive directory.
+///
+/// # Errors
+/// A message when the session was never started or a file cannot be moved.
+pub fn rotate(daemon: &Daemon, name: &str) -> Result<PathBuf, String> {
+    rotate_chunk(daemon, name, false)
+}
+
+/// [`rotate`]; with `last`, the session is being destroyed: every trace is finished and its
+/// directory goes away with the move.
+pub fn rotate_chunk(daemon: &Daemon, name: &str, last: bool) -> Result<PathBuf, String> {
+    let (archive, jobs) = {
+        let mut st = daemon.lock();
+        let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
+        if ss.session.snapshot {
+            return Err(format!("session {name} is a snapshot session: it writes no trace to rotate (use `ust snapshot record`)"));
+        }
+        if ss.relay.is_some() {
+            return Err(format!("session {name} streams to a relay daemon: rotation of network sessions is not supported"));
+        }
+        if !ss.session.ever_started {
+            return Err(format!("session {name} has not been started: there is no trace to rotate"));
+        }
+        let now = ust_ctf::datetime::now();
+        let archive = ss.session.output.join("archives").join(format!(
+            "{}-{}-{}",
+            ust_ctf::datetime::iso_at(ss.session.chunk_begin),
+            ust_ctf::datetime::iso_at(now),
+            ss.session.rotations
+        ));
+        ss.session.rotations += 1;
+        ss.session.chunk_begin = now;
+        let mut jobs = Vec::new();
+        for t in ss.traces.values_mut().filter(|t| !t.archived) {
+            let rel = crate::ops::trace::rel_dir(t, &ss.session.output);
+            let done = t.gone || last;
+            jobs.push((t.dir.clone(), archive.join(rel), t.streams.clone(), done));
+            t.archived = done;
+        }
+        (archive, jobs)
+    };
+    std::fs::create_dir_all(&archive).map_err(|e| format!("cannot create {}: {e}", archive.display()))?;
+    for (dir, dest, streams, gone) in jobs {
+        std::fs::create_dir_all(&dest).map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
+        // The metadata first: the archive is complete before any of its packets is there.
+        std::fs::copy(dir.join("metadata"), dest.join("metadata")).map_err(|e| format!("cannot copy {}/metadata: {e}", dir.display()))?;
+        for s in &streams {
+            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+            s.rotate_chunk(&dest).map_err(|e| format!("rotating {}/{e}", dir.display()))?;
+        }
+        if gone {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    crate::log!("session {name}: trace chunk archived in {}", archive.display());
+    Ok(archive)
+}
