@@ -13,16 +13,14 @@
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use ringbuffer::StreamIdentity;
 use ust_core::clock::TraceClock;
 use ust_core::EventDesc;
 
 use crate::model::session::Session;
 use crate::ops::relay::RelayOutput;
-use crate::ops::stream::{Stream, StreamSetup, StreamShm, TraceFiles};
-use crate::ops::trace::{announce_to_relay, buffer_config, io, render_trace_metadata, write_shm_set, EventTables, ProcessTrace, SetupError};
+use crate::ops::trace::{announce_to_relay, io, make_streams, render_trace_metadata, write_shm_set, EventTables, ProcessTrace, SetupError, StreamsOf};
 
 /// What [`create_process_trace`] needs to know about the process.
 #[derive(Debug, Clone)]
@@ -102,57 +100,20 @@ fn fill_process_trace(
             Some(d)
         }
     };
-    let mut streams = Vec::new();
-    let mut fds = Vec::new();
     let events = tables.share(p.events);
-    for (ci, ch) in session.channels.iter().enumerate() {
-        let mut chan_fds = Vec::new();
-        for cpu in 0..p.ncpus {
-            let identity = StreamIdentity { uuid, stream_id: ci as u32, cpu, stream_instance_id: *next_instance };
-            *next_instance += 1;
-            let cfg = buffer_config(&ch.config, identity);
-            let name = ust_ctf::stream_file_name(&ch.name, cpu);
-            let (buffer, fd, shm_file, shm_guard) = match &shm_dir {
-                Some(d) => {
-                    let (b, fd, f) = ringbuffer::shm::create_file(&cfg, &d.join(&name))?;
-                    let size = b.config().file_size().unwrap_or(0) as u64;
-                    let guard = crate::ops::sigbus::register(b.map().as_ptr(), b.map().len());
-                    (b, fd, Some((f, size)), guard)
-                }
-                None => {
-                    let (b, fd) = ringbuffer::shm::create_memfd(&cfg, &format!("ust-{}-{}-{}", p.pid, ch.name, cpu))?;
-                    (b, fd, None, None)
-                }
-            };
-            let files = TraceFiles {
-                dir: dir.clone(),
-                base: name.clone(),
-                max_size: ch.config.tracefile_size,
-                max_count: ch.config.tracefile_count,
-                current: 0,
-                oldest: 0,
-            };
-            let shm = StreamShm { file: shm_file, guard: shm_guard };
-            let relay = relay_streams.pop();
-            let setup = StreamSetup {
-                session: &session.name,
-                channel: &ch.name,
-                config: &ch.config,
-                identity,
-                events: events.clone(),
-                files,
-                live,
-                clock,
-                relay,
-                context_size: ust_core::context::block_size(&ch.contexts),
-                dead_watch: None,
-            };
-            let stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files"))?;
-            streams.push(Arc::new(Mutex::new(stream)));
-            chan_fds.push(fd);
-        }
-        fds.push(chan_fds);
-    }
+    let of = StreamsOf {
+        session,
+        dir: &dir,
+        uuid,
+        ncpus: p.ncpus,
+        events: events.clone(),
+        clock,
+        live,
+        shm_dir: shm_dir.as_deref(),
+        memfd_prefix: format!("ust-{}", p.pid),
+        deaths: None,
+    };
+    let (streams, fds) = make_streams(&of, next_instance, &mut relay_streams)?;
     let trace = ProcessTrace {
         pid: p.pid,
         procname: p.procname.to_string(),

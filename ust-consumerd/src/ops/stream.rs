@@ -138,6 +138,10 @@ impl std::fmt::Debug for Stream {
     }
 }
 
+/// A stream as the daemon's workers share it: locked by whoever drains, flushes or
+/// copies it (never under the state lock).
+pub type SharedStream = Arc<std::sync::Mutex<Stream>>;
+
 /// What a new [`Stream`] is made of, besides its buffer (see [`Stream::new`]).
 #[derive(Debug)]
 pub struct StreamSetup<'a> {

@@ -18,7 +18,7 @@ use ust_ctf::held::{CONTEXTS_FILE, EVENTS_FILE};
 use crate::model::registry::Registry;
 use crate::model::session::{ChannelConfig, Session};
 use crate::ops::relay::{RelayMetadata, RelayOutput, RelayStream};
-use crate::ops::stream::Stream;
+use crate::ops::stream::{SharedStream, Stream, StreamSetup, StreamShm, TraceFiles};
 
 /// Errors while setting up buffers and files.
 #[derive(Debug, thiserror::Error)]
@@ -244,4 +244,94 @@ pub fn buffer_config(c: &ChannelConfig, stream: StreamIdentity) -> BufferConfig 
         header_size: HEADER_SIZE as u32,
         stream,
     }
+}
+
+/// Per channel, the descriptors of its buffers, CPU 0 first: what the processes get.
+pub type ChannelFds = Vec<Vec<OwnedFd>>;
+
+/// What [`make_streams`] makes the streams of a trace from.
+#[derive(Debug)]
+pub struct StreamsOf<'a> {
+    /// The trace's session.
+    pub session: &'a Session,
+    /// The trace directory (its stream files go there when it writes them).
+    pub dir: &'a Path,
+    /// The trace's UUID.
+    pub uuid: [u8; 16],
+    /// Buffers per channel.
+    pub ncpus: u32,
+    /// The events its records carry.
+    pub events: Arc<[EventDesc]>,
+    /// The trace clock.
+    pub clock: TraceClock,
+    /// False for a snapshot session: nothing is drained until a snapshot.
+    pub live: bool,
+    /// `--shm-path`: the directory of the buffer files; `None`: sealed memfds.
+    pub shm_dir: Option<&'a Path>,
+    /// Names the memfd of channel `name`'s buffer on a CPU (`ust-<pid>-…`, `ust-uid<uid>-…`).
+    pub memfd_prefix: String,
+    /// A per-UID trace: the deaths of its members, watched by every stream.
+    pub deaths: Option<Arc<crate::ops::dead_writers::Deaths>>,
+}
+
+/// Allocates one buffer per CPU per channel of `of.session` (a memfd, or a backed file
+/// under `of.shm_dir`, its mapping registered with [`crate::ops::sigbus`]) and its stream,
+/// taking stream instance ids from `next_instance` and, for a network session, the relay
+/// streams from `relay_streams` (popped in order). Returns the streams, channel-major then
+/// CPU, and per channel the buffer descriptors to hand out (CPU 0 first).
+///
+/// # Errors
+/// [`SetupError`] for the first failure.
+pub fn make_streams(of: &StreamsOf<'_>, next_instance: &mut u64, relay_streams: &mut Vec<RelayStream>) -> Result<(Vec<SharedStream>, ChannelFds), SetupError> {
+    let session = of.session;
+    let mut streams = Vec::new();
+    let mut fds = Vec::new();
+    for (ci, ch) in session.channels.iter().enumerate() {
+        let mut chan_fds = Vec::new();
+        let context_size = ust_core::context::block_size(&ch.contexts);
+        for cpu in 0..of.ncpus {
+            let identity = StreamIdentity { uuid: of.uuid, stream_id: ci as u32, cpu, stream_instance_id: *next_instance };
+            *next_instance += 1;
+            let cfg = buffer_config(&ch.config, identity);
+            let name = ust_ctf::stream_file_name(&ch.name, cpu);
+            let (buffer, fd, shm) = match of.shm_dir {
+                Some(d) => {
+                    let (b, fd, f) = ringbuffer::shm::create_file(&cfg, &d.join(&name))?;
+                    let size = b.config().file_size().unwrap_or(0) as u64;
+                    let guard = crate::ops::sigbus::register(b.map().as_ptr(), b.map().len());
+                    (b, fd, StreamShm { file: Some((f, size)), guard })
+                }
+                None => {
+                    let (b, fd) = ringbuffer::shm::create_memfd(&cfg, &format!("{}-{}-{cpu}", of.memfd_prefix, ch.name))?;
+                    (b, fd, StreamShm::default())
+                }
+            };
+            let files = TraceFiles {
+                dir: of.dir.to_path_buf(),
+                base: name,
+                max_size: ch.config.tracefile_size,
+                max_count: ch.config.tracefile_count,
+                current: 0,
+                oldest: 0,
+            };
+            let setup = StreamSetup {
+                session: &session.name,
+                channel: &ch.name,
+                config: &ch.config,
+                identity,
+                events: of.events.clone(),
+                files,
+                live: of.live,
+                clock: of.clock,
+                relay: relay_streams.pop(),
+                context_size,
+                dead_watch: of.deaths.as_ref().map(|d| crate::ops::dead_writers::Watch::new(d.clone(), context_size)),
+            };
+            let stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files"))?;
+            streams.push(Arc::new(Mutex::new(stream)));
+            chan_fds.push(fd);
+        }
+        fds.push(chan_fds);
+    }
+    Ok((streams, fds))
 }

@@ -27,17 +27,15 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use ringbuffer::StreamIdentity;
 use ust_core::clock::TraceClock;
 use ust_core::EventDesc;
 
 use crate::model::registry::Registry;
 use crate::model::session::{BufferOwnership, Session};
 use crate::ops::relay::RelayOutput;
-use crate::ops::stream::{Stream, StreamSetup, StreamShm, TraceFiles};
-use crate::ops::trace::{announce_to_relay, buffer_config, render_trace_metadata, write_shm_set, ProcessTrace, SetupError, Shared};
+use crate::ops::trace::{announce_to_relay, make_streams, render_trace_metadata, write_shm_set, ProcessTrace, SetupError, Shared, StreamsOf};
 
 /// First [`ust_core::ABI_MINOR`] whose runtimes can write per-UID channels.
 pub const SINCE_MINOR: u16 = 5;
@@ -173,61 +171,26 @@ pub(crate) fn create(
     let clock = tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
     let events: Arc<[EventDesc]> = Vec::new().into();
     let deaths = Arc::new(crate::ops::dead_writers::Deaths::default());
-    let mut streams = Vec::new();
-    let mut fds = Vec::new();
-    let made = (|| {
-        for (ci, ch) in session.channels.iter().enumerate() {
-            let mut chan_fds = Vec::new();
-            for cpu in 0..ncpus {
-                let identity = StreamIdentity { uuid, stream_id: ci as u32, cpu, stream_instance_id: *next_instance };
-                *next_instance += 1;
-                let cfg = buffer_config(&ch.config, identity);
-                let name = ust_ctf::stream_file_name(&ch.name, cpu);
-                let (buffer, fd, shm) = match &shm_dir {
-                    Some(d) => {
-                        let (b, fd, f) = ringbuffer::shm::create_file(&cfg, &d.join(&name))?;
-                        let size = b.config().file_size().unwrap_or(0) as u64;
-                        let guard = crate::ops::sigbus::register(b.map().as_ptr(), b.map().len());
-                        (b, fd, StreamShm { file: Some((f, size)), guard })
-                    }
-                    None => {
-                        let (b, fd) = ringbuffer::shm::create_memfd(&cfg, &format!("ust-uid{uid}-{}-{cpu}", ch.name))?;
-                        (b, fd, StreamShm::default())
-                    }
-                };
-                let files = TraceFiles {
-                    dir: dir.clone(),
-                    base: name,
-                    max_size: ch.config.tracefile_size,
-                    max_count: ch.config.tracefile_count,
-                    current: 0,
-                    oldest: 0,
-                };
-                let setup = StreamSetup {
-                    session: &session.name,
-                    channel: &ch.name,
-                    config: &ch.config,
-                    identity,
-                    events: events.clone(),
-                    files,
-                    live,
-                    clock,
-                    relay: relay_streams.pop(),
-                    context_size: ust_core::context::block_size(&ch.contexts),
-                    dead_watch: Some(crate::ops::dead_writers::Watch::new(deaths.clone(), ust_core::context::block_size(&ch.contexts))),
-                };
-                let stream = Stream::new(setup, buffer, session.output_error.clone(), shm).map_err(io("creating stream files".into()))?;
-                streams.push(Arc::new(Mutex::new(stream)));
-                chan_fds.push(fd);
-            }
-            fds.push(chan_fds);
+    let of = StreamsOf {
+        session,
+        dir: &dir,
+        uuid,
+        ncpus,
+        events: events.clone(),
+        clock,
+        live,
+        shm_dir: shm_dir.as_deref(),
+        memfd_prefix: format!("ust-uid{uid}"),
+        deaths: Some(deaths.clone()),
+    };
+    let made = make_streams(&of, next_instance, &mut relay_streams);
+    let (streams, fds) = match made {
+        Ok(x) => x,
+        Err(e) => {
+            remove_made(local, &dir, shm_dir.as_deref());
+            return Err(e);
         }
-        Ok::<(), SetupError>(())
-    })();
-    if let Err(e) = made {
-        remove_made(local, &dir, shm_dir.as_deref());
-        return Err(e);
-    }
+    };
     Ok(ProcessTrace {
         relay: relay_meta,
         pid: 0,
