@@ -15,8 +15,9 @@
 //! it is never written twice). A packet cut short by a killed writer, which no rule can
 //! take back, is removed when the trace is next opened ([`crate::recover`]).
 //!
-//! File creation goes through [`StreamWriter::create`] alone, so that how trace files are
-//! made (mode 0600, `index/` beside the stream files) is decided in one place.
+//! File creation goes through [`StreamWriter::create`] alone, and directories through
+//! [`create_dirs`], so that how trace output is made (mode 0600 files, `index/` beside the
+//! stream files) is decided in one place.
 
 use std::path::{Path, PathBuf};
 
@@ -107,6 +108,19 @@ impl StreamWriter {
     pub fn path(&self) -> &Path {
         self.file.path()
     }
+}
+
+/// Creates directory `dir` of trace output and its missing parents, mode `mode` (before
+/// the umask): 0750 for trace directories, 0700 for `--shm-path` buffer sets, 0777 for the
+/// directories that hold them (snapshots, archives). With [`StreamWriter::create`] and
+/// [`crate::metadata::write_atomically`], the one way trace output is made (the daemon's
+/// exclusive creation of a process's directory aside).
+///
+/// # Errors
+/// The `mkdir` error.
+pub fn create_dirs(dir: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(mode).create(dir)
 }
 
 #[cfg(test)]

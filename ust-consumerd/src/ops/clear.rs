@@ -61,7 +61,7 @@ pub fn clear(daemon: &Daemon, name: &str) -> Result<(), String> {
             continue;
         }
         let to = scratch.join(i.to_string());
-        std::fs::create_dir_all(&to).map_err(|e| format!("creating {}: {e}", to.display()))?;
+        ust_ctf::writer::create_dirs(&to, 0o777).map_err(|e| format!("creating {}: {e}", to.display()))?;
         for s in streams {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
             s.rotate_chunk(&to).map_err(|e| format!("clearing {}/{e}", dir.display()))?;

@@ -17,6 +17,7 @@
 //! - [`regenerate`]: `ust regenerate metadata|statedump`.
 //! - [`triggers`]: `ust add-trigger`: the triggers and the notifier buffers of the processes.
 //! - [`relay`]: streaming a session to lttng-relayd (network and live sessions).
+//! - [`relay_session`]: the ends of a network session: data pending at `stop`, closing at `destroy`.
 //! - [`output`]: checks that a session's output and shm directory can keep what it records.
 //! - [`fds`]: the descriptor budget.
 //! - [`memory`]: keeping the daemon's heap bounded by what is live.
@@ -32,6 +33,7 @@ pub mod process_life;
 pub mod process_trace;
 pub mod regenerate;
 pub mod relay;
+pub mod relay_session;
 pub mod rotate;
 pub mod sigbus;
 pub mod snapshot;

@@ -16,7 +16,7 @@ use crate::ops::trace::buffer_config;
 /// `Permission denied`, `No space left on device`, …).
 pub fn check_writable(dir: &Path) -> Result<(), String> {
     use std::io::Write as _;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
+    ust_ctf::writer::create_dirs(dir, 0o777).map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
     let probe = dir.join(format!(".ust-write-check-{}", std::process::id()));
     let written = std::fs::File::create(&probe).and_then(|mut f| f.write_all(b"ust"));
     let _ = std::fs::remove_file(&probe);

@@ -21,6 +21,7 @@ use ust_core::EventDesc;
 use crate::model::session::Session;
 use crate::ops::relay::RelayOutput;
 use crate::ops::trace::{announce_to_relay, io, make_streams, render_trace_metadata, write_shm_set, EventTables, ProcessTrace, SetupError, StreamsOf};
+use ust_ctf::writer::create_dirs;
 
 /// What [`create_process_trace`] needs to know about the process.
 #[derive(Debug, Clone)]
@@ -92,9 +93,8 @@ fn fill_process_trace(
     let shm_dir = match &session.shm_dir {
         None => None,
         Some(base) => {
-            use std::os::unix::fs::DirBuilderExt;
             let d = ust_ctf::process_dir(base, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered));
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&d).map_err(io(format!("creating {}", d.display())))?;
+            create_dirs(&d, 0o700).map_err(io(format!("creating {}", d.display())))?;
             let sizes: Vec<usize> = session.channels.iter().map(|c| ust_core::context::block_size(&c.contexts)).collect();
             write_shm_set(&d, &text, p.events, &sizes)?;
             Some(d)
@@ -149,7 +149,7 @@ fn relay_trace_path(dir: &std::path::Path) -> String {
 fn new_trace_dir(want: &std::path::Path) -> Result<PathBuf, SetupError> {
     use std::os::unix::fs::DirBuilderExt;
     let parent = want.parent().unwrap_or(want);
-    std::fs::DirBuilder::new().recursive(true).mode(0o750).create(parent).map_err(io(format!("creating {}", parent.display())))?;
+    create_dirs(parent, 0o750).map_err(io(format!("creating {}", parent.display())))?;
     for n in 0u32..1000 {
         let dir = if n == 0 { want.to_path_buf() } else { PathBuf::from(format!("{}-{n}", want.display())) };
         match std::fs::DirBuilder::new().mode(0o750).create(&dir) {

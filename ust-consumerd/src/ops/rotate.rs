@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use crate::ops::state::Daemon;
+use ust_ctf::writer::create_dirs;
 
 /// Archives the current trace chunk of session `name` (see [`ust_ctl::protocol::Command::Rotate`]) and
 /// returns the archive directory.
@@ -48,9 +49,9 @@ pub fn rotate_chunk(daemon: &Daemon, name: &str, last: bool) -> Result<PathBuf, 
         }
         (archive, jobs)
     };
-    std::fs::create_dir_all(&archive).map_err(|e| format!("cannot create {}: {e}", archive.display()))?;
+    create_dirs(&archive, 0o777).map_err(|e| format!("cannot create {}: {e}", archive.display()))?;
     for (dir, dest, streams, gone) in jobs {
-        std::fs::create_dir_all(&dest).map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
+        create_dirs(&dest, 0o777).map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
         // The metadata first: the archive is complete before any of its packets is there.
         std::fs::copy(dir.join("metadata"), dest.join("metadata")).map_err(|e| format!("cannot copy {}/metadata: {e}", dir.display()))?;
         for s in &streams {

@@ -173,7 +173,7 @@ pub fn write_shm_set(d: &std::path::Path, metadata: &str, events: &[EventDesc], 
 }
 
 /// `d/name` ← `bytes`, through `d/.name.tmp` and a rename.
-fn write_file_atomically(d: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), SetupError> {
+pub fn write_file_atomically(d: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), SetupError> {
     let tmp = d.join(format!(".{name}.tmp"));
     std::fs::write(&tmp, bytes).map_err(io(format!("writing {}", tmp.display())))?;
     std::fs::rename(&tmp, d.join(name)).map_err(io(format!("renaming {} to {name}", tmp.display())))

@@ -36,6 +36,7 @@ use crate::model::registry::Registry;
 use crate::model::session::{BufferOwnership, Session};
 use crate::ops::relay::RelayOutput;
 use crate::ops::trace::{announce_to_relay, make_streams, render_trace_metadata, write_shm_set, ProcessTrace, SetupError, Shared, StreamsOf};
+use ust_ctf::writer::create_dirs;
 
 /// First [`ust_core::ABI_MINOR`] whose runtimes can write per-UID channels.
 pub const SINCE_MINOR: u16 = 5;
@@ -153,13 +154,12 @@ pub(crate) fn create(
     // A network session: its streams are announced before any buffer exists.
     let (relay_meta, mut relay_streams) = announce_to_relay(session, relay, ncpus, &relay_path(uid), &metadata)?;
     let made = (|| {
-        use std::os::unix::fs::DirBuilderExt;
         if local {
-            std::fs::DirBuilder::new().recursive(true).mode(0o750).create(&dir).map_err(io(format!("creating {}", dir.display())))?;
+            create_dirs(&dir, 0o750).map_err(io(format!("creating {}", dir.display())))?;
             ust_ctf::metadata::write_atomically(&dir, &metadata).map_err(io(format!("writing {}/metadata", dir.display())))?;
         }
         if let Some(d) = &shm_dir {
-            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(d).map_err(io(format!("creating {}", d.display())))?;
+            create_dirs(d, 0o700).map_err(io(format!("creating {}", d.display())))?;
             write_shm_set(d, &metadata, &[], &context_sizes)?;
         }
         Ok::<(), SetupError>(())

@@ -16,8 +16,9 @@
 //!
 //! - [`wire`]: the bytes of each command and reply.
 //! - [`conn`]: the two connections and the commands on them.
-//! - [`finish`]: data pending at `stop`, closing at `destroy`.
-//! - [`snapshot`]: `ust snapshot record` to a relay daemon.
+//! - the data-pending wait at `stop` and the closing at `destroy` are
+//!   [`crate::ops::relay_session`]'s, snapshots to a relay daemon
+//!   [`crate::ops::snapshot::relay`]'s.
 //! - here: [`RelayOutput`], a session's connection shared by its streams, which turns the
 //!   first failure into the session's output error (the session then writes nothing more,
 //!   as with a full disk, and says why in `ust list` and the daemon's log), and
@@ -27,8 +28,6 @@
 //! which discards (and counts) when the drain does not keep up.
 
 pub mod conn;
-pub mod finish;
-pub mod snapshot;
 pub mod wire;
 
 use std::sync::{Arc, Mutex};
@@ -40,6 +39,14 @@ use ust_ctl::url::NetworkUrl;
 use crate::model::session::OutputError;
 use conn::{Connection, RelayError};
 use ust_ctf::index::IndexEntry;
+
+/// Proves that a relay daemon answers at `url` (connection and version negotiation).
+///
+/// # Errors
+/// A message naming the URL.
+pub fn check_reachable(url: &NetworkUrl) -> Result<(), String> {
+    Connection::open(url).map(drop).map_err(|e| format!("relay daemon at {url}: {e}; is lttng-relayd running there?"))
+}
 
 /// The one trace chunk a session has on the relay daemon (rotation is not streamed).
 pub const CHUNK_ID: u64 = 0;

@@ -1,5 +1,5 @@
 //! Writing snapshots to the session's output (or, with a network snapshot output, having
-//! [`crate::ops::relay::snapshot`] send them), and post-mortem dumps.
+//! [`super::relay`] send them), and post-mortem dumps.
 
 use std::path::{Path, PathBuf};
 use ust_ctl::protocol::SnapshotReport;
@@ -7,15 +7,13 @@ use ust_ctl::protocol::SnapshotReport;
 use super::source::{begin, packets_per_stream, source, Source};
 use crate::ops::state::Daemon;
 use ust_ctf::held::{copy_held_packets, HeldCopy};
+use ust_ctf::writer::create_dirs;
 use ust_ctf::writer::{StreamWriter, WriteBack};
 
 /// Writes one process's trace into `dir` (created): metadata first, then for every stream
 /// the packets its buffer holds, at most `max_packets` (the newest) per stream.
 fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &mut SnapshotReport) -> Result<(), String> {
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().recursive(true).mode(0o750).create(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
+    create_dirs(dir, 0o750).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     ust_ctf::metadata::write_atomically(dir, &src.metadata).map_err(|e| format!("writing {}/metadata: {e}", dir.display()))?;
     for s in &src.streams {
         let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
@@ -47,14 +45,14 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<Snap
     // A snapshot output on a relay daemon (`snapshot add-output URL`) takes it there.
     let url = daemon.lock().sessions.get(name).and_then(|s| s.session.snapshot_url.clone());
     if url.is_some() {
-        return crate::ops::relay::snapshot::record(daemon, name, max_size, url);
+        return super::relay::record(daemon, name, max_size, url);
     }
     let (n, sources, max_subbuf) = begin(daemon, name)?;
     let output = daemon.lock().sessions.get(name).map(|s| s.session.output.clone()).unwrap_or_default();
     let dir = output.join(format!("snapshot-{n}-{}", ust_ctf::datetime::stamp()));
     let max_packets = packets_per_stream(&sources, max_size, max_subbuf)?;
     let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    create_dirs(&dir, 0o777).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for src in &sources {
         let pdir = dir.join(&src.rel);
         write_process(src, &pdir, max_packets, &mut report)?;

@@ -22,6 +22,8 @@
 //!
 //! - [`source`]: what a snapshot copies, taken from the session's traces.
 //! - [`dump`]: `ust snapshot record` and post-mortem dumps.
+//! - [`relay`]: snapshots sent to a relay daemon.
 
 pub mod dump;
+pub mod relay;
 pub mod source;

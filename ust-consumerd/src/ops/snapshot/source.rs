@@ -1,7 +1,7 @@
 //! What a snapshot copies: each trace of the session as a `Source` (its directory in
 //! the snapshot, metadata, streams, events), taken under the state lock, and the
 //! `--max-size` budget per stream. Shared by local snapshots ([`super::dump`]) and
-//! snapshots sent to a relay daemon ([`crate::ops::relay::snapshot`]).
+//! snapshots sent to a relay daemon ([`super::relay`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

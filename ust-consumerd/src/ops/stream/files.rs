@@ -46,7 +46,7 @@ impl TraceFiles {
 
     /// Moves every piece on disk (stream and index files) into `to` (and `to/index`).
     fn move_to(&self, to: &Path) -> std::io::Result<()> {
-        std::fs::create_dir_all(to.join("index"))?;
+        ust_ctf::writer::create_dirs(&to.join("index"), 0o777)?;
         for k in self.oldest..=self.current {
             let name = self.name(k);
             let idx = format!("index/{name}.idx");

@@ -37,7 +37,7 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     // `ust snapshot record` sends snapshots (as `lttng create --snapshot --set-url`).
     let (relay, snapshot_url) = if snapshot { (None, relay) } else { (relay, None) };
     if let Some(u) = &snapshot_url {
-        crate::ops::relay::snapshot::check_reachable(u)?;
+        crate::ops::relay::check_reachable(u)?;
     }
     if live_timer_us == Some(0) {
         return Err("--live period must be at least 1 µs".into());
@@ -52,7 +52,7 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
                 return Err(format!("--shm-path {} is not an absolute path", p.display()));
             }
             let d = p.join(format!("{name}-{}", ust_ctf::datetime::stamp()));
-            std::fs::create_dir_all(&d).map_err(|e| format!("cannot create shm directory {}: {e}", d.display()))?;
+            ust_ctf::writer::create_dirs(&d, 0o777).map_err(|e| format!("cannot create shm directory {}: {e}", d.display()))?;
             Some(d)
         }
     };

@@ -44,11 +44,11 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
         }
         Command::SnapshotRecordTo { session, max_size, url } => {
             let name = daemon.lock().resolve(&session);
-            name.and_then(|n| crate::ops::relay::snapshot::record(daemon, &n, max_size, Some(url))).map(Payload::Snapshot)
+            name.and_then(|n| crate::ops::snapshot::relay::record(daemon, &n, max_size, Some(url))).map(Payload::Snapshot)
         }
         Command::SnapshotAddOutput { session, url } => {
             let name = daemon.lock().resolve(&session);
-            name.and_then(|n| crate::ops::relay::snapshot::set_output(daemon, &n, url)).map(|()| Payload::Done)
+            name.and_then(|n| crate::ops::snapshot::relay::set_output(daemon, &n, url)).map(|()| Payload::Done)
         }
         Command::Clear { session } => {
             let name = daemon.lock().resolve(&session);

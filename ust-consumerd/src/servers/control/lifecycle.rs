@@ -93,7 +93,7 @@ pub fn stop(daemon: &Daemon, name: &str) {
         s.drain();
     }
     // As `lttng stop` with a relay daemon: return once it has written what was sent.
-    crate::ops::relay::finish::wait_session_received(daemon, name);
+    crate::ops::relay_session::wait_session_received(daemon, name);
     crate::log!("session {name} stopped");
 }
 
@@ -157,7 +157,7 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Result<DestroyReport, String> {
         }
     }
     if ss.relay.is_some() {
-        crate::ops::relay::finish::finish_network_session(&ss, &dead);
+        crate::ops::relay_session::finish_network_session(&ss, &dead);
     }
     let mut archives = Vec::new();
     if ss.session.rotations > 0 {

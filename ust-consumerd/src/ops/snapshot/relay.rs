@@ -18,18 +18,9 @@ use ust_ctf::held::{copy_held_packets, HeldCopy};
 use ust_ctl::protocol::SnapshotReport;
 use ust_ctl::url::NetworkUrl;
 
-use super::conn::Connection;
-use super::RelayOutput;
 use crate::model::session::OutputError;
+use crate::ops::relay::{check_reachable, RelayOutput};
 use crate::ops::state::Daemon;
-
-/// Proves that a relay daemon answers at `url` (connection and version negotiation).
-///
-/// # Errors
-/// A message naming the URL.
-pub fn check_reachable(url: &NetworkUrl) -> Result<(), String> {
-    Connection::open(url).map(drop).map_err(|e| format!("relay daemon at {url}: {e}; is lttng-relayd running there?"))
-}
 
 /// `ust snapshot add-output`: snapshots of session `name` go to `url` from now on
 /// (`None`: to its output directory again).
@@ -63,8 +54,8 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>, url: Option<Ne
         let url = url.or_else(|| ss.session.snapshot_url.clone()).ok_or_else(|| format!("session {name} has no network snapshot output"))?;
         (url, ss.session.created)
     };
-    let (n, sources, max_subbuf) = crate::ops::snapshot::source::begin(daemon, name)?;
-    let max_packets = crate::ops::snapshot::source::packets_per_stream(&sources, max_size, max_subbuf)?;
+    let (n, sources, max_subbuf) = super::source::begin(daemon, name)?;
+    let max_packets = super::source::packets_per_stream(&sources, max_size, max_subbuf)?;
     let chunk = format!("snapshot-{n}-{}", ust_ctf::datetime::stamp());
     let error = OutputError::default();
     let out = RelayOutput::connect(&url, name, created, 0, Some(&chunk), error.clone())?;

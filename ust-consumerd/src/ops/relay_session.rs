@@ -24,7 +24,7 @@ fn pending_set(ss: &SessionState) -> (Vec<u64>, Vec<(u64, u64)>) {
 
 /// `stop` of a network session, after the last drain: waits until the relay daemon has
 /// written every packet sent (the data-pending handshake, bounded by
-/// [`super::DATA_PENDING_TIMEOUT`]).
+/// [`crate::ops::relay::DATA_PENDING_TIMEOUT`]).
 pub fn wait_session_received(daemon: &Daemon, name: &str) {
     // The traces' streams are locked after the state lock is released (stream locks are
     // never taken under it): the `Arc`s are taken out first.
