@@ -2,11 +2,13 @@
 //! `lttng-sessiond`/`lttng-consumerd`.
 //!
 //! ```text
-//!  ust (cli) ──ctl socket, ust_ctl::protocol──> control ──> session (channels, enablers)
-//!                                                  │
-//!  traced app ──app socket (ust_core::protocol)──> apps ──> buffers (sealed memfds, per CPU)
-//!                                                  │
-//!                                drain thread ─────┴──> ust_ctf::{metadata, stream, index}
+//!  servers/ (threads)                ops/ (writes files)                 model/ (data)
+//!  ust (cli) ─ctl─> control ───────> state, attach, sync, rotate, ──> session, enabler,
+//!                                    snapshot, clear, regenerate         masks, app, registry
+//!  traced app ─app─> apps ─────────> attach, process_life
+//!  drain loop ─────> drain ────────> stream ──> ust_ctf::writer (stream file + index)
+//!                                          └──> relay (lttng-relayd)
+//!  trigger_watch, kview
 //! ```
 //!
 //! Three layers, each a directory, each calling only the layers below it:
@@ -17,6 +19,11 @@
 //!   clear, regenerate, rotate, the relay output.
 //! - [`servers`]: the threads that take requests and run the timers: the control server,
 //!   the app server, the kernel-view broker, the drain loop.
+//!
+//! The daemon's state ([`ops::state`]) is in `ops`, not `model`: besides the model's data
+//! it holds each session's traces, whose streams own mapped buffers and open files. What
+//! is a pure function of the data, a process's enable masks, is [`model::masks`], which
+//! the state only feeds.
 //!
 //! [`daemon`] wires them into a process; [`mod@log`] is the daemon's log, used by all.
 
