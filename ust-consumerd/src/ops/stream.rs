@@ -26,7 +26,7 @@ use ust_ctf::held::{copy_held_packets, HeldCopy};
 use crate::model::session::{ChannelConfig, OutputError};
 use crate::ops::dead_writers::Watch;
 use crate::ops::relay::RelayStream;
-use files::{Appended, FileSink};
+use files::FileSink;
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -383,33 +383,27 @@ impl Stream {
     /// written (counted in `unwritten_packets`).
     fn write_packet(&mut self, info: &PacketInfo, packet: &[u8]) -> bool {
         let stopped = self.output_error.get().is_some();
-        let appended = match &mut self.sink {
+        let written = match &mut self.sink {
             // A network session: the packet goes to the relay daemon, not to a file.
-            Sink::Relay(r) => {
-                if stopped || !r.send(info, packet) {
-                    Appended::Closed
-                } else {
-                    Appended::Written
-                }
-            }
+            Sink::Relay(r) => Ok(!stopped && r.send(info, packet)),
             Sink::Files(f) => {
                 if stopped {
                     f.close();
                 }
                 f.append(packet, info, &self.what)
             }
-            Sink::SnapshotOnly => Appended::Closed,
+            Sink::SnapshotOnly => Ok(false),
         };
-        match appended {
-            Appended::Written => {
+        match written {
+            Ok(true) => {
                 self.count_written(info, packet.len());
                 true
             }
-            Appended::Closed => {
+            Ok(false) => {
                 self.stats.unwritten_packets += 1;
                 false
             }
-            Appended::Failed(e) => {
+            Err(e) => {
                 self.output_failed(&e.path, &e.error);
                 self.stats.unwritten_packets += 1;
                 false

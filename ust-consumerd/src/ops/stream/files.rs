@@ -61,17 +61,6 @@ impl TraceFiles {
     }
 }
 
-/// What [`FileSink::append`] did with a packet.
-pub(super) enum Appended {
-    /// In the stream file, with its index entry.
-    Written,
-    /// Not written: the files are closed (the output stopped, or the next piece could
-    /// not be made).
-    Closed,
-    /// Not written: the append failed (nothing of the packet is in either file).
-    Failed(AppendError),
-}
-
 /// The piece being written, and the series it belongs to.
 #[derive(Debug)]
 pub(super) struct FileSink {
@@ -98,16 +87,17 @@ impl FileSink {
 
     /// Appends `packet` (parsed as `info`), first starting the next piece when it would
     /// make the current one larger than `--tracefile-size`. `what` names the stream in log
-    /// lines.
-    pub(super) fn append(&mut self, packet: &[u8], info: &PacketInfo, what: &str) -> Appended {
+    /// lines. `Ok(false)`: not written, the files are closed (the output stopped, or the
+    /// next piece could not be made).
+    ///
+    /// # Errors
+    /// The append failed (nothing of the packet is in either file).
+    pub(super) fn append(&mut self, packet: &[u8], info: &PacketInfo, what: &str) -> Result<bool, AppendError> {
         if self.files.max_size > 0 && self.writer.as_ref().is_some_and(|w| !w.is_empty() && w.len() + packet.len() as u64 > self.files.max_size) {
             self.next_piece(what);
         }
-        let Some(writer) = self.writer.as_mut() else { return Appended::Closed };
-        match writer.append(packet, info) {
-            Ok(_) => Appended::Written,
-            Err(e) => Appended::Failed(e),
-        }
+        let Some(writer) = self.writer.as_mut() else { return Ok(false) };
+        writer.append(packet, info).map(|_| true)
     }
 
     /// Closes the current piece and starts the next (`--tracefile-size`), removing the
