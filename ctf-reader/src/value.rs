@@ -128,35 +128,6 @@ pub(crate) fn build(ty: &FieldType, slots: &mut std::slice::Iter<'_, Slot>, text
     })
 }
 
-/// Skips the slots of one value of `ty`.
-pub(crate) fn skip(ty: &FieldType, slots: &mut std::slice::Iter<'_, Slot>) -> Option<()> {
-    match ty {
-        FieldType::Int(_) | FieldType::Enum { .. } | FieldType::Float { .. } | FieldType::String { .. } => {
-            slots.next()?;
-        }
-        FieldType::Struct { fields, .. } => {
-            for f in fields {
-                skip(&f.ty, slots)?;
-            }
-        }
-        FieldType::Array { elem, .. } | FieldType::Sequence { elem, .. } => {
-            if elem.is_text_element() {
-                slots.next()?;
-            } else {
-                let Slot::Len(n) = *slots.next()? else { return None };
-                for _ in 0..n {
-                    skip(elem, slots)?;
-                }
-            }
-        }
-        FieldType::Variant { options, .. } => {
-            let Slot::Opt(i) = *slots.next()? else { return None };
-            skip(&options.get(i as usize)?.ty, slots)?;
-        }
-    }
-    Some(())
-}
-
 fn text_of(s: Slot, text: &[u8], cut_at_nul: bool) -> Option<String> {
     let Slot::Str { off, len } = s else { return None };
     let mut b = text.get(off as usize..off as usize + len as usize)?;
