@@ -62,7 +62,9 @@ impl Compiled {
             }
         }
         let regs = Registers::collect(all).map_err(sem)?;
-        let c = |t: &Option<crate::model::FieldType>, s: Scope| -> Result<Option<Node>, Error> { t.as_ref().map(|t| compile(t, s, &regs)).transpose().map_err(sem) };
+        let c = |t: &Option<crate::model::FieldType>, s: Scope| -> Result<Option<Node>, Error> {
+            t.as_ref().map(|t| compile(t, s, &regs)).transpose().map_err(sem)
+        };
         let packet_header = c(&trace.packet_header, Scope::PacketHeader)?;
         let mut streams = Vec::with_capacity(trace.streams.len());
         for sc in &trace.streams {

@@ -63,7 +63,10 @@ pub fn depacketize(bytes: &[u8], path: &Path) -> Result<Vec<u8>, MetadataError> 
         if content_bits % 8 != 0 || packet_bits % 8 != 0 || content_bits < METADATA_HEADER_LEN * 8 || content_bits > packet_bits {
             return Err(bad(off, format!("bad metadata packet sizes: content {content_bits} bits, packet {packet_bits} bits")));
         }
-        let end = off.checked_add(packet_bits / 8).filter(|e| *e <= bytes.len()).ok_or_else(|| bad(off, format!("metadata packet of {packet_bits} bits runs past the end of the file")))?;
+        let end = off
+            .checked_add(packet_bits / 8)
+            .filter(|e| *e <= bytes.len())
+            .ok_or_else(|| bad(off, format!("metadata packet of {packet_bits} bits runs past the end of the file")))?;
         out.extend_from_slice(&bytes[off + METADATA_HEADER_LEN..off + content_bits / 8]);
         off = end;
     }

@@ -110,7 +110,17 @@ pub(crate) fn message<'a>(t: &'a CtfTrace, stream: &'a StreamFile, batch: &'a Ba
         RawMsg::Event(raw) => {
             let packet = packet_of(raw.packet);
             let sc = &trace.streams[packet.stream_class];
-            Message::Event(EventRef { trace, stream, stream_class: sc, class: &sc.events[raw.class as usize], packet, cycles: raw.cycles, ns: raw.ns, raw, batch })
+            Message::Event(EventRef {
+                trace,
+                stream,
+                stream_class: sc,
+                class: &sc.events[raw.class as usize],
+                packet,
+                cycles: raw.cycles,
+                ns: raw.ns,
+                raw,
+                batch,
+            })
         }
         RawMsg::DiscardedEvents { packet, count, range } => {
             let packet = packet_of(packet);

@@ -120,7 +120,9 @@ pub(crate) fn finish(trace: &mut Trace) -> Result<(), String> {
     let mut check = |ty: &FieldType| -> Result<(), String> {
         visit(ty, &mut |t| {
             match t {
-                FieldType::Int(i) | FieldType::Enum { int: i, .. } if i.clock.is_some_and(|c| c >= n_clocks) => return Err("integer mapped to an unknown clock".to_string()),
+                FieldType::Int(i) | FieldType::Enum { int: i, .. } if i.clock.is_some_and(|c| c >= n_clocks) => {
+                    return Err("integer mapped to an unknown clock".to_string())
+                }
                 FieldType::Sequence { len, .. } => targets.push(len.clone()),
                 FieldType::Variant { tag, .. } => targets.push(tag.clone()),
                 _ => {}

@@ -70,9 +70,17 @@ pub(crate) enum RawMsg {
     Event(RawEvent),
     /// Discarded events (`count` unknown for a stream's first packet) between two clock
     /// values (cycles) of the packet's stream.
-    DiscardedEvents { packet: u32, count: Option<u64>, range: Option<(u64, u64)> },
+    DiscardedEvents {
+        packet: u32,
+        count: Option<u64>,
+        range: Option<(u64, u64)>,
+    },
     /// Lost packets.
-    DiscardedPackets { packet: u32, count: u64, range: Option<(u64, u64)> },
+    DiscardedPackets {
+        packet: u32,
+        count: u64,
+        range: Option<(u64, u64)>,
+    },
 }
 
 /// Messages decoded from one stream, with their values.
@@ -130,7 +138,20 @@ pub(crate) struct StreamDecoder {
 impl StreamDecoder {
     pub(crate) fn new(cx: Arc<Compiled>, path: Arc<Path>, data: Arc<crate::trace::FileData>) -> Self {
         let st = DecState { regs: vec![0; cx.n_regs], ..Default::default() };
-        StreamDecoder { cx, path, data, next_packet: 0, cur: None, st, pkt_out: Out::default(), prev_discarded: None, prev_seq: None, prev_end: None, cur_info: None, done: false }
+        StreamDecoder {
+            cx,
+            path,
+            data,
+            next_packet: 0,
+            cur: None,
+            st,
+            pkt_out: Out::default(),
+            prev_discarded: None,
+            prev_seq: None,
+            prev_end: None,
+            cur_info: None,
+            done: false,
+        }
     }
 
     fn fault(&self, base: usize, f: DecodeFault) -> Error {
@@ -222,7 +243,9 @@ impl StreamDecoder {
             }
         }
         let sc = match st.stream_class_id {
-            Some(id) => cx.trace.streams.iter().position(|s| s.id == id).ok_or_else(|| fault(DecodeFault::new(r.pos, format!("unknown stream class id {id}"))))?,
+            Some(id) => {
+                cx.trace.streams.iter().position(|s| s.id == id).ok_or_else(|| fault(DecodeFault::new(r.pos, format!("unknown stream class id {id}"))))?
+            }
             None if cx.trace.streams.len() == 1 => 0,
             None => return Err(fault(DecodeFault::new(r.pos, "packet header has no stream_id and there are several stream classes"))),
         };
@@ -235,7 +258,10 @@ impl StreamDecoder {
         if total == 0 || total % 8 != 0 || content > total || total > file_bits || content < r.pos {
             return Err(fault(DecodeFault::new(
                 0,
-                format!("packet sizes do not fit: packet_size {total} bits, content_size {content} bits, {} bits of headers, {file_bits} bits left in the file", r.pos),
+                format!(
+                    "packet sizes do not fit: packet_size {total} bits, content_size {content} bits, {} bits of headers, {file_bits} bits left in the file",
+                    r.pos
+                ),
             )));
         }
         let model = &cx.trace;

@@ -81,7 +81,10 @@ impl<'a> BitReader<'a> {
         let start = (self.pos / 8) as usize;
         let end = (self.limit / 8) as usize;
         let hay = &self.buf[start..end];
-        let n = hay.iter().position(|&b| b == 0).ok_or_else(|| DecodeFault::new(self.pos, "string without a terminating NUL before the end of the packet content"))?;
+        let n = hay
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| DecodeFault::new(self.pos, "string without a terminating NUL before the end of the packet content"))?;
         self.pos += (n as u64 + 1) * 8;
         Ok(&hay[..n])
     }

@@ -25,14 +25,42 @@ pub(crate) enum Len {
 /// A compiled field decoder.
 #[derive(Debug)]
 pub(crate) enum Node {
-    Int { size: u32, align: u32, be: bool, signed: bool, clock: bool, reg: u16, role: Option<Role> },
-    Float { size: u32, align: u32, be: bool },
+    Int {
+        size: u32,
+        align: u32,
+        be: bool,
+        signed: bool,
+        clock: bool,
+        reg: u16,
+        role: Option<Role>,
+    },
+    Float {
+        size: u32,
+        align: u32,
+        be: bool,
+    },
     CStr,
     /// Array or sequence of byte-aligned 8-bit encoded integers: one text slot.
-    Text { align: u32, len: Len },
-    Struct { align: u32, fields: Box<[Node]> },
-    Array { align: u32, len: Len, elem: Box<Node>, elem_min_bits: u64 },
-    Variant { reg: u16, signed: bool, ranges: Box<[(i128, i128, u32)]>, options: Box<[Node]> },
+    Text {
+        align: u32,
+        len: Len,
+    },
+    Struct {
+        align: u32,
+        fields: Box<[Node]>,
+    },
+    Array {
+        align: u32,
+        len: Len,
+        elem: Box<Node>,
+        elem_min_bits: u64,
+    },
+    Variant {
+        reg: u16,
+        signed: bool,
+        ranges: Box<[(i128, i128, u32)]>,
+        options: Box<[Node]>,
+    },
 }
 
 impl Node {

@@ -172,7 +172,11 @@ pub(crate) fn exec(node: &Node, r: &mut BitReader<'_>, st: &mut DecState, out: &
         Node::Variant { reg, signed, ranges, options } => {
             let raw = st.regs[*reg as usize];
             let v: i128 = if *signed { raw as i64 as i128 } else { raw as i128 };
-            let opt = ranges.iter().find(|(lo, hi, _)| *lo <= v && v <= *hi).map(|r| r.2).ok_or_else(|| DecodeFault::new(r.pos, format!("variant selector value {v} selects no option")))?;
+            let opt = ranges
+                .iter()
+                .find(|(lo, hi, _)| *lo <= v && v <= *hi)
+                .map(|r| r.2)
+                .ok_or_else(|| DecodeFault::new(r.pos, format!("variant selector value {v} selects no option")))?;
             out.slots.push(Slot::Opt(opt));
             exec(&options[opt as usize], r, st, out, slot_base)?;
         }

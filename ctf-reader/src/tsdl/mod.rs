@@ -163,7 +163,16 @@ impl Builder {
                 }
             }
             BlockKind::Clock => {
-                let mut c = ClockClass { name: String::new(), freq: 1_000_000_000, offset_s: 0, offset_cycles: 0, origin_is_unix_epoch: false, description: None, uuid: None, precision: 0 };
+                let mut c = ClockClass {
+                    name: String::new(),
+                    freq: 1_000_000_000,
+                    offset_s: 0,
+                    offset_cycles: 0,
+                    origin_is_unix_epoch: false,
+                    description: None,
+                    uuid: None,
+                    precision: 0,
+                };
                 for a in attrs {
                     match a.key.as_str() {
                         "name" => c.name = ident_or_str(a)?,
@@ -171,7 +180,9 @@ impl Builder {
                         "offset_s" => c.offset_s = i64::try_from(int_attr(a)?).map_err(|_| (a.line, "clock offset_s out of range".to_string()))?,
                         "offset" => c.offset_cycles = u64::try_from(int_attr(a)?).map_err(|_| (a.line, "clock offset out of range".to_string()))?,
                         "precision" => c.precision = u64::try_from(int_attr(a)?).unwrap_or(0),
-                        "absolute" => c.origin_is_unix_epoch = matches!(&a.value, Value::Int(1)) || matches!(&a.value, Value::Ident(s) if s.eq_ignore_ascii_case("true")),
+                        "absolute" => {
+                            c.origin_is_unix_epoch = matches!(&a.value, Value::Int(1)) || matches!(&a.value, Value::Ident(s) if s.eq_ignore_ascii_case("true"))
+                        }
                         "description" => c.description = Some(ident_or_str(a)?),
                         "uuid" => c.uuid = parse_uuid(&ident_or_str(a)?),
                         _ => {}

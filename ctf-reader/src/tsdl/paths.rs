@@ -86,11 +86,7 @@ impl<'a> Cx<'a> {
                     out.push(Field { name: display_name(name), ty: r? });
                     let stripped = display_name(name);
                     ranges.push(
-                        mappings
-                            .iter()
-                            .filter(|m| m.label == *name || m.label == stripped || display_name(&m.label) == *name)
-                            .map(|m| (m.lo, m.hi))
-                            .collect(),
+                        mappings.iter().filter(|m| m.label == *name || m.label == stripped || display_name(&m.label) == *name).map(|m| (m.lo, m.hi)).collect(),
                     );
                 }
                 FieldType::Variant { tag: tag_path, options: out, ranges }

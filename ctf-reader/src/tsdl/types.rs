@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use super::ast::{Attr, Decl, Dim, TypeSpec, Value};
-use crate::model::{ByteOrder, EnumMapping, Encoding, IntType};
+use crate::model::{ByteOrder, Encoding, EnumMapping, IntType};
 
 /// Deepest type accepted (structures in structures, arrays, variants).
 pub(crate) const MAX_TYPE_DEPTH: u32 = 64;
@@ -28,11 +28,21 @@ pub(crate) struct Ty {
 pub(crate) enum TyKind {
     Int(IntType),
     Enum(IntType, Vec<EnumMapping>),
-    Float { size: u8, align: u32, byte_order: ByteOrder },
+    Float {
+        size: u8,
+        align: u32,
+        byte_order: ByteOrder,
+    },
     String(Encoding),
     /// Members by raw (unstripped) name.
-    Struct { align: u32, fields: Vec<(String, Ty)> },
-    Variant { tag: Option<String>, options: Vec<(String, Ty)> },
+    Struct {
+        align: u32,
+        fields: Vec<(String, Ty)>,
+    },
+    Variant {
+        tag: Option<String>,
+        options: Vec<(String, Ty)>,
+    },
     Array(Box<Ty>, u64),
     Sequence(Box<Ty>, String),
 }
@@ -277,7 +287,17 @@ impl Scopes {
     fn integer(&self, attrs: &[Attr]) -> RResult<IntType> {
         let mut size = None;
         let mut align = None;
-        let mut it = IntType { size: 0, align: 0, signed: false, byte_order: self.native, base: 10, encoding: Encoding::None, clock: None, role: None, referenced: false };
+        let mut it = IntType {
+            size: 0,
+            align: 0,
+            signed: false,
+            byte_order: self.native,
+            base: 10,
+            encoding: Encoding::None,
+            clock: None,
+            role: None,
+            referenced: false,
+        };
         let line = attrs.first().map(|a| a.line).unwrap_or(0);
         for a in attrs {
             match a.key.as_str() {
