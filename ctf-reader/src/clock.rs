@@ -38,7 +38,8 @@ impl Clock {
     /// ("Cannot convert clock cycles to nanoseconds from origin").
     pub fn new(c: &ClockClass) -> Result<Clock, Error> {
         let err = || Error::ClockOverflow { clock: c.name.clone(), cycles: 0, offset_s: c.offset_s, offset_cycles: c.offset_cycles, freq: c.freq };
-        if c.offset_s <= i64::MIN / NS_PER_S - 1 || c.offset_s >= i64::MAX / NS_PER_S - 1 {
+        // babeltrace2's bounds: offset_s <= MIN/1e9 - 1 or offset_s >= MAX/1e9 - 1.
+        if c.offset_s < i64::MIN / NS_PER_S || c.offset_s > i64::MAX / NS_PER_S - 2 {
             return Err(err());
         }
         let base_ns = c.offset_s * NS_PER_S + ns_from_value(c.freq, c.offset_cycles) as i64;

@@ -18,7 +18,7 @@ use crate::trace::CtfTrace;
 const CHANNEL_DEPTH: usize = 2;
 
 enum Feed {
-    Local(StreamDecoder),
+    Local(Box<StreamDecoder>),
     Remote { rx: Receiver<Result<Batch, Error>>, back: SyncSender<Batch> },
 }
 
@@ -104,7 +104,7 @@ impl<'a> Merged<'a> {
         let sources = (0..trace.streams().len())
             .map(|i| {
                 let dec = trace.decoder(i);
-                let feed = if parallel { spawn(dec) } else { Feed::Local(dec) };
+                let feed = if parallel { spawn(dec) } else { Feed::Local(Box::new(dec)) };
                 Source { batch: Batch::default(), cursor: 0, feed, pending: None, ended: false }
             })
             .collect();

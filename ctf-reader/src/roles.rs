@@ -99,11 +99,7 @@ fn set_role(ty: &mut FieldType, role: Role) {
 /// variant options and array elements (which have no name of their own).
 fn set_id_role(ty: &mut FieldType, name: Option<&str>) {
     match ty {
-        FieldType::Int(i) | FieldType::Enum { int: i, .. } => {
-            if name == Some("id") {
-                i.role = Some(Role::EventClassId);
-            }
-        }
+        FieldType::Int(i) | FieldType::Enum { int: i, .. } if name == Some("id") => i.role = Some(Role::EventClassId),
         FieldType::Struct { fields, .. } => fields.iter_mut().for_each(|f| set_id_role(&mut f.ty, Some(&f.name))),
         FieldType::Variant { options, .. } => options.iter_mut().for_each(|f| set_id_role(&mut f.ty, None)),
         FieldType::Array { elem, .. } | FieldType::Sequence { elem, .. } => set_id_role(elem, None),

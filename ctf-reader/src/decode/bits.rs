@@ -58,7 +58,7 @@ impl<'a> BitReader<'a> {
                 u64::from_le_bytes(a)
             }
         } else {
-            let nbytes = ((shift + size + 7) / 8) as usize;
+            let nbytes = (shift + size).div_ceil(8) as usize;
             let mut a = [0u8; 16];
             let src = &self.buf[byte..byte + nbytes];
             if big_endian {
@@ -138,7 +138,7 @@ mod tests {
         let mut b = [0u8; 10];
         let v: u64 = 0xFEDC_BA98_7654_3210;
         let w = (v as u128) << 3;
-        b[..16.min(10)].copy_from_slice(&w.to_le_bytes()[..10]);
+        b.copy_from_slice(&w.to_le_bytes()[..10]);
         let mut r = BitReader::new(&b, 80);
         r.pos = 3;
         assert_eq!(r.read(64, false).unwrap(), v);

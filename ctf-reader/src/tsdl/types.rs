@@ -336,7 +336,7 @@ impl Scopes {
         }
         it.size = size as u8;
         let align = align.unwrap_or(if size % 8 == 0 { 8 } else { 1 });
-        if !(align as u64).is_power_of_two() || align > 1 << 16 {
+        if !align.is_power_of_two() || align > 1 << 16 {
             return Err((line, format!("integer alignment {align} is not a power of two")));
         }
         it.align = align as u32;
@@ -361,7 +361,7 @@ impl Scopes {
             _ => return Err((line, format!("floating point exp_dig {exp} mant_dig {mant} is neither binary32 (8/24) nor binary64 (11/53)"))),
         };
         let align = align.unwrap_or(8);
-        if !(align as u64).is_power_of_two() || align > 1 << 16 {
+        if !align.is_power_of_two() || align > 1 << 16 {
             return Err((line, format!("float alignment {align} is not a power of two")));
         }
         Ok(Ty::leaf(TyKind::Float { size, align: align as u32, byte_order: bo }))
