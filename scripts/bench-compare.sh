@@ -73,7 +73,8 @@ if [ $only_anchors = 0 ]; then
   # The same event per 10 ms window beside the core probe (scripts/bench-windows.sh): its
   # cost in the windows whose probe ran within 10 % of the run's fastest, the core then
   # the thread's own if any window had it (the probe's fastest is printed: 1.09-1.12 ns
-  # here with the core unshared; BENCHMARKS.md, "TSC event: the host's share of the core").
+  # here with the core unshared; benches/results/2026-12-02.md, "TSC event: the host's
+  # share of the core").
   if [ $quick = 0 ]; then
     for c in tsc monotonic; do scripts/bench-windows.sh "$c" | grep -v '/.*per window' | sed "s/^/$c: /"; done | tee "$log/windows"
   fi
