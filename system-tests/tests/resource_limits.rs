@@ -1,4 +1,4 @@
-//! Resource limits (issue 5): 64 traced processes at once against a daemon whose
+//! Resource limits: 64 traced processes at once against a daemon whose
 //! descriptor limit is 256 (`ulimit -n 256`). The daemon keeps serving; a process it has
 //! no descriptors left for is refused with a clear error in the log and runs untraced;
 //! every trace it did write is whole; once the processes are gone and the session

@@ -14,12 +14,11 @@
 //! `lttng_consumer_sync_trace_file` (which waits for the packet just before the one
 //! appended) made a pipeline, the write-behind pattern of Linus Torvalds' "sync_file_range
 //! streaming" mail (LKML, 2010): a trace of hundreds of MB/s does not fill the page cache,
-//! the same recently freed pages are reused for the next packets, writeback happens at the
-//! trace's pace instead of in bursts, and the drain waits for the disk only when it is
-//! [`WRITE_BEHIND`] behind, not for each packet's round trip. (On the project's VMs fresh
-//! page-cache pages fault on the host, and a drain into new pages could not keep up with
-//! 10 M events/s; a drain waiting for each packet's writeback could not either:
-//! BENCHMARKS.md, "Sustained drain".)
+//! the same recently freed pages are reused for the next packets (fresh page-cache pages can
+//! be slow to touch, on a virtual machine whose host backs them lazily), writeback happens
+//! at the trace's pace instead of in bursts, and the drain waits for the disk only when it is
+//! [`WRITE_BEHIND`] behind, not for each packet's round trip, which one drain thread for
+//! every stream could not afford.
 
 use std::fs::File;
 use std::io::Write;
