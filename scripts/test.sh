@@ -73,6 +73,7 @@ cargo build --release --workspace --bins --examples
 # Formatting, lints and docs are part of the test: rustfmt clean, no warning, no broken
 # intra-doc link.
 cargo fmt --check
+python3 scripts/check-doc-links.py
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
