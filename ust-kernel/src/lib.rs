@@ -32,6 +32,9 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod argspec;
+pub mod bpf;
+pub mod captured;
 pub mod ctf;
 pub mod filter;
 pub mod format;
