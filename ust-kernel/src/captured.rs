@@ -4,9 +4,17 @@
 //! whose types [`super::lttng::entry_fields`] declares.
 //!
 //! A value that is missing (the call was not captured: another process, the ring buffer
-//! was full, capture was off) is written as an empty string, an empty sequence or 0, with
-//! the argument's `<name>_status` field saying `missing`; a fault (`fault`), a NULL
-//! pointer (`null`) and a cut copy (`cut`) are said there too.
+//! was full, capture was off) is written as an empty sequence or 0, and a string as the
+//! marker `(missing)`, with the argument's `<name>_status` field saying `missing`; a fault
+//! is the string `(fault)` (status `fault`), a NULL pointer `(null)` (status `null`,
+//! lttng-modules' text for a NULL kernel string), a cut copy its first 4096 bytes (status
+//! `cut`). The markers are not empty strings, which lttng-modules writes for a fault,
+//! because babeltrace2 before 2.0.5 (Debian's 2.0.4 among them) shows an empty string
+//! field as the value of the same field in an earlier event (babeltrace commit 0022a8781,
+//! "clear_string_field(): set first character to 0"): a missing path would read as
+//! another call's path. A string that really is empty (`newfstatat(fd, "",
+//! AT_EMPTY_PATH)`) is written empty, status `ok`: those babeltrace2 versions show it
+//! wrong, the status and the bytes are right.
 
 use crate::bpf::record::{ArgRecord, Kind, Status};
 
@@ -15,6 +23,12 @@ use crate::bpf::record::{ArgRecord, Kind, Status};
 pub const STATUS_LABELS: &[&str] = &["ok", "cut", "fault", "null", "missing"];
 /// The `missing` value of `<name>_status`.
 pub const STATUS_MISSING: u8 = 4;
+/// The string written for an argument of a call that was not captured.
+pub const TEXT_MISSING: &str = "(missing)";
+/// The string written for an unreadable pointer.
+pub const TEXT_FAULT: &str = "(fault)";
+/// The string written for a NULL pointer.
+pub const TEXT_NULL: &str = "(null)";
 
 /// `AF_UNIX`.
 const AF_UNIX: u16 = 1;
@@ -26,7 +40,8 @@ const AF_INET6: u16 = 10;
 /// One CTF field made from a captured argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgPart {
-    /// The string (CTF `string`), empty when missing.
+    /// The string (CTF `string`), or a marker: [`TEXT_MISSING`], [`TEXT_FAULT`],
+    /// [`TEXT_NULL`].
     Text,
     /// How the copy went: an 8-bit enumeration of [`STATUS_LABELS`].
     Status,
@@ -78,9 +93,13 @@ impl CallArgs {
         Some(std::iter::once(first).chain(recs).map(|r| r.status).find(|s| *s != Status::Ok).unwrap_or(Status::Ok))
     }
 
-    /// Argument `arg`'s string bytes (no NUL).
+    /// Argument `arg`'s string bytes (no NUL), or the marker of a fault or a NULL pointer.
     pub fn text(&self, arg: u8) -> Option<&[u8]> {
-        self.first(arg).filter(|r| r.kind == Kind::String).map(|r| r.bytes.as_slice())
+        self.first(arg).filter(|r| r.kind == Kind::String).map(|r| match r.status {
+            Status::Fault => TEXT_FAULT.as_bytes(),
+            Status::Null => TEXT_NULL.as_bytes(),
+            Status::Ok | Status::Cut => r.bytes.as_slice(),
+        })
     }
 
     /// Argument `arg`'s argv strings, in element order (the `cut` marker is not one).
@@ -106,7 +125,7 @@ pub fn encode(args: Option<&CallArgs>, arg: u8, part: ArgPart, out: &mut Vec<u8>
     let sa = args.and_then(|a| a.sockaddr(arg)).unwrap_or(&[]);
     let fam = family(sa);
     match part {
-        ArgPart::Text => put_str(out, args.and_then(|a| a.text(arg)).unwrap_or(b"")),
+        ArgPart::Text => put_str(out, args.and_then(|a| a.text(arg)).unwrap_or(TEXT_MISSING.as_bytes())),
         ArgPart::Status => out.push(args.and_then(|a| a.status(arg)).map_or(STATUS_MISSING, |s| s as u8)),
         ArgPart::Family => out.extend_from_slice(&fam.unwrap_or(0).to_le_bytes()),
         ArgPart::Dport => {
@@ -190,11 +209,13 @@ mod tests {
 
     #[test]
     fn missing_values_are_empty_and_say_so() {
-        assert_eq!(enc(None, 1, ArgPart::Text), [0]);
+        assert_eq!(enc(None, 1, ArgPart::Text), b"(missing)\0");
         assert_eq!(enc(None, 1, ArgPart::Status), [STATUS_MISSING]);
         assert_eq!(enc(None, 1, ArgPart::ArgvStrings), [0, 0, 0, 0]);
         let f = CallArgs { records: vec![rec(1, Kind::String, Status::Fault, 0, b"")], ..Default::default() };
-        assert_eq!((enc(Some(&f), 1, ArgPart::Text), enc(Some(&f), 1, ArgPart::Status)), (vec![0], vec![Status::Fault as u8]));
+        assert_eq!((enc(Some(&f), 1, ArgPart::Text), enc(Some(&f), 1, ArgPart::Status)), (b"(fault)\0".to_vec(), vec![Status::Fault as u8]));
+        let n = CallArgs { records: vec![rec(1, Kind::String, Status::Null, 0, b"")], ..Default::default() };
+        assert_eq!(enc(Some(&n), 1, ArgPart::Text), b"(null)\0");
     }
 
     #[test]

@@ -151,16 +151,57 @@ pub fn system_syscall_args() -> &'static SyscallArgs {
 }
 
 /// The fields of `syscall_entry_<call>`: each named argument read from slot `i` of the
-/// `raw_syscalls:sys_enter` record's `args` array (`args_field`).
-pub fn entry_fields(args: Option<&Vec<(String, String)>>, args_field: &FieldFormat) -> Vec<CtfField> {
-    args.map(|a| {
-        a.iter()
-            .take(6)
-            .enumerate()
-            .map(|(i, (name, c_type))| CtfField { name: name.clone(), ty: arg_type(c_type), source: Source::RawArg { args: args_field.clone(), index: i } })
-            .collect()
-    })
-    .unwrap_or_default()
+/// `raw_syscalls:sys_enter` record's `args` array (`args_field`). With `captured`, the
+/// arguments [`super::argspec`] names get the fields of the values copied from user memory
+/// ([`super::bpf`], [`super::captured`]), as lttng-modules records them where it does:
+///
+/// - a string `<name>` (`filename`, `pathname`, …) is a CTF `string <name>`, as
+///   lttng-modules' `ctf_user_string`; beside it `<name>_ptr` (the pointer, base 16) and
+///   `<name>_status` (enumeration `ok`, `cut`, `fault`, `null`, `missing`; the string of a
+///   value that is not `ok` or `cut` is the marker `(fault)`, `(null)` or `(missing)`,
+///   [`super::captured`]);
+/// - a sockaddr stays the pointer (lttng-modules' `uservaddr`), and the call gets, after
+///   its arguments, lttng-modules' `connect` fields (`family`, `dport` in network order,
+///   `v4addr` (u8 sequence), `v6addr` (big-endian u16 sequence)), then `sun_path` (an
+///   AF_UNIX path, `@name` for an abstract one) and `<name>_status`: readers that know
+///   LTTng's fields find them, the others skip them;
+/// - an argv stays the pointer (as lttng-modules' `execve`), followed by
+///   `<name>_strings` (a sequence of strings, the first 16, each cut at 1024 bytes) and
+///   `<name>_status` (`cut` when more elements or longer strings were left out).
+pub fn entry_fields(args: Option<&Vec<(String, String)>>, args_field: &FieldFormat, captured: bool) -> Vec<CtfField> {
+    use super::argspec::ArgKind;
+    use super::captured::{ArgPart, STATUS_LABELS};
+    let Some(a) = args else { return Vec::new() };
+    let (mut out, mut tail) = (Vec::new(), Vec::new());
+    for (i, (name, c_type)) in a.iter().take(6).enumerate() {
+        let raw = CtfField { name: name.clone(), ty: arg_type(c_type), source: Source::RawArg { args: args_field.clone(), index: i } };
+        let cap = |n: String, ty: CtfType, part: ArgPart| CtfField { name: n, ty, source: Source::Captured { arg: i as u8, part } };
+        let status = || cap(format!("{name}_status"), CtfType::Enum8(STATUS_LABELS), ArgPart::Status);
+        match captured.then(|| super::argspec::classify(a, i)).flatten() {
+            None => out.push(raw),
+            Some(ArgKind::String) => {
+                out.push(cap(name.clone(), CtfType::String, ArgPart::Text));
+                out.push(CtfField { name: format!("{name}_ptr"), ..raw });
+                out.push(status());
+            }
+            Some(ArgKind::Argv) => {
+                out.push(raw);
+                out.push(cap(format!("{name}_strings"), CtfType::Seq(Box::new(CtfType::String)), ArgPart::ArgvStrings));
+                out.push(status());
+            }
+            Some(ArgKind::Sockaddr) => {
+                out.push(raw);
+                tail.push(cap("family".into(), CtfType::Int { bytes: 2, signed: false, hex: false }, ArgPart::Family));
+                tail.push(cap("dport".into(), CtfType::NetU16, ArgPart::Dport));
+                tail.push(cap("v4addr".into(), CtfType::Seq(Box::new(CtfType::Int { bytes: 1, signed: false, hex: false })), ArgPart::V4addr));
+                tail.push(cap("v6addr".into(), CtfType::Seq(Box::new(CtfType::NetU16)), ArgPart::V6addr));
+                tail.push(cap("sun_path".into(), CtfType::String, ArgPart::SunPath));
+                tail.push(status());
+            }
+        }
+    }
+    out.extend(tail);
+    out
 }
 
 /// lttng-modules' process `status` (lttng-statedump-impl.c) of a `/proc` state letter.

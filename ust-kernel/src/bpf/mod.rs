@@ -158,6 +158,15 @@ pub struct Capture {
     _maps: Vec<OwnedFd>,
 }
 
+/// One program and the tracepoint it goes on.
+struct Plan<'a> {
+    tracepoint: &'static str,
+    name: &'static str,
+    what: &'static str,
+    code: Result<Vec<u64>, insn::AsmError>,
+    format: &'a EventFormat,
+}
+
 fn format_of(events: &Path, sys: &str, ev: &str) -> Result<EventFormat, BpfError> {
     EventFormat::read(events, sys, ev).map_err(|err| BpfError::Tracefs { path: events.join(sys).join(ev).join("format"), err })
 }
@@ -216,13 +225,19 @@ impl Capture {
         let mut progs = Vec::new();
         let mut evs = Vec::new();
         // Children are followed before the first system call is captured.
-        let plan: [(&'static str, &'static str, &'static str, Result<Vec<u64>, insn::AsmError>, &EventFormat); 3] = [
-            ("sched:sched_process_fork", "ust_fork", "fork", program::fork(&maps, &offsets), &fork),
-            ("sched:sched_process_exit", "ust_exit", "exit", program::exit(&maps, &offsets), &exit),
-            ("raw_syscalls:sys_enter", "ust_sys_enter", "sys_enter", program::sys_enter(&maps, &offsets, &specs), &enter),
+        let plan = [
+            Plan { tracepoint: "sched:sched_process_fork", name: "ust_fork", what: "fork", code: program::fork(&maps, &offsets), format: &fork },
+            Plan { tracepoint: "sched:sched_process_exit", name: "ust_exit", what: "exit", code: program::exit(&maps, &offsets), format: &exit },
+            Plan {
+                tracepoint: "raw_syscalls:sys_enter",
+                name: "ust_sys_enter",
+                what: "sys_enter",
+                code: program::sys_enter(&maps, &offsets, &specs),
+                format: &enter,
+            },
         ];
         let cpu = ust_core::cpus::possible_cpus().into_iter().find(|&c| Path::new(&format!("/sys/devices/system/cpu/cpu{c}")).exists()).unwrap_or(0);
-        for (tp, name, what, code, fmt) in plan {
+        for Plan { tracepoint: tp, name, what, code, format: fmt } in plan {
             let code = code.map_err(|e| BpfError::Asm(what, e))?;
             let prog = sys::prog_load(sys::PROG_TRACEPOINT, &code, license, name).map_err(|(err, log)| match err.raw_os_error() {
                 Some(libc::EPERM) | Some(libc::ENOSYS) => sys_error("loading a BPF program", err),

@@ -87,7 +87,7 @@ impl RingBuf {
         // SAFETY: sysconf has no preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
         let size64 = u64::from(size);
-        if !size.is_power_of_two() || (size as usize) % page != 0 {
+        if !size.is_power_of_two() || (size as usize) & (page - 1) != 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "ring buffer size: a power of two, a multiple of the page size"));
         }
         let consumer = Mapping::new(fd, page, libc::PROT_READ | libc::PROT_WRITE, 0)?;
