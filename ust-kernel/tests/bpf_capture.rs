@@ -127,6 +127,29 @@ fn start_or_skip(pid: i32) -> Option<(PathBuf, Capture)> {
     }
 }
 
+/// A traced child and a sibling making the same calls in scenes of their own, both
+/// waiting for their go line, and the capture of the first (`None`: skipped).
+struct Run {
+    traced: Scene,
+    sibling: Scene,
+    child: Child,
+    other: Child,
+    root: PathBuf,
+    cap: Capture,
+}
+
+fn run_or_skip() -> Option<Run> {
+    let (traced, sibling) = (scene(), scene());
+    let child = spawn_calls(traced.dir.path(), traced.port);
+    let other = spawn_calls(sibling.dir.path(), sibling.port);
+    let Some((root, cap)) = start_or_skip(child.id() as i32) else {
+        go_and_wait(child);
+        go_and_wait(other);
+        return None;
+    };
+    Some(Run { traced, sibling, child, other, root, cap })
+}
+
 fn text(r: &ArgRecord) -> String {
     String::from_utf8_lossy(&r.bytes).into_owned()
 }
@@ -135,13 +158,7 @@ fn text(r: &ArgRecord) -> String {
 /// and status; the sibling making the same calls gets nothing; the bad pointer is a fault.
 #[test]
 fn capture_follows_the_tree_only() {
-    let (traced, sibling) = (scene(), scene());
-    let child = spawn_calls(traced.dir.path(), traced.port);
-    let other = spawn_calls(sibling.dir.path(), sibling.port);
-    let Some((_, mut cap)) = start_or_skip(child.id() as i32) else {
-        drop((child, other));
-        return;
-    };
+    let Some(Run { traced, sibling, child, other, mut cap, .. }) = run_or_skip() else { return };
     let (pid, other_pid) = (child.id() as i32, other.id() as i32);
     go_and_wait(child);
     go_and_wait(other);
@@ -209,16 +226,10 @@ fn babeltrace(dir: &Path) -> String {
 /// the fault is `fault`; babeltrace2 reads it all.
 #[test]
 fn joined_ctf_reads_back_in_babeltrace2() {
-    let (traced, sibling) = (scene(), scene());
-    let child = spawn_calls(traced.dir.path(), traced.port);
-    let other = spawn_calls(sibling.dir.path(), sibling.port);
     // The capture is attached before the ftrace event is enabled: on the tracepoint its
     // program then runs first, so a call's records are in the ring buffer before its
     // ftrace record can be read.
-    let Some((root, mut cap)) = start_or_skip(child.id() as i32) else {
-        drop((child, other));
-        return;
-    };
+    let Some(Run { traced, sibling, child, other, root, mut cap }) = run_or_skip() else { return };
     let pid = child.id() as i32;
     let inst = sys_enter_instance(&root);
     inst.set_on(true).expect("tracing on");

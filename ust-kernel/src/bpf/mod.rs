@@ -307,3 +307,23 @@ impl Capture {
         Ok(Lost { records: sum[program::LOST_RINGBUF as usize], children: sum[program::LOST_TRACED_FULL as usize] })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's refusals become errors that say what is missing.
+    #[test]
+    fn refusals_say_what_is_missing() {
+        let e = sys_error("creating a BPF map", io::Error::from_raw_os_error(libc::EPERM));
+        assert!(matches!(e, BpfError::Permission { .. }) && e.to_string().starts_with("creating a BPF map needs root (CAP_BPF and CAP_PERFMON)"), "{e}");
+        assert_eq!(sys_error("x", io::Error::from_raw_os_error(libc::ENOSYS)).to_string(), "this kernel has no bpf(2) system call (CONFIG_BPF_SYSCALL is off)");
+        let v = BpfError::Verifier {
+            program: "sys_enter",
+            err: io::Error::from_raw_os_error(libc::EACCES),
+            log: (0..100).map(|i| format!("line {i}\n")).collect(),
+        };
+        let t = v.to_string();
+        assert!(t.contains("refused the sys_enter program") && t.ends_with("line 99") && !t.contains("line 69\n"), "{t}");
+    }
+}

@@ -260,6 +260,27 @@ fn argv_arg(a: &mut Asm, m: &Maps, o: &Offsets, i: usize) {
     a.bind(done);
 }
 
+/// Starts a program: the context in `CTX`, `bpf_get_current_pid_tgid()` in `LEN`, the tgid
+/// at `KEY_A`; returns the exit label, where an untraced process goes at once.
+fn prologue(a: &mut Asm, m: &Maps) -> Label {
+    let out = a.label();
+    a.mov(CTX, Reg::R1);
+    a.call(helper::GET_CURRENT_PID_TGID);
+    a.mov(LEN, Reg::R0);
+    a.alu_imm(Alu::Rsh, Reg::R0, 32);
+    a.store(Size::W, Reg::R10, KEY_A, Reg::R0);
+    lookup(a, m.traced, KEY_A, out);
+    out
+}
+
+/// Ends a program at `out`: return 0.
+fn epilogue(mut a: Asm, out: Label) -> Result<Vec<u64>, AsmError> {
+    a.bind(out);
+    a.mov_imm(Reg::R0, 0);
+    a.exit();
+    a.finish()
+}
+
 /// The `raw_syscalls:sys_enter` program for the calls of `specs` (only the argument
 /// positions and kinds they use are generated).
 ///
@@ -267,14 +288,7 @@ fn argv_arg(a: &mut Asm, m: &Maps, o: &Offsets, i: usize) {
 /// [`AsmError`] (a bug in this generator, not a runtime condition).
 pub fn sys_enter(m: &Maps, o: &Offsets, specs: &[(u32, CallSpec)]) -> Result<Vec<u64>, AsmError> {
     let mut a = Asm::new();
-    let out = a.label();
-    a.mov(CTX, Reg::R1);
-    a.call(helper::GET_CURRENT_PID_TGID);
-    a.mov(LEN, Reg::R0);
-    a.mov(Reg::R1, Reg::R0);
-    a.alu_imm(Alu::Rsh, Reg::R1, 32);
-    a.store(Size::W, Reg::R10, KEY_A, Reg::R1);
-    lookup(&mut a, m.traced, KEY_A, out);
+    let out = prologue(&mut a, m);
     a.load(Size::DW, Reg::R1, CTX, o.id);
     // Unsigned: a negative number (no system call) is out of range too.
     a.jmp_imm(Jmp::Ge, Reg::R1, SPEC_ENTRIES as i32, out);
@@ -318,10 +332,7 @@ pub fn sys_enter(m: &Maps, o: &Offsets, specs: &[(u32, CallSpec)]) -> Result<Vec
         }
         a.bind(next);
     }
-    a.bind(out);
-    a.mov_imm(Reg::R0, 0);
-    a.exit();
-    a.finish()
+    epilogue(a, out)
 }
 
 /// The `sched:sched_process_fork` program: follows the traced tree.
@@ -330,12 +341,7 @@ pub fn sys_enter(m: &Maps, o: &Offsets, specs: &[(u32, CallSpec)]) -> Result<Vec
 /// [`AsmError`] (a generator bug).
 pub fn fork(m: &Maps, o: &Offsets) -> Result<Vec<u64>, AsmError> {
     let mut a = Asm::new();
-    let out = a.label();
-    a.mov(CTX, Reg::R1);
-    a.call(helper::GET_CURRENT_PID_TGID);
-    a.alu_imm(Alu::Rsh, Reg::R0, 32);
-    a.store(Size::W, Reg::R10, KEY_A, Reg::R0);
-    lookup(&mut a, m.traced, KEY_A, out);
+    let out = prologue(&mut a, m);
     a.load(Size::W, Reg::R1, CTX, o.child_pid);
     a.store(Size::W, Reg::R10, KEY_B, Reg::R1);
     a.store_imm(Size::W, Reg::R10, KEY_C, 1);
@@ -346,10 +352,7 @@ pub fn fork(m: &Maps, o: &Offsets) -> Result<Vec<u64>, AsmError> {
     a.call(helper::MAP_UPDATE_ELEM);
     a.jmp_imm(Jmp::Eq, Reg::R0, 0, out);
     count_lost(&mut a, m, LOST_TRACED_FULL);
-    a.bind(out);
-    a.mov_imm(Reg::R0, 0);
-    a.exit();
-    a.finish()
+    epilogue(a, out)
 }
 
 /// The `sched:sched_process_exit` program: forgets exited threads and dead processes.
@@ -358,13 +361,8 @@ pub fn fork(m: &Maps, o: &Offsets) -> Result<Vec<u64>, AsmError> {
 /// [`AsmError`] (a generator bug).
 pub fn exit(m: &Maps, o: &Offsets) -> Result<Vec<u64>, AsmError> {
     let mut a = Asm::new();
-    let (out, leader) = (a.label(), a.label());
-    a.mov(CTX, Reg::R1);
-    a.call(helper::GET_CURRENT_PID_TGID);
-    a.mov(LEN, Reg::R0);
-    a.alu_imm(Alu::Rsh, Reg::R0, 32);
-    a.store(Size::W, Reg::R10, KEY_A, Reg::R0);
-    lookup(&mut a, m.traced, KEY_A, out);
+    let out = prologue(&mut a, m);
+    let leader = a.label();
     a.mov(Reg::R1, LEN);
     a.alu_imm(Alu::Lsh, Reg::R1, 32);
     a.alu_imm(Alu::Rsh, Reg::R1, 32);
@@ -384,8 +382,5 @@ pub fn exit(m: &Maps, o: &Offsets) -> Result<Vec<u64>, AsmError> {
         stack_ptr(&mut a, Reg::R2, KEY_A);
         a.call(helper::MAP_DELETE_ELEM);
     }
-    a.bind(out);
-    a.mov_imm(Reg::R0, 0);
-    a.exit();
-    a.finish()
+    epilogue(a, out)
 }

@@ -117,47 +117,148 @@ impl RingBuf {
     /// # Errors
     /// `InvalidData` when a header's length cannot be a record of this buffer (the records
     /// before it were delivered; the position stays at the bad record).
-    pub fn drain(&mut self, mut f: impl FnMut(&[u8])) -> io::Result<Drained> {
-        let mut done = Drained::default();
-        let mask = self.size - 1;
-        let data = self.page;
-        let mut cons = self.consumer_pos().load(Ordering::Relaxed);
-        let prod = self.producer_pos().load(Ordering::Acquire);
-        let mut buf = Vec::new();
-        // Each record takes at least 8 bytes: this bounds the loop even on a bad position.
-        for _ in 0..=self.size / HDR {
-            if prod.wrapping_sub(cons) == 0 || prod.wrapping_sub(cons) > self.size {
-                break;
-            }
-            let at = data + (cons & mask) as usize;
-            // SAFETY: `at + 4 <= page + size` is inside the producer mapping (page +
-            // 2 × size), 8-aligned since positions advance by multiples of 8 (checked
-            // below); read atomically because the kernel writes it.
-            let hdr = unsafe { AtomicU32::from_ptr(self.producer.ptr.add(at).cast()) }.load(Ordering::Acquire);
-            if hdr & BUSY != 0 {
-                break;
-            }
-            let len = u64::from(hdr & !(BUSY | DISCARD));
-            let total = (len + HDR + 7) & !7;
-            if len > self.size - HDR || total > prod.wrapping_sub(cons) {
-                self.consumer_pos().store(cons, Ordering::Release);
-                return Err(io::Error::new(io::ErrorKind::InvalidData, format!("ring buffer record of {len} bytes at position {cons}")));
-            }
-            if hdr & DISCARD != 0 {
-                done.discarded += 1;
-            } else {
-                buf.clear();
-                buf.resize(len as usize, 0);
-                // SAFETY: `at + 8 + len <= page + 2 × size` (len <= size − 8, at < page +
-                // size): inside the double mapping. The record is committed and the kernel
-                // does not reuse its space before the consumer position passes it.
-                unsafe { std::ptr::copy_nonoverlapping(self.producer.ptr.add(at + HDR as usize), buf.as_mut_ptr(), len as usize) };
-                f(&buf);
-                done.records += 1;
-            }
-            cons = cons.wrapping_add(total);
-            self.consumer_pos().store(cons, Ordering::Release);
+    pub fn drain(&mut self, f: impl FnMut(&[u8])) -> io::Result<Drained> {
+        let area = Area { base: self.producer.ptr, data: self.page, size: self.size };
+        // SAFETY: the producer mapping is `page + 2 × size` bytes, as `Area` requires.
+        unsafe { drain_area(&area, self.consumer_pos(), self.producer_pos(), f) }
+    }
+}
+
+/// A producer mapping: `data` bytes of header page(s), then the data area of `size` bytes
+/// mapped twice in a row.
+struct Area {
+    base: *const u8,
+    data: usize,
+    size: u64,
+}
+
+/// The drain loop of [`RingBuf::drain`] over `area`, with its two positions.
+///
+/// # Safety
+/// `area.base` must be valid for reads of `area.data + 2 × area.size` bytes, 8-aligned,
+/// for the whole call, and `area.size` a power of two of at least 8.
+unsafe fn drain_area(area: &Area, consumer: &AtomicU64, producer: &AtomicU64, mut f: impl FnMut(&[u8])) -> io::Result<Drained> {
+    let mut done = Drained::default();
+    let size = area.size;
+    let mask = size - 1;
+    let mut cons = consumer.load(Ordering::Relaxed);
+    let prod = producer.load(Ordering::Acquire);
+    let bad = |what: String| Err(io::Error::new(io::ErrorKind::InvalidData, what));
+    if !cons.is_multiple_of(HDR) {
+        return bad(format!("ring buffer consumer position {cons} is not 8-aligned"));
+    }
+    let mut buf = Vec::new();
+    // Each record takes at least 8 bytes: this bounds the loop even on a bad position.
+    for _ in 0..=size / HDR {
+        let avail = prod.wrapping_sub(cons);
+        if avail == 0 || avail > size {
+            break;
         }
-        Ok(done)
+        let at = area.data + (cons & mask) as usize;
+        // SAFETY: `at + 8 <= data + size` is inside the area; 8-aligned (cons is, and
+        // data is a page size); read atomically because the kernel writes it.
+        let hdr = unsafe { AtomicU32::from_ptr(area.base.add(at).cast_mut().cast()) }.load(Ordering::Acquire);
+        if hdr & BUSY != 0 {
+            break;
+        }
+        let len = u64::from(hdr & !(BUSY | DISCARD));
+        let total = (len + HDR + 7) & !7;
+        if len > size - HDR || total > avail {
+            consumer.store(cons, Ordering::Release);
+            return bad(format!("ring buffer record of {len} bytes at position {cons}, {avail} bytes written"));
+        }
+        if hdr & DISCARD != 0 {
+            done.discarded += 1;
+        } else {
+            buf.clear();
+            buf.resize(len as usize, 0);
+            // SAFETY: `at + 8 + len <= data + 2 × size` (len <= size − 8, at < data +
+            // size): inside the area. The record is committed and the kernel does not
+            // reuse its space before the consumer position passes it.
+            unsafe { std::ptr::copy_nonoverlapping(area.base.add(at + HDR as usize), buf.as_mut_ptr(), len as usize) };
+            f(&buf);
+            done.records += 1;
+        }
+        cons = cons.wrapping_add(total);
+        consumer.store(cons, Ordering::Release);
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SIZE: u64 = 64;
+    const DATA: usize = 8;
+
+    /// An area of 8 header bytes and a 64-byte data area mapped "twice" (copied), with
+    /// records written at `pos` as the kernel lays them out.
+    struct Fake {
+        words: Vec<u64>,
+    }
+
+    impl Fake {
+        fn new() -> Fake {
+            Fake { words: vec![0; (DATA + 2 * SIZE as usize) / 8] }
+        }
+
+        fn put(&mut self, pos: u64, hdr: u32, payload: &[u8]) {
+            let mut rec = hdr.to_le_bytes().to_vec();
+            rec.extend_from_slice(&[0; 4]);
+            rec.extend_from_slice(payload);
+            let bytes: &mut [u8] = bytemuck_bytes(&mut self.words);
+            for (i, b) in rec.iter().enumerate() {
+                let off = ((pos + i as u64) & (SIZE - 1)) as usize;
+                bytes[DATA + off] = *b;
+                bytes[DATA + SIZE as usize + off] = *b;
+            }
+        }
+
+        fn drain(&self, cons: &AtomicU64, prod: u64) -> (io::Result<Drained>, Vec<Vec<u8>>) {
+            let area = Area { base: self.words.as_ptr().cast(), data: DATA, size: SIZE };
+            let mut got = Vec::new();
+            let p = AtomicU64::new(prod);
+            // SAFETY: `words` holds DATA + 2 × SIZE bytes, 8-aligned, alive for the call.
+            let r = unsafe { drain_area(&area, cons, &p, |b| got.push(b.to_vec())) };
+            (r, got)
+        }
+    }
+
+    fn bytemuck_bytes(w: &mut [u64]) -> &mut [u8] {
+        // SAFETY: a u64 slice viewed as its bytes: same memory, u8 has no alignment needs.
+        unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr().cast(), w.len() * 8) }
+    }
+
+    #[test]
+    fn reads_wrapped_discarded_and_stops_at_busy() {
+        let mut f = Fake::new();
+        // 13 bytes at 48 (24 with header and padding): wraps past the end of the area at 64.
+        f.put(48, 13, b"wrapped-here!");
+        f.put(72, DISCARD | 3, b"xxx");
+        f.put(88, 2, b"ok");
+        f.put(104, BUSY, b"");
+        let cons = AtomicU64::new(48);
+        let (r, got) = f.drain(&cons, 112);
+        assert_eq!(r.unwrap(), Drained { records: 2, discarded: 1 });
+        assert_eq!(got, vec![b"wrapped-here!".to_vec(), b"ok".to_vec()]);
+        assert_eq!(cons.load(Ordering::Relaxed), 104, "stopped at the busy record");
+    }
+
+    #[test]
+    fn hostile_lengths_and_positions_do_not_panic() {
+        let mut f = Fake::new();
+        f.put(0, 1000, b"");
+        let cons = AtomicU64::new(0);
+        let (r, got) = f.drain(&cons, 32);
+        assert!(r.is_err() && got.is_empty());
+        assert_eq!(cons.load(Ordering::Relaxed), 0, "left at the bad record");
+        // Longer than what the producer says was written.
+        f.put(0, 30, b"");
+        assert!(f.drain(&cons, 16).0.is_err());
+        // A producer position more than a buffer ahead, or behind: nothing is read.
+        assert_eq!(f.drain(&cons, 1 << 40).0.unwrap(), Drained::default());
+        assert_eq!(f.drain(&AtomicU64::new(64), 8).0.unwrap(), Drained::default());
+        assert!(f.drain(&AtomicU64::new(3), 64).0.is_err(), "unaligned consumer position");
     }
 }
