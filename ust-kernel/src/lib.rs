@@ -14,9 +14,11 @@
 //! The trace is in LTTng's kernel layout, lttng-modules 2.13's names ([`lttng`]).
 //!
 //! Modules: [`tracefs`] (mount, instance, stale instances), [`format`](mod@format) (event format files),
-//! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer), [`lttng`]
+//! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer; [`ctf_type`] its field types), [`lttng`]
 //! (lttng-modules' event and field names), [`syscalls`]
-//! (x86-64 system call names), [`procfs`] (state dump, memory maps). The crate is shared by
+//! (x86-64 system call names), [`procfs`] (state dump, memory maps), [`bpf`] (system-call
+//! arguments copied by a BPF program, [`argspec`] which ones, [`captured`] their values and
+//! CTF bytes). The crate is shared by
 //! `ust-cli` (root's own recording; its `kernel::perf` is tier 1 and `kernel::view` chooses)
 //! and `ust-consumerd` (root's daemon as the kernel broker of ordinary users, which records
 //! through [`view_recorder::ViewRecorder`] and keeps only what the requester may see, [`filter`]).
@@ -36,6 +38,7 @@ pub mod argspec;
 pub mod bpf;
 pub mod captured;
 pub mod ctf;
+pub mod ctf_type;
 pub mod filter;
 pub mod format;
 pub mod ftrace;

@@ -13,7 +13,8 @@
 //! - System call arguments are named and typed from tracefs' own `syscalls/sys_enter_<name>`
 //!   format files (the kernel's `SYSCALL_DEFINE` names, which lttng-modules' tables also
 //!   use); pointers are written in base 16, as integers (lttng-modules copies some user
-//!   strings, e.g. `openat`'s `filename`; ftrace cannot). A call the tables do not name is
+//!   strings, e.g. `openat`'s `filename`; ftrace cannot, the BPF capture does:
+//!   [`entry_fields`] with `captured`). A call the tables do not name is
 //!   `syscall_entry_unknown { id, args[6] }` / `syscall_exit_unknown { id, ret }`.
 //! - The state dump is `lttng_statedump_start`, one `lttng_statedump_process_state` per
 //!   thread (the `status` values of lttng-statedump-impl.c), one
