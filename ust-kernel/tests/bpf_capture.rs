@@ -31,19 +31,34 @@ const SYS_RENAME: u32 = 82;
 const SYS_MKDIR: u32 = 83;
 const SYS_CONNECT: u32 = 42;
 const SYS_EXECVE: u32 = 59;
+const SYS_SENDTO: u32 = 44;
+/// Length of the path that is too long to copy whole.
+const LONG: usize = 5000;
 
 fn cstr(p: &Path) -> CString {
     CString::new(p.as_os_str().as_encoded_bytes()).expect("no NUL in a temp path")
 }
 
-/// The traced program (does nothing unless `UST_ARGCALLS_DIR` is set).
+/// The traced program (does nothing unless `UST_ARGCALLS_DIR` is set; with
+/// `UST_ARGCALLS_FLOOD=N`, N `openat` of a 4000-byte path and nothing else).
 #[test]
 fn argcalls_child() {
     let Some(dir) = std::env::var_os("UST_ARGCALLS_DIR").map(PathBuf::from) else { return };
     let port: u16 = std::env::var("UST_ARGCALLS_PORT").ok().and_then(|p| p.parse().ok()).expect("a port");
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line).expect("the go line");
+    if let Some(n) = std::env::var("UST_ARGCALLS_FLOOD").ok().and_then(|n| n.parse::<u32>().ok()) {
+        let long = cstr(&dir.join("f".repeat(4000)));
+        for _ in 0..n {
+            // SAFETY: a NUL-terminated path; the call fails (ENAMETOOLONG).
+            unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, long.as_ptr(), 0) };
+        }
+        // SAFETY: gettid has no preconditions.
+        println!("done {}", unsafe { libc::gettid() });
+        return;
+    }
     let (a, b, d) = (cstr(&dir.join("a")), cstr(&dir.join("b")), cstr(&dir.join("d")));
+    let long = cstr(&dir.join("x".repeat(LONG)));
     // SAFETY (all calls below): raw system calls on NUL-terminated paths that outlive them,
     // a zeroed stat buffer of the kernel's size, and sockaddrs of the length passed.
     unsafe {
@@ -57,11 +72,17 @@ fn argcalls_child() {
         // A pointer to an unmapped page: EFAULT for the caller, a fault record for us.
         let bad = libc::syscall(libc::SYS_openat, libc::AT_FDCWD, 8usize as *const libc::c_char, 0);
         assert_eq!((bad, std::io::Error::last_os_error().raw_os_error()), (-1, Some(libc::EFAULT)));
+        assert_eq!(libc::syscall(libc::SYS_openat, libc::AT_FDCWD, std::ptr::null::<libc::c_char>(), 0), -1);
+        assert_eq!(libc::syscall(libc::SYS_openat, libc::AT_FDCWD, long.as_ptr(), 0), -1, "ENAMETOOLONG");
     }
     let unix = std::os::unix::net::UnixStream::connect(dir.join("sock")).expect("connect to the unix socket");
     let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the TCP port");
-    drop((unix, tcp));
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    udp.send_to(b"hi", ("127.0.0.1", port)).expect("sendto");
+    drop((unix, tcp, udp));
     let st = Command::new("/bin/true").args(["x", "y"]).status().expect("/bin/true runs");
+    assert!(st.success());
+    let st = Command::new("/bin/true").args((0..20).map(|i| format!("a{i}"))).status().expect("/bin/true runs");
     assert!(st.success());
     // SAFETY: gettid has no preconditions.
     println!("done {}", unsafe { libc::gettid() });
@@ -69,8 +90,15 @@ fn argcalls_child() {
 
 /// A child running `argcalls_child` in `dir`, waiting for its go line.
 fn spawn_calls(dir: &Path, port: u16) -> Child {
-    Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", "argcalls_child", "--nocapture", "--test-threads=1"])
+    spawn_child(dir, port, None)
+}
+
+fn spawn_child(dir: &Path, port: u16, flood: Option<u32>) -> Child {
+    let mut c = Command::new(std::env::current_exe().expect("test binary"));
+    if let Some(n) = flood {
+        c.env("UST_ARGCALLS_FLOOD", n.to_string());
+    }
+    c.args(["--exact", "argcalls_child", "--nocapture", "--test-threads=1"])
         .env("UST_ARGCALLS_DIR", dir)
         .env("UST_ARGCALLS_PORT", port.to_string())
         .stdin(Stdio::piped())
@@ -174,18 +202,58 @@ fn capture_follows_the_tree_only() {
     assert!(find(SYS_MKDIR, 0, &format!("{dir}/d")), "mkdir");
     let fault = recs.iter().find(|r| r.tgid == pid && r.nr == SYS_OPENAT && r.status == Status::Fault).expect("a fault record");
     assert_eq!((fault.arg, fault.kind, fault.bytes.len()), (1, Kind::String, 0));
+    let null = recs.iter().find(|r| r.tgid == pid && r.nr == SYS_OPENAT && r.status == Status::Null).expect("a null record");
+    assert_eq!((null.arg, null.bytes.len()), (1, 0));
+    let cut = recs.iter().find(|r| r.tgid == pid && r.nr == SYS_OPENAT && r.status == Status::Cut).expect("a cut record");
+    let long = format!("{dir}/{}", "x".repeat(LONG));
+    assert_eq!(cut.bytes, long.as_bytes()[..4096], "the first 4096 bytes");
+    let sendto = recs.iter().find(|r| r.tgid == pid && r.nr == SYS_SENDTO).expect("sendto");
+    assert_eq!((sendto.arg, sendto.kind, &sendto.bytes[2..8]), (4, Kind::Sockaddr, &[&traced.port.to_be_bytes()[..], &[127, 0, 0, 1]].concat()[..]));
     let connects: Vec<&ArgRecord> = recs.iter().filter(|r| r.tgid == pid && r.nr == SYS_CONNECT).collect();
     let unix = connects.iter().find(|r| r.bytes.get(..2) == Some(&(libc::AF_UNIX as u16).to_ne_bytes()[..])).expect("the unix connect");
     assert!(unix.bytes[2..].starts_with(format!("{dir}/sock\0").as_bytes()) || unix.bytes[2..] == *format!("{dir}/sock").as_bytes(), "{unix:?}");
     let tcp = connects.iter().find(|r| r.bytes.get(..2) == Some(&(libc::AF_INET as u16).to_ne_bytes()[..])).expect("the TCP connect");
     assert_eq!((&tcp.bytes[2..4], &tcp.bytes[4..8], tcp.aux), (&traced.port.to_be_bytes()[..], &[127u8, 0, 0, 1][..], 16));
     // The grandchild's exec: another process, followed from the fork.
-    let exec: Vec<&ArgRecord> = recs.iter().filter(|r| r.nr == SYS_EXECVE && r.kind == Kind::Argv && r.tgid != pid).collect();
-    let mut argv: Vec<(u8, String)> = exec.iter().map(|r| (r.elem, text(r))).collect();
-    argv.sort();
-    assert_eq!(argv, [(0, "/bin/true".to_string()), (1, "x".into()), (2, "y".into())], "{exec:?}");
+    let mut execs: HashMap<i32, Vec<(u8, Status, String)>> = HashMap::new();
+    for r in recs.iter().filter(|r| r.nr == SYS_EXECVE && r.kind == Kind::Argv && r.tgid != pid) {
+        execs.entry(r.tgid).or_default().push((r.elem, r.status, text(r)));
+    }
+    let mut argvs: Vec<Vec<(u8, Status, String)>> = execs
+        .into_values()
+        .map(|mut v| {
+            v.sort_by_key(|e| e.0);
+            v
+        })
+        .collect();
+    argvs.sort_by_key(Vec::len);
+    let ok = |e: u8, s: &str| (e, Status::Ok, s.to_string());
+    assert_eq!(argvs[0], [ok(0, "/bin/true"), ok(1, "x"), ok(2, "y")], "{argvs:?}");
+    let mut want: Vec<(u8, Status, String)> = std::iter::once(ok(0, "/bin/true")).chain((0..15).map(|i| ok(i + 1, &format!("a{i}")))).collect();
+    want.push((16, Status::Cut, String::new()));
+    assert_eq!(argvs[1], want, "16 strings, then the mark that more followed");
     let sdir = sibling.dir.path().to_string_lossy().into_owned();
     assert!(!recs.iter().any(|r| r.tgid == other_pid || text(r).contains(&sdir)), "nothing of the sibling");
+}
+
+/// A ring buffer nobody drains fills up: what did not fit is counted in `lost`, and what
+/// was read plus what was lost covers every call.
+#[test]
+fn ring_full_losses_are_counted() {
+    const N: u32 = 3000;
+    let s = scene();
+    let child = spawn_child(s.dir.path(), s.port, Some(N));
+    let Some((_, mut cap)) = start_or_skip(child.id() as i32) else {
+        go_and_wait(child);
+        return;
+    };
+    let tid = go_and_wait(child);
+    let mut read = 0u64;
+    cap.drain(|r| read += u64::from(r.tid == tid && r.nr == SYS_OPENAT && r.bytes.len() > 4000)).expect("drain");
+    let lost = cap.lost().expect("lost").records;
+    // 8 MiB holds about 2 000 records of a 4-KiB path.
+    eprintln!("{N} calls: {read} records read, {lost} lost");
+    assert!(lost > 0 && read >= 1_500 && read + lost >= u64::from(N), "read {read}, lost {lost}");
 }
 
 /// The events dir of tracefs and an instance recording `raw_syscalls:sys_enter` with the
