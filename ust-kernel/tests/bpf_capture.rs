@@ -314,7 +314,7 @@ fn joined_ctf_reads_back_in_babeltrace2() {
     let out = tempfile::tempdir().expect("out");
     let uuid = [9u8; 16];
     let mut streams: HashMap<u32, CpuStream> = HashMap::new();
-    let mut worst = 0u64;
+    let (mut worst, mut bpf_later) = (0u64, 0u64);
     for (cpu, page) in read_pages(&inst) {
         let s = match streams.entry(cpu) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -324,6 +324,7 @@ fn joined_ctf_reads_back_in_babeltrace2() {
             let c: Option<CallArgs> = joiner.take(tid, nr, ts);
             if let Some(c) = &c {
                 worst = worst.max(c.ktime.abs_diff(ts));
+                bpf_later += u64::from(c.ktime > ts);
             }
             c
         })
@@ -334,7 +335,10 @@ fn joined_ctf_reads_back_in_babeltrace2() {
         assert_eq!(s.stats.bad, 0);
     }
     inst.remove().expect("remove the instance");
-    eprintln!("largest distance between a capture and its sys_enter record: {worst} ns; captures no record took: {}", joiner.len());
+    eprintln!(
+        "largest distance between a capture and its sys_enter record: {worst} ns; captures timed after their record: {bpf_later}; captures no record took: {}",
+        joiner.len()
+    );
     ust_kernel::write_metadata(out.path(), uuid, &table, "20260101T000000+0000", pid, 0, "tracefs").expect("metadata");
     let text = babeltrace(out.path());
     let of = |tid: i32, name: &str| -> Vec<String> {
