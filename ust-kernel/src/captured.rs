@@ -55,8 +55,8 @@ pub enum ArgPart {
     V6addr,
     /// AF_UNIX path (CTF `string`; an abstract name as `@name`), else empty.
     SunPath,
-    /// `argv`: a u32-length sequence of strings.
-    ArgvStrings,
+    /// `argv` as strace writes it (CTF `string`): [`CallArgs::argv_text`].
+    ArgvText,
 }
 
 /// The captured arguments of one system call.
@@ -102,17 +102,56 @@ impl CallArgs {
         })
     }
 
-    /// Argument `arg`'s argv strings, in element order (the `cut` marker is not one).
-    pub fn argv(&self, arg: u8) -> Vec<&[u8]> {
-        let mut v: Vec<&ArgRecord> = self.records.iter().filter(|r| r.arg == arg && r.kind == Kind::Argv && r.status != Status::Null).collect();
+    /// Argument `arg`'s argv as strace writes it: `["ls", "-l"]`, C escapes in the
+    /// strings (`\"`, `\\`, `\n`, `\xHH` for other control bytes and bytes that are not
+    /// UTF-8), a cut string as `"…"...`, `...` after the last element when more were left
+    /// out, `(fault)` for an element that could not be read; `(null)` for a NULL array;
+    /// `None` when not captured. One string rather than a sequence of strings, which the
+    /// project's TSDL reader (`ust report`) does not read.
+    pub fn argv_text(&self, arg: u8) -> Option<String> {
+        let mut v: Vec<&ArgRecord> = self.records.iter().filter(|r| r.arg == arg && r.kind == Kind::Argv).collect();
         v.sort_by_key(|r| r.elem);
-        v.into_iter().filter(|r| !(r.bytes.is_empty() && matches!(r.status, Status::Cut | Status::Fault))).map(|r| r.bytes.as_slice()).collect()
+        if v.first()?.status == Status::Null {
+            return Some(TEXT_NULL.to_string());
+        }
+        let parts: Vec<String> = v
+            .iter()
+            .map(|r| match r.status {
+                Status::Cut if r.bytes.is_empty() => "...".to_string(),
+                Status::Cut => format!("{}...", quote(&r.bytes)),
+                Status::Fault => TEXT_FAULT.to_string(),
+                Status::Ok | Status::Null => quote(&r.bytes),
+            })
+            .collect();
+        Some(format!("[{}]", parts.join(", ")))
     }
 
     /// Argument `arg`'s sockaddr bytes as copied.
     pub fn sockaddr(&self, arg: u8) -> Option<&[u8]> {
         self.first(arg).filter(|r| r.kind == Kind::Sockaddr && matches!(r.status, Status::Ok | Status::Cut)).map(|r| r.bytes.as_slice())
     }
+}
+
+/// `b` in double quotes with C escapes.
+fn quote(b: &[u8]) -> String {
+    let mut s = String::from("\"");
+    for chunk in b.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '"' => s.push_str("\\\""),
+                '\\' => s.push_str("\\\\"),
+                '\n' => s.push_str("\\n"),
+                '\t' => s.push_str("\\t"),
+                c if c.is_control() => s.push_str(&format!("\\x{:02x}", u32::from(c))),
+                c => s.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            s.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    s.push('"');
+    s
 }
 
 fn family(sa: &[u8]) -> Option<u16> {
@@ -157,13 +196,7 @@ pub fn encode(args: Option<&CallArgs>, arg: u8, part: ArgPart, out: &mut Vec<u8>
                 _ => put_str(out, &path[..path.iter().position(|&c| c == 0).unwrap_or(path.len())]),
             }
         }
-        ArgPart::ArgvStrings => {
-            let v = args.map(|a| a.argv(arg)).unwrap_or_default();
-            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-            for s in v {
-                put_str(out, s);
-            }
-        }
+        ArgPart::ArgvText => put_str(out, args.and_then(|a| a.argv_text(arg)).as_deref().unwrap_or(TEXT_MISSING).as_bytes()),
     }
 }
 
@@ -211,7 +244,7 @@ mod tests {
     fn missing_values_are_empty_and_say_so() {
         assert_eq!(enc(None, 1, ArgPart::Text), b"(missing)\0");
         assert_eq!(enc(None, 1, ArgPart::Status), [STATUS_MISSING]);
-        assert_eq!(enc(None, 1, ArgPart::ArgvStrings), [0, 0, 0, 0]);
+        assert_eq!(enc(None, 1, ArgPart::ArgvText), b"(missing)\0");
         let f = CallArgs { records: vec![rec(1, Kind::String, Status::Fault, 0, b"")], ..Default::default() };
         assert_eq!((enc(Some(&f), 1, ArgPart::Text), enc(Some(&f), 1, ArgPart::Status)), (b"(fault)\0".to_vec(), vec![Status::Fault as u8]));
         let n = CallArgs { records: vec![rec(1, Kind::String, Status::Null, 0, b"")], ..Default::default() };
@@ -225,11 +258,16 @@ mod tests {
                 rec(0, Kind::String, Status::Ok, 0, b"/bin/ls"),
                 rec(1, Kind::Argv, Status::Ok, 1, b"-l"),
                 rec(1, Kind::Argv, Status::Ok, 0, b"ls"),
+                rec(1, Kind::Argv, Status::Ok, 2, b"a \"b\"\\\n\x01\xff"),
+                rec(1, Kind::Argv, Status::Cut, 3, b"long"),
+                rec(1, Kind::Argv, Status::Fault, 4, b""),
                 rec(1, Kind::Argv, Status::Cut, 16, b""),
             ],
             ..Default::default()
         };
-        assert_eq!(enc(Some(&a), 1, ArgPart::ArgvStrings), b"\x02\0\0\0ls\0-l\0");
+        assert_eq!(a.argv_text(1).unwrap(), r#"["ls", "-l", "a \"b\"\\\n\x01\xff", "long"..., (fault), ...]"#);
+        let null = CallArgs { records: vec![rec(1, Kind::Argv, Status::Null, 0, b"")], ..Default::default() };
+        assert_eq!(enc(Some(&null), 1, ArgPart::ArgvText), b"(null)\0");
         assert_eq!(a.status(1), Some(Status::Cut));
         assert_eq!(a.status(0), Some(Status::Ok));
     }

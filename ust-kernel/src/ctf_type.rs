@@ -34,9 +34,9 @@ pub enum CtfType {
     /// A 16-bit unsigned integer in network byte order (`byte_order = be`: LTTng's
     /// `ctf_integer_network`).
     NetU16,
-    /// A sequence of an [`Int`](CtfType::Int), [`NetU16`](CtfType::NetU16) or
-    /// [`String`](CtfType::String) element type, after its u32 length field
-    /// `__<name>_length` (LTTng's `ctf_sequence`).
+    /// A sequence of an [`Int`](CtfType::Int) or [`NetU16`](CtfType::NetU16) element type,
+    /// after its u32 length field `__<name>_length` (LTTng's `ctf_sequence`). (A sequence
+    /// of strings is valid CTF, but the project's TSDL reader, `ust report`'s, has none.)
     Seq(Box<CtfType>),
     /// An 8-bit unsigned enumeration whose labels, in order, have the values 0, 1, …
     Enum8(&'static [&'static str]),

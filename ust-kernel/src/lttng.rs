@@ -167,8 +167,9 @@ pub fn system_syscall_args() -> &'static SyscallArgs {
 ///   AF_UNIX path, `@name` for an abstract one) and `<name>_status`: readers that know
 ///   LTTng's fields find them, the others skip them;
 /// - an argv stays the pointer (as lttng-modules' `execve`), followed by
-///   `<name>_strings` (a sequence of strings, the first 16, each cut at 1024 bytes) and
-///   `<name>_status` (`cut` when more elements or longer strings were left out).
+///   `<name>_text` (the first 16 strings, each cut at 1024 bytes, as strace writes them:
+///   `["ls", "-l"]`, [`super::captured::CallArgs::argv_text`]) and `<name>_status` (`cut`
+///   when more elements or longer strings were left out).
 pub fn entry_fields(args: Option<&Vec<(String, String)>>, args_field: &FieldFormat, captured: bool) -> Vec<CtfField> {
     use super::argspec::ArgKind;
     use super::captured::{ArgPart, STATUS_LABELS};
@@ -187,7 +188,7 @@ pub fn entry_fields(args: Option<&Vec<(String, String)>>, args_field: &FieldForm
             }
             Some(ArgKind::Argv) => {
                 out.push(raw);
-                out.push(cap(format!("{name}_strings"), CtfType::Seq(Box::new(CtfType::String)), ArgPart::ArgvStrings));
+                out.push(cap(format!("{name}_text"), CtfType::String, ArgPart::ArgvText));
                 out.push(status());
             }
             Some(ArgKind::Sockaddr) => {
