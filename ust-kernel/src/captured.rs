@@ -53,7 +53,8 @@ pub enum ArgPart {
     V4addr,
     /// IPv6 address: a u32-length sequence of 8 big-endian u16, else empty.
     V6addr,
-    /// AF_UNIX path (CTF `string`; an abstract name as `@name`), else empty.
+    /// AF_UNIX path (CTF `string`; an abstract name as `@name`), empty for another
+    /// family; the marker of a sockaddr that was not read (missing, fault, null).
     SunPath,
     /// `argv` as strace writes it (CTF `string`): [`CallArgs::argv_text`].
     ArgvText,
@@ -185,6 +186,16 @@ pub fn encode(args: Option<&CallArgs>, arg: u8, part: ArgPart, out: &mut Vec<u8>
             out.extend_from_slice(a.unwrap_or(&[]));
         }
         ArgPart::SunPath => {
+            let not_read = match args.and_then(|a| a.status(arg)) {
+                None => Some(TEXT_MISSING),
+                Some(Status::Fault) => Some(TEXT_FAULT),
+                Some(Status::Null) => Some(TEXT_NULL),
+                Some(Status::Ok | Status::Cut) => None,
+            };
+            if let Some(marker) = not_read {
+                put_str(out, marker.as_bytes());
+                return;
+            }
             let path = if fam == Some(AF_UNIX) { sa.get(2..).unwrap_or(&[]) } else { &[] };
             match path.split_first() {
                 // An abstract name: a leading NUL, the rest counted by the length.
@@ -245,6 +256,9 @@ mod tests {
         assert_eq!(enc(None, 1, ArgPart::Text), b"(missing)\0");
         assert_eq!(enc(None, 1, ArgPart::Status), [STATUS_MISSING]);
         assert_eq!(enc(None, 1, ArgPart::ArgvText), b"(missing)\0");
+        assert_eq!(enc(None, 1, ArgPart::SunPath), b"(missing)\0");
+        let f = CallArgs { records: vec![rec(1, Kind::Sockaddr, Status::Fault, 0, b"")], ..Default::default() };
+        assert_eq!((enc(Some(&f), 1, ArgPart::SunPath), enc(Some(&f), 1, ArgPart::Family)), (b"(fault)\0".to_vec(), vec![0, 0]));
         let f = CallArgs { records: vec![rec(1, Kind::String, Status::Fault, 0, b"")], ..Default::default() };
         assert_eq!((enc(Some(&f), 1, ArgPart::Text), enc(Some(&f), 1, ArgPart::Status)), (b"(fault)\0".to_vec(), vec![Status::Fault as u8]));
         let n = CallArgs { records: vec![rec(1, Kind::String, Status::Null, 0, b"")], ..Default::default() };

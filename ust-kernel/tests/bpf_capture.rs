@@ -439,6 +439,12 @@ fn synthetic_ctf_reads_back_in_babeltrace2() {
     let text = babeltrace(out.path());
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");
+    // babeltrace 1, which lttng-analyses reads traces with, reads the same events.
+    let o = Command::new("babeltrace").arg(out.path()).output().expect("babeltrace 1 runs (scripts/test.sh installs it)");
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(t.lines().count(), 4, "{t}");
+    assert!(t.contains(r#"filename = "/tmp/é a""#) && t.contains(r#"argv_text = "["ls", "-l", ...]""#), "{t}");
     assert!(
         lines[0].ends_with("{ dfd = -100, filename = \"/tmp/é a\", filename_ptr = 0x1000, filename_status = ( \"ok\" : container = 0 ), flags = 0, mode = 0 }"),
         "{}",
