@@ -131,6 +131,15 @@ fn emit(a: &mut Asm, m: &Maps) {
     a.bind(ok);
 }
 
+/// Emits the record with `LEN` bytes after the header (`LEN` bounded: the verifier checks
+/// the size against the scratch value).
+fn emit_len(a: &mut Asm, m: &Maps) {
+    a.store(Size::W, REC, record::OFF_LEN, LEN);
+    a.mov(Reg::R3, LEN);
+    a.alu_imm(Alu::Add, Reg::R3, HEADER as i32);
+    emit(a, m);
+}
+
 /// Emits a header-only record of `status`.
 fn emit_empty(a: &mut Asm, m: &Maps, status: record::Status) {
     a.store_imm(Size::B, REC, record::OFF_STATUS, status as i32);
@@ -165,10 +174,7 @@ fn string(a: &mut Asm, m: &Maps, max: usize) {
     // r0 in [1, max + 1] counts the NUL: the length is r0 − 1.
     a.alu_imm(Alu::Sub, Reg::R0, 1);
     a.mov(LEN, Reg::R0);
-    a.store(Size::W, REC, record::OFF_LEN, LEN);
-    a.mov(Reg::R3, LEN);
-    a.alu_imm(Alu::Add, Reg::R3, HEADER as i32);
-    emit(a, m);
+    emit_len(a, m);
     a.ja(done);
     a.bind(fault);
     emit_empty(a, m, record::Status::Fault);
@@ -215,10 +221,7 @@ fn sockaddr_arg(a: &mut Asm, m: &Maps, o: &Offsets, i: usize) {
     a.alu_imm(Alu::Add, Reg::R1, HEADER as i32);
     a.call(helper::PROBE_READ_USER);
     a.jmp_imm(Jmp::Ne, Reg::R0, 0, fault);
-    a.store(Size::W, REC, record::OFF_LEN, LEN);
-    a.mov(Reg::R3, LEN);
-    a.alu_imm(Alu::Add, Reg::R3, HEADER as i32);
-    emit(a, m);
+    emit_len(a, m);
     a.ja(done);
     a.bind(null);
     emit_empty(a, m, record::Status::Null);
