@@ -83,7 +83,11 @@ fn main() {
     let file = dir.path().join("file");
     std::fs::write(&file, b"x").expect("file");
     let file = file.to_string_lossy().into_owned();
-    let root = ust_kernel::tracefs::root().expect("tracefs");
+    let root = ust_kernel::tracefs::root().unwrap_or_else(|_| "/sys/kernel/tracing".into());
+    if let Err(e) = ust_kernel::bpf::Capture::start(0, &root) {
+        eprintln!("bpf_cost: {e}");
+        std::process::exit(1);
+    }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("{n} openat+close per run; load {}; columns: user ns/call, sys ns/call, wall ns/call", load.trim());
     println!("no capture:            {}", run(n, &file, None).0);

@@ -182,12 +182,21 @@ impl Capture {
     /// Starts capturing the arguments of the system calls of process `root_pid` and of
     /// every process it forks from now on: reads the formats under `tracefs_root/events`,
     /// creates the maps, puts `root_pid` in the traced set, loads the programs and attaches
-    /// them. Start it before the traced command execs, to see it from its first instruction.
+    /// them. Start it before the traced command execs, to see it from its first instruction;
+    /// and before ftrace's `raw_syscalls:sys_enter` is enabled, so that on the tracepoint the
+    /// program runs first (probes of one priority run in the order they were registered,
+    /// kernel/tracepoint.c) and a call's records are in the ring buffer before its ftrace
+    /// record can be read. `root_pid` 0 starts with no process (the idle tasks make no
+    /// system calls): add the command with [`Capture::add_process`] once its pid is known,
+    /// before it execs.
     ///
     /// # Errors
     /// [`BpfError`], saying what is missing: not root, no BPF, no ring buffer, a verifier
     /// refusal with its log, a missing tracepoint.
     pub fn start(root_pid: i32, tracefs_root: &Path) -> Result<Capture, BpfError> {
+        // The first bpf(2) call first: without privilege or BPF, that is what the error says.
+        let map = |t, k, v, n, name| sys::map_create(t, k, v, n, name).map_err(|e| sys_error("creating a BPF map", e));
+        let traced = map(sys::MAP_HASH, 4, 4, TRACED_MAX, "ust_traced")?;
         let events = tracefs_root.join("events");
         let enter = format_of(&events, "raw_syscalls", "sys_enter")?;
         let fork = format_of(&events, "sched", "sched_process_fork")?;
@@ -199,8 +208,6 @@ impl Capture {
             group_dead: offset(&exit, "group_dead", 1).ok(),
         };
         let specs = argspec::spec_table(&crate::lttng::read_syscall_args(&events));
-        let map = |t, k, v, n, name| sys::map_create(t, k, v, n, name).map_err(|e| sys_error("creating a BPF map", e));
-        let traced = map(sys::MAP_HASH, 4, 4, TRACED_MAX, "ust_traced")?;
         let spec_map = map(sys::MAP_ARRAY, 4, 8, program::SPEC_ENTRIES, "ust_specs")?;
         let scratch = map(sys::MAP_PERCPU_ARRAY, 4, program::SCRATCH_SIZE, 1, "ust_scratch")?;
         let lost = map(sys::MAP_PERCPU_ARRAY, 4, 8, 2, "ust_lost")?;
