@@ -216,7 +216,7 @@ mod tests {
     use super::*;
 
     fn rec(arg: u8, kind: Kind, status: Status, elem: u8, bytes: &[u8]) -> ArgRecord {
-        ArgRecord { ktime: 1, tid: 2, tgid: 2, nr: 42, arg, kind, status, elem, aux: bytes.len() as u32, bytes: bytes.to_vec() }
+        ArgRecord { ktime: 1, tid: 2, tgid: 2, nr: 42, arg, kind, status, elem, aux: bytes.len() as u32, ptr: 0, bytes: bytes.to_vec() }
     }
 
     fn enc(a: Option<&CallArgs>, arg: u8, part: ArgPart) -> Vec<u8> {

@@ -264,13 +264,19 @@ impl EventTable {
         }
     }
 
-    /// The system call number of a `raw_syscalls` record of ftrace id `id` (`None` for
-    /// other events, or a number beyond 32 bits).
-    fn syscall_nr(&self, id: u16, payload: &[u8]) -> Option<u32> {
-        match self.by_ftrace_id.get(&id)? {
-            Route::Syscall { nr, .. } => u32::try_from(read_uint(payload, nr.offset, nr.size)?).ok(),
-            Route::Class(_) => None,
+    /// The system call number and `args` of a `raw_syscalls` record of ftrace id `id`
+    /// (`None` for other events, or a number beyond 32 bits; `args` are 0 when the record
+    /// has none).
+    fn syscall_call(&self, id: u16, payload: &[u8]) -> Option<(u32, [u64; 6])> {
+        let Route::Syscall { nr, proto, .. } = self.by_ftrace_id.get(&id)? else { return None };
+        let nr = u32::try_from(read_uint(payload, nr.offset, nr.size)?).ok()?;
+        let mut args = [0u64; 6];
+        if let Some(f) = proto.format.as_ref().and_then(|f| f.field("args")).filter(|f| f.size >= 48) {
+            for (i, a) in args.iter_mut().enumerate() {
+                *a = read_uint(payload, f.offset + 8 * i, 8).unwrap_or(0);
+            }
         }
+        Some((nr, args))
     }
 
     /// The class index a record of ftrace id `id` is written as (`payload` from
@@ -373,8 +379,9 @@ pub enum Given<'a> {
 }
 
 /// The captured arguments of the `sys_enter` record of thread `tid` (ftrace's
-/// `common_pid`), system call `nr`, at `ts` (ns): what [`CpuStream::push_page_joined`] asks.
-pub type Join<'a> = dyn FnMut(u64, i32, u32) -> Option<CallArgs> + 'a;
+/// `common_pid`), system call `nr`, with `args`, at `ts` (ns): what
+/// [`CpuStream::push_page_joined`] asks (`join(ts, tid, nr, args)`).
+pub type Join<'a> = dyn FnMut(u64, i32, u32, &[u64; 6]) -> Option<CallArgs> + 'a;
 
 /// Counters of one CPU stream.
 #[derive(Clone, Debug, Default)]
@@ -526,10 +533,10 @@ impl CpuStream {
     /// # Errors
     /// The I/O error of a packet flush (decoding problems are counted, not returned).
     pub fn push_page(&mut self, page: &[u8], layout: &super::ftrace::PageLayout) -> std::io::Result<()> {
-        self.push_page_joined(page, layout, &mut |_, _, _| None)
+        self.push_page_joined(page, layout, &mut |_, _, _, _| None)
     }
 
-    /// [`CpuStream::push_page`], asking `join(ts, tid, nr)` for the captured arguments of
+    /// [`CpuStream::push_page`], asking `join(ts, tid, nr, args)` for the captured arguments of
     /// each `raw_syscalls:sys_enter` record whose class has captured fields (a
     /// [`super::bpf::join::Joiner::take`]); `None` writes them as missing.
     ///
@@ -558,7 +565,7 @@ impl CpuStream {
     /// # Errors
     /// The I/O error of a packet flush.
     pub fn push_record(&mut self, ts: u64, payload: &[u8]) -> std::io::Result<bool> {
-        self.push_record_joined(ts, payload, &mut |_, _, _| None)
+        self.push_record_joined(ts, payload, &mut |_, _, _, _| None)
     }
 
     /// [`CpuStream::push_record`] with the captured arguments of a `sys_enter` record from
@@ -591,7 +598,7 @@ impl CpuStream {
         let Some(ev) = table.class_of(kind as u16, payload).and_then(|i| table.events.get(i)) else { return false };
         let tid = read_uint(payload, 4, 4).unwrap_or(0) as u32 as i32;
         let captured = match ev.fields.iter().any(|f| matches!(f.source, Source::Captured { .. })) {
-            true => table.syscall_nr(kind as u16, payload).and_then(|nr| join(ts, tid, nr)),
+            true => table.syscall_call(kind as u16, payload).and_then(|(nr, args)| join(ts, tid, nr, &args)),
             false => None,
         };
         let mark = self.buf.len();

@@ -320,8 +320,8 @@ fn joined_ctf_reads_back_in_babeltrace2() {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => v.insert(CpuStream::create(out.path(), table.clone(), uuid, cpu).expect("stream")),
         };
-        s.push_page_joined(&page, &layout, &mut |ts, tid, nr| {
-            let c: Option<CallArgs> = joiner.take(tid, nr, ts);
+        s.push_page_joined(&page, &layout, &mut |ts, tid, nr, args| {
+            let c: Option<CallArgs> = joiner.take(tid, nr, ts, args);
             if let Some(c) = &c {
                 worst = worst.max(c.ktime.abs_diff(ts));
                 bpf_later += u64::from(c.ktime > ts);
@@ -405,6 +405,7 @@ fn synthetic_ctf_reads_back_in_babeltrace2() {
         status,
         elem,
         aux: bytes.len() as u32,
+        ptr: 0,
         bytes: bytes.to_vec(),
     };
     let mut sin6 = vec![0u8; 28];
@@ -428,7 +429,7 @@ fn synthetic_ctf_reads_back_in_babeltrace2() {
     ];
     for (i, (nr, a, recs)) in calls.into_iter().enumerate() {
         let mut given = (!recs.is_empty()).then_some(CallArgs { ktime: 0, tid: 42, nr: nr as u32, records: recs });
-        let mut join = |_ts: u64, tid: i32, n: u32| {
+        let mut join = |_ts: u64, tid: i32, n: u32, _args: &[u64; 6]| {
             assert_eq!((tid, n), (42, nr as u32), "asked for its own call");
             given.take()
         };

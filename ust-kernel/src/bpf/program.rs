@@ -148,7 +148,9 @@ fn emit_empty(a: &mut Asm, m: &Maps, status: record::Status) {
     emit(a, m);
 }
 
-fn header(a: &mut Asm, arg: usize, kind: ArgKind, elem: u8) {
+fn header(a: &mut Asm, o: &Offsets, arg: usize, kind: ArgKind, elem: u8) {
+    a.load(Size::DW, Reg::R1, CTX, o.args + 8 * arg as i16);
+    a.store(Size::DW, REC, record::OFF_PTR, Reg::R1);
     a.store_imm(Size::B, REC, record::OFF_ARG, arg as i32);
     a.store_imm(Size::B, REC, record::OFF_KIND, kind.code().into());
     a.store_imm(Size::B, REC, record::OFF_ELEM, elem.into());
@@ -184,7 +186,7 @@ fn string(a: &mut Asm, m: &Maps, max: usize) {
 /// Argument `i` as a string.
 fn string_arg(a: &mut Asm, m: &Maps, o: &Offsets, i: usize) {
     let (null, done) = (a.label(), a.label());
-    header(a, i, ArgKind::String, 0);
+    header(a, o, i, ArgKind::String, 0);
     a.load(Size::DW, Reg::R3, CTX, o.args + 8 * i as i16);
     a.jmp_imm(Jmp::Eq, Reg::R3, 0, null);
     string(a, m, STRING_MAX);
@@ -197,7 +199,7 @@ fn string_arg(a: &mut Asm, m: &Maps, o: &Offsets, i: usize) {
 /// Argument `i` as a sockaddr of the length argument `i + 1` gives.
 fn sockaddr_arg(a: &mut Asm, m: &Maps, o: &Offsets, i: usize) {
     let (null, fault, neg, big, have, done) = (a.label(), a.label(), a.label(), a.label(), a.label(), a.label());
-    header(a, i, ArgKind::Sockaddr, 0);
+    header(a, o, i, ArgKind::Sockaddr, 0);
     a.load(Size::DW, Reg::R2, CTX, o.args + 8 * (i as i16 + 1));
     a.store(Size::W, REC, record::OFF_AUX, Reg::R2);
     a.load(Size::DW, Reg::R3, CTX, o.args + 8 * i as i16);
@@ -234,7 +236,7 @@ fn sockaddr_arg(a: &mut Asm, m: &Maps, o: &Offsets, i: usize) {
 /// Argument `i` as an argv array: one record per element, at most [`ARGV_MAX`].
 fn argv_arg(a: &mut Asm, m: &Maps, o: &Offsets, i: usize) {
     let (null, fault, done) = (a.label(), a.label(), a.label());
-    header(a, i, ArgKind::Argv, 0);
+    header(a, o, i, ArgKind::Argv, 0);
     a.load(Size::DW, Reg::R3, CTX, o.args + 8 * i as i16);
     a.jmp_imm(Jmp::Eq, Reg::R3, 0, null);
     a.store(Size::DW, Reg::R10, ARGV_PTR, Reg::R3);

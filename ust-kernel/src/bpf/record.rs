@@ -13,11 +13,12 @@
 //! 23  u8   elem       argv: element index (ARGV_MAX with status cut: more elements follow)
 //! 24  u32  len        bytes that follow (a string without its NUL)
 //! 28  u32  aux        sockaddr: the length the caller passed; else 0
-//! 32  ...  bytes
+//! 32  u64  ptr        the argument's value: the user pointer (argv: the array's)
+//! 40  ...  bytes
 //! ```
 
 /// Size of the record header.
-pub const HEADER: usize = 32;
+pub const HEADER: usize = 40;
 /// Offsets in the header.
 pub const OFF_KTIME: i16 = 0;
 /// `tid`.
@@ -38,6 +39,8 @@ pub const OFF_ELEM: i16 = 23;
 pub const OFF_LEN: i16 = 24;
 /// `aux`.
 pub const OFF_AUX: i16 = 28;
+/// `ptr`.
+pub const OFF_PTR: i16 = 32;
 
 /// Longest string copied, in bytes without the NUL (PATH_MAX less its NUL is 4095: a
 /// string of 4096 or more bytes is cut at 4096 and marked [`Status::Cut`]).
@@ -129,6 +132,9 @@ pub struct ArgRecord {
     pub elem: u8,
     /// Sockaddr: the length the caller passed (may exceed what was copied).
     pub aux: u32,
+    /// The argument's value (the user pointer; argv: the array's), which the joiner
+    /// compares with the `sys_enter` record's `args[arg]`.
+    pub ptr: u64,
     /// The bytes (a string without its NUL; a sockaddr as copied).
     pub bytes: Vec<u8>,
 }
@@ -166,10 +172,14 @@ impl ArgRecord {
         if arg >= 6 {
             return Err(BadRecord::Value);
         }
-        let mut t = [0u8; 8];
-        t.copy_from_slice(&b[..8]);
+        let u64_at = |o: usize| {
+            let mut t = [0u8; 8];
+            t.copy_from_slice(&b[o..o + 8]);
+            u64::from_le_bytes(t)
+        };
         Ok(ArgRecord {
-            ktime: u64::from_le_bytes(t),
+            ktime: u64_at(OFF_KTIME as usize),
+            ptr: u64_at(OFF_PTR as usize),
             tid: u32_at(b, OFF_TID) as i32,
             tgid: u32_at(b, OFF_TGID) as i32,
             nr: u32_at(b, OFF_NR),
@@ -197,6 +207,7 @@ mod tests {
         b[21] = kind;
         b[22] = status;
         b[24..28].copy_from_slice(&len.to_le_bytes());
+        b[32..40].copy_from_slice(&0x1234u64.to_le_bytes());
         b.extend_from_slice(payload);
         b
     }
@@ -205,12 +216,12 @@ mod tests {
     fn parses_and_bounds_checks() {
         let r = ArgRecord::parse(&raw(3, 1, 0, 1, b"/ab\0\0")).unwrap();
         assert_eq!((r.ktime, r.tid, r.tgid, r.nr, r.arg, r.kind, r.status), (77, 5, 4, 257, 1, Kind::String, Status::Ok));
-        assert_eq!(r.bytes, b"/ab");
+        assert_eq!((r.bytes.as_slice(), r.ptr), (&b"/ab"[..], 0x1234));
         assert_eq!(ArgRecord::parse(&raw(6, 1, 0, 1, b"/ab")), Err(BadRecord::Length));
         assert_eq!(ArgRecord::parse(&raw(u32::MAX, 1, 0, 1, b"")), Err(BadRecord::Length));
         assert_eq!(ArgRecord::parse(&raw(0, 9, 0, 1, b"")), Err(BadRecord::Value));
         assert_eq!(ArgRecord::parse(&raw(0, 1, 7, 1, b"")), Err(BadRecord::Value));
         assert_eq!(ArgRecord::parse(&raw(0, 1, 0, 6, b"")), Err(BadRecord::Value));
-        assert_eq!(ArgRecord::parse(&[0u8; 31]), Err(BadRecord::Short));
+        assert_eq!(ArgRecord::parse(&[0u8; HEADER - 1]), Err(BadRecord::Short));
     }
 }
