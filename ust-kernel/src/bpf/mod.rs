@@ -37,7 +37,7 @@ use crate::argspec;
 use crate::format::EventFormat;
 use record::ArgRecord;
 
-/// Size of the ring buffer's data area: 8 MiB. One `openat` record is 32 bytes of header and
+/// Size of the ring buffer's data area: 8 MiB. One `openat` record is 40 bytes of header and
 /// its path (rounded to 8, plus 8 of ring-buffer header): about 100 bytes for a usual path,
 /// so 8 MiB holds some 80 000 calls, 80 ms of a loop that does nothing but `openat` and
 /// `close` (about 1 µs each here), read every 10 ms by the recorder; a burst of 4-KiB
