@@ -14,11 +14,13 @@
 //! The trace is in LTTng's kernel layout, lttng-modules 2.13's names ([`lttng`]).
 //!
 //! Modules: [`tracefs`] (mount, instance, stale instances), [`format`](mod@format) (event format files),
-//! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer), [`lttng`]
+//! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer; [`ctf_type`] its field types), [`lttng`]
 //! (lttng-modules' event and field names), [`syscalls`]
 //! (x86-64 system call names), [`procfs`] (state dump, memory maps), [`perf`] (tier 1:
-//! `perf_event_open` on the traced tasks, for any user). The crate is shared by `ust-cli`
-//! (root's own recording, tier 1, and `kernel::view`, which chooses the tier) and `ust-consumerd` (root's daemon as the kernel broker of ordinary users, which records
+//! `perf_event_open` on the traced tasks, for any user), [`bpf`] (system-call arguments
+//! copied by a BPF program, [`argspec`] which ones, [`captured`] their values and CTF
+//! bytes). The crate is shared by `ust-cli` (root's own recording, tier 1, and
+//! `kernel::view`, which chooses the tier) and `ust-consumerd` (root's daemon as the kernel broker of ordinary users, which records
 //! through [`view_recorder::ViewRecorder`] and keeps only what the requester may see, [`filter`]).
 //!
 //! [`KernelRecorder::start`] sets everything up and starts one reader thread per CPU that
@@ -32,7 +34,11 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod argspec;
+pub mod bpf;
+pub mod captured;
 pub mod ctf;
+pub mod ctf_type;
 pub mod filter;
 pub mod format;
 pub mod ftrace;
