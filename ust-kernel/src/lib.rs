@@ -38,6 +38,7 @@ pub mod format;
 pub mod ftrace;
 pub mod lttng;
 pub mod procfs;
+pub mod ptrace;
 pub mod syscalls;
 pub mod tracefs;
 pub mod view_recorder;
