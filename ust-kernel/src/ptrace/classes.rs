@@ -9,6 +9,7 @@
 //! | `syscall_exit_<call>` | `ret` |
 //! | `syscall_entry_unknown` | `id`, `args[6]`: a call the table does not name (also every call of a 32-bit task: `id` is then its i386 number plus [`FOREIGN_ARCH`]) |
 //! | `syscall_exit_unknown` | `id`, `ret` |
+//! | `sched_process_exec` | `filename`, `tid`, `old_tid`: an `execve` succeeded; `old_tid` is the thread that called it, `tid` the process's id it continues under (lttng-modules' and tracefs' event) |
 //! | `signal_deliver` | `sig`, `errno`, `code` (lttng-modules' event, without the handler and flags ptrace cannot see) |
 //! | `ptrace_detach` | `tid`, `tracer`, `reason`: task `tid` left the syscall view (see [`super`]) |
 //!
@@ -19,6 +20,8 @@ use super::memory;
 use crate::ctf::{CtfField, CtfType, EventTable, Given, Source};
 use crate::lttng::SyscallArgs;
 
+/// `sched_process_exec`: an exec, with the thread id change of a multithreaded one.
+pub const SCHED_PROCESS_EXEC: &str = "sched_process_exec";
 /// `signal_deliver`: a signal-delivery stop.
 pub const SIGNAL_DELIVER: &str = "signal_deliver";
 /// `ptrace_detach`: a task left the syscall view.
@@ -100,7 +103,8 @@ fn i64t() -> CtfType {
 
 /// The classes of the recorder, `(name, fields)`, in the order their ids are given
 /// ([`EventTable::given`]): per named call its entry and exit, then the unknown ones,
-/// [`SIGNAL_DELIVER`] and [`PTRACE_DETACH`]. `args`: [`super::args::syscall_args`].
+/// [`SCHED_PROCESS_EXEC`], [`SIGNAL_DELIVER`] and [`PTRACE_DETACH`]. `args`:
+/// [`super::args::syscall_args`].
 pub fn classes(args: &SyscallArgs) -> Vec<(String, Vec<CtfField>)> {
     let i32t = || CtfType::Int { bytes: 4, signed: true, hex: false };
     let mut out = Vec::new();
@@ -110,6 +114,7 @@ pub fn classes(args: &SyscallArgs) -> Vec<(String, Vec<CtfField>)> {
     }
     out.push(("syscall_entry_unknown".into(), vec![field("id", i64t()), field("args", CtfType::IntArray { bytes: 8, signed: false, n: 6 })]));
     out.push(("syscall_exit_unknown".into(), vec![field("id", i64t()), field("ret", i64t())]));
+    out.push((SCHED_PROCESS_EXEC.into(), vec![field("filename", CtfType::String), field("tid", i32t()), field("old_tid", i32t())]));
     out.push((SIGNAL_DELIVER.into(), vec![field("sig", i32t()), field("errno", i32t()), field("code", i32t())]));
     out.push((PTRACE_DETACH.into(), vec![field("tid", i32t()), field("tracer", i32t()), field("reason", CtfType::String)]));
     out
@@ -143,6 +148,8 @@ pub struct Calls {
     /// Per native call number: entry class, exit class, how the entry's fields are filled.
     by_nr: Vec<Option<(usize, usize, Vec<Fill>)>>,
     unknown: (usize, usize),
+    /// [`SCHED_PROCESS_EXEC`]'s class.
+    pub exec: usize,
     /// [`SIGNAL_DELIVER`]'s class.
     pub signal: usize,
     /// [`PTRACE_DETACH`]'s class.
@@ -183,7 +190,13 @@ impl Calls {
             by_nr.push(Some((find(&entry, fields_of(&entry))?, find(&exit, fields_of(&exit))?, fills)));
         }
         let unknown = (find("syscall_entry_unknown", fields_of("syscall_entry_unknown"))?, find("syscall_exit_unknown", fields_of("syscall_exit_unknown"))?);
-        Ok(Calls { by_nr, unknown, signal: find(SIGNAL_DELIVER, fields_of(SIGNAL_DELIVER))?, detach: find(PTRACE_DETACH, fields_of(PTRACE_DETACH))? })
+        Ok(Calls {
+            by_nr,
+            unknown,
+            exec: find(SCHED_PROCESS_EXEC, fields_of(SCHED_PROCESS_EXEC))?,
+            signal: find(SIGNAL_DELIVER, fields_of(SIGNAL_DELIVER))?,
+            detach: find(PTRACE_DETACH, fields_of(PTRACE_DETACH))?,
+        })
     }
 
     fn named(&self, nr: u64, arch: u32) -> Option<&(usize, usize, Vec<Fill>)> {

@@ -7,8 +7,8 @@
 //!   fork ─────────────────────────────>    dup2 stdio, chdir
 //!   PTRACE_SEIZE, PTRACE_INTERRUPT         read(gate) ... blocks
 //!   wait for the interrupt stop
-//!   write(gate, "g") ─────────────────>    [seccomp mode: PR_SET_NO_NEW_PRIVS, the filter]
-//!   PTRACE_SYSCALL                         execve(path, argv, envp)   <- first recorded call
+//!   write(gate, "g") ─────────────────>    execve(path, argv, envp)   <- first recorded call
+//!   PTRACE_SYSCALL
 //!                                          (ENOEXEC: execve("/bin/sh", [sh, path, args]))
 //!                                          failed: write(err, errno); _exit(127 or 126)
 //! ```
@@ -58,7 +58,7 @@ impl Launch {
         for (k, v) in cmd.get_envs() {
             match v {
                 Some(v) => l.set_env(k, v),
-                None => l.env.retain(|(x, _)| x != k),
+                None => l.remove_env(k),
             }
         }
         l.cwd = cmd.get_current_dir().map(Path::to_path_buf);
@@ -70,6 +70,12 @@ impl Launch {
         let key = key.as_ref();
         self.env.retain(|(k, _)| k != key);
         self.env.push((key.to_owned(), value.as_ref().to_owned()));
+    }
+
+    /// Removes one environment variable.
+    pub fn remove_env(&mut self, key: impl AsRef<OsStr>) {
+        let key = key.as_ref();
+        self.env.retain(|(k, _)| k != key);
     }
 
     /// Starts from an empty environment (as `env -i`).
@@ -154,11 +160,7 @@ pub struct Gated {
     pub pid: i32,
     gate: Option<OwnedFd>,
     err: OwnedFd,
-    _stdio: [Option<OwnedFd>; 3],
 }
-
-/// The seccomp filter the child installs before its `execve`, if any.
-pub type Filter<'a> = Option<&'a [libc::sock_filter]>;
 
 impl Gated {
     /// Forks the child of `launch` (which waits at its gate). Call it from the thread that
@@ -167,7 +169,7 @@ impl Gated {
     /// # Errors
     /// `NotFound` when the program is not in `PATH` ([`Launch::resolve`]), `InvalidInput`
     /// for a NUL byte in an argument, the pipe or fork error.
-    pub fn fork(launch: Launch, filter: Filter<'_>) -> io::Result<Gated> {
+    pub fn fork(launch: Launch) -> io::Result<Gated> {
         let path = cstring(launch.resolve()?.as_os_str())?;
         let mut strings = vec![cstring(&launch.program)?];
         for a in &launch.args {
@@ -186,7 +188,8 @@ impl Gated {
         let mut sh_argv = vec![SH.as_ptr(), path.as_ptr()];
         sh_argv.extend(argv.iter().skip(1));
         let cwd = launch.cwd.as_deref().map(|d| cstring(d.as_os_str())).transpose()?;
-        let stdio = [0, 1, 2].map(|i| launch.stdio[i].as_ref().map_or(-1, AsRawFd::as_raw_fd));
+        let stdio_fds = launch.stdio;
+        let stdio = [0, 1, 2].map(|i| stdio_fds[i].as_ref().map_or(-1, AsRawFd::as_raw_fd));
         let prepared = Prepared { path, _strings: strings, argv, envp, sh_argv, cwd, stdio };
         let (gate_r, gate_w) = pipe_above_stdio()?;
         let (err_r, err_w) = pipe_above_stdio()?;
@@ -198,10 +201,12 @@ impl Gated {
         }
         if pid == 0 {
             // SAFETY: in the child: see `child`'s contract.
-            unsafe { child(&prepared, filter, [gate_r.as_raw_fd(), gate_w.as_raw_fd(), err_r.as_raw_fd(), err_w.as_raw_fd()]) }
+            unsafe { child(&prepared, [gate_r.as_raw_fd(), gate_w.as_raw_fd(), err_r.as_raw_fd(), err_w.as_raw_fd()]) }
         }
-        drop((gate_r, err_w));
-        Ok(Gated { pid, gate: Some(gate_w), err: err_r, _stdio: launch.stdio })
+        // The command has its copies now: a reader of its output sees end-of-file when the
+        // command closes them, not when the recording ends.
+        drop((gate_r, err_w, stdio_fds));
+        Ok(Gated { pid, gate: Some(gate_w), err: err_r })
     }
 
     /// Opens the gate: the child goes on to its `execve`.
@@ -229,14 +234,14 @@ impl Gated {
     }
 }
 
-/// The child after the fork: reset what the tracer thread set, wait at the gate, install
-/// the filter, exec; on failure report the errno and exit 127 (not found) or 126.
+/// The child after the fork: reset what the tracer thread set, wait at the gate, exec; on
+/// failure report the errno and exit 127 (not found) or 126.
 /// `fds`: gate read end, gate write end, error read end, error write end.
 ///
 /// # Safety
 /// Call only in a freshly forked child, with `p` built before the fork; it makes only
 /// async-signal-safe calls and never returns.
-unsafe fn child(p: &Prepared, filter: Filter<'_>, fds: [RawFd; 4]) -> ! {
+unsafe fn child(p: &Prepared, fds: [RawFd; 4]) -> ! {
     let [gate_r, gate_w, err_r, err_w] = fds;
     let fail = |err_w: RawFd, e: i32| -> ! {
         let b = e.to_ne_bytes();
@@ -282,12 +287,6 @@ unsafe fn child(p: &Prepared, filter: Filter<'_>, fds: [RawFd; 4]) -> ! {
         libc::close(gate_r);
         if !released {
             libc::_exit(125);
-        }
-        if let Some(f) = filter {
-            let prog = libc::sock_fprog { len: f.len() as libc::c_ushort, filter: f.as_ptr().cast_mut() };
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog) < 0 {
-                fail(err_w, *libc::__errno_location());
-            }
         }
         libc::execve(p.path.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
         let mut e = *libc::__errno_location();

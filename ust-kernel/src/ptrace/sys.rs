@@ -7,7 +7,12 @@
 
 use std::io;
 
-/// `PTRACE_O_*` options the recorder seizes with (see the module docs of [`super`]).
+/// `PTRACE_O_*` options the recorder seizes with: the tree dies with the tracer
+/// (`EXITKILL`: a task left stopped forever is worse), syscall stops are told from `SIGTRAP`
+/// (`TRACESYSGOOD`), new tasks are traced from their first instruction (`TRACEFORK`,
+/// `TRACEVFORK`, `TRACECLONE`), an exec stops with the former thread id (`TRACEEXEC`), and a
+/// tracee's own `SECCOMP_RET_TRACE` filter stops it (`TRACESECCOMP`: without a tracer that
+/// set it, such a filter fails the calls with `ENOSYS`).
 pub const OPTIONS: libc::c_int = libc::PTRACE_O_EXITKILL
     | libc::PTRACE_O_TRACESYSGOOD
     | libc::PTRACE_O_TRACEFORK
@@ -63,7 +68,7 @@ pub fn interrupt(tid: i32) -> io::Result<()> {
 pub enum Resume {
     /// `PTRACE_SYSCALL`: run to the next syscall-entry or syscall-exit stop.
     Syscall,
-    /// `PTRACE_CONT`: run to the next seccomp stop or event (seccomp mode).
+    /// `PTRACE_CONT`: run to the next signal or event (no syscall stops).
     Cont,
     /// `PTRACE_LISTEN`: stay in the group-stop, but report the next event (`SIGCONT`).
     Listen,
@@ -112,8 +117,9 @@ pub fn siginfo(tid: i32) -> io::Result<(i32, i32, i32)> {
 /// What `PTRACE_GET_SYSCALL_INFO` says of a tracee in a syscall-stop or seccomp stop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyscallInfo {
-    /// A syscall-entry stop, or a seccomp stop (`PTRACE_EVENT_SECCOMP`, which is an entry
-    /// too): the call's number, its six arguments, and its `AUDIT_ARCH_*`.
+    /// A syscall-entry stop, or a seccomp stop (`PTRACE_EVENT_SECCOMP`, an entry too, of a
+    /// filter the tracee installed itself): the call's number, its six arguments, and its
+    /// `AUDIT_ARCH_*`.
     Entry {
         /// System call number (of `arch`'s table).
         nr: u64,

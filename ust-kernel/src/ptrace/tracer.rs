@@ -7,7 +7,7 @@
 //!
 //! | stop | what the tracer does |
 //! |---|---|
-//! | syscall-entry (or seccomp) | `PTRACE_GET_SYSCALL_INFO`, record `syscall_entry_<call>` (strings read now), then the hand-off check ([`super::handoff`]) |
+//! | syscall-entry | `PTRACE_GET_SYSCALL_INFO`, record `syscall_entry_<call>` (strings read now), then the hand-off check ([`super::handoff`]) |
 //! | syscall-exit | record `syscall_exit_<call> { ret }` |
 //! | signal-delivery | record `signal_deliver`, resume *with the signal* (delivered unchanged) |
 //! | group-stop (`PTRACE_EVENT_STOP` with a stop signal) | `PTRACE_LISTEN`: the task stays stopped, `^Z` and `SIGSTOP`/`SIGCONT` work as untraced |
@@ -37,7 +37,6 @@ use super::handoff::{self, Handoff};
 use super::launch::{Gated, Launch};
 use super::sys::{self, Resume, SyscallInfo, Wait};
 use super::writer::{Sink, SyscallStream};
-use super::Stops;
 
 /// State the tracer thread shares with [`super::SyscallRecorder`].
 #[derive(Debug, Default)]
@@ -101,6 +100,26 @@ struct Pending {
     recorded: bool,
     /// The command's first `execve`: the entry, written with the exit if it succeeds.
     deferred: Option<(usize, u64, Vec<Value>)>,
+    /// An `execve`/`execveat`'s path and exec event.
+    exec: Option<Exec>,
+}
+
+/// An exec call in flight: the path it was given, and once its exec event came, when and
+/// from which thread (written as `sched_process_exec` before the exit).
+#[derive(Debug)]
+struct Exec {
+    path: Vec<u8>,
+    at: Option<(u64, i32)>,
+}
+
+/// The argument register holding the path of an exec call, if `nr` is one.
+fn exec_path_slot(nr: u64, arch: u32) -> Option<usize> {
+    match nr {
+        _ if arch != sys::NATIVE_ARCH => None,
+        n if n == libc::SYS_execve as u64 => Some(0),
+        n if n == libc::SYS_execveat as u64 => Some(1),
+        _ => None,
+    }
 }
 
 #[derive(Debug, Default)]
@@ -112,7 +131,6 @@ struct Task {
 
 struct Tracer {
     root: i32,
-    mode: Stops,
     tasks: HashMap<i32, Task>,
     /// Our own children that called `PTRACE_TRACEME` after we let them go: their tracer is
     /// this thread again (legacy attach, no options); they are resumed, never recorded.
@@ -129,7 +147,7 @@ struct Tracer {
 }
 
 /// The tracer thread's body (see the module docs).
-pub fn run(launch: Launch, sink: Sink, mode: Stops, shared: Arc<Shared>, started: Sender<Started>) -> Report {
+pub fn run(launch: Launch, sink: Sink, shared: Arc<Shared>, started: Sender<Started>) -> Report {
     sys::block_signals_but_wake();
     shared.tid.store(sys::gettid(), Ordering::SeqCst);
     let mut report = Report { stream: None, tasks: 0, stops: 0, handed_off: Vec::new(), detached_at_end: 0, error: None };
@@ -140,11 +158,7 @@ pub fn run(launch: Launch, sink: Sink, mode: Stops, shared: Arc<Shared>, started
             return report;
         }
     };
-    let filter = match mode {
-        Stops::Seccomp => Some(&super::seccomp::TRACE_ALL[..]),
-        Stops::Syscall => None,
-    };
-    let mut gated = match Gated::fork(launch, filter) {
+    let mut gated = match Gated::fork(launch) {
         Ok(g) => g,
         Err(e) => {
             let _ = started.send(Err(e.into()));
@@ -157,12 +171,10 @@ pub fn run(launch: Launch, sink: Sink, mode: Stops, shared: Arc<Shared>, started
         return report;
     }
     gated.release();
-    let first = if mode == Stops::Seccomp { Resume::Cont } else { Resume::Syscall };
-    let _ = sys::resume(root, first, 0);
+    let _ = sys::resume(root, Resume::Syscall, 0);
     report.tasks = 1;
     let mut t = Tracer {
         root,
-        mode,
         tasks: HashMap::from([(root, Task::default())]),
         adopted: HashSet::new(),
         held: HashMap::new(),
@@ -299,12 +311,9 @@ impl Tracer {
         }
     }
 
-    /// Resumes `tid` after a stop: to the next syscall stop, or (seccomp design, outside a
-    /// call) to the next seccomp stop.
+    /// Resumes `tid` after a stop, to its next syscall stop, delivering `sig` (0: none).
     fn resume(&self, tid: i32, sig: i32) {
-        let in_call = self.tasks.get(&tid).is_some_and(|t| t.pending.is_some());
-        let how = if in_call || self.mode == Stops::Syscall { Resume::Syscall } else { Resume::Cont };
-        let _ = sys::resume(tid, how, sig);
+        let _ = sys::resume(tid, Resume::Syscall, sig);
     }
 
     fn gone(&mut self, tid: i32, status: i32) {
@@ -336,7 +345,6 @@ impl Tracer {
         match event {
             0 if sig == sys::SYSCALL_TRAP => self.syscall_stop(tid, now),
             0 => self.signal_stop(tid, sig, now),
-            libc::PTRACE_EVENT_SECCOMP => self.syscall_stop(tid, now),
             libc::PTRACE_EVENT_STOP if is_stop_signal(sig) => {
                 let _ = sys::resume(tid, Resume::Listen, 0);
             }
@@ -355,16 +363,21 @@ impl Tracer {
                         self.tasks.insert(tid, t);
                     }
                 }
+                if let Some(exec) = self.tasks.get_mut(&tid).and_then(|t| t.pending.as_mut()).and_then(|p| p.exec.as_mut()) {
+                    exec.at = Some((now, former));
+                }
                 self.resume(tid, 0);
             }
             _ => self.resume(tid, 0),
         }
     }
 
-    /// Starts following a task the kernel attached at its fork, if not yet known.
+    /// Starts following a task the kernel attached at its fork, if not yet known (once the
+    /// recording is finishing, only to let it go at its first stop).
     fn add_task(&mut self, tid: i32) {
+        let leave = self.finishing.then(|| Leave { reason: "the recording ended while it ran".into(), tracer: 0, announce: false });
         if let std::collections::hash_map::Entry::Vacant(v) = self.tasks.entry(tid) {
-            v.insert(Task { recording: true, ..Task::default() });
+            v.insert(Task { recording: true, pending: None, leave });
             self.report.tasks += 1;
         }
     }
@@ -384,8 +397,10 @@ impl Tracer {
 
     fn entry(&mut self, tid: i32, nr: u64, args: [u64; 6], arch: u32, now: u64) {
         let recording = self.tasks.get(&tid).is_some_and(|t| t.recording);
-        let first_exec = tid == self.root && !recording && arch == sys::NATIVE_ARCH && (nr == libc::SYS_execve as u64 || nr == libc::SYS_execveat as u64);
-        let mut pending = Pending { nr, arch, recorded: false, deferred: None };
+        let path_slot = exec_path_slot(nr, arch);
+        let first_exec = tid == self.root && !recording && path_slot.is_some();
+        let exec = path_slot.filter(|_| recording || first_exec).map(|s| Exec { path: super::memory::string(tid, args[s]), at: None });
+        let mut pending = Pending { nr, arch, recorded: false, deferred: None, exec };
         if recording || first_exec {
             let (class, values) = self.out.as_ref().map(|o| o.calls.entry(tid, nr, &args, arch)).unwrap_or_default();
             if first_exec {
@@ -422,6 +437,9 @@ impl Tracer {
             }
         } else if !p.recorded {
             return;
+        }
+        if let (Some(Exec { path, at: Some((ts, former)) }), Some(class)) = (p.exec, self.out.as_ref().map(|o| o.calls.exec)) {
+            self.write(class, ts, tid, &[Value::Bytes(path), Value::Int(tid.into()), Value::Int(former.into())]);
         }
         let exit = self.out.as_ref().map(|o| o.calls.exit(p.nr, p.arch, ret));
         if let Some((class, values)) = exit {
