@@ -16,7 +16,8 @@
 //! Modules: [`tracefs`] (mount, instance, stale instances), [`format`](mod@format) (event format files),
 //! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer), [`lttng`]
 //! (lttng-modules' event and field names), [`syscalls`]
-//! (x86-64 system call names), [`procfs`] (state dump, memory maps). The crate is shared by
+//! (x86-64 system call names), [`procfs`] (state dump, memory maps), [`ptrace`] (tier 1's
+//! system calls, recorded with ptrace as strace records them). The crate is shared by
 //! `ust-cli` (root's own recording; its `kernel::perf` is tier 1 and `kernel::view` chooses)
 //! and `ust-consumerd` (root's daemon as the kernel broker of ordinary users, which records
 //! through [`view_recorder::ViewRecorder`] and keeps only what the requester may see, [`filter`]).

@@ -266,6 +266,12 @@ fn record(scratch: &Scratch, argv: &[&str], clear_env: bool) -> Recorded {
     finish(scratch, harness_command(scratch, argv, clear_env).spawn().unwrap())
 }
 
+/// Records this binary as the test program `role`.
+fn record_role(role: &str) -> Recorded {
+    let argv = role_argv(role);
+    record(&Scratch::new(), &argv.iter().map(String::as_str).collect::<Vec<_>>(), false)
+}
+
 /// One event as babeltrace2 prints it.
 #[derive(Clone, Debug)]
 struct Event {
@@ -572,14 +578,10 @@ fn a_program_calling_traceme_works() {
 /// sees what it would see untraced.
 #[test]
 fn a_parent_tracing_its_child_works() {
-    let scratch = Scratch::new();
-    let argv = role_argv("tracer");
-    let r = record(&scratch, &argv.iter().map(String::as_str).collect::<Vec<_>>(), false);
+    let r = record_role("tracer");
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("tracer: stopped=true exited=5"), "{}\n{}", r.stdout, r.stderr);
-    let scratch = Scratch::new();
-    let argv = role_argv("attacher");
-    let r = record(&scratch, &argv.iter().map(String::as_str).collect::<Vec<_>>(), false);
+    let r = record_role("attacher");
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("attacher: attach=0 stopped=true killed_by=15"), "{}\n{}", r.stdout, r.stderr);
     let note = r.events.iter().find(|e| e.name == "ptrace_detach").expect("the note");
@@ -616,9 +618,7 @@ fn strace_and_gdb_work_under_the_recorder() {
 /// untraced and the program goes on.
 #[test]
 fn an_unmapped_string_pointer_gives_a_fault_marker() {
-    let scratch = Scratch::new();
-    let argv = role_argv("fault");
-    let r = record(&scratch, &argv.iter().map(String::as_str).collect::<Vec<_>>(), false);
+    let r = record_role("fault");
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains(&format!("fault=-1,-1,-1,{}", libc::EFAULT)), "{}", r.stdout);
     let opens: Vec<(usize, &Event)> = r.events.iter().enumerate().filter(|(_, e)| e.name == "syscall_entry_openat").collect();
@@ -634,9 +634,7 @@ fn an_unmapped_string_pointer_gives_a_fault_marker() {
 /// which), and the new program's exit code is the command's.
 #[test]
 fn an_exec_from_a_thread_is_followed() {
-    let scratch = Scratch::new();
-    let argv = role_argv("thread_exec");
-    let r = record(&scratch, &argv.iter().map(String::as_str).collect::<Vec<_>>(), false);
+    let r = record_role("thread_exec");
     assert_eq!(r.code, 7, "{}", r.stderr);
     let exec = r.events.iter().rfind(|e| e.name == "sched_process_exec").unwrap();
     assert_eq!(exec.field("filename").as_deref(), Some("/bin/sh"));
@@ -655,9 +653,7 @@ fn an_exec_from_a_thread_is_followed() {
 /// every thread's calls up to then are in the trace.
 #[test]
 fn threads_dying_in_their_calls_are_followed() {
-    let scratch = Scratch::new();
-    let argv = role_argv("threads_exit");
-    let r = record(&scratch, &argv.iter().map(String::as_str).collect::<Vec<_>>(), false);
+    let r = record_role("threads_exit");
     assert_eq!(r.code, 3, "{}", r.stderr);
     let mut per_tid: HashMap<i32, u64> = HashMap::new();
     for e in r.events.iter().filter(|e| e.name == "syscall_exit_getppid") {

@@ -65,26 +65,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use launch::Launch;
+pub use tracer::SpawnError;
 pub use writer::{Sink, SyscallTrace};
 
 /// What `ust trace` says on stderr when the system-call view is on, and how to turn it off.
 pub const ANNOUNCE: &str = "system calls of the traced tasks are recorded with ptrace, as strace records them \
      (syscall-heavy programs run slower under it; --no-ptrace turns it off)";
-
-/// Why the command could not be started.
-#[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
-    /// Not found in `PATH` (`NotFound`: exit 127 as a shell does), the fork, or the
-    /// command's `execve` failed (its errno: exit 126).
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    /// The trace's table or stream.
-    #[error(transparent)]
-    Sink(#[from] writer::SinkError),
-    /// The tracer thread could not start or failed.
-    #[error("the system-call tracer thread: {0}")]
-    Thread(String),
-}
 
 /// What a finished recording did.
 #[derive(Clone, Debug, Default)]

@@ -60,8 +60,24 @@ impl Shared {
     }
 }
 
-/// What [`super::SyscallRecorder::spawn`] learns from the tracer thread.
-pub type Started = Result<(i32, Option<String>), super::SpawnError>;
+/// What [`super::SyscallRecorder::spawn`] learns from the tracer thread: the command's pid
+/// and why it runs untraced, if it does.
+pub type Started = Result<(i32, Option<String>), SpawnError>;
+
+/// Why the command could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// Not found in `PATH` (`NotFound`: exit 127 as a shell does), the fork, or the
+    /// command's `execve` failed (its errno: exit 126).
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The trace's table or stream.
+    #[error(transparent)]
+    Sink(#[from] super::writer::SinkError),
+    /// The tracer thread could not start or failed.
+    #[error("the system-call tracer thread: {0}")]
+    Thread(String),
+}
 
 /// What the tracer thread hands back at the end.
 #[derive(Debug)]
@@ -198,7 +214,7 @@ pub fn run(launch: Launch, sink: Sink, shared: Arc<Shared>, started: Sender<Star
         }
     }
     if let Some(tx) = t.started.take() {
-        let _ = tx.send(Err(super::SpawnError::Io(io::Error::other("the command ended before it started"))));
+        let _ = tx.send(Err(SpawnError::Io(io::Error::other("the command ended before it started"))));
     }
     t.report.stream = t.out.take();
     t.report
@@ -462,9 +478,10 @@ impl Tracer {
         match h {
             Handoff::TraceMe => {
                 let reason = handoff::reason(h, caller);
-                let ours = handoff::parent_of(caller) == std::process::id() as i32;
+                let parent = handoff::parent_of(caller);
+                let ours = parent == std::process::id() as i32;
                 let recording = self.tasks.get(&caller).is_some_and(|t| t.recording);
-                self.note(caller, caller, 0, &reason, now, recording);
+                self.note(caller, caller, parent, &reason, now, recording);
                 let _ = sys::resume(caller, Resume::Detach, 0);
                 self.tasks.remove(&caller);
                 if ours {
