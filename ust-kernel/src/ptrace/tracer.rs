@@ -182,8 +182,8 @@ pub fn run(launch: Launch, sink: Sink, shared: Arc<Shared>, started: Sender<Star
         }
     };
     let root = gated.pid;
-    if let Err(e) = seize_at_gate(root) {
-        run_untraced(&mut gated, &shared, started, explain_refusal(root, &e));
+    if let Err(why) = seize_at_gate(root) {
+        run_untraced(&mut gated, &shared, started, why);
         return report;
     }
     gated.release();
@@ -208,6 +208,11 @@ pub fn run(launch: Launch, sink: Sink, shared: Arc<Shared>, started: Sender<Star
         t.begin_finish("the system-call tracer failed");
         t.run();
     }
+    if !t.root_done {
+        // Everyone was let go early (a write error, a failure): the command runs on
+        // untraced, and `try_wait` still needs its status.
+        wait_root(root, &t.shared);
+    }
     if let Some(out) = t.out.as_mut() {
         if let Err(e) = out.flush() {
             t.report.error.get_or_insert(e.to_string());
@@ -221,18 +226,27 @@ pub fn run(launch: Launch, sink: Sink, shared: Arc<Shared>, started: Sender<Star
 }
 
 /// Seizes the child waiting at its gate and brings it to a ptrace-stop (so that it can be
-/// resumed with `PTRACE_SYSCALL`).
-fn seize_at_gate(pid: i32) -> io::Result<()> {
-    sys::seize(pid)?;
-    sys::interrupt(pid)?;
-    loop {
+/// resumed with `PTRACE_SYSCALL`), checking that the kernel has `PTRACE_GET_SYSCALL_INFO`.
+///
+/// # Errors
+/// Why the command must run untraced (it is left detached, still at its gate).
+fn seize_at_gate(pid: i32) -> Result<(), String> {
+    sys::seize(pid).map_err(|e| explain_refusal(pid, &e))?;
+    let stopped = sys::interrupt(pid).and_then(|()| loop {
         match sys::wait(pid) {
             Ok((_, Wait::Stopped { .. })) => return Ok(()),
             Ok((_, Wait::Gone(_))) => return Err(io::Error::from_raw_os_error(libc::ESRCH)),
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
             Err(e) => return Err(e),
         }
+    });
+    let checked = stopped
+        .map_err(|e| format!("the command could not be stopped after PTRACE_SEIZE ({e})"))
+        .and_then(|()| sys::syscall_info(pid).map(drop).map_err(|e| format!("this kernel lacks PTRACE_GET_SYSCALL_INFO (Linux 5.3): {e}")));
+    if checked.is_err() {
+        let _ = sys::resume(pid, Resume::Detach, 0);
     }
+    checked
 }
 
 /// Why `PTRACE_SEIZE` of the command was refused, for the user.
@@ -261,17 +275,32 @@ fn run_untraced(gated: &mut Gated, shared: &Shared, started: Sender<Started>, wh
         return;
     }
     let _ = started.send(Ok((pid, Some(why))));
+    wait_root(pid, shared);
+}
+
+/// Waits for the exit of the command, not (or no longer) traced, until the stop request. A
+/// stop it reports is one of a `PTRACE_TRACEME` it made ([`let_go_on`]).
+fn wait_root(pid: i32, shared: &Shared) {
     while !shared.stop.load(Ordering::SeqCst) {
         match sys::wait(pid) {
-            Ok((_, Wait::Gone(st))) => {
-                shared.set_status(st);
-                return;
-            }
-            Ok(_) => {}
+            Ok((_, Wait::Gone(st))) => return shared.set_status(st),
+            Ok((_, Wait::Stopped { sig, .. })) => let_go_on(pid, sig),
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
             Err(_) => return,
         }
     }
+}
+
+/// A stop of our own child after its `PTRACE_TRACEME`: this thread is its tracer (no
+/// options); resume it as if untraced: a signal is delivered, the exec `SIGTRAP` of a
+/// legacy tracee is not, and a group-stop cannot be kept (`PTRACE_LISTEN` needs a seize).
+fn let_go_on(tid: i32, sig: i32) {
+    let deliver = match sys::siginfo(tid) {
+        Ok(_) if sig == libc::SIGTRAP => 0,
+        Ok(_) => sig,
+        Err(_) => 0,
+    };
+    let _ = sys::resume(tid, Resume::Cont, deliver);
 }
 
 fn is_stop_signal(sig: i32) -> bool {
@@ -350,7 +379,7 @@ impl Tracer {
 
     fn stopped(&mut self, tid: i32, sig: i32, event: i32, now: u64) {
         if self.adopted.contains(&tid) {
-            return self.adopted_stop(tid, sig);
+            return let_go_on(tid, sig);
         }
         // A new task, attached by the kernel at its fork (its parent's fork event may come
         // after this first stop).
@@ -406,8 +435,10 @@ impl Tracer {
                 self.resume(tid, 0);
             }
             Ok(SyscallInfo::None) => self.resume(tid, 0),
-            // ESRCH: killed meanwhile; its exit report follows.
-            Err(_) => {}
+            // Killed meanwhile: its exit report follows.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+            // Never seen (the kernel was checked at the seize): not recorded, but let go on.
+            Err(_) => self.resume(tid, 0),
         }
     }
 
@@ -535,17 +566,5 @@ impl Tracer {
         if let (true, Some(class)) = (record, self.out.as_ref().map(|o| o.calls.detach)) {
             self.write(class, now, by, &[Value::Int(tid.into()), Value::Int(tracer.into()), Value::Bytes(reason.as_bytes().to_vec())]);
         }
-    }
-
-    /// A stop of our own child after its `PTRACE_TRACEME`: this thread is its tracer (no
-    /// options); resume it as if untraced: a signal is delivered, the exec `SIGTRAP` of a
-    /// legacy tracee is not, and a group-stop cannot be kept (`PTRACE_LISTEN` needs a seize).
-    fn adopted_stop(&mut self, tid: i32, sig: i32) {
-        let deliver = match sys::siginfo(tid) {
-            Ok(_) if sig == libc::SIGTRAP => 0,
-            Ok(_) => sig,
-            Err(_) => 0,
-        };
-        let _ = sys::resume(tid, Resume::Cont, deliver);
     }
 }
