@@ -445,6 +445,15 @@ fn check_workload_sequence(events: &[Event]) {
         .collect();
     assert_eq!(cat_paths, [("/etc/hostname".to_string(), cat_paths[0].1), ("/nonexistent".to_string(), -2)]);
     assert!(cat_paths[0].1 >= 0);
+    // A trace of the recorder alone names the command and says who forked whom: the shell
+    // vforks cat and the here-document's cat, forks the subshell.
+    let dump = events.iter().find(|e| e.name == "lttng_statedump_process_state").expect("the command's state dump");
+    assert_eq!((dump.int("tid"), dump.field("name").as_deref()), (Some(shell.into()), Some("sh")));
+    let forks: Vec<(i64, i64)> =
+        events.iter().filter(|e| e.name == "sched_process_fork").map(|e| (e.int("parent_tid").unwrap(), e.int("child_pid").unwrap())).collect();
+    assert_eq!(forks.len(), 3, "{forks:?}");
+    assert!(forks.iter().all(|&(p, _)| p == i64::from(shell)));
+    assert!(forks.iter().any(|&(_, c)| c == i64::from(cat.tid)));
     // The shell's test of a missing file, the subshell's fork, the final exec of ls.
     assert!(events.iter().any(|e| e.tid == shell && e.field("filename").as_deref() == Some("/nonexistent2")));
     assert!(events.iter().any(|e| e.tid == shell && e.name == "syscall_entry_clone"));

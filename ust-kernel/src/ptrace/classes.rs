@@ -13,6 +13,10 @@
 //! | `signal_deliver` | `sig`, `errno`, `code` (lttng-modules' event, without the handler and flags ptrace cannot see) |
 //! | `ptrace_detach` | `tid`, `tracer`, `reason`: task `tid` left the syscall view (see [`super`]) |
 //!
+//! A trace of this recorder alone (no perf_event_open recording beside it to say which
+//! task forked which) also has `sched_process_fork` ([`process_classes`]: perf's and
+//! lttng-modules' fields), written at each fork, vfork and clone event.
+//!
 //! `<call>` is the `asm/unistd_64.h` name ([`crate::syscalls`]); integer arguments have the
 //! size and signedness of their C type ([`crate::lttng::arg_type`], pointers in base 16).
 
@@ -20,6 +24,8 @@ use super::memory;
 use crate::ctf::{CtfField, CtfType, EventTable, Given, Source};
 use crate::lttng::SyscallArgs;
 
+/// `sched_process_fork`: a new task (only in a trace of this recorder alone).
+pub const SCHED_PROCESS_FORK: &str = "sched_process_fork";
 /// `sched_process_exec`: an exec, with the thread id change of a multithreaded one.
 pub const SCHED_PROCESS_EXEC: &str = "sched_process_exec";
 /// `signal_deliver`: a signal-delivery stop.
@@ -120,6 +126,15 @@ pub fn classes(args: &SyscallArgs) -> Vec<(String, Vec<CtfField>)> {
     out
 }
 
+/// The classes a trace of this recorder alone adds to [`classes`]: [`SCHED_PROCESS_FORK`]
+/// with the fields the perf_event_open recorder writes (lttng-modules' `sched_process_fork`:
+/// the thread ids, then the thread-group ids as `parent_pid`, `child_pid`).
+pub fn process_classes() -> Vec<(String, Vec<CtfField>)> {
+    let i32t = || CtfType::Int { bytes: 4, signed: true, hex: false };
+    let names = ["parent_comm", "parent_tid", "child_comm", "child_tid", "parent_pid", "child_pid"];
+    vec![(SCHED_PROCESS_FORK.into(), names.iter().map(|n| field(n, if n.ends_with("comm") { CtfType::Text(16) } else { i32t() })).collect())]
+}
+
 /// A value of one field, owned (the strings read from the tracee).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {
@@ -154,6 +169,8 @@ pub struct Calls {
     pub signal: usize,
     /// [`PTRACE_DETACH`]'s class.
     pub detach: usize,
+    /// [`SCHED_PROCESS_FORK`]'s class, when this recorder writes the forks.
+    pub fork: Option<usize>,
 }
 
 /// The table lacks a class of [`classes`], or has one with other fields.
@@ -163,11 +180,11 @@ pub struct MissingClass(pub String);
 
 impl Calls {
     /// Finds the classes of [`classes`]`(args)` in `table` (which may hold others too: the
-    /// perf_event_open recorder's).
+    /// perf_event_open recorder's), and with `forks` those of [`process_classes`].
     ///
     /// # Errors
     /// [`MissingClass`] when one is absent or has other field names.
-    pub fn new(table: &EventTable, args: &SyscallArgs) -> Result<Calls, MissingClass> {
+    pub fn new(table: &EventTable, args: &SyscallArgs, forks: bool) -> Result<Calls, MissingClass> {
         let find = |name: &str, fields: &[CtfField]| -> Result<usize, MissingClass> {
             let i = table.index_of(name).ok_or_else(|| MissingClass(name.into()))?;
             let have: Vec<&str> = table.events[i].fields.iter().map(|f| f.name.as_str()).collect();
@@ -177,7 +194,8 @@ impl Calls {
             }
             Ok(i)
         };
-        let all = classes(args);
+        let mut all = classes(args);
+        all.extend(process_classes());
         let fields_of = |name: &str| all.iter().find(|(n, _)| n == name).map(|(_, f)| f.as_slice()).unwrap_or_default();
         let mut by_nr = Vec::new();
         for call in crate::syscalls::SYSCALLS_X86_64 {
@@ -196,6 +214,7 @@ impl Calls {
             exec: find(SCHED_PROCESS_EXEC, fields_of(SCHED_PROCESS_EXEC))?,
             signal: find(SIGNAL_DELIVER, fields_of(SIGNAL_DELIVER))?,
             detach: find(PTRACE_DETACH, fields_of(PTRACE_DETACH))?,
+            fork: if forks { Some(find(SCHED_PROCESS_FORK, fields_of(SCHED_PROCESS_FORK))?) } else { None },
         })
     }
 
@@ -277,7 +296,9 @@ mod tests {
         let mut merged = vec![("sched_switch".to_string(), vec![field("prev_tid", CtfType::Int { bytes: 4, signed: true, hex: false })])];
         merged.extend(classes(&args));
         let table = EventTable::given(merged);
-        let calls = Calls::new(&table, &args).unwrap();
+        let calls = Calls::new(&table, &args, false).unwrap();
+        assert!(calls.fork.is_none());
+        assert!(Calls::new(&table, &args, true).is_err(), "no sched_process_fork in that table");
         let path = b"/nonexistent\0";
         let (class, values) =
             calls.entry(super::super::sys::gettid(), 257, &[-100i64 as u64, path.as_ptr() as u64, 0, 0, 0, 0], super::super::sys::NATIVE_ARCH);
@@ -290,6 +311,6 @@ mod tests {
         let (class, values) = calls.entry(1, 5, &[1, 2, 3, 4, 5, 6], 0x4000_0003);
         assert_eq!(table.events[class].name, "syscall_entry_unknown");
         assert_eq!(values[0], Value::Int(5 + FOREIGN_ARCH));
-        assert!(Calls::new(&EventTable::given(Vec::new()), &args).is_err());
+        assert!(Calls::new(&EventTable::given(Vec::new()), &args, false).is_err());
     }
 }

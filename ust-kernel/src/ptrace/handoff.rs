@@ -50,16 +50,14 @@ pub struct Task(pub i32);
 
 impl fmt::Display for Task {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let comm = std::fs::read_to_string(format!("/proc/{}/comm", self.0)).unwrap_or_default();
-        write!(f, "{} ({})", self.0, comm.trim())
+        let comm = crate::procfs::task(self.0).map(|t| t.comm).unwrap_or_default();
+        write!(f, "{} ({comm})", self.0)
     }
 }
 
-/// The parent process of task `tid` (`/proc/<tid>/stat`'s fourth field), 0 when unknown.
+/// The parent process of task `tid`, 0 when unknown.
 pub fn parent_of(tid: i32) -> i32 {
-    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).unwrap_or_default();
-    // The name is in parentheses and may hold spaces or parentheses: fields follow the last ')'.
-    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)).and_then(|p| p.parse().ok()).unwrap_or(0)
+    crate::procfs::task(tid).map_or(0, |t| t.ppid)
 }
 
 /// Why a task left the syscall view, as the `ptrace_detach` event's `reason` says it.

@@ -12,7 +12,8 @@
 //!   launch: fork, gate ── PTRACE_SEIZE(EXITKILL|TRACESYSGOOD|TRACEFORK|TRACEVFORK|
 //!                         TRACECLONE|TRACEEXEC|TRACESECCOMP), PTRACE_INTERRUPT ── release
 //!   loop: waitpid(-1, __WALL|__WNOTHREAD) ── stop ── record ── resume
-//!          └─ syscall_entry_*/exit_*, signal_deliver, ptrace_detach ──> kernel/syscalls_<n>
+//!          └─ syscall_entry_*/exit_*, sched_process_exec, signal_deliver, ptrace_detach
+//!             (alone: sched_process_fork, the command's state dump) ──> kernel/syscalls_<n>
 //! try_wait / wait: the command's exit status (the tracer thread reaps it)
 //! finish: detach the tasks still running, flush the stream
 //! ```

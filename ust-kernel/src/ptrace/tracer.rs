@@ -350,10 +350,15 @@ impl Tracer {
     fn write(&mut self, class: usize, ts: u64, tid: i32, values: &[Value]) {
         let Some(out) = self.out.as_mut() else { return };
         if let Err(e) = out.push(class, ts, tid, values) {
-            self.report.error = Some(format!("writing the system-call stream: {e}; the command runs on without the syscall view"));
-            self.out = None;
-            self.begin_finish("the system-call stream could not be written");
+            self.write_failed(&e);
         }
+    }
+
+    /// The stream cannot be written: stop writing, let everyone go.
+    fn write_failed(&mut self, e: &io::Error) {
+        self.report.error = Some(format!("writing the system-call stream: {e}; the command runs on without the syscall view"));
+        self.out = None;
+        self.begin_finish("the system-call stream could not be written");
     }
 
     /// Resumes `tid` after a stop, to its next syscall stop, delivering `sig` (0: none).
@@ -396,6 +401,7 @@ impl Tracer {
             libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_CLONE => {
                 if let Ok(child) = sys::event_msg(tid) {
                     self.add_task(child as i32);
+                    self.fork_event(tid, child as i32, now);
                 }
                 self.resume(tid, 0);
             }
@@ -425,6 +431,20 @@ impl Tracer {
             v.insert(Task { recording: true, pending: None, leave });
             self.report.tasks += 1;
         }
+    }
+
+    /// Writes `sched_process_fork` (a trace of this recorder alone): names and thread-group
+    /// ids from `/proc` (the child is stopped at its start, or running the parent's code).
+    fn fork_event(&mut self, parent: i32, child: i32, now: u64) {
+        let Some(class) = self.out.as_ref().and_then(|o| o.calls.fork) else { return };
+        let (Some(p), Some(c)) = (crate::procfs::task(parent), crate::procfs::task(child)) else { return };
+        let comm = Value::Bytes(p.comm.into_bytes());
+        self.write(
+            class,
+            now,
+            parent,
+            &[comm.clone(), Value::Int(parent.into()), comm, Value::Int(child.into()), Value::Int(p.pid.into()), Value::Int(c.pid.into())],
+        );
     }
 
     fn syscall_stop(&mut self, tid: i32, now: u64) {
@@ -470,6 +490,7 @@ impl Tracer {
 
     fn exit(&mut self, tid: i32, ret: i64, now: u64) {
         let Some(p) = self.tasks.get_mut(&tid).and_then(|t| t.pending.take()) else { return };
+        let first_exec = p.deferred.is_some();
         if let Some((class, ts, values)) = p.deferred {
             if ret != 0 {
                 // A failed execve of the launcher: the command has not started.
@@ -492,6 +513,9 @@ impl Tracer {
         if let Some((class, values)) = exit {
             self.write(class, now, tid, &values);
         }
+        if first_exec {
+            self.dump_root(now);
+        }
     }
 
     fn signal_stop(&mut self, tid: i32, sig: i32, now: u64) {
@@ -501,6 +525,16 @@ impl Tracer {
             }
         }
         self.resume(tid, sig);
+    }
+
+    /// The command's state-dump record once it exec'd (a trace of this recorder alone: its
+    /// name, its parent), so readers name it.
+    fn dump_root(&mut self, now: u64) {
+        let Some(out) = self.out.as_mut().filter(|o| o.calls.fork.is_some()) else { return };
+        let Some(t) = crate::procfs::task(self.root) else { return };
+        if let Err(e) = out.push_process_state(now, &t) {
+            self.write_failed(&e);
+        }
     }
 
     /// Lets the task concerned by `caller`'s `ptrace` call go first; true when `caller`

@@ -41,6 +41,10 @@ pub struct Sink {
     pub stream: u32,
     /// The argument lists the table was built with ([`super::args::syscall_args`]).
     pub args: Arc<SyscallArgs>,
+    /// Write the forks (`sched_process_fork`, [`super::classes::process_classes`], which the
+    /// table then has) and a state-dump record of the command at its exec: when no
+    /// perf_event_open recording beside this one writes its own.
+    pub process_events: bool,
 }
 
 /// The stream the tracer writes.
@@ -68,7 +72,7 @@ impl SyscallStream {
     /// # Errors
     /// [`SinkError`].
     pub fn create(sink: &Sink) -> Result<SyscallStream, SinkError> {
-        let calls = Calls::new(&sink.table, &sink.args)?;
+        let calls = Calls::new(&sink.table, &sink.args, sink.process_events)?;
         let name = format!("{STREAM_PREFIX}_{}", sink.stream);
         let stream = CpuStream::create_named(&sink.dir, &name, sink.table.clone(), sink.uuid, NO_CPU, INSTANCE_BASE + u64::from(sink.stream))?;
         Ok(SyscallStream { stream, calls })
@@ -81,6 +85,14 @@ impl SyscallStream {
     pub fn push(&mut self, class: usize, ts: u64, tid: i32, values: &[Value]) -> std::io::Result<()> {
         let given: Vec<Given<'_>> = values.iter().map(Value::given).collect();
         self.stream.push_given(class, ts, tid, &given)
+    }
+
+    /// Appends a `lttng_statedump_process_state` record of task `t`.
+    ///
+    /// # Errors
+    /// The I/O error of a packet flush.
+    pub fn push_process_state(&mut self, ts: u64, t: &crate::procfs::TaskState) -> std::io::Result<()> {
+        self.stream.push_process_state(ts, t)
     }
 
     /// Events written per class index of the table.
@@ -98,7 +110,8 @@ impl SyscallStream {
 }
 
 /// A kernel trace of the system-call recorder alone (no perf_event_open recording beside
-/// it): its table, UUID and the metadata written at the end.
+/// it): its table (with [`super::classes::process_classes`]), UUID and the metadata
+/// written at the end.
 #[derive(Debug)]
 pub struct SyscallTrace {
     sink: Sink,
@@ -112,10 +125,12 @@ impl SyscallTrace {
     /// The I/O error.
     pub fn create(output: &Path) -> std::io::Result<SyscallTrace> {
         let args = Arc::new(super::args::syscall_args());
-        let table = Arc::new(EventTable::given(super::classes::classes(&args)));
+        let mut classes = super::classes::classes(&args);
+        classes.extend(super::classes::process_classes());
+        let table = Arc::new(EventTable::given(classes));
         let dir = output.join("kernel");
         std::fs::create_dir_all(&dir)?;
-        let sink = Sink { dir, table, uuid: *uuid::Uuid::new_v4().as_bytes(), stream: 0, args };
+        let sink = Sink { dir, table, uuid: *uuid::Uuid::new_v4().as_bytes(), stream: 0, args, process_events: true };
         let t = SyscallTrace { sink, datetime: ust_ctf::datetime::iso_at(ust_ctf::datetime::now()) };
         t.write_metadata(0, ust_core::clock::realtime_offset_ns())?;
         Ok(t)
