@@ -106,15 +106,17 @@ fn role() {
                 }
             }
             "threads_exit" => {
-                // Four threads making calls; the main thread ends the process under them.
-                static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-                for _ in 0..4 {
-                    std::thread::spawn(|| loop {
+                // Four threads making calls; once each made 500, the main thread ends the
+                // process under them.
+                use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+                static CALLS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+                for n in &CALLS {
+                    std::thread::spawn(move || loop {
                         libc::getppid();
-                        CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        n.fetch_add(1, Relaxed);
                     });
                 }
-                while CALLS.load(std::sync::atomic::Ordering::Relaxed) < 4000 {
+                while CALLS.iter().any(|n| n.load(Relaxed) < 500) {
                     libc::sched_yield();
                 }
                 libc::syscall(libc::SYS_exit_group, 3);
@@ -671,7 +673,7 @@ fn threads_dying_in_their_calls_are_followed() {
         *per_tid.entry(e.tid).or_default() += 1;
     }
     assert_eq!(per_tid.len(), 4, "{per_tid:?}");
-    assert!(per_tid.values().sum::<u64>() >= 4000, "{per_tid:?}");
+    assert!(per_tid.values().all(|&n| n >= 500), "{per_tid:?}");
     let last = r.events.iter().rfind(|e| e.name == "syscall_entry_exit_group").unwrap();
     assert_eq!(last.int("error_code"), Some(3));
     assert!(r.stderr.contains("error=None"), "{}", r.stderr);
@@ -696,9 +698,17 @@ fn a_full_disk_ends_the_recording_not_the_command() {
         eprintln!("skipped: mount -t tmpfs failed here ({st})");
         return;
     }
+    /// Unmounts on every way out, a failed assertion too.
+    struct Mounted<'a>(&'a Path);
+    impl Drop for Mounted<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0).status();
+        }
+    }
+    let mounted = Mounted(&out);
     let loop_ = "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); : </dev/null; done; echo finished";
     let r = record(&scratch, &["/bin/sh", "-c", loop_], false);
-    let _ = Command::new("umount").arg("-l").arg(&out).status();
+    drop(mounted);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout, "finished\n");
     assert!(r.stderr.contains("error=Some(\"writing the system-call stream:") && r.stderr.contains("No space left on device"), "{}", r.stderr);
