@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine that has the Rust toolchain:
-# installs what the tests need (babeltrace2 and its Python bindings; babeltrace 1, lttng-analyses and strace for the LTTng-layout tests; lttng-relayd), builds the binaries and
+# installs what the tests need (babeltrace2 and its Python bindings; babeltrace 1, lttng-analyses and strace for the LTTng-layout tests; gdb for the ptrace recorder's; lttng-relayd), builds the binaries and
 # example programs the end-to-end tests run, then runs the unit, integration, end-to-end and
 # model-checker tests. Exits non-zero on the first failure.
 set -euo pipefail
@@ -17,6 +17,10 @@ command -v babeltrace >/dev/null 2>&1 || need+=(babeltrace)
 /usr/bin/python3 -c 'import babeltrace' >/dev/null 2>&1 || need+=(python3-babeltrace)
 /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 command -v strace >/dev/null 2>&1 || need+=(strace)
+# ust-kernel/tests/ptrace.rs: strace is also the oracle of the ptrace recorder's counts, and
+# strace, gdb and setpriv (util-linux: the recordings run as nobody) run under it.
+command -v gdb >/dev/null 2>&1 || need+=(gdb)
+command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 # system-tests/tests/relayd.rs streams to a real lttng-relayd (2.13) on loopback.
 command -v lttng-relayd >/dev/null 2>&1 || need+=(lttng-tools)
 # system-tests/tests/save_load.rs: `ust save`/`ust load` against the real lttng (its session

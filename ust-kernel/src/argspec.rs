@@ -18,7 +18,7 @@
 //! - an **argv**: `const char *const * argv` (`execve`, `execveat`).
 //!
 //! Calls whose format file is named after the kernel's symbol (`newstat` for `stat`,
-//! `newlstat`, `newfstatat` is already its name) are found by [`args_of`].
+//! `newlstat`, `newfstatat` is already its name) are found by [`super::lttng::call_args`].
 
 use std::collections::HashMap;
 
@@ -100,19 +100,13 @@ pub fn call_spec(args: &[(String, String)]) -> CallSpec {
     s
 }
 
-/// The argument list of `call` in `all` (keyed by format-file name), trying the kernel's
-/// `new<call>` symbol when the plain name has none (`stat` → `newstat`).
-pub fn args_of<'a>(all: &'a HashMap<String, Vec<(String, String)>>, call: &str) -> Option<&'a Vec<(String, String)>> {
-    all.get(call).or_else(|| all.get(&format!("new{call}")))
-}
-
 /// Every x86-64 call with something to capture: `(number, spec)`, by number.
 pub fn spec_table(all: &HashMap<String, Vec<(String, String)>>) -> Vec<(u32, CallSpec)> {
     super::syscalls::SYSCALLS_X86_64
         .iter()
         .enumerate()
         .filter(|(_, n)| !n.is_empty())
-        .filter_map(|(nr, n)| args_of(all, n).map(|a| (nr as u32, call_spec(a))))
+        .filter_map(|(nr, n)| super::lttng::call_args(all, n).map(|a| (nr as u32, call_spec(a))))
         .filter(|(_, s)| !s.is_empty())
         .collect()
 }

@@ -228,7 +228,7 @@ impl EventTable {
                 by_nr.push(None);
                 continue;
             }
-            let fields = if entry { super::lttng::entry_fields(super::argspec::args_of(args, call), &extra, captured) } else { vec![extra_ctf.clone()] };
+            let fields = if entry { super::lttng::entry_fields(super::lttng::call_args(args, call), &extra, captured) } else { vec![extra_ctf.clone()] };
             by_nr.push(Some(self.push(format!("{prefix}_{call}"), Some(fmt.clone()), fields)));
         }
         let id_field = ctf_field(&nr).into_iter();
@@ -374,8 +374,12 @@ pub enum Given<'a> {
     Int(i64),
     /// Text (truncated to the field; NUL-padded for text arrays).
     Text(&'a str),
-    /// The elements of a [`CtfType::U64Seq`].
+    /// The elements of a [`CtfType::U64Seq`], a [`CtfType::Seq`] or a [`CtfType::IntArray`]
+    /// (each truncated to the element size; an array takes the first `n`, zero-padded).
     U64s(&'a [u64]),
+    /// Bytes of a [`CtfType::String`] (a user-space string, not necessarily UTF-8; NULs are
+    /// left out) or a [`CtfType::Text`].
+    Bytes(&'a [u8]),
 }
 
 /// The captured arguments of the `sys_enter` record of thread `tid` (ftrace's
@@ -402,6 +406,8 @@ pub struct CpuStream {
     table: std::sync::Arc<EventTable>,
     cpu: u32,
     uuid: [u8; 16],
+    /// `stream_instance_id` of the packet header and index.
+    instance: u64,
     file: StreamFile,
     index: IndexFile,
     buf: Vec<u8>,
@@ -418,15 +424,25 @@ impl CpuStream {
     /// # Errors
     /// The I/O error.
     pub fn create(dir: &Path, table: std::sync::Arc<EventTable>, uuid: [u8; 16], cpu: u32) -> std::io::Result<CpuStream> {
-        let name = ust_ctf::stream_file_name(CHANNEL, cpu);
+        Self::create_named(dir, &ust_ctf::stream_file_name(CHANNEL, cpu), table, uuid, cpu, u64::from(cpu))
+    }
+
+    /// Creates `dir/<name>` and its index: a stream whose packets say `cpu_id` = `cpu` and
+    /// `stream_instance_id` = `instance` (unique within the trace: babeltrace2 takes the
+    /// files of one instance id as one stream).
+    ///
+    /// # Errors
+    /// The I/O error.
+    pub fn create_named(dir: &Path, name: &str, table: std::sync::Arc<EventTable>, uuid: [u8; 16], cpu: u32, instance: u64) -> std::io::Result<CpuStream> {
         std::fs::create_dir_all(dir.join("index"))?;
-        let file = StreamFile::create(dir, &name)?;
-        let index = IndexFile::create(dir, &name)?;
+        let file = StreamFile::create(dir, name)?;
+        let index = IndexFile::create(dir, name)?;
         let n = table.events.len();
         Ok(CpuStream {
             table,
             cpu,
             uuid,
+            instance,
             file,
             index,
             buf: vec![0; HEADER_SIZE],
@@ -471,14 +487,34 @@ impl CpuStream {
                     b.resize(*n as usize, 0);
                     self.buf.extend_from_slice(&b);
                 }
+                (CtfType::Text(n), Given::Bytes(t)) => {
+                    let mut b: Vec<u8> = t.iter().copied().filter(|&c| c != 0).collect();
+                    b.resize(*n as usize, 0);
+                    self.buf.extend_from_slice(&b);
+                }
                 (CtfType::String, Given::Text(t)) => {
                     self.buf.extend(t.bytes().filter(|&c| c != 0));
+                    self.buf.push(0);
+                }
+                (CtfType::String, Given::Bytes(t)) => {
+                    self.buf.extend(t.iter().copied().filter(|&c| c != 0));
                     self.buf.push(0);
                 }
                 (CtfType::U64Seq, Given::U64s(v)) => {
                     self.buf.extend_from_slice(&(v.len() as u32).to_le_bytes());
                     for x in *v {
                         self.buf.extend_from_slice(&x.to_le_bytes());
+                    }
+                }
+                (CtfType::Seq { bytes, .. }, Given::U64s(v)) => {
+                    self.buf.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                    for x in *v {
+                        self.buf.extend_from_slice(&x.to_le_bytes()[..*bytes]);
+                    }
+                }
+                (CtfType::IntArray { bytes, n, .. }, Given::U64s(v)) => {
+                    for i in 0..*n as usize {
+                        self.buf.extend_from_slice(&v.get(i).copied().unwrap_or(0).to_le_bytes()[..*bytes]);
                     }
                 }
                 _ => {
@@ -665,7 +701,7 @@ impl CpuStream {
     /// The I/O error.
     pub fn flush(&mut self) -> std::io::Result<()> {
         let Some(begin) = self.begin else { return Ok(()) };
-        let stream = StreamIdentity { uuid: self.uuid, stream_id: 0, cpu: self.cpu, stream_instance_id: u64::from(self.cpu) };
+        let stream = StreamIdentity { uuid: self.uuid, stream_id: 0, cpu: self.cpu, stream_instance_id: self.instance };
         let len = self.buf.len() as u64;
         let end = PacketEnd {
             timestamp_begin: begin,
@@ -685,7 +721,7 @@ impl CpuStream {
             timestamp_end: self.last_ts,
             events_discarded: self.stats.lost,
             stream_id: 0,
-            stream_instance_id: u64::from(self.cpu),
+            stream_instance_id: self.instance,
             packet_seq_num: self.seq,
         })?;
         self.seq += 1;

@@ -17,10 +17,11 @@
 //! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer; [`ctf_type`] its field types), [`lttng`]
 //! (lttng-modules' event and field names), [`syscalls`]
 //! (x86-64 system call names), [`procfs`] (state dump, memory maps), [`perf`] (tier 1:
-//! `perf_event_open` on the traced tasks, for any user), [`bpf`] (system-call arguments
-//! copied by a BPF program, [`argspec`] which ones, [`captured`] their values and CTF
-//! bytes). The crate is shared by `ust-cli` (root's own recording, tier 1, and
-//! `kernel::view`, which chooses the tier) and `ust-consumerd` (root's daemon as the kernel broker of ordinary users, which records
+//! `perf_event_open` on the traced tasks, for any user), [`ptrace`] (tier 1's system calls,
+//! recorded with ptrace as strace records them), [`bpf`] (system-call arguments copied by
+//! a BPF program, [`argspec`] which ones, [`captured`] their values and CTF bytes). The
+//! crate is shared by `ust-cli` (root's own recording, tier 1, and `kernel::view`, which
+//! chooses the tier) and `ust-consumerd` (root's daemon as the kernel broker of ordinary users, which records
 //! through [`view_recorder::ViewRecorder`] and keeps only what the requester may see, [`filter`]).
 //!
 //! [`KernelRecorder::start`] sets everything up and starts one reader thread per CPU that
@@ -45,6 +46,7 @@ pub mod ftrace;
 pub mod lttng;
 pub mod perf;
 pub mod procfs;
+pub mod ptrace;
 pub mod syscalls;
 pub mod tracefs;
 pub mod view_recorder;

@@ -151,6 +151,17 @@ pub fn system_syscall_args() -> &'static SyscallArgs {
     ARGS.get_or_init(|| super::tracefs::root().map(|r| read_syscall_args(&r.join("events"))).unwrap_or_default())
 }
 
+/// The `SYSCALL_DEFINE` names tracefs and lttng-modules use for the x86-64 calls whose
+/// `asm/unistd_64.h` name (the event name, [`super::syscalls`]) differs.
+const DEFINE_NAMES: [(&str, &str); 6] =
+    [("stat", "newstat"), ("fstat", "newfstat"), ("lstat", "newlstat"), ("uname", "newuname"), ("sendfile", "sendfile64"), ("umount2", "umount")];
+
+/// The arguments of system call `call` (its `asm/unistd_64.h` name) in `args`, which may
+/// name it so or by its `SYSCALL_DEFINE` name (`stat` is `newstat` in tracefs).
+pub fn call_args<'a>(args: &'a SyscallArgs, call: &str) -> Option<&'a Vec<(String, String)>> {
+    args.get(call).or_else(|| DEFINE_NAMES.iter().find(|(n, _)| *n == call).and_then(|(_, d)| args.get(*d)))
+}
+
 /// The fields of `syscall_entry_<call>`: each named argument read from slot `i` of the
 /// `raw_syscalls:sys_enter` record's `args` array (`args_field`). With `captured`, the
 /// arguments [`super::argspec`] names get the fields of the values copied from user memory
@@ -266,6 +277,16 @@ mod tests {
         assert_eq!(arg_type("unsigned int"), CtfType::Int { bytes: 4, signed: false, hex: false });
         assert_eq!(arg_type("size_t"), CtfType::Int { bytes: 8, signed: false, hex: false });
         assert_eq!(arg_type("long"), CtfType::Int { bytes: 8, signed: true, hex: false });
+    }
+
+    #[test]
+    fn arguments_are_found_by_either_name() {
+        let mut args = SyscallArgs::new();
+        args.insert("newstat".into(), vec![("filename".into(), "const char *".into())]);
+        args.insert("read".into(), vec![("fd".into(), "unsigned int".into())]);
+        assert_eq!(call_args(&args, "stat").map(|a| a[0].0.as_str()), Some("filename"));
+        assert_eq!(call_args(&args, "read").map(|a| a[0].0.as_str()), Some("fd"));
+        assert!(call_args(&args, "write").is_none());
     }
 
     #[test]

@@ -41,6 +41,14 @@ pub fn parse_stat(text: &str, pid: i32) -> Option<TaskState> {
     Some(TaskState { tid, pid, ppid, comm, state, cpu })
 }
 
+/// One thread, by its id alone: its process from `/proc/<tid>/status`'s `Tgid`, the rest
+/// from `/proc/<tid>/stat`; `None` when it is gone.
+pub fn task(tid: i32) -> Option<TaskState> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let pid = status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())?;
+    parse_stat(&std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?, pid)
+}
+
 /// Every thread of every process, read from `/proc` (tasks that vanish while it reads are
 /// skipped).
 pub fn statedump() -> Vec<TaskState> {
@@ -215,6 +223,13 @@ pub fn parse_maps(text: &str) -> Vec<MapEntry> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_task_by_its_id() {
+        let me = super::task(std::process::id() as i32).unwrap();
+        assert_eq!((me.pid, me.ppid), (std::process::id() as i32, std::os::unix::process::parent_id() as i32));
+        assert!(super::task(-1).is_none());
+    }
+
     use super::*;
 
     #[test]
