@@ -69,12 +69,12 @@
 //! ([`tracing_subscriber::layer::Filter`]), so other layers (a fmt layer beside it) are
 //! not affected. An enabled event's sites are looked up in a per-thread cache (a
 //! read-locked map behind it), its values encoded in field order into a reused
-//! thread-local buffer ([`record`]), and written with the same emit path as
+//! thread-local buffer (module `record`), and written with the same emit path as
 //! `tracepoint!`: no round trip to the daemon.
 //!
 //! A span costs its four events (`_new`, `_enter`, `_exit`, `_close`) and the subscriber's
 //! bookkeeping. [`subscriber`] keeps a slot per live span, found from the id by an index
-//! ([`slots`]), and a per-thread stack of entered spans ([`stack`]): creating a span is
+//! (module `slots`), and a per-thread stack of entered spans (module `stack`): creating a span is
 //! a free-list pop and two stores, entering and exiting a push and a pop, closing one
 //! compare-and-swap. Under the layer, `tracing_subscriber::Registry` keeps the spans (a
 //! sharded slab, the span's fields, its own stack, the dispatch through the layer stack);

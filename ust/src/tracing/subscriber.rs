@@ -20,7 +20,8 @@ use super::{slots, stack};
 /// generation, so an id names one span for the life of the process (until a slot's
 /// generation wraps, after 2^32 spans in it). A span entered on one thread and closed on
 /// another, or exited in another order than it was entered, is handled as `tracing`
-/// allows (see [`super::stack`]).
+/// allows: each thread keeps a stack of the spans it entered, and an exit removes the
+/// topmost entry of its span wherever it lies.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct UstSubscriber {
     _p: (),
