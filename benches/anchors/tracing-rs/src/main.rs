@@ -25,7 +25,9 @@ use std::time::Instant;
 use tracing_subscriber::layer::SubscriberExt;
 
 /// ns per iteration of `n`: an event, or with `span` a span made, entered, exited and
-/// closed (`info_span!("work", id = u64)`).
+/// closed (`info_span!("work", id = u64)`). Not inlined, so that callgrind can count its
+/// instructions alone (`--toggle-collect='*tracing_anchor::run*'`).
+#[inline(never)]
 fn run(n: u64) -> f64 {
     let span = std::env::args().nth(3).as_deref() == Some("span");
     let t = Instant::now();
@@ -69,7 +71,8 @@ impl fastrace::collector::Reporter for FileReporter {
     }
 }
 
-/// [`run`]'s counterpart in fastrace: ns per iteration of `n`.
+/// [`run`]'s counterpart in fastrace: ns per iteration of `n` (not inlined either).
+#[inline(never)]
 fn run_fastrace(n: u64) -> f64 {
     use fastrace::prelude::*;
     let span = std::env::args().nth(3).as_deref() == Some("span");
