@@ -25,11 +25,12 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Appends `tag` and `bytes`.
+/// Appends `tag` and the 8 bytes of a number.
 #[inline]
-fn put(buf: &mut Vec<u8>, tag: DynamicTag, bytes: &[u8]) {
-    buf.push(tag as u8);
-    buf.extend_from_slice(bytes);
+fn put8(buf: &mut Vec<u8>, tag: DynamicTag, bytes: [u8; 8]) {
+    let mut v = [tag as u8; 9];
+    v[1..].copy_from_slice(&bytes);
+    buf.extend_from_slice(&v);
 }
 
 /// Appends a `str` value: cut at [`MAX_STR`] bytes (on a character boundary), then at its
@@ -128,22 +129,22 @@ impl InOrder<'_> {
 impl Visit for InOrder<'_> {
     fn record_i64(&mut self, f: &TField, v: i64) {
         if self.at(f) {
-            put(self.buf, DynamicTag::I64, &v.to_le_bytes());
+            put8(self.buf, DynamicTag::I64, v.to_le_bytes());
         }
     }
     fn record_u64(&mut self, f: &TField, v: u64) {
         if self.at(f) {
-            put(self.buf, DynamicTag::U64, &v.to_le_bytes());
+            put8(self.buf, DynamicTag::U64, v.to_le_bytes());
         }
     }
     fn record_f64(&mut self, f: &TField, v: f64) {
         if self.at(f) {
-            put(self.buf, DynamicTag::F64, &v.to_le_bytes());
+            put8(self.buf, DynamicTag::F64, v.to_le_bytes());
         }
     }
     fn record_bool(&mut self, f: &TField, v: bool) {
         if self.at(f) {
-            put(self.buf, DynamicTag::Bool, &[v as u8]);
+            self.buf.extend_from_slice(&[DynamicTag::Bool as u8, v as u8]);
         }
     }
     fn record_str(&mut self, f: &TField, v: &str) {
@@ -192,16 +193,16 @@ impl AnyOrder<'_> {
 
 impl Visit for AnyOrder<'_> {
     fn record_i64(&mut self, f: &TField, v: i64) {
-        self.with(f, |b| put(b, DynamicTag::I64, &v.to_le_bytes()));
+        self.with(f, |b| put8(b, DynamicTag::I64, v.to_le_bytes()));
     }
     fn record_u64(&mut self, f: &TField, v: u64) {
-        self.with(f, |b| put(b, DynamicTag::U64, &v.to_le_bytes()));
+        self.with(f, |b| put8(b, DynamicTag::U64, v.to_le_bytes()));
     }
     fn record_f64(&mut self, f: &TField, v: f64) {
-        self.with(f, |b| put(b, DynamicTag::F64, &v.to_le_bytes()));
+        self.with(f, |b| put8(b, DynamicTag::F64, v.to_le_bytes()));
     }
     fn record_bool(&mut self, f: &TField, v: bool) {
-        self.with(f, |b| put(b, DynamicTag::Bool, &[v as u8]));
+        self.with(f, |b| b.extend_from_slice(&[DynamicTag::Bool as u8, v as u8]));
     }
     fn record_str(&mut self, f: &TField, v: &str) {
         self.with(f, |b| put_str(b, v));
@@ -213,7 +214,7 @@ impl Visit for AnyOrder<'_> {
 
 /// Encodes the `nfields` values `visit` records into `buf` (cleared first), in field order.
 /// `visit` runs once, or twice when the values come out of field order.
-fn encode(buf: &mut Vec<u8>, nfields: usize, visit: &dyn Fn(&mut dyn Visit)) {
+fn encode(buf: &mut Vec<u8>, nfields: usize, visit: impl Fn(&mut dyn Visit)) {
     buf.clear();
     let mut e = InOrder { buf, next: 0, nfields, ordered: true };
     visit(&mut e);
@@ -229,9 +230,9 @@ fn encode(buf: &mut Vec<u8>, nfields: usize, visit: &dyn Fn(&mut dyn Visit)) {
 
 /// Records `site` (from the callsite of `sites`) with the fixed bytes `prefix`, then the
 /// callsite's values that `visit` records.
-pub(super) fn record(site: &Site, sites: &Sites, prefix: &[u8], visit: &dyn Fn(&mut dyn Visit)) {
+pub(super) fn record(site: &Site, sites: &Sites, prefix: &[u8], visit: impl Fn(&mut dyn Visit)) {
     let run = |buf: &mut Vec<u8>| {
-        encode(buf, sites.nfields, visit);
+        encode(buf, sites.nfields, &visit);
         let buf: &[u8] = buf;
         crate::emit::emit(site, sites.ip, prefix.len() + buf.len(), |out: &mut [u8]| {
             let (p, rest) = out.split_at_mut(prefix.len());
@@ -272,7 +273,7 @@ pub(super) fn new_span(sites: &Sites, id: u64, parent: u64, attrs: &::tracing_co
         let mut prefix = [0u8; 16];
         prefix[..8].copy_from_slice(&id.to_le_bytes());
         prefix[8..].copy_from_slice(&parent.to_le_bytes());
-        record(site, sites, &prefix, &|v| attrs.record(v));
+        record(site, sites, &prefix, |v| attrs.record(v));
     }
 }
 
@@ -280,14 +281,14 @@ pub(super) fn new_span(sites: &Sites, id: u64, parent: u64, attrs: &::tracing_co
 /// enabled.
 pub(super) fn span_record(sites: &Sites, id: u64, values: &::tracing_core::span::Record<'_>) {
     if let Some(site) = sites.record.filter(|s| s.is_enabled()) {
-        record(site, sites, &id.to_le_bytes(), &|v| values.record(v));
+        record(site, sites, &id.to_le_bytes(), |v| values.record(v));
     }
 }
 
 /// A `tracing` event of the callsite of `sites`, when enabled.
 pub(super) fn event(sites: &Sites, event: &::tracing_core::Event<'_>) {
     if let Some(site) = sites.main.filter(|s| s.is_enabled()) {
-        record(site, sites, &[], &|v| event.record(v));
+        record(site, sites, &[], |v| event.record(v));
     }
 }
 
@@ -300,7 +301,7 @@ mod tests {
         super::super::sites::test_meta(&["a", "b", "c", "d"]).fields()
     }
 
-    fn encoded(nfields: usize, visit: &dyn Fn(&mut dyn Visit)) -> Vec<u8> {
+    fn encoded(nfields: usize, visit: impl Fn(&mut dyn Visit)) -> Vec<u8> {
         let mut buf = vec![0xee; 3];
         encode(&mut buf, nfields, visit);
         buf
@@ -314,7 +315,7 @@ mod tests {
     fn values_in_field_order_with_none_for_the_gaps() {
         let fs = fields();
         let f = |n| fs.field(n).unwrap();
-        let got = encoded(4, &|v| {
+        let got = encoded(4, |v| {
             v.record_u64(&f("b"), 7);
             v.record_str(&f("d"), "x\0y");
         });
@@ -322,14 +323,14 @@ mod tests {
         want.extend_from_slice(&7u64.to_le_bytes());
         want.extend_from_slice(&[NONE, STR, b'x', 0]);
         assert_eq!(got, want);
-        assert_eq!(encoded(4, &|_| {}), [NONE; 4], "no value: every field none");
+        assert_eq!(encoded(4, |_| {}), [NONE; 4], "no value: every field none");
     }
 
     #[test]
     fn values_out_of_field_order_are_laid_out_in_field_order() {
         let fs = fields();
         let f = |n| fs.field(n).unwrap();
-        let got = encoded(3, &|v| {
+        let got = encoded(3, |v| {
             v.record_debug(&f("c"), &format_args!("z{}", 1));
             v.record_bool(&f("a"), true);
             v.record_debug(&f("d"), &"past nfields");
@@ -342,12 +343,12 @@ mod tests {
         let fs = fields();
         let f = |n| fs.field(n).unwrap();
         let long = "é".repeat(MAX_STR);
-        let got = encoded(1, &|v| v.record_debug(&f("a"), &format_args!("{long}")));
+        let got = encoded(1, |v| v.record_debug(&f("a"), &format_args!("{long}")));
         assert_eq!(got.len(), 1 + MAX_STR + 1);
         assert_eq!(&got[1..MAX_STR + 1], &long.as_bytes()[..MAX_STR]);
-        let got = encoded(1, &|v| v.record_debug(&f("a"), &format_args!("{}", "a\0b")));
+        let got = encoded(1, |v| v.record_debug(&f("a"), &format_args!("{}", "a\0b")));
         assert_eq!(got, [STR, b'a', b'b', 0]);
-        let got = encoded(1, &|v| v.record_str(&f("a"), &long[..MAX_STR + 2]));
+        let got = encoded(1, |v| v.record_str(&f("a"), &long[..MAX_STR + 2]));
         assert_eq!(got.len(), 1 + MAX_STR + 1, "a str cut on a character boundary");
     }
 }

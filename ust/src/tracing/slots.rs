@@ -216,8 +216,10 @@ pub(super) fn clone(id: u64) {
 /// span is closed (no longer live), and the caller then gives its slot back with [`free`].
 pub(super) fn close(id: u64) -> Option<&'static Sites> {
     let (s, generation) = decode(id)?;
-    let sites = get(id)?;
-    let mut st = s.state.load(Ordering::Relaxed);
+    let mut st = s.state.load(Ordering::Acquire);
+    // SAFETY: null or a `&'static Sites` stored by `create` before the Release store of a
+    // live state; checked live (generation, references) in the loop before it is returned.
+    let sites = unsafe { s.sites.load(Ordering::Relaxed).as_ref() }?;
     loop {
         let refs = st as u32;
         if (st >> 32) as u32 != generation || refs == 0 {
