@@ -30,7 +30,6 @@ fn bench(c: &mut Criterion) {
         let _e = s.enter();
     };
     let mut bufs = benches::install_local();
-    let mut tally = benches::Tally::new(&bufs);
     let mut lost = 0;
 
     let ust = tracing_subscriber::registry().with(ust::tracing::layer());
@@ -50,29 +49,19 @@ fn bench(c: &mut Criterion) {
             // over the bench's, and the figures below are those of disabled callsites.
             eprintln!("tracing_layer: a ust-consumerd at the socket directory disables these events: run with UST_RUNDIR set to an empty directory (scripts/bench-compare.sh does)");
         }
-        let mut run = |name: &str, f: &dyn Fn(), bufs: &Vec<ringbuffer::Buffer>| {
-            tally = benches::Tally::new(bufs);
-            c.bench_function(name, |b| b.iter_custom(|iters| benches::timed_batches(iters, bufs, f)));
-            tally.report(name, bufs);
-        };
-        run("tracing+ust layer: info!(a = u64, b = i32)", &fields, &bufs);
-        run("tracing+ust layer: info!(\"{} {:?}\", u64, i32)", &message, &bufs);
-        run("tracing+ust layer: info!(id = u64, val = i32, \"ev\")", &anchor, &bufs);
+        recorded(c, "tracing+ust layer: info!(a = u64, b = i32)", &fields, &bufs);
+        recorded(c, "tracing+ust layer: info!(\"{} {:?}\", u64, i32)", &message, &bufs);
+        recorded(c, "tracing+ust layer: info!(id = u64, val = i32, \"ev\")", &anchor, &bufs);
         // Four ust events: `work_new`, `_enter`, `_exit`, `_close`.
-        run("tracing+ust layer: info_span!(\"work\", id = u64) entered and closed", &span, &bufs);
+        recorded(c, "tracing+ust layer: info_span!(\"work\", id = u64) entered and closed", &span, &bufs);
     });
 
     // The same events through ust's own subscriber (no registry).
     tracing::subscriber::with_default(ust::tracing::subscriber(), || {
         anchor();
         span();
-        let mut run = |name: &str, f: &dyn Fn(), bufs: &Vec<ringbuffer::Buffer>| {
-            tally = benches::Tally::new(bufs);
-            c.bench_function(name, |b| b.iter_custom(|iters| benches::timed_batches(iters, bufs, f)));
-            tally.report(name, bufs);
-        };
-        run("tracing+ust subscriber: info!(id = u64, val = i32, \"ev\")", &anchor, &bufs);
-        run("tracing+ust subscriber: info_span!(\"work\", id = u64) entered and closed", &span, &bufs);
+        recorded(c, "tracing+ust subscriber: info!(id = u64, val = i32, \"ev\")", &anchor, &bufs);
+        recorded(c, "tracing+ust subscriber: info_span!(\"work\", id = u64) entered and closed", &span, &bufs);
     });
 
     // `log` records through ust's bridge: a constant message (`log`'s `as_str` path) and
@@ -85,9 +74,7 @@ fn bench(c: &mut Criterion) {
             ("log+ust bridge: info!(\"ev\")", &(|| log::info!("ev")) as &dyn Fn()),
             ("log+ust bridge: info!(\"ev {} {}\", u64, i32)", &|| log::info!("ev {} {}", x, y)),
         ] {
-            tally = benches::Tally::new(&bufs);
-            c.bench_function(name, |b| b.iter_custom(|iters| benches::timed_batches(iters, &bufs, f)));
-            tally.report(name, &bufs);
+            recorded(c, name, f, &bufs);
         }
     }
 
@@ -107,9 +94,7 @@ fn bench(c: &mut Criterion) {
             ("tracing+ust subscriber: info_span!(\"work\", id = u64) entered and closed, TSC", tracing::Dispatch::new(ust::tracing::subscriber())),
         ] {
             tracing::dispatcher::with_default(&sub, || {
-                tally = benches::Tally::new(&bufs);
-                c.bench_function(name, |b| b.iter_custom(|iters| benches::timed_batches(iters, &bufs, span)));
-                tally.report(name, &bufs);
+                recorded(c, name, &span, &bufs);
             });
         }
     }
@@ -131,6 +116,14 @@ fn bench(c: &mut Criterion) {
         eprintln!("{lost} events discarded during the benchmark (buffers too small for a batch?)");
     }
     ust::__testing::remove_channel(benches::SLOT);
+}
+
+/// Times `f` as the bench `name` into `bufs` (drained between batches), then prints what it
+/// recorded ([`benches::Tally`]).
+fn recorded(c: &mut Criterion, name: &str, f: &dyn Fn(), bufs: &[ringbuffer::Buffer]) {
+    let mut tally = benches::Tally::new(bufs);
+    c.bench_function(name, |b| b.iter_custom(|iters| benches::timed_batches(iters, bufs, f)));
+    tally.report(name, bufs);
 }
 
 /// A layer with every [`Layer`](tracing_subscriber::Layer) method left at its default (it

@@ -21,8 +21,9 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::mpsc;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
+
+use testprogs::{noop_waker, YieldOnce};
 
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -110,30 +111,8 @@ async fn job(n: u64) -> u64 {
     n
 }
 
-/// `Pending` the first time it is polled, `Ready` the next.
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
-
-struct Noop;
-
-impl Wake for Noop {
-    fn wake(self: Arc<Self>) {}
-}
-
 fn poll<T>(f: &mut Pin<Box<dyn Future<Output = T> + Send>>) -> Poll<T> {
-    let waker = Waker::from(Arc::new(Noop));
+    let waker = noop_waker();
     f.as_mut().poll(&mut Context::from_waker(&waker))
 }
 
