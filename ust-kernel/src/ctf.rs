@@ -506,10 +506,15 @@ impl CpuStream {
                         self.buf.extend_from_slice(&x.to_le_bytes());
                     }
                 }
-                (CtfType::Seq { bytes, .. }, Given::U64s(v)) => {
+                (CtfType::Seq(elem), Given::U64s(v)) => {
                     self.buf.extend_from_slice(&(v.len() as u32).to_le_bytes());
                     for x in *v {
-                        self.buf.extend_from_slice(&x.to_le_bytes()[..*bytes]);
+                        match **elem {
+                            // Network byte order (lttng-modules' `ctf_sequence_network`).
+                            CtfType::NetU16 => self.buf.extend_from_slice(&(*x as u16).to_be_bytes()),
+                            CtfType::Int { bytes, .. } => self.buf.extend_from_slice(&x.to_le_bytes()[..bytes.min(8)]),
+                            _ => self.buf.extend_from_slice(&x.to_le_bytes()[..1]),
+                        }
                     }
                 }
                 (CtfType::IntArray { bytes, n, .. }, Given::U64s(v)) => {
