@@ -406,7 +406,7 @@ pub fn report(a: ReportArgs) -> CliResult {
     };
     let r = ust_analysis::report::report(&a.dir, &opt).map_err(Failure::new)?;
     if let Some(svg) = &a.flamegraph {
-        let f = std::fs::File::create(svg).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        let f = ust_ctf::outdir::create_output_file(svg, 0o644).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
         ust_analysis::report::pictures::flamegraph(&r, std::io::BufWriter::new(f))
             .map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
         eprintln!("ust: flame graph written to {}", svg.display());
@@ -429,7 +429,7 @@ pub fn export(a: ExportArgs) -> CliResult {
     let opt = ust_analysis::export::Options { format, counters: a.counter };
     let s = match &a.output {
         Some(path) => {
-            let f = std::fs::File::create(path).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
+            let f = ust_ctf::outdir::create_output_file(path, 0o644).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
             ust_analysis::export::export(&a.dir, &opt, std::io::BufWriter::new(f)).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?
         }
         None => ust_analysis::export::export(&a.dir, &opt, std::io::BufWriter::new(std::io::stdout().lock())).map_err(Failure::new)?,

@@ -218,7 +218,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
     if let Some(m) = out.as_ref().and_then(TraceDir::replaced) {
         eprintln!("ust: {m}");
     }
-    let Some(report) = report else {
+    let Some(mut report) = report else {
         // Still exit with the command's status: the trace may be incomplete, the run is not.
         eprintln!("ust: the trace in {} may be incomplete", output.display());
         return Ok(code);
@@ -228,12 +228,23 @@ pub fn trace(a: TraceArgs) -> CliResult {
         print_streamed_summary(&report);
         return Ok(code);
     }
+    // Where the trace is: the output directory, or the directory that was there if its
+    // path was replaced meanwhile (said above).
+    let now = out.as_ref().filter(|o| o.replaced().is_some()).and_then(TraceDir::now_at);
+    let shown = now.as_deref().unwrap_or(&output);
     if report.traces.is_empty() && !out.as_ref().is_some_and(a_kernel_trace) {
-        eprintln!("ust: no trace written to {}: the command ran no instrumented process", output.display());
+        eprintln!("ust: no trace written to {}: the command ran no instrumented process", shown.display());
     } else {
-        eprintln!("ust: trace written to {}", output.display());
+        eprintln!("ust: trace written to {}", shown.display());
     }
-    // The summary reads the trace back with the rights of whoever it belongs to.
+    // The summary reads the trace back there, with the rights of whoever it belongs to.
+    if let Some(now) = &now {
+        for t in &mut report.traces {
+            if let Ok(rel) = t.dir.strip_prefix(&output) {
+                t.dir = now.join(rel);
+            }
+        }
+    }
     let _ = ust_ctf::outdir::as_owner(out.as_ref().and_then(TraceDir::owner), || {
         print_summary(&report);
         Ok(())

@@ -439,14 +439,34 @@ impl TraceDir {
             (_, Ok(_)) => "was replaced by another file or directory",
             (_, Err(_)) => "was removed or renamed",
         };
-        let at = std::fs::read_link(format!("/proc/self/fd/{}", self.base.fd.as_raw_fd())).ok();
-        let at = match at {
-            Some(p) if p.to_string_lossy().ends_with(" (deleted)") => ", which has since been deleted".to_string(),
+        let at = match self.now_at() {
             Some(p) => format!(", now {}", p.display()),
-            None => String::new(),
+            None => ", which has since been deleted".to_string(),
         };
         Some(format!("{} {what} while the trace was written: nothing was written through it; the trace is in the directory that was there{at}", path.display()))
     }
+
+    /// Where the output directory is now, as the kernel names it (`/proc/self/fd`): its
+    /// path when it was renamed since it was opened; `None` once it is deleted.
+    pub fn now_at(&self) -> Option<PathBuf> {
+        let p = std::fs::read_link(format!("/proc/self/fd/{}", self.base.fd.as_raw_fd())).ok()?;
+        (!p.to_string_lossy().ends_with(" (deleted)")).then_some(p)
+    }
+}
+
+/// A new file at `path`, named on a command line (`ust export --output FILE`): its directory
+/// is opened as [`TraceDir::open`] opens an output directory (by root in a user's
+/// directory: as that user), and the file is created there as [`TraceDir::create_file`]
+/// creates one (a regular file of that name replaced, a link refused).
+///
+/// # Errors
+/// The system's error, a refusal, or `InvalidInput` for a path with no file name (or one
+/// that is not UTF-8).
+pub fn create_output_file(path: &Path, mode: u32) -> io::Result<File> {
+    let name =
+        path.file_name().and_then(|n| n.to_str()).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a file name", path.display())))?;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    TraceDir::open(dir, None)?.create_file(name, mode)
 }
 
 /// Removes `name` in `dir` (see [`TraceDir::remove`]).

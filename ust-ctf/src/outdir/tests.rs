@@ -303,3 +303,19 @@ fn taking_an_identity_without_the_right_fails_and_changes_nothing() {
         None => check(),
     }
 }
+
+#[test]
+fn a_file_named_on_a_command_line_is_made_as_an_output_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = Victims::plant(tmp.path());
+    let path = tmp.path().join("graph.svg");
+    create_output_file(&path, 0o644).unwrap().write_all(b"<svg/>").unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"<svg/>");
+    create_output_file(&path, 0o644).unwrap().write_all(b"again").unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"again", "an earlier file is replaced");
+    let link = tmp.path().join("link.svg");
+    std::os::unix::fs::symlink(&v.file, &link).unwrap();
+    refused(&create_output_file(&link, 0o644).unwrap_err(), &link, "a symbolic link");
+    assert_eq!(create_output_file(Path::new("/"), 0o644).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    v.untouched();
+}
