@@ -358,10 +358,16 @@ impl TraceDir {
     /// # Errors
     /// The system's error (`NotFound` when it is not there).
     pub fn remove(&self, rel: &str) -> io::Result<()> {
+        let (parent, last) = self.parent_of(rel)?;
+        parent.run(last, true, |d| remove_entry(d, last.as_ref(), 0))
+    }
+
+    /// The directory holding `rel` (below this one), and `rel`'s last name.
+    fn parent_of<'r>(&self, rel: &'r str) -> io::Result<(TraceDir, &'r str)> {
         let parts = split(rel)?;
         let (last, parent) = parts.split_last().expect("split gives one part at least");
         let parent = if parent.is_empty() { self.clone() } else { self.existing(&parent.join("/"))? };
-        parent.run(last, true, |d| remove_entry(d, last.as_ref(), 0))
+        Ok((parent, last))
     }
 
     /// Removes this directory and everything in it, never following a link (not the output
@@ -382,10 +388,8 @@ impl TraceDir {
     /// # Errors
     /// The system's error (`DirectoryNotEmpty`, `NotFound`).
     pub fn remove_empty_dir(&self, rel: &str) -> io::Result<()> {
-        let parts = split(rel)?;
-        let (last, parent) = parts.split_last().expect("split gives one part at least");
-        let parent = if parent.is_empty() { self.clone() } else { self.existing(&parent.join("/"))? };
-        parent.run(last, true, |d| rustix::fs::unlinkat(d, *last, AtFlags::REMOVEDIR))
+        let (parent, last) = self.parent_of(rel)?;
+        parent.run(last, true, |d| rustix::fs::unlinkat(d, last, AtFlags::REMOVEDIR))
     }
 
     /// The entries of this directory (not `.` and `..`), with their types as the
@@ -424,16 +428,17 @@ impl TraceDir {
     }
 
     /// `None` while the output directory's path still leads to the directory this handle
-    /// writes (as its owner resolves it); else what happened to it, for the user: it was
-    /// removed, renamed or replaced (by a link, another directory) after it was opened.
-    /// Nothing was written through the path since: the trace is in the directory that was
-    /// there, wherever it is now (the message says where, from `/proc/self/fd`).
+    /// writes; else what happened to it, for the user: it was removed, renamed or replaced
+    /// (by a link, another directory) after it was opened. Nothing was written through the
+    /// path since: the trace is in the directory that was there, wherever it is now (the
+    /// message says where, from `/proc/self/fd`). The path is only looked at (`stat`,
+    /// `lstat`), by the calling thread as it is: an ancestor the owner may not search does
+    /// not pass for a removal.
     pub fn replaced(&self) -> Option<String> {
         use std::os::unix::fs::MetadataExt;
         let here = rustix::fs::fstat(&self.base.fd).ok()?;
         let path = &self.base.path;
-        let (now, link) = as_owner(self.base.owner, || Ok((std::fs::metadata(path), std::fs::symlink_metadata(path)))).ok()?;
-        let what = match (now, link) {
+        let what = match (std::fs::metadata(path), std::fs::symlink_metadata(path)) {
             (Ok(m), _) if (m.dev(), m.ino()) == (here.st_dev, here.st_ino) => return None,
             (_, Ok(l)) if l.file_type().is_symlink() => "was replaced by a symbolic link",
             (_, Ok(_)) => "was replaced by another file or directory",
