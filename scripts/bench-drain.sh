@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sustained-drain figure of issue 15 / docs/DESIGN.md#targets: RUNS runs (default 10)
+# The sustained-drain figure of docs/DESIGN.md#targets: RUNS runs (default 10)
 # of the consumer bench at RATE events/s (default 10 M/s, two writer threads) for SECONDS
 # (default 60) into the default channel, each with a daemon of its own; prints each run's
 # line and a summary: runs with 0 lost, and the daemon's CPU (% of one core) per run.

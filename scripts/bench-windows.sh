@@ -2,8 +2,8 @@
 # The enabled `{u64,i32}` event's on-CPU cost in windows of one long run, each followed by
 # ust-bench-count's core probe (a loop that slows when another hardware thread shares the
 # core), and how the two go together: on a shared host the event's cost moves with the
-# host's load on the core, not per process (BENCHMARKS.md, "TSC event: the host's share of
-# the core"). Prints the windows, then a summary: the event's median in the windows where
+# host's load on the core, not per process (BENCHMARKS.md, "Where a target is missed";
+# benches/results/2026-12-02.md, "TSC event: the host's share of the core"). Prints the windows, then a summary: the event's median in the windows where
 # the probe ran at its fastest quarter and at its slowest, Pearson's r, and the event's
 # median in the windows whose probe ran within 10 % of its fastest (the core to itself).
 # Usage: scripts/bench-windows.sh [CLOCK [EVENTS [WINDOW]]]   (tsc, 100000000, 500000: windows

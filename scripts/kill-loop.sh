@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The full torn-event acceptance run of issue 3: SIGKILL a 4-thread traced program at a
+# The full torn-event acceptance run: SIGKILL a 4-thread traced program at a
 # random moment while every thread emits, 100 times in a row (CI runs 20), checking each
 # trace with babeltrace2 event by event (system-tests/tests/crash.rs). Builds what it needs.
 # Usage: scripts/kill-loop.sh [ITERATIONS]   (UST_TEST_SEED=N replays a run)
@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --workspace --bins
 cargo build -q --release -p testprogs --bin killme
-UST_KILL_ITERATIONS="${1:-100}" cargo test -q -p ust-consumerd --test crash sigkill_while_all_threads_emit -- --nocapture
+UST_KILL_ITERATIONS="${1:-100}" cargo test -q -p system-tests --test crash sigkill_while_all_threads_emit -- --nocapture

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine that has the Rust toolchain:
-# installs what the tests need (babeltrace2 and its Python bindings; babeltrace 1, lttng-analyses and strace for the LTTng-layout tests; lttng-relayd), builds the binaries and
+# installs what the tests need (babeltrace2 and its Python bindings; babeltrace 1, lttng-analyses and strace for the LTTng-layout tests; gdb for the ptrace recorder's; lttng-relayd), builds the binaries and
 # example programs the end-to-end tests run, then runs the unit, integration, end-to-end and
 # model-checker tests. Exits non-zero on the first failure.
 set -euo pipefail
@@ -17,6 +17,10 @@ command -v babeltrace >/dev/null 2>&1 || need+=(babeltrace)
 /usr/bin/python3 -c 'import babeltrace' >/dev/null 2>&1 || need+=(python3-babeltrace)
 /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 command -v strace >/dev/null 2>&1 || need+=(strace)
+# ust-kernel/tests/ptrace.rs: strace is also the oracle of the ptrace recorder's counts, and
+# strace, gdb and setpriv (util-linux: the recordings run as nobody) run under it.
+command -v gdb >/dev/null 2>&1 || need+=(gdb)
+command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 # system-tests/tests/relayd.rs streams to a real lttng-relayd (2.13) on loopback.
 command -v lttng-relayd >/dev/null 2>&1 || need+=(lttng-tools)
 # system-tests/tests/save_load.rs: `ust save`/`ust load` against the real lttng (its session
@@ -55,6 +59,9 @@ if [ "$(id -u)" = 0 ]; then
   # system-tests/tests/save_load.rs runs lttng-sessiond as this user (root's would be
   # machine-wide, in /var/run/lttng).
   id ustlttng >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustlttng
+  # system-tests/tests/root_writes.rs: `sudo ust trace --kernel --as-user` writes as this
+  # user (the test makes its home, /home/ustrw, when missing).
+  id ustrw >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustrw
 fi
 
 # lttng-analyses 0.6.1 from PyPI, in a virtual environment on Debian's Python that sees the
@@ -73,6 +80,7 @@ cargo build --release --workspace --bins --examples
 # Formatting, lints and docs are part of the test: rustfmt clean, no warning, no broken
 # intra-doc link.
 cargo fmt --check
+python3 scripts/check-doc-links.py
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 

@@ -1,4 +1,4 @@
-//! Crash survival (issue 3): traced programs killed with SIGKILL at random moments while
+//! Crash survival: traced programs killed with SIGKILL at random moments while
 //! every thread emits (torn-event recovery), snapshot sessions, post-mortem dumps, daemon
 //! death and `ust crash-dump`. Every trace is read back by babeltrace2 and checked event by
 //! event. Tests kill only processes they started.

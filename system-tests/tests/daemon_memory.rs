@@ -72,8 +72,8 @@ fn three_rounds_of_300_short_processes_leave_the_daemon_where_the_first_left_it(
     // What stays per gone process until `destroy` is the session's record of it (pid,
     // name, directory, finished streams and their counts: about 3 KiB by size_of, its
     // event list shared with every other process of the same program), plus allocator
-    // slack. Before the event lists were shared, the metadata text dropped and the heap
-    // trimmed at idle, every round of 300 added 21 MB and three rounds ended at 68 MB.
+    // slack. Without the shared event lists, the dropped metadata text and the heap trimmed
+    // at idle, every round of 300 would add about 21 MB.
     let per_round = 300 * 20;
     assert!(last_anon <= first_anon + 2 * per_round, "anonymous memory grows with processes served: {base:?} -> {after:?}");
     assert!(last_rss <= first_rss + 2 * per_round, "resident memory grows with processes served: {base:?} -> {after:?}");

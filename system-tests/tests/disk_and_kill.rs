@@ -1,4 +1,4 @@
-//! Disk full and killed daemon (issue 5, case 8).
+//! Disk full and killed daemon.
 //!
 //! * A session whose output is on a small tmpfs that fills up: the daemon says so clearly,
 //!   stops that session's output, keeps every finished packet readable (whole packets,

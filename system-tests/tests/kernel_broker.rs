@@ -211,11 +211,10 @@ fn sleep_is_woken_by_a_timer_in_the_users_own_files() {
 }
 
 /// The timer that woke `sleep` is named: the switch back to `sleep` on the CPU the timer
-/// woke is applied in its place among the other CPUs' records (it once was not, in about
-/// one run in four on a loaded machine). On this project's machines the kernel records no
-/// switch out of the idle task on CPU 1 at all, so when the timer fires on an idle CPU 1
-/// the wait ends at sleep's first event after it (`ust report`'s inferred end): it was
-/// reported as no block at all (issue 13).
+/// woke is applied in its place among the other CPUs' records. Some kernels record no
+/// switch out of the idle task on some CPUs (CPU 1 of 2-vCPU KVM guests), so when the timer
+/// fires on such an idle CPU the wait ends at sleep's first event after it (`ust report`'s
+/// inferred end), not nowhere.
 #[test]
 fn sleep_is_woken_by_a_timer_in_the_report() {
     require_root!();
@@ -560,10 +559,9 @@ fn twenty_commands_of_two_users_at_once_each_see_only_their_own() {
             jobs.push((u, name, prog));
         }
     }
-    // Complete views are required, and crossing fails, in one round: the two causes of
-    // incomplete views are fixed (issue 13: a task found gone at a recheck was removed from
-    // the view from before the look, which dropped its last records; a wait whose switch-in
-    // the kernel never records ended nowhere).
+    // Complete views are required, and crossing fails, in one round: a task found gone at
+    // a recheck leaves the view only from after the look (its last records are kept), and a
+    // wait whose switch-in the kernel never records ends at the task's next event.
     let running: Vec<_> = jobs
         .iter()
         .map(|(u, name, prog)| {

@@ -1,6 +1,5 @@
 //! Nothing is lost silently, and the traced program is never harmed, when the output or the
-//! shared-memory file system cannot take the trace (issue "The tracer never harms the
-//! program it traces"): a read-only or unwritable output fails `create` and `ust trace`
+//! shared-memory file system cannot take the trace: a read-only or unwritable output fails `create` and `ust trace`
 //! with a clear error; a `--shm-path` file system too small for a process's buffers fails
 //! `start`, and a process that registers when the space has run out runs untraced — with
 //! no signal — and `ust list` says why.

@@ -1,4 +1,4 @@
-//! Permissions (issue 5, "Hostile input and security"), with real users: two unprivileged
+//! Permissions, with real users: two unprivileged
 //! users each run their own daemon and a traced program, and neither can connect to,
 //! list, or read the other's daemon, sessions or traces, nor get events into the other's
 //! session; the daemon's `SO_PEERCRED` check refuses a peer that gets past the file

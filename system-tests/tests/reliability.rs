@@ -1,4 +1,4 @@
-//! Reliability (issue 5, cases 1 to 7): real instrumented programs (`examples/testprogs`)
+//! Reliability: real instrumented programs (`examples/testprogs`)
 //! traced through the real daemon and CLI in the situations where tracers lose or garble
 //! data: fork without exec, signal handlers, short-lived processes, idle gaps, layout edge
 //! cases, events larger than a sub-buffer, and bursts against tiny buffers and a stopped
@@ -440,7 +440,7 @@ fn fork_without_exec_child_registers_anew_and_parent_buffers_are_untouched() {
     // dump while the child's main thread already runs (no constructor waits in a child);
     // a child that _exits in the middle of that dump leaves a slot reserved and never
     // committed, and the daemon then drops the whole sub-buffer (child events included)
-    // instead of recovering its committed prefix: torn sub-buffer recovery, issue 3.
+    // instead of recovering its committed prefix (torn sub-buffer recovery).
     let mut c = d.ust_cmd();
     c.arg("trace").arg("--output").arg(&out).args(["--event", "forker:*", "--"]).arg(program("debug", "forker")).arg(K.to_string());
     let o = output_within(c, Duration::from_secs(60));

@@ -1,5 +1,5 @@
 //! The tracer never harms the program it traces, end to end: real programs under
-//! `ust trace` with the real daemon (the runtime's side of the issue of that name).
+//! `ust trace` with the real daemon (the runtime's side of that rule).
 //!
 //! * `dlopen` of an instrumented shared object (`examples/harmlib`, loaded by its
 //!   `harmhost`, or by Python's `ctypes`, a host with no `ust` in it) returns at once (even

@@ -1,4 +1,4 @@
-//! Root's daemon traces every user's programs (issue 17, part 3), as LTTng's root session
+//! Root's daemon traces every user's programs, as LTTng's root session
 //! daemon does: a program registers with its own user's daemon and with root's
 //! (`$UST_SYSTEM_RUNDIR`, here a temporary directory), each independently.
 //!

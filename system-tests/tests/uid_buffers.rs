@@ -1,7 +1,7 @@
 //! Per-UID buffers (`--buffers-uid`): one trace per user in `ust/uid/<UID>/64-bit/`,
 //! shared by every process of that user, read back by babeltrace2 event by event.
 //!
-//! - a thousand short processes under `ust trace --buffers-uid` (the "done when"),
+//! - a thousand short processes under `ust trace --buffers-uid`,
 //!   with the daemon's descriptors and memory back to their baseline afterwards;
 //! - one event name with two layouts, late (`tracing`) callsites, the ownership mismatch;
 //! - writers SIGKILLed between reserve and commit while two steady writers go on;

@@ -20,6 +20,11 @@
 //! - [`servers`]: the threads that take requests and run the timers: the control server,
 //!   the app server, the kernel-view broker, the drain loop.
 //!
+//! Every file and directory `ops` makes goes through the session's output directory,
+//! opened once ([`ops::output::open_output`]) as the user it belongs to: a
+//! [`ust_ctf::outdir::TraceDir`], never followed through a symbolic link; stream and index
+//! files are made by [`ust_ctf::writer::StreamWriter::create`].
+//!
 //! The daemon's state ([`ops::state`]) is in `ops`, not `model`: besides the model's data
 //! it holds each session's traces, whose streams own mapped buffers and open files. What
 //! is a pure function of the data, a process's enable masks, is [`model::masks`], which

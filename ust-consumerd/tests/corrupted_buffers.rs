@@ -1,4 +1,4 @@
-//! Corrupted buffers (issue 5, "Hostile input and security"): an application can scribble
+//! Corrupted buffers: an application can scribble
 //! over its own shared buffers (header, control words, commit counters, id table, packet
 //! contents) or try to truncate them. It may lose its own trace, but the daemon never
 //! panics or hangs, writes only whole packets that name their own stream, and keeps
@@ -263,8 +263,7 @@ fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
 
 /// The ring buffer's control words of one packet are app-writable too: a packet whose
 /// sequence-number word or content-size word the app scribbled is refused by the reader;
-/// the daemon drops that packet only (`skip_subbuf`) and goes on reading the stream (it
-/// used to stop reading it at the first such packet).
+/// the daemon drops that packet only (`skip_subbuf`) and goes on reading the stream.
 #[test]
 fn scribbled_packet_control_words_cost_that_packet_only() {
     use ringbuffer::layout::{SB_CLOSED_END, SB_SEQ};

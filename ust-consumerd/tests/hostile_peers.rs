@@ -1,4 +1,4 @@
-//! Malformed messages on every socket (issue 5, "Hostile input and security"): truncated,
+//! Malformed messages on every socket: truncated,
 //! oversized, wrong version, random bytes, descriptors where none belong, a peer that
 //! connects and never speaks, on the `ctl` and the `app` socket at once, while a real
 //! program is traced into another session. Each bad peer gets a clear error and its

@@ -14,17 +14,17 @@
 //! `lttng_consumer_sync_trace_file` (which waits for the packet just before the one
 //! appended) made a pipeline, the write-behind pattern of Linus Torvalds' "sync_file_range
 //! streaming" mail (LKML, 2010): a trace of hundreds of MB/s does not fill the page cache,
-//! the same recently freed pages are reused for the next packets, writeback happens at the
-//! trace's pace instead of in bursts, and the drain waits for the disk only when it is
-//! [`WRITE_BEHIND`] behind, not for each packet's round trip. (On the project's VMs fresh
-//! page-cache pages fault on the host, and a drain into new pages could not keep up with
-//! 10 M events/s; a drain waiting for each packet's writeback could not either:
-//! BENCHMARKS.md, "Sustained drain".)
+//! the same recently freed pages are reused for the next packets (fresh page-cache pages can
+//! be slow to touch, on a virtual machine whose host backs them lazily), writeback happens
+//! at the trace's pace instead of in bursts, and the drain waits for the disk only when it is
+//! [`WRITE_BEHIND`] behind, not for each packet's round trip, which one drain thread for
+//! every stream could not afford.
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use crate::outdir::TraceDir;
 
 /// Bytes of a written-back stream file ([`crate::writer::WriteBack::Behind`]) whose
 /// writeback may still be under way behind the file's end: 4 MiB, eight packets of the
@@ -45,18 +45,18 @@ pub struct StreamFile {
 }
 
 impl StreamFile {
-    /// Creates (or truncates) `dir/<name>`, mode 0600. With `write_back`, each packet's
-    /// writeback is started as it is appended, and waited for and dropped from the page
-    /// cache once the file is [`WRITE_BEHIND`] bytes past it (see the module docs): an
-    /// append then waits for the disk when it is that far behind. Made through
-    /// [`crate::writer::StreamWriter::create`] only.
+    /// Creates `dir/<name>`, mode 0600 (replacing a regular file of that name:
+    /// [`TraceDir::create_file`]). With `write_back`, each packet's writeback is started as
+    /// it is appended, and waited for and dropped from the page cache once the file is
+    /// [`WRITE_BEHIND`] bytes past it (see the module docs): an append then waits for the
+    /// disk when it is that far behind. Made through [`crate::writer::StreamWriter::create`]
+    /// only.
     ///
     /// # Errors
-    /// The `open` error.
-    pub(crate) fn create(dir: &Path, name: &str, write_back: bool) -> std::io::Result<StreamFile> {
-        let path = dir.join(name);
-        let file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
-        Ok(StreamFile { file, path, len: 0, written_back: 0, write_back })
+    /// The `open` error, or the refusal of what is in the way.
+    pub(crate) fn create(dir: &TraceDir, name: &str, write_back: bool) -> std::io::Result<StreamFile> {
+        let file = dir.create_file(name, 0o600)?;
+        Ok(StreamFile { file, path: dir.path().join(name), len: 0, written_back: 0, write_back })
     }
 
     /// A stream file over an open `file` of `len` bytes (tests that make writes fail).
@@ -140,7 +140,7 @@ impl StreamFile {
         self.len == 0
     }
 
-    /// The file's path.
+    /// The file's path (for messages).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -170,9 +170,10 @@ mod tests {
 
     #[test]
     fn a_written_back_file_keeps_only_its_last_write_behind_bytes_in_the_page_cache() {
-        let dir = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = TraceDir::create(tmp.path(), None).unwrap();
         let packet = vec![0x5au8; 512 << 10];
-        let mut f = StreamFile::create(dir.path(), "channel0_0", true).unwrap();
+        let mut f = StreamFile::create(&dir, "channel0_0", true).unwrap();
         for i in 0..24u64 {
             assert_eq!(f.append_packet(&packet).unwrap(), i * packet.len() as u64);
         }
@@ -188,7 +189,7 @@ mod tests {
         assert_eq!(std::fs::read(f.path()).unwrap(), packet.repeat(24));
 
         // A plain stream file keeps what it wrote (the kernel recorder's, the snapshots').
-        let mut g = StreamFile::create(dir.path(), "plain", false).unwrap();
+        let mut g = StreamFile::create(&dir, "plain", false).unwrap();
         for _ in 0..8 {
             g.append_packet(&packet).unwrap();
         }

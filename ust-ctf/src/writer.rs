@@ -15,15 +15,17 @@
 //! it is never written twice). A packet cut short by a killed writer, which no rule can
 //! take back, is removed when the trace is next opened ([`crate::recover`]).
 //!
-//! File creation goes through [`StreamWriter::create`] alone, and directories through
-//! [`create_dirs`], so that how trace output is made (mode 0600 files, `index/` beside the
-//! stream files) is decided in one place.
+//! Stream and index files are created by [`StreamWriter::create`] alone, so that how they
+//! are made (mode 0600, `index/` beside the stream files) is decided in one place, and
+//! always through the trace directory's [`TraceDir`] (as its owner, never through a
+//! symbolic link), as every other trace file and directory is.
 
 use std::path::{Path, PathBuf};
 
 use ust_core::packet::PacketInfo;
 
-use crate::index::{IndexEntry, IndexFile};
+use crate::index::{IndexEntry, IndexFile, INDEX_DIR};
+use crate::outdir::TraceDir;
 use crate::stream::StreamFile;
 
 /// Whether a stream file's pages are written back and dropped as packets are appended
@@ -60,19 +62,21 @@ pub struct StreamWriter {
 }
 
 impl StreamWriter {
-    /// Creates (or truncates) `dir/index/<name>.idx` with its header and `dir/<name>`, mode
-    /// 0600, and the directories `dir/index/` (and `dir`) where missing.
+    /// Creates `dir/index/<name>.idx` with its header and `dir/<name>`, mode 0600, and the
+    /// directory `dir/index/` (mode 0750) where missing, through `dir` ([`TraceDir`]): a
+    /// regular file of either name is replaced, anything else there is refused.
     ///
     /// # Errors
-    /// The I/O error, its message naming the file (`creating <path>: <error>`).
-    pub fn create(dir: &Path, name: &str, write_back: WriteBack) -> std::io::Result<StreamWriter> {
+    /// The I/O error or the refusal, its message naming the file (`creating <path>:
+    /// <error>`).
+    pub fn create(dir: &TraceDir, name: &str, write_back: WriteBack) -> std::io::Result<StreamWriter> {
         let ctx = |path: &Path| {
             let path = path.display().to_string();
             move |e: std::io::Error| std::io::Error::new(e.kind(), format!("creating {path}: {e}"))
         };
-        let index_path = dir.join("index").join(format!("{name}.idx"));
+        let index_path = dir.path().join(INDEX_DIR).join(format!("{name}.idx"));
         let index = IndexFile::create(dir, name).map_err(ctx(&index_path))?;
-        let file = StreamFile::create(dir, name, write_back == WriteBack::Behind).map_err(ctx(&dir.join(name)))?;
+        let file = StreamFile::create(dir, name, write_back == WriteBack::Behind).map_err(ctx(&dir.path().join(name)))?;
         Ok(StreamWriter { file, index, index_path })
     }
 
@@ -110,19 +114,6 @@ impl StreamWriter {
     }
 }
 
-/// Creates directory `dir` of trace output and its missing parents, mode `mode` (before
-/// the umask): 0750 for trace directories, 0700 for `--shm-path` buffer sets, 0777 for the
-/// directories that hold them (snapshots, archives). With [`StreamWriter::create`] and
-/// [`crate::metadata::write_atomically`], the one way trace output is made (the daemon's
-/// exclusive creation of a process's directory aside).
-///
-/// # Errors
-/// The `mkdir` error.
-pub fn create_dirs(dir: &Path, mode: u32) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().recursive(true).mode(mode).create(dir)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,7 +136,7 @@ mod tests {
     #[test]
     fn packets_and_entries_agree() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = StreamWriter::create(dir.path(), "c_0", WriteBack::Cached).unwrap();
+        let mut w = StreamWriter::create(&TraceDir::create(dir.path(), None).unwrap(), "c_0", WriteBack::Cached).unwrap();
         assert!(w.is_empty());
         assert_eq!(w.append(&[7; 64], &info(0, 64)).unwrap(), 0);
         assert_eq!(w.append(&[8; 32], &info(1, 32)).unwrap(), 64);
@@ -163,7 +154,8 @@ mod tests {
     fn a_failed_append_leaves_both_files_as_they_were() {
         let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
         let dir = tempfile::tempdir().unwrap();
-        let mut w = StreamWriter::create(dir.path(), "c_0", WriteBack::Cached).unwrap();
+        let out = TraceDir::create(dir.path(), None).unwrap();
+        let mut w = StreamWriter::create(&out, "c_0", WriteBack::Cached).unwrap();
         w.append(&[7; 64], &info(0, 64)).unwrap();
         // The index write fails: the packet already in the stream file is taken back out.
         w.index = IndexFile::from_file(full.try_clone().unwrap(), crate::index::HEADER_LEN as u64);
@@ -172,7 +164,7 @@ mod tests {
         assert_eq!(e.path, dir.path().join("index/c_0.idx"));
         assert_eq!((w.len(), std::fs::metadata(dir.path().join("c_0")).unwrap().len()), (64, 64));
         // The stream write fails: nothing reaches the index.
-        let mut w = StreamWriter::create(dir.path(), "c_1", WriteBack::Cached).unwrap();
+        let mut w = StreamWriter::create(&out, "c_1", WriteBack::Cached).unwrap();
         w.file = StreamFile::from_file(full, PathBuf::from("/dev/full"), 0);
         let e = w.append(&[8; 32], &info(0, 32)).unwrap_err();
         assert_eq!((e.path.as_path(), e.error.raw_os_error()), (Path::new("/dev/full"), Some(libc::ENOSPC)));

@@ -6,29 +6,20 @@
 use serde::{Deserialize, Serialize};
 use ust_core::Level;
 
-/// Default sub-buffer size: 512 KiB (16 of them per CPU, read every 20 ms). The arithmetic,
-/// for the design target (10 M events/s of `{u64, i32}` for 10 s from two threads, 0 lost):
+/// Default sub-buffer size: 512 KiB (16 of them per CPU, read every 20 ms), sized for the
+/// design target of 10 M events/s of `{u64, i32}` (16-byte records) from two threads:
 ///
-/// * **Rate into one buffer.** A `{u64, i32}` record is 16 bytes (4-byte compact header,
-///   8, 4). Two threads on two CPUs: 5 M/s × 16 B = 80 MB/s per CPU buffer; both threads
-///   on one CPU (the worst case for one buffer): 160 MB/s.
-/// * **Drain latency.** The read period (20 ms), plus the daemon's wake-up delay on a
-///   machine whose cores the writers keep busy (CFS lets a woken thread run within its
-///   scheduling latency, 6–24 ms), plus the pass itself (copy out, one `write` and one
-///   zeroing per 512 KiB packet: about 1 ms for 3 MB): about 45 ms at worst. (On a VM
-///   whose new page-cache pages fault on the host, a packet's `write` can take 3 ms: the
-///   drain then writes ~170 MB/s, just above this rate; BENCHMARKS.md "Sustained drain".)
-/// * **Ring size.** 160 MB/s × 45 ms = 7.2 MB ≤ 16 × 512 KiB = 8 MiB; at 80 MB/s the ring
-///   holds 105 ms, two periods of slack. 8 sub-buffers (4 MiB) hold only 26 ms at
-///   160 MB/s, which is why they lost events in the measurements of the end-to-end issue.
+/// * **Ring size.** The worst case for one buffer is both threads on one CPU: 160 MB/s.
+///   The worst drain latency is about 45 ms: the read period (20 ms), the daemon's wake-up
+///   delay on cores the writers keep busy (CFS's scheduling latency, 6–24 ms) and the pass
+///   itself (about 1 ms for 3 MB). 160 MB/s × 45 ms = 7.2 MB ≤ 16 × 512 KiB = 8 MiB; at
+///   80 MB/s per CPU the ring holds 105 ms, two periods of slack (8 sub-buffers would hold
+///   only 26 ms at 160 MB/s). A pass that finds half a ring waiting reads that stream again
+///   after 5 ms, halving the latency term during bursts.
 /// * **Sub-buffer size.** Only whole packets go back to the writer, so the ring has
 ///   `num_subbuf - 1` sub-buffers of slack while one is being written: 16 keeps that at
-///   94 %. 512 KiB packets mean 160–320 packets/s per CPU, i.e. 3–7 whole-packet writes
-///   per stream per pass, a few hundred system calls per second in all, none per event.
-/// * **Wake-ups.** Writers never wake the daemon (no system call on the emit path; the
-///   read timer polls every stream in one pass, `drain`), which is below the "at most once
-///   per delivered sub-buffer" budget. A pass that finds half a ring waiting reads that
-///   stream again after 5 ms (`drain::pass`), halving the latency term during bursts.
+///   94 %. 512 KiB packets mean 3–7 whole-packet writes per stream per pass, a few hundred
+///   system calls per second in all, none per event; writers never wake the daemon.
 /// * **Memory.** 8 MiB per CPU per channel per process, in shared memory the daemon maps;
 ///   the daemon's own anonymous memory is one 512 KiB copy buffer per draining thread.
 ///

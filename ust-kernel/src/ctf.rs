@@ -24,18 +24,21 @@
 //! `x86_exceptions_page_fault_user`, `_kernel`; `filemap_add_to_page_cache`, which
 //! lttng-modules lacks). A `raw_syscalls` record becomes `syscall_entry_<name>` with the
 //! call's named arguments or `syscall_exit_<name>` with `ret`, by its number (the x86-64
-//! table, [`super::syscalls`]). The state dump at the start ([`super::lttng`]) is written in
+//! table, [`super::syscalls`]); with [`EventTable::with_captured_args`], the strings,
+//! sockaddrs and argv the BPF capture copied ([`super::bpf`]), joined to the record by
+//! [`CpuStream::push_page_joined`]. The state dump at the start ([`super::lttng`]) is written in
 //! the stream of the CPU each task last ran on.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::Path;
 
 use ringbuffer::{PacketEnd, PacketLayout, StreamIdentity};
 use ust_core::event_header;
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 
+use super::captured::{ArgPart, CallArgs};
 use super::format::{dyn_string, read_uint, EventFormat, FieldFormat, FieldKind};
+use ust_ctf::outdir::TraceDir;
 use ust_ctf::writer::{StreamWriter, WriteBack};
 
 /// The ftrace events recorded: `(system, event, CTF name)`.
@@ -79,51 +82,7 @@ pub const CHANNEL: &str = "channel0";
 /// A packet is closed once its content reaches this many bytes.
 pub const PACKET_TARGET: usize = 64 * 1024;
 
-/// CTF type of one exported field.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CtfType {
-    /// Integer of `bytes` bytes.
-    Int {
-        /// 1, 2, 4 or 8.
-        bytes: usize,
-        /// Signed.
-        signed: bool,
-        /// Printed in base 16.
-        hex: bool,
-    },
-    /// `n` bytes of UTF-8 text (NUL-padded).
-    Text(u32),
-    /// `n` integers of `bytes` bytes each.
-    IntArray {
-        /// Element size.
-        bytes: usize,
-        /// Signed elements.
-        signed: bool,
-        /// Count.
-        n: u32,
-    },
-    /// NUL-terminated string.
-    String,
-    /// A sequence of u64 in base 16 (a user-space stack), after its u32 length field
-    /// `__<name>_length` (CTF 1.8 section 4.2.4).
-    U64Seq,
-}
-
-impl CtfType {
-    /// The TSDL declaration of a field `name` of this type (field names get a leading `_`).
-    pub fn tsdl(&self, name: &str) -> String {
-        let int = |bytes: usize, signed: bool, enc: &str, base: u8| {
-            format!("integer {{ size = {}; align = 8; signed = {}; encoding = {enc}; base = {base}; }}", bytes * 8, signed as u8)
-        };
-        match self {
-            CtfType::Int { bytes, signed, hex } => format!("{} _{name};", int(*bytes, *signed, "none", if *hex { 16 } else { 10 })),
-            CtfType::Text(n) => format!("{} _{name}[{n}];", int(1, false, "UTF8", 10)),
-            CtfType::IntArray { bytes, signed, n } => format!("{} _{name}[{n}];", int(*bytes, *signed, "none", 10)),
-            CtfType::String => format!("string {{ encoding = UTF8; }} _{name};"),
-            CtfType::U64Seq => format!("{} __{name}_length; {} _{name}[__{name}_length];", int(4, false, "none", 10), int(8, false, "none", 16)),
-        }
-    }
-}
+pub use super::ctf_type::CtfType;
 
 /// Where an exported field's bytes come from.
 #[derive(Clone, Debug)]
@@ -141,6 +100,15 @@ pub enum Source {
         args: FieldFormat,
         /// 0 to 5.
         index: usize,
+    },
+    /// A value copied from user memory for argument `arg` of a `raw_syscalls:sys_enter`
+    /// record ([`crate::captured`]): written from the call's [`CallArgs`] joined to the
+    /// record, or as missing.
+    Captured {
+        /// 0 to 5.
+        arg: u8,
+        /// Which field of it.
+        part: ArgPart,
     },
 }
 
@@ -223,10 +191,18 @@ impl EventTable {
 
     /// [`EventTable::new`] with the system call arguments given.
     pub fn with_syscall_args(formats: Vec<(String, EventFormat)>, args: &super::lttng::SyscallArgs) -> EventTable {
+        Self::with_captured_args(formats, args, false)
+    }
+
+    /// [`EventTable::with_syscall_args`]; with `captured`, the `syscall_entry_*` classes
+    /// have the fields of the arguments [`super::bpf::Capture`] copies (strings, sockaddrs,
+    /// argv: [`super::lttng::entry_fields`]), written from what
+    /// [`CpuStream::push_page_joined`]'s join gives.
+    pub fn with_captured_args(formats: Vec<(String, EventFormat)>, args: &super::lttng::SyscallArgs, captured: bool) -> EventTable {
         let mut t = EventTable::default();
         for (name, fmt) in formats {
             if fmt.system == "raw_syscalls" {
-                t.add_syscalls(name, fmt, args);
+                t.add_syscalls(name, fmt, args, captured);
                 continue;
             }
             let fields = super::lttng::fields_of(&fmt, ctf_field);
@@ -240,7 +216,7 @@ impl EventTable {
         t
     }
 
-    fn add_syscalls(&mut self, name: String, fmt: EventFormat, args: &super::lttng::SyscallArgs) {
+    fn add_syscalls(&mut self, name: String, fmt: EventFormat, args: &super::lttng::SyscallArgs, captured: bool) {
         let entry = fmt.name == "sys_enter";
         let (Some(nr), Some(extra)) = (fmt.field("id").cloned(), fmt.field(if entry { "args" } else { "ret" }).cloned()) else { return };
         let Some(extra_ctf) = ctf_field(&extra) else { return };
@@ -251,7 +227,7 @@ impl EventTable {
                 by_nr.push(None);
                 continue;
             }
-            let fields = if entry { super::lttng::entry_fields(args.get(call as &str), &extra) } else { vec![extra_ctf.clone()] };
+            let fields = if entry { super::lttng::entry_fields(super::lttng::call_args(args, call), &extra, captured) } else { vec![extra_ctf.clone()] };
             by_nr.push(Some(self.push(format!("{prefix}_{call}"), Some(fmt.clone()), fields)));
         }
         let id_field = ctf_field(&nr).into_iter();
@@ -285,6 +261,21 @@ impl EventTable {
             Route::Class(i) => self.events.get(*i),
             Route::Syscall { proto, .. } => Some(proto),
         }
+    }
+
+    /// The system call number and `args` of a `raw_syscalls` record of ftrace id `id`
+    /// (`None` for other events, or a number beyond 32 bits; `args` are 0 when the record
+    /// has none).
+    fn syscall_call(&self, id: u16, payload: &[u8]) -> Option<(u32, [u64; 6])> {
+        let Route::Syscall { nr, proto, .. } = self.by_ftrace_id.get(&id)? else { return None };
+        let nr = u32::try_from(read_uint(payload, nr.offset, nr.size)?).ok()?;
+        let mut args = [0u64; 6];
+        if let Some(f) = proto.format.as_ref().and_then(|f| f.field("args")).filter(|f| f.size >= 48) {
+            for (i, a) in args.iter_mut().enumerate() {
+                *a = read_uint(payload, f.offset + 8 * i, 8).unwrap_or(0);
+            }
+        }
+        Some((nr, args))
     }
 
     /// The class index a record of ftrace id `id` is written as (`payload` from
@@ -382,9 +373,18 @@ pub enum Given<'a> {
     Int(i64),
     /// Text (truncated to the field; NUL-padded for text arrays).
     Text(&'a str),
-    /// The elements of a [`CtfType::U64Seq`].
+    /// The elements of a [`CtfType::U64Seq`], a [`CtfType::Seq`] or a [`CtfType::IntArray`]
+    /// (each truncated to the element size; an array takes the first `n`, zero-padded).
     U64s(&'a [u64]),
+    /// Bytes of a [`CtfType::String`] (a user-space string, not necessarily UTF-8; NULs are
+    /// left out) or a [`CtfType::Text`].
+    Bytes(&'a [u8]),
 }
+
+/// The captured arguments of the `sys_enter` record of thread `tid` (ftrace's
+/// `common_pid`), system call `nr`, with `args`, at `ts` (ns): what
+/// [`CpuStream::push_page_joined`] asks (`join(ts, tid, nr, args)`).
+pub type Join<'a> = dyn FnMut(u64, i32, u32, &[u64; 6]) -> Option<CallArgs> + 'a;
 
 /// Counters of one CPU stream.
 #[derive(Clone, Debug, Default)]
@@ -405,6 +405,8 @@ pub struct CpuStream {
     table: std::sync::Arc<EventTable>,
     cpu: u32,
     uuid: [u8; 16],
+    /// `stream_instance_id` of the packet header and index.
+    instance: u64,
     writer: StreamWriter,
     buf: Vec<u8>,
     begin: Option<u64>,
@@ -415,18 +417,29 @@ pub struct CpuStream {
 }
 
 impl CpuStream {
-    /// Creates `dir/channel0_<cpu>` and its index.
+    /// Creates `dir/channel0_<cpu>` and its index `dir/index/channel0_<cpu>.idx`, through
+    /// `dir` ([`TraceDir`]: as its owner, never through a link).
     ///
     /// # Errors
-    /// The I/O error.
-    pub fn create(dir: &Path, table: std::sync::Arc<EventTable>, uuid: [u8; 16], cpu: u32) -> std::io::Result<CpuStream> {
-        let name = ust_ctf::stream_file_name(CHANNEL, cpu);
-        let writer = StreamWriter::create(dir, &name, WriteBack::Cached)?;
+    /// The I/O error, or the refusal of what is in the way.
+    pub fn create(dir: &TraceDir, table: std::sync::Arc<EventTable>, uuid: [u8; 16], cpu: u32) -> std::io::Result<CpuStream> {
+        Self::create_named(dir, &ust_ctf::stream_file_name(CHANNEL, cpu), table, uuid, cpu, u64::from(cpu))
+    }
+
+    /// Creates `dir/<name>` and its index: a stream whose packets say `cpu_id` = `cpu` and
+    /// `stream_instance_id` = `instance` (unique within the trace: babeltrace2 takes the
+    /// files of one instance id as one stream).
+    ///
+    /// # Errors
+    /// The I/O error, or the refusal of what is in the way.
+    pub fn create_named(dir: &TraceDir, name: &str, table: std::sync::Arc<EventTable>, uuid: [u8; 16], cpu: u32, instance: u64) -> std::io::Result<CpuStream> {
+        let writer = StreamWriter::create(dir, name, WriteBack::Cached)?;
         let n = table.events.len();
         Ok(CpuStream {
             table,
             cpu,
             uuid,
+            instance,
             writer,
             buf: vec![0; HEADER_SIZE],
             begin: None,
@@ -470,14 +483,39 @@ impl CpuStream {
                     b.resize(*n as usize, 0);
                     self.buf.extend_from_slice(&b);
                 }
+                (CtfType::Text(n), Given::Bytes(t)) => {
+                    let mut b: Vec<u8> = t.iter().copied().filter(|&c| c != 0).collect();
+                    b.resize(*n as usize, 0);
+                    self.buf.extend_from_slice(&b);
+                }
                 (CtfType::String, Given::Text(t)) => {
                     self.buf.extend(t.bytes().filter(|&c| c != 0));
+                    self.buf.push(0);
+                }
+                (CtfType::String, Given::Bytes(t)) => {
+                    self.buf.extend(t.iter().copied().filter(|&c| c != 0));
                     self.buf.push(0);
                 }
                 (CtfType::U64Seq, Given::U64s(v)) => {
                     self.buf.extend_from_slice(&(v.len() as u32).to_le_bytes());
                     for x in *v {
                         self.buf.extend_from_slice(&x.to_le_bytes());
+                    }
+                }
+                (CtfType::Seq(elem), Given::U64s(v)) => {
+                    self.buf.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                    for x in *v {
+                        match **elem {
+                            // Network byte order (lttng-modules' `ctf_sequence_network`).
+                            CtfType::NetU16 => self.buf.extend_from_slice(&(*x as u16).to_be_bytes()),
+                            CtfType::Int { bytes, .. } => self.buf.extend_from_slice(&x.to_le_bytes()[..bytes.min(8)]),
+                            _ => self.buf.extend_from_slice(&x.to_le_bytes()[..1]),
+                        }
+                    }
+                }
+                (CtfType::IntArray { bytes, n, .. }, Given::U64s(v)) => {
+                    for i in 0..*n as usize {
+                        self.buf.extend_from_slice(&v.get(i).copied().unwrap_or(0).to_le_bytes()[..*bytes]);
                     }
                 }
                 _ => {
@@ -532,10 +570,20 @@ impl CpuStream {
     /// # Errors
     /// The I/O error of a packet flush (decoding problems are counted, not returned).
     pub fn push_page(&mut self, page: &[u8], layout: &super::ftrace::PageLayout) -> std::io::Result<()> {
+        self.push_page_joined(page, layout, &mut |_, _, _, _| None)
+    }
+
+    /// [`CpuStream::push_page`], asking `join(ts, tid, nr, args)` for the captured arguments of
+    /// each `raw_syscalls:sys_enter` record whose class has captured fields (a
+    /// [`super::bpf::join::Joiner::take`]); `None` writes them as missing.
+    ///
+    /// # Errors
+    /// The I/O error of a packet flush.
+    pub fn push_page_joined(&mut self, page: &[u8], layout: &super::ftrace::PageLayout, join: &mut Join<'_>) -> std::io::Result<()> {
         let table = self.table.clone();
         let mut bad = 0u64;
         let res = super::ftrace::decode_page(page, layout, |e| {
-            if !self.push_raw(&table, e.timestamp, e.payload) {
+            if !self.push_raw(&table, e.timestamp, e.payload, join) {
                 bad += 1;
             }
         });
@@ -554,8 +602,17 @@ impl CpuStream {
     /// # Errors
     /// The I/O error of a packet flush.
     pub fn push_record(&mut self, ts: u64, payload: &[u8]) -> std::io::Result<bool> {
+        self.push_record_joined(ts, payload, &mut |_, _, _, _| None)
+    }
+
+    /// [`CpuStream::push_record`] with the captured arguments of a `sys_enter` record from
+    /// `join`, as [`CpuStream::push_page_joined`].
+    ///
+    /// # Errors
+    /// The I/O error of a packet flush.
+    pub fn push_record_joined(&mut self, ts: u64, payload: &[u8], join: &mut Join<'_>) -> std::io::Result<bool> {
         let table = self.table.clone();
-        let ok = self.push_raw(&table, ts, payload);
+        let ok = self.push_raw(&table, ts, payload, join);
         if !ok {
             self.stats.bad += 1;
         }
@@ -573,10 +630,14 @@ impl CpuStream {
         self.begin.is_some()
     }
 
-    fn push_raw(&mut self, table: &EventTable, ts: u64, payload: &[u8]) -> bool {
+    fn push_raw(&mut self, table: &EventTable, ts: u64, payload: &[u8], join: &mut Join<'_>) -> bool {
         let Some(kind) = read_uint(payload, 0, 2) else { return false };
         let Some(ev) = table.class_of(kind as u16, payload).and_then(|i| table.events.get(i)) else { return false };
         let tid = read_uint(payload, 4, 4).unwrap_or(0) as u32 as i32;
+        let captured = match ev.fields.iter().any(|f| matches!(f.source, Source::Captured { .. })) {
+            true => table.syscall_call(kind as u16, payload).and_then(|(nr, args)| join(ts, tid, nr, &args)),
+            false => None,
+        };
         let mark = self.buf.len();
         let save = (self.begin, self.last_ts);
         self.header(ev.id, ts, tid);
@@ -612,6 +673,10 @@ impl CpuStream {
                     }
                     _ => false,
                 },
+                (Source::Captured { arg, part }, _) => {
+                    super::captured::encode(captured.as_ref(), *arg, *part, &mut self.buf);
+                    true
+                }
                 (Source::Given, _) | (Source::RawArg { .. }, _) => false,
             };
             if !ok {
@@ -637,7 +702,7 @@ impl CpuStream {
     /// The I/O error.
     pub fn flush(&mut self) -> std::io::Result<()> {
         let Some(begin) = self.begin else { return Ok(()) };
-        let stream = StreamIdentity { uuid: self.uuid, stream_id: 0, cpu: self.cpu, stream_instance_id: u64::from(self.cpu) };
+        let stream = StreamIdentity { uuid: self.uuid, stream_id: 0, cpu: self.cpu, stream_instance_id: self.instance };
         let len = self.buf.len() as u64;
         let end = PacketEnd {
             timestamp_begin: begin,
@@ -651,7 +716,7 @@ impl CpuStream {
         let info = PacketInfo {
             uuid: self.uuid,
             stream_id: 0,
-            stream_instance_id: u64::from(self.cpu),
+            stream_instance_id: self.instance,
             timestamp_begin: begin,
             timestamp_end: self.last_ts,
             content_size: len,
@@ -728,7 +793,8 @@ mod tests {
         assert!(table.index_of("syscall_entry").is_none(), "no generic class is declared");
         assert_eq!(table.by_ftrace_id(21).map(|e| e.name.as_str()), Some("syscall_entry"), "what the view filter reads");
         let dir = tempfile::tempdir().unwrap();
-        let mut s = CpuStream::create(dir.path(), table.clone(), [7; 16], 0).unwrap();
+        let out = TraceDir::create(dir.path(), None).unwrap();
+        let mut s = CpuStream::create(&out, table.clone(), [7; 16], 0).unwrap();
         let mut openat = 257i64.to_le_bytes().to_vec();
         for a in [-100i64 as u64, 0x1234, 0x80000, 0, 0, 0] {
             openat.extend_from_slice(&a.to_le_bytes());
@@ -745,7 +811,7 @@ mod tests {
         sw.extend_from_slice(&0i32.to_le_bytes());
         assert!(s.push_record(4_000, &record(30, 42, &sw)).unwrap());
         s.flush().unwrap();
-        crate::write_metadata(dir.path(), [7; 16], &table, "20260101T000000+0000", 42, 0, "tracefs").unwrap();
+        crate::write_metadata(&out, [7; 16], &table, "20260101T000000+0000", 42, 0, "tracefs").unwrap();
         let o = std::process::Command::new("babeltrace2").arg(dir.path()).output().expect("babeltrace2 runs");
         assert!(o.status.success() && o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
         let text = String::from_utf8(o.stdout).unwrap();

@@ -390,8 +390,8 @@ impl ViewFilter {
     ///   the task may have run, exited and been reaped between `now` and the look (a
     ///   recorder preempted for tens of ms under load), and its last records — its return
     ///   from the call it slept in, `exit_group`, `sched_process_exit`, the wake-up of its
-    ///   parent, its last switch — date from before the reap. (Dated from `now`, they were
-    ///   dropped: the lost last records of a task in the twenty-command test, issue 13.)
+    ///   parent, its last switch — date from before the reap (dated from `now`, they would be
+    ///   dropped).
     ///   Its last switch normally removes it (see `sched_process_exit`); this is for one
     ///   whose last switch was lost.
     ///

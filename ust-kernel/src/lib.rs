@@ -14,11 +14,14 @@
 //! The trace is in LTTng's kernel layout, lttng-modules 2.13's names ([`lttng`]).
 //!
 //! Modules: [`tracefs`] (mount, instance, stale instances), [`format`](mod@format) (event format files),
-//! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer), [`lttng`]
+//! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer; [`ctf_type`] its field types), [`lttng`]
 //! (lttng-modules' event and field names), [`syscalls`]
-//! (x86-64 system call names), [`procfs`] (state dump, memory maps). The crate is shared by
-//! `ust-cli` (root's own recording; its `kernel::perf` is tier 1 and `kernel::view` chooses)
-//! and `ust-consumerd` (root's daemon as the kernel broker of ordinary users, which records
+//! (x86-64 system call names), [`procfs`] (state dump, memory maps), [`perf`] (tier 1:
+//! `perf_event_open` on the traced tasks, for any user), [`ptrace`] (tier 1's system calls,
+//! recorded with ptrace as strace records them), [`bpf`] (system-call arguments copied by
+//! a BPF program, [`argspec`] which ones, [`captured`] their values and CTF bytes). The
+//! crate is shared by `ust-cli` (root's own recording, tier 1, and `kernel::view`, which
+//! chooses the tier) and `ust-consumerd` (root's daemon as the kernel broker of ordinary users, which records
 //! through [`view_recorder::ViewRecorder`] and keeps only what the requester may see, [`filter`]).
 //!
 //! [`KernelRecorder::start`] sets everything up and starts one reader thread per CPU that
@@ -32,13 +35,18 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod argspec;
+pub mod bpf;
+pub mod captured;
 pub mod ctf;
+pub mod ctf_type;
 pub mod filter;
 pub mod format;
 pub mod ftrace;
 pub mod lttng;
 pub mod perf;
 pub mod procfs;
+pub mod ptrace;
 pub mod syscalls;
 pub mod tracefs;
 pub mod view_recorder;
@@ -46,12 +54,16 @@ pub mod view_recorder;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use ust_ctf::outdir::TraceDir;
 
 use ctf::{CpuStream, EventTable, Given, StreamStats};
 
+/// The kernel trace's directory in the output: `kernel`.
+pub const KERNEL_DIR: &str = "kernel";
 /// Per-CPU buffer size of the instance, KiB.
 pub const BUFFER_KB: u64 = 4096;
 /// How often the reader threads poll `trace_pipe_raw`.
@@ -111,7 +123,7 @@ pub struct KernelSummary {
 #[derive(Debug)]
 pub struct KernelRecorder {
     instance: Option<tracefs::Instance>,
-    dir: PathBuf,
+    dir: TraceDir,
     uuid: [u8; 16],
     table: Arc<EventTable>,
     stop: Arc<AtomicBool>,
@@ -130,11 +142,12 @@ pub(crate) fn page_layout(root: &Path) -> (ftrace::PageLayout, usize) {
 impl KernelRecorder {
     /// Sets up the instance `ust-<pid>` (removing stale ones first), enables the events of
     /// [`ctf::EVENTS`] that this kernel has, writes the state dump and a first metadata file
-    /// in `<output>/kernel/`, turns recording on and starts the per-CPU readers.
+    /// in `<output>/kernel/` (created through `output`, as its owner: [`TraceDir`]), turns
+    /// recording on and starts the per-CPU readers.
     ///
     /// # Errors
     /// [`KernelError`]; use [`KernelError::explain`] for the user.
-    pub fn start(output: &Path) -> Result<KernelRecorder, KernelError> {
+    pub fn start(output: &TraceDir) -> Result<KernelRecorder, KernelError> {
         let root = tracefs::root()?;
         let stale_removed = tracefs::remove_stale(&root);
         let instance = tracefs::Instance::create(&root)?;
@@ -153,8 +166,7 @@ impl KernelRecorder {
             return Err(KernelError::NoEvents);
         }
         let table = Arc::new(EventTable::with_syscall_args(formats, &lttng::read_syscall_args(&events_dir)));
-        let dir = output.join("kernel");
-        std::fs::create_dir_all(&dir)?;
+        let dir = output.dir(KERNEL_DIR, 0o750)?;
         let uuid = *uuid::Uuid::new_v4().as_bytes();
         let datetime = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
         let mut rec = KernelRecorder {
@@ -251,7 +263,7 @@ impl KernelRecorder {
     }
 
     /// `<output>/kernel`.
-    pub fn dir(&self) -> &Path {
+    pub fn dir(&self) -> &TraceDir {
         &self.dir
     }
 
@@ -265,7 +277,7 @@ impl KernelRecorder {
     ///
     /// # Errors
     /// The metadata write error (the instance is removed anyway).
-    pub fn finish(mut self, output: &Path, traced_pid: i32) -> Result<KernelSummary, KernelError> {
+    pub fn finish(mut self, output: &TraceDir, traced_pid: i32) -> Result<KernelSummary, KernelError> {
         if let Some(i) = &self.instance {
             let _ = i.set_on(false);
         }
@@ -292,7 +304,7 @@ impl KernelRecorder {
         let offset = session_clock_offset(output).unwrap_or_else(ust_core::clock::realtime_offset_ns);
         self.write_metadata(traced_pid, offset)?;
         Ok(KernelSummary {
-            dir: self.dir.clone(),
+            dir: self.dir.path(),
             counts: self.table.events.iter().zip(counts).map(|(e, n)| (e.name.clone(), n)).collect(),
             lost,
             bad,
@@ -312,13 +324,14 @@ impl Drop for KernelRecorder {
     }
 }
 
-/// Writes `dir/metadata` (atomically) for a kernel trace of `table` recorded from `source`
-/// (`env.kernel_source`: `tracefs` or `perf_event_open`), with this host's name, boot id and
-/// kernel release, and the clock offset `offset` (ns) the session's traces share.
+/// Writes `dir/metadata` (atomically, through `dir`: [`TraceDir::write_atomically`]) for a
+/// kernel trace of `table` recorded from `source` (`env.kernel_source`: `tracefs` or
+/// `perf_event_open`), with this host's name, boot id and kernel release, and the clock
+/// offset `offset` (ns) the session's traces share.
 ///
 /// # Errors
-/// The write error.
-pub fn write_metadata(dir: &Path, uuid: [u8; 16], table: &EventTable, datetime: &str, traced_pid: i32, offset: i64, source: &str) -> std::io::Result<()> {
+/// The write error, or the refusal of a `metadata` that is not a regular file.
+pub fn write_metadata(dir: &TraceDir, uuid: [u8; 16], table: &EventTable, datetime: &str, traced_pid: i32, offset: i64, source: &str) -> std::io::Result<()> {
     let boot = ust_core::clock::boot_id();
     let host = ust_ctf::metadata::hostname();
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -341,16 +354,18 @@ pub fn write_metadata(dir: &Path, uuid: [u8; 16], table: &EventTable, datetime: 
 }
 
 /// The `offset` of the `monotonic` clock in the first user-space metadata found under
-/// `<output>/ust/` (every trace of a session has the same one).
-pub fn session_clock_offset(output: &Path) -> Option<i64> {
-    let mut stack = vec![output.join("ust")];
+/// `<output>/ust/` (every trace of a session has the same one), read through `output`
+/// ([`TraceDir`]: as its owner, never through a link; at most
+/// [`ust_ctf::files::MAX_TEXT_FILE`] bytes).
+pub fn session_clock_offset(output: &TraceDir) -> Option<i64> {
+    let mut stack = vec![output.existing("ust").ok()?];
     while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).ok()?.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if e.file_name() == "metadata" {
-                let text = std::fs::read_to_string(&p).ok()?;
+        for (name, kind) in d.entries().ok()? {
+            if kind == rustix::fs::FileType::Directory {
+                stack.push(d.existing(&name).ok()?);
+            } else if name == "metadata" {
+                let mut text = String::new();
+                d.open_file(&name, false).ok()?.take(ust_ctf::files::MAX_TEXT_FILE).read_to_string(&mut text).ok()?;
                 let clock = &text[text.find("clock {")?..];
                 let off = clock[clock.find("offset =")? + 8..].split(';').next()?.trim().parse().ok()?;
                 return Some(off);

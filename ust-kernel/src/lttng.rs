@@ -13,7 +13,8 @@
 //! - System call arguments are named and typed from tracefs' own `syscalls/sys_enter_<name>`
 //!   format files (the kernel's `SYSCALL_DEFINE` names, which lttng-modules' tables also
 //!   use); pointers are written in base 16, as integers (lttng-modules copies some user
-//!   strings, e.g. `openat`'s `filename`; ftrace cannot). A call the tables do not name is
+//!   strings, e.g. `openat`'s `filename`; ftrace cannot, the BPF capture does:
+//!   [`entry_fields`] with `captured`). A call the tables do not name is
 //!   `syscall_entry_unknown { id, args[6] }` / `syscall_exit_unknown { id, ret }`.
 //! - The state dump is `lttng_statedump_start`, one `lttng_statedump_process_state` per
 //!   thread (the `status` values of lttng-statedump-impl.c), one
@@ -150,17 +151,70 @@ pub fn system_syscall_args() -> &'static SyscallArgs {
     ARGS.get_or_init(|| super::tracefs::root().map(|r| read_syscall_args(&r.join("events"))).unwrap_or_default())
 }
 
+/// The `SYSCALL_DEFINE` names tracefs and lttng-modules use for the x86-64 calls whose
+/// `asm/unistd_64.h` name (the event name, [`super::syscalls`]) differs.
+const DEFINE_NAMES: [(&str, &str); 6] =
+    [("stat", "newstat"), ("fstat", "newfstat"), ("lstat", "newlstat"), ("uname", "newuname"), ("sendfile", "sendfile64"), ("umount2", "umount")];
+
+/// The arguments of system call `call` (its `asm/unistd_64.h` name) in `args`, which may
+/// name it so or by its `SYSCALL_DEFINE` name (`stat` is `newstat` in tracefs).
+pub fn call_args<'a>(args: &'a SyscallArgs, call: &str) -> Option<&'a Vec<(String, String)>> {
+    args.get(call).or_else(|| DEFINE_NAMES.iter().find(|(n, _)| *n == call).and_then(|(_, d)| args.get(*d)))
+}
+
 /// The fields of `syscall_entry_<call>`: each named argument read from slot `i` of the
-/// `raw_syscalls:sys_enter` record's `args` array (`args_field`).
-pub fn entry_fields(args: Option<&Vec<(String, String)>>, args_field: &FieldFormat) -> Vec<CtfField> {
-    args.map(|a| {
-        a.iter()
-            .take(6)
-            .enumerate()
-            .map(|(i, (name, c_type))| CtfField { name: name.clone(), ty: arg_type(c_type), source: Source::RawArg { args: args_field.clone(), index: i } })
-            .collect()
-    })
-    .unwrap_or_default()
+/// `raw_syscalls:sys_enter` record's `args` array (`args_field`). With `captured`, the
+/// arguments [`super::argspec`] names get the fields of the values copied from user memory
+/// ([`super::bpf`], [`super::captured`]), as lttng-modules records them where it does:
+///
+/// - a string `<name>` (`filename`, `pathname`, …) is a CTF `string <name>`, as
+///   lttng-modules' `ctf_user_string`; beside it `<name>_ptr` (the pointer, base 16) and
+///   `<name>_status` (enumeration `ok`, `cut`, `fault`, `null`, `missing`; the string of a
+///   value that is not `ok` or `cut` is the marker `(fault)`, `(null)` or `(missing)`,
+///   [`super::captured`]);
+/// - a sockaddr stays the pointer (lttng-modules' `uservaddr`), and the call gets, after
+///   its arguments, lttng-modules' `connect` fields (`family`, `dport` in network order,
+///   `v4addr` (u8 sequence), `v6addr` (big-endian u16 sequence)), then `sun_path` (an
+///   AF_UNIX path, `@name` for an abstract one) and `<name>_status`: readers that know
+///   LTTng's fields find them, the others skip them;
+/// - an argv stays the pointer (as lttng-modules' `execve`), followed by
+///   `<name>_text` (the first 16 strings, each cut at 1024 bytes, as strace writes them:
+///   `["ls", "-l"]`, [`super::captured::CallArgs::argv_text`]) and `<name>_status` (`cut`
+///   when more elements or longer strings were left out).
+pub fn entry_fields(args: Option<&Vec<(String, String)>>, args_field: &FieldFormat, captured: bool) -> Vec<CtfField> {
+    use super::argspec::ArgKind;
+    use super::captured::{ArgPart, STATUS_LABELS};
+    let Some(a) = args else { return Vec::new() };
+    let (mut out, mut tail) = (Vec::new(), Vec::new());
+    for (i, (name, c_type)) in a.iter().take(6).enumerate() {
+        let raw = CtfField { name: name.clone(), ty: arg_type(c_type), source: Source::RawArg { args: args_field.clone(), index: i } };
+        let cap = |n: String, ty: CtfType, part: ArgPart| CtfField { name: n, ty, source: Source::Captured { arg: i as u8, part } };
+        let status = || cap(format!("{name}_status"), CtfType::Enum8(STATUS_LABELS), ArgPart::Status);
+        match captured.then(|| super::argspec::classify(a, i)).flatten() {
+            None => out.push(raw),
+            Some(ArgKind::String) => {
+                out.push(cap(name.clone(), CtfType::String, ArgPart::Text));
+                out.push(CtfField { name: format!("{name}_ptr"), ..raw });
+                out.push(status());
+            }
+            Some(ArgKind::Argv) => {
+                out.push(raw);
+                out.push(cap(format!("{name}_text"), CtfType::String, ArgPart::ArgvText));
+                out.push(status());
+            }
+            Some(ArgKind::Sockaddr) => {
+                out.push(raw);
+                tail.push(cap("family".into(), CtfType::Int { bytes: 2, signed: false, hex: false }, ArgPart::Family));
+                tail.push(cap("dport".into(), CtfType::NetU16, ArgPart::Dport));
+                tail.push(cap("v4addr".into(), CtfType::Seq(Box::new(CtfType::Int { bytes: 1, signed: false, hex: false })), ArgPart::V4addr));
+                tail.push(cap("v6addr".into(), CtfType::Seq(Box::new(CtfType::NetU16)), ArgPart::V6addr));
+                tail.push(cap("sun_path".into(), CtfType::String, ArgPart::SunPath));
+                tail.push(status());
+            }
+        }
+    }
+    out.extend(tail);
+    out
 }
 
 /// lttng-modules' process `status` (lttng-statedump-impl.c) of a `/proc` state letter.
@@ -223,6 +277,16 @@ mod tests {
         assert_eq!(arg_type("unsigned int"), CtfType::Int { bytes: 4, signed: false, hex: false });
         assert_eq!(arg_type("size_t"), CtfType::Int { bytes: 8, signed: false, hex: false });
         assert_eq!(arg_type("long"), CtfType::Int { bytes: 8, signed: true, hex: false });
+    }
+
+    #[test]
+    fn arguments_are_found_by_either_name() {
+        let mut args = SyscallArgs::new();
+        args.insert("newstat".into(), vec![("filename".into(), "const char *".into())]);
+        args.insert("read".into(), vec![("fd".into(), "unsigned int".into())]);
+        assert_eq!(call_args(&args, "stat").map(|a| a[0].0.as_str()), Some("filename"));
+        assert_eq!(call_args(&args, "read").map(|a| a[0].0.as_str()), Some("fd"));
+        assert!(call_args(&args, "write").is_none());
     }
 
     #[test]

@@ -5,10 +5,13 @@
 //! `<output>/proc/<pid>/maps` (with `comm`), so fault addresses map to files.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use ust_ctf::outdir::TraceDir;
 
 /// One thread as `/proc` shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +42,14 @@ pub fn parse_stat(text: &str, pid: i32) -> Option<TaskState> {
     let ppid = rest.get(1)?.parse().ok()?;
     let cpu = rest.get(36).and_then(|c| c.parse().ok()).unwrap_or(0);
     Some(TaskState { tid, pid, ppid, comm, state, cpu })
+}
+
+/// One thread, by its id alone: its process from `/proc/<tid>/status`'s `Tgid`, the rest
+/// from `/proc/<tid>/stat`; `None` when it is gone.
+pub fn task(tid: i32) -> Option<TaskState> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let pid = status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())?;
+    parse_stat(&std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?, pid)
 }
 
 /// Every thread of every process, read from `/proc` (tasks that vanish while it reads are
@@ -153,29 +164,39 @@ impl MapsSampler {
         MapsSampler { stop, thread }
     }
 
-    /// Stops sampling and writes `<output>/proc/<pid>/{maps,comm,fds}`; returns the pids saved.
-    pub fn finish(mut self, output: &Path) -> Vec<i32> {
+    /// Stops sampling and writes `<output>/proc/<pid>/{maps,comm,fds}` through `output`
+    /// ([`TraceDir`]: as its owner, never through a link); returns the pids saved, and the
+    /// first error (the other pids are still written).
+    pub fn finish(mut self, output: &TraceDir) -> (Vec<i32>, Option<std::io::Error>) {
         self.stop.store(true, Ordering::SeqCst);
-        let Some(seen) = self.thread.take().and_then(|t| t.join().ok()) else { return Vec::new() };
+        let Some(seen) = self.thread.take().and_then(|t| t.join().ok()) else { return (Vec::new(), None) };
         let mut pids = Vec::new();
+        let mut first_error = None;
         for (pid, (comm, maps, fds)) in seen {
             let fds: String = fds.iter().map(|(fd, p)| format!("{fd} {}\n", p.replace('\n', " "))).collect();
-            let dir = maps_dir(output, pid);
-            if std::fs::create_dir_all(&dir).is_ok()
-                && std::fs::write(dir.join("maps"), maps).is_ok()
-                && std::fs::write(dir.join("comm"), format!("{comm}\n")).is_ok()
-                && std::fs::write(dir.join("fds"), fds).is_ok()
-            {
-                pids.push(pid);
+            let written = output.dir(&format!("{PROC_DIR}/{pid}"), 0o750).and_then(|dir| {
+                for (name, text) in [("maps", maps), ("comm", format!("{comm}\n")), ("fds", fds)] {
+                    dir.create_file(name, 0o644)?.write_all(text.as_bytes())?;
+                }
+                Ok(())
+            });
+            match written {
+                Ok(()) => pids.push(pid),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
-        pids
+        (pids, first_error)
     }
 }
 
+/// The directory of the saved `/proc` files in the output: `proc`.
+pub const PROC_DIR: &str = "proc";
+
 /// `<output>/proc/<pid>`.
 pub fn maps_dir(output: &Path, pid: i32) -> PathBuf {
-    output.join("proc").join(pid.to_string())
+    output.join(PROC_DIR).join(pid.to_string())
 }
 
 /// One line of a maps file: `start-end perms offset dev inode path`.
@@ -215,6 +236,13 @@ pub fn parse_maps(text: &str) -> Vec<MapEntry> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_task_by_its_id() {
+        let me = super::task(std::process::id() as i32).unwrap();
+        assert_eq!((me.pid, me.ppid), (std::process::id() as i32, std::os::unix::process::parent_id() as i32));
+        assert!(super::task(-1).is_none());
+    }
+
     use super::*;
 
     #[test]

@@ -52,6 +52,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ust_ctf::outdir::TraceDir;
+
 use crate::ctf::{CpuStream, EventTable};
 use crate::filter::{Verdict, ViewFilter};
 use crate::{ctf, format, tracefs, KernelError, KernelSummary, BUFFER_KB, POLL};
@@ -184,6 +186,10 @@ impl ViewRecorder {
                 files.push((i, f, stats));
             }
         }
+        // Every file is created through this descriptor ([`TraceDir`]), by the thread as the
+        // requester: never through a link below it.
+        let mode = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC;
+        let out = TraceDir::from_fd(rustix::fs::open(&dir, mode, rustix::fs::Mode::empty()).map_err(std::io::Error::from)?, dir, None);
         let stop = Arc::new(AtomicBool::new(false));
         let finish_args = Arc::new(Mutex::new(None));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
@@ -194,12 +200,12 @@ impl ViewRecorder {
                 become_fs_user(filter.uid(), filter.gid())?;
                 let uuid = *uuid::Uuid::new_v4().as_bytes();
                 let datetime = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
-                crate::write_metadata(&dir, uuid, &table, &datetime, 0, ust_core::clock::realtime_offset_ns(), SOURCE)?;
+                crate::write_metadata(&out, uuid, &table, &datetime, 0, ust_core::clock::realtime_offset_ns(), SOURCE)?;
                 let mut streams = Vec::new();
                 let dump_ts = ust_core::clock::monotonic_ns();
                 let tasks: Vec<_> = crate::procfs::statedump().into_iter().filter(|t| filter.sees(t.tid)).collect();
                 for &cpu in &cpus {
-                    let mut s = CpuStream::create(&dir, table.clone(), uuid, cpu)?;
+                    let mut s = CpuStream::create(&out, table.clone(), uuid, cpu)?;
                     if cpu == cpus[0] {
                         for t in &tasks {
                             s.push_process_state(dump_ts, t)?;
@@ -424,14 +430,14 @@ impl ViewRecorder {
             }
             // The final metadata: the session's clock offset and the traced pid.
             let uuid = streams.first().map(CpuStream::uuid).unwrap_or_default();
-            if let Err(e) = crate::write_metadata(&dir, uuid, &table, &ust_ctf::datetime::iso_at(ust_ctf::datetime::now()), traced_pid, offset, SOURCE) {
+            if let Err(e) = crate::write_metadata(&out, uuid, &table, &ust_ctf::datetime::iso_at(ust_ctf::datetime::now()), traced_pid, offset, SOURCE) {
                 err.get_or_insert(e.to_string());
             }
             if let Some(e) = err {
                 return Err(e);
             }
             Ok(KernelSummary {
-                dir: dir.clone(),
+                dir: out.path(),
                 counts: table.events.iter().zip(counts).map(|(e, n)| (e.name.clone(), n)).collect(),
                 lost,
                 bad,

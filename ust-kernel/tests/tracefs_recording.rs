@@ -42,7 +42,8 @@ fn babeltrace(dir: &Path) -> String {
 fn records_sleep_and_babeltrace_reads_it() {
     require_tracefs!();
     let out = tempfile::tempdir().unwrap();
-    let rec = KernelRecorder::start(out.path()).expect("kernel recording starts");
+    let handle = ust_ctf::outdir::TraceDir::create(out.path(), None).unwrap();
+    let rec = KernelRecorder::start(&handle).expect("kernel recording starts");
     let inst = format!("{}{}", tracefs::INSTANCE_PREFIX, std::process::id());
     let root = tracefs::root().unwrap();
     assert!(root.join("instances").join(&inst).is_dir());
@@ -51,7 +52,7 @@ fn records_sleep_and_babeltrace_reads_it() {
     let pid = child.id() as i32;
     let st = child.wait_with_output().unwrap();
     assert!(st.status.success());
-    let summary = rec.finish(out.path(), pid).unwrap();
+    let summary = rec.finish(&handle, pid).unwrap();
     assert!(!root.join("instances").join(&inst).exists(), "instance removed");
     let count = |n: &str| summary.counts.iter().find(|(k, _)| k == n).map(|x| x.1).unwrap_or(0);
     assert!(count("sched_switch") > 0, "{:?}", summary.counts);
@@ -109,6 +110,10 @@ fn as_user_runs_the_command_as_that_user_and_gives_them_the_trace() {
     let d = common::TestDaemon::start();
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The trace is written as the user: its output is where they may write.
+    let theirs = tmp.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(uid), Some(gid)).unwrap();
     let run = |out: &Path, user: Option<&str>, sudo: Option<(u32, u32)>, cmd: &str| {
         let mut c = d.ust_cmd();
         c.env_remove("SUDO_UID").env_remove("SUDO_GID").args(["trace", "--kernel", "--output"]).arg(out).arg("--as-user");
@@ -121,7 +126,7 @@ fn as_user_runs_the_command_as_that_user_and_gives_them_the_trace() {
         c.args(["--", "sh", "-c", cmd]);
         common::output_within(c, std::time::Duration::from_secs(60))
     };
-    let out = tmp.path().join("named");
+    let out = theirs.join("named");
     let o = run(&out, Some(AS_USER), None, "id -u; id -g; echo $HOME $USER; sleep 0.1; cat /etc/hostname");
     let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
     assert!(o.status.success(), "{stderr}");
@@ -158,7 +163,7 @@ fn as_user_runs_the_command_as_that_user_and_gives_them_the_trace() {
     assert!(text.lines().filter(|l| l.contains("sched_switch:")).count() > 10, "system-wide switches");
     // From sudo's variables alone; an instrumented program run so has its user-space
     // events in the trace too (it registers with root's daemon).
-    let out2 = tmp.path().join("sudo");
+    let out2 = theirs.join("sudo");
     let prog = common::program("debug", "threeevents");
     let o = run(&out2, None, Some((uid, gid)), &format!("id -u; {}", prog.display()));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -51,7 +51,7 @@ impl Channel {
     /// never wraps: two CPUs sharing a buffer would defeat the per-CPU exclusion); the
     /// compare-and-swap writers otherwise. With `CLOCK_MONOTONIC` the per-CPU section saves
     /// nothing (the vDSO read is ordered anyway) and measured 3–5 ns slower per event than
-    /// the compare-and-swap in four sittings (BENCHMARKS.md), so those channels keep it.
+    /// the compare-and-swap (BENCHMARKS.md), so those channels keep it.
     pub(crate) fn new(mut buffers: Box<[Buffer]>, session: String, name: String, contexts: Vec<ust_core::context::ContextType>, clock: TraceClock) -> Channel {
         use ringbuffer::percpu::{self, Writers};
         use ringbuffer::Clock as _;

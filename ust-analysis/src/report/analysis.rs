@@ -8,7 +8,7 @@
 //! until the `sched_switch` that puts it back — or, when the kernel recorded none, until the
 //! first tracepoint event whose current task it is (a task that is the current task of a CPU runs:
 //! some kernels never emit `sched_switch` out of the idle task on some CPUs, by ftrace or
-//! perf alike, seen on this project's 2-vCPU CI machines on CPU 1; such a wait is marked
+//! perf alike, seen on CPU 1 of 2-vCPU KVM guests; such a wait is marked
 //! [`Wait::end_inferred`], and its end is late by the time from the switch to that event,
 //! a few µs: usually the `syscall_exit` of the call it blocked in); what woke it is the first `sched_waking` (or
 //! `sched_wakeup`) of it in that interval, explained by the context of the CPU that woke it:

@@ -318,4 +318,65 @@ mod tests {
         assert_eq!(names[0].as_deref(), Some("p:e"));
         assert_eq!(descs[0].fields.as_ref(), events[0].fields.as_ref());
     }
+
+    /// The kernel layout with captured system-call arguments (`ust_kernel::bpf`) reads
+    /// back with the sizes the writer uses: strings, the status enumeration, the sockaddr
+    /// fields (the big-endian port reads as a u16: the walker needs its size only).
+    #[test]
+    fn reads_the_captured_syscall_arguments() {
+        use ust_kernel::ctf::{render_metadata, EventTable, KernelMetadata};
+        let head = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n";
+        let fmt = format!(
+            "name: sys_enter\nID: 21\nformat:\n{head}\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;\n"
+        );
+        let enter = ust_kernel::format::EventFormat::parse("raw_syscalls", &fmt).unwrap();
+        let s = |v: &[(&str, &str)]| v.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect::<Vec<_>>();
+        let mut args = ust_kernel::lttng::SyscallArgs::new();
+        args.insert("connect".into(), s(&[("fd", "int"), ("uservaddr", "struct sockaddr *"), ("addrlen", "int")]));
+        args.insert("execve".into(), s(&[("filename", "const char *"), ("argv", "const char *const *"), ("envp", "const char *const *")]));
+        let table = EventTable::with_captured_args(vec![("syscall_entry".into(), enter)], &args, true);
+        let meta = KernelMetadata {
+            uuid: [1; 16],
+            clock_offset_ns: 0,
+            clock_uuid: "x",
+            hostname: "h",
+            kernel_release: "r",
+            kernel_version: "v",
+            traced_pid: 1,
+            creation_datetime: "d",
+            source: "tracefs",
+        };
+        let m = Metadata::parse(&render_metadata(&meta, &table));
+        let (descs, names) = &m.events[&0];
+        let fields = |name: &str| {
+            let i = names.iter().position(|n| n.as_deref() == Some(name)).unwrap();
+            descs[i].fields.iter().map(|f| (f.name.to_string(), f.ty.clone())).collect::<Vec<_>>()
+        };
+        let u = |t| FieldType::Integer(t);
+        let status = |f: &(String, FieldType)| matches!(&f.1, FieldType::Enum { container: IntegerType::U8, mappings, .. } if mappings.len() == 5);
+        let connect = fields("syscall_entry_connect");
+        let names_types: Vec<(&str, Option<FieldType>)> =
+            connect.iter().map(|(n, t)| (n.as_str(), (!matches!(t, FieldType::Enum { .. })).then(|| t.clone()))).collect();
+        assert_eq!(
+            names_types,
+            vec![
+                ("tid", Some(u(IntegerType::I32))),
+                ("fd", Some(u(IntegerType::I32))),
+                ("uservaddr", Some(u(IntegerType::new(64, false, 16)))),
+                ("addrlen", Some(u(IntegerType::I32))),
+                ("family", Some(u(IntegerType::U16))),
+                ("dport", Some(u(IntegerType::U16))),
+                ("v4addr", Some(FieldType::Sequence { length: IntegerType::U32, elem: IntegerType::U8, text: false })),
+                ("v6addr", Some(FieldType::Sequence { length: IntegerType::U32, elem: IntegerType::U16, text: false })),
+                ("sun_path", Some(FieldType::String)),
+                ("uservaddr_status", None),
+            ]
+        );
+        assert!(status(&connect[9]));
+        let execve = fields("syscall_entry_execve");
+        let n: Vec<&str> = execve.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(n, ["tid", "filename", "filename_ptr", "filename_status", "argv", "argv_text", "argv_status", "envp"]);
+        assert_eq!((&execve[1].1, &execve[5].1), (&FieldType::String, &FieldType::String));
+        assert!(status(&execve[3]) && status(&execve[6]));
+    }
 }

@@ -12,7 +12,7 @@
 //!   perf_event_open, no wake-ups;
 //! - none: user-space tracing goes on.
 
-use std::path::Path;
+use ust_ctf::outdir::TraceDir;
 
 use super::broker::{Broker, Pending};
 use super::perf::PerfRecorder;
@@ -44,7 +44,7 @@ pub enum Plan {
 
 /// Starts the best view that needs no pid, or finds root's broker. Call it right before
 /// the command is spawned (tier 1 follows the next child that execs).
-pub fn plan(output: &Path) -> Plan {
+pub fn plan(output: &TraceDir) -> Plan {
     let tracefs_err = match KernelRecorder::start(output) {
         Ok(k) => {
             eprintln!("ust: kernel view: tier 3 (system-wide, from tracefs)");
@@ -70,7 +70,7 @@ pub fn plan(output: &Path) -> Plan {
 
 /// Hands the gated command's `pid` to the broker; on refusal, says why (the caller then
 /// cancels the gated child and falls back to [`start_perf`]).
-pub fn start_broker(p: Pending, output: &Path, pid: i32) -> Option<KernelView> {
+pub fn start_broker(p: Pending, output: &TraceDir, pid: i32) -> Option<KernelView> {
     let dir = p.rundir.clone();
     match p.start(output, pid) {
         Ok(b) => {
@@ -89,7 +89,7 @@ pub fn start_broker(p: Pending, output: &Path, pid: i32) -> Option<KernelView> {
 }
 
 /// Tier 1, or none, with the reasons on stderr.
-pub fn start_perf(output: &Path, tracefs_err: &KernelError) -> Option<KernelView> {
+pub fn start_perf(output: &TraceDir, tracefs_err: &KernelError) -> Option<KernelView> {
     match PerfRecorder::start(output) {
         Ok(p) => {
             eprintln!(
@@ -113,7 +113,7 @@ impl KernelView {
     ///
     /// # Errors
     /// The metadata write error; for tier 2, the broker's failure or disappearance.
-    pub fn finish(self, output: &Path, traced_pid: i32) -> Result<KernelSummary, KernelError> {
+    pub fn finish(self, output: &TraceDir, traced_pid: i32) -> Result<KernelSummary, KernelError> {
         match self {
             KernelView::Tracefs(k, stacks) => {
                 if let Some(Err(e)) = stacks.map(|s| s.finish(output, traced_pid)) {

@@ -18,7 +18,8 @@
 //! - [`triggers`]: `ust add-trigger`: the triggers and the notifier buffers of the processes.
 //! - [`relay`]: streaming a session to lttng-relayd (network and live sessions).
 //! - [`relay_session`]: the ends of a network session: data pending at `stop`, closing at `destroy`.
-//! - [`output`]: checks that a session's output and shm directory can keep what it records.
+//! - [`output`]: a session's output directory, opened once (every file of the session is made
+//!   through it), and the checks that it and the shm directory can keep what it records.
 //! - [`fds`]: the descriptor budget.
 //! - [`memory`]: keeping the daemon's heap bounded by what is live.
 //! - [`sigbus`]: surviving SIGBUS on `--shm-path` buffer files.

@@ -12,16 +12,18 @@
 //! flush and drain after the application died.
 
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ust_core::clock::TraceClock;
 use ust_core::EventDesc;
+use ust_ctf::outdir::TraceDir;
 
 use crate::model::session::Session;
 use crate::ops::relay::RelayOutput;
-use crate::ops::trace::{announce_to_relay, io, make_streams, render_trace_metadata, write_shm_set, EventTables, ProcessTrace, SetupError, StreamsOf};
-use ust_ctf::writer::create_dirs;
+use crate::ops::trace::{
+    announce_to_relay, io, make_streams, render_trace_metadata, session_dir, shm_set_dir, write_shm_set, EventTables, ProcessTrace, SetupError, StreamsOf,
+};
 
 /// What [`create_process_trace`] needs to know about the process.
 #[derive(Debug, Clone)]
@@ -57,15 +59,19 @@ pub fn create_process_trace(
     let want = ust_ctf::process_dir(&session.output, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered));
     // A snapshot session writes nothing as it runs: its trace directories are made by
     // each snapshot (`crate::ops::snapshot`); a network session's are made by the relay daemon.
-    let live = !session.snapshot && relay.is_none();
-    let dir = if live { new_trace_dir(&want)? } else { want };
-    let r = fill_process_trace(session, relay, p, next_instance, tables, dir.clone());
+    let (dir, out) = if !session.snapshot && relay.is_none() {
+        let (d, out) = new_trace_dir(session, &want)?;
+        (d, Some(out))
+    } else {
+        (want, None)
+    };
+    let r = fill_process_trace(session, relay, p, next_instance, tables, dir, out.clone());
     if r.is_err() {
         // No half-made trace left behind for readers to trip on (metadata without streams,
         // a stream file without its index): the directory is new and ours. The same for
         // the buffer files made before the failure (backed files hold real memory).
-        if live {
-            let _ = std::fs::remove_dir_all(&dir);
+        if let Some(out) = &out {
+            let _ = out.remove_dir_all();
         }
         if let Some(base) = &session.shm_dir {
             let _ = std::fs::remove_dir_all(ust_ctf::process_dir(base, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered)));
@@ -81,34 +87,33 @@ fn fill_process_trace(
     next_instance: &mut u64,
     tables: &mut EventTables,
     dir: PathBuf,
+    out: Option<TraceDir>,
 ) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
-    let live = !session.snapshot;
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let text = render_metadata(session, p, uuid);
     let clock = p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
     let (relay_meta, mut relay_streams) = announce_to_relay(session, relay, p.ncpus, &relay_trace_path(&dir), &text)?;
-    if live && relay_meta.is_none() {
-        ust_ctf::metadata::write_atomically(&dir, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
+    if let Some(out) = &out {
+        ust_ctf::metadata::write_atomically(out, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
     }
     let shm_dir = match &session.shm_dir {
         None => None,
         Some(base) => {
             let d = ust_ctf::process_dir(base, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered));
-            create_dirs(&d, 0o700).map_err(io(format!("creating {}", d.display())))?;
+            let set = shm_set_dir(base, &d)?;
             let sizes: Vec<usize> = session.channels.iter().map(|c| ust_core::context::block_size(&c.contexts)).collect();
-            write_shm_set(&d, &text, p.events, &sizes)?;
+            write_shm_set(&set, &text, p.events, &sizes)?;
             Some(d)
         }
     };
     let events = tables.share(p.events);
     let of = StreamsOf {
         session,
-        dir: &dir,
+        out: out.as_ref(),
         uuid,
         ncpus: p.ncpus,
         events: events.clone(),
         clock,
-        live,
         shm_dir: shm_dir.as_deref(),
         memfd_prefix: format!("ust-{}", p.pid),
         deaths: None,
@@ -118,6 +123,7 @@ fn fill_process_trace(
         pid: p.pid,
         procname: p.procname.to_string(),
         dir,
+        out,
         metadata: text,
         post_mortem: None,
         retained: false,
@@ -138,24 +144,27 @@ fn fill_process_trace(
 
 /// The relay stream path of the trace whose local directory would be `dir`:
 /// `ust/pid/<procname>-<pid>-<stamp>`, relative to the session on the relay daemon.
-fn relay_trace_path(dir: &std::path::Path) -> String {
+fn relay_trace_path(dir: &Path) -> String {
     let leaf = dir.file_name().map(|l| l.to_string_lossy().into_owned()).unwrap_or_default();
     format!("ust/pid/{leaf}")
 }
 
-/// Creates the directory of a new process trace at `want`, or, when it exists (the same
-/// process registered again within the same second: a reconnection, or a reused pid),
-/// at `want-1`, `want-2`, …, so that a trace never truncates another's files.
-fn new_trace_dir(want: &std::path::Path) -> Result<PathBuf, SetupError> {
-    use std::os::unix::fs::DirBuilderExt;
+/// Creates the directory of a new process trace at `want` (under the session's output
+/// directory, through it: [`TraceDir::new_dir`]), or, when it exists (the same process
+/// registered again within the same second: a reconnection, or a reused pid), at
+/// `want-1`, `want-2`, …, so that a trace never truncates another's files.
+fn new_trace_dir(session: &Session, want: &Path) -> Result<(PathBuf, TraceDir), SetupError> {
     let parent = want.parent().unwrap_or(want);
-    create_dirs(parent, 0o750).map_err(io(format!("creating {}", parent.display())))?;
+    let creating = |what: &Path| io(format!("creating {}", what.display()));
+    let parent_dir = session_dir(session, parent).map_err(creating(parent))?;
+    let leaf = want.file_name().unwrap_or_default().to_string_lossy();
     for n in 0u32..1000 {
-        let dir = if n == 0 { want.to_path_buf() } else { PathBuf::from(format!("{}-{n}", want.display())) };
-        match std::fs::DirBuilder::new().mode(0o750).create(&dir) {
-            Ok(()) => return Ok(dir),
+        let name = if n == 0 { leaf.to_string() } else { format!("{leaf}-{n}") };
+        let dir = parent.join(&name);
+        match parent_dir.new_dir(&name, 0o750) {
+            Ok(out) => return Ok((dir, out)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(SetupError::Io { what: format!("creating {}", dir.display()), source: e }),
+            Err(e) => return Err(creating(&dir)(e)),
         }
     }
     Err(SetupError::Io { what: format!("creating {}", want.display()), source: std::io::ErrorKind::AlreadyExists.into() })
@@ -175,6 +184,6 @@ pub fn render_metadata(session: &Session, p: &ProcessInfo<'_>, uuid: [u8; 16]) -
 ///
 /// # Errors
 /// The I/O error.
-pub fn write_metadata(session: &Session, p: &ProcessInfo<'_>, dir: &std::path::Path, uuid: [u8; 16]) -> std::io::Result<()> {
+pub fn write_metadata(session: &Session, p: &ProcessInfo<'_>, dir: &TraceDir, uuid: [u8; 16]) -> std::io::Result<()> {
     ust_ctf::metadata::write_atomically(dir, &render_metadata(session, p, uuid))
 }

@@ -132,8 +132,8 @@ mod tests {
     #[test]
     fn concurrent_registrations_keep_their_own_lengths() {
         // Each thread registers ranges of its own length; a slot's length must be the one
-        // registered with its start (a registration used to store the length before
-        // claiming the slot, so a losing racer could overwrite the winner's).
+        // registered with its start (a registration that stored the length before claiming
+        // the slot would let a losing racer overwrite the winner's).
         let threads: Vec<_> = (1..=4usize)
             .map(|t| {
                 std::thread::spawn(move || {

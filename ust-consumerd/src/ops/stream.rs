@@ -13,7 +13,6 @@ mod timers;
 
 pub use files::TraceFiles;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +21,7 @@ use ust_core::clock::TraceClock;
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 use ust_core::EventDesc;
 use ust_ctf::held::{copy_held_packets, HeldCopy};
+use ust_ctf::outdir::TraceDir;
 
 use crate::model::session::{ChannelConfig, OutputError};
 use crate::ops::dead_writers::Watch;
@@ -155,10 +155,9 @@ pub struct StreamSetup<'a> {
     pub identity: StreamIdentity,
     /// The process's event descriptions (index `i` has CTF id `i + 1`).
     pub events: Arc<[EventDesc]>,
-    /// Where its files go (unused by a network session's stream).
-    pub files: TraceFiles,
-    /// False for a snapshot session: nothing is drained to files until a snapshot.
-    pub live: bool,
+    /// Where its files go; `None` for a stream that writes none as the session runs (a
+    /// snapshot session's: nothing is drained until a snapshot; a network session's).
+    pub files: Option<TraceFiles>,
     /// The trace clock of its packets.
     pub clock: TraceClock,
     /// A network session's stream on the relay daemon (then no file is created).
@@ -181,9 +180,9 @@ pub struct StreamShm {
 }
 
 impl Stream {
-    /// A stream over `buffer`, with its first stream and index files created now when
-    /// `setup.live` (and not a network session), timers starting now, and errors reported
-    /// to `output_error`.
+    /// A stream over `buffer`, with its first stream and index files created now when it
+    /// has `setup.files` (and is not a network session's), timers starting now, and errors
+    /// reported to `output_error`.
     ///
     /// # Errors
     /// Creating the files failed.
@@ -194,8 +193,10 @@ impl Stream {
                 r.created_ts = ringbuffer::Clock::now(&setup.clock);
                 Sink::Relay(r)
             }
-            None if setup.live => Sink::Files(FileSink::new(setup.files, true)?),
-            None => Sink::SnapshotOnly,
+            None => match setup.files {
+                Some(files) => Sink::Files(FileSink::new(files, true)?),
+                None => Sink::SnapshotOnly,
+            },
         };
         let now = Instant::now();
         let read_period = Duration::from_micros(setup.config.read_timer_us.max(1));
@@ -347,7 +348,7 @@ impl Stream {
 
     /// The session's output failed at `path`: stop every stream of the session (this one
     /// now, the others at their next packet) and say so once, clearly.
-    fn output_failed(&mut self, path: &Path, e: &std::io::Error) {
+    fn output_failed(&mut self, path: &std::path::Path, e: &std::io::Error) {
         let what = if e.raw_os_error() == Some(libc::ENOSPC) { "disk full" } else { "write error" };
         let msg = format!("{what} writing {}: {e}", path.display());
         if self.output_error.set(msg.clone()) {
@@ -366,7 +367,7 @@ impl Stream {
     ///
     /// # Errors
     /// The I/O error of the move or of creating the new files, naming the stream's file.
-    pub fn rotate_chunk(&mut self, to: &Path) -> std::io::Result<()> {
+    pub fn rotate_chunk(&mut self, to: &TraceDir) -> std::io::Result<()> {
         if !matches!(self.sink, Sink::Files(_)) {
             return Ok(());
         }

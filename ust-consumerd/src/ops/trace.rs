@@ -14,6 +14,7 @@ use ust_core::clock::TraceClock;
 use ust_core::packet::HEADER_SIZE;
 use ust_core::EventDesc;
 use ust_ctf::held::{CONTEXTS_FILE, EVENTS_FILE};
+use ust_ctf::outdir::TraceDir;
 
 use crate::model::registry::Registry;
 use crate::model::session::{ChannelConfig, Session};
@@ -52,10 +53,14 @@ pub struct ProcessTrace {
     pub pid: i32,
     /// Process name.
     pub procname: String,
-    /// The trace directory (`<output>/ust/pid/<procname>-<pid>-<stamp>`); in a snapshot
-    /// session it is not created, and its last component names the process's directory
-    /// in each snapshot.
+    /// The trace directory (`<output>/ust/pid/<procname>-<pid>-<stamp>`), as named
+    /// (messages, reports); in a snapshot session it is not created, and its last
+    /// component names the process's directory in each snapshot.
     pub dir: PathBuf,
+    /// The trace directory, where its files are created (through the session's output
+    /// directory, as its owner: [`TraceDir`]); `None` when nothing is written there as the
+    /// session runs (a snapshot or network session).
+    pub out: Option<TraceDir>,
     /// The trace's metadata text (written again into every snapshot).
     pub metadata: String,
     /// Post-mortem trace written when the process died abnormally (snapshot sessions).
@@ -155,28 +160,50 @@ pub struct Shared {
     pub deaths: Arc<crate::ops::dead_writers::Deaths>,
 }
 
+/// The `--shm-path` buffer set directory `d`, below the session's shm directory `base`,
+/// made where missing (mode 0700, as its parents below `base`) through `base`'s
+/// [`TraceDir`], never through a symbolic link.
+///
+/// # Errors
+/// [`SetupError::Io`] naming `d`.
+pub fn shm_set_dir(base: &Path, d: &Path) -> Result<TraceDir, SetupError> {
+    let creating = io(format!("creating {}", d.display()));
+    let rel = d.strip_prefix(base).ok().and_then(|r| r.to_str()).filter(|r| !r.is_empty());
+    let Some(rel) = rel else { return Err(creating(std::io::Error::other(format!("not below {}", base.display())))) };
+    TraceDir::open(base, None).and_then(|b| b.dir(rel, 0o700)).map_err(creating)
+}
+
 /// Writes (or rewrites) what `ust crash-dump` needs beside the buffer files of a
 /// `--shm-path` buffer set `d`: the trace's `metadata`, [`EVENTS_FILE`] (`events`, in id
 /// order) and [`CONTEXTS_FILE`] (`context_sizes`, bytes per stream class), each as a
-/// temporary file renamed into place, so a crash at any moment leaves the old or the new
-/// version, never half of one. Called when a trace is made and, for a per-UID trace, each
-/// time its registry grows (before the new ids are used).
+/// temporary file renamed into place ([`TraceDir::write_atomically`]), so a crash at any
+/// moment leaves the old or the new version, never half of one. Called when a trace is
+/// made and, for a per-UID trace, each time its registry grows (before the new ids are
+/// used).
 ///
 /// # Errors
 /// [`SetupError::Io`] naming the file.
-pub fn write_shm_set(d: &std::path::Path, metadata: &str, events: &[EventDesc], context_sizes: &[usize]) -> Result<(), SetupError> {
-    let json = serde_json::to_vec(events).map_err(|e| SetupError::Layout(e.to_string()))?;
-    write_file_atomically(d, EVENTS_FILE, &json)?;
-    let json = serde_json::to_vec(context_sizes).map_err(|e| SetupError::Layout(e.to_string()))?;
-    write_file_atomically(d, CONTEXTS_FILE, &json)?;
-    ust_ctf::metadata::write_atomically(d, metadata).map_err(io(format!("writing {}/metadata", d.display())))
+pub fn write_shm_set(d: &TraceDir, metadata: &str, events: &[EventDesc], context_sizes: &[usize]) -> Result<(), SetupError> {
+    let write = |name: &str, bytes: &[u8]| d.write_atomically(name, bytes, 0o600).map_err(io(format!("writing {}/{name}", d.path().display())));
+    write(EVENTS_FILE, &serde_json::to_vec(events).map_err(|e| SetupError::Layout(e.to_string()))?)?;
+    write(CONTEXTS_FILE, &serde_json::to_vec(context_sizes).map_err(|e| SetupError::Layout(e.to_string()))?)?;
+    write("metadata", metadata.as_bytes())
 }
 
-/// `d/name` ← `bytes`, through `d/.name.tmp` and a rename.
-pub fn write_file_atomically(d: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), SetupError> {
-    let tmp = d.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, bytes).map_err(io(format!("writing {}", tmp.display())))?;
-    std::fs::rename(&tmp, d.join(name)).map_err(io(format!("renaming {} to {name}", tmp.display())))
+/// The directory `path` (the session's output directory or below it), made where missing
+/// (mode 0750), through the session's output directory ([`TraceDir::dir`]: as its owner,
+/// never through a link).
+///
+/// # Errors
+/// `path` is not below the output, the session has none (a network session), or the
+/// directory cannot be made (or is refused).
+pub fn session_dir(session: &Session, path: &Path) -> std::io::Result<TraceDir> {
+    let out = session.out.as_ref().ok_or_else(|| std::io::Error::other(format!("session {} writes no local trace", session.name)))?;
+    match path.strip_prefix(&session.output).ok().and_then(|r| r.to_str()) {
+        Some("") => Ok(out.clone()),
+        Some(rel) => out.dir(rel, 0o750),
+        None => Err(std::io::Error::other(format!("{} is not in the output directory {}", path.display(), session.output.display()))),
+    }
 }
 
 /// A network session's announcement of one trace to the relay daemon: its metadata stream
@@ -254,8 +281,9 @@ pub type ChannelFds = Vec<Vec<OwnedFd>>;
 pub struct StreamsOf<'a> {
     /// The trace's session.
     pub session: &'a Session,
-    /// The trace directory (its stream files go there when it writes them).
-    pub dir: &'a Path,
+    /// The trace directory, where its stream files go; `None` when it writes none as the
+    /// session runs (a snapshot or network session).
+    pub out: Option<&'a TraceDir>,
     /// The trace's UUID.
     pub uuid: [u8; 16],
     /// Buffers per channel.
@@ -264,8 +292,6 @@ pub struct StreamsOf<'a> {
     pub events: Arc<[EventDesc]>,
     /// The trace clock.
     pub clock: TraceClock,
-    /// False for a snapshot session: nothing is drained until a snapshot.
-    pub live: bool,
     /// `--shm-path`: the directory of the buffer files; `None`: sealed memfds.
     pub shm_dir: Option<&'a Path>,
     /// Names the memfd of channel `name`'s buffer on a CPU (`ust-<pid>-…`, `ust-uid<uid>-…`).
@@ -306,14 +332,14 @@ pub fn make_streams(of: &StreamsOf<'_>, next_instance: &mut u64, relay_streams: 
                     (b, fd, StreamShm::default())
                 }
             };
-            let files = TraceFiles {
-                dir: of.dir.to_path_buf(),
+            let files = of.out.map(|dir| TraceFiles {
+                dir: dir.clone(),
                 base: name,
                 max_size: ch.config.tracefile_size,
                 max_count: ch.config.tracefile_count,
                 current: 0,
                 oldest: 0,
-            };
+            });
             let setup = StreamSetup {
                 session: &session.name,
                 channel: &ch.name,
@@ -321,7 +347,6 @@ pub fn make_streams(of: &StreamsOf<'_>, next_instance: &mut u64, relay_streams: 
                 identity,
                 events: of.events.clone(),
                 files,
-                live: of.live,
                 clock: of.clock,
                 relay: relay_streams.pop(),
                 context_size,

@@ -35,8 +35,10 @@ use ust_core::EventDesc;
 use crate::model::registry::Registry;
 use crate::model::session::{BufferOwnership, Session};
 use crate::ops::relay::RelayOutput;
-use crate::ops::trace::{announce_to_relay, make_streams, render_trace_metadata, write_shm_set, ProcessTrace, SetupError, Shared, StreamsOf};
-use ust_ctf::writer::create_dirs;
+use crate::ops::trace::{
+    announce_to_relay, io, make_streams, render_trace_metadata, session_dir, shm_set_dir, write_shm_set, ProcessTrace, SetupError, Shared, StreamsOf,
+};
+use ust_ctf::outdir::TraceDir;
 
 /// First [`ust_core::ABI_MINOR`] whose runtimes can write per-UID channels.
 pub const SINCE_MINOR: u16 = 5;
@@ -104,15 +106,17 @@ pub(crate) fn add_events(session: &Session, t: &mut ProcessTrace, events: &[Even
         // A network session: what the new events add goes on the trace's metadata stream
         // (events are declared last, so the text only grows).
         m.update(&t.metadata);
-    } else if !session.snapshot {
-        if let Err(e) = ust_ctf::metadata::write_atomically(&t.dir, &t.metadata) {
+    } else if let Some(out) = &t.out {
+        if let Err(e) = ust_ctf::metadata::write_atomically(out, &t.metadata) {
             crate::log!("session {}: rewriting {}/metadata failed: {e}", session.name, t.dir.display());
         }
     }
     // `--shm-path`: the buffer set keeps up with the registry, so `ust crash-dump` can
     // decode every id a writer may use (written before any mask enables them).
     if let Some(d) = &t.shm_dir {
-        if let Err(e) = write_shm_set(d, &t.metadata, &all, &t.context_sizes) {
+        let written =
+            TraceDir::open(d, None).map_err(io(format!("opening {}", d.display()))).and_then(|set| write_shm_set(&set, &t.metadata, &all, &t.context_sizes));
+        if let Err(e) = written {
             crate::log!("session {}: rewriting the buffer set in {} failed: {e}", session.name, d.display());
         }
     }
@@ -132,7 +136,7 @@ fn render(session: &Session, uid: u32, uuid: [u8; 16], tsc: Option<ust_core::clo
 /// metadata (no event yet), one buffer per CPU per channel and its stream. A buffer is a
 /// sealed memfd, or with `--shm-path` a backed file in `<shm dir>/ust/uid/<uid>/64-bit/`
 /// (LTTng's per-UID shm layout) beside the set's metadata, events and context sizes
-/// ([`crate::ops::process_trace::write_shm_set`]), for `ust crash-dump`.
+/// ([`crate::ops::trace::write_shm_set`]), for `ust crash-dump`.
 pub(crate) fn create(
     session: &Session,
     relay: Option<&Arc<RelayOutput>>,
@@ -144,28 +148,27 @@ pub(crate) fn create(
     let dir = uid_dir(&session.output, uid);
     // Nothing is written locally by a snapshot session (its snapshots are) or a network
     // one (the relay daemon writes the trace, as `ust/uid/<uid>/64-bit` of the session).
-    let live = !session.snapshot;
-    let local = live && relay.is_none();
-    let io = |what: String| move |source| SetupError::Io { what, source };
+    let local = !session.snapshot && relay.is_none();
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let metadata = render(session, uid, uuid, tsc, &[]);
     let context_sizes: Vec<usize> = session.channels.iter().map(|c| ust_core::context::block_size(&c.contexts)).collect();
     let shm_dir = session.shm_dir.as_ref().map(|base| uid_dir(base, uid));
     // A network session: its streams are announced before any buffer exists.
     let (relay_meta, mut relay_streams) = announce_to_relay(session, relay, ncpus, &relay_path(uid), &metadata)?;
+    let mut out = None;
     let made = (|| {
         if local {
-            create_dirs(&dir, 0o750).map_err(io(format!("creating {}", dir.display())))?;
-            ust_ctf::metadata::write_atomically(&dir, &metadata).map_err(io(format!("writing {}/metadata", dir.display())))?;
+            let d = session_dir(session, &dir).map_err(io(format!("creating {}", dir.display())))?;
+            out = Some(d.clone());
+            ust_ctf::metadata::write_atomically(&d, &metadata).map_err(io(format!("writing {}/metadata", dir.display())))?;
         }
-        if let Some(d) = &shm_dir {
-            create_dirs(d, 0o700).map_err(io(format!("creating {}", d.display())))?;
-            write_shm_set(d, &metadata, &[], &context_sizes)?;
+        if let (Some(base), Some(d)) = (&session.shm_dir, &shm_dir) {
+            write_shm_set(&shm_set_dir(base, d)?, &metadata, &[], &context_sizes)?;
         }
         Ok::<(), SetupError>(())
     })();
     if let Err(e) = made {
-        remove_made(local, &dir, shm_dir.as_deref());
+        remove_made(out.as_ref(), shm_dir.as_deref());
         return Err(e);
     }
     let clock = tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
@@ -173,12 +176,11 @@ pub(crate) fn create(
     let deaths = Arc::new(crate::ops::dead_writers::Deaths::default());
     let of = StreamsOf {
         session,
-        dir: &dir,
+        out: out.as_ref(),
         uuid,
         ncpus,
         events: events.clone(),
         clock,
-        live,
         shm_dir: shm_dir.as_deref(),
         memfd_prefix: format!("ust-uid{uid}"),
         deaths: Some(deaths.clone()),
@@ -187,7 +189,7 @@ pub(crate) fn create(
     let (streams, fds) = match made {
         Ok(x) => x,
         Err(e) => {
-            remove_made(local, &dir, shm_dir.as_deref());
+            remove_made(out.as_ref(), shm_dir.as_deref());
             return Err(e);
         }
     };
@@ -196,6 +198,7 @@ pub(crate) fn create(
         pid: 0,
         procname: format!("uid-{uid}"),
         dir,
+        out,
         metadata,
         post_mortem: None,
         retained: false,
@@ -214,9 +217,9 @@ pub(crate) fn create(
 
 /// Removes what a failed [`create`] made: no half-made trace for readers to trip on, no
 /// backed buffer file holding memory (both directories are the trace's own).
-fn remove_made(live: bool, dir: &Path, shm_dir: Option<&Path>) {
-    if live {
-        let _ = std::fs::remove_dir_all(dir);
+fn remove_made(out: Option<&TraceDir>, shm_dir: Option<&Path>) {
+    if let Some(out) = out {
+        let _ = out.remove_dir_all();
     }
     if let Some(d) = shm_dir {
         let _ = std::fs::remove_dir_all(d);

@@ -1,20 +1,22 @@
 //! Writing snapshots to the session's output (or, with a network snapshot output, having
 //! [`super::relay`] send them), and post-mortem dumps.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use ust_ctl::protocol::SnapshotReport;
 
 use super::source::{begin, packets_per_stream, source, Source};
 use crate::ops::state::Daemon;
 use ust_ctf::held::{copy_held_packets, HeldCopy};
-use ust_ctf::writer::create_dirs;
+use ust_ctf::outdir::TraceDir;
 use ust_ctf::writer::{StreamWriter, WriteBack};
 
-/// Writes one process's trace into `dir` (created): metadata first, then for every stream
-/// the packets its buffer holds, at most `max_packets` (the newest) per stream.
-fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &mut SnapshotReport) -> Result<(), String> {
-    create_dirs(dir, 0o750).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    ust_ctf::metadata::write_atomically(dir, &src.metadata).map_err(|e| format!("writing {}/metadata: {e}", dir.display()))?;
+/// Writes one process's trace into `parent`'s `rel` (created through it, as the session's
+/// owner: [`TraceDir`]): metadata first, then for every stream the packets its buffer
+/// holds, at most `max_packets` (the newest) per stream.
+fn write_process(src: &Source, parent: &TraceDir, rel: &str, max_packets: Option<usize>, report: &mut SnapshotReport) -> Result<(), String> {
+    let path = parent.path().join(rel);
+    let dir = &parent.dir(rel, 0o750).map_err(|e| format!("creating {}: {e}", path.display()))?;
+    ust_ctf::metadata::write_atomically(dir, &src.metadata).map_err(|e| format!("writing {}/metadata: {e}", path.display()))?;
     for s in &src.streams {
         let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
         let (name, identity, context_size) = (s.file_name(), *s.identity(), s.context_size());
@@ -48,14 +50,15 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<Snap
         return super::relay::record(daemon, name, max_size, url);
     }
     let (n, sources, max_subbuf) = begin(daemon, name)?;
-    let output = daemon.lock().sessions.get(name).map(|s| s.session.output.clone()).unwrap_or_default();
-    let dir = output.join(format!("snapshot-{n}-{}", ust_ctf::datetime::stamp()));
+    let (output, out) = daemon.lock().sessions.get(name).map(|s| (s.session.output.clone(), s.session.out.clone())).unwrap_or_default();
+    let snap = format!("snapshot-{n}-{}", ust_ctf::datetime::stamp());
+    let dir = output.join(&snap);
     let max_packets = packets_per_stream(&sources, max_size, max_subbuf)?;
     let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
-    create_dirs(&dir, 0o777).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let out = out.ok_or_else(|| format!("session {name} has no output directory"))?;
+    let sdir = out.dir(&snap, 0o750).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for src in &sources {
-        let pdir = dir.join(&src.rel);
-        write_process(src, &pdir, max_packets, &mut report)?;
+        write_process(src, &sdir, &src.rel.to_string_lossy(), max_packets, &mut report)?;
     }
     crate::log!(
         "session {name}: snapshot of {} process(es) written to {} ({} packets, {} bytes)",
@@ -71,7 +74,7 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<Snap
 /// content to `<output>/post-mortem/<procname>-<pid>-<stamp of death>/` for every snapshot
 /// session that traced it. Returns the directories written, with the session names.
 pub fn post_mortem(daemon: &Daemon, app_id: u64, death_stamp: &str) -> Vec<(String, PathBuf)> {
-    let jobs: Vec<(String, PathBuf, Source)> = {
+    let jobs: Vec<(String, PathBuf, TraceDir, String, Source)> = {
         let st = daemon.lock();
         st.sessions
             .values()
@@ -80,17 +83,18 @@ pub fn post_mortem(daemon: &Daemon, app_id: u64, death_stamp: &str) -> Vec<(Stri
                 let t = ss.traces.get(&app_id)?;
                 let dir = ust_ctf::process_dir(&ss.session.output.join("post-mortem"), &t.procname, t.pid, death_stamp);
                 // `process_dir` puts `ust/pid/` in between; the contract has none here.
-                let dir = ss.session.output.join("post-mortem").join(dir.file_name()?);
+                let rel = format!("post-mortem/{}", dir.file_name()?.to_string_lossy());
+                let dir = ss.session.output.join(&rel);
                 let mut src = source(t, &ss.session.output);
                 src.dead = true;
-                Some((ss.session.name.clone(), dir, src))
+                Some((ss.session.name.clone(), dir, ss.session.out.clone()?, rel, src))
             })
             .collect()
     };
     let mut done = Vec::new();
-    for (session, dir, src) in jobs {
+    for (session, dir, out, rel, src) in jobs {
         let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
-        match write_process(&src, &dir, None, &mut report) {
+        match write_process(&src, &out, &rel, None, &mut report) {
             Ok(()) => {
                 crate::log!(
                     "session {session}: process died abnormally (no normal exit); post-mortem trace written to {} ({} packets, {} rebuilt from torn sub-buffers)",

@@ -2,18 +2,20 @@
 //! piece, or with `--tracefile-size` a series `<channel>_<cpu>_<k>` (k from 0), each with
 //! its index `index/<name>.idx`, of which at most `--tracefile-count` are kept (the oldest
 //! removed); and the moves of `ust rotate` and `ust clear`. Each piece is written by one
-//! [`StreamWriter`], which holds the rule on a failed append.
-
-use std::path::{Path, PathBuf};
+//! [`StreamWriter`], which holds the rule on a failed append. Every file is made, moved
+//! and removed through the trace directory's [`TraceDir`]: as the session's owner, never
+//! through a symbolic link.
 
 use ust_core::packet::PacketInfo;
+use ust_ctf::index::INDEX_DIR;
+use ust_ctf::outdir::TraceDir;
 use ust_ctf::writer::{AppendError, StreamWriter, WriteBack};
 
 /// Where a stream's files live, and how they are named and cut.
 #[derive(Debug, Clone)]
 pub struct TraceFiles {
-    /// The trace directory.
-    pub dir: PathBuf,
+    /// The trace directory, where the files are created.
+    pub dir: TraceDir,
     /// `<channel>_<cpu>`.
     pub base: String,
     /// Largest file in bytes before the next is started; 0 = one file.
@@ -44,17 +46,24 @@ impl TraceFiles {
         StreamWriter::create(&self.dir, &self.name(k), WriteBack::Behind)
     }
 
-    /// Moves every piece on disk (stream and index files) into `to` (and `to/index`).
-    fn move_to(&self, to: &Path) -> std::io::Result<()> {
-        ust_ctf::writer::create_dirs(&to.join("index"), 0o777)?;
+    /// Moves every piece on disk (stream and index files) into `to` (and `to/index`); a
+    /// piece already gone is skipped.
+    fn move_to(&self, to: &TraceDir) -> std::io::Result<()> {
+        let to_index = to.dir(INDEX_DIR, 0o750)?;
+        let index = match self.dir.existing(INDEX_DIR) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            r => Some(r?),
+        };
+        let gone_is_done = |r: std::io::Result<()>| match r {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
         for k in self.oldest..=self.current {
             let name = self.name(k);
-            let idx = format!("index/{name}.idx");
-            for n in [name.as_str(), idx.as_str()] {
-                match std::fs::rename(self.dir.join(n), to.join(n)) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                    _ => {}
-                }
+            gone_is_done(self.dir.rename_to(&name, to, &name))?;
+            if let Some(index) = &index {
+                let idx = format!("{name}.idx");
+                gone_is_done(index.rename_to(&idx, &to_index, &idx))?;
             }
         }
         Ok(())
@@ -117,8 +126,8 @@ impl FileSink {
         }
         while self.files.max_count > 0 && self.files.current - self.files.oldest + 1 > self.files.max_count {
             let name = self.files.name(self.files.oldest);
-            let _ = std::fs::remove_file(self.files.dir.join(&name));
-            let _ = std::fs::remove_file(self.files.dir.join("index").join(format!("{name}.idx")));
+            let _ = self.files.dir.remove(&name);
+            let _ = self.files.dir.remove(&format!("{INDEX_DIR}/{name}.idx"));
             self.files.oldest += 1;
         }
     }
@@ -128,7 +137,7 @@ impl FileSink {
     ///
     /// # Errors
     /// The I/O error of the move or of creating the new files.
-    pub(super) fn rotate(&mut self, to: &Path, reopen: bool) -> std::io::Result<()> {
+    pub(super) fn rotate(&mut self, to: &TraceDir, reopen: bool) -> std::io::Result<()> {
         self.writer = None;
         self.files.move_to(to)?;
         self.files.current = 0;

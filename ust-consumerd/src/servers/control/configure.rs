@@ -12,7 +12,7 @@ use crate::ops::state::{Daemon, SessionState};
 use crate::ops::sync::{retrack_live_apps, wait_syncs};
 
 pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Result<Payload, String> {
-    let CreateOptions { snapshot, shm_path, clock, buffers, relay, live_timer_us, token: with_token } = options;
+    let CreateOptions { snapshot, shm_path, clock, buffers, relay, live_timer_us, token: with_token, owner } = options;
     let token = token.or(with_token);
     check_name("session", &name)?;
     if !output.is_absolute() {
@@ -42,9 +42,10 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     if live_timer_us == Some(0) {
         return Err("--live period must be at least 1 µs".into());
     }
-    if relay.is_none() {
-        crate::ops::output::check_writable(&output)?;
-    }
+    let out = match relay {
+        None => Some(crate::ops::output::open_output(&output, owner.map(|o| ust_ctf::outdir::Owner { uid: o.uid, gid: o.gid }))?),
+        Some(_) => None,
+    };
     let shm_dir = match shm_path {
         None => None,
         Some(p) => {
@@ -52,7 +53,9 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
                 return Err(format!("--shm-path {} is not an absolute path", p.display()));
             }
             let d = p.join(format!("{name}-{}", ust_ctf::datetime::stamp()));
-            ust_ctf::writer::create_dirs(&d, 0o777).map_err(|e| format!("cannot create shm directory {}: {e}", d.display()))?;
+            // Made as `TraceDir::create` makes an output directory (root hands a user's path
+            // to that user); the buffer sets are made below it (`ops::trace::shm_set_dir`).
+            ust_ctf::outdir::TraceDir::create(&d, None).map_err(|e| format!("cannot create shm directory {}: {e}", d.display()))?;
             Some(d)
         }
     };
@@ -81,6 +84,7 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     }
     let is_trace = token.is_some();
     let mut session = Session::new(name.clone(), output.clone(), token);
+    session.out = out;
     session.snapshot = snapshot;
     session.shm_dir = shm_dir;
     session.clock = clock;

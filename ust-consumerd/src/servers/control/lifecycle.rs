@@ -35,7 +35,16 @@ pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Result<Payload,
     // Nothing is lost silently: an output that stopped taking files since `create`, or a
     // --shm-path that cannot back one process's buffers, fails `start` itself.
     match &ss.relay {
-        None => crate::ops::output::check_writable(&ss.session.output)?,
+        // The directory opened at `create`; opened again, by the same user, if it was
+        // removed or replaced before anything of the session was written (a session that
+        // ran keeps writing where its traces are).
+        None => match ss.session.out.as_ref().filter(|o| ss.session.ever_started || o.replaced().is_none()) {
+            Some(o) => crate::ops::output::check_writable(o)?,
+            None => {
+                let owner = ss.session.out.as_ref().and_then(|o| o.owner());
+                ss.session.out = Some(crate::ops::output::open_output(&ss.session.output, owner)?);
+            }
+        },
         Some(r) if !r.is_up() => {
             return Err(ss.session.output_error.get().unwrap_or_else(|| format!("relay daemon at {}: connection closed", r.url)));
         }
@@ -180,12 +189,13 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Result<DestroyReport, String> {
             Ok(a) => archives.push(a),
             Err(e) => crate::log!("session {sname}: archiving the last chunk failed: {e}"),
         }
-        if let Ok(rd) = std::fs::read_dir(ss2.session.output.join("archives")) {
-            archives = rd.flatten().map(|e| e.path()).collect();
-            archives.sort();
+        if let Some(out) = &ss2.session.out {
+            if let Ok(entries) = out.existing("archives").and_then(|a| a.entries()) {
+                archives = entries.into_iter().map(|(n, _)| ss2.session.output.join("archives").join(n)).collect();
+            }
+            let _ = out.remove_empty_dir("ust/pid");
+            let _ = out.remove_empty_dir("ust");
         }
-        let _ = std::fs::remove_dir(ss2.session.output.join("ust").join("pid"));
-        let _ = std::fs::remove_dir(ss2.session.output.join("ust"));
         return Ok(finish_report(name, ss2, archives, &dead));
     }
     Ok(finish_report(name, ss, archives, &dead))

@@ -1,0 +1,156 @@
+//! Merging streams by time: a min-heap over per-stream cursors keyed by the next message's
+//! nanoseconds from origin (discarded-events/packets notices by their beginning, as
+//! babeltrace2's muxer orders them), ties broken by stream file order. Each stream is
+//! decoded either on the calling thread or on a thread of its own that hands batches over
+//! bounded channels and gets the emptied ones back, so memory stays a few batches per
+//! stream whatever the trace size.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+
+use crate::error::Error;
+use crate::reader::{message, Message, BATCH};
+use crate::stream::{Batch, RawMsg, StreamDecoder};
+use crate::trace::CtfTrace;
+
+/// Batches in flight per stream in parallel mode.
+const CHANNEL_DEPTH: usize = 2;
+
+enum Feed {
+    Local(Box<StreamDecoder>),
+    Remote { rx: Receiver<Result<Batch, Error>>, back: SyncSender<Batch> },
+}
+
+struct Source {
+    batch: Batch,
+    cursor: usize,
+    feed: Feed,
+    pending: Option<Error>,
+    ended: bool,
+}
+
+impl Source {
+    /// Makes the cursor point at a message; `false` when the stream has no more (check
+    /// `pending` for the error that ended it).
+    fn ready(&mut self) -> bool {
+        while self.cursor >= self.batch.msgs.len() {
+            if self.ended || self.pending.is_some() {
+                return false;
+            }
+            self.cursor = 0;
+            match &mut self.feed {
+                Feed::Local(dec) => {
+                    self.batch.clear();
+                    match dec.fill(&mut self.batch, BATCH) {
+                        Ok(more) => self.ended = !more,
+                        Err(e) => self.pending = Some(e),
+                    }
+                }
+                Feed::Remote { rx, back } => {
+                    let old = std::mem::take(&mut self.batch);
+                    let _ = back.try_send(old);
+                    match rx.recv() {
+                        Ok(Ok(b)) => self.batch = b,
+                        Ok(Err(e)) => self.pending = Some(e),
+                        Err(_) => self.ended = true,
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+fn spawn(mut dec: StreamDecoder) -> Feed {
+    let (tx, rx) = sync_channel::<Result<Batch, Error>>(CHANNEL_DEPTH);
+    let (back, back_rx) = sync_channel::<Batch>(CHANNEL_DEPTH + 1);
+    std::thread::spawn(move || loop {
+        let mut b = back_rx.try_recv().unwrap_or_default();
+        b.clear();
+        match dec.fill(&mut b, BATCH) {
+            Ok(more) => {
+                if !b.msgs.is_empty() && tx.send(Ok(b)).is_err() {
+                    return;
+                }
+                if !more {
+                    return;
+                }
+            }
+            Err(e) => {
+                if !b.msgs.is_empty() {
+                    let _ = tx.send(Ok(b));
+                }
+                let _ = tx.send(Err(e));
+                return;
+            }
+        }
+    });
+    Feed::Remote { rx, back }
+}
+
+/// The messages of all streams of a trace, merged by time.
+pub struct Merged<'a> {
+    trace: &'a CtfTrace,
+    sources: Vec<Source>,
+    heap: BinaryHeap<Reverse<(i64, usize)>>,
+    last: Option<usize>,
+    started: bool,
+    errors: VecDeque<Error>,
+}
+
+impl<'a> Merged<'a> {
+    pub(crate) fn new(trace: &'a CtfTrace, parallel: bool) -> Self {
+        let sources = (0..trace.streams().len())
+            .map(|i| {
+                let dec = trace.decoder(i);
+                let feed = if parallel { spawn(dec) } else { Feed::Local(Box::new(dec)) };
+                Source { batch: Batch::default(), cursor: 0, feed, pending: None, ended: false }
+            })
+            .collect();
+        Merged { trace, sources, heap: BinaryHeap::new(), last: None, started: false, errors: VecDeque::new() }
+    }
+
+    fn key(&self, i: usize) -> i64 {
+        let s = &self.sources[i];
+        let b = &s.batch;
+        let packet = match b.msgs[s.cursor] {
+            RawMsg::Event(e) => return e.ns.unwrap_or(i64::MIN),
+            RawMsg::DiscardedEvents { packet, .. } | RawMsg::DiscardedPackets { packet, .. } => packet,
+        };
+        let sc = b.packets[packet as usize].stream_class;
+        b.key(s.cursor, self.trace.cx.streams[sc].clock.as_ref())
+    }
+
+    fn enqueue(&mut self, i: usize) {
+        if self.sources[i].ready() {
+            let k = self.key(i);
+            self.heap.push(Reverse((k, i)));
+        } else if let Some(e) = self.sources[i].pending.take() {
+            self.errors.push_back(e);
+        }
+    }
+
+    /// The next message by time; an error that stopped one stream is returned once, and
+    /// the other streams go on.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<Result<Message<'_>, Error>> {
+        if !self.started {
+            self.started = true;
+            for i in 0..self.sources.len() {
+                self.enqueue(i);
+            }
+        }
+        if let Some(i) = self.last.take() {
+            self.sources[i].cursor += 1;
+            self.enqueue(i);
+        }
+        if let Some(e) = self.errors.pop_front() {
+            return Some(Err(e));
+        }
+        let Reverse((_, i)) = self.heap.pop()?;
+        self.last = Some(i);
+        let s = &self.sources[i];
+        Some(Ok(message(self.trace, &self.trace.streams()[i], &s.batch, s.cursor)))
+    }
+}

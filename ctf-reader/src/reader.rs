@@ -1,0 +1,179 @@
+//! Messages as the caller sees them ([`Message`], [`EventRef`]), and iteration over one
+//! stream alone ([`StreamIter`]).
+
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::model::{EventClass, Scope, StreamClass, Trace};
+use crate::stream::{scope_slots, Batch, PacketInfo, RawEvent, RawMsg, StreamDecoder};
+use crate::trace::{CtfTrace, StreamFile};
+use crate::value::{build, Value};
+
+/// Messages per batch a stream decodes at once.
+pub(crate) const BATCH: usize = 1024;
+
+/// One message of a stream.
+pub enum Message<'a> {
+    /// An event record.
+    Event(EventRef<'a>),
+    /// Events the tracer discarded (ring buffer full), as babeltrace2 reports them.
+    DiscardedEvents(Discarded<'a>),
+    /// Packets lost (gap in `packet_seq_num`).
+    DiscardedPackets(Discarded<'a>),
+}
+
+impl Message<'_> {
+    /// The stream file the message comes from.
+    pub fn stream(&self) -> &StreamFile {
+        match self {
+            Message::Event(e) => e.stream,
+            Message::DiscardedEvents(d) | Message::DiscardedPackets(d) => d.stream,
+        }
+    }
+}
+
+/// A discarded-events or discarded-packets notice.
+pub struct Discarded<'a> {
+    /// Stream file.
+    pub stream: &'a StreamFile,
+    /// The packet that revealed the loss.
+    pub packet: &'a PacketInfo,
+    /// Count (`None`: some events were discarded before a stream's first packet ended).
+    pub count: Option<u64>,
+    /// Time range, cycles (begin, end).
+    pub cycles: Option<(u64, u64)>,
+    /// Time range, ns from origin (begin, end).
+    pub ns: Option<(i64, i64)>,
+}
+
+/// One event record, borrowed from its stream's current batch.
+pub struct EventRef<'a> {
+    /// The trace model.
+    pub trace: &'a Trace,
+    /// Stream file.
+    pub stream: &'a StreamFile,
+    /// Stream class.
+    pub stream_class: &'a StreamClass,
+    /// Event class.
+    pub class: &'a EventClass,
+    /// Packet the event is in.
+    pub packet: &'a PacketInfo,
+    /// Clock value, cycles (0 without a clock).
+    pub cycles: u64,
+    /// Nanoseconds from the clock's origin (`None` without a clock).
+    pub ns: Option<i64>,
+    pub(crate) raw: RawEvent,
+    pub(crate) batch: &'a Batch,
+}
+
+impl<'a> EventRef<'a> {
+    /// Event class name.
+    pub fn name(&self) -> &'a str {
+        &self.class.name
+    }
+
+    /// CPU from the packet context's `cpu_id`.
+    pub fn cpu(&self) -> Option<u64> {
+        self.packet.cpu
+    }
+
+    /// Value of one event scope: `EventHeader`, `EventCommonContext`,
+    /// `EventSpecificContext` or `EventPayload` (packet scopes are in [`EventRef::packet`]).
+    pub fn scope(&self, scope: Scope) -> Option<Value> {
+        let (i, ty) = match scope {
+            Scope::EventHeader => (0, self.stream_class.event_header.as_ref()),
+            Scope::EventCommonContext => (1, self.stream_class.event_context.as_ref()),
+            Scope::EventSpecificContext => (2, self.class.context.as_ref()),
+            Scope::EventPayload => (3, self.class.payload.as_ref()),
+            Scope::PacketHeader => return self.packet.header.clone(),
+            Scope::PacketContext => return self.packet.context.clone(),
+        };
+        let slots = scope_slots(&self.batch.out.slots, &self.raw, i);
+        build(ty?, &mut slots.iter(), &self.batch.out.text)
+    }
+
+    /// The payload (`event.fields`).
+    pub fn payload(&self) -> Option<Value> {
+        self.scope(Scope::EventPayload)
+    }
+}
+
+/// Turns message `i` of `batch` into a [`Message`].
+pub(crate) fn message<'a>(t: &'a CtfTrace, stream: &'a StreamFile, batch: &'a Batch, i: usize) -> Message<'a> {
+    let trace = t.metadata();
+    let packet_of = |p: u32| &*batch.packets[p as usize];
+    let conv = |sc: usize, r: Option<(u64, u64)>| -> Option<(i64, i64)> {
+        let c: &Clock = t.cx.streams[sc].clock.as_ref()?;
+        let (b, e) = r?;
+        Some((c.to_ns(b).ok()?, c.to_ns(e).ok()?))
+    };
+    match batch.msgs[i] {
+        RawMsg::Event(raw) => {
+            let packet = packet_of(raw.packet);
+            let sc = &trace.streams[packet.stream_class];
+            Message::Event(EventRef {
+                trace,
+                stream,
+                stream_class: sc,
+                class: &sc.events[raw.class as usize],
+                packet,
+                cycles: raw.cycles,
+                ns: raw.ns,
+                raw,
+                batch,
+            })
+        }
+        RawMsg::DiscardedEvents { packet, count, range } => {
+            let packet = packet_of(packet);
+            Message::DiscardedEvents(Discarded { stream, packet, count, cycles: range, ns: conv(packet.stream_class, range) })
+        }
+        RawMsg::DiscardedPackets { packet, count, range } => {
+            let packet = packet_of(packet);
+            Message::DiscardedPackets(Discarded { stream, packet, count: Some(count), cycles: range, ns: conv(packet.stream_class, range) })
+        }
+    }
+}
+
+/// The messages of one stream file, in file order.
+pub struct StreamIter<'a> {
+    trace: &'a CtfTrace,
+    index: usize,
+    dec: StreamDecoder,
+    batch: Batch,
+    cursor: usize,
+    pending: Option<Error>,
+    ended: bool,
+}
+
+impl<'a> StreamIter<'a> {
+    pub(crate) fn new(trace: &'a CtfTrace, index: usize) -> Self {
+        StreamIter { trace, index, dec: trace.decoder(index), batch: Batch::default(), cursor: 0, pending: None, ended: false }
+    }
+
+    /// The next message, or the error that stopped the stream (once), or `None` at the end.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<Result<Message<'_>, Error>> {
+        if self.cursor >= self.batch.msgs.len() {
+            if let Some(e) = self.pending.take() {
+                return Some(Err(e));
+            }
+            if self.ended {
+                return None;
+            }
+            self.batch.clear();
+            self.cursor = 0;
+            match self.dec.fill(&mut self.batch, BATCH) {
+                Ok(more) => self.ended = !more,
+                Err(e) => {
+                    self.ended = true;
+                    self.pending = Some(e);
+                }
+            }
+            if self.batch.msgs.is_empty() {
+                return self.pending.take().map(Err);
+            }
+        }
+        let i = self.cursor;
+        self.cursor += 1;
+        Some(Ok(message(self.trace, &self.trace.streams()[self.index], &self.batch, i)))
+    }
+}
