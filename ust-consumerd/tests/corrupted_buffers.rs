@@ -61,6 +61,7 @@ fn scribbled_case(before: u64, scribbles: &[(u32, u64, bool)], after: u64) {
     let events = vec![event()];
     let out = tempfile::tempdir().unwrap();
     let mut session = Session::new("fz".into(), out.path().to_path_buf(), None);
+    session.out = Some(ust_consumerd::ops::output::open_output(out.path(), None).unwrap());
     session.channels.push(Channel::new("ch", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
     let info = ProcessInfo { pid: 77, procname: "fz", ncpus: 1, registered: 0, events: &events, tsc: None };
     let (trace, fds) = create_process_trace(&session, None, &info, &mut 0, &mut Default::default()).unwrap();
@@ -204,6 +205,7 @@ fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
     let events = vec![event()];
     let out = tempfile::tempdir().unwrap();
     let mut session = Session::new("hd".into(), out.path().to_path_buf(), None);
+    session.out = Some(ust_consumerd::ops::output::open_output(out.path(), None).unwrap());
     session.channels.push(Channel::new("ch", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
     let mut traces = Vec::new();
     for pid in [77, 78] {
@@ -271,6 +273,7 @@ fn scribbled_packet_control_words_cost_that_packet_only() {
     let events = vec![event()];
     let out = tempfile::tempdir().unwrap();
     let mut session = Session::new("cw".into(), out.path().to_path_buf(), None);
+    session.out = Some(ust_consumerd::ops::output::open_output(out.path(), None).unwrap());
     session.channels.push(Channel::new("ch", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
     let info = ProcessInfo { pid: 79, procname: "cw", ncpus: 1, registered: 0, events: &events, tsc: None };
     let (trace, fds) = create_process_trace(&session, None, &info, &mut 0, &mut Default::default()).unwrap();

@@ -79,6 +79,7 @@ fn every_field_type_round_trips_through_babeltrace2() {
     let events: Vec<EventDesc> = cases.iter().map(|c| c.0.clone()).collect();
     let out = tempfile::tempdir().unwrap();
     let mut session = Session::new("w".into(), out.path().to_path_buf(), None);
+    session.out = Some(ust_consumerd::ops::output::open_output(out.path(), None).unwrap());
     session.channels.push(Channel::new("chan", ChannelConfig { subbuf_size: 4096, num_subbuf: 4, ..Default::default() }));
     let mut next = 0;
     let info = ProcessInfo { pid: 4242, procname: "writer", ncpus: 1, registered: 0, events: &events, tsc: None };
