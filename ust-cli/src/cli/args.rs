@@ -448,21 +448,12 @@ pub struct EnableChannelArgs {
     /// User-space domain (accepted; the only domain).
     #[arg(short = 'u', long = "userspace")]
     pub userspace: bool,
-    /// Sub-buffer size in bytes, a power of two (k, M, G suffixes).
-    #[arg(long, value_name = "N", value_parser = parse_subbuf_size)]
-    pub subbuf_size: Option<u64>,
-    /// Number of sub-buffers per CPU, a power of two (at least 2).
-    #[arg(long, value_name = "N", value_parser = parse_num_subbuf)]
-    pub num_subbuf: Option<u32>,
-    /// Overwrite the oldest packets when full (flight recorder).
-    #[arg(long, conflicts_with = "discard")]
-    pub overwrite: bool,
+    /// Sizes, event-loss mode and switch timer.
+    #[command(flatten)]
+    pub buffer: BufferArgs,
     /// Discard new events when full (the default).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "overwrite")]
     pub discard: bool,
-    /// Switch-timer period in µs (0 = off).
-    #[arg(long, value_name = "US")]
-    pub switch_timer: Option<u64>,
     /// Read-timer period in µs.
     #[arg(long, value_name = "US")]
     pub read_timer: Option<u64>,
@@ -485,6 +476,44 @@ pub struct EnableChannelArgs {
     pub blocking_timeout: Option<u64>,
 }
 
+/// A channel's buffers, as `ust enable-channel` and `ust trace` take them.
+#[derive(Debug, Args, Clone, Default)]
+pub struct BufferArgs {
+    /// Sub-buffer size in bytes, a power of two of at least 4k (k, M, G suffixes; default
+    /// 512k).
+    #[arg(long, value_name = "N", value_parser = parse_subbuf_size)]
+    pub subbuf_size: Option<u64>,
+    /// Number of sub-buffers per CPU, a power of two (at least 2; default 16).
+    #[arg(long, value_name = "N", value_parser = parse_num_subbuf)]
+    pub num_subbuf: Option<u32>,
+    /// Overwrite the oldest packets when full (flight recorder) instead of discarding new
+    /// events; the overwritten packets are lost packets in the trace.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Switch-timer period in µs (0 = off): a partly filled sub-buffer is closed and
+    /// delivered every period.
+    #[arg(long, value_name = "US")]
+    pub switch_timer: Option<u64>,
+}
+
+impl BufferArgs {
+    /// True when any option was given.
+    pub fn any(&self) -> bool {
+        self.subbuf_size.is_some() || self.num_subbuf.is_some() || self.overwrite || self.switch_timer.is_some()
+    }
+
+    /// `base` with the options given.
+    pub fn apply(&self, base: ust_ctl::config::ChannelConfig) -> ust_ctl::config::ChannelConfig {
+        ust_ctl::config::ChannelConfig {
+            subbuf_size: self.subbuf_size.unwrap_or(base.subbuf_size),
+            num_subbuf: self.num_subbuf.unwrap_or(base.num_subbuf),
+            overwrite: self.overwrite || base.overwrite,
+            switch_timer_us: self.switch_timer.unwrap_or(base.switch_timer_us),
+            ..base
+        }
+    }
+}
+
 /// `ust enable-event`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("which").required(true).args(["all", "names"])))]
@@ -499,10 +528,12 @@ pub struct EnableEventArgs {
     /// Channel, session and domain.
     #[command(flatten)]
     pub target: ChannelTarget,
-    /// Events of level L or more severe (number <= L).
+    /// Events of level L or more severe (number <= L). A tracepoint declared without
+    /// `level =` is TRACE_DEBUG_LINE (13), as in LTTng: `--loglevel INFO` leaves it out.
+    /// `ust list --apps` shows each tracepoint's level.
     #[arg(long, value_name = "L", value_parser = parse_level, conflicts_with = "loglevel_only")]
     pub loglevel: Option<Level>,
-    /// Events of level L only.
+    /// Events of level L only (a tracepoint without `level =` is TRACE_DEBUG_LINE, 13).
     #[arg(long, value_name = "L", value_parser = parse_level)]
     pub loglevel_only: Option<Level>,
     /// Do not enable these events (names or globs, comma-separated); needs a glob event
@@ -655,7 +686,8 @@ pub struct TraceArgs {
     /// As root, with --kernel: run CMD as USER (a name or uid; default: the user sudo was
     /// run by, $SUDO_UID/$SUDO_GID), with USER's groups, HOME, USER and LOGNAME, while the
     /// kernel is still recorded system-wide as root. The trace is given to USER, and by
-    /// default written in USER's ~/ust-traces. CMD's own user-space events are not recorded.
+    /// default written in USER's ~/ust-traces. CMD's own user-space events are recorded
+    /// too (its processes register with root's daemon as well as USER's).
     #[arg(long = "as-user", value_name = "USER", num_args = 0..=1, default_missing_value = "", requires = "kernel")]
     pub as_user: Option<String>,
     /// Stream the trace to a relay daemon instead (`--set-url net://HOST`, `--live`).
@@ -666,6 +698,16 @@ pub struct TraceArgs {
     /// apart) instead of one per process.
     #[command(flatten)]
     pub buffers: BuffersOpt,
+    /// The channel's buffers (as `ust enable-channel`).
+    #[command(flatten)]
+    pub buffer: BufferArgs,
+    /// Flight recorder: a snapshot session, its channel in overwrite mode. Nothing is
+    /// written while CMD runs; the buffers' content (the newest events) is written to
+    /// DIR/snapshot-<N>-<stamp>/ when CMD ends, and also whenever `ust trace` receives
+    /// SIGUSR1 or `ust snapshot record -s SESSION` runs (the session is named on stderr at
+    /// start). The buffers of CMD's processes that exit are kept until the end.
+    #[arg(long, conflicts_with_all = ["set_url", "ctrl_url", "live"])]
+    pub snapshot: bool,
     /// Add this context to every event (repeatable, as `ust add-context -t`): vpid, vtid,
     /// procname, pthread_id, cpu_id, ip or span_id. `-t vtid -t procname` gives `ust export`
     /// one track per thread, named.

@@ -18,6 +18,7 @@
 //! - [`connect`]: the socket directory, connecting (and starting the daemon), [`Failure`];
 //! - [`net`]: the network output options (`--set-url`, `--live`) checked and combined;
 //! - [`print`](mod@print): what the commands print, as text or JSON;
+//! - [`rule_check`]: warnings about `enable-event` rules that can record nothing;
 //! - [`trace`]: `ust trace`: the one-shot session around a command, and exit statuses;
 //! - [`commands`]: the session verbs, `ust view`, `ust report`, `ust export` and `ust crash-dump`;
 //! - [`id_track`]: `track/untrack --vuid|--vgid`;
@@ -34,6 +35,7 @@ pub mod export_args;
 pub mod id_track;
 pub mod net;
 pub mod print;
+pub mod rule_check;
 pub mod save_load;
 pub mod trace;
 pub mod triggers;
