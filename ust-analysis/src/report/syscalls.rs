@@ -243,7 +243,8 @@ pub struct Calls {
 /// How many of the slowest calls are kept.
 pub const SLOWEST: usize = 10;
 
-fn percentile(sorted: &[u64], p: f64) -> u64 {
+/// The `p`-quantile (0 to 1) of `sorted` (ascending) by nearest rank, 0 when empty.
+pub(crate) fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }

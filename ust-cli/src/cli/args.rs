@@ -785,11 +785,13 @@ pub struct ReportArgs {
     /// Shortest blocked interval shown by --wakeups (e.g. 1ms, 500us, 2s, or ns).
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration)]
     pub min_block: u64,
-    /// Output format: text, json (every view), or folded (off-CPU stacks with their
-    /// blocked time in ns, for flame graph tools).
-    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json", "folded"])]
-    pub format: String,
-    /// Also write an off-CPU flame graph (blocked time by user stack, waker on top) as SVG.
+    /// Output format: text (the default), json (every view), or folded (off-CPU stacks
+    /// with their blocked time in ns, for flame graph tools).
+    #[arg(long, value_name = "FORMAT", value_parser = ["text", "json", "folded"])]
+    pub format: Option<String>,
+    /// Write an off-CPU flame graph (blocked time by user stack, waker on top) as SVG; the
+    /// report is then printed only when --format is given. Needs kernel events (`ust trace
+    /// --kernel`): without blocked intervals nothing is written and the command fails.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
 }

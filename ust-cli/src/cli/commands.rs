@@ -476,9 +476,13 @@ fn babeltrace(dir: &std::path::Path, trace: &std::path::Path) -> CliResult {
     }
 }
 
-/// `ust report`.
+/// `ust report`: the report on stdout in `--format` (text by default); with
+/// `--flamegraph` and no `--format`, only the flame graph, whose file is written only when
+/// there is something to draw.
 pub fn report(a: ReportArgs) -> CliResult {
-    let pictures = a.format == "folded" || a.flamegraph.is_some();
+    check_trace_dir(&a.dir)?;
+    let format = a.format.as_deref().or(if a.flamegraph.is_some() { None } else { Some("text") });
+    let pictures = format == Some("folded") || a.flamegraph.is_some();
     let opt = ust_analysis::report::Options {
         wakeups: a.wakeups || pictures,
         faults: a.faults,
@@ -488,25 +492,40 @@ pub fn report(a: ReportArgs) -> CliResult {
     };
     let r = ust_analysis::report::report(&a.dir, &opt).map_err(Failure::new)?;
     if let Some(svg) = &a.flamegraph {
-        let f = std::fs::File::create(svg).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
-        ust_analysis::report::pictures::flamegraph(&r, std::io::BufWriter::new(f))
-            .map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
+        if let Some(why) = ust_analysis::report::pictures::nothing_to_draw(&r) {
+            return Err(Failure::new(format!("no flame graph written to {}: {why}", svg.display())));
+        }
+        let mut drawn = Vec::new();
+        ust_analysis::report::pictures::flamegraph(&r, &mut drawn).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
+        std::fs::write(svg, drawn).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
         eprintln!("ust: flame graph written to {}", svg.display());
     }
-    if a.format == "folded" {
-        for l in ust_analysis::report::pictures::folded(&r) {
-            outln!("{l}");
+    match format {
+        Some("folded") => {
+            for l in ust_analysis::report::pictures::folded(&r) {
+                outln!("{l}");
+            }
         }
-    } else if a.format == "json" {
-        outln!("{}", ust_analysis::report::render_json(&r));
-    } else {
-        out!("{}", ust_analysis::report::render_text(&r));
+        Some("json") => outln!("{}", ust_analysis::report::render_json(&r)),
+        Some(_) => out!("{}", ust_analysis::report::render_text(&r)),
+        None => {}
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// `dir`, given to `ust report` or `ust export`, must be a directory.
+fn check_trace_dir(dir: &std::path::Path) -> Result<(), Failure> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(Failure::new(format!("{} is not a directory: give the trace directory (the output of `ust trace`)", dir.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Failure::new(format!("the directory {} does not exist", dir.display()))),
+        Err(e) => Err(Failure::new(format!("{}: {e}", dir.display()))),
+    }
+}
+
 /// `ust export`.
 pub fn export(a: ExportArgs) -> CliResult {
+    check_trace_dir(&a.dir)?;
     let format = if a.format == "chrome-json" { ust_analysis::export::Format::ChromeJson } else { ust_analysis::export::Format::Perfetto };
     let opt = ust_analysis::export::Options { format, counters: a.counter };
     let s = match &a.output {
