@@ -298,6 +298,16 @@ DIR is the output of `ust trace` (with --kernel for the thread states and CPU tr
 Events carry their thread with the vtid context (`ust trace -t vtid`); without it, each
 process is one track.")]
     Export(ExportArgs),
+    /// Start, stop or show the per-user ust-consumerd (`ust create` and `ust trace` start
+    /// it when none runs; it then stays for later commands).
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  ust daemon status
+  ust daemon stop            # refused while it holds sessions (--force destroys them)
+  ust daemon start"
+    )]
+    Daemon(super::daemon::DaemonCmd),
 }
 
 pub use super::export_args::ExportArgs;

@@ -16,6 +16,7 @@
 //! - [`export_args`]: the arguments of `ust export`;
 //! - [`args`]: the clap definitions (also the `--help` texts);
 //! - [`connect`]: the socket directory, connecting (and starting the daemon), [`Failure`];
+//! - [`daemon`]: `ust daemon start|stop|status`;
 //! - [`net`]: the network output options (`--set-url`, `--live`) checked and combined;
 //! - [`print`](mod@print): what the commands print, as text or JSON;
 //! - [`rule_check`]: warnings about `enable-event` rules that can record nothing;
@@ -31,6 +32,7 @@ pub mod as_user;
 pub mod clear;
 pub mod commands;
 pub mod connect;
+pub mod daemon;
 pub mod export_args;
 pub mod id_track;
 pub mod net;
@@ -100,5 +102,6 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::Regenerate(r) => clear::regenerate(r),
         Cmd::Save(a) => save_load::save(a),
         Cmd::Load(a) => save_load::load(a),
+        Cmd::Daemon(d) => daemon::daemon(d),
     }
 }

@@ -169,7 +169,7 @@ pub fn print_summary(report: &DestroyReport) {
 /// whether the output stopped early; processes, events recorded and discarded; the events
 /// per name, counted by walking every record written ([`count_events`]); unreadable
 /// packets. A streamed session's files are on the relay daemon's machine: its packets are
-/// counted instead ([`streamed_summary_line`]).
+/// counted instead.
 pub fn summary_lines(report: &DestroyReport) -> Vec<String> {
     let mut lines = Vec::new();
     if report.relay.is_some() {
