@@ -26,6 +26,7 @@ pub mod load;
 pub mod pictures;
 pub mod span_view;
 pub mod stacks;
+pub mod stats;
 pub mod symbols;
 pub mod syscalls;
 #[cfg(feature = "testing")]

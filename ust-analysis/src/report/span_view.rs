@@ -110,9 +110,9 @@ pub fn view(s: &Spans) -> SpanView {
         .into_values()
         .map(|(mut d, mut row)| {
             d.sort_unstable();
-            row.p50_ns = crate::report::syscalls::percentile(&d, 0.5);
-            row.p90_ns = crate::report::syscalls::percentile(&d, 0.9);
-            row.p99_ns = crate::report::syscalls::percentile(&d, 0.99);
+            row.p50_ns = crate::report::stats::percentile(&d, 0.5);
+            row.p90_ns = crate::report::stats::percentile(&d, 0.9);
+            row.p99_ns = crate::report::stats::percentile(&d, 0.99);
             row.max_ns = d.last().copied().unwrap_or(0);
             row
         })

@@ -14,6 +14,7 @@
 //! The modules, each depending only on those listed before it:
 //!
 //! - [`export_args`]: the arguments of `ust export`;
+//! - [`buffer_args`]: a channel's buffer options (`enable-channel`, `trace`), sizes;
 //! - [`args`]: the clap definitions (also the `--help` texts);
 //! - [`connect`]: the socket directory, connecting (and starting the daemon), [`Failure`];
 //! - [`daemon`]: `ust daemon start|stop|status`;
@@ -29,6 +30,7 @@
 
 pub mod args;
 pub mod as_user;
+pub mod buffer_args;
 pub mod clear;
 pub mod commands;
 pub mod connect;
