@@ -75,8 +75,9 @@ fn warn_after_recording(c: &mut ust_ctl::Client, rules: &[ust_ctl::config::Enabl
 }
 
 /// Prints what the traces of a stopped or destroyed session hold ([`summary_lines`]), the
-/// first line after `first`; a snapshot session's, which are written only by `ust snapshot
-/// record`, are not counted.
+/// first line after `first`, every line that starts a sentence capitalized (`ust trace`
+/// prints the same lines after `ust: `); a snapshot session's, which are written only by
+/// `ust snapshot record`, are not counted.
 fn print_holdings(r: &ust_ctl::protocol::DestroyReport, first: &str) {
     if r.snapshot {
         outln!(
@@ -88,10 +89,12 @@ fn print_holdings(r: &ust_ctl::protocol::DestroyReport, first: &str) {
         return;
     }
     for (i, l) in summary_lines(r).into_iter().enumerate() {
-        if i == 0 {
+        if i == 0 && !first.is_empty() {
             outln!("{first}{l}");
         } else {
-            outln!("{l}");
+            let mut c = l.chars();
+            let head: String = c.next().map(|h| h.to_uppercase().collect()).unwrap_or_default();
+            outln!("{head}{}", c.as_str());
         }
     }
 }
