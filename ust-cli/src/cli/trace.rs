@@ -130,15 +130,8 @@ pub fn trace(a: TraceArgs) -> CliResult {
         }
     }
     use crate::kernel::view::{self, Plan};
-    let mut kernel = None;
-    let mut broker = None;
-    if a.kernel {
-        match view::plan(&output) {
-            Plan::Ready(k) => kernel = Some(k),
-            Plan::Broker(p, err) => broker = Some((p, err)),
-            Plan::None => {}
-        }
-    }
+    let opts = crate::kernel::view_recorder::Options { system_wide: a.system_wide, buffer_kb: a.kernel_buffer_kb };
+    let plan = if a.kernel { view::plan(&output, opts) } else { Plan::None };
     let (prog, args) = a.command.split_first().expect("clap requires a command");
     let command = || {
         let mut c = std::process::Command::new(prog);
@@ -148,28 +141,41 @@ pub fn trace(a: TraceArgs) -> CliResult {
         }
         c
     };
-    let child = match broker {
-        // Tier 2: the command starts gated until root's daemon records it.
-        Some((p, tracefs_err)) => match crate::kernel::broker::Gated::spawn(&a.command, &[(ust_core::protocol::ENV_SESSION_TOKEN, &token)]) {
-            Err(e) => Err(e),
-            Ok(g) => match view::start_broker(p, &output, g.child.id() as i32) {
-                Some(k) => {
-                    kernel = Some(k);
-                    Ok(g.release())
-                }
-                None => {
-                    g.cancel();
-                    kernel = view::start_perf(&output, &tracefs_err);
-                    command().spawn()
-                }
-            },
-        },
-        None => {
-            if let Some(id) = &identity {
-                eprintln!("ust: running {} as {} (uid {}, gid {}); the kernel is recorded as root", prog.to_string_lossy(), id.name, id.uid, id.gid);
-            }
+    if let Some(id) = &identity {
+        eprintln!("ust: running {} as {} (uid {}, gid {}); the kernel is recorded as root", prog.to_string_lossy(), id.name, id.uid, id.gid);
+    }
+    let mut kernel = None;
+    let child = match plan {
+        Plan::None => command().spawn(),
+        Plan::Ready(k) => {
+            kernel = Some(k);
             command().spawn()
         }
+        // Tiers 3 and 2: the command starts gated until its view records.
+        Plan::Tracefs(..) | Plan::Broker(..) => match crate::kernel::gate::Gated::spawn(command()) {
+            Err(e) => Err(e),
+            Ok(g) => {
+                let started = match plan {
+                    Plan::Tracefs(p, stacks) => view::start_tracefs(*p, stacks, &output, g.pid, a.system_wide).map_err(|e| {
+                        eprintln!("ust: root's kernel view failed to start: {e}");
+                        e
+                    }),
+                    Plan::Broker(p, tracefs_err) => view::start_broker(p, &output, g.pid).ok_or(tracefs_err),
+                    _ => unreachable!("matched above"),
+                };
+                match started {
+                    Ok(k) => {
+                        kernel = Some(k);
+                        g.release()
+                    }
+                    Err(tracefs_err) => {
+                        g.cancel();
+                        kernel = view::start_perf(&output, &tracefs_err);
+                        command().spawn()
+                    }
+                }
+            }
+        },
     };
     let mut traced_pid = 0;
     let mut maps = None;

@@ -1,29 +1,37 @@
 //! Which kernel view `ust trace --kernel` gets, best first, saying on stderr which tier it
 //! used and why a better one is not available:
 //!
-//! - tier 3: the system-wide tracefs recording ([`super::KernelRecorder`]: root, or write
-//!   access to tracefs), with tier 1's user stacks of the traced tasks (each page fault and
-//!   blocked interval) beside it in `kernel-stacks/` ([`PerfRecorder::start_stacks`]),
-//!   which tracefs cannot give for programs built without frame pointers;
-//! - tier 2: root's `ust-consumerd` as a broker ([`super::broker`]): it records system-wide
-//!   and writes the kernel events of the tasks this user could ptrace, every other task
+//! - tier 3: root's tracefs recording ([`ViewRecorder`] with [`ViewFilter::everything`]:
+//!   root, or write access to tracefs): the command's system calls, faults and page-cache
+//!   reads, filtered to its tree in the kernel, and everyone's scheduling, interrupts and
+//!   timers (or, with `--system-wide`, everything of every task), with tier 1's user
+//!   stacks of the traced tasks (each page fault and blocked interval) beside it in
+//!   `kernel-stacks/` ([`PerfRecorder::start_stacks`]), which tracefs cannot give for
+//!   programs built without frame pointers;
+//! - tier 2: root's `ust-consumerd` as a broker ([`super::broker`]): the same recording,
+//!   keeping the kernel events of the tasks this user could ptrace, every other task
 //!   reduced to its kind;
 //! - tier 1: [`super::perf::PerfRecorder`], any user: the traced tasks only, through
 //!   perf_event_open, no wake-ups;
 //! - none: user-space tracing goes on.
+//!
+//! Tiers 3 and 2 need the command's pid before it runs: the command is started gated
+//! ([`super::gate::Gated`]) and released once its view records.
 
 use std::path::Path;
 
 use super::broker::{Broker, Pending};
+use super::filter::ViewFilter;
 use super::perf::PerfRecorder;
-use super::{KernelError, KernelRecorder, KernelSummary};
+use super::view_recorder::{Options, Prepared, ViewRecorder};
+use super::{KernelError, KernelSummary};
 
 /// A running kernel recording of any kind.
 #[derive(Debug)]
 pub enum KernelView {
-    /// System-wide, from tracefs (tier 3), with the traced tasks' user stacks from
+    /// Root's tracefs recording (tier 3), with the traced tasks' user stacks from
     /// perf_event_open beside it ([`PerfRecorder::start_stacks`]) when it opens.
-    Tracefs(KernelRecorder, Option<Box<PerfRecorder>>),
+    Tracefs(ViewRecorder, Option<Box<PerfRecorder>>),
     /// Recorded and filtered for this user by root's daemon (tier 2).
     Broker(Broker),
     /// The traced tasks, from perf_event_open (tier 1).
@@ -33,7 +41,10 @@ pub enum KernelView {
 /// What [`plan`] found.
 #[derive(Debug)]
 pub enum Plan {
-    /// Recording already (tier 3, or tier 1).
+    /// Root's tracefs recording is set up (tier 3; the stacks recorder already follows
+    /// the next child that execs): spawn the command gated, then [`start_tracefs`].
+    Tracefs(Box<Prepared>, Option<Box<PerfRecorder>>),
+    /// Recording already (tier 1).
     Ready(KernelView),
     /// Root's daemon will record once it has the command's pid (tier 2): spawn the command
     /// gated, then [`start_broker`].
@@ -42,12 +53,12 @@ pub enum Plan {
     None,
 }
 
-/// Starts the best view that needs no pid, or finds root's broker. Call it right before
-/// the command is spawned (tier 1 follows the next child that execs).
-pub fn plan(output: &Path) -> Plan {
-    let tracefs_err = match KernelRecorder::start(output) {
-        Ok(k) => {
-            eprintln!("ust: kernel view: tier 3 (system-wide, from tracefs)");
+/// Sets up the best view, or finds root's broker. Call it right before the command is
+/// spawned (tier 1 and the user stacks follow the next child that execs). `opts` are
+/// tier 3's.
+pub fn plan(output: &Path, opts: Options) -> Plan {
+    let tracefs_err = match ViewRecorder::prepare(true, opts) {
+        Ok(p) => {
             let stacks = match PerfRecorder::start_stacks(output) {
                 Ok(s) => Some(Box::new(s)),
                 Err(e) => {
@@ -55,10 +66,13 @@ pub fn plan(output: &Path) -> Plan {
                     None
                 }
             };
-            return Plan::Ready(KernelView::Tracefs(k, stacks));
+            return Plan::Tracefs(Box::new(p), stacks);
         }
         Err(e) => e,
     };
+    if opts.system_wide {
+        eprintln!("ust: --system-wide needs root's tracefs view (tier 3): {tracefs_err}");
+    }
     match super::broker::hello() {
         Ok(p) => Plan::Broker(p, tracefs_err),
         Err(reason) => {
@@ -66,6 +80,21 @@ pub fn plan(output: &Path) -> Plan {
             start_perf(output, &tracefs_err).map_or(Plan::None, Plan::Ready)
         }
     }
+}
+
+/// Starts root's recording of the tree of the gated command `pid` into `<output>/kernel`.
+///
+/// # Errors
+/// The recorder's (the caller then cancels the gated child and falls back to
+/// [`start_perf`]).
+pub fn start_tracefs(p: Prepared, stacks: Option<Box<PerfRecorder>>, output: &Path, pid: i32, system_wide: bool) -> Result<KernelView, KernelError> {
+    let rec = p.start(output.join("kernel"), ViewFilter::everything(pid))?;
+    if system_wide {
+        eprintln!("ust: kernel view: tier 3 (tracefs, system-wide: every task's events)");
+    } else {
+        eprintln!("ust: kernel view: tier 3 (tracefs: the command's system calls and faults, filtered in the kernel; everyone's scheduling, interrupts and timers)");
+    }
+    Ok(KernelView::Tracefs(rec, stacks))
 }
 
 /// Hands the gated command's `pid` to the broker; on refusal, says why (the caller then
@@ -108,7 +137,7 @@ pub fn start_perf(output: &Path, tracefs_err: &KernelError) -> Option<KernelView
 }
 
 impl KernelView {
-    /// Finishes the recording (see [`KernelRecorder::finish`], [`Broker::finish`],
+    /// Finishes the recording (see [`ViewRecorder::finish`], [`Broker::finish`],
     /// [`PerfRecorder::finish`]).
     ///
     /// # Errors
@@ -119,7 +148,8 @@ impl KernelView {
                 if let Some(Err(e)) = stacks.map(|s| s.finish(output, traced_pid)) {
                     eprintln!("ust: the user stacks of the kernel view: {e}");
                 }
-                k.finish(output, traced_pid)
+                let offset = super::session_clock_offset(output).unwrap_or_else(ust_core::clock::realtime_offset_ns);
+                k.finish(traced_pid, offset).map_err(|e| KernelError::Io(std::io::Error::other(e)))
             }
             KernelView::Broker(b) => b.finish(output, traced_pid),
             KernelView::Perf(p) => p.finish(output, traced_pid),

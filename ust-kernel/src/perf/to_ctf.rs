@@ -254,12 +254,12 @@ impl Converter {
                 )
             }
             Record::Sample(s) => self.fault(cpu, s),
-            Record::Lost { lost, .. } => {
-                if let Some(s) = self.streams.get_mut(cpu as usize) {
-                    s.stats.lost += lost;
-                }
-                Ok(())
-            }
+            // The kernel writes the count once its ring has room again: the records were
+            // lost between the ring's previous record and this one's time.
+            Record::Lost { lost, id } => match self.streams.get_mut(cpu as usize) {
+                Some(s) => s.note_discarded(id.time, lost),
+                None => Ok(()),
+            },
             Record::Bad => {
                 self.bad += 1;
                 Ok(())
