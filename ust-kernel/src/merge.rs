@@ -28,11 +28,12 @@
 //! buffer and the page's timestamp: a loss marker at the page's time goes through the
 //! heap with the records, and its stream closes its packet there and writes an empty one
 //! with the new `events_discarded` ([`CpuStream::note_discarded`]). A page flagged without
-//! a stored count gets the buffer's `overrun` (from `stats`, read the round before) less
-//! what was counted so far, at least 1: no more than the truth (every overrun counted at
-//! that read happened before the page was handed out). At the end, what `stats` says was
-//! overwritten beyond what the pages told, lost by the writer (`commit overrun`,
-//! `dropped events`), or never handed out, is counted at the stream's end.
+//! a stored count (no room left after its data) gets the buffer's `overrun` (`stats`, read
+//! right after the page) less what was counted so far, at least 1: the events overwritten
+//! in the microseconds between the page's hand-out and that read are counted there and
+//! again with the next flagged page (an overcount, never an undercount). At the end, what
+//! `stats` says was overwritten beyond what the pages told, lost by the writer (`commit
+//! overrun`, `dropped events`), or never handed out, is counted at the stream's end.
 //!
 //! **Buffer sizes.** Unless the size is fixed, a buffer whose unread bytes pass half its
 //! size, or that lost events, is doubled ([`GROW_MARK`]), up to [`max_buffer_kb`]; the
@@ -420,9 +421,14 @@ impl Merge {
         match res {
             Ok(info) => {
                 if let Some(stored) = info.missed {
-                    // Unknown count: what `stats` had overwritten at the round before, not
-                    // counted yet (see the module docs).
-                    let n = if stored > 0 { stored } else { b.last.overrun.saturating_sub(b.accounted).max(1) };
+                    // Unknown count: what `stats` says was overwritten by now, not counted
+                    // yet (see the module docs).
+                    let n = if stored > 0 {
+                        stored
+                    } else {
+                        let now = BufferStats::read(&mut b.stats_file).unwrap_or(b.last);
+                        now.overrun.saturating_sub(b.accounted).max(1)
+                    };
                     b.accounted += n;
                     self.batch.push(Pending { ts: info.timestamp, seq: loss_seq, stream, item: Item::Lost(n) });
                 }

@@ -254,12 +254,41 @@ fn finish_kernel(kernel: Option<crate::kernel::view::KernelView>, maps: Option<c
             Ok(s) => {
                 let total: u64 = s.counts.iter().map(|c| c.1).sum();
                 eprintln!("ust: {total} kernel events recorded in {}, {} lost", s.dir.display(), s.lost);
+                if s.decoded > 0 {
+                    let rate = s.decoded as f64 / (s.reader_cpu_ns.max(1) as f64 / 1e9);
+                    eprintln!(
+                        "ust: kernel reader: {} records decoded in {:.1} ms of CPU ({:.0}/s), tracefs buffers up to {} KiB per CPU",
+                        s.decoded,
+                        s.reader_cpu_ns as f64 / 1e6,
+                        rate,
+                        s.max_buffer_kb
+                    );
+                }
                 if !s.missing_events.is_empty() {
                     eprintln!("ust: kernel events this kernel lacks: {}", s.missing_events.join(", "));
                 }
+                print_kernel_loss(output, s.lost);
             }
             Err(e) => eprintln!("ust: kernel trace: {e}"),
         }
+    }
+}
+
+/// What the kernel trace lost and what of the traced tree that touches, as the report's
+/// first lines say it ([`ust_analysis::report::loss`]); the trace is read only when the
+/// recorder counted a loss.
+fn print_kernel_loss(output: &std::path::Path, lost: u64) {
+    use ust_analysis::report::{self, loss};
+    let text = if lost == 0 {
+        loss::text(&loss::KernelLoss::default(), 0)
+    } else {
+        match report::report(output, &report::Options::default()) {
+            Ok(r) => r.kernel_loss.as_ref().map(|k| loss::text(k, r.start_ns)).unwrap_or_default(),
+            Err(e) => format!("{lost} kernel events lost; the trace could not be read to say where: {e}\n"),
+        }
+    };
+    for l in text.lines() {
+        eprintln!("ust: {l}");
     }
 }
 
