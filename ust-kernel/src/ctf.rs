@@ -623,6 +623,22 @@ impl CpuStream {
         }
         self.flush()?;
         self.stats.lost += n;
+        self.empty_packet(ts)
+    }
+
+    /// Closes the packet being filled and writes an empty one at `ts` (or the last event's
+    /// time, if later) with the stream's `events_discarded`: a stream's first packet, so
+    /// that a loss before its first event has a packet before it (babeltrace2 cannot tell
+    /// the count of a loss in a stream's first packet), or the packet of a loss.
+    ///
+    /// # Errors
+    /// The I/O error of the packet writes.
+    pub fn write_empty(&mut self, ts: u64) -> std::io::Result<()> {
+        self.flush()?;
+        self.empty_packet(ts)
+    }
+
+    fn empty_packet(&mut self, ts: u64) -> std::io::Result<()> {
         self.last_ts = self.last_ts.max(ts);
         self.begin = Some(self.last_ts);
         self.flush()

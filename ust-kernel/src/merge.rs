@@ -166,7 +166,20 @@ pub(crate) struct Buffer {
 impl Buffer {
     /// A buffer read into stream `stream`.
     pub fn new(stream: usize, cpu: u32, instance: &'static str, pipe: std::fs::File, stats_file: std::fs::File, size_path: PathBuf, size_kb: u64) -> Buffer {
-        Buffer { stream, cpu, instance, pipe, stats_file, size_path, size_kb, complete: 0, held_since: None, accounted: 0, last: BufferStats::default(), growing: None }
+        Buffer {
+            stream,
+            cpu,
+            instance,
+            pipe,
+            stats_file,
+            size_path,
+            size_kb,
+            complete: 0,
+            held_since: None,
+            accounted: 0,
+            last: BufferStats::default(),
+            growing: None,
+        }
     }
 }
 
@@ -256,7 +269,14 @@ fn thread_cpu_ns() -> u64 {
 
 impl Merge {
     /// A merge of `buffers` into `streams` through `filter`.
-    pub fn new(table: Arc<EventTable>, filter: ViewFilter, streams: Vec<CpuStream>, buffers: Vec<Buffer>, layout: crate::ftrace::PageLayout, page_size: usize) -> Merge {
+    pub fn new(
+        table: Arc<EventTable>,
+        filter: ViewFilter,
+        streams: Vec<CpuStream>,
+        buffers: Vec<Buffer>,
+        layout: crate::ftrace::PageLayout,
+        page_size: usize,
+    ) -> Merge {
         let root_pid = filter.visible().next().unwrap_or(0);
         let switch_id = table.events.iter().find(|e| e.name == "sched_switch").and_then(|e| e.format.as_ref()).map(|f| u64::from(f.id));
         let n = streams.len();
@@ -307,7 +327,11 @@ impl Merge {
             let evidence = self.buffers.iter().map(|b| b.complete).min().unwrap_or(0);
             if self.debug {
                 let complete: Vec<u64> = self.buffers.iter().map(|b| b.complete).collect();
-                eprintln!("ust-kview debug [{}]: round at {now}: complete up to {complete:?}, watermark {evidence}, {} records waiting", self.root_pid, self.heap.len());
+                eprintln!(
+                    "ust-kview debug [{}]: round at {now}: complete up to {complete:?}, watermark {evidence}, {} records waiting",
+                    self.root_pid,
+                    self.heap.len()
+                );
             }
             // Stopping (recording is off): once every buffer is read to its end, all is in.
             let last = stopping && all_read;
@@ -456,7 +480,10 @@ impl Merge {
         let kb = (b.size_kb * 2).min(self.max_kb);
         let path = b.size_path.clone();
         if self.debug {
-            eprintln!("ust-kview debug [{}]: {} cpu {}: {} unread bytes of {} KiB, lost {}: growing to {kb} KiB", self.root_pid, b.instance, b.cpu, stats.bytes, b.size_kb, lost);
+            eprintln!(
+                "ust-kview debug [{}]: {} cpu {}: {} unread bytes of {} KiB, lost {}: growing to {kb} KiB",
+                self.root_pid, b.instance, b.cpu, stats.bytes, b.size_kb, lost
+            );
         }
         b.growing = std::thread::Builder::new()
             .name("ust-kbuf-grow".into())

@@ -210,8 +210,9 @@ fn statedump(streams: &mut [CpuStream], cpus: &[u32], filter: &ViewFilter) -> st
         }
     }
     streams[0].push_named(lttng::STATEDUMP_END, ts, 0, &[])?;
+    // Every stream has a packet before any loss (a CPU may have no task to dump).
     for s in streams.iter_mut() {
-        s.flush()?;
+        s.write_empty(ts)?;
     }
     Ok(())
 }
@@ -277,9 +278,13 @@ impl Prepared {
                 }
                 statedump(&mut streams, &cpus, &filter)?;
                 if with_tree {
+                    let start = ust_core::clock::monotonic_ns();
                     for &cpu in &cpus {
                         let name = ust_ctf::stream_file_name(ctf::TREE_CHANNEL, cpu);
-                        streams.push(CpuStream::create_named(&dir, &name, table.clone(), uuid, cpu, ctf::TREE_INSTANCE_BASE + u64::from(cpu))?);
+                        let mut s = CpuStream::create_named(&dir, &name, table.clone(), uuid, cpu, ctf::TREE_INSTANCE_BASE + u64::from(cpu))?;
+                        // A first packet, before any loss.
+                        s.write_empty(start)?;
+                        streams.push(s);
                     }
                 }
                 Ok((streams, uuid))

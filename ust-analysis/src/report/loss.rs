@@ -109,7 +109,10 @@ pub fn judge(l: &Loaded, tree: &HashSet<i32>) -> KernelLoss {
         return out;
     }
     let kernel = || l.events.iter().filter(|e| e.domain == Domain::Kernel && !e.name.starts_with("lttng_statedump"));
-    let tree_first = kernel().filter(|e| tree.contains(&e.tid)).map(|e| e.ts).next();
+    // The tree's start: its first event, switch-in or fork.
+    let concerns_tree =
+        |e: &super::load::Event| tree.contains(&e.tid) || ["next_pid", "child_pid"].iter().any(|f| e.int(f).is_some_and(|t| tree.contains(&(t as i32))));
+    let tree_first = kernel().find(|e| concerns_tree(e)).map(|e| e.ts);
     let trace_end = kernel().map(|e| e.ts).last().unwrap_or(0);
     // The tree's end: its tasks' last exit, when every task seen exited in the trace.
     let mut exited: HashMap<i32, u64> = HashMap::new();
@@ -214,7 +217,8 @@ pub fn text(k: &KernelLoss, start_ns: u64) -> String {
             let _ = writeln!(s, " ({} events lost where it could not be{})", k.events, if k.incomplete.is_empty() { "" } else { ", see below" });
         }
     } else {
-        let certain = if k.tree_events > 0 { format!("{} of the traced tree's events lost", k.tree_events) } else { "the traced tree's events may be lost".to_string() };
+        let certain =
+            if k.tree_events > 0 { format!("{} of the traced tree's events lost", k.tree_events) } else { "the traced tree's events may be lost".to_string() };
         let _ = writeln!(s, "WARNING: kernel events lost: {certain}: incomplete: {}", k.incomplete.join(", "));
     }
     let shown = coalesced(&k.ranges);

@@ -73,7 +73,9 @@ impl Gated {
         if got < pid.len() {
             // It never forked: the spawn's error says why.
             drop(gate_w);
-            return Err(spawner.join().map_or_else(|_| io::Error::other("the spawning thread panicked"), |r| r.err().unwrap_or_else(|| io::Error::other("no pid"))));
+            return Err(spawner
+                .join()
+                .map_or_else(|_| io::Error::other("the spawning thread panicked"), |r| r.err().unwrap_or_else(|| io::Error::other("no pid"))));
         }
         Ok(Gated { pid: i32::from_ne_bytes(pid), release: gate_w, spawner })
     }

@@ -92,7 +92,9 @@ pub fn start_tracefs(p: Prepared, stacks: Option<Box<PerfRecorder>>, output: &Pa
     if system_wide {
         eprintln!("ust: kernel view: tier 3 (tracefs, system-wide: every task's events)");
     } else {
-        eprintln!("ust: kernel view: tier 3 (tracefs: the command's system calls and faults, filtered in the kernel; everyone's scheduling, interrupts and timers)");
+        eprintln!(
+            "ust: kernel view: tier 3 (tracefs: the command's system calls and faults, filtered in the kernel; everyone's scheduling, interrupts and timers)"
+        );
     }
     Ok(KernelView::Tracefs(rec, stacks))
 }
