@@ -113,7 +113,7 @@ pub fn judge(l: &Loaded, tree: &HashSet<i32>) -> KernelLoss {
     let concerns_tree =
         |e: &super::load::Event| tree.contains(&e.tid) || ["next_pid", "child_pid"].iter().any(|f| e.int(f).is_some_and(|t| tree.contains(&(t as i32))));
     let tree_first = kernel().find(|e| concerns_tree(e)).map(|e| e.ts);
-    let trace_end = kernel().map(|e| e.ts).last().unwrap_or(0);
+    let trace_end = kernel().map(|e| e.ts).next_back().unwrap_or(0);
     // The tree's end: its tasks' last exit, when every task seen exited in the trace.
     let mut exited: HashMap<i32, u64> = HashMap::new();
     let mut seen: HashSet<i32> = HashSet::new();

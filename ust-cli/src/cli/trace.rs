@@ -152,29 +152,19 @@ pub fn trace(a: TraceArgs) -> CliResult {
             command().spawn()
         }
         // Tiers 3 and 2: the command starts gated until its view records.
-        Plan::Tracefs(..) | Plan::Broker(..) => match crate::kernel::gate::Gated::spawn(command()) {
+        Plan::Gated(gate) => match crate::kernel::gate::Gated::spawn(command()) {
             Err(e) => Err(e),
-            Ok(g) => {
-                let started = match plan {
-                    Plan::Tracefs(p, stacks) => view::start_tracefs(*p, stacks, &output, g.pid, a.system_wide).map_err(|e| {
-                        eprintln!("ust: root's kernel view failed to start: {e}");
-                        e
-                    }),
-                    Plan::Broker(p, tracefs_err) => view::start_broker(p, &output, g.pid).ok_or(tracefs_err),
-                    _ => unreachable!("matched above"),
-                };
-                match started {
-                    Ok(k) => {
-                        kernel = Some(k);
-                        g.release()
-                    }
-                    Err(tracefs_err) => {
-                        g.cancel();
-                        kernel = view::start_perf(&output, &tracefs_err);
-                        command().spawn()
-                    }
+            Ok(g) => match gate.start(&output, g.pid) {
+                Ok(k) => {
+                    kernel = Some(k);
+                    g.release()
                 }
-            }
+                Err(tracefs_err) => {
+                    g.cancel();
+                    kernel = view::start_perf(&output, &tracefs_err);
+                    command().spawn()
+                }
+            },
         },
     };
     let mut traced_pid = 0;

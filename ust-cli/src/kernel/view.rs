@@ -41,16 +41,40 @@ pub enum KernelView {
 /// What [`plan`] found.
 #[derive(Debug)]
 pub enum Plan {
-    /// Root's tracefs recording is set up (tier 3; the stacks recorder already follows
-    /// the next child that execs): spawn the command gated, then [`start_tracefs`].
-    Tracefs(Box<Prepared>, Option<Box<PerfRecorder>>),
+    /// A view that records once it has the command's pid: spawn the command gated, then
+    /// [`Gate::start`].
+    Gated(Gate),
     /// Recording already (tier 1).
     Ready(KernelView),
-    /// Root's daemon will record once it has the command's pid (tier 2): spawn the command
-    /// gated, then [`start_broker`].
-    Broker(Pending, KernelError),
     /// No kernel view.
     None,
+}
+
+/// A view waiting for the gated command's pid.
+#[derive(Debug)]
+pub enum Gate {
+    /// Root's tracefs recording is set up (tier 3; the stacks recorder already follows
+    /// the next child that execs).
+    Tracefs(Box<Prepared>, Option<Box<PerfRecorder>>, bool),
+    /// Root's daemon will record (tier 2); the error says why tier 3 is not available.
+    Broker(Pending, KernelError),
+}
+
+impl Gate {
+    /// Starts the view of the gated command `pid` into `<output>/kernel`, saying on stderr
+    /// which tier it is.
+    ///
+    /// # Errors
+    /// Why not (printed), to pass to [`start_perf`] once the caller has cancelled the
+    /// gated command.
+    pub fn start(self, output: &Path, pid: i32) -> Result<KernelView, KernelError> {
+        match self {
+            Gate::Tracefs(p, stacks, system_wide) => {
+                start_tracefs(*p, stacks, output, pid, system_wide).inspect_err(|e| eprintln!("ust: root's kernel view failed to start: {e}"))
+            }
+            Gate::Broker(p, tracefs_err) => start_broker(p, output, pid).ok_or(tracefs_err),
+        }
+    }
 }
 
 /// Sets up the best view, or finds root's broker. Call it right before the command is
@@ -66,7 +90,7 @@ pub fn plan(output: &Path, opts: Options) -> Plan {
                     None
                 }
             };
-            return Plan::Tracefs(Box::new(p), stacks);
+            return Plan::Gated(Gate::Tracefs(Box::new(p), stacks, opts.system_wide));
         }
         Err(e) => e,
     };
@@ -74,7 +98,7 @@ pub fn plan(output: &Path, opts: Options) -> Plan {
         eprintln!("ust: --system-wide needs root's tracefs view (tier 3): {tracefs_err}");
     }
     match super::broker::hello() {
-        Ok(p) => Plan::Broker(p, tracefs_err),
+        Ok(p) => Plan::Gated(Gate::Broker(p, tracefs_err)),
         Err(reason) => {
             eprintln!("ust: root's ust-consumerd gives no kernel view: {reason}");
             start_perf(output, &tracefs_err).map_or(Plan::None, Plan::Ready)
@@ -83,11 +107,7 @@ pub fn plan(output: &Path, opts: Options) -> Plan {
 }
 
 /// Starts root's recording of the tree of the gated command `pid` into `<output>/kernel`.
-///
-/// # Errors
-/// The recorder's (the caller then cancels the gated child and falls back to
-/// [`start_perf`]).
-pub fn start_tracefs(p: Prepared, stacks: Option<Box<PerfRecorder>>, output: &Path, pid: i32, system_wide: bool) -> Result<KernelView, KernelError> {
+fn start_tracefs(p: Prepared, stacks: Option<Box<PerfRecorder>>, output: &Path, pid: i32, system_wide: bool) -> Result<KernelView, KernelError> {
     let rec = p.start(output.join("kernel"), ViewFilter::everything(pid))?;
     if system_wide {
         eprintln!("ust: kernel view: tier 3 (tracefs, system-wide: every task's events)");
@@ -99,9 +119,8 @@ pub fn start_tracefs(p: Prepared, stacks: Option<Box<PerfRecorder>>, output: &Pa
     Ok(KernelView::Tracefs(rec, stacks))
 }
 
-/// Hands the gated command's `pid` to the broker; on refusal, says why (the caller then
-/// cancels the gated child and falls back to [`start_perf`]).
-pub fn start_broker(p: Pending, output: &Path, pid: i32) -> Option<KernelView> {
+/// Hands the gated command's `pid` to the broker; on refusal, says why.
+fn start_broker(p: Pending, output: &Path, pid: i32) -> Option<KernelView> {
     let dir = p.rundir.clone();
     match p.start(output, pid) {
         Ok(b) => {
