@@ -16,9 +16,10 @@
 //! Modules: [`tracefs`] (mount, instance, stale instances), [`format`](mod@format) (event format files),
 //! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer; [`ctf_type`] its field types), [`lttng`]
 //! (lttng-modules' event and field names), [`syscalls`] (x86-64 system call names),
-//! [`procfs`] (state dump, memory maps), [`view_recorder`] (the tracefs recording: root's,
+//! [`procfs`] (state dump, memory maps), [`sizing`] (buffer sizes from the measured event
+//! rate), [`view_recorder`] (the tracefs recording: root's,
 //! and the one root's daemon makes for a user), [`merge`] (its reading thread: time order,
-//! loss accounting, buffer growth), [`filter`] (what a view keeps), [`perf`] (tier 1:
+//! loss accounting), [`filter`] (what a view keeps), [`perf`] (tier 1:
 //! `perf_event_open` on the traced tasks, for any user), [`ptrace`] (tier 1's system calls,
 //! recorded with ptrace as strace records them), [`bpf`] (system-call arguments copied by
 //! a BPF program, [`argspec`] which ones, [`captured`] their values and CTF bytes). The
@@ -47,6 +48,7 @@ pub mod merge;
 pub mod perf;
 pub mod procfs;
 pub mod ptrace;
+pub mod sizing;
 pub mod syscalls;
 pub mod tracefs;
 pub mod view_recorder;
@@ -56,8 +58,8 @@ use std::time::Duration;
 
 use ctf::EventTable;
 
-/// Per-CPU buffer size of a tracefs instance at the start, KiB (then grown as needed,
-/// [`merge`]).
+/// Per-CPU buffer size of a tracefs instance, KiB, unless [`sizing`] finds the machine
+/// needs more (never less).
 pub const BUFFER_KB: u64 = 4096;
 /// How often the reader threads poll `trace_pipe_raw`.
 pub const POLL: Duration = Duration::from_millis(10);
@@ -116,8 +118,8 @@ pub struct KernelSummary {
     pub late: u64,
     /// CPU time of the reading thread, ns.
     pub reader_cpu_ns: u64,
-    /// The largest per-CPU buffer at the end, KiB (tracefs).
-    pub max_buffer_kb: u64,
+    /// The per-CPU buffer size of the system-wide tracefs instance, KiB ([`sizing`]).
+    pub buffer_kb: u64,
 }
 
 pub(crate) fn page_layout(root: &Path) -> (ftrace::PageLayout, usize) {

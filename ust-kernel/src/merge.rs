@@ -35,11 +35,6 @@
 //! `stats` says was overwritten beyond what the pages told, lost by the writer (`commit
 //! overrun`, `dropped events`), or never handed out, is counted at the stream's end.
 //!
-//! **Buffer sizes.** Unless the size is fixed, a buffer whose unread bytes pass half its
-//! size, or that lost events, is doubled ([`GROW_MARK`]), up to [`max_buffer_kb`]; the
-//! write to its `buffer_size_kb` (which waits for a kernel worker on that CPU) runs on a
-//! thread of its own, so reading never waits for it.
-//!
 //! **Speed.** The thread asks for the highest CFS priority (nice -20: root's daemon and
 //! root's `ust trace` have `CAP_SYS_NICE`): a reader starved by busy tasks is what loses
 //! events. [`COMMIT_MARGIN`], [`MAX_HOLD`], [`FLUSH_EVERY`] and [`STOP_ROUNDS`] bound the
@@ -48,7 +43,6 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Read;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -72,25 +66,10 @@ pub const MAX_HOLD: Duration = Duration::from_secs(1);
 pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
 /// Rounds (of [`crate::POLL`]) the last reading waits for events the kernel still holds.
 pub const STOP_ROUNDS: usize = 50;
-/// A buffer whose unread bytes pass this fraction of its size (or that lost events) is
-/// doubled.
-pub const GROW_MARK: f64 = 0.5;
-/// Largest per-CPU buffer the growth goes to, KiB (see [`max_buffer_kb`]).
-pub const MAX_BUFFER_KB: u64 = 256 * 1024;
 /// Deepest interrupt nesting kept per CPU (entries whose exit was lost are forgotten).
 const MAX_NESTING: usize = 8;
 /// Pages read from one buffer per round before the others get their turn.
 const PAGES_PER_ROUND: usize = 256;
-
-/// The largest size a buffer may grow to, KiB: [`MAX_BUFFER_KB`], and all `buffers` together
-/// at most an eighth of `MemAvailable`.
-pub fn max_buffer_kb(buffers: usize) -> u64 {
-    let avail = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("MemAvailable:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()))
-        .unwrap_or(0);
-    (avail / 8 / buffers.max(1) as u64).min(MAX_BUFFER_KB)
-}
 
 /// The counters of a CPU buffer's `per_cpu/cpuN/stats` (0 where a line is missing).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -148,10 +127,6 @@ pub(crate) struct Buffer {
     pub pipe: std::fs::File,
     /// `per_cpu/cpuN/stats`.
     pub stats_file: std::fs::File,
-    /// `per_cpu/cpuN/buffer_size_kb`.
-    pub size_path: PathBuf,
-    /// Its size now, KiB.
-    pub size_kb: u64,
     /// Every record up to this time has been read (see the module docs).
     complete: u64,
     held_since: Option<u64>,
@@ -159,27 +134,12 @@ pub(crate) struct Buffer {
     accounted: u64,
     /// `stats` at the end of the previous round.
     last: BufferStats,
-    /// A resize of it is under way.
-    growing: Option<std::thread::JoinHandle<Result<u64, String>>>,
 }
 
 impl Buffer {
     /// A buffer read into stream `stream`.
-    pub fn new(stream: usize, cpu: u32, instance: &'static str, pipe: std::fs::File, stats_file: std::fs::File, size_path: PathBuf, size_kb: u64) -> Buffer {
-        Buffer {
-            stream,
-            cpu,
-            instance,
-            pipe,
-            stats_file,
-            size_path,
-            size_kb,
-            complete: 0,
-            held_since: None,
-            accounted: 0,
-            last: BufferStats::default(),
-            growing: None,
-        }
+    pub fn new(stream: usize, cpu: u32, instance: &'static str, pipe: std::fs::File, stats_file: std::fs::File) -> Buffer {
+        Buffer { stream, cpu, instance, pipe, stats_file, complete: 0, held_since: None, accounted: 0, last: BufferStats::default() }
     }
 }
 
@@ -221,8 +181,6 @@ pub(crate) struct Outcome {
     pub late: u64,
     /// The thread's CPU time, ns.
     pub cpu_ns: u64,
-    /// The largest buffer size at the end, KiB.
-    pub max_buffer_kb: u64,
 }
 
 /// The merge of one recording (see the module docs).
@@ -233,10 +191,6 @@ pub(crate) struct Merge {
     pub buffers: Vec<Buffer>,
     pub layout: crate::ftrace::PageLayout,
     pub page_size: usize,
-    /// Buffers keep their size.
-    pub fixed_size: bool,
-    /// Growth limit, KiB.
-    pub max_kb: u64,
     heap: BinaryHeap<Reverse<Pending>>,
     batch: Vec<Pending>,
     seq: u64,
@@ -280,7 +234,6 @@ impl Merge {
         let root_pid = filter.visible().next().unwrap_or(0);
         let switch_id = table.events.iter().find(|e| e.name == "sched_switch").and_then(|e| e.format.as_ref()).map(|f| u64::from(f.id));
         let n = streams.len();
-        let max_kb = max_buffer_kb(buffers.len());
         Merge {
             table,
             filter,
@@ -288,8 +241,6 @@ impl Merge {
             buffers,
             layout,
             page_size,
-            fixed_size: false,
-            max_kb,
             heap: BinaryHeap::new(),
             batch: Vec::new(),
             seq: 0,
@@ -353,12 +304,6 @@ impl Merge {
         }
         self.account_the_rest();
         self.out.cpu_ns = thread_cpu_ns();
-        for b in &mut self.buffers {
-            if let Some(Ok(Ok(kb))) = b.growing.take().map(|t| t.join()) {
-                b.size_kb = kb;
-            }
-        }
-        self.out.max_buffer_kb = self.buffers.iter().map(|b| b.size_kb).max().unwrap_or(0);
         (self.streams, self.out, self.err)
     }
 
@@ -408,7 +353,6 @@ impl Merge {
             // No evidence from a buffer whose reads fail: its records wait at most MAX_HOLD.
             b.complete = b.complete.max(ust_core::clock::monotonic_ns().saturating_sub(max_hold));
         }
-        self.grow_if_needed(bi, stats);
         self.buffers[bi].last = stats;
         ended && (!held || stop_rounds >= STOP_ROUNDS)
     }
@@ -459,36 +403,6 @@ impl Merge {
             }
             Err(_) => self.streams[stream].stats.bad += 1,
         }
-    }
-
-    /// Doubles buffer `bi` (on a thread of its own) when it passed [`GROW_MARK`] or lost
-    /// events, unless sizes are fixed or it is at the limit; takes in a finished resize.
-    fn grow_if_needed(&mut self, bi: usize, stats: BufferStats) {
-        let b = &mut self.buffers[bi];
-        if b.growing.as_ref().is_some_and(|t| t.is_finished()) {
-            match b.growing.take().map(|t| t.join()) {
-                Some(Ok(Ok(kb))) => b.size_kb = kb,
-                Some(Ok(Err(e))) => eprintln!("ust: kernel buffer of CPU {} ({}) not grown: {e}", b.cpu, b.instance),
-                _ => {}
-            }
-        }
-        let full = stats.bytes as f64 > GROW_MARK * (b.size_kb * 1024) as f64;
-        let lost = stats.overrun > b.last.overrun || stats.commit_overrun > b.last.commit_overrun;
-        if self.fixed_size || b.growing.is_some() || b.size_kb >= self.max_kb || !(full || lost) {
-            return;
-        }
-        let kb = (b.size_kb * 2).min(self.max_kb);
-        let path = b.size_path.clone();
-        if self.debug {
-            eprintln!(
-                "ust-kview debug [{}]: {} cpu {}: {} unread bytes of {} KiB, lost {}: growing to {kb} KiB",
-                self.root_pid, b.instance, b.cpu, stats.bytes, b.size_kb, lost
-            );
-        }
-        b.growing = std::thread::Builder::new()
-            .name("ust-kbuf-grow".into())
-            .spawn(move || crate::tracefs::write(&path, &kb.to_string()).map(|()| kb).map_err(|e| e.to_string()))
-            .ok();
     }
 
     /// The batch read this round, in time order (a fork before its child's exec, whatever

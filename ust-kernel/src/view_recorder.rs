@@ -19,7 +19,8 @@
 //! Each instance's CPUs have their own streams (channels [`ctf::CHANNEL`] and
 //! [`ctf::TREE_CHANNEL`]), so a loss is accounted to the buffer it happened in. Root may ask
 //! for one system-wide instance instead ([`Options::system_wide`]: LTTng's view, every
-//! task's system calls and faults too).
+//! task's system calls and faults too). The system-wide instance's buffers are sized from
+//! the event rate measured just before ([`crate::sizing`]).
 //!
 //! The writing thread of a user's view runs with the requester's file-system identity
 //! (`setfsuid`, `setfsgid`, no supplementary groups: per thread on Linux), so every file
@@ -36,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use crate::ctf::{CpuStream, EventTable, Given};
 use crate::filter::ViewFilter;
 use crate::merge::{Buffer, Merge};
-use crate::{ctf, format, lttng, procfs, tracefs, KernelError, KernelSummary, BUFFER_KB};
+use crate::{ctf, format, lttng, procfs, sizing, tracefs, KernelError, KernelSummary, BUFFER_KB};
 
 /// The environment variable that turns on the recorder's debug log (any value): lines
 /// `ust-kview debug [ROOT PID]: …` on stderr, per recording, saying for each read of a
@@ -62,8 +63,8 @@ pub struct Options {
     /// Root only: one instance with every event system-wide (every task's system calls and
     /// faults), instead of the traced tree's high-rate events filtered in the kernel.
     pub system_wide: bool,
-    /// A fixed per-CPU buffer size, KiB; `None`: [`BUFFER_KB`] at first, doubled when a
-    /// buffer fills past half or loses events ([`crate::merge`]).
+    /// A per-CPU buffer size, KiB; `None`: sized from the measured event rate
+    /// ([`crate::sizing`]).
     pub buffer_kb: Option<u64>,
 }
 
@@ -103,8 +104,8 @@ pub struct Prepared {
     table: Arc<EventTable>,
     missing: Vec<String>,
     stale_removed: Vec<String>,
-    opts: Options,
     all: bool,
+    buffer_kb: u64,
 }
 
 /// A running recording.
@@ -149,8 +150,20 @@ impl ViewRecorder {
         if formats.is_empty() {
             return Err(KernelError::NoEvents);
         }
+        let buffer_kb = match opts.buffer_kb {
+            Some(kb) => kb,
+            None => {
+                let events: Vec<(&str, &str)> =
+                    formats.iter().filter(|(_, f)| tree.is_none() || !tree_event(&f.system)).map(|(_, f)| (f.system.as_str(), f.name.as_str())).collect();
+                let buffers = ust_core::cpus::possible_cpus().len() * if tree.is_some() { 2 } else { 1 };
+                let bytes = sizing::measure(&root, &format!("{name}-c"), &events, &ust_core::cpus::possible_cpus())?;
+                let kb = sizing::size_for(bytes, BUFFER_KB, sizing::max_buffer_kb(buffers));
+                sizing::set(&main, kb)?;
+                kb
+            }
+        };
         let table = Arc::new(EventTable::with_syscall_args(formats, &lttng::read_syscall_args(&main.dir().join("events"))));
-        Ok(Prepared { main, tree, table, missing, stale_removed, opts, all })
+        Ok(Prepared { main, tree, table, missing, stale_removed, all, buffer_kb })
     }
 
     /// [`ViewRecorder::prepare`] and [`Prepared::start`] with the default [`Options`].
@@ -231,7 +244,7 @@ impl Prepared {
     /// # Errors
     /// [`KernelError`]: tracefs, or the thread's first writes into `dir`.
     pub fn start(self, dir: PathBuf, filter: ViewFilter) -> Result<ViewRecorder, KernelError> {
-        let Prepared { main, tree, table, missing, stale_removed, opts, all } = self;
+        let Prepared { main, tree, table, missing, stale_removed, all, buffer_kb } = self;
         if all != filter.sees_all() {
             return Err(KernelError::Io(std::io::Error::other("prepared for another kind of view")));
         }
@@ -244,7 +257,6 @@ impl Prepared {
         let (layout, page_size) = crate::page_layout(&root);
         let cpus = ust_core::cpus::possible_cpus();
         let n = cpus.len();
-        let size_kb = opts.buffer_kb.unwrap_or(BUFFER_KB);
         // Opened here (as root: a user's view's thread runs with the user's file-system
         // identity): main CPU i -> stream i, tree CPU i -> stream n + i.
         let mut buffers = Vec::new();
@@ -254,7 +266,7 @@ impl Prepared {
                 let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&pipe)?;
                 let stats = std::fs::File::open(pipe.with_file_name("stats"))?;
                 let label = if k == 0 { "main" } else { "tree" };
-                buffers.push(Buffer::new(k * n + i, cpu, label, f, stats, pipe.with_file_name("buffer_size_kb"), size_kb));
+                buffers.push(Buffer::new(k * n + i, cpu, label, f, stats));
             }
         }
         let with_tree = tree.is_some();
@@ -299,8 +311,7 @@ impl Prepared {
                     return Err(e.to_string());
                 }
             };
-            let mut m = Merge::new(table.clone(), filter, streams, buffers, layout, page_size);
-            m.fixed_size = opts.buffer_kb.is_some();
+            let m = Merge::new(table.clone(), filter, streams, buffers, layout, page_size);
             let (streams, out, mut err) = m.run(&st);
             // Not finished (the connection dropped): a fresh clock offset, no traced pid.
             let (traced_pid, offset) = fa.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or((0, ust_core::clock::realtime_offset_ns()));
@@ -329,7 +340,7 @@ impl Prepared {
                 decoded: out.decoded,
                 late: out.late,
                 reader_cpu_ns: out.cpu_ns,
-                max_buffer_kb: out.max_buffer_kb,
+                buffer_kb,
             })
         })?;
         match ready_rx.recv() {

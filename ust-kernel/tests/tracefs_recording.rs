@@ -114,6 +114,33 @@ fn records_the_tree_in_the_kernel_and_scheduling_system_wide() {
     assert!(meta.contains(&format!("uuid = \"{}\"", ust_core::clock::boot_id())));
 }
 
+/// Buffers of 8 KiB against a burst of system calls (a one-byte `dd`): every event of the
+/// burst is in the trace or counted lost, in the trace (babeltrace2 reports as many
+/// discarded events as the recorder counted).
+#[test]
+fn small_buffers_under_a_burst_count_every_lost_event() {
+    require_tracefs!();
+    let out = tempfile::tempdir().unwrap();
+    let mut child =
+        Command::new("sh").args(["-c", "read x; exec dd if=/dev/zero of=/dev/null bs=1 count=300000 status=none"]).stdin(Stdio::piped()).spawn().unwrap();
+    let pid = child.id() as i32;
+    let opts = Options { buffer_kb: Some(8), ..Options::default() };
+    let rec = ViewRecorder::prepare(true, opts).unwrap().start(out.path().join("kernel"), ViewFilter::everything(pid)).unwrap();
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    let summary = rec.finish(pid, ust_core::clock::realtime_offset_ns()).unwrap();
+    assert_eq!(summary.buffer_kb, 8);
+    let o = Command::new("babeltrace2").arg(out.path().join("kernel")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(common::bt_discarded(&err), summary.lost, "{err}");
+    // dd's 300,000 reads and writes, entries and exits: each in the trace or counted lost.
+    let calls = ["read", "write"].iter().flat_map(|c| [format!(" syscall_entry_{c}: "), format!(" syscall_exit_{c}: ")]).collect::<Vec<_>>();
+    let seen = String::from_utf8_lossy(&o.stdout).lines().filter(|l| calls.iter().any(|c| l.contains(c.as_str()))).count() as u64;
+    eprintln!("{seen} of dd's calls' events in the trace, {} lost", summary.lost);
+    assert!(seen + summary.lost >= 1_200_000, "every event is in the trace or counted lost: {seen} + {}", summary.lost);
+}
+
 #[test]
 fn stale_instances_of_dead_pids_are_removed() {
     require_tracefs!();

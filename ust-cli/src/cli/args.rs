@@ -658,8 +658,8 @@ pub struct TraceArgs {
     /// system-wide tracefs instance, as LTTng records), not only CMD's.
     #[arg(long = "system-wide", requires = "kernel")]
     pub system_wide: bool,
-    /// With --kernel (tracefs): a fixed per-CPU buffer size in KiB, instead of 4096 grown
-    /// as needed.
+    /// With --kernel (tracefs): the per-CPU buffer size in KiB, instead of one sized from
+    /// the event rate measured at the start (at least 4096).
     #[arg(long = "kernel-buffer-kb", value_name = "KIB", requires = "kernel", value_parser = clap::value_parser!(u64).range(4..))]
     pub kernel_buffer_kb: Option<u64>,
     /// As root, with --kernel: run CMD as USER (a name or uid; default: the user sudo was

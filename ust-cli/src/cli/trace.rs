@@ -247,11 +247,11 @@ fn finish_kernel(kernel: Option<crate::kernel::view::KernelView>, maps: Option<c
                 if s.decoded > 0 {
                     let rate = s.decoded as f64 / (s.reader_cpu_ns.max(1) as f64 / 1e9);
                     eprintln!(
-                        "ust: kernel reader: {} records decoded in {:.1} ms of CPU ({:.0}/s), tracefs buffers up to {} KiB per CPU",
+                        "ust: kernel reader: {} records decoded in {:.1} ms of CPU ({:.0}/s), system-wide tracefs buffers of {} KiB per CPU",
                         s.decoded,
                         s.reader_cpu_ns as f64 / 1e6,
                         rate,
-                        s.max_buffer_kb
+                        s.buffer_kb
                     );
                 }
                 if !s.missing_events.is_empty() {
