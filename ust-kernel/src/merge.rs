@@ -263,9 +263,13 @@ impl Merge {
         // Rounds since recording was turned off: events still held then are waited for
         // this many rounds, then counted as lost.
         let mut stop_rounds = 0usize;
+        let mut stopped_at = 0;
         loop {
             let stopping = stop.load(Ordering::SeqCst);
             if stopping {
+                if stop_rounds == 0 {
+                    stopped_at = ust_core::clock::monotonic_ns();
+                }
                 stop_rounds += 1;
             }
             let mut all_read = true;
@@ -303,6 +307,15 @@ impl Merge {
             }
         }
         self.account_the_rest();
+        // Every stream ends when recording stopped, as LTTng's streams do (its last,
+        // possibly empty, packet at the stop): the streams' intersection, which tools such
+        // as lttng-analyses read, is then the whole recording.
+        let end = self.streams.iter().map(CpuStream::last_ts).max().unwrap_or(0).max(stopped_at);
+        for s in &mut self.streams {
+            if let Err(e) = s.write_empty(end) {
+                self.err.get_or_insert(e.to_string());
+            }
+        }
         self.out.cpu_ns = thread_cpu_ns();
         (self.streams, self.out, self.err)
     }

@@ -198,11 +198,10 @@ impl ViewRecorder {
     }
 }
 
-/// The state dump, written before recording starts (at a time before any ftrace event):
+/// The state dump, written before recording starts (at `ts`, before any ftrace event):
 /// each task `filter` sees in the stream of the CPU it last ran on, with the open file
 /// descriptors of each process, between `lttng_statedump_start` and `_end` (first stream).
-fn statedump(streams: &mut [CpuStream], cpus: &[u32], filter: &ViewFilter) -> std::io::Result<()> {
-    let ts = ust_core::clock::monotonic_ns();
+fn statedump(streams: &mut [CpuStream], cpus: &[u32], filter: &ViewFilter, ts: u64) -> std::io::Result<()> {
     let tasks: Vec<_> = procfs::statedump().into_iter().filter(|t| filter.sees(t.tid)).collect();
     let Some(first) = streams.first_mut() else { return Ok(()) };
     first.push_named(lttng::STATEDUMP_START, ts, 0, &[])?;
@@ -288,9 +287,11 @@ impl Prepared {
                 for &cpu in &cpus {
                     streams.push(CpuStream::create(&dir, table.clone(), uuid, cpu)?);
                 }
-                statedump(&mut streams, &cpus, &filter)?;
+                // Every stream starts at the state dump (tools that read the streams'
+                // intersection, as lttng-analyses does, then keep it).
+                let start = ust_core::clock::monotonic_ns();
+                statedump(&mut streams, &cpus, &filter, start)?;
                 if with_tree {
-                    let start = ust_core::clock::monotonic_ns();
                     for &cpu in &cpus {
                         let name = ust_ctf::stream_file_name(ctf::TREE_CHANNEL, cpu);
                         let mut s = CpuStream::create_named(&dir, &name, table.clone(), uuid, cpu, ctf::TREE_INSTANCE_BASE + u64::from(cpu))?;
