@@ -34,6 +34,21 @@ fn skip_reason() -> Option<String> {
     None
 }
 
+/// One test of this file at a time: the load must not reach the others' traces (a
+/// system-wide trace under it would record millions of events).
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Skips the test (saying why) where it cannot run; else takes the machine.
+macro_rules! require_root_tracing {
+    () => {{
+        if let Some(r) = skip_reason() {
+            eprintln!("skipped: {r}");
+            return;
+        }
+        MACHINE.lock().unwrap_or_else(|p| p.into_inner())
+    }};
+}
+
 /// The fixed workload, in an empty environment (the same for strace and for `ust trace`,
 /// whose session token would otherwise differ in size): a shell, a file read, a failed
 /// lookup.
@@ -96,10 +111,7 @@ fn lost_of(stderr: &str) -> u64 {
 
 #[test]
 fn root_view_counts_equal_strace_ten_times_under_load() {
-    if let Some(r) = skip_reason() {
-        eprintln!("skipped: {r}");
-        return;
-    }
+    let _machine = require_root_tracing!();
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let load = common::load::Load::start();
@@ -131,10 +143,7 @@ fn root_view_counts_equal_strace_ten_times_under_load() {
 
 #[test]
 fn a_forced_loss_is_reported_with_its_cpu_and_time_range() {
-    if let Some(r) = skip_reason() {
-        eprintln!("skipped: {r}");
-        return;
-    }
+    let _machine = require_root_tracing!();
     let tmp = tempfile::tempdir().unwrap();
     let d = TestDaemon::start();
     let out = tmp.path().join("t");
@@ -172,10 +181,7 @@ fn a_forced_loss_is_reported_with_its_cpu_and_time_range() {
 /// channel (no tree channel), and babeltrace2 reads it.
 #[test]
 fn system_wide_records_every_task() {
-    if let Some(r) = skip_reason() {
-        eprintln!("skipped: {r}");
-        return;
-    }
+    let _machine = require_root_tracing!();
     let tmp = tempfile::tempdir().unwrap();
     let d = TestDaemon::start();
     let out = tmp.path().join("t");

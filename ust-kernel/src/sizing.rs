@@ -66,7 +66,7 @@ pub fn measure(root: &Path, name: &str, events: &[(&str, &str)], cpus: &[u32]) -
     for &cpu in cpus {
         let stats = inst.pipe_raw(cpu).with_file_name("stats");
         let s = std::fs::read_to_string(stats).map(|t| BufferStats::parse(&t)).unwrap_or_default();
-        let per_event = if s.entries > 0 { s.bytes / s.entries } else { 0 };
+        let per_event = s.bytes.checked_div(s.entries).unwrap_or(0);
         most = most.max(s.bytes + s.overrun * per_event);
     }
     let _ = inst.remove();
