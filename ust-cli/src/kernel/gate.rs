@@ -96,3 +96,35 @@ impl Gated {
         let _ = self.spawner.join();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(path: &std::path::Path) -> Command {
+        let mut c = Command::new("touch");
+        c.arg(path);
+        c
+    }
+
+    /// Released, the process execs its command in place (same pid); cancelled, it exits
+    /// without running it; a command that cannot be run fails at the release.
+    #[test]
+    fn runs_only_once_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let ran = dir.path().join("ran");
+        let g = Gated::spawn(touch(&ran)).unwrap();
+        assert!(g.pid > 0 && !ran.exists(), "stopped before its exec");
+        let pid = g.pid;
+        let mut child = g.release().unwrap();
+        assert_eq!(child.id() as i32, pid);
+        assert!(child.wait().unwrap().success() && ran.exists());
+        let never = dir.path().join("never");
+        let g = Gated::spawn(touch(&never)).unwrap();
+        assert!(std::path::Path::new(&format!("/proc/{}", g.pid)).exists());
+        g.cancel();
+        assert!(!never.exists(), "cancelled: the command never ran");
+        let g = Gated::spawn(Command::new("/no/such/program")).unwrap();
+        assert_eq!(g.release().unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
+}
