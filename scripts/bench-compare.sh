@@ -135,7 +135,14 @@ def minus(a, b):
 g = crit.get
 dis, empty, nop = g("disabled"), g("empty iteration"), g("static key NOP (asm goto, disabled)")
 trip = g("empty asm iteration")
-ust_layer_span = g('tracing+ust layer: info_span!("work", id = u64) entered and closed')
+span_name = 'info_span!("work", id = u64) entered and closed'
+ust_layer_span = g("tracing+ust layer: " + span_name)
+ust_sub_span = g("tracing+ust subscriber: " + span_name)
+ust_layer_span_tsc = g("tracing+ust layer: " + span_name + ", TSC")
+ust_sub_span_tsc = g("tracing+ust subscriber: " + span_name + ", TSC")
+noop_span = g("tracing+no-op layer: " + span_name)
+ev_layer = 'tracing+ust layer: info!(id = u64, val = i32, "ev")'
+ev_sub = 'tracing+ust subscriber: info!(id = u64, val = i32, "ev")'
 e1, e2 = g("enabled u64_i32 monotonic"), g("enabled u64_i32 monotonic 2 threads")
 t1, t2 = g("enabled u64_i32 tsc"), g("enabled u64_i32 tsc 2 threads")
 rows = [
@@ -166,16 +173,28 @@ rows = [
     ("ring buffer reserve+commit, monotonic", g("ringbuffer reserve+commit monotonic"), "floor: clock_gettime", clock, ""),
     ("ring buffer reserve+commit, TSC", g("ringbuffer reserve+commit tsc"), "floor: rdtsc", rdtsc, ""),
     ("(tracing, no subscriber)", tr_off, "LTTng-UST disabled", lt_off, ""),
-    ("tracing info!(id, val, \"ev\") recorded by ust's layer", g('tracing+ust layer: info!(id = u64, val = i32, "ev")'), "tracing-chrome layer", tr_chrome, ""),
-    ("  same", g('tracing+ust layer: info!(id = u64, val = i32, "ev")'), "tracing-perfetto layer", tr_perfetto, ""),
-    ("  same", g('tracing+ust layer: info!(id = u64, val = i32, "ev")'), "tracing fmt + non-blocking file", tr_on, ""),
+    # `tracing` and `log` into ust, each against ust's own `{u64,i32}` event (same clock,
+    # same sitting) or what `tracing` charges any layer (registry + a no-op layer).
+    ("tracing info!(id, val, \"ev\") recorded by ust's layer", g(ev_layer), "ust's own {u64,i32} event", e1, "<= 1.5x"),
+    ("tracing info!(id, val, \"ev\") recorded by ust's subscriber", g(ev_sub), "ust's own {u64,i32} event", e1, "<= 1.5x"),
+    ("log::info!(\"ev\") recorded by ust's log bridge", g('log+ust bridge: info!("ev")'), "ust's own {u64,i32} event", e1, "<= 1.5x"),
+    ("log::info!(\"ev {} {}\", u64, i32) recorded by ust's log bridge", g('log+ust bridge: info!("ev {} {}", u64, i32)'), "tracef! two integers", g("tracef two ints"), ""),
+    ("tracing span made, entered, exited, closed, ust's layer", ust_layer_span, "registry + a no-op layer", noop_span, "<= 1.5x"),
+    ("tracing span made, entered, exited, closed, ust's subscriber", ust_sub_span, "registry + a no-op layer", noop_span, "<= 1.5x"),
+    ("  same, TSC, ust's layer", ust_layer_span_tsc, "registry + a no-op layer", noop_span, "<= 1.5x"),
+    ("  same, TSC, ust's subscriber", ust_sub_span_tsc, "registry + a no-op layer", noop_span, "<= 1.5x"),
+    ("tracing span, ust's layer", ust_layer_span, "fastrace local span, 1 property", tr_fastrace_span, "<= 0.5x"),
+    ("tracing span, ust's subscriber", ust_sub_span, "fastrace local span, 1 property", tr_fastrace_span, "<= 0.5x"),
+    ("  same, TSC (fastrace's clock), ust's layer", ust_layer_span_tsc, "fastrace local span, 1 property", tr_fastrace_span, "<= 0.5x"),
+    ("  same, TSC (fastrace's clock), ust's subscriber", ust_sub_span_tsc, "fastrace local span, 1 property", tr_fastrace_span, "<= 0.5x"),
+    ("tracing info!(id, val, \"ev\") recorded by ust's layer", g(ev_layer), "tracing-chrome layer", tr_chrome, ""),
+    ("  same", g(ev_layer), "tracing-perfetto layer", tr_perfetto, ""),
+    ("  same", g(ev_layer), "tracing fmt + non-blocking file", tr_on, ""),
     ("  (ust layer, callsite no session enables)", g("tracing+ust layer: disabled callsite"), "tracing, no subscriber", tr_off, ""),
-    ("tracing span made, entered, exited, closed, ust's layer", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "tracing-chrome layer", tr_chrome_span, ""),
-    ("  same", g('tracing+ust layer: info_span!("work", id = u64) entered and closed'), "tracing-perfetto layer", tr_perfetto_span, ""),
+    ("tracing span made, entered, exited, closed, ust's layer", ust_layer_span, "tracing-chrome layer", tr_chrome_span, ""),
+    ("  same", ust_layer_span, "tracing-perfetto layer", tr_perfetto_span, ""),
     ("enabled {u64,i32}, monotonic, 1 thread", e1, "fastrace event, 2 properties", tr_fastrace, "< 1x"),
-    ("tracing span made, entered, exited, closed, ust's layer", ust_layer_span, "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),
-    ("  same, TSC (fastrace's clock)", g('tracing+ust layer: info_span!("work", id = u64) entered and closed, TSC'), "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),
-    ("tracing span, registry + a no-op layer", g('tracing+no-op layer: info_span!("work", id = u64) entered and closed'), "fastrace local span, 1 property", tr_fastrace_span, ""),
+    ("tracing span, registry + a no-op layer", noop_span, "fastrace local span, 1 property", tr_fastrace_span, ""),
     ("ust span: entry + exit tracepoints", g("ust span: entry + exit tracepoints monotonic"), "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),
     ("  same, TSC", g("ust span: entry + exit tracepoints tsc"), "fastrace local span, 1 property", tr_fastrace_span, "< 1x"),
 ]
@@ -184,6 +203,14 @@ print("| figure | ust (ns, median) | reference | ref (ns) | ratio | target |")
 print("|---|---|---|---|---|---|")
 for fig, v, ref, rv, tgt in rows:
     print(f"| {fig} | {f(v, 2 if v is not None and v < 10 else 1)} | {ref} | {f(rv, 2 if rv is not None and rv < 10 else 1)} | {r(v, rv)} | {tgt} |")
+rec = [l for l in read("crit").splitlines() if l.startswith("recorded: ")]
+fr = re.findall(r"^(fastrace(?: span)?) ns_per_event=[\d.]+ recorded=(\d+)", tr, re.M)
+if rec or fr:
+    print("\nevents each recording bench wrote (iterations, events recorded, discarded):\n")
+    for line in rec:
+        print(f"    {line[len('recorded: '):]}")
+    for what, n in fr:
+        print(f"    anchor {what}: 2000000 iterations, {n} recorded by its reporter")
 c = [l for l in read("consumer").splitlines() if l.startswith("consumer ")]
 for line in c:
     print(f"\n`{line}`")

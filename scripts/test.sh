@@ -59,6 +59,9 @@ if [ "$(id -u)" = 0 ]; then
   # system-tests/tests/save_load.rs runs lttng-sessiond as this user (root's would be
   # machine-wide, in /var/run/lttng).
   id ustlttng >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustlttng
+  # system-tests/tests/root_writes.rs: `sudo ust trace --kernel --as-user` writes as this
+  # user (the test makes its home, /home/ustrw, when missing).
+  id ustrw >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustrw
 fi
 
 # lttng-analyses 0.6.1 from PyPI, in a virtual environment on Debian's Python that sees the

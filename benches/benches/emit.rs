@@ -98,10 +98,13 @@ fn bench(c: &mut Criterion) {
             continue;
         }
         let bufs = benches::install_local_with(clock);
+        let mut tally = benches::Tally::new(&bufs);
         benches::enable(benches::site("bench", "ev"));
         let name = kind.name();
         c.bench_function(&format!("enabled u64_i32 {name}"), |b| b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || ev(x, y))));
+        tally.report(&format!("enabled u64_i32 {name}"), &bufs);
         c.bench_function(&format!("enabled u64_i32 {name} 2 threads"), |b| b.iter_custom(|iters| two_threads(iters, &bufs)));
+        tally.report(&format!("enabled u64_i32 {name} 2 threads"), &bufs);
         if kind == ClockKind::Monotonic {
             let s32 = black_box("0123456789abcdef0123456789abcdef");
             let q32 = black_box([0xa5u8; 32]);
@@ -111,12 +114,15 @@ fn bench(c: &mut Criterion) {
             c.bench_function("string32", |b| {
                 b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || ust::tracepoint!(bench, str, a: u64 = x, s: &str = s32)))
             });
+            tally.report("string32", &bufs);
             c.bench_function("seq32", |b| {
                 b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || ust::tracepoint!(bench, seq, a: u64 = x, q: &[u8] = &q32)))
             });
+            tally.report("seq32", &bufs);
             c.bench_function("tracef two ints", |b| {
                 b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || ust::tracef!("cache size {} after {}", x, y)))
             });
+            tally.report("tracef two ints", &bufs);
             // The `{u64, i32}` event with a filter on its channel: one that matches
             // (`a == 7`), one that does not (`a > 7`: no reservation).
             use ust_core::filter::{CmpOp, Expr, Operand};
@@ -125,6 +131,7 @@ fn bench(c: &mut Criterion) {
                 let filter = vec![Expr::Cmp(op, Operand::Field(0), Operand::Int(7))];
                 ust::__testing::set_filters(site, vec![(benches::SLOT, filter)]).expect("filter");
                 c.bench_function(name, |b| b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || ev(x, y))));
+                tally.report(name, &bufs);
             }
             ust::__testing::set_filters(site, vec![]).expect("no filter");
         }
@@ -134,6 +141,7 @@ fn bench(c: &mut Criterion) {
         benches::enable(benches::site("bench", "work_entry"));
         benches::enable(benches::site("bench", "work_exit"));
         c.bench_function(&format!("ust span: entry + exit tracepoints {name}"), |b| b.iter_custom(|iters| benches::timed_batches(iters, &bufs, || span(x))));
+        tally.report(&format!("ust span: entry + exit tracepoints {name}"), &bufs);
         let lost = benches::discarded(&bufs);
         if lost > 0 {
             eprintln!("{lost} events discarded during the {name} benches (buffers too small for a batch?)");
@@ -145,6 +153,7 @@ fn bench(c: &mut Criterion) {
 /// `iters` events from each of two threads pinned to CPUs 0 and 1, in batches separated by
 /// a barrier while thread 0 drains; returns the slower thread's emitting time.
 fn two_threads(iters: u64, bufs: &[ringbuffer::Buffer]) -> Duration {
+    benches::ran(iters);
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let barrier = Arc::new(Barrier::new(2));
     std::thread::scope(|s| {

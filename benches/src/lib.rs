@@ -1,11 +1,14 @@
 //! Shared set-up for the benches (`benches/benches/*.rs`) and the drivers of
 //! `scripts/bench-compare.sh`: per-CPU buffers on memfds installed in a channel slot of the
-//! `ust` runtime (no daemon: the emit path measured alone), a drain that plays the daemon,
-//! and a daemon started in a temporary `$UST_RUNDIR` for the benches that need a session.
+//! `ust` runtime (no daemon: the emit path measured alone), a drain that plays the daemon
+//! and counts the records it releases (so a bench says how many events it recorded, and
+//! no figure is met by discarding: [`Tally`]), and a daemon started in a temporary
+//! `$UST_RUNDIR` for the benches that need a session.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
@@ -85,12 +88,107 @@ pub fn ust_cpus() -> u32 {
     ust_core::cpus::possible_cpu_count().max(usable)
 }
 
-/// Releases every delivered sub-buffer (what the daemon does, without the copy to disk).
+/// Iterations [`timed_batches`] ran since the last [`Tally::report`].
+static ITERATIONS: AtomicU64 = AtomicU64::new(0);
+/// Records [`drain`] released since the last [`Tally::report`].
+static RECORDED: AtomicU64 = AtomicU64::new(0);
+/// Packets or records [`drain`] could not read since the last [`Tally::report`].
+static UNREADABLE: AtomicU64 = AtomicU64::new(0);
+
+/// The descriptions of every site of the program, indexed by event id - 1 (what the record
+/// walker reads records with); a placeholder for an id no site has.
+fn event_descs() -> Vec<ust_core::EventDesc> {
+    let mut out = Vec::new();
+    for s in ust::sites() {
+        let Some(i) = s.id().checked_sub(ust_core::event_header::FIRST_EVENT_ID) else { continue };
+        let i = i as usize;
+        if out.len() <= i {
+            out.resize_with(i + 1, || ust_core::EventDesc {
+                provider: "none".into(),
+                name: "none".into(),
+                level: ust_core::Level::Info,
+                fields: Vec::new().into(),
+                location: "".into(),
+            });
+        }
+        out[i] = s.desc().clone();
+    }
+    out
+}
+
+/// Releases every delivered sub-buffer (what the daemon does, without the copy to disk),
+/// counting its records first (outside any timed part: [`timed_batches`] drains between
+/// its timed batches).
 pub fn drain(bufs: &[Buffer]) {
+    let mut descs = None;
+    let mut packet = Vec::new();
     for b in bufs {
         while let Ok(Some(sb)) = b.get_subbuf() {
+            if b.copy_subbuf(&sb, &mut packet).is_ok() {
+                let descs = descs.get_or_insert_with(event_descs);
+                match ust_ctf::reader::RecordWalker::new(descs, &packet) {
+                    Ok((_, records)) => {
+                        for r in records {
+                            match r {
+                                Ok(_) => RECORDED.fetch_add(1, Ordering::Relaxed),
+                                Err(_) => UNREADABLE.fetch_add(1, Ordering::Relaxed),
+                            };
+                        }
+                    }
+                    Err(_) => {
+                        UNREADABLE.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
             b.put_subbuf(sb).expect("put_subbuf");
         }
+    }
+}
+
+/// Closes the packet each writer of `bufs` has open, so that [`drain`] gets it.
+fn flush(bufs: &[Buffer]) {
+    for b in bufs {
+        b.flush(&ust_core::packet::CtfPacketLayout, &ust_core::clock::Monotonic);
+    }
+}
+
+/// Counts `iters` iterations for the next [`Tally::report`], for a bench that does not
+/// run through [`timed_batches`].
+pub fn ran(iters: u64) {
+    ITERATIONS.fetch_add(iters, Ordering::Relaxed);
+}
+
+/// What a bench recorded into its buffers: iterations run, events recorded and
+/// discarded, printed as one `recorded: ...` line per bench (`scripts/bench-compare.sh`
+/// prints them under its table).
+pub struct Tally {
+    discarded: u64,
+}
+
+impl Tally {
+    /// Starts counting for `bufs` (iterations and records from now on).
+    pub fn new(bufs: &[Buffer]) -> Tally {
+        flush(bufs);
+        drain(bufs);
+        ITERATIONS.store(0, Ordering::Relaxed);
+        RECORDED.store(0, Ordering::Relaxed);
+        UNREADABLE.store(0, Ordering::Relaxed);
+        Tally { discarded: discarded(bufs) }
+    }
+
+    /// Flushes `bufs` (the packets each writer has open), counts what is left, prints
+    /// `recorded: NAME: N iterations, M events (M/N per iteration), D discarded` (and the
+    /// records that could not be read, if any), and starts counting again.
+    pub fn report(&mut self, name: &str, bufs: &[Buffer]) {
+        flush(bufs);
+        drain(bufs);
+        let (n, m) = (ITERATIONS.swap(0, Ordering::Relaxed), RECORDED.swap(0, Ordering::Relaxed));
+        let bad = UNREADABLE.swap(0, Ordering::Relaxed);
+        let d = discarded(bufs);
+        let per = if n == 0 { 0.0 } else { m as f64 / n as f64 };
+        let bad = if bad > 0 { format!(", {bad} unreadable") } else { String::new() };
+        println!("recorded: {name}: {n} iterations, {m} events ({per:.2} per iteration), {} discarded{bad}", d - self.discarded);
+        self.discarded = d;
     }
 }
 
@@ -124,6 +222,7 @@ pub fn criterion_config() -> criterion::Criterion {
 /// Runs `f` `iters` times in batches of [`BATCH`], draining `bufs` between batches
 /// (outside the timed part). Returns the time spent in `f`.
 pub fn timed_batches(iters: u64, bufs: &[Buffer], mut f: impl FnMut()) -> Duration {
+    ITERATIONS.fetch_add(iters, Ordering::Relaxed);
     let mut total = Duration::ZERO;
     let mut left = iters;
     while left > 0 {

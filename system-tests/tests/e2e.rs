@@ -469,7 +469,7 @@ fn a_program_using_only_tracing_macros_yields_typed_fields() {
         "{text}"
     );
     let tag = |name: &str, kind: &str, n: u8, v: &str| format!("_{name}_tag = ( \"{kind}\" : container = {n} ), {name} = {{ {v} }}");
-    assert!(lines[0].ends_with(&format!("{{ id = 1, parent = 0, {} }}", tag("job", "u64", 2, "42"))), "{}", lines[0]);
+    assert!(lines[0].ends_with(&format!("{{ _span_id = 1, _parent_id = 0, {} }}", tag("job", "u64", 2, "42"))), "{}", lines[0]);
     for (k, l) in lines[2..5].iter().enumerate() {
         let want = [
             tag("message", "str", 5, &format!("\"step {k}\"")),
@@ -482,7 +482,7 @@ fn a_program_using_only_tracing_macros_yields_typed_fields() {
         assert!(l.ends_with(&format!("{{ {want} }}")), "{l}\nwant {want}");
     }
     for l in [lines[1], lines[5], lines[6]] {
-        assert!(l.ends_with("{ id = 1 }"), "{l}");
+        assert!(l.ends_with("{ _span_id = 1 }"), "{l}");
     }
     assert!(lines[7].ends_with(&format!("{{ {}, {} }}", tag("message", "str", 5, "\"done\""), tag("code", "u64", 2, "7"))), "{}", lines[7]);
 }
@@ -533,7 +533,7 @@ fn tracing_callsites_show_in_list_apps_and_the_metadata() {
     find("tracingprog:event", 14);
     let new = find("tracingprog:work_new", 6);
     let fields: Vec<&str> = new["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
-    assert_eq!(fields, ["id", "parent", "job"]);
+    assert_eq!(fields, ["_span_id", "_parent_id", "job"]);
     for n in ["work_enter", "work_exit", "work_close"] {
         find(&format!("tracingprog:{n}"), 6);
     }

@@ -199,11 +199,11 @@ fn trace_and_export(d: &TestDaemon, name: &str, extra: &[&str]) -> (std::path::P
     let conn: Vec<&X> = main.iter().filter(|x| x.name == "conn").collect();
     assert_eq!(conn.len(), 1);
     // `_new`'s fields with `bytes` from `Span::record`.
-    assert_eq!(Json::Object(conn[0].args.clone()), serde_json::json!({"id": 1, "parent": 0, "peer": "10.0.0.1", "bytes": 512}));
+    assert_eq!(Json::Object(conn[0].args.clone()), serde_json::json!({"_span_id": 1, "_parent_id": 0, "peer": "10.0.0.1", "bytes": 512}));
     assert_eq!(conn[0].cat, "tracingspans");
     let fetch: Vec<&X> = main.iter().filter(|x| x.name == "fetch").collect();
     assert!(fetch.len() >= 2, "one slice per poll: {fetch:?}");
-    assert!(fetch.iter().all(|x| x.args["key"] == 21 && x.args["parent"] == 0));
+    assert!(fetch.iter().all(|x| x.args["key"] == 21 && x.args["_parent_id"] == 0));
     let ev = &p.instants[&(pid, pid)];
     let opened = ev.iter().find(|e| e.2.get("message") == Some(&Json::from("opened"))).expect("the event inside conn");
     assert_eq!((opened.0.as_str(), opened.1.as_str(), &opened.2["step"]), ("tracingspans", "event", &Json::from(1)));
@@ -253,7 +253,7 @@ fn check_perfetto_against_json(d: &TestDaemon, out: &Path, p: &Parsed, pid: u32)
     assert_eq!(total("instants"), p.instants.values().map(Vec::len).sum::<usize>(), "every instant");
     let conn = &tracks[&format!("{pid}/{pid}")]["first"]["conn"];
     assert_eq!(conn["categories"], serde_json::json!(["tracingspans"]));
-    assert_eq!(conn["args"], serde_json::json!({"id": 1, "parent": 0, "peer": "10.0.0.1", "bytes": 512}));
+    assert_eq!(conn["args"], serde_json::json!({"_span_id": 1, "_parent_id": 0, "peer": "10.0.0.1", "bytes": 512}));
     let values: Vec<f64> = sum["counters"][format!("process {pid} spanprobe:inside:step")].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     assert_eq!(values, p.counters.iter().map(|c| c.1["step"].as_f64().unwrap()).collect::<Vec<f64>>());
     let cpu_json = p.process_names.iter().find(|(_, n)| *n == "CPUs").map_or(0, |(c, _)| p.thread_names.keys().filter(|(q, _)| q == c).count());

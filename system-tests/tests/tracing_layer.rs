@@ -50,27 +50,27 @@ fn span_fields_records_follows_from_and_async_polls_read_back() {
     // The registry's ids: 1 and 2 for the first two spans; `fetch` gets a slot freed by a
     // close, with a new generation in its upper bits. Read it from its `_new`.
     let fetch = got.iter().find(|e| e.0 == "tracingspans:fetch_new").map(|e| e.1.clone()).unwrap_or_else(|| panic!("{got:#?}"));
-    let fid = fetch.strip_prefix("id = ").and_then(|r| r.split(',').next()).unwrap().to_string();
+    let fid = fetch.strip_prefix("_span_id = ").and_then(|r| r.split(',').next()).unwrap().to_string();
     assert!(fid.parse::<u64>().unwrap() > 2, "{fetch}");
-    let id = |n: &str| format!("id = {n}");
+    let id = |n: &str| format!("_span_id = {n}");
     let want: Vec<(String, String)> = [
         // Span fields on `_new`: `bytes` declared `Empty`, so not recorded yet.
-        ("conn_new", format!("id = 1, parent = 0, {}, {}", tag("peer", "str", 5, "\"10.0.0.1\""), none("bytes"))),
+        ("conn_new", format!("_span_id = 1, _parent_id = 0, {}, {}", tag("peer", "str", 5, "\"10.0.0.1\""), none("bytes"))),
         ("conn_enter", id("1")),
         // An event inside the span, between its enter and exit.
         ("event", format!("{}, {}", msg("opened"), tag("step", "u64", 2, "1"))),
         ("conn_exit", id("1")),
         // `Span::record`: the recorded value, the other fields not recorded.
-        ("conn_record", format!("id = 1, {}, {}", none("peer"), tag("bytes", "u64", 2, "512"))),
-        ("batch_new", format!("id = 2, parent = 0, {}", tag("n", "u64", 2, "2"))),
+        ("conn_record", format!("_span_id = 1, {}, {}", none("peer"), tag("bytes", "u64", 2, "512"))),
+        ("batch_new", format!("_span_id = 2, _parent_id = 0, {}", tag("n", "u64", 2, "2"))),
         // `follows_from`: both ids.
-        ("batch_follows_from", "id = 2, follows = 1".to_string()),
+        ("batch_follows_from", "_span_id = 2, _follows_id = 1".to_string()),
         ("batch_close", id("2")),
         ("conn_close", id("1")),
         // `#[instrument] async fn fetch(key)`: its argument on `_new`, one enter/exit per
         // poll (the first ends at the `.await`, the second runs to the end), then the
         // enter/exit `tracing::Instrumented` wraps around dropping the finished future.
-        ("fetch_new", format!("id = {fid}, parent = 0, {}", tag("key", "u64", 2, "21"))),
+        ("fetch_new", format!("_span_id = {fid}, _parent_id = 0, {}", tag("key", "u64", 2, "21"))),
         ("fetch_enter", id(&fid)),
         ("event", msg("start")),
         ("fetch_exit", id(&fid)),
@@ -225,7 +225,7 @@ fn events_inside_spans_carry_the_span_id_context() {
     let tsdl = std::fs::read_to_string(std::fs::read_dir(out.join("ust/pid")).unwrap().flatten().next().unwrap().path().join("metadata")).unwrap();
     assert!(tsdl.contains("signed = 0; encoding = none; base = 10; } _span_id;"), "{tsdl}");
     let evs = contexts(&babeltrace(&out));
-    let fid = value(&evs.iter().find(|e| e.0 == "tracingspans:fetch_new").unwrap_or_else(|| panic!("{evs:#?}")).2, "id").to_string();
+    let fid = value(&evs.iter().find(|e| e.0 == "tracingspans:fetch_new").unwrap_or_else(|| panic!("{evs:#?}")).2, "_span_id").to_string();
     let got: Vec<(&str, &str, &str)> = evs
         .iter()
         .map(|e| {

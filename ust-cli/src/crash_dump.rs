@@ -43,6 +43,7 @@ use ust_core::EventDesc;
 
 use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy, CONTEXTS_FILE, EVENTS_FILE};
 use ust_ctf::index::IndexFile;
+use ust_ctf::outdir::TraceDir;
 use ust_ctf::stream::StreamFile;
 
 use crate::out::outln;
@@ -56,6 +57,9 @@ pub enum CrashDumpError {
     /// SHM_DIR holds no directory with a `metadata` file.
     #[error("crash-dump: no buffer set (a directory with a metadata file) under {}", .0.display())]
     NoBufferSet(PathBuf),
+    /// OUT_DIR cannot be made or opened (or is refused: a link root would not follow).
+    #[error("crash-dump: cannot make the output directory {}: {}", .0.display(), .1)]
+    Output(PathBuf, std::io::Error),
 }
 
 /// Largest buffer file read (1 GiB of sub-buffers plus control regions).
@@ -119,18 +123,18 @@ fn open_copy(path: &Path) -> Result<Buffer, String> {
     Buffer::open_in(MapMemory::new(map.into())).map_err(|e| format!("header field rejected: {e}"))
 }
 
-/// Where the trace of buffer set `set` goes under `out_root`: `ust/uid/<uid>/<N>-bit` for a
-/// per-UID set (its path ends so), else `ust/pid/<set name>`.
-pub fn set_output(set: &Path, out_root: &Path) -> PathBuf {
+/// Where the trace of buffer set `set` goes, below the output directory:
+/// `ust/uid/<uid>/<N>-bit` for a per-UID set (its path ends so), else `ust/pid/<set name>`.
+pub fn set_output(set: &Path) -> String {
     let parts: Vec<String> = set.components().rev().take(3).map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     if let [bits, uid, marker] = parts.as_slice() {
         if marker == "uid" && digits(uid) && bits.strip_suffix("-bit").is_some_and(digits) {
-            return out_root.join("ust").join("uid").join(uid).join(bits);
+            return format!("ust/uid/{uid}/{bits}");
         }
     }
     let name = set.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into());
-    out_root.join("ust").join("pid").join(name)
+    format!("ust/pid/{name}")
 }
 
 /// Reads a set's [`CONTEXTS_FILE`]: bytes of event context per stream class. Absent (a set
@@ -152,13 +156,15 @@ fn context_sizes(set: &Path) -> Result<Vec<usize>, String> {
     }
 }
 
-/// Recovers one buffer set `set` into [`set_output`]`(set, out_root)`.
+/// Recovers one buffer set `set` into [`set_output`]`(set)` below `out_root` (every file
+/// created through it: [`TraceDir`]).
 ///
 /// # Errors
 /// When the set's `metadata` (or its context sizes) cannot be read or the output cannot
 /// be written; refused buffer files are in [`SetReport::refused`] instead.
-pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
-    let out = set_output(set, out_root);
+pub fn recover_set(set: &Path, out_root: &TraceDir) -> Result<SetReport, String> {
+    let rel = set_output(set);
+    let out_path = out_root.path().join(&rel);
     let contexts = context_sizes(set)?;
     let meta_path = set.join("metadata");
     let metadata = std::fs::read_to_string(&meta_path).map_err(|e| format!("{}: {e}", meta_path.display()))?;
@@ -173,7 +179,7 @@ pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
         // packets are kept (the record-size callback refuses every record).
         Err(_) => Vec::new(),
     };
-    let mut report = SetReport { out: out.clone(), ..SetReport::default() };
+    let mut report = SetReport { out: out_path.clone(), ..SetReport::default() };
     let mut files: Vec<PathBuf> = std::fs::read_dir(set)
         .map_err(|e| format!("{}: {e}", set.display()))?
         .flatten()
@@ -185,7 +191,7 @@ pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
         })
         .collect();
     files.sort();
-    let mut created = false;
+    let mut out: Option<TraceDir> = None;
     for f in files {
         let fname = f.file_name().unwrap_or_default().to_string_lossy().into_owned();
         let buffer = match open_copy(&f) {
@@ -206,14 +212,16 @@ pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
             report.refused.push((f, format!("header field cpu {} does not match the file name {fname} (<channel>_<cpu>)", id.cpu)));
             continue;
         }
-        if !created {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new().recursive(true).mode(0o750).create(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
-            ust_ctf::metadata::write_atomically(&out, &metadata).map_err(|e| format!("writing {}/metadata: {e}", out.display()))?;
-            created = true;
-        }
-        let mut file = StreamFile::create(&out, &fname).map_err(|e| format!("creating {}/{fname}: {e}", out.display()))?;
-        let mut index = IndexFile::create(&out, &fname).map_err(|e| format!("creating {}/index/{fname}.idx: {e}", out.display()))?;
+        let out = match &out {
+            Some(d) => d,
+            None => {
+                let d = out_root.dir(&rel, 0o750).map_err(|e| format!("creating {}: {e}", out_path.display()))?;
+                ust_ctf::metadata::write_atomically(&d, &metadata).map_err(|e| format!("writing {}/metadata: {e}", out_path.display()))?;
+                out.insert(d)
+            }
+        };
+        let mut file = StreamFile::create(out, &fname).map_err(|e| format!("creating {}/{fname}: {e}", out_path.display()))?;
+        let mut index = IndexFile::create(out, &fname).map_err(|e| format!("creating {}/index/{fname}.idx: {e}", out_path.display()))?;
         // The packet the writers were filling is not closed: torn-event recovery keeps its
         // committed records, ending it at the last one (no clock of this boot is needed).
         let mut held = HeldCopy::new(&id, &events).with_context_size(contexts.get(id.stream_id as usize).copied().unwrap_or(0));
@@ -231,11 +239,14 @@ pub fn recover_set(set: &Path, out_root: &Path) -> Result<SetReport, String> {
 }
 
 /// Runs `ust crash-dump SHM_DIR OUT_DIR` (see the module docs); prints what it wrote and
-/// every refusal.
+/// every refusal. OUT_DIR is made and written as [`TraceDir::create`] does: run by root
+/// into a directory of a user's (their home), every file is written as that user, as they
+/// could have written it themselves; it is said on stderr.
 ///
 /// # Errors
-/// A [`CrashDumpError`] when SHM_DIR is not a directory or holds no buffer set (a set
-/// whose output cannot be written is reported, and makes the exit status 1).
+/// A [`CrashDumpError`] when SHM_DIR is not a directory or holds no buffer set, or OUT_DIR
+/// cannot be made (a set whose output cannot be written is reported, and makes the exit
+/// status 1).
 pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, CrashDumpError> {
     if !shm.is_dir() {
         return Err(CrashDumpError::NotADirectory(shm.to_path_buf()));
@@ -244,10 +255,14 @@ pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, CrashDumpError> {
     if sets.is_empty() {
         return Err(CrashDumpError::NoBufferSet(shm.to_path_buf()));
     }
+    let out_root = TraceDir::create(out, None).map_err(|e| CrashDumpError::Output(out.to_path_buf(), e))?;
+    if let Some(o) = out_root.owner() {
+        eprintln!("ust: crash-dump: {} belongs to uid {}: written as that user (gid {})", out.display(), o.uid, o.gid);
+    }
     let mut refused = 0;
     let mut written = 0;
     for set in sets {
-        match recover_set(&set, out) {
+        match recover_set(&set, &out_root) {
             Ok(r) => {
                 for (f, why) in &r.refused {
                     eprintln!("ust: crash-dump: {}: refused: {why}", f.display());
@@ -281,12 +296,11 @@ mod tests {
 
     #[test]
     fn per_uid_sets_go_to_ust_uid_and_the_others_to_ust_pid() {
-        let out = Path::new("/o");
-        assert_eq!(set_output(Path::new("/shm/s-20260101-000000/ust/uid/1000/64-bit"), out), Path::new("/o/ust/uid/1000/64-bit"));
-        assert_eq!(set_output(Path::new("/shm/s-20260101-000000/ust/pid/p-7-20260101-000000"), out), Path::new("/o/ust/pid/p-7-20260101-000000"));
+        assert_eq!(set_output(Path::new("/shm/s-20260101-000000/ust/uid/1000/64-bit")), "ust/uid/1000/64-bit");
+        assert_eq!(set_output(Path::new("/shm/s-20260101-000000/ust/pid/p-7-20260101-000000")), "ust/pid/p-7-20260101-000000");
         // Not a per-UID set's path (a name, not a uid; not `<N>-bit`): a per-process one.
-        assert_eq!(set_output(Path::new("/shm/ust/uid/alice/64-bit"), out), Path::new("/o/ust/pid/64-bit"));
-        assert_eq!(set_output(Path::new("/shm/ust/uid/1000/wide"), out), Path::new("/o/ust/pid/wide"));
+        assert_eq!(set_output(Path::new("/shm/ust/uid/alice/64-bit")), "ust/pid/64-bit");
+        assert_eq!(set_output(Path::new("/shm/ust/uid/1000/wide")), "ust/pid/wide");
     }
 
     #[test]

@@ -232,7 +232,7 @@ pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<Eve
         let info = ProcessInfo { pid, procname: &procname, ncpus, registered, events: &all, tsc: t.tsc };
         if let Some(m) = t.relay.as_mut() {
             m.update(&crate::process_trace::render_metadata(&ss.session, &info, t.uuid));
-        } else if let Err(e) = crate::process_trace::write_metadata(&ss.session, &info, &t.dir, t.uuid) {
+        } else if let Some(Err(e)) = t.out.as_ref().map(|out| crate::process_trace::write_metadata(&ss.session, &info, out, t.uuid)) {
             crate::log!("session {}: rewriting {}/metadata failed: {e}", ss.session.name, t.dir.display());
         }
         t.events = all.clone();

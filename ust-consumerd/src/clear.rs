@@ -12,11 +12,14 @@
 
 use std::sync::{Arc, Mutex};
 
+use ust_ctf::outdir::TraceDir;
+
 use crate::state::Daemon;
 use crate::stream::Stream;
 
-/// One process trace to clear: its directory, its streams, and whether it is gone.
-type Job = (std::path::PathBuf, Vec<Arc<Mutex<Stream>>>, bool);
+/// One process trace to clear: its directory (as named, and where its files are), its
+/// streams, and whether it is gone.
+type Job = (std::path::PathBuf, Option<TraceDir>, Vec<Arc<Mutex<Stream>>>, bool);
 
 /// Clears session `name`.
 ///
@@ -31,16 +34,16 @@ pub fn clear(daemon: &Daemon, name: &str) -> Result<(), String> {
         let mut jobs: Vec<Job> = Vec::new();
         for t in ss.traces.values_mut().filter(|t| !t.archived) {
             let gone = t.gone && !t.retained;
-            jobs.push((t.dir.clone(), t.streams.clone(), gone));
+            jobs.push((t.dir.clone(), t.out.clone(), t.streams.clone(), gone));
             if gone && !snapshot {
                 t.archived = true;
             }
         }
-        (snapshot, ss.session.output.clone(), jobs)
+        (snapshot, ss.session.out.clone(), jobs)
     };
     if snapshot {
         let mut emptied = 0u64;
-        for (_, streams, _) in &jobs {
+        for (_, _, streams, _) in &jobs {
             for s in streams {
                 let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
                 if s.finished && s.buffer().is_none() {
@@ -62,24 +65,27 @@ pub fn clear(daemon: &Daemon, name: &str) -> Result<(), String> {
         crate::log!("session {name}: cleared ({emptied} sub-buffers discarded from its buffers)");
         return Ok(());
     }
-    let scratch = output.join(format!(".clear-{}-{}", std::process::id(), ust_ctf::datetime::stamp()));
-    for (i, (dir, streams, gone)) in jobs.iter().enumerate() {
+    // Everything through the session's output directory, as its owner ([`TraceDir`]).
+    let output = output.ok_or_else(|| format!("session {name} has no output directory"))?;
+    let scratch = format!(".clear-{}-{}", std::process::id(), ust_ctf::datetime::stamp());
+    let not_found_is_done = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    };
+    for (i, (dir, out, streams, gone)) in jobs.iter().enumerate() {
         if *gone {
-            std::fs::remove_dir_all(dir)
-                .or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
-                .map_err(|e| format!("removing {}: {e}", dir.display()))?;
+            if let Some(out) = out {
+                not_found_is_done(out.remove_dir_all()).map_err(|e| format!("removing {}: {e}", dir.display()))?;
+            }
             continue;
         }
-        let to = scratch.join(i.to_string());
-        std::fs::create_dir_all(&to).map_err(|e| format!("creating {}: {e}", to.display()))?;
+        let to = output.dir(&format!("{scratch}/{i}"), 0o750).map_err(|e| format!("creating {}: {e}", output.path().join(&scratch).display()))?;
         for s in streams {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
             s.rotate_chunk(&to).map_err(|e| format!("clearing {}/{}: {e}", dir.display(), s.files.base))?;
         }
     }
-    if scratch.exists() {
-        std::fs::remove_dir_all(&scratch).map_err(|e| format!("removing {}: {e}", scratch.display()))?;
-    }
+    not_found_is_done(output.remove(&scratch)).map_err(|e| format!("removing {}: {e}", output.path().join(&scratch).display()))?;
     crate::log!("session {name}: cleared ({} process trace(s))", jobs.len());
     Ok(())
 }

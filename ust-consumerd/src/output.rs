@@ -2,25 +2,42 @@
 //! `create` and `start`) rather than discovered later in the daemon's log: the output
 //! directory must take files, and a `--shm-path` file system must have room to back every
 //! buffer of a process (buffers are allocated in full, `ringbuffer::shm`).
+//!
+//! The output directory is opened here, once ([`open_output`]), by the user it belongs to:
+//! every file of the session is then created through that descriptor, as them
+//! ([`TraceDir`]).
 
 use std::path::Path;
+
+use ust_ctf::outdir::{Owner, TraceDir};
 
 use crate::process_trace::buffer_config;
 use crate::session::Session;
 
-/// Creates `dir` (and its parents) and proves it takes files: a probe file is created,
-/// written and removed, as the daemon will do for every stream file.
+/// Makes `dir` (and its parents) and opens it as `owner` (`None`: as
+/// [`TraceDir::create`] finds whose it is), then proves it takes files
+/// ([`check_writable`]).
 ///
 /// # Errors
 /// A message naming the directory and the system's error (`Read-only file system`,
-/// `Permission denied`, `No space left on device`, …).
-pub fn check_writable(dir: &Path) -> Result<(), String> {
+/// `Permission denied`, `No space left on device`, …) or the refusal.
+pub fn open_output(dir: &Path, owner: Option<Owner>) -> Result<TraceDir, String> {
+    let out = TraceDir::create(dir, owner).map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
+    check_writable(&out)?;
+    Ok(out)
+}
+
+/// Proves that `out` takes files: a probe file is created, written and removed, as the
+/// daemon will do for every stream file.
+///
+/// # Errors
+/// A message naming the directory and the system's error.
+pub fn check_writable(out: &TraceDir) -> Result<(), String> {
     use std::io::Write as _;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
-    let probe = dir.join(format!(".ust-write-check-{}", std::process::id()));
-    let written = std::fs::File::create(&probe).and_then(|mut f| f.write_all(b"ust"));
-    let _ = std::fs::remove_file(&probe);
-    written.map_err(|e| format!("cannot write into output directory {}: {e}; nothing would be recorded (choose another --output)", dir.display()))
+    let probe = format!(".ust-write-check-{}", std::process::id());
+    let written = out.create_file(&probe, 0o600).and_then(|mut f| f.write_all(b"ust"));
+    let _ = out.remove(&probe);
+    written.map_err(|e| format!("cannot write into output directory {}: {e}; nothing would be recorded (choose another --output)", out.path().display()))
 }
 
 /// Bytes of shared memory one process with `ncpus` CPUs needs for the channels of
@@ -56,7 +73,7 @@ mod tests {
     fn a_writable_directory_passes_and_leaves_nothing() {
         let d = tempfile::tempdir().unwrap();
         let out = d.path().join("a/b");
-        check_writable(&out).unwrap();
+        open_output(&out, None).unwrap();
         assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
     }
 
@@ -65,7 +82,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("f");
         std::fs::write(&f, b"x").unwrap();
-        let e = check_writable(&f.join("sub")).unwrap_err();
+        let e = open_output(&f.join("sub"), None).unwrap_err();
         assert!(e.contains("cannot create output directory"), "{e}");
     }
 }

@@ -19,6 +19,7 @@ use ust_core::clock::TraceClock;
 use ust_core::packet::HEADER_SIZE;
 use ust_core::EventDesc;
 use ust_ctf::held::{CONTEXTS_FILE, EVENTS_FILE};
+use ust_ctf::outdir::TraceDir;
 
 use crate::session::ChannelConfig;
 use crate::stream::{Stream, StreamSetup, StreamShm, TraceFiles};
@@ -54,10 +55,14 @@ pub struct ProcessTrace {
     pub pid: i32,
     /// Process name.
     pub procname: String,
-    /// The trace directory (`<output>/ust/pid/<procname>-<pid>-<stamp>`); in a snapshot
-    /// session it is not created, and its last component names the process's directory
-    /// in each snapshot.
+    /// The trace directory (`<output>/ust/pid/<procname>-<pid>-<stamp>`), as named
+    /// (messages, reports); in a snapshot session it is not created, and its last
+    /// component names the process's directory in each snapshot.
     pub dir: PathBuf,
+    /// The trace directory, where its files are created (through the session's output
+    /// directory, as its owner: [`TraceDir`]); `None` when nothing is written there as the
+    /// session runs (a snapshot or network session).
+    pub out: Option<TraceDir>,
     /// The trace's metadata text (written again into every snapshot).
     pub metadata: String,
     /// Post-mortem trace written when the process died abnormally (snapshot sessions).
@@ -166,14 +171,19 @@ pub fn create_process_trace(
     // A snapshot session writes nothing as it runs: its trace directories are made by
     // each snapshot (`crate::snapshot`); a network session's are made by the relay daemon.
     let live = !session.snapshot && session.relay.is_none();
-    let dir = if live { new_trace_dir(&want)? } else { want };
-    let r = fill_process_trace(session, p, next_instance, tables, dir.clone());
+    let (dir, out) = if live {
+        let (d, out) = new_trace_dir(session, &want)?;
+        (d, Some(out))
+    } else {
+        (want, None)
+    };
+    let r = fill_process_trace(session, p, next_instance, tables, dir, out.clone());
     if r.is_err() {
         // No half-made trace left behind for readers to trip on (metadata without streams,
         // a stream file without its index): the directory is new and ours. The same for
         // the buffer files made before the failure (backed files hold real memory).
-        if live {
-            let _ = std::fs::remove_dir_all(&dir);
+        if let Some(out) = &out {
+            let _ = out.remove_dir_all();
         }
         if let Some(base) = &session.shm_dir {
             let _ = std::fs::remove_dir_all(ust_ctf::process_dir(base, p.procname, p.pid, &ust_ctf::datetime::stamp_at(p.registered)));
@@ -188,14 +198,15 @@ fn fill_process_trace(
     next_instance: &mut u64,
     tables: &mut EventTables,
     dir: PathBuf,
+    out: Option<TraceDir>,
 ) -> Result<(ProcessTrace, Vec<Vec<OwnedFd>>), SetupError> {
     let live = !session.snapshot;
     let uuid = *uuid::Uuid::new_v4().as_bytes();
     let text = render_metadata(session, p, uuid);
     let clock = p.tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
     let (relay_meta, mut relay_streams) = announce_to_relay(session, p.ncpus, &relay_trace_path(&dir), &text)?;
-    if live && relay_meta.is_none() {
-        ust_ctf::metadata::write_atomically(&dir, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
+    if let (true, None, Some(out)) = (live, &relay_meta, &out) {
+        ust_ctf::metadata::write_atomically(out, &text).map_err(io(format!("writing {}/metadata", dir.display())))?;
     }
     let shm_dir = match &session.shm_dir {
         None => None,
@@ -231,7 +242,7 @@ fn fill_process_trace(
                 }
             };
             let files = TraceFiles {
-                dir: dir.clone(),
+                dir: out.clone(),
                 base: name.clone(),
                 max_size: ch.config.tracefile_size,
                 max_count: ch.config.tracefile_count,
@@ -253,6 +264,7 @@ fn fill_process_trace(
         pid: p.pid,
         procname: p.procname.to_string(),
         dir,
+        out,
         metadata: text,
         post_mortem: None,
         retained: false,
@@ -281,18 +293,11 @@ fn fill_process_trace(
 /// # Errors
 /// [`SetupError::Io`] naming the file.
 pub(crate) fn write_shm_set(d: &std::path::Path, metadata: &str, events: &[EventDesc], context_sizes: &[usize]) -> Result<(), SetupError> {
-    let json = serde_json::to_vec(events).map_err(|e| SetupError::Layout(e.to_string()))?;
-    write_file_atomically(d, EVENTS_FILE, &json)?;
-    let json = serde_json::to_vec(context_sizes).map_err(|e| SetupError::Layout(e.to_string()))?;
-    write_file_atomically(d, CONTEXTS_FILE, &json)?;
-    ust_ctf::metadata::write_atomically(d, metadata).map_err(io(format!("writing {}/metadata", d.display())))
-}
-
-/// `d/name` ← `bytes`, through `d/.name.tmp` and a rename.
-fn write_file_atomically(d: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), SetupError> {
-    let tmp = d.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, bytes).map_err(io(format!("writing {}", tmp.display())))?;
-    std::fs::rename(&tmp, d.join(name)).map_err(io(format!("renaming {} to {name}", tmp.display())))
+    let dir = TraceDir::open(d, None).map_err(io(format!("opening {}", d.display())))?;
+    let write = |name: &str, bytes: &[u8]| dir.write_atomically(name, bytes, 0o600).map_err(io(format!("writing {}/{name}", d.display())));
+    write(EVENTS_FILE, &serde_json::to_vec(events).map_err(|e| SetupError::Layout(e.to_string()))?)?;
+    write(CONTEXTS_FILE, &serde_json::to_vec(context_sizes).map_err(|e| SetupError::Layout(e.to_string()))?)?;
+    write("metadata", metadata.as_bytes())
 }
 
 /// The relay stream path of the trace whose local directory would be `dir`:
@@ -327,22 +332,41 @@ fn relay_trace_path(dir: &std::path::Path) -> String {
     format!("ust/pid/{leaf}")
 }
 
-/// Creates the directory of a new process trace at `want`, or, when it exists (the same
-/// process registered again within the same second: a reconnection, or a reused pid),
-/// at `want-1`, `want-2`, …, so that a trace never truncates another's files.
-fn new_trace_dir(want: &std::path::Path) -> Result<PathBuf, SetupError> {
-    use std::os::unix::fs::DirBuilderExt;
+/// Creates the directory of a new process trace at `want` (under the session's output
+/// directory, through it: [`TraceDir`]), or, when it exists (the same process registered
+/// again within the same second: a reconnection, or a reused pid), at `want-1`, `want-2`,
+/// …, so that a trace never truncates another's files.
+fn new_trace_dir(session: &crate::session::Session, want: &std::path::Path) -> Result<(PathBuf, TraceDir), SetupError> {
     let parent = want.parent().unwrap_or(want);
-    std::fs::DirBuilder::new().recursive(true).mode(0o750).create(parent).map_err(io(format!("creating {}", parent.display())))?;
+    let creating = |what: &std::path::Path| io(format!("creating {}", what.display()));
+    let parent_dir = session_dir(session, parent).map_err(creating(parent))?;
+    let leaf = want.file_name().unwrap_or_default().to_string_lossy();
     for n in 0u32..1000 {
-        let dir = if n == 0 { want.to_path_buf() } else { PathBuf::from(format!("{}-{n}", want.display())) };
-        match std::fs::DirBuilder::new().mode(0o750).create(&dir) {
-            Ok(()) => return Ok(dir),
+        let name = if n == 0 { leaf.to_string() } else { format!("{leaf}-{n}") };
+        let dir = parent.join(&name);
+        match parent_dir.new_dir(&name, 0o750) {
+            Ok(out) => return Ok((dir, out)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(SetupError::Io { what: format!("creating {}", dir.display()), source: e }),
+            Err(e) => return Err(creating(&dir)(e)),
         }
     }
     Err(SetupError::Io { what: format!("creating {}", want.display()), source: std::io::ErrorKind::AlreadyExists.into() })
+}
+
+/// The directory `path` (the session's output directory or below it), made where missing,
+/// through the session's output directory ([`TraceDir::dir`]: as its owner, never
+/// through a link).
+///
+/// # Errors
+/// `path` is not below the output, the session has none (a network session), or the
+/// directory cannot be made (or is refused).
+pub(crate) fn session_dir(session: &crate::session::Session, path: &std::path::Path) -> std::io::Result<TraceDir> {
+    let out = session.out.as_ref().ok_or_else(|| std::io::Error::other(format!("session {} writes no local trace", session.name)))?;
+    match path.strip_prefix(&session.output).ok().and_then(|r| r.to_str()) {
+        Some("") => Ok(out.clone()),
+        Some(rel) => out.dir(rel, 0o750),
+        None => Err(std::io::Error::other(format!("{} is not in the output directory {}", path.display(), session.output.display()))),
+    }
 }
 
 /// The TSDL metadata of process `p`'s trace (UUID `uuid`) in `session`: its channels and
@@ -389,7 +413,7 @@ pub fn render_trace_metadata(
 ///
 /// # Errors
 /// The I/O error.
-pub fn write_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, dir: &std::path::Path, uuid: [u8; 16]) -> std::io::Result<()> {
+pub fn write_metadata(session: &crate::session::Session, p: &ProcessInfo<'_>, dir: &TraceDir, uuid: [u8; 16]) -> std::io::Result<()> {
     ust_ctf::metadata::write_atomically(dir, &render_metadata(session, p, uuid))
 }
 

@@ -31,8 +31,8 @@ pub fn metadata(daemon: &Daemon, name: &str) -> Result<(), String> {
             if !t.metadata.is_empty() || t.retained {
                 t.metadata = crate::process_trace::render_metadata(&session, &info, t.uuid);
             }
-        } else if t.dir.join("metadata").exists() {
-            crate::process_trace::write_metadata(&session, &info, &t.dir, t.uuid).map_err(|e| format!("writing {}/metadata: {e}", t.dir.display()))?;
+        } else if let Some(out) = t.out.as_ref().filter(|o| o.open_file("metadata", false).is_ok()) {
+            crate::process_trace::write_metadata(&session, &info, out, t.uuid).map_err(|e| format!("writing {}/metadata: {e}", t.dir.display()))?;
         }
         n += 1;
     }

@@ -114,8 +114,13 @@ impl Channel {
 pub struct Session {
     /// Name.
     pub name: String,
-    /// Output directory (absolute).
+    /// Output directory (absolute), as named (messages, reports).
     pub output: PathBuf,
+    /// The output directory, opened when the session is created (again at `start` if it
+    /// was replaced meanwhile) by whoever it belongs to: every file of the session is
+    /// created through it, as them, never through a link ([`ust_ctf::outdir::TraceDir`];
+    /// [`crate::output::open_output`]). `None` for a network session.
+    pub out: Option<ust_ctf::outdir::TraceDir>,
     /// Token of a `ust trace` session: it takes only processes registering with it.
     pub token: Option<String>,
     /// Recording.
@@ -209,6 +214,7 @@ impl Session {
         Session {
             name,
             output,
+            out: None,
             token,
             started: false,
             ever_started: false,

@@ -30,6 +30,7 @@ use crate::state::Daemon;
 use crate::stream::Stream;
 use ust_ctf::held::{append_packet, copy_held_packets, HeldCopy};
 use ust_ctf::index::IndexFile;
+use ust_ctf::outdir::TraceDir;
 use ust_ctf::stream::StreamFile;
 
 /// One process's trace as a snapshot needs it.
@@ -47,14 +48,13 @@ pub(crate) struct Source {
     pub(crate) dead: bool,
 }
 
-/// Writes one process's trace into `dir` (created): metadata first, then for every stream
-/// the packets its buffer holds, at most `max_packets` (the newest) per stream.
-fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &mut SnapshotReport) -> Result<(), String> {
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new().recursive(true).mode(0o750).create(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    ust_ctf::metadata::write_atomically(dir, &src.metadata).map_err(|e| format!("writing {}/metadata: {e}", dir.display()))?;
+/// Writes one process's trace into `parent`'s `rel` (created through it, as the session's
+/// owner: [`TraceDir`]): metadata first, then for every stream the packets its buffer
+/// holds, at most `max_packets` (the newest) per stream.
+fn write_process(src: &Source, parent: &TraceDir, rel: &str, max_packets: Option<usize>, report: &mut SnapshotReport) -> Result<(), String> {
+    let path = parent.path().join(rel);
+    let dir = &parent.dir(rel, 0o750).map_err(|e| format!("creating {}: {e}", path.display()))?;
+    ust_ctf::metadata::write_atomically(dir, &src.metadata).map_err(|e| format!("writing {}/metadata: {e}", path.display()))?;
     for s in &src.streams {
         let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
         if s.finished || s.broken {
@@ -68,8 +68,8 @@ fn write_process(src: &Source, dir: &Path, max_packets: Option<usize>, report: &
         }
         let Some(buffer) = s.buffer() else { continue };
         let name = ust_ctf::stream_file_name(&s.channel, s.cpu);
-        let mut file = StreamFile::create(dir, &name).map_err(|e| format!("creating {}/{name}: {e}", dir.display()))?;
-        let mut index = IndexFile::create(dir, &name).map_err(|e| format!("creating {}/index/{name}.idx: {e}", dir.display()))?;
+        let mut file = StreamFile::create(dir, &name).map_err(|e| format!("creating {}/{name}: {e}", path.display()))?;
+        let mut index = IndexFile::create(dir, &name).map_err(|e| format!("creating {}/index/{name}.idx: {e}", path.display()))?;
         let mut held = HeldCopy::new(&s.identity, &src.events).with_context_size(s.context_size);
         copy_held_packets(buffer, &mut held, src.dead, max_packets, &mut |info, packet| {
             append_packet(&mut file, &mut index, info, packet).map_err(|e| format!("{}: {e}", file.path().display()))
@@ -103,14 +103,15 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<Snap
         return crate::relay::snapshot::record(daemon, name, max_size, url);
     }
     let (n, sources, max_subbuf) = begin(daemon, name)?;
-    let output = daemon.lock().sessions.get(name).map(|s| s.session.output.clone()).unwrap_or_default();
-    let dir = output.join(format!("snapshot-{n}-{}", ust_ctf::datetime::stamp()));
+    let (output, out) = daemon.lock().sessions.get(name).map(|s| (s.session.output.clone(), s.session.out.clone())).unwrap_or_default();
+    let snap = format!("snapshot-{n}-{}", ust_ctf::datetime::stamp());
+    let dir = output.join(&snap);
     let max_packets = packets_per_stream(&sources, max_size, max_subbuf)?;
     let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let out = out.ok_or_else(|| format!("session {name} has no output directory"))?;
+    let sdir = out.dir(&snap, 0o750).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for src in &sources {
-        let pdir = dir.join(&src.rel);
-        write_process(src, &pdir, max_packets, &mut report)?;
+        write_process(src, &sdir, &src.rel.to_string_lossy(), max_packets, &mut report)?;
     }
     crate::log!(
         "session {name}: snapshot of {} process(es) written to {} ({} packets, {} bytes)",
@@ -167,7 +168,7 @@ pub(crate) fn begin(daemon: &Daemon, name: &str) -> Result<(u32, Vec<Source>, u6
 /// content to `<output>/post-mortem/<procname>-<pid>-<stamp of death>/` for every snapshot
 /// session that traced it. Returns the directories written, with the session names.
 pub fn post_mortem(daemon: &Daemon, app_id: u64, death_stamp: &str) -> Vec<(String, PathBuf)> {
-    let jobs: Vec<(String, PathBuf, Source)> = {
+    let jobs: Vec<(String, PathBuf, TraceDir, String, Source)> = {
         let st = daemon.lock();
         st.sessions
             .values()
@@ -176,17 +177,18 @@ pub fn post_mortem(daemon: &Daemon, app_id: u64, death_stamp: &str) -> Vec<(Stri
                 let t = ss.traces.get(&app_id)?;
                 let dir = ust_ctf::process_dir(&ss.session.output.join("post-mortem"), &t.procname, t.pid, death_stamp);
                 // `process_dir` puts `ust/pid/` in between; the contract has none here.
-                let dir = ss.session.output.join("post-mortem").join(dir.file_name()?);
+                let rel = format!("post-mortem/{}", dir.file_name()?.to_string_lossy());
+                let dir = ss.session.output.join(&rel);
                 let mut src = source(t, &ss.session.output);
                 src.dead = true;
-                Some((ss.session.name.clone(), dir, src))
+                Some((ss.session.name.clone(), dir, ss.session.out.clone()?, rel, src))
             })
             .collect()
     };
     let mut done = Vec::new();
-    for (session, dir, src) in jobs {
+    for (session, dir, out, rel, src) in jobs {
         let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
-        match write_process(&src, &dir, None, &mut report) {
+        match write_process(&src, &out, &rel, None, &mut report) {
             Ok(()) => {
                 crate::log!(
                     "session {session}: process died abnormally (no normal exit); post-mortem trace written to {} ({} packets, {} rebuilt from torn sub-buffers)",

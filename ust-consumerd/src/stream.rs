@@ -7,7 +7,6 @@
 //! [`ust_ctf::held::copy_held_packets`] copies the sub-buffers that will now never
 //! complete, keeping only their committed prefix.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,8 @@ use ust_core::clock::TraceClock;
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 use ust_core::EventDesc;
 use ust_ctf::held::{copy_held_packets, HeldCopy};
-use ust_ctf::index::{IndexEntry, IndexFile};
+use ust_ctf::index::{IndexEntry, IndexFile, INDEX_DIR};
+use ust_ctf::outdir::TraceDir;
 use ust_ctf::stream::StreamFile;
 
 use crate::session::ChannelConfig;
@@ -144,8 +144,10 @@ impl std::fmt::Debug for Stream {
 /// `index/<name>.idx`, of which at most `--tracefile-count` are kept (the oldest removed).
 #[derive(Debug, Clone)]
 pub struct TraceFiles {
-    /// The trace directory.
-    pub dir: PathBuf,
+    /// The trace directory, where the files are created ([`TraceDir`]: as the session's
+    /// owner, never through a link); `None` where none are written (a snapshot or network
+    /// session).
+    pub dir: Option<TraceDir>,
     /// `<channel>_<cpu>`.
     pub base: String,
     /// Largest file in bytes before the next is started; 0 = one file.
@@ -173,24 +175,36 @@ impl TraceFiles {
     /// # Errors
     /// The I/O error, its message naming the file.
     pub fn create(&self, k: u64) -> std::io::Result<(StreamFile, IndexFile)> {
-        let (dir, name) = (&self.dir, self.name(k));
+        let (dir, name) = (self.local()?, self.name(k));
         let ctx = |what: String| move |e: std::io::Error| std::io::Error::new(e.kind(), format!("creating {what}: {e}"));
-        let file = StreamFile::create_written_back(dir, &name).map_err(ctx(format!("{}/{name}", dir.display())))?;
-        let index = IndexFile::create(dir, &name).map_err(ctx(format!("{}/index/{name}.idx", dir.display())))?;
+        let file = StreamFile::create_written_back(dir, &name).map_err(ctx(format!("{}/{name}", dir.path().display())))?;
+        let index = IndexFile::create(dir, &name).map_err(ctx(format!("{}/index/{name}.idx", dir.path().display())))?;
         Ok((file, index))
     }
 
+    /// The trace directory; an error where none is written.
+    fn local(&self) -> std::io::Result<&TraceDir> {
+        self.dir.as_ref().ok_or_else(|| std::io::Error::other(format!("stream {}: no trace directory", self.base)))
+    }
+
     /// Moves every piece on disk (stream and index files) into `to` (and `to/index`).
-    fn move_to(&self, to: &std::path::Path) -> std::io::Result<()> {
-        std::fs::create_dir_all(to.join("index"))?;
+    fn move_to(&self, to: &TraceDir) -> std::io::Result<()> {
+        let dir = self.local()?;
+        let to_index = to.dir(INDEX_DIR, 0o750)?;
+        let index = match dir.existing(INDEX_DIR) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            r => Some(r?),
+        };
+        let gone = |r: std::io::Result<()>| match r {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
         for k in self.oldest..=self.current {
             let name = self.name(k);
-            let idx = format!("index/{name}.idx");
-            for n in [name.as_str(), idx.as_str()] {
-                match std::fs::rename(self.dir.join(n), to.join(n)) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                    _ => {}
-                }
+            gone(dir.rename_to(&name, to, &name))?;
+            if let Some(index) = &index {
+                let idx = format!("{name}.idx");
+                gone(index.rename_to(&idx, &to_index, &idx))?;
             }
         }
         Ok(())
@@ -396,8 +410,10 @@ impl Stream {
         }
         while self.files.max_count > 0 && self.files.current - self.files.oldest + 1 > self.files.max_count {
             let name = self.files.name(self.files.oldest);
-            let _ = std::fs::remove_file(self.files.dir.join(&name));
-            let _ = std::fs::remove_file(self.files.dir.join("index").join(format!("{name}.idx")));
+            if let Some(dir) = &self.files.dir {
+                let _ = dir.remove(&name);
+                let _ = dir.remove(&format!("{INDEX_DIR}/{name}.idx"));
+            }
             self.files.oldest += 1;
         }
     }
@@ -409,7 +425,7 @@ impl Stream {
     ///
     /// # Errors
     /// The I/O error of the move or of creating the new files.
-    pub fn rotate_chunk(&mut self, to: &std::path::Path) -> std::io::Result<()> {
+    pub fn rotate_chunk(&mut self, to: &TraceDir) -> std::io::Result<()> {
         if !self.finished {
             self.flush();
             self.drain();

@@ -203,8 +203,8 @@ fn add_events(session: &Session, t: &mut ProcessTrace, events: &[EventDesc], who
         // A network session: what the new events add goes on the trace's metadata stream
         // (events are declared last, so the text only grows).
         m.update(&t.metadata);
-    } else if !session.snapshot {
-        if let Err(e) = ust_ctf::metadata::write_atomically(&t.dir, &t.metadata) {
+    } else if let Some(out) = &t.out {
+        if let Err(e) = ust_ctf::metadata::write_atomically(out, &t.metadata) {
             crate::log!("session {}: rewriting {}/metadata failed: {e}", session.name, t.dir.display());
         }
     }
@@ -292,11 +292,13 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
     let shm_dir = session.shm_dir.as_ref().map(|base| uid_dir(base, uid));
     // A network session: its streams are announced before any buffer exists.
     let (relay_meta, mut relay_streams) = crate::process_trace::announce_to_relay(session, ncpus, &relay_path(uid), &metadata)?;
+    let mut out = None;
     let made = (|| {
         use std::os::unix::fs::DirBuilderExt;
         if local {
-            std::fs::DirBuilder::new().recursive(true).mode(0o750).create(&dir).map_err(io(format!("creating {}", dir.display())))?;
-            ust_ctf::metadata::write_atomically(&dir, &metadata).map_err(io(format!("writing {}/metadata", dir.display())))?;
+            let d = crate::process_trace::session_dir(session, &dir).map_err(io(format!("creating {}", dir.display())))?;
+            out = Some(d.clone());
+            ust_ctf::metadata::write_atomically(&d, &metadata).map_err(io(format!("writing {}/metadata", dir.display())))?;
         }
         if let Some(d) = &shm_dir {
             std::fs::DirBuilder::new().recursive(true).mode(0o700).create(d).map_err(io(format!("creating {}", d.display())))?;
@@ -305,7 +307,7 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
         Ok::<(), SetupError>(())
     })();
     if let Err(e) = made {
-        remove_made(local, &dir, shm_dir.as_deref());
+        remove_made(out.as_ref(), shm_dir.as_deref());
         return Err(e);
     }
     let clock = tsc.map_or(TraceClock::Monotonic, TraceClock::Tsc);
@@ -334,7 +336,7 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
                     }
                 };
                 let files = TraceFiles {
-                    dir: dir.clone(),
+                    dir: out.clone(),
                     base: name,
                     max_size: ch.config.tracefile_size,
                     max_count: ch.config.tracefile_count,
@@ -363,7 +365,7 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
         Ok::<(), SetupError>(())
     })();
     if let Err(e) = made {
-        remove_made(local, &dir, shm_dir.as_deref());
+        remove_made(out.as_ref(), shm_dir.as_deref());
         return Err(e);
     }
     Ok(ProcessTrace {
@@ -371,6 +373,7 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
         pid: 0,
         procname: format!("uid-{uid}"),
         dir,
+        out,
         metadata,
         post_mortem: None,
         retained: false,
@@ -389,9 +392,9 @@ fn create(session: &Session, uid: u32, ncpus: u32, tsc: Option<ust_core::clock::
 
 /// Removes what a failed [`create`] made: no half-made trace for readers to trip on, no
 /// backed buffer file holding memory (both directories are the trace's own).
-fn remove_made(live: bool, dir: &Path, shm_dir: Option<&Path>) {
-    if live {
-        let _ = std::fs::remove_dir_all(dir);
+fn remove_made(out: Option<&ust_ctf::outdir::TraceDir>, shm_dir: Option<&Path>) {
+    if let Some(out) = out {
+        let _ = out.remove_dir_all();
     }
     if let Some(d) = shm_dir {
         let _ = std::fs::remove_dir_all(d);

@@ -14,8 +14,11 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+
+use crate::outdir::TraceDir;
+
+/// The directory of a trace's index files, beside its stream files.
+pub const INDEX_DIR: &str = "index";
 
 /// Index file magic number.
 pub const INDEX_MAGIC: u32 = 0xC1F1_DCC1;
@@ -147,14 +150,13 @@ pub struct IndexFile {
 }
 
 impl IndexFile {
-    /// Creates `dir/index/<name>.idx` (and `index/`), mode 0600, and writes the header.
+    /// Creates `dir/index/<name>.idx` (and `index/`, mode 0750), mode 0600, and writes the
+    /// header ([`TraceDir::dir`], [`TraceDir::create_file`]).
     ///
     /// # Errors
-    /// The I/O error.
-    pub fn create(dir: &Path, name: &str) -> std::io::Result<IndexFile> {
-        let idir = dir.join("index");
-        std::fs::create_dir_all(&idir)?;
-        let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(idir.join(format!("{name}.idx")))?;
+    /// The I/O error, or the refusal of what is in the way.
+    pub fn create(dir: &TraceDir, name: &str) -> std::io::Result<IndexFile> {
+        let mut file = dir.dir(INDEX_DIR, 0o750)?.create_file(&format!("{name}.idx"), 0o600)?;
         file.write_all(&header())?;
         Ok(IndexFile { file, len: HEADER_LEN as u64 })
     }
@@ -192,7 +194,7 @@ mod tests {
     #[test]
     fn round_trip_through_a_file() {
         let dir = tempfile::tempdir().unwrap();
-        let mut f = IndexFile::create(dir.path(), "c_0").unwrap();
+        let mut f = IndexFile::create(&TraceDir::create(dir.path(), None).unwrap(), "c_0").unwrap();
         let e = IndexEntry {
             offset: 4096,
             packet_size_bits: 32768,

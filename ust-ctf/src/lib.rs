@@ -14,6 +14,8 @@
 //! [`recover`] checks what a killed daemon left (`ust view` runs it first) and repairs it
 //! when asked (`ust view --repair`).
 //! [`datetime`] gives the timestamps used in directory names and in the metadata's `env`.
+//! Every file is created through an [`outdir::TraceDir`]: as the trace's owner, beneath
+//! the output directory's descriptor, never through a symbolic link.
 
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -25,6 +27,7 @@ pub mod files;
 pub mod held;
 pub mod index;
 pub mod metadata;
+pub mod outdir;
 pub mod reader;
 pub mod recover;
 pub mod stream;

@@ -22,9 +22,8 @@
 //! and renames it over `metadata`, so a reader never sees half a metadata file.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+
+use crate::outdir::TraceDir;
 
 use ust_core::event::escape_tsdl;
 use ust_core::EventDesc;
@@ -174,21 +173,14 @@ pub fn render(m: &TraceMetadata<'_>) -> String {
 }
 
 /// Writes `text` as `dir/metadata`: to `dir/.metadata.tmp` first (mode 0600), `fsync`,
-/// then `rename`, so the file is never seen half written.
+/// then `rename`, so the file is never seen half written
+/// ([`TraceDir::write_atomically`]).
 ///
 /// # Errors
-/// The I/O error; the temporary file may remain.
-pub fn write_atomically(dir: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = dir.join(".metadata.tmp");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, dir.join("metadata"))?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+/// The I/O error, or the refusal of a `metadata` that is not a regular file; the
+/// temporary file may remain.
+pub fn write_atomically(dir: &TraceDir, text: &str) -> std::io::Result<()> {
+    dir.write_atomically("metadata", text.as_bytes(), 0o600)
 }
 
 /// This machine's host name (`uname(2)`'s `nodename`, as `gethostname` returns it), for the

@@ -26,7 +26,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::index::{IndexEntry, IndexFile};
+use crate::index::{IndexEntry, IndexFile, INDEX_DIR};
+use crate::outdir::TraceDir;
 use crate::reader;
 
 /// The directory, next to the streams of a trace directory, that keeps what [`repair`]
@@ -135,19 +136,26 @@ pub fn classify(bytes: &[u8]) -> (StreamState, Vec<IndexEntry>) {
 }
 
 /// The stream files of every trace directory under `root`, and what each holds. Changes
-/// nothing.
+/// nothing. Everything is read through `root` ([`TraceDir`]): never through a link.
 ///
 /// # Errors
 /// The first I/O error (reading a directory or a file).
-pub fn check(root: &Path) -> std::io::Result<Vec<StreamCheck>> {
+pub fn check(root: &TraceDir) -> std::io::Result<Vec<StreamCheck>> {
     let mut out = Vec::new();
-    for (_, files) in trace_dirs(root)? {
+    for (d, files) in trace_dirs(root)? {
         for f in files {
-            let bytes = std::fs::read(&f)?;
-            out.push(StreamCheck { path: f, state: classify(&bytes).0 });
+            let bytes = read(&d, &f)?;
+            out.push(StreamCheck { path: d.path().join(&f), state: classify(&bytes).0 });
         }
     }
     Ok(out)
+}
+
+/// The bytes of the regular file `name` of `dir`.
+fn read(dir: &TraceDir, name: &str) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut dir.open_file(name, false)?, &mut bytes)?;
+    Ok(bytes)
 }
 
 /// Builds under `to` (created; it must not exist) a tree that trace readers read whole in
@@ -193,33 +201,40 @@ pub fn readable_view(root: &Path, checks: &[StreamCheck], to: &Path) -> std::io:
     Ok(())
 }
 
-/// Every directory under `root` (itself included) holding a `metadata` file, with its
-/// stream files (regular files but `metadata` and hidden ones), sorted.
-fn trace_dirs(root: &Path) -> std::io::Result<Vec<(PathBuf, Vec<PathBuf>)>> {
+/// Every directory under `root` (itself included) holding a `metadata` file, with the
+/// names of its stream files (regular files but `metadata` and hidden ones), sorted.
+fn trace_dirs(root: &TraceDir) -> std::io::Result<Vec<(TraceDir, Vec<String>)>> {
     let mut out = Vec::new();
-    let mut dirs = vec![root.to_path_buf()];
+    let mut dirs = vec![root.clone()];
     while let Some(d) = dirs.pop() {
-        let mut has_metadata = false;
-        let mut files = Vec::new();
-        for e in std::fs::read_dir(&d)? {
-            let e = e?;
-            let ft = e.file_type()?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            if ft.is_dir() && name != "index" && name != REMOVED_DIR {
-                dirs.push(e.path());
-            } else if ft.is_file() && name == "metadata" {
-                has_metadata = true;
-            } else if ft.is_file() && !name.starts_with('.') {
-                files.push(e.path());
-            }
-        }
+        let (subdirs, has_metadata, _, files) = listing(&d)?;
+        dirs.extend(subdirs);
         if has_metadata {
-            files.sort();
             out.push((d, files));
         }
     }
-    out.sort();
+    out.sort_by_key(|(d, _)| d.path());
     Ok(out)
+}
+
+/// What a trace directory holds: its subdirectories (but `index` and [`REMOVED_DIR`]),
+/// whether it has `metadata` and `.metadata.tmp`, and its stream files' names, sorted.
+type Listing = (Vec<TraceDir>, bool, bool, Vec<String>);
+
+fn listing(d: &TraceDir) -> std::io::Result<Listing> {
+    use rustix::fs::FileType;
+    let (mut subdirs, mut has_metadata, mut has_tmp, mut files) = (Vec::new(), false, false, Vec::new());
+    for (name, t) in d.entries()? {
+        match (t, name.as_str()) {
+            (FileType::Directory, "index" | REMOVED_DIR) => {}
+            (FileType::Directory, _) => subdirs.push(d.existing(&name)?),
+            (FileType::RegularFile, "metadata") => has_metadata = true,
+            (FileType::RegularFile, ".metadata.tmp") => has_tmp = true,
+            (FileType::RegularFile, n) if !n.starts_with('.') => files.push(name),
+            _ => {}
+        }
+    }
+    Ok((subdirs, has_metadata, has_tmp, files))
 }
 
 /// What [`repair`] changed, one line per change.
@@ -231,43 +246,27 @@ pub struct Repairs {
 
 /// Repairs every trace under `root` (see the module docs): cuts provable tails (keeping
 /// the bytes under [`REMOVED_DIR`]), rewrites indexes, removes unfinished metadata. Leaves
-/// unreadable streams as they are; [`check`] tells them.
+/// unreadable streams as they are; [`check`] tells them. Everything is read, written and
+/// removed through `root` ([`TraceDir`]: as its owner, never through a link).
 ///
 /// # Errors
 /// The first I/O error that stops a repair (reading a directory, truncating a file).
-pub fn repair(root: &Path) -> std::io::Result<Repairs> {
+pub fn repair(root: &TraceDir) -> std::io::Result<Repairs> {
     let mut r = Repairs::default();
-    let mut dirs = vec![root.to_path_buf()];
+    let mut dirs = vec![root.clone()];
     while let Some(d) = dirs.pop() {
-        let mut has_metadata = false;
-        let mut has_tmp = false;
-        let mut files: Vec<PathBuf> = Vec::new();
-        for e in std::fs::read_dir(&d)? {
-            let e = e?;
-            let ft = e.file_type()?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            if ft.is_dir() {
-                if name != "index" && name != REMOVED_DIR {
-                    dirs.push(e.path());
-                }
-            } else if ft.is_file() {
-                match name.as_str() {
-                    "metadata" => has_metadata = true,
-                    ".metadata.tmp" => has_tmp = true,
-                    n if !n.starts_with('.') => files.push(e.path()),
-                    _ => {}
-                }
-            }
-        }
+        let (subdirs, has_metadata, has_tmp, files) = listing(&d)?;
         if has_tmp {
-            std::fs::remove_file(d.join(".metadata.tmp"))?;
-            r.changes.push(format!("{}: removed an unfinished .metadata.tmp", d.display()));
-            if !has_metadata && files.iter().all(|f| std::fs::metadata(f).map(|m| m.len() == 0).unwrap_or(true)) {
-                std::fs::remove_dir_all(&d)?;
-                r.changes.push(format!("{}: removed (no metadata, no packet)", d.display()));
+            d.remove(".metadata.tmp")?;
+            r.changes.push(format!("{}: removed an unfinished .metadata.tmp", d.path().display()));
+            let empty = |f: &String| d.open_file(f, false).and_then(|f| f.metadata()).map(|m| m.len() == 0).unwrap_or(true);
+            if !has_metadata && subdirs.is_empty() && files.iter().all(empty) && !d.rel().as_os_str().is_empty() {
+                d.remove_dir_all()?;
+                r.changes.push(format!("{}: removed (no metadata, no packet)", d.path().display()));
                 continue;
             }
         }
+        dirs.extend(subdirs);
         if has_metadata {
             for f in files {
                 repair_stream(&d, &f, &mut r)?;
@@ -277,40 +276,36 @@ pub fn repair(root: &Path) -> std::io::Result<Repairs> {
     Ok(r)
 }
 
-fn repair_stream(dir: &Path, file: &Path, r: &mut Repairs) -> std::io::Result<()> {
-    let bytes = std::fs::read(file)?;
+fn repair_stream(dir: &TraceDir, name: &str, r: &mut Repairs) -> std::io::Result<()> {
+    let bytes = read(dir, name)?;
     let (state, entries) = classify(&bytes);
-    let name = file.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    let path = dir.path().join(name);
     match state {
         StreamState::Whole => {}
         StreamState::Unreadable { offset, reason } => {
-            r.changes.push(format!("{}: left alone: unreadable at offset {offset} ({reason})", file.display()));
+            r.changes.push(format!("{}: left alone: unreadable at offset {offset} ({reason})", path.display()));
             return Ok(());
         }
         StreamState::Tail { whole, tail } => {
             // A live daemon may be appending that packet right now (one write per packet):
             // leave a file that is still growing alone.
             std::thread::sleep(std::time::Duration::from_millis(100));
-            if std::fs::metadata(file)?.len() != bytes.len() as u64 {
-                r.changes.push(format!("{}: still being written; left alone", file.display()));
+            if dir.open_file(name, false)?.metadata()?.len() != bytes.len() as u64 {
+                r.changes.push(format!("{}: still being written; left alone", path.display()));
                 return Ok(());
             }
-            let kept = dir.join(REMOVED_DIR);
-            std::fs::create_dir_all(&kept)?;
-            let side = kept.join(format!("{name}.removed-{whole}"));
+            let kept = dir.dir(REMOVED_DIR, 0o750)?;
+            let side = format!("{name}.removed-{whole}");
             // Never over an earlier repair's copy.
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&side)
-                .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes[whole as usize..]))?;
-            std::fs::File::open(&side)?.sync_all()?;
-            std::fs::OpenOptions::new().write(true).open(file)?.set_len(whole)?;
-            r.changes.push(format!("{}: cut {tail} bytes of an unfinished packet (kept in {})", file.display(), side.display()));
+            let mut f = kept.create_new_file(&side, 0o600)?;
+            std::io::Write::write_all(&mut f, &bytes[whole as usize..])?;
+            f.sync_all()?;
+            dir.open_file(name, true)?.set_len(whole)?;
+            r.changes.push(format!("{}: cut {tail} bytes of an unfinished packet (kept in {})", path.display(), kept.path().join(&side).display()));
         }
     }
-    let idx_path = dir.join("index").join(format!("{name}.idx"));
-    let current = std::fs::read(&idx_path).ok().and_then(|b| crate::index::parse(&b).ok());
+    let idx = format!("{name}.idx");
+    let current = read(dir, &format!("{INDEX_DIR}/{idx}")).ok().and_then(|b| crate::index::parse(&b).ok());
     if current.as_ref() != Some(&entries) {
         let tmp_name = format!(".{name}.repair");
         let mut f = IndexFile::create(dir, &tmp_name)?;
@@ -318,8 +313,9 @@ fn repair_stream(dir: &Path, file: &Path, r: &mut Repairs) -> std::io::Result<()
             f.append(e)?;
         }
         drop(f);
-        std::fs::rename(dir.join("index").join(format!("{tmp_name}.idx")), &idx_path)?;
-        r.changes.push(format!("{}: rewritten from the {} whole packets", idx_path.display(), entries.len()));
+        let idir = dir.existing(INDEX_DIR)?;
+        idir.rename_to(&format!("{tmp_name}.idx"), &idir, &idx)?;
+        r.changes.push(format!("{}: rewritten from the {} whole packets", idir.path().join(&idx).display(), entries.len()));
     }
     Ok(())
 }
@@ -327,6 +323,11 @@ fn repair_stream(dir: &Path, file: &Path, r: &mut Repairs) -> std::io::Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The output directory `root` as a [`TraceDir`].
+    fn out(root: &tempfile::TempDir) -> TraceDir {
+        TraceDir::open(root.path(), None).unwrap()
+    }
     use ringbuffer::{PacketEnd, PacketLayout, StreamIdentity};
     use ust_core::packet::{CtfPacketLayout, HEADER_SIZE};
 
@@ -398,17 +399,17 @@ mod tests {
         std::fs::write(d.join("ch_0"), &whole[..4096 + 1500]).unwrap();
         let noise = pseudo_random(5000);
         std::fs::write(d.join("ch_1"), &noise).unwrap();
-        let checked = check(root.path()).unwrap();
+        let checked = check(&out(&root)).unwrap();
         assert_eq!(checked.len(), 2);
         assert_eq!(checked[0].state, StreamState::Tail { whole: 4096, tail: 1500 });
         assert!(matches!(checked[1].state, StreamState::Unreadable { .. }));
         assert_eq!(std::fs::metadata(d.join("ch_0")).unwrap().len(), 4096 + 1500, "check changes nothing");
-        let r = repair(root.path()).unwrap();
+        let r = repair(&out(&root)).unwrap();
         assert_eq!(std::fs::read(d.join("ch_0")).unwrap(), &whole[..4096], "{r:?}");
         assert_eq!(std::fs::read(d.join("removed/ch_0.removed-4096")).unwrap(), &whole[4096..4096 + 1500]);
         assert_eq!(std::fs::read(d.join("ch_1")).unwrap(), noise, "random bytes are not cut: {r:?}");
         assert!(r.changes.iter().any(|c| c.contains("cut 1500 bytes of an unfinished packet")), "{r:?}");
-        assert_eq!(check(root.path()).unwrap()[0].state, StreamState::Whole);
+        assert_eq!(check(&out(&root)).unwrap()[0].state, StreamState::Whole);
     }
 
     #[test]
@@ -423,11 +424,11 @@ mod tests {
         std::fs::create_dir_all(&whole).unwrap();
         std::fs::write(whole.join("metadata"), "/* CTF 1.8 */").unwrap();
         std::fs::write(whole.join("ch_0"), b"").unwrap();
-        drop(IndexFile::create(&whole, "ch_0").unwrap());
-        let r = repair(root.path()).unwrap();
+        drop(IndexFile::create(&out(&root).dir("ust/pid/b-2-x", 0o750).unwrap(), "ch_0").unwrap());
+        let r = repair(&out(&root)).unwrap();
         assert!(!cut.exists(), "{r:?}");
         assert!(whole.join("ch_0").exists() && whole.join("metadata").exists());
         assert_eq!(r.changes.len(), 2, "{r:?}");
-        assert_eq!(repair(root.path()).unwrap(), Repairs::default(), "a second pass changes nothing");
+        assert_eq!(repair(&out(&root)).unwrap(), Repairs::default(), "a second pass changes nothing");
     }
 }

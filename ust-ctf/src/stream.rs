@@ -22,8 +22,9 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use crate::outdir::TraceDir;
 
 /// Bytes of a written-back stream file ([`StreamFile::create_written_back`]) whose
 /// writeback may still be under way behind the file's end: 4 MiB, eight packets of the
@@ -44,14 +45,14 @@ pub struct StreamFile {
 }
 
 impl StreamFile {
-    /// Creates (or truncates) `dir/<name>`, mode 0600.
+    /// Creates `dir/<name>`, mode 0600 (replacing a regular file of that name:
+    /// [`TraceDir::create_file`]).
     ///
     /// # Errors
-    /// The `open` error.
-    pub fn create(dir: &Path, name: &str) -> std::io::Result<StreamFile> {
-        let path = dir.join(name);
-        let file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
-        Ok(StreamFile { file, path, len: 0, written_back: 0, write_back: false })
+    /// The `open` error, or the refusal of what is in the way.
+    pub fn create(dir: &TraceDir, name: &str) -> std::io::Result<StreamFile> {
+        let file = dir.create_file(name, 0o600)?;
+        Ok(StreamFile { file, path: dir.path().join(name), len: 0, written_back: 0, write_back: false })
     }
 
     /// [`create`](StreamFile::create), and each packet's writeback is then started as it is
@@ -63,7 +64,7 @@ impl StreamFile {
     ///
     /// # Errors
     /// The `open` error.
-    pub fn create_written_back(dir: &Path, name: &str) -> std::io::Result<StreamFile> {
+    pub fn create_written_back(dir: &TraceDir, name: &str) -> std::io::Result<StreamFile> {
         let mut f = StreamFile::create(dir, name)?;
         f.write_back = true;
         Ok(f)
@@ -144,7 +145,7 @@ impl StreamFile {
         self.len == 0
     }
 
-    /// The file's path.
+    /// The file's path (for messages).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -174,9 +175,10 @@ mod tests {
 
     #[test]
     fn a_written_back_file_keeps_only_its_last_write_behind_bytes_in_the_page_cache() {
-        let dir = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = TraceDir::create(tmp.path(), None).unwrap();
         let packet = vec![0x5au8; 512 << 10];
-        let mut f = StreamFile::create_written_back(dir.path(), "channel0_0").unwrap();
+        let mut f = StreamFile::create_written_back(&dir, "channel0_0").unwrap();
         for i in 0..24u64 {
             assert_eq!(f.append_packet(&packet).unwrap(), i * packet.len() as u64);
         }
@@ -192,7 +194,7 @@ mod tests {
         assert_eq!(std::fs::read(f.path()).unwrap(), packet.repeat(24));
 
         // A plain stream file keeps what it wrote (the kernel recorder's, the snapshots').
-        let mut g = StreamFile::create(dir.path(), "plain").unwrap();
+        let mut g = StreamFile::create(&dir, "plain").unwrap();
         for _ in 0..8 {
             g.append_packet(&packet).unwrap();
         }

@@ -273,6 +273,23 @@ pub struct CreateOptions {
     /// PID).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffers: Option<crate::config::BufferOwnership>,
+    /// Whose output it is: root's daemon creates every file of the session as this user
+    /// (their file-system uid and gid). Only a root client may name one (`ust trace
+    /// --as-user`); the session of any other client is that client's own (its
+    /// `SO_PEERCRED` uid and gid). Absent from a root client: the daemon finds the owner
+    /// from the output path (the user whose directory or link it leads through), or writes
+    /// as root where root alone controls the path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<SessionOwner>,
+}
+
+/// The user a session's output belongs to ([`CreateOptions::owner`]).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionOwner {
+    /// User id.
+    pub uid: u32,
+    /// Group id files are created with.
+    pub gid: u32,
 }
 
 /// The answer to a request.

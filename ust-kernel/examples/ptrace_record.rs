@@ -13,7 +13,11 @@ fn main() {
         std::process::exit(2);
     };
     let out = std::path::Path::new(out);
-    let trace = ust_kernel::ptrace::SyscallTrace::create(out).unwrap_or_else(|e| {
+    let dir = ust_ctf::outdir::TraceDir::create(out, None).unwrap_or_else(|e| {
+        eprintln!("ptrace_record: {}: {e}", out.display());
+        std::process::exit(1)
+    });
+    let trace = ust_kernel::ptrace::SyscallTrace::create(&dir).unwrap_or_else(|e| {
         eprintln!("ptrace_record: {}: {e}", out.display());
         std::process::exit(1)
     });
@@ -30,7 +34,7 @@ fn main() {
     let pid = rec.pid();
     let status = rec.wait();
     let s = rec.finish();
-    if let Err(e) = trace.finish(out, pid) {
+    if let Err(e) = trace.finish(&dir, pid) {
         eprintln!("ptrace_record: writing the metadata: {e}");
     }
     let events: u64 = s.counts.iter().map(|c| c.1).sum();

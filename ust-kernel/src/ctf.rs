@@ -31,7 +31,6 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::Path;
 
 use ringbuffer::{PacketEnd, PacketLayout, StreamIdentity};
 use ust_core::event_header;
@@ -40,6 +39,7 @@ use ust_core::packet::{CtfPacketLayout, HEADER_SIZE};
 use super::captured::{ArgPart, CallArgs};
 use super::format::{dyn_string, read_uint, EventFormat, FieldFormat, FieldKind};
 use ust_ctf::index::{IndexEntry, IndexFile};
+use ust_ctf::outdir::TraceDir;
 use ust_ctf::stream::StreamFile;
 
 /// The ftrace events recorded: `(system, event, CTF name)`.
@@ -429,11 +429,12 @@ pub struct CpuStream {
 }
 
 impl CpuStream {
-    /// Creates `dir/channel0_<cpu>` and its index (stream instance id: the CPU).
+    /// Creates `dir/channel0_<cpu>` and its index `dir/index/channel0_<cpu>.idx`, through
+    /// `dir` ([`TraceDir`]: as its owner, never through a link); stream instance id: the CPU.
     ///
     /// # Errors
-    /// The I/O error.
-    pub fn create(dir: &Path, table: std::sync::Arc<EventTable>, uuid: [u8; 16], cpu: u32) -> std::io::Result<CpuStream> {
+    /// The I/O error, or the refusal of what is in the way.
+    pub fn create(dir: &TraceDir, table: std::sync::Arc<EventTable>, uuid: [u8; 16], cpu: u32) -> std::io::Result<CpuStream> {
         Self::create_named(dir, &ust_ctf::stream_file_name(CHANNEL, cpu), table, uuid, cpu, u64::from(cpu))
     }
 
@@ -442,9 +443,8 @@ impl CpuStream {
     /// files of one instance id as one stream).
     ///
     /// # Errors
-    /// The I/O error.
-    pub fn create_named(dir: &Path, name: &str, table: std::sync::Arc<EventTable>, uuid: [u8; 16], cpu: u32, instance: u64) -> std::io::Result<CpuStream> {
-        std::fs::create_dir_all(dir.join("index"))?;
+    /// The I/O error, or the refusal of what is in the way.
+    pub fn create_named(dir: &TraceDir, name: &str, table: std::sync::Arc<EventTable>, uuid: [u8; 16], cpu: u32, instance: u64) -> std::io::Result<CpuStream> {
         let file = StreamFile::create(dir, name)?;
         let index = IndexFile::create(dir, name)?;
         let n = table.events.len();
@@ -815,7 +815,8 @@ mod tests {
         assert!(table.index_of("syscall_entry").is_none(), "no generic class is declared");
         assert_eq!(table.by_ftrace_id(21).map(|e| e.name.as_str()), Some("syscall_entry"), "what the view filter reads");
         let dir = tempfile::tempdir().unwrap();
-        let mut s = CpuStream::create(dir.path(), table.clone(), [7; 16], 0).unwrap();
+        let out = TraceDir::create(dir.path(), None).unwrap();
+        let mut s = CpuStream::create(&out, table.clone(), [7; 16], 0).unwrap();
         let mut openat = 257i64.to_le_bytes().to_vec();
         for a in [-100i64 as u64, 0x1234, 0x80000, 0, 0, 0] {
             openat.extend_from_slice(&a.to_le_bytes());
@@ -832,7 +833,7 @@ mod tests {
         sw.extend_from_slice(&0i32.to_le_bytes());
         assert!(s.push_record(4_000, &record(30, 42, &sw)).unwrap());
         s.flush().unwrap();
-        crate::write_metadata(dir.path(), [7; 16], &table, "20260101T000000+0000", 42, 0, "tracefs").unwrap();
+        crate::write_metadata(&out, [7; 16], &table, "20260101T000000+0000", 42, 0, "tracefs").unwrap();
         let o = std::process::Command::new("babeltrace2").arg(dir.path()).output().expect("babeltrace2 runs");
         assert!(o.status.success() && o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
         let text = String::from_utf8(o.stdout).unwrap();

@@ -53,10 +53,15 @@ pub mod syscalls;
 pub mod tracefs;
 pub mod view_recorder;
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ctf::EventTable;
+use ust_ctf::outdir::TraceDir;
+
+/// The kernel trace's directory in the output: `kernel`.
+pub const KERNEL_DIR: &str = "kernel";
 
 /// Per-CPU buffer size of a tracefs instance, KiB, unless [`sizing`] finds the machine
 /// needs more (never less).
@@ -128,13 +133,14 @@ pub(crate) fn page_layout(root: &Path) -> (ftrace::PageLayout, usize) {
     (layout, 4096)
 }
 
-/// Writes `dir/metadata` (atomically) for a kernel trace of `table` recorded from `source`
-/// (`env.kernel_source`: `tracefs` or `perf_event_open`), with this host's name, boot id and
-/// kernel release, and the clock offset `offset` (ns) the session's traces share.
+/// Writes `dir/metadata` (atomically, through `dir`: [`TraceDir::write_atomically`]) for a
+/// kernel trace of `table` recorded from `source` (`env.kernel_source`: `tracefs` or
+/// `perf_event_open`), with this host's name, boot id and kernel release, and the clock
+/// offset `offset` (ns) the session's traces share.
 ///
 /// # Errors
-/// The write error.
-pub fn write_metadata(dir: &Path, uuid: [u8; 16], table: &EventTable, datetime: &str, traced_pid: i32, offset: i64, source: &str) -> std::io::Result<()> {
+/// The write error, or the refusal of a `metadata` that is not a regular file.
+pub fn write_metadata(dir: &TraceDir, uuid: [u8; 16], table: &EventTable, datetime: &str, traced_pid: i32, offset: i64, source: &str) -> std::io::Result<()> {
     let boot = ust_core::clock::boot_id();
     let host = ust_ctf::metadata::hostname();
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -157,16 +163,18 @@ pub fn write_metadata(dir: &Path, uuid: [u8; 16], table: &EventTable, datetime: 
 }
 
 /// The `offset` of the `monotonic` clock in the first user-space metadata found under
-/// `<output>/ust/` (every trace of a session has the same one).
-pub fn session_clock_offset(output: &Path) -> Option<i64> {
-    let mut stack = vec![output.join("ust")];
+/// `<output>/ust/` (every trace of a session has the same one), read through `output`
+/// ([`TraceDir`]: as its owner, never through a link; at most
+/// [`ust_ctf::files::MAX_TEXT_FILE`] bytes).
+pub fn session_clock_offset(output: &TraceDir) -> Option<i64> {
+    let mut stack = vec![output.existing("ust").ok()?];
     while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).ok()?.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if e.file_name() == "metadata" {
-                let text = std::fs::read_to_string(&p).ok()?;
+        for (name, kind) in d.entries().ok()? {
+            if kind == rustix::fs::FileType::Directory {
+                stack.push(d.existing(&name).ok()?);
+            } else if name == "metadata" {
+                let mut text = String::new();
+                d.open_file(&name, false).ok()?.take(ust_ctf::files::MAX_TEXT_FILE).read_to_string(&mut text).ok()?;
                 let clock = &text[text.find("clock {")?..];
                 let off = clock[clock.find("offset =")? + 8..].split(';').next()?.trim().parse().ok()?;
                 return Some(off);

@@ -5,10 +5,13 @@
 //! `<output>/proc/<pid>/maps` (with `comm`), so fault addresses map to files.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use ust_ctf::outdir::TraceDir;
 
 /// One thread as `/proc` shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,29 +164,39 @@ impl MapsSampler {
         MapsSampler { stop, thread }
     }
 
-    /// Stops sampling and writes `<output>/proc/<pid>/{maps,comm,fds}`; returns the pids saved.
-    pub fn finish(mut self, output: &Path) -> Vec<i32> {
+    /// Stops sampling and writes `<output>/proc/<pid>/{maps,comm,fds}` through `output`
+    /// ([`TraceDir`]: as its owner, never through a link); returns the pids saved, and the
+    /// first error (the other pids are still written).
+    pub fn finish(mut self, output: &TraceDir) -> (Vec<i32>, Option<std::io::Error>) {
         self.stop.store(true, Ordering::SeqCst);
-        let Some(seen) = self.thread.take().and_then(|t| t.join().ok()) else { return Vec::new() };
+        let Some(seen) = self.thread.take().and_then(|t| t.join().ok()) else { return (Vec::new(), None) };
         let mut pids = Vec::new();
+        let mut first_error = None;
         for (pid, (comm, maps, fds)) in seen {
             let fds: String = fds.iter().map(|(fd, p)| format!("{fd} {}\n", p.replace('\n', " "))).collect();
-            let dir = maps_dir(output, pid);
-            if std::fs::create_dir_all(&dir).is_ok()
-                && std::fs::write(dir.join("maps"), maps).is_ok()
-                && std::fs::write(dir.join("comm"), format!("{comm}\n")).is_ok()
-                && std::fs::write(dir.join("fds"), fds).is_ok()
-            {
-                pids.push(pid);
+            let written = output.dir(&format!("{PROC_DIR}/{pid}"), 0o750).and_then(|dir| {
+                for (name, text) in [("maps", maps), ("comm", format!("{comm}\n")), ("fds", fds)] {
+                    dir.create_file(name, 0o644)?.write_all(text.as_bytes())?;
+                }
+                Ok(())
+            });
+            match written {
+                Ok(()) => pids.push(pid),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
-        pids
+        (pids, first_error)
     }
 }
 
+/// The directory of the saved `/proc` files in the output: `proc`.
+pub const PROC_DIR: &str = "proc";
+
 /// `<output>/proc/<pid>`.
 pub fn maps_dir(output: &Path, pid: i32) -> PathBuf {
-    output.join("proc").join(pid.to_string())
+    output.join(PROC_DIR).join(pid.to_string())
 }
 
 /// One line of a maps file: `start-end perms offset dev inode path`.

@@ -34,6 +34,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use ust_ctf::outdir::TraceDir;
+
 use crate::ctf::{CpuStream, EventTable, Given};
 use crate::filter::ViewFilter;
 use crate::merge::{Buffer, Merge};
@@ -166,12 +168,17 @@ impl ViewRecorder {
         Ok(Prepared { main, tree, table, missing, stale_removed, all, buffer_kb })
     }
 
-    /// [`ViewRecorder::prepare`] and [`Prepared::start`] with the default [`Options`].
+    /// [`ViewRecorder::prepare`] and [`Prepared::start`] with the default [`Options`], into
+    /// the directory `dir` (a path the daemon resolves through a descriptor the user sent,
+    /// `/proc/self/fd/N`): every file is created through its descriptor ([`TraceDir`]), by
+    /// the writing thread as the requester, never through a link below it.
     ///
     /// # Errors
-    /// As those.
+    /// As those, and the directory's opening.
     pub fn start(dir: PathBuf, filter: ViewFilter) -> Result<ViewRecorder, KernelError> {
-        Self::prepare(filter.sees_all(), Options::default())?.start(dir, filter)
+        let mode = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC;
+        let out = TraceDir::from_fd(rustix::fs::open(&dir, mode, rustix::fs::Mode::empty()).map_err(std::io::Error::from)?, dir, None);
+        Self::prepare(filter.sees_all(), Options::default())?.start(out, filter)
     }
 
     /// Stops recording, applies and writes what is left, writes the final metadata (with
@@ -235,14 +242,13 @@ impl Prepared {
         &self.missing
     }
 
-    /// Starts the thread that writes the view of `filter` into `dir` (for a user's view, a
-    /// path the daemon resolves through a descriptor the user sent, `/proc/self/fd/N`,
-    /// written as that user), and turns recording on once the first metadata and the state
-    /// dump are written; the traced tree's instance follows `filter`'s root pid.
+    /// Starts the thread that writes the view of `filter` through `dir` (for a user's view,
+    /// as that user), and turns recording on once the first metadata and the state dump are
+    /// written; the traced tree's instance follows `filter`'s root pid.
     ///
     /// # Errors
     /// [`KernelError`]: tracefs, or the thread's first writes into `dir`.
-    pub fn start(self, dir: PathBuf, filter: ViewFilter) -> Result<ViewRecorder, KernelError> {
+    pub fn start(self, dir: TraceDir, filter: ViewFilter) -> Result<ViewRecorder, KernelError> {
         let Prepared { main, tree, table, missing, stale_removed, all, buffer_kb } = self;
         if all != filter.sees_all() {
             return Err(KernelError::Io(std::io::Error::other("prepared for another kind of view")));
@@ -279,7 +285,6 @@ impl Prepared {
                 if !filter.sees_all() {
                     become_fs_user(filter.uid(), filter.gid())?;
                 }
-                std::fs::create_dir_all(&dir)?;
                 let uuid = *uuid::Uuid::new_v4().as_bytes();
                 let datetime = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
                 crate::write_metadata(&dir, uuid, &table, &datetime, 0, ust_core::clock::realtime_offset_ns(), source)?;
@@ -332,7 +337,7 @@ impl Prepared {
                 return Err(e);
             }
             Ok(KernelSummary {
-                dir: dir.clone(),
+                dir: dir.path(),
                 counts: table.events.iter().zip(counts).map(|(e, n)| (e.name.clone(), n)).collect(),
                 lost,
                 bad,

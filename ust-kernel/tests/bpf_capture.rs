@@ -312,13 +312,14 @@ fn joined_ctf_reads_back_in_babeltrace2() {
     cap.drain(|r| joiner.push(r)).expect("drain");
     let layout = ust_kernel::ftrace::PageLayout::parse(&std::fs::read_to_string(root.join("events/header_page")).expect("header_page"));
     let out = tempfile::tempdir().expect("out");
+    let dir = ust_ctf::outdir::TraceDir::create(out.path(), None).expect("output directory");
     let uuid = [9u8; 16];
     let mut streams: HashMap<u32, CpuStream> = HashMap::new();
     let (mut worst, mut bpf_later) = (0u64, 0u64);
     for (cpu, page) in read_pages(&inst) {
         let s = match streams.entry(cpu) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => v.insert(CpuStream::create(out.path(), table.clone(), uuid, cpu).expect("stream")),
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(CpuStream::create(&dir, table.clone(), uuid, cpu).expect("stream")),
         };
         let mut join = |ts, tid, nr, args: &[u64; 6]| {
             let c: Option<CallArgs> = joiner.take(tid, nr, ts, args);
@@ -342,7 +343,7 @@ fn joined_ctf_reads_back_in_babeltrace2() {
         "largest distance between a capture and its sys_enter record: {worst} ns; captures timed after their record: {bpf_later}; captures no record took: {}",
         joiner.len()
     );
-    ust_kernel::write_metadata(out.path(), uuid, &table, "20260101T000000+0000", pid, 0, "tracefs").expect("metadata");
+    ust_kernel::write_metadata(&dir, uuid, &table, "20260101T000000+0000", pid, 0, "tracefs").expect("metadata");
     let text = babeltrace(out.path());
     let of = |tid: i32, name: &str| -> Vec<String> {
         text.lines().filter(|l| l.contains(&format!("{{ tid = {tid} }}")) && l.contains(&format!(" {name}: "))).map(str::to_string).collect()
@@ -390,7 +391,8 @@ fn synthetic_ctf_reads_back_in_babeltrace2() {
     args.insert("execve".into(), s(&[("filename", "const char *"), ("argv", "const char *const *"), ("envp", "const char *const *")]));
     let table = Arc::new(EventTable::with_captured_args(vec![("syscall_entry".into(), enter)], &args, true));
     let out = tempfile::tempdir().expect("out");
-    let mut st = CpuStream::create(out.path(), table.clone(), [3; 16], 0).expect("stream");
+    let dir = ust_ctf::outdir::TraceDir::create(out.path(), None).expect("output directory");
+    let mut st = CpuStream::create(&dir, table.clone(), [3; 16], 0).expect("stream");
     let record = |nr: i64, a: [u64; 6]| {
         let mut p = vec![21u8, 0, 0, 0];
         p.extend_from_slice(&42i32.to_le_bytes());
@@ -439,7 +441,7 @@ fn synthetic_ctf_reads_back_in_babeltrace2() {
         assert!(st.push_record_joined(1_000 * (i as u64 + 1), &record(nr, a), &mut join).expect("push"));
     }
     st.flush().expect("flush");
-    ust_kernel::write_metadata(out.path(), [3; 16], &table, "20260101T000000+0000", 42, 0, "tracefs").expect("metadata");
+    ust_kernel::write_metadata(&dir, [3; 16], &table, "20260101T000000+0000", 42, 0, "tracefs").expect("metadata");
     let text = babeltrace(out.path());
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");

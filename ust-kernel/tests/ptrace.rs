@@ -47,6 +47,7 @@ fn harness() {
     if let Some(p) = std::env::var_os(STDOUT) {
         launch.stdio(1, std::fs::OpenOptions::new().append(true).open(p).unwrap().into());
     }
+    let out = ust_ctf::outdir::TraceDir::create(&out, None).unwrap();
     let trace = SyscallTrace::create(&out).unwrap();
     let rec = match SyscallRecorder::spawn(launch, trace.sink().clone()) {
         Ok(r) => r,

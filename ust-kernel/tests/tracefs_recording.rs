@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use ust_ctf::outdir::TraceDir;
 use ust_kernel::filter::ViewFilter;
 use ust_kernel::tracefs;
 use ust_kernel::view_recorder::{Options, ViewRecorder};
@@ -42,6 +43,11 @@ fn babeltrace(dir: &Path) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// `<out>/kernel`, made and opened as the recorder writes it ([`TraceDir`]).
+fn kernel_dir(out: &Path) -> TraceDir {
+    TraceDir::create(out, None).unwrap().dir(ust_kernel::KERNEL_DIR, 0o750).unwrap()
+}
+
 /// The `tid` context of a babeltrace2 line.
 fn tid_of(line: &str) -> Option<i32> {
     line.split("}, { tid = ").nth(1)?.split(' ').next()?.parse().ok()
@@ -57,7 +63,7 @@ fn records_the_tree_in_the_kernel_and_scheduling_system_wide() {
     let mut child = Command::new("sh").args(["-c", "read x; sleep 0.1; cat /etc/hostname"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
     let pid = child.id() as i32;
     let prepared = ViewRecorder::prepare(true, Options::default()).expect("kernel recording is set up");
-    let rec = prepared.start(out.path().join("kernel"), ViewFilter::everything(pid)).expect("kernel recording starts");
+    let rec = prepared.start(kernel_dir(out.path()), ViewFilter::everything(pid)).expect("kernel recording starts");
     let root = tracefs::root().unwrap();
     let ours: Vec<String> = std::fs::read_dir(root.join("instances"))
         .unwrap()
@@ -125,7 +131,7 @@ fn small_buffers_under_a_burst_count_every_lost_event() {
         Command::new("sh").args(["-c", "read x; exec dd if=/dev/zero of=/dev/null bs=1 count=300000 status=none"]).stdin(Stdio::piped()).spawn().unwrap();
     let pid = child.id() as i32;
     let opts = Options { buffer_kb: Some(8), ..Options::default() };
-    let rec = ViewRecorder::prepare(true, opts).unwrap().start(out.path().join("kernel"), ViewFilter::everything(pid)).unwrap();
+    let rec = ViewRecorder::prepare(true, opts).unwrap().start(kernel_dir(out.path()), ViewFilter::everything(pid)).unwrap();
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(child.wait().unwrap().success());
     let summary = rec.finish(pid, ust_core::clock::realtime_offset_ns()).unwrap();
@@ -180,6 +186,10 @@ fn as_user_runs_the_command_as_that_user_and_gives_them_the_trace() {
     let d = common::TestDaemon::start();
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The trace is written as the user: its output is where they may write.
+    let theirs = tmp.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(uid), Some(gid)).unwrap();
     let run = |out: &Path, user: Option<&str>, sudo: Option<(u32, u32)>, cmd: &str| {
         let mut c = d.ust_cmd();
         c.env_remove("SUDO_UID").env_remove("SUDO_GID").args(["trace", "--kernel", "--output"]).arg(out).arg("--as-user");
@@ -192,7 +202,7 @@ fn as_user_runs_the_command_as_that_user_and_gives_them_the_trace() {
         c.args(["--", "sh", "-c", cmd]);
         common::output_within(c, std::time::Duration::from_secs(60))
     };
-    let out = tmp.path().join("named");
+    let out = theirs.join("named");
     let o = run(&out, Some(AS_USER), None, "id -u; id -g; echo $HOME $USER; sleep 0.1; cat /etc/hostname");
     let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
     assert!(o.status.success(), "{stderr}");
@@ -229,7 +239,7 @@ fn as_user_runs_the_command_as_that_user_and_gives_them_the_trace() {
     assert!(text.lines().filter(|l| l.contains("sched_switch:")).count() > 10, "system-wide switches");
     // From sudo's variables alone; an instrumented program run so has its user-space
     // events in the trace too (it registers with root's daemon).
-    let out2 = tmp.path().join("sudo");
+    let out2 = theirs.join("sudo");
     let prog = common::program("debug", "threeevents");
     let o = run(&out2, None, Some((uid, gid)), &format!("id -u; {}", prog.display()));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -35,8 +35,9 @@ pub(crate) fn set_span(id: u64) {
     let _ = SPAN.try_with(|c| c.set(id));
 }
 
+/// The calling thread's `span_id` context.
 #[inline]
-fn span() -> u64 {
+pub(crate) fn span() -> u64 {
     SPAN.try_with(Cell::get).unwrap_or(0)
 }
 

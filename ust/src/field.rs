@@ -261,15 +261,29 @@ unsafe impl Field for &str {
     const TYPE: FieldType = FieldType::String;
     #[inline]
     fn encoded_len(&self) -> usize {
-        // `str::find` of an ASCII char is a memchr, not a byte loop (callgrind, a 32-byte
-        // string event: 490 -> 405 instructions).
-        self.find('\0').unwrap_or(self.len()) + 1
+        nul_or_len(self.as_bytes()) + 1
     }
     #[inline]
     fn encode(&self, out: &mut [u8]) {
         let n = out.len() - 1;
         out[..n].copy_from_slice(&self.as_bytes()[..n]);
         out[n] = 0;
+    }
+}
+
+/// The index of the first NUL of `b`, or its length: libc's `memchr` (vectorized, a few
+/// instructions whatever the length), where `str::find` is a byte loop on the unaligned
+/// head and tail (callgrind: a `log` record's four strings, 390 instructions of NUL search
+/// with `str::find`).
+#[inline]
+pub(crate) fn nul_or_len(b: &[u8]) -> usize {
+    // SAFETY: `b` is `b.len()` readable bytes; `memchr` reads at most that many and
+    // returns null or a pointer into them.
+    let p = unsafe { libc::memchr(b.as_ptr().cast(), 0, b.len()) };
+    if p.is_null() {
+        b.len()
+    } else {
+        p as usize - b.as_ptr() as usize
     }
 }
 

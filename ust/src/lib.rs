@@ -34,8 +34,9 @@
 //! Then, with the daemon running: `ust create`, `ust enable-event 'myapp:*'`, `ust start`,
 //! run the program, `ust stop`, `ust view`.
 //!
-//! Code instrumented with `tracing` or `log` is recorded too: `ust::tracing::layer()` (cargo
-//! feature `tracing`) and `ust::log::init()` (cargo feature `log`).
+//! Code instrumented with `tracing` or `log` is recorded too: `ust::tracing::subscriber()` or
+//! `ust::tracing::layer()` (cargo feature `tracing`) and `ust::log::init()` (cargo feature
+//! `log`).
 //!
 //! # Costs and guarantees
 //!

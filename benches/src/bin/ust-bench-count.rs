@@ -10,7 +10,15 @@
 //! wall-clock and on-CPU (`CLOCK_THREAD_CPUTIME_ID`: the time the thread actually ran,
 //! which a loaded machine inflates much less than wall time). Kinds: `disabled`, `enabled` (`{u64, i32}`,
 //! the clock of `UST_CLOCK`), `string32`, `seq32`, `tracef`, `ring` (reserve+commit of a
-//! 16-byte slot on the ring buffer alone).
+//! 16-byte slot on the ring buffer alone); and the paths of other instrumentation into ust,
+//! each with its subscriber or logger installed as the process's global one (what
+//! `.init()` and `log::set_logger` do): `tracing-event` (`info!(id = u64, val = i32,
+//! "ev")` through `registry().with(ust::tracing::layer())`), `tracing-span`
+//! (`info_span!("work", id = u64)` made, entered, exited and closed, same subscriber),
+//! `tracing-event-sub` and `tracing-span-sub` (the same through `ust::tracing::subscriber()`),
+//! `tracing-span-noop` and `tracing-event-noop` (the same through the registry and a layer
+//! that does nothing: what `tracing` charges any layer), `log` (`log::info!("ev")` through
+//! `ust::log::Logger`) and `log-fmt` (`log::info!("ev {} {}", u64, i32)`).
 //!
 //! With `UST_BENCH_WINDOW=W` it also prints, after each `W` events, that window's on-CPU
 //! time per event and the time per iteration of [`core_probe`] run right after it
@@ -77,7 +85,7 @@ fn main() {
                 }
             })
         }
-        k => panic!("unknown kind {k}"),
+        k => other_path(k, x, y),
     };
     let window: Option<u64> = std::env::var("UST_BENCH_WINDOW").ok().and_then(|v| v.parse().ok()).filter(|&w| w > 0);
     let mut left = n;
@@ -144,3 +152,68 @@ fn core_probe() -> f64 {
     }
     (benches::thread_cpu_time() - c).as_nanos() as f64 / N as f64
 }
+
+/// The `tracing` and `log` kinds (see the module docs): installs the subscriber or logger
+/// as the global one, enables this program's `tracing` callsites or `ust_log:TRACE_INFO`,
+/// and returns one iteration.
+fn other_path(kind: &str, x: u64, y: i32) -> Box<dyn FnMut()> {
+    use tracing_subscriber::layer::SubscriberExt;
+    let event = move || tracing::info!(id = x, val = y, "ev");
+    let span = move || {
+        let s = tracing::info_span!("work", id = x);
+        let _e = s.enter();
+    };
+    let f: Box<dyn FnMut()> = match kind {
+        "tracing-event" | "tracing-span" => {
+            tracing::subscriber::set_global_default(tracing_subscriber::registry().with(ust::tracing::layer())).expect("first subscriber");
+            if kind == "tracing-event" {
+                Box::new(event)
+            } else {
+                Box::new(span)
+            }
+        }
+        "tracing-event-sub" | "tracing-span-sub" => {
+            tracing::subscriber::set_global_default(ust::tracing::subscriber()).expect("first subscriber");
+            if kind == "tracing-event-sub" {
+                Box::new(event)
+            } else {
+                Box::new(span)
+            }
+        }
+        "tracing-event-noop" | "tracing-span-noop" => {
+            tracing::subscriber::set_global_default(tracing_subscriber::registry().with(NoopLayer)).expect("first subscriber");
+            if kind == "tracing-event-noop" {
+                Box::new(event)
+            } else {
+                Box::new(span)
+            }
+        }
+        "log" | "log-fmt" => {
+            static LOGGER: std::sync::OnceLock<ust::log::Logger> = std::sync::OnceLock::new();
+            log::set_logger(LOGGER.get_or_init(ust::log::Logger::new)).expect("first logger");
+            log::set_max_level(log::LevelFilter::Trace);
+            benches::enable(benches::site(ust::log::PROVIDER, "TRACE_INFO"));
+            if kind == "log" {
+                Box::new(|| log::info!("ev"))
+            } else {
+                Box::new(move || log::info!("ev {} {}", x, y))
+            }
+        }
+        k => panic!("unknown kind {k}"),
+    };
+    if kind.starts_with("tracing") {
+        // Registers the callsites (disabled), then enables them as a session would.
+        event();
+        span();
+        for s in ust::sites().filter(|s| s.desc().provider == "ust_bench_count") {
+            benches::enable(s);
+        }
+        tracing::callsite::rebuild_interest_cache();
+    }
+    f
+}
+
+/// A layer with every method left at its default: enables everything, records nothing.
+struct NoopLayer;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}

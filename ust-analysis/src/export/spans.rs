@@ -1,12 +1,14 @@
 //! User-space events as slices, instants and counters.
 //!
-//! The ust `tracing` layer ([`ust::tracing`](../../../ust/tracing/index.html)) writes six
-//! events per span callsite: `<provider>:<span>_new { id, parent, <fields> }`, `_enter
-//! { id }`, `_exit { id }`, `_record { id, <fields> }`, `_follows_from { id, follows }`
-//! and `_close { id }`. Each `_enter` … `_exit` of one id on one thread becomes a slice on
-//! that thread's track, named `<span>`, with the span's fields as arguments (those of
-//! `_new`, updated by every `_record`, as they stand when the span closes), its `id`,
-//! `parent`, and the ids it follows from. An `#[instrument]`ed future is entered and exited
+//! The ust `tracing` layer and subscriber ([`ust::tracing`](../../../ust/tracing/index.html))
+//! write six events per span callsite: `<provider>:<span>_new { _span_id, _parent_id,
+//! <fields> }`, `_enter { _span_id }`, `_exit { _span_id }`, `_record { _span_id, <fields> }`,
+//! `_follows_from { _span_id, _follows_id }` and `_close { _span_id }` (traces of ust
+//! before the id fields had names of their own call them `id`, `parent` and `follows`:
+//! read too). Each `_enter` … `_exit` of one id on one thread becomes a slice on that
+//! thread's track, named `<span>`, with the span's fields as arguments (those of `_new`,
+//! updated by every `_record`, as they stand when the span closes), its `_span_id`,
+//! `_parent_id`, and the ids it follows from (`follows_from`). An `#[instrument]`ed future is entered and exited
 //! around each poll, so each poll is a slice, on the thread that polled it. Ids are
 //! `tracing`'s, reused after a close: a span is `(process, id)` from its `_new` to its
 //! `_close`. An `_exit` without its `_enter` (the trace began inside the span) starts at
@@ -27,6 +29,23 @@ use serde_json::{Map, Value as Json};
 use super::fields::{self, Contexts};
 use super::timeline::{CounterValue, Instant, Slice, Timeline, Track};
 use crate::report::load::{Domain, Loaded};
+
+/// The field of every span event that holds the span's id (`ust::tracing::SPAN_ID`), and
+/// its name in older traces.
+const SPAN_ID: [&str; 2] = ["_span_id", "id"];
+/// The field of `_follows_from` that holds the other span's id (`ust::tracing::FOLLOWS_ID`),
+/// and its name in older traces.
+const FOLLOWS_ID: [&str; 2] = ["_follows_id", "follows"];
+
+/// The first of `names` that `payload` has, as an unsigned integer.
+fn id_field(payload: &[(String, ust_ctf::reader::Value)], names: [&str; 2]) -> Option<u64> {
+    let v = names.iter().find_map(|n| payload.iter().find(|(f, _)| f == n))?;
+    if let ust_ctf::reader::Value::Unsigned(u) = v.1 {
+        Some(u)
+    } else {
+        None
+    }
+}
 
 /// The suffixes of the span events, in the layer's naming.
 const SUFFIXES: [&str; 6] = ["_new", "_enter", "_exit", "_close", "_record", "_follows_from"];
@@ -87,7 +106,7 @@ pub fn add(l: &Loaded, counters: &[Counter], t: &mut Timeline) {
         let thread_name = e.text("procname").unwrap_or_default();
         t.name_thread(e.pid, e.tid, &thread_name);
         let payload = ctx.payload(e);
-        let id = payload.iter().find(|(n, _)| n == "id").and_then(|(_, v)| if let ust_ctf::reader::Value::Unsigned(u) = v { Some(*u) } else { None });
+        let id = span_parts(&e.name).and_then(|_| id_field(payload, SPAN_ID));
         let track = Track::Thread(e.pid, e.tid);
         for c in counters.iter().filter(|c| c.event == e.name) {
             if let Some(v) = fields::number(payload, &c.field) {
@@ -125,12 +144,12 @@ pub fn add(l: &Loaded, counters: &[Counter], t: &mut Timeline) {
             }
             (Some((prov, base, "_record")), Some(id)) => {
                 let i = span_of(&mut live, &mut spans, prov, base, id);
-                spans[i].args.extend(fields::args(payload, &["id"]));
+                spans[i].args.extend(fields::args(payload, &SPAN_ID[..1]));
             }
             (Some((prov, base, "_follows_from")), Some(id)) => {
                 let i = span_of(&mut live, &mut spans, prov, base, id);
-                if let Some(f) = fields::number(payload, "follows") {
-                    spans[i].follows.push(f as u64);
+                if let Some(f) = id_field(payload, FOLLOWS_ID) {
+                    spans[i].follows.push(f);
                 }
             }
             (Some((_, _, "_close")), Some(id)) => {
@@ -182,12 +201,13 @@ mod tests {
 
     #[test]
     fn spans_become_slices_per_thread_with_their_final_fields() {
-        let id = |n| ("id", Value::Unsigned(n));
+        let id = |n| ("_span_id", Value::Unsigned(n));
+        let parent = || ("_parent_id", Value::Unsigned(0));
         let l = Loaded {
             events: vec![
                 // The trace starts inside span 5 on thread 11: its exit has no enter.
                 ev(100, 11, "app:old_exit", &[id(5)]),
-                ev(110, 11, "app:conn_new", &[id(1), ("parent", Value::Unsigned(0)), ("peer", Value::Str("a".into())), ("bytes", Value::List(vec![]))]),
+                ev(110, 11, "app:conn_new", &[id(1), parent(), ("peer", Value::Str("a".into())), ("bytes", Value::List(vec![]))]),
                 ev(120, 11, "app:conn_enter", &[id(1)]),
                 ev(130, 11, "app:event", &[("message", Value::Str("in".into()))]),
                 ev(140, 11, "app:conn_exit", &[id(1)]),
@@ -195,10 +215,10 @@ mod tests {
                 ev(150, 12, "app:conn_enter", &[id(1)]),
                 ev(160, 12, "app:conn_exit", &[id(1)]),
                 ev(170, 11, "app:conn_record", &[id(1), ("peer", Value::List(vec![])), ("bytes", Value::Unsigned(9))]),
-                ev(175, 11, "app:conn_follows_from", &[id(1), ("follows", Value::Unsigned(3))]),
+                ev(175, 11, "app:conn_follows_from", &[id(1), ("_follows_id", Value::Unsigned(3))]),
                 ev(180, 11, "app:conn_close", &[id(1)]),
                 // Id 1 reused by a new span, entered and never exited.
-                ev(190, 11, "app:conn_new", &[id(1), ("parent", Value::Unsigned(0)), ("peer", Value::Str("b".into())), ("bytes", Value::List(vec![]))]),
+                ev(190, 11, "app:conn_new", &[id(1), parent(), ("peer", Value::Str("b".into())), ("bytes", Value::List(vec![]))]),
                 ev(200, 11, "app:conn_enter", &[id(1)]),
                 ev(210, 12, "app:tick", &[("n", Value::Signed(4))]),
                 ev(220, 12, "lttng_ust_statedump:end", &[]),
@@ -210,19 +230,54 @@ mod tests {
         let mut s: Vec<(Track, u64, u64, String, Json)> =
             t.slices.iter().map(|s| (s.track, s.ts, s.dur, s.name.clone(), Json::Object(s.args.clone()))).collect();
         s.sort_by_key(|x| (x.0, x.1));
-        let done = serde_json::json!({"id": 1, "parent": 0, "peer": "a", "bytes": 9, "follows_from": [3]});
+        let done = serde_json::json!({"_span_id": 1, "_parent_id": 0, "peer": "a", "bytes": 9, "follows_from": [3]});
         assert_eq!(
             s,
             vec![
                 (Track::Thread(10, 11), 100, 0, "old".to_string(), serde_json::json!({})),
                 (Track::Thread(10, 11), 120, 20, "conn".to_string(), done.clone()),
-                (Track::Thread(10, 11), 200, 20, "conn".to_string(), serde_json::json!({"id": 1, "parent": 0, "peer": "b", "unfinished": true})),
+                (Track::Thread(10, 11), 200, 20, "conn".to_string(), serde_json::json!({"_span_id": 1, "_parent_id": 0, "peer": "b", "unfinished": true})),
                 (Track::Thread(10, 12), 150, 10, "conn".to_string(), done),
             ]
         );
         let i: Vec<(Track, &str, &str)> = t.instants.iter().map(|i| (i.track, i.cat.as_str(), i.name.as_str())).collect();
         assert_eq!(i, [(Track::Thread(10, 11), "app", "event"), (Track::Thread(10, 12), "app", "tick")]);
         assert_eq!(t.counters, [CounterValue { pid: 10, ts: 210, name: "app:tick:n".into(), value: 4.0 }]);
+    }
+
+    #[test]
+    fn user_fields_named_id_stay_arguments_and_older_traces_read() {
+        let l = Loaded {
+            events: vec![
+                // `#[instrument] fn f(id: u64, name: &str)`: the user's `id` is a field like any other.
+                ev(
+                    100,
+                    11,
+                    "app:f_new",
+                    &[("_span_id", Value::Unsigned(7)), ("_parent_id", Value::Unsigned(0)), ("id", Value::Unsigned(42)), ("name", Value::Str("n".into()))],
+                ),
+                ev(110, 11, "app:f_enter", &[("_span_id", Value::Unsigned(7))]),
+                ev(120, 11, "app:f_record", &[("_span_id", Value::Unsigned(7)), ("id", Value::Unsigned(43)), ("name", Value::List(vec![]))]),
+                ev(130, 11, "app:f_exit", &[("_span_id", Value::Unsigned(7))]),
+                ev(140, 11, "app:f_close", &[("_span_id", Value::Unsigned(7))]),
+                // A trace of an older ust: `id`, `parent`, `follows`.
+                ev(200, 11, "app:g_new", &[("id", Value::Unsigned(1)), ("parent", Value::Unsigned(0))]),
+                ev(210, 11, "app:g_follows_from", &[("id", Value::Unsigned(1)), ("follows", Value::Unsigned(7))]),
+                ev(220, 11, "app:g_enter", &[("id", Value::Unsigned(1))]),
+                ev(230, 11, "app:g_exit", &[("id", Value::Unsigned(1))]),
+            ],
+            ..Default::default()
+        };
+        let mut t = Timeline::default();
+        add(&l, &[], &mut t);
+        let s: Vec<(u64, String, Json)> = t.slices.iter().map(|s| (s.ts, s.name.clone(), Json::Object(s.args.clone()))).collect();
+        assert_eq!(
+            s,
+            [
+                (110, "f".to_string(), serde_json::json!({"_span_id": 7, "_parent_id": 0, "id": 43, "name": "n"})),
+                (220, "g".to_string(), serde_json::json!({"id": 1, "parent": 0, "follows_from": [7]})),
+            ]
+        );
     }
 
     #[test]

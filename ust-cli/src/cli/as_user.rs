@@ -10,16 +10,16 @@
 //!   `getgrouplist(3)`, since the child may only make async-signal-safe calls), then the
 //!   real, effective and saved gid, then uid (`setresgid`, `setresuid`: raw system calls,
 //!   so only the child's one thread changes). `HOME`, `USER` and `LOGNAME` are USER's.
-//! - The trace is USER's: the output directory and every file in it are given to USER and
-//!   their primary group once written ([`give_tree`]); the default output is
-//!   `<USER's home>/ust-traces/…` (its `ust-traces` created for USER if missing).
-//!
-//! The command's own user-space events are not recorded: the session is root's, in root's
-//! daemon, whose socket directory USER's processes cannot reach.
+//! - The trace is USER's: root writes it as USER ([`Identity::owner`], the owner of the
+//!   output's [`ust_ctf::outdir::TraceDir`]: the output directory is made and opened as
+//!   USER, every file created as USER and their group, never through a link), and root's
+//!   daemon writes the session's user-space traces as USER too (the session's owner). The
+//!   default output is `<USER's home>/ust-traces/…` (`ust-traces` made as USER if
+//!   missing); an `--output` USER may not write is an error, before the command runs.
 
 use std::ffi::{CStr, CString};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::connect::Failure;
 
@@ -137,42 +137,17 @@ impl Identity {
         }
     }
 
-    /// The default output's parent: `<home>/ust-traces`, created for the user (mode 0755,
-    /// theirs) when missing.
-    ///
-    /// # Errors
-    /// The directory cannot be created or given to the user.
-    pub fn traces_dir(&self) -> Result<PathBuf, Failure> {
-        let d = self.home.join("ust-traces");
-        if !d.exists() {
-            std::fs::create_dir_all(&d).map_err(|e| Failure::new(format!("cannot create {}: {e}", d.display())))?;
-            std::os::unix::fs::lchown(&d, Some(self.uid), Some(self.gid))
-                .map_err(|e| Failure::new(format!("cannot give {} to {}: {e}", d.display(), self.name)))?;
-        }
-        Ok(d)
+    /// The default output's parent: `<home>/ust-traces` (made as the user, with the
+    /// output, when missing).
+    pub fn traces_dir(&self) -> PathBuf {
+        self.home.join("ust-traces")
     }
-}
 
-/// Gives `dir` and everything under it to `uid`/`gid` (`lchown`: symbolic links are not
-/// followed, their own owner changes). Errors are counted, not fatal.
-///
-/// Returns the number of entries that could not be given.
-pub fn give_tree(dir: &Path, uid: u32, gid: u32) -> usize {
-    let mut failed = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        if std::os::unix::fs::lchown(&p, Some(uid), Some(gid)).is_err() {
-            failed += 1;
-        }
-        let is_dir = std::fs::symlink_metadata(&p).map(|m| m.is_dir()).unwrap_or(false);
-        if is_dir {
-            match std::fs::read_dir(&p) {
-                Ok(rd) => stack.extend(rd.flatten().map(|e| e.path())),
-                Err(_) => failed += 1,
-            }
-        }
+    /// Whose file-system identity writes the trace: the user and the group the command
+    /// runs with.
+    pub fn owner(&self) -> ust_ctf::outdir::Owner {
+        ust_ctf::outdir::Owner { uid: self.uid, gid: self.gid }
     }
-    failed
 }
 
 #[cfg(test)]

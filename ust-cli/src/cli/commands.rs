@@ -334,8 +334,11 @@ pub fn view(a: ViewArgs) -> CliResult {
     };
     // A daemon killed while writing may have left a packet cut short: read up to it, or
     // with --repair cut it off (keeping the bytes aside). Anything else unreadable is an
-    // error, and nothing is changed.
-    let checks = ust_ctf::recover::check(&dir).map_err(|e| Failure::new(format!("cannot read the trace {}: {e}", dir.display())))?;
+    // error, and nothing is changed. The trace is read and repaired through one
+    // descriptor, as its owner (run by root in a user's directory: as that user), never
+    // through a link.
+    let trace = ust_ctf::outdir::TraceDir::open(&dir, None).map_err(|e| Failure::new(format!("cannot open the trace {}: {e}", dir.display())))?;
+    let checks = ust_ctf::recover::check(&trace).map_err(|e| Failure::new(format!("cannot read the trace {}: {e}", dir.display())))?;
     let mut unreadable = 0;
     for c in &checks {
         if let StreamState::Unreadable { offset, reason } = &c.state {
@@ -351,7 +354,10 @@ pub fn view(a: ViewArgs) -> CliResult {
     }
     let tails: Vec<_> = checks.iter().filter(|c| matches!(c.state, StreamState::Tail { .. })).collect();
     if a.repair {
-        let r = ust_ctf::recover::repair(&dir).map_err(|e| Failure::new(format!("repairing {}: {e}", dir.display())))?;
+        if let Some(o) = trace.owner() {
+            eprintln!("ust: {} belongs to uid {}: repaired as that user (gid {})", dir.display(), o.uid, o.gid);
+        }
+        let r = ust_ctf::recover::repair(&trace).map_err(|e| Failure::new(format!("repairing {}: {e}", dir.display())))?;
         for c in &r.changes {
             eprintln!("ust: repaired {c}");
         }
@@ -400,7 +406,7 @@ pub fn report(a: ReportArgs) -> CliResult {
     };
     let r = ust_analysis::report::report(&a.dir, &opt).map_err(Failure::new)?;
     if let Some(svg) = &a.flamegraph {
-        let f = std::fs::File::create(svg).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        let f = ust_ctf::outdir::create_output_file(svg, 0o644).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
         ust_analysis::report::pictures::flamegraph(&r, std::io::BufWriter::new(f))
             .map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
         eprintln!("ust: flame graph written to {}", svg.display());
@@ -423,7 +429,7 @@ pub fn export(a: ExportArgs) -> CliResult {
     let opt = ust_analysis::export::Options { format, counters: a.counter };
     let s = match &a.output {
         Some(path) => {
-            let f = std::fs::File::create(path).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
+            let f = ust_ctf::outdir::create_output_file(path, 0o644).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
             ust_analysis::export::export(&a.dir, &opt, std::io::BufWriter::new(f)).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?
         }
         None => ust_analysis::export::export(&a.dir, &opt, std::io::BufWriter::new(std::io::stdout().lock())).map_err(Failure::new)?,

@@ -111,17 +111,19 @@ pub fn save(a: SaveArgs) -> CliResult {
         Some(p) => absolute(p)?,
         None => default_dir()?,
     };
-    std::fs::create_dir_all(&dir).map_err(|e| Failure::new(format!("creating {}: {e}", dir.display())))?;
+    // Made and written as `ust_ctf::outdir` does (by root in a user's directory: as them,
+    // never through a link).
+    let out = ust_ctf::outdir::TraceDir::create(&dir, None).map_err(|e| Failure::new(format!("creating {}: {e}", dir.display())))?;
     for n in names {
         let Payload::Session(d) = c.call(Command::ListSession { session: n })? else { return Err(unexpected()) };
         let saved = saved_from_detail(&d);
-        let file = dir.join(format!("{}.lttng", saved.name));
-        if file.exists() && !a.force {
+        let name = format!("{}.lttng", saved.name);
+        let file = dir.join(&name);
+        if out.entries().is_ok_and(|e| e.iter().any(|(n, _)| *n == name)) && !a.force {
             return Err(Failure::new(format!("{} exists already: give -f/--force to overwrite it", file.display())));
         }
-        let tmp = dir.join(format!(".{}.lttng.tmp", saved.name));
-        std::fs::write(&tmp, to_xml(std::slice::from_ref(&saved))).and_then(|()| std::fs::rename(&tmp, &file)).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
+        out.write_atomically(&name, to_xml(std::slice::from_ref(&saved)).as_bytes(), 0o644).map_err(|e| {
+            let _ = out.remove(&format!(".{name}.tmp"));
             Failure::new(format!("writing {}: {e}", file.display()))
         })?;
         outln!("Session {} saved successfully in {}", saved.name, dir.display());

@@ -7,8 +7,9 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use ust_ctf::outdir::TraceDir;
 use ust_ctl::config::LevelFilter;
-use ust_ctl::protocol::{Command, CreateOptions, Payload};
+use ust_ctl::protocol::{Command, CreateOptions, Payload, SessionOwner};
 
 use super::args::TraceArgs;
 use super::connect::{absolute, connect, connect_or_start, home, Failure};
@@ -80,14 +81,25 @@ pub fn trace(a: TraceArgs) -> CliResult {
     let name = format!("trace-{}", std::process::id());
     let output = match (a.output.clone().or(url_output), &identity) {
         (Some(o), _) => absolute(o)?,
-        (None, Some(id)) => id.traces_dir()?.join(format!("{name}-{stamp}")),
+        (None, Some(id)) => id.traces_dir().join(format!("{name}-{stamp}")),
         (None, None) => home()?.join("ust-traces").join(format!("{name}-{stamp}")),
     };
+    // The output directory, opened once by whoever the trace belongs to (USER of
+    // --as-user; else, for root, the user whose directory the path leads into): every file
+    // of the trace is created through it, as them, never through a link.
+    let out = match streaming {
+        true => None,
+        false => Some(open_output(&output, identity.as_ref())?),
+    };
+    if let (None, Some(o)) = (&identity, out.as_ref().and_then(TraceDir::owner)) {
+        eprintln!("ust: {} belongs to uid {}: the trace is written as that user (gid {})", output.display(), o.uid, o.gid);
+    }
+    let owner = out.as_ref().and_then(TraceDir::owner).map(|o| SessionOwner { uid: o.uid, gid: o.gid });
     let token = uuid::Uuid::new_v4().simple().to_string();
     let mut c = connect_or_start()?;
     let name = format!("{name}-{stamp}");
-    if relay.is_some() {
-        let options = CreateOptions { relay, live_timer_us: a.net.live, token: Some(token.clone()), ..CreateOptions::default() };
+    if relay.is_some() || owner.is_some() {
+        let options = CreateOptions { relay, live_timer_us: a.net.live, token: Some(token.clone()), owner, ..CreateOptions::default() };
         c.call(Command::CreateSessionWith { name: name.clone(), output: output.clone(), options })?;
     } else {
         c.call(Command::CreateSession { name: name.clone(), output: output.clone(), token: Some(token.clone()) })?;
@@ -131,7 +143,10 @@ pub fn trace(a: TraceArgs) -> CliResult {
     }
     use crate::kernel::view::{self, Plan};
     let opts = crate::kernel::view_recorder::Options { system_wide: a.system_wide, buffer_kb: a.kernel_buffer_kb };
-    let plan = if a.kernel { view::plan(&output, opts) } else { Plan::None };
+    let plan = match (a.kernel, &out) {
+        (true, Some(out)) => view::plan(out, opts),
+        _ => Plan::None,
+    };
     let (prog, args) = a.command.split_first().expect("clap requires a command");
     let command = || {
         let mut c = std::process::Command::new(prog);
@@ -145,27 +160,27 @@ pub fn trace(a: TraceArgs) -> CliResult {
         eprintln!("ust: running {} as {} (uid {}, gid {}); the kernel is recorded as root", prog.to_string_lossy(), id.name, id.uid, id.gid);
     }
     let mut kernel = None;
-    let child = match plan {
-        Plan::None => command().spawn(),
-        Plan::Ready(k) => {
+    let child = match (plan, out.as_ref()) {
+        (Plan::Ready(k), _) => {
             kernel = Some(k);
             command().spawn()
         }
         // Tiers 3 and 2: the command starts gated until its view records.
-        Plan::Gated(gate) => match crate::kernel::gate::Gated::spawn(command()) {
+        (Plan::Gated(gate), Some(out)) => match crate::kernel::gate::Gated::spawn(command()) {
             Err(e) => Err(e),
-            Ok(g) => match gate.start(&output, g.pid) {
+            Ok(g) => match gate.start(out, g.pid) {
                 Ok(k) => {
                     kernel = Some(k);
                     g.release()
                 }
                 Err(tracefs_err) => {
                     g.cancel();
-                    kernel = view::start_perf(&output, &tracefs_err);
+                    kernel = view::start_perf(out, &tracefs_err);
                     command().spawn()
                 }
             },
         },
+        _ => command().spawn(),
     };
     let mut traced_pid = 0;
     let mut maps = None;
@@ -178,12 +193,13 @@ pub fn trace(a: TraceArgs) -> CliResult {
             traced_pid = child.id() as i32;
             // The memory maps are kept beside a local trace for `ust report`; a streamed
             // trace is on the relay's machine.
-            if !streaming {
+            if out.is_some() {
                 maps = Some(crate::kernel::procfs::MapsSampler::start(traced_pid, Duration::from_millis(10)));
             }
             wait_forwarding(&mut child)
         }
     };
+    untraced(&mut c, &session);
     let report = match c.call(Command::Destroy { session: session.clone() }) {
         Ok(Payload::Destroyed(r)) => Some(r),
         Ok(_) => None,
@@ -197,50 +213,85 @@ pub fn trace(a: TraceArgs) -> CliResult {
             }
         },
     };
-    let give = |output: &std::path::Path| {
-        if let Some(id) = &identity {
-            let failed = super::as_user::give_tree(output, id.uid, id.gid);
-            if failed > 0 {
-                eprintln!("ust: {failed} entries of {} could not be given to {}", output.display(), id.name);
-            }
-        }
-    };
-    let Some(report) = report else {
-        finish_kernel(kernel, maps, &output, traced_pid);
-        give(&output);
+    finish_kernel(kernel, maps, out.as_ref(), traced_pid);
+    if let Some(m) = out.as_ref().and_then(TraceDir::replaced) {
+        eprintln!("ust: {m}");
+    }
+    let Some(mut report) = report else {
         // Still exit with the command's status: the trace may be incomplete, the run is not.
         eprintln!("ust: the trace in {} may be incomplete", output.display());
         return Ok(code);
     };
-    finish_kernel(kernel, maps, &output, traced_pid);
-    give(&output);
     if let Some((url, path)) = &report.relay {
         eprintln!("ust: trace streamed to {url}; the relay daemon wrote it in {path} under its output directory");
         print_streamed_summary(&report);
         return Ok(code);
     }
-    if report.traces.is_empty() && !a_kernel_trace(&output) {
-        eprintln!("ust: no trace written to {}: the command ran no instrumented process", output.display());
+    // Where the trace is: the output directory, or the directory that was there if its
+    // path was replaced meanwhile (said above).
+    let now = out.as_ref().filter(|o| o.replaced().is_some()).and_then(TraceDir::now_at);
+    let shown = now.as_deref().unwrap_or(&output);
+    if report.traces.is_empty() && !out.as_ref().is_some_and(a_kernel_trace) {
+        eprintln!("ust: no trace written to {}: the command ran no instrumented process", shown.display());
     } else {
-        eprintln!("ust: trace written to {}", output.display());
+        eprintln!("ust: trace written to {}", shown.display());
     }
-    print_summary(&report);
+    // The summary reads the trace back there, with the rights of whoever it belongs to.
+    if let Some(now) = &now {
+        for t in &mut report.traces {
+            if let Ok(rel) = t.dir.strip_prefix(&output) {
+                t.dir = now.join(rel);
+            }
+        }
+    }
+    let _ = ust_ctf::outdir::as_owner(out.as_ref().and_then(TraceDir::owner), || {
+        print_summary(&report);
+        Ok(())
+    });
     Ok(code)
 }
 
-/// True when `output/kernel/metadata` exists (a kernel trace was written).
-fn a_kernel_trace(output: &std::path::Path) -> bool {
-    output.join("kernel").join("metadata").is_file()
+/// Makes and opens the output directory `output` as `identity` (`None`: as
+/// [`TraceDir::create`] finds the owner).
+fn open_output(output: &std::path::Path, identity: Option<&super::as_user::Identity>) -> Result<TraceDir, Failure> {
+    TraceDir::create(output, identity.map(super::as_user::Identity::owner)).map_err(|e| {
+        Failure::new(match identity {
+            Some(id) => format!(
+                "cannot make the output directory {} as {} (the trace is theirs, and written as them: choose an --output they may write): {e}",
+                output.display(),
+                id.name
+            ),
+            None => format!("cannot make the output directory {}: {e}", output.display()),
+        })
+    })
+}
+
+/// Says on stderr which processes the session could not trace, and why (a trace
+/// directory refused, out of descriptors, …), before it is destroyed.
+fn untraced(c: &mut ust_ctl::client::Client, session: &Option<String>) {
+    if let Ok(Payload::Session(d)) = c.call(Command::ListSession { session: session.clone() }) {
+        for u in &d.untraced {
+            eprintln!("ust: process {} ({}) was not traced: {}", u.pid, u.procname, u.reason);
+        }
+    }
+}
+
+/// True when `kernel/metadata` exists in the output (a kernel trace was written).
+fn a_kernel_trace(out: &TraceDir) -> bool {
+    out.existing(crate::kernel::KERNEL_DIR).and_then(|k| k.open_file("metadata", false)).is_ok()
 }
 
 /// Ends the kernel recording (after the user-space traces are written, so the kernel
 /// metadata takes their clock offset) and saves the sampled memory maps.
-fn finish_kernel(kernel: Option<crate::kernel::view::KernelView>, maps: Option<crate::kernel::procfs::MapsSampler>, output: &std::path::Path, pid: i32) {
+fn finish_kernel(kernel: Option<crate::kernel::view::KernelView>, maps: Option<crate::kernel::procfs::MapsSampler>, out: Option<&TraceDir>, pid: i32) {
+    let Some(out) = out else { return };
     if let Some(m) = maps {
-        m.finish(output);
+        if let (_, Some(e)) = m.finish(out) {
+            eprintln!("ust: the memory maps of the traced processes were not all saved: {e}");
+        }
     }
     if let Some(k) = kernel {
-        match k.finish(output, pid) {
+        match k.finish(out, pid) {
             Ok(s) => {
                 let total: u64 = s.counts.iter().map(|c| c.1).sum();
                 eprintln!("ust: {total} kernel events recorded in {}, {} lost", s.dir.display(), s.lost);
@@ -257,7 +308,7 @@ fn finish_kernel(kernel: Option<crate::kernel::view::KernelView>, maps: Option<c
                 if !s.missing_events.is_empty() {
                     eprintln!("ust: kernel events this kernel lacks: {}", s.missing_events.join(", "));
                 }
-                print_kernel_loss(output, s.lost);
+                print_kernel_loss(&out.path(), s.lost);
             }
             Err(e) => eprintln!("ust: kernel trace: {e}"),
         }

@@ -8,8 +8,9 @@
 
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
+use ust_ctf::outdir::TraceDir;
 
 use ust_core::protocol::{recv, send};
 use ust_ctl::kview::{system_rundir, KviewReply, KviewRequest, KVIEW_SOCKET};
@@ -56,20 +57,15 @@ pub fn hello() -> Result<Pending, String> {
 }
 
 impl Pending {
-    /// Creates `<output>/kernel` (as this user), hands its descriptor and `pid` to the
-    /// broker, and waits until it records.
+    /// Creates `<output>/kernel` (as this user, through `output`: never a link), hands its
+    /// descriptor and `pid` to the broker, and waits until it records.
     ///
     /// # Errors
     /// The refusal or failure, to print.
-    pub fn start(self, output: &Path, pid: i32) -> Result<Broker, String> {
-        let dir = output.join("kernel");
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let fd = rustix::fs::open(
-            &dir,
-            rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC | rustix::fs::OFlags::NOFOLLOW,
-            rustix::fs::Mode::empty(),
-        )
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    pub fn start(self, output: &TraceDir, pid: i32) -> Result<Broker, String> {
+        let kernel = output.dir(super::KERNEL_DIR, 0o750).map_err(|e| format!("making {}: {e}", output.path().join(super::KERNEL_DIR).display()))?;
+        let dir = kernel.path();
+        let fd = kernel.open_fd().map_err(|e| format!("{}: {e}", dir.display()))?;
         match ask(&self.sock, &KviewRequest::Start { pid }, &[fd.as_fd()])? {
             KviewReply::Started => {
                 let _ = self.sock.set_read_timeout(None);
@@ -88,7 +84,7 @@ impl Broker {
     /// # Errors
     /// [`KernelError::Broker`] when the daemon went away or failed: the trace in
     /// `<output>/kernel` is then whole up to that moment.
-    pub fn finish(self, output: &Path, traced_pid: i32) -> Result<KernelSummary, KernelError> {
+    pub fn finish(self, output: &TraceDir, traced_pid: i32) -> Result<KernelSummary, KernelError> {
         let offset = super::session_clock_offset(output);
         let gone = |e: String| {
             KernelError::Broker(format!(

@@ -18,7 +18,7 @@
 //! Tiers 3 and 2 need the command's pid before it runs: the command is started gated
 //! ([`super::gate::Gated`]) and released once its view records.
 
-use std::path::Path;
+use ust_ctf::outdir::TraceDir;
 
 use super::broker::{Broker, Pending};
 use super::filter::ViewFilter;
@@ -67,7 +67,7 @@ impl Gate {
     /// # Errors
     /// Why not (printed), to pass to [`start_perf`] once the caller has cancelled the
     /// gated command.
-    pub fn start(self, output: &Path, pid: i32) -> Result<KernelView, KernelError> {
+    pub fn start(self, output: &TraceDir, pid: i32) -> Result<KernelView, KernelError> {
         match self {
             Gate::Tracefs(p, stacks, system_wide) => {
                 start_tracefs(*p, stacks, output, pid, system_wide).inspect_err(|e| eprintln!("ust: root's kernel view failed to start: {e}"))
@@ -80,7 +80,7 @@ impl Gate {
 /// Sets up the best view, or finds root's broker. Call it right before the command is
 /// spawned (tier 1 and the user stacks follow the next child that execs). `opts` are
 /// tier 3's.
-pub fn plan(output: &Path, opts: Options) -> Plan {
+pub fn plan(output: &TraceDir, opts: Options) -> Plan {
     let tracefs_err = match ViewRecorder::prepare(true, opts) {
         Ok(p) => {
             let stacks = match PerfRecorder::start_stacks(output) {
@@ -107,8 +107,8 @@ pub fn plan(output: &Path, opts: Options) -> Plan {
 }
 
 /// Starts root's recording of the tree of the gated command `pid` into `<output>/kernel`.
-fn start_tracefs(p: Prepared, stacks: Option<Box<PerfRecorder>>, output: &Path, pid: i32, system_wide: bool) -> Result<KernelView, KernelError> {
-    let rec = p.start(output.join("kernel"), ViewFilter::everything(pid))?;
+fn start_tracefs(p: Prepared, stacks: Option<Box<PerfRecorder>>, output: &TraceDir, pid: i32, system_wide: bool) -> Result<KernelView, KernelError> {
+    let rec = p.start(output.dir(super::KERNEL_DIR, 0o750)?, ViewFilter::everything(pid))?;
     if system_wide {
         eprintln!("ust: kernel view: tier 3 (tracefs, system-wide: every task's events)");
     } else {
@@ -120,7 +120,7 @@ fn start_tracefs(p: Prepared, stacks: Option<Box<PerfRecorder>>, output: &Path, 
 }
 
 /// Hands the gated command's `pid` to the broker; on refusal, says why.
-fn start_broker(p: Pending, output: &Path, pid: i32) -> Option<KernelView> {
+fn start_broker(p: Pending, output: &TraceDir, pid: i32) -> Option<KernelView> {
     let dir = p.rundir.clone();
     match p.start(output, pid) {
         Ok(b) => {
@@ -139,7 +139,7 @@ fn start_broker(p: Pending, output: &Path, pid: i32) -> Option<KernelView> {
 }
 
 /// Tier 1, or none, with the reasons on stderr.
-pub fn start_perf(output: &Path, tracefs_err: &KernelError) -> Option<KernelView> {
+pub fn start_perf(output: &TraceDir, tracefs_err: &KernelError) -> Option<KernelView> {
     match PerfRecorder::start(output) {
         Ok(p) => {
             eprintln!(
@@ -163,7 +163,7 @@ impl KernelView {
     ///
     /// # Errors
     /// The metadata write error; for tier 2, the broker's failure or disappearance.
-    pub fn finish(self, output: &Path, traced_pid: i32) -> Result<KernelSummary, KernelError> {
+    pub fn finish(self, output: &TraceDir, traced_pid: i32) -> Result<KernelSummary, KernelError> {
         match self {
             KernelView::Tracefs(k, stacks) => {
                 if let Some(Err(e)) = stacks.map(|s| s.finish(output, traced_pid)) {

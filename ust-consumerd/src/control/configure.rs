@@ -12,7 +12,7 @@ use super::lifecycle::{retrack_live_apps, wait_syncs};
 use super::{check_pattern, resolve, Res};
 
 pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Option<String>, options: CreateOptions) -> Res<Payload> {
-    let CreateOptions { snapshot, shm_path, clock, buffers, relay, live_timer_us, token: with_token } = options;
+    let CreateOptions { snapshot, shm_path, clock, buffers, relay, live_timer_us, token: with_token, owner } = options;
     let token = token.or(with_token);
     check_name("session", &name)?;
     if !output.is_absolute() {
@@ -42,9 +42,10 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     if live_timer_us == Some(0) {
         return Err("--live period must be at least 1 µs".into());
     }
-    if relay.is_none() {
-        crate::output::check_writable(&output)?;
-    }
+    let out = match relay {
+        None => Some(crate::output::open_output(&output, owner.map(|o| ust_ctf::outdir::Owner { uid: o.uid, gid: o.gid }))?),
+        Some(_) => None,
+    };
     let shm_dir = match shm_path {
         None => None,
         Some(p) => {
@@ -81,6 +82,7 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     }
     let is_trace = token.is_some();
     let mut session = Session::new(name.clone(), output.clone(), token);
+    session.out = out;
     session.snapshot = snapshot;
     session.shm_dir = shm_dir;
     session.clock = clock;

@@ -38,7 +38,16 @@ pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Res<Payload> {
     // Nothing is lost silently: an output that stopped taking files since `create`, or a
     // --shm-path that cannot back one process's buffers, fails `start` itself.
     match &ss.session.relay {
-        None => crate::output::check_writable(&ss.session.output)?,
+        // The directory opened at `create`; opened again, by the same user, if it was
+        // removed or replaced before anything of the session was written (a session that
+        // ran keeps writing where its traces are).
+        None => match ss.session.out.as_ref().filter(|o| ss.session.ever_started || o.replaced().is_none()) {
+            Some(o) => crate::output::check_writable(o)?,
+            None => {
+                let owner = ss.session.out.as_ref().and_then(|o| o.owner());
+                ss.session.out = Some(crate::output::open_output(&ss.session.output, owner)?);
+            }
+        },
         Some(r) if !r.is_up() => {
             return Err(ss.session.output_error.get().unwrap_or_else(|| format!("relay daemon at {}: connection closed", r.url)));
         }
@@ -119,7 +128,7 @@ pub fn rotate(daemon: &Daemon, name: &str) -> Res<PathBuf> {
 /// [`rotate`]; with `last`, the session is being destroyed: every trace is finished and its
 /// directory goes away with the move.
 pub(super) fn rotate_chunk(daemon: &Daemon, name: &str, last: bool) -> Res<PathBuf> {
-    let (archive, jobs) = {
+    let (archive, archive_rel, out, jobs) = {
         let mut st = daemon.lock();
         let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
         if ss.session.snapshot {
@@ -132,34 +141,38 @@ pub(super) fn rotate_chunk(daemon: &Daemon, name: &str, last: bool) -> Res<PathB
             return Err(format!("session {name} has not been started: there is no trace to rotate"));
         }
         let now = ust_ctf::datetime::now();
-        let archive = ss.session.output.join("archives").join(format!(
-            "{}-{}-{}",
-            ust_ctf::datetime::iso_at(ss.session.chunk_begin),
-            ust_ctf::datetime::iso_at(now),
-            ss.session.rotations
-        ));
+        let archive_rel = format!("archives/{}-{}-{}", ust_ctf::datetime::iso_at(ss.session.chunk_begin), ust_ctf::datetime::iso_at(now), ss.session.rotations);
+        let archive = ss.session.output.join(&archive_rel);
         ss.session.rotations += 1;
         ss.session.chunk_begin = now;
         let mut jobs = Vec::new();
         for t in ss.traces.values_mut().filter(|t| !t.archived) {
-            let rel = crate::uid_trace::rel_dir(t, &ss.session.output);
+            let rel = crate::uid_trace::rel_dir(t, &ss.session.output).to_string_lossy().into_owned();
             let done = t.gone || last;
-            jobs.push((t.dir.clone(), archive.join(rel), t.streams.clone(), done));
+            jobs.push((t.dir.clone(), t.out.clone(), rel, t.streams.clone(), done));
             t.archived = done;
         }
-        (archive, jobs)
+        (archive, archive_rel, ss.session.out.clone(), jobs)
     };
-    std::fs::create_dir_all(&archive).map_err(|e| format!("cannot create {}: {e}", archive.display()))?;
-    for (dir, dest, streams, gone) in jobs {
-        std::fs::create_dir_all(&dest).map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
+    // Everything through the session's output directory, as its owner ([`TraceDir`]).
+    let out = out.ok_or_else(|| format!("session {name} has no output directory"))?;
+    let archive_dir = out.dir(&archive_rel, 0o750).map_err(|e| format!("cannot create {}: {e}", archive.display()))?;
+    for (dir, trace_out, rel, streams, gone) in jobs {
+        let dest = archive_dir.dir(&rel, 0o750).map_err(|e| format!("cannot create {}: {e}", archive.join(&rel).display()))?;
+        let Some(trace_out) = trace_out else { continue };
         // The metadata first: the archive is complete before any of its packets is there.
-        std::fs::copy(dir.join("metadata"), dest.join("metadata")).map_err(|e| format!("cannot copy {}/metadata: {e}", dir.display()))?;
+        let copy = || -> std::io::Result<()> {
+            let mut text = Vec::new();
+            std::io::Read::read_to_end(&mut trace_out.open_file("metadata", false)?, &mut text)?;
+            dest.write_atomically("metadata", &text, 0o600)
+        };
+        copy().map_err(|e| format!("cannot copy {}/metadata: {e}", dir.display()))?;
         for s in &streams {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
             s.rotate_chunk(&dest).map_err(|e| format!("rotating {}/{}: {e}", dir.display(), s.files.base))?;
         }
         if gone {
-            let _ = std::fs::remove_dir_all(&dir);
+            let _ = trace_out.remove_dir_all();
         }
     }
     crate::log!("session {name}: trace chunk archived in {}", archive.display());
@@ -288,12 +301,13 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Res<DestroyReport> {
             Ok(a) => archives.push(a),
             Err(e) => crate::log!("session {sname}: archiving the last chunk failed: {e}"),
         }
-        if let Ok(rd) = std::fs::read_dir(ss2.session.output.join("archives")) {
-            archives = rd.flatten().map(|e| e.path()).collect();
-            archives.sort();
+        if let Some(out) = &ss2.session.out {
+            if let Ok(entries) = out.existing("archives").and_then(|a| a.entries()) {
+                archives = entries.into_iter().map(|(n, _)| ss2.session.output.join("archives").join(n)).collect();
+            }
+            let _ = out.remove_empty_dir("ust/pid");
+            let _ = out.remove_empty_dir("ust");
         }
-        let _ = std::fs::remove_dir(ss2.session.output.join("ust").join("pid"));
-        let _ = std::fs::remove_dir(ss2.session.output.join("ust"));
         return Ok(finish_report(name, ss2, archives, &dead));
     }
     Ok(finish_report(name, ss, archives, &dead))

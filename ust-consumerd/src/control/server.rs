@@ -55,6 +55,7 @@ pub(super) fn wait_readable(daemon: &Daemon, sock: &UnixStream, first: bool) -> 
 /// nothing within [`FIRST_REQUEST_TIMEOUT`] of connecting, or leaves a request unfinished
 /// for [`FRAME_TIMEOUT`].
 pub fn serve(daemon: Arc<Daemon>, sock: UnixStream) {
+    let peer = ust_core::protocol::peer_credentials(&sock).ok().map(|(_, uid, gid)| (uid, gid));
     let _ = sock.set_read_timeout(Some(FRAME_TIMEOUT));
     let _ = sock.set_write_timeout(Some(FRAME_TIMEOUT));
     let mut first = true;
@@ -88,9 +89,78 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream) {
             );
             return;
         }
-        let reply = super::handle(&daemon, req.command);
+        let reply = match owned_by(req.command, daemon.uid, peer) {
+            Ok(command) => super::handle(&daemon, command),
+            Err(message) => Reply::Error { message },
+        };
         if write_frame(&sock, &reply).is_err() {
             return;
         }
+    }
+}
+
+/// A create request with its owner ([`CreateOptions::owner`]) as this peer may set it: a
+/// root peer names the owner (`ust trace --as-user`) or leaves it to the daemon; any other
+/// peer of root's daemon (a member of group `tracing`) creates sessions that are its own
+/// (its `SO_PEERCRED` uid and gid), so that root's daemon never writes for it with root's
+/// rights; in a user's own daemon, nobody names one. Other requests pass unchanged.
+///
+/// # Errors
+/// An owner named by a peer that may not name it; a peer whose credentials are unknown.
+pub(super) fn owned_by(command: Command, daemon_uid: u32, peer: Option<(u32, u32)>) -> Result<Command, String> {
+    let (name, output, mut options) = match command {
+        Command::CreateSession { name, output, token } => (name, output, CreateOptions { token, ..CreateOptions::default() }),
+        Command::CreateSessionWith { name, output, options } => (name, output, options),
+        other => return Ok(other),
+    };
+    let Some((uid, gid)) = peer else { return Err("the credentials of this connection are unknown: no session is created".into()) };
+    let foreign = options.owner.is_some_and(|o| o.uid != uid);
+    match (daemon_uid, uid) {
+        (0, 0) => options.owner = options.owner.filter(|o| o.uid != 0),
+        _ if foreign => return Err("only root names the user a session's output belongs to".into()),
+        (0, _) => options.owner = Some(SessionOwner { uid, gid }),
+        _ => options.owner = None,
+    }
+    Ok(Command::CreateSessionWith { name, output, options })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create(owner: Option<(u32, u32)>) -> Command {
+        let owner = owner.map(|(uid, gid)| SessionOwner { uid, gid });
+        Command::CreateSessionWith { name: "s".into(), output: "/o".into(), options: CreateOptions { owner, ..CreateOptions::default() } }
+    }
+
+    fn owner_of(c: Result<Command, String>) -> Option<(u32, u32)> {
+        match c.unwrap() {
+            Command::CreateSessionWith { options, .. } => options.owner.map(|o| (o.uid, o.gid)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_root_names_an_owner_and_others_own_their_sessions() {
+        // Root's daemon: root names one, or none.
+        assert_eq!(owner_of(owned_by(create(Some((1000, 100))), 0, Some((0, 0)))), Some((1000, 100)));
+        assert_eq!(owner_of(owned_by(create(None), 0, Some((0, 0)))), None);
+        assert_eq!(owner_of(owned_by(create(Some((0, 0))), 0, Some((0, 0)))), None);
+        // A member of `tracing`: its own, whatever it says; never another user.
+        assert_eq!(owner_of(owned_by(create(None), 0, Some((1001, 101)))), Some((1001, 101)));
+        let plain = Command::CreateSession { name: "s".into(), output: "/o".into(), token: Some("t".into()) };
+        match owned_by(plain, 0, Some((1001, 101))).unwrap() {
+            Command::CreateSessionWith { options, .. } => {
+                assert_eq!((options.owner, options.token.as_deref()), (Some(SessionOwner { uid: 1001, gid: 101 }), Some("t")));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(owned_by(create(Some((1000, 100))), 0, Some((1001, 101))).unwrap_err().contains("only root names"));
+        assert!(owned_by(create(None), 0, None).is_err(), "unknown credentials create nothing");
+        // A user's own daemon: the user writes as themself.
+        assert_eq!(owner_of(owned_by(create(Some((1000, 100))), 1000, Some((1000, 100)))), None);
+        assert!(owned_by(create(Some((0, 0))), 1000, Some((1000, 100))).is_err());
+        // Other requests pass.
+        assert!(matches!(owned_by(Command::Ping, 0, None), Ok(Command::Ping)));
     }
 }

@@ -43,10 +43,11 @@ pub mod to_ctf;
 pub mod unwind;
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use ust_ctf::outdir::TraceDir;
 
 use super::ctf::{CpuStream, EventTable, StreamStats};
 use super::{KernelError, KernelSummary};
@@ -91,7 +92,7 @@ pub const STACKS_SOURCE: &str = "perf_event_open_stacks";
 /// A running tier-1 recording.
 #[derive(Debug)]
 pub struct PerfRecorder {
-    dir: PathBuf,
+    dir: TraceDir,
     source: &'static str,
     uuid: [u8; 16],
     table: Arc<EventTable>,
@@ -149,7 +150,7 @@ impl PerfRecorder {
     /// [`PerfError::Refused`] (with the sysctl to change, [`attr::paranoid_advice`]) when
     /// perf_event_open is refused (as it is for unprivileged users at
     /// perf_event_paranoid 3 or more; with CAP_PERFMON it is tried anyway); [`PerfError::Mmap`]; I/O errors of the trace.
-    pub fn start(output: &Path) -> Result<PerfRecorder, PerfError> {
+    pub fn start(output: &TraceDir) -> Result<PerfRecorder, PerfError> {
         Self::start_in(output, false)
     }
 
@@ -160,11 +161,13 @@ impl PerfRecorder {
     ///
     /// # Errors
     /// As [`PerfRecorder::start`].
-    pub fn start_stacks(output: &Path) -> Result<PerfRecorder, PerfError> {
+    pub fn start_stacks(output: &TraceDir) -> Result<PerfRecorder, PerfError> {
         Self::start_in(output, true)
     }
 
-    fn start_in(output: &Path, stacks: bool) -> Result<PerfRecorder, PerfError> {
+    /// Opens the events, then creates the trace's directory (`kernel`, or [`STACKS_DIR`])
+    /// through `output`, as its owner.
+    fn start_in(output: &TraceDir, stacks: bool) -> Result<PerfRecorder, PerfError> {
         let mut faults = std::collections::HashMap::new();
         let mut cpus = Vec::new();
         for cpu in ust_core::cpus::possible_cpus() {
@@ -176,8 +179,7 @@ impl PerfRecorder {
             return Err(PerfError::Refused("perf_event_open opened no CPU".into()));
         }
         let table = Arc::new(to_ctf::event_table());
-        let dir = output.join(if stacks { STACKS_DIR } else { "kernel" });
-        std::fs::create_dir_all(&dir)?;
+        let dir = output.dir(if stacks { STACKS_DIR } else { super::KERNEL_DIR }, 0o750)?;
         let uuid = *uuid::Uuid::new_v4().as_bytes();
         let datetime = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
         let source = if stacks { STACKS_SOURCE } else { "perf_event_open" };
@@ -219,7 +221,7 @@ impl PerfRecorder {
     }
 
     /// `<output>/kernel` (or [`STACKS_DIR`]).
-    pub fn dir(&self) -> &Path {
+    pub fn dir(&self) -> &TraceDir {
         &self.dir
     }
 
@@ -229,7 +231,7 @@ impl PerfRecorder {
     ///
     /// # Errors
     /// The metadata write error.
-    pub fn finish(mut self, output: &Path, traced_pid: i32) -> Result<KernelSummary, KernelError> {
+    pub fn finish(mut self, output: &TraceDir, traced_pid: i32) -> Result<KernelSummary, KernelError> {
         self.stop.store(true, Ordering::SeqCst);
         let mut counts = vec![0u64; self.table.events.len()];
         let (mut lost, mut bad) = (0, 0);
@@ -251,7 +253,7 @@ impl PerfRecorder {
         let offset = super::session_clock_offset(output).unwrap_or_else(ust_core::clock::realtime_offset_ns);
         self.write_metadata(traced_pid, offset)?;
         Ok(KernelSummary {
-            dir: self.dir.clone(),
+            dir: self.dir.path(),
             counts: self.table.events.iter().zip(counts).map(|(e, n)| (e.name.clone(), n)).collect(),
             lost,
             bad,

@@ -326,7 +326,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let table = Arc::new(event_table());
         let uuid = [3; 16];
-        let streams = vec![CpuStream::create(dir.path(), table.clone(), uuid, 0).unwrap()];
+        let out = ust_ctf::outdir::TraceDir::create(dir.path(), None).unwrap();
+        let streams = vec![CpuStream::create(&out, table.clone(), uuid, 0).unwrap()];
         let mut conv = Converter::new(table.clone(), streams);
         let id = |time| Id { pid: 7, tid: 7, time, cpu: 0, event: 0 };
         conv.convert(Item::Record(0, Record::Exit { id: id(1_000), pid: 7, ppid: 1, tid: 7, ptid: 1 })).unwrap();
@@ -334,7 +335,7 @@ mod tests {
         conv.convert(Item::Record(0, Record::Exit { id: id(9_000), pid: 7, ppid: 1, tid: 7, ptid: 1 })).unwrap();
         conv.streams[0].flush().unwrap();
         assert_eq!(conv.streams[0].stats.lost, 42);
-        crate::write_metadata(dir.path(), uuid, &table, "20260101T000000+0000", 7, 0, "perf_event_open").unwrap();
+        crate::write_metadata(&out, uuid, &table, "20260101T000000+0000", 7, 0, "perf_event_open").unwrap();
         let o = std::process::Command::new("babeltrace2").arg(dir.path()).output().expect("babeltrace2 runs");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{err}");

@@ -10,8 +10,8 @@
 //! stops, with the `CLOCK_MONOTONIC` time read when it handles each, so the stream is in
 //! time order; babeltrace2 merges it with the others by time.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use ust_ctf::outdir::TraceDir;
 
 use super::classes::{Calls, MissingClass, Value};
 use crate::ctf::{CpuStream, EventTable, Given};
@@ -31,8 +31,8 @@ pub const SOURCE: &str = "ptrace";
 /// the stream number `n` of `syscalls_<n>`.
 #[derive(Clone, Debug)]
 pub struct Sink {
-    /// `<output>/kernel`.
-    pub dir: PathBuf,
+    /// `<output>/kernel`, opened as the output's owner ([`ust_ctf::outdir`]).
+    pub dir: TraceDir,
     /// The trace's event classes.
     pub table: Arc<EventTable>,
     /// The trace's UUID (every stream's packet header has it).
@@ -123,13 +123,12 @@ impl SyscallTrace {
     ///
     /// # Errors
     /// The I/O error.
-    pub fn create(output: &Path) -> std::io::Result<SyscallTrace> {
+    pub fn create(output: &TraceDir) -> std::io::Result<SyscallTrace> {
         let args = Arc::new(super::args::syscall_args());
         let mut classes = super::classes::classes(&args);
         classes.extend(super::classes::process_classes());
         let table = Arc::new(EventTable::given(classes));
-        let dir = output.join("kernel");
-        std::fs::create_dir_all(&dir)?;
+        let dir = output.dir(crate::KERNEL_DIR, 0o750)?;
         let sink = Sink { dir, table, uuid: *uuid::Uuid::new_v4().as_bytes(), stream: 0, args, process_events: true };
         let t = SyscallTrace { sink, datetime: ust_ctf::datetime::iso_at(ust_ctf::datetime::now()) };
         t.write_metadata(0, ust_core::clock::realtime_offset_ns())?;
@@ -150,7 +149,7 @@ impl SyscallTrace {
     ///
     /// # Errors
     /// The I/O error.
-    pub fn finish(&self, output: &Path, traced_pid: i32) -> std::io::Result<()> {
+    pub fn finish(&self, output: &TraceDir, traced_pid: i32) -> std::io::Result<()> {
         let offset = crate::session_clock_offset(output).unwrap_or_else(ust_core::clock::realtime_offset_ns);
         self.write_metadata(traced_pid, offset)
     }

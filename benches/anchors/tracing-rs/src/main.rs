@@ -16,7 +16,8 @@
 //! Prints one line, parsed by `scripts/bench-compare.sh`:
 //! `tracing fmt+non_blocking ns_per_event=..`, or with `off`, `tracing disabled
 //! ns_per_event=..`, or `tracing-chrome ns_per_event=..` / `tracing-perfetto
-//! ns_per_event=..` / `fastrace ns_per_event=..`. The event is `info!(id = u64, val = i32, "ev")` in each case. The time
+//! ns_per_event=..` / `fastrace ns_per_event=.. recorded=N` (the events or spans its
+//! reporter wrote). The event is `info!(id = u64, val = i32, "ev")` in each case. The time
 //! is the emitting thread's wall time over EVENTS; with a subscriber the clock stops
 //! before the guard flushes what a writer thread has not yet written.
 use std::time::Instant;
@@ -24,7 +25,9 @@ use std::time::Instant;
 use tracing_subscriber::layer::SubscriberExt;
 
 /// ns per iteration of `n`: an event, or with `span` a span made, entered, exited and
-/// closed (`info_span!("work", id = u64)`).
+/// closed (`info_span!("work", id = u64)`). Not inlined, so that callgrind can count its
+/// instructions alone (`--toggle-collect='*tracing_anchor::run*'`).
+#[inline(never)]
 fn run(n: u64) -> f64 {
     let span = std::env::args().nth(3).as_deref() == Some("span");
     let t = Instant::now();
@@ -42,23 +45,34 @@ fn run(n: u64) -> f64 {
 }
 
 /// fastrace's reporter for the anchor: every event (or span) of the spans it is handed,
-/// written as a text line to a buffered file, on fastrace's collector thread.
+/// written as a text line to a buffered file, on fastrace's collector thread. Counts the
+/// events and the `work` spans it wrote in [`REPORTED`].
 struct FileReporter(std::io::BufWriter<std::fs::File>);
+
+/// Events and `work` spans the reporter wrote (what the anchor recorded: printed as
+/// `recorded=N`, to compare with the iterations).
+static REPORTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl fastrace::collector::Reporter for FileReporter {
     fn report(&mut self, spans: Vec<fastrace::collector::SpanRecord>) {
         use std::io::Write;
+        use std::sync::atomic::Ordering;
         for s in spans {
             for e in &s.events {
                 let _ = writeln!(self.0, "{} {} {:?}", e.timestamp_unix_ns, e.name, e.properties);
+                REPORTED.fetch_add(1, Ordering::Relaxed);
             }
             let _ = writeln!(self.0, "{} {} {} {:?}", s.begin_time_unix_ns, s.duration_ns, s.name, s.properties);
+            if s.name == "work" {
+                REPORTED.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let _ = self.0.flush();
     }
 }
 
-/// [`run`]'s counterpart in fastrace: ns per iteration of `n`.
+/// [`run`]'s counterpart in fastrace: ns per iteration of `n` (not inlined either).
+#[inline(never)]
 fn run_fastrace(n: u64) -> f64 {
     use fastrace::prelude::*;
     let span = std::env::args().nth(3).as_deref() == Some("span");
@@ -101,7 +115,7 @@ fn main() {
             fastrace::set_reporter(FileReporter(std::io::BufWriter::new(file)), fastrace::collector::Config::default());
             let ns = run_fastrace(n);
             fastrace::flush();
-            println!("fastrace{} ns_per_event={ns:.1}", suffix());
+            println!("fastrace{} ns_per_event={ns:.1} recorded={}", suffix(), REPORTED.load(std::sync::atomic::Ordering::Relaxed));
         }
         "perfetto" => {
             let file = std::fs::File::create(&path).expect("create trace file");

@@ -10,9 +10,10 @@
 //! `debug!(n = 1, "late")` and prints `logged`; it ends at EOF.
 
 use std::future::Future;
-use std::pin::{pin, Pin};
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::pin::pin;
+use std::task::{Context, Poll};
+
+use testprogs::{noop_waker, YieldOnce};
 
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -59,31 +60,9 @@ async fn fetch(key: u64) -> u64 {
     key * 2
 }
 
-/// `Pending` the first time it is polled, `Ready` the next.
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
-
-struct Noop;
-
-impl Wake for Noop {
-    fn wake(self: Arc<Self>) {}
-}
-
 /// Polls `f` to completion on this thread; returns its output and the number of polls.
 fn block_on<F: Future>(f: F) -> (F::Output, u32) {
-    let waker = Waker::from(Arc::new(Noop));
+    let waker = noop_waker();
     let mut cx = Context::from_waker(&waker);
     let mut f = pin!(f);
     let mut polls = 0;
