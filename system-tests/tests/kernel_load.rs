@@ -178,7 +178,7 @@ fn a_forced_loss_is_reported_with_its_cpu_and_time_range() {
 }
 
 /// `--system-wide`: every task's system calls are recorded too, in the system-wide
-/// channel (no tree channel), and babeltrace2 reads it.
+/// channel (no tree channel), and babeltrace2 reads it (with any loss accounted).
 #[test]
 fn system_wide_records_every_task() {
     let _machine = require_root_tracing!();
@@ -192,8 +192,17 @@ fn system_wide_records_every_task() {
     let _ = other.wait();
     assert!(err.contains("tier 3 (tracefs, system-wide"), "{err}");
     assert!(!out.join("kernel").read_dir().unwrap().flatten().any(|e| e.file_name().to_string_lossy().starts_with("tree_")));
-    assert_eq!(lost_of(&err), 0, "{err}");
-    let bt = common::babeltrace(&out.join("kernel"));
+    // Everyone's system calls: a machine shared with other work may overflow the buffers;
+    // every such loss is then accounted as babeltrace2 reads it.
+    let lost = lost_of(&err);
+    let bt = if lost == 0 {
+        common::babeltrace(&out.join("kernel"))
+    } else {
+        let (bt, bt_err) = common::babeltrace_allowing_warnings(&out.join("kernel"));
+        assert_eq!(common::bt_discarded(&bt_err), lost, "{bt_err}");
+        eprintln!("the system-wide trace lost {lost} events, all accounted");
+        bt
+    };
     let pid = other.id();
     assert!(bt.lines().any(|l| l.contains("syscall_entry_") && l.contains(&format!("{{ tid = {pid} }}"))), "the other task's system calls are there");
 }

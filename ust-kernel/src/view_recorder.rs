@@ -206,19 +206,26 @@ impl ViewRecorder {
 }
 
 /// The state dump, written before recording starts (at `ts`, before any ftrace event):
-/// each task `filter` sees in the stream of the CPU it last ran on, with the open file
-/// descriptors of each process, between `lttng_statedump_start` and `_end` (first stream).
+/// each task `filter` sees in the stream of the CPU it last ran on, for root's view with the
+/// open file descriptors of each process, between `lttng_statedump_start` and `_end`
+/// (first stream).
 fn statedump(streams: &mut [CpuStream], cpus: &[u32], filter: &ViewFilter, ts: u64) -> std::io::Result<()> {
     let tasks: Vec<_> = procfs::statedump().into_iter().filter(|t| filter.sees(t.tid)).collect();
+    let root = filter.visible().next().unwrap_or(0);
     let Some(first) = streams.first_mut() else { return Ok(()) };
     first.push_named(lttng::STATEDUMP_START, ts, 0, &[])?;
     for t in &tasks {
         let i = cpus.iter().position(|&c| c == t.cpu).unwrap_or(0);
         let s = &mut streams[i];
         s.push_process_state(ts, t)?;
-        if t.tid == t.pid {
+        if filter.sees_all() && t.tid == t.pid {
             for (fd, path) in procfs::open_files(t.pid) {
                 let flags = procfs::fd_flags(t.pid, fd);
+                // The gated command is still a copy of `ust trace`: what closes at its exec
+                // is not the command's.
+                if t.pid == root && flags & libc::O_CLOEXEC as u32 != 0 {
+                    continue;
+                }
                 s.push_named(
                     lttng::STATEDUMP_FILE_DESCRIPTOR,
                     ts,
