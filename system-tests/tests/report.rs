@@ -298,6 +298,47 @@ fn folded_and_flamegraph() {
     assert!(titles.iter().any(|t| t.starts_with("pingpong ")) && titles.iter().any(|t| t.starts_with("syscall read")), "{titles:?}");
 }
 
+/// The report's dead ends: `--flamegraph` alone prints where the SVG went and no report; on
+/// a trace without kernel events it fails with the reason and leaves no file; a directory
+/// that does not exist is named as such.
+#[test]
+fn flamegraph_alone_and_its_dead_ends() {
+    let d = TestDaemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let svg = tmp.path().join("off.svg");
+    let o = d.ust_cmd().args(["report", "--min-block", "0", "--flamegraph"]).arg(&svg).arg(data("pingpong")).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(o.stdout.is_empty(), "no report without --format: {}", String::from_utf8_lossy(&o.stdout));
+    assert_eq!(err.trim(), format!("ust: flame graph written to {}", svg.display()));
+    assert!(!common::svg_titles(&std::fs::read_to_string(&svg).unwrap()).is_empty());
+
+    // A trace of the program's own events only, read back by babeltrace2 first.
+    let out = d.output("user-only");
+    let o = d.ust_cmd().args(["trace", "-o", out.to_str().unwrap(), "--"]).arg(program("threeevents")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let events = common::bt_events(&common::babeltrace(&out));
+    assert_eq!(events.iter().map(|e| e.fields.as_str()).collect::<Vec<_>>(), ["i = 0", "i = 1", "i = 2"]);
+    let none = tmp.path().join("none.svg");
+    let o = d.ust_cmd().args(["report", "--flamegraph"]).arg(&none).arg(&out).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("no flame graph written to {}: the trace has no kernel events", none.display())) && err.contains("ust trace --kernel"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    assert!(!none.exists(), "no file is left");
+    // The text report of that trace has no empty kernel sections and the right advice.
+    let text = d.ust_ok(&["report", out.to_str().unwrap()]);
+    assert!(!text.contains("System calls") && !text.contains("Tasks of"), "{text}");
+    assert!(text.contains("short:ev") && text.contains("`ust trace --kernel` records them, as root or as an ordinary user"), "{text}");
+
+    let o = d.ust_cmd().args(["report", "/nonexistent/trace"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&o.stderr).trim(), "ust: the directory /nonexistent/trace does not exist");
+}
+
 /// A blocked read names its descriptor by path, as strace does: the shell reads its
 /// standard input, a FIFO that a child writes to after 300 ms.
 #[test]

@@ -5,6 +5,7 @@
 //!   traced program waited on, what woke it, and where in its code.
 //! - [`export`]: `ust export`: a trace as a file Perfetto UI (protobuf) or Chrome's
 //!   trace viewer (JSON) opens.
+//! - [`spans`]: the `tracing` layer's span events paired into spans (for both).
 
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -12,3 +13,4 @@
 
 pub mod export;
 pub mod report;
+pub mod spans;

@@ -315,7 +315,8 @@ fn watch(daemon: &Daemon, sock: &UnixStream, pidfd: Option<&OwnedFd>, app_id: u6
 /// left incomplete (torn-event recovery), close its stream files, free its slots and mark
 /// it gone. In a snapshot session, a process that did not say `Exiting` (it died
 /// abnormally) gets a post-mortem trace ([`crate::snapshot::post_mortem`]) and its buffers
-/// are kept for later snapshots until the session is destroyed.
+/// are kept for later snapshots until the session is destroyed (in a `ust trace --snapshot`
+/// session, every process's buffers are).
 pub fn process_gone(daemon: &Daemon, app_id: u64) {
     let death = ust_ctf::datetime::stamp();
     let (abnormal, pid, procname) = {
@@ -354,7 +355,13 @@ pub fn process_gone(daemon: &Daemon, app_id: u64) {
                 t.post_mortem = Some(dir);
             }
         }
-        for ss in st.sessions.values_mut().filter(|ss| ss.session.snapshot) {
+    }
+    {
+        // Kept for later snapshots: the buffers of a process that died abnormally, and in a
+        // `ust trace --snapshot` session (which lives as long as its command) every
+        // process's, for the snapshot taken when the command ends.
+        let mut st = daemon.lock();
+        for ss in st.sessions.values_mut().filter(|ss| ss.session.snapshot && (abnormal || ss.session.token.is_some())) {
             if let Some(t) = ss.traces.get_mut(&app_id) {
                 t.retained = true;
             }

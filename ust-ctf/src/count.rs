@@ -25,6 +25,10 @@ pub struct Counts {
     pub per_event: BTreeMap<String, u64>,
     /// Stream files, packets or records that could not be read.
     pub problems: u64,
+    /// Packets missing between two packets of one stream file: gaps in their
+    /// `packet_seq_num` (packets overwritten in overwrite mode, or lost), which babeltrace2
+    /// reports as discarded packets.
+    pub lost_packets: u64,
 }
 
 /// Counts the events of every stream file (every regular file but `metadata` and hidden
@@ -71,6 +75,7 @@ pub fn count_stream_file(path: &Path, events: &[EventDesc], context_sizes: &[usi
     };
     let mut packet = Vec::new();
     let mut off = 0u64;
+    let mut seq = None;
     while off < len {
         let rest = len - off;
         packet.resize(usize::try_from(rest).map_or(PACKET_SIZE_END, |r| r.min(PACKET_SIZE_END)), 0);
@@ -87,16 +92,21 @@ pub fn count_stream_file(path: &Path, events: &[EventDesc], context_sizes: &[usi
             c.problems += 1;
             return;
         }
-        count_packet(&packet, events, context_sizes, c);
+        count_packet(&packet, events, context_sizes, &mut seq, c);
         off += size as u64;
     }
 }
 
 /// Adds the records of one whole packet to `c` (a packet whose header or records cannot
-/// be read counts one problem).
-fn count_packet(p: &[u8], events: &[EventDesc], context_sizes: &[usize], c: &mut Counts) {
+/// be read counts one problem), and the packets missing between it and the one before in
+/// the file, whose `packet_seq_num` is `seq` (updated).
+fn count_packet(p: &[u8], events: &[EventDesc], context_sizes: &[usize], seq: &mut Option<u64>, c: &mut Counts) {
     match crate::reader::RecordWalker::new(events, p) {
         Ok((info, w)) => {
+            if let Some(prev) = *seq {
+                c.lost_packets += info.packet_seq_num.saturating_sub(prev).saturating_sub(1);
+            }
+            *seq = Some(info.packet_seq_num);
             let w = w.with_context_size(context_sizes.get(info.stream_id as usize).copied().unwrap_or(0));
             for r in w {
                 match r {
@@ -116,12 +126,13 @@ mod tests {
     /// The records of one stream file's bytes, split by [`crate::reader::packets`]: what
     /// [`count_stream_file`] must count reading the same bytes from a file.
     fn count_file(bytes: &[u8], events: &[EventDesc], context_sizes: &[usize], c: &mut Counts) {
+        let mut seq = None;
         for p in crate::reader::packets(bytes) {
             let Ok(p) = p else {
                 c.problems += 1;
                 continue;
             };
-            count_packet(p, events, context_sizes, c);
+            count_packet(p, events, context_sizes, &mut seq, c);
         }
     }
 

@@ -204,6 +204,14 @@ impl Enabler {
     pub fn new(pattern: impl Into<String>, level: LevelFilter) -> Enabler {
         Enabler { pattern: pattern.into(), level, enabled: true, exclusions: Vec::new(), filter: None }
     }
+
+    /// True when this rule names the event `full_name` (`provider:name`): its pattern
+    /// matches and no exclusion does (LTTng's star-glob, [`ust_core::filter::pattern_match`]).
+    /// Whether the rule is enabled, its level filter and its filter expression are apart.
+    pub fn names(&self, full_name: &str) -> bool {
+        let m = |p: &str| ust_core::filter::pattern_match(p.as_bytes(), full_name.as_bytes());
+        m(&self.pattern) && !self.exclusions.iter().any(|x| m(x))
+    }
 }
 
 /// Most process ids a session's tracker may list.

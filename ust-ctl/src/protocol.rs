@@ -108,7 +108,7 @@ pub enum Command {
         /// Session.
         session: Option<String>,
     },
-    /// Stop recording, flush and drain.
+    /// Stop recording, flush and drain. Answered with [`Payload::Stopped`].
     Stop {
         /// Session.
         session: Option<String>,
@@ -336,6 +336,9 @@ pub enum Payload {
     Status(StatusReport),
     /// A session was destroyed.
     Destroyed(DestroyReport),
+    /// A session was stopped: what its traces hold so far (the report [`Command::Destroy`]
+    /// gives, the stream files still open).
+    Stopped(DestroyReport),
     /// A snapshot was written.
     Snapshot(SnapshotReport),
     /// A trace chunk was archived.
@@ -562,13 +565,17 @@ pub struct TraceReport {
     pub bad_packets: u64,
 }
 
-/// What `destroy` leaves behind.
+/// What `destroy` leaves behind (and, for `stop`, what the traces hold so far).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct DestroyReport {
     /// Session name.
     pub name: String,
     /// Output directory.
     pub output: PathBuf,
+    /// A snapshot session: its processes' trace directories ([`TraceReport::dir`]) are
+    /// written only by `ust snapshot record`, under `<output>/snapshot-<N>-<stamp>/`.
+    #[serde(default)]
+    pub snapshot: bool,
     /// One entry per traced process.
     pub traces: Vec<TraceReport>,
     /// Why the session's output stopped early (disk full, write error), if it did.

@@ -1,19 +1,10 @@
 //! User-space events as slices, instants and counters.
 //!
-//! The ust `tracing` layer and subscriber ([`ust::tracing`](../../../ust/tracing/index.html))
-//! write six events per span callsite: `<provider>:<span>_new { _span_id, _parent_id,
-//! <fields> }`, `_enter { _span_id }`, `_exit { _span_id }`, `_record { _span_id, <fields> }`,
-//! `_follows_from { _span_id, _follows_id }` and `_close { _span_id }` (traces of ust
-//! before the id fields had names of their own call them `id`, `parent` and `follows`:
-//! read too). Each `_enter` … `_exit` of one id on one thread becomes a slice on that
-//! thread's track, named `<span>`, with the span's fields as arguments (those of `_new`,
-//! updated by every `_record`, as they stand when the span closes), its `_span_id`,
-//! `_parent_id`, and the ids it follows from (`follows_from`). An `#[instrument]`ed future is entered and exited
-//! around each poll, so each poll is a slice, on the thread that polled it. Ids are
-//! `tracing`'s, reused after a close: a span is `(process, id)` from its `_new` to its
-//! `_close`. An `_exit` without its `_enter` (the trace began inside the span) starts at
-//! the thread's first event; an `_enter` without its `_exit` ends at the trace's last event
-//! (argument `unfinished`).
+//! The `tracing` layer's spans, paired by [`crate::spans`]: each poll (`_enter` … `_exit`
+//! of one span on one thread) becomes a slice on that thread's track, named `<span>`, with
+//! the span's fields as arguments (those of `_new`, updated by every `_record`, as they
+//! stand when the span closes), its id, parent id, and the ids it follows from
+//! (`follows_from`); a poll the trace ends inside has the argument `unfinished`.
 //!
 //! Any other event is an instant on its thread's track with its payload fields as
 //! arguments; `lttng_ust_statedump:*` (which libraries the process mapped) is left out. A
@@ -22,48 +13,12 @@
 //!
 //! A thread is the event's `vtid` context; without it, the process (one track per process).
 
-use std::collections::HashMap;
-
 use serde_json::{Map, Value as Json};
 
 use super::fields::{self, Contexts};
 use super::timeline::{CounterValue, Instant, Slice, Timeline, Track};
 use crate::report::load::{Domain, Loaded};
-
-/// The field of every span event that holds the span's id (`ust::tracing::SPAN_ID`), and
-/// its name in older traces.
-const SPAN_ID: [&str; 2] = ["_span_id", "id"];
-/// The field of `_follows_from` that holds the other span's id (`ust::tracing::FOLLOWS_ID`),
-/// and its name in older traces.
-const FOLLOWS_ID: [&str; 2] = ["_follows_id", "follows"];
-
-/// The first of `names` that `payload` has, as an unsigned integer.
-fn id_field(payload: &[(String, ust_ctf::reader::Value)], names: [&str; 2]) -> Option<u64> {
-    let v = names.iter().find_map(|n| payload.iter().find(|(f, _)| f == n))?;
-    if let ust_ctf::reader::Value::Unsigned(u) = v.1 {
-        Some(u)
-    } else {
-        None
-    }
-}
-
-/// The suffixes of the span events, in the layer's naming.
-const SUFFIXES: [&str; 6] = ["_new", "_enter", "_exit", "_close", "_record", "_follows_from"];
-
-/// Splits `provider:<span><suffix>` into `(provider, span, suffix)` when the name ends
-/// with a span suffix.
-fn span_parts(name: &str) -> Option<(&str, &str, &str)> {
-    let (prov, ev) = name.split_once(':')?;
-    SUFFIXES.iter().find_map(|s| ev.strip_suffix(s).filter(|b| !b.is_empty()).map(|b| (prov, b, *s)))
-}
-
-#[derive(Debug)]
-struct Span {
-    name: String,
-    cat: String,
-    args: Map<String, Json>,
-    follows: Vec<u64>,
-}
+use crate::spans::{pair, span_event, Span, SPAN_ID};
 
 /// A counter request: `provider:event` and the field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,106 +40,68 @@ impl std::str::FromStr for Counter {
     }
 }
 
+/// The arguments of every slice of span `s`: its fields as they stand at its end (`_new`'s,
+/// updated by each `_record`, whose id field is not a field of the span), and the ids it
+/// follows from.
+fn span_args(l: &Loaded, ctx: &Contexts, s: &Span) -> Map<String, Json> {
+    let mut args = Map::new();
+    for &i in &s.field_events {
+        let e = &l.events[i];
+        let payload = ctx.payload(e);
+        // The `_record`'s own id field (the first of the namings it has; a user's field
+        // named `id` beside `_span_id` stays).
+        let id = SPAN_ID.into_iter().find(|n| payload.iter().any(|(f, _)| f == n)).filter(|_| e.name.ends_with("_record"));
+        args.extend(fields::args(payload, id.as_slice()));
+    }
+    if !s.follows.is_empty() {
+        args.insert("follows_from".into(), Json::from(s.follows.clone()));
+    }
+    args
+}
+
 /// Adds the user-space events of `l` to `t`.
 pub fn add(l: &Loaded, counters: &[Counter], t: &mut Timeline) {
     let ctx = Contexts::of(l);
     for (pid, name, _) in &l.processes {
         t.name_process(*pid, name);
     }
-    let last_ts = l.events.last().map_or(0, |e| e.ts);
-    // (pid, id) -> index into `spans` of the live span with that id.
-    let mut live: HashMap<(i32, u64), usize> = HashMap::new();
-    let mut spans: Vec<Span> = Vec::new();
-    // Open enters per (pid, tid): (span index, id, enter ts).
-    let mut open: HashMap<(i32, i32), Vec<(usize, u64)>> = HashMap::new();
-    let mut first_ts: HashMap<(i32, i32), u64> = HashMap::new();
-    // Slices waiting for their span's final arguments: (slice, span index).
-    let mut pending: Vec<(Slice, usize)> = Vec::new();
+    for s in &pair(l).spans {
+        let args = span_args(l, &ctx, s);
+        for p in &s.polls {
+            let mut a = args.clone();
+            if p.unfinished {
+                a.insert("unfinished".into(), Json::Bool(true));
+            }
+            t.slices.push(Slice {
+                track: Track::Thread(s.pid, p.tid),
+                ts: p.start,
+                dur: p.end.saturating_sub(p.start),
+                name: s.name.clone(),
+                cat: s.provider.clone(),
+                args: a,
+            });
+        }
+    }
     for e in l.events.iter().filter(|e| e.domain == Domain::Ust) {
-        let key = (e.pid, e.tid);
-        first_ts.entry(key).or_insert(e.ts);
         let thread_name = e.text("procname").unwrap_or_default();
         t.name_thread(e.pid, e.tid, &thread_name);
         let payload = ctx.payload(e);
-        let id = span_parts(&e.name).and_then(|_| id_field(payload, SPAN_ID));
-        let track = Track::Thread(e.pid, e.tid);
         for c in counters.iter().filter(|c| c.event == e.name) {
             if let Some(v) = fields::number(payload, &c.field) {
                 t.counters.push(CounterValue { pid: e.pid, ts: e.ts, name: format!("{}:{}", c.event, c.field), value: v });
             }
         }
-        let span_of = |live: &mut HashMap<(i32, u64), usize>, spans: &mut Vec<Span>, prov: &str, base: &str, id: u64| {
-            *live.entry((e.pid, id)).or_insert_with(|| {
-                spans.push(Span { name: base.to_string(), cat: prov.to_string(), args: Map::new(), follows: Vec::new() });
-                spans.len() - 1
-            })
-        };
-        match (span_parts(&e.name), id) {
-            (Some((prov, base, "_new")), Some(id)) => {
-                // A `_new` for a live id means its `_close` was lost: a new span all the same.
-                live.remove(&(e.pid, id));
-                let i = span_of(&mut live, &mut spans, prov, base, id);
-                spans[i].args = fields::args(payload, &[]);
-            }
-            (Some((prov, base, "_enter")), Some(id)) => {
-                let i = span_of(&mut live, &mut spans, prov, base, id);
-                open.entry(key).or_default().push((i, e.ts));
-            }
-            (Some((prov, base, "_exit")), Some(id)) => {
-                let i = span_of(&mut live, &mut spans, prov, base, id);
-                let stack = open.entry(key).or_default();
-                let start = match stack.iter().rposition(|(s, _)| *s == i) {
-                    Some(p) => stack.remove(p).1,
-                    None => first_ts[&key],
-                };
-                pending.push((
-                    Slice { track, ts: start, dur: e.ts.saturating_sub(start), name: spans[i].name.clone(), cat: spans[i].cat.clone(), args: Map::new() },
-                    i,
-                ));
-            }
-            (Some((prov, base, "_record")), Some(id)) => {
-                let i = span_of(&mut live, &mut spans, prov, base, id);
-                spans[i].args.extend(fields::args(payload, &SPAN_ID[..1]));
-            }
-            (Some((prov, base, "_follows_from")), Some(id)) => {
-                let i = span_of(&mut live, &mut spans, prov, base, id);
-                if let Some(f) = id_field(payload, FOLLOWS_ID) {
-                    spans[i].follows.push(f);
-                }
-            }
-            (Some((_, _, "_close")), Some(id)) => {
-                live.remove(&(e.pid, id));
-            }
-            _ if e.name.starts_with("lttng_ust_statedump:") => {}
-            _ => {
-                let (cat, name) = e.name.split_once(':').unwrap_or(("", &e.name));
-                t.instants.push(Instant { track, ts: e.ts, name: name.to_string(), cat: cat.to_string(), args: fields::args(payload, &[]) });
-            }
+        if span_event(e).is_some() || e.name.starts_with("lttng_ust_statedump:") {
+            continue;
         }
-    }
-    for ((pid, tid), stack) in open {
-        for (i, start) in stack {
-            let mut s = Slice {
-                track: Track::Thread(pid, tid),
-                ts: start,
-                dur: last_ts.saturating_sub(start),
-                name: spans[i].name.clone(),
-                cat: spans[i].cat.clone(),
-                args: Map::new(),
-            };
-            s.args.insert("unfinished".into(), Json::Bool(true));
-            pending.push((s, i));
-        }
-    }
-    for (mut s, i) in pending {
-        let sp = &spans[i];
-        let mut args = sp.args.clone();
-        if !sp.follows.is_empty() {
-            args.insert("follows_from".into(), Json::from(sp.follows.clone()));
-        }
-        args.append(&mut s.args);
-        s.args = args;
-        t.slices.push(s);
+        let (cat, name) = e.name.split_once(':').unwrap_or(("", &e.name));
+        t.instants.push(Instant {
+            track: Track::Thread(e.pid, e.tid),
+            ts: e.ts,
+            name: name.to_string(),
+            cat: cat.to_string(),
+            args: fields::args(payload, &[]),
+        });
     }
 }
 
@@ -281,11 +198,7 @@ mod tests {
     }
 
     #[test]
-    fn span_event_names_and_counter_specs_parse() {
-        assert_eq!(span_parts("app:conn_enter"), Some(("app", "conn", "_enter")));
-        assert_eq!(span_parts("app:batch_follows_from"), Some(("app", "batch", "_follows_from")));
-        assert_eq!(span_parts("app:_exit"), None);
-        assert_eq!(span_parts("app:event"), None);
+    fn counter_specs_parse() {
         assert_eq!("app:tick:n".parse::<Counter>(), Ok(Counter { event: "app:tick".into(), field: "n".into() }));
         assert!("tick:n".parse::<Counter>().is_err());
         assert!("app:tick:".parse::<Counter>().is_err());

@@ -245,6 +245,8 @@ pub struct Report {
     pub file_faults: Option<super::faults::FileFaultList>,
     /// What the program's own events show.
     pub user: UserView,
+    /// The `tracing` spans: per name, durations, busy and idle time; the span tree.
+    pub spans: super::span_view::SpanView,
     /// Remarks (missing data, bounds).
     pub notes: Vec<String>,
     /// What the kernel trace lost and what of the traced tree that touches (kernel only).
@@ -316,25 +318,30 @@ impl Task {
     }
 }
 
+/// The note of a tier-1 trace: what it lacks, and that root's daemon alone (no recording
+/// as root) gives it (tier 2, docs/kernel-view.md).
+pub const TIER1_NOTE: &str = "kernel view of tier 1 (perf_event_open, no privilege): the traced tasks' switches, faults and user stacks; no system calls, interrupts or wake-ups. With root's ust-consumerd running (`sudo ust-consumerd --daemonize`), the same `ust trace --kernel`, run as you, records them (tier 2)";
+
 /// Builds the report of a loaded trace directory; `dir` is where `proc/<pid>/maps` are.
 pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let mut r = Report::default();
     r.start_ns = l.events.first().map(|e| e.ts).unwrap_or(0);
     r.span_ns = l.events.last().map(|e| e.ts).unwrap_or(0).saturating_sub(r.start_ns);
     r.user = user_view(l);
+    r.spans = super::span_view::span_view(l);
     let kernel_events = l.events.iter().filter(|e| e.domain == Domain::Kernel).count();
     r.kernel = kernel_events > 0;
     let traced = l.kernel_env.as_ref().and_then(|e| e.get("traced_pid")).and_then(|p| p.parse::<i32>().ok()).filter(|&p| p > 0);
     r.traced_pid = traced.or_else(|| l.processes.first().map(|p| p.0)).unwrap_or(0);
     if !r.kernel {
-        r.notes.push("no kernel events in this trace (record with `ust trace --kernel` as root): user-space view only".into());
+        r.notes.push("no kernel events in this trace (`ust trace --kernel` records them, as root or as an ordinary user): user-space view only".into());
         return r;
     }
     let is_tier1 = super::stacks::is_tier1(l);
     // Tier 1's stacks, or those of the side trace of root's recording.
     let mut tier1 = (is_tier1 || l.user_stacks).then(|| super::stacks::Tier1::new(l, dir));
     if is_tier1 {
-        r.notes.push("kernel view of tier 1 (perf_event_open, no privilege): the traced tasks' switches, faults and user stacks; no system calls, interrupts or wake-ups (record as root for those)".into());
+        r.notes.push(TIER1_NOTE.into());
     }
     if l.kernel_env.as_ref().and_then(|e| e.get("kernel_source")).map(String::as_str) == Some(ust_kernel::view_recorder::SOURCE) {
         r.notes.push("kernel view of tier 2 (recorded by root's ust-consumerd for this user): the tasks this user could ptrace; any other task appears only as \"another user's task\" or \"kernel thread\"".into());

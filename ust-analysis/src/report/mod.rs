@@ -11,7 +11,9 @@
 //!   blocking call with its descriptor named by path; with `--faults` ([`faults`]) the page
 //!   faults per mapped file (minor, major, pages, bytes, time) and, for `--faults FILE`, that
 //!   file's faults in time order; and, from the program's own tracepoints, per event counts
-//!   and rates and per thread gaps (the whole report when the trace has no kernel events).
+//!   and rates and per thread gaps (the whole report when the trace has no kernel events);
+//!   from the `tracing` layer's span events, [`span_view`]: per span name, durations and
+//!   busy/idle time, and the span tree.
 //! - [`loss`] judges what the kernel trace lost against the traced tree: the report's
 //!   first lines say whether any of the tree's events, or the context a wake-up chain
 //!   needs, may have fallen in a lossy range ("0 of the traced tree's events lost"
@@ -27,7 +29,9 @@ pub mod layout;
 pub mod load;
 pub mod loss;
 pub mod pictures;
+pub mod span_view;
 pub mod stacks;
+pub mod stats;
 pub mod symbols;
 pub mod syscalls;
 #[cfg(feature = "testing")]
@@ -120,6 +124,9 @@ pub fn render_text(r: &Report) -> String {
         for t in &r.tasks {
             let _ = writeln!(s, "  {:>7}  {:<16} {:>8} {:>14} {:>14}", t.tid, t.name, t.events, dur(t.runtime_ns), dur(t.blocked_ns));
         }
+    }
+    // Tier 1 records no system call: no empty tables (its note says how to get them).
+    if r.kernel && !r.syscalls.is_empty() {
         let _ = writeln!(s, "\nSystem calls of the traced command:");
         let _ = writeln!(s, "  {:<20} {:>7} {:>7} {:>13} {:>13} {:>13} {:>13} {:>13}", "SYSCALL", "COUNT", "ERRORS", "TOTAL", "P50", "P90", "P99", "MAX");
         for c in &r.syscalls {
@@ -186,10 +193,53 @@ pub fn render_text(r: &Report) -> String {
             let _ = writeln!(s, "  {:>7} {:>7} {:<16} {:>8} {:>13} {:>13}", t.pid, t.tid, t.procname, t.events, dur(t.mean_gap_ns), dur(t.max_gap_ns));
         }
     }
+    spans_text(&mut s, &r.spans);
     for n in &r.notes {
         let _ = writeln!(s, "\nNote: {n}");
     }
     s
+}
+
+/// The span view: a table per span name, then the span tree.
+fn spans_text(s: &mut String, v: &span_view::SpanView) {
+    if v.spans.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\nSpans (tracing): duration from creation to close; busy = time entered, idle = the rest:");
+    let width = v.spans.iter().map(|r| r.name.len()).max().unwrap_or(0).max(4);
+    let _ = writeln!(
+        s,
+        "  {:<width$} {:>7} {:>7} {:>12} {:>12} {:>12} {:>12} {:>13} {:>13}",
+        "SPAN", "CALLS", "ENTERED", "P50", "P90", "P99", "MAX", "BUSY", "IDLE"
+    );
+    for r in &v.spans {
+        let _ = writeln!(
+            s,
+            "  {:<width$} {:>7} {:>7} {:>12} {:>12} {:>12} {:>12} {:>13} {:>13}",
+            r.name,
+            r.calls,
+            r.entered,
+            dur(r.p50_ns),
+            dur(r.p90_ns),
+            dur(r.p99_ns),
+            dur(r.max_ns),
+            dur(r.busy_ns),
+            dur(r.idle_ns)
+        );
+        if r.incomplete > 0 {
+            let _ = writeln!(s, "  {:<width$} {} not both created and closed in the trace, left out of the times", "", r.incomplete);
+        }
+    }
+    let _ = writeln!(s, "\nSpan tree (calls):");
+    fn node(s: &mut String, n: &span_view::SpanNode, depth: usize) {
+        let _ = writeln!(s, "  {}{}  {}", "  ".repeat(depth), n.name, n.calls);
+        for c in &n.children {
+            node(s, c, depth + 1);
+        }
+    }
+    for n in &v.tree {
+        node(s, n, 0);
+    }
 }
 
 fn syscall_totals(s: &mut String, r: &Report) {
@@ -284,6 +334,16 @@ pub fn render_json(r: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A tier-1 report (perf_event_open: switches and faults, no system call) has no empty
+    /// system-call tables, and its note says root's daemon alone gives them.
+    #[test]
+    fn a_tier1_report_has_no_empty_system_call_tables() {
+        let r = super::Report { kernel: true, notes: vec![super::analysis::TIER1_NOTE.into()], ..Default::default() };
+        let text = super::render_text(&r);
+        assert!(text.contains("Tasks of the traced command") && !text.contains("System calls"), "{text}");
+        assert!(text.contains("root's ust-consumerd running") && !text.contains("record as root"), "{text}");
+    }
+
     #[test]
     fn durations() {
         assert_eq!(super::dur(5), "5 ns");

@@ -70,6 +70,19 @@ pub fn folded(r: &Report) -> Vec<String> {
     by.into_iter().filter(|(_, n)| *n > 0).map(|(s, n)| format!("{s} {n}")).collect()
 }
 
+/// Why `r` has nothing to draw (no blocked interval: no kernel events, or none long
+/// enough), or `None` when it has something.
+pub fn nothing_to_draw(r: &Report) -> Option<String> {
+    if !folded(r).is_empty() {
+        return None;
+    }
+    Some(if r.kernel {
+        "the trace has no blocked interval of the traced command to draw (at least --min-block long)".to_string()
+    } else {
+        "the trace has no kernel events: a flame graph of where the program waited needs them (record with `ust trace --kernel`)".to_string()
+    })
+}
+
 /// Draws the off-wake flame graph of `r` as SVG into `out`.
 ///
 /// # Errors
@@ -132,5 +145,14 @@ mod tests {
         flamegraph(&r, &mut svg).unwrap();
         let svg = String::from_utf8(svg).unwrap();
         assert!(svg.contains("<svg") && svg.contains("ping::play") && svg.contains("timer interrupt"));
+        assert_eq!(nothing_to_draw(&r), None);
+    }
+
+    #[test]
+    fn an_empty_graph_says_why() {
+        let user_only = Report::default();
+        assert!(nothing_to_draw(&user_only).unwrap().contains("no kernel events"));
+        let kernel = Report { kernel: true, wakeups: Some(Vec::new()), ..Default::default() };
+        assert!(nothing_to_draw(&kernel).unwrap().contains("no blocked interval"));
     }
 }

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::analysis::SyscallRow;
 use super::load::{Domain, Loaded};
+use super::stats::percentile;
 
 /// Linux errno names (asm-generic/errno-base.h, errno.h; x86-64 uses these), index = errno.
 const ERRNO: [&str; 134] = [
@@ -242,14 +243,6 @@ pub struct Calls {
 
 /// How many of the slowest calls are kept.
 pub const SLOWEST: usize = 10;
-
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
 
 /// The call text: `name(arg0)` with the first argument as strace prints a descriptor or
 /// number (decimal).

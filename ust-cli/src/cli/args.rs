@@ -298,6 +298,16 @@ DIR is the output of `ust trace` (with --kernel for the thread states and CPU tr
 Events carry their thread with the vtid context (`ust trace -t vtid`); without it, each
 process is one track.")]
     Export(ExportArgs),
+    /// Start, stop or show the per-user ust-consumerd (`ust create` and `ust trace` start
+    /// it when none runs; it then stays for later commands).
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  ust daemon status
+  ust daemon stop            # refused while it holds sessions (--force destroys them)
+  ust daemon start"
+    )]
+    Daemon(super::daemon::DaemonCmd),
 }
 
 pub use super::export_args::ExportArgs;
@@ -448,21 +458,12 @@ pub struct EnableChannelArgs {
     /// User-space domain (accepted; the only domain).
     #[arg(short = 'u', long = "userspace")]
     pub userspace: bool,
-    /// Sub-buffer size in bytes, a power of two (k, M, G suffixes).
-    #[arg(long, value_name = "N", value_parser = parse_subbuf_size)]
-    pub subbuf_size: Option<u64>,
-    /// Number of sub-buffers per CPU, a power of two (at least 2).
-    #[arg(long, value_name = "N", value_parser = parse_num_subbuf)]
-    pub num_subbuf: Option<u32>,
-    /// Overwrite the oldest packets when full (flight recorder).
-    #[arg(long, conflicts_with = "discard")]
-    pub overwrite: bool,
+    /// Sizes, event-loss mode and switch timer.
+    #[command(flatten)]
+    pub buffer: BufferArgs,
     /// Discard new events when full (the default).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "overwrite")]
     pub discard: bool,
-    /// Switch-timer period in µs (0 = off).
-    #[arg(long, value_name = "US")]
-    pub switch_timer: Option<u64>,
     /// Read-timer period in µs.
     #[arg(long, value_name = "US")]
     pub read_timer: Option<u64>,
@@ -499,10 +500,12 @@ pub struct EnableEventArgs {
     /// Channel, session and domain.
     #[command(flatten)]
     pub target: ChannelTarget,
-    /// Events of level L or more severe (number <= L).
+    /// Events of level L or more severe (number <= L). A tracepoint declared without
+    /// `level =` is TRACE_DEBUG_LINE (13), as in LTTng: `--loglevel INFO` leaves it out.
+    /// `ust list --apps` shows each tracepoint's level.
     #[arg(long, value_name = "L", value_parser = parse_level, conflicts_with = "loglevel_only")]
     pub loglevel: Option<Level>,
-    /// Events of level L only.
+    /// Events of level L only (a tracepoint without `level =` is TRACE_DEBUG_LINE, 13).
     #[arg(long, value_name = "L", value_parser = parse_level)]
     pub loglevel_only: Option<Level>,
     /// Do not enable these events (names or globs, comma-separated); needs a glob event
@@ -665,7 +668,8 @@ pub struct TraceArgs {
     /// As root, with --kernel: run CMD as USER (a name or uid; default: the user sudo was
     /// run by, $SUDO_UID/$SUDO_GID), with USER's groups, HOME, USER and LOGNAME, while the
     /// kernel is still recorded system-wide as root. The trace is given to USER, and by
-    /// default written in USER's ~/ust-traces. CMD's own user-space events are not recorded.
+    /// default written in USER's ~/ust-traces. CMD's own user-space events are recorded
+    /// too (its processes register with root's daemon as well as USER's).
     #[arg(long = "as-user", value_name = "USER", num_args = 0..=1, default_missing_value = "", requires = "kernel")]
     pub as_user: Option<String>,
     /// Stream the trace to a relay daemon instead (`--set-url net://HOST`, `--live`).
@@ -676,6 +680,16 @@ pub struct TraceArgs {
     /// apart) instead of one per process.
     #[command(flatten)]
     pub buffers: BuffersOpt,
+    /// The channel's buffers (as `ust enable-channel`).
+    #[command(flatten)]
+    pub buffer: BufferArgs,
+    /// Flight recorder: a snapshot session, its channel in overwrite mode. Nothing is
+    /// written while CMD runs; the buffers' content (the newest events) is written to
+    /// DIR/snapshot-<N>-<stamp>/ when CMD ends, and also whenever `ust trace` receives
+    /// SIGUSR1 or `ust snapshot record -s SESSION` runs (the session is named on stderr at
+    /// start). The buffers of CMD's processes that exit are kept until the end.
+    #[arg(long, conflicts_with_all = ["set_url", "ctrl_url", "live"])]
+    pub snapshot: bool,
     /// Add this context to every event (repeatable, as `ust add-context -t`): vpid, vtid,
     /// procname, pthread_id, cpu_id, ip or span_id. `-t vtid -t procname` gives `ust export`
     /// one track per thread, named.
@@ -686,42 +700,8 @@ pub struct TraceArgs {
     pub command: Vec<OsString>,
 }
 
+pub use super::buffer_args::{parse_size, BufferArgs};
 pub use ust_ctl::config::check_event_name;
-
-/// Parses a size with an optional `k`, `M` or `G` suffix (powers of 1024; `KiB`/`kB` forms
-/// accepted): `4096`, `4k`, `1M`.
-///
-/// # Errors
-/// A message for clap when it is not a size.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let lower = t.to_ascii_lowercase();
-    let body = lower.trim_end_matches("ib").trim_end_matches('b');
-    let (num, mult) = match body.chars().last() {
-        Some('k') => (&body[..body.len() - 1], 1u64 << 10),
-        Some('m') => (&body[..body.len() - 1], 1 << 20),
-        Some('g') => (&body[..body.len() - 1], 1 << 30),
-        _ => (body, 1),
-    };
-    let n: u64 = num.trim().parse().map_err(|_| format!("{s:?} is not a size (examples: 4096, 64k, 1M)"))?;
-    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
-}
-
-fn parse_subbuf_size(s: &str) -> Result<u64, String> {
-    let n = parse_size(s)?;
-    if !n.is_power_of_two() || n < ust_ctl::config::MIN_SUBBUF_SIZE {
-        return Err(format!("{n} is not a power of two of at least {}", ust_ctl::config::MIN_SUBBUF_SIZE));
-    }
-    Ok(n)
-}
-
-fn parse_num_subbuf(s: &str) -> Result<u32, String> {
-    let n: u32 = s.trim().parse().map_err(|_| format!("{s:?} is not a number"))?;
-    if !n.is_power_of_two() || !(2..=ust_ctl::config::MAX_NUM_SUBBUF).contains(&n) {
-        return Err(format!("{n} is not a power of two between 2 and {}", ust_ctl::config::MAX_NUM_SUBBUF));
-    }
-    Ok(n)
-}
 
 fn parse_blocking_timeout(s: &str) -> Result<u64, String> {
     match s.trim() {
@@ -753,11 +733,13 @@ pub struct ReportArgs {
     /// Shortest blocked interval shown by --wakeups (e.g. 1ms, 500us, 2s, or ns).
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration)]
     pub min_block: u64,
-    /// Output format: text, json (every view), or folded (off-CPU stacks with their
-    /// blocked time in ns, for flame graph tools).
-    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json", "folded"])]
-    pub format: String,
-    /// Also write an off-CPU flame graph (blocked time by user stack, waker on top) as SVG.
+    /// Output format: text (the default), json (every view), or folded (off-CPU stacks
+    /// with their blocked time in ns, for flame graph tools).
+    #[arg(long, value_name = "FORMAT", value_parser = ["text", "json", "folded"])]
+    pub format: Option<String>,
+    /// Write an off-CPU flame graph (blocked time by user stack, waker on top) as SVG; the
+    /// report is then printed only when --format is given. Needs kernel events (`ust trace
+    /// --kernel`): without blocked intervals nothing is written and the command fails.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
 }
@@ -817,16 +799,6 @@ mod tests {
         ] {
             Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
         }
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64k"), Ok(65536));
-        assert_eq!(parse_size("1M"), Ok(1 << 20));
-        assert_eq!(parse_size("2MiB"), Ok(2 << 20));
-        assert_eq!(parse_size("1g"), Ok(1 << 30));
-        assert!(parse_size("x").is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use ust_ctf::recover::StreamState;
-use ust_ctl::config::{ChannelConfig, LevelFilter, DEFAULT_NUM_SUBBUF, DEFAULT_READ_TIMER_US, DEFAULT_SUBBUF_SIZE, DEFAULT_SWITCH_TIMER_US};
+use ust_ctl::config::{ChannelConfig, LevelFilter, DEFAULT_READ_TIMER_US};
 use ust_ctl::protocol::{Command, CreateOptions, Payload};
 
 use super::args::{
@@ -14,7 +14,8 @@ use super::args::{
     SessionCmdArgs, SnapshotAddOutputArgs, SnapshotRecordArgs, StatusArgs, TrackArgs, ViewArgs,
 };
 use super::connect::{absolute, call, connect, connect_or_start, home, unexpected, Failure};
-use super::print::{print_apps, print_json, print_session, print_sessions, print_status};
+use super::print::{print_apps, print_json, print_session, print_sessions, print_status, summary_lines};
+use super::rule_check;
 use super::trace::exit_code_of;
 use crate::out::{out, outln};
 
@@ -31,23 +32,79 @@ pub fn add_context(a: AddContextArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `ust start`.
+/// `ust start`; then warns about rules whose level excludes every registered tracepoint
+/// they name ([`rule_check`]).
 pub fn start(a: SessionCmdArgs) -> CliResult {
-    call(Command::Start { session: a.target() })?;
-    outln!("Tracing started for session {}", display_session(&a.target()));
+    let mut c = connect()?;
+    let Payload::Session(d) = c.call(Command::ListSession { session: a.target() })? else { return Err(unexpected()) };
+    let name = d.summary.name.clone();
+    c.call(Command::Start { session: Some(name.clone()) })?;
+    outln!("Tracing started for session {name}");
+    if let Ok(Payload::Apps(apps)) = c.call(Command::ListApps) {
+        rule_check::warn_levels(&rule_check::rules_of(&d), &rule_check::of_apps(&apps));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-/// `ust stop`.
+/// `ust stop`: stops, then prints what the session's traces hold so far, as `ust trace`
+/// does, and the rules that recorded nothing because of their level.
 pub fn stop(a: SessionCmdArgs) -> CliResult {
-    call(Command::Stop { session: a.target() })?;
-    outln!("Tracing stopped for session {}", display_session(&a.target()));
+    let mut c = connect()?;
+    let r = c.call(Command::Stop { session: a.target() })?;
+    let Payload::Stopped(r) = r else {
+        // A daemon of an earlier version answers `Done`, without the report.
+        outln!("Tracing stopped for session {}", a.target().unwrap_or_else(|| "(current)".into()));
+        return Ok(ExitCode::SUCCESS);
+    };
+    outln!("Tracing stopped for session {}", r.name);
+    print_holdings(&r, "So far: ");
+    if let Ok(Payload::Session(d)) = c.call(Command::ListSession { session: Some(r.name.clone()) }) {
+        warn_after_recording(&mut c, &rule_check::rules_of(&d), &r);
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-/// `ust destroy`.
+/// Warns about `rules` whose level excluded every tracepoint they name, among those of the
+/// session's traced processes (`r`) and of the processes registered now.
+fn warn_after_recording(c: &mut ust_ctl::Client, rules: &[ust_ctl::config::Enabler], r: &ust_ctl::protocol::DestroyReport) {
+    let mut registered = rule_check::of_report(r);
+    if let Ok(Payload::Apps(apps)) = c.call(Command::ListApps) {
+        registered.extend(rule_check::of_apps(&apps));
+    }
+    rule_check::warn_levels(rules, &registered);
+}
+
+/// Prints what the traces of a stopped or destroyed session hold ([`summary_lines`]), the
+/// first line after `first`; a snapshot session's, which are written only by `ust snapshot
+/// record`, are not counted.
+fn print_holdings(r: &ust_ctl::protocol::DestroyReport, first: &str) {
+    if r.snapshot {
+        outln!(
+            "Snapshot session: {} process{} traced; buffers are written only by `ust snapshot record`, under {}/snapshot-<N>-<stamp>/",
+            r.traces.len(),
+            if r.traces.len() == 1 { "" } else { "es" },
+            r.output.display()
+        );
+        return;
+    }
+    for (i, l) in summary_lines(r).into_iter().enumerate() {
+        if i == 0 {
+            outln!("{first}{l}");
+        } else {
+            outln!("{l}");
+        }
+    }
+}
+
+/// `ust destroy`: prints where the trace is and what it holds, as `ust trace` does.
 pub fn destroy(a: SessionCmdArgs) -> CliResult {
-    let Payload::Destroyed(r) = call(Command::Destroy { session: a.target() })? else { return Err(unexpected()) };
+    let mut c = connect()?;
+    // The rules, for the warnings after the report (the session is gone then).
+    let rules = match c.call(Command::ListSession { session: a.target() }) {
+        Ok(Payload::Session(d)) => rule_check::rules_of(&d),
+        _ => Vec::new(),
+    };
+    let Payload::Destroyed(r) = c.call(Command::Destroy { session: a.target() })? else { return Err(unexpected()) };
     outln!("Session {} destroyed", r.name);
     if let Some((url, path)) = &r.relay {
         if r.traces.is_empty() {
@@ -55,25 +112,46 @@ pub fn destroy(a: SessionCmdArgs) -> CliResult {
         } else {
             outln!("Trace streamed to {url}: the relay daemon wrote it in {path} under its output directory");
         }
+    } else if r.snapshot {
+        let snapshots = snapshot_dirs(&r.output);
+        if snapshots.is_empty() {
+            outln!("No trace written: session {} is a snapshot session and no snapshot was recorded (`ust snapshot record`)", r.name);
+        } else {
+            outln!("Snapshots of session {} in {}: {}", r.name, r.output.display(), snapshots.join(", "));
+        }
     } else if r.traces.is_empty() {
         // Nothing claims a trace that was not written.
         outln!("No trace written: no process was traced in session {} (output {})", r.name, r.output.display());
     } else {
         outln!("Trace written to {}", r.output.display());
     }
-    if let Some(e) = &r.output_error {
+    if r.archives.is_empty() && !r.snapshot && !r.traces.is_empty() {
+        print_holdings(&r, "");
+    } else if let Some(e) = &r.output_error {
         outln!("The trace is incomplete: its output stopped early ({e})");
     }
     for a in &r.archives {
         outln!("Trace chunk archive: {}", a.display());
     }
+    warn_after_recording(&mut c, &rules, &r);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `snapshot-*` directories under a snapshot session's output, sorted.
+fn snapshot_dirs(output: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(output)
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.starts_with("snapshot-")).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 /// `ust rotate`.
 pub fn rotate(a: SessionCmdArgs) -> CliResult {
-    let Payload::Rotated { archive } = call(Command::Rotate { session: a.target() })? else { return Err(unexpected()) };
-    outln!("Trace chunk archive for session {} is now readable at {}", display_session(&a.target()), archive.display());
+    let mut c = connect()?;
+    let name = session_name(&mut c, a.target())?;
+    let Payload::Rotated { archive } = c.call(Command::Rotate { session: Some(name.clone()) })? else { return Err(unexpected()) };
+    outln!("Trace chunk archive for session {name} is now readable at {}", archive.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -82,8 +160,15 @@ pub fn crash_dump(a: CrashDumpArgs) -> CliResult {
     crate::crash_dump::run(&a.shm_dir, &a.out_dir).map_err(|e| Failure::new(e.to_string()))
 }
 
-fn display_session(s: &Option<String>) -> String {
-    s.clone().unwrap_or_else(|| "(current)".into())
+/// The name of session `target` (`None`: the current session).
+///
+/// # Errors
+/// The daemon's, when there is no such session.
+fn session_name(c: &mut ust_ctl::Client, target: Option<String>) -> Result<String, Failure> {
+    match c.call(Command::ListSession { session: target })? {
+        Payload::Session(d) => Ok(d.summary.name),
+        _ => Err(unexpected()),
+    }
 }
 
 /// `ust snapshot record`.
@@ -158,20 +243,17 @@ pub fn create(a: CreateArgs) -> CliResult {
 
 /// `ust enable-channel`.
 pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
-    let mut config = ChannelConfig {
-        subbuf_size: a.subbuf_size.unwrap_or(DEFAULT_SUBBUF_SIZE),
-        num_subbuf: a.num_subbuf.unwrap_or(DEFAULT_NUM_SUBBUF),
-        overwrite: a.overwrite,
-        switch_timer_us: a.switch_timer.unwrap_or(DEFAULT_SWITCH_TIMER_US),
+    let mut config = a.buffer.apply(ChannelConfig {
         read_timer_us: a.read_timer.unwrap_or(DEFAULT_READ_TIMER_US),
         tracefile_size: a.tracefile_size.unwrap_or(0),
         tracefile_count: a.tracefile_count.unwrap_or(0),
         buffers: a.buffers.get(),
         blocking_timeout_us: a.blocking_timeout.unwrap_or(0),
-    };
+        ..ChannelConfig::default()
+    });
     config.validate().map_err(Failure::new)?;
     let mut c = connect()?;
-    if !a.overwrite && !a.discard {
+    if !a.buffer.overwrite && !a.discard {
         // Neither mode given: the session's default (overwrite in a snapshot session, as
         // LTTng's snapshot sessions).
         if let Payload::Session(d) = c.call(Command::ListSession { session: a.session.session.clone() })? {
@@ -202,7 +284,8 @@ pub fn enable_event(a: EnableEventArgs) -> CliResult {
     };
     let patterns = if a.all { vec!["*".to_string()] } else { a.names.clone() };
     let channel = a.target.channel.clone();
-    call(Command::EnableEvent {
+    let mut c = connect()?;
+    c.call(Command::EnableEvent {
         session: a.target.session.session,
         channel: a.target.channel,
         patterns: patterns.clone(),
@@ -221,9 +304,14 @@ pub fn enable_event(a: EnableEventArgs) -> CliResult {
     if a.all {
         outln!("All UST events are enabled in channel {chan}{lv}");
     } else {
-        for p in patterns {
+        for p in &patterns {
             outln!("UST event {p} created in channel {chan}{lv}");
         }
+    }
+    if let Ok(Payload::Apps(apps)) = c.call(Command::ListApps) {
+        let rules: Vec<_> =
+            patterns.iter().map(|p| ust_ctl::config::Enabler { exclusions: a.exclude.clone(), ..ust_ctl::config::Enabler::new(p.clone(), level) }).collect();
+        rule_check::warn_new_rules(&rules, &rule_check::of_apps(&apps));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -394,9 +482,13 @@ fn babeltrace(dir: &std::path::Path, trace: &std::path::Path) -> CliResult {
     }
 }
 
-/// `ust report`.
+/// `ust report`: the report on stdout in `--format` (text by default); with
+/// `--flamegraph` and no `--format`, only the flame graph, whose file is written only when
+/// there is something to draw.
 pub fn report(a: ReportArgs) -> CliResult {
-    let pictures = a.format == "folded" || a.flamegraph.is_some();
+    check_trace_dir(&a.dir)?;
+    let format = a.format.as_deref().or(if a.flamegraph.is_some() { None } else { Some("text") });
+    let pictures = format == Some("folded") || a.flamegraph.is_some();
     let opt = ust_analysis::report::Options {
         wakeups: a.wakeups || pictures,
         faults: a.faults,
@@ -406,25 +498,41 @@ pub fn report(a: ReportArgs) -> CliResult {
     };
     let r = ust_analysis::report::report(&a.dir, &opt).map_err(Failure::new)?;
     if let Some(svg) = &a.flamegraph {
-        let f = ust_ctf::outdir::create_output_file(svg, 0o644).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
-        ust_analysis::report::pictures::flamegraph(&r, std::io::BufWriter::new(f))
-            .map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
+        if let Some(why) = ust_analysis::report::pictures::nothing_to_draw(&r) {
+            return Err(Failure::new(format!("no flame graph written to {}: {why}", svg.display())));
+        }
+        let mut drawn = Vec::new();
+        ust_analysis::report::pictures::flamegraph(&r, &mut drawn).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
+        let mut f = ust_ctf::outdir::create_output_file(svg, 0o644).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        std::io::Write::write_all(&mut f, &drawn).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
         eprintln!("ust: flame graph written to {}", svg.display());
     }
-    if a.format == "folded" {
-        for l in ust_analysis::report::pictures::folded(&r) {
-            outln!("{l}");
+    match format {
+        Some("folded") => {
+            for l in ust_analysis::report::pictures::folded(&r) {
+                outln!("{l}");
+            }
         }
-    } else if a.format == "json" {
-        outln!("{}", ust_analysis::report::render_json(&r));
-    } else {
-        out!("{}", ust_analysis::report::render_text(&r));
+        Some("json") => outln!("{}", ust_analysis::report::render_json(&r)),
+        Some(_) => out!("{}", ust_analysis::report::render_text(&r)),
+        None => {}
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// `dir`, given to `ust report` or `ust export`, must be a directory.
+fn check_trace_dir(dir: &std::path::Path) -> Result<(), Failure> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(Failure::new(format!("{} is not a directory: give the trace directory (the output of `ust trace`)", dir.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Failure::new(format!("the directory {} does not exist", dir.display()))),
+        Err(e) => Err(Failure::new(format!("{}: {e}", dir.display()))),
+    }
+}
+
 /// `ust export`.
 pub fn export(a: ExportArgs) -> CliResult {
+    check_trace_dir(&a.dir)?;
     let format = if a.format == "chrome-json" { ust_analysis::export::Format::ChromeJson } else { ust_analysis::export::Format::Perfetto };
     let opt = ust_analysis::export::Options { format, counters: a.counter };
     let s = match &a.output {

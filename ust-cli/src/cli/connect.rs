@@ -55,7 +55,7 @@ pub fn connect() -> Result<Client, Failure> {
         }
         Failure::new(format!(
             "no ust-consumerd is running for this user (no answer on {}).\n\
-             ust: start one with `ust-consumerd --daemonize`, or run `ust create`, which starts it",
+             ust: start one with `ust daemon start` (or `ust-consumerd --daemonize`), or run `ust create`, which starts it",
             dir.join(ust_core::rundir::CTL_SOCKET).display()
         ))
     })
@@ -99,7 +99,19 @@ pub fn connect_or_start() -> Result<Client, Failure> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match Client::connect(&dir) {
-            Ok(c) => return Ok(c),
+            Ok(mut c) => {
+                if failed.is_none() {
+                    let pid = match c.call(Command::Ping) {
+                        Ok(Payload::Pong { pid, .. }) => pid.to_string(),
+                        _ => "?".into(),
+                    };
+                    eprintln!(
+                        "ust: started ust-consumerd (pid {pid}, socket directory {}); it keeps running for later commands: `ust daemon stop` ends it",
+                        dir.display()
+                    );
+                }
+                return Ok(c);
+            }
             Err(e) if Instant::now() >= deadline => {
                 return Err(Failure::new(failed.unwrap_or_else(|| format!("ust-consumerd started but does not answer: {e}"))));
             }

@@ -14,10 +14,13 @@
 //! The modules, each depending only on those listed before it:
 //!
 //! - [`export_args`]: the arguments of `ust export`;
+//! - [`buffer_args`]: a channel's buffer options (`enable-channel`, `trace`), sizes;
 //! - [`args`]: the clap definitions (also the `--help` texts);
 //! - [`connect`]: the socket directory, connecting (and starting the daemon), [`Failure`];
+//! - [`daemon`]: `ust daemon start|stop|status`;
 //! - [`net`]: the network output options (`--set-url`, `--live`) checked and combined;
 //! - [`print`](mod@print): what the commands print, as text or JSON;
+//! - [`rule_check`]: warnings about `enable-event` rules that can record nothing;
 //! - [`trace`]: `ust trace`: the one-shot session around a command, and exit statuses;
 //! - [`commands`]: the session verbs, `ust view`, `ust report`, `ust export` and `ust crash-dump`;
 //! - [`id_track`]: `track/untrack --vuid|--vgid`;
@@ -27,13 +30,16 @@
 
 pub mod args;
 pub mod as_user;
+pub mod buffer_args;
 pub mod clear;
 pub mod commands;
 pub mod connect;
+pub mod daemon;
 pub mod export_args;
 pub mod id_track;
 pub mod net;
 pub mod print;
+pub mod rule_check;
 pub mod save_load;
 pub mod trace;
 pub mod triggers;
@@ -96,5 +102,6 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::Regenerate(r) => clear::regenerate(r),
         Cmd::Save(a) => save_load::save(a),
         Cmd::Load(a) => save_load::load(a),
+        Cmd::Daemon(d) => daemon::daemon(d),
     }
 }

@@ -50,6 +50,7 @@ pub fn print_session(d: &SessionDetail) {
     outln!("Tracing session {}: [{}{}]", d.summary.name, state_word(d.summary.active), if d.summary.snapshot { " snapshot" } else { "" });
     match &d.summary.url {
         Some(u) => outln!("    Trace output: {u} (streamed to lttng-relayd)"),
+        None if d.summary.snapshot => outln!("    Snapshot output: {}/snapshot-<N>-<stamp>/ (`ust snapshot record`)", d.summary.output.display()),
         None => outln!("    Trace output: {}", d.summary.output.display()),
     }
     if let Some(e) = &d.summary.output_error {
@@ -109,7 +110,9 @@ pub fn print_session(d: &SessionDetail) {
     if !d.processes.is_empty() {
         outln!("Traced processes:");
         for p in &d.processes {
-            outln!("  PID {} ({}) [{}] {}", p.pid, p.procname, if p.alive { "alive" } else { "gone" }, p.dir.display());
+            // A snapshot session writes a process's trace only into its snapshots.
+            let dir = if d.summary.snapshot { String::new() } else { format!(" {}", p.dir.display()) };
+            outln!("  PID {} ({}) [{}]{dir}", p.pid, p.procname, if p.alive { "alive" } else { "gone" });
             if let Some(pm) = &p.post_mortem {
                 outln!("    died abnormally; post-mortem trace: {}", pm.display());
             }
@@ -154,52 +157,78 @@ pub fn print_status(s: &StatusReport) {
     }
 }
 
-/// `ust trace`'s summary, on stderr: processes, events per name, discarded events.
+/// `ust trace`'s summary, on stderr: processes, events per name, discarded events
+/// ([`summary_lines`], each line after `ust: `).
 pub fn print_summary(report: &DestroyReport) {
-    if let Some(e) = &report.output_error {
-        eprintln!("ust: the trace is incomplete: its output stopped early ({e}); the packets written before are whole");
-    }
-    let (counts, problems) = count_events(report);
-    let total: u64 = counts.values().sum();
-    let discarded: u64 = report.traces.iter().map(|t| t.discarded).sum();
-    eprintln!(
-        "ust: {} process{} traced, {total} event{} recorded, {discarded} discarded",
-        report.traces.len(),
-        if report.traces.len() == 1 { "" } else { "es" },
-        if total == 1 { "" } else { "s" }
-    );
-    let width = counts.keys().map(|k| k.len()).max().unwrap_or(0);
-    for (name, n) in &counts {
-        eprintln!("ust:   {name:<width$}  {n}");
-    }
-    if problems > 0 {
-        eprintln!("ust: {problems} packet(s) or record(s) could not be read back");
+    for l in summary_lines(report) {
+        eprintln!("ust: {l}");
     }
 }
 
-/// The summary of a trace streamed to a relay daemon: the files are on the relay's
-/// machine, so packets are counted, not events.
-pub fn print_streamed_summary(report: &DestroyReport) {
-    if let Some(e) = &report.output_error {
-        eprintln!("ust: the trace is incomplete: its output stopped early ({e}); the packets sent before are whole");
+/// What a session's traces hold, as `ust trace`, `ust stop` and `ust destroy` print it:
+/// whether the output stopped early; processes, events recorded and discarded; the events
+/// per name, counted by walking every record written ([`count_events`]); unreadable
+/// packets. A streamed session's files are on the relay daemon's machine: its packets are
+/// counted instead.
+pub fn summary_lines(report: &DestroyReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    if report.relay.is_some() {
+        if let Some(e) = &report.output_error {
+            lines.push(format!("the trace is incomplete: its output stopped early ({e}); the packets sent before are whole"));
+        }
+        lines.push(streamed_summary_line(report));
+        return lines;
     }
+    if let Some(e) = &report.output_error {
+        lines.push(format!("the trace is incomplete: its output stopped early ({e}); the packets written before are whole"));
+    }
+    let c = count(report);
+    let total: u64 = c.per_event.values().sum();
+    let discarded: u64 = report.traces.iter().map(|t| t.discarded).sum();
+    lines.push(format!(
+        "{} process{} traced, {total} event{} recorded, {discarded} discarded{}",
+        report.traces.len(),
+        if report.traces.len() == 1 { "" } else { "es" },
+        if total == 1 { "" } else { "s" },
+        match c.lost_packets {
+            0 => String::new(),
+            n => format!(", {n} packet{} lost (overwritten before they were read, in overwrite mode)", if n == 1 { "" } else { "s" }),
+        }
+    ));
+    let width = c.per_event.keys().map(|k| k.len()).max().unwrap_or(0);
+    for (name, n) in &c.per_event {
+        lines.push(format!("  {name:<width$}  {n}"));
+    }
+    if c.problems > 0 {
+        lines.push(format!("{} packet(s) or record(s) could not be read back", c.problems));
+    }
+    lines
+}
+
+/// One line: processes, packets sent and events discarded of a streamed session.
+fn streamed_summary_line(report: &DestroyReport) -> String {
     let packets: u64 = report.traces.iter().map(|t| t.packets).sum();
     let discarded: u64 = report.traces.iter().map(|t| t.discarded).sum();
-    eprintln!(
-        "ust: {} process{} traced, {packets} packet{} sent, {discarded} event{} discarded",
+    format!(
+        "{} process{} traced, {packets} packet{} sent, {discarded} event{} discarded",
         report.traces.len(),
         if report.traces.len() == 1 { "" } else { "es" },
         if packets == 1 { "" } else { "s" },
         if discarded == 1 { "" } else { "s" }
-    );
+    )
 }
 
 /// Per-event-name counts of the trace `report` describes, found by walking every packet of
 /// every stream file with the record walker: `(counts, unreadable packets or records)`
 /// (see [`ust_ctf::count`]).
 pub fn count_events(report: &DestroyReport) -> (BTreeMap<String, u64>, u64) {
+    let c = count(report);
+    (c.per_event, c.problems)
+}
+
+/// [`ust_ctf::count::count_events`] over the traces of `report`.
+fn count(report: &DestroyReport) -> ust_ctf::count::Counts {
     let traces: Vec<ust_ctf::count::TraceToCount<'_>> =
         report.traces.iter().map(|t| ust_ctf::count::TraceToCount { dir: &t.dir, events: &t.events, context_sizes: &t.context_sizes }).collect();
-    let c = ust_ctf::count::count_events(&traces);
-    (c.per_event, c.problems)
+    ust_ctf::count::count_events(&traces)
 }

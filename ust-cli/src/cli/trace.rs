@@ -2,6 +2,8 @@
 //! token only CMD (and its children) carry, enables events, starts, runs CMD forwarding
 //! the signals `ust trace` receives (a third one is sent as SIGKILL), destroys the session
 //! and prints a summary; it exits with CMD's status (128+N when CMD died of signal N).
+//! With `--snapshot` the session is a snapshot session (flight recorder): nothing is
+//! written while CMD runs, a snapshot is taken on SIGUSR1 and when CMD ends.
 //! With `--as-user` (root), CMD runs as another user ([`super::as_user`]).
 
 use std::process::ExitCode;
@@ -13,7 +15,7 @@ use ust_ctl::protocol::{Command, CreateOptions, Payload, SessionOwner};
 
 use super::args::TraceArgs;
 use super::connect::{absolute, connect, connect_or_start, home, Failure};
-use super::print::{print_streamed_summary, print_summary};
+use super::print::print_summary;
 
 type CliResult = Result<ExitCode, Failure>;
 
@@ -28,6 +30,13 @@ pub fn exit_code_of(st: std::process::ExitStatus) -> ExitCode {
 }
 
 static TRACE_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// A SIGUSR1 asked `ust trace --snapshot` for a snapshot.
+static SNAPSHOT_SIGNAL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn snapshot_on_signal(_sig: libc::c_int) {
+    SNAPSHOT_SIGNAL.store(true, std::sync::atomic::Ordering::SeqCst);
+}
 
 /// `si_code` of a signal the kernel sent itself, as the terminal's driver does for Ctrl-C,
 /// Ctrl-\ and hang-up to the whole foreground process group (`SI_KERNEL`, Linux).
@@ -45,15 +54,20 @@ extern "C" fn trace_on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx
     }
 }
 
-/// With `--buffers-uid`: the session's default channel as a per-UID one, with the `vpid`
-/// and `procname` contexts (in a trace shared by every process of the command they are
-/// what tells the processes apart; LTTng leaves adding them to the user).
-fn per_uid_channel(c: &mut ust_ctl::client::Client, session: &Option<String>, uid: bool) -> Result<Payload, ust_ctl::client::ClientError> {
+/// The session's default channel, when `ust trace` was given buffer options, `--snapshot`
+/// (overwrite mode) or `--buffers-uid` (then with the `vpid` and `procname` contexts: in a
+/// trace shared by every process of the command they are what tells the processes apart;
+/// LTTng leaves adding them to the user).
+fn default_channel(c: &mut ust_ctl::client::Client, session: &Option<String>, a: &TraceArgs) -> Result<Payload, ust_ctl::client::ClientError> {
+    let uid = a.buffers.get() == Some(ust_ctl::config::BufferOwnership::Uid);
+    if !uid && !a.snapshot && !a.buffer.any() {
+        return Ok(Payload::Done);
+    }
+    let base = ust_ctl::config::ChannelConfig { overwrite: a.snapshot, buffers: uid.then_some(ust_ctl::config::BufferOwnership::Uid), ..Default::default() };
+    c.call(Command::EnableChannel { session: session.clone(), name: ust_ctl::config::DEFAULT_CHANNEL.into(), config: a.buffer.apply(base) })?;
     if !uid {
         return Ok(Payload::Done);
     }
-    let config = ust_ctl::config::ChannelConfig { buffers: Some(ust_ctl::config::BufferOwnership::Uid), ..Default::default() };
-    c.call(Command::EnableChannel { session: session.clone(), name: ust_ctl::config::DEFAULT_CHANNEL.into(), config })?;
     use ust_core::context::ContextType;
     c.call(Command::AddContext { session: session.clone(), channel: None, contexts: vec![ContextType::Vpid, ContextType::Procname] })
 }
@@ -98,16 +112,15 @@ pub fn trace(a: TraceArgs) -> CliResult {
     let token = uuid::Uuid::new_v4().simple().to_string();
     let mut c = connect_or_start()?;
     let name = format!("{name}-{stamp}");
-    if relay.is_some() || owner.is_some() {
-        let options = CreateOptions { relay, live_timer_us: a.net.live, token: Some(token.clone()), owner, ..CreateOptions::default() };
+    if relay.is_some() || owner.is_some() || a.snapshot {
+        let options = CreateOptions { relay, live_timer_us: a.net.live, token: Some(token.clone()), owner, snapshot: a.snapshot, ..CreateOptions::default() };
         c.call(Command::CreateSessionWith { name: name.clone(), output: output.clone(), options })?;
     } else {
         c.call(Command::CreateSession { name: name.clone(), output: output.clone(), token: Some(token.clone()) })?;
     }
     let session = Some(name.clone());
     let patterns = if a.events.is_empty() { vec!["*".to_string()] } else { a.events.clone() };
-    let uid_buffers = a.buffers.get() == Some(ust_ctl::config::BufferOwnership::Uid);
-    let setup = per_uid_channel(&mut c, &session, uid_buffers)
+    let setup = default_channel(&mut c, &session, &a)
         .and_then(|_| {
             c.call(Command::EnableEvent { session: session.clone(), channel: None, patterns, level: LevelFilter::Any, exclusions: Vec::new(), filter: None })
         })
@@ -126,7 +139,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
     // command then inherits it ignored, as it would without `ust trace` (a handler would be
     // reset to the default action by its exec, and Ctrl-C would then kill a command that
     // was meant to ignore it).
-    // SAFETY: the handler only reads its siginfo and stores to an atomic; the query of the
+    // SAFETY: the handlers only read their siginfo and store to an atomic; the query of the
     // old action writes only to `old`.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
@@ -139,6 +152,13 @@ pub fn trace(a: TraceArgs) -> CliResult {
                 continue;
             }
             libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+        if a.snapshot {
+            let mut usr1: libc::sigaction = std::mem::zeroed();
+            usr1.sa_sigaction = snapshot_on_signal as *const () as usize;
+            usr1.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut usr1.sa_mask);
+            libc::sigaction(libc::SIGUSR1, &usr1, std::ptr::null_mut());
         }
     }
     use crate::kernel::view::{self, Plan};
@@ -184,6 +204,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
     };
     let mut traced_pid = 0;
     let mut maps = None;
+    let ran = child.is_ok();
     let code = match child {
         Err(e) => {
             eprintln!("ust: cannot run {}: {e}", prog.to_string_lossy());
@@ -196,10 +217,21 @@ pub fn trace(a: TraceArgs) -> CliResult {
             if out.is_some() {
                 maps = Some(crate::kernel::procfs::MapsSampler::start(traced_pid, Duration::from_millis(10)));
             }
-            wait_forwarding(&mut child)
+            if a.snapshot {
+                eprintln!(
+                    "ust: flight recorder: session {name} writes a snapshot when the command ends, on `kill -USR1 {}` and on `ust snapshot record -s {name}`",
+                    std::process::id()
+                );
+            }
+            wait_forwarding(&mut child, &mut || {
+                if let Some(r) = take_snapshot(&mut c, &session) {
+                    eprintln!("ust: snapshot written to {} ({} process(es), {} packets)", r.dir.display(), r.processes, r.packets);
+                }
+            })
         }
     };
     untraced(&mut c, &session);
+    let last_snapshot = if a.snapshot && ran { take_snapshot(&mut c, &session) } else { None };
     let report = match c.call(Command::Destroy { session: session.clone() }) {
         Ok(Payload::Destroyed(r)) => Some(r),
         Ok(_) => None,
@@ -222,9 +254,27 @@ pub fn trace(a: TraceArgs) -> CliResult {
         eprintln!("ust: the trace in {} may be incomplete", output.display());
         return Ok(code);
     };
+    if !ran {
+        // The error said it all; an output directory of our choosing holds nothing (removed
+        // as its owner: never as root by a path a user controls).
+        if a.output.is_none() {
+            let _ = ust_ctf::outdir::as_owner(out.as_ref().and_then(TraceDir::owner), || std::fs::remove_dir(&output));
+        }
+        return Ok(code);
+    }
     if let Some((url, path)) = &report.relay {
         eprintln!("ust: trace streamed to {url}; the relay daemon wrote it in {path} under its output directory");
-        print_streamed_summary(&report);
+        print_summary(&report);
+        return Ok(code);
+    }
+    if a.snapshot {
+        match last_snapshot {
+            Some(snap) => {
+                eprintln!("ust: snapshot written to {}", snap.dir.display());
+                print_summary(&in_snapshot(report, &snap.dir));
+            }
+            None => eprintln!("ust: no snapshot written to {}", output.display()),
+        }
         return Ok(code);
     }
     // Where the trace is: the output directory, or the directory that was there if its
@@ -276,9 +326,36 @@ fn untraced(c: &mut ust_ctl::client::Client, session: &Option<String>) {
     }
 }
 
+/// `ust snapshot record` of the trace session (on a fresh connection when the first one
+/// was closed); a failure is printed.
+fn take_snapshot(c: &mut ust_ctl::client::Client, session: &Option<String>) -> Option<ust_ctl::protocol::SnapshotReport> {
+    let cmd = || Command::SnapshotRecord { session: session.clone(), max_size: None };
+    let r = c.call(cmd()).map_err(Failure::from).or_else(|_| connect().and_then(|mut c| c.call(cmd()).map_err(Failure::from)));
+    match r {
+        Ok(Payload::Snapshot(s)) => Some(s),
+        Ok(_) => None,
+        Err(e) => {
+            eprintln!("ust: the snapshot failed: {}", e.message);
+            None
+        }
+    }
+}
+
 /// True when `kernel/metadata` exists in the output (a kernel trace was written).
 fn a_kernel_trace(out: &TraceDir) -> bool {
     out.existing(crate::kernel::KERNEL_DIR).and_then(|k| k.open_file("metadata", false)).is_ok()
+}
+
+/// `report` with each trace's directory where the snapshot in `snapshot` holds it (the
+/// same path relative to the session's output), to count the snapshot's events.
+fn in_snapshot(mut report: ust_ctl::protocol::DestroyReport, snapshot: &std::path::Path) -> ust_ctl::protocol::DestroyReport {
+    for t in &mut report.traces {
+        if let Ok(rel) = t.dir.strip_prefix(&report.output) {
+            t.dir = snapshot.join(rel);
+        }
+    }
+    report.snapshot = false;
+    report
 }
 
 /// Ends the kernel recording (after the user-space traces are written, so the kernel
@@ -333,9 +410,14 @@ fn print_kernel_loss(output: &std::path::Path, lost: u64) {
     }
 }
 
-fn wait_forwarding(child: &mut std::process::Child) -> ExitCode {
+/// Waits for `child`, forwarding the signals [`trace_on_signal`] recorded, and running
+/// `on_usr1` for each SIGUSR1 [`snapshot_on_signal`] recorded.
+fn wait_forwarding(child: &mut std::process::Child, on_usr1: &mut dyn FnMut()) -> ExitCode {
     let mut forwarded = 0;
     loop {
+        if SNAPSHOT_SIGNAL.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            on_usr1();
+        }
         match child.try_wait() {
             Ok(Some(st)) => return exit_code_of(st),
             Ok(None) => {}

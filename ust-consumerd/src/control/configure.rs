@@ -24,9 +24,6 @@ pub(super) fn create(daemon: &Daemon, name: String, output: PathBuf, token: Opti
     if daemon.lock().sessions.contains_key(&name) {
         return Err(format!("a session named {name:?} already exists"));
     }
-    if snapshot && token.is_some() {
-        return Err("a `ust trace` session cannot be a snapshot session".into());
-    }
     if live_timer_us.is_some() && relay.is_none() {
         return Err("--live needs a network output (--set-url net://HOST, or --ctrl-url and --data-url)".into());
     }

@@ -185,7 +185,66 @@ pub(super) fn stop_cmd(daemon: &Daemon, session: Option<String>) -> Res<Payload>
         return Err(format!("session {sname} is not started"));
     }
     stop(daemon, &sname);
-    Ok(Payload::Done)
+    Ok(Payload::Stopped(stop_report(daemon, &sname)))
+}
+
+/// What the traces of stopped session `name` hold: [`finish_report`]'s report, the streams
+/// left open (their statistics read under their own locks, after the state lock is released).
+fn stop_report(daemon: &Daemon, name: &str) -> DestroyReport {
+    let (mut report, streams) = {
+        let st = daemon.lock();
+        let Some(ss) = st.sessions.get(name) else {
+            return DestroyReport {
+                name: name.to_string(),
+                output: PathBuf::new(),
+                snapshot: false,
+                traces: Vec::new(),
+                archives: Vec::new(),
+                output_error: None,
+                relay: None,
+            };
+        };
+        let streams: Vec<Vec<Arc<Mutex<Stream>>>> = ss.traces.values().map(|t| t.streams.clone()).collect();
+        let traces = ss.traces.values().map(|t| trace_report(t, &StreamStats::default())).collect();
+        (session_report(name, ss, traces, Vec::new()), streams)
+    };
+    for (t, streams) in report.traces.iter_mut().zip(streams) {
+        for s in streams {
+            let s = s.lock().unwrap_or_else(|e| e.into_inner());
+            t.discarded = t.discarded.saturating_add(s.stats.discarded);
+            t.packets = t.packets.saturating_add(s.stats.packets);
+            t.bad_packets = t.bad_packets.saturating_add(s.stats.bad_packets);
+        }
+    }
+    report
+}
+
+/// One process's (or user's) trace in a report, with its streams' statistics `stats`.
+fn trace_report(t: &crate::process_trace::ProcessTrace, stats: &StreamStats) -> TraceReport {
+    TraceReport {
+        pid: t.pid,
+        procname: t.procname.clone(),
+        dir: t.dir.clone(),
+        events: t.events.to_vec(),
+        context_sizes: t.context_sizes.clone(),
+        discarded: stats.discarded,
+        packets: stats.packets,
+        bad_packets: stats.bad_packets,
+    }
+}
+
+/// The report of session `ss` named `name` with its `traces` and `archives`.
+fn session_report(name: &str, ss: &SessionState, traces: Vec<TraceReport>, archives: Vec<PathBuf>) -> DestroyReport {
+    let relay = ss.session.relay.as_ref().map(|r| (r.url.to_string(), r.relay_path.clone()));
+    DestroyReport {
+        name: name.to_string(),
+        output: ss.session.output.clone(),
+        snapshot: ss.session.snapshot,
+        traces,
+        archives,
+        output_error: ss.session.output_error.get(),
+        relay,
+    }
 }
 
 pub(super) fn session_streams(ss: &SessionState) -> Vec<Arc<Mutex<Stream>>> {
@@ -334,16 +393,7 @@ pub(super) fn finish_report(name: &str, ss: SessionState, archives: Vec<PathBuf>
             stats.packets = stats.packets.saturating_add(s.stats.packets);
             stats.bad_packets = stats.bad_packets.saturating_add(s.stats.bad_packets);
         }
-        traces.push(TraceReport {
-            pid: t.pid,
-            procname: t.procname.clone(),
-            dir: t.dir.clone(),
-            events: t.events.to_vec(),
-            context_sizes: t.context_sizes.clone(),
-            discarded: stats.discarded,
-            packets: stats.packets,
-            bad_packets: stats.bad_packets,
-        });
+        traces.push(trace_report(t, &stats));
     }
     if let Some(d) = &ss.session.shm_dir {
         // Everything the buffers held is in the trace now: the crash-recovery copies go
@@ -354,8 +404,7 @@ pub(super) fn finish_report(name: &str, ss: SessionState, archives: Vec<PathBuf>
         }
     }
     crate::log!("session {name} destroyed");
-    let relay = ss.session.relay.as_ref().map(|r| (r.url.to_string(), r.relay_path.clone()));
-    DestroyReport { name: name.to_string(), output: ss.session.output.clone(), traces, archives, output_error: ss.session.output_error.get(), relay }
+    session_report(name, &ss, traces, archives)
 }
 
 /// Destroys every session (daemon shutdown).
