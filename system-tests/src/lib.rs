@@ -4,10 +4,11 @@
 //! crates whose own tests start a daemon (`ust-consumerd`, `ust-kernel`):
 //! [`TestDaemon`] starts `ust-consumerd` in a temporary `$UST_RUNDIR` (killed on drop, with
 //! any daemon a test made `ust` start there) and runs `ust` against it; [`users::World`] is
-//! root's daemon serving two ordinary users; the `bt_*` helpers read traces back with
-//! babeltrace2.
+//! root's daemon serving two ordinary users; [`load::Load`] keeps the machine busy; the
+//! `bt_*` helpers read traces back with babeltrace2.
 #![allow(missing_docs)]
 
+pub mod load;
 pub mod users;
 
 use std::io::{BufRead, BufReader};

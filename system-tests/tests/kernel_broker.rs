@@ -406,14 +406,17 @@ fn root_daemon_killed_mid_trace_leaves_a_whole_trace() {
     require_root!();
     let mut w = World::new(&[]);
     let out = w.home(A).join("cut");
-    let a = w
+    let mut a = w
         .as_user(A, Path::new(ust_bin()))
         .args(["trace", "--kernel", "--output", out.to_str().unwrap(), "--", "sh", "-c", "sleep 0.3; cat /etc/hostname; sleep 1.5"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1200));
+    // Cut once the command is past its cat (it prints the host name), during its last sleep.
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(a.stdout.take().unwrap()), &mut line).unwrap();
+    assert!(!line.is_empty(), "the command printed the host name");
     let mut d = w.daemon.take().unwrap();
     d.0.kill().unwrap();
     d.0.wait().unwrap();

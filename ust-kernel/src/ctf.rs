@@ -26,7 +26,7 @@
 //! call's named arguments or `syscall_exit_<name>` with `ret`, by its number (the x86-64
 //! table, [`super::syscalls`]); with [`EventTable::with_captured_args`], the strings,
 //! sockaddrs and argv the BPF capture copied ([`super::bpf`]), joined to the record by
-//! [`CpuStream::push_page_joined`]. The state dump at the start ([`super::lttng`]) is written in
+//! [`CpuStream::push_record_joined`]. The state dump at the start ([`super::lttng`]) is written in
 //! the stream of the CPU each task last ran on.
 
 use std::collections::HashMap;
@@ -67,8 +67,8 @@ pub const EVENTS: &[(&str, &str, &str)] = &[
     ("filemap", "mm_filemap_add_to_page_cache", "filemap_add_to_page_cache"),
 ];
 
-/// Events root's own recording ([`crate::KernelRecorder`]) adds to [`EVENTS`] (lttng-modules
-/// records them; the tier-2 view does not, its filter has no rule for them).
+/// Events root's own recording ([`crate::filter::ViewFilter::everything`]) adds to [`EVENTS`]
+/// (lttng-modules records them; the tier-2 view does not, its filter has no rule for them).
 pub const ROOT_EVENTS: &[(&str, &str, &str)] = &[
     ("sched", "sched_process_free", "sched_process_free"),
     ("sched", "sched_migrate_task", "sched_migrate_task"),
@@ -77,8 +77,17 @@ pub const ROOT_EVENTS: &[(&str, &str, &str)] = &[
 
 /// Name of the state-dump event.
 pub const STATEDUMP_EVENT: &str = super::lttng::STATEDUMP_PROCESS_STATE;
-/// Name of the kernel channel (stream files `channel0_<cpu>`).
+/// Name of the kernel channel (stream files `channel0_<cpu>`): everything, or, beside
+/// [`TREE_CHANNEL`], what is recorded system-wide (scheduling, interrupts, timers).
 pub const CHANNEL: &str = "channel0";
+/// Name of the channel of the traced tree's own high-rate events (system calls, page
+/// faults, page-cache reads), filtered to the tree in the kernel (stream files `tree_<cpu>`;
+/// their stream instance ids are [`TREE_INSTANCE_BASE`] + CPU).
+pub const TREE_CHANNEL: &str = "tree";
+/// Stream instance id of [`TREE_CHANNEL`]'s stream of CPU 0 (those of [`CHANNEL`] are the
+/// CPU numbers): babeltrace2 takes files with the same stream class and instance id for
+/// pieces of one stream.
+pub const TREE_INSTANCE_BASE: u64 = 1 << 32;
 /// A packet is closed once its content reaches this many bytes.
 pub const PACKET_TARGET: usize = 64 * 1024;
 
@@ -197,7 +206,7 @@ impl EventTable {
     /// [`EventTable::with_syscall_args`]; with `captured`, the `syscall_entry_*` classes
     /// have the fields of the arguments [`super::bpf::Capture`] copies (strings, sockaddrs,
     /// argv: [`super::lttng::entry_fields`]), written from what
-    /// [`CpuStream::push_page_joined`]'s join gives.
+    /// [`CpuStream::push_record_joined`]'s join gives.
     pub fn with_captured_args(formats: Vec<(String, EventFormat)>, args: &super::lttng::SyscallArgs, captured: bool) -> EventTable {
         let mut t = EventTable::default();
         for (name, fmt) in formats {
@@ -383,7 +392,7 @@ pub enum Given<'a> {
 
 /// The captured arguments of the `sys_enter` record of thread `tid` (ftrace's
 /// `common_pid`), system call `nr`, with `args`, at `ts` (ns): what
-/// [`CpuStream::push_page_joined`] asks (`join(ts, tid, nr, args)`).
+/// [`CpuStream::push_record_joined`] asks (`join(ts, tid, nr, args)`).
 pub type Join<'a> = dyn FnMut(u64, i32, u32, &[u64; 6]) -> Option<CallArgs> + 'a;
 
 /// Counters of one CPU stream.
@@ -391,7 +400,8 @@ pub type Join<'a> = dyn FnMut(u64, i32, u32, &[u64; 6]) -> Option<CallArgs> + 'a
 pub struct StreamStats {
     /// Events written per class index.
     pub counts: Vec<u64>,
-    /// Events the kernel reported lost (ftrace "missed events").
+    /// Events lost before they were written (ftrace's missed events, perf's lost records,
+    /// records the merge had to drop): the stream's cumulative `events_discarded`.
     pub lost: u64,
     /// Records or pages that could not be decoded (skipped).
     pub bad: u64,
@@ -418,7 +428,7 @@ pub struct CpuStream {
 
 impl CpuStream {
     /// Creates `dir/channel0_<cpu>` and its index `dir/index/channel0_<cpu>.idx`, through
-    /// `dir` ([`TraceDir`]: as its owner, never through a link).
+    /// `dir` ([`TraceDir`]: as its owner, never through a link); stream instance id: the CPU.
     ///
     /// # Errors
     /// The I/O error, or the refusal of what is in the way.
@@ -565,36 +575,6 @@ impl CpuStream {
         }
     }
 
-    /// Decodes one page read from `trace_pipe_raw` and appends its events.
-    ///
-    /// # Errors
-    /// The I/O error of a packet flush (decoding problems are counted, not returned).
-    pub fn push_page(&mut self, page: &[u8], layout: &super::ftrace::PageLayout) -> std::io::Result<()> {
-        self.push_page_joined(page, layout, &mut |_, _, _, _| None)
-    }
-
-    /// [`CpuStream::push_page`], asking `join(ts, tid, nr, args)` for the captured arguments of
-    /// each `raw_syscalls:sys_enter` record whose class has captured fields (a
-    /// [`super::bpf::join::Joiner::take`]); `None` writes them as missing.
-    ///
-    /// # Errors
-    /// The I/O error of a packet flush.
-    pub fn push_page_joined(&mut self, page: &[u8], layout: &super::ftrace::PageLayout, join: &mut Join<'_>) -> std::io::Result<()> {
-        let table = self.table.clone();
-        let mut bad = 0u64;
-        let res = super::ftrace::decode_page(page, layout, |e| {
-            if !self.push_raw(&table, e.timestamp, e.payload, join) {
-                bad += 1;
-            }
-        });
-        self.stats.bad += bad;
-        match res {
-            Ok(info) => self.stats.lost += info.missed.unwrap_or(0),
-            Err(_) => self.stats.bad += 1,
-        }
-        self.maybe_flush()
-    }
-
     /// Appends one decoded ftrace record (`payload` from `common_type` on, as
     /// [`super::ftrace::RawEvent`] gives it); returns false (and counts it as bad) when it
     /// does not decode.
@@ -606,7 +586,7 @@ impl CpuStream {
     }
 
     /// [`CpuStream::push_record`] with the captured arguments of a `sys_enter` record from
-    /// `join`, as [`CpuStream::push_page_joined`].
+    /// `join`, as [`CpuStream::push_record_joined`].
     ///
     /// # Errors
     /// The I/O error of a packet flush.
@@ -623,6 +603,46 @@ impl CpuStream {
     /// The trace UUID this stream was created with.
     pub fn uuid(&self) -> [u8; 16] {
         self.uuid
+    }
+
+    /// Counts `n` events lost before time `ts` (ns) and after the last event appended: the
+    /// packet being filled is closed, and an empty packet at `ts` carries the new cumulative
+    /// `events_discarded`. A reader then sees the loss between the end of the packet before
+    /// and `ts` (babeltrace2: a "discarded events" message with that time range), as
+    /// LTTng's packet context tells it (CTF 1.8 section 5, `events_discarded`).
+    ///
+    /// # Errors
+    /// The I/O error of the packet writes.
+    pub fn note_discarded(&mut self, ts: u64, n: u64) -> std::io::Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.flush()?;
+        self.stats.lost += n;
+        self.empty_packet(ts)
+    }
+
+    /// Closes the packet being filled and writes an empty one at `ts` (or the last event's
+    /// time, if later) with the stream's `events_discarded`: a stream's first packet, so
+    /// that a loss before its first event has a packet before it (babeltrace2 cannot tell
+    /// the count of a loss in a stream's first packet), or the packet of a loss.
+    ///
+    /// # Errors
+    /// The I/O error of the packet writes.
+    pub fn write_empty(&mut self, ts: u64) -> std::io::Result<()> {
+        self.flush()?;
+        self.empty_packet(ts)
+    }
+
+    fn empty_packet(&mut self, ts: u64) -> std::io::Result<()> {
+        self.last_ts = self.last_ts.max(ts);
+        self.begin = Some(self.last_ts);
+        self.flush()
+    }
+
+    /// The time of the last event appended (or of the last loss noted), ns.
+    pub fn last_ts(&self) -> u64 {
+        self.last_ts
     }
 
     /// True when the current packet holds events not yet written.
@@ -696,7 +716,8 @@ impl CpuStream {
         Ok(())
     }
 
-    /// Closes the current packet (if it holds events) and appends it to the file.
+    /// Closes the current packet (if it holds events, or is the empty packet of
+    /// [`CpuStream::note_discarded`]) and appends it to the file.
     ///
     /// # Errors
     /// The I/O error.

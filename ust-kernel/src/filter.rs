@@ -257,9 +257,12 @@ enum Kind {
     OtherUser,
 }
 
-/// The per-requester view over one recording (see the module docs).
+/// The per-requester view over one recording (see the module docs), or root's view of
+/// everything ([`ViewFilter::everything`]).
 #[derive(Debug)]
 pub struct ViewFilter {
+    /// Root's view: every record is kept as it is.
+    all: bool,
     uid: u32,
     gid: u32,
     visible: HashSet<i32>,
@@ -333,6 +336,7 @@ impl ViewFilter {
         let mut visible = HashSet::new();
         visible.insert(root_pid);
         ViewFilter {
+            all: false,
             uid,
             gid,
             visible,
@@ -349,6 +353,19 @@ impl ViewFilter {
             dropped: 0,
             debug: crate::view_recorder::debug_enabled().then_some(root_pid),
         }
+    }
+
+    /// Root's view of the recording of the tree of `root_pid`: every record is kept as
+    /// recorded, whoever's it is (names and ids of every task, interrupts and timers as they
+    /// are); nothing is rechecked. The tree itself is followed by the kernel
+    /// (`set_event_pid`, `options/event-fork`), not by this filter.
+    pub fn everything(root_pid: i32) -> ViewFilter {
+        ViewFilter { all: true, ..ViewFilter::new(0, 0, root_pid) }
+    }
+
+    /// True for [`ViewFilter::everything`].
+    pub fn sees_all(&self) -> bool {
+        self.all
     }
 
     /// A line of the debug log ([`crate::view_recorder::DEBUG_ENV`]), on stderr.
@@ -375,7 +392,7 @@ impl ViewFilter {
 
     /// Whether `tid` is in the view now.
     pub fn sees(&self, tid: i32) -> bool {
-        self.visible.contains(&tid)
+        self.all || self.visible.contains(&tid)
     }
 
     /// Looks at the tasks in the view as they are at `now` (monotonic ns, taken before the
@@ -401,6 +418,9 @@ impl ViewFilter {
     /// exiting (`PF_EXITING`, zombie) is left alone: it runs nothing any more, and its
     /// `/proc` files turn root's when its memory goes, which would drop its last events.
     pub fn recheck(&mut self, now: u64, clock: impl Fn() -> u64) {
+        if self.all {
+            return;
+        }
         let (uid, gid) = (self.uid, self.gid);
         let scheduled: HashSet<i32> = self.leaving.iter().map(|l| l.1).collect();
         let mut out: Vec<(u64, i32)> = Vec::new();
@@ -472,6 +492,9 @@ impl ViewFilter {
     pub fn observe(&mut self, ev: &KernelEvent, payload: &[u8], ts: u64) {
         /// Pending verdicts kept at most (past it, execs are judged when applied).
         const MAX_EARLY: usize = 4096;
+        if self.all {
+            return;
+        }
         let Some(f) = ev.format.as_ref() else { return };
         let ours = |me: &ViewFilter, t: i32| me.visible.contains(&t) || me.in_exec.contains(&t) || me.maybe.contains(&t);
         match ev.name.as_str() {
@@ -550,6 +573,9 @@ impl ViewFilter {
     /// Applies the view to one ftrace record of class `ev`, rewriting in place what it may
     /// not show (see the module docs), and says what to do with it.
     pub fn apply(&mut self, ev: &KernelEvent, payload: &mut [u8]) -> Verdict {
+        if self.all {
+            return Verdict::Keep;
+        }
         let cur = read_uint(payload, 4, 4).map(|v| v as u32 as i32).unwrap_or(0);
         let interrupts_visible = self.visible.contains(&cur);
         if !self.decide(ev, payload) {

@@ -1,11 +1,11 @@
 //! `ust-kernel`: kernel events for `ust trace --kernel`: scheduling, interrupts, system calls and user page
-//! faults, recorded system-wide from a private tracefs instance with the `mono` trace clock
+//! faults, recorded from private tracefs instances with the `mono` trace clock
 //! (= `CLOCK_MONOTONIC`, the clock of the user-space traces) and written as a CTF 1.8 trace
 //! in `<output>/kernel/` that babeltrace2 merges with `<output>/ust/` into one timeline.
 //!
 //! ```text
-//! tracefs/instances/ust-<pid>/            (tracefs: mkdir, trace_clock=mono, events/*/enable)
-//!   per_cpu/cpuN/trace_pipe_raw ──page──> ftrace::decode_page ──> ctf::CpuStream ──> kernel/channel0_N
+//! tracefs/instances/ust-<pid>-<n>[-t]/  (tracefs: mkdir, trace_clock=mono, events/*/enable, set_event_pid)
+//!   per_cpu/cpuN/trace_pipe_raw ──page──> ftrace::decode_page ──> merge ──> ctf::CpuStream ──> kernel/channel0_N, tree_N
 //!   events/*/format ──────────────────> format::EventFormat ──> ctf::EventTable ──> kernel/metadata
 //! /proc/*/task/*/stat, fd ──────────> procfs::statedump ──────> lttng_statedump_* (start, process_state,
 //!                                                                    file_descriptor, end)
@@ -15,21 +15,21 @@
 //!
 //! Modules: [`tracefs`] (mount, instance, stale instances), [`format`](mod@format) (event format files),
 //! [`ftrace`] (ring-buffer page decoder), [`ctf`] (the kernel CTF writer; [`ctf_type`] its field types), [`lttng`]
-//! (lttng-modules' event and field names), [`syscalls`]
-//! (x86-64 system call names), [`procfs`] (state dump, memory maps), [`perf`] (tier 1:
+//! (lttng-modules' event and field names), [`syscalls`] (x86-64 system call names),
+//! [`procfs`] (state dump, memory maps), [`sizing`] (buffer sizes from the measured event
+//! rate), [`view_recorder`] (the tracefs recording: root's,
+//! and the one root's daemon makes for a user), [`merge`] (its reading thread: time order,
+//! loss accounting), [`filter`] (what a view keeps), [`perf`] (tier 1:
 //! `perf_event_open` on the traced tasks, for any user), [`ptrace`] (tier 1's system calls,
 //! recorded with ptrace as strace records them), [`bpf`] (system-call arguments copied by
 //! a BPF program, [`argspec`] which ones, [`captured`] their values and CTF bytes). The
-//! crate is shared by `ust-cli` (root's own recording, tier 1, and `kernel::view`, which
-//! chooses the tier) and `ust-consumerd` (root's daemon as the kernel broker of ordinary users, which records
-//! through [`view_recorder::ViewRecorder`] and keeps only what the requester may see, [`filter`]).
+//! crate is shared by `ust-cli` (`ust trace --kernel`; its `kernel::view` chooses the tier)
+//! and `ust-consumerd` (root's daemon as the kernel broker of ordinary users).
 //!
-//! [`KernelRecorder::start`] sets everything up and starts one reader thread per CPU that
-//! polls `trace_pipe_raw` (non-blocking, every 10 ms) and writes packets as pages arrive;
-//! [`KernelRecorder::finish`] stops recording, drains what is left, writes the final
-//! metadata (with the session's clock offset) and removes the instance. Dropping a recorder
-//! without `finish` also removes the instance; an instance left by a killed run is removed by
-//! the next run ([`tracefs::remove_stale`]).
+//! Every event lost on the way (a full tracefs or perf buffer, a record the merge had to
+//! drop) is counted in the `events_discarded` of its stream's packets, with the packets'
+//! times bounding when ([`ctf::CpuStream::note_discarded`]). An instance left by a killed
+//! run is removed by the next run ([`tracefs::remove_stale`]).
 
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -44,27 +44,27 @@ pub mod filter;
 pub mod format;
 pub mod ftrace;
 pub mod lttng;
+pub mod merge;
 pub mod perf;
 pub mod procfs;
 pub mod ptrace;
+pub mod sizing;
 pub mod syscalls;
 pub mod tracefs;
 pub mod view_recorder;
 
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
-use ust_ctf::outdir::TraceDir;
 
-use ctf::{CpuStream, EventTable, Given, StreamStats};
+use ctf::EventTable;
+use ust_ctf::outdir::TraceDir;
 
 /// The kernel trace's directory in the output: `kernel`.
 pub const KERNEL_DIR: &str = "kernel";
-/// Per-CPU buffer size of the instance, KiB.
+
+/// Per-CPU buffer size of a tracefs instance, KiB, unless [`sizing`] finds the machine
+/// needs more (never less).
 pub const BUFFER_KB: u64 = 4096;
 /// How often the reader threads poll `trace_pipe_raw`.
 pub const POLL: Duration = Duration::from_millis(10);
@@ -117,211 +117,20 @@ pub struct KernelSummary {
     pub stale_removed: Vec<String>,
     /// Events of the list that this kernel lacks.
     pub missing_events: Vec<String>,
-}
-
-/// A running kernel recording.
-#[derive(Debug)]
-pub struct KernelRecorder {
-    instance: Option<tracefs::Instance>,
-    dir: TraceDir,
-    uuid: [u8; 16],
-    table: Arc<EventTable>,
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<(StreamStats, Option<String>)>>,
-    stale_removed: Vec<String>,
-    missing: Vec<String>,
-    datetime: String,
+    /// Records the reader decoded (tracefs; every event read, kept or not).
+    pub decoded: u64,
+    /// Records applied after newer ones ([`merge`]).
+    pub late: u64,
+    /// CPU time of the reading thread, ns.
+    pub reader_cpu_ns: u64,
+    /// The per-CPU buffer size of the system-wide tracefs instance, KiB ([`sizing`]).
+    pub buffer_kb: u64,
 }
 
 pub(crate) fn page_layout(root: &Path) -> (ftrace::PageLayout, usize) {
     let text = std::fs::read_to_string(root.join("events/header_page")).unwrap_or_default();
     let layout = ftrace::PageLayout::parse(&text);
     (layout, 4096)
-}
-
-impl KernelRecorder {
-    /// Sets up the instance `ust-<pid>` (removing stale ones first), enables the events of
-    /// [`ctf::EVENTS`] that this kernel has, writes the state dump and a first metadata file
-    /// in `<output>/kernel/` (created through `output`, as its owner: [`TraceDir`]), turns
-    /// recording on and starts the per-CPU readers.
-    ///
-    /// # Errors
-    /// [`KernelError`]; use [`KernelError::explain`] for the user.
-    pub fn start(output: &TraceDir) -> Result<KernelRecorder, KernelError> {
-        let root = tracefs::root()?;
-        let stale_removed = tracefs::remove_stale(&root);
-        let instance = tracefs::Instance::create(&root)?;
-        instance.set_clock("mono")?;
-        instance.set_buffer_kb(BUFFER_KB)?;
-        let events_dir = instance.dir().join("events");
-        let mut formats = Vec::new();
-        let mut missing = Vec::new();
-        for (sys, ev, name) in ctf::EVENTS.iter().chain(ctf::ROOT_EVENTS) {
-            match format::EventFormat::read(&events_dir, sys, ev) {
-                Ok(f) if instance.enable(sys, ev).is_ok() => formats.push((name.to_string(), f)),
-                _ => missing.push(format!("{sys}:{ev}")),
-            }
-        }
-        if formats.is_empty() {
-            return Err(KernelError::NoEvents);
-        }
-        let table = Arc::new(EventTable::with_syscall_args(formats, &lttng::read_syscall_args(&events_dir)));
-        let dir = output.dir(KERNEL_DIR, 0o750)?;
-        let uuid = *uuid::Uuid::new_v4().as_bytes();
-        let datetime = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
-        let mut rec = KernelRecorder {
-            instance: Some(instance),
-            dir: dir.clone(),
-            uuid,
-            table: table.clone(),
-            stop: Arc::new(AtomicBool::new(false)),
-            threads: Vec::new(),
-            stale_removed,
-            missing,
-            datetime,
-        };
-        rec.write_metadata(0, ust_core::clock::realtime_offset_ns())?;
-        // State dump first, at a time before any ftrace event of this instance.
-        let dump_ts = ust_core::clock::monotonic_ns();
-        let tasks = procfs::statedump();
-        let cpus = ust_core::cpus::possible_cpus();
-        let mut streams = Vec::new();
-        for &cpu in &cpus {
-            let mut s = CpuStream::create(&dir, table.clone(), uuid, cpu)?;
-            if cpu == cpus[0] {
-                s.push_named(lttng::STATEDUMP_START, dump_ts, 0, &[])?;
-            }
-            for t in tasks.iter().filter(|t| t.cpu == cpu || (t.cpu as usize >= cpus.len() && cpu == 0)) {
-                s.push_process_state(dump_ts, t)?;
-                if t.tid == t.pid {
-                    for (fd, path) in procfs::open_files(t.pid) {
-                        let flags = procfs::fd_flags(t.pid, fd);
-                        s.push_named(
-                            lttng::STATEDUMP_FILE_DESCRIPTOR,
-                            dump_ts,
-                            t.tid,
-                            &[Given::Int(t.pid.into()), Given::Int(0), Given::Int(fd.into()), Given::Int(flags.into()), Given::Int(0), Given::Text(&path)],
-                        )?;
-                    }
-                }
-            }
-            streams.push(s);
-        }
-        if let Some(s) = streams.first_mut() {
-            s.push_named(lttng::STATEDUMP_END, dump_ts, 0, &[])?;
-        }
-        for s in &mut streams {
-            s.flush()?;
-        }
-        let inst = rec.instance.as_ref().expect("set above");
-        let (layout, page_size) = page_layout(&root);
-        let mut files = Vec::new();
-        for &cpu in &cpus {
-            files.push(std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(inst.pipe_raw(cpu)).ok());
-        }
-        inst.set_on(true)?;
-        for (mut s, f) in streams.into_iter().zip(files) {
-            let stop = rec.stop.clone();
-            let handle = std::thread::Builder::new().name("ust-kernel".into()).spawn(move || {
-                let Some(mut f) = f else { return (s.stats.clone(), Some("cannot open trace_pipe_raw".to_string())) };
-                let mut page = vec![0u8; page_size.max(64 * 1024)];
-                let mut err = None;
-                loop {
-                    match f.read(&mut page) {
-                        Ok(0) => {
-                            if stop.load(Ordering::SeqCst) {
-                                break;
-                            }
-                            std::thread::sleep(POLL);
-                        }
-                        Ok(n) => {
-                            if let Err(e) = s.push_page(&page[..n], &layout) {
-                                err = Some(e.to_string());
-                                break;
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {
-                            if stop.load(Ordering::SeqCst) {
-                                break;
-                            }
-                            std::thread::sleep(POLL);
-                        }
-                        Err(e) => {
-                            err = Some(e.to_string());
-                            break;
-                        }
-                    }
-                }
-                if let Err(e) = s.flush() {
-                    err.get_or_insert(e.to_string());
-                }
-                (s.stats.clone(), err)
-            })?;
-            rec.threads.push(handle);
-        }
-        Ok(rec)
-    }
-
-    /// `<output>/kernel`.
-    pub fn dir(&self) -> &TraceDir {
-        &self.dir
-    }
-
-    fn write_metadata(&self, traced_pid: i32, offset: i64) -> std::io::Result<()> {
-        write_metadata(&self.dir, self.uuid, &self.table, &self.datetime, traced_pid, offset, "tracefs")
-    }
-
-    /// Stops recording, drains the buffers, writes the final metadata (clock offset: that of
-    /// the user-space traces under `output/ust/` when there are some, so all traces of the
-    /// session share it; else a fresh sample), removes the instance.
-    ///
-    /// # Errors
-    /// The metadata write error (the instance is removed anyway).
-    pub fn finish(mut self, output: &TraceDir, traced_pid: i32) -> Result<KernelSummary, KernelError> {
-        if let Some(i) = &self.instance {
-            let _ = i.set_on(false);
-        }
-        self.stop.store(true, Ordering::SeqCst);
-        let mut counts = vec![0u64; self.table.events.len()];
-        let (mut lost, mut bad) = (0, 0);
-        for t in self.threads.drain(..) {
-            if let Ok((st, err)) = t.join() {
-                for (c, n) in counts.iter_mut().zip(st.counts) {
-                    *c += n;
-                }
-                lost += st.lost;
-                bad += st.bad;
-                if let Some(e) = err {
-                    eprintln!("ust: kernel reader: {e}");
-                }
-            }
-        }
-        if let Some(i) = self.instance.take() {
-            if let Err(e) = i.remove() {
-                eprintln!("ust: could not remove the tracefs instance: {e}");
-            }
-        }
-        let offset = session_clock_offset(output).unwrap_or_else(ust_core::clock::realtime_offset_ns);
-        self.write_metadata(traced_pid, offset)?;
-        Ok(KernelSummary {
-            dir: self.dir.path(),
-            counts: self.table.events.iter().zip(counts).map(|(e, n)| (e.name.clone(), n)).collect(),
-            lost,
-            bad,
-            stale_removed: std::mem::take(&mut self.stale_removed),
-            missing_events: std::mem::take(&mut self.missing),
-        })
-    }
-}
-
-impl Drop for KernelRecorder {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-        // The instance's own Drop removes it.
-    }
 }
 
 /// Writes `dir/metadata` (atomically, through `dir`: [`TraceDir::write_atomically`]) for a

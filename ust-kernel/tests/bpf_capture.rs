@@ -321,15 +321,18 @@ fn joined_ctf_reads_back_in_babeltrace2() {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => v.insert(CpuStream::create(&dir, table.clone(), uuid, cpu).expect("stream")),
         };
-        s.push_page_joined(&page, &layout, &mut |ts, tid, nr, args| {
+        let mut join = |ts, tid, nr, args: &[u64; 6]| {
             let c: Option<CallArgs> = joiner.take(tid, nr, ts, args);
             if let Some(c) = &c {
                 worst = worst.max(c.ktime.abs_diff(ts));
                 bpf_later += u64::from(c.ktime > ts);
             }
             c
+        };
+        ust_kernel::ftrace::decode_page(&page, &layout, |e| {
+            s.push_record_joined(e.timestamp, e.payload, &mut join).expect("push");
         })
-        .expect("push");
+        .expect("the page decodes");
     }
     for s in streams.values_mut() {
         s.flush().expect("flush");

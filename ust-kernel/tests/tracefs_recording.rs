@@ -1,12 +1,17 @@
-//! Kernel recording (`ust_kernel::KernelRecorder`) against the real tracefs: a private instance with
-//! the `mono` clock, decoded pages written as a CTF trace that babeltrace2 reads, stale
-//! instances removed. Skipped, with the reason printed, when not root or tracefs cannot be
-//! mounted.
+//! Root's kernel recording (`ust_kernel::view_recorder::ViewRecorder` with
+//! `ViewFilter::everything`) against the real tracefs: private instances with the `mono`
+//! clock, the traced tree's system calls filtered in the kernel, everyone's scheduling,
+//! decoded pages written as a CTF trace that babeltrace2 reads, stale instances removed.
+//! Skipped, with the reason printed, when not root or tracefs cannot be mounted.
 
+use std::io::Write;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
-use ust_kernel::{tracefs, KernelRecorder};
+use ust_ctf::outdir::TraceDir;
+use ust_kernel::filter::ViewFilter;
+use ust_kernel::tracefs;
+use ust_kernel::view_recorder::{Options, ViewRecorder};
 
 use system_tests as common;
 
@@ -38,37 +43,108 @@ fn babeltrace(dir: &Path) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// `<out>/kernel`, made and opened as the recorder writes it ([`TraceDir`]).
+fn kernel_dir(out: &Path) -> TraceDir {
+    TraceDir::create(out, None).unwrap().dir(ust_kernel::KERNEL_DIR, 0o750).unwrap()
+}
+
+/// The `tid` context of a babeltrace2 line.
+fn tid_of(line: &str) -> Option<i32> {
+    line.split("}, { tid = ").nth(1)?.split(' ').next()?.parse().ok()
+}
+
+/// A shell waiting on its stdin is the traced tree; another shell making system calls runs
+/// beside it. The tree's system calls are all in the trace (its `tree_N` streams) and no
+/// other task's is; scheduling is system-wide, with every task's name.
 #[test]
-fn records_sleep_and_babeltrace_reads_it() {
+fn records_the_tree_in_the_kernel_and_scheduling_system_wide() {
     require_tracefs!();
     let out = tempfile::tempdir().unwrap();
-    let handle = ust_ctf::outdir::TraceDir::create(out.path(), None).unwrap();
-    let rec = KernelRecorder::start(&handle).expect("kernel recording starts");
-    let inst = format!("{}{}", tracefs::INSTANCE_PREFIX, std::process::id());
-    let root = tracefs::root().unwrap();
-    assert!(root.join("instances").join(&inst).is_dir());
-    assert!(std::fs::read_to_string(root.join("instances").join(&inst).join("trace_clock")).unwrap().contains("[mono]"));
-    let child = Command::new("sleep").arg("0.1").spawn().unwrap();
+    let mut child = Command::new("sh").args(["-c", "read x; sleep 0.1; cat /etc/hostname"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
     let pid = child.id() as i32;
-    let st = child.wait_with_output().unwrap();
-    assert!(st.status.success());
-    let summary = rec.finish(&handle, pid).unwrap();
-    assert!(!root.join("instances").join(&inst).exists(), "instance removed");
+    let prepared = ViewRecorder::prepare(true, Options::default()).expect("kernel recording is set up");
+    let rec = prepared.start(kernel_dir(out.path()), ViewFilter::everything(pid)).expect("kernel recording starts");
+    let root = tracefs::root().unwrap();
+    let ours: Vec<String> = std::fs::read_dir(root.join("instances"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{}{}-", tracefs::INSTANCE_PREFIX, std::process::id())))
+        .collect();
+    assert_eq!(ours.len(), 2, "the system-wide and the tree's instance: {ours:?}");
+    let tree_inst = ours.iter().find(|n| n.ends_with("-t")).unwrap();
+    assert_eq!(std::fs::read_to_string(root.join("instances").join(tree_inst).join("set_event_pid")).unwrap().trim(), pid.to_string());
+    for n in &ours {
+        assert!(std::fs::read_to_string(root.join("instances").join(n).join("trace_clock")).unwrap().contains("[mono]"));
+    }
+    let mut other = Command::new("sh").args(["-c", "for i in 1 2 3 4 5 6 7 8; do cat /etc/hostname; done"]).stdout(Stdio::null()).spawn().unwrap();
+    let other_pid = other.id() as i32;
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success() && other.wait().unwrap().success());
+    let summary = rec.finish(pid, ust_core::clock::realtime_offset_ns()).unwrap();
+    for n in &ours {
+        assert!(!root.join("instances").join(n).exists(), "instance {n} removed");
+    }
     let count = |n: &str| summary.counts.iter().find(|(k, _)| k == n).map(|x| x.1).unwrap_or(0);
     assert!(count("sched_switch") > 0, "{:?}", summary.counts);
-    let entries: u64 = summary.counts.iter().filter(|(k, _)| k.starts_with("syscall_entry_")).map(|x| x.1).sum();
-    assert!(entries > 0, "{:?}", summary.counts);
     assert!(count("lttng_statedump_process_state") > 10);
+    assert_eq!(summary.lost, 0, "a quiet machine loses nothing");
     let text = babeltrace(&out.path().join("kernel"));
-    assert!(text.contains("sched_switch:"), "{}", &text[..text.len().min(2000)]);
     assert!(text.contains(&format!("next_tid = {pid}")), "the child was scheduled (lttng-modules' field name)");
     assert!(text.contains("syscall_entry_clock_nanosleep:") || text.contains("syscall_entry_nanosleep:"), "one event per system call");
     assert!(text.contains("syscall_exit_clock_nanosleep:") || text.contains("syscall_exit_nanosleep:"));
     assert!(text.contains("prev_comm = \""), "comm arrays print as strings");
+    // The tree: the shell and its children, from the forks.
+    let mut tree = std::collections::HashSet::from([pid]);
+    for l in text.lines().filter(|l| l.contains(" sched_process_fork: ")) {
+        let f = |n: &str| l.split(&format!(" {n} = ")).nth(1).and_then(|r| r.split([',', ' ']).next()).and_then(|v| v.parse::<i32>().ok());
+        if let (Some(p), Some(c)) = (f("parent_tid"), f("child_tid")) {
+            if tree.contains(&p) {
+                tree.insert(c);
+            }
+        }
+    }
+    assert!(tree.len() >= 3, "sh, sleep and cat: {tree:?}");
+    let calls: Vec<i32> = text.lines().filter(|l| l.contains(" syscall_")).filter_map(tid_of).collect();
+    assert!(calls.iter().all(|t| tree.contains(t)), "only the tree's system calls");
+    assert!(tree.iter().all(|t| calls.contains(t)), "each of its tasks' system calls");
+    assert!(
+        text.lines().any(|l| l.contains(" sched_switch: ") && l.contains(&format!("next_tid = {other_pid},"))),
+        "other tasks' scheduling, with their names"
+    );
+    let files: Vec<String> = std::fs::read_dir(out.path().join("kernel")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    assert!(files.iter().any(|f| f.starts_with("tree_")) && files.iter().any(|f| f.starts_with("channel0_")), "{files:?}");
     let meta = std::fs::read_to_string(out.path().join("kernel/metadata")).unwrap();
     assert!(meta.contains(&format!("traced_pid = {pid};")));
     assert!(meta.contains("tracer_name = \"lttng-modules\";") && meta.contains("tracer_major = 2;") && meta.contains("tracer_minor = 13;"));
     assert!(meta.contains(&format!("uuid = \"{}\"", ust_core::clock::boot_id())));
+}
+
+/// Buffers of 8 KiB against a burst of system calls (a one-byte `dd`): every event of the
+/// burst is in the trace or counted lost, in the trace (babeltrace2 reports as many
+/// discarded events as the recorder counted).
+#[test]
+fn small_buffers_under_a_burst_count_every_lost_event() {
+    require_tracefs!();
+    let out = tempfile::tempdir().unwrap();
+    let mut child =
+        Command::new("sh").args(["-c", "read x; exec dd if=/dev/zero of=/dev/null bs=1 count=300000 status=none"]).stdin(Stdio::piped()).spawn().unwrap();
+    let pid = child.id() as i32;
+    let opts = Options { buffer_kb: Some(8), ..Options::default() };
+    let rec = ViewRecorder::prepare(true, opts).unwrap().start(kernel_dir(out.path()), ViewFilter::everything(pid)).unwrap();
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    let summary = rec.finish(pid, ust_core::clock::realtime_offset_ns()).unwrap();
+    assert_eq!(summary.buffer_kb, 8);
+    let o = Command::new("babeltrace2").arg(out.path().join("kernel")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(common::bt_discarded(&err), summary.lost, "{err}");
+    // dd's 300,000 reads and writes, entries and exits: each in the trace or counted lost.
+    let calls = ["read", "write"].iter().flat_map(|c| [format!(" syscall_entry_{c}: "), format!(" syscall_exit_{c}: ")]).collect::<Vec<_>>();
+    let seen = String::from_utf8_lossy(&o.stdout).lines().filter(|l| calls.iter().any(|c| l.contains(c.as_str()))).count() as u64;
+    eprintln!("{seen} of dd's calls' events in the trace, {} lost", summary.lost);
+    assert!(seen + summary.lost >= 1_200_000, "every event is in the trace or counted lost: {seen} + {}", summary.lost);
 }
 
 #[test]

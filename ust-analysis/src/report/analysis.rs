@@ -249,6 +249,8 @@ pub struct Report {
     pub spans: super::span_view::SpanView,
     /// Remarks (missing data, bounds).
     pub notes: Vec<String>,
+    /// What the kernel trace lost and what of the traced tree that touches (kernel only).
+    pub kernel_loss: Option<super::loss::KernelLoss>,
 }
 
 const SOFTIRQS: [&str; 10] = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"];
@@ -349,6 +351,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     for p in &l.processes {
         tree.insert(p.0);
     }
+    // Whatever the forks say (one may be lost), the tree's own channel holds the tree only.
+    tree.extend(l.tree_tids.iter().copied());
     let mut tgid: HashMap<i32, i32> = HashMap::new();
     let mut comm: HashMap<i32, String> = HashMap::new();
     let mut tasks: HashMap<i32, Task> = HashMap::new();
@@ -557,6 +561,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             "{unrecorded_switch_ins} wait(s) end at the task's first event after it, as the kernel recorded no switch back to the task (some kernels emit no sched_switch out of the idle task on some CPUs): those waits and their wake-up latencies are upper bounds, by the time from the switch to that event"
         ));
     }
+    r.kernel_loss = Some(super::loss::judge(l, &tree));
     let name_of = |t: i32| comm.get(&t).cloned().unwrap_or_else(|| if t == 0 { "swapper".into() } else { "?".into() });
     let mut rows: Vec<TaskRow> = tree
         .iter()
@@ -724,7 +729,7 @@ mod tests {
         }
         events.push(ev(201 * ms + 30, 1, 100, "syscall_exit", &[("name", Value::Str("clock_nanosleep".into()))]));
         events.push(switch(202 * ms, 1, 100, 1, 0));
-        Loaded { events, kernel_env: None, user_stacks: false, processes: vec![(100, "sleep".into(), PathBuf::new())], problems: 0 }
+        Loaded { events, kernel_env: None, user_stacks: false, processes: vec![(100, "sleep".into(), PathBuf::new())], problems: 0, ..Default::default() }
     }
 
     #[test]

@@ -78,6 +78,34 @@ pub struct Loaded {
     pub processes: Vec<(i32, String, PathBuf)>,
     /// Packets or records that could not be read.
     pub problems: u64,
+    /// Where the kernel traces (`kernel/`, and the stacks side trace) lost events: one
+    /// entry per packet whose cumulative `events_discarded` grew, in file order.
+    pub losses: Vec<StreamLoss>,
+    /// The kernel trace has the traced tree's own channel (`ust_kernel::ctf::TREE_CHANNEL`):
+    /// system calls and faults filtered to the tree in the kernel.
+    pub tree_channel: bool,
+    /// The threads that have events in the tree's channel: the traced tree's, whatever the
+    /// forks recorded elsewhere say.
+    pub tree_tids: std::collections::HashSet<i32>,
+}
+
+/// Events a stream lost in a time range, as its packets tell (CTF 1.8: the packet
+/// context's cumulative `events_discarded`; the range runs from the end of the packet
+/// before to the end of the packet that counts them, as babeltrace2 reports them).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StreamLoss {
+    /// The stream's channel: the file name without `_<cpu>` (`channel0`, `tree`).
+    pub channel: String,
+    /// The side trace of user stacks (not the kernel events themselves).
+    pub stacks: bool,
+    /// The packet's `cpu_id`.
+    pub cpu: u32,
+    /// Start of the range (ns): the end of the packet before (its own start for the first).
+    pub begin_ns: u64,
+    /// End of the range (ns).
+    pub end_ns: u64,
+    /// Events lost in it.
+    pub events: u64,
 }
 
 /// The name a fault sample of a stacks side trace gets (it is not a fault of its own: the
@@ -153,6 +181,11 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
                 l.problems += 1;
                 continue;
             };
+            let channel = name.rsplit_once('_').filter(|(_, c)| c.parse::<u32>().is_ok()).map_or(name.as_str(), |(ch, _)| ch).to_string();
+            let tree_stream = kernel && !stacks_side && channel == ust_kernel::ctf::TREE_CHANNEL;
+            l.tree_channel |= tree_stream;
+            // (end of the packet before, cumulative events_discarded so far)
+            let mut before: Option<(u64, u64)> = None;
             for p in packets(&bytes) {
                 let Ok(p) = p else {
                     l.problems += 1;
@@ -162,6 +195,18 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
                     l.problems += 1;
                     continue;
                 };
+                let (prev_end, prev_lost) = before.unwrap_or((info.timestamp_begin, 0));
+                if kernel && info.events_discarded > prev_lost {
+                    l.losses.push(StreamLoss {
+                        channel: channel.clone(),
+                        stacks: stacks_side,
+                        cpu: info.cpu_id,
+                        begin_ns: prev_end,
+                        end_ns: info.timestamp_end,
+                        events: info.events_discarded - prev_lost,
+                    });
+                }
+                before = Some((info.timestamp_end, info.events_discarded.max(prev_lost)));
                 let Some((descs, names)) = meta.events.get(&info.stream_id) else {
                     l.problems += 1;
                     continue;
@@ -191,6 +236,9 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
                     ev.tid = if kernel { ev.int("tid").unwrap_or(0) as i32 } else { ev.int("vtid").map(|t| t as i32).unwrap_or(vpid) };
                     if kernel {
                         super::layout::normalize(&mut ev);
+                    }
+                    if tree_stream && ev.tid > 0 {
+                        l.tree_tids.insert(ev.tid);
                     }
                     if stacks_side && ev.name == "perf_page_fault" {
                         ev.name = FAULT_STACK.into();

@@ -14,6 +14,10 @@
 //!   and rates and per thread gaps (the whole report when the trace has no kernel events);
 //!   from the `tracing` layer's span events, [`span_view`]: per span name, durations and
 //!   busy/idle time, and the span tree.
+//! - [`loss`] judges what the kernel trace lost against the traced tree: the report's
+//!   first lines say whether any of the tree's events, or the context a wake-up chain
+//!   needs, may have fallen in a lossy range ("0 of the traced tree's events lost"
+//!   otherwise).
 //! - [`render_text`] draws it for a terminal (wake-up chains as an indented tree);
 //!   `serde_json` renders the same structure for `--format json`; [`pictures`] draws the
 //!   blocked intervals as folded stacks (`--format folded`) and an off-wake flame graph
@@ -23,6 +27,7 @@ pub mod analysis;
 pub mod faults;
 pub mod layout;
 pub mod load;
+pub mod loss;
 pub mod pictures;
 pub mod span_view;
 pub mod stacks;
@@ -110,6 +115,9 @@ pub fn render_text(r: &Report) -> String {
         r.traced_pid,
         if r.kernel { ", kernel and user space" } else { ", user space only" }
     );
+    if let Some(k) = &r.kernel_loss {
+        s.push_str(&loss::text(k, r.start_ns));
+    }
     if r.kernel {
         let _ = writeln!(s, "\nTasks of the traced command:");
         let _ = writeln!(s, "  {:>7}  {:<16} {:>8} {:>14} {:>14}", "TID", "NAME", "EVENTS", "RUNTIME", "BLOCKED");

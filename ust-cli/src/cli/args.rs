@@ -651,10 +651,20 @@ pub struct TraceArgs {
     #[arg(short = 'e', long = "event", value_name = "GLOB")]
     pub events: Vec<String>,
     /// Also record kernel events (scheduling, interrupts, system calls, page faults) in
-    /// DIR/kernel: system-wide with root or tracefs access; otherwise the traced tasks'
-    /// switches, faults and user stacks through perf_event_open (no privilege needed).
+    /// DIR/kernel: with root or tracefs access, CMD's system calls and faults and
+    /// everyone's scheduling, interrupts and timers; through root's ust-consumerd, what you
+    /// may see of them; otherwise the traced tasks' switches, faults and user stacks
+    /// through perf_event_open (no privilege needed).
     #[arg(long)]
     pub kernel: bool,
+    /// As root, with --kernel: record every task's system calls and faults too (one
+    /// system-wide tracefs instance, as LTTng records), not only CMD's.
+    #[arg(long = "system-wide", requires = "kernel")]
+    pub system_wide: bool,
+    /// With --kernel (tracefs): the per-CPU buffer size in KiB, instead of one sized from
+    /// the event rate measured at the start (at least 4096).
+    #[arg(long = "kernel-buffer-kb", value_name = "KIB", requires = "kernel", value_parser = clap::value_parser!(u64).range(4..))]
+    pub kernel_buffer_kb: Option<u64>,
     /// As root, with --kernel: run CMD as USER (a name or uid; default: the user sudo was
     /// run by, $SUDO_UID/$SUDO_GID), with USER's groups, HOME, USER and LOGNAME, while the
     /// kernel is still recorded system-wide as root. The trace is given to USER, and by

@@ -1,5 +1,5 @@
 //! `ust trace --kernel --as-user [USER] -- CMD`, for root: the kernel is recorded as root
-//! records it (system-wide, [`crate::kernel::KernelRecorder`]), while CMD runs as USER, not
+//! records it ([`crate::kernel::view_recorder::ViewRecorder`]), while CMD runs as USER, not
 //! as root — running a program as root only to trace it is a bad habit.
 //!
 //! - USER is a name or a numeric uid from the password database; without it, the user

@@ -58,8 +58,6 @@ pub type CliResult = Result<ExitCode, Failure>;
 
 /// Parses the arguments and runs the command; returns the process exit code.
 pub fn main() -> ExitCode {
-    // A child of `ust trace` gated until root's daemon records it (tier 2): never returns.
-    crate::kernel::broker::gate_if_asked();
     let cli = Cli::parse();
     match run(cli) {
         Ok(c) => c,

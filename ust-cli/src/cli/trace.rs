@@ -162,15 +162,11 @@ pub fn trace(a: TraceArgs) -> CliResult {
         }
     }
     use crate::kernel::view::{self, Plan};
-    let mut kernel = None;
-    let mut broker = None;
-    if let (true, Some(out)) = (a.kernel, &out) {
-        match view::plan(out) {
-            Plan::Ready(k) => kernel = Some(k),
-            Plan::Broker(p, err) => broker = Some((p, err)),
-            Plan::None => {}
-        }
-    }
+    let opts = crate::kernel::view_recorder::Options { system_wide: a.system_wide, buffer_kb: a.kernel_buffer_kb };
+    let plan = match (a.kernel, &out) {
+        (true, Some(out)) => view::plan(out, opts),
+        _ => Plan::None,
+    };
     let (prog, args) = a.command.split_first().expect("clap requires a command");
     let command = || {
         let mut c = std::process::Command::new(prog);
@@ -180,28 +176,31 @@ pub fn trace(a: TraceArgs) -> CliResult {
         }
         c
     };
-    let child = match broker {
-        // Tier 2: the command starts gated until root's daemon records it.
-        Some((p, tracefs_err)) => match crate::kernel::broker::Gated::spawn(&a.command, &[(ust_core::protocol::ENV_SESSION_TOKEN, &token)]) {
+    if let Some(id) = &identity {
+        eprintln!("ust: running {} as {} (uid {}, gid {}); the kernel is recorded as root", prog.to_string_lossy(), id.name, id.uid, id.gid);
+    }
+    let mut kernel = None;
+    let child = match (plan, out.as_ref()) {
+        (Plan::Ready(k), _) => {
+            kernel = Some(k);
+            command().spawn()
+        }
+        // Tiers 3 and 2: the command starts gated until its view records.
+        (Plan::Gated(gate), Some(out)) => match crate::kernel::gate::Gated::spawn(command()) {
             Err(e) => Err(e),
-            Ok(g) => match out.as_ref().and_then(|out| view::start_broker(p, out, g.child.id() as i32)) {
-                Some(k) => {
+            Ok(g) => match gate.start(out, g.pid) {
+                Ok(k) => {
                     kernel = Some(k);
-                    Ok(g.release())
+                    g.release()
                 }
-                None => {
+                Err(tracefs_err) => {
                     g.cancel();
-                    kernel = out.as_ref().and_then(|out| view::start_perf(out, &tracefs_err));
+                    kernel = view::start_perf(out, &tracefs_err);
                     command().spawn()
                 }
             },
         },
-        None => {
-            if let Some(id) = &identity {
-                eprintln!("ust: running {} as {} (uid {}, gid {}); the kernel is recorded as root", prog.to_string_lossy(), id.name, id.uid, id.gid);
-            }
-            command().spawn()
-        }
+        _ => command().spawn(),
     };
     let mut traced_pid = 0;
     let mut maps = None;
@@ -373,12 +372,41 @@ fn finish_kernel(kernel: Option<crate::kernel::view::KernelView>, maps: Option<c
             Ok(s) => {
                 let total: u64 = s.counts.iter().map(|c| c.1).sum();
                 eprintln!("ust: {total} kernel events recorded in {}, {} lost", s.dir.display(), s.lost);
+                if s.decoded > 0 {
+                    let rate = s.decoded as f64 / (s.reader_cpu_ns.max(1) as f64 / 1e9);
+                    eprintln!(
+                        "ust: kernel reader: {} records decoded in {:.1} ms of CPU ({:.0}/s), system-wide tracefs buffers of {} KiB per CPU",
+                        s.decoded,
+                        s.reader_cpu_ns as f64 / 1e6,
+                        rate,
+                        s.buffer_kb
+                    );
+                }
                 if !s.missing_events.is_empty() {
                     eprintln!("ust: kernel events this kernel lacks: {}", s.missing_events.join(", "));
                 }
+                print_kernel_loss(&out.path(), s.lost);
             }
             Err(e) => eprintln!("ust: kernel trace: {e}"),
         }
+    }
+}
+
+/// What the kernel trace lost and what of the traced tree that touches, as the report's
+/// first lines say it ([`ust_analysis::report::loss`]); the trace is read only when the
+/// recorder counted a loss.
+fn print_kernel_loss(output: &std::path::Path, lost: u64) {
+    use ust_analysis::report::{self, loss};
+    let text = if lost == 0 {
+        loss::text(&loss::KernelLoss::default(), 0)
+    } else {
+        match report::report(output, &report::Options::default()) {
+            Ok(r) => r.kernel_loss.as_ref().map(|k| loss::text(k, r.start_ns)).unwrap_or_default(),
+            Err(e) => format!("{lost} kernel events lost; the trace could not be read to say where: {e}\n"),
+        }
+    };
+    for l in text.lines() {
+        eprintln!("ust: {l}");
     }
 }
 

@@ -2,22 +2,13 @@
 //! ordinary user and keeps the events of the tasks that user could ptrace
 //! ([`ust_ctl::kview`] has the protocol, `ust_kernel::filter` the rule).
 //!
-//! The traced command must be in the view from its first instruction, so it starts gated:
-//! `ust trace` spawns itself with [`GATE_ENV`] set and the read end of a pipe as fd 3; that
-//! child ([`gate_if_asked`], the first thing `ust` does) waits for one byte, then execs the
-//! command in place (same pid). The broker gets the pid, checks it is the requester's child,
-//! turns recording on and acks; only then does `ust trace` write the byte
-//! ([`Gated::release`]). If `ust trace` dies first, the pipe closes without the byte and the
-//! child exits 125 without running the command.
+//! The traced command must be in the view from its first instruction, so it starts gated
+//! ([`super::gate::Gated`]): the broker gets the pid, checks it is the requester's child,
+//! turns recording on and acks; only then does `ust trace` release it.
 
-use std::ffi::OsString;
-use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-
-use std::process::{Child, Command};
 use std::time::Duration;
 use ust_ctf::outdir::TraceDir;
 
@@ -26,87 +17,8 @@ use ust_ctl::kview::{system_rundir, KviewReply, KviewRequest, KVIEW_SOCKET};
 
 use super::{KernelError, KernelSummary};
 
-/// Set (to `3`) in the environment of a gated child.
-pub const GATE_ENV: &str = "UST_TRACE_GATE_FD";
 /// How long the CLI waits for the broker's answer to `Hello` and `Start`.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// In a gated child (see the module docs): waits for the release, then execs the command
-/// given as this process's arguments; never returns then. Does nothing in any other `ust`.
-pub fn gate_if_asked() {
-    if std::env::var_os(GATE_ENV).as_deref() != Some(std::ffi::OsStr::new("3")) {
-        return;
-    }
-    std::env::remove_var(GATE_ENV);
-    // SAFETY: fd 3 was set up by the parent for this process alone (dup2 in pre_exec); this
-    // takes ownership of it once.
-    let mut gate = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(3) });
-    let mut b = [0u8; 1];
-    let released = matches!(gate.read(&mut b), Ok(1)) && b[0] == b'g';
-    drop(gate);
-    if !released {
-        std::process::exit(125);
-    }
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let Some((prog, rest)) = args.split_first() else { std::process::exit(125) };
-    let e = Command::new(prog).args(rest).exec();
-    eprintln!("ust: cannot run {}: {e}", prog.to_string_lossy());
-    std::process::exit(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 });
-}
-
-/// A child spawned stopped before its command.
-#[derive(Debug)]
-pub struct Gated {
-    /// The child (its pid is the command's).
-    pub child: Child,
-    release: OwnedFd,
-}
-
-impl Gated {
-    /// Spawns `ust` itself as the gate for `command`, with `envs` added.
-    ///
-    /// # Errors
-    /// The pipe or spawn error.
-    pub fn spawn(command: &[OsString], envs: &[(&str, &str)]) -> std::io::Result<Gated> {
-        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        let exe = std::env::current_exe()?;
-        let rfd = r.as_raw_fd();
-        let mut c = Command::new(exe);
-        c.args(command).env(GATE_ENV, "3");
-        for (k, v) in envs {
-            c.env(k, v);
-        }
-        // SAFETY: dup2 and fcntl are async-signal-safe; the closure touches only the raw fd
-        // number captured by value.
-        unsafe {
-            c.pre_exec(move || {
-                if rfd == 3 {
-                    if libc::fcntl(3, libc::F_SETFD, 0) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                } else if libc::dup2(rfd, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = c.spawn()?;
-        drop(r);
-        Ok(Gated { child, release: w })
-    }
-
-    /// Lets the child exec its command.
-    pub fn release(self) -> Child {
-        let _ = rustix::io::write(self.release.as_fd(), b"g");
-        self.child
-    }
-
-    /// Ends the child without running its command (it exits 125), and reaps it.
-    pub fn cancel(mut self) {
-        drop(self.release);
-        let _ = self.child.wait();
-    }
-}
 
 /// A connection to the broker that accepted `Hello`.
 #[derive(Debug)]

@@ -1,29 +1,37 @@
 //! Which kernel view `ust trace --kernel` gets, best first, saying on stderr which tier it
 //! used and why a better one is not available:
 //!
-//! - tier 3: the system-wide tracefs recording ([`super::KernelRecorder`]: root, or write
-//!   access to tracefs), with tier 1's user stacks of the traced tasks (each page fault and
-//!   blocked interval) beside it in `kernel-stacks/` ([`PerfRecorder::start_stacks`]),
-//!   which tracefs cannot give for programs built without frame pointers;
-//! - tier 2: root's `ust-consumerd` as a broker ([`super::broker`]): it records system-wide
-//!   and writes the kernel events of the tasks this user could ptrace, every other task
+//! - tier 3: root's tracefs recording ([`ViewRecorder`] with [`ViewFilter::everything`]:
+//!   root, or write access to tracefs): the command's system calls, faults and page-cache
+//!   reads, filtered to its tree in the kernel, and everyone's scheduling, interrupts and
+//!   timers (or, with `--system-wide`, everything of every task), with tier 1's user
+//!   stacks of the traced tasks (each page fault and blocked interval) beside it in
+//!   `kernel-stacks/` ([`PerfRecorder::start_stacks`]), which tracefs cannot give for
+//!   programs built without frame pointers;
+//! - tier 2: root's `ust-consumerd` as a broker ([`super::broker`]): the same recording,
+//!   keeping the kernel events of the tasks this user could ptrace, every other task
 //!   reduced to its kind;
 //! - tier 1: [`super::perf::PerfRecorder`], any user: the traced tasks only, through
 //!   perf_event_open, no wake-ups;
 //! - none: user-space tracing goes on.
+//!
+//! Tiers 3 and 2 need the command's pid before it runs: the command is started gated
+//! ([`super::gate::Gated`]) and released once its view records.
 
 use ust_ctf::outdir::TraceDir;
 
 use super::broker::{Broker, Pending};
+use super::filter::ViewFilter;
 use super::perf::PerfRecorder;
-use super::{KernelError, KernelRecorder, KernelSummary};
+use super::view_recorder::{Options, Prepared, ViewRecorder};
+use super::{KernelError, KernelSummary};
 
 /// A running kernel recording of any kind.
 #[derive(Debug)]
 pub enum KernelView {
-    /// System-wide, from tracefs (tier 3), with the traced tasks' user stacks from
+    /// Root's tracefs recording (tier 3), with the traced tasks' user stacks from
     /// perf_event_open beside it ([`PerfRecorder::start_stacks`]) when it opens.
-    Tracefs(KernelRecorder, Option<Box<PerfRecorder>>),
+    Tracefs(ViewRecorder, Option<Box<PerfRecorder>>),
     /// Recorded and filtered for this user by root's daemon (tier 2).
     Broker(Broker),
     /// The traced tasks, from perf_event_open (tier 1).
@@ -33,21 +41,48 @@ pub enum KernelView {
 /// What [`plan`] found.
 #[derive(Debug)]
 pub enum Plan {
-    /// Recording already (tier 3, or tier 1).
+    /// A view that records once it has the command's pid: spawn the command gated, then
+    /// [`Gate::start`].
+    Gated(Gate),
+    /// Recording already (tier 1).
     Ready(KernelView),
-    /// Root's daemon will record once it has the command's pid (tier 2): spawn the command
-    /// gated, then [`start_broker`].
-    Broker(Pending, KernelError),
     /// No kernel view.
     None,
 }
 
-/// Starts the best view that needs no pid, or finds root's broker. Call it right before
-/// the command is spawned (tier 1 follows the next child that execs).
-pub fn plan(output: &TraceDir) -> Plan {
-    let tracefs_err = match KernelRecorder::start(output) {
-        Ok(k) => {
-            eprintln!("ust: kernel view: tier 3 (system-wide, from tracefs)");
+/// A view waiting for the gated command's pid.
+#[derive(Debug)]
+pub enum Gate {
+    /// Root's tracefs recording is set up (tier 3; the stacks recorder already follows
+    /// the next child that execs).
+    Tracefs(Box<Prepared>, Option<Box<PerfRecorder>>, bool),
+    /// Root's daemon will record (tier 2); the error says why tier 3 is not available.
+    Broker(Pending, KernelError),
+}
+
+impl Gate {
+    /// Starts the view of the gated command `pid` into `<output>/kernel`, saying on stderr
+    /// which tier it is.
+    ///
+    /// # Errors
+    /// Why not (printed), to pass to [`start_perf`] once the caller has cancelled the
+    /// gated command.
+    pub fn start(self, output: &TraceDir, pid: i32) -> Result<KernelView, KernelError> {
+        match self {
+            Gate::Tracefs(p, stacks, system_wide) => {
+                start_tracefs(*p, stacks, output, pid, system_wide).inspect_err(|e| eprintln!("ust: root's kernel view failed to start: {e}"))
+            }
+            Gate::Broker(p, tracefs_err) => start_broker(p, output, pid).ok_or(tracefs_err),
+        }
+    }
+}
+
+/// Sets up the best view, or finds root's broker. Call it right before the command is
+/// spawned (tier 1 and the user stacks follow the next child that execs). `opts` are
+/// tier 3's.
+pub fn plan(output: &TraceDir, opts: Options) -> Plan {
+    let tracefs_err = match ViewRecorder::prepare(true, opts) {
+        Ok(p) => {
             let stacks = match PerfRecorder::start_stacks(output) {
                 Ok(s) => Some(Box::new(s)),
                 Err(e) => {
@@ -55,12 +90,15 @@ pub fn plan(output: &TraceDir) -> Plan {
                     None
                 }
             };
-            return Plan::Ready(KernelView::Tracefs(k, stacks));
+            return Plan::Gated(Gate::Tracefs(Box::new(p), stacks, opts.system_wide));
         }
         Err(e) => e,
     };
+    if opts.system_wide {
+        eprintln!("ust: --system-wide needs root's tracefs view (tier 3): {tracefs_err}");
+    }
     match super::broker::hello() {
-        Ok(p) => Plan::Broker(p, tracefs_err),
+        Ok(p) => Plan::Gated(Gate::Broker(p, tracefs_err)),
         Err(reason) => {
             eprintln!("ust: root's ust-consumerd gives no kernel view: {reason}");
             start_perf(output, &tracefs_err).map_or(Plan::None, Plan::Ready)
@@ -68,9 +106,21 @@ pub fn plan(output: &TraceDir) -> Plan {
     }
 }
 
-/// Hands the gated command's `pid` to the broker; on refusal, says why (the caller then
-/// cancels the gated child and falls back to [`start_perf`]).
-pub fn start_broker(p: Pending, output: &TraceDir, pid: i32) -> Option<KernelView> {
+/// Starts root's recording of the tree of the gated command `pid` into `<output>/kernel`.
+fn start_tracefs(p: Prepared, stacks: Option<Box<PerfRecorder>>, output: &TraceDir, pid: i32, system_wide: bool) -> Result<KernelView, KernelError> {
+    let rec = p.start(output.dir(super::KERNEL_DIR, 0o750)?, ViewFilter::everything(pid))?;
+    if system_wide {
+        eprintln!("ust: kernel view: tier 3 (tracefs, system-wide: every task's events)");
+    } else {
+        eprintln!(
+            "ust: kernel view: tier 3 (tracefs: the command's system calls and faults, filtered in the kernel; everyone's scheduling, interrupts and timers)"
+        );
+    }
+    Ok(KernelView::Tracefs(rec, stacks))
+}
+
+/// Hands the gated command's `pid` to the broker; on refusal, says why.
+fn start_broker(p: Pending, output: &TraceDir, pid: i32) -> Option<KernelView> {
     let dir = p.rundir.clone();
     match p.start(output, pid) {
         Ok(b) => {
@@ -108,7 +158,7 @@ pub fn start_perf(output: &TraceDir, tracefs_err: &KernelError) -> Option<Kernel
 }
 
 impl KernelView {
-    /// Finishes the recording (see [`KernelRecorder::finish`], [`Broker::finish`],
+    /// Finishes the recording (see [`ViewRecorder::finish`], [`Broker::finish`],
     /// [`PerfRecorder::finish`]).
     ///
     /// # Errors
@@ -119,7 +169,8 @@ impl KernelView {
                 if let Some(Err(e)) = stacks.map(|s| s.finish(output, traced_pid)) {
                     eprintln!("ust: the user stacks of the kernel view: {e}");
                 }
-                k.finish(output, traced_pid)
+                let offset = super::session_clock_offset(output).unwrap_or_else(ust_core::clock::realtime_offset_ns);
+                k.finish(traced_pid, offset).map_err(|e| KernelError::Io(std::io::Error::other(e)))
             }
             KernelView::Broker(b) => b.finish(output, traced_pid),
             KernelView::Perf(p) => p.finish(output, traced_pid),

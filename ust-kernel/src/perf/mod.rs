@@ -1,7 +1,7 @@
 //! Tier 1 of the kernel view: what `perf_event_open(2)` shows an ordinary user about the
 //! tasks of the traced command, with `kernel.perf_event_paranoid = 2` (the default) and no
 //! privilege at all, written as the same kind of CTF trace in `<output>/kernel/` as the
-//! tracefs recording ([`super::KernelRecorder`]), with `env.kernel_source =
+//! tracefs recording ([`super::view_recorder`]), with `env.kernel_source =
 //! "perf_event_open"`.
 //!
 //! ```text
@@ -156,7 +156,7 @@ impl PerfRecorder {
 
     /// The same events, written as the user stacks only ([`to_ctf::Converter::stacks_only`])
     /// to `<output>/`[`STACKS_DIR`], with `env.kernel_source` [`STACKS_SOURCE`]: what root's
-    /// tracefs recording ([`super::KernelRecorder`]) cannot have, the DWARF-unwound user
+    /// tracefs recording ([`super::view_recorder`]) cannot have, the DWARF-unwound user
     /// stack of each page fault and of each blocked interval.
     ///
     /// # Errors
@@ -227,7 +227,7 @@ impl PerfRecorder {
 
     /// Drains the rings one last time (call it after the command exited), closes the
     /// events and writes the final metadata (the session's clock offset, as
-    /// [`super::KernelRecorder::finish`]).
+    /// [`super::view_recorder::ViewRecorder::finish`]).
     ///
     /// # Errors
     /// The metadata write error.
@@ -257,8 +257,7 @@ impl PerfRecorder {
             counts: self.table.events.iter().zip(counts).map(|(e, n)| (e.name.clone(), n)).collect(),
             lost,
             bad,
-            stale_removed: Vec::new(),
-            missing_events: Vec::new(),
+            ..Default::default()
         })
     }
 }

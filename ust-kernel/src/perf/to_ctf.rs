@@ -254,12 +254,12 @@ impl Converter {
                 )
             }
             Record::Sample(s) => self.fault(cpu, s),
-            Record::Lost { lost, .. } => {
-                if let Some(s) = self.streams.get_mut(cpu as usize) {
-                    s.stats.lost += lost;
-                }
-                Ok(())
-            }
+            // The kernel writes the count once its ring has room again: the records were
+            // lost between the ring's previous record and this one's time.
+            Record::Lost { lost, id } => match self.streams.get_mut(cpu as usize) {
+                Some(s) => s.note_discarded(id.time, lost),
+                None => Ok(()),
+            },
             Record::Bad => {
                 self.bad += 1;
                 Ok(())
@@ -310,5 +310,36 @@ impl Converter {
             s.id.tid,
             &[Given::Int(s.addr as i64), Given::Int(s.ip as i64), Given::Int(major.into()), Given::U64s(&frames)],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::record::{Id, Record};
+
+    /// A `PERF_RECORD_LOST` between two exits: the first packet ends at the first exit, an
+    /// empty packet at the lost record's time carries the count, and babeltrace2 reports
+    /// exactly those events discarded between the two times.
+    #[test]
+    fn lost_records_are_discarded_events_with_their_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = Arc::new(event_table());
+        let uuid = [3; 16];
+        let out = ust_ctf::outdir::TraceDir::create(dir.path(), None).unwrap();
+        let streams = vec![CpuStream::create(&out, table.clone(), uuid, 0).unwrap()];
+        let mut conv = Converter::new(table.clone(), streams);
+        let id = |time| Id { pid: 7, tid: 7, time, cpu: 0, event: 0 };
+        conv.convert(Item::Record(0, Record::Exit { id: id(1_000), pid: 7, ppid: 1, tid: 7, ptid: 1 })).unwrap();
+        conv.convert(Item::Record(0, Record::Lost { id: id(5_000), lost: 42 })).unwrap();
+        conv.convert(Item::Record(0, Record::Exit { id: id(9_000), pid: 7, ppid: 1, tid: 7, ptid: 1 })).unwrap();
+        conv.streams[0].flush().unwrap();
+        assert_eq!(conv.streams[0].stats.lost, 42);
+        crate::write_metadata(&out, uuid, &table, "20260101T000000+0000", 7, 0, "perf_event_open").unwrap();
+        let o = std::process::Command::new("babeltrace2").arg(dir.path()).output().expect("babeltrace2 runs");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.contains("sched_process_exit")).count(), 2);
+        assert!(err.contains("Tracer discarded 42 events between [00:00:00.000001000] and [00:00:00.000005000]"), "{err}");
     }
 }
