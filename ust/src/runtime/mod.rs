@@ -44,7 +44,7 @@ mod waits;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU16, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use ust_core::rundir;
@@ -117,12 +117,13 @@ pub(crate) struct Generation {
 
 /// One daemon connection of a [`Generation`].
 pub(crate) struct Link {
-    /// Write side of the daemon connection (the runtime thread reads another descriptor
-    /// of the same socket).
-    pub(crate) writer: Mutex<Option<fd::Conn>>,
-    /// Raw descriptors of the connection and what they name, for a fork child to close
+    /// The daemon connection, for sending: the lock keeps messages whole. The runtime
+    /// thread reads the same descriptor through its own reference, without the lock (one
+    /// descriptor per daemon: [`fd`]).
+    pub(crate) writer: Mutex<Option<Arc<fd::Conn>>>,
+    /// The connection's raw descriptor and what it names, for a fork child to close
     /// (atomics: the child may not take locks).
-    pub(crate) fds: [RawConn; 2],
+    pub(crate) fd: RawConn,
     /// How many sites the daemon knows (updated with `writer` held).
     pub(crate) announced: std::sync::atomic::AtomicUsize,
     /// Number of sites the daemon's last applied `SetEnabled` covered.
@@ -133,7 +134,7 @@ impl Link {
     const fn new() -> Link {
         Link {
             writer: Mutex::new(None),
-            fds: [RawConn::none(), RawConn::none()],
+            fd: RawConn::none(),
             announced: std::sync::atomic::AtomicUsize::new(0),
             masks_len: std::sync::atomic::AtomicUsize::new(0),
         }
@@ -299,8 +300,14 @@ fn possible_cpus() -> u32 {
     *NCPUS.get_or_init(cpu::possible)
 }
 
-/// The `app` sockets of the own daemon and of root's ([`links`]).
+/// The `app` sockets of the own daemon and of root's ([`links`]). None in this library's
+/// own unit tests: they install channels and set masks by hand, and a daemon the machine
+/// happens to run (root's at `/run/ust`, which `ust trace` starts and leaves) would
+/// register the test binary and recompute every mask from its `SetEnabled` mid-test.
 fn socket_paths() -> [Option<PathBuf>; links::NLINKS] {
+    if cfg!(test) {
+        return [None, None];
+    }
     let own = match rundir::rundir() {
         Ok(d) => Some(d),
         Err(e) => {
@@ -391,7 +398,7 @@ fn announce_to(g: &Generation, link: usize) -> Option<usize> {
             return None;
         }
     };
-    let sock = w.as_ref().and_then(fd::Conn::get)?;
+    let sock = w.as_deref().and_then(fd::Conn::get)?;
     let known = l.announced.load(Ordering::Relaxed);
     let events: Vec<_> = site::all().skip(known).map(|s| s.desc().clone()).collect();
     if events.is_empty() {
@@ -550,7 +557,7 @@ extern "C" fn at_exit() {
                     }
                 }
             };
-            if let Some(sock) = w.as_ref().and_then(fd::Conn::get) {
+            if let Some(sock) = w.as_deref().and_then(fd::Conn::get) {
                 match ust_core::protocol::send(sock, &ust_core::protocol::AppMessage::Exiting, &[]) {
                     Ok(()) => debug!("exiting: told {}", links::name(link)),
                     Err(e) => debug!("exiting: could not tell {}: {e}", links::name(link)),
@@ -576,7 +583,7 @@ extern "C" fn after_fork_child() {
         // The parent's connections belong to the parent; its objects are left untouched
         // (their locks may have been held by threads that do not exist here). Each
         // inherited descriptor is closed only if it still names the parent's socket.
-        for c in old.links.iter().flat_map(|l| &l.fds) {
+        for c in old.links.iter().map(|l| &l.fd) {
             let fd = c.fd.swap(-1, Ordering::AcqRel);
             if fd >= 0 {
                 fd::close_inherited(fd, (c.dev.load(Ordering::Relaxed), c.ino.load(Ordering::Relaxed)));
