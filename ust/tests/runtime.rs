@@ -109,18 +109,50 @@ impl FakeDaemon {
     }
 }
 
-fn spawn_child(mode: &str, dir: &Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_main", "--nocapture", "--test-threads=1"])
+fn child_cmd(mode: &str, dir: &Path) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "child_main", "--nocapture", "--test-threads=1"])
         .env("UST_TEST_CHILD", mode)
         .env("UST_TEST_DIR", dir)
         .env("UST_RUNDIR", dir)
         .env("UST_SESSION_TOKEN", "tok-123")
         .env("UST_DEBUG", "1")
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stderr(Stdio::piped());
+    c
+}
+
+fn spawn_child(mode: &str, dir: &Path) -> Child {
+    child_cmd(mode, dir).spawn().unwrap()
+}
+
+/// [`spawn_child`] with `RLIMIT_NOFILE` (soft and hard) at `limit`, as `ulimit -n` sets it.
+fn spawn_child_with_fd_limit(mode: &str, dir: &Path, limit: u64) -> Child {
+    use std::os::unix::process::CommandExt;
+    let mut c = child_cmd(mode, dir);
+    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        c.pre_exec(move || {
+            let r = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c.spawn().unwrap()
+}
+
+/// The descriptors of process `pid` from 3 up, with what each names (`socket:[N]`, a path).
+fn descriptors(pid: u32) -> Vec<(i32, String)> {
+    let mut v: Vec<(i32, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, std::fs::read_link(e.path()).ok()?.to_string_lossy().into_owned())))
+        .filter(|(fd, _)| *fd >= 3)
+        .collect();
+    v.sort();
+    v
 }
 
 fn finish(child: Child) -> String {
@@ -574,8 +606,73 @@ fn the_daemon_connection_sits_above_the_programs_descriptors() {
         .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
         .collect();
-    assert_eq!(sockets.len(), 2, "reader and writer: {sockets:?}");
+    assert_eq!(sockets.len(), 1, "one descriptor reads and writes the connection: {sockets:?}");
     assert!(sockets.iter().all(|fd| *fd >= floor), "runtime descriptors among the program's: {sockets:?} (floor {floor})");
     std::fs::write(d.dir.path().join("stop"), b"").unwrap();
     finish(child);
+}
+
+/// Under the documented limit (a soft `RLIMIT_NOFILE` under 64: `ulimit -n 16`, and 63) the
+/// runtime takes no descriptor: it never connects (the daemon's backlog is empty once the
+/// program is gone), the program runs normally, its constructor does not wait, and
+/// `UST_DEBUG` says why.
+#[test]
+fn under_a_soft_descriptor_limit_of_64_the_process_runs_untraced() {
+    use std::io::BufRead;
+    for limit in [16, 63] {
+        let d = FakeDaemon::new();
+        let mut child = spawn_child_with_fd_limit("late", d.dir.path(), limit);
+        let pid = child.id();
+        // The runtime thread says why before it settles; then it holds nothing.
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut log = String::new();
+        let why = format!("RLIMIT_NOFILE's soft limit is {limit}, under 64: running untraced");
+        while !log.contains(&why) {
+            assert!(err.read_line(&mut log).unwrap() > 0, "the child ended without saying why it is untraced:\n{log}");
+        }
+        assert!(descriptors(pid).iter().all(|(_, what)| !what.starts_with("socket:")), "{:?}", descriptors(pid));
+        std::fs::write(d.dir.path().join("stop"), b"").unwrap();
+        let status = child.wait().unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+        log += &rest;
+        assert!(status.success(), "{log}");
+        assert!(!log.contains("registered") && !log.contains("no answer"), "{log}");
+        match d.listener.accept() {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            other => panic!("the runtime connected at ulimit -n {limit}: {other:?}\n{log}"),
+        }
+    }
+}
+
+/// At the documented limit (64) the runtime is traced as usual and holds exactly one
+/// descriptor: the connection, at or above the floor (the limit minus 16), the program's
+/// 48 lower numbers left alone.
+#[test]
+fn at_a_soft_descriptor_limit_of_64_the_runtime_holds_one_descriptor() {
+    let d = FakeDaemon::new();
+    let child = spawn_child_with_fd_limit("late", d.dir.path(), 64);
+    let s = d.accept(Duration::from_secs(10));
+    let reg = recv_register(&s);
+    let ch = make_channel(reg.ncpus);
+    grant(&s, 0, &ch);
+    enable_all(&s, &reg, 0);
+    protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
+    sync(&s, 1);
+    // (The child also has what it inherited from the test harness: cargo's jobserver pipe.)
+    let sockets: Vec<(i32, String)> = descriptors(child.id()).into_iter().filter(|(_, what)| what.starts_with("socket:")).collect();
+    assert_eq!(sockets.len(), 1, "the runtime's only descriptor: {sockets:?}");
+    assert!(sockets[0].0 >= 48, "{sockets:?}");
+    // Traced: a whole batch of the child's events arrives in the granted buffers.
+    let done = [10u32.to_le_bytes().to_vec(), b"late\0".to_vec()];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut records = Vec::new();
+    while !records.iter().any(|r: &Record| r.name == "rt:done" && r.fields == done) {
+        assert!(Instant::now() < deadline, "no event of the child: {records:?}");
+        std::thread::sleep(Duration::from_millis(20));
+        records.extend(read_all(&ch, &reg.events));
+    }
+    std::fs::write(d.dir.path().join("stop"), b"").unwrap();
+    let log = finish(child);
+    assert!(log.contains("registered with"), "{log}");
 }
