@@ -73,6 +73,13 @@ fn child_main() {
             unsafe { libc::waitpid(pid, &mut status, 0) };
             assert_eq!(status, 0);
         }
+        "listen" => {
+            // A daemon that takes connections into its backlog and never answers: the
+            // listening socket at <dir>/app, then nothing until killed.
+            let _l = UnixListener::bind(dir.join("app")).unwrap();
+            std::fs::write(dir.join("listening"), b"").unwrap();
+            std::thread::sleep(Duration::from_secs(60));
+        }
         other => panic!("unknown mode {other}"),
     }
 }
@@ -675,4 +682,52 @@ fn at_a_soft_descriptor_limit_of_64_the_runtime_holds_one_descriptor() {
     std::fs::write(d.dir.path().join("stop"), b"").unwrap();
     let log = finish(child);
     assert!(log.contains("registered with"), "{log}");
+}
+
+/// Past `UST_REGISTER_TIMEOUT` the constructor waits on only while the CPUs are contended
+/// and the daemon can still answer: with twice as many CPU hogs as CPUs (so that some task
+/// always waits for a CPU), a silent daemon is waited for past the timeout, a stopped one
+/// (SIGSTOP) is not. The daemon is a child of this test listening on `<dir>/app` (its pid
+/// is what `SO_PEERCRED` gives the runtime).
+#[test]
+fn past_the_register_timeout_only_a_live_daemon_on_a_busy_machine_is_waited_for() {
+    if !Path::new("/proc/pressure/cpu").exists() {
+        eprintln!("skipped: this kernel has no PSI (/proc/pressure/cpu)");
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let hogs: Vec<KillOnDrop> = (0..2 * cpus).map(|_| KillOnDrop(Command::new("yes").stdout(Stdio::null()).spawn().unwrap())).collect();
+    for stopped in [false, true] {
+        let dir = tempfile::Builder::new().prefix("ust-rt").tempdir_in("/tmp").unwrap();
+        let empty = tempfile::Builder::new().prefix("ust-rt").tempdir_in("/tmp").unwrap();
+        let daemon = KillOnDrop(child_cmd("listen", dir.path()).env("UST_RUNDIR", empty.path()).stderr(Stdio::null()).spawn().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !dir.path().join("listening").exists() {
+            assert!(Instant::now() < deadline, "the fake daemon did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if stopped {
+            // SAFETY: kill(2) of the child this test started.
+            assert_eq!(unsafe { libc::kill(daemon.0.id() as i32, libc::SIGSTOP) }, 0);
+        }
+        let log = finish(child_cmd("emit", dir.path()).env("UST_REGISTER_TIMEOUT", "300").spawn().unwrap());
+        assert!(log.contains("no answer from the daemon"), "{log}");
+        let waited_on = log.contains("the CPUs are contended: waiting on");
+        assert_eq!(waited_on, !stopped, "stopped daemon: {stopped}\n{log}");
+        if stopped {
+            // SAFETY: as above; the daemon is killed on drop.
+            unsafe { libc::kill(daemon.0.id() as i32, libc::SIGCONT) };
+        }
+    }
+    drop(hogs);
+}
+
+/// A child killed (and reaped) when dropped.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

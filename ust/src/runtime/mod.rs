@@ -14,8 +14,10 @@
 //!     THREAD_START_WAIT only while they wait    serve AddChannel / RemoveChannel /
 //!     for a CPU), then for both to be Ready       SetEnabled / Ready / Sync / Refused
 //!     (or absent), at most                      on EOF or error (the daemon died): keep
-//!     UST_REGISTER_TIMEOUT ms (3000)              writing into its buffers, back to
-//!   return                                        waiting; retire them when a new daemon
+//!     UST_REGISTER_TIMEOUT ms (3000; past it      writing into its buffers, back to
+//!     only while the CPUs are contended:          waiting; retire them when a new daemon
+//!     waits.rs)
+//!   return
 //!                                                 answers, then register again
 //! a dlopen'ed copy joins (process.rs) ──────> its sites: RegisterEvents; the joining
 //!                                               constructor waits for their masks, at
@@ -51,12 +53,13 @@ use ust_core::rundir;
 
 use crate::published::Published;
 use crate::{channel, context, cpu, site};
-pub use waits::THREAD_START_WAIT;
 use waits::{Progress, Unfinished};
+pub use waits::{CONTENDED_WAIT_FACTOR, THREAD_START_WAIT};
 
 /// Environment variable: how long the constructor waits for registration, in ms (default
 /// 3000, as `LTTNG_UST_REGISTER_TIMEOUT`; 0 = do not wait; negative = wait until the
-/// daemon answers).
+/// daemon answers). Past it the constructor waits on only while the CPUs are contended, at
+/// most [`CONTENDED_WAIT_FACTOR`] times it in all.
 pub const ENV_REGISTER_TIMEOUT: &str = "UST_REGISTER_TIMEOUT";
 /// Environment variable: `1` (any value but `0` or empty) logs the runtime's decisions on
 /// stderr.
@@ -217,7 +220,9 @@ extern "C" fn constructor() {
 /// ms (default 3000; negative: no limit) past it for the rest, of which the threads' start
 /// takes more only while one of them is runnable, waiting for a CPU (at most 3000 ms when
 /// the timeout has no limit); a thread that has not started and is not runnable is stuck,
-/// and the constructor returns. Without a socket it returns at once and the threads
+/// and the constructor returns. Past the timeout it waits on while the kernel says the
+/// CPUs are contended and no daemon it waits for is stopped, at most
+/// [`CONTENDED_WAIT_FACTOR`] times the timeout in all. Without a socket it returns at once and the threads
 /// connect when a daemon appears.
 pub fn start() {
     if STARTED.swap(true, Ordering::AcqRel) {

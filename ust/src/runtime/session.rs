@@ -137,6 +137,7 @@ pub(super) fn run(g: &'static Generation, link: usize, path: PathBuf) {
             Outcome::Closed => {}
         }
         g.links[link].fd.clear();
+        g.connected(link, 0);
         *g.links[link].writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
         g.settle(link);
         std::thread::sleep(POLL_INTERVAL);
@@ -185,6 +186,7 @@ fn serve(g: &'static Generation, link: usize, path: &Path, conn: Conn, procname:
         let _ = s.set_write_timeout(Some(SEND_TIMEOUT));
     }
     l.fd.set(conn.raw());
+    g.connected(link, conn.get().and_then(|s| protocol::peer_credentials(s).ok()).map_or(0, |(pid, _, _)| pid));
     // The writer is installed and the registration sent under one hold of its lock: a site
     // made meanwhile ([`site::register_dynamic`], or a `dlopen`ed object's) is either in
     // this registration or announced after it, never both, never neither, and never
