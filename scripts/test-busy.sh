@@ -59,7 +59,10 @@ echo "test-busy: hogs ${hogs[*]} (yes >/dev/null) on $(nproc) CPU(s)"
 # `Running <target> (...)` before each test binary and `test <name> ... FAILED` per failure.
 failures() {
   awk '
-    /^ *Running / { target = $2 }
+    /^ *Running / {
+      target = $2
+      if (target == "unittests") { b = $NF; sub(/^\(.*\//, "", b); sub(/-[0-9a-f]+\)$/, "", b); target = b " (unit tests)" }
+    }
     /^ *Doc-tests / { target = "doctests " $2 }
     /^test .* \.\.\. FAILED$/ { sub(/^test /, ""); sub(/ \.\.\. FAILED$/, ""); print "    " target ": " $0 }
   ' "$1"
