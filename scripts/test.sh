@@ -84,6 +84,15 @@ python3 scripts/check-doc-links.py
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
+# The tests do not meet a daemon this machine already runs (the quick start's `ust trace`
+# leaves root's at /run/ust, which root's programs would otherwise register with): every
+# process started below without a socket directory of its own uses an empty private one.
+# (Each test gives its programs their own directories; this covers the test binaries
+# themselves, the doctests and the benches.)
+private_rundir=$(mktemp -d "${TMPDIR:-/tmp}/ust-test-rundir.XXXXXX")
+trap 'rm -rf "$private_rundir"' EXIT
+export UST_RUNDIR="$private_rundir/run"
+
 cargo test --workspace
 
 # The runtime's link-time collection and constructor must survive release-mode linking.

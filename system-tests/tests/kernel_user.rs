@@ -226,7 +226,9 @@ fn rust_release_program_shows_the_blocking_function_and_line() {
     babeltrace_all(&out.join("kernel"), recorded(&err), !err.contains(", 0 lost"));
     let r = report(&out);
     let w = wait_of(&r, "pipewait", "syscall read");
-    assert!((150_000_000..500_000_000).contains(&w.duration_ns), "{}", w.duration_ns);
+    // The peer starts its 200 ms once it saw this read block: at least that long, however
+    // late the main thread got a CPU (an upper bound would measure the machine's load).
+    assert!(w.duration_ns >= 200_000_000, "{}", w.duration_ns);
     assert_eq!(w.woken_by, Waker::NeedsRoot);
     let f = w.stack.iter().find(|f| f.function.as_deref().is_some_and(|n| n.ends_with("wait_for_peer"))).unwrap_or_else(|| panic!("{:#?}", w.stack));
     assert!(f.file.as_deref().unwrap_or("").ends_with("pipewait.rs"), "{f:?}");

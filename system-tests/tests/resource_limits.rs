@@ -3,6 +3,10 @@
 //! no descriptors left for is refused with a clear error in the log and runs untraced;
 //! every trace it did write is whole; once the processes are gone and the session
 //! destroyed, it holds exactly the descriptors it held before.
+//!
+//! And a program's own low limit: at `ulimit -n 16` the runtime takes no descriptor and
+//! the program runs untraced, saying why under `UST_DEBUG`; at 64 (the lowest limit it
+//! takes one at) it is traced, holding one socket.
 
 use system_tests as common;
 
@@ -79,4 +83,73 @@ fn sixty_four_processes_under_ulimit_256() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(fd_count(d.pid()), before, "descriptors before and after\n{log}");
+}
+
+/// `holder N` with `RLIMIT_NOFILE` at `limit` (soft and hard, as `ulimit -n`), registered
+/// with `d`'s daemon when it can be; returns it (stdin piped, `ready` read) and its stderr.
+fn holder_at_fd_limit(d: &TestDaemon, n: u64, limit: u64) -> (std::process::Child, std::process::ChildStderr) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(program("debug", "holder"));
+    cmd.arg(n.to_string()).env("UST_RUNDIR", &d.rundir).env("UST_DEBUG", "1").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        cmd.pre_exec(move || {
+            let r = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut c = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(c.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let err = c.stderr.take().unwrap();
+    (c, err)
+}
+
+/// The sockets among `pid`'s descriptors: `(number, what it names)`.
+fn sockets(pid: u32) -> Vec<(i32, String)> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, std::fs::read_link(e.path()).ok()?.to_string_lossy().into_owned())))
+        .filter(|(_, what): &(i32, String)| what.starts_with("socket:"))
+        .collect()
+}
+
+/// At `ulimit -n 16` a program runs untraced and whole, the runtime holding no descriptor
+/// and saying why; at 64 the same program is traced (every event read back by babeltrace2)
+/// with the runtime holding one socket, at or above the floor (64 - 16).
+#[test]
+fn a_program_at_ulimit_16_runs_untraced_and_at_64_is_traced_with_one_descriptor() {
+    use std::io::Read;
+    const N: u64 = 20;
+    let d = TestDaemon::start();
+    let out = d.output("limits");
+    d.session("limits", &out, &[]);
+    let (low, mut low_err) = holder_at_fd_limit(&d, N, 16);
+    let (high, high_err) = holder_at_fd_limit(&d, N, 64);
+    // Both constructors returned (each said ready): the runtime of the one at 16 settled
+    // without a connection, the other registered.
+    assert!(sockets(low.id()).is_empty(), "{:?}", sockets(low.id()));
+    let s = sockets(high.id());
+    assert!(s.len() == 1 && s[0].0 >= 48, "the runtime's descriptors at ulimit -n 64: {s:?}");
+    let (low_pid, high_pid) = (low.id() as i32, high.id() as i32);
+    for mut c in [low, high] {
+        drop(c.stdin.take());
+        assert!(c.wait().unwrap().success());
+    }
+    let mut said = String::new();
+    low_err.read_to_string(&mut said).unwrap();
+    assert!(said.contains("RLIMIT_NOFILE's soft limit is 16, under 64: running untraced"), "{said}");
+    drop(high_err);
+    d.stop_and_destroy("limits");
+    let events = bt_events(&babeltrace(&out));
+    let seq = |pid: i32| {
+        events.iter().filter(|e| e.pid == pid && e.name == "holder:ev").map(|e| fields_map(&e.fields)["i"].parse::<u64>().unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(seq(high_pid), (0..2 * N).collect::<Vec<_>>(), "the program at ulimit -n 64, whole");
+    assert!(seq(low_pid).is_empty(), "the program at ulimit -n 16 was traced");
 }

@@ -130,6 +130,42 @@ fn a_thousand_short_processes_give_one_trace_told_apart_by_vpid() {
     assert_eq!(apps.as_array().map_or(0, Vec::len), 0, "no process kept: {apps}");
 }
 
+/// 300 short processes at once beside two CPU hogs (`yes`), with the default registration
+/// timeout: every process registers (past the 3 s bound while the CPUs are contended) and
+/// all 900 events are in the trace, three per process, in order.
+#[test]
+fn a_burst_of_short_processes_beside_two_cpu_hogs_loses_no_process() {
+    const N: usize = 300;
+    let d = TestDaemon::start();
+    let prog = program_here("threeevents");
+    let _hogs: Vec<KillOnDrop> = (0..2).map(|_| KillOnDrop(Command::new("yes").stdout(Stdio::null()).stdin(Stdio::null()).spawn().expect("run yes"))).collect();
+    let out = d.output("burst");
+    let mut cmd = d.ust_cmd();
+    cmd.env_remove("UST_REGISTER_TIMEOUT");
+    cmd.args([
+        "trace",
+        "--buffers-uid",
+        "--output",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &format!("for i in $(seq {N}); do {} & done; wait", prog.display()),
+    ]);
+    let o = output_within(cmd, Duration::from_secs(240));
+    assert!(o.status.success(), "ust trace failed: {}\n{}\nlog:\n{}", o.status, String::from_utf8_lossy(&o.stderr), d.log());
+    let text = babeltrace(&uid_trace(&out));
+    let mut by_vpid: BTreeMap<i32, Vec<u32>> = BTreeMap::new();
+    for l in lines(&text).iter().filter(|l| l.name == "short:ev") {
+        by_vpid.entry(l.vpid).or_default().push(fields_map(&l.fields)["i"].parse().unwrap());
+    }
+    let events: usize = by_vpid.values().map(Vec::len).sum();
+    assert_eq!((by_vpid.len(), events), (N, 3 * N), "every process and event; daemon log:\n{}", d.log());
+    for (vpid, seq) in &by_vpid {
+        assert_eq!(seq, &[0, 1, 2], "process {vpid}");
+    }
+}
+
 #[test]
 fn same_name_other_layout_and_late_callsites() {
     let d = TestDaemon::start();

@@ -73,6 +73,13 @@ fn child_main() {
             unsafe { libc::waitpid(pid, &mut status, 0) };
             assert_eq!(status, 0);
         }
+        "listen" => {
+            // A daemon that takes connections into its backlog and never answers: the
+            // listening socket at <dir>/app, then nothing until killed.
+            let _l = UnixListener::bind(dir.join("app")).unwrap();
+            std::fs::write(dir.join("listening"), b"").unwrap();
+            std::thread::sleep(Duration::from_secs(60));
+        }
         other => panic!("unknown mode {other}"),
     }
 }
@@ -109,18 +116,50 @@ impl FakeDaemon {
     }
 }
 
-fn spawn_child(mode: &str, dir: &Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_main", "--nocapture", "--test-threads=1"])
+fn child_cmd(mode: &str, dir: &Path) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "child_main", "--nocapture", "--test-threads=1"])
         .env("UST_TEST_CHILD", mode)
         .env("UST_TEST_DIR", dir)
         .env("UST_RUNDIR", dir)
         .env("UST_SESSION_TOKEN", "tok-123")
         .env("UST_DEBUG", "1")
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stderr(Stdio::piped());
+    c
+}
+
+fn spawn_child(mode: &str, dir: &Path) -> Child {
+    child_cmd(mode, dir).spawn().unwrap()
+}
+
+/// [`spawn_child`] with `RLIMIT_NOFILE` (soft and hard) at `limit`, as `ulimit -n` sets it.
+fn spawn_child_with_fd_limit(mode: &str, dir: &Path, limit: u64) -> Child {
+    use std::os::unix::process::CommandExt;
+    let mut c = child_cmd(mode, dir);
+    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        c.pre_exec(move || {
+            let r = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c.spawn().unwrap()
+}
+
+/// The descriptors of process `pid` from 3 up, with what each names (`socket:[N]`, a path).
+fn descriptors(pid: u32) -> Vec<(i32, String)> {
+    let mut v: Vec<(i32, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, std::fs::read_link(e.path()).ok()?.to_string_lossy().into_owned())))
+        .filter(|(fd, _)| *fd >= 3)
+        .collect();
+    v.sort();
+    v
 }
 
 fn finish(child: Child) -> String {
@@ -574,8 +613,121 @@ fn the_daemon_connection_sits_above_the_programs_descriptors() {
         .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
         .collect();
-    assert_eq!(sockets.len(), 2, "reader and writer: {sockets:?}");
+    assert_eq!(sockets.len(), 1, "one descriptor reads and writes the connection: {sockets:?}");
     assert!(sockets.iter().all(|fd| *fd >= floor), "runtime descriptors among the program's: {sockets:?} (floor {floor})");
     std::fs::write(d.dir.path().join("stop"), b"").unwrap();
     finish(child);
+}
+
+/// Under the documented limit (a soft `RLIMIT_NOFILE` under 64: `ulimit -n 16`, and 63) the
+/// runtime takes no descriptor: it never connects (the daemon's backlog is empty once the
+/// program is gone), the program runs normally, its constructor does not wait, and
+/// `UST_DEBUG` says why.
+#[test]
+fn under_a_soft_descriptor_limit_of_64_the_process_runs_untraced() {
+    use std::io::BufRead;
+    for limit in [16, 63] {
+        let d = FakeDaemon::new();
+        let mut child = spawn_child_with_fd_limit("late", d.dir.path(), limit);
+        let pid = child.id();
+        // The runtime thread says why before it settles; then it holds nothing.
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut log = String::new();
+        let why = format!("RLIMIT_NOFILE's soft limit is {limit}, under 64: running untraced");
+        while !log.contains(&why) {
+            assert!(err.read_line(&mut log).unwrap() > 0, "the child ended without saying why it is untraced:\n{log}");
+        }
+        assert!(descriptors(pid).iter().all(|(_, what)| !what.starts_with("socket:")), "{:?}", descriptors(pid));
+        std::fs::write(d.dir.path().join("stop"), b"").unwrap();
+        let status = child.wait().unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+        log += &rest;
+        assert!(status.success(), "{log}");
+        assert!(!log.contains("registered") && !log.contains("no answer"), "{log}");
+        match d.listener.accept() {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            other => panic!("the runtime connected at ulimit -n {limit}: {other:?}\n{log}"),
+        }
+    }
+}
+
+/// At the documented limit (64) the runtime is traced as usual and holds exactly one
+/// descriptor: the connection, at or above the floor (the limit minus 16), the program's
+/// 48 lower numbers left alone.
+#[test]
+fn at_a_soft_descriptor_limit_of_64_the_runtime_holds_one_descriptor() {
+    let d = FakeDaemon::new();
+    let child = spawn_child_with_fd_limit("late", d.dir.path(), 64);
+    let s = d.accept(Duration::from_secs(10));
+    let reg = recv_register(&s);
+    let ch = make_channel(reg.ncpus);
+    grant(&s, 0, &ch);
+    enable_all(&s, &reg, 0);
+    protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
+    sync(&s, 1);
+    // (The child also has what it inherited from the test harness: cargo's jobserver pipe.)
+    let sockets: Vec<(i32, String)> = descriptors(child.id()).into_iter().filter(|(_, what)| what.starts_with("socket:")).collect();
+    assert_eq!(sockets.len(), 1, "the runtime's only descriptor: {sockets:?}");
+    assert!(sockets[0].0 >= 48, "{sockets:?}");
+    // Traced: a whole batch of the child's events arrives in the granted buffers.
+    let done = [10u32.to_le_bytes().to_vec(), b"late\0".to_vec()];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut records = Vec::new();
+    while !records.iter().any(|r: &Record| r.name == "rt:done" && r.fields == done) {
+        assert!(Instant::now() < deadline, "no event of the child: {records:?}");
+        std::thread::sleep(Duration::from_millis(20));
+        records.extend(read_all(&ch, &reg.events));
+    }
+    std::fs::write(d.dir.path().join("stop"), b"").unwrap();
+    let log = finish(child);
+    assert!(log.contains("registered with"), "{log}");
+}
+
+/// Past `UST_REGISTER_TIMEOUT` the constructor waits on only while the CPUs are contended
+/// and the daemon can still answer: with twice as many CPU hogs as CPUs (so that some task
+/// always waits for a CPU), a silent daemon is waited for past the timeout, a stopped one
+/// (SIGSTOP) is not. The daemon is a child of this test listening on `<dir>/app` (its pid
+/// is what `SO_PEERCRED` gives the runtime).
+#[test]
+fn past_the_register_timeout_only_a_live_daemon_on_a_busy_machine_is_waited_for() {
+    if !Path::new("/proc/pressure/cpu").exists() {
+        eprintln!("skipped: this kernel has no PSI (/proc/pressure/cpu)");
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let hogs: Vec<KillOnDrop> = (0..2 * cpus).map(|_| KillOnDrop(Command::new("yes").stdout(Stdio::null()).spawn().unwrap())).collect();
+    for stopped in [false, true] {
+        let dir = tempfile::Builder::new().prefix("ust-rt").tempdir_in("/tmp").unwrap();
+        let empty = tempfile::Builder::new().prefix("ust-rt").tempdir_in("/tmp").unwrap();
+        let daemon = KillOnDrop(child_cmd("listen", dir.path()).env("UST_RUNDIR", empty.path()).stderr(Stdio::null()).spawn().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !dir.path().join("listening").exists() {
+            assert!(Instant::now() < deadline, "the fake daemon did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if stopped {
+            // SAFETY: kill(2) of the child this test started.
+            assert_eq!(unsafe { libc::kill(daemon.0.id() as i32, libc::SIGSTOP) }, 0);
+        }
+        let log = finish(child_cmd("emit", dir.path()).env("UST_REGISTER_TIMEOUT", "300").spawn().unwrap());
+        assert!(log.contains("no answer from the daemon"), "{log}");
+        let waited_on = log.contains("the CPUs are contended: waiting on");
+        assert_eq!(waited_on, !stopped, "stopped daemon: {stopped}\n{log}");
+        if stopped {
+            // SAFETY: as above; the daemon is killed on drop.
+            unsafe { libc::kill(daemon.0.id() as i32, libc::SIGCONT) };
+        }
+    }
+    drop(hogs);
+}
+
+/// A child killed (and reaped) when dropped.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -7,18 +7,20 @@
 //! ```text
 //! ust trace: perf_event_open(pid 0, cpu N, inherit, enable_on_exec, exclude_kernel)  (attr)
 //!   fork + exec of CMD ──> the events switch on in CMD and follow its children
-//! thread ust-perf (reader):
-//!   per CPU: side-band ring + fault ring (mmap) ──> ring::Ring::drain ──> record::parse
+//! thread ust-perf (reader), never waiting for the converter:
+//!   per CPU: side-band ring (mmap) ──> ring::Ring::drain ──> record::parse
 //!   a traced thread went off CPU voluntarily ──> blockstack::snapshot (/proc), at once
-//!   ──> batch (records, + the stacks taken after the previous batch) ──channel──┐
-//! thread ust-perf-ctf (converter):                                            v
+//!   per CPU: fault ring ──> drain (dropped, counted lost, while the converter is behind)
+//!   ──> batch (records + stacks), held and merged while the channel is full ──channel──┐
+//! thread ust-perf-ctf (converter):                                                     v
 //!   sort the batch by time ──> to_ctf::Converter (unwind::Processes: mmap records +
 //!   .eh_frame) ──> kernel/channel0_N
 //! ```
 //!
 //! Per CPU, every item of a batch is later than that CPU's items in the batches before it
-//! (a ring is read in order, and a stack, taken after its batch was drained, goes into the
-//! next batch), so sorting each batch keeps every CPU's stream in time order.
+//! (a ring is read in order, and a stack is stamped just after the latest record of its
+//! CPU read so far, inside its blocked interval), so sorting each batch keeps every CPU's
+//! stream in time order.
 //!
 //! What it records (measured as an unprivileged user on Linux 6.18, paranoid 2, a VM with
 //! no hardware PMU): every context switch of the traced tasks (switch records, voluntary
@@ -271,23 +273,39 @@ impl Drop for PerfRecorder {
     }
 }
 
-/// Batches the reader may hand the converter before it waits for it.
+/// Batches the converter may have queued before the reader holds the next ones back (the
+/// reader never waits for the converter: see [`read_loop`]).
 const BATCHES_IN_FLIGHT: usize = 8;
+/// Fault samples the reader holds back, beyond which it drops the next ones (counted as
+/// lost in their CPU's stream) until the converter catches up.
+const HELD_FAULTS: usize = 16 * 1024;
+/// Records of any kind held back beyond which the reader drops them all (counted as lost):
+/// a converter that far behind is not catching up.
+const HELD_RECORDS: usize = 1024 * 1024;
 
 /// The reader: poll the rings, look at the threads that blocked (at once, before anything
 /// slow), and hand each batch to the converter thread, which merges it by time with the
 /// block stacks taken after the previous batch (so every item of a batch is later than
 /// every item of the batches before), unwinds and writes.
+///
+/// A blocked thread's stack is read from `/proc` while it is still blocked (there is no
+/// kernel sample of it for an unprivileged user: [`blockstack`]), so the reader must be
+/// back on the rings as soon as a thread blocks: it reads the side-band rings (the
+/// switches) and looks at the blocked threads before it reads the fault rings, and it never
+/// waits for the converter. When the converter falls behind (unwinding a fault storm),
+/// the batches are held back and merged, in ring order, and past [`HELD_FAULTS`] fault
+/// samples the next ones are dropped and counted as lost, as a full ring would lose them.
 fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBool) -> ReaderResult {
-    // Bounded: when unwinding and writing fall behind (a fault storm), the backlog waits in
-    // the kernel's rings, whose overflow perf counts as lost records, not in our heap.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<to_ctf::Item>>(BATCHES_IN_FLIGHT);
     let converter = std::thread::Builder::new().name("ust-perf-ctf".into()).spawn(move || convert_loop(conv, rx));
     let converter = match converter {
         Ok(c) => c,
         Err(e) => return (Vec::new(), 0, Some(format!("cannot start the converter thread: {e}"))),
     };
-    let mut pending: Vec<to_ctf::Item> = Vec::new();
+    // What the converter has not taken yet; per CPU, the latest time of a record read so far.
+    let mut held: Vec<to_ctf::Item> = Vec::new();
+    let mut held_faults = 0usize;
+    let mut latest: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
     // Threads off CPU voluntarily: tid -> (pid, CPU); those whose interval has a stack.
     let mut blocked: std::collections::HashMap<i32, (i32, u32)> = std::collections::HashMap::new();
     let mut stacked: std::collections::HashSet<i32> = std::collections::HashSet::new();
@@ -299,14 +317,17 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
             // SAFETY: pfd is a valid array of pollfd of the given length.
             unsafe { libc::poll(pfd.as_mut_ptr(), pfd.len() as libc::nfds_t, POLL.as_millis() as i32) };
         }
-        let mut batch = std::mem::take(&mut pending);
+        let mut batch = Vec::new();
+        // The switches first (ring 0 of each CPU), then the blocked threads, at once.
         for c in cpus.iter_mut() {
             let cpu = c.cpu;
-            for ring in c.rings.iter_mut() {
-                ring.drain(|r| batch.push(to_ctf::Item::Record(cpu, record::parse(r))));
-            }
+            c.rings[0].drain(|r| batch.push(to_ctf::Item::Record(cpu, record::parse(r))));
         }
         for item in &batch {
+            if let to_ctf::Item::Record(cpu, _) = item {
+                let t = latest.entry(*cpu).or_default();
+                *t = item.time().max(*t);
+            }
             match item {
                 to_ctf::Item::Record(cpu, record::Record::Switch { id, out, preempt }) => {
                     stacked.remove(&id.tid);
@@ -325,16 +346,62 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
         }
         let look: Vec<(i32, i32, u32)> = blocked.iter().filter(|(t, _)| !stacked.contains(t)).map(|(&t, &(p, c))| (t, p, c)).collect();
         for (tid, pid, cpu) in look {
-            if let Some(s) = blockstack::snapshot(pid, tid) {
+            if let Some(mut s) = blockstack::snapshot(pid, tid) {
                 stacked.insert(tid);
-                pending.push(to_ctf::Item::Block(cpu, s));
+                // Stamped just after the latest record of its CPU read so far: inside the
+                // interval (its switch-out is among those records, its switch-in is not yet
+                // written: the thread was seen asleep after the drain), and in time order
+                // with what the converter got before and gets next.
+                s.time = latest.get(&cpu).map_or(s.time, |t| t + 1);
+                batch.push(to_ctf::Item::Block(cpu, s));
             }
         }
-        if tx.send(batch).is_err() || last {
+        // Then the faults: kept while the converter keeps up, else dropped and counted.
+        for c in cpus.iter_mut() {
+            let cpu = c.cpu;
+            let (mut dropped, mut at) = (0u64, 0u64);
+            for ring in c.rings[1..].iter_mut() {
+                ring.drain(|r| {
+                    if held_faults < HELD_FAULTS && held.len() + batch.len() < HELD_RECORDS {
+                        held_faults += 1;
+                        batch.push(to_ctf::Item::Record(cpu, record::parse(r)));
+                    } else {
+                        let rec = record::parse(r);
+                        at = to_ctf::Item::Record(cpu, rec).time().max(at);
+                        dropped += 1;
+                    }
+                });
+            }
+            if dropped > 0 {
+                let id = record::Id { cpu, time: at, ..Default::default() };
+                batch.push(to_ctf::Item::Record(cpu, record::Record::Lost { id, lost: dropped }));
+            }
+        }
+        if held.len() + batch.len() >= HELD_RECORDS {
+            // The converter is that far behind: this batch is counted, not kept.
+            let n = batch.len() as u64;
+            let time = batch.iter().map(to_ctf::Item::time).max().unwrap_or(0);
+            batch.clear();
+            batch.push(to_ctf::Item::Record(0, record::Record::Lost { id: record::Id { time, ..Default::default() }, lost: n }));
+        }
+        for item in &batch {
+            if let to_ctf::Item::Record(cpu, _) = item {
+                let t = latest.entry(*cpu).or_default();
+                *t = item.time().max(*t);
+            }
+        }
+        held.append(&mut batch);
+        if last {
             break;
         }
+        match tx.try_send(std::mem::take(&mut held)) {
+            Ok(()) => held_faults = 0,
+            Err(std::sync::mpsc::TrySendError::Full(b)) => held = b,
+            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => break,
+        }
     }
-    let _ = tx.send(pending);
+    // The end: what is held, waiting for the converter.
+    let _ = tx.send(held);
     drop(tx);
     let (stats, bad, err) = converter.join().unwrap_or_else(|_| (Vec::new(), 0, Some("the converter thread panicked".into())));
     let ring_bad: u64 = cpus.iter().flat_map(|c| c.rings.iter()).map(|r| r.bad).sum();

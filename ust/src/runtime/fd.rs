@@ -2,18 +2,26 @@
 //! are no longer the runtime's.
 //!
 //! A program may own every descriptor of its process: daemons close `3..1023` (or all of
-//! them) at start, and then expect `open` to return 3. The runtime keeps its few
-//! descriptors (the daemon connection, twice) at [`floor`] or above (`F_DUPFD_CLOEXEC`),
-//! high enough that such a loop and the program's next `open`s never meet them, and
-//! remembers what each one is (`st_dev`, `st_ino`). Before every use and before closing
-//! it, it checks with `fstat` that the number still names that object: a descriptor the
-//! program closed (and perhaps reused) is **abandoned**, never read, written or closed.
-//! (With a soft `RLIMIT_NOFILE` of 1024 or less the floor is just under the limit, within
-//! such a loop's reach: the connection is then lost and made again, but the program's
-//! descriptors stay untouched.)
+//! them) at start, and then expect `open` to return 3. The runtime holds **one descriptor
+//! per daemon it is registered with** (the connection, which its runtime thread reads and
+//! the senders write under a lock), at [`floor`] or above (`F_DUPFD_CLOEXEC`), high enough
+//! that such a loop and the program's next `open`s never meet it, and remembers what it is
+//! (`st_dev`, `st_ino`). Before every use and before closing it, it checks with `fstat`
+//! that the number still names that object: a descriptor the program closed (and perhaps
+//! reused) is **abandoned**, never read, written or closed. (With a soft `RLIMIT_NOFILE`
+//! of 1024 or less the floor is just under the limit, within such a loop's reach: the
+//! connection is then lost and made again, but the program's descriptors stay untouched.)
 //!
-//! Files the runtime thread reads while the program runs (`/proc/self/comm`, the ELF
-//! files of the state dump) are opened the same way ([`open`]).
+//! **A low limit.** Under a soft `RLIMIT_NOFILE` of [`MIN_NOFILE`] the runtime opens no
+//! descriptor at all and the process runs untraced (`UST_DEBUG=1` says so): at `ulimit -n
+//! 16` one descriptor is a sixteenth of the program's. The limit is looked at again before
+//! every connection attempt, so a program that raises it is traced from then on. At or
+//! above it, when every number from the floor to the limit is taken, the runtime does not
+//! connect either (it would otherwise keep the number the program's next `open` gets).
+//!
+//! Files the runtime reads (`/proc/self/comm` before it connects, the ELF files of the
+//! state dump) are opened the same way ([`open`]) and closed at once: one more descriptor
+//! for the time of a read.
 //!
 //! Descriptors received from the daemon (the buffers' memfds, `SCM_RIGHTS`) are mapped
 //! and closed at once; their identity is taken on receipt and checked before the close.
@@ -34,12 +42,27 @@ pub const PREFERRED_FLOOR: u64 = 1024;
 /// Room kept under the soft descriptor limit when the floor has to be below
 /// [`PREFERRED_FLOOR`].
 pub const HEADROOM: u64 = 16;
+/// The lowest soft `RLIMIT_NOFILE` at which the runtime takes a descriptor: under it the
+/// process runs untraced (see the module docs). 64 leaves the program at least 47
+/// descriptors under the floor (`64 - HEADROOM - 1`, and the standard three among them).
+pub const MIN_NOFILE: u64 = 64;
+
+/// The soft `RLIMIT_NOFILE` (`None` when `getrlimit` fails).
+fn soft_limit() -> Option<u64> {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct passed; no other effect.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0).then_some(r.rlim_cur)
+}
+
+/// `Some(soft limit)` when the soft `RLIMIT_NOFILE` is under [`MIN_NOFILE`]: the runtime
+/// must not take a descriptor now.
+pub(crate) fn too_few_descriptors() -> Option<u64> {
+    soft_limit().filter(|&soft| soft < MIN_NOFILE)
+}
 
 /// The lowest number the runtime moves its descriptors to (see [`PREFERRED_FLOOR`]).
 pub(crate) fn floor() -> RawFd {
-    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes the struct passed; no other effect.
-    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 { r.rlim_cur } else { PREFERRED_FLOOR };
+    let soft = soft_limit().unwrap_or(PREFERRED_FLOOR);
     let f = if soft > PREFERRED_FLOOR + HEADROOM { PREFERRED_FLOOR } else { soft.saturating_sub(HEADROOM).max(3) };
     f.min(i32::MAX as u64) as RawFd
 }
@@ -73,7 +96,9 @@ impl Own {
     /// `S_IF*` constant), moved to [`floor`] or above when it is below: a copy is made
     /// there and the low number closed, so the program's next `open` gets it back. `None`
     /// when `fd` no longer names such an object (the program closed it, and maybe reused
-    /// the number, in between): it is then abandoned, not closed.
+    /// the number, in between: it is then abandoned, not closed), or when no number is
+    /// free from the floor up (then it is closed: the runtime keeps none of the program's
+    /// low numbers).
     pub(crate) fn take(fd: OwnedFd, kind: libc::mode_t) -> Option<Own> {
         let raw = fd.into_raw_fd();
         let (id, mode) = stat(raw)?;
@@ -88,8 +113,8 @@ impl Own {
         let high = unsafe { libc::fcntl(raw, libc::F_DUPFD_CLOEXEC, floor) };
         let low = Own { fd: raw, id };
         if high < 0 {
-            // No room up there (the limit was lowered meanwhile): keep the low one.
-            return Some(low);
+            debug!("no free descriptor from {floor} up to the RLIMIT_NOFILE soft limit: the runtime takes none of the program's lower ones");
+            return None;
         }
         drop(low);
         match identity(high) {
@@ -174,32 +199,13 @@ pub(crate) type Conn = Held<UnixStream>;
 
 impl Held<UnixStream> {
     /// Connects to the Unix socket at `path`. `Ok(None)`: connected, but the descriptor was
-    /// taken from under the runtime at once (abandoned).
+    /// taken from under the runtime at once (abandoned), or had no room above the floor
+    /// (closed).
     ///
     /// # Errors
     /// The `connect` error.
     pub(crate) fn connect(path: &Path) -> std::io::Result<Option<Conn>> {
         Ok(Held::new(OwnedFd::from(UnixStream::connect(path)?), libc::S_IFSOCK))
-    }
-
-    /// A second descriptor for the same socket (the writer), also above the floor.
-    pub(crate) fn try_clone(&self) -> Option<Conn> {
-        self.get()?;
-        // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor; it touches no memory.
-        let fd = unsafe { libc::fcntl(self.own.fd, libc::F_DUPFD_CLOEXEC, floor()) };
-        if fd < 0 {
-            return None;
-        }
-        // SAFETY: `fd` was just made by fcntl and belongs to no one else.
-        let dup: Conn = Held::new(unsafe { OwnedFd::from_raw_fd(fd) }, libc::S_IFSOCK)?;
-        // Between the check above and the `fcntl`, the program may have closed our number
-        // and opened a socket of its own under it: then the copy names the program's
-        // socket. It is ours to close (a new number), and it is not our connection.
-        if dup.own.id != self.own.id {
-            debug!("the daemon connection's descriptor was reused by the program before it could be duplicated: not using the copy");
-            return None;
-        }
-        Some(dup)
     }
 }
 

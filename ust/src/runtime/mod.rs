@@ -14,8 +14,10 @@
 //!     THREAD_START_WAIT only while they wait    serve AddChannel / RemoveChannel /
 //!     for a CPU), then for both to be Ready       SetEnabled / Ready / Sync / Refused
 //!     (or absent), at most                      on EOF or error (the daemon died): keep
-//!     UST_REGISTER_TIMEOUT ms (3000)              writing into its buffers, back to
-//!   return                                        waiting; retire them when a new daemon
+//!     UST_REGISTER_TIMEOUT ms (3000; past it      writing into its buffers, back to
+//!     only while the CPUs are contended:          waiting; retire them when a new daemon
+//!     waits.rs)
+//!   return
 //!                                                 answers, then register again
 //! a dlopen'ed copy joins (process.rs) ──────> its sites: RegisterEvents; the joining
 //!                                               constructor waits for their masks, at
@@ -44,19 +46,20 @@ mod waits;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU16, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use ust_core::rundir;
 
 use crate::published::Published;
 use crate::{channel, context, cpu, site};
-pub use waits::THREAD_START_WAIT;
 use waits::{Progress, Unfinished};
+pub use waits::{CONTENDED_WAIT_FACTOR, THREAD_START_WAIT};
 
 /// Environment variable: how long the constructor waits for registration, in ms (default
 /// 3000, as `LTTNG_UST_REGISTER_TIMEOUT`; 0 = do not wait; negative = wait until the
-/// daemon answers).
+/// daemon answers). Past it the constructor waits on only while the CPUs are contended, at
+/// most [`CONTENDED_WAIT_FACTOR`] times it in all.
 pub const ENV_REGISTER_TIMEOUT: &str = "UST_REGISTER_TIMEOUT";
 /// Environment variable: `1` (any value but `0` or empty) logs the runtime's decisions on
 /// stderr.
@@ -117,12 +120,13 @@ pub(crate) struct Generation {
 
 /// One daemon connection of a [`Generation`].
 pub(crate) struct Link {
-    /// Write side of the daemon connection (the runtime thread reads another descriptor
-    /// of the same socket).
-    pub(crate) writer: Mutex<Option<fd::Conn>>,
-    /// Raw descriptors of the connection and what they name, for a fork child to close
+    /// The daemon connection, for sending: the lock keeps messages whole. The runtime
+    /// thread reads the same descriptor through its own reference, without the lock (one
+    /// descriptor per daemon: [`fd`]).
+    pub(crate) writer: Mutex<Option<Arc<fd::Conn>>>,
+    /// The connection's raw descriptor and what it names, for a fork child to close
     /// (atomics: the child may not take locks).
-    pub(crate) fds: [RawConn; 2],
+    pub(crate) fd: RawConn,
     /// How many sites the daemon knows (updated with `writer` held).
     pub(crate) announced: std::sync::atomic::AtomicUsize,
     /// Number of sites the daemon's last applied `SetEnabled` covered.
@@ -133,7 +137,7 @@ impl Link {
     const fn new() -> Link {
         Link {
             writer: Mutex::new(None),
-            fds: [RawConn::none(), RawConn::none()],
+            fd: RawConn::none(),
             announced: std::sync::atomic::AtomicUsize::new(0),
             masks_len: std::sync::atomic::AtomicUsize::new(0),
         }
@@ -216,7 +220,9 @@ extern "C" fn constructor() {
 /// ms (default 3000; negative: no limit) past it for the rest, of which the threads' start
 /// takes more only while one of them is runnable, waiting for a CPU (at most 3000 ms when
 /// the timeout has no limit); a thread that has not started and is not runnable is stuck,
-/// and the constructor returns. Without a socket it returns at once and the threads
+/// and the constructor returns. Past the timeout it waits on while the kernel says the
+/// CPUs are contended and no daemon it waits for is stopped, at most
+/// [`CONTENDED_WAIT_FACTOR`] times the timeout in all. Without a socket it returns at once and the threads
 /// connect when a daemon appears.
 pub fn start() {
     if STARTED.swap(true, Ordering::AcqRel) {
@@ -299,8 +305,14 @@ fn possible_cpus() -> u32 {
     *NCPUS.get_or_init(cpu::possible)
 }
 
-/// The `app` sockets of the own daemon and of root's ([`links`]).
+/// The `app` sockets of the own daemon and of root's ([`links`]). None in this library's
+/// own unit tests: they install channels and set masks by hand, and a daemon the machine
+/// happens to run (root's at `/run/ust`, which `ust trace` starts and leaves) would
+/// register the test binary and recompute every mask from its `SetEnabled` mid-test.
 fn socket_paths() -> [Option<PathBuf>; links::NLINKS] {
+    if cfg!(test) {
+        return [None, None];
+    }
     let own = match rundir::rundir() {
         Ok(d) => Some(d),
         Err(e) => {
@@ -391,7 +403,7 @@ fn announce_to(g: &Generation, link: usize) -> Option<usize> {
             return None;
         }
     };
-    let sock = w.as_ref().and_then(fd::Conn::get)?;
+    let sock = w.as_deref().and_then(fd::Conn::get)?;
     let known = l.announced.load(Ordering::Relaxed);
     let events: Vec<_> = site::all().skip(known).map(|s| s.desc().clone()).collect();
     if events.is_empty() {
@@ -550,7 +562,7 @@ extern "C" fn at_exit() {
                     }
                 }
             };
-            if let Some(sock) = w.as_ref().and_then(fd::Conn::get) {
+            if let Some(sock) = w.as_deref().and_then(fd::Conn::get) {
                 match ust_core::protocol::send(sock, &ust_core::protocol::AppMessage::Exiting, &[]) {
                     Ok(()) => debug!("exiting: told {}", links::name(link)),
                     Err(e) => debug!("exiting: could not tell {}: {e}", links::name(link)),
@@ -576,7 +588,7 @@ extern "C" fn after_fork_child() {
         // The parent's connections belong to the parent; its objects are left untouched
         // (their locks may have been held by threads that do not exist here). Each
         // inherited descriptor is closed only if it still names the parent's socket.
-        for c in old.links.iter().flat_map(|l| &l.fds) {
+        for c in old.links.iter().map(|l| &l.fd) {
             let fd = c.fd.swap(-1, Ordering::AcqRel);
             if fd >= 0 {
                 fd::close_inherited(fd, (c.dev.load(Ordering::Relaxed), c.ino.load(Ordering::Relaxed)));

@@ -10,6 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ust_core::clock::TraceClock;
@@ -65,6 +66,7 @@ pub(super) fn run(g: &'static Generation, link: usize, path: PathBuf) {
     let mut refused_by: Option<(u64, u64)> = None;
     let mut said_missing = false;
     let mut said_connect = false;
+    let mut said_limit = None;
     loop {
         let Some(id) = identity(&path) else {
             g.settle(link);
@@ -80,6 +82,22 @@ pub(super) fn run(g: &'static Generation, link: usize, path: PathBuf) {
             std::thread::sleep(POLL_INTERVAL);
             continue;
         }
+        // Too few descriptors for the runtime to take one: untraced until the program
+        // raises its limit (looked at again on every turn, as the socket is).
+        if let Some(soft) = super::fd::too_few_descriptors() {
+            if said_limit != Some(soft) {
+                debug!(
+                    "not connecting to {who}: RLIMIT_NOFILE's soft limit is {soft}, under {}: running untraced so that the program keeps all its descriptors (raise it with `ulimit -n` to be traced)",
+                    super::fd::MIN_NOFILE
+                );
+                said_limit = Some(soft);
+            }
+            g.settle(link);
+            std::thread::sleep(POLL_INTERVAL);
+            continue;
+        }
+        said_limit = None;
+        let procname = procname();
         let stream = match Conn::connect(&path) {
             Ok(Some(s)) => s,
             Ok(None) => {
@@ -105,7 +123,7 @@ pub(super) fn run(g: &'static Generation, link: usize, path: PathBuf) {
         if stale > 0 {
             debug!("{stale} channel(s) of a previous instance of {who} retired before registering again");
         }
-        match serve(g, link, &path, stream) {
+        match serve(g, link, &path, stream, procname) {
             Outcome::Refused => {
                 refused_by = Some(id);
                 forget(g, link);
@@ -118,18 +136,22 @@ pub(super) fn run(g: &'static Generation, link: usize, path: PathBuf) {
             // channels are retired when a daemon is back.
             Outcome::Closed => {}
         }
-        for c in &g.links[link].fds {
-            c.clear();
-        }
+        g.links[link].fd.clear();
+        g.connected(link, 0);
         *g.links[link].writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
         g.settle(link);
         std::thread::sleep(POLL_INTERVAL);
     }
 }
 
-/// The registration this process sends.
-pub(crate) fn registration() -> Registration {
-    let procname = super::fd::read_to_string(Path::new("/proc/self/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default();
+/// The process name, read from `/proc/self/comm` before connecting: the runtime never
+/// holds a second descriptor beside the connection ([`super::fd`]).
+fn procname() -> String {
+    super::fd::read_to_string(Path::new("/proc/self/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default()
+}
+
+/// The registration this process sends, with `procname` ([`procname`]).
+pub(crate) fn registration(procname: String) -> Registration {
     Registration {
         abi_major: ust_core::ABI_MAJOR,
         abi_minor: ust_core::ABI_MINOR,
@@ -148,34 +170,33 @@ pub(crate) fn registration() -> Registration {
 
 fn send(g: &Generation, link: usize, msg: &AppMessage) -> Result<(), ProtocolError> {
     let w = g.links[link].writer.lock().unwrap_or_else(|e| e.into_inner());
-    match w.as_ref().and_then(Conn::get) {
+    match w.as_deref().and_then(Conn::get) {
         Some(sock) => protocol::send(sock, msg, &[]),
         None => Err(ProtocolError::Eof),
     }
 }
 
-fn serve(g: &'static Generation, link: usize, path: &Path, conn: Conn) -> Outcome {
+fn serve(g: &'static Generation, link: usize, path: &Path, conn: Conn, procname: String) -> Outcome {
     let who = links::name(link);
     let l = &g.links[link];
-    let Some(writer) = conn.try_clone() else {
-        debug!("cannot use the connection to {who}: no second descriptor");
-        return Outcome::Closed;
-    };
-    if let Some(w) = writer.get() {
-        let _ = w.set_write_timeout(Some(SEND_TIMEOUT));
+    // One descriptor serves both directions: this thread reads it, senders take the
+    // writer lock. The timeouts are options of the socket.
+    let conn = Arc::new(conn);
+    if let Some(s) = conn.get() {
+        let _ = s.set_write_timeout(Some(SEND_TIMEOUT));
     }
-    l.fds[0].set(conn.raw());
-    l.fds[1].set(writer.raw());
+    l.fd.set(conn.raw());
+    g.connected(link, conn.get().and_then(|s| protocol::peer_credentials(s).ok()).map_or(0, |(pid, _, _)| pid));
     // The writer is installed and the registration sent under one hold of its lock: a site
     // made meanwhile ([`site::register_dynamic`], or a `dlopen`ed object's) is either in
     // this registration or announced after it, never both, never neither, and never
     // announced before the registration on the new connection.
     let nevents = {
         let mut w = l.writer.lock().unwrap_or_else(|e| e.into_inner());
-        *w = Some(writer);
-        let reg = registration();
+        *w = Some(conn.clone());
+        let reg = registration(procname);
         let n = reg.events.len();
-        let r = match w.as_ref().and_then(Conn::get) {
+        let r = match w.as_deref().and_then(Conn::get) {
             Some(sock) => protocol::send(sock, &AppMessage::Register(reg), &[]),
             None => Err(ProtocolError::Eof),
         };

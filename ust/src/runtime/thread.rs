@@ -98,6 +98,12 @@ pub(crate) fn new_thread_runnable(since: u64) -> bool {
         .any(|(state, start)| state == 'R' && start >= since_ticks)
 }
 
+/// State letter of process `pid` (its main thread's, `/proc/PID/stat`), `None` when it is
+/// gone or `/proc` cannot be read.
+pub(crate) fn process_state(pid: i32) -> Option<char> {
+    parse_stat(&super::fd::read_to_string(std::path::Path::new(&format!("/proc/{pid}/stat")))?).map(|(state, _)| state)
+}
+
 /// State letter and `starttime` (clock ticks since boot) of thread `tid` of this process.
 fn stat(tid: i32) -> Option<(char, u64)> {
     parse_stat(&super::fd::read_to_string(std::path::Path::new(&format!("/proc/self/task/{tid}/stat")))?)
