@@ -35,6 +35,7 @@ mod tsdl;
 mod value;
 
 pub use clock::Clock;
+pub use decode::Slot;
 pub use error::{Error, MetadataError};
 pub use merge::Merged;
 pub use metadata::{depacketize, parse_metadata, read_metadata, METADATA_MAGIC};
