@@ -126,8 +126,9 @@ fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64) -> Option<(Event, usize
     Some((ev, n_ctx))
 }
 
-/// Reads one trace into `l.events`.
-fn load_member(m: &Member, l: &mut Loaded) {
+/// Reads one trace into `l.events`; `each` sees every event as the trace has it (its
+/// thread known, before [`super::layout::normalize`]).
+fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
     let kernel = m.origin.domain == Domain::Kernel;
     let stacks_side = kernel && m.origin.kernel_source.as_deref() == Some(ust_kernel::perf::STACKS_SOURCE);
     if stacks_side {
@@ -163,6 +164,7 @@ fn load_member(m: &Member, l: &mut Loaded) {
                 Some(t) => t as i32,
                 None => tasks.thread_of(e.name(), ev.cpu, &ev),
             };
+            each(&ev);
             super::layout::normalize(&mut ev, n_ctx, m.origin.by_ust, &mut tasks);
             if stacks_side && ev.name == "perf_page_fault" {
                 ev.name = FAULT_STACK.into();
@@ -175,6 +177,7 @@ fn load_member(m: &Member, l: &mut Loaded) {
                     ev.fields[..n_ctx].iter().find(|(n, _)| n == "procname").and_then(|(_, v)| if let Value::Str(s) = v { Some(s.clone()) } else { None });
                 seen.insert(ev.pid, name.unwrap_or_default());
             }
+            each(&ev);
         }
         l.events.push(ev);
     }
@@ -195,9 +198,15 @@ pub fn load(dir: &std::path::Path) -> Result<Loaded, String> {
 
 /// Loads the events of every trace of `set`.
 pub fn load_set(set: &TraceSet) -> Loaded {
+    load_set_with(set, &mut |_| {})
+}
+
+/// [`load_set`], showing `each` every event as its trace has it (names and fields not yet
+/// in the report's layout, thread known), in each trace's time order.
+pub fn load_set_with(set: &TraceSet, each: &mut dyn FnMut(&Event)) -> Loaded {
     let mut l = Loaded::default();
     for m in &set.members {
-        load_member(m, &mut l);
+        load_member(m, &mut l, each);
     }
     l.events.sort_by_key(|e| e.ts);
     l
