@@ -7,8 +7,10 @@
 //! Unix epoch for LTTng and ust), `hostname`, `session` (from each trace's `env` or a relay
 //! daemon's tree, [`crate::traces::Origin`]), `trace` (the trace directory under `DIR`),
 //! `stream` (the stream file), `cpu` (the packet's `cpu_id`), then the context fields and
-//! the payload fields, flattened with dotted names. A context field takes the prefix
-//! `context.` where a payload field or a fixed column has its name. An event class that
+//! the payload fields, flattened with dotted names. A payload field named like a fixed
+//! column takes the prefix `payload.` (LTTng-UST's `dds:write` has a `timestamp`), a
+//! context field the prefix `context.` where a payload field or a fixed column has its
+//! name. An event class that
 //! several traces hold (a relay daemon's output of many hosts) is one file whose columns
 //! are the union of theirs: a fleet's traces are one query away.
 //!
@@ -98,8 +100,10 @@ fn class_leaves(m: &Member, sc: usize, ec: usize) -> ClassLeaves {
     taken.extend(per[2].iter().map(|l| l.name.clone()));
     let mut out: ClassLeaves = Default::default();
     for l in &per[2] {
-        out[2].push((l.clone(), l.name.clone()));
+        let name = if FIXED.contains(&l.name.as_str()) { format!("payload.{}", l.name) } else { l.name.clone() };
+        out[2].push((l.clone(), name));
     }
+    taken.extend(out[2].iter().map(|(_, n)| n.clone()));
     for i in 0..2 {
         for l in &per[i] {
             let mut name = if taken.contains(&l.name) { format!("context.{}", l.name) } else { l.name.clone() };
