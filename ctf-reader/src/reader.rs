@@ -127,6 +127,13 @@ impl<'a> EventRef<'a> {
         self.batch.out.text.get(off as usize..off as usize + len as usize)
     }
 
+    /// Where the event lies in its stream file, in bits from the file's start: its first
+    /// bit, the first bit after its event header (where its contexts and payload begin),
+    /// and the first bit after it.
+    pub fn bits(&self) -> [u64; 3] {
+        self.raw.bits
+    }
+
     /// Index of the event's stream class in [`Trace::streams`] and of its event class in
     /// that stream class's [`StreamClass::events`]: a dense key for per-class state.
     pub fn class_index(&self) -> (usize, usize) {

@@ -62,6 +62,8 @@ pub(crate) struct RawEvent {
     pub ns: Option<i64>,
     /// Slot offsets: header, stream event context, event context, payload starts, end.
     pub bounds: [u32; 5],
+    /// Bit positions in the stream file: the event's start, the end of its header, its end.
+    pub bits: [u64; 3],
 }
 
 /// A decoded message, stored in a [`Batch`].
@@ -329,12 +331,14 @@ impl StreamDecoder {
         let slot_base = out.slots.len();
         let text_len = out.text.len();
         let mut bounds = [0u32; 5];
+        let mut header_end = start_pos;
         let res: Result<usize, DecodeFault> = (|| {
             st.event_id = None;
             bounds[0] = out.slots.len() as u32;
             if let Some(h) = &scd.event_header {
                 exec(h, &mut r, st, out, slot_base)?;
             }
+            header_end = r.pos;
             bounds[1] = out.slots.len() as u32;
             if let Some(c) = &scd.event_context {
                 exec(c, &mut r, st, out, slot_base)?;
@@ -375,7 +379,9 @@ impl StreamDecoder {
             None => None,
         };
         let packet = (batch.packets.len() - 1) as u32;
-        batch.msgs.push(RawMsg::Event(RawEvent { packet, class: idx as u32, cycles, ns, bounds }));
+        let at = base as u64 * 8;
+        let bits = [at + start_pos, at + header_end, at + r.pos];
+        batch.msgs.push(RawMsg::Event(RawEvent { packet, class: idx as u32, cycles, ns, bounds, bits }));
         if batch.out.slots.len() > u32::MAX as usize / 2 {
             return Err(self.fault(base, DecodeFault::new(r.pos, "batch too large")));
         }

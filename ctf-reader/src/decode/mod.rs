@@ -1,5 +1,5 @@
-//! Event decoding: [`bits`] reads bit fields, [`compile`] turns field types into decoder
-//! trees, [`exec`] runs them into flat [`Slot`]s.
+//! Event decoding: `bits` reads bit fields, `compile` turns field types into decoder
+//! trees, `exec` runs them into flat [`Slot`]s.
 
 pub(crate) mod bits;
 pub(crate) mod compile;

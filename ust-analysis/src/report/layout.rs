@@ -32,16 +32,23 @@ const EXIT: &str = "syscall_exit_";
 /// ust's other users and kernel threads).
 pub const UNKNOWN_TID: i32 = -3;
 
-/// The system call a kernel event enters or leaves, in any layout: `(entry, call)`.
-fn syscall_of(name: &str) -> Option<(bool, &str)> {
+/// The system call a kernel event enters or leaves, in any layout: `(entry, call, pre-2.7
+/// layout)`.
+fn syscall_of(name: &str) -> Option<(bool, &str, bool)> {
     let name = name.strip_prefix("compat_").unwrap_or(name);
     if let Some(c) = name.strip_prefix(ENTRY) {
-        return Some((true, c));
+        return Some((true, c, false));
     }
     if let Some(c) = name.strip_prefix(EXIT) {
-        return Some((false, c));
+        return Some((false, c, false));
     }
-    name.strip_prefix("sys_").map(|c| (true, c))
+    name.strip_prefix("sys_").map(|c| (true, c, true))
+}
+
+/// Renames without a new allocation when the old name's buffer holds the new one.
+fn rename(s: &mut String, to: &str) {
+    s.clear();
+    s.push_str(to);
 }
 
 /// What each CPU runs and the call each thread is in, for traces without a `tid` context
@@ -83,21 +90,23 @@ pub fn normalize(e: &mut Event, n_ctx: usize, map_unknown: bool, tasks: &mut Tas
     if e.name == "exit_syscall" {
         let call = tasks.calls.remove(&e.tid).unwrap_or_else(|| "unknown".into());
         e.fields.push(("name".into(), Value::Str(call)));
-        e.name = "syscall_exit".into();
+        rename(&mut e.name, "syscall_exit");
         return;
     }
-    if let Some((entry, call)) = syscall_of(&e.name) {
+    if let Some((entry, call, pre_2_7)) = syscall_of(&e.name) {
         let call = name_of_unknown(e, call);
         if entry {
             if !e.fields.iter().any(|(n, _)| n == "args") {
                 let args: Vec<Value> = e.fields.iter().skip(n_ctx).map(|(_, v)| v.clone()).collect();
                 e.fields.push(("args".into(), Value::List(args)));
             }
-            tasks.calls.insert(e.tid, call.clone());
-            e.name = "syscall_entry".into();
+            // Only the pre-2.7 exits need their thread's call.
+            if pre_2_7 {
+                tasks.calls.insert(e.tid, call.clone());
+            }
+            rename(&mut e.name, "syscall_entry");
         } else {
-            tasks.calls.remove(&e.tid);
-            e.name = "syscall_exit".into();
+            rename(&mut e.name, "syscall_exit");
         }
         e.fields.push(("name".into(), Value::Str(call)));
         return;
@@ -123,7 +132,7 @@ pub fn normalize(e: &mut Event, n_ctx: usize, map_unknown: bool, tasks: &mut Tas
                 "old_tid" => "old_pid",
                 _ => continue,
             };
-            *n = old.to_string();
+            rename(n, old);
         }
     }
 }

@@ -112,7 +112,12 @@ fn ctx_int(e: &Event, n_ctx: usize, name: &str) -> Option<i64> {
 
 /// The report's event of `e`: its fields, contexts first, and how many are contexts.
 fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64) -> Option<(Event, usize)> {
-    let mut fields = Vec::new();
+    // Room for the top-level members and the two fields normalization may add.
+    let members = |s: Scope| match e.scope_type(s) {
+        Some(ctf_reader::FieldType::Struct { fields, .. }) => fields.len(),
+        _ => 1,
+    };
+    let mut fields = Vec::with_capacity(SCOPES.iter().map(|s| members(*s)).sum::<usize>() + 2);
     for scope in [Scope::EventCommonContext, Scope::EventSpecificContext] {
         if let Some(ty) = e.scope_type(scope) {
             super::values::push_members(ty, "", &mut e.slots(scope).iter(), e, &mut fields)?;
@@ -125,6 +130,8 @@ fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64) -> Option<(Event, usize
     let ev = Event { ts: clock_ns(e.cycles, freq), cpu: e.cpu().unwrap_or(0) as u32, name: e.name().to_string(), tid: 0, pid: -1, domain, fields };
     Some((ev, n_ctx))
 }
+
+const SCOPES: [Scope; 3] = [Scope::EventCommonContext, Scope::EventSpecificContext, Scope::EventPayload];
 
 /// Reads one trace into `l.events`; `each` sees every event as the trace has it (its
 /// thread known, before [`super::layout::normalize`]).
@@ -144,7 +151,7 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
     let mut tasks = super::layout::Tasks::default();
     // Per-user traces: the processes their contexts name.
     let mut seen: BTreeMap<i32, String> = BTreeMap::new();
-    let mut it = m.ctf.messages();
+    let mut it = m.ctf.messages_parallel();
     while let Some(msg) = it.next() {
         let e = match msg {
             Ok(Message::Event(e)) => e,

@@ -77,7 +77,7 @@ impl TraceSet {
         let mut members = Vec::with_capacity(dirs.len());
         for d in dirs {
             let meta = d.join("metadata");
-            if std::fs::metadata(&meta).map(|m| m.len() == 0).unwrap_or(false) {
+            if std::fs::metadata(&meta).map(|m| m.is_file() && m.len() == 0).unwrap_or(false) {
                 return Err(format!("{}: the metadata file is empty: the trace cannot be read", meta.display()));
             }
             let ctf = ctf_reader::CtfTrace::open(&d).map_err(|e| format!("the trace cannot be read: {e}"))?;

@@ -37,6 +37,7 @@ use parquet::basic::Compression;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::ColumnPath;
 
 use crate::traces::{Member, TraceSet};
 use columns::{Column, Val};
@@ -222,9 +223,13 @@ fn props(name: &str) -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         // Dictionaries cost a hash per value (half the writer's time on a kernel trace);
-        // Snappy takes most of what they would save. Statistics per column chunk only.
+        // Snappy takes most of what they would save. Statistics (a min/max pass over every
+        // value) only for the time, per column chunk: what a query by time range prunes with.
         .set_dictionary_enabled(false)
-        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_column_statistics_enabled(ColumnPath::from(FIXED[0]), EnabledStatistics::Chunk)
+        // Whole buffers at once: fewer per-batch checks.
+        .set_write_batch_size(1 << 16)
         .set_created_by(format!("ust export {}", env!("CARGO_PKG_VERSION")))
         .set_key_value_metadata(Some(vec![KeyValue::new("ctf.event_class".to_string(), name.to_string())]))
         .build()
@@ -283,7 +288,7 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
     for (m, plans) in set.members.iter().zip(&plans) {
         let rel = m.dir.strip_prefix(&set.root).ok().map(|r| r.display().to_string()).filter(|r| !r.is_empty()).unwrap_or_else(|| ".".into());
         let (host, session) = (m.origin.hostname.as_deref(), m.origin.session.as_deref());
-        let mut it = m.ctf.messages();
+        let mut it = m.ctf.messages_parallel();
         let mut n = 0u64;
         while let Some(msg) = it.next() {
             let e = match msg {
