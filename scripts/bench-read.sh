@@ -70,7 +70,8 @@ best_of() {
   local best=""
   for _ in $(seq "$runs"); do
     local r
-    r=$( { /usr/bin/time -f "%e %U %S %M" "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
+    /usr/bin/time -o "$work/time" -f "%e %U %S %M" "$@" >/dev/null 2>&1
+    r=$(tail -1 "$work/time")
     local e u s m
     read -r e u s m <<<"$r"
     local line

@@ -248,7 +248,7 @@ impl ClassFile {
         if self.writer.is_none() {
             let path: PathBuf = out.join(format!("{}.parquet", file_name(&self.name, used)));
             let f = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let w = SerializedFileWriter::new(BufWriter::with_capacity(1 << 20, f), schema::schema(&self.leaves), Arc::new(props(&self.name)))
+            let w = SerializedFileWriter::new(BufWriter::with_capacity(1 << 16, f), schema::schema(&self.leaves), Arc::new(props(&self.name)))
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             self.writer = Some(w);
         }
