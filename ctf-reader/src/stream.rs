@@ -19,6 +19,9 @@ use crate::decode::Slot;
 use crate::error::{DecodeFault, Error};
 use crate::value::{build, Value};
 
+/// Decoded bytes of a stream file that are handed back to the kernel at once.
+const RELEASE_BYTES: usize = 4 << 20;
+
 /// CTF packet header magic.
 pub const PACKET_MAGIC: u64 = 0xC1FC_1FC1;
 
@@ -127,6 +130,8 @@ pub(crate) struct StreamDecoder {
     path: Arc<Path>,
     data: Arc<crate::trace::FileData>,
     next_packet: usize,
+    /// Bytes of the file before this offset were handed back to the kernel.
+    released: usize,
     cur: Option<Current>,
     st: DecState,
     pkt_out: Out,
@@ -145,6 +150,7 @@ impl StreamDecoder {
             path,
             data,
             next_packet: 0,
+            released: 0,
             cur: None,
             st,
             pkt_out: Out::default(),
@@ -202,6 +208,12 @@ impl StreamDecoder {
     fn close_packet(&mut self) {
         let info = self.cur_info.take();
         self.cur = None;
+        // What is decoded is in the batches: the file's pages before the next packet leave
+        // the process, so its resident memory stays bounded however large the file.
+        if self.next_packet - self.released >= RELEASE_BYTES {
+            self.data.release(self.released, self.next_packet - self.released);
+            self.released = self.next_packet;
+        }
         if let Some(info) = info {
             if let Some(end) = info.ts_end {
                 let unclosed = info.ts_begin.is_some_and(|b| b != 0) && end == 0;

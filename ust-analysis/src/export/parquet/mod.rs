@@ -45,9 +45,9 @@ use rows::{Index, Op};
 use schema::{Kind, Leaf, FIXED};
 
 /// Rows a class buffers before it writes them as a row group.
-pub const ROW_GROUP_ROWS: usize = 1 << 20;
+pub const ROW_GROUP_ROWS: usize = 1 << 18;
 /// Bytes all classes together buffer before the largest writes its rows.
-pub const BUFFER_BYTES: usize = 96 << 20;
+pub const BUFFER_BYTES: usize = 64 << 20;
 
 /// What a Parquet export wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
