@@ -39,7 +39,7 @@ impl FileData {
     /// pages then just stay resident.
     pub(crate) fn release(&self, offset: usize, len: usize) {
         let Some(map) = &self.map else { return };
-        if offset.checked_add(len).is_none_or(|end| end > map.len()) {
+        if offset.checked_add(len).map_or(true, |end| end > map.len()) {
             return;
         }
         // SAFETY: the map is a private, read-only mapping of a file that this process never
