@@ -247,7 +247,8 @@ impl ClassFile {
         }
         if self.writer.is_none() {
             let path: PathBuf = out.join(format!("{}.parquet", file_name(&self.name, used)));
-            let f = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            // As every file ust writes for a user: created as the output directory's owner.
+            let f = ust_ctf::outdir::create_output_file(&path, 0o644).map_err(|e| format!("{}: {e}", path.display()))?;
             let w = SerializedFileWriter::new(BufWriter::with_capacity(1 << 16, f), schema::schema(&self.leaves), Arc::new(props(&self.name)))
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             self.writer = Some(w);
