@@ -37,6 +37,8 @@ fi
 # system-tests/tests/export.rs reads `ust export --format perfetto` with the classes PyPI
 # `perfetto` generates from Perfetto's perfetto_trace.proto (and their protobuf runtime).
 python3 -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' >/dev/null 2>&1 || python3 -m pip install -q perfetto protobuf
+# ust-analysis/tests/field_traces.rs reads `ust export --format parquet` with DuckDB.
+python3 -c 'import duckdb' >/dev/null 2>&1 || python3 -m pip install -q duckdb
 
 # The permission tests (system-tests/tests/permissions.rs) switch to unprivileged users; as
 # root, create them here (idempotent; the test also does it, so `cargo test` alone works).

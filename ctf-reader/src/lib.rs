@@ -12,8 +12,10 @@
 //!   cursors; in parallel mode each stream decodes on its own thread). Memory is bounded
 //!   by the number of streams, not of events.
 //! - Messages are events ([`EventRef`]: class, stream, packet, cycles and ns from origin,
-//!   values as a [`Value`] tree per scope on demand) and babeltrace2's discarded-events and
-//!   discarded-packets notices ([`Discarded`]).
+//!   values as a [`Value`] tree per scope on demand, or as the decoded [`Slot`]s themselves
+//!   for consumers that walk them beside the scope's type, with no allocation:
+//!   [`EventRef::slots`]) and babeltrace2's discarded-events and discarded-packets notices
+//!   ([`Discarded`]).
 //! - Hostile input gives an [`Error`] naming the file and offset: no panic, bounded memory
 //!   and recursion.
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -35,6 +37,7 @@ mod tsdl;
 mod value;
 
 pub use clock::Clock;
+pub use decode::Slot;
 pub use error::{Error, MetadataError};
 pub use merge::Merged;
 pub use metadata::{depacketize, parse_metadata, read_metadata, METADATA_MAGIC};

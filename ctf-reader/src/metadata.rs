@@ -15,10 +15,15 @@ pub const METADATA_HEADER_LEN: usize = 37;
 
 /// Reads and parses the metadata file at `path` into a trace model.
 ///
-/// Errors: I/O, packet framing (with the offset of the bad packet), TSDL syntax (with its
-/// line) and semantic errors.
+/// Errors: I/O (also when `path` is not a regular file: a FIFO would block the read, a
+/// device never end it), packet framing (with the offset of the bad packet), TSDL syntax
+/// (with its line) and semantic errors.
 pub fn read_metadata(path: &Path) -> Result<Trace, MetadataError> {
-    let bytes = std::fs::read(path).map_err(|source| MetadataError::Io { path: path.to_owned(), source })?;
+    let io = |source| MetadataError::Io { path: path.to_owned(), source };
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Err(io(std::io::Error::new(std::io::ErrorKind::InvalidData, "not a regular file")));
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
     parse_metadata(&bytes, path)
 }
 

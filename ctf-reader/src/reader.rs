@@ -2,8 +2,9 @@
 //! stream alone ([`StreamIter`]).
 
 use crate::clock::Clock;
+use crate::decode::Slot;
 use crate::error::Error;
-use crate::model::{EventClass, Scope, StreamClass, Trace};
+use crate::model::{EventClass, FieldType, Scope, StreamClass, Trace};
 use crate::stream::{scope_slots, Batch, PacketInfo, RawEvent, RawMsg, StreamDecoder};
 use crate::trace::{CtfTrace, StreamFile};
 use crate::value::{build, Value};
@@ -94,6 +95,49 @@ impl<'a> EventRef<'a> {
     /// The payload (`event.fields`).
     pub fn payload(&self) -> Option<Value> {
         self.scope(Scope::EventPayload)
+    }
+
+    /// The decoded values of one event scope as flat [`Slot`]s, in the depth-first order of
+    /// its type ([`EventRef::scope_type`]), without building a [`Value`] tree: one slot per
+    /// integer, enumeration, float or string, one [`Slot::Str`] for a text array or
+    /// sequence, a [`Slot::Len`] before the elements of any other array or sequence, a
+    /// [`Slot::Opt`] before the chosen option of a variant; structures add none. Empty for
+    /// a scope the event does not have, and for the packet scopes (see
+    /// [`EventRef::packet`]).
+    pub fn slots(&self, scope: Scope) -> &'a [Slot] {
+        let i = match scope {
+            Scope::EventHeader => 0,
+            Scope::EventCommonContext => 1,
+            Scope::EventSpecificContext => 2,
+            Scope::EventPayload => 3,
+            Scope::PacketHeader | Scope::PacketContext => return &[],
+        };
+        scope_slots(&self.batch.out.slots, &self.raw, i)
+    }
+
+    /// The type of one event scope (what [`EventRef::slots`] follows), if the event has it.
+    pub fn scope_type(&self, scope: Scope) -> Option<&'a FieldType> {
+        self.trace.scope_type(self.stream_class, Some(self.class), scope)
+    }
+
+    /// The bytes of a [`Slot::Str`] of this event (a string without its NUL, or a text
+    /// array's bytes, NULs included); `None` for another slot.
+    pub fn text(&self, slot: Slot) -> Option<&'a [u8]> {
+        let Slot::Str { off, len } = slot else { return None };
+        self.batch.out.text.get(off as usize..off as usize + len as usize)
+    }
+
+    /// Where the event lies in its stream file, in bits from the file's start: its first
+    /// bit, the first bit after its event header (where its contexts and payload begin),
+    /// and the first bit after it.
+    pub fn bits(&self) -> [u64; 3] {
+        self.raw.bits
+    }
+
+    /// Index of the event's stream class in [`Trace::streams`] and of its event class in
+    /// that stream class's [`StreamClass::events`]: a dense key for per-class state.
+    pub fn class_index(&self) -> (usize, usize) {
+        (self.packet.stream_class, self.raw.class as usize)
     }
 }
 

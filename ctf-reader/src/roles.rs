@@ -108,12 +108,13 @@ fn set_id_role(ty: &mut FieldType, name: Option<&str>) {
 }
 
 /// Final pass for both formats: the stream clock does not follow `timestamp_end`, every
-/// length/selector target is marked [`IntType::referenced`], clock indices are checked, and
-/// each stream class gets its default clock.
+/// length/selector target is marked [`IntType::referenced`] (in the scope it lives in: a
+/// path into an event class's context or payload names that event class's field, never the
+/// same position in another class), clock indices are checked, and each stream class gets
+/// its default clock.
 pub(crate) fn finish(trace: &mut Trace) -> Result<(), String> {
     let n_clocks = trace.clocks.len();
-    let mut targets: Vec<FieldPath> = Vec::new();
-    let mut check = |ty: &FieldType| -> Result<(), String> {
+    let check = |ty: &FieldType, targets: &mut Vec<FieldPath>| -> Result<(), String> {
         visit(ty, &mut |t| {
             match t {
                 FieldType::Int(i) | FieldType::Enum { int: i, .. } if i.clock.is_some_and(|c| c >= n_clocks) => {
@@ -126,18 +127,29 @@ pub(crate) fn finish(trace: &mut Trace) -> Result<(), String> {
             Ok(())
         })
     };
+    // Targets in the trace's and stream classes' scopes, from any type; those in an event
+    // class's own scopes, per event class.
+    let mut shared: Vec<FieldPath> = Vec::new();
+    let mut own: Vec<Vec<Vec<FieldPath>>> = Vec::new();
     for t in trace.packet_header.iter() {
-        check(t)?;
+        check(t, &mut shared)?;
     }
     for sc in &trace.streams {
         for t in sc.packet_context.iter().chain(&sc.event_header).chain(&sc.event_context) {
-            check(t)?;
+            check(t, &mut shared)?;
         }
+        let mut per_event = Vec::with_capacity(sc.events.len());
         for ec in &sc.events {
+            let mut targets = Vec::new();
             for t in ec.context.iter().chain(&ec.payload) {
-                check(t)?;
+                check(t, &mut targets)?;
             }
+            let (event_scoped, rest): (Vec<FieldPath>, Vec<FieldPath>) =
+                targets.into_iter().partition(|p| matches!(p.scope, Scope::EventSpecificContext | Scope::EventPayload));
+            shared.extend(rest);
+            per_event.push(event_scoped);
         }
+        own.push(per_event);
     }
     for sc in &mut trace.streams {
         let mut clock = None;
@@ -153,26 +165,32 @@ pub(crate) fn finish(trace: &mut Trace) -> Result<(), String> {
         }
         sc.default_clock = clock;
     }
-    for p in targets {
-        let root = match p.scope {
-            Scope::PacketHeader => trace.packet_header.as_mut(),
-            _ => None,
-        };
-        if let Some(r) = root {
-            mark(r, &p.indices);
+    for p in shared {
+        if p.scope == Scope::PacketHeader {
+            if let Some(r) = trace.packet_header.as_mut() {
+                mark(r, &p.indices);
+            }
             continue;
         }
         for sc in &mut trace.streams {
-            let roots: Vec<&mut FieldType> = match p.scope {
-                Scope::PacketContext => sc.packet_context.iter_mut().collect(),
-                Scope::EventHeader => sc.event_header.iter_mut().collect(),
-                Scope::EventCommonContext => sc.event_context.iter_mut().collect(),
-                Scope::EventSpecificContext => sc.events.iter_mut().filter_map(|e| e.context.as_mut()).collect(),
-                Scope::EventPayload => sc.events.iter_mut().filter_map(|e| e.payload.as_mut()).collect(),
-                Scope::PacketHeader => Vec::new(),
+            let root = match p.scope {
+                Scope::PacketContext => sc.packet_context.as_mut(),
+                Scope::EventHeader => sc.event_header.as_mut(),
+                Scope::EventCommonContext => sc.event_context.as_mut(),
+                _ => None,
             };
-            for r in roots {
+            if let Some(r) = root {
                 mark(r, &p.indices);
+            }
+        }
+    }
+    for (sc, per_event) in trace.streams.iter_mut().zip(own) {
+        for (ec, targets) in sc.events.iter_mut().zip(per_event) {
+            for p in targets {
+                let root = if p.scope == Scope::EventSpecificContext { ec.context.as_mut() } else { ec.payload.as_mut() };
+                if let Some(r) = root {
+                    mark(r, &p.indices);
+                }
             }
         }
     }

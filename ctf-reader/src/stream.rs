@@ -19,6 +19,9 @@ use crate::decode::Slot;
 use crate::error::{DecodeFault, Error};
 use crate::value::{build, Value};
 
+/// Decoded bytes of a stream file that are handed back to the kernel at once.
+const RELEASE_BYTES: usize = 4 << 20;
+
 /// CTF packet header magic.
 pub const PACKET_MAGIC: u64 = 0xC1FC_1FC1;
 
@@ -62,6 +65,8 @@ pub(crate) struct RawEvent {
     pub ns: Option<i64>,
     /// Slot offsets: header, stream event context, event context, payload starts, end.
     pub bounds: [u32; 5],
+    /// Bit positions in the stream file: the event's start, the end of its header, its end.
+    pub bits: [u64; 3],
 }
 
 /// A decoded message, stored in a [`Batch`].
@@ -125,6 +130,8 @@ pub(crate) struct StreamDecoder {
     path: Arc<Path>,
     data: Arc<crate::trace::FileData>,
     next_packet: usize,
+    /// Bytes of the file before this offset were handed back to the kernel.
+    released: usize,
     cur: Option<Current>,
     st: DecState,
     pkt_out: Out,
@@ -143,6 +150,7 @@ impl StreamDecoder {
             path,
             data,
             next_packet: 0,
+            released: 0,
             cur: None,
             st,
             pkt_out: Out::default(),
@@ -200,6 +208,12 @@ impl StreamDecoder {
     fn close_packet(&mut self) {
         let info = self.cur_info.take();
         self.cur = None;
+        // What is decoded is in the batches: the file's pages before the next packet leave
+        // the process, so its resident memory stays bounded however large the file.
+        if self.next_packet - self.released >= RELEASE_BYTES {
+            self.data.release(self.released, self.next_packet - self.released);
+            self.released = self.next_packet;
+        }
         if let Some(info) = info {
             if let Some(end) = info.ts_end {
                 let unclosed = info.ts_begin.is_some_and(|b| b != 0) && end == 0;
@@ -329,12 +343,14 @@ impl StreamDecoder {
         let slot_base = out.slots.len();
         let text_len = out.text.len();
         let mut bounds = [0u32; 5];
+        let mut header_end = start_pos;
         let res: Result<usize, DecodeFault> = (|| {
             st.event_id = None;
             bounds[0] = out.slots.len() as u32;
             if let Some(h) = &scd.event_header {
                 exec(h, &mut r, st, out, slot_base)?;
             }
+            header_end = r.pos;
             bounds[1] = out.slots.len() as u32;
             if let Some(c) = &scd.event_context {
                 exec(c, &mut r, st, out, slot_base)?;
@@ -375,7 +391,9 @@ impl StreamDecoder {
             None => None,
         };
         let packet = (batch.packets.len() - 1) as u32;
-        batch.msgs.push(RawMsg::Event(RawEvent { packet, class: idx as u32, cycles, ns, bounds }));
+        let at = base as u64 * 8;
+        let bits = [at + start_pos, at + header_end, at + r.pos];
+        batch.msgs.push(RawMsg::Event(RawEvent { packet, class: idx as u32, cycles, ns, bounds, bits }));
         if batch.out.slots.len() > u32::MAX as usize / 2 {
             return Err(self.fault(base, DecodeFault::new(r.pos, "batch too large")));
         }

@@ -34,6 +34,21 @@ impl FileData {
         Ok(FileData { map: Some(map) })
     }
 
+    /// Drops the resident pages of `len` bytes from `offset` (rounded out to whole pages)
+    /// from this process; a later read of them reads the file again. Errors are ignored: the
+    /// pages then just stay resident.
+    pub(crate) fn release(&self, offset: usize, len: usize) {
+        let Some(map) = &self.map else { return };
+        if offset.checked_add(len).map_or(true, |end| end > map.len()) {
+            return;
+        }
+        // SAFETY: the map is a private, read-only mapping of a file that this process never
+        // writes: MADV_DONTNEED drops its pages, and the next access reads the same bytes
+        // from the file again (madvise(2)), so every slice of it stays valid and unchanged
+        // (the file changing under us is the one hazard of mapping it, accepted in `open`).
+        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
+    }
+
     /// The file's bytes.
     pub(crate) fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])

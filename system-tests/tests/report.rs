@@ -383,7 +383,7 @@ fn regenerate_fixtures() {
 /// traced tree (its threads, switches to and from them, wake-ups of them) and every
 /// interrupt, softirq and timer event; user-space traces and maps are copied whole.
 fn shrink(from: &Path, to: &Path) {
-    use ust_ctf::reader::{packets, parse_packet, RecordWalker};
+    use ust_ctf::reader::{packets, parse_packet};
     let _ = std::fs::remove_dir_all(to);
     copy_dir(from, to);
     let k = to.join("kernel");
@@ -396,64 +396,65 @@ fn shrink(from: &Path, to: &Path) {
             tree.insert(e.int("child_pid").unwrap());
         }
     }
-    let meta = rep::tsdl::Metadata::parse(&std::fs::read_to_string(k.join("metadata")).unwrap());
-    let (descs, names) = &meta.events[&0];
-    for f in std::fs::read_dir(from.join("kernel")).unwrap().flatten() {
-        let n = f.file_name().to_string_lossy().into_owned();
-        if !n.starts_with("channel0_") {
+    let kt = ctf_reader::CtfTrace::open(from.join("kernel")).unwrap();
+    // One packet being rebuilt: its offset in the file, its kept records, their first and
+    // last times.
+    type Packet = (u64, Vec<u8>, Option<u64>, u64);
+    let close = |p: Option<Packet>, bytes: &[u8], out: &mut Vec<u8>, seq: &mut u64| {
+        let Some((offset, body, Some(first), last)) = p else { return };
+        let mut pkt = bytes[offset as usize..offset as usize + ust_core::packet::HEADER_SIZE].to_vec();
+        pkt.extend_from_slice(&body);
+        let len = pkt.len() as u64 * 8;
+        pkt[32..40].copy_from_slice(&first.to_le_bytes());
+        pkt[40..48].copy_from_slice(&last.to_le_bytes());
+        pkt[48..56].copy_from_slice(&len.to_le_bytes());
+        pkt[56..64].copy_from_slice(&len.to_le_bytes());
+        pkt[64..72].copy_from_slice(&seq.to_le_bytes());
+        *seq += 1;
+        out.extend_from_slice(&pkt);
+    };
+    for (i, sf) in kt.streams().iter().enumerate() {
+        if !sf.name.starts_with("channel0_") {
             continue;
         }
-        let bytes = std::fs::read(f.path()).unwrap();
-        let mut out = Vec::new();
-        let mut seq = 0u64;
-        for p in packets(&bytes) {
-            let p = p.unwrap();
-            let info = parse_packet(p).unwrap();
-            let (_, w) = RecordWalker::new(descs, p).unwrap();
-            let mut body = Vec::new();
-            let (mut first, mut last) = (None, 0);
-            for r in w {
-                let r = r.unwrap();
-                let fields = ust_ctf::reader::decode_fields(&descs[r.index], r.payload).unwrap();
-                let ev = rep::load::Event {
-                    ts: r.timestamp,
-                    cpu: info.cpu_id,
-                    name: names[r.index].clone().unwrap(),
-                    tid: 0,
-                    pid: -1,
-                    domain: rep::load::Domain::Kernel,
-                    fields,
-                };
-                let tid = ev.int("tid").unwrap();
-                let keep = tree.contains(&tid)
-                    || ev.name.starts_with("irq_")
-                    || ev.name.starts_with("timer_")
-                    || ev.name.starts_with("x86_irq")
-                    || (ev.name == "sched_switch" && (tree.contains(&ev.int("prev_pid").unwrap()) || tree.contains(&ev.int("next_pid").unwrap())))
-                    || (ev.name.starts_with("sched_wak") && tree.contains(&ev.int("pid").unwrap()));
-                if keep {
-                    let mut h = [0u8; 13];
-                    let (b0, len) = ust_core::event_header::write(&mut h, r.id, r.timestamp, true);
-                    h[0] = b0;
-                    body.extend_from_slice(&h[..len]);
-                    body.extend_from_slice(r.payload);
-                    first.get_or_insert(r.timestamp);
-                    last = r.timestamp;
+        let bytes = std::fs::read(&*sf.path).unwrap();
+        let (mut out, mut seq, mut cur): (Vec<u8>, u64, Option<Packet>) = (Vec::new(), 0, None);
+        let mut it = kt.stream(i);
+        while let Some(m) = it.next() {
+            let ctf_reader::Message::Event(e) = m.unwrap() else { continue };
+            if cur.as_ref().map(|c| c.0) != Some(e.packet.offset) {
+                close(cur.take(), &bytes, &mut out, &mut seq);
+                cur = Some((e.packet.offset, Vec::new(), None, 0));
+            }
+            let mut fields = Vec::new();
+            for scope in [ctf_reader::Scope::EventCommonContext, ctf_reader::Scope::EventPayload] {
+                if let Some(ty) = e.scope_type(scope) {
+                    rep::values::push_members(ty, "", &mut e.slots(scope).iter(), &e, &mut fields).unwrap();
                 }
             }
-            let Some(first) = first else { continue };
-            let mut pkt = p[..ust_core::packet::HEADER_SIZE].to_vec();
-            pkt.extend_from_slice(&body);
-            let len = pkt.len() as u64 * 8;
-            pkt[32..40].copy_from_slice(&first.to_le_bytes());
-            pkt[40..48].copy_from_slice(&last.to_le_bytes());
-            pkt[48..56].copy_from_slice(&len.to_le_bytes());
-            pkt[56..64].copy_from_slice(&len.to_le_bytes());
-            pkt[64..72].copy_from_slice(&seq.to_le_bytes());
-            seq += 1;
-            out.extend_from_slice(&pkt);
+            let ev = rep::load::Event { ts: e.cycles, cpu: 0, name: e.name().to_string(), tid: 0, pid: -1, domain: rep::load::Domain::Kernel, fields };
+            let tid = ev.int("tid").unwrap();
+            let keep = tree.contains(&tid)
+                || ev.name.starts_with("irq_")
+                || ev.name.starts_with("timer_")
+                || ev.name.starts_with("x86_irq")
+                || (ev.name == "sched_switch" && (tree.contains(&ev.int("prev_pid").unwrap()) || tree.contains(&ev.int("next_pid").unwrap())))
+                || (ev.name.starts_with("sched_wak") && tree.contains(&ev.int("pid").unwrap()));
+            if keep {
+                let p = cur.as_mut().expect("a packet");
+                // A full header (the compact one's time is relative to the records left out).
+                let mut h = [0u8; 13];
+                let (b0, len) = ust_core::event_header::write(&mut h, e.class.id as u32, e.cycles, true);
+                h[0] = b0;
+                p.1.extend_from_slice(&h[..len]);
+                let [_, header_end, end] = e.bits();
+                p.1.extend_from_slice(&bytes[(header_end / 8) as usize..(end / 8) as usize]);
+                p.2.get_or_insert(e.cycles);
+                p.3 = e.cycles;
+            }
         }
-        std::fs::write(k.join(&n), out).unwrap();
+        close(cur.take(), &bytes, &mut out, &mut seq);
+        std::fs::write(k.join(&sf.name), out).unwrap();
     }
     // User-space packets: cut to their content (packet_size = content_size), no index.
     let Ok(procs) = std::fs::read_dir(to.join("ust/pid")) else { return };

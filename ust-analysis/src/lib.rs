@@ -6,6 +6,8 @@
 //! - [`export`]: `ust export`: a trace as a file Perfetto UI (protobuf) or Chrome's
 //!   trace viewer (JSON) opens.
 //! - [`spans`]: the `tracing` layer's span events paired into spans (for both).
+//! - [`traces`]: the one model of a loaded trace both read: every CTF trace under a
+//!   directory, opened with [`ctf_reader`], and where each comes from.
 
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -14,3 +16,4 @@
 pub mod export;
 pub mod report;
 pub mod spans;
+pub mod traces;

@@ -31,48 +31,51 @@ impl<'a> BitReader<'a> {
         let a = align as u64;
         let p = (self.pos + a - 1) & !(a - 1);
         if p > self.limit {
-            return Err(DecodeFault::new(self.pos, format!("aligning to {align} bits passes the end of the packet content")));
+            return Err(align_fault(self.pos, align));
         }
         self.pos = p;
         Ok(())
     }
 
     /// Reads an unsigned integer of `size` (1..=64) bits.
-    #[inline]
+    ///
+    /// With 16 bytes of the packet from the current byte on (all but a packet's last
+    /// bytes), one 128-bit load and a shift read any size at any bit offset; the bounds
+    /// check is against the content size, before the load.
+    #[inline(always)]
     pub(crate) fn read(&mut self, size: u32, big_endian: bool) -> Result<u64, DecodeFault> {
         let size64 = size as u64;
         if size64 > self.remaining() {
-            return Err(DecodeFault::new(self.pos, format!("{size}-bit field passes the end of the packet content")));
+            return Err(past_end_fault(self.pos, size));
         }
         let byte = (self.pos / 8) as usize;
         let shift = (self.pos % 8) as u32;
-        let v = if shift == 0 && size % 8 == 0 {
-            let n = (size / 8) as usize;
-            let b = &self.buf[byte..byte + n];
-            let mut a = [0u8; 8];
-            if big_endian {
-                a[8 - n..].copy_from_slice(b);
-                u64::from_be_bytes(a)
-            } else {
-                a[..n].copy_from_slice(b);
-                u64::from_le_bytes(a)
+        let v = match self.buf.get(byte..byte + 16) {
+            Some(w) => {
+                let w: [u8; 16] = w.try_into().expect("16 bytes");
+                if big_endian {
+                    (u128::from_be_bytes(w) >> (128 - shift - size)) as u64
+                } else {
+                    (u128::from_le_bytes(w) >> shift) as u64
+                }
             }
-        } else {
-            let nbytes = (shift + size).div_ceil(8) as usize;
-            let mut a = [0u8; 16];
-            let src = &self.buf[byte..byte + nbytes];
-            if big_endian {
-                a[16 - nbytes..].copy_from_slice(src);
-                let w = u128::from_be_bytes(a);
-                let total = nbytes as u32 * 8;
-                (w >> (total - shift - size)) as u64
-            } else {
-                a[..nbytes].copy_from_slice(src);
-                (u128::from_le_bytes(a) >> shift) as u64
+            None => {
+                let nbytes = (shift + size).div_ceil(8) as usize;
+                let mut a = [0u8; 16];
+                let src = &self.buf[byte..byte + nbytes];
+                if big_endian {
+                    a[16 - nbytes..].copy_from_slice(src);
+                    let w = u128::from_be_bytes(a);
+                    let total = nbytes as u32 * 8;
+                    (w >> (total - shift - size)) as u64
+                } else {
+                    a[..nbytes].copy_from_slice(src);
+                    (u128::from_le_bytes(a) >> shift) as u64
+                }
             }
         };
         self.pos += size64;
-        Ok(if size == 64 { v } else { v & ((1u64 << size) - 1) })
+        Ok(v & (u64::MAX >> (64 - size)))
     }
 
     /// Reads bytes up to a NUL (byte aligned); returns them without the NUL.
@@ -99,6 +102,16 @@ impl<'a> BitReader<'a> {
         self.pos += n * 8;
         Ok(&self.buf[start..start + n as usize])
     }
+}
+
+#[cold]
+fn align_fault(bit: u64, align: u32) -> DecodeFault {
+    DecodeFault::new(bit, format!("aligning to {align} bits passes the end of the packet content"))
+}
+
+#[cold]
+fn past_end_fault(bit: u64, size: u32) -> DecodeFault {
+    DecodeFault::new(bit, format!("{size}-bit field passes the end of the packet content"))
 }
 
 /// Sign-extends the low `size` bits of `v`.
@@ -131,6 +144,28 @@ mod tests {
         let mut r = BitReader::new(&b, 32);
         assert_eq!(r.read(5, true).unwrap(), 22);
         assert_eq!(r.read(27, true).unwrap(), 0x5AB_CDEF);
+    }
+
+    #[test]
+    fn the_wide_load_and_the_tail_read_alike() {
+        let bytes: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37).wrapping_add(11)).collect();
+        for be in [false, true] {
+            for size in [1u32, 5, 8, 13, 27, 32, 33, 64] {
+                for pos in (0..(40 * 8 - size as u64)).step_by(7) {
+                    let mut r = BitReader::new(&bytes, 40 * 8);
+                    r.pos = pos;
+                    let got = r.read(size, be).unwrap();
+                    let mut want = 0u64;
+                    for i in 0..size as u64 {
+                        let bit = pos + i;
+                        let byte = bytes[(bit / 8) as usize];
+                        let b = if be { (byte >> (7 - bit % 8)) & 1 } else { (byte >> (bit % 8)) & 1 };
+                        want = if be { (want << 1) | b as u64 } else { want | ((b as u64) << i) };
+                    }
+                    assert_eq!(got, want, "size {size} at bit {pos}, big-endian {be}");
+                }
+            }
+        }
     }
 
     #[test]

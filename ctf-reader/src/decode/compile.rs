@@ -14,6 +14,8 @@ use crate::model::{ByteOrder, FieldPath, FieldType, Role, Scope};
 
 /// No register.
 pub(crate) const NO_REG: u16 = u16::MAX;
+/// No option, in a variant's table.
+pub(crate) const NO_OPTION: u32 = u32::MAX;
 
 /// Where an array's element count comes from.
 #[derive(Clone, Copy, Debug)]
@@ -59,6 +61,10 @@ pub(crate) enum Node {
         reg: u16,
         signed: bool,
         ranges: Box<[(i128, i128, u32)]>,
+        /// The option of each selector value below its length ([`NO_OPTION`]: none), when
+        /// every range lies in `0..=255` (event headers: `compact = 0 ... 30, extended =
+        /// 31`): one load instead of a search.
+        table: Box<[u32]>,
         options: Box<[Node]>,
     },
 }
@@ -160,7 +166,17 @@ fn node(ty: &FieldType, path: &mut FieldPath, regs: &Registers) -> Result<Node, 
             }
             let mut rs: Vec<(i128, i128, u32)> = ranges.iter().enumerate().flat_map(|(i, r)| r.iter().map(move |&(lo, hi)| (lo, hi, i as u32))).collect();
             rs.sort_by_key(|r| (r.0, r.1));
-            Node::Variant { reg: regs.get(tag)?, signed, ranges: rs.into_boxed_slice(), options: out.into_boxed_slice() }
+            let table = if rs.iter().all(|r| r.0 >= 0 && r.1 <= 255) {
+                let mut t = vec![NO_OPTION; rs.iter().map(|r| r.1 as usize + 1).max().unwrap_or(0)];
+                // The first range holding a value wins, as in the search.
+                for &(lo, hi, o) in rs.iter().rev() {
+                    t[lo as usize..=hi as usize].fill(o);
+                }
+                t
+            } else {
+                Vec::new()
+            };
+            Node::Variant { reg: regs.get(tag)?, signed, ranges: rs.into_boxed_slice(), table: table.into_boxed_slice(), options: out.into_boxed_slice() }
         }
     })
 }

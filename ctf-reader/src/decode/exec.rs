@@ -4,7 +4,7 @@
 //! bits replaces the clock's low N bits, adding 2^N when the new low bits are smaller).
 
 use super::bits::{sign_extend, BitReader};
-use super::compile::{Len, Node, NO_REG};
+use super::compile::{Len, Node, NO_OPTION, NO_REG};
 use crate::error::DecodeFault;
 use crate::model::Role;
 
@@ -101,34 +101,12 @@ impl Out {
 }
 
 /// Decodes one field of type `node` at the reader's position.
+///
+/// Only arrays make an event's slots grow beyond its type's fixed count: the bound on slots
+/// per event ([`MAX_SLOTS_PER_EVENT`]) is checked before each array element.
 pub(crate) fn exec(node: &Node, r: &mut BitReader<'_>, st: &mut DecState, out: &mut Out, slot_base: usize) -> Result<(), DecodeFault> {
-    if out.slots.len() - slot_base > MAX_SLOTS_PER_EVENT {
-        return Err(DecodeFault::new(r.pos, format!("event has more than {MAX_SLOTS_PER_EVENT} values")));
-    }
     match node {
-        Node::Int { size, align, be, signed, clock, reg, role } => {
-            r.align(*align)?;
-            let v = r.read(*size, *be)?;
-            let s = if *signed {
-                let x = sign_extend(v, *size);
-                Slot::I(x)
-            } else {
-                Slot::U(v)
-            };
-            if *clock {
-                st.update_clock(v, *size);
-            }
-            if let Some(role) = role {
-                st.role(*role, v);
-            }
-            if *reg != NO_REG {
-                st.regs[*reg as usize] = match s {
-                    Slot::I(x) => x as u64,
-                    _ => v,
-                };
-            }
-            out.slots.push(s);
-        }
+        Node::Int { .. } => int(node, r, st, out)?,
         Node::Float { size, align, be } => {
             r.align(*align)?;
             let v = r.read(*size, *be)?;
@@ -150,8 +128,12 @@ pub(crate) fn exec(node: &Node, r: &mut BitReader<'_>, st: &mut DecState, out: &
         }
         Node::Struct { align, fields } => {
             r.align(*align)?;
+            // Integers, most members, without a call each.
             for f in fields.iter() {
-                exec(f, r, st, out, slot_base)?;
+                match f {
+                    Node::Int { .. } => int(f, r, st, out)?,
+                    _ => exec(f, r, st, out, slot_base)?,
+                }
             }
         }
         Node::Array { align, len, elem, elem_min_bits } => {
@@ -166,22 +148,53 @@ pub(crate) fn exec(node: &Node, r: &mut BitReader<'_>, st: &mut DecState, out: &
             }
             out.slots.push(Slot::Len(n));
             for _ in 0..n {
+                if out.slots.len() - slot_base > MAX_SLOTS_PER_EVENT {
+                    return Err(too_many_values(r.pos));
+                }
                 exec(elem, r, st, out, slot_base)?;
             }
         }
-        Node::Variant { reg, signed, ranges, options } => {
+        Node::Variant { reg, signed, ranges, table, options } => {
             let raw = st.regs[*reg as usize];
             let v: i128 = if *signed { raw as i64 as i128 } else { raw as i128 };
-            let opt = ranges
-                .iter()
-                .find(|(lo, hi, _)| *lo <= v && v <= *hi)
-                .map(|r| r.2)
-                .ok_or_else(|| DecodeFault::new(r.pos, format!("variant selector value {v} selects no option")))?;
+            let opt = match table.get(raw as usize).filter(|_| v >= 0 && v < table.len() as i128) {
+                Some(&o) => Some(o).filter(|&o| o != NO_OPTION),
+                None => ranges.iter().find(|(lo, hi, _)| *lo <= v && v <= *hi).map(|r| r.2),
+            }
+            .ok_or_else(|| DecodeFault::new(r.pos, format!("variant selector value {v} selects no option")))?;
             out.slots.push(Slot::Opt(opt));
             exec(&options[opt as usize], r, st, out, slot_base)?;
         }
     }
     Ok(())
+}
+
+/// Decodes an integer node (the caller checked the kind).
+#[inline(always)]
+fn int(node: &Node, r: &mut BitReader<'_>, st: &mut DecState, out: &mut Out) -> Result<(), DecodeFault> {
+    let Node::Int { size, align, be, signed, clock, reg, role } = node else { return Ok(()) };
+    r.align(*align)?;
+    let v = r.read(*size, *be)?;
+    let s = if *signed { Slot::I(sign_extend(v, *size)) } else { Slot::U(v) };
+    if *clock {
+        st.update_clock(v, *size);
+    }
+    if let Some(role) = role {
+        st.role(*role, v);
+    }
+    if *reg != NO_REG {
+        st.regs[*reg as usize] = match s {
+            Slot::I(x) => x as u64,
+            _ => v,
+        };
+    }
+    out.slots.push(s);
+    Ok(())
+}
+
+#[cold]
+fn too_many_values(bit: u64) -> DecodeFault {
+    DecodeFault::new(bit, format!("event has more than {MAX_SLOTS_PER_EVENT} values"))
 }
 
 #[inline]

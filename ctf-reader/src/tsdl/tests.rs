@@ -52,3 +52,18 @@ fn absolute_and_relative_sequence_lengths_and_scoped_aliases() {
     let e = super::parse(format!("{HEAD} event {{ name = f; fields := struct {{ small x; }}; }};").as_bytes(), Path::new("m")).unwrap_err();
     assert!(e.to_string().contains("unknown type `small`"), "{e}");
 }
+
+#[test]
+fn a_length_marks_its_own_event_class_only() {
+    let t = parse(&format!(
+        "{HEAD} stream {{ event.header := struct {{ uint8_t id; }}; }};
+        event {{ name = a; id = 0; fields := struct {{ uint8_t n; uint8_t s[n]; }}; }};
+        event {{ name = b; id = 1; fields := struct {{ uint8_t x; int y; }}; }};"
+    ));
+    let first = |e: &EventClass| match &e.payload {
+        Some(FieldType::Struct { fields, .. }) => fields[0].ty.as_int().unwrap().referenced,
+        _ => panic!(),
+    };
+    assert!(first(&t.streams[0].events[0]), "a's length");
+    assert!(!first(&t.streams[0].events[1]), "b's first field is no length");
+}

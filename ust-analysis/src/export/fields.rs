@@ -11,7 +11,6 @@ use serde_json::{Map, Value as Json};
 use ust_ctf::reader::Value;
 
 use crate::report::load::{Event, Loaded};
-use crate::report::tsdl::Metadata;
 
 /// The context field names of each user-space trace, by process id (from each trace's
 /// metadata: its streams' `event.context`).
@@ -25,8 +24,10 @@ impl Contexts {
     /// again has no known contexts: its context fields then show as arguments).
     pub fn of(l: &Loaded) -> Contexts {
         let mut by_pid = HashMap::new();
+        let mut by_dir: HashMap<&Path, BTreeSet<String>> = HashMap::new();
         for (pid, _, dir) in &l.processes {
-            by_pid.insert(*pid, names(dir));
+            let n = by_dir.entry(dir.as_path()).or_insert_with(|| names(dir));
+            by_pid.insert(*pid, n.clone());
         }
         Contexts { by_pid }
     }
@@ -39,9 +40,15 @@ impl Contexts {
     }
 }
 
+/// The names of the context fields of the trace in `dir`: its stream classes' event
+/// contexts and its event classes' own.
 fn names(dir: &Path) -> BTreeSet<String> {
-    let text = ust_ctf::files::read_trace_text(&dir.join("metadata"), ust_ctf::files::MAX_TEXT_FILE).unwrap_or_default();
-    Metadata::parse(&text).contexts.values().flatten().map(|f| f.name.trim_start_matches('_').to_string()).collect()
+    let Ok(t) = ctf_reader::read_metadata(&dir.join("metadata")) else { return BTreeSet::new() };
+    let members = |ty: &Option<ctf_reader::FieldType>| match ty {
+        Some(ctf_reader::FieldType::Struct { fields, .. }) => fields.iter().map(|f| f.name.clone()).collect::<Vec<String>>(),
+        _ => Vec::new(),
+    };
+    t.streams.iter().flat_map(|s| members(&s.event_context).into_iter().chain(s.events.iter().flat_map(|e| members(&e.context)))).collect()
 }
 
 /// A value as JSON; `None` for a `tracing` value that was not recorded.

@@ -39,11 +39,17 @@ pub struct Options {
     pub min_block_ns: u64,
     /// How far up a wake-up chain to follow.
     pub max_chain: usize,
+    /// The process to report on (`--pid`), instead of the traced command
+    /// (`env.traced_pid` of ust's kernel trace): a process of a trace recorded by LTTng.
+    pub pid: Option<i32>,
+    /// The process to report on, by name (`--procname`): [`super::report`] resolves it
+    /// into [`Options::pid`] ([`super::select`]).
+    pub procname: Option<String>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { wakeups: false, faults: false, fault_file: None, min_block_ns: 1_000_000, max_chain: 4 }
+        Options { wakeups: false, faults: false, fault_file: None, min_block_ns: 1_000_000, max_chain: 4, pid: None, procname: None }
     }
 }
 
@@ -331,7 +337,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     r.spans = super::span_view::span_view(l);
     let kernel_events = l.events.iter().filter(|e| e.domain == Domain::Kernel).count();
     r.kernel = kernel_events > 0;
-    let traced = l.kernel_env.as_ref().and_then(|e| e.get("traced_pid")).and_then(|p| p.parse::<i32>().ok()).filter(|&p| p > 0);
+    let traced = opt.pid.or_else(|| l.kernel_env.as_ref().and_then(|e| e.get("traced_pid")).and_then(|p| p.parse::<i32>().ok()).filter(|&p| p > 0));
     r.traced_pid = traced.or_else(|| l.processes.first().map(|p| p.0)).unwrap_or(0);
     if !r.kernel {
         r.notes.push("no kernel events in this trace (`ust trace --kernel` records them, as root or as an ordinary user): user-space view only".into());
@@ -348,7 +354,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     }
     let mut tree: HashSet<i32> = HashSet::new();
     tree.insert(r.traced_pid);
-    for p in &l.processes {
+    // Every traced process, unless the report is about one (`--pid`).
+    for p in l.processes.iter().filter(|_| opt.pid.is_none()) {
         tree.insert(p.0);
     }
     // Whatever the forks say (one may be lost), the tree's own channel holds the tree only.
@@ -398,6 +405,9 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             }
             "lttng_statedump_process_state" => {
                 if let (Some(tid), Some(pid)) = (e.int("tid"), e.int("pid")) {
+                    if tree.contains(&(pid as i32)) {
+                        tree.insert(tid as i32);
+                    }
                     tgid.insert(tid as i32, pid as i32);
                     comm.insert(tid as i32, e.text("name").unwrap_or_default());
                 }
@@ -570,8 +580,11 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         .collect();
     rows.sort_by_key(|r| r.tid);
     r.tasks = rows;
-    let calls = super::syscalls::count(l, &tree, &tgid, &comm, r.traced_pid);
-    if calls.exec_ns.is_none() && !is_tier1 {
+    // A process chosen with `--pid` was not launched by ust: all its calls count (pid 0,
+    // the idle task, never execs, so there is no cut).
+    let cut_at_exec_of = if opt.pid.is_some() { 0 } else { r.traced_pid };
+    let calls = super::syscalls::count(l, &tree, &tgid, &comm, cut_at_exec_of);
+    if calls.exec_ns.is_none() && !is_tier1 && opt.pid.is_none() {
         r.notes.push("system calls: no successful execve of the traced pid in the trace: every call counts, the launcher's too".into());
     }
     (r.syscalls, r.syscall_threads, r.syscall_processes, r.slowest_syscalls) = (calls.rows, calls.threads, calls.processes, calls.slowest);

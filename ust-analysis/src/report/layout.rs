@@ -1,11 +1,22 @@
-//! The two kernel trace layouts the report reads, made one: the LTTng kernel layout that
-//! `ust trace --kernel` writes now (lttng-modules' names, [`ust_kernel::lttng`]:
-//! `syscall_entry_<name>` with named arguments, `syscall_exit_<name>`, `sched_*` events
-//! with `tid`, `prev_tid`, `next_tid`, `old_tid`, forks with `parent_tid`, `child_tid` and
-//! thread-group ids as `parent_pid`, `child_pid`) and the earlier one of traces already on
-//! disk (one `syscall_entry { id, args[6], name }` / `syscall_exit { id, ret, name }`, the
-//! ftrace `sched_*` field names `pid`, `prev_pid`, `next_pid`, `old_pid`). The analyses work
-//! on the earlier names; [`normalize`] turns an event of the new layout into them.
+//! The kernel trace layouts the report reads, made one. The analyses work on the names of
+//! the earliest layout ust wrote: one `syscall_entry { id, args[6], name }` /
+//! `syscall_exit { id, ret, name }`, and the ftrace `sched_*` field names `pid`,
+//! `prev_pid`, `next_pid`, `old_pid`. [`normalize`] turns into them:
+//!
+//! - LTTng's layout since lttng-modules 2.7, which `ust trace --kernel` writes too
+//!   ([`ust_kernel::lttng`]): `syscall_entry_<name>` with named arguments,
+//!   `syscall_exit_<name>` (and their `compat_` twins), `sched_*` events with `tid`,
+//!   `prev_tid`, `next_tid`, `old_tid`, forks with `parent_tid`, `child_tid` and
+//!   thread-group ids as `parent_pid`, `child_pid`;
+//! - lttng-modules before 2.7: `sys_<name>` (and `compat_sys_<name>`) entries and one
+//!   `exit_syscall { ret }` whose call is the thread's last entry, `softirq_*` and
+//!   `hrtimer_*` without the `irq_`/`timer_` subsystem prefix.
+//!
+//! LTTng's kernel traces have no `tid` context: [`Tasks`] follows what runs on each CPU
+//! from `sched_switch` (the task an event belongs to is the one its CPU runs, as
+//! lttng-analyses decides), and the call each thread is in.
+
+use std::collections::HashMap;
 
 use ust_ctf::reader::Value;
 
@@ -16,27 +27,100 @@ const ENTRY: &str = "syscall_entry_";
 /// The `syscall_exit_` prefix.
 const EXIT: &str = "syscall_exit_";
 
-/// Rewrites a kernel event of LTTng's layout in the report's names (see the module docs);
-/// an event of the earlier layout is left as it is. `fields[0]` is the `tid` event context,
-/// never renamed.
-pub fn normalize(e: &mut Event) {
-    if let Some(call) = e.name.strip_prefix(ENTRY).map(str::to_string) {
-        let call = if call == "unknown" { e.int("id").map(ust_kernel::syscalls::syscall_name).unwrap_or(call) } else { call };
-        if !e.fields.iter().any(|(n, _)| n == "args") {
-            let args: Vec<Value> = e.fields.iter().skip(1).map(|(_, v)| v.clone()).collect();
-            e.fields.push(("args".into(), Value::List(args)));
+/// The thread of an event that comes before the first `sched_switch` of its CPU in a trace
+/// without a `tid` context: not known (no Linux thread has a negative id; -1 and -2 are
+/// ust's other users and kernel threads).
+pub const UNKNOWN_TID: i32 = -3;
+
+/// The system call a kernel event enters or leaves, in any layout: `(entry, call, pre-2.7
+/// layout)`.
+fn syscall_of(name: &str) -> Option<(bool, &str, bool)> {
+    let name = name.strip_prefix("compat_").unwrap_or(name);
+    if let Some(c) = name.strip_prefix(ENTRY) {
+        return Some((true, c, false));
+    }
+    if let Some(c) = name.strip_prefix(EXIT) {
+        return Some((false, c, false));
+    }
+    name.strip_prefix("sys_").map(|c| (true, c, true))
+}
+
+/// Renames without a new allocation when the old name's buffer holds the new one.
+fn rename(s: &mut String, to: &str) {
+    s.clear();
+    s.push_str(to);
+}
+
+/// What each CPU runs and the call each thread is in, for traces without a `tid` context
+/// and for the exits of the pre-2.7 layout (one `exit_syscall` for every call). Bounded by
+/// the CPUs and threads of the trace.
+#[derive(Debug, Default)]
+pub struct Tasks {
+    current: HashMap<u32, i32>,
+    calls: HashMap<i32, String>,
+}
+
+impl Tasks {
+    /// The thread of a kernel event without a `tid` context: the one its CPU runs (for a
+    /// `sched_switch`, the one leaving it), [`UNKNOWN_TID`] before the CPU's first switch.
+    pub fn thread_of(&mut self, name: &str, cpu: u32, e: &Event) -> i32 {
+        if name == "sched_switch" {
+            if let (Some(prev), Some(next)) = (e.int("prev_tid").or(e.int("prev_pid")), e.int("next_tid").or(e.int("next_pid"))) {
+                self.current.insert(cpu, next as i32);
+                return prev as i32;
+            }
+        }
+        self.current.get(&cpu).copied().unwrap_or(UNKNOWN_TID)
+    }
+}
+
+/// Rewrites a kernel event in the report's names (see the module docs); an event of ust's
+/// earliest layout is left as it is. Its first `n_ctx` fields are its contexts (never
+/// renamed nor taken as arguments). `map_unknown`: name a `syscall_*_unknown` by its
+/// number with this machine's table (for ust's own traces only: a foreign trace may come
+/// from another architecture, and stays `unknown`, as lttng-analyses shows it).
+pub fn normalize(e: &mut Event, n_ctx: usize, map_unknown: bool, tasks: &mut Tasks) {
+    let name_of_unknown = |e: &Event, call: &str| {
+        if call == "unknown" && map_unknown {
+            e.int("id").map(ust_kernel::syscalls::syscall_name).unwrap_or_else(|| call.to_string())
+        } else {
+            call.to_string()
+        }
+    };
+    if e.name == "exit_syscall" {
+        let call = tasks.calls.remove(&e.tid).unwrap_or_else(|| "unknown".into());
+        e.fields.push(("name".into(), Value::Str(call)));
+        rename(&mut e.name, "syscall_exit");
+        return;
+    }
+    if let Some((entry, call, pre_2_7)) = syscall_of(&e.name) {
+        let call = name_of_unknown(e, call);
+        if entry {
+            if !e.fields.iter().any(|(n, _)| n == "args") {
+                let args: Vec<Value> = e.fields.iter().skip(n_ctx).map(|(_, v)| v.clone()).collect();
+                e.fields.push(("args".into(), Value::List(args)));
+            }
+            // Only the pre-2.7 exits need their thread's call.
+            if pre_2_7 {
+                tasks.calls.insert(e.tid, call.clone());
+            }
+            rename(&mut e.name, "syscall_entry");
+        } else {
+            rename(&mut e.name, "syscall_exit");
         }
         e.fields.push(("name".into(), Value::Str(call)));
-        e.name = "syscall_entry".into();
-    } else if let Some(call) = e.name.strip_prefix(EXIT).map(str::to_string) {
-        let call = if call == "unknown" { e.int("id").map(ust_kernel::syscalls::syscall_name).unwrap_or(call) } else { call };
-        e.fields.push(("name".into(), Value::Str(call)));
-        e.name = "syscall_exit".into();
-    } else if e.name == "sched_process_fork" {
+        return;
+    }
+    if let Some(rest) = e.name.strip_prefix("softirq_") {
+        e.name = format!("irq_softirq_{rest}");
+    } else if let Some(rest) = e.name.strip_prefix("hrtimer_") {
+        e.name = format!("timer_hrtimer_{rest}");
+    }
+    if e.name == "sched_process_fork" {
         fork(e);
     } else if e.name.starts_with("sched_") {
         // The new layout has a payload `tid` and no `pid`; the old one the reverse.
-        let payload = e.fields.get_mut(1..).unwrap_or_default();
+        let payload = e.fields.get_mut(n_ctx..).unwrap_or_default();
         if payload.iter().any(|(n, _)| n == "pid" || n == "prev_pid" || n == "old_pid") {
             return;
         }
@@ -48,7 +132,7 @@ pub fn normalize(e: &mut Event) {
                 "old_tid" => "old_pid",
                 _ => continue,
             };
-            *n = old.to_string();
+            rename(n, old);
         }
     }
 }
@@ -85,12 +169,12 @@ mod tests {
     #[test]
     fn lttng_syscalls_become_the_generic_events() {
         let mut e = ev("syscall_entry_read", vec![("fd", Value::Unsigned(3)), ("buf", Value::Unsigned(0x1000)), ("count", Value::Unsigned(8))]);
-        normalize(&mut e);
+        normalize(&mut e, 1, true, &mut Tasks::default());
         assert_eq!(e.name, "syscall_entry");
         assert_eq!(e.text("name").as_deref(), Some("read"));
         assert_eq!(crate::report::syscalls::arg0(&e), Some(3));
         let mut x = ev("syscall_exit_unknown", vec![("id", Value::Signed(0)), ("ret", Value::Signed(-2))]);
-        normalize(&mut x);
+        normalize(&mut x, 1, true, &mut Tasks::default());
         assert_eq!((x.name.as_str(), x.text("name").as_deref(), x.int("ret")), ("syscall_exit", Some("read"), Some(-2)));
     }
 
@@ -100,27 +184,70 @@ mod tests {
             "sched_process_fork",
             vec![("parent_tid", Value::Signed(10)), ("child_tid", Value::Signed(12)), ("parent_pid", Value::Signed(10)), ("child_pid", Value::Signed(10))],
         );
-        normalize(&mut e);
+        normalize(&mut e, 1, true, &mut Tasks::default());
         assert_eq!((e.int("parent_pid"), e.int("child_pid"), e.int("child_tgid"), e.int("parent_tgid")), (Some(10), Some(12), Some(10), None));
         let mut old = ev("sched_process_fork", vec![("parent_pid", Value::Signed(10)), ("child_pid", Value::Signed(12))]);
-        normalize(&mut old);
+        normalize(&mut old, 1, true, &mut Tasks::default());
         assert_eq!((old.int("parent_pid"), old.int("child_pid"), old.int("child_tgid")), (Some(10), Some(12), None));
     }
 
     #[test]
     fn sched_tids_get_the_earlier_names_and_old_traces_stay() {
         let mut e = ev("sched_switch", vec![("prev_tid", Value::Signed(5)), ("next_tid", Value::Signed(6))]);
-        normalize(&mut e);
+        normalize(&mut e, 1, true, &mut Tasks::default());
         assert_eq!((e.int("prev_pid"), e.int("next_pid"), e.int("tid")), (Some(5), Some(6), Some(7)));
         let mut w = ev("sched_waking", vec![("tid", Value::Signed(9))]);
-        normalize(&mut w);
+        normalize(&mut w, 1, true, &mut Tasks::default());
         assert_eq!((w.int("pid"), w.int("tid")), (Some(9), Some(7)), "the context tid is kept");
         let mut old = ev("sched_waking", vec![("pid", Value::Signed(9))]);
-        normalize(&mut old);
+        normalize(&mut old, 1, true, &mut Tasks::default());
         assert_eq!(old.int("pid"), Some(9));
         let mut olds =
             ev("syscall_entry", vec![("id", Value::Signed(0)), ("args", Value::List(vec![Value::Unsigned(4)])), ("name", Value::Str("read".into()))]);
-        normalize(&mut olds);
+        normalize(&mut olds, 1, true, &mut Tasks::default());
         assert_eq!((olds.name.as_str(), crate::report::syscalls::arg0(&olds)), ("syscall_entry", Some(4)));
+    }
+
+    #[test]
+    fn pre_2_7_names_and_exits_take_the_threads_call() {
+        let mut tasks = Tasks::default();
+        let mut e = ev("sys_read", vec![("fd", Value::Unsigned(3)), ("buf", Value::Unsigned(0x1000)), ("count", Value::Unsigned(8))]);
+        normalize(&mut e, 1, false, &mut tasks);
+        assert_eq!((e.name.as_str(), e.text("name").as_deref(), crate::report::syscalls::arg0(&e)), ("syscall_entry", Some("read"), Some(3)));
+        let mut x = ev("exit_syscall", vec![("ret", Value::Signed(8))]);
+        normalize(&mut x, 1, false, &mut tasks);
+        assert_eq!((x.name.as_str(), x.text("name").as_deref(), x.int("ret")), ("syscall_exit", Some("read"), Some(8)));
+        let mut u = ev("syscall_entry_unknown", vec![("id", Value::Signed(0))]);
+        normalize(&mut u, 1, false, &mut tasks);
+        assert_eq!(u.text("name").as_deref(), Some("unknown"), "a foreign trace's numbers are not this machine's");
+        let mut s = ev("softirq_entry", vec![("vec", Value::Unsigned(1))]);
+        normalize(&mut s, 1, false, &mut tasks);
+        assert_eq!(s.name, "irq_softirq_entry");
+        let mut h = ev("hrtimer_expire_entry", vec![]);
+        normalize(&mut h, 1, false, &mut tasks);
+        assert_eq!(h.name, "timer_hrtimer_expire_entry");
+    }
+
+    #[test]
+    fn without_a_tid_context_the_thread_is_what_the_cpu_runs() {
+        let mut tasks = Tasks::default();
+        let no_ctx = |name: &str, f: Vec<(&str, Value)>| Event {
+            ts: 1,
+            cpu: 2,
+            name: name.into(),
+            tid: 0,
+            pid: -1,
+            domain: Domain::Kernel,
+            fields: f.into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
+        };
+        let before = no_ctx("kmem_kfree", vec![]);
+        assert_eq!(tasks.thread_of("kmem_kfree", 2, &before), UNKNOWN_TID);
+        let sw = no_ctx("sched_switch", vec![("prev_tid", Value::Signed(0)), ("prev_state", Value::Signed(0)), ("next_tid", Value::Signed(42))]);
+        assert_eq!(tasks.thread_of("sched_switch", 2, &sw), 0, "the switch belongs to the task leaving");
+        assert_eq!(tasks.thread_of("kmem_kfree", 2, &before), 42);
+        assert_eq!(tasks.thread_of("kmem_kfree", 3, &before), UNKNOWN_TID, "per CPU");
+        let mut w = no_ctx("sched_waking", vec![("comm", Value::Str("a".into())), ("tid", Value::Signed(9))]);
+        normalize(&mut w, 0, false, &mut tasks);
+        assert_eq!(w.int("pid"), Some(9), "no context: the first field is the payload's");
     }
 }

@@ -1,23 +1,31 @@
-//! Loading a trace directory for the report: every CTF trace under it (each directory with a
-//! `metadata` file: `<dir>/kernel/` and `<dir>/ust/pid/*/`), read with the metadata reader
-//! of [`super::tsdl`] and the record walker of [`ust_ctf::reader`], merged into one list
-//! of [`Event`]s in time order.
+//! Loading a trace directory for the report: every CTF trace under it
+//! ([`crate::traces::TraceSet`]: ust's `<dir>/kernel/` and `<dir>/ust/pid/*/`, LTTng's
+//! kernel and user-space traces, a relay daemon's tree), read with [`ctf_reader`], merged
+//! into one list of [`Event`]s in time order.
+//!
+//! The analyses pass over the events several times (the system calls from the traced
+//! command's `execve` on, found by a first pass; the user-space view; the kernel view;
+//! tier 1's stacks) and look ahead (whether the trace has page-cache events at all), so the
+//! list is kept whole: this is where the report keeps state per event. Each trace is read
+//! in time order and merged with the others by a stable sort of the already sorted runs.
+//!
+//! - Times are the clock's nanoseconds without its offset: `CLOCK_MONOTONIC` for ust and
+//!   LTTng, the same clock in kernel and user-space traces of one machine.
+//! - Kernel events get the report's names ([`super::layout::normalize`]); their thread is
+//!   the `tid` context, or, in LTTng's traces that have none, what their CPU runs
+//!   ([`super::layout::Tasks`]).
+//! - User-space events: the process is the `vpid` context, else the trace's `env.vpid`;
+//!   the thread the `vtid` context, else the process. A per-user trace (LTTng-UST's
+//!   `ust/uid/...`) names its processes by the `vpid` and `procname` contexts.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
-use ust_ctf::reader::{decode_fields, packets, parse_packet, RecordWalker, Value};
+use ctf_reader::{EventRef, Message, Scope};
+use ust_ctf::reader::Value;
 
-use super::tsdl::Metadata;
-
-/// Which tracer wrote an event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Domain {
-    /// `<dir>/kernel`.
-    Kernel,
-    /// `<dir>/ust/...`.
-    Ust,
-}
+pub use crate::traces::Domain;
+use crate::traces::{Member, TraceSet};
 
 /// One event of any trace.
 #[derive(Clone, Debug)]
@@ -74,12 +82,12 @@ pub struct Loaded {
     /// (`ust_kernel::perf::STACKS_DIR`) was loaded: its fault samples are named
     /// [`FAULT_STACK`].
     pub user_stacks: bool,
-    /// `(vpid, procname, dir)` of each user-space trace.
+    /// `(vpid, procname, dir)` of each process of the user-space traces.
     pub processes: Vec<(i32, String, PathBuf)>,
     /// Packets or records that could not be read.
     pub problems: u64,
     /// Where the kernel traces (`kernel/`, and the stacks side trace) lost events: one
-    /// entry per packet whose cumulative `events_discarded` grew, in file order.
+    /// entry per packet whose cumulative `events_discarded` grew, in each stream's order.
     pub losses: Vec<StreamLoss>,
     /// The kernel trace has the traced tree's own channel (`ust_kernel::ctf::TREE_CHANNEL`):
     /// system calls and faults filtered to the tree in the kernel.
@@ -91,7 +99,8 @@ pub struct Loaded {
 
 /// Events a stream lost in a time range, as its packets tell (CTF 1.8: the packet
 /// context's cumulative `events_discarded`; the range runs from the end of the packet
-/// before to the end of the packet that counts them, as babeltrace2 reports them).
+/// before to the end of the packet that counts them, as babeltrace2 reports them, from
+/// [`ctf_reader::Message::DiscardedEvents`]).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct StreamLoss {
     /// The stream's channel: the file name without `_<cpu>` (`channel0`, `tree`).
@@ -108,32 +117,136 @@ pub struct StreamLoss {
     pub events: u64,
 }
 
+/// The channel of a stream file: its name without the `_<cpu>` suffix.
+fn channel_of(file_name: &str) -> &str {
+    file_name.rsplit_once('_').filter(|(_, c)| c.parse::<u32>().is_ok()).map_or(file_name, |(ch, _)| ch)
+}
+
 /// The name a fault sample of a stacks side trace gets (it is not a fault of its own: the
 /// tracefs trace has that fault; it gives it its stack).
 pub const FAULT_STACK: &str = "perf_fault_stack";
 
-fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
-        let mut has_meta = false;
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                if e.file_name() != "index" && e.file_name() != "proc" {
-                    stack.push(p);
-                }
-            } else if e.file_name() == "metadata" {
-                has_meta = true;
-            }
-        }
-        if has_meta {
-            out.push(d);
+/// Nanoseconds of `cycles` of a clock of `freq` Hz, without the clock's offset.
+fn clock_ns(cycles: u64, freq: u64) -> u64 {
+    if freq == 1_000_000_000 || freq == 0 {
+        cycles
+    } else {
+        u64::try_from(u128::from(cycles) * 1_000_000_000 / u128::from(freq)).unwrap_or(u64::MAX)
+    }
+}
+
+/// The index of the context field named `name` among an event's first `n_ctx` fields.
+fn ctx_int(e: &Event, n_ctx: usize, name: &str) -> Option<i64> {
+    e.fields[..n_ctx].iter().find(|(n, _)| n == name).and_then(|(_, v)| match v {
+        Value::Signed(s) => Some(*s),
+        Value::Unsigned(u) => Some(*u as i64),
+        _ => None,
+    })
+}
+
+/// The report's event of `e`: its fields, contexts first, and how many are contexts.
+fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64) -> Option<(Event, usize)> {
+    // Room for the top-level members and the two fields normalization may add.
+    let members = |s: Scope| match e.scope_type(s) {
+        Some(ctf_reader::FieldType::Struct { fields, .. }) => fields.len(),
+        _ => 1,
+    };
+    let mut fields = Vec::with_capacity(SCOPES.iter().map(|s| members(*s)).sum::<usize>() + 2);
+    for scope in [Scope::EventCommonContext, Scope::EventSpecificContext] {
+        if let Some(ty) = e.scope_type(scope) {
+            super::values::push_members(ty, "", &mut e.slots(scope).iter(), e, &mut fields)?;
         }
     }
-    out.sort();
-    out
+    let n_ctx = fields.len();
+    if let Some(ty) = e.scope_type(Scope::EventPayload) {
+        super::values::push_members(ty, "", &mut e.slots(Scope::EventPayload).iter(), e, &mut fields)?;
+    }
+    let ev = Event { ts: clock_ns(e.cycles, freq), cpu: e.cpu().unwrap_or(0) as u32, name: e.name().to_string(), tid: 0, pid: -1, domain, fields };
+    Some((ev, n_ctx))
+}
+
+const SCOPES: [Scope; 3] = [Scope::EventCommonContext, Scope::EventSpecificContext, Scope::EventPayload];
+
+/// Reads one trace into `l.events`; `each` sees every event as the trace has it (its
+/// thread known, before [`super::layout::normalize`]).
+fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
+    let kernel = m.origin.domain == Domain::Kernel;
+    let stacks_side = kernel && m.origin.kernel_source.as_deref() == Some(ust_kernel::perf::STACKS_SOURCE);
+    if stacks_side {
+        l.user_stacks = true;
+    } else if kernel {
+        l.kernel_env = Some(m.origin.env.clone());
+    } else if let Some(vpid) = m.origin.vpid {
+        l.processes.push((vpid, m.origin.procname.clone().unwrap_or_default(), m.dir.clone()));
+    }
+    if kernel && !stacks_side && m.ctf.streams().iter().any(|f| channel_of(&f.name) == ust_kernel::ctf::TREE_CHANNEL) {
+        l.tree_channel = true;
+    }
+    let meta = m.ctf.metadata();
+    let freqs: Vec<u64> = meta.streams.iter().map(|s| s.default_clock.and_then(|c| meta.clocks.get(c)).map_or(1_000_000_000, |c| c.freq)).collect();
+    let env_vpid = m.origin.vpid.unwrap_or(-1);
+    let mut tasks = super::layout::Tasks::default();
+    // Per-user traces: the processes their contexts name.
+    let mut seen: BTreeMap<i32, String> = BTreeMap::new();
+    let mut it = m.ctf.messages_parallel();
+    while let Some(msg) = it.next() {
+        let e = match msg {
+            Ok(Message::Event(e)) => e,
+            Ok(Message::DiscardedEvents(d)) if kernel => {
+                let freq = freqs.get(d.packet.stream_class).copied().unwrap_or(1_000_000_000);
+                let (begin, end) = d.cycles.or(d.packet.ts_begin.zip(d.packet.ts_end)).unwrap_or((0, 0));
+                let events = d.count.or(d.packet.events_discarded).unwrap_or(0);
+                if events > 0 {
+                    l.losses.push(StreamLoss {
+                        channel: channel_of(&d.stream.name).to_string(),
+                        stacks: stacks_side,
+                        cpu: d.packet.cpu.unwrap_or(0) as u32,
+                        begin_ns: clock_ns(begin, freq),
+                        end_ns: clock_ns(end, freq),
+                        events,
+                    });
+                }
+                continue;
+            }
+            Ok(_) => continue,
+            Err(_) => {
+                l.problems += 1;
+                continue;
+            }
+        };
+        let freq = freqs.get(e.class_index().0).copied().unwrap_or(1_000_000_000);
+        let Some((mut ev, n_ctx)) = event_of(&e, m.origin.domain, freq) else {
+            l.problems += 1;
+            continue;
+        };
+        if kernel {
+            ev.tid = match ctx_int(&ev, n_ctx, "tid") {
+                Some(t) => t as i32,
+                None => tasks.thread_of(e.name(), ev.cpu, &ev),
+            };
+            if !stacks_side && ev.tid > 0 && channel_of(&e.stream.name) == ust_kernel::ctf::TREE_CHANNEL {
+                l.tree_tids.insert(ev.tid);
+            }
+            each(&ev);
+            super::layout::normalize(&mut ev, n_ctx, m.origin.by_ust, &mut tasks);
+            if stacks_side && ev.name == "perf_page_fault" {
+                ev.name = FAULT_STACK.into();
+            }
+        } else {
+            ev.pid = ctx_int(&ev, n_ctx, "vpid").map_or(env_vpid, |p| p as i32);
+            ev.tid = ctx_int(&ev, n_ctx, "vtid").map_or(ev.pid, |t| t as i32);
+            if m.origin.vpid.is_none() && ev.pid >= 0 && !seen.contains_key(&ev.pid) {
+                let name =
+                    ev.fields[..n_ctx].iter().find(|(n, _)| n == "procname").and_then(|(_, v)| if let Value::Str(s) = v { Some(s.clone()) } else { None });
+                seen.insert(ev.pid, name.unwrap_or_default());
+            }
+            each(&ev);
+        }
+        l.events.push(ev);
+    }
+    for (pid, name) in seen {
+        l.processes.push((pid, name, m.dir.clone()));
+    }
 }
 
 /// Loads every trace under `dir`.
@@ -141,113 +254,23 @@ fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
 /// # Errors
 /// A message when `dir` holds no trace at all, or a metadata file is unreadable, empty or
 /// unparsable.
-pub fn load(dir: &Path) -> Result<Loaded, String> {
-    let dirs = trace_dirs(dir);
-    if dirs.is_empty() {
-        return Err(format!("no CTF trace (no metadata file) under {}", dir.display()));
-    }
+pub fn load(dir: &std::path::Path) -> Result<Loaded, String> {
+    let set = TraceSet::open(dir)?;
+    Ok(load_set(&set))
+}
+
+/// Loads the events of every trace of `set`.
+pub fn load_set(set: &TraceSet) -> Loaded {
+    load_set_with(set, &mut |_| {})
+}
+
+/// [`load_set`], showing `each` every event as its trace has it (names and fields not yet
+/// in the report's layout, thread known), in each trace's time order.
+pub fn load_set_with(set: &TraceSet, each: &mut dyn FnMut(&Event)) -> Loaded {
     let mut l = Loaded::default();
-    for d in dirs {
-        let path = d.join("metadata");
-        let text =
-            ust_ctf::files::read_trace_text(&path, ust_ctf::files::MAX_TEXT_FILE).map_err(|e| format!("{}: cannot read the metadata: {e}", path.display()))?;
-        if text.trim().is_empty() {
-            return Err(format!("{}: the metadata file is empty: the trace cannot be read", path.display()));
-        }
-        if !text.starts_with("/* CTF 1.8 */") {
-            return Err(format!("{}: not CTF 1.8 metadata (no \"/* CTF 1.8 */\" first line): the trace cannot be read", path.display()));
-        }
-        let meta = Metadata::parse(&text);
-        if meta.env.is_empty() && meta.events.is_empty() {
-            return Err(format!("{}: unparsable metadata (no env block, no event): the trace cannot be read", path.display()));
-        }
-        let kernel = meta.env.get("domain").map(String::as_str) == Some("kernel");
-        let vpid: i32 = meta.env.get("vpid").and_then(|v| v.parse().ok()).unwrap_or(-1);
-        let stacks_side = kernel && meta.env.get("kernel_source").map(String::as_str) == Some(ust_kernel::perf::STACKS_SOURCE);
-        if stacks_side {
-            l.user_stacks = true;
-        } else if kernel {
-            l.kernel_env = Some(meta.env.clone());
-        } else {
-            l.processes.push((vpid, meta.env.get("procname").cloned().unwrap_or_default(), d.clone()));
-        }
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name == "metadata" || name.starts_with('.') || !e.path().is_file() {
-                continue;
-            }
-            let Ok(bytes) = ust_ctf::files::read_trace_file(&e.path(), ust_ctf::files::MAX_STREAM_FILE) else {
-                l.problems += 1;
-                continue;
-            };
-            let channel = name.rsplit_once('_').filter(|(_, c)| c.parse::<u32>().is_ok()).map_or(name.as_str(), |(ch, _)| ch).to_string();
-            let tree_stream = kernel && !stacks_side && channel == ust_kernel::ctf::TREE_CHANNEL;
-            l.tree_channel |= tree_stream;
-            // (end of the packet before, cumulative events_discarded so far)
-            let mut before: Option<(u64, u64)> = None;
-            for p in packets(&bytes) {
-                let Ok(p) = p else {
-                    l.problems += 1;
-                    continue;
-                };
-                let Ok(info) = parse_packet(p) else {
-                    l.problems += 1;
-                    continue;
-                };
-                let (prev_end, prev_lost) = before.unwrap_or((info.timestamp_begin, 0));
-                if kernel && info.events_discarded > prev_lost {
-                    l.losses.push(StreamLoss {
-                        channel: channel.clone(),
-                        stacks: stacks_side,
-                        cpu: info.cpu_id,
-                        begin_ns: prev_end,
-                        end_ns: info.timestamp_end,
-                        events: info.events_discarded - prev_lost,
-                    });
-                }
-                before = Some((info.timestamp_end, info.events_discarded.max(prev_lost)));
-                let Some((descs, names)) = meta.events.get(&info.stream_id) else {
-                    l.problems += 1;
-                    continue;
-                };
-                let Ok((_, walker)) = RecordWalker::new(descs, p) else {
-                    l.problems += 1;
-                    continue;
-                };
-                for r in walker {
-                    let Ok(r) = r else {
-                        l.problems += 1;
-                        break;
-                    };
-                    let Some(fields) = decode_fields(&descs[r.index], r.payload) else {
-                        l.problems += 1;
-                        break;
-                    };
-                    let mut ev = Event {
-                        ts: r.timestamp,
-                        cpu: info.cpu_id,
-                        name: names.get(r.index).cloned().flatten().unwrap_or_default(),
-                        tid: 0,
-                        pid: if kernel { -1 } else { vpid },
-                        domain: if kernel { Domain::Kernel } else { Domain::Ust },
-                        fields,
-                    };
-                    ev.tid = if kernel { ev.int("tid").unwrap_or(0) as i32 } else { ev.int("vtid").map(|t| t as i32).unwrap_or(vpid) };
-                    if kernel {
-                        super::layout::normalize(&mut ev);
-                    }
-                    if tree_stream && ev.tid > 0 {
-                        l.tree_tids.insert(ev.tid);
-                    }
-                    if stacks_side && ev.name == "perf_page_fault" {
-                        ev.name = FAULT_STACK.into();
-                    }
-                    l.events.push(ev);
-                }
-            }
-        }
+    for m in &set.members {
+        load_member(m, &mut l, each);
     }
     l.events.sort_by_key(|e| e.ts);
-    Ok(l)
+    l
 }

@@ -1,8 +1,10 @@
 //! `ust report DIR`: what a traced program did, from the traces under `DIR` (kernel and
 //! user space), rendered as text or JSON.
 //!
-//! - [`tsdl`] reads the metadata this project writes; [`load`] merges the events of every
-//!   trace of `DIR` in time order (user-space traces through [`ust_ctf::reader`]).
+//! - [`load`] merges the events of every trace of `DIR` in time order
+//!   ([`crate::traces`]: ust's traces, LTTng's kernel and user-space traces), [`values`]
+//!   turns their fields into the report's values and [`layout`] their names into one
+//!   layout.
 //! - [`analysis`] builds the [`analysis::Report`]: per task (events, runtime, time blocked),
 //!   per system call ([`syscalls`]: count and errors by errno name as `strace -f -c` counts
 //!   them, from the traced command's exec on; total, p50/p90/p99, max; per thread and per
@@ -29,6 +31,7 @@ pub mod layout;
 pub mod load;
 pub mod loss;
 pub mod pictures;
+pub mod select;
 pub mod span_view;
 pub mod stacks;
 pub mod stats;
@@ -36,7 +39,7 @@ pub mod symbols;
 pub mod syscalls;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod tsdl;
+pub mod values;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -46,13 +49,25 @@ pub use analysis::{Options, Report};
 /// Loads `dir` and analyzes it.
 ///
 /// # Errors
-/// A message when `dir` holds no trace.
+/// A message when `dir` holds no trace, or no process has the name `opt.procname`.
 pub fn report(dir: &Path, opt: &Options) -> Result<Report, String> {
     let l = load::load(dir)?;
-    let mut r = analysis::analyze(&l, dir, opt);
+    let mut opt = opt.clone();
+    let mut others = Vec::new();
+    if let Some(name) = &opt.procname {
+        let (pid, rest) = select::by_name(&l, name)?;
+        (opt.pid, others) = (Some(pid), rest);
+    }
+    let mut r = analysis::analyze(&l, dir, &opt);
+    if let (Some(name), Some(pid)) = (&opt.procname, opt.pid) {
+        let also = if others.is_empty() { String::new() } else { format!("; also named so: {:?} (choose one with --pid)", others) };
+        r.notes.insert(0, format!("the process named {name:?} with the most events: pid {pid}{also}"));
+    }
     if l.problems > 0 {
         r.notes.push(format!("{} packet(s) or record(s) could not be read and were skipped", l.problems));
     }
+    // Freeing every event is a fifth of a kernel trace's report: off the caller's path.
+    std::thread::spawn(move || drop(l));
     Ok(r)
 }
 

@@ -201,8 +201,10 @@ the events recorded, and exits with CMD's status (128+N if it died of signal N).
   ust report /tmp/t --faults /data/big.db   # FILE after DIR: its faults in time order
   ust report /tmp/t --format folded > t.folded
   ust report /tmp/t --flamegraph t.svg
+  ust report ~/lttng-traces/s-20240101-120000 --procname nginx --wakeups
 
-DIR is the output of `ust trace` (with --kernel for the kernel part); on a trace without
+DIR is the output of `ust trace` (with --kernel for the kernel part), or any CTF trace:
+LTTng's (kernel, with --pid or --procname to choose the process). On a trace without
 kernel events it reports the program's own events per name and per thread.")]
     Report(ReportArgs),
     /// Snapshot sessions: `ust snapshot record` writes the buffers' content.
@@ -742,6 +744,13 @@ pub struct ReportArgs {
     /// --kernel`): without blocked intervals nothing is written and the command fails.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
+    /// Report on this process (and its threads and children) instead of the traced
+    /// command: for traces recorded by LTTng (lttng-modules, LTTng-UST).
+    #[arg(long, value_name = "PID", conflicts_with = "procname")]
+    pub pid: Option<i32>,
+    /// Report on the process of this name (the busiest, when several have it).
+    #[arg(long, value_name = "NAME")]
+    pub procname: Option<String>,
 }
 
 /// Parses a duration into ns: a number with an optional `ns`, `us`, `ms` or `s` suffix

@@ -489,6 +489,8 @@ pub fn report(a: ReportArgs) -> CliResult {
         faults: a.faults,
         fault_file: a.fault_file,
         min_block_ns: a.min_block,
+        pid: a.pid,
+        procname: a.procname,
         ..Default::default()
     };
     let r = ust_analysis::report::report(&a.dir, &opt).map_err(Failure::new)?;
@@ -528,8 +530,17 @@ fn check_trace_dir(dir: &std::path::Path) -> Result<(), Failure> {
 /// `ust export`.
 pub fn export(a: ExportArgs) -> CliResult {
     check_trace_dir(&a.dir)?;
+    if a.format == "parquet" {
+        let out = a.output.as_ref().ok_or_else(|| Failure::new("--format parquet writes a directory: give it with -o OUTDIR"))?;
+        let s = ust_analysis::export::parquet::export(&a.dir, out).map_err(Failure::new)?;
+        eprintln!("ust: parquet written to {}: {} files (one per event class), {} rows", out.display(), s.files, s.rows);
+        if s.problems > 0 {
+            eprintln!("ust: {} streams stopped early on data that could not be read", s.problems);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let format = if a.format == "chrome-json" { ust_analysis::export::Format::ChromeJson } else { ust_analysis::export::Format::Perfetto };
-    let opt = ust_analysis::export::Options { format, counters: a.counter };
+    let opt = ust_analysis::export::Options { format, counters: a.counter, kernel_events: a.kernel_events };
     let s = match &a.output {
         Some(path) => {
             let f = ust_ctf::outdir::create_output_file(path, 0o644).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;

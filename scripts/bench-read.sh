@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Reading traces: `ust export --format parquet` and `ust report` beside babeltrace2
+# printing the same trace (`babeltrace2 DIR > /dev/null`), and the memory of a Parquet
+# export of a 1 GB trace.
+#
+# Usage: scripts/bench-read.sh [--callgrind] [--runs N] [--no-big] [TRACE_DIR[:PID]...]
+#
+# Default traces: many-threads (report on pid 2673), ros2 and bug446190 of
+# $UST_FIELD_TRACES (/work/shared/field-traces), and a trace of at least 1 GiB recorded with
+# ust itself (testprogs' burst, made once in target/bench-read/big; --no-big skips it).
+# For each trace and tool: the best elapsed time of N runs (3), its CPU time (user+sys) and
+# maximum resident set (/usr/bin/time), and the ratios to babeltrace2's elapsed and CPU
+# times. Wall-clock figures need a quiet machine: --callgrind prints instruction counts
+# instead (valgrind --tool=callgrind, one run each, repeatable under load; slow: minutes for
+# many-threads, and the 1 GB trace is left out).
+#
+# The targets (issue 33): each ust figure at most 0.1x babeltrace2's, and the Parquet export
+# of the 1 GB trace under 200 MB resident.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+callgrind=0
+runs=3
+big=1
+traces=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --callgrind) callgrind=1 ;;
+    --runs) runs="$2"; shift ;;
+    --no-big) big=0 ;;
+    *) traces+=("$1") ;;
+  esac
+  shift
+done
+field="${UST_FIELD_TRACES:-/work/shared/field-traces}"
+if [ ${#traces[@]} -eq 0 ]; then
+  traces=("$field/many-threads:2673" "$field/ros2" "$field/bug446190")
+fi
+
+cargo build -q --release -p ust-cli -p ust-consumerd -p testprogs >&2
+ust="$PWD/target/release/ust"
+work="$PWD/target/bench-read"
+mkdir -p "$work"
+
+# A trace of at least 1 GiB: burst's events (two u32/u64 fields) in runs of 50 M until the
+# directory holds 1 GiB (a run loses what the daemon cannot drain in time; that only makes
+# more runs).
+if [ "$big" = 1 ] && [ "$callgrind" = 0 ]; then
+  if [ ! -f "$work/big/.done" ]; then
+    rm -rf "$work/big" "$work/run"
+    mkdir -p "$work/big" "$work/run" "$work/home"
+    UST_RUNDIR="$work/run" HOME="$work/home" target/release/ust-consumerd >"$work/daemon.log" 2>&1 &
+    daemon=$!
+    trap 'kill $daemon 2>/dev/null || true' EXIT
+    i=0
+    while [ "$(du -sb "$work/big" | cut -f1)" -lt $((1 << 30)) ]; do
+      UST_RUNDIR="$work/run" HOME="$work/home" "$ust" trace -o "$work/big/r$i" -- target/release/burst 50000000 2 >&2
+      i=$((i + 1))
+      [ $i -lt 20 ] || { echo "bench-read.sh: 20 runs and still under 1 GiB" >&2; exit 1; }
+    done
+    kill $daemon; wait $daemon 2>/dev/null || true
+    trap - EXIT
+    touch "$work/big/.done"
+  fi
+  traces+=("$work/big:export-only")
+fi
+
+# best_of CMD...: "elapsed_s cpu_s maxrss_kb" of the fastest of $runs runs.
+best_of() {
+  local best=""
+  for _ in $(seq "$runs"); do
+    local r
+    /usr/bin/time -o "$work/time" -f "%e %U %S %M" "$@" >/dev/null 2>&1
+    r=$(tail -1 "$work/time")
+    local e u s m
+    read -r e u s m <<<"$r"
+    local line
+    line="$e $(echo "$u + $s" | bc) $m"
+    if [ -z "$best" ] || [ "$(echo "$e < ${best%% *}" | bc)" = 1 ]; then best="$line"; fi
+  done
+  echo "$best"
+}
+
+# instructions CMD...: the instructions callgrind counts for CMD.
+instructions() {
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null | sed -n 's/.*Collected : //p'
+}
+
+ratio() { echo "scale=3; $1 / $2" | bc; }
+
+out="$work/parquet"
+if [ "$callgrind" = 1 ]; then
+  printf '%-14s %-22s %16s %16s %8s\n' TRACE TOOL INSTRUCTIONS BABELTRACE2 RATIO
+else
+  printf '%-14s %-22s %9s %9s %10s %15s %15s\n' TRACE TOOL ELAPSED_S CPU_S MAXRSS_KB RATIO_ELAPSED RATIO_CPU
+fi
+for spec in "${traces[@]}"; do
+  dir="${spec%%:*}"
+  pid=""
+  tools="export report"
+  [ "$spec" != "$dir" ] && pid="${spec#*:}"
+  # The report keeps every event in memory (its analyses pass over them several times):
+  # the 1 GB trace is for the export's memory.
+  [ "$pid" = export-only ] && { pid=""; tools="export"; }
+  name=$(basename "$dir")
+  report=("$ust" report "$dir" --wakeups)
+  [ -n "$pid" ] && report+=(--pid "$pid")
+  export_cmd=("$ust" export "$dir" --format parquet -o "$out")
+  if [ "$callgrind" = 1 ]; then
+    ref=$(instructions babeltrace2 "$dir")
+    printf '%-14s %-22s %16s %16s %8s\n' "$name" "babeltrace2 (reference)" "$ref" "$ref" 1
+    for tool in $tools; do
+      rm -rf "$out"
+      if [ "$tool" = export ]; then n=$(instructions "${export_cmd[@]}"); else n=$(instructions "${report[@]}"); fi
+      printf '%-14s %-22s %16s %16s %8s\n' "$name" "ust $tool" "$n" "$ref" "$(ratio "$n" "$ref")"
+    done
+    continue
+  fi
+  read -r be bc bm <<<"$(best_of babeltrace2 "$dir")"
+  printf '%-14s %-22s %9s %9s %10s %15s %15s\n' "$name" "babeltrace2 (reference)" "$be" "$bc" "$bm" 1 1
+  for tool in $tools; do
+    rm -rf "$out"
+    if [ "$tool" = export ]; then r=$(best_of "${export_cmd[@]}"); else r=$(best_of "${report[@]}"); fi
+    read -r e c m <<<"$r"
+    printf '%-14s %-22s %9s %9s %10s %15s %15s\n' "$name" "ust $tool" "$e" "$c" "$m" "$(ratio "$e" "$be")" "$(ratio "$c" "$bc")"
+  done
+done

@@ -1,0 +1,346 @@
+//! `ust export DIR --format parquet -o OUTDIR`: every CTF trace under `DIR` as a Parquet
+//! dataset, one file per event class (`OUTDIR/<class>.parquet`, the class name with `:`
+//! as `.` and any character but letters, digits, `_`, `-` and `.` as `_`; the exact name in
+//! the file's key-value metadata `ctf.event_class`), one row per event.
+//!
+//! Columns ([`schema`]): `timestamp` (ns from the clock's origin, babeltrace2's time: the
+//! Unix epoch for LTTng and ust), `hostname`, `session` (from each trace's `env` or a relay
+//! daemon's tree, [`crate::traces::Origin`]), `trace` (the trace directory under `DIR`),
+//! `stream` (the stream file), `cpu` (the packet's `cpu_id`), then the context fields and
+//! the payload fields, flattened with dotted names. A payload field named like a fixed
+//! column takes the prefix `payload.` (LTTng-UST's `dds:write` has a `timestamp`), a
+//! context field the prefix `context.` where a payload field or a fixed column has its
+//! name. An event class that
+//! several traces hold (a relay daemon's output of many hosts) is one file whose columns
+//! are the union of theirs: a fleet's traces are one query away.
+//!
+//! Memory: the reader holds a few batches per stream; each class buffers its rows until
+//! [`ROW_GROUP_ROWS`], or, when all classes together hold [`BUFFER_BYTES`], the largest
+//! class writes its rows as a row group. Each file stays open until the end (its footer
+//! lists its row groups).
+//!
+//! The Parquet library is the Apache `parquet` crate's own column writer (no Arrow), with
+//! Snappy compression.
+
+pub mod columns;
+pub mod rows;
+pub mod schema;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ctf_reader::{Message, Scope};
+use parquet::basic::Compression;
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::ColumnPath;
+
+use crate::traces::{Member, TraceSet};
+use columns::{Column, Val};
+use rows::{Index, Op};
+use schema::{Kind, Leaf, FIXED};
+
+/// Rows a class buffers before it writes them as a row group.
+pub const ROW_GROUP_ROWS: usize = 1 << 18;
+/// Bytes all classes together buffer before the largest writes its rows.
+pub const BUFFER_BYTES: usize = 64 << 20;
+
+/// What a Parquet export wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Files (event classes with at least one event).
+    pub files: usize,
+    /// Rows (events).
+    pub rows: u64,
+    /// Stream errors (each stops its stream; the others go on).
+    pub problems: u64,
+}
+
+/// One event class's file.
+struct ClassFile {
+    /// The event class name.
+    name: String,
+    leaves: Vec<Leaf>,
+    index: Index,
+    cols: Vec<Column>,
+    rows: usize,
+    total: u64,
+    writer: Option<SerializedFileWriter<BufWriter<File>>>,
+}
+
+/// How the events of one event class of one trace go into their file.
+struct Plan {
+    file: usize,
+    scopes: [Vec<Op>; 3],
+    absent: Vec<usize>,
+}
+
+/// Per trace of the set, per stream class, per event class: its plan.
+type Plans = Vec<Vec<Vec<Option<Plan>>>>;
+
+/// The leaves of one event class of one trace per scope, each with its final name.
+type ClassLeaves = [Vec<(Leaf, String)>; 3];
+
+const SCOPES: [Scope; 3] = [Scope::EventCommonContext, Scope::EventSpecificContext, Scope::EventPayload];
+
+/// The leaves of one event class of one trace, each scope's with its final (file) names.
+fn class_leaves(m: &Member, sc: usize, ec: usize) -> ClassLeaves {
+    let meta = m.ctf.metadata();
+    let s = &meta.streams[sc];
+    let e = &s.events[ec];
+    let tys = [s.event_context.as_ref(), e.context.as_ref(), e.payload.as_ref()];
+    let mut per: [Vec<Leaf>; 3] = Default::default();
+    for (i, ty) in tys.iter().enumerate() {
+        rows::scope_leaves(*ty, &mut per[i]);
+    }
+    let mut taken: std::collections::HashSet<String> = FIXED.iter().map(|s| s.to_string()).collect();
+    taken.extend(per[2].iter().map(|l| l.name.clone()));
+    let mut out: ClassLeaves = Default::default();
+    for l in &per[2] {
+        let name = if FIXED.contains(&l.name.as_str()) { format!("payload.{}", l.name) } else { l.name.clone() };
+        out[2].push((l.clone(), name));
+    }
+    taken.extend(out[2].iter().map(|(_, n)| n.clone()));
+    for i in 0..2 {
+        for l in &per[i] {
+            let mut name = if taken.contains(&l.name) { format!("context.{}", l.name) } else { l.name.clone() };
+            while !taken.insert(name.clone()) {
+                name.push('_');
+            }
+            out[i].push((l.clone(), name));
+        }
+    }
+    out
+}
+
+/// A file name for event class `name`, distinct from `used`.
+fn file_name(name: &str, used: &mut std::collections::HashSet<String>) -> String {
+    let base: String = name
+        .chars()
+        .map(|c| {
+            if c == ':' {
+                '.'
+            } else if c.is_ascii_alphanumeric() || "_-.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let base = if base.is_empty() || base.starts_with('.') { format!("_{base}") } else { base };
+    let mut n = base.clone();
+    let mut k = 2;
+    while !used.insert(n.clone()) {
+        n = format!("{base}-{k}");
+        k += 1;
+    }
+    n
+}
+
+fn fixed_columns() -> Vec<Column> {
+    vec![
+        Column::new(Kind::Int { signed: true }, true),
+        Column::new(Kind::Text, false),
+        Column::new(Kind::Text, false),
+        Column::new(Kind::Text, true),
+        Column::new(Kind::Text, true),
+        Column::new(Kind::Int { signed: false }, false),
+    ]
+}
+
+/// The dataset's files (one per class name, columns unified) and each trace's plans.
+fn plan(set: &TraceSet) -> (Vec<ClassFile>, Plans) {
+    let mut files: Vec<ClassFile> = Vec::new();
+    let mut by_name: HashMap<String, usize> = HashMap::new();
+    let mut all: Vec<Vec<Vec<ClassLeaves>>> = Vec::new();
+    for m in &set.members {
+        let meta = m.ctf.metadata();
+        let mut per_sc = Vec::new();
+        for (sc, s) in meta.streams.iter().enumerate() {
+            let mut per_ec = Vec::new();
+            for (ec, e) in s.events.iter().enumerate() {
+                let leaves = class_leaves(m, sc, ec);
+                let f = *by_name.entry(e.name.clone()).or_insert_with(|| {
+                    files.push(ClassFile { name: e.name.clone(), leaves: Vec::new(), index: Index::new(), cols: Vec::new(), rows: 0, total: 0, writer: None });
+                    files.len() - 1
+                });
+                let file = &mut files[f];
+                for (l, final_name) in leaves.iter().flatten() {
+                    match file.index.get(final_name) {
+                        Some(&c) => file.leaves[c].kind = file.leaves[c].kind.unify(l.kind),
+                        None => {
+                            file.index.insert(final_name.clone(), file.leaves.len());
+                            file.leaves.push(Leaf { name: final_name.clone(), kind: l.kind });
+                        }
+                    }
+                }
+                per_ec.push(leaves);
+            }
+            per_sc.push(per_ec);
+        }
+        all.push(per_sc);
+    }
+    for f in &mut files {
+        f.cols = fixed_columns();
+        f.cols.extend(f.leaves.iter().map(|l| Column::new(l.kind, false)));
+    }
+    let mut plans = Vec::new();
+    for (m, per_sc) in set.members.iter().zip(all) {
+        let meta = m.ctf.metadata();
+        let mut p_sc = Vec::new();
+        for (sc, per_ec) in per_sc.into_iter().enumerate() {
+            let s = &meta.streams[sc];
+            let mut p_ec = Vec::new();
+            for (ec, leaves) in per_ec.into_iter().enumerate() {
+                let e = &s.events[ec];
+                let file = by_name[&e.name];
+                let f = &files[file];
+                let kinds: Vec<Kind> = f.cols.iter().map(|c| c.kind).collect();
+                let tys = [s.event_context.as_ref(), e.context.as_ref(), e.payload.as_ref()];
+                let mut scopes: [Vec<Op>; 3] = Default::default();
+                let mut used = Vec::new();
+                for i in 0..3 {
+                    let local: Index = leaves[i].iter().map(|(l, n)| (l.name.clone(), FIXED.len() + f.index[n])).collect();
+                    if let Some(ty) = tys[i] {
+                        rows::compile(ty, "", &local, &kinds, &mut scopes[i], &mut used);
+                    }
+                }
+                let absent = (FIXED.len()..f.cols.len()).filter(|c| !used.contains(c)).collect();
+                p_ec.push(Some(Plan { file, scopes, absent }));
+            }
+            p_sc.push(p_ec);
+        }
+        plans.push(p_sc);
+    }
+    (files, plans)
+}
+
+fn props(name: &str) -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        // Dictionaries cost a hash per value (half the writer's time on a kernel trace);
+        // Snappy takes most of what they would save. Statistics (a min/max pass over every
+        // value) only for the time, per column chunk: what a query by time range prunes with.
+        .set_dictionary_enabled(false)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_column_statistics_enabled(ColumnPath::from(FIXED[0]), EnabledStatistics::Chunk)
+        // Whole buffers at once: fewer per-batch checks.
+        .set_write_batch_size(1 << 16)
+        .set_created_by(format!("ust export {}", env!("CARGO_PKG_VERSION")))
+        .set_key_value_metadata(Some(vec![KeyValue::new("ctf.event_class".to_string(), name.to_string())]))
+        .build()
+}
+
+impl ClassFile {
+    fn held(&self) -> usize {
+        self.cols.iter().map(Column::held).sum()
+    }
+
+    /// Writes the buffered rows as one row group (opening the file first).
+    fn flush(&mut self, out: &Path, used: &mut std::collections::HashSet<String>) -> Result<(), String> {
+        if self.rows == 0 {
+            return Ok(());
+        }
+        if self.writer.is_none() {
+            let path: PathBuf = out.join(format!("{}.parquet", file_name(&self.name, used)));
+            // As every file ust writes for a user: created as the output directory's owner.
+            let f = ust_ctf::outdir::create_output_file(&path, 0o644).map_err(|e| format!("{}: {e}", path.display()))?;
+            let w = SerializedFileWriter::new(BufWriter::with_capacity(1 << 16, f), schema::schema(&self.leaves), Arc::new(props(&self.name)))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            self.writer = Some(w);
+        }
+        let w = self.writer.as_mut().expect("opened above");
+        let err = |e: parquet::errors::ParquetError| format!("{}: {e}", self.name);
+        let mut rg = w.next_row_group().map_err(err)?;
+        let mut i = 0;
+        while let Some(mut c) = rg.next_column().map_err(err)? {
+            self.cols[i].write(&mut c).map_err(err)?;
+            c.close().map_err(err)?;
+            i += 1;
+        }
+        rg.close().map_err(err)?;
+        self.rows = 0;
+        Ok(())
+    }
+}
+
+fn put_opt(c: &mut Column, v: Option<&str>) {
+    match v {
+        Some(v) => c.put_str(v),
+        None => c.null(),
+    }
+}
+
+/// Exports every trace under `dir` to the directory `out` (created if needed).
+///
+/// # Errors
+/// No trace under `dir`, unreadable metadata, or a failed write.
+pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
+    let set = TraceSet::open(dir)?;
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let (mut files, plans) = plan(&set);
+    let mut used = std::collections::HashSet::new();
+    let mut sum = Summary::default();
+    let mut scratch = Vec::new();
+    for (m, plans) in set.members.iter().zip(&plans) {
+        let rel = m.dir.strip_prefix(&set.root).ok().map(|r| r.display().to_string()).filter(|r| !r.is_empty()).unwrap_or_else(|| ".".into());
+        let (host, session) = (m.origin.hostname.as_deref(), m.origin.session.as_deref());
+        let mut it = m.ctf.messages_parallel();
+        let mut n = 0u64;
+        while let Some(msg) = it.next() {
+            let e = match msg {
+                Ok(Message::Event(e)) => e,
+                Ok(_) => continue,
+                Err(_) => {
+                    sum.problems += 1;
+                    continue;
+                }
+            };
+            let (sc, ec) = e.class_index();
+            let Some(p) = plans.get(sc).and_then(|v| v.get(ec)).and_then(Option::as_ref) else { continue };
+            let f = &mut files[p.file];
+            let c = &mut f.cols;
+            c[0].put(Val::I(e.ns.unwrap_or(e.cycles as i64)));
+            put_opt(&mut c[1], host);
+            put_opt(&mut c[2], session);
+            c[3].put_str(&rel);
+            c[4].put_str(&e.stream.name);
+            match e.cpu() {
+                Some(cpu) => c[5].put(Val::U(cpu)),
+                None => c[5].null(),
+            }
+            for (i, scope) in SCOPES.iter().enumerate() {
+                rows::run(&p.scopes[i], &mut e.slots(*scope).iter(), &e, c, &mut scratch);
+            }
+            for &a in &p.absent {
+                c[a].null();
+            }
+            f.rows += 1;
+            f.total += 1;
+            sum.rows += 1;
+            if f.rows >= ROW_GROUP_ROWS {
+                f.flush(out, &mut used)?;
+            }
+            n += 1;
+            if n & 8191 == 0 {
+                let held: Vec<usize> = files.iter().map(|f| if f.rows > 0 { f.held() } else { 0 }).collect();
+                if held.iter().sum::<usize>() > BUFFER_BYTES {
+                    let (big, _) = held.iter().enumerate().max_by_key(|(_, h)| **h).expect("some file");
+                    files[big].flush(out, &mut used)?;
+                }
+            }
+        }
+    }
+    for f in &mut files {
+        f.flush(out, &mut used)?;
+        if let Some(w) = f.writer.take() {
+            w.close().map_err(|e| format!("{}: {e}", f.name))?;
+            sum.files += 1;
+        }
+    }
+    Ok(sum)
+}

@@ -1,0 +1,89 @@
+//! The one model of a loaded trace that the report and every export read: each CTF trace
+//! under a directory (each directory holding a `metadata` file), opened with
+//! [`ctf_reader`] (CTF 1.8 or CTF 2, any tracer: ust, LTTng's kernel and user-space
+//! tracers, babeltrace's writer), with where it comes from ([`Origin`]).
+//!
+//! The directory is what a tracer leaves: `ust trace`'s `<dir>/kernel/` and
+//! `<dir>/ust/pid/<proc>/`, an LTTng session's `<session>-<stamp>/kernel/` and
+//! `ust/uid/<uid>/64-bit/`, one trace directory itself, or a relay daemon's tree of many
+//! hosts (`<root>/<hostname>/<session>-<stamp>/...`). Opening maps the stream files and
+//! compiles the metadata; the events are read later, one trace at a time and in time order
+//! within it ([`ctf_reader::CtfTrace::messages`]), so what a reader of the set holds is
+//! bounded by its streams, not its events.
+
+pub mod origin;
+
+use std::path::{Path, PathBuf};
+
+pub use origin::{Domain, Origin};
+
+/// One CTF trace of a [`TraceSet`].
+pub struct Member {
+    /// The trace directory (holding `metadata`).
+    pub dir: PathBuf,
+    /// Where it comes from.
+    pub origin: Origin,
+    /// The opened trace.
+    pub ctf: ctf_reader::CtfTrace,
+}
+
+/// Every CTF trace under a directory.
+pub struct TraceSet {
+    /// The directory given.
+    pub root: PathBuf,
+    /// The traces, sorted by directory.
+    pub members: Vec<Member>,
+}
+
+/// Directories under `dir` (itself included) that hold a `metadata` file, sorted; LTTng's
+/// `index/` directories and ust's `proc/` snapshots (`/proc/<pid>/maps` copies) are not
+/// searched.
+pub fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        let mut has_meta = false;
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if e.file_name() != "index" && e.file_name() != "proc" {
+                    stack.push(p);
+                }
+            } else if e.file_name() == "metadata" {
+                has_meta = true;
+            }
+        }
+        if has_meta {
+            out.push(d);
+        }
+    }
+    out.sort();
+    out
+}
+
+impl TraceSet {
+    /// Opens every trace under `dir`.
+    ///
+    /// # Errors
+    /// A message when `dir` holds no trace (no `metadata` file anywhere under it), or when a
+    /// trace's metadata cannot be read (empty, not CTF, a syntax or semantic error, a clock
+    /// offset beyond 64-bit nanoseconds), naming the file.
+    pub fn open(dir: &Path) -> Result<TraceSet, String> {
+        let dirs = trace_dirs(dir);
+        if dirs.is_empty() {
+            return Err(format!("no CTF trace (no metadata file) under {}", dir.display()));
+        }
+        let mut members = Vec::with_capacity(dirs.len());
+        for d in dirs {
+            let meta = d.join("metadata");
+            if std::fs::metadata(&meta).map(|m| m.is_file() && m.len() == 0).unwrap_or(false) {
+                return Err(format!("{}: the metadata file is empty: the trace cannot be read", meta.display()));
+            }
+            let ctf = ctf_reader::CtfTrace::open(&d).map_err(|e| format!("the trace cannot be read: {e}"))?;
+            let origin = Origin::of(dir, &d, ctf.metadata());
+            members.push(Member { dir: d, origin, ctf });
+        }
+        Ok(TraceSet { root: dir.to_path_buf(), members })
+    }
+}
