@@ -494,6 +494,7 @@ pub fn report(a: ReportArgs) -> CliResult {
         faults: a.faults,
         fault_file: a.fault_file,
         min_block_ns: a.min_block,
+        tracer: a.tracer,
         ..Default::default()
     };
     let r = ust_analysis::report::report(&a.dir, &opt).map_err(Failure::new)?;
