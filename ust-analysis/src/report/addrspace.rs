@@ -516,8 +516,15 @@ impl AddressSpaces {
                     }
                     _ => None,
                 });
-                // A sample shows it from the call's entry until a later change over it.
-                let gone = self.spaces[i].changes[k + 1..].iter().filter(|n| n.start < c.end && c.start < n.end).map(|n| n.ts).min().unwrap_or(u64::MAX);
+                // A sample shows it from the call's entry until a later change over it maps
+                // something else there or unmaps it (the loader maps a library's segments
+                // over its first mapping of the whole file: same file, same relation).
+                let gone = self.spaces[i].changes[k + 1..]
+                    .iter()
+                    .filter(|n| n.start < c.end && c.start < n.end && !same(&n.region, n.start))
+                    .map(|n| n.ts)
+                    .min()
+                    .unwrap_or(u64::MAX);
                 let (from, until) = (self.spaces[i].from, self.spaces[i].until);
                 let by_sample = || {
                     self.samples
@@ -636,6 +643,9 @@ mod tests {
         ev.extend(call(30, 10, "brk", &[0x5002_1000], 0x5002_1000));
         // A library: mmap of fd 3 at offset 0, named by the sample at 40.
         ev.extend(call(32, 10, "mmap", &[0, 0x3000, 1, 2, 3, 0], 0x7000_0000));
+        // The loader: the whole file first, then a segment over it (MAP_FIXED).
+        ev.extend(call(33, 10, "mmap", &[0, 0x5000, 1, 0x802, 5, 0], 0x7400_0000));
+        ev.extend(call(34, 10, "mmap", &[0x7400_2000, 0x2000, 5, 0x812, 5, 0x2000], 0x7400_2000));
         // A loose object: mapped and unmapped between samples.
         ev.extend(call(50, 10, "mmap", &[0, 100, 1, 2, 4, 0], 0x7100_0000));
         ev.extend(call(60, 10, "munmap", &[0x7100_0000, 100], 0));
@@ -647,6 +657,8 @@ mod tests {
         let first = vec![
             entry(0x4000_0000, 0x4000_1000, 0, "/bin/prog"),
             entry(0x7000_0000, 0x7000_3000, 0, "/lib/libc.so"),
+            entry(0x7400_0000, 0x7400_2000, 0, "/lib/libm.so"),
+            entry(0x7400_2000, 0x7400_4000, 0x2000, "/lib/libm.so"),
             entry(0x7ff0_0000, 0x7ff2_0000, 0, "[stack]"),
         ];
         let a = spaces(ev, vec![(10, 1, launcher), (10, 40, first)]);
@@ -658,6 +670,8 @@ mod tests {
         assert_eq!(at(&a, 10, 95, 0x5003_0000).as_deref(), Some("[heap]"), "grown past every sample");
         assert_eq!(at(&a, 10, 35, 0x7000_2008).as_deref(), Some("/lib/libc.so+0x2008"));
         assert_eq!(at(&a, 10, 55, 0x7100_0010).as_deref(), Some(UNNAMED_FILE));
+        assert_eq!(at(&a, 10, 36, 0x7400_1000).as_deref(), Some("/lib/libm.so+0x1000"), "the loader's first mapping, named though a segment came over it");
+        assert_eq!(at(&a, 10, 36, 0x7400_2010).as_deref(), Some("/lib/libm.so+0x2010"));
         assert_eq!(at(&a, 10, 65, 0x7100_0010).as_deref(), Some("unmapped"));
         assert_eq!(at(&a, 10, 75, 0x7200_1000).as_deref(), Some("anonymous"));
         assert_eq!(at(&a, 10, 85, 0x7200_1000).as_deref(), Some("unmapped"), "moved away");

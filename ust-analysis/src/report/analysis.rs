@@ -614,7 +614,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             tid: t,
             start: w.start,
             end: w.end,
-            waker: w.wake.as_ref().map(|s| s.waker),
+            // Woken from an interrupt, the task that ran there is not the waker.
+            waker: w.wake.as_ref().filter(|s| s.ctx.is_empty()).map(|s| s.waker),
             call_entry: w.call_entry,
         })
     }));
@@ -656,7 +657,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         (r.tracer.syscalls, r.tracer.syscall_threads, r.tracer.slowest_syscalls) = (ust_side.rows, ust_side.threads, ust_side.slowest);
     }
     if opt.wakeups {
-        let ctx = Explain { tasks: &tasks, name_of: &name_of, max: opt.max_chain, tier1: is_tier1, ust: &ust };
+        let ctx = Explain { tasks: &tasks, name_of: &name_of, max: opt.max_chain, tier1: is_tier1, ust: &ust, ust_waits: &ours.waits };
         let (mut waits, mut theirs): (Vec<Wait>, Vec<Wait>) = (Vec::new(), Vec::new());
         for t in &tree {
             if let Some(k) = tasks.get(t) {
@@ -704,13 +705,15 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
 }
 
 /// What [`explain_wait`] needs: the tasks, their names, how far up the chain to go,
-/// whether the trace is tier 1 (no wake-ups), and which tasks are ust's.
+/// whether the trace is tier 1 (no wake-ups), and which tasks and waits are ust's.
 struct Explain<'a> {
     tasks: &'a HashMap<i32, Task>,
     name_of: &'a dyn Fn(i32) -> String,
     max: usize,
     tier1: bool,
     ust: &'a super::tracer::Tracer,
+    /// The waits that are ust's, by `(tid, start)`.
+    ust_waits: &'a HashMap<(i32, u64), String>,
 }
 
 fn explain_wait(tid: i32, w: &RawWait, depth: usize, x: &Explain<'_>) -> Wait {
@@ -731,11 +734,13 @@ fn explain_wait(tid: i32, w: &RawWait, depth: usize, x: &Explain<'_>) -> Wait {
                 _ if s.waker == ust_kernel::filter::KERNEL_THREAD_TID => Waker::KernelThread { cpu: s.cpu },
                 _ => {
                     let ust = x.ust.role(s.waker);
-                    // ust's own waits are not the program's story: the chain stops at ust.
+                    // ust's own waits are not the program's story: the chain stops at a task of
+                    // ust's, and at a wait that is ust's (the constructor's).
                     let chain = if depth + 1 < x.max && s.waker != 0 && ust.is_none() {
                         x.tasks
                             .get(&s.waker)
                             .and_then(|k| k.waits.iter().rev().find(|pw| pw.end <= s.ts))
+                            .filter(|pw| !x.ust_waits.contains_key(&(s.waker, pw.start)))
                             .map(|pw| Box::new(explain_wait(s.waker, pw, depth + 1, x)))
                     } else {
                         None
@@ -830,5 +835,80 @@ mod tests {
             // It ran from its (recorded or inferred) return to its last switch-out.
             assert_eq!(row.runtime_ns, 202_000_000 - end);
         }
+    }
+
+    /// A root trace of an instrumented program: its runtime thread (named by the runtime,
+    /// a thread by task_newtask's flags), the constructor's futex wait that thread ends, the
+    /// runtime's ppoll that a thread of root's daemon ends. The program's tables hold only
+    /// the program's `read`; ust's section the rest, its wakers labelled, no chain past them.
+    #[test]
+    fn ust_s_threads_and_the_constructor_s_wait_are_kept_apart() {
+        let named_switch = |ts: u64, prev: (i32, &str), state: i64, next: (i32, &str)| {
+            ev(
+                ts,
+                0,
+                prev.0,
+                "sched_switch",
+                &[
+                    ("prev_comm", Value::Str(prev.1.into())),
+                    ("prev_pid", Value::Signed(prev.0.into())),
+                    ("prev_state", Value::Signed(state)),
+                    ("next_comm", Value::Str(next.1.into())),
+                    ("next_pid", Value::Signed(next.0.into())),
+                ],
+            )
+        };
+        let call = |ts: u64, tid: i32, kind: &str, name: &str| ev(ts, 0, tid, kind, &[("name", Value::Str(name.into())), ("ret", Value::Signed(0))]);
+        let waking = |ts: u64, by: i32, whom: i32| ev(ts, 0, by, "sched_waking", &[("pid", Value::Signed(whom.into()))]);
+        let state = |tid: i32, pid: i32, name: &str| {
+            // The writer's context `tid` is the task's, as its payload's.
+            ev(0, 0, tid, "lttng_statedump_process_state", &[("pid", Value::Signed(pid.into())), ("name", Value::Str(name.into()))])
+        };
+        let (prog, rt, daemon) = ((10, "prog"), (11, "ust-runtime"), (51, "app-10-tx"));
+        let events = vec![
+            state(50, 50, "ust-consumerd"),
+            state(51, 50, "app-10-tx"),
+            state(10, 10, "prog"),
+            ev(100, 0, 10, "task_newtask", &[("pid", Value::Signed(11)), ("clone_flags", Value::Unsigned(0x3d0f00))]),
+            ev(101, 0, 10, "sched_process_fork", &[("parent_pid", Value::Signed(10)), ("child_pid", Value::Signed(11))]),
+            call(110, 10, "syscall_entry", "futex"),
+            named_switch(111, prog, 1, rt),
+            call(170, 11, "syscall_entry", "ppoll"),
+            waking(175, 11, 10),
+            named_switch(180, rt, 1, prog),
+            call(181, 10, "syscall_exit", "futex"),
+            call(200, 10, "syscall_entry", "read"),
+            named_switch(201, prog, 1, daemon),
+            waking(300, 51, 11),
+            named_switch(310, daemon, 1, rt),
+            call(311, 11, "syscall_exit", "ppoll"),
+            ev(315, 0, 11, "x86_irq_vectors_local_timer_entry", &[]),
+            waking(316, 11, 10),
+            ev(317, 0, 11, "x86_irq_vectors_local_timer_exit", &[]),
+            named_switch(330, rt, 1, prog),
+            call(331, 10, "syscall_exit", "read"),
+        ];
+        let mut env = BTreeMap::new();
+        env.insert("traced_pid".to_string(), "10".to_string());
+        let l = Loaded { events, kernel_env: Some(env), user_stacks: false, processes: Vec::new(), problems: 0 };
+        let opt = Options { wakeups: true, tracer: true, min_block_ns: 0, ..Options::default() };
+        let r = analyze(&l, std::path::Path::new("/nonexistent"), &opt);
+        assert_eq!(r.tasks.iter().map(|t| t.tid).collect::<Vec<_>>(), vec![10]);
+        let roles: Vec<(i32, Role)> = r.tracer.tasks.iter().map(|t| (t.tid, t.role)).collect();
+        assert_eq!(roles, vec![(11, Role::Runtime), (51, Role::Daemon)]);
+        assert_eq!(r.syscalls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), vec!["read"]);
+        assert_eq!((r.tracer.calls, r.tracer.waits), (2, 2), "the constructor's futex and the runtime's ppoll");
+        // The read, ended by the timer interrupt (on the CPU the runtime thread held), is the
+        // program's.
+        let mine = r.wakeups.as_ref().unwrap();
+        assert_eq!((mine.len(), mine[0].blocked_in.as_str(), mine[0].ust.as_deref()), (1, "syscall read", None), "{mine:#?}");
+        assert!(matches!(mine[0].woken_by, Waker::TimerInterrupt { .. }));
+        let theirs = r.tracer.wakeups.as_ref().unwrap();
+        let futex = theirs.iter().find(|w| w.tid == 10 && w.blocked_in == "syscall futex").unwrap();
+        assert_eq!(futex.ust.as_deref(), Some("woken by ust's runtime"));
+        let ppoll = theirs.iter().find(|w| w.tid == 11).unwrap();
+        assert!(matches!(&ppoll.woken_by, Waker::Task { tid: 51, ust: Some(Role::Daemon), chain: None, .. }), "{:?}", ppoll.woken_by);
+        let text = crate::report::render_text(&r);
+        assert!(text.contains("task app-10-tx [51] (ust's daemon) in user space") && text.contains("ust's: woken by ust's runtime"), "{text}");
     }
 }
