@@ -39,10 +39,11 @@
 //! `task_newtask` says `CLONE_VM` (a thread, `vfork`), or when tier 1's fork record gives it
 //! another thread group; without either (a trace without `task_newtask`) it is a copy.
 //!
-//! Lookups scan a space's changes backwards from the fault's time: linear in the changes
-//! of one process (thousands for `git log -p`).
+//! Faults are looked up in time order with a [`Cursor`], which applies the changes as time
+//! goes on to each space's current ranges (`O(log n)` a lookup); an address no change
+//! covered goes to the samples, checking only the changes between the fault and the sample.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use ust_ctf::reader::Value;
@@ -183,6 +184,7 @@ struct Space {
     until: u64,
     /// Copied at a fork from this space, at this time.
     parent: Option<(usize, u64)>,
+    /// In time order (pushed as the trace's events come, in time order).
     changes: Vec<Change>,
     /// The program break, once a `brk` returned it.
     brk: Option<u64>,
@@ -200,6 +202,17 @@ pub struct AddressSpaces {
     threads: HashMap<i32, Vec<(u64, usize)>>,
     /// Per process: its samples in time order.
     samples: HashMap<i32, Vec<Sample>>,
+    /// Every change and copy in time order, for [`Cursor`].
+    log: Vec<Logged>,
+}
+
+/// One entry of [`AddressSpaces::log`].
+#[derive(Clone, Copy, Debug)]
+enum Logged {
+    /// Change `1` of space `0`.
+    Change(usize, usize),
+    /// Space `0` starts as a copy of space `1` (a fork), at `2`.
+    Copy(usize, usize, u64),
 }
 
 /// The arguments of a `syscall_entry` as numbers.
@@ -253,6 +266,11 @@ impl Builder {
 
     fn change(&mut self, tid: i32, c: Change) {
         let i = self.space_of(tid, c.ts);
+        self.push(i, c);
+    }
+
+    fn push(&mut self, i: usize, c: Change) {
+        self.a.log.push(Logged::Change(i, self.a.spaces[i].changes.len()));
         self.a.spaces[i].changes.push(c);
     }
 
@@ -290,6 +308,7 @@ impl Builder {
         } else {
             let brk = self.a.spaces[p].brk;
             self.a.spaces.push(Space { pid: child, from: ts, until: u64::MAX, parent: Some((p, ts)), changes: Vec::new(), brk });
+            self.a.log.push(Logged::Copy(self.a.spaces.len() - 1, p, ts));
             self.a.spaces.len() - 1
         };
         self.a.threads.entry(child).or_default().push((ts, i));
@@ -333,16 +352,15 @@ impl Builder {
             }
             "brk" => {
                 let i = self.space_of(tid, ts);
-                let s = &mut self.a.spaces[i];
-                if let Some(cur) = s.brk {
+                if let Some(cur) = self.a.spaces[i].brk {
                     let (cur_end, new_end) = (page_up(cur), page_up(ret));
                     if new_end > cur_end {
-                        s.changes.push(at(cur_end, new_end, Some(Region::Heap)));
+                        self.push(i, at(cur_end, new_end, Some(Region::Heap)));
                     } else if new_end < cur_end {
-                        s.changes.push(at(new_end, cur_end, None));
+                        self.push(i, at(new_end, cur_end, None));
                     }
                 }
-                s.brk = Some(ret);
+                self.a.spaces[i].brk = Some(ret);
             }
             _ => {}
         }
@@ -437,7 +455,7 @@ impl AddressSpaces {
     pub fn lookup(&self, tid: i32, pid: i32, ts: u64, addr: u64) -> Found {
         match self.current(tid, ts).or_else(|| self.current(pid, ts)) {
             Some(i) => self.lookup_space(i, ts, addr),
-            None => self.in_samples(pid, (0, u64::MAX), ts, addr, u64::MAX).unwrap_or(Found::Unknown),
+            None => self.in_samples(pid, (0, u64::MAX), ts, addr, &|_| false).unwrap_or(Found::Unknown),
         }
     }
 
@@ -458,11 +476,20 @@ impl AddressSpaces {
                 None => break,
             }
         }
-        // The first change at the address after `ts`: a sample taken after it shows it.
-        let next = self.spaces[i].changes.iter().filter(|c| c.ts > ts && c.covers(addr)).map(|c| c.ts).min().unwrap_or(u64::MAX);
+        self.base(i, ts, addr)
+    }
+
+    /// What no change of space `i` (or of the spaces it was copied from) covered at `ts`:
+    /// the samples'.
+    fn base(&self, i: usize, ts: u64, addr: u64) -> Found {
+        // A sample taken after `ts` shows the address as `ts` had it unless a change of it
+        // came in between (changes are in time order).
+        let changes = &self.spaces[i].changes;
+        let after = changes.partition_point(|c| c.ts <= ts);
+        let changed_by = |t: u64| changes[after..].iter().take_while(|c| c.ts <= t).any(|c| c.covers(addr));
         let (mut s, mut lifetime) = (i, (self.spaces[i].from, self.spaces[i].until));
         loop {
-            if let Some(f) = self.in_samples(self.spaces[s].pid, lifetime, ts, addr, next) {
+            if let Some(f) = self.in_samples(self.spaces[s].pid, lifetime, ts, addr, &changed_by) {
                 return f;
             }
             match self.spaces[s].parent {
@@ -478,13 +505,14 @@ impl AddressSpaces {
     }
 
     /// `addr` in the samples of `pid` taken during `lifetime` (`[from, until)`): the last
-    /// at or before `ts` that maps it, else the first after `ts` and before `next` (the
-    /// next change at the address) that does; then the stack's growth gap the same way.
-    fn in_samples(&self, pid: i32, (from, until): (u64, u64), ts: u64, addr: u64, next: u64) -> Option<Found> {
+    /// at or before `ts` that maps it, else the first after `ts` that does, unless the
+    /// address changed by then (`changed_by(sample time)`: a change covered it after `ts`);
+    /// then the stack's growth gap the same way.
+    fn in_samples(&self, pid: i32, (from, until): (u64, u64), ts: u64, addr: u64, changed_by: &dyn Fn(u64) -> bool) -> Option<Found> {
         let all = self.samples.get(&pid)?;
         let valid = |t: u64| from <= t && (t < until || until == u64::MAX);
         let before = || all.iter().rev().filter(|s| valid(s.0) && s.0 <= ts);
-        let after = || all.iter().filter(|s| valid(s.0) && s.0 > ts && (next == u64::MAX || s.0 < next));
+        let after = || all.iter().filter(|s| valid(s.0) && s.0 > ts).take_while(|s| !changed_by(s.0));
         let mapped = |s: &Sample| {
             s.1.iter().find(|e| e.start <= addr && addr < e.end).map(|e| Found::Mapped { region: Region::named(&e.path, e.offset), start: e.start })
         };
@@ -499,6 +527,11 @@ impl AddressSpaces {
         before().find_map(in_gap).or_else(|| after().find_map(in_gap))
     }
 
+    /// A [`Cursor`] over these address spaces.
+    pub fn cursor(&self) -> Cursor<'_> {
+        Cursor { a: self, next: 0, maps: HashMap::new(), last: 0 }
+    }
+
     /// Names the file mappings that system calls made: from a perf record of the same
     /// mapping made during the call, else from a sample that shows it.
     fn name_files(&mut self) {
@@ -508,7 +541,9 @@ impl AddressSpaces {
                 let Some(Region::File { path: None, offset }) = c.region else { continue };
                 let rel = i128::from(offset) - i128::from(c.start);
                 let same = |r: &Option<Region>, start: u64| matches!(r, Some(Region::File { offset: o, .. }) if i128::from(*o) - i128::from(start) == rel);
-                let by_record = self.spaces[i].changes.iter().find_map(|p| match &p.region {
+                // Changes are in time order: the records made during the call.
+                let during = &self.spaces[i].changes[self.spaces[i].changes.partition_point(|p| p.ts < c.entry)..];
+                let by_record = during.iter().take_while(|p| p.ts <= c.ts).find_map(|p| match &p.region {
                     Some(Region::File { path: Some(path), .. })
                         if p.record && p.ts >= c.entry && p.ts <= c.ts && p.start == c.start && same(&p.region, p.start) =>
                     {
@@ -565,6 +600,83 @@ impl AddressSpaces {
                 }
             }
         }
+    }
+}
+
+/// What one address space holds now: `start -> (end, region)` (`None`: unmapped), ranges
+/// apart, each region seen from its own start.
+type Current = BTreeMap<u64, (u64, Option<Region>)>;
+
+/// `[start, end)` holds `region` from now on: the ranges it overlaps are cut around it.
+fn apply(m: &mut Current, start: u64, end: u64, region: Option<Region>) {
+    // Ranges are apart and sorted: those over [start, end) are the last ones that start
+    // before `end`, as long as they end after `start`.
+    let over: Vec<u64> = m.range(..end).rev().take_while(|(_, (e, _))| *e > start).map(|(s, _)| *s).collect();
+    for s in over {
+        let Some((e, r)) = m.remove(&s) else { continue };
+        if s < start {
+            m.insert(s, (start, r.clone()));
+        }
+        if e > end {
+            m.insert(end, (e, r.map(|r| r.shifted(end - s))));
+        }
+    }
+    m.insert(start, (end, region));
+}
+
+/// Lookups in time order ([`AddressSpaces::lookup`]'s answers), each in `O(log n)` of the
+/// mappings: the changes are applied as time goes on to each space's current ranges (a
+/// fork copies them), and only an address no change covered goes to the samples. A lookup
+/// earlier than the one before it is answered by [`AddressSpaces::lookup`].
+#[derive(Debug)]
+pub struct Cursor<'a> {
+    a: &'a AddressSpaces,
+    /// The next entry of the log to apply.
+    next: usize,
+    maps: HashMap<usize, Current>,
+    last: u64,
+}
+
+impl Cursor<'_> {
+    /// What address `addr` of thread `tid` (of process `pid`) held at `ts`.
+    pub fn lookup(&mut self, tid: i32, pid: i32, ts: u64, addr: u64) -> Found {
+        if ts < self.last {
+            return self.a.lookup(tid, pid, ts, addr);
+        }
+        self.last = ts;
+        while let Some(&item) = self.a.log.get(self.next) {
+            match item {
+                Logged::Change(i, k) => {
+                    let c = &self.a.spaces[i].changes[k];
+                    if c.ts > ts {
+                        break;
+                    }
+                    apply(self.maps.entry(i).or_default(), c.start, c.end, c.region.clone());
+                }
+                Logged::Copy(child, parent, at) => {
+                    if at > ts {
+                        break;
+                    }
+                    let copy = self.maps.get(&parent).cloned().unwrap_or_default();
+                    self.maps.insert(child, copy);
+                }
+            }
+            self.next += 1;
+        }
+        let Some(i) = self.a.current(tid, ts).or_else(|| self.a.current(pid, ts)) else { return self.a.lookup(tid, pid, ts, addr) };
+        if self.a.spaces[i].parent.is_some_and(|(_, at)| at > ts) {
+            // A copy asked about before it was made.
+            return self.a.lookup_space(i, ts, addr);
+        }
+        if let Some((&start, (end, region))) = self.maps.get(&i).and_then(|m| m.range(..=addr).next_back()) {
+            if addr < *end {
+                return match region {
+                    Some(r) => Found::Mapped { region: r.clone(), start },
+                    None => Found::Unmapped,
+                };
+            }
+        }
+        self.a.base(i, ts, addr)
     }
 }
 
@@ -627,8 +739,11 @@ mod tests {
         a
     }
 
+    /// [`AddressSpaces::lookup`]'s answer, which a fresh [`Cursor`] gives too.
     fn at(a: &AddressSpaces, tid: i32, ts: u64, addr: u64) -> Option<String> {
-        a.lookup(tid, tid, ts, addr).mapping(addr)
+        let slow = a.lookup(tid, tid, ts, addr);
+        assert_eq!(a.cursor().lookup(tid, tid, ts, addr).mapping(addr), slow.mapping(addr), "cursor and lookup at {ts}, {addr:#x}");
+        slow.mapping(addr)
     }
 
     /// System calls (root's and tier 2's traces): the heap grows with brk beyond the last
@@ -759,5 +874,55 @@ mod tests {
         ev.push(ex);
         let a = spaces(ev, vec![]);
         assert_eq!(at(&a, 10, 20, 0x7000_0010).as_deref(), Some("/data/f+0x3010"));
+    }
+
+    /// One cursor, swept through a run of random mmap/munmap/mremap/brk calls and a fork,
+    /// answers every lookup as the scan of the changes does.
+    #[test]
+    fn a_cursor_agrees_with_the_scan() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut ev = Vec::new();
+        ev.extend(call(1, 10, "brk", &[0], 0x5000_0000));
+        let mut brk = 0x5000_0000u64;
+        for k in 0..400u64 {
+            let ts = 10 + k * 10;
+            let tid = if k > 200 && rnd(2) == 0 { 12 } else { 10 };
+            if k == 200 {
+                ev.push(super::tests::ev(ts, 10, "sched_process_fork", vec![("parent_pid", Value::Signed(10)), ("child_pid", Value::Signed(12))]));
+                continue;
+            }
+            let addr = 0x7000_0000 + rnd(64) * 0x1000;
+            ev.extend(match rnd(4) {
+                0 => call(ts, tid, "mmap", &[addr, rnd(8) * 0x1000 + 1, 3, 0x12 | (rnd(2) * 0x20), 3, rnd(4) * 0x1000], addr as i64),
+                1 => call(ts, tid, "munmap", &[addr, rnd(8) * 0x1000 + 1], 0),
+                2 => call(ts, tid, "mremap", &[addr, 0x2000, 0x3000, 1, 0], (0x7000_0000 + rnd(64) * 0x1000) as i64),
+                _ => {
+                    brk = if rnd(3) == 0 { brk.saturating_sub(0x1800).max(0x5000_0000) } else { brk + 0x2800 };
+                    call(ts, tid, "brk", &[brk], brk as i64)
+                }
+            });
+        }
+        let base =
+            vec![entry(0x1000, 0x2000, 0, "/bin/prog"), entry(0x7f00_0000, 0x7f01_0000, 0, "/lib/libc.so"), entry(0x7ff0_0000, 0x7ff2_0000, 0, "[stack]")];
+        let a = spaces(ev, vec![(10, 5, base)]);
+        let mut c = a.cursor();
+        let mut checked = 0;
+        for q in 0..3000u64 {
+            let ts = q * 2;
+            let tid = if rnd(3) == 0 { 12 } else { 10 };
+            let addr = if rnd(2) == 0 { 0x7000_0000 + rnd(0x48_000) } else { 0x5000_0000 + rnd(0x40_000) };
+            // The cursor cuts ranges where changes overlap: the same mapping, from another
+            // start.
+            let (fast, slow) = (c.lookup(tid, tid, ts, addr), a.lookup(tid, tid, ts, addr));
+            assert_eq!((fast.mapping(addr), fast.file_offset(addr)), (slow.mapping(addr), slow.file_offset(addr)), "tid {tid} at {ts}, {addr:#x}");
+            checked += u64::from(matches!(a.lookup(tid, tid, ts, addr), Found::Mapped { .. }));
+        }
+        assert!(checked > 500, "{checked} lookups found a mapping");
     }
 }

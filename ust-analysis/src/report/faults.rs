@@ -211,11 +211,13 @@ fn bucket(f: &Fault) -> String {
 /// there then.
 pub fn resolve(faults: Vec<Fault>, mut tier1: Option<&mut super::stacks::Tier1>, spaces: &AddressSpaces) -> Vec<Fault> {
     let mut sym = Symbolizer::default();
+    // The faults come in time order: one sweep.
+    let mut at = spaces.cursor();
     faults
         .into_iter()
         .map(|mut f| {
             let pid = f.pid;
-            f.mapping = spaces.lookup(f.tid, pid, f.ts_ns, f.addr()).mapping(f.addr());
+            f.mapping = at.lookup(f.tid, pid, f.ts_ns, f.addr()).mapping(f.addr());
             if let Some(t1) = tier1.as_deref_mut() {
                 t1.fault(&mut f, pid);
             }
@@ -226,8 +228,7 @@ pub fn resolve(faults: Vec<Fault>, mut tier1: Option<&mut super::stacks::Tier1>,
                     None if !f.by_kernel => {
                         let ip = u64::from_str_radix(f.ip.trim_start_matches("0x"), 16).unwrap_or(0);
                         // The function the code is in: the frame the IP's inlined calls sit in.
-                        spaces
-                            .lookup(f.tid, pid, f.ts_ns, ip)
+                        at.lookup(f.tid, pid, f.ts_ns, ip)
                             .file_offset(ip)
                             .and_then(|(path, off)| sym.frames(ip, &path, off, false).into_iter().find(|x| !x.inlined).and_then(|x| x.function))
                     }

@@ -9,9 +9,12 @@
 //!   process; the slowest calls), with `--wakeups` each blocked interval of the traced
 //!   threads longer than `--min-block` with what woke it, up the wake-up chain, and the
 //!   blocking call with its descriptor named by path; with `--faults` ([`faults`]) the page
-//!   faults per mapped file (minor, major, pages, bytes, time) and, for `--faults FILE`, that
-//!   file's faults in time order; and, from the program's own tracepoints, per event counts
-//!   and rates and per thread gaps (the whole report when the trace has no kernel events);
+//!   faults per mapped file (minor, major, pages, bytes, time), each mapped to what was
+//!   mapped at its time ([`addrspace`]), and, for `--faults FILE`, that file's faults in
+//!   time order; ust's own activity ([`tracer`]: its threads, the constructor's wait) apart
+//!   from the program's tables; and, from the program's own tracepoints ([`user_view`]),
+//!   per event counts and rates and per thread gaps (the whole report when the trace has no
+//!   kernel events);
 //!   from the `tracing` layer's span events, [`span_view`]: per span name, durations and
 //!   busy/idle time, and the span tree.
 //! - [`render_text`] draws it for a terminal (wake-up chains as an indented tree);
