@@ -3,7 +3,8 @@
 //!
 //! - [`tsdl`] reads the metadata this project writes; [`load`] merges the events of every
 //!   trace of `DIR` in time order (user-space traces through [`ust_ctf::reader`]).
-//! - [`analysis`] builds the [`analysis::Report`]: per task (events, runtime, time blocked),
+//! - [`analysis`] builds the [`model::Report`] (the structures `--format json` serializes):
+//!   per task (events, runtime, time blocked),
 //!   per system call ([`syscalls`]: count and errors by errno name as `strace -f -c` counts
 //!   them, from the traced command's exec on; total, p50/p90/p99, max; per thread and per
 //!   process; the slowest calls), with `--wakeups` each blocked interval of the traced
@@ -27,6 +28,7 @@ pub mod analysis;
 pub mod faults;
 pub mod layout;
 pub mod load;
+pub mod model;
 pub mod pictures;
 pub mod span_view;
 pub mod stacks;

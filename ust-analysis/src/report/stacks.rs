@@ -17,8 +17,9 @@ use std::collections::HashMap;
 
 use ust_ctf::reader::Value;
 
-use super::analysis::{Fault, Wait};
+use super::faults::Fault;
 use super::load::{Domain, Event, Loaded};
+use super::model::Wait;
 use super::symbols::{MapTable, Symbolizer};
 
 /// The `kernel_source` of a tier-1 trace.

@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::analysis::SyscallRow;
 use super::load::{Domain, Loaded};
 use super::stats::percentile;
 
@@ -170,6 +169,29 @@ pub fn errno_name(e: i64) -> String {
 /// as unsigned, is above `-4096`).
 pub fn error_of(ret: i64) -> Option<i64> {
     (-4095..=-1).contains(&ret).then_some(-ret)
+}
+
+/// Per-system-call row (traced threads only).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct SyscallRow {
+    /// System call name.
+    pub name: String,
+    /// Completed calls.
+    pub count: u64,
+    /// Calls that failed (returned `-4095..=-1`, strace's rule).
+    pub errors: u64,
+    /// The failures per errno name (`ENOENT`).
+    pub errnos: BTreeMap<String, u64>,
+    /// Sum of durations (ns).
+    pub total_ns: u64,
+    /// Median (ns).
+    pub p50_ns: u64,
+    /// 90th percentile (ns).
+    pub p90_ns: u64,
+    /// 99th percentile (ns).
+    pub p99_ns: u64,
+    /// Longest (ns).
+    pub max_ns: u64,
 }
 
 /// System call totals of one thread.
