@@ -179,12 +179,15 @@ fn make_repo(dir: &Path) {
 }
 
 /// babeltrace2's reading of `dir` with raw timestamps (the report's ns): its lines.
-/// Discarded-event warnings are allowed only when the recorder counted losses.
+/// Discarded-event warnings are allowed only when the recorder counted losses, or for the
+/// perf side trace of root's recording (`kernel-stacks/`, stacks only: a full ring there
+/// costs stacks, which `ust trace`'s summary does not count).
 fn read_back(t: &Traced) -> Vec<String> {
     let o = Command::new("babeltrace2").arg("--clock-cycles").arg(&t.out).output().expect("babeltrace2 is installed");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success() && !err.contains("ERROR"), "babeltrace2: {err}");
-    assert!(t.lost() > 0 || err.trim().is_empty(), "babeltrace2 warned: {err}");
+    let side = format!("/{}/", ust_kernel::perf::STACKS_DIR);
+    assert!(t.lost() > 0 || err.lines().all(|l| l.trim().is_empty() || l.contains(&side)), "babeltrace2 warned: {err}");
     String::from_utf8(o.stdout).unwrap().lines().map(str::to_string).collect()
 }
 
@@ -229,8 +232,10 @@ fn faults_read_back(r: &Report, lines: &[String], tier: Tier) {
 /// The heap, from babeltrace2's reading: per process, `[first brk return, break)` over
 /// time (tracefs), or the ranges of perf's `[heap]` records (tier 1, with the first
 /// growth's `//anon` record at the same start). Each fault of the report is `[heap]`
-/// exactly when its address was in the heap at its time.
-fn heap_agrees(r: &Report, lines: &[String], tier: Tier) {
+/// exactly when its address was in the heap at its time; a tier-1 recording that lost
+/// records may have lost a growth of the heap, which the report then has from
+/// `/proc/<pid>/maps`: there only the faults in the recorded heap are checked.
+fn heap_agrees(r: &Report, lines: &[String], tier: Tier, lost: bool) {
     // (time, start, end) of the heap after each change, in time order.
     let mut heap: Vec<(u64, u64, u64)> = Vec::new();
     let traced = i64::from(r.traced_pid);
@@ -266,6 +271,9 @@ fn heap_agrees(r: &Report, lines: &[String], tier: Tier) {
     for f in r.faults.as_ref().unwrap().iter().filter(|f| i64::from(f.tid) == traced) {
         let Some(&(_, s, e)) = heap.iter().rev().find(|h| h.0 <= f.ts_ns) else { continue };
         let inside = s <= f.addr() && f.addr() < e;
+        if lost && !inside {
+            continue;
+        }
         assert_eq!(f.mapping.as_deref() == Some("[heap]"), inside, "{tier:?}: {f:?} in heap [{s:#x}, {e:#x})");
         checked += 1;
     }
@@ -298,7 +306,7 @@ fn check_git_report(t: &Traced, tier: Tier) -> Report {
     let lines = read_back(t);
     faults_read_back(&r, &lines, tier);
     if complete {
-        heap_agrees(&r, &lines, tier);
+        heap_agrees(&r, &lines, tier, t.lost() > 0);
     } else {
         eprintln!("{tier:?}: the recorder lost {} events: the mappings are not all in the trace, only what it holds is checked", t.lost());
     }
@@ -374,7 +382,14 @@ fn git_log_faults_in_every_tier() {
     assert!(f1.get(&git).is_some_and(|&n| near(n, f2[&git], 15, 3)), "{git}: tier 1 {:?}, tier 2 {}", f1.get(&git), f2[&git]);
     // Loose objects: tier 1 and root's perf side trace name them; tier 2 cannot.
     assert!(f1.keys().any(|k| k.contains("/objects/")) && (f3.keys().any(|k| k.contains("/objects/")) || !mappings_complete(&t3, Tier::Three)));
-    if !mappings_complete(&t3, Tier::Three) {
+    // The files tier 2 cannot name (mapped and unmapped between two looks at /proc) are
+    // those root's perf side trace names and tier 2 does not: as many faults.
+    let unnamed = ust_analysis::report::addrspace::UNNAMED_FILE;
+    let unnamed2 = f2.get(unnamed).copied().unwrap_or(0);
+    let elsewhere3: u64 = f3.iter().filter(|(k, _)| (k.starts_with('/') && !f2.contains_key(*k)) || k.as_str() == unnamed).map(|(_, n)| n).sum();
+    if mappings_complete(&t3, Tier::Three) {
+        assert!(near(unnamed2, elsewhere3, 15, 5), "files tier 2 does not name: {unnamed2} faults; root's trace: {elsewhere3}");
+    } else {
         eprintln!("tier 3 lost {} events in each of 3 tries: its counts are not compared", t3.lost());
     }
     let user_mode = |r: &Report| r.faults.as_ref().unwrap().iter().filter(|f| !f.by_kernel).count() as u64;

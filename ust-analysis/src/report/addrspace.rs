@@ -455,7 +455,7 @@ impl AddressSpaces {
     pub fn lookup(&self, tid: i32, pid: i32, ts: u64, addr: u64) -> Found {
         match self.current(tid, ts).or_else(|| self.current(pid, ts)) {
             Some(i) => self.lookup_space(i, ts, addr),
-            None => self.in_samples(pid, (0, u64::MAX), ts, addr, &|_| false).unwrap_or(Found::Unknown),
+            None => self.in_samples(pid, (0, u64::MAX), ts, addr, &|_, _| false).unwrap_or(Found::Unknown),
         }
     }
 
@@ -482,11 +482,15 @@ impl AddressSpaces {
     /// What no change of space `i` (or of the spaces it was copied from) covered at `ts`:
     /// the samples'.
     fn base(&self, i: usize, ts: u64, addr: u64) -> Found {
-        // A sample taken after `ts` shows the address as `ts` had it unless a change of it
-        // came in between (changes are in time order).
+        // A sample taken after `ts` shows the address as `ts` had it unless a change in
+        // between put something else there (changes are in time order). A change to what the
+        // sample shows does not: the fault says the address was mapped at `ts`, and perf
+        // records a grown heap as the whole of it.
         let changes = &self.spaces[i].changes;
         let after = changes.partition_point(|c| c.ts <= ts);
-        let changed_by = |t: u64| changes[after..].iter().take_while(|c| c.ts <= t).any(|c| c.covers(addr));
+        let changed_by = |t: u64, shown: &Found| {
+            changes[after..].iter().take_while(|c| c.ts <= t).filter(|c| c.covers(addr)).any(|c| !shows(shown, c.region.as_ref(), c.start))
+        };
         let (mut s, mut lifetime) = (i, (self.spaces[i].from, self.spaces[i].until));
         loop {
             if let Some(f) = self.in_samples(self.spaces[s].pid, lifetime, ts, addr, &changed_by) {
@@ -505,26 +509,25 @@ impl AddressSpaces {
     }
 
     /// `addr` in the samples of `pid` taken during `lifetime` (`[from, until)`): the last
-    /// at or before `ts` that maps it, else the first after `ts` that does, unless the
-    /// address changed by then (`changed_by(sample time)`: a change covered it after `ts`);
-    /// then the stack's growth gap the same way.
-    fn in_samples(&self, pid: i32, (from, until): (u64, u64), ts: u64, addr: u64, changed_by: &dyn Fn(u64) -> bool) -> Option<Found> {
+    /// at or before `ts` that maps it, else the first after `ts` that does, unless a change
+    /// put something else there by then (`changed_by(sample time, what it shows)`); then the
+    /// stack's growth gap the same way.
+    fn in_samples(&self, pid: i32, (from, until): (u64, u64), ts: u64, addr: u64, changed_by: &dyn Fn(u64, &Found) -> bool) -> Option<Found> {
         let all = self.samples.get(&pid)?;
         let valid = |t: u64| from <= t && (t < until || until == u64::MAX);
         let before = || all.iter().rev().filter(|s| valid(s.0) && s.0 <= ts);
-        let after = || all.iter().filter(|s| valid(s.0) && s.0 > ts).take_while(|s| !changed_by(s.0));
+        let after = || all.iter().filter(|s| valid(s.0) && s.0 > ts);
         let mapped = |s: &Sample| {
             s.1.iter().find(|e| e.start <= addr && addr < e.end).map(|e| Found::Mapped { region: Region::named(&e.path, e.offset), start: e.start })
         };
-        if let Some(f) = before().find_map(mapped).or_else(|| after().find_map(mapped)) {
-            return Some(f);
-        }
         let in_gap = |s: &Sample| {
             let st = s.1.iter().find(|e| e.path == "[stack]")?;
             let below = s.1.iter().filter(|e| e.end <= st.start).map(|e| e.end).max().unwrap_or(0);
             (below <= addr && addr < st.start).then_some(Found::Mapped { region: Region::Stack, start: st.start })
         };
-        before().find_map(in_gap).or_else(|| after().find_map(in_gap))
+        let first_after =
+            |shown: &dyn Fn(&Sample) -> Option<Found>| after().find_map(|s| shown(s).map(|f| (s.0, f))).filter(|(t, f)| !changed_by(*t, f)).map(|(_, f)| f);
+        before().find_map(mapped).or_else(|| first_after(&mapped)).or_else(|| before().find_map(in_gap)).or_else(|| first_after(&in_gap))
     }
 
     /// A [`Cursor`] over these address spaces.
@@ -600,6 +603,20 @@ impl AddressSpaces {
                 }
             }
         }
+    }
+}
+
+/// Whether `found` (what a sample shows) is what a change to `region` from `start` made:
+/// the same kind of memory, and for a file the same file offset at the same address (a
+/// system call's unnamed file matches any path).
+fn shows(found: &Found, region: Option<&Region>, start: u64) -> bool {
+    let Found::Mapped { region: shown, start: at } = found else { return false };
+    match (shown, region) {
+        (Region::File { path: p, offset: o }, Some(Region::File { path: q, offset: k })) => {
+            (p.is_none() || q.is_none() || p == q) && i128::from(*o) - i128::from(*at) == i128::from(*k) - i128::from(start)
+        }
+        (a, Some(b)) => a == b,
+        (_, None) => false,
     }
 }
 
@@ -843,8 +860,13 @@ mod tests {
             mmap(20, 0x5000_0000, 0x42000, 0x5000_0000, "[heap]"),
             mmap(30, 0x7000_0000, 0x1000, 0, "/repo/.git/objects/ab/cd"),
             mmap(40, 0x7000_0000, 0x1000, 0, "/repo/.git/objects/ef/01"),
+            // The heap's record of a growth to 0x5008_0000 came late (or was lost and a
+            // later one covers it): the sample says heap, and the later record of the whole
+            // heap does not contradict it.
+            mmap(60, 0x5000_0000, 0x80000, 0x5000_0000, "[heap]"),
         ];
-        let a = spaces(ev, vec![]);
+        let a = spaces(ev, vec![(10, 70, vec![entry(0x4000_0000, 0x4000_1000, 0x2000, "/bin/prog"), entry(0x5000_0000, 0x5008_0000, 0, "[heap]")])]);
+        assert_eq!(at(&a, 10, 50, 0x5006_0000).as_deref(), Some("[heap]"));
         assert_eq!(at(&a, 10, 7, 0x4000_0010).as_deref(), Some("/bin/prog+0x2010"));
         assert_eq!(at(&a, 10, 15, 0x5000_1000).as_deref(), Some("[heap]"));
         assert_eq!(at(&a, 10, 35, 0x7000_0008).as_deref(), Some("/repo/.git/objects/ab/cd+0x8"));
