@@ -27,6 +27,10 @@ command -v lttng-relayd >/dev/null 2>&1 || need+=(lttng-tools)
 # daemon and session.xsd), validated with xmllint.
 command -v lttng-sessiond >/dev/null 2>&1 && [ -f /usr/share/xml/lttng/session.xsd ] || need+=(lttng-tools)
 command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
+# system-tests/tests/report_tiers.rs traces `git log -p` in a repository it makes, and
+# compares the report's page faults with `perf stat`'s (as report.rs does).
+command -v git >/dev/null 2>&1 || need+=(git)
+command -v perf >/dev/null 2>&1 || need+=(linux-perf)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -52,6 +56,10 @@ if [ "$(id -u)" = 0 ]; then
   id ustkuser >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustkuser
   # system-tests/tests/kernel_broker.rs: tier 2, root's daemon as the kernel broker of two users.
   for u in ustkb-a ustkb-b; do
+    id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
+  done
+  # system-tests/tests/report_tiers.rs: the report's faults and ust's activity, tiers 1-3.
+  for u in ustft-a ustft-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
   # system-tests/tests/system_daemon.rs: root's daemon traces the programs of two users.

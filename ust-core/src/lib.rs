@@ -24,6 +24,7 @@ pub mod level;
 pub mod packet;
 pub mod protocol;
 pub mod rundir;
+pub mod runtime_threads;
 
 pub use event::{fixed_layout, DynamicTag, EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
 pub use level::Level;

@@ -50,6 +50,10 @@ pub const EVENTS: &[(&str, &str, &str)] = &[
     ("sched", "sched_process_fork", "sched_process_fork"),
     ("sched", "sched_process_exec", "sched_process_exec"),
     ("sched", "sched_process_exit", "sched_process_exit"),
+    // A new task's clone flags (ftrace's name; lttng-modules has no such event): tells a
+    // thread (`CLONE_THREAD`, `CLONE_VM`) from a process, which `sched_process_fork` does
+    // not (report/addrspace.rs).
+    ("task", "task_newtask", "task_newtask"),
     ("irq", "irq_handler_entry", "irq_handler_entry"),
     ("irq", "irq_handler_exit", "irq_handler_exit"),
     ("irq", "softirq_entry", "irq_softirq_entry"),

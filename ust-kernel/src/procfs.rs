@@ -2,7 +2,10 @@
 //! thread, its process and parent, name, state and last CPU, from
 //! `/proc/<pid>/task/<tid>/stat`, proc(5)), and the memory maps of the traced processes
 //! (`/proc/<pid>/maps`), sampled while they run and saved as
-//! `<output>/proc/<pid>/maps` (with `comm`), so fault addresses map to files.
+//! `<output>/proc/<pid>/maps` (the last copy, with `comm` and `fds`) and
+//! `<output>/proc/<pid>/maps-samples` (every distinct copy with the time it was read:
+//! [`MAPS_SAMPLES`]), so that `ust report` maps fault addresses to what was mapped at the
+//! time of the fault.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
@@ -91,8 +94,76 @@ pub fn descendants(root: i32) -> Vec<i32> {
     out
 }
 
-/// What the sampler kept of one process: name, last maps, every descriptor's last path.
-type Sampled = (String, String, BTreeMap<i32, String>);
+/// What the sampler kept of one process.
+#[derive(Default)]
+struct Sampled {
+    /// Its name.
+    comm: String,
+    /// Its last maps.
+    maps: String,
+    /// Every descriptor's last path.
+    fds: BTreeMap<i32, String>,
+    /// Every distinct copy of its maps: (CLOCK_MONOTONIC ns when the read began, text).
+    history: Vec<(u64, String)>,
+}
+
+/// The file of the distinct copies of a process's maps in `<output>/proc/<pid>/`: each
+/// copy is preceded by a line `@ <ns>`, the `CLOCK_MONOTONIC` time (the clock of the
+/// traces) at which its read began. Lines of a maps file never start with `@`.
+pub const MAPS_SAMPLES: &str = "maps-samples";
+
+/// Most copies kept per process in [`MAPS_SAMPLES`]: past it, every other copy between the
+/// first and the last is dropped (a long run keeps a thinner history, never the first
+/// state after an exec or the last).
+pub const MAX_MAPS_SAMPLES: usize = 512;
+
+/// `CLOCK_MONOTONIC` now (ns).
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
+}
+
+impl Sampled {
+    /// Keeps `maps`, read from `at` on, as the last copy and, when it differs from the
+    /// previous one, in the history.
+    fn keep(&mut self, at: u64, maps: String) {
+        if self.history.last().is_none_or(|(_, m)| *m != maps) {
+            if self.history.len() >= MAX_MAPS_SAMPLES {
+                let last = self.history.len() - 1;
+                let mut i = 0;
+                self.history.retain(|_| {
+                    let keep = i == last || i % 2 == 0;
+                    i += 1;
+                    keep
+                });
+            }
+            self.history.push((at, maps.clone()));
+        }
+        self.maps = maps;
+    }
+}
+
+/// Parses a [`MAPS_SAMPLES`] file: `(CLOCK_MONOTONIC ns, entries)` in the file's order;
+/// a header that does not parse ends the previous copy and starts none.
+pub fn parse_maps_samples(text: &str) -> Vec<(u64, Vec<MapEntry>)> {
+    let mut out: Vec<(u64, Vec<MapEntry>)> = Vec::new();
+    let mut cur: Option<(u64, String)> = None;
+    for line in text.lines() {
+        if let Some(h) = line.strip_prefix('@') {
+            if let Some((ts, body)) = cur.take() {
+                out.push((ts, parse_maps(&body)));
+            }
+            cur = h.trim().parse().ok().map(|ts| (ts, String::new()));
+        } else if let Some((_, body)) = cur.as_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    if let Some((ts, body)) = cur {
+        out.push((ts, parse_maps(&body)));
+    }
+    out
+}
 
 /// Samples `/proc/<pid>/maps` and the descriptors (`/proc/<pid>/fd/*`) of a process tree
 /// every `period` on a thread, keeping the last copy of the maps seen of each process and
@@ -143,14 +214,16 @@ impl MapsSampler {
                 loop {
                     let last = s.load(Ordering::SeqCst);
                     for pid in descendants(root) {
+                        let at = monotonic_ns();
                         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"));
                         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
                         let fds = fds_of(pid);
                         if let Ok(m) = maps {
                             if !m.is_empty() {
                                 let e = seen.entry(pid).or_default();
-                                (e.0, e.1) = (comm.trim().to_string(), m);
-                                e.2.extend(fds);
+                                e.comm = comm.trim().to_string();
+                                e.keep(at, m);
+                                e.fds.extend(fds);
                             }
                         }
                     }
@@ -164,7 +237,7 @@ impl MapsSampler {
         MapsSampler { stop, thread }
     }
 
-    /// Stops sampling and writes `<output>/proc/<pid>/{maps,comm,fds}` through `output`
+    /// Stops sampling and writes `<output>/proc/<pid>/{maps,comm,fds}` and [`MAPS_SAMPLES`] through `output`
     /// ([`TraceDir`]: as its owner, never through a link); returns the pids saved, and the
     /// first error (the other pids are still written).
     pub fn finish(mut self, output: &TraceDir) -> (Vec<i32>, Option<std::io::Error>) {
@@ -172,10 +245,11 @@ impl MapsSampler {
         let Some(seen) = self.thread.take().and_then(|t| t.join().ok()) else { return (Vec::new(), None) };
         let mut pids = Vec::new();
         let mut first_error = None;
-        for (pid, (comm, maps, fds)) in seen {
+        for (pid, Sampled { comm, maps, fds, history }) in seen {
             let fds: String = fds.iter().map(|(fd, p)| format!("{fd} {}\n", p.replace('\n', " "))).collect();
+            let samples: String = history.iter().map(|(at, m)| format!("@ {at}\n{m}")).collect();
             let written = output.dir(&format!("{PROC_DIR}/{pid}"), 0o750).and_then(|dir| {
-                for (name, text) in [("maps", maps), ("comm", format!("{comm}\n")), ("fds", fds)] {
+                for (name, text) in [("maps", maps), ("comm", format!("{comm}\n")), ("fds", fds), (MAPS_SAMPLES, samples)] {
                     dir.create_file(name, 0o644)?.write_all(text.as_bytes())?;
                 }
                 Ok(())
@@ -256,5 +330,32 @@ mod tests {
         assert_eq!((m[0].start, m[0].offset, m[0].path.as_str()), (0x7f00, 0x1000, "/usr/lib/x.so"));
         assert_eq!(m[1].path, "");
         assert!(descendants(std::process::id() as i32).contains(&(std::process::id() as i32)));
+    }
+
+    /// Every distinct copy is kept with its time, written as `@ <ns>` blocks and read back;
+    /// past [`MAX_MAPS_SAMPLES`] the history thins out but keeps the first and last copies.
+    #[test]
+    fn maps_samples_round_trip_and_thin_out() {
+        let mut s = Sampled::default();
+        let a = "1000-2000 r-xp 00000000 08:01 12 /bin/a\n".to_string();
+        let b = format!("{a}3000-4000 rw-p 00000000 00:00 0                  [heap]\n");
+        s.keep(10, a.clone());
+        s.keep(20, a.clone());
+        s.keep(30, b.clone());
+        assert_eq!(s.history, vec![(10, a.clone()), (30, b.clone())]);
+        assert_eq!(s.maps, b);
+        let text: String = s.history.iter().map(|(at, m)| format!("@ {at}\n{m}")).collect();
+        let back = parse_maps_samples(&text);
+        assert_eq!(back.len(), 2);
+        assert_eq!((back[0].0, back[0].1.len(), back[1].0, back[1].1[1].path.as_str()), (10, 1, 30, "[heap]"));
+        assert!(parse_maps_samples("1000-2000 r-xp 0 0 0 x\n@ bad\n1000-2000 r-xp 0 0 0 y\n").is_empty());
+        let mut t = Sampled::default();
+        for i in 0..(MAX_MAPS_SAMPLES as u64 + 10) {
+            t.keep(i, format!("{i:x}000-{:x}000 r--p 0 0 0 f\n", i + 1));
+        }
+        assert!(t.history.len() <= MAX_MAPS_SAMPLES);
+        assert_eq!(t.history.first().map(|h| h.0), Some(0));
+        assert_eq!(t.history.last().map(|h| h.0), Some(MAX_MAPS_SAMPLES as u64 + 9));
+        assert!(t.history.windows(2).all(|w| w[0].0 < w[1].0));
     }
 }

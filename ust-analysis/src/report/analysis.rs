@@ -22,9 +22,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 #[cfg(test)]
 use std::path::PathBuf;
 
-use serde::Serialize;
-
-use super::load::{Domain, Event, Loaded};
+use super::load::{Domain, Loaded};
+pub use super::tracer::Role;
 
 /// Report options.
 #[derive(Clone, Debug)]
@@ -45,219 +44,22 @@ pub struct Options {
     /// The process to report on, by name (`--procname`): [`super::report`] resolves it
     /// into [`Options::pid`] ([`super::select`]).
     pub procname: Option<String>,
+    /// Show ust's own activity in full ([`Report::tracer`]: its system calls, threads,
+    /// slowest calls and, with `wakeups`, its waits); it is left out of the program's
+    /// tables either way.
+    pub tracer: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { wakeups: false, faults: false, fault_file: None, min_block_ns: 1_000_000, max_chain: 4, pid: None, procname: None }
+        Options { wakeups: false, faults: false, fault_file: None, min_block_ns: 1_000_000, max_chain: 4, pid: None, procname: None, tracer: false }
     }
 }
 
-/// Per-task summary row.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct TaskRow {
-    /// Thread id.
-    pub tid: i32,
-    /// Last known name.
-    pub name: String,
-    /// Kernel events in this thread plus user-space events of it.
-    pub events: u64,
-    /// Time on a CPU (ns).
-    pub runtime_ns: u64,
-    /// Time blocked (off CPU, not runnable) (ns).
-    pub blocked_ns: u64,
-}
-
-/// Per-system-call row (traced threads only).
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct SyscallRow {
-    /// System call name.
-    pub name: String,
-    /// Completed calls.
-    pub count: u64,
-    /// Calls that failed (returned `-4095..=-1`, strace's rule).
-    pub errors: u64,
-    /// The failures per errno name (`ENOENT`).
-    pub errnos: BTreeMap<String, u64>,
-    /// Sum of durations (ns).
-    pub total_ns: u64,
-    /// Median (ns).
-    pub p50_ns: u64,
-    /// 90th percentile (ns).
-    pub p90_ns: u64,
-    /// 99th percentile (ns).
-    pub p99_ns: u64,
-    /// Longest (ns).
-    pub max_ns: u64,
-}
-
-/// What woke a thread.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Waker {
-    /// A hardware interrupt handler.
-    Irq {
-        /// IRQ number.
-        irq: i64,
-        /// Handler name.
-        handler: String,
-        /// CPU.
-        cpu: u32,
-    },
-    /// A softirq.
-    Softirq {
-        /// Kind (`TIMER`, `NET_RX`, ...).
-        softirq: String,
-        /// CPU.
-        cpu: u32,
-    },
-    /// The local APIC timer interrupt (expiring hrtimers: sleeps, timeouts).
-    TimerInterrupt {
-        /// The hrtimer callback's address when one was expiring.
-        hrtimer_function: Option<String>,
-        /// CPU.
-        cpu: u32,
-    },
-    /// Another task.
-    Task {
-        /// Its thread id.
-        tid: i32,
-        /// Its name.
-        name: String,
-        /// What it was doing: `in <syscall>` or `in user space`.
-        doing: String,
-        /// CPU.
-        cpu: u32,
-        /// Why that task was running: its own previous wait, explained in turn.
-        chain: Option<Box<Wait>>,
-    },
-    /// A task of another user (or one this user may not ptrace): a tier-2 trace shows only
-    /// that much of it (`ust_kernel::filter`).
-    OtherUser {
-        /// CPU.
-        cpu: u32,
-    },
-    /// A kernel thread (tier 2 shows no more of it).
-    KernelThread {
-        /// CPU.
-        cpu: u32,
-    },
-    /// No wake-up event was seen (it happened before the trace started, or was lost).
-    Unknown,
-    /// A tier-1 trace ([`super::stacks`]): wake-ups are not visible without root.
-    NeedsRoot,
-}
-
-/// One blocked interval.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct Wait {
-    /// Thread id.
-    pub tid: i32,
-    /// Thread name.
-    pub name: String,
-    /// When it blocked (ns, CLOCK_MONOTONIC).
-    pub start_ns: u64,
-    /// Blocked time: from leaving the CPU to running again (ns).
-    pub duration_ns: u64,
-    /// Wake-up to running again (ns), when the wake-up was seen.
-    pub wakeup_latency_ns: Option<u64>,
-    /// The kernel recorded no switch back to the task: the wait ends at the task's first
-    /// event after it, so `duration_ns` and `wakeup_latency_ns` are upper bounds.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub end_inferred: bool,
-    /// What it was blocked in: `syscall <name>`, `page fault at 0x..`, or `user space`.
-    pub blocked_in: String,
-    /// What woke it.
-    pub woken_by: Waker,
-    /// Its user-space stack when the trace has one (tier 1, [`super::stacks`]), innermost
-    /// first.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stack: Vec<super::symbols::Frame>,
-    /// The blocking call as strace writes it, its descriptor named by path where the trace
-    /// saw it open (`read(3</etc/hostname>)`; `read(3)` when it did not).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub call: Option<String>,
-}
-
 pub use super::faults::Fault;
-
-/// Per-event-name row of the user-space view.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct UserEventRow {
-    /// `provider:name`.
-    pub name: String,
-    /// Count.
-    pub count: u64,
-    /// Events per second over the trace's span.
-    pub rate_per_s: f64,
-}
-
-/// Per-thread gaps of the user-space view.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct UserThreadRow {
-    /// Process id.
-    pub pid: i32,
-    /// Thread id (the `vtid` context), or the process id without it.
-    pub tid: i32,
-    /// Process name.
-    pub procname: String,
-    /// Events.
-    pub events: u64,
-    /// Longest time between two consecutive events (ns).
-    pub max_gap_ns: u64,
-    /// Mean time between consecutive events (ns).
-    pub mean_gap_ns: u64,
-    /// Start of the longest gap (ns).
-    pub max_gap_at_ns: u64,
-}
-
-/// The user-space view.
-#[derive(Clone, Debug, Serialize, PartialEq, Default)]
-pub struct UserView {
-    /// Per event name.
-    pub events: Vec<UserEventRow>,
-    /// Per thread.
-    pub threads: Vec<UserThreadRow>,
-}
-
-/// The whole report.
-#[derive(Clone, Debug, Serialize, PartialEq, Default)]
-pub struct Report {
-    /// True when kernel events were found.
-    pub kernel: bool,
-    /// The traced command's pid (kernel trace `env.traced_pid`, else the first process).
-    pub traced_pid: i32,
-    /// First event (ns).
-    pub start_ns: u64,
-    /// Last minus first event (ns).
-    pub span_ns: u64,
-    /// Per task of the traced tree (kernel only).
-    pub tasks: Vec<TaskRow>,
-    /// Per system call (kernel only), from the traced command's exec on.
-    pub syscalls: Vec<SyscallRow>,
-    /// System call totals per thread.
-    pub syscall_threads: Vec<super::syscalls::ThreadCalls>,
-    /// System call totals per process.
-    pub syscall_processes: Vec<super::syscalls::ProcessCalls>,
-    /// The slowest system calls, longest first.
-    pub slowest_syscalls: Vec<super::syscalls::SlowCall>,
-    /// With `--wakeups`.
-    pub wakeups: Option<Vec<Wait>>,
-    /// With `--faults`.
-    pub faults: Option<Vec<Fault>>,
-    /// With `--faults`: per mapped file (and anonymous memory, heap, stack).
-    pub fault_files: Option<Vec<super::faults::FileFaults>>,
-    /// With `--faults FILE`: that file's faults.
-    pub file_faults: Option<super::faults::FileFaultList>,
-    /// What the program's own events show.
-    pub user: UserView,
-    /// The `tracing` spans: per name, durations, busy and idle time; the span tree.
-    pub spans: super::span_view::SpanView,
-    /// Remarks (missing data, bounds).
-    pub notes: Vec<String>,
-    /// What the kernel trace lost and what of the traced tree that touches (kernel only).
-    pub kernel_loss: Option<super::loss::KernelLoss>,
-}
+pub use super::model::{Report, TaskRow, TracerActivity, TracerTask, Wait, Waker};
+pub use super::syscalls::SyscallRow;
+pub use super::user_view::{user_view, UserEventRow, UserThreadRow, UserView};
 
 const SOFTIRQS: [&str; 10] = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"];
 
@@ -281,6 +83,8 @@ struct WakeSeen {
 #[derive(Clone, Debug)]
 struct RawWait {
     start: u64,
+    /// Entry of the system call it blocked in.
+    call_entry: Option<u64>,
     end: u64,
     blocked_in: String,
     wake: Option<WakeSeen>,
@@ -295,8 +99,8 @@ struct RawWait {
 #[derive(Default, Debug)]
 struct Task {
     events: u64,
-    /// The system call in progress and its first argument.
-    syscall: Option<(String, Option<u64>)>,
+    /// The system call in progress, its first argument and its entry time.
+    syscall: Option<(String, Option<u64>, u64)>,
     blocked_call: Option<String>,
     blocked_name: Option<String>,
     running_since: Option<u64>,
@@ -316,7 +120,8 @@ impl Task {
         if let Some((start, blocked_in)) = self.blocked_since.take() {
             self.blocked += ts.saturating_sub(start);
             let (wake, call, name) = (self.wake.take(), self.blocked_call.take(), self.blocked_name.take());
-            self.waits.push(RawWait { start, end: ts, blocked_in, wake, call, name, inferred });
+            let call_entry = self.syscall.as_ref().map(|c| c.2);
+            self.waits.push(RawWait { start, call_entry, end: ts, blocked_in, wake, call, name, inferred });
             if inferred {
                 self.running_since = Some(ts);
             }
@@ -365,7 +170,9 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let mut tasks: HashMap<i32, Task> = HashMap::new();
     let mut cpu_ctx: HashMap<u32, Vec<Ctx>> = HashMap::new();
     let mut faults: Vec<Fault> = Vec::new();
-    let has_filemap = l.events.iter().any(|e| e.name == "filemap_add_to_page_cache");
+    // Tracefs faults are minor or major when the trace records pages read from files.
+    let has_filemap = opt.faults && super::faults::records_major(l, dir);
+    let mut clone_flags: HashMap<i32, u64> = HashMap::new();
     let mut last_ust: HashMap<i32, String> = HashMap::new();
     let mut fds: HashMap<i32, BTreeMap<i32, String>> = HashMap::new();
     // Per thread, the time of the last fault sample of root's stacks side trace.
@@ -412,6 +219,11 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     comm.insert(tid as i32, e.text("name").unwrap_or_default());
                 }
             }
+            "task_newtask" => {
+                if let (Some(c), Some(f)) = (e.int("pid"), e.int("clone_flags")) {
+                    clone_flags.insert(c as i32, f as u64);
+                }
+            }
             "sched_process_fork" => {
                 if let (Some(p), Some(c)) = (e.int("parent_pid"), e.int("child_pid")) {
                     if tree.contains(&(p as i32)) || tgid.get(&(p as i32)).is_some_and(|g| tree.contains(g)) {
@@ -422,6 +234,10 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     }
                     if let Some(g) = e.int("child_tgid") {
                         tgid.insert(c as i32, g as i32);
+                    } else if clone_flags.remove(&(c as i32)).is_some_and(|f| f & super::addrspace::CLONE_THREAD != 0) {
+                        // A thread (tracefs: `task_newtask`'s flags): its parent's process.
+                        let g = tgid.get(&(p as i32)).copied().unwrap_or(p as i32);
+                        tgid.insert(c as i32, g);
                     }
                 }
             }
@@ -444,7 +260,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             "syscall_entry" => {
                 let name = e.text("name").unwrap_or_default();
                 let task = tasks.entry(t).or_default();
-                task.syscall = Some((name, super::syscalls::arg0(e)));
+                task.syscall = Some((name, super::syscalls::arg0(e), e.ts));
                 for i in task.pending_faults.drain(..) {
                     if let Some(f) = faults.get_mut(i) {
                         f.until_user_ns = Some(e.ts.saturating_sub(f.ts_ns));
@@ -480,7 +296,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 f.by_kernel = true;
                 f.major = has_filemap.then_some(false);
                 f.function = Some(match tasks.get(&t).and_then(|k| k.syscall.as_ref()) {
-                    Some((n, _)) => format!("the kernel, in {n}"),
+                    Some((n, _, _)) => format!("the kernel, in {n}"),
                     None => "the kernel".into(),
                 });
                 faults.push(f);
@@ -508,7 +324,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     comm.insert(target, n);
                 }
                 let waker_doing = match tasks.get(&t).and_then(|w| w.syscall.as_ref()) {
-                    Some((n, _)) => format!("in {n}"),
+                    Some((n, _, _)) => format!("in {n}"),
                     None => "in user space".into(),
                 };
                 let ctx = cpu_ctx.get(&e.cpu).cloned().unwrap_or_default();
@@ -534,7 +350,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     }
                     if state & 0xff != 0 && state & 0x30 == 0 {
                         let blocked_in = match (&p.syscall, p.last_fault) {
-                            (Some((n, _)), _) => format!("syscall {n}"),
+                            (Some((n, _, _)), _) => format!("syscall {n}"),
                             (None, Some((ft, addr))) if ft + 1_000_000 > e.ts => format!("page fault at {addr:#x}"),
                             _ => match tgid.get(&prev).or(Some(&prev)).and_then(|g| last_ust.get(g)) {
                                 Some(u) => format!("user space (after tracepoint {u})"),
@@ -542,7 +358,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                             },
                         };
                         p.blocked_call = match &p.syscall {
-                            Some((n, Some(fd))) if super::syscalls::takes_fd(n) => {
+                            Some((n, Some(fd), _)) if super::syscalls::takes_fd(n) => {
                                 let pid = *tgid.get(&prev).unwrap_or(&prev);
                                 let path = fds.entry(pid).or_insert_with(|| ust_kernel::procfs::read_fds(dir, pid)).get(&(*fd as i32)).cloned();
                                 Some(match path {
@@ -573,65 +389,125 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     }
     r.kernel_loss = Some(super::loss::judge(l, &tree));
     let name_of = |t: i32| comm.get(&t).cloned().unwrap_or_else(|| if t == 0 { "swapper".into() } else { "?".into() });
+    // ust's own activity ([`super::tracer`]): its threads, the program's waits that are
+    // ust's (and the calls that held them); all left out of the program's tables.
+    let ust = super::tracer::Tracer::find(l, &tree, &comm, &tgid);
+    for row in &mut r.user.threads {
+        row.ust = ust.role(row.tid);
+    }
+    let ours = ust.classify_waits(tree.iter().filter_map(|t| tasks.get(t).map(|k| (*t, k))).flat_map(|(t, k)| {
+        k.waits.iter().map(move |w| super::tracer::WaitSeen {
+            tid: t,
+            start: w.start,
+            end: w.end,
+            // Woken from an interrupt, the task that ran there is not the waker.
+            waker: w.wake.as_ref().filter(|s| s.ctx.is_empty()).map(|s| s.waker),
+            call_entry: w.call_entry,
+        })
+    }));
+    (r.tracer.waits, r.tracer.waits_ns) = (ours.waits.len() as u64, ours.waits_ns);
     let mut rows: Vec<TaskRow> = tree
         .iter()
         .filter_map(|t| tasks.get(t).map(|k| (t, k)))
         .map(|(t, k)| TaskRow { tid: *t, name: name_of(*t), events: k.events, runtime_ns: k.runtime, blocked_ns: k.blocked })
         .collect();
     rows.sort_by_key(|r| r.tid);
-    r.tasks = rows;
+    for row in rows {
+        match ust.role(row.tid) {
+            Some(role) => r.tracer.tasks.push(TracerTask {
+                pid: *tgid.get(&row.tid).unwrap_or(&row.tid),
+                tid: row.tid,
+                name: row.name,
+                role,
+                events: row.events,
+                runtime_ns: row.runtime_ns,
+                blocked_ns: row.blocked_ns,
+            }),
+            None => r.tasks.push(row),
+        }
+    }
+    // ust's tasks outside the traced tree that woke one of its tasks.
+    for &w in ours.wakers.iter().filter(|w| !tree.contains(w)) {
+        let (k, role) = (tasks.get(&w), ust.role(w).unwrap_or(Role::Daemon));
+        let (events, runtime_ns, blocked_ns) = k.map_or((0, 0, 0), |k| (k.events, k.runtime, k.blocked));
+        r.tracer.tasks.push(TracerTask { pid: *tgid.get(&w).unwrap_or(&w), tid: w, name: name_of(w), role, events, runtime_ns, blocked_ns });
+    }
+    let is_ust = |tid: i32, entry: u64, name: &str, ret: i64| ust.owns_call(tid, name, ret) || ours.calls.contains(&(tid, entry));
     // A process chosen with `--pid` was not launched by ust: all its calls count (pid 0,
     // the idle task, never execs, so there is no cut).
     let cut_at_exec_of = if opt.pid.is_some() { 0 } else { r.traced_pid };
-    let calls = super::syscalls::count(l, &tree, &tgid, &comm, cut_at_exec_of);
+    let (calls, ust_side) = super::syscalls::count(l, &tree, (&tgid, &comm), cut_at_exec_of, &is_ust);
     if calls.exec_ns.is_none() && !is_tier1 && opt.pid.is_none() {
         r.notes.push("system calls: no successful execve of the traced pid in the trace: every call counts, the launcher's too".into());
     }
     (r.syscalls, r.syscall_threads, r.syscall_processes, r.slowest_syscalls) = (calls.rows, calls.threads, calls.processes, calls.slowest);
+    (r.tracer.calls, r.tracer.calls_ns) = (ust_side.rows.iter().map(|c| c.count).sum(), ust_side.rows.iter().map(|c| c.total_ns).sum());
+    if opt.tracer {
+        (r.tracer.syscalls, r.tracer.syscall_threads, r.tracer.slowest_syscalls) = (ust_side.rows, ust_side.threads, ust_side.slowest);
+    }
     if opt.wakeups {
-        let t1 = is_tier1;
-        let explain = |tid: i32, w: &RawWait, depth: usize| explain_wait(tid, w, depth, &tasks, &name_of, (opt.max_chain, t1));
-        let mut waits: Vec<Wait> = Vec::new();
+        let ctx = Explain { tasks: &tasks, name_of: &name_of, max: opt.max_chain, tier1: is_tier1, ust: &ust, ust_waits: &ours.waits };
+        let (mut waits, mut theirs): (Vec<Wait>, Vec<Wait>) = (Vec::new(), Vec::new());
         for t in &tree {
             if let Some(k) = tasks.get(t) {
                 for w in k.waits.iter().filter(|w| w.end - w.start >= opt.min_block_ns) {
-                    waits.push(explain(*t, w, 0));
+                    let mut x = explain_wait(*t, w, 0, &ctx);
+                    x.ust = ours.waits.get(&(*t, w.start)).cloned();
+                    if x.ust.is_some() {
+                        theirs.push(x);
+                    } else {
+                        waits.push(x);
+                    }
                 }
             }
         }
-        waits.sort_by_key(|w| (w.start_ns, w.tid));
-        if let Some(t1) = tier1.as_mut() {
-            for w in waits.iter_mut() {
-                if is_tier1 {
-                    t1.explain_wait(w);
-                } else {
-                    t1.attach_stack(w);
+        for v in [&mut waits, &mut theirs] {
+            v.sort_by_key(|w| (w.start_ns, w.tid));
+            if let Some(t1) = tier1.as_mut() {
+                for w in v.iter_mut() {
+                    if is_tier1 {
+                        t1.explain_wait(w);
+                    } else {
+                        t1.attach_stack(w);
+                    }
                 }
             }
         }
         r.wakeups = Some(waits);
+        r.tracer.wakeups = opt.tracer.then_some(theirs);
     }
     if opt.faults {
         // As for system calls: the launcher's faults before the exec are not the command's.
         let from = calls.exec_ns.unwrap_or(0);
         faults.retain(|f| f.pid != r.traced_pid || f.ts_ns >= from);
-        let faults = super::faults::resolve(faults, tier1.as_mut(), dir);
+        let before = faults.len();
+        faults.retain(|f| ust.role(f.tid).is_none());
+        r.tracer.faults = (before - faults.len()) as u64;
+        let spaces = super::addrspace::AddressSpaces::build(l, dir);
+        let faults = super::faults::resolve(faults, tier1.as_mut(), &spaces);
         r.fault_files = Some(super::faults::summarize(&faults));
         r.file_faults = opt.fault_file.as_deref().map(|w| super::faults::of_file(&faults, w));
+        super::faults::notes(&mut r.notes, &faults, is_tier1 || has_filemap, stack_copy_faults);
         r.faults = Some(faults);
-        if stack_copy_faults > 0 {
-            r.notes.push(format!("page faults: {stack_copy_faults} faults of the kernel on user stacks right after a perf stack sample (perf copying the stack for ust trace) are left out"));
-        }
-        r.notes.push("page faults: the kernel has no fault-exit tracepoint; \"until user\" is the time to the thread's next system call or fault, an upper bound on the time to resolve".into());
     }
     r
 }
 
-/// `limits`: how far up the chain to go, and whether the trace is tier 1 (no wake-ups).
-fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>, name_of: &dyn Fn(i32) -> String, limits: (usize, bool)) -> Wait {
-    let (max, tier1) = limits;
+/// What [`explain_wait`] needs: the tasks, their names, how far up the chain to go,
+/// whether the trace is tier 1 (no wake-ups), and which tasks and waits are ust's.
+struct Explain<'a> {
+    tasks: &'a HashMap<i32, Task>,
+    name_of: &'a dyn Fn(i32) -> String,
+    max: usize,
+    tier1: bool,
+    ust: &'a super::tracer::Tracer,
+    /// The waits that are ust's, by `(tid, start)`.
+    ust_waits: &'a HashMap<(i32, u64), String>,
+}
+
+fn explain_wait(tid: i32, w: &RawWait, depth: usize, x: &Explain<'_>) -> Wait {
     let woken_by = match &w.wake {
-        None if tier1 => Waker::NeedsRoot,
+        None if x.tier1 => Waker::NeedsRoot,
         None => Waker::Unknown,
         Some(s) => {
             let hr = s.ctx.iter().rev().find_map(|c| if let Ctx::Hrtimer(f) = c { Some(*f) } else { None });
@@ -646,22 +522,26 @@ fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>,
                 _ if s.waker == ust_kernel::filter::OTHER_USER_TID => Waker::OtherUser { cpu: s.cpu },
                 _ if s.waker == ust_kernel::filter::KERNEL_THREAD_TID => Waker::KernelThread { cpu: s.cpu },
                 _ => {
-                    let chain = if depth + 1 < max && s.waker != 0 {
-                        tasks
+                    let ust = x.ust.role(s.waker);
+                    // ust's own waits are not the program's story: the chain stops at a task of
+                    // ust's, and at a wait that is ust's (the constructor's).
+                    let chain = if depth + 1 < x.max && s.waker != 0 && ust.is_none() {
+                        x.tasks
                             .get(&s.waker)
                             .and_then(|k| k.waits.iter().rev().find(|pw| pw.end <= s.ts))
-                            .map(|pw| Box::new(explain_wait(s.waker, pw, depth + 1, tasks, name_of, limits)))
+                            .filter(|pw| !x.ust_waits.contains_key(&(s.waker, pw.start)))
+                            .map(|pw| Box::new(explain_wait(s.waker, pw, depth + 1, x)))
                     } else {
                         None
                     };
-                    Waker::Task { tid: s.waker, name: name_of(s.waker), doing: s.waker_doing.clone(), cpu: s.cpu, chain }
+                    Waker::Task { tid: s.waker, name: (x.name_of)(s.waker), doing: s.waker_doing.clone(), cpu: s.cpu, chain, ust }
                 }
             }
         }
     };
     Wait {
         tid,
-        name: w.name.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| name_of(tid)),
+        name: w.name.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| (x.name_of)(tid)),
         start_ns: w.start,
         duration_ns: w.end - w.start,
         wakeup_latency_ns: w.wake.as_ref().map(|s| w.end.saturating_sub(s.ts)),
@@ -670,36 +550,14 @@ fn explain_wait(tid: i32, w: &RawWait, depth: usize, tasks: &HashMap<i32, Task>,
         woken_by,
         stack: Vec::new(),
         call: w.call.clone(),
+        ust: None,
     }
-}
-
-/// What the user-space events show: per event name counts and rates, per thread the gaps
-/// between consecutive events.
-pub fn user_view(l: &Loaded) -> UserView {
-    let ust: Vec<&Event> = l.events.iter().filter(|e| e.domain == Domain::Ust).collect();
-    let mut v = UserView::default();
-    let (Some(first), Some(last)) = (ust.first(), ust.last()) else { return v };
-    let span = (last.ts - first.ts).max(1) as f64 / 1e9;
-    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut per: BTreeMap<(i32, i32), Vec<u64>> = BTreeMap::new();
-    for e in &ust {
-        *counts.entry(&e.name).or_default() += 1;
-        per.entry((e.pid, e.tid)).or_default().push(e.ts);
-    }
-    v.events = counts.into_iter().map(|(n, c)| UserEventRow { name: n.to_string(), count: c, rate_per_s: c as f64 / span }).collect();
-    for ((pid, tid), ts) in per {
-        let gaps: Vec<(u64, u64)> = ts.windows(2).map(|w| (w[1] - w[0], w[0])).collect();
-        let (max_gap, at) = gaps.iter().max_by_key(|g| g.0).copied().unwrap_or((0, ts[0]));
-        let mean = if gaps.is_empty() { 0 } else { gaps.iter().map(|g| g.0).sum::<u64>() / gaps.len() as u64 };
-        let procname = l.processes.iter().find(|p| p.0 == pid).map(|p| p.1.clone()).unwrap_or_default();
-        v.threads.push(UserThreadRow { pid, tid, procname, events: ts.len() as u64, max_gap_ns: max_gap, mean_gap_ns: mean, max_gap_at_ns: at });
-    }
-    v
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::load::Event;
     use ust_ctf::reader::Value;
 
     fn ev(ts: u64, cpu: u32, tid: i32, name: &str, fields: &[(&str, Value)]) -> Event {
@@ -766,5 +624,80 @@ mod tests {
             // It ran from its (recorded or inferred) return to its last switch-out.
             assert_eq!(row.runtime_ns, 202_000_000 - end);
         }
+    }
+
+    /// A root trace of an instrumented program: its runtime thread (named by the runtime,
+    /// a thread by task_newtask's flags), the constructor's futex wait that thread ends, the
+    /// runtime's ppoll that a thread of root's daemon ends. The program's tables hold only
+    /// the program's `read`; ust's section the rest, its wakers labelled, no chain past them.
+    #[test]
+    fn ust_s_threads_and_the_constructor_s_wait_are_kept_apart() {
+        let named_switch = |ts: u64, prev: (i32, &str), state: i64, next: (i32, &str)| {
+            ev(
+                ts,
+                0,
+                prev.0,
+                "sched_switch",
+                &[
+                    ("prev_comm", Value::Str(prev.1.into())),
+                    ("prev_pid", Value::Signed(prev.0.into())),
+                    ("prev_state", Value::Signed(state)),
+                    ("next_comm", Value::Str(next.1.into())),
+                    ("next_pid", Value::Signed(next.0.into())),
+                ],
+            )
+        };
+        let call = |ts: u64, tid: i32, kind: &str, name: &str| ev(ts, 0, tid, kind, &[("name", Value::Str(name.into())), ("ret", Value::Signed(0))]);
+        let waking = |ts: u64, by: i32, whom: i32| ev(ts, 0, by, "sched_waking", &[("pid", Value::Signed(whom.into()))]);
+        let state = |tid: i32, pid: i32, name: &str| {
+            // The writer's context `tid` is the task's, as its payload's.
+            ev(0, 0, tid, "lttng_statedump_process_state", &[("pid", Value::Signed(pid.into())), ("name", Value::Str(name.into()))])
+        };
+        let (prog, rt, daemon) = ((10, "prog"), (11, "ust-runtime"), (51, "app-10-tx"));
+        let events = vec![
+            state(50, 50, "ust-consumerd"),
+            state(51, 50, "app-10-tx"),
+            state(10, 10, "prog"),
+            ev(100, 0, 10, "task_newtask", &[("pid", Value::Signed(11)), ("clone_flags", Value::Unsigned(0x3d0f00))]),
+            ev(101, 0, 10, "sched_process_fork", &[("parent_pid", Value::Signed(10)), ("child_pid", Value::Signed(11))]),
+            call(110, 10, "syscall_entry", "futex"),
+            named_switch(111, prog, 1, rt),
+            call(170, 11, "syscall_entry", "ppoll"),
+            waking(175, 11, 10),
+            named_switch(180, rt, 1, prog),
+            call(181, 10, "syscall_exit", "futex"),
+            call(200, 10, "syscall_entry", "read"),
+            named_switch(201, prog, 1, daemon),
+            waking(300, 51, 11),
+            named_switch(310, daemon, 1, rt),
+            call(311, 11, "syscall_exit", "ppoll"),
+            ev(315, 0, 11, "x86_irq_vectors_local_timer_entry", &[]),
+            waking(316, 11, 10),
+            ev(317, 0, 11, "x86_irq_vectors_local_timer_exit", &[]),
+            named_switch(330, rt, 1, prog),
+            call(331, 10, "syscall_exit", "read"),
+        ];
+        let mut env = BTreeMap::new();
+        env.insert("traced_pid".to_string(), "10".to_string());
+        let l = Loaded { events, kernel_env: Some(env), user_stacks: false, processes: Vec::new(), problems: 0, ..Default::default() };
+        let opt = Options { wakeups: true, tracer: true, min_block_ns: 0, ..Options::default() };
+        let r = analyze(&l, std::path::Path::new("/nonexistent"), &opt);
+        assert_eq!(r.tasks.iter().map(|t| t.tid).collect::<Vec<_>>(), vec![10]);
+        let roles: Vec<(i32, Role)> = r.tracer.tasks.iter().map(|t| (t.tid, t.role)).collect();
+        assert_eq!(roles, vec![(11, Role::Runtime), (51, Role::Daemon)]);
+        assert_eq!(r.syscalls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), vec!["read"]);
+        assert_eq!((r.tracer.calls, r.tracer.waits), (2, 2), "the constructor's futex and the runtime's ppoll");
+        // The read, ended by the timer interrupt (on the CPU the runtime thread held), is the
+        // program's.
+        let mine = r.wakeups.as_ref().unwrap();
+        assert_eq!((mine.len(), mine[0].blocked_in.as_str(), mine[0].ust.as_deref()), (1, "syscall read", None), "{mine:#?}");
+        assert!(matches!(mine[0].woken_by, Waker::TimerInterrupt { .. }));
+        let theirs = r.tracer.wakeups.as_ref().unwrap();
+        let futex = theirs.iter().find(|w| w.tid == 10 && w.blocked_in == "syscall futex").unwrap();
+        assert_eq!(futex.ust.as_deref(), Some("woken by ust's runtime"));
+        let ppoll = theirs.iter().find(|w| w.tid == 11).unwrap();
+        assert!(matches!(&ppoll.woken_by, Waker::Task { tid: 51, ust: Some(Role::Daemon), chain: None, .. }), "{:?}", ppoll.woken_by);
+        let text = crate::report::render_text(&r);
+        assert!(text.contains("task app-10-tx [51] (ust's daemon) in user space") && text.contains("ust's: woken by ust's runtime"), "{text}");
     }
 }

@@ -5,26 +5,31 @@
 //! accessing function, read/write/exec).
 //!
 //! Where the numbers come from:
-//! - root (tracefs): `exceptions:page_fault_user` (address, IP, x86 error code) and
-//!   `exceptions:page_fault_kernel` on a user address (the kernel touching user memory,
-//!   e.g. `read(2)` into a buffer never touched: perf's `page-faults` counts those too); a
-//!   fault is major when the faulting thread added a page to the page cache
+//! - root's and tier 2's traces (tracefs): `exceptions:page_fault_user` (address, IP, x86
+//!   error code) and `exceptions:page_fault_kernel` on a user address (the kernel touching
+//!   user memory, e.g. `read(2)` into a buffer never touched: perf's `page-faults` counts
+//!   those too); a fault is major when the faulting thread added a page to the page cache
 //!   (`filemap:mm_filemap_add_to_page_cache`) before it next entered the kernel: the page
 //!   was read from the file, which is what the kernel's `VM_FAULT_MAJOR` means in
-//!   `filemap_fault`. The accessing function is the fault IP symbolized with the sampled
-//!   maps.
-//! - tier 1 (perf_event_open): the `major` flag of `perf_page_fault` and its stack.
+//!   `filemap_fault`. Every fault is minor or major when the trace declares that event
+//!   (root's daemon records it for a tier-2 view too), even if none came; without it (an
+//!   older trace, a kernel without it) neither is known, and the report says why. The
+//!   accessing function is the fault IP symbolized in the file mapped there at the time.
+//! - tier 1 (perf_event_open): `perf_page_fault.major`, from which of the two sampled
+//!   events (`PERF_COUNT_SW_PAGE_FAULTS_MIN`, `_MAJ`) took the sample, and its stack.
+//!
+//! What a fault's address held is what was mapped there *at the time of the fault*,
+//! rebuilt from the trace's records over the saved samples of `/proc/<pid>/maps`
+//! ([`super::addrspace`]).
 //!
 //! The x86 page-fault error code (Intel SDM vol. 3A, 4.7): bit 0 P (protection violation,
 //! else page not present), 1 W/R (write), 2 U/S (user mode), 3 RSVD, 4 I/D (instruction
 //! fetch), 5 PK (protection key), 6 SS (shadow stack), 15 SGX.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::collections::{BTreeMap, HashSet};
 
-use ust_kernel::procfs::MapEntry;
-
-use super::symbols::{MapTable, Symbolizer};
+use super::addrspace::AddressSpaces;
+use super::symbols::Symbolizer;
 
 use serde::Serialize;
 
@@ -47,8 +52,9 @@ pub struct Fault {
     pub ip: String,
     /// x86 page-fault error code.
     pub error_code: i64,
-    /// The mapping the address fell in: `path+0xoffset`, `[heap]`, `anonymous`, or
-    /// `unmapped` (from `<dir>/proc/<pid>/maps`; `None` without a maps file).
+    /// What was mapped at the address at the time of the fault: `path+0xoffset`, `[heap]`,
+    /// `[stack]`, `anonymous`, `[vdso]`, `[file, path unknown]` or `unmapped`
+    /// ([`AddressSpaces`]); `None` when the trace says nothing of the process's memory.
     pub mapping: Option<String>,
     /// Time until the thread next showed it ran user code (its next system call or fault):
     /// an upper bound on the time to resolve the fault; `None` if it never did in the trace.
@@ -146,8 +152,8 @@ pub fn words(code: i64) -> String {
 /// The faults of one mapped file, or of one kind of memory.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct FileFaults {
-    /// The file's path, or `[anonymous]`, `[heap]`, `[stack]`, `[vdso]`, `[unmapped]`,
-    /// `[no maps]`.
+    /// The file's path, or `[anonymous]`, `[heap]`, `[stack]`, `[vdso]`,
+    /// `[file, path unknown]`, `[unmapped]`, `[no maps]`.
     pub file: String,
     /// Faults.
     pub faults: u64,
@@ -199,37 +205,19 @@ fn bucket(f: &Fault) -> String {
     }
 }
 
-/// Maps `address` of process `pid` to `path+0xoffset` with the maps saved under `dir`.
-fn mapping(maps: &HashMap<i32, Vec<MapEntry>>, pid: i32, address: u64) -> Option<String> {
-    let m = maps.get(&pid)?;
-    Some(match m.iter().find(|e| e.start <= address && address < e.end) {
-        Some(e) if e.path.is_empty() => "anonymous".into(),
-        Some(e) if e.path.starts_with('[') => e.path.clone(),
-        Some(e) => format!("{}+{:#x}", e.path, address - e.start + e.offset),
-        None => "unmapped".into(),
-    })
-}
-
-/// Maps each fault to its file (the maps saved under `dir`, or tier 1's recorded
-/// mappings), and names the accessing function: tier 1's innermost frame, else the fault
-/// IP symbolized with the saved maps.
-pub fn resolve(faults: Vec<Fault>, mut tier1: Option<&mut super::stacks::Tier1>, dir: &Path) -> Vec<Fault> {
-    let mut maps: HashMap<i32, Vec<MapEntry>> = HashMap::new();
-    let mut table = MapTable::default();
-    let pids: HashSet<i32> = faults.iter().map(|f| f.pid).collect();
-    for pid in pids {
-        if let Ok(text) = ust_ctf::files::read_trace_text(&ust_kernel::procfs::maps_dir(dir, pid).join("maps"), ust_ctf::files::MAX_TEXT_FILE) {
-            let m = ust_kernel::procfs::parse_maps(&text);
-            table.sampled(pid, m.clone());
-            maps.insert(pid, m);
-        }
-    }
+/// Maps each fault to what was mapped at its address at its time ([`AddressSpaces`]), gives
+/// it its stack (tier 1's own, or the sample of root's side trace), and names the accessing
+/// function: the stack's innermost frame, else the fault IP symbolized in the file mapped
+/// there then.
+pub fn resolve(faults: Vec<Fault>, mut tier1: Option<&mut super::stacks::Tier1>, spaces: &AddressSpaces) -> Vec<Fault> {
     let mut sym = Symbolizer::default();
+    // The faults come in time order: one sweep.
+    let mut at = spaces.cursor();
     faults
         .into_iter()
         .map(|mut f| {
             let pid = f.pid;
-            f.mapping = mapping(&maps, pid, f.addr());
+            f.mapping = at.lookup(f.tid, pid, f.ts_ns, f.addr()).mapping(f.addr());
             if let Some(t1) = tier1.as_deref_mut() {
                 t1.fault(&mut f, pid);
             }
@@ -240,7 +228,9 @@ pub fn resolve(faults: Vec<Fault>, mut tier1: Option<&mut super::stacks::Tier1>,
                     None if !f.by_kernel => {
                         let ip = u64::from_str_radix(f.ip.trim_start_matches("0x"), 16).unwrap_or(0);
                         // The function the code is in: the frame the IP's inlined calls sit in.
-                        sym.stack(&table, pid, f.ts_ns, &[ip]).into_iter().find(|x| !x.inlined).and_then(|x| x.function)
+                        at.lookup(f.tid, pid, f.ts_ns, ip)
+                            .file_offset(ip)
+                            .and_then(|(path, off)| sym.frames(ip, &path, off, false).into_iter().find(|x| !x.inlined).and_then(|x| x.function))
                     }
                     None => None,
                 };
@@ -248,6 +238,42 @@ pub fn resolve(faults: Vec<Fault>, mut tier1: Option<&mut super::stacks::Tier1>,
             f
         })
         .collect()
+}
+
+/// The event of a page read into the page cache (what makes a fault major).
+pub const FILEMAP_EVENT: &str = "filemap_add_to_page_cache";
+
+/// Whether the kernel trace of `l` (under `dir`: `dir/kernel/metadata`, or `dir/metadata`
+/// of a kernel trace) records pages read into the page cache: it has one such event, or
+/// its metadata declares [`FILEMAP_EVENT`] (the recorder enabled it; none came). Then every
+/// tracefs fault is minor or major; else neither is known.
+pub fn records_major(l: &super::load::Loaded, dir: &std::path::Path) -> bool {
+    if l.events.iter().any(|e| e.name == FILEMAP_EVENT) {
+        return true;
+    }
+    [dir.join(ust_kernel::KERNEL_DIR).join("metadata"), dir.join("metadata")].iter().any(|p| {
+        let Ok(bytes) = ust_ctf::files::read_trace_file(p, ust_ctf::files::MAX_TEXT_FILE) else { return false };
+        ctf_reader::parse_metadata(&bytes, p).is_ok_and(|t| {
+            t.env.get("domain") == Some(&ctf_reader::EnvValue::Str("kernel".into()))
+                && t.streams.iter().any(|s| s.events.iter().any(|e| e.name == FILEMAP_EVENT))
+        })
+    })
+}
+
+/// The notes the fault tables need: what is unknown and why (`kinds_known`: minor and
+/// major are), and what was left out.
+pub fn notes(notes: &mut Vec<String>, faults: &[Fault], kinds_known: bool, stack_copy_faults: u64) {
+    if !kinds_known && !faults.is_empty() {
+        notes.push(format!("page faults: minor and major are unknown: this trace does not record pages read into the page cache ({} is not among its events: a trace from before it was recorded, or a kernel without it)", FILEMAP_EVENT));
+    }
+    let unnamed = faults.iter().filter(|f| f.mapping.as_deref() == Some(super::addrspace::UNNAMED_FILE)).count();
+    if unnamed > 0 {
+        notes.push(format!("page faults: {unnamed} in files mapped and unmapped between two looks at /proc/<pid>/maps, whose path the system calls do not give ({}); tier 1 and root's traces name them", super::addrspace::UNNAMED_FILE));
+    }
+    if stack_copy_faults > 0 {
+        notes.push(format!("page faults: {stack_copy_faults} faults of the kernel on user stacks right after a perf stack sample (perf copying the stack for ust trace) are left out"));
+    }
+    notes.push("page faults: the kernel has no fault-exit tracepoint; \"until user\" is the time to the thread's next system call or fault, an upper bound on the time to resolve".into());
 }
 
 /// Per file (and per kind of memory) summary, most faults first.

@@ -5,15 +5,19 @@
 //!   ([`crate::traces`]: ust's traces, LTTng's kernel and user-space traces), [`values`]
 //!   turns their fields into the report's values and [`layout`] their names into one
 //!   layout.
-//! - [`analysis`] builds the [`analysis::Report`]: per task (events, runtime, time blocked),
+//! - [`analysis`] builds the [`model::Report`] (the structures `--format json` serializes):
+//!   per task (events, runtime, time blocked),
 //!   per system call ([`syscalls`]: count and errors by errno name as `strace -f -c` counts
 //!   them, from the traced command's exec on; total, p50/p90/p99, max; per thread and per
 //!   process; the slowest calls), with `--wakeups` each blocked interval of the traced
 //!   threads longer than `--min-block` with what woke it, up the wake-up chain, and the
 //!   blocking call with its descriptor named by path; with `--faults` ([`faults`]) the page
-//!   faults per mapped file (minor, major, pages, bytes, time) and, for `--faults FILE`, that
-//!   file's faults in time order; and, from the program's own tracepoints, per event counts
-//!   and rates and per thread gaps (the whole report when the trace has no kernel events);
+//!   faults per mapped file (minor, major, pages, bytes, time), each mapped to what was
+//!   mapped at its time ([`addrspace`]), and, for `--faults FILE`, that file's faults in
+//!   time order; ust's own activity ([`tracer`]: its threads, the constructor's wait) apart
+//!   from the program's tables; and, from the program's own tracepoints ([`user_view`]),
+//!   per event counts and rates and per thread gaps (the whole report when the trace has no
+//!   kernel events);
 //!   from the `tracing` layer's span events, [`span_view`]: per span name, durations and
 //!   busy/idle time, and the span tree.
 //! - [`loss`] judges what the kernel trace lost against the traced tree: the report's
@@ -25,11 +29,13 @@
 //!   blocked intervals as folded stacks (`--format folded`) and an off-wake flame graph
 //!   (`--flamegraph FILE.svg`, with `inferno`).
 
+pub mod addrspace;
 pub mod analysis;
 pub mod faults;
 pub mod layout;
 pub mod load;
 pub mod loss;
+pub mod model;
 pub mod pictures;
 pub mod select;
 pub mod span_view;
@@ -39,6 +45,8 @@ pub mod symbols;
 pub mod syscalls;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tracer;
+pub mod user_view;
 pub mod values;
 
 use std::fmt::Write as _;
@@ -90,7 +98,8 @@ fn waker_text(w: &analysis::Waker) -> String {
             Some(f) => format!("timer interrupt (local APIC timer, hrtimer callback {f}) on CPU {cpu}"),
             None => format!("timer interrupt (local APIC timer) on CPU {cpu}"),
         },
-        Task { tid, name, doing, cpu, .. } => format!("task {name} [{tid}] {doing} on CPU {cpu}"),
+        Task { tid, name, doing, cpu, ust: None, .. } => format!("task {name} [{tid}] {doing} on CPU {cpu}"),
+        Task { tid, name, doing, cpu, ust: Some(r), .. } => format!("task {name} [{tid}] ({}) {doing} on CPU {cpu}", r.label()),
         OtherUser { cpu } => format!("{} on CPU {cpu}", ust_kernel::filter::OTHER_USER),
         KernelThread { cpu } => format!("{} on CPU {cpu}", ust_kernel::filter::KERNEL_THREAD),
         Unknown => "unknown (no wake-up event in the trace)".into(),
@@ -112,6 +121,9 @@ fn wait_text(out: &mut String, w: &analysis::Wait, start: u64, indent: usize) {
     );
     let lat = w.wakeup_latency_ns.map(|l| format!(", ran {}{} later", if w.end_inferred { "at most " } else { "" }, dur(l))).unwrap_or_default();
     let _ = writeln!(out, "{pad}  <- woken by: {}{lat}", waker_text(&w.woken_by));
+    if let Some(why) = &w.ust {
+        let _ = writeln!(out, "{pad}  ust's: {why}");
+    }
     for (i, f) in w.stack.iter().enumerate() {
         let _ = writeln!(out, "{pad}     #{i:<2} {}", f.text());
     }
@@ -205,14 +217,74 @@ pub fn render_text(r: &Report) -> String {
         let _ = writeln!(s, "\nUser-space events per thread:");
         let _ = writeln!(s, "  {:>7} {:>7} {:<16} {:>8} {:>13} {:>13}", "PID", "TID", "PROCNAME", "EVENTS", "MEAN GAP", "MAX GAP");
         for t in &r.user.threads {
-            let _ = writeln!(s, "  {:>7} {:>7} {:<16} {:>8} {:>13} {:>13}", t.pid, t.tid, t.procname, t.events, dur(t.mean_gap_ns), dur(t.max_gap_ns));
+            let ust = t.ust.map(|r| format!("  ({})", r.label())).unwrap_or_default();
+            let _ = writeln!(s, "  {:>7} {:>7} {:<16} {:>8} {:>13} {:>13}{ust}", t.pid, t.tid, t.procname, t.events, dur(t.mean_gap_ns), dur(t.max_gap_ns));
         }
     }
+    tracer_text(&mut s, r);
     spans_text(&mut s, &r.spans);
     for n in &r.notes {
         let _ = writeln!(s, "\nNote: {n}");
     }
     s
+}
+
+/// ust's own activity: what was left out of the tables above, and with `--tracer` its
+/// tables.
+fn tracer_text(s: &mut String, r: &Report) {
+    let t = &r.tracer;
+    if t.tasks.is_empty() && t.calls == 0 && t.waits == 0 && t.faults == 0 {
+        return;
+    }
+    let _ = writeln!(s, "\nust's own activity (left out of the tables above):");
+    if !t.tasks.is_empty() {
+        let _ = writeln!(s, "  {:>7} {:>7}  {:<16} {:<14} {:>8} {:>14} {:>14}", "PID", "TID", "NAME", "WHOSE", "EVENTS", "RUNTIME", "BLOCKED");
+        for k in &t.tasks {
+            let _ = writeln!(
+                s,
+                "  {:>7} {:>7}  {:<16} {:<14} {:>8} {:>14} {:>14}",
+                k.pid,
+                k.tid,
+                k.name,
+                k.role.label(),
+                k.events,
+                dur(k.runtime_ns),
+                dur(k.blocked_ns)
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  {} system call(s) ({}), {} wait(s) ({}), {} page fault(s){}",
+        t.calls,
+        dur(t.calls_ns),
+        t.waits,
+        dur(t.waits_ns),
+        t.faults,
+        if t.syscalls.is_empty() && t.wakeups.is_none() { "; `ust report --tracer` shows them" } else { "" }
+    );
+    if !t.syscalls.is_empty() {
+        let _ = writeln!(s, "\n  ust's system calls:");
+        let _ = writeln!(s, "  {:<20} {:>7} {:>7} {:>13} {:>13} {:>13}", "SYSCALL", "COUNT", "ERRORS", "TOTAL", "P50", "MAX");
+        for c in &t.syscalls {
+            let errors = if c.errors > 0 { c.errors.to_string() } else { String::new() };
+            let _ = writeln!(s, "  {:<20} {:>7} {:>7} {:>13} {:>13} {:>13}", c.name, c.count, errors, dur(c.total_ns), dur(c.p50_ns), dur(c.max_ns));
+        }
+        let _ = writeln!(s, "\n  ust's system calls per thread:");
+        for c in &t.syscall_threads {
+            let _ = writeln!(s, "  {:>7} {:>7}  {:<16} {:>7} calls {:>13}", c.pid, c.tid, c.name, c.calls, dur(c.total_ns));
+        }
+        let _ = writeln!(s, "\n  ust's slowest system calls:");
+        for c in &t.slowest_syscalls {
+            let _ = writeln!(s, "  {:>13}  {} [{}] {} = {}", dur(c.duration_ns), c.thread, c.tid, c.call, c.ret);
+        }
+    }
+    if let Some(w) = &t.wakeups {
+        let _ = writeln!(s, "\n  ust's blocked intervals ({} found):", w.len());
+        for x in w {
+            wait_text(s, x, r.start_ns, 2);
+        }
+    }
 }
 
 /// The span view: a table per span name, then the span tree.

@@ -33,7 +33,8 @@ fn waker_frame(w: &Waker) -> String {
         Waker::Irq { handler, .. } => format!("IRQ {}", clean(handler)),
         Waker::Softirq { softirq, .. } => format!("softirq {softirq}"),
         Waker::TimerInterrupt { .. } => "timer interrupt".into(),
-        Waker::Task { name, doing, .. } => format!("task {} {}", clean(name), clean(doing)),
+        Waker::Task { name, doing, ust: None, .. } => format!("task {} {}", clean(name), clean(doing)),
+        Waker::Task { name, doing, ust: Some(r), .. } => format!("task {} ({}) {}", clean(name), clean(r.label()), clean(doing)),
         Waker::Unknown => "waker unknown".into(),
         Waker::NeedsRoot => "waker unknown (needs root)".into(),
         Waker::OtherUser { .. } => clean(ust_kernel::filter::OTHER_USER),
@@ -118,6 +119,7 @@ mod tests {
             woken_by,
             stack: stack.iter().map(|s| frame(s)).collect(),
             call: None,
+            ust: None,
         }
     }
 
@@ -129,7 +131,7 @@ mod tests {
             "syscall read",
             100,
             &["read", "ping::play<[u8; 4]>", "main"],
-            Waker::Task { tid: 2, name: "pong".into(), doing: "in write".into(), cpu: 0, chain: Some(Box::new(waker)) },
+            Waker::Task { tid: 2, name: "pong".into(), doing: "in write".into(), cpu: 0, chain: Some(Box::new(waker)), ust: None },
         );
         let t = wait("ping", "syscall clock_nanosleep", 50, &[], Waker::TimerInterrupt { hrtimer_function: None, cpu: 1 });
         let r = Report { wakeups: Some(vec![w.clone(), w, t]), ..Default::default() };

@@ -2,8 +2,7 @@
 //! [`ust_kernel::perf`]) adds to the report: the user-space stack of each blocked
 //! interval (the `perf_block_stack` event taken inside it, which also names the system
 //! call) and of each page fault (`perf_page_fault.stack`), symbolized with
-//! [`super::symbols`] from the `perf_mmap` events; and the fault addresses mapped to files
-//! with the same mappings.
+//! [`super::symbols`] from the `perf_mmap` events.
 //!
 //! Root's recording has the same events in a side trace (`kernel-stacks/`, stacks only):
 //! there the fault samples ([`super::load::FAULT_STACK`]) give the tracefs trace's faults
@@ -18,8 +17,9 @@ use std::collections::HashMap;
 
 use ust_ctf::reader::Value;
 
-use super::analysis::{Fault, Wait};
+use super::faults::Fault;
 use super::load::{Domain, Event, Loaded};
+use super::model::Wait;
 use super::symbols::{MapTable, Symbolizer};
 
 /// The `kernel_source` of a tier-1 trace.
@@ -137,11 +137,12 @@ impl Tier1 {
         w.stack = self.sym.stack(&self.maps, pid, ts, &ips);
     }
 
-    /// Maps `f`'s address to a file and symbolizes its stack (`pid`: its process); a fault
-    /// without a stack of its own takes that of the side trace's sample of it.
+    /// Symbolizes `f`'s stack (`pid`: its process); a fault without a stack of its own
+    /// takes that of the side trace's sample of it. (What its address held is
+    /// [`super::addrspace`]'s.)
     pub fn fault(&mut self, f: &mut Fault, pid: i32) {
         if f.stack_ips.is_empty() {
-            let addr = u64::from_str_radix(f.address.trim_start_matches("0x"), 16).unwrap_or(0);
+            let addr = f.addr();
             let sample = self
                 .fault_stacks
                 .get(&f.tid)
@@ -149,15 +150,6 @@ impl Tier1 {
             if let Some((_, _, ips)) = sample {
                 f.stack_ips = ips.clone();
             }
-        }
-        let addr = u64::from_str_radix(f.address.trim_start_matches("0x"), 16).unwrap_or(0);
-        if self.maps.knows(pid) {
-            f.mapping = Some(match self.maps.lookup(pid, f.ts_ns, addr) {
-                Some((p, _)) if p.is_empty() || p == "//anon" => "anonymous".into(),
-                Some((p, _)) if p.starts_with('[') => p,
-                Some((p, off)) => format!("{p}+{off:#x}"),
-                None => "unmapped".into(),
-            });
         }
         let ips = std::mem::take(&mut f.stack_ips);
         f.stack = self.sym.stack(&self.maps, pid, f.ts_ns, &ips);

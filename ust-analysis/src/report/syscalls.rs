@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::analysis::SyscallRow;
 use super::load::{Domain, Loaded};
 use super::stats::percentile;
 
@@ -172,6 +171,29 @@ pub fn error_of(ret: i64) -> Option<i64> {
     (-4095..=-1).contains(&ret).then_some(-ret)
 }
 
+/// Per-system-call row (traced threads only).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct SyscallRow {
+    /// System call name.
+    pub name: String,
+    /// Completed calls.
+    pub count: u64,
+    /// Calls that failed (returned `-4095..=-1`, strace's rule).
+    pub errors: u64,
+    /// The failures per errno name (`ENOENT`).
+    pub errnos: BTreeMap<String, u64>,
+    /// Sum of durations (ns).
+    pub total_ns: u64,
+    /// Median (ns).
+    pub p50_ns: u64,
+    /// 90th percentile (ns).
+    pub p90_ns: u64,
+    /// 99th percentile (ns).
+    pub p99_ns: u64,
+    /// Longest (ns).
+    pub max_ns: u64,
+}
+
 /// System call totals of one thread.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct ThreadCalls {
@@ -312,9 +334,84 @@ pub fn arg0(e: &super::load::Event) -> Option<u64> {
     }
 }
 
+/// The calls of one side (the program's, or ust's) as they complete.
+#[derive(Default)]
+struct Tally {
+    per: BTreeMap<String, (Vec<u64>, BTreeMap<String, u64>)>,
+    threads: BTreeMap<i32, ThreadCalls>,
+    slow: Vec<SlowCall>,
+}
+
+impl Tally {
+    fn add(&mut self, call: SlowCall, pid: i32, name: &str) {
+        let err = error_of(call.ret);
+        let row = self.per.entry(name.to_string()).or_default();
+        row.0.push(call.duration_ns);
+        if let Some(n) = err {
+            *row.1.entry(errno_name(n)).or_default() += 1;
+        }
+        let t = self.threads.entry(call.tid).or_insert_with(|| ThreadCalls { pid, tid: call.tid, name: call.thread.clone(), calls: 0, errors: 0, total_ns: 0 });
+        t.calls += 1;
+        t.errors += u64::from(err.is_some());
+        t.total_ns += call.duration_ns;
+        self.slow.push(call);
+        if self.slow.len() > 4 * SLOWEST {
+            self.slow.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
+            self.slow.truncate(SLOWEST);
+        }
+    }
+
+    fn finish(mut self, comm: &HashMap<i32, String>, exec_ns: Option<u64>) -> Calls {
+        self.slow.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns).then(a.ts_ns.cmp(&b.ts_ns)));
+        self.slow.truncate(SLOWEST);
+        let mut rows: Vec<SyscallRow> = self
+            .per
+            .into_iter()
+            .map(|(name, (mut d, errnos))| {
+                d.sort_unstable();
+                SyscallRow {
+                    name,
+                    count: d.len() as u64,
+                    errors: errnos.values().sum(),
+                    errnos,
+                    total_ns: d.iter().sum(),
+                    p50_ns: percentile(&d, 0.5),
+                    p90_ns: percentile(&d, 0.9),
+                    p99_ns: percentile(&d, 0.99),
+                    max_ns: d.last().copied().unwrap_or(0),
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+        let mut procs: BTreeMap<i32, ProcessCalls> = BTreeMap::new();
+        for t in self.threads.values() {
+            let p = procs.entry(t.pid).or_insert_with(|| ProcessCalls {
+                pid: t.pid,
+                name: comm.get(&t.pid).cloned().unwrap_or_else(|| t.name.clone()),
+                threads: 0,
+                calls: 0,
+                errors: 0,
+                total_ns: 0,
+            });
+            p.threads += 1;
+            p.calls += t.calls;
+            p.errors += t.errors;
+            p.total_ns += t.total_ns;
+        }
+        Calls { rows, threads: self.threads.into_values().collect(), processes: procs.into_values().collect(), slowest: self.slow, exec_ns }
+    }
+}
+
 /// Counts the system calls of the threads in `tree` (`tgid`: thread to process, `comm`:
-/// thread names) from the exec of `traced_pid` on.
-pub fn count(l: &Loaded, tree: &HashSet<i32>, tgid: &HashMap<i32, i32>, comm: &HashMap<i32, String>, traced_pid: i32) -> Calls {
+/// thread names) from the exec of `traced_pid` on; the calls `is_ust(tid, entry ns, name,
+/// ret)` says are ust's are counted apart: `(the program's, ust's)`.
+pub fn count(
+    l: &Loaded,
+    tree: &HashSet<i32>,
+    (tgid, comm): (&HashMap<i32, i32>, &HashMap<i32, String>),
+    traced_pid: i32,
+    is_ust: &dyn Fn(i32, u64, &str, i64) -> bool,
+) -> (Calls, Calls) {
     let kernel = || l.events.iter().filter(|e| e.domain == Domain::Kernel && tree.contains(&e.tid));
     // The cut: the entry of the traced pid's first successful execve.
     let mut exec_ns = None;
@@ -333,9 +430,7 @@ pub fn count(l: &Loaded, tree: &HashSet<i32>, tgid: &HashMap<i32, i32>, comm: &H
     }
     let from = exec_ns.unwrap_or(0);
     let mut open: HashMap<i32, (u64, String, Option<u64>)> = HashMap::new();
-    let mut per: BTreeMap<String, (Vec<u64>, BTreeMap<String, u64>)> = BTreeMap::new();
-    let mut threads: BTreeMap<i32, ThreadCalls> = BTreeMap::new();
-    let mut slow: Vec<SlowCall> = Vec::new();
+    let (mut program, mut ust) = (Tally::default(), Tally::default());
     let name_of = |t: i32| comm.get(&t).cloned().unwrap_or_else(|| "?".into());
     for e in kernel().filter(|e| e.ts >= from) {
         match e.name.as_str() {
@@ -346,72 +441,24 @@ pub fn count(l: &Loaded, tree: &HashSet<i32>, tgid: &HashMap<i32, i32>, comm: &H
                 let Some((start, name, a0)) = open.remove(&e.tid) else {
                     continue;
                 };
-                let d = e.ts.saturating_sub(start);
                 let ret = e.int("ret").unwrap_or(0);
-                let err = error_of(ret);
-                let row = per.entry(name.clone()).or_default();
-                row.0.push(d);
-                if let Some(n) = err {
-                    *row.1.entry(errno_name(n)).or_default() += 1;
-                }
-                let pid = *tgid.get(&e.tid).unwrap_or(&e.tid);
-                let t = threads.entry(e.tid).or_insert_with(|| ThreadCalls { pid, tid: e.tid, name: name_of(e.tid), calls: 0, errors: 0, total_ns: 0 });
-                t.calls += 1;
-                t.errors += u64::from(err.is_some());
-                t.total_ns += d;
-                slow.push(SlowCall {
+                let call = SlowCall {
                     ts_ns: start,
                     tid: e.tid,
                     thread: name_of(e.tid),
                     call: call_text(&name, a0),
-                    duration_ns: d,
+                    duration_ns: e.ts.saturating_sub(start),
                     ret,
-                    error: err.map(errno_name),
-                });
-                if slow.len() > 4 * SLOWEST {
-                    slow.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
-                    slow.truncate(SLOWEST);
-                }
+                    error: error_of(ret).map(errno_name),
+                };
+                let pid = *tgid.get(&e.tid).unwrap_or(&e.tid);
+                let side = if is_ust(e.tid, start, &name, ret) { &mut ust } else { &mut program };
+                side.add(call, pid, &name);
             }
             _ => {}
         }
     }
-    slow.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns).then(a.ts_ns.cmp(&b.ts_ns)));
-    slow.truncate(SLOWEST);
-    let mut rows: Vec<SyscallRow> = per
-        .into_iter()
-        .map(|(name, (mut d, errnos))| {
-            d.sort_unstable();
-            SyscallRow {
-                name,
-                count: d.len() as u64,
-                errors: errnos.values().sum(),
-                errnos,
-                total_ns: d.iter().sum(),
-                p50_ns: percentile(&d, 0.5),
-                p90_ns: percentile(&d, 0.9),
-                p99_ns: percentile(&d, 0.99),
-                max_ns: d.last().copied().unwrap_or(0),
-            }
-        })
-        .collect();
-    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-    let mut procs: BTreeMap<i32, ProcessCalls> = BTreeMap::new();
-    for t in threads.values() {
-        let p = procs.entry(t.pid).or_insert_with(|| ProcessCalls {
-            pid: t.pid,
-            name: comm.get(&t.pid).cloned().unwrap_or_else(|| t.name.clone()),
-            threads: 0,
-            calls: 0,
-            errors: 0,
-            total_ns: 0,
-        });
-        p.threads += 1;
-        p.calls += t.calls;
-        p.errors += t.errors;
-        p.total_ns += t.total_ns;
-    }
-    Calls { rows, threads: threads.into_values().collect(), processes: procs.into_values().collect(), slowest: slow, exec_ns }
+    (program.finish(comm, exec_ns), ust.finish(comm, exec_ns))
 }
 
 #[cfg(test)]

@@ -732,6 +732,10 @@ pub struct ReportArgs {
     /// back in user space) and each fault with its mapping.
     #[arg(long)]
     pub faults: bool,
+    /// Show ust's own activity in full (its threads' system calls, the slowest, and with
+    /// --wakeups its waits); it is left out of the program's tables either way.
+    #[arg(long)]
+    pub tracer: bool,
     /// Shortest blocked interval shown by --wakeups (e.g. 1ms, 500us, 2s, or ns).
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration)]
     pub min_block: u64,

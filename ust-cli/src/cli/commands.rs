@@ -491,6 +491,7 @@ pub fn report(a: ReportArgs) -> CliResult {
         min_block_ns: a.min_block,
         pid: a.pid,
         procname: a.procname,
+        tracer: a.tracer,
         ..Default::default()
     };
     let r = ust_analysis::report::report(&a.dir, &opt).map_err(Failure::new)?;

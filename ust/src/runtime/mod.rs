@@ -344,7 +344,7 @@ fn register_timeout() -> Option<Duration> {
 fn spawn(paths: &[Option<PathBuf>; links::NLINKS]) -> Option<&'static Generation> {
     let g: &'static Generation = Box::leak(Box::new(Generation::new()));
     CURRENT.publish_ref(g);
-    let names = [c"ust-runtime", c"ust-runtime-sys"];
+    let names = [ust_core::runtime_threads::RUNTIME, ust_core::runtime_threads::RUNTIME_SYSTEM];
     let mut any = false;
     for (link, path) in paths.iter().enumerate() {
         let Some(path) = path.clone() else { continue };
@@ -510,7 +510,7 @@ fn add_masks_hook(f: fn()) {
     }
     HOOK_THREAD.get_or_init(|| {
         let r = thread::spawn(
-            c"ust-interest",
+            ust_core::runtime_threads::INTEREST,
             Box::new(|| loop {
                 let mut p = HOOK_PENDING.lock().unwrap_or_else(|e| e.into_inner());
                 while !*p {
