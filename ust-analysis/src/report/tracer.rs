@@ -90,7 +90,8 @@ pub struct UstWaits {
     pub waits: HashMap<(i32, u64), String>,
     /// Their total time (ns).
     pub waits_ns: u64,
-    /// `(tid, entry)` of the program's system calls that held one.
+    /// `(tid, entry)` of the calls of the program's threads that ust's code made (see
+    /// [`Tracer::classify_waits`]).
     pub calls: HashSet<(i32, u64)>,
     /// ust's tasks that woke a traced task.
     pub wakers: BTreeSet<i32>,
@@ -177,7 +178,12 @@ impl Tracer {
     }
 
     /// Which of `waits` are ust's: all those of ust's threads, and those of the program's
-    /// threads [`Tracer::wait_reason`] gives a reason for.
+    /// threads [`Tracer::wait_reason`] gives a reason for. A call of the program's thread
+    /// that holds such a wait is ust's when ust's code made it: inside the constructor's
+    /// registration window, or woken by the process's own runtime thread (only ust's code
+    /// waits on it). A call that a task of ust's outside the process merely held up (an
+    /// `execve` waiting on the memory-map lock `ust trace`'s maps sampler holds) stays the
+    /// program's, as `strace -f -c` counts it: only its wait is labelled.
     pub fn classify_waits(&self, waits: impl Iterator<Item = WaitSeen>) -> UstWaits {
         let mut out = UstWaits::default();
         for w in waits {
@@ -186,7 +192,10 @@ impl Tracer {
                 Some(role) => role.label().to_string(),
                 None => {
                     let Some(why) = self.wait_reason(w.tid, w.start, w.waker) else { continue };
-                    out.calls.extend(w.call_entry.map(|c| (w.tid, c)));
+                    let in_window = self.windows.get(&w.tid).is_some_and(|(from, to)| *from <= w.start && w.start <= *to);
+                    if in_window || w.waker.and_then(|x| self.role(x)) == Some(Role::Runtime) {
+                        out.calls.extend(w.call_entry.map(|c| (w.tid, c)));
+                    }
                     why
                 }
             };
@@ -255,5 +264,15 @@ mod tests {
         assert_eq!(t.wait_reason(12, 500, Some(11)).as_deref(), Some("woken by ust's runtime"));
         assert_eq!(t.wait_reason(12, 500, Some(51)).as_deref(), Some("woken by ust's daemon"));
         assert!(t.owns_call(11, "ppoll", 0) && t.owns_call(10, "clone3", 11) && !t.owns_call(10, "clone3", 12) && !t.owns_call(10, "futex", 0));
+        // Whose calls the waits make ust's: the constructor's (in its window), those the
+        // runtime thread woke; not a program's call that `ust trace`'s sampler held up
+        // (an execve waiting on the memory-map lock), nor one the daemon woke.
+        let seen = |tid, start, waker, call| WaitSeen { tid, start, end: start + 5, waker, call_entry: Some(call) };
+        let w =
+            t.classify_waits([seen(10, 120, None, 119), seen(12, 500, Some(11), 499), seen(12, 600, Some(61), 599), seen(12, 700, Some(51), 699)].into_iter());
+        assert_eq!(w.waits.len(), 4, "every one of these waits is labelled ust's");
+        let mut calls: Vec<(i32, u64)> = w.calls.into_iter().collect();
+        calls.sort();
+        assert_eq!(calls, vec![(10, 119), (12, 499)]);
     }
 }
