@@ -124,7 +124,8 @@ fn recorded(stderr: &str) -> usize {
     l.trim_start_matches("ust: ").split_whitespace().next().unwrap().parse().unwrap()
 }
 
-/// babeltrace2 on `dir`: no error, and exactly `expected` events, each of a tier-1 class.
+/// babeltrace2 on `dir`: no error, and exactly `expected` events, each of a tier-1 class
+/// (perf_event_open's, or the system calls of the ptrace recorder beside it).
 /// Discarded-event warnings are allowed (a full ring on a loaded machine) only when the
 /// recorder counted losses too.
 fn babeltrace_all(dir: &Path, expected: usize, lost: bool) -> Vec<String> {
@@ -144,9 +145,14 @@ fn babeltrace_all(dir: &Path, expected: usize, lost: bool) -> Vec<String> {
         "perf_page_fault:",
         "perf_block_stack:",
         "lttng_statedump_process_state:",
+        // The ptrace recorder's (ust_kernel::ptrace::classes), besides its system calls.
+        "sched_process_exec:",
+        "signal_deliver:",
+        "ptrace_detach:",
     ];
     for l in &lines {
-        assert!(classes.iter().any(|c| l.contains(&format!(" {c} "))), "unexpected event: {l}");
+        let call = l.contains(" syscall_entry_") || l.contains(" syscall_exit_");
+        assert!(call || classes.iter().any(|c| l.contains(&format!(" {c} "))), "unexpected event: {l}");
     }
     lines
 }
@@ -269,11 +275,16 @@ fn a_command_that_never_execs() {
     let (out, err, o) = p.trace("noexec", &["/nonexistent/command"]);
     assert_eq!(o.status.code(), Some(127), "{err}");
     assert!(err.contains("cannot run /nonexistent/command"), "{err}");
-    // The events never switched on: the kernel trace holds only the state dump of
-    // `ust trace` itself, one per CPU stream, and reads back cleanly.
+    // The perf events never switched on: the kernel trace holds only the state dump of
+    // `ust trace` itself, one per CPU stream, and the failed execve the ptrace recorder
+    // saw, and reads back cleanly.
     let n = recorded(&err);
     let lines = babeltrace_all(&out.join("kernel"), n, false);
-    assert!(n >= 1 && lines.iter().all(|l| l.contains(" lttng_statedump_process_state: ") && l.contains("name = \"ust\"")), "{lines:#?}");
+    let (calls, dump): (Vec<&String>, Vec<&String>) = lines.iter().partition(|l| l.contains(" syscall_e"));
+    assert!(!dump.is_empty() && dump.iter().all(|l| l.contains(" lttng_statedump_process_state: ") && l.contains("name = \"ust\"")), "{lines:#?}");
+    assert_eq!(calls.len(), 2, "{lines:#?}");
+    assert!(calls[0].contains(" syscall_entry_execve: ") && calls[0].contains("filename = \"/nonexistent/command\""), "{lines:#?}");
+    assert!(calls[1].contains(" syscall_exit_execve: ") && calls[1].contains("ret = -2"), "{lines:#?}");
     let r = rep::report(&out, &Options { wakeups: true, ..Default::default() }).unwrap();
     assert!(r.tasks.is_empty() && r.wakeups.as_ref().unwrap().is_empty(), "{r:#?}");
 }
