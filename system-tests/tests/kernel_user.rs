@@ -275,16 +275,12 @@ fn a_command_that_never_execs() {
     let (out, err, o) = p.trace("noexec", &["/nonexistent/command"]);
     assert_eq!(o.status.code(), Some(127), "{err}");
     assert!(err.contains("cannot run /nonexistent/command"), "{err}");
-    // The perf events never switched on: the kernel trace holds only the state dump of
-    // `ust trace` itself, one per CPU stream, and the failed execve the ptrace recorder
-    // saw, and reads back cleanly.
+    // The events never switched on: the kernel trace holds only the state dump of
+    // `ust trace` itself, one per CPU stream (the ptrace recorder's stream is empty: a
+    // failed exec of the launcher is not the command's), and reads back cleanly.
     let n = recorded(&err);
     let lines = babeltrace_all(&out.join("kernel"), n, false);
-    let (calls, dump): (Vec<&String>, Vec<&String>) = lines.iter().partition(|l| l.contains(" syscall_e"));
-    assert!(!dump.is_empty() && dump.iter().all(|l| l.contains(" lttng_statedump_process_state: ") && l.contains("name = \"ust\"")), "{lines:#?}");
-    assert_eq!(calls.len(), 2, "{lines:#?}");
-    assert!(calls[0].contains(" syscall_entry_execve: ") && calls[0].contains("filename = \"/nonexistent/command\""), "{lines:#?}");
-    assert!(calls[1].contains(" syscall_exit_execve: ") && calls[1].contains("ret = -2"), "{lines:#?}");
+    assert!(n >= 1 && lines.iter().all(|l| l.contains(" lttng_statedump_process_state: ") && l.contains("name = \"ust\"")), "{lines:#?}");
     let r = rep::report(&out, &Options { wakeups: true, ..Default::default() }).unwrap();
     assert!(r.tasks.is_empty() && r.wakeups.as_ref().unwrap().is_empty(), "{r:#?}");
 }

@@ -4,7 +4,9 @@
 //! and prints a summary; it exits with CMD's status (128+N when CMD died of signal N).
 //! With `--snapshot` the session is a snapshot session (flight recorder): nothing is
 //! written while CMD runs, a snapshot is taken on SIGUSR1 and when CMD ends.
-//! With `--as-user` (root), CMD runs as another user ([`super::as_user`]).
+//! With `--as-user` (root), CMD runs as another user ([`super::as_user`]). With `--kernel`
+//! in tier 1, CMD is launched by the ptrace system-call recorder
+//! ([`crate::kernel::syscall_view`]) unless `--no-ptrace`.
 
 use std::process::ExitCode;
 use std::time::Duration;

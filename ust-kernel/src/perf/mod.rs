@@ -28,7 +28,8 @@
 //! exec, file mappings, minor and major page faults with the faulting address, the IP and
 //! the DWARF-unwound user stack, and at each block the user stack read from `/proc`
 //! ([`blockstack`]). What it cannot: system calls (no syscall tracepoints without
-//! tracefs), wake-ups and their wakers (`sched_waking` is a kernel tracepoint), interrupts,
+//! tracefs: `ust trace` records them beside it with ptrace, [`crate::ptrace`], in the
+//! same trace: [`PerfRecorder::start_with_syscalls`]), wake-ups and their wakers (`sched_waking` is a kernel tracepoint), interrupts,
 //! faults taken in the kernel on user addresses (`copy_to_user`), and whatever runs
 //! instead of the traced tasks. `ust report` says so ("woken by: unknown (needs root's
 //! ust-consumerd)").
