@@ -16,6 +16,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::users::{self, id_of};
+use common::strace::strace_counts;
 use common::{babeltrace, ust_bin, KillOnDrop};
 use ust_ctl::kview::{KviewReply, KviewRequest};
 
@@ -633,18 +634,6 @@ fn twenty_commands_of_two_users_at_once_each_see_only_their_own() {
     assert!(incomplete.is_empty(), "incomplete views:\n{}\nroot's daemon:\n{}", incomplete.join("\n"), w.log());
 }
 
-/// `strace -c` rows: system call name to (calls, errors).
-fn strace_counts(text: &str) -> std::collections::BTreeMap<String, (u64, u64)> {
-    let mut m = std::collections::BTreeMap::new();
-    for l in text.lines() {
-        let t: Vec<&str> = l.split_whitespace().collect();
-        if t.len() >= 5 && t[0].starts_with(|c: char| c.is_ascii_digit()) && t[t.len() - 1] != "total" {
-            let errors = if t.len() == 6 { t[4].parse().unwrap() } else { 0 };
-            m.insert(t[t.len() - 1].to_string(), (t[3].parse().unwrap(), errors));
-        }
-    }
-    m
-}
 
 /// Tier 2 counts the system calls of the traced command exactly as `strace -f -c` does,
 /// both run as the same ordinary user on the same command; the launcher's calls before the

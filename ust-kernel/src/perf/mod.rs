@@ -154,9 +154,20 @@ fn map_ring(fd: &OwnedFd, sizes: &[usize]) -> Result<ring::Ring, PerfError> {
     Err(PerfError::Mmap(last.unwrap_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))))
 }
 
-fn open_cpu(cpu: u32, fault_events: &mut std::collections::HashMap<u64, bool>) -> Result<Option<CpuEvents>, PerfError> {
+/// Bytes of side-band records that wake the reader (half the smallest ring of
+/// [`SIDEBAND_PAGES`]) when the traced tasks' system calls are
+/// recorded with ptrace beside it (instead of each record: every call's two ptrace stops
+/// are four switch records, and a reader woken for each took more CPU than the command;
+/// a blocked interval still gets its stack at the next [`POLL`]).
+pub const SIDEBAND_WATERMARK_WITH_PTRACE: u32 = 4096;
+
+fn open_cpu(cpu: u32, fault_events: &mut std::collections::HashMap<u64, bool>, with_ptrace: bool) -> Result<Option<CpuEvents>, PerfError> {
     let refused = |e: std::io::Error| PerfError::Refused(attr::paranoid_advice(attr::paranoid(), e.raw_os_error()).unwrap_or_else(|| e.to_string()));
-    let sb = match attr::open(&mut attr::attr(attr::Kind::SideBand), cpu as i32) {
+    let mut sb_attr = attr::attr(attr::Kind::SideBand);
+    if with_ptrace {
+        sb_attr.__bindgen_anon_2.wakeup_watermark = SIDEBAND_WATERMARK_WITH_PTRACE;
+    }
+    let sb = match attr::open(&mut sb_attr, cpu as i32) {
         Ok(fd) => fd,
         // An offline CPU.
         Err(e) if e.raw_os_error() == Some(libc::ENODEV) || (e.raw_os_error() == Some(libc::EINVAL) && cpu > 0) => return Ok(None),
@@ -229,7 +240,7 @@ impl PerfRecorder {
         let mut faults = std::collections::HashMap::new();
         let mut cpus = Vec::new();
         for cpu in ust_core::cpus::possible_cpus() {
-            if let Some(c) = open_cpu(cpu, &mut faults)? {
+            if let Some(c) = open_cpu(cpu, &mut faults, syscalls)? {
                 cpus.push(c);
             }
         }
