@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::users::{self, id_of};
 use common::strace::strace_counts;
+use common::users::{self, id_of};
 use common::{babeltrace, ust_bin, KillOnDrop};
 use ust_ctl::kview::{KviewReply, KviewRequest};
 
@@ -633,7 +633,6 @@ fn twenty_commands_of_two_users_at_once_each_see_only_their_own() {
     assert!(!w.log().contains("records arrived after newer ones"), "{}", w.log());
     assert!(incomplete.is_empty(), "incomplete views:\n{}\nroot's daemon:\n{}", incomplete.join("\n"), w.log());
 }
-
 
 /// Tier 2 counts the system calls of the traced command exactly as `strace -f -c` does,
 /// both run as the same ordinary user on the same command; the launcher's calls before the

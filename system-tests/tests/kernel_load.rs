@@ -17,8 +17,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use common::TestDaemon;
 use common::strace::strace_counts;
+use common::TestDaemon;
 use ust_analysis::report::{self as rep, Options};
 
 fn skip_reason() -> Option<String> {
@@ -54,7 +54,6 @@ macro_rules! require_root_tracing {
 /// whose session token would otherwise differ in size): a shell, a file read, a failed
 /// lookup.
 const WORKLOAD: [&str; 6] = ["env", "-i", "PATH=/usr/bin:/bin", "sh", "-c", "cat /etc/hostname; ls /nonexistent || true"];
-
 
 /// `strace -f -c` of the workload, its stdout a pipe as `ust trace`'s is here.
 fn strace(dir: &Path) -> BTreeMap<String, (u64, u64)> {

@@ -106,7 +106,16 @@ impl Place {
     /// `<home>/NAME.stdout`: the output directory, stderr, status.
     fn trace(&self, name: &str, extra: &[&str], cmd: &[&str]) -> (PathBuf, String, Output) {
         let out = self.home.join(name);
-        let o = self.as_user(common::ust_bin(), &format!("{name}.stdout")).args(["trace", "--kernel"]).args(extra).arg("-o").arg(&out).arg("--").args(cmd).output().unwrap();
+        let o = self
+            .as_user(common::ust_bin(), &format!("{name}.stdout"))
+            .args(["trace", "--kernel"])
+            .args(extra)
+            .arg("-o")
+            .arg(&out)
+            .arg("--")
+            .args(cmd)
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         (out, err, o)
     }
@@ -311,8 +320,8 @@ fn no_ptrace_records_no_system_call_and_says_so() {
     assert!(meta.contains("\tno_syscalls = \"--no-ptrace was given\";") && !meta.contains("syscall_source"), "{meta}");
     let r = rep::report(&out, &Options::default()).unwrap();
     assert!(r.syscalls.is_empty());
-    assert_eq!(r.notes.iter().filter(|n| n.contains("tier 1") || n.contains("system-call view")).cloned().collect::<Vec<_>>(), [
-        rep::tiers::TIER1_NOTE.to_string(),
-        "no system-call view in this trace: --no-ptrace was given".to_string()
-    ]);
+    assert_eq!(
+        r.notes.iter().filter(|n| n.contains("tier 1") || n.contains("system-call view")).cloned().collect::<Vec<_>>(),
+        [rep::tiers::TIER1_NOTE.to_string(), "no system-call view in this trace: --no-ptrace was given".to_string()]
+    );
 }

@@ -11,8 +11,8 @@ use system_tests as common;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use common::{copy_dir, program_here as program, TestDaemon};
 use common::strace::strace_counts;
+use common::{copy_dir, program_here as program, TestDaemon};
 use ust_analysis::report::analysis::Waker;
 use ust_analysis::report::testing::{check_pingpong, check_sleep};
 use ust_analysis::report::{self as rep, Options};
@@ -151,7 +151,6 @@ fn trace_out(d: &TestDaemon, out: &Path, cmd: &[&str]) -> String {
     assert!(o.status.success() && err.contains("kernel events recorded"), "{err}");
     String::from_utf8(o.stdout).unwrap()
 }
-
 
 /// Per system call, calls and errors equal `strace -f -c`'s for the same command, counted
 /// from the command's exec (the launcher's calls left out), errors named by errno.

@@ -43,9 +43,9 @@ pub mod stacks;
 pub mod stats;
 pub mod symbols;
 pub mod syscalls;
-pub mod tiers;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tiers;
 pub mod tracer;
 pub mod user_view;
 pub mod values;
