@@ -67,38 +67,51 @@ impl Running {
 }
 
 /// Spawns `cmd`: launched by the system-call recorder when `kernel` is tier 1 started with
-/// a system-call sink ([`super::perf::PerfRecorder::start_with_syscalls`]), saying on
-/// stderr that the view is on and how to turn it off, or why it is not; else as is.
+/// a system-call sink ([`super::perf::PerfRecorder::start_with_syscalls`], or the system
+/// calls alone, [`KernelView::Syscalls`]), saying on stderr that the view is on and how to
+/// turn it off, or why it is not; else as is.
 ///
 /// # Errors
 /// The command cannot run: not found (`NotFound`), its `execve` failed, the fork failed.
 pub fn spawn(mut cmd: Command, kernel: Option<&mut KernelView>) -> io::Result<Running> {
-    let Some(KernelView::Perf(perf)) = kernel else { return cmd.spawn().map(Running::Plain) };
-    let Some(sink) = perf.syscall_sink() else { return cmd.spawn().map(Running::Plain) };
+    // Where the recorder writes, and the perf recording whose metadata says how it went.
+    let (sink, mut perf) = match kernel {
+        Some(KernelView::Perf(p)) => match p.syscall_sink() {
+            Some(sink) => (sink, Some(p)),
+            None => return cmd.spawn().map(Running::Plain),
+        },
+        Some(KernelView::Syscalls(t)) => (t.sink().clone(), None),
+        _ => return cmd.spawn().map(Running::Plain),
+    };
+    let mut say = |v: SyscallView| {
+        if let Some(p) = perf.as_deref_mut() {
+            p.set_syscall_view(v);
+        }
+    };
     match SyscallRecorder::spawn(Launch::from_command(&cmd), sink) {
         Ok(rec) => {
             match rec.untraced() {
                 Some(why) => {
                     eprintln!("ust: no system-call view: {why}; the command runs without it");
-                    perf.set_syscall_view(SyscallView::Off(why.to_string()));
+                    say(SyscallView::Off(why.to_string()));
                 }
                 None => {
                     eprintln!("ust: {}", super::ptrace::ANNOUNCE);
-                    perf.set_syscall_view(SyscallView::Ptrace);
+                    say(SyscallView::Ptrace);
                 }
             }
             Ok(Running::Traced(Box::new(rec)))
         }
-        // The command itself could not run (its failed `execve` is in the trace).
+        // The command itself could not run (not found, or its `execve` failed).
         Err(SpawnError::Io(e)) => {
-            perf.set_syscall_view(SyscallView::Ptrace);
+            say(SyscallView::Ptrace);
             Err(e)
         }
         // The recorder could not start: the command runs without it.
         Err(e) => {
             let why = format!("the system-call recorder could not start: {e}");
             eprintln!("ust: no system-call view: {why}");
-            perf.set_syscall_view(SyscallView::Off(why));
+            say(SyscallView::Off(why));
             cmd.spawn().map(Running::Plain)
         }
     }

@@ -37,6 +37,9 @@ pub enum KernelView {
     Broker(Broker),
     /// The traced tasks, from perf_event_open (tier 1).
     Perf(PerfRecorder),
+    /// The traced tasks' system calls alone, with ptrace: tier 1 where perf_event_open is
+    /// refused (`perf_event_paranoid` 3, a container's seccomp profile).
+    Syscalls(super::ptrace::SyscallTrace),
 }
 
 /// What [`plan`] found.
@@ -143,7 +146,8 @@ fn start_broker(p: Pending, output: &TraceDir, pid: i32) -> Option<KernelView> {
 /// Tier 1, or none, with the reasons on stderr. With `syscalls` [`SyscallView::Ptrace`],
 /// the trace's table has the system-call recorder's classes too, and the command is to be
 /// launched by it ([`super::syscall_view::spawn`]); else the trace says why it has no
-/// system calls.
+/// system calls. Where perf_event_open is refused, the system calls alone
+/// ([`KernelView::Syscalls`]).
 pub fn start_perf(output: &TraceDir, tracefs_err: &KernelError, syscalls: &SyscallView) -> Option<KernelView> {
     let started = match syscalls {
         SyscallView::Ptrace => PerfRecorder::start_with_syscalls(output),
@@ -165,9 +169,23 @@ pub fn start_perf(output: &TraceDir, tracefs_err: &KernelError, syscalls: &Sysca
             Some(KernelView::Perf(p))
         }
         Err(e) => {
-            eprintln!("ust: {}", tracefs_err.explain());
-            eprintln!("ust: nor with perf_event_open: {e}");
-            None
+            let alone = (*syscalls == SyscallView::Ptrace).then(|| super::ptrace::SyscallTrace::create(output));
+            match alone {
+                Some(Ok(t)) => {
+                    eprintln!("ust: no tracefs access ({tracefs_err})");
+                    eprintln!("ust: nor with perf_event_open: {e}");
+                    eprintln!("ust: kernel view: tier 1 (ptrace only: the traced tasks' system calls, forks and execs; no switches, faults or stacks)");
+                    Some(KernelView::Syscalls(t))
+                }
+                _ => {
+                    eprintln!("ust: {}", tracefs_err.explain());
+                    eprintln!("ust: nor with perf_event_open: {e}");
+                    if let Some(Err(e)) = alone {
+                        eprintln!("ust: nor with ptrace: {e}");
+                    }
+                    None
+                }
+            }
         }
     }
 }
@@ -189,6 +207,10 @@ impl KernelView {
             }
             KernelView::Broker(b) => b.finish(output, traced_pid),
             KernelView::Perf(p) => p.finish(output, traced_pid),
+            KernelView::Syscalls(t) => {
+                t.finish(output, traced_pid)?;
+                Ok(KernelSummary { dir: output.path().join(super::KERNEL_DIR), ..Default::default() })
+            }
         }
     }
 }
