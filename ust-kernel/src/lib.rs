@@ -35,6 +35,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod arg_capture;
 pub mod argspec;
 pub mod bpf;
 pub mod captured;
@@ -125,6 +126,9 @@ pub struct KernelSummary {
     pub reader_cpu_ns: u64,
     /// The per-CPU buffer size of the system-wide tracefs instance, KiB ([`sizing`]).
     pub buffer_kb: u64,
+    /// What the system-call argument capture did ([`arg_capture`]); default (off, no
+    /// note) for the views that have none.
+    pub args: arg_capture::ArgsSummary,
 }
 
 pub(crate) fn page_layout(root: &Path) -> (ftrace::PageLayout, usize) {
@@ -141,6 +145,25 @@ pub(crate) fn page_layout(root: &Path) -> (ftrace::PageLayout, usize) {
 /// # Errors
 /// The write error, or the refusal of a `metadata` that is not a regular file.
 pub fn write_metadata(dir: &TraceDir, uuid: [u8; 16], table: &EventTable, datetime: &str, traced_pid: i32, offset: i64, source: &str) -> std::io::Result<()> {
+    write_metadata_env(dir, uuid, table, datetime, traced_pid, offset, source, &[])
+}
+
+/// [`write_metadata`] with more `env` entries (`key = "value";`, after lttng-modules' and
+/// this writer's own): the argument capture's ([`arg_capture::ArgsSummary::env`]).
+///
+/// # Errors
+/// As [`write_metadata`].
+#[allow(clippy::too_many_arguments)]
+pub fn write_metadata_env(
+    dir: &TraceDir,
+    uuid: [u8; 16],
+    table: &EventTable,
+    datetime: &str,
+    traced_pid: i32,
+    offset: i64,
+    source: &str,
+    extra_env: &[(&str, String)],
+) -> std::io::Result<()> {
     let boot = ust_core::clock::boot_id();
     let host = ust_ctf::metadata::hostname();
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -159,6 +182,19 @@ pub fn write_metadata(dir: &TraceDir, uuid: [u8; 16], table: &EventTable, dateti
         },
         table,
     );
+    // The extra entries close the `env` block (its first `};`), which render_metadata
+    // writes first after the trace block.
+    let text = match (extra_env.is_empty(), text.find("\tkernel_source = ")) {
+        (false, Some(at)) => {
+            let end = at + text[at..].find('\n').map_or(0, |i| i + 1);
+            let mut lines = String::new();
+            for (k, v) in extra_env {
+                lines += &format!("\t{k} = \"{}\";\n", ust_core::event::escape_tsdl(v));
+            }
+            format!("{}{lines}{}", &text[..end], &text[end..])
+        }
+        _ => text,
+    };
     ust_ctf::metadata::write_atomically(dir, &text)
 }
 
