@@ -100,11 +100,12 @@ fn fifos(dir: &Path, owner: Option<(u32, u32)>) -> (PathBuf, PathBuf) {
 }
 
 /// The shell of the scene: fd 3 is FIFO A, read (blocked), closed, then FIFO B, read
-/// (blocked). The writer opens each FIFO 0.4 s after the reader began to open it, and
-/// writes 0.4 s later: both the opens and the reads block.
+/// (blocked). The writer opens each FIFO 0.6 s after the reader began to open it, and
+/// writes 0.6 s later: both the opens and the reads block (the report's waits of more
+/// than 0.25 s are theirs, with room for a loaded machine's delays).
 fn scene(a: &Path, b: &Path) -> Vec<String> {
     let script = format!(
-        "(sleep 0.4; exec 4>{a}; sleep 0.4; echo a >&4; exec 4>&-; sleep 0.4; exec 5>{b}; sleep 0.4; echo b >&5) & \
+        "(sleep 0.6; exec 4>{a}; sleep 0.6; echo a >&4; exec 4>&-; sleep 0.6; exec 5>{b}; sleep 0.6; echo b >&5) & \
          exec 3<{a}; read -r -u 3 x; exec 3<&-; exec 3<{b}; read -r -u 3 y; echo $x$y",
         a = a.display(),
         b = b.display()
@@ -157,7 +158,7 @@ fn check_scene(out: &Path, a: &Path, b: &Path) {
     assert!(
         execs.iter().any(|f| f.starts_with("filename = \"/usr/bin/bash\", ")
             && f.contains(r#"filename_status = ( "ok" : container = 0 ), argv = 0x"#)
-            && f.contains(r#"argv_text = "[\"/usr/bin/bash\", \"-c\", \"(sleep 0.4; "#)),
+            && f.contains(r#"argv_text = "[\"/usr/bin/bash\", \"-c\", \"(sleep 0.6; "#)),
         "the shell's execve with its path and argv: {execs:#?}"
     );
     // The report: waits named by what the descriptor held then.

@@ -29,6 +29,11 @@ use crate::captured::CallArgs;
 /// pointers, and says it was asked to.
 pub const NO_ARGS_ENV: &str = "UST_KVIEW_NO_ARGS";
 
+/// How long captured calls are kept behind the merge's watermark for a `sys_enter`
+/// record that comes late (25 × [`crate::merge::COMMIT_MARGIN`]; at 200 000 calls a second,
+/// some 50 000 calls of about 150 bytes).
+pub const KEEP_BEHIND: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// `env.args_capture` of a trace whose system-call arguments were copied.
 pub const ENV_ON: &str = "bpf";
 /// `env.args_capture` of a trace with pointers only.
@@ -147,11 +152,13 @@ impl ArgCapture {
         c
     }
 
-    /// Drops the calls whose `sys_enter` record can no longer come: captured more than the
-    /// join's tolerance before `watermark` (ns), up to which every record was applied.
+    /// Drops the calls whose `sys_enter` record can no longer come: captured more than
+    /// [`KEEP_BEHIND`] before `watermark` (ns), up to which every record was applied (a
+    /// record may still come late, [`crate::merge`]: root's view writes it, with its
+    /// arguments while they are kept).
     pub fn expire(&mut self, watermark: u64) {
         if watermark != u64::MAX {
-            self.joiner.expire(watermark.saturating_sub(2 * TOLERANCE_NS));
+            self.joiner.expire(watermark.saturating_sub(KEEP_BEHIND.as_nanos() as u64 + TOLERANCE_NS));
         }
     }
 

@@ -22,7 +22,8 @@
 //! loss accounting), [`filter`] (what a view keeps), [`perf`] (tier 1:
 //! `perf_event_open` on the traced tasks, for any user), [`ptrace`] (tier 1's system calls,
 //! recorded with ptrace as strace records them), [`bpf`] (system-call arguments copied by
-//! a BPF program, [`argspec`] which ones, [`captured`] their values and CTF bytes). The
+//! a BPF program, [`argspec`] which ones, [`captured`] their values and CTF bytes,
+//! [`arg_capture`] its run in the tracefs recordings). The
 //! crate is shared by `ust-cli` (`ust trace --kernel`; its `kernel::view` chooses the tier)
 //! and `ust-consumerd` (root's daemon as the kernel broker of ordinary users).
 //!

@@ -6,9 +6,15 @@
 //! instances/ust-<pid>-<n>/per_cpu/cpuN/trace_pipe_raw ───┐  sched, irq, timers: system-wide
 //! instances/ust-<pid>-<n>-t/per_cpu/cpuN/trace_pipe_raw ─┤  syscalls, faults, filemap: the
 //!                                                        │  traced tree only (set_event_pid)
+//! BPF ring (crate::arg_capture: paths, argv, sockaddrs of the tree's calls) ─────┤
 //!   one thread (crate::merge): read every CPU, decode pages, merge by time, apply the
-//!   filter ──> ctf::CpuStream ──> <dir>/channel0_N (system-wide), <dir>/tree_N, metadata
+//!   filter, join the copied arguments to the sys_enter records
+//!   ──> ctf::CpuStream ──> <dir>/channel0_N (system-wide), <dir>/tree_N, metadata
 //! ```
+//!
+//! The argument capture ([`crate::arg_capture`]) is started first, before the events are
+//! enabled, and follows the traced pid from [`Prepared::start`]; where the kernel refuses
+//! BPF the trace keeps the pointers and its metadata says why (`env.args_capture`).
 //!
 //! Two instances. The first records scheduling, interrupts and timers system-wide: the
 //! wakers of the traced tasks and the interrupt contexts they run in are needed whoever
