@@ -345,10 +345,11 @@ fn live_blocked_read_names_the_descriptor() {
     let script = format!("exec 0<>{f}; (sleep 0.3; echo x >{f}) & read -r l; echo $l", f = fifo.display());
     assert_eq!(trace_out(&d, &out, &["sh", "-c", &script]).trim(), "x");
     let r = wakeups(&out);
-    let want = format!("read(0<{}>)", fifo.display());
+    // The whole call as strace writes it: the descriptor, the buffer, the count.
+    let want = format!("read(0<{}>, 0x", fifo.display());
     let w =
         r.wakeups.as_ref().unwrap().iter().find(|w| w.name == "sh" && w.blocked_in == "syscall read" && w.duration_ns > 250_000_000).expect("the shell's read");
-    assert_eq!(w.call.as_deref(), Some(want.as_str()), "{w:?}");
+    assert!(w.call.as_deref().is_some_and(|c| c.starts_with(&want) && c.ends_with(", 1)")), "{w:?}");
     assert!(rep::render_text(&r).contains(&format!("in syscall read: {want}")));
 }
 

@@ -22,7 +22,8 @@
 //! loss accounting), [`filter`] (what a view keeps), [`perf`] (tier 1:
 //! `perf_event_open` on the traced tasks, for any user), [`ptrace`] (tier 1's system calls,
 //! recorded with ptrace as strace records them), [`bpf`] (system-call arguments copied by
-//! a BPF program, [`argspec`] which ones, [`captured`] their values and CTF bytes). The
+//! a BPF program, [`argspec`] which ones, [`captured`] their values and CTF bytes,
+//! [`arg_capture`] its run in the tracefs recordings). The
 //! crate is shared by `ust-cli` (`ust trace --kernel`; its `kernel::view` chooses the tier)
 //! and `ust-consumerd` (root's daemon as the kernel broker of ordinary users).
 //!
@@ -35,6 +36,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod arg_capture;
 pub mod argspec;
 pub mod bpf;
 pub mod captured;
@@ -125,6 +127,9 @@ pub struct KernelSummary {
     pub reader_cpu_ns: u64,
     /// The per-CPU buffer size of the system-wide tracefs instance, KiB ([`sizing`]).
     pub buffer_kb: u64,
+    /// What the system-call argument capture did ([`arg_capture`]); default (off, no
+    /// note) for the views that have none.
+    pub args: arg_capture::ArgsSummary,
 }
 
 pub(crate) fn page_layout(root: &Path) -> (ftrace::PageLayout, usize) {
@@ -145,7 +150,8 @@ pub fn write_metadata(dir: &TraceDir, uuid: [u8; 16], table: &EventTable, dateti
 }
 
 /// [`write_metadata`] with more `env` keys after `kernel_source` (`extra_env`: key, string
-/// value; [`ctf::KernelMetadata::extra_env`]).
+/// value; [`ctf::KernelMetadata::extra_env`]): tier 1's system-call source, the argument
+/// capture's counts ([`arg_capture::ArgsSummary::env`]).
 ///
 /// # Errors
 /// As [`write_metadata`].

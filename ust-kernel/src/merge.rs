@@ -47,6 +47,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::arg_capture::ArgCapture;
 use crate::ctf::{CpuStream, EventTable};
 use crate::filter::{Verdict, ViewFilter};
 use crate::format;
@@ -202,6 +203,8 @@ pub(crate) struct Merge {
     debug: bool,
     root_pid: i32,
     switch_id: Option<u64>,
+    /// The system-call arguments copied by BPF, joined to the `sys_enter` records written.
+    args: ArgCapture,
 }
 
 /// Gives the calling thread nice -20 (the best CFS priority), if it may.
@@ -230,6 +233,7 @@ impl Merge {
         buffers: Vec<Buffer>,
         layout: crate::ftrace::PageLayout,
         page_size: usize,
+        args: ArgCapture,
     ) -> Merge {
         let root_pid = filter.visible().next().unwrap_or(0);
         let switch_id = table.events.iter().find(|e| e.name == "sched_switch").and_then(|e| e.format.as_ref()).map(|f| u64::from(f.id));
@@ -251,12 +255,14 @@ impl Merge {
             debug: crate::view_recorder::debug_enabled(),
             root_pid,
             switch_id,
+            args,
         }
     }
 
     /// Reads and writes until `stop` is set and everything is in; returns the streams (for
-    /// their counters) and what it did, or the first write error.
-    pub fn run(mut self, stop: &AtomicBool) -> (Vec<CpuStream>, Outcome, Option<String>) {
+    /// their counters), what it did, the argument capture (to finish) and the first write
+    /// error.
+    pub fn run(mut self, stop: &AtomicBool) -> (Vec<CpuStream>, Outcome, ArgCapture, Option<String>) {
         raise_priority();
         let mut page = vec![0u8; self.page_size.max(64 * 1024)];
         let mut last_flush = Instant::now();
@@ -276,6 +282,8 @@ impl Merge {
             for bi in 0..self.buffers.len() {
                 all_read &= self.read_buffer(bi, &mut page, stop_rounds);
             }
+            // The copies of every sys_enter record read so far are in the BPF ring now.
+            self.args.drain();
             self.observe_batch();
             let now = ust_core::clock::monotonic_ns();
             self.filter.recheck(now, ust_core::clock::monotonic_ns);
@@ -291,6 +299,7 @@ impl Merge {
             // Stopping (recording is off): once every buffer is read to its end, all is in.
             let last = stopping && all_read;
             self.apply_up_to(if last { u64::MAX } else { evidence });
+            self.args.expire(evidence);
             if last || last_flush.elapsed() >= FLUSH_EVERY {
                 for s in self.streams.iter_mut().filter(|s| s.pending()) {
                     if let Err(e) = s.flush() {
@@ -317,7 +326,7 @@ impl Merge {
             }
         }
         self.out.cpu_ns = thread_cpu_ns();
-        (self.streams, self.out, self.err)
+        (self.streams, self.out, self.args, self.err)
     }
 
     /// Reads up to [`PAGES_PER_ROUND`] pages of buffer `bi` into the batch; returns whether
@@ -505,9 +514,10 @@ impl Merge {
 
     /// Writes one kept record into stream `i`: the one place every record of the trace
     /// passes (a `raw_syscalls:sys_enter` record becomes its `syscall_entry_<name>` event
-    /// here; a per-record hook, such as one attaching captured arguments, goes here).
+    /// here, with the arguments the BPF capture copied).
     fn write(&mut self, i: usize, ts: u64, payload: &[u8]) {
-        if let Err(e) = self.streams[i].push_record(ts, payload) {
+        let args = &mut self.args;
+        if let Err(e) = self.streams[i].push_record_joined(ts, payload, &mut |ts, tid, nr, a| args.take(ts, tid, nr, a)) {
             self.err.get_or_insert(e.to_string());
         }
     }

@@ -6,9 +6,15 @@
 //! instances/ust-<pid>-<n>/per_cpu/cpuN/trace_pipe_raw ───┐  sched, irq, timers: system-wide
 //! instances/ust-<pid>-<n>-t/per_cpu/cpuN/trace_pipe_raw ─┤  syscalls, faults, filemap: the
 //!                                                        │  traced tree only (set_event_pid)
+//! BPF ring (crate::arg_capture: paths, argv, sockaddrs of the tree's calls) ─────┤
 //!   one thread (crate::merge): read every CPU, decode pages, merge by time, apply the
-//!   filter ──> ctf::CpuStream ──> <dir>/channel0_N (system-wide), <dir>/tree_N, metadata
+//!   filter, join the copied arguments to the sys_enter records
+//!   ──> ctf::CpuStream ──> <dir>/channel0_N (system-wide), <dir>/tree_N, metadata
 //! ```
+//!
+//! The argument capture ([`crate::arg_capture`]) is started first, before the events are
+//! enabled, and follows the traced pid from [`Prepared::start`]; where the kernel refuses
+//! BPF the trace keeps the pointers and its metadata says why (`env.args_capture`).
 //!
 //! Two instances. The first records scheduling, interrupts and timers system-wide: the
 //! wakers of the traced tasks and the interrupt contexts they run in are needed whoever
@@ -36,6 +42,7 @@ use std::sync::{Arc, Mutex};
 
 use ust_ctf::outdir::TraceDir;
 
+use crate::arg_capture::{ArgCapture, ArgsSummary};
 use crate::ctf::{CpuStream, EventTable, Given};
 use crate::filter::ViewFilter;
 use crate::merge::{Buffer, Merge};
@@ -108,6 +115,7 @@ pub struct Prepared {
     stale_removed: Vec<String>,
     all: bool,
     buffer_kb: u64,
+    args: ArgCapture,
 }
 
 /// A running recording.
@@ -130,6 +138,9 @@ impl ViewRecorder {
         let root = tracefs::root()?;
         let stale_removed = tracefs::remove_stale(&root);
         let name = format!("{}{}-{}", tracefs::INSTANCE_PREFIX, std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        // The argument capture first: its program then runs before ftrace's probe on
+        // `raw_syscalls:sys_enter` (crate::bpf::Capture::start).
+        let args = ArgCapture::start(&root);
         let main = tracefs::Instance::create_named(&root, &name)?;
         let tree = if all && opts.system_wide { None } else { Some(tracefs::Instance::create_named(&root, &format!("{name}-t"))?) };
         for inst in std::iter::once(&main).chain(&tree) {
@@ -164,8 +175,8 @@ impl ViewRecorder {
                 kb
             }
         };
-        let table = Arc::new(EventTable::with_syscall_args(formats, &lttng::read_syscall_args(&main.dir().join("events"))));
-        Ok(Prepared { main, tree, table, missing, stale_removed, all, buffer_kb })
+        let table = Arc::new(EventTable::with_captured_args(formats, &lttng::read_syscall_args(&main.dir().join("events")), args.on()));
+        Ok(Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, args })
     }
 
     /// [`ViewRecorder::prepare`] and [`Prepared::start`] with the default [`Options`], into
@@ -249,6 +260,12 @@ impl Prepared {
         &self.missing
     }
 
+    /// Whether the system-call arguments will be copied, and why not
+    /// ([`crate::arg_capture`]).
+    pub fn args_summary(&self) -> &ArgsSummary {
+        self.args.summary()
+    }
+
     /// Starts the thread that writes the view of `filter` through `dir` (for a user's view,
     /// as that user), and turns recording on once the first metadata and the state dump are
     /// written; the traced tree's instance follows `filter`'s root pid.
@@ -256,11 +273,12 @@ impl Prepared {
     /// # Errors
     /// [`KernelError`]: tracefs, or the thread's first writes into `dir`.
     pub fn start(self, dir: TraceDir, filter: ViewFilter) -> Result<ViewRecorder, KernelError> {
-        let Prepared { main, tree, table, missing, stale_removed, all, buffer_kb } = self;
+        let Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, mut args } = self;
         if all != filter.sees_all() {
             return Err(KernelError::Io(std::io::Error::other("prepared for another kind of view")));
         }
         let root_pid = filter.visible().next().unwrap_or(0);
+        args.follow(root_pid);
         if let Some(t) = &tree {
             tracefs::write(&t.dir().join("set_event_pid"), &root_pid.to_string())?;
             tracefs::write(&t.dir().join("options/event-fork"), "1")?;
@@ -294,7 +312,9 @@ impl Prepared {
                 }
                 let uuid = *uuid::Uuid::new_v4().as_bytes();
                 let datetime = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
-                crate::write_metadata(&dir, uuid, &table, &datetime, 0, ust_core::clock::realtime_offset_ns(), source)?;
+                let env = args.summary().env();
+                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                crate::write_metadata_env(&dir, uuid, &table, &datetime, 0, ust_core::clock::realtime_offset_ns(), source, &env)?;
                 let mut streams = Vec::new();
                 for &cpu in &cpus {
                     streams.push(CpuStream::create(&dir, table.clone(), uuid, cpu)?);
@@ -324,8 +344,9 @@ impl Prepared {
                     return Err(e.to_string());
                 }
             };
-            let m = Merge::new(table.clone(), filter, streams, buffers, layout, page_size);
-            let (streams, out, mut err) = m.run(&st);
+            let m = Merge::new(table.clone(), filter, streams, buffers, layout, page_size, args);
+            let (streams, out, args, mut err) = m.run(&st);
+            let args = args.finish();
             // Not finished (the connection dropped): a fresh clock offset, no traced pid.
             let (traced_pid, offset) = fa.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or((0, ust_core::clock::realtime_offset_ns()));
             let mut counts = vec![0u64; table.events.len()];
@@ -337,7 +358,10 @@ impl Prepared {
                 lost += s.stats.lost;
                 bad += s.stats.bad;
             }
-            if let Err(e) = crate::write_metadata(&dir, uuid, &table, &ust_ctf::datetime::iso_at(ust_ctf::datetime::now()), traced_pid, offset, source) {
+            let now = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
+            let env = args.env();
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            if let Err(e) = crate::write_metadata_env(&dir, uuid, &table, &now, traced_pid, offset, source, &env) {
                 err.get_or_insert(e.to_string());
             }
             if let Some(e) = err {
@@ -354,6 +378,7 @@ impl Prepared {
                 late: out.late,
                 reader_cpu_ns: out.cpu_ns,
                 buffer_kb,
+                args,
             })
         })?;
         match ready_rx.recv() {

@@ -18,7 +18,7 @@
 //!
 //! Without kernel events, [`user_view`] reports what the program's own tracepoints show.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 #[cfg(test)]
 use std::path::PathBuf;
 
@@ -99,8 +99,8 @@ struct RawWait {
 #[derive(Default, Debug)]
 struct Task {
     events: u64,
-    /// The system call in progress, its first argument and its entry time.
-    syscall: Option<(String, Option<u64>, u64)>,
+    /// The system call in progress, the index of its entry event and its entry time.
+    syscall: Option<(String, usize, u64)>,
     blocked_call: Option<String>,
     blocked_name: Option<String>,
     running_since: Option<u64>,
@@ -166,13 +166,14 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let has_filemap = opt.faults && super::faults::records_major(l, dir);
     let mut clone_flags: HashMap<i32, u64> = HashMap::new();
     let mut last_ust: HashMap<i32, String> = HashMap::new();
-    let mut fds: HashMap<i32, BTreeMap<i32, String>> = HashMap::new();
+    // The descriptors as each call saw them.
+    let mut fdt = super::fdtable::FdTable::new(Some(dir));
     // Per thread, the time of the last fault sample of root's stacks side trace.
     let mut stack_sample: HashMap<i32, u64> = HashMap::new();
     let mut stack_copy_faults = 0u64;
     // Waits that ended at the task's first own event, with no switch-in recorded.
     let mut unrecorded_switch_ins = 0u64;
-    for e in &l.events {
+    for (ei, e) in l.events.iter().enumerate() {
         if e.domain == Domain::Ust {
             last_ust.insert(e.pid, e.name.clone());
             if tree.contains(&e.tid) || tree.contains(&e.pid) {
@@ -184,6 +185,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         if t != 0 {
             tasks.entry(t).or_default().events += 1;
         }
+        fdt.observe(e, *tgid.get(&t).unwrap_or(&t));
         // A blocked task that is the current task of a tracepoint's event runs again, switch-in
         // recorded or not (see the module docs): its wait ends here. perf's records
         // (`perf_*`: tier 1, root's stacks side trace), the state dump and tier 1's ptrace
@@ -254,7 +256,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             "syscall_entry" => {
                 let name = e.text("name").unwrap_or_default();
                 let task = tasks.entry(t).or_default();
-                task.syscall = Some((name, super::syscalls::arg0(e), e.ts));
+                task.syscall = Some((name, ei, e.ts));
                 for i in task.pending_faults.drain(..) {
                     if let Some(f) = faults.get_mut(i) {
                         f.until_user_ns = Some(e.ts.saturating_sub(f.ts_ns));
@@ -351,17 +353,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                                 None => "user space".into(),
                             },
                         };
-                        p.blocked_call = match &p.syscall {
-                            Some((n, Some(fd), _)) if super::syscalls::takes_fd(n) => {
-                                let pid = *tgid.get(&prev).unwrap_or(&prev);
-                                let path = fds.entry(pid).or_insert_with(|| ust_kernel::procfs::read_fds(dir, pid)).get(&(*fd as i32)).cloned();
-                                Some(match path {
-                                    Some(path) => format!("{n}({fd}<{path}>)"),
-                                    None => format!("{n}({fd})"),
-                                })
-                            }
-                            _ => None,
-                        };
+                        let pid = *tgid.get(&prev).unwrap_or(&prev);
+                        p.blocked_call = p.syscall.as_ref().map(|c| super::call_text::render(&l.events[c.1], pid, &mut fdt));
                         p.blocked_since = Some((e.ts, blocked_in));
                         p.blocked_name = e.text("prev_comm");
                         p.wake = None;
@@ -671,7 +664,7 @@ mod tests {
             named_switch(330, rt, 1, prog),
             call(331, 10, "syscall_exit", "read"),
         ];
-        let mut env = BTreeMap::new();
+        let mut env = std::collections::BTreeMap::new();
         env.insert("traced_pid".to_string(), "10".to_string());
         let l = Loaded { events, kernel_env: Some(env), user_stacks: false, processes: Vec::new(), problems: 0, ..Default::default() };
         let opt = Options { wakeups: true, tracer: true, min_block_ns: 0, ..Options::default() };

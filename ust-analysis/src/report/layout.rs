@@ -45,6 +45,28 @@ fn syscall_of(name: &str) -> Option<(bool, &str, bool)> {
     name.strip_prefix("sys_").map(|c| (true, c, true))
 }
 
+/// The field [`normalize`] adds to a `syscall_entry` of LTTng's layout: the index of its
+/// first named argument (the fields from there to `args` are the call's, as recorded).
+pub const PAYLOAD_AT: &str = "payload_at";
+
+/// The fields a captured argument adds beside the call's own ([`ust_kernel::lttng::entry_fields`]):
+/// sockaddr fields after the arguments.
+const SOCKADDR_TAIL: [&str; 5] = ["family", "dport", "v4addr", "v6addr", "sun_path"];
+
+/// The call's arguments in their order, as numbers where the trace has them: a captured
+/// string `<name>` stands as its pointer `<name>_ptr`, and the capture's `<name>_status`,
+/// `<name>_text` and sockaddr fields are not arguments. A trace without captured fields
+/// (lttng-modules' own: its strings are the arguments) keeps every field.
+fn raw_args(payload: &[(String, Value)]) -> Vec<Value> {
+    let has = |n: &str| payload.iter().any(|(m, _)| m == n);
+    let captured = payload.iter().any(|(n, _)| n.ends_with("_status"));
+    payload
+        .iter()
+        .filter(|(n, _)| !captured || !(n.ends_with("_status") || n.ends_with("_text") || SOCKADDR_TAIL.contains(&n.as_str()) || has(&format!("{n}_ptr"))))
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
 /// Renames without a new allocation when the old name's buffer holds the new one.
 fn rename(s: &mut String, to: &str) {
     s.clear();
@@ -97,7 +119,9 @@ pub fn normalize(e: &mut Event, n_ctx: usize, map_unknown: bool, tasks: &mut Tas
         let call = name_of_unknown(e, call);
         if entry {
             if !e.fields.iter().any(|(n, _)| n == "args") {
-                let args: Vec<Value> = e.fields.iter().skip(n_ctx).map(|(_, v)| v.clone()).collect();
+                let args = raw_args(e.fields.get(n_ctx..).unwrap_or_default());
+                // Where the named arguments start, for the call's text (super::call_text).
+                e.fields.push((PAYLOAD_AT.into(), Value::Unsigned(n_ctx as u64)));
                 e.fields.push(("args".into(), Value::List(args)));
             }
             // Only the pre-2.7 exits need their thread's call.

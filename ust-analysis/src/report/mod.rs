@@ -31,7 +31,9 @@
 
 pub mod addrspace;
 pub mod analysis;
+pub mod call_text;
 pub mod faults;
+pub mod fdtable;
 pub mod layout;
 pub mod load;
 pub mod loss;
@@ -74,6 +76,9 @@ pub fn report(dir: &Path, opt: &Options) -> Result<Report, String> {
     }
     if l.problems > 0 {
         r.notes.push(format!("{} packet(s) or record(s) could not be read and were skipped", l.problems));
+    }
+    if let Some(n) = l.kernel_env.as_ref().and_then(call_text::capture_note) {
+        r.notes.push(n);
     }
     // Freeing every event is a fifth of a kernel trace's report: off the caller's path.
     std::thread::spawn(move || drop(l));
@@ -345,10 +350,7 @@ fn syscall_totals(s: &mut String, r: &Report) {
     if !r.slowest_syscalls.is_empty() {
         let _ = writeln!(s, "\nSlowest system calls:");
         for c in &r.slowest_syscalls {
-            let ret = match &c.error {
-                Some(e) => format!("-1 {e}"),
-                None => c.ret.to_string(),
-            };
+            let ret = call_text::result_text(c.ret);
             let _ = writeln!(
                 s,
                 "  {:>13}  {} [{}] {} = {ret} (at +{:.6} s)",

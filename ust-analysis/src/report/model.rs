@@ -110,8 +110,10 @@ pub struct Wait {
     /// first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stack: Vec<super::symbols::Frame>,
-    /// The blocking call as strace writes it, its descriptor named by path where the trace
-    /// saw it open (`read(3</etc/hostname>)`; `read(3)` when it did not).
+    /// The blocking call as strace writes it ([`super::call_text`]), its descriptors named
+    /// by what they held at the time of the call (`read(3</etc/hostname>, 0x7ffc…, 4096)`;
+    /// `read(3, …)` when the trace does not tell), its paths as strings where the trace
+    /// copied them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
     /// The wait is ust's, not the program's ([`super::tracer`]): why (`ust's runtime`

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::load::{Domain, Loaded};
+use super::load::{Domain, Event, Loaded};
 use super::stats::percentile;
 
 /// Linux errno names (asm-generic/errno-base.h, errno.h; x86-64 uses these), index = errno.
@@ -237,7 +237,8 @@ pub struct SlowCall {
     pub tid: i32,
     /// Thread name.
     pub thread: String,
-    /// The call as strace writes it, its first argument only: `read(3)`.
+    /// The call as strace writes it, descriptors named by what they held then
+    /// (`read(3</tmp/fifo>, 0x7ffc8a9e0f37, 1)`, [`super::call_text`]).
     pub call: String,
     /// Entry to exit (ns).
     pub duration_ns: u64,
@@ -265,16 +266,6 @@ pub struct Calls {
 
 /// How many of the slowest calls are kept.
 pub const SLOWEST: usize = 10;
-
-/// The call text: `name(arg0)` with the first argument as strace prints a descriptor or
-/// number (decimal).
-fn call_text(name: &str, arg0: Option<u64>) -> String {
-    match arg0 {
-        Some(a) if a < 1 << 31 => format!("{name}({a})"),
-        Some(a) => format!("{name}({:#x})", a),
-        None => format!("{name}()"),
-    }
-}
 
 /// Whether system call `name` takes a descriptor as its first argument.
 pub fn takes_fd(name: &str) -> bool {
@@ -429,16 +420,24 @@ pub fn count(
         }
     }
     let from = exec_ns.unwrap_or(0);
-    let mut open: HashMap<i32, (u64, String, Option<u64>)> = HashMap::new();
+    let mut open: HashMap<i32, (u64, String, &Event)> = HashMap::new();
+    // The descriptors as each call saw them (the tree's events from the start).
+    let mut fdt = super::fdtable::FdTable::new(None);
     let (mut program, mut ust) = (Tally::default(), Tally::default());
     let name_of = |t: i32| comm.get(&t).cloned().unwrap_or_else(|| "?".into());
-    for e in kernel().filter(|e| e.ts >= from) {
+    for e in kernel() {
+        let pid = *tgid.get(&e.tid).unwrap_or(&e.tid);
+        if e.ts < from || !e.name.starts_with("syscall_") {
+            fdt.observe(e, pid);
+            continue;
+        }
         match e.name.as_str() {
             "syscall_entry" => {
-                open.insert(e.tid, (e.ts, e.text("name").unwrap_or_default(), arg0(e)));
+                open.insert(e.tid, (e.ts, e.text("name").unwrap_or_default(), e));
             }
             "syscall_exit" => {
-                let Some((start, name, a0)) = open.remove(&e.tid) else {
+                let Some((start, name, entry)) = open.remove(&e.tid) else {
+                    fdt.observe(e, pid);
                     continue;
                 };
                 let ret = e.int("ret").unwrap_or(0);
@@ -446,17 +445,17 @@ pub fn count(
                     ts_ns: start,
                     tid: e.tid,
                     thread: name_of(e.tid),
-                    call: call_text(&name, a0),
+                    call: super::call_text::render(entry, pid, &mut fdt),
                     duration_ns: e.ts.saturating_sub(start),
                     ret,
                     error: error_of(ret).map(errno_name),
                 };
-                let pid = *tgid.get(&e.tid).unwrap_or(&e.tid);
                 let side = if is_ust(e.tid, start, &name, ret) { &mut ust } else { &mut program };
                 side.add(call, pid, &name);
             }
             _ => {}
         }
+        fdt.observe(e, pid);
     }
     (program.finish(comm, exec_ns), ust.finish(comm, exec_ns))
 }
@@ -497,7 +496,5 @@ mod tests {
         assert_eq!(error_of(-4096), None);
         assert_eq!(error_of(0), None);
         assert_eq!(error_of(3), None);
-        assert_eq!(call_text("read", Some(3)), "read(3)");
-        assert_eq!(call_text("mmap", Some(0x7f00_0000_0000)), "mmap(0x7f0000000000)");
     }
 }

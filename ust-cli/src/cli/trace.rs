@@ -408,6 +408,10 @@ fn finish_kernel(
                 if !s.missing_events.is_empty() {
                     eprintln!("ust: kernel events this kernel lacks: {}", s.missing_events.join(", "));
                 }
+                // Said once, from the trace's metadata (tier 2's capture runs in root's daemon).
+                if let Some(n) = ust_analysis::report::call_text::trace_capture_note(&out.path()) {
+                    eprintln!("ust: {n}");
+                }
                 print_kernel_loss(&out.path(), s.lost);
             }
             Err(e) => eprintln!("ust: kernel trace: {e}"),

@@ -71,9 +71,14 @@ impl Joiner {
     /// earliest after it; `None` when there is none.
     pub fn take(&mut self, tid: i32, nr: u32, ts: u64, args: &[u64; 6]) -> Option<CallArgs> {
         let q = self.pending.get_mut(&(tid, nr))?;
-        let fits = |c: &CallArgs| c.ktime.abs_diff(ts) <= self.tolerance && c.records.iter().all(|r| args.get(usize::from(r.arg)) == Some(&r.ptr));
-        let before = q.iter().rposition(|c| c.ktime <= ts && fits(c));
-        let i = before.or_else(|| q.iter().position(|c| c.ktime > ts && fits(c)))?;
+        let tol = self.tolerance;
+        let fits = |c: &CallArgs| c.records.iter().all(|r| args.get(usize::from(r.arg)) == Some(&r.ptr));
+        // The queue is in time order: only the calls within the tolerance on either side
+        // of `ts` are looked at (a thread's calls captured ahead of the records applied
+        // can be many; a scan of them all for every record made the join quadratic).
+        let split = q.partition_point(|c| c.ktime <= ts);
+        let before = (0..split).rev().take_while(|&i| ts - q[i].ktime <= tol).find(|&i| fits(&q[i]));
+        let i = before.or_else(|| (split..q.len()).take_while(|&i| q[i].ktime - ts <= tol).find(|&i| fits(&q[i])))?;
         let c = q.remove(i);
         if q.is_empty() {
             self.pending.remove(&(tid, nr));
