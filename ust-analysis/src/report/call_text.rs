@@ -181,6 +181,11 @@ fn named_args(call: &str, payload: &[(String, Value)], pid: i32, fds: &mut FdTab
         if captured && (n.ends_with("_status") || n.ends_with("_ptr") || n.ends_with("_text") || SOCKADDR_TAIL.contains(&n.as_str())) {
             continue;
         }
+        // The text of an argument recorded beside it (tier 1's ptrace `argv_text`) is shown
+        // in its place, below.
+        if n.strip_suffix("_text").is_some_and(has) {
+            continue;
+        }
         let status = get(&format!("{n}_status")).and_then(int_of);
         let ptr = || get(&format!("{n}_ptr")).or(Some(v)).and_then(int_of).map_or_else(|| "?".into(), |p| format!("{:#x}", p as u64));
         let text = match (v, status) {
@@ -200,6 +205,11 @@ fn named_args(call: &str, payload: &[(String, Value)], pid: i32, fds: &mut FdTab
             },
             // A sockaddr: the fields after the arguments.
             (_, Some(st)) => sockaddr(st, &get, ptr),
+            // An argument read with ptrace (no status: it was read whole), its text beside it.
+            (_, None) if matches!(get(&format!("{n}_text")), Some(Value::Str(_))) => match get(&format!("{n}_text")) {
+                Some(Value::Str(t)) => t.clone(),
+                _ => ptr(),
+            },
             _ => {
                 let Some(x) = int_of(v) else {
                     out.push("?".into());
@@ -323,6 +333,17 @@ mod tests {
             ],
         );
         assert_eq!(render(&e, 7, &mut fds), r#"execve("/bin/sh", ["sh", "-c", "true"], 0x7ffd00000000)"#);
+        // Tier 1's ptrace layout: the strings read whole (no status), argv's text after envp.
+        let p = entry(
+            "execve",
+            vec![
+                ("filename", s("/usr/bin/sh")),
+                ("argv", Value::Unsigned(0x3000)),
+                ("envp", Value::Unsigned(0x7ffd_0000_0000)),
+                ("argv_text", s(r#"["sh", "-c", "true"]"#)),
+            ],
+        );
+        assert_eq!(render(&p, 7, &mut fds), r#"execve("/usr/bin/sh", ["sh", "-c", "true"], 0x7ffd00000000)"#);
         let c = entry(
             "connect",
             vec![
