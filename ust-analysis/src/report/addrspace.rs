@@ -59,8 +59,8 @@ const MREMAP_DONTUNMAP: u64 = 4;
 pub const CLONE_VM: u64 = 0x100;
 /// `CLONE_THREAD`: the new task is a thread of the same process.
 pub const CLONE_THREAD: u64 = 0x1_0000;
-/// Page size (x86-64).
-const PAGE: u64 = super::faults::PAGE;
+/// Page size the offsets are divided by (x86-64).
+pub const PAGE: u64 = 4096;
 
 /// `n` rounded up to a page (saturating).
 fn page_up(n: u64) -> u64 {

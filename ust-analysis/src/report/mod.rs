@@ -31,6 +31,7 @@
 
 pub mod addrspace;
 pub mod analysis;
+pub mod event;
 pub mod faults;
 pub mod layout;
 pub mod load;
