@@ -152,7 +152,7 @@ fn bench(c: &mut Criterion) {
 
 /// `iters` events from each of two threads pinned to CPUs 0 and 1, in batches separated by
 /// a barrier while thread 0 drains; returns the slower thread's emitting time.
-fn two_threads(iters: u64, bufs: &[ringbuffer::Buffer]) -> Duration {
+fn two_threads(iters: u64, bufs: &[ringbuffer::Reader]) -> Duration {
     benches::ran(iters);
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let barrier = Arc::new(Barrier::new(2));

@@ -5,7 +5,7 @@
 //! read alone, for each clock.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use ringbuffer::{Buffer, Clock, SlotSize};
+use ringbuffer::{Clock, SlotSize, Writer};
 use ust_core::clock::{ClockKind, TraceClock};
 use ust_core::packet::CtfPacketLayout;
 
@@ -18,7 +18,7 @@ impl Clock for Constant {
 }
 
 #[inline(always)]
-fn one<C: Clock>(buf: &Buffer, clock: &C) {
+fn one<C: Clock>(buf: &Writer, clock: &C) {
     let size = SlotSize { compact: 16, extended: 25 };
     if let Ok(mut r) = buf.reserve(&CtfPacketLayout, clock, size) {
         buf.slot(&mut r)[1] = 1;

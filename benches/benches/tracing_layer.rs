@@ -120,7 +120,7 @@ fn bench(c: &mut Criterion) {
 
 /// Times `f` as the bench `name` into `bufs` (drained between batches), then prints what it
 /// recorded ([`benches::Tally`]).
-fn recorded(c: &mut Criterion, name: &str, f: &dyn Fn(), bufs: &[ringbuffer::Buffer]) {
+fn recorded(c: &mut Criterion, name: &str, f: &dyn Fn(), bufs: &[ringbuffer::Reader]) {
     let mut tally = benches::Tally::new(bufs);
     c.bench_function(name, |b| b.iter_custom(|iters| benches::timed_batches(iters, bufs, f)));
     tally.report(name, bufs);

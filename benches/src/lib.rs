@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
+use ringbuffer::{Buffer, BufferConfig, Mode, Reader, StreamIdentity, Writer};
 use ust_core::clock::{tsc, ClockKind, TraceClock};
 use ust_core::packet::HEADER_SIZE;
 
@@ -29,7 +29,7 @@ pub fn quick() -> bool {
 
 /// One buffer of `subbuf_size` x `num_subbuf` on a fresh memfd: the writer's mapping and
 /// the reader's (as the daemon holds it).
-pub fn memfd_buffer(cpu: u32, subbuf_size: u64, num_subbuf: u32) -> (Buffer, Buffer) {
+pub fn memfd_buffer(cpu: u32, subbuf_size: u64, num_subbuf: u32) -> (Writer, Reader) {
     let cfg = BufferConfig {
         subbuf_size,
         num_subbuf,
@@ -41,8 +41,8 @@ pub fn memfd_buffer(cpu: u32, subbuf_size: u64, num_subbuf: u32) -> (Buffer, Buf
     rustix::fs::ftruncate(&fd, cfg.file_size().expect("geometry") as u64).expect("ftruncate");
     let file = File::from(fd);
     let map = || memmap2::MmapOptions::new().map_raw(&file).expect("mmap");
-    let reader = Buffer::create(map(), &cfg).expect("create");
-    let writer = Buffer::open(map()).expect("open");
+    let reader = Buffer::create(map(), &cfg).expect("create").into_reader();
+    let writer = Buffer::open(map()).expect("open").into_writer();
     (writer, reader)
 }
 
@@ -62,12 +62,12 @@ pub fn clock_of(kind: ClockKind) -> TraceClock {
 
 /// Installs one 4 x 1 MiB buffer per CPU in [`SLOT`], recording with the clock of
 /// `UST_CLOCK`, and returns the reader's mappings.
-pub fn install_local() -> Vec<Buffer> {
+pub fn install_local() -> Vec<Reader> {
     install_local_with(clock_from_env())
 }
 
 /// [`install_local`] with a given clock.
-pub fn install_local_with(clock: TraceClock) -> Vec<Buffer> {
+pub fn install_local_with(clock: TraceClock) -> Vec<Reader> {
     let ncpus = ust_cpus();
     let (mut writers, mut readers) = (Vec::new(), Vec::new());
     for cpu in 0..ncpus {
@@ -119,7 +119,7 @@ fn event_descs() -> Vec<ust_core::EventDesc> {
 /// Releases every delivered sub-buffer (what the daemon does, without the copy to disk),
 /// counting its records first (outside any timed part: [`timed_batches`] drains between
 /// its timed batches).
-pub fn drain(bufs: &[Buffer]) {
+pub fn drain(bufs: &[Reader]) {
     let mut descs = None;
     let mut packet = Vec::new();
     for b in bufs {
@@ -146,7 +146,7 @@ pub fn drain(bufs: &[Buffer]) {
 }
 
 /// Closes the packet each writer of `bufs` has open, so that [`drain`] gets it.
-fn flush(bufs: &[Buffer]) {
+fn flush(bufs: &[Reader]) {
     for b in bufs {
         b.flush(&ust_core::packet::CtfPacketLayout, &ust_core::clock::Monotonic);
     }
@@ -167,7 +167,7 @@ pub struct Tally {
 
 impl Tally {
     /// Starts counting for `bufs` (iterations and records from now on).
-    pub fn new(bufs: &[Buffer]) -> Tally {
+    pub fn new(bufs: &[Reader]) -> Tally {
         flush(bufs);
         drain(bufs);
         ITERATIONS.store(0, Ordering::Relaxed);
@@ -179,7 +179,7 @@ impl Tally {
     /// Flushes `bufs` (the packets each writer has open), counts what is left, prints
     /// `recorded: NAME: N iterations, M events (M/N per iteration), D discarded` (and the
     /// records that could not be read, if any), and starts counting again.
-    pub fn report(&mut self, name: &str, bufs: &[Buffer]) {
+    pub fn report(&mut self, name: &str, bufs: &[Reader]) {
         flush(bufs);
         drain(bufs);
         let (n, m) = (ITERATIONS.swap(0, Ordering::Relaxed), RECORDED.swap(0, Ordering::Relaxed));
@@ -193,7 +193,7 @@ impl Tally {
 }
 
 /// Events discarded so far in `bufs`.
-pub fn discarded(bufs: &[Buffer]) -> u64 {
+pub fn discarded(bufs: &[Reader]) -> u64 {
     bufs.iter().map(|b| b.counters().discarded()).sum()
 }
 
@@ -221,7 +221,7 @@ pub fn criterion_config() -> criterion::Criterion {
 
 /// Runs `f` `iters` times in batches of [`BATCH`], draining `bufs` between batches
 /// (outside the timed part). Returns the time spent in `f`.
-pub fn timed_batches(iters: u64, bufs: &[Buffer], mut f: impl FnMut()) -> Duration {
+pub fn timed_batches(iters: u64, bufs: &[Reader], mut f: impl FnMut()) -> Duration {
     ITERATIONS.fetch_add(iters, Ordering::Relaxed);
     let mut total = Duration::ZERO;
     let mut left = iters;
@@ -364,7 +364,7 @@ pub fn proc_cpu_time(pid: i32) -> Duration {
 /// How the writers of `bufs` advance their positions, as claimed in the buffers' control
 /// word (`per-CPU` for rseq, `atomic` for compare-and-swap, `unclaimed`), from the first
 /// buffer: printed beside a figure so a comparison says which path it measured.
-pub fn writers(bufs: &[Buffer]) -> &'static str {
+pub fn writers(bufs: &[Reader]) -> &'static str {
     use ringbuffer::percpu::{WRITERS_ATOMIC, WRITERS_PERCPU};
     let Some(b) = bufs.first() else { return "no" };
     let w = b.geometry().ctrl_word(ringbuffer::layout::CTRL_WRITERS);

@@ -26,6 +26,7 @@ mod compiled;
 mod ctf2;
 pub mod decode;
 mod error;
+mod files;
 mod merge;
 mod metadata;
 mod model;

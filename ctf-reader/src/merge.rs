@@ -154,3 +154,17 @@ impl<'a> Merged<'a> {
         Some(Ok(message(self.trace, &self.trace.streams()[i], &s.batch, s.cursor)))
     }
 }
+
+impl CtfTrace {
+    /// Iterates the messages of every stream merged by time (ties: stream file order),
+    /// decoding on the calling thread.
+    pub fn messages(&self) -> Merged<'_> {
+        Merged::new(self, false)
+    }
+
+    /// Like [`CtfTrace::messages`], with each stream decoded on a thread of its own and
+    /// handed over in batches through bounded channels (memory: a few batches per stream).
+    pub fn messages_parallel(&self) -> Merged<'_> {
+        Merged::new(self, true)
+    }
+}

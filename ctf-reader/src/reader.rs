@@ -221,3 +221,10 @@ impl<'a> StreamIter<'a> {
         Some(Ok(message(self.trace, &self.trace.streams()[self.index], &self.batch, i)))
     }
 }
+
+impl CtfTrace {
+    /// Iterates the messages of stream file `i` alone, in file order.
+    pub fn stream(&self, i: usize) -> StreamIter<'_> {
+        StreamIter::new(self, i)
+    }
+}

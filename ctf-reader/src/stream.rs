@@ -17,6 +17,8 @@ use crate::decode::bits::BitReader;
 use crate::decode::exec::{exec, DecState, Out};
 use crate::decode::Slot;
 use crate::error::{DecodeFault, Error};
+use crate::files::FileData;
+use crate::trace::CtfTrace;
 use crate::value::{build, Value};
 
 /// Decoded bytes of a stream file that are handed back to the kernel at once.
@@ -128,7 +130,7 @@ struct Current {
 pub(crate) struct StreamDecoder {
     cx: Arc<Compiled>,
     path: Arc<Path>,
-    data: Arc<crate::trace::FileData>,
+    data: Arc<FileData>,
     next_packet: usize,
     /// Bytes of the file before this offset were handed back to the kernel.
     released: usize,
@@ -143,7 +145,7 @@ pub(crate) struct StreamDecoder {
 }
 
 impl StreamDecoder {
-    pub(crate) fn new(cx: Arc<Compiled>, path: Arc<Path>, data: Arc<crate::trace::FileData>) -> Self {
+    pub(crate) fn new(cx: Arc<Compiled>, path: Arc<Path>, data: Arc<FileData>) -> Self {
         let st = DecState { regs: vec![0; cx.n_regs], ..Default::default() };
         StreamDecoder {
             cx,
@@ -404,4 +406,12 @@ impl StreamDecoder {
 /// Slots of one scope of an event.
 pub(crate) fn scope_slots<'a>(slots: &'a [Slot], e: &RawEvent, scope: usize) -> &'a [Slot] {
     &slots[e.bounds[scope] as usize..e.bounds[scope + 1] as usize]
+}
+
+impl CtfTrace {
+    /// A decoder of stream file `i`.
+    pub(crate) fn decoder(&self, i: usize) -> StreamDecoder {
+        let s = &self.streams()[i];
+        StreamDecoder::new(self.cx.clone(), s.path.clone(), s.data.clone())
+    }
 }

@@ -10,9 +10,9 @@
 //! that CPU's buffer is dropped. Once the sub-buffer is closed (a later reservation moved
 //! past it, or a flush), no live writer reserves in it any more; the ones that did commit
 //! within microseconds. So a closed sub-buffer whose counter stays short while a writer
-//! of the buffer is known dead is abandoned: [`Buffer::abandoned`] lists the candidates,
+//! of the buffer is known dead is abandoned: [`Reader::abandoned`] lists the candidates,
 //! the caller decides (it knows about deaths and how long a candidate stayed unchanged),
-//! and [`Buffer::complete_abandoned`] completes one, with the caller's rewrite of its
+//! and [`Reader::complete_abandoned`] completes one, with the caller's rewrite of its
 //! content (the caller knows the record encoding: the daemon's `dead_writers` module
 //! decodes CTF records):
 //!
@@ -37,7 +37,7 @@
 //! The CAS makes the completion exclusive against a late commit of a writer that was
 //! only slow, not dead: if that commit lands first, nothing is done; if it lands after,
 //! the counter goes past complete, where no writer may open the sub-buffer's next lap:
-//! [`Buffer::repair_late_commits`] (discard mode) sets it back. The late writer's record
+//! [`Reader::repair_late_commits`] (discard mode) sets it back. The late writer's record
 //! is kept when its byte 0 was stored before the reader copied the content (it looks
 //! committed, and the caller's search allows holes adding up to less than `missing`),
 //! else it was removed as dead. The caller's quiescence rule (unchanged for a long time
@@ -48,10 +48,10 @@ use core::sync::atomic::Ordering::*;
 
 use crate::ids::{IdState, SubbufId};
 use crate::layout::*;
-use crate::{Buffer, Memory, Mode, PacketLayout, ReadError};
+use crate::{Memory, Mode, PacketLayout, ReadError, Reader};
 
 /// A closed sub-buffer whose commit counter is short: a candidate for
-/// [`Buffer::complete_abandoned`].
+/// [`Reader::complete_abandoned`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Abandoned {
     /// Free-running start position of its packet.
@@ -66,7 +66,15 @@ pub struct Abandoned {
     pub timestamp_end: u64,
 }
 
-impl<M: Memory> Buffer<M> {
+impl<M: Memory> Reader<M> {
+    /// Counts `n` events lost with a writer that died (the slots of a dead writer that
+    /// [`complete_abandoned`](Reader::complete_abandoned) removed or cut) as no room
+    /// ([`Counters::lost_full`](crate::Counters::lost_full)), so they show in the next
+    /// packet's `events_discarded`. One atomic add.
+    pub fn record_dead_events(&self, n: u64) {
+        self.mem.fetch_add_u64(self.geo.ctrl_word(CTRL_LOST_FULL), n, Relaxed);
+    }
+
     /// Closed, undelivered sub-buffers whose commit counter is short of complete, in
     /// ring order. Reads control words only; never writes.
     pub fn abandoned(&self) -> Vec<Abandoned> {
@@ -96,7 +104,7 @@ impl<M: Memory> Buffer<M> {
         out
     }
 
-    /// Completes the abandoned sub-buffer `a` (from [`Buffer::abandoned`]): claims it
+    /// Completes the abandoned sub-buffer `a` (from [`Reader::abandoned`]): claims it
     /// (CAS of its commit counter from the value seen to complete), hands a copy of its
     /// bytes up to the content end to `rewrite` (the caller removes the dead slots, as
     /// the module docs say), which returns the new content end (at most
@@ -151,7 +159,7 @@ impl<M: Memory> Buffer<M> {
         Ok(Some(new_end as u64))
     }
 
-    /// Undoes the late commits that came after [`Buffer::complete_abandoned`] (a writer
+    /// Undoes the late commits that came after [`Reader::complete_abandoned`] (a writer
     /// taken for dead that was only stalled, or killed between its byte 0 store and its
     /// commit add, whose add then never comes; only the first case reaches here): the
     /// reader set the counter to complete, and the late add took it past, to `complete +

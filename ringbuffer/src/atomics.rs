@@ -161,8 +161,13 @@ pub trait Memory: Send + Sync {
 /// atomics, and plain accesses happen only on bytes the algorithm gives to one party
 /// (a reserved slot to its writer, a packet header to its opener or deliverer, a
 /// delivered sub-buffer to the reader).
+///
+/// Cloning shares the mapping (a reference count): a [`Writer`](crate::Writer) and a
+/// [`Reader`](crate::Reader) of one process may each hold a clone ([`Buffer::split`](crate::Buffer::split)).
+/// The mapping is unmapped when the last clone is dropped.
+#[derive(Clone)]
 pub struct MapMemory {
-    map: memmap2::MmapRaw,
+    map: std::sync::Arc<memmap2::MmapRaw>,
     ptr: *mut u8,
     len: usize,
 }
@@ -180,7 +185,7 @@ impl MapMemory {
     pub fn new(map: memmap2::MmapRaw) -> MapMemory {
         let ptr = map.as_mut_ptr();
         let len = map.len();
-        MapMemory { map, ptr, len }
+        MapMemory { map: std::sync::Arc::new(map), ptr, len }
     }
 
     /// The mapping this memory wraps.

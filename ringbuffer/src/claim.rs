@@ -5,9 +5,9 @@ use core::sync::atomic::Ordering::*;
 
 use crate::layout::*;
 use crate::percpu::{Writers, WRITERS_ATOMIC, WRITERS_PERCPU, WRITERS_UNCLAIMED};
-use crate::{Buffer, Memory};
+use crate::{Memory, Writer};
 
-impl<M: Memory> Buffer<M> {
+impl<M: Memory> Writer<M> {
     /// Decides, once per buffer, how writers advance `write` (the control word
     /// [`CTRL_WRITERS`]), and sets this handle's mode to the decision. The first writer's
     /// wish wins (a CAS from unclaimed); later writers, of any process, follow it:
@@ -37,11 +37,11 @@ impl<M: Memory> Buffer<M> {
             Ok(_) => code,
             Err(v) => v,
         };
-        self.writers = if now == WRITERS_PERCPU { Writers::PerCpu(cpu) } else { Writers::Atomic };
+        self.buf.writers = if now == WRITERS_PERCPU { Writers::PerCpu(cpu) } else { Writers::Atomic };
         self.writers
     }
 
-    /// This handle's writer mode ([`Buffer::claim_writers`]).
+    /// This handle's writer mode ([`Writer::claim_writers`]).
     pub fn writers(&self) -> Writers {
         self.writers
     }

@@ -7,45 +7,11 @@ use core::sync::atomic::Ordering::*;
 
 use crate::ids::{IdState, SubbufId};
 use crate::layout::*;
-use crate::{Buffer, Memory, Mode, PacketEnd, PacketLayout, Reservation};
+use crate::{Buffer, Memory, Mode, PacketEnd, PacketLayout, Reservation, Writer};
 
 impl<M: Memory> Buffer<M> {
-    /// Byte offset of a reservation's slot in the memory (what [`Buffer::slot`] and
-    /// [`Buffer::write_slot`] use). Panics if `r` belongs to
-    /// another buffer.
-    #[inline]
-    pub fn slot_offset(&self, r: &Reservation) -> usize {
-        assert_eq!(r.owner, self.mem.id(), "reservation used on another buffer");
-        r.off
-    }
-
-    /// Copies `src` into the slot at byte `offset` (the memory-generic way to write a
-    /// payload; [`Buffer::slot`] gives a slice on mapped buffers).
-    ///
-    /// Panics if `offset + src.len() > r.len` or `r` belongs to another buffer.
-    pub fn write_slot(&self, r: &mut Reservation, offset: usize, src: &[u8]) {
-        assert!(offset.checked_add(src.len()).is_some_and(|e| e <= r.len as usize), "write past the slot");
-        let off = self.slot_offset(r);
-        self.mem.write_bytes(off + offset, src);
-    }
-
-    /// Commits a reservation: stores `first_byte` (nonzero: it is the per-slot commit
-    /// evidence, see [`Buffer`]) at slot byte 0 with Release, after the caller wrote bytes
-    /// `1..len`, then adds `len` to the sub-buffer's commit counter. The committer that
-    /// completes the sub-buffer calls [`PacketLayout::write_end`] (timestamp_end,
-    /// content_size, packet_size, packet_seq_num, cumulative events_discarded) and marks
-    /// the packet delivered for the reader.
-    ///
-    /// Panics if `r` belongs to another buffer. A zero `first_byte` is recorded as is
-    /// (recovery would then treat the slot as uncommitted).
-    #[inline(always)]
-    pub fn commit<L: PacketLayout>(&self, layout: &L, r: Reservation, first_byte: u8) {
-        self.slot_offset(&r);
-        self.commit_own(layout, r, first_byte);
-    }
-
-    /// [`commit`](Buffer::commit) of a reservation known to come from this buffer (made
-    /// by [`Buffer::record`] a few instructions earlier): no check of its owner.
+    /// [`commit`](Writer::commit) of a reservation known to come from this buffer (made
+    /// by [`Writer::record`] a few instructions earlier): no check of its owner.
     #[inline(always)]
     pub(crate) fn commit_own<L: PacketLayout>(&self, layout: &L, r: Reservation, first_byte: u8) {
         debug_assert!(first_byte != 0, "byte 0 of a record must be nonzero");
@@ -120,5 +86,41 @@ impl<M: Memory> Buffer<M> {
             let id = SubbufId::new(phys, p.lap(pos), IdState::Delivered);
             m.store_u64(g.id_word(idx), id.0, Release);
         }
+    }
+}
+
+impl<M: Memory> Writer<M> {
+    /// Byte offset of a reservation's slot in the memory (what [`Writer::slot`] and
+    /// [`Writer::write_slot`] use). Panics if `r` belongs to
+    /// another buffer.
+    #[inline]
+    pub fn slot_offset(&self, r: &Reservation) -> usize {
+        assert_eq!(r.owner, self.mem.id(), "reservation used on another buffer");
+        r.off
+    }
+
+    /// Copies `src` into the slot at byte `offset` (the memory-generic way to write a
+    /// payload; [`Writer::slot`] gives a slice on mapped buffers).
+    ///
+    /// Panics if `offset + src.len() > r.len` or `r` belongs to another buffer.
+    pub fn write_slot(&self, r: &mut Reservation, offset: usize, src: &[u8]) {
+        assert!(offset.checked_add(src.len()).is_some_and(|e| e <= r.len as usize), "write past the slot");
+        let off = self.slot_offset(r);
+        self.mem.write_bytes(off + offset, src);
+    }
+
+    /// Commits a reservation: stores `first_byte` (nonzero: it is the per-slot commit
+    /// evidence, see [`Buffer`]) at slot byte 0 with Release, after the caller wrote bytes
+    /// `1..len`, then adds `len` to the sub-buffer's commit counter. The committer that
+    /// completes the sub-buffer calls [`PacketLayout::write_end`] (timestamp_end,
+    /// content_size, packet_size, packet_seq_num, cumulative events_discarded) and marks
+    /// the packet delivered for the reader.
+    ///
+    /// Panics if `r` belongs to another buffer. A zero `first_byte` is recorded as is
+    /// (recovery would then treat the slot as uncommitted).
+    #[inline(always)]
+    pub fn commit<L: PacketLayout>(&self, layout: &L, r: Reservation, first_byte: u8) {
+        self.slot_offset(&r);
+        self.commit_own(layout, r, first_byte);
     }
 }

@@ -5,7 +5,7 @@ use core::sync::atomic::{compiler_fence, Ordering::*};
 
 use crate::layout::*;
 use crate::percpu::{CpuCas, WRITERS_PERCPU};
-use crate::{Buffer, Clock, Memory, PacketLayout};
+use crate::{Buffer, Clock, Memory, PacketLayout, Reader};
 
 /// Bound on CAS retries of a reader-side flush (writers retry without bound: a failed CAS
 /// means another writer made progress; the reader must never loop forever on hostile
@@ -13,6 +13,33 @@ use crate::{Buffer, Clock, Memory, PacketLayout};
 const FLUSH_RETRIES: u32 = 1000;
 
 impl<M: Memory> Buffer<M> {
+    /// The flush loop of [`Reader::flush`], advancing `write` with `cas`.
+    fn flush_with<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, cas: impl Fn(u64, u64) -> CpuCas) {
+        let g = &self.geo;
+        let write_w = g.ctrl_word(CTRL_WRITE);
+        for _ in 0..FLUSH_RETRIES {
+            let old = self.mem.load_u64(write_w, Acquire);
+            compiler_fence(SeqCst);
+            let ts = clock.now();
+            compiler_fence(SeqCst);
+            if g.pos.subbuf_offset(old) == 0 {
+                return;
+            }
+            let discarded = self.lost_total();
+            let new = g.pos.next_subbuf_start(old);
+            match cas(old, new) {
+                CpuCas::Done => {
+                    self.close(layout, old, ts, discarded);
+                    return;
+                }
+                CpuCas::Changed => {}
+                CpuCas::Moved => return,
+            }
+        }
+    }
+}
+
+impl<M: Memory> Reader<M> {
     /// Switch from the reader's side (LTTng's `lib_ring_buffer_switch_slow` with
     /// `SWITCH_FLUSH`), for a writer that is gone or idle, the switch timer, or stop: if
     /// the current sub-buffer holds any record, closes it (padding, `timestamp_end` = a
@@ -53,31 +80,6 @@ impl<M: Memory> Buffer<M> {
             });
         } else {
             self.flush_with(layout, clock, |old, new| self.mem.cas_u64(write_w, old, new, AcqRel, Relaxed).map_or(CpuCas::Changed, |_| CpuCas::Done));
-        }
-    }
-
-    /// The flush loop of [`Buffer::flush`], advancing `write` with `cas`.
-    fn flush_with<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, cas: impl Fn(u64, u64) -> CpuCas) {
-        let g = &self.geo;
-        let write_w = g.ctrl_word(CTRL_WRITE);
-        for _ in 0..FLUSH_RETRIES {
-            let old = self.mem.load_u64(write_w, Acquire);
-            compiler_fence(SeqCst);
-            let ts = clock.now();
-            compiler_fence(SeqCst);
-            if g.pos.subbuf_offset(old) == 0 {
-                return;
-            }
-            let discarded = self.lost_total();
-            let new = g.pos.next_subbuf_start(old);
-            match cas(old, new) {
-                CpuCas::Done => {
-                    self.close(layout, old, ts, discarded);
-                    return;
-                }
-                CpuCas::Changed => {}
-                CpuCas::Moved => return,
-            }
         }
     }
 }

@@ -19,7 +19,7 @@ use core::sync::atomic::{compiler_fence, Ordering::*};
 use crate::ids::{IdState, SubbufId};
 use crate::layout::*;
 use crate::percpu::{CpuCas, FastGeometry, FastReserve, TscConv, Writers};
-use crate::{Buffer, Clock, Counters, Dropped, Memory, Mode, PacketBegin, PacketLayout, Reservation, SlotSize, TIMESTAMP_BITS};
+use crate::{Buffer, Clock, Counters, Dropped, Memory, Mode, PacketBegin, PacketLayout, Reservation, SlotSize, Writer, TIMESTAMP_BITS};
 
 /// Values of the writer's fast path, derived once from the validated local geometry (so
 /// the fast path does not rebuild masks from shift counts on every event).
@@ -80,7 +80,7 @@ pub(crate) trait Then<R> {
     fn then(self, r: Reservation) -> R;
 }
 
-/// [`Then`] that hands the reservation back ([`Buffer::reserve`]).
+/// [`Then`] that hands the reservation back ([`Writer::reserve`]).
 struct Keep;
 
 impl Then<Reservation> for Keep {
@@ -154,42 +154,7 @@ impl<M: Memory> Buffer<M> {
         self.mem.fetch_add_u64(self.geo.ctrl_word(w), 1, Relaxed);
     }
 
-    /// Counts an event dropped before reaching [`reserve`](Buffer::reserve) (nesting
-    /// limit, see [`nesting`](crate::nesting)), so it shows in `events_discarded`.
-    /// Lock-free, one atomic add.
-    pub fn record_dropped(&self, why: Dropped) {
-        self.count(why);
-    }
-
-    /// Reserves a slot of `size` for one record (writer side: no allocation, no syscall,
-    /// no lock; lock-free: a CAS fails only because another party moved `write`).
-    ///
-    /// Loads `write`, reads `clock` (between that load and the CAS, so timestamps follow
-    /// reservation order), picks the compact or extended size (see [`SlotSize`]), and CASes
-    /// `write` forward. On the slow path (the record does not fit in the current
-    /// sub-buffer, or `write` is at a sub-buffer start) the same CAS closes the current
-    /// sub-buffer (end padding, `timestamp_end`) and opens the next one
-    /// ([`PacketLayout::write_begin`] with `timestamp_begin` = this clock read).
-    ///
-    /// Errors (each already counted in [`Counters`]): [`Dropped::TooBig`] if `size` does
-    /// not fit in a sub-buffer after its header (or is 0); [`Dropped::Full`] in discard
-    /// mode if the sub-buffer to open has not been released by the reader, or its previous
-    /// lap is not fully committed.
-    #[inline(always)]
-    pub fn reserve<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize) -> Result<Reservation, Dropped> {
-        // Fast path (LTTng's `lib_ring_buffer_try_reserve` fast case): the current
-        // sub-buffer is open, the record fits in it without filling it, and the CAS
-        // succeeds. Nothing is closed or opened, so no lost count, close information or
-        // header is involved. Everything else (a sub-buffer to open or close, an exact
-        // fit, a bad size) takes `reserve_slow`, the general loop, handing it this load of
-        // `write`, clock read and load of `last_tsc` for its first iteration: a reservation
-        // makes the same atomic steps in the same order as with the loop alone, so the
-        // model checker explores no more interleavings. A lost CAS race restarts the loop
-        // (as the loop itself does).
-        self.reserve_then(layout, clock, size, Keep)
-    }
-
-    /// [`reserve`](Buffer::reserve), then `k` on the reservation: on the fast path `k`
+    /// [`reserve`](Writer::reserve), then `k` on the reservation: on the fast path `k`
     /// runs right where the reservation was made (its values still in registers, not
     /// merged through a `Result` with the other paths), once more after the slow path.
     #[inline(always)]
@@ -226,7 +191,7 @@ impl<M: Memory> Buffer<M> {
         self.reserve_slow(layout, clock, size, first, true)
     }
 
-    /// The fast path of [`reserve`](Buffer::reserve) with `cas` as its one step that
+    /// The fast path of [`reserve`](Writer::reserve) with `cas` as its one step that
     /// differs between writer modes (the compare-and-swap of `write`, word offset first).
     #[inline(always)]
     fn reserve_fast<C: Clock>(&self, clock: &C, size: SlotSize, cas: impl Fn(usize, u64, u64) -> CpuCas) -> Attempt {
@@ -274,7 +239,7 @@ impl<M: Memory> Buffer<M> {
         }
     }
 
-    /// [`reserve`](Buffer::reserve) of a per-CPU buffer with a TSC clock: the fast case
+    /// [`reserve`](Writer::reserve) of a per-CPU buffer with a TSC clock: the fast case
     /// is one critical section ([`percpu::reserve_tsc`](crate::percpu::reserve_tsc)) that
     /// loads `write`, reads the TSC unordered, converts it, decides compact or not and
     /// stores `write`; any other case takes `reserve_slow` with the section's loads and
@@ -318,14 +283,6 @@ impl<M: Memory> Buffer<M> {
         }
     }
 
-    /// [`reserve`](Buffer::reserve), except that a [`Dropped::Full`] refusal is not
-    /// counted: the attempts of a writer in blocking mode (`--blocking-timeout`), which
-    /// waits and tries again, and counts the event with [`Buffer::record_dropped`] only
-    /// when it gives up. Always the general loop (the blocking path is cold).
-    pub fn try_reserve<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize) -> Result<Reservation, Dropped> {
-        self.reserve_slow(layout, clock, size, None, false)
-    }
-
     /// Our slot cannot be located (corrupted id table, overwrite mode): it stays reserved
     /// and uncommitted, so its sub-buffer is never delivered; the event counts as lost.
     #[cold]
@@ -356,11 +313,11 @@ impl<M: Memory> Buffer<M> {
         g.sb_ctrl + idx * g.sb_stride + (w.min(SB_USED - 8) & !7)
     }
 
-    /// The general reservation loop: every case of [`reserve`](Buffer::reserve). `first`
+    /// The general reservation loop: every case of [`reserve`](Writer::reserve). `first`
     /// is the fast path's load of `write`, its clock read and (if `write` was not at a
     /// sub-buffer start) its load of `last_tsc`, used by the first iteration. With
     /// `count_full` false a full buffer is refused without being counted
-    /// ([`Buffer::try_reserve`]).
+    /// ([`Writer::try_reserve`]).
     #[cold]
     #[inline(never)]
     fn reserve_slow<L: PacketLayout, C: Clock>(
@@ -585,7 +542,7 @@ impl<M: Memory> Buffer<M> {
     }
 
     /// The one compare-and-swap of `write` every writer path makes, in this process's
-    /// writer mode ([`Buffer::claim_writers`]).
+    /// writer mode ([`Writer::claim_writers`]).
     #[inline(always)]
     fn advance_write(&self, old: u64, new: u64) -> CpuCas {
         let w = self.geo.ctrl_word(CTRL_WRITE);
@@ -616,5 +573,50 @@ impl<M: Memory> Buffer<M> {
             write: r(CTRL_WRITE),
             consumed: r(CTRL_CONSUMED),
         }
+    }
+}
+
+impl<M: Memory> Writer<M> {
+    /// Counts an event dropped before reaching [`reserve`](Writer::reserve) (nesting
+    /// limit, see [`nesting`](crate::nesting)), so it shows in `events_discarded`.
+    /// Lock-free, one atomic add.
+    pub fn record_dropped(&self, why: Dropped) {
+        self.count(why);
+    }
+
+    /// Reserves a slot of `size` for one record (writer side: no allocation, no syscall,
+    /// no lock; lock-free: a CAS fails only because another party moved `write`).
+    ///
+    /// Loads `write`, reads `clock` (between that load and the CAS, so timestamps follow
+    /// reservation order), picks the compact or extended size (see [`SlotSize`]), and CASes
+    /// `write` forward. On the slow path (the record does not fit in the current
+    /// sub-buffer, or `write` is at a sub-buffer start) the same CAS closes the current
+    /// sub-buffer (end padding, `timestamp_end`) and opens the next one
+    /// ([`PacketLayout::write_begin`] with `timestamp_begin` = this clock read).
+    ///
+    /// Errors (each already counted in [`Counters`]): [`Dropped::TooBig`] if `size` does
+    /// not fit in a sub-buffer after its header (or is 0); [`Dropped::Full`] in discard
+    /// mode if the sub-buffer to open has not been released by the reader, or its previous
+    /// lap is not fully committed.
+    #[inline(always)]
+    pub fn reserve<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize) -> Result<Reservation, Dropped> {
+        // Fast path (LTTng's `lib_ring_buffer_try_reserve` fast case): the current
+        // sub-buffer is open, the record fits in it without filling it, and the CAS
+        // succeeds. Nothing is closed or opened, so no lost count, close information or
+        // header is involved. Everything else (a sub-buffer to open or close, an exact
+        // fit, a bad size) takes `reserve_slow`, the general loop, handing it this load of
+        // `write`, clock read and load of `last_tsc` for its first iteration: a reservation
+        // makes the same atomic steps in the same order as with the loop alone, so the
+        // model checker explores no more interleavings. A lost CAS race restarts the loop
+        // (as the loop itself does).
+        self.reserve_then(layout, clock, size, Keep)
+    }
+
+    /// [`reserve`](Writer::reserve), except that a [`Dropped::Full`] refusal is not
+    /// counted: the attempts of a writer in blocking mode (`--blocking-timeout`), which
+    /// waits and tries again, and counts the event with [`Writer::record_dropped`] only
+    /// when it gives up. Always the general loop (the blocking path is cold).
+    pub fn try_reserve<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize) -> Result<Reservation, Dropped> {
+        self.reserve_slow(layout, clock, size, None, false)
     }
 }

@@ -98,7 +98,7 @@ pub const CTRL_LOST_NESTING: usize = 2 * CACHE_LINE + 16;
 pub const CTRL_OVERWRITTEN: usize = 2 * CACHE_LINE + 24;
 /// `writers` (ABI 1.2): how writers change `write` ([`crate::percpu`]): 0 unclaimed, 1
 /// compare-and-swap from any CPU, 2 restartable compare-and-store on the buffer's CPU only.
-/// Claimed once by the first writer ([`crate::Buffer::claim_writers`]); the daemon's flush
+/// Claimed once by the first writer ([`crate::Writer::claim_writers`]); the daemon's flush
 /// reads it to know how it may close a packet.
 pub const CTRL_WRITERS: usize = 2 * CACHE_LINE + 32;
 /// `consumed`: free-running reader position (the reader advances it; in overwrite mode

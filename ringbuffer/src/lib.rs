@@ -3,18 +3,22 @@
 //!
 //! One [`Buffer`] is one per-CPU ring of one channel, living in one shared-memory file that
 //! the daemon formats ([`Buffer::create`]) and that the application (writers) and the
-//! daemon (reader) both map ([`Buffer::open`]). Sizes are powers of two; positions are
-//! free-running 64-bit byte counters ([`position`]). Every counter a writer touches lives
-//! in the file and is updated with atomics, so several threads of several processes may
-//! write one buffer at once and the daemon may switch it ([`Buffer::flush`]).
+//! daemon (reader) both map ([`Buffer::open`]). Each handle then takes its role: a
+//! [`Writer`] ([`Buffer::into_writer`]: reserve, commit, record) or a [`Reader`]
+//! ([`Buffer::into_reader`]: get, copy and put sub-buffers, flush, snapshots, recovery);
+//! in one process [`Buffer::split`] makes both. Sizes are powers
+//! of two; positions are free-running 64-bit byte counters ([`position`]). Every counter a
+//! writer touches lives in the file and is updated with atomics, so several threads of
+//! several processes may write one buffer at once and the daemon may switch it
+//! ([`Reader::flush`]).
 //!
 //! ```text
-//!  writer (application)                                  reader (daemon)
-//!  ───────────────────                                   ───────────────
+//!  Writer (application)                                  Reader (daemon)
+//!  ────────────────────                                  ───────────────
 //!  let _g = nesting::enter()?;        ┌──── shared file ────┐
-//!  let mut r = buf.reserve(..)?;  ──> │ write (CAS)          │
-//!  buf.slot(&mut r)[1..] = payload;   │ commit[i] (fetch_add)│ <── get_subbuf(): delivered[i] == (lap+1)*size?
-//!  buf.commit(.., r, byte0);      ──> │ delivered[i]         │     copy_subbuf(): memcpy out, validate later
+//!  let mut r = w.reserve(..)?;    ──> │ write (CAS)          │
+//!  w.slot(&mut r)[1..] = payload;     │ commit[i] (fetch_add)│ <── get_subbuf(): delivered[i] == (lap+1)*size?
+//!  w.commit(.., r, byte0);        ──> │ delivered[i]         │     copy_subbuf(): memcpy out, validate later
 //!                                     │ consumed             │ <── put_subbuf(): zero, consumed += size
 //!                                     └──────────────────────┘     flush(): close the current packet
 //! ```
@@ -24,13 +28,14 @@
 //! reader swaps a spare sub-buffer in to read, see [`ids`]). A reader can also copy the
 //! packets a buffer holds without consuming them ([`snapshot`]: `ust snapshot record`,
 //! post-mortem dumps), and recover the committed prefix of a packet whose writer died
-//! between reserve and commit ([`Buffer::recover_packet`]).
+//! between reserve and commit ([`Reader::recover_packet`]).
 //!
 //! Modules by job: [`layout`] (the file and its offsets), [`atomics`] (the atomics trait
 //! the algorithm is written over), [`position`] and [`ids`] (pure position and
-//! sub-buffer-id arithmetic), `frontend` (reserve, commit, switch: the methods on
-//! [`Buffer`]), `reader` (get, copy, put, and skip for a packet with scribbled control words), [`snapshot`] (snapshots and recovery) and
-//! [`nesting`]. The algorithm and its proof sketches are in the docs of [`Buffer`].
+//! sub-buffer-id arithmetic), `roles` (the [`Writer`] and [`Reader`] types), `frontend`
+//! (reserve and switch), `commit`, `claim` (the writer mode), `reader` (get, copy, put,
+//! and skip for a packet with scribbled control words), `flush`, [`snapshot`] (snapshots
+//! and recovery), [`abandoned`] (packets of dead writers) and [`nesting`]. The algorithm and its proof sketches are in the docs of [`Buffer`].
 //!
 //! # Example
 //!
@@ -49,18 +54,18 @@
 //! let cfg = BufferConfig { subbuf_size: 4096, num_subbuf: 2, mode: Mode::Discard,
 //!                          header_size: 16, stream: StreamIdentity::default() };
 //! let map = memmap2::MmapOptions::new().len(cfg.file_size()?).map_anon()?;
-//! let buf = Buffer::create(map.into(), &cfg)?;
+//! let (writer, reader) = Buffer::create(map.into(), &cfg)?.split();
 //! let clock = || 42u64; // closures are clocks
-//! let mut r = buf.reserve(&NoHeader, &clock, SlotSize { compact: 8, extended: 16 }).unwrap();
-//! buf.slot(&mut r)[1..].copy_from_slice(b"payload");
-//! buf.commit(&NoHeader, r, 1);
-//! buf.flush(&NoHeader, &clock);                 // close the partly filled packet
-//! let sb = buf.get_subbuf()?.expect("delivered");
+//! let mut r = writer.reserve(&NoHeader, &clock, SlotSize { compact: 8, extended: 16 }).unwrap();
+//! writer.slot(&mut r)[1..].copy_from_slice(b"payload");
+//! writer.commit(&NoHeader, r, 1);
+//! reader.flush(&NoHeader, &clock);              // close the partly filled packet
+//! let sb = reader.get_subbuf()?.expect("delivered");
 //! assert_eq!(sb.content_size, 16 + 8);
 //! let mut out = Vec::new();
-//! buf.copy_subbuf(&sb, &mut out)?;
+//! reader.copy_subbuf(&sb, &mut out)?;
 //! assert_eq!(&out[16..24], b"\x01payload");
-//! buf.put_subbuf(sb)?;
+//! reader.put_subbuf(sb)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -88,6 +93,7 @@ pub mod nesting;
 pub mod percpu;
 pub mod position;
 mod reader;
+mod roles;
 #[cfg(not(loom))]
 pub mod shm;
 pub mod snapshot;
@@ -101,6 +107,7 @@ pub use error::{LayoutError, ReadError};
 pub use layout::Geometry;
 pub use nesting::NestingGuard;
 pub use reader::SubbufState;
+pub use roles::{Fill, Reader, Writer};
 pub use snapshot::{PacketCopy, Recovered, SnapshotRead, WalkStop};
 
 /// Bits of the timestamp field of a compact event header (`id | timestamp << 5` in a
@@ -196,7 +203,7 @@ pub struct SlotSize {
     pub extended: u32,
 }
 
-/// A reserved slot: `len` bytes owned by the caller until [`Buffer::commit`].
+/// A reserved slot: `len` bytes owned by the caller until [`Writer::commit`].
 ///
 /// Not `Clone`: exactly one commit per reservation. Dropping a reservation without
 /// committing it leaves its sub-buffer forever incomplete (as a writer that died).
@@ -243,7 +250,7 @@ pub enum Dropped {
     /// Not counted, and no event is lost yet: the buffer is in per-CPU mode
     /// ([`percpu::Writers::PerCpu`]) and the calling thread no longer runs on its CPU (it
     /// migrated, or has no rseq area). The caller reserves again in the buffer of the CPU
-    /// it runs on now, or counts the event with [`Buffer::record_dropped`] if it gives up.
+    /// it runs on now, or counts the event with [`Writer::record_dropped`] if it gives up.
     Migrated,
 }
 
@@ -274,8 +281,8 @@ impl Counters {
     }
 }
 
-/// A delivered sub-buffer handed to the reader by [`Buffer::get_subbuf`]; give it back
-/// with [`Buffer::put_subbuf`].
+/// A delivered sub-buffer handed to the reader by [`Reader::get_subbuf`]; give it back
+/// with [`Reader::put_subbuf`].
 #[derive(Debug, PartialEq, Eq)]
 pub struct Subbuf {
     /// Sequence number of the packet in its stream (position / subbuf_size).
@@ -299,8 +306,12 @@ impl Subbuf {
     }
 }
 
-/// One per-CPU ring buffer in a mapping (or, for the model checker, in any [`Memory`]).
-/// `Send + Sync`: share it between threads by reference.
+/// One per-CPU ring buffer in a mapping (or, for the model checker, in any [`Memory`]):
+/// the state both roles share. A handle is made by [`create`](Buffer::create) or
+/// [`open`](Buffer::open) and becomes a [`Writer`] or a [`Reader`]
+/// ([`into_writer`](Buffer::into_writer), [`into_reader`](Buffer::into_reader),
+/// [`split`](Buffer::split)); on its own it only tells its configuration, geometry and
+/// counters. `Send + Sync`: share a role between threads by reference.
 ///
 /// Holds the memory and a *local* validated copy of the geometry ([`Geometry`],
 /// [`BufferConfig`]): sizes and offsets are never re-read from shared memory after
@@ -315,7 +326,7 @@ impl Subbuf {
 ///   the current sub-buffer (the rest of it becomes end padding) and *opens* the next one
 ///   (packet header, then the slot). Sub-buffers open lazily: a `write` at a sub-buffer
 ///   start means "closed, next not opened yet", and the next reservation opens it. This
-///   is what lets the reader's [`flush`](Buffer::flush) close a packet without needing
+///   is what lets the reader's [`flush`](Reader::flush) close a packet without needing
 ///   the next sub-buffer to be free.
 /// * **Commit**: every byte of a sub-buffer lap is reserved exactly once (header by the
 ///   opener, records by their writers, padding by the closer), and each party adds its
@@ -374,7 +385,7 @@ impl Subbuf {
 /// # Per-slot commit evidence (docs/DESIGN.md#per-slot-commit-evidence)
 ///
 /// Byte 0 of every record is nonzero (caller's guarantee: event ids start at 1, the
-/// extended tag is 31) and [`commit`](Buffer::commit) stores it last, with Release,
+/// extended tag is 31) and [`commit`](Writer::commit) stores it last, with Release,
 /// before adding to the commit counter; the reader zeroes a sub-buffer's data before it
 /// releases it (and fresh files are zero). Hence for a sub-buffer whose writers may have
 /// died:
@@ -418,14 +429,14 @@ impl Subbuf {
 /// each length from its header, and stops at the first zero byte 0 (or the content end),
 /// keeping everything before it. The content end of a closed sub-buffer is stored by the
 /// closer (`closed_end`, before it commits the padding); for the sub-buffer still open
-/// it is the `write` position. [`Buffer::subbuf_state`] exposes both, with the commit
+/// it is the `write` position. [`Reader::subbuf_state`] exposes both, with the commit
 /// counter, for recovery.
 pub struct Buffer<M: Memory = MapMemory> {
     mem: M,
     geo: Geometry,
     cfg: BufferConfig,
     hot: frontend::Hot,
-    /// How this process's writers advance `write` ([`Buffer::claim_writers`]).
+    /// How this process's writers advance `write` ([`Writer::claim_writers`]).
     writers: percpu::Writers,
 }
 
@@ -449,78 +460,9 @@ impl Buffer<MapMemory> {
         Buffer::open_in(MapMemory::new(map))
     }
 
-    /// The bytes of a reserved slot (`r.len` bytes, slot byte 0 first). The caller writes
-    /// bytes `1..len` (byte 0 is written by [`commit`](Buffer::commit); anything written
-    /// there before is overwritten) and then commits. The slice borrows the reservation
-    /// mutably, so it cannot outlive it or alias another slice of the same slot.
-    ///
-    /// Panics if `r` was reserved in another buffer.
-    #[inline]
-    pub fn slot<'a>(&'a self, r: &'a mut Reservation) -> &'a mut [u8] {
-        let off = self.slot_offset(r);
-        // SAFETY: the slot `off..off+len` was reserved by the CAS that created `r` and is
-        // owned by its holder until commit, which consumes `r`; the slice borrows `r`
-        // mutably and `self`, so it lives no longer than both; `slot_offset` checked that
-        // `r` belongs to this memory.
-        unsafe { self.mem.slice_mut(off, r.len as usize) }
-    }
-
-    /// Reserves a slot of `size`, has `write` fill it, and commits it: [`reserve`],
-    /// [`slot`] and [`commit`] in one call, the emit path's form (the reservation never
-    /// leaves the buffer, so nothing checks whose it is).
-    ///
-    /// `write` ([`Fill::fill`]) receives the slot and writes it; byte 0, which it
-    /// returns, is stored last with Release.
-    ///
-    /// Errors: those of [`reserve`], each already counted; `write` is then not called.
-    ///
-    /// [`reserve`]: Buffer::reserve
-    /// [`slot`]: Buffer::slot
-    /// [`commit`]: Buffer::commit
-    #[inline(always)]
-    pub fn record<L: PacketLayout, C: Clock>(&self, layout: &L, clock: &C, size: SlotSize, write: impl Fill) -> Result<(), Dropped> {
-        self.reserve_then(layout, clock, size, WriteAndCommit { buf: self, layout, write })
-    }
-
     /// The mapping.
     pub fn map(&self) -> &memmap2::MmapRaw {
         self.mem.map()
-    }
-}
-
-/// What [`Buffer::record`] writes into the slot it reserved. A trait rather than a
-/// closure so that an implementation can mark [`fill`](Fill::fill) `#[inline(always)]`:
-/// the record path calls it from its fast and its slow path, and a closure called twice
-/// is often not inlined.
-pub trait Fill {
-    /// Writes bytes `1..len` of `slot` (`len` bytes, byte 0 first: the compact or
-    /// extended size asked for), for a record of trace-clock time `timestamp` (ns) that
-    /// must use the extended event header if `extended`; returns byte 0, which must be
-    /// nonzero (the per-slot commit evidence, see [`Buffer`]).
-    fn fill(self, slot: &mut [u8], timestamp: u64, extended: bool) -> u8;
-}
-
-/// The rest of [`Buffer::record`] once the slot is reserved: `write` fills it, then the
-/// commit.
-struct WriteAndCommit<'a, L, W> {
-    buf: &'a Buffer,
-    layout: &'a L,
-    write: W,
-}
-
-impl<L: PacketLayout, W: Fill> frontend::Then<()> for WriteAndCommit<'_, L, W> {
-    #[inline(always)]
-    fn then(self, r: Reservation) {
-        // SAFETY: `off..off + len` is the slot the reservation just made in this memory,
-        // owned by this call until the commit below; the slice does not outlive the call.
-        // In bounds by construction, whatever the shared memory holds: every reservation
-        // path makes `off = data + phys * subbuf_size + o` with `phys < nphys` (the index
-        // masked to the ring, or an id-table entry checked against it) and `o + len <=
-        // subbuf_size` (checked before the CAS), and the validated geometry has `data +
-        // nphys * subbuf_size <= file_size <= mapping length` (`Geometry::from_header`).
-        let bytes = unsafe { self.buf.mem.slice_mut_unchecked(r.off, r.len as usize) };
-        let first = self.write.fill(bytes, r.timestamp, r.extended);
-        self.buf.commit_own(self.layout, r, first);
     }
 }
 

@@ -17,12 +17,15 @@ use std::cell::RefCell;
 use crate::layout::*;
 use crate::{BufferConfig, Geometry, LayoutError, Memory};
 
-/// A buffer file on the heap, for `loom`.
+/// A buffer file on the heap, for `loom`. Cloning shares the words (as
+/// [`MapMemory`](crate::MapMemory) shares its mapping), so that
+/// [`Buffer::split`](crate::Buffer::split) hands a writer and a reader the same file.
+#[derive(Clone)]
 pub struct HeapMemory {
     len: usize,
     /// For each 8-byte word of the file: index into `words`, or `u32::MAX` if unused.
-    slot_of: Vec<u32>,
-    words: Vec<AtomicU64>,
+    slot_of: std::sync::Arc<Vec<u32>>,
+    words: std::sync::Arc<Vec<AtomicU64>>,
 }
 
 impl HeapMemory {
@@ -47,7 +50,7 @@ impl HeapMemory {
             slot_of[off / 8] = words.len() as u32;
             words.push(AtomicU64::new(0));
         }
-        Ok(HeapMemory { len: g.file_size, slot_of, words })
+        Ok(HeapMemory { len: g.file_size, slot_of: std::sync::Arc::new(slot_of), words: std::sync::Arc::new(words) })
     }
 
     #[track_caller]

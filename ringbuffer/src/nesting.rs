@@ -7,7 +7,7 @@
 //! tracing, ...) must stop somewhere. As LTTng-UST's `lib_ring_buffer_nesting`, every
 //! tracing call takes a [`NestingGuard`] first; at most [`MAX_NESTING`] may be held by one
 //! thread at a time. Deeper calls get `None` and the caller counts the event with
-//! [`Buffer::record_dropped`](crate::Buffer::record_dropped)`(Dropped::Nested)`.
+//! [`Writer::record_dropped`](crate::Writer::record_dropped)`(Dropped::Nested)`.
 //!
 //! The counter is a const-initialized `thread_local!` `Cell<u32>` without destructor: no
 //! allocation, no lazy registration, usable from a signal handler. A handler that runs

@@ -3,7 +3,7 @@
 //! writer reserves without a `lock`-prefixed instruction.
 //!
 //! A buffer in per-CPU mode ([`Writers::PerCpu`], claimed once per buffer in its control
-//! word `writers`, see [`Buffer::claim_writers`](crate::Buffer::claim_writers)) has its
+//! word `writers`, see [`Writer::claim_writers`](crate::Writer::claim_writers)) has its
 //! `write` word changed only by [`cpu_cas`]: a compare-and-store that runs as one critical
 //! section on the buffer's CPU. The kernel restarts the section (jumps to its abort
 //! handler) whenever the thread is preempted, migrated or signalled inside it, so for every

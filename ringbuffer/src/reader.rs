@@ -10,7 +10,7 @@ use core::sync::atomic::Ordering::*;
 
 use crate::ids::{IdState, SubbufId, PHYS_MASK};
 use crate::layout::*;
-use crate::{Buffer, Memory, Mode, ReadError, Subbuf};
+use crate::{Buffer, Memory, Mode, ReadError, Reader, Subbuf};
 
 /// Bound on the retries of an overwrite-mode `get_subbuf` (each retry means a writer
 /// overwrote the packet the reader was about to take, or moved `consumed`): the reader
@@ -18,7 +18,7 @@ use crate::{Buffer, Memory, Mode, ReadError, Subbuf};
 const GET_RETRIES: u32 = 16;
 
 /// The control words of one sub-buffer, as read (each atomically) by
-/// [`Buffer::subbuf_state`]: what crash recovery needs to find the records that were
+/// [`Reader::subbuf_state`]: what crash recovery needs to find the records that were
 /// committed in a packet nobody delivered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubbufState {
@@ -46,48 +46,6 @@ pub struct SubbufState {
 }
 
 impl<M: Memory> Buffer<M> {
-    /// The next delivered (complete) sub-buffer at the consumed position, if any
-    /// (`Ok(None)`: not delivered yet; call again later).
-    ///
-    /// Checks that `consumed` is at a sub-buffer start, that `write - consumed` lies in
-    /// `subbuf_size..=buf_size` once delivered, that the sub-buffer was delivered for the
-    /// lap of `consumed` (`delivered == (lap+1)*subbuf_size`), that its id names a
-    /// physical sub-buffer (the identity in discard mode), and that its content size and
-    /// sequence number are the ones its position implies.
-    ///
-    /// Overwrite mode: the packet at `consumed` is taken out of the writers' reach by
-    /// swapping the reader's spare sub-buffer into its id-table entry (LTTng's
-    /// `update_read_sb_index`); writers may meanwhile push `consumed` past packets they
-    /// overwrite, so the packets got show gaps in `packet_seq_num`
-    /// ([`Counters::overwritten`](crate::Counters::overwritten)). Retries a bounded
-    /// number of times when a writer claims the packet first, then returns `Ok(None)`.
-    /// Called again before `put_subbuf`, it returns the packet it holds.
-    ///
-    /// Never loops without bound, whatever the shared memory holds (a dead writer only
-    /// leaves its packet undelivered: `Ok(None)`).
-    ///
-    /// Errors: [`ReadError::Position`], [`ReadError::Id`], [`ReadError::ContentSize`],
-    /// [`ReadError::PacketSeq`] when the shared memory holds values the algorithm cannot
-    /// produce.
-    pub fn get_subbuf(&self) -> Result<Option<Subbuf>, ReadError> {
-        if self.cfg.mode == Mode::Overwrite {
-            return self.get_subbuf_overwrite();
-        }
-        let g = &self.geo;
-        let p = g.pos;
-        let sbs = p.subbuf_size();
-        let Some((consumed, index, phys)) = self.delivered_at_consumed()? else { return Ok(None) };
-        let content = self.mem.load_u64(g.sb_word(index, SB_CLOSED_END), Relaxed).wrapping_sub(consumed);
-        if content < g.header_size || content > sbs || content == 0 {
-            return Err(ReadError::ContentSize { content, subbuf_size: sbs });
-        }
-        let seq = self.mem.load_u64(g.sb_word(index, SB_SEQ), Relaxed);
-        if seq != p.packet_seq(consumed) {
-            return Err(ReadError::PacketSeq { expected: p.packet_seq(consumed), found: seq });
-        }
-        Ok(Some(Subbuf { packet_seq_num: seq, content_size: content, packet_size: sbs, index, phys, pos: consumed }))
-    }
-
     /// Discard mode: the packet at `consumed` if it is delivered for this lap, as
     /// (`consumed`, ring index, physical sub-buffer); `None` if it is not delivered yet.
     /// Errors: [`ReadError::Position`], [`ReadError::Id`] on impossible control words.
@@ -246,6 +204,50 @@ impl<M: Memory> Buffer<M> {
         }
         Ok(())
     }
+}
+
+impl<M: Memory> Reader<M> {
+    /// The next delivered (complete) sub-buffer at the consumed position, if any
+    /// (`Ok(None)`: not delivered yet; call again later).
+    ///
+    /// Checks that `consumed` is at a sub-buffer start, that `write - consumed` lies in
+    /// `subbuf_size..=buf_size` once delivered, that the sub-buffer was delivered for the
+    /// lap of `consumed` (`delivered == (lap+1)*subbuf_size`), that its id names a
+    /// physical sub-buffer (the identity in discard mode), and that its content size and
+    /// sequence number are the ones its position implies.
+    ///
+    /// Overwrite mode: the packet at `consumed` is taken out of the writers' reach by
+    /// swapping the reader's spare sub-buffer into its id-table entry (LTTng's
+    /// `update_read_sb_index`); writers may meanwhile push `consumed` past packets they
+    /// overwrite, so the packets got show gaps in `packet_seq_num`
+    /// ([`Counters::overwritten`](crate::Counters::overwritten)). Retries a bounded
+    /// number of times when a writer claims the packet first, then returns `Ok(None)`.
+    /// Called again before `put_subbuf`, it returns the packet it holds.
+    ///
+    /// Never loops without bound, whatever the shared memory holds (a dead writer only
+    /// leaves its packet undelivered: `Ok(None)`).
+    ///
+    /// Errors: [`ReadError::Position`], [`ReadError::Id`], [`ReadError::ContentSize`],
+    /// [`ReadError::PacketSeq`] when the shared memory holds values the algorithm cannot
+    /// produce.
+    pub fn get_subbuf(&self) -> Result<Option<Subbuf>, ReadError> {
+        if self.cfg.mode == Mode::Overwrite {
+            return self.get_subbuf_overwrite();
+        }
+        let g = &self.geo;
+        let p = g.pos;
+        let sbs = p.subbuf_size();
+        let Some((consumed, index, phys)) = self.delivered_at_consumed()? else { return Ok(None) };
+        let content = self.mem.load_u64(g.sb_word(index, SB_CLOSED_END), Relaxed).wrapping_sub(consumed);
+        if content < g.header_size || content > sbs || content == 0 {
+            return Err(ReadError::ContentSize { content, subbuf_size: sbs });
+        }
+        let seq = self.mem.load_u64(g.sb_word(index, SB_SEQ), Relaxed);
+        if seq != p.packet_seq(consumed) {
+            return Err(ReadError::PacketSeq { expected: p.packet_seq(consumed), found: seq });
+        }
+        Ok(Some(Subbuf { packet_seq_num: seq, content_size: content, packet_size: sbs, index, phys, pos: consumed }))
+    }
 
     /// Copies the whole packet (`packet_size` bytes: header, content and end padding) out
     /// of shared memory into `out` (cleared and resized first; reuse it to avoid
@@ -282,7 +284,7 @@ impl<M: Memory> Buffer<M> {
         Ok(())
     }
 
-    /// Releases a sub-buffer got with [`get_subbuf`](Buffer::get_subbuf): zeroes its data
+    /// Releases a sub-buffer got with [`get_subbuf`](Reader::get_subbuf): zeroes its data
     /// (so that a zero byte 0 means "not committed" in the next lap, see the commit
     /// evidence on [`Buffer`]), then advances `consumed` by one sub-buffer with a
     /// Release CAS, which lets writers enter it again.
@@ -322,7 +324,7 @@ impl<M: Memory> Buffer<M> {
     /// Drops the delivered packet at `consumed` without reading it, after [`get_subbuf`]
     /// refused it for corrupted control words ([`ReadError::ContentSize`] or
     /// [`ReadError::PacketSeq`]): the sub-buffer is zeroed and released as
-    /// [`put_subbuf`](Buffer::put_subbuf) would, so one scribbled packet costs that packet,
+    /// [`put_subbuf`](Reader::put_subbuf) would, so one scribbled packet costs that packet,
     /// not the rest of the stream. In overwrite mode `get_subbuf` already dropped the
     /// packet (it became the reader's spare): nothing to do.
     ///
@@ -330,7 +332,7 @@ impl<M: Memory> Buffer<M> {
     /// cannot go on); [`ReadError::Stale`] if the packet at `consumed` is not delivered
     /// (nothing to skip) or `consumed` moved meanwhile; [`ReadError::Id`] for a corrupted id.
     ///
-    /// [`get_subbuf`]: Buffer::get_subbuf
+    /// [`get_subbuf`]: Reader::get_subbuf
     pub fn skip_subbuf(&self) -> Result<(), ReadError> {
         if self.cfg.mode == Mode::Overwrite {
             return Ok(());

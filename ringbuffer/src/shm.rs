@@ -17,7 +17,7 @@ use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use crate::{Buffer, BufferConfig};
+use crate::{Buffer, BufferConfig, Reader, Writer};
 
 /// Errors while creating or mapping a buffer's memory.
 #[derive(Debug, thiserror::Error)]
@@ -64,14 +64,14 @@ fn back(file: &File, size: u64, what: &str) -> Result<(), ShmError> {
 
 /// Creates one buffer in a new `memfd` named `name` (close-on-exec): sized to
 /// [`BufferConfig::file_size`], backed, sealed, mapped shared and formatted with
-/// [`Buffer::create`]. Returns the creator's handle and the descriptor to hand to the
-/// application.
+/// [`Buffer::create`]. Returns the creator's handle, the buffer's [`Reader`] (the daemon
+/// reads what it made), and the descriptor to hand to the application.
 ///
 /// # Errors
 /// [`ShmError::NoSpace`] when the memory cannot back the buffer; [`ShmError::Io`] when
 /// `memfd_create`, `fallocate`, `fcntl(F_ADD_SEALS)` or `mmap` fail; [`ShmError::Layout`]
 /// when the ring buffer refuses `cfg`.
-pub fn create_memfd(cfg: &BufferConfig, name: &str) -> Result<(Buffer, OwnedFd), ShmError> {
+pub fn create_memfd(cfg: &BufferConfig, name: &str) -> Result<(Reader, OwnedFd), ShmError> {
     use rustix::fs::{MemfdFlags, SealFlags};
     let size = cfg.file_size().map_err(|e| ShmError::Layout(e.to_string()))?;
     let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
@@ -82,19 +82,19 @@ pub fn create_memfd(cfg: &BufferConfig, name: &str) -> Result<(Buffer, OwnedFd),
         .map_err(|e| ShmError::Io { what: "F_ADD_SEALS".into(), source: e.into() })?;
     let map = memmap2::MmapOptions::new().len(size).map_raw(&file).map_err(io("mmap"))?;
     let buffer = Buffer::create(map, cfg).map_err(|e| ShmError::Layout(e.to_string()))?;
-    Ok((buffer, OwnedFd::from(file)))
+    Ok((buffer.into_reader(), OwnedFd::from(file)))
 }
 
 /// Like [`create_memfd`], but the buffer is the file `path` (`--shm-path`): created (it
 /// must not exist), mode 0600, close-on-exec, backed, mapped shared and formatted. Returns
-/// the creator's handle, a descriptor for the application, and the file (to check its size
+/// the creator's handle (the [`Reader`]), a descriptor for the application, and the file (to check its size
 /// later: a file cannot be sealed). A file that cannot be made a buffer is removed again.
 ///
 /// # Errors
 /// [`ShmError::NoSpace`] when the file system cannot hold the buffer; [`ShmError::Io`]
 /// when creating, backing or mapping the file fails; [`ShmError::Layout`] when the ring
 /// buffer refuses `cfg`.
-pub fn create_file(cfg: &BufferConfig, path: &Path) -> Result<(Buffer, OwnedFd, File), ShmError> {
+pub fn create_file(cfg: &BufferConfig, path: &Path) -> Result<(Reader, OwnedFd, File), ShmError> {
     use std::os::unix::fs::OpenOptionsExt;
     let size = cfg.file_size().map_err(|e| ShmError::Layout(e.to_string()))?;
     let what = || format!("buffer file {}", path.display());
@@ -113,7 +113,7 @@ pub fn create_file(cfg: &BufferConfig, path: &Path) -> Result<(Buffer, OwnedFd, 
         let map = memmap2::MmapOptions::new().len(size).map_raw(&file).map_err(io(format!("mapping {}", what())))?;
         let buffer = Buffer::create(map, cfg).map_err(|e| ShmError::Layout(e.to_string()))?;
         let fd = OwnedFd::from(file.try_clone().map_err(io(format!("duplicating {}", what())))?);
-        Ok((buffer, fd))
+        Ok((buffer.into_reader(), fd))
     })();
     match made {
         Ok((buffer, fd)) => Ok((buffer, fd, file)),
@@ -126,16 +126,16 @@ pub fn create_file(cfg: &BufferConfig, path: &Path) -> Result<(Buffer, OwnedFd, 
 
 /// Application side: maps the buffer memory named by `fd` (shared, its whole length) and
 /// opens it with [`Buffer::open`], which checks every offset of the layout against the
-/// mapping. The descriptor is only borrowed (the caller decides when, and whether, to close
+/// mapping, as a [`Writer`]. The descriptor is only borrowed (the caller decides when, and whether, to close
 /// it); the mapping keeps the memory.
 ///
 /// # Errors
 /// [`ShmError::Io`] when the memory cannot be mapped; [`ShmError::Layout`] when it is not a
 /// valid ring buffer.
-pub fn open_received(fd: std::os::fd::BorrowedFd<'_>) -> Result<Buffer, ShmError> {
+pub fn open_received(fd: std::os::fd::BorrowedFd<'_>) -> Result<Writer, ShmError> {
     use std::os::fd::AsRawFd;
     let map = memmap2::MmapOptions::new().map_raw(fd.as_raw_fd()).map_err(io("mmap"))?;
-    Buffer::open(map).map_err(|e| ShmError::Layout(e.to_string()))
+    Buffer::open(map).map(Buffer::into_writer).map_err(|e| ShmError::Layout(e.to_string()))
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 //! and recovery of the committed prefix of packets that were never completed (a writer
 //! died between reserve and commit: post-mortem dumps and `ust crash-dump`).
 //!
-//! A snapshot, after a reader-side [`flush`](Buffer::flush), walks the positions of
-//! [`snapshot_positions`](Buffer::snapshot_positions) oldest first and copies each with
-//! [`snapshot_packet`](Buffer::snapshot_packet):
+//! A snapshot, after a reader-side [`flush`](Reader::flush), walks the positions of
+//! [`snapshot_positions`](Reader::snapshot_positions) oldest first and copies each with
+//! [`snapshot_packet`](Reader::snapshot_packet):
 //!
 //! ```text
 //!   consumed (or write - ring)                      write
@@ -25,7 +25,7 @@
 //!
 //! **Interaction with the live reader.** A snapshot uses the reader's spare and the
 //! reader's position words: it must not run concurrently with
-//! [`get_subbuf`](Buffer::get_subbuf)/[`put_subbuf`](Buffer::put_subbuf) on the same
+//! [`get_subbuf`](Reader::get_subbuf)/[`put_subbuf`](Reader::put_subbuf) on the same
 //! buffer (one reader at a time; a snapshot session has no live consumer, as in LTTng,
 //! and a daemon serializes both on a buffer). It never moves `consumed`. While the live
 //! reader holds a packet, `snapshot_packet` refuses ([`ReadError::Stale`]).
@@ -34,10 +34,10 @@ use core::sync::atomic::Ordering::*;
 
 use crate::ids::{IdState, SubbufId};
 use crate::layout::*;
-use crate::{Buffer, Memory, Mode, PacketEnd, PacketLayout, ReadError};
+use crate::{Buffer, Memory, Mode, PacketEnd, PacketLayout, ReadError, Reader};
 
-/// Where a packet copied out by [`Buffer::snapshot_packet`] or
-/// [`Buffer::recover_packet`] came from and what it holds.
+/// Where a packet copied out by [`Reader::snapshot_packet`] or
+/// [`Reader::recover_packet`] came from and what it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketCopy {
     /// Free-running position of the packet's start, in bytes.
@@ -50,13 +50,13 @@ pub struct PacketCopy {
     pub packet_size: u64,
 }
 
-/// What [`Buffer::snapshot_packet`] found at a position.
+/// What [`Reader::snapshot_packet`] found at a position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SnapshotRead {
     /// The complete packet was copied (header and context as its deliverer wrote them).
     Copied(PacketCopy),
     /// The sub-buffer at this position is open, or closed with a commit missing (a slow
-    /// or dead writer): nothing copied. For a dead writer, [`Buffer::recover_packet`]
+    /// or dead writer): nothing copied. For a dead writer, [`Reader::recover_packet`]
     /// keeps its committed prefix.
     Incomplete,
     /// No packet of this position is in the ring any more (overwritten, being
@@ -77,7 +77,7 @@ pub enum WalkStop {
     BadRecord,
 }
 
-/// The committed prefix of a packet, found by [`Buffer::recover_packet`].
+/// The committed prefix of a packet, found by [`Reader::recover_packet`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Recovered {
     /// Position, sequence number, corrected content size, packet size.
@@ -102,7 +102,7 @@ pub struct Recovered {
 
 impl Recovered {
     /// Rewrites the packet context of `copy` (the packet returned by
-    /// [`Buffer::recover_packet`]) from [`Recovered::end`], through the client.
+    /// [`Reader::recover_packet`]) from [`Recovered::end`], through the client.
     pub fn rewrite_end<L: PacketLayout>(&self, layout: &L, stream: &crate::StreamIdentity, copy: &mut [u8]) {
         let hdr = layout.header_size().min(copy.len());
         layout.write_end(stream, &mut copy[..hdr], &self.end);
@@ -113,55 +113,6 @@ impl Recovered {
 const SNAPSHOT_RETRIES: u32 = 4;
 
 impl<M: Memory> Buffer<M> {
-    /// Start positions of the sub-buffers that may hold a packet, oldest first: from
-    /// `consumed` (at most one ring back) to the sub-buffer `write` is in, included if
-    /// it is open. Call after [`flush`](Buffer::flush) to include the newest records.
-    /// Each position goes to [`snapshot_packet`](Buffer::snapshot_packet) (and, for a
-    /// dead writer, [`recover_packet`](Buffer::recover_packet) when that returns
-    /// [`SnapshotRead::Incomplete`]).
-    ///
-    /// ```
-    /// # use ringbuffer::*;
-    /// # let cfg = BufferConfig { subbuf_size: 4096, num_subbuf: 2, mode: Mode::Overwrite,
-    /// #     header_size: 16, stream: StreamIdentity::default() };
-    /// # let buf = Buffer::create(memmap2::MmapOptions::new().len(cfg.file_size()?).map_anon()?.into(), &cfg)?;
-    /// let mut out = Vec::new();
-    /// for pos in buf.snapshot_positions() {
-    ///     if let SnapshotRead::Copied(p) = buf.snapshot_packet(pos, &mut out)? {
-    ///         // write out[..p.packet_size] to the stream file
-    ///     }
-    /// }
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn snapshot_positions(&self) -> core::iter::StepBy<core::ops::Range<u64>> {
-        let g = &self.geo;
-        let write = self.mem.load_u64(g.ctrl_word(CTRL_WRITE), Acquire);
-        let consumed = self.mem.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire);
-        let (begin, end) = g.pos.held_range(write, consumed);
-        (begin..end).step_by(g.pos.subbuf_size() as usize)
-    }
-
-    /// Copies the complete packet at `pos` (a sub-buffer start) into `out` (cleared and
-    /// resized to the sub-buffer size) without consuming it; see the [module
-    /// docs](crate::snapshot) for how the copy is kept intact while writers run.
-    ///
-    /// Errors: [`ReadError::Position`] if `pos` is not a sub-buffer start;
-    /// [`ReadError::Stale`] if the live reader holds a packet (overwrite mode);
-    /// [`ReadError::Id`], [`ReadError::ContentSize`], [`ReadError::PacketSeq`] on
-    /// corrupted shared memory.
-    pub fn snapshot_packet(&self, pos: u64, out: &mut Vec<u8>) -> Result<SnapshotRead, ReadError> {
-        let g = &self.geo;
-        let p = g.pos;
-        if p.subbuf_offset(pos) != 0 {
-            let write = self.mem.load_u64(g.ctrl_word(CTRL_WRITE), Relaxed);
-            return Err(ReadError::Position { consumed: pos, write });
-        }
-        match self.cfg.mode {
-            Mode::Discard => self.snapshot_in_place(pos, out),
-            Mode::Overwrite => self.snapshot_swap(pos, out),
-        }
-    }
-
     /// Validated (content size, seq) from the control words of the packet at `pos`.
     fn packet_words(&self, pos: u64) -> Result<PacketCopy, ReadError> {
         let g = &self.geo;
@@ -243,6 +194,57 @@ impl<M: Memory> Buffer<M> {
             return words.map(SnapshotRead::Copied);
         }
         Ok(SnapshotRead::Gone)
+    }
+}
+
+impl<M: Memory> Reader<M> {
+    /// Start positions of the sub-buffers that may hold a packet, oldest first: from
+    /// `consumed` (at most one ring back) to the sub-buffer `write` is in, included if
+    /// it is open. Call after [`flush`](Reader::flush) to include the newest records.
+    /// Each position goes to [`snapshot_packet`](Reader::snapshot_packet) (and, for a
+    /// dead writer, [`recover_packet`](Reader::recover_packet) when that returns
+    /// [`SnapshotRead::Incomplete`]).
+    ///
+    /// ```
+    /// # use ringbuffer::*;
+    /// # let cfg = BufferConfig { subbuf_size: 4096, num_subbuf: 2, mode: Mode::Overwrite,
+    /// #     header_size: 16, stream: StreamIdentity::default() };
+    /// # let buf = Buffer::create(memmap2::MmapOptions::new().len(cfg.file_size()?).map_anon()?.into(), &cfg)?.into_reader();
+    /// let mut out = Vec::new();
+    /// for pos in buf.snapshot_positions() {
+    ///     if let SnapshotRead::Copied(p) = buf.snapshot_packet(pos, &mut out)? {
+    ///         // write out[..p.packet_size] to the stream file
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn snapshot_positions(&self) -> core::iter::StepBy<core::ops::Range<u64>> {
+        let g = &self.geo;
+        let write = self.mem.load_u64(g.ctrl_word(CTRL_WRITE), Acquire);
+        let consumed = self.mem.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire);
+        let (begin, end) = g.pos.held_range(write, consumed);
+        (begin..end).step_by(g.pos.subbuf_size() as usize)
+    }
+
+    /// Copies the complete packet at `pos` (a sub-buffer start) into `out` (cleared and
+    /// resized to the sub-buffer size) without consuming it; see the [module
+    /// docs](crate::snapshot) for how the copy is kept intact while writers run.
+    ///
+    /// Errors: [`ReadError::Position`] if `pos` is not a sub-buffer start;
+    /// [`ReadError::Stale`] if the live reader holds a packet (overwrite mode);
+    /// [`ReadError::Id`], [`ReadError::ContentSize`], [`ReadError::PacketSeq`] on
+    /// corrupted shared memory.
+    pub fn snapshot_packet(&self, pos: u64, out: &mut Vec<u8>) -> Result<SnapshotRead, ReadError> {
+        let g = &self.geo;
+        let p = g.pos;
+        if p.subbuf_offset(pos) != 0 {
+            let write = self.mem.load_u64(g.ctrl_word(CTRL_WRITE), Relaxed);
+            return Err(ReadError::Position { consumed: pos, write });
+        }
+        match self.cfg.mode {
+            Mode::Discard => self.snapshot_in_place(pos, out),
+            Mode::Overwrite => self.snapshot_swap(pos, out),
+        }
     }
 
     /// Recovers the committed prefix of the packet at `pos` (a sub-buffer start), for a

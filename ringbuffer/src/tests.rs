@@ -37,13 +37,13 @@ impl Clock for StepClock {
     }
 }
 
-fn buffer(num_subbuf: u32) -> Buffer {
+fn buffer(num_subbuf: u32) -> (Writer, Reader) {
     let cfg = BufferConfig { subbuf_size: 4096, num_subbuf, mode: Mode::Discard, header_size: HDR as u32, stream: StreamIdentity::default() };
     let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
-    Buffer::create(map.into(), &cfg).unwrap()
+    Buffer::create(map.into(), &cfg).unwrap().split()
 }
 
-fn write(b: &Buffer, c: &impl Clock, len: u32, tag: u8) -> Result<u64, Dropped> {
+fn write(b: &Writer, c: &impl Clock, len: u32, tag: u8) -> Result<u64, Dropped> {
     let mut r = b.reserve(&TestLayout, c, SlotSize { compact: len, extended: len + 8 })?;
     let ts = r.timestamp;
     let l = r.len as usize;
@@ -53,7 +53,7 @@ fn write(b: &Buffer, c: &impl Clock, len: u32, tag: u8) -> Result<u64, Dropped> 
     Ok(ts)
 }
 
-fn drain(b: &Buffer) -> Vec<Vec<u8>> {
+fn drain(b: &Reader) -> Vec<Vec<u8>> {
     let mut v = Vec::new();
     while let Some(sb) = b.get_subbuf().unwrap() {
         let mut out = Vec::new();
@@ -67,11 +67,11 @@ fn drain(b: &Buffer) -> Vec<Vec<u8>> {
 
 #[test]
 fn exact_fit_padding_and_flush() {
-    let b = buffer(4);
+    let (bw, b) = buffer(4);
     let c = StepClock(Cell::new(0), 10);
     // 4096 - 40 = 4056 = 4 * 1014: four records fill the packet exactly.
     for i in 0..4 {
-        write(&b, &c, 1014, i + 1).unwrap();
+        write(&bw, &c, 1014, i + 1).unwrap();
     }
     assert_eq!(b.counters().write, 4096, "exact fit leaves write at the next start");
     let p = drain(&b);
@@ -79,9 +79,9 @@ fn exact_fit_padding_and_flush() {
     assert_eq!(p[0].len(), 4096);
     assert_eq!(u64_at(&p[0], 8), 0);
     // Next packet: two records, then one that does not fit (padding).
-    write(&b, &c, 2000, 5).unwrap();
-    write(&b, &c, 2000, 6).unwrap();
-    write(&b, &c, 100, 7).unwrap();
+    write(&bw, &c, 2000, 5).unwrap();
+    write(&bw, &c, 2000, 6).unwrap();
+    write(&bw, &c, 100, 7).unwrap();
     let p = drain(&b);
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].len(), HDR + 4000);
@@ -99,12 +99,12 @@ fn exact_fit_padding_and_flush() {
 
 #[test]
 fn discard_full_and_too_big_are_counted() {
-    let b = buffer(2);
+    let (bw, b) = buffer(2);
     let c = StepClock(Cell::new(0), 1);
     let mut ok = 0;
     let mut full = 0;
     for _ in 0..100 {
-        match write(&b, &c, 1000, 1) {
+        match write(&bw, &c, 1000, 1) {
             Ok(_) => ok += 1,
             Err(Dropped::Full) => full += 1,
             Err(e) => panic!("{e:?}"),
@@ -113,9 +113,9 @@ fn discard_full_and_too_big_are_counted() {
     // Each packet holds 4 records of 1000 bytes (4056 free); the 5th closes it.
     assert_eq!(ok, 8);
     assert_eq!(full, 92);
-    assert_eq!(write(&b, &c, 4057, 1), Err(Dropped::TooBig));
-    assert_eq!(write(&b, &c, 0, 1), Err(Dropped::TooBig));
-    b.record_dropped(Dropped::Nested);
+    assert_eq!(write(&bw, &c, 4057, 1), Err(Dropped::TooBig));
+    assert_eq!(write(&bw, &c, 0, 1), Err(Dropped::TooBig));
+    bw.record_dropped(Dropped::Nested);
     let k = b.counters();
     assert_eq!((k.lost_full, k.lost_big, k.lost_nesting), (92, 2, 1));
     let p = drain(&b);
@@ -126,7 +126,7 @@ fn discard_full_and_too_big_are_counted() {
     assert_eq!(p.len(), 1);
     assert_eq!(u64_at(&p[0], 32), 92 + 2 + 1, "events_discarded is cumulative");
     // Released: writing works again, into zeroed memory.
-    write(&b, &c, 1000, 9).unwrap();
+    write(&bw, &c, 1000, 9).unwrap();
     b.flush(&TestLayout, &c);
     let p = drain(&b);
     assert_eq!(p[0].len(), HDR + 1000);
@@ -134,27 +134,27 @@ fn discard_full_and_too_big_are_counted() {
 
 #[test]
 fn timestamps_and_compact_decision() {
-    let b = buffer(4);
+    let (bw, b) = buffer(4);
     let c = StepClock(Cell::new(0), 1 << 20);
-    let mut r = b.reserve(&TestLayout, &c, SlotSize { compact: 8, extended: 16 }).unwrap();
+    let mut r = bw.reserve(&TestLayout, &c, SlotSize { compact: 8, extended: 16 }).unwrap();
     assert!(!r.extended, "first record of a packet is compact");
-    b.slot(&mut r)[1..].fill(0);
-    b.commit(&TestLayout, r, 1);
-    let r = b.reserve(&TestLayout, &c, SlotSize { compact: 8, extended: 16 }).unwrap();
+    bw.slot(&mut r)[1..].fill(0);
+    bw.commit(&TestLayout, r, 1);
+    let r = bw.reserve(&TestLayout, &c, SlotSize { compact: 8, extended: 16 }).unwrap();
     assert!(!r.extended, "2^20 ns fits in 27 bits");
-    b.commit(&TestLayout, r, 1);
+    bw.commit(&TestLayout, r, 1);
     let slow = StepClock(Cell::new(c.0.get()), 1 << 27);
-    let r = b.reserve(&TestLayout, &slow, SlotSize { compact: 8, extended: 16 }).unwrap();
+    let r = bw.reserve(&TestLayout, &slow, SlotSize { compact: 8, extended: 16 }).unwrap();
     assert!(r.extended && r.len == 16, "2^27 ns does not fit");
-    b.commit(&TestLayout, r, 1);
-    let r = b.reserve(&TestLayout, &c, SlotSize { compact: 12, extended: 12 }).unwrap();
+    bw.commit(&TestLayout, r, 1);
+    let r = bw.reserve(&TestLayout, &c, SlotSize { compact: 12, extended: 12 }).unwrap();
     assert!(r.extended, "forced");
-    b.commit(&TestLayout, r, 1);
+    bw.commit(&TestLayout, r, 1);
     // Packet timestamps: end(n) <= begin(n+1), records inside.
     let c = StepClock(Cell::new(slow.0.get()), 7);
     let mut stamps = Vec::new();
     for _ in 0..20 {
-        stamps.push(write(&b, &c, 700, 3).unwrap());
+        stamps.push(write(&bw, &c, 700, 3).unwrap());
     }
     b.flush(&TestLayout, &c);
     let p = drain(&b);
@@ -170,9 +170,9 @@ fn timestamps_and_compact_decision() {
 
 #[test]
 fn open_checks_and_stale_handles() {
-    let b = buffer(2);
+    let (bw, b) = buffer(2);
     let c = StepClock(Cell::new(0), 1);
-    write(&b, &c, 100, 1).unwrap();
+    write(&bw, &c, 100, 1).unwrap();
     b.flush(&TestLayout, &c);
     let sb = b.get_subbuf().unwrap().unwrap();
     let sb2 = b.get_subbuf().unwrap().unwrap();
@@ -192,18 +192,18 @@ fn open_checks_and_stale_handles() {
 
 #[test]
 fn evidence_byte_zero_until_commit() {
-    let b = buffer(2);
+    let (bw, b) = buffer(2);
     let c = StepClock(Cell::new(0), 1);
-    let mut r1 = b.reserve(&TestLayout, &c, SlotSize { compact: 10, extended: 10 }).unwrap();
-    let r2 = b.reserve(&TestLayout, &c, SlotSize { compact: 10, extended: 10 }).unwrap();
-    b.slot(&mut r1)[1..].fill(0xee);
+    let mut r1 = bw.reserve(&TestLayout, &c, SlotSize { compact: 10, extended: 10 }).unwrap();
+    let r2 = bw.reserve(&TestLayout, &c, SlotSize { compact: 10, extended: 10 }).unwrap();
+    bw.slot(&mut r1)[1..].fill(0xee);
     // Commit out of order: the second slot first.
-    b.commit(&TestLayout, r2, 2);
+    bw.commit(&TestLayout, r2, 2);
     assert_eq!(b.evidence_byte(0, HDR as u64), Some(0), "first slot reserved, not committed");
     assert_eq!(b.evidence_byte(0, HDR as u64 + 10), Some(2));
     b.flush(&TestLayout, &c);
     assert!(b.get_subbuf().unwrap().is_none(), "not delivered with a commit missing");
-    b.commit(&TestLayout, r1, 1);
+    bw.commit(&TestLayout, r1, 1);
     let sb = b.get_subbuf().unwrap().unwrap();
     b.put_subbuf(sb).unwrap();
     assert_eq!(b.evidence_byte(0, HDR as u64 + 10), Some(0), "zeroed on release");
@@ -220,8 +220,8 @@ fn reopen_shared_file() {
         stream: StreamIdentity { uuid: [1; 16], stream_id: 2, cpu: 3, stream_instance_id: 4 },
     };
     f.set_len(cfg.file_size().unwrap() as u64).unwrap();
-    let a = Buffer::create(memmap2::MmapOptions::new().map_raw(&f).unwrap(), &cfg).unwrap();
-    let b = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap();
+    let a = Buffer::create(memmap2::MmapOptions::new().map_raw(&f).unwrap(), &cfg).unwrap().into_reader();
+    let b = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap().into_writer();
     assert_eq!(b.config(), &cfg);
     let c = StepClock(Cell::new(0), 1);
     write(&b, &c, 50, 4).unwrap();
@@ -231,14 +231,14 @@ fn reopen_shared_file() {
     assert_eq!(p[0][HDR..], [4u8; 50]);
 }
 
-fn buffer_mode(num_subbuf: u32, mode: Mode) -> Buffer {
+fn buffer_mode(num_subbuf: u32, mode: Mode) -> (Writer, Reader) {
     let cfg = BufferConfig { subbuf_size: 4096, num_subbuf, mode, header_size: HDR as u32, stream: StreamIdentity::default() };
     let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
-    Buffer::create(map.into(), &cfg).unwrap()
+    Buffer::create(map.into(), &cfg).unwrap().split()
 }
 
 /// Drains and returns (packet_seq_num, content) pairs.
-fn drain_seq(b: &Buffer) -> Vec<(u64, Vec<u8>)> {
+fn drain_seq(b: &Reader) -> Vec<(u64, Vec<u8>)> {
     let mut v = Vec::new();
     while let Some(sb) = b.get_subbuf().unwrap() {
         let mut out = Vec::new();
@@ -254,11 +254,11 @@ fn drain_seq(b: &Buffer) -> Vec<(u64, Vec<u8>)> {
 
 #[test]
 fn overwrite_keeps_the_newest_packets() {
-    let b = buffer_mode(4, Mode::Overwrite);
+    let (bw, b) = buffer_mode(4, Mode::Overwrite);
     let c = StepClock(Cell::new(0), 1);
     // 10 packets of four 1014-byte records (exact fits), nobody reading.
     for k in 0..40u32 {
-        write(&b, &c, 1014, (k / 4 + 1) as u8).unwrap();
+        write(&bw, &c, 1014, (k / 4 + 1) as u8).unwrap();
     }
     let k = b.counters();
     assert_eq!((k.lost_full, k.discarded()), (0, 0), "flight recorder: no drop");
@@ -271,7 +271,7 @@ fn overwrite_keeps_the_newest_packets() {
         assert!(pk[HDR..].chunks(1014).all(|r| r.iter().all(|&x| x == *seq as u8 + 1)), "packet {seq} intact");
     }
     // Writing goes on after the reader released everything (its spares are zeroed).
-    write(&b, &c, 100, 0x33).unwrap();
+    write(&bw, &c, 100, 0x33).unwrap();
     b.flush(&TestLayout, &c);
     let p = drain_seq(&b);
     assert_eq!(p.len(), 1);
@@ -281,10 +281,10 @@ fn overwrite_keeps_the_newest_packets() {
 
 #[test]
 fn overwrite_reader_holds_a_packet_while_writers_lap_the_ring() {
-    let b = buffer_mode(2, Mode::Overwrite);
+    let (bw, b) = buffer_mode(2, Mode::Overwrite);
     let c = StepClock(Cell::new(0), 1);
     for k in 0..4u32 {
-        write(&b, &c, 1014, 0x10).unwrap();
+        write(&bw, &c, 1014, 0x10).unwrap();
         let _ = k;
     }
     let sb = b.get_subbuf().unwrap().unwrap();
@@ -293,7 +293,7 @@ fn overwrite_reader_holds_a_packet_while_writers_lap_the_ring() {
     assert_eq!(again, sb, "get before put hands out the same packet");
     // Writers go round the ring three times while the reader holds packet 0.
     for k in 0..24u32 {
-        write(&b, &c, 1014, 0x20 + (k / 4) as u8).unwrap();
+        write(&bw, &c, 1014, 0x20 + (k / 4) as u8).unwrap();
     }
     let mut out = Vec::new();
     b.copy_subbuf(&sb, &mut out).unwrap();
@@ -312,14 +312,14 @@ fn overwrite_reader_holds_a_packet_while_writers_lap_the_ring() {
 
 #[test]
 fn overwrite_uncommitted_slots_read_zero_and_block_their_sub_buffer() {
-    let b = buffer_mode(2, Mode::Overwrite);
+    let (bw, b) = buffer_mode(2, Mode::Overwrite);
     let c = StepClock(Cell::new(0), 1);
     for _ in 0..16 {
-        write(&b, &c, 1014, 0x77).unwrap(); // two laps (4 packets): every sub-buffer holds 0x77
+        write(&bw, &c, 1014, 0x77).unwrap(); // two laps (4 packets): every sub-buffer holds 0x77
     }
     // Lap 2 of sub-buffer 0 (claimed and zeroed by this reservation's opener).
-    let r = b.reserve(&TestLayout, &c, SlotSize { compact: 1014, extended: 1014 }).unwrap();
-    let off = b.slot_offset(&r);
+    let r = bw.reserve(&TestLayout, &c, SlotSize { compact: 1014, extended: 1014 }).unwrap();
+    let off = bw.slot_offset(&r);
     let mut slot = vec![1u8; 1014];
     b.memory().read_bytes(off, &mut slot);
     assert!(slot.iter().all(|&x| x == 0), "a reserved, uncommitted slot reads zero");
@@ -327,15 +327,15 @@ fn overwrite_uncommitted_slots_read_zero_and_block_their_sub_buffer() {
     assert_eq!(b.evidence_byte(phys, HDR as u64), Some(0));
     // Fill the rest of the ring; the sub-buffer holding `r` cannot be reused.
     for _ in 0..3 {
-        write(&b, &c, 1014, 0x78).unwrap();
+        write(&bw, &c, 1014, 0x78).unwrap();
     }
     for _ in 0..4 {
-        write(&b, &c, 1014, 0x79).unwrap();
+        write(&bw, &c, 1014, 0x79).unwrap();
     }
-    assert_eq!(write(&b, &c, 1014, 0x7a), Err(Dropped::Full), "previous packet not committed");
+    assert_eq!(write(&bw, &c, 1014, 0x7a), Err(Dropped::Full), "previous packet not committed");
     assert_eq!(b.counters().lost_full, 1);
-    b.commit(&TestLayout, r, 0x76);
-    write(&b, &c, 1014, 0x7b).unwrap();
+    bw.commit(&TestLayout, r, 0x76);
+    write(&bw, &c, 1014, 0x7b).unwrap();
     let p = drain_seq(&b);
     // Packet 6 (open) overwrote packet 4, which `r` completed late.
     assert_eq!(p.iter().map(|x| x.0).collect::<Vec<_>>(), [5]);
@@ -346,7 +346,7 @@ fn overwrite_uncommitted_slots_read_zero_and_block_their_sub_buffer() {
 fn overwrite_accounting() {
     // Every committed record is either read or in an overwritten packet; the gaps in
     // packet_seq_num are exactly `overwritten`.
-    let b = buffer_mode(4, Mode::Overwrite);
+    let (bw, b) = buffer_mode(4, Mode::Overwrite);
     let c = StepClock(Cell::new(0), 3);
     let sbs = 4096;
     let mut written = Vec::new(); // (tag, packet seq)
@@ -357,11 +357,11 @@ fn overwrite_accounting() {
             attempted += 1;
             let len = 50 + (k * 37 + round) % 900;
             let tag = (attempted % 250 + 1) as u8;
-            match b.reserve(&TestLayout, &c, SlotSize { compact: len, extended: len }) {
+            match bw.reserve(&TestLayout, &c, SlotSize { compact: len, extended: len }) {
                 Ok(mut r) => {
-                    b.slot(&mut r)[1..].fill(tag);
+                    bw.slot(&mut r)[1..].fill(tag);
                     written.push((attempted, r.position() / sbs));
-                    b.commit(&TestLayout, r, tag);
+                    bw.commit(&TestLayout, r, tag);
                 }
                 Err(e) => panic!("{e:?}"),
             }
@@ -370,7 +370,7 @@ fn overwrite_accounting() {
             read.extend(drain_seq(&b));
         }
     }
-    assert_eq!(b.reserve(&TestLayout, &c, SlotSize { compact: 5000, extended: 5000 }).err(), Some(Dropped::TooBig));
+    assert_eq!(bw.reserve(&TestLayout, &c, SlotSize { compact: 5000, extended: 5000 }).err(), Some(Dropped::TooBig));
     b.flush(&TestLayout, &c);
     read.extend(drain_seq(&b));
     let seqs: Vec<u64> = read.iter().map(|x| x.0).collect();
@@ -404,7 +404,7 @@ fn run_len(b: &[u8]) -> Option<usize> {
     Some(b.iter().take_while(|&&x| x == b[0]).count())
 }
 
-fn snapshot_all(b: &Buffer) -> Vec<(u64, Vec<u8>)> {
+fn snapshot_all(b: &Reader) -> Vec<(u64, Vec<u8>)> {
     let mut v = Vec::new();
     let mut out = Vec::new();
     for pos in b.snapshot_positions() {
@@ -420,10 +420,10 @@ fn snapshot_all(b: &Buffer) -> Vec<(u64, Vec<u8>)> {
 
 #[test]
 fn snapshot_overwrite_is_repeatable_and_consumes_nothing() {
-    let b = buffer_mode(4, Mode::Overwrite);
+    let (bw, b) = buffer_mode(4, Mode::Overwrite);
     let c = StepClock(Cell::new(0), 1);
     for k in 0..27u32 {
-        write(&b, &c, 1014, (k / 4 + 1) as u8).unwrap(); // packets 0..=5 full, 6 open
+        write(&bw, &c, 1014, (k / 4 + 1) as u8).unwrap(); // packets 0..=5 full, 6 open
     }
     assert_eq!(b.snapshot_positions().count(), 4);
     let mut out = Vec::new();
@@ -441,7 +441,7 @@ fn snapshot_overwrite_is_repeatable_and_consumes_nothing() {
     assert_eq!(b.counters(), before);
     // Tracing goes on (opening packet 7 overwrites packet 3); the live reader sees the
     // same packets the snapshot copied.
-    write(&b, &c, 500, 0x40).unwrap();
+    write(&bw, &c, 500, 0x40).unwrap();
     let p = drain_seq(&b);
     assert_eq!(p.iter().map(|x| x.0).collect::<Vec<_>>(), [4, 5, 6]);
     assert_eq!(p[..], s1[1..]);
@@ -454,10 +454,10 @@ fn snapshot_overwrite_is_repeatable_and_consumes_nothing() {
 
 #[test]
 fn snapshot_discard_copies_unread_packets_in_place() {
-    let b = buffer_mode(4, Mode::Discard);
+    let (bw, b) = buffer_mode(4, Mode::Discard);
     let c = StepClock(Cell::new(0), 1);
     for k in 0..10u32 {
-        write(&b, &c, 1014, (k / 4 + 1) as u8).unwrap();
+        write(&bw, &c, 1014, (k / 4 + 1) as u8).unwrap();
     }
     b.flush(&TestLayout, &c);
     let s = snapshot_all(&b);
@@ -467,7 +467,7 @@ fn snapshot_discard_copies_unread_packets_in_place() {
 }
 
 /// Commits `r1`, leaves `r2` reserved (its writer "dies"), commits `r3`: out of order.
-fn torn(b: &Buffer, c: &impl Clock) -> u64 {
+fn torn(b: &Writer, c: &impl Clock) -> u64 {
     write(b, c, 300, 0x11).unwrap();
     let r2 = b.reserve(&TestLayout, c, SlotSize { compact: 200, extended: 200 }).unwrap();
     let pos = r2.position() - r2.position() % 4096;
@@ -479,15 +479,15 @@ fn torn(b: &Buffer, c: &impl Clock) -> u64 {
 #[test]
 fn recovery_keeps_the_prefix_before_the_first_uncommitted_record() {
     for mode in [Mode::Discard, Mode::Overwrite] {
-        let b = buffer_mode(2, mode);
+        let (bw, b) = buffer_mode(2, mode);
         let c = StepClock(Cell::new(0), 1);
         // Overwrite: lap the ring first so the torn packet lives in a reused sub-buffer.
         let laps = if mode == Mode::Overwrite { 12 } else { 0 };
         for _ in 0..laps {
-            write(&b, &c, 1014, 0x55).unwrap();
+            write(&bw, &c, 1014, 0x55).unwrap();
         }
         drain_seq(&b);
-        let pos = torn(&b, &c);
+        let pos = torn(&bw, &c);
         // The daemon finds the writer dead: flush and get never spin.
         b.flush(&TestLayout, &c);
         assert!(b.get_subbuf().unwrap().is_none(), "{mode:?}: not delivered");
@@ -511,10 +511,10 @@ fn recovery_keeps_the_prefix_before_the_first_uncommitted_record() {
 
 #[test]
 fn recovery_of_an_open_packet_and_refused_records() {
-    let b = buffer_mode(2, Mode::Discard);
+    let (bw, b) = buffer_mode(2, Mode::Discard);
     let c = StepClock(Cell::new(0), 1);
-    write(&b, &c, 300, 0x11).unwrap();
-    write(&b, &c, 100, 0x22).unwrap();
+    write(&bw, &c, 300, 0x11).unwrap();
+    write(&bw, &c, 100, 0x22).unwrap();
     let mut out = Vec::new();
     // Open (not flushed): the walk ends at `write`.
     let rec = b.recover_packet(&TestLayout, 0, &mut out, run_len).unwrap().unwrap();
@@ -546,11 +546,11 @@ fn recovery_of_an_open_packet_and_refused_records() {
 #[test]
 fn a_packet_with_scribbled_control_words_is_skipped_and_the_stream_goes_on() {
     use crate::layout::{SB_CLOSED_END, SB_SEQ};
-    let b = buffer(4);
+    let (bw, b) = buffer(4);
     let c = StepClock(Cell::new(0), 10);
     // Three full packets (4 records of 1014 bytes fill one exactly).
     for i in 0..12 {
-        write(&b, &c, 1014, i + 1).unwrap();
+        write(&bw, &c, 1014, i + 1).unwrap();
     }
     let g = *b.geometry();
     // Packet 0: content size past the sub-buffer; packet 1: a foreign sequence number.
@@ -568,7 +568,7 @@ fn a_packet_with_scribbled_control_words_is_skipped_and_the_stream_goes_on() {
     assert!(matches!(b.skip_subbuf(), Err(ReadError::Stale { .. })));
     // The skipped sub-buffers were released: the ring takes a full lap again.
     for i in 0..16 {
-        write(&b, &c, 1014, i + 1).unwrap();
+        write(&bw, &c, 1014, i + 1).unwrap();
     }
     assert_eq!(b.counters().discarded(), 0);
 }
@@ -596,15 +596,15 @@ fn fixed_rewrite(remove: bool, found: &std::cell::RefCell<Vec<usize>>) -> impl F
 /// record (bytes 3), flushed: what a writer stopped between its reserve and its commit
 /// leaves. Returns the reservation: dropped, the writer died; committed later, it was
 /// only slow.
-fn ring_with_an_uncommitted_slot() -> (Buffer, StepClock, Reservation) {
-    let b = buffer(4);
+fn ring_with_an_uncommitted_slot() -> (Writer, Reader, StepClock, Reservation) {
+    let (bw, b) = buffer(4);
     let c = StepClock(Cell::new(100), 1);
-    write(&b, &c, 16, 1).unwrap();
-    let mut r = b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap();
-    b.slot(&mut r)[1..].fill(2);
-    write(&b, &c, 16, 3).unwrap();
+    write(&bw, &c, 16, 1).unwrap();
+    let mut r = bw.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap();
+    bw.slot(&mut r)[1..].fill(2);
+    write(&bw, &c, 16, 3).unwrap();
     b.flush(&TestLayout, &c);
-    (b, c, r)
+    (bw, b, c, r)
 }
 
 /// A writer that reserved and never committed (it died) in a buffer others go on
@@ -612,7 +612,7 @@ fn ring_with_an_uncommitted_slot() -> (Buffer, StepClock, Reservation) {
 /// the next packets flow again.
 #[test]
 fn abandoned_subbuffer_is_completed_without_the_dead_slot() {
-    let (b, c, dead) = ring_with_an_uncommitted_slot();
+    let (bw, b, c, dead) = ring_with_an_uncommitted_slot();
     drop(dead); // never committed: byte 0 stays zero
     assert!(b.get_subbuf().unwrap().is_none(), "stalled: the dead slot keeps it undelivered");
     let list = b.abandoned();
@@ -631,7 +631,7 @@ fn abandoned_subbuffer_is_completed_without_the_dead_slot() {
     assert!(out[HDR..HDR + 16].iter().all(|&x| x == 1) && out[HDR + 16..HDR + 32].iter().all(|&x| x == 3), "records 1 and 3 kept in order");
     b.put_subbuf(sb).unwrap();
     assert!(b.abandoned().is_empty());
-    write(&b, &c, 16, 4).unwrap();
+    write(&bw, &c, 16, 4).unwrap();
     b.flush(&TestLayout, &c);
     assert!(b.get_subbuf().unwrap().is_some(), "the ring goes on");
 }
@@ -642,13 +642,13 @@ fn abandoned_subbuffer_is_completed_without_the_dead_slot() {
 #[test]
 fn two_dead_slots_are_removed_or_the_content_cut_as_the_rewrite_says() {
     for whole in [true, false] {
-        let b = buffer(4);
+        let (bw, b) = buffer(4);
         let c = StepClock(Cell::new(100), 1);
-        write(&b, &c, 16, 1).unwrap();
-        drop(b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap());
-        write(&b, &c, 16, 3).unwrap();
-        drop(b.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap());
-        write(&b, &c, 16, 5).unwrap();
+        write(&bw, &c, 16, 1).unwrap();
+        drop(bw.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap());
+        write(&bw, &c, 16, 3).unwrap();
+        drop(bw.reserve(&TestLayout, &c, SlotSize { compact: 16, extended: 24 }).unwrap());
+        write(&bw, &c, 16, 5).unwrap();
         b.flush(&TestLayout, &c);
         let list = b.abandoned();
         assert_eq!(list.len(), 1);
@@ -678,19 +678,19 @@ fn two_dead_slots_are_removed_or_the_content_cut_as_the_rewrite_says() {
 /// writer may open that sub-buffer's next lap, and every event that reaches it is lost.
 #[test]
 fn a_late_commit_after_the_completion_is_undone_and_the_ring_goes_on() {
-    let (b, c, slow) = ring_with_an_uncommitted_slot();
+    let (bw, b, c, slow) = ring_with_an_uncommitted_slot();
     let list = b.abandoned();
     assert_eq!(list.len(), 1);
     let found = std::cell::RefCell::new(Vec::new());
     b.complete_abandoned(&TestLayout, &list[0], fixed_rewrite(true, &found)).unwrap().unwrap();
     assert_eq!(drain(&b).len(), 1);
     assert!(b.repair_late_commits().is_empty(), "nothing late yet");
-    b.commit(&TestLayout, slow, 2);
+    bw.commit(&TestLayout, slow, 2);
     assert_eq!(b.repair_late_commits(), vec![(0, 16)], "packet 0, 16 late bytes");
     assert!(b.repair_late_commits().is_empty(), "once");
     // Two laps of the ring, drained as they go: sub-buffer 0 opens again each lap.
     for i in 0..32 {
-        write(&b, &c, 1014, (i % 200 + 1) as u8).unwrap();
+        write(&bw, &c, 1014, (i % 200 + 1) as u8).unwrap();
         drain(&b);
     }
     assert_eq!(b.counters().discarded(), 0, "{:?}", b.counters());

@@ -33,16 +33,16 @@ fn anon(bytes: &[u8], len: usize) -> memmap2::MmapRaw {
 }
 
 /// A formatted buffer with a few packets written, some delivered, one open.
-fn populated() -> Buffer {
+fn populated() -> (Writer, Reader) {
     let len = cfg().file_size().unwrap();
-    let b = Buffer::create(anon(&[], len), &cfg()).unwrap();
+    let (b, r) = Buffer::create(anon(&[], len), &cfg()).unwrap().split();
     let clock = || 1000u64;
     for i in 0..30u32 {
         let mut r = b.reserve(&Layout, &clock, SlotSize { compact: 300 + i, extended: 300 + i }).unwrap();
         b.slot(&mut r)[1..].fill(i as u8);
         b.commit(&Layout, r, 1);
     }
-    b
+    (b, r)
 }
 
 fn file_bytes(b: &Buffer) -> Vec<u8> {
@@ -52,7 +52,7 @@ fn file_bytes(b: &Buffer) -> Vec<u8> {
 }
 
 /// Exercises everything the daemon does with a buffer; must not panic or hang.
-fn read_everything(b: &Buffer) -> (usize, usize) {
+fn read_everything(b: &Reader) -> (usize, usize) {
     let mut out = Vec::new();
     let (mut ok, mut err) = (0, 0);
     for _ in 0..12 {
@@ -79,7 +79,7 @@ fn read_everything(b: &Buffer) -> (usize, usize) {
 
 #[test]
 fn truncated_file_is_refused() {
-    let good = file_bytes(&populated());
+    let good = file_bytes(&populated().1);
     for len in [0, 1, 8, HEADER_LEN - 1, HEADER_LEN, 4096, good.len() - 4096, good.len() - 1] {
         let r = Buffer::open(anon(&good, len));
         assert!(r.is_err(), "len {len}");
@@ -100,17 +100,17 @@ proptest! {
     #[test]
     fn header_field_corruption(pos in 0usize..HEADER_LEN, val in any::<u8>()) {
         // Flip one header byte: open either refuses or yields a buffer that behaves.
-        let mut bytes = file_bytes(&populated());
+        let mut bytes = file_bytes(&populated().1);
         bytes[pos] = val;
         let len = bytes.len();
         if let Ok(b) = Buffer::open(anon(&bytes, len)) {
-            read_everything(&b);
+            read_everything(&b.into_reader());
         }
     }
 
     #[test]
     fn control_word_corruption(words in proptest::collection::vec((any::<u16>(), any::<u64>()), 1..16)) {
-        let b = populated();
+        let (bw, b) = populated();
         let g = *b.geometry();
         let base = b.map().as_mut_ptr();
         for (w, v) in words {
@@ -125,8 +125,8 @@ proptest! {
         // The writer side on scribbled memory must not loop forever or panic either.
         let clock = || 2000u64;
         for _ in 0..8 {
-            if let Ok(r) = b.reserve(&Layout, &clock, SlotSize { compact: 64, extended: 64 }) {
-                b.commit(&Layout, r, 1);
+            if let Ok(r) = bw.reserve(&Layout, &clock, SlotSize { compact: 64, extended: 64 }) {
+                bw.commit(&Layout, r, 1);
             }
         }
         read_everything(&b);
@@ -135,7 +135,7 @@ proptest! {
     #[test]
     fn small_values_in_hot_words(vals in proptest::collection::vec(0u64..20_000, 7)) {
         // Plausible-looking (small) values are harder than random ones: they pass more checks.
-        let b = populated();
+        let (_, b) = populated();
         let g = *b.geometry();
         let base = b.map().as_mut_ptr();
         let offs = [

@@ -66,7 +66,7 @@ fn u32_at(b: &[u8], off: usize) -> u32 {
 }
 
 /// Record: [writer][seq][ts u32][writer ^ seq ^ 0x5a ...].
-fn write_records(buf: &Buffer<HeapMemory>, clock: &Tick, writer: u8, n: u8) -> Vec<u8> {
+fn write_records(buf: &Writer<HeapMemory>, clock: &Tick, writer: u8, n: u8) -> Vec<u8> {
     let mut dropped = Vec::new();
     for seq in 0..n {
         let len = rec_len(writer);
@@ -91,7 +91,7 @@ struct Seen {
 }
 
 impl Seen {
-    fn read_once(&mut self, buf: &Buffer<HeapMemory>) {
+    fn read_once(&mut self, buf: &Reader<HeapMemory>) {
         if let Some(sb) = buf.get_subbuf().expect("no corruption in the model") {
             let mut out = Vec::new();
             buf.copy_subbuf(&sb, &mut out).unwrap();
@@ -150,12 +150,13 @@ fn builder(max_preemptions: usize) -> loom::model::Builder {
 /// `reads_during` times and flushes once while they run.
 fn scenario(writers: &'static [(u8, u8)], reads_during: usize, max_preemptions: usize) {
     builder(max_preemptions).check(move || {
-        let buf = Arc::new(Buffer::create_in(HeapMemory::for_config(&cfg()).unwrap(), &cfg()).unwrap());
+        let (writer, buf) = Buffer::create_in(HeapMemory::for_config(&cfg()).unwrap(), &cfg()).unwrap().split();
+        let writer = Arc::new(writer);
         let clock = Arc::new(AtomicU64::new(0));
         let handles: Vec<_> = writers
             .iter()
             .map(|&(w, n)| {
-                let (buf, clock) = (buf.clone(), clock.clone());
+                let (buf, clock) = (writer.clone(), clock.clone());
                 thread::spawn(move || (w, n, write_records(&buf, &Tick(clock), w, n)))
             })
             .collect();
@@ -226,7 +227,7 @@ fn ow_cfg() -> BufferConfig {
 
 /// What an overwrite-mode writer did: per record, `Some(packet seq)` if committed, `None`
 /// if dropped.
-fn ow_write(buf: &Buffer<HeapMemory>, clock: &Tick, writer: u8, n: u8) -> Vec<Option<u64>> {
+fn ow_write(buf: &Writer<HeapMemory>, clock: &Tick, writer: u8, n: u8) -> Vec<Option<u64>> {
     let mut out = Vec::new();
     for seq in 0..n {
         let len = rec_len(writer);
@@ -256,7 +257,7 @@ struct OwSeen {
 }
 
 impl OwSeen {
-    fn read_once(&mut self, buf: &Buffer<HeapMemory>) {
+    fn read_once(&mut self, buf: &Reader<HeapMemory>) {
         if let Some(sb) = buf.get_subbuf().expect("no corruption in the model") {
             let mut out = Vec::new();
             buf.copy_subbuf(&sb, &mut out).unwrap();
@@ -299,12 +300,13 @@ impl OwSeen {
 
 fn ow_scenario(writers: &'static [(u8, u8)], reads_during: usize, max_preemptions: usize) {
     builder(max_preemptions).check(move || {
-        let buf = Arc::new(Buffer::create_in(HeapMemory::for_config(&ow_cfg()).unwrap(), &ow_cfg()).unwrap());
+        let (writer, buf) = Buffer::create_in(HeapMemory::for_config(&ow_cfg()).unwrap(), &ow_cfg()).unwrap().split();
+        let writer = Arc::new(writer);
         let clock = Arc::new(AtomicU64::new(0));
         let handles: Vec<_> = writers
             .iter()
             .map(|&(w, n)| {
-                let (buf, clock) = (buf.clone(), clock.clone());
+                let (buf, clock) = (writer.clone(), clock.clone());
                 thread::spawn(move || (w, ow_write(&buf, &Tick(clock), w, n)))
             })
             .collect();
@@ -393,7 +395,7 @@ fn pc_cfg(cpu: u32) -> BufferConfig {
     BufferConfig { stream: StreamIdentity { cpu, ..StreamIdentity::default() }, ..cfg() }
 }
 
-fn pc_write(bufs: &[Buffer<HeapMemory>; 2], cpu: &AtomicU32Arc, clock: &Tick, writer: u8, n: u8, move_to: Option<u32>) -> Vec<u8> {
+fn pc_write(bufs: &[Writer<HeapMemory>; 2], cpu: &AtomicU32Arc, clock: &Tick, writer: u8, n: u8, move_to: Option<u32>) -> Vec<u8> {
     let mut dropped = Vec::new();
     for seq in 0..n {
         let len = rec_len(writer);
@@ -428,11 +430,12 @@ type AtomicU32Arc = Arc<loom::sync::atomic::AtomicU32>;
 fn percpu_writers_migrate_and_reader_flushes() {
     builder(1).check(|| {
         let make = |c| {
-            let mut b = Buffer::create_in(HeapMemory::for_config(&pc_cfg(c)).unwrap(), &pc_cfg(c)).unwrap();
+            let (mut b, r) = Buffer::create_in(HeapMemory::for_config(&pc_cfg(c)).unwrap(), &pc_cfg(c)).unwrap().split();
             assert_eq!(b.claim_writers(percpu::Writers::PerCpu(c)), percpu::Writers::PerCpu(c));
-            b
+            (b, r)
         };
-        let bufs = Arc::new([make(0), make(1)]);
+        let ((w0, r0), (w1, r1)) = (make(0), make(1));
+        let (bufs, readers) = (Arc::new([w0, w1]), [r0, r1]);
         let clock = Arc::new(AtomicU64::new(0));
         let cpus: [AtomicU32Arc; 2] = [Arc::new(0.into()), Arc::new(1.into())];
         let spawn = |w: u8, n: u8, cpu: AtomicU32Arc, move_to: Option<u32>| {
@@ -450,7 +453,7 @@ fn percpu_writers_migrate_and_reader_flushes() {
         };
         let tick = Tick(clock.clone());
         let mut seen = [Seen::default(), Seen::default()];
-        for (b, s) in bufs.iter().zip(seen.iter_mut()) {
+        for (b, s) in readers.iter().zip(seen.iter_mut()) {
             b.flush(&Layout, &tick);
             s.read_once(b);
         }
@@ -458,7 +461,7 @@ fn percpu_writers_migrate_and_reader_flushes() {
         mover.join().unwrap();
         let mut got: [Vec<u8>; 4] = Default::default();
         let mut lost = 0;
-        for (b, s) in bufs.iter().zip(seen.iter_mut()) {
+        for (b, s) in readers.iter().zip(seen.iter_mut()) {
             b.flush(&Layout, &tick);
             for _ in 0..8 {
                 s.read_once(b);

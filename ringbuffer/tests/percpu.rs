@@ -63,9 +63,9 @@ fn current_cpu() -> usize {
 
 /// The buffers, indexed by CPU number (`None` for CPUs the test may not use).
 /// Leaked per run (two runs per process): the signal handler loads it without a lock.
-static BUFS: AtomicPtr<Vec<Option<Buffer>>> = AtomicPtr::new(std::ptr::null_mut());
+static BUFS: AtomicPtr<Vec<Option<(Writer, Reader)>>> = AtomicPtr::new(std::ptr::null_mut());
 
-fn bufs() -> &'static [Option<Buffer>] {
+fn bufs() -> &'static [Option<(Writer, Reader)>] {
     // SAFETY: set from a leaked Box before any writer or signal runs, never freed.
     unsafe { &*BUFS.load(Ordering::Acquire) }
 }
@@ -82,7 +82,7 @@ fn write_one(writer: u8, seq: u32, between: impl FnOnce()) -> bool {
     let bufs = bufs();
     let len = record_len(seq);
     for _ in 0..100 {
-        let Some(buf) = bufs.get(current_cpu()).and_then(|b| b.as_ref()) else { continue };
+        let Some(buf) = bufs.get(current_cpu()).and_then(|b| b.as_ref()).map(|(w, _)| w) else { continue };
         let reserved = match TSC.get() {
             Some(Some(tsc)) if USE_TSC.load(Ordering::Relaxed) => buf.reserve(&Layout, tsc, SlotSize { compact: len, extended: len }),
             _ => buf.reserve(&Layout, &Monotonic, SlotSize { compact: len, extended: len }),
@@ -108,7 +108,7 @@ fn write_one(writer: u8, seq: u32, between: impl FnOnce()) -> bool {
 }
 
 /// The reader's flush, with the clock of the writers.
-fn flush(b: &Buffer) {
+fn flush(b: &Reader) {
     match TSC.get() {
         Some(Some(tsc)) if USE_TSC.load(Ordering::Relaxed) => b.flush(&Layout, tsc),
         _ => b.flush(&Layout, &Monotonic),
@@ -165,7 +165,7 @@ fn run(tsc: bool) {
     let mask = rustix::thread::sched_getaffinity(None).unwrap();
     let cpus: Vec<usize> = (0..256).filter(|&c| mask.is_set(c)).collect();
     let mut files = Vec::new();
-    let mut bufs: Vec<Option<Buffer>> = (0..=*cpus.last().unwrap()).map(|_| None).collect();
+    let mut bufs: Vec<Option<(Writer, Reader)>> = (0..=*cpus.last().unwrap()).map(|_| None).collect();
     for &c in &cpus {
         let cfg = BufferConfig {
             subbuf_size: 4096,
@@ -176,12 +176,12 @@ fn run(tsc: bool) {
         };
         let f = tempfile::tempfile().unwrap();
         f.set_len(cfg.file_size().unwrap() as u64).unwrap();
-        let mut b = Buffer::create(memmap2::MmapOptions::new().map_raw(&f).unwrap(), &cfg).unwrap();
+        let (mut b, r) = Buffer::create(memmap2::MmapOptions::new().map_raw(&f).unwrap(), &cfg).unwrap().split();
         assert_eq!(b.claim_writers(Writers::PerCpu(c as u32)), Writers::PerCpu(c as u32));
         // A second handle (another process, later) follows the first claim.
-        let mut again = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap();
+        let mut again = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap().into_writer();
         assert_eq!(again.claim_writers(Writers::Atomic), Writers::PerCpu(c as u32));
-        bufs[c] = Some(b);
+        bufs[c] = Some((b, r));
         files.push(f);
     }
     BUFS.store(Box::into_raw(Box::new(bufs)), Ordering::Release);
@@ -262,7 +262,7 @@ fn run(tsc: bool) {
         let stop_f = &stop;
         s.spawn(move || {
             while !stop_f.load(Ordering::Relaxed) {
-                for b in bufs.iter().flatten() {
+                for (_, b) in bufs.iter().flatten() {
                     flush(b);
                 }
                 std::thread::sleep(Duration::from_micros(200));
@@ -271,7 +271,7 @@ fn run(tsc: bool) {
         let deadline = Instant::now() + Duration::from_secs(120);
         let mut drain = |seen: &mut Vec<Vec<bool>>, streams: &mut Vec<Stream>| {
             for (c, b) in bufs.iter().enumerate() {
-                let Some(b) = b else { continue };
+                let Some((_, b)) = b else { continue };
                 while let Some(sb) = b.get_subbuf().unwrap() {
                     b.copy_subbuf(&sb, &mut out).unwrap();
                     check_packet(&mut streams[c], &sb, &out, seen);
@@ -290,13 +290,13 @@ fn run(tsc: bool) {
         stop.store(true, Ordering::Relaxed);
         // Wait for the flusher's last round, then close and read everything.
         std::thread::sleep(Duration::from_millis(5));
-        for b in bufs.iter().flatten() {
+        for (_, b) in bufs.iter().flatten() {
             flush(b);
         }
         drain(&mut seen, &mut streams);
     });
     let mut lost = 0;
-    for b in bufs.iter().flatten() {
+    for (_, b) in bufs.iter().flatten() {
         let k = b.counters();
         assert_eq!(k.write, k.consumed, "everything written was read");
         lost += k.lost_full;

@@ -40,7 +40,7 @@ fn record_len(seq: u32) -> u32 {
 fn child(proc_id: u8) {
     let path = std::env::var(FILE_ENV).unwrap();
     let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
-    let buf = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap();
+    let buf = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap().into_writer();
     std::thread::scope(|s| {
         for t in 0..THREADS {
             let buf = &buf;
@@ -148,7 +148,7 @@ fn run(mode: Mode) {
     let overwrite = mode == Mode::Overwrite;
     let file = tempfile::NamedTempFile::new().unwrap();
     file.as_file().set_len(cfg(mode).file_size().unwrap() as u64).unwrap();
-    let buf = Buffer::create(memmap2::MmapOptions::new().map_raw(file.as_file()).unwrap(), &cfg(mode)).unwrap();
+    let buf = Buffer::create(memmap2::MmapOptions::new().map_raw(file.as_file()).unwrap(), &cfg(mode)).unwrap().into_reader();
     let exe = std::env::current_exe().unwrap();
     let mut children: Vec<_> = (0..PROCS)
         .map(|i| {

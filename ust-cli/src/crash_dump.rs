@@ -38,7 +38,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use ringbuffer::{Buffer, MapMemory};
+use ringbuffer::{Buffer, MapMemory, Reader};
 use ust_core::EventDesc;
 
 use ust_ctf::held::{copy_held_packets, HeldCopy, CONTEXTS_FILE, EVENTS_FILE};
@@ -107,7 +107,7 @@ fn metadata_uuid(text: &str) -> Option<String> {
 }
 
 /// Reads a buffer file into private anonymous memory and opens it.
-fn open_copy(path: &Path) -> Result<Buffer, String> {
+fn open_copy(path: &Path) -> Result<Reader, String> {
     let len = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
     if len > MAX_FILE {
         return Err(format!("field file size: {len} bytes is more than a buffer file can be ({MAX_FILE})"));
@@ -119,7 +119,7 @@ fn open_copy(path: &Path) -> Result<Buffer, String> {
     let mut map = memmap2::MmapOptions::new().len(bytes.len()).map_anon().map_err(|e| e.to_string())?;
     map.copy_from_slice(&bytes);
     drop(bytes);
-    Buffer::open_in(MapMemory::new(map.into())).map_err(|e| format!("header field rejected: {e}"))
+    Buffer::open_in(MapMemory::new(map.into())).map(Buffer::into_reader).map_err(|e| format!("header field rejected: {e}"))
 }
 
 /// Where the trace of buffer set `set` goes, below the output directory:

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::{babeltrace, bt_events, output_within, program, TestDaemon};
 use proptest::prelude::*;
-use ringbuffer::{Buffer, SlotSize};
+use ringbuffer::{Buffer, SlotSize, Writer};
 use ust_consumerd::model::session::{Channel, ChannelConfig, Session};
 use ust_consumerd::ops::process_trace::{create_process_trace, ProcessInfo};
 use ust_core::clock::Monotonic;
@@ -36,7 +36,7 @@ fn event() -> EventDesc {
 
 /// Writes `n` events `fz:ev { v }` as an application would; a panic of the writer on a
 /// buffer it scribbled itself is caught (its own loss) and reported as false.
-fn write_events(buf: &Buffer, n: u64) -> bool {
+fn write_events(buf: &Writer, n: u64) -> bool {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for v in 0..n {
             let id = ust_core::protocol::event_id(0);
@@ -69,7 +69,7 @@ fn scribbled_case(before: u64, scribbles: &[(u32, u64, bool)], after: u64) {
     let map = memmap2::MmapOptions::new().map_raw(&f).unwrap();
     let len = map.len();
     let base = map.as_mut_ptr();
-    let buf = Buffer::open(map).unwrap();
+    let buf = Buffer::open(map).unwrap().into_writer();
     // Truncating a sealed memfd is refused: the daemon's mapping can never SIGBUS.
     let err = rustix::fs::ftruncate(&f, 0).expect_err("a sealed buffer cannot shrink");
     assert_eq!(err, rustix::io::Errno::PERM);
@@ -174,7 +174,7 @@ fn a_scribbling_process_loses_only_its_own_trace() {
 
 /// Writes events until packet `seq` of a 4 KiB-sub-buffer ring is closed and delivered;
 /// returns how many.
-fn write_until_closed(buf: &Buffer, seq: u64) -> usize {
+fn write_until_closed(buf: &Writer, seq: u64) -> usize {
     let mut n = 0;
     while buf.counters().write <= (seq + 1) * 4096 {
         assert!(write_events(buf, 1));
@@ -214,7 +214,7 @@ fn packet_header_disagreeing_with_the_ring_buffer_is_a_bad_packet() {
         let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
         let map = memmap2::MmapOptions::new().map_raw(&f).unwrap();
         let (base, len) = (map.as_mut_ptr(), map.len());
-        let buf = Buffer::open(map).unwrap();
+        let buf = Buffer::open(map).unwrap().into_writer();
         std::fs::write(trace.dir.join("metadata"), &trace.metadata).unwrap();
         traces.push((trace, buf, base, len));
     }
@@ -279,7 +279,7 @@ fn scribbled_packet_control_words_cost_that_packet_only() {
     let (trace, fds) = create_process_trace(&session, None, &info, &mut 0, &mut Default::default()).unwrap();
     std::fs::write(trace.dir.join("metadata"), &trace.metadata).unwrap();
     let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
-    let buf = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap();
+    let buf = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap().into_writer();
     let g = *buf.geometry();
     let stream = trace.streams[0].clone();
     // Packets 0..=2 delivered; packet 0's sequence word and packet 1's content end

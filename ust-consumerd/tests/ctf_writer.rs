@@ -85,7 +85,7 @@ fn every_field_type_round_trips_through_babeltrace2() {
     let info = ProcessInfo { pid: 4242, procname: "writer", ncpus: 1, registered: 0, events: &events, tsc: None };
     let (trace, fds) = create_process_trace(&session, None, &info, &mut next, &mut Default::default()).unwrap();
     let f = std::fs::File::from(fds.into_iter().next().unwrap().into_iter().next().unwrap());
-    let buf = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap();
+    let buf = Buffer::open(memmap2::MmapOptions::new().map_raw(&f).unwrap()).unwrap().into_writer();
     for round in 0..40 {
         for (idx, (_, payload, _)) in cases.iter().enumerate() {
             let id = ust_core::protocol::event_id(idx as u32);

@@ -1,6 +1,6 @@
 //! A fake application inside the test: it registers on the `app` socket with hand-made
 //! event descriptions of every field type, maps the buffers the daemon grants with
-//! `ringbuffer::Buffer::open`, writes records through reserve/commit with
+//! `ringbuffer::Buffer::open` as a `Writer`, writes records through reserve/commit with
 //! `ust_core::event_header::write` and hand-encoded payloads, and exits. The trace is then
 //! read back with babeltrace2 and with the crate's record walker.
 
@@ -13,7 +13,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use common::{babeltrace, TestDaemon};
-use ringbuffer::{Buffer, SlotSize};
+use ringbuffer::{Buffer, SlotSize, Writer};
 use ust_core::clock::Monotonic;
 use ust_core::packet::CtfPacketLayout;
 use ust_core::protocol::{self, AppMessage, DaemonMessage, Registration};
@@ -89,7 +89,7 @@ fn all_types_payload(i: u32) -> Vec<u8> {
 struct FakeApp {
     sock: UnixStream,
     /// slot → (channel name, one buffer per CPU).
-    channels: BTreeMap<u32, (String, Vec<Buffer>)>,
+    channels: BTreeMap<u32, (String, Vec<Writer>)>,
     masks: Vec<u64>,
 }
 
@@ -129,7 +129,7 @@ impl FakeApp {
                         .map(|fd| {
                             let f = std::fs::File::from(fd);
                             let map = memmap2::MmapOptions::new().map_raw(&f).unwrap();
-                            Buffer::open(map).unwrap()
+                            Buffer::open(map).unwrap().into_writer()
                         })
                         .collect();
                     app.channels.insert(g.slot, (g.channel, bufs));

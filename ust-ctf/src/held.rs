@@ -14,7 +14,7 @@
 //! guessed at. The proof of the ring-buffer side is in the `ringbuffer::Buffer` docs
 //! ("Per-slot commit evidence").
 
-use ringbuffer::{Buffer, PacketLayout, StreamIdentity};
+use ringbuffer::{PacketLayout, Reader, StreamIdentity};
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 use ust_core::EventDesc;
 
@@ -93,8 +93,8 @@ impl<'a> HeldCopy<'a> {
 /// hands each to `sink` (LTTng's `lttng_ust_ctl_snapshot` walk, used by `ust snapshot
 /// record`, post-mortem dumps, and the final drain of a dead process's buffers).
 ///
-/// Complete packets are copied with [`Buffer::snapshot_packet`]. A sub-buffer that never
-/// completed is, when `writers_dead`, rebuilt by [`Buffer::recover_packet`]: its records
+/// Complete packets are copied with [`Reader::snapshot_packet`]. A sub-buffer that never
+/// completed is, when `writers_dead`, rebuilt by [`Reader::recover_packet`]: its records
 /// are walked with [`crate::reader::record_size`] and the walk stops at the first
 /// slot whose byte 0 is zero (reserved, never committed). Why that is sound with commits
 /// out of order: byte 0 of a record is stored last, with Release, by its own writer, and
@@ -121,7 +121,7 @@ impl<'a> HeldCopy<'a> {
 /// # Errors
 /// The sink's error (the pass stops), or the buffer's control words are corrupted.
 pub fn copy_held_packets(
-    buffer: &Buffer,
+    buffer: &Reader,
     st: &mut HeldCopy<'_>,
     writers_dead: bool,
     max_packets: Option<usize>,
@@ -130,7 +130,7 @@ pub fn copy_held_packets(
     use ringbuffer::SnapshotRead;
     let sbs = buffer.config().subbuf_size;
     let pos_of = buffer.geometry().pos;
-    let range = |b: &Buffer| {
+    let range = |b: &Reader| {
         let mut r = b.snapshot_positions();
         let first = r.next();
         (first, first.map_or(0, |f| f + (r.count() as u64 + 1) * sbs))
@@ -244,7 +244,7 @@ pub fn copy_held_packets(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ringbuffer::{BufferConfig, Mode, Reservation, SlotSize};
+    use ringbuffer::{Buffer, BufferConfig, Mode, Reservation, SlotSize, Writer};
     use std::borrow::Cow;
     use ust_core::{event_header, FieldDesc, FieldType, IntegerType, Level};
 
@@ -258,13 +258,13 @@ mod tests {
         }]
     }
 
-    fn reserve(b: &Buffer, ts: u64) -> Reservation {
+    fn reserve(b: &Writer, ts: u64) -> Reservation {
         let clock = move || ts;
         let size = SlotSize { compact: 4 + 8, extended: 13 + 8 };
         b.reserve(&CtfPacketLayout, &clock, size).unwrap()
     }
 
-    fn commit(b: &Buffer, mut r: Reservation, v: u64) {
+    fn commit(b: &Writer, mut r: Reservation, v: u64) {
         let (ts, ext) = (r.timestamp, r.extended);
         let slot = b.slot(&mut r);
         let (byte0, len) = event_header::write(slot, 1, ts, ext);
@@ -281,10 +281,10 @@ mod tests {
             let id = StreamIdentity { uuid: [7; 16], stream_id: 0, cpu: 0, stream_instance_id: 1 };
             let cfg = BufferConfig { subbuf_size: 4096, num_subbuf: 4, mode, header_size: HEADER_SIZE as u32, stream: id };
             let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
-            let b = Buffer::create(map.into(), &cfg).unwrap();
-            let (r1, r2, r3) = (reserve(&b, 100), reserve(&b, 200), reserve(&b, 300));
-            commit(&b, r3, 3);
-            commit(&b, r1, 1);
+            let (w, b) = Buffer::create(map.into(), &cfg).unwrap().split();
+            let (r1, r2, r3) = (reserve(&w, 100), reserve(&w, 200), reserve(&w, 300));
+            commit(&w, r3, 3);
+            commit(&w, r1, 1);
             drop(r2); // its writer died between reserve and commit
             b.flush(&CtfPacketLayout, &|| 400u64);
             let ev = events();

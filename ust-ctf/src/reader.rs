@@ -126,7 +126,7 @@ pub fn payload_size(desc: &EventDesc, b: &[u8]) -> Option<usize> {
 /// Length in bytes of the record (event header and payload) at the start of `bytes`, or
 /// `None` when the bytes are not a whole record of one of `events`: a zero first byte (an
 /// uncommitted slot), an unknown id, or a field running past the end of `bytes`. The
-/// record-size callback of [`ringbuffer::Buffer::recover_packet`] (torn-event recovery).
+/// record-size callback of [`ringbuffer::Reader::recover_packet`] (torn-event recovery).
 pub fn record_size(events: &[EventDesc], bytes: &[u8]) -> Option<usize> {
     let h = event_header::decode(bytes, 0)?;
     let desc = events.get(h.id.checked_sub(event_header::FIRST_EVENT_ID)? as usize)?;

@@ -18,7 +18,7 @@
 //! - an **argv**: `const char *const * argv` (`execve`, `execveat`).
 //!
 //! Calls whose format file is named after the kernel's symbol (`newstat` for `stat`,
-//! `newlstat`, `newfstatat` is already its name) are found by [`super::lttng::call_args`].
+//! `newlstat`, `newfstatat` is already its name) are found by [`super::syscall_args::call_args`].
 
 use std::collections::HashMap;
 
@@ -106,7 +106,7 @@ pub fn spec_table(all: &HashMap<String, Vec<(String, String)>>) -> Vec<(u32, Cal
         .iter()
         .enumerate()
         .filter(|(_, n)| !n.is_empty())
-        .filter_map(|(nr, n)| super::lttng::call_args(all, n).map(|a| (nr as u32, call_spec(a))))
+        .filter_map(|(nr, n)| super::syscall_args::call_args(all, n).map(|a| (nr as u32, call_spec(a))))
         .filter(|(_, s)| !s.is_empty())
         .collect()
 }

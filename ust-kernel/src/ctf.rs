@@ -36,7 +36,7 @@ use ringbuffer::{PacketEnd, PacketLayout, StreamIdentity};
 use ust_core::event_header;
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 
-use super::captured::{ArgPart, CallArgs};
+use super::captured::CallArgs;
 use super::format::{dyn_string, read_uint, EventFormat, FieldFormat, FieldKind};
 use ust_ctf::outdir::TraceDir;
 use ust_ctf::writer::{StreamWriter, WriteBack};
@@ -95,46 +95,7 @@ pub const TREE_INSTANCE_BASE: u64 = 1 << 32;
 /// A packet is closed once its content reaches this many bytes.
 pub const PACKET_TARGET: usize = 64 * 1024;
 
-pub use super::ctf_type::CtfType;
-
-/// Where an exported field's bytes come from.
-#[derive(Clone, Debug)]
-pub enum Source {
-    /// A field of the ftrace record.
-    Format(FieldFormat),
-    /// The name of the system call whose number is the record's `id` field.
-    SyscallName(FieldFormat),
-    /// Filled by the writer (state dump).
-    Given,
-    /// Slot `index` of the `args` array of a `raw_syscalls:sys_enter` record (a system
-    /// call argument, truncated to the field's size).
-    RawArg {
-        /// The `args` field.
-        args: FieldFormat,
-        /// 0 to 5.
-        index: usize,
-    },
-    /// A value copied from user memory for argument `arg` of a `raw_syscalls:sys_enter`
-    /// record ([`crate::captured`]): written from the call's [`CallArgs`] joined to the
-    /// record, or as missing.
-    Captured {
-        /// 0 to 5.
-        arg: u8,
-        /// Which field of it.
-        part: ArgPart,
-    },
-}
-
-/// One exported field.
-#[derive(Clone, Debug)]
-pub struct CtfField {
-    /// Name without the leading `_`.
-    pub name: String,
-    /// Its CTF type.
-    pub ty: CtfType,
-    /// Where it comes from.
-    pub source: Source,
-}
+pub use super::ctf_type::{CtfField, CtfType, Source};
 
 /// One CTF event class of the kernel trace.
 #[derive(Clone, Debug)]

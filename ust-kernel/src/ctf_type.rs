@@ -1,7 +1,12 @@
 //! The CTF 1.8 types of the kernel trace's fields ([`CtfType`]) and their TSDL
 //! declarations (CTF 1.8 sections 4 and 7): integers, text arrays, strings, sequences
 //! (with the `__<name>_length` field lttng-modules writes before them), network-order
-//! integers and 8-bit enumerations. [`super::ctf`] writes values of these types.
+//! integers and 8-bit enumerations, and the exported fields of these types with where
+//! their bytes come from ([`CtfField`], [`Source`]). [`super::ctf`] writes values of these
+//! types; [`super::lttng`] names the fields.
+
+use crate::captured::ArgPart;
+use crate::format::FieldFormat;
 
 /// CTF type of one exported field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,4 +79,43 @@ impl CtfType {
 fn int_tsdl(bytes: usize, signed: bool, enc: &str, base: u8, big_endian: bool) -> String {
     let order = if big_endian { " byte_order = be;" } else { "" };
     format!("integer {{ size = {}; align = 8; signed = {}; encoding = {enc}; base = {base};{order} }}", bytes * 8, signed as u8)
+}
+
+/// Where an exported field's bytes come from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// A field of the ftrace record.
+    Format(FieldFormat),
+    /// The name of the system call whose number is the record's `id` field.
+    SyscallName(FieldFormat),
+    /// Filled by the writer (state dump).
+    Given,
+    /// Slot `index` of the `args` array of a `raw_syscalls:sys_enter` record (a system
+    /// call argument, truncated to the field's size).
+    RawArg {
+        /// The `args` field.
+        args: FieldFormat,
+        /// 0 to 5.
+        index: usize,
+    },
+    /// A value copied from user memory for argument `arg` of a `raw_syscalls:sys_enter`
+    /// record ([`crate::captured`]): written from the call's [`CallArgs`](crate::captured::CallArgs) joined to the
+    /// record, or as missing.
+    Captured {
+        /// 0 to 5.
+        arg: u8,
+        /// Which field of it.
+        part: ArgPart,
+    },
+}
+
+/// One exported field.
+#[derive(Clone, Debug)]
+pub struct CtfField {
+    /// Name without the leading `_`.
+    pub name: String,
+    /// Its CTF type.
+    pub ty: CtfType,
+    /// Where it comes from.
+    pub source: Source,
 }

@@ -351,7 +351,7 @@ impl ViewFilter {
             exec_exits: Vec::new(),
             suspect: HashMap::new(),
             dropped: 0,
-            debug: crate::view_recorder::debug_enabled().then_some(root_pid),
+            debug: crate::kview_debug::debug_enabled().then_some(root_pid),
         }
     }
 

@@ -22,12 +22,9 @@
 //!   2.8's `pid`, which lttng-analyses reads, before 2.13's fields), and
 //!   `lttng_statedump_end`.
 
-use std::collections::HashMap;
-use std::path::Path;
-use std::sync::OnceLock;
-
-use super::ctf::{CtfField, CtfType, Source};
+use super::ctf_type::{CtfField, CtfType, Source};
 use super::format::{EventFormat, FieldFormat};
+pub use super::syscall_args::{call_args, read_syscall_args, system_syscall_args, SyscallArgs};
 
 /// `env.tracer_name` of the kernel trace.
 pub const TRACER_NAME: &str = "lttng-modules";
@@ -124,42 +121,6 @@ pub fn arg_type(c_type: &str) -> CtfType {
             | "fmode_t"
     );
     CtfType::Int { bytes: if small { 4 } else { 8 }, signed: !unsigned, hex: false }
-}
-
-/// System call arguments by call name: `(argument name, C type)` in order.
-pub type SyscallArgs = HashMap<String, Vec<(String, String)>>;
-
-/// Reads the argument lists of every `events/syscalls/sys_enter_<name>/format` under
-/// `events` (a tracefs root's or instance's `events` directory); an unreadable one is
-/// left out.
-pub fn read_syscall_args(events: &Path) -> SyscallArgs {
-    let mut out = SyscallArgs::new();
-    let Ok(rd) = std::fs::read_dir(events.join("syscalls")) else { return out };
-    for e in rd.flatten() {
-        let dir = e.file_name().to_string_lossy().into_owned();
-        let Some(call) = dir.strip_prefix("sys_enter_") else { continue };
-        let Ok(f) = EventFormat::read(events, "syscalls", &dir) else { continue };
-        let args = f.fields.iter().filter(|x| x.name != "__syscall_nr").map(|x| (x.name.clone(), x.c_type.clone())).collect();
-        out.insert(call.to_string(), args);
-    }
-    out
-}
-
-/// The argument lists of this machine's tracefs (read once; empty without tracefs).
-pub fn system_syscall_args() -> &'static SyscallArgs {
-    static ARGS: OnceLock<SyscallArgs> = OnceLock::new();
-    ARGS.get_or_init(|| super::tracefs::root().map(|r| read_syscall_args(&r.join("events"))).unwrap_or_default())
-}
-
-/// The `SYSCALL_DEFINE` names tracefs and lttng-modules use for the x86-64 calls whose
-/// `asm/unistd_64.h` name (the event name, [`super::syscalls`]) differs.
-const DEFINE_NAMES: [(&str, &str); 6] =
-    [("stat", "newstat"), ("fstat", "newfstat"), ("lstat", "newlstat"), ("uname", "newuname"), ("sendfile", "sendfile64"), ("umount2", "umount")];
-
-/// The arguments of system call `call` (its `asm/unistd_64.h` name) in `args`, which may
-/// name it so or by its `SYSCALL_DEFINE` name (`stat` is `newstat` in tracefs).
-pub fn call_args<'a>(args: &'a SyscallArgs, call: &str) -> Option<&'a Vec<(String, String)>> {
-    args.get(call).or_else(|| DEFINE_NAMES.iter().find(|(n, _)| *n == call).and_then(|(_, d)| args.get(*d)))
 }
 
 /// The fields of `syscall_entry_<call>`: each named argument read from slot `i` of the

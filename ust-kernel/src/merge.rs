@@ -252,7 +252,7 @@ impl Merge {
             out: Outcome::default(),
             ctx: vec![Vec::new(); n],
             err: None,
-            debug: crate::view_recorder::debug_enabled(),
+            debug: crate::kview_debug::debug_enabled(),
             root_pid,
             switch_id,
             args,

@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ringbuffer::{Buffer, Dropped, Reservation, SlotSize};
+use ringbuffer::{Dropped, Reservation, SlotSize, Writer};
 use ust_core::packet::CtfPacketLayout;
 
 use crate::channel::Channel;
@@ -49,7 +49,7 @@ fn signals_blocked() -> bool {
 /// and tries again until [`Channel::blocking_us`] has passed, when it may wait at all.
 #[cold]
 #[inline(never)]
-pub(crate) fn reserve(buf: &Buffer, ch: &Channel, size: SlotSize) -> Result<Reservation, Dropped> {
+pub(crate) fn reserve(buf: &Writer, ch: &Channel, size: SlotSize) -> Result<Reservation, Dropped> {
     match buf.try_reserve(&CtfPacketLayout, &ch.clock, size) {
         Err(Dropped::Full) => {}
         other => return other,

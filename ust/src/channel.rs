@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use ringbuffer::Buffer;
+use ringbuffer::Writer;
 use ust_core::clock::TraceClock;
 use ust_core::protocol::MAX_CHANNELS;
 
@@ -16,8 +16,8 @@ use crate::published::Published;
 
 /// One session channel as this process sees it: one mapped ring buffer per possible CPU.
 pub struct Channel {
-    /// Per-CPU buffers, CPU 0 first (never empty).
-    pub(crate) buffers: Box<[Buffer]>,
+    /// Per-CPU buffers (this process's writer handles), CPU 0 first (never empty).
+    pub(crate) buffers: Box<[Writer]>,
     /// The clock of every record of this channel (the daemon's choice for the session).
     pub(crate) clock: TraceClock,
     /// Session name, for messages.
@@ -44,7 +44,7 @@ impl Channel {
     /// A channel over `buffers` (CPU 0 first) with context fields `contexts`, recording
     /// with `clock`.
     ///
-    /// Claims the writer mode of each buffer ([`Buffer::claim_writers`]): per-CPU (rseq,
+    /// Claims the writer mode of each buffer ([`Writer::claim_writers`]): per-CPU (rseq,
     /// no `lock` prefix on the reservation, the TSC read unordered inside the section)
     /// when the clock is the TSC, this process has rseq ([`ringbuffer::percpu::available`],
     /// not `UST_RSEQ=0`) and there is a buffer for every possible CPU (so `buffer(cpu)`
@@ -52,7 +52,7 @@ impl Channel {
     /// compare-and-swap writers otherwise. With `CLOCK_MONOTONIC` the per-CPU section saves
     /// nothing (the vDSO read is ordered anyway) and measured 3–5 ns slower per event than
     /// the compare-and-swap (BENCHMARKS.md), so those channels keep it.
-    pub(crate) fn new(mut buffers: Box<[Buffer]>, session: String, name: String, contexts: Vec<ust_core::context::ContextType>, clock: TraceClock) -> Channel {
+    pub(crate) fn new(mut buffers: Box<[Writer]>, session: String, name: String, contexts: Vec<ust_core::context::ContextType>, clock: TraceClock) -> Channel {
         use ringbuffer::percpu::{self, Writers};
         use ringbuffer::Clock as _;
         let per_cpu = clock.tsc().is_some() && percpu::available() && buffers.len() >= crate::cpu::possible() as usize;
@@ -81,7 +81,7 @@ impl Channel {
     /// The buffer for `cpu`; a CPU number past the buffer count (more CPUs online than the
     /// daemon allocated for) wraps around.
     #[inline(always)]
-    pub(crate) fn buffer(&self, cpu: u32) -> &Buffer {
+    pub(crate) fn buffer(&self, cpu: u32) -> &Writer {
         let n = self.buffers.len();
         let i = cpu as usize;
         &self.buffers[if i < n { i } else { i % n }]

@@ -203,7 +203,7 @@ fn migrated<F: Fn(&mut [u8])>(ch: &channel::Channel, id: u32, ip: u64, size: Slo
 ///
 /// The common channel (per-PID, no context, discard or overwrite mode:
 /// [`Channel::plain`](channel::Channel::plain)) takes the short path, one test away:
-/// reserve, header, payload, commit through [`ringbuffer::Buffer::record`].
+/// reserve, header, payload, commit through [`ringbuffer::Writer::record`].
 #[inline(always)]
 fn emit_in<F: Fn(&mut [u8])>(ch: &channel::Channel, cpu: u32, id: u32, ip: u64, size: SlotSize, write: &F) -> Result<(), Dropped> {
     if !ch.plain {

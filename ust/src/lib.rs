@@ -253,7 +253,8 @@ pub mod __private {
 }
 
 /// Recording without a daemon, for benchmarks and tests of instrumented code: install
-/// buffers you made yourself (`ringbuffer::Buffer::create`) in a channel slot and set
+/// buffers you made yourself (writer handles: `ringbuffer::Buffer::create` then
+/// `split` or `into_writer`) in a channel slot and set
 /// masks by hand. Not for production: the runtime's own channels live in the same slots.
 #[doc(hidden)]
 pub mod __testing {
@@ -262,24 +263,24 @@ pub mod __testing {
 
     /// Installs `buffers` (one per CPU; CPUs past the count wrap) as the channel in `slot`
     /// (0..64). Panics on an empty `buffers` or a slot out of range.
-    pub fn install_channel(slot: u32, buffers: Vec<ringbuffer::Buffer>) {
+    pub fn install_channel(slot: u32, buffers: Vec<ringbuffer::Writer>) {
         install_channel_with_clock(slot, buffers, ust_core::clock::TraceClock::Monotonic)
     }
 
     /// [`install_channel`] with a trace clock (e.g. the TSC, calibrated by the caller).
-    pub fn install_channel_with_clock(slot: u32, buffers: Vec<ringbuffer::Buffer>, clock: ust_core::clock::TraceClock) {
+    pub fn install_channel_with_clock(slot: u32, buffers: Vec<ringbuffer::Writer>, clock: ust_core::clock::TraceClock) {
         assert!(!buffers.is_empty() && slot < ust_core::protocol::MAX_CHANNELS);
         install_channel_with_contexts_and_clock(slot, buffers, Vec::new(), clock);
     }
 
     /// As [`install_channel`], with context fields written after every event header.
-    pub fn install_channel_with_contexts(slot: u32, buffers: Vec<ringbuffer::Buffer>, contexts: Vec<ust_core::context::ContextType>) {
+    pub fn install_channel_with_contexts(slot: u32, buffers: Vec<ringbuffer::Writer>, contexts: Vec<ust_core::context::ContextType>) {
         install_channel_with_contexts_and_clock(slot, buffers, contexts, ust_core::clock::TraceClock::Monotonic);
     }
 
     fn install_channel_with_contexts_and_clock(
         slot: u32,
-        buffers: Vec<ringbuffer::Buffer>,
+        buffers: Vec<ringbuffer::Writer>,
         contexts: Vec<ust_core::context::ContextType>,
         clock: ust_core::clock::TraceClock,
     ) {

@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::sync::Mutex;
 
-use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
+use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity, Writer};
 use ust_core::clock::Monotonic;
 use ust_core::packet::{CtfPacketLayout, HEADER_SIZE};
 use ust_core::{event_header, FieldType, IntegerType, Level};
@@ -56,7 +56,7 @@ impl TestChannel {
 }
 
 /// A discard-mode buffer of 4 sub-buffers of `subbuf_size` bytes on anonymous memory.
-fn test_buffer(subbuf_size: u64) -> Buffer {
+fn test_buffer(subbuf_size: u64) -> Writer {
     let cfg = BufferConfig {
         subbuf_size,
         num_subbuf: 4,
@@ -65,16 +65,17 @@ fn test_buffer(subbuf_size: u64) -> Buffer {
         stream: StreamIdentity { uuid: [1; 16], stream_id: 0, cpu: 0, stream_instance_id: 0 },
     };
     let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
-    Buffer::create(map.into(), &cfg).unwrap()
+    Buffer::create(map.into(), &cfg).unwrap().into_writer()
 }
 
-/// Flushes `b` (the calling thread's CPU's view of it) and returns every record of its
+/// Makes a reader on the memory of `w` (as the daemon holds one), flushes it and returns every record of its
 /// packets, in order, as `(event id, payload)`: each packet is read past its header
 /// (`HEADER_SIZE` bytes, the timestamp it starts at in bytes 32..40) up to its content
 /// size; a record is an event header, then a payload of `len_of(id, rest of the packet)`
 /// bytes. Asserts that every header decodes and that timestamps never go back within a
 /// packet.
-fn buffer_records(b: &Buffer, len_of: impl Fn(u32, &[u8]) -> usize) -> Vec<(u32, Vec<u8>)> {
+fn buffer_records(w: &Writer, len_of: impl Fn(u32, &[u8]) -> usize) -> Vec<(u32, Vec<u8>)> {
+    let b = w.share().into_reader();
     b.flush(&CtfPacketLayout, &Monotonic);
     let mut out = Vec::new();
     while let Some(sb) = b.get_subbuf().unwrap() {
@@ -699,7 +700,7 @@ fn fork_while_another_thread_is_inside_an_emit() {
     rustix::fs::ftruncate(&fd, size as u64).unwrap();
     let file = std::fs::File::from(fd);
     let map = memmap2::MmapOptions::new().len(size).map_raw(&file).unwrap();
-    let buf = Buffer::create(map, &cfg).unwrap();
+    let buf = Buffer::create(map, &cfg).unwrap().into_writer();
     assert!(
         channel::install(13, Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), Vec::new(), ust_core::clock::TraceClock::Monotonic)).is_none()
     );
@@ -834,7 +835,7 @@ fn blocking_channel_never_waits_with_signals_blocked() {
         stream: StreamIdentity { uuid: [2; 16], stream_id: 0, cpu: 0, stream_instance_id: 0 },
     };
     let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
-    let buf = Buffer::create(map.into(), &cfg).unwrap();
+    let buf = Buffer::create(map.into(), &cfg).unwrap().into_writer();
     let blocking =
         Channel::new(vec![buf].into_boxed_slice(), "s".into(), "c".into(), Vec::new(), ust_core::clock::TraceClock::Monotonic).with_blocking(u64::MAX);
     assert!(channel::install(14, blocking).is_none());

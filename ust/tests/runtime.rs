@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
+use ringbuffer::{Buffer, BufferConfig, Mode, Reader, StreamIdentity};
 use ust_core::clock::Monotonic;
 use ust_core::packet::{CtfPacketLayout, HEADER_SIZE};
 use ust_core::protocol::{self, AppMessage, ChannelGrant, DaemonMessage, Registration};
@@ -181,7 +181,7 @@ fn recv_register(s: &UnixStream) -> Registration {
 
 /// One channel's per-CPU buffers, as the daemon holds them.
 struct TestChannel {
-    buffers: Vec<Buffer>,
+    buffers: Vec<Reader>,
     fds: Vec<OwnedFd>,
 }
 
@@ -200,7 +200,7 @@ fn make_channel(ncpus: u32) -> TestChannel {
         rustix::fs::ftruncate(&fd, cfg.file_size().unwrap() as u64).unwrap();
         rustix::fs::fcntl_add_seals(&fd, rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SEAL).unwrap();
         let map = memmap2::MmapOptions::new().map_raw(&File::from(fd.try_clone().unwrap())).unwrap();
-        buffers.push(Buffer::create(map, &cfg).unwrap());
+        buffers.push(Buffer::create(map, &cfg).unwrap().into_reader());
         fds.push(fd);
     }
     TestChannel { buffers, fds }

@@ -44,7 +44,7 @@ fn main() {
     // `ring`: a buffer of its own, its writer handle claimed as the emit path's are
     // (per-CPU for CPU 0 where rseq is available, the thread pinned there), drained with
     // the others.
-    let ring_writer: Option<&'static ringbuffer::Buffer> = (kind == "ring").then(|| {
+    let ring_writer: Option<&'static ringbuffer::Writer> = (kind == "ring").then(|| {
         let (mut w, r) = benches::memfd_buffer(0, 1 << 20, 4);
         let mut cpu0 = rustix::thread::CpuSet::new();
         cpu0.set(0);

@@ -33,8 +33,7 @@ use super::symbols::Symbolizer;
 
 use serde::Serialize;
 
-/// Page size the offsets are divided by (x86-64).
-pub const PAGE: u64 = 4096;
+pub use super::addrspace::PAGE;
 
 /// Highest user-space address + 1 on x86-64 (4-level paging).
 pub const USER_END: u64 = 0x0000_8000_0000_0000;
@@ -205,11 +204,18 @@ fn bucket(f: &Fault) -> String {
     }
 }
 
+/// Where a fault's stack comes from: tier 1's own samples, or root's side trace (the
+/// report's `stacks` module). A trait, so that this module does not depend on that one.
+pub trait FaultStacks {
+    /// Symbolizes `f`'s stack (`pid`: its process), or gives it the stack recorded for it.
+    fn fault(&mut self, f: &mut Fault, pid: i32);
+}
+
 /// Maps each fault to what was mapped at its address at its time ([`AddressSpaces`]), gives
 /// it its stack (tier 1's own, or the sample of root's side trace), and names the accessing
 /// function: the stack's innermost frame, else the fault IP symbolized in the file mapped
 /// there then.
-pub fn resolve(faults: Vec<Fault>, mut tier1: Option<&mut super::stacks::Tier1>, spaces: &AddressSpaces) -> Vec<Fault> {
+pub fn resolve<S: FaultStacks>(faults: Vec<Fault>, mut tier1: Option<&mut S>, spaces: &AddressSpaces) -> Vec<Fault> {
     let mut sym = Symbolizer::default();
     // The faults come in time order: one sweep.
     let mut at = spaces.cursor();

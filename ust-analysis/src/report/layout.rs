@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use ust_ctf::reader::Value;
 
-use super::load::Event;
+use super::event::Event;
 
 /// The `syscall_entry_` prefix of LTTng's per-call entry events.
 const ENTRY: &str = "syscall_entry_";

@@ -156,3 +156,9 @@ impl Tier1 {
         f.stack_ips = ips;
     }
 }
+
+impl super::faults::FaultStacks for Tier1 {
+    fn fault(&mut self, f: &mut Fault, pid: i32) {
+        Tier1::fault(self, f, pid);
+    }
+}

@@ -4,9 +4,9 @@
 //! The daemon learns of every death of a per-UID trace's member ([`Deaths::note`], from
 //! the pidfd or socket EOF, [`crate::servers::apps`]). The drain pass then looks, in
 //! every stream of that trace, for closed sub-buffers whose commit counter stays short
-//! ([`ringbuffer::Buffer::abandoned`]). One that stays so for [`STUCK_AFTER`], opened
+//! ([`ringbuffer::Reader::abandoned`]). One that stays so for [`STUCK_AFTER`], opened
 //! before the last death (so a writer that died could have reserved in it), is completed
-//! from the reader's side ([`ringbuffer::Buffer::complete_abandoned`]): the dead slots are
+//! from the reader's side ([`ringbuffer::Reader::complete_abandoned`]): the dead slots are
 //! found (their sizes decoded from the bytes the dead writers did write, adding up to what
 //! the commit counter misses) and removed, and every committed record of every process is
 //! kept; when no such set of sizes exists the content is cut at the first dead slot. The dead records are counted as discarded in the buffer's own counters, so they
@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ringbuffer::{Abandoned, Dropped};
+use ringbuffer::Abandoned;
 use ust_core::clock::TraceClock;
 use ust_core::packet::CtfPacketLayout;
 
@@ -75,7 +75,7 @@ impl Watch {
     /// uncommitted (module docs) that have stayed so for [`STUCK_AFTER`] at `now`, or with
     /// `now: None` every one at once (the stream's final drain: its writers are all gone or
     /// have confirmed they stopped).
-    pub fn look(&mut self, buffer: &ringbuffer::Buffer, events: &[ust_core::EventDesc], clock: TraceClock, what: &str, now: Option<Instant>) {
+    pub fn look(&mut self, buffer: &ringbuffer::Reader, events: &[ust_core::EventDesc], clock: TraceClock, what: &str, now: Option<Instant>) {
         for (pos, late) in buffer.repair_late_commits() {
             crate::log!(
                 "{what}: a writer taken for dead committed {late} bytes in packet {} after the daemon completed it; the counter is set back so the sub-buffer opens again",
@@ -111,9 +111,7 @@ impl Watch {
                     // The dead records when their slots were found and removed; else at most
                     // what the cut bytes could hold.
                     let lost = if outcome.cut { outcome.removed.div_ceil(min + ctx as u64).max(1) } else { outcome.holes.max(1) };
-                    for _ in 0..lost {
-                        buffer.record_dropped(Dropped::Full);
-                    }
+                    buffer.record_dead_events(lost);
                     self.completed += 1;
                     self.lost += lost;
                     crate::log!(
@@ -346,7 +344,7 @@ fn rewrite(data: &mut [u8], hdr: usize, a: &Abandoned, events: &[ust_core::Event
     // fewer: the rest of the missing bytes are in records that look committed, their
     // byte 0 stored, whose writer's add to the commit counter never came (killed between
     // its two stores) or comes late (a writer stalled for STUCK_AFTER between them; its
-    // add is undone by `Buffer::repair_late_commits`). Such records are kept.
+    // add is undone by `Reader::repair_late_commits`). Such records are kept.
     let solved = [true, false].into_iter().any(|exact| {
         holes.clear();
         let mut search = Search { data, events, ctx, ts_end, steps: 0, failed: Default::default(), seen: Default::default(), exact };

@@ -16,7 +16,7 @@ pub use files::TraceFiles;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ringbuffer::{Buffer, StreamIdentity};
+use ringbuffer::{Reader, StreamIdentity};
 use ust_core::clock::TraceClock;
 use ust_core::packet::{CtfPacketLayout, PacketInfo, HEADER_SIZE};
 use ust_core::EventDesc;
@@ -104,7 +104,7 @@ pub struct Stream {
     session: String,
     channel: String,
     identity: StreamIdentity,
-    buffer: Option<Buffer>,
+    buffer: Option<Reader>,
     sink: Sink,
     /// The process's events: the record-size callback of torn-event recovery.
     events: Arc<[EventDesc]>,
@@ -116,7 +116,7 @@ pub struct Stream {
     /// The buffer's stream-wide control words (`write`, `consumed`, the id table) hold
     /// values the algorithm cannot produce (a scribbling application): reported once, then
     /// the stream is left alone. A single packet's scribbled words only cost that packet
-    /// ([`ringbuffer::Buffer::skip_subbuf`], counted in `bad_packets`).
+    /// ([`ringbuffer::Reader::skip_subbuf`], counted in `bad_packets`).
     broken: bool,
     last: Option<LastPacket>,
     /// The session's output state: once set, this stream writes nothing more.
@@ -186,7 +186,7 @@ impl Stream {
     ///
     /// # Errors
     /// Creating the files failed.
-    pub fn new(setup: StreamSetup<'_>, buffer: Buffer, output_error: OutputError, shm: StreamShm) -> std::io::Result<Stream> {
+    pub fn new(setup: StreamSetup<'_>, buffer: Reader, output_error: OutputError, shm: StreamShm) -> std::io::Result<Stream> {
         let sink = match setup.relay {
             Some(mut r) => {
                 // Before the application has the buffer: no packet of it can begin earlier.
@@ -622,7 +622,7 @@ impl Stream {
     /// Flushes the buffer and hands it out for a copy of the packets it holds (snapshots,
     /// post-mortem dumps); `None` for a finished or broken stream, or one whose
     /// `--shm-path` file was shrunk.
-    pub fn flushed_buffer(&mut self) -> Option<&Buffer> {
+    pub fn flushed_buffer(&mut self) -> Option<&Reader> {
         if self.finished || self.broken {
             return None;
         }

@@ -57,7 +57,7 @@ const NOTIFIER_NUM_SUBBUF: u32 = 2;
 /// One process's notifier buffers for one trigger.
 struct Notifier {
     slot: u32,
-    buffers: Vec<ringbuffer::Buffer>,
+    buffers: Vec<ringbuffer::Reader>,
     seen: Vec<u64>,
 }
 

@@ -104,7 +104,7 @@ const fn key() -> Key {
             size_of::<Site>(),
             align_of::<Site>(),
             size_of::<channel::Channel>(),
-            size_of::<ringbuffer::Buffer>(),
+            size_of::<ringbuffer::Writer>(),
             size_of::<channel::Table>(),
             size_of::<ust_core::EventDesc>(),
             size_of::<Runtime>(),

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ringbuffer::percpu::{self, Writers};
-use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity};
+use ringbuffer::{Buffer, BufferConfig, Mode, StreamIdentity, Writer};
 use ust_core::clock::TraceClock;
 use ust_core::packet::HEADER_SIZE;
 
@@ -28,7 +28,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// Every record of `b` as (event id, u64 payload), after a flush (from its CPU).
-fn read_all(b: &Buffer, out: &mut Vec<(u32, u64)>) {
+fn read_all(b: &Writer, out: &mut Vec<(u32, u64)>) {
     out.extend(buffer_records(b, |_, _| 8).into_iter().map(|(id, v)| (id, u64::from_le_bytes(v[..].try_into().unwrap()))));
 }
 
@@ -36,7 +36,7 @@ fn read_all(b: &Buffer, out: &mut Vec<(u32, u64)>) {
 fn per_cpu_buffers_with_migrations_and_a_tracing_signal_handler() {
     let _s = serial();
     let n = crate::cpu::possible();
-    let bufs: Vec<Buffer> = (0..n)
+    let bufs: Vec<Writer> = (0..n)
         .map(|cpu| {
             let cfg = BufferConfig {
                 subbuf_size: 1 << 16,
@@ -46,7 +46,7 @@ fn per_cpu_buffers_with_migrations_and_a_tracing_signal_handler() {
                 stream: StreamIdentity { uuid: [2; 16], stream_id: 0, cpu, stream_instance_id: u64::from(cpu) },
             };
             let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
-            Buffer::create(map.into(), &cfg).unwrap()
+            Buffer::create(map.into(), &cfg).unwrap().into_writer()
         })
         .collect();
     // Channels claim per-CPU writers with the TSC clock only (`Channel::new`).

@@ -4,7 +4,7 @@
 //! A snapshot session's channels are in overwrite mode by default and have no live reader:
 //! nothing is written while it runs. `ust snapshot record` copies what every buffer of
 //! every process of the session holds, without consuming it and without stopping tracing
-//! ([`ust_ctf::held::copy_held_packets`]: [`ringbuffer::Buffer::snapshot_packet`] swaps
+//! ([`ust_ctf::held::copy_held_packets`]: [`ringbuffer::Reader::snapshot_packet`] swaps
 //! a packet out of the writers' reach while it copies it), into
 //!
 //! ```text
