@@ -83,8 +83,8 @@ pub fn strerror(e: i64) -> String {
 
 /// A call's result as strace writes it: `3`, or `-1 ENOENT (No such file or directory)`.
 pub fn result_text(ret: i64) -> String {
-    match super::syscalls::error_of(ret) {
-        Some(e) => format!("-1 {} ({})", super::syscalls::errno_name(e), strerror(e)),
+    match super::errno::error_of(ret) {
+        Some(e) => format!("-1 {} ({})", super::errno::errno_name(e), strerror(e)),
         None => ret.to_string(),
     }
 }

@@ -32,6 +32,7 @@
 pub mod addrspace;
 pub mod analysis;
 pub mod call_text;
+pub mod errno;
 pub mod event;
 pub mod faults;
 pub mod fdtable;
