@@ -27,7 +27,7 @@ pub mod dwarf;
 pub mod elf;
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -65,8 +65,9 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// Parses `elf:PATH:SYMBOL[%return]` (LTTng's `--userspace-probe` syntax; PATH is up
-    /// to the first `:`, so a Rust path keeps its `::`).
+    /// Parses `elf:PATH:SYMBOL[%return]` (LTTng's `--userspace-probe` syntax; `elf:` may
+    /// be left out, as LTTng allows). PATH ends at the first `:` not escaped as `\:`, so a
+    /// Rust path keeps its `::`; a PATH without `/` is looked up in `$PATH` when resolved.
     ///
     /// # Errors
     /// What is wrong with the text.
@@ -74,8 +75,24 @@ impl Spec {
         if text.starts_with("sdt:") {
             return Err(format!("{text:?}: sdt: probes are not supported yet; use elf:PATH:SYMBOL[%return]"));
         }
-        let rest = text.strip_prefix("elf:").ok_or_else(|| format!("{text:?}: a probe is elf:PATH:SYMBOL or elf:PATH:SYMBOL%return"))?;
-        let (path, symbol) = rest.split_once(':').ok_or_else(|| format!("{text:?}: no SYMBOL (elf:PATH:SYMBOL)"))?;
+        let rest = text.strip_prefix("elf:").unwrap_or(text);
+        let mut path = String::new();
+        let mut chars = rest.char_indices();
+        let mut symbol = None;
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' if rest[i + 1..].starts_with(':') => {
+                    chars.next();
+                    path.push(':');
+                }
+                ':' => {
+                    symbol = Some(&rest[i + 1..]);
+                    break;
+                }
+                c => path.push(c),
+            }
+        }
+        let symbol = symbol.ok_or_else(|| format!("{text:?}: no SYMBOL (a probe is elf:PATH:SYMBOL or elf:PATH:SYMBOL%return)"))?;
         let (symbol, ret) = match symbol.strip_suffix("%return") {
             Some(s) => (s, true),
             None => (symbol, false),
@@ -86,13 +103,31 @@ impl Spec {
         if symbol.contains('+') {
             return Err(format!("{text:?}: SYMBOL+OFFSET is not supported: a probe goes at a function's entry or (with %return) its return"));
         }
+        if symbol.starts_with(|c: char| c.is_ascii_digit()) {
+            return Err(format!("{text:?}: probes at an address are not supported: name a function"));
+        }
         Ok(Spec { path: PathBuf::from(path), symbol: symbol.to_string(), ret })
+    }
+
+    /// The file: PATH itself, or for a PATH without `/` the first regular file of that
+    /// name in the directories of `$PATH` (as a shell finds a command).
+    pub fn file(&self) -> PathBuf {
+        if self.path.components().count() == 1 && !self.path.to_string_lossy().contains('/') {
+            for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+                let p = dir.join(&self.path);
+                if p.is_file() {
+                    return p;
+                }
+            }
+        }
+        self.path.clone()
     }
 
     /// The event's default name: the symbol's last path component (`query`), with
     /// `_return` for a return probe.
     pub fn default_name(&self) -> String {
-        let last = self.symbol.rsplit("::").next().unwrap_or(&self.symbol);
+        let name = elf::demangle(&self.symbol);
+        let last = name.rsplit("::").next().unwrap_or(&name);
         let base = dwarf::field_name(last);
         if self.ret {
             format!("{base}_return")
@@ -123,13 +158,24 @@ pub struct Probe {
     pub note: Option<String>,
 }
 
-/// Reads at most [`elf::MAX_FILE`] bytes of `file` (never mapped: a file truncated under a
-/// mapping would fault the reader).
+/// Reads at most [`elf::MAX_FILE`] bytes of `file` from its start, whatever its file
+/// position (a descriptor a user sent shares theirs), never mapped: a file truncated under
+/// a mapping would fault the reader.
 fn read_all(file: &File) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::FileExt;
     let mut data = Vec::new();
-    (&*file).take(elf::MAX_FILE + 1).read_to_end(&mut data).map_err(|e| format!("reading it: {e}"))?;
-    if data.len() as u64 > elf::MAX_FILE {
-        return Err(format!("larger than {} bytes", elf::MAX_FILE));
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match file.read_at(&mut buf, data.len() as u64) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("reading it: {e}")),
+        };
+        data.extend_from_slice(&buf[..n]);
+        if data.len() as u64 > elf::MAX_FILE {
+            return Err(format!("larger than {} bytes", elf::MAX_FILE));
+        }
     }
     Ok(data)
 }
@@ -166,14 +212,15 @@ pub fn resolve_file(file: File, path: &Path, symbol: &str, ret: bool, event: &st
 /// # Errors
 /// The file cannot be opened or is not a regular file; those of [`resolve_file`].
 pub fn resolve(spec: &Spec, name: Option<&str>) -> Result<Probe, String> {
-    let file = File::open(&spec.path).map_err(|e| format!("{}: {e}", spec.path.display()))?;
-    let meta = file.metadata().map_err(|e| format!("{}: {e}", spec.path.display()))?;
+    let path = spec.file();
+    let file = File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?;
     if !meta.is_file() {
-        return Err(format!("{}: not a regular file", spec.path.display()));
+        return Err(format!("{}: not a regular file", path.display()));
     }
     let name = name.map(str::to_string).unwrap_or_else(|| spec.default_name());
     validate_name(&name)?;
-    resolve_file(file, &spec.path, &spec.symbol, spec.ret, &name, true)
+    resolve_file(file, &path, &spec.symbol, spec.ret, &name, true)
 }
 
 /// Event names a probe may not take: the kernel view's own classes.
@@ -382,9 +429,14 @@ mod tests {
         let r = Spec::parse("elf:/bin/app:malloc%return").unwrap();
         assert!(r.ret);
         assert_eq!(r.default_name(), "malloc_return");
-        for bad in ["/bin/app:x", "elf:/bin/app", "elf::x", "elf:/a:", "elf:/a:f+4", "sdt:/a:p:n"] {
+        assert_eq!(Spec::parse("elf:/a:_ZN7uprobed5label17h0123456789abcdefE").unwrap().default_name(), "label");
+        for bad in ["/bin/app", "elf:/bin/app", "elf::x", "elf:/a:", "elf:/a:f+4", "elf:/a:f+0x21", "elf:/a:0x400030", "elf:/a:4194364", "sdt:/a:p:n"] {
             assert!(Spec::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(Spec::parse("/bin/app:x").unwrap().path, PathBuf::from("/bin/app"));
+        let c = Spec::parse("elf:/tmp/colon_\\:_in_name:f").unwrap();
+        assert_eq!((c.path, c.symbol.as_str()), (PathBuf::from("/tmp/colon_:_in_name"), "f"));
+        assert_eq!(Spec::parse("elf:sh:main").unwrap().file().parent().map(|p| p.is_absolute()), Some(true));
     }
 
     #[test]

@@ -1,8 +1,14 @@
 //! uprobed: a program with no tracer at all, for the dynamic-probe tests
 //! (system-tests/tests/uprobes.rs). `uprobed N [SLEEP_MS]` sleeps SLEEP_MS (default 0),
 //! then calls `compute(i, i % 2 == 0, -3)` for i in 0..N, each returning `i * -3 + even`,
-//! then `label("hello", 'x')` once (returning 5), and prints the sum of the results.
+//! then `uprobed_compute_c(1, false, 1)` (a C-named symbol) and `label("hello", 'x')`
+//! once each, and prints the sum of the results.
 //! Both functions are `#[inline(never)]`, so each has a symbol and runs as a call.
+
+/// A data symbol: a probe on it is refused (LTTng's "symbol not a function" case).
+#[no_mangle]
+#[used]
+pub static UPROBED_NOT_A_FUNCTION: [u64; 2] = [1, 2];
 
 /// One call to probe: three integer-class arguments in %rdi, %rsi, %rdx.
 #[inline(never)]
