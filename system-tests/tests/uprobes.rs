@@ -87,10 +87,7 @@ fn field<'a>(e: &'a BtEvent, name: &str) -> &'a str {
 /// The probe events with their thread, from the whole lines.
 fn probe_lines(out: &Path, name: &str) -> Vec<(i32, BtEvent)> {
     let text = babeltrace(&out.join("kernel"));
-    text.lines()
-        .filter(|l| l.contains(&format!(" {name}: ")))
-        .map(|l| (tid_of(l).unwrap_or(-1), bt_events(l).pop().unwrap()))
-        .collect()
+    text.lines().filter(|l| l.contains(&format!(" {name}: "))).map(|l| (tid_of(l).unwrap_or(-1), bt_events(l).pop().unwrap())).collect()
 }
 
 /// The expected `compute` arguments and return value of call `i`.
@@ -113,12 +110,7 @@ fn root_probes_count_every_call_with_its_arguments_and_return_values() {
     let bin = uprobed();
     let b = bin.to_str().unwrap();
     const N: i64 = 7;
-    let specs = [
-        format!("elf:{b}:uprobed::compute"),
-        format!("elf:{b}:compute%return"),
-        format!("elf:{b}:label"),
-        format!("elf:{b}:uprobed_compute_c"),
-    ];
+    let specs = [format!("elf:{b}:uprobed::compute"), format!("elf:{b}:compute%return"), format!("elf:{b}:label"), format!("elf:{b}:uprobed_compute_c")];
     let o = root_trace(&d, &out, &specs, &[b, &N.to_string()]);
     let (stdout, err) = text(&o);
     assert!(o.status.success(), "{err}");
@@ -134,7 +126,11 @@ fn root_probes_count_every_call_with_its_arguments_and_return_values() {
     for (i, ((t, c), (_, r))) in calls.iter().zip(&rets).enumerate() {
         let (x, even, scale, ret) = expected(i as i64);
         assert_eq!(*t, tid);
-        assert_eq!((field(c, "i"), field(c, "even"), field(c, "scale")), (x.to_string().as_str(), even.to_string().as_str(), scale.to_string().as_str()), "{c:?}");
+        assert_eq!(
+            (field(c, "i"), field(c, "even"), field(c, "scale")),
+            (x.to_string().as_str(), even.to_string().as_str(), scale.to_string().as_str()),
+            "{c:?}"
+        );
         assert!(field(c, "ip").starts_with("0x"), "{c:?}");
         assert_eq!(field(r, "ret"), ret.to_string(), "{r:?}");
         assert_eq!(field(r, "func"), field(c, "ip"), "the return probe names the function it returns from");
@@ -310,7 +306,11 @@ fn a_user_probes_their_own_program_through_roots_daemon_and_sees_only_their_proc
     for (i, ((t, c), (rt, r))) in calls.iter().zip(&rets).enumerate() {
         let (x, even, scale, ret) = expected(i as i64);
         assert_eq!((*t, *rt), (tid, tid), "only A's process");
-        assert_eq!((field(c, "i"), field(c, "even"), field(c, "scale")), (x.to_string().as_str(), even.to_string().as_str(), scale.to_string().as_str()), "{c:?}");
+        assert_eq!(
+            (field(c, "i"), field(c, "even"), field(c, "scale")),
+            (x.to_string().as_str(), even.to_string().as_str(), scale.to_string().as_str()),
+            "{c:?}"
+        );
         assert_eq!(field(r, "ret"), ret.to_string(), "{r:?}");
     }
     // Every file of the trace is A's.
@@ -334,7 +334,7 @@ fn a_user_may_not_probe_a_file_they_do_not_own_even_through_a_link() {
     let marker = w.home(A).join("ran");
     for (k, (file, why)) in [(roots.as_path(), "not to you"), (link.as_path(), "not to you"), (setuid.as_path(), "set-user-ID")].into_iter().enumerate() {
         let spec = format!("elf:{}:compute", file.display());
-        let (out, o) = user_trace(&w, A, &format!("refused{k}"), &[spec.clone()], &["touch", marker.to_str().unwrap()]);
+        let (out, o) = user_trace(&w, A, &format!("refused{k}"), std::slice::from_ref(&spec), &["touch", marker.to_str().unwrap()]);
         let (_, err) = text(&o);
         assert!(!o.status.success(), "{spec}: {err}");
         assert!(err.contains(why), "{spec}: expected {why:?}:\n{err}");
@@ -353,8 +353,15 @@ fn without_roots_daemon_a_user_is_told_uprobes_need_it() {
     let w = world();
     let mine = user_copy(&w, A);
     let mut c = w.as_user(A, Path::new(ust_bin()));
-    c.env("UST_SYSTEM_RUNDIR", w.tmp.path().join("nowhere"))
-        .args(["trace", "-o", w.home(A).join("none").to_str().unwrap(), "--userspace-probe", &format!("elf:{}:compute", mine.display()), "--", "true"]);
+    c.env("UST_SYSTEM_RUNDIR", w.tmp.path().join("nowhere")).args([
+        "trace",
+        "-o",
+        w.home(A).join("none").to_str().unwrap(),
+        "--userspace-probe",
+        &format!("elf:{}:compute", mine.display()),
+        "--",
+        "true",
+    ]);
     let o = common::output_within(c, Duration::from_secs(60));
     let (_, err) = text(&o);
     assert!(!o.status.success(), "{err}");

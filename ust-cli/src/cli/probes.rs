@@ -49,7 +49,13 @@ pub fn list(path: &Path, glob: Option<&str>, json: bool) -> Result<ExitCode, Fai
     let mut data = Vec::new();
     f.take(elf::MAX_FILE).read_to_end(&mut data).map_err(|e| at(e.to_string()))?;
     let funcs = elf::functions(&data).map_err(at)?;
-    let shown: Vec<&elf::Function> = funcs.iter().filter(|f| glob.map_or(true, |g| elf::glob_match(g, &f.name) || elf::glob_match(g, &f.raw))).collect();
+    let shown: Vec<&elf::Function> = funcs
+        .iter()
+        .filter(|f| match glob {
+            None => true,
+            Some(g) => elf::glob_match(g, &f.name) || elf::glob_match(g, &f.raw),
+        })
+        .collect();
     if json {
         let v: Vec<serde_json::Value> =
             shown.iter().map(|f| serde_json::json!({"name": f.name, "symbol": f.raw, "offset": f.offset, "size": f.size})).collect();

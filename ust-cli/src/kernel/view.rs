@@ -23,8 +23,8 @@ use ust_ctf::outdir::TraceDir;
 use super::broker::{Broker, Pending};
 use super::filter::ViewFilter;
 use super::perf::PerfRecorder;
-use super::view_recorder::{Options, Prepared, ViewRecorder};
 use super::uprobe::Probe;
+use super::view_recorder::{Options, Prepared, ViewRecorder};
 use super::{KernelError, KernelSummary};
 
 /// A running kernel recording of any kind.

@@ -37,8 +37,8 @@ use std::time::Duration;
 
 use ust_core::protocol::{recv, send};
 use ust_ctl::kview::{KviewReply, KviewRequest, ProbeRequest};
-use ust_kernel::uprobe::{self, FetchArg, Probe};
 use ust_kernel::filter::{may_see, parent_of, ViewFilter};
+use ust_kernel::uprobe::{self, FetchArg, Probe};
 use ust_kernel::view_recorder::ViewRecorder;
 
 /// Recordings one user may have at once, unless `--kernel-view-max-per-user` says otherwise.

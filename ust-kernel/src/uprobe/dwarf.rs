@@ -61,10 +61,12 @@ fn classify(unit: &gimli::Unit<R<'_>>, dwarf: &gimli::Dwarf<R<'_>>, ty: Option<A
         let Ok(e) = unit.entry(at) else { return Class::Unknown };
         let size = udata(e.attr_value(gimli::DW_AT_byte_size));
         match e.tag() {
-            gimli::DW_TAG_typedef | gimli::DW_TAG_const_type | gimli::DW_TAG_volatile_type | gimli::DW_TAG_restrict_type => match e.attr_value(gimli::DW_AT_type) {
-                Some(AttributeValue::UnitRef(o)) => at = o,
-                _ => return Class::Unknown,
-            },
+            gimli::DW_TAG_typedef | gimli::DW_TAG_const_type | gimli::DW_TAG_volatile_type | gimli::DW_TAG_restrict_type => {
+                match e.attr_value(gimli::DW_AT_type) {
+                    Some(AttributeValue::UnitRef(o)) => at = o,
+                    _ => return Class::Unknown,
+                }
+            }
             gimli::DW_TAG_pointer_type | gimli::DW_TAG_reference_type | gimli::DW_TAG_rvalue_reference_type => return Class::Scalar("x64"),
             gimli::DW_TAG_base_type => {
                 let enc = match e.attr_value(gimli::DW_AT_encoding) {
@@ -156,7 +158,8 @@ pub fn signature(data: &[u8], address: u64) -> Option<Signature> {
                     }
                     Class::Float => {}
                     Class::Unknown => {
-                        sig.truncated = Some(format!("argument {name} has a type whose registers are not certain: it and the arguments after it are not recorded"));
+                        sig.truncated =
+                            Some(format!("argument {name} has a type whose registers are not certain: it and the arguments after it are not recorded"));
                         *stopped = true;
                     }
                     _ => {

@@ -50,9 +50,8 @@ pub fn functions(data: &[u8]) -> Result<Vec<Function>, String> {
             (s.address(), s.size(), off, fsize)
         })
         .collect();
-    let to_offset = |addr: u64| -> Option<u64> {
-        segments.iter().find(|(va, _, _, fsize)| addr >= *va && addr - va < *fsize).map(|(va, _, off, _)| addr - va + off)
-    };
+    let to_offset =
+        |addr: u64| -> Option<u64> { segments.iter().find(|(va, _, _, fsize)| addr >= *va && addr - va < *fsize).map(|(va, _, off, _)| addr - va + off) };
     let mut by_addr: std::collections::BTreeMap<u64, (Function, bool)> = Default::default();
     let mut any = false;
     for table in [file.symbols(), file.dynamic_symbols()] {

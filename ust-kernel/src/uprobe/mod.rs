@@ -195,6 +195,10 @@ pub fn resolve_file(file: File, path: &Path, symbol: &str, ret: bool, event: &st
     let f = elf::resolve(&funcs, symbol).map_err(at)?.clone();
     let sig = if dwarf { dwarf::signature(&data, f.address) } else { None };
     let (args, note) = match (&sig, ret) {
+        (Some(s), false) if s.args.is_empty() && s.truncated.is_none() => (
+            Vec::new(),
+            Some(format!("DWARF lists no arguments for {}: it has none, or the file has line tables only (build with debug = 2 for them)", f.name)),
+        ),
         (Some(s), false) => (s.args.clone(), s.truncated.clone()),
         (Some(s), true) => (vec![FetchArg { name: "ret".into(), fetch: "$retval".into(), ty: s.ret.unwrap_or("u64").into() }], None),
         (None, false) => (
@@ -371,7 +375,8 @@ impl Placed {
     pub fn enable_in(&mut self, inst: &Path) -> Result<(), String> {
         self.enabled_in.push(inst.to_path_buf());
         for (e, f, _) in &self.events {
-            crate::tracefs::write(&inst.join("events").join(&self.group).join(e).join("enable"), "1").map_err(|err| format!("enabling the probe on {f}: {err}"))?;
+            crate::tracefs::write(&inst.join("events").join(&self.group).join(e).join("enable"), "1")
+                .map_err(|err| format!("enabling the probe on {f}: {err}"))?;
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 
 use super::*;
 use clap::CommandFactory;
+use std::ffi::OsString;
 
 #[test]
 fn cli_is_consistent() {
