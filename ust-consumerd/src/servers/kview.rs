@@ -21,7 +21,7 @@
 //!   two tracefs instances with their buffers: `2 x 4 MiB` of kernel memory per CPU), at
 //!   most `total +` [`SPARE_CONNECTIONS`] connections at once; requests time out after
 //!   [`REQUEST_TIMEOUT`];
-//! - dynamic probes ([`user_probes`]): only on regular files the requester owns, given by
+//! - dynamic probes (`user_probes`): only on regular files the requester owns, given by
 //!   descriptor, not set-user-ID/set-group-ID/capability programs, at a function's entry
 //!   or return as the daemon itself resolves it, fetching argument registers only; their
 //!   hits pass the same view filter (another user's process running the file is not in
