@@ -381,3 +381,44 @@ fn list_shows_probeable_functions_demangled() {
     let o = Command::new(ust_bin()).args(["list", "--userspace-probes", "/etc/passwd"]).output().unwrap();
     assert!(!o.status.success() && text(&o).1.contains("not an ELF file"));
 }
+
+/// A probe root's daemon placed for a user stays when the daemon is killed with SIGKILL,
+/// and is gone once the next kernel view starts.
+#[test]
+fn a_probe_left_by_a_killed_daemon_is_gone_after_the_next_start() {
+    require_root!();
+    let _g = one();
+    let mut w = world();
+    let mine = user_copy(&w, A);
+    let m = mine.to_str().unwrap().to_string();
+    let out = w.home(A).join("daemon-killed");
+    let mut c = w.as_user(A, Path::new(ust_bin()));
+    c.args(["trace", "-o", out.to_str().unwrap(), "--userspace-probe", &format!("elf:{m}:compute"), "--", &m, "1", "60000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut user = common::KillOnDrop(c.spawn().unwrap());
+    let daemon = w.daemon.take().unwrap();
+    let dpid = daemon.0.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while groups_of(dpid).is_empty() {
+        assert!(Instant::now() < deadline, "the daemon never placed the probe:\n{}", w.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(daemon); // SIGKILL
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!groups_of(dpid).is_empty(), "the killed daemon's probe stays until the next start");
+    // The user's program: A's, still sleeping; its `ust trace` ends once it does.
+    let kids = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", user.0.id())).unwrap_or_default();
+    for k in kids.split_whitespace().filter_map(|k| k.parse::<i32>().ok()) {
+        // SAFETY: kill(2) of the test's own traced program (the user's ust trace's child).
+        unsafe { libc::kill(k, libc::SIGKILL) };
+    }
+    let _ = user.0.wait();
+    let d = TestDaemon::without_daemon();
+    let next = d.home.path().join("next");
+    let b = uprobed();
+    let o = root_trace(&d, &next, &[format!("elf:{}:label", b.display())], &[b.to_str().unwrap(), "1"]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    assert!(groups_of(dpid).is_empty(), "{:?}", groups_of(dpid));
+    let _ = d.ust_cmd().args(["daemon", "stop"]).output();
+}
