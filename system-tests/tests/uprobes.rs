@@ -191,7 +191,7 @@ fn lttng_accepted_forms_count_calls() {
     std::os::unix::fs::symlink(&bin, &colon).unwrap();
     let raw = {
         let data = std::fs::read(&bin).unwrap();
-        let f = ust_kernel::uprobe::elf::functions(&data).unwrap();
+        let f = ust_kernel::uprobe::elf::functions(data.as_slice()).unwrap();
         ust_kernel::uprobe::elf::resolve(&f, "uprobed::label").unwrap().raw.clone()
     };
     let escaped = colon.to_str().unwrap().replace(':', "\\:");

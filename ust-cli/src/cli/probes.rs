@@ -48,7 +48,7 @@ pub fn list(path: &Path, glob: Option<&str>, json: bool) -> Result<ExitCode, Fai
     let f = std::fs::File::open(path).map_err(|e| at(e.to_string()))?;
     let mut data = Vec::new();
     f.take(elf::MAX_FILE).read_to_end(&mut data).map_err(|e| at(e.to_string()))?;
-    let funcs = elf::functions(&data).map_err(at)?;
+    let funcs = elf::functions(data.as_slice()).map_err(at)?;
     let shown: Vec<&elf::Function> = funcs
         .iter()
         .filter(|f| match glob {

@@ -227,7 +227,7 @@ mod tests {
         let call: fn(u32, i64, &str) -> u64 = std::hint::black_box(probed);
         std::hint::black_box(call(std::hint::black_box(1), 2, "x"));
         let exe = std::fs::read("/proc/self/exe").unwrap();
-        let funcs = super::super::elf::functions(&exe).unwrap();
+        let funcs = super::super::elf::functions(exe.as_slice()).unwrap();
         let f = super::super::elf::resolve(&funcs, "probed").expect("the function's symbol");
         let sig = signature(&exe, f.address).expect("DWARF of a test binary");
         let got: Vec<_> = sig.args.iter().map(|a| (a.name.as_str(), a.fetch.as_str(), a.ty.as_str())).collect();

@@ -6,7 +6,8 @@
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 
-/// Largest file this module parses (an ELF is read whole, from a descriptor).
+/// Largest file read whole (by `ust trace`, for its DWARF; root's daemon reads only the
+/// headers and symbol tables of a user's file, through [`object::ReadCache`]).
 pub const MAX_FILE: u64 = 2 << 30;
 
 /// One probe-able function.
@@ -33,12 +34,13 @@ pub fn demangle(raw: &str) -> String {
     }
 }
 
-/// The defined functions of the ELF image `data`, one per address (aliases of one address
-/// keep the first name, preferring a global symbol), sorted by name.
+/// The defined functions of the ELF image `data` (bytes, or a [`object::ReadCache`] over
+/// a file, which reads only the headers and symbol tables), one per address (aliases of
+/// one address keep the first name, preferring a global symbol), sorted by name.
 ///
 /// # Errors
 /// Not an ELF file, or one without any function symbol ("stripped").
-pub fn functions(data: &[u8]) -> Result<Vec<Function>, String> {
+pub fn functions<'data, R: object::ReadRef<'data>>(data: R) -> Result<Vec<Function>, String> {
     let file = object::File::parse(data).map_err(|e| format!("not an ELF file this tool can read ({e})"))?;
     if file.format() != object::BinaryFormat::Elf {
         return Err("not an ELF file".into());

@@ -180,6 +180,42 @@ fn read_all(file: &File) -> Result<Vec<u8>, String> {
     Ok(data)
 }
 
+/// A file read through positioned reads (`pread`), so that reading never moves the
+/// descriptor's own offset (shared with the process that sent it).
+struct PositionedReader<'a> {
+    file: &'a File,
+    pos: u64,
+}
+
+impl object::ReadCacheOps for PositionedReader<'_> {
+    fn len(&mut self) -> Result<u64, ()> {
+        self.file.metadata().map(|m| m.len()).map_err(|_| ())
+    }
+
+    fn seek(&mut self, pos: u64) -> Result<u64, ()> {
+        self.pos = pos;
+        Ok(pos)
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, ()> {
+        use std::os::unix::fs::FileExt;
+        let n = self.file.read_at(buf, self.pos).map_err(|_| ())?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+
+    fn read_exact(&mut self, mut buf: &mut [u8]) -> Result<(), ()> {
+        while !buf.is_empty() {
+            let n = object::ReadCacheOps::read(self, buf)?;
+            if n == 0 {
+                return Err(());
+            }
+            buf = &mut buf[n..];
+        }
+        Ok(())
+    }
+}
+
 /// Resolves `symbol` in the open ELF `file` (shown as `path`) to a probe named `event`:
 /// its entry (with `dwarf`, arguments from DWARF, else the six argument registers as
 /// `arg0`…`arg5`) or, with `ret`, its return (`ret=$retval`, typed from DWARF, else
@@ -190,10 +226,19 @@ fn read_all(file: &File) -> Result<Vec<u8>, String> {
 /// Not an ELF file, no such function or an ambiguous name (with the candidates).
 pub fn resolve_file(file: File, path: &Path, symbol: &str, ret: bool, event: &str, dwarf: bool) -> Result<Probe, String> {
     let at = |e: String| format!("{}: {e}", path.display());
-    let data = read_all(&file).map_err(at)?;
-    let funcs = elf::functions(&data).map_err(at)?;
-    let f = elf::resolve(&funcs, symbol).map_err(at)?.clone();
-    let sig = if dwarf { dwarf::signature(&data, f.address) } else { None };
+    let (f, sig) = if dwarf {
+        let data = read_all(&file).map_err(at)?;
+        let funcs = elf::functions(data.as_slice()).map_err(at)?;
+        let f = elf::resolve(&funcs, symbol).map_err(at)?.clone();
+        let sig = dwarf::signature(&data, f.address);
+        (f, sig)
+    } else {
+        // Root's daemon, on a user's file: only the headers and symbol tables are read,
+        // through a cache over the descriptor (positioned reads: the sender's offset stays).
+        let cache = object::ReadCache::new(PositionedReader { file: &file, pos: 0 });
+        let funcs = elf::functions(&cache).map_err(at)?;
+        (elf::resolve(&funcs, symbol).map_err(at)?.clone(), None)
+    };
     let (args, note) = match (&sig, ret) {
         (Some(s), false) if s.args.is_empty() && s.truncated.is_none() => (
             Vec::new(),
