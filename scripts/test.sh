@@ -52,7 +52,8 @@ if [ "$(id -u)" = 0 ]; then
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
   usermod -aG tracing ustperm-t
-  # system-tests/tests/kernel_user.rs: tier 1 of `ust trace --kernel` as an ordinary user.
+  # system-tests/tests/kernel_user.rs, kernel_user_syscalls.rs: tier 1 of `ust trace --kernel` as an
+  # ordinary user (its ptrace system calls: strace is their oracle, installed above).
   id ustkuser >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustkuser
   # system-tests/tests/kernel_broker.rs: tier 2, root's daemon as the kernel broker of two users.
   for u in ustkb-a ustkb-b; do
@@ -85,6 +86,10 @@ if ! "$venv/bin/python" -c 'import lttnganalyses, babeltrace' >/dev/null 2>&1; t
   /usr/bin/python3 -m venv --system-site-packages "$venv"
   "$venv/bin/pip" install -q lttnganalyses==0.6.1
 fi
+
+# No incremental compilation: the run builds once, and its saved state is as large as the
+# build (a fresh machine's disk can be small).
+export CARGO_INCREMENTAL=0
 
 # The end-to-end tests run the daemon, the CLI and instrumented programs as separate
 # processes: build them first (debug for the tests, release for the release-profile checks).

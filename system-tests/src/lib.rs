@@ -4,11 +4,12 @@
 //! crates whose own tests start a daemon (`ust-consumerd`, `ust-kernel`):
 //! [`TestDaemon`] starts `ust-consumerd` in a temporary `$UST_RUNDIR` (killed on drop, with
 //! any daemon a test made `ust` start there) and runs `ust` against it; [`users::World`] is
-//! root's daemon serving two ordinary users; [`load::Load`] keeps the machine busy; the
+//! root's daemon serving two ordinary users; [`load::Load`] keeps the machine busy; [`strace`] reads strace's counts; the
 //! `bt_*` helpers read traces back with babeltrace2.
 #![allow(missing_docs)]
 
 pub mod load;
+pub mod strace;
 pub mod users;
 
 use std::io::{BufRead, BufReader};

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::strace::strace_counts;
 use common::users::{self, id_of};
 use common::{babeltrace, ust_bin, KillOnDrop};
 use ust_ctl::kview::{KviewReply, KviewRequest};
@@ -586,34 +587,49 @@ fn twenty_commands_of_two_users_at_once_each_see_only_their_own() {
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert!(o.status.success(), "{name}: {err}\nroot's daemon:\n{}", w.log());
         assert!(err.contains("kernel view: tier 2"), "{name}: {err}");
-        let text = babeltrace(&out.join("kernel"));
-        traces.push((*u, name.clone(), out.clone(), text, err));
+        // Twenty recordings each read the machine's scheduling events (their system-wide
+        // instances): on a busy machine one may lose some, which babeltrace2 warns of as
+        // discarded events and the report must then say (below).
+        let (text, warnings) = common::babeltrace_allowing_warnings(&out.join("kernel"));
+        traces.push((*u, name.clone(), out.clone(), text, err, warnings));
     }
     let mut incomplete: Vec<String> = Vec::new();
-    for (u, name, out, text, err) in &traces {
+    let mut lossy = 0;
+    for (u, name, out, text, err, warnings) in &traces {
+        let r = w.report(out);
+        let other = warnings.lines().filter(|l| l.contains("WARN") && !l.contains("discarded events")).collect::<Vec<_>>();
+        assert!(other.is_empty(), "{name}: babeltrace2 complained:\n{}", other.join("\n"));
+        if warnings.contains("discarded") {
+            // A trace that lost events is complete only where nothing was lost: the
+            // report says so at its top, and the isolation checks below still hold.
+            assert!(
+                r.contains("WARNING: kernel events lost") || r.contains("events of other tasks or interrupts lost"),
+                "{name}: babeltrace2 saw discarded events and the report does not say so:\n{warnings}\n{r}"
+            );
+            lossy += 1;
+        }
         // Complete: the exec of its program, its exit, and the timer that woke it.
-        if !text.lines().any(|l| l.contains("sched_process_exec") && l.contains(name.as_str())) {
+        if !warnings.contains("discarded") && !text.lines().any(|l| l.contains("sched_process_exec") && l.contains(name.as_str())) {
             incomplete.push(format!(
                 "{name}: no exec ({err}): {}",
                 text.lines().filter(|l| l.contains("exec") || l.contains(name.as_str())).collect::<Vec<_>>().join("\n")
             ));
         }
-        if !text.lines().any(|l| l.contains("sched_process_exit") && l.contains(&format!("\"{name}\""))) {
+        if !warnings.contains("discarded") && !text.lines().any(|l| l.contains("sched_process_exit") && l.contains(&format!("\"{name}\""))) {
             incomplete.push(format!(
                 "{name}: no exit ({err}): {}",
                 text.lines().filter(|l| l.contains("sched_process_exit") || l.contains(name.as_str())).collect::<Vec<_>>().join("\n")
             ));
         }
-        let r = w.report(out);
         let woke = woken_lines(&r, name, "clock_nanosleep");
-        if !woke.iter().any(|l| l.contains("woken by: timer interrupt")) {
+        if !warnings.contains("discarded") && !woke.iter().any(|l| l.contains("woken by: timer interrupt")) {
             incomplete.push(format!(
                 "{name} ({err}): {woke:?}\n{r}\n{}",
                 text.lines().filter(|l| l.contains("sched_") && l.contains(name.as_str()) || l.contains("clock_nanosleep")).collect::<Vec<_>>().join("\n")
             ));
         }
         let mine = tids_in(text);
-        for (u2, other, out2, text2, _) in &traces {
+        for (u2, other, out2, text2, _, _) in &traces {
             if other == name {
                 continue;
             }
@@ -631,19 +647,9 @@ fn twenty_commands_of_two_users_at_once_each_see_only_their_own() {
     }
     assert!(!w.log().contains("records arrived after newer ones"), "{}", w.log());
     assert!(incomplete.is_empty(), "incomplete views:\n{}\nroot's daemon:\n{}", incomplete.join("\n"), w.log());
-}
-
-/// `strace -c` rows: system call name to (calls, errors).
-fn strace_counts(text: &str) -> std::collections::BTreeMap<String, (u64, u64)> {
-    let mut m = std::collections::BTreeMap::new();
-    for l in text.lines() {
-        let t: Vec<&str> = l.split_whitespace().collect();
-        if t.len() >= 5 && t[0].starts_with(|c: char| c.is_ascii_digit()) && t[t.len() - 1] != "total" {
-            let errors = if t.len() == 6 { t[4].parse().unwrap() } else { 0 };
-            m.insert(t[t.len() - 1].to_string(), (t[3].parse().unwrap(), errors));
-        }
-    }
-    m
+    // Completeness is checked on most of them: a machine that made most views lossy is
+    // one this test cannot judge, and says so rather than passing on nothing.
+    assert!(lossy <= traces.len() / 2, "{lossy} of {} views lost events: too busy a machine to judge completeness", traces.len());
 }
 
 /// Tier 2 counts the system calls of the traced command exactly as `strace -f -c` does,
@@ -803,8 +809,9 @@ unsafe fn refuse_perf_event_open() -> std::io::Result<()> {
 }
 
 /// The broker off and perf_event_open refused (a seccomp filter, as in a container): `ust
-/// trace` says which sysctl and what else it needs, and still traces user space; the
-/// command runs.
+/// trace` says which sysctl and what else it needs, records the command's system calls
+/// alone with ptrace (tier 1, ptrace only), or nothing of the kernel with `--no-ptrace`,
+/// and still traces user space; the command runs.
 #[test]
 fn perf_event_open_refused_names_the_sysctl() {
     require_root!();
@@ -813,25 +820,42 @@ fn perf_event_open_refused_names_the_sysctl() {
         return;
     }
     let w = World::new(&["--kernel-view", "none"]);
-    let out = w.home(A).join("noperf");
-    let mut c = w.as_user(A, Path::new(ust_bin()));
-    c.args(["trace", "--kernel", "--output", out.to_str().unwrap(), "--", "sh", "-c", "echo ran"]);
-    // SAFETY: refuse_perf_event_open makes only async-signal-safe system calls.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut c, || refuse_perf_event_open());
+    for no_ptrace in [false, true] {
+        let out = w.home(A).join(format!("noperf-{no_ptrace}"));
+        let mut c = w.as_user(A, Path::new(ust_bin()));
+        c.args(["trace", "--kernel", "--output", out.to_str().unwrap()]).args(no_ptrace.then_some("--no-ptrace")).args(["--", "sh", "-c", "echo ran"]);
+        // SAFETY: refuse_perf_event_open makes only async-signal-safe system calls.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut c, || refuse_perf_event_open());
+        }
+        let o = common::output_within(c, Duration::from_secs(60));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran");
+        assert!(err.contains("nor with perf_event_open"), "{err}");
+        assert!(
+            err.contains("perf_event_open was refused")
+                && err.contains("kernel.perf_event_paranoid")
+                && err.contains("sysctl kernel.perf_event_paranoid=2")
+                && err.contains("seccomp"),
+            "{err}"
+        );
+        assert!(err.contains("trace written to"), "user space is still traced: {err}");
+        if no_ptrace {
+            assert!(!err.contains("kernel view: tier"), "{err}");
+            continue;
+        }
+        // The system calls alone: the shell's exec, its write of "ran", its exit.
+        assert!(err.contains("kernel view: tier 1 (ptrace only: ") && err.contains(ust_kernel::ptrace::ANNOUNCE), "{err}");
+        let text = babeltrace(&out.join("kernel"));
+        let names: Vec<&str> = text.lines().filter_map(|l| l.split_whitespace().nth(3)).collect();
+        assert_eq!(names.first().copied(), Some("syscall_entry_execve:"), "{text}");
+        assert!(text.lines().any(|l| l.contains(" syscall_entry_write: ") && l.contains("fd = 1,")), "{text}");
+        assert_eq!(names.last().copied(), Some("syscall_entry_exit_group:"), "{text}");
+        assert!(std::fs::read_to_string(out.join("kernel/metadata")).unwrap().contains("kernel_source = \"ptrace\";"));
+        let r = ust_analysis::report::report(&out, &ust_analysis::report::Options::default()).unwrap();
+        assert_eq!(r.syscall_source.as_deref(), Some("ptrace"));
+        assert!(r.syscalls.iter().any(|c| c.name == "write" && c.count == 1), "{:?}", r.syscalls);
+        assert!(r.notes.iter().any(|n| n == ust_analysis::report::tiers::TIER1_PTRACE_ONLY_NOTE), "{:?}", r.notes);
     }
-    let o = common::output_within(c, Duration::from_secs(60));
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(o.status.success(), "{err}");
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran");
-    assert!(err.contains("nor with perf_event_open"), "{err}");
-    assert!(
-        err.contains("perf_event_open was refused")
-            && err.contains("kernel.perf_event_paranoid")
-            && err.contains("sysctl kernel.perf_event_paranoid=2")
-            && err.contains("seccomp"),
-        "{err}"
-    );
-    assert!(!err.contains("kernel view: tier"), "{err}");
-    assert!(err.contains("trace written to"), "user space is still traced: {err}");
 }

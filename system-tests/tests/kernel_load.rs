@@ -17,6 +17,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use common::strace::strace_counts;
 use common::TestDaemon;
 use ust_analysis::report::{self as rep, Options};
 
@@ -53,19 +54,6 @@ macro_rules! require_root_tracing {
 /// whose session token would otherwise differ in size): a shell, a file read, a failed
 /// lookup.
 const WORKLOAD: [&str; 6] = ["env", "-i", "PATH=/usr/bin:/bin", "sh", "-c", "cat /etc/hostname; ls /nonexistent || true"];
-
-/// `strace -c` rows: syscall name to (calls, errors).
-fn strace_counts(text: &str) -> BTreeMap<String, (u64, u64)> {
-    let mut m = BTreeMap::new();
-    for l in text.lines() {
-        let t: Vec<&str> = l.split_whitespace().collect();
-        if t.len() >= 5 && t[0].starts_with(|c: char| c.is_ascii_digit()) && t[t.len() - 1] != "total" {
-            let errors = if t.len() == 6 { t[4].parse().unwrap() } else { 0 };
-            m.insert(t[t.len() - 1].to_string(), (t[3].parse().unwrap(), errors));
-        }
-    }
-    m
-}
 
 /// `strace -f -c` of the workload, its stdout a pipe as `ust trace`'s is here.
 fn strace(dir: &Path) -> BTreeMap<String, (u64, u64)> {

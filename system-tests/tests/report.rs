@@ -11,6 +11,7 @@ use system_tests as common;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use common::strace::strace_counts;
 use common::{copy_dir, program_here as program, TestDaemon};
 use ust_analysis::report::analysis::Waker;
 use ust_analysis::report::testing::{check_pingpong, check_sleep};
@@ -149,19 +150,6 @@ fn trace_out(d: &TestDaemon, out: &Path, cmd: &[&str]) -> String {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success() && err.contains("kernel events recorded"), "{err}");
     String::from_utf8(o.stdout).unwrap()
-}
-
-/// `strace -c` rows of FILE: syscall name to (calls, errors).
-fn strace_counts(text: &str) -> std::collections::BTreeMap<String, (u64, u64)> {
-    let mut m = std::collections::BTreeMap::new();
-    for l in text.lines() {
-        let t: Vec<&str> = l.split_whitespace().collect();
-        if t.len() >= 5 && t[0].starts_with(|c: char| c.is_ascii_digit()) && t[t.len() - 1] != "total" {
-            let errors = if t.len() == 6 { t[4].parse().unwrap() } else { 0 };
-            m.insert(t[t.len() - 1].to_string(), (t[3].parse().unwrap(), errors));
-        }
-    }
-    m
 }
 
 /// Per system call, calls and errors equal `strace -f -c`'s for the same command, counted

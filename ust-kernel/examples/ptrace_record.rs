@@ -1,7 +1,8 @@
-//! Records the system calls of a command with the ptrace recorder alone, as tier 1 of `ust
-//! trace --kernel` will: `ptrace_record OUTPUT CMD [ARGS...]` writes `OUTPUT/kernel/` (read it
-//! with `babeltrace2 OUTPUT/kernel`) and exits with the command's status. For measuring the
-//! recorder against strace before it is wired into `ust trace`, e.g.
+//! Records the system calls of a command with the ptrace recorder alone (tier 1 of `ust
+//! trace --kernel` records them so, beside its perf_event_open recording):
+//! `ptrace_record OUTPUT CMD [ARGS...]` writes `OUTPUT/kernel/` (read it with `babeltrace2
+//! OUTPUT/kernel`) and exits with the command's status. For measuring the recorder alone
+//! against strace, e.g.
 //! `taskset -c 1 perf stat -e task-clock ptrace_record /tmp/out ./getppid-loop`.
 
 use std::os::unix::process::ExitStatusExt;

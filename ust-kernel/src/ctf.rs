@@ -331,6 +331,9 @@ pub struct KernelMetadata<'a> {
     /// `env.kernel_source`: `tracefs` (system-wide ftrace events) or `perf_event_open`
     /// (tier 1: the traced tasks only, `ust_kernel::perf`).
     pub source: &'a str,
+    /// More `env` keys and their string values, after `kernel_source` (tier 1's
+    /// `syscall_source`, `no_syscalls`: [`crate::perf::SyscallView`]).
+    pub extra_env: &'a [(&'a str, &'a str)],
 }
 
 /// Renders the TSDL of the kernel trace (CTF 1.8 sections 7 and 8).
@@ -346,7 +349,7 @@ pub fn render_metadata(m: &KernelMetadata<'_>, table: &EventTable) -> String {
         "env {{\n\thostname = \"{}\";\n\tdomain = \"kernel\";\n\tsysname = \"Linux\";\n\tkernel_release = \"{}\";\n\
          \tkernel_version = \"{}\";\n\ttracer_name = \"{}\";\n\ttracer_major = {};\n\ttracer_minor = {};\n\ttracer_patchlevel = {};\n\
          \ttrace_buffering_scheme = \"global\";\n\ttrace_name = \"ust-kernel\";\n\ttrace_creation_datetime = \"{}\";\n\
-         \tust_writer = \"ust-kernel {}\";\n\ttrace_clock = \"mono\";\n\ttraced_pid = {};\n\tkernel_source = \"{}\";\n}};\n\n",
+         \tust_writer = \"ust-kernel {}\";\n\ttrace_clock = \"mono\";\n\ttraced_pid = {};\n\tkernel_source = \"{}\";\n",
         escape_tsdl(m.hostname),
         escape_tsdl(m.kernel_release),
         escape_tsdl(m.kernel_version),
@@ -359,6 +362,10 @@ pub fn render_metadata(m: &KernelMetadata<'_>, table: &EventTable) -> String {
         m.traced_pid,
         escape_tsdl(m.source)
     );
+    for (k, v) in m.extra_env {
+        let _ = writeln!(s, "\t{k} = \"{}\";", escape_tsdl(v));
+    }
+    s.push_str("};\n\n");
     s.push_str(&ust_ctf::metadata::clock_block(m.clock_uuid, "Monotonic Clock", m.clock_offset_ns));
     s.push_str(&ust_core::event_header::tsdl(clock));
     let _ = write!(

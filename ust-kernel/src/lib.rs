@@ -145,6 +145,25 @@ pub(crate) fn page_layout(root: &Path) -> (ftrace::PageLayout, usize) {
 /// # Errors
 /// The write error, or the refusal of a `metadata` that is not a regular file.
 pub fn write_metadata(dir: &TraceDir, uuid: [u8; 16], table: &EventTable, datetime: &str, traced_pid: i32, offset: i64, source: &str) -> std::io::Result<()> {
+    write_metadata_env(dir, uuid, table, datetime, traced_pid, offset, source, &[])
+}
+
+/// [`write_metadata`] with more `env` keys after `kernel_source` (`extra_env`: key, string
+/// value; [`ctf::KernelMetadata::extra_env`]).
+///
+/// # Errors
+/// As [`write_metadata`].
+#[allow(clippy::too_many_arguments)]
+pub fn write_metadata_env(
+    dir: &TraceDir,
+    uuid: [u8; 16],
+    table: &EventTable,
+    datetime: &str,
+    traced_pid: i32,
+    offset: i64,
+    source: &str,
+    extra_env: &[(&str, &str)],
+) -> std::io::Result<()> {
     let boot = ust_core::clock::boot_id();
     let host = ust_ctf::metadata::hostname();
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -160,6 +179,7 @@ pub fn write_metadata(dir: &TraceDir, uuid: [u8; 16], table: &EventTable, dateti
             traced_pid,
             creation_datetime: datetime,
             source,
+            extra_env,
         },
         table,
     );

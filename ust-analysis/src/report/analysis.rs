@@ -129,10 +129,6 @@ impl Task {
     }
 }
 
-/// The note of a tier-1 trace: what it lacks, and that root's daemon alone (no recording
-/// as root) gives it (tier 2, docs/kernel-view.md).
-pub const TIER1_NOTE: &str = "kernel view of tier 1 (perf_event_open, no privilege): the traced tasks' switches, faults and user stacks; no system calls, interrupts or wake-ups. With root's ust-consumerd running (`sudo ust-consumerd --daemonize`), the same `ust trace --kernel`, run as you, records them (tier 2)";
-
 /// Builds the report of a loaded trace directory; `dir` is where `proc/<pid>/maps` are.
 pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let mut r = Report::default();
@@ -151,12 +147,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let is_tier1 = super::stacks::is_tier1(l);
     // Tier 1's stacks, or those of the side trace of root's recording.
     let mut tier1 = (is_tier1 || l.user_stacks).then(|| super::stacks::Tier1::new(l, dir));
-    if is_tier1 {
-        r.notes.push(TIER1_NOTE.into());
-    }
-    if l.kernel_env.as_ref().and_then(|e| e.get("kernel_source")).map(String::as_str) == Some(ust_kernel::view_recorder::SOURCE) {
-        r.notes.push("kernel view of tier 2 (recorded by root's ust-consumerd for this user): the tasks this user could ptrace; any other task appears only as \"another user's task\" or \"kernel thread\"".into());
-    }
+    r.syscall_source = super::tiers::syscall_source(l);
+    r.notes.extend(super::tiers::notes(l));
     let mut tree: HashSet<i32> = HashSet::new();
     tree.insert(r.traced_pid);
     // Every traced process, unless the report is about one (`--pid`).
@@ -194,9 +186,11 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         }
         // A blocked task that is the current task of a tracepoint's event runs again, switch-in
         // recorded or not (see the module docs): its wait ends here. perf's records
-        // (`perf_*`: tier 1, root's stacks side trace) and the state dump name a task
-        // without it running then.
-        let current = !e.name.starts_with("perf_") && !e.name.starts_with("lttng_statedump") && e.name != super::load::FAULT_STACK;
+        // (`perf_*`: tier 1, root's stacks side trace), the state dump and tier 1's ptrace
+        // stream (stamped by the recorder while the task is stopped) name a task without
+        // it running then.
+        let ptrace = e.cpu == ust_kernel::ptrace::writer::NO_CPU;
+        let current = !e.name.starts_with("perf_") && !e.name.starts_with("lttng_statedump") && e.name != super::load::FAULT_STACK && !ptrace;
         if t > 0 && current && !(e.name == "sched_switch" && e.int("next_pid") == Some(t.into())) {
             if let Some(k) = tasks.get_mut(&t).filter(|k| k.blocked_since.is_some()) {
                 k.end_wait(e.ts, true);

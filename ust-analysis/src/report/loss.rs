@@ -338,4 +338,24 @@ mod tests {
         l.tree_channel = false;
         assert!(judge(&l, &tree).incomplete.contains(&COUNTS.to_string()));
     }
+
+    /// Tier 1: what a perf ring lost (`PERF_RECORD_LOST`, counted in its stream's
+    /// `events_discarded`) during the tree's lifetime was the tree's, said at the top: its
+    /// scheduling and faults are incomplete, not its system calls (the ptrace stream,
+    /// which loses none).
+    #[test]
+    fn a_tier_1_ring_loss_is_the_trees() {
+        let tree = HashSet::from([10]);
+        let mut l = trace(vec![loss("channel0", 1, 160, 170, 7)]);
+        l.tree_channel = false;
+        l.kernel_env = Some([("kernel_source".to_string(), "perf_event_open".to_string())].into_iter().collect());
+        let k = judge(&l, &tree);
+        assert_eq!((k.tree_events, k.tree_may_be_lost), (7, true), "{k:?}");
+        assert_eq!(k.incomplete, [SCHED, FAULTS]);
+        assert!(text(&k, 100).starts_with("WARNING: kernel events lost: 7 of the traced tree's events lost: incomplete: "), "{}", text(&k, 100));
+        // After the tree's last exit: nothing of it.
+        let mut l = trace(vec![loss("channel0", 1, 300, 350, 2)]);
+        l.kernel_env = Some([("kernel_source".to_string(), "perf_event_open".to_string())].into_iter().collect());
+        assert!(!judge(&l, &tree).tree_may_be_lost);
+    }
 }

@@ -45,6 +45,7 @@ pub mod symbols;
 pub mod syscalls;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tiers;
 pub mod tracer;
 pub mod user_view;
 pub mod values;
@@ -152,9 +153,10 @@ pub fn render_text(r: &Report) -> String {
             let _ = writeln!(s, "  {:>7}  {:<16} {:>8} {:>14} {:>14}", t.tid, t.name, t.events, dur(t.runtime_ns), dur(t.blocked_ns));
         }
     }
-    // Tier 1 records no system call: no empty tables (its note says how to get them).
+    // Tier 1 without its system-call view records none: no empty tables (its note says why).
     if r.kernel && !r.syscalls.is_empty() {
-        let _ = writeln!(s, "\nSystem calls of the traced command:");
+        let by = r.syscall_source.as_deref().map(|x| format!(" (recorded with {x})")).unwrap_or_default();
+        let _ = writeln!(s, "\nSystem calls of the traced command{by}:");
         let _ = writeln!(s, "  {:<20} {:>7} {:>7} {:>13} {:>13} {:>13} {:>13} {:>13}", "SYSCALL", "COUNT", "ERRORS", "TOTAL", "P50", "P90", "P99", "MAX");
         for c in &r.syscalls {
             let _ = writeln!(
@@ -425,7 +427,7 @@ mod tests {
     /// system-call tables, and its note says root's daemon alone gives them.
     #[test]
     fn a_tier1_report_has_no_empty_system_call_tables() {
-        let r = super::Report { kernel: true, notes: vec![super::analysis::TIER1_NOTE.into()], ..Default::default() };
+        let r = super::Report { kernel: true, notes: vec![super::tiers::TIER1_NOTE.into()], ..Default::default() };
         let text = super::render_text(&r);
         assert!(text.contains("Tasks of the traced command") && !text.contains("System calls"), "{text}");
         assert!(text.contains("root's ust-consumerd running") && !text.contains("record as root"), "{text}");

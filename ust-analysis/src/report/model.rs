@@ -136,6 +136,10 @@ pub struct Report {
     pub tasks: Vec<TaskRow>,
     /// Per system call (kernel only), from the traced command's exec on.
     pub syscalls: Vec<SyscallRow>,
+    /// How the system calls were recorded when not by the kernel's tracepoints: `ptrace`
+    /// (tier 1's system-call view, [`super::tiers`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syscall_source: Option<String>,
     /// System call totals per thread.
     pub syscall_threads: Vec<ThreadCalls>,
     /// System call totals per process.

@@ -4,7 +4,9 @@
 //! and prints a summary; it exits with CMD's status (128+N when CMD died of signal N).
 //! With `--snapshot` the session is a snapshot session (flight recorder): nothing is
 //! written while CMD runs, a snapshot is taken on SIGUSR1 and when CMD ends.
-//! With `--as-user` (root), CMD runs as another user ([`super::as_user`]).
+//! With `--as-user` (root), CMD runs as another user ([`super::as_user`]). With `--kernel`
+//! in tier 1, CMD is launched by the ptrace system-call recorder
+//! ([`crate::kernel::syscall_view`]) unless `--no-ptrace`.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -164,11 +166,18 @@ pub fn trace(a: TraceArgs) -> CliResult {
             libc::sigaction(libc::SIGUSR1, &usr1, std::ptr::null_mut());
         }
     }
+    use crate::kernel::syscall_view::{self, Running};
     use crate::kernel::view::{self, Plan};
     let opts = crate::kernel::view_recorder::Options { system_wide: a.system_wide, buffer_kb: a.kernel_buffer_kb };
+    // Tier 1's system calls (ptrace), unless turned off.
+    let syscalls = match (a.no_ptrace, &identity) {
+        (true, _) => crate::kernel::perf::SyscallView::Off(syscall_view::OFF_BY_FLAG.into()),
+        (false, Some(_)) => crate::kernel::perf::SyscallView::Off(syscall_view::OFF_AS_USER.into()),
+        (false, None) => crate::kernel::perf::SyscallView::Ptrace,
+    };
     let with_probes = !probes.is_empty();
     let plan = match (with_kernel, &out) {
-        (true, Some(out)) => view::plan(out, opts, probes),
+        (true, Some(out)) => view::plan(out, opts, &syscalls, probes),
         _ => Plan::None,
     };
     if let Plan::Refused(reason) = plan {
@@ -188,10 +197,11 @@ pub fn trace(a: TraceArgs) -> CliResult {
         eprintln!("ust: running {} as {} (uid {}, gid {}); the kernel is recorded as root", prog.to_string_lossy(), id.name, id.uid, id.gid);
     }
     let mut kernel = None;
+    // Tier 1 launches the command under its system-call recorder ([`syscall_view::spawn`]).
     let child = match (plan, out.as_ref()) {
         (Plan::Ready(k), _) => {
             kernel = Some(k);
-            command().spawn()
+            syscall_view::spawn(command(), kernel.as_mut())
         }
         // Tiers 3 and 2: the command starts gated until its view records.
         (Plan::Gated(gate), Some(out)) => match crate::kernel::gate::Gated::spawn(command()) {
@@ -199,7 +209,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
             Ok(g) => match gate.start(out, g.pid) {
                 Ok(k) => {
                     kernel = Some(k);
-                    g.release()
+                    g.release().map(Running::Plain)
                 }
                 Err(tracefs_err) => {
                     g.cancel();
@@ -207,23 +217,24 @@ pub fn trace(a: TraceArgs) -> CliResult {
                         let _ = c.call(Command::Destroy { session });
                         return Err(Failure::new("the probes could not be placed (above): the command was not run"));
                     }
-                    kernel = view::start_perf(out, &tracefs_err);
-                    command().spawn()
+                    kernel = view::start_perf(out, &tracefs_err, &syscalls);
+                    syscall_view::spawn(command(), kernel.as_mut())
                 }
             },
         },
-        _ => command().spawn(),
+        _ => command().spawn().map(Running::Plain),
     };
     let mut traced_pid = 0;
     let mut maps = None;
     let ran = child.is_ok();
+    let mut syscall_summary = None;
     let code = match child {
         Err(e) => {
             eprintln!("ust: cannot run {}: {e}", prog.to_string_lossy());
             ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 })
         }
         Ok(mut child) => {
-            traced_pid = child.id() as i32;
+            traced_pid = child.id();
             // The memory maps are kept beside a local trace for `ust report`; a streamed
             // trace is on the relay's machine.
             if out.is_some() {
@@ -235,11 +246,13 @@ pub fn trace(a: TraceArgs) -> CliResult {
                     std::process::id()
                 );
             }
-            wait_forwarding(&mut child, &mut || {
+            let code = wait_forwarding(&mut child, &mut || {
                 if let Some(r) = take_snapshot(&mut c, &session) {
                     eprintln!("ust: snapshot written to {} ({} process(es), {} packets)", r.dir.display(), r.processes, r.packets);
                 }
-            })
+            });
+            syscall_summary = child.finish();
+            code
         }
     };
     untraced(&mut c, &session);
@@ -257,7 +270,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
             }
         },
     };
-    finish_kernel(kernel, maps, out.as_ref(), traced_pid);
+    finish_kernel(kernel, syscall_summary, maps, out.as_ref(), traced_pid);
     if let Some(m) = out.as_ref().and_then(TraceDir::replaced) {
         eprintln!("ust: {m}");
     }
@@ -371,8 +384,15 @@ fn in_snapshot(mut report: ust_ctl::protocol::DestroyReport, snapshot: &std::pat
 }
 
 /// Ends the kernel recording (after the user-space traces are written, so the kernel
-/// metadata takes their clock offset) and saves the sampled memory maps.
-fn finish_kernel(kernel: Option<crate::kernel::view::KernelView>, maps: Option<crate::kernel::procfs::MapsSampler>, out: Option<&TraceDir>, pid: i32) {
+/// metadata takes their clock offset), with what tier 1's system-call recorder wrote
+/// (`syscalls`, already finished), and saves the sampled memory maps.
+fn finish_kernel(
+    kernel: Option<crate::kernel::view::KernelView>,
+    syscalls: Option<crate::kernel::ptrace::SyscallSummary>,
+    maps: Option<crate::kernel::procfs::MapsSampler>,
+    out: Option<&TraceDir>,
+    pid: i32,
+) {
     let Some(out) = out else { return };
     if let Some(m) = maps {
         if let (_, Some(e)) = m.finish(out) {
@@ -381,7 +401,10 @@ fn finish_kernel(kernel: Option<crate::kernel::view::KernelView>, maps: Option<c
     }
     if let Some(k) = kernel {
         match k.finish(out, pid) {
-            Ok(s) => {
+            Ok(mut s) => {
+                if let Some(sys) = &syscalls {
+                    crate::kernel::syscall_view::add_to_summary(&mut s, sys);
+                }
                 let total: u64 = s.counts.iter().map(|c| c.1).sum();
                 eprintln!("ust: {total} kernel events recorded in {}, {} lost", s.dir.display(), s.lost);
                 if s.decoded > 0 {
@@ -424,7 +447,7 @@ fn print_kernel_loss(output: &std::path::Path, lost: u64) {
 
 /// Waits for `child`, forwarding the signals [`trace_on_signal`] recorded, and running
 /// `on_usr1` for each SIGUSR1 [`snapshot_on_signal`] recorded.
-fn wait_forwarding(child: &mut std::process::Child, on_usr1: &mut dyn FnMut()) -> ExitCode {
+fn wait_forwarding(child: &mut crate::kernel::syscall_view::Running, on_usr1: &mut dyn FnMut()) -> ExitCode {
     let mut forwarded = 0;
     loop {
         if SNAPSHOT_SIGNAL.swap(false, std::sync::atomic::Ordering::SeqCst) {
@@ -443,7 +466,7 @@ fn wait_forwarding(child: &mut std::process::Child, on_usr1: &mut dyn FnMut()) -
             forwarded += 1;
             let named = rustix::process::Signal::from_named_raw(sig).unwrap_or(rustix::process::Signal::TERM);
             let sig = if forwarded >= 3 { rustix::process::Signal::KILL } else { named };
-            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id()) {
                 // The child may have exited meanwhile (try_wait reaps it next round).
                 let _ = rustix::process::kill_process(pid, sig);
             }

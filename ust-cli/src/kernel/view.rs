@@ -12,7 +12,8 @@
 //!   keeping the kernel events of the tasks this user could ptrace, every other task
 //!   reduced to its kind;
 //! - tier 1: [`super::perf::PerfRecorder`], any user: the traced tasks only, through
-//!   perf_event_open, no wake-ups;
+//!   perf_event_open, no wake-ups; their system calls recorded with ptrace beside it
+//!   ([`super::syscall_view`]) unless `--no-ptrace`;
 //! - none: user-space tracing goes on.
 //!
 //! Tiers 3 and 2 need the command's pid before it runs: the command is started gated
@@ -22,7 +23,7 @@ use ust_ctf::outdir::TraceDir;
 
 use super::broker::{Broker, Pending};
 use super::filter::ViewFilter;
-use super::perf::PerfRecorder;
+use super::perf::{PerfRecorder, SyscallView};
 use super::uprobe::Probe;
 use super::view_recorder::{Options, Prepared, ViewRecorder};
 use super::{KernelError, KernelSummary};
@@ -37,6 +38,9 @@ pub enum KernelView {
     Broker(Broker),
     /// The traced tasks, from perf_event_open (tier 1).
     Perf(PerfRecorder),
+    /// The traced tasks' system calls alone, with ptrace: tier 1 where perf_event_open is
+    /// refused (`perf_event_paranoid` 3, a container's seccomp profile).
+    Syscalls(super::ptrace::SyscallTrace),
 }
 
 /// What [`plan`] found.
@@ -71,7 +75,7 @@ impl Gate {
     ///
     /// # Errors
     /// Why not (printed), to pass to [`start_perf`] once the caller has cancelled the
-    /// gated command.
+    /// gated command (then spawned with [`super::syscall_view::spawn`]).
     pub fn start(self, output: &TraceDir, pid: i32) -> Result<KernelView, KernelError> {
         match self {
             Gate::Tracefs(p, stacks, system_wide) => {
@@ -84,9 +88,10 @@ impl Gate {
 
 /// Sets up the best view, or finds root's broker. Call it right before the command is
 /// spawned (tier 1 and the user stacks follow the next child that execs). `opts` are
-/// tier 3's. With `probes` (dynamic probes, [`super::uprobe`]), only tiers 3 and 2 do:
-/// without them the plan is [`Plan::Refused`].
-pub fn plan(output: &TraceDir, opts: Options, probes: Vec<Probe>) -> Plan {
+/// tier 3's; `syscalls` whether tier 1 records the system calls with ptrace
+/// ([`SyscallView::Ptrace`]) or why not. With `probes` (dynamic probes,
+/// [`super::uprobe`]), only tiers 3 and 2 do: without them the plan is [`Plan::Refused`].
+pub fn plan(output: &TraceDir, opts: Options, syscalls: &SyscallView, probes: Vec<Probe>) -> Plan {
     let tracefs_err = match ViewRecorder::prepare_with_probes(true, opts, &probes) {
         Ok(p) => {
             let stacks = match PerfRecorder::start_stacks(output) {
@@ -112,7 +117,7 @@ pub fn plan(output: &TraceDir, opts: Options, probes: Vec<Probe>) -> Plan {
         )),
         Err(reason) => {
             eprintln!("ust: root's ust-consumerd gives no kernel view: {reason}");
-            start_perf(output, &tracefs_err).map_or(Plan::None, Plan::Ready)
+            start_perf(output, &tracefs_err, syscalls).map_or(Plan::None, Plan::Ready)
         }
     }
 }
@@ -149,21 +154,49 @@ fn start_broker(p: Pending, output: &TraceDir, pid: i32, probes: &[Probe]) -> Op
     }
 }
 
-/// Tier 1, or none, with the reasons on stderr.
-pub fn start_perf(output: &TraceDir, tracefs_err: &KernelError) -> Option<KernelView> {
-    match PerfRecorder::start(output) {
-        Ok(p) => {
+/// Tier 1, or none, with the reasons on stderr. With `syscalls` [`SyscallView::Ptrace`],
+/// the trace's table has the system-call recorder's classes too, and the command is to be
+/// launched by it ([`super::syscall_view::spawn`]); else the trace says why it has no
+/// system calls. Where perf_event_open is refused, the system calls alone
+/// ([`KernelView::Syscalls`]).
+pub fn start_perf(output: &TraceDir, tracefs_err: &KernelError, syscalls: &SyscallView) -> Option<KernelView> {
+    let started = match syscalls {
+        SyscallView::Ptrace => PerfRecorder::start_with_syscalls(output),
+        SyscallView::Off(_) => PerfRecorder::start(output),
+    };
+    match started {
+        Ok(mut p) => {
             eprintln!(
                 "ust: no tracefs access ({tracefs_err}): recording the traced tasks only, with perf_event_open \
-                 (switches, faults, forks, mmaps and user stacks; no system calls or wake-ups: run as root for those)"
+                 (switches, faults, forks, mmaps and user stacks; no wake-ups: run as root for those)"
             );
-            eprintln!("ust: kernel view: tier 1 (perf_event_open, the traced tasks only)");
+            match syscalls {
+                SyscallView::Ptrace => eprintln!("ust: kernel view: tier 1 (perf_event_open and ptrace, the traced tasks only)"),
+                SyscallView::Off(why) => {
+                    eprintln!("ust: kernel view: tier 1 (perf_event_open, the traced tasks only); no system-call view: {why}");
+                    p.set_syscall_view(syscalls.clone());
+                }
+            }
             Some(KernelView::Perf(p))
         }
         Err(e) => {
-            eprintln!("ust: {}", tracefs_err.explain());
-            eprintln!("ust: nor with perf_event_open: {e}");
-            None
+            let alone = (*syscalls == SyscallView::Ptrace).then(|| super::ptrace::SyscallTrace::create(output));
+            match alone {
+                Some(Ok(t)) => {
+                    eprintln!("ust: no tracefs access ({tracefs_err})");
+                    eprintln!("ust: nor with perf_event_open: {e}");
+                    eprintln!("ust: kernel view: tier 1 (ptrace only: the traced tasks' system calls, forks and execs; no switches, faults or stacks)");
+                    Some(KernelView::Syscalls(t))
+                }
+                _ => {
+                    eprintln!("ust: {}", tracefs_err.explain());
+                    eprintln!("ust: nor with perf_event_open: {e}");
+                    if let Some(Err(e)) = alone {
+                        eprintln!("ust: nor with ptrace: {e}");
+                    }
+                    None
+                }
+            }
         }
     }
 }
@@ -185,6 +218,10 @@ impl KernelView {
             }
             KernelView::Broker(b) => b.finish(output, traced_pid),
             KernelView::Perf(p) => p.finish(output, traced_pid),
+            KernelView::Syscalls(t) => {
+                t.finish(output, traced_pid)?;
+                Ok(KernelSummary { dir: output.path().join(super::KERNEL_DIR), ..Default::default() })
+            }
         }
     }
 }

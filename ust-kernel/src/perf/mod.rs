@@ -28,7 +28,8 @@
 //! exec, file mappings, minor and major page faults with the faulting address, the IP and
 //! the DWARF-unwound user stack, and at each block the user stack read from `/proc`
 //! ([`blockstack`]). What it cannot: system calls (no syscall tracepoints without
-//! tracefs), wake-ups and their wakers (`sched_waking` is a kernel tracepoint), interrupts,
+//! tracefs: `ust trace` records them beside it with ptrace, [`crate::ptrace`], in the
+//! same trace: [`PerfRecorder::start_with_syscalls`]), wake-ups and their wakers (`sched_waking` is a kernel tracepoint), interrupts,
 //! faults taken in the kernel on user addresses (`copy_to_user`), and whatever runs
 //! instead of the traced tasks. `ust report` says so ("woken by: unknown (needs root's
 //! ust-consumerd)").
@@ -91,6 +92,32 @@ pub const STACKS_DIR: &str = "kernel-stacks";
 /// Its `env.kernel_source`.
 pub const STACKS_SOURCE: &str = "perf_event_open_stacks";
 
+/// `env` key of a tier-1 trace whose system calls were recorded beside it
+/// ([`SyscallView::Ptrace`]); its value names the recorder: `ptrace`.
+pub const SYSCALL_SOURCE_KEY: &str = "syscall_source";
+/// `env` key of a tier-1 trace without system calls ([`SyscallView::Off`]): why.
+pub const NO_SYSCALLS_KEY: &str = "no_syscalls";
+
+/// Whether a tier-1 trace has the traced tasks' system calls, said in its metadata's `env`
+/// so that `ust report` can say it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SyscallView {
+    /// Recorded with ptrace ([`crate::ptrace`]) in the stream `syscalls_0` of this trace.
+    Ptrace,
+    /// Not recorded, and why (`--no-ptrace`, the command could not be seized, ...).
+    Off(String),
+}
+
+impl SyscallView {
+    /// The `env` entries that say it.
+    pub fn env(&self) -> [(&'static str, &str); 1] {
+        match self {
+            SyscallView::Ptrace => [(SYSCALL_SOURCE_KEY, crate::ptrace::writer::SOURCE)],
+            SyscallView::Off(why) => [(NO_SYSCALLS_KEY, why.as_str())],
+        }
+    }
+}
+
 /// A running tier-1 recording.
 #[derive(Debug)]
 pub struct PerfRecorder {
@@ -101,6 +128,10 @@ pub struct PerfRecorder {
     datetime: String,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<ReaderResult>>,
+    /// Where the system-call recorder writes, when the table has its classes.
+    sink: Option<crate::ptrace::Sink>,
+    /// What the metadata says of the system calls.
+    syscalls: Option<SyscallView>,
 }
 
 struct CpuEvents {
@@ -123,9 +154,20 @@ fn map_ring(fd: &OwnedFd, sizes: &[usize]) -> Result<ring::Ring, PerfError> {
     Err(PerfError::Mmap(last.unwrap_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))))
 }
 
-fn open_cpu(cpu: u32, fault_events: &mut std::collections::HashMap<u64, bool>) -> Result<Option<CpuEvents>, PerfError> {
+/// Bytes of side-band records that wake the reader (half the smallest ring of
+/// [`SIDEBAND_PAGES`]) when the traced tasks' system calls are
+/// recorded with ptrace beside it (instead of each record: every call's two ptrace stops
+/// are four switch records, and a reader woken for each took more CPU than the command;
+/// a blocked interval still gets its stack at the next [`POLL`]).
+pub const SIDEBAND_WATERMARK_WITH_PTRACE: u32 = 4096;
+
+fn open_cpu(cpu: u32, fault_events: &mut std::collections::HashMap<u64, bool>, with_ptrace: bool) -> Result<Option<CpuEvents>, PerfError> {
     let refused = |e: std::io::Error| PerfError::Refused(attr::paranoid_advice(attr::paranoid(), e.raw_os_error()).unwrap_or_else(|| e.to_string()));
-    let sb = match attr::open(&mut attr::attr(attr::Kind::SideBand), cpu as i32) {
+    let mut sb_attr = attr::attr(attr::Kind::SideBand);
+    if with_ptrace {
+        sb_attr.__bindgen_anon_2.wakeup_watermark = SIDEBAND_WATERMARK_WITH_PTRACE;
+    }
+    let sb = match attr::open(&mut sb_attr, cpu as i32) {
         Ok(fd) => fd,
         // An offline CPU.
         Err(e) if e.raw_os_error() == Some(libc::ENODEV) || (e.raw_os_error() == Some(libc::EINVAL) && cpu > 0) => return Ok(None),
@@ -153,7 +195,31 @@ impl PerfRecorder {
     /// perf_event_open is refused (as it is for unprivileged users at
     /// perf_event_paranoid 3 or more; with CAP_PERFMON it is tried anyway); [`PerfError::Mmap`]; I/O errors of the trace.
     pub fn start(output: &TraceDir) -> Result<PerfRecorder, PerfError> {
-        Self::start_in(output, false)
+        Self::start_in(output, false, false)
+    }
+
+    /// [`PerfRecorder::start`], with the classes of the system-call recorder
+    /// ([`crate::ptrace::classes::classes`]) in the trace's table after its own: the
+    /// [`crate::ptrace::SyscallRecorder`] started next, on [`PerfRecorder::syscall_sink`],
+    /// writes the stream `syscalls_0` of this trace (same metadata, UUID and clock). Say
+    /// how it went with [`PerfRecorder::set_syscall_view`].
+    ///
+    /// # Errors
+    /// As [`PerfRecorder::start`].
+    pub fn start_with_syscalls(output: &TraceDir) -> Result<PerfRecorder, PerfError> {
+        Self::start_in(output, false, true)
+    }
+
+    /// Where the system-call recorder writes, for a recording started with
+    /// [`PerfRecorder::start_with_syscalls`] (`process_events` off: this recording writes
+    /// the forks and the state dump).
+    pub fn syscall_sink(&self) -> Option<crate::ptrace::Sink> {
+        self.sink.clone()
+    }
+
+    /// What the trace's metadata says of the system calls (written at [`PerfRecorder::finish`]).
+    pub fn set_syscall_view(&mut self, view: SyscallView) {
+        self.syscalls = Some(view);
     }
 
     /// The same events, written as the user stacks only ([`to_ctf::Converter::stacks_only`])
@@ -164,28 +230,45 @@ impl PerfRecorder {
     /// # Errors
     /// As [`PerfRecorder::start`].
     pub fn start_stacks(output: &TraceDir) -> Result<PerfRecorder, PerfError> {
-        Self::start_in(output, true)
+        Self::start_in(output, true, false)
     }
 
     /// Opens the events, then creates the trace's directory (`kernel`, or [`STACKS_DIR`])
-    /// through `output`, as its owner.
-    fn start_in(output: &TraceDir, stacks: bool) -> Result<PerfRecorder, PerfError> {
+    /// through `output`, as its owner; with `syscalls`, the table has the system-call
+    /// recorder's classes too.
+    fn start_in(output: &TraceDir, stacks: bool, syscalls: bool) -> Result<PerfRecorder, PerfError> {
         let mut faults = std::collections::HashMap::new();
         let mut cpus = Vec::new();
         for cpu in ust_core::cpus::possible_cpus() {
-            if let Some(c) = open_cpu(cpu, &mut faults)? {
+            if let Some(c) = open_cpu(cpu, &mut faults, syscalls)? {
                 cpus.push(c);
             }
         }
         if cpus.is_empty() {
             return Err(PerfError::Refused("perf_event_open opened no CPU".into()));
         }
-        let table = Arc::new(to_ctf::event_table());
+        let mut classes = to_ctf::event_classes();
+        let args = syscalls.then(|| Arc::new(crate::ptrace::args::syscall_args()));
+        if let Some(args) = &args {
+            classes.extend(crate::ptrace::classes::classes(args));
+        }
+        let table = Arc::new(EventTable::given(classes));
         let dir = output.dir(if stacks { STACKS_DIR } else { super::KERNEL_DIR }, 0o750)?;
         let uuid = *uuid::Uuid::new_v4().as_bytes();
         let datetime = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
         let source = if stacks { STACKS_SOURCE } else { "perf_event_open" };
-        let mut rec = PerfRecorder { dir: dir.clone(), source, uuid, table: table.clone(), datetime, stop: Arc::new(AtomicBool::new(false)), thread: None };
+        let sink = args.map(|args| crate::ptrace::Sink { dir: dir.clone(), table: table.clone(), uuid, stream: 0, args, process_events: false });
+        let mut rec = PerfRecorder {
+            dir: dir.clone(),
+            source,
+            uuid,
+            table: table.clone(),
+            datetime,
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: None,
+            sink,
+            syscalls: None,
+        };
         rec.write_metadata(0, ust_core::clock::realtime_offset_ns())?;
         let max_cpu = cpus.iter().map(|c| c.cpu).max().unwrap_or(0);
         let mut streams = Vec::new();
@@ -219,7 +302,9 @@ impl PerfRecorder {
     }
 
     fn write_metadata(&self, traced_pid: i32, offset: i64) -> std::io::Result<()> {
-        crate::write_metadata(&self.dir, self.uuid, &self.table, &self.datetime, traced_pid, offset, self.source)
+        let env = self.syscalls.as_ref().map(SyscallView::env);
+        let extra: &[(&str, &str)] = env.as_ref().map_or(&[], |e| e.as_slice());
+        crate::write_metadata_env(&self.dir, self.uuid, &self.table, &self.datetime, traced_pid, offset, self.source, extra)
     }
 
     /// `<output>/kernel` (or [`STACKS_DIR`]).

@@ -31,14 +31,21 @@ use super::record::{Id, Record, Sample};
 use super::unwind::{Mapping, Processes};
 use crate::ctf::{CpuStream, CtfField, CtfType, EventTable, Given, Source};
 
-/// The event classes of a tier-1 trace, in id order (the state dump last).
+/// The event classes of a tier-1 trace, in id order (the state dump first).
 pub fn event_table() -> EventTable {
+    EventTable::given(event_classes())
+}
+
+/// The classes [`event_table`] holds after the state dump's, `(name, fields)`: those a
+/// table of a tier-1 trace with its system-call view starts with
+/// ([`super::PerfRecorder::start_with_syscalls`]).
+pub fn event_classes() -> Vec<(String, Vec<CtfField>)> {
     let f = |name: &str, ty: CtfType| CtfField { name: name.into(), ty, source: Source::Given };
     let i32t = || CtfType::Int { bytes: 4, signed: true, hex: false };
     let u32t = || CtfType::Int { bytes: 4, signed: false, hex: false };
     let hex = || CtfType::Int { bytes: 8, signed: false, hex: true };
     let comm = || CtfType::Text(16);
-    EventTable::given(vec![
+    vec![
         (
             "sched_switch".into(),
             vec![
@@ -81,7 +88,7 @@ pub fn event_table() -> EventTable {
             vec![f("address", hex()), f("ip", hex()), f("major", CtfType::Int { bytes: 1, signed: false, hex: false }), f("stack", CtfType::U64Seq)],
         ),
         ("perf_block_stack".into(), vec![f("pid", i32t()), f("tid", i32t()), f("syscall", CtfType::String), f("stack", CtfType::U64Seq)]),
-    ])
+    ]
 }
 
 /// Something to put in the trace, with the CPU stream it goes to.

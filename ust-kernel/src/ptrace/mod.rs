@@ -1,6 +1,8 @@
 //! System calls of the traced command by the means strace uses: `ptrace(2)`, for an
 //! ordinary user who has neither tracefs nor root's daemon (tier 1 of `ust trace
-//! --kernel`, whose perf_event_open recording has no system calls). Every call of every
+//! --kernel`, whose perf_event_open recording has no system calls: `ust-cli`'s
+//! `kernel::syscall_view` launches the command with [`SyscallRecorder::spawn`] on
+//! [`crate::perf::PerfRecorder::syscall_sink`]). Every call of every
 //! task of the command's tree, from the command's `execve` on, following forks, vforks,
 //! clones and execs, with the entry and exit times (`CLOCK_MONOTONIC`, the clock of every
 //! other trace of the session), the arguments, the strings they point to and the return

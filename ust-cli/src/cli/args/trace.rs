@@ -23,9 +23,14 @@ pub struct TraceArgs {
     /// DIR/kernel: with root or tracefs access, CMD's system calls and faults and
     /// everyone's scheduling, interrupts and timers; through root's ust-consumerd, what you
     /// may see of them; otherwise the traced tasks' switches, faults and user stacks
-    /// through perf_event_open (no privilege needed).
+    /// through perf_event_open (no privilege needed), with CMD's system calls recorded
+    /// with ptrace as strace records them (--no-ptrace: without).
     #[arg(long)]
     pub kernel: bool,
+    /// With --kernel, as an ordinary user without root's daemon (tier 1): do not record
+    /// CMD's system calls with ptrace (CMD then runs at full speed, as without strace).
+    #[arg(long = "no-ptrace", requires = "kernel")]
+    pub no_ptrace: bool,
     /// As root, with --kernel: record every task's system calls and faults too (one
     /// system-wide tracefs instance, as LTTng records), not only CMD's.
     #[arg(long = "system-wide", requires = "kernel")]
