@@ -59,6 +59,10 @@ if [ "$(id -u)" = 0 ]; then
   for u in ustkb-a ustkb-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
+  # system-tests/tests/uprobes.rs: users probing their own programs through root's daemon.
+  for u in ustup-a ustup-b; do
+    id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
+  done
   # system-tests/tests/report_tiers.rs: the report's faults and ust's activity, tiers 1-3.
   for u in ustft-a ustft-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"

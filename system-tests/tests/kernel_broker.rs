@@ -360,7 +360,7 @@ fn probe_as(uid: u32, gid: u32, sys: &Path, pid: i32, dir: &Path) -> (KviewReply
             return (hello, None);
         }
         let d = std::fs::File::open(&dir).unwrap();
-        ust_core::protocol::send(&s, &KviewRequest::Start { pid }, &[d.as_fd()]).unwrap();
+        ust_core::protocol::send(&s, &KviewRequest::Start { pid, probes: Vec::new() }, &[d.as_fd()]).unwrap();
         let start = ust_core::protocol::recv::<KviewReply>(&s).unwrap().0;
         (hello, Some(start))
     })
@@ -499,7 +499,7 @@ fn hello(sys: &Path) -> UnixStream {
 }
 
 fn start_with(s: &UnixStream, pid: i32, fds: &[std::os::fd::BorrowedFd<'_>]) -> KviewReply {
-    ust_core::protocol::send(s, &KviewRequest::Start { pid }, fds).unwrap();
+    ust_core::protocol::send(s, &KviewRequest::Start { pid, probes: Vec::new() }, fds).unwrap();
     ust_core::protocol::recv::<KviewReply>(s).map(|r| r.0).unwrap_or(KviewReply::Refused { reason: "closed".into() })
 }
 

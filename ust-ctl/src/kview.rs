@@ -12,9 +12,12 @@
 //!   Hello ─────────────────────────────────────────>  policy (--kernel-view)
 //!         <────────────────────────── Ready | Refused
 //!   fork; the child waits on a pipe
-//!   Start { pid } + fd of <output>/kernel (O_DIRECTORY) ─>  pid is the requester's child,
+//!   Start { pid, probes } + fd of <output>/kernel (O_DIRECTORY) + fd per probe file
+//!                                                 ─>  pid is the requester's child,
 //!                                                      ptraceable by them; fd a directory
-//!                                                      they own; instance on, state dump
+//!                                                      they own; each probe file theirs,
+//!                                                      the symbol a function of it;
+//!                                                      probes placed, instance on, state dump
 //!         <────────────────────────── Started | Refused
 //!   release the child: it execs CMD
 //!   … CMD runs …
@@ -48,10 +51,15 @@ pub enum KviewRequest {
     /// May this user have a kernel view?
     Hello,
     /// Record for the requester's child `pid` (stopped before its exec), writing into the
-    /// directory whose descriptor comes with the message.
+    /// directory whose descriptor comes first with the message; with `probes`, dynamic
+    /// probes, one descriptor each after the directory's (the file to probe, opened by the
+    /// requester).
     Start {
         /// The child's pid.
         pid: i32,
+        /// Dynamic probes to place (none from an older client).
+        #[serde(default)]
+        probes: Vec<ProbeRequest>,
     },
     /// The command ended: write the final metadata and stop.
     Finish {
@@ -60,6 +68,24 @@ pub enum KviewRequest {
         /// The user-space traces' clock offset, so the traces merge; `None`: a fresh sample.
         clock_offset_ns: Option<i64>,
     },
+}
+
+/// A dynamic probe an ordinary user asks root's daemon for (`ust trace --userspace-probe`):
+/// the daemon resolves `symbol` itself in the file whose descriptor comes with the
+/// request, and places it only at that function's entry or return, with these fetch
+/// arguments only if each is an argument register (or `$retval`) read as an integer.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProbeRequest {
+    /// Event name.
+    pub event: String,
+    /// The file's path as the user gave it (messages only; the descriptor is what counts).
+    pub path: String,
+    /// The function: a demangled Rust path or a C symbol.
+    pub symbol: String,
+    /// A return probe.
+    pub ret: bool,
+    /// Fetch arguments `(name, fetch, type)`: `("count", "%si", "u64")`.
+    pub args: Vec<(String, String, String)>,
 }
 
 /// What the daemon answers.

@@ -55,6 +55,7 @@ pub mod sizing;
 pub mod syscall_args;
 pub mod syscalls;
 pub mod tracefs;
+pub mod uprobe;
 pub mod view_recorder;
 
 use std::io::Read;
@@ -88,6 +89,9 @@ pub enum KernelError {
     /// Root's daemon, recording for this user (tier 2), failed or went away.
     #[error("{0}")]
     Broker(String),
+    /// A dynamic probe could not be placed ([`uprobe`]).
+    #[error("{0}")]
+    Uprobe(String),
 }
 
 impl KernelError {

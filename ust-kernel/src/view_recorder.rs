@@ -46,7 +46,7 @@ use crate::arg_capture::{ArgCapture, ArgsSummary};
 use crate::ctf::{CpuStream, EventTable, Given};
 use crate::filter::ViewFilter;
 use crate::merge::{Buffer, Merge};
-use crate::{ctf, format, lttng, procfs, sizing, tracefs, KernelError, KernelSummary, BUFFER_KB};
+use crate::{ctf, format, lttng, procfs, sizing, tracefs, uprobe, KernelError, KernelSummary, BUFFER_KB};
 
 pub use crate::kview_debug::{debug_enabled, DEBUG_ENV};
 
@@ -105,6 +105,8 @@ pub struct Prepared {
     all: bool,
     buffer_kb: u64,
     args: ArgCapture,
+    // Last: dropped after the instances that enable them.
+    probes: Option<uprobe::Placed>,
 }
 
 /// A running recording.
@@ -114,6 +116,7 @@ pub struct ViewRecorder {
     stop: Arc<AtomicBool>,
     finish_args: Arc<Mutex<Option<(i32, i64)>>>,
     thread: Option<std::thread::JoinHandle<Result<KernelSummary, String>>>,
+    probes: Option<uprobe::Placed>,
 }
 
 impl ViewRecorder {
@@ -124,8 +127,20 @@ impl ViewRecorder {
     /// # Errors
     /// [`KernelError`]: no tracefs, no permission (use [`KernelError::explain`]), no event.
     pub fn prepare(all: bool, opts: Options) -> Result<Prepared, KernelError> {
+        Self::prepare_with_probes(all, opts, &[])
+    }
+
+    /// [`ViewRecorder::prepare`], and places `probes` ([`uprobe::Placed`]) and enables
+    /// their events: in the traced tree's instance when there is one (the kernel keeps the
+    /// tree's hits only), else in the system-wide one. Stale probes of dead recorders are
+    /// removed first ([`uprobe::remove_stale`]).
+    ///
+    /// # Errors
+    /// As [`ViewRecorder::prepare`]; [`KernelError::Uprobe`] when a probe is refused.
+    pub fn prepare_with_probes(all: bool, opts: Options, probes: &[uprobe::Probe]) -> Result<Prepared, KernelError> {
         let root = tracefs::root()?;
-        let stale_removed = tracefs::remove_stale(&root);
+        let mut stale_removed = tracefs::remove_stale(&root);
+        stale_removed.extend(uprobe::remove_stale(&root));
         let name = format!("{}{}-{}", tracefs::INSTANCE_PREFIX, std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
         // The argument capture first: its program then runs before ftrace's probe on
         // `raw_syscalls:sys_enter` (crate::bpf::Capture::start).
@@ -152,6 +167,32 @@ impl ViewRecorder {
         if formats.is_empty() {
             return Err(KernelError::NoEvents);
         }
+        let placed = if probes.is_empty() {
+            None
+        } else {
+            let mut placed = uprobe::Placed::place(&root, probes).map_err(KernelError::Uprobe)?;
+            let inst = tree.as_ref().unwrap_or(&main);
+            for ((ev, _, _), hex) in placed.events.iter().zip(&placed.hex_fields) {
+                let mut f = format::EventFormat::read(&inst.dir().join("events"), &placed.group, ev).map_err(KernelError::Uprobe)?;
+                // Addresses in base 16, under short names.
+                for field in &mut f.fields {
+                    let short = match field.name.as_str() {
+                        "__probe_ip" => "ip",
+                        "__probe_func" => "func",
+                        "__probe_ret_ip" => "ret_ip",
+                        n if hex.iter().any(|h| h == n) => n,
+                        _ => continue,
+                    };
+                    field.name = short.to_string();
+                    if let format::FieldKind::Int { hex } = &mut field.kind {
+                        *hex = true;
+                    }
+                }
+                formats.push((ev.clone(), f));
+            }
+            placed.enable_in(inst.dir()).map_err(KernelError::Uprobe)?;
+            Some(placed)
+        };
         let buffer_kb = match opts.buffer_kb {
             Some(kb) => kb,
             None => {
@@ -165,7 +206,7 @@ impl ViewRecorder {
             }
         };
         let table = Arc::new(EventTable::with_captured_args(formats, &lttng::read_syscall_args(&main.dir().join("events")), args.on()));
-        Ok(Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, args })
+        Ok(Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, args, probes: placed })
     }
 
     /// [`ViewRecorder::prepare`] and [`Prepared::start`] with the default [`Options`], into
@@ -176,9 +217,17 @@ impl ViewRecorder {
     /// # Errors
     /// As those, and the directory's opening.
     pub fn start(dir: PathBuf, filter: ViewFilter) -> Result<ViewRecorder, KernelError> {
+        Self::start_with_probes(dir, filter, &[])
+    }
+
+    /// [`ViewRecorder::start`] with `probes` placed ([`ViewRecorder::prepare_with_probes`]).
+    ///
+    /// # Errors
+    /// As those.
+    pub fn start_with_probes(dir: PathBuf, filter: ViewFilter, probes: &[uprobe::Probe]) -> Result<ViewRecorder, KernelError> {
         let mode = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC;
         let out = TraceDir::from_fd(rustix::fs::open(&dir, mode, rustix::fs::Mode::empty()).map_err(std::io::Error::from)?, dir, None);
-        Self::prepare(filter.sees_all(), Options::default())?.start(out, filter)
+        Self::prepare_with_probes(filter.sees_all(), Options::default(), probes)?.start(out, filter)
     }
 
     /// Stops recording, applies and writes what is left, writes the final metadata (with
@@ -201,6 +250,8 @@ impl ViewRecorder {
                 eprintln!("ust: could not remove the tracefs instance: {e}");
             }
         }
+        // The probes go once no instance enables them.
+        self.probes.take();
         r
     }
 }
@@ -262,7 +313,7 @@ impl Prepared {
     /// # Errors
     /// [`KernelError`]: tracefs, or the thread's first writes into `dir`.
     pub fn start(self, dir: TraceDir, filter: ViewFilter) -> Result<ViewRecorder, KernelError> {
-        let Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, mut args } = self;
+        let Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, mut args, probes } = self;
         if all != filter.sees_all() {
             return Err(KernelError::Io(std::io::Error::other("prepared for another kind of view")));
         }
@@ -383,7 +434,7 @@ impl Prepared {
         for i in instances.iter().rev() {
             i.set_on(true)?;
         }
-        Ok(ViewRecorder { instances, stop, finish_args, thread: Some(thread) })
+        Ok(ViewRecorder { instances, stop, finish_args, thread: Some(thread), probes })
     }
 }
 
@@ -396,6 +447,8 @@ impl Drop for ViewRecorder {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        // The instance's own Drop removes it.
+        // Each instance's own Drop removes it; the probes go after them.
+        self.instances.clear();
+        self.probes.take();
     }
 }

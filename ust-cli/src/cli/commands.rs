@@ -366,6 +366,9 @@ pub fn track(a: TrackArgs, track: bool) -> CliResult {
 
 /// `ust list`.
 pub fn list(a: ListArgs) -> CliResult {
+    if let Some(path) = a.userspace_probes.first() {
+        return super::probes::list(std::path::Path::new(path), a.userspace_probes.get(1).map(String::as_str), a.json);
+    }
     let mut c = connect()?;
     if a.apps {
         let Payload::Apps(apps) = c.call(Command::ListApps)? else { return Err(unexpected()) };

@@ -20,6 +20,7 @@
 //! - [`daemon`]: `ust daemon start|stop|status`;
 //! - [`net`]: the network output options (`--set-url`, `--live`) checked and combined;
 //! - [`print`](mod@print): what the commands print, as text or JSON;
+//! - [`probes`]: `--userspace-probe` specs resolved, `ust list --userspace-probes`;
 //! - [`rule_check`]: warnings about `enable-event` rules that can record nothing;
 //! - [`trace`]: `ust trace`: the one-shot session around a command, and exit statuses;
 //! - [`commands`]: the session verbs, `ust view`, `ust report`, `ust export` and `ust crash-dump`;
@@ -39,6 +40,7 @@ pub mod export_args;
 pub mod id_track;
 pub mod net;
 pub mod print;
+pub mod probes;
 pub mod rule_check;
 pub mod save_load;
 pub mod trace;

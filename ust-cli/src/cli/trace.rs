@@ -86,8 +86,11 @@ pub fn trace(a: TraceArgs) -> CliResult {
     }
     let (url_output, relay) = a.net.destination()?;
     let streaming = relay.is_some();
-    if relay.is_some() && a.kernel {
-        return Err(Failure::new("--kernel records a local trace: it cannot be combined with a network URL"));
+    // Dynamic probes are recorded with the kernel view: resolved now, before anything runs.
+    let probes = super::probes::resolve_all(&a.userspace_probes)?;
+    let with_kernel = a.kernel || !probes.is_empty();
+    if relay.is_some() && with_kernel {
+        return Err(Failure::new("--kernel and --userspace-probe record a local trace: they cannot be combined with a network URL"));
     }
     let identity = match &a.as_user {
         Some(u) => Some(super::as_user::resolve(u, (std::env::var("SUDO_UID").ok(), std::env::var("SUDO_GID").ok()), rustix::process::geteuid().as_raw())?),
@@ -172,10 +175,15 @@ pub fn trace(a: TraceArgs) -> CliResult {
         (false, Some(_)) => crate::kernel::perf::SyscallView::Off(syscall_view::OFF_AS_USER.into()),
         (false, None) => crate::kernel::perf::SyscallView::Ptrace,
     };
-    let plan = match (a.kernel, &out) {
-        (true, Some(out)) => view::plan(out, opts, &syscalls),
+    let with_probes = !probes.is_empty();
+    let plan = match (with_kernel, &out) {
+        (true, Some(out)) => view::plan(out, opts, &syscalls, probes),
         _ => Plan::None,
     };
+    if let Plan::Refused(reason) = plan {
+        let _ = c.call(Command::Destroy { session });
+        return Err(Failure::new(reason));
+    }
     let (prog, args) = a.command.split_first().expect("clap requires a command");
     let command = || {
         let mut c = std::process::Command::new(prog);
@@ -205,6 +213,10 @@ pub fn trace(a: TraceArgs) -> CliResult {
                 }
                 Err(tracefs_err) => {
                     g.cancel();
+                    if with_probes {
+                        let _ = c.call(Command::Destroy { session });
+                        return Err(Failure::new("the probes could not be placed (above): the command was not run"));
+                    }
                     kernel = view::start_perf(out, &tracefs_err, &syscalls);
                     syscall_view::spawn(command(), kernel.as_mut())
                 }

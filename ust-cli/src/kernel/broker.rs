@@ -13,8 +13,9 @@ use std::time::Duration;
 use ust_ctf::outdir::TraceDir;
 
 use ust_core::protocol::{recv, send};
-use ust_ctl::kview::{system_rundir, KviewReply, KviewRequest, KVIEW_SOCKET};
+use ust_ctl::kview::{system_rundir, KviewReply, KviewRequest, ProbeRequest, KVIEW_SOCKET};
 
+use super::uprobe::Probe;
 use super::{KernelError, KernelSummary};
 
 /// How long the CLI waits for the broker's answer to `Hello` and `Start`.
@@ -58,15 +59,27 @@ pub fn hello() -> Result<Pending, String> {
 
 impl Pending {
     /// Creates `<output>/kernel` (as this user, through `output`: never a link), hands its
-    /// descriptor and `pid` to the broker, and waits until it records.
+    /// descriptor and `pid` to the broker, with `probes` (each with the descriptor of its
+    /// file: the broker checks and probes that very file), and waits until it records.
     ///
     /// # Errors
     /// The refusal or failure, to print.
-    pub fn start(self, output: &TraceDir, pid: i32) -> Result<Broker, String> {
+    pub fn start(self, output: &TraceDir, pid: i32, probes: &[Probe]) -> Result<Broker, String> {
         let kernel = output.dir(super::KERNEL_DIR, 0o750).map_err(|e| format!("making {}: {e}", output.path().join(super::KERNEL_DIR).display()))?;
         let dir = kernel.path();
         let fd = kernel.open_fd().map_err(|e| format!("{}: {e}", dir.display()))?;
-        match ask(&self.sock, &KviewRequest::Start { pid }, &[fd.as_fd()])? {
+        let specs: Vec<ProbeRequest> = probes
+            .iter()
+            .map(|p| ProbeRequest {
+                event: p.event.clone(),
+                path: p.path.display().to_string(),
+                symbol: p.function.clone(),
+                ret: p.ret,
+                args: p.args.iter().map(|a| (a.name.clone(), a.fetch.clone(), a.ty.clone())).collect(),
+            })
+            .collect();
+        let fds: Vec<_> = std::iter::once(fd.as_fd()).chain(probes.iter().map(|p| p.file.as_fd())).collect();
+        match ask(&self.sock, &KviewRequest::Start { pid, probes: specs }, &fds)? {
             KviewReply::Started => {
                 let _ = self.sock.set_read_timeout(None);
                 Ok(Broker { sock: self.sock, dir })

@@ -24,6 +24,7 @@ use ust_ctf::outdir::TraceDir;
 use super::broker::{Broker, Pending};
 use super::filter::ViewFilter;
 use super::perf::{PerfRecorder, SyscallView};
+use super::uprobe::Probe;
 use super::view_recorder::{Options, Prepared, ViewRecorder};
 use super::{KernelError, KernelSummary};
 
@@ -52,6 +53,9 @@ pub enum Plan {
     Ready(KernelView),
     /// No kernel view.
     None,
+    /// Dynamic probes were asked for and cannot be placed: the reason (the command must
+    /// not run as if they were).
+    Refused(String),
 }
 
 /// A view waiting for the gated command's pid.
@@ -60,8 +64,9 @@ pub enum Gate {
     /// Root's tracefs recording is set up (tier 3; the stacks recorder already follows
     /// the next child that execs).
     Tracefs(Box<Prepared>, Option<Box<PerfRecorder>>, bool),
-    /// Root's daemon will record (tier 2); the error says why tier 3 is not available.
-    Broker(Pending, KernelError),
+    /// Root's daemon will record (tier 2), placing the probes; the error says why tier 3
+    /// is not available.
+    Broker(Pending, KernelError, Vec<Probe>),
 }
 
 impl Gate {
@@ -76,7 +81,7 @@ impl Gate {
             Gate::Tracefs(p, stacks, system_wide) => {
                 start_tracefs(*p, stacks, output, pid, system_wide).inspect_err(|e| eprintln!("ust: root's kernel view failed to start: {e}"))
             }
-            Gate::Broker(p, tracefs_err) => start_broker(p, output, pid).ok_or(tracefs_err),
+            Gate::Broker(p, tracefs_err, probes) => start_broker(p, output, pid, &probes).ok_or(tracefs_err),
         }
     }
 }
@@ -84,9 +89,10 @@ impl Gate {
 /// Sets up the best view, or finds root's broker. Call it right before the command is
 /// spawned (tier 1 and the user stacks follow the next child that execs). `opts` are
 /// tier 3's; `syscalls` whether tier 1 records the system calls with ptrace
-/// ([`SyscallView::Ptrace`]) or why not.
-pub fn plan(output: &TraceDir, opts: Options, syscalls: &SyscallView) -> Plan {
-    let tracefs_err = match ViewRecorder::prepare(true, opts) {
+/// ([`SyscallView::Ptrace`]) or why not. With `probes` (dynamic probes,
+/// [`super::uprobe`]), only tiers 3 and 2 do: without them the plan is [`Plan::Refused`].
+pub fn plan(output: &TraceDir, opts: Options, syscalls: &SyscallView, probes: Vec<Probe>) -> Plan {
+    let tracefs_err = match ViewRecorder::prepare_with_probes(true, opts, &probes) {
         Ok(p) => {
             let stacks = match PerfRecorder::start_stacks(output) {
                 Ok(s) => Some(Box::new(s)),
@@ -97,13 +103,18 @@ pub fn plan(output: &TraceDir, opts: Options, syscalls: &SyscallView) -> Plan {
             };
             return Plan::Gated(Gate::Tracefs(Box::new(p), stacks, opts.system_wide));
         }
+        Err(KernelError::Uprobe(e)) => return Plan::Refused(e),
         Err(e) => e,
     };
     if opts.system_wide {
         eprintln!("ust: --system-wide needs root's tracefs view (tier 3): {tracefs_err}");
     }
     match super::broker::hello() {
-        Ok(p) => Plan::Gated(Gate::Broker(p, tracefs_err)),
+        Ok(p) => Plan::Gated(Gate::Broker(p, tracefs_err, probes)),
+        Err(reason) if !probes.is_empty() => Plan::Refused(format!(
+            "--userspace-probe: uprobes need root's tracefs or root's ust-consumerd (the kernel broker), and neither is available here \
+             (tracefs: {tracefs_err}; root's daemon: {reason}); ask root to run `ust daemon start` as root"
+        )),
         Err(reason) => {
             eprintln!("ust: root's ust-consumerd gives no kernel view: {reason}");
             start_perf(output, &tracefs_err, syscalls).map_or(Plan::None, Plan::Ready)
@@ -125,9 +136,9 @@ fn start_tracefs(p: Prepared, stacks: Option<Box<PerfRecorder>>, output: &TraceD
 }
 
 /// Hands the gated command's `pid` to the broker; on refusal, says why.
-fn start_broker(p: Pending, output: &TraceDir, pid: i32) -> Option<KernelView> {
+fn start_broker(p: Pending, output: &TraceDir, pid: i32, probes: &[Probe]) -> Option<KernelView> {
     let dir = p.rundir.clone();
-    match p.start(output, pid) {
+    match p.start(output, pid, probes) {
         Ok(b) => {
             eprintln!(
                 "ust: kernel view: tier 2 (root's ust-consumerd in {}: the kernel events of the tasks you could ptrace; \

@@ -21,6 +21,11 @@
 //!   two tracefs instances with their buffers: `2 x 4 MiB` of kernel memory per CPU), at
 //!   most `total +` [`SPARE_CONNECTIONS`] connections at once; requests time out after
 //!   [`REQUEST_TIMEOUT`];
+//! - dynamic probes (`user_probes`): only on regular files the requester owns, given by
+//!   descriptor, not set-user-ID/set-group-ID/capability programs, at a function's entry
+//!   or return as the daemon itself resolves it, fetching argument registers only; their
+//!   hits pass the same view filter (another user's process running the file is not in
+//!   the trace);
 //! - a daemon that cannot use tracefs says so at `Hello`, so the user's `ust trace` goes
 //!   to tier 1 at once.
 
@@ -31,8 +36,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ust_core::protocol::{recv, send};
-use ust_ctl::kview::{KviewReply, KviewRequest};
+use ust_ctl::kview::{KviewReply, KviewRequest, ProbeRequest};
 use ust_kernel::filter::{may_see, parent_of, ViewFilter};
+use ust_kernel::uprobe::{self, FetchArg, Probe};
 use ust_kernel::view_recorder::ViewRecorder;
 
 /// Recordings one user may have at once, unless `--kernel-view-max-per-user` says otherwise.
@@ -177,12 +183,12 @@ pub fn spawn_acceptor(listener: UnixListener, policy: Policy, limits: Limits) {
     }
 }
 
-/// The checked directory descriptor of a `Start`.
-fn output_dir(mut fds: Vec<OwnedFd>, uid: u32) -> Result<OwnedFd, String> {
-    if fds.len() != 1 {
-        return Err(format!("Start needs exactly one descriptor (the output directory), not {}", fds.len()));
+/// The checked directory descriptor of a `Start` (the first; the rest are the probes').
+fn output_dir(fds: &mut Vec<OwnedFd>, probes: usize, uid: u32) -> Result<OwnedFd, String> {
+    if fds.len() != 1 + probes {
+        return Err(format!("Start needs exactly one descriptor for the output directory and one per probe ({}), not {}", 1 + probes, fds.len()));
     }
-    let fd = fds.pop().expect("one");
+    let fd = fds.remove(0);
     let st = rustix::fs::fstat(&fd).map_err(|e| format!("fstat of the output descriptor: {e}"))?;
     if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
         return Err("the output descriptor is not a directory".into());
@@ -220,7 +226,8 @@ fn serve(sock: &UnixStream, peer: i32, uid: u32, gid: u32, policy: &Policy, coun
     }
     send(sock, &KviewReply::Ready, &[]).map_err(|e| e.to_string())?;
     let (req, fds) = recv::<KviewRequest>(sock).map_err(|e| e.to_string())?;
-    let KviewRequest::Start { pid } = req else { return Err(unexpected(&req, "Start")) };
+    let (req, mut fds) = (req, fds);
+    let KviewRequest::Start { pid, probes } = req else { return Err(unexpected(&req, "Start")) };
     if parent_of(pid) != Some(peer) {
         return Err(format!("pid {pid} is not a child of yours that you could ptrace: refused"));
     }
@@ -230,7 +237,8 @@ fn serve(sock: &UnixStream, peer: i32, uid: u32, gid: u32, policy: &Policy, coun
     if !may_see(pid, uid, gid) {
         return Err(format!("pid {pid} is a child of yours that you could not ptrace (set-user-ID, set-group-ID or not dumpable): refused"));
     }
-    let dir = output_dir(fds, uid)?;
+    let dir = output_dir(&mut fds, probes.len(), uid)?;
+    let probes = user_probes(probes, fds, uid)?;
     let Some(_slot) = take_slot(counts, uid, limits) else {
         return Err(format!(
             "too many kernel views at once (at most {} per user, {} in all: root's ust-consumerd --kernel-view-max-per-user, --kernel-view-max-total)",
@@ -238,7 +246,8 @@ fn serve(sock: &UnixStream, peer: i32, uid: u32, gid: u32, policy: &Policy, coun
         ));
     };
     let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
-    let rec = ViewRecorder::start(path, ViewFilter::new(uid, gid, pid)).map_err(|e| format!("kernel recording failed to start: {e}"))?;
+    let rec = ViewRecorder::start_with_probes(path, ViewFilter::new(uid, gid, pid), &probes).map_err(|e| format!("kernel recording failed to start: {e}"))?;
+    drop(probes);
     crate::log!("kview: recording for uid {uid}, pid {pid}");
     send(sock, &KviewReply::Started, &[]).map_err(|e| e.to_string())?;
     let _ = sock.set_read_timeout(None);
@@ -255,6 +264,31 @@ fn serve(sock: &UnixStream, peer: i32, uid: u32, gid: u32, policy: &Policy, coun
     crate::log!("kview: done for uid {uid}, pid {pid}");
     let _ = send(sock, &reply, &[]);
     Ok(())
+}
+
+/// The probes of a `Start`, each checked against the rules of [`ust_kernel::uprobe`]: a
+/// regular file the requester owns (by its descriptor, never a path: no link or rename
+/// can swap it), not set-user-ID, set-group-ID or with file capabilities; the symbol
+/// resolved by the daemon itself, so the probe is at a function's first instruction (or
+/// its return); fetch arguments from the argument registers (`$retval`) only.
+fn user_probes(reqs: Vec<ProbeRequest>, fds: Vec<OwnedFd>, uid: u32) -> Result<Vec<Probe>, String> {
+    if reqs.len() > uprobe::MAX_PROBES {
+        return Err(format!("at most {} probes per recording", uprobe::MAX_PROBES));
+    }
+    let mut out = Vec::new();
+    for (r, fd) in reqs.into_iter().zip(fds) {
+        let refuse = |why: String| format!("probe {} on {} in {}: {why}", r.event, r.symbol, r.path);
+        let file = std::fs::File::from(fd);
+        uprobe::check_user_file(&file, uid).map_err(refuse)?;
+        uprobe::validate_name(&r.event).map_err(refuse)?;
+        let args: Vec<FetchArg> = r.args.iter().map(|(name, fetch, ty)| FetchArg { name: name.clone(), fetch: fetch.clone(), ty: ty.clone() }).collect();
+        uprobe::validate(&args, r.ret).map_err(refuse)?;
+        let mut p = uprobe::resolve_file(file, std::path::Path::new(&r.path), &r.symbol, r.ret, &r.event, false).map_err(refuse)?;
+        p.args = args;
+        p.note = None;
+        out.push(p);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -1,16 +1,21 @@
 //! The `ust` command's arguments: clap definitions, which are also the `--help` texts
 //! (and, with docs/DESIGN.md#interfaces, the contract scripts rely on), and the parsers of
-//! sizes, durations, levels and process IDs.
+//! sizes, durations, levels and process IDs. `ust trace`'s are in [`TraceArgs`] (module
+//! `trace`), `ust report`'s in [`ReportArgs`] (module `report`).
 
 // The argument docs below are also the `--help` texts, written for a terminal:
 // `<name>` there is a placeholder, not HTML.
 #![allow(rustdoc::invalid_html_tags)]
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use ust_core::Level;
+
+mod report;
+#[cfg(test)]
+mod tests;
+mod trace;
 
 /// `ust`: control user-space tracing of Rust programs.
 #[derive(Debug, Parser)]
@@ -168,7 +173,8 @@ recording goes on. Destroying a rotated session archives the last chunk too.")]
   ust list                   # sessions
   ust list web               # channels, rules, contexts, counts of session web
   ust list --apps            # registered processes, their tracepoints and fields
-  ust list --apps --json")]
+  ust list --apps --json
+  ust list --userspace-probes ./app 'app::db::*'   # functions a uprobe can go on")]
     List(ListArgs),
     /// Show the current session (or -s) and the daemon.
     #[command(after_help = "Examples:
@@ -611,6 +617,11 @@ pub struct ListArgs {
     /// List registered applications, their tracepoints and fields.
     #[arg(long, short = 'u', alias = "userspace")]
     pub apps: bool,
+    /// List the functions of the ELF file PATH a `--userspace-probe elf:PATH:SYMBOL` can
+    /// probe (demangled, with their file offsets), those matching GLOB only if given (`*`,
+    /// `?`). Needs no daemon.
+    #[arg(long = "userspace-probes", value_names = ["PATH", "GLOB"], num_args = 1..=2, conflicts_with_all = ["apps", "name"])]
+    pub userspace_probes: Vec<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -643,71 +654,9 @@ pub struct ViewArgs {
     pub session: SessionOpt,
 }
 
-/// `ust trace`.
-#[derive(Debug, Args)]
-pub struct TraceArgs {
-    /// Output directory (default: $HOME/ust-traces/trace-<pid>-<YYYYmmdd-HHMMSS>/).
-    #[arg(short = 'o', long, value_name = "DIR")]
-    pub output: Option<PathBuf>,
-    /// Enable only events matching GLOB (repeatable; default: every event).
-    #[arg(short = 'e', long = "event", value_name = "GLOB")]
-    pub events: Vec<String>,
-    /// Also record kernel events (scheduling, interrupts, system calls, page faults) in
-    /// DIR/kernel: with root or tracefs access, CMD's system calls and faults and
-    /// everyone's scheduling, interrupts and timers; through root's ust-consumerd, what you
-    /// may see of them; otherwise the traced tasks' switches, faults and user stacks
-    /// through perf_event_open (no privilege needed), with CMD's system calls recorded
-    /// with ptrace as strace records them (--no-ptrace: without).
-    #[arg(long)]
-    pub kernel: bool,
-    /// With --kernel, as an ordinary user without root's daemon (tier 1): do not record
-    /// CMD's system calls with ptrace (CMD then runs at full speed, as without strace).
-    #[arg(long = "no-ptrace", requires = "kernel")]
-    pub no_ptrace: bool,
-    /// As root, with --kernel: record every task's system calls and faults too (one
-    /// system-wide tracefs instance, as LTTng records), not only CMD's.
-    #[arg(long = "system-wide", requires = "kernel")]
-    pub system_wide: bool,
-    /// With --kernel (tracefs): the per-CPU buffer size in KiB, instead of one sized from
-    /// the event rate measured at the start (at least 4096).
-    #[arg(long = "kernel-buffer-kb", value_name = "KIB", requires = "kernel", value_parser = clap::value_parser!(u64).range(4..))]
-    pub kernel_buffer_kb: Option<u64>,
-    /// As root, with --kernel: run CMD as USER (a name or uid; default: the user sudo was
-    /// run by, $SUDO_UID/$SUDO_GID), with USER's groups, HOME, USER and LOGNAME, while the
-    /// kernel is still recorded system-wide as root. The trace is given to USER, and by
-    /// default written in USER's ~/ust-traces. CMD's own user-space events are recorded
-    /// too (its processes register with root's daemon as well as USER's).
-    #[arg(long = "as-user", value_name = "USER", num_args = 0..=1, default_missing_value = "", requires = "kernel")]
-    pub as_user: Option<String>,
-    /// Stream the trace to a relay daemon instead (`--set-url net://HOST`, `--live`).
-    #[command(flatten)]
-    pub net: NetArgs,
-    /// Buffer ownership: `--buffers-uid` writes one trace for all the command's processes
-    /// (DIR/ust/uid/<UID>/64-bit/, with the vpid and procname contexts to tell them
-    /// apart) instead of one per process.
-    #[command(flatten)]
-    pub buffers: BuffersOpt,
-    /// The channel's buffers (as `ust enable-channel`).
-    #[command(flatten)]
-    pub buffer: BufferArgs,
-    /// Flight recorder: a snapshot session, its channel in overwrite mode. Nothing is
-    /// written while CMD runs; the buffers' content (the newest events) is written to
-    /// DIR/snapshot-<N>-<stamp>/ when CMD ends, and also whenever `ust trace` receives
-    /// SIGUSR1 or `ust snapshot record -s SESSION` runs (the session is named on stderr at
-    /// start). The buffers of CMD's processes that exit are kept until the end.
-    #[arg(long, conflicts_with_all = ["set_url", "ctrl_url", "live"])]
-    pub snapshot: bool,
-    /// Add this context to every event (repeatable, as `ust add-context -t`): vpid, vtid,
-    /// procname, pthread_id, cpu_id, ip or span_id. `-t vtid -t procname` gives `ust export`
-    /// one track per thread, named.
-    #[arg(short = 't', long = "context", value_name = "TYPE", value_parser = parse_context)]
-    pub contexts: Vec<ust_core::context::ContextType>,
-    /// The command to trace, after `--`.
-    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
-    pub command: Vec<OsString>,
-}
-
 pub use super::buffer_args::{parse_size, BufferArgs};
+pub use report::{parse_duration, ReportArgs};
+pub use trace::TraceArgs;
 pub use ust_ctl::config::check_event_name;
 
 fn parse_blocking_timeout(s: &str) -> Result<u64, String> {
@@ -719,174 +668,4 @@ fn parse_blocking_timeout(s: &str) -> Result<u64, String> {
 
 fn parse_level(s: &str) -> Result<Level, String> {
     Level::parse(s).ok_or_else(|| format!("{s:?} is not a log level (0-14, or a name such as TRACE_WARNING, warning, debug_line)"))
-}
-
-/// `ust report`.
-#[derive(Debug, Args)]
-pub struct ReportArgs {
-    /// Trace directory (the output of `ust trace`).
-    pub dir: PathBuf,
-    /// Show each blocked interval and what woke it, up the wake-up chain.
-    #[arg(long)]
-    pub wakeups: bool,
-    /// With --faults: list the faults on this mapped file in time order (file offset, page,
-    /// accessing function, read/write/exec, error code): `ust report DIR --faults FILE`.
-    #[arg(value_name = "FILE", requires = "faults")]
-    pub fault_file: Option<String>,
-    /// Show page faults per mapped file (minor, major, distinct pages, bytes, time until
-    /// back in user space) and each fault with its mapping.
-    #[arg(long)]
-    pub faults: bool,
-    /// Show ust's own activity in full (its threads' system calls, the slowest, and with
-    /// --wakeups its waits); it is left out of the program's tables either way.
-    #[arg(long)]
-    pub tracer: bool,
-    /// Shortest blocked interval shown by --wakeups (e.g. 1ms, 500us, 2s, or ns).
-    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = parse_duration)]
-    pub min_block: u64,
-    /// Output format: text (the default), json (every view), or folded (off-CPU stacks
-    /// with their blocked time in ns, for flame graph tools).
-    #[arg(long, value_name = "FORMAT", value_parser = ["text", "json", "folded"])]
-    pub format: Option<String>,
-    /// Write an off-CPU flame graph (blocked time by user stack, waker on top) as SVG; the
-    /// report is then printed only when --format is given. Needs kernel events (`ust trace
-    /// --kernel`): without blocked intervals nothing is written and the command fails.
-    #[arg(long, value_name = "FILE.svg")]
-    pub flamegraph: Option<PathBuf>,
-    /// Report on this process (and its threads and children) instead of the traced
-    /// command: for traces recorded by LTTng (lttng-modules, LTTng-UST).
-    #[arg(long, value_name = "PID", conflicts_with = "procname")]
-    pub pid: Option<i32>,
-    /// Report on the process of this name (the busiest, when several have it).
-    #[arg(long, value_name = "NAME")]
-    pub procname: Option<String>,
-}
-
-/// Parses a duration into ns: a number with an optional `ns`, `us`, `ms` or `s` suffix
-/// (no suffix: ns).
-///
-/// # Errors
-/// A message for clap.
-pub fn parse_duration(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let mult = match unit.trim() {
-        "" | "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => return Err(format!("{s:?} is not a duration (examples: 1ms, 500us, 2s)")),
-    };
-    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration (examples: 1ms, 500us, 2s)"))?;
-    Ok((n * mult) as u64)
-}
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn cli_is_consistent() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn every_subcommand_has_examples() {
-        let cmd = Cli::command();
-        for sub in cmd.get_subcommands().chain(cmd.get_subcommands().flat_map(|s| s.get_subcommands())) {
-            let h = sub.get_after_help().map(|h| h.to_string()).unwrap_or_default();
-            assert!(h.starts_with("Examples:\n  ust "), "{} has no examples", sub.get_name());
-        }
-    }
-
-    #[test]
-    fn help_examples_parse() {
-        for f in [r#"status >= 500 && path == "/api/*""#, "$ctx.vtid == 1234 || latency_us > 1.5e3"] {
-            ust_ctl::filter::parse(f).unwrap();
-        }
-        for args in [
-            &["ust", "enable-event", "myapp:*", "--exclude", "myapp:noisy*,myapp:tick"][..],
-            &["ust", "add-context", "-c", "big", "-t", "vpid", "-t", "pthread_id", "-t", "cpu_id"],
-            &["ust", "add-context", "-t", "ip", "-t", "vpid"],
-            &["ust", "enable-channel", "chunked", "--subbuf-size", "64k", "--tracefile-size", "1M", "--tracefile-count", "4"],
-            &["ust", "rotate", "-s", "web"],
-            &["ust", "enable-event", "myapp:*", "--loglevel", "WARNING"],
-            &["ust", "track", "--vpid", "1234,5678", "-s", "web"],
-            &["ust", "untrack", "--vpid", "--all"],
-        ] {
-            Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-        }
-    }
-
-    #[test]
-    fn track_takes_pids_or_all() {
-        let vpids = |args: &[&str]| {
-            let c = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-            let (Cmd::Track(t) | Cmd::Untrack(t)) = c.command else { panic!() };
-            (t.vpid, t.all)
-        };
-        assert_eq!(vpids(&["ust", "track", "--vpid", "12,34", "--vpid", "5"]), (Some(vec![12, 34, 5]), false));
-        assert_eq!(vpids(&["ust", "untrack", "-u", "--vpid", "--all"]), (Some(vec![]), true));
-        assert_eq!(vpids(&["ust", "track", "--all", "--vpid"]), (Some(vec![]), true));
-        assert_eq!(vpids(&["ust", "track", "--vpid=7"]), (Some(vec![7]), false));
-        let c = Cli::try_parse_from(["ust", "untrack", "--vuid", "0,root", "--vgid", "--all"]).unwrap();
-        let Cmd::Untrack(t) = c.command else { panic!() };
-        assert_eq!((t.vuid, t.vgid, t.all), (Some(vec!["0".to_string(), "root".to_string()]), Some(vec![]), true));
-        for bad in [
-            &["ust", "track", "--vpid", "abc"][..],
-            &["ust", "track", "--vpid", "0"],
-            &["ust", "track", "--vpid", "-3"],
-            &["ust", "track", "--all"],
-            &["ust", "track"],
-        ] {
-            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn a_filter_may_start_with_a_minus() {
-        for f in ["-intfield", "--intfield", "-1 == ~0"] {
-            let c = Cli::try_parse_from(["ust", "enable-event", "tp:*", "--filter", f]).unwrap_or_else(|e| panic!("{f}: {e}"));
-            let Cmd::EnableEvent(a) = c.command else { panic!("{f}: not enable-event") };
-            assert_eq!(a.filter.as_deref(), Some(f));
-            ust_ctl::filter::parse(f).unwrap();
-        }
-    }
-
-    #[test]
-    fn event_names() {
-        for lttng in [r"*\**", r"*\*", r"\**", "tp**tpTest", "t*p*:*t*e*s*t"] {
-            assert_eq!(check_event_name(lttng), Ok(()), "{lttng}");
-        }
-        for good in ["*", "app:*", "*:x", "a:b", "lib*", r"a\:b:c", r"a:b\:c"] {
-            assert_eq!(check_event_name(good), Ok(()), "{good}");
-        }
-        for bad in ["", ":", "a:", ":b", "a:b:c", "::", r"a\::", r"a:b:\c"] {
-            assert!(check_event_name(bad).unwrap_err().contains("invalid event name"), "{bad}");
-        }
-    }
-
-    #[test]
-    fn trace_refuses_unknown_options_before_the_command() {
-        for args in [&["ust", "trace", "--buffers-uidd", "--", "true"][..], &["ust", "trace", "--kernal", "true"], &["ust", "trace", "-z", "--", "x"]] {
-            let e = Cli::try_parse_from(args).unwrap_err();
-            assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{args:?}");
-        }
-        let c = Cli::try_parse_from(["ust", "trace", "-o", "/t", "prog", "-x", "--kernal", "--", "y"]).unwrap();
-        let Cmd::Trace(t) = c.command else { panic!() };
-        assert_eq!(t.command, vec![OsString::from("prog"), "-x".into(), "--kernal".into(), "--".into(), "y".into()]);
-        assert!(!t.kernel);
-    }
-
-    #[test]
-    fn trace_takes_the_command_after_dashes() {
-        let c = Cli::try_parse_from(["ust", "trace", "--event", "a:*", "--", "prog", "-x", "--y"]).unwrap();
-        let Cmd::Trace(t) = c.command else { panic!() };
-        assert_eq!(t.events, vec!["a:*"]);
-        assert_eq!(t.command, vec![OsString::from("prog"), "-x".into(), "--y".into()]);
-        assert!(Cli::try_parse_from(["ust", "trace"]).is_err());
-        assert!(Cli::try_parse_from(["ust", "enable-event"]).is_err());
-        assert!(Cli::try_parse_from(["ust", "enable-event", "-a", "x"]).is_err(), "-a or names, not both");
-    }
 }
