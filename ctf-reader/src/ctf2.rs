@@ -402,8 +402,11 @@ impl Builder {
                 let mut ranges = Vec::new();
                 for o in j.get("options").and_then(J::as_array).into_iter().flatten() {
                     let name = o.get("name").and_then(J::as_str).unwrap_or_default();
-                    options
-                        .push(Field { name: name.to_string(), ty: self.field_type(o.get("field-class").ok_or("variant option without a field class")?, cx)?, media_type: None });
+                    options.push(Field {
+                        name: name.to_string(),
+                        ty: self.field_type(o.get("field-class").ok_or("variant option without a field class")?, cx)?,
+                        media_type: None,
+                    });
                     let rs = o.get("selector-field-ranges").and_then(J::as_array).ok_or("variant option without selector-field-ranges")?;
                     ranges.push(rs.iter().map(range).collect::<Result<Vec<_>, _>>()?);
                 }

@@ -253,7 +253,7 @@ fn buffer_ownership_round_trips_through_save_and_load() {
         let out = d.output(&name);
         d.ust_ok(&["create", &name, "--output", out.to_str().unwrap()]);
         d.ust_ok(&["enable-channel", "-s", &name, "ch", &format!("--buffer-ownership={model}")]);
-        assert_eq!(d.ust_json(&["list", &name, "--json"])["buffers"], owner, "{model}");
+        assert_eq!(d.ust_json(&["list", &name, "--json"])["summary"]["buffers"], owner, "{model}");
         let dir = d.output(&format!("saved-{model}"));
         d.ust_ok(&["save", &name, "-o", dir.to_str().unwrap()]);
         let file = dir.join(format!("{name}.lttng"));
@@ -262,7 +262,7 @@ fn buffer_ownership_round_trips_through_save_and_load() {
         d.ust_ok(&["destroy", "-s", &name]);
         d.ust_ok(&["load", &name, "-i", file.to_str().unwrap()]);
         let detail = d.ust_json(&["list", &name, "--json"]);
-        assert_eq!(detail["buffers"], owner, "{model} after load");
+        assert_eq!(detail["summary"]["buffers"], owner, "{model} after load");
         assert_eq!(detail["channels"][0]["name"], "ch");
         d.ust_ok(&["destroy", "-s", &name]);
     }

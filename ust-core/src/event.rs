@@ -188,8 +188,7 @@ pub const fn valid_media_type(s: &str) -> bool {
             part = 2;
         } else {
             let first = run == 0;
-            let ok = c.is_ascii_alphanumeric()
-                || (!first && matches!(c, b'!' | b'#' | b'$' | b'&' | b'^' | b'_' | b'.' | b'+' | b'-'));
+            let ok = c.is_ascii_alphanumeric() || (!first && matches!(c, b'!' | b'#' | b'$' | b'&' | b'^' | b'_' | b'.' | b'+' | b'-'));
             if !ok || run >= 127 {
                 return false;
             }
@@ -606,7 +605,10 @@ mod tests {
         assert_eq!(ty.fixed_size(), None);
         assert_eq!(ty.as_sequence(), Some((IntegerType::U64, IntegerType::U8.with_base(16), false)));
         let mut d = DESC.clone();
-        d.fields = Cow::Owned(vec![FieldDesc { name: Cow::Borrowed("image"), ty: ty.clone() }, FieldDesc { name: Cow::Borrowed("_image_length"), ty: FieldType::String }]);
+        d.fields = Cow::Owned(vec![
+            FieldDesc { name: Cow::Borrowed("image"), ty: ty.clone() },
+            FieldDesc { name: Cow::Borrowed("_image_length"), ty: FieldType::String },
+        ]);
         assert_eq!(d.validate(), Err(DescError::DuplicateField("_image_length".into())));
         d.fields = Cow::Owned(vec![FieldDesc { name: Cow::Borrowed("image"), ty: FieldType::Blob { media_type: Cow::Borrowed("image/png\n} x;") } }]);
         assert_eq!(d.validate(), Err(DescError::BadMediaType("image".into())));
@@ -623,7 +625,22 @@ mod tests {
         }
         let long_sub = format!("a/{}", "b".repeat(128));
         let too_long = format!("text/plain; {}", "x".repeat(250));
-        for bad in ["", "png", "/png", "image/", "image/png/x", "-a/b", "a/-b", "im age/png", "a/b; `x`", "a/b;\n", "a/b; \\", "é/b", long_sub.as_str(), too_long.as_str()] {
+        for bad in [
+            "",
+            "png",
+            "/png",
+            "image/",
+            "image/png/x",
+            "-a/b",
+            "a/-b",
+            "im age/png",
+            "a/b; `x`",
+            "a/b;\n",
+            "a/b; \\",
+            "é/b",
+            long_sub.as_str(),
+            too_long.as_str(),
+        ] {
             assert!(!valid_media_type(bad), "{bad:?}");
         }
     }

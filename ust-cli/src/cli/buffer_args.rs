@@ -135,4 +135,3 @@ mod tests {
         assert!(both.contains("cannot be used with"), "{both}");
     }
 }
-

@@ -187,8 +187,10 @@ pub(super) fn enable_event(
         // A filter comparing a whole BLOB field never holds: refused now, naming the field,
         // for the events of the processes registered so far (a process registered later
         // records nothing for such a filter, as for any filter its fields cannot satisfy).
-        let rules: Vec<Rule> =
-            patterns.iter().map(|p| Rule::new(Enabler { exclusions: exclusions.clone(), filter: filter.clone(), ..Enabler::new(p.clone(), level) }, parsed.clone())).collect();
+        let rules: Vec<Rule> = patterns
+            .iter()
+            .map(|p| Rule::new(Enabler { exclusions: exclusions.clone(), filter: filter.clone(), ..Enabler::new(p.clone(), level) }, parsed.clone()))
+            .collect();
         let session = &st.sessions.get(&sname).expect("resolved").session;
         let apps = st.apps.values().filter(|a| a.alive && session.tracks_ids(a.uid, a.gid));
         if let Some(m) = apps.flat_map(|a| a.events.iter()).find_map(|e| rules.iter().find_map(|r| r.whole_blob_refusal(e))) {
