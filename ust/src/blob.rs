@@ -34,6 +34,11 @@ use crate::field::Field;
 /// A media type ([RFC 6838](https://www.rfc-editor.org/rfc/rfc6838)) for [`Blob`] fields:
 /// a marker type whose [`MEDIA_TYPE`](MediaType::MEDIA_TYPE) is written into the trace's
 /// metadata. Declare one with [`media_type!`](crate::media_type), which checks the name.
+///
+/// A type rather than a value because the media type belongs to the field's description,
+/// written once into the metadata, so it must be known at compile time; stable Rust has no
+/// `&'static str` const generics (`Blob<"image/png">` needs the unstable
+/// `adt_const_params`).
 pub trait MediaType {
     /// `type/subtype[; parameters]`: see [`ust_core::valid_media_type`]. A daemon refuses
     /// the registration of a process whose BLOB field has an invalid one.
@@ -99,7 +104,7 @@ pub mod media {
 }
 
 /// A BLOB field: `bytes` recorded as a CTF byte sequence whose metadata carries the media
-/// type `M` (see the [module](self)). In `ust::tracepoint!`, a field declared
+/// type `M` (the media type is a type: see [`MediaType`]). In `ust::tracepoint!`, a field declared
 /// `name: ust::Blob<M>` takes `&bytes` directly (any `&T` with `T: AsRef<[u8]>`: `&Vec<u8>`,
 /// `&[u8]`, `&[u8; N]`, `&str`...), or a `Blob` made with [`Blob::new`].
 pub struct Blob<'a, M: MediaType = media::OctetStream> {
