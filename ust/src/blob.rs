@@ -59,11 +59,10 @@ macro_rules! media_type {
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         $vis enum $name {}
         impl $crate::MediaType for $name {
-            const MEDIA_TYPE: &'static str = {
-                ::core::assert!($crate::__private::valid_media_type($mt), ::core::concat!("invalid media type: ", $mt));
-                $mt
-            };
+            const MEDIA_TYPE: &'static str = $mt;
         }
+        // A free constant, evaluated whether or not the type is used.
+        const _: () = ::core::assert!($crate::__private::valid_media_type($mt), ::core::concat!("invalid media type: ", $mt));
     };
 }
 
