@@ -82,6 +82,10 @@ if ! "$venv/bin/python" -c 'import lttnganalyses, babeltrace' >/dev/null 2>&1; t
   "$venv/bin/pip" install -q lttnganalyses==0.6.1
 fi
 
+# No incremental compilation: the run builds once, and its saved state is as large as the
+# build (a fresh machine's disk can be small).
+export CARGO_INCREMENTAL=0
+
 # The end-to-end tests run the daemon, the CLI and instrumented programs as separate
 # processes: build them first (debug for the tests, release for the release-profile checks).
 cargo build --workspace --bins --examples

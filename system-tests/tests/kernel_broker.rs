@@ -586,34 +586,49 @@ fn twenty_commands_of_two_users_at_once_each_see_only_their_own() {
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert!(o.status.success(), "{name}: {err}\nroot's daemon:\n{}", w.log());
         assert!(err.contains("kernel view: tier 2"), "{name}: {err}");
-        let text = babeltrace(&out.join("kernel"));
-        traces.push((*u, name.clone(), out.clone(), text, err));
+        // Twenty recordings each read the machine's scheduling events (their system-wide
+        // instances): on a busy machine one may lose some, which babeltrace2 warns of as
+        // discarded events and the report must then say (below).
+        let (text, warnings) = common::babeltrace_allowing_warnings(&out.join("kernel"));
+        traces.push((*u, name.clone(), out.clone(), text, err, warnings));
     }
     let mut incomplete: Vec<String> = Vec::new();
-    for (u, name, out, text, err) in &traces {
+    let mut lossy = 0;
+    for (u, name, out, text, err, warnings) in &traces {
+        let r = w.report(out);
+        let other = warnings.lines().filter(|l| l.contains("WARN") && !l.contains("discarded events")).collect::<Vec<_>>();
+        assert!(other.is_empty(), "{name}: babeltrace2 complained:\n{}", other.join("\n"));
+        if warnings.contains("discarded") {
+            // A trace that lost events is complete only where nothing was lost: the
+            // report says so at its top, and the isolation checks below still hold.
+            assert!(
+                r.contains("WARNING: kernel events lost") || r.contains("events of other tasks or interrupts lost"),
+                "{name}: babeltrace2 saw discarded events and the report does not say so:\n{warnings}\n{r}"
+            );
+            lossy += 1;
+        }
         // Complete: the exec of its program, its exit, and the timer that woke it.
-        if !text.lines().any(|l| l.contains("sched_process_exec") && l.contains(name.as_str())) {
+        if !warnings.contains("discarded") && !text.lines().any(|l| l.contains("sched_process_exec") && l.contains(name.as_str())) {
             incomplete.push(format!(
                 "{name}: no exec ({err}): {}",
                 text.lines().filter(|l| l.contains("exec") || l.contains(name.as_str())).collect::<Vec<_>>().join("\n")
             ));
         }
-        if !text.lines().any(|l| l.contains("sched_process_exit") && l.contains(&format!("\"{name}\""))) {
+        if !warnings.contains("discarded") && !text.lines().any(|l| l.contains("sched_process_exit") && l.contains(&format!("\"{name}\""))) {
             incomplete.push(format!(
                 "{name}: no exit ({err}): {}",
                 text.lines().filter(|l| l.contains("sched_process_exit") || l.contains(name.as_str())).collect::<Vec<_>>().join("\n")
             ));
         }
-        let r = w.report(out);
         let woke = woken_lines(&r, name, "clock_nanosleep");
-        if !woke.iter().any(|l| l.contains("woken by: timer interrupt")) {
+        if !warnings.contains("discarded") && !woke.iter().any(|l| l.contains("woken by: timer interrupt")) {
             incomplete.push(format!(
                 "{name} ({err}): {woke:?}\n{r}\n{}",
                 text.lines().filter(|l| l.contains("sched_") && l.contains(name.as_str()) || l.contains("clock_nanosleep")).collect::<Vec<_>>().join("\n")
             ));
         }
         let mine = tids_in(text);
-        for (u2, other, out2, text2, _) in &traces {
+        for (u2, other, out2, text2, _, _) in &traces {
             if other == name {
                 continue;
             }
@@ -631,6 +646,9 @@ fn twenty_commands_of_two_users_at_once_each_see_only_their_own() {
     }
     assert!(!w.log().contains("records arrived after newer ones"), "{}", w.log());
     assert!(incomplete.is_empty(), "incomplete views:\n{}\nroot's daemon:\n{}", incomplete.join("\n"), w.log());
+    // Completeness is checked on most of them: a machine that made most views lossy is
+    // one this test cannot judge, and says so rather than passing on nothing.
+    assert!(lossy <= traces.len() / 2, "{lossy} of {} views lost events: too busy a machine to judge completeness", traces.len());
 }
 
 /// `strace -c` rows: system call name to (calls, errors).
