@@ -379,7 +379,13 @@ impl Builder {
                 for m in j.get("member-classes").and_then(J::as_array).into_iter().flatten() {
                     let name = m.get("name").and_then(J::as_str).ok_or("structure member without a name")?;
                     let fc = m.get("field-class").ok_or("structure member without a field class")?;
-                    fields.push(Field { name: name.to_string(), ty: self.field_type(fc, cx)? });
+                    let media_type = match fc.get("type").and_then(J::as_str) {
+                        Some("static-length-blob" | "dynamic-length-blob") => {
+                            Some(fc.get("media-type").and_then(J::as_str).unwrap_or(crate::tsdl::DEFAULT_MEDIA_TYPE).to_string())
+                        }
+                        _ => None,
+                    };
+                    fields.push(Field { name: name.to_string(), ty: self.field_type(fc, cx)?, media_type });
                 }
                 FieldType::Struct { align: align(j, "minimum-alignment", 1)?, fields }
             }
@@ -396,8 +402,11 @@ impl Builder {
                 let mut ranges = Vec::new();
                 for o in j.get("options").and_then(J::as_array).into_iter().flatten() {
                     let name = o.get("name").and_then(J::as_str).unwrap_or_default();
-                    options
-                        .push(Field { name: name.to_string(), ty: self.field_type(o.get("field-class").ok_or("variant option without a field class")?, cx)? });
+                    options.push(Field {
+                        name: name.to_string(),
+                        ty: self.field_type(o.get("field-class").ok_or("variant option without a field class")?, cx)?,
+                        media_type: None,
+                    });
                     let rs = o.get("selector-field-ranges").and_then(J::as_array).ok_or("variant option without selector-field-ranges")?;
                     ranges.push(rs.iter().map(range).collect::<Result<Vec<_>, _>>()?);
                 }

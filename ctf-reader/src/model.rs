@@ -98,6 +98,12 @@ pub struct Field {
     pub name: String,
     /// Type of the member.
     pub ty: FieldType,
+    /// `Some` for a BLOB field (LTTng 2.16: bytes tagged with a media type, a byte array or
+    /// sequence in the model): its media type, from the comment lttng-sessiond 2.16 writes
+    /// before it in CTF 1.8 (``// dynamic length BLOB field with `image/png` media type``)
+    /// or the field class's `media-type` in CTF 2; `application/octet-stream`, CTF 2's
+    /// default, when the metadata names none. `None` for every other field.
+    pub media_type: Option<String>,
 }
 
 /// The root scopes a [`FieldPath`] starts from, in decoding order (CTF 1.8 §7.3.2).
@@ -289,6 +295,14 @@ pub struct StreamClass {
     /// Index into [`Trace::clocks`] of the default clock (the one the event header's or
     /// packet context's timestamps map to).
     pub default_clock: Option<usize>,
+}
+
+impl EventClass {
+    /// The media type of the payload's BLOB field `name` (see [`Field::media_type`]);
+    /// `None` when the payload has no such field or it is not a BLOB.
+    pub fn media_type(&self, name: &str) -> Option<&str> {
+        self.payload.as_ref()?.member(name)?.1.media_type.as_deref()
+    }
 }
 
 impl StreamClass {

@@ -107,3 +107,27 @@ fn model_of_the_json() {
     assert!(matches!(&fields[0].ty, ctf_reader::FieldType::Enum { mappings, .. } if mappings.len() == 2));
     assert!(matches!(&fields[1].ty, ctf_reader::FieldType::Variant { options, .. } if options.len() == 2));
 }
+
+#[test]
+fn blob_media_types_of_ctf2() {
+    // Field classes as lttng-sessiond 2.16 writes BLOB fields in CTF 2
+    // (`ctf2-trace-class-visitor.cpp`): `media-type` when the field has one.
+    let frags = [
+        r#"{"type":"preamble","version":2}"#,
+        r#"{"type":"trace-class"}"#,
+        r#"{"type":"data-stream-class","id":0}"#,
+        r#"{"type":"event-record-class","id":0,"data-stream-class-id":0,"name":"tp:blob","payload-field-class":{"type":"structure","member-classes":[
+            {"name":"len","field-class":{"type":"fixed-length-unsigned-integer","length":8,"byte-order":"little-endian","alignment":8}},
+            {"name":"img","field-class":{"type":"dynamic-length-blob","length-field-location":{"origin":"event-record-payload","path":["len"]},"media-type":"image/png"}},
+            {"name":"fix","field-class":{"type":"static-length-blob","length":4}},
+            {"name":"n","field-class":{"type":"fixed-length-unsigned-integer","length":8,"byte-order":"little-endian","alignment":8}}]}}"#,
+    ];
+    let text: Vec<u8> = frags.iter().flat_map(|f| std::iter::once(0x1eu8).chain(f.bytes())).collect();
+    let t = ctf_reader::parse_metadata(&text, Path::new("metadata")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.version, ctf_reader::CtfVersion::Ctf2);
+    let e = &t.streams[0].events[0];
+    assert_eq!(e.media_type("img"), Some("image/png"));
+    assert_eq!(e.media_type("fix"), Some("application/octet-stream"), "CTF 2's default");
+    assert_eq!(e.media_type("n"), None);
+    assert_eq!(e.media_type("len"), None);
+}

@@ -241,3 +241,32 @@ fn a_session_saved_by_ust_loads_in_lttng() {
     }
     d.ust_ok(&["destroy", "-s", "s2"]);
 }
+
+/// LTTng 2.14's `--buffer-ownership=user|process` is `--buffers-uid`/`--buffers-pid`:
+/// `ust list` shows the ownership it set, `ust save` writes it as `PER_UID`/`PER_PID`
+/// (valid against LTTng's schema) and `ust load` gives it back; `system` is refused.
+#[test]
+fn buffer_ownership_round_trips_through_save_and_load() {
+    let d = TestDaemon::start();
+    for (model, owner, xml) in [("user", "uid", BufferType::PerUid), ("process", "pid", BufferType::PerPid)] {
+        let name = format!("own-{model}");
+        let out = d.output(&name);
+        d.ust_ok(&["create", &name, "--output", out.to_str().unwrap()]);
+        d.ust_ok(&["enable-channel", "-s", &name, "ch", &format!("--buffer-ownership={model}")]);
+        assert_eq!(d.ust_json(&["list", &name, "--json"])["summary"]["buffers"], owner, "{model}");
+        let dir = d.output(&format!("saved-{model}"));
+        d.ust_ok(&["save", &name, "-o", dir.to_str().unwrap()]);
+        let file = dir.join(format!("{name}.lttng"));
+        xmllint(&file);
+        assert_eq!(from_xml(&std::fs::read_to_string(&file).unwrap()).unwrap().remove(0).buffers, xml, "{model}");
+        d.ust_ok(&["destroy", "-s", &name]);
+        d.ust_ok(&["load", &name, "-i", file.to_str().unwrap()]);
+        let detail = d.ust_json(&["list", &name, "--json"]);
+        assert_eq!(detail["summary"]["buffers"], owner, "{model} after load");
+        assert_eq!(detail["channels"][0]["name"], "ch");
+        d.ust_ok(&["destroy", "-s", &name]);
+    }
+    let o = d.ust(&["enable-channel", "ch", "--buffer-ownership=system"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("Linux kernel domain's"), "{err}");
+}

@@ -137,6 +137,66 @@ pub enum FieldType {
     /// an integer stays an integer in the trace. babeltrace2 prints
     /// `name = { i64 = -3 }`, `name = { str = "text" }`.
     Dynamic,
+    /// Opaque bytes tagged with a media type (LTTng 2.16's dynamic-length BLOB field, a
+    /// `ust::Blob<M>` field): in CTF 1.8 a sequence of unsigned 8-bit integers printed in
+    /// base 16 after a `u64` length field `_<name>_length`, preceded by the comment
+    /// ``// dynamic length BLOB field with `<media type>` media type`` that lttng-sessiond
+    /// 2.16 writes (`tsdl-trace-class-visitor.cpp`), so readers that know the convention
+    /// (ust's ctf-reader, LTTng's tests) find the media type and babeltrace2 2.0 reads a
+    /// plain sequence. Registered by runtimes of ABI minor 6 or later.
+    Blob {
+        /// RFC 6838 media type, `type/subtype[; parameters]` ([`valid_media_type`]).
+        media_type: Cow<'static, str>,
+    },
+}
+
+/// Longest media type a [`FieldType::Blob`] may carry, in bytes (LTTng-UST's
+/// `LTTNG_UST_ABI_SYM_NAME_LEN` is 256 with its NUL).
+pub const MEDIA_TYPE_MAX: usize = 255;
+
+/// Whether `s` is a media type a [`FieldType::Blob`] may carry: `type/subtype`, each an
+/// RFC 6838 `restricted-name` (a letter or digit, then up to 126 of letters, digits and
+/// ``!#$&^_.+-``), optionally followed by `;` and parameters of printable ASCII other
+/// than `` ` `` and `\`; at most [`MEDIA_TYPE_MAX`] bytes. Nothing that could end the
+/// TSDL comment or the CTF 2 JSON string the media type is written into. A `const fn`:
+/// `ust::media_type!` checks its argument at compile time.
+pub const fn valid_media_type(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.is_empty() || b.len() > MEDIA_TYPE_MAX {
+        return false;
+    }
+    // 0: in the type, 1: in the subtype, 2: in the parameters.
+    let mut part = 0;
+    let mut run = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if part == 2 {
+            if c < 0x20 || c > 0x7e || c == b'`' || c == b'\\' {
+                return false;
+            }
+        } else if c == b'/' && part == 0 {
+            if run == 0 {
+                return false;
+            }
+            part = 1;
+            run = 0;
+        } else if c == b';' && part == 1 {
+            if run == 0 {
+                return false;
+            }
+            part = 2;
+        } else {
+            let first = run == 0;
+            let ok = c.is_ascii_alphanumeric() || (!first && matches!(c, b'!' | b'#' | b'$' | b'&' | b'^' | b'_' | b'.' | b'+' | b'-'));
+            if !ok || run >= 127 {
+                return false;
+            }
+            run += 1;
+        }
+        i += 1;
+    }
+    part == 2 || (part == 1 && run > 0)
 }
 
 /// The kinds of value a [`FieldType::Dynamic`] field holds, and their tag bytes.
@@ -220,6 +280,10 @@ pub enum DescError {
     /// Too many fields.
     #[error("too many fields ({0}, at most 256)")]
     TooManyFields(usize),
+    /// A BLOB field whose media type is not `type/subtype[; parameters]`
+    /// ([`valid_media_type`]).
+    #[error("field {0:?}: bad media type (expected type/subtype, printable ASCII, at most 255 bytes)")]
+    BadMediaType(String),
 }
 
 impl FieldType {
@@ -230,7 +294,7 @@ impl FieldType {
         match self {
             FieldType::Integer(i) => Some(i.size_bytes()),
             FieldType::Float { exp_dig, .. } => Some(if *exp_dig == 8 { 4 } else { 8 }),
-            FieldType::String | FieldType::Sequence { .. } | FieldType::Dynamic => None,
+            FieldType::String | FieldType::Sequence { .. } | FieldType::Dynamic | FieldType::Blob { .. } => None,
             FieldType::Array { elem, len } => Some(elem.size_bytes() * *len as usize),
             FieldType::Enum { container, .. } => Some(container.size_bytes()),
         }
@@ -255,6 +319,12 @@ impl FieldType {
                 )
             }
             FieldType::Array { elem, len } => format!("{} _{name}[{len}];\n", elem.tsdl()),
+            FieldType::Blob { media_type } => format!(
+                "{} __{name}_length;\n// dynamic length BLOB field with `{}` media type\n{} _{name}[ __{name}_length ];\n",
+                IntegerType::U64.tsdl(),
+                media_type.replace('\n', "\\n"),
+                BLOB_ELEM.tsdl()
+            ),
             FieldType::Dynamic => format!(
                 "enum : integer {{ size = 8; align = 8; signed = 0; encoding = none; base = 10; }} {{ \"none\" = 0, \"i64\" = 1, \"u64\" = 2, \"f64\" = 3, \"bool\" = 4, \"str\" = 5 }} __{name}_tag;\n\
                  variant <__{name}_tag> {{ struct {{ }} none; {} i64; {} u64; floating_point {{ exp_dig = 11; mant_dig = 53; byte_order = le; align = 8; }} f64; {} bool; string {{ encoding = UTF8; }} str; }} _{name};\n",
@@ -288,6 +358,13 @@ impl FieldType {
                 _ => Err(DescError::BadFloat(field.to_string())),
             },
             FieldType::String | FieldType::Dynamic => Ok(()),
+            FieldType::Blob { media_type } => {
+                if valid_media_type(media_type) {
+                    Ok(())
+                } else {
+                    Err(DescError::BadMediaType(field.to_string()))
+                }
+            }
             FieldType::Sequence { length, elem, .. } => {
                 int(*length)?;
                 if length.signed {
@@ -313,6 +390,28 @@ impl FieldType {
                 }
                 Ok(())
             }
+        }
+    }
+}
+
+/// Element type of a [`FieldType::Blob`]: an unsigned byte printed in base 16, as
+/// lttng-sessiond 2.16 writes a BLOB's elements in CTF 1.8.
+pub const BLOB_ELEM: IntegerType = IntegerType::U8.with_base(16);
+
+impl FieldType {
+    /// Whether a record of this type starts with a `u64` length field named
+    /// `_<name>_length` (sequences and BLOBs).
+    pub const fn has_length_field(&self) -> bool {
+        matches!(self, FieldType::Sequence { .. } | FieldType::Blob { .. })
+    }
+
+    /// The sequence this type is written as: itself for a sequence, `u64` length and
+    /// [`BLOB_ELEM`] elements for a BLOB (how filters, readers and decoders see it).
+    pub fn as_sequence(&self) -> Option<(IntegerType, IntegerType, bool)> {
+        match self {
+            FieldType::Sequence { length, elem, text } => Some((*length, *elem, *text)),
+            FieldType::Blob { .. } => Some((IntegerType::U64, BLOB_ELEM, false)),
+            _ => None,
         }
     }
 }
@@ -407,7 +506,7 @@ impl EventDesc {
             check_ident(&f.name)?;
             f.ty.validate(&f.name)?;
             let mut own = vec![f.name.to_string()];
-            if matches!(f.ty, FieldType::Sequence { .. }) {
+            if f.ty.has_length_field() {
                 own.push(format!("_{}_length", f.name));
             }
             if matches!(f.ty, FieldType::Dynamic) {
@@ -491,6 +590,59 @@ mod tests {
         let t = FIELDS[1].ty.tsdl("raw");
         assert!(t.contains("__raw_length;"), "{t}");
         assert!(t.contains("_raw[ __raw_length ];"), "{t}");
+    }
+
+    #[test]
+    fn blob_is_a_hex_byte_sequence_with_lttng_216_comment() {
+        let ty = FieldType::Blob { media_type: Cow::Borrowed("image/png") };
+        let t = ty.tsdl("image");
+        assert_eq!(
+            t,
+            "integer { size = 64; align = 8; signed = 0; encoding = none; base = 10; } __image_length;\n\
+             // dynamic length BLOB field with `image/png` media type\n\
+             integer { size = 8; align = 8; signed = 0; encoding = none; base = 16; } _image[ __image_length ];\n"
+        );
+        assert_eq!(ty.fixed_size(), None);
+        assert_eq!(ty.as_sequence(), Some((IntegerType::U64, IntegerType::U8.with_base(16), false)));
+        let mut d = DESC.clone();
+        d.fields = Cow::Owned(vec![
+            FieldDesc { name: Cow::Borrowed("image"), ty: ty.clone() },
+            FieldDesc { name: Cow::Borrowed("_image_length"), ty: FieldType::String },
+        ]);
+        assert_eq!(d.validate(), Err(DescError::DuplicateField("_image_length".into())));
+        d.fields = Cow::Owned(vec![FieldDesc { name: Cow::Borrowed("image"), ty: FieldType::Blob { media_type: Cow::Borrowed("image/png\n} x;") } }]);
+        assert_eq!(d.validate(), Err(DescError::BadMediaType("image".into())));
+        // The wire form an ABI-6 runtime sends, and an older runtime's descriptions still read.
+        let json = serde_json::to_string(&ty).unwrap();
+        assert_eq!(json, r#"{"Blob":{"media_type":"image/png"}}"#);
+        assert_eq!(serde_json::from_str::<FieldType>(&json).unwrap(), ty);
+    }
+
+    #[test]
+    fn media_types_follow_rfc_6838_names() {
+        for ok in ["image/png", "application/octet-stream", "application/vnd.ms-excel", "text/plain; charset=utf-8", "a/b", "application/x.foo+json"] {
+            assert!(valid_media_type(ok), "{ok}");
+        }
+        let long_sub = format!("a/{}", "b".repeat(128));
+        let too_long = format!("text/plain; {}", "x".repeat(250));
+        for bad in [
+            "",
+            "png",
+            "/png",
+            "image/",
+            "image/png/x",
+            "-a/b",
+            "a/-b",
+            "im age/png",
+            "a/b; `x`",
+            "a/b;\n",
+            "a/b; \\",
+            "é/b",
+            long_sub.as_str(),
+            too_long.as_str(),
+        ] {
+            assert!(!valid_media_type(bad), "{bad:?}");
+        }
     }
 
     #[test]

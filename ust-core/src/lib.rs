@@ -26,7 +26,7 @@ pub mod protocol;
 pub mod rundir;
 pub mod runtime_threads;
 
-pub use event::{fixed_layout, DynamicTag, EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
+pub use event::{fixed_layout, valid_media_type, DynamicTag, EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
 pub use level::Level;
 
 /// Major version of the application ↔ daemon ABI (registration protocol and buffer
@@ -39,5 +39,7 @@ pub const ABI_MAJOR: u16 = 1;
 /// (`ust regenerate statedump`), sent only to runtimes of minor 4 or later. 5: per-UID
 /// channels, whose records take daemon-assigned ids ([`protocol::ChannelGrant::shared_ids`],
 /// [`protocol::ChannelIds`]), granted only to runtimes of minor 5 or later (an older one
-/// would write its own ids into buffers other processes share).
-pub const ABI_MINOR: u16 = 5;
+/// would write its own ids into buffers other processes share). 6: BLOB fields
+/// ([`event::FieldType::Blob`]) in event descriptions; a daemon of minor 6 reads the
+/// descriptions of every older runtime unchanged.
+pub const ABI_MINOR: u16 = 6;

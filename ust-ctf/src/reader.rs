@@ -103,8 +103,9 @@ pub fn field_size(ty: &FieldType, b: &[u8]) -> Option<usize> {
     let size = match ty {
         FieldType::String => b.iter().position(|&c| c == 0)? + 1,
         FieldType::Dynamic => ust_core::event::dynamic_size(b)?,
-        FieldType::Sequence { length, elem, .. } => {
-            let n = read_uint(b, *length)?;
+        FieldType::Sequence { .. } | FieldType::Blob { .. } => {
+            let (length, elem, _) = ty.as_sequence()?;
+            let n = read_uint(b, length)?;
             let body = usize::try_from(n).ok()?.checked_mul(elem.size_bytes())?;
             length.size_bytes().checked_add(body)?
         }
@@ -151,6 +152,7 @@ pub fn min_record_size(events: &[EventDesc]) -> usize {
     let min_field = |ty: &FieldType| match ty {
         FieldType::String => 1,
         FieldType::Sequence { length, .. } => length.size_bytes(),
+        FieldType::Blob { .. } => 8,
         other => other.fixed_size().unwrap_or(1),
     };
     events
@@ -198,6 +200,7 @@ pub fn decode_fields(desc: &EventDesc, payload: &[u8]) -> Option<Vec<(String, Va
                     Value::List(body.chunks_exact(elem.size_bytes()).filter_map(|c| int_value(c, *elem)).collect())
                 }
             }
+            FieldType::Blob { .. } => Value::List(b[8..size].iter().map(|&c| Value::Unsigned(c as u64)).collect()),
             FieldType::Array { elem, .. } => Value::List(b[..size].chunks_exact(elem.size_bytes()).filter_map(|c| int_value(c, *elem)).collect()),
             FieldType::Enum { container, mappings, .. } => {
                 let v = match int_value(b, *container)? {

@@ -604,6 +604,7 @@ pub fn type_name(f: &FieldDesc) -> String {
             format!("{}<{}> (length {})", if *text { "text" } else { "sequence" }, int(*elem), int(*length))
         }
         T::Array { elem, len } => format!("[{}; {len}]", int(*elem)),
+        T::Blob { media_type } => format!("blob ({media_type})"),
         T::Enum { container, name, mappings } => {
             let labels: Vec<String> = mappings.iter().map(|m| format!("{} = {}", m.label, m.value)).collect();
             format!("enum {name} : {} {{ {} }}", int(*container), labels.join(", "))

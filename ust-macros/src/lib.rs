@@ -106,6 +106,11 @@ fn static_type(ty: &Type) -> Type {
     t
 }
 
+/// Whether `ty` is a path whose last segment is `Blob` (`ust::Blob<M>`, `Blob<'_, M>`).
+fn is_blob(ty: &Type) -> bool {
+    matches!(ty, Type::Path(p) if p.qself.is_none() && p.path.segments.last().is_some_and(|s| s.ident == "Blob"))
+}
+
 fn unraw(id: &Ident) -> String {
     let s = id.to_string();
     s.strip_prefix("r#").map(str::to_string).unwrap_or(s)
@@ -162,7 +167,13 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
                 ty: <#sty as #named>::TYPE,
             }
         });
-        lets.push(quote_spanned! {expr.span()=> let #v: #ty = #expr; });
+        // A `Blob<M>` field takes `&bytes` as well as a `Blob`: its value goes through
+        // `FieldInit` (types named otherwise keep the plain `let`, and its coercions).
+        if is_blob(ty) {
+            lets.push(quote_spanned! {expr.span()=> let #v: #ty = <#ty as ::ust::__private::FieldInit<_>>::field_init(#expr); });
+        } else {
+            lets.push(quote_spanned! {expr.span()=> let #v: #ty = #expr; });
+        }
         lens.push(quote_spanned! {ty.span()=> let #l: usize = <#ty as #named>::encoded_len(&#v); });
         encodes.push(quote_spanned! {ty.span()=>
             let (__ust_head, __ust_out) = __ust_out.split_at_mut(#l);

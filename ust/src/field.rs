@@ -81,7 +81,7 @@ use ust_core::{EnumMapping, FieldType, IntegerType};
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be recorded in a tracepoint field",
     label = "unsupported tracepoint field type",
-    note = "supported: u8..u64, i8..i64, usize, isize, f32, f64, bool, char, &str, &[integer], [integer; N], and enums with #[derive(ust::Enum)]"
+    note = "supported: u8..u64, i8..i64, usize, isize, f32, f64, bool, char, &str, &[integer], [integer; N], ust::Blob<M>, and enums with #[derive(ust::Enum)]"
 )]
 pub unsafe trait Field {
     /// The CTF type of the field, as described to the daemon.
@@ -349,7 +349,7 @@ unsafe impl Field for Text<'_> {
 #[diagnostic::on_unimplemented(
     message = "tracepoint field `{Name}`: type `{Self}` cannot be recorded",
     label = "unsupported type for field `{Name}`",
-    note = "supported: u8..u64, i8..i64, usize, isize, f32, f64, bool, char, &str, &[integer], [integer; N], and enums with #[derive(ust::Enum)]"
+    note = "supported: u8..u64, i8..i64, usize, isize, f32, f64, bool, char, &str, &[integer], [integer; N], ust::Blob<M>, and enums with #[derive(ust::Enum)]"
 )]
 ///
 /// # Safety

@@ -80,6 +80,7 @@
 // The macros expand to `::ust::...` paths; this lets the crate use them on itself.
 extern crate self as ust;
 
+mod blob;
 mod blocking;
 mod channel;
 mod context;
@@ -99,6 +100,7 @@ pub mod tracing;
 #[cfg(test)]
 mod tests;
 
+pub use blob::{media, Blob, MediaType};
 pub use field::{Element, Field, Text};
 pub use site::Site;
 pub use text::{MSG_CAPACITY, TRUNCATION_MARKER};
@@ -244,7 +246,9 @@ pub fn sites() -> impl Iterator<Item = &'static Site> + Clone {
 pub mod __private {
     pub use linkme;
     pub use std::borrow::Cow;
-    pub use ust_core::{fixed_layout, EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
+    pub use ust_core::{fixed_layout, valid_media_type, EnumMapping, EventDesc, FieldDesc, FieldType, IntegerType};
+
+    pub use crate::blob::FieldInit;
 
     pub use crate::emit::{emit, emit_fixed};
     pub use crate::field::{default_enum_container, enum_size, FieldNamed};

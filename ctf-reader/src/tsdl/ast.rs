@@ -78,8 +78,8 @@ pub(crate) enum BlockKind {
 /// A declaration in a block, structure or variant body, or at the top level.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Decl {
-    /// `type a, b[3];`
-    Field { spec: TypeSpec, decls: Vec<Declarator>, line: u32 },
+    /// `type a, b[3];`; `blob`: the media type of an LTTng 2.16 BLOB comment before it.
+    Field { spec: TypeSpec, decls: Vec<Declarator>, line: u32, blob: Option<String> },
     /// `typealias type [dims] := name;`
     Typealias { spec: TypeSpec, dims: Vec<Dim>, alias: String, line: u32 },
     /// `typedef type a, b[3];`

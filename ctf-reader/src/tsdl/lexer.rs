@@ -7,6 +7,9 @@
 pub(crate) struct Token {
     pub kind: Tok,
     pub line: u32,
+    /// The media type of an LTTng 2.16 BLOB comment just before this token
+    /// ([`blob_comment`]): the declaration starting here is a BLOB field.
+    pub blob: Option<String>,
 }
 
 /// Token kinds.
@@ -31,9 +34,28 @@ pub(crate) enum Tok {
     Eof,
 }
 
+/// The media type a `//` comment's text announces when it is one of the comments
+/// lttng-sessiond 2.16 writes before a BLOB field, which CTF 1.8 lacks
+/// (`tsdl-trace-class-visitor.cpp`): ``static length BLOB field`` or ``dynamic length
+/// BLOB field``, optionally followed by `` with `<media type>` media type``. Without one,
+/// the media type is CTF 2's default for a BLOB, `application/octet-stream`.
+pub(crate) fn blob_comment(comment: &[u8]) -> Option<String> {
+    let c = std::str::from_utf8(comment).ok()?.trim();
+    let rest = c.strip_prefix("dynamic length BLOB field").or_else(|| c.strip_prefix("static length BLOB field"))?;
+    if rest.is_empty() {
+        return Some(DEFAULT_MEDIA_TYPE.to_string());
+    }
+    let m = rest.strip_prefix(" with `")?.strip_suffix("` media type")?;
+    Some(m.replace("\\n", "\n"))
+}
+
+/// CTF 2's media type of a BLOB that names none (CTF 2 §5.3.10, `media-type`).
+pub(crate) const DEFAULT_MEDIA_TYPE: &str = "application/octet-stream";
+
 /// Splits `text` into tokens; an error names the line and what is wrong.
 pub(crate) fn tokenize(text: &[u8]) -> Result<Vec<Token>, (u32, String)> {
     let mut out = Vec::new();
+    let mut pending_blob: Option<String> = None;
     let mut i = 0usize;
     let mut line = 1u32;
     let n = text.len();
@@ -46,8 +68,12 @@ pub(crate) fn tokenize(text: &[u8]) -> Result<Vec<Token>, (u32, String)> {
             }
             b' ' | b'\t' | b'\r' | 0x0b | 0x0c | 0 => i += 1,
             b'/' if text.get(i + 1) == Some(&b'/') => {
+                let start = i + 2;
                 while i < n && text[i] != b'\n' {
                     i += 1;
+                }
+                if let Some(m) = blob_comment(&text[start..i]) {
+                    pending_blob = Some(m);
                 }
             }
             b'/' if text.get(i + 1) == Some(&b'*') => {
@@ -70,13 +96,13 @@ pub(crate) fn tokenize(text: &[u8]) -> Result<Vec<Token>, (u32, String)> {
             b'"' | b'\'' => {
                 let (s, next, lines) = string_literal(text, i).map_err(|m| (line, m))?;
                 // A character literal is an integer in C; TSDL uses none, keep it as text.
-                out.push(Token { kind: Tok::Str(s), line });
+                out.push(Token { kind: Tok::Str(s), line, blob: pending_blob.take() });
                 line += lines;
                 i = next;
             }
             b'0'..=b'9' => {
                 let (v, next) = int_literal(text, i).map_err(|m| (line, m))?;
-                out.push(Token { kind: Tok::Int(v), line });
+                out.push(Token { kind: Tok::Int(v), line, blob: pending_blob.take() });
                 i = next;
             }
             b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
@@ -86,28 +112,28 @@ pub(crate) fn tokenize(text: &[u8]) -> Result<Vec<Token>, (u32, String)> {
                 }
                 // Identifiers are ASCII by construction.
                 let s = String::from_utf8_lossy(&text[start..i]).into_owned();
-                out.push(Token { kind: Tok::Ident(s), line });
+                out.push(Token { kind: Tok::Ident(s), line, blob: pending_blob.take() });
             }
             b':' if text.get(i + 1) == Some(&b'=') => {
-                out.push(Token { kind: Tok::Assign, line });
+                out.push(Token { kind: Tok::Assign, line, blob: pending_blob.take() });
                 i += 2;
             }
             b'.' if text.get(i + 1) == Some(&b'.') && text.get(i + 2) == Some(&b'.') => {
-                out.push(Token { kind: Tok::Ellipsis, line });
+                out.push(Token { kind: Tok::Ellipsis, line, blob: pending_blob.take() });
                 i += 3;
             }
             b'-' if text.get(i + 1) == Some(&b'>') => {
-                out.push(Token { kind: Tok::Arrow, line });
+                out.push(Token { kind: Tok::Arrow, line, blob: pending_blob.take() });
                 i += 2;
             }
             b'{' | b'}' | b'[' | b']' | b'(' | b')' | b'<' | b'>' | b';' | b',' | b'=' | b':' | b'.' | b'+' | b'-' | b'*' => {
-                out.push(Token { kind: Tok::Punct(c as char), line });
+                out.push(Token { kind: Tok::Punct(c as char), line, blob: pending_blob.take() });
                 i += 1;
             }
             _ => return Err((line, format!("unexpected character 0x{c:02x}"))),
         }
     }
-    out.push(Token { kind: Tok::Eof, line });
+    out.push(Token { kind: Tok::Eof, line, blob: pending_blob.take() });
     Ok(out)
 }
 
@@ -236,6 +262,16 @@ mod tests {
                 Tok::Eof
             ]
         );
+    }
+
+    #[test]
+    fn blob_comments_mark_the_next_token() {
+        let t = tokenize(b"a;\n\t// dynamic length BLOB field with `image/png` media type\n\tinteger x;\n// static length BLOB field\ny; // plain\nz").unwrap();
+        let blobs: Vec<_> = t.iter().map(|t| t.blob.clone()).collect();
+        assert_eq!(blobs[2].as_deref(), Some("image/png"), "{t:?}");
+        assert_eq!(blobs[5].as_deref(), Some("application/octet-stream"));
+        assert_eq!(blobs.iter().flatten().count(), 2, "other comments mark nothing");
+        assert_eq!(blob_comment(b" dynamic length BLOB field with `a/b` media"), None);
     }
 
     #[test]

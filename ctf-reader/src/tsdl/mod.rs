@@ -9,6 +9,8 @@ mod parser;
 mod paths;
 mod types;
 
+pub(crate) use lexer::DEFAULT_MEDIA_TYPE;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -101,6 +101,7 @@ impl<'a> Parser<'a> {
     /// Parses one declaration; `blocks` allows `key = value` attributes and top-level blocks.
     fn parse_decl(&mut self, blocks: bool) -> PResult<Decl> {
         let line = self.line();
+        let blob = self.toks.get(self.pos).and_then(|t| t.blob.clone());
         if let Tok::Ident(w) = self.peek().clone() {
             let kind = match w.as_str() {
                 "trace" => Some(BlockKind::Trace),
@@ -180,7 +181,7 @@ impl<'a> Parser<'a> {
             return Ok(Decl::TypeOnly { spec, line });
         }
         let decls = self.parse_declarators()?;
-        Ok(Decl::Field { spec, decls, line })
+        Ok(Decl::Field { spec, decls, line, blob })
     }
 
     fn dotted(&mut self) -> PResult<String> {

@@ -67,7 +67,7 @@ impl<'a> Cx<'a> {
                     self.path.push(i as u32);
                     let r = self.conv(t);
                     self.path.pop();
-                    out.push(Field { name: display_name(name), ty: r? });
+                    out.push(Field { name: display_name(name), ty: r?, media_type: t.blob.clone() });
                 }
                 self.stack.pop();
                 FieldType::Struct { align: *align, fields: out }
@@ -83,7 +83,7 @@ impl<'a> Cx<'a> {
                     self.path.push(i as u32);
                     let r = self.conv(t);
                     self.path.pop();
-                    out.push(Field { name: display_name(name), ty: r? });
+                    out.push(Field { name: display_name(name), ty: r?, media_type: None });
                     let stripped = display_name(name);
                     ranges.push(
                         mappings.iter().filter(|m| m.label == *name || m.label == stripped || display_name(&m.label) == *name).map(|m| (m.lo, m.hi)).collect(),

@@ -67,3 +67,33 @@ fn a_length_marks_its_own_event_class_only() {
     assert!(first(&t.streams[0].events[0]), "a's length");
     assert!(!first(&t.streams[0].events[1]), "b's first field is no length");
 }
+
+#[test]
+fn lttng_216_blob_comments_give_the_media_type() {
+    // The metadata lttng-sessiond 2.16 writes for LTTng-UST's BLOB fields (a static one
+    // after its alignment padding, a dynamic one after its length, one without a type).
+    let t = parse(&format!(
+        "{HEAD} event {{ name = e; fields := struct {{
+            uint8_t _n;
+            // dynamic length BLOB field with `image/png` media type
+            integer {{ size = 8; align = 8; signed = 0; base = 16; }} _img[ _n ];
+            // static length BLOB field with `lttng/testmediatype_fix` media type
+            struct {{ }} align(8) _fix_padding;
+            integer {{ size = 8; align = 8; signed = 0; base = 16; }} _fix[4];
+            // dynamic length BLOB field
+            uint8_t _raw[ _n ];
+            uint8_t _plain[ _n ]; // not a blob
+            int _after;
+        }}; }};"
+    ));
+    let e = &t.streams[0].events[0];
+    assert_eq!(e.media_type("img"), Some("image/png"));
+    assert_eq!(e.media_type("fix"), Some("lttng/testmediatype_fix"));
+    assert_eq!(e.media_type("fix_padding"), None, "the padding is not the blob");
+    assert_eq!(e.media_type("raw"), Some("application/octet-stream"));
+    assert_eq!(e.media_type("plain"), None);
+    assert_eq!(e.media_type("after"), None);
+    assert_eq!(e.media_type("n"), None);
+    let Some(FieldType::Struct { fields, .. }) = &e.payload else { panic!() };
+    assert!(matches!(&fields[1].ty, FieldType::Sequence { elem, .. } if elem.as_int().unwrap().base == 16));
+}

@@ -22,6 +22,8 @@ pub(crate) struct Ty {
     pub kind: TyKind,
     pub depth: u32,
     pub nodes: u32,
+    /// As a structure member: the media type of the LTTng 2.16 BLOB field it is.
+    pub blob: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -49,7 +51,7 @@ pub(crate) enum TyKind {
 
 impl Ty {
     pub(crate) fn leaf(kind: TyKind) -> Ty {
-        Ty { kind, depth: 1, nodes: 1 }
+        Ty { kind, depth: 1, nodes: 1, blob: None }
     }
 
     fn bounded(kind: TyKind, depth: u32, nodes: u64) -> Result<Ty, String> {
@@ -59,7 +61,7 @@ impl Ty {
         if nodes > MAX_TYPE_NODES as u64 {
             return Err(format!("type has more than {MAX_TYPE_NODES} nodes"));
         }
-        Ok(Ty { kind, depth, nodes: nodes as u32 })
+        Ok(Ty { kind, depth, nodes: nodes as u32, blob: None })
     }
 
     fn bounds(children: &[(String, Ty)]) -> (u32, u64) {
@@ -257,12 +259,18 @@ impl Scopes {
     fn members_inner(&mut self, body: &[Decl]) -> RResult<Vec<(String, Ty)>> {
         let mut out: Vec<(String, Ty)> = Vec::new();
         let mut nodes = 0u64;
+        // A BLOB comment's media type, waiting for its field: LTTng may write an empty
+        // `struct { } align(N) x_padding;` between the comment and the field.
+        let mut blob: Option<String> = None;
         for d in body {
             if self.declare(d)? {
                 continue;
             }
             match d {
-                Decl::Field { spec, decls, line } => {
+                Decl::Field { spec, decls, line, blob: b } => {
+                    if b.is_some() {
+                        blob = b.clone();
+                    }
                     let t = self.resolve(spec, *line)?;
                     for dcl in decls {
                         if out.iter().any(|(n, _)| *n == dcl.name) {
@@ -273,7 +281,10 @@ impl Scopes {
                         if nodes > MAX_TYPE_NODES as u64 || self.built > MAX_TOTAL_NODES {
                             return Err((*line, format!("types larger than {MAX_TYPE_NODES} nodes (or {MAX_TOTAL_NODES} in all)")));
                         }
-                        out.push((dcl.name.clone(), t.clone().wrap_dims(&dcl.dims).map_err(|m| (*line, m))?));
+                        let mut member = t.clone().wrap_dims(&dcl.dims).map_err(|m| (*line, m))?;
+                        let padding = matches!(&member.kind, TyKind::Struct { fields, .. } if fields.is_empty());
+                        member.blob = if padding { None } else { blob.take() };
+                        out.push((dcl.name.clone(), member));
                     }
                 }
                 Decl::Attr(a) => return Err((a.line, format!("attribute `{}` inside a compound type", a.key))),

@@ -76,6 +76,23 @@ fn parse_num_subbuf(s: &str) -> Result<u32, String> {
     Ok(n)
 }
 
+/// `--buffer-ownership=MODEL` (lttng-enable-channel(1) of LTTng 2.14 and later): `user` is
+/// `--buffers-uid`, `process` is `--buffers-pid`, as the man page makes the deprecated
+/// flags equivalents of these. `system` (one set of buffers for the whole system, LTTng's
+/// `--buffers-global`) exists for the Linux kernel domain only, as in LTTng.
+///
+/// # Errors
+/// Another model, named in the message.
+pub fn parse_ownership(s: &str) -> Result<ust_ctl::config::BufferOwnership, String> {
+    use ust_ctl::config::BufferOwnership;
+    match s {
+        "user" => Ok(BufferOwnership::Uid),
+        "process" => Ok(BufferOwnership::Pid),
+        "system" => Err("buffer ownership `system` is the Linux kernel domain's (LTTng's --buffers-global); user space channels are `user` (--buffers-uid) or `process` (--buffers-pid); kernel events come with `ust trace --kernel`".into()),
+        other => Err(format!("unknown buffer ownership model {other:?}: use user (--buffers-uid) or process (--buffers-pid)")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,5 +114,24 @@ mod tests {
         assert_eq!((c.subbuf_size, c.num_subbuf, c.overwrite, c.switch_timer_us), (4096, ust_ctl::config::DEFAULT_NUM_SUBBUF, true, 100));
         assert!(b.any() && !BufferArgs::default().any());
         assert!(parse_subbuf_size("5000").is_err() && parse_subbuf_size("2k").is_err() && parse_num_subbuf("3").is_err());
+    }
+
+    #[test]
+    fn buffer_ownership_names_lttng_214s_models() {
+        use crate::cli::args::Cli;
+        use clap::Parser;
+        use ust_ctl::config::BufferOwnership;
+        let own = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(crate::cli::args::Cmd::EnableChannel(a)) => Ok(a.buffers.get()),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(own(&["ust", "enable-channel", "ch", "--buffer-ownership=user"]), Ok(Some(BufferOwnership::Uid)));
+        assert_eq!(own(&["ust", "enable-channel", "ch", "--buffer-ownership", "process"]), Ok(Some(BufferOwnership::Pid)));
+        assert_eq!(own(&["ust", "enable-channel", "ch"]), Ok(None));
+        let system = own(&["ust", "enable-channel", "ch", "--buffer-ownership=system"]).unwrap_err();
+        assert!(system.contains("Linux kernel domain's"), "{system}");
+        let both = own(&["ust", "enable-channel", "ch", "--buffer-ownership=user", "--buffers-pid"]).unwrap_err();
+        assert!(both.contains("cannot be used with"), "{both}");
     }
 }

@@ -47,6 +47,29 @@ impl Rule {
         glob_match(&en.pattern, &name) && !en.exclusions.iter().any(|x| glob_match(x, &name))
     }
 
+    /// Why this rule's filter must be refused for `e`, when the rule matches `e` and the
+    /// filter names one of its BLOB fields as a whole (LTTng 2.16 BLOB fields,
+    /// `ust::Blob<M>`): a BLOB is opaque bytes, compared neither as a string nor as a
+    /// number, so the filter could never select the event. One byte (`image[0]`) is an
+    /// integer and may be compared. The message names the field, the event and the media
+    /// type.
+    pub fn whole_blob_refusal(&self, e: &EventDesc) -> Option<String> {
+        let filter = self.filter.as_ref()?;
+        if !self.matches(e) {
+            return None;
+        }
+        let f = ust_core::filter::whole_blob_field(filter, e)?;
+        let media = match &f.ty {
+            ust_core::FieldType::Blob { media_type } => media_type.as_ref(),
+            _ => "bytes",
+        };
+        Some(format!(
+            "invalid filter: field `{name}` of event {event} is a BLOB ({media}); a filter cannot compare a whole BLOB, only one of its bytes (e.g. `{name}[0] == 0x89`)",
+            name = f.name,
+            event = e.full_name(),
+        ))
+    }
+
     /// What this enabler says about `e`: not recorded, recorded, or recorded when the
     /// filter (resolved against `e`) matches. A filter naming a field `e` lacks, or
     /// comparing one of its fields with a value of another kind, records nothing.
@@ -107,6 +130,21 @@ mod tests {
 
     fn ev(p: &'static str, n: &'static str, level: Level) -> EventDesc {
         EventDesc { provider: Cow::Borrowed(p), name: Cow::Borrowed(n), level, fields: Cow::Borrowed(&[]), location: Cow::Borrowed("") }
+    }
+
+    #[test]
+    fn a_filter_on_a_whole_blob_is_refused_naming_the_field() {
+        static FIELDS: &[ust_core::FieldDesc] = &[
+            ust_core::FieldDesc { name: Cow::Borrowed("n"), ty: ust_core::FieldType::Integer(ust_core::IntegerType::U8) },
+            ust_core::FieldDesc { name: Cow::Borrowed("image"), ty: ust_core::FieldType::Blob { media_type: Cow::Borrowed("image/png") } },
+        ];
+        let e = EventDesc { fields: Cow::Borrowed(FIELDS), ..ev("app", "frame", Level::Info) };
+        let rule = |pattern: &str, filter: &str| Rule::parse(Enabler { filter: Some(filter.into()), ..Enabler::new(pattern, LevelFilter::Any) }).unwrap();
+        let m = rule("app:*", "n == 1 && image == \"x\"").whole_blob_refusal(&e).expect("refused");
+        assert!(m.contains("field `image` of event app:frame is a BLOB (image/png)"), "{m}");
+        assert_eq!(rule("app:*", "image[0] == 0x89").whole_blob_refusal(&e), None, "one byte is an integer");
+        assert_eq!(rule("other:*", "image == 1").whole_blob_refusal(&e), None, "another event's field");
+        assert_eq!(Rule::parse(Enabler::new("app:*", LevelFilter::Any)).unwrap().whole_blob_refusal(&e), None);
     }
 
     #[test]

@@ -49,8 +49,9 @@ pub fn field_size(ty: &FieldType, b: &[u8]) -> Option<usize> {
     match ty {
         FieldType::String => b.iter().position(|&c| c == 0).map(|p| p + 1),
         FieldType::Dynamic => crate::event::dynamic_size(b),
-        FieldType::Sequence { length, elem, .. } => {
-            let n = usize::try_from(read_int(b, *length)?).ok()?;
+        FieldType::Sequence { .. } | FieldType::Blob { .. } => {
+            let (length, elem, _) = ty.as_sequence()?;
+            let n = usize::try_from(read_int(b, length)?).ok()?;
             let total = length.size_bytes().checked_add(n.checked_mul(elem.size_bytes())?)?;
             (total <= b.len()).then_some(total)
         }
@@ -106,7 +107,10 @@ pub fn elem_value(desc: &EventDesc, payload: &[u8], index: u32, k: u32) -> Optio
     let (ty, b) = field_at(desc, payload, index)?;
     let (elem, count, start) = match ty {
         FieldType::Array { elem, len } => (*elem, *len as usize, 0),
-        FieldType::Sequence { length, elem, .. } => (*elem, usize::try_from(read_int(b, *length)?).ok()?, length.size_bytes()),
+        FieldType::Sequence { .. } | FieldType::Blob { .. } => {
+            let (length, elem, _) = ty.as_sequence()?;
+            (elem, usize::try_from(read_int(b, length)?).ok()?, length.size_bytes())
+        }
         _ => return None,
     };
     let k = k as usize;

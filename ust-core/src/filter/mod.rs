@@ -237,14 +237,15 @@ pub fn field_kind(ty: &FieldType) -> Option<Kind> {
         FieldType::Float { .. } => Some(Kind::Float),
         FieldType::String => Some(Kind::Str),
         FieldType::Sequence { text: true, .. } => Some(Kind::Str),
-        FieldType::Sequence { .. } | FieldType::Array { .. } | FieldType::Dynamic => None,
+        // A BLOB is opaque bytes: never compared as a whole (its bytes are, `blob[0]`).
+        FieldType::Sequence { .. } | FieldType::Array { .. } | FieldType::Dynamic | FieldType::Blob { .. } => None,
     }
 }
 
 /// The kind of an element of a field type (`field[i]`), if it has elements.
 pub fn elem_kind(ty: &FieldType) -> Option<Kind> {
     match ty {
-        FieldType::Sequence { .. } | FieldType::Array { .. } => Some(Kind::Int),
+        FieldType::Sequence { .. } | FieldType::Array { .. } | FieldType::Blob { .. } => Some(Kind::Int),
         _ => None,
     }
 }
@@ -338,6 +339,31 @@ fn for_each_child<E>(e: &Expr, mut f: impl FnMut(&Expr) -> Result<(), E>) -> Res
         Expr::Any(v) | Expr::All(v) => v.iter().try_for_each(f),
         Expr::Cmp(..) | Expr::Truthy(_) => Ok(()),
     }
+}
+
+/// The first BLOB field of `desc` that `e` names as a whole (`image == "x"`, `image`
+/// alone), not by one of its bytes (`image[0]`): such a filter can never be evaluated, and
+/// the daemon refuses it at `enable-event` with the field's name. `None` when there is
+/// none (unknown names included).
+pub fn whole_blob_field<'d>(e: &Expr, desc: &'d EventDesc) -> Option<&'d crate::event::FieldDesc> {
+    fn walk<'d>(e: &Expr, desc: &'d EventDesc, depth: usize) -> Result<(), &'d crate::event::FieldDesc> {
+        if depth > MAX_DEPTH + 2 {
+            return Ok(());
+        }
+        let (a, b) = operands(e);
+        for o in [a, b].into_iter().flatten() {
+            let f = match o {
+                Operand::Named(n) => desc.fields.iter().find(|f| f.name == *n),
+                Operand::Field(i) => desc.fields.get(*i as usize),
+                _ => None,
+            };
+            if let Some(f) = f.filter(|f| matches!(f.ty, FieldType::Blob { .. })) {
+                return Err(f);
+            }
+        }
+        for_each_child(e, |c| walk(c, desc, depth + 1))
+    }
+    walk(e, desc, 0).err()
 }
 
 /// The operands held directly by `e`.

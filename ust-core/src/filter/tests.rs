@@ -224,3 +224,32 @@ fn literals_compare_as_lttng_compares_them() {
     let s = Expr::Cmp(CmpOp::Eq, Operand::Field(3), lit("x\\*y"));
     assert!(eval(&s, &d, &p, &Ctx), "a field against an escaped star");
 }
+
+#[test]
+fn a_blob_is_compared_by_its_bytes_never_as_a_whole() {
+    let d = EventDesc {
+        provider: Cow::Borrowed("tp"),
+        name: Cow::Borrowed("blob"),
+        level: Level::Info,
+        fields: Cow::Owned(vec![
+            FieldDesc { name: Cow::Borrowed("image"), ty: FieldType::Blob { media_type: Cow::Borrowed("image/png") } },
+            FieldDesc { name: Cow::Borrowed("n"), ty: FieldType::Integer(IntegerType::U8) },
+        ]),
+        location: Cow::Borrowed(""),
+    };
+    let mut p = 3u64.to_le_bytes().to_vec();
+    p.extend_from_slice(&[0x89, b'P', b'N', 7]);
+    let whole = Expr::Cmp(CmpOp::Eq, Operand::Named("image".into()), Operand::Str("x".into()));
+    assert_eq!(whole_blob_field(&whole, &d).map(|f| &*f.name), Some("image"));
+    let nested = Expr::All(vec![Expr::Truthy(Operand::Named("n".into())), Expr::Not(Box::new(Expr::Truthy(Operand::Named("image".into()))))]);
+    assert_eq!(whole_blob_field(&nested, &d).map(|f| &*f.name), Some("image"), "found below other operators");
+    assert_eq!(resolve(&whole, &d), None, "never evaluated");
+    let byte = Expr::Cmp(CmpOp::Eq, Operand::NamedElem("image".into(), 0), Operand::Int(0x89));
+    assert_eq!(whole_blob_field(&byte, &d), None);
+    let r = resolve(&byte, &d).expect("one byte of a blob is an integer");
+    assert!(eval(&r, &d, &p, &Ctx));
+    let after = Expr::Cmp(CmpOp::Eq, Operand::Field(1), Operand::Int(7));
+    assert!(eval(&after, &d, &p, &Ctx), "the field after a blob is found past its bytes");
+    let past = Expr::Cmp(CmpOp::Eq, Operand::Elem(0, 3), Operand::Int(7));
+    assert!(!eval(&past, &d, &p, &Ctx), "past the blob's end");
+}

@@ -207,7 +207,7 @@ mod tests {
 
     #[test]
     fn fields_flatten_with_dotted_names_and_kinds_widen() {
-        let f = |name: &str, ty| Field { name: name.into(), ty };
+        let f = |name: &str, ty| Field { name: name.into(), ty, media_type: None };
         let ty = FieldType::Struct {
             align: 8,
             fields: vec![

@@ -437,16 +437,20 @@ pub struct BuffersOpt {
     /// <output>/ust/pid/<procname>-<pid>-<stamp>/.
     #[arg(long)]
     pub buffers_pid: bool,
+    /// LTTng 2.14's name of the same choice: `user` is --buffers-uid, `process`
+    /// --buffers-pid (`system`, the Linux kernel domain's, is refused).
+    #[arg(long, value_name = "user|process", value_parser = super::buffer_args::parse_ownership, conflicts_with_all = ["buffers_uid", "buffers_pid"])]
+    pub buffer_ownership: Option<ust_ctl::config::BufferOwnership>,
 }
 
 impl BuffersOpt {
-    /// The ownership asked for; `None` when neither flag was given.
+    /// The ownership asked for; `None` when no flag was given.
     pub fn get(self) -> Option<ust_ctl::config::BufferOwnership> {
         use ust_ctl::config::BufferOwnership;
         match (self.buffers_uid, self.buffers_pid) {
             (true, _) => Some(BufferOwnership::Uid),
             (_, true) => Some(BufferOwnership::Pid),
-            _ => None,
+            _ => self.buffer_ownership,
         }
     }
 }

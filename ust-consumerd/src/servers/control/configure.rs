@@ -183,6 +183,20 @@ pub(super) fn enable_event(
     let parsed = ust_ctl::config::check_enable_event(&patterns, &exclusions, filter.as_deref())?;
     let mut st = daemon.lock();
     let sname = st.resolve(&session)?;
+    if parsed.is_some() {
+        // A filter comparing a whole BLOB field never holds: refused now, naming the field,
+        // for the events of the processes registered so far (a process registered later
+        // records nothing for such a filter, as for any filter its fields cannot satisfy).
+        let rules: Vec<Rule> = patterns
+            .iter()
+            .map(|p| Rule::new(Enabler { exclusions: exclusions.clone(), filter: filter.clone(), ..Enabler::new(p.clone(), level) }, parsed.clone()))
+            .collect();
+        let session = &st.sessions.get(&sname).expect("resolved").session;
+        let apps = st.apps.values().filter(|a| a.alive && session.tracks_ids(a.uid, a.gid));
+        if let Some(m) = apps.flat_map(|a| a.events.iter()).find_map(|e| rules.iter().find_map(|r| r.whole_blob_refusal(e))) {
+            return Err(m);
+        }
+    }
     let ss = st.sessions.get_mut(&sname).expect("resolved");
     let cname = channel.clone().unwrap_or_else(|| DEFAULT_CHANNEL.to_string());
     let ci = match ss.session.channel_index(&cname) {
