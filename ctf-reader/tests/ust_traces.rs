@@ -2,7 +2,10 @@
 //! `--kernel` as root), read by this crate and by babeltrace2 and compared message by
 //! message. Needs the workspace's `ust`, `ust-consumerd` and `allfields` binaries
 //! (`cargo build -p ust-cli -p ust-consumerd -p testprogs`); skips, saying why, without them,
-//! without python3-bt2, or (kernel part) without root.
+//! without python3-bt2, or (kernel part) without root. Each `ust trace` runs with a private
+//! `UST_RUNDIR` and a `UST_SYSTEM_RUNDIR` that names an empty directory ([`RunDir`]), so
+//! that, run as root, it neither uses nor starts root's daemon in `/run/ust`; the daemon it
+//! starts there is stopped at the end.
 
 mod dump;
 mod oracle;
@@ -40,11 +43,52 @@ fn trace_dirs(root: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// A private socket directory for `ust` (`UST_RUNDIR`: its own daemon) and an empty one as
+/// root's (`UST_SYSTEM_RUNDIR`: no root's daemon to register with). Dropping it stops the
+/// daemon `ust trace` started there, if [`RunDir::stop`] has not.
+struct RunDir {
+    dir: tempfile::TempDir,
+    stopped: bool,
+}
+
+impl RunDir {
+    fn new() -> RunDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("no-system-daemon")).unwrap();
+        RunDir { dir, stopped: false }
+    }
+
+    /// `ust` with this directory's environment.
+    fn ust(&self) -> Command {
+        let mut c = Command::new(bin_dir().join("ust"));
+        c.env("UST_RUNDIR", self.dir.path().join("run")).env("UST_SYSTEM_RUNDIR", self.dir.path().join("no-system-daemon"));
+        c
+    }
+
+    /// `ust daemon stop --force`, then checks that `ust daemon status` finds no daemon.
+    fn stop(&mut self) {
+        self.stopped = true;
+        let o = self.ust().args(["daemon", "stop", "--force"]).output().unwrap();
+        assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains(") stopped"), "ust daemon stop: {o:?}");
+        let o = self.ust().args(["daemon", "status"]).output().unwrap();
+        assert!(String::from_utf8_lossy(&o.stdout).starts_with("ust-consumerd is not running"), "ust daemon status: {o:?}");
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = self.ust().args(["daemon", "stop", "--force"]).output();
+        }
+    }
+}
+
 fn trace_and_compare(kernel: bool) {
+    let mut run = RunDir::new();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("trace");
     let path = format!("{}:{}", bin_dir().display(), std::env::var("PATH").unwrap_or_default());
-    let mut c = Command::new(bin_dir().join("ust"));
+    let mut c = run.ust();
     c.env("PATH", path).arg("trace").arg("--output").arg(&out);
     if kernel {
         c.arg("--kernel");
@@ -53,6 +97,7 @@ fn trace_and_compare(kernel: bool) {
     assert!(o.status.success(), "ust trace: {}", String::from_utf8_lossy(&o.stderr));
     let mut dirs = Vec::new();
     trace_dirs(&out, &mut dirs);
+    run.stop();
     assert!(!dirs.is_empty(), "no trace under {}", out.display());
     let mut compared = 0;
     for d in dirs {
