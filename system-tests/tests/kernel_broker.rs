@@ -695,6 +695,35 @@ fn twenty_commands_of_two_users_at_once_each_see_only_their_own() {
     assert!(lossy <= traces.len() / 2, "{lossy} of {} views lost events: too busy a machine to judge completeness", traces.len());
 }
 
+/// Tier 2 under the load (two `yes`, a one-byte `dd` and an exec loop at nice -10),
+/// ten times, no retry: each run's counts equal `strace -f -c`'s (both as the same user, in
+/// the same empty environment, stdout a pipe), and `ust trace` and the report say that
+/// nothing of the traced tree was lost.
+#[test]
+fn broker_view_counts_equal_strace_ten_times_under_load() {
+    require_root!();
+    const WORKLOAD: [&str; 6] = ["env", "-i", "PATH=/usr/bin:/bin", "sh", "-c", "cat /etc/hostname; ls /nonexistent || true"];
+    let w = World::alone(&[]);
+    let load = common::load::Load::start();
+    let s = w.home(A).join("strace-load.txt");
+    let o = w.as_user(A, Path::new("/usr/bin/strace")).args(["-f", "-c", "-o", s.to_str().unwrap()]).args(WORKLOAD).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = strace_counts(&std::fs::read_to_string(&s).unwrap());
+    assert!(want.get("execve").is_some_and(|c| c.0 >= 3) && want.contains_key("openat"), "{want:?}");
+    for run in 0..10 {
+        let (out, err, o) = w.trace(A, &format!("load{run}"), &WORKLOAD);
+        assert!(o.status.success(), "run {run}: {err}\nroot's daemon:\n{}", w.log());
+        assert!(err.contains("kernel view: tier 2"), "run {run}: {err}");
+        assert!(err.contains("ust: Kernel events: 0 of the traced tree's events lost"), "run {run}: {err}");
+        let r = ust_analysis::report::report(&out, &ust_analysis::report::Options::default()).unwrap();
+        let got: std::collections::BTreeMap<String, (u64, u64)> = r.syscalls.iter().map(|c| (c.name.clone(), (c.count, c.errors))).collect();
+        assert_eq!(got, want, "run {run}: ust report of tier 2 (left) against strace -f -c (right)\n{err}");
+        let text = ust_analysis::report::render_text(&r);
+        assert!(text.lines().nth(1).is_some_and(|l| l.starts_with("Kernel events: 0 of the traced tree's events lost")), "run {run}: {text}");
+    }
+    drop(load);
+}
+
 /// Tier 2 counts the system calls of the traced command exactly as `strace -f -c` does,
 /// both run as the same ordinary user on the same command; the launcher's calls before the
 /// exec (the gate's read of its pipe, its execve) are not counted.
