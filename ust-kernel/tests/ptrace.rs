@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -242,6 +243,11 @@ fn harness_command(scratch: &Scratch, argv: &[&str], clear_env: bool) -> Command
         c.env(CLEAR_ENV, "1");
     }
     c.stdout(Stdio::null()).stderr(Stdio::piped());
+    // A process group of its own, whose parent (this test) is in another group of the same
+    // session: never an orphaned group, in which the kernel discards SIGTSTP (POSIX; traced
+    // or not), whatever started the tests (a job whose shell has exited makes cargo's
+    // group orphaned: the ^Z test then failed, waiting for a stop that cannot come).
+    c.process_group(0);
     c
 }
 
