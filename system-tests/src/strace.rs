@@ -4,6 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+/// The fixed workload of the system-call count tests (every tier), in an empty
+/// environment: the same for strace and for `ust trace`, whose own environment (its session
+/// token) would otherwise differ in size. A shell, a file read, a failed lookup.
+pub const WORKLOAD: [&str; 6] = ["env", "-i", "PATH=/usr/bin:/bin", "sh", "-c", "cat /etc/hostname; ls /nonexistent || true"];
+
 /// `strace -c` rows (its default columns: `% time seconds usecs/call calls [errors]
 /// syscall`): system call name to (calls, errors).
 pub fn strace_counts(text: &str) -> BTreeMap<String, (u64, u64)> {

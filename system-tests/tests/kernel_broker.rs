@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::strace::strace_counts;
+use common::strace::{strace_counts, WORKLOAD};
 use common::users::{self, id_of};
 use common::{babeltrace, ust_bin, KillOnDrop};
 use ust_ctl::kview::{KviewReply, KviewRequest};
@@ -702,7 +702,6 @@ fn twenty_commands_of_two_users_at_once_each_see_only_their_own() {
 #[test]
 fn broker_view_counts_equal_strace_ten_times_under_load() {
     require_root!();
-    const WORKLOAD: [&str; 6] = ["env", "-i", "PATH=/usr/bin:/bin", "sh", "-c", "cat /etc/hostname; ls /nonexistent || true"];
     let w = World::alone(&[]);
     let load = common::load::Load::start();
     let s = w.home(A).join("strace-load.txt");

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use common::strace::strace_counts;
+use common::strace::{strace_counts, WORKLOAD};
 use common::TestDaemon;
 use ust_analysis::report::{self as rep, Options};
 
@@ -49,11 +49,6 @@ macro_rules! require_root_tracing {
         MACHINE.lock().unwrap_or_else(|p| p.into_inner())
     }};
 }
-
-/// The fixed workload, in an empty environment (the same for strace and for `ust trace`,
-/// whose session token would otherwise differ in size): a shell, a file read, a failed
-/// lookup.
-const WORKLOAD: [&str; 6] = ["env", "-i", "PATH=/usr/bin:/bin", "sh", "-c", "cat /etc/hostname; ls /nonexistent || true"];
 
 /// `strace -f -c` of the workload, its stdout a pipe as `ust trace`'s is here.
 fn strace(dir: &Path) -> BTreeMap<String, (u64, u64)> {

@@ -27,15 +27,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::strace::{strace_counts, tid_of, trace_counts};
+use common::strace::{strace_counts, tid_of, trace_counts, WORKLOAD};
 use common::users::{ensure_users, id_of};
 use ust_analysis::report::{self as rep, Options};
 
 const USER: &str = "ustkuser";
-
-/// The fixed workload (as kernel_load.rs's), in an empty environment: the same for strace
-/// and for `ust trace`, whose own environment would otherwise differ in size.
-const WORKLOAD: [&str; 6] = ["env", "-i", "PATH=/usr/bin:/bin", "sh", "-c", "cat /etc/hostname; ls /nonexistent || true"];
 
 fn skip_reason() -> Option<String> {
     // SAFETY: geteuid has no preconditions.

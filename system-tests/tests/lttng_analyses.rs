@@ -169,13 +169,9 @@ fn five_lttng_analyses_commands_read_a_kernel_trace() {
     assert!(calls.contains("Per-TID syscalls statistics") && calls.contains(" - openat "), "{calls}");
 }
 
-/// `strace -f -c` rows: syscall name to calls.
+/// `strace -f -c` rows: syscall name to calls ([`common::strace::strace_counts`]'s calls).
 fn strace_counts(text: &str) -> BTreeMap<String, u64> {
-    text.lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .filter(|t| t.len() >= 5 && t[0].starts_with(|c: char| c.is_ascii_digit()) && t[t.len() - 1] != "total")
-        .map(|t| (t[t.len() - 1].to_string(), t[3].parse().unwrap()))
-        .collect()
+    common::strace::strace_counts(text).into_iter().map(|(name, (calls, _))| (name, calls)).collect()
 }
 
 /// lttng-syscallstats' ` - name  count ...` rows, summed over the threads shown.

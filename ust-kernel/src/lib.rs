@@ -152,7 +152,7 @@ pub(crate) fn page_layout(root: &Path) -> (ftrace::PageLayout, usize) {
 /// # Errors
 /// The write error, or the refusal of a `metadata` that is not a regular file.
 pub fn write_metadata(dir: &TraceDir, uuid: [u8; 16], table: &EventTable, datetime: &str, traced_pid: i32, offset: i64, source: &str) -> std::io::Result<()> {
-    write_metadata_env(dir, uuid, table, datetime, traced_pid, offset, source, &[])
+    write_metadata_env::<&str>(dir, uuid, table, datetime, traced_pid, offset, source, &[])
 }
 
 /// [`write_metadata`] with more `env` keys after `kernel_source` (`extra_env`: key, string
@@ -162,7 +162,7 @@ pub fn write_metadata(dir: &TraceDir, uuid: [u8; 16], table: &EventTable, dateti
 /// # Errors
 /// As [`write_metadata`].
 #[allow(clippy::too_many_arguments)]
-pub fn write_metadata_env(
+pub fn write_metadata_env<V: AsRef<str>>(
     dir: &TraceDir,
     uuid: [u8; 16],
     table: &EventTable,
@@ -170,8 +170,9 @@ pub fn write_metadata_env(
     traced_pid: i32,
     offset: i64,
     source: &str,
-    extra_env: &[(&str, &str)],
+    extra_env: &[(&str, V)],
 ) -> std::io::Result<()> {
+    let extra_env: Vec<(&str, &str)> = extra_env.iter().map(|(k, v)| (*k, v.as_ref())).collect();
     let boot = ust_core::clock::boot_id();
     let host = ust_ctf::metadata::hostname();
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -187,7 +188,7 @@ pub fn write_metadata_env(
             traced_pid,
             creation_datetime: datetime,
             source,
-            extra_env,
+            extra_env: &extra_env,
         },
         table,
     );

@@ -352,9 +352,7 @@ impl Prepared {
                 }
                 let uuid = *uuid::Uuid::new_v4().as_bytes();
                 let datetime = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
-                let env = args.summary().env();
-                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                crate::write_metadata_env(&dir, uuid, &table, &datetime, 0, ust_core::clock::realtime_offset_ns(), source, &env)?;
+                crate::write_metadata_env(&dir, uuid, &table, &datetime, 0, ust_core::clock::realtime_offset_ns(), source, &args.summary().env())?;
                 let mut streams = Vec::new();
                 for &cpu in &cpus {
                     streams.push(CpuStream::create(&dir, table.clone(), uuid, cpu)?);
@@ -399,9 +397,7 @@ impl Prepared {
                 bad += s.stats.bad;
             }
             let now = ust_ctf::datetime::iso_at(ust_ctf::datetime::now());
-            let env = args.env();
-            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            if let Err(e) = crate::write_metadata_env(&dir, uuid, &table, &now, traced_pid, offset, source, &env) {
+            if let Err(e) = crate::write_metadata_env(&dir, uuid, &table, &now, traced_pid, offset, source, &args.env()) {
                 err.get_or_insert(e.to_string());
             }
             if let Some(e) = err {

@@ -187,6 +187,11 @@ fn named_args(call: &str, payload: &[(String, Value)], pid: i32, fds: &mut FdTab
             continue;
         }
         let status = get(&format!("{n}_status")).and_then(int_of);
+        // An argument read with ptrace (no status: it was read whole), its text beside it.
+        if let (None, Some(Value::Str(t))) = (status, get(&format!("{n}_text"))) {
+            out.push(t.clone());
+            continue;
+        }
         let ptr = || get(&format!("{n}_ptr")).or(Some(v)).and_then(int_of).map_or_else(|| "?".into(), |p| format!("{:#x}", p as u64));
         let text = match (v, status) {
             // A captured string.
@@ -205,11 +210,7 @@ fn named_args(call: &str, payload: &[(String, Value)], pid: i32, fds: &mut FdTab
             },
             // A sockaddr: the fields after the arguments.
             (_, Some(st)) => sockaddr(st, &get, ptr),
-            // An argument read with ptrace (no status: it was read whole), its text beside it.
-            (_, None) if matches!(get(&format!("{n}_text")), Some(Value::Str(_))) => match get(&format!("{n}_text")) {
-                Some(Value::Str(t)) => t.clone(),
-                _ => ptr(),
-            },
+
             _ => {
                 let Some(x) = int_of(v) else {
                     out.push("?".into());
