@@ -206,9 +206,12 @@ mod tests {
         let blocks = |fd: &OwnedFd| rustix::fs::fstat(fd).unwrap().st_blocks as u64 * 512;
         let size = r.config().file_size().unwrap() as u64;
         assert!(blocks(&pfd) >= size, "preallocated: {} of {size}", blocks(&pfd));
-        assert!(blocks(&fd) <= size / 4, "on demand: {} of {size} bytes allocated", blocks(&fd));
-        let app = open_received(std::os::fd::AsFd::as_fd(&fd)).unwrap();
+        assert_eq!(blocks(&fd), 4096, "on demand: the control page only, of {size} bytes");
+        let mut app = open_received(std::os::fd::AsFd::as_fd(&fd)).unwrap();
         assert_eq!(app.config().num_subbuf, 8);
+        app.claim_writers(crate::percpu::Writers::Atomic);
+        let _ = r.counters();
+        assert_eq!(blocks(&fd), 4096, "opened by the writer, claimed and read: still the control page only");
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub const MAX_EVENTS: usize = 1 << 16;
 /// allocation, process death and mask computation need no second table.
 pub const SLOT_OWNER: &str = "";
 
+/// Most buffers one channel grant carries (the runtime's own bound is 16384).
+pub const MAX_GRANT_BUFFERS: u32 = 4096;
+
 /// Checks a registration before anything is allocated for it: ABI major, CPU count (at
 /// most this machine's possible CPUs), sizes of every list and string, and every event
 /// description ([`EventDesc::validate`]).
@@ -35,8 +38,10 @@ pub fn check_registration(r: &Registration) -> Result<(), String> {
         ));
     }
     // Buffers are allocated per CPU: a process claiming more CPUs than this machine can
-    // have would make the daemon allocate (and keep files for) buffers no CPU writes.
-    let max_cpus = ust_core::cpus::possible_cpu_count().min(protocol::MAX_FDS as u32);
+    // have would make the daemon allocate (and keep files for) buffers no CPU writes. A
+    // runtime before ABI minor 7 takes at most 253 descriptors per channel (one frame).
+    let per_grant = if r.abi_minor >= ust_core::MORE_FDS_SINCE_MINOR { MAX_GRANT_BUFFERS } else { protocol::MAX_FDS as u32 };
+    let max_cpus = ust_core::cpus::possible_cpu_count().min(per_grant);
     if r.ncpus == 0 || r.ncpus > max_cpus {
         return Err(format!("ncpus {} out of range 1..={max_cpus} (the CPUs this machine can have)", r.ncpus));
     }
@@ -146,6 +151,25 @@ impl App {
     pub fn send(&self, msg: DaemonMessage, fds: Vec<OwnedFd>) {
         if let Some(out) = &self.out {
             let _ = out.send(Outgoing { msg, fds });
+        }
+    }
+
+    /// Queues a channel grant with its buffer descriptors: one `AddChannel` frame when
+    /// they fit in one ([`protocol::MAX_FDS`]), else `AddChannel` with the first 253 and
+    /// [`DaemonMessage::MoreFds`] frames with the rest, in order on the one queue, so
+    /// nothing comes between them (a runtime of ABI minor 7 or later: registrations of
+    /// older ones with that many CPUs are refused, [`check_registration`]).
+    pub fn send_channel(&self, grant: protocol::ChannelGrant, mut fds: Vec<OwnedFd>) {
+        let slot = grant.slot;
+        let rest = if fds.len() > protocol::MAX_FDS { fds.split_off(protocol::MAX_FDS) } else { Vec::new() };
+        self.send(DaemonMessage::AddChannel(grant), fds);
+        let mut rest = rest.into_iter();
+        loop {
+            let chunk: Vec<OwnedFd> = rest.by_ref().take(protocol::MAX_FDS).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            self.send(DaemonMessage::MoreFds { slot }, chunk);
         }
     }
 

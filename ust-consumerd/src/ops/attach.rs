@@ -7,7 +7,7 @@
 use std::os::fd::OwnedFd;
 
 use ust_core::clock::ClockKind;
-use ust_core::protocol::{ChannelGrant, DaemonMessage, MAX_CHANNELS};
+use ust_core::protocol::{ChannelGrant, MAX_CHANNELS};
 
 use crate::ops::process_trace::{create_process_trace, ProcessInfo};
 use crate::ops::state::{SessionState, State};
@@ -106,8 +106,8 @@ fn try_attach(st: &mut State, name: &str, app_id: u64) -> Result<bool, String> {
         let slot = app.free_slot().expect("counted above");
         app.slots.insert(slot, (name.to_string(), ci));
         trace.slots[ci] = Some(slot);
-        app.send(
-            DaemonMessage::AddChannel(ChannelGrant {
+        app.send_channel(
+            ChannelGrant {
                 slot,
                 session: name.to_string(),
                 channel: channels[ci].clone(),
@@ -116,7 +116,7 @@ fn try_attach(st: &mut State, name: &str, app_id: u64) -> Result<bool, String> {
                 tsc: trace.tsc,
                 shared_ids: false,
                 blocking_timeout_us: blocking[ci],
-            }),
+            },
             chan_fds,
         );
     }
@@ -202,7 +202,7 @@ fn attach_uid(st: &mut State, name: &str, app_id: u64) -> Result<bool, String> {
         // The channel's buffer count: every possible CPU's, or one (`--buffer-allocation`).
         let nbuf = fds.len() as u32;
         let grant = ChannelGrant { slot, session: name.to_string(), channel, ncpus: nbuf, contexts, tsc, shared_ids: true, blocking_timeout_us: blocking };
-        app.send(DaemonMessage::AddChannel(grant), fds);
+        app.send_channel(grant, fds);
     }
     Ok(made)
 }

@@ -4,12 +4,15 @@
 //!
 //! ```text
 //! pinned: E events from T threads
-//! pinned buffers: M mappings, A bytes mapped, R bytes resident
+//! pinned buffers: M mappings, A bytes mapped, B bytes backed, R bytes resident
 //! ```
 //!
 //! where the second line sums the process's mappings of ust's ring buffers (`memfd:ust-`
-//! in `/proc/self/maps`) and their resident pages (`mincore`, which for shared memory
-//! counts the pages that exist, whoever touched them). With HOLD_FILE it then waits until
+//! in `/proc/self/maps`): their length; the memory their files hold (`st_blocks` of
+//! `/proc/self/map_files/RANGE`, readable by root: pages allocated by `fallocate` or
+//! by a first write, whoever did it; 0 when it cannot be read); and their resident pages
+//! (`mincore`: for shared memory, the pages of the file that were written; pages that
+//! `fallocate` allocated but nobody wrote yet are not counted, though they hold memory). With HOLD_FILE it then waits until
 //! that file exists before exiting, so a test can measure or snapshot while it lives.
 
 fn cpus() -> Vec<usize> {
@@ -32,13 +35,15 @@ fn pin(cpu: usize) {
     assert_eq!(r, 0, "sched_setaffinity({cpu})");
 }
 
-/// (mappings, bytes mapped, bytes resident) of ust's buffer memfds in this process.
-fn buffer_memory() -> (usize, u64, u64) {
+/// (mappings, bytes mapped, bytes backed, bytes resident) of ust's buffer memfds in this
+/// process.
+fn buffer_memory() -> (usize, u64, u64, u64) {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     let page = 4096u64;
-    let (mut n, mut mapped, mut resident) = (0, 0, 0);
+    let (mut n, mut mapped, mut backed, mut resident) = (0, 0, 0, 0);
     for line in maps.lines().filter(|l| l.contains("/memfd:ust-")) {
-        let Some((a, b)) = line.split_whitespace().next().and_then(|r| r.split_once('-')) else { continue };
+        let Some(range) = line.split_whitespace().next() else { continue };
+        let Some((a, b)) = range.split_once('-') else { continue };
         let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else { continue };
         let len = (b - a) as usize;
         let mut vec = vec![0u8; len.div_ceil(page as usize)];
@@ -50,9 +55,10 @@ fn buffer_memory() -> (usize, u64, u64) {
         }
         n += 1;
         mapped += len as u64;
+        backed += std::fs::metadata(format!("/proc/self/map_files/{range}")).map_or(0, |m| std::os::unix::fs::MetadataExt::blocks(&m) * 512);
         resident += vec.iter().filter(|v| **v & 1 != 0).count() as u64 * page;
     }
-    (n, mapped, resident)
+    (n, mapped, backed, resident)
 }
 
 fn main() {
@@ -77,8 +83,8 @@ fn main() {
         h.join().unwrap();
     }
     println!("pinned: {} events from {} threads", n * cpus.len() as u64, cpus.len());
-    let (m, a, r) = buffer_memory();
-    println!("pinned buffers: {m} mappings, {a} bytes mapped, {r} bytes resident");
+    let (m, a, b, r) = buffer_memory();
+    println!("pinned buffers: {m} mappings, {a} bytes mapped, {b} bytes backed, {r} bytes resident");
     if let Some(f) = hold {
         while !std::path::Path::new(&f).exists() {
             std::thread::sleep(std::time::Duration::from_millis(10));
