@@ -178,3 +178,73 @@ impl App {
         (0..MAX_CHANNELS).find(|s| !self.slots.contains_key(s))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(out: mpsc::Sender<Outgoing>) -> App {
+        App {
+            id: 1,
+            pid: 1,
+            uid: 0,
+            gid: 0,
+            procname: "p".into(),
+            token: None,
+            clock: None,
+            abi_minor: ust_core::ABI_MINOR,
+            ncpus: 600,
+            events: Vec::new(),
+            registered: 0,
+            alive: true,
+            exiting: false,
+            slots: BTreeMap::new(),
+            out: Some(out),
+            sync: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn grants_past_253_buffers_go_in_frames_of_253() {
+        let (tx, rx) = mpsc::channel();
+        let fds: Vec<OwnedFd> = (0..600).map(|_| std::fs::File::open("/dev/null").unwrap().into()).collect();
+        let grant = protocol::ChannelGrant {
+            slot: 5,
+            session: "s".into(),
+            channel: "c".into(),
+            ncpus: 600,
+            contexts: Vec::new(),
+            tsc: None,
+            shared_ids: false,
+            blocking_timeout_us: 0,
+        };
+        app(tx).send_channel(grant, fds);
+        let frames: Vec<Outgoing> = rx.try_iter().collect();
+        let sizes: Vec<usize> = frames.iter().map(|f| f.fds.len()).collect();
+        assert_eq!(sizes, vec![253, 253, 94]);
+        assert!(matches!(frames[0].msg, DaemonMessage::AddChannel(ref g) if g.ncpus == 600));
+        assert!(frames[1..].iter().all(|f| f.msg == DaemonMessage::MoreFds { slot: 5 }));
+    }
+
+    #[test]
+    fn only_runtimes_that_take_more_fds_may_register_more_than_253_cpus() {
+        let reg = |abi_minor, ncpus| Registration {
+            abi_major: ust_core::ABI_MAJOR,
+            abi_minor,
+            pid: 1,
+            ppid: 0,
+            uid: 0,
+            procname: "p".into(),
+            session_token: None,
+            ncpus,
+            events: Vec::new(),
+            clock: None,
+        };
+        let possible = ust_core::cpus::possible_cpu_count();
+        assert!(check_registration(&reg(ust_core::ABI_MINOR, possible)).is_ok());
+        assert!(check_registration(&reg(ust_core::ABI_MINOR, possible + 1)).is_err(), "more CPUs than this machine has");
+        if possible > protocol::MAX_FDS as u32 {
+            assert!(check_registration(&reg(ust_core::MORE_FDS_SINCE_MINOR - 1, possible)).is_err());
+        }
+    }
+}
