@@ -277,3 +277,41 @@ fn policies_are_listed_saved_and_loaded() {
         assert!(!o.status.success() && err.contains("use "), "{bad}: {err}");
     }
 }
+
+/// A per-channel buffer under `--shm-path`: with the daemon and the application
+/// SIGKILLed, `ust crash-dump` rebuilds its one stream (`ch_0`, header cpu 4294967295)
+/// with every event.
+#[test]
+fn crash_dump_rebuilds_a_per_channel_buffer() {
+    let d = TestDaemon::start();
+    let shm = d.output("shm");
+    let out = d.output("out");
+    d.ust_ok(&["create", "cd", "--output", out.to_str().unwrap(), "--shm-path", shm.to_str().unwrap()]);
+    // A read timer of 100 s: nothing is drained before the daemon dies.
+    d.ust_ok(&["enable-channel", "-s", "cd", "ch", "--buffer-allocation=per-channel", "--read-timer=100000000"]);
+    d.ust_ok(&["enable-event", "-s", "cd", "-c", "ch", "alloc:ev"]);
+    d.ust_ok(&["start", "-s", "cd"]);
+    let hold = d.output("never");
+    let mut child = run_pinned(&d, 3000, Some(&hold));
+    {
+        use std::io::BufRead;
+        let mut r = std::io::BufReader::new(child.stdout.as_mut().unwrap());
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(line.starts_with("pinned:"), "{line}");
+    }
+    // SAFETY: kill(2) on the daemon this test started and on its own child.
+    unsafe {
+        libc::kill(d.pid(), libc::SIGKILL);
+        libc::kill(child.id() as i32, libc::SIGKILL);
+    }
+    let _ = child.wait();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(streams(&shm, "ch").len(), 1);
+    let dump = d.output("dump");
+    let o = d.ust(&["crash-dump", shm.to_str().unwrap(), dump.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(streams(&dump, "ch").len(), 1, "{}", String::from_utf8_lossy(&o.stderr));
+    let (text, _) = babeltrace_allowing_warnings(&dump);
+    check_every_event(&text, 3000, cpus());
+}
