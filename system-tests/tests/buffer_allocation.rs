@@ -12,6 +12,10 @@
 //! - LTTng's tests/regression/tools/snapshots/ust_test
 //!   `test_ust_local_snapshot_consecutive_no_new_events_overwrite_per_channel`;
 //! - on-demand preallocation: the same events, with less memory resident than mapped;
+//!   LTTng's tests/regression/tools/sparse-buffer/test_sparse_buffer.py
+//!   `test_buffer_preallocation_policy` and `test_load_save_preallocation_policy`, ported
+//!   (memory read from the process's mappings: `ust list` shows no memory use yet);
+//! - a per-channel buffer under `--shm-path` rebuilt by `ust crash-dump`;
 //! - `ust list`, `ust save`/`ust load` and the CLI's refusals.
 
 use system_tests as common;
@@ -314,4 +318,102 @@ fn crash_dump_rebuilds_a_per_channel_buffer() {
     assert_eq!(streams(&dump, "ch").len(), 1, "{}", String::from_utf8_lossy(&o.stderr));
     let (text, _) = babeltrace_allowing_warnings(&dump);
     check_every_event(&text, 3000, cpus());
+}
+
+/// (bytes mapped, bytes held) of channel `chan`'s buffers in process `pid`: its mappings
+/// of memfds named `ust-…-<chan>-<cpu>` and their files' `st_blocks` (through
+/// `/proc/PID/map_files`, which root may read).
+fn channel_memory(pid: u32, chan: &str) -> (u64, u64) {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let (mut mapped, mut held) = (0, 0);
+    for l in maps.lines().filter(|l| l.contains("/memfd:ust-") && l.contains(&format!("-{chan}-"))) {
+        let range = l.split_whitespace().next().unwrap();
+        let (a, b) = range.split_once('-').unwrap();
+        mapped += u64::from_str_radix(b, 16).unwrap() - u64::from_str_radix(a, 16).unwrap();
+        let m = std::fs::metadata(format!("/proc/{pid}/map_files/{range}")).unwrap();
+        held += std::os::unix::fs::MetadataExt::blocks(&m) * 512;
+    }
+    (mapped, held)
+}
+
+/// Runs `pinned n` with a hold file, calls `f` with its pid once it has emitted, then lets
+/// it exit.
+fn while_pinned_lives(d: &TestDaemon, n: u64, f: impl FnOnce(u32)) {
+    let hold = d.output(&format!("hold-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()));
+    let mut child = run_pinned(d, n, Some(&hold));
+    {
+        use std::io::BufRead;
+        let mut r = std::io::BufReader::new(child.stdout.as_mut().unwrap());
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        r.read_line(&mut line).unwrap();
+    }
+    f(child.id());
+    std::fs::write(&hold, b"").unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+/// LTTng's tests/regression/tools/sparse-buffer/test_sparse_buffer.py
+/// `test_buffer_preallocation_policy` (a channel of each policy in one session, an event:
+/// on-demand holds less memory than preallocate), over both loss modes, both allocation
+/// policies and snapshot sessions; and its `test_load_save_preallocation_policy` (the policy
+/// survives save and load, and the loaded channel's memory follows it). Memory is read from
+/// the process's mappings (`ust list` shows no memory use yet).
+#[test]
+fn lttng_sparse_buffer_preallocation_cases() {
+    let d = TestDaemon::start();
+    let mut k = 0;
+    for snapshot in [false, true] {
+        for mode in ["--discard", "--overwrite"] {
+            for alloc in ["per-cpu", "per-channel"] {
+                k += 1;
+                let name = format!("sp{k}");
+                let out = d.output(&name);
+                let mut create = vec!["create", name.as_str(), "--output", out.to_str().unwrap()];
+                if snapshot {
+                    create.push("--snapshot");
+                }
+                d.ust_ok(&create);
+                let alloc_arg = format!("--buffer-allocation={alloc}");
+                for (ch, pre) in [("pre", "preallocate"), ("od", "on-demand")] {
+                    d.ust_ok(&["enable-channel", "-s", &name, ch, mode, &alloc_arg, &format!("--buffer-preallocation={pre}")]);
+                    d.ust_ok(&["enable-event", "-s", &name, "-c", ch, "alloc:ev"]);
+                }
+                d.ust_ok(&["start", "-s", &name]);
+                while_pinned_lives(&d, 1, |pid| {
+                    let (pm, ph) = channel_memory(pid, "pre");
+                    let (om, oh) = channel_memory(pid, "od");
+                    assert!(pm > 0 && pm == om, "{name}: the same buffers mapped: {pm} {om}");
+                    assert_eq!(ph, pm, "{name}: preallocate holds every page");
+                    assert!(oh < ph, "{name} ({mode} {alloc} snapshot={snapshot}): on-demand {oh} < preallocate {ph}");
+                });
+                d.ust_ok(&["stop", "-s", &name]);
+                if !snapshot {
+                    let bt = babeltrace(&out);
+                    assert_eq!(bt.lines().filter(|l| l.contains("alloc:ev")).count(), 2 * cpus(), "{name}: one event per thread per channel");
+                }
+                d.ust_ok(&["destroy", "-s", &name]);
+            }
+        }
+    }
+    // Save, load, start: the policy and its memory come back.
+    for (pre, full) in [("preallocate", true), ("on-demand", false)] {
+        let name = format!("ls-{pre}");
+        let out = d.output(&name);
+        d.ust_ok(&["create", &name, "--output", out.to_str().unwrap()]);
+        d.ust_ok(&["enable-channel", "-s", &name, "ch", "--subbuf-size=4k", "--num-subbuf=2", &format!("--buffer-preallocation={pre}")]);
+        d.ust_ok(&["enable-event", "-s", &name, "-c", "ch", "alloc:ev"]);
+        let dir = d.output(&format!("{name}-xml"));
+        d.ust_ok(&["save", &name, "-o", dir.to_str().unwrap()]);
+        d.ust_ok(&["destroy", "-s", &name]);
+        d.ust_ok(&["load", &name, "-i", dir.join(format!("{name}.lttng")).to_str().unwrap()]);
+        assert!(d.ust_ok(&["list", &name]).contains(&format!("Preallocation policy: {pre}")));
+        d.ust_ok(&["start", "-s", &name]);
+        while_pinned_lives(&d, 0, |pid| {
+            let (m, h) = channel_memory(pid, "ch");
+            assert!(m > 0);
+            assert_eq!(h == m, full, "{pre} after load: {h} held of {m}");
+        });
+        d.ust_ok(&["destroy", "-s", &name]);
+    }
 }
