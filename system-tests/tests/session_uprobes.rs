@@ -21,8 +21,8 @@ use std::time::Duration;
 use common::users::{self, id_of};
 use common::{babeltrace, bt_events, program_here, ust_bin, BtEvent, TestDaemon};
 
-const A: &str = "ustsp-a";
-const B: &str = "ustsp-b";
+const A: &str = "ustup-a";
+const B: &str = "ustup-b";
 const XSD: &str = "/usr/share/xml/lttng/session.xsd";
 
 fn skip_reason() -> Option<String> {
