@@ -229,6 +229,14 @@ fn lttng_refusals_fail_at_enable_time() {
     assert!(!o.status.success() && text(&o).1.contains("names one event"), "{}", text(&o).1);
     let list = d.ust_ok(&["list", "refusals"]);
     assert!(!list.contains("userspace-probe"), "nothing kept: {list}");
+    // Sessions that cannot record them: a snapshot session (nothing written while it
+    // runs), one on the TSC clock (probes are on CLOCK_MONOTONIC).
+    d.ust_ok(&["create", "snap", "--snapshot", "--output", d.output("snap").to_str().unwrap()]);
+    let o = d.ust(&["enable-event", "-s", "snap", &format!("--userspace-probe=elf:{b}:compute"), "compute"]);
+    assert!(!o.status.success() && text(&o).1.contains("snapshot session"), "{}", text(&o).1);
+    d.ust_ok(&["create", "tsc", "--clock", "tsc", "--output", d.output("tsc").to_str().unwrap()]);
+    let o = d.ust(&["enable-event", "-s", "tsc", &format!("--userspace-probe=elf:{b}:compute"), "compute"]);
+    assert!(!o.status.success() && text(&o).1.contains("TSC clock"), "{}", text(&o).1);
 }
 
 /// lttng-tools' accepted forms (implicit `elf:`, a program in `$PATH`, a full path, a path
@@ -423,7 +431,7 @@ fn a_users_session_probes_their_program_through_roots_daemon_and_sees_only_their
             let mut c = w.as_user(A, &mine);
             // Alive a while after its calls: root's daemon checks whose each hit is when
             // it reads it (ViewFilter::owner).
-            c.args([&N.to_string(), "100", "500"]);
+            c.args([&N.to_string(), "100", "1000"]);
             c
         },
         Duration::from_secs(60),

@@ -233,6 +233,11 @@ pub(super) fn enable_userspace_probe(daemon: &Daemon, session: Option<String>, p
     if ss.relay.is_some() {
         return Err(format!("session {sname} streams to a relay daemon: userspace probes are recorded in a local output only"));
     }
+    if ss.session.snapshot {
+        return Err(format!(
+            "session {sname} is a snapshot session: userspace probes are written as they hit, not kept in the flight recorder's buffers; use a session without --snapshot"
+        ));
+    }
     if ss.session.clock == Some(ust_core::clock::ClockKind::Tsc) {
         return Err(format!("session {sname} uses the TSC clock: userspace probes are recorded on CLOCK_MONOTONIC (create the session without --clock tsc)"));
     }
