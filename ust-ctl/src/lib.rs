@@ -22,6 +22,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod alloc;
 pub mod client;
 pub mod config;
 pub mod filter;

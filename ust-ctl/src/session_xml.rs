@@ -15,6 +15,8 @@
 //!       <blocking_timeout>us|-1</blocking_timeout><monitor_timer_interval>..</monitor_timer_interval>
 //!       <tracefile_size>..</tracefile_size><tracefile_count>..</tracefile_count>
 //!       <live_timer_interval>..</live_timer_interval>
+//!       [<allocation_policy>PER_CPU|PER_CHANNEL</allocation_policy>]          (2.14)
+//!       [<preallocation_policy>PREALLOCATE|ON_DEMAND</preallocation_policy>]  (2.15)
 //!       <events><event><name>GLOB</name><enabled>..</enabled><type>TRACEPOINT</type>
 //!         <loglevel_type>ALL|RANGE|SINGLE</loglevel_type><loglevel>N|-1</loglevel>
 //!         [<filter>EXPR</filter>] [<exclusions><exclusion>GLOB</exclusion>..</exclusions>]
@@ -134,6 +136,18 @@ fn context_xml(c: ContextType) -> String {
             "\t\t\t\t\t\t\t<context>\n\t\t\t\t\t\t\t\t<app>\n\t\t\t\t\t\t\t\t\t<provider_name>ust</provider_name>\n\t\t\t\t\t\t\t\t\t<ctx_name>{}</ctx_name>\n\t\t\t\t\t\t\t\t</app>\n\t\t\t\t\t\t\t</context>\n",
             c.name()
         ),
+    }
+}
+
+/// A channel's `<allocation_policy>` and `<preallocation_policy>` (lttng-tools 2.14 and
+/// 2.15's `session.xsd`), written only when not the default, so that a session of default
+/// channels still validates against 2.13's schema.
+fn alloc_xml(out: &mut String, cfg: &ChannelConfig) {
+    if !cfg.allocation.is_default() {
+        out.push_str(&format!("\t\t\t\t\t\t<allocation_policy>{}</allocation_policy>\n", cfg.allocation.xml_name()));
+    }
+    if !cfg.preallocation.is_default() {
+        out.push_str(&format!("\t\t\t\t\t\t<preallocation_policy>{}</preallocation_policy>\n", cfg.preallocation.xml_name()));
     }
 }
 
@@ -259,6 +273,7 @@ pub fn to_xml(sessions: &[SavedSession]) -> String {
                 cfg.tracefile_count,
                 s.live_timer_us.unwrap_or(0),
             ));
+            alloc_xml(&mut o, cfg);
             o.push_str("\t\t\t\t\t\t<events>\n");
             for e in &c.events {
                 let (lt, lv) = match e.level {
@@ -492,6 +507,16 @@ fn channel_from(c: &Node) -> Result<SavedChannel, String> {
             None | Some(0) => 0,
             Some(n) if n < 0 => crate::config::BLOCKING_FOREVER,
             Some(n) => n as u64,
+        },
+        allocation: match c.text_of("allocation_policy") {
+            None => d.allocation,
+            Some(v) => crate::alloc::BufferAllocation::parse_xml(v)
+                .ok_or_else(|| format!("channel {name}: <allocation_policy> {v:?} is not PER_CPU or PER_CHANNEL"))?,
+        },
+        preallocation: match c.text_of("preallocation_policy") {
+            None => d.preallocation,
+            Some(v) => crate::alloc::BufferPreallocation::parse_xml(v)
+                .ok_or_else(|| format!("channel {name}: <preallocation_policy> {v:?} is not PREALLOCATE or ON_DEMAND"))?,
         },
     };
     // LTTng writes tracefile_count 0 or 1 for "one file" and 0 for "unlimited size".

@@ -262,14 +262,14 @@ pub fn create(a: CreateArgs) -> CliResult {
 
 /// `ust enable-channel`.
 pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
-    let mut config = a.buffer.apply(ChannelConfig {
+    let mut config = a.alloc.apply(a.buffer.apply(ChannelConfig {
         read_timer_us: a.read_timer.unwrap_or(DEFAULT_READ_TIMER_US),
         tracefile_size: a.tracefile_size.unwrap_or(0),
         tracefile_count: a.tracefile_count.unwrap_or(0),
         buffers: a.buffers.get(),
         blocking_timeout_us: a.blocking_timeout.unwrap_or(0),
         ..ChannelConfig::default()
-    });
+    }));
     config.validate().map_err(Failure::new)?;
     let mut c = connect()?;
     if !a.buffer.overwrite && !a.discard {

@@ -31,6 +31,7 @@
 //! - [`save_load`]: `save`, `load` (LTTng session XML);
 //! - [`triggers`]: `add-trigger`, `list-triggers`, `remove-trigger`.
 
+pub mod alloc_args;
 pub mod args;
 pub mod as_user;
 pub mod buffer_args;

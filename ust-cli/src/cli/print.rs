@@ -74,6 +74,8 @@ pub fn print_session(d: &SessionDetail) {
     for c in &d.channels {
         outln!("- {}:\n", c.name);
         outln!("    Attributes:");
+        outln!("      Allocation policy: {}", c.config.allocation.cli_name());
+        outln!("      Preallocation policy: {}", c.config.preallocation.cli_name());
         outln!("      Event-loss mode:  {}", if c.config.overwrite { "overwrite" } else { "discard" });
         outln!("      Sub-buffer size:  {} bytes", c.config.subbuf_size);
         outln!("      Sub-buffer count: {}", c.config.num_subbuf);

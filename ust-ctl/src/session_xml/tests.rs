@@ -81,6 +81,27 @@ fn bad_files_are_errors_not_panics() {
     assert!(from_xml(&deep).unwrap_err().contains("deeper"));
 }
 
+#[test]
+fn allocation_policies_round_trip_with_lttng_2_15_names() {
+    use crate::alloc::{BufferAllocation, BufferPreallocation};
+    let mut s = from_xml(LTTNG_S1).unwrap().remove(0);
+    let plain = to_xml(std::slice::from_ref(&s));
+    assert!(!plain.contains("allocation_policy"), "defaults stay out (2.13's schema has no such element)");
+    s.channels[0].config.allocation = BufferAllocation::PerChannel;
+    s.channels[0].config.preallocation = BufferPreallocation::OnDemand;
+    let xml = to_xml(std::slice::from_ref(&s));
+    assert!(xml.contains("<allocation_policy>PER_CHANNEL</allocation_policy>"), "{xml}");
+    assert!(xml.contains("<preallocation_policy>ON_DEMAND</preallocation_policy>"), "{xml}");
+    let back = from_xml(&xml).unwrap().remove(0);
+    assert_eq!(back.channels[0].config, s.channels[0].config);
+    let bad = xml.replace("PER_CHANNEL", "GLOBAL");
+    assert!(from_xml(&bad).unwrap_err().contains("allocation_policy"));
+    let explicit =
+        plain.replace("<events>", "<allocation_policy>PER_CPU</allocation_policy>\n<preallocation_policy>PREALLOCATE</preallocation_policy>\n<events>");
+    let c = &from_xml(&explicit).unwrap()[0].channels[0].config;
+    assert_eq!((c.allocation, c.preallocation), (BufferAllocation::PerCpu, BufferPreallocation::Preallocate));
+}
+
 /// A kernel domain as `lttng save` writes it for `lttng enable-event -k
 /// --userspace-probe=elf:/usr/bin/app:query q` (and an SDT probe, and a kernel
 /// tracepoint, which ust skips and reports): the probes load; saved again, they read back

@@ -496,6 +496,9 @@ pub struct EnableChannelArgs {
     /// signal handler or a nested tracepoint.
     #[arg(long, value_name = "US|inf", value_parser = parse_blocking_timeout)]
     pub blocking_timeout: Option<u64>,
+    /// Allocation and preallocation policies (LTTng 2.14, 2.15).
+    #[command(flatten)]
+    pub alloc: crate::cli::alloc_args::AllocArgs,
 }
 
 /// `ust enable-event`.
