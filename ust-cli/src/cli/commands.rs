@@ -286,8 +286,8 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
 
 /// `ust enable-event`.
 pub fn enable_event(a: EnableEventArgs) -> CliResult {
-    if a.userspace_probe.is_some() {
-        return super::session_probes::enable(a);
+    if let Some(spec) = &a.userspace_probe {
+        return super::session_probes::enable(a.target.session.session.clone(), spec, &a.names);
     }
     let patterns = if a.all { vec!["*".to_string()] } else { a.names.clone() };
     // The daemon runs the same check on what it receives.
@@ -333,7 +333,7 @@ pub fn enable_event(a: EnableEventArgs) -> CliResult {
 /// `ust disable-event`.
 pub fn disable_event(a: DisableEventArgs) -> CliResult {
     if a.kernel {
-        return super::session_probes::disable(a);
+        return super::session_probes::disable(a.target.session.session.clone(), &a.names, a.all);
     }
     let chan = a.target.channel.clone().unwrap_or_else(|| ust_ctl::config::DEFAULT_CHANNEL.into());
     call(Command::DisableEvent { session: a.target.session.session, channel: a.target.channel, patterns: a.names.clone(), all: a.all })?;

@@ -15,7 +15,6 @@ use ust_ctl::protocol::Command;
 use crate::kernel::uprobe::{self, Spec};
 use crate::out::outln;
 
-use super::args::{DisableEventArgs, EnableEventArgs};
 use super::connect::{absolute, call, Failure};
 use super::CliResult;
 
@@ -50,25 +49,25 @@ pub fn rule(spec: &str, name: &str) -> Result<UserspaceProbe, Failure> {
     Ok(UserspaceProbe { name: name.to_string(), enabled: true, location: ProbeLocation::Function { path, symbol: parsed.symbol, ret: parsed.ret } })
 }
 
-/// `ust enable-event --userspace-probe=SPEC NAME`.
-pub fn enable(a: EnableEventArgs) -> CliResult {
-    let spec = a.userspace_probe.clone().unwrap_or_default();
-    let [name] = a.names.as_slice() else {
+/// `ust enable-event --userspace-probe=SPEC NAME`: `names` as given on the command line
+/// (exactly one), in `session` (`None`: the current one).
+pub fn enable(session: Option<String>, spec: &str, names: &[String]) -> CliResult {
+    let [name] = names else {
         return Err(Failure::usage("--userspace-probe names one event: ust enable-event --userspace-probe=SPEC NAME"));
     };
-    let probe = rule(&spec, name)?;
-    call(Command::EnableUserspaceProbe { session: a.target.session.session, probe: probe.clone() })?;
+    let probe = rule(spec, name)?;
+    call(Command::EnableUserspaceProbe { session, probe: probe.clone() })?;
     outln!("Userspace probe event {name} created ({}: {})", probe.location.lookup_method(), probe.location.spec());
     Ok(ExitCode::SUCCESS)
 }
 
-/// `ust disable-event -k NAME…` or `-k -a`.
-pub fn disable(a: DisableEventArgs) -> CliResult {
-    call(Command::DisableUserspaceProbe { session: a.target.session.session, names: a.names.clone(), all: a.all })?;
-    if a.all {
+/// `ust disable-event -k NAME…` (`all`: `-k -a`) in `session` (`None`: the current one).
+pub fn disable(session: Option<String>, names: &[String], all: bool) -> CliResult {
+    call(Command::DisableUserspaceProbe { session, names: names.to_vec(), all })?;
+    if all {
         outln!("All userspace probe events are disabled");
     } else {
-        for n in &a.names {
+        for n in names {
             outln!("Userspace probe event {n} disabled");
         }
     }
