@@ -136,6 +136,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     r.span_ns = l.events.last().map(|e| e.ts).unwrap_or(0).saturating_sub(r.start_ns);
     r.user = user_view(l);
     r.spans = super::span_view::span_view(l);
+    r.probes = super::probes::probe_view(l);
+    r.notes.extend(super::probes::notes(&r.probes));
     let kernel_events = l.events.iter().filter(|e| e.domain == Domain::Kernel).count();
     r.kernel = kernel_events > 0;
     let traced = opt.pid.or_else(|| l.kernel_env.as_ref().and_then(|e| e.get("traced_pid")).and_then(|p| p.parse::<i32>().ok()).filter(|&p| p > 0));
