@@ -10,7 +10,8 @@
 //! and where it returned to).
 //!
 //! Calls are paired per thread with a stack of open calls: an entry pushes `(ip, time)`
-//! for functions that have a return probe (some return event names them by `func`); a
+//! for functions that have a return probe (some return event names them by `func`, or,
+//! when none fired, the metadata declares a return-probe class `NAME_return`); a
 //! return with `func` F pops the innermost open call of F. So recursion pairs each return
 //! with the deepest call still open, and nested probed functions each with their own. Open
 //! calls above the one popped never returned normally (unwound past by a panic or
@@ -21,9 +22,11 @@
 //! one thread (`MAX_URETPROBE_DEPTH`): deeper recursion has entries without returns, and
 //! its pairing is then off by the depth difference.
 //!
-//! Durations include what the probes themselves cost in the thread (the entry probe's
-//! trap after its time stamp, the return probe's before its own: tens of µs per call,
-//! BENCHMARKS.md), so a short function's durations are mostly the probes'.
+//! Durations include part of what the probes themselves cost in the thread (the entry
+//! trap's work after its time stamp, the return trap's before its own: about 1 µs here),
+//! and an outer call's include the whole cost of every probe hit inside it (about 21 µs
+//! of CPU each, BENCHMARKS.md): a recursive or nesting function's durations grow with
+//! the probed calls it makes.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -163,7 +166,10 @@ pub fn probe_view(l: &Loaded) -> Vec<ProbeRow> {
                 a.calls += 1;
                 a.threads.insert(e.tid);
                 a.address.get_or_insert(ip);
-                if let Some(r) = returning.get(&ip) {
+                // A return probe that never fired is still declared in the metadata.
+                let declared = format!("{}_return", e.name);
+                let ret = returning.get(&ip).or(l.return_probe_classes.get(&declared));
+                if let Some(r) = ret {
                     a.return_event.get_or_insert_with(|| r.clone());
                     open.entry(e.tid).or_default().push((ip, e.ts));
                 }
@@ -263,6 +269,19 @@ mod tests {
 
     fn loaded(events: Vec<Event>) -> Loaded {
         Loaded { events, ..Default::default() }
+    }
+
+    /// A return probe that never fired (the process exited inside every call): its
+    /// class in the metadata makes the calls unfinished, not calls without a return probe.
+    #[test]
+    fn a_declared_return_probe_that_never_fired_leaves_the_calls_unfinished() {
+        let mut l = loaded(vec![entry(1, 1, "stop", F), entry(2, 1, "other", G)]);
+        l.return_probe_classes.insert("stop_return".into());
+        let rows = probe_view(&l);
+        let stop = rows.iter().find(|r| r.name == "stop").unwrap();
+        assert_eq!((stop.return_event.as_deref(), stop.calls, stop.returned, stop.unfinished, stop.latency.as_ref()), (Some("stop_return"), 1, 0, 1, None));
+        let other = rows.iter().find(|r| r.name == "other").unwrap();
+        assert_eq!((other.return_event.as_deref(), other.unfinished), (None, 0));
     }
 
     const F: u64 = 0x1000;
