@@ -319,9 +319,9 @@ mod tests {
             entry(30, 1, "f", F),
             entry(35, 1, "g", G),
             ret(40, 1, "g_return", G),
-            ret(50, 1, "f_return", F),  // innermost f: 30..50 = 20
-            ret(60, 2, "f_return", F),  // thread 2: 20..60 = 40
-            ret(110, 1, "f_return", F), // 10..110 = 100
+            ret(50, 1, "f_return", F),   // innermost f: 30..50 = 20
+            ret(60, 2, "f_return", F),   // thread 2: 20..60 = 40
+            ret(110, 1, "f_return", F),  // 10..110 = 100
             ret(1010, 1, "f_return", F), // 0..1010 = 1010
         ]);
         let rows = probe_view(&l);
@@ -349,9 +349,9 @@ mod tests {
             entry(7, 1, "g", G), // unwound with its caller below
             ret(9, 1, "f_return", F),
             ret(9, 4, "g_return", G), // thread 4: no open call
-            entry(10, 2, "f", F), // thread 2 exits inside it
-            entry(11, 1, "h", H), // entry-only probe: counted, never paired
-            entry(12, 1, "f", F), // recording stops inside it
+            entry(10, 2, "f", F),     // thread 2 exits inside it
+            entry(11, 1, "h", H),     // entry-only probe: counted, never paired
+            entry(12, 1, "f", F),     // recording stops inside it
         ]);
         let rows = probe_view(&l);
         let by: HashMap<&str, &ProbeRow> = rows.iter().map(|r| (r.name.as_str(), r)).collect();

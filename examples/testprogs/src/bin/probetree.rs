@@ -4,12 +4,19 @@
 //! calls of `descend` per round, nested) and calls `leaf` at the bottom. Then the main
 //! thread calls `stop_here`, which exits the process from inside: that call never returns.
 //! Prints the sum of the results (THREADS * ROUNDS * DEPTH).
-//! The functions are `#[inline(never)]`, so each has a symbol and runs as a call.
+//! The functions are `#[inline(never)]`, so each has a symbol and runs as a call, but
+//! `twice`, `#[inline(always)]`: inlined everywhere, it has no symbol to probe.
 
 /// The bottom of the recursion.
 #[inline(never)]
 fn leaf(x: u64) -> u64 {
-    std::hint::black_box(x)
+    std::hint::black_box(twice(x) / 2)
+}
+
+/// Inlined into every caller: no symbol of its own, nothing to probe.
+#[inline(always)]
+fn twice(x: u64) -> u64 {
+    x * 2
 }
 
 /// Recursion: `depth + 1` nested calls of itself, `leaf` inside the deepest.
