@@ -2,7 +2,9 @@
 //! probes: `probetree` (no tracer) recurses in two threads and exits from inside
 //! `stop_here`. The calls, returns and unfinished calls the report counts, and the
 //! durations it pairs, equal those computed here from babeltrace2's reading of the same
-//! trace (`--clock-cycles`: the raw CLOCK_MONOTONIC ns the report reads).
+//! trace (`--clock-cycles`: the raw CLOCK_MONOTONIC ns the report reads); each hit's
+//! callers (root's side trace of user stacks, `kernel-stacks/`) are those the program's
+//! call structure implies, and `--probe-flamegraph` draws them.
 //!
 //! Needs root, tracefs and uprobes (CI runs as root); otherwise skipped with the reason.
 
@@ -128,12 +130,48 @@ fn report_counts_calls_and_pairs_recursive_and_nested_returns_per_thread() {
     // Nesting: the outermost descend of a round holds the whole recursion and its leaf.
     assert!(p.durations["descend"].iter().max() > p.durations["leaf"].iter().max());
 
+    // The callers (root's side trace of user stacks): one sampled stack per hit, as many as
+    // babeltrace2 reads there, symbolized.
+    let side = common::babeltrace(&out.join("kernel-stacks"));
+    for row in rows {
+        let name = row["name"].as_str().unwrap();
+        let sampled = side.lines().filter(|l| l.contains(" perf_probe_stack: ") && l.contains(&format!("probe = \"{name}\""))).count() as u64;
+        assert_eq!((row["stacks"].as_u64(), sampled), (Some(p.calls[name]), p.calls[name]), "{row}");
+        let callers = row["callers"].as_array().unwrap();
+        assert_eq!(callers.iter().map(|c| c["hits"].as_u64().unwrap()).sum::<u64>(), p.calls[name], "{row}");
+        for c in callers {
+            let st: Vec<&str> = c["stack"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+            assert_eq!(st.last().copied(), Some(format!("probetree::{name}").as_str()), "the probed function on top: {c}");
+        }
+    }
+    let chains = |name: &str| -> Vec<(Vec<String>, u64)> {
+        let row = rows.iter().find(|r| r["name"] == name).unwrap();
+        row["callers"].as_array().unwrap().iter().map(|c| (serde_json::from_value(c["stack"].clone()).unwrap(), c["hits"].as_u64().unwrap())).collect()
+    };
+    let cut = ust_analysis::report::probe_stacks::TRAMPOLINE.to_string();
+    let (dn, ln) = ("probetree::descend".to_string(), "probetree::leaf".to_string());
+    // Inside a call of descend (whose %return is pending) the stack stops at the
+    // uretprobe trampoline, after the innermost caller.
+    assert_eq!(chains("leaf"), vec![(vec![cut.clone(), dn.clone(), ln], 6)]);
+    let dc = chains("descend");
+    assert_eq!(dc[0], (vec![cut, dn.clone(), dn], 18), "{dc:?}");
+    assert_eq!(dc.iter().skip(1).map(|c| c.1).sum::<u64>(), 6, "{dc:?}");
+    assert!(dc.iter().skip(1).all(|(st, _)| st.iter().any(|f| f.starts_with("probetree::main"))), "the outermost calls, from the threads' closures: {dc:?}");
+    let sh = chains("stop_here");
+    assert!(sh.len() == 1 && sh[0].0.iter().any(|f| f == "probetree::main"), "{sh:?}");
+    let svg = d.home.path().join("callers.svg");
+    let o = d.ust_cmd().args(["report", out.to_str().unwrap(), "--probe-flamegraph", svg.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let titles = common::svg_titles(&std::fs::read_to_string(&svg).unwrap());
+    assert!(titles.iter().any(|t| t.starts_with("probe leaf ")) && titles.iter().any(|t| t.starts_with("probetree::leaf ")), "{titles:?}");
+
     let text = d.ust_ok(&["report", out.to_str().unwrap()]);
-    let table: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("Probed functions")).take(6).collect();
+    let table: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("Probed functions")).take_while(|l| !l.is_empty()).collect();
     assert!(table.len() >= 5 && table[1].contains("CALLS") && table[1].contains("UNFINISHED") && table[1].contains("P99"), "{text}");
     let cols = |f: &str| table.iter().find(|l| l.split_whitespace().next() == Some(f)).map(|l| l.split_whitespace().take(5).collect::<Vec<_>>());
     assert_eq!(cols("descend"), Some(vec!["descend", "24", "2", "24", "0"]), "{text}");
     assert_eq!(cols("stop_here"), Some(vec!["stop_here", "1", "1", "0", "1"]), "{text}");
     assert!(text.contains("the thread exited inside them"), "{text}");
+    assert!(text.contains("callers (6 hits with a user stack), innermost first:"), "{text}");
     let _ = d.ust_cmd().args(["daemon", "stop"]).output();
 }

@@ -149,6 +149,9 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let is_tier1 = super::stacks::is_tier1(l);
     // Tier 1's stacks, or those of the side trace of root's recording.
     let mut tier1 = (is_tier1 || l.user_stacks).then(|| super::stacks::Tier1::new(l, dir));
+    if let Some(t1) = tier1.as_mut().filter(|_| !r.probes.is_empty()) {
+        super::probe_stacks::attach(&mut r.probes, l, t1);
+    }
     r.syscall_source = super::tiers::syscall_source(l);
     r.notes.extend(super::tiers::notes(l));
     let mut tree: HashSet<i32> = HashSet::new();

@@ -21,7 +21,8 @@
 //!   from the `tracing` layer's span events, [`span_view`]: per span name, durations and
 //!   busy/idle time, and the span tree; from the dynamic probes' events ([`probes`]: `ust
 //!   trace --userspace-probe`), per probed function the calls and, with its return probe,
-//!   their durations (p50/p90/p99/max).
+//!   their durations (p50/p90/p99/max), and in root's traces their callers
+//!   ([`probe_stacks`]: `--probe-flamegraph FILE.svg`).
 //! - [`loss`] judges what the kernel trace lost against the traced tree: the report's
 //!   first lines say whether any of the tree's events, or the context a wake-up chain
 //!   needs, may have fallen in a lossy range ("0 of the traced tree's events lost"
@@ -43,6 +44,7 @@ pub mod load;
 pub mod loss;
 pub mod model;
 pub mod pictures;
+pub mod probe_stacks;
 pub mod probes;
 pub mod select;
 pub mod span_view;
@@ -337,6 +339,14 @@ fn probes_text(s: &mut String, rows: &[probes::ProbeRow]) {
         }
         if !also.is_empty() {
             let _ = writeln!(s, "  {:<width$} {}", "", also.join("; "));
+        }
+        if r.stacks > 0 {
+            let _ = writeln!(s, "  {:<width$} callers ({} hits with a user stack), innermost first:", "", r.stacks);
+            for c in r.callers.iter().take(3) {
+                let up: Vec<&str> = c.stack.iter().rev().skip(1).take(5).map(String::as_str).collect();
+                let more = if c.stack.len() > 6 { " < ..." } else { "" };
+                let _ = writeln!(s, "  {:<width$} {:>7}  {}{more}", "", c.hits, up.join(" < "));
+            }
         }
     }
     if rows.iter().any(|r| r.unfinished > 0) {

@@ -77,6 +77,16 @@ pub struct ProbeRow {
     /// Durations entry to return of the paired calls; absent without a return probe.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency: Option<ProbeLatency>,
+    /// Hits whose user stack root's recording sampled ([`super::probe_stacks`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub stacks: u64,
+    /// The distinct chains of callers of those hits, most hits first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub callers: Vec<super::probe_stacks::Callers>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Context fields that come before a probe event's payload (ust's `tid`, LTTng's
@@ -228,6 +238,8 @@ pub fn probe_view(l: &Loaded) -> Vec<ProbeRow> {
                 unwound: a.unwound,
                 returns_without_entry: a.orphan_returns,
                 latency,
+                stacks: 0,
+                callers: Vec::new(),
             }
         })
         .collect()
