@@ -145,6 +145,15 @@ struct CpuEvents {
     fds: Vec<OwnedFd>,
 }
 
+impl CpuEvents {
+    /// The event that owns the dynamic probes' ring, when there is one (the first probe's,
+    /// right after the three fault and side-band events): polled too, so that a full
+    /// [`PROBE_WATERMARK`] wakes the reader before the ring overflows.
+    fn probe_ring_fd(&self) -> Option<&OwnedFd> {
+        self.fds.get(3).filter(|_| self.rings.len() > 2)
+    }
+}
+
 /// Maps a ring of the first size in `sizes` that the locked-memory allowance grants.
 fn map_ring(fd: &OwnedFd, sizes: &[usize]) -> Result<ring::Ring, PerfError> {
     let mut last = None;
@@ -476,8 +485,11 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
     let mut stacked: std::collections::HashSet<i32> = std::collections::HashSet::new();
     loop {
         let last = stop.load(Ordering::SeqCst);
-        let mut pfd: Vec<libc::pollfd> =
-            cpus.iter().flat_map(|c| c.fds[..2].iter()).map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+        let mut pfd: Vec<libc::pollfd> = cpus
+            .iter()
+            .flat_map(|c| c.fds[..2].iter().chain(c.probe_ring_fd()))
+            .map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+            .collect();
         if !last {
             // SAFETY: pfd is a valid array of pollfd of the given length.
             unsafe { libc::poll(pfd.as_mut_ptr(), pfd.len() as libc::nfds_t, POLL.as_millis() as i32) };
