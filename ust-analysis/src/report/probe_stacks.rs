@@ -13,10 +13,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use super::load::Loaded;
 use super::model::Report;
+pub use super::probes::Callers;
 use super::probes::ProbeRow;
 
 /// The frame shown where a stack stops at the uretprobe trampoline.
@@ -24,15 +23,6 @@ pub const TRAMPOLINE: &str = "[callers of a pending %return probe: not unwound]"
 
 /// Most distinct chains kept per probe (the rest are counted in [`ProbeRow::stacks`]).
 pub const MAX_CHAINS: usize = 200;
-
-/// One chain of callers and how many hits had it.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct Callers {
-    /// Function names, outermost first, the probed function last.
-    pub stack: Vec<String>,
-    /// Hits with this chain.
-    pub hits: u64,
-}
 
 /// The uretprobe trampoline's page: the kernel's `[uprobes]` area is the last page below
 /// x86-64's 47-bit user address space (`TASK_SIZE - PAGE_SIZE`).

@@ -82,7 +82,17 @@ pub struct ProbeRow {
     pub stacks: u64,
     /// The distinct chains of callers of those hits, most hits first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub callers: Vec<super::probe_stacks::Callers>,
+    pub callers: Vec<Callers>,
+}
+
+/// One chain of callers of a probed function ([`super::probe_stacks`]) and how many hits
+/// had it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Callers {
+    /// Function names, outermost first, the probed function last.
+    pub stack: Vec<String>,
+    /// Hits with this chain.
+    pub hits: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
