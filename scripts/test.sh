@@ -62,7 +62,7 @@ if [ "$(id -u)" = 0 ]; then
   for u in ustkb-a ustkb-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
-  # system-tests/tests/uprobes.rs: users probing their own programs through root's daemon.
+  # system-tests/tests/uprobes.rs, session_uprobes.rs: users probing their own programs through root's daemon.
   for u in ustup-a ustup-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done

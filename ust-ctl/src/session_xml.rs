@@ -47,6 +47,7 @@ use ust_core::context::ContextType;
 use ust_core::Level;
 
 use crate::config::{ChannelConfig, Enabler, LevelFilter, VpidTracker};
+use crate::probes::{ProbeLocation, UserspaceProbe};
 
 /// Largest session file read, in bytes.
 pub const MAX_FILE: usize = 16 << 20;
@@ -107,8 +108,11 @@ pub struct SavedSession {
     pub vuid: Option<Vec<u32>>,
     /// Virtual group-id tracker, likewise.
     pub vgid: Option<Vec<u32>>,
-    /// Domains of the file other than user space (skipped).
+    /// Domains of the file other than user space (skipped), and `KERNEL` when its kernel
+    /// domain has events other than userspace probes.
     pub other_domains: Vec<String>,
+    /// The kernel domain's userspace probes (`USERSPACE_PROBE` events), in file order.
+    pub probes: Vec<UserspaceProbe>,
 }
 
 fn esc(s: &str) -> String {
@@ -148,6 +152,80 @@ fn tracker_xml(out: &mut String, kind: &str, ids: Option<Vec<i64>>) {
     out.push_str(&format!("\t\t\t\t\t</{kind}_process_attr_tracker>\n"));
 }
 
+/// The kernel domain holding `probes` (nothing without any): one channel, `channel0`, with
+/// LTTng's kernel defaults, each probe a `USERSPACE_PROBE` event with its
+/// `<userspace_probe_function_attributes>` (or `_tracepoint_` for SDT). A return probe's
+/// `<function_name>` is `SYMBOL%return` (LTTng has no return uprobes: `lttng load` would
+/// look for a function of that name).
+fn kernel_xml(o: &mut String, probes: &[UserspaceProbe]) {
+    if probes.is_empty() {
+        return;
+    }
+    let t = "\t\t\t\t\t\t\t\t";
+    o.push_str("\t\t\t<domain>\n\t\t\t\t<type>KERNEL</type>\n\t\t\t\t<buffer_type>GLOBAL</buffer_type>\n\t\t\t\t<channels>\n");
+    o.push_str("\t\t\t\t\t<channel>\n\t\t\t\t\t\t<name>channel0</name>\n\t\t\t\t\t\t<enabled>true</enabled>\n\t\t\t\t\t\t<overwrite_mode>DISCARD</overwrite_mode>\n\t\t\t\t\t\t<subbuffer_size>1048576</subbuffer_size>\n\t\t\t\t\t\t<subbuffer_count>4</subbuffer_count>\n\t\t\t\t\t\t<switch_timer_interval>0</switch_timer_interval>\n\t\t\t\t\t\t<read_timer_interval>200000</read_timer_interval>\n\t\t\t\t\t\t<output_type>SPLICE</output_type>\n\t\t\t\t\t\t<events>\n");
+    for p in probes {
+        o.push_str(&format!(
+            "\t\t\t\t\t\t\t<event>\n{t}<name>{}</name>\n{t}<enabled>{}</enabled>\n{t}<type>USERSPACE_PROBE</type>\n{t}<attributes>\n",
+            esc(&p.name),
+            p.enabled
+        ));
+        let path = esc(&p.location.path().to_string_lossy());
+        match &p.location {
+            ProbeLocation::Function { symbol, ret, .. } => o.push_str(&format!(
+                "{t}\t<userspace_probe_function_attributes>\n{t}\t\t<lookup_method>ELF</lookup_method>\n{t}\t\t<binary_path>{path}</binary_path>\n{t}\t\t<function_name>{}{}</function_name>\n{t}\t</userspace_probe_function_attributes>\n",
+                esc(symbol),
+                if *ret { "%return" } else { "" }
+            )),
+            ProbeLocation::Sdt { provider, probe, .. } => o.push_str(&format!(
+                "{t}\t<userspace_probe_tracepoint_attributes>\n{t}\t\t<lookup_method>SDT</lookup_method>\n{t}\t\t<binary_path>{path}</binary_path>\n{t}\t\t<probe_name>{}</probe_name>\n{t}\t\t<provider_name>{}</provider_name>\n{t}\t</userspace_probe_tracepoint_attributes>\n",
+                esc(probe),
+                esc(provider)
+            )),
+        }
+        o.push_str(&format!("{t}</attributes>\n\t\t\t\t\t\t\t</event>\n"));
+    }
+    o.push_str("\t\t\t\t\t\t</events>\n\t\t\t\t\t</channel>\n\t\t\t\t</channels>\n\t\t\t</domain>\n");
+}
+
+/// The userspace probes of a kernel domain `d` (its `USERSPACE_PROBE` events, whatever
+/// the channel), and whether it has other events (skipped).
+fn probes_from(d: &Node, session: &str) -> Result<(Vec<UserspaceProbe>, bool), String> {
+    let mut probes = Vec::new();
+    let mut others = false;
+    for c in d.child("channels").map(|c| c.all("channel").collect::<Vec<_>>()).unwrap_or_default() {
+        for e in c.child("events").map(|e| e.all("event").collect::<Vec<_>>()).unwrap_or_default() {
+            if e.text_of("type") != Some("USERSPACE_PROBE") {
+                others = true;
+                continue;
+            }
+            let name = e.text_of("name").ok_or_else(|| format!("session {session}: a userspace probe event without <name>"))?.to_string();
+            let attrs = e.child("attributes");
+            let location = if let Some(f) = attrs.and_then(|a| a.child("userspace_probe_function_attributes")) {
+                let path = PathBuf::from(f.text_of("binary_path").unwrap_or(""));
+                let func = f.text_of("function_name").unwrap_or("");
+                let (symbol, ret) = match func.strip_suffix("%return") {
+                    Some(s) => (s, true),
+                    None => (func, false),
+                };
+                ProbeLocation::Function { path, symbol: symbol.to_string(), ret }
+            } else if let Some(t) = attrs.and_then(|a| a.child("userspace_probe_tracepoint_attributes")) {
+                ProbeLocation::Sdt {
+                    path: PathBuf::from(t.text_of("binary_path").unwrap_or("")),
+                    provider: t.text_of("provider_name").unwrap_or("").to_string(),
+                    probe: t.text_of("probe_name").unwrap_or("").to_string(),
+                }
+            } else {
+                return Err(format!("session {session}: userspace probe {name} without its attributes"));
+            };
+            let p = UserspaceProbe { name, enabled: e.flag("enabled", true)?, location };
+            crate::probes::check_probe(&p).map_err(|x| format!("session {session}: {x}"))?;
+            probes.push(p);
+        }
+    }
+    Ok((probes, others))
+}
+
 /// Writes `sessions` as one LTTng session configuration file (`<sessions>` root), in the
 /// element order of `session.xsd` 2.13 (it validates with `xmllint --schema`).
 pub fn to_xml(sessions: &[SavedSession]) -> String {
@@ -161,7 +239,9 @@ pub fn to_xml(sessions: &[SavedSession]) -> String {
             BufferType::PerPid => "PER_PID",
             BufferType::PerUid => "PER_UID",
         };
-        o.push_str(&format!("\t\t<domains>\n\t\t\t<domain>\n\t\t\t\t<type>UST</type>\n\t\t\t\t<buffer_type>{bt}</buffer_type>\n"));
+        o.push_str("\t\t<domains>\n");
+        kernel_xml(&mut o, &s.probes);
+        o.push_str(&format!("\t\t\t<domain>\n\t\t\t\t<type>UST</type>\n\t\t\t\t<buffer_type>{bt}</buffer_type>\n"));
         o.push_str("\t\t\t\t<channels>\n");
         for c in &s.channels {
             let cfg = &c.config;
@@ -488,6 +568,14 @@ fn session_from(s: &Node) -> Result<SavedSession, String> {
     }
     for d in s.child("domains").map(|d| d.all("domain").collect::<Vec<_>>()).unwrap_or_default() {
         let ty = d.text_of("type").unwrap_or("");
+        if ty == "KERNEL" {
+            let (probes, others) = probes_from(d, &name)?;
+            out.probes.extend(probes);
+            if others {
+                out.other_domains.push(ty.to_string());
+            }
+            continue;
+        }
         if ty != "UST" {
             if d.child("channels").is_some_and(|c| !c.children.is_empty()) {
                 out.other_domains.push(ty.to_string());

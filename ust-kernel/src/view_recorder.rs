@@ -64,6 +64,11 @@ pub struct Options {
     /// A per-CPU buffer size, KiB; `None`: sized from the measured event rate
     /// ([`crate::sizing`]).
     pub buffer_kb: Option<u64>,
+    /// The dynamic probes' events alone, in one instance, system-wide (a session's
+    /// `enable-event --userspace-probe` rules, as LTTng's kernel domain records only the
+    /// events enabled): none of [`ctf::EVENTS`], no argument capture; the state dump is
+    /// kept (it names the tasks). The buffers are [`BUFFER_KB`] unless `buffer_kb`.
+    pub probes_only: bool,
 }
 
 /// True for the events recorded in the traced tree's instance: the high-rate ones.
@@ -151,11 +156,14 @@ impl ViewRecorder {
         let mut stale_removed = tracefs::remove_stale(&root);
         stale_removed.extend(uprobe::remove_stale(&root));
         let name = format!("{}{}-{}", tracefs::INSTANCE_PREFIX, std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        if opts.probes_only && probes.is_empty() {
+            return Err(KernelError::NoEvents);
+        }
         // The argument capture first: its program then runs before ftrace's probe on
         // `raw_syscalls:sys_enter` (crate::bpf::Capture::start).
-        let args = ArgCapture::start(&root);
+        let args = if opts.probes_only { ArgCapture::off("the dynamic probes alone: no system calls recorded") } else { ArgCapture::start(&root) };
         let main = tracefs::Instance::create_named(&root, &name)?;
-        let tree = if all && opts.system_wide { None } else { Some(tracefs::Instance::create_named(&root, &format!("{name}-t"))?) };
+        let tree = if (all && opts.system_wide) || opts.probes_only { None } else { Some(tracefs::Instance::create_named(&root, &format!("{name}-t"))?) };
         for inst in std::iter::once(&main).chain(&tree) {
             inst.set_clock("mono")?;
             inst.set_buffer_kb(opts.buffer_kb.unwrap_or(BUFFER_KB))?;
@@ -163,7 +171,9 @@ impl ViewRecorder {
         let mut formats = Vec::new();
         let mut missing = Vec::new();
         let extra = if all { ctf::ROOT_EVENTS } else { &[] };
-        for (sys, ev, name) in ctf::EVENTS.iter().chain(extra) {
+        let kernel_events: &[(&str, &str, &str)] = if opts.probes_only { &[] } else { ctf::EVENTS };
+        let extra = if opts.probes_only { &[] } else { extra };
+        for (sys, ev, name) in kernel_events.iter().chain(extra) {
             let inst = match &tree {
                 Some(t) if tree_event(sys) => t,
                 _ => &main,
@@ -173,7 +183,7 @@ impl ViewRecorder {
                 _ => missing.push(format!("{sys}:{ev}")),
             }
         }
-        if formats.is_empty() {
+        if formats.is_empty() && !opts.probes_only {
             return Err(KernelError::NoEvents);
         }
         let placed = if probes.is_empty() {
@@ -204,6 +214,7 @@ impl ViewRecorder {
         };
         let buffer_kb = match opts.buffer_kb {
             Some(kb) => kb,
+            None if opts.probes_only => BUFFER_KB,
             None => {
                 let events: Vec<(&str, &str)> =
                     formats.iter().filter(|(_, f)| tree.is_none() || !tree_event(&f.system)).map(|(_, f)| (f.system.as_str(), f.name.as_str())).collect();
@@ -218,8 +229,9 @@ impl ViewRecorder {
         // A uprobe's event serves ftrace or perf, never both at once (the kernel refuses the
         // second with EINTR: trace_uprobe.c, probe_event_enable), so root's view samples the
         // stacks of each entry probe from a twin probe at the same place, without arguments,
-        // in a group of its own that no instance enables.
-        let twins: Vec<uprobe::Probe> = if all {
+        // in a group of its own that no instance enables (not for a session's probes-only
+        // recording, which samples no stacks).
+        let twins: Vec<uprobe::Probe> = if all && !opts.probes_only {
             probes
                 .iter()
                 .filter(|p| !p.ret)
@@ -271,6 +283,18 @@ impl ViewRecorder {
         let mode = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC;
         let out = TraceDir::from_fd(rustix::fs::open(&dir, mode, rustix::fs::Mode::empty()).map_err(std::io::Error::from)?, dir, None);
         Self::prepare_with_probes(filter.sees_all(), Options::default(), probes)?.start(out, filter)
+    }
+
+    /// A session's userspace probes alone ([`Options::probes_only`]), written through
+    /// `dir` (for a user's view, by the writing thread as that user): every task's hits
+    /// for root ([`ViewFilter::everything`]), those of the tasks the user could ptrace for
+    /// a user ([`ViewFilter::owner`]).
+    ///
+    /// # Errors
+    /// As [`ViewRecorder::prepare_with_probes`] and [`Prepared::start`].
+    pub fn start_probes(dir: TraceDir, filter: ViewFilter, probes: &[uprobe::Probe]) -> Result<ViewRecorder, KernelError> {
+        let opts = Options { probes_only: true, ..Options::default() };
+        Self::prepare_with_probes(filter.sees_all(), opts, probes)?.start(dir, filter)
     }
 
     /// Stops recording, applies and writes what is left, writes the final metadata (with

@@ -79,6 +79,7 @@ fn warn_after_recording(c: &mut ust_ctl::Client, rules: &[ust_ctl::config::Enabl
 /// prints the same lines after `ust: `); a snapshot session's, which are written only by
 /// `ust snapshot record`, are not counted.
 fn print_holdings(r: &ust_ctl::protocol::DestroyReport, first: &str) {
+    print_probes(r);
     if r.snapshot {
         outln!(
             "Snapshot session: {} process{} traced; buffers are written only by `ust snapshot record`, under {}/snapshot-<N>-<stamp>/",
@@ -95,6 +96,18 @@ fn print_holdings(r: &ust_ctl::protocol::DestroyReport, first: &str) {
             let mut c = l.chars();
             let head: String = c.next().map(|h| h.to_uppercase().collect()).unwrap_or_default();
             outln!("{head}{}", c.as_str());
+        }
+    }
+}
+
+/// The userspace probes' recordings of a report: per recording, its directory and each
+/// probe event's count (the state dump left out), or why it is incomplete.
+fn print_probes(r: &ust_ctl::protocol::DestroyReport) {
+    for p in &r.probes {
+        let counts: Vec<String> = p.counts.iter().filter(|(e, _)| !e.starts_with("lttng_statedump")).map(|(e, n)| format!("{e} {n}")).collect();
+        outln!("Userspace probes in {}: {}", p.dir.display(), if counts.is_empty() { "no event".into() } else { counts.join(", ") });
+        if let Some(e) = &p.error {
+            outln!("  incomplete: {e}");
         }
     }
 }
@@ -122,7 +135,7 @@ pub fn destroy(a: SessionCmdArgs) -> CliResult {
         } else {
             outln!("Snapshots of session {} in {}: {}", r.name, r.output.display(), snapshots.join(", "));
         }
-    } else if r.traces.is_empty() {
+    } else if r.traces.is_empty() && r.probes.is_empty() {
         // Nothing claims a trace that was not written.
         outln!("No trace written: no process was traced in session {} (output {})", r.name, r.output.display());
     } else {
@@ -130,8 +143,11 @@ pub fn destroy(a: SessionCmdArgs) -> CliResult {
     }
     if r.archives.is_empty() && !r.snapshot && !r.traces.is_empty() {
         print_holdings(&r, "");
-    } else if let Some(e) = &r.output_error {
-        outln!("The trace is incomplete: its output stopped early ({e})");
+    } else {
+        print_probes(&r);
+        if let Some(e) = &r.output_error {
+            outln!("The trace is incomplete: its output stopped early ({e})");
+        }
     }
     for a in &r.archives {
         outln!("Trace chunk archive: {}", a.display());
@@ -270,6 +286,9 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
 
 /// `ust enable-event`.
 pub fn enable_event(a: EnableEventArgs) -> CliResult {
+    if a.userspace_probe.is_some() {
+        return super::session_probes::enable(a);
+    }
     let patterns = if a.all { vec!["*".to_string()] } else { a.names.clone() };
     // The daemon runs the same check on what it receives.
     ust_ctl::config::check_enable_event(&patterns, &a.exclude, a.filter.as_deref()).map_err(Failure::usage)?;
@@ -313,6 +332,9 @@ pub fn enable_event(a: EnableEventArgs) -> CliResult {
 
 /// `ust disable-event`.
 pub fn disable_event(a: DisableEventArgs) -> CliResult {
+    if a.kernel {
+        return super::session_probes::disable(a);
+    }
     let chan = a.target.channel.clone().unwrap_or_else(|| ust_ctl::config::DEFAULT_CHANNEL.into());
     call(Command::DisableEvent { session: a.target.session.session, channel: a.target.channel, patterns: a.names.clone(), all: a.all })?;
     if a.all {

@@ -168,7 +168,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
     }
     use crate::kernel::syscall_view::{self, Running};
     use crate::kernel::view::{self, Plan};
-    let opts = crate::kernel::view_recorder::Options { system_wide: a.system_wide, buffer_kb: a.kernel_buffer_kb };
+    let opts = crate::kernel::view_recorder::Options { system_wide: a.system_wide, buffer_kb: a.kernel_buffer_kb, ..Default::default() };
     // Tier 1's system calls (ptrace), unless turned off.
     let syscalls = match (a.no_ptrace, &identity) {
         (true, _) => crate::kernel::perf::SyscallView::Off(syscall_view::OFF_BY_FLAG.into()),

@@ -80,3 +80,32 @@ fn bad_files_are_errors_not_panics() {
     let deep = "<a>".repeat(100) + &"</a>".repeat(100);
     assert!(from_xml(&deep).unwrap_err().contains("deeper"));
 }
+
+/// A kernel domain as `lttng save` writes it for `lttng enable-event -k
+/// --userspace-probe=elf:/usr/bin/app:query q` (and an SDT probe, and a kernel
+/// tracepoint, which ust skips and reports): the probes load; saved again, they read back
+/// the same, a return probe included.
+#[test]
+fn userspace_probes_load_and_round_trip() {
+    let xml = "<sessions><session><name>k</name><domains><domain><type>KERNEL</type><buffer_type>GLOBAL</buffer_type><channels><channel><name>channel0</name><events>\
+        <event><name>q</name><enabled>true</enabled><type>USERSPACE_PROBE</type><attributes><userspace_probe_function_attributes><lookup_method>ELF</lookup_method><binary_path>/tmp/link:x/app</binary_path><function_name>query</function_name></userspace_probe_function_attributes></attributes></event>\
+        <event><name>s</name><enabled>false</enabled><type>USERSPACE_PROBE</type><attributes><userspace_probe_tracepoint_attributes><lookup_method>SDT</lookup_method><binary_path>/bin/app</binary_path><probe_name>tick</probe_name><provider_name>prov</provider_name></userspace_probe_tracepoint_attributes></attributes></event>\
+        <event><name>sched_switch</name><enabled>true</enabled><type>TRACEPOINT</type></event>\
+        </events></channel></channels></domain></domains><started>false</started></session></sessions>";
+    let mut s = from_xml(xml).unwrap().remove(0);
+    assert_eq!(s.other_domains, vec!["KERNEL".to_string()], "the kernel tracepoint is skipped and said");
+    assert_eq!(s.probes.len(), 2);
+    assert_eq!(s.probes[0].location, ProbeLocation::Function { path: "/tmp/link:x/app".into(), symbol: "query".into(), ret: false });
+    assert!(s.probes[0].enabled && !s.probes[1].enabled);
+    assert_eq!(s.probes[1].location, ProbeLocation::Sdt { path: "/bin/app".into(), provider: "prov".into(), probe: "tick".into() });
+    s.probes.push(UserspaceProbe {
+        name: "q_return".into(),
+        enabled: true,
+        location: ProbeLocation::Function { path: "/a/b".into(), symbol: "app::q".into(), ret: true },
+    });
+    let again = from_xml(&to_xml(std::slice::from_ref(&s))).unwrap().remove(0);
+    assert_eq!(again.probes, s.probes);
+    assert!(again.other_domains.is_empty(), "only probes were saved");
+    let bad = xml.replace("<binary_path>/bin/app</binary_path>", "<binary_path>bin/app</binary_path>");
+    assert!(from_xml(&bad).unwrap_err().contains("not absolute"));
+}
