@@ -114,7 +114,7 @@ pub struct Prepared {
     /// perf_event_open samples their user stacks by ([`crate::perf::PerfRecorder::start_stacks_with_probes`]).
     probe_ids: Vec<(String, u64)>,
     /// The twins of the entry probes that perf samples (no instance enables them).
-    stack_probes: Option<uprobe::Placed>,
+    stack_probes: Option<Box<uprobe::Placed>>,
     // Last: dropped after the instances that enable them.
     probes: Option<uprobe::Placed>,
 }
@@ -129,7 +129,7 @@ pub struct ViewRecorder {
     /// Removed at the end, once the perf events sampling them are closed (the stacks
     /// recorder finishes first; a probe still open by perf is left to the next start's
     /// clean-up).
-    stack_probes: Option<uprobe::Placed>,
+    stack_probes: Option<Box<uprobe::Placed>>,
     probes: Option<uprobe::Placed>,
 }
 
@@ -251,7 +251,7 @@ impl ViewRecorder {
         } else {
             Vec::new()
         };
-        let stack_probes = if twins.is_empty() { None } else { uprobe::Placed::place(&root, &twins).ok() };
+        let stack_probes = if twins.is_empty() { None } else { uprobe::Placed::place(&root, &twins).ok().map(Box::new) };
         let probe_ids = stack_probes
             .iter()
             .flat_map(|p| {
