@@ -31,6 +31,9 @@ command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
 # compares the report's page faults with `perf stat`'s (as report.rs does).
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+# system-tests/tests/uprobe_faults.rs strips a copy of a test program (binutils) and mounts
+# a noexec tmpfs (mount: util-linux, above).
+command -v strip >/dev/null 2>&1 || need+=(binutils)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo

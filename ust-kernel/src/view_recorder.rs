@@ -110,6 +110,11 @@ pub struct Prepared {
     all: bool,
     buffer_kb: u64,
     args: ArgCapture,
+    /// `(event, tracepoint id)` of each probe placed (`events/<group>/<event>/id`): what
+    /// perf_event_open samples their user stacks by ([`crate::perf::PerfRecorder::start_stacks_with_probes`]).
+    probe_ids: Vec<(String, u64)>,
+    /// The twins of the entry probes that perf samples (no instance enables them).
+    stack_probes: Option<Box<uprobe::Placed>>,
     // Last: dropped after the instances that enable them.
     probes: Option<uprobe::Placed>,
 }
@@ -121,6 +126,10 @@ pub struct ViewRecorder {
     stop: Arc<AtomicBool>,
     finish_args: Arc<Mutex<Option<(i32, i64)>>>,
     thread: Option<std::thread::JoinHandle<Result<KernelSummary, String>>>,
+    /// Removed at the end, once the perf events sampling them are closed (the stacks
+    /// recorder finishes first; a probe still open by perf is left to the next start's
+    /// clean-up).
+    stack_probes: Option<Box<uprobe::Placed>>,
     probes: Option<uprobe::Placed>,
 }
 
@@ -217,7 +226,42 @@ impl ViewRecorder {
             }
         };
         let table = Arc::new(EventTable::with_captured_args(formats, &lttng::read_syscall_args(&main.dir().join("events")), args.on()));
-        Ok(Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, args, probes: placed })
+        // A uprobe's event serves ftrace or perf, never both at once (the kernel refuses the
+        // second with EINTR: trace_uprobe.c, probe_event_enable), so root's view samples the
+        // stacks of each entry probe from a twin probe at the same place, without arguments,
+        // in a group of its own that no instance enables (not for a session's probes-only
+        // recording, which samples no stacks).
+        let twins: Vec<uprobe::Probe> = if all && !opts.probes_only {
+            probes
+                .iter()
+                .filter(|p| !p.ret)
+                .filter_map(|p| {
+                    Some(uprobe::Probe {
+                        event: p.event.clone(),
+                        file: p.file.try_clone().ok()?,
+                        path: p.path.clone(),
+                        function: p.function.clone(),
+                        offset: p.offset,
+                        ret: false,
+                        args: Vec::new(),
+                        note: None,
+                    })
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let stack_probes = if twins.is_empty() { None } else { uprobe::Placed::place(&root, &twins).ok().map(Box::new) };
+        let probe_ids = stack_probes
+            .iter()
+            .flat_map(|p| {
+                p.events.iter().filter_map(|(ev, _, _)| {
+                    let id = std::fs::read_to_string(root.join("events").join(&p.group).join(ev).join("id")).ok()?;
+                    Some((ev.clone(), id.trim().parse().ok()?))
+                })
+            })
+            .collect();
+        Ok(Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, args, probe_ids, stack_probes, probes: placed })
     }
 
     /// [`ViewRecorder::prepare`] and [`Prepared::start`] with the default [`Options`], into
@@ -275,6 +319,7 @@ impl ViewRecorder {
         }
         // The probes go once no instance enables them.
         self.probes.take();
+        self.stack_probes.take();
         r
     }
 }
@@ -323,6 +368,12 @@ impl Prepared {
         &self.missing
     }
 
+    /// `(event, tracepoint id)` of each dynamic probe placed, for sampling their user
+    /// stacks with perf_event_open.
+    pub fn probe_tracepoints(&self) -> &[(String, u64)] {
+        &self.probe_ids
+    }
+
     /// Whether the system-call arguments will be copied, and why not
     /// ([`crate::arg_capture`]).
     pub fn args_summary(&self) -> &ArgsSummary {
@@ -336,7 +387,7 @@ impl Prepared {
     /// # Errors
     /// [`KernelError`]: tracefs, or the thread's first writes into `dir`.
     pub fn start(self, dir: TraceDir, filter: ViewFilter) -> Result<ViewRecorder, KernelError> {
-        let Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, mut args, probes } = self;
+        let Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, mut args, probes, stack_probes, .. } = self;
         if all != filter.sees_all() {
             return Err(KernelError::Io(std::io::Error::other("prepared for another kind of view")));
         }
@@ -453,7 +504,7 @@ impl Prepared {
         for i in instances.iter().rev() {
             i.set_on(true)?;
         }
-        Ok(ViewRecorder { instances, stop, finish_args, thread: Some(thread), probes })
+        Ok(ViewRecorder { instances, stop, finish_args, thread: Some(thread), stack_probes, probes })
     }
 }
 

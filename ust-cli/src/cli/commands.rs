@@ -503,11 +503,11 @@ fn babeltrace(dir: &std::path::Path, trace: &std::path::Path) -> CliResult {
 }
 
 /// `ust report`: the report on stdout in `--format` (text by default); with
-/// `--flamegraph` and no `--format`, only the flame graph, whose file is written only when
-/// there is something to draw.
+/// `--flamegraph` (or `--probe-flamegraph`) and no `--format`, only the flame graph, whose
+/// file is written only when there is something to draw.
 pub fn report(a: ReportArgs) -> CliResult {
     check_trace_dir(&a.dir)?;
-    let format = a.format.as_deref().or(if a.flamegraph.is_some() { None } else { Some("text") });
+    let format = a.format.as_deref().or(if a.flamegraph.is_some() || a.probe_flamegraph.is_some() { None } else { Some("text") });
     let pictures = format == Some("folded") || a.flamegraph.is_some();
     let opt = ust_analysis::report::Options {
         wakeups: a.wakeups || pictures,
@@ -529,6 +529,17 @@ pub fn report(a: ReportArgs) -> CliResult {
         let mut f = ust_ctf::outdir::create_output_file(svg, 0o644).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
         std::io::Write::write_all(&mut f, &drawn).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
         eprintln!("ust: flame graph written to {}", svg.display());
+    }
+    if let Some(svg) = &a.probe_flamegraph {
+        use ust_analysis::report::probe_stacks;
+        if let Some(why) = probe_stacks::nothing_to_draw(&r) {
+            return Err(Failure::new(format!("no flame graph written to {}: {why}", svg.display())));
+        }
+        let mut drawn = Vec::new();
+        probe_stacks::flamegraph(&r, &mut drawn).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
+        let mut f = ust_ctf::outdir::create_output_file(svg, 0o644).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        std::io::Write::write_all(&mut f, &drawn).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        eprintln!("ust: flame graph of the probes' callers written to {}", svg.display());
     }
     match format {
         Some("folded") => {

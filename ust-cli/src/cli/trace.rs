@@ -176,6 +176,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
         (false, None) => crate::kernel::perf::SyscallView::Ptrace,
     };
     let with_probes = !probes.is_empty();
+    let probed_files = super::probes::watch(&probes);
     let plan = match (with_kernel, &out) {
         (true, Some(out)) => view::plan(out, opts, &syscalls, probes),
         _ => Plan::None,
@@ -271,6 +272,9 @@ pub fn trace(a: TraceArgs) -> CliResult {
         },
     };
     finish_kernel(kernel, syscall_summary, maps, out.as_ref(), traced_pid);
+    for m in super::probes::changed(&probed_files) {
+        eprintln!("ust: {m}");
+    }
     if let Some(m) = out.as_ref().and_then(TraceDir::replaced) {
         eprintln!("ust: {m}");
     }
