@@ -90,6 +90,7 @@ pub mod field;
 #[cfg(feature = "log")]
 pub mod log;
 mod published;
+mod sdt;
 pub mod runtime;
 mod shared_ids;
 pub mod site;
@@ -254,6 +255,9 @@ pub mod __private {
     pub use crate::field::{default_enum_container, enum_size, FieldNamed};
     pub use crate::site::{Site, SITES, TRACEF, TRACELOG};
     pub use crate::text::{tracef, tracelog};
+
+    pub use crate::sdt::{arg_size_of as sdt_arg_size_of, Semaphore as SdtSemaphore, MAX_ARGS as SDT_MAX_ARGS};
+    pub use crate::{__ust_sdt_probe as sdt_probe, __ust_sdt_select as sdt_select, __ust_sdt_semaphore as sdt_semaphore};
 }
 
 /// Recording without a daemon, for benchmarks and tests of instrumented code: install
