@@ -90,8 +90,8 @@ pub mod field;
 #[cfg(feature = "log")]
 pub mod log;
 mod published;
-mod sdt;
 pub mod runtime;
+mod sdt;
 mod shared_ids;
 pub mod site;
 mod text;

@@ -12,7 +12,8 @@
 //!     base       .8byte _.stapsdt.base     link-time address of .stapsdt.base (prelink check)
 //!     semaphore  .8byte SEMA               a u16 in section .probes, per site
 //!     provider\0 name\0 "-8@%rax 4@%rcx ..."\0
-//! .stapsdt.base (one byte, a COMDAT group of its own: one per linked object)
+//! .stapsdt.base (one byte, a COMDAT group of its own: one per linked object; flag R
+//!               (SHF_GNU_RETAIN) so --gc-sections keeps it: only the note refers to it)
 //! ```
 //!
 //! A tool attaching a uprobe at the nop with the semaphore as its reference counter
