@@ -31,6 +31,9 @@ command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
 # compares the report's page faults with `perf stat`'s (as report.rs does).
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+# system-tests/tests/sdt.rs: bpftrace lists and counts ust's tracepoints built as SDT probes,
+# an outside client (skipped with the reason where it cannot load a program).
+command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -95,12 +98,18 @@ export CARGO_INCREMENTAL=0
 # processes: build them first (debug for the tests, release for the release-profile checks).
 cargo build --workspace --bins --examples
 cargo build --release --workspace --bins --examples
+# examples/sdtprog: built with ust's `sdt` feature in a workspace of its own, so that the
+# feature does not reach the project's other programs (system-tests/tests/sdt.rs builds it
+# too when missing).
+cargo build --manifest-path examples/sdtprog/Cargo.toml
+cargo build --release --manifest-path examples/sdtprog/Cargo.toml
 
 # Formatting, lints and docs are part of the test: rustfmt clean, no warning, no broken
 # intra-doc link.
 cargo fmt --check
 python3 scripts/check-doc-links.py
 cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy -p ust --all-targets --features sdt -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
 # The tests do not meet a daemon this machine already runs (the quick start's `ust trace`

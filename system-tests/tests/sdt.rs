@@ -99,7 +99,11 @@ fn check_arguments(out: &Path, n: u64) {
     assert_eq!(ticks.len() as u64, n, "{ticks:#?}");
     for (i, t) in ticks.iter().enumerate() {
         let i = i as i64;
-        assert_eq!((field(t, "arg0"), field(t, "arg1"), field(t, "arg2")), (i.to_string().as_str(), (-3 * i).to_string().as_str(), if i % 2 == 0 { "1" } else { "0" }), "{t:?}");
+        assert_eq!(
+            (field(t, "arg0"), field(t, "arg1"), field(t, "arg2")),
+            (i.to_string().as_str(), (-3 * i).to_string().as_str(), if i % 2 == 0 { "1" } else { "0" }),
+            "{t:?}"
+        );
         assert_ne!(field(t, "arg3"), "0", "the &str's address: {t:?}");
     }
     let pairs = probe_events(out, "pair");

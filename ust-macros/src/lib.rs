@@ -12,7 +12,14 @@
 //! ```
 //!
 //! so a disabled tracepoint costs one relaxed load and a not-taken branch and does not
-//! evaluate its arguments.
+//! evaluate its arguments. With `ust`'s cargo feature `sdt` (chosen through
+//! `ust::__private::sdt_select!`, since a procedural macro cannot see another crate's
+//! features) the site is also a SystemTap SDT probe whose semaphore joins the test:
+//!
+//! ```text
+//! if SITE.mask | SEMAPHORE != 0 { evaluate arguments; SDT probe (registers); if mask != 0 { record } }
+//! else { SDT probe (constant operands) }
+//! ```
 
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -212,7 +219,7 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
         let marker = &f.name;
         let v = format_ident!("__ust_v{}", i);
         let named = quote_spanned! {ty.span()=> ::ust::__private::FieldNamed<__ust_fields::#marker> };
-        let size = quote_spanned! {ty.span()=> const ::ust::__private::sdt_arg_size_of::<__ust_fields::#marker, #sty>() };
+        let size = quote_spanned! {ty.span()=> const <#sty as #named>::SDT_SIZE };
         sdt_reg_ops.push(quote_spanned! {ty.span()=> #size, in(reg) <#ty as #named>::sdt_arg(&#v) });
         sdt_zero_ops.push(size);
     }
@@ -277,11 +284,12 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
             ::ust::__private::sdt_select! {
                 {
                     ::ust::__private::sdt_semaphore!(__UST_SEMA);
-                    let __ust_on = __UST_SITE.is_enabled();
-                    if __ust_on || __UST_SEMA.is_set() {
+                    // One test of both (an OR, not a second branch).
+                    let __ust_mask = __UST_SITE.mask();
+                    if __ust_mask | __UST_SEMA.get() != 0 {
                         #(#lets)*
                         ::ust::__private::sdt_probe!(__UST_SEMA, #provider_s, #event_s, #sdt_reg_t #(, #sdt_reg_ops)*);
-                        if __ust_on {
+                        if __ust_mask != 0 {
                             let __ust_ip: u64 = ::ust::call_site_ip!();
                             #record
                         }
@@ -519,9 +527,15 @@ mod tests {
     fn expansion_registers_the_site_and_tests_the_mask_first() {
         let out = expand(quote!(app, ev, x: u64 = f())).unwrap();
         assert!(out.contains("distributed_slice"), "{out}");
-        let check = out.find("is_enabled").unwrap();
-        let eval = out.find("f ()").unwrap();
-        assert!(check < eval, "arguments evaluated before the mask test: {out}");
+        // Two expansions, `ust::__private::sdt_select!` keeps one: with the `sdt` feature
+        // (the mask and the semaphore tested first), and without it.
+        let (sdt, plain) = out.split_at(out.find("if __UST_SITE . is_enabled ()").unwrap());
+        let check = sdt.find("__ust_mask | __UST_SEMA . get () != 0").unwrap();
+        let eval = sdt.find("f ()").unwrap();
+        assert!(check < eval, "arguments evaluated before the test: {sdt}");
+        assert!(sdt.find("sdt_probe").unwrap() > eval && sdt.matches("sdt_probe").count() == 2, "{sdt}");
+        let eval = plain.find("f ()").unwrap();
+        assert!(eval > 0 && !plain.contains("SEMA"), "{plain}");
     }
 
     #[test]

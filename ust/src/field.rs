@@ -383,6 +383,8 @@ pub unsafe trait FieldNamed<Name> {
     fn encode(&self, out: &mut [u8]);
     /// `Field::sdt_arg` (hidden).
     fn sdt_arg(&self) -> u64;
+    /// The field's SDT operand size (`ust::__private::sdt_arg_size`).
+    const SDT_SIZE: i32;
 }
 
 // SAFETY: forwards to `Field`, whose implementations uphold the same contract.
@@ -400,6 +402,7 @@ unsafe impl<T: Field + ?Sized, Name> FieldNamed<Name> for T {
     fn sdt_arg(&self) -> u64 {
         Field::sdt_arg(self)
     }
+    const SDT_SIZE: i32 = crate::sdt::arg_size_of::<T>();
 }
 
 /// The container of a `#[derive(ust::Enum)]` enum without an integer `#[repr]`: `u32` when

@@ -21,7 +21,7 @@
 //! mapping the file. The site then reads:
 //!
 //! ```text
-//! if site enabled (one relaxed load) || semaphore != 0 (one relaxed load) {
+//! if (site mask | semaphore) != 0 (two relaxed loads, one test) {
 //!     evaluate the arguments; 990: nop (operands: the argument registers); record if enabled
 //! } else {
 //!     990: nop (operands: the constant 0)
@@ -63,7 +63,14 @@ impl Semaphore {
     /// True while some consumer is attached: one relaxed load.
     #[inline(always)]
     pub fn is_set(&self) -> bool {
-        self.0.load(Ordering::Relaxed) != 0
+        self.get() != 0
+    }
+
+    /// The count of attached consumers (0: none), widened for an OR with a site's mask:
+    /// one relaxed load.
+    #[inline(always)]
+    pub fn get(&self) -> u64 {
+        u64::from(self.0.load(Ordering::Relaxed))
     }
 }
 
@@ -84,9 +91,9 @@ pub const fn arg_size(ty: &FieldType) -> i32 {
     }
 }
 
-/// [`arg_size`] of the field type `T` (seen through the field-name marker `N`), for a
-/// `const` operand.
-pub const fn arg_size_of<N, T: crate::field::FieldNamed<N> + ?Sized>() -> i32 {
+/// [`arg_size`] of the field type `T`, for a `const` operand (through
+/// `FieldNamed::SDT_SIZE`).
+pub const fn arg_size_of<T: crate::Field + ?Sized>() -> i32 {
     let ty = T::TYPE;
     let size = arg_size(&ty);
     // A `FieldType` has drop glue (its `Cow`s), which a `const fn` cannot run; a type from
@@ -95,13 +102,30 @@ pub const fn arg_size_of<N, T: crate::field::FieldNamed<N> + ?Sized>() -> i32 {
     size
 }
 
+/// The fixed size of a field type, as a constant (`usize::MAX` for a variable size): read
+/// from `T::TYPE` at compile time, so no `FieldType` is built (and dropped) at run time.
+struct FixedSize<T: ?Sized>(core::marker::PhantomData<T>);
+
+impl<T: crate::Field + ?Sized> FixedSize<T> {
+    const N: usize = {
+        let ty = T::TYPE;
+        let n = match ty.fixed_size() {
+            Some(n) => n,
+            None => usize::MAX,
+        };
+        // See `arg_size_of`.
+        core::mem::forget(ty);
+        n
+    };
+}
+
 /// The operand value of a fixed-size field of at most 8 bytes: its little-endian encoding
 /// zero-extended (a consumer reads the operand's size and sign-extends a signed one).
 #[inline(always)]
 pub fn by_value<T: crate::Field + ?Sized>(v: &T) -> u64 {
     let mut b = [0u8; 8];
-    match T::TYPE.fixed_size() {
-        Some(n) if n <= 8 => {
+    match FixedSize::<T>::N {
+        n if n <= 8 => {
             if let Some(head) = b.get_mut(..n) {
                 v.encode(head);
             }

@@ -32,7 +32,10 @@ pub fn resolve_all(specs: &[String]) -> Result<Vec<Probe>, Failure> {
         if out.iter().any(|q| q.event == p.event) {
             return Err(Failure::usage(format!("--userspace-probe {text}: a second probe named {} (each function once per kind)", p.event)));
         }
-        let args: Vec<String> = p.args.iter().map(|a| format!("{}={}:{}", a.name, a.fetch, a.ty)).collect();
+        // The arguments of the location that fetches the most (an SDT probe's idle
+        // locations hold constants).
+        let shown = ps.iter().max_by_key(|q| q.args.iter().filter(|a| !a.fetch.starts_with('\\')).count()).unwrap_or(p);
+        let args: Vec<String> = shown.args.iter().map(|a| format!("{}={}:{}", a.name, a.fetch, a.ty)).collect();
         let offsets: Vec<String> = ps.iter().map(|q| format!("0x{:x}", q.offset)).collect();
         let what = if p.sdt { "SDT probe " } else { "" };
         let at = if ps.len() > 1 { format!("file offsets {}", offsets.join(" ")) } else { format!("file offset {}", offsets.join(" ")) };

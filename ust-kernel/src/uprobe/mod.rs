@@ -18,10 +18,16 @@
 //! ([`Placed`]'s drop, after the instances that enable them are gone), and by the next
 //! recording when its process died ([`remove_stale`]).
 //!
+//! `sdt:PATH:PROVIDER:PROBE` ([`sdt`]) takes the same road: one [`Probe`] per location of
+//! the SDT probe, each at its note's `nop` with the note's semaphore as reference counter
+//! (`/proc/self/fd/N:0xOFF(0xREF)`), appended to one event. [`ProbeSpec`] parses and
+//! resolves either kind.
+//!
 //! Who may ask for what is [`check_user_file`] and [`validate`]: root anything; an
 //! ordinary user (through root's daemon) only regular files they own that are not
 //! set-user-ID, set-group-ID or file-capability programs, only at a function symbol's
-//! first instruction or its return, with arguments fetched from registers only.
+//! first instruction or its return, with arguments fetched from registers only, or at an
+//! SDT note's `nop` with the note's own operands (read by the daemon).
 
 pub mod dwarf;
 pub mod elf;
