@@ -206,11 +206,11 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
         len_idents.push(l);
     }
     // SDT operands (`ust::__private::sdt_probe!`): per argument its size as a `const`
-    // operand, then its value in a register (or the constant `$0` on the path where
+    // operand, then its value in a register (or a register holding 0 on the path where
     // nothing is evaluated).
     let nsdt = fields.len().min(SDT_MAX_ARGS);
     let sdt_reg_t = vec!["{}@{}"; nsdt].join(" ");
-    let sdt_zero_t = vec!["{}@$0"; nsdt].join(" ");
+    let sdt_zero_t = vec!["{}@{__ust_zero}"; nsdt].join(" ");
     let mut sdt_reg_ops = Vec::new();
     let mut sdt_zero_ops = Vec::new();
     for (i, f) in fields.iter().take(nsdt).enumerate() {
@@ -223,6 +223,9 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
         sdt_reg_ops.push(quote_spanned! {ty.span()=> #size, in(reg) <#ty as #named>::sdt_arg(&#v) });
         sdt_zero_ops.push(size);
     }
+    // The idle location's operands: one register holding 0 for every argument (perf
+    // reads no constants, and wants the same layout at every location of a probe).
+    let zero_op = if nsdt > 0 { quote!(, __ust_zero = in(reg) 0u64) } else { quote!() };
     let nfields = fields.len();
     let sum = if len_idents.is_empty() { quote!(0usize) } else { quote!(0usize #(+ #len_idents)*) };
     let markers = if markers.is_empty() {
@@ -294,7 +297,7 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
                             #record
                         }
                     } else {
-                        ::ust::__private::sdt_probe!(__UST_SEMA, #provider_s, #event_s, #sdt_zero_t #(, #sdt_zero_ops)*);
+                        ::ust::__private::sdt_probe!(__UST_SEMA, #provider_s, #event_s, #sdt_zero_t #(, #sdt_zero_ops)* #zero_op);
                     }
                 }
                 {

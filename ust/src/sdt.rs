@@ -13,7 +13,10 @@
 //!     semaphore  .8byte SEMA               a u16 in section .probes, per site
 //!     provider\0 name\0 "-8@%rax 4@%rcx ..."\0
 //! .stapsdt.base (one byte, a COMDAT group of its own: one per linked object; flag R
-//!               (SHF_GNU_RETAIN) so --gc-sections keeps it: only the note refers to it)
+//!               (SHF_GNU_RETAIN) so --gc-sections keeps it: only the note refers to it;
+//!               flag x so the linker puts it in the code's segment: perf turns the
+//!               probe point into a file offset with .stapsdt.base's own offset, which
+//!               lld's layout would otherwise shift by a page)
 //! ```
 //!
 //! A tool attaching a uprobe at the nop with the semaphore as its reference counter
@@ -24,14 +27,15 @@
 //! if (site mask | semaphore) != 0 (two relaxed loads, one test) {
 //!     evaluate the arguments; 990: nop (operands: the argument registers); record if enabled
 //! } else {
-//!     990: nop (operands: the constant 0)
+//!     990: nop (operands: one register holding 0, for every argument)
 //! }
 //! ```
 //!
 //! so the probe fires each time the tracepoint's code runs, enabled or not, and its
 //! arguments are evaluated only when ust records the event or an SDT consumer is attached
 //! (a consumer that ignores the semaphore still counts every firing, with zeros for
-//! arguments). Without the feature the expansion is the plain one, unchanged.
+//! arguments). Both locations have register operands of the same sizes: perf refuses a
+//! probe whose locations' arguments differ, and reads no constant operands. Without the feature the expansion is the plain one, unchanged.
 //!
 //! Argument `k` is field `k` (at most [`MAX_ARGS`]; further fields are recorded by ust but
 //! are no SDT arguments): integers, `bool`, `char` and enums by value with their size and
@@ -164,8 +168,8 @@ macro_rules! __ust_sdt_semaphore {
 
 /// `__ust_sdt_probe!(SEMA, "provider", "name", "ARGS", operands...)`: the probe point and
 /// its note (see the module docs). `ARGS` is the operand template (`{}@{} {}@{}`, or
-/// `{}@$0` for constants) and the operands are, per argument, `const SIZE` then (for a
-/// register) `in(reg) VALUE`.
+/// `{}@{z} {}@{z}` for one register holding 0) and the operands are, per argument,
+/// `const SIZE` then `in(reg) VALUE` (or, last, `z = in(reg) 0u64`).
 #[cfg(target_arch = "x86_64")]
 #[doc(hidden)]
 #[macro_export]
@@ -191,7 +195,7 @@ macro_rules! __ust_sdt_probe {
                     "994: .balign 4\n",
                     ".popsection\n",
                     ".ifndef _.stapsdt.base\n",
-                    ".pushsection .stapsdt.base,\"aGR\",\"progbits\",.stapsdt.base,comdat\n",
+                    ".pushsection .stapsdt.base,\"axGR\",\"progbits\",.stapsdt.base,comdat\n",
                     ".weak _.stapsdt.base\n",
                     ".hidden _.stapsdt.base\n",
                     "_.stapsdt.base: .space 1\n",
