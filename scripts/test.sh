@@ -34,6 +34,9 @@ command -v perf >/dev/null 2>&1 || need+=(linux-perf)
 # system-tests/tests/uprobe_faults.rs strips a copy of a test program (binutils) and mounts
 # a noexec tmpfs (mount: util-linux, above).
 command -v strip >/dev/null 2>&1 || need+=(binutils)
+# system-tests/tests/sdt.rs: bpftrace lists and counts ust's tracepoints built as SDT probes,
+# an outside client (skipped with the reason where it cannot load a program).
+command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -98,12 +101,18 @@ export CARGO_INCREMENTAL=0
 # processes: build them first (debug for the tests, release for the release-profile checks).
 cargo build --workspace --bins --examples
 cargo build --release --workspace --bins --examples
+# examples/sdtprog: built with ust's `sdt` feature in a workspace of its own, so that the
+# feature does not reach the project's other programs (system-tests/tests/sdt.rs builds it
+# too when missing).
+cargo build --manifest-path examples/sdtprog/Cargo.toml
+cargo build --release --manifest-path examples/sdtprog/Cargo.toml
 
 # Formatting, lints and docs are part of the test: rustfmt clean, no warning, no broken
 # intra-doc link.
 cargo fmt --check
 python3 scripts/check-doc-links.py
 cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy -p ust --all-targets --features sdt -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
 # The tests do not meet a daemon this machine already runs (the quick start's `ust trace`

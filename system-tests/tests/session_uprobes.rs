@@ -217,7 +217,7 @@ fn lttng_refusals_fail_at_enable_time() {
         (format!("elf:{b}:compute+0x21"), "SYMBOL+OFFSET"),
         (format!("elf:{b}:compute+2"), "SYMBOL+OFFSET"),
         (format!("elf:{b}:main::{{{{closure}}}}"), "ambiguous"),
-        (format!("sdt:{b}:prov:probe"), "sdt:"),
+        (format!("sdt:{b}:prov:probe"), "has no SDT notes"),
     ];
     for (spec, why) in cases {
         let o = d.ust(&["enable-event", &format!("--userspace-probe={spec}"), "upr"]);

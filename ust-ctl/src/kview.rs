@@ -86,7 +86,8 @@ pub enum KviewRequest {
 /// A dynamic probe an ordinary user asks root's daemon for (`ust trace --userspace-probe`):
 /// the daemon resolves `symbol` itself in the file whose descriptor comes with the
 /// request, and places it only at that function's entry or return, with these fetch
-/// arguments only if each is an argument register (or `$retval`) read as an integer.
+/// arguments only if each is an argument register (or `$retval`) read as an integer; or,
+/// for an SDT probe, at the locations of its notes with their own operands.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ProbeRequest {
     /// Event name.
@@ -97,8 +98,13 @@ pub struct ProbeRequest {
     pub symbol: String,
     /// A return probe.
     pub ret: bool,
-    /// Fetch arguments `(name, fetch, type)`: `("count", "%si", "u64")`.
+    /// Fetch arguments `(name, fetch, type)`: `("count", "%si", "u64")`; ignored for an
+    /// SDT probe (the daemon takes the note's operands).
     pub args: Vec<(String, String, String)>,
+    /// An SDT probe: `symbol` is `PROVIDER:PROBE`, and the daemon places a probe at each
+    /// of its notes' locations (false from an older client).
+    #[serde(default)]
+    pub sdt: bool,
 }
 
 /// What the daemon answers.

@@ -245,6 +245,10 @@ impl ViewRecorder {
                         ret: false,
                         args: Vec::new(),
                         note: None,
+                        // The same reference counter as the probe's own: the kernel refuses
+                        // two uprobes at one place with different counters.
+                        ref_ctr: p.ref_ctr,
+                        sdt: p.sdt,
                     })
                 })
                 .collect()

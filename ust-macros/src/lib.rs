@@ -12,7 +12,14 @@
 //! ```
 //!
 //! so a disabled tracepoint costs one relaxed load and a not-taken branch and does not
-//! evaluate its arguments.
+//! evaluate its arguments. With `ust`'s cargo feature `sdt` (chosen through
+//! `ust::__private::sdt_select!`, since a procedural macro cannot see another crate's
+//! features) the site is also a SystemTap SDT probe whose semaphore joins the test:
+//!
+//! ```text
+//! if SITE.mask | SEMAPHORE != 0 { evaluate arguments; SDT probe (registers); if mask != 0 { record } }
+//! else { SDT probe (constant operands) }
+//! ```
 
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -26,6 +33,10 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Error, Expr, Ident, Token, Type};
+
+/// Most fields that are also SDT probe arguments (`ust::__private::SDT_MAX_ARGS`, as
+/// `<sys/sdt.h>`).
+const SDT_MAX_ARGS: usize = 12;
 
 /// One `name: Type = expr` argument of a tracepoint.
 struct FieldArg {
@@ -194,6 +205,27 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
         });
         len_idents.push(l);
     }
+    // SDT operands (`ust::__private::sdt_probe!`): per argument its size as a `const`
+    // operand, then its value in a register (or a register holding 0 on the path where
+    // nothing is evaluated).
+    let nsdt = fields.len().min(SDT_MAX_ARGS);
+    let sdt_reg_t = vec!["{}@{}"; nsdt].join(" ");
+    let sdt_zero_t = vec!["{}@{__ust_zero}"; nsdt].join(" ");
+    let mut sdt_reg_ops = Vec::new();
+    let mut sdt_zero_ops = Vec::new();
+    for (i, f) in fields.iter().take(nsdt).enumerate() {
+        let sty = static_type(&f.ty);
+        let ty = &f.ty;
+        let marker = &f.name;
+        let v = format_ident!("__ust_v{}", i);
+        let named = quote_spanned! {ty.span()=> ::ust::__private::FieldNamed<__ust_fields::#marker> };
+        let size = quote_spanned! {ty.span()=> const <#sty as #named>::SDT_SIZE };
+        sdt_reg_ops.push(quote_spanned! {ty.span()=> #size, in(reg) <#ty as #named>::sdt_arg(&#v) });
+        sdt_zero_ops.push(size);
+    }
+    // The idle location's operands: one register holding 0 for every argument (perf
+    // reads no constants, and wants the same layout at every location of a probe).
+    let zero_op = if nsdt > 0 { quote!(, __ust_zero = in(reg) 0u64) } else { quote!() };
     let nfields = fields.len();
     let sum = if len_idents.is_empty() { quote!(0usize) } else { quote!(0usize #(+ #len_idents)*) };
     let markers = if markers.is_empty() {
@@ -202,6 +234,30 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
         quote! {
             #[allow(non_camel_case_types, dead_code)]
             mod __ust_fields { #(#markers)* }
+        }
+    };
+    // The recording of the event, once the values are evaluated (`__ust_v*`) and
+    // `__ust_ip` is known.
+    let record = quote! {
+        // A constant condition: only one of the two calls is compiled in.
+        const __UST_IS_FIXED: bool = __UST_FIXED.is_some();
+        if __UST_IS_FIXED {
+            // The closure captures the values only (the lengths are constants),
+            // by value: fixed-size fields are small, and `emit` receives them in
+            // registers rather than their addresses.
+            ::ust::__private::emit_fixed(&__UST_SITE, __ust_ip, __UST_LEN, move |__ust_out: &mut [u8]| {
+                // `emit` hands over exactly `__UST_LEN` bytes.
+                if let Ok(__ust_a) = <&mut [u8; __UST_LEN]>::try_from(__ust_out) {
+                    #(#fixed_encodes)*
+                    let _ = __ust_a;
+                }
+            });
+        } else {
+            #(#lens)*
+            ::ust::__private::emit(&__UST_SITE, __ust_ip, #sum, |__ust_out: &mut [u8]| {
+                #(#encodes)*
+                let _ = __ust_out;
+            });
         }
     };
     Ok(quote! {
@@ -225,30 +281,33 @@ fn expand_site(provider: &Ident, event: &Ident, level: &Option<syn::Path>, field
             const __UST_FIXED: ::core::option::Option<([usize; #nfields], usize)> = ::ust::__private::fixed_layout::<#nfields>(__UST_FIELDS);
             const __UST_OFF: [usize; #nfields] = match __UST_FIXED { Some((o, _)) => o, None => [0; #nfields] };
             const __UST_LEN: usize = match __UST_FIXED { Some((_, n)) => n, None => 0 };
-            if __UST_SITE.is_enabled() {
-                // The call site's address, for the `ip` context: one instruction, on the
-                // enabled branch only.
-                let __ust_ip: u64 = ::ust::call_site_ip!();
-                #(#lets)*
-                // A constant condition: only one of the two calls is compiled in.
-                const __UST_IS_FIXED: bool = __UST_FIXED.is_some();
-                if __UST_IS_FIXED {
-                    // The closure captures the values only (the lengths are constants),
-                    // by value: fixed-size fields are small, and `emit` receives them in
-                    // registers rather than their addresses.
-                    ::ust::__private::emit_fixed(&__UST_SITE, __ust_ip, __UST_LEN, move |__ust_out: &mut [u8]| {
-                        // `emit` hands over exactly `__UST_LEN` bytes.
-                        if let Ok(__ust_a) = <&mut [u8; __UST_LEN]>::try_from(__ust_out) {
-                            #(#fixed_encodes)*
-                            let _ = __ust_a;
+            // With `ust`'s feature `sdt` the site is also a SystemTap SDT probe (see
+            // `ust::__private::sdt_probe!`): it fires whether or not ust records, and the
+            // arguments are evaluated only when ust records or a consumer set the semaphore.
+            ::ust::__private::sdt_select! {
+                {
+                    ::ust::__private::sdt_semaphore!(__UST_SEMA);
+                    // One test of both (an OR, not a second branch).
+                    let __ust_mask = __UST_SITE.mask();
+                    if __ust_mask | __UST_SEMA.get() != 0 {
+                        #(#lets)*
+                        ::ust::__private::sdt_probe!(__UST_SEMA, #provider_s, #event_s, #sdt_reg_t #(, #sdt_reg_ops)*);
+                        if __ust_mask != 0 {
+                            let __ust_ip: u64 = ::ust::call_site_ip!();
+                            #record
                         }
-                    });
-                } else {
-                    #(#lens)*
-                    ::ust::__private::emit(&__UST_SITE, __ust_ip, #sum, |__ust_out: &mut [u8]| {
-                        #(#encodes)*
-                        let _ = __ust_out;
-                    });
+                    } else {
+                        ::ust::__private::sdt_probe!(__UST_SEMA, #provider_s, #event_s, #sdt_zero_t #(, #sdt_zero_ops)* #zero_op);
+                    }
+                }
+                {
+                    if __UST_SITE.is_enabled() {
+                        // The call site's address, for the `ip` context: one instruction, on the
+                        // enabled branch only.
+                        let __ust_ip: u64 = ::ust::call_site_ip!();
+                        #(#lets)*
+                        #record
+                    }
                 }
             }
         }
@@ -471,9 +530,15 @@ mod tests {
     fn expansion_registers_the_site_and_tests_the_mask_first() {
         let out = expand(quote!(app, ev, x: u64 = f())).unwrap();
         assert!(out.contains("distributed_slice"), "{out}");
-        let check = out.find("is_enabled").unwrap();
-        let eval = out.find("f ()").unwrap();
-        assert!(check < eval, "arguments evaluated before the mask test: {out}");
+        // Two expansions, `ust::__private::sdt_select!` keeps one: with the `sdt` feature
+        // (the mask and the semaphore tested first), and without it.
+        let (sdt, plain) = out.split_at(out.find("if __UST_SITE . is_enabled ()").unwrap());
+        let check = sdt.find("__ust_mask | __UST_SEMA . get () != 0").unwrap();
+        let eval = sdt.find("f ()").unwrap();
+        assert!(check < eval, "arguments evaluated before the test: {sdt}");
+        assert!(sdt.find("sdt_probe").unwrap() > eval && sdt.matches("sdt_probe").count() == 2, "{sdt}");
+        let eval = plain.find("f ()").unwrap();
+        assert!(eval > 0 && !plain.contains("SEMA"), "{plain}");
     }
 
     #[test]

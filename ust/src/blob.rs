@@ -152,6 +152,10 @@ unsafe impl<M: MediaType> Field for Blob<'_, M> {
         len.copy_from_slice(&(self.bytes.len() as u64).to_le_bytes());
         rest.copy_from_slice(self.bytes);
     }
+    #[inline(always)]
+    fn sdt_arg(&self) -> u64 {
+        self.bytes.as_ptr() as usize as u64
+    }
 }
 
 /// How `ust::tracepoint!` turns the expression of a field declared `name: Blob<M>` into

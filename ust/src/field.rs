@@ -91,6 +91,14 @@ pub unsafe trait Field {
     /// Writes the value into `out`, which is exactly [`encoded_len`](Field::encoded_len)
     /// bytes long, filling all of it; never panics (see the trait's safety contract).
     fn encode(&self, out: &mut [u8]);
+    /// The value as an SDT probe operand (cargo feature `sdt`): a fixed-size value of at
+    /// most 8 bytes zero-extended from its encoding, else the value's address. Types
+    /// recorded from borrowed memory (text, slices) give that memory's address.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn sdt_arg(&self) -> u64 {
+        crate::sdt::by_value(self)
+    }
 }
 
 /// Element types of sequences (`&[T]`) and arrays (`[T; N]`): the integers, `bool` and
@@ -269,6 +277,10 @@ unsafe impl Field for &str {
         out[..n].copy_from_slice(&self.as_bytes()[..n]);
         out[n] = 0;
     }
+    #[inline(always)]
+    fn sdt_arg(&self) -> u64 {
+        self.as_ptr() as usize as u64
+    }
 }
 
 /// The index of the first NUL of `b`, or its length: libc's `memchr` (vectorized, a few
@@ -301,6 +313,10 @@ unsafe impl<T: Element> Field for &[T] {
         let (len, rest) = out.split_at_mut(8);
         len.copy_from_slice(&(self.len() as u64).to_le_bytes());
         T::put_all(self, rest);
+    }
+    #[inline(always)]
+    fn sdt_arg(&self) -> u64 {
+        self.as_ptr() as usize as u64
     }
 }
 
@@ -340,6 +356,10 @@ unsafe impl Field for Text<'_> {
         len.copy_from_slice(&(self.0.len() as u32).to_le_bytes());
         rest.copy_from_slice(self.0);
     }
+    #[inline(always)]
+    fn sdt_arg(&self) -> u64 {
+        self.0.as_ptr() as usize as u64
+    }
 }
 
 /// [`Field`] seen through a marker type named after the tracepoint field, so that an
@@ -361,6 +381,10 @@ pub unsafe trait FieldNamed<Name> {
     fn encoded_len(&self) -> usize;
     /// [`Field::encode`].
     fn encode(&self, out: &mut [u8]);
+    /// `Field::sdt_arg` (hidden).
+    fn sdt_arg(&self) -> u64;
+    /// The field's SDT operand size (`ust::__private::sdt_arg_size`).
+    const SDT_SIZE: i32;
 }
 
 // SAFETY: forwards to `Field`, whose implementations uphold the same contract.
@@ -374,6 +398,11 @@ unsafe impl<T: Field + ?Sized, Name> FieldNamed<Name> for T {
     fn encode(&self, out: &mut [u8]) {
         Field::encode(self, out)
     }
+    #[inline(always)]
+    fn sdt_arg(&self) -> u64 {
+        Field::sdt_arg(self)
+    }
+    const SDT_SIZE: i32 = crate::sdt::arg_size_of::<T>();
 }
 
 /// The container of a `#[derive(ust::Enum)]` enum without an integer `#[repr]`: `u32` when

@@ -62,6 +62,19 @@
 //!   the environment only in its constructor, and none of its waits is unbounded unless
 //!   `UST_REGISTER_TIMEOUT` is negative.
 //!
+//! # SDT probes (cargo feature `sdt`)
+//!
+//! With the feature, every `tracepoint!` site (and `#[ust::provider]` function) is also a
+//! SystemTap SDT probe: a `nop` and a version 3 note in `.note.stapsdt` named after the
+//! provider and event, its fields in order as operands (integers, `bool`, `char`, enums by
+//! value; floats as their bits; `&str`, slices, arrays and BLOBs as the address of their
+//! first byte; at most 12), and a semaphore in `.probes`. perf, bpftrace, SystemTap, gdb
+//! and `ust trace --userspace-probe sdt:PATH:PROVIDER:EVENT` attach to it with no daemon
+//! running. The probe fires each time the site runs; its arguments are evaluated only when
+//! ust records the event or a tool has set the semaphore, so a disabled site costs one
+//! more relaxed load. Without the feature the expansion is unchanged. x86-64 only (other
+//! architectures get no notes); needs Rust 1.82.
+//!
 //! # Field types
 //!
 //! See [`field`]: integers, `usize`/`isize` (64-bit), `f32`/`f64`, `bool`, `char`, `&str`,
@@ -91,6 +104,7 @@ pub mod field;
 pub mod log;
 mod published;
 pub mod runtime;
+mod sdt;
 mod shared_ids;
 pub mod site;
 mod text;
@@ -254,6 +268,9 @@ pub mod __private {
     pub use crate::field::{default_enum_container, enum_size, FieldNamed};
     pub use crate::site::{Site, SITES, TRACEF, TRACELOG};
     pub use crate::text::{tracef, tracelog};
+
+    pub use crate::sdt::{Semaphore as SdtSemaphore, MAX_ARGS as SDT_MAX_ARGS};
+    pub use crate::{__ust_sdt_probe as sdt_probe, __ust_sdt_select as sdt_select, __ust_sdt_semaphore as sdt_semaphore};
 }
 
 /// Recording without a daemon, for benchmarks and tests of instrumented code: install

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use ust_ctl::probes::{ProbeLocation, UserspaceProbe};
 use ust_ctl::protocol::Command;
 
-use crate::kernel::uprobe::{self, Spec};
+use crate::kernel::uprobe::{self, sdt::SdtSpec, ProbeSpec, Spec};
 use crate::out::outln;
 
 use super::connect::{absolute, call, Failure};
@@ -25,13 +25,24 @@ use super::CliResult;
 /// A spec that does not parse (usage); the file, symbol or ownership refused; no root's
 /// daemon for an ordinary user.
 pub fn rule(spec: &str, name: &str) -> Result<UserspaceProbe, Failure> {
-    let parsed = Spec::parse(spec).map_err(|e| Failure::usage(format!("--userspace-probe: {e}")))?;
+    let parsed = ProbeSpec::parse(spec).map_err(|e| Failure::usage(format!("--userspace-probe: {e}")))?;
     uprobe::validate_name(name).map_err(Failure::usage)?;
     // The file as the session will name it: found in $PATH now, absolute, a symbolic link
     // kept (as LTTng saves it).
-    let path = absolute(parsed.file())?;
-    let spec_abs = Spec { path: path.clone(), ..parsed.clone() };
-    let p = uprobe::resolve(&spec_abs, Some(name)).map_err(|e| Failure::new(format!("--userspace-probe {spec}: {e}")))?;
+    let (spec_abs, path) = match &parsed {
+        ProbeSpec::Elf(s) => {
+            let path = absolute(s.file())?;
+            (ProbeSpec::Elf(Spec { path: path.clone(), ..s.clone() }), path)
+        }
+        ProbeSpec::Sdt(s) => {
+            let path = absolute(s.file())?;
+            (ProbeSpec::Sdt(SdtSpec { path: path.clone(), ..s.clone() }), path)
+        }
+    };
+    let ps = spec_abs.resolve(Some(name)).map_err(|e| Failure::new(format!("--userspace-probe {spec}: {e}")))?;
+    let Some(p) = ps.first() else {
+        return Err(Failure::new(format!("--userspace-probe {spec}: no location to probe")));
+    };
     let euid = rustix::process::geteuid().as_raw();
     if euid != 0 {
         uprobe::check_user_file(&p.file, euid).map_err(|e| Failure::new(format!("--userspace-probe {spec}: {}: {e}", path.display())))?;
@@ -41,12 +52,21 @@ pub fn rule(spec: &str, name: &str) -> Result<UserspaceProbe, Failure> {
             ))
         })?;
     }
-    let args: Vec<String> = p.args.iter().map(|a| format!("{}={}:{}", a.name, a.fetch, a.ty)).collect();
-    eprintln!("ust: probe {} on {} ({} at file offset 0x{:x}): {}", p.event, p.function, path.display(), p.offset, args.join(" "));
+    // The arguments of the location that fetches the most (an SDT probe's idle locations
+    // hold constants).
+    let shown = ps.iter().max_by_key(|q| q.args.iter().filter(|a| !a.fetch.starts_with('\\')).count()).unwrap_or(p);
+    let args: Vec<String> = shown.args.iter().map(|a| format!("{}={}:{}", a.name, a.fetch, a.ty)).collect();
+    let offsets: Vec<String> = ps.iter().map(|q| format!("0x{:x}", q.offset)).collect();
+    let what = if p.sdt { "SDT probe " } else { "" };
+    eprintln!("ust: probe {} on {what}{} ({} at file offset {}): {}", p.event, p.function, path.display(), offsets.join(" "), args.join(" "));
     if let Some(n) = &p.note {
         eprintln!("ust: probe {}: {n}", p.event);
     }
-    Ok(UserspaceProbe { name: name.to_string(), enabled: true, location: ProbeLocation::Function { path, symbol: parsed.symbol, ret: parsed.ret } })
+    let location = match parsed {
+        ProbeSpec::Elf(s) => ProbeLocation::Function { path, symbol: s.symbol, ret: s.ret },
+        ProbeSpec::Sdt(s) => ProbeLocation::Sdt { path, provider: s.provider, probe: s.name },
+    };
+    Ok(UserspaceProbe { name: name.to_string(), enabled: true, location })
 }
 
 /// `ust enable-event --userspace-probe=SPEC NAME`: `names` as given on the command line

@@ -68,7 +68,11 @@ impl Pending {
         let kernel = output.dir(super::KERNEL_DIR, 0o750).map_err(|e| format!("making {}: {e}", output.path().join(super::KERNEL_DIR).display()))?;
         let dir = kernel.path();
         let fd = kernel.open_fd().map_err(|e| format!("{}: {e}", dir.display()))?;
-        let specs: Vec<ProbeRequest> = probes
+        // One request per probe: the locations of an SDT probe after its first are found
+        // again by the daemon, which reads the notes itself.
+        let firsts: Vec<&Probe> =
+            probes.iter().enumerate().filter(|(i, p)| !(p.sdt && probes[..*i].iter().any(|q| q.event == p.event))).map(|(_, p)| p).collect();
+        let specs: Vec<ProbeRequest> = firsts
             .iter()
             .map(|p| ProbeRequest {
                 event: p.event.clone(),
@@ -76,9 +80,10 @@ impl Pending {
                 symbol: p.function.clone(),
                 ret: p.ret,
                 args: p.args.iter().map(|a| (a.name.clone(), a.fetch.clone(), a.ty.clone())).collect(),
+                sdt: p.sdt,
             })
             .collect();
-        let fds: Vec<_> = std::iter::once(fd.as_fd()).chain(probes.iter().map(|p| p.file.as_fd())).collect();
+        let fds: Vec<_> = std::iter::once(fd.as_fd()).chain(firsts.iter().map(|p| p.file.as_fd())).collect();
         match ask(&self.sock, &KviewRequest::Start { pid, probes: specs }, &fds)? {
             KviewReply::Started => {
                 let _ = self.sock.set_read_timeout(None);

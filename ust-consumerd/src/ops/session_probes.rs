@@ -49,27 +49,27 @@ pub enum Recording {
 }
 
 /// The probes of `rules` that are enabled, resolved as this daemon's user sees the files
-/// (arguments from DWARF where the file has it).
+/// (arguments from DWARF where the file has it; an SDT probe: one per location, with its
+/// notes' operands).
 ///
 /// # Errors
-/// The first that cannot be resolved, and why (an SDT probe: no resolver here yet).
+/// The first that cannot be resolved, and why.
 pub fn resolve(rules: &[UserspaceProbe]) -> Result<Vec<Probe>, String> {
-    rules
-        .iter()
-        .filter(|r| r.enabled)
-        .map(|r| match &r.location {
+    let mut out = Vec::new();
+    for r in rules.iter().filter(|r| r.enabled) {
+        let why = |e: String| format!("userspace probe {}: {e}", r.name);
+        match &r.location {
             ProbeLocation::Function { path, symbol, ret } => {
                 let spec = Spec { path: path.clone(), symbol: symbol.clone(), ret: *ret };
-                uprobe::resolve(&spec, Some(&r.name)).map_err(|e| format!("userspace probe {}: {e}", r.name))
+                out.push(uprobe::resolve(&spec, Some(&r.name)).map_err(why)?);
             }
-            ProbeLocation::Sdt { .. } => Err(format!(
-                "userspace probe {} ({}): SDT probes cannot be resolved by this build of ust (no sdt: resolver); remove it with `ust disable-event -k {}`",
-                r.name,
-                r.location.spec(),
-                r.name
-            )),
-        })
-        .collect()
+            ProbeLocation::Sdt { path, provider, probe } => {
+                let spec = uprobe::sdt::SdtSpec { path: path.clone(), provider: provider.clone(), name: probe.clone() };
+                out.extend(uprobe::sdt::resolve(&spec, Some(&r.name)).map_err(why)?);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The directory of this start's recording: `kernel/`, or for a session that recorded
@@ -131,7 +131,10 @@ fn hello() -> Result<UnixStream, String> {
 fn start_broker(sock: UnixStream, dir: TraceDir, probes: &[Probe]) -> Result<Recording, String> {
     let path = dir.path();
     let fd = dir.open_fd().map_err(|e| format!("{}: {e}", path.display()))?;
-    let reqs: Vec<ProbeRequest> = probes
+    // One request per probe: root's daemon finds an SDT probe's other locations itself,
+    // reading the notes of the file sent.
+    let firsts: Vec<&Probe> = probes.iter().enumerate().filter(|(i, p)| !(p.sdt && probes[..*i].iter().any(|q| q.event == p.event))).map(|(_, p)| p).collect();
+    let reqs: Vec<ProbeRequest> = firsts
         .iter()
         .map(|p| ProbeRequest {
             event: p.event.clone(),
@@ -139,9 +142,10 @@ fn start_broker(sock: UnixStream, dir: TraceDir, probes: &[Probe]) -> Result<Rec
             symbol: p.function.clone(),
             ret: p.ret,
             args: p.args.iter().map(|a| (a.name.clone(), a.fetch.clone(), a.ty.clone())).collect(),
+            sdt: p.sdt,
         })
         .collect();
-    let fds: Vec<_> = std::iter::once(fd.as_fd()).chain(probes.iter().map(|p| p.file.as_fd())).collect();
+    let fds: Vec<_> = std::iter::once(fd.as_fd()).chain(firsts.iter().map(|p| p.file.as_fd())).collect();
     send(&sock, &KviewRequest::StartProbes { probes: reqs }, &fds).map_err(|e| e.to_string())?;
     match recv::<KviewReply>(&sock).map_err(|e| format!("root's ust-consumerd: {e}"))?.0 {
         KviewReply::Started => {

@@ -322,7 +322,10 @@ fn serve_probes(
 /// regular file the requester owns (by its descriptor, never a path: no link or rename
 /// can swap it), not set-user-ID, set-group-ID or with file capabilities; the symbol
 /// resolved by the daemon itself, so the probe is at a function's first instruction (or
-/// its return); fetch arguments from the argument registers (`$retval`) only.
+/// its return); fetch arguments from the argument registers (`$retval`) only. An SDT
+/// probe goes at its notes' `nop`s, with the notes' operands (registers, memory at a
+/// register plus a constant, constants): the user wrote the notes into their own file,
+/// and its hits in other users' processes are not in their view.
 fn user_probes(reqs: Vec<ProbeRequest>, fds: Vec<OwnedFd>, uid: u32) -> Result<Vec<Probe>, String> {
     if reqs.len() > uprobe::MAX_PROBES {
         return Err(format!("at most {} probes per recording", uprobe::MAX_PROBES));
@@ -333,6 +336,16 @@ fn user_probes(reqs: Vec<ProbeRequest>, fds: Vec<OwnedFd>, uid: u32) -> Result<V
         let file = std::fs::File::from(fd);
         uprobe::check_user_file(&file, uid).map_err(refuse)?;
         uprobe::validate_name(&r.event).map_err(refuse)?;
+        if r.sdt {
+            // The notes' own locations and operands, read by the daemon: the user's
+            // `args` are not taken.
+            let (provider, name) = r.symbol.split_once(':').ok_or_else(|| refuse("an SDT probe is PROVIDER:PROBE".into()))?;
+            out.extend(uprobe::sdt::resolve_file(file, std::path::Path::new(&r.path), provider, name, &r.event).map_err(refuse)?);
+            if out.len() > uprobe::MAX_PROBES {
+                return Err(format!("at most {} probe locations per recording", uprobe::MAX_PROBES));
+            }
+            continue;
+        }
         let args: Vec<FetchArg> = r.args.iter().map(|(name, fetch, ty)| FetchArg { name: name.clone(), fetch: fetch.clone(), ty: ty.clone() }).collect();
         uprobe::validate(&args, r.ret).map_err(refuse)?;
         let mut p = uprobe::resolve_file(file, std::path::Path::new(&r.path), &r.symbol, r.ret, &r.event, false).map_err(refuse)?;

@@ -18,13 +18,20 @@
 //! ([`Placed`]'s drop, after the instances that enable them are gone), and by the next
 //! recording when its process died ([`remove_stale`]).
 //!
+//! `sdt:PATH:PROVIDER:PROBE` ([`sdt`]) takes the same road: one [`Probe`] per location of
+//! the SDT probe, each at its note's `nop` with the note's semaphore as reference counter
+//! (`/proc/self/fd/N:0xOFF(0xREF)`), appended to one event. [`ProbeSpec`] parses and
+//! resolves either kind.
+//!
 //! Who may ask for what is [`check_user_file`] and [`validate`]: root anything; an
 //! ordinary user (through root's daemon) only regular files they own that are not
 //! set-user-ID, set-group-ID or file-capability programs, only at a function symbol's
-//! first instruction or its return, with arguments fetched from registers only.
+//! first instruction or its return, with arguments fetched from registers only, or at an
+//! SDT note's `nop` with the note's own operands (read by the daemon).
 
 pub mod dwarf;
 pub mod elf;
+pub mod sdt;
 
 use std::fs::File;
 use std::io::Write;
@@ -73,7 +80,7 @@ impl Spec {
     /// What is wrong with the text.
     pub fn parse(text: &str) -> Result<Spec, String> {
         if text.starts_with("sdt:") {
-            return Err(format!("{text:?}: sdt: probes are not supported yet; use elf:PATH:SYMBOL[%return]"));
+            return Err(format!("{text:?}: an sdt: probe, not an elf: one (parse it with ProbeSpec::parse or sdt::SdtSpec::parse)"));
         }
         let rest = text.strip_prefix("elf:").unwrap_or(text);
         let mut path = String::new();
@@ -156,6 +163,64 @@ pub struct Probe {
     pub args: Vec<FetchArg>,
     /// What could not be recorded of the arguments, to print.
     pub note: Option<String>,
+    /// File offset of the reference counter the kernel increments while the probe exists
+    /// (an SDT probe's semaphore: `uprobe_events`' `PATH:OFFSET(REF_CTR_OFFSET)`).
+    pub ref_ctr: Option<u64>,
+    /// An SDT probe's location ([`sdt`]; `function` is then `PROVIDER:PROBE`): the
+    /// locations of one probe share its event (tracefs appends them to it).
+    pub sdt: bool,
+}
+
+/// A `--userspace-probe` spec of either kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeSpec {
+    /// `elf:PATH:SYMBOL[%return]` (or `PATH:SYMBOL`).
+    Elf(Spec),
+    /// `sdt:PATH:PROVIDER:PROBE`.
+    Sdt(sdt::SdtSpec),
+}
+
+impl ProbeSpec {
+    /// Parses a spec of either kind (LTTng's `--userspace-probe` syntax).
+    ///
+    /// # Errors
+    /// Those of [`Spec::parse`] and [`sdt::SdtSpec::parse`].
+    pub fn parse(text: &str) -> Result<ProbeSpec, String> {
+        if text.starts_with("sdt:") {
+            sdt::SdtSpec::parse(text).map(ProbeSpec::Sdt)
+        } else {
+            Spec::parse(text).map(ProbeSpec::Elf)
+        }
+    }
+
+    /// The file named (as given).
+    pub fn path(&self) -> &Path {
+        match self {
+            ProbeSpec::Elf(s) => &s.path,
+            ProbeSpec::Sdt(s) => &s.path,
+        }
+    }
+
+    /// The event's default name.
+    pub fn default_name(&self) -> String {
+        match self {
+            ProbeSpec::Elf(s) => s.default_name(),
+            ProbeSpec::Sdt(s) => s.default_name(),
+        }
+    }
+
+    /// Resolves the spec to the probes to place, named `name` or the default name: one
+    /// for an `elf:` spec ([`resolve`]), one per location for an `sdt:` spec
+    /// ([`sdt::resolve`]).
+    ///
+    /// # Errors
+    /// Those of [`resolve`] and [`sdt::resolve`].
+    pub fn resolve(&self, name: Option<&str>) -> Result<Vec<Probe>, String> {
+        match self {
+            ProbeSpec::Elf(s) => resolve(s, name).map(|p| vec![p]),
+            ProbeSpec::Sdt(s) => sdt::resolve(s, name),
+        }
+    }
 }
 
 /// Reads at most [`elf::MAX_FILE`] bytes of `file` from its start, whatever its file
@@ -252,7 +317,7 @@ pub fn resolve_file(file: File, path: &Path, symbol: &str, ret: bool, event: &st
         ),
         (None, true) => (vec![FetchArg { name: "ret".into(), fetch: "$retval".into(), ty: "u64".into() }], None),
     };
-    Ok(Probe { event: event.to_string(), file, path: path.to_path_buf(), function: f.name, offset: f.offset, ret, args, note })
+    Ok(Probe { event: event.to_string(), file, path: path.to_path_buf(), function: f.name, offset: f.offset, ret, args, note, ref_ctr: None, sdt: false })
 }
 
 /// Opens `spec`'s file and resolves it ([`resolve_file`]), named `name` or the spec's
@@ -402,17 +467,24 @@ impl Placed {
         let group = format!("{GROUP_PREFIX}{}_{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
         let mut placed = Placed { root: root.to_path_buf(), group, events: Vec::new(), hex_fields: Vec::new(), enabled_in: Vec::new() };
         for p in probes {
-            if placed.events.iter().any(|(e, _, _)| *e == p.event) {
-                return Err(format!("two probes are named {}: give each its own name", p.event));
-            }
+            // Another location of the SDT probe just placed: tracefs appends it to the event.
+            let more = match placed.events.iter().find(|(e, _, _)| *e == p.event) {
+                Some((_, f, _)) if p.sdt && *f == p.function => true,
+                Some(_) => return Err(format!("two probes are named {}: give each its own name", p.event)),
+                None => false,
+            };
             validate_name(&p.event)?;
             let args: String = p.args.iter().map(|a| format!(" {}={}:{}", a.name, a.fetch, a.ty)).collect();
-            let line = format!("{}:{}/{} /proc/self/fd/{}:0x{:x}{args}", if p.ret { 'r' } else { 'p' }, placed.group, p.event, p.file.as_raw_fd(), p.offset);
+            let ref_ctr = p.ref_ctr.map(|r| format!("(0x{r:x})")).unwrap_or_default();
+            let line =
+                format!("{}:{}/{} /proc/self/fd/{}:0x{:x}{ref_ctr}{args}", if p.ret { 'r' } else { 'p' }, placed.group, p.event, p.file.as_raw_fd(), p.offset);
             command(root, &line).map_err(|e| {
                 format!("the kernel refused the probe on {} in {} ({e}) {}", p.function, p.path.display(), last_error(root)).trim_end().to_string()
             })?;
-            placed.events.push((p.event.clone(), p.function.clone(), p.note.clone()));
-            placed.hex_fields.push(p.args.iter().filter(|a| a.ty.starts_with('x')).map(|a| a.name.clone()).collect());
+            if !more {
+                placed.events.push((p.event.clone(), p.function.clone(), p.note.clone()));
+                placed.hex_fields.push(p.args.iter().filter(|a| a.ty.starts_with('x')).map(|a| a.name.clone()).collect());
+            }
         }
         Ok(placed)
     }

@@ -642,8 +642,9 @@ pub struct ListArgs {
     #[arg(long, short = 'u', alias = "userspace")]
     pub apps: bool,
     /// List the functions of the ELF file PATH a `--userspace-probe elf:PATH:SYMBOL` can
-    /// probe (demangled, with their file offsets), those matching GLOB only if given (`*`,
-    /// `?`). Needs no daemon.
+    /// probe (demangled, with their file offsets), then its SDT probes
+    /// (`sdt:PROVIDER:PROBE`, for `--userspace-probe sdt:PATH:PROVIDER:PROBE`), those
+    /// matching GLOB only if given (`*`, `?`). Needs no daemon.
     #[arg(long = "userspace-probes", value_names = ["PATH", "GLOB"], num_args = 1..=2, conflicts_with_all = ["apps", "name"])]
     pub userspace_probes: Vec<String>,
     /// Print JSON.

@@ -51,10 +51,13 @@ pub struct TraceArgs {
     /// with its integer, bool, char and pointer arguments read from DWARF) or
     /// `elf:PATH:SYMBOL%return` (its return value, event `NAME_return`). SYMBOL is a Rust
     /// path (`app::db::query`, or its last components when unambiguous) or a C symbol; the
-    /// event is named after its last component. Root probes any file; other users, through
-    /// root's ust-consumerd, only regular files they own (not set-user-ID/set-group-ID),
-    /// and see only their own processes' hits. `ust list --userspace-probes PATH` lists
-    /// the functions.
+    /// event is named after its last component. `sdt:PATH:PROVIDER:PROBE`: a SystemTap
+    /// SDT probe (`<sys/sdt.h>`, or ust's tracepoints built with cargo feature `sdt`) at
+    /// every location of its notes, its semaphore set while probed, its operands recorded
+    /// as arg0, arg1, ...; the event is named PROBE. Root probes any file; other users,
+    /// through root's ust-consumerd, only regular files they own (not
+    /// set-user-ID/set-group-ID), and see only their own processes' hits. `ust list
+    /// --userspace-probes PATH` lists the functions and SDT probes.
     #[arg(long = "userspace-probe", value_name = "SPEC")]
     pub userspace_probes: Vec<String>,
     /// Stream the trace to a relay daemon instead (`--set-url net://HOST`, `--live`).
