@@ -109,7 +109,7 @@ pub use error::{LayoutError, ReadError};
 pub use layout::Geometry;
 pub use nesting::NestingGuard;
 pub use reader::SubbufState;
-pub use reclaim::{MemoryUse, ReclaimState, Reclaimed};
+pub use reclaim::{MemoryUse, ReclaimState, Reclaimed, Rule as ReclaimRule};
 pub use roles::{Fill, Reader, Writer};
 pub use snapshot::{PacketCopy, Recovered, SnapshotRead, WalkStop};
 

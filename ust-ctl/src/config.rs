@@ -95,6 +95,9 @@ pub struct ChannelConfig {
     /// (`UST_ALLOW_BLOCKING`).
     #[serde(default)]
     pub blocking_timeout_us: u64,
+    /// `--auto-reclaim-memory` (LTTng 2.15): `None` is `off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_reclaim: Option<crate::reclaim::AutoReclaim>,
 }
 
 /// [`ChannelConfig::blocking_timeout_us`] of `--blocking-timeout inf`.
@@ -112,6 +115,7 @@ impl Default for ChannelConfig {
             tracefile_count: 0,
             buffers: None,
             blocking_timeout_us: 0,
+            auto_reclaim: None,
         }
     }
 }

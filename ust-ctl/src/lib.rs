@@ -26,6 +26,7 @@ pub mod config;
 pub mod filter;
 pub mod kview;
 pub mod protocol;
+pub mod reclaim;
 pub mod session_xml;
 pub mod trackers;
 pub mod trigger;

@@ -57,6 +57,19 @@ pub struct Reclaimed {
     pub dropped: u64,
 }
 
+/// Which sub-buffers [`Reader::reclaim`] may take, besides the mode's rules.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rule {
+    /// Only sub-buffers whose last packet was closed before this trace-clock time (ns);
+    /// `None`: any age.
+    pub closed_before: Option<u64>,
+    /// Overwrite mode: drop delivered packets nobody read (a snapshot session's flight
+    /// recorder, LTTng's rule). A reader that consumes everything (a session writing its
+    /// trace) says `false`: it reads them first, and a packet delivered meanwhile is left
+    /// for it.
+    pub drop_unread: bool,
+}
+
 /// The reader's memory of what it gave back: the physical sub-buffers released and not
 /// seen resident since. Kept by the reader next to its [`Reader`] (one per buffer).
 #[derive(Clone, Debug, Default)]
@@ -75,17 +88,18 @@ pub struct MemoryUse {
 
 impl<M: Memory> Reader<M> {
     /// Gives back the memory of the sub-buffers the rules allow (see the module docs):
-    /// discard mode, delivered and consumed ones; overwrite mode, delivered ones; in both,
-    /// only those closed before `closed_before` (trace-clock ns) when given. The caller is
+    /// discard mode, delivered and consumed ones; overwrite mode, delivered ones (unread
+    /// ones only with [`Rule::drop_unread`]); in both, only those closed before
+    /// [`Rule::closed_before`] when given. The caller is
     /// the one reader of the buffer, between its `get_subbuf`/`put_subbuf` pairs.
     ///
     /// Errors: [`ReadError::Position`] or [`ReadError::Id`] when the control words hold
     /// values the algorithm cannot produce (nothing is released then).
-    pub fn reclaim(&self, closed_before: Option<u64>, state: &mut ReclaimState) -> Result<Reclaimed, ReadError> {
+    pub fn reclaim(&self, rule: Rule, state: &mut ReclaimState) -> Result<Reclaimed, ReadError> {
         state.punched.resize(self.geo.nphys, false);
         match self.cfg.mode {
-            Mode::Discard => self.reclaim_discard(closed_before, state),
-            Mode::Overwrite => self.reclaim_overwrite(closed_before, state),
+            Mode::Discard => self.reclaim_discard(rule.closed_before, state),
+            Mode::Overwrite => self.reclaim_overwrite(rule, state),
         }
     }
 
@@ -183,7 +197,8 @@ impl<M: Memory> Reader<M> {
         Some(self.release_subbuf(*spare, state))
     }
 
-    fn reclaim_overwrite(&self, closed_before: Option<u64>, state: &mut ReclaimState) -> Result<Reclaimed, ReadError> {
+    fn reclaim_overwrite(&self, rule: Rule, state: &mut ReclaimState) -> Result<Reclaimed, ReadError> {
+        let closed_before = rule.closed_before;
         let g = &self.geo;
         let p = g.pos;
         let sbs = p.subbuf_size();
@@ -195,7 +210,7 @@ impl<M: Memory> Reader<M> {
         }
         self.release_subbuf(spare, state);
         // Unread packets at `consumed`, oldest first.
-        for _ in 0..p.num_subbuf() {
+        for _ in 0..if rule.drop_unread { p.num_subbuf() } else { 0 } {
             let write = m.load_u64(g.ctrl_word(CTRL_WRITE), Acquire);
             let consumed = m.load_u64(g.ctrl_word(CTRL_CONSUMED), Acquire);
             let ahead = write.wrapping_sub(consumed);

@@ -95,10 +95,10 @@ fn discard_reclaims_consumed_subbufs_and_writers_reuse_them() {
     // Written pages are resident; the spare, allocated by fallocate and never written,
     // does not show in mincore.
     assert_eq!(before, (N as u64 - 1) * SBS);
-    let got = r.reclaim(None, &mut st).unwrap();
+    let got = r.reclaim(reclaim::Rule { closed_before: None, drop_unread: true }, &mut st).unwrap();
     assert_eq!(got, Reclaimed { subbufs: N as u64 - 1, pending: 0, dropped: 0 });
     assert!(resident_data(&r) <= SBS, "only the sub-buffer writers open next may stay");
-    assert_eq!(r.reclaim(None, &mut st).unwrap().subbufs, 0, "nothing left to give back");
+    assert_eq!(r.reclaim(reclaim::Rule { closed_before: None, drop_unread: true }, &mut st).unwrap().subbufs, 0, "nothing left to give back");
     // Writers go through every reclaimed sub-buffer (zero pages fault in) twice over.
     for s in total..total + 2 * N as u64 * per_subbuf() {
         assert!(write(&w, &c, s));
@@ -120,7 +120,7 @@ fn discard_keeps_what_is_not_consumed() {
     for s in 0..total {
         assert!(write(&w, &c, s));
     }
-    let got = r.reclaim(None, &mut st).unwrap();
+    let got = r.reclaim(reclaim::Rule { closed_before: None, drop_unread: true }, &mut st).unwrap();
     assert_eq!(got.pending, 1, "packet 0 delivered, not consumed (packet 1 is open)");
     // Free: the sub-buffer after the next to open (index 3); index 2 is next.
     assert_eq!(got.subbufs, 1);
@@ -139,10 +139,10 @@ fn discard_age_limit_uses_the_closing_time() {
     drain(&r);
     // Packets closed at about 10 * records; a limit before that keeps them. Never-used
     // sub-buffers (closing time 0) are older than any limit.
-    let got = r.reclaim(Some(5), &mut st).unwrap();
+    let got = r.reclaim(reclaim::Rule { closed_before: Some(5), drop_unread: true }, &mut st).unwrap();
     assert_eq!(got.subbufs, 1, "only the never-used sub-buffer");
-    assert_eq!(r.reclaim(Some(5), &mut st).unwrap().subbufs, 0, "not twice");
-    let got = r.reclaim(Some(u64::MAX), &mut st).unwrap();
+    assert_eq!(r.reclaim(reclaim::Rule { closed_before: Some(5), drop_unread: true }, &mut st).unwrap().subbufs, 0, "not twice");
+    let got = r.reclaim(reclaim::Rule { closed_before: Some(u64::MAX), drop_unread: true }, &mut st).unwrap();
     assert_eq!(got.subbufs, 1, "the consumed one, closed long enough ago");
 }
 
@@ -160,10 +160,13 @@ fn overwrite_drops_delivered_packets_and_frees_read_ones() {
     for s in n..3 * n + 5 {
         write(&w, &c, s);
     }
-    // Packets 1 and 2 delivered unread, packet 3 open with 5 records.
-    let got = r.reclaim(None, &mut st).unwrap();
+    // Packets 1 and 2 delivered unread, packet 3 open with 5 records. A reader that
+    // consumes everything keeps them for itself.
+    let keep = r.reclaim(reclaim::Rule { closed_before: None, drop_unread: false }, &mut st).unwrap();
+    assert_eq!((keep.dropped, keep.subbufs), (0, 1), "only the read packet 0's sub-buffer: {keep:?}");
+    let got = r.reclaim(reclaim::Rule { closed_before: None, drop_unread: true }, &mut st).unwrap();
     assert_eq!(got.dropped, 2);
-    assert_eq!(got.subbufs, 3, "two dropped, one read (the first spare): {got:?}");
+    assert_eq!(got.subbufs, 2, "the two dropped: {got:?}");
     let resident = resident_data(&r);
     assert!(resident <= 2 * SBS, "the open packet and the next to open at most: {resident}");
     // A snapshot-style read now holds only what was not delivered at the reclaim.
@@ -207,7 +210,7 @@ fn concurrent_writers_never_lose_a_record_to_a_punch() {
             // Until 50 sub-buffers were punched under the writer (bounded).
             for _ in 0..2_000_000 {
                 seen.extend(drain(&r));
-                punched += r.reclaim(None, &mut st).unwrap().subbufs;
+                punched += r.reclaim(reclaim::Rule { closed_before: None, drop_unread: true }, &mut st).unwrap().subbufs;
                 if punched >= 50 {
                     break;
                 }

@@ -81,6 +81,8 @@ pub fn print_session(d: &SessionDetail) {
             let names: Vec<String> = c.contexts.iter().map(|t| t.to_string()).collect();
             outln!("      Contexts:         {}", names.join(", "));
         }
+        outln!("{}", super::reclaim::policy_line(c));
+        super::reclaim::print_memory(c);
         outln!("\n    Statistics:");
         outln!("      Discarded events: {}", c.discarded);
         outln!("      Packets written:  {} ({} bytes)", c.packets, c.bytes);

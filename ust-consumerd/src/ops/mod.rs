@@ -15,6 +15,7 @@
 //! - [`rotate`]: `ust rotate`: archiving a session's trace chunk.
 //! - [`clear`]: `ust clear`: discard what a session recorded so far.
 //! - [`regenerate`]: `ust regenerate metadata|statedump`.
+//! - [`reclaim`]: `ust reclaim-memory`, automatic reclaim policies, channels' memory in `ust list`.
 //! - [`triggers`]: `ust add-trigger`: the triggers and the notifier buffers of the processes.
 //! - [`relay`]: streaming a session to lttng-relayd (network and live sessions).
 //! - [`relay_session`]: the ends of a network session: data pending at `stop`, closing at `destroy`.
@@ -32,6 +33,7 @@ pub mod memory;
 pub mod output;
 pub mod process_life;
 pub mod process_trace;
+pub mod reclaim;
 pub mod regenerate;
 pub mod relay;
 pub mod relay_session;
