@@ -59,7 +59,8 @@ pub fn reclaim_memory(a: ReclaimMemoryArgs) -> CliResult {
             pending_subbuffers: u64,
             dropped_packets: u64,
         }
-        let mi: Vec<Mi> = list.iter().map(|c| Mi { name: &c.name, reclaimed_subbuffers: c.reclaimed, pending_subbuffers: c.pending, dropped_packets: c.dropped }).collect();
+        let mi: Vec<Mi> =
+            list.iter().map(|c| Mi { name: &c.name, reclaimed_subbuffers: c.reclaimed, pending_subbuffers: c.pending, dropped_packets: c.dropped }).collect();
         super::print::print_json(&serde_json::json!({ "channels": mi }));
         return Ok(ExitCode::SUCCESS);
     }
@@ -165,7 +166,10 @@ mod tests {
             ChannelReclaimed { name: "a".into(), reclaimed: 3, pending: 2, dropped: 0 },
             ChannelReclaimed { name: "b".into(), reclaimed: 0, pending: 0, dropped: 0 },
         ];
-        assert_eq!(result_lines(&two), vec!["Channel `a`: 3 sub-buffers reclaimed, 2 pending", "Channel `b`: 0 sub-buffers reclaimed", "Total: 3 sub-buffers reclaimed, 2 pending"]);
+        assert_eq!(
+            result_lines(&two),
+            vec!["Channel `a`: 3 sub-buffers reclaimed, 2 pending", "Channel `b`: 0 sub-buffers reclaimed", "Total: 3 sub-buffers reclaimed, 2 pending"]
+        );
         assert_eq!(result_lines(&[]), vec!["No channels to reclaim."]);
         assert_eq!(size_text(32 << 20), "32.00 MiB");
         assert_eq!(size_text(100), "100.00 B");
