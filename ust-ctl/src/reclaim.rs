@@ -74,7 +74,7 @@ pub fn parse_age_us(s: &str) -> Result<u64, String> {
 /// An age in µs in the largest unit that divides it (`30s`, `1500ms`, `7us`).
 pub fn age_text(us: u64) -> String {
     for (mult, unit) in [(3_600_000_000, "h"), (60_000_000, "m"), (1_000_000, "s"), (1_000, "ms")] {
-        if us != 0 && us % mult == 0 {
+        if us != 0 && us.is_multiple_of(mult) {
             return format!("{}{unit}", us / mult);
         }
     }

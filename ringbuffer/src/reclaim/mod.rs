@@ -258,7 +258,7 @@ impl<M: Memory> Reader<M> {
 pub(crate) fn release_pages(mem: &crate::MapMemory, off: usize, len: usize) -> bool {
     mem.check_range(off, len);
     let page = page_size();
-    if off % page == 0 && len % page == 0 && len > 0 {
+    if off.is_multiple_of(page) && len.is_multiple_of(page) && len > 0 {
         // SAFETY: the range is inside the mapping (checked) and page aligned (the mapping's
         // base is); MADV_REMOVE only frees the file's pages there, after which the range
         // reads as zeros. No reference into the range exists: the memory is only accessed

@@ -142,10 +142,16 @@ fn reserve_blocks(f: &std::fs::File, size: u64) {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     let mut st: libc::statfs = unsafe_zeroed_statfs();
     // SAFETY: fstatfs writes into the statfs we own; the descriptor is open.
-    if unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) } != 0 || st.f_type as i64 == TMPFS_MAGIC {
+    if unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) } != 0 || is_tmpfs(st.f_type, TMPFS_MAGIC) {
         return;
     }
     let _ = rustix::fs::fallocate(f, rustix::fs::FallocateFlags::KEEP_SIZE, 0, size);
+}
+
+/// `f_type` is `i64` on x86-64 and narrower elsewhere: the cast is for the other targets.
+#[allow(clippy::unnecessary_cast)]
+fn is_tmpfs(f_type: libc::__fsword_t, magic: i64) -> bool {
+    f_type as i64 == magic
 }
 
 fn unsafe_zeroed_statfs() -> libc::statfs {
