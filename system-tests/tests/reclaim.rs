@@ -68,7 +68,7 @@ fn reclaimed_count(said: &str, channel: &str) -> u64 {
 /// Reclaim frees the resident memory of the reclaimed sub-buffers (every CPU buffer keeps
 /// at most the sub-buffer writers open next, plus its control pages) and the trace holds
 /// every event, before and after, for each buffer kind.
-fn reclaim_then_trace(create: &[&str], channel: &[&str], label: &str) {
+fn reclaim_then_trace(create: &[&str], channel: &[&str], label: &str, shm: Option<&std::path::Path>) {
     let d = TestDaemon::start();
     let out = d.output(label);
     let mut args = vec!["create", "s", "--output", out.to_str().unwrap()];
@@ -92,6 +92,16 @@ fn reclaim_then_trace(create: &[&str], channel: &[&str], label: &str) {
         assert!(*resident <= SUBBUF + 4096, "{label}: cpu {cpu} keeps at most one sub-buffer and its control page: {resident}");
     }
     eprintln!("{label}: resident {before} -> {after} of {allocated} allocated, {n} sub-buffers reclaimed");
+    if let Some(dir) = shm.filter(|d| !on_tmpfs(d)) {
+        // A disk file system: the punched blocks are reserved again (no hole a writer
+        // could fail to fill), without their page cache.
+        let files = buffer_files(dir);
+        assert!(!files.is_empty(), "{label}: buffer files under {}", dir.display());
+        for f in files {
+            let m = std::fs::metadata(&f).unwrap();
+            assert!(std::os::unix::fs::MetadataExt::blocks(&m) * 512 >= m.len(), "{label}: {} has holes", f.display());
+        }
+    }
     // The writers go through the reclaimed sub-buffers again (zero pages fault in).
     finish(h);
     d.ust_ok(&["stop"]);
@@ -103,26 +113,48 @@ fn reclaim_then_trace(create: &[&str], channel: &[&str], label: &str) {
     assert_eq!(ev_numbers(&out), (0..4000).collect::<Vec<_>>(), "{label}: no event lost, before or after the reclaim");
 }
 
+fn on_tmpfs(dir: &std::path::Path) -> bool {
+    let o = Command::new("stat").args(["-f", "-c", "%T"]).arg(dir).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).trim() == "tmpfs"
+}
+
+/// The ring-buffer files (the largest files) under `dir`.
+fn buffer_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().filter_map(Result::ok) {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                todo.push(e.path());
+            } else if m.len() >= 8 * SUBBUF {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn discard_per_pid() {
-    reclaim_then_trace(&[], &[], "discard-pid");
+    reclaim_then_trace(&[], &[], "discard-pid", None);
 }
 
 #[test]
 fn overwrite_per_pid_loses_nothing_the_consumer_had_not_read() {
-    reclaim_then_trace(&[], &["--overwrite"], "overwrite-pid");
+    reclaim_then_trace(&[], &["--overwrite"], "overwrite-pid", None);
 }
 
 #[test]
 fn discard_per_uid_with_shm_path() {
     let shm = tempfile::tempdir().unwrap();
     let p = shm.path().to_str().unwrap().to_string();
-    reclaim_then_trace(&["--shm-path", &p, "--buffers-uid"], &[], "discard-uid-shm");
+    reclaim_then_trace(&["--shm-path", &p, "--buffers-uid"], &[], "discard-uid-shm", Some(shm.path()));
 }
 
 #[test]
 fn overwrite_per_uid() {
-    reclaim_then_trace(&["--buffers-uid"], &["--overwrite"], "overwrite-uid");
+    reclaim_then_trace(&["--buffers-uid"], &["--overwrite"], "overwrite-uid", None);
 }
 
 /// A snapshot session's flight recorder forgets what it reclaimed (LTTng's rule for
