@@ -375,3 +375,30 @@ fn save_load_round_trips_the_policy() {
         d.ust_ok(&["destroy", "s"]);
     }
 }
+
+/// LTTng's `test_reclaim_memory.py`: `reclaim-memory -u CHANNEL` with and without
+/// `--no-wait` on a per-UID channel, its machine-readable output naming the channel with a
+/// numeric `reclaimed_subbuffers`.
+#[test]
+fn lttng_test_reclaim_memory_per_uid_mi() {
+    for wait in [true, false] {
+        let d = TestDaemon::start();
+        let out = d.output("mi");
+        d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
+        d.ust_ok(&["enable-channel", "ch", "--buffers-uid"]);
+        d.ust_ok(&["enable-event", "-c", "ch", "holder:*"]);
+        d.ust_ok(&["start"]);
+        let h = holder(&d, 10);
+        let mut args = vec!["reclaim-memory", "-u", "ch", "--json"];
+        if !wait {
+            args.push("--no-wait");
+        }
+        let j = d.ust_json(&args);
+        let c = &j["channels"][0];
+        assert!(c["name"] == "ch" && c["reclaimed_subbuffers"].is_u64() && c["pending_subbuffers"].is_u64(), "wait={wait}: {j}");
+        finish(h);
+        d.ust_ok(&["stop"]);
+        d.ust_ok(&["destroy"]);
+        assert_eq!(ev_numbers(&out), (0..20).collect::<Vec<_>>(), "wait={wait}");
+    }
+}
