@@ -31,6 +31,9 @@ command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
 # compares the report's page faults with `perf stat`'s (as report.rs does).
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+# system-tests/tests/uprobe_faults.rs strips a copy of a test program (binutils) and mounts
+# a noexec tmpfs (mount: util-linux, above).
+command -v strip >/dev/null 2>&1 || need+=(binutils)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -59,7 +62,7 @@ if [ "$(id -u)" = 0 ]; then
   for u in ustkb-a ustkb-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done
-  # system-tests/tests/uprobes.rs: users probing their own programs through root's daemon.
+  # system-tests/tests/uprobes.rs, session_uprobes.rs: users probing their own programs through root's daemon.
   for u in ustup-a ustup-b; do
     id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
   done

@@ -72,12 +72,34 @@ fn back(file: &File, size: u64, what: &str) -> Result<(), ShmError> {
 /// `memfd_create`, `fallocate`, `fcntl(F_ADD_SEALS)` or `mmap` fail; [`ShmError::Layout`]
 /// when the ring buffer refuses `cfg`.
 pub fn create_memfd(cfg: &BufferConfig, name: &str) -> Result<(Reader, OwnedFd), ShmError> {
+    create_memfd_as(cfg, name, Backing::Preallocate)
+}
+
+/// When a buffer's pages are allocated (LTTng 2.15's `--buffer-preallocation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// Every page now (`fallocate`): what [`create_memfd`] and [`create_file`] do.
+    Preallocate,
+    /// Only the pages [`Buffer::create`] writes (the control page, and whatever the
+    /// geometry puts next to it); the others when a writer first touches them. The memory
+    /// is not reserved: a writer faulting a page in when none can be had gets `SIGBUS`.
+    OnDemand,
+}
+
+/// [`create_memfd`] with the pages allocated as `backing` says.
+///
+/// # Errors
+/// As [`create_memfd`].
+pub fn create_memfd_as(cfg: &BufferConfig, name: &str, backing: Backing) -> Result<(Reader, OwnedFd), ShmError> {
     use rustix::fs::{MemfdFlags, SealFlags};
     let size = cfg.file_size().map_err(|e| ShmError::Layout(e.to_string()))?;
     let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
         .map_err(|e| ShmError::Io { what: "memfd_create".into(), source: e.into() })?;
     let file = File::from(fd);
-    back(&file, size as u64, &format!("memfd {name}"))?;
+    match backing {
+        Backing::Preallocate => back(&file, size as u64, &format!("memfd {name}"))?,
+        Backing::OnDemand => file.set_len(size as u64).map_err(io(format!("ftruncate memfd {name}")))?,
+    }
     rustix::fs::fcntl_add_seals(&file, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
         .map_err(|e| ShmError::Io { what: "F_ADD_SEALS".into(), source: e.into() })?;
     let map = memmap2::MmapOptions::new().len(size).map_raw(&file).map_err(io("mmap"))?;
@@ -95,6 +117,14 @@ pub fn create_memfd(cfg: &BufferConfig, name: &str) -> Result<(Reader, OwnedFd),
 /// when creating, backing or mapping the file fails; [`ShmError::Layout`] when the ring
 /// buffer refuses `cfg`.
 pub fn create_file(cfg: &BufferConfig, path: &Path) -> Result<(Reader, OwnedFd, File), ShmError> {
+    create_file_as(cfg, path, Backing::Preallocate)
+}
+
+/// [`create_file`] with the pages allocated as `backing` says.
+///
+/// # Errors
+/// As [`create_file`].
+pub fn create_file_as(cfg: &BufferConfig, path: &Path, backing: Backing) -> Result<(Reader, OwnedFd, File), ShmError> {
     use std::os::unix::fs::OpenOptionsExt;
     let size = cfg.file_size().map_err(|e| ShmError::Layout(e.to_string()))?;
     let what = || format!("buffer file {}", path.display());
@@ -109,7 +139,10 @@ pub fn create_file(cfg: &BufferConfig, path: &Path) -> Result<(Reader, OwnedFd, 
     // A file that cannot become a buffer is removed again: nothing half-made is left in
     // the shm directory (backed files hold real memory on tmpfs).
     let made = (|| {
-        back(&file, size as u64, &what())?;
+        match backing {
+            Backing::Preallocate => back(&file, size as u64, &what())?,
+            Backing::OnDemand => file.set_len(size as u64).map_err(io(format!("sizing {}", what())))?,
+        }
         let map = memmap2::MmapOptions::new().len(size).map_raw(&file).map_err(io(format!("mapping {}", what())))?;
         let buffer = Buffer::create(map, cfg).map_err(|e| ShmError::Layout(e.to_string()))?;
         let fd = OwnedFd::from(file.try_clone().map_err(io(format!("duplicating {}", what())))?);
@@ -163,6 +196,22 @@ mod tests {
         let st = rustix::fs::fstat(&file).unwrap();
         assert!(st.st_blocks as u64 * 512 >= st.st_size as u64, "every byte allocated: {} blocks for {} bytes", st.st_blocks, st.st_size);
         assert!(matches!(create_file(&cfg(), &path), Err(ShmError::Io { .. })));
+    }
+
+    #[test]
+    fn on_demand_buffers_hold_only_the_pages_written() {
+        let cfg = BufferConfig { subbuf_size: 65536, num_subbuf: 8, ..cfg() };
+        let (r, fd) = create_memfd_as(&cfg, "ust-test", Backing::OnDemand).unwrap();
+        let (_p, pfd) = create_memfd(&cfg, "ust-test").unwrap();
+        let blocks = |fd: &OwnedFd| rustix::fs::fstat(fd).unwrap().st_blocks as u64 * 512;
+        let size = r.config().file_size().unwrap() as u64;
+        assert!(blocks(&pfd) >= size, "preallocated: {} of {size}", blocks(&pfd));
+        assert_eq!(blocks(&fd), 4096, "on demand: the control page only, of {size} bytes");
+        let mut app = open_received(std::os::fd::AsFd::as_fd(&fd)).unwrap();
+        assert_eq!(app.config().num_subbuf, 8);
+        app.claim_writers(crate::percpu::Writers::Atomic);
+        let _ = r.counters();
+        assert_eq!(blocks(&fd), 4096, "opened by the writer, claimed and read: still the control page only");
     }
 
     #[test]

@@ -153,6 +153,11 @@ fn discard_per_uid_with_shm_path() {
 }
 
 #[test]
+fn discard_per_channel_on_demand() {
+    reclaim_then_trace(&[], &["--buffer-allocation=per-channel", "--buffer-preallocation=on-demand"], "discard-per-channel-on-demand", None);
+}
+
+#[test]
 fn overwrite_per_uid() {
     reclaim_then_trace(&["--buffers-uid"], &["--overwrite"], "overwrite-uid", None);
 }

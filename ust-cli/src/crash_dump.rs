@@ -206,8 +206,11 @@ pub fn recover_set(set: &Path, out_root: &TraceDir) -> Result<SetReport, String>
             report.refused.push((f, format!("header field stream uuid {file_uuid} is not the trace UUID {uuid} of its metadata")));
             continue;
         }
+        // A per-channel buffer (`--buffer-allocation=per-channel`) has cpu
+        // `CHANNEL_WIDE_CPU` and the file `<channel>_0`.
         let cpu_of_name = fname.rsplit('_').next().and_then(|c| c.parse::<u32>().ok());
-        if cpu_of_name != Some(id.cpu) {
+        let name_cpu = if id.cpu == ust_ctf::CHANNEL_WIDE_CPU { 0 } else { id.cpu };
+        if cpu_of_name != Some(name_cpu) {
             report.refused.push((f, format!("header field cpu {} does not match the file name {fname} (<channel>_<cpu>)", id.cpu)));
             continue;
         }

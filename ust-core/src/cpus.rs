@@ -37,9 +37,35 @@ pub fn possible_cpus() -> Vec<u32> {
     }
 }
 
+/// Environment variable of debug builds only (`cfg(debug_assertions)`): a number of
+/// possible CPUs (1 to 4096) that [`possible_cpu_count`] answers instead of the kernel's,
+/// so that tests make the runtime and the daemon of one 2-CPU machine allocate, register
+/// and grant buffers as on a machine of that many CPUs (BENCHMARKS.md's 384-CPU memory
+/// figures; `system-tests/tests/buffer_memory.rs`). Release builds (`cargo install`,
+/// scripts/install.sh) never read it. It changes only how many buffers exist: writers
+/// still run on the real CPUs, so buffers past them stay unused, as on a machine whose
+/// other CPUs are idle.
+pub const ENV_FAKE_POSSIBLE_CPUS: &str = "UST_DEBUG_BUILD_FAKE_POSSIBLE_CPUS";
+
+/// [`ENV_FAKE_POSSIBLE_CPUS`]'s value when this is a debug build and it is set to a
+/// number in 1..=4096 (read at the first call, then kept).
+pub fn fake_possible_cpus() -> Option<u32> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    // Read once (the runtime's constructor asks first): a fork child never touches the
+    // environment lock for it.
+    static FAKE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *FAKE.get_or_init(|| std::env::var(ENV_FAKE_POSSIBLE_CPUS).ok()?.trim().parse::<u32>().ok().filter(|n| (1..=MAX_RANGE).contains(n)))
+}
+
 /// Number of per-CPU buffers a channel needs: the largest possible CPU number plus one
-/// (`0-1` → 2), else `sysconf(_SC_NPROCESSORS_CONF)`, at least 1.
+/// (`0-1` → 2), else `sysconf(_SC_NPROCESSORS_CONF)`, at least 1. (In a debug build,
+/// [`ENV_FAKE_POSSIBLE_CPUS`] when set.)
 pub fn possible_cpu_count() -> u32 {
+    if let Some(n) = fake_possible_cpus() {
+        return n;
+    }
     if let Ok(text) = std::fs::read_to_string("/sys/devices/system/cpu/possible") {
         if let Some(max) = parse_cpu_list(&text).into_iter().max() {
             return max.saturating_add(1);

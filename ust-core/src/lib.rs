@@ -41,5 +41,10 @@ pub const ABI_MAJOR: u16 = 1;
 /// [`protocol::ChannelIds`]), granted only to runtimes of minor 5 or later (an older one
 /// would write its own ids into buffers other processes share). 6: BLOB fields
 /// ([`event::FieldType::Blob`]) in event descriptions; a daemon of minor 6 reads the
-/// descriptions of every older runtime unchanged.
-pub const ABI_MINOR: u16 = 6;
+/// descriptions of every older runtime unchanged. 7: channels of more than 253 buffers
+/// ([`protocol::DaemonMessage::MoreFds`]); a daemon accepts more than 253 CPUs only from
+/// runtimes of minor 7 or later.
+pub const ABI_MINOR: u16 = 7;
+
+/// First [`ABI_MINOR`] whose runtimes take [`protocol::DaemonMessage::MoreFds`].
+pub const MORE_FDS_SINCE_MINOR: u16 = 7;

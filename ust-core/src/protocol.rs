@@ -13,6 +13,7 @@
 //! app                                      daemon
 //!  ── AppMessage::Register ─────────────────>   validates ABI and descriptions
 //!  <─ DaemonMessage::AddChannel + 1 fd/CPU ──   for each session channel that takes this process
+//!  <─ DaemonMessage::MoreFds{slot} + fds ───   (past 253 buffers: the rest, 253 a frame)
 //!  <─ DaemonMessage::SetEnabled ─────────────   channel mask of every event
 //!  <─ DaemonMessage::Ready ──────────────────   the constructor may return
 //!        … later, at any time …
@@ -217,6 +218,15 @@ pub enum DaemonMessage {
     Sync {
         /// Echoed back.
         seq: u64,
+    },
+    /// More buffer descriptors of the [`DaemonMessage::AddChannel`] just sent for `slot`
+    /// (ABI minor 7, sent only to runtimes of minor 7 or later): a channel of more than
+    /// [`MAX_FDS`] buffers (more than 253 possible CPUs) comes as the `AddChannel` frame
+    /// with the first [`MAX_FDS`] descriptors, then frames of this message with the next
+    /// ones, back to back, until the grant's `ncpus` are there.
+    MoreFds {
+        /// The slot of the grant these descriptors complete.
+        slot: u32,
     },
     /// Emit the state dump again into the channels of these slots (bit `s` = slot `s`;
     /// `ust regenerate statedump`, ABI minor 4: never sent to an older runtime).

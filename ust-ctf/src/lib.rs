@@ -46,9 +46,16 @@ pub fn process_dir(output: &Path, procname: &str, pid: i32, stamp: &str) -> Path
     output.join("ust").join("pid").join(format!("{safe}-{pid}-{stamp}"))
 }
 
-/// Name of the stream file of `channel` on `cpu`: `<channel>_<cpu>`.
+/// The CPU number of a per-channel buffer's stream (`--buffer-allocation=per-channel`):
+/// LTTng-UST's `-1` (its `backend.cpu` of such a buffer), which its packet context
+/// `cpu_id` (a 32-bit unsigned integer) shows as 4294967295.
+pub const CHANNEL_WIDE_CPU: u32 = u32::MAX;
+
+/// Name of the stream file of `channel` on `cpu`: `<channel>_<cpu>`; a per-channel
+/// stream ([`CHANNEL_WIDE_CPU`]) is `<channel>_0`, as LTTng's consumer names it.
 pub fn stream_file_name(channel: &str, cpu: u32) -> String {
-    format!("{channel}_{cpu}")
+    let n = if cpu == CHANNEL_WIDE_CPU { 0 } else { cpu };
+    format!("{channel}_{n}")
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 use serde::{Deserialize, Serialize};
 use ust_core::Level;
 
+pub use crate::alloc::{BufferAllocation, BufferPreallocation};
+
 /// Default sub-buffer size: 512 KiB (16 of them per CPU, read every 20 ms), sized for the
 /// design target of 10 M events/s of `{u64, i32}` (16-byte records) from two threads:
 ///
@@ -95,6 +97,14 @@ pub struct ChannelConfig {
     /// (`UST_ALLOW_BLOCKING`).
     #[serde(default)]
     pub blocking_timeout_us: u64,
+    /// `--buffer-allocation` (LTTng 2.14): a ring per CPU or one per channel, for each
+    /// owner. Absent (older peers) is per-CPU.
+    #[serde(default, skip_serializing_if = "BufferAllocation::is_default")]
+    pub allocation: BufferAllocation,
+    /// `--buffer-preallocation` (LTTng 2.15): every page allocated up front, or when first
+    /// written. Absent (older peers) is preallocate.
+    #[serde(default, skip_serializing_if = "BufferPreallocation::is_default")]
+    pub preallocation: BufferPreallocation,
     /// `--auto-reclaim-memory` (LTTng 2.15): `None` is `off`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_reclaim: Option<crate::reclaim::AutoReclaim>,
@@ -115,6 +125,8 @@ impl Default for ChannelConfig {
             tracefile_count: 0,
             buffers: None,
             blocking_timeout_us: 0,
+            allocation: BufferAllocation::PerCpu,
+            preallocation: BufferPreallocation::Preallocate,
             auto_reclaim: None,
         }
     }

@@ -25,6 +25,10 @@
 //!         <────────────────────────── Finished
 //! ```
 //!
+//! A user's session with userspace probes (`ust enable-event --userspace-probe`) sends
+//! `StartProbes { probes }` instead of `Start` (from the user's daemon, at `ust start`):
+//! no pid, the hits of every task the user could ptrace, until `Finish` at `ust stop`.
+//!
 //! A connection that closes before `Finish` ends the recording the same way (what was
 //! recorded is written). A daemon that dies mid-trace leaves the packets it wrote: the trace
 //! is whole up to that moment.
@@ -59,6 +63,15 @@ pub enum KviewRequest {
         pid: i32,
         /// Dynamic probes to place (none from an older client).
         #[serde(default)]
+        probes: Vec<ProbeRequest>,
+    },
+    /// Record dynamic probes alone, for a session of the requester's (`ust enable-event
+    /// --userspace-probe`, sent by the user's own `ust-consumerd` at `ust start`): no
+    /// traced command; the hits of every task the requester could ptrace, in the directory
+    /// whose descriptor comes first, each probe's file descriptor after it (as `Start`'s).
+    /// Answered `Started`; ended by `Finish` (at `ust stop`) or the connection's close.
+    StartProbes {
+        /// The probes (at least one).
         probes: Vec<ProbeRequest>,
     },
     /// The command ended: write the final metadata and stop.

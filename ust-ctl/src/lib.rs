@@ -12,6 +12,7 @@
 //!   daemon.
 //! - [`kview`]: the kernel-view requests an ordinary user's `ust trace --kernel` sends to
 //!   root's daemon (the kernel broker) on its `kview` socket.
+//! - [`probes`]: a session's userspace-probe rules (`enable-event --userspace-probe`).
 //! - [`session_xml`]: session configurations in LTTng's XML format (`save`, `load`).
 //! - [`trackers`]: the user-id and group-id trackers (`track --vuid|--vgid`).
 //! - [`trigger`]: triggers (`add-trigger`'s condition and actions, and its argument
@@ -21,10 +22,12 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod alloc;
 pub mod client;
 pub mod config;
 pub mod filter;
 pub mod kview;
+pub mod probes;
 pub mod protocol;
 pub mod reclaim;
 pub mod session_xml;

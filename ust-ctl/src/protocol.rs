@@ -82,6 +82,27 @@ pub enum Command {
         #[serde(default)]
         filter: Option<String>,
     },
+    /// `ust enable-event --userspace-probe=SPEC NAME`: add a userspace-probe rule to the
+    /// session (placed at `start`, removed at `stop`; [`crate::probes`]). The CLI has
+    /// resolved the symbol and checked the file; the daemon checks the rule's shape and
+    /// its name. Refused while the session records.
+    EnableUserspaceProbe {
+        /// Session.
+        session: Option<String>,
+        /// The rule.
+        probe: crate::probes::UserspaceProbe,
+    },
+    /// `ust disable-event -k NAME…` (`-k -a`): disable userspace-probe rules by event
+    /// name; they stay in the session (shown disabled, saved) and are not placed at the
+    /// next `start`. Refused while the session records.
+    DisableUserspaceProbe {
+        /// Session.
+        session: Option<String>,
+        /// Event names.
+        names: Vec<String>,
+        /// Every probe of the session.
+        all: bool,
+    },
     /// Add context fields to one channel, or to every channel of the session (`channel0`
     /// is created when the session has none). Refused once the session has been started.
     AddContext {
@@ -491,6 +512,9 @@ pub struct SessionDetail {
     /// could not be backed, the daemon ran out of descriptors, …), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub untraced: Vec<UntracedProcess>,
+    /// The userspace-probe rules (`enable-event --userspace-probe`), in the order given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub userspace_probes: Vec<crate::probes::UserspaceProbe>,
 }
 
 /// A process a session should have traced and could not: it runs untraced, and this says
@@ -610,6 +634,21 @@ pub struct DestroyReport {
     /// in, relative to its output (`<hostname>/<session>-<stamp>`).
     #[serde(default)]
     pub relay: Option<(String, String)>,
+    /// The session's userspace probes, one entry per recording (each `start`–`stop`), oldest
+    /// first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbesReport>,
+}
+
+/// What one recording of a session's userspace probes wrote.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProbesReport {
+    /// Its trace directory (`<output>/kernel`, `kernel-N`).
+    pub dir: PathBuf,
+    /// Events written, per name (the probes' and the state dump's).
+    pub counts: Vec<(String, u64)>,
+    /// Why it ended early or could not be written in full, if so.
+    pub error: Option<String>,
 }
 
 /// Describes a field type for humans.

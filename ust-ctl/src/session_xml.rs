@@ -15,6 +15,8 @@
 //!       <blocking_timeout>us|-1</blocking_timeout><monitor_timer_interval>..</monitor_timer_interval>
 //!       <tracefile_size>..</tracefile_size><tracefile_count>..</tracefile_count>
 //!       <live_timer_interval>..</live_timer_interval>
+//!       [<allocation_policy>PER_CPU|PER_CHANNEL</allocation_policy>]          (2.14)
+//!       [<preallocation_policy>PREALLOCATE|ON_DEMAND</preallocation_policy>]  (2.15)
 //!       [<reclaim_policy><periodic><age_threshold>us</age_threshold></periodic>
 //!        | <reclaim_policy><consumed></consumed></reclaim_policy>]   (2.15's session.xsd)
 //!       <events><event><name>GLOB</name><enabled>..</enabled><type>TRACEPOINT</type>
@@ -49,6 +51,7 @@ use ust_core::context::ContextType;
 use ust_core::Level;
 
 use crate::config::{ChannelConfig, Enabler, LevelFilter, VpidTracker};
+use crate::probes::{ProbeLocation, UserspaceProbe};
 
 /// Largest session file read, in bytes.
 pub const MAX_FILE: usize = 16 << 20;
@@ -109,8 +112,11 @@ pub struct SavedSession {
     pub vuid: Option<Vec<u32>>,
     /// Virtual group-id tracker, likewise.
     pub vgid: Option<Vec<u32>>,
-    /// Domains of the file other than user space (skipped).
+    /// Domains of the file other than user space (skipped), and `KERNEL` when its kernel
+    /// domain has events other than userspace probes.
     pub other_domains: Vec<String>,
+    /// The kernel domain's userspace probes (`USERSPACE_PROBE` events), in file order.
+    pub probes: Vec<UserspaceProbe>,
 }
 
 fn esc(s: &str) -> String {
@@ -135,6 +141,18 @@ fn context_xml(c: ContextType) -> String {
     }
 }
 
+/// A channel's `<allocation_policy>` and `<preallocation_policy>` (lttng-tools 2.14 and
+/// 2.15's `session.xsd`), written only when not the default, so that a session of default
+/// channels still validates against 2.13's schema.
+fn alloc_xml(out: &mut String, cfg: &ChannelConfig) {
+    if !cfg.allocation.is_default() {
+        out.push_str(&format!("\t\t\t\t\t\t<allocation_policy>{}</allocation_policy>\n", cfg.allocation.xml_name()));
+    }
+    if !cfg.preallocation.is_default() {
+        out.push_str(&format!("\t\t\t\t\t\t<preallocation_policy>{}</preallocation_policy>\n", cfg.preallocation.xml_name()));
+    }
+}
+
 fn tracker_xml(out: &mut String, kind: &str, ids: Option<Vec<i64>>) {
     let Some(ids) = ids else { return };
     out.push_str(&format!("\t\t\t\t\t<{kind}_process_attr_tracker>\n"));
@@ -150,6 +168,80 @@ fn tracker_xml(out: &mut String, kind: &str, ids: Option<Vec<i64>>) {
     out.push_str(&format!("\t\t\t\t\t</{kind}_process_attr_tracker>\n"));
 }
 
+/// The kernel domain holding `probes` (nothing without any): one channel, `channel0`, with
+/// LTTng's kernel defaults, each probe a `USERSPACE_PROBE` event with its
+/// `<userspace_probe_function_attributes>` (or `_tracepoint_` for SDT). A return probe's
+/// `<function_name>` is `SYMBOL%return` (LTTng has no return uprobes: `lttng load` would
+/// look for a function of that name).
+fn kernel_xml(o: &mut String, probes: &[UserspaceProbe]) {
+    if probes.is_empty() {
+        return;
+    }
+    let t = "\t\t\t\t\t\t\t\t";
+    o.push_str("\t\t\t<domain>\n\t\t\t\t<type>KERNEL</type>\n\t\t\t\t<buffer_type>GLOBAL</buffer_type>\n\t\t\t\t<channels>\n");
+    o.push_str("\t\t\t\t\t<channel>\n\t\t\t\t\t\t<name>channel0</name>\n\t\t\t\t\t\t<enabled>true</enabled>\n\t\t\t\t\t\t<overwrite_mode>DISCARD</overwrite_mode>\n\t\t\t\t\t\t<subbuffer_size>1048576</subbuffer_size>\n\t\t\t\t\t\t<subbuffer_count>4</subbuffer_count>\n\t\t\t\t\t\t<switch_timer_interval>0</switch_timer_interval>\n\t\t\t\t\t\t<read_timer_interval>200000</read_timer_interval>\n\t\t\t\t\t\t<output_type>SPLICE</output_type>\n\t\t\t\t\t\t<events>\n");
+    for p in probes {
+        o.push_str(&format!(
+            "\t\t\t\t\t\t\t<event>\n{t}<name>{}</name>\n{t}<enabled>{}</enabled>\n{t}<type>USERSPACE_PROBE</type>\n{t}<attributes>\n",
+            esc(&p.name),
+            p.enabled
+        ));
+        let path = esc(&p.location.path().to_string_lossy());
+        match &p.location {
+            ProbeLocation::Function { symbol, ret, .. } => o.push_str(&format!(
+                "{t}\t<userspace_probe_function_attributes>\n{t}\t\t<lookup_method>ELF</lookup_method>\n{t}\t\t<binary_path>{path}</binary_path>\n{t}\t\t<function_name>{}{}</function_name>\n{t}\t</userspace_probe_function_attributes>\n",
+                esc(symbol),
+                if *ret { "%return" } else { "" }
+            )),
+            ProbeLocation::Sdt { provider, probe, .. } => o.push_str(&format!(
+                "{t}\t<userspace_probe_tracepoint_attributes>\n{t}\t\t<lookup_method>SDT</lookup_method>\n{t}\t\t<binary_path>{path}</binary_path>\n{t}\t\t<probe_name>{}</probe_name>\n{t}\t\t<provider_name>{}</provider_name>\n{t}\t</userspace_probe_tracepoint_attributes>\n",
+                esc(probe),
+                esc(provider)
+            )),
+        }
+        o.push_str(&format!("{t}</attributes>\n\t\t\t\t\t\t\t</event>\n"));
+    }
+    o.push_str("\t\t\t\t\t\t</events>\n\t\t\t\t\t</channel>\n\t\t\t\t</channels>\n\t\t\t</domain>\n");
+}
+
+/// The userspace probes of a kernel domain `d` (its `USERSPACE_PROBE` events, whatever
+/// the channel), and whether it has other events (skipped).
+fn probes_from(d: &Node, session: &str) -> Result<(Vec<UserspaceProbe>, bool), String> {
+    let mut probes = Vec::new();
+    let mut others = false;
+    for c in d.child("channels").map(|c| c.all("channel").collect::<Vec<_>>()).unwrap_or_default() {
+        for e in c.child("events").map(|e| e.all("event").collect::<Vec<_>>()).unwrap_or_default() {
+            if e.text_of("type") != Some("USERSPACE_PROBE") {
+                others = true;
+                continue;
+            }
+            let name = e.text_of("name").ok_or_else(|| format!("session {session}: a userspace probe event without <name>"))?.to_string();
+            let attrs = e.child("attributes");
+            let location = if let Some(f) = attrs.and_then(|a| a.child("userspace_probe_function_attributes")) {
+                let path = PathBuf::from(f.text_of("binary_path").unwrap_or(""));
+                let func = f.text_of("function_name").unwrap_or("");
+                let (symbol, ret) = match func.strip_suffix("%return") {
+                    Some(s) => (s, true),
+                    None => (func, false),
+                };
+                ProbeLocation::Function { path, symbol: symbol.to_string(), ret }
+            } else if let Some(t) = attrs.and_then(|a| a.child("userspace_probe_tracepoint_attributes")) {
+                ProbeLocation::Sdt {
+                    path: PathBuf::from(t.text_of("binary_path").unwrap_or("")),
+                    provider: t.text_of("provider_name").unwrap_or("").to_string(),
+                    probe: t.text_of("probe_name").unwrap_or("").to_string(),
+                }
+            } else {
+                return Err(format!("session {session}: userspace probe {name} without its attributes"));
+            };
+            let p = UserspaceProbe { name, enabled: e.flag("enabled", true)?, location };
+            crate::probes::check_probe(&p).map_err(|x| format!("session {session}: {x}"))?;
+            probes.push(p);
+        }
+    }
+    Ok((probes, others))
+}
+
 /// Writes `sessions` as one LTTng session configuration file (`<sessions>` root), in the
 /// element order of `session.xsd` 2.13 (it validates with `xmllint --schema`).
 pub fn to_xml(sessions: &[SavedSession]) -> String {
@@ -163,7 +255,9 @@ pub fn to_xml(sessions: &[SavedSession]) -> String {
             BufferType::PerPid => "PER_PID",
             BufferType::PerUid => "PER_UID",
         };
-        o.push_str(&format!("\t\t<domains>\n\t\t\t<domain>\n\t\t\t\t<type>UST</type>\n\t\t\t\t<buffer_type>{bt}</buffer_type>\n"));
+        o.push_str("\t\t<domains>\n");
+        kernel_xml(&mut o, &s.probes);
+        o.push_str(&format!("\t\t\t<domain>\n\t\t\t\t<type>UST</type>\n\t\t\t\t<buffer_type>{bt}</buffer_type>\n"));
         o.push_str("\t\t\t\t<channels>\n");
         for c in &s.channels {
             let cfg = &c.config;
@@ -181,6 +275,7 @@ pub fn to_xml(sessions: &[SavedSession]) -> String {
                 cfg.tracefile_count,
                 s.live_timer_us.unwrap_or(0),
             ));
+            alloc_xml(&mut o, cfg);
             o.push_str(&reclaim_policy_xml(cfg.auto_reclaim));
             o.push_str("\t\t\t\t\t\t<events>\n");
             for e in &c.events {
@@ -443,6 +538,16 @@ fn channel_from(c: &Node) -> Result<SavedChannel, String> {
             Some(n) if n < 0 => crate::config::BLOCKING_FOREVER,
             Some(n) => n as u64,
         },
+        allocation: match c.text_of("allocation_policy") {
+            None => d.allocation,
+            Some(v) => crate::alloc::BufferAllocation::parse_xml(v)
+                .ok_or_else(|| format!("channel {name}: <allocation_policy> {v:?} is not PER_CPU or PER_CHANNEL"))?,
+        },
+        preallocation: match c.text_of("preallocation_policy") {
+            None => d.preallocation,
+            Some(v) => crate::alloc::BufferPreallocation::parse_xml(v)
+                .ok_or_else(|| format!("channel {name}: <preallocation_policy> {v:?} is not PREALLOCATE or ON_DEMAND"))?,
+        },
         auto_reclaim: reclaim_policy_from(c).map_err(|e| format!("channel {name}: {e}"))?,
     };
     // LTTng writes tracefile_count 0 or 1 for "one file" and 0 for "unlimited size".
@@ -519,6 +624,14 @@ fn session_from(s: &Node) -> Result<SavedSession, String> {
     }
     for d in s.child("domains").map(|d| d.all("domain").collect::<Vec<_>>()).unwrap_or_default() {
         let ty = d.text_of("type").unwrap_or("");
+        if ty == "KERNEL" {
+            let (probes, others) = probes_from(d, &name)?;
+            out.probes.extend(probes);
+            if others {
+                out.other_domains.push(ty.to_string());
+            }
+            continue;
+        }
         if ty != "UST" {
             if d.child("channels").is_some_and(|c| !c.children.is_empty()) {
                 out.other_domains.push(ty.to_string());

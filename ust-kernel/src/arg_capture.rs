@@ -113,6 +113,12 @@ impl ArgCapture {
         ArgCapture { capture, joiner: Joiner::default(), summary: ArgsSummary { on, note, ..Default::default() } }
     }
 
+    /// No capture, for a recording that has no system calls to join copies to (a
+    /// session's userspace probes alone); `note` says why in the summary.
+    pub fn off(note: &str) -> ArgCapture {
+        ArgCapture { capture: None, joiner: Joiner::default(), summary: ArgsSummary { on: false, note: note.to_string(), ..Default::default() } }
+    }
+
     /// True when the capture runs.
     pub fn on(&self) -> bool {
         self.capture.is_some()

@@ -64,6 +64,11 @@ pub struct Options {
     /// A per-CPU buffer size, KiB; `None`: sized from the measured event rate
     /// ([`crate::sizing`]).
     pub buffer_kb: Option<u64>,
+    /// The dynamic probes' events alone, in one instance, system-wide (a session's
+    /// `enable-event --userspace-probe` rules, as LTTng's kernel domain records only the
+    /// events enabled): none of [`ctf::EVENTS`], no argument capture; the state dump is
+    /// kept (it names the tasks). The buffers are [`BUFFER_KB`] unless `buffer_kb`.
+    pub probes_only: bool,
 }
 
 /// True for the events recorded in the traced tree's instance: the high-rate ones.
@@ -105,6 +110,11 @@ pub struct Prepared {
     all: bool,
     buffer_kb: u64,
     args: ArgCapture,
+    /// `(event, tracepoint id)` of each probe placed (`events/<group>/<event>/id`): what
+    /// perf_event_open samples their user stacks by ([`crate::perf::PerfRecorder::start_stacks_with_probes`]).
+    probe_ids: Vec<(String, u64)>,
+    /// The twins of the entry probes that perf samples (no instance enables them).
+    stack_probes: Option<Box<uprobe::Placed>>,
     // Last: dropped after the instances that enable them.
     probes: Option<uprobe::Placed>,
 }
@@ -116,6 +126,10 @@ pub struct ViewRecorder {
     stop: Arc<AtomicBool>,
     finish_args: Arc<Mutex<Option<(i32, i64)>>>,
     thread: Option<std::thread::JoinHandle<Result<KernelSummary, String>>>,
+    /// Removed at the end, once the perf events sampling them are closed (the stacks
+    /// recorder finishes first; a probe still open by perf is left to the next start's
+    /// clean-up).
+    stack_probes: Option<Box<uprobe::Placed>>,
     probes: Option<uprobe::Placed>,
 }
 
@@ -142,11 +156,14 @@ impl ViewRecorder {
         let mut stale_removed = tracefs::remove_stale(&root);
         stale_removed.extend(uprobe::remove_stale(&root));
         let name = format!("{}{}-{}", tracefs::INSTANCE_PREFIX, std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        if opts.probes_only && probes.is_empty() {
+            return Err(KernelError::NoEvents);
+        }
         // The argument capture first: its program then runs before ftrace's probe on
         // `raw_syscalls:sys_enter` (crate::bpf::Capture::start).
-        let args = ArgCapture::start(&root);
+        let args = if opts.probes_only { ArgCapture::off("the dynamic probes alone: no system calls recorded") } else { ArgCapture::start(&root) };
         let main = tracefs::Instance::create_named(&root, &name)?;
-        let tree = if all && opts.system_wide { None } else { Some(tracefs::Instance::create_named(&root, &format!("{name}-t"))?) };
+        let tree = if (all && opts.system_wide) || opts.probes_only { None } else { Some(tracefs::Instance::create_named(&root, &format!("{name}-t"))?) };
         for inst in std::iter::once(&main).chain(&tree) {
             inst.set_clock("mono")?;
             inst.set_buffer_kb(opts.buffer_kb.unwrap_or(BUFFER_KB))?;
@@ -154,7 +171,9 @@ impl ViewRecorder {
         let mut formats = Vec::new();
         let mut missing = Vec::new();
         let extra = if all { ctf::ROOT_EVENTS } else { &[] };
-        for (sys, ev, name) in ctf::EVENTS.iter().chain(extra) {
+        let kernel_events: &[(&str, &str, &str)] = if opts.probes_only { &[] } else { ctf::EVENTS };
+        let extra = if opts.probes_only { &[] } else { extra };
+        for (sys, ev, name) in kernel_events.iter().chain(extra) {
             let inst = match &tree {
                 Some(t) if tree_event(sys) => t,
                 _ => &main,
@@ -164,7 +183,7 @@ impl ViewRecorder {
                 _ => missing.push(format!("{sys}:{ev}")),
             }
         }
-        if formats.is_empty() {
+        if formats.is_empty() && !opts.probes_only {
             return Err(KernelError::NoEvents);
         }
         let placed = if probes.is_empty() {
@@ -195,6 +214,7 @@ impl ViewRecorder {
         };
         let buffer_kb = match opts.buffer_kb {
             Some(kb) => kb,
+            None if opts.probes_only => BUFFER_KB,
             None => {
                 let events: Vec<(&str, &str)> =
                     formats.iter().filter(|(_, f)| tree.is_none() || !tree_event(&f.system)).map(|(_, f)| (f.system.as_str(), f.name.as_str())).collect();
@@ -206,7 +226,42 @@ impl ViewRecorder {
             }
         };
         let table = Arc::new(EventTable::with_captured_args(formats, &lttng::read_syscall_args(&main.dir().join("events")), args.on()));
-        Ok(Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, args, probes: placed })
+        // A uprobe's event serves ftrace or perf, never both at once (the kernel refuses the
+        // second with EINTR: trace_uprobe.c, probe_event_enable), so root's view samples the
+        // stacks of each entry probe from a twin probe at the same place, without arguments,
+        // in a group of its own that no instance enables (not for a session's probes-only
+        // recording, which samples no stacks).
+        let twins: Vec<uprobe::Probe> = if all && !opts.probes_only {
+            probes
+                .iter()
+                .filter(|p| !p.ret)
+                .filter_map(|p| {
+                    Some(uprobe::Probe {
+                        event: p.event.clone(),
+                        file: p.file.try_clone().ok()?,
+                        path: p.path.clone(),
+                        function: p.function.clone(),
+                        offset: p.offset,
+                        ret: false,
+                        args: Vec::new(),
+                        note: None,
+                    })
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let stack_probes = if twins.is_empty() { None } else { uprobe::Placed::place(&root, &twins).ok().map(Box::new) };
+        let probe_ids = stack_probes
+            .iter()
+            .flat_map(|p| {
+                p.events.iter().filter_map(|(ev, _, _)| {
+                    let id = std::fs::read_to_string(root.join("events").join(&p.group).join(ev).join("id")).ok()?;
+                    Some((ev.clone(), id.trim().parse().ok()?))
+                })
+            })
+            .collect();
+        Ok(Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, args, probe_ids, stack_probes, probes: placed })
     }
 
     /// [`ViewRecorder::prepare`] and [`Prepared::start`] with the default [`Options`], into
@@ -228,6 +283,18 @@ impl ViewRecorder {
         let mode = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC;
         let out = TraceDir::from_fd(rustix::fs::open(&dir, mode, rustix::fs::Mode::empty()).map_err(std::io::Error::from)?, dir, None);
         Self::prepare_with_probes(filter.sees_all(), Options::default(), probes)?.start(out, filter)
+    }
+
+    /// A session's userspace probes alone ([`Options::probes_only`]), written through
+    /// `dir` (for a user's view, by the writing thread as that user): every task's hits
+    /// for root ([`ViewFilter::everything`]), those of the tasks the user could ptrace for
+    /// a user ([`ViewFilter::owner`]).
+    ///
+    /// # Errors
+    /// As [`ViewRecorder::prepare_with_probes`] and [`Prepared::start`].
+    pub fn start_probes(dir: TraceDir, filter: ViewFilter, probes: &[uprobe::Probe]) -> Result<ViewRecorder, KernelError> {
+        let opts = Options { probes_only: true, ..Options::default() };
+        Self::prepare_with_probes(filter.sees_all(), opts, probes)?.start(dir, filter)
     }
 
     /// Stops recording, applies and writes what is left, writes the final metadata (with
@@ -252,6 +319,7 @@ impl ViewRecorder {
         }
         // The probes go once no instance enables them.
         self.probes.take();
+        self.stack_probes.take();
         r
     }
 }
@@ -300,6 +368,12 @@ impl Prepared {
         &self.missing
     }
 
+    /// `(event, tracepoint id)` of each dynamic probe placed, for sampling their user
+    /// stacks with perf_event_open.
+    pub fn probe_tracepoints(&self) -> &[(String, u64)] {
+        &self.probe_ids
+    }
+
     /// Whether the system-call arguments will be copied, and why not
     /// ([`crate::arg_capture`]).
     pub fn args_summary(&self) -> &ArgsSummary {
@@ -313,7 +387,7 @@ impl Prepared {
     /// # Errors
     /// [`KernelError`]: tracefs, or the thread's first writes into `dir`.
     pub fn start(self, dir: TraceDir, filter: ViewFilter) -> Result<ViewRecorder, KernelError> {
-        let Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, mut args, probes } = self;
+        let Prepared { main, tree, table, missing, stale_removed, all, buffer_kb, mut args, probes, stack_probes, .. } = self;
         if all != filter.sees_all() {
             return Err(KernelError::Io(std::io::Error::other("prepared for another kind of view")));
         }
@@ -430,7 +504,7 @@ impl Prepared {
         for i in instances.iter().rev() {
             i.set_on(true)?;
         }
-        Ok(ViewRecorder { instances, stop, finish_args, thread: Some(thread), probes })
+        Ok(ViewRecorder { instances, stop, finish_args, thread: Some(thread), stack_probes, probes })
     }
 }
 

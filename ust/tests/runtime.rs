@@ -731,3 +731,37 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// A channel of more buffers than one frame carries (253 descriptors): `AddChannel` with
+/// the first 253, then `MoreFds` with the rest (ABI minor 7), and the runtime records into
+/// it as into any other.
+#[test]
+fn a_grant_of_more_than_253_buffers_arrives_in_several_frames() {
+    let d = FakeDaemon::new();
+    let child = spawn_child("emit", d.dir.path());
+    let s = d.accept(Duration::from_secs(10));
+    let reg = recv_register(&s);
+    let ch = make_channel(300);
+    let g = ChannelGrant {
+        slot: 2,
+        session: "test".into(),
+        channel: "chan".into(),
+        ncpus: 300,
+        contexts: vec![],
+        tsc: None,
+        blocking_timeout_us: 0,
+        shared_ids: false,
+    };
+    let fds: Vec<_> = ch.fds.iter().map(|f| f.as_fd()).collect();
+    protocol::send(&s, &DaemonMessage::AddChannel(g), &fds[..protocol::MAX_FDS]).unwrap();
+    protocol::send(&s, &DaemonMessage::MoreFds { slot: 2 }, &fds[protocol::MAX_FDS..]).unwrap();
+    enable_all(&s, &reg, 2);
+    sync(&s, 1);
+    protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
+    assert!(matches!(protocol::recv::<AppMessage>(&s).unwrap().0, AppMessage::Exiting));
+    let log = finish(child);
+    assert!(log.contains("granted"), "{log}");
+    let records = read_all(&ch, &reg.events);
+    check_batch(&records, "end");
+    assert_eq!(records.iter().filter(|r| !r.name.starts_with("lttng_ust_statedump:")).count(), 12, "{records:?}");
+}

@@ -136,6 +136,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     r.span_ns = l.events.last().map(|e| e.ts).unwrap_or(0).saturating_sub(r.start_ns);
     r.user = user_view(l);
     r.spans = super::span_view::span_view(l);
+    r.probes = super::probes::probe_view(l);
+    r.notes.extend(super::probes::notes(&r.probes));
     let kernel_events = l.events.iter().filter(|e| e.domain == Domain::Kernel).count();
     r.kernel = kernel_events > 0;
     let traced = opt.pid.or_else(|| l.kernel_env.as_ref().and_then(|e| e.get("traced_pid")).and_then(|p| p.parse::<i32>().ok()).filter(|&p| p > 0));
@@ -147,6 +149,9 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let is_tier1 = super::stacks::is_tier1(l);
     // Tier 1's stacks, or those of the side trace of root's recording.
     let mut tier1 = (is_tier1 || l.user_stacks).then(|| super::stacks::Tier1::new(l, dir));
+    if let Some(t1) = tier1.as_mut().filter(|_| !r.probes.is_empty()) {
+        super::probe_stacks::attach(&mut r.probes, l, t1);
+    }
     r.syscall_source = super::tiers::syscall_source(l);
     r.notes.extend(super::tiers::notes(l));
     let mut tree: HashSet<i32> = HashSet::new();

@@ -53,6 +53,9 @@ pub struct Loaded {
     /// The threads that have events in the tree's channel: the traced tree's, whatever the
     /// forks recorded elsewhere say.
     pub tree_tids: std::collections::HashSet<i32>,
+    /// The kernel trace's return-probe event classes (payload `func`, `ret_ip`, ...:
+    /// [`super::probes`]), declared whether or not any fired.
+    pub return_probe_classes: std::collections::HashSet<String>,
 }
 
 /// Events a stream lost in a time range, as its packets tell (CTF 1.8: the packet
@@ -141,6 +144,16 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
         l.tree_channel = true;
     }
     let meta = m.ctf.metadata();
+    if kernel && !stacks_side {
+        for class in meta.streams.iter().flat_map(|s| &s.events) {
+            if let Some(ctf_reader::FieldType::Struct { fields, .. }) = &class.payload {
+                let names: Vec<&str> = fields.iter().take(2).map(|f| f.name.strip_prefix('_').unwrap_or(&f.name)).collect();
+                if names == ["func", "ret_ip"] {
+                    l.return_probe_classes.insert(class.name.clone());
+                }
+            }
+        }
+    }
     let freqs: Vec<u64> = meta.streams.iter().map(|s| s.default_clock.and_then(|c| meta.clocks.get(c)).map_or(1_000_000_000, |c| c.freq)).collect();
     let env_vpid = m.origin.vpid.unwrap_or(-1);
     let mut tasks = super::layout::Tasks::default();

@@ -19,7 +19,10 @@
 //!   per event counts and rates and per thread gaps (the whole report when the trace has no
 //!   kernel events);
 //!   from the `tracing` layer's span events, [`span_view`]: per span name, durations and
-//!   busy/idle time, and the span tree.
+//!   busy/idle time, and the span tree; from the dynamic probes' events ([`probes`]: `ust
+//!   trace --userspace-probe`), per probed function the calls and, with its return probe,
+//!   their durations (p50/p90/p99/max), and in root's traces their callers
+//!   ([`probe_stacks`]: `--probe-flamegraph FILE.svg`).
 //! - [`loss`] judges what the kernel trace lost against the traced tree: the report's
 //!   first lines say whether any of the tree's events, or the context a wake-up chain
 //!   needs, may have fallen in a lossy range ("0 of the traced tree's events lost"
@@ -41,6 +44,8 @@ pub mod load;
 pub mod loss;
 pub mod model;
 pub mod pictures;
+pub mod probe_stacks;
+pub mod probes;
 pub mod select;
 pub mod span_view;
 pub mod stacks;
@@ -230,6 +235,7 @@ pub fn render_text(r: &Report) -> String {
             let _ = writeln!(s, "  {:>7} {:>7} {:<16} {:>8} {:>13} {:>13}{ust}", t.pid, t.tid, t.procname, t.events, dur(t.mean_gap_ns), dur(t.max_gap_ns));
         }
     }
+    probes_text(&mut s, &r.probes);
     tracer_text(&mut s, r);
     spans_text(&mut s, &r.spans);
     for n in &r.notes {
@@ -293,6 +299,58 @@ fn tracer_text(s: &mut String, r: &Report) {
         for x in w {
             wait_text(s, x, r.start_ns, 2);
         }
+    }
+}
+
+/// The probe view: per probed function, its calls and, with its return probe, their
+/// durations.
+fn probes_text(s: &mut String, rows: &[probes::ProbeRow]) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\nProbed functions (uprobes): calls, and entry to return with a %return probe:");
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(5);
+    let _ = writeln!(
+        s,
+        "  {:<width$} {:>8} {:>7} {:>8} {:>10} {:>12} {:>12} {:>12} {:>12}",
+        "PROBE", "CALLS", "THREADS", "RETURNED", "UNFINISHED", "P50", "P90", "P99", "MAX"
+    );
+    for r in rows {
+        let lat = |f: fn(&probes::ProbeLatency) -> u64| r.latency.as_ref().map(|l| dur(f(l))).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "  {:<width$} {:>8} {:>7} {:>8} {:>10} {:>12} {:>12} {:>12} {:>12}",
+            r.name,
+            r.calls,
+            r.threads,
+            if r.return_event.is_some() { r.returned.to_string() } else { "-".into() },
+            if r.return_event.is_some() { r.unfinished.to_string() } else { "-".into() },
+            lat(|l| l.p50_ns),
+            lat(|l| l.p90_ns),
+            lat(|l| l.p99_ns),
+            lat(|l| l.max_ns)
+        );
+        let mut also = Vec::new();
+        if r.unwound > 0 {
+            also.push(format!("{} unwound past (an outer call returned first: panic or longjmp)", r.unwound));
+        }
+        if r.returns_without_entry > 0 {
+            also.push(format!("{} return(s) without their entry in the trace", r.returns_without_entry));
+        }
+        if !also.is_empty() {
+            let _ = writeln!(s, "  {:<width$} {}", "", also.join("; "));
+        }
+        if r.stacks > 0 {
+            let _ = writeln!(s, "  {:<width$} callers ({} hits with a user stack), innermost first:", "", r.stacks);
+            for c in r.callers.iter().take(3) {
+                let up: Vec<&str> = c.stack.iter().rev().skip(1).take(5).map(String::as_str).collect();
+                let more = if c.stack.len() > 6 { " < ..." } else { "" };
+                let _ = writeln!(s, "  {:<width$} {:>7}  {}{more}", "", c.hits, up.join(" < "));
+            }
+        }
+    }
+    if rows.iter().any(|r| r.unfinished > 0) {
+        let _ = writeln!(s, "  (UNFINISHED: calls with no return in the trace: the thread exited inside them, or recording stopped first)");
     }
 }
 

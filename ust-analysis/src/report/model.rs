@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::faults::{Fault, FileFaultList, FileFaults};
+use super::probes::ProbeRow;
 use super::span_view::SpanView;
 use super::syscalls::{ProcessCalls, SlowCall, SyscallRow, ThreadCalls};
 use super::tracer::Role;
@@ -160,6 +161,9 @@ pub struct Report {
     pub user: UserView,
     /// The `tracing` spans: per name, durations, busy and idle time; the span tree.
     pub spans: SpanView,
+    /// The dynamic probes' events ([`super::probes`]): per probed function, calls and,
+    /// with its return probe, their durations.
+    pub probes: Vec<ProbeRow>,
     /// ust's own activity, left out of every table above ([`super::tracer`]).
     pub tracer: TracerActivity,
     /// Remarks (missing data, bounds).

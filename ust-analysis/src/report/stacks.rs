@@ -128,6 +128,11 @@ impl Tier1 {
         w.stack = self.sym.stack(&self.maps, pid, ts, &ips);
     }
 
+    /// Symbolizes the user stack `ips` (innermost first) of process `pid` at time `ts`.
+    pub fn symbolize(&mut self, pid: i32, ts: u64, ips: &[u64]) -> Vec<super::symbols::Frame> {
+        self.sym.stack(&self.maps, pid, ts, ips)
+    }
+
     /// Gives `w` the stack of the first block stack taken inside it, leaving what it was
     /// blocked in as it is (root's trace: the system calls said it).
     pub fn attach_stack(&mut self, w: &mut Wait) {

@@ -79,6 +79,7 @@ fn warn_after_recording(c: &mut ust_ctl::Client, rules: &[ust_ctl::config::Enabl
 /// prints the same lines after `ust: `); a snapshot session's, which are written only by
 /// `ust snapshot record`, are not counted.
 fn print_holdings(r: &ust_ctl::protocol::DestroyReport, first: &str) {
+    print_probes(r);
     if r.snapshot {
         outln!(
             "Snapshot session: {} process{} traced; buffers are written only by `ust snapshot record`, under {}/snapshot-<N>-<stamp>/",
@@ -95,6 +96,18 @@ fn print_holdings(r: &ust_ctl::protocol::DestroyReport, first: &str) {
             let mut c = l.chars();
             let head: String = c.next().map(|h| h.to_uppercase().collect()).unwrap_or_default();
             outln!("{head}{}", c.as_str());
+        }
+    }
+}
+
+/// The userspace probes' recordings of a report: per recording, its directory and each
+/// probe event's count (the state dump left out), or why it is incomplete.
+fn print_probes(r: &ust_ctl::protocol::DestroyReport) {
+    for p in &r.probes {
+        let counts: Vec<String> = p.counts.iter().filter(|(e, _)| !e.starts_with("lttng_statedump")).map(|(e, n)| format!("{e} {n}")).collect();
+        outln!("Userspace probes in {}: {}", p.dir.display(), if counts.is_empty() { "no event".into() } else { counts.join(", ") });
+        if let Some(e) = &p.error {
+            outln!("  incomplete: {e}");
         }
     }
 }
@@ -122,7 +135,7 @@ pub fn destroy(a: SessionCmdArgs) -> CliResult {
         } else {
             outln!("Snapshots of session {} in {}: {}", r.name, r.output.display(), snapshots.join(", "));
         }
-    } else if r.traces.is_empty() {
+    } else if r.traces.is_empty() && r.probes.is_empty() {
         // Nothing claims a trace that was not written.
         outln!("No trace written: no process was traced in session {} (output {})", r.name, r.output.display());
     } else {
@@ -130,8 +143,11 @@ pub fn destroy(a: SessionCmdArgs) -> CliResult {
     }
     if r.archives.is_empty() && !r.snapshot && !r.traces.is_empty() {
         print_holdings(&r, "");
-    } else if let Some(e) = &r.output_error {
-        outln!("The trace is incomplete: its output stopped early ({e})");
+    } else {
+        print_probes(&r);
+        if let Some(e) = &r.output_error {
+            outln!("The trace is incomplete: its output stopped early ({e})");
+        }
     }
     for a in &r.archives {
         outln!("Trace chunk archive: {}", a.display());
@@ -246,7 +262,7 @@ pub fn create(a: CreateArgs) -> CliResult {
 
 /// `ust enable-channel`.
 pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
-    let mut config = a.buffer.apply(ChannelConfig {
+    let mut config = a.alloc.apply(a.buffer.apply(ChannelConfig {
         read_timer_us: a.read_timer.unwrap_or(DEFAULT_READ_TIMER_US),
         tracefile_size: a.tracefile_size.unwrap_or(0),
         tracefile_count: a.tracefile_count.unwrap_or(0),
@@ -254,7 +270,7 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
         blocking_timeout_us: a.blocking_timeout.unwrap_or(0),
         auto_reclaim: a.auto_reclaim_memory.and_then(|p| p.0).or(a.auto_reclaim_memory_older_than),
         ..ChannelConfig::default()
-    });
+    }));
     config.validate().map_err(Failure::new)?;
     let mut c = connect()?;
     if !a.buffer.overwrite && !a.discard {
@@ -271,6 +287,9 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
 
 /// `ust enable-event`.
 pub fn enable_event(a: EnableEventArgs) -> CliResult {
+    if let Some(spec) = &a.userspace_probe {
+        return super::session_probes::enable(a.target.session.session.clone(), spec, &a.names);
+    }
     let patterns = if a.all { vec!["*".to_string()] } else { a.names.clone() };
     // The daemon runs the same check on what it receives.
     ust_ctl::config::check_enable_event(&patterns, &a.exclude, a.filter.as_deref()).map_err(Failure::usage)?;
@@ -314,6 +333,9 @@ pub fn enable_event(a: EnableEventArgs) -> CliResult {
 
 /// `ust disable-event`.
 pub fn disable_event(a: DisableEventArgs) -> CliResult {
+    if a.kernel {
+        return super::session_probes::disable(a.target.session.session.clone(), &a.names, a.all);
+    }
     let chan = a.target.channel.clone().unwrap_or_else(|| ust_ctl::config::DEFAULT_CHANNEL.into());
     call(Command::DisableEvent { session: a.target.session.session, channel: a.target.channel, patterns: a.names.clone(), all: a.all })?;
     if a.all {
@@ -482,11 +504,11 @@ fn babeltrace(dir: &std::path::Path, trace: &std::path::Path) -> CliResult {
 }
 
 /// `ust report`: the report on stdout in `--format` (text by default); with
-/// `--flamegraph` and no `--format`, only the flame graph, whose file is written only when
-/// there is something to draw.
+/// `--flamegraph` (or `--probe-flamegraph`) and no `--format`, only the flame graph, whose
+/// file is written only when there is something to draw.
 pub fn report(a: ReportArgs) -> CliResult {
     check_trace_dir(&a.dir)?;
-    let format = a.format.as_deref().or(if a.flamegraph.is_some() { None } else { Some("text") });
+    let format = a.format.as_deref().or(if a.flamegraph.is_some() || a.probe_flamegraph.is_some() { None } else { Some("text") });
     let pictures = format == Some("folded") || a.flamegraph.is_some();
     let opt = ust_analysis::report::Options {
         wakeups: a.wakeups || pictures,
@@ -508,6 +530,17 @@ pub fn report(a: ReportArgs) -> CliResult {
         let mut f = ust_ctf::outdir::create_output_file(svg, 0o644).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
         std::io::Write::write_all(&mut f, &drawn).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
         eprintln!("ust: flame graph written to {}", svg.display());
+    }
+    if let Some(svg) = &a.probe_flamegraph {
+        use ust_analysis::report::probe_stacks;
+        if let Some(why) = probe_stacks::nothing_to_draw(&r) {
+            return Err(Failure::new(format!("no flame graph written to {}: {why}", svg.display())));
+        }
+        let mut drawn = Vec::new();
+        probe_stacks::flamegraph(&r, &mut drawn).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
+        let mut f = ust_ctf::outdir::create_output_file(svg, 0o644).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        std::io::Write::write_all(&mut f, &drawn).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        eprintln!("ust: flame graph of the probes' callers written to {}", svg.display());
     }
     match format {
         Some("folded") => {

@@ -19,6 +19,8 @@
 //! - [`connect`]: the socket directory, connecting (and starting the daemon), [`Failure`];
 //! - [`daemon`]: `ust daemon start|stop|status`;
 //! - [`net`]: the network output options (`--set-url`, `--live`) checked and combined;
+//! - [`session_probes`]: `enable-event --userspace-probe`, `disable-event -k` (a session's
+//!   dynamic probes, checked at enable time) and their lines in `ust list SESSION`;
 //! - [`print`](mod@print): what the commands print, as text or JSON;
 //! - [`probes`]: `--userspace-probe` specs resolved, `ust list --userspace-probes`;
 //! - [`rule_check`]: warnings about `enable-event` rules that can record nothing;
@@ -29,6 +31,7 @@
 //! - [`save_load`]: `save`, `load` (LTTng session XML);
 //! - [`triggers`]: `add-trigger`, `list-triggers`, `remove-trigger`.
 
+pub mod alloc_args;
 pub mod args;
 pub mod as_user;
 pub mod buffer_args;
@@ -44,6 +47,7 @@ pub mod probes;
 pub mod reclaim;
 pub mod rule_check;
 pub mod save_load;
+pub mod session_probes;
 pub mod trace;
 pub mod triggers;
 

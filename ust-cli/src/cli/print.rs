@@ -56,6 +56,12 @@ pub fn print_session(d: &SessionDetail) {
     if let Some(e) = &d.summary.output_error {
         outln!("    Output STOPPED: {e} (packets written before are kept)");
     }
+    if !d.userspace_probes.is_empty() {
+        outln!("\n=== Domain: Linux kernel ===\n");
+        for l in super::session_probes::list_lines(&d.userspace_probes) {
+            outln!("{l}");
+        }
+    }
     outln!("\n=== Domain: User space ===\n");
     outln!("Tracked process IDs: {}", d.vpid_tracker.describe());
     outln!("Tracked user IDs: {}", d.vuid_tracker.describe());
@@ -68,6 +74,8 @@ pub fn print_session(d: &SessionDetail) {
     for c in &d.channels {
         outln!("- {}:\n", c.name);
         outln!("    Attributes:");
+        outln!("      Allocation policy: {}", c.config.allocation.cli_name());
+        outln!("      Preallocation policy: {}", c.config.preallocation.cli_name());
         outln!("      Event-loss mode:  {}", if c.config.overwrite { "overwrite" } else { "discard" });
         outln!("      Sub-buffer size:  {} bytes", c.config.subbuf_size);
         outln!("      Sub-buffer count: {}", c.config.num_subbuf);

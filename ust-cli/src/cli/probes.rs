@@ -5,7 +5,8 @@
 //! lists them, demangled). The probes themselves are `ust_kernel::uprobe`'s.
 
 use std::io::Read;
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::kernel::uprobe::{self, elf, Probe, Spec};
@@ -29,12 +30,96 @@ pub fn resolve_all(specs: &[String]) -> Result<Vec<Probe>, Failure> {
         }
         let args: Vec<String> = p.args.iter().map(|a| format!("{}={}:{}", a.name, a.fetch, a.ty)).collect();
         eprintln!("ust: probe {} on {} ({} at file offset 0x{:x}): {}", p.event, p.function, spec.path.display(), p.offset, args.join(" "));
+        if let Some(target) = link_target(&p.path) {
+            // The probe goes on the file opened through the link: say which, since who may
+            // probe it (root's daemon checks its owner) is that file's business.
+            eprintln!("ust: probe {}: {} is a symbolic link to {}: that file is the one probed", p.event, p.path.display(), target.display());
+        }
         if let Some(n) = &p.note {
             eprintln!("ust: probe {}: {n}", p.event);
         }
         out.push(p);
     }
     Ok(out)
+}
+
+/// The file a path that is (or goes through) a symbolic link resolves to.
+fn link_target(path: &Path) -> Option<PathBuf> {
+    let target = std::fs::canonicalize(path).ok()?;
+    let absolute = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir().ok()?.join(path) };
+    (target != absolute).then_some(target)
+}
+
+/// A probed file as it was when its probe was placed (identity, size, modification time),
+/// to say afterwards whether it was replaced or changed while probed: the probe stays on
+/// the inode it was placed on, at its file offset.
+#[derive(Debug)]
+pub struct Watch {
+    events: Vec<String>,
+    path: PathBuf,
+    file: std::fs::File,
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+}
+
+/// The files of `probes` (one [`Watch`] per file), before they are placed.
+pub fn watch(probes: &[Probe]) -> Vec<Watch> {
+    let mut out: Vec<Watch> = Vec::new();
+    for p in probes {
+        let Ok(m) = p.file.metadata() else { continue };
+        if let Some(w) = out.iter_mut().find(|w| w.dev == m.dev() && w.ino == m.ino()) {
+            w.events.push(p.event.clone());
+            continue;
+        }
+        let Ok(file) = p.file.try_clone() else { continue };
+        out.push(Watch {
+            events: vec![p.event.clone()],
+            path: p.path.clone(),
+            file,
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+        });
+    }
+    out
+}
+
+/// What happened to the watched files since [`watch`], as messages: a path that now names
+/// another file (replaced, as a build or package upgrade does: the new file was never
+/// probed) or none, and a file changed in place (its contents at the probe's offset may
+/// no longer be the function's first instruction).
+pub fn changed(watches: &[Watch]) -> Vec<String> {
+    let mut out = Vec::new();
+    for w in watches {
+        let events = w.events.join(", ");
+        match std::fs::metadata(&w.path) {
+            Ok(m) if m.dev() == w.dev && m.ino() == w.ino => {}
+            Ok(_) => out.push(format!(
+                "probe {events}: {} was replaced by another file while probed: the probe stayed on the file it was placed on, \
+                 so processes that ran the new file are not in the trace (run ust trace again to probe it)",
+                w.path.display()
+            )),
+            Err(e) => out.push(format!(
+                "probe {events}: {} is gone ({e}): the probe stayed on the file it was placed on, until the end of the recording",
+                w.path.display()
+            )),
+        }
+        if let Ok(m) = w.file.metadata() {
+            if m.size() != w.size || (m.mtime(), m.mtime_nsec()) != w.mtime {
+                out.push(format!(
+                    "probe {events}: {} was modified in place while probed: the probe stayed at its file offset, which in the new \
+                     contents may not start the function, and the kernel steps over the instruction it saved from the old contents; \
+                     processes that ran the changed file may have gone wrong at the probe: replace a probed file (write a new one and \
+                     rename it), never rewrite it",
+                    w.path.display()
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// `ust list --userspace-probes PATH [GLOB]`: one line per function, `OFFSET SIZE NAME`

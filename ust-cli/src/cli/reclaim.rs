@@ -149,7 +149,11 @@ pub fn print_memory(c: &ChannelDetail) {
         let (r, a) = o.cpus.iter().fold((0u64, 0u64), |(r, a), c| (r.saturating_add(c.2), a.saturating_add(c.1)));
         outln!("      For {}: {}", o.owner, pair(r, a));
         for (cpu, a, r) in &o.cpus {
-            outln!("        CPU {cpu:>3}: {}", pair(*r, *a));
+            match cpu {
+                // A per-channel buffer (`--buffer-allocation=per-channel`): every CPU's.
+                &u32::MAX => outln!("        All CPUs: {}", pair(*r, *a)),
+                c => outln!("        CPU {c:>3}: {}", pair(*r, *a)),
+            }
         }
     }
 }

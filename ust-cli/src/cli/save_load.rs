@@ -3,7 +3,9 @@
 //! `$LTTNG_HOME/.lttng/sessions/` (else `$HOME/.lttng/sessions/`, as lttng) unless a
 //! path is given. Saving reads the session from the daemon (`ust list NAME`); loading
 //! replays it as the requests `ust create`, `enable-channel`, `enable-event`,
-//! `disable-event`, `add-context`, `track` and `start` would send.
+//! `disable-event`, `add-context`, `track` and `start` would send. A session's userspace
+//! probes are the kernel domain's `USERSPACE_PROBE` events, checked again at load as
+//! `enable-event --userspace-probe` checks them.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -91,6 +93,7 @@ pub fn saved_from_detail(d: &SessionDetail) -> SavedSession {
         vpid: d.vpid_tracker.clone(),
         vuid: ids(&d.vuid_tracker),
         vgid: ids(&d.vgid_tracker),
+        probes: d.userspace_probes.clone(),
         ..SavedSession::default()
     }
 }
@@ -213,6 +216,15 @@ fn load_one(c: &mut Client, s: &SavedSession, force: bool) -> Result<(), Failure
         }
         if !ch.contexts.is_empty() {
             ok(c, Command::AddContext { session: session.clone(), channel: Some(ch.name.clone()), contexts: ch.contexts.clone() })?;
+        }
+    }
+    for p in &s.probes {
+        // Checked as `enable-event --userspace-probe` checks it, as the user loading.
+        let probe = super::session_probes::rule(&p.location.spec(), &p.name)
+            .map_err(|e| Failure::new(format!("session {name}: userspace probe {}: {}", p.name, e.message)))?;
+        ok(c, Command::EnableUserspaceProbe { session: session.clone(), probe })?;
+        if !p.enabled {
+            ok(c, Command::DisableUserspaceProbe { session: session.clone(), names: vec![p.name.clone()], all: false })?;
         }
     }
     match &s.vpid {

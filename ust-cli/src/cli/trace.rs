@@ -168,7 +168,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
     }
     use crate::kernel::syscall_view::{self, Running};
     use crate::kernel::view::{self, Plan};
-    let opts = crate::kernel::view_recorder::Options { system_wide: a.system_wide, buffer_kb: a.kernel_buffer_kb };
+    let opts = crate::kernel::view_recorder::Options { system_wide: a.system_wide, buffer_kb: a.kernel_buffer_kb, ..Default::default() };
     // Tier 1's system calls (ptrace), unless turned off.
     let syscalls = match (a.no_ptrace, &identity) {
         (true, _) => crate::kernel::perf::SyscallView::Off(syscall_view::OFF_BY_FLAG.into()),
@@ -176,6 +176,7 @@ pub fn trace(a: TraceArgs) -> CliResult {
         (false, None) => crate::kernel::perf::SyscallView::Ptrace,
     };
     let with_probes = !probes.is_empty();
+    let probed_files = super::probes::watch(&probes);
     let plan = match (with_kernel, &out) {
         (true, Some(out)) => view::plan(out, opts, &syscalls, probes),
         _ => Plan::None,
@@ -271,6 +272,9 @@ pub fn trace(a: TraceArgs) -> CliResult {
         },
     };
     finish_kernel(kernel, syscall_summary, maps, out.as_ref(), traced_pid);
+    for m in super::probes::changed(&probed_files) {
+        eprintln!("ust: {m}");
+    }
     if let Some(m) = out.as_ref().and_then(TraceDir::replaced) {
         eprintln!("ust: {m}");
     }

@@ -94,8 +94,13 @@ impl Gate {
 pub fn plan(output: &TraceDir, opts: Options, syscalls: &SyscallView, probes: Vec<Probe>) -> Plan {
     let tracefs_err = match ViewRecorder::prepare_with_probes(true, opts, &probes) {
         Ok(p) => {
-            let stacks = match PerfRecorder::start_stacks(output) {
-                Ok(s) => Some(Box::new(s)),
+            let stacks = match PerfRecorder::start_stacks_with_probes(output, p.probe_tracepoints()) {
+                Ok(s) => {
+                    if let Some(n) = s.probe_note() {
+                        eprintln!("ust: {n}");
+                    }
+                    Some(Box::new(s))
+                }
                 Err(e) => {
                     eprintln!("ust: no user stacks in the kernel view (perf_event_open: {e})");
                     None

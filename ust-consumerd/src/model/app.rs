@@ -19,6 +19,9 @@ pub const MAX_EVENTS: usize = 1 << 16;
 /// allocation, process death and mask computation need no second table.
 pub const SLOT_OWNER: &str = "";
 
+/// Most buffers one channel grant carries (the runtime's own bound is 16384).
+pub const MAX_GRANT_BUFFERS: u32 = 4096;
+
 /// Checks a registration before anything is allocated for it: ABI major, CPU count (at
 /// most this machine's possible CPUs), sizes of every list and string, and every event
 /// description ([`EventDesc::validate`]).
@@ -35,8 +38,10 @@ pub fn check_registration(r: &Registration) -> Result<(), String> {
         ));
     }
     // Buffers are allocated per CPU: a process claiming more CPUs than this machine can
-    // have would make the daemon allocate (and keep files for) buffers no CPU writes.
-    let max_cpus = ust_core::cpus::possible_cpu_count().min(protocol::MAX_FDS as u32);
+    // have would make the daemon allocate (and keep files for) buffers no CPU writes. A
+    // runtime before ABI minor 7 takes at most 253 descriptors per channel (one frame).
+    let per_grant = if r.abi_minor >= ust_core::MORE_FDS_SINCE_MINOR { MAX_GRANT_BUFFERS } else { protocol::MAX_FDS as u32 };
+    let max_cpus = ust_core::cpus::possible_cpu_count().min(per_grant);
     if r.ncpus == 0 || r.ncpus > max_cpus {
         return Err(format!("ncpus {} out of range 1..={max_cpus} (the CPUs this machine can have)", r.ncpus));
     }
@@ -149,8 +154,97 @@ impl App {
         }
     }
 
+    /// Queues a channel grant with its buffer descriptors: one `AddChannel` frame when
+    /// they fit in one ([`protocol::MAX_FDS`]), else `AddChannel` with the first 253 and
+    /// [`DaemonMessage::MoreFds`] frames with the rest, in order on the one queue, so
+    /// nothing comes between them (a runtime of ABI minor 7 or later: registrations of
+    /// older ones with that many CPUs are refused, [`check_registration`]).
+    pub fn send_channel(&self, grant: protocol::ChannelGrant, mut fds: Vec<OwnedFd>) {
+        let slot = grant.slot;
+        let rest = if fds.len() > protocol::MAX_FDS { fds.split_off(protocol::MAX_FDS) } else { Vec::new() };
+        self.send(DaemonMessage::AddChannel(grant), fds);
+        let mut rest = rest.into_iter();
+        loop {
+            let chunk: Vec<OwnedFd> = rest.by_ref().take(protocol::MAX_FDS).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            self.send(DaemonMessage::MoreFds { slot }, chunk);
+        }
+    }
+
     /// The lowest mask slot not in use.
     pub fn free_slot(&self) -> Option<u32> {
         (0..MAX_CHANNELS).find(|s| !self.slots.contains_key(s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(out: mpsc::Sender<Outgoing>) -> App {
+        App {
+            id: 1,
+            pid: 1,
+            uid: 0,
+            gid: 0,
+            procname: "p".into(),
+            token: None,
+            clock: None,
+            abi_minor: ust_core::ABI_MINOR,
+            ncpus: 600,
+            events: Vec::new(),
+            registered: 0,
+            alive: true,
+            exiting: false,
+            slots: BTreeMap::new(),
+            out: Some(out),
+            sync: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn grants_past_253_buffers_go_in_frames_of_253() {
+        let (tx, rx) = mpsc::channel();
+        let fds: Vec<OwnedFd> = (0..600).map(|_| std::fs::File::open("/dev/null").unwrap().into()).collect();
+        let grant = protocol::ChannelGrant {
+            slot: 5,
+            session: "s".into(),
+            channel: "c".into(),
+            ncpus: 600,
+            contexts: Vec::new(),
+            tsc: None,
+            shared_ids: false,
+            blocking_timeout_us: 0,
+        };
+        app(tx).send_channel(grant, fds);
+        let frames: Vec<Outgoing> = rx.try_iter().collect();
+        let sizes: Vec<usize> = frames.iter().map(|f| f.fds.len()).collect();
+        assert_eq!(sizes, vec![253, 253, 94]);
+        assert!(matches!(frames[0].msg, DaemonMessage::AddChannel(ref g) if g.ncpus == 600));
+        assert!(frames[1..].iter().all(|f| f.msg == DaemonMessage::MoreFds { slot: 5 }));
+    }
+
+    #[test]
+    fn only_runtimes_that_take_more_fds_may_register_more_than_253_cpus() {
+        let reg = |abi_minor, ncpus| Registration {
+            abi_major: ust_core::ABI_MAJOR,
+            abi_minor,
+            pid: 1,
+            ppid: 0,
+            uid: 0,
+            procname: "p".into(),
+            session_token: None,
+            ncpus,
+            events: Vec::new(),
+            clock: None,
+        };
+        let possible = ust_core::cpus::possible_cpu_count();
+        assert!(check_registration(&reg(ust_core::ABI_MINOR, possible)).is_ok());
+        assert!(check_registration(&reg(ust_core::ABI_MINOR, possible + 1)).is_err(), "more CPUs than this machine has");
+        if possible > protocol::MAX_FDS as u32 {
+            assert!(check_registration(&reg(ust_core::MORE_FDS_SINCE_MINOR - 1, possible)).is_err());
+        }
     }
 }

@@ -109,6 +109,9 @@ pub struct Session {
     pub vuid_tracker: ust_ctl::trackers::IdTracker,
     /// Which groups' processes it records (`ust track/untrack --vgid`): every one by default.
     pub vgid_tracker: ust_ctl::trackers::IdTracker,
+    /// Userspace-probe rules (`ust enable-event --userspace-probe`), placed while the
+    /// session records ([`crate::ops::session_probes`]).
+    pub probes: Vec<ust_ctl::probes::UserspaceProbe>,
 }
 
 /// The daemon's TSC calibrator: its first sample is taken when the daemon starts
@@ -168,6 +171,7 @@ impl Session {
             buffers: BufferOwnership::Pid,
             vuid_tracker: Default::default(),
             vgid_tracker: Default::default(),
+            probes: Vec::new(),
         }
     }
 

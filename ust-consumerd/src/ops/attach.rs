@@ -7,7 +7,7 @@
 use std::os::fd::OwnedFd;
 
 use ust_core::clock::ClockKind;
-use ust_core::protocol::{ChannelGrant, DaemonMessage, MAX_CHANNELS};
+use ust_core::protocol::{ChannelGrant, MAX_CHANNELS};
 
 use crate::ops::process_trace::{create_process_trace, ProcessInfo};
 use crate::ops::state::{SessionState, State};
@@ -101,20 +101,22 @@ fn try_attach(st: &mut State, name: &str, app_id: u64) -> Result<bool, String> {
     let blocking: Vec<u64> = ss.session.channels.iter().map(|c| c.config.blocking_timeout_us).collect();
     let app = st.apps.get_mut(&app_id).expect("checked above");
     for (ci, chan_fds) in fds.into_iter().enumerate() {
+        // Per CPU, one buffer per possible CPU; per channel (`--buffer-allocation`), one.
+        let nbuf = chan_fds.len() as u32;
         let slot = app.free_slot().expect("counted above");
         app.slots.insert(slot, (name.to_string(), ci));
         trace.slots[ci] = Some(slot);
-        app.send(
-            DaemonMessage::AddChannel(ChannelGrant {
+        app.send_channel(
+            ChannelGrant {
                 slot,
                 session: name.to_string(),
                 channel: channels[ci].clone(),
-                ncpus: app.ncpus,
+                ncpus: nbuf,
                 contexts: contexts[ci].clone(),
                 tsc: trace.tsc,
                 shared_ids: false,
                 blocking_timeout_us: blocking[ci],
-            }),
+            },
             chan_fds,
         );
     }
@@ -193,14 +195,14 @@ fn attach_uid(st: &mut State, name: &str, app_id: u64) -> Result<bool, String> {
     }
     shared.members.insert(app_id);
     let tsc = t.tsc;
-    let nbuf = t.streams.len() / ss.session.channels.len().max(1);
     let app = st.apps.get_mut(&app_id).expect("checked above");
     for (ci, channel, contexts, fds, blocking) in grants {
         let slot = (0..MAX_CHANNELS).find(|s| !app.slots.contains_key(s)).expect("counted above");
         app.slots.insert(slot, (name.to_string(), ci));
-        let grant =
-            ChannelGrant { slot, session: name.to_string(), channel, ncpus: nbuf as u32, contexts, tsc, shared_ids: true, blocking_timeout_us: blocking };
-        app.send(DaemonMessage::AddChannel(grant), fds);
+        // The channel's buffer count: every possible CPU's, or one (`--buffer-allocation`).
+        let nbuf = fds.len() as u32;
+        let grant = ChannelGrant { slot, session: name.to_string(), channel, ncpus: nbuf, contexts, tsc, shared_ids: true, blocking_timeout_us: blocking };
+        app.send_channel(grant, fds);
     }
     Ok(made)
 }

@@ -17,6 +17,7 @@
 //! - [`regenerate`]: `ust regenerate metadata|statedump`.
 //! - [`reclaim`]: `ust reclaim-memory`, automatic reclaim policies, channels' memory in `ust list`.
 //! - [`triggers`]: `ust add-trigger`: the triggers and the notifier buffers of the processes.
+//! - [`session_probes`]: a session's userspace probes, placed and recorded while it records.
 //! - [`relay`]: streaming a session to lttng-relayd (network and live sessions).
 //! - [`relay_session`]: the ends of a network session: data pending at `stop`, closing at `destroy`.
 //! - [`output`]: a session's output directory, opened once (every file of the session is made
@@ -38,6 +39,7 @@ pub mod regenerate;
 pub mod relay;
 pub mod relay_session;
 pub mod rotate;
+pub mod session_probes;
 pub mod sigbus;
 pub mod snapshot;
 pub mod state;

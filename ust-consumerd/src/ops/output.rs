@@ -41,9 +41,13 @@ pub fn check_writable(out: &TraceDir) -> Result<(), String> {
 }
 
 /// Bytes of shared memory one process with `ncpus` CPUs needs for the channels of
-/// `session`.
+/// `session` (a per-channel channel, `--buffer-allocation=per-channel`, has one buffer).
 pub fn buffer_bytes_per_process(session: &Session, ncpus: u32) -> u64 {
-    session.channels.iter().map(|c| buffer_config(&c.config, Default::default()).file_size().unwrap_or(0) as u64 * u64::from(ncpus)).sum()
+    session
+        .channels
+        .iter()
+        .map(|c| buffer_config(&c.config, Default::default()).file_size().unwrap_or(0) as u64 * u64::from(c.config.allocation.buffers(ncpus)))
+        .sum()
 }
 
 /// Refuses to start a `--shm-path` session whose file system cannot back one process's

@@ -101,6 +101,11 @@ pub struct SessionState {
     /// The latest processes the session should have traced and could not, with why
     /// (at most [`MAX_UNTRACED`], oldest dropped first), for `ust list SESSION`.
     pub untraced: std::collections::VecDeque<ust_ctl::protocol::UntracedProcess>,
+    /// The userspace probes' recording while the session records
+    /// ([`crate::ops::session_probes`]).
+    pub probes: Option<crate::ops::session_probes::Recording>,
+    /// What each finished recording of the probes wrote, for the reports.
+    pub probes_done: Vec<ust_ctl::protocol::ProbesReport>,
 }
 
 /// Most entries [`SessionState::untraced`] keeps.
@@ -109,7 +114,7 @@ pub const MAX_UNTRACED: usize = 32;
 impl SessionState {
     /// A session with no process trace yet.
     pub fn new(session: Session) -> SessionState {
-        SessionState { session, relay: None, traces: BTreeMap::new(), untraced: Default::default() }
+        SessionState { session, relay: None, traces: BTreeMap::new(), untraced: Default::default(), probes: None, probes_done: Vec::new() }
     }
 
     /// Every stream of the session's traces.

@@ -226,7 +226,7 @@ impl Stream {
             clock: setup.clock,
             dead_watch: setup.dead_watch,
             context_size: setup.context_size,
-            reclaim: reclaim::ReclaimSide::new(setup.config.auto_reclaim, now),
+            reclaim: reclaim::ReclaimSide::new(setup.config, now),
         })
     }
 

@@ -226,7 +226,11 @@ pub fn announce_to_relay(
     let names: Vec<(String, u64, u64)> = session
         .channels
         .iter()
-        .flat_map(|ch| (0..ncpus).map(move |cpu| (ust_ctf::stream_file_name(&ch.name, cpu), ch.config.tracefile_size, ch.config.tracefile_count)))
+        .flat_map(|ch| {
+            stream_cpus(&ch.config, ncpus)
+                .into_iter()
+                .map(move |cpu| (ust_ctf::stream_file_name(&ch.name, cpu), ch.config.tracefile_size, ch.config.tracefile_count))
+        })
         .collect();
     let (m, s) = out.add_trace(rel, metadata, &names).map_err(|e| SetupError::Io { what: format!("streaming {rel}"), source: std::io::Error::other(e) })?;
     Ok((Some(m), s.into_iter().rev().collect()))
@@ -273,6 +277,24 @@ pub fn buffer_config(c: &ChannelConfig, stream: StreamIdentity) -> BufferConfig 
     }
 }
 
+/// The CPU numbers of a channel's streams for an owner of `ncpus` possible CPUs: `0..ncpus`
+/// per CPU; with `--buffer-allocation=per-channel` the one [`ust_ctf::CHANNEL_WIDE_CPU`]
+/// (LTTng-UST's `-1`, file `<channel>_0`).
+pub fn stream_cpus(c: &ChannelConfig, ncpus: u32) -> Vec<u32> {
+    match c.allocation {
+        ust_ctl::config::BufferAllocation::PerCpu => (0..ncpus).collect(),
+        ust_ctl::config::BufferAllocation::PerChannel => vec![ust_ctf::CHANNEL_WIDE_CPU],
+    }
+}
+
+/// How `--buffer-preallocation` backs a channel's buffers.
+pub fn backing_of(c: &ChannelConfig) -> ringbuffer::shm::Backing {
+    match c.preallocation {
+        ust_ctl::config::BufferPreallocation::Preallocate => ringbuffer::shm::Backing::Preallocate,
+        ust_ctl::config::BufferPreallocation::OnDemand => ringbuffer::shm::Backing::OnDemand,
+    }
+}
+
 /// Per channel, the descriptors of its buffers, CPU 0 first: what the processes get.
 pub type ChannelFds = Vec<Vec<OwnedFd>>;
 
@@ -315,20 +337,21 @@ pub fn make_streams(of: &StreamsOf<'_>, next_instance: &mut u64, relay_streams: 
     for (ci, ch) in session.channels.iter().enumerate() {
         let mut chan_fds = Vec::new();
         let context_size = ust_core::context::block_size(&ch.contexts);
-        for cpu in 0..of.ncpus {
+        let backing = backing_of(&ch.config);
+        for cpu in stream_cpus(&ch.config, of.ncpus) {
             let identity = StreamIdentity { uuid: of.uuid, stream_id: ci as u32, cpu, stream_instance_id: *next_instance };
             *next_instance += 1;
             let cfg = buffer_config(&ch.config, identity);
             let name = ust_ctf::stream_file_name(&ch.name, cpu);
             let (buffer, fd, shm) = match of.shm_dir {
                 Some(d) => {
-                    let (b, fd, f) = ringbuffer::shm::create_file(&cfg, &d.join(&name))?;
+                    let (b, fd, f) = ringbuffer::shm::create_file_as(&cfg, &d.join(&name), backing)?;
                     let size = b.config().file_size().unwrap_or(0) as u64;
                     let guard = crate::ops::sigbus::register(b.map().as_ptr(), b.map().len());
                     (b, fd, StreamShm { file: Some((f, size)), guard })
                 }
                 None => {
-                    let (b, fd) = ringbuffer::shm::create_memfd(&cfg, &format!("{}-{}-{cpu}", of.memfd_prefix, ch.name))?;
+                    let (b, fd) = ringbuffer::shm::create_memfd_as(&cfg, &format!("{}-{}-{cpu}", of.memfd_prefix, ch.name), backing)?;
                     (b, fd, StreamShm::default())
                 }
             };

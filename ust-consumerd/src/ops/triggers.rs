@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use ringbuffer::{BufferConfig, Mode, StreamIdentity};
 use ust_core::packet::HEADER_SIZE;
-use ust_core::protocol::{ChannelGrant, DaemonMessage, MAX_CHANNELS};
+use ust_core::protocol::{ChannelGrant, MAX_CHANNELS};
 use ust_ctl::trigger::{TriggerAction, TriggerInfo, TriggerSpec};
 
 use crate::model::app::{App, SLOT_OWNER};
@@ -234,8 +234,8 @@ impl Triggers {
             }
             let seen = buffers.iter().map(|b| b.counters().write).collect();
             app.slots.insert(slot, (SLOT_OWNER.to_string(), t.id));
-            app.send(
-                DaemonMessage::AddChannel(ChannelGrant {
+            app.send_channel(
+                ChannelGrant {
                     slot,
                     session: format!("trigger {}", t.name()),
                     channel: "notifier".into(),
@@ -244,7 +244,7 @@ impl Triggers {
                     tsc: None,
                     shared_ids: false,
                     blocking_timeout_us: 0,
-                }),
+                },
                 fds,
             );
             crate::log!("trigger {}: watching process {} ({})", t.name(), app.pid, app.procname);

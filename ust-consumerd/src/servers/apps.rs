@@ -163,6 +163,7 @@ fn msg_name_d(m: &DaemonMessage) -> &'static str {
     match m {
         DaemonMessage::Refused { .. } => "Refused",
         DaemonMessage::AddChannel(_) => "AddChannel",
+        DaemonMessage::MoreFds { .. } => "MoreFds",
         DaemonMessage::RemoveChannel { .. } => "RemoveChannel",
         DaemonMessage::SetEnabled { .. } => "SetEnabled",
         DaemonMessage::Ready => "Ready",

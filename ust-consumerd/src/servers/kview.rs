@@ -26,6 +26,9 @@
 //!   or return as the daemon itself resolves it, fetching argument registers only; their
 //!   hits pass the same view filter (another user's process running the file is not in
 //!   the trace);
+//! - a session's probes (`StartProbes`, from the user's own daemon at `ust start`): the
+//!   same checks of the directory and the probe files, no pid; the hits of the tasks the
+//!   requester could ptrace only ([`ViewFilter::owner`]), the probes' events alone;
 //! - a daemon that cannot use tracefs says so at `Hello`, so the user's `ust trace` goes
 //!   to tier 1 at once.
 
@@ -227,7 +230,11 @@ fn serve(sock: &UnixStream, peer: i32, uid: u32, gid: u32, policy: &Policy, coun
     send(sock, &KviewReply::Ready, &[]).map_err(|e| e.to_string())?;
     let (req, fds) = recv::<KviewRequest>(sock).map_err(|e| e.to_string())?;
     let (req, mut fds) = (req, fds);
-    let KviewRequest::Start { pid, probes } = req else { return Err(unexpected(&req, "Start")) };
+    let (pid, probes) = match req {
+        KviewRequest::Start { pid, probes } => (pid, probes),
+        KviewRequest::StartProbes { probes } => return serve_probes(sock, uid, gid, probes, fds, counts, limits),
+        other => return Err(unexpected(&other, "Start")),
+    };
     if parent_of(pid) != Some(peer) {
         return Err(format!("pid {pid} is not a child of yours that you could ptrace: refused"));
     }
@@ -262,6 +269,51 @@ fn serve(sock: &UnixStream, peer: i32, uid: u32, gid: u32, policy: &Policy, coun
     };
     drop(dir);
     crate::log!("kview: done for uid {uid}, pid {pid}");
+    let _ = send(sock, &reply, &[]);
+    Ok(())
+}
+
+/// A user's session's probes (`StartProbes`): the same checks of the directory and of
+/// each probe as `Start`'s, no pid; the view is [`ViewFilter::owner`] (every task the user
+/// could ptrace), the probes' events alone, until `Finish` or the connection's close.
+fn serve_probes(
+    sock: &UnixStream,
+    uid: u32,
+    gid: u32,
+    probes: Vec<ProbeRequest>,
+    mut fds: Vec<OwnedFd>,
+    counts: &Arc<Mutex<Counts>>,
+    limits: Limits,
+) -> Result<(), String> {
+    if probes.is_empty() {
+        return Err("StartProbes without a probe: nothing to record".into());
+    }
+    let dir = output_dir(&mut fds, probes.len(), uid)?;
+    let probes = user_probes(probes, fds, uid)?;
+    let Some(_slot) = take_slot(counts, uid, limits) else {
+        return Err(format!(
+            "too many kernel views at once (at most {} per user, {} in all: root's ust-consumerd --kernel-view-max-per-user, --kernel-view-max-total)",
+            limits.per_user, limits.total
+        ));
+    };
+    let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    // Written through the descriptor, by the writing thread as the requester.
+    let out = ust_ctf::outdir::TraceDir::from_fd(dir, path, None);
+    let rec = ViewRecorder::start_probes(out, ViewFilter::owner(uid, gid), &probes).map_err(|e| format!("the probes' recording failed to start: {e}"))?;
+    drop(probes);
+    crate::log!("kview: recording the userspace probes of a session of uid {uid}");
+    send(sock, &KviewReply::Started, &[]).map_err(|e| e.to_string())?;
+    let _ = sock.set_read_timeout(None);
+    let offset = match recv::<KviewRequest>(sock) {
+        Ok((KviewRequest::Finish { clock_offset_ns, .. }, _)) => clock_offset_ns,
+        _ => None,
+    };
+    let offset = offset.unwrap_or_else(ust_core::clock::realtime_offset_ns);
+    let reply = match rec.finish(0, offset) {
+        Ok(s) => KviewReply::Finished { counts: s.counts, lost: s.lost, error: None },
+        Err(e) => KviewReply::Finished { counts: Vec::new(), lost: 0, error: Some(e) },
+    };
+    crate::log!("kview: userspace probes done for uid {uid}");
     let _ = send(sock, &reply, &[]);
     Ok(())
 }

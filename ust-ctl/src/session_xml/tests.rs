@@ -82,6 +82,56 @@ fn bad_files_are_errors_not_panics() {
 }
 
 #[test]
+fn allocation_policies_round_trip_with_lttng_2_15_names() {
+    use crate::alloc::{BufferAllocation, BufferPreallocation};
+    let mut s = from_xml(LTTNG_S1).unwrap().remove(0);
+    let plain = to_xml(std::slice::from_ref(&s));
+    assert!(!plain.contains("allocation_policy"), "defaults stay out (2.13's schema has no such element)");
+    s.channels[0].config.allocation = BufferAllocation::PerChannel;
+    s.channels[0].config.preallocation = BufferPreallocation::OnDemand;
+    let xml = to_xml(std::slice::from_ref(&s));
+    assert!(xml.contains("<allocation_policy>PER_CHANNEL</allocation_policy>"), "{xml}");
+    assert!(xml.contains("<preallocation_policy>ON_DEMAND</preallocation_policy>"), "{xml}");
+    let back = from_xml(&xml).unwrap().remove(0);
+    assert_eq!(back.channels[0].config, s.channels[0].config);
+    let bad = xml.replace("PER_CHANNEL", "GLOBAL");
+    assert!(from_xml(&bad).unwrap_err().contains("allocation_policy"));
+    let explicit =
+        plain.replace("<events>", "<allocation_policy>PER_CPU</allocation_policy>\n<preallocation_policy>PREALLOCATE</preallocation_policy>\n<events>");
+    let c = &from_xml(&explicit).unwrap()[0].channels[0].config;
+    assert_eq!((c.allocation, c.preallocation), (BufferAllocation::PerCpu, BufferPreallocation::Preallocate));
+}
+
+/// A kernel domain as `lttng save` writes it for `lttng enable-event -k
+/// --userspace-probe=elf:/usr/bin/app:query q` (and an SDT probe, and a kernel
+/// tracepoint, which ust skips and reports): the probes load; saved again, they read back
+/// the same, a return probe included.
+#[test]
+fn userspace_probes_load_and_round_trip() {
+    let xml = "<sessions><session><name>k</name><domains><domain><type>KERNEL</type><buffer_type>GLOBAL</buffer_type><channels><channel><name>channel0</name><events>\
+        <event><name>q</name><enabled>true</enabled><type>USERSPACE_PROBE</type><attributes><userspace_probe_function_attributes><lookup_method>ELF</lookup_method><binary_path>/tmp/link:x/app</binary_path><function_name>query</function_name></userspace_probe_function_attributes></attributes></event>\
+        <event><name>s</name><enabled>false</enabled><type>USERSPACE_PROBE</type><attributes><userspace_probe_tracepoint_attributes><lookup_method>SDT</lookup_method><binary_path>/bin/app</binary_path><probe_name>tick</probe_name><provider_name>prov</provider_name></userspace_probe_tracepoint_attributes></attributes></event>\
+        <event><name>sched_switch</name><enabled>true</enabled><type>TRACEPOINT</type></event>\
+        </events></channel></channels></domain></domains><started>false</started></session></sessions>";
+    let mut s = from_xml(xml).unwrap().remove(0);
+    assert_eq!(s.other_domains, vec!["KERNEL".to_string()], "the kernel tracepoint is skipped and said");
+    assert_eq!(s.probes.len(), 2);
+    assert_eq!(s.probes[0].location, ProbeLocation::Function { path: "/tmp/link:x/app".into(), symbol: "query".into(), ret: false });
+    assert!(s.probes[0].enabled && !s.probes[1].enabled);
+    assert_eq!(s.probes[1].location, ProbeLocation::Sdt { path: "/bin/app".into(), provider: "prov".into(), probe: "tick".into() });
+    s.probes.push(UserspaceProbe {
+        name: "q_return".into(),
+        enabled: true,
+        location: ProbeLocation::Function { path: "/a/b".into(), symbol: "app::q".into(), ret: true },
+    });
+    let again = from_xml(&to_xml(std::slice::from_ref(&s))).unwrap().remove(0);
+    assert_eq!(again.probes, s.probes);
+    assert!(again.other_domains.is_empty(), "only probes were saved");
+    let bad = xml.replace("<binary_path>/bin/app</binary_path>", "<binary_path>bin/app</binary_path>");
+    assert!(from_xml(&bad).unwrap_err().contains("not absolute"));
+}
+
+#[test]
 fn reclaim_policy_round_trips_in_lttng_2_15_elements() {
     use crate::reclaim::AutoReclaim;
     let mut s = from_xml(LTTNG_S1).unwrap().remove(0);

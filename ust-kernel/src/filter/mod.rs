@@ -84,6 +84,14 @@ enum Kind {
 pub struct ViewFilter {
     /// Root's view: every record is kept as it is.
     all: bool,
+    /// A session's userspace probes for a user ([`ViewFilter::owner`]): no tree, each
+    /// record kept when its task was one the user could ptrace when it was read.
+    owner: bool,
+    /// [`ViewFilter::owner`]: the verdict on each task last judged live, by tid.
+    owner_tasks: HashMap<i32, bool>,
+    /// [`ViewFilter::owner`]: the verdicts on the records read and not applied yet, by
+    /// (tid, timestamp).
+    owner_records: HashMap<(i32, u64), bool>,
     uid: u32,
     gid: u32,
     visible: HashSet<i32>,
@@ -158,6 +166,9 @@ impl ViewFilter {
         visible.insert(root_pid);
         ViewFilter {
             all: false,
+            owner: false,
+            owner_tasks: HashMap::new(),
+            owner_records: HashMap::new(),
             uid,
             gid,
             visible,
@@ -182,6 +193,34 @@ impl ViewFilter {
     /// (`set_event_pid`, `options/event-fork`), not by this filter.
     pub fn everything(root_pid: i32) -> ViewFilter {
         ViewFilter { all: true, ..ViewFilter::new(0, 0, root_pid) }
+    }
+
+    /// The view of user `uid` (primary group `gid`) over a recording of dynamic probes
+    /// alone (a session's `enable-event --userspace-probe` rules: no traced command, so no
+    /// tree): a record is kept when its task is one the user could ptrace ([`may_see`]),
+    /// looked at when the record is applied (a fraction of a second after the hit). Only
+    /// for recordings without scheduling or system-call events
+    /// ([`crate::view_recorder::Options::probes_only`]): a probe's record holds the
+    /// thread and the values the probe fetched, nothing of other tasks. A task of another
+    /// user that hit the probe and was gone, its tid reused by one of the user's, within
+    /// that fraction of a second, would be shown as the user's: what it did there was run
+    /// the user's own file, which the user could have made to write anything anywhere.
+    ///
+    /// Judged when read ([`ViewFilter::observe`], every [`crate::POLL`]), a record of a
+    /// task that is gone by then is judged as that task was at an earlier record, and
+    /// left out when it has none: the hits of a process that exits within a few
+    /// milliseconds of its first are lost (said in the log). `ust trace
+    /// --userspace-probe`, which follows its command from its first instruction, has no
+    /// such gap.
+    pub fn owner(uid: u32, gid: u32) -> ViewFilter {
+        ViewFilter { owner: true, ..ViewFilter::new(uid, gid, 0) }.without_root()
+    }
+
+    /// No task visible to begin with (an [`ViewFilter::owner`] view has no tree).
+    fn without_root(mut self) -> ViewFilter {
+        self.visible.clear();
+        self.debug = None;
+        self
     }
 
     /// True for [`ViewFilter::everything`].
@@ -213,7 +252,7 @@ impl ViewFilter {
 
     /// Whether `tid` is in the view now.
     pub fn sees(&self, tid: i32) -> bool {
-        self.all || self.visible.contains(&tid)
+        self.all || self.visible.contains(&tid) || (self.owner && may_see(tid, self.uid, self.gid))
     }
 
     /// Looks at the tasks in the view as they are at `now` (monotonic ns, taken before the
@@ -239,7 +278,7 @@ impl ViewFilter {
     /// exiting (`PF_EXITING`, zombie) is left alone: it runs nothing any more, and its
     /// `/proc` files turn root's when its memory goes, which would drop its last events.
     pub fn recheck(&mut self, now: u64, clock: impl Fn() -> u64) {
-        if self.all {
+        if self.all || self.owner {
             return;
         }
         let (uid, gid) = (self.uid, self.gid);
@@ -313,7 +352,36 @@ impl ViewFilter {
     pub fn observe(&mut self, ev: &KernelEvent, payload: &[u8], ts: u64) {
         /// Pending verdicts kept at most (past it, execs are judged when applied).
         const MAX_EARLY: usize = 4096;
+        /// Verdicts on held records kept at most (past it, records are judged when applied).
+        const MAX_OWNER_RECORDS: usize = 1 << 20;
         if self.all {
+            return;
+        }
+        if self.owner {
+            let Some(cur) = read_uint(payload, 4, 4).map(|v| v as u32 as i32) else { return };
+            let verdict = match life(cur) {
+                Life::Live => {
+                    let v = may_see(cur, self.uid, self.gid);
+                    if self.owner_tasks.len() >= MAX_OWNER_RECORDS {
+                        self.owner_tasks.clear();
+                    }
+                    self.owner_tasks.insert(cur, v);
+                    v
+                }
+                _ => match self.owner_tasks.get(&cur) {
+                    Some(v) => *v,
+                    None => {
+                        self.owner_tasks.insert(cur, false);
+                        if self.exec_exits.len() < 1024 {
+                            self.exec_exits.push((cur, String::new(), "gone before its probe hits could be checked: they are left out"));
+                        }
+                        false
+                    }
+                },
+            };
+            if self.owner_records.len() < MAX_OWNER_RECORDS {
+                self.owner_records.insert((cur, ts), verdict);
+            }
             return;
         }
         let Some(f) = ev.format.as_ref() else { return };
@@ -398,6 +466,14 @@ impl ViewFilter {
             return Verdict::Keep;
         }
         let cur = read_uint(payload, 4, 4).map(|v| v as u32 as i32).unwrap_or(0);
+        if self.owner {
+            let seen = self.owner_records.remove(&(cur, self.at)).unwrap_or_else(|| may_see(cur, self.uid, self.gid));
+            if seen {
+                return Verdict::Keep;
+            }
+            self.dropped += 1;
+            return Verdict::Drop;
+        }
         let interrupts_visible = self.visible.contains(&cur);
         if !self.decide(ev, payload) {
             self.dropped += 1;

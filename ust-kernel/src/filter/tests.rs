@@ -145,3 +145,29 @@ fn others_are_reduced_to_their_kind_and_forks_are_followed() {
     assert_eq!(v.apply(switch, &mut p), Verdict::Drop, "from the look on");
     assert!(!v.sees(me) && !v.sees(child));
 }
+
+/// A session's probes for a user ([`ViewFilter::owner`]): no tree; a task is in the view
+/// when the user could ptrace it (this process: its own ids), another user's is not; a
+/// record read while its task lived keeps that verdict when applied after it is gone.
+#[test]
+fn owner_view_is_every_task_the_user_could_ptrace() {
+    let (uid, gid) = (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw());
+    let me = std::process::id() as i32;
+    let mine = ViewFilter::owner(uid, gid);
+    assert!(mine.sees(me) && !mine.sees_all() && mine.visible().next().is_none());
+    assert!(!ViewFilter::owner(uid + 4242, gid + 4242).sees(me), "another user's task");
+    // A task that never was: judged gone when read, left out (and said).
+    let mut f = ViewFilter::owner(uid, gid);
+    let ev = KernelEvent { name: "compute".into(), id: 1, format: None, fields: Vec::new() };
+    let mut payload = vec![0u8; 8];
+    payload[4..8].copy_from_slice(&i32::MAX.to_le_bytes());
+    f.observe(&ev, &payload, 10);
+    assert_eq!(f.take_exec_exits().len(), 1, "said once");
+    f.advance_to(10);
+    assert_eq!(f.apply(&ev, &mut payload), Verdict::Drop);
+    // This process's record, read now, applied later: kept.
+    payload[4..8].copy_from_slice(&me.to_le_bytes());
+    f.observe(&ev, &payload, 20);
+    f.advance_to(20);
+    assert_eq!(f.apply(&ev, &mut payload), Verdict::Keep);
+}

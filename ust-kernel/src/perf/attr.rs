@@ -102,6 +102,17 @@ pub fn attr(kind: Kind) -> b::perf_event_attr {
     a
 }
 
+/// The attribute sampling every hit of the tracefs event with tracepoint id `id` (a
+/// dynamic probe's, `events/<group>/<event>/id`) with the user registers and stack, as
+/// the page-fault events sample (a uprobe's hit is taken with the user registers). Opening
+/// a tracepoint needs root's (or `CAP_PERFMON`'s) access to its id.
+pub fn tracepoint(id: u64) -> b::perf_event_attr {
+    let mut a = attr(Kind::MinorFaults);
+    a.type_ = b::PERF_TYPE_TRACEPOINT;
+    a.config = id;
+    a
+}
+
 /// Opens `attr` for this process (`pid = 0`) on `cpu`.
 ///
 /// # Errors

@@ -132,14 +132,26 @@ pub struct PerfRecorder {
     sink: Option<crate::ptrace::Sink>,
     /// What the metadata says of the system calls.
     syscalls: Option<SyscallView>,
+    /// Why some dynamic probe's stacks are not recorded.
+    probe_note: Option<String>,
 }
 
 struct CpuEvents {
     cpu: u32,
-    /// Side-band ring, fault ring.
+    /// Side-band ring, fault ring, and the dynamic probes' ring when there are probes.
     rings: Vec<ring::Ring>,
-    /// Side-band, minor-fault (owns the fault ring), major-fault events.
+    /// Side-band, minor-fault (owns the fault ring), major-fault events, then the probes'
+    /// (the first owns the probes' ring).
     fds: Vec<OwnedFd>,
+}
+
+impl CpuEvents {
+    /// The event that owns the dynamic probes' ring, when there is one (the first probe's,
+    /// right after the three fault and side-band events): polled too, so that a full
+    /// [`PROBE_WATERMARK`] wakes the reader before the ring overflows.
+    fn probe_ring_fd(&self) -> Option<&OwnedFd> {
+        self.fds.get(3).filter(|_| self.rings.len() > 2)
+    }
 }
 
 /// Maps a ring of the first size in `sizes` that the locked-memory allowance grants.
@@ -161,7 +173,33 @@ fn map_ring(fd: &OwnedFd, sizes: &[usize]) -> Result<ring::Ring, PerfError> {
 /// a blocked interval still gets its stack at the next [`POLL`]).
 pub const SIDEBAND_WATERMARK_WITH_PTRACE: u32 = 4096;
 
-fn open_cpu(cpu: u32, fault_events: &mut std::collections::HashMap<u64, bool>, with_ptrace: bool) -> Result<Option<CpuEvents>, PerfError> {
+/// Bytes of probe stack samples that wake the reader (a sixteenth of the largest ring of
+/// [`FAULT_PAGES`]; the reader also drains every [`POLL`]).
+pub const PROBE_WATERMARK: u32 = 128 * 1024;
+
+/// [`attr::open`], again while it is interrupted (`EINTR`: opening a uprobe's tracepoint
+/// for a task waits interruptibly, and a signal of this process's threads can cut it).
+fn open_retrying(a: &mut perf_event_open_sys::bindings::perf_event_attr, cpu: i32) -> std::io::Result<OwnedFd> {
+    let mut tries = 0;
+    loop {
+        match attr::open(a, cpu) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted && tries < 100 => tries += 1,
+            r => return r,
+        }
+    }
+}
+
+/// What [`open_cpu`] records of the events it opens: fault events by kernel id (major or
+/// minor), dynamic probes' events by kernel id (their event name), and why a probe's
+/// could not be opened.
+#[derive(Default)]
+struct Opened {
+    faults: std::collections::HashMap<u64, bool>,
+    probes: std::collections::HashMap<u64, String>,
+    probe_error: Option<String>,
+}
+
+fn open_cpu(cpu: u32, opened: &mut Opened, with_ptrace: bool, probes: &[(String, u64)]) -> Result<Option<CpuEvents>, PerfError> {
     let refused = |e: std::io::Error| PerfError::Refused(attr::paranoid_advice(attr::paranoid(), e.raw_os_error()).unwrap_or_else(|| e.to_string()));
     let mut sb_attr = attr::attr(attr::Kind::SideBand);
     if with_ptrace {
@@ -180,9 +218,40 @@ fn open_cpu(cpu: u32, fault_events: &mut std::collections::HashMap<u64, bool>, w
     let fault_ring = map_ring(&minor, &FAULT_PAGES)?;
     let major = attr::open(&mut attr::attr(attr::Kind::MajorFaults), cpu as i32).map_err(refused)?;
     attr::set_output(&major, &minor).map_err(refused)?;
-    fault_events.insert(attr::id(&minor).map_err(refused)?, false);
-    fault_events.insert(attr::id(&major).map_err(refused)?, true);
-    Ok(Some(CpuEvents { cpu, rings: vec![sb_ring, fault_ring], fds: vec![sb, minor, major] }))
+    opened.faults.insert(attr::id(&minor).map_err(refused)?, false);
+    opened.faults.insert(attr::id(&major).map_err(refused)?, true);
+    let mut fds = vec![sb, minor, major];
+    let mut rings = vec![sb_ring, fault_ring];
+    // Each dynamic probe's hits, sampled with the user stack, into a ring of their own per
+    // CPU (the first probe's; a probe storm costs samples there, never switch records or
+    // faults) that wakes the reader only when [`PROBE_WATERMARK`] bytes are in: a wake-up
+    // per hit would double a hit's cost. Not opened: no stacks, said once.
+    let mut probe_fd: Option<usize> = None;
+    for (event, id) in probes {
+        let mut a = attr::tracepoint(*id);
+        a.__bindgen_anon_2.wakeup_watermark = PROBE_WATERMARK;
+        let fd = open_retrying(&mut a, cpu as i32).and_then(|fd| {
+            let kid = attr::id(&fd)?;
+            match probe_fd {
+                Some(i) => attr::set_output(&fd, &fds[i])?,
+                None => {
+                    rings.push(map_ring(&fd, &FAULT_PAGES).map_err(|e| std::io::Error::other(e.to_string()))?);
+                    probe_fd = Some(fds.len());
+                }
+            }
+            Ok((kid, fd))
+        });
+        match fd {
+            Ok((kid, fd)) => {
+                opened.probes.insert(kid, event.clone());
+                fds.push(fd);
+            }
+            Err(e) => {
+                opened.probe_error.get_or_insert_with(|| format!("no user stacks of probe {event}: perf_event_open of its tracepoint: {e}"));
+            }
+        }
+    }
+    Ok(Some(CpuEvents { cpu, rings, fds }))
 }
 
 impl PerfRecorder {
@@ -195,7 +264,7 @@ impl PerfRecorder {
     /// perf_event_open is refused (as it is for unprivileged users at
     /// perf_event_paranoid 3 or more; with CAP_PERFMON it is tried anyway); [`PerfError::Mmap`]; I/O errors of the trace.
     pub fn start(output: &TraceDir) -> Result<PerfRecorder, PerfError> {
-        Self::start_in(output, false, false)
+        Self::start_in(output, false, false, &[])
     }
 
     /// [`PerfRecorder::start`], with the classes of the system-call recorder
@@ -207,7 +276,7 @@ impl PerfRecorder {
     /// # Errors
     /// As [`PerfRecorder::start`].
     pub fn start_with_syscalls(output: &TraceDir) -> Result<PerfRecorder, PerfError> {
-        Self::start_in(output, false, true)
+        Self::start_in(output, false, true, &[])
     }
 
     /// Where the system-call recorder writes, for a recording started with
@@ -230,17 +299,34 @@ impl PerfRecorder {
     /// # Errors
     /// As [`PerfRecorder::start`].
     pub fn start_stacks(output: &TraceDir) -> Result<PerfRecorder, PerfError> {
-        Self::start_in(output, true, false)
+        Self::start_in(output, true, false, &[])
+    }
+
+    /// [`PerfRecorder::start_stacks`], with the user stack of every hit of the dynamic
+    /// probes `probes` (`(event, tracepoint id)`: [`super::view_recorder::Prepared::probe_tracepoints`])
+    /// as `perf_probe_stack` events (a tracepoint event per probe and CPU, sampling each hit
+    /// with the user registers and stack, DWARF-unwound as the faults are). A probe whose
+    /// tracepoint cannot be opened has no stacks: [`PerfRecorder::probe_note`] says why.
+    ///
+    /// # Errors
+    /// As [`PerfRecorder::start`].
+    pub fn start_stacks_with_probes(output: &TraceDir, probes: &[(String, u64)]) -> Result<PerfRecorder, PerfError> {
+        Self::start_in(output, true, false, probes)
+    }
+
+    /// Why the stacks of some dynamic probe are not recorded, if so.
+    pub fn probe_note(&self) -> Option<&str> {
+        self.probe_note.as_deref()
     }
 
     /// Opens the events, then creates the trace's directory (`kernel`, or [`STACKS_DIR`])
     /// through `output`, as its owner; with `syscalls`, the table has the system-call
     /// recorder's classes too.
-    fn start_in(output: &TraceDir, stacks: bool, syscalls: bool) -> Result<PerfRecorder, PerfError> {
-        let mut faults = std::collections::HashMap::new();
+    fn start_in(output: &TraceDir, stacks: bool, syscalls: bool, probes: &[(String, u64)]) -> Result<PerfRecorder, PerfError> {
+        let mut opened = Opened::default();
         let mut cpus = Vec::new();
         for cpu in ust_core::cpus::possible_cpus() {
-            if let Some(c) = open_cpu(cpu, &mut faults, syscalls)? {
+            if let Some(c) = open_cpu(cpu, &mut opened, syscalls, probes)? {
                 cpus.push(c);
             }
         }
@@ -268,6 +354,7 @@ impl PerfRecorder {
             thread: None,
             sink,
             syscalls: None,
+            probe_note: None,
         };
         rec.write_metadata(0, ust_core::clock::realtime_offset_ns())?;
         let max_cpu = cpus.iter().map(|c| c.cpu).max().unwrap_or(0);
@@ -292,7 +379,9 @@ impl PerfRecorder {
             s.flush()?;
         }
         let mut conv = to_ctf::Converter::new(table, streams);
-        conv.fault_events = faults;
+        conv.fault_events = opened.faults;
+        conv.probe_events = opened.probes;
+        rec.probe_note = opened.probe_error;
         if stacks {
             conv.stacks_only();
         }
@@ -396,8 +485,11 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
     let mut stacked: std::collections::HashSet<i32> = std::collections::HashSet::new();
     loop {
         let last = stop.load(Ordering::SeqCst);
-        let mut pfd: Vec<libc::pollfd> =
-            cpus.iter().flat_map(|c| c.fds[..2].iter()).map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+        let mut pfd: Vec<libc::pollfd> = cpus
+            .iter()
+            .flat_map(|c| c.fds[..2].iter().chain(c.probe_ring_fd()))
+            .map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+            .collect();
         if !last {
             // SAFETY: pfd is a valid array of pollfd of the given length.
             unsafe { libc::poll(pfd.as_mut_ptr(), pfd.len() as libc::nfds_t, POLL.as_millis() as i32) };

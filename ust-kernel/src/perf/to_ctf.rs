@@ -15,6 +15,7 @@
 //! | `perf_mmap` | `PERF_RECORD_MMAP2` | `pid`, `tid`, `start`, `len`, `pgoff`, `prot`, `flags`, `filename` |
 //! | `perf_page_fault` | page-fault samples | `address`, `ip`, `major`, `stack` |
 //! | `perf_block_stack` | [`super::blockstack`] | `pid`, `tid`, `syscall`, `stack` |
+//! | `perf_probe_stack` | samples of a dynamic probe's tracepoint (root's side trace) | `pid`, `probe` (its event name), `ip`, `stack` |
 //!
 //! A switch record names only the traced task: in `sched_switch` the other side is
 //! `tid 0` named [`UNSEEN`] (tier 1 cannot see who ran instead), `prev_state` is 1
@@ -88,6 +89,7 @@ pub fn event_classes() -> Vec<(String, Vec<CtfField>)> {
             vec![f("address", hex()), f("ip", hex()), f("major", CtfType::Int { bytes: 1, signed: false, hex: false }), f("stack", CtfType::U64Seq)],
         ),
         ("perf_block_stack".into(), vec![f("pid", i32t()), f("tid", i32t()), f("syscall", CtfType::String), f("stack", CtfType::U64Seq)]),
+        ("perf_probe_stack".into(), vec![f("pid", i32t()), f("probe", CtfType::String), f("ip", hex()), f("stack", CtfType::U64Seq)]),
     ]
 }
 
@@ -127,6 +129,8 @@ pub struct Converter {
     ids: HashMap<&'static str, usize>,
     /// Event id → major (true) or minor page faults.
     pub fault_events: HashMap<u64, bool>,
+    /// Event id → the dynamic probe (its event name) whose hits it samples.
+    pub probe_events: HashMap<u64, String>,
     comm: HashMap<i32, String>,
     last_cpu: HashMap<i32, u32>,
     procs: Processes,
@@ -141,11 +145,20 @@ pub struct Converter {
 pub const UNSEEN: &str = "-";
 
 /// The events of a stacks-only side trace: mappings and execs (to symbolize), fault
-/// samples and block stacks.
-pub const STACKS_ONLY: [&str; 4] = ["perf_comm", "perf_mmap", "perf_page_fault", "perf_block_stack"];
+/// samples, block stacks and dynamic probes' stacks.
+pub const STACKS_ONLY: [&str; 5] = ["perf_comm", "perf_mmap", "perf_page_fault", "perf_block_stack", "perf_probe_stack"];
 
-const NAMES: [&str; 8] =
-    ["sched_switch", "sched_migrate_task", "sched_process_fork", "sched_process_exit", "perf_comm", "perf_mmap", "perf_page_fault", "perf_block_stack"];
+const NAMES: [&str; 9] = [
+    "sched_switch",
+    "sched_migrate_task",
+    "sched_process_fork",
+    "sched_process_exit",
+    "perf_comm",
+    "perf_mmap",
+    "perf_page_fault",
+    "perf_block_stack",
+    "perf_probe_stack",
+];
 
 impl Converter {
     /// A converter writing into `streams` (indexed by CPU) with `table` ([`event_table`]).
@@ -155,6 +168,7 @@ impl Converter {
             streams,
             ids,
             fault_events: HashMap::new(),
+            probe_events: HashMap::new(),
             comm: HashMap::new(),
             last_cpu: HashMap::new(),
             procs: Processes::default(),
@@ -304,7 +318,27 @@ impl Converter {
         self.push(cpu, "sched_switch", id.time, id.tid, &[Given::Text(UNSEEN), Given::Int(0), Given::Int(0), Given::Text(&c), Given::Int(id.tid.into())])
     }
 
+    /// A dynamic probe's hit: its user stack (the probed function's first instruction on
+    /// top: its frame is not set up yet, so the unwinder's CFI at that address applies).
+    fn probe(&mut self, cpu: u32, s: Sample) -> std::io::Result<()> {
+        let Some(probe) = self.probe_events.get(&s.id.event).cloned() else { return Ok(()) };
+        let frames = match s.regs {
+            Some([bp, sp, ip]) => self.procs.unwind(s.id.pid, ip, sp, bp, &s.stack),
+            None => vec![s.ip],
+        };
+        self.push(
+            cpu,
+            "perf_probe_stack",
+            s.id.time,
+            s.id.tid,
+            &[Given::Int(s.id.pid.into()), Given::Text(&probe), Given::Int(s.ip as i64), Given::U64s(&frames)],
+        )
+    }
+
     fn fault(&mut self, cpu: u32, s: Sample) -> std::io::Result<()> {
+        if self.probe_events.contains_key(&s.id.event) {
+            return self.probe(cpu, s);
+        }
         let Some(&major) = self.fault_events.get(&s.id.event) else { return Ok(()) };
         let frames = match s.regs {
             Some([bp, sp, ip]) => self.procs.unwind(s.id.pid, ip, sp, bp, &s.stack),

@@ -267,6 +267,9 @@ pub fn resolve(spec: &Spec, name: Option<&str>) -> Result<Probe, String> {
     if !meta.is_file() {
         return Err(format!("{}: not a regular file", path.display()));
     }
+    if on_noexec_mount(&file) {
+        return Err(format!("{}: on a noexec mount: no process can run code from it, so a probe there would never fire", path.display()));
+    }
     let name = name.map(str::to_string).unwrap_or_else(|| spec.default_name());
     validate_name(&name)?;
     resolve_file(file, &path, &spec.symbol, spec.ret, &name, true)
@@ -345,12 +348,15 @@ pub fn check_user_file(file: &File, uid: u32) -> Result<(), String> {
     if rustix::fs::fgetxattr(file, "security.capability", &mut buf).is_ok() {
         return Err("the file has file capabilities: its processes run with privileges you do not have; refused".into());
     }
-    if let Ok(st) = rustix::fs::fstatvfs(file) {
-        if st.f_flag.contains(rustix::fs::StatVfsMountFlags::NOEXEC) {
-            return Err("the file is on a noexec mount: nothing there can run; refused".into());
-        }
+    if on_noexec_mount(file) {
+        return Err("the file is on a noexec mount: nothing there can run; refused".into());
     }
     Ok(())
+}
+
+/// Whether `file` is on a filesystem mounted `noexec` (no process can map code from it).
+fn on_noexec_mount(file: &File) -> bool {
+    rustix::fs::fstatvfs(file).is_ok_and(|st| st.f_flag.contains(rustix::fs::StatVfsMountFlags::NOEXEC))
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);

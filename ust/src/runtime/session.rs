@@ -262,9 +262,16 @@ fn serve(g: &'static Generation, link: usize, path: &Path, conn: Conn, procname:
                 return Outcome::Refused;
             }
             DaemonMessage::AddChannel(grant) => {
+                let Some(fds) = rest_of_grant(stream, &grant, fds) else {
+                    debug!("{who} broke off a channel grant of {} buffers: reconnecting", grant.ncpus);
+                    return Outcome::Closed;
+                };
                 if let Some(slot) = add_channel(g, link, grant, fds) {
                     dump.channel_added(slot);
                 }
+            }
+            DaemonMessage::MoreFds { slot } => {
+                debug!("descriptors for slot {slot} outside a channel grant ignored");
             }
             DaemonMessage::RemoveChannel { slot } => {
                 if let Some(slot) = remove_channel(g, link, slot) {
@@ -322,6 +329,24 @@ fn readable_within(stream: &UnixStream, timeout: Option<Duration>) -> bool {
 
 /// Longest wait between two looks at a pending announcement ([`super::announce_pending`]).
 const PENDING_POLL: Duration = Duration::from_millis(100);
+
+/// The descriptors of a grant of more than [`protocol::MAX_FDS`] buffers: `fds` (from the
+/// `AddChannel` frame) and those of the [`DaemonMessage::MoreFds`] frames that follow it
+/// at once. `None` when another frame comes first or the connection fails (the caller
+/// reconnects); a grant whose count is out of range is left to [`add_channel`] to refuse.
+fn rest_of_grant(stream: &UnixStream, grant: &ChannelGrant, mut fds: Vec<Option<Received>>) -> Option<Vec<Option<Received>>> {
+    let want = grant.ncpus as usize;
+    if grant.ncpus > MAX_BUFFERS || fds.len() >= want || fds.len() < protocol::MAX_FDS {
+        return Some(fds);
+    }
+    while fds.len() < want {
+        match protocol::recv::<DaemonMessage>(stream) {
+            Ok((DaemonMessage::MoreFds { slot }, more)) if slot == grant.slot && !more.is_empty() => fds.extend(Received::take_all(more)),
+            _ => return None,
+        }
+    }
+    Some(fds)
+}
 
 /// Maps the buffers of a channel `link`'s daemon granted and installs it in a global slot
 /// of the process's table ([`links`]). The slot, when installed.

@@ -1,8 +1,9 @@
 //! uprobed: a program with no tracer at all, for the dynamic-probe tests
-//! (system-tests/tests/uprobes.rs). `uprobed N [SLEEP_MS]` sleeps SLEEP_MS (default 0),
-//! then calls `compute(i, i % 2 == 0, -3)` for i in 0..N, each returning `i * -3 + even`,
+//! (system-tests/tests/uprobes.rs, session_uprobes.rs). `uprobed N [SLEEP_MS [AFTER_MS]]`
+//! sleeps SLEEP_MS (default 0), then calls `compute(i, i % 2 == 0, -3)` for i in 0..N, each returning `i * -3 + even`,
 //! then `uprobed_compute_c(1, false, 1)` (a C-named symbol) and `label("hello", 'x')`
-//! once each, and prints the sum of the results.
+//! once each, prints the sum of the results, and sleeps AFTER_MS (default 0) before it
+//! exits.
 //! Both functions are `#[inline(never)]`, so each has a symbol and runs as a call.
 
 /// A data symbol: a probe on it is refused (LTTng's "symbol not a function" case).
@@ -43,4 +44,6 @@ fn main() {
     sum += g(1, false, 1);
     sum += label(std::hint::black_box("hello"), 'x') as i64;
     println!("{sum}");
+    let after: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(0);
+    std::thread::sleep(std::time::Duration::from_millis(after));
 }

@@ -507,6 +507,9 @@ pub struct EnableChannelArgs {
     /// signal handler or a nested tracepoint.
     #[arg(long, value_name = "US|inf", value_parser = parse_blocking_timeout)]
     pub blocking_timeout: Option<u64>,
+    /// Allocation and preallocation policies (LTTng 2.14, 2.15).
+    #[command(flatten)]
+    pub alloc: crate::cli::alloc_args::AllocArgs,
     /// Automatic memory reclaim (LTTng 2.15): `off` (the default); `consumed`, give a
     /// sub-buffer's memory back as soon as it is read (not in snapshot sessions);
     /// `older-than:AGE`, every half AGE give back the sub-buffers closed more than AGE ago
@@ -548,6 +551,18 @@ pub struct EnableEventArgs {
     /// Record only events for which EXPR is true (LTTng's filter language; see below).
     #[arg(short = 'f', long, value_name = "EXPR", allow_hyphen_values = true)]
     pub filter: Option<String>,
+    /// A dynamic probe named after the one GLOB given (the event's name, as LTTng's
+    /// `--userspace-probe`): `elf:PATH:SYMBOL` (a function's entry, with its integer, bool,
+    /// char and pointer arguments read from DWARF) or `elf:PATH:SYMBOL%return` (its return
+    /// value). Placed at `ust start`, recorded in OUTPUT/kernel/ with the session's clock,
+    /// removed at `ust stop`. Root probes any file; other users, through root's
+    /// ust-consumerd, only regular files they own, and see only their own processes' hits.
+    #[arg(long = "userspace-probe", value_name = "SPEC", conflicts_with_all = ["all", "loglevel", "loglevel_only", "exclude", "filter", "channel"])]
+    pub userspace_probe: Option<String>,
+    /// Kernel domain (LTTng's `-k`): accepted with --userspace-probe, ust's only kernel
+    /// events.
+    #[arg(short = 'k', long = "kernel", requires = "userspace_probe")]
+    pub kernel: bool,
 }
 
 /// `ust add-context`.
@@ -580,6 +595,11 @@ pub struct DisableEventArgs {
     /// Channel, session and domain.
     #[command(flatten)]
     pub target: ChannelTarget,
+    /// Kernel domain (LTTng's `-k`): disable the session's userspace probes named (made by
+    /// `enable-event --userspace-probe`); with -a, every one. They stay in the session,
+    /// disabled, and are not placed at the next start.
+    #[arg(short = 'k', long = "kernel", conflicts_with = "channel")]
+    pub kernel: bool,
 }
 
 /// `ust track` and `ust untrack`.

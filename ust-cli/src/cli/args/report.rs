@@ -36,6 +36,12 @@ pub struct ReportArgs {
     /// --kernel`): without blocked intervals nothing is written and the command fails.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
+    /// Write a flame graph of the callers of each probed function (`ust trace
+    /// --userspace-probe`: hits by user stack, the probed function on top) as SVG. Needs
+    /// the stacks root's recording samples; without them nothing is written and the
+    /// command fails.
+    #[arg(long, value_name = "FILE.svg")]
+    pub probe_flamegraph: Option<PathBuf>,
     /// Report on this process (and its threads and children) instead of the traced
     /// command: for traces recorded by LTTng (lttng-modules, LTTng-UST).
     #[arg(long, value_name = "PID", conflicts_with = "procname")]

@@ -34,12 +34,16 @@ pub(super) struct ReclaimSide {
     /// `--no-wait` left sub-buffers pending: reclaim again (with this age limit, ns) once
     /// the drain has consumed something.
     pending: Option<Option<u64>>,
+    /// The channel preallocates its buffers (`--buffer-preallocation=preallocate`): a
+    /// `--shm-path` file on disk gets its punched blocks reserved again.
+    preallocated: bool,
 }
 
 impl ReclaimSide {
-    pub(super) fn new(policy: Option<AutoReclaim>, now: Instant) -> ReclaimSide {
-        let auto = policy.map(|policy| AutoReclaimTimer { policy, next: now + period(policy) });
-        ReclaimSide { auto, ..ReclaimSide::default() }
+    pub(super) fn new(config: &crate::model::session::ChannelConfig, now: Instant) -> ReclaimSide {
+        let auto = config.auto_reclaim.map(|policy| AutoReclaimTimer { policy, next: now + period(policy) });
+        let preallocated = config.preallocation == ust_ctl::alloc::BufferPreallocation::Preallocate;
+        ReclaimSide { auto, preallocated, ..ReclaimSide::default() }
     }
 }
 
@@ -88,7 +92,7 @@ impl Stream {
                 return Reclaimed::default();
             }
         };
-        if r.subbufs > 0 {
+        if r.subbufs > 0 && self.reclaim.preallocated {
             if let Some((f, size)) = self.shm.file.as_ref() {
                 reserve_blocks(f, *size);
             }
@@ -132,8 +136,8 @@ impl Stream {
     }
 }
 
-/// A `--shm-path` buffer file on a disk file system: holes punched by a reclaim get their
-/// blocks reserved again (`fallocate(FALLOC_FL_KEEP_SIZE)`, no page cache), so that a writer
+/// A preallocated `--shm-path` buffer file on a disk file system: holes punched by a
+/// reclaim get their blocks reserved again (`fallocate(FALLOC_FL_KEEP_SIZE)`, no page cache), so that a writer
 /// entering the sub-buffer later cannot meet a full file system (`SIGBUS`). On `tmpfs` the
 /// blocks *are* the memory, so nothing is reserved there: a writer then faults in fresh
 /// pages, as with a `memfd`.

@@ -225,6 +225,67 @@ pub(super) fn enable_event(
     Ok(Payload::Done)
 }
 
+/// `enable-event --userspace-probe`: adds (or enables again) a probe rule of the session.
+pub(super) fn enable_userspace_probe(daemon: &Daemon, session: Option<String>, probe: ust_ctl::probes::UserspaceProbe) -> Result<Payload, String> {
+    ust_ctl::probes::check_probe(&probe)?;
+    let mut st = daemon.lock();
+    let sname = st.resolve(&session)?;
+    let ss = st.sessions.get_mut(&sname).expect("resolved");
+    if ss.relay.is_some() {
+        return Err(format!("session {sname} streams to a relay daemon: userspace probes are recorded in a local output only"));
+    }
+    if ss.session.snapshot {
+        return Err(format!(
+            "session {sname} is a snapshot session: userspace probes are written as they hit, not kept in the flight recorder's buffers; use a session without --snapshot"
+        ));
+    }
+    if ss.session.clock == Some(ust_core::clock::ClockKind::Tsc) {
+        return Err(format!("session {sname} uses the TSC clock: userspace probes are recorded on CLOCK_MONOTONIC (create the session without --clock tsc)"));
+    }
+    if ss.session.started {
+        return Err(format!("session {sname} is recording: stop it to change its userspace probes (they are placed at start)"));
+    }
+    let probes = &mut ss.session.probes;
+    if let Some(p) = probes.iter_mut().find(|p| p.name == probe.name) {
+        if p.location != probe.location {
+            return Err(format!("session {sname} has a userspace probe named {} already, on {}: choose another name", p.name, p.location.spec()));
+        }
+        p.enabled = true;
+        return Ok(Payload::Done);
+    }
+    if probes.len() >= ust_ctl::probes::MAX_SESSION_PROBES {
+        return Err(format!("session {sname} has {} userspace probes: the most a session keeps", probes.len()));
+    }
+    probes.push(ust_ctl::probes::UserspaceProbe { enabled: true, ..probe });
+    Ok(Payload::Done)
+}
+
+/// `disable-event -k`: disables userspace-probe rules by name (or all of them).
+pub(super) fn disable_userspace_probes(daemon: &Daemon, session: Option<String>, names: Vec<String>, all: bool) -> Result<Payload, String> {
+    let mut st = daemon.lock();
+    let sname = st.resolve(&session)?;
+    let ss = st.sessions.get_mut(&sname).expect("resolved");
+    if ss.session.started {
+        return Err(format!("session {sname} is recording: stop it to change its userspace probes"));
+    }
+    let probes = &mut ss.session.probes;
+    if all {
+        if probes.is_empty() {
+            return Err(format!("session {sname} has no userspace probe"));
+        }
+        probes.iter_mut().for_each(|p| p.enabled = false);
+        return Ok(Payload::Done);
+    }
+    if names.is_empty() {
+        return Err("no event name given (or use -a)".into());
+    }
+    if let Some(n) = names.iter().find(|n| !probes.iter().any(|p| &p.name == *n)) {
+        return Err(format!("session {sname} has no userspace probe named {n:?}"));
+    }
+    probes.iter_mut().filter(|p| names.contains(&p.name)).for_each(|p| p.enabled = false);
+    Ok(Payload::Done)
+}
+
 pub(super) fn disable_event(daemon: &Daemon, session: Option<String>, channel: Option<String>, patterns: Vec<String>, all: bool) -> Result<Payload, String> {
     let mut st = daemon.lock();
     let sname = st.resolve(&session)?;

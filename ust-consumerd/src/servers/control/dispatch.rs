@@ -17,6 +17,8 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
         Command::EnableEvent { session, channel, patterns, level, exclusions, filter } => {
             enable_event(daemon, session, channel, patterns, level, exclusions, filter)
         }
+        Command::EnableUserspaceProbe { session, probe } => super::configure::enable_userspace_probe(daemon, session, probe),
+        Command::DisableUserspaceProbe { session, names, all } => super::configure::disable_userspace_probes(daemon, session, names, all),
         Command::AddContext { session, channel, contexts } => add_context(daemon, session, channel, contexts),
         Command::DisableEvent { session, channel, patterns, all } => disable_event(daemon, session, channel, patterns, all),
         Command::Start { session } => start(daemon, session),

@@ -23,13 +23,17 @@ pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Result<Payload,
     if let Some(r) = relay {
         r.probe();
     }
+    // The userspace probes first, outside the state lock (resolving a large binary's
+    // symbols, tracefs, root's daemon): a refusal fails the start before anything records.
+    // Dropped on any later refusal, the recording removes its probes.
+    let probes = start_probes(daemon, &session)?;
     let mut st = daemon.lock();
     let sname = st.resolve(&session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
     if ss.session.started {
         return Err(format!("session {sname} is already started"));
     }
-    if ss.session.channels.is_empty() {
+    if ss.session.channels.is_empty() && probes.is_none() {
         return Err(format!("session {sname} has no channel: enable an event (`ust enable-event -a`) or a channel first"));
     }
     // Nothing is lost silently: an output that stopped taking files since `create`, or a
@@ -56,6 +60,10 @@ pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Result<Payload,
     }
     ss.session.started = true;
     ss.session.ever_started = true;
+    if let Some(p) = probes {
+        crate::log!("session {sname}: userspace probes recorded in {}", p.dir().display());
+        ss.probes = Some(p);
+    }
     let ids: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
     for id in &ids {
         if crate::ops::attach::attach(&mut st, &sname, *id) {
@@ -69,6 +77,24 @@ pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Result<Payload,
     wait_syncs(&sname, waits, "the start");
     crate::log!("session {sname} started");
     Ok(Payload::Done)
+}
+
+/// Starts recording the enabled userspace probes of the session named by `session`, if it
+/// has any ([`crate::ops::session_probes`]).
+fn start_probes(daemon: &Daemon, session: &Option<String>) -> Result<Option<crate::ops::session_probes::Recording>, String> {
+    let (sname, out, rules) = {
+        let st = daemon.lock();
+        let sname = st.resolve(session)?;
+        let ss = st.sessions.get(&sname).expect("resolved");
+        if ss.session.started || !ss.session.probes.iter().any(|p| p.enabled) {
+            return Ok(None);
+        }
+        (sname, ss.session.out.clone(), ss.session.probes.clone())
+    };
+    let Some(out) = out else {
+        return Err(format!("session {sname} has no local output directory: its userspace probes cannot be recorded"));
+    };
+    crate::ops::session_probes::start(&out, &rules, daemon.uid).map(Some).map_err(|e| format!("session {sname}: {e}"))
 }
 
 pub(super) fn stop_cmd(daemon: &Daemon, session: Option<String>) -> Result<Payload, String> {
@@ -94,6 +120,7 @@ fn stop_report(daemon: &Daemon, name: &str) -> DestroyReport {
                 archives: Vec::new(),
                 output_error: None,
                 relay: None,
+                probes: Vec::new(),
             };
         };
         let streams: Vec<Vec<SharedStream>> = ss.traces.values().map(|t| t.streams.clone()).collect();
@@ -136,19 +163,41 @@ fn session_report(name: &str, ss: &SessionState, traces: Vec<TraceReport>, archi
         archives,
         output_error: ss.session.output_error.get(),
         relay,
+        probes: ss.probes_done.clone(),
     }
 }
 
-/// Stops session `name`: clears its masks, syncs every process (bounded by
+/// Stops session `name`: removes its userspace probes and finishes their trace
+/// ([`crate::ops::session_probes`]), clears its masks, syncs every process (bounded by
 /// [`SYNC_TIMEOUT`]), flushes and drains every buffer.
 pub fn stop(daemon: &Daemon, name: &str) {
+    let probes;
     let (waits, streams) = {
         let mut st = daemon.lock();
         let Some(ss) = st.sessions.get_mut(name) else { return };
         ss.session.started = false;
         let streams = ss.streams();
+        probes = ss.probes.take().map(|p| (p, ss.session.clock_offset_ns));
         (push_masks_and_sync(&mut st, name), streams)
     };
+    // The probes go first (their kernel trace is written with the session's offset).
+    if let Some((p, offset)) = probes {
+        let dir = p.dir().to_path_buf();
+        let report = match p.finish(offset) {
+            Ok((dir, counts)) => {
+                let n: Vec<String> = counts.iter().filter(|c| c.1 > 0).map(|(e, n)| format!("{e} {n}")).collect();
+                crate::log!("session {name}: userspace probes removed; {}: {}", dir.display(), if n.is_empty() { "no hit".into() } else { n.join(", ") });
+                ProbesReport { dir, counts, error: None }
+            }
+            Err(e) => {
+                crate::log!("session {name}: userspace probes: {e}");
+                ProbesReport { dir, counts: Vec::new(), error: Some(e) }
+            }
+        };
+        if let Some(ss) = daemon.lock().sessions.get_mut(name) {
+            ss.probes_done.push(report);
+        }
+    }
     let deadline = Instant::now() + SYNC_TIMEOUT;
     for (sync, seq, pid) in waits {
         if !sync.wait(seq, deadline) {

@@ -69,6 +69,7 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
                 vuid_tracker: ss.session.vuid_tracker.clone(),
                 vgid_tracker: ss.session.vgid_tracker.clone(),
                 untraced: ss.untraced.iter().cloned().collect(),
+                userspace_probes: ss.session.probes.clone(),
             },
             streams,
             owners,
