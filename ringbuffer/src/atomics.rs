@@ -53,6 +53,22 @@ pub trait Memory: Send + Sync {
     fn read_bytes(&self, off: usize, dst: &mut [u8]);
     /// Plain zeroing of `off..off + len`.
     fn zero(&self, off: usize, len: usize);
+    /// Gives the memory of `off..off + len` back (memory reclaim, [`crate::reclaim`]): the
+    /// range reads as zeros afterwards, as after [`Memory::zero`], and its pages no longer
+    /// hold memory until someone writes them again. Only called on a range nobody else
+    /// uses (the reader's spare, or a free sub-buffer the reader has gated). Returns true
+    /// if pages were given back, false if the range was only zeroed (this default: memory
+    /// that cannot give pages back).
+    fn release(&self, off: usize, len: usize) -> bool {
+        self.zero(off, len);
+        false
+    }
+    /// Bytes of `off..off + len` that are resident in memory now (`mincore(2)`), or `None`
+    /// where this memory cannot tell (this default).
+    fn resident(&self, off: usize, len: usize) -> Option<u64> {
+        let _ = (off, len);
+        None
+    }
     /// Runs `f` on a private copy of `off..off + len` (at most
     /// [`MAX_HEADER_SIZE`](crate::layout::MAX_HEADER_SIZE) bytes: the packet header, handed
     /// to the [`PacketLayout`](crate::PacketLayout) client), then copies it back. The
@@ -193,6 +209,12 @@ impl MapMemory {
         &self.map
     }
 
+    /// Base address of the mapping (page aligned), for `madvise`/`mincore` in
+    /// [`crate::reclaim`].
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.ptr
+    }
+
     #[inline]
     #[track_caller]
     fn word(&self, off: usize) -> &core::sync::atomic::AtomicU64 {
@@ -225,7 +247,7 @@ impl MapMemory {
 
     #[inline]
     #[track_caller]
-    fn check_range(&self, off: usize, len: usize) {
+    pub(crate) fn check_range(&self, off: usize, len: usize) {
         assert!(off.checked_add(len).is_some_and(|e| e <= self.len));
     }
 
@@ -304,6 +326,12 @@ impl Memory for MapMemory {
         // SAFETY: in bounds (checked); the range is owned by the caller (reader's
         // sub-buffer before release).
         unsafe { core::ptr::write_bytes(self.ptr.add(off), 0, len) }
+    }
+    fn release(&self, off: usize, len: usize) -> bool {
+        crate::reclaim::release_pages(self, off, len)
+    }
+    fn resident(&self, off: usize, len: usize) -> Option<u64> {
+        crate::reclaim::resident_pages(self, off, len)
     }
     #[inline(always)]
     unsafe fn word_ptr_unchecked(&self, off: usize) -> Option<*mut u64> {

@@ -35,7 +35,8 @@
 //! sub-buffer-id arithmetic), `roles` (the [`Writer`] and [`Reader`] types), `frontend`
 //! (reserve and switch), `commit`, `claim` (the writer mode), `reader` (get, copy, put,
 //! and skip for a packet with scribbled control words), `flush`, [`snapshot`] (snapshots
-//! and recovery), [`abandoned`] (packets of dead writers) and [`nesting`]. The algorithm and its proof sketches are in the docs of [`Buffer`].
+//! and recovery), [`abandoned`] (packets of dead writers), [`reclaim`] (giving the memory of unneeded sub-buffers back,
+//! measuring what is resident) and [`nesting`]. The algorithm and its proof sketches are in the docs of [`Buffer`].
 //!
 //! # Example
 //!
@@ -93,6 +94,7 @@ pub mod nesting;
 pub mod percpu;
 pub mod position;
 mod reader;
+pub mod reclaim;
 mod roles;
 #[cfg(not(loom))]
 pub mod shm;
@@ -107,6 +109,7 @@ pub use error::{LayoutError, ReadError};
 pub use layout::Geometry;
 pub use nesting::NestingGuard;
 pub use reader::SubbufState;
+pub use reclaim::{MemoryUse, ReclaimState, Reclaimed, Rule as ReclaimRule};
 pub use roles::{Fill, Reader, Writer};
 pub use snapshot::{PacketCopy, Recovered, SnapshotRead, WalkStop};
 

@@ -24,6 +24,12 @@ pub fn write_out(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// `v` as pretty-printed JSON and a newline, through [`write_out`] (the `--json` form of
+/// every command; a value serde cannot print prints `null`).
+pub fn print_json<T: serde::Serialize>(v: &T) {
+    write_out(format_args!("{}\n", serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into())));
+}
+
 /// `println!` for the commands: through [`write_out`], so a closed stdout ends the command
 /// quietly instead of panicking.
 macro_rules! outln {

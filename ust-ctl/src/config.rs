@@ -105,6 +105,9 @@ pub struct ChannelConfig {
     /// written. Absent (older peers) is preallocate.
     #[serde(default, skip_serializing_if = "BufferPreallocation::is_default")]
     pub preallocation: BufferPreallocation,
+    /// `--auto-reclaim-memory` (LTTng 2.15): `None` is `off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_reclaim: Option<crate::reclaim::AutoReclaim>,
 }
 
 /// [`ChannelConfig::blocking_timeout_us`] of `--blocking-timeout inf`.
@@ -124,6 +127,7 @@ impl Default for ChannelConfig {
             blocking_timeout_us: 0,
             allocation: BufferAllocation::PerCpu,
             preallocation: BufferPreallocation::Preallocate,
+            auto_reclaim: None,
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod filter;
 pub mod kview;
 pub mod probes;
 pub mod protocol;
+pub mod reclaim;
 pub mod session_xml;
 pub mod trackers;
 pub mod trigger;

@@ -265,6 +265,9 @@ pub enum Command {
         /// The trigger's name.
         name: String,
     },
+    /// Give the memory of eligible sub-buffers back (`ust reclaim-memory`, LTTng 2.15's
+    /// rules). Answered with [`Payload::Reclaimed`].
+    ReclaimMemory(ReclaimRequest),
 }
 
 /// Options of `ust create` beyond name and output.
@@ -324,6 +327,19 @@ pub enum Reply {
         /// Why.
         message: String,
     },
+}
+
+/// [`Command::ReclaimMemory`]'s request (`ust reclaim-memory`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReclaimRequest {
+    /// Session.
+    pub session: Option<String>,
+    /// Channels; empty: every channel (`--all`).
+    pub channels: Vec<String>,
+    /// `--older-than`, µs: only sub-buffers closed longer ago than this.
+    pub older_than_us: Option<u64>,
+    /// Wait for the consumption in flight (the default); `false` is `--no-wait`.
+    pub wait: bool,
 }
 
 /// Data returned by a successful request.
@@ -390,6 +406,8 @@ pub enum Payload {
     },
     /// Triggers ([`Command::AddTrigger`], [`Command::ListTriggers`]), in creation order.
     Triggers(Vec<crate::trigger::TriggerInfo>),
+    /// What [`Command::ReclaimMemory`] did, per channel.
+    Reclaimed(Vec<crate::reclaim::ChannelReclaimed>),
 }
 
 /// A line of `ust list`.
@@ -451,6 +469,9 @@ pub struct ChannelDetail {
     /// packet too, which a trace reader cannot see).
     #[serde(default)]
     pub lost_packets: u64,
+    /// Memory of the channel's buffers (allocated, resident), when it has buffers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::reclaim::ChannelMemory>,
 }
 
 /// A traced process in `ust list SESSION` and `ust status`.

@@ -17,6 +17,8 @@
 //!       <live_timer_interval>..</live_timer_interval>
 //!       [<allocation_policy>PER_CPU|PER_CHANNEL</allocation_policy>]          (2.14)
 //!       [<preallocation_policy>PREALLOCATE|ON_DEMAND</preallocation_policy>]  (2.15)
+//!       [<reclaim_policy><periodic><age_threshold>us</age_threshold></periodic>
+//!        | <reclaim_policy><consumed></consumed></reclaim_policy>]   (2.15's session.xsd)
 //!       <events><event><name>GLOB</name><enabled>..</enabled><type>TRACEPOINT</type>
 //!         <loglevel_type>ALL|RANGE|SINGLE</loglevel_type><loglevel>N|-1</loglevel>
 //!         [<filter>EXPR</filter>] [<exclusions><exclusion>GLOB</exclusion>..</exclusions>]
@@ -274,6 +276,7 @@ pub fn to_xml(sessions: &[SavedSession]) -> String {
                 s.live_timer_us.unwrap_or(0),
             ));
             alloc_xml(&mut o, cfg);
+            o.push_str(&reclaim_policy_xml(cfg.auto_reclaim));
             o.push_str("\t\t\t\t\t\t<events>\n");
             for e in &c.events {
                 let (lt, lv) = match e.level {
@@ -483,6 +486,33 @@ fn level_from(e: &Node) -> Result<LevelFilter, String> {
     }
 }
 
+/// LTTng 2.15's `<reclaim_policy>` (session.xsd: `<periodic><age_threshold>µs` or an
+/// empty `<consumed>`), empty text for `off`.
+fn reclaim_policy_xml(p: Option<crate::reclaim::AutoReclaim>) -> String {
+    match p {
+        None => String::new(),
+        Some(crate::reclaim::AutoReclaim::Consumed) => "\t\t\t\t\t\t<reclaim_policy>\n\t\t\t\t\t\t\t<consumed></consumed>\n\t\t\t\t\t\t</reclaim_policy>\n".into(),
+        Some(crate::reclaim::AutoReclaim::OlderThan(us)) => format!(
+            "\t\t\t\t\t\t<reclaim_policy>\n\t\t\t\t\t\t\t<periodic>\n\t\t\t\t\t\t\t\t<age_threshold>{us}</age_threshold>\n\t\t\t\t\t\t\t</periodic>\n\t\t\t\t\t\t</reclaim_policy>\n"
+        ),
+    }
+}
+
+/// Reads `<reclaim_policy>` back (absent: `off`).
+fn reclaim_policy_from(c: &Node) -> Result<Option<crate::reclaim::AutoReclaim>, String> {
+    let Some(p) = c.child("reclaim_policy") else { return Ok(None) };
+    if let Some(per) = p.child("periodic") {
+        return match per.num::<u64>("age_threshold")? {
+            Some(us) if us > 0 => Ok(Some(crate::reclaim::AutoReclaim::OlderThan(us))),
+            _ => Err("<reclaim_policy><periodic> needs a positive <age_threshold> (µs)".into()),
+        };
+    }
+    if p.child("consumed").is_some() {
+        return Ok(Some(crate::reclaim::AutoReclaim::Consumed));
+    }
+    Err("<reclaim_policy> with neither <periodic> nor <consumed>".into())
+}
+
 fn channel_from(c: &Node) -> Result<SavedChannel, String> {
     let name = c.text_of("name").ok_or("<channel> without <name>")?.to_string();
     crate::config::check_name("channel", &name)?;
@@ -518,6 +548,7 @@ fn channel_from(c: &Node) -> Result<SavedChannel, String> {
             Some(v) => crate::alloc::BufferPreallocation::parse_xml(v)
                 .ok_or_else(|| format!("channel {name}: <preallocation_policy> {v:?} is not PREALLOCATE or ON_DEMAND"))?,
         },
+        auto_reclaim: reclaim_policy_from(c).map_err(|e| format!("channel {name}: {e}"))?,
     };
     // LTTng writes tracefile_count 0 or 1 for "one file" and 0 for "unlimited size".
     let config = ChannelConfig { tracefile_count: if config.tracefile_size == 0 { 0 } else { config.tracefile_count }, ..config };

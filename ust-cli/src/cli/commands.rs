@@ -268,6 +268,7 @@ pub fn enable_channel(a: EnableChannelArgs) -> CliResult {
         tracefile_count: a.tracefile_count.unwrap_or(0),
         buffers: a.buffers.get(),
         blocking_timeout_us: a.blocking_timeout.unwrap_or(0),
+        auto_reclaim: a.auto_reclaim_memory.and_then(|p| p.0).or(a.auto_reclaim_memory_older_than),
         ..ChannelConfig::default()
     }));
     config.validate().map_err(Failure::new)?;

@@ -44,6 +44,7 @@ pub mod id_track;
 pub mod net;
 pub mod print;
 pub mod probes;
+pub mod reclaim;
 pub mod rule_check;
 pub mod save_load;
 pub mod session_probes;
@@ -105,6 +106,7 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::ListTriggers(a) => triggers::list_triggers(a),
         Cmd::RemoveTrigger(a) => triggers::remove_trigger(a),
         Cmd::Clear(a) => clear::clear(a),
+        Cmd::ReclaimMemory(a) => reclaim::reclaim_memory(a),
         Cmd::Regenerate(r) => clear::regenerate(r),
         Cmd::Save(a) => save_load::save(a),
         Cmd::Load(a) => save_load::load(a),

@@ -8,10 +8,7 @@ use ust_ctl::config::LevelFilter;
 use crate::out::outln;
 use ust_ctl::protocol::{AppInfo, DestroyReport, SessionDetail, SessionSummary, StatusReport};
 
-/// Prints `v` as pretty JSON.
-pub fn print_json<T: serde::Serialize>(v: &T) {
-    outln!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into()));
-}
+pub use crate::out::print_json;
 
 fn state_word(active: bool) -> &'static str {
     if active {
@@ -89,6 +86,8 @@ pub fn print_session(d: &SessionDetail) {
             let names: Vec<String> = c.contexts.iter().map(|t| t.to_string()).collect();
             outln!("      Contexts:         {}", names.join(", "));
         }
+        outln!("{}", super::reclaim::policy_line(c));
+        super::reclaim::print_memory(c);
         outln!("\n    Statistics:");
         outln!("      Discarded events: {}", c.discarded);
         outln!("      Packets written:  {} ({} bytes)", c.packets, c.bytes);

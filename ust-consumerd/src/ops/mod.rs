@@ -15,6 +15,7 @@
 //! - [`rotate`]: `ust rotate`: archiving a session's trace chunk.
 //! - [`clear`]: `ust clear`: discard what a session recorded so far.
 //! - [`regenerate`]: `ust regenerate metadata|statedump`.
+//! - [`reclaim`]: `ust reclaim-memory`, automatic reclaim policies, channels' memory in `ust list`.
 //! - [`triggers`]: `ust add-trigger`: the triggers and the notifier buffers of the processes.
 //! - [`session_probes`]: a session's userspace probes, placed and recorded while it records.
 //! - [`relay`]: streaming a session to lttng-relayd (network and live sessions).
@@ -33,6 +34,7 @@ pub mod memory;
 pub mod output;
 pub mod process_life;
 pub mod process_trace;
+pub mod reclaim;
 pub mod regenerate;
 pub mod relay;
 pub mod relay_session;

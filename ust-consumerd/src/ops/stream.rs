@@ -9,9 +9,11 @@
 //! complete, keeping only their committed prefix.
 
 mod files;
+mod reclaim;
 mod timers;
 
 pub use files::TraceFiles;
+pub use reclaim::AutoReclaimTimer;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -130,6 +132,9 @@ pub struct Stream {
     /// Size of the channel's event context block after each event header, bytes (record
     /// sizes in torn-event recovery).
     context_size: usize,
+    /// Memory reclaim: what was given back, the channel's automatic policy, a `--no-wait`
+    /// request waiting for consumption ([`reclaim`]).
+    reclaim: reclaim::ReclaimSide,
 }
 
 impl std::fmt::Debug for Stream {
@@ -221,6 +226,7 @@ impl Stream {
             clock: setup.clock,
             dead_watch: setup.dead_watch,
             context_size: setup.context_size,
+            reclaim: reclaim::ReclaimSide::new(setup.config, now),
         })
     }
 

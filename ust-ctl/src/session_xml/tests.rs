@@ -130,3 +130,23 @@ fn userspace_probes_load_and_round_trip() {
     let bad = xml.replace("<binary_path>/bin/app</binary_path>", "<binary_path>bin/app</binary_path>");
     assert!(from_xml(&bad).unwrap_err().contains("not absolute"));
 }
+
+#[test]
+fn reclaim_policy_round_trips_in_lttng_2_15_elements() {
+    use crate::reclaim::AutoReclaim;
+    let mut s = from_xml(LTTNG_S1).unwrap().remove(0);
+    assert_eq!(s.channels[0].config.auto_reclaim, None, "absent: off");
+    // LTTng's own test value (test_sparse_buffer.py's test_load_save_reclaim_policy_periodic).
+    for p in [AutoReclaim::OlderThan(3141592653589793), AutoReclaim::Consumed] {
+        s.channels[0].config.auto_reclaim = Some(p);
+        let xml = to_xml(std::slice::from_ref(&s));
+        let want = match p {
+            AutoReclaim::OlderThan(_) => "<reclaim_policy>\n\t\t\t\t\t\t\t<periodic>\n\t\t\t\t\t\t\t\t<age_threshold>3141592653589793</age_threshold>",
+            AutoReclaim::Consumed => "<reclaim_policy>\n\t\t\t\t\t\t\t<consumed></consumed>",
+        };
+        assert!(xml.contains(want), "{xml}");
+        assert_eq!(from_xml(&xml).unwrap(), vec![s.clone()]);
+    }
+    let bad = to_xml(std::slice::from_ref(&s)).replace("<consumed></consumed>", "<sometimes/>");
+    assert!(from_xml(&bad).unwrap_err().contains("reclaim_policy"));
+}

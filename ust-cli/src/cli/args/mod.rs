@@ -285,6 +285,17 @@ loaded as per-UID buffers (`--buffers-uid`).")]
 The stream files start again empty (the metadata stays); a snapshot session's buffers are
 emptied; archives of earlier `ust rotate` are kept.")]
     Clear(super::clear::ClearArgs),
+    /// Give the memory of a session's sub-buffers back now (LTTng 2.15's `lttng
+    /// reclaim-memory`): discard mode, those delivered and consumed; overwrite mode, any
+    /// delivered one (a snapshot session's flight recorder forgets them).
+    #[command(after_help = "Examples:
+  ust reclaim-memory --userspace my-channel
+  ust reclaim-memory --userspace --older-than=2s mon-canal mein-Kanal
+  ust reclaim-memory --userspace --session=my-session --no-wait --all
+
+Prints, per channel, the sub-buffers reclaimed (and those pending: delivered, not consumed
+yet). `ust list SESSION` shows each channel's resident and allocated memory.")]
+    ReclaimMemory(super::reclaim::ReclaimMemoryArgs),
     /// Regenerate a session's metadata or state dump (LTTng's `lttng regenerate`).
     #[command(
         subcommand,
@@ -499,6 +510,16 @@ pub struct EnableChannelArgs {
     /// Allocation and preallocation policies (LTTng 2.14, 2.15).
     #[command(flatten)]
     pub alloc: crate::cli::alloc_args::AllocArgs,
+    /// Automatic memory reclaim (LTTng 2.15): `off` (the default); `consumed`, give a
+    /// sub-buffer's memory back as soon as it is read (not in snapshot sessions);
+    /// `older-than:AGE`, every half AGE give back the sub-buffers closed more than AGE ago
+    /// (AGE in µs, or with a suffix us, ms, s, m, h).
+    #[arg(long, value_name = "off|consumed|older-than:AGE", value_parser = super::reclaim::parse_policy)]
+    pub auto_reclaim_memory: Option<super::reclaim::PolicyArg>,
+    /// `--auto-reclaim-memory=older-than:AGE`, spelled as LTTng 2.15's release candidates
+    /// did.
+    #[arg(long, value_name = "AGE", value_parser = super::reclaim::parse_older_than_policy, conflicts_with = "auto_reclaim_memory")]
+    pub auto_reclaim_memory_older_than: Option<ust_ctl::reclaim::AutoReclaim>,
 }
 
 /// `ust enable-event`.

@@ -26,8 +26,12 @@ impl Stream {
             next = next.min(self.next_live_tick().unwrap_or(t));
         }
         self.check_dead_writers(now);
+        if let Some(t) = self.reclaim_timer(now) {
+            next = next.min(t);
+        }
         if now >= self.timers.next_read {
             let n = self.drain();
+            self.after_drain(n);
             // A stream that had half its ring or more waiting is read again sooner: the
             // read period adapts to bursts instead of letting the writer discard.
             let busy = n.saturating_mul(2) >= u64::from(self.num_subbuf);

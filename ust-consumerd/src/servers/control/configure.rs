@@ -110,6 +110,7 @@ pub(super) fn enable_channel(daemon: &Daemon, session: Option<String>, name: Str
     let mut st = daemon.lock();
     let sname = st.resolve(&session)?;
     let ss = st.sessions.get_mut(&sname).expect("resolved");
+    crate::ops::reclaim::check_policy(&ss.session, &name, &config)?;
     // The ownership is the session's: kept there, not in each channel's configuration.
     crate::ops::uid_trace::set_ownership(&mut ss.session, &name, config.buffers.take())?;
     let started = ss.session.ever_started;

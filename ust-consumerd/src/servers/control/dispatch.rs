@@ -52,6 +52,7 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
             let name = daemon.lock().resolve(&session);
             name.and_then(|n| crate::ops::snapshot::relay::set_output(daemon, &n, url)).map(|()| Payload::Done)
         }
+        Command::ReclaimMemory(req) => crate::ops::reclaim::reclaim(daemon, req).map(Payload::Reclaimed),
         Command::Clear { session } => {
             let name = daemon.lock().resolve(&session);
             name.and_then(|n| crate::ops::clear::clear(daemon, &n)).map(|()| Payload::Done)

@@ -31,7 +31,7 @@ pub(super) fn list_sessions(daemon: &Daemon) -> Vec<SessionSummary> {
 /// `ust list SESSION`: configuration, enablers, counts. Stream counters are read after the
 /// state lock is released.
 pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
-    let (mut d, per_channel) = {
+    let (mut d, per_channel, owners) = {
         let st = daemon.lock();
         let ss = st.sessions.get(name)?;
         let channels = ss
@@ -49,6 +49,7 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
                 bad_packets: 0,
                 overwritten: 0,
                 lost_packets: 0,
+                memory: None,
             })
             .collect();
         let processes = ss
@@ -57,6 +58,8 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
             .map(|t| ProcessDetail { pid: t.pid, procname: t.procname.clone(), dir: t.dir.clone(), alive: !t.gone, post_mortem: t.post_mortem.clone() })
             .collect();
         let streams: Vec<Arc<Mutex<Stream>>> = ss.streams();
+        let owners: Vec<crate::ops::reclaim::Owner> =
+            ss.traces.values().filter(|t| !t.gone).map(|t| (Some(t.pid), t.shared.as_ref().map(|s| s.uid), t.streams.clone())).collect();
         (
             SessionDetail {
                 summary: summary(&st, ss),
@@ -69,6 +72,7 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
                 userspace_probes: ss.session.probes.clone(),
             },
             streams,
+            owners,
         )
     };
     for s in per_channel {
@@ -83,6 +87,7 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
             c.lost_packets = c.lost_packets.saturating_add(s.stats().lost_packets);
         }
     }
+    crate::ops::reclaim::fill_memory(&mut d.channels, owners);
     Some(d)
 }
 
