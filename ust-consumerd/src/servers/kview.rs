@@ -348,7 +348,11 @@ fn user_probes(reqs: Vec<ProbeRequest>, fds: Vec<OwnedFd>, uid: u32) -> Result<V
         }
         let args: Vec<FetchArg> = r.args.iter().map(|(name, fetch, ty)| FetchArg { name: name.clone(), fetch: fetch.clone(), ty: ty.clone() }).collect();
         uprobe::validate(&args, r.ret).map_err(refuse)?;
-        let mut p = uprobe::resolve_file(file, std::path::Path::new(&r.path), &r.symbol, r.ret, &r.event, false).map_err(refuse)?;
+        if uprobe::split_offset(&r.symbol).is_ok_and(|(_, off)| off.is_some()) {
+            return Err(refuse(uprobe::OFFSET_ROOT_ONLY.into()));
+        }
+        // Never at an offset: the function's entry or its return only.
+        let mut p = uprobe::resolve_file(file, std::path::Path::new(&r.path), &r.symbol, None, r.ret, &r.event, false).map_err(refuse)?;
         p.args = args;
         p.note = None;
         out.push(p);
