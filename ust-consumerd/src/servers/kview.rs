@@ -376,4 +376,26 @@ mod tests {
         assert_eq!(Policy::All.refusal(1000, 1000, 1), None);
         assert_eq!(Policy::Group("root".into(), 0).refusal(1000, 0, 1), None);
     }
+
+    #[test]
+    fn a_users_probe_is_never_placed_at_an_offset() {
+        use std::os::unix::fs::MetadataExt;
+        let exe = std::fs::File::open("/proc/self/exe").unwrap();
+        let owner = exe.metadata().unwrap().uid();
+        let req = |symbol: &str| ProbeRequest {
+            event: "m".into(),
+            path: "/proc/self/exe".into(),
+            symbol: symbol.into(),
+            ret: false,
+            args: Vec::new(),
+            sdt: false,
+        };
+        let fd = || OwnedFd::from(std::fs::File::open("/proc/self/exe").unwrap());
+        let entry = user_probes(vec![req("main")], vec![fd()], owner).unwrap();
+        assert_eq!(entry.len(), 1);
+        for symbol in ["main+0", "main+4", "main+0x10"] {
+            let e = user_probes(vec![req(symbol)], vec![fd()], owner).unwrap_err();
+            assert!(e.contains("root's only") && e.contains("entry"), "{symbol}: {e}");
+        }
+    }
 }
