@@ -382,14 +382,8 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let exe = std::fs::File::open("/proc/self/exe").unwrap();
         let owner = exe.metadata().unwrap().uid();
-        let req = |symbol: &str| ProbeRequest {
-            event: "m".into(),
-            path: "/proc/self/exe".into(),
-            symbol: symbol.into(),
-            ret: false,
-            args: Vec::new(),
-            sdt: false,
-        };
+        let req =
+            |symbol: &str| ProbeRequest { event: "m".into(), path: "/proc/self/exe".into(), symbol: symbol.into(), ret: false, args: Vec::new(), sdt: false };
         let fd = || OwnedFd::from(std::fs::File::open("/proc/self/exe").unwrap());
         let entry = user_probes(vec![req("main")], vec![fd()], owner).unwrap();
         assert_eq!(entry.len(), 1);

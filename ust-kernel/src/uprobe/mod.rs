@@ -23,6 +23,9 @@
 //! (`/proc/self/fd/N:0xOFF(0xREF)`), appended to one event. [`ProbeSpec`] parses and
 //! resolves either kind.
 //!
+//! `elf:PATH:SYMBOL+OFFSET` (root only) goes OFFSET bytes into the function once
+//! [`insn::check_offset`] proves an instruction starts there; it records `ip` only.
+//!
 //! Who may ask for what is [`check_user_file`] and [`validate`]: root anything; an
 //! ordinary user (through root's daemon) only regular files they own that are not
 //! set-user-ID, set-group-ID or file-capability programs, only at a function symbol's
@@ -43,7 +46,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why an ordinary user's `SYMBOL+OFFSET` is refused (issue 30: their probes go only at
 /// a function's entry, its return or an SDT note; only root may probe mid-function).
-pub const OFFSET_ROOT_ONLY: &str = "SYMBOL+OFFSET is root's only: an ordinary user's probe goes only at a function's entry (a symbol's start address), its return, or an SDT note";
+pub const OFFSET_ROOT_ONLY: &str =
+    "SYMBOL+OFFSET is root's only: an ordinary user's probe goes only at a function's entry (a symbol's start address), its return, or an SDT note";
 
 /// Prefix of the probe groups this tool creates (`ustp_<pid>_<n>`).
 pub const GROUP_PREFIX: &str = "ustp_";
@@ -627,9 +631,24 @@ mod tests {
         assert_eq!(r.default_name(), "malloc_return");
         assert_eq!(Spec::parse("elf:/a:_ZN7uprobed5label17h0123456789abcdefE").unwrap().default_name(), "label");
         let o = Spec::parse("elf:/bin/app:app::db::query+0x21").unwrap();
-        assert_eq!((o.symbol.as_str(), o.offset, o.symbol_text().as_str(), o.default_name().as_str()), ("app::db::query", Some(0x21), "app::db::query+0x21", "query_33"));
+        assert_eq!(
+            (o.symbol.as_str(), o.offset, o.symbol_text().as_str(), o.default_name().as_str()),
+            ("app::db::query", Some(0x21), "app::db::query+0x21", "query_33")
+        );
         assert_eq!(Spec::parse("elf:/a:f+4").unwrap().offset, Some(4));
-        for bad in ["/bin/app", "elf:/bin/app", "elf::x", "elf:/a:", "elf:/a:f+", "elf:/a:+4", "elf:/a:f+x", "elf:/a:f+4%return", "elf:/a:0x400030", "elf:/a:4194364", "sdt:/a:p:n"] {
+        for bad in [
+            "/bin/app",
+            "elf:/bin/app",
+            "elf::x",
+            "elf:/a:",
+            "elf:/a:f+",
+            "elf:/a:+4",
+            "elf:/a:f+x",
+            "elf:/a:f+4%return",
+            "elf:/a:0x400030",
+            "elf:/a:4194364",
+            "sdt:/a:p:n",
+        ] {
             assert!(Spec::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(Spec::parse("/bin/app:x").unwrap().path, PathBuf::from("/bin/app"));
