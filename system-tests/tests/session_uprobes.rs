@@ -539,6 +539,12 @@ fn a_user_is_refused_at_enable_time_with_the_reason() {
     let (_, err) = text(&o);
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("userspace probes need root's ust-consumerd"), "{err}");
+    // Their own file, at an offset the decoder proves: still entry, return or SDT only.
+    let (proven, _, _) = compute_offsets(&mine);
+    let spec = format!("--userspace-probe=elf:{}:compute+{proven}", mine.display());
+    let o = user_ust(&w, A, &["enable-event", &spec, "at_off"]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success() && err.contains("root's only") && err.contains("entry"), "{spec}: {err}");
     let list = w.user_ust(A, &["list", "ref"]);
     assert!(!list.contains("userspace-probe"), "nothing kept: {list}");
     w.user_ust(A, &["destroy", "ref"]);
