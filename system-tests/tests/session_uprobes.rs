@@ -57,6 +57,32 @@ fn uprobed() -> PathBuf {
     program_here("uprobed")
 }
 
+/// `compute`'s offsets in `bin`, from decoding its bytes as the probe does: an instruction
+/// start after the first (`proven`), a byte inside an instruction of two or more bytes
+/// (`mid`), and the function's size.
+fn compute_offsets(bin: &Path) -> (u64, u64, u64) {
+    let data = std::fs::read(bin).unwrap();
+    let funcs = ust_kernel::uprobe::elf::functions(data.as_slice()).unwrap();
+    let f = ust_kernel::uprobe::elf::resolve(&funcs, "uprobed::compute").unwrap();
+    let code = &data[f.offset as usize..(f.offset + f.size) as usize];
+    let starts = ust_kernel::uprobe::insn::starts(code);
+    let long = (0..starts.len()).find(|&i| starts.get(i + 1).unwrap_or(&f.size) - starts[i] >= 2).expect("an instruction of 2 bytes or more");
+    (starts[1], starts[long] + 1, f.size)
+}
+
+/// The SYMBOL+OFFSET refusals: for root, an offset inside an instruction, one past the
+/// end, and `%return` with an offset; for anyone else, every offset (root's only).
+fn offset_refusals(b: &str) -> Vec<(String, &'static str)> {
+    let (_, mid, size) = compute_offsets(Path::new(b));
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    vec![
+        (format!("elf:{b}:compute+{mid}"), if root { "is inside an instruction" } else { "root's only" }),
+        (format!("elf:{b}:compute+{size:#x}"), if root { "past the function's end" } else { "root's only" }),
+        (format!("elf:{b}:compute+4%return"), "%return with an offset"),
+    ]
+}
+
 fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
@@ -198,6 +224,38 @@ fn a_session_started_twice_records_each_run_apart() {
     assert_eq!(events_of(&out, &["label"]).len(), 3, "babeltrace2 reads both runs from the output");
 }
 
+/// A root session's probe at `compute+OFFSET`, OFFSET an instruction start the decoder
+/// proves: listed with its offset, placed at start, one hit per call with `ip` only.
+#[test]
+fn a_root_session_probe_at_a_proven_offset_counts_every_call() {
+    require_root!();
+    let _g = one();
+    let d = TestDaemon::start();
+    let out = d.output("offset");
+    let bin = uprobed();
+    let b = bin.to_str().unwrap();
+    let (proven, _, _) = compute_offsets(&bin);
+    d.ust_ok(&["create", "o", "--output", out.to_str().unwrap()]);
+    let o = d.ust(&["enable-event", &format!("--userspace-probe=elf:{b}:compute+{proven}"), "at_off"]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("recording ip, no arguments"), "{err}");
+    let list = d.ust_ok(&["list", "o"]);
+    assert!(list.contains(&format!("Function: compute+{proven:#x}")), "{list}");
+    d.ust_ok(&["start"]);
+    const N: usize = 5;
+    run(&d, &bin, &[&N.to_string()]);
+    let stop = d.ust_ok(&["stop"]);
+    assert!(stop.contains(&format!("at_off {N}")), "{stop}");
+    d.ust_ok(&["destroy"]);
+    let hits = events_of(&out, &["at_off"]);
+    assert_eq!(hits.len(), N, "{hits:#?}");
+    for (t, e) in &hits {
+        assert_eq!((*t, field(e, "ip")), (hits[0].0, field(&hits[0].1, "ip")), "one thread, one instruction: {e:?}");
+        assert!(!common::fields_map(&e.fields).contains_key("i"), "no DWARF arguments at an offset: {e:?}");
+    }
+}
+
 /// lttng-tools' `test_userspace_probe` refusals, as `ust enable-event` in a session: each
 /// fails at enable time saying why, and the session keeps no probe.
 #[test]
@@ -214,11 +272,10 @@ fn lttng_refusals_fail_at_enable_time() {
         (format!("elf:{b}:UPROBED_NOT_A_FUNCTION"), "no function"),
         (format!("elf:{b}:0x400030"), "at an address"),
         (format!("elf:{b}:4194364"), "at an address"),
-        (format!("elf:{b}:compute+0x21"), "SYMBOL+OFFSET"),
-        (format!("elf:{b}:compute+2"), "SYMBOL+OFFSET"),
         (format!("elf:{b}:main::{{{{closure}}}}"), "ambiguous"),
         (format!("sdt:{b}:prov:probe"), "has no SDT notes"),
     ];
+    let cases = cases.into_iter().chain(offset_refusals(b));
     for (spec, why) in cases {
         let o = d.ust(&["enable-event", &format!("--userspace-probe={spec}"), "upr"]);
         let (_, err) = text(&o);
@@ -482,6 +539,12 @@ fn a_user_is_refused_at_enable_time_with_the_reason() {
     let (_, err) = text(&o);
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("userspace probes need root's ust-consumerd"), "{err}");
+    // Their own file, at an offset the decoder proves: still entry, return or SDT only.
+    let (proven, _, _) = compute_offsets(&mine);
+    let spec = format!("--userspace-probe=elf:{}:compute+{proven}", mine.display());
+    let o = user_ust(&w, A, &["enable-event", &spec, "at_off"]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success() && err.contains("root's only") && err.contains("entry"), "{spec}: {err}");
     let list = w.user_ust(A, &["list", "ref"]);
     assert!(!list.contains("userspace-probe"), "nothing kept: {list}");
     w.user_ust(A, &["destroy", "ref"]);

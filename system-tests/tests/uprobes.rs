@@ -54,6 +54,32 @@ fn uprobed() -> PathBuf {
     program_here("uprobed")
 }
 
+/// `compute`'s offsets in `bin`, from decoding its bytes as the probe does: an instruction
+/// start after the first (`proven`), a byte inside an instruction of two or more bytes
+/// (`mid`), and the function's size.
+fn compute_offsets(bin: &Path) -> (u64, u64, u64) {
+    let data = std::fs::read(bin).unwrap();
+    let funcs = ust_kernel::uprobe::elf::functions(data.as_slice()).unwrap();
+    let f = ust_kernel::uprobe::elf::resolve(&funcs, "uprobed::compute").unwrap();
+    let code = &data[f.offset as usize..(f.offset + f.size) as usize];
+    let starts = ust_kernel::uprobe::insn::starts(code);
+    let long = (0..starts.len()).find(|&i| starts.get(i + 1).unwrap_or(&f.size) - starts[i] >= 2).expect("an instruction of 2 bytes or more");
+    (starts[1], starts[long] + 1, f.size)
+}
+
+/// The SYMBOL+OFFSET refusals: for root, an offset inside an instruction, one past the
+/// end, and `%return` with an offset; for anyone else, every offset (root's only).
+fn offset_refusals(b: &str) -> Vec<(String, &'static str)> {
+    let (_, mid, size) = compute_offsets(Path::new(b));
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    vec![
+        (format!("elf:{b}:compute+{mid}"), if root { "is inside an instruction" } else { "root's only" }),
+        (format!("elf:{b}:compute+{size:#x}"), if root { "past the function's end" } else { "root's only" }),
+        (format!("elf:{b}:compute+4%return"), "%return with an offset"),
+    ]
+}
+
 fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
@@ -163,10 +189,9 @@ fn lttng_refusals_fail_before_anything_runs() {
         (format!("elf:{b}:UPROBED_NOT_A_FUNCTION"), "no function"),
         (format!("elf:{b}:0x400030"), "at an address"),
         (format!("elf:{b}:4194364"), "at an address"),
-        (format!("elf:{b}:compute+0x21"), "SYMBOL+OFFSET"),
-        (format!("elf:{b}:compute+2"), "SYMBOL+OFFSET"),
         (format!("elf:{b}:main::{{{{closure}}}}"), "ambiguous"),
     ];
+    let cases = cases.into_iter().chain(offset_refusals(b));
     for (spec, why) in cases {
         let o = d.ust_cmd().args(["trace", "--userspace-probe", &spec, "--", "touch", marker.to_str().unwrap()]).output().unwrap();
         let (_, err) = text(&o);
@@ -247,6 +272,38 @@ fn a_probe_left_by_a_killed_recorder_is_gone_after_the_next_start() {
     assert!(o.status.success(), "{}", text(&o).1);
     assert!(groups_of(pid).is_empty(), "{:?}", groups_of(pid));
     assert_eq!(probe_events(&out2, &["label"]).len(), 1);
+    let _ = d.ust_cmd().args(["daemon", "stop"]).output();
+}
+
+/// A probe at `compute+OFFSET`, OFFSET an instruction start the decoder proves: the
+/// event is `compute_OFFSET` (decimal, as perf names it), one hit per call, with `ip` only
+/// (DWARF's arguments hold at the entry), and the stderr says so.
+#[test]
+fn root_probe_at_a_proven_offset_counts_every_call() {
+    require_root!();
+    let _g = one();
+    let d = TestDaemon::without_daemon();
+    let bin = uprobed();
+    let b = bin.to_str().unwrap();
+    let (proven, _, _) = compute_offsets(&bin);
+    const N: usize = 6;
+    let out = d.home.path().join("offset");
+    let o = root_trace(&d, &out, &[format!("elf:{b}:compute+{proven:#x}")], &[b, &N.to_string()]);
+    let (stdout, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let name = format!("compute_{proven}");
+    assert!(err.contains(&format!("probe {name} on uprobed::compute+{proven:#x}")) && err.contains("recording ip, no arguments"), "{err}");
+    let sum: i64 = (0..N as i64).map(|i| expected(i).3).sum::<i64>() + 1 + 5;
+    assert_eq!(stdout.trim(), sum.to_string(), "the program's results are unchanged by the probe");
+    let hits = probe_lines(&out, &name);
+    assert_eq!(hits.len(), N, "{hits:#?}");
+    let ip = field(&hits[0].1, "ip").to_string();
+    assert!(ip.starts_with("0x"), "{hits:?}");
+    for (t, e) in &hits {
+        assert_eq!((*t, field(e, "ip")), (hits[0].0, ip.as_str()), "one thread, one instruction: {e:?}");
+        assert!(!common::fields_map(&e.fields).contains_key("i"), "no DWARF arguments at an offset: {e:?}");
+    }
+    assert!(groups_of(std::process::id()).is_empty());
     let _ = d.ust_cmd().args(["daemon", "stop"]).output();
 }
 
@@ -344,6 +401,14 @@ fn a_user_may_not_probe_a_file_they_do_not_own_even_through_a_link() {
             assert!(!babeltrace(&kernel).contains(" compute: "), "{spec}: a refused probe recorded");
         }
     }
+    // Their own file, at an offset the decoder proves: still entry, return or SDT only.
+    let mine = user_copy(&w, A);
+    let (proven, _, _) = compute_offsets(&mine);
+    let spec = format!("elf:{}:compute+{proven}", mine.display());
+    let (_, o) = user_trace(&w, A, "offset", std::slice::from_ref(&spec), &["touch", marker.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success() && err.contains("root's only") && err.contains("entry"), "{spec}: {err}");
+    assert!(!marker.exists(), "{spec}: the command ran");
     assert!(groups_of(w.daemon.as_ref().unwrap().0.id()).is_empty(), "nothing left placed");
 }
 

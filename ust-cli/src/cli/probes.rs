@@ -28,6 +28,9 @@ pub fn resolve_all(specs: &[String]) -> Result<Vec<Probe>, Failure> {
     let mut out: Vec<Probe> = Vec::new();
     for text in specs {
         let spec = ProbeSpec::parse(text).map_err(Failure::usage)?;
+        if matches!(&spec, ProbeSpec::Elf(s) if s.offset.is_some()) && !rustix::process::geteuid().is_root() {
+            return Err(Failure::new(format!("--userspace-probe {text}: {}", crate::kernel::uprobe::OFFSET_ROOT_ONLY)));
+        }
         let ps = spec.resolve(None).map_err(|e| Failure::new(format!("--userspace-probe {text}: {e}")))?;
         let Some(p) = ps.first() else { continue };
         if out.iter().any(|q| q.event == p.event) {

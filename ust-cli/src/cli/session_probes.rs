@@ -39,11 +39,14 @@ pub fn rule(spec: &str, name: &str) -> Result<UserspaceProbe, Failure> {
             (ProbeSpec::Sdt(SdtSpec { path: path.clone(), ..s.clone() }), path)
         }
     };
+    let euid = rustix::process::geteuid().as_raw();
+    if euid != 0 && matches!(&parsed, ProbeSpec::Elf(s) if s.offset.is_some()) {
+        return Err(Failure::new(format!("--userspace-probe {spec}: {}", uprobe::OFFSET_ROOT_ONLY)));
+    }
     let ps = spec_abs.resolve(Some(name)).map_err(|e| Failure::new(format!("--userspace-probe {spec}: {e}")))?;
     let Some(p) = ps.first() else {
         return Err(Failure::new(format!("--userspace-probe {spec}: no location to probe")));
     };
-    let euid = rustix::process::geteuid().as_raw();
     if euid != 0 {
         uprobe::check_user_file(&p.file, euid).map_err(|e| Failure::new(format!("--userspace-probe {spec}: {}: {e}", path.display())))?;
         crate::kernel::broker::hello().map_err(|e| {
@@ -63,7 +66,7 @@ pub fn rule(spec: &str, name: &str) -> Result<UserspaceProbe, Failure> {
         eprintln!("ust: probe {}: {n}", p.event);
     }
     let location = match parsed {
-        ProbeSpec::Elf(s) => ProbeLocation::Function { path, symbol: s.symbol, ret: s.ret },
+        ProbeSpec::Elf(s) => ProbeLocation::Function { path, symbol: s.symbol_text(), ret: s.ret },
         ProbeSpec::Sdt(s) => ProbeLocation::Sdt { path, provider: s.provider, probe: s.name },
     };
     Ok(UserspaceProbe { name: name.to_string(), enabled: true, location })

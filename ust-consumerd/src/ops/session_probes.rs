@@ -60,7 +60,8 @@ pub fn resolve(rules: &[UserspaceProbe]) -> Result<Vec<Probe>, String> {
         let why = |e: String| format!("userspace probe {}: {e}", r.name);
         match &r.location {
             ProbeLocation::Function { path, symbol, ret } => {
-                let spec = Spec { path: path.clone(), symbol: symbol.clone(), ret: *ret };
+                let (symbol, offset) = uprobe::split_offset(symbol).map_err(why)?;
+                let spec = Spec { path: path.clone(), symbol, offset, ret: *ret };
                 out.push(uprobe::resolve(&spec, Some(&r.name)).map_err(why)?);
             }
             ProbeLocation::Sdt { path, provider, probe } => {
@@ -93,6 +94,12 @@ fn new_kernel_dir(out: &TraceDir) -> Result<TraceDir, String> {
 /// Why not, for `ust start` to print: a probe that no longer resolves, no root's daemon,
 /// its refusal, tracefs' refusal.
 pub fn start(out: &TraceDir, rules: &[UserspaceProbe], euid: u32) -> Result<Recording, String> {
+    if euid != 0 {
+        // A session file edited by hand: root's daemon would refuse it anyway.
+        if let Some(r) = rules.iter().find(|r| matches!(&r.location, ProbeLocation::Function { symbol, .. } if symbol.contains('+'))) {
+            return Err(format!("userspace probe {}: {}", r.name, uprobe::OFFSET_ROOT_ONLY));
+        }
+    }
     let probes = resolve(rules)?;
     if probes.is_empty() {
         return Err("no enabled userspace probe".into());

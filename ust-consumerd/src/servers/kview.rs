@@ -348,7 +348,11 @@ fn user_probes(reqs: Vec<ProbeRequest>, fds: Vec<OwnedFd>, uid: u32) -> Result<V
         }
         let args: Vec<FetchArg> = r.args.iter().map(|(name, fetch, ty)| FetchArg { name: name.clone(), fetch: fetch.clone(), ty: ty.clone() }).collect();
         uprobe::validate(&args, r.ret).map_err(refuse)?;
-        let mut p = uprobe::resolve_file(file, std::path::Path::new(&r.path), &r.symbol, r.ret, &r.event, false).map_err(refuse)?;
+        if uprobe::split_offset(&r.symbol).is_ok_and(|(_, off)| off.is_some()) {
+            return Err(refuse(uprobe::OFFSET_ROOT_ONLY.into()));
+        }
+        // Never at an offset: the function's entry or its return only.
+        let mut p = uprobe::resolve_file(file, std::path::Path::new(&r.path), &r.symbol, None, r.ret, &r.event, false).map_err(refuse)?;
         p.args = args;
         p.note = None;
         out.push(p);
@@ -371,5 +375,21 @@ mod tests {
         assert!(Policy::None.refusal(1000, 1000, 1).unwrap().contains("--kernel-view none"));
         assert_eq!(Policy::All.refusal(1000, 1000, 1), None);
         assert_eq!(Policy::Group("root".into(), 0).refusal(1000, 0, 1), None);
+    }
+
+    #[test]
+    fn a_users_probe_is_never_placed_at_an_offset() {
+        use std::os::unix::fs::MetadataExt;
+        let exe = std::fs::File::open("/proc/self/exe").unwrap();
+        let owner = exe.metadata().unwrap().uid();
+        let req =
+            |symbol: &str| ProbeRequest { event: "m".into(), path: "/proc/self/exe".into(), symbol: symbol.into(), ret: false, args: Vec::new(), sdt: false };
+        let fd = || OwnedFd::from(std::fs::File::open("/proc/self/exe").unwrap());
+        let entry = user_probes(vec![req("main")], vec![fd()], owner).unwrap();
+        assert_eq!(entry.len(), 1);
+        for symbol in ["main+0", "main+4", "main+0x10"] {
+            let e = user_probes(vec![req(symbol)], vec![fd()], owner).unwrap_err();
+            assert!(e.contains("root's only") && e.contains("entry"), "{symbol}: {e}");
+        }
     }
 }

@@ -23,6 +23,9 @@
 //! (`/proc/self/fd/N:0xOFF(0xREF)`), appended to one event. [`ProbeSpec`] parses and
 //! resolves either kind.
 //!
+//! `elf:PATH:SYMBOL+OFFSET` (root only) goes OFFSET bytes into the function once
+//! [`insn::check_offset`] proves an instruction starts there; it records `ip` only.
+//!
 //! Who may ask for what is [`check_user_file`] and [`validate`]: root anything; an
 //! ordinary user (through root's daemon) only regular files they own that are not
 //! set-user-ID, set-group-ID or file-capability programs, only at a function symbol's
@@ -31,6 +34,7 @@
 
 pub mod dwarf;
 pub mod elf;
+pub mod insn;
 pub mod sdt;
 
 use std::fs::File;
@@ -39,6 +43,11 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why an ordinary user's `SYMBOL+OFFSET` is refused (issue 30: their probes go only at
+/// a function's entry, its return or an SDT note; only root may probe mid-function).
+pub const OFFSET_ROOT_ONLY: &str =
+    "SYMBOL+OFFSET is root's only: an ordinary user's probe goes only at a function's entry (a symbol's start address), its return, or an SDT note";
 
 /// Prefix of the probe groups this tool creates (`ustp_<pid>_<n>`).
 pub const GROUP_PREFIX: &str = "ustp_";
@@ -60,20 +69,42 @@ pub struct FetchArg {
     pub ty: String,
 }
 
-/// A probe request as written: `elf:PATH:SYMBOL` or `elf:PATH:SYMBOL%return`.
+/// A probe request as written: `elf:PATH:SYMBOL`, `elf:PATH:SYMBOL+OFFSET` or
+/// `elf:PATH:SYMBOL%return`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Spec {
     /// The ELF file.
     pub path: PathBuf,
     /// A Rust path (`app::db::query`) or C symbol.
     pub symbol: String,
+    /// Bytes from the function's start (`SYMBOL+OFFSET`): root's probes only, and only at
+    /// an instruction start the decoder proves ([`insn::check_offset`]).
+    pub offset: Option<u64>,
     /// A return probe.
     pub ret: bool,
 }
 
+/// Splits `SYMBOL+OFFSET` (OFFSET decimal or `0x` hex) into the symbol and the offset;
+/// a symbol without `+` is returned whole.
+///
+/// # Errors
+/// An empty symbol or an OFFSET that is not a number.
+pub fn split_offset(symbol: &str) -> Result<(String, Option<u64>), String> {
+    let Some((sym, off)) = symbol.rsplit_once('+') else { return Ok((symbol.to_string(), None)) };
+    let n = match off.strip_prefix("0x").or_else(|| off.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => off.parse::<u64>(),
+    };
+    match n {
+        Ok(n) if !sym.is_empty() => Ok((sym.to_string(), Some(n))),
+        _ => Err(format!("{symbol:?}: SYMBOL+OFFSET takes a symbol and a decimal or 0x hexadecimal offset in bytes")),
+    }
+}
+
 impl Spec {
-    /// Parses `elf:PATH:SYMBOL[%return]` (LTTng's `--userspace-probe` syntax; `elf:` may
-    /// be left out, as LTTng allows). PATH ends at the first `:` not escaped as `\:`, so a
+    /// Parses `elf:PATH:SYMBOL[+OFFSET][%return]` (LTTng's `--userspace-probe` syntax;
+    /// `elf:` may be left out, as LTTng allows; OFFSET decimal or `0x` hex, not with
+    /// `%return`). PATH ends at the first `:` not escaped as `\:`, so a
     /// Rust path keeps its `::`; a PATH without `/` is looked up in `$PATH` when resolved.
     ///
     /// # Errors
@@ -107,13 +138,14 @@ impl Spec {
         if path.is_empty() || symbol.is_empty() {
             return Err(format!("{text:?}: PATH and SYMBOL must not be empty (elf:PATH:SYMBOL)"));
         }
-        if symbol.contains('+') {
-            return Err(format!("{text:?}: SYMBOL+OFFSET is not supported: a probe goes at a function's entry or (with %return) its return"));
-        }
         if symbol.starts_with(|c: char| c.is_ascii_digit()) {
             return Err(format!("{text:?}: probes at an address are not supported: name a function"));
         }
-        Ok(Spec { path: PathBuf::from(path), symbol: symbol.to_string(), ret })
+        let (symbol, offset) = split_offset(symbol).map_err(|e| format!("{text:?}: {e}"))?;
+        if ret && offset.is_some() {
+            return Err(format!("{text:?}: %return with an offset: a return probe goes at the function's return, give SYMBOL%return"));
+        }
+        Ok(Spec { path: PathBuf::from(path), symbol, offset, ret })
     }
 
     /// The file: PATH itself, or for a PATH without `/` the first regular file of that
@@ -130,16 +162,25 @@ impl Spec {
         self.path.clone()
     }
 
+    /// The symbol as written, with its offset: `query` or `query+0x10`.
+    pub fn symbol_text(&self) -> String {
+        match self.offset {
+            Some(off) => format!("{}+{off:#x}", self.symbol),
+            None => self.symbol.clone(),
+        }
+    }
+
     /// The event's default name: the symbol's last path component (`query`), with
-    /// `_return` for a return probe.
+    /// `_return` for a return probe, and for `SYMBOL+OFFSET` the offset in decimal after
+    /// `_` (`query_16`), as `perf probe` names a probe at `query+16`.
     pub fn default_name(&self) -> String {
         let name = elf::demangle(&self.symbol);
         let last = name.rsplit("::").next().unwrap_or(&name);
         let base = dwarf::field_name(last);
-        if self.ret {
-            format!("{base}_return")
-        } else {
-            base
+        match (self.ret, self.offset) {
+            (true, _) => format!("{base}_return"),
+            (false, Some(off)) => format!("{base}_{off}"),
+            (false, None) => base,
         }
     }
 }
@@ -155,7 +196,8 @@ pub struct Probe {
     pub path: PathBuf,
     /// The function (demangled).
     pub function: String,
-    /// File offset of the function's first instruction.
+    /// File offset of the instruction probed: the function's first, or for
+    /// `SYMBOL+OFFSET` the one OFFSET bytes into it.
     pub offset: u64,
     /// A return probe.
     pub ret: bool,
@@ -174,7 +216,7 @@ pub struct Probe {
 /// A `--userspace-probe` spec of either kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProbeSpec {
-    /// `elf:PATH:SYMBOL[%return]` (or `PATH:SYMBOL`).
+    /// `elf:PATH:SYMBOL[+OFFSET][%return]` (or `PATH:SYMBOL`).
     Elf(Spec),
     /// `sdt:PATH:PROVIDER:PROBE`.
     Sdt(sdt::SdtSpec),
@@ -287,17 +329,47 @@ impl object::ReadCacheOps for PositionedReader<'_> {
 /// `u64`). Root's daemon resolves without `dwarf` and takes the arguments the user
 /// asked for once [`validate`]d.
 ///
+/// With `at`, the probe goes `at` bytes into the function (only with `dwarf`: root's own
+/// probes), once [`insn::check_offset`] proves an instruction starts there; it records
+/// no arguments (DWARF's argument locations hold at the entry only), just `ip`.
+///
 /// # Errors
-/// Not an ELF file, no such function or an ambiguous name (with the candidates).
-pub fn resolve_file(file: File, path: &Path, symbol: &str, ret: bool, event: &str, dwarf: bool) -> Result<Probe, String> {
+/// Not an ELF file, no such function or an ambiguous name (with the candidates); an
+/// offset not proven an instruction start (why), or asked for without `dwarf`.
+pub fn resolve_file(file: File, path: &Path, symbol: &str, at_offset: Option<u64>, ret: bool, event: &str, dwarf: bool) -> Result<Probe, String> {
     let at = |e: String| format!("{}: {e}", path.display());
     let (f, sig) = if dwarf {
         let data = read_all(&file).map_err(at)?;
         let funcs = elf::functions(data.as_slice()).map_err(at)?;
-        let f = elf::resolve(&funcs, symbol).map_err(at)?.clone();
+        let mut f = elf::resolve(&funcs, symbol).map_err(at)?.clone();
+        if let Some(off) = at_offset {
+            let code = usize::try_from(f.offset)
+                .ok()
+                .zip(usize::try_from(f.size).ok())
+                .and_then(|(start, len)| data.get(start..start.checked_add(len)?))
+                .ok_or_else(|| at(format!("{}'s bytes ({} at file offset {:#x}) are not all in the file", f.name, f.size, f.offset)))?;
+            insn::check_offset(code, off).map_err(|e| at(format!("{}+{off:#x}: {e}", f.name)))?;
+            f.offset += off;
+            f.name = format!("{}+{off:#x}", f.name);
+            return Ok(Probe {
+                event: event.to_string(),
+                file,
+                path: path.to_path_buf(),
+                note: Some(format!("{}: DWARF's argument locations hold at the function's entry only: recording ip, no arguments", f.name)),
+                function: f.name,
+                offset: f.offset,
+                ret,
+                args: Vec::new(),
+                ref_ctr: None,
+                sdt: false,
+            });
+        }
         let sig = dwarf::signature(&data, f.address);
         (f, sig)
     } else {
+        if at_offset.is_some() {
+            return Err(at("a probe at SYMBOL+OFFSET is root's own only: an ordinary user's probe goes only at a function's entry or its return".into()));
+        }
         // Root's daemon, on a user's file: only the headers and symbol tables are read,
         // through a cache over the descriptor (positioned reads: the sender's offset stays).
         let cache = object::ReadCache::new(PositionedReader { file: &file, pos: 0 });
@@ -337,7 +409,7 @@ pub fn resolve(spec: &Spec, name: Option<&str>) -> Result<Probe, String> {
     }
     let name = name.map(str::to_string).unwrap_or_else(|| spec.default_name());
     validate_name(&name)?;
-    resolve_file(file, &path, &spec.symbol, spec.ret, &name, true)
+    resolve_file(file, &path, &spec.symbol, spec.offset, spec.ret, &name, true)
 }
 
 /// Event names a probe may not take: the kernel view's own classes.
@@ -558,7 +630,25 @@ mod tests {
         assert!(r.ret);
         assert_eq!(r.default_name(), "malloc_return");
         assert_eq!(Spec::parse("elf:/a:_ZN7uprobed5label17h0123456789abcdefE").unwrap().default_name(), "label");
-        for bad in ["/bin/app", "elf:/bin/app", "elf::x", "elf:/a:", "elf:/a:f+4", "elf:/a:f+0x21", "elf:/a:0x400030", "elf:/a:4194364", "sdt:/a:p:n"] {
+        let o = Spec::parse("elf:/bin/app:app::db::query+0x21").unwrap();
+        assert_eq!(
+            (o.symbol.as_str(), o.offset, o.symbol_text().as_str(), o.default_name().as_str()),
+            ("app::db::query", Some(0x21), "app::db::query+0x21", "query_33")
+        );
+        assert_eq!(Spec::parse("elf:/a:f+4").unwrap().offset, Some(4));
+        for bad in [
+            "/bin/app",
+            "elf:/bin/app",
+            "elf::x",
+            "elf:/a:",
+            "elf:/a:f+",
+            "elf:/a:+4",
+            "elf:/a:f+x",
+            "elf:/a:f+4%return",
+            "elf:/a:0x400030",
+            "elf:/a:4194364",
+            "sdt:/a:p:n",
+        ] {
             assert!(Spec::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(Spec::parse("/bin/app:x").unwrap().path, PathBuf::from("/bin/app"));
@@ -581,6 +671,41 @@ mod tests {
         assert!(validate(&[a("x", "$retval", "u64")], false).is_err());
         assert!(validate(&[a("x", "$retval", "u64")], true).is_ok());
         assert!(validate(&[a("x y", "%di", "u32")], false).is_err());
+    }
+
+    #[test]
+    fn offsets_into_a_real_function_are_proven_by_decoding_it() {
+        #[inline(never)]
+        fn decoded_fn(a: u64, b: u64) -> u64 {
+            let mut x = a;
+            for i in 0..b {
+                x = x.wrapping_mul(31).wrapping_add(i ^ a);
+            }
+            x
+        }
+        let call: fn(u64, u64) -> u64 = std::hint::black_box(decoded_fn);
+        std::hint::black_box(call(std::hint::black_box(3), 4));
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let funcs = elf::functions(exe.as_slice()).unwrap();
+        let f = elf::resolve(&funcs, "decoded_fn").expect("the function's symbol").clone();
+        let code = &exe[f.offset as usize..(f.offset + f.size) as usize];
+        let starts = insn::starts(code);
+        // An instruction after the first that is longer than one byte: its start is
+        // proven, the byte after it is not.
+        let i = (1..starts.len()).find(|&i| starts.get(i + 1).unwrap_or(&f.size) - starts[i] >= 2).expect("an instruction of 2 bytes or more");
+        let off = starts[i];
+        let open = || File::open("/proc/self/exe").unwrap();
+        let p = resolve_file(open(), Path::new("/proc/self/exe"), "decoded_fn", Some(off), false, "decoded_x", true).unwrap();
+        assert_eq!((p.offset, p.args.len(), p.ret), (f.offset + off, 0, false));
+        assert!(p.function.ends_with(&format!("decoded_fn+{off:#x}")), "{}", p.function);
+        assert!(p.note.as_deref().unwrap().contains("recording ip, no arguments"));
+        let e = resolve_file(open(), Path::new("/proc/self/exe"), "decoded_fn", Some(off + 1), false, "decoded_x", true).unwrap_err();
+        assert!(e.contains("is inside an instruction") && e.contains(&format!("covers +{off:#x}..")), "{e}");
+        let e = resolve_file(open(), Path::new("/proc/self/exe"), "decoded_fn", Some(f.size), false, "decoded_x", true).unwrap_err();
+        assert!(e.contains(&format!("it is {} bytes", f.size)), "{e}");
+        // Root's daemon, for a user: never at an offset.
+        assert!(resolve_file(open(), Path::new("/proc/self/exe"), "decoded_fn", Some(off), false, "decoded_x", false).is_err());
+        assert!(resolve_file(open(), Path::new("/proc/self/exe"), "decoded_fn", Some(0), false, "decoded_x", false).is_err());
     }
 
     #[test]

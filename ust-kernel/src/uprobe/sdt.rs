@@ -87,7 +87,7 @@ impl SdtSpec {
     /// The file: PATH itself, or for a PATH without `/` the first regular file of that
     /// name in the directories of `$PATH`.
     pub fn file(&self) -> PathBuf {
-        super::Spec { path: self.path.clone(), symbol: String::new(), ret: false }.file()
+        super::Spec { path: self.path.clone(), symbol: String::new(), offset: None, ret: false }.file()
     }
 
     /// The event's default name: the probe's name, made a valid event name (`[A-Za-z0-9_]`).
