@@ -137,7 +137,8 @@ fn root_probes_count_every_call_with_its_arguments_and_return_values() {
     }
     let label = probe_events(&out, &["label"]);
     assert_eq!(label.len(), 1, "{label:?}");
-    assert_eq!((field(&label[0], "name_len"), field(&label[0], "c")), ("5", "120"), "{label:?}");
+    assert_eq!((field(&label[0], "name_len"), field(&label[0], "name"), field(&label[0], "c")), ("5", "\"hello\"", "120"), "{label:?}");
+    assert!(err.contains("name_bytes=+0(%di):u8[32]"), "the content's fetch: {err}");
     let c = probe_events(&out, &["uprobed_compute_c"]);
     assert_eq!(c.len(), 1, "{c:?}");
     assert_eq!((field(&c[0], "i"), field(&c[0], "even"), field(&c[0], "scale")), ("1", "0", "1"), "{c:?}");
@@ -290,7 +291,8 @@ fn a_user_probes_their_own_program_through_roots_daemon_and_sees_only_their_proc
     other.args(["-c", &format!("while :; do {m} 50 >/dev/null; done")]).stdout(Stdio::null()).stderr(Stdio::null());
     let mut other = common::KillOnDrop(other.spawn().unwrap());
     const N: i64 = 9;
-    let (out, o) = user_trace(&w, A, "mine", &[format!("elf:{m}:compute"), format!("elf:{m}:compute%return")], &[m, &N.to_string(), "200"]);
+    let specs = [format!("elf:{m}:compute"), format!("elf:{m}:compute%return"), format!("elf:{m}:label")];
+    let (out, o) = user_trace(&w, A, "mine", &specs, &[m, &N.to_string(), "200"]);
     // SAFETY: kill(2) of the test's own shell loop (killed with its group below by drop).
     unsafe { libc::kill(other.0.id() as i32, libc::SIGKILL) };
     let _ = other.0.wait();
@@ -313,6 +315,11 @@ fn a_user_probes_their_own_program_through_roots_daemon_and_sees_only_their_proc
         );
         assert_eq!(field(r, "ret"), ret.to_string(), "{r:?}");
     }
+    // A `&str`'s content, fetched from memory through root's daemon (`+0(%di):u8[32]`).
+    let label = probe_lines(&out, "label");
+    assert_eq!(label.len(), 1, "{label:#?}");
+    assert_eq!(label[0].0, tid, "only A's process");
+    assert_eq!((field(&label[0].1, "name_len"), field(&label[0].1, "name")), ("5", "\"hello\""), "{label:?}");
     // Every file of the trace is A's.
     use std::os::unix::fs::MetadataExt;
     assert_eq!(std::fs::metadata(out.join("kernel/metadata")).unwrap().uid(), id_of(A, "-u"));
