@@ -110,7 +110,13 @@ fn root_probes_count_every_call_with_its_arguments_and_return_values() {
     let bin = uprobed();
     let b = bin.to_str().unwrap();
     const N: i64 = 7;
-    let specs = [format!("elf:{b}:uprobed::compute"), format!("elf:{b}:compute%return"), format!("elf:{b}:label"), format!("elf:{b}:uprobed_compute_c")];
+    let specs = [
+        format!("elf:{b}:uprobed::compute"),
+        format!("elf:{b}:compute%return"),
+        format!("elf:{b}:label"),
+        format!("elf:{b}:uprobed_compute_c"),
+        format!("elf:{b}:uprobed::content"),
+    ];
     let o = root_trace(&d, &out, &specs, &[b, &N.to_string()]);
     let (stdout, err) = text(&o);
     assert!(o.status.success(), "{err}");
@@ -139,6 +145,11 @@ fn root_probes_count_every_call_with_its_arguments_and_return_values() {
     assert_eq!(label.len(), 1, "{label:?}");
     assert_eq!((field(&label[0], "name_len"), field(&label[0], "name"), field(&label[0], "c")), ("5", "\"hello\"", "120"), "{label:?}");
     assert!(err.contains("name_bytes=+0(%di):u8[32]"), "the content's fetch: {err}");
+    // A `&[u8]`'s content: nothing at length 0 (a dangling pointer), at most 32 bytes, and
+    // bytes that are not UTF-8 as U+FFFD.
+    let content = probe_events(&out, &["content"]);
+    let got: Vec<(&str, &str)> = content.iter().map(|e| (field(e, "data_len"), field(e, "data"))).collect();
+    assert_eq!(got, [("0", "\"\""), ("40", "\"0123456789abcdefghijklmnopqrstuv\""), ("3", "\"ok\u{fffd}\"")], "{content:#?}");
     let c = probe_events(&out, &["uprobed_compute_c"]);
     assert_eq!(c.len(), 1, "{c:?}");
     assert_eq!((field(&c[0], "i"), field(&c[0], "even"), field(&c[0], "scale")), ("1", "0", "1"), "{c:?}");
