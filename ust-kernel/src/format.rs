@@ -93,7 +93,7 @@ fn array_count(count: &str, ty: &str, size: usize) -> Option<u32> {
         8 | 16 | 32 | 64 => bits / 8,
         _ => return None,
     };
-    u32::try_from(size / elem).ok().filter(|_| size % elem == 0)
+    u32::try_from(size / elem).ok().filter(|_| size.is_multiple_of(elem))
 }
 
 impl FieldFormat {
