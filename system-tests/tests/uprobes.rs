@@ -136,7 +136,13 @@ fn root_probes_count_every_call_with_its_arguments_and_return_values() {
     let bin = uprobed();
     let b = bin.to_str().unwrap();
     const N: i64 = 7;
-    let specs = [format!("elf:{b}:uprobed::compute"), format!("elf:{b}:compute%return"), format!("elf:{b}:label"), format!("elf:{b}:uprobed_compute_c")];
+    let specs = [
+        format!("elf:{b}:uprobed::compute"),
+        format!("elf:{b}:compute%return"),
+        format!("elf:{b}:label"),
+        format!("elf:{b}:uprobed_compute_c"),
+        format!("elf:{b}:uprobed::content"),
+    ];
     let o = root_trace(&d, &out, &specs, &[b, &N.to_string()]);
     let (stdout, err) = text(&o);
     assert!(o.status.success(), "{err}");
@@ -163,7 +169,13 @@ fn root_probes_count_every_call_with_its_arguments_and_return_values() {
     }
     let label = probe_events(&out, &["label"]);
     assert_eq!(label.len(), 1, "{label:?}");
-    assert_eq!((field(&label[0], "name_len"), field(&label[0], "c")), ("5", "120"), "{label:?}");
+    assert_eq!((field(&label[0], "name_len"), field(&label[0], "name"), field(&label[0], "c")), ("5", "\"hello\"", "120"), "{label:?}");
+    assert!(err.contains("name_bytes=+0(%di):u8[32]"), "the content's fetch: {err}");
+    // A `&[u8]`'s content: nothing at length 0 (a dangling pointer), at most 32 bytes, and
+    // bytes that are not UTF-8 as U+FFFD.
+    let content = probe_events(&out, &["content"]);
+    let got: Vec<(&str, &str)> = content.iter().map(|e| (field(e, "data_len"), field(e, "data"))).collect();
+    assert_eq!(got, [("0", "\"\""), ("40", "\"0123456789abcdefghijklmnopqrstuv\""), ("3", "\"ok\u{fffd}\"")], "{content:#?}");
     let c = probe_events(&out, &["uprobed_compute_c"]);
     assert_eq!(c.len(), 1, "{c:?}");
     assert_eq!((field(&c[0], "i"), field(&c[0], "even"), field(&c[0], "scale")), ("1", "0", "1"), "{c:?}");
@@ -347,7 +359,8 @@ fn a_user_probes_their_own_program_through_roots_daemon_and_sees_only_their_proc
     other.args(["-c", &format!("while :; do {m} 50 >/dev/null; done")]).stdout(Stdio::null()).stderr(Stdio::null());
     let mut other = common::KillOnDrop(other.spawn().unwrap());
     const N: i64 = 9;
-    let (out, o) = user_trace(&w, A, "mine", &[format!("elf:{m}:compute"), format!("elf:{m}:compute%return")], &[m, &N.to_string(), "200"]);
+    let specs = [format!("elf:{m}:compute"), format!("elf:{m}:compute%return"), format!("elf:{m}:label")];
+    let (out, o) = user_trace(&w, A, "mine", &specs, &[m, &N.to_string(), "200"]);
     // SAFETY: kill(2) of the test's own shell loop (killed with its group below by drop).
     unsafe { libc::kill(other.0.id() as i32, libc::SIGKILL) };
     let _ = other.0.wait();
@@ -370,6 +383,11 @@ fn a_user_probes_their_own_program_through_roots_daemon_and_sees_only_their_proc
         );
         assert_eq!(field(r, "ret"), ret.to_string(), "{r:?}");
     }
+    // A `&str`'s content, fetched from memory through root's daemon (`+0(%di):u8[32]`).
+    let label = probe_lines(&out, "label");
+    assert_eq!(label.len(), 1, "{label:#?}");
+    assert_eq!(label[0].0, tid, "only A's process");
+    assert_eq!((field(&label[0].1, "name_len"), field(&label[0].1, "name")), ("5", "\"hello\""), "{label:?}");
     // Every file of the trace is A's.
     use std::os::unix::fs::MetadataExt;
     assert_eq!(std::fs::metadata(out.join("kernel/metadata")).unwrap().uid(), id_of(A, "-u"));

@@ -15,7 +15,9 @@
 //! Offsets are bytes from the start of the record's payload (the `common_*` fields of
 //! `struct trace_entry` come first). A `__data_loc` field is a `u32` holding
 //! `(length << 16) | offset` of a string stored later in the same record; `__rel_loc` is the
-//! same with the offset counted from the end of the field itself.
+//! same with the offset counted from the end of the field itself. A uprobe's array fetch
+//! (`NAME=+0(%dx):u8[32]`) appears as `field:u8 NAME[];` with `size:32`: the count is
+//! the size over the element type's.
 
 use std::path::Path;
 
@@ -35,6 +37,15 @@ pub enum FieldKind {
     DynString {
         /// `__rel_loc`: the offset counts from the end of this field.
         relative: bool,
+    },
+    /// The content of a `&str`/`&[u8]` argument of a uprobe: the first `len` bytes of
+    /// this `u8` array, `len` being the integer field at `len_offset` (of `len_size`
+    /// bytes); text ([`EventFormat::join_probe_text`], [`probe_text`]).
+    ProbeText {
+        /// Offset of the length field in the payload.
+        len_offset: usize,
+        /// Its size in bytes (1, 2, 4 or 8).
+        len_size: usize,
     },
     /// Anything else (other dynamic arrays, odd sizes): kept as raw bytes, not exported.
     Other,
@@ -70,6 +81,21 @@ pub struct EventFormat {
     pub fields: Vec<FieldFormat>,
 }
 
+/// The element count of an array field declared `TY NAME[COUNT]`: COUNT, or for the
+/// kernel's probe arrays (`u8 NAME[]`) the size over the size of the fixed-size type
+/// `TY` (`u8`…`u64`, `s8`…`s64`, `x8`…`x64`).
+fn array_count(count: &str, ty: &str, size: usize) -> Option<u32> {
+    if !count.is_empty() {
+        return count.parse().ok();
+    }
+    let bits: usize = ty.strip_prefix(['u', 's', 'x'])?.parse().ok()?;
+    let elem = match bits {
+        8 | 16 | 32 | 64 => bits / 8,
+        _ => return None,
+    };
+    u32::try_from(size / elem).ok().filter(|_| size.is_multiple_of(elem))
+}
+
 impl FieldFormat {
     fn parse(line: &str) -> Option<FieldFormat> {
         let mut decl = None;
@@ -91,7 +117,7 @@ impl FieldFormat {
         let split = decl.rfind(|c: char| c.is_whitespace() || c == '*')?;
         let (ty, name) = (decl[..=split].trim().to_string(), decl[split + 1..].trim());
         let (name, array) = match name.find('[') {
-            Some(i) => (&name[..i], name[i + 1..].strip_suffix(']').map(|n| n.trim().parse::<u32>().ok())),
+            Some(i) => (&name[..i], name[i + 1..].strip_suffix(']').map(|n| array_count(n.trim(), &ty, size))),
             None => (name, None),
         };
         let kind = if ty.contains("__data_loc") || ty.contains("__rel_loc") {
@@ -165,6 +191,25 @@ impl EventFormat {
     pub fn field(&self, name: &str) -> Option<&FieldFormat> {
         self.fields.iter().find(|f| f.name == name)
     }
+
+    /// Turns each uprobe content field `X_bytes` (a `u8` array, as
+    /// [`crate::uprobe::dwarf::content_fetch`] asks for) that has an integer field `X_len`
+    /// beside it, and no field `X`, into the text field `X` ([`FieldKind::ProbeText`]):
+    /// what the trace shows of a `&str`/`&[u8]` argument.
+    pub fn join_probe_text(&mut self) {
+        for i in 0..self.fields.len() {
+            let f = &self.fields[i];
+            let Some(base) = f.name.strip_suffix("_bytes") else { continue };
+            if !matches!(f.kind, FieldKind::IntArray(_)) || f.elem_size() != 1 || self.field(base).is_some() {
+                continue;
+            }
+            let Some(len) = self.field(&format!("{base}_len")).filter(|l| matches!(l.kind, FieldKind::Int { .. })) else { continue };
+            let kind = FieldKind::ProbeText { len_offset: len.offset, len_size: len.size };
+            let base = base.to_string();
+            self.fields[i].kind = kind;
+            self.fields[i].name = base;
+        }
+    }
 }
 
 /// Reads the unsigned little-endian integer of `size` bytes at `off` of `b`.
@@ -184,6 +229,19 @@ pub fn dyn_string<'a>(payload: &'a [u8], f: &FieldFormat) -> Option<&'a [u8]> {
     }
     let s = payload.get(off..off.checked_add(len)?)?;
     Some(&s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())])
+}
+
+/// The text of a [`FieldKind::ProbeText`] field in `payload`: the first min(len, size)
+/// bytes of the array, as lossy UTF-8 (a cut character or bytes that are not text become
+/// U+FFFD), without NULs (a CTF string ends at one); bounds-checked.
+pub fn probe_text(payload: &[u8], f: &FieldFormat) -> Option<String> {
+    let FieldKind::ProbeText { len_offset, len_size } = f.kind else { return None };
+    let len = read_uint(payload, len_offset, len_size)?;
+    let bytes = payload.get(f.offset..f.offset.checked_add(f.size)?)?;
+    let n = usize::try_from(len).unwrap_or(usize::MAX).min(bytes.len());
+    let mut s = String::from_utf8_lossy(&bytes[..n]).into_owned();
+    s.retain(|c| c != '\0');
+    Some(s)
 }
 
 #[cfg(test)]
@@ -210,6 +268,44 @@ mod tests {
         assert!(f.fields[1].signed);
         assert_eq!(f.fields[3].elem_size(), 8);
         assert!(EventFormat::parse("x", "name: y\n").is_err());
+    }
+
+    /// The format of a probe `p:g/label ... name_ptr=%di:x64 name_len=%si:u64
+    /// name_bytes=+0(%di):u8[32] c=%dx:u32`, as kernel 6.18 writes it.
+    const LABEL: &str = "name: label\nID: 2326\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:x64 name_ptr;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:u64 name_len;\toffset:24;\tsize:8;\tsigned:0;\n\tfield:u8 name_bytes[];\toffset:32;\tsize:32;\tsigned:0;\n\tfield:u32 c;\toffset:64;\tsize:4;\tsigned:0;\n";
+
+    #[test]
+    fn probe_content_becomes_text_of_its_length() {
+        let mut f = EventFormat::parse("ustp_1_0", LABEL).unwrap();
+        assert_eq!(f.field("name_bytes").map(|x| x.kind), Some(FieldKind::IntArray(32)));
+        f.join_probe_text();
+        let names: Vec<_> = f.fields.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["__probe_ip", "name_ptr", "name_len", "name", "c"]);
+        let text = f.field("name").unwrap();
+        assert_eq!(text.kind, FieldKind::ProbeText { len_offset: 24, len_size: 8 });
+        let mut p = vec![0u8; 68];
+        let mut with = |len: u64, bytes: &[u8]| {
+            p[24..32].copy_from_slice(&len.to_le_bytes());
+            p[32..64].fill(0xee);
+            p[32..32 + bytes.len()].copy_from_slice(bytes);
+            probe_text(&p, text)
+        };
+        assert_eq!(with(5, b"hello").as_deref(), Some("hello"), "no byte beyond the length");
+        assert_eq!(with(0, b"").as_deref(), Some(""));
+        assert_eq!(with(1 << 40, &[b'a'; 32]).as_deref(), Some("a".repeat(32).as_str()), "at most the array");
+        assert_eq!(with(4, b"a\0\xffb").as_deref(), Some("a\u{fffd}b"), "lossy, without NULs");
+        // A cut two-byte character.
+        let mut cut = [b'x'; 32];
+        cut[31] = 0xc3;
+        assert_eq!(with(40, &cut).map(|s| s.ends_with('\u{fffd}')), Some(true));
+        assert_eq!(probe_text(&p[..40], text), None, "bounds-checked");
+        // No join without the length, or when the name is taken.
+        let mut g = EventFormat::parse("g", &LABEL.replace("name_len", "name_size")).unwrap();
+        g.join_probe_text();
+        assert!(g.field("name").is_none() && g.field("name_bytes").is_some());
+        let mut h = EventFormat::parse("g", &LABEL.replace("field:u32 c;", "field:u32 name;")).unwrap();
+        h.join_probe_text();
+        assert!(h.field("name_bytes").is_some());
     }
 
     #[test]

@@ -193,6 +193,8 @@ impl ViewRecorder {
             let inst = tree.as_ref().unwrap_or(&main);
             for ((ev, _, _), hex) in placed.events.iter().zip(&placed.hex_fields) {
                 let mut f = format::EventFormat::read(&inst.dir().join("events"), &placed.group, ev).map_err(KernelError::Uprobe)?;
+                // A `&str`/`&[u8]` argument's content as text of its length.
+                f.join_probe_text();
                 // Addresses in base 16, under short names.
                 for field in &mut f.fields {
                     let short = match field.name.as_str() {

@@ -322,7 +322,9 @@ fn serve_probes(
 /// regular file the requester owns (by its descriptor, never a path: no link or rename
 /// can swap it), not set-user-ID, set-group-ID or with file capabilities; the symbol
 /// resolved by the daemon itself, so the probe is at a function's first instruction (or
-/// its return); fetch arguments from the argument registers (`$retval`) only. An SDT
+/// its return); fetch arguments from the argument registers (`$retval`) only, and at an
+/// entry the content of a `&str`/`&[u8]`, `+0(%REG):u8[N]` with N at most
+/// [`uprobe::dwarf::CONTENT_BYTES`] ([`uprobe::validate`]). An SDT
 /// probe goes at its notes' `nop`s, with the notes' operands (registers, memory at a
 /// register plus a constant, constants): the user wrote the notes into their own file,
 /// and its hits in other users' processes are not in their view.

@@ -12,7 +12,7 @@ use super::table::EventTable;
 use super::{CHANNEL, STATEDUMP_EVENT};
 use crate::captured::CallArgs;
 use crate::ctf_type::{CtfType, Source};
-use crate::format::{dyn_string, read_uint};
+use crate::format::{dyn_string, probe_text, read_uint, FieldKind};
 
 /// A packet is closed once its content reaches this many bytes.
 pub const PACKET_TARGET: usize = 64 * 1024;
@@ -305,6 +305,14 @@ impl CpuStream {
         self.header(ev.id, ts, tid);
         for f in &ev.fields {
             let ok = match (&f.source, &f.ty) {
+                (Source::Format(ff), CtfType::String) if matches!(ff.kind, FieldKind::ProbeText { .. }) => match probe_text(payload, ff) {
+                    Some(s) => {
+                        self.buf.extend_from_slice(s.as_bytes());
+                        self.buf.push(0);
+                        true
+                    }
+                    None => false,
+                },
                 (Source::Format(ff), CtfType::String) => match dyn_string(payload, ff) {
                     Some(s) => {
                         self.buf.extend_from_slice(s);

@@ -52,7 +52,7 @@ fn ctf_field(f: &FieldFormat) -> Option<CtfField> {
         FieldKind::Int { hex } => CtfType::Int { bytes: f.size, signed: f.signed, hex },
         FieldKind::CharArray(n) => CtfType::Text(n),
         FieldKind::IntArray(n) => CtfType::IntArray { bytes: f.elem_size(), signed: f.signed, n },
-        FieldKind::DynString { .. } => CtfType::String,
+        FieldKind::DynString { .. } | FieldKind::ProbeText { .. } => CtfType::String,
         FieldKind::Other => return None,
     };
     Some(CtfField { name: f.name.clone(), ty, source: Source::Format(f.clone()) })

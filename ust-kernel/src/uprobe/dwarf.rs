@@ -6,7 +6,10 @@
 //!
 //! Only what is certain is fetched: integers, `bool`, `char`, enums of integer size, raw
 //! pointers and references (as their address), and `&str` / `&[T]` (two registers:
-//! `NAME_ptr`, `NAME_len`). Floating-point arguments arrive in SSE registers, which tracefs
+//! `NAME_ptr`, `NAME_len`; for `&str` and `&[u8]` also `NAME_bytes`, the first
+//! [`CONTENT_BYTES`] bytes at the pointer, through tracefs' memory fetch
+//! `+0(%REG):u8[N]`, which the converter turns into the text field `NAME`:
+//! [`crate::format::EventFormat::join_probe_text`]). Floating-point arguments arrive in SSE registers, which tracefs
 //! cannot fetch: they are skipped without using an integer register. At the first
 //! argument of any other type (a struct passed by value, whose register use depends on
 //! its layout) the list stops: what follows would be guesses.
@@ -19,6 +22,28 @@ use super::FetchArg;
 /// The System V integer argument registers, in order, as tracefs names them.
 pub const ARG_REGISTERS: [&str; 6] = ["%di", "%si", "%dx", "%cx", "%r8", "%r9"];
 
+/// How many bytes of a `&str` or `&[u8]` argument's content a probe fetches: tracefs
+/// copies exactly this many from the traced process's memory at the pointer
+/// (`+0(%REG):u8[32]`, Documentation/trace/uprobetracer.rst "Types": arrays of a basic
+/// type; each byte is read on its own, a byte that faults reads as 0), and the trace shows
+/// the first min(`len`, 32) of them. Every record holds all 32, whatever the length.
+pub const CONTENT_BYTES: usize = 32;
+
+/// The fetch and type of the content of a fat pointer whose address is in register `reg`:
+/// (`+0(REG)`, `u8[CONTENT_BYTES]`).
+pub fn content_fetch(reg: &str) -> (String, String) {
+    (format!("+0({reg})"), format!("u8[{CONTENT_BYTES}]"))
+}
+
+/// Whether `fetch:ty` is a content fetch as [`content_fetch`] makes it: exactly
+/// `+0(%REG)` with an argument register and `u8[N]` with 1 <= N <= [`CONTENT_BYTES`]. The
+/// only memory form root's daemon lets an ordinary user ask for.
+pub fn is_content_fetch(fetch: &str, ty: &str) -> bool {
+    let reg_ok = fetch.strip_prefix("+0(").and_then(|r| r.strip_suffix(')')).is_some_and(|r| ARG_REGISTERS.contains(&r));
+    let n = ty.strip_prefix("u8[").and_then(|n| n.strip_suffix(']')).filter(|n| n.bytes().all(|c| c.is_ascii_digit())).and_then(|n| n.parse::<usize>().ok());
+    reg_ok && n.is_some_and(|n| (1..=CONTENT_BYTES).contains(&n))
+}
+
 type R<'a> = EndianSlice<'a, RunTimeEndian>;
 
 /// How one DWARF type is fetched.
@@ -26,8 +51,12 @@ type R<'a> = EndianSlice<'a, RunTimeEndian>;
 enum Class {
     /// One register, with this tracefs type (`u32`, `s64`, `x64`).
     Scalar(&'static str),
-    /// A fat pointer: two registers (address, length).
-    Pair,
+    /// A fat pointer: two registers (address, length); `bytes`: its elements are bytes
+    /// (`&str`, `&[u8]`), whose content is fetched too.
+    Pair {
+        /// `&str` or `&[u8]`.
+        bytes: bool,
+    },
     /// Passed in an SSE register: not fetched, no integer register used.
     Float,
     /// Not certain: stop here.
@@ -86,7 +115,8 @@ fn classify(unit: &gimli::Unit<R<'_>>, dwarf: &gimli::Dwarf<R<'_>>, ty: Option<A
             gimli::DW_TAG_structure_type => {
                 let name = e.attr_value(gimli::DW_AT_name).and_then(|v| dwarf.attr_string(unit, v).ok()).map(|s| s.to_string_lossy().into_owned());
                 let fat = name.as_deref().is_some_and(|n| n == "&str" || n == "&mut str" || n.starts_with("&[") || n.starts_with("&mut ["));
-                return if fat && size == Some(16) { Class::Pair } else { Class::Unknown };
+                let bytes = name.as_deref().is_some_and(|n| matches!(n, "&str" | "&mut str" | "&[u8]" | "&mut [u8]"));
+                return if fat && size == Some(16) { Class::Pair { bytes } } else { Class::Unknown };
             }
             _ => return Class::Unknown,
         }
@@ -151,9 +181,16 @@ pub fn signature(data: &[u8], address: u64) -> Option<Signature> {
                         sig.args.push(FetchArg { name, fetch: ARG_REGISTERS[*next_reg].into(), ty: ty.into() });
                         *next_reg += 1;
                     }
-                    Class::Pair if *next_reg + 1 < ARG_REGISTERS.len() => {
-                        sig.args.push(FetchArg { name: field_name(&format!("{name}_ptr")), fetch: ARG_REGISTERS[*next_reg].into(), ty: "x64".into() });
-                        sig.args.push(FetchArg { name: field_name(&format!("{name}_len")), fetch: ARG_REGISTERS[*next_reg + 1].into(), ty: "u64".into() });
+                    Class::Pair { bytes } if *next_reg + 1 < ARG_REGISTERS.len() => {
+                        // Room for the longest suffix: the three names keep one base.
+                        let base: String = name.chars().take(32 - "_bytes".len()).collect();
+                        let reg = ARG_REGISTERS[*next_reg];
+                        sig.args.push(FetchArg { name: format!("{base}_ptr"), fetch: reg.into(), ty: "x64".into() });
+                        sig.args.push(FetchArg { name: format!("{base}_len"), fetch: ARG_REGISTERS[*next_reg + 1].into(), ty: "u64".into() });
+                        if bytes {
+                            let (fetch, ty) = content_fetch(reg);
+                            sig.args.push(FetchArg { name: format!("{base}_bytes"), fetch, ty });
+                        }
                         *next_reg += 2;
                     }
                     Class::Float => {}
@@ -231,7 +268,31 @@ mod tests {
         let f = super::super::elf::resolve(&funcs, "probed").expect("the function's symbol");
         let sig = signature(&exe, f.address).expect("DWARF of a test binary");
         let got: Vec<_> = sig.args.iter().map(|a| (a.name.as_str(), a.fetch.as_str(), a.ty.as_str())).collect();
-        assert_eq!(got, vec![("a", "%di", "u32"), ("b", "%si", "s64"), ("s_ptr", "%dx", "x64"), ("s_len", "%cx", "u64")]);
+        assert_eq!(got, vec![("a", "%di", "u32"), ("b", "%si", "s64"), ("s_ptr", "%dx", "x64"), ("s_len", "%cx", "u64"), ("s_bytes", "+0(%dx)", "u8[32]")]);
         assert_eq!(sig.ret, Some("u64"));
+    }
+
+    #[test]
+    fn only_the_content_form_is_a_content_fetch() {
+        let (f, t) = content_fetch("%si");
+        assert!(is_content_fetch(&f, &t), "{f}:{t}");
+        assert!(is_content_fetch("+0(%r9)", "u8[1]"));
+        for (f, t) in [
+            ("+0(%si)", "u8[33]"),
+            ("+0(%si)", "u8[0]"),
+            ("+0(%si)", "u8[+4]"),
+            ("+0(%si)", "u16[4]"),
+            ("+0(%si)", "string"),
+            ("+0(%si)", "ustring"),
+            ("+8(%si)", "u8[32]"),
+            ("-8(%si)", "u8[32]"),
+            ("+0(%ax)", "u8[32]"),
+            ("+0(%sp)", "u8[32]"),
+            ("+0(+0(%si))", "u8[32]"),
+            ("%si", "u8[32]"),
+            ("@0x1000", "u8[32]"),
+        ] {
+            assert!(!is_content_fetch(f, t), "{f}:{t}");
+        }
     }
 }

@@ -63,9 +63,10 @@ pub const MAX_NAME: usize = 48;
 pub struct FetchArg {
     /// Field name in the event.
     pub name: String,
-    /// What tracefs fetches: a register (`%di`) or `$retval`.
+    /// What tracefs fetches: a register (`%di`), `$retval`, or the memory at a register
+    /// (`+0(%dx)`, a `&str`'s content).
     pub fetch: String,
-    /// tracefs type: `u8`…`u64`, `s8`…`s64`, `x8`…`x64`.
+    /// tracefs type: `u8`…`u64`, `s8`…`s64`, `x8`…`x64`, or an array of bytes (`u8[32]`).
     pub ty: String,
 }
 
@@ -439,7 +440,9 @@ pub fn validate_name(name: &str) -> Result<(), String> {
 }
 
 /// Checks fetch arguments a user asked for: each `NAME=REG:TYPE` with a register of the
-/// argument set (or `$retval`, for a return probe), an integer type, a safe name.
+/// argument set (or `$retval`, for a return probe), an integer type, a safe name; at an
+/// entry also the content of a `&str`/`&[u8]`, `NAME=+0(REG):u8[N]` with N at most
+/// [`dwarf::CONTENT_BYTES`] ([`dwarf::is_content_fetch`]), and no other memory form.
 ///
 /// # Errors
 /// The first argument refused, and why.
@@ -450,13 +453,15 @@ pub fn validate(args: &[FetchArg], ret: bool) -> Result<(), String> {
     for a in args {
         let reg_ok = if ret { a.fetch == "$retval" } else { dwarf::ARG_REGISTERS.contains(&a.fetch.as_str()) };
         let ty_ok = matches!(a.ty.as_str(), "u8" | "u16" | "u32" | "u64" | "s8" | "s16" | "s32" | "s64" | "x8" | "x16" | "x32" | "x64");
-        if !reg_ok || !ty_ok || dwarf::field_name(&a.name) != a.name {
+        let content_ok = !ret && dwarf::is_content_fetch(&a.fetch, &a.ty);
+        if !(reg_ok && ty_ok || content_ok) || dwarf::field_name(&a.name) != a.name {
             return Err(format!(
-                "argument {}={}:{} refused: only the argument registers ({}) at an entry, $retval at a return, as integers",
+                "argument {}={}:{} refused: only the argument registers ({}) at an entry, $retval at a return, as integers, and +0(REG):u8[N] (N <= {}) at an entry",
                 a.name,
                 a.fetch,
                 a.ty,
-                dwarf::ARG_REGISTERS.join(" ")
+                dwarf::ARG_REGISTERS.join(" "),
+                dwarf::CONTENT_BYTES
             ));
         }
     }
@@ -667,6 +672,11 @@ mod tests {
         let a = |n: &str, f: &str, t: &str| FetchArg { name: n.into(), fetch: f.into(), ty: t.into() };
         assert!(validate(&[a("x", "%di", "u32")], false).is_ok());
         assert!(validate(&[a("x", "+0(%di)", "string")], false).is_err());
+        assert!(validate(&[a("x_bytes", "+0(%di)", "u8[32]")], false).is_ok());
+        assert!(validate(&[a("x_bytes", "+0(%di)", "u8[32]")], true).is_err());
+        assert!(validate(&[a("x_bytes", "+8(%di)", "u8[32]")], false).is_err());
+        assert!(validate(&[a("x_bytes", "+0(%di)", "u8[4096]")], false).is_err());
+        assert!(validate(&[a("x_bytes", "+0(%di)", "u64")], false).is_err());
         assert!(validate(&[a("x", "%di", "string")], false).is_err());
         assert!(validate(&[a("x", "$retval", "u64")], false).is_err());
         assert!(validate(&[a("x", "$retval", "u64")], true).is_ok());
