@@ -7,12 +7,19 @@ use std::path::PathBuf;
 use crate::ops::state::Daemon;
 
 /// Archives the current trace chunk of session `name` (see [`ust_ctl::protocol::Command::Rotate`]) and
-/// returns the archive directory.
+/// returns the archive directory. Tells the triggers ([`crate::ops::triggers::Triggers::note_rotation`])
+/// that it begins and, when it succeeds, that it finished.
 ///
 /// # Errors
 /// A message when the session was never started or a file cannot be moved.
 pub fn rotate(daemon: &Daemon, name: &str) -> Result<PathBuf, String> {
-    rotate_chunk(daemon, name, false)
+    daemon.lock().triggers.note_rotation(name, false);
+    let r = rotate_chunk(daemon, name, false);
+    if r.is_ok() {
+        daemon.lock().triggers.note_rotation(name, true);
+        crate::ops::triggers::wake_watch();
+    }
+    r
 }
 
 /// [`rotate`]; with `last`, the session is being destroyed: every trace is finished and its
