@@ -214,7 +214,7 @@ fn consumed_size_stops_the_session() {
         batch(&mut stdin, &mut stdout, 100);
         sent += 100;
         std::thread::sleep(Duration::from_millis(2));
-        if sent % 1000 == 0 {
+        if sent.is_multiple_of(1000) {
             let list = triggers(&d);
             let t = by_name(&list, "full");
             if t["fired"].as_u64() >= Some(1) {
@@ -270,6 +270,11 @@ fn rotation_conditions_fire_once_per_rotation() {
     d.ust_ok(&["start", "-s", "fr"]);
     d.ust_ok(&["add-trigger", "--name", "begins", "--condition", "session-rotation-starts", "--session", "rot", "--action", "notify"]);
     d.ust_ok(&["add-trigger", "--name", "ends", "--condition=session-rotation-finishes", "-s", "rot", "--action", "snapshot-session", "fr"]);
+    // A rotation refused before it begins (a session never started) fires nothing.
+    d.ust_ok(&["create", "idle", "--output", d.output("idle").to_str().unwrap()]);
+    d.ust_ok(&["add-trigger", "--name", "idle-begins", "--condition", "session-rotation-starts", "--session", "idle", "--action", "notify"]);
+    let refused = d.ust(&["rotate", "-s", "idle"]);
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("not been started"));
     // A rotation of another session fires neither.
     let other = d.output("other");
     d.session_with_events("other", &other, &[], "steadyprov:*");
@@ -300,6 +305,7 @@ fn rotation_conditions_fire_once_per_rotation() {
     let list = triggers(&d);
     assert_eq!(by_name(&list, "begins")["fired"], 2, "{list:?}");
     assert_eq!(by_name(&list, "ends")["fired"], 2, "{list:?}");
+    assert_eq!(by_name(&list, "idle-begins")["fired"], 0, "{list:?}");
     drop(stdin);
     let _ = child.0.wait();
 
