@@ -29,6 +29,11 @@
 //! per CPU per process per trigger each millisecond while a trigger exists, and sleeps
 //! when none does.
 //!
+//! LTTng 2.15's session conditions need no notifier: `session-consumed-size-ge` is
+//! evaluated on samples of the bytes the daemon wrote of the session
+//! ([`Triggers::sample_consumed`]), `session-rotation-starts/finishes` on the rotations
+//! [`crate::ops::rotate::rotate`] reports ([`Triggers::note_rotation`]).
+//!
 //! Here: the triggers and their notifiers, as data with the operations on them. The
 //! requests are [`crate::servers::control`]'s, the watch thread is
 //! [`crate::servers::trigger_watch`].
