@@ -132,3 +132,186 @@ fn error_event_snapshots_the_flight_recorder() {
     assert_eq!(snaps, 1);
     d.ust_ok(&["destroy", "-s", "fr"]);
 }
+
+/// Sends a batch size to `steady` (examples/testprogs/src/bin/steady.rs) and waits for
+/// its answer: the events `steadyprov:ev { seq }` of the batch are written.
+fn batch(stdin: &mut impl std::io::Write, stdout: &mut impl BufRead, n: u64) {
+    writeln!(stdin, "{n}").unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.trim().parse::<f64>().is_ok(), "steady said {line:?}");
+}
+
+/// The `seq` fields of the `steadyprov:ev` events of the trace in `dir`, read back by
+/// babeltrace2.
+fn steady_seqs(dir: &std::path::Path) -> Vec<u64> {
+    let (text, _) = babeltrace_allowing_warnings(dir);
+    bt_events(&text).iter().filter(|e| e.name == "steadyprov:ev").map(|e| fields_map(&e.fields)["seq"].parse().unwrap()).collect()
+}
+
+/// Bytes of the stream files (everything but `metadata`) under `dir`.
+fn stream_bytes(dir: &std::path::Path) -> u64 {
+    let mut sum = 0;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            sum += stream_bytes(&p);
+        } else if p.file_name().is_some_and(|n| n != "metadata") {
+            sum += p.metadata().unwrap().len();
+        }
+    }
+    sum
+}
+
+/// Waits until trigger `name` has fired at least `n` times; returns it.
+fn wait_fired(d: &TestDaemon, name: &str, n: u64) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = triggers(d);
+        let t = by_name(&list, name);
+        if t["fired"].as_u64() >= Some(n) {
+            return t.clone();
+        }
+        assert!(Instant::now() < deadline, "{name} never fired {n} time(s): {list:?}\nlog:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// LTTng 2.15's `session-consumed-size-ge` with a `stop-session` action: the session
+/// stops once the daemon has written at least the threshold, and nothing emitted after
+/// that is in the trace.
+#[test]
+fn consumed_size_stops_the_session() {
+    let d = TestDaemon::start();
+    let out = d.output("big");
+    d.session_with_events("big", &out, &["--subbuf-size", "4k", "--num-subbuf", "8"], "steadyprov:*");
+    let threshold = 32 * 1024u64;
+    let added = d.ust_ok(&[
+        "add-trigger",
+        "--name",
+        "full",
+        "--condition=session-consumed-size-ge",
+        "--session",
+        "big",
+        "--threshold-size",
+        "32k",
+        "--action",
+        "stop-session",
+        "big",
+        "--action",
+        "notify",
+    ]);
+    assert!(added.contains("Added trigger `full`"), "{added}");
+    let nosession = d.ust(&["add-trigger", "--condition", "session-consumed-size-ge", "-s", "nope", "-t", "1k", "--action", "notify"]);
+    assert!(!nosession.status.success() && String::from_utf8_lossy(&nosession.stderr).contains("no session named"));
+
+    let (mut child, mut stdout) = spawn_ready(Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir));
+    let mut stdin = child.0.stdin.take().unwrap();
+    let mut sent = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let t = loop {
+        batch(&mut stdin, &mut stdout, 100);
+        sent += 100;
+        std::thread::sleep(Duration::from_millis(2));
+        if sent.is_multiple_of(1000) {
+            let list = triggers(&d);
+            let t = by_name(&list, "full");
+            if t["fired"].as_u64() >= Some(1) {
+                break t.clone();
+            }
+        }
+        assert!(Instant::now() < deadline, "full never fired after {sent} events\nlog:\n{}", d.log());
+    };
+    let at_stop = sent;
+    // Emitted after the session stopped: not recorded.
+    for _ in 0..5 {
+        batch(&mut stdin, &mut stdout, 100);
+        sent += 100;
+    }
+    assert!(t["last_result"].as_str().unwrap().contains("session big stopped"), "{t}");
+    let human = d.ust_ok(&["list-triggers"]);
+    assert!(
+        human.contains("- name: full")
+            && human.contains("condition: session consumed size")
+            && human.contains("session name: big")
+            && human.contains(&format!("threshold: {threshold} bytes"))
+            && human.contains("stop session `big`"),
+        "{human}"
+    );
+    let status = d.ust_json(&["list", "big", "--json"]);
+    assert_eq!(status["summary"]["active"], false, "{status}");
+    drop(stdin);
+    let _ = child.0.wait();
+    d.ust_ok(&["destroy", "-s", "big"]);
+    // Fired once: the consumed size only grows, it never crosses again.
+    assert!(d.log().matches("trigger full fired: session big stopped").count() == 1, "{}", d.log());
+
+    assert!(stream_bytes(&out) >= threshold, "{} bytes written", stream_bytes(&out));
+    let seqs = steady_seqs(&out);
+    assert!(!seqs.is_empty());
+    assert_eq!(seqs[0], 0);
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order, each once: {seqs:?}");
+    let last = *seqs.last().unwrap();
+    assert!(last < at_stop, "event {last} recorded, emitted after the stop (stopped at {at_stop} of {sent})");
+}
+
+/// LTTng 2.15's `session-rotation-starts` and `session-rotation-finishes`: `ust rotate`
+/// fires both, once per rotation; the finishing one snapshots a flight-recorder session,
+/// and both the archive and the snapshot hold the events of the chunk.
+#[test]
+fn rotation_conditions_fire_once_per_rotation() {
+    let d = TestDaemon::start();
+    let out = d.output("rot");
+    d.session_with_events("rot", &out, &[], "steadyprov:*");
+    let fr_out = d.output("fr");
+    d.ust_ok(&["create", "fr", "--snapshot", "--output", fr_out.to_str().unwrap()]);
+    d.ust_ok(&["enable-event", "-s", "fr", "steadyprov:*"]);
+    d.ust_ok(&["start", "-s", "fr"]);
+    d.ust_ok(&["add-trigger", "--name", "begins", "--condition", "session-rotation-starts", "--session", "rot", "--action", "notify"]);
+    d.ust_ok(&["add-trigger", "--name", "ends", "--condition=session-rotation-finishes", "-s", "rot", "--action", "snapshot-session", "fr"]);
+    // A rotation refused before it begins (a session never started) fires nothing.
+    d.ust_ok(&["create", "idle", "--output", d.output("idle").to_str().unwrap()]);
+    d.ust_ok(&["add-trigger", "--name", "idle-begins", "--condition", "session-rotation-starts", "--session", "idle", "--action", "notify"]);
+    let refused = d.ust(&["rotate", "-s", "idle"]);
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("not been started"));
+    // A rotation of another session fires neither.
+    let other = d.output("other");
+    d.session_with_events("other", &other, &[], "steadyprov:*");
+
+    let (mut child, mut stdout) = spawn_ready(Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir));
+    let mut stdin = child.0.stdin.take().unwrap();
+    batch(&mut stdin, &mut stdout, 200);
+    d.ust_ok(&["rotate", "-s", "other"]);
+    let said = d.ust_ok(&["rotate", "-s", "rot"]);
+    let archive = std::path::PathBuf::from(said.trim().rsplit(' ').next().unwrap());
+    let ends = wait_fired(&d, "ends", 1);
+    let begins = wait_fired(&d, "begins", 1);
+    assert_eq!(begins["last_result"], "notified", "{begins}");
+    let result = ends["last_result"].as_str().unwrap();
+    let snap = std::path::PathBuf::from(result.strip_prefix("snapshot written to ").unwrap_or_else(|| panic!("{result}")));
+    let human = d.ust_ok(&["list-triggers"]);
+    assert!(
+        human.contains("condition: session rotation ongoing") && human.contains("condition: session rotation completed") && human.contains("session name: rot"),
+        "{human}"
+    );
+
+    // A second rotation fires each once more.
+    batch(&mut stdin, &mut stdout, 100);
+    d.ust_ok(&["rotate", "-s", "rot"]);
+    wait_fired(&d, "ends", 2);
+    wait_fired(&d, "begins", 2);
+    std::thread::sleep(Duration::from_millis(200));
+    let list = triggers(&d);
+    assert_eq!(by_name(&list, "begins")["fired"], 2, "{list:?}");
+    assert_eq!(by_name(&list, "ends")["fired"], 2, "{list:?}");
+    assert_eq!(by_name(&list, "idle-begins")["fired"], 0, "{list:?}");
+    drop(stdin);
+    let _ = child.0.wait();
+
+    assert_eq!(steady_seqs(&archive), (0..200).collect::<Vec<_>>(), "the first archive holds the first chunk");
+    assert_eq!(steady_seqs(&snap), (0..200).collect::<Vec<_>>(), "the snapshot taken when the rotation finished");
+    d.ust_ok(&["destroy", "-s", "rot"]);
+    d.ust_ok(&["destroy", "-s", "fr"]);
+    d.ust_ok(&["destroy", "-s", "other"]);
+}

@@ -11,14 +11,20 @@
 //!     --action snapshot-session fr [--action notify]...
 //! ```
 //!
+//! ```text
+//! ust add-trigger --condition session-consumed-size-ge --session S --threshold-size 1M \
+//!     --action stop-session S
+//! ust add-trigger --condition session-rotation-finishes --session S --action notify
+//! ```
+//!
 //! Grammar, from lttng-add-trigger(1) and lttng-event-rule(7) of LTTng 2.13 and later:
 //! options take their value as the next argument or after `=`; `--type` is `user` or
 //! `user:tracepoint` (user space is the only domain); `--log-level` is `LEVEL..` (this
 //! level or more severe), `LEVEL` (exactly) or `..` (any); actions are `notify`,
 //! `snapshot-session SESSION`, `start-session SESSION`, `stop-session SESSION` and
 //! `rotate-session SESSION`, run in the order given. Options this daemon cannot honour
-//! (`--capture`, `--rate-policy` other than `every:1`, `--owner-uid`, other condition and
-//! rule types, a snapshot action's `--path`/`--url`) are refused by name, never ignored.
+//! (`--capture`, `--rate-policy` other than `every:1`, `--owner-uid`, the
+//! `channel-buffer-usage-ge/le` conditions, other rule types, a snapshot action's `--path`/`--url`) are refused by name, never ignored.
 
 use serde::{Deserialize, Serialize};
 use ust_core::Level;
@@ -54,6 +60,62 @@ impl std::fmt::Display for TriggerAction {
     }
 }
 
+/// A session condition of LTTng 2.15's `add-trigger` (lttng-add-trigger(1)), evaluated by
+/// the daemon where it knows the value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionCondition {
+    /// `session-consumed-size-ge --session S --threshold-size T`: the bytes the daemon has
+    /// written of session `session`'s event record channels (packets to files or to the
+    /// relay daemon, summed over the session's life) reach `threshold` bytes. Sampled
+    /// every [`CONSUMED_SIZE_SAMPLE_MS`] milliseconds (LTTng samples it at each channel's
+    /// monitor timer); it fires once when a sample crosses the threshold, and again only
+    /// after it fell below (never, as the size only grows).
+    ConsumedSizeGe {
+        /// The session.
+        session: String,
+        /// The threshold, bytes.
+        threshold: u64,
+    },
+    /// `session-rotation-starts --session S`: a rotation of `session` (`ust rotate` or a
+    /// trigger's `rotate-session`) begins.
+    RotationStarts {
+        /// The session.
+        session: String,
+    },
+    /// `session-rotation-finishes --session S`: a rotation of `session` has archived its
+    /// chunk (a failed rotation does not fire it).
+    RotationFinishes {
+        /// The session.
+        session: String,
+    },
+}
+
+/// How often the daemon samples a session's consumed size for `session-consumed-size-ge`,
+/// milliseconds.
+pub const CONSUMED_SIZE_SAMPLE_MS: u64 = 50;
+
+impl SessionCondition {
+    /// The session the condition is about.
+    pub fn session(&self) -> &str {
+        match self {
+            SessionCondition::ConsumedSizeGe { session, .. }
+            | SessionCondition::RotationStarts { session }
+            | SessionCondition::RotationFinishes { session } => session,
+        }
+    }
+
+    /// LTTng's name of the condition type, as `lttng list-triggers` prints it
+    /// (`lttng_condition_type_str`).
+    pub fn lttng_name(&self) -> &'static str {
+        match self {
+            SessionCondition::ConsumedSizeGe { .. } => "session consumed size",
+            SessionCondition::RotationStarts { .. } => "session rotation ongoing",
+            SessionCondition::RotationFinishes { .. } => "session rotation completed",
+        }
+    }
+}
+
 /// A trigger as the user defined it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TriggerSpec {
@@ -61,8 +123,12 @@ pub struct TriggerSpec {
     /// `trigger<N>`.
     pub name: Option<String>,
     /// The event rule of the `event-rule-matches` condition: pattern, level, exclusions,
-    /// filter, with the meaning they have in `enable-event`.
+    /// filter, with the meaning they have in `enable-event` (unused, `*`, when
+    /// `condition` is set).
     pub rule: Enabler,
+    /// A session condition instead of `event-rule-matches`; `None`: the event rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<SessionCondition>,
     /// Actions, in the order they run.
     pub actions: Vec<TriggerAction>,
 }
@@ -90,6 +156,19 @@ fn value<'a>(args: &'a [String], i: &mut usize, opt: &str, inline: Option<&'a st
     args.get(*i).map(String::as_str).ok_or_else(|| format!("option {opt} needs a value"))
 }
 
+/// A size with an optional `k`, `M` or `G` suffix (powers of 1024), as
+/// lttng-add-trigger(1)'s `--threshold-size`.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mult) = match s.chars().last() {
+        Some('k' | 'K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M') => (&s[..s.len() - 1], 1 << 20),
+        Some('G') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a size (examples: 4096, 64k, 1M, 2G)"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+}
+
 fn parse_level_range(s: &str) -> Result<LevelFilter, String> {
     let lv = |t: &str| Level::parse(t).ok_or_else(|| format!("{t:?} is not a log level (TRACE_EMERG .. TRACE_DEBUG, or 0-14)"));
     if s == ".." {
@@ -114,6 +193,7 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
     enum Part {
         Trigger,
         Condition,
+        Session,
         Action,
     }
     let mut part = Part::Trigger;
@@ -122,6 +202,9 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
     let mut rule_type = None;
     let mut pattern_set = false;
     let mut actions = Vec::new();
+    let mut cond_kind: Option<String> = None;
+    let mut cond_session: Option<String> = None;
+    let mut threshold: Option<u64> = None;
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
@@ -135,12 +218,29 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
                     return Err("only one --condition may be given, before the actions".into());
                 }
                 let c = value(args, &mut i, opt, inline)?;
-                if c != "event-rule-matches" {
-                    return Err(format!(
-                        "condition {c:?} is not supported: ust triggers have the event-rule-matches condition only (channel-buffer-usage and session conditions are not implemented)"
-                    ));
+                match c {
+                    "event-rule-matches" => part = Part::Condition,
+                    "session-consumed-size-ge" | "session-rotation-starts" | "session-rotation-finishes" => {
+                        cond_kind = Some(c.to_string());
+                        part = Part::Session;
+                    }
+                    "channel-buffer-usage-ge" | "channel-buffer-usage-le" => {
+                        return Err(format!("condition {c:?} is not supported yet: the daemon does not sample buffer usage"));
+                    }
+                    _ => {
+                        return Err(format!(
+                            "unknown condition {c:?} (event-rule-matches, session-consumed-size-ge, session-rotation-starts, session-rotation-finishes)"
+                        ))
+                    }
                 }
-                part = Part::Condition;
+            }
+            ("--session" | "-s", Part::Session) => {
+                let s = value(args, &mut i, opt, inline)?;
+                crate::config::check_name("session", s)?;
+                cond_session = Some(s.to_string());
+            }
+            ("--threshold-size" | "-t", Part::Session) if cond_kind.as_deref() == Some("session-consumed-size-ge") => {
+                threshold = Some(parse_size(value(args, &mut i, opt, inline)?)?);
             }
             ("--name" | "-n", Part::Trigger) => name = Some(value(args, &mut i, opt, inline)?.to_string()),
             ("--owner-uid", Part::Trigger) => return Err("--owner-uid is not supported: a trigger belongs to the daemon's user".into()),
@@ -205,6 +305,23 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
     if part == Part::Trigger {
         return Err("missing --condition event-rule-matches".into());
     }
+    if let Some(k) = cond_kind {
+        let session = cond_session.ok_or_else(|| format!("condition {k} needs --session SESSION"))?;
+        let condition = match k.as_str() {
+            "session-consumed-size-ge" => {
+                SessionCondition::ConsumedSizeGe { session, threshold: threshold.ok_or("condition session-consumed-size-ge needs --threshold-size SIZE")? }
+            }
+            "session-rotation-starts" => SessionCondition::RotationStarts { session },
+            _ => SessionCondition::RotationFinishes { session },
+        };
+        if actions.is_empty() {
+            return Err("missing --action (notify, snapshot-session SESSION, ...)".into());
+        }
+        if let Some(n) = &name {
+            crate::config::check_name("trigger", n)?;
+        }
+        return Ok(TriggerSpec { name, rule, condition: Some(condition), actions });
+    }
     if rule_type.is_none() {
         return Err("the event rule needs --type user (user space tracepoints)".into());
     }
@@ -218,7 +335,7 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
     if let Some(n) = &name {
         crate::config::check_name("trigger", n)?;
     }
-    Ok(TriggerSpec { name, rule, actions })
+    Ok(TriggerSpec { name, rule, condition: None, actions })
 }
 
 #[cfg(test)]
@@ -265,10 +382,28 @@ mod tests {
     }
 
     #[test]
+    fn session_conditions() {
+        let t = p(&["--name", "big", "--condition=session-consumed-size-ge", "-s", "s1", "--threshold-size=64k", "--action", "stop-session", "s1"]).unwrap();
+        assert_eq!(t.name.as_deref(), Some("big"));
+        assert_eq!(t.condition, Some(SessionCondition::ConsumedSizeGe { session: "s1".into(), threshold: 65536 }));
+        assert_eq!(t.actions, vec![TriggerAction::StopSession("s1".into())]);
+        let t = p(&["--condition", "session-rotation-finishes", "--session", "s1", "--action", "notify"]).unwrap();
+        assert_eq!(t.condition, Some(SessionCondition::RotationFinishes { session: "s1".into() }));
+        let t = p(&["--condition", "session-rotation-starts", "--session=s2", "--action", "notify"]).unwrap();
+        assert_eq!(t.condition, Some(SessionCondition::RotationStarts { session: "s2".into() }));
+        assert_eq!(parse_size("2M"), Ok(2 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+    }
+
+    #[test]
     fn refusals_name_what_is_wrong() {
         let cases: &[(&[&str], &str)] = &[
             (&["--action", "notify"], "before --condition"),
-            (&["--condition", "session-rotation-starts", "--action", "notify"], "not supported"),
+            (&["--condition", "channel-buffer-usage-ge", "--action", "notify"], "not supported"),
+            (&["--condition", "session-rotation-starts", "--action", "notify"], "--session"),
+            (&["--condition", "session-consumed-size-ge", "--session", "s", "--action", "notify"], "--threshold-size"),
+            (&["--condition", "session-consumed-size-ge", "--session", "s", "--threshold-size", "3x", "--action", "notify"], "not a size"),
+            (&["--condition", "session-rotation-finishes", "--session", "s", "--threshold-size", "3", "--action", "notify"], "unexpected"),
             (&["--condition", "event-rule-matches", "--type", "kernel", "--action", "notify"], "user space"),
             (&["--condition", "event-rule-matches", "--action", "notify"], "--type user"),
             (&["--condition", "event-rule-matches", "--type", "user"], "missing --action"),

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use ust_ctl::protocol::{Command, Payload};
-use ust_ctl::trigger::{parse_add_trigger, TriggerInfo};
+use ust_ctl::trigger::{parse_add_trigger, SessionCondition, TriggerInfo};
 
 use super::connect::{call, unexpected, Failure};
 use super::print::print_json;
@@ -19,7 +19,9 @@ use crate::out::outln;
 pub struct AddTriggerArgs {
     /// `[--name NAME] --condition event-rule-matches --type user [--name PATTERN]
     /// [--exclude-name GLOB]... [--log-level LEVEL.. | LEVEL | ..] [--filter EXPR]
-    /// --action ACTION [ARGS] [--action ...]`; actions: `notify`, `snapshot-session S`,
+    /// --action ACTION [ARGS] [--action ...]`, or `--condition session-consumed-size-ge
+    /// --session S --threshold-size SIZE`, or `--condition
+    /// session-rotation-starts|session-rotation-finishes --session S`; actions: `notify`, `snapshot-session S`,
     /// `start-session S`, `stop-session S`, `rotate-session S`.
     #[arg(value_name = "SPEC", trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
     pub spec: Vec<String>,
@@ -65,6 +67,17 @@ pub fn list_triggers(a: ListTriggersArgs) -> CliResult {
 fn print_trigger(t: &TriggerInfo) {
     let r = &t.spec.rule;
     outln!("- name: {}", t.spec.name.as_deref().unwrap_or(""));
+    if let Some(c) = &t.spec.condition {
+        // lttng list-triggers' words (print_condition_session_consumed_size and
+        // print_condition_session_rotation in its list_triggers.cpp).
+        outln!("  condition: {}", c.lttng_name());
+        outln!("    session name: {}", c.session());
+        if let SessionCondition::ConsumedSizeGe { threshold, .. } = c {
+            outln!("    threshold: {threshold} bytes");
+        }
+        print_actions(t);
+        return;
+    }
     outln!("  condition: event rule matches");
     outln!("    rule: {} (type: user tracepoint)", r.pattern);
     if !r.exclusions.is_empty() {
@@ -74,6 +87,10 @@ fn print_trigger(t: &TriggerInfo) {
     if let Some(f) = &r.filter {
         outln!("    filter: {f}");
     }
+    print_actions(t);
+}
+
+fn print_actions(t: &TriggerInfo) {
     outln!("  actions:");
     for a in &t.spec.actions {
         outln!("    {a}");

@@ -7,12 +7,18 @@ use std::path::PathBuf;
 use crate::ops::state::Daemon;
 
 /// Archives the current trace chunk of session `name` (see [`ust_ctl::protocol::Command::Rotate`]) and
-/// returns the archive directory.
+/// returns the archive directory. Tells the triggers ([`crate::ops::triggers::Triggers::note_rotation`])
+/// that it begins and, when it succeeds, that it finished.
 ///
 /// # Errors
 /// A message when the session was never started or a file cannot be moved.
 pub fn rotate(daemon: &Daemon, name: &str) -> Result<PathBuf, String> {
-    rotate_chunk(daemon, name, false)
+    let r = rotate_chunk(daemon, name, false);
+    if r.is_ok() {
+        daemon.lock().triggers.note_rotation(name, true);
+        crate::ops::triggers::wake_watch();
+    }
+    r
 }
 
 /// [`rotate`]; with `last`, the session is being destroyed: every trace is finished and its
@@ -45,6 +51,10 @@ pub fn rotate_chunk(daemon: &Daemon, name: &str, last: bool) -> Result<PathBuf, 
         }
         (archive, archive_rel, ss.session.out.clone(), jobs)
     };
+    if !last {
+        // Past the checks: the rotation begins (session-rotation-starts).
+        daemon.lock().triggers.note_rotation(name, false);
+    }
     let out = out.ok_or_else(|| format!("session {name} has no output directory"))?;
     let archive_dir = out.dir(&archive_rel, 0o750).map_err(|e| format!("cannot create {}: {e}", archive.display()))?;
     for (dir, trace_out, rel, streams, gone) in jobs {

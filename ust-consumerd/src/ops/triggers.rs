@@ -29,6 +29,11 @@
 //! per CPU per process per trigger each millisecond while a trigger exists, and sleeps
 //! when none does.
 //!
+//! LTTng 2.15's session conditions need no notifier: `session-consumed-size-ge` is
+//! evaluated on samples of the bytes the daemon wrote of the session
+//! ([`Triggers::sample_consumed`]), `session-rotation-starts/finishes` on the rotations
+//! [`crate::ops::rotate::rotate`] reports ([`Triggers::note_rotation`]).
+//!
 //! Here: the triggers and their notifiers, as data with the operations on them. The
 //! requests are [`crate::servers::control`]'s, the watch thread is
 //! [`crate::servers::trigger_watch`].
@@ -40,7 +45,7 @@ use std::time::Duration;
 use ringbuffer::{BufferConfig, Mode, StreamIdentity};
 use ust_core::packet::HEADER_SIZE;
 use ust_core::protocol::{ChannelGrant, MAX_CHANNELS};
-use ust_ctl::trigger::{TriggerAction, TriggerInfo, TriggerSpec};
+use ust_ctl::trigger::{SessionCondition, TriggerAction, TriggerInfo, TriggerSpec};
 
 use crate::model::app::{App, SLOT_OWNER};
 use crate::model::enabler::{Decision, Rule};
@@ -75,7 +80,9 @@ struct Trigger {
     rule: Rule,
     fired: u64,
     last_result: Option<String>,
-    /// App id → its notifier.
+    /// `session-consumed-size-ge`: the last sample was at or above the threshold.
+    satisfied: bool,
+    /// App id → its notifier (none for a session condition).
     notifiers: BTreeMap<u64, Notifier>,
 }
 
@@ -97,6 +104,9 @@ pub type Fired = (usize, String, Vec<TriggerAction>);
 pub struct Triggers {
     list: Vec<Trigger>,
     next_id: usize,
+    /// Rotations begun or finished since the last [`Triggers::poll`]: session name, and
+    /// true when it finished.
+    rotations: Vec<(String, bool)>,
 }
 
 static WAKE: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
@@ -141,6 +151,11 @@ impl Triggers {
     /// action naming a session that does not exist (LTTng checks that when firing; a typo
     /// is better caught now).
     pub fn add(&mut self, mut spec: TriggerSpec, session_exists: impl Fn(&str) -> bool) -> Result<TriggerInfo, String> {
+        if let Some(c) = &spec.condition {
+            if !session_exists(c.session()) {
+                return Err(format!("condition {}: no session named {:?} (see `ust list`)", c.lttng_name(), c.session()));
+            }
+        }
         ust_ctl::config::check_event_name(&spec.rule.pattern)?;
         let rule = Rule::parse(spec.rule.clone()).map_err(|e| format!("--filter {:?}: {e}", spec.rule.filter.as_deref().unwrap_or_default()))?;
         ust_ctl::config::check_exclusions(std::slice::from_ref(&spec.rule.pattern), &spec.rule.exclusions)?;
@@ -171,7 +186,7 @@ impl Triggers {
             return Err(format!("a trigger named {name:?} exists already (see `ust list-triggers`)"));
         }
         spec.name = Some(name);
-        let t = Trigger { id, spec, rule, fired: 0, last_result: None, notifiers: BTreeMap::new() };
+        let t = Trigger { id, spec, rule, fired: 0, last_result: None, satisfied: false, notifiers: BTreeMap::new() };
         let info = t.info();
         self.list.push(t);
         Ok(info)
@@ -200,7 +215,7 @@ impl Triggers {
             return;
         }
         for t in self.list.iter_mut() {
-            if t.notifiers.contains_key(&app.id) || !app.events.iter().any(|e| t.rule.decide(e) != Decision::Off) {
+            if t.spec.condition.is_some() || t.notifiers.contains_key(&app.id) || !app.events.iter().any(|e| t.rule.decide(e) != Decision::Off) {
                 continue;
             }
             let Some(slot) = (0..MAX_CHANNELS).find(|s| !app.slots.contains_key(s)) else {
@@ -252,10 +267,64 @@ impl Triggers {
         }
     }
 
+    /// A rotation of `session` began (`finished` false) or archived its chunk (true): the
+    /// next [`Triggers::poll`] fires the `session-rotation-starts`/`-finishes` triggers
+    /// of that session.
+    pub fn note_rotation(&mut self, session: &str, finished: bool) {
+        if self.list.iter().any(|t| matches!(&t.spec.condition, Some(SessionCondition::RotationStarts { .. } | SessionCondition::RotationFinishes { .. }))) {
+            self.rotations.push((session.to_string(), finished));
+        }
+    }
+
+    /// The sessions that `session-consumed-size-ge` triggers watch.
+    pub fn consumed_size_sessions(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .list
+            .iter()
+            .filter_map(|t| match &t.spec.condition {
+                Some(SessionCondition::ConsumedSizeGe { session, .. }) => Some(session.clone()),
+                _ => None,
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Evaluates the `session-consumed-size-ge` triggers on one sample (`consumed` gives
+    /// a session's consumed bytes, `None` when it no longer exists): a trigger fires when
+    /// its sample crosses its threshold upwards, once per crossing, as LTTng's
+    /// notification thread does on a state change.
+    pub fn sample_consumed(&mut self, consumed: impl Fn(&str) -> Option<u64>) -> Vec<Fired> {
+        let mut fired = Vec::new();
+        for t in self.list.iter_mut() {
+            let Some(SessionCondition::ConsumedSizeGe { session, threshold }) = &t.spec.condition else { continue };
+            let now = consumed(session).is_some_and(|b| b >= *threshold);
+            if now && !t.satisfied {
+                fired.push((t.id, t.name().to_string(), t.spec.actions.clone()));
+            }
+            t.satisfied = now;
+        }
+        fired
+    }
+
     /// One look at every notifier: forgets those of processes that are no longer alive
-    /// (`alive` says which are), returns the triggers whose buffers moved.
+    /// (`alive` says which are), returns the triggers whose buffers moved, then those of
+    /// the rotations noted since the last look ([`Triggers::note_rotation`]).
     pub fn poll(&mut self, alive: impl Fn(u64) -> bool) -> Vec<Fired> {
         let mut fired = Vec::new();
+        for (session, finished) in std::mem::take(&mut self.rotations) {
+            for t in &self.list {
+                let hit = match &t.spec.condition {
+                    Some(SessionCondition::RotationStarts { session: s }) => !finished && *s == session,
+                    Some(SessionCondition::RotationFinishes { session: s }) => finished && *s == session,
+                    _ => false,
+                };
+                if hit {
+                    fired.push((t.id, t.name().to_string(), t.spec.actions.clone()));
+                }
+            }
+        }
         for t in self.list.iter_mut() {
             t.notifiers.retain(|id, _| alive(*id));
             let mut moved = false;

@@ -1,5 +1,7 @@
 //! The trigger watch thread: while a trigger exists, it looks at every notifier buffer
-//! each [`POLL`] and runs the actions of the triggers whose buffers moved, outside the
+//! each [`POLL`] and runs the actions of the triggers whose buffers moved or whose session
+//! rotated, samples the consumed size of the sessions `session-consumed-size-ge` triggers
+//! watch every [`ust_ctl::trigger::CONSUMED_SIZE_SAMPLE_MS`], and runs their actions, outside the
 //! state lock ([`crate::ops::triggers`] says how a notifier works).
 
 use std::sync::Arc;
@@ -21,8 +23,38 @@ pub fn spawn_watch(daemon: Arc<Daemon>) {
     }
 }
 
+/// Sums the bytes written of each of `sessions` (`None`: no such session), locking each
+/// stream outside the state lock as `ust status` does.
+fn consumed(daemon: &Daemon, sessions: Vec<String>) -> Vec<(String, Option<u64>)> {
+    let streams: Vec<(String, Option<Vec<_>>)> = {
+        let st = daemon.lock();
+        sessions.into_iter().map(|s| (s.clone(), st.sessions.get(&s).map(|ss| ss.streams()))).collect()
+    };
+    streams
+        .into_iter()
+        .map(|(s, streams)| {
+            let bytes = streams.map(|v| v.iter().fold(0u64, |a, x| a.saturating_add(x.lock().unwrap_or_else(|e| e.into_inner()).stats().bytes)));
+            (s, bytes)
+        })
+        .collect()
+}
+
 fn watch(daemon: &Daemon) {
+    let sample_every = Duration::from_millis(ust_ctl::trigger::CONSUMED_SIZE_SAMPLE_MS);
+    let mut last_sample = std::time::Instant::now();
     while !daemon.shutting_down() {
+        if last_sample.elapsed() >= sample_every {
+            last_sample = std::time::Instant::now();
+            let sessions = daemon.lock().triggers.consumed_size_sessions();
+            if !sessions.is_empty() {
+                let values = consumed(daemon, sessions);
+                let fired = daemon.lock().triggers.sample_consumed(|s| values.iter().find(|(n, _)| n == s).and_then(|(_, b)| *b));
+                for (id, name, actions) in fired {
+                    let result = run_actions(daemon, &name, &actions);
+                    daemon.lock().triggers.record_result(id, result);
+                }
+            }
+        }
         let fired = {
             let mut st = daemon.lock();
             if st.triggers.is_empty() {
