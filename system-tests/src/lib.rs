@@ -10,6 +10,7 @@
 
 pub mod load;
 pub mod strace;
+pub mod uprobe;
 pub mod users;
 
 use std::io::{BufRead, BufReader};

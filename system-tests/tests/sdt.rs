@@ -10,6 +10,8 @@
 //! The kernel tests need root, tracefs and uprobes; bpftrace's need bpftrace and a kernel
 //! that lets it load programs. Otherwise they are skipped with the reason.
 
+use common::require_uprobes;
+use common::uprobe::one;
 use system_tests as common;
 
 use std::os::unix::fs::PermissionsExt;
@@ -23,34 +25,6 @@ use common::{babeltrace, bt_events, ust_bin, BtEvent, TestDaemon};
 
 const A: &str = "ustup-a";
 const B: &str = "ustup-b";
-
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    match ust_kernel::tracefs::root() {
-        Err(_) => Some("no tracefs".into()),
-        Ok(r) if !r.join("uprobe_events").exists() => Some("no uprobes in this kernel (CONFIG_UPROBE_EVENTS)".into()),
-        Ok(_) => None,
-    }
-}
-
-macro_rules! require_root {
-    () => {
-        if let Some(r) = skip_reason() {
-            eprintln!("skipped: {r}");
-            return;
-        }
-    };
-}
-
-/// The tests place machine-wide probes: one at a time.
-static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one() -> std::sync::MutexGuard<'static, ()> {
-    ONE.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// `examples/sdtprog` built (once per test process) with `cargo build [--release]` in its
 /// own workspace; the path of its binary.
@@ -166,7 +140,7 @@ fn list_shows_the_sdt_probes() {
 
 #[test]
 fn root_counts_every_firing_with_its_arguments_ust_recording_or_not() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let d = TestDaemon::without_daemon();
     let bin = sdtprog();
@@ -306,7 +280,7 @@ impl Drop for PerfProbes {
 /// the semaphore), `perf stat` counts every firing.
 #[test]
 fn perf_counts_the_tracepoints_with_no_ust_daemon() {
-    require_root!();
+    require_uprobes!();
     if Command::new("perf").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
         eprintln!("skipped: no perf");
         return;
@@ -360,7 +334,7 @@ fn user_trace(w: &users::World, user: &str, name: &str, specs: &[String], cmd: &
 
 #[test]
 fn a_user_probes_the_sdt_notes_of_their_own_program_through_roots_daemon() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let w = world();
     let mine = user_copy(&w, A);
@@ -389,7 +363,7 @@ fn a_user_probes_the_sdt_notes_of_their_own_program_through_roots_daemon() {
 
 #[test]
 fn a_user_may_not_probe_the_sdt_notes_of_a_file_they_do_not_own() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let w = world();
     let roots = w.tmp.path().join("shared-root");
@@ -415,7 +389,7 @@ fn a_user_may_not_probe_the_sdt_notes_of_a_file_they_do_not_own() {
 /// `OUTPUT/kernel/` with its arguments, read back by babeltrace2.
 #[test]
 fn a_session_records_every_firing_of_its_sdt_probes() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let d = TestDaemon::start();
     let bin = sdtprog();

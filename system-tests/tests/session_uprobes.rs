@@ -11,6 +11,8 @@
 //!
 //! Needs root, tracefs and uprobes (CI runs as root); otherwise skipped with the reason.
 
+use common::require_uprobes;
+use common::uprobe::one;
 use system_tests as common;
 
 use std::os::unix::fs::PermissionsExt;
@@ -24,34 +26,6 @@ use common::{babeltrace, bt_events, program_here, ust_bin, BtEvent, TestDaemon};
 const A: &str = "ustup-a";
 const B: &str = "ustup-b";
 const XSD: &str = "/usr/share/xml/lttng/session.xsd";
-
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    match ust_kernel::tracefs::root() {
-        Err(_) => Some("no tracefs".into()),
-        Ok(r) if !r.join("uprobe_events").exists() => Some("no uprobes in this kernel (CONFIG_UPROBE_EVENTS)".into()),
-        Ok(_) => None,
-    }
-}
-
-macro_rules! require_root {
-    () => {
-        if let Some(r) = skip_reason() {
-            eprintln!("skipped: {r}");
-            return;
-        }
-    };
-}
-
-/// The tests place machine-wide probes and read `uprobe_events`: one at a time.
-static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one() -> std::sync::MutexGuard<'static, ()> {
-    ONE.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn uprobed() -> PathBuf {
     program_here("uprobed")
@@ -151,7 +125,7 @@ fn xmllint(file: &Path) {
 
 #[test]
 fn a_root_session_records_every_call_with_its_values_merged_with_user_space() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let d = TestDaemon::start();
     let out = d.output("root");
@@ -198,7 +172,7 @@ fn a_root_session_records_every_call_with_its_values_merged_with_user_space() {
 /// is stopped is not recorded.
 #[test]
 fn a_session_started_twice_records_each_run_apart() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let d = TestDaemon::start();
     let out = d.output("twice");
@@ -228,7 +202,7 @@ fn a_session_started_twice_records_each_run_apart() {
 /// proves: listed with its offset, placed at start, one hit per call with `ip` only.
 #[test]
 fn a_root_session_probe_at_a_proven_offset_counts_every_call() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let d = TestDaemon::start();
     let out = d.output("offset");
@@ -330,7 +304,7 @@ fn lttng_accepted_forms_are_listed() {
 /// records nothing (and is not placed).
 #[test]
 fn a_disabled_probe_records_nothing() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let d = TestDaemon::start();
     let out = d.output("disabled");
@@ -386,7 +360,7 @@ fn probes_are_saved_and_loaded_as_lttng_does() {
     let list = d.ust_ok(&["list", "sl"]);
     assert!(list.contains("bin_elf_symlink") && list.contains("upr_off (type: userspace-probe) [disabled]"), "{list}");
     assert_eq!(d.ust_json(&["list", "sl", "--json"])["userspace_probes"], before, "the same probes");
-    if skip_reason().is_none() {
+    if common::uprobe::skip_reason(ust_kernel::tracefs::root).is_none() {
         let _g = one();
         d.ust_ok(&["start", "sl"]);
         run(&d, &bin, &["4"]);
@@ -403,7 +377,7 @@ fn probes_are_saved_and_loaded_as_lttng_does() {
 /// next recording's start removes them.
 #[test]
 fn probes_left_by_a_killed_daemon_are_gone_after_the_next_start() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let bin = uprobed();
     let b = bin.to_str().unwrap();
@@ -465,7 +439,7 @@ fn user_ust(w: &users::World, user: &str, args: &[&str]) -> Output {
 
 #[test]
 fn a_users_session_probes_their_program_through_roots_daemon_and_sees_only_their_processes() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let w = world();
     let mine = user_copy(&w, A);
@@ -513,7 +487,7 @@ fn a_users_session_probes_their_program_through_roots_daemon_and_sees_only_their
 
 #[test]
 fn a_user_is_refused_at_enable_time_with_the_reason() {
-    require_root!();
+    require_uprobes!();
     let w = world();
     let roots = uprobed();
     let bs = user_copy(&w, B);

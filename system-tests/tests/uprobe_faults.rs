@@ -12,6 +12,7 @@
 //! Needs root, tracefs and uprobes for the recording cases (CI runs as root); otherwise
 //! those are skipped with the reason.
 
+use common::require_uprobes;
 use system_tests as common;
 
 use std::path::{Path, PathBuf};
@@ -19,27 +20,6 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::{babeltrace, program_here, TestDaemon};
-
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    match ust_kernel::tracefs::root() {
-        Err(_) => Some("no tracefs".into()),
-        Ok(r) if !r.join("uprobe_events").exists() => Some("no uprobes in this kernel (CONFIG_UPROBE_EVENTS)".into()),
-        Ok(_) => None,
-    }
-}
-
-macro_rules! require_root {
-    () => {
-        if let Some(r) = skip_reason() {
-            eprintln!("skipped: {r}");
-            return;
-        }
-    };
-}
 
 /// `ust trace -o OUT --userspace-probe SPEC... -- CMD`.
 fn trace(d: &TestDaemon, out: &Path, specs: &[String], cmd: &[&str]) -> Output {
@@ -105,7 +85,7 @@ fn stripped_binaries_and_functions_inlined_everywhere_are_refused_with_the_reaso
 /// refused before the command runs (root too), saying so.
 #[test]
 fn a_binary_on_a_noexec_mount_is_refused() {
-    require_root!();
+    require_uprobes!();
     let d = TestDaemon::without_daemon();
     let mnt = d.home.path().join("noexec");
     std::fs::create_dir(&mnt).unwrap();
@@ -134,7 +114,7 @@ fn a_binary_on_a_noexec_mount_is_refused() {
 /// the library's file, so it fires in a mapping made after it was placed.
 #[test]
 fn a_symbol_in_a_library_loaded_later_is_probed() {
-    require_root!();
+    require_uprobes!();
     let d = TestDaemon::without_daemon();
     let lib = std::env::current_exe().unwrap().parent().unwrap().join("libharmlib.so");
     assert!(lib.exists(), "{} is missing: run `cargo build --workspace --bins` first, as scripts/test.sh does", lib.display());
@@ -153,7 +133,7 @@ fn a_symbol_in_a_library_loaded_later_is_probed() {
 /// A PATH through a symbolic link: the file probed is named.
 #[test]
 fn a_file_replaced_or_rewritten_while_probed_is_reported() {
-    require_root!();
+    require_uprobes!();
     let d = TestDaemon::without_daemon();
     let dir = d.home.path();
     let prog = dir.join("prog");
@@ -189,7 +169,7 @@ fn a_file_replaced_or_rewritten_while_probed_is_reported() {
 /// program's result is unchanged, and the report pairs them all.
 #[test]
 fn every_hit_of_a_hot_function_is_recorded_and_the_program_is_unchanged() {
-    require_root!();
+    require_uprobes!();
     let d = TestDaemon::without_daemon();
     let b = program_here("uprobed");
     let b = b.to_str().unwrap();

@@ -16,18 +16,6 @@ use std::time::Duration;
 
 use common::{program_here, TestDaemon};
 
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    match ust_kernel::tracefs::root() {
-        Err(_) => Some("no tracefs".into()),
-        Ok(r) if !r.join("uprobe_events").exists() => Some("no uprobes in this kernel (CONFIG_UPROBE_EVENTS)".into()),
-        Ok(_) => None,
-    }
-}
-
 /// Per function, the durations of its calls paired here from babeltrace2's text (a stack
 /// per thread, as a debugger would pair them), and the calls left open at the end.
 #[derive(Debug, Default)]
@@ -71,7 +59,7 @@ fn pair(text: &str, functions: &[&str]) -> Paired {
 
 #[test]
 fn report_counts_calls_and_pairs_recursive_and_nested_returns_per_thread() {
-    if let Some(r) = skip_reason() {
+    if let Some(r) = common::uprobe::skip_reason(ust_kernel::tracefs::root) {
         eprintln!("skipped: {r}");
         return;
     }

@@ -9,6 +9,8 @@
 //!
 //! Needs root, tracefs and uprobes (CI runs as root); otherwise skipped with the reason.
 
+use common::require_uprobes;
+use common::uprobe::one;
 use system_tests as common;
 
 use std::os::unix::fs::PermissionsExt;
@@ -21,34 +23,6 @@ use common::{babeltrace, bt_events, program_here, ust_bin, BtEvent, TestDaemon};
 
 const A: &str = "ustup-a";
 const B: &str = "ustup-b";
-
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    match ust_kernel::tracefs::root() {
-        Err(_) => Some("no tracefs".into()),
-        Ok(r) if !r.join("uprobe_events").exists() => Some("no uprobes in this kernel (CONFIG_UPROBE_EVENTS)".into()),
-        Ok(_) => None,
-    }
-}
-
-macro_rules! require_root {
-    () => {
-        if let Some(r) = skip_reason() {
-            eprintln!("skipped: {r}");
-            return;
-        }
-    };
-}
-
-/// The tests place machine-wide probes and read `uprobe_events`: one at a time.
-static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one() -> std::sync::MutexGuard<'static, ()> {
-    ONE.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn uprobed() -> PathBuf {
     program_here("uprobed")
@@ -129,7 +103,7 @@ fn groups_of(pid: u32) -> Vec<String> {
 
 #[test]
 fn root_probes_count_every_call_with_its_arguments_and_return_values() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let d = TestDaemon::without_daemon();
     let out = d.home.path().join("t");
@@ -218,7 +192,7 @@ fn lttng_refusals_fail_before_anything_runs() {
 /// counts its calls.
 #[test]
 fn lttng_accepted_forms_count_calls() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let d = TestDaemon::without_daemon();
     let bin = uprobed();
@@ -251,7 +225,7 @@ fn lttng_accepted_forms_count_calls() {
 /// A probe left by a recorder killed with SIGKILL is removed by the next start.
 #[test]
 fn a_probe_left_by_a_killed_recorder_is_gone_after_the_next_start() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let d = TestDaemon::without_daemon();
     let bin = uprobed();
@@ -292,7 +266,7 @@ fn a_probe_left_by_a_killed_recorder_is_gone_after_the_next_start() {
 /// (DWARF's arguments hold at the entry), and the stderr says so.
 #[test]
 fn root_probe_at_a_proven_offset_counts_every_call() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let d = TestDaemon::without_daemon();
     let bin = uprobed();
@@ -349,7 +323,7 @@ fn user_trace(w: &users::World, user: &str, name: &str, specs: &[String], cmd: &
 
 #[test]
 fn a_user_probes_their_own_program_through_roots_daemon_and_sees_only_their_processes() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let w = world();
     let mine = user_copy(&w, A);
@@ -395,7 +369,7 @@ fn a_user_probes_their_own_program_through_roots_daemon_and_sees_only_their_proc
 
 #[test]
 fn a_user_may_not_probe_a_file_they_do_not_own_even_through_a_link() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let w = world();
     let roots = uprobed();
@@ -432,7 +406,7 @@ fn a_user_may_not_probe_a_file_they_do_not_own_even_through_a_link() {
 
 #[test]
 fn without_roots_daemon_a_user_is_told_uprobes_need_it() {
-    require_root!();
+    require_uprobes!();
     let w = world();
     let mine = user_copy(&w, A);
     let mut c = w.as_user(A, Path::new(ust_bin()));
@@ -469,7 +443,7 @@ fn list_shows_probeable_functions_demangled() {
 /// and is gone once the next kernel view starts.
 #[test]
 fn a_probe_left_by_a_killed_daemon_is_gone_after_the_next_start() {
-    require_root!();
+    require_uprobes!();
     let _g = one();
     let mut w = world();
     let mine = user_copy(&w, A);
