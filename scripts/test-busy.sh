@@ -26,6 +26,8 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 logs="$here/target/test-busy/$stamp"
 mkdir -p "$logs"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ust-test-busy.XXXXXX")
+# Searchable by the users the tests run ust as (mktemp -d makes it 0700).
+chmod 755 "$tmp"
 hogs=()
 
 cleanup() {

@@ -85,6 +85,14 @@ if [ "$(id -u)" = 0 ]; then
   id ustrw >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin ustrw
 fi
 
+# The permission, broker and probe tests run `ust` and the test programs of this checkout
+# as the users above: every directory above it must be searchable by them (a clone in
+# /root, or under a 0700 `mktemp -d`, is not). Say so now rather than after the build.
+if [ "$(id -u)" = 0 ] && ! setpriv --reuid="$(id -u ustkuser)" --regid="$(id -g ustkuser)" --clear-groups test -r "$(pwd -P)/Cargo.toml"; then
+  echo "test.sh: $(pwd -P) cannot be reached by other users (a directory above it is not searchable by them), and the tests run ust as other users: clone under a directory every user can search (e.g. /srv or /tmp), or give the directories above it o+x" >&2
+  exit 1
+fi
+
 # lttng-analyses 0.6.1 from PyPI, in a virtual environment on Debian's Python that sees the
 # babeltrace 1 bindings (idempotent: kept once installed).
 venv=target/lttng-analyses
