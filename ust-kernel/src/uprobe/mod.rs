@@ -102,6 +102,25 @@ pub fn split_offset(symbol: &str) -> Result<(String, Option<u64>), String> {
     }
 }
 
+/// Splits a spec's `PATH:REST` (its `elf:`/`sdt:` prefix removed) at the first `:` not
+/// escaped as `\:` (LTTng's syntax for a path holding a colon): the path with its escapes
+/// undone, and what follows the colon (`None` when there is no colon).
+fn split_path(rest: &str) -> (String, Option<&str>) {
+    let mut path = String::new();
+    let mut chars = rest.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' if rest[i + 1..].starts_with(':') => {
+                chars.next();
+                path.push(':');
+            }
+            ':' => return (path, Some(&rest[i + 1..])),
+            c => path.push(c),
+        }
+    }
+    (path, None)
+}
+
 impl Spec {
     /// Parses `elf:PATH:SYMBOL[+OFFSET][%return]` (LTTng's `--userspace-probe` syntax;
     /// `elf:` may be left out, as LTTng allows; OFFSET decimal or `0x` hex, not with
@@ -115,22 +134,7 @@ impl Spec {
             return Err(format!("{text:?}: an sdt: probe, not an elf: one (parse it with ProbeSpec::parse or sdt::SdtSpec::parse)"));
         }
         let rest = text.strip_prefix("elf:").unwrap_or(text);
-        let mut path = String::new();
-        let mut chars = rest.char_indices();
-        let mut symbol = None;
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '\\' if rest[i + 1..].starts_with(':') => {
-                    chars.next();
-                    path.push(':');
-                }
-                ':' => {
-                    symbol = Some(&rest[i + 1..]);
-                    break;
-                }
-                c => path.push(c),
-            }
-        }
+        let (path, symbol) = split_path(rest);
         let symbol = symbol.ok_or_else(|| format!("{text:?}: no SYMBOL (a probe is elf:PATH:SYMBOL or elf:PATH:SYMBOL%return)"))?;
         let (symbol, ret) = match symbol.strip_suffix("%return") {
             Some(s) => (s, true),

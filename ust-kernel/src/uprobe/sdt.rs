@@ -60,22 +60,7 @@ impl SdtSpec {
     /// What is wrong with the text.
     pub fn parse(text: &str) -> Result<SdtSpec, String> {
         let rest = text.strip_prefix("sdt:").ok_or_else(|| format!("{text:?}: not an sdt: probe (sdt:PATH:PROVIDER:PROBE)"))?;
-        let mut path = String::new();
-        let mut chars = rest.char_indices();
-        let mut tail = None;
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '\\' if rest[i + 1..].starts_with(':') => {
-                    chars.next();
-                    path.push(':');
-                }
-                ':' => {
-                    tail = Some(&rest[i + 1..]);
-                    break;
-                }
-                c => path.push(c),
-            }
-        }
+        let (path, tail) = super::split_path(rest);
         let usage = || format!("{text:?}: an SDT probe is sdt:PATH:PROVIDER:PROBE");
         let (provider, name) = tail.and_then(|t| t.split_once(':')).ok_or_else(usage)?;
         if path.is_empty() || provider.is_empty() || name.is_empty() || name.contains(':') {
