@@ -9,10 +9,11 @@
 //!                    commit(r, byte 0)               (publishes byte 0 last)
 //! ```
 //!
-//! A fixed-size event (every field fixed-size: the macro calls [`emit_fixed`]) whose site
-//! has a plan ([`Site::plan`]: enabled in one plain channel, no filter on it) skips the
-//! mask, filter, table and channel-kind tests: the plan is the channel, resolved by the
-//! runtime when the mask, the filters or the slot's channel change, not per event.
+//! A site with a plan ([`Site::plan`]: enabled in one plain channel, no filter on it)
+//! skips the mask, filter, table and channel-kind tests: the plan is the channel, resolved
+//! by the runtime when the mask, the filters or the slot's channel change, not per event.
+//! A fixed-size event (every field fixed-size: the macro calls [`emit_fixed`]) also takes
+//! its record sizes from the site; any other computes them from its payload length.
 //!
 //! A site with filters on some of its channels (`--filter`) takes a separate path first:
 //! the payload is serialized once into a stack scratch area, the filters are evaluated on
@@ -46,9 +47,9 @@ pub fn emit_fixed<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, wr
     // cleared before each mask change and stored after it).
     fence(Ordering::Acquire);
     if let Some(ch) = site.plan() {
-        // A site has a plan only with its fixed sizes set (and they never change). The
-        // macro's constant length comes from the same field descriptions as the sizes;
-        // the test keeps any other caller on the general path.
+        // The macro's constant length comes from the same field descriptions as the
+        // sizes; the test keeps any other caller (and every site without fixed sizes,
+        // whose `extended` is 0) on the general path.
         let (compact, extended) = site.fixed_sizes_raw();
         if payload_len == (extended as usize).wrapping_sub(event_header::EXTENDED_SIZE) {
             let Some(_nesting) = ringbuffer::nesting::enter() else {
@@ -77,6 +78,27 @@ pub fn emit_fixed<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, wr
 /// branch, so the disabled path of a tracepoint is small enough to inline anywhere.
 #[inline(never)]
 pub fn emit<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, write: F) {
+    // A site with a plan (one plain channel, no filter on it): that channel, with the
+    // sizes of this payload, and none of the tests below. As in `emit_fixed`, the fence
+    // makes the plan (cleared before each mask change, stored after it) follow the mask
+    // the call site loaded.
+    fence(Ordering::Acquire);
+    if let Some(ch) = site.plan() {
+        let id = site.id();
+        let cpu = cpu::current();
+        let Some(size) = slot_size(site, id, payload_len) else {
+            ch.buffer(cpu).record_dropped(Dropped::TooBig);
+            return;
+        };
+        let Some(_nesting) = ringbuffer::nesting::enter() else {
+            ch.buffer(cpu).record_dropped(Dropped::Nested);
+            return;
+        };
+        if let Err(Dropped::Migrated) = record_plain(ch, cpu, id, size, &write) {
+            migrated(ch, id, ip, size, &write);
+        }
+        return;
+    }
     // The mask this call uses, then the fence: a relaxed load followed by an Acquire fence
     // acts as an Acquire load, pairing with the runtime's Release stores of the id, the
     // filters, the mask and the channel slots: having seen this mask, see what was set up
@@ -91,20 +113,9 @@ pub fn emit<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, write: F
         drop_all(mask, Dropped::Nested);
         return;
     };
-    let size = match site.fixed_sizes() {
-        // A fixed-size event: computed with the id, for this very payload length (the
-        // macro's constant comes from the same field descriptions; the test keeps any
-        // other caller of `emit` on the general computation).
-        Some((compact, extended)) if payload_len == (extended as usize).wrapping_sub(event_header::EXTENDED_SIZE) => SlotSize { compact, extended },
-        _ => {
-            let (compact, extended) = event_header::sizes(id);
-            // Both sizes fit in u32 when the extended one does (it is the larger).
-            let Ok(e) = u32::try_from(payload_len.saturating_add(extended)) else {
-                drop_all(mask, Dropped::TooBig);
-                return;
-            };
-            SlotSize { compact: e - (extended - compact) as u32, extended: e }
-        }
+    let Some(size) = slot_size(site, id, payload_len) else {
+        drop_all(mask, Dropped::TooBig);
+        return;
     };
     let cpu = cpu::current();
     if let Some(f) = site.filter() {
@@ -117,6 +128,24 @@ pub fn emit<F: Fn(&mut [u8])>(site: &Site, ip: u64, payload_len: usize, write: F
         emit_one(mask.trailing_zeros(), cpu, id, ip, size, &write);
     } else {
         emit_many(mask, cpu, id, ip, size, &write);
+    }
+}
+
+/// The record sizes (header and payload) of a `payload_len`-byte event of `site` with id
+/// `id` (nonzero); `None` when they do not fit in `u32`.
+#[inline(always)]
+fn slot_size(site: &Site, id: u32, payload_len: usize) -> Option<SlotSize> {
+    match site.fixed_sizes() {
+        // A fixed-size event: computed with the id, for this very payload length (the
+        // macro's constant comes from the same field descriptions; the test keeps any
+        // other caller of `emit` on the general computation).
+        Some((compact, extended)) if payload_len == (extended as usize).wrapping_sub(event_header::EXTENDED_SIZE) => Some(SlotSize { compact, extended }),
+        _ => {
+            let (compact, extended) = event_header::sizes(id);
+            // Both sizes fit in u32 when the extended one does (it is the larger).
+            let e = u32::try_from(payload_len.saturating_add(extended)).ok()?;
+            Some(SlotSize { compact: e - (extended - compact) as u32, extended: e })
+        }
     }
 }
 

@@ -40,8 +40,8 @@ pub struct Site {
     /// them, and filter changes are rare control-plane events.
     filter: Published<SiteFilter>,
     /// The site's plan: the channel its events go to when that is the whole story (one
-    /// mask bit, a [plain](Channel::plain) channel in that slot, no filter on it, a
-    /// fixed-size event), else null. The emit path then takes this channel with one load,
+    /// mask bit, a [plain](Channel::plain) channel in that slot, no filter on it, an id),
+    /// else null. The emit path then takes this channel with one load,
     /// without the mask, filter, table and channel-kind tests ([`crate::emit`]). Kept
     /// current by every setter of the mask and the filters ([`Site::refresh_plan`]) and,
     /// for a channel installed under an unchanged mask, by [`refresh_plans`]. Points to a
@@ -190,12 +190,12 @@ impl Site {
         unsafe { self.plan.load(Ordering::Acquire).as_ref() }
     }
 
-    /// Recomputes the plan from the mask, the filters, the id's sizes and the channel
+    /// Recomputes the plan from the mask, the filters, the id and the channel
     /// table. Called by the runtime's thread (or a test's) after each change of them.
     pub(crate) fn refresh_plan(&self) {
         let m = self.mask();
         let unfiltered = self.filter().is_none_or(|f| f.mask & m == 0);
-        let ch = if m.is_power_of_two() && unfiltered && self.fixed_sizes().is_some() { channel::get(m.trailing_zeros()).filter(|c| c.plain) } else { None };
+        let ch = if m.is_power_of_two() && unfiltered && self.id() != 0 { channel::get(m.trailing_zeros()).filter(|c| c.plain) } else { None };
         self.plan.store(ch.map_or(std::ptr::null_mut(), |c| c as *const Channel as *mut Channel), Ordering::Release);
     }
 
