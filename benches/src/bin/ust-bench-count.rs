@@ -17,8 +17,11 @@
 //! (`info_span!("work", id = u64)` made, entered, exited and closed, same subscriber),
 //! `tracing-event-sub` and `tracing-span-sub` (the same through `ust::tracing::subscriber()`),
 //! `tracing-span-noop` and `tracing-event-noop` (the same through the registry and a layer
-//! that does nothing: what `tracing` charges any layer), `log` (`log::info!("ev")` through
-//! `ust::log::Logger`) and `log-fmt` (`log::info!("ev {} {}", u64, i32)`).
+//! that does nothing: what `tracing` charges any layer), `tracing-event-visit` and
+//! `tracing-span-visit` (a layer that takes the values and formats the message into a
+//! buffer, recording nothing: what any recording layer pays), `log` (`log::info!("ev")` through
+//! `ust::log::Logger`), `log-native` (a `tracepoint!` with the bridge's six fields and
+//! the values that call passes: the bridge's floor in ust) and `log-fmt` (`log::info!("ev {} {}", u64, i32)`).
 //!
 //! With `UST_BENCH_WINDOW=W` it also prints, after each `W` events, that window's on-CPU
 //! time per event and the time per iteration of [`core_probe`] run right after it
@@ -70,6 +73,16 @@ fn main() {
         "seq32" => {
             benches::enable(benches::site("bench", "seq"));
             Box::new(|| ust::tracepoint!(bench, seq, a: u64 = x, q: &[u8] = &q32))
+        }
+        "log-native" => {
+            // The `log` bridge's fields (`ust_log:TRACE_*`) as a `tracepoint!` of their own,
+            // with what `log::info!("ev")` here passes: its floor in ust.
+            benches::enable(benches::site("bench", "lognative"));
+            let (file, module) = (black_box(file!()), black_box(module_path!()));
+            let line = black_box(line!() as i32);
+            Box::new(move || {
+                ust::tracepoint!(bench, lognative, line: i32 = line, file: &str = file, func: &str = module, msg: &str = "ev", target: &str = module, module_path: &str = module)
+            })
         }
         "tracef" => {
             benches::enable(benches::site("lttng_ust_tracef", "event"));
@@ -188,6 +201,14 @@ fn other_path(kind: &str, x: u64, y: i32) -> Box<dyn FnMut()> {
                 Box::new(span)
             }
         }
+        "tracing-event-visit" | "tracing-span-visit" => {
+            tracing::subscriber::set_global_default(tracing_subscriber::registry().with(VisitLayer)).expect("first subscriber");
+            if kind == "tracing-event-visit" {
+                Box::new(event)
+            } else {
+                Box::new(span)
+            }
+        }
         "log" | "log-fmt" => {
             static LOGGER: std::sync::OnceLock<ust::log::Logger> = std::sync::OnceLock::new();
             log::set_logger(LOGGER.get_or_init(ust::log::Logger::new)).expect("first logger");
@@ -217,3 +238,48 @@ fn other_path(kind: &str, x: u64, y: i32) -> Box<dyn FnMut()> {
 struct NoopLayer;
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
+
+/// A layer that takes the values of each event and new span as any recording layer must,
+/// and records nothing: numbers copied into a reused buffer, `Debug` values (the message)
+/// formatted into it. What a layer pays before it writes a byte of its own: the floor
+/// under ust's layer beside [`NoopLayer`]'s.
+struct VisitLayer;
+
+/// [`VisitLayer`]'s visitor.
+struct Take<'a>(&'a mut Vec<u8>);
+
+impl tracing::field::Visit for Take<'_> {
+    fn record_u64(&mut self, _: &tracing::field::Field, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn record_i64(&mut self, _: &tracing::field::Field, v: i64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn record_debug(&mut self, _: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+        use std::io::Write as _;
+        let _ = write!(self.0, "{v:?}");
+    }
+}
+
+thread_local! {
+    static TAKEN: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl<S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>> tracing_subscriber::Layer<S> for VisitLayer {
+    fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        TAKEN.with(|t| {
+            let mut t = t.borrow_mut();
+            t.clear();
+            e.record(&mut Take(&mut t));
+            black_box(t.len());
+        });
+    }
+    fn on_new_span(&self, a: &tracing::span::Attributes<'_>, _: &tracing::span::Id, _: tracing_subscriber::layer::Context<'_, S>) {
+        TAKEN.with(|t| {
+            let mut t = t.borrow_mut();
+            t.clear();
+            a.record(&mut Take(&mut t));
+            black_box(t.len());
+        });
+    }
+}
