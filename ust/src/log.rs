@@ -176,7 +176,11 @@ fn record(site: &Site, r: &Record<'_>) {
     let file = r.file().unwrap_or("");
     let module = r.module_path().unwrap_or("");
     let target = r.target();
-    let lens = [line.encoded_len(), file.encoded_len(), module.encoded_len(), msg.encoded_len(), target.encoded_len(), module.encoded_len()];
+    // The module path is recorded twice (`func`, `module_path`) and is most often the
+    // target too (`log`'s default target): its NUL search is done once for all three.
+    let module_len = module.encoded_len();
+    let target_len = if std::ptr::eq(target, module) { module_len } else { target.encoded_len() };
+    let lens = [line.encoded_len(), file.encoded_len(), module_len, msg.encoded_len(), target_len, module_len];
     emit(site, 0, lens.iter().sum(), |out| {
         let (a, out) = out.split_at_mut(lens[0]);
         line.encode(a);
