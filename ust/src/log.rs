@@ -49,7 +49,7 @@ use ust_core::{EventDesc, FieldDesc, FieldType, Level};
 use crate::emit::emit;
 use crate::field::{Field, Text};
 use crate::site::{register_dynamic, Site};
-use crate::text::{MsgStorage, StackMsg};
+use crate::text::{MsgStorage, StackMsg, MSG_CAPACITY};
 
 /// The provider of the bridge's events.
 pub const PROVIDER: &str = "ust_log";
@@ -161,17 +161,26 @@ impl Log for Logger {
     fn flush(&self) {}
 }
 
-/// Formats `r` on the stack and records it with `site`: no allocation.
+/// Formats `r` on the stack (a literal message that needs no cut is recorded from where it
+/// is) and records it with `site`: no allocation.
 #[inline(never)]
 fn record(site: &Site, r: &Record<'_>) {
     let mut storage = MsgStorage::uninit();
     let mut m = StackMsg::new(&mut storage);
     let args = r.args();
-    let _ = match args.as_str() {
-        Some(s) => m.write_str(s),
-        None => m.write_fmt(*args),
+    let msg = match args.as_str() {
+        // A literal message that needs no cut: recorded from where it is, as the stack
+        // copy would hold it byte for byte.
+        Some(s) if s.len() <= MSG_CAPACITY => Text(s.as_bytes()),
+        Some(s) => {
+            let _ = m.write_str(s);
+            Text(m.finish())
+        }
+        None => {
+            let _ = m.write_fmt(*args);
+            Text(m.finish())
+        }
     };
-    let msg = Text(m.finish());
     let line = r.line().map_or(0, |l| l as i32);
     let file = r.file().unwrap_or("");
     let module = r.module_path().unwrap_or("");

@@ -69,3 +69,47 @@ fn records_are_tracelog_shaped_with_target_and_module_and_allocate_nothing() {
     }
     assert_eq!(recs[11], (debug.id(), expect(99)));
 }
+
+/// Eight copies of a string literal, as one literal.
+macro_rules! x8 {
+    ($s:expr) => {
+        concat!($s, $s, $s, $s, $s, $s, $s, $s)
+    };
+}
+
+#[test]
+fn literal_messages_are_recorded_whole_up_to_the_capacity_and_cut_past_it() {
+    use crate::text::{MSG_CAPACITY, TRUNCATION_MARKER};
+    let _g = serial();
+    let ch = TestChannel::new(13, 1 << 16);
+    let logger = crate::log::Logger::new();
+    let info = site_named("ust_log", "TRACE_INFO");
+    info.set_mask(1 << 13);
+    let log = |args: std::fmt::Arguments<'_>| logger.log(&Record::builder().level(LLevel::Info).target("t").module_path(Some("m")).args(args).build());
+    // Literals (`as_str` is `Some`) of 4096 bytes (the capacity) and of 8192 bytes.
+    let whole = format_args!(x8!(concat!(x8!("0123456789abcdef"), x8!("0123456789abcdef"), x8!("0123456789abcdef"), x8!("0123456789abcdef"))));
+    assert_eq!(whole.as_str().map(str::len), Some(MSG_CAPACITY));
+    let long = format_args!(x8!(x8!(x8!("0123456789abcdef"))));
+    assert_eq!(long.as_str().map(str::len), Some(8192));
+    log(whole);
+    log(long);
+    log(format_args!("short"));
+    info.set_mask(0);
+    let msgs: Vec<Vec<u8>> = ch
+        .records(|_, b| log_len(b))
+        .into_iter()
+        .map(|(_, b)| {
+            let at = 4 + b[4..].iter().position(|&c| c == 0).unwrap() + 1;
+            let at = at + b[at..].iter().position(|&c| c == 0).unwrap() + 1;
+            let n = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+            b[at + 4..at + 4 + n].to_vec()
+        })
+        .collect();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(msgs[0], whole.as_str().unwrap().as_bytes(), "a literal of the capacity is recorded whole");
+    let cut = MSG_CAPACITY - TRUNCATION_MARKER.len();
+    assert_eq!(msgs[1].len(), MSG_CAPACITY, "a longer literal is cut to the capacity");
+    assert_eq!(&msgs[1][..cut], &long.as_str().unwrap().as_bytes()[..cut]);
+    assert_eq!(&msgs[1][cut..], TRUNCATION_MARKER.as_bytes());
+    assert_eq!(msgs[2], b"short");
+}

@@ -80,9 +80,9 @@ fn main() {
             benches::enable(benches::site("bench", "lognative"));
             let (file, module) = (black_box(file!()), black_box(module_path!()));
             let line = black_box(line!() as i32);
-            Box::new(move || {
-                ust::tracepoint!(bench, lognative, line: i32 = line, file: &str = file, func: &str = module, msg: &str = "ev", target: &str = module, module_path: &str = module)
-            })
+            Box::new(
+                move || ust::tracepoint!(bench, lognative, line: i32 = line, file: &str = file, func: &str = module, msg: &str = "ev", target: &str = module, module_path: &str = module),
+            )
         }
         "tracef" => {
             benches::enable(benches::site("lttng_ust_tracef", "event"));
