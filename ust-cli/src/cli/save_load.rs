@@ -292,10 +292,12 @@ fn triggers_to_add(c: &mut Client, files: Vec<Vec<TriggerSpec>>) -> Result<Vec<T
     for t in want {
         match existing.iter().find(|e| e.spec.name == t.name) {
             Some(e) if e.spec == t => {}
-            Some(_) => return Err(Failure::new(format!(
+            Some(_) => {
+                return Err(Failure::new(format!(
                 "trigger {} exists already with another condition or action: remove it (`ust remove-trigger`) or load with --no-triggers; nothing was loaded",
                 t.name.as_deref().unwrap_or("")
-            ))),
+            )))
+            }
             None => out.push(t),
         }
     }
