@@ -31,7 +31,7 @@ impl RatePolicy {
     /// Whether the `count`-th execution request (from 1) runs the action.
     pub fn admits(self, count: u64) -> bool {
         match self {
-            RatePolicy::EveryN(n) => n > 0 && count % n == 0,
+            RatePolicy::EveryN(n) => n > 0 && count.is_multiple_of(n),
             RatePolicy::OnceAfterN(n) => count == n,
         }
     }
