@@ -280,3 +280,78 @@ fn snapshot_action_options_are_honoured() {
     let _ = child.0.wait();
     d.ust_ok(&["destroy", "-s", "fr"]);
 }
+
+/// A snapshot action with `--ctrl-url`/`--data-url` (a real lttng-relayd on loopback):
+/// the relay daemon writes `<host>/<session>-<stamp>/NAME-<N>-<stamp>/ust/pid/...`, read
+/// back by babeltrace2, and nothing is written locally.
+#[test]
+fn snapshot_action_sends_to_a_relay_daemon() {
+    use std::net::{TcpListener, TcpStream};
+    let ports: Vec<u16> = {
+        let ls: Vec<TcpListener> = (0..3).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+        ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    };
+    let relay_out = tempfile::tempdir().unwrap();
+    let relay_home = tempfile::tempdir().unwrap();
+    let _relayd = KillOnDrop(
+        Command::new("lttng-relayd")
+            .arg("-o")
+            .arg(relay_out.path())
+            .args(["-C", &format!("tcp://127.0.0.1:{}", ports[0]), "-D", &format!("tcp://127.0.0.1:{}", ports[1])])
+            .args(["-L", &format!("tcp://127.0.0.1:{}", ports[2])])
+            .env("LTTNG_HOME", relay_home.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("lttng-relayd is installed (scripts/test.sh installs lttng-tools)"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", ports[0])).is_err() {
+        assert!(Instant::now() < deadline, "lttng-relayd did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let d = TestDaemon::start();
+    let local = d.output("fr");
+    d.ust_ok(&["create", "fr", "--snapshot", "--output", local.to_str().unwrap()]);
+    d.ust_ok(&["enable-event", "-s", "fr", "steadyprov:*"]);
+    d.ust_ok(&["start", "-s", "fr"]);
+    let (ctrl, data) = (format!("tcp://127.0.0.1:{}", ports[0]), format!("tcp://127.0.0.1:{}", ports[1]));
+    d.ust_ok(&[
+        "add-trigger",
+        "--name",
+        "to-relay",
+        "--condition",
+        "event-rule-matches",
+        "--type",
+        "user",
+        "--name",
+        "steadyprov:ev",
+        "--filter",
+        "seq == 4",
+        "--action",
+        "snapshot-session",
+        "fr",
+        "--ctrl-url",
+        &ctrl,
+        "--data-url",
+        &data,
+        "--name",
+        "relay-snap",
+    ]);
+    let (mut child, mut stdout) = spawn_ready(Command::new(program_here("steady")).env("UST_RUNDIR", &d.rundir));
+    let mut stdin = child.0.stdin.take().unwrap();
+    batch(&mut stdin, &mut stdout, 5);
+    let t = wait_fired(&d, "to-relay", 1);
+    assert!(t["last_result"].as_str().unwrap().contains("/relay-snap-1-"), "{t}");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
+    let sessions = dirs_starting(&relay_out.path().join(&host), "fr-");
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let snaps = dirs_starting(&sessions[0], "relay-snap-1-");
+    assert_eq!(snaps.len(), 1, "{:?}", std::fs::read_dir(&sessions[0]).map(|r| r.flatten().map(|e| e.path()).collect::<Vec<_>>()));
+    assert_eq!(seqs(&snaps[0]), (0..5).collect::<Vec<_>>());
+    assert!(dirs_starting(&local, "").is_empty(), "nothing written locally");
+    drop(stdin);
+    let _ = child.0.wait();
+    d.ust_ok(&["destroy", "-s", "fr"]);
+}
