@@ -400,7 +400,7 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
                     return Err("--action before --condition: give the condition first".into());
                 }
                 if let Some(p) = pending.take() {
-                    action_options.push(finish_options(p)?);
+                    push_options(&mut action_options, actions.len(), finish_options(p)?);
                 }
                 let kind = value(args, &mut i, opt, inline)?;
                 let act = match kind {
@@ -455,7 +455,7 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
         i += 1;
     }
     if let Some(p) = pending.take() {
-        action_options.push(finish_options(p)?);
+        push_options(&mut action_options, actions.len(), finish_options(p)?);
     }
     if part == Part::Trigger {
         return Err("missing --condition event-rule-matches".into());
@@ -482,6 +482,14 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
     let mut spec = TriggerSpec { name, rule, condition, actions, action_options };
     spec.normalize();
     Ok(spec)
+}
+
+/// Records `o` as the options of the last of `n_actions` actions (those before it that
+/// recorded none, an action that takes no option, get the defaults), so that options stay
+/// at their action's index.
+fn push_options(options: &mut Vec<ActionOptions>, n_actions: usize, o: ActionOptions) {
+    options.resize(n_actions.saturating_sub(1), ActionOptions::default());
+    options.push(o);
 }
 
 fn finish_options((rate_policy, snap): (RatePolicy, PendingSnapshot)) -> Result<ActionOptions, String> {
