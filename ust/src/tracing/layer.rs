@@ -1,7 +1,8 @@
 //! [`UstLayer`]: ust as a [`tracing_subscriber`] layer, for a registry shared with other
-//! layers. Span ids are the registry's; the sites of a span are found through the
-//! registry when it is entered and closed, and through the thread's stack of entered
-//! spans ([`super::stack`]) when it is exited.
+//! layers. Span ids are the registry's; the sites of a span are found on enter, record
+//! and close in the layer's per-thread entries of the spans the thread made
+//! ([`super::known`]), else through the registry, and on exit through the thread's stack
+//! of entered spans ([`super::stack`]).
 
 use ::tracing_core::span;
 use ::tracing_core::subscriber::Interest;
@@ -12,12 +13,17 @@ use ::tracing_subscriber::registry::LookupSpan;
 
 use super::record::{self, id_event};
 use super::sites::{self, lookup, sites_for};
-use super::stack;
+use super::{known, stack};
 
 /// The layer's recording half. Use [`layer`], which attaches its filter.
+///
+/// Each layer takes a number of its own when it joins a subscriber (`Layer::on_layer`),
+/// which tells its spans from those of another registry on the same thread; a layer
+/// that never joined one finds every span through the registry.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct UstLayer {
-    _p: (),
+    /// This layer's number in [`known`] (0: none).
+    layer: u64,
 }
 
 /// The layer's per-layer filter: ust's enable masks.
@@ -35,7 +41,7 @@ where
 {
     crate::runtime::start();
     crate::runtime::on_masks_changed(::tracing_core::callsite::rebuild_interest_cache);
-    UstLayer { _p: () }.with_filter(UstFilter { _p: () })
+    UstLayer { layer: 0 }.with_filter(UstFilter { _p: () })
 }
 
 impl<S> Filter<S> for UstFilter {
@@ -60,10 +66,26 @@ where
     lookup(ctx.span(id)?.metadata())
 }
 
+impl UstLayer {
+    /// The sites of span `id`: from this thread's entries when it made the span, else
+    /// through the registry.
+    #[inline]
+    fn sites<S>(&self, id: &span::Id, ctx: &Context<'_, S>) -> Option<&'static sites::Sites>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        known::find(self.layer, id.into_u64()).or_else(|| sites_of(id, ctx))
+    }
+}
+
 impl<S> Layer<S> for UstLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    fn on_layer(&mut self, _subscriber: &mut S) {
+        self.layer = known::next_layer();
+    }
+
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         // `sites_for`, not `lookup`: the callsite may still be registering (see `enabled_for`).
         record::event(sites_for(event.metadata()), event);
@@ -78,23 +100,24 @@ where
             None if attrs.is_contextual() => stack::current(|_| true).map_or(0, |e| e.0),
             None => 0,
         };
+        known::made(self.layer, id.into_u64(), sites);
         record::new_span(sites, id.into_u64(), parent, attrs);
     }
 
     fn on_record(&self, id: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
-        if let Some(sites) = sites_of(id, &ctx) {
+        if let Some(sites) = self.sites(id, &ctx) {
             record::span_record(sites, id.into_u64(), values);
         }
     }
 
     fn on_follows_from(&self, id: &span::Id, follows: &span::Id, ctx: Context<'_, S>) {
-        if let Some(sites) = sites_of(id, &ctx) {
+        if let Some(sites) = self.sites(id, &ctx) {
             id_event(sites.follows, sites.ip, [id.into_u64(), follows.into_u64()]);
         }
     }
 
     fn on_enter(&self, id: &span::Id, ctx: Context<'_, S>) {
-        match sites_of(id, &ctx) {
+        match self.sites(id, &ctx) {
             Some(sites) => {
                 stack::enter(id.into_u64(), sites);
                 id_event(sites.enter, sites.ip, [id.into_u64()]);
@@ -110,7 +133,7 @@ where
     }
 
     fn on_close(&self, id: span::Id, ctx: Context<'_, S>) {
-        if let Some(sites) = sites_of(&id, &ctx) {
+        if let Some(sites) = known::closed(self.layer, id.into_u64()).or_else(|| sites_of(&id, &ctx)) {
             id_event(sites.close, sites.ip, [id.into_u64()]);
         }
     }

@@ -78,8 +78,9 @@
 //! a free-list pop and two stores, entering and exiting a push and a pop, closing one
 //! compare-and-swap. Under the layer, `tracing_subscriber::Registry` keeps the spans (a
 //! sharded slab, the span's fields, its own stack, the dispatch through the layer stack);
-//! the layer finds a span's sites through the registry on enter and close, and through
-//! its own per-thread stack on exit.
+//! the layer finds a span's sites on enter and close in per-thread entries of the spans
+//! the thread made (module `known`; through the registry for a span made on another
+//! thread), and through its own per-thread stack on exit.
 //! `max_level_hint` is the most verbose `tracing` level that an enabler of a started session
 //! tracing the process accepts, whatever its pattern (the daemon says so with the masks), so
 //! `tracing`'s global level filter rules out more verbose callsites before they register:
@@ -89,6 +90,7 @@
 //! With no session started the hint is `OFF`; before the process has registered (or with
 //! a daemon that does not say), there is no hint.
 
+mod known;
 mod layer;
 mod record;
 mod sites;
