@@ -228,15 +228,16 @@ fn encode(buf: &mut Vec<u8>, nfields: usize, visit: impl Fn(&mut dyn Visit)) {
     a.lay_out(nfields);
 }
 
-/// Records `site` (from the callsite of `sites`) with the fixed bytes `prefix`, then the
-/// callsite's values that `visit` records.
-pub(super) fn record(site: &Site, sites: &Sites, prefix: &[u8], visit: impl Fn(&mut dyn Visit)) {
+/// Records `site` (from the callsite of `sites`) with the fixed bytes `prefix` (an array:
+/// its copy is a few moves, not a `memcpy` call), then the callsite's values that `visit`
+/// records.
+pub(super) fn record<const N: usize>(site: &Site, sites: &Sites, prefix: [u8; N], visit: impl Fn(&mut dyn Visit)) {
     let run = |buf: &mut Vec<u8>| {
         encode(buf, sites.nfields, &visit);
         let buf: &[u8] = buf;
-        crate::emit::emit(site, sites.ip, prefix.len() + buf.len(), |out: &mut [u8]| {
-            let (p, rest) = out.split_at_mut(prefix.len());
-            p.copy_from_slice(prefix);
+        crate::emit::emit(site, sites.ip, N + buf.len(), |out: &mut [u8]| {
+            let (p, rest) = out.split_at_mut(N);
+            p.copy_from_slice(&prefix);
             rest.copy_from_slice(buf);
         });
     };
@@ -273,7 +274,7 @@ pub(super) fn new_span(sites: &Sites, id: u64, parent: u64, attrs: &::tracing_co
         let mut prefix = [0u8; 16];
         prefix[..8].copy_from_slice(&id.to_le_bytes());
         prefix[8..].copy_from_slice(&parent.to_le_bytes());
-        record(site, sites, &prefix, |v| attrs.record(v));
+        record(site, sites, prefix, |v| attrs.record(v));
     }
 }
 
@@ -281,14 +282,14 @@ pub(super) fn new_span(sites: &Sites, id: u64, parent: u64, attrs: &::tracing_co
 /// enabled.
 pub(super) fn span_record(sites: &Sites, id: u64, values: &::tracing_core::span::Record<'_>) {
     if let Some(site) = sites.record.filter(|s| s.is_enabled()) {
-        record(site, sites, &id.to_le_bytes(), |v| values.record(v));
+        record(site, sites, id.to_le_bytes(), |v| values.record(v));
     }
 }
 
 /// A `tracing` event of the callsite of `sites`, when enabled.
 pub(super) fn event(sites: &Sites, event: &::tracing_core::Event<'_>) {
     if let Some(site) = sites.main.filter(|s| s.is_enabled()) {
-        record(site, sites, &[], |v| event.record(v));
+        record(site, sites, [], |v| event.record(v));
     }
 }
 
