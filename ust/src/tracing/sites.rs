@@ -102,10 +102,19 @@ pub(super) fn lookup(meta: &'static Metadata<'static>) -> Option<&'static Sites>
 }
 
 /// The sites of `meta`, made on first use.
+#[inline]
 pub(super) fn sites_for(meta: &'static Metadata<'static>) -> &'static Sites {
-    if let Some(s) = lookup(meta) {
-        return s;
+    match lookup(meta) {
+        Some(s) => s,
+        None => make_or_find(meta),
     }
+}
+
+/// [`sites_for`]'s first use of a callsite (on this thread): apart, so the lookup that
+/// finds the sites keeps no frame for the map's lock and the sites' making.
+#[cold]
+#[inline(never)]
+fn make_or_find(meta: &'static Metadata<'static>) -> &'static Sites {
     let mut map = MAP.write().unwrap_or_else(|e| e.into_inner());
     let map = map.get_or_insert_with(HashMap::new);
     if let Some(s) = map.get(&key(meta)) {
