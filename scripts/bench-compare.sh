@@ -64,12 +64,22 @@ if [ $only_anchors = 0 ]; then
   # On-CPU time per event (CLOCK_THREAD_CPUTIME_ID), far less inflated by load than wall time.
   # Each line says which writers the buffers claimed: per-CPU (rseq) by default where glibc
   # registered rseq, the compare-and-swap ones with UST_RSEQ=0 (same sitting, same binary).
-  for k in enabled ring; do
-    for rseq in 1 0; do
-      UST_RSEQ=$rseq "$target/release/ust-bench-count" "$k" 5000000
-      UST_RSEQ=$rseq UST_CLOCK=tsc "$target/release/ust-bench-count" "$k" 5000000
+  # Then issue 32's `tracing` and `log` paths beside their floors: the registry with a
+  # no-op layer (`*-noop`), a layer that takes the values and records nothing (`*-visit`),
+  # and the log bridge's six fields as a `tracepoint!` (`log-native`).
+  {
+    for k in enabled ring; do
+      for rseq in 1 0; do
+        UST_RSEQ=$rseq "$target/release/ust-bench-count" "$k" 5000000
+        UST_RSEQ=$rseq UST_CLOCK=tsc "$target/release/ust-bench-count" "$k" 5000000
+      done
     done
-  done | tee "$log/count"
+    for k in tracing-event tracing-event-sub tracing-event-visit tracing-event-noop log log-native \
+      tracing-span tracing-span-sub tracing-span-visit tracing-span-noop; do
+      "$target/release/ust-bench-count" "$k" 2000000
+    done
+    for k in tracing-span tracing-span-sub; do UST_CLOCK=tsc "$target/release/ust-bench-count" "$k" 2000000; done
+  } | tee "$log/count"
   # The same event per 10 ms window beside the core probe (scripts/bench-windows.sh): its
   # cost in the windows whose probe ran within 10 % of the run's fastest, the core then
   # the thread's own if any window had it (the probe's fastest is printed: 1.09-1.12 ns
