@@ -88,6 +88,31 @@ fn span_fields_records_follows_from_and_async_polls_read_back() {
     assert_eq!(got, want);
 }
 
+#[test]
+fn spans_of_two_registries_with_the_same_id_on_one_thread_keep_their_own_events() {
+    // The layer finds a span's sites in per-thread entries by id; two registries' first
+    // spans on a thread have the same id, so the entries tell them apart by layer.
+    let d = TestDaemon::start();
+    let out = d.output("two-registries");
+    let o = d.ust_cmd().arg("trace").arg("--output").arg(&out).arg("--").arg(program("debug", "tracingspans")).arg("two-registries").output().unwrap();
+    assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stderr), d.log());
+    let got = span_events(&out);
+    let want: Vec<(String, String)> = [
+        ("keep_new", "_span_id = 1, _parent_id = 0"),
+        ("other_new", "_span_id = 1, _parent_id = 0"),
+        ("keep_enter", "_span_id = 1"),
+        ("keep_exit", "_span_id = 1"),
+        ("other_enter", "_span_id = 1"),
+        ("other_exit", "_span_id = 1"),
+        ("other_close", "_span_id = 1"),
+        ("keep_close", "_span_id = 1"),
+    ]
+    .into_iter()
+    .map(|(n, f)| (format!("tracingspans:{n}"), f.to_string()))
+    .collect();
+    assert_eq!(got, want);
+}
+
 /// The babeltrace2 event context of a line (`ip = 0x..., vpid = N`) and its name.
 fn contexts(text: &str) -> Vec<(String, String, String)> {
     text.lines()

@@ -8,6 +8,12 @@
 //! With the argument `wait`, it prints `max_level L` and reads commands from its standard
 //! input instead, one a line: `level` prints `max_level L` again, `log` records a
 //! `debug!(n = 1, "late")` and prints `logged`; it ends at EOF.
+//!
+//! With the argument `two-registries`, it prints `max_level L`, then makes span `keep` in
+//! the global registry and span `other` in a second registry with a ust layer of its own
+//! (`tracing::subscriber::with_default`): both are the first span of their registry on this
+//! thread, so both have id 1. It enters and exits `keep`, then `other`, then drops `other`
+//! and `keep`.
 
 use std::future::Future;
 use std::pin::pin;
@@ -32,6 +38,15 @@ fn main() {
                 other => panic!("unknown command {other:?}"),
             }
         }
+        return;
+    }
+    if std::env::args().nth(1).as_deref() == Some("two-registries") {
+        let keep = tracing::info_span!("keep");
+        let other = tracing::subscriber::with_default(tracing_subscriber::registry().with(ust::tracing::layer()), || tracing::info_span!("other"));
+        keep.in_scope(|| {});
+        other.in_scope(|| {});
+        drop(other);
+        drop(keep);
         return;
     }
     let conn = tracing::info_span!("conn", peer = "10.0.0.1", bytes = tracing::field::Empty);
