@@ -259,6 +259,7 @@ impl Triggers {
                     tsc: None,
                     shared_ids: false,
                     blocking_timeout_us: 0,
+                    map: None,
                 },
                 fds,
             );
