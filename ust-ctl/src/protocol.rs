@@ -268,6 +268,23 @@ pub enum Command {
     /// Give the memory of eligible sub-buffers back (`ust reclaim-memory`, LTTng 2.15's
     /// rules). Answered with [`Payload::Reclaimed`].
     ReclaimMemory(ReclaimRequest),
+    /// `ust add-map-channel` (LTTng 2.16): add a map channel to the session; triggers'
+    /// `incr-map-value` actions naming it start counting (in the processes that match
+    /// them, from now on). Answered with [`Payload::MapChannelAdded`].
+    AddMapChannel {
+        /// Session.
+        session: Option<String>,
+        /// Its name; `None`: the daemon names it `map-channel<N>`.
+        name: Option<String>,
+        /// Its attributes.
+        config: crate::maps::MapChannelConfig,
+    },
+    /// `ust show-maps` / `ust export-maps`: every counter of the session's map channels.
+    /// Answered with [`Payload::Maps`].
+    DumpMaps {
+        /// Session.
+        session: Option<String>,
+    },
 }
 
 /// Options of `ust create` beyond name and output.
@@ -408,6 +425,15 @@ pub enum Payload {
     Triggers(Vec<crate::trigger::TriggerInfo>),
     /// What [`Command::ReclaimMemory`] did, per channel.
     Reclaimed(Vec<crate::reclaim::ChannelReclaimed>),
+    /// [`Command::AddMapChannel`]: the session and the channel's name.
+    MapChannelAdded {
+        /// Session.
+        session: String,
+        /// Channel.
+        channel: String,
+    },
+    /// [`Command::DumpMaps`].
+    Maps(crate::maps::MapsDump),
 }
 
 /// A line of `ust list`.

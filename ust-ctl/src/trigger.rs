@@ -46,6 +46,19 @@ pub enum TriggerAction {
     StopSession(String),
     /// `ust rotate -s SESSION`.
     RotateSession(String),
+    /// `incr-map-value --session S --channel C --type user --key TEMPLATE` (LTTng 2.16):
+    /// increment the counter of key TEMPLATE (expanded for the event) in map channel C of
+    /// session S, while S is started. With `event-rule-matches` the process counts the
+    /// event in its own maps (no record, no notifier); with a session condition the daemon
+    /// counts in the channel's shared counters (the template must then be literal).
+    IncrMapValue {
+        /// The session.
+        session: String,
+        /// The map channel.
+        channel: String,
+        /// The key template (`{event_name}`, `{provider_name}`, `{{`, `}}`).
+        key: String,
+    },
 }
 
 impl std::fmt::Display for TriggerAction {
@@ -56,6 +69,7 @@ impl std::fmt::Display for TriggerAction {
             TriggerAction::StartSession(s) => write!(f, "start session `{s}`"),
             TriggerAction::StopSession(s) => write!(f, "stop session `{s}`"),
             TriggerAction::RotateSession(s) => write!(f, "rotate session `{s}`"),
+            TriggerAction::IncrMapValue { session, channel, key } => write!(f, "increment map value: session `{session}`, channel `{channel}`, key `{key}`"),
         }
     }
 }
@@ -181,6 +195,43 @@ fn parse_level_range(s: &str) -> Result<LevelFilter, String> {
     }
 }
 
+/// The options of one `incr-map-value` action, from `args[*i + 1]` on (`--session/-s`,
+/// `--channel/-c`, `--type/-t user`, `--key/-k`, in any order, up to the next `--action`
+/// or the end); leaves `*i` at the last one read.
+fn parse_incr_map_value(args: &[String], i: &mut usize) -> Result<TriggerAction, String> {
+    let (mut session, mut channel, mut key, mut ty) = (None, None, None, None);
+    while let Some(a) = args.get(*i + 1) {
+        let (opt, inline) = match a.split_once('=') {
+            Some((o, v)) if o.starts_with("--") => (o, Some(v)),
+            _ => (a.as_str(), None),
+        };
+        if !matches!(opt, "--session" | "-s" | "--channel" | "-c" | "--type" | "-t" | "--key" | "-k") {
+            break;
+        }
+        *i += 1;
+        let v = value(args, i, opt, inline)?.to_string();
+        match opt {
+            "--session" | "-s" => session = Some(v),
+            "--channel" | "-c" => channel = Some(v),
+            "--type" | "-t" => ty = Some(v),
+            _ => key = Some(v),
+        }
+    }
+    match ty.as_deref() {
+        Some("user") => {}
+        Some("kernel") => return Err("incr-map-value --type kernel is not supported: ust has user space map channels only".into()),
+        Some(t) => return Err(format!("incr-map-value --type {t:?}: kernel or user")),
+        None => return Err("incr-map-value needs --type user".into()),
+    }
+    let session = session.ok_or("incr-map-value needs --session SESSION")?;
+    crate::config::check_name("session", &session)?;
+    let channel = channel.ok_or("incr-map-value needs --channel CHANNEL")?;
+    crate::config::check_name("map channel", &channel)?;
+    let key = key.ok_or("incr-map-value needs --key TEMPLATE")?;
+    crate::maps::parse_key_template(&key)?;
+    Ok(TriggerAction::IncrMapValue { session, channel, key })
+}
+
 /// Parses the arguments of `add-trigger` (everything after the verb).
 ///
 /// # Errors
@@ -283,11 +334,22 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
                             _ => TriggerAction::RotateSession(s),
                         }
                     }
-                    "incr-map-value" => return Err("action incr-map-value is not supported: ust has no map channels".into()),
-                    other => return Err(format!("unknown action {other:?} (notify, snapshot-session, start-session, stop-session, rotate-session)")),
+                    "incr-map-value" => {
+                        let act = parse_incr_map_value(args, &mut i)?;
+                        actions.push(act);
+                        part = Part::Action;
+                        i += 1;
+                        continue;
+                    }
+                    other => {
+                        return Err(format!("unknown action {other:?} (notify, snapshot-session, start-session, stop-session, rotate-session, incr-map-value)"))
+                    }
                 };
                 actions.push(act);
                 part = Part::Action;
+            }
+            ("--rate-policy", Part::Action) if matches!(actions.last(), Some(TriggerAction::IncrMapValue { .. })) => {
+                return Err("--rate-policy does not apply to incr-map-value (its rate policy is every:1)".into());
             }
             ("--rate-policy", Part::Action) => {
                 let p = value(args, &mut i, opt, inline)?;
@@ -316,6 +378,15 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
         };
         if actions.is_empty() {
             return Err("missing --action (notify, snapshot-session SESSION, ...)".into());
+        }
+        for a in &actions {
+            if let TriggerAction::IncrMapValue { key, .. } = a {
+                if !crate::maps::is_literal(&crate::maps::parse_key_template(key)?) {
+                    return Err(format!(
+                        "--key {key:?}: with condition {k}, the key must be literal text ({{event_name}} and {{provider_name}} need event-rule-matches)"
+                    ));
+                }
+            }
         }
         if let Some(n) = &name {
             crate::config::check_name("trigger", n)?;
@@ -393,6 +464,52 @@ mod tests {
         assert_eq!(t.condition, Some(SessionCondition::RotationStarts { session: "s2".into() }));
         assert_eq!(parse_size("2M"), Ok(2 << 20));
         assert_eq!(parse_size("1G"), Ok(1 << 30));
+    }
+
+    #[test]
+    fn incr_map_value_actions() {
+        let t = p(&[
+            "--condition=event-rule-matches",
+            "--type=user",
+            "--name=*",
+            "--action=incr-map-value",
+            "--session=my-session",
+            "--type=user",
+            "-c",
+            "my-counters",
+            "--key={event_name}_count",
+            "--action",
+            "notify",
+        ])
+        .unwrap();
+        assert_eq!(
+            t.actions,
+            vec![
+                TriggerAction::IncrMapValue { session: "my-session".into(), channel: "my-counters".into(), key: "{event_name}_count".into() },
+                TriggerAction::Notify
+            ]
+        );
+        let t =
+            p(&["--condition", "session-rotation-finishes", "-s", "s", "--action", "incr-map-value", "-s", "s", "-t", "user", "-c", "m", "-k", "k1"]).unwrap();
+        assert_eq!(t.actions.len(), 1);
+        let e =
+            p(&["--condition", "session-rotation-finishes", "-s", "s", "--action", "incr-map-value", "-s", "s", "-t", "user", "-c", "m", "-k", "{event_name}"])
+                .unwrap_err();
+        assert!(e.contains("literal"), "{e}");
+        for (args, want) in [
+            (&["-t", "kernel", "-s", "s", "-c", "m", "-k", "k"][..], "kernel"),
+            (&["-s", "s", "-c", "m", "-k", "k"][..], "--type user"),
+            (&["-t", "user", "-c", "m", "-k", "k"][..], "--session"),
+            (&["-t", "user", "-s", "s", "-k", "k"][..], "--channel"),
+            (&["-t", "user", "-s", "s", "-c", "m"][..], "--key"),
+            (&["-t", "user", "-s", "s", "-c", "m", "-k", "{x}"][..], "placeholder"),
+            (&["-t", "user", "-s", "s", "-c", "m", "-k", "k", "--rate-policy", "every:1"][..], "rate-policy"),
+        ] {
+            let mut v = vec!["--condition", "event-rule-matches", "--type", "user", "--action", "incr-map-value"];
+            v.extend_from_slice(args);
+            let e = p(&v).unwrap_err();
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
     }
 
     #[test]

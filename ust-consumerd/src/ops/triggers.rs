@@ -136,6 +136,20 @@ impl Triggers {
         self.list.iter().find(|t| t.id == id).map(|t| &t.rule)
     }
 
+    /// Every `incr-map-value` action of the `event-rule-matches` triggers (what map slots
+    /// processes get: [`crate::ops::maps`]).
+    pub fn map_actions(&self) -> Vec<crate::ops::maps::MapAction<'_>> {
+        let mut v = Vec::new();
+        for t in self.list.iter().filter(|t| t.spec.condition.is_none()) {
+            for (i, a) in t.spec.actions.iter().enumerate() {
+                if let TriggerAction::IncrMapValue { session, channel, key } = a {
+                    v.push((t.id, i, &t.rule, session.as_str(), channel.as_str(), key.as_str()));
+                }
+            }
+        }
+        v
+    }
+
     /// `ust list-triggers`.
     pub fn list(&self) -> Vec<TriggerInfo> {
         self.list.iter().map(Trigger::info).collect()
@@ -164,7 +178,7 @@ impl Triggers {
         }
         for a in &spec.actions {
             match a {
-                TriggerAction::Notify => {}
+                TriggerAction::Notify | TriggerAction::IncrMapValue { .. } => {}
                 TriggerAction::SnapshotSession(s) | TriggerAction::StartSession(s) | TriggerAction::StopSession(s) | TriggerAction::RotateSession(s) => {
                     if !session_exists(s) {
                         return Err(format!("action {a}: no session named {s:?} (see `ust list`)"));
@@ -198,11 +212,12 @@ impl Triggers {
     ///
     /// # Errors
     /// No trigger of that name.
-    pub fn remove(&mut self, name: &str) -> Result<Vec<(u64, u32)>, String> {
+    pub fn remove(&mut self, name: &str) -> Result<(usize, Vec<(u64, u32)>), String> {
         let Some(pos) = self.list.iter().position(|t| t.name() == name) else {
             return Err(format!("no trigger named {name:?} (see `ust list-triggers`)"));
         };
-        Ok(self.list.remove(pos).notifiers.iter().map(|(app, n)| (*app, n.slot)).collect())
+        let t = self.list.remove(pos);
+        Ok((t.id, t.notifiers.iter().map(|(app, n)| (*app, n.slot)).collect()))
     }
 
     /// Gives process `app` a notifier for every trigger whose rule matches one of its
@@ -215,7 +230,14 @@ impl Triggers {
             return;
         }
         for t in self.list.iter_mut() {
-            if t.spec.condition.is_some() || t.notifiers.contains_key(&app.id) || !app.events.iter().any(|e| t.rule.decide(e) != Decision::Off) {
+            // Only actions the daemon runs need a notifier: `incr-map-value` counts in the
+            // process itself.
+            let daemon_actions = t.spec.actions.iter().any(|a| !matches!(a, TriggerAction::IncrMapValue { .. }));
+            if !daemon_actions
+                || t.spec.condition.is_some()
+                || t.notifiers.contains_key(&app.id)
+                || !app.events.iter().any(|e| t.rule.decide(e) != Decision::Off)
+            {
                 continue;
             }
             let Some(slot) = (0..MAX_CHANNELS).find(|s| !app.slots.contains_key(s)) else {
@@ -339,7 +361,9 @@ impl Triggers {
                 }
             }
             if moved {
-                fired.push((t.id, t.name().to_string(), t.spec.actions.clone()));
+                // Its `incr-map-value` actions were counted by the processes themselves.
+                let actions = t.spec.actions.iter().filter(|a| !matches!(a, TriggerAction::IncrMapValue { .. })).cloned().collect();
+                fired.push((t.id, t.name().to_string(), actions));
             }
         }
         fired

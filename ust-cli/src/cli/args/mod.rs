@@ -297,6 +297,32 @@ emptied; archives of earlier `ust rotate` are kept.")]
 Prints, per channel, the sub-buffers reclaimed (and those pending: delivered, not consumed
 yet). `ust list SESSION` shows each channel's resident and allocated memory.")]
     ReclaimMemory(super::reclaim::ReclaimMemoryArgs),
+    /// Add a map channel to a session: per-CPU counters keyed by strings, fed by triggers'
+    /// `incr-map-value` actions (LTTng 2.16's `lttng add-map-channel`).
+    #[command(after_help = "Examples:
+  ust add-map-channel --type=user my-counters
+  ust add-map-channel --type=user --buffer-ownership=process --dead-process-policy=drop \\
+      --max-key-count=8192 my-counters
+  ust add-trigger --condition=event-rule-matches --type=user --name='*' \\
+      --action=incr-map-value --session=my-session --type=user --channel=my-counters \\
+      --key='{event_name}_count'
+
+An event counted only by maps writes no record: the process adds 1 to its key's counter on
+its CPU (one atomic add). Keys are interned by the daemon when it gives a process its maps;
+a map channel holds at most --max-key-count keys, first come first kept.")]
+    AddMapChannel(super::maps::AddMapChannelArgs),
+    /// Show the counters of a session's map channels (LTTng 2.16's `lttng show-maps`).
+    #[command(after_help = "Examples:
+  ust show-maps --channel=my-counters
+  ust show-maps --channel=my-counters --sort-by=value --sort-order=desc --limit=10
+  ust show-maps --per=cpu --key=myapp:my_event
+  ust show-maps --per=owner --all-pids")]
+    ShowMaps(super::maps::ShowMapsArgs),
+    /// Export every counter of a session's map channels as an SQL script for SQLite
+    /// (LTTng 2.16's `lttng export-maps`).
+    #[command(after_help = "Examples:
+  { ust export-maps; echo 'SELECT key, SUM(value) FROM vmap GROUP BY key;'; } | sqlite3 :memory:")]
+    ExportMaps(super::maps::ExportMapsArgs),
     /// Regenerate a session's metadata or state dump (LTTng's `lttng regenerate`).
     #[command(
         subcommand,

@@ -1,0 +1,245 @@
+//! Map channels (LTTng 2.16's `add-map-channel`, `incr-map-value`, `show-maps`,
+//! `export-maps`), end to end: a port of lttng-tools' `tests/regression/tools/map/`
+//! (user space parts) to ust's CLI. Programs emit known numbers of events and the
+//! counters must hold exactly those sums, across threads and CPUs, while the process lives
+//! and after it exits, with each ownership model and dead-process policy. Counters are
+//! read back as LTTng's tests read them: `export-maps` loaded into sqlite3 and queried
+//! through the `vmap` view; and `show-maps`' tables are checked too.
+//!
+//! - `tptest` is LTTng's `gen-ust-events`: 100 `tp:tptest` (`intfield` 0..100), then 7
+//!   `tp:the_string`;
+//! - `fourthreads N`: 4 threads × N `myprov:myev`;
+//! - `holder N`: N `holder:ev`, waits for its stdin to close, N more.
+
+use system_tests as common;
+
+use std::io::{BufRead, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// `lttng export-maps | sqlite3` with `query`: the rows, fields joined by `|`.
+fn sql(d: &TestDaemon, session: &str, query: &str) -> Vec<String> {
+    let script = d.ust_ok(&["export-maps", "-s", session]);
+    let mut c =
+        Command::new("sqlite3").arg(":memory:").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("sqlite3 is installed");
+    let mut input = c.stdin.take().unwrap();
+    input.write_all(script.as_bytes()).unwrap();
+    input.write_all(query.as_bytes()).unwrap();
+    input.write_all(b"\n").unwrap();
+    drop(input);
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success() && o.stderr.is_empty(), "sqlite3: {}\n{script}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().lines().map(str::to_string).collect()
+}
+
+/// LTTng's `read_map_value`: the sum of `key` over every group and CPU, `None` if absent.
+fn value(d: &TestDaemon, session: &str, key: &str) -> Option<i64> {
+    let q = format!("SELECT SUM(value) FROM vmap WHERE key = '{}';", key.replace('\'', "''"));
+    sql(d, session, &q).first().and_then(|v| v.parse().ok())
+}
+
+/// LTTng's `sum_map_value_in_group_type`.
+fn value_in(d: &TestDaemon, session: &str, group: &str, key: &str) -> Option<i64> {
+    let q = format!("SELECT SUM(value) FROM vmap WHERE group_type = '{group}' AND key = '{key}';");
+    sql(d, session, &q).first().and_then(|v| v.parse().ok())
+}
+
+/// `key|total` of every key (LTTng's `read_map_values`).
+fn values(d: &TestDaemon, session: &str) -> Vec<String> {
+    sql(d, session, "SELECT key, SUM(value) FROM vmap GROUP BY key ORDER BY key;")
+}
+
+fn run(d: &TestDaemon, prog: &str, args: &[&str]) {
+    let o = Command::new(program_here(prog)).args(args).env("UST_RUNDIR", &d.rundir).output().unwrap();
+    assert!(o.status.success(), "{prog}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A session `name` with a map channel `m` (options `opts`), not started.
+fn session(d: &TestDaemon, name: &str, opts: &[&str]) {
+    let out = d.output(name);
+    d.ust_ok(&["create", name, "--output", out.to_str().unwrap()]);
+    let mut a = vec!["add-map-channel", "-s", name, "--type=user"];
+    a.extend_from_slice(opts);
+    a.push("m");
+    let o = d.ust_ok(&a);
+    assert!(o.contains("map channel `m` added"), "{o}");
+}
+
+/// An `event-rule-matches` trigger on `rule` incrementing `key` in `session`/m.
+fn count_trigger(d: &TestDaemon, session: &str, rule: &str, key: &str, extra: &[&str]) {
+    let mut a = vec!["add-trigger", "--condition=event-rule-matches", "--type=user", "--name", rule];
+    a.extend_from_slice(extra);
+    a.extend_from_slice(&["--action=incr-map-value", "--session", session, "--type=user", "--channel=m", "--key", key]);
+    d.ust_ok(&a);
+}
+
+/// Waits until the daemon has reaped the per-process group of a dead process (LTTng's
+/// tests rotate for this synchronization point).
+fn wait_reaped(d: &TestDaemon, session: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sql(d, session, "SELECT COUNT(*) FROM groups WHERE type = 'user-per-process';").iter().all(|c| c == "0") {
+        assert!(Instant::now() < deadline, "the dead process's group is still there");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn per_user_map_counts_every_event_exactly() {
+    let d = TestDaemon::start();
+    session(&d, "s", &[]);
+    count_trigger(&d, "s", "tp:tptest", "count/{event_name}", &[]);
+    d.ust_ok(&["start", "-s", "s"]);
+    run(&d, "tptest", &[]);
+    assert_eq!(value(&d, "s", "count/tp:tptest"), Some(100));
+    assert_eq!(values(&d, "s"), ["count/tp:tptest|100"], "only the rule's event is counted");
+    // The per-user group is the current user's (test_buffer_ownership_models).
+    let uid = unsafe { libc::getuid() };
+    assert_eq!(sql(&d, "s", "SELECT DISTINCT owner_id, value_type FROM vmap WHERE group_type = 'user-per-user';"), [format!("{uid}|signed-int-64")]);
+    // A second run of the same user adds into the same maps.
+    run(&d, "tptest", &[]);
+    assert_eq!(value(&d, "s", "count/tp:tptest"), Some(200));
+    let table = d.ust_ok(&["show-maps", "-s", "s", "--channel", "m"]);
+    assert!(table.contains("Recording session `s`:\nUser space map channel `m`:\n"), "{table}");
+    assert!(table.lines().any(|l| l.contains("count/tp:tptest") && l.contains(" 200 ")), "{table}");
+    let per_owner = d.ust_ok(&["show-maps", "-s", "s", "--per=owner", &format!("--uid={uid}")]);
+    assert!(per_owner.contains(&format!(", user ID {uid}")), "{per_owner}");
+    assert_eq!(d.ust_ok(&["show-maps", "-s", "s", "--all-pids"]), "Nothing to show!\n");
+    // No record was written: the session has no event channel (the daemon made no trace).
+    assert!(!d.output("s").join("ust").exists());
+}
+
+#[test]
+fn counts_are_exact_across_threads_and_cpus() {
+    let d = TestDaemon::start();
+    session(&d, "s", &[]);
+    count_trigger(&d, "s", "myprov:*", "{event_name}", &[]);
+    d.ust_ok(&["start", "-s", "s"]);
+    run(&d, "fourthreads", &["25000"]);
+    assert_eq!(value(&d, "s", "myprov:myev"), Some(100_000));
+    // The per-CPU counters sum to it (show-maps --per=cpu: one table per CPU with counts).
+    let per_cpu = sql(&d, "s", "SELECT SUM(value) FROM vmap WHERE part_id IS NOT NULL GROUP BY part_id;");
+    assert_eq!(per_cpu.iter().map(|v| v.parse::<i64>().unwrap()).sum::<i64>(), 100_000);
+    let t = d.ust_ok(&["show-maps", "-s", "s", "--per=cpu", "--non-init-values"]);
+    assert!(t.contains(", CPU "), "{t}");
+}
+
+#[test]
+fn dead_process_policies() {
+    for (policy, shared_after) in [("drop", None), ("sum-into-shared", Some(200))] {
+        let d = TestDaemon::start();
+        session(&d, "s", &["--buffer-ownership=process", &format!("--dead-process-policy={policy}")]);
+        count_trigger(&d, "s", "holder:ev", "count/{event_name}", &[]);
+        d.ust_ok(&["start", "-s", "s"]);
+        let mut child = KillOnDrop(
+            Command::new(program_here("holder")).arg("100").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap(),
+        );
+        let mut line = String::new();
+        std::io::BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        // Alive: its own group, owned by its pid (test_buffer_ownership_models).
+        let pid = child.0.id();
+        assert_eq!(
+            sql(&d, "s", "SELECT owner_id, owner_name, SUM(value) FROM vmap WHERE group_type = 'user-per-process' GROUP BY owner_id;"),
+            [format!("{pid}|holder|100")]
+        );
+        let t = d.ust_ok(&["show-maps", "-s", "s", "--per=owner", "--pid", &pid.to_string()]);
+        assert!(t.contains(&format!(", process ID {pid} (`holder`) (64-bit int. values):")) && t.contains(" 100 "), "{t}");
+        drop(child.0.stdin.take());
+        assert!(child.0.wait().unwrap().success());
+        wait_reaped(&d, "s");
+        let key = "count/holder:ev";
+        assert_eq!(value_in(&d, "s", "user-per-process", key), None, "{policy}: the dead process's group is gone");
+        let shared = value_in(&d, "s", "shared", key);
+        match shared_after {
+            None => assert!(shared.is_none() || shared == Some(0), "drop: {shared:?}"),
+            Some(v) => assert_eq!(shared, Some(v), "sum-into-shared"),
+        }
+    }
+}
+
+#[test]
+fn update_policies() {
+    for (policy, want) in [("per-event", 100), ("per-rule-match", 200)] {
+        let d = TestDaemon::start();
+        session(&d, "s", &[&format!("--update-policy={policy}")]);
+        count_trigger(&d, "s", "tp:tptest", "count/{event_name}", &[]);
+        count_trigger(&d, "s", "tp:tptest", "count/{event_name}", &[]);
+        d.ust_ok(&["start", "-s", "s"]);
+        run(&d, "tptest", &[]);
+        assert_eq!(value(&d, "s", "count/tp:tptest"), Some(want), "{policy}");
+    }
+}
+
+#[test]
+fn no_update_while_stopped() {
+    let d = TestDaemon::start();
+    session(&d, "s", &[]);
+    count_trigger(&d, "s", "tp:tptest", "count/{event_name}", &[]);
+    d.ust_ok(&["start", "-s", "s"]);
+    run(&d, "tptest", &[]);
+    assert_eq!(value(&d, "s", "count/tp:tptest"), Some(100));
+    d.ust_ok(&["stop", "-s", "s"]);
+    run(&d, "tptest", &[]);
+    assert_eq!(value(&d, "s", "count/tp:tptest"), Some(100), "stopped: not counted");
+    d.ust_ok(&["start", "-s", "s"]);
+    run(&d, "tptest", &[]);
+    assert_eq!(value(&d, "s", "count/tp:tptest"), Some(200));
+}
+
+#[test]
+fn provider_and_event_name_placeholders_and_filters() {
+    let d = TestDaemon::start();
+    session(&d, "s", &[]);
+    count_trigger(&d, "s", "tp:tptest", "prov/{provider_name}", &[]);
+    count_trigger(&d, "s", "tp:tptest", "evt/{event_name}", &[]);
+    // test_rule_filters_ust: the rule's filter is evaluated in the process.
+    count_trigger(&d, "s", "tp:tptest", "low/{{{event_name}}}", &["--filter", "intfield < 10"]);
+    d.ust_ok(&["start", "-s", "s"]);
+    run(&d, "tptest", &[]);
+    assert_eq!(values(&d, "s"), ["evt/tp:tptest|100", "low/{tp:tptest}|10", "prov/tp|100"]);
+}
+
+#[test]
+fn a_full_map_drops_new_keys_and_says_so() {
+    let d = TestDaemon::start();
+    session(&d, "s", &["--max-key-count=1"]);
+    count_trigger(&d, "s", "tp:*", "{event_name}", &[]);
+    d.ust_ok(&["start", "-s", "s"]);
+    run(&d, "tptest", &[]);
+    let v = values(&d, "s");
+    assert!(v == ["tp:tptest|100"] || v == ["tp:the_string|7"], "one key kept, counted exactly: {v:?}");
+    let dump = d.ust_json(&["show-maps", "-s", "s", "--json"]);
+    assert_eq!(dump["channels"][0]["keys"], 1);
+    assert!(dump["channels"][0]["keys_dropped"].as_u64().unwrap() >= 1, "{dump}");
+}
+
+#[test]
+fn late_binding_clear_and_an_event_channel_beside() {
+    let d = TestDaemon::start();
+    let out = d.output("s");
+    d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
+    // test_trigger_late_binding: the trigger names the map channel before it exists.
+    count_trigger(&d, "s", "tp:tptest", "count/{event_name}", &[]);
+    d.ust_ok(&["add-map-channel", "-s", "s", "--type=user", "m"]);
+    let dup = d.ust(&["add-map-channel", "-s", "s", "--type=user", "m"]);
+    assert!(!dup.status.success() && String::from_utf8_lossy(&dup.stderr).contains("already has a map channel"));
+    let kernel = d.ust(&["add-map-channel", "-s", "s", "--type=kernel"]);
+    assert!(!kernel.status.success());
+    d.ust_ok(&["enable-event", "-s", "s", "tp:the_string"]);
+    d.ust_ok(&["start", "-s", "s"]);
+    run(&d, "tptest", &[]);
+    assert_eq!(value(&d, "s", "count/tp:tptest"), Some(100));
+    // test_clear_preserves_keys.
+    d.ust_ok(&["clear", "-s", "s"]);
+    assert_eq!(values(&d, "s"), ["count/tp:tptest|0"]);
+    run(&d, "tptest", &[]);
+    d.ust_ok(&["stop", "-s", "s"]);
+    assert_eq!(value(&d, "s", "count/tp:tptest"), Some(100));
+    // The event channel recorded its own event only: read back by babeltrace2.
+    let text = babeltrace(&out);
+    assert_eq!(text.lines().filter(|l| l.contains("tp:the_string:")).count(), 7, "{text}");
+    assert!(!text.contains("tp:tptest"), "{text}");
+    d.ust_ok(&["destroy", "-s", "s"]);
+}
