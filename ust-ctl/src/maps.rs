@@ -108,6 +108,19 @@ impl Default for MapChannelConfig {
     }
 }
 
+/// `ust add-map-channel` (LTTng 2.16): add a map channel to a session; triggers'
+/// `incr-map-value` actions naming it start counting (in the processes that match them,
+/// from now on).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddMapChannel {
+    /// Session (`None`: the current one).
+    pub session: Option<String>,
+    /// Its name; `None`: the daemon names it `map-channel<N>`.
+    pub name: Option<String>,
+    /// Its attributes.
+    pub config: MapChannelConfig,
+}
+
 /// One piece of a key template.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -268,19 +268,9 @@ pub enum Command {
     /// Give the memory of eligible sub-buffers back (`ust reclaim-memory`, LTTng 2.15's
     /// rules). Answered with [`Payload::Reclaimed`].
     ReclaimMemory(ReclaimRequest),
-    /// `ust add-map-channel` (LTTng 2.16): add a map channel to the session; triggers'
-    /// `incr-map-value` actions naming it start counting (in the processes that match
-    /// them, from now on). Answered with [`Payload::MapChannelAdded`].
-    AddMapChannel {
-        /// Session.
-        session: Option<String>,
-        /// Its name; `None`: the daemon names it `map-channel<N>`.
-        name: Option<String>,
-        /// Its attributes.
-        config: crate::maps::MapChannelConfig,
-    },
-    /// `ust show-maps` / `ust export-maps`: every counter of the session's map channels.
-    /// Answered with [`Payload::Maps`].
+    /// `ust add-map-channel`: answered with [`Payload::MapChannelAdded`].
+    AddMapChannel(crate::maps::AddMapChannel),
+    /// `ust show-maps`, `export-maps`: every counter, [`Payload::Maps`].
     DumpMaps {
         /// Session.
         session: Option<String>,
@@ -426,12 +416,7 @@ pub enum Payload {
     /// What [`Command::ReclaimMemory`] did, per channel.
     Reclaimed(Vec<crate::reclaim::ChannelReclaimed>),
     /// [`Command::AddMapChannel`]: the session and the channel's name.
-    MapChannelAdded {
-        /// Session.
-        session: String,
-        /// Channel.
-        channel: String,
-    },
+    MapChannelAdded(String, String),
     /// [`Command::DumpMaps`].
     Maps(crate::maps::MapsDump),
 }

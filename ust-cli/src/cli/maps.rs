@@ -1,7 +1,7 @@
 //! `ust add-map-channel`, `ust show-maps`, `ust export-maps` (LTTng 2.16's verbs of the
 //! same names, lttng-add-map-channel(1), lttng-show-maps(1), lttng-export-maps(1)): their
 //! arguments, and the requests. What `show-maps` selects, aggregates and prints is
-//! [`super::maps_view`]; the SQL of `export-maps` is [`super::maps_sql`].
+//! [`super::maps_view`] (with its arguments); the SQL of `export-maps` is [`super::maps_sql`].
 
 use std::process::ExitCode;
 
@@ -10,17 +10,9 @@ use ust_ctl::maps::{DeadProcessPolicy, MapChannelConfig, MapOwnership, MapsDump,
 use ust_ctl::protocol::{Command, Payload};
 
 use super::connect::{call, unexpected, Failure};
+pub use super::maps_view::{MapType, ShowMapsArgs};
 use super::{CliResult, SessionOpt};
 use crate::out::{out, outln};
-
-/// `--type` of a map channel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum MapType {
-    /// Linux kernel map channel (not supported: ust traces user space).
-    Kernel,
-    /// User space map channel.
-    User,
-}
 
 /// `--buffer-ownership` of a map channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -121,105 +113,13 @@ pub fn add_map_channel(a: AddMapChannelArgs) -> CliResult {
             UpdatePolicyArg::PerRuleMatch => UpdatePolicy::PerRuleMatch,
         },
     };
-    let Payload::MapChannelAdded { session, channel } = call(Command::AddMapChannel { session: a.session.session, name: a.name, config })? else {
+    let Payload::MapChannelAdded(session, channel) =
+        call(Command::AddMapChannel(ust_ctl::maps::AddMapChannel { session: a.session.session, name: a.name, config }))?
+    else {
         return Err(unexpected());
     };
     outln!("User space map channel `{channel}` added to recording session `{session}`");
     Ok(ExitCode::SUCCESS)
-}
-
-/// `--per` of `show-maps`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Per {
-    /// One table per map channel (default).
-    Channel,
-    /// One table per owner (user, process, or the shared counters) per channel.
-    Owner,
-    /// One table per CPU per owner per channel (alias of `part`).
-    Cpu,
-    /// One table per partition (CPU) per owner per channel.
-    Part,
-}
-
-/// `--sort-by` of `show-maps`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SortBy {
-    /// By key, as strings (default).
-    Key,
-    /// By value, as integers.
-    Value,
-}
-
-/// `--sort-order` of `show-maps`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SortOrder {
-    /// Ascending (default).
-    Asc,
-    /// Descending.
-    Desc,
-}
-
-/// `ust show-maps`.
-#[derive(Debug, Args)]
-pub struct ShowMapsArgs {
-    /// Session.
-    #[command(flatten)]
-    pub session: SessionOpt,
-    /// Select the counters of this map channel (repeatable).
-    #[arg(short = 'c', long = "channel", value_name = "CHANNEL")]
-    pub channels: Vec<String>,
-    /// Select the map channels of this type (repeatable).
-    #[arg(long = "type", value_enum)]
-    pub types: Vec<MapType>,
-    /// Aggregation level of the tables.
-    #[arg(long, value_enum, default_value = "channel")]
-    pub per: Per,
-    /// Select the counters of Unix user USER (id or name; repeatable).
-    #[arg(long = "uid", value_name = "USER", conflicts_with = "all_uids")]
-    pub uids: Vec<String>,
-    /// Select the counters of every Unix user.
-    #[arg(long)]
-    pub all_uids: bool,
-    /// Select the counters of process PID (repeatable).
-    #[arg(long = "pid", value_name = "PID", conflicts_with = "all_pids")]
-    pub pids: Vec<i64>,
-    /// Select the counters of every process.
-    #[arg(long)]
-    pub all_pids: bool,
-    /// Select the shared counters.
-    #[arg(long)]
-    pub shared: bool,
-    /// Select the system (Linux kernel) counters: there are none in ust.
-    #[arg(long)]
-    pub system: bool,
-    /// Select the counters of CPU ID (repeatable).
-    #[arg(long = "part-id", value_name = "ID")]
-    pub part_ids: Vec<u32>,
-    /// Alias of --part-id.
-    #[arg(long = "cpu-id", value_name = "ID")]
-    pub cpu_ids: Vec<u32>,
-    /// Select the counters of this exact key (repeatable).
-    #[arg(long = "key", value_name = "KEY")]
-    pub keys: Vec<String>,
-    /// Select the counters whose key matches GLOB (`*` matches anything, `\*` a `*`;
-    /// repeatable).
-    #[arg(long = "key-glob", value_name = "GLOB")]
-    pub key_globs: Vec<String>,
-    /// Select only the counters whose value is not zero.
-    #[arg(long)]
-    pub non_init_values: bool,
-    /// Column the rows are sorted by.
-    #[arg(long, value_enum, default_value = "key")]
-    pub sort_by: SortBy,
-    /// Sort order.
-    #[arg(long, value_enum, default_value = "asc")]
-    pub sort_order: SortOrder,
-    /// Print the first COUNT sorted rows of each table.
-    #[arg(long, value_name = "COUNT")]
-    pub limit: Option<usize>,
-    /// Print the daemon's dump of every counter as JSON instead.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// `--format` of `export-maps`.

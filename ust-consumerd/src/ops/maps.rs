@@ -18,7 +18,7 @@
 //! the process, as for a channel); the `per-event` update policy is the process's
 //! business (one increment per map and key per event, across slots), `per-rule-match`
 //! one per slot. A trigger with a session condition counts in the channel's shared
-//! counters, in the daemon, when it fires ([`incr_shared`]).
+//! counters, in the daemon, when it fires ([`Maps::incr_shared`]).
 //!
 //! A process that dies: its per-process group is dropped or summed into the shared
 //! counters (`--dead-process-policy`); per-user groups outlive their processes.
@@ -65,9 +65,7 @@ pub struct Maps {
     next_map_id: u32,
 }
 
-/// An `incr-map-value` action of an `event-rule-matches` trigger: trigger id, action
-/// index, the rule, session, channel, key template.
-pub type MapAction<'a> = (usize, usize, &'a Rule, &'a str, &'a str, &'a str);
+pub use crate::ops::triggers::MapAction;
 
 impl Maps {
     /// True when session `session` has a map channel.
@@ -257,28 +255,6 @@ impl Maps {
     /// Every counter of `session`'s map channels.
     pub fn dump(&self, session: &str) -> MapsDump {
         MapsDump { session: session.to_string(), channels: self.channels.iter().filter(|((s, _), _)| s == session).map(|(_, c)| c.dump()).collect() }
-    }
-}
-
-/// Gives process `app_id` its map slots ([`Maps::attach_app`]) for every trigger's
-/// `incr-map-value` action; the caller pushes the masks.
-pub fn attach(st: &mut crate::ops::state::State, app_id: u64) {
-    let actions = st.triggers.map_actions();
-    if let Some(app) = st.apps.get_mut(&app_id) {
-        st.maps.attach_app(app, &actions);
-    }
-}
-
-/// Frees map slots `gone` ((app, slot)) in their processes: slot released, masks pushed,
-/// then `RemoveChannel`.
-pub fn free_slots(st: &mut crate::ops::state::State, gone: &[(u64, u32)]) {
-    for &(app_id, slot) in gone {
-        let Some(app) = st.apps.get_mut(&app_id) else { continue };
-        app.slots.remove(&slot);
-        st.push_masks(app_id);
-        if let Some(app) = st.apps.get(&app_id) {
-            app.send(DaemonMessage::RemoveChannel { slot }, Vec::new());
-        }
     }
 }
 

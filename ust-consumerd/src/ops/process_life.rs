@@ -60,7 +60,7 @@ pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<Eve
     if let Some(app) = st.apps.get_mut(&app_id) {
         st.triggers.attach_app(app);
     }
-    crate::ops::maps::attach(st, app_id);
+    st.attach_maps(app_id);
     st.push_masks(app_id);
     Ok(())
 }

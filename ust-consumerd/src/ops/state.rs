@@ -237,6 +237,28 @@ impl State {
         );
     }
 
+    /// Gives process `app_id` its map slots ([`crate::ops::maps::Maps::attach_app`]) for
+    /// every trigger's `incr-map-value` action; the caller pushes the masks.
+    pub fn attach_maps(&mut self, app_id: u64) {
+        let actions = self.triggers.map_actions();
+        if let Some(app) = self.apps.get_mut(&app_id) {
+            self.maps.attach_app(app, &actions);
+        }
+    }
+
+    /// Frees map slots `gone` ((app, slot)) in their processes: slot released, masks
+    /// pushed, then `RemoveChannel`.
+    pub fn free_map_slots(&mut self, gone: &[(u64, u32)]) {
+        for &(app_id, slot) in gone {
+            let Some(app) = self.apps.get_mut(&app_id) else { continue };
+            app.slots.remove(&slot);
+            self.push_masks(app_id);
+            if let Some(app) = self.apps.get(&app_id) {
+                app.send(DaemonMessage::RemoveChannel { slot }, Vec::new());
+            }
+        }
+    }
+
     /// A fresh sequence number for `Sync`.
     pub fn next_seq(&mut self) -> u64 {
         self.next_seq += 1;

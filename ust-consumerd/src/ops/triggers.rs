@@ -96,6 +96,11 @@ impl Trigger {
     }
 }
 
+/// An `incr-map-value` action of an `event-rule-matches` trigger: trigger id, action
+/// index, the rule, session, channel, key template ([`crate::ops::maps`] gives processes
+/// their map slots for it).
+pub type MapAction<'a> = (usize, usize, &'a Rule, &'a str, &'a str, &'a str);
+
 /// A trigger that fired: its id, name and actions.
 pub type Fired = (usize, String, Vec<TriggerAction>);
 
@@ -138,7 +143,7 @@ impl Triggers {
 
     /// Every `incr-map-value` action of the `event-rule-matches` triggers (what map slots
     /// processes get: [`crate::ops::maps`]).
-    pub fn map_actions(&self) -> Vec<crate::ops::maps::MapAction<'_>> {
+    pub fn map_actions(&self) -> Vec<MapAction<'_>> {
         let mut v = Vec::new();
         for t in self.list.iter().filter(|t| t.spec.condition.is_none()) {
             for (i, a) in t.spec.actions.iter().enumerate() {

@@ -321,7 +321,12 @@ a map channel holds at most --max-key-count keys, first come first kept.")]
     /// Export every counter of a session's map channels as an SQL script for SQLite
     /// (LTTng 2.16's `lttng export-maps`).
     #[command(after_help = "Examples:
-  { ust export-maps; echo 'SELECT key, SUM(value) FROM vmap GROUP BY key;'; } | sqlite3 :memory:")]
+  ust export-maps > maps.sql
+  { ust export-maps; echo 'SELECT key, SUM(value) FROM vmap GROUP BY key;'; } | sqlite3 :memory:
+
+The schema is lttng-export-maps(1)'s: tables channels, groups, keys, entries and the
+view vmap (channel_name, channel_type, group_type, owner_id, owner_name, value_type,
+part_id, key, value, has_overflow).")]
     ExportMaps(super::maps::ExportMapsArgs),
     /// Regenerate a session's metadata or state dump (LTTng's `lttng regenerate`).
     #[command(

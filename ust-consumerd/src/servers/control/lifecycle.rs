@@ -230,7 +230,7 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Result<DestroyReport, String> {
             return Err(format!("no session named {name:?}"));
         };
         let gone = st.maps.session_destroyed(name);
-        crate::ops::maps::free_slots(&mut st, &gone);
+        st.free_map_slots(&gone);
         // Processes whose death is being handled right now: their streams are no longer in
         // a session `process_gone` can find, so torn-event recovery happens here.
         let dead: Vec<u64> = ss.traces.keys().filter(|id| !st.apps.get(id).is_some_and(|a| a.alive)).copied().collect();

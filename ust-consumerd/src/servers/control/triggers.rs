@@ -24,7 +24,7 @@ pub fn add(daemon: &Daemon, spec: TriggerSpec) -> Result<Payload, String> {
         if let Some(app) = st.apps.get_mut(&a) {
             st.triggers.attach_app(app);
         }
-        crate::ops::maps::attach(st, a);
+        st.attach_maps(a);
         st.push_masks(a);
     }
     drop(st);
@@ -44,11 +44,11 @@ pub fn add_map_channel(daemon: &Daemon, session: Option<String>, name: Option<St
     let channel = st.maps.add_channel(&session, name, config)?;
     let apps: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
     for a in apps {
-        crate::ops::maps::attach(&mut st, a);
+        st.attach_maps(a);
         st.push_masks(a);
     }
     crate::log!("session {session}: map channel {channel} added");
-    Ok(Payload::MapChannelAdded { session, channel })
+    Ok(Payload::MapChannelAdded(session, channel))
 }
 
 /// `ust list-triggers`.
@@ -65,7 +65,7 @@ pub fn remove(daemon: &Daemon, name: &str) -> Result<Payload, String> {
     let mut st = daemon.lock();
     let (id, notifiers) = st.triggers.remove(name)?;
     let gone = st.maps.trigger_removed(id);
-    crate::ops::maps::free_slots(&mut st, &gone);
+    st.free_map_slots(&gone);
     for (app_id, slot) in notifiers {
         let Some(app) = st.apps.get_mut(&app_id) else { continue };
         app.slots.remove(&slot);
