@@ -243,3 +243,37 @@ fn late_binding_clear_and_an_event_channel_beside() {
     assert!(!text.contains("tp:tptest"), "{text}");
     d.ust_ok(&["destroy", "-s", "s"]);
 }
+
+/// test_max_key_count: a `session-rotation-finishes` trigger with five `incr-map-value`
+/// actions of literal keys, in a map channel of two keys: the daemon counts in the shared
+/// counters, in the actions' order, and keeps the first two keys.
+#[test]
+fn a_session_condition_counts_in_the_shared_counters() {
+    let d = TestDaemon::start();
+    let out = d.output("s");
+    d.ust_ok(&["create", "s", "--output", out.to_str().unwrap()]);
+    d.ust_ok(&["add-map-channel", "-s", "s", "--type=user", "--max-key-count=2", "m"]);
+    d.ust_ok(&["enable-event", "-s", "s", "tp:the_string"]);
+    let mut a = vec!["add-trigger", "--condition=session-rotation-finishes", "--session=s"];
+    let keys: Vec<String> = (0..5).map(|i| format!("--key=k{i}")).collect();
+    for k in &keys {
+        a.extend_from_slice(&["--action=incr-map-value", "-s", "s", "-t", "user", "-c", "m", k]);
+    }
+    d.ust_ok(&a);
+    let literal = d.ust(&["add-trigger", "--condition=session-rotation-finishes", "--session=s", "--action=incr-map-value", "-s", "s", "-t", "user", "-c", "m", "-k", "{event_name}"]);
+    assert!(!literal.status.success() && String::from_utf8_lossy(&literal.stderr).contains("literal"));
+    d.ust_ok(&["start", "-s", "s"]);
+    run(&d, "tptest", &[]);
+    d.ust_ok(&["rotate", "-s", "s"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while values(&d, "s").is_empty() {
+        assert!(Instant::now() < deadline, "the trigger did not count; log:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(values(&d, "s"), ["k0|1", "k1|1"]);
+    assert_eq!(sql(&d, "s", "SELECT DISTINCT group_type, part_id IS NULL FROM vmap WHERE value > 0;"), ["shared|1"]);
+    d.ust_ok(&["destroy", "-s", "s"]);
+    // The rotated chunk and the last one: the event channel's 7 events, read back.
+    let text = babeltrace(&out);
+    assert_eq!(text.lines().filter(|l| l.contains("tp:the_string:")).count(), 7, "{text}");
+}
