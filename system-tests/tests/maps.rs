@@ -260,7 +260,20 @@ fn a_session_condition_counts_in_the_shared_counters() {
         a.extend_from_slice(&["--action=incr-map-value", "-s", "s", "-t", "user", "-c", "m", k]);
     }
     d.ust_ok(&a);
-    let literal = d.ust(&["add-trigger", "--condition=session-rotation-finishes", "--session=s", "--action=incr-map-value", "-s", "s", "-t", "user", "-c", "m", "-k", "{event_name}"]);
+    let literal = d.ust(&[
+        "add-trigger",
+        "--condition=session-rotation-finishes",
+        "--session=s",
+        "--action=incr-map-value",
+        "-s",
+        "s",
+        "-t",
+        "user",
+        "-c",
+        "m",
+        "-k",
+        "{event_name}",
+    ]);
     assert!(!literal.status.success() && String::from_utf8_lossy(&literal.stderr).contains("literal"));
     d.ust_ok(&["start", "-s", "s"]);
     run(&d, "tptest", &[]);

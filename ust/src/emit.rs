@@ -175,14 +175,15 @@ fn emit_filtered<F: Fn(&mut [u8])>(site: &Site, f: &SiteFilter, mask: u64, cpu: 
 /// share one [`Seen`], so that a `per-event` map counts each key once for this event.
 #[inline(never)]
 fn emit_many<F: Fn(&mut [u8])>(mask: u64, cpu: u32, id: u32, ip: u64, size: SlotSize, write: &F) {
-    let mut seen = Seen { n: 0, pairs: [(0, 0); MAX_CHANNELS as usize] };
+    // Made at the first map slot only: an event with no map pays nothing for it.
+    let mut seen: Option<Seen> = None;
     let mut m = mask;
     while m != 0 {
         let slot = m.trailing_zeros();
         m &= m - 1;
         let Some(ch) = channel::get(slot) else { continue };
         if let Some(map) = &ch.map {
-            count(ch, map, cpu, id, Some(&mut seen));
+            count(ch, map, cpu, id, Some(seen.get_or_insert(Seen { n: 0, pairs: [(0, 0); MAX_CHANNELS as usize] })));
             continue;
         }
         if let Err(Dropped::Migrated) = emit_in(ch, cpu, id, ip, size, write) {
