@@ -571,13 +571,27 @@ fn bad_daemon_messages_are_ignored_not_fatal() {
         map: None,
     };
     protocol::send(&s, &DaemonMessage::AddChannel(g), &[junk.as_fd()]).unwrap();
+    // Map slots: a descriptor that is not a counter map, and two descriptors for one map.
+    let map = |slot| ChannelGrant {
+        slot,
+        session: "t".into(),
+        channel: "m".into(),
+        ncpus: 1,
+        contexts: vec![],
+        tsc: None,
+        blocking_timeout_us: 0,
+        shared_ids: false,
+        map: Some(protocol::MapGrant { map_id: 1, per_event: true }),
+    };
+    protocol::send(&s, &DaemonMessage::AddChannel(map(6)), &[junk.as_fd()]).unwrap();
+    protocol::send(&s, &DaemonMessage::AddChannel(map(7)), &[junk.as_fd(), junk.as_fd()]).unwrap();
     protocol::send(&s, &DaemonMessage::RemoveChannel { slot: 1000 }, &[]).unwrap();
     sync(&s, 1);
     // Then a good set-up: only that one is used.
     grant(&s, 5, &ch);
     let mut masks = vec![0u64; reg.events.len()];
     for name in ["rt:hello", "rt:done", "lttng_ust_tracef:event"] {
-        masks[index_of(&reg, name)] = (1 << 5) | (1 << 3) | (1 << 4) | (1 << 63);
+        masks[index_of(&reg, name)] = (1 << 5) | (1 << 3) | (1 << 4) | (1 << 6) | (1 << 7) | (1 << 63);
     }
     protocol::send(&s, &DaemonMessage::SetEnabled { masks, filters: vec![], max_level: None, ids: vec![] }, &[]).unwrap();
     protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
@@ -587,6 +601,7 @@ fn bad_daemon_messages_are_ignored_not_fatal() {
     assert!(log.contains("slot out of range"), "{log}");
     assert!(log.contains("descriptors for"), "{log}");
     assert!(log.contains("not a valid ring buffer"), "{log}");
+    assert!(log.contains("not a valid counter map") && log.contains("2 descriptors for one counter map"), "{log}");
     let records = read_all(&ch, &reg.events);
     check_batch(&records, "end");
     assert_eq!(records.len(), 12);
