@@ -236,7 +236,10 @@ pub struct Entry {
 pub struct PartDump {
     /// CPU, `None` for the shared counters.
     pub part: Option<u32>,
-    /// Every allocated key's counter.
+    /// The shared part: every allocated key's counter, in allocation order. A CPU's part, as
+    /// the daemon sends it: only the counters that are not 0 or overflowed (a 384-CPU
+    /// owner's thousands of keys would otherwise be millions of zeros, past the 16 MiB frame);
+    /// [`MapsDump::with_zeros`] puts the zeros back.
     pub entries: Vec<Entry>,
 }
 
@@ -279,6 +282,28 @@ pub struct MapsDump {
     pub channels: Vec<MapChannelDump>,
 }
 
+impl MapsDump {
+    /// Every part of every group with every allocated key, as LTTng's `show-maps` and
+    /// `export-maps` see them: the counters the daemon left out of CPU parts (the zeros) put
+    /// back, each part's entries in the shared part's (allocation) order. Keys come from each
+    /// channel's shared part, which lists every allocated key; an entry for a key it lacks is
+    /// kept, after the others.
+    pub fn with_zeros(mut self) -> Self {
+        for ch in &mut self.channels {
+            let keys: Vec<String> = ch.groups.iter().find(|g| g.kind == GroupType::Shared).into_iter().flat_map(|g| &g.parts).flat_map(|p| &p.entries).map(|e| e.key.clone()).collect();
+            for p in ch.groups.iter_mut().flat_map(|g| &mut g.parts).filter(|p| p.part.is_some()) {
+                let mut sent: std::collections::HashMap<String, Entry> = p.entries.drain(..).map(|e| (e.key.clone(), e)).collect();
+                let mut full: Vec<Entry> = keys.iter().map(|k| sent.remove(k).unwrap_or(Entry { key: k.clone(), value: 0, overflow: false })).collect();
+                let mut rest: Vec<Entry> = sent.into_values().collect();
+                rest.sort_by(|a, b| a.key.cmp(&b.key));
+                full.extend(rest);
+                p.entries = full;
+            }
+        }
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,5 +321,29 @@ mod tests {
         for bad in ["", "{nope}", "{event_name", "a}b"] {
             assert!(parse_key_template(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn with_zeros_puts_back_what_the_daemon_left_out() {
+        let e = |k: &str, value| Entry { key: k.into(), value, overflow: false };
+        let group = |kind, owner_id, parts| GroupDump { kind, owner_id, owner_name: None, value_type: "signed-int-64".into(), parts };
+        let d = MapsDump {
+            session: "s".into(),
+            channels: vec![MapChannelDump {
+                name: "m".into(),
+                config: MapChannelConfig::default(),
+                keys: 2,
+                keys_dropped: 0,
+                groups: vec![
+                    group(GroupType::Shared, None, vec![PartDump { part: None, entries: vec![e("b", 0), e("a", 1)] }]),
+                    group(GroupType::UserPerUser, Some(1000), vec![PartDump { part: Some(0), entries: vec![e("a", 5)] }, PartDump { part: Some(1), entries: vec![] }]),
+                ],
+            }],
+        }
+        .with_zeros();
+        let parts = &d.channels[0].groups[1].parts;
+        assert_eq!(parts[0].entries, [e("b", 0), e("a", 5)]);
+        assert_eq!(parts[1].entries, [e("b", 0), e("a", 0)]);
+        assert_eq!(d.channels[0].groups[0].parts[0].entries, [e("b", 0), e("a", 1)], "the shared part as it was");
     }
 }

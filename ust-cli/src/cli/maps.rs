@@ -152,6 +152,7 @@ pub fn show_maps(a: ShowMapsArgs) -> CliResult {
         crate::out::print_json(&d);
         return Ok(ExitCode::SUCCESS);
     }
+    let d = d.with_zeros();
     let sel = super::maps_view::Selection::from_args(&a).map_err(Failure::usage)?;
     out!("{}", super::maps_view::render(&d, &sel, super::maps_view::utf8_locale()));
     Ok(ExitCode::SUCCESS)
@@ -159,7 +160,7 @@ pub fn show_maps(a: ShowMapsArgs) -> CliResult {
 
 /// `ust export-maps`.
 pub fn export_maps(a: ExportMapsArgs) -> CliResult {
-    let d = dump(a.session.session)?;
+    let d = dump(a.session.session)?.with_zeros();
     match a.format {
         ExportFormat::Sqlite => out!("{}", super::maps_sql::script(&d)),
     }

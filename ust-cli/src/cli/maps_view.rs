@@ -121,7 +121,8 @@ pub struct ShowMapsArgs {
     /// Print the first COUNT sorted rows of each table.
     #[arg(long, value_name = "COUNT")]
     pub limit: Option<usize>,
-    /// Print the daemon's dump of every counter as JSON instead.
+    /// Print the daemon's dump of every counter as JSON instead (a CPU's part lists only its
+    /// counters that are not 0).
     #[arg(long)]
     pub json: bool,
 }

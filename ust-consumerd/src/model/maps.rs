@@ -164,7 +164,9 @@ impl MapChannel {
     }
 
     /// Every counter, for `show-maps`/`export-maps`: the shared group first (one part, no
-    /// CPU), then each owner's (one part per CPU); every allocated key in each part.
+    /// CPU), with every allocated key; then each owner's, one part per CPU with the counters
+    /// that are not 0 (or overflowed): a 384-CPU machine's thousands of keys would otherwise
+    /// make a dump of millions of zeros, and a zero adds nothing to any sum.
     pub fn dump(&self) -> MapChannelDump {
         let keys = self.keys.keys();
         let vt = self.config.value_type.effective_name().to_string();
@@ -195,9 +197,9 @@ impl MapChannel {
                     entries: keys
                         .iter()
                         .enumerate()
-                        .map(|(i, k)| {
+                        .filter_map(|(i, k)| {
                             let (value, overflow) = g.counters.get(cpu, i as u32).unwrap_or((0, false));
-                            Entry { key: k.clone(), value, overflow }
+                            (value != 0 || overflow).then(|| Entry { key: k.clone(), value, overflow })
                         })
                         .collect(),
                 })
@@ -237,6 +239,8 @@ mod tests {
         let d = m.dump();
         assert_eq!(d.groups.len(), 2);
         assert_eq!(d.groups[1].parts[1].entries[0], Entry { key: "k0".into(), value: 7, overflow: false });
+        assert_eq!(d.groups[1].parts[0].entries, [Entry { key: "k0".into(), value: 5, overflow: false }], "zeros left out of a CPU's part");
+        assert_eq!(d.groups[0].parts[0].entries.len(), 2, "the shared group lists every key");
         m.remove_group(0, true);
         assert!(m.groups.is_empty());
         assert_eq!(m.shared, vec![(12, false), (i64::from(i32::MIN), true)]);
