@@ -36,8 +36,10 @@ pub enum DeadPolicyArg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ValueTypeArg {
     /// 32-bit signed values.
+    #[value(name = "signed-int-32")]
     SignedInt32,
     /// 64-bit signed values.
+    #[value(name = "signed-int-64")]
     SignedInt64,
     /// The widest both ends support (64-bit here; default).
     SignedIntMax,
