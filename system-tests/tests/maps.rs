@@ -290,3 +290,25 @@ fn a_session_condition_counts_in_the_shared_counters() {
     let text = babeltrace(&out);
     assert_eq!(text.lines().filter(|l| l.contains("tp:the_string:")).count(), 7, "{text}");
 }
+
+/// test_empty_map_channel_ust: a map channel no trigger targets, and one whose trigger
+/// never fires (no program runs), are in `export-maps`' `channels` table with no key, no
+/// entry and no `vmap` row; a key read back is absent (`None`), not 0.
+#[test]
+fn an_empty_map_channel_is_listed_without_rows() {
+    let d = TestDaemon::start();
+    for (label, trigger) in [("untouched", false), ("armed-but-idle", true)] {
+        let out = d.output(label);
+        d.ust_ok(&["create", label, "--output", out.to_str().unwrap()]);
+        d.ust_ok(&["add-map-channel", "-s", label, "--type=user", "m"]);
+        if trigger {
+            count_trigger(&d, label, "tp:tptest", "count/{event_name}", &[]);
+        }
+        d.ust_ok(&["start", "-s", label]);
+        assert_eq!(sql(&d, label, "SELECT name, type FROM channels WHERE name = 'm';"), ["m|user"], "{label}");
+        let counts = "SELECT (SELECT COUNT(*) FROM keys), (SELECT COUNT(*) FROM entries), (SELECT COUNT(*) FROM vmap);";
+        assert_eq!(sql(&d, label, counts), ["0|0|0"], "{label}");
+        assert_eq!(value(&d, label, "count/tp:tptest"), None, "{label}");
+        d.ust_ok(&["destroy", "-s", label]);
+    }
+}
