@@ -108,6 +108,16 @@ impl Default for MapChannelConfig {
     }
 }
 
+/// A map channel as `ust list SESSION` shows it and `ust save` writes it (in session XML's
+/// `<map_channels>`): its name and attributes, not its counters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapChannelInfo {
+    /// Its name.
+    pub name: String,
+    /// Its attributes.
+    pub config: MapChannelConfig,
+}
+
 /// `ust add-map-channel` (LTTng 2.16): add a map channel to a session; triggers'
 /// `incr-map-value` actions naming it start counting (in the processes that match them,
 /// from now on).
@@ -290,7 +300,15 @@ impl MapsDump {
     /// kept, after the others.
     pub fn with_zeros(mut self) -> Self {
         for ch in &mut self.channels {
-            let keys: Vec<String> = ch.groups.iter().find(|g| g.kind == GroupType::Shared).into_iter().flat_map(|g| &g.parts).flat_map(|p| &p.entries).map(|e| e.key.clone()).collect();
+            let keys: Vec<String> = ch
+                .groups
+                .iter()
+                .find(|g| g.kind == GroupType::Shared)
+                .into_iter()
+                .flat_map(|g| &g.parts)
+                .flat_map(|p| &p.entries)
+                .map(|e| e.key.clone())
+                .collect();
             for p in ch.groups.iter_mut().flat_map(|g| &mut g.parts).filter(|p| p.part.is_some()) {
                 let mut sent: std::collections::HashMap<String, Entry> = p.entries.drain(..).map(|e| (e.key.clone(), e)).collect();
                 let mut full: Vec<Entry> = keys.iter().map(|k| sent.remove(k).unwrap_or(Entry { key: k.clone(), value: 0, overflow: false })).collect();
@@ -336,7 +354,11 @@ mod tests {
                 keys_dropped: 0,
                 groups: vec![
                     group(GroupType::Shared, None, vec![PartDump { part: None, entries: vec![e("b", 0), e("a", 1)] }]),
-                    group(GroupType::UserPerUser, Some(1000), vec![PartDump { part: Some(0), entries: vec![e("a", 5)] }, PartDump { part: Some(1), entries: vec![] }]),
+                    group(
+                        GroupType::UserPerUser,
+                        Some(1000),
+                        vec![PartDump { part: Some(0), entries: vec![e("a", 5)] }, PartDump { part: Some(1), entries: vec![] }],
+                    ),
                 ],
             }],
         }

@@ -526,6 +526,9 @@ pub struct SessionDetail {
     /// The userspace-probe rules (`enable-event --userspace-probe`), in the order given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub userspace_probes: Vec<crate::probes::UserspaceProbe>,
+    /// Its map channels (`ust add-map-channel`), by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub map_channels: Vec<crate::maps::MapChannelInfo>,
 }
 
 /// A process a session should have traced and could not: it runs untraced, and this says

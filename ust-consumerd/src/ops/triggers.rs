@@ -562,7 +562,11 @@ mod usage_tests {
     fn an_event_rules_map_actions_are_the_processes() {
         let mut t = Triggers::default();
         let incr = TriggerAction::IncrMapValue { session: "s".into(), channel: "m".into(), key: "k".into() };
-        let rule = TriggerSpec { condition: None, actions: vec![incr.clone(), TriggerAction::Notify], ..spec("er", SessionCondition::RotationStarts { session: "s".into() }, RatePolicy::default()) };
+        let rule = TriggerSpec {
+            condition: None,
+            actions: vec![incr.clone(), TriggerAction::Notify],
+            ..spec("er", SessionCondition::RotationStarts { session: "s".into() }, RatePolicy::default())
+        };
         t.add(rule, |_| true).unwrap();
         let cond = TriggerSpec { actions: vec![incr.clone()], ..spec("rot", SessionCondition::RotationStarts { session: "s".into() }, RatePolicy::default()) };
         t.add(cond, |_| true).unwrap();

@@ -181,12 +181,10 @@ fn incr_map_value_actions() {
             TriggerAction::Notify
         ]
     );
-    let t =
-        p(&["--condition", "session-rotation-finishes", "-s", "s", "--action", "incr-map-value", "-s", "s", "-t", "user", "-c", "m", "-k", "k1"]).unwrap();
+    let t = p(&["--condition", "session-rotation-finishes", "-s", "s", "--action", "incr-map-value", "-s", "s", "-t", "user", "-c", "m", "-k", "k1"]).unwrap();
     assert_eq!(t.actions.len(), 1);
-    let e =
-        p(&["--condition", "session-rotation-finishes", "-s", "s", "--action", "incr-map-value", "-s", "s", "-t", "user", "-c", "m", "-k", "{event_name}"])
-            .unwrap_err();
+    let e = p(&["--condition", "session-rotation-finishes", "-s", "s", "--action", "incr-map-value", "-s", "s", "-t", "user", "-c", "m", "-k", "{event_name}"])
+        .unwrap_err();
     assert!(e.contains("literal"), "{e}");
     for (args, want) in [
         (&["-t", "kernel", "-s", "s", "-c", "m", "-k", "k"][..], "kernel"),

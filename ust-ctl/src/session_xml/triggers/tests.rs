@@ -35,7 +35,10 @@ fn every_kind_round_trips() {
     assert!(xml.ends_with("\t</triggers>\n</sessions>\n"), "{xml}");
     assert!(xml.contains("<condition_buffer_usage_low>") && xml.contains("<threshold_ratio>0.25</threshold_ratio>") && xml.contains("<domain>UST</domain>"));
     assert!(xml.contains("<rate_policy_once_after_n>\n\t\t\t\t\t\t\t\t\t<threshold>3</threshold>"), "{xml}");
-    assert!(xml.contains("<action_increment_map_value>\n\t\t\t\t\t\t\t<session_name>s</session_name>\n\t\t\t\t\t\t\t<channel_type>user</channel_type>"), "{xml}");
+    assert!(
+        xml.contains("<action_increment_map_value>\n\t\t\t\t\t\t\t<session_name>s</session_name>\n\t\t\t\t\t\t\t<channel_type>user</channel_type>"),
+        "{xml}"
+    );
     let back = triggers_from_xml(&xml).unwrap();
     assert!(back.skipped.is_empty(), "{:?}", back.skipped);
     let mut want = specs.clone();
@@ -54,7 +57,10 @@ fn lttng_written_triggers_load() {
     let got = triggers_from_xml(xml).unwrap();
     let names: Vec<&str> = got.triggers.iter().map(|t| t.name.as_deref().unwrap()).collect();
     assert_eq!(names, ["count-events", "on-error", "usage"]);
-    assert_eq!(got.triggers[0].actions, vec![TriggerAction::IncrMapValue { session: "my-session".into(), channel: "counters".into(), key: "{event_name}".into() }]);
+    assert_eq!(
+        got.triggers[0].actions,
+        vec![TriggerAction::IncrMapValue { session: "my-session".into(), channel: "counters".into(), key: "{event_name}".into() }]
+    );
     let on_error = &got.triggers[1];
     assert_eq!(on_error.rule.pattern, "my_app:*");
     assert_eq!(on_error.rule.level, LevelFilter::UpTo(Level::Warning));
