@@ -312,3 +312,41 @@ fn an_empty_map_channel_is_listed_without_rows() {
         d.ust_ok(&["destroy", "-s", label]);
     }
 }
+
+/// test_incr_on_session_rotation: a `session-rotation-finishes` trigger increments the
+/// literal key `rotations` once per rotation of a session that has only a map channel: 3
+/// after three rotations, 5 after two more.
+#[test]
+fn each_rotation_increments_a_literal_key() {
+    let d = TestDaemon::start();
+    session(&d, "s", &[]);
+    d.ust_ok(&[
+        "add-trigger",
+        "--condition=session-rotation-finishes",
+        "--session=s",
+        "--action=incr-map-value",
+        "-s",
+        "s",
+        "-t",
+        "user",
+        "-c",
+        "m",
+        "-k",
+        "rotations",
+    ]);
+    d.ust_ok(&["start", "-s", "s"]);
+    let rotate = |n: i64| {
+        d.ust_ok(&["rotate", "-s", "s"]);
+        // The trigger runs on the daemon's watch thread: wait for this rotation's count.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while value(&d, "s", "rotations").unwrap_or(0) < n {
+            assert!(Instant::now() < deadline, "rotation {n} did not count; log:\n{}", d.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    (1..=3).for_each(rotate);
+    assert_eq!(value(&d, "s", "rotations"), Some(3));
+    (4..=5).for_each(rotate);
+    assert_eq!(value(&d, "s", "rotations"), Some(5));
+    d.ust_ok(&["destroy", "-s", "s"]);
+}
