@@ -350,3 +350,76 @@ fn each_rotation_increments_a_literal_key() {
     assert_eq!(value(&d, "s", "rotations"), Some(5));
     d.ust_ok(&["destroy", "-s", "s"]);
 }
+
+/// test_export_maps_schema_ust: every `vmap` column and the tables' references, with a
+/// channel and keys whose names hold a quote and a backslash (SQLite's quoting, read back
+/// exactly through sqlite3): a per-user channel (its user's group and the shared one, fed
+/// by an event rule and by three rotations), then a per-process one.
+#[test]
+fn export_maps_schema_with_quoted_names() {
+    const CHANNEL: &str = "ch'an\\nel";
+    const EVENT_KEY: &str = "ev'ent\\key";
+    const SHARED_KEY: &str = "sha'red\\key";
+    let q = |s: &str| s.replace('\'', "''");
+    let incr = |key: &'static str| ["--action=incr-map-value", "-s", "s", "-t", "user", "-c", CHANNEL, "-k", key];
+    let d = TestDaemon::start();
+    d.ust_ok(&["create", "s", "--output", d.output("s").to_str().unwrap()]);
+    d.ust_ok(&["add-map-channel", "-s", "s", "--type=user", "--value-type=signed-int-32", "--buffer-ownership=user", CHANNEL]);
+    let mut erm = vec!["add-trigger", "--condition=event-rule-matches", "--type=user", "--name=tp:tptest"];
+    erm.extend(incr(EVENT_KEY));
+    d.ust_ok(&erm);
+    let mut rot = vec!["add-trigger", "--condition=session-rotation-finishes", "--session=s"];
+    rot.extend(incr(SHARED_KEY));
+    d.ust_ok(&rot);
+    d.ust_ok(&["start", "-s", "s"]);
+    for n in 1..=3 {
+        d.ust_ok(&["rotate", "-s", "s"]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while value(&d, "s", SHARED_KEY).unwrap_or(0) < n {
+            assert!(Instant::now() < deadline, "rotation {n} did not count; log:\n{}", d.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    run(&d, "tptest", &[]);
+    assert_eq!(sql(&d, "s", "SELECT name, type FROM channels;"), [format!("{CHANNEL}|user")]);
+    let orphans = "SELECT (SELECT COUNT(*) FROM entries e LEFT JOIN groups g ON e.group_id = g.id WHERE g.id IS NULL)
+        + (SELECT COUNT(*) FROM entries e LEFT JOIN keys k ON e.key_id = k.id WHERE k.id IS NULL)
+        + (SELECT COUNT(*) FROM groups g LEFT JOIN channels c ON g.channel_id = c.id WHERE c.id IS NULL);";
+    assert_eq!(sql(&d, "s", orphans), ["0"], "every foreign key resolves");
+    assert_eq!(sql(&d, "s", "SELECT name FROM keys ORDER BY name;"), [EVENT_KEY, SHARED_KEY]);
+    let uid = unsafe { libc::getuid() };
+    let columns = "SELECT DISTINCT channel_name, channel_type, owner_id, owner_name IS NOT NULL, value_type, typeof(part_id), has_overflow FROM vmap";
+    assert_eq!(
+        sql(&d, "s", &format!("{columns} WHERE group_type = 'user-per-user' AND key = '{}';", q(EVENT_KEY))),
+        [format!("{CHANNEL}|user|{uid}|1|signed-int-32|integer|0")]
+    );
+    assert_eq!(value_in(&d, "s", "user-per-user", &q(EVENT_KEY)), Some(100));
+    let shared = "SELECT owner_id IS NULL, owner_name IS NULL, part_id IS NULL, value_type, value, has_overflow FROM vmap WHERE group_type = 'shared'";
+    assert_eq!(sql(&d, "s", &format!("{shared} AND key = '{}';", q(SHARED_KEY))), ["1|1|1|signed-int-32|3|0"]);
+    // Each key is in both groups, 0 in the one that did not count it.
+    assert_eq!(value_in(&d, "s", "shared", &q(EVENT_KEY)), Some(0));
+    assert_eq!(value_in(&d, "s", "user-per-user", &q(SHARED_KEY)), Some(0));
+    d.ust_ok(&["destroy", "-s", "s"]);
+
+    // Per process: the group is the process's, until it exits (policy drop).
+    d.ust_ok(&["create", "s", "--output", d.output("p").to_str().unwrap()]);
+    d.ust_ok(&["add-map-channel", "-s", "s", "--type=user", "--value-type=signed-int-32", "--buffer-ownership=process", "--dead-process-policy=drop", CHANNEL]);
+    let mut erm = vec!["add-trigger", "--condition=event-rule-matches", "--type=user", "--name=holder:ev"];
+    erm.extend(incr(EVENT_KEY));
+    d.ust_ok(&erm);
+    d.ust_ok(&["start", "-s", "s"]);
+    let mut child =
+        KillOnDrop(Command::new(program_here("holder")).arg("100").env("UST_RUNDIR", &d.rundir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap());
+    let mut line = String::new();
+    std::io::BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let pid = child.0.id();
+    assert_eq!(
+        sql(&d, "s", &format!("{columns} WHERE group_type = 'user-per-process' AND key = '{}';", q(EVENT_KEY))),
+        [format!("{CHANNEL}|user|{pid}|1|signed-int-32|integer|0")]
+    );
+    assert_eq!(value_in(&d, "s", "user-per-process", &q(EVENT_KEY)), Some(100));
+    drop(child.0.stdin.take());
+    assert!(child.0.wait().unwrap().success());
+    d.ust_ok(&["destroy", "-s", "s"]);
+}

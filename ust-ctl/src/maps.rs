@@ -108,6 +108,22 @@ impl Default for MapChannelConfig {
     }
 }
 
+/// Checks a map channel's name as LTTng does: 1 to 255 bytes (lttng-sessiond keeps it in a
+/// `LTTNG_SYMBOL_NAME_LEN`-byte field with its NUL), without control characters (ust's
+/// addition: one would break `show-maps`' tables and `ust list`). Unlike an event
+/// channel's, a map channel's name names no file: quotes, backslashes, spaces and
+/// non-ASCII text are allowed (lttng-tools' test_export_maps_schema_ust names one
+/// `ch'an\nel`).
+///
+/// # Errors
+/// An empty name, one over 255 bytes, or one with a control character.
+pub fn check_map_channel_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
+        return Err(format!("invalid map channel name {name:?}: use 1 to 255 bytes, no control character"));
+    }
+    Ok(())
+}
+
 /// A map channel as `ust list SESSION` shows it and `ust save` writes it (in session XML's
 /// `<map_channels>`): its name and attributes, not its counters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -325,6 +341,16 @@ impl MapsDump {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn map_channel_names_are_lttngs() {
+        for ok in ["m", "ch'an\\nel", "compteurs d'été", &"x".repeat(255)] {
+            assert_eq!(check_map_channel_name(ok), Ok(()), "{ok:?}");
+        }
+        for bad in ["", "a\nb", "a\0b", &"x".repeat(256)] {
+            assert!(check_map_channel_name(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn templates_expand_as_lttng_says() {

@@ -346,7 +346,7 @@ fn parse_incr_map_value(args: &[String], i: &mut usize) -> Result<TriggerAction,
     let session = session.ok_or("incr-map-value needs --session SESSION")?;
     crate::config::check_name("session", &session)?;
     let channel = channel.ok_or("incr-map-value needs --channel CHANNEL")?;
-    crate::config::check_name("map channel", &channel)?;
+    crate::maps::check_map_channel_name(&channel)?;
     let key = key.ok_or("incr-map-value needs --key TEMPLATE")?;
     crate::maps::parse_key_template(&key)?;
     Ok(TriggerAction::IncrMapValue { session, channel, key })

@@ -96,7 +96,7 @@ impl Maps {
             Some(n) => n,
             None => (0..).map(|n| format!("map-channel{n}")).find(|n| !self.channels.contains_key(&(session.to_string(), n.clone()))).unwrap_or_default(),
         };
-        ust_ctl::config::check_name("map channel", &name)?;
+        ust_ctl::maps::check_map_channel_name(&name)?;
         let k = (session.to_string(), name.clone());
         if self.channels.contains_key(&k) {
             return Err(format!("session {session} already has a map channel named {name:?}"));
@@ -146,7 +146,10 @@ impl Maps {
                 Some(i) => i,
                 None => {
                     let cfg = CounterConfig { ncpus: app.ncpus, max_keys: ch.config.max_key_count, bits: ch.bits() };
-                    match create_memfd(cfg, &format!("ust-map-{channel}-{owner_id}")) {
+                    // A memfd name is at most 249 bytes: the channel name is cut (it is only shown in
+                    // /proc/PID/maps).
+                    let short: String = channel.chars().take(64).collect();
+                    match create_memfd(cfg, &format!("ust-map-{short}-{owner_id}")) {
                         Ok((counters, fd)) => {
                             self.next_map_id += 1;
                             let owner_name = if kind == GroupType::UserPerUser { user_name(app.uid) } else { app.procname.clone() };

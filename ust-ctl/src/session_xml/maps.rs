@@ -68,7 +68,7 @@ pub(super) fn map_channels_from(d: &Node) -> Result<Vec<MapChannelInfo>, String>
 
 fn map_channel_from(m: &Node) -> Result<MapChannelInfo, String> {
     let name = m.text_of("name").ok_or("<map_channel> without <name>")?.to_string();
-    crate::config::check_name("map channel", &name)?;
+    crate::maps::check_map_channel_name(&name)?;
     let what = |e: String| format!("map channel {name}: {e}");
     match m.text_of("key_type") {
         None | Some("STRING") => {}

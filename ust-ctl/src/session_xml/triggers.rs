@@ -374,7 +374,7 @@ fn action_from(a: &Node, out: &mut Vec<(TriggerAction, ActionOptions)>) -> Parse
                 t => return skip(format!("action incr-map-value: channel type {t:?} (ust has user space map channels only)")),
             }
             let channel = text(k, "channel_name", &what).map_err(Err)?.to_string();
-            crate::config::check_name("map channel", &channel).map_err(Err)?;
+            crate::maps::check_map_channel_name(&channel).map_err(Err)?;
             let key = text(k, "key_template", &what).map_err(Err)?.to_string();
             crate::maps::parse_key_template(&key).map_err(|e| Err(format!("{what}: {e}")))?;
             TriggerAction::IncrMapValue { session: session()?, channel, key }
