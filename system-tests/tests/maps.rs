@@ -423,3 +423,41 @@ fn export_maps_schema_with_quoted_names() {
     assert!(child.0.wait().unwrap().success());
     d.ust_ok(&["destroy", "-s", "s"]);
 }
+
+/// test_list_map_channel: `ust list SESSION --map-channel=CHANNEL` shows that map
+/// channel's attributes in lttng list 2.16's words (per user, per process, value types),
+/// and nothing of the session's event channels.
+#[test]
+fn list_map_channel_shows_its_attributes() {
+    let d = TestDaemon::start();
+    let cases: [(&[&str], &[&str], &[&str]); 4] = [
+        (
+            &["--value-type=signed-int-max", "--max-key-count=64", "--update-policy=per-event", "--buffer-ownership=user"],
+            &["Map channel", "- m:", "Key type: String", "Widest signed integer", "Max. key count: 64", "Per matching event", "per Unix user"],
+            &["Dead process policy", "- chan:", "Event rules"],
+        ),
+        (
+            &["--max-key-count=64", "--update-policy=per-rule-match", "--buffer-ownership=process", "--dead-process-policy=drop"],
+            &["per process", "Per event rule match", "Dead process policy: Discard"],
+            &[],
+        ),
+        (&["--value-type=signed-int-32"], &["32-bit signed integer"], &[]),
+        (&["--value-type=signed-int-64"], &["64-bit signed integer"], &[]),
+    ];
+    for (opts, want, not) in cases {
+        session(&d, "s", opts);
+        d.ust_ok(&["enable-channel", "-s", "s", "chan"]);
+        d.ust_ok(&["enable-event", "-s", "s", "-c", "chan", "tp:*"]);
+        let out = d.ust_ok(&["list", "s", "--map-channel=m"]);
+        for w in want {
+            assert!(out.contains(w), "{opts:?}: {w:?} not in:\n{out}");
+        }
+        for n in not {
+            assert!(!out.contains(n), "{opts:?}: {n:?} in:\n{out}");
+        }
+        assert_eq!(d.ust_json(&["list", "s", "--map-channel=m", "--json"])["name"], "m");
+        let o = d.ust(&["list", "s", "--map-channel=nope"]);
+        assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("no map channel named \"nope\""), "{o:?}");
+        d.ust_ok(&["destroy", "-s", "s"]);
+    }
+}

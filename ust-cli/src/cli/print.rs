@@ -137,7 +137,7 @@ pub fn print_session(d: &SessionDetail) {
 
 /// A session's map channels, their attributes in lttng list 2.16's words (its
 /// `node_from_map_channel`); `ust show-maps` shows their counters.
-fn print_map_channels(m: &[MapChannelInfo]) {
+pub fn print_map_channels(m: &[MapChannelInfo]) {
     if m.is_empty() {
         return;
     }

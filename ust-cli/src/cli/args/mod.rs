@@ -625,6 +625,10 @@ pub struct ListArgs {
     /// matching GLOB only if given (`*`, `?`). Needs no daemon.
     #[arg(long = "userspace-probes", value_names = ["PATH", "GLOB"], num_args = 1..=2, conflicts_with_all = ["apps", "name"])]
     pub userspace_probes: Vec<String>,
+    /// With SESSION: show only its map channel CHANNEL's attributes (LTTng 2.16's `lttng
+    /// list SESSION --map-channel=CHANNEL`).
+    #[arg(long = "map-channel", value_name = "CHANNEL", requires = "name")]
+    pub map_channel: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
