@@ -37,6 +37,9 @@ command -v strip >/dev/null 2>&1 || need+=(binutils)
 # system-tests/tests/sdt.rs: bpftrace lists and counts ust's tracepoints built as SDT probes,
 # an outside client (skipped with the reason where it cannot load a program).
 command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
+# system-tests/tests/maps.rs: `ust export-maps`' SQL script is loaded into sqlite3 and
+# queried, as lttng-export-maps(1) shows.
+command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}" >&2
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo

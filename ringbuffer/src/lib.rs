@@ -82,6 +82,8 @@ pub mod abandoned;
 pub mod atomics;
 mod claim;
 pub mod client;
+pub mod counters;
+
 mod commit;
 mod error;
 mod flush;

@@ -65,6 +65,8 @@ fn every_trigger_kind_round_trips() {
         "--name buffer-usage-low-ratio-notify --condition channel-buffer-usage-le --session s --channel chan --domain user --threshold-ratio 0.25 --action notify",
         "--name rotation-ongoing-notify --condition session-rotation-starts --session s --action notify",
         "--name rotation-completed-snapshot --condition session-rotation-finishes --session s --action snapshot-session s --rate-policy once-after:2",
+        "--name erm-ust-incr-map-value-notify --condition event-rule-matches --type user --name tp:* --action incr-map-value --session s --type user --channel m --key {event_name}_{{count}} --action notify --rate-policy every:2",
+        "--name rotation-completed-incr-map-value --condition session-rotation-finishes --session s --action incr-map-value -s s -t user -c m -k rotations",
     ];
     for (i, t) in all.iter().enumerate() {
         session(&d, "s");
@@ -139,15 +141,76 @@ fn no_triggers_conflicts_and_lttng_files() {
     let o = d.ust(&["load", "-i", lttng_file.to_str().unwrap()]);
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "{out}\n{err}");
-    assert!(out.contains("Session my-session has been loaded successfully") && out.contains("Trigger usage has been loaded successfully"), "{out}");
-    for skipped in ["count-events", "kernel-sched", "py-logger", "with-capture"] {
+    for loaded in ["Session my-session", "Trigger usage", "Trigger count-events"] {
+        assert!(out.contains(&format!("{loaded} has been loaded successfully")), "{out}");
+    }
+    for skipped in ["kernel-sched", "py-logger", "with-capture"] {
         assert!(err.contains(&format!("trigger {skipped} skipped")), "{err}");
     }
     assert!(err.contains("trigger on-error not loaded") && err.contains("fr"), "{err}");
     let got = specs(&d);
-    assert_eq!(got.len(), 1);
-    assert_eq!(got[0].1["condition"]["buffer-usage-ge"]["threshold"]["ratio"], 0.75, "{:?}", got[0].1);
+    assert_eq!(got.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["count-events", "usage"]);
+    assert_eq!(got[0].1["actions"][0]["incr-map-value"]["key"], "{event_name}", "{:?}", got[0].1);
+    assert_eq!(got[1].1["condition"]["buffer-usage-ge"]["threshold"]["ratio"], 0.75, "{:?}", got[0].1);
     let human = d.ust_ok(&["list-triggers"]);
     assert!(human.contains("condition: buffer usage high") && human.contains("threshold (ratio): 0.75"), "{human}");
     d.ust_ok(&["destroy", "-s", "my-session"]);
+}
+
+/// Map channels saved with their session (LTTng 2.16's `<map_channels>`: attributes, no
+/// counters), shown by `ust list SESSION`, loaded back with the trigger that feeds one,
+/// which then counts; the session's event channel records beside it (read back).
+#[test]
+fn map_channels_round_trip_and_count_after_load() {
+    let d = TestDaemon::start();
+    let dir = d.output("saved");
+    session(&d, "s");
+    d.ust_ok(&["add-map-channel", "-s", "s", "--type=user", "m"]);
+    let process = [
+        "add-map-channel",
+        "-s",
+        "s",
+        "--type=user",
+        "--buffer-ownership=process",
+        "--dead-process-policy=drop",
+        "--value-type=signed-int-32",
+        "--max-key-count=16",
+        "--update-policy=per-rule-match",
+        "m-process",
+    ];
+    d.ust_ok(&process);
+    add(&d, "--name count --condition event-rule-matches --type user --name tp:tptest --action incr-map-value -s s -t user -c m -k n/{event_name}");
+    let listed = d.ust_ok(&["list", "s"]);
+    for want in [
+        "Map channels:\n-------------\n- m:\n",
+        "- m-process:\n",
+        "    Value type: 32-bit signed integer\n    Max. key count: 16\n    Update policy: Per event rule match\n",
+        "    Buffer configuration: One map of counters per CPU, per process\n    Dead process policy: Discard\n",
+        "    Buffer configuration: One map of counters per CPU, per Unix user\n",
+    ] {
+        assert!(listed.contains(want), "{want:?} not in:\n{listed}");
+    }
+    let maps_of = |d: &TestDaemon| d.ust_json(&["list", "s", "--json"])["map_channels"].clone();
+    let before = (maps_of(&d), specs(&d));
+    assert_eq!(before.0.as_array().map(Vec::len), Some(2), "{}", before.0);
+    d.ust_ok(&["save", "s", "-o", dir.to_str().unwrap()]);
+    let file = dir.join("s.lttng");
+    xmllint(&file);
+    let xml = std::fs::read_to_string(&file).unwrap();
+    assert!(xml.contains("<map_channels>") && xml.contains("<action_increment_map_value>"), "{xml}");
+    d.ust_ok(&["remove-trigger", "count"]);
+    d.ust_ok(&["destroy", "-s", "s"]);
+    let said = d.ust_ok(&["load", "-i", file.to_str().unwrap()]);
+    assert!(said.contains("Trigger count has been loaded successfully"), "{said}");
+    assert_eq!((maps_of(&d), specs(&d)), before);
+    d.ust_ok(&["start", "-s", "s"]);
+    let o = Command::new(program_here("tptest")).env("UST_RUNDIR", &d.rundir).output().unwrap();
+    assert!(o.status.success(), "tptest: {}", String::from_utf8_lossy(&o.stderr));
+    let table = d.ust_ok(&["show-maps", "-s", "s", "--channel", "m"]);
+    assert!(table.lines().any(|l| l.contains("n/tp:tptest") && l.contains(" 100 ")), "{table}");
+    d.ust_ok(&["destroy", "-s", "s"]);
+    // The event channel `chan` (tp:*) recorded tptest's 107 events.
+    let text = babeltrace(&d.output("s"));
+    assert_eq!(text.lines().filter(|l| l.contains("tp:tptest:")).count(), 100, "{text}");
+    assert_eq!(text.lines().filter(|l| l.contains("tp:the_string:")).count(), 7, "{text}");
 }

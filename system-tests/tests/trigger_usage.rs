@@ -67,11 +67,15 @@ fn dirs_starting(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     v
 }
 
-/// Bytes of the stream files (all but `metadata`) under `dir`.
+/// Bytes of the stream files under `dir`: all but `metadata` and the `index/` directories
+/// (`--max-size` bounds the stream data, as LTTng's; each stream's index is beside it).
 fn stream_bytes(dir: &Path) -> u64 {
     let mut sum = 0;
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
+        if p.is_dir() && p.file_name().is_some_and(|n| n == "index") {
+            continue;
+        }
         if p.is_dir() {
             sum += stream_bytes(&p);
         } else if p.file_name().is_some_and(|n| n != "metadata") {

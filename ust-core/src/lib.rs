@@ -43,8 +43,12 @@ pub const ABI_MAJOR: u16 = 1;
 /// ([`event::FieldType::Blob`]) in event descriptions; a daemon of minor 6 reads the
 /// descriptions of every older runtime unchanged. 7: channels of more than 253 buffers
 /// ([`protocol::DaemonMessage::MoreFds`]); a daemon accepts more than 253 CPUs only from
-/// runtimes of minor 7 or later.
-pub const ABI_MINOR: u16 = 7;
+/// runtimes of minor 7 or later. 8: map slots ([`protocol::MapGrant`]: LTTng 2.16's
+/// counter maps), granted only to runtimes of minor 8 or later.
+pub const ABI_MINOR: u16 = 8;
+
+/// First [`ABI_MINOR`] whose runtimes take map slots ([`protocol::ChannelGrant::map`]).
+pub const MAPS_SINCE_MINOR: u16 = 8;
 
 /// First [`ABI_MINOR`] whose runtimes take [`protocol::DaemonMessage::MoreFds`].
 pub const MORE_FDS_SINCE_MINOR: u16 = 7;

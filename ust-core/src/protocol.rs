@@ -143,6 +143,26 @@ pub struct ChannelGrant {
     /// room, `u64::MAX` without limit.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub blocking_timeout_us: u64,
+    /// A map slot instead of a ring buffer channel (ABI minor 8, granted only to runtimes
+    /// of minor [`crate::MAPS_SINCE_MINOR`] or later): the frame carries one descriptor, a
+    /// counter map (`ringbuffer::counters`), and an event whose mask bit names this slot
+    /// is counted there, not recorded: it adds 1 to the counter whose index + 1 is the
+    /// event's entry in this slot's [`ChannelIds`] (0: no key, nothing counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<MapGrant>,
+}
+
+/// What makes a [`ChannelGrant`] a map slot (LTTng 2.16's `incr-map-value` action
+/// targeting a map channel): one action of one trigger in one process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapGrant {
+    /// The daemon's id of the counter map (one per map channel and owner): slots with
+    /// the same id increment the same counters.
+    pub map_id: u32,
+    /// The map channel's update policy is `per-event`: when several slots of one map
+    /// produce the same key for one event, the counter is incremented once (else once per
+    /// slot: `per-rule-match`).
+    pub per_event: bool,
 }
 
 /// The CTF event ids of one per-UID channel ([`ChannelGrant::shared_ids`]) for this

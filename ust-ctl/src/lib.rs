@@ -12,6 +12,8 @@
 //!   daemon.
 //! - [`kview`]: the kernel-view requests an ordinary user's `ust trace --kernel` sends to
 //!   root's daemon (the kernel broker) on its `kview` socket.
+//! - [`maps`]: map channels (`add-map-channel`, `show-maps`, `export-maps`), key
+//!   templates of `incr-map-value`.
 //! - [`probes`]: a session's userspace-probe rules (`enable-event --userspace-probe`).
 //! - [`session_xml`]: session configurations in LTTng's XML format (`save`, `load`).
 //! - [`trackers`]: the user-id and group-id trackers (`track --vuid|--vgid`).
@@ -27,6 +29,7 @@ pub mod client;
 pub mod config;
 pub mod filter;
 pub mod kview;
+pub mod maps;
 pub mod probes;
 pub mod protocol;
 pub mod reclaim;

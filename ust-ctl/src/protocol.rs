@@ -268,6 +268,13 @@ pub enum Command {
     /// Give the memory of eligible sub-buffers back (`ust reclaim-memory`, LTTng 2.15's
     /// rules). Answered with [`Payload::Reclaimed`].
     ReclaimMemory(ReclaimRequest),
+    /// `ust add-map-channel`: answered with [`Payload::MapChannelAdded`].
+    AddMapChannel(crate::maps::AddMapChannel),
+    /// `ust show-maps`, `export-maps`: every counter, [`Payload::Maps`].
+    DumpMaps {
+        /// Session.
+        session: Option<String>,
+    },
 }
 
 /// Options of `ust create` beyond name and output.
@@ -408,6 +415,10 @@ pub enum Payload {
     Triggers(Vec<crate::trigger::TriggerInfo>),
     /// What [`Command::ReclaimMemory`] did, per channel.
     Reclaimed(Vec<crate::reclaim::ChannelReclaimed>),
+    /// [`Command::AddMapChannel`]: the session and the channel's name.
+    MapChannelAdded(String, String),
+    /// [`Command::DumpMaps`].
+    Maps(crate::maps::MapsDump),
 }
 
 /// A line of `ust list`.
@@ -515,6 +526,9 @@ pub struct SessionDetail {
     /// The userspace-probe rules (`enable-event --userspace-probe`), in the order given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub userspace_probes: Vec<crate::probes::UserspaceProbe>,
+    /// Its map channels (`ust add-map-channel`), by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub map_channels: Vec<crate::maps::MapChannelInfo>,
 }
 
 /// A process a session should have traced and could not: it runs untraced, and this says

@@ -26,6 +26,7 @@
 //!       <contexts><context><type>VPID</type></context>
 //!                 <context><app><provider_name>ust</provider_name><ctx_name>span_id</ctx_name></app></context>
 //!       </contexts></channel></channels>
+//!     [<map_channels><map_channel>..</map_channel>..</map_channels>]   (2.16, `session_xml/maps.rs`)
 //!     [<process_attr_trackers><vpid_process_attr_tracker><process_attr_values>
 //!        <vpid><id>PID</id></vpid>..</process_attr_values></vpid_process_attr_tracker>
 //!        (vuid, vgid likewise)</process_attr_trackers>]
@@ -53,6 +54,7 @@ use ust_core::Level;
 use crate::config::{ChannelConfig, Enabler, LevelFilter, VpidTracker};
 use crate::probes::{ProbeLocation, UserspaceProbe};
 
+mod maps;
 pub mod triggers;
 
 /// Largest session file read, in bytes.
@@ -119,6 +121,8 @@ pub struct SavedSession {
     pub other_domains: Vec<String>,
     /// The kernel domain's userspace probes (`USERSPACE_PROBE` events), in file order.
     pub probes: Vec<UserspaceProbe>,
+    /// The user-space domain's map channels (LTTng 2.16's `<map_channels>`).
+    pub map_channels: Vec<crate::maps::MapChannelInfo>,
 }
 
 fn esc(s: &str) -> String {
@@ -310,6 +314,7 @@ pub fn to_xml(sessions: &[SavedSession]) -> String {
             o.push_str("\t\t\t\t\t\t</contexts>\n\t\t\t\t\t</channel>\n");
         }
         o.push_str("\t\t\t\t</channels>\n");
+        maps::map_channels_xml(&mut o, &s.map_channels);
         let vpid = match &s.vpid {
             VpidTracker::All => None,
             VpidTracker::Only(set) => Some(set.iter().rev().map(|p| i64::from(*p)).collect()),
@@ -648,6 +653,7 @@ fn session_from(s: &Node) -> Result<SavedSession, String> {
         for c in d.child("channels").map(|c| c.all("channel").collect::<Vec<_>>()).unwrap_or_default() {
             out.channels.push(channel_from(c).map_err(|e| format!("session {name}: {e}"))?);
         }
+        out.map_channels = maps::map_channels_from(d).map_err(|e| format!("session {name}: {e}"))?;
         let tr = d.child("process_attr_trackers");
         out.vpid = match tracker_from(tr, "vpid")? {
             None => VpidTracker::All,

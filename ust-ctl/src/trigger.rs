@@ -56,6 +56,19 @@ pub enum TriggerAction {
     StopSession(String),
     /// `ust rotate -s SESSION`.
     RotateSession(String),
+    /// `incr-map-value --session S --channel C --type user --key TEMPLATE` (LTTng 2.16):
+    /// increment the counter of key TEMPLATE (expanded for the event) in map channel C of
+    /// session S, while S is started. With `event-rule-matches` the process counts the
+    /// event in its own maps (no record, no notifier); with a session condition the daemon
+    /// counts in the channel's shared counters (the template must then be literal).
+    IncrMapValue {
+        /// The session.
+        session: String,
+        /// The map channel.
+        channel: String,
+        /// The key template (`{event_name}`, `{provider_name}`, `{{`, `}}`).
+        key: String,
+    },
 }
 
 impl std::fmt::Display for TriggerAction {
@@ -66,6 +79,10 @@ impl std::fmt::Display for TriggerAction {
             TriggerAction::StartSession(s) => write!(f, "start session `{s}`"),
             TriggerAction::StopSession(s) => write!(f, "stop session `{s}`"),
             TriggerAction::RotateSession(s) => write!(f, "rotate session `{s}`"),
+            // lttng list-triggers 2.16's words.
+            TriggerAction::IncrMapValue { session, channel, key } => {
+                write!(f, "increment value of map `{channel}` of session `{session}` (channel type: user space), key template: `{key}`")
+            }
         }
     }
 }
@@ -298,6 +315,43 @@ fn parse_level_range(s: &str) -> Result<LevelFilter, String> {
     }
 }
 
+/// The options of one `incr-map-value` action, from `args[*i + 1]` on (`--session/-s`,
+/// `--channel/-c`, `--type/-t user`, `--key/-k`, in any order, up to the next `--action`
+/// or the end); leaves `*i` at the last one read.
+fn parse_incr_map_value(args: &[String], i: &mut usize) -> Result<TriggerAction, String> {
+    let (mut session, mut channel, mut key, mut ty) = (None, None, None, None);
+    while let Some(a) = args.get(*i + 1) {
+        let (opt, inline) = match a.split_once('=') {
+            Some((o, v)) if o.starts_with("--") => (o, Some(v)),
+            _ => (a.as_str(), None),
+        };
+        if !matches!(opt, "--session" | "-s" | "--channel" | "-c" | "--type" | "-t" | "--key" | "-k") {
+            break;
+        }
+        *i += 1;
+        let v = value(args, i, opt, inline)?.to_string();
+        match opt {
+            "--session" | "-s" => session = Some(v),
+            "--channel" | "-c" => channel = Some(v),
+            "--type" | "-t" => ty = Some(v),
+            _ => key = Some(v),
+        }
+    }
+    match ty.as_deref() {
+        Some("user") => {}
+        Some("kernel") => return Err("incr-map-value --type kernel is not supported: ust has user space map channels only".into()),
+        Some(t) => return Err(format!("incr-map-value --type {t:?}: kernel or user")),
+        None => return Err("incr-map-value needs --type user".into()),
+    }
+    let session = session.ok_or("incr-map-value needs --session SESSION")?;
+    crate::config::check_name("session", &session)?;
+    let channel = channel.ok_or("incr-map-value needs --channel CHANNEL")?;
+    crate::maps::check_map_channel_name(&channel)?;
+    let key = key.ok_or("incr-map-value needs --key TEMPLATE")?;
+    crate::maps::parse_key_template(&key)?;
+    Ok(TriggerAction::IncrMapValue { session, channel, key })
+}
+
 /// Parses the arguments of `add-trigger` (everything after the verb).
 ///
 /// # Errors
@@ -416,12 +470,23 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
                             _ => TriggerAction::RotateSession(s),
                         }
                     }
-                    "incr-map-value" => return Err("action incr-map-value is not supported: ust has no map channels".into()),
-                    other => return Err(format!("unknown action {other:?} (notify, start-session, stop-session, rotate-session, snapshot-session)")),
+                    "incr-map-value" => {
+                        // It takes no option (no rate policy, as LTTng): nothing pending.
+                        actions.push(parse_incr_map_value(args, &mut i)?);
+                        part = Part::Action;
+                        i += 1;
+                        continue;
+                    }
+                    other => {
+                        return Err(format!("unknown action {other:?} (notify, start-session, stop-session, rotate-session, snapshot-session, incr-map-value)"))
+                    }
                 };
                 actions.push(act);
                 pending = Some((RatePolicy::default(), PendingSnapshot::default()));
                 part = Part::Action;
+            }
+            ("--rate-policy", Part::Action) if matches!(actions.last(), Some(TriggerAction::IncrMapValue { .. })) => {
+                return Err("--rate-policy does not apply to incr-map-value (its rate policy is every:1, as lttng-add-trigger(1) says)".into());
             }
             ("--rate-policy", Part::Action) => {
                 let p = RatePolicy::parse(value(args, &mut i, opt, inline)?)?;
@@ -460,7 +525,19 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
     if part == Part::Trigger {
         return Err("missing --condition event-rule-matches".into());
     }
+    let cond_kind = cond.kind.clone();
     let condition = cond.finish()?;
+    if let Some(k) = cond_kind {
+        for a in &actions {
+            if let TriggerAction::IncrMapValue { key, .. } = a {
+                if !crate::maps::is_literal(&crate::maps::parse_key_template(key)?) {
+                    return Err(format!(
+                        "--key {key:?}: with condition {k}, the key must be literal text ({{event_name}} and {{provider_name}} need event-rule-matches)"
+                    ));
+                }
+            }
+        }
+    }
     if condition.is_none() && rule_type.is_none() {
         return Err("the event rule needs --type user (user space tracepoints)".into());
     }

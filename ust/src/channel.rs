@@ -38,6 +38,19 @@ pub struct Channel {
     /// No shared ids, no context and no blocking: the emit path's short case, decided by
     /// one test ([`Channel::new`] and each `with_*` keep it current).
     pub(crate) plain: bool,
+    /// A map slot ([`Channel::new_map`]): events are counted there, not recorded; then
+    /// `buffers` is empty and `shared_ids` holds each event's key index + 1.
+    pub(crate) map: Option<Box<MapSlot>>,
+}
+
+/// The counter map of a map slot (LTTng 2.16's `incr-map-value` action).
+pub(crate) struct MapSlot {
+    /// The mapped counters (shared with the daemon).
+    pub(crate) counters: ringbuffer::counters::Counters,
+    /// The daemon's id of the map: slots with one id share counters.
+    pub(crate) map_id: u32,
+    /// `per-event` update policy: one increment per key per event across slots.
+    pub(crate) per_event: bool,
 }
 
 impl Channel {
@@ -60,7 +73,35 @@ impl Channel {
             b.claim_writers(if per_cpu { Writers::PerCpu(i as u32) } else { Writers::Atomic });
         }
         let ctx_len = ust_core::context::block_size(&contexts);
-        Channel { buffers, clock, session, name, contexts: contexts.into_boxed_slice(), ctx_len, shared_ids: None, blocking_us: 0, plain: ctx_len == 0 }
+        Channel {
+            buffers,
+            clock,
+            session,
+            name,
+            contexts: contexts.into_boxed_slice(),
+            ctx_len,
+            shared_ids: None,
+            blocking_us: 0,
+            plain: ctx_len == 0,
+            map: None,
+        }
+    }
+
+    /// A map slot over `counters`: no buffer; each event's key comes in the shared-ids
+    /// table (index + 1, 0 = none). Never plain, so the emit path's short cases skip it.
+    pub(crate) fn new_map(counters: ringbuffer::counters::Counters, session: String, name: String, map_id: u32, per_event: bool) -> Channel {
+        Channel {
+            buffers: Box::new([]),
+            clock: TraceClock::Monotonic,
+            session,
+            name,
+            contexts: Box::new([]),
+            ctx_len: 0,
+            shared_ids: Some(Box::new(crate::shared_ids::SharedIds::new())),
+            blocking_us: 0,
+            plain: false,
+            map: Some(Box::new(MapSlot { counters, map_id, per_event })),
+        }
     }
 
     /// The same channel as a per-UID one: records take the ids the daemon sends.
@@ -79,7 +120,8 @@ impl Channel {
     }
 
     /// The buffer for `cpu`; a CPU number past the buffer count (more CPUs online than the
-    /// daemon allocated for) wraps around.
+    /// daemon allocated for) wraps around. Not for a map slot (no buffer): the emit path
+    /// tests [`Channel::map`] first.
     #[inline(always)]
     pub(crate) fn buffer(&self, cpu: u32) -> &Writer {
         let n = self.buffers.len();
@@ -142,6 +184,9 @@ pub(crate) fn take(slot: u32) -> Option<&'static Channel> {
 /// and the daemon's memfd is no longer held by this process. The `Channel` struct itself
 /// is leaked.
 pub(crate) fn retire(ch: &'static Channel) {
+    if let Some(m) = &ch.map {
+        m.counters.detach();
+    }
     for b in ch.buffers.iter() {
         let map = b.map();
         // SAFETY: the range is exactly a live mapping owned by `b`, which is never unmapped

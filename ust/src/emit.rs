@@ -21,6 +21,11 @@
 //! non-matching event costs no reservation. A site without filters pays one load and a
 //! test for that.
 //!
+//! A map slot ([`channel::Channel::map`], LTTng 2.16's `incr-map-value`) takes no
+//! reservation: the event adds 1 to its key's counter on this CPU ([`count`]); an event
+//! fed only to maps writes no record. Over several slots of one event, a `per-event` map
+//! counts each key once ([`Seen`]).
+//!
 //! No allocation, no lock, no system call. An event the buffer cannot take (full in
 //! discard mode, larger than a sub-buffer) is counted by the ring buffer itself; an event
 //! refused by the nesting guard is counted here with `Dropped::Nested`. A channel in
@@ -32,6 +37,7 @@ use std::sync::atomic::{fence, Ordering};
 use ringbuffer::{Dropped, SlotSize};
 use ust_core::event_header;
 use ust_core::packet::CtfPacketLayout;
+use ust_core::protocol::MAX_CHANNELS;
 
 use crate::channel;
 use crate::cpu;
@@ -184,21 +190,64 @@ fn emit_filtered<F: Fn(&mut [u8])>(site: &Site, f: &SiteFilter, mask: u64, cpu: 
         }
     }
     let copy = |out: &mut [u8]| out.copy_from_slice(payload);
-    while keep != 0 {
-        emit_one(keep.trailing_zeros(), cpu, id, ip, size, &copy);
-        keep &= keep - 1;
+    if keep & (keep.wrapping_sub(1)) == 0 {
+        if keep != 0 {
+            emit_one(keep.trailing_zeros(), cpu, id, ip, size, &copy);
+        }
+    } else {
+        emit_many(keep, cpu, id, ip, size, &copy);
     }
 }
 
 /// An event enabled in several channels (sessions): not inlined, so that the one-channel
-/// path of [`emit`] holds a single copy of the reservation code.
+/// path of [`emit`] holds a single copy of the reservation code. Map slots among them
+/// share one [`Seen`], so that a `per-event` map counts each key once for this event.
 #[inline(never)]
 fn emit_many<F: Fn(&mut [u8])>(mask: u64, cpu: u32, id: u32, ip: u64, size: SlotSize, write: &F) {
+    // Made at the first map slot only: an event with no map pays nothing for it.
+    let mut seen: Option<Seen> = None;
     let mut m = mask;
     while m != 0 {
-        emit_one(m.trailing_zeros(), cpu, id, ip, size, write);
+        let slot = m.trailing_zeros();
         m &= m - 1;
+        let Some(ch) = channel::get(slot) else { continue };
+        if let Some(map) = &ch.map {
+            count(ch, map, cpu, id, Some(seen.get_or_insert(Seen { n: 0, pairs: [(0, 0); MAX_CHANNELS as usize] })));
+            continue;
+        }
+        if let Err(Dropped::Migrated) = emit_in(ch, cpu, id, ip, size, write) {
+            migrated(ch, id, ip, size, write);
+        }
     }
+}
+
+/// The `(map id, key)` pairs one event has incremented so far (at most one per slot).
+struct Seen {
+    n: usize,
+    pairs: [(u32, u32); MAX_CHANNELS as usize],
+}
+
+/// Counts event `id` in map slot `ch`: 1 added to its key's counter on `cpu`, unless the
+/// event has no key there, or `seen` says this `per-event` map's key was already counted
+/// for this event.
+#[inline(never)]
+fn count(ch: &channel::Channel, map: &channel::MapSlot, cpu: u32, id: u32, seen: Option<&mut Seen>) {
+    let Some(keys) = ch.shared_ids.as_deref() else { return };
+    let key = match keys.get(id.wrapping_sub(ust_core::event_header::FIRST_EVENT_ID)) {
+        0 => return,
+        k => k - 1,
+    };
+    if let (true, Some(seen)) = (map.per_event, seen) {
+        let pair = (map.map_id, key);
+        if seen.pairs[..seen.n].contains(&pair) {
+            return;
+        }
+        if seen.n < seen.pairs.len() {
+            seen.pairs[seen.n] = pair;
+            seen.n += 1;
+        }
+    }
+    map.counters.add(cpu, key, 1);
 }
 
 /// Reservations refused as [`Dropped::Migrated`] (a per-CPU buffer whose CPU the thread
@@ -236,6 +285,10 @@ fn migrated<F: Fn(&mut [u8])>(ch: &channel::Channel, id: u32, ip: u64, size: Slo
 #[inline(always)]
 fn emit_in<F: Fn(&mut [u8])>(ch: &channel::Channel, cpu: u32, id: u32, ip: u64, size: SlotSize, write: &F) -> Result<(), Dropped> {
     if !ch.plain {
+        if let Some(map) = &ch.map {
+            count(ch, map, cpu, id, None);
+            return Ok(());
+        }
         return emit_in_general(ch, cpu, id, ip, size, write);
     }
     record_plain(ch, cpu, id, size, write)
@@ -331,7 +384,7 @@ fn drop_all(mask: u64, why: Dropped) {
     let cpu = cpu::current();
     let mut m = mask;
     while m != 0 {
-        if let Some(ch) = channel::get(m.trailing_zeros()) {
+        if let Some(ch) = channel::get(m.trailing_zeros()).filter(|c| c.map.is_none()) {
             ch.buffer(cpu).record_dropped(why);
         }
         m &= m - 1;

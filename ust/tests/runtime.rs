@@ -45,6 +45,20 @@ fn child_main() {
     match mode.as_str() {
         "emit" => fire_batch("end"),
         "quick" => {}
+        "threads" => {
+            // 4 threads × 250 `rt:tick`, then one `rt:done`: exact sums for the maps test.
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    std::thread::spawn(|| {
+                        for i in 0..250u32 {
+                            ust::tracepoint!(rt, tick, n: u32 = i);
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().for_each(|h| h.join().unwrap());
+            rt::done(1000, "threads");
+        }
         "late" => {
             // Fire until the parent says stop: the daemon appears (and reappears) later.
             let deadline = Instant::now() + Duration::from_secs(20);
@@ -215,6 +229,7 @@ fn grant(s: &UnixStream, slot: u32, ch: &TestChannel) {
         contexts: vec![],
         tsc: None,
         blocking_timeout_us: 0,
+        map: None,
         shared_ids: false,
     };
     let fds: Vec<_> = ch.fds.iter().map(|f| f.as_fd()).collect();
@@ -367,6 +382,74 @@ fn registers_before_main_and_records_into_granted_buffers() {
     }
 }
 
+/// Map slots (LTTng 2.16's `incr-map-value`): events fed only to maps write no record and
+/// are counted exactly, across threads and CPUs; a `per-event` map counts a key once per
+/// event however many of its slots produce it, a `per-rule-match` map once per slot.
+#[test]
+fn map_slots_count_events_without_records() {
+    use ringbuffer::counters::{create_memfd, CounterConfig, ValueBits};
+    let d = FakeDaemon::new();
+    let child = spawn_child("threads", d.dir.path());
+    let s = d.accept(Duration::from_secs(10));
+    let reg = recv_register(&s);
+    let n = reg.events.len();
+    let (hello, done) = (index_of(&reg, "rt:tick"), index_of(&reg, "rt:done"));
+    let cfg = CounterConfig { ncpus: reg.ncpus, max_keys: 4, bits: ValueBits::I64 };
+    let (per_event, fd_a) = create_memfd(cfg, "a").unwrap();
+    let (per_rule, fd_b) = create_memfd(cfg, "b").unwrap();
+    let map_grant = |slot: u32, map_id: u32, per_event: bool, fd: &OwnedFd| {
+        let g = ChannelGrant {
+            slot,
+            session: "test".into(),
+            channel: "map".into(),
+            ncpus: 1,
+            contexts: vec![],
+            tsc: None,
+            blocking_timeout_us: 0,
+            map: Some(protocol::MapGrant { map_id, per_event }),
+            shared_ids: false,
+        };
+        protocol::send(&s, &DaemonMessage::AddChannel(g), &[fd.as_fd()]).unwrap();
+    };
+    map_grant(1, 7, true, &fd_a);
+    map_grant(2, 7, true, &fd_a);
+    map_grant(4, 8, false, &fd_b);
+    map_grant(5, 8, false, &fd_b);
+    let ch = make_channel(reg.ncpus);
+    grant(&s, 3, &ch);
+    // Keys (index + 1): slots 1 and 2 both give `rt:tick` key 0 (once per event: per
+    // event), `rt:done` keys 1 and 2; slots 4 and 5 give `rt:tick` key 0 (twice).
+    let keys = |hello_key: u32, done_key: u32| {
+        let mut v = vec![0u32; n];
+        v[hello] = hello_key;
+        v[done] = done_key;
+        v
+    };
+    let ids = vec![
+        protocol::ChannelIds { slot: 1, ids: keys(1, 2) },
+        protocol::ChannelIds { slot: 2, ids: keys(1, 3) },
+        protocol::ChannelIds { slot: 4, ids: keys(1, 0) },
+        protocol::ChannelIds { slot: 5, ids: keys(1, 0) },
+    ];
+    let mut masks = vec![0u64; n];
+    masks[hello] = 0b110110;
+    masks[done] = 0b001110;
+    protocol::send(&s, &DaemonMessage::SetEnabled { masks, filters: vec![], max_level: None, ids }, &[]).unwrap();
+    sync(&s, 1);
+    protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
+    match protocol::recv::<AppMessage>(&s).unwrap().0 {
+        AppMessage::Exiting => {}
+        other => panic!("expected Exiting, got {other:?}"),
+    }
+    let log = finish(child);
+    assert!(log.contains("a counter map"), "{log}");
+    let sum = |m: &ringbuffer::counters::Counters, key| (0..reg.ncpus).map(|c| m.get(c, key).unwrap().0).sum::<i64>();
+    assert_eq!([sum(&per_event, 0), sum(&per_event, 1), sum(&per_event, 2), sum(&per_event, 3)], [1000, 1, 1, 0]);
+    assert_eq!([sum(&per_rule, 0), sum(&per_rule, 1)], [2000, 0]);
+    let records = read_all(&ch, &reg.events);
+    assert_eq!(records.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["rt:done"], "rt:tick fed only maps: no record");
+}
+
 #[test]
 fn without_a_daemon_starts_fast_and_runs_normally() {
     let dir = tempfile::Builder::new().prefix("ust-rt").tempdir_in("/tmp").unwrap();
@@ -469,22 +552,46 @@ fn bad_daemon_messages_are_ignored_not_fatal() {
         contexts: vec![],
         tsc: None,
         blocking_timeout_us: 0,
+        map: None,
         shared_ids: false,
     };
     let fds: Vec<_> = ch.fds.iter().map(|f| f.as_fd()).collect();
     protocol::send(&s, &DaemonMessage::AddChannel(g), &fds).unwrap();
     let junk = rustix::fs::memfd_create("junk", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
     rustix::fs::ftruncate(&junk, 1 << 16).unwrap();
-    let g =
-        ChannelGrant { slot: 4, session: "t".into(), channel: "c".into(), ncpus: 1, contexts: vec![], tsc: None, blocking_timeout_us: 0, shared_ids: false };
+    let g = ChannelGrant {
+        slot: 4,
+        session: "t".into(),
+        channel: "c".into(),
+        ncpus: 1,
+        contexts: vec![],
+        tsc: None,
+        blocking_timeout_us: 0,
+        shared_ids: false,
+        map: None,
+    };
     protocol::send(&s, &DaemonMessage::AddChannel(g), &[junk.as_fd()]).unwrap();
+    // Map slots: a descriptor that is not a counter map, and two descriptors for one map.
+    let map = |slot| ChannelGrant {
+        slot,
+        session: "t".into(),
+        channel: "m".into(),
+        ncpus: 1,
+        contexts: vec![],
+        tsc: None,
+        blocking_timeout_us: 0,
+        shared_ids: false,
+        map: Some(protocol::MapGrant { map_id: 1, per_event: true }),
+    };
+    protocol::send(&s, &DaemonMessage::AddChannel(map(6)), &[junk.as_fd()]).unwrap();
+    protocol::send(&s, &DaemonMessage::AddChannel(map(7)), &[junk.as_fd(), junk.as_fd()]).unwrap();
     protocol::send(&s, &DaemonMessage::RemoveChannel { slot: 1000 }, &[]).unwrap();
     sync(&s, 1);
     // Then a good set-up: only that one is used.
     grant(&s, 5, &ch);
     let mut masks = vec![0u64; reg.events.len()];
     for name in ["rt:hello", "rt:done", "lttng_ust_tracef:event"] {
-        masks[index_of(&reg, name)] = (1 << 5) | (1 << 3) | (1 << 4) | (1 << 63);
+        masks[index_of(&reg, name)] = (1 << 5) | (1 << 3) | (1 << 4) | (1 << 6) | (1 << 7) | (1 << 63);
     }
     protocol::send(&s, &DaemonMessage::SetEnabled { masks, filters: vec![], max_level: None, ids: vec![] }, &[]).unwrap();
     protocol::send(&s, &DaemonMessage::Ready, &[]).unwrap();
@@ -494,6 +601,7 @@ fn bad_daemon_messages_are_ignored_not_fatal() {
     assert!(log.contains("slot out of range"), "{log}");
     assert!(log.contains("descriptors for"), "{log}");
     assert!(log.contains("not a valid ring buffer"), "{log}");
+    assert!(log.contains("not a valid counter map") && log.contains("2 descriptors for one counter map"), "{log}");
     let records = read_all(&ch, &reg.events);
     check_batch(&records, "end");
     assert_eq!(records.len(), 12);
@@ -750,6 +858,7 @@ fn a_grant_of_more_than_253_buffers_arrives_in_several_frames() {
         contexts: vec![],
         tsc: None,
         blocking_timeout_us: 0,
+        map: None,
         shared_ids: false,
     };
     let fds: Vec<_> = ch.fds.iter().map(|f| f.as_fd()).collect();

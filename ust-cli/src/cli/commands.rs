@@ -14,7 +14,7 @@ use super::args::{
     SnapshotAddOutputArgs, SnapshotRecordArgs, StatusArgs, TrackArgs, ViewArgs,
 };
 use super::connect::{absolute, call, connect, connect_or_start, home, unexpected, Failure};
-use super::print::{print_apps, print_json, print_session, print_sessions, print_status, summary_lines};
+use super::print::{print_apps, print_json, print_map_channels, print_session, print_sessions, print_status, summary_lines};
 use super::rule_check;
 use super::trace::exit_code_of;
 use crate::out::{out, outln};
@@ -401,8 +401,17 @@ pub fn list(a: ListArgs) -> CliResult {
             print_apps(&apps);
         }
     } else if let Some(name) = a.name {
-        let Payload::Session(d) = c.call(Command::ListSession { session: Some(name) })? else { return Err(unexpected()) };
-        if a.json {
+        let Payload::Session(d) = c.call(Command::ListSession { session: Some(name.clone()) })? else { return Err(unexpected()) };
+        if let Some(m) = a.map_channel {
+            let Some(info) = d.map_channels.iter().find(|c| c.name == m) else {
+                return Err(Failure::new(format!("session {name} has no map channel named {m:?} (see `ust list {name}`)")));
+            };
+            if a.json {
+                print_json(info);
+            } else {
+                print_map_channels(std::slice::from_ref(info));
+            }
+        } else if a.json {
             print_json(&d);
         } else {
             print_session(&d);

@@ -29,7 +29,8 @@
 //! - [`id_track`]: `track/untrack --vuid|--vgid`;
 //! - [`clear`]: `clear`, `regenerate metadata|statedump`;
 //! - [`save_load`]: `save`, `load` (LTTng session XML);
-//! - [`triggers`]: `add-trigger`, `list-triggers`, `remove-trigger`.
+//! - [`triggers`]: `add-trigger`, `list-triggers`, `remove-trigger`;
+//! - [`maps`], [`maps_view`], [`maps_sql`]: `add-map-channel`, `show-maps`, `export-maps`.
 
 pub mod alloc_args;
 pub mod args;
@@ -41,6 +42,9 @@ pub mod connect;
 pub mod daemon;
 pub mod export_args;
 pub mod id_track;
+pub mod maps;
+pub mod maps_sql;
+pub mod maps_view;
 pub mod net;
 pub mod print;
 pub mod probes;
@@ -107,6 +111,9 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::RemoveTrigger(a) => triggers::remove_trigger(a),
         Cmd::Clear(a) => clear::clear(a),
         Cmd::ReclaimMemory(a) => reclaim::reclaim_memory(a),
+        Cmd::AddMapChannel(a) => maps::add_map_channel(a),
+        Cmd::ShowMaps(a) => maps::show_maps(a),
+        Cmd::ExportMaps(a) => maps::export_maps(a),
         Cmd::Regenerate(r) => clear::regenerate(r),
         Cmd::Save(a) => save_load::save(a),
         Cmd::Load(a) => save_load::load(a),

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use ust_ctl::config::LevelFilter;
+use ust_ctl::maps::{DeadProcessPolicy, MapChannelInfo, MapOwnership, UpdatePolicy, ValueType};
 
 use crate::out::outln;
 use ust_ctl::protocol::{AppInfo, DestroyReport, SessionDetail, SessionSummary, StatusReport};
@@ -114,6 +115,7 @@ pub fn print_session(d: &SessionDetail) {
         }
         outln!();
     }
+    print_map_channels(&d.map_channels);
     if !d.processes.is_empty() {
         outln!("Traced processes:");
         for p in &d.processes {
@@ -130,6 +132,34 @@ pub fn print_session(d: &SessionDetail) {
         for u in &d.untraced {
             outln!("  PID {} ({}): {}", u.pid, u.procname, u.reason);
         }
+    }
+}
+
+/// A session's map channels, their attributes in lttng list 2.16's words (its
+/// `node_from_map_channel`); `ust show-maps` shows their counters.
+pub fn print_map_channels(m: &[MapChannelInfo]) {
+    if m.is_empty() {
+        return;
+    }
+    outln!("Map channels:\n-------------");
+    for c in m {
+        let cfg = &c.config;
+        outln!("- {}:\n", c.name);
+        outln!("    Key type: String");
+        let value = match cfg.value_type {
+            ValueType::SignedInt32 => "32-bit signed integer",
+            ValueType::SignedInt64 => "64-bit signed integer",
+            ValueType::SignedIntMax => "Widest signed integer",
+        };
+        outln!("    Value type: {value}");
+        outln!("    Max. key count: {}", cfg.max_key_count);
+        outln!("    Update policy: {}", if cfg.update_policy == UpdatePolicy::PerEvent { "Per matching event" } else { "Per event rule match" });
+        let owner = if cfg.ownership == MapOwnership::User { "per Unix user" } else { "per process" };
+        outln!("    Buffer configuration: One map of counters per CPU, {owner}");
+        if let Some(p) = cfg.dead_process_policy {
+            outln!("    Dead process policy: {}", if p == DeadProcessPolicy::Drop { "Discard" } else { "Sum into shared map group" });
+        }
+        outln!();
     }
 }
 

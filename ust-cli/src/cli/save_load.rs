@@ -3,9 +3,10 @@
 //! `$LTTNG_HOME/.lttng/sessions/` (else `$HOME/.lttng/sessions/`, as lttng) unless a
 //! path is given. Saving reads the session from the daemon (`ust list NAME`); loading
 //! replays it as the requests `ust create`, `enable-channel`, `enable-event`,
-//! `disable-event`, `add-context`, `track` and `start` would send. A session's userspace
-//! probes are the kernel domain's `USERSPACE_PROBE` events, checked again at load as
-//! `enable-event --userspace-probe` checks them.
+//! `disable-event`, `add-context`, `add-map-channel`, `track` and `start` would send. A
+//! session's userspace probes are the kernel domain's `USERSPACE_PROBE` events, checked
+//! again at load as `enable-event --userspace-probe` checks them. Map channels are saved
+//! with their attributes (LTTng 2.16's `<map_channels>`), not their counters.
 //!
 //! Triggers, as LTTng 2.16: every file `ust save` writes holds every trigger of the
 //! daemon (`--no-triggers`: none); `ust load` registers the triggers of the files it read
@@ -110,6 +111,7 @@ pub fn saved_from_detail(d: &SessionDetail) -> SavedSession {
         vuid: ids(&d.vuid_tracker),
         vgid: ids(&d.vgid_tracker),
         probes: d.userspace_probes.clone(),
+        map_channels: d.map_channels.clone(),
         ..SavedSession::default()
     }
 }
@@ -243,6 +245,10 @@ fn load_one(c: &mut Client, s: &SavedSession, force: bool) -> Result<(), Failure
         if !ch.contexts.is_empty() {
             ok(c, Command::AddContext { session: session.clone(), channel: Some(ch.name.clone()), contexts: ch.contexts.clone() })?;
         }
+    }
+    for m in &s.map_channels {
+        let add = ust_ctl::maps::AddMapChannel { session: session.clone(), name: Some(m.name.clone()), config: m.config.clone() };
+        ok(c, Command::AddMapChannel(add))?;
     }
     for p in &s.probes {
         // Checked as `enable-event --userspace-probe` checks it, as the user loading.

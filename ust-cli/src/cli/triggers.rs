@@ -26,7 +26,8 @@ pub struct AddTriggerArgs {
     /// (--threshold-size SIZE | --threshold-ratio R)`; actions: `notify`, `snapshot-session S
     /// [--path DIR | --url URL | --ctrl-url URL --data-url URL] [--name N] [--max-size SIZE]`,
     /// `start-session S`, `stop-session S`, `rotate-session S`, each with an optional
-    /// `--rate-policy every:N|once-after:N`.
+    /// `--rate-policy every:N|once-after:N`, and `incr-map-value --session S --type user
+    /// --channel C --key TEMPLATE`.
     #[arg(value_name = "SPEC", trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
     pub spec: Vec<String>,
 }

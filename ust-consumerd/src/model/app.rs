@@ -217,6 +217,7 @@ mod tests {
             tsc: None,
             shared_ids: false,
             blocking_timeout_us: 0,
+            map: None,
         };
         app(tx).send_channel(grant, fds);
         let frames: Vec<Outgoing> = rx.try_iter().collect();

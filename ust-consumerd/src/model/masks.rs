@@ -33,6 +33,16 @@ pub enum SlotOwner<'a> {
     },
     /// A trigger's notifier ([`crate::ops::triggers`]), with the trigger's rule.
     Trigger(&'a Rule),
+    /// A map slot ([`crate::ops::maps`]): the trigger's rule, the key index + 1 of each
+    /// event (0: not counted), and whether the action's session is started (else no bit).
+    Map {
+        /// The rule.
+        rule: &'a Rule,
+        /// Keys by event.
+        keys: &'a [u32],
+        /// The session is started.
+        active: bool,
+    },
 }
 
 /// A process's `SetEnabled`.
@@ -69,12 +79,21 @@ pub fn enabled(app: &App, owners: &[(u32, SlotOwner<'_>)]) -> Enabled {
             set(&mut out, i, *slot, rule.decide(e));
         }
     }
+    for (slot, owner) in owners {
+        let SlotOwner::Map { rule, keys, active: true } = owner else { continue };
+        for (i, e) in events.iter().enumerate() {
+            if keys.get(i).copied().unwrap_or(0) != 0 {
+                set(&mut out, i, *slot, rule.decide(e));
+            }
+        }
+    }
     out.max_level = owners
         .iter()
         .filter_map(|(_, owner)| match owner {
             SlotOwner::Channel { session, channel, tracked: true, .. } => session.max_level(*channel),
             SlotOwner::Channel { .. } => None,
-            SlotOwner::Trigger(rule) => Some(match rule.enabler.level {
+            SlotOwner::Map { active: false, .. } => None,
+            SlotOwner::Trigger(rule) | SlotOwner::Map { rule, .. } => Some(match rule.enabler.level {
                 LevelFilter::Any => ust_core::Level::Debug.number(),
                 LevelFilter::UpTo(l) | LevelFilter::Only(l) => l.number(),
             }),
@@ -84,6 +103,7 @@ pub fn enabled(app: &App, owners: &[(u32, SlotOwner<'_>)]) -> Enabled {
         .iter()
         .filter_map(|(slot, owner)| match owner {
             SlotOwner::Channel { ids: Some(ids), .. } => Some(ChannelIds { slot: *slot, ids: ids.clone() }),
+            SlotOwner::Map { keys, .. } => Some(ChannelIds { slot: *slot, ids: keys.to_vec() }),
             _ => None,
         })
         .collect();

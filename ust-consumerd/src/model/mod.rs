@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod enabler;
+pub mod maps;
 pub mod masks;
 pub mod registry;
 pub mod session;

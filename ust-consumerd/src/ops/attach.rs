@@ -116,6 +116,7 @@ fn try_attach(st: &mut State, name: &str, app_id: u64) -> Result<bool, String> {
                 tsc: trace.tsc,
                 shared_ids: false,
                 blocking_timeout_us: blocking[ci],
+                map: None,
             },
             chan_fds,
         );
@@ -201,7 +202,8 @@ fn attach_uid(st: &mut State, name: &str, app_id: u64) -> Result<bool, String> {
         app.slots.insert(slot, (name.to_string(), ci));
         // The channel's buffer count: every possible CPU's, or one (`--buffer-allocation`).
         let nbuf = fds.len() as u32;
-        let grant = ChannelGrant { slot, session: name.to_string(), channel, ncpus: nbuf, contexts, tsc, shared_ids: true, blocking_timeout_us: blocking };
+        let grant =
+            ChannelGrant { slot, session: name.to_string(), channel, ncpus: nbuf, contexts, tsc, shared_ids: true, blocking_timeout_us: blocking, map: None };
         app.send_channel(grant, fds);
     }
     Ok(made)

@@ -29,6 +29,7 @@ type Job = (std::path::PathBuf, Option<TraceDir>, Vec<Arc<Mutex<Stream>>>, bool)
 pub fn clear(daemon: &Daemon, name: &str) -> Result<(), String> {
     let (snapshot, output, jobs) = {
         let mut st = daemon.lock();
+        st.maps.clear(name);
         let Some(ss) = st.sessions.get_mut(name) else { return Err(format!("no session named {name:?}")) };
         if ss.relay.is_some() {
             // Its files are the relay daemon's: there is nothing here to clear.

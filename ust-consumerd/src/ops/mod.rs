@@ -30,6 +30,7 @@ pub mod attach;
 pub mod clear;
 pub mod dead_writers;
 pub mod fds;
+pub mod maps;
 pub mod memory;
 pub mod output;
 pub mod process_life;

@@ -60,6 +60,7 @@ pub fn register_events(daemon: &Daemon, app_id: u64, first: u32, events: Vec<Eve
     if let Some(app) = st.apps.get_mut(&app_id) {
         st.triggers.attach_app(app);
     }
+    st.attach_maps(app_id);
     st.push_masks(app_id);
     Ok(())
 }
@@ -84,6 +85,7 @@ pub fn process_gone(daemon: &Daemon, app_id: u64) {
         app.alive = false;
         app.out = None;
         app.slots.clear();
+        st.maps.process_gone(app_id);
         forget(&mut st, app_id);
         let Some(app) = st.apps.get_mut(&app_id) else { return };
         // A gone process's descriptions live on in its traces (one shared copy each).

@@ -155,6 +155,8 @@ pub struct State {
     pub(crate) event_tables: EventTables,
     /// Triggers (`ust add-trigger`) and the notifier buffers of the processes they watch.
     pub triggers: Triggers,
+    /// Map channels (`ust add-map-channel`) and the map slots of processes.
+    pub maps: crate::ops::maps::Maps,
 }
 
 impl State {
@@ -195,6 +197,13 @@ impl State {
     fn slot_owners<'a>(&'a self, app: &'a App) -> Vec<(u32, SlotOwner<'a>)> {
         let mut out = Vec::new();
         for (slot, (owner, ci)) in &app.slots {
+            if owner == crate::ops::maps::MAP_SLOT_OWNER {
+                let Some(ms) = self.maps.slots.get(&(app.id, *slot)) else { continue };
+                let Some(rule) = self.triggers.rule(ms.trigger) else { continue };
+                let active = self.sessions.get(&ms.session).is_some_and(|ss| ss.session.started);
+                out.push((*slot, SlotOwner::Map { rule, keys: &ms.keys, active }));
+                continue;
+            }
             if owner == SLOT_OWNER {
                 if let Some(rule) = self.triggers.rule(*ci) {
                     out.push((*slot, SlotOwner::Trigger(rule)));
@@ -228,6 +237,28 @@ impl State {
         );
     }
 
+    /// Gives process `app_id` its map slots ([`crate::ops::maps::Maps::attach_app`]) for
+    /// every trigger's `incr-map-value` action; the caller pushes the masks.
+    pub fn attach_maps(&mut self, app_id: u64) {
+        let actions = self.triggers.map_actions();
+        if let Some(app) = self.apps.get_mut(&app_id) {
+            self.maps.attach_app(app, &actions);
+        }
+    }
+
+    /// Frees map slots `gone` ((app, slot)) in their processes: slot released, masks
+    /// pushed, then `RemoveChannel`.
+    pub fn free_map_slots(&mut self, gone: &[(u64, u32)]) {
+        for &(app_id, slot) in gone {
+            let Some(app) = self.apps.get_mut(&app_id) else { continue };
+            app.slots.remove(&slot);
+            self.push_masks(app_id);
+            if let Some(app) = self.apps.get(&app_id) {
+                app.send(DaemonMessage::RemoveChannel { slot }, Vec::new());
+            }
+        }
+    }
+
     /// A fresh sequence number for `Sync`.
     pub fn next_seq(&mut self) -> u64 {
         self.next_seq += 1;
@@ -250,6 +281,6 @@ impl State {
 
     /// Ids of live processes that have a slot in session `name`.
     pub fn apps_of(&self, name: &str) -> Vec<u64> {
-        self.apps.values().filter(|a| a.alive && a.slots.values().any(|(s, _)| s == name)).map(|a| a.id).collect()
+        self.apps.values().filter(|a| a.alive && (a.slots.values().any(|(s, _)| s == name) || self.maps.app_counts_for(a.id, name))).map(|a| a.id).collect()
     }
 }

@@ -109,6 +109,11 @@ impl Trigger {
     }
 }
 
+/// An `incr-map-value` action of an `event-rule-matches` trigger: trigger id, action
+/// index, the rule, session, channel, key template ([`crate::ops::maps`] gives processes
+/// their map slots for it).
+pub type MapAction<'a> = (usize, usize, &'a Rule, &'a str, &'a str, &'a str);
+
 /// A trigger that fired: its id, name and actions.
 pub type Fired = (usize, String, Vec<TriggerAction>);
 
@@ -149,6 +154,20 @@ impl Triggers {
         self.list.iter().find(|t| t.id == id).map(|t| &t.rule)
     }
 
+    /// Every `incr-map-value` action of the `event-rule-matches` triggers (what map slots
+    /// processes get: [`crate::ops::maps`]).
+    pub fn map_actions(&self) -> Vec<MapAction<'_>> {
+        let mut v = Vec::new();
+        for t in self.list.iter().filter(|t| t.spec.condition.is_none()) {
+            for (i, a) in t.spec.actions.iter().enumerate() {
+                if let TriggerAction::IncrMapValue { session, channel, key } = a {
+                    v.push((t.id, i, &t.rule, session.as_str(), channel.as_str(), key.as_str()));
+                }
+            }
+        }
+        v
+    }
+
     /// `ust list-triggers`.
     pub fn list(&self) -> Vec<TriggerInfo> {
         self.list.iter().map(Trigger::info).collect()
@@ -187,7 +206,7 @@ impl Triggers {
         spec.normalize();
         for a in &spec.actions {
             match a {
-                TriggerAction::Notify => {}
+                TriggerAction::Notify | TriggerAction::IncrMapValue { .. } => {}
                 TriggerAction::SnapshotSession(s) | TriggerAction::StartSession(s) | TriggerAction::StopSession(s) | TriggerAction::RotateSession(s) => {
                     if !session_exists(s) {
                         return Err(format!("action {a}: no session named {s:?} (see `ust list`)"));
@@ -222,11 +241,12 @@ impl Triggers {
     ///
     /// # Errors
     /// No trigger of that name.
-    pub fn remove(&mut self, name: &str) -> Result<Vec<(u64, u32)>, String> {
+    pub fn remove(&mut self, name: &str) -> Result<(usize, Vec<(u64, u32)>), String> {
         let Some(pos) = self.list.iter().position(|t| t.name() == name) else {
             return Err(format!("no trigger named {name:?} (see `ust list-triggers`)"));
         };
-        Ok(self.list.remove(pos).notifiers.iter().map(|(app, n)| (*app, n.slot)).collect())
+        let t = self.list.remove(pos);
+        Ok((t.id, t.notifiers.iter().map(|(app, n)| (*app, n.slot)).collect()))
     }
 
     /// Gives process `app` a notifier for every trigger whose rule matches one of its
@@ -239,7 +259,14 @@ impl Triggers {
             return;
         }
         for t in self.list.iter_mut() {
-            if t.spec.condition.is_some() || t.notifiers.contains_key(&app.id) || !app.events.iter().any(|e| t.rule.decide(e) != Decision::Off) {
+            // Only actions the daemon runs need a notifier: `incr-map-value` counts in the
+            // process itself.
+            let daemon_actions = t.spec.actions.iter().any(|a| !matches!(a, TriggerAction::IncrMapValue { .. }));
+            if !daemon_actions
+                || t.spec.condition.is_some()
+                || t.notifiers.contains_key(&app.id)
+                || !app.events.iter().any(|e| t.rule.decide(e) != Decision::Off)
+            {
                 continue;
             }
             let Some(slot) = (0..MAX_CHANNELS).find(|s| !app.slots.contains_key(s)) else {
@@ -283,6 +310,7 @@ impl Triggers {
                     tsc: None,
                     shared_ids: false,
                     blocking_timeout_us: 0,
+                    map: None,
                 },
                 fds,
             );
@@ -376,12 +404,17 @@ impl Triggers {
     }
 
     /// Trigger `id` fired: counts an execution request for each of its actions and
-    /// returns those whose rate policy lets them run, in order, with their options.
+    /// returns those whose rate policy lets them run, in order, with their options. An
+    /// `event-rule-matches` trigger's `incr-map-value` actions are left out: the processes
+    /// counted them already, in their own maps.
     pub fn admit(&mut self, id: usize) -> Vec<(TriggerAction, ActionOptions)> {
         let Some(t) = self.list.iter_mut().find(|t| t.id == id) else { return Vec::new() };
         t.requests.resize(t.spec.actions.len(), 0);
         let mut run = Vec::new();
         for (i, a) in t.spec.actions.iter().enumerate() {
+            if t.spec.condition.is_none() && matches!(a, TriggerAction::IncrMapValue { .. }) {
+                continue;
+            }
             t.requests[i] += 1;
             let o = t.spec.options(i);
             if o.rate_policy.admits(t.requests[i]) {
@@ -523,5 +556,24 @@ mod usage_tests {
         assert_eq!(ran(&mut t, o), 1, "request 2 only");
         assert_eq!(every.spec.options(0).rate_policy, RatePolicy::EveryN(3));
         assert_eq!(once.spec.options(0).rate_policy, RatePolicy::OnceAfterN(2));
+    }
+
+    #[test]
+    fn an_event_rules_map_actions_are_the_processes() {
+        let mut t = Triggers::default();
+        let incr = TriggerAction::IncrMapValue { session: "s".into(), channel: "m".into(), key: "k".into() };
+        let rule = TriggerSpec {
+            condition: None,
+            actions: vec![incr.clone(), TriggerAction::Notify],
+            ..spec("er", SessionCondition::RotationStarts { session: "s".into() }, RatePolicy::default())
+        };
+        t.add(rule, |_| true).unwrap();
+        let cond = TriggerSpec { actions: vec![incr.clone()], ..spec("rot", SessionCondition::RotationStarts { session: "s".into() }, RatePolicy::default()) };
+        t.add(cond, |_| true).unwrap();
+        let id = |t: &Triggers, name: &str| t.list.iter().find(|x| x.name() == name).unwrap().id;
+        let (er, rot) = (id(&t, "er"), id(&t, "rot"));
+        let kinds = |v: Vec<(TriggerAction, ActionOptions)>| v.into_iter().map(|(a, _)| a).collect::<Vec<_>>();
+        assert_eq!(kinds(t.admit(er)), vec![TriggerAction::Notify], "the processes counted the event");
+        assert_eq!(kinds(t.admit(rot)), vec![incr], "a session condition's: the daemon counts in the shared counters");
     }
 }

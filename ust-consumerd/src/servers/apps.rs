@@ -140,6 +140,7 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream, pid: i32, uid: u32) {
         if let Some(app) = st.apps.get_mut(&id) {
             st.triggers.attach_app(app);
         }
+        st.attach_maps(id);
         st.push_masks(id);
         st.apps[&id].send(DaemonMessage::Ready, Vec::new());
         crate::log!("process {pid} ({}) registered with {} events", reg.procname, st.apps[&id].events.len());

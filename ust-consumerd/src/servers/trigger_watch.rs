@@ -140,6 +140,13 @@ fn run_actions(daemon: &Daemon, name: &str, actions: &[(TriggerAction, ActionOpt
             TriggerAction::StartSession(s) => command(daemon, Command::Start { session: Some(s.clone()) }).map(|_| format!("session {s} started")),
             TriggerAction::StopSession(s) => command(daemon, Command::Stop { session: Some(s.clone()) }).map(|_| format!("session {s} stopped")),
             TriggerAction::RotateSession(s) => crate::ops::rotate::rotate(daemon, s).map(|d| format!("session {s} rotated to {}", d.display())),
+            // Only a session condition's firing comes here with this action (an event
+            // rule's is counted in the processes): the shared counters.
+            TriggerAction::IncrMapValue { session, channel, key } => {
+                let mut st = daemon.lock();
+                let started = st.sessions.get(session).is_some_and(|ss| ss.session.started);
+                st.maps.incr_shared(session, channel, key, started)
+            }
         };
         let line = match r {
             Ok(x) => x,

@@ -24,13 +24,15 @@
 //!         [<output><name/><ctrl_url/><data_url/><max_size/></output>]   (snapshot only)
 //!         <rate_policy><rate_policy_every_n><interval>N</interval></…>
 //!                    | <rate_policy_once_after_n><threshold>N</threshold></…></rate_policy>
+//!       | <action_increment_map_value><session_name/><channel_type>user</channel_type>
+//!           <channel_name/><key_template/></…>                          (no rate policy)
 //!   </…></action>…</action_list></action>
 //! </trigger>…</triggers>
 //! ```
 //!
 //! On load, a trigger ust cannot honour (a kernel, JUL, log4j or Python event rule,
-//! capture descriptors, a domain other than `UST`, an `incr-map-value` action) is skipped
-//! with the reason, never half loaded.
+//! capture descriptors, a domain other than `UST`, an `incr-map-value` action on a kernel
+//! map channel) is skipped with the reason, never half loaded.
 
 use ust_core::Level;
 
@@ -127,8 +129,22 @@ fn condition_xml(o: &mut Out, d: usize, t: &TriggerSpec) {
     o.close(d, "condition");
 }
 
+/// An `incr-map-value` action: no `<rate_policy>` (the action has none; LTTng's MI
+/// serialization writes none, and session.xsd 2.16's type has no such element).
+fn incr_map_value_xml(o: &mut Out, d: usize, session: &str, channel: &str, key: &str) {
+    o.open(d, "action");
+    o.open(d + 1, "action_increment_map_value");
+    o.leaf(d + 2, "session_name", session);
+    o.leaf(d + 2, "channel_type", "user");
+    o.leaf(d + 2, "channel_name", channel);
+    o.leaf(d + 2, "key_template", key);
+    o.close(d + 1, "action_increment_map_value");
+    o.close(d, "action");
+}
+
 fn action_xml(o: &mut Out, d: usize, a: &TriggerAction, opts: &ActionOptions) {
     let (kind, session) = match a {
+        TriggerAction::IncrMapValue { session, channel, key } => return incr_map_value_xml(o, d, session, channel, key),
         TriggerAction::Notify => ("action_notify", None),
         TriggerAction::StartSession(s) => ("action_start_session", Some(s)),
         TriggerAction::StopSession(s) => ("action_stop_session", Some(s)),
@@ -352,7 +368,17 @@ fn action_from(a: &Node, out: &mut Vec<(TriggerAction, ActionOptions)>) -> Parse
             }
             TriggerAction::SnapshotSession(session()?)
         }
-        "action_increment_map_value" => return skip("action incr-map-value: not supported by this ust"),
+        "action_increment_map_value" => {
+            match text(k, "channel_type", &what).map_err(Err)? {
+                "user" => {}
+                t => return skip(format!("action incr-map-value: channel type {t:?} (ust has user space map channels only)")),
+            }
+            let channel = text(k, "channel_name", &what).map_err(Err)?.to_string();
+            crate::maps::check_map_channel_name(&channel).map_err(Err)?;
+            let key = text(k, "key_template", &what).map_err(Err)?.to_string();
+            crate::maps::parse_key_template(&key).map_err(|e| Err(format!("{what}: {e}")))?;
+            TriggerAction::IncrMapValue { session: session()?, channel, key }
+        }
         other => return Err(Err(format!("unknown action <{other}>"))),
     };
     out.push((act, opts));

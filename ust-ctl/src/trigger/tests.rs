@@ -157,3 +157,74 @@ fn refusals_name_what_is_wrong() {
         assert!(e.contains(want), "{args:?}: {e}");
     }
 }
+
+#[test]
+fn incr_map_value_actions() {
+    let t = p(&[
+        "--condition=event-rule-matches",
+        "--type=user",
+        "--name=*",
+        "--action=incr-map-value",
+        "--session=my-session",
+        "--type=user",
+        "-c",
+        "my-counters",
+        "--key={event_name}_count",
+        "--action",
+        "notify",
+    ])
+    .unwrap();
+    assert_eq!(
+        t.actions,
+        vec![
+            TriggerAction::IncrMapValue { session: "my-session".into(), channel: "my-counters".into(), key: "{event_name}_count".into() },
+            TriggerAction::Notify
+        ]
+    );
+    let t = p(&["--condition", "session-rotation-finishes", "-s", "s", "--action", "incr-map-value", "-s", "s", "-t", "user", "-c", "m", "-k", "k1"]).unwrap();
+    assert_eq!(t.actions.len(), 1);
+    let e = p(&["--condition", "session-rotation-finishes", "-s", "s", "--action", "incr-map-value", "-s", "s", "-t", "user", "-c", "m", "-k", "{event_name}"])
+        .unwrap_err();
+    assert!(e.contains("literal"), "{e}");
+    for (args, want) in [
+        (&["-t", "kernel", "-s", "s", "-c", "m", "-k", "k"][..], "kernel"),
+        (&["-s", "s", "-c", "m", "-k", "k"][..], "--type user"),
+        (&["-t", "user", "-c", "m", "-k", "k"][..], "--session"),
+        (&["-t", "user", "-s", "s", "-k", "k"][..], "--channel"),
+        (&["-t", "user", "-s", "s", "-c", "m"][..], "--key"),
+        (&["-t", "user", "-s", "s", "-c", "m", "-k", "{x}"][..], "placeholder"),
+        (&["-t", "user", "-s", "s", "-c", "m", "-k", "k", "--rate-policy", "every:1"][..], "rate-policy"),
+    ] {
+        let mut v = vec!["--condition", "event-rule-matches", "--type", "user", "--action", "incr-map-value"];
+        v.extend_from_slice(args);
+        let e = p(&v).unwrap_err();
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn incr_map_value_keeps_the_other_actions_options_aligned() {
+    let t = p(&[
+        "--condition=event-rule-matches",
+        "--type=user",
+        "--action=notify",
+        "--rate-policy=every:2",
+        "--action=incr-map-value",
+        "-s",
+        "s",
+        "-t",
+        "user",
+        "-c",
+        "m",
+        "-k",
+        "k",
+        "--action=start-session",
+        "s",
+        "--rate-policy=once-after:3",
+    ])
+    .unwrap();
+    assert_eq!(t.actions.len(), 3);
+    assert_eq!(t.options(0).rate_policy, options::RatePolicy::EveryN(2));
+    assert_eq!(t.options(1), ActionOptions::default());
+    assert_eq!(t.options(2).rate_policy, options::RatePolicy::OnceAfterN(3));
+}

@@ -360,6 +360,11 @@ fn add_channel(g: &Generation, link: usize, grant: ChannelGrant, fds: Vec<Option
         debug!("{what} ignored: bad context list: {e}");
         return None;
     }
+    if let Some(m) = grant.map.clone() {
+        let local = grant.slot;
+        let ch = map_slot(&what, grant, m, fds)?;
+        return install(g, link, &what, local, ch, "a counter map".into());
+    }
     if grant.ncpus == 0 || grant.ncpus > MAX_BUFFERS || fds.len() != grant.ncpus as usize {
         debug!("{what} ignored: {} descriptors for {} buffers", fds.len(), grant.ncpus);
         return None;
@@ -401,12 +406,43 @@ fn add_channel(g: &Generation, link: usize, grant: ChannelGrant, fds: Vec<Option
         None => TraceClock::Monotonic,
     };
     let shared = grant.shared_ids;
+    let local = grant.slot;
     let mut ch = Channel::new(buffers.into_boxed_slice(), grant.session, grant.channel, grant.contexts, clock).with_blocking(grant.blocking_timeout_us);
     if shared {
         ch = ch.with_shared_ids();
     }
+    install(g, link, &what, local, ch, format!("{n} buffer(s) of {num} x {subbuf} bytes"))
+}
+
+/// The map slot of a grant with [`ChannelGrant::map`]: its one descriptor mapped as a
+/// counter map (header checked), or `None` (explained under `UST_DEBUG`).
+fn map_slot(what: &str, grant: ChannelGrant, m: ust_core::protocol::MapGrant, fds: Vec<Option<Received>>) -> Option<Channel> {
+    if fds.len() != 1 {
+        debug!("{what} ignored: {} descriptors for one counter map", fds.len());
+        return None;
+    }
+    let fd = fds.into_iter().next().flatten();
+    let Some((held, raw)) = fd.and_then(|fd| fd.raw().map(|raw| (fd, raw))) else {
+        debug!("{what} ignored: its counter map descriptor is missing or was closed under the runtime");
+        return None;
+    };
+    // SAFETY: `raw` names the memory the daemon sent and `held` keeps it open until after
+    // the mapping is made.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(raw) };
+    match ringbuffer::counters::open_received(fd) {
+        Ok(c) => Some(Channel::new_map(c, grant.session, grant.channel, m.map_id, m.per_event)),
+        Err(e) => {
+            debug!("{what} ignored: not a valid counter map: {e}");
+            held.abandon();
+            None
+        }
+    }
+}
+
+/// Installs channel (or map slot) `ch` in a global slot for `link`'s local slot.
+fn install(g: &Generation, link: usize, what: &str, local: u32, ch: Channel, detail: String) -> Option<u32> {
     let mut st = g.state();
-    let Some(slot) = st.claim(link, grant.slot) else {
+    let Some(slot) = st.claim(link, local) else {
         debug!("{what} ignored: all {MAX_CHANNELS} channel slots of the process are taken");
         return None;
     };
@@ -421,7 +457,7 @@ fn add_channel(g: &Generation, link: usize, grant: ChannelGrant, fds: Vec<Option
     // The daemon may have enabled the slot before granting it.
     st.apply();
     drop(st);
-    debug!("{what} granted in slot {slot}: {n} buffer(s) of {num} x {subbuf} bytes");
+    debug!("{what} granted in slot {slot}: {detail}");
     Some(slot)
 }
 

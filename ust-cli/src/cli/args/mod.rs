@@ -246,7 +246,8 @@ Syntax as lttng-add-trigger(1): [--name NAME] --condition event-rule-matches --t
 then one or more --action: notify, snapshot-session SESSION [--path DIR | --url URL |
 --ctrl-url URL --data-url URL] [--name NAME] [--max-size SIZE], start-session SESSION,
 stop-session SESSION, rotate-session SESSION (run in order), each with an optional
---rate-policy every:N | once-after:N. The rule applies to every
+--rate-policy every:N | once-after:N, and incr-map-value --session S --type user
+--channel C --key TEMPLATE (no rate policy; see `ust add-map-channel --help`). The rule applies to every
 process of the daemon (those that start later too); a process with no matching event
 pays nothing, and a matching event costs one more record in a small per-CPU buffer.
 `ust list-triggers` shows how often each fired and what its last firing did.")]
@@ -302,6 +303,37 @@ emptied; archives of earlier `ust rotate` are kept.")]
 Prints, per channel, the sub-buffers reclaimed (and those pending: delivered, not consumed
 yet). `ust list SESSION` shows each channel's resident and allocated memory.")]
     ReclaimMemory(super::reclaim::ReclaimMemoryArgs),
+    /// Add a map channel to a session: per-CPU counters keyed by strings, fed by triggers'
+    /// `incr-map-value` actions (LTTng 2.16's `lttng add-map-channel`).
+    #[command(after_help = "Examples:
+  ust add-map-channel --type=user my-counters
+  ust add-map-channel --type=user --buffer-ownership=process --dead-process-policy=drop \\
+      --max-key-count=8192 my-counters
+  ust add-trigger --condition=event-rule-matches --type=user --name='*' \\
+      --action=incr-map-value --session=my-session --type=user --channel=my-counters \\
+      --key='{event_name}_count'
+
+An event counted only by maps writes no record: the process adds 1 to its key's counter on
+its CPU (one atomic add). Keys are interned by the daemon when it gives a process its maps;
+a map channel holds at most --max-key-count keys, first come first kept.")]
+    AddMapChannel(super::maps::AddMapChannelArgs),
+    /// Show the counters of a session's map channels (LTTng 2.16's `lttng show-maps`).
+    #[command(after_help = "Examples:
+  ust show-maps --channel=my-counters
+  ust show-maps --channel=my-counters --sort-by=value --sort-order=desc --limit=10
+  ust show-maps --per=cpu --key=myapp:my_event
+  ust show-maps --per=owner --all-pids")]
+    ShowMaps(super::maps::ShowMapsArgs),
+    /// Export every counter of a session's map channels as an SQL script for SQLite
+    /// (LTTng 2.16's `lttng export-maps`).
+    #[command(after_help = "Examples:
+  ust export-maps > maps.sql
+  { ust export-maps; echo 'SELECT key, SUM(value) FROM vmap GROUP BY key;'; } | sqlite3 :memory:
+
+The schema is lttng-export-maps(1)'s: tables channels, groups, keys, entries and the
+view vmap (channel_name, channel_type, group_type, owner_id, owner_name, value_type,
+part_id, key, value, has_overflow).")]
+    ExportMaps(super::maps::ExportMapsArgs),
     /// Regenerate a session's metadata or state dump (LTTng's `lttng regenerate`).
     #[command(
         subcommand,
@@ -593,6 +625,10 @@ pub struct ListArgs {
     /// matching GLOB only if given (`*`, `?`). Needs no daemon.
     #[arg(long = "userspace-probes", value_names = ["PATH", "GLOB"], num_args = 1..=2, conflicts_with_all = ["apps", "name"])]
     pub userspace_probes: Vec<String>,
+    /// With SESSION: show only its map channel CHANNEL's attributes (LTTng 2.16's `lttng
+    /// list SESSION --map-channel=CHANNEL`).
+    #[arg(long = "map-channel", value_name = "CHANNEL", requires = "name")]
+    pub map_channel: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

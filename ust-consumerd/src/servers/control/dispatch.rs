@@ -69,6 +69,11 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
         Command::AddTrigger { spec } => super::triggers::add(daemon, spec),
         Command::ListTriggers => Ok(super::triggers::list(daemon)),
         Command::RemoveTrigger { name } => super::triggers::remove(daemon, &name),
+        Command::AddMapChannel(a) => super::triggers::add_map_channel(daemon, a.session, a.name, a.config),
+        Command::DumpMaps { session } => {
+            let st = daemon.lock();
+            st.resolve(&session).map(|n| Payload::Maps(st.maps.dump(&n)))
+        }
     };
     match r {
         Ok(p) => Reply::Ok(Box::new(p)),

@@ -29,11 +29,12 @@ pub(super) fn start(daemon: &Daemon, session: Option<String>) -> Result<Payload,
     let probes = start_probes(daemon, &session)?;
     let mut st = daemon.lock();
     let sname = st.resolve(&session)?;
+    let has_maps = st.maps.has_session(&sname);
     let ss = st.sessions.get_mut(&sname).expect("resolved");
     if ss.session.started {
         return Err(format!("session {sname} is already started"));
     }
-    if ss.session.channels.is_empty() && probes.is_none() {
+    if ss.session.channels.is_empty() && probes.is_none() && !has_maps {
         return Err(format!("session {sname} has no channel: enable an event (`ust enable-event -a`) or a channel first"));
     }
     // Nothing is lost silently: an output that stopped taking files since `create`, or a
@@ -228,6 +229,8 @@ pub fn destroy(daemon: &Daemon, name: &str) -> Result<DestroyReport, String> {
         let Some(ss) = st.sessions.remove(name) else {
             return Err(format!("no session named {name:?}"));
         };
+        let gone = st.maps.session_destroyed(name);
+        st.free_map_slots(&gone);
         // Processes whose death is being handled right now: their streams are no longer in
         // a session `process_gone` can find, so torn-event recovery happens here.
         let dead: Vec<u64> = ss.traces.keys().filter(|id| !st.apps.get(id).is_some_and(|a| a.alive)).copied().collect();

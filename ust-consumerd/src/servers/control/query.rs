@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use ust_ctl::maps::MapChannelInfo;
 use ust_ctl::protocol::*;
 
 use crate::ops::state::{Daemon, SessionState, State};
@@ -70,6 +71,13 @@ pub fn detail(daemon: &Daemon, name: &str) -> Option<SessionDetail> {
                 vgid_tracker: ss.session.vgid_tracker.clone(),
                 untraced: ss.untraced.iter().cloned().collect(),
                 userspace_probes: ss.session.probes.clone(),
+                map_channels: st
+                    .maps
+                    .channels
+                    .iter()
+                    .filter(|((s, _), _)| s == name)
+                    .map(|(_, m)| MapChannelInfo { name: m.name.clone(), config: m.config.clone() })
+                    .collect(),
             },
             streams,
             owners,

@@ -24,12 +24,31 @@ pub fn add(daemon: &Daemon, spec: TriggerSpec) -> Result<Payload, String> {
         if let Some(app) = st.apps.get_mut(&a) {
             st.triggers.attach_app(app);
         }
+        st.attach_maps(a);
         st.push_masks(a);
     }
     drop(st);
     crate::log!("trigger {} added", info.spec.name.as_deref().unwrap_or_default());
     wake_watch();
     Ok(Payload::Triggers(vec![info]))
+}
+
+/// `ust add-map-channel`: adds the map channel, then gives every live process the map
+/// slots of the triggers' `incr-map-value` actions that name it, and pushes their masks.
+///
+/// # Errors
+/// No such session, or what [`crate::ops::maps::Maps::add_channel`] refuses.
+pub fn add_map_channel(daemon: &Daemon, session: Option<String>, name: Option<String>, config: ust_ctl::maps::MapChannelConfig) -> Result<Payload, String> {
+    let mut st = daemon.lock();
+    let session = st.resolve(&session)?;
+    let channel = st.maps.add_channel(&session, name, config)?;
+    let apps: Vec<u64> = st.apps.values().filter(|a| a.alive).map(|a| a.id).collect();
+    for a in apps {
+        st.attach_maps(a);
+        st.push_masks(a);
+    }
+    crate::log!("session {session}: map channel {channel} added");
+    Ok(Payload::MapChannelAdded(session, channel))
 }
 
 /// `ust list-triggers`.
@@ -44,7 +63,10 @@ pub fn list(daemon: &Daemon) -> Payload {
 /// No trigger of that name.
 pub fn remove(daemon: &Daemon, name: &str) -> Result<Payload, String> {
     let mut st = daemon.lock();
-    for (app_id, slot) in st.triggers.remove(name)? {
+    let (id, notifiers) = st.triggers.remove(name)?;
+    let gone = st.maps.trigger_removed(id);
+    st.free_map_slots(&gone);
+    for (app_id, slot) in notifiers {
         let Some(app) = st.apps.get_mut(&app_id) else { continue };
         app.slots.remove(&slot);
         st.push_masks(app_id);

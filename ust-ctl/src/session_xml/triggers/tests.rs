@@ -27,12 +27,18 @@ fn every_kind_round_trips() {
         "--name usage-low-ratio --condition channel-buffer-usage-le --session s --channel chan --domain user --threshold-ratio 0.25 --action notify",
         "--name rotation-ongoing --condition session-rotation-starts --session s --action notify",
         "--name rotation-completed --condition session-rotation-finishes --session s --action snapshot-session s",
+        "--name erm-map --condition event-rule-matches --type user --name tp:* --action incr-map-value -s s -t user -c m -k {event_name}_{{n}} --action notify --rate-policy every:3",
+        "--name rotation-map --condition session-rotation-finishes --session s --action incr-map-value -s s -t user -c m -k rotations",
     ];
     let specs: Vec<TriggerSpec> = all.iter().map(|a| spec(a)).collect();
     let xml = to_xml_with_triggers(&[], Some(&specs));
     assert!(xml.ends_with("\t</triggers>\n</sessions>\n"), "{xml}");
     assert!(xml.contains("<condition_buffer_usage_low>") && xml.contains("<threshold_ratio>0.25</threshold_ratio>") && xml.contains("<domain>UST</domain>"));
     assert!(xml.contains("<rate_policy_once_after_n>\n\t\t\t\t\t\t\t\t\t<threshold>3</threshold>"), "{xml}");
+    assert!(
+        xml.contains("<action_increment_map_value>\n\t\t\t\t\t\t\t<session_name>s</session_name>\n\t\t\t\t\t\t\t<channel_type>user</channel_type>"),
+        "{xml}"
+    );
     let back = triggers_from_xml(&xml).unwrap();
     assert!(back.skipped.is_empty(), "{:?}", back.skipped);
     let mut want = specs.clone();
@@ -50,8 +56,12 @@ fn lttng_written_triggers_load() {
     let xml = include_str!("lttng-2.16-triggers.lttng");
     let got = triggers_from_xml(xml).unwrap();
     let names: Vec<&str> = got.triggers.iter().map(|t| t.name.as_deref().unwrap()).collect();
-    assert_eq!(names, ["on-error", "usage"]);
-    let on_error = &got.triggers[0];
+    assert_eq!(names, ["count-events", "on-error", "usage"]);
+    assert_eq!(
+        got.triggers[0].actions,
+        vec![TriggerAction::IncrMapValue { session: "my-session".into(), channel: "counters".into(), key: "{event_name}".into() }]
+    );
+    let on_error = &got.triggers[1];
     assert_eq!(on_error.rule.pattern, "my_app:*");
     assert_eq!(on_error.rule.level, LevelFilter::UpTo(Level::Warning));
     assert_eq!(on_error.rule.exclusions, vec!["my_app:noise".to_string()]);
@@ -61,12 +71,12 @@ fn lttng_written_triggers_load() {
     assert_eq!((o.ctrl_url.as_str(), o.name.as_deref(), o.max_size), ("/var/snaps", Some("err"), Some(4194304)));
     assert_eq!(on_error.options(0).rate_policy, RatePolicy::OnceAfterN(10));
     assert_eq!(
-        got.triggers[1].condition,
+        got.triggers[2].condition,
         Some(SessionCondition::BufferUsageGe { session: "my-session".into(), channel: "channel0".into(), threshold: UsageThreshold::Ratio(Ratio(0.75)) })
     );
     let skipped: Vec<(&str, bool)> = got.skipped.iter().map(|(n, why)| (n.as_str(), !why.is_empty())).collect();
-    assert_eq!(skipped, [("count-events", true), ("kernel-sched", true), ("py-logger", true), ("with-capture", true)]);
-    assert!(got.skipped[1].1.contains("event_rule_kernel_tracepoint"), "{:?}", got.skipped);
+    assert_eq!(skipped, [("kernel-sched", true), ("py-logger", true), ("with-capture", true)]);
+    assert!(got.skipped[0].1.contains("event_rule_kernel_tracepoint"), "{:?}", got.skipped);
 }
 
 #[test]
