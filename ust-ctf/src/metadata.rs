@@ -18,8 +18,9 @@
 //!    Ids start at 1, so each stream also declares a placeholder event with id 0
 //!    ([`reserved_event_tsdl`]) that no record uses.
 //!
-//! [`write_atomically`] writes to a hidden temporary file in the same directory, `fsync`s it
-//! and renames it over `metadata`, so a reader never sees half a metadata file.
+//! [`write_atomically`] writes to a hidden temporary file in the same directory and renames
+//! it over `metadata`, so a reader never sees half a metadata file (no `fsync`: it runs on
+//! every registration, see [`TraceDir::replace_file`]).
 
 use std::fmt::Write as _;
 
@@ -172,15 +173,15 @@ pub fn render(m: &TraceMetadata<'_>) -> String {
     s
 }
 
-/// Writes `text` as `dir/metadata`: to `dir/.metadata.tmp` first (mode 0600), `fsync`,
-/// then `rename`, so the file is never seen half written
-/// ([`TraceDir::write_atomically`]).
+/// Writes `text` as `dir/metadata`: to `dir/.metadata.tmp` first (mode 0600), then
+/// `rename`, so the file is never seen half written ([`TraceDir::replace_file`]: atomic,
+/// not synced).
 ///
 /// # Errors
 /// The I/O error, or the refusal of a `metadata` that is not a regular file; the
 /// temporary file may remain.
 pub fn write_atomically(dir: &TraceDir, text: &str) -> std::io::Result<()> {
-    dir.write_atomically("metadata", text.as_bytes(), 0o600)
+    dir.replace_file("metadata", text.as_bytes(), 0o600)
 }
 
 /// This machine's host name (`uname(2)`'s `nodename`, as `gethostname` returns it), for the

@@ -25,7 +25,7 @@
 //!   the user's from their creation (no `chown` afterwards) and the kernel checks the
 //!   user's rights, not root's.
 //! - Metadata is written to `.<name>.tmp` and renamed within the directory
-//!   ([`TraceDir::write_atomically`]).
+//!   ([`TraceDir::write_atomically`], synced; [`TraceDir::replace_file`], not synced).
 //!
 //! lttng-tools keeps the same shape (`lttng_directory_handle`,
 //! `src/common/compat/directory-handle.cpp`, whose `*_as_user` calls go through its
@@ -310,18 +310,39 @@ impl TraceDir {
     }
 
     /// Writes `bytes` as `name` (`mode`, less the umask) so that it is never seen half
-    /// written: into `.<name>.tmp`, `fsync`, renamed over `name` within this directory,
-    /// and the directory `fsync`ed. A `name` that is not a regular file is refused (the
-    /// rename would replace a link, not follow it; the refusal says it was there).
+    /// written, and durably: into `.<name>.tmp`, `fsync`, renamed over `name` within this
+    /// directory, and the directory `fsync`ed. For files written once at a user's request
+    /// (a saved session); a file rewritten while tracing uses [`TraceDir::replace_file`].
+    /// A `name` that is not a regular file is refused (the rename would replace a link,
+    /// not follow it; the refusal says it was there).
     ///
     /// # Errors
     /// The system's error or the refusal; the temporary file may remain.
     pub fn write_atomically(&self, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+        self.replace(name, bytes, mode, true)
+    }
+
+    /// [`TraceDir::write_atomically`] without its two `fsync`s: a reader (and a process or
+    /// daemon crash) still never sees `name` half written, since the rename is atomic and
+    /// the page cache outlives both; only a power loss may lose the new content. For the
+    /// metadata the daemon rewrites on the path of a process's registration, where the
+    /// `fsync`s cost milliseconds each on every new process and event (as LTTng's consumer,
+    /// which appends metadata without syncing it).
+    ///
+    /// # Errors
+    /// As [`TraceDir::write_atomically`].
+    pub fn replace_file(&self, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+        self.replace(name, bytes, mode, false)
+    }
+
+    fn replace(&self, name: &str, bytes: &[u8], mode: u32, durable: bool) -> io::Result<()> {
         check_name(name)?;
         let tmp = format!(".{name}.tmp");
         let mut f = self.create_file(&tmp, mode)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
         drop(f);
         self.run(name, false, |d| {
             match rustix::fs::statat(d, name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -333,7 +354,9 @@ impl TraceDir {
             }
             rustix::fs::renameat(d, tmp.as_str(), d, name)
         })?;
-        let _ = as_owner(self.base.owner, || Ok(self.open_beneath(Path::new(""), OFlags::RDONLY | OFlags::DIRECTORY, 0).map(rustix::fs::fsync)));
+        if durable {
+            let _ = as_owner(self.base.owner, || Ok(self.open_beneath(Path::new(""), OFlags::RDONLY | OFlags::DIRECTORY, 0).map(rustix::fs::fsync)));
+        }
         Ok(())
     }
 
