@@ -351,7 +351,7 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
     let mut used = std::collections::HashSet::new();
     let mut sum = Summary::default();
     let mut scratch = Vec::new();
-    for ((m, plans), (host, session, rel, streams)) in set.members.iter().zip(&plans).zip(&member_ids) {
+    'traces: for ((m, plans), (host, session, rel, streams)) in set.members.iter().zip(&plans).zip(&member_ids) {
         let mut it = m.ctf.messages_parallel();
         let mut n = 0u64;
         while let Some(msg) = it.next() {
@@ -390,6 +390,9 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
             }
             n += 1;
             if n & 8191 == 0 {
+                if writers.failed() {
+                    break 'traces;
+                }
                 for (i, cols) in writers.returned() {
                     files[i].spare = Some(cols);
                 }

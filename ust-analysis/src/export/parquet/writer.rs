@@ -7,12 +7,14 @@
 //! per thread are out of the reader's buffers ([`super::BUFFER_BYTES`] bounds the rest).
 //! The emptied column buffers go back to the reader with their capacity, for the file's
 //! next row group. The first error stops a thread's writing (the rows after it are
-//! dropped) and is returned by [`Writers::finish`].
+//! dropped; [`Writers::failed`] tells the reader to stop) and is returned by
+//! [`Writers::finish`].
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -51,6 +53,7 @@ pub struct Writers {
     jobs: Vec<SyncSender<RowGroup>>,
     threads: Vec<JoinHandle<Result<usize, String>>>,
     back: Receiver<(usize, Vec<Column>)>,
+    failed: Arc<AtomicBool>,
 }
 
 impl Writers {
@@ -60,14 +63,22 @@ impl Writers {
         let (back_tx, back) = std::sync::mpsc::channel();
         let mut jobs = Vec::new();
         let mut threads = Vec::new();
+        let failed = Arc::new(AtomicBool::new(false));
         for _ in 0..n.max(1) {
             let (tx, rx) = sync_channel::<RowGroup>(1);
             let table = table.clone();
             let back_tx = back_tx.clone();
+            let failed = failed.clone();
             jobs.push(tx);
-            threads.push(std::thread::spawn(move || run(rx, &table, &back_tx)));
+            threads.push(std::thread::spawn(move || run(rx, &table, &back_tx, &failed)));
         }
-        Writers { jobs, threads, back }
+        Writers { jobs, threads, back, failed }
+    }
+
+    /// A writer thread failed: the rows sent from now on are dropped ([`Writers::finish`]
+    /// returns the error).
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
     }
 
     /// Hands a row group to the thread of its file.
@@ -106,7 +117,7 @@ impl Writers {
 type FileWriter = SerializedFileWriter<BufWriter<File>>;
 
 /// A writer thread: row groups until the channel closes, then the footers.
-fn run(rx: Receiver<RowGroup>, table: &[ByteArray], back: &Sender<(usize, Vec<Column>)>) -> Result<usize, String> {
+fn run(rx: Receiver<RowGroup>, table: &[ByteArray], back: &Sender<(usize, Vec<Column>)>, failed: &AtomicBool) -> Result<usize, String> {
     let mut open: HashMap<usize, (String, FileWriter)> = HashMap::new();
     let mut err: Option<String> = None;
     for mut rg in rx {
@@ -117,7 +128,10 @@ fn run(rx: Receiver<RowGroup>, table: &[ByteArray], back: &Sender<(usize, Vec<Co
             Ok(()) => {
                 let _ = back.send((rg.file, rg.cols));
             }
-            Err(e) => err = Some(e),
+            Err(e) => {
+                failed.store(true, Ordering::Relaxed);
+                err = Some(e);
+            }
         }
     }
     if let Some(e) = err {
