@@ -107,12 +107,13 @@ fn ctx_int(e: &Event, n_ctx: usize, name: &str) -> Option<i64> {
 
 /// The report's event of `e`: its fields, contexts first, and how many are contexts.
 fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64) -> Option<(Event, usize)> {
-    // Room for the top-level members and the two fields normalization may add.
+    // Room for the top-level members and the three fields normalization may add (a system
+    // call entry's `payload_at`, `args` and `name`): no event's list grows again.
     let members = |s: Scope| match e.scope_type(s) {
         Some(ctf_reader::FieldType::Struct { fields, .. }) => fields.len(),
         _ => 1,
     };
-    let mut fields = Vec::with_capacity(SCOPES.iter().map(|s| members(*s)).sum::<usize>() + 2);
+    let mut fields = Vec::with_capacity(SCOPES.iter().map(|s| members(*s)).sum::<usize>() + 3);
     for scope in [Scope::EventCommonContext, Scope::EventSpecificContext] {
         if let Some(ty) = e.scope_type(scope) {
             super::values::push_members(ty, "", &mut e.slots(scope).iter(), e, &mut fields)?;
@@ -140,7 +141,9 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
     } else if let Some(vpid) = m.origin.vpid {
         l.processes.push((vpid, m.origin.procname.clone().unwrap_or_default(), m.dir.clone()));
     }
-    if kernel && !stacks_side && m.ctf.streams().iter().any(|f| channel_of(&f.name) == ust_kernel::ctf::TREE_CHANNEL) {
+    // Per stream file: whether it is the traced tree's own channel.
+    let tree_streams: Vec<bool> = m.ctf.streams().iter().map(|f| kernel && !stacks_side && channel_of(&f.name) == ust_kernel::ctf::TREE_CHANNEL).collect();
+    if tree_streams.contains(&true) {
         l.tree_channel = true;
     }
     let meta = m.ctf.metadata();
@@ -195,7 +198,7 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
                 Some(t) => t as i32,
                 None => tasks.thread_of(e.name(), ev.cpu, &ev),
             };
-            if !stacks_side && ev.tid > 0 && channel_of(&e.stream.name) == ust_kernel::ctf::TREE_CHANNEL {
+            if ev.tid > 0 && tree_streams.get(e.stream.index).copied().unwrap_or(false) {
                 l.tree_tids.insert(ev.tid);
             }
             each(&ev);

@@ -285,7 +285,8 @@ fn write_interned(t: &mut ColumnWriterImpl<'_, ByteArrayType>, ids: &[u32], def:
         while j < ids.len() && ids[j] == id && j - i < RUN_CHUNK {
             j += 1;
         }
-        let same = copies.entry(id).or_insert_with(|| vec![text(id); RUN_CHUNK]);
+        // No run is longer than the row group: a small file's copies are as few as its rows.
+        let same = copies.entry(id).or_insert_with(|| vec![text(id); RUN_CHUNK.min(ids.len())]);
         t.write_batch(&same[..j - i], def.map(|d| &d[i..j]), None)?;
         i = j;
     }
