@@ -229,7 +229,8 @@ mod tests {
 
     #[test]
     fn added_fields_bounds_what_normalize_adds() {
-        let fork = vec![("parent_tid", Value::Signed(10)), ("child_tid", Value::Signed(12)), ("parent_pid", Value::Signed(9)), ("child_pid", Value::Signed(11))];
+        let fork =
+            vec![("parent_tid", Value::Signed(10)), ("child_tid", Value::Signed(12)), ("parent_pid", Value::Signed(9)), ("child_pid", Value::Signed(11))];
         for (name, fields) in [
             ("syscall_entry_read", vec![("fd", Value::Unsigned(3))]),
             ("sys_read", vec![("fd", Value::Unsigned(3))]),
