@@ -4,6 +4,8 @@
 # export of a 1 GB trace.
 #
 # Usage: scripts/bench-read.sh [--callgrind] [--runs N] [--no-big] [TRACE_DIR[:PID]...]
+#        UST=/path/to/other/ust scripts/bench-read.sh ...   (another build of ust, e.g. the
+#        one before a change, measured beside the same babeltrace2 in the same sitting)
 #
 # Default traces: many-threads (report on pid 2673), ros2 and bug446190 of
 # $UST_FIELD_TRACES (/work/shared/field-traces), and a trace of at least 1 GiB recorded with
@@ -38,7 +40,7 @@ if [ ${#traces[@]} -eq 0 ]; then
 fi
 
 cargo build -q --release -p ust-cli -p ust-consumerd -p testprogs >&2
-ust="$PWD/target/release/ust"
+ust="${UST:-$PWD/target/release/ust}"
 work="$PWD/target/bench-read"
 mkdir -p "$work"
 

@@ -141,14 +141,27 @@ impl<'a> Merged<'a> {
                 self.enqueue(i);
             }
         }
+        // The source of the last message stays on top of the heap while its message is
+        // out: its next key replaces its entry in one sift (a pop and a push cost two),
+        // and a stream whose next message still comes first is not moved at all.
         if let Some(i) = self.last.take() {
             self.sources[i].cursor += 1;
-            self.enqueue(i);
+            if self.sources[i].ready() {
+                let k = self.key(i);
+                let mut top = self.heap.peek_mut().expect("the last message's source is on the heap");
+                debug_assert_eq!(top.0 .1, i);
+                top.0 = (k, i);
+            } else {
+                self.heap.pop();
+                if let Some(e) = self.sources[i].pending.take() {
+                    self.errors.push_back(e);
+                }
+            }
         }
         if let Some(e) = self.errors.pop_front() {
             return Some(Err(e));
         }
-        let Reverse((_, i)) = self.heap.pop()?;
+        let &Reverse((_, i)) = self.heap.peek()?;
         self.last = Some(i);
         let s = &self.sources[i];
         Some(Ok(message(self.trace, &self.trace.streams()[i], &s.batch, s.cursor)))

@@ -19,6 +19,8 @@ pub struct StreamFile {
     pub name: String,
     /// Size in bytes.
     pub size: u64,
+    /// Its index in [`CtfTrace::streams`] (a dense key for per-stream state).
+    pub index: usize,
     pub(crate) data: Arc<FileData>,
 }
 
@@ -55,7 +57,7 @@ impl CtfTrace {
         for name in names {
             let path: Arc<Path> = dir.join(&name).into();
             let data = Arc::new(FileData::open(&path)?);
-            streams.push(StreamFile { size: data.len() as u64, path, name, data });
+            streams.push(StreamFile { size: data.len() as u64, index: streams.len(), path, name, data });
         }
         Ok(CtfTrace { dir, cx, streams })
     }

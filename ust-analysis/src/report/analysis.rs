@@ -180,7 +180,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let mut unrecorded_switch_ins = 0u64;
     for (ei, e) in l.events.iter().enumerate() {
         if e.domain == Domain::Ust {
-            last_ust.insert(e.pid, e.name.clone());
+            // The name's buffer is reused: no allocation per user-space event.
+            last_ust.entry(e.pid).or_default().clone_from(&e.name);
             if tree.contains(&e.tid) || tree.contains(&e.pid) {
                 tasks.entry(e.tid).or_default().events += 1;
             }

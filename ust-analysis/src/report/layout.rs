@@ -96,6 +96,18 @@ impl Tasks {
     }
 }
 
+/// How many fields [`normalize`] may add to a kernel event named `name` (as its trace
+/// names it): a system call entry its `payload_at`, `args` and `name`, an exit its `name`;
+/// none to the others (a fork's renamed ids replace those it takes away).
+pub fn added_fields(name: &str) -> usize {
+    match syscall_of(name) {
+        _ if name == "exit_syscall" => 1,
+        Some((true, _, _)) => 3,
+        Some((false, _, _)) => 1,
+        None => 0,
+    }
+}
+
 /// Rewrites a kernel event in the report's names (see the module docs); an event of ust's
 /// earliest layout is left as it is. Its first `n_ctx` fields are its contexts (never
 /// renamed nor taken as arguments). `map_unknown`: name a `syscall_*_unknown` by its
@@ -213,6 +225,26 @@ mod tests {
         let mut old = ev("sched_process_fork", vec![("parent_pid", Value::Signed(10)), ("child_pid", Value::Signed(12))]);
         normalize(&mut old, 1, true, &mut Tasks::default());
         assert_eq!((old.int("parent_pid"), old.int("child_pid"), old.int("child_tgid")), (Some(10), Some(12), None));
+    }
+
+    #[test]
+    fn added_fields_bounds_what_normalize_adds() {
+        let fork =
+            vec![("parent_tid", Value::Signed(10)), ("child_tid", Value::Signed(12)), ("parent_pid", Value::Signed(9)), ("child_pid", Value::Signed(11))];
+        for (name, fields) in [
+            ("syscall_entry_read", vec![("fd", Value::Unsigned(3))]),
+            ("sys_read", vec![("fd", Value::Unsigned(3))]),
+            ("syscall_exit_read", vec![("ret", Value::Signed(1))]),
+            ("exit_syscall", vec![("ret", Value::Signed(1))]),
+            ("sched_process_fork", fork),
+            ("softirq_entry", vec![("vec", Value::Unsigned(1))]),
+        ] {
+            let mut e = ev(name, fields);
+            let before = e.fields.len();
+            normalize(&mut e, 1, false, &mut Tasks::default());
+            assert!(e.fields.len() <= before + added_fields(name), "{name}: {} fields after {before}", e.fields.len());
+        }
+        assert_eq!(added_fields("syscall_entry_read"), 3);
     }
 
     #[test]

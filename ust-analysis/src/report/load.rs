@@ -106,13 +106,9 @@ fn ctx_int(e: &Event, n_ctx: usize, name: &str) -> Option<i64> {
 }
 
 /// The report's event of `e`: its fields, contexts first, and how many are contexts.
-fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64) -> Option<(Event, usize)> {
-    // Room for the top-level members and the two fields normalization may add.
-    let members = |s: Scope| match e.scope_type(s) {
-        Some(ctf_reader::FieldType::Struct { fields, .. }) => fields.len(),
-        _ => 1,
-    };
-    let mut fields = Vec::with_capacity(SCOPES.iter().map(|s| members(*s)).sum::<usize>() + 2);
+/// `cap`: the room its list of fields gets ([`capacity`]).
+fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64, cap: usize) -> Option<(Event, usize)> {
+    let mut fields = Vec::with_capacity(cap);
     for scope in [Scope::EventCommonContext, Scope::EventSpecificContext] {
         if let Some(ty) = e.scope_type(scope) {
             super::values::push_members(ty, "", &mut e.slots(scope).iter(), e, &mut fields)?;
@@ -124,6 +120,20 @@ fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64) -> Option<(Event, usize
     }
     let ev = Event { ts: clock_ns(e.cycles, freq), cpu: e.cpu().unwrap_or(0) as u32, name: e.name().to_string(), tid: 0, pid: -1, domain, fields };
     Some((ev, n_ctx))
+}
+
+/// The room the fields of an event of `e`'s class get: its scopes' top-level members (a
+/// nested structure's members or a variant's options may add more), and for a kernel event
+/// the fields [`super::layout::normalize`] adds ([`super::layout::added_fields`]), so that
+/// most lists are allocated once at their size: the report keeps every event.
+fn capacity(e: &EventRef<'_>, domain: Domain) -> usize {
+    let members = |s: Scope| match e.scope_type(s) {
+        Some(ctf_reader::FieldType::Struct { fields, .. }) => fields.len(),
+        Some(_) => 1,
+        None => 0,
+    };
+    let added = if domain == Domain::Kernel { super::layout::added_fields(e.name()) } else { 0 };
+    SCOPES.iter().map(|s| members(*s)).sum::<usize>() + added
 }
 
 const SCOPES: [Scope; 3] = [Scope::EventCommonContext, Scope::EventSpecificContext, Scope::EventPayload];
@@ -140,7 +150,9 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
     } else if let Some(vpid) = m.origin.vpid {
         l.processes.push((vpid, m.origin.procname.clone().unwrap_or_default(), m.dir.clone()));
     }
-    if kernel && !stacks_side && m.ctf.streams().iter().any(|f| channel_of(&f.name) == ust_kernel::ctf::TREE_CHANNEL) {
+    // Per stream file: whether it is the traced tree's own channel.
+    let tree_streams: Vec<bool> = m.ctf.streams().iter().map(|f| kernel && !stacks_side && channel_of(&f.name) == ust_kernel::ctf::TREE_CHANNEL).collect();
+    if tree_streams.contains(&true) {
         l.tree_channel = true;
     }
     let meta = m.ctf.metadata();
@@ -159,6 +171,8 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
     let mut tasks = super::layout::Tasks::default();
     // Per-user traces: the processes their contexts name.
     let mut seen: BTreeMap<i32, String> = BTreeMap::new();
+    // Per event class, the room its events' fields get (found at its first event).
+    let mut caps: Vec<Vec<Option<usize>>> = meta.streams.iter().map(|s| vec![None; s.events.len()]).collect();
     let mut it = m.ctf.messages_parallel();
     while let Some(msg) = it.next() {
         let e = match msg {
@@ -186,7 +200,18 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
             }
         };
         let freq = freqs.get(e.class_index().0).copied().unwrap_or(1_000_000_000);
-        let Some((mut ev, n_ctx)) = event_of(&e, m.origin.domain, freq) else {
+        let (sc, ec) = e.class_index();
+        let cap = match caps.get(sc).and_then(|c| c.get(ec)).copied().flatten() {
+            Some(c) => c,
+            None => {
+                let c = capacity(&e, m.origin.domain);
+                if let Some(slot) = caps.get_mut(sc).and_then(|v| v.get_mut(ec)) {
+                    *slot = Some(c);
+                }
+                c
+            }
+        };
+        let Some((mut ev, n_ctx)) = event_of(&e, m.origin.domain, freq, cap) else {
             l.problems += 1;
             continue;
         };
@@ -195,7 +220,7 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
                 Some(t) => t as i32,
                 None => tasks.thread_of(e.name(), ev.cpu, &ev),
             };
-            if !stacks_side && ev.tid > 0 && channel_of(&e.stream.name) == ust_kernel::ctf::TREE_CHANNEL {
+            if ev.tid > 0 && tree_streams.get(e.stream.index).copied().unwrap_or(false) {
                 l.tree_tids.insert(ev.tid);
             }
             each(&ev);

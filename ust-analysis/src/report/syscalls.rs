@@ -179,14 +179,25 @@ struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, call: SlowCall, pid: i32, name: &str) {
+    /// Whether a call of `duration_ns` may be among the [`SLOWEST`] that [`Tally::finish`]
+    /// keeps: not when [`SLOWEST`] calls already kept are longer, as they (or longer ones)
+    /// stay kept to the end. Such a call is still added, without its texts, so that the
+    /// calls kept are the same.
+    fn may_be_slowest(&self, duration_ns: u64) -> bool {
+        self.slow.iter().filter(|c| c.duration_ns > duration_ns).count() < SLOWEST
+    }
+
+    fn add(&mut self, call: SlowCall, pid: i32, name: &str, name_of: &dyn Fn(i32) -> String) {
         let err = error_of(call.ret);
-        let row = self.per.entry(name.to_string()).or_default();
+        let row = match self.per.get_mut(name) {
+            Some(r) => r,
+            None => self.per.entry(name.to_string()).or_default(),
+        };
         row.0.push(call.duration_ns);
         if let Some(n) = err {
             *row.1.entry(errno_name(n)).or_default() += 1;
         }
-        let t = self.threads.entry(call.tid).or_insert_with(|| ThreadCalls { pid, tid: call.tid, name: call.thread.clone(), calls: 0, errors: 0, total_ns: 0 });
+        let t = self.threads.entry(call.tid).or_insert_with(|| ThreadCalls { pid, tid: call.tid, name: name_of(call.tid), calls: 0, errors: 0, total_ns: 0 });
         t.calls += 1;
         t.errors += u64::from(err.is_some());
         t.total_ns += call.duration_ns;
@@ -286,17 +297,21 @@ pub fn count(
                     continue;
                 };
                 let ret = e.int("ret").unwrap_or(0);
+                let duration_ns = e.ts.saturating_sub(start);
+                let side = if is_ust(e.tid, start, &name, ret) { &mut ust } else { &mut program };
+                // Only a call that may end among the slowest is written out (strace's
+                // text, the thread's name): the others are counted, then dropped unread.
+                let shown = side.may_be_slowest(duration_ns);
                 let call = SlowCall {
                     ts_ns: start,
                     tid: e.tid,
-                    thread: name_of(e.tid),
-                    call: super::call_text::render(entry, pid, &mut fdt),
-                    duration_ns: e.ts.saturating_sub(start),
+                    thread: if shown { name_of(e.tid) } else { String::new() },
+                    call: if shown { super::call_text::render(entry, pid, &mut fdt) } else { String::new() },
+                    duration_ns,
                     ret,
-                    error: error_of(ret).map(errno_name),
+                    error: if shown { error_of(ret).map(errno_name) } else { None },
                 };
-                let side = if is_ust(e.tid, start, &name, ret) { &mut ust } else { &mut program };
-                side.add(call, pid, &name);
+                side.add(call, pid, &name, &name_of);
             }
             _ => {}
         }

@@ -2,7 +2,7 @@
 //! without kernel events): per event name the count and rate, per thread the gaps between
 //! consecutive events.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -58,12 +58,14 @@ pub fn user_view(l: &Loaded) -> UserView {
     let mut v = UserView::default();
     let (Some(first), Some(last)) = (ust.first(), ust.last()) else { return v };
     let span = (last.ts - first.ts).max(1) as f64 / 1e9;
-    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    // Counted by hash (a few dozen names, hundreds of thousands of events), then sorted.
+    let mut counts: HashMap<&str, u64> = HashMap::new();
     let mut per: BTreeMap<(i32, i32), Vec<u64>> = BTreeMap::new();
     for e in &ust {
         *counts.entry(&e.name).or_default() += 1;
         per.entry((e.pid, e.tid)).or_default().push(e.ts);
     }
+    let counts: BTreeMap<&str, u64> = counts.into_iter().collect();
     v.events = counts.into_iter().map(|(n, c)| UserEventRow { name: n.to_string(), count: c, rate_per_s: c as f64 / span }).collect();
     for ((pid, tid), ts) in per {
         let gaps: Vec<(u64, u64)> = ts.windows(2).map(|w| (w[1] - w[0], w[0])).collect();

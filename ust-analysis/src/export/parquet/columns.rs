@@ -7,10 +7,14 @@
 //! repetition level 0 on a row's first entry and 1 on its other elements. A value goes in
 //! as a [`Val`] and is converted to the column's [`Kind`] (a column unified across traces
 //! may be wider than its source: an integer in a float column, anything in a JSON one).
+//!
+//! The fixed text columns (`hostname`, `session`, `trace`, `stream`) hold one of a few
+//! texts per row: they keep an index into the export's table of those texts
+//! ([`Column::interned`], [`Column::put_id`]), not the bytes.
 
 use bytes::Bytes;
-use parquet::column::writer::ColumnWriter;
-use parquet::data_type::ByteArray;
+use parquet::column::writer::{ColumnWriter, ColumnWriterImpl};
+use parquet::data_type::{ByteArray, ByteArrayType};
 use parquet::errors::Result;
 use parquet::file::writer::SerializedColumnWriter;
 
@@ -74,12 +78,43 @@ pub struct Column {
     floats: Vec<f64>,
     bytes: Vec<u8>,
     ends: Vec<usize>,
+    /// Indices into the table [`Column::write`] gets (an interned column's values).
+    ids: Vec<u32>,
+    interned: bool,
 }
 
 impl Column {
     /// An empty column.
     pub fn new(kind: Kind, required: bool) -> Column {
-        Column { kind, required, def: Vec::new(), rep: Vec::new(), ints: Vec::new(), floats: Vec::new(), bytes: Vec::new(), ends: Vec::new() }
+        Column {
+            kind,
+            required,
+            def: Vec::new(),
+            rep: Vec::new(),
+            ints: Vec::new(),
+            floats: Vec::new(),
+            bytes: Vec::new(),
+            ends: Vec::new(),
+            ids: Vec::new(),
+            interned: false,
+        }
+    }
+
+    /// An empty text column whose values are indices into a table of texts
+    /// ([`Column::put_id`]; the table is given to [`Column::write`]).
+    pub fn interned(required: bool) -> Column {
+        Column { interned: true, ..Column::new(Kind::Text, required) }
+    }
+
+    /// An empty column of the same kind (an interned one stays interned).
+    pub fn empty_like(&self) -> Column {
+        Column { interned: self.interned, ..Column::new(self.kind, self.required) }
+    }
+
+    /// Text number `id` of the table, in an interned column.
+    pub fn put_id(&mut self, id: u32) {
+        self.ids.push(id);
+        self.present();
     }
 
     fn is_list(&self) -> bool {
@@ -88,7 +123,7 @@ impl Column {
 
     /// Bytes held.
     pub fn held(&self) -> usize {
-        2 * (self.def.len() + self.rep.len()) + 8 * (self.ints.len() + self.floats.len() + self.ends.len()) + self.bytes.len()
+        2 * (self.def.len() + self.rep.len()) + 8 * (self.ints.len() + self.floats.len() + self.ends.len()) + self.bytes.len() + 4 * self.ids.len()
     }
 
     fn text(&mut self, b: &[u8]) {
@@ -179,8 +214,9 @@ impl Column {
     }
 
     /// Writes the buffered rows to `w` (the writer of this column in the row group) and
-    /// empties the buffers.
-    pub fn write(&mut self, w: &mut SerializedColumnWriter<'_>) -> Result<()> {
+    /// empties the buffers (keeping their capacity). `table` holds the texts an interned
+    /// column's indices name.
+    pub fn write(&mut self, w: &mut SerializedColumnWriter<'_>, table: &[ByteArray]) -> Result<()> {
         let def = (!self.required).then_some(self.def.as_slice());
         let rep = self.is_list().then_some(self.rep.as_slice());
         match w.untyped() {
@@ -190,6 +226,7 @@ impl Column {
             ColumnWriter::DoubleColumnWriter(t) => {
                 t.write_batch(&self.floats, def, rep)?;
             }
+            ColumnWriter::ByteArrayColumnWriter(t) if self.interned => write_interned(t, &self.ids, def, table)?,
             ColumnWriter::ByteArrayColumnWriter(t) => {
                 let all = Bytes::from(std::mem::take(&mut self.bytes));
                 let mut start = 0;
@@ -203,6 +240,12 @@ impl Column {
                     })
                     .collect();
                 t.write_batch(&values, def, rep)?;
+                drop(values);
+                // The writer copied the values: the buffer comes back, its capacity kept
+                // for the next row group (when nothing else holds it).
+                if let Ok(b) = all.try_into_mut() {
+                    self.bytes = b.into();
+                }
             }
             _ => unreachable!("the schema has INT64, DOUBLE and BYTE_ARRAY leaves only"),
         }
@@ -212,6 +255,40 @@ impl Column {
         self.floats.clear();
         self.bytes.clear();
         self.ends.clear();
+        self.ids.clear();
         Ok(())
     }
+}
+
+/// Values per `write_batch` call of a run of one text.
+const RUN_CHUNK: usize = 4096;
+
+/// Writes an interned column (`ids` into `table`, one per row with a value; `def` its
+/// levels, if optional). The `hostname`, `session` and `trace` of a row group are one
+/// text each, the `stream` often the same over many rows: runs of one text are written
+/// from one slice of copies of it, made once per text; a column whose texts change every
+/// few rows, or with nulls, gets one copy per row.
+fn write_interned(t: &mut ColumnWriterImpl<'_, ByteArrayType>, ids: &[u32], def: Option<&[i16]>, table: &[ByteArray]) -> Result<()> {
+    let text = |i: u32| table.get(i as usize).cloned().unwrap_or_default();
+    let runs = 1 + ids.windows(2).filter(|w| w[0] != w[1]).count();
+    if runs * 16 > ids.len() || def.is_some_and(|d| d.len() != ids.len()) {
+        let values: Vec<ByteArray> = ids.iter().map(|&i| text(i)).collect();
+        t.write_batch(&values, def, None)?;
+        return Ok(());
+    }
+    // Every row has a value: row i is value i.
+    let mut copies: std::collections::HashMap<u32, Vec<ByteArray>> = std::collections::HashMap::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let id = ids[i];
+        let mut j = i + 1;
+        while j < ids.len() && ids[j] == id && j - i < RUN_CHUNK {
+            j += 1;
+        }
+        // No run is longer than the row group: a small file's copies are as few as its rows.
+        let same = copies.entry(id).or_insert_with(|| vec![text(id); RUN_CHUNK.min(ids.len())]);
+        t.write_batch(&same[..j - i], def.map(|d| &d[i..j]), None)?;
+        i = j;
+    }
+    Ok(())
 }

@@ -19,35 +19,44 @@
 //! class writes its rows as a row group. Each file stays open until the end (its footer
 //! lists its row groups).
 //!
+//! Threads: each stream is decoded on a thread of its own
+//! ([`ctf_reader::CtfTrace::messages_parallel`]); the calling thread merges the streams and
+//! fills the column buffers; [`WRITER_THREADS`] threads encode, compress and write the row
+//! groups ([`writer`]).
+//!
 //! The Parquet library is the Apache `parquet` crate's own column writer (no Arrow), with
 //! Snappy compression.
 
 pub mod columns;
 pub mod rows;
 pub mod schema;
+pub mod writer;
 
-use std::collections::HashMap;
-use std::fs::File;
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
 
 use ctf_reader::{Message, Scope};
 use parquet::basic::Compression;
+use parquet::data_type::ByteArray;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
 
 use crate::traces::{Member, TraceSet};
 use columns::{Column, Val};
 use rows::{Index, Op};
 use schema::{Kind, Leaf, FIXED};
+use writer::{Create, RowGroup, Writers};
 
 /// Rows a class buffers before it writes them as a row group.
 pub const ROW_GROUP_ROWS: usize = 1 << 18;
 /// Bytes all classes together buffer before the largest writes its rows.
 pub const BUFFER_BYTES: usize = 64 << 20;
+/// Threads that encode, compress and write row groups.
+pub const WRITER_THREADS: usize = 2;
 
 /// What a Parquet export wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -69,7 +78,10 @@ struct ClassFile {
     cols: Vec<Column>,
     rows: usize,
     total: u64,
-    writer: Option<SerializedFileWriter<BufWriter<File>>>,
+    /// Created (its first row group sent to its writer).
+    created: bool,
+    /// Emptied buffers of a written row group, for the next.
+    spare: Option<Vec<Column>>,
 }
 
 /// How the events of one event class of one trace go into their file.
@@ -144,10 +156,10 @@ fn file_name(name: &str, used: &mut std::collections::HashSet<String>) -> String
 fn fixed_columns() -> Vec<Column> {
     vec![
         Column::new(Kind::Int { signed: true }, true),
-        Column::new(Kind::Text, false),
-        Column::new(Kind::Text, false),
-        Column::new(Kind::Text, true),
-        Column::new(Kind::Text, true),
+        Column::interned(false),
+        Column::interned(false),
+        Column::interned(true),
+        Column::interned(true),
         Column::new(Kind::Int { signed: false }, false),
     ]
 }
@@ -165,7 +177,16 @@ fn plan(set: &TraceSet) -> (Vec<ClassFile>, Plans) {
             for (ec, e) in s.events.iter().enumerate() {
                 let leaves = class_leaves(m, sc, ec);
                 let f = *by_name.entry(e.name.clone()).or_insert_with(|| {
-                    files.push(ClassFile { name: e.name.clone(), leaves: Vec::new(), index: Index::new(), cols: Vec::new(), rows: 0, total: 0, writer: None });
+                    files.push(ClassFile {
+                        name: e.name.clone(),
+                        leaves: Vec::new(),
+                        index: Index::new(),
+                        cols: Vec::new(),
+                        rows: 0,
+                        total: 0,
+                        created: false,
+                        spare: None,
+                    });
                     files.len() - 1
                 });
                 let file = &mut files[f];
@@ -240,37 +261,69 @@ impl ClassFile {
         self.cols.iter().map(Column::held).sum()
     }
 
-    /// Writes the buffered rows as one row group (opening the file first).
-    fn flush(&mut self, out: &Path, used: &mut std::collections::HashSet<String>) -> Result<(), String> {
+    /// Hands the buffered rows to their writer thread as one row group (the file is
+    /// created with the first).
+    fn flush(&mut self, index: usize, out: &Path, used: &mut std::collections::HashSet<String>, writers: &Writers) {
         if self.rows == 0 {
-            return Ok(());
+            return;
         }
-        if self.writer.is_none() {
-            let path: PathBuf = out.join(format!("{}.parquet", file_name(&self.name, used)));
-            // As every file ust writes for a user: created as the output directory's owner.
-            let f = ust_ctf::outdir::create_output_file(&path, 0o644).map_err(|e| format!("{}: {e}", path.display()))?;
-            let w = SerializedFileWriter::new(BufWriter::with_capacity(1 << 16, f), schema::schema(&self.leaves), Arc::new(props(&self.name)))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            self.writer = Some(w);
-        }
-        let w = self.writer.as_mut().expect("opened above");
-        let err = |e: parquet::errors::ParquetError| format!("{}: {e}", self.name);
-        let mut rg = w.next_row_group().map_err(err)?;
-        let mut i = 0;
-        while let Some(mut c) = rg.next_column().map_err(err)? {
-            self.cols[i].write(&mut c).map_err(err)?;
-            c.close().map_err(err)?;
-            i += 1;
-        }
-        rg.close().map_err(err)?;
+        let create = (!self.created).then(|| Create {
+            path: out.join(format!("{}.parquet", file_name(&self.name, used))),
+            schema: schema::schema(&self.leaves),
+            props: Arc::new(props(&self.name)),
+        });
+        self.created = true;
+        let fresh = match self.spare.take() {
+            Some(c) => c,
+            None => self.cols.iter().map(Column::empty_like).collect(),
+        };
+        let cols = std::mem::replace(&mut self.cols, fresh);
+        writers.send(RowGroup { file: index, name: self.name.clone(), create, cols });
         self.rows = 0;
-        Ok(())
     }
 }
 
-fn put_opt(c: &mut Column, v: Option<&str>) {
+/// The texts of the interned columns: each distinct host, session, trace and stream name
+/// once, by index.
+#[derive(Default)]
+struct Texts {
+    table: Vec<ByteArray>,
+    ids: HashMap<String, u32>,
+}
+
+impl Texts {
+    fn id(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.ids.get(s) {
+            return i;
+        }
+        let i = self.table.len() as u32;
+        self.table.push(ByteArray::from(Bytes::from_static(forever(s))));
+        self.ids.insert(s.to_string(), i);
+        i
+    }
+}
+
+/// The process's one copy of `s`, made the first time it is asked for and never freed.
+///
+/// A row of an interned column is a copy of its text's `Bytes` when written: a copy of a
+/// static one costs no reference count (a shared one costs two atomic operations, a
+/// third of the writing of a trace of small events). The texts are host, session, trace
+/// and stream names: a few per exported trace, kept once however many exports a process
+/// runs.
+fn forever(s: &str) -> &'static [u8] {
+    static TEXTS: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut texts = TEXTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&t) = texts.get(s) {
+        return t.as_bytes();
+    }
+    let t: &'static str = Box::leak(s.to_owned().into_boxed_str());
+    texts.insert(t);
+    t.as_bytes()
+}
+
+fn put_opt(c: &mut Column, v: Option<u32>) {
     match v {
-        Some(v) => c.put_str(v),
+        Some(v) => c.put_id(v),
         None => c.null(),
     }
 }
@@ -283,12 +336,22 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
     let set = TraceSet::open(dir)?;
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let (mut files, plans) = plan(&set);
+    // Every text of the interned columns, known before the first row.
+    let mut texts = Texts::default();
+    let mut member_ids = Vec::new();
+    for m in &set.members {
+        let rel = m.dir.strip_prefix(&set.root).ok().map(|r| r.display().to_string()).filter(|r| !r.is_empty()).unwrap_or_else(|| ".".into());
+        let host = m.origin.hostname.as_deref().map(|h| texts.id(h));
+        let session = m.origin.session.as_deref().map(|h| texts.id(h));
+        let rel = texts.id(&rel);
+        let streams: Vec<u32> = m.ctf.streams().iter().map(|s| texts.id(&s.name)).collect();
+        member_ids.push((host, session, rel, streams));
+    }
+    let writers = Writers::start(WRITER_THREADS, Arc::new(texts.table));
     let mut used = std::collections::HashSet::new();
     let mut sum = Summary::default();
     let mut scratch = Vec::new();
-    for (m, plans) in set.members.iter().zip(&plans) {
-        let rel = m.dir.strip_prefix(&set.root).ok().map(|r| r.display().to_string()).filter(|r| !r.is_empty()).unwrap_or_else(|| ".".into());
-        let (host, session) = (m.origin.hostname.as_deref(), m.origin.session.as_deref());
+    'traces: for ((m, plans), (host, session, rel, streams)) in set.members.iter().zip(&plans).zip(&member_ids) {
         let mut it = m.ctf.messages_parallel();
         let mut n = 0u64;
         while let Some(msg) = it.next() {
@@ -305,10 +368,10 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
             let f = &mut files[p.file];
             let c = &mut f.cols;
             c[0].put(Val::I(e.ns.unwrap_or(e.cycles as i64)));
-            put_opt(&mut c[1], host);
-            put_opt(&mut c[2], session);
-            c[3].put_str(&rel);
-            c[4].put_str(&e.stream.name);
+            put_opt(&mut c[1], *host);
+            put_opt(&mut c[2], *session);
+            c[3].put_id(*rel);
+            c[4].put_id(streams.get(e.stream.index).copied().unwrap_or(0));
             match e.cpu() {
                 Some(cpu) => c[5].put(Val::U(cpu)),
                 None => c[5].null(),
@@ -323,24 +386,30 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
             f.total += 1;
             sum.rows += 1;
             if f.rows >= ROW_GROUP_ROWS {
-                f.flush(out, &mut used)?;
+                f.flush(p.file, out, &mut used, &writers);
             }
             n += 1;
             if n & 8191 == 0 {
+                if writers.failed() {
+                    break 'traces;
+                }
+                for (i, cols) in writers.returned() {
+                    files[i].spare = Some(cols);
+                }
                 let held: Vec<usize> = files.iter().map(|f| if f.rows > 0 { f.held() } else { 0 }).collect();
                 if held.iter().sum::<usize>() > BUFFER_BYTES {
                     let (big, _) = held.iter().enumerate().max_by_key(|(_, h)| **h).expect("some file");
-                    files[big].flush(out, &mut used)?;
+                    files[big].flush(big, out, &mut used, &writers);
                 }
             }
         }
     }
-    for f in &mut files {
-        f.flush(out, &mut used)?;
-        if let Some(w) = f.writer.take() {
-            w.close().map_err(|e| format!("{}: {e}", f.name))?;
-            sum.files += 1;
-        }
+    // The largest first: the writer threads share the work better.
+    let mut order: Vec<usize> = (0..files.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(files[i].rows));
+    for i in order {
+        files[i].flush(i, out, &mut used, &writers);
     }
+    sum.files = writers.finish()?;
     Ok(sum)
 }
