@@ -21,6 +21,11 @@ command -v strace >/dev/null 2>&1 || need+=(strace)
 # strace, gdb and setpriv (util-linux: the recordings run as nobody) run under it.
 command -v gdb >/dev/null 2>&1 || need+=(gdb)
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+# ctf-reader/tests/lttng_ust.rs records 200,000 events with LTTng-UST itself (a C program
+# built with gcc against liblttng-ust, traced by lttng-sessiond) and compares ust's reader
+# with babeltrace2 event by event.
+dpkg -s liblttng-ust-dev >/dev/null 2>&1 || need+=(liblttng-ust-dev)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
 # system-tests/tests/relayd.rs streams to a real lttng-relayd (2.13) on loopback.
 command -v lttng-relayd >/dev/null 2>&1 || need+=(lttng-tools)
 # system-tests/tests/save_load.rs: `ust save`/`ust load` against the real lttng (its session
