@@ -113,6 +113,42 @@ fn spans_of_two_registries_with_the_same_id_on_one_thread_keep_their_own_events(
     assert_eq!(got, want);
 }
 
+#[test]
+fn spans_of_three_dispatchers_with_the_same_id_entered_interleaved_keep_their_own_events_and_parents() {
+    // The per-thread stack of entered spans serves the layer and the subscriber alike; an
+    // exit out of order must take its own dispatcher's entry, and a new span's contextual
+    // parent is its own dispatcher's current span, not another's that shares its id.
+    let d = TestDaemon::start();
+    let out = d.output("interleaved");
+    let o = d.ust_cmd().arg("trace").arg("--output").arg(&out).arg("--").arg(program("debug", "tracingspans")).arg("interleaved").output().unwrap();
+    assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stderr), d.log());
+    let got = span_events(&out);
+    let want: Vec<(String, String)> = [
+        ("keep_new", "_span_id = 1, _parent_id = 0"),
+        ("other_new", "_span_id = 1, _parent_id = 0"),
+        ("own_new", "_span_id = 1, _parent_id = 0"),
+        ("keep_enter", "_span_id = 1"),
+        ("other_enter", "_span_id = 1"),
+        ("own_enter", "_span_id = 1"),
+        ("keep_exit", "_span_id = 1"),
+        ("other_exit", "_span_id = 1"),
+        ("own_exit", "_span_id = 1"),
+        ("keep_enter", "_span_id = 1"),
+        ("other_child_new", "_span_id = 2, _parent_id = 0"),
+        ("own_child_new", "_span_id = 2, _parent_id = 0"),
+        ("keep_exit", "_span_id = 1"),
+        ("other_child_close", "_span_id = 2"),
+        ("own_child_close", "_span_id = 2"),
+        ("other_close", "_span_id = 1"),
+        ("own_close", "_span_id = 1"),
+        ("keep_close", "_span_id = 1"),
+    ]
+    .into_iter()
+    .map(|(n, f)| (format!("tracingspans:{n}"), f.to_string()))
+    .collect();
+    assert_eq!(got, want);
+}
+
 /// The babeltrace2 event context of a line (`ip = 0x..., vpid = N`) and its name.
 fn contexts(text: &str) -> Vec<(String, String, String)> {
     text.lines()

@@ -14,6 +14,14 @@
 //! (`tracing::subscriber::with_default`): both are the first span of their registry on this
 //! thread, so both have id 1. It enters and exits `keep`, then `other`, then drops `other`
 //! and `keep`.
+//!
+//! With the argument `interleaved`, it prints `max_level L`, then makes span `keep` in the
+//! global registry, span `other` in a second registry with a ust layer of its own, and span
+//! `own` under ust's subscriber (`ust::tracing::subscriber()`): three dispatchers' first
+//! spans, all id 1. It enters `keep`, `other`, `own`, and exits them in that order (out of
+//! order: `keep` first); then enters `keep` again and makes `other_child` in the second
+//! registry and `own_child` under the subscriber, neither of whose dispatchers is in a span
+//! (both roots), exits `keep`, and drops `other_child`, `own_child`, `other`, `own`, `keep`.
 
 use std::future::Future;
 use std::pin::pin;
@@ -49,6 +57,10 @@ fn main() {
         drop(keep);
         return;
     }
+    if std::env::args().nth(1).as_deref() == Some("interleaved") {
+        interleaved();
+        return;
+    }
     let conn = tracing::info_span!("conn", peer = "10.0.0.1", bytes = tracing::field::Empty);
     {
         let _e = conn.enter();
@@ -64,6 +76,31 @@ fn main() {
     assert_eq!(out, 42);
     tracing::warn!(polls, "slow");
     println!("polls {polls}");
+}
+
+/// The `interleaved` mode (see the module docs).
+fn interleaved() {
+    use tracing::dispatcher::{with_default, Dispatch};
+    let other_d = Dispatch::new(tracing_subscriber::registry().with(ust::tracing::layer()));
+    let own_d = Dispatch::new(ust::tracing::subscriber());
+    let keep = tracing::info_span!("keep");
+    let other = with_default(&other_d, || tracing::info_span!("other"));
+    let own = with_default(&own_d, || tracing::info_span!("own"));
+    let k = keep.enter();
+    let o = other.enter();
+    let w = own.enter();
+    drop(k);
+    drop(o);
+    drop(w);
+    let k = keep.enter();
+    let other_child = with_default(&other_d, || tracing::info_span!("other_child"));
+    let own_child = with_default(&own_d, || tracing::info_span!("own_child"));
+    drop(k);
+    drop(other_child);
+    drop(own_child);
+    drop(other);
+    drop(own);
+    drop(keep);
 }
 
 /// Waits once (the executor polls it again), logging before and after.
