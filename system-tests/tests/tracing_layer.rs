@@ -113,6 +113,128 @@ fn spans_of_two_registries_with_the_same_id_on_one_thread_keep_their_own_events(
     assert_eq!(got, want);
 }
 
+#[test]
+fn spans_of_three_dispatchers_with_the_same_id_entered_interleaved_keep_their_own_events_and_parents() {
+    // The per-thread stack of entered spans serves the layer and the subscriber alike; an
+    // exit out of order must take its own dispatcher's entry, and a new span's contextual
+    // parent is its own dispatcher's current span, not another's that shares its id.
+    let d = TestDaemon::start();
+    let out = d.output("interleaved");
+    let o = d.ust_cmd().arg("trace").arg("--output").arg(&out).arg("--").arg(program("debug", "tracingspans")).arg("interleaved").output().unwrap();
+    assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stderr), d.log());
+    let got = span_events(&out);
+    let want: Vec<(String, String)> = [
+        ("keep_new", "_span_id = 1, _parent_id = 0"),
+        ("other_new", "_span_id = 1, _parent_id = 0"),
+        ("own_new", "_span_id = 1, _parent_id = 0"),
+        ("keep_enter", "_span_id = 1"),
+        ("other_enter", "_span_id = 1"),
+        ("own_enter", "_span_id = 1"),
+        ("keep_exit", "_span_id = 1"),
+        ("other_exit", "_span_id = 1"),
+        ("own_exit", "_span_id = 1"),
+        ("keep_enter", "_span_id = 1"),
+        ("other_child_new", "_span_id = 2, _parent_id = 0"),
+        ("own_child_new", "_span_id = 2, _parent_id = 0"),
+        ("keep_exit", "_span_id = 1"),
+        ("other_child_close", "_span_id = 2"),
+        ("own_child_close", "_span_id = 2"),
+        ("other_close", "_span_id = 1"),
+        ("own_close", "_span_id = 1"),
+        ("keep_close", "_span_id = 1"),
+    ]
+    .into_iter()
+    .map(|(n, f)| (format!("tracingspans:{n}"), f.to_string()))
+    .collect();
+    assert_eq!(got, want);
+}
+
+/// `_span_id = N` and `_parent_id = N` of `payload` with each id named by the span it
+/// belongs to (`live`: id to name, of the spans made and not closed yet); 0 stays 0.
+fn named_ids(payload: &str, live: &std::collections::HashMap<String, String>) -> String {
+    payload
+        .split(", ")
+        .map(|f| match f.split_once(" = ") {
+            Some((k @ ("_span_id" | "_parent_id"), v)) if v != "0" => {
+                format!("{k} = {}", live.get(v).unwrap_or_else(|| panic!("{f}: no live span {v} in {live:?}")))
+            }
+            _ => f.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[test]
+fn spans_across_threads_thread_churn_a_layer_twice_and_scoped_dispatch_keep_their_names() {
+    // Each span's events must carry its own callsite's name: the layer finds a span's
+    // callsite from per-thread entries of the spans the thread made (module `known`), so
+    // spans made on one thread and entered or closed on another, a slot reused after a
+    // close elsewhere, threads that come and go, a layer on a registry twice and a scoped
+    // dispatcher are the cases where an entry could be stale or another's.
+    let d = TestDaemon::start();
+    let out = d.output("threads");
+    let o = d.ust_cmd().arg("trace").arg("--output").arg(&out).arg("--").arg(program("debug", "tracingspans")).arg("threads").output().unwrap();
+    assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stderr), d.log());
+    let got = span_events(&out);
+    // Every event's ids named by the `_new` of the live span they belong to (the layer
+    // that is on its registry twice records each event twice: checked apart).
+    let mut live = std::collections::HashMap::new();
+    let mut named = Vec::new();
+    let mut twice = Vec::new();
+    for (name, payload) in &got {
+        let name = name.strip_prefix("tracingspans:").unwrap();
+        if name.starts_with("twice_") {
+            twice.push(format!("{name} {payload}"));
+            continue;
+        }
+        let (span, kind) = name.rsplit_once('_').unwrap();
+        let id = value(payload, "_span_id").to_string();
+        if kind == "new" {
+            assert!(live.insert(id.clone(), span.to_string()).is_none(), "{name} {payload}: id live already");
+        }
+        named.push(format!("{name} {}", named_ids(payload, &live)));
+        assert_eq!(live.get(&id).map(String::as_str), Some(span), "{name} {payload}: another span's id");
+        if kind == "close" {
+            live.remove(&id);
+        }
+    }
+    assert!(live.is_empty(), "never closed: {live:?}");
+    let cycle = |s: &str| [format!("{s}_enter _span_id = {s}"), format!("{s}_exit _span_id = {s}")];
+    let mut want = Vec::new();
+    for s in ["a", "b", "c", "d"] {
+        want.push(format!("{s}_new _span_id = {s}, _parent_id = 0"));
+        want.extend(cycle(s));
+        if s == "a" || s == "b" {
+            want.extend(cycle(s));
+        }
+        want.push(format!("{s}_close _span_id = {s}"));
+    }
+    for i in 0..64 {
+        let i = format!("_i_tag = ( \"u64\" : container = 2 ), i = {{ {i} }}");
+        want.push(format!("u_new _span_id = u, _parent_id = 0, {i}"));
+        want.push("u_enter _span_id = u".into());
+        want.push(format!("t_new _span_id = t, _parent_id = u, {i}"));
+        want.push("u_exit _span_id = u".into());
+        want.extend(cycle("t"));
+        want.extend(cycle("t"));
+        // The registry keeps a span's parent open until the span closes.
+        want.push("t_close _span_id = t".into());
+        want.push("u_close _span_id = u".into());
+    }
+    want.push("scoped_new _span_id = scoped, _parent_id = 0".into());
+    want.extend(cycle("scoped"));
+    want.push("scoped_close _span_id = scoped".into());
+    assert_eq!(named, want);
+    let want_twice: Vec<String> = ["new", "enter", "exit", "close"]
+        .into_iter()
+        .flat_map(|k| {
+            let e = if k == "new" { format!("twice_{k} _span_id = 1, _parent_id = 0") } else { format!("twice_{k} _span_id = 1") };
+            [e.clone(), e]
+        })
+        .collect();
+    assert_eq!(twice, want_twice, "each of the two layers records each event");
+}
+
 /// The babeltrace2 event context of a line (`ip = 0x..., vpid = N`) and its name.
 fn contexts(text: &str) -> Vec<(String, String, String)> {
     text.lines()

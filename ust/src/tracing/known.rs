@@ -24,6 +24,11 @@
 //! told apart by `layer`, a number given to each ust layer as it joins a subscriber (0,
 //! a layer that never joined one through `on_layer`: no entries, always the registry).
 //!
+//! Two ust layers on one registry (a layer added twice) share each id's entry: the second
+//! layer's evicts the first's, so the first finds its spans through the registry and each
+//! close advances the epoch, dropping every thread's entries (correct, at the registry's
+//! cost).
+//!
 //! In a program whose spans are closed on the threads that made them (synchronous code),
 //! every enter and close is found here; where spans move between threads (an async
 //! runtime), each such close sends every thread back to the registry until its next spans.
@@ -52,6 +57,14 @@ const EMPTY: Entry = Entry { id: 0, layer: 0, epoch: 0, sites: None };
 
 /// Advanced by each close that could leave a stale entry on some thread (see the module
 /// docs).
+///
+/// Orderings: a thread that looks up a reused id learnt it through whatever made the new
+/// span visible to it (the registry frees the old span's slot after `on_close`, where
+/// the epoch moved, and the id reaches this thread through a channel, a lock, a spawn),
+/// so the advance happens before the lookup and coherence alone makes the lookup see it:
+/// `Relaxed` would do; `Acquire`/`Release` cost nothing more on x86 and say the intent.
+/// An advance that races with [`made`] (another span's close) only makes the new entry
+/// untrusted. Wrapping takes 2^64 advances.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 
 /// The next layer number; 0 is never handed out.
@@ -176,5 +189,26 @@ mod tests {
             ip(find(l, 5))
         });
         assert_eq!(got, Some(6), "made again after the close: trusted");
+    }
+
+    #[test]
+    fn an_id_closed_and_made_again_elsewhere_is_not_taken_for_the_old_span() {
+        // Thread 1 (this one) made span A, id 1; thread 2 closes A (it holds no entry for
+        // it), the registry hands id 1 to span B, made on thread 2 and entered here.
+        let l = next_layer();
+        made(l, 1, sites(10));
+        let got = std::thread::spawn(move || {
+            let closed_there = ip(closed(l, 1));
+            let b = settled(|| {
+                made(l, 1, sites(11));
+                ip(find(l, 1))
+            });
+            (closed_there, b)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(got, (None, Some(11)), "B found on the thread that made it");
+        assert_eq!(ip(find(l, 1)), None, "not A's entry: B's sites come from the registry here");
+        assert_eq!(ip(closed(l, 1)), None);
     }
 }

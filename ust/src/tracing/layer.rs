@@ -95,9 +95,9 @@ where
         let sites = sites_for(attrs.metadata());
         let parent = match attrs.parent() {
             Some(p) => p.into_u64(),
-            // The spans on this thread's stack are those this layer was told of: the
+            // This layer's spans on this thread's stack are those it was told of: the
             // registry's current span as this layer's filter sees it.
-            None if attrs.is_contextual() => stack::current(|_| true).map_or(0, |e| e.0),
+            None if attrs.is_contextual() => stack::current(self.layer, |_| true).map_or(0, |e| e.0),
             None => 0,
         };
         known::made(self.layer, id.into_u64(), sites);
@@ -119,7 +119,7 @@ where
     fn on_enter(&self, id: &span::Id, ctx: Context<'_, S>) {
         match self.sites(id, &ctx) {
             Some(sites) => {
-                stack::enter(id.into_u64(), sites);
+                stack::enter(self.layer, id.into_u64(), sites);
                 id_event(sites.enter, sites.ip, [id.into_u64()]);
             }
             None => crate::context::set_span(id.into_u64()),
@@ -127,7 +127,10 @@ where
     }
 
     fn on_exit(&self, id: &span::Id, ctx: Context<'_, S>) {
-        if let Some(sites) = stack::exit(id.into_u64()).or_else(|| sites_of(id, &ctx)) {
+        // A layer that never joined a subscriber (number 0) shares its entries with any
+        // other such layer: their sites are not trusted.
+        let entered = stack::exit(self.layer, id.into_u64()).filter(|_| self.layer != 0);
+        if let Some(sites) = entered.or_else(|| sites_of(id, &ctx)) {
             id_event(sites.exit, sites.ip, [id.into_u64()]);
         }
     }

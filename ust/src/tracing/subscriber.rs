@@ -60,7 +60,7 @@ impl Subscriber for UstSubscriber {
         if sites.main.is_some_and(|s| s.is_enabled()) {
             let parent = match attrs.parent() {
                 Some(p) => p.into_u64(),
-                None if attrs.is_contextual() => stack::current(slots::is_live).map_or(0, |e| e.0),
+                None if attrs.is_contextual() => stack::current(stack::SUBSCRIBER, slots::is_live).map_or(0, |e| e.0),
                 None => 0,
             };
             record::new_span(sites, id, parent, attrs);
@@ -88,14 +88,14 @@ impl Subscriber for UstSubscriber {
     fn enter(&self, span: &span::Id) {
         let id = span.into_u64();
         if let Some(sites) = slots::get(id) {
-            stack::enter(id, sites);
+            stack::enter(stack::SUBSCRIBER, id, sites);
             id_event(sites.enter, sites.ip, [id]);
         }
     }
 
     fn exit(&self, span: &span::Id) {
         let id = span.into_u64();
-        if let Some(sites) = stack::exit(id).or_else(|| slots::get(id)) {
+        if let Some(sites) = stack::exit(stack::SUBSCRIBER, id).or_else(|| slots::get(id)) {
             id_event(sites.exit, sites.ip, [id]);
         }
     }
@@ -118,7 +118,7 @@ impl Subscriber for UstSubscriber {
     }
 
     fn current_span(&self) -> Current {
-        match stack::current(slots::is_live) {
+        match stack::current(stack::SUBSCRIBER, slots::is_live) {
             Some((id, sites)) => Current::new(span::Id::from_u64(id), sites.meta),
             None => Current::none(),
         }
