@@ -257,8 +257,9 @@ pub fn tables(d: &MapsDump, sel: &Selection) -> Vec<Table> {
                     rows.insert(e.key.clone(), (e.value, e.overflow));
                     for m in [&mut owner_rows, &mut channel_rows] {
                         let v: &mut (i64, bool) = m.entry(e.key.clone()).or_insert((0, false));
-                        v.0 = v.0.wrapping_add(e.value);
-                        v.1 |= e.overflow;
+                        let (sum, wrapped) = v.0.overflowing_add(e.value);
+                        v.0 = sum;
+                        v.1 |= e.overflow || wrapped;
                     }
                 }
                 owner_any |= !rows.is_empty();
@@ -435,6 +436,16 @@ mod tests {
         assert_eq!(t[0].1.len(), 1);
         assert_eq!(tables(&d, &Selection { owner_axis: true, all_uids: true, ..sel() }).len(), 0);
         assert!(glob(b"a\\*b", b"a*b") && !glob(b"a\\*b", b"axb") && glob(b"*:x", b"a:x"));
+    }
+
+    #[test]
+    fn a_sum_that_wraps_is_shown_as_an_overflow() {
+        let mut d = dump();
+        let parts = &mut d.channels[0].groups[1].parts;
+        parts[0].entries[0].value = i64::MAX;
+        let t = tables(&d, &sel());
+        assert_eq!(t[0].1["a:x"], (i64::MAX.wrapping_add(3 + 5), true), "CPU 0's i64::MAX + CPU 1's 3 + shared 5");
+        assert_eq!(t[0].1["b:y"], (2, false));
     }
 
     #[test]
