@@ -16,6 +16,15 @@ use serde::{Deserialize, Serialize};
 /// Default `--max-key-count` (LTTng's `default_map_channel_max_key_count`).
 pub const DEFAULT_MAX_KEY_COUNT: u32 = 4096;
 
+/// Largest `--max-key-count` the daemon accepts (the bound of its counter maps,
+/// `ringbuffer::counters::MAX_KEYS`: 1 Mi keys × 8 bytes × CPUs per owner).
+pub const MAX_MAX_KEY_COUNT: u32 = 1 << 20;
+
+/// Longest key, bytes: LTTng-UST's `LTTNG_KEY_TOKEN_STRING_LEN_MAX` (256, its NUL
+/// included). A template whose literal text is longer is refused; an event whose expanded
+/// key is longer is not counted (as LTTng-UST, which creates no counter for it).
+pub const MAX_KEY_LEN: usize = 255;
+
 /// Who owns a set of per-CPU maps (`--buffer-ownership`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -96,6 +105,23 @@ pub struct MapChannelConfig {
     pub update_policy: UpdatePolicy,
 }
 
+impl MapChannelConfig {
+    /// Checks the attributes the daemon takes: a `--max-key-count` from 1 to
+    /// [`MAX_MAX_KEY_COUNT`], no `--dead-process-policy` with per-user ownership.
+    ///
+    /// # Errors
+    /// The attribute, named.
+    pub fn check(&self) -> Result<(), String> {
+        if self.max_key_count == 0 || self.max_key_count > MAX_MAX_KEY_COUNT {
+            return Err(format!("--max-key-count {}: 1 to {MAX_MAX_KEY_COUNT}", self.max_key_count));
+        }
+        if self.ownership == MapOwnership::User && self.dead_process_policy.is_some() {
+            return Err("--dead-process-policy applies to --buffer-ownership=process only".into());
+        }
+        Ok(())
+    }
+}
+
 impl Default for MapChannelConfig {
     fn default() -> Self {
         MapChannelConfig {
@@ -163,10 +189,15 @@ pub enum KeyPart {
 /// `{provider_name}` are placeholders, `{{` and `}}` a literal brace, anything else text.
 ///
 /// # Errors
-/// An unknown placeholder, a lone `{` or `}`, an empty template.
+/// An unknown placeholder, a lone `{` or `}`, an empty template, literal text over
+/// [`MAX_KEY_LEN`] bytes (every key it makes would be longer), a control character (it
+/// would break `show-maps`' tables).
 pub fn parse_key_template(t: &str) -> Result<Vec<KeyPart>, String> {
     if t.is_empty() {
         return Err("an empty --key".into());
+    }
+    if t.chars().any(char::is_control) {
+        return Err(format!("--key {t:?}: no control character"));
     }
     let mut parts = Vec::new();
     let mut text = String::new();
@@ -197,7 +228,28 @@ pub fn parse_key_template(t: &str) -> Result<Vec<KeyPart>, String> {
     if !text.is_empty() {
         parts.push(KeyPart::Text(text));
     }
+    let literal: usize = parts.iter().map(|p| if let KeyPart::Text(t) = p { t.len() } else { 0 }).sum();
+    if literal > MAX_KEY_LEN {
+        let shown: String = t.chars().take(32).collect();
+        return Err(format!("--key \"{shown}...\": {literal} bytes of text, a key is at most {MAX_KEY_LEN} bytes"));
+    }
     Ok(parts)
+}
+
+/// Checks an `incr-map-value` action as the daemon takes it: session and map channel
+/// names, and the key template ([`parse_key_template`]), which must be literal text when
+/// the trigger has a session condition (`literal`).
+///
+/// # Errors
+/// The bad part, named.
+pub fn check_incr_map_value(session: &str, channel: &str, key: &str, literal: Option<&str>) -> Result<(), String> {
+    crate::config::check_name("session", session)?;
+    check_map_channel_name(channel)?;
+    let parts = parse_key_template(key)?;
+    if let Some(k) = literal.filter(|_| !is_literal(&parts)) {
+        return Err(format!("--key {key:?}: with condition {k}, the key must be literal text ({{event_name}} and {{provider_name}} need event-rule-matches)"));
+    }
+    Ok(())
 }
 
 /// True when the template has no placeholder (what a trigger with a session condition
@@ -362,9 +414,15 @@ mod tests {
         assert_eq!(expand_key(&p, "a", "b"), "{lit} a:b}");
         assert!(is_literal(&parse_key_template("k1").unwrap()));
         assert!(!is_literal(&parse_key_template("{event_name}").unwrap()));
-        for bad in ["", "{nope}", "{event_name", "a}b"] {
+        for bad in ["", "{nope}", "{event_name", "a}b", "a\nb", "{{unbalanced}", "{event_name}}"] {
             assert!(parse_key_template(bad).is_err(), "{bad:?}");
         }
+        // LTTng-UST's key bound: 255 bytes of text, braces counted once unescaped.
+        assert!(parse_key_template(&"k".repeat(MAX_KEY_LEN)).is_ok());
+        assert!(parse_key_template(&format!("{}{{event_name}}", "k".repeat(MAX_KEY_LEN))).is_ok(), "the event's part is judged per event");
+        assert!(parse_key_template(&"{{".repeat(MAX_KEY_LEN)).is_ok());
+        let e = parse_key_template(&"k".repeat(MAX_KEY_LEN + 1)).unwrap_err();
+        assert!(e.contains("at most 255 bytes") && e.len() < 200, "{e}");
     }
 
     #[test]

@@ -215,13 +215,46 @@ impl Selection {
 }
 
 /// LTTng's key glob: `*` matches anything, `\*` a literal `*`, every other byte itself.
+/// Greedy with one backtrack point (the last `*`), so time is at most pattern × key
+/// whatever the number of stars.
 fn glob(p: &[u8], s: &[u8]) -> bool {
-    match p.first() {
-        None => s.is_empty(),
-        Some(b'*') => (0..=s.len()).any(|i| glob(&p[1..], &s[i..])),
-        Some(b'\\') if p.get(1) == Some(&b'*') => s.first() == Some(&b'*') && glob(&p[2..], &s[1..]),
-        Some(c) => s.first() == Some(c) && glob(&p[1..], &s[1..]),
+    // The pattern as tokens: `None` a star, `Some(b)` one byte.
+    let mut toks = Vec::with_capacity(p.len());
+    let mut i = 0;
+    while i < p.len() {
+        match p[i] {
+            b'*' => toks.push(None),
+            b'\\' if p.get(i + 1) == Some(&b'*') => {
+                toks.push(Some(b'*'));
+                i += 1;
+            }
+            c => toks.push(Some(c)),
+        }
+        i += 1;
     }
+    let (mut t, mut k) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while k < s.len() {
+        match toks.get(t) {
+            Some(Some(c)) if *c == s[k] => {
+                t += 1;
+                k += 1;
+            }
+            Some(None) => {
+                star = Some((t, k));
+                t += 1;
+            }
+            _ => match star {
+                Some((st, sk)) => {
+                    t = st + 1;
+                    k = sk + 1;
+                    star = Some((st, sk + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    toks[t..].iter().all(Option::is_none)
 }
 
 /// One table: its title line (after the session line) and key → (value, overflow).
@@ -257,8 +290,9 @@ pub fn tables(d: &MapsDump, sel: &Selection) -> Vec<Table> {
                     rows.insert(e.key.clone(), (e.value, e.overflow));
                     for m in [&mut owner_rows, &mut channel_rows] {
                         let v: &mut (i64, bool) = m.entry(e.key.clone()).or_insert((0, false));
-                        v.0 = v.0.wrapping_add(e.value);
-                        v.1 |= e.overflow;
+                        let (sum, wrapped) = v.0.overflowing_add(e.value);
+                        v.0 = sum;
+                        v.1 |= e.overflow || wrapped;
                     }
                 }
                 owner_any |= !rows.is_empty();
@@ -435,6 +469,43 @@ mod tests {
         assert_eq!(t[0].1.len(), 1);
         assert_eq!(tables(&d, &Selection { owner_axis: true, all_uids: true, ..sel() }).len(), 0);
         assert!(glob(b"a\\*b", b"a*b") && !glob(b"a\\*b", b"axb") && glob(b"*:x", b"a:x"));
+    }
+
+    #[test]
+    fn a_sum_that_wraps_is_shown_as_an_overflow() {
+        let mut d = dump();
+        let parts = &mut d.channels[0].groups[1].parts;
+        parts[0].entries[0].value = i64::MAX;
+        let t = tables(&d, &sel());
+        assert_eq!(t[0].1["a:x"], (i64::MAX.wrapping_add(3 + 5), true), "CPU 0's i64::MAX + CPU 1's 3 + shared 5");
+        assert_eq!(t[0].1["b:y"], (2, false));
+    }
+
+    #[test]
+    fn globs_match_as_lttngs_and_many_stars_stay_cheap() {
+        for (p, k, want) in [
+            ("*", "", true),
+            ("", "", true),
+            ("", "a", false),
+            ("a*", "a", true),
+            ("*a", "ba", true),
+            ("*a", "ab", false),
+            ("a*b*c", "aXbYc", true),
+            ("a*b*c", "aXbY", false),
+            ("**", "x", true),
+            ("a\\*", "a*", true),
+            ("a\\*", "ab", false),
+            ("a\\", "a\\", true),
+            ("*\\**", "x*y", true),
+            ("*\\**", "xy", false),
+        ] {
+            assert_eq!(glob(p.as_bytes(), k.as_bytes()), want, "{p:?} on {k:?}");
+        }
+        // A key of LTTng's longest (255 bytes) against 40 stars that cannot match: the
+        // recursive matcher this replaced took exponential time here and never finished.
+        let key = "a".repeat(255);
+        let pattern = format!("{}b", "a*".repeat(40));
+        assert!(!glob(pattern.as_bytes(), key.as_bytes()));
     }
 
     #[test]

@@ -217,6 +217,17 @@ fn load_one(c: &mut Client, s: &SavedSession, force: bool) -> Result<(), Failure
     };
     let options = CreateOptions { snapshot: s.snapshot, shm_path: s.shm_path.clone(), clock: None, buffers: Some(buffers), ..CreateOptions::default() };
     ok(c, Command::CreateSessionWith { name: name.clone(), output, options })?;
+    // A request the daemon refuses halfway leaves no half-loaded session behind.
+    configure(c, s).map_err(|e| {
+        let _ = c.call(Command::Destroy { session: Some(name.clone()) });
+        Failure { message: format!("{}; session {name} not loaded", e.message), code: e.code }
+    })
+}
+
+/// The channels, events, contexts, map channels, probes, trackers and state of the
+/// session `s` just created.
+fn configure(c: &mut Client, s: &SavedSession) -> Result<(), Failure> {
+    let name = &s.name;
     let session = Some(name.clone());
     for ch in &s.channels {
         if !ch.enabled {

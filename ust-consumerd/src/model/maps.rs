@@ -127,7 +127,8 @@ impl MapChannel {
     }
 
     /// Removes group `i`: with `sum` (`sum-into-shared`), each of its counters (summed over
-    /// its CPUs, wrapping) is added to the shared one first, its overflow flags carried.
+    /// its CPUs, wrapping) is added to the shared one first, its overflow flags carried (and
+    /// set when the sum over its CPUs wraps).
     pub fn remove_group(&mut self, i: usize, sum: bool) {
         if i >= self.groups.len() {
             return;
@@ -142,8 +143,9 @@ impl MapChannel {
             let mut total = 0i64;
             for cpu in 0..cfg.ncpus {
                 if let Some((v, o)) = g.counters.get(cpu, key) {
-                    total = total.wrapping_add(v);
-                    over |= o;
+                    let (t, wrapped) = total.overflowing_add(v);
+                    total = t;
+                    over |= o || wrapped;
                 }
             }
             if total != 0 || over {
@@ -247,5 +249,19 @@ mod tests {
         m.clear();
         assert_eq!(m.shared, vec![(0, false), (0, false)]);
         assert_eq!(m.dump().keys, 2, "clear keeps the keys");
+    }
+
+    #[test]
+    fn a_sum_over_cpus_that_wraps_is_flagged() {
+        let mut m = MapChannel::new("m".into(), MapChannelConfig::default());
+        m.keys.intern("k", 8);
+        let (counters, fd) = create_memfd(CounterConfig { ncpus: 2, max_keys: 8, bits: ValueBits::I64 }, "t").unwrap();
+        // Each CPU's counter is in range, flag clear; their sum is not.
+        counters.add(0, 0, i64::MAX);
+        counters.add(1, 0, 2);
+        assert_eq!((counters.get(0, 0), counters.get(1, 0)), (Some((i64::MAX, false)), Some((2, false))));
+        m.groups.push(Group { kind: GroupType::UserPerProcess, owner_id: 42, owner_name: "p".into(), map_id: 1, counters, fd, app: Some(1) });
+        m.remove_group(0, true);
+        assert_eq!(m.shared, vec![(i64::MIN + 1, true)], "wrapped, and said so");
     }
 }

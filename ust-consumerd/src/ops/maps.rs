@@ -37,6 +37,9 @@ use crate::model::maps::{Group, MapChannel};
 /// slot's key in [`Maps::slots`]'s per-process entries): no session can have this name.
 pub const MAP_SLOT_OWNER: &str = "\u{0}map";
 
+// The bound the clients check is the counter maps' own.
+const _: () = assert!(ust_ctl::maps::MAX_MAX_KEY_COUNT == ringbuffer::counters::MAX_KEYS);
+
 /// Most map channels one daemon keeps.
 pub const MAX_MAP_CHANNELS: usize = 64;
 
@@ -86,12 +89,7 @@ impl Maps {
         if self.channels.len() >= MAX_MAP_CHANNELS {
             return Err(format!("at most {MAX_MAP_CHANNELS} map channels"));
         }
-        if config.max_key_count == 0 || config.max_key_count > ringbuffer::counters::MAX_KEYS {
-            return Err(format!("--max-key-count {}: 1 to {}", config.max_key_count, ringbuffer::counters::MAX_KEYS));
-        }
-        if config.ownership == MapOwnership::User && config.dead_process_policy.is_some() {
-            return Err("--dead-process-policy applies to --buffer-ownership=process only".into());
-        }
+        config.check()?;
         let name = match name {
             Some(n) => n,
             None => (0..).map(|n| format!("map-channel{n}")).find(|n| !self.channels.contains_key(&(session.to_string(), n.clone()))).unwrap_or_default(),
@@ -110,15 +108,27 @@ impl Maps {
     fn keys_for(ch: &mut MapChannel, app: &App, rule: &Rule, template: &str) -> Vec<u32> {
         let Ok(parts) = parse_key_template(template) else { return vec![0; app.events.len()] };
         let max = ch.config.max_key_count;
-        app.events
+        let mut too_long = 0;
+        let keys = app
+            .events
             .iter()
             .map(|e| {
                 if rule.decide(e) == Decision::Off {
                     return 0;
                 }
-                ch.keys.intern(&expand_key(&parts, &e.provider, &e.name), max).map_or(0, |k| k + 1)
+                let key = expand_key(&parts, &e.provider, &e.name);
+                if key.len() > ust_ctl::maps::MAX_KEY_LEN {
+                    // LTTng-UST creates no counter for such a key: not counted.
+                    too_long += 1;
+                    return 0;
+                }
+                ch.keys.intern(&key, max).map_or(0, |k| k + 1)
             })
-            .collect()
+            .collect();
+        if too_long > 0 {
+            crate::log!("map channel {}: {too_long} event(s) of process {} not counted: key over {} bytes", ch.name, app.pid, ust_ctl::maps::MAX_KEY_LEN);
+        }
+        keys
     }
 
     /// Gives process `app` a map slot for every `incr-map-value` action of `actions` whose

@@ -206,7 +206,11 @@ impl Triggers {
         spec.normalize();
         for a in &spec.actions {
             match a {
-                TriggerAction::Notify | TriggerAction::IncrMapValue { .. } => {}
+                TriggerAction::Notify => {}
+                // Checked here too: a client need not be ust's CLI.
+                TriggerAction::IncrMapValue { session, channel, key } => {
+                    ust_ctl::maps::check_incr_map_value(session, channel, key, spec.condition.as_ref().map(|c| c.lttng_name()))?;
+                }
                 TriggerAction::SnapshotSession(s) | TriggerAction::StartSession(s) | TriggerAction::StopSession(s) | TriggerAction::RotateSession(s) => {
                     if !session_exists(s) {
                         return Err(format!("action {a}: no session named {s:?} (see `ust list`)"));

@@ -60,10 +60,18 @@ pub(super) fn map_channels_xml(o: &mut String, channels: &[MapChannelInfo]) {
 /// # Errors
 /// A `<map_channel>` without a name, with a key type other than `STRING`, a value, policy
 /// or ownership name session.xsd 2.16 does not define, or a `<max_entry_count>` that is 0
-/// or above 2³²−1, named in the message.
+/// or above [`crate::maps::MAX_MAX_KEY_COUNT`] (what the daemon takes), named in the
+/// message; two map channels of one name.
 pub(super) fn map_channels_from(d: &Node) -> Result<Vec<MapChannelInfo>, String> {
     let Some(list) = d.child("map_channels") else { return Ok(Vec::new()) };
-    list.all("map_channel").map(map_channel_from).collect()
+    let channels: Vec<MapChannelInfo> = list.all("map_channel").map(map_channel_from).collect::<Result<_, _>>()?;
+    // Refused here, before `ust load` creates anything, rather than by the daemon halfway.
+    for (i, m) in channels.iter().enumerate() {
+        if channels[..i].iter().any(|o| o.name == m.name) {
+            return Err(format!("two map channels named {:?}", m.name));
+        }
+    }
+    Ok(channels)
 }
 
 fn map_channel_from(m: &Node) -> Result<MapChannelInfo, String> {
@@ -87,7 +95,10 @@ fn map_channel_from(m: &Node) -> Result<MapChannelInfo, String> {
     };
     let max_key_count = match m.num::<u64>("max_entry_count").map_err(what)? {
         None => crate::maps::DEFAULT_MAX_KEY_COUNT,
-        Some(n) => u32::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| what(format!("<max_entry_count> {n}: from 1 to {}", u32::MAX)))?,
+        Some(n) => u32::try_from(n)
+            .ok()
+            .filter(|n| (1..=crate::maps::MAX_MAX_KEY_COUNT).contains(n))
+            .ok_or_else(|| what(format!("<max_entry_count> {n}: from 1 to {}", crate::maps::MAX_MAX_KEY_COUNT)))?,
     };
     let ownership = match m.text_of("buffer_ownership") {
         None | Some("PER_UID") => MapOwnership::User,
@@ -140,10 +151,15 @@ mod tests {
             ("<key_type>INDEX</key_type>", "STRING"),
             ("<value_type>FLOAT</value_type>", "SIGNED_INT_32"),
             ("<max_entry_count>0</max_entry_count>", "from 1"),
+            ("<max_entry_count>4294967295</max_entry_count>", "from 1 to 1048576"),
+            ("<max_entry_count>1048577</max_entry_count>", "from 1 to 1048576"),
             ("<buffer_ownership>GLOBAL</buffer_ownership>", "PER_UID"),
         ] {
             let e = from_xml(&wrap(m)).unwrap_err();
             assert!(e.contains("map channel m") && e.contains(want), "{m}: {e}");
         }
+        // A duplicate name is refused by the parser, before `ust load` creates anything.
+        let e = from_xml(&wrap("</map_channel><map_channel><name>m</name>")).unwrap_err();
+        assert!(e.contains("two map channels named \"m\""), "{e}");
     }
 }

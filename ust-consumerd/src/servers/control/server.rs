@@ -25,6 +25,24 @@ pub fn reply_error(sock: &UnixStream, message: &str) {
     let _ = write_frame(sock, &Reply::Error { message: message.to_string() });
 }
 
+/// Sends `reply`; one too large for a frame (a dump of millions of counters, say) is
+/// replaced by an error reply that says so, rather than a connection closed without a
+/// word. False when the connection is unusable.
+pub fn send_reply(sock: &UnixStream, reply: &Reply) -> bool {
+    match write_frame(sock, reply) {
+        Ok(()) => true,
+        Err(ProtocolError::TooLarge(n)) => {
+            crate::log!("ctl: a reply of {n} bytes exceeds the {}-byte frame; an error sent instead", ust_core::protocol::MAX_FRAME);
+            let message = format!(
+                "the daemon's answer ({n} bytes) exceeds the {}-byte limit of a reply: ask for less (e.g. `show-maps --channel C`)",
+                ust_core::protocol::MAX_FRAME
+            );
+            write_frame(sock, &Reply::Error { message }).is_ok()
+        }
+        Err(_) => false,
+    }
+}
+
 /// Waits until `sock` is readable (or closed). The first wait is bounded by
 /// [`FIRST_REQUEST_TIMEOUT`]; later ones are not, but end when the daemon shuts down.
 /// False on timeout or shutdown.
@@ -93,7 +111,7 @@ pub fn serve(daemon: Arc<Daemon>, sock: UnixStream) {
             Ok(command) => super::dispatch::handle(&daemon, command),
             Err(message) => Reply::Error { message },
         };
-        if write_frame(&sock, &reply).is_err() {
+        if !send_reply(&sock, &reply) {
             return;
         }
     }
@@ -127,6 +145,19 @@ pub(super) fn owned_by(command: Command, daemon_uid: u32, peer: Option<(u32, u32
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_too_large_for_a_frame_becomes_an_error_that_says_so() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let huge = Reply::Error { message: "x".repeat(ust_core::protocol::MAX_FRAME + 1) };
+        let reader = std::thread::spawn(move || read_frame::<Reply>(&b));
+        assert!(send_reply(&a, &huge), "the connection stays usable");
+        drop(a);
+        match reader.join().unwrap() {
+            Ok(Reply::Error { message }) => assert!(message.contains("exceeds the 16777216-byte limit of a reply"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+    }
 
     fn create(owner: Option<(u32, u32)>) -> Command {
         let owner = owner.map(|(uid, gid)| SessionOwner { uid, gid });
