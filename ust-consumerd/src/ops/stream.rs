@@ -590,6 +590,9 @@ impl Stream {
                 self.stats.recovered_packets += r.recovered;
                 self.stats.recovery_lost = self.stats.recovery_lost.saturating_add(r.lost_events);
                 self.stats.undelivered_bytes = self.stats.undelivered_bytes.saturating_add(r.lost_bytes);
+                if r.dropped > 0 {
+                    crate::log!("{what}: {} recovered packet(s) dropped: no bounds place them in time order after the packets before them (their records counted as discarded)", r.dropped);
+                }
                 if r.recovered > 0 {
                     crate::log!(
                         "{what}: recovered {} record(s) from {} sub-buffer(s) a dead writer left incomplete; {} byte(s) after an uncommitted slot reported as up to {} lost event(s)",

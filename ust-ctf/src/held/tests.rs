@@ -86,15 +86,15 @@ use std::sync::atomic::Ordering;
 /// The buffer's memory as a writer sees it that is killed (SIGKILL) right before its first
 /// store to the control word at offset `word`: that store and everything after it never
 /// happen, exactly what the daemon finds after such a death. The kill is a panic with
-/// [`Killed`], caught by [`killed`].
+/// [`KILLED`], caught by [`killed`].
 #[derive(Clone)]
 struct KilledAt {
     inner: MapMemory,
     word: usize,
 }
 
-/// Payload of the panic that stands for the kill.
-struct Killed;
+/// Message of the panic that stands for the kill.
+const KILLED: &str = "writer killed here (the test's stand-in for SIGKILL)";
 
 impl Memory for KilledAt {
     fn len(&self) -> usize {
@@ -108,7 +108,7 @@ impl Memory for KilledAt {
     }
     fn store_u64(&self, off: usize, val: u64, order: Ordering) {
         if off == self.word {
-            std::panic::panic_any(Killed);
+            std::panic::panic_any(KILLED);
         }
         self.inner.store_u64(off, val, order)
     }
@@ -135,11 +135,11 @@ impl Memory for KilledAt {
     }
 }
 
-/// Runs `f`, which must be killed (panic with [`Killed`]).
+/// Runs `f`, which must be killed (panic with [`KILLED`]).
 fn killed(f: impl FnOnce()) {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     match r {
-        Err(p) if p.is::<Killed>() => {}
+        Err(p) if p.downcast_ref::<&str>() == Some(&KILLED) => {}
         Err(p) => std::panic::resume_unwind(p),
         Ok(()) => panic!("the writer was not killed where the test meant"),
     }
@@ -344,5 +344,102 @@ fn a_writer_killed_in_a_switch_leaves_packets_in_time_order() {
             // the first packet's own count, as for LTTng's traces).
             assert_eq!(bt_discarded, discarded - pass.packets[0].0.events_discarded, "{what}");
         }
+    }
+}
+
+/// A buffer of `mode` with its memory, a writer and a reader; `kill_at(word)` makes a
+/// writer of it that is killed at its first store to `word`.
+fn shared_buffer(mode: Mode) -> (StreamIdentity, MapMemory, ringbuffer::Writer, ringbuffer::Reader) {
+    let id = StreamIdentity { uuid: [7; 16], stream_id: 0, cpu: 0, stream_instance_id: 1 };
+    let cfg = BufferConfig { subbuf_size: 4096, num_subbuf: 4, mode, header_size: HEADER_SIZE as u32, stream: id };
+    let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
+    let buf = Buffer::create(map.into(), &cfg).unwrap();
+    let mem = buf.memory().clone();
+    let (w, r) = buf.split();
+    (id, mem, w, r)
+}
+
+fn kill_at(mem: &MapMemory, word: usize) -> ringbuffer::Writer<KilledAt> {
+    Buffer::open_in(KilledAt { inner: mem.clone(), word }).unwrap().into_writer()
+}
+
+fn pass_over(reader: &ringbuffer::Reader, id: StreamIdentity, events: Vec<EventDesc>, emitted: u64, after: (u64, u64)) -> Pass {
+    let mut held = HeldCopy::new(&id, &events).after(after.0, after.1);
+    let mut packets = Vec::new();
+    copy_held_packets(reader, &mut held, true, None, &mut |info, p| {
+        packets.push((*info, p.to_vec()));
+        Ok(())
+    })
+    .unwrap();
+    Pass { packets, report: held.report, emitted, events, id }
+}
+
+/// The first packet of a pass has no time at all: its opener was killed before recording
+/// the begin (so before committing its record, the first) and the writer that switched
+/// away from it was killed before recording the close. It is placed at the next
+/// packet's begin (it carries the lost count), and the stream stays in order.
+#[test]
+fn an_empty_packet_with_no_time_is_placed_at_the_next_packets_begin() {
+    use ringbuffer::layout::SB_TS_BEGIN;
+    for mode in [Mode::Discard, Mode::Overwrite] {
+        let (id, mem, b, reader) = shared_buffer(mode);
+        let g = *reader.geometry();
+        let (opener, closer) = (kill_at(&mem, g.sb_word(0, SB_TS_BEGIN)), kill_at(&mem, g.sb_word(0, SB_CLOSED_END)));
+        killed(|| emit(&opener, 1, 1_000, 1 << 40));
+        // B's 333 records after the opener's 12 bytes leave 4: the closer's 16 do not fit.
+        let (mut ts, mut v) = (1_010, 0);
+        for _ in 0..333 {
+            emit(&b, 1, ts, v);
+            (ts, v) = (ts + 10, v + 1);
+        }
+        killed(|| emit(&closer, 2, ts, 1 << 41));
+        ts += 10;
+        for _ in 0..(334 + 20) {
+            emit(&b, 1, ts, v);
+            (ts, v) = (ts + 10, v + 1);
+        }
+        reader.flush(&CtfPacketLayout, &|| ts + 1_000);
+        let pass = pass_over(&reader, id, two_events(), v + 2, (0, 0));
+        let what = format!("{mode:?}");
+        assert_eq!((pass.report.dropped, pass.report.bad_packets), (0, 0), "{what}");
+        assert_eq!(pass.packets.iter().map(|p| p.0.packet_seq_num).collect::<Vec<_>>(), [0, 1, 2], "{what}");
+        let (p0, p1) = (&pass.packets[0].0, &pass.packets[1].0);
+        assert_eq!((p0.timestamp_begin, p0.timestamp_end), (p1.timestamp_begin, p1.timestamp_begin), "{what}: placed at the next begin");
+        assert_eq!(p0.events_discarded, 334, "{what}: the opener's record and B's 333 after it");
+        let (values, discarded) = check_stream_order(&what, &pass);
+        assert_eq!(values.len() as u64 + discarded, pass.emitted, "{what}");
+        let (lines, _) = babeltrace2_reads(&pass);
+        assert_eq!(lines.len(), values.len(), "{what}");
+    }
+}
+
+/// A packet that no bounds can place after the previous one (here: the stream's file
+/// already ends later than its records) is dropped, never written out of order: its
+/// records count as discarded in every later packet, and the report counts it.
+#[test]
+fn a_packet_that_cannot_be_placed_in_order_is_dropped_and_counted() {
+    for mode in [Mode::Discard, Mode::Overwrite] {
+        let (id, _mem, b, reader) = shared_buffer(mode);
+        // Three sub-buffers of 334 records (4 bytes of padding each), then 10 more.
+        let (mut ts, mut v) = (1_000, 0);
+        for _ in 0..(3 * 334 + 10) {
+            emit(&b, 1, ts, v);
+            (ts, v) = (ts + 10, v + 1);
+        }
+        reader.flush(&CtfPacketLayout, &|| ts + 1_000);
+        // The stream's last packet so far ended in the middle of packet 1, with 5 events
+        // discarded (the buffer's counters say none: they are cumulative, so the packets
+        // of the pass carry at least 5).
+        let mid = 1_000 + 10 * (334 + 100);
+        let pass = pass_over(&reader, id, events(), v, (mid, 5));
+        let what = format!("{mode:?}");
+        assert_eq!(pass.report.dropped, 2, "{what}: packets 0 and 1");
+        assert_eq!(pass.report.lost_events, 2 * 334, "{what}");
+        assert_eq!(pass.packets.iter().map(|p| p.0.packet_seq_num).collect::<Vec<_>>(), [2, 3], "{what}");
+        let discarded: Vec<u64> = pass.packets.iter().map(|p| p.0.events_discarded).collect();
+        assert_eq!(discarded, [2 * 334, 2 * 334], "{what}: the dropped records, in every later packet");
+        assert!(pass.packets[0].0.timestamp_begin >= mid);
+        let (values, _) = check_stream_order(&what, &pass);
+        assert_eq!(values, (2 * 334..v).collect::<Vec<_>>(), "{what}");
     }
 }
