@@ -53,6 +53,8 @@ use ust_core::Level;
 use crate::config::{ChannelConfig, Enabler, LevelFilter, VpidTracker};
 use crate::probes::{ProbeLocation, UserspaceProbe};
 
+pub mod triggers;
+
 /// Largest session file read, in bytes.
 pub const MAX_FILE: usize = 16 << 20;
 /// Deepest element nesting accepted (LTTng's files nest 9 deep).

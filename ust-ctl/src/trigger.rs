@@ -17,19 +17,29 @@
 //! ust add-trigger --condition session-rotation-finishes --session S --action notify
 //! ```
 //!
-//! Grammar, from lttng-add-trigger(1) and lttng-event-rule(7) of LTTng 2.13 and later:
+//! ```text
+//! ust add-trigger --condition channel-buffer-usage-ge --session S --channel C --domain user \
+//!     --threshold-ratio 0.75 --action snapshot-session S --path /var/snaps --name full
+//! ```
+//!
+//! Grammar, from lttng-add-trigger(1) and lttng-event-rule(7) of LTTng 2.13 to 2.16:
 //! options take their value as the next argument or after `=`; `--type` is `user` or
 //! `user:tracepoint` (user space is the only domain); `--log-level` is `LEVEL..` (this
 //! level or more severe), `LEVEL` (exactly) or `..` (any); actions are `notify`,
-//! `snapshot-session SESSION`, `start-session SESSION`, `stop-session SESSION` and
-//! `rotate-session SESSION`, run in the order given. Options this daemon cannot honour
-//! (`--capture`, `--rate-policy` other than `every:1`, `--owner-uid`, the
-//! `channel-buffer-usage-ge/le` conditions, other rule types, a snapshot action's `--path`/`--url`) are refused by name, never ignored.
+//! `snapshot-session SESSION [--name N] [--max-size S] [--path DIR | --url URL |
+//! --ctrl-url URL --data-url URL]`, `start-session SESSION`, `stop-session SESSION` and
+//! `rotate-session SESSION`, each with an optional `--rate-policy every:N|once-after:N`
+//! ([`options`]), run in the order given. Options this daemon cannot honour
+//! (`--capture`, `--owner-uid`, other rule types, a `--domain` other than `user`) are
+//! refused by name, never ignored.
+
+pub mod options;
 
 use serde::{Deserialize, Serialize};
 use ust_core::Level;
 
 use crate::config::{Enabler, LevelFilter};
+use options::{ActionOptions, PendingSnapshot, RatePolicy};
 
 /// What a trigger does when its condition is met.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,6 +99,89 @@ pub enum SessionCondition {
         /// The session.
         session: String,
     },
+    /// `channel-buffer-usage-ge --session S --channel C --domain user (--threshold-size T |
+    /// --threshold-ratio R)`: the usage of a ring buffer of channel `channel` (bytes
+    /// written and not yet consumed; the highest of the channel's per-CPU buffers, for
+    /// each process, or each user with per-UID buffers, as LTTng evaluates each of its
+    /// channel instances) becomes at least the threshold. Sampled every
+    /// [`CONSUMED_SIZE_SAMPLE_MS`] milliseconds; fires when a sample is at or above and the
+    /// previous one of that instance was not (on a crossing, not at every sample).
+    BufferUsageGe {
+        /// The session.
+        session: String,
+        /// The channel.
+        channel: String,
+        /// The threshold.
+        threshold: UsageThreshold,
+    },
+    /// `channel-buffer-usage-le`: as [`SessionCondition::BufferUsageGe`], when the highest
+    /// usage becomes at most the threshold (as LTTng, a channel instance's first sample
+    /// below it fires too).
+    BufferUsageLe {
+        /// The session.
+        session: String,
+        /// The channel.
+        channel: String,
+        /// The threshold.
+        threshold: UsageThreshold,
+    },
+}
+
+/// A buffer-usage threshold: bytes, or a ratio of one ring buffer's size (sub-buffer size
+/// × count), as LTTng's `--threshold-size` / `--threshold-ratio`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UsageThreshold {
+    /// Bytes.
+    Bytes(u64),
+    /// A ratio from 0 to 1.
+    Ratio(Ratio),
+}
+
+/// A ratio from 0 to 1 (never NaN: [`Ratio::new`] and [`UsageThreshold::check`] refuse
+/// anything else, which is what makes `Eq` sound).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ratio(pub f64);
+
+impl Eq for Ratio {}
+
+impl Ratio {
+    /// `r` if it is a number from 0 to 1.
+    pub fn new(r: f64) -> Option<Ratio> {
+        (0.0..=1.0).contains(&r).then_some(Ratio(r))
+    }
+}
+
+impl UsageThreshold {
+    /// The threshold in bytes for a ring buffer of `capacity` bytes (a ratio is rounded
+    /// down, as LTTng's notification thread does).
+    pub fn bytes(self, capacity: u64) -> u64 {
+        match self {
+            UsageThreshold::Bytes(b) => b,
+            UsageThreshold::Ratio(Ratio(r)) => (r * capacity as f64) as u64,
+        }
+    }
+
+    /// Refuses a ratio outside 0..=1 (what a client sent is checked again).
+    ///
+    /// # Errors
+    /// A message with the value.
+    pub fn check(self) -> Result<(), String> {
+        match self {
+            UsageThreshold::Ratio(Ratio(r)) if Ratio::new(r).is_none() => Err(format!("threshold ratio {r} is not a number from 0 to 1")),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Display for UsageThreshold {
+    /// As lttng list-triggers prints it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UsageThreshold::Bytes(b) => write!(f, "threshold (bytes): {b}"),
+            UsageThreshold::Ratio(Ratio(r)) => write!(f, "threshold (ratio): {r:.2}"),
+        }
+    }
 }
 
 /// How often the daemon samples a session's consumed size for `session-consumed-size-ge`,
@@ -101,7 +194,9 @@ impl SessionCondition {
         match self {
             SessionCondition::ConsumedSizeGe { session, .. }
             | SessionCondition::RotationStarts { session }
-            | SessionCondition::RotationFinishes { session } => session,
+            | SessionCondition::RotationFinishes { session }
+            | SessionCondition::BufferUsageGe { session, .. }
+            | SessionCondition::BufferUsageLe { session, .. } => session,
         }
     }
 
@@ -112,6 +207,8 @@ impl SessionCondition {
             SessionCondition::ConsumedSizeGe { .. } => "session consumed size",
             SessionCondition::RotationStarts { .. } => "session rotation ongoing",
             SessionCondition::RotationFinishes { .. } => "session rotation completed",
+            SessionCondition::BufferUsageGe { .. } => "buffer usage high",
+            SessionCondition::BufferUsageLe { .. } => "buffer usage low",
         }
     }
 }
@@ -131,6 +228,26 @@ pub struct TriggerSpec {
     pub condition: Option<SessionCondition>,
     /// Actions, in the order they run.
     pub actions: Vec<TriggerAction>,
+    /// The options of each action, by index in `actions` ([`TriggerSpec::options`]); may
+    /// be shorter (missing ones are the defaults).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub action_options: Vec<ActionOptions>,
+}
+
+impl TriggerSpec {
+    /// The options of action `i` (the defaults when none were given).
+    pub fn options(&self, i: usize) -> ActionOptions {
+        self.action_options.get(i).cloned().unwrap_or_default()
+    }
+
+    /// `action_options` with trailing defaults dropped, so that two specs that mean the
+    /// same compare equal.
+    pub fn normalize(&mut self) {
+        self.action_options.truncate(self.actions.len());
+        while self.action_options.last().is_some_and(|o| *o == ActionOptions::default()) {
+            self.action_options.pop();
+        }
+    }
 }
 
 /// A trigger as `ust list-triggers` shows it.
@@ -202,9 +319,10 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
     let mut rule_type = None;
     let mut pattern_set = false;
     let mut actions = Vec::new();
-    let mut cond_kind: Option<String> = None;
-    let mut cond_session: Option<String> = None;
-    let mut threshold: Option<u64> = None;
+    let mut action_options: Vec<ActionOptions> = Vec::new();
+    // The options of the last action, finished when the next `--action` or the end comes.
+    let mut pending: Option<(RatePolicy, PendingSnapshot)> = None;
+    let mut cond = CondArgs::default();
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
@@ -212,24 +330,35 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
             Some((o, v)) if o.starts_with("--") => (o, Some(v)),
             _ => (a, None),
         };
+        let usage = cond.kind.as_deref().is_some_and(|k| k.starts_with("channel-buffer-usage-"));
         match (opt, &part) {
-            ("--condition" | "-c", _) => {
+            ("--channel" | "-c", Part::Session) if usage => cond.channel = Some(value(args, &mut i, opt, inline)?.to_string()),
+            ("--domain" | "-d", Part::Session) if usage => {
+                let d = value(args, &mut i, opt, inline)?;
+                if !matches!(d, "user" | "ust" | "userspace") {
+                    return Err(format!("--domain {d}: ust's channels are user space (--domain user)"));
+                }
+                cond.domain = true;
+            }
+            ("--threshold-ratio" | "-r", Part::Session) if usage => {
+                let r = value(args, &mut i, opt, inline)?;
+                let v = r.parse::<f64>().ok().and_then(Ratio::new).ok_or_else(|| format!("--threshold-ratio {r:?}: give a number from 0 to 1"))?;
+                cond.set_threshold(UsageThreshold::Ratio(v))?;
+            }
+            ("--condition", _) | ("-c", Part::Trigger) => {
                 if part != Part::Trigger {
                     return Err("only one --condition may be given, before the actions".into());
                 }
                 let c = value(args, &mut i, opt, inline)?;
                 match c {
                     "event-rule-matches" => part = Part::Condition,
-                    "session-consumed-size-ge" | "session-rotation-starts" | "session-rotation-finishes" => {
-                        cond_kind = Some(c.to_string());
+                    "session-consumed-size-ge" | "session-rotation-starts" | "session-rotation-finishes" | "channel-buffer-usage-ge" | "channel-buffer-usage-le" => {
+                        cond.kind = Some(c.to_string());
                         part = Part::Session;
-                    }
-                    "channel-buffer-usage-ge" | "channel-buffer-usage-le" => {
-                        return Err(format!("condition {c:?} is not supported yet: the daemon does not sample buffer usage"));
                     }
                     _ => {
                         return Err(format!(
-                            "unknown condition {c:?} (event-rule-matches, session-consumed-size-ge, session-rotation-starts, session-rotation-finishes)"
+                            "unknown condition {c:?} (channel-buffer-usage-ge, channel-buffer-usage-le, event-rule-matches, session-consumed-size-ge, session-rotation-finishes, session-rotation-starts)"
                         ))
                     }
                 }
@@ -237,10 +366,10 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
             ("--session" | "-s", Part::Session) => {
                 let s = value(args, &mut i, opt, inline)?;
                 crate::config::check_name("session", s)?;
-                cond_session = Some(s.to_string());
+                cond.session = Some(s.to_string());
             }
-            ("--threshold-size" | "-t", Part::Session) if cond_kind.as_deref() == Some("session-consumed-size-ge") => {
-                threshold = Some(parse_size(value(args, &mut i, opt, inline)?)?);
+            ("--threshold-size" | "-t", Part::Session) if usage || cond.kind.as_deref() == Some("session-consumed-size-ge") => {
+                cond.set_threshold(UsageThreshold::Bytes(parse_size(value(args, &mut i, opt, inline)?)?))?;
             }
             ("--name" | "-n", Part::Trigger) => name = Some(value(args, &mut i, opt, inline)?.to_string()),
             ("--owner-uid", Part::Trigger) => return Err("--owner-uid is not supported: a trigger belongs to the daemon's user".into()),
@@ -270,11 +399,15 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
                 if part == Part::Trigger {
                     return Err("--action before --condition: give the condition first".into());
                 }
+                if let Some(p) = pending.take() {
+                    push_options(&mut action_options, actions.len(), finish_options(p)?);
+                }
                 let kind = value(args, &mut i, opt, inline)?;
                 let act = match kind {
                     "notify" => TriggerAction::Notify,
                     "snapshot-session" | "start-session" | "stop-session" | "rotate-session" => {
-                        let s = value(args, &mut i, kind, None)?.to_string();
+                        let s = args.get(i + 1).filter(|s| !s.starts_with('-')).ok_or("Missing session name.")?.clone();
+                        i += 1;
                         crate::config::check_name("session", &s)?;
                         match kind {
                             "snapshot-session" => TriggerAction::SnapshotSession(s),
@@ -284,139 +417,130 @@ pub fn parse_add_trigger(args: &[String]) -> Result<TriggerSpec, String> {
                         }
                     }
                     "incr-map-value" => return Err("action incr-map-value is not supported: ust has no map channels".into()),
-                    other => return Err(format!("unknown action {other:?} (notify, snapshot-session, start-session, stop-session, rotate-session)")),
+                    other => return Err(format!("unknown action {other:?} (notify, start-session, stop-session, rotate-session, snapshot-session)")),
                 };
                 actions.push(act);
+                pending = Some((RatePolicy::default(), PendingSnapshot::default()));
                 part = Part::Action;
             }
             ("--rate-policy", Part::Action) => {
-                let p = value(args, &mut i, opt, inline)?;
-                if p != "every:1" {
-                    return Err(format!("--rate-policy {p:?} is not supported: ust fires every time (every:1)"));
+                let p = RatePolicy::parse(value(args, &mut i, opt, inline)?)?;
+                if let Some((r, _)) = pending.as_mut() {
+                    *r = p;
                 }
             }
-            ("--path" | "--url" | "--ctrl-url" | "--data-url" | "--max-size" | "--name", Part::Action) => {
-                return Err(format!("{opt} of a snapshot-session action is not supported: the snapshot goes to the session's output"))
+            ("--path" | "--url" | "--ctrl-url" | "--data-url" | "--max-size" | "-m" | "--name" | "-n", Part::Action)
+                if matches!(actions.last(), Some(TriggerAction::SnapshotSession(_))) =>
+            {
+                let v = value(args, &mut i, opt, inline)?.to_string();
+                let Some((_, snap)) = pending.as_mut() else { return Err(format!("unexpected argument {a:?} here")) };
+                let slot = match opt {
+                    "--path" => &mut snap.path,
+                    "--url" => &mut snap.url,
+                    "--ctrl-url" => &mut snap.ctrl_url,
+                    "--data-url" => &mut snap.data_url,
+                    "--name" | "-n" => &mut snap.name,
+                    _ => {
+                        snap.max_size = Some(parse_size(&v)?);
+                        i += 1;
+                        continue;
+                    }
+                };
+                if slot.replace(v).is_some() {
+                    return Err(format!("{opt} given twice for one snapshot-session action"));
+                }
             }
             _ => return Err(format!("unexpected argument {a:?} here (see `ust add-trigger --help`)")),
         }
         i += 1;
     }
+    if let Some(p) = pending.take() {
+        push_options(&mut action_options, actions.len(), finish_options(p)?);
+    }
     if part == Part::Trigger {
         return Err("missing --condition event-rule-matches".into());
     }
-    if let Some(k) = cond_kind {
-        let session = cond_session.ok_or_else(|| format!("condition {k} needs --session SESSION"))?;
-        let condition = match k.as_str() {
-            "session-consumed-size-ge" => {
-                SessionCondition::ConsumedSizeGe { session, threshold: threshold.ok_or("condition session-consumed-size-ge needs --threshold-size SIZE")? }
-            }
-            "session-rotation-starts" => SessionCondition::RotationStarts { session },
-            _ => SessionCondition::RotationFinishes { session },
-        };
-        if actions.is_empty() {
-            return Err("missing --action (notify, snapshot-session SESSION, ...)".into());
-        }
-        if let Some(n) = &name {
-            crate::config::check_name("trigger", n)?;
-        }
-        return Ok(TriggerSpec { name, rule, condition: Some(condition), actions });
-    }
-    if rule_type.is_none() {
+    let condition = cond.finish()?;
+    if condition.is_none() && rule_type.is_none() {
         return Err("the event rule needs --type user (user space tracepoints)".into());
     }
     if actions.is_empty() {
         return Err("missing --action (notify, snapshot-session SESSION, ...)".into());
     }
-    if !pattern_set {
-        rule.pattern = "*".into();
+    if condition.is_none() {
+        if !pattern_set {
+            rule.pattern = "*".into();
+        }
+        if !rule.exclusions.is_empty() && !rule.pattern.contains('*') {
+            return Err("Event name pattern must contain wildcard characters to use exclusions".into());
+        }
+        crate::config::check_exclusions(std::slice::from_ref(&rule.pattern), &rule.exclusions)?;
     }
-    crate::config::check_exclusions(std::slice::from_ref(&rule.pattern), &rule.exclusions)?;
     if let Some(n) = &name {
         crate::config::check_name("trigger", n)?;
     }
-    Ok(TriggerSpec { name, rule, condition: None, actions })
+    let mut spec = TriggerSpec { name, rule, condition, actions, action_options };
+    spec.normalize();
+    Ok(spec)
+}
+
+/// Records `o` as the options of the last of `n_actions` actions (those before it that
+/// recorded none, an action that takes no option, get the defaults), so that options stay
+/// at their action's index.
+fn push_options(options: &mut Vec<ActionOptions>, n_actions: usize, o: ActionOptions) {
+    options.resize(n_actions.saturating_sub(1), ActionOptions::default());
+    options.push(o);
+}
+
+fn finish_options((rate_policy, snap): (RatePolicy, PendingSnapshot)) -> Result<ActionOptions, String> {
+    Ok(ActionOptions { rate_policy, snapshot_output: snap.finish()? })
+}
+
+/// The arguments of a condition other than `event-rule-matches`, while parsed.
+#[derive(Default)]
+struct CondArgs {
+    kind: Option<String>,
+    session: Option<String>,
+    channel: Option<String>,
+    domain: bool,
+    threshold: Option<UsageThreshold>,
+}
+
+impl CondArgs {
+    fn set_threshold(&mut self, t: UsageThreshold) -> Result<(), String> {
+        if self.threshold.replace(t).is_some() {
+            return Err("only one of `-r/--threshold-ratio` and `-t/--threshold-size` may be given".into());
+        }
+        Ok(())
+    }
+
+    /// The condition (`None`: `event-rule-matches`), with what each kind requires.
+    fn finish(self) -> Result<Option<SessionCondition>, String> {
+        let Some(k) = self.kind else { return Ok(None) };
+        let session = self.session.ok_or_else(|| format!("condition {k} needs --session SESSION"))?;
+        Ok(Some(match k.as_str() {
+            "session-consumed-size-ge" => match self.threshold {
+                Some(UsageThreshold::Bytes(threshold)) => SessionCondition::ConsumedSizeGe { session, threshold },
+                _ => return Err("condition session-consumed-size-ge needs --threshold-size SIZE".into()),
+            },
+            "session-rotation-starts" => SessionCondition::RotationStarts { session },
+            "session-rotation-finishes" => SessionCondition::RotationFinishes { session },
+            _ => {
+                let channel = self.channel.ok_or_else(|| format!("condition {k} needs --channel CHANNEL"))?;
+                crate::config::check_name("channel", &channel)?;
+                if !self.domain {
+                    return Err(format!("condition {k}: `-d/--domain` is required (--domain user)"));
+                }
+                let threshold = self.threshold.ok_or_else(|| format!("condition {k}: One of `-r/--threshold-ratio` or `-t/--threshold-size` is required"))?;
+                if k == "channel-buffer-usage-ge" {
+                    SessionCondition::BufferUsageGe { session, channel, threshold }
+                } else {
+                    SessionCondition::BufferUsageLe { session, channel, threshold }
+                }
+            }
+        }))
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(s: &[&str]) -> Result<TriggerSpec, String> {
-        parse_add_trigger(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>())
-    }
-
-    #[test]
-    fn names_before_and_after_the_condition() {
-        let t = p(&[
-            "--name",
-            "t1",
-            "--condition",
-            "event-rule-matches",
-            "--type=user",
-            "--name=myapp:error",
-            "--filter",
-            "code > 3",
-            "--action",
-            "snapshot-session",
-            "fr",
-            "--action=notify",
-        ])
-        .unwrap();
-        assert_eq!(t.name.as_deref(), Some("t1"));
-        assert_eq!(t.rule.pattern, "myapp:error");
-        assert_eq!(t.rule.filter.as_deref(), Some("code > 3"));
-        assert_eq!(t.actions, vec![TriggerAction::SnapshotSession("fr".into()), TriggerAction::Notify]);
-    }
-
-    #[test]
-    fn levels_and_defaults() {
-        let t = p(&["--condition", "event-rule-matches", "--type", "user:tracepoint", "--log-level", "TRACE_WARNING..", "--action", "notify"]).unwrap();
-        assert_eq!(t.name, None);
-        assert_eq!(t.rule.pattern, "*");
-        assert_eq!(t.rule.level, LevelFilter::UpTo(Level::Warning));
-        let t = p(&["--condition", "event-rule-matches", "--type", "user", "--log-level=INFO", "--action", "notify"]).unwrap();
-        assert_eq!(t.rule.level, LevelFilter::Only(Level::Info));
-        let t = p(&["--condition", "event-rule-matches", "--type", "user", "--log-level=..", "--action", "notify"]).unwrap();
-        assert_eq!(t.rule.level, LevelFilter::Any);
-    }
-
-    #[test]
-    fn session_conditions() {
-        let t = p(&["--name", "big", "--condition=session-consumed-size-ge", "-s", "s1", "--threshold-size=64k", "--action", "stop-session", "s1"]).unwrap();
-        assert_eq!(t.name.as_deref(), Some("big"));
-        assert_eq!(t.condition, Some(SessionCondition::ConsumedSizeGe { session: "s1".into(), threshold: 65536 }));
-        assert_eq!(t.actions, vec![TriggerAction::StopSession("s1".into())]);
-        let t = p(&["--condition", "session-rotation-finishes", "--session", "s1", "--action", "notify"]).unwrap();
-        assert_eq!(t.condition, Some(SessionCondition::RotationFinishes { session: "s1".into() }));
-        let t = p(&["--condition", "session-rotation-starts", "--session=s2", "--action", "notify"]).unwrap();
-        assert_eq!(t.condition, Some(SessionCondition::RotationStarts { session: "s2".into() }));
-        assert_eq!(parse_size("2M"), Ok(2 << 20));
-        assert_eq!(parse_size("1G"), Ok(1 << 30));
-    }
-
-    #[test]
-    fn refusals_name_what_is_wrong() {
-        let cases: &[(&[&str], &str)] = &[
-            (&["--action", "notify"], "before --condition"),
-            (&["--condition", "channel-buffer-usage-ge", "--action", "notify"], "not supported"),
-            (&["--condition", "session-rotation-starts", "--action", "notify"], "--session"),
-            (&["--condition", "session-consumed-size-ge", "--session", "s", "--action", "notify"], "--threshold-size"),
-            (&["--condition", "session-consumed-size-ge", "--session", "s", "--threshold-size", "3x", "--action", "notify"], "not a size"),
-            (&["--condition", "session-rotation-finishes", "--session", "s", "--threshold-size", "3", "--action", "notify"], "unexpected"),
-            (&["--condition", "event-rule-matches", "--type", "kernel", "--action", "notify"], "user space"),
-            (&["--condition", "event-rule-matches", "--action", "notify"], "--type user"),
-            (&["--condition", "event-rule-matches", "--type", "user"], "missing --action"),
-            (&["--condition", "event-rule-matches", "--type", "user", "--filter", "a *", "--action", "notify"], "--filter"),
-            (&["--condition", "event-rule-matches", "--type", "user", "--action", "dance"], "unknown action"),
-            (&["--condition", "event-rule-matches", "--type", "user", "--action", "notify", "--rate-policy", "once-after:3"], "rate-policy"),
-            (&["--condition", "event-rule-matches", "--type", "user", "--action", "snapshot-session"], "needs a value"),
-            (&["--condition", "event-rule-matches", "--type", "user", "--name", "a*", "--exclude-name", "a*", "--action", "notify"], "exclu"),
-            (&["--condition", "event-rule-matches", "--type", "user", "--capture", "x", "--action", "notify"], "capture"),
-        ];
-        for (args, want) in cases {
-            let e = p(args).unwrap_err();
-            assert!(e.contains(want), "{args:?}: {e}");
-        }
-    }
-}
+mod tests;

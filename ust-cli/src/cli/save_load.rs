@@ -6,6 +6,13 @@
 //! `disable-event`, `add-context`, `track` and `start` would send. A session's userspace
 //! probes are the kernel domain's `USERSPACE_PROBE` events, checked again at load as
 //! `enable-event --userspace-probe` checks them.
+//!
+//! Triggers, as LTTng 2.16: every file `ust save` writes holds every trigger of the
+//! daemon (`--no-triggers`: none); `ust load` registers the triggers of the files it read
+//! once their sessions are loaded (`--no-triggers`: none). A trigger whose name exists
+//! already must be identical (then it is left alone), else the load fails before any
+//! session is made. A trigger ust cannot honour (a kernel event rule, captures, …) or
+//! naming a session that does not exist is skipped with a warning.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,8 +20,10 @@ use std::process::ExitCode;
 use clap::Args;
 use ust_ctl::config::{check_name, BufferOwnership, VpidTracker};
 use ust_ctl::protocol::{Command, CreateOptions, Payload, SessionDetail};
-use ust_ctl::session_xml::{from_xml, to_xml, BufferType, SavedChannel, SavedSession};
+use ust_ctl::session_xml::triggers::{to_xml_with_triggers, triggers_from_xml};
+use ust_ctl::session_xml::{from_xml, BufferType, SavedChannel, SavedSession};
 use ust_ctl::trackers::{IdKind, IdTracker};
+use ust_ctl::trigger::TriggerSpec;
 use ust_ctl::Client;
 
 use super::connect::{absolute, connect, connect_or_start, home, unexpected, Failure};
@@ -35,6 +44,10 @@ pub struct SaveArgs {
     /// Overwrite an existing file.
     #[arg(short = 'f', long)]
     pub force: bool,
+    /// Save no trigger (LTTng 2.15 and earlier's files; by default every trigger of the
+    /// daemon is saved in each file).
+    #[arg(long)]
+    pub no_triggers: bool,
 }
 
 /// `ust load`.
@@ -52,6 +65,9 @@ pub struct LoadArgs {
     /// Replace a session of the same name (destroyed first).
     #[arg(short = 'f', long)]
     pub force: bool,
+    /// Load no trigger from the file(s).
+    #[arg(long)]
+    pub no_triggers: bool,
 }
 
 /// `$LTTNG_HOME/.lttng/sessions`, else `$HOME/.lttng/sessions` (lttng's default).
@@ -117,6 +133,12 @@ pub fn save(a: SaveArgs) -> CliResult {
     // Made and written as `ust_ctf::outdir` does (by root in a user's directory: as them,
     // never through a link).
     let out = ust_ctf::outdir::TraceDir::create(&dir, None).map_err(|e| Failure::new(format!("creating {}: {e}", dir.display())))?;
+    let triggers: Option<Vec<TriggerSpec>> = if a.no_triggers {
+        None
+    } else {
+        let Payload::Triggers(t) = c.call(Command::ListTriggers)? else { return Err(unexpected()) };
+        Some(t.into_iter().map(|t| t.spec).collect())
+    };
     for n in names {
         let Payload::Session(d) = c.call(Command::ListSession { session: n })? else { return Err(unexpected()) };
         let saved = saved_from_detail(&d);
@@ -125,7 +147,7 @@ pub fn save(a: SaveArgs) -> CliResult {
         if out.entries().is_ok_and(|e| e.iter().any(|(n, _)| *n == name)) && !a.force {
             return Err(Failure::new(format!("{} exists already: give -f/--force to overwrite it", file.display())));
         }
-        out.write_atomically(&name, to_xml(std::slice::from_ref(&saved)).as_bytes(), 0o644).map_err(|e| {
+        out.write_atomically(&name, to_xml_with_triggers(std::slice::from_ref(&saved), triggers.as_deref()).as_bytes(), 0o644).map_err(|e| {
             let _ = out.remove(&format!(".{name}.tmp"));
             Failure::new(format!("writing {}: {e}", file.display()))
         })?;
@@ -134,15 +156,23 @@ pub fn save(a: SaveArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn read_sessions(path: &Path) -> Result<Vec<SavedSession>, Failure> {
-    let read = |f: &Path| -> Result<Vec<SavedSession>, Failure> {
+/// The sessions of one file, and its triggers (those ust cannot honour are reported).
+type FileContent = (Vec<SavedSession>, Vec<TriggerSpec>);
+
+fn read_sessions(path: &Path) -> Result<Vec<FileContent>, Failure> {
+    let read = |f: &Path| -> Result<FileContent, Failure> {
         let text =
             ust_ctf::files::read_trace_text(f, ust_ctl::session_xml::MAX_FILE as u64).map_err(|e| Failure::new(format!("reading {}: {e}", f.display())))?;
-        from_xml(&text).map_err(|e| Failure::new(format!("{}: {e}", f.display())))
+        let sessions = from_xml(&text).map_err(|e| Failure::new(format!("{}: {e}", f.display())))?;
+        let t = triggers_from_xml(&text).map_err(|e| Failure::new(format!("{}: {e}", f.display())))?;
+        for (name, why) in &t.skipped {
+            eprintln!("ust: {}: trigger {name} skipped: {why}", f.display());
+        }
+        Ok((sessions, t.triggers))
     };
     let meta = std::fs::metadata(path).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
     if !meta.is_dir() {
-        return read(path);
+        return Ok(vec![read(path)?]);
     }
     let mut files: Vec<PathBuf> = std::fs::read_dir(path)
         .map_err(|e| Failure::new(format!("{}: {e}", path.display())))?
@@ -151,11 +181,7 @@ fn read_sessions(path: &Path) -> Result<Vec<SavedSession>, Failure> {
         .filter(|p| p.extension().is_some_and(|x| x == "lttng") && p.is_file())
         .collect();
     files.sort();
-    let mut all = Vec::new();
-    for f in files {
-        all.extend(read(&f)?);
-    }
-    Ok(all)
+    files.iter().map(|f| read(f)).collect()
 }
 
 fn ok(c: &mut Client, cmd: Command) -> Result<Payload, Failure> {
@@ -246,27 +272,72 @@ fn load_one(c: &mut Client, s: &SavedSession, force: bool) -> Result<(), Failure
     Ok(())
 }
 
+/// The triggers to register: those of `files` (deduplicated by name; one name with two
+/// definitions is an error), less those that exist identically in the daemon.
+///
+/// # Errors
+/// A trigger of the files whose name exists with another definition (in the files or the
+/// daemon): nothing has been loaded yet.
+fn triggers_to_add(c: &mut Client, files: Vec<Vec<TriggerSpec>>) -> Result<Vec<TriggerSpec>, Failure> {
+    let mut want: Vec<TriggerSpec> = Vec::new();
+    for t in files.into_iter().flatten() {
+        match want.iter().find(|w| w.name == t.name) {
+            Some(w) if *w != t => return Err(Failure::new(format!("trigger {}: two different definitions in the files", t.name.as_deref().unwrap_or("")))),
+            Some(_) => {}
+            None => want.push(t),
+        }
+    }
+    let Payload::Triggers(existing) = ok(c, Command::ListTriggers)? else { return Err(unexpected()) };
+    let mut out = Vec::new();
+    for t in want {
+        match existing.iter().find(|e| e.spec.name == t.name) {
+            Some(e) if e.spec == t => {}
+            Some(_) => {
+                return Err(Failure::new(format!(
+                "trigger {} exists already with another condition or action: remove it (`ust remove-trigger`) or load with --no-triggers; nothing was loaded",
+                t.name.as_deref().unwrap_or("")
+            )))
+            }
+            None => out.push(t),
+        }
+    }
+    Ok(out)
+}
+
 /// `ust load`.
 pub fn load(a: LoadArgs) -> CliResult {
     let path = match a.input_path {
         Some(p) => absolute(p)?,
         None => default_dir()?,
     };
-    let mut sessions = read_sessions(&path)?;
+    let mut files = read_sessions(&path)?;
     if let Some(n) = &a.session {
-        sessions.retain(|s| &s.name == n);
-        if sessions.is_empty() {
+        // The file that holds the session, that session only, and that file's triggers.
+        let Some(i) = files.iter().position(|(s, _)| s.iter().any(|s| &s.name == n)) else {
             return Err(Failure::new(format!("no session named {n:?} in {}", path.display())));
-        }
-        sessions.truncate(1);
+        };
+        let (mut s, t) = files.swap_remove(i);
+        s.retain(|s| &s.name == n);
+        s.truncate(1);
+        files = vec![(s, t)];
     }
+    let (sessions, triggers): (Vec<Vec<SavedSession>>, Vec<Vec<TriggerSpec>>) = files.into_iter().unzip();
+    let sessions: Vec<SavedSession> = sessions.into_iter().flatten().collect();
     if sessions.is_empty() {
         return Err(Failure::new(format!("no session configuration found in {}", path.display())));
     }
     let mut c = connect_or_start()?;
+    let triggers = if a.no_triggers { Vec::new() } else { triggers_to_add(&mut c, triggers)? };
     for s in &sessions {
         load_one(&mut c, s, a.force)?;
         outln!("Session {} has been loaded successfully", s.name);
+    }
+    for t in triggers {
+        let name = t.name.clone().unwrap_or_default();
+        match c.call(Command::AddTrigger { spec: t }) {
+            Ok(_) => outln!("Trigger {name} has been loaded successfully"),
+            Err(e) => eprintln!("ust: trigger {name} not loaded: {e}"),
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

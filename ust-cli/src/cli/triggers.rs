@@ -21,8 +21,12 @@ pub struct AddTriggerArgs {
     /// [--exclude-name GLOB]... [--log-level LEVEL.. | LEVEL | ..] [--filter EXPR]
     /// --action ACTION [ARGS] [--action ...]`, or `--condition session-consumed-size-ge
     /// --session S --threshold-size SIZE`, or `--condition
-    /// session-rotation-starts|session-rotation-finishes --session S`; actions: `notify`, `snapshot-session S`,
-    /// `start-session S`, `stop-session S`, `rotate-session S`.
+    /// session-rotation-starts|session-rotation-finishes --session S`, or `--condition
+    /// channel-buffer-usage-ge|channel-buffer-usage-le --session S --channel C --domain user
+    /// (--threshold-size SIZE | --threshold-ratio R)`; actions: `notify`, `snapshot-session S
+    /// [--path DIR | --url URL | --ctrl-url URL --data-url URL] [--name N] [--max-size SIZE]`,
+    /// `start-session S`, `stop-session S`, `rotate-session S`, each with an optional
+    /// `--rate-policy every:N|once-after:N`.
     #[arg(value_name = "SPEC", trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
     pub spec: Vec<String>,
 }
@@ -72,8 +76,15 @@ fn print_trigger(t: &TriggerInfo) {
         // print_condition_session_rotation in its list_triggers.cpp).
         outln!("  condition: {}", c.lttng_name());
         outln!("    session name: {}", c.session());
-        if let SessionCondition::ConsumedSizeGe { threshold, .. } = c {
-            outln!("    threshold: {threshold} bytes");
+        match c {
+            SessionCondition::ConsumedSizeGe { threshold, .. } => outln!("    threshold: {threshold} bytes"),
+            SessionCondition::BufferUsageGe { channel, threshold, .. } | SessionCondition::BufferUsageLe { channel, threshold, .. } => {
+                // print_condition_buffer_usage's words.
+                outln!("    event record channel name: {channel}");
+                outln!("    domain: ust");
+                outln!("    {threshold}");
+            }
+            _ => {}
         }
         print_actions(t);
         return;
@@ -92,8 +103,11 @@ fn print_trigger(t: &TriggerInfo) {
 
 fn print_actions(t: &TriggerInfo) {
     outln!("  actions:");
-    for a in &t.spec.actions {
-        outln!("    {a}");
+    for (i, a) in t.spec.actions.iter().enumerate() {
+        // lttng list-triggers' action line: the snapshot output, then the rate policy.
+        let o = t.spec.options(i);
+        let out = o.snapshot_output.as_ref().map(|s| s.describe()).unwrap_or_default();
+        outln!("    {a}{out}{}", o.rate_policy.describe());
     }
     outln!("  fired: {} time(s); watching {} process(es)", t.fired, t.processes);
     if let Some(l) = &t.last_result {

@@ -255,6 +255,16 @@ impl Stream {
         &self.stats
     }
 
+    /// LTTng's buffer usage sample: bytes written and not yet consumed (`write −
+    /// consumed`, at most the ring's size: the words are the application's to scribble
+    /// on), and the ring's size (sub-buffer size × count). `None` once finished.
+    pub fn buffer_usage(&self) -> Option<(u64, u64)> {
+        let b = self.buffer.as_ref()?;
+        let cap = b.config().subbuf_size.saturating_mul(u64::from(b.config().num_subbuf));
+        let c = b.counters();
+        Some((c.write.saturating_sub(c.consumed).min(cap), cap))
+    }
+
     /// True once finished: files closed and buffer unmapped.
     pub fn is_finished(&self) -> bool {
         self.finished

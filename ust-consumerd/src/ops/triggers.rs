@@ -31,8 +31,15 @@
 //!
 //! LTTng 2.15's session conditions need no notifier: `session-consumed-size-ge` is
 //! evaluated on samples of the bytes the daemon wrote of the session
-//! ([`Triggers::sample_consumed`]), `session-rotation-starts/finishes` on the rotations
-//! [`crate::ops::rotate::rotate`] reports ([`Triggers::note_rotation`]).
+//! ([`Triggers::sample_consumed`]), `channel-buffer-usage-ge/le` on samples of the
+//! channel's ring buffers (`write − consumed` of each, the highest per process, or per
+//! user with per-UID buffers: [`Triggers::sample_usage`]), `session-rotation-starts/finishes`
+//! on the rotations [`crate::ops::rotate::rotate`] reports ([`Triggers::note_rotation`]).
+//! Sampled conditions fire on a crossing, as LTTng's notification thread: when a sample
+//! satisfies the condition and the previous one (of that process's channel) did not.
+//!
+//! Each firing is an execution request for each action; an action runs when its count
+//! satisfies its rate policy ([`Triggers::admit`]).
 //!
 //! Here: the triggers and their notifiers, as data with the operations on them. The
 //! requests are [`crate::servers::control`]'s, the watch thread is
@@ -45,7 +52,8 @@ use std::time::Duration;
 use ringbuffer::{BufferConfig, Mode, StreamIdentity};
 use ust_core::packet::HEADER_SIZE;
 use ust_core::protocol::{ChannelGrant, MAX_CHANNELS};
-use ust_ctl::trigger::{SessionCondition, TriggerAction, TriggerInfo, TriggerSpec};
+use ust_ctl::trigger::options::ActionOptions;
+use ust_ctl::trigger::{SessionCondition, TriggerAction, TriggerInfo, TriggerSpec, UsageThreshold};
 
 use crate::model::app::{App, SLOT_OWNER};
 use crate::model::enabler::{Decision, Rule};
@@ -82,6 +90,11 @@ struct Trigger {
     last_result: Option<String>,
     /// `session-consumed-size-ge`: the last sample was at or above the threshold.
     satisfied: bool,
+    /// `channel-buffer-usage-ge/le`: the last sample's result for each channel instance
+    /// (the key of a process's trace in the session, or of a per-UID trace).
+    usage: BTreeMap<u64, bool>,
+    /// Execution requests of each action so far (the rate policies count them).
+    requests: Vec<u64>,
     /// App id → its notifier (none for a session condition).
     notifiers: BTreeMap<u64, Notifier>,
 }
@@ -162,6 +175,16 @@ impl Triggers {
         if spec.actions.is_empty() {
             return Err("a trigger needs at least one action".into());
         }
+        if let Some(SessionCondition::BufferUsageGe { channel, threshold, .. } | SessionCondition::BufferUsageLe { channel, threshold, .. }) = &spec.condition {
+            ust_ctl::config::check_name("channel", channel)?;
+            threshold.check()?;
+        }
+        for o in &spec.action_options {
+            if let Some(out) = &o.snapshot_output {
+                out.check()?;
+            }
+        }
+        spec.normalize();
         for a in &spec.actions {
             match a {
                 TriggerAction::Notify => {}
@@ -186,7 +209,8 @@ impl Triggers {
             return Err(format!("a trigger named {name:?} exists already (see `ust list-triggers`)"));
         }
         spec.name = Some(name);
-        let t = Trigger { id, spec, rule, fired: 0, last_result: None, satisfied: false, notifiers: BTreeMap::new() };
+        let requests = vec![0; spec.actions.len()];
+        let t = Trigger { id, spec, rule, fired: 0, last_result: None, satisfied: false, usage: BTreeMap::new(), requests, notifiers: BTreeMap::new() };
         let info = t.info();
         self.list.push(t);
         Ok(info)
@@ -308,6 +332,65 @@ impl Triggers {
         fired
     }
 
+    /// The `(session, channel)` pairs that `channel-buffer-usage-ge/le` triggers watch.
+    pub fn usage_channels(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .list
+            .iter()
+            .filter_map(|t| match &t.spec.condition {
+                Some(SessionCondition::BufferUsageGe { session, channel, .. } | SessionCondition::BufferUsageLe { session, channel, .. }) => {
+                    Some((session.clone(), channel.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Evaluates the `channel-buffer-usage-ge/le` triggers on one round of samples (one
+    /// per channel instance that exists now): for each instance, fires when the sample
+    /// satisfies the condition and that instance's previous sample did not (a first
+    /// sample counts as not satisfied before, as in LTTng), and forgets instances that are
+    /// gone.
+    pub fn sample_usage(&mut self, samples: &[UsageSample]) -> Vec<Fired> {
+        let mut fired = Vec::new();
+        for t in self.list.iter_mut() {
+            let (session, channel, threshold, high) = match &t.spec.condition {
+                Some(SessionCondition::BufferUsageGe { session, channel, threshold }) => (session, channel, *threshold, true),
+                Some(SessionCondition::BufferUsageLe { session, channel, threshold }) => (session, channel, *threshold, false),
+                _ => continue,
+            };
+            let mine: Vec<&UsageSample> = samples.iter().filter(|s| s.session == *session && s.channel == *channel).collect();
+            t.usage.retain(|k, _| mine.iter().any(|s| s.instance == *k));
+            for s in mine {
+                let now = usage_satisfies(high, threshold, s);
+                let before = t.usage.insert(s.instance, now).unwrap_or(false);
+                if now && !before {
+                    fired.push((t.id, t.name().to_string(), t.spec.actions.clone()));
+                }
+            }
+        }
+        fired
+    }
+
+    /// Trigger `id` fired: counts an execution request for each of its actions and
+    /// returns those whose rate policy lets them run, in order, with their options.
+    pub fn admit(&mut self, id: usize) -> Vec<(TriggerAction, ActionOptions)> {
+        let Some(t) = self.list.iter_mut().find(|t| t.id == id) else { return Vec::new() };
+        t.requests.resize(t.spec.actions.len(), 0);
+        let mut run = Vec::new();
+        for (i, a) in t.spec.actions.iter().enumerate() {
+            t.requests[i] += 1;
+            let o = t.spec.options(i);
+            if o.rate_policy.admits(t.requests[i]) {
+                run.push((a.clone(), o));
+            }
+        }
+        run
+    }
+
     /// One look at every notifier: forgets those of processes that are no longer alive
     /// (`alive` says which are), returns the triggers whose buffers moved, then those of
     /// the rotations noted since the last look ([`Triggers::note_rotation`]).
@@ -350,5 +433,95 @@ impl Triggers {
             t.fired += 1;
             t.last_result = Some(result);
         }
+    }
+}
+
+/// One sample of a channel instance's buffer usage: the highest `write − consumed` of its
+/// ring buffers and the size of one ring (sub-buffer size × count), bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageSample {
+    /// Session.
+    pub session: String,
+    /// Channel.
+    pub channel: String,
+    /// The channel instance: the key of the process's (or per-UID) trace in the session.
+    pub instance: u64,
+    /// Highest usage of its ring buffers, bytes.
+    pub highest: u64,
+    /// One ring buffer's size, bytes (what a ratio is of).
+    pub capacity: u64,
+}
+
+/// LTTng's `evaluate_buffer_usage_condition`: high when the highest usage is at least the
+/// threshold (any buffer that full), low when it is at most (every buffer that empty).
+fn usage_satisfies(high: bool, threshold: UsageThreshold, s: &UsageSample) -> bool {
+    let t = threshold.bytes(s.capacity);
+    if high {
+        s.highest >= t
+    } else {
+        s.highest <= t
+    }
+}
+
+#[cfg(test)]
+mod usage_tests {
+    use super::*;
+    use ust_ctl::config::{Enabler, LevelFilter};
+    use ust_ctl::trigger::options::RatePolicy;
+    use ust_ctl::trigger::Ratio;
+
+    fn spec(name: &str, condition: SessionCondition, rate: RatePolicy) -> TriggerSpec {
+        TriggerSpec {
+            name: Some(name.into()),
+            rule: Enabler::new("*", LevelFilter::Any),
+            condition: Some(condition),
+            actions: vec![TriggerAction::Notify],
+            action_options: vec![ActionOptions { rate_policy: rate, snapshot_output: None }],
+        }
+    }
+
+    fn sample(instance: u64, highest: u64) -> UsageSample {
+        UsageSample { session: "s".into(), channel: "c".into(), instance, highest, capacity: 8192 }
+    }
+
+    #[test]
+    fn usage_fires_on_crossings_per_instance() {
+        let mut t = Triggers::default();
+        let ge = SessionCondition::BufferUsageGe { session: "s".into(), channel: "c".into(), threshold: UsageThreshold::Ratio(Ratio(0.5)) };
+        let le = SessionCondition::BufferUsageLe { session: "s".into(), channel: "c".into(), threshold: UsageThreshold::Bytes(0) };
+        t.add(spec("ge", ge, RatePolicy::default()), |_| true).unwrap();
+        t.add(spec("le", le, RatePolicy::default()), |_| true).unwrap();
+        assert_eq!(t.usage_channels(), vec![("s".to_string(), "c".to_string())]);
+        let names = |f: Vec<Fired>| f.into_iter().map(|(_, n, _)| n).collect::<Vec<_>>();
+        // First sample: empty, so `le` fires (nothing before), `ge` does not.
+        assert_eq!(names(t.sample_usage(&[sample(1, 0)])), vec!["le"]);
+        assert_eq!(names(t.sample_usage(&[sample(1, 0)])), Vec::<String>::new());
+        assert_eq!(names(t.sample_usage(&[sample(1, 4095)])), Vec::<String>::new());
+        assert_eq!(names(t.sample_usage(&[sample(1, 4096)])), vec!["ge"], "at 0.5 of 8192");
+        assert_eq!(names(t.sample_usage(&[sample(1, 8192)])), Vec::<String>::new(), "still above: no new firing");
+        // A second process's channel is an instance of its own.
+        assert_eq!(names(t.sample_usage(&[sample(1, 8192), sample(2, 8192)])), vec!["ge"]);
+        assert_eq!(names(t.sample_usage(&[sample(1, 0), sample(2, 8192)])), vec!["le"]);
+        // Instance 1 gone and back: a first sample again.
+        assert_eq!(names(t.sample_usage(&[sample(2, 8192)])), Vec::<String>::new());
+        assert_eq!(names(t.sample_usage(&[sample(1, 8192), sample(2, 8192)])), vec!["ge"]);
+        // Other channels and sessions do not count.
+        let other = UsageSample { channel: "d".into(), ..sample(3, 0) };
+        assert_eq!(names(t.sample_usage(&[sample(1, 8192), sample(2, 8192), other])), Vec::<String>::new());
+    }
+
+    #[test]
+    fn rate_policies_admit_actions() {
+        let mut t = Triggers::default();
+        let c = SessionCondition::RotationStarts { session: "s".into() };
+        let every = t.add(spec("every", c.clone(), RatePolicy::EveryN(3)), |_| true).unwrap();
+        let once = t.add(spec("once", c, RatePolicy::OnceAfterN(2)), |_| true).unwrap();
+        let id = |name: &str| t.list.iter().find(|x| x.name() == name).unwrap().id;
+        let (e, o) = (id("every"), id("once"));
+        let ran = |t: &mut Triggers, i: usize| (1..=7).filter(|_| !t.admit(i).is_empty()).count();
+        assert_eq!(ran(&mut t, e), 2, "requests 3 and 6 of 7");
+        assert_eq!(ran(&mut t, o), 1, "request 2 only");
+        assert_eq!(every.spec.options(0).rate_policy, RatePolicy::EveryN(3));
+        assert_eq!(once.spec.options(0).rate_policy, RatePolicy::OnceAfterN(2));
     }
 }

@@ -237,11 +237,16 @@ kernel events it reports the program's own events per name and per thread.")]
       --name 'myapp:error' --action snapshot-session fr     # flight recorder dumps itself
   ust add-trigger --condition event-rule-matches --type user --name 'db:*' \\
       --log-level TRACE_WARNING.. --filter 'latency_us > 1000' --action notify
+  ust add-trigger --condition channel-buffer-usage-ge --session fr --channel channel0 \
+      --domain user --threshold-ratio 0.75 --action snapshot-session fr --path /var/snaps
 
 Syntax as lttng-add-trigger(1): [--name NAME] --condition event-rule-matches --type user
 [--name PATTERN] [--exclude-name GLOB]... [--log-level LEVEL.. | LEVEL | ..] [--filter EXPR]
-then one or more --action: notify, snapshot-session SESSION, start-session SESSION,
-stop-session SESSION, rotate-session SESSION (run in order). The rule applies to every
+(or session-consumed-size-ge, session-rotation-starts/finishes, channel-buffer-usage-ge/le)
+then one or more --action: notify, snapshot-session SESSION [--path DIR | --url URL |
+--ctrl-url URL --data-url URL] [--name NAME] [--max-size SIZE], start-session SESSION,
+stop-session SESSION, rotate-session SESSION (run in order), each with an optional
+--rate-policy every:N | once-after:N. The rule applies to every
 process of the daemon (those that start later too); a process with no matching event
 pays nothing, and a matching event costs one more record in a small per-CPU buffer.
 `ust list-triggers` shows how often each fired and what its last firing did.")]

@@ -1,8 +1,10 @@
 //! Writing snapshots to the session's output (or, with a network snapshot output, having
 //! [`super::relay`] send them), and post-mortem dumps.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use ust_ctl::protocol::SnapshotReport;
+use ust_ctl::trigger::options::SnapshotOutput;
+use ust_ctl::url::Destination;
 
 use super::source::{begin, packets_per_stream, source, Source};
 use crate::ops::state::Daemon;
@@ -54,15 +56,45 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>) -> Result<Snap
     // A snapshot output on a relay daemon (`snapshot add-output URL`) takes it there.
     let url = daemon.lock().sessions.get(name).and_then(|s| s.session.snapshot_url.clone());
     if url.is_some() {
-        return super::relay::record(daemon, name, max_size, url);
+        return super::relay::record(daemon, name, max_size, url, None);
     }
-    let (n, sources, max_subbuf) = begin(daemon, name)?;
     let (output, out) = daemon.lock().sessions.get(name).map(|s| (s.session.output.clone(), s.session.out.clone())).unwrap_or_default();
-    let snap = format!("snapshot-{n}-{}", ust_ctf::datetime::stamp());
+    let out = out.ok_or_else(|| format!("session {name} has no output directory"))?;
+    write_local(daemon, name, max_size, &output, &out, None)
+}
+
+/// A trigger's `snapshot-session` action with an output of its own (`--path`, `--url`,
+/// `--ctrl-url`/`--data-url`, `--name`, `--max-size`): the snapshot goes to that
+/// directory (made as the session's owner, as its output directory is) or relay daemon,
+/// named `<NAME>-<N>-<YYYYmmdd-HHMMSS>` when the output has a name (`snapshot-<N>-…`
+/// otherwise), whatever the session's own snapshot output is.
+///
+/// # Errors
+/// As [`record`]; a bad output, or its directory cannot be made.
+pub fn record_to_output(daemon: &Daemon, name: &str, output: &SnapshotOutput) -> Result<SnapshotReport, String> {
+    let label = output.name.as_deref();
+    match output.destination()? {
+        Destination::Network(url) => super::relay::record(daemon, name, output.max_size, Some(url), label),
+        Destination::Local(dir) => {
+            let owner = {
+                let st = daemon.lock();
+                let ss = st.sessions.get(name).ok_or_else(|| format!("no session named {name:?}"))?;
+                ss.session.out.as_ref().and_then(|o| o.owner())
+            };
+            let out = crate::ops::output::open_output(&dir, owner)?;
+            write_local(daemon, name, output.max_size, &dir, &out, label)
+        }
+    }
+}
+
+/// Writes the snapshot of session `name` into `out` (the directory `output`), in
+/// `<label or "snapshot">-<N>-<stamp>/`.
+fn write_local(daemon: &Daemon, name: &str, max_size: Option<u64>, output: &Path, out: &TraceDir, label: Option<&str>) -> Result<SnapshotReport, String> {
+    let (n, sources, max_subbuf) = begin(daemon, name)?;
+    let snap = format!("{}-{n}-{}", label.unwrap_or("snapshot"), ust_ctf::datetime::stamp());
     let dir = output.join(&snap);
     let max_packets = packets_per_stream(&sources, max_size, max_subbuf)?;
     let mut report = SnapshotReport { dir: dir.clone(), ..SnapshotReport::default() };
-    let out = out.ok_or_else(|| format!("session {name} has no output directory"))?;
     let sdir = out.dir(&snap, 0o750).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for src in &sources {
         write_process(src, &sdir, &src.rel.to_string_lossy(), max_packets, &mut report)?;

@@ -42,12 +42,12 @@ pub fn set_output(daemon: &Daemon, name: &str, url: Option<NetworkUrl>) -> Resul
 }
 
 /// Sends a snapshot of session `name` to `url` (else to its snapshot output), at most
-/// `max_size` bytes in all.
+/// `max_size` bytes in all, as the chunk `<label or "snapshot">-<N>-<stamp>`.
 ///
 /// # Errors
 /// As a local snapshot ([`crate::ops::snapshot::dump::record`]), or the relay daemon failed: a
 /// message naming the URL.
-pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>, url: Option<NetworkUrl>) -> Result<SnapshotReport, String> {
+pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>, url: Option<NetworkUrl>, label: Option<&str>) -> Result<SnapshotReport, String> {
     let (url, created) = {
         let st = daemon.lock();
         let Some(ss) = st.sessions.get(name) else { return Err(format!("no session named {name:?}")) };
@@ -56,7 +56,7 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>, url: Option<Ne
     };
     let (n, sources, max_subbuf) = super::source::begin(daemon, name)?;
     let max_packets = super::source::packets_per_stream(&sources, max_size, max_subbuf)?;
-    let chunk = format!("snapshot-{n}-{}", ust_ctf::datetime::stamp());
+    let chunk = format!("{}-{n}-{}", label.unwrap_or("snapshot"), ust_ctf::datetime::stamp());
     let error = OutputError::default();
     let out = RelayOutput::connect(&url, name, created, 0, Some(&chunk), error.clone())?;
     let mut report = SnapshotReport { dir: PathBuf::from(format!("{url}/{}/{chunk}", out.relay_path)), ..SnapshotReport::default() };

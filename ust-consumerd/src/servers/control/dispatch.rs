@@ -46,7 +46,7 @@ pub fn handle(daemon: &Daemon, cmd: Command) -> Reply {
         }
         Command::SnapshotRecordTo { session, max_size, url } => {
             let name = daemon.lock().resolve(&session);
-            name.and_then(|n| crate::ops::snapshot::relay::record(daemon, &n, max_size, Some(url))).map(Payload::Snapshot)
+            name.and_then(|n| crate::ops::snapshot::relay::record(daemon, &n, max_size, Some(url), None)).map(Payload::Snapshot)
         }
         Command::SnapshotAddOutput { session, url } => {
             let name = daemon.lock().resolve(&session);
