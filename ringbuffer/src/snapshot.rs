@@ -83,10 +83,15 @@ pub struct Recovered {
     /// Position, sequence number, corrected content size, packet size.
     pub packet: PacketCopy,
     /// What was written into the copy's packet context with
-    /// [`PacketLayout::write_end`]. `timestamp_end` is the closer's when the packet was
-    /// closed, else the buffer's latest reservation timestamp (at least
-    /// `timestamp_begin`); a caller that decoded the records' timestamps may set a
-    /// better one and call [`Recovered::rewrite_end`].
+    /// [`PacketLayout::write_end`]. `timestamp_begin` is the opener's, 0 if the opener
+    /// died before recording it (then no record is kept: the opener's own slot, the
+    /// first, was never committed). `timestamp_end` is the closer's when the packet was
+    /// closed; for the newest sub-buffer left open, the buffer's latest reservation
+    /// timestamp (at least `timestamp_begin`); for an older one whose closer was killed
+    /// between its CAS of `write` and recording the close, `timestamp_begin`: the caller
+    /// must raise it to its last kept record's timestamp (it decodes them) and call
+    /// [`Recovered::rewrite_end`]. It is never a later packet's time, so it never
+    /// overlaps the packets after it.
     pub end: PacketEnd,
     /// Records kept (walked before the stop).
     pub records: u64,
@@ -343,8 +348,17 @@ impl<M: Memory> Reader<M> {
         let ts_begin = if opened { m.load_u64(g.sb_word(idx, SB_TS_BEGIN), Relaxed) } else { 0 };
         let (ts_end, discarded) = if closed {
             (m.load_u64(g.sb_word(idx, SB_TS_END), Relaxed), m.load_u64(g.sb_word(idx, SB_DISCARDED), Relaxed))
-        } else {
+        } else if written < sbs {
+            // The newest sub-buffer (`write` is inside it): no reservation of the buffer is
+            // later than its records, so the latest one bounds them all.
             (m.load_u64(g.ctrl_word(CTRL_LAST_TSC), Relaxed).max(ts_begin), self.lost_total())
+        } else {
+            // `write` moved past it but its close was never recorded: the closer (or the
+            // writer whose record filled it) was killed between its CAS and its close.
+            // The latest reservation belongs to a later packet, so it must not end this
+            // one (the next packets would begin before it ends); nothing recorded says
+            // when its last record was reserved, so the caller takes it from the records.
+            (ts_begin, self.lost_total())
         };
         let end = end.max(hdr);
         // First copy and walk: candidate record starts.

@@ -695,3 +695,113 @@ fn a_late_commit_after_the_completion_is_undone_and_the_ring_goes_on() {
     }
     assert_eq!(b.counters().discarded(), 0, "{:?}", b.counters());
 }
+
+/// The memory as a writer sees it that is killed (SIGKILL) right before its first store
+/// to the word at offset `word`: that store and everything after it never happen, which is
+/// what the consumer finds after such a death. The kill is a panic with [`KILLED`], caught
+/// by [`killed`]. (`ust-ctf`'s held-copy tests use the same stand-in.)
+#[derive(Clone)]
+struct KilledAt {
+    inner: MapMemory,
+    word: usize,
+}
+
+/// Message of the panic that stands for the kill.
+const KILLED: &str = "writer killed here (the test's stand-in for SIGKILL)";
+
+impl Memory for KilledAt {
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn id(&self) -> usize {
+        self.inner.id()
+    }
+    fn load_u64(&self, off: usize, o: core::sync::atomic::Ordering) -> u64 {
+        self.inner.load_u64(off, o)
+    }
+    fn store_u64(&self, off: usize, v: u64, o: core::sync::atomic::Ordering) {
+        if off == self.word {
+            std::panic::panic_any(KILLED);
+        }
+        self.inner.store_u64(off, v, o)
+    }
+    fn cas_u64(&self, off: usize, c: u64, n: u64, s: core::sync::atomic::Ordering, f: core::sync::atomic::Ordering) -> Result<u64, u64> {
+        self.inner.cas_u64(off, c, n, s, f)
+    }
+    fn fetch_add_u64(&self, off: usize, v: u64, o: core::sync::atomic::Ordering) -> u64 {
+        self.inner.fetch_add_u64(off, v, o)
+    }
+    fn store_u8(&self, off: usize, v: u8, o: core::sync::atomic::Ordering) {
+        self.inner.store_u8(off, v, o)
+    }
+    fn load_u8(&self, off: usize, o: core::sync::atomic::Ordering) -> u8 {
+        self.inner.load_u8(off, o)
+    }
+    fn write_bytes(&self, off: usize, src: &[u8]) {
+        self.inner.write_bytes(off, src)
+    }
+    fn read_bytes(&self, off: usize, dst: &mut [u8]) {
+        self.inner.read_bytes(off, dst)
+    }
+    fn zero(&self, off: usize, len: usize) {
+        self.inner.zero(off, len)
+    }
+}
+
+/// Runs `f`, which must be killed (a panic with [`KILLED`]; any other panic goes on).
+fn killed(f: impl FnOnce()) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Err(p) if p.downcast_ref::<&str>() == Some(&KILLED) => {}
+        Err(p) => std::panic::resume_unwind(p),
+        Ok(()) => panic!("the writer was not killed where the test meant"),
+    }
+}
+
+/// A writer killed after its CAS of `write` left sub-buffer 0 and before it recorded the
+/// close (`SB_CLOSED_END`): a closer whose record did not fit (`exact_fill` false), or a
+/// writer whose record filled the sub-buffer exactly. Sub-buffer 0 stays unclosed while
+/// another writer fills packet 1 and goes on in packet 2 (left open). Its recovered
+/// `timestamp_end` must not be the buffer's latest reservation (a record of packet 2: the
+/// next packets would begin before it ends, and babeltrace2's muxer refuses the trace); it
+/// is its `timestamp_begin`, for the caller to raise to its last kept record. The newest
+/// sub-buffer, left open, still ends at the latest reservation.
+#[test]
+fn an_unclosed_packet_that_write_left_does_not_end_at_a_later_packets_time() {
+    use crate::layout::SB_CLOSED_END;
+    for mode in [Mode::Discard, Mode::Overwrite] {
+        for exact_fill in [false, true] {
+            let what = format!("{mode:?}, exact fill {exact_fill}");
+            let cfg = BufferConfig { subbuf_size: 4096, num_subbuf: 4, mode, header_size: HDR as u32, stream: StreamIdentity::default() };
+            let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
+            let buf = Buffer::create(map.into(), &cfg).unwrap();
+            let word = buf.geometry().sb_word(0, SB_CLOSED_END);
+            let a = Buffer::open_in(KilledAt { inner: buf.memory().clone(), word }).unwrap().into_writer();
+            let (b, r) = buf.split();
+            let c = StepClock(Cell::new(0), 10);
+            // 4 records of 1000 bytes leave 56: A's 100 do not fit (a switch). 3 leave
+            // 1056: A's 1056 fill the sub-buffer exactly.
+            let (kept, a_len) = if exact_fill { (3, 1056) } else { (4, 100) };
+            let last_in_0 = (0..kept).map(|k| write(&b, &c, 1000, k as u8 + 1).unwrap()).last().unwrap();
+            killed(|| {
+                let _ = a.reserve(&TestLayout, &c, SlotSize { compact: a_len, extended: a_len + 8 });
+            });
+            assert_eq!(b.counters().write, 4096 + if exact_fill { 0 } else { HDR as u64 + 100 }, "{what}: A's CAS left sub-buffer 0");
+            // B fills packet 1 (after A's dead slot, or opening it) and goes on in packet
+            // 2: 4 records there, left open.
+            let later: Vec<u64> = (0..if exact_fill { 8 } else { 7 }).map(|k| write(&b, &c, 1000, k + 10).unwrap()).collect();
+            assert_eq!(b.counters().write, 2 * 4096 + HDR as u64 + 4000, "{what}");
+            let mut out = Vec::new();
+            let rec = r.recover_packet(&TestLayout, 0, &mut out, run_len).unwrap().unwrap();
+            // The walk stops at A's slot (exact fill) or at the padding nobody committed.
+            assert_eq!((rec.records, rec.stop, rec.lost_bytes), (kept, WalkStop::Uncommitted, 4096 - HDR as u64 - 1000 * kept), "{what}");
+            assert!(rec.end.timestamp_end <= last_in_0, "{what}: ends at {} after its last record at {last_in_0}", rec.end.timestamp_end);
+            assert!(later.iter().all(|&t| t > rec.end.timestamp_end), "{what}: a later packet's record is earlier than its end");
+            assert_eq!(rec.end.timestamp_end, rec.end.timestamp_begin, "{what}");
+            assert_eq!(u64_at(&out, 16), rec.end.timestamp_end, "{what}: the copy's context says the same");
+            // The newest (packet 2, open): its end bounds every reservation.
+            let rec2 = r.recover_packet(&TestLayout, 2 * 4096, &mut out, run_len).unwrap().unwrap();
+            assert_eq!((rec2.records, rec2.stop), (4, WalkStop::End), "{what}");
+            assert_eq!(rec2.end.timestamp_end, *later.last().unwrap(), "{what}");
+        }
+    }
+}

@@ -77,6 +77,34 @@ fn babeltrace_with_discards(dir: &Path) -> Read {
     r
 }
 
+/// The packets of every stream file of the trace in `dir`, read as written (not through
+/// babeltrace2's muxer, which stops at the first disorder): sequence numbers increase,
+/// each packet begins no earlier than the previous one ended and ends no earlier than it
+/// begins, and `events_discarded` never decreases (docs/DESIGN.md#timestamps). Returns
+/// the number of packets.
+fn assert_packets_in_order(dir: &Path) -> usize {
+    let mut n = 0;
+    for f in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = f.file_name().to_string_lossy().into_owned();
+        if !f.path().is_file() || name == "metadata" || name.starts_with('.') {
+            continue;
+        }
+        let bytes = std::fs::read(f.path()).unwrap();
+        let (mut last_end, mut last_seq, mut last_disc) = (0u64, None::<u64>, 0u64);
+        for p in ust_ctf::reader::packets(&bytes) {
+            let info = ust_ctf::reader::parse_packet(p.expect("whole packets only")).unwrap();
+            let at = format!("{}/{name}: packet {}", dir.display(), info.packet_seq_num);
+            assert!(last_seq.is_none_or(|s| info.packet_seq_num > s), "{at} after packet {last_seq:?}");
+            assert!(info.timestamp_begin >= last_end, "{at} begins at {} before the previous one ended at {last_end}", info.timestamp_begin);
+            assert!(info.timestamp_end >= info.timestamp_begin, "{at} ends at {} before it begins at {}", info.timestamp_end, info.timestamp_begin);
+            assert!(info.events_discarded >= last_disc, "{at}: events_discarded went down from {last_disc} to {}", info.events_discarded);
+            (last_end, last_seq, last_disc) = (info.timestamp_end, Some(info.packet_seq_num), info.events_discarded);
+            n += 1;
+        }
+    }
+    n
+}
+
 /// One `killprov:ev` as babeltrace2 `--clock-cycles` prints it.
 #[derive(Debug, Clone, Copy)]
 struct KillEvent {
@@ -232,6 +260,7 @@ fn sigkill_while_all_threads_emit_never_yields_a_torn_event() {
         std::thread::sleep(Duration::from_micros(rng.below(100_000)));
         sigkill(&mut child);
         let dir = wait_gone(d, "kill", pid);
+        assert!(assert_packets_in_order(&dir) > 0, "iteration {i}: no packet in {}", dir.display());
         let Read { text, discarded, packets_lost_until } = babeltrace_with_discards(&dir);
         assert!(overwrite || packets_lost_until.is_none(), "iteration {i}: packets lost in discard mode");
         let evs = kill_event_list(&text);
@@ -431,6 +460,7 @@ fn abnormal_deaths_in_snapshot_sessions_leave_post_mortem_traces() {
             .into_iter()
             .find(|p| p.to_string_lossy().contains(&format!("crashme-{pid}-")))
             .unwrap_or_else(|| panic!("{how}: no post-mortem trace for {pid} in {}:\n{}", out.display(), d.log()));
+        assert_packets_in_order(&pm);
         let seqs = crash_seqs(&babeltrace_with_discards(&pm).text);
         assert!(
             seqs.len() as u64 == N && seqs.iter().copied().eq(0..N),
@@ -464,6 +494,9 @@ fn abnormal_deaths_in_snapshot_sessions_leave_post_mortem_traces() {
         sigkill(&mut child);
         wait_gone(&d, "pm", pid);
         let pm = subdirs(&out.join("post-mortem")).into_iter().find(|p| p.to_string_lossy().contains(&format!("killme-{pid}-"))).unwrap();
+        // The packets recovered from the dead writers' sub-buffers (some torn, some left
+        // unclosed by a writer killed in a switch) keep the stream's time order.
+        assert!(assert_packets_in_order(&pm) > 0, "round {round}: no packet in {}", pm.display());
         let evs = kill_event_list(&babeltrace_with_discards(&pm).text);
         assert!(!evs.is_empty(), "round {round}: empty post-mortem trace");
     }
@@ -610,6 +643,9 @@ fn crash_dump_rebuilds_traces_after_the_app_and_the_daemon_died() {
     let dump = d.output("dump");
     let o = d.ust(&["crash-dump", shm.to_str().unwrap(), dump.to_str().unwrap()]);
     assert!(o.status.success(), "{o:?}");
+    let procs = subdirs(&dump.join("ust/pid"));
+    assert_eq!(procs.len(), 1, "{procs:?}");
+    assert!(assert_packets_in_order(&procs[0]) > 0);
     let Read { text, discarded, .. } = babeltrace_with_discards(&dump);
     let seqs: Vec<u64> = text.lines().map(|l| l.rsplit("seq = ").next().unwrap().trim_end_matches(" }").parse().expect(l)).collect();
     assert_eq!((seqs.len() as u64, discarded), (N, 0));

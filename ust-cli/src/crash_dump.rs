@@ -75,6 +75,10 @@ pub struct SetReport {
     pub packets: u64,
     /// Packets rebuilt from incomplete sub-buffers.
     pub recovered: u64,
+    /// Packets dropped because no bounds place them in time order after the ones before
+    /// them (`ust_ctf::held::HeldReport::dropped`; their records are counted as
+    /// discarded in the later packets of their file).
+    pub dropped: u64,
     /// `(file, reason)` for every file refused.
     pub refused: Vec<(PathBuf, String)>,
 }
@@ -229,6 +233,7 @@ pub fn recover_set(set: &Path, out_root: &TraceDir) -> Result<SetReport, String>
         let r = copy_held_packets(&buffer, &mut held, true, None, &mut |info, packet| writer.append(packet, info).map(|_| ()).map_err(|e| e.to_string()));
         report.packets += held.report.packets;
         report.recovered += held.report.recovered;
+        report.dropped += held.report.dropped;
         match r {
             Ok(()) => report.files += 1,
             Err(e) => report.refused.push((f, format!("stopped after {} packet(s): {e}", held.report.packets))),
@@ -267,6 +272,13 @@ pub fn run(shm: &Path, out: &Path) -> Result<ExitCode, CrashDumpError> {
                     eprintln!("ust: crash-dump: {}: refused: {why}", f.display());
                 }
                 refused += r.refused.len();
+                if r.dropped > 0 {
+                    eprintln!(
+                        "ust: crash-dump: {}: {} packet(s) dropped: no bounds place them in time order after the packets before them (their records counted as discarded)",
+                        set.display(),
+                        r.dropped
+                    );
+                }
                 if r.files > 0 {
                     written += 1;
                     outln!(

@@ -55,6 +55,12 @@ pub struct HeldReport {
     pub last_discarded: u64,
     /// Sub-buffers skipped because a (live) writer has not completed them yet.
     pub incomplete: u64,
+    /// Packets dropped because no bounds could place them in time order after the
+    /// previous packet (module `order`: a record earlier than the previous packet's end,
+    /// records out of order, or an empty packet whose time is unknown with nothing after
+    /// it). Their records are in `lost_events` and in the `events_discarded` of every
+    /// later packet of the pass; babeltrace2 sees the gap in `packet_seq_num`.
+    pub dropped: u64,
 }
 
 /// State of one [`copy_held_packets`] pass over one buffer.
@@ -68,24 +74,63 @@ pub struct HeldCopy<'a> {
     /// `events_discarded` of every later packet, so the counter stays cumulative.
     pub extra_discarded: u64,
     /// `timestamp_end` of the last packet of the stream (written before the pass, or
-    /// in it), ns: a recovered packet never starts before it.
+    /// in it), ns: no packet of the pass begins before it.
     pub last_end: u64,
+    /// `events_discarded` of the last packet of the stream (written before the pass, or
+    /// in it): no packet of the pass carries less.
+    pub last_discarded: u64,
     /// Counts.
     pub report: HeldReport,
     /// Size of the stream's event context block (after each event header), bytes.
     pub context_size: usize,
+    /// An empty packet whose time is not known yet ([`order::Fit::HoldBack`]).
+    held_back: Option<Vec<u8>>,
 }
 
 impl<'a> HeldCopy<'a> {
     /// A fresh pass over the buffer of stream `identity` of a process with `events`.
     pub fn new(identity: &'a StreamIdentity, events: &'a [EventDesc]) -> HeldCopy<'a> {
-        HeldCopy { identity, events, extra_discarded: 0, last_end: 0, report: HeldReport::default(), context_size: 0 }
+        HeldCopy { identity, events, extra_discarded: 0, last_end: 0, last_discarded: 0, report: HeldReport::default(), context_size: 0, held_back: None }
     }
 
     /// The same pass for a stream whose records carry an event context of `n` bytes.
     pub fn with_context_size(mut self, n: usize) -> HeldCopy<'a> {
         self.context_size = n;
         self
+    }
+
+    /// The same pass for a stream whose packets so far ended at `timestamp_end` with
+    /// `events_discarded` (the last drain of a stream the daemon was writing): the pass
+    /// goes on from there.
+    pub fn after(mut self, timestamp_end: u64, events_discarded: u64) -> HeldCopy<'a> {
+        self.last_end = timestamp_end;
+        self.last_discarded = events_discarded;
+        self
+    }
+
+    /// Hands `packet` (context parsed as `info`) to `sink`, after a held-back empty
+    /// packet, placed at its begin; counts it.
+    fn emit(&mut self, info: &PacketInfo, packet: &[u8], sink: &mut PacketSink<'_>) -> Result<(), String> {
+        if let Some(mut e) = self.held_back.take() {
+            if let Ok(ei) = PacketInfo::parse(&e, self.identity) {
+                let at = info.timestamp_begin;
+                order::rewrite(self, &mut e, &ei, at, at, ei.events_discarded.min(info.events_discarded));
+                if let Ok(ei) = PacketInfo::parse(&e, self.identity) {
+                    self.sink_one(&ei, &e, sink)?;
+                }
+            }
+        }
+        self.sink_one(info, packet, sink)
+    }
+
+    fn sink_one(&mut self, info: &PacketInfo, packet: &[u8], sink: &mut PacketSink<'_>) -> Result<(), String> {
+        sink(info, packet)?;
+        self.report.packets += 1;
+        self.report.bytes += packet.len() as u64;
+        self.report.last_discarded = info.events_discarded;
+        self.last_discarded = self.last_discarded.max(info.events_discarded);
+        self.last_end = self.last_end.max(info.timestamp_end);
+        Ok(())
     }
 }
 
@@ -101,11 +146,19 @@ impl<'a> HeldCopy<'a> {
 /// the sub-buffer was zeroed before the lap began (the `ringbuffer` crate docs,
 /// "Per-slot commit evidence"), so a non-zero byte 0 proves a whole record, whereas a sum
 /// of committed bytes cannot say *which* slot is missing. The kept prefix gets a
-/// corrected `content_size` and a `timestamp_end` no earlier than its last record; the
-/// bytes after it are reported as lost events (their count bounded from above by
-/// [`crate::reader::min_record_size`]) in `events_discarded`, which every later
-/// packet of the pass carries too. With live writers an incomplete sub-buffer is skipped
-/// (counted in [`HeldReport::incomplete`]): its writer may still commit.
+/// corrected `content_size`; the bytes after it are reported as lost events (their count
+/// bounded from above by [`crate::reader::min_record_size`]) in `events_discarded`,
+/// which every later packet of the pass carries too. With live writers an incomplete
+/// sub-buffer is skipped (counted in [`HeldReport::incomplete`]): its writer may still
+/// commit.
+///
+/// Every packet, recovered or complete, is then placed in time order after the previous
+/// one of the stream (`st.last_end` and `st.last_discarded` before the pass; module
+/// `order`): its `timestamp_begin` and `timestamp_end` enclose its records, it begins no
+/// earlier than the previous packet ended, and `events_discarded` never decreases. A
+/// packet that cannot be placed so is dropped and counted ([`HeldReport::dropped`]; its
+/// records as lost events), never written out of order: babeltrace2's muxer refuses a
+/// stream whose time goes back.
 ///
 /// `max_packets` keeps only the newest packets (`ust snapshot record --max-size`).
 ///
@@ -189,30 +242,29 @@ pub fn copy_held_packets(
         }
         if let Some(mut r) = recovered {
             if r.lost_bytes > 0 {
-                let lost = r.lost_bytes.div_ceil(min_record).max(1);
+                // Every record is at least `min_record` bytes, so the lost bytes hold at
+                // most this many (fewer bytes than a record: the padding of a sub-buffer
+                // whose close a killed closer never recorded, no record).
+                let lost = r.lost_bytes / min_record.max(1);
                 st.extra_discarded += lost;
                 st.report.lost_bytes += r.lost_bytes;
                 st.report.lost_events += lost;
             }
-            // The last kept record's timestamp bounds timestamp_end from below.
-            let content = r.packet.content_size as usize;
-            let last = crate::reader::RecordWalker::over_content(st.events, &out[..content], r.end.timestamp_begin)
-                .map_while(Result::ok)
-                .map(|rec| rec.timestamp)
-                .max();
             if r.records == 0 {
-                // Nothing kept: its opener may have died before writing the packet's
-                // begin (timestamp 0). An empty packet only carries the lost count; place
-                // it right after the previous packet so timestamps stay in order.
-                let after = if st.last_end > 0 { st.last_end } else { r.end.timestamp_end };
-                r.end.timestamp_begin = r.end.timestamp_begin.max(after);
+                // Nothing kept: an empty packet only carries the lost count. Its opener
+                // may have died before recording the begin (0): its recorded end, if it
+                // was closed, is a moment it was open. Module `order` places it after the
+                // previous packet (or, with no time at all, at the next one's begin).
+                if r.end.timestamp_begin == 0 {
+                    r.end.timestamp_begin = r.end.timestamp_end;
+                }
                 r.end.timestamp_end = r.end.timestamp_begin;
             }
-            r.end.timestamp_end = r.end.timestamp_end.max(last.unwrap_or(0)).max(r.end.timestamp_begin);
+            // `timestamp_end` is raised to the last kept record by `order::fit` (a closer
+            // killed before recording the close left none).
+            r.end.timestamp_end = r.end.timestamp_end.max(r.end.timestamp_begin);
             r.end.events_discarded = r.end.events_discarded.wrapping_add(st.extra_discarded);
             r.rewrite_end(&CtfPacketLayout, st.identity, &mut out);
-            st.report.recovered += 1;
-            st.report.records += r.records;
         } else if st.extra_discarded > 0 {
             if let Ok(info) = PacketInfo::parse(&out, st.identity) {
                 let end = ringbuffer::PacketEnd {
@@ -226,98 +278,41 @@ pub fn copy_held_packets(
                 CtfPacketLayout.write_end(st.identity, &mut out[..HEADER_SIZE], &end);
             }
         }
-        match PacketInfo::parse(&out, st.identity) {
-            Ok(info) => {
-                sink(&info, &out)?;
-                kept += 1;
-                st.report.packets += 1;
-                st.report.bytes += out.len() as u64;
-                st.report.last_discarded = info.events_discarded;
-                st.last_end = st.last_end.max(info.timestamp_end);
+        // In time order after the previous packet, or not at all (module `order`).
+        let count_recovered = |st: &mut HeldCopy<'_>| {
+            if let Some(r) = &recovered {
+                st.report.recovered += 1;
+                st.report.records += r.records;
             }
-            Err(_) => st.report.bad_packets += 1,
+        };
+        match order::fit(st, &mut out, recovered.is_some()) {
+            order::Fit::Emit(info) => {
+                count_recovered(st);
+                st.emit(&info, &out, sink)?;
+                kept += 1;
+            }
+            order::Fit::HoldBack => {
+                count_recovered(st);
+                if st.held_back.replace(out.clone()).is_some() {
+                    // An older one never placed: this one carries its lost count too.
+                    st.report.dropped += 1;
+                }
+            }
+            order::Fit::Drop { records } => {
+                st.extra_discarded += records;
+                st.report.lost_events += records;
+                st.report.dropped += 1;
+            }
+            order::Fit::Bad => st.report.bad_packets += 1,
         }
+    }
+    if st.held_back.take().is_some() {
+        // Nothing after it to take a time from; its lost count is in the report.
+        st.report.dropped += 1;
     }
     Ok(())
 }
 
+mod order;
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use ringbuffer::{Buffer, BufferConfig, Mode, Reservation, SlotSize, Writer};
-    use std::borrow::Cow;
-    use ust_core::{event_header, FieldDesc, FieldType, IntegerType, Level};
-
-    fn events() -> Vec<EventDesc> {
-        vec![EventDesc {
-            provider: Cow::Borrowed("t"),
-            name: Cow::Borrowed("ev"),
-            level: Level::Info,
-            fields: Cow::Owned(vec![FieldDesc { name: Cow::Borrowed("v"), ty: FieldType::Integer(IntegerType::U64) }]),
-            location: Cow::Borrowed(""),
-        }]
-    }
-
-    fn reserve(b: &Writer, ts: u64) -> Reservation {
-        let clock = move || ts;
-        let size = SlotSize { compact: 4 + 8, extended: 13 + 8 };
-        b.reserve(&CtfPacketLayout, &clock, size).unwrap()
-    }
-
-    fn commit(b: &Writer, mut r: Reservation, v: u64) {
-        let (ts, ext) = (r.timestamp, r.extended);
-        let slot = b.slot(&mut r);
-        let (byte0, len) = event_header::write(slot, 1, ts, ext);
-        slot[len..len + 8].copy_from_slice(&v.to_le_bytes());
-        b.commit(&CtfPacketLayout, r, byte0);
-    }
-
-    /// Three records, committed out of order (third, first) and the second never: the
-    /// recovered packet keeps the first only, ends its content there, and reports the
-    /// rest as discarded in this packet and every later one.
-    #[test]
-    fn torn_slot_keeps_the_committed_prefix_whatever_the_commit_order() {
-        for mode in [Mode::Discard, Mode::Overwrite] {
-            let id = StreamIdentity { uuid: [7; 16], stream_id: 0, cpu: 0, stream_instance_id: 1 };
-            let cfg = BufferConfig { subbuf_size: 4096, num_subbuf: 4, mode, header_size: HEADER_SIZE as u32, stream: id };
-            let map = memmap2::MmapOptions::new().len(cfg.file_size().unwrap()).map_anon().unwrap();
-            let (w, b) = Buffer::create(map.into(), &cfg).unwrap().split();
-            let (r1, r2, r3) = (reserve(&w, 100), reserve(&w, 200), reserve(&w, 300));
-            commit(&w, r3, 3);
-            commit(&w, r1, 1);
-            drop(r2); // its writer died between reserve and commit
-            b.flush(&CtfPacketLayout, &|| 400u64);
-            let ev = events();
-            let mut held = HeldCopy::new(&id, &ev);
-            let mut packets = Vec::new();
-            copy_held_packets(&b, &mut held, true, None, &mut |info, p| {
-                packets.push((*info, p.to_vec()));
-                Ok(())
-            })
-            .unwrap();
-            assert_eq!(packets.len(), 1, "{mode:?}");
-            let (info, p) = &packets[0];
-            assert_eq!(info.content_size, HEADER_SIZE as u64 + 12, "{mode:?}: only the first record");
-            assert_eq!(info.events_discarded, 2, "{mode:?}: 24 lost bytes / 12-byte records");
-            assert!(info.timestamp_begin <= 100 && info.timestamp_end >= 100);
-            let (_, w) = crate::reader::RecordWalker::new(&ev, p).unwrap();
-            let recs: Vec<_> = w.collect::<Result<_, _>>().unwrap();
-            assert_eq!(recs.len(), 1);
-            assert_eq!(recs[0].payload, 1u64.to_le_bytes());
-            assert_eq!((held.report.recovered, held.report.lost_bytes, held.report.lost_events), (1, 24, 2));
-        }
-    }
-
-    #[test]
-    fn record_sizes_come_from_the_headers_and_descriptions() {
-        let ev = events();
-        let mut rec = [0u8; 12];
-        let (b0, _) = event_header::write(&mut rec, 1, 5, false);
-        rec[0] = b0;
-        assert_eq!(crate::reader::record_size(&ev, &rec), Some(12));
-        assert_eq!(crate::reader::record_size(&ev, &rec[..11]), None, "cut short");
-        rec[0] = 0;
-        assert_eq!(crate::reader::record_size(&ev, &rec), None, "uncommitted");
-        assert_eq!(crate::reader::min_record_size(&ev), 12);
-    }
-}
+mod tests;

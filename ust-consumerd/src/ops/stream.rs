@@ -578,8 +578,10 @@ impl Stream {
                 let what = self.what.clone();
                 let events = self.events.clone();
                 let identity = self.identity;
-                let mut out = HeldCopy::new(&identity, &events).with_context_size(self.context_size);
-                out.last_end = self.last.map_or(0, |l| l.timestamp_end);
+                // Recovered packets go on from the last packet written (time order, and a
+                // cumulative discarded count that never goes down).
+                let (end, discarded) = self.last.map_or((0, 0), |l| (l.timestamp_end, l.events_discarded));
+                let mut out = HeldCopy::new(&identity, &events).with_context_size(self.context_size).after(end, discarded);
                 // Through `write_packet`: the closing packet, lost-packet counts and the
                 // session's output state see recovered packets as any other.
                 let r = copy_held_packets(&b, &mut out, true, None, &mut |info, packet| {
@@ -598,6 +600,9 @@ impl Stream {
                 self.stats.recovered_packets += r.recovered;
                 self.stats.recovery_lost = self.stats.recovery_lost.saturating_add(r.lost_events);
                 self.stats.undelivered_bytes = self.stats.undelivered_bytes.saturating_add(r.lost_bytes);
+                if r.dropped > 0 {
+                    crate::log!("{what}: {} recovered packet(s) dropped: no bounds place them in time order after the packets before them (their records counted as discarded)", r.dropped);
+                }
                 if r.recovered > 0 {
                     crate::log!(
                         "{what}: recovered {} record(s) from {} sub-buffer(s) a dead writer left incomplete; {} byte(s) after an uncommitted slot reported as up to {} lost event(s)",

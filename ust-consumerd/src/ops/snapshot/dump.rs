@@ -28,6 +28,13 @@ fn write_process(src: &Source, parent: &TraceDir, rel: &str, max_packets: Option
         let mut writer = StreamWriter::create(dir, &name, WriteBack::Cached).map_err(|e| e.to_string())?;
         let mut held = HeldCopy::new(&identity, &src.events).with_context_size(context_size);
         copy_held_packets(buffer, &mut held, src.dead, max_packets, &mut |info, packet| writer.append(packet, info).map(|_| ()).map_err(|e| e.to_string()))?;
+        if held.report.dropped > 0 {
+            crate::log!(
+                "{}/{name}: {} packet(s) dropped: no bounds place them in time order after the packets before them (their records counted as discarded)",
+                path.display(),
+                held.report.dropped
+            );
+        }
         report.packets += held.report.packets;
         report.bytes += held.report.bytes;
         report.recovered_packets += held.report.recovered;

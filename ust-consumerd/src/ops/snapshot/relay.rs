@@ -82,6 +82,14 @@ pub fn record(daemon: &Daemon, name: &str, max_size: Option<u64>, url: Option<Ne
             let mut held = HeldCopy::new(&identity, &src.events).with_context_size(context_size);
             copy_held_packets(buffer, &mut held, src.dead, max_packets, &mut |info, packet| if r.send(info, packet) { Ok(()) } else { Err(failed()) })?;
             r.close();
+            if held.report.dropped > 0 {
+                crate::log!(
+                    "{}/{}: {} packet(s) dropped: no bounds place them in time order after the packets before them (their records counted as discarded)",
+                    src.rel.display(),
+                    s.file_name(),
+                    held.report.dropped
+                );
+            }
             report.packets += held.report.packets;
             report.bytes += held.report.bytes;
             report.recovered_packets += held.report.recovered;
