@@ -82,6 +82,7 @@ pub mod abandoned;
 pub mod atomics;
 mod claim;
 pub mod client;
+#[cfg(not(loom))]
 pub mod counters;
 
 mod commit;
