@@ -9,6 +9,7 @@
 #![allow(missing_docs)]
 
 pub mod load;
+pub mod maps;
 pub mod strace;
 pub mod uprobe;
 pub mod users;

@@ -13,26 +13,12 @@
 
 use system_tests as common;
 
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::maps::{count_trigger, session, sql, values};
 use common::*;
-
-/// `lttng export-maps | sqlite3` with `query`: the rows, fields joined by `|`.
-fn sql(d: &TestDaemon, session: &str, query: &str) -> Vec<String> {
-    let script = d.ust_ok(&["export-maps", "-s", session]);
-    let mut c =
-        Command::new("sqlite3").arg(":memory:").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("sqlite3 is installed");
-    let mut input = c.stdin.take().unwrap();
-    input.write_all(script.as_bytes()).unwrap();
-    input.write_all(query.as_bytes()).unwrap();
-    input.write_all(b"\n").unwrap();
-    drop(input);
-    let o = c.wait_with_output().unwrap();
-    assert!(o.status.success() && o.stderr.is_empty(), "sqlite3: {}\n{script}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap().lines().map(str::to_string).collect()
-}
 
 /// LTTng's `read_map_value`: the sum of `key` over every group and CPU, `None` if absent.
 fn value(d: &TestDaemon, session: &str, key: &str) -> Option<i64> {
@@ -46,33 +32,9 @@ fn value_in(d: &TestDaemon, session: &str, group: &str, key: &str) -> Option<i64
     sql(d, session, &q).first().and_then(|v| v.parse().ok())
 }
 
-/// `key|total` of every key (LTTng's `read_map_values`).
-fn values(d: &TestDaemon, session: &str) -> Vec<String> {
-    sql(d, session, "SELECT key, SUM(value) FROM vmap GROUP BY key ORDER BY key;")
-}
-
 fn run(d: &TestDaemon, prog: &str, args: &[&str]) {
     let o = Command::new(program_here(prog)).args(args).env("UST_RUNDIR", &d.rundir).output().unwrap();
     assert!(o.status.success(), "{prog}: {}", String::from_utf8_lossy(&o.stderr));
-}
-
-/// A session `name` with a map channel `m` (options `opts`), not started.
-fn session(d: &TestDaemon, name: &str, opts: &[&str]) {
-    let out = d.output(name);
-    d.ust_ok(&["create", name, "--output", out.to_str().unwrap()]);
-    let mut a = vec!["add-map-channel", "-s", name, "--type=user"];
-    a.extend_from_slice(opts);
-    a.push("m");
-    let o = d.ust_ok(&a);
-    assert!(o.contains("map channel `m` added"), "{o}");
-}
-
-/// An `event-rule-matches` trigger on `rule` incrementing `key` in `session`/m.
-fn count_trigger(d: &TestDaemon, session: &str, rule: &str, key: &str, extra: &[&str]) {
-    let mut a = vec!["add-trigger", "--condition=event-rule-matches", "--type=user", "--name", rule];
-    a.extend_from_slice(extra);
-    a.extend_from_slice(&["--action=incr-map-value", "--session", session, "--type=user", "--channel=m", "--key", key]);
-    d.ust_ok(&a);
 }
 
 /// Waits until the daemon has reaped the per-process group of a dead process (LTTng's

@@ -10,60 +10,13 @@
 
 use system_tests as common;
 
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::maps::{count_trigger, session, sql, values};
 use common::*;
 use ust_ctl::protocol::Command as Ctl;
-
-/// `export-maps | sqlite3` with `query`: the rows, fields joined by `|`.
-fn sql(d: &TestDaemon, session: &str, query: &str) -> Vec<String> {
-    let script = d.ust_ok(&["export-maps", "-s", session]);
-    let mut c =
-        Command::new("sqlite3").arg(":memory:").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("sqlite3 is installed");
-    let mut input = c.stdin.take().unwrap();
-    input.write_all(script.as_bytes()).unwrap();
-    input.write_all(query.as_bytes()).unwrap();
-    input.write_all(b"\n").unwrap();
-    drop(input);
-    let o = c.wait_with_output().unwrap();
-    assert!(o.status.success() && o.stderr.is_empty(), "sqlite3: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap().lines().map(str::to_string).collect()
-}
-
-/// `key|total` of every key.
-fn values(d: &TestDaemon, session: &str) -> Vec<String> {
-    sql(d, session, "SELECT key, SUM(value) FROM vmap GROUP BY key ORDER BY key;")
-}
-
-/// A session `name` with a map channel `m` (options `opts`), not started.
-fn session(d: &TestDaemon, name: &str, opts: &[&str]) {
-    let out = d.output(name);
-    d.ust_ok(&["create", name, "--output", out.to_str().unwrap()]);
-    let mut a = vec!["add-map-channel", "-s", name, "--type=user"];
-    a.extend_from_slice(opts);
-    a.push("m");
-    d.ust_ok(&a);
-}
-
-/// An `event-rule-matches` trigger on `rule` incrementing `key` in `session`/m.
-fn count_trigger(d: &TestDaemon, session: &str, rule: &str, key: &str) {
-    d.ust_ok(&[
-        "add-trigger",
-        "--condition=event-rule-matches",
-        "--type=user",
-        "--name",
-        rule,
-        "--action=incr-map-value",
-        "--session",
-        session,
-        "--type=user",
-        "--channel=m",
-        "--key",
-        key,
-    ]);
-}
 
 fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
@@ -166,8 +119,8 @@ fn a_key_longer_than_255_bytes_is_not_counted() {
     // "tp:tptest" is 9 bytes.
     let fits = format!("{}{{event_name}}", "f".repeat(246));
     let over = format!("{}{{event_name}}", "o".repeat(247));
-    count_trigger(&d, "s", "tp:tptest", &fits);
-    count_trigger(&d, "s", "tp:tptest", &over);
+    count_trigger(&d, "s", "tp:tptest", &fits, &[]);
+    count_trigger(&d, "s", "tp:tptest", &over, &[]);
     d.ust_ok(&["start", "-s", "s"]);
     let o = Command::new(program_here("tptest")).env("UST_RUNDIR", &d.rundir).output().unwrap();
     assert!(o.status.success());
@@ -253,7 +206,7 @@ fn processes_killed_while_counting_are_summed_or_dropped_exactly() {
     for policy in ["sum-into-shared", "drop"] {
         let d = TestDaemon::start();
         session(&d, "s", &["--buffer-ownership=process", &format!("--dead-process-policy={policy}")]);
-        count_trigger(&d, "s", "mapkill:ev", "{event_name}");
+        count_trigger(&d, "s", "mapkill:ev", "{event_name}", &[]);
         d.ust_ok(&["start", "-s", "s"]);
         let mut emitted = 0u64;
         let mut children = Vec::new();
