@@ -116,11 +116,15 @@ impl Tier1 {
 
     /// Fills in what `w` was blocked in and its stack, from the first block stack taken
     /// inside it; a wait with none ended before the reader looked at the thread (the
-    /// reader's latency is that of a thread of `ust trace`: under load, milliseconds).
+    /// reader's latency is that of a thread of `ust trace`: under load, milliseconds), and
+    /// is blocked in the system call that the trace's system-call records put it in, if
+    /// any (`ust trace`'s ptrace recorder), else in "the kernel".
     pub fn explain_wait(&mut self, w: &mut Wait) {
         let end = w.start_ns.saturating_add(w.duration_ns);
         let Some(b) = self.blocks.get(&w.tid).and_then(|v| v.iter().find(|b| b.ts >= w.start_ns && b.ts <= end)) else {
-            w.blocked_in = "the kernel (no user stack: it had woken before ust trace looked at it)".into();
+            if !w.blocked_in.starts_with("syscall ") {
+                w.blocked_in = "the kernel (no user stack: it had woken before ust trace looked at it)".into();
+            }
             return;
         };
         w.blocked_in = if b.syscall.is_empty() { "the kernel, outside a system call".into() } else { format!("syscall {}", b.syscall) };

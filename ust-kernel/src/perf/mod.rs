@@ -480,9 +480,7 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
     let mut held: Vec<to_ctf::Item> = Vec::new();
     let mut held_faults = 0usize;
     let mut latest: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
-    // Threads off CPU voluntarily: tid -> (pid, CPU); those whose interval has a stack.
-    let mut blocked: std::collections::HashMap<i32, (i32, u32)> = std::collections::HashMap::new();
-    let mut stacked: std::collections::HashSet<i32> = std::collections::HashSet::new();
+    let mut off_cpu = OffCpu::default();
     loop {
         let last = stop.load(Ordering::SeqCst);
         let mut pfd: Vec<libc::pollfd> = cpus
@@ -500,31 +498,10 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
             let cpu = c.cpu;
             c.rings[0].drain(|r| batch.push(to_ctf::Item::Record(cpu, record::parse(r))));
         }
-        for item in &batch {
-            if let to_ctf::Item::Record(cpu, _) = item {
-                let t = latest.entry(*cpu).or_default();
-                *t = item.time().max(*t);
-            }
-            match item {
-                to_ctf::Item::Record(cpu, record::Record::Switch { id, out, preempt }) => {
-                    stacked.remove(&id.tid);
-                    if *out && !*preempt {
-                        blocked.insert(id.tid, (id.pid, *cpu));
-                    } else {
-                        blocked.remove(&id.tid);
-                    }
-                }
-                to_ctf::Item::Record(_, record::Record::Exit { tid, .. }) => {
-                    blocked.remove(tid);
-                    stacked.remove(tid);
-                }
-                _ => {}
-            }
-        }
-        let look: Vec<(i32, i32, u32)> = blocked.iter().filter(|(t, _)| !stacked.contains(t)).map(|(&t, &(p, c))| (t, p, c)).collect();
-        for (tid, pid, cpu) in look {
+        off_cpu.note(&mut batch, &mut latest);
+        for (tid, pid, cpu) in off_cpu.unlooked() {
             if let Some(mut s) = blockstack::snapshot(pid, tid) {
-                stacked.insert(tid);
+                off_cpu.stacked.insert(tid);
                 // Stamped just after the latest record of its CPU read so far: inside the
                 // interval (its switch-out is among those records, its switch-in is not yet
                 // written: the thread was seen asleep after the drain), and in time order
@@ -585,6 +562,54 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
     (stats, bad + ring_bad, err)
 }
 
+/// The traced threads off CPU voluntarily, from the switch records, and which of their
+/// blocked intervals already have a stack.
+#[derive(Default, Debug)]
+struct OffCpu {
+    /// tid -> (pid, CPU it went off).
+    blocked: std::collections::HashMap<i32, (i32, u32)>,
+    /// Threads whose current interval has its stack.
+    stacked: std::collections::HashSet<i32>,
+}
+
+impl OffCpu {
+    /// Applies the records of `batch` (just drained from the side-band rings), sorting it
+    /// by time first: a thread that migrated has its switch-in on one CPU's ring and its
+    /// next switch-out on another's, and applied in ring order the older record would undo
+    /// the newer (the thread would not be looked at while it blocks, or would be stamped
+    /// after the wrong CPU's latest record, before its interval). `latest` (per CPU, the
+    /// time of the latest record read) is brought up to date.
+    fn note(&mut self, batch: &mut [to_ctf::Item], latest: &mut std::collections::HashMap<u32, u64>) {
+        batch.sort_by_key(to_ctf::Item::time);
+        for item in batch.iter() {
+            if let to_ctf::Item::Record(cpu, _) = item {
+                let t = latest.entry(*cpu).or_default();
+                *t = item.time().max(*t);
+            }
+            match item {
+                to_ctf::Item::Record(cpu, record::Record::Switch { id, out, preempt }) => {
+                    self.stacked.remove(&id.tid);
+                    if *out && !*preempt {
+                        self.blocked.insert(id.tid, (id.pid, *cpu));
+                    } else {
+                        self.blocked.remove(&id.tid);
+                    }
+                }
+                to_ctf::Item::Record(_, record::Record::Exit { tid, .. }) => {
+                    self.blocked.remove(tid);
+                    self.stacked.remove(tid);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// `(tid, pid, CPU)` of the blocked threads whose interval has no stack yet.
+    fn unlooked(&self) -> Vec<(i32, i32, u32)> {
+        self.blocked.iter().filter(|(t, _)| !self.stacked.contains(t)).map(|(&t, &(p, c))| (t, p, c)).collect()
+    }
+}
+
 /// The converter thread: each batch in time order into the CTF streams; at the end the
 /// streams are flushed.
 fn convert_loop(mut conv: to_ctf::Converter, rx: std::sync::mpsc::Receiver<Vec<to_ctf::Item>>) -> ReaderResult {
@@ -605,4 +630,35 @@ fn convert_loop(mut conv: to_ctf::Converter, rx: std::sync::mpsc::Receiver<Vec<t
         stats.push(s.stats.clone());
     }
     (stats, conv.bad, err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn switch(cpu: u32, time: u64, out: bool) -> to_ctf::Item {
+        let id = record::Id { pid: 7, tid: 8, time, cpu, event: 0 };
+        to_ctf::Item::Record(cpu, record::Record::Switch { id, out, preempt: false })
+    }
+
+    /// A thread stopped on CPU 0, ran again on CPU 1 and blocked there: CPU 1's ring is
+    /// drained first, then CPU 0's older switch-out must not decide.
+    #[test]
+    fn a_migrated_thread_is_blocked_on_the_cpu_of_its_latest_switch() {
+        let (mut off, mut latest) = (OffCpu::default(), std::collections::HashMap::new());
+        let mut batch = vec![switch(1, 20, false), switch(1, 30, true), switch(0, 10, true)];
+        off.note(&mut batch, &mut latest);
+        assert_eq!(off.unlooked(), vec![(8, 7, 1)]);
+        assert_eq!((latest[&0], latest[&1]), (10, 30));
+        // Ran on CPU 0 after blocking on CPU 1 (drained in the other order): not blocked.
+        let mut batch = vec![switch(0, 50, false), switch(1, 40, true)];
+        off.note(&mut batch, &mut latest);
+        assert!(off.unlooked().is_empty());
+        // Blocked again once looked at: looked at again only after its next switch-out.
+        off.note(&mut [switch(0, 60, true)], &mut latest);
+        off.stacked.insert(8);
+        assert!(off.unlooked().is_empty());
+        off.note(&mut [switch(0, 70, false), switch(0, 80, true)], &mut latest);
+        assert_eq!(off.unlooked(), vec![(8, 7, 0)]);
+    }
 }
