@@ -104,13 +104,45 @@ pub fn attr(kind: Kind) -> b::perf_event_attr {
 
 /// The attribute sampling every hit of the tracefs event with tracepoint id `id` (a
 /// dynamic probe's, `events/<group>/<event>/id`) with the user registers and stack, as
-/// the page-fault events sample (a uprobe's hit is taken with the user registers). Opening
-/// a tracepoint needs root's (or `CAP_PERFMON`'s) access to its id.
+/// the page-fault events sample (a uprobe's hit is taken with the user registers), on a
+/// whole CPU ([`open_system_wide`]): enabled at once, not inherited. Opening a tracepoint
+/// needs root's (or `CAP_PERFMON`'s) access to its id.
+///
+/// Not a per-task event inherited by the command, as the others: the kernel's uprobe
+/// filter for perf (`trace_uprobe.c`, `__uprobe_perf_filter`) takes a hit only if some
+/// per-task event of the probe has a target (`hw.target`) whose `mm` is the hitting
+/// process's, but perf swaps the contexts of tasks whose contexts are clones of one parent
+/// (`perf_event_context_sched_out`, `context_equiv`) instead of switching their events
+/// out and in. The gated command, before its exec, and the threads of `ust trace` that
+/// inherited the events are such clones: after a swap the command runs with events whose
+/// target is a thread of `ust trace`, and when that thread exits it takes the events
+/// whose target is the command with it, so the filter refuses the command's later hits
+/// (they count nothing: seen as the last hit of a process missing one run in three).
+/// A CPU-wide event has no target: the filter takes every hit, and the converter keeps
+/// those of the traced tree ([`super::to_ctf`]).
 pub fn tracepoint(id: u64) -> b::perf_event_attr {
     let mut a = attr(Kind::MinorFaults);
     a.type_ = b::PERF_TYPE_TRACEPOINT;
     a.config = id;
+    a.set_disabled(0);
+    a.set_inherit(0);
+    a.set_enable_on_exec(0);
     a
+}
+
+/// Opens `attr` for every task on `cpu` (`pid = -1`), which needs root (or
+/// `CAP_PERFMON`, or `perf_event_paranoid` 0 or less).
+///
+/// # Errors
+/// The errno of perf_event_open(2) (`EACCES`: not allowed; `ENOENT`: no such event).
+pub fn open_system_wide(attr: &mut b::perf_event_attr, cpu: i32) -> std::io::Result<OwnedFd> {
+    // SAFETY: attr points to a valid perf_event_attr whose size field is its size.
+    let fd = unsafe { sys::perf_event_open(attr, -1, cpu, -1, u64::from(b::PERF_FLAG_FD_CLOEXEC) as _) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Opens `attr` for this process (`pid = 0`) on `cpu`.

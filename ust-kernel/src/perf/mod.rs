@@ -177,12 +177,12 @@ pub const SIDEBAND_WATERMARK_WITH_PTRACE: u32 = 4096;
 /// [`FAULT_PAGES`]; the reader also drains every [`POLL`]).
 pub const PROBE_WATERMARK: u32 = 128 * 1024;
 
-/// [`attr::open`], again while it is interrupted (`EINTR`: opening a uprobe's tracepoint
-/// for a task waits interruptibly, and a signal of this process's threads can cut it).
+/// [`attr::open_system_wide`], again while it is interrupted (`EINTR`: opening a uprobe's
+/// tracepoint waits interruptibly, and a signal of this process's threads can cut it).
 fn open_retrying(a: &mut perf_event_open_sys::bindings::perf_event_attr, cpu: i32) -> std::io::Result<OwnedFd> {
     let mut tries = 0;
     loop {
-        match attr::open(a, cpu) {
+        match attr::open_system_wide(a, cpu) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted && tries < 100 => tries += 1,
             r => return r,
         }
@@ -225,7 +225,8 @@ fn open_cpu(cpu: u32, opened: &mut Opened, with_ptrace: bool, probes: &[(String,
     // Each dynamic probe's hits, sampled with the user stack, into a ring of their own per
     // CPU (the first probe's; a probe storm costs samples there, never switch records or
     // faults) that wakes the reader only when [`PROBE_WATERMARK`] bytes are in: a wake-up
-    // per hit would double a hit's cost. Not opened: no stacks, said once.
+    // per hit would double a hit's cost. Not opened: no stacks, said once. Every task's
+    // hits on the CPU (see [`attr::tracepoint`] for why): the converter keeps the tree's.
     let mut probe_fd: Option<usize> = None;
     for (event, id) in probes {
         let mut a = attr::tracepoint(*id);
