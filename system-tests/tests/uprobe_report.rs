@@ -169,3 +169,49 @@ fn report_counts_calls_and_pairs_recursive_and_nested_returns_per_thread() {
     assert!(text.contains("callers (6 hits with a user stack), innermost first:"), "{text}");
     let _ = d.ust_cmd().args(["daemon", "stop"]).output();
 }
+
+/// Root's probe stacks are sampled by CPU-wide events (per-task ones lost hits: see
+/// `ust_kernel::perf::attr::tracepoint`): another process running the same file at the
+/// same time is not in `kernel-stacks/`, and each of the tree's hits has its stack.
+#[test]
+fn probe_stacks_are_the_traced_trees_only() {
+    if let Some(r) = common::uprobe::skip_reason(ust_kernel::tracefs::root) {
+        eprintln!("skipped: {r}");
+        return;
+    }
+    let d = TestDaemon::without_daemon();
+    let out = d.home.path().join("tree");
+    let bin = program_here("probetree");
+    let b = bin.to_str().unwrap();
+    // Outside the trace, the same program over and over, counting its runs.
+    let runs = d.home.path().join("runs");
+    let script = format!("while :; do {b} 2 3 3 >/dev/null; echo >> {}; done", runs.display());
+    let mut other = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    let ran = || std::fs::read_to_string(&runs).map_or(0, |s| s.lines().count());
+    while ran() < 2 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let before = ran();
+    let mut c = d.ust_cmd();
+    c.args(["trace", "-o", out.to_str().unwrap(), "--userspace-probe", &format!("elf:{b}:leaf"), "--"]);
+    c.args(["sh", "-c", &format!("sleep 0.3; {b} 1 2 1")]);
+    let o = common::output_within(c, Duration::from_secs(90));
+    let after = ran();
+    let _ = other.kill();
+    let _ = other.wait();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(after >= before + 2, "the other program ran beside the trace: {before} then {after} runs");
+    // The tree's hits (one thread, two rounds, one leaf each) and their process.
+    let kernel = common::babeltrace(&out.join("kernel"));
+    let hits: Vec<&str> = kernel.lines().filter(|l| l.contains(" leaf: ")).collect();
+    assert_eq!(hits.len(), 2, "{kernel}");
+    let side = common::babeltrace(&out.join("kernel-stacks"));
+    let stacks: Vec<&str> = side.lines().filter(|l| l.contains(" perf_probe_stack: ")).collect();
+    assert_eq!(stacks.len(), 2, "one stack per hit of the tree, none of the other program's: {side}");
+    // Both of the one process the tree exec'd probetree as.
+    let execs: Vec<&str> = side.lines().filter(|l| l.contains(" perf_comm: ") && l.contains("comm = \"probetree\"") && l.contains("exec = 1")).collect();
+    assert_eq!(execs.len(), 1, "{side}");
+    let pid = |l: &str| l.split("{ pid = ").nth(1).and_then(|x| x.split(',').next()).map(str::to_string);
+    assert!(stacks.iter().all(|s| pid(s).is_some() && pid(s) == pid(execs[0])), "{side}");
+}
