@@ -63,6 +63,7 @@ fn report_counts_calls_and_pairs_recursive_and_nested_returns_per_thread() {
         eprintln!("skipped: {r}");
         return;
     }
+    let _one = common::uprobe::one();
     let d = TestDaemon::without_daemon();
     let out = d.home.path().join("tree");
     let bin = program_here("probetree");
@@ -170,42 +171,49 @@ fn report_counts_calls_and_pairs_recursive_and_nested_returns_per_thread() {
     let _ = d.ust_cmd().args(["daemon", "stop"]).output();
 }
 
+/// A process group, killed (SIGKILL) when dropped, test failure or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) of the child's own process group (it called setpgid(0, 0)).
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
 /// Root's probe stacks are sampled by CPU-wide events (per-task ones lost hits: see
-/// `ust_kernel::perf::attr::tracepoint`): another process running the same file at the
-/// same time is not in `kernel-stacks/`, and each of the tree's hits has its stack.
+/// `ust_kernel::perf::attr::tracepoint`): another process running the same file while the
+/// trace runs is not in `kernel-stacks/`, and each of the tree's hits has its stack.
 #[test]
 fn probe_stacks_are_the_traced_trees_only() {
     if let Some(r) = common::uprobe::skip_reason(ust_kernel::tracefs::root) {
         eprintln!("skipped: {r}");
         return;
     }
+    let _one = common::uprobe::one();
     let d = TestDaemon::without_daemon();
     let out = d.home.path().join("tree");
     let bin = program_here("probetree");
     let b = bin.to_str().unwrap();
-    // Outside the trace, the same program over and over, counting its runs.
+    // Outside the trace, the same program over and over, a line per run in `runs`.
     let runs = d.home.path().join("runs");
-    let script = format!("while :; do {b} 2 3 3 >/dev/null; echo >> {}; done", runs.display());
-    let mut other = Command::new("sh").args(["-c", &script]).spawn().unwrap();
-    let ran = || std::fs::read_to_string(&runs).map_or(0, |s| s.lines().count());
-    while ran() < 2 {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let before = ran();
+    let r = runs.to_str().unwrap();
+    let mut other = Command::new("sh");
+    other.args(["-c", &format!(": > {r}; while :; do {b} 2 3 3 >/dev/null; echo >> {r}; done")]);
+    std::os::unix::process::CommandExt::process_group(&mut other, 0);
+    let _other = KillOnDrop(other.spawn().unwrap());
+    // The traced command waits until the other program has run twice more, so it runs
+    // while the trace records (and the probes are placed).
+    let wait_two = format!("n=$(wc -l < {r}); while [ $(wc -l < {r}) -lt $((n + 2)) ]; do sleep 0.01; done; {b} 1 2 1");
     let mut c = d.ust_cmd();
-    c.args(["trace", "-o", out.to_str().unwrap(), "--userspace-probe", &format!("elf:{b}:leaf"), "--"]);
-    c.args(["sh", "-c", &format!("sleep 0.3; {b} 1 2 1")]);
+    c.args(["trace", "-o", out.to_str().unwrap(), "--userspace-probe", &format!("elf:{b}:leaf"), "--", "sh", "-c", &wait_two]);
     let o = common::output_within(c, Duration::from_secs(90));
-    let after = ran();
-    let _ = other.kill();
-    let _ = other.wait();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(after >= before + 2, "the other program ran beside the trace: {before} then {after} runs");
-    // The tree's hits (one thread, two rounds, one leaf each) and their process.
+    // The tree's hits: one thread, two rounds, one leaf each.
     let kernel = common::babeltrace(&out.join("kernel"));
-    let hits: Vec<&str> = kernel.lines().filter(|l| l.contains(" leaf: ")).collect();
-    assert_eq!(hits.len(), 2, "{kernel}");
+    assert_eq!(kernel.lines().filter(|l| l.contains(" leaf: ")).count(), 2, "{kernel}");
     let side = common::babeltrace(&out.join("kernel-stacks"));
     let stacks: Vec<&str> = side.lines().filter(|l| l.contains(" perf_probe_stack: ")).collect();
     assert_eq!(stacks.len(), 2, "one stack per hit of the tree, none of the other program's: {side}");

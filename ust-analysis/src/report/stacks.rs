@@ -171,3 +171,45 @@ impl super::faults::FaultStacks for Tier1 {
         Tier1::fault(self, f, pid);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::model::Waker;
+
+    fn wait(blocked_in: &str) -> Wait {
+        Wait {
+            tid: 8,
+            name: "pingpong".into(),
+            start_ns: 1_000,
+            duration_ns: 1_000,
+            wakeup_latency_ns: None,
+            end_inferred: false,
+            blocked_in: blocked_in.into(),
+            woken_by: Waker::NeedsRoot,
+            stack: Vec::new(),
+            call: None,
+            ust: None,
+        }
+    }
+
+    /// A wait with a block stack inside it is in what the stack's system call says; one
+    /// without keeps the system call the recorded system calls put it in, or says why it
+    /// has no stack.
+    #[test]
+    fn what_a_tier1_wait_was_blocked_in() {
+        let mut t = Tier1::default();
+        t.blocks.insert(8, vec![Block { ts: 1_500, pid: 7, syscall: "read".into(), ips: Vec::new() }]);
+        let mut w = wait("user space");
+        t.explain_wait(&mut w);
+        assert_eq!(w.blocked_in, "syscall read");
+        let mut w = wait("syscall read");
+        w.start_ns = 3_000;
+        t.explain_wait(&mut w);
+        assert_eq!(w.blocked_in, "syscall read", "from the system-call records");
+        let mut w = wait("user space");
+        w.start_ns = 3_000;
+        t.explain_wait(&mut w);
+        assert_eq!(w.blocked_in, "the kernel (no user stack: it had woken before ust trace looked at it)");
+    }
+}

@@ -16,6 +16,10 @@
 //!   (`PERF_EVENT_IOC_SET_OUTPUT`), a ring of its own per CPU, so that a fault storm that
 //!   fills it costs fault samples, not switch records.
 //!
+//! And for root's side trace of dynamic probes, a third kind, CPU-wide (`pid = -1`), on at
+//! once and not inherited: a **tracepoint** event per probe ([`tracepoint`], which says why
+//! not per task), sampling each hit as the faults are, into a ring of its own per CPU.
+//!
 //! All share one `sample_type` ([`SAMPLE_TYPE`]), so every record ends with the same
 //! `sample_id` trailer (tid, time, cpu, identifier; `sample_id_all`), and time is
 //! `CLOCK_MONOTONIC` (`use_clockid`), the clock of the user-space traces.
@@ -249,6 +253,9 @@ mod tests {
             assert_eq!(a.sample_type, SAMPLE_TYPE);
         }
         assert_eq!(attr(Kind::SideBand).context_switch(), 1);
+        // The probes' events: every task's hits on a CPU, from the start.
+        let t = tracepoint(42);
+        assert_eq!((t.type_, t.config, t.inherit(), t.enable_on_exec(), t.disabled(), t.sample_type), (b::PERF_TYPE_TRACEPOINT, 42, 0, 0, 0, SAMPLE_TYPE));
         // SAFETY: reading the union member this module sets.
         assert_eq!(unsafe { attr(Kind::MajorFaults).__bindgen_anon_1.sample_period }, 1);
     }

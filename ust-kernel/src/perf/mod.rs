@@ -10,7 +10,9 @@
 //! thread ust-perf (reader), never waiting for the converter:
 //!   per CPU: side-band ring (mmap) ──> ring::Ring::drain ──> record::parse
 //!   a traced thread went off CPU voluntarily ──> blockstack::snapshot (/proc), at once
+//!   per CPU: side-band ring again (off_cpu::OffCpu, tree::Tree: the traced processes)
 //!   per CPU: fault ring ──> drain (dropped, counted lost, while the converter is behind)
+//!   per CPU (root's probes, CPU-wide events): probe ring ──> the tree's hits only
 //!   ──> batch (records + stacks), held and merged while the channel is full ──channel──┐
 //! thread ust-perf-ctf (converter):                                                     v
 //!   sort the batch by time ──> to_ctf::Converter (unwind::Processes: mmap records +
@@ -36,13 +38,16 @@
 //!
 //! Modules: [`attr`] (the attributes, opening, the paranoid advice), [`ring`] (mmap ring
 //! reader), [`record`] (record parsing), [`unwind`] (address spaces, DWARF unwinding),
-//! [`blockstack`] (stacks of blocked threads), [`to_ctf`] (records as CTF events).
+//! [`off_cpu`] (which threads are blocked), [`blockstack`] (stacks of blocked threads),
+//! [`tree`] (the traced processes), [`to_ctf`] (records as CTF events).
 
 pub mod attr;
 pub mod blockstack;
+pub mod off_cpu;
 pub mod record;
 pub mod ring;
 pub mod to_ctf;
+pub mod tree;
 pub mod unwind;
 
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -305,8 +310,9 @@ impl PerfRecorder {
 
     /// [`PerfRecorder::start_stacks`], with the user stack of every hit of the dynamic
     /// probes `probes` (`(event, tracepoint id)`: [`super::view_recorder::Prepared::probe_tracepoints`])
-    /// as `perf_probe_stack` events (a tracepoint event per probe and CPU, sampling each hit
-    /// with the user registers and stack, DWARF-unwound as the faults are). A probe whose
+    /// as `perf_probe_stack` events (a CPU-wide tracepoint event per probe and CPU, sampling
+    /// each hit with the user registers and stack, DWARF-unwound as the faults are; the
+    /// reader keeps the hits of the traced tree, [`tree`]). A probe whose
     /// tracepoint cannot be opened has no stacks: [`PerfRecorder::probe_note`] says why.
     ///
     /// # Errors
@@ -481,7 +487,8 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
     let mut held: Vec<to_ctf::Item> = Vec::new();
     let mut held_faults = 0usize;
     let mut latest: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
-    let mut off_cpu = OffCpu::default();
+    let mut off_cpu = off_cpu::OffCpu::default();
+    let mut tree = tree::Tree::default();
     loop {
         let last = stop.load(Ordering::SeqCst);
         let mut pfd: Vec<libc::pollfd> = cpus
@@ -495,11 +502,7 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
         }
         let mut batch = Vec::new();
         // The switches first (ring 0 of each CPU), then the blocked threads, at once.
-        for c in cpus.iter_mut() {
-            let cpu = c.cpu;
-            c.rings[0].drain(|r| batch.push(to_ctf::Item::Record(cpu, record::parse(r))));
-        }
-        off_cpu.note(&mut batch, &mut latest);
+        drain_side_band(&mut cpus, &mut batch, &mut off_cpu, &mut tree, &mut latest);
         for (tid, pid, cpu) in off_cpu.unlooked() {
             if let Some(mut s) = blockstack::snapshot(pid, tid) {
                 off_cpu.stacked.insert(tid);
@@ -511,19 +514,31 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
                 batch.push(to_ctf::Item::Block(cpu, s));
             }
         }
-        // Then the faults: kept while the converter keeps up, else dropped and counted.
-        for c in cpus.iter_mut() {
+        // Where the probes' rings end now, then the side band again: a hit before those
+        // ends came after the exec or fork record of its process, which is read by then,
+        // so each hit read below is of a process the tree knows, or not the tree's.
+        let probe_ends: Vec<Option<u64>> = cpus.iter().map(|c| c.rings.get(2).map(ring::Ring::head)).collect();
+        drain_side_band(&mut cpus, &mut batch, &mut off_cpu, &mut tree, &mut latest);
+        // Then the faults and the tree's probe hits: kept while the converter keeps up,
+        // else dropped and counted. Other processes' hits are dropped unread.
+        for (c, probe_end) in cpus.iter_mut().zip(probe_ends) {
             let cpu = c.cpu;
             let (mut dropped, mut at) = (0u64, 0u64);
-            for ring in c.rings[1..].iter_mut() {
-                ring.drain(|r| {
-                    if held_faults < HELD_FAULTS && held.len() + batch.len() < HELD_RECORDS {
-                        held_faults += 1;
-                        batch.push(to_ctf::Item::Record(cpu, record::parse(r)));
-                    } else {
-                        let rec = record::parse(r);
-                        at = to_ctf::Item::Record(cpu, rec).time().max(at);
-                        dropped += 1;
+            let mut keep = |r: &[u8]| {
+                if held_faults < HELD_FAULTS && held.len() + batch.len() < HELD_RECORDS {
+                    held_faults += 1;
+                    batch.push(to_ctf::Item::Record(cpu, record::parse(r)));
+                } else {
+                    let rec = record::parse(r);
+                    at = to_ctf::Item::Record(cpu, rec).time().max(at);
+                    dropped += 1;
+                }
+            };
+            c.rings[1].drain(&mut keep);
+            if let (Some(ring), Some(end)) = (c.rings.get_mut(2), probe_end) {
+                ring.drain_until(end, |r| {
+                    if record::sample_pid_time(r).is_none_or(|(pid, time)| tree.contains(pid, time)) {
+                        keep(r);
                     }
                 });
             }
@@ -563,51 +578,26 @@ fn read_loop(mut cpus: Vec<CpuEvents>, conv: to_ctf::Converter, stop: &AtomicBoo
     (stats, bad + ring_bad, err)
 }
 
-/// The traced threads off CPU voluntarily, from the switch records, and which of their
-/// blocked intervals already have a stack.
-#[derive(Default, Debug)]
-struct OffCpu {
-    /// tid -> (pid, CPU it went off).
-    blocked: std::collections::HashMap<i32, (i32, u32)>,
-    /// Threads whose current interval has its stack.
-    stacked: std::collections::HashSet<i32>,
-}
-
-impl OffCpu {
-    /// Applies the records of `batch` (just drained from the side-band rings), sorting it
-    /// by time first: a thread that migrated has its switch-in on one CPU's ring and its
-    /// next switch-out on another's, and applied in ring order the older record would undo
-    /// the newer (the thread would not be looked at while it blocks, or would be stamped
-    /// after the wrong CPU's latest record, before its interval). `latest` (per CPU, the
-    /// time of the latest record read) is brought up to date.
-    fn note(&mut self, batch: &mut [to_ctf::Item], latest: &mut std::collections::HashMap<u32, u64>) {
-        batch.sort_by_key(to_ctf::Item::time);
-        for item in batch.iter() {
-            if let to_ctf::Item::Record(cpu, _) = item {
-                let t = latest.entry(*cpu).or_default();
-                *t = item.time().max(*t);
-            }
-            match item {
-                to_ctf::Item::Record(cpu, record::Record::Switch { id, out, preempt }) => {
-                    self.stacked.remove(&id.tid);
-                    if *out && !*preempt {
-                        self.blocked.insert(id.tid, (id.pid, *cpu));
-                    } else {
-                        self.blocked.remove(&id.tid);
-                    }
-                }
-                to_ctf::Item::Record(_, record::Record::Exit { tid, .. }) => {
-                    self.blocked.remove(tid);
-                    self.stacked.remove(tid);
-                }
-                _ => {}
-            }
-        }
+/// Drains the side-band ring of every CPU onto `batch` and applies what it read, in time
+/// order, to the blocked threads and the tree.
+fn drain_side_band(
+    cpus: &mut [CpuEvents],
+    batch: &mut Vec<to_ctf::Item>,
+    off_cpu: &mut off_cpu::OffCpu,
+    tree: &mut tree::Tree,
+    latest: &mut std::collections::HashMap<u32, u64>,
+) {
+    let start = batch.len();
+    for c in cpus.iter_mut() {
+        let cpu = c.cpu;
+        c.rings[0].drain(|r| batch.push(to_ctf::Item::Record(cpu, record::parse(r))));
     }
-
-    /// `(tid, pid, CPU)` of the blocked threads whose interval has no stack yet.
-    fn unlooked(&self) -> Vec<(i32, i32, u32)> {
-        self.blocked.iter().filter(|(t, _)| !self.stacked.contains(t)).map(|(&t, &(p, c))| (t, p, c)).collect()
+    let read = &mut batch[start..];
+    off_cpu.note(read, latest);
+    for item in read.iter() {
+        if let to_ctf::Item::Record(_, r) = item {
+            tree.note(r);
+        }
     }
 }
 
@@ -631,35 +621,4 @@ fn convert_loop(mut conv: to_ctf::Converter, rx: std::sync::mpsc::Receiver<Vec<t
         stats.push(s.stats.clone());
     }
     (stats, conv.bad, err)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn switch(cpu: u32, time: u64, out: bool) -> to_ctf::Item {
-        let id = record::Id { pid: 7, tid: 8, time, cpu, event: 0 };
-        to_ctf::Item::Record(cpu, record::Record::Switch { id, out, preempt: false })
-    }
-
-    /// A thread stopped on CPU 0, ran again on CPU 1 and blocked there: CPU 1's ring is
-    /// drained first, then CPU 0's older switch-out must not decide.
-    #[test]
-    fn a_migrated_thread_is_blocked_on_the_cpu_of_its_latest_switch() {
-        let (mut off, mut latest) = (OffCpu::default(), std::collections::HashMap::new());
-        let mut batch = vec![switch(1, 20, false), switch(1, 30, true), switch(0, 10, true)];
-        off.note(&mut batch, &mut latest);
-        assert_eq!(off.unlooked(), vec![(8, 7, 1)]);
-        assert_eq!((latest[&0], latest[&1]), (10, 30));
-        // Ran on CPU 0 after blocking on CPU 1 (drained in the other order): not blocked.
-        let mut batch = vec![switch(0, 50, false), switch(1, 40, true)];
-        off.note(&mut batch, &mut latest);
-        assert!(off.unlooked().is_empty());
-        // Blocked again once looked at: looked at again only after its next switch-out.
-        off.note(&mut [switch(0, 60, true)], &mut latest);
-        off.stacked.insert(8);
-        assert!(off.unlooked().is_empty());
-        off.note(&mut [switch(0, 70, false), switch(0, 80, true)], &mut latest);
-        assert_eq!(off.unlooked(), vec![(8, 7, 0)]);
-    }
 }

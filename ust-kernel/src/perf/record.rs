@@ -175,6 +175,21 @@ fn cstr(b: &[u8]) -> String {
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
+/// The process and time of a `PERF_RECORD_SAMPLE` (header included), read in place
+/// without parsing the rest (its stack copy): the body starts `identifier u64, ip u64,
+/// pid u32, tid u32, time u64` for [`super::attr::SAMPLE_TYPE`] (perf_event_open(2),
+/// "PERF_RECORD_SAMPLE"). `None` for another kind of record or one too short.
+pub fn sample_pid_time(rec: &[u8]) -> Option<(i32, u64)> {
+    let mut c = Cur { b: rec, pos: 0 };
+    if c.u32()? != b::PERF_RECORD_SAMPLE {
+        return None;
+    }
+    c.pos = 24;
+    let pid = c.u32()? as i32;
+    c.u32()?;
+    Some((pid, c.u64()?))
+}
+
 /// Parses one record (header included), as [`super::ring::Ring::drain`] hands it out.
 pub fn parse(rec: &[u8]) -> Record {
     parse_opt(rec).unwrap_or(Record::Bad)
@@ -321,5 +336,10 @@ mod tests {
         s.extend_from_slice(&8u64.to_le_bytes());
         let Record::Sample(p) = parse(&rec(b::PERF_RECORD_SAMPLE, 0, &s)) else { panic!() };
         assert_eq!((p.ip, p.addr, p.id.tid, p.id.cpu, p.regs, p.stack.len()), (0x1000, 0xdead, 11, 1, Some([0x30, 0x40, 0x1000]), 8));
+        // Its process, read in place, as parse reads it; none of another kind or cut short.
+        let whole = rec(b::PERF_RECORD_SAMPLE, 0, &s);
+        assert_eq!((sample_pid_time(&whole), p.id.pid, p.id.time), (Some((10, 777)), 10, 777));
+        assert_eq!(sample_pid_time(&rec(b::PERF_RECORD_MMAP, 0, &s)), None);
+        assert_eq!(sample_pid_time(&whole[..39]), None);
     }
 }

@@ -67,8 +67,19 @@ impl Ring {
 
     /// Copies out every complete record now in the ring (header included), in ring order,
     /// calls `f` with each, and frees their space.
-    pub fn drain(&mut self, mut f: impl FnMut(&[u8])) {
-        let head = self.atomic(std::mem::offset_of!(perf_event_mmap_page, data_head)).load(Ordering::Acquire);
+    pub fn drain(&mut self, f: impl FnMut(&[u8])) {
+        self.drain_until(self.head(), f);
+    }
+
+    /// Where the kernel's next record will go (`data_head`, read with acquire ordering):
+    /// every record before it is complete and visible.
+    pub fn head(&self) -> u64 {
+        self.atomic(std::mem::offset_of!(perf_event_mmap_page, data_head)).load(Ordering::Acquire)
+    }
+
+    /// [`Ring::drain`], of the records before `head` only (a [`Ring::head`] read earlier):
+    /// those that the kernel had written by then.
+    pub fn drain_until(&mut self, head: u64, mut f: impl FnMut(&[u8])) {
         let tail_cell = std::mem::offset_of!(perf_event_mmap_page, data_tail);
         let mut tail = self.atomic(tail_cell).load(Ordering::Relaxed);
         let size = self.data_size as u64;

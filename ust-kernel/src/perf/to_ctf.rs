@@ -320,13 +320,9 @@ impl Converter {
 
     /// A dynamic probe's hit: its user stack (the probed function's first instruction on
     /// top: its frame is not set up yet, so the unwinder's CFI at that address applies).
-    /// The probes' events see every task's hits ([`super::attr::tracepoint`]): those of a
-    /// process the side-band records never named are not the traced tree's, and dropped.
+    /// (The reader passes the hits of the traced tree only: [`super::tree`].)
     fn probe(&mut self, cpu: u32, s: Sample) -> std::io::Result<()> {
         let Some(probe) = self.probe_events.get(&s.id.event).cloned() else { return Ok(()) };
-        if !self.procs.knows(s.id.pid) {
-            return Ok(());
-        }
         let frames = match s.regs {
             Some([bp, sp, ip]) => self.procs.unwind(s.id.pid, ip, sp, bp, &s.stack),
             None => vec![s.ip],
@@ -387,36 +383,5 @@ mod tests {
         assert!(o.status.success(), "{err}");
         assert_eq!(String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.contains("sched_process_exit")).count(), 2);
         assert!(err.contains("Tracer discarded 42 events between [00:00:00.000001000] and [00:00:00.000005000]"), "{err}");
-    }
-
-    /// The probes' events see every task's hits: only those of processes the side-band
-    /// records named (the tree: its exec, a fork into it) become `perf_probe_stack` events.
-    #[test]
-    fn probe_hits_of_processes_outside_the_tree_are_dropped() {
-        let dir = tempfile::tempdir().unwrap();
-        let table = Arc::new(event_table());
-        let uuid = [4; 16];
-        let out = ust_ctf::outdir::TraceDir::create(dir.path(), None).unwrap();
-        let streams = vec![CpuStream::create(&out, table.clone(), uuid, 0).unwrap()];
-        let mut conv = Converter::new(table.clone(), streams);
-        conv.probe_events.insert(99, "stop_here".into());
-        let id = |pid, time, event| Id { pid, tid: pid, time, cpu: 0, event };
-        let hit = |pid, time| Item::Record(0, Record::Sample(Sample { id: id(pid, time, 99), ip: 0x1000, addr: 0, regs: None, stack: Vec::new() }));
-        let comm = Record::Comm { id: id(7, 1_000, 1), pid: 7, tid: 7, comm: "probetree".into(), exec: true };
-        conv.convert(Item::Record(0, comm)).unwrap();
-        conv.convert(hit(7, 2_000)).unwrap();
-        conv.convert(hit(8, 3_000)).unwrap();
-        conv.convert(Item::Record(0, Record::Fork { id: id(7, 4_000, 1), pid: 8, ppid: 7, tid: 8, ptid: 7 })).unwrap();
-        conv.convert(hit(8, 5_000)).unwrap();
-        conv.convert(hit(9, 6_000)).unwrap();
-        conv.streams[0].flush().unwrap();
-        crate::write_metadata(&out, uuid, &table, "20260101T000000+0000", 7, 0, "perf_event_open").unwrap();
-        let o = std::process::Command::new("babeltrace2").arg(dir.path()).output().expect("babeltrace2 runs");
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let text = String::from_utf8_lossy(&o.stdout);
-        let hits: Vec<&str> = text.lines().filter(|l| l.contains(" perf_probe_stack: ")).collect();
-        assert_eq!(hits.len(), 2, "{text}");
-        assert!(hits[0].contains("pid = 7") && hits[0].contains("probe = \"stop_here\""), "{text}");
-        assert!(hits[1].contains("pid = 8"), "{text}");
     }
 }

@@ -137,12 +137,6 @@ impl Processes {
         self.procs.insert(pid, Proc::default());
     }
 
-    /// Whether `pid` is a traced process: one the side-band records named (its exec, a
-    /// fork into it, a mapping of it).
-    pub fn knows(&self, pid: i32) -> bool {
-        self.procs.contains_key(&pid)
-    }
-
     /// The mappings of `pid` known now.
     pub fn mappings(&self, pid: i32) -> &[Mapping] {
         self.procs.get(&pid).map(|p| p.maps.as_slice()).unwrap_or(&[])
