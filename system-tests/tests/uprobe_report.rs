@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{program_here, TestDaemon};
+use common::{program_here, KillOnDrop, TestDaemon};
 
 /// Per function, the durations of its calls paired here from babeltrace2's text (a stack
 /// per thread, as a debugger would pair them), and the calls left open at the end.
@@ -59,10 +59,7 @@ fn pair(text: &str, functions: &[&str]) -> Paired {
 
 #[test]
 fn report_counts_calls_and_pairs_recursive_and_nested_returns_per_thread() {
-    if let Some(r) = common::uprobe::skip_reason(ust_kernel::tracefs::root) {
-        eprintln!("skipped: {r}");
-        return;
-    }
+    common::require_uprobes!();
     let _one = common::uprobe::one();
     let d = TestDaemon::without_daemon();
     let out = d.home.path().join("tree");
@@ -171,26 +168,12 @@ fn report_counts_calls_and_pairs_recursive_and_nested_returns_per_thread() {
     let _ = d.ust_cmd().args(["daemon", "stop"]).output();
 }
 
-/// A process group, killed (SIGKILL) when dropped, test failure or not.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) of the child's own process group (it called setpgid(0, 0)).
-        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
-        let _ = self.0.wait();
-    }
-}
-
 /// Root's probe stacks are sampled by CPU-wide events (per-task ones lost hits: see
 /// `ust_kernel::perf::attr::tracepoint`): another process running the same file while the
 /// trace runs is not in `kernel-stacks/`, and each of the tree's hits has its stack.
 #[test]
 fn probe_stacks_are_the_traced_trees_only() {
-    if let Some(r) = common::uprobe::skip_reason(ust_kernel::tracefs::root) {
-        eprintln!("skipped: {r}");
-        return;
-    }
+    common::require_uprobes!();
     let _one = common::uprobe::one();
     let d = TestDaemon::without_daemon();
     let out = d.home.path().join("tree");
@@ -199,10 +182,8 @@ fn probe_stacks_are_the_traced_trees_only() {
     // Outside the trace, the same program over and over, a line per run in `runs`.
     let runs = d.home.path().join("runs");
     let r = runs.to_str().unwrap();
-    let mut other = Command::new("sh");
-    other.args(["-c", &format!(": > {r}; while :; do {b} 2 3 3 >/dev/null; echo >> {r}; done")]);
-    std::os::unix::process::CommandExt::process_group(&mut other, 0);
-    let _other = KillOnDrop(other.spawn().unwrap());
+    // Killed when the test ends, whatever happens (the loop ends with its shell).
+    let _other = KillOnDrop(Command::new("sh").args(["-c", &format!(": > {r}; while :; do {b} 2 3 3 >/dev/null; echo >> {r}; done")]).spawn().unwrap());
     // The traced command waits until the other program has run twice more, so it runs
     // while the trace records (and the probes are placed).
     let wait_two = format!("n=$(wc -l < {r}); while [ $(wc -l < {r}) -lt $((n + 2)) ]; do sleep 0.01; done; {b} 1 2 1");
