@@ -43,6 +43,12 @@ fn setup() -> Result<PathBuf, String> {
 /// its next switch — one `wait4` and one `rt_sigprocmask` of `sh`, or the last `close` of
 /// each child, went missing that way in about one run in ten. Our own report ends such a
 /// wait at the task's next event (`end_inferred`); lttng-analyses cannot.
+///
+/// The same kernel never records a switch out of the sandbox agent's threads either (pid
+/// 1's `tokio-rt-worker`s, nice -10: in a tracefs instance of its own, 1132 switches in 2 s
+/// had 7 breaks of the per-CPU chain, each after a switch into one of them), on any CPU,
+/// so pinning cannot avoid them: [`unattributable`] counts the calls they hide from
+/// lttng-analyses, and the comparison allows exactly those.
 fn workload() -> Vec<String> {
     let file = workspace().join("Cargo.toml");
     let script = format!("cat /etc/hostname; ls /nonexistent || true; dd if={} of=/dev/null bs=4096 count=1 iflag=direct status=none", file.display());
@@ -106,6 +112,75 @@ fn field(line: &str, name: &str) -> Option<i64> {
     line[i..].split([',', ' ']).next()?.parse().ok()
 }
 
+/// A babeltrace2 `--clock-seconds` line's time, ns since the epoch.
+fn line_time(l: &str) -> Option<u64> {
+    l.get(1..l.find(']')?).map(|t| t.replace('.', "")).and_then(|t| t.parse().ok())
+}
+
+/// A line's `tid` context (the `{ tid = N }` after `cpu_id`).
+fn context_tid(l: &str) -> Option<i64> {
+    l.find("}, { tid = ").and_then(|i| l[i + 11..].split(' ').next()?.parse().ok())
+}
+
+/// A line's event name (`syscall_entry_openat`, `sched_switch`, ...).
+fn event_name(l: &str) -> Option<&str> {
+    l.split(": {").next()?.rsplit(' ').next()
+}
+
+/// The tree's system call events (entry or exit, at or after `begin`) that lttng-analyses
+/// cannot attribute to their task, per call name: it takes a call's task from the last
+/// `sched_switch` on the call's CPU (`linuxautomaton/sched.py`, `syscalls.py`), and the
+/// last switch there put another task on that CPU, one whose switches out of it the kernel
+/// never recorded (a *silent* task on that CPU: switched in, never out, in the whole trace).
+/// Such a call is not counted for the tree, or counted for the silent task.
+///
+/// # Errors
+/// Where the chain is broken by anything else — a switch missing after a task that was
+/// seen switched out on that CPU, a tree task silent itself, a tree call under a task that is
+/// not silent — the trace, not the kernel, lost a switch: the first such line.
+fn unattributable(text: &str, tree: &BTreeSet<i64>, begin: u64) -> Result<BTreeMap<String, u64>, String> {
+    let switch = |l: &str| Some((field(l, "cpu_id")?, field(l, "prev_tid")?, field(l, "next_tid")?));
+    let (mut ins, mut outs) = (BTreeSet::new(), BTreeSet::new());
+    for (cpu, prev, next) in text.lines().filter(|l| event_name(l) == Some("sched_switch")).filter_map(switch) {
+        outs.insert((cpu, prev));
+        ins.insert((cpu, next));
+    }
+    let silent: BTreeSet<(i64, i64)> = ins.difference(&outs).copied().collect();
+    if let Some((cpu, t)) = silent.iter().find(|(_, t)| tree.contains(t)) {
+        return Err(format!("the tree's task {t} is never switched out of CPU {cpu}"));
+    }
+    let (mut on_cpu, mut last_entry, mut hidden) = (BTreeMap::new(), BTreeMap::<i64, String>::new(), BTreeMap::new());
+    for l in text.lines() {
+        let (Some(name), Some(cpu)) = (event_name(l), field(l, "cpu_id")) else { continue };
+        if name == "sched_switch" {
+            let Some((_, prev, next)) = switch(l) else { continue };
+            if let Some(&cur) = on_cpu.get(&cpu) {
+                if cur != prev && !silent.contains(&(cpu, cur)) {
+                    return Err(format!("a switch out of {cur} on CPU {cpu} is missing before:\n{l}"));
+                }
+            }
+            on_cpu.insert(cpu, next);
+            continue;
+        }
+        let Some(tid) = context_tid(l).filter(|t| tree.contains(t)) else { continue };
+        let call = if let Some(c) = name.strip_prefix("syscall_entry_") {
+            last_entry.insert(tid, c.to_string());
+            c.to_string()
+        } else if let Some(c) = name.strip_prefix("syscall_exit_") {
+            last_entry.get(&tid).cloned().unwrap_or_else(|| c.to_string())
+        } else {
+            continue;
+        };
+        match on_cpu.get(&cpu) {
+            Some(&cur) if cur == tid => {}
+            _ if line_time(l).is_none_or(|t| t < begin) => {}
+            Some(&cur) if !silent.contains(&(cpu, cur)) => return Err(format!("the tree's call while {cur}, seen switched out, is on CPU {cpu}:\n{l}")),
+            _ => *hidden.entry(call).or_insert(0) += 1,
+        }
+    }
+    Ok(hidden)
+}
+
 /// The threads of `pid`'s tree (from the forks babeltrace2 shows) and the time (ns since the
 /// epoch) of the entry of its successful `execve`, where strace's count starts.
 fn tree_and_exec(text: &str, pid: i32) -> (BTreeSet<i64>, u64) {
@@ -113,8 +188,8 @@ fn tree_and_exec(text: &str, pid: i32) -> (BTreeSet<i64>, u64) {
     let mut entry = None;
     let mut exec = None;
     for l in text.lines() {
-        let ts = || l.get(1..l.find(']')?).map(|t| t.replace('.', "")).and_then(|t| t.parse::<u64>().ok());
-        let ctx_tid = l.find("}, { tid = ").and_then(|i| l[i + 11..].split(' ').next()?.parse::<i64>().ok());
+        let ts = || line_time(l);
+        let ctx_tid = context_tid(l);
         if l.contains(" sched_process_fork: ") {
             if let (Some(p), Some(c)) = (field(l, "parent_tid"), field(l, "child_tid")) {
                 if tree.contains(&p) {
@@ -210,19 +285,31 @@ fn lttng_syscallstats_counts_equal_strace() {
     let tids = tree.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",");
     let text = analyses(&py, &out, "lttng-syscallstats", &["--begin".into(), exec.to_string(), "--tid".into(), tids.clone()]);
     let got = syscallstats_counts(&text);
-    // On a mismatch, the tree's execve events as babeltrace2 reads them, beside the
-    // analysis' start (once seen: one execve short, cause not found).
-    let execs: Vec<&str> = bt.lines().filter(|l| l.contains("_execve: ") || l.contains(" sched_process_exec: ")).collect();
-    // ... and the trace itself is kept (the tempdir would remove it), for lttng-analyses to be
-    // run on it again: failed 3 times in 21 runs beside two CPU hogs, then
-    // never in the next 130 of the same sitting; cause not found.
-    let kept = if got == want { String::new() } else { keep(&out) };
-    assert_eq!(
-        got,
-        want,
-        "lttng-syscallstats (left) against strace -f -c (right)\n{text}\n--begin {exec} --tid {tids}, execve events:\n{}\n{kept}",
-        execs.join("\n")
-    );
+    let hidden = unattributable(&bt, &tree, exec).unwrap_or_else(|e| panic!("{e}\n{}", keep(&out)));
+    // Each count is strace's, less at most the calls whose entry or exit the kernel's silent
+    // switches hid from lttng-analyses (exactly strace's when none were).
+    let names: BTreeSet<&String> = got.keys().chain(want.keys()).collect();
+    let off: Vec<String> = names
+        .into_iter()
+        .filter(|n| {
+            let (g, w, h) = (got.get(*n).copied().unwrap_or(0), want.get(*n).copied().unwrap_or(0), hidden.get(*n).copied().unwrap_or(0));
+            g > w || g + h < w
+        })
+        .map(|n| format!("{n}: lttng-syscallstats {:?}, strace {:?}, hidden {:?}", got.get(n), want.get(n), hidden.get(n)))
+        .collect();
+    if !off.is_empty() {
+        // On a mismatch, the tree's execve events as babeltrace2 reads them, beside the
+        // analysis' start, and the trace itself, kept (the tempdir would remove it).
+        let execs: Vec<&str> = bt.lines().filter(|l| l.contains("_execve: ") || l.contains(" sched_process_exec: ")).collect();
+        panic!(
+            "lttng-syscallstats against strace -f -c: {off:#?}\n{text}\n--begin {exec} --tid {tids}, calls hidden by silent switches {hidden:?}, execve events:\n{}\n{}",
+            execs.join("\n"),
+            keep(&out)
+        );
+    }
+    if !hidden.is_empty() {
+        eprintln!("calls hidden from lttng-analyses by switches the kernel did not record: {hidden:?}");
+    }
 }
 
 /// Copies the trace `out` under the test's target directory (`CARGO_TARGET_TMPDIR`, kept
