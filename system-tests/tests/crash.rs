@@ -605,6 +605,12 @@ fn a_traced_process_outlives_its_daemon_and_a_new_daemon_picks_it_up() {
         assert!(Instant::now() < deadline, "the restarted daemon did not get process {pid} back:\n{}", d.log());
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Listed means registered: the session's channel and masks are queued to the process,
+    // which applies them on its own thread while it keeps running (no `start` waited for
+    // them: the process came back after it). `regenerate statedump` returns once the process
+    // answered a round trip queued after them (busy run 6 at 45746c7: 1000 events emitted
+    // right after the listing, none recorded).
+    d.ust_ok(&["regenerate", "statedump"]);
     batch(&mut stdin, &mut stdout, 1000);
     d.ust_ok(&["stop"]);
     let Read { text, discarded, .. } = babeltrace_with_discards(&out);
