@@ -11,7 +11,8 @@
 //! event:  u32 { type_len:5, time_delta:27 } [array…]
 //!         type_len 1..=28   payload of type_len * 4 bytes follows
 //!         type_len 0        u32 array[0] = payload length + 4, then the payload
-//!         type_len 29       padding (array[0] = length of the rest; delta 0: rest of page)
+//!         type_len 29       padding: delta 0, the rest of the page; else a discarded event
+//!                           (array[0] = its length after this word; its delta counts)
 //!         type_len 30       time extend: delta = array[0] << 27 | time_delta
 //!         type_len 31       absolute time stamp: array[0] << 27 | time_delta (59 bits)
 //! ```
@@ -137,8 +138,11 @@ pub fn decode_page(page: &[u8], layout: &PageLayout, mut f: impl FnMut(RawEvent<
                 if delta == 0 {
                     break; // the rest of the page is padding
                 }
+                // A discarded event: later deltas count from its time, so its delta is
+                // kept (libtraceevent's kbuffer does the same).
                 let len = arg()? as usize;
                 off = off.checked_add(4 + len).filter(|&o| o <= end).ok_or(PageError::Event(off))?;
+                now = now.wrapping_add(delta);
                 continue;
             }
             30 => {
@@ -205,6 +209,18 @@ mod tests {
         assert_eq!(got[1], (1015, vec![9; 8]));
         assert_eq!(got[2].0, 1015 + (1 << 27) + 3);
         assert_eq!(got[3], (51, vec![3; 4]));
+    }
+
+    #[test]
+    fn a_discarded_event_keeps_its_time_delta() {
+        // Event, discarded event (padding with a delta, 8 bytes after its header), event.
+        let mut discarded = 8u32.to_le_bytes().to_vec();
+        discarded.extend_from_slice(&[0; 4]);
+        let p = page(&[(1, 10, &[1; 4]), (29, 5, &discarded), (1, 3, &[2; 4])], 0);
+        let mut got = Vec::new();
+        let info = decode_page(&p, &PageLayout::default(), |e| got.push((e.timestamp, e.payload.to_vec()))).unwrap();
+        assert_eq!(info.events, 2);
+        assert_eq!(got, [(1010, vec![1; 4]), (1018, vec![2; 4])]);
     }
 
     #[test]
