@@ -188,17 +188,15 @@ fn tree_and_exec(text: &str, pid: i32) -> (BTreeSet<i64>, u64) {
     let mut entry = None;
     let mut exec = None;
     for l in text.lines() {
-        let ts = || line_time(l);
-        let ctx_tid = context_tid(l);
         if l.contains(" sched_process_fork: ") {
             if let (Some(p), Some(c)) = (field(l, "parent_tid"), field(l, "child_tid")) {
                 if tree.contains(&p) {
                     tree.insert(c);
                 }
             }
-        } else if ctx_tid == Some(pid.into()) && exec.is_none() {
+        } else if context_tid(l) == Some(pid.into()) && exec.is_none() {
             if l.contains(" syscall_entry_execve: ") {
-                entry = ts();
+                entry = line_time(l);
             } else if l.contains(" syscall_exit_execve: ") && field(l, "ret") == Some(0) {
                 exec = entry;
             }
