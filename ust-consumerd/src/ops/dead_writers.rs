@@ -161,13 +161,13 @@ fn after(prev: u64, low: u64) -> u64 {
     }
 }
 
-/// The (length, time, event id) triples the dead record at the start of `b` (byte 0 lost) may have,
+/// The (length, time) pairs the dead record at the start of `b` (byte 0 lost) may have,
 /// after time `prev`: one per value byte 0 can take (a compact header's id, or the extended
 /// tag) that decodes, with the header's time (a compact header's 24 bits after byte 0, the
 /// 3 lowest lost: at most 7 ns early, which never moves the next record across a 2^27 ns
 /// boundary, and `prev` when that is in `prev`'s 8 ns; no bits at all, an unwritten
 /// header: `prev`).
-fn candidates(b: &[u8], prev: u64, events: &[ust_core::EventDesc], ctx: usize) -> Vec<(usize, u64, u32)> {
+fn candidates(b: &[u8], prev: u64, events: &[ust_core::EventDesc], ctx: usize) -> Vec<(usize, u64)> {
     use ust_core::event_header::{EXTENDED_SIZE, EXTENDED_TAG};
     let mut out = Vec::new();
     let word = u32::from_le_bytes([0, b.get(1).copied().unwrap_or(0), b.get(2).copied().unwrap_or(0), b.get(3).copied().unwrap_or(0)]);
@@ -193,126 +193,241 @@ fn candidates(b: &[u8], prev: u64, events: &[ust_core::EventDesc], ctx: usize) -
                 None => continue,
             }
         } else {
+            // The writer stores the header (but byte 0) before anything else of the
+            // record: with no header bits, nothing of it was written.
+            if word == 0 && b[..len].iter().any(|&x| x != 0) {
+                continue;
+            }
             compact_time
         };
-        if !out.iter().any(|&(l, tt, _)| (l, tt) == (len, t)) {
-            out.push((len, t, h.id));
+        if !out.contains(&(len, t)) {
+            out.push((len, t));
         }
     }
     out
 }
 
-/// The search for the dead slots of one packet's content (module docs), keeping the
-/// records' times in order: every record decodes after the previous one, no later than
-/// the packet's end, a dead slot's time from its own header bytes.
+/// The search for the dead slots of one packet's content (module docs): a dynamic
+/// programme over the places a dead slot can start, in offset order.
 ///
-/// At each dead slot the candidates are tried most likely first ([`Search::landing`]):
-/// those after which the records decode cleanly up to the next dead slot, earliest last
-/// time first (a shorter size than the truth lands in the dead record's unwritten zeros,
-/// a longer one in the middle of the next record, whose misaligned walk runs late), then
-/// the longest, then those of the events committed most often in the packet so far. With the right
-/// candidate first at every slot the search walks the packet once; trying sizes in id
-/// order, a packet with twenty-five dead slots (the test with a hundred kills) ran out of
-/// steps splitting each dead record into smaller "dead records" that add up to the same
-/// bytes.
+/// Committed records decode one after the other; at a slot whose byte 0 is zero, a dead
+/// record of one of its [`candidates`] sizes is assumed, and the walk goes on after it. A
+/// state is such a slot with the dead bytes and committed extended records before it; of
+/// the ways to reach it the search keeps the best ([`Reach::rank`]), and follows at most
+/// [`Search::BEAM`] ways from a slot, so the work grows with the slots, not with the
+/// combinations of sizes. At the end the dead
+/// slots chosen add up to the missing bytes (else, when no set does, to fewer: some dead
+/// records look committed), with the most committed extended records, then the best rank.
+///
+/// In a packet that spans more than `2^27` ns the time checks cannot refuse a wrong size:
+/// the misaligned bytes after it decode as compact headers (nearly any 4 bytes are some
+/// event's) at times between the previous record's and the packet's end. What tells the
+/// true sizes apart:
+///
+/// - a dead record is written in order, header first ([`candidates`]): a size that puts a
+///   dead slot in a run of zeros inside a record, with written bytes after it, is refused;
+///   and a committed compact header has time bits after byte 0 ([`Search::walk`]): a
+///   walk over small integers or unwritten fields, where bytes 1 to 3 are zero, is not in
+///   step;
+/// - an extended header's 64-bit time between its neighbours' is not chance: a size that
+///   swallows one, and the jump of time it carries, decodes the compact records after it
+///   up to `2^27` ns early (a steady writer's bursts out of order);
+/// - a misaligned walk swallows records (a string or sequence whose length is read from
+///   the wrong bytes spanned 12 KiB) or splits dead bytes into more slots: the most
+///   committed records less dead slots;
+/// - then the earliest last time: a misdecoded compact header moves time forward, and
+///   the real records after it decode relative to that time, never earlier.
+///
+/// (A depth-first search that took the candidate reaching furthest, and stopped at the
+/// first set adding up to the missing bytes, kept a misaligned walk over eleven dead slots
+/// of a packet spanning 355 ms, swallowing 160 of a steady writer's records; in other
+/// packets it ran out of steps and cut the content.)
 struct Search<'a> {
     data: &'a [u8],
     events: &'a [ust_core::EventDesc],
     ctx: usize,
     ts_end: u64,
+    /// The missing bytes: no total above it is followed.
+    budget: usize,
     steps: u32,
-    failed: std::collections::HashSet<(usize, usize, u64)>,
-    /// Committed records met so far per event id (a heuristic: never undone).
-    seen: std::collections::HashMap<u32, u32>,
-    /// The holes must add up to the missing bytes exactly; else to at most that
-    /// ([`rewrite`]'s second search).
-    exact: bool,
+    /// [`Search::walk`]'s results by start and time: many ways reach a slot at the same
+    /// time, with different dead bytes before it.
+    walks: std::collections::HashMap<(usize, u64), Option<Walked>>,
+}
+
+/// What [`Search::walk`] met.
+#[derive(Clone, Copy, Debug)]
+struct Walked {
+    /// Where it stopped: a slot whose byte 0 is zero, or the end.
+    stop: usize,
+    /// Time of the last record (the start time when there was none).
+    last: u64,
+    /// Records walked.
+    records: u32,
+    /// Of which extended ones.
+    extended: u32,
+}
+
+/// The dead bytes before a slot and the committed extended records: a way's key.
+type Key = (usize, u32);
+
+/// The best way found to reach a dead slot (or the end) with some dead bytes before it.
+#[derive(Clone, Copy, Debug)]
+struct Reach {
+    /// Time of the last record before it.
+    time: u64,
+    /// Committed records before it.
+    records: u32,
+    /// Dead slots before it.
+    holes: u32,
+    /// The dead slot this one was reached from, `(offset, its key, size, time)`; `None`
+    /// for the first.
+    from: Option<(usize, Key, usize, u64)>,
+}
+
+impl Reach {
+    /// The order of ways (smaller first): the most committed records less dead slots,
+    /// then the earliest, then the fewest dead slots (the type's docs say why).
+    fn rank(&self) -> (std::cmp::Reverse<i64>, u64, u32) {
+        (std::cmp::Reverse(i64::from(self.records) - i64::from(self.holes)), self.time, self.holes)
+    }
+
+    /// Whether `self` is better than `other` ([`Reach::rank`]).
+    fn better(&self, other: &Reach) -> bool {
+        self.rank() < other.rank()
+    }
+}
+
+/// Keeps `r` at `key` of `map` if it is better than what is there.
+fn keep_better<K: Ord>(map: &mut std::collections::BTreeMap<K, Reach>, key: K, r: Reach) {
+    match map.entry(key) {
+        std::collections::btree_map::Entry::Vacant(v) => {
+            v.insert(r);
+        }
+        std::collections::btree_map::Entry::Occupied(mut o) => {
+            if r.better(o.get()) {
+                o.insert(r);
+            }
+        }
+    }
 }
 
 impl Search<'_> {
-    /// Most record decodings one search makes: bounded work whatever the memory holds
+    /// Most record decodings and dead-slot sizes tried in one search: bounded work whatever the memory holds
     /// (a few tens of milliseconds of the drain thread, for a packet that a hostile or
     /// unlucky writer made hard).
     const MAX_STEPS: u32 = 1 << 20;
+    /// Most ways followed from one slot: the best by [`Reach::rank`]. In a packet spanning
+    /// seconds, misaligned walks stop at a thousand places (zeros in integers, string
+    /// ends) with hundreds of totals each; followed all, 28 dead slots took more than
+    /// [`Search::MAX_STEPS`]. The true way ranks among the first few at every slot of
+    /// every packet kept in the tests (16 found them all; 32, about 200,000 steps for the
+    /// hardest).
+    const BEAM: usize = 32;
 
-    /// How plausible it is that a dead record ends at `off` with time `prev`, as a sort
-    /// key (smaller first): `(0, reach, time)` when the records from there decode in time
-    /// order up to the next dead slot (at `reach`) or the end, `time` being the last
-    /// one's; `(1, ..)` when `off` is itself in zeros (the next dead slot, or this one's
-    /// unwritten end: a size shorter than the truth); `(2, ..)` when a record from there
-    /// does not decode.
-    ///
-    /// Among candidates that walk cleanly the true size reaches furthest (a wrong one
-    /// walks misaligned bytes, which soon fail or stop in zeros, such as the dead record's
-    /// own unwritten end), and among those that reach as far, it gives the earliest last
-    /// time: misaligned compact headers each move time forward (one never decodes earlier
-    /// than the previous record), and once the walk falls back into step with the real
-    /// records they decode up to `2^27` ns late.
-    fn landing(&mut self, mut off: usize, mut prev: u64) -> (u8, std::cmp::Reverse<usize>, u64) {
+    /// Walks the committed records from `off` (time `prev`) up to the next slot whose byte
+    /// 0 is zero or the end, `None` when a record does not decode, overruns the end, goes
+    /// back in time or past the packet's end time, or is a compact header with no time
+    /// bits after byte 0. Remembered: many ways reach a slot at the same time with
+    /// different dead bytes before it.
+    fn walk(&mut self, off: usize, prev: u64) -> Option<Walked> {
+        if let Some(&w) = self.walks.get(&(off, prev)) {
+            return w;
+        }
+        let w = self.walk_uncached(off, prev);
+        self.walks.insert((off, prev), w);
+        w
+    }
+
+    fn walk_uncached(&mut self, mut off: usize, mut prev: u64) -> Option<Walked> {
+        self.steps += 1;
         let end = self.data.len();
-        if off > end {
-            return (2, std::cmp::Reverse(0), u64::MAX);
-        }
-        if off < end && self.data[off] == 0 {
-            return (1, std::cmp::Reverse(off), prev);
-        }
+        let (mut records, mut extended) = (0, 0);
         while off < end && self.data[off] != 0 {
             self.steps += 1;
             let b = &self.data[off..end];
             match (ust_core::event_header::decode(b, prev), ust_ctf::reader::record_size_with_context(self.events, self.ctx, b)) {
-                (Some(d), Some(n)) if n > 0 && off + n <= end && d.timestamp >= prev && d.timestamp <= self.ts_end => {
+                // A compact header with no time bits after byte 0 (1 in 2^24 real ones) is
+                // taken as misaligned bytes: small integers and unwritten fields are full of
+                // them.
+                (Some(d), Some(len))
+                    if len > 0 && len <= end - off && d.timestamp >= prev && d.timestamp <= self.ts_end && (d.len != 4 || b[1..4] != [0, 0, 0]) =>
+                {
+                    extended += u32::from(d.len == ust_core::event_header::EXTENDED_SIZE);
                     prev = d.timestamp;
-                    off += n;
+                    off += len;
+                    records += 1;
                 }
-                _ => return (2, std::cmp::Reverse(0), u64::MAX),
+                _ => return None,
             }
         }
-        (0, std::cmp::Reverse(off), prev)
+        Some(Walked { stop: off, last: prev, records, extended })
     }
 
-    fn solve(&mut self, mut off: usize, budget: usize, mut prev: u64, holes: &mut Vec<(usize, usize, u64)>) -> bool {
+    /// The dead slots `(offset, size, time)` of the packet's best decomposition (see the
+    /// type's docs) from `hdr` at `ts_begin`: empty when the content walks whole, `None`
+    /// when no decomposition exists or the search ran out of steps.
+    fn solve(&mut self, hdr: usize, ts_begin: u64) -> Option<Vec<(usize, usize, u64)>> {
+        use std::collections::BTreeMap;
         let end = self.data.len();
-        while off < end {
-            self.steps += 1;
-            if self.steps > Self::MAX_STEPS {
-                return false;
+        let w = self.walk(hdr, ts_begin)?;
+        if w.stop == end {
+            return Some(Vec::new());
+        }
+        // Per dead slot, per key (dead bytes before it, extended records), the best way
+        // there; then per key in all, the best way to the end.
+        let mut slots: BTreeMap<usize, BTreeMap<Key, Reach>> = BTreeMap::new();
+        let mut ends: BTreeMap<Key, Reach> = BTreeMap::new();
+        slots.entry(w.stop).or_default().insert((0, w.extended), Reach { time: w.last, records: w.records, holes: 0, from: None });
+        let mut done: BTreeMap<usize, BTreeMap<Key, Reach>> = BTreeMap::new();
+        while let Some((off, mut ways)) = slots.pop_first() {
+            if ways.len() > Self::BEAM {
+                let mut v: Vec<(Key, Reach)> = ways.into_iter().collect();
+                v.sort_by_key(|(_, r)| r.rank());
+                v.truncate(Self::BEAM);
+                ways = v.into_iter().collect();
             }
-            if self.data[off] != 0 {
-                let b = &self.data[off..end];
-                match (ust_core::event_header::decode(b, prev), ust_ctf::reader::record_size_with_context(self.events, self.ctx, b)) {
-                    (Some(d), Some(n)) if n > 0 && off + n <= end && d.timestamp >= prev && d.timestamp <= self.ts_end => {
-                        *self.seen.entry(d.id).or_default() += 1;
-                        prev = d.timestamp;
-                        off += n;
+            let mut cands: Vec<(u64, Vec<(usize, u64)>)> = Vec::new();
+            for (&(before, ext), way) in &ways {
+                if !cands.iter().any(|(t, _)| *t == way.time) {
+                    cands.push((way.time, candidates(&self.data[off..end], way.time, self.events, self.ctx)));
+                }
+                let Some((_, these)) = cands.iter().find(|(t, _)| *t == way.time) else { continue };
+                for &(len, t) in these {
+                    self.steps += 1;
+                    let Some(total) = before.checked_add(len).filter(|&n| n <= self.budget) else { continue };
+                    if len == 0 || len > end - off || t > self.ts_end {
                         continue;
                     }
-                    _ => return false,
+                    if self.steps > Self::MAX_STEPS {
+                        return None;
+                    }
+                    let Some(w) = self.walk(off + len, t) else { continue };
+                    let r = Reach { time: w.last, records: way.records + w.records, holes: way.holes + 1, from: Some((off, (before, ext), len, t)) };
+                    let key = (total, ext + w.extended);
+                    if w.stop == end {
+                        keep_better(&mut ends, key, r);
+                    } else {
+                        keep_better(slots.entry(w.stop).or_default(), key, r);
+                    }
                 }
             }
-            if holes.len() >= 256 || self.failed.contains(&(off, budget, prev)) {
-                return false;
-            }
-            let mut cands = candidates(&self.data[off..end], prev, self.events, self.ctx);
-            let mut keyed: Vec<_> = cands
-                .drain(..)
-                .map(|c @ (len, t, id)| ((self.landing(off + len, t), std::cmp::Reverse(len), std::cmp::Reverse(self.seen.get(&id).copied().unwrap_or(0))), c))
-                .collect();
-            keyed.sort_by_key(|(k, _)| *k);
-            cands.extend(keyed.into_iter().map(|(_, c)| c));
-            for (len, t, _) in cands {
-                if len == 0 || len > budget || off + len > end || t > self.ts_end {
-                    continue;
-                }
-                holes.push((off, len, t));
-                if self.solve(off + len, budget - len, t, holes) {
-                    return true;
-                }
-                holes.pop();
-            }
-            self.failed.insert((off, budget, prev));
-            return false;
+            done.insert(off, ways);
         }
-        off == end && (budget == 0 || !self.exact)
+        // The missing bytes exactly, else any fewer (some dead records look committed:
+        // byte 0 stored, the commit counter's add never made); the most committed extended
+        // records; the best rank; the most dead bytes.
+        let exact = ends.keys().any(|k| k.0 == self.budget);
+        let rank = |(k, r): &(&Key, &Reach)| (std::cmp::Reverse(k.1), r.rank(), std::cmp::Reverse(k.0));
+        let (_, best) = ends.iter().filter(|(k, _)| !exact || k.0 == self.budget).min_by_key(rank)?;
+        let mut holes = Vec::new();
+        let mut from = best.from;
+        while let Some((off, key, len, t)) = from {
+            holes.push((off, len, t));
+            from = done.get(&off)?.get(&key)?.from;
+        }
+        holes.reverse();
+        Some(holes)
     }
 }
 
@@ -337,24 +452,19 @@ fn rewrite(data: &mut [u8], hdr: usize, a: &Abandoned, events: &[ust_core::Event
         }
         Rewritten { end: off, cut: true, removed: (end - off) as u64, ..Rewritten::default() }
     };
-    let mut holes = Vec::new();
     let Ok(budget) = usize::try_from(missing) else { return cut(data) };
     let ts_end = a.timestamp_end.max(ts_begin);
-    // First the holes that add up to the missing bytes. Failing that, holes adding up to
-    // fewer: the rest of the missing bytes are in records that look committed, their
-    // byte 0 stored, whose writer's add to the commit counter never came (killed between
-    // its two stores) or comes late (a writer stalled for STUCK_AFTER between them; its
-    // add is undone by `Reader::repair_late_commits`). Such records are kept.
-    let solved = [true, false].into_iter().any(|exact| {
-        holes.clear();
-        let mut search = Search { data, events, ctx, ts_end, steps: 0, failed: Default::default(), seen: Default::default(), exact };
-        search.solve(hdr, budget, ts_begin, &mut holes)
-    });
-    if !solved {
+    // The dead slots adding up to the missing bytes; failing that, to fewer: the rest of
+    // the missing bytes are in records that look committed, their byte 0 stored, whose
+    // writer's add to the commit counter never came (killed between its two stores) or
+    // comes late (a writer stalled for STUCK_AFTER between them; its add is undone by
+    // `Reader::repair_late_commits`). Such records are kept.
+    let mut search = Search { data, events, ctx, ts_end, budget, steps: 0, walks: Default::default() };
+    let Some(holes) = search.solve(hdr, ts_begin) else {
         // No hole before the end (the closer died before committing the padding), or no
         // set of dead slots fits.
         return if first_hole(data, hdr, &size).is_none() { Rewritten { end, ..Rewritten::default() } } else { cut(data) };
-    }
+    };
     if holes.is_empty() {
         return Rewritten { end, ..Rewritten::default() };
     }
@@ -413,33 +523,51 @@ mod tests {
     use super::*;
 
     /// Packets of the test with a hundred kills (tests/uid_buffers.rs) that the daemon
-    /// once cut at their first dead slot: 25 and 30 dead records (the search ran out of
-    /// steps), and 4 with the first one at the packet's start (its time misread). The dead
-    /// records are `deadprov:slow` ones (24 bytes: header, vpid, `seq` written, `v` not),
-    /// among the steady writers' 16-byte records and the state dumps. The file names give the
-    /// packet's position, missing bytes, begin and end times; `dead-slots-events.json` the
-    /// trace's event descriptions (ids from 1).
+    /// once got wrong. The dead records are `deadprov:slow` ones (24 bytes: header, vpid,
+    /// `seq` written, `v` not), among the steady writers' 16-byte records and the state
+    /// dumps. The file names give the packet's position, missing bytes, begin and end
+    /// times; the events files the trace's event descriptions (ids from 1).
     ///
-    /// Each packet comes with the dead slots it holds (24 bytes each).
-    const PACKETS: [(&str, &[u8], u64); 4] = [
-        ("98304-600-21474712670753-21475793470753", include_bytes!("../../tests/data/dead-slots-25.bin"), 25),
-        ("81920-720-21474316276495-21474712670753", include_bytes!("../../tests/data/dead-slots-30.bin"), 30),
+    /// Each packet comes with its events, the dead slots it holds (24 bytes each) and the
+    /// records that must be kept.
+    const PACKETS: [(&str, &[u8], &str, u64, u64); 10] = [
+        // 25 and 30 dead records: a depth-first search ran out of steps and cut them.
+        ("98304-600-21474712670753-21475793470753", include_bytes!("../../tests/data/dead-slots-25.bin"), EVENTS_1, 25, 432),
+        ("81920-720-21474316276495-21474712670753", include_bytes!("../../tests/data/dead-slots-30.bin"), EVENTS_1, 30, 362),
         // The first record is a dead one, its time in timestamp_begin's 8 ns (its writer
         // opened the packet): it once read as 2^27 ns later and the packet was cut.
-        ("81920-96-22719960497161-22720036454150", include_bytes!("../../tests/data/dead-slots-first.bin"), 4),
+        ("81920-96-22719960497161-22720036454150", include_bytes!("../../tests/data/dead-slots-first.bin"), EVENTS_1, 4, 916),
         // 72 bytes missing, two dead slots: the third `deadprov:slow` record the counter
         // misses looks committed (byte 0 stored, the add to the counter never made, or
         // made late). It was cut at the first dead slot while the search wanted holes
         // adding up to all 72 bytes.
-        ("507904-72-56122739940737-56122849671832", include_bytes!("../../tests/data/dead-slots-72.bin"), 2),
+        ("507904-72-56122739940737-56122849671832", include_bytes!("../../tests/data/dead-slots-72.bin"), EVENTS_1, 2, 888),
+        // Packets spanning more than 2^27 ns (1.35 s, 355 ms, 244 ms: a dead writer's
+        // records alone on a CPU, beside two hogs), where times refuse no misaligned walk:
+        // the depth-first search ran out of steps on the first and kept a set of wrong
+        // sizes adding up to fewer bytes, and on the second found wrong sizes adding up
+        // to the missing bytes, swallowing 160 of a steady writer's records.
+        ("16384-432-11789743174516-11791095961788", include_bytes!("../../tests/data/dead-slots-18.bin"), EVENTS_2, 18, 354),
+        ("32768-264-11978456317349-11978811333820", include_bytes!("../../tests/data/dead-slots-11.bin"), EVENTS_2, 11, 718),
+        ("49152-216-12042237025763-12042481264273", include_bytes!("../../tests/data/dead-slots-9.bin"), EVENTS_2, 9, 734),
+        // Spanning seconds, misaligned walks stopping at a thousand places: all ways
+        // followed, the search ran out of steps on the first two (content cut), and on the
+        // third kept a set of wrong sizes whose garbage records babeltrace2 printed as
+        // strings that are not UTF-8.
+        ("131072-648-13287737551862-13289992972498", include_bytes!("../../tests/data/dead-slots-27.bin"), EVENTS_3, 27, 333),
+        ("507904-672-13350908943178-13351770812816", include_bytes!("../../tests/data/dead-slots-28.bin"), EVENTS_3, 28, 502),
+        ("196608-456-13345680642774-13347863100043", include_bytes!("../../tests/data/dead-slots-19.bin"), EVENTS_3, 19, 210),
     ];
+    const EVENTS_1: &str = include_str!("../../tests/data/dead-slots-events.json");
+    const EVENTS_2: &str = include_str!("../../tests/data/dead-slots-events-2.json");
+    const EVENTS_3: &str = include_str!("../../tests/data/dead-slots-events-3.json");
 
     #[test]
     fn every_dead_slot_of_a_crowded_packet_is_found() {
-        let events: Vec<ust_core::EventDesc> = serde_json::from_str(include_str!("../../tests/data/dead-slots-events.json")).unwrap();
         let hdr = ust_core::packet::HEADER_SIZE;
         let ctx = 4;
-        for (name, bytes, dead) in PACKETS {
+        for (name, bytes, events, dead, records) in PACKETS {
+            let events: Vec<ust_core::EventDesc> = serde_json::from_str(events).unwrap();
             let p: Vec<u64> = name.split('-').map(|x| x.parse().unwrap()).collect();
             let a = Abandoned { pos: p[0], commit: 0, missing: p[1], timestamp_begin: p[2], timestamp_end: p[3] };
             let mut data = bytes.to_vec();
@@ -458,7 +586,7 @@ mod tests {
                 n += 1;
             }
             assert_eq!(off, r.end, "{name}");
-            assert!(n > 300, "{name}: {n} records kept");
+            assert_eq!(n, records, "{name}: every committed record kept");
         }
     }
 }
