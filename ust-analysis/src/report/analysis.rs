@@ -176,6 +176,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     // Per thread, the time of the last fault sample of root's stacks side trace.
     let mut stack_sample: HashMap<i32, u64> = HashMap::new();
     let mut stack_copy_faults = 0u64;
+    // Faults of ust's own reads of system-call strings (indices into `faults`).
+    let mut string_read_faults: HashSet<usize> = HashSet::new();
     // Waits that ended at the task's first own event, with no switch-in recorded.
     let mut unrecorded_switch_ins = 0u64;
     for (ei, e) in l.events.iter().enumerate() {
@@ -260,6 +262,25 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 }
             }
             "syscall_entry" => {
+                // ust's capture of the call's strings (`bpf_probe_read_user_str`, which
+                // cannot fault pages in) runs just before this record: its failed reads
+                // (status `fault`) are kernel faults on the string's page that are not
+                // the program's (the call itself then faults the page in).
+                let unread: Vec<u64> = e
+                    .fields
+                    .iter()
+                    .filter(|(n, v)| n.ends_with("_status") && matches!(v, ust_ctf::reader::Value::Enum(_, 2)))
+                    .filter_map(|(n, _)| e.int(&format!("{}_ptr", n.trim_end_matches("_status"))))
+                    .map(|p| p as u64 & !(super::faults::PAGE - 1))
+                    .collect();
+                if !unread.is_empty() {
+                    for (i, f) in faults.iter().enumerate().rev().take_while(|(_, f)| f.ts_ns + super::stacks::STACK_COPY_NS >= e.ts) {
+                        let page = u64::from_str_radix(f.address.trim_start_matches("0x"), 16).unwrap_or(0) & !(super::faults::PAGE - 1);
+                        if f.tid == t && f.by_kernel && unread.contains(&page) {
+                            string_read_faults.insert(i);
+                        }
+                    }
+                }
                 let name = e.text("name").unwrap_or_default();
                 let task = tasks.entry(t).or_default();
                 task.syscall = Some((name, ei, e.ts));
@@ -282,8 +303,14 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 stack_sample.insert(t, e.ts);
             }
             // perf copying the user stack for the sample just taken faults on the stack's
-            // pages itself: not the program's doing.
-            "x86_exceptions_page_fault_kernel" if stack_sample.get(&t).is_some_and(|&s| e.ts.saturating_sub(s) <= super::stacks::STACK_COPY_NS) => {
+            // pages itself: not the program's doing. It copies before the thread runs on:
+            // a fault inside a system call that the thread entered after the sample is the
+            // call's own (`strncpy_from_user` of `openat`'s path).
+            "x86_exceptions_page_fault_kernel"
+                if stack_sample.get(&t).is_some_and(|&s| {
+                    e.ts.saturating_sub(s) <= super::stacks::STACK_COPY_NS && tasks.get(&t).and_then(|k| k.syscall.as_ref()).is_none_or(|c| c.2 <= s)
+                }) =>
+            {
                 stack_copy_faults += 1;
             }
             "x86_exceptions_page_fault_kernel" if tree.contains(&t) && (e.int("address").unwrap_or(-1) as u64) < super::faults::USER_END => {
@@ -472,6 +499,11 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     if opt.faults {
         // As for system calls: the launcher's faults before the exec are not the command's.
         let from = calls.exec_ns.unwrap_or(0);
+        let mut i = 0;
+        faults.retain(|_| {
+            i += 1;
+            !string_read_faults.contains(&(i - 1))
+        });
         faults.retain(|f| f.pid != r.traced_pid || f.ts_ns >= from);
         let before = faults.len();
         faults.retain(|f| ust.role(f.tid).is_none());
@@ -480,7 +512,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         let faults = super::faults::resolve(faults, tier1.as_mut(), &spaces);
         r.fault_files = Some(super::faults::summarize(&faults));
         r.file_faults = opt.fault_file.as_deref().map(|w| super::faults::of_file(&faults, w));
-        super::faults::notes(&mut r.notes, &faults, is_tier1 || has_filemap, stack_copy_faults);
+        super::faults::notes(&mut r.notes, &faults, is_tier1 || has_filemap, stack_copy_faults, string_read_faults.len() as u64);
         r.faults = Some(faults);
     }
     r
@@ -594,6 +626,51 @@ mod tests {
         events.push(ev(201 * ms + 30, 1, 100, "syscall_exit", &[("name", Value::Str("clock_nanosleep".into()))]));
         events.push(switch(202 * ms, 1, 100, 1, 0));
         Loaded { events, kernel_env: None, user_stacks: false, processes: vec![(100, "sleep".into(), PathBuf::new())], problems: 0, ..Default::default() }
+    }
+
+    /// Kernel faults that are not the program's: ust's own read of a call's string at its
+    /// entry (status `fault`: `bpf_probe_read_user_str` cannot fault the page in) and
+    /// perf's copy of the user stack right after a fault sample. The call's own fault on
+    /// that string, and a fault inside a call entered after a sample, are the program's.
+    #[test]
+    fn the_tracer_s_own_faults_are_left_out_and_the_program_s_kept() {
+        let kfault = |ts: u64, addr: u64| {
+            ev(
+                ts,
+                0,
+                100,
+                "x86_exceptions_page_fault_kernel",
+                &[("address", Value::Unsigned(addr)), ("ip", Value::Unsigned(0xffff_ffff_8100_0000)), ("error_code", Value::Signed(0))],
+            )
+        };
+        let name = |n: &str| ("name", Value::Str(n.into()));
+        let events = vec![
+            // ust's capture of openat's path, twice, then the call's own fault.
+            kfault(1_000, 0x5000_0123),
+            kfault(1_001, 0x5000_0123),
+            ev(
+                1_002,
+                0,
+                100,
+                "syscall_entry",
+                &[name("openat"), ("filename_ptr", Value::Unsigned(0x5000_0123)), ("filename_status", Value::Enum(Some("fault".into()), 2))],
+            ),
+            kfault(1_003, 0x5000_0123),
+            ev(1_010, 0, 100, "syscall_exit", &[name("openat")]),
+            // perf's copy of the stack for a sample...
+            ev(100_000, 0, 100, super::super::load::FAULT_STACK, &[("address", Value::Unsigned(0x6000_0000))]),
+            kfault(100_010, 0x7fff_0000),
+            // ...but a call entered after the sample is the program's.
+            ev(100_020, 0, 100, "syscall_entry", &[name("read")]),
+            kfault(100_030, 0x6100_0000),
+            ev(100_040, 0, 100, "syscall_exit", &[name("read")]),
+        ];
+        let l = Loaded { events, processes: vec![(100, "prog".into(), PathBuf::new())], ..Default::default() };
+        let r = analyze(&l, std::path::Path::new("/nonexistent"), &Options { faults: true, ..Options::default() });
+        let kept: Vec<(u64, &str)> = r.faults.as_ref().unwrap().iter().filter(|f| f.by_kernel).map(|f| (f.ts_ns, f.address.as_str())).collect();
+        assert_eq!(kept, [(1_003, "0x50000123"), (100_030, "0x61000000")], "{:?}", r.notes);
+        assert!(r.notes.iter().any(|n| n.contains("2 faults of the kernel on system-call strings")), "{:?}", r.notes);
+        assert!(r.notes.iter().any(|n| n.contains("1 faults of the kernel on user stacks")), "{:?}", r.notes);
     }
 
     #[test]

@@ -267,8 +267,9 @@ pub fn records_major(l: &super::load::Loaded, dir: &std::path::Path) -> bool {
 }
 
 /// The notes the fault tables need: what is unknown and why (`kinds_known`: minor and
-/// major are), and what was left out.
-pub fn notes(notes: &mut Vec<String>, faults: &[Fault], kinds_known: bool, stack_copy_faults: u64) {
+/// major are), and what was left out (`stack_copy_faults`: perf's copies of user stacks;
+/// `string_read_faults`: ust's reads of system-call strings).
+pub fn notes(notes: &mut Vec<String>, faults: &[Fault], kinds_known: bool, stack_copy_faults: u64, string_read_faults: u64) {
     if !kinds_known && !faults.is_empty() {
         notes.push(format!("page faults: minor and major are unknown: this trace does not record pages read into the page cache ({} is not among its events: a trace from before it was recorded, or a kernel without it)", FILEMAP_EVENT));
     }
@@ -278,6 +279,9 @@ pub fn notes(notes: &mut Vec<String>, faults: &[Fault], kinds_known: bool, stack
     }
     if stack_copy_faults > 0 {
         notes.push(format!("page faults: {stack_copy_faults} faults of the kernel on user stacks right after a perf stack sample (perf copying the stack for ust trace) are left out"));
+    }
+    if string_read_faults > 0 {
+        notes.push(format!("page faults: {string_read_faults} faults of the kernel on system-call strings not yet in memory (ust trace copying them at the call's entry, which cannot fault pages in: the string shows as (fault)) are left out"));
     }
     notes.push("page faults: the kernel has no fault-exit tracepoint; \"until user\" is the time to the thread's next system call or fault, an upper bound on the time to resolve".into());
 }

@@ -254,32 +254,30 @@ impl AddressSpaces {
                     }
                     _ => None,
                 });
-                // A sample shows it from the call's entry until a later change over it maps
-                // something else there or unmaps it (the loader maps a library's segments
-                // over its first mapping of the whole file: same file, same relation).
-                let gone = self.spaces[i].changes[k + 1..]
-                    .iter()
-                    .filter(|n| n.start < c.end && c.start < n.end && !same(&n.region, n.start))
-                    .map(|n| n.ts)
-                    .min()
-                    .unwrap_or(u64::MAX);
+                // A sample taken after the call's entry shows it where a part of its range
+                // that the sample shows with the same file relation was not mapped over
+                // (something else, or unmapped) in between. The loader maps a library's
+                // segments over its first mapping of the whole file (same file, same
+                // relation) and anonymous memory over the tail (.bss): the first segment is
+                // still that first mapping, which a sample taken after the loader is done
+                // names.
+                let later = &self.spaces[i].changes[k + 1..];
                 let (from, until) = (self.spaces[i].from, self.spaces[i].until);
                 let by_sample = || {
-                    self.samples
-                        .get(&self.spaces[i].pid)?
-                        .iter()
-                        .filter(|s| s.0 >= c.entry && s.0 < gone && from <= s.0 && (s.0 < until || until == u64::MAX))
-                        .find_map(|s| {
+                    self.samples.get(&self.spaces[i].pid)?.iter().filter(|s| s.0 >= c.entry && from <= s.0 && (s.0 < until || until == u64::MAX)).find_map(
+                        |s| {
                             s.1.iter()
                                 .find(|e| {
-                                    e.start < c.end
-                                        && c.start < e.end
+                                    let (lo, hi) = (e.start.max(c.start), e.end.min(c.end));
+                                    lo < hi
                                         && !e.path.is_empty()
                                         && !e.path.starts_with('[')
                                         && i128::from(e.offset) - i128::from(e.start) == rel
+                                        && !covered(lo, hi, later.iter().filter(|n| n.ts <= s.0 && !same(&n.region, n.start)).map(|n| (n.start, n.end)))
                                 })
                                 .map(|e| e.path.clone())
-                        })
+                        },
+                    )
                 };
                 let path = by_record.or_else(by_sample);
                 if path.is_some() {
@@ -304,6 +302,23 @@ impl AddressSpaces {
             }
         }
     }
+}
+
+/// Whether the ranges `spans` (`[start, end)`, any order) cover all of `[lo, hi)`.
+pub(super) fn covered(lo: u64, hi: u64, spans: impl Iterator<Item = (u64, u64)>) -> bool {
+    let mut spans: Vec<(u64, u64)> = spans.filter(|&(a, b)| a < hi && lo < b).collect();
+    spans.sort_unstable();
+    let mut at = lo;
+    for (a, b) in spans {
+        if a > at {
+            return false;
+        }
+        at = at.max(b);
+        if at >= hi {
+            return true;
+        }
+    }
+    at >= hi
 }
 
 /// The samples of `/proc/<pid>/maps` saved under `dir/proc/<pid>/`: every copy of
