@@ -114,7 +114,8 @@ pub fn decode(bytes: &[u8], previous: u64) -> Option<Decoded> {
         let mask = (1u64 << COMPACT_TIMESTAMP_BITS) - 1;
         let mut ts = (previous & !mask) | low;
         if ts < previous {
-            ts += 1 << COMPACT_TIMESTAMP_BITS;
+            // A previous time within 2^27 ns of u64::MAX (hostile memory) has no later time.
+            ts = ts.checked_add(1 << COMPACT_TIMESTAMP_BITS)?;
         }
         Some(Decoded { id: word & 0x1f, timestamp: ts, len: COMPACT_SIZE })
     }
@@ -147,6 +148,15 @@ struct event_header_compact {{
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A previous time within 2^27 ns of `u64::MAX` (read from hostile memory) and low
+    /// bits that would wrap: no time, not an overflow.
+    #[test]
+    fn a_compact_time_past_u64_max_is_none() {
+        let word: u32 = (5 << 5) | 1;
+        assert_eq!(decode(&word.to_le_bytes(), u64::MAX - 3), None);
+        assert!(decode(&word.to_le_bytes(), u64::MAX - (1 << 27) - 100).is_some());
+    }
 
     fn round_trip(id: u32, ts: u64, prev: u64, extended: bool) -> Decoded {
         let mut buf = [0u8; 16];

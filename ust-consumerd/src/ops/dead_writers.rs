@@ -9,8 +9,10 @@
 //! from the reader's side ([`ringbuffer::Reader::complete_abandoned`]): the dead slots are
 //! found (their sizes decoded from the bytes the dead writers did write, adding up to what
 //! the commit counter misses) and removed, and every committed record of every process is
-//! kept; when no such set of sizes exists the content is cut at the first dead slot. The dead records are counted as discarded in the buffer's own counters, so they
-//! show in `events_discarded` (babeltrace2's "discarded events") and in `ust list`.
+//! kept; when the search finds no such set (none fits, or it ran out of steps) the content
+//! is cut at the first dead slot. The dead records are counted as discarded in the buffer's
+//! own counters, so they show in `events_discarded` (babeltrace2's "discarded events") and
+//! in `ust list`.
 //! Live writers commit within microseconds of reserving, so a sub-buffer unchanged for
 //! 200 ms after a death is not one a live writer is still filling.
 
@@ -138,7 +140,8 @@ impl Watch {
 struct Rewritten {
     /// New content end.
     end: usize,
-    /// Dead slots removed (adjacent ones counted once).
+    /// Dead slots removed, each a dead record (the search ranks a split of one dead
+    /// record into two below the whole).
     holes: u64,
     /// No set of dead slots fits: the content was cut at the first one.
     cut: bool,
@@ -166,7 +169,9 @@ fn after(prev: u64, low: u64) -> u64 {
 /// tag) that decodes, with the header's time (a compact header's 24 bits after byte 0, the
 /// 3 lowest lost: at most 7 ns early, which never moves the next record across a 2^27 ns
 /// boundary, and `prev` when that is in `prev`'s 8 ns; no bits at all, an unwritten
-/// header: `prev`).
+/// header: `prev`, and then only sizes whose bytes are all zero, as nothing after an
+/// unwritten header was written: the writer stores the header before the context and
+/// payload, `ust::emit`).
 fn candidates(b: &[u8], prev: u64, events: &[ust_core::EventDesc], ctx: usize) -> Vec<(usize, u64)> {
     use ust_core::event_header::{EXTENDED_SIZE, EXTENDED_TAG};
     let mut out = Vec::new();
@@ -207,8 +212,10 @@ fn candidates(b: &[u8], prev: u64, events: &[ust_core::EventDesc], ctx: usize) -
     out
 }
 
-/// The search for the dead slots of one packet's content (module docs): a dynamic
-/// programme over the places a dead slot can start, in offset order.
+/// The search for the dead slots of one packet's content (module docs): a beam search
+/// (Viterbi-like) over the places a dead slot can start, in offset order. The merging and
+/// the beam are heuristics: the way kept at a state is the best ranked, not proven to be
+/// the only one that can reach the end.
 ///
 /// Committed records decode one after the other; at a slot whose byte 0 is zero, a dead
 /// record of one of its [`candidates`] sizes is assumed, and the walk goes on after it. A
@@ -313,9 +320,9 @@ fn keep_better<K: Ord>(map: &mut std::collections::BTreeMap<K, Reach>, key: K, r
 }
 
 impl Search<'_> {
-    /// Most record decodings and dead-slot sizes tried in one search: bounded work whatever the memory holds
-    /// (a few tens of milliseconds of the drain thread, for a packet that a hostile or
-    /// unlucky writer made hard).
+    /// Most record decodings, dead-slot sizes tried and candidate decodings in one search:
+    /// bounded work and memory whatever the memory holds (each remembered walk or way
+    /// costs at least one step).
     const MAX_STEPS: u32 = 1 << 20;
     /// Most ways followed from one slot: the best by [`Reach::rank`]. In a packet spanning
     /// seconds, misaligned walks stop at a thousand places (zeros in integers, string
@@ -334,12 +341,14 @@ impl Search<'_> {
         if let Some(&w) = self.walks.get(&(off, prev)) {
             return w;
         }
-        let w = self.walk_uncached(off, prev);
+        let w = self.walk_uncached(off, prev, true);
         self.walks.insert((off, prev), w);
         w
     }
 
-    fn walk_uncached(&mut self, mut off: usize, mut prev: u64) -> Option<Walked> {
+    /// [`Search::walk`], not remembered; `strict: false` takes compact headers without
+    /// time bits after byte 0 too.
+    fn walk_uncached(&mut self, mut off: usize, mut prev: u64, strict: bool) -> Option<Walked> {
         self.steps += 1;
         let end = self.data.len();
         let (mut records, mut extended) = (0, 0);
@@ -351,7 +360,7 @@ impl Search<'_> {
                 // taken as misaligned bytes: small integers and unwritten fields are full of
                 // them.
                 (Some(d), Some(len))
-                    if len > 0 && len <= end - off && d.timestamp >= prev && d.timestamp <= self.ts_end && (d.len != 4 || b[1..4] != [0, 0, 0]) =>
+                    if len > 0 && len <= end - off && d.timestamp >= prev && d.timestamp <= self.ts_end && (!strict || d.len != 4 || b[1..4] != [0, 0, 0]) =>
                 {
                     extended += u32::from(d.len == ust_core::event_header::EXTENDED_SIZE);
                     prev = d.timestamp;
@@ -364,13 +373,14 @@ impl Search<'_> {
         Some(Walked { stop: off, last: prev, records, extended })
     }
 
-    /// The dead slots `(offset, size, time)` of the packet's best decomposition (see the
-    /// type's docs) from `hdr` at `ts_begin`: empty when the content walks whole, `None`
-    /// when no decomposition exists or the search ran out of steps.
+    /// The dead slots `(offset, size, time)` of the best ranked decomposition the search
+    /// found (see the type's docs) from `hdr` at `ts_begin`: empty when the content walks
+    /// whole, `None` when it found none or ran out of steps.
     fn solve(&mut self, hdr: usize, ts_begin: u64) -> Option<Vec<(usize, usize, u64)>> {
         use std::collections::BTreeMap;
         let end = self.data.len();
-        let w = self.walk(hdr, ts_begin)?;
+        // The first walk starts at a record: no misaligned bytes to refuse.
+        let w = self.walk_uncached(hdr, ts_begin, false)?;
         if w.stop == end {
             return Some(Vec::new());
         }
@@ -383,13 +393,15 @@ impl Search<'_> {
         while let Some((off, mut ways)) = slots.pop_first() {
             if ways.len() > Self::BEAM {
                 let mut v: Vec<(Key, Reach)> = ways.into_iter().collect();
-                v.sort_by_key(|(_, r)| r.rank());
+                v.sort_by_key(|(k, r)| (std::cmp::Reverse(k.1), r.rank()));
                 v.truncate(Self::BEAM);
                 ways = v.into_iter().collect();
             }
             let mut cands: Vec<(u64, Vec<(usize, u64)>)> = Vec::new();
             for (&(before, ext), way) in &ways {
                 if !cands.iter().any(|(t, _)| *t == way.time) {
+                    // One decoding per value byte 0 can take.
+                    self.steps += ust_core::event_header::MAX_COMPACT_ID;
                     cands.push((way.time, candidates(&self.data[off..end], way.time, self.events, self.ctx)));
                 }
                 let Some((_, these)) = cands.iter().find(|(t, _)| *t == way.time) else { continue };
@@ -502,8 +514,7 @@ fn rewrite(data: &mut [u8], hdr: usize, a: &Abandoned, events: &[ust_core::Event
         return cut(data);
     }
     data[..out.len()].copy_from_slice(&out);
-    let merged = holes.iter().enumerate().filter(|(k, &(h, _, _))| *k == 0 || holes[k - 1].0 + holes[k - 1].1 != h).count() as u64;
-    Rewritten { end: out.len(), holes: merged, cut: false, removed: (end - out.len()) as u64, extended }
+    Rewritten { end: out.len(), holes: holes.len() as u64, cut: false, removed: (end - out.len()) as u64, extended }
 }
 
 /// Offset of the first uncommitted slot (byte 0 zero) walking records from `hdr`.
@@ -528,35 +539,36 @@ mod tests {
     /// dumps. The file names give the packet's position, missing bytes, begin and end
     /// times; the events files the trace's event descriptions (ids from 1).
     ///
-    /// Each packet comes with its events, the dead slots it holds (24 bytes each) and the
-    /// records that must be kept.
-    const PACKETS: [(&str, &[u8], &str, u64, u64); 10] = [
+    /// Each packet comes with its events and the dead slots it holds: the `deadprov:slow`
+    /// records whose byte 0 is zero, 24 bytes each (the test walks the packet knowing that,
+    /// which the search does not, and checks that the search finds exactly those).
+    const PACKETS: [(&str, &[u8], &str, u64); 10] = [
         // 25 and 30 dead records: a depth-first search ran out of steps and cut them.
-        ("98304-600-21474712670753-21475793470753", include_bytes!("../../tests/data/dead-slots-25.bin"), EVENTS_1, 25, 432),
-        ("81920-720-21474316276495-21474712670753", include_bytes!("../../tests/data/dead-slots-30.bin"), EVENTS_1, 30, 362),
+        ("98304-600-21474712670753-21475793470753", include_bytes!("../../tests/data/dead-slots-25.bin"), EVENTS_1, 25),
+        ("81920-720-21474316276495-21474712670753", include_bytes!("../../tests/data/dead-slots-30.bin"), EVENTS_1, 30),
         // The first record is a dead one, its time in timestamp_begin's 8 ns (its writer
         // opened the packet): it once read as 2^27 ns later and the packet was cut.
-        ("81920-96-22719960497161-22720036454150", include_bytes!("../../tests/data/dead-slots-first.bin"), EVENTS_1, 4, 916),
+        ("81920-96-22719960497161-22720036454150", include_bytes!("../../tests/data/dead-slots-first.bin"), EVENTS_1, 4),
         // 72 bytes missing, two dead slots: the third `deadprov:slow` record the counter
         // misses looks committed (byte 0 stored, the add to the counter never made, or
         // made late). It was cut at the first dead slot while the search wanted holes
         // adding up to all 72 bytes.
-        ("507904-72-56122739940737-56122849671832", include_bytes!("../../tests/data/dead-slots-72.bin"), EVENTS_1, 2, 888),
+        ("507904-72-56122739940737-56122849671832", include_bytes!("../../tests/data/dead-slots-72.bin"), EVENTS_1, 2),
         // Packets spanning more than 2^27 ns (1.35 s, 355 ms, 244 ms: a dead writer's
         // records alone on a CPU, beside two hogs), where times refuse no misaligned walk:
         // the depth-first search ran out of steps on the first and kept a set of wrong
         // sizes adding up to fewer bytes, and on the second found wrong sizes adding up
         // to the missing bytes, swallowing 160 of a steady writer's records.
-        ("16384-432-11789743174516-11791095961788", include_bytes!("../../tests/data/dead-slots-18.bin"), EVENTS_2, 18, 354),
-        ("32768-264-11978456317349-11978811333820", include_bytes!("../../tests/data/dead-slots-11.bin"), EVENTS_2, 11, 718),
-        ("49152-216-12042237025763-12042481264273", include_bytes!("../../tests/data/dead-slots-9.bin"), EVENTS_2, 9, 734),
+        ("16384-432-11789743174516-11791095961788", include_bytes!("../../tests/data/dead-slots-18.bin"), EVENTS_2, 18),
+        ("32768-264-11978456317349-11978811333820", include_bytes!("../../tests/data/dead-slots-11.bin"), EVENTS_2, 11),
+        ("49152-216-12042237025763-12042481264273", include_bytes!("../../tests/data/dead-slots-9.bin"), EVENTS_2, 9),
         // Spanning seconds, misaligned walks stopping at a thousand places: all ways
         // followed, the search ran out of steps on the first two (content cut), and on the
         // third kept a set of wrong sizes whose garbage records babeltrace2 printed as
         // strings that are not UTF-8.
-        ("131072-648-13287737551862-13289992972498", include_bytes!("../../tests/data/dead-slots-27.bin"), EVENTS_3, 27, 333),
-        ("507904-672-13350908943178-13351770812816", include_bytes!("../../tests/data/dead-slots-28.bin"), EVENTS_3, 28, 502),
-        ("196608-456-13345680642774-13347863100043", include_bytes!("../../tests/data/dead-slots-19.bin"), EVENTS_3, 19, 210),
+        ("131072-648-13287737551862-13289992972498", include_bytes!("../../tests/data/dead-slots-27.bin"), EVENTS_3, 27),
+        ("507904-672-13350908943178-13351770812816", include_bytes!("../../tests/data/dead-slots-28.bin"), EVENTS_3, 28),
+        ("196608-456-13345680642774-13347863100043", include_bytes!("../../tests/data/dead-slots-19.bin"), EVENTS_3, 19),
     ];
     const EVENTS_1: &str = include_str!("../../tests/data/dead-slots-events.json");
     const EVENTS_2: &str = include_str!("../../tests/data/dead-slots-events-2.json");
@@ -566,10 +578,27 @@ mod tests {
     fn every_dead_slot_of_a_crowded_packet_is_found() {
         let hdr = ust_core::packet::HEADER_SIZE;
         let ctx = 4;
-        for (name, bytes, events, dead, records) in PACKETS {
+        for (name, bytes, events, dead) in PACKETS {
             let events: Vec<ust_core::EventDesc> = serde_json::from_str(events).unwrap();
             let p: Vec<u64> = name.split('-').map(|x| x.parse().unwrap()).collect();
             let a = Abandoned { pos: p[0], commit: 0, missing: p[1], timestamp_begin: p[2], timestamp_end: p[3] };
+            // The truth: a zero byte 0 starts a 24-byte dead record.
+            let (mut truth, mut records, mut off) = (Vec::new(), 0, hdr);
+            while off < bytes.len() {
+                if bytes[off] == 0 {
+                    truth.push((off, 24));
+                    off += 24;
+                } else {
+                    off += ust_ctf::reader::record_size_with_context(&events, ctx, &bytes[off..]).unwrap();
+                    records += 1;
+                }
+            }
+            assert_eq!(truth.len() as u64, dead, "{name}");
+            let mut search =
+                Search { data: bytes, events: &events, ctx, ts_end: a.timestamp_end, budget: a.missing as usize, steps: 0, walks: Default::default() };
+            let found: Vec<(usize, usize)> = search.solve(hdr, a.timestamp_begin).unwrap().iter().map(|h| (h.0, h.1)).collect();
+            assert_eq!(found, truth, "{name}: exactly the dead records ({} steps)", search.steps);
+            assert!(search.steps < Search::MAX_STEPS / 2, "{name}: {} steps", search.steps);
             let mut data = bytes.to_vec();
             let r = rewrite(&mut data, hdr, &a, &events, ctx);
             assert!(!r.cut, "{name}: cut at the first dead slot");
