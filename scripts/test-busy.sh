@@ -8,7 +8,9 @@
 # (or, when the failure is not a test's, the last lines of the run's output). The hogs are
 # killed at the end whatever happens (failure, Ctrl-C). Each run's whole output is kept in
 # target/test-busy/<start>/run-N.log of this checkout; the clone is removed at the end
-# (KEEP=1 keeps it and says where).
+# (KEEP=1 keeps it and says where). CLONE=DIR runs in a clone kept by an earlier batch
+# instead: HEAD is fetched into it and checked out, its build is reused (the first run is
+# then not a cold build), and it is kept.
 #
 # Exit status: 0 when every run passed, 1 otherwise.
 set -uo pipefail
@@ -25,9 +27,15 @@ head=$(git rev-parse HEAD)
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 logs="$here/target/test-busy/$stamp"
 mkdir -p "$logs"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/ust-test-busy.XXXXXX")
-# Searchable by the users the tests run ust as (mktemp -d makes it 0700).
-chmod 755 "$tmp"
+if [ -n "${CLONE:-}" ]; then
+  [ -d "$CLONE/.git" ] || { echo "test-busy: CLONE=$CLONE is not a clone" >&2; exit 2; }
+  tmp=$(cd "$CLONE/.." && pwd)
+  KEEP=1
+else
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/ust-test-busy.XXXXXX")
+  # Searchable by the users the tests run ust as (mktemp -d makes it 0700).
+  chmod 755 "$tmp"
+fi
 hogs=()
 
 cleanup() {
@@ -46,7 +54,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-git clone -q --no-hardlinks "$here" "$tmp/ust"
+if [ -n "${CLONE:-}" ]; then
+  [ "$(basename "$CLONE")" = ust ] || { echo "test-busy: CLONE must name the clone's ust directory" >&2; exit 2; }
+  git -C "$tmp/ust" fetch -q "$here" "$head"
+  git -C "$tmp/ust" reset -q --hard   # a batch's clone holds no work of anyone's
+else
+  git clone -q --no-hardlinks "$here" "$tmp/ust"
+fi
 git -C "$tmp/ust" checkout -q --detach "$head"
 echo "test-busy: $runs run(s) of scripts/test.sh at $(git -C "$tmp/ust" log -1 --format='%h %s' | cut -c1-100)"
 echo "test-busy: clone $tmp/ust, logs $logs"
