@@ -61,6 +61,10 @@ if [ $only_anchors = 0 ]; then
   qenv=(); [ $quick = 1 ] && qenv=(UST_BENCH_QUICK=1)
   env "${qenv[@]}" cargo bench -q -p benches --bench emit --bench ringbuffer --bench tracing_layer -- --noplot 2>/dev/null | tee "$log/crit"
   env "${qenv[@]}" cargo bench -q -p benches --bench consumer | tee "$log/consumer"
+  # Issue 32's program under `ust trace`: the held-out kind (a plain tracepoint! loop, the
+  # LTTng-UST anchor's twin) with no session, monotonic and TSC; a burst into the default
+  # channel; the drain's ceiling with the trace on tmpfs.
+  env "${qenv[@]}" cargo bench -q -p benches --bench traced_program | tee "$log/program"
   # On-CPU time per event (CLOCK_THREAD_CPUTIME_ID), far less inflated by load than wall time.
   # Each line says which writers the buffers claimed: per-CPU (rseq) by default where glibc
   # registered rseq, the compare-and-swap ones with UST_RSEQ=0 (same sitting, same binary).
@@ -115,6 +119,9 @@ for line in read("crit").splitlines():
     elif line.strip() and not line.startswith(" ") and "time:" not in line:
         name = line.strip()
 floor, lt, tr = read("floor"), read("lttng"), read("tracing")
+prog = read("program")
+def prog_median(kind):
+    return num(r"(?m)^program " + kind + r" .* median=([\d.]+)", prog) if prog else None
 win = read("windows")
 def own_core(clock):
     return num(clock + r": windows whose probe was within 10 % of its fastest: \d+, event median ([\d.]+) ns", win)
@@ -166,6 +173,9 @@ rows = [
     ("  same, minus one loop trip", minus(nop, trip), "C: NOP5 minus empty loop", minus(c_nop5, c_empty), ""),
     ("  (criterion's empty iteration)", empty, "C: empty loop", c_empty, ""),
     ("  (one loop trip: empty asm iteration)", trip, "C: empty loop", c_empty, ""),
+    ("held-out program under ust trace: {u64,i32} loop, monotonic", prog_median("kind=enabled clock=monotonic"), "LTTng-UST anchor under lttng-sessiond, 1 thread", lt1, "<= 0.33x"),
+    ("  same, TSC (UST_CLOCK=tsc)", prog_median("kind=enabled clock=tsc"), "floor: rdtsc", rdtsc, "<= 18 ns"),
+    ("  same, no session (disabled)", prog_median("kind=disabled"), "LTTng-UST anchor, no session", lt_off, "<= 0.5 ns"),
     ("enabled {u64,i32}, monotonic, 1 thread", e1, "LTTng-UST enabled, 1 thread", lt1, "<= 0.33x"),
     ("  same, minus one clock_gettime", None if e1 is None or clock is None else e1 - clock, "floor: clock_gettime", clock, "<= 8 ns"),
     ("  same, windows whose core probe ran within 10 % of its fastest, minus one clock_gettime", minus(own_core("monotonic"), clock), "floor: clock_gettime", clock, "<= 8 ns"),
@@ -224,6 +234,11 @@ if rec or fr:
 c = [l for l in read("consumer").splitlines() if l.startswith("consumer ")]
 for line in c:
     print(f"\n`{line}`")
+p = [l for l in prog.splitlines() if l.startswith(("program ", "burst ", "drain-ceiling "))]
+if p:
+    print("\nprogram under `ust trace` (benches/benches/traced_program.rs; ns per event per run, their median, what was recorded):\n")
+    for line in p:
+        print(f"    {line}")
 lc = re.search(r"events read back by babeltrace2: (\d+) of (\d+)", lt)
 if lc:
     print(f"\nLTTng-UST: {lc.group(1)} of {lc.group(2)} events read back")

@@ -53,10 +53,7 @@ fn main() {
     let emitted: u64 = field(&stdout, "emitted=").and_then(|s| s.parse().ok()).unwrap_or(0);
     let achieved = field(&stdout, "rate=").unwrap_or("?");
     let behind = field(&stdout, "behind_ms=").unwrap_or("?");
-    // "ust: 1 process traced, N events recorded, M discarded"
-    let summary = stderr.lines().find(|l| l.contains("recorded,")).unwrap_or("");
-    let nums: Vec<u64> = summary.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
-    let (recorded, discarded) = (nums.get(1).copied().unwrap_or(0), nums.get(2).copied().unwrap_or(0));
+    let (_, recorded, discarded) = benches::trace_summary(&stderr).unwrap_or_default();
     println!(
         "consumer target_rate={rate:.0} achieved_rate={achieved} seconds={seconds} emitted={emitted} recorded={recorded} \
          discarded={discarded} writer_behind_ms={behind} daemon_cpu={:.1}% daemon_rss_anon_kib={}",
@@ -100,16 +97,9 @@ fn many_processes(d: &benches::BenchDaemon, seconds: f64) {
         o
     });
     let stderr = String::from_utf8_lossy(&o.stderr);
-    let summary = stderr.lines().find(|l| l.contains("recorded,")).unwrap_or("");
-    let nums: Vec<u64> = summary.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
-    println!(
-        "consumer processes={procs} traced={} recorded={} discarded={} daemon_peak_rss_anon_kib={}",
-        nums.first().copied().unwrap_or(0),
-        nums.get(1).copied().unwrap_or(0),
-        nums.get(2).copied().unwrap_or(0),
-        peak.load(Ordering::Relaxed)
-    );
-    if !o.status.success() || nums.first().copied() != Some(u64::from(procs)) {
+    let (traced, recorded, discarded) = benches::trace_summary(&stderr).unwrap_or_default();
+    println!("consumer processes={procs} traced={traced} recorded={recorded} discarded={discarded} daemon_peak_rss_anon_kib={}", peak.load(Ordering::Relaxed));
+    if !o.status.success() || traced != u64::from(procs) {
         eprintln!("warning: expected {procs} traced processes: {}\n{stderr}", o.status);
     }
 }

@@ -259,6 +259,15 @@ pub fn bin_dir() -> PathBuf {
     }
 }
 
+/// What `ust trace` says it recorded, from its standard error's summary line
+/// (`ust: P process(es) traced, N events recorded, M discarded`, `ust-cli`'s
+/// `print::summary_lines`): `(processes, recorded, discarded)`, `None` without that line.
+pub fn trace_summary(stderr: &str) -> Option<(u64, u64, u64)> {
+    let line = stderr.lines().find(|l| l.contains(" traced, ") && l.contains(" recorded, "))?;
+    let nums: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
+    Some((*nums.first()?, *nums.get(1)?, *nums.get(2)?))
+}
+
 /// `ust-consumerd --foreground` in a temporary `$UST_RUNDIR` (and `$HOME`), killed on drop.
 pub struct BenchDaemon {
     /// Holds the socket directory and the home directory.
