@@ -10,7 +10,8 @@
 //!   `CLOCK_MONOTONIC`, then with `UST_CLOCK=tsc`. Prints each run's wall time per event and their median.
 //! - **A burst into `ust trace`'s default channel**: `ust-bench-load` with two threads
 //!   emitting 10,000,000 events (`UST_BENCH_BURST_EVENTS`) at full speed, and how many the
-//!   channel discarded.
+//!   channel discarded; then the same into 16 x 2 MiB sub-buffers per CPU (`--subbuf-size
+//!   2M`, the README's size for a burst).
 //! - **The drain's ceiling with the disk out of the way**: one writer thread, then two, at
 //!   full speed for `UST_BENCH_CEILING_EVENTS` events (default 100,000,000) in all, the trace
 //!   written to tmpfs (`/dev/shm`): the events recorded per second of the writers' run, the
@@ -51,9 +52,9 @@ struct Traced {
     discarded: u64,
 }
 
-/// `ust trace -o OUT --event bench:* -- PROGRAM ARGS` with `env`; panics when it fails
-/// or says nothing of what it recorded.
-fn trace(d: &BenchDaemon, out: &Path, env: &[(&str, &str)], program: &str, args: &[&str]) -> Traced {
+/// `ust trace -o OUT --event bench:* OPTS -- PROGRAM ARGS` with `env`; panics when it
+/// fails or says nothing of what it recorded.
+fn trace(d: &BenchDaemon, out: &Path, env: &[(&str, &str)], opts: &[&str], program: &str, args: &[&str]) -> Traced {
     let _ = std::fs::remove_dir_all(out);
     let o = d
         .cmd(&benches::bin_dir().join("ust"))
@@ -61,7 +62,9 @@ fn trace(d: &BenchDaemon, out: &Path, env: &[(&str, &str)], program: &str, args:
         .arg("trace")
         .arg("--output")
         .arg(out)
-        .args(["--event", "bench:*", "--", program])
+        .args(["--event", "bench:*"])
+        .args(opts)
+        .args(["--", program])
         .args(args)
         .output()
         .expect("run ust trace");
@@ -101,7 +104,7 @@ fn main() {
     for clock in ["monotonic", "tsc"] {
         let (mut ns, mut recorded, mut discarded) = (Vec::new(), 0, 0);
         for _ in 0..runs {
-            let t = trace(&d, &out, &[("UST_CLOCK", clock)], looper, &[&n_arg, "1"]);
+            let t = trace(&d, &out, &[("UST_CLOCK", clock)], &[], looper, &[&n_arg, "1"]);
             ns.push(field(&t.stdout, "ns_per_event_per_thread=").unwrap_or_else(|| panic!("ust-bench-loop said: {}", t.stdout)));
             recorded += t.recorded;
             discarded += t.discarded;
@@ -118,15 +121,18 @@ fn main() {
     // events take); `ust-bench-load` emits RATE x SECONDS events in all.
     let burst = env_u64("UST_BENCH_BURST_EVENTS").unwrap_or(10_000_000 / div);
     let secs = (burst as f64 / 1e9).to_string();
-    let t = trace(&d, &out, &[], load, &["1000000000", &secs, "2"]);
-    let emitted = field(&t.stdout, "emitted=").unwrap_or(0.0) as u64;
-    println!(
-        "burst events={emitted} threads=2 channel=default seconds={} recorded={} discarded={} discarded_pct={:.2}",
-        field(&t.stdout, "seconds=").unwrap_or(f64::NAN),
-        t.recorded,
-        t.discarded,
-        100.0 * t.discarded as f64 / emitted.max(1) as f64
-    );
+    // The default channel, then the one the README's sizing advice gives for a burst.
+    for (channel, opts) in [("default", &[][..]), ("16x2MiB", &["--subbuf-size", "2M"][..])] {
+        let t = trace(&d, &out, &[], opts, load, &["1000000000", &secs, "2"]);
+        let emitted = field(&t.stdout, "emitted=").unwrap_or(0.0) as u64;
+        println!(
+            "burst events={emitted} threads=2 channel={channel} seconds={} recorded={} discarded={} discarded_pct={:.2}",
+            field(&t.stdout, "seconds=").unwrap_or(f64::NAN),
+            t.recorded,
+            t.discarded,
+            100.0 * t.discarded as f64 / emitted.max(1) as f64
+        );
+    }
 
     ceiling(&d, load, env_u64("UST_BENCH_CEILING_EVENTS").unwrap_or(100_000_000 / div));
 }
@@ -142,7 +148,7 @@ fn ceiling(d: &BenchDaemon, load: &str, events: u64) {
     for writers in ["1", "2"] {
         let cpu0 = d.cpu_time();
         let t0 = Instant::now();
-        let t = trace(d, &out, &[], load, &["1000000000", &secs, writers]);
+        let t = trace(d, &out, &[], &[], load, &["1000000000", &secs, writers]);
         let wall = t0.elapsed().as_secs_f64();
         let cpu = (d.cpu_time() - cpu0).as_secs_f64();
         let run = field(&t.stdout, "seconds=").unwrap_or(f64::NAN);
