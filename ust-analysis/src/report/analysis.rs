@@ -18,7 +18,7 @@
 //!
 //! Without kernel events, [`user_view`] reports what the program's own tracepoints show.
 
-use std::collections::{HashMap, HashSet};
+use crate::report::fast_hash::{HashMap, HashSet};
 #[cfg(test)]
 use std::path::PathBuf;
 
@@ -154,7 +154,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     }
     r.syscall_source = super::tiers::syscall_source(l);
     r.notes.extend(super::tiers::notes(l));
-    let mut tree: HashSet<i32> = HashSet::new();
+    let mut tree: HashSet<i32> = HashSet::default();
     tree.insert(r.traced_pid);
     // Every traced process, unless the report is about one (`--pid`).
     for p in l.processes.iter().filter(|_| opt.pid.is_none()) {
@@ -162,22 +162,22 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     }
     // Whatever the forks say (one may be lost), the tree's own channel holds the tree only.
     tree.extend(l.tree_tids.iter().copied());
-    let mut tgid: HashMap<i32, i32> = HashMap::new();
-    let mut comm: HashMap<i32, String> = HashMap::new();
-    let mut tasks: HashMap<i32, Task> = HashMap::new();
-    let mut cpu_ctx: HashMap<u32, Vec<Ctx>> = HashMap::new();
+    let mut tgid: HashMap<i32, i32> = HashMap::default();
+    let mut comm: HashMap<i32, String> = HashMap::default();
+    let mut tasks: HashMap<i32, Task> = HashMap::default();
+    let mut cpu_ctx: HashMap<u32, Vec<Ctx>> = HashMap::default();
     let mut faults: Vec<Fault> = Vec::new();
     // Tracefs faults are minor or major when the trace records pages read from files.
     let has_filemap = opt.faults && super::faults::records_major(l, dir);
-    let mut clone_flags: HashMap<i32, u64> = HashMap::new();
-    let mut last_ust: HashMap<i32, String> = HashMap::new();
+    let mut clone_flags: HashMap<i32, u64> = HashMap::default();
+    let mut last_ust: HashMap<i32, String> = HashMap::default();
     // The descriptors as each call saw them.
     let mut fdt = super::fdtable::FdTable::new(Some(dir));
     // Per thread, the time of the last fault sample of root's stacks side trace.
-    let mut stack_sample: HashMap<i32, u64> = HashMap::new();
+    let mut stack_sample: HashMap<i32, u64> = HashMap::default();
     let mut stack_copy_faults = 0u64;
     // Faults of ust's own reads of system-call strings (indices into `faults`).
-    let mut string_read_faults: HashSet<usize> = HashSet::new();
+    let mut string_read_faults: HashSet<usize> = HashSet::default();
     // Waits that ended at the task's first own event, with no switch-in recorded.
     let mut unrecorded_switch_ins = 0u64;
     for (ei, e) in l.events.iter().enumerate() {

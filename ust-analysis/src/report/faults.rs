@@ -26,7 +26,8 @@
 //! else page not present), 1 W/R (write), 2 U/S (user mode), 3 RSVD, 4 I/D (instruction
 //! fetch), 5 PK (protection key), 6 SS (shadow stack), 15 SGX.
 
-use std::collections::{BTreeMap, HashSet};
+use crate::report::fast_hash::HashSet;
+use std::collections::BTreeMap;
 
 use super::addrspace::AddressSpaces;
 use super::symbols::Symbolizer;
@@ -292,7 +293,10 @@ pub fn summarize(faults: &[Fault]) -> Vec<FileFaults> {
     for f in faults {
         let name = bucket(f);
         let (row, pages) = by.entry(name.clone()).or_insert_with(|| {
-            (FileFaults { file: name, faults: 0, minor: None, major: None, pages: 0, bytes: 0, until_user_total_ns: 0, until_user_worst_ns: 0 }, HashSet::new())
+            (
+                FileFaults { file: name, faults: 0, minor: None, major: None, pages: 0, bytes: 0, until_user_total_ns: 0, until_user_worst_ns: 0 },
+                HashSet::default(),
+            )
         });
         row.faults += 1;
         if let Some(m) = f.major {

@@ -19,7 +19,8 @@
 //! as before: it held the same file all along. One whose opening the trace saw without its
 //! path (the capture was off, or missed the call) has no name: never another file's.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use crate::report::fast_hash::{HashMap, HashSet};
+use std::collections::BTreeMap;
 
 use super::load::Event;
 

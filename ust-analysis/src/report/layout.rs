@@ -16,7 +16,7 @@
 //! from `sched_switch` (the task an event belongs to is the one its CPU runs, as
 //! lttng-analyses decides), and the call each thread is in.
 
-use std::collections::HashMap;
+use crate::report::fast_hash::HashMap;
 
 use ust_ctf::reader::Value;
 

@@ -52,10 +52,10 @@ pub struct Loaded {
     pub tree_channel: bool,
     /// The threads that have events in the tree's channel: the traced tree's, whatever the
     /// forks recorded elsewhere say.
-    pub tree_tids: std::collections::HashSet<i32>,
+    pub tree_tids: crate::report::fast_hash::HashSet<i32>,
     /// The kernel trace's return-probe event classes (payload `func`, `ret_ip`, ...:
     /// [`super::probes`]), declared whether or not any fired.
-    pub return_probe_classes: std::collections::HashSet<String>,
+    pub return_probe_classes: crate::report::fast_hash::HashSet<String>,
 }
 
 /// Events a stream lost in a time range, as its packets tell (CTF 1.8: the packet

@@ -20,7 +20,7 @@
 //!   chain through that CPU then needs;
 //! - in the stacks side trace (`kernel-stacks/`), user stacks of faults and waits.
 
-use std::collections::{HashMap, HashSet};
+use crate::report::fast_hash::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -115,9 +115,9 @@ pub fn judge(l: &Loaded, tree: &HashSet<i32>) -> KernelLoss {
     let tree_first = kernel().find(|e| concerns_tree(e)).map(|e| e.ts);
     let trace_end = kernel().map(|e| e.ts).next_back().unwrap_or(0);
     // The tree's end: its tasks' last exit, when every task seen exited in the trace.
-    let mut exited: HashMap<i32, u64> = HashMap::new();
-    let mut seen: HashSet<i32> = HashSet::new();
-    let mut occ: HashMap<u32, Occupancy> = HashMap::new();
+    let mut exited: HashMap<i32, u64> = HashMap::default();
+    let mut seen: HashSet<i32> = HashSet::default();
+    let mut occ: HashMap<u32, Occupancy> = HashMap::default();
     for e in kernel() {
         if tree.contains(&e.tid) {
             seen.insert(e.tid);
@@ -312,7 +312,7 @@ mod tests {
 
     #[test]
     fn ranges_are_judged_by_channel_time_and_cpu() {
-        let tree = HashSet::from([10]);
+        let tree = [10].into_iter().collect::<HashSet<_>>();
         let none = judge(&trace(Vec::new()), &tree);
         assert!(!none.tree_may_be_lost && none.events == 0);
         assert_eq!(text(&none, 0), "Kernel events: 0 of the traced tree's events lost\n");
@@ -345,7 +345,7 @@ mod tests {
     /// which loses none).
     #[test]
     fn a_tier_1_ring_loss_is_the_trees() {
-        let tree = HashSet::from([10]);
+        let tree = [10].into_iter().collect::<HashSet<_>>();
         let mut l = trace(vec![loss("channel0", 1, 160, 170, 7)]);
         l.tree_channel = false;
         l.kernel_env = Some([("kernel_source".to_string(), "perf_event_open".to_string())].into_iter().collect());

@@ -37,6 +37,7 @@ pub mod analysis;
 pub mod call_text;
 pub mod errno;
 pub mod event;
+pub mod fast_hash;
 pub mod faults;
 pub mod fdtable;
 pub mod layout;

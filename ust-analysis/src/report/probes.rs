@@ -28,7 +28,8 @@
 //! of CPU each, BENCHMARKS.md): a recursive or nesting function's durations grow with
 //! the probed calls it makes.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use crate::report::fast_hash::{HashMap, HashSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -167,8 +168,8 @@ pub fn probe_view(l: &Loaded) -> Vec<ProbeRow> {
     }
     // Functions with a return probe and each one's return event name; the entry event
     // name of each address (the function's row).
-    let mut returning: HashMap<u64, String> = HashMap::new();
-    let mut entry_name: HashMap<u64, String> = HashMap::new();
+    let mut returning: HashMap<u64, String> = HashMap::default();
+    let mut entry_name: HashMap<u64, String> = HashMap::default();
     for (i, k) in &probes {
         match k {
             Kind::Return(f) => returning.entry(*f).or_insert_with(|| l.events[*i].name.clone()),
@@ -177,7 +178,7 @@ pub fn probe_view(l: &Loaded) -> Vec<ProbeRow> {
     }
     let mut rows: BTreeMap<String, Acc> = BTreeMap::new();
     // Per thread, the open calls: (address, entry time).
-    let mut open: HashMap<i32, Vec<(u64, u64)>> = HashMap::new();
+    let mut open: HashMap<i32, Vec<(u64, u64)>> = HashMap::default();
     for (i, k) in probes {
         let e = &l.events[i];
         match k {

@@ -7,7 +7,8 @@
 //! (`env.procname`, the `procname` context). A name the kernel cut at 15 bytes (its
 //! `TASK_COMM_LEN`) matches the whole name.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::report::fast_hash::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::load::{Domain, Loaded};
 
@@ -24,7 +25,7 @@ fn comm_of(name: &str) -> &str {
 
 /// Every process the trace names, with its names and its number of kernel events.
 pub fn processes(l: &Loaded) -> BTreeMap<i32, (BTreeSet<String>, u64)> {
-    let mut tgid: HashMap<i32, i32> = HashMap::new();
+    let mut tgid: HashMap<i32, i32> = HashMap::default();
     let mut out: BTreeMap<i32, (BTreeSet<String>, u64)> = BTreeMap::new();
     fn name(out: &mut BTreeMap<i32, (BTreeSet<String>, u64)>, pid: i32, n: String) {
         if pid > 0 && !n.is_empty() {

@@ -13,7 +13,7 @@
 //! Tier 1 sees no wake-ups: its waits say "woken by: unknown (needs root's ust-consumerd)"
 //! ([`super::analysis::Waker::NeedsRoot`]).
 
-use std::collections::HashMap;
+use crate::report::fast_hash::HashMap;
 
 use ust_ctf::reader::Value;
 

@@ -12,7 +12,7 @@
 //! Return addresses (every frame but the first of a stack) are looked up one byte back,
 //! inside their call instruction, so the line is that of the call.
 
-use std::collections::HashMap;
+use crate::report::fast_hash::HashMap;
 
 use serde::Serialize;
 

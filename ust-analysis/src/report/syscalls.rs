@@ -7,7 +7,8 @@
 //! `execve`s) is left out. The cut is the entry of the first `execve` of the traced pid that
 //! returned 0 (the `execve` strace shows); a trace without one counts everything and says so.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use crate::report::fast_hash::{HashMap, HashSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -262,7 +263,7 @@ pub fn count(
     let kernel = || l.events.iter().filter(|e| e.domain == Domain::Kernel && tree.contains(&e.tid));
     // The cut: the entry of the traced pid's first successful execve.
     let mut exec_ns = None;
-    let mut entry: HashMap<i32, u64> = HashMap::new();
+    let mut entry: HashMap<i32, u64> = HashMap::default();
     for e in kernel().filter(|e| e.tid == traced_pid) {
         match e.name.as_str() {
             "syscall_entry" => {
@@ -276,7 +277,7 @@ pub fn count(
         }
     }
     let from = exec_ns.unwrap_or(0);
-    let mut open: HashMap<i32, (u64, String, &Event)> = HashMap::new();
+    let mut open: HashMap<i32, (u64, String, &Event)> = HashMap::default();
     // The descriptors as each call saw them (the tree's events from the start).
     let mut fdt = super::fdtable::FdTable::new(None);
     let (mut program, mut ust) = (Tally::default(), Tally::default());

@@ -2,7 +2,7 @@
 //! `pingpong`), shared by this crate's tests on the kept traces and the system tests that
 //! record the same commands live (cargo feature `testing`; never in a build of `ust`).
 
-use std::collections::HashSet;
+use crate::report::fast_hash::HashSet;
 
 use super::analysis::{Wait, Waker};
 use super::Report;

@@ -27,7 +27,8 @@
 //! A system call is ust's when its thread is ust's, when it contains a wait of ust's (the
 //! constructor's `futex`), or when it is the `clone`/`clone3` that made a runtime thread.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use crate::report::fast_hash::{HashMap, HashSet};
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 
@@ -109,7 +110,7 @@ impl Tracer {
     /// Finds ust's tasks and the registration windows of `l`: `tree` the traced tasks,
     /// `comm` every task's last name, `tgid` thread to process.
     pub fn find(l: &Loaded, tree: &HashSet<i32>, comm: &HashMap<i32, String>, tgid: &HashMap<i32, i32>) -> Tracer {
-        let mut roles = HashMap::new();
+        let mut roles = HashMap::default();
         let process_comm = |t: i32| tgid.get(&t).and_then(|g| comm.get(g)).map(String::as_str);
         for (&tid, name) in comm {
             let role = if tree.contains(&tid) {
@@ -127,9 +128,9 @@ impl Tracer {
         }
         // Per process: (the first runtime thread's fork, the thread that forked it), its state
         // dumps' ends, its first event of its own.
-        let mut spawned: HashMap<i32, (u64, i32)> = HashMap::new();
-        let mut dumps: HashMap<i32, Vec<u64>> = HashMap::new();
-        let mut first_own: HashMap<i32, u64> = HashMap::new();
+        let mut spawned: HashMap<i32, (u64, i32)> = HashMap::default();
+        let mut dumps: HashMap<i32, Vec<u64>> = HashMap::default();
+        let mut first_own: HashMap<i32, u64> = HashMap::default();
         for e in &l.events {
             match e.domain {
                 Domain::Kernel if e.name == "sched_process_fork" => {
@@ -147,7 +148,7 @@ impl Tracer {
                 _ => {}
             }
         }
-        let mut windows = HashMap::new();
+        let mut windows = HashMap::default();
         for (pid, (start, spawner)) in spawned {
             let own = first_own.get(&pid).copied().unwrap_or(u64::MAX);
             if let Some(end) = dumps.get(&pid).and_then(|d| d.iter().copied().filter(|&t| t >= start && t < own).max()) {
@@ -240,7 +241,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let tree: HashSet<i32> = [10, 11, 12].into();
+        let tree: HashSet<i32> = [10, 11, 12].into_iter().collect();
         let comm: HashMap<i32, String> = [
             (10, "prog".to_string()),
             (11, "ust-runtime".to_string()),
@@ -251,8 +252,9 @@ mod tests {
             (61, "ust-perf".to_string()),
             (70, "ust-runtime".to_string()),
         ]
-        .into();
-        let tgid: HashMap<i32, i32> = [(11, 10), (12, 10), (51, 50), (61, 60)].into();
+        .into_iter()
+        .collect();
+        let tgid: HashMap<i32, i32> = [(11, 10), (12, 10), (51, 50), (61, 60)].into_iter().collect();
         let t = Tracer::find(&l, &tree, &comm, &tgid);
         assert_eq!((t.role(11), t.role(10), t.role(12)), (Some(Role::Runtime), None, None));
         assert_eq!((t.role(50), t.role(51), t.role(61)), (Some(Role::Daemon), Some(Role::Daemon), Some(Role::Command)));

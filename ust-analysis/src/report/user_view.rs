@@ -2,7 +2,8 @@
 //! without kernel events): per event name the count and rate, per thread the gaps between
 //! consecutive events.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::report::fast_hash::HashMap;
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -59,7 +60,7 @@ pub fn user_view(l: &Loaded) -> UserView {
     let (Some(first), Some(last)) = (ust.first(), ust.last()) else { return v };
     let span = (last.ts - first.ts).max(1) as f64 / 1e9;
     // Counted by hash (a few dozen names, hundreds of thousands of events), then sorted.
-    let mut counts: HashMap<&str, u64> = HashMap::new();
+    let mut counts: HashMap<&str, u64> = HashMap::default();
     let mut per: BTreeMap<(i32, i32), Vec<u64>> = BTreeMap::new();
     for e in &ust {
         *counts.entry(&e.name).or_default() += 1;

@@ -3,7 +3,7 @@
 //! perf records and samples, and the samples of `/proc/<pid>/maps` read from the trace
 //! directory.
 
-use std::collections::HashMap;
+use crate::report::fast_hash::HashMap;
 use std::path::Path;
 
 use ust_ctf::reader::Value;
@@ -325,7 +325,7 @@ pub(super) fn covered(lo: u64, hi: u64, spans: impl Iterator<Item = (u64, u64)>)
 /// [`ust_kernel::procfs::MAPS_SAMPLES`] when there is one, else the single `maps` (taken
 /// at the end: `u64::MAX`). Files are read bounded; unreadable ones are skipped.
 fn read_samples(dir: &Path) -> HashMap<i32, Vec<Sample>> {
-    let mut out = HashMap::new();
+    let mut out = HashMap::default();
     let Ok(rd) = std::fs::read_dir(dir.join(ust_kernel::procfs::PROC_DIR)) else { return out };
     for d in rd.flatten() {
         let Some(pid) = d.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };

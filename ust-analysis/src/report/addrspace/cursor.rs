@@ -1,14 +1,15 @@
 //! Looking faults up in time order ([`Cursor`]): the changes applied as time goes on to
 //! each space's current ranges.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::report::fast_hash::HashMap;
+use std::collections::BTreeMap;
 
 use super::*;
 
 impl AddressSpaces {
     /// A [`Cursor`] over these address spaces.
     pub fn cursor(&self) -> Cursor<'_> {
-        Cursor { a: self, next: 0, maps: HashMap::new(), last: 0 }
+        Cursor { a: self, next: 0, maps: HashMap::default(), last: 0 }
     }
 }
 

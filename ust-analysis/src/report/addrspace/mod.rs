@@ -46,7 +46,7 @@
 //! Here the types and the lookups; `build` makes the spaces from a trace, `cursor` walks
 //! them in time order.
 
-use std::collections::HashMap;
+use crate::report::fast_hash::HashMap;
 
 use ust_kernel::procfs::MapEntry;
 
