@@ -418,10 +418,10 @@ fn shrink(from: &Path, to: &Path) {
             let mut fields = Vec::new();
             for scope in [ctf_reader::Scope::EventCommonContext, ctf_reader::Scope::EventPayload] {
                 if let Some(ty) = e.scope_type(scope) {
-                    rep::values::push_members(ty, "", &mut e.slots(scope).iter(), &e, &mut fields).unwrap();
+                    rep::values::push_members(ty, "", &mut e.slots(scope).iter(), &e, &mut fields, &mut rep::values::Names::Make).unwrap();
                 }
             }
-            let ev = rep::load::Event { ts: e.cycles, cpu: 0, name: e.name().to_string(), tid: 0, pid: -1, domain: rep::load::Domain::Kernel, fields };
+            let ev = rep::load::Event { ts: e.cycles, cpu: 0, name: e.name().into(), tid: 0, pid: -1, domain: rep::load::Domain::Kernel, fields };
             let tid = ev.int("tid").unwrap();
             let keep = tree.contains(&tid)
                 || ev.name.starts_with("irq_")

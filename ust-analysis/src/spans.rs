@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use ust_ctf::reader::Value;
 
-use crate::report::load::{Domain, Event, Loaded};
+use crate::report::load::{Domain, Event, Loaded, Name};
 
 /// The suffixes of the span events, in the layer's naming.
 const SUFFIXES: [&str; 6] = ["_new", "_enter", "_exit", "_close", "_record", "_follows_from"];
@@ -42,7 +42,7 @@ pub fn span_parts(name: &str) -> Option<(&str, &str, &str)> {
 }
 
 /// The first of `names` that `fields` has, as an unsigned integer.
-pub fn id_field(fields: &[(String, Value)], names: [&str; 2]) -> Option<u64> {
+pub fn id_field(fields: &[(Name, Value)], names: [&str; 2]) -> Option<u64> {
     let v = names.iter().find_map(|n| fields.iter().find(|(f, _)| f == n))?;
     if let Value::Unsigned(u) = v.1 {
         Some(u)
@@ -203,7 +203,7 @@ mod tests {
     use super::*;
 
     fn ev(ts: u64, tid: i32, name: &str, fields: &[(&str, Value)]) -> Event {
-        let fields = fields.iter().map(|(n, v)| (n.to_string(), v.clone())).collect();
+        let fields = fields.iter().map(|(n, v)| ((*n).into(), v.clone())).collect();
         Event { ts, cpu: 0, name: name.into(), tid, pid: 10, domain: Domain::Ust, fields }
     }
 

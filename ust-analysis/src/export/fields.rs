@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::{Map, Value as Json};
 use ust_ctf::reader::Value;
 
-use crate::report::load::{Event, Loaded};
+use crate::report::load::{Event, Loaded, Name};
 
 /// The context field names of each user-space trace, by process id (from each trace's
 /// metadata: its streams' `event.context`).
@@ -33,9 +33,9 @@ impl Contexts {
     }
 
     /// The payload fields of `e` (its leading context fields skipped).
-    pub fn payload<'e>(&self, e: &'e Event) -> &'e [(String, Value)] {
+    pub fn payload<'e>(&self, e: &'e Event) -> &'e [(Name, Value)] {
         let Some(ctx) = self.by_pid.get(&e.pid) else { return &e.fields };
-        let n = e.fields.iter().take_while(|(n, _)| ctx.contains(n)).count();
+        let n = e.fields.iter().take_while(|(n, _)| ctx.contains(n.as_str())).count();
         &e.fields[n..]
     }
 }
@@ -67,21 +67,21 @@ pub fn json(v: &Value) -> Option<Json> {
 
 /// Fields as an argument map, in order, leaving out those named in `skip` and those not
 /// recorded.
-pub fn args(fields: &[(String, Value)], skip: &[&str]) -> Map<String, Json> {
+pub fn args(fields: &[(Name, Value)], skip: &[&str]) -> Map<String, Json> {
     let mut m = Map::new();
     for (n, v) in fields {
         if skip.contains(&n.as_str()) {
             continue;
         }
         if let Some(j) = json(v) {
-            m.insert(n.clone(), j);
+            m.insert(n.to_string(), j);
         }
     }
     m
 }
 
 /// A numeric field as `f64` (for counters).
-pub fn number(fields: &[(String, Value)], name: &str) -> Option<f64> {
+pub fn number(fields: &[(Name, Value)], name: &str) -> Option<f64> {
     fields.iter().find(|(n, _)| n == name).and_then(|(_, v)| match v {
         Value::Unsigned(u) => Some(*u as f64),
         Value::Signed(s) => Some(*s as f64),
@@ -98,11 +98,11 @@ mod tests {
     #[test]
     fn values_map_to_json_and_unrecorded_ones_are_left_out() {
         let f = vec![
-            ("a".to_string(), Value::Unsigned(7)),
-            ("b".to_string(), Value::List(Vec::new())),
-            ("c".to_string(), Value::Str("x".into())),
-            ("d".to_string(), Value::Enum(Some("ON".into()), 1)),
-            ("e".to_string(), Value::Signed(-2)),
+            ("a".into(), Value::Unsigned(7)),
+            ("b".into(), Value::List(Vec::new())),
+            ("c".into(), Value::Str("x".into())),
+            ("d".into(), Value::Enum(Some("ON".into()), 1)),
+            ("e".into(), Value::Signed(-2)),
         ];
         let m = args(&f, &["e"]);
         assert_eq!(Json::Object(m), serde_json::json!({"a": 7, "c": "x", "d": "ON"}));

@@ -27,7 +27,7 @@ impl KernelInstants {
             return;
         }
         let track = if e.tid >= 0 { Track::Thread(e.tid, e.tid) } else { Track::Cpu(e.cpu) };
-        self.instants.push(Instant { track, ts: e.ts, name: e.name.clone(), cat: "kernel".into(), args: fields::args(&e.fields, &[]) });
+        self.instants.push(Instant { track, ts: e.ts, name: e.name.to_string(), cat: "kernel".into(), args: fields::args(&e.fields, &[]) });
     }
 
     /// Adds the instants to `t`, each thread in its process (from the loaded trace `l`, in

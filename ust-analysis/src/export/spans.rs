@@ -86,7 +86,7 @@ pub fn add(l: &Loaded, counters: &[Counter], t: &mut Timeline) {
         let thread_name = e.text("procname").unwrap_or_default();
         t.name_thread(e.pid, e.tid, &thread_name);
         let payload = ctx.payload(e);
-        for c in counters.iter().filter(|c| c.event == e.name) {
+        for c in counters.iter().filter(|c| e.name == c.event) {
             if let Some(v) = fields::number(payload, &c.field) {
                 t.counters.push(CounterValue { pid: e.pid, ts: e.ts, name: format!("{}:{}", c.event, c.field), value: v });
             }
@@ -112,7 +112,7 @@ mod tests {
     use ust_ctf::reader::Value;
 
     fn ev(ts: u64, tid: i32, name: &str, fields: &[(&str, Value)]) -> Event {
-        let fields = fields.iter().map(|(n, v)| (n.to_string(), v.clone())).collect();
+        let fields = fields.iter().map(|(n, v)| ((*n).into(), v.clone())).collect();
         Event { ts, cpu: 0, name: name.into(), tid, pid: 10, domain: Domain::Ust, fields }
     }
 

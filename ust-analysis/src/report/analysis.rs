@@ -22,7 +22,7 @@ use crate::report::fast_hash::{HashMap, HashSet};
 #[cfg(test)]
 use std::path::PathBuf;
 
-use super::load::{Domain, Loaded};
+use super::load::{Domain, Loaded, Name};
 pub use super::tracer::Role;
 
 /// Report options.
@@ -170,7 +170,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     // Tracefs faults are minor or major when the trace records pages read from files.
     let has_filemap = opt.faults && super::faults::records_major(l, dir);
     let mut clone_flags: HashMap<i32, u64> = HashMap::default();
-    let mut last_ust: HashMap<i32, String> = HashMap::default();
+    let mut last_ust: HashMap<i32, Name> = HashMap::default();
     // The descriptors as each call saw them.
     let mut fdt = super::fdtable::FdTable::new(Some(dir));
     // Per thread, the time of the last fault sample of root's stacks side trace.
@@ -182,8 +182,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let mut unrecorded_switch_ins = 0u64;
     for (ei, e) in l.events.iter().enumerate() {
         if e.domain == Domain::Ust {
-            // The name's buffer is reused: no allocation per user-space event.
-            last_ust.entry(e.pid).or_default().clone_from(&e.name);
+            last_ust.insert(e.pid, e.name.clone());
             if tree.contains(&e.tid) || tree.contains(&e.pid) {
                 tasks.entry(e.tid).or_default().events += 1;
             }
@@ -586,8 +585,8 @@ mod tests {
     use ust_ctf::reader::Value;
 
     fn ev(ts: u64, cpu: u32, tid: i32, name: &str, fields: &[(&str, Value)]) -> Event {
-        let mut all = vec![("tid".to_string(), Value::Signed(tid.into()))];
-        all.extend(fields.iter().map(|(n, v)| (n.to_string(), v.clone())));
+        let mut all = vec![("tid".into(), Value::Signed(tid.into()))];
+        all.extend(fields.iter().map(|(n, v)| ((*n).into(), v.clone())));
         Event { ts, cpu, name: name.into(), tid, pid: -1, domain: Domain::Kernel, fields: all }
     }
 
@@ -748,7 +747,7 @@ mod tests {
             call(331, 10, "syscall_exit", "read"),
         ];
         let mut env = std::collections::BTreeMap::new();
-        env.insert("traced_pid".to_string(), "10".to_string());
+        env.insert("traced_pid".into(), "10".to_string());
         let l = Loaded { events, kernel_env: Some(env), user_stacks: false, processes: Vec::new(), problems: 0, ..Default::default() };
         let opt = Options { wakeups: true, tracer: true, min_block_ns: 0, ..Options::default() };
         let r = analyze(&l, std::path::Path::new("/nonexistent"), &opt);

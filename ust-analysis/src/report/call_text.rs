@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 use ust_ctf::reader::Value;
 
 use super::fdtable::FdTable;
-use super::load::Event;
+use super::load::{Event, Name};
 
 /// Argument names that hold a descriptor (tracefs' and lttng-modules' names).
 const FD_ARGS: &[&str] = &["fd", "fildes", "oldfd", "newfd", "ufd", "epfd", "out_fd", "in_fd", "fd_in", "fd_out", "dfd", "olddfd", "newdfd", "fdin", "fdout"];
@@ -170,7 +170,7 @@ pub fn render(entry: &Event, pid: i32, fds: &mut FdTable<'_>) -> String {
     format!("{name}({})", args.join(", "))
 }
 
-fn named_args(call: &str, payload: &[(String, Value)], pid: i32, fds: &mut FdTable<'_>) -> Vec<String> {
+fn named_args(call: &str, payload: &[(Name, Value)], pid: i32, fds: &mut FdTable<'_>) -> Vec<String> {
     let get = |n: &str| payload.iter().find(|(m, _)| m == n).map(|(_, v)| v);
     let has = |n: &str| get(n).is_some();
     let captured = payload.iter().any(|(n, _)| n.ends_with("_status"));
@@ -282,8 +282,8 @@ mod tests {
     use crate::report::load::Domain;
 
     fn entry(call: &str, payload: Vec<(&str, Value)>) -> Event {
-        let mut fields: Vec<(String, Value)> = vec![("tid".into(), Value::Signed(7))];
-        fields.extend(payload.into_iter().map(|(n, v)| (n.to_string(), v)));
+        let mut fields: Vec<(Name, Value)> = vec![("tid".into(), Value::Signed(7))];
+        fields.extend(payload.into_iter().map(|(n, v)| (n.into(), v)));
         fields.push((super::super::layout::PAYLOAD_AT.into(), Value::Unsigned(1)));
         fields.push(("args".into(), Value::List(vec![])));
         fields.push(("name".into(), Value::Str(call.into())));

@@ -1,9 +1,105 @@
 //! The report's event: one event of any trace, as the `load` module reads it and
 //! `layout::normalize` names it.
 
+use std::fmt;
+use std::sync::Arc;
+
 use ust_ctf::reader::Value;
 
 use crate::traces::Domain;
+
+/// A name shared by many events: an event's name or a field's, made once per event class
+/// by [`super::load`] and cloned into each of its events (a reference count's increment,
+/// not an allocation and a copy: the report keeps every event of the trace). Reads as a
+/// `&str` (`Deref`) and compares with `str`, `&str` and `String`.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Name(Arc<str>);
+
+impl Name {
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Name {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Name {
+    fn from(s: &str) -> Name {
+        Name(s.into())
+    }
+}
+
+impl From<String> for Name {
+    fn from(s: String) -> Name {
+        Name(s.into())
+    }
+}
+
+impl From<&String> for Name {
+    fn from(s: &String) -> Name {
+        Name(s.as_str().into())
+    }
+}
+
+impl PartialEq<str> for Name {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for Name {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<String> for Name {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<Name> for str {
+    fn eq(&self, other: &Name) -> bool {
+        *self == *other.0
+    }
+}
+
+impl PartialEq<Name> for &str {
+    fn eq(&self, other: &Name) -> bool {
+        **self == *other.0
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
 
 /// One event of any trace.
 #[derive(Clone, Debug)]
@@ -13,7 +109,7 @@ pub struct Event {
     /// CPU (the packet's `cpu_id`).
     pub cpu: u32,
     /// Event name as babeltrace2 prints it.
-    pub name: String,
+    pub name: Name,
     /// Kernel events: the thread (`tid` context). User-space events: the `vtid` context when
     /// the channel has it, else the process id.
     pub tid: i32,
@@ -22,7 +118,7 @@ pub struct Event {
     /// Kernel or user space.
     pub domain: Domain,
     /// Fields (context fields first), names without the leading `_`.
-    pub fields: Vec<(String, Value)>,
+    pub fields: Vec<(Name, Value)>,
 }
 
 impl Event {

@@ -245,7 +245,7 @@ mod tests {
     use ust_ctf::reader::Value;
 
     fn ev(tid: i32, name: &str, fields: Vec<(&str, Value)>) -> Event {
-        let mut f: Vec<(String, Value)> = fields.into_iter().map(|(n, v)| (n.to_string(), v)).collect();
+        let mut f: Vec<(super::super::load::Name, Value)> = fields.into_iter().map(|(n, v)| (n.into(), v)).collect();
         if let Some(call) = name.strip_prefix("syscall_entry_").or(name.strip_prefix("syscall_exit_")) {
             f.push(("name".into(), Value::Str(call.into())));
         }

@@ -20,7 +20,7 @@ use crate::report::fast_hash::HashMap;
 
 use ust_ctf::reader::Value;
 
-use super::event::Event;
+use super::event::{Event, Name};
 
 /// The `syscall_entry_` prefix of LTTng's per-call entry events.
 const ENTRY: &str = "syscall_entry_";
@@ -57,7 +57,7 @@ const SOCKADDR_TAIL: [&str; 5] = ["family", "dport", "v4addr", "v6addr", "sun_pa
 /// string `<name>` stands as its pointer `<name>_ptr`, and the capture's `<name>_status`,
 /// `<name>_text` and sockaddr fields are not arguments. A trace without captured fields
 /// (lttng-modules' own: its strings are the arguments) keeps every field.
-fn raw_args(payload: &[(String, Value)]) -> Vec<Value> {
+fn raw_args(payload: &[(Name, Value)]) -> Vec<Value> {
     let has = |n: &str| payload.iter().any(|(m, _)| m == n);
     let captured = payload.iter().any(|(n, _)| n.ends_with("_status"));
     payload
@@ -67,10 +67,28 @@ fn raw_args(payload: &[(String, Value)]) -> Vec<Value> {
         .collect()
 }
 
-/// Renames without a new allocation when the old name's buffer holds the new one.
-fn rename(s: &mut String, to: &str) {
-    s.clear();
-    s.push_str(to);
+/// The names `normalize` gives events and fields, made once: each event then takes a
+/// reference to one ([`Name`]), with no allocation.
+macro_rules! shared_names {
+    ($($id:ident = $s:expr;)*) => {
+        $(static $id: std::sync::LazyLock<Name> = std::sync::LazyLock::new(|| Name::from($s));)*
+    };
+}
+
+shared_names! {
+    SYSCALL_ENTRY = "syscall_entry";
+    SYSCALL_EXIT = "syscall_exit";
+    NAME = "name";
+    ARGS = "args";
+    PAYLOAD_AT_NAME = PAYLOAD_AT;
+    PID = "pid";
+    PREV_PID = "prev_pid";
+    NEXT_PID = "next_pid";
+    OLD_PID = "old_pid";
+    PARENT_PID = "parent_pid";
+    CHILD_PID = "child_pid";
+    PARENT_TGID = "parent_tgid";
+    CHILD_TGID = "child_tgid";
 }
 
 /// What each CPU runs and the call each thread is in, for traces without a `tid` context
@@ -123,8 +141,8 @@ pub fn normalize(e: &mut Event, n_ctx: usize, map_unknown: bool, tasks: &mut Tas
     };
     if e.name == "exit_syscall" {
         let call = tasks.calls.remove(&e.tid).unwrap_or_else(|| "unknown".into());
-        e.fields.push(("name".into(), Value::Str(call)));
-        rename(&mut e.name, "syscall_exit");
+        e.fields.push((NAME.clone(), Value::Str(call)));
+        e.name = SYSCALL_EXIT.clone();
         return;
     }
     if let Some((entry, call, pre_2_7)) = syscall_of(&e.name) {
@@ -133,24 +151,24 @@ pub fn normalize(e: &mut Event, n_ctx: usize, map_unknown: bool, tasks: &mut Tas
             if !e.fields.iter().any(|(n, _)| n == "args") {
                 let args = raw_args(e.fields.get(n_ctx..).unwrap_or_default());
                 // Where the named arguments start, for the call's text (super::call_text).
-                e.fields.push((PAYLOAD_AT.into(), Value::Unsigned(n_ctx as u64)));
-                e.fields.push(("args".into(), Value::List(args)));
+                e.fields.push((PAYLOAD_AT_NAME.clone(), Value::Unsigned(n_ctx as u64)));
+                e.fields.push((ARGS.clone(), Value::List(args)));
             }
             // Only the pre-2.7 exits need their thread's call.
             if pre_2_7 {
                 tasks.calls.insert(e.tid, call.clone());
             }
-            rename(&mut e.name, "syscall_entry");
+            e.name = SYSCALL_ENTRY.clone();
         } else {
-            rename(&mut e.name, "syscall_exit");
+            e.name = SYSCALL_EXIT.clone();
         }
-        e.fields.push(("name".into(), Value::Str(call)));
+        e.fields.push((NAME.clone(), Value::Str(call)));
         return;
     }
     if let Some(rest) = e.name.strip_prefix("softirq_") {
-        e.name = format!("irq_softirq_{rest}");
+        e.name = format!("irq_softirq_{rest}").into();
     } else if let Some(rest) = e.name.strip_prefix("hrtimer_") {
-        e.name = format!("timer_hrtimer_{rest}");
+        e.name = format!("timer_hrtimer_{rest}").into();
     }
     if e.name == "sched_process_fork" {
         fork(e);
@@ -162,13 +180,13 @@ pub fn normalize(e: &mut Event, n_ctx: usize, map_unknown: bool, tasks: &mut Tas
         }
         for (n, _) in payload.iter_mut() {
             let old = match n.as_str() {
-                "tid" => "pid",
-                "prev_tid" => "prev_pid",
-                "next_tid" => "next_pid",
-                "old_tid" => "old_pid",
+                "tid" => &PID,
+                "prev_tid" => &PREV_PID,
+                "next_tid" => &NEXT_PID,
+                "old_tid" => &OLD_PID,
                 _ => continue,
             };
-            rename(n, old);
+            *n = Name::clone(old);
         }
     }
 }
@@ -181,13 +199,13 @@ fn fork(e: &mut Event) {
     let (Some(ptid), Some(ctid)) = (e.int("parent_tid"), e.int("child_tid")) else { return };
     let (ppid, cpid) = (e.int("parent_pid"), e.int("child_pid"));
     e.fields.retain(|(n, _)| !matches!(n.as_str(), "parent_tid" | "child_tid" | "parent_pid" | "child_pid"));
-    e.fields.push(("parent_pid".into(), Value::Signed(ptid)));
-    e.fields.push(("child_pid".into(), Value::Signed(ctid)));
+    e.fields.push((PARENT_PID.clone(), Value::Signed(ptid)));
+    e.fields.push((CHILD_PID.clone(), Value::Signed(ctid)));
     if let Some(g) = ppid.filter(|&g| g != ptid) {
-        e.fields.push(("parent_tgid".into(), Value::Signed(g)));
+        e.fields.push((PARENT_TGID.clone(), Value::Signed(g)));
     }
     if let Some(g) = cpid.filter(|&g| g != ctid) {
-        e.fields.push(("child_tgid".into(), Value::Signed(g)));
+        e.fields.push((CHILD_TGID.clone(), Value::Signed(g)));
     }
 }
 
@@ -197,8 +215,8 @@ mod tests {
     use crate::report::load::Domain;
 
     fn ev(name: &str, fields: Vec<(&str, Value)>) -> Event {
-        let mut f = vec![("tid".to_string(), Value::Signed(7))];
-        f.extend(fields.into_iter().map(|(n, v)| (n.to_string(), v)));
+        let mut f = vec![("tid".into(), Value::Signed(7))];
+        f.extend(fields.into_iter().map(|(n, v)| (n.into(), v)));
         Event { ts: 1, cpu: 0, name: name.into(), tid: 7, pid: -1, domain: Domain::Kernel, fields: f }
     }
 
@@ -294,7 +312,7 @@ mod tests {
             tid: 0,
             pid: -1,
             domain: Domain::Kernel,
-            fields: f.into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
+            fields: f.into_iter().map(|(n, v)| (n.into(), v)).collect(),
         };
         let before = no_ctx("kmem_kfree", vec![]);
         assert_eq!(tasks.thread_of("kmem_kfree", 2, &before), UNKNOWN_TID);

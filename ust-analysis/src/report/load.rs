@@ -27,7 +27,7 @@ use ust_ctf::reader::Value;
 pub use crate::traces::Domain;
 use crate::traces::{Member, TraceSet};
 
-pub use super::event::Event;
+pub use super::event::{Event, Name};
 
 /// A loaded trace set.
 #[derive(Debug, Default)]
@@ -106,20 +106,34 @@ fn ctx_int(e: &Event, n_ctx: usize, name: &str) -> Option<i64> {
 }
 
 /// The report's event of `e`: its fields, contexts first, and how many are contexts.
-/// `cap`: the room its list of fields gets ([`capacity`]).
-fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64, cap: usize) -> Option<(Event, usize)> {
+/// `class`: what the first event of its class left ([`Class`]), or `None` for that first
+/// event (its names are made from the types).
+fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64, class: Option<&Class>) -> Option<(Event, usize)> {
+    let (cap, name, mut names) = match class {
+        Some(c) => (c.cap, c.name.clone(), super::values::Names::Reuse(c.fields.iter())),
+        None => (capacity(e, domain), Name::from(e.name()), super::values::Names::Make),
+    };
     let mut fields = Vec::with_capacity(cap);
     for scope in [Scope::EventCommonContext, Scope::EventSpecificContext] {
         if let Some(ty) = e.scope_type(scope) {
-            super::values::push_members(ty, "", &mut e.slots(scope).iter(), e, &mut fields)?;
+            super::values::push_members(ty, "", &mut e.slots(scope).iter(), e, &mut fields, &mut names)?;
         }
     }
     let n_ctx = fields.len();
     if let Some(ty) = e.scope_type(Scope::EventPayload) {
-        super::values::push_members(ty, "", &mut e.slots(Scope::EventPayload).iter(), e, &mut fields)?;
+        super::values::push_members(ty, "", &mut e.slots(Scope::EventPayload).iter(), e, &mut fields, &mut names)?;
     }
-    let ev = Event { ts: clock_ns(e.cycles, freq), cpu: e.cpu().unwrap_or(0) as u32, name: e.name().to_string(), tid: 0, pid: -1, domain, fields };
+    let ev = Event { ts: clock_ns(e.cycles, freq), cpu: e.cpu().unwrap_or(0) as u32, name, tid: 0, pid: -1, domain, fields };
     Some((ev, n_ctx))
+}
+
+/// What every event of one class shares, kept from its first event read: the room its
+/// fields get (its first event's, with what [`super::layout::normalize`] adds), its name and its fields' names (the same for every event of
+/// the class, [`super::values::Names`]), so later events allocate neither.
+struct Class {
+    cap: usize,
+    name: Name,
+    fields: Vec<Name>,
 }
 
 /// The room the fields of an event of `e`'s class get: its scopes' top-level members (a
@@ -171,8 +185,8 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
     let mut tasks = super::layout::Tasks::default();
     // Per-user traces: the processes their contexts name.
     let mut seen: BTreeMap<i32, String> = BTreeMap::new();
-    // Per event class, the room its events' fields get (found at its first event).
-    let mut caps: Vec<Vec<Option<usize>>> = meta.streams.iter().map(|s| vec![None; s.events.len()]).collect();
+    // Per event class, what its first event read left.
+    let mut classes: Vec<Vec<Option<Class>>> = meta.streams.iter().map(|s| s.events.iter().map(|_| None).collect()).collect();
     let mut it = m.ctf.messages_parallel();
     while let Some(msg) = it.next() {
         let e = match msg {
@@ -201,20 +215,16 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
         };
         let freq = freqs.get(e.class_index().0).copied().unwrap_or(1_000_000_000);
         let (sc, ec) = e.class_index();
-        let cap = match caps.get(sc).and_then(|c| c.get(ec)).copied().flatten() {
-            Some(c) => c,
-            None => {
-                let c = capacity(&e, m.origin.domain);
-                if let Some(slot) = caps.get_mut(sc).and_then(|v| v.get_mut(ec)) {
-                    *slot = Some(c);
-                }
-                c
-            }
-        };
-        let Some((mut ev, n_ctx)) = event_of(&e, m.origin.domain, freq, cap) else {
+        let slot = classes.get_mut(sc).and_then(|v| v.get_mut(ec));
+        let known = slot.as_ref().and_then(|c| c.as_ref());
+        let Some((mut ev, n_ctx)) = event_of(&e, m.origin.domain, freq, known) else {
             l.problems += 1;
             continue;
         };
+        if let Some(slot @ None) = slot {
+            let added = if kernel { super::layout::added_fields(e.name()) } else { 0 };
+            *slot = Some(Class { cap: ev.fields.len() + added, name: ev.name.clone(), fields: ev.fields.iter().map(|(n, _)| n.clone()).collect() });
+        }
         if kernel {
             ev.tid = match ctx_int(&ev, n_ctx, "tid") {
                 Some(t) => t as i32,

@@ -285,7 +285,7 @@ mod tests {
     use ust_ctf::reader::Value;
 
     fn ev(ts: u64, cpu: u32, tid: i32, name: &str, fields: &[(&str, i64)]) -> Event {
-        let fields = fields.iter().map(|(n, v)| (n.to_string(), Value::Signed(*v))).collect();
+        let fields = fields.iter().map(|(n, v)| ((*n).into(), Value::Signed(*v))).collect();
         Event { ts, cpu, name: name.into(), tid, pid: -1, domain: Domain::Kernel, fields }
     }
 
@@ -348,14 +348,14 @@ mod tests {
         let tree = [10].into_iter().collect::<HashSet<_>>();
         let mut l = trace(vec![loss("channel0", 1, 160, 170, 7)]);
         l.tree_channel = false;
-        l.kernel_env = Some([("kernel_source".to_string(), "perf_event_open".to_string())].into_iter().collect());
+        l.kernel_env = Some([("kernel_source".into(), "perf_event_open".to_string())].into_iter().collect());
         let k = judge(&l, &tree);
         assert_eq!((k.tree_events, k.tree_may_be_lost), (7, true), "{k:?}");
         assert_eq!(k.incomplete, [SCHED, FAULTS]);
         assert!(text(&k, 100).starts_with("WARNING: kernel events lost: 7 of the traced tree's events lost: incomplete: "), "{}", text(&k, 100));
         // After the tree's last exit: nothing of it.
         let mut l = trace(vec![loss("channel0", 1, 300, 350, 2)]);
-        l.kernel_env = Some([("kernel_source".to_string(), "perf_event_open".to_string())].into_iter().collect());
+        l.kernel_env = Some([("kernel_source".into(), "perf_event_open".to_string())].into_iter().collect());
         assert!(!judge(&l, &tree).tree_may_be_lost);
     }
 }

@@ -172,8 +172,8 @@ pub fn probe_view(l: &Loaded) -> Vec<ProbeRow> {
     let mut entry_name: HashMap<u64, String> = HashMap::default();
     for (i, k) in &probes {
         match k {
-            Kind::Return(f) => returning.entry(*f).or_insert_with(|| l.events[*i].name.clone()),
-            Kind::Entry(ip) => entry_name.entry(*ip).or_insert_with(|| l.events[*i].name.clone()),
+            Kind::Return(f) => returning.entry(*f).or_insert_with(|| l.events[*i].name.to_string()),
+            Kind::Entry(ip) => entry_name.entry(*ip).or_insert_with(|| l.events[*i].name.to_string()),
         };
     }
     let mut rows: BTreeMap<String, Acc> = BTreeMap::new();
@@ -183,7 +183,7 @@ pub fn probe_view(l: &Loaded) -> Vec<ProbeRow> {
         let e = &l.events[i];
         match k {
             Kind::Entry(ip) => {
-                let a = rows.entry(e.name.clone()).or_default();
+                let a = rows.entry(e.name.to_string()).or_default();
                 a.calls += 1;
                 a.threads.insert(e.tid);
                 a.address.get_or_insert(ip);
@@ -211,9 +211,9 @@ pub fn probe_view(l: &Loaded) -> Vec<ProbeRow> {
                     }
                     None => {
                         // A function with no entry probe counts its calls by its returns.
-                        let name = entry_name.get(&f).cloned().unwrap_or_else(|| e.name.clone());
+                        let name = entry_name.get(&f).cloned().unwrap_or_else(|| e.name.to_string());
                         let a = rows.entry(name).or_default();
-                        a.return_event.get_or_insert_with(|| e.name.clone());
+                        a.return_event.get_or_insert_with(|| e.name.to_string());
                         a.address.get_or_insert(f);
                         if !entry_name.contains_key(&f) {
                             a.calls += 1;
@@ -276,13 +276,13 @@ mod tests {
     use ust_ctf::reader::Value;
 
     fn entry(ts: u64, tid: i32, name: &str, ip: u64) -> Event {
-        let fields = vec![("tid".to_string(), Value::Signed(tid.into())), ("ip".into(), Value::Unsigned(ip)), ("i".into(), Value::Unsigned(3))];
+        let fields = vec![("tid".into(), Value::Signed(tid.into())), ("ip".into(), Value::Unsigned(ip)), ("i".into(), Value::Unsigned(3))];
         Event { ts, cpu: 0, name: name.into(), tid, pid: -1, domain: Domain::Kernel, fields }
     }
 
     fn ret(ts: u64, tid: i32, name: &str, func: u64) -> Event {
         let fields = vec![
-            ("tid".to_string(), Value::Signed(tid.into())),
+            ("tid".into(), Value::Signed(tid.into())),
             ("func".into(), Value::Unsigned(func)),
             ("ret_ip".into(), Value::Unsigned(0x1234)),
             ("ret".into(), Value::Signed(0)),

@@ -110,7 +110,7 @@ mod tests {
     use ust_ctf::reader::Value;
 
     fn ev(tid: i32, name: &str, f: &[(&str, Value)]) -> Event {
-        Event { ts: 1, cpu: 0, name: name.into(), tid, pid: -1, domain: Domain::Kernel, fields: f.iter().map(|(n, v)| (n.to_string(), v.clone())).collect() }
+        Event { ts: 1, cpu: 0, name: name.into(), tid, pid: -1, domain: Domain::Kernel, fields: f.iter().map(|(n, v)| ((*n).into(), v.clone())).collect() }
     }
 
     #[test]

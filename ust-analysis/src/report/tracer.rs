@@ -221,7 +221,7 @@ mod tests {
     use ust_ctf::reader::Value;
 
     fn ev(ts: u64, domain: Domain, pid: i32, name: &str, fields: Vec<(&str, Value)>) -> Event {
-        let fields = fields.into_iter().map(|(n, v)| (n.to_string(), v)).collect();
+        let fields = fields.into_iter().map(|(n, v)| (n.into(), v)).collect();
         Event { ts, cpu: 0, name: name.into(), tid: pid, pid, domain, fields }
     }
 

@@ -13,6 +13,8 @@
 //!   value, and the value; a structure inside an array is the list of its members' values.
 
 use ctf_reader::{EventRef, FieldType, Slot};
+
+use super::event::Name;
 use ust_ctf::reader::Value;
 
 fn text(b: &[u8], cut_at_nul: bool) -> String {
@@ -70,25 +72,55 @@ fn referenced(ty: &FieldType) -> bool {
     ty.as_int().is_some_and(|i| i.referenced)
 }
 
+/// Where the names of an event's fields come from: made from its class's types (the first
+/// event of a class), or taken in order from the names made then (every later event of the
+/// class: a class's types give the same names in the same order, whatever the values).
+pub enum Names<'n> {
+    /// Made from the types.
+    Make,
+    /// Taken in order from an earlier event of the same class.
+    Reuse(std::slice::Iter<'n, Name>),
+}
+
+impl Names<'_> {
+    /// The next name: the earlier event's, or `make()`'s.
+    fn next(&mut self, make: impl FnOnce() -> String) -> Name {
+        match self {
+            Names::Reuse(it) => it.next().cloned().unwrap_or_else(|| Name::from(make())),
+            Names::Make => Name::from(make()),
+        }
+    }
+}
+
 /// Appends the members of the structure `ty` (a root scope, or a nested structure with
-/// `prefix` its dotted path) to `out`, consuming their slots; `None` on slots that do not
-/// follow the type.
-pub fn push_members(ty: &FieldType, prefix: &str, slots: &mut std::slice::Iter<'_, Slot>, e: &EventRef<'_>, out: &mut Vec<(String, Value)>) -> Option<()> {
+/// `prefix` its dotted path) to `out`, consuming their slots, their names from `names`;
+/// `None` on slots that do not follow the type.
+pub fn push_members(
+    ty: &FieldType,
+    prefix: &str,
+    slots: &mut std::slice::Iter<'_, Slot>,
+    e: &EventRef<'_>,
+    out: &mut Vec<(Name, Value)>,
+    names: &mut Names<'_>,
+) -> Option<()> {
     let FieldType::Struct { fields, .. } = ty else {
-        out.push((prefix.to_string(), value(ty, slots, e)?));
+        let name = names.next(|| prefix.to_string());
+        out.push((name, value(ty, slots, e)?));
         return Some(());
     };
+    let dotted = |f: &str| if prefix.is_empty() { f.to_string() } else { format!("{prefix}.{f}") };
     for f in fields {
         match &f.ty {
             t if referenced(t) => {
                 slots.next()?;
             }
             FieldType::Struct { fields: inner, .. } if !inner.is_empty() => {
-                let p = if prefix.is_empty() { f.name.clone() } else { format!("{prefix}.{}", f.name) };
-                push_members(&f.ty, &p, slots, e, out)?;
+                // The path is needed only to make the names.
+                let p = if matches!(names, Names::Make) { dotted(&f.name) } else { String::new() };
+                push_members(&f.ty, &p, slots, e, out, names)?;
             }
             t => {
-                let name = if prefix.is_empty() { f.name.clone() } else { format!("{prefix}.{}", f.name) };
+                let name = names.next(|| dotted(&f.name));
                 out.push((name, value(t, slots, e)?));
             }
         }

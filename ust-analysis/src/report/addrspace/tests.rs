@@ -4,8 +4,8 @@ use crate::traces::Domain;
 use ust_ctf::reader::Value;
 
 fn ev(ts: u64, tid: i32, name: &str, fields: Vec<(&str, Value)>) -> Event {
-    let mut all = vec![("tid".to_string(), Value::Signed(tid.into()))];
-    all.extend(fields.into_iter().map(|(n, v)| (n.to_string(), v)));
+    let mut all = vec![("tid".into(), Value::Signed(tid.into()))];
+    all.extend(fields.into_iter().map(|(n, v)| (n.into(), v)));
     Event { ts, cpu: 0, name: name.into(), tid, pid: -1, domain: Domain::Kernel, fields: all }
 }
 
