@@ -41,19 +41,19 @@ impl KernelInstants {
                 "lttng_statedump_process_state" => {
                     if let (Some(tid), Some(pid)) = (e.int("tid"), e.int("pid")) {
                         tgid.insert(tid as i32, pid as i32);
-                        names.insert(tid as i32, e.text("name").unwrap_or_default());
+                        names.insert(tid as i32, e.text("name").unwrap_or_default().into_owned());
                     }
                 }
                 "sched_process_fork" => {
                     if let Some(c) = e.int("child_pid") {
                         tgid.insert(c as i32, e.int("child_tgid").unwrap_or(c) as i32);
-                        names.insert(c as i32, e.text("child_comm").unwrap_or_default());
+                        names.insert(c as i32, e.text("child_comm").unwrap_or_default().into_owned());
                     }
                 }
                 "sched_switch" => {
                     for (tid, comm) in [("prev_pid", "prev_comm"), ("next_pid", "next_comm")] {
                         if let (Some(tid), Some(comm)) = (e.int(tid), e.text(comm)) {
-                            names.insert(tid as i32, comm);
+                            names.insert(tid as i32, comm.into_owned());
                         }
                     }
                 }

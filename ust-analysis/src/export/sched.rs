@@ -124,7 +124,7 @@ pub fn add(l: &Loaded, dir: &std::path::Path, t: &mut Timeline) {
         if let Some(start) = start {
             emit_run(t, e.cpu, prev, &e.text("prev_comm").unwrap_or_default(), start, e.ts);
         }
-        on_cpu.insert(e.cpu, (next, e.ts, e.text("next_comm").unwrap_or_default()));
+        on_cpu.insert(e.cpu, (next, e.ts, e.text("next_comm").unwrap_or_default().into_owned()));
         if traced.contains_key(&prev) {
             if state & 0xff == 0 {
                 off.insert(prev, Off::Preempted(e.ts));

@@ -129,6 +129,18 @@ impl Task {
     }
 }
 
+/// Sets `tid`'s name in `names`, allocating only when it changed (a thread's name is
+/// repeated by every switch and wake-up that names it).
+fn set_name(names: &mut HashMap<i32, String>, tid: i32, n: &str) {
+    match names.get_mut(&tid) {
+        Some(old) if old == n => {}
+        Some(old) => n.clone_into(old),
+        None => {
+            names.insert(tid, n.to_string());
+        }
+    }
+}
+
 /// Builds the report of a loaded trace directory; `dir` is where `proc/<pid>/maps` are.
 pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let mut r = Report::default();
@@ -210,7 +222,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             "perf_comm" => {
                 if let (Some(tid), Some(pid)) = (e.int("tid"), e.int("pid")) {
                     tgid.insert(tid as i32, pid as i32);
-                    comm.insert(tid as i32, e.text("comm").unwrap_or_default());
+                    set_name(&mut comm, tid as i32, &e.text("comm").unwrap_or_default());
                 }
             }
             "lttng_statedump_process_state" => {
@@ -219,7 +231,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                         tree.insert(tid as i32);
                     }
                     tgid.insert(tid as i32, pid as i32);
-                    comm.insert(tid as i32, e.text("name").unwrap_or_default());
+                    set_name(&mut comm, tid as i32, &e.text("name").unwrap_or_default());
                 }
             }
             "task_newtask" => {
@@ -233,7 +245,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                         tree.insert(c as i32);
                     }
                     if let Some(n) = e.text("child_comm") {
-                        comm.insert(c as i32, n);
+                        set_name(&mut comm, c as i32, &n);
                     }
                     if let Some(g) = e.int("child_tgid") {
                         tgid.insert(c as i32, g as i32);
@@ -244,7 +256,9 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     }
                 }
             }
-            "irq_handler_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Irq(e.int("irq").unwrap_or(-1), e.text("name").unwrap_or_default())),
+            "irq_handler_entry" => {
+                cpu_ctx.entry(e.cpu).or_default().push(Ctx::Irq(e.int("irq").unwrap_or(-1), e.text("name").unwrap_or_default().into_owned()))
+            }
             "irq_softirq_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Softirq(e.int("vec").unwrap_or(-1))),
             "x86_irq_vectors_local_timer_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::LocalTimer),
             "timer_hrtimer_expire_entry" => cpu_ctx.entry(e.cpu).or_default().push(Ctx::Hrtimer(e.int("function").unwrap_or(0) as u64)),
@@ -280,7 +294,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                         }
                     }
                 }
-                let name = e.text("name").unwrap_or_default();
+                let name = e.text("name").unwrap_or_default().into_owned();
                 let task = tasks.entry(t).or_default();
                 task.syscall = Some((name, ei, e.ts));
                 for i in task.pending_faults.drain(..) {
@@ -349,7 +363,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             "sched_waking" | "sched_wakeup" | "sched_wakeup_new" => {
                 let Some(target) = e.int("pid").map(|p| p as i32) else { continue };
                 if let Some(n) = e.text("comm") {
-                    comm.insert(target, n);
+                    set_name(&mut comm, target, &n);
                 }
                 let waker_doing = match tasks.get(&t).and_then(|w| w.syscall.as_ref()) {
                     Some((n, _, _)) => format!("in {n}"),
@@ -366,10 +380,10 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 let next = e.int("next_pid").unwrap_or(0) as i32;
                 let state = e.int("prev_state").unwrap_or(0);
                 if let Some(n) = e.text("prev_comm") {
-                    comm.insert(prev, n);
+                    set_name(&mut comm, prev, &n);
                 }
                 if let Some(n) = e.text("next_comm") {
-                    comm.insert(next, n);
+                    set_name(&mut comm, next, &n);
                 }
                 if prev != 0 {
                     let p = tasks.entry(prev).or_default();
@@ -388,7 +402,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                         let pid = *tgid.get(&prev).unwrap_or(&prev);
                         p.blocked_call = p.syscall.as_ref().map(|c| super::call_text::render(&l.events[c.1], pid, &mut fdt));
                         p.blocked_since = Some((e.ts, blocked_in));
-                        p.blocked_name = e.text("prev_comm");
+                        p.blocked_name = e.text("prev_comm").map(|s| s.into_owned());
                         p.wake = None;
                     }
                 }

@@ -1,6 +1,7 @@
 //! The report's event: one event of any trace, as the `load` module reads it and
 //! `layout::normalize` names it.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -132,13 +133,13 @@ impl Event {
         })
     }
 
-    /// A text field (a string, or a byte array cut at its first NUL).
-    pub fn text(&self, name: &str) -> Option<String> {
+    /// A text field (a string, borrowed; or a byte array cut at its first NUL, made).
+    pub fn text(&self, name: &str) -> Option<Cow<'_, str>> {
         self.fields.iter().find(|(n, _)| n == name).and_then(|(_, v)| match v {
-            Value::Str(s) => Some(s.clone()),
+            Value::Str(s) => Some(Cow::Borrowed(s.as_str())),
             Value::List(l) => {
                 let b: Vec<u8> = l.iter().map_while(|x| if let Value::Unsigned(u) = x { Some(*u as u8) } else { None }).take_while(|&c| c != 0).collect();
-                Some(String::from_utf8_lossy(&b).into_owned())
+                Some(Cow::Owned(String::from_utf8_lossy(&b).into_owned()))
             }
             _ => None,
         })

@@ -124,7 +124,7 @@ impl<'a> FdTable<'a> {
             "lttng_statedump_file_descriptor" => {
                 if let (Some(p), Some(fd)) = (e.int("pid"), e.int("fd")) {
                     let cloexec = e.int("flags").is_some_and(|f| f & O_CLOEXEC != 0);
-                    self.set(p as i32, fd, e.text("filename"), cloexec);
+                    self.set(p as i32, fd, e.text("filename").map(|s| s.into_owned()), cloexec);
                 }
             }
             "sched_process_fork" => {
@@ -160,12 +160,12 @@ impl<'a> FdTable<'a> {
         let name = entry.text("name").unwrap_or_default();
         let ok = ret >= 0;
         let int = |n: &str| entry.int(n);
-        match name.as_str() {
+        match &*name {
             "open" | "openat" | "openat2" | "creat" if ok => {
                 // The path as passed; a string the capture did not read has a status.
                 // lttng-modules' traces have the string alone; ust's a status beside it.
                 let path = match entry.int("filename_status") {
-                    None | Some(0) | Some(1) => entry.text("filename"),
+                    None | Some(0) | Some(1) => entry.text("filename").map(|s| s.into_owned()),
                     _ => None,
                 };
                 let flags = if name == "creat" { 0 } else { int("flags").unwrap_or(0) };

@@ -36,7 +36,7 @@ pub fn attach(rows: &mut [ProbeRow], l: &Loaded, t1: &mut super::stacks::Tier1) 
     let mut by: BTreeMap<String, BTreeMap<Vec<String>, u64>> = BTreeMap::new();
     let mut hits: BTreeMap<String, u64> = BTreeMap::new();
     for e in l.events.iter().filter(|e| e.name == "perf_probe_stack") {
-        let (Some(probe), Some(pid)) = (e.text("probe"), e.int("pid")) else { continue };
+        let (Some(probe), Some(pid)) = (e.text("probe").map(|s| s.into_owned()), e.int("pid")) else { continue };
         let mut ips = super::stacks::u64s(e, "stack");
         let cut = ips.iter().position(|&ip| is_trampoline(ip));
         if let Some(i) = cut {

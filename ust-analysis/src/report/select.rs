@@ -42,7 +42,7 @@ pub fn processes(l: &Loaded) -> BTreeMap<i32, (BTreeSet<String>, u64)> {
                 if let (Some(tid), Some(pid)) = (e.int("tid"), e.int("pid")) {
                     tgid.insert(tid as i32, pid as i32);
                     if tid == pid {
-                        name(&mut out, pid as i32, e.text("name").unwrap_or_default());
+                        name(&mut out, pid as i32, e.text("name").unwrap_or_default().into_owned());
                     }
                 }
             }
@@ -52,7 +52,7 @@ pub fn processes(l: &Loaded) -> BTreeMap<i32, (BTreeSet<String>, u64)> {
                     Some(g) => {
                         tgid.insert(child as i32, g as i32);
                     }
-                    None => name(&mut out, child as i32, e.text("child_comm").unwrap_or_default()),
+                    None => name(&mut out, child as i32, e.text("child_comm").unwrap_or_default().into_owned()),
                 }
             }
             "sched_process_exec" => {
@@ -68,7 +68,7 @@ pub fn processes(l: &Loaded) -> BTreeMap<i32, (BTreeSet<String>, u64)> {
         if e.name == "sched_switch" {
             for (t, c) in [("prev_pid", "prev_comm"), ("next_pid", "next_comm")] {
                 if let Some(tid) = e.int(t).map(|t| t as i32).filter(|&t| pid_of(t) == t) {
-                    name(&mut out, tid, e.text(c).unwrap_or_default());
+                    name(&mut out, tid, e.text(c).unwrap_or_default().into_owned());
                 }
             }
         }

@@ -96,7 +96,7 @@ impl Tier1 {
                     t.blocks.entry(e.tid).or_default().push(Block {
                         ts: e.ts,
                         pid: pid as i32,
-                        syscall: e.text("syscall").unwrap_or_default(),
+                        syscall: e.text("syscall").unwrap_or_default().into_owned(),
                         ips: u64s(e, "stack"),
                     });
                 }

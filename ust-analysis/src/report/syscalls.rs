@@ -277,7 +277,7 @@ pub fn count(
         }
     }
     let from = exec_ns.unwrap_or(0);
-    let mut open: HashMap<i32, (u64, String, &Event)> = HashMap::default();
+    let mut open: HashMap<i32, (u64, std::borrow::Cow<'_, str>, &Event)> = HashMap::default();
     // The descriptors as each call saw them (the tree's events from the start).
     let mut fdt = super::fdtable::FdTable::new(None);
     let (mut program, mut ust) = (Tally::default(), Tally::default());

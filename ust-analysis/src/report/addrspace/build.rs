@@ -197,22 +197,22 @@ impl Builder {
             }
             "syscall_entry" => {
                 let name = e.text("name").unwrap_or_default();
-                match name.as_str() {
+                match &*name {
                     "execve" | "execveat" => {
                         self.exec_entry.insert(e.tid, e.ts);
                     }
                     "mmap" | "munmap" | "mremap" | "brk" => {
-                        self.pending.insert(e.tid, (name, args(e), e.ts));
+                        self.pending.insert(e.tid, (name.into_owned(), args(e), e.ts));
                     }
                     _ => {}
                 }
             }
             "syscall_exit" => {
                 let name = e.text("name").unwrap_or_default();
-                if matches!(name.as_str(), "execve" | "execveat") {
+                if matches!(&*name, "execve" | "execveat") {
                     self.exec_entry.remove(&e.tid);
                 }
-                if let Some(p) = self.pending.remove(&e.tid).filter(|p| p.0 == name) {
+                if let Some(p) = self.pending.remove(&e.tid).filter(|p| *p.0 == *name) {
                     self.syscall(e.tid, p, int("ret").unwrap_or(-1), e.ts);
                 }
             }
