@@ -64,7 +64,7 @@ if [ $only_anchors = 0 ]; then
   # Issue 32's program under `ust trace`: the held-out kind (a plain tracepoint! loop, the
   # LTTng-UST anchor's twin) with no session, monotonic and TSC; a burst into the default
   # channel; the drain's ceiling with the trace on tmpfs.
-  env "${qenv[@]}" cargo bench -q -p benches --bench traced_program | tee "$log/program"
+  env "${qenv[@]}" cargo bench -q -p benches --bench traced_program | tee "$log/program" || true
   # On-CPU time per event (CLOCK_THREAD_CPUTIME_ID), far less inflated by load than wall time.
   # Each line says which writers the buffers claimed: per-CPU (rseq) by default where glibc
   # registered rseq, the compare-and-swap ones with UST_RSEQ=0 (same sitting, same binary).
@@ -175,7 +175,7 @@ rows = [
     ("  (one loop trip: empty asm iteration)", trip, "C: empty loop", c_empty, ""),
     ("held-out program under ust trace: {u64,i32} loop, monotonic", prog_median("kind=enabled clock=monotonic"), "LTTng-UST anchor under lttng-sessiond, 1 thread", lt1, "<= 0.33x"),
     ("  same, TSC (UST_CLOCK=tsc)", prog_median("kind=enabled clock=tsc"), "floor: rdtsc", rdtsc, "<= 18 ns"),
-    ("  same, no session (disabled)", prog_median("kind=disabled"), "LTTng-UST anchor, no session", lt_off, "<= 0.5 ns"),
+    ("  same, no session (disabled; 40 M events, the anchor 2 M)", prog_median("kind=disabled"), "LTTng-UST anchor, no session", lt_off, "<= 0.5 ns"),
     ("enabled {u64,i32}, monotonic, 1 thread", e1, "LTTng-UST enabled, 1 thread", lt1, "<= 0.33x"),
     ("  same, minus one clock_gettime", None if e1 is None or clock is None else e1 - clock, "floor: clock_gettime", clock, "<= 8 ns"),
     ("  same, windows whose core probe ran within 10 % of its fastest, minus one clock_gettime", minus(own_core("monotonic"), clock), "floor: clock_gettime", clock, "<= 8 ns"),

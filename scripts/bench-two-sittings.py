@@ -28,7 +28,7 @@ def table(path):
 
 def main():
     if len(sys.argv) != 3:
-        sys.exit(__doc__.strip().splitlines()[2])
+        sys.exit(__doc__.strip())
     (la, a), (lb, b) = table(sys.argv[1]), table(sys.argv[2])
     if len(a) != len(b):
         sys.exit(f"the two tables have {len(a)} and {len(b)} rows")

@@ -19,10 +19,6 @@ fn env_f64(name: &str) -> Option<f64> {
     std::env::var(name).ok().and_then(|s| s.parse().ok())
 }
 
-fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-    text.split_whitespace().find_map(|w| w.strip_prefix(key))
-}
-
 fn main() {
     let quick = benches::quick() || std::env::args().any(|a| a == "--quick");
     let rate = env_f64("UST_BENCH_RATE").unwrap_or(if quick { 1e6 } else { 10e6 });
@@ -50,9 +46,9 @@ fn main() {
     if !o.status.success() {
         panic!("ust trace failed: {}\n{stdout}\n{stderr}", o.status);
     }
-    let emitted: u64 = field(&stdout, "emitted=").and_then(|s| s.parse().ok()).unwrap_or(0);
-    let achieved = field(&stdout, "rate=").unwrap_or("?");
-    let behind = field(&stdout, "behind_ms=").unwrap_or("?");
+    let emitted: u64 = benches::field(&stdout, "emitted=").and_then(|s| s.parse().ok()).unwrap_or(0);
+    let achieved = benches::field(&stdout, "rate=").unwrap_or("?");
+    let behind = benches::field(&stdout, "behind_ms=").unwrap_or("?");
     let (_, recorded, discarded) = benches::trace_summary(&stderr).unwrap_or_default();
     println!(
         "consumer target_rate={rate:.0} achieved_rate={achieved} seconds={seconds} emitted={emitted} recorded={recorded} \

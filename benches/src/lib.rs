@@ -259,6 +259,11 @@ pub fn bin_dir() -> PathBuf {
     }
 }
 
+/// The value of `key` (`"name="`) in a line of `name=value` words.
+pub fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.split_whitespace().find_map(|w| w.strip_prefix(key))
+}
+
 /// What `ust trace` says it recorded, from its standard error's summary line
 /// (`ust: P process(es) traced, N events recorded, M discarded`, `ust-cli`'s
 /// `print::summary_lines`): `(processes, recorded, discarded)`, `None` without that line.

@@ -34,5 +34,5 @@ fn main() {
         h.join().expect("thread");
     }
     let dt = t0.elapsed();
-    println!("ust-loop threads={threads} events={} ns_per_event_per_thread={:.1}", n * threads, dt.as_nanos() as f64 / n as f64);
+    println!("ust-loop threads={threads} events={} ns_per_event_per_thread={:.3}", n * threads, dt.as_nanos() as f64 / n as f64);
 }

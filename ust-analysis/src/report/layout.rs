@@ -98,6 +98,8 @@ shared_names! {
 pub struct Tasks {
     current: HashMap<u32, i32>,
     calls: HashMap<i32, String>,
+    /// The report's names of LTTng's `softirq_*` and `hrtimer_*` events, made once each.
+    renamed: HashMap<Name, Name>,
 }
 
 impl Tasks {
@@ -165,10 +167,12 @@ pub fn normalize(e: &mut Event, n_ctx: usize, map_unknown: bool, tasks: &mut Tas
         e.fields.push((NAME.clone(), Value::Str(call)));
         return;
     }
-    if let Some(rest) = e.name.strip_prefix("softirq_") {
-        e.name = format!("irq_softirq_{rest}").into();
-    } else if let Some(rest) = e.name.strip_prefix("hrtimer_") {
-        e.name = format!("timer_hrtimer_{rest}").into();
+    if e.name.starts_with("softirq_") || e.name.starts_with("hrtimer_") {
+        let to = tasks.renamed.entry(e.name.clone()).or_insert_with(|| {
+            let n = &e.name;
+            n.strip_prefix("softirq_").map_or_else(|| format!("timer_{n}"), |rest| format!("irq_softirq_{rest}")).into()
+        });
+        e.name = to.clone();
     }
     if e.name == "sched_process_fork" {
         fork(e);

@@ -123,13 +123,15 @@ fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64, class: Option<&Class>) 
     if let Some(ty) = e.scope_type(Scope::EventPayload) {
         super::values::push_members(ty, "", &mut e.slots(Scope::EventPayload).iter(), e, &mut fields, &mut names)?;
     }
+    debug_assert!(!matches!(&names, super::values::Names::Reuse(rest) if rest.len() > 0), "an event of a class has fewer fields than its first");
     let ev = Event { ts: clock_ns(e.cycles, freq), cpu: e.cpu().unwrap_or(0) as u32, name, tid: 0, pid: -1, domain, fields };
     Some((ev, n_ctx))
 }
 
 /// What every event of one class shares, kept from its first event read: the room its
-/// fields get (its first event's, with what [`super::layout::normalize`] adds), its name and its fields' names (the same for every event of
-/// the class, [`super::values::Names`]), so later events allocate neither.
+/// fields get (its first event's, with what [`super::layout::normalize`] adds), its name
+/// and its fields' names (the same for every event of the class,
+/// [`super::values::Names`]), so later events allocate neither.
 struct Class {
     cap: usize,
     name: Name,
