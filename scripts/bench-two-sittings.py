@@ -20,7 +20,9 @@ def table(path):
             if line.startswith("load average"):
                 load = line
             elif line.startswith("| ") and not line.startswith("| figure") and not line.startswith("|---"):
-                rows.append([c.strip() for c in line.strip("|").split("|")])
+                cells = line.rstrip().strip("|").split("|")
+                # The figure keeps its indent (a row under the one above it).
+                rows.append([cells[0][1:].rstrip()] + [c.strip() for c in cells[1:]])
     if load is None or not rows:
         sys.exit(f"{path}: not a bench-compare.sh output (no load line or no table)")
     return load, rows
