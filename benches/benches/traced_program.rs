@@ -7,7 +7,8 @@
 //!   2,000,000 as `scripts/bench-compare.sh`'s anchor) run `UST_BENCH_RUNS` times (default
 //!   5) with no session (the disabled site, twenty times the events), then under `ust
 //!   trace` with its default channel (16 x 512 KiB per CPU, as the anchor's 8 x 1 MiB) and
-//!   `CLOCK_MONOTONIC`, then with `UST_CLOCK=tsc`. Prints each run's wall time per event and their median.
+//!   `CLOCK_MONOTONIC`, then with `UST_CLOCK=tsc`. Prints each run's wall time per event
+//!   and their median.
 //! - **A burst into `ust trace`'s default channel**: `ust-bench-load` with two threads
 //!   emitting 10,000,000 events (`UST_BENCH_BURST_EVENTS`) at full speed, and how many the
 //!   channel discarded; then the same into 16 x 2 MiB sub-buffers per CPU (`--subbuf-size

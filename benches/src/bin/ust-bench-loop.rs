@@ -1,6 +1,7 @@
 //! The held-out kind of program of issue 32, the twin of LTTng-UST's anchor
 //! (`benches/anchors/lttng-ust/bench.c`): `ust-bench-loop [EVENTS_PER_THREAD] [THREADS]`
-//! starts THREADS threads (default 1, at most 64) together, each running
+//! starts THREADS threads (default 1, at most 64) one after the other, as the anchor
+//! does, each running
 //! `tracepoint!(bench, ev, id: u64, val: i32)` EVENTS_PER_THREAD times (default
 //! 10,000,000) in a plain loop, and prints the wall time per event per thread:
 //!

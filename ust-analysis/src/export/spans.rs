@@ -86,7 +86,7 @@ pub fn add(l: &Loaded, counters: &[Counter], t: &mut Timeline) {
         let thread_name = e.text("procname").unwrap_or_default();
         t.name_thread(e.pid, e.tid, &thread_name);
         let payload = ctx.payload(e);
-        for c in counters.iter().filter(|c| e.name == c.event) {
+        for c in counters.iter().filter(|c| e.name == c.event.as_str()) {
             if let Some(v) = fields::number(payload, &c.field) {
                 t.counters.push(CounterValue { pid: e.pid, ts: e.ts, name: format!("{}:{}", c.event, c.field), value: v });
             }

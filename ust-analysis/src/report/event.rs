@@ -12,7 +12,7 @@ use crate::traces::Domain;
 /// A name shared by many events: an event's name or a field's, made once per event class
 /// by [`super::load`] and cloned into each of its events (a reference count's increment,
 /// not an allocation and a copy: the report keeps every event of the trace). Reads as a
-/// `&str` (`Deref`) and compares with `str`, `&str` and `String`.
+/// `&str` (`Deref`) and compares with `str` and `&str`.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Name(Arc<str>);
 
@@ -30,18 +30,6 @@ impl std::ops::Deref for Name {
     }
 }
 
-impl std::borrow::Borrow<str> for Name {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl AsRef<str> for Name {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
 impl From<&str> for Name {
     fn from(s: &str) -> Name {
         Name(s.into())
@@ -54,12 +42,6 @@ impl From<String> for Name {
     }
 }
 
-impl From<&String> for Name {
-    fn from(s: &String) -> Name {
-        Name(s.as_str().into())
-    }
-}
-
 impl PartialEq<str> for Name {
     fn eq(&self, other: &str) -> bool {
         *self.0 == *other
@@ -69,24 +51,6 @@ impl PartialEq<str> for Name {
 impl PartialEq<&str> for Name {
     fn eq(&self, other: &&str) -> bool {
         *self.0 == **other
-    }
-}
-
-impl PartialEq<String> for Name {
-    fn eq(&self, other: &String) -> bool {
-        *self.0 == **other
-    }
-}
-
-impl PartialEq<Name> for str {
-    fn eq(&self, other: &Name) -> bool {
-        *self == *other.0
-    }
-}
-
-impl PartialEq<Name> for &str {
-    fn eq(&self, other: &Name) -> bool {
-        **self == *other.0
     }
 }
 

@@ -111,7 +111,8 @@ fn ctx_int(e: &Event, n_ctx: usize, name: &str) -> Option<i64> {
 fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64, class: Option<&Class>) -> Option<(Event, usize)> {
     let (cap, name, mut names) = match class {
         Some(c) => (c.cap, c.name.clone(), super::values::Names::Reuse(c.fields.iter())),
-        None => (capacity(e, domain), Name::from(e.name()), super::values::Names::Make),
+        // The first event of its class: its list grows (once per class).
+        None => (0, Name::from(e.name()), super::values::Names::Make),
     };
     let mut fields = Vec::with_capacity(cap);
     for scope in [Scope::EventCommonContext, Scope::EventSpecificContext] {
@@ -137,22 +138,6 @@ struct Class {
     name: Name,
     fields: Vec<Name>,
 }
-
-/// The room the fields of an event of `e`'s class get: its scopes' top-level members (a
-/// nested structure's members or a variant's options may add more), and for a kernel event
-/// the fields [`super::layout::normalize`] adds ([`super::layout::added_fields`]), so that
-/// most lists are allocated once at their size: the report keeps every event.
-fn capacity(e: &EventRef<'_>, domain: Domain) -> usize {
-    let members = |s: Scope| match e.scope_type(s) {
-        Some(ctf_reader::FieldType::Struct { fields, .. }) => fields.len(),
-        Some(_) => 1,
-        None => 0,
-    };
-    let added = if domain == Domain::Kernel { super::layout::added_fields(e.name()) } else { 0 };
-    SCOPES.iter().map(|s| members(*s)).sum::<usize>() + added
-}
-
-const SCOPES: [Scope; 3] = [Scope::EventCommonContext, Scope::EventSpecificContext, Scope::EventPayload];
 
 /// Reads one trace into `l.events`; `each` sees every event as the trace has it (its
 /// thread known, before [`super::layout::normalize`]).
