@@ -89,13 +89,16 @@ enum Sink {
 }
 
 /// When the drain loop next reads and flushes a stream (LTTng's consumer read and switch
-/// timers).
+/// timers), and what it watches between reads (module `timers`).
 #[derive(Debug)]
 struct Timers {
     read_period: Duration,
     switch_period: Option<Duration>,
     next_read: Instant,
     next_switch: Instant,
+    /// Whether the stream is read as its writers fill it, not only every read period: a
+    /// discard-mode channel with the default read timer (see `timers::Watch`).
+    watch: Option<timers::Watch>,
 }
 
 /// One per-CPU buffer of one channel of one process (or of one user's processes), and
@@ -207,6 +210,8 @@ impl Stream {
         let read_period = Duration::from_micros(setup.config.read_timer_us.max(1));
         let switch_period = (setup.config.switch_timer_us > 0).then(|| Duration::from_micros(setup.config.switch_timer_us));
         let cpu = setup.identity.cpu;
+        // A snapshot session's stream is never drained: nothing to watch.
+        let watch = timers::Watch::for_channel(setup.config, now).filter(|_| !matches!(sink, Sink::SnapshotOnly));
         Ok(Stream {
             what: format!("{}/{} cpu {cpu}", setup.session, setup.channel),
             session: setup.session.to_string(),
@@ -217,7 +222,7 @@ impl Stream {
             events: setup.events,
             stats: StreamStats::default(),
             num_subbuf: setup.config.num_subbuf,
-            timers: Timers { read_period, switch_period, next_read: now + read_period, next_switch: now + switch_period.unwrap_or_default() },
+            timers: Timers { read_period, switch_period, next_read: now + read_period, next_switch: now + switch_period.unwrap_or_default(), watch },
             finished: false,
             broken: false,
             last: None,

@@ -1,17 +1,84 @@
 //! The timers of a stream, run by the drain loop ([`crate::servers::drain`]): the read and
-//! switch timers (LTTng's consumer `read` and `switch` timers), a live session's live timer,
-//! and the look for writers that died in a shared buffer.
+//! switch timers (LTTng's consumer `read` and `switch` timers), the watch of a stream read
+//! as its writers fill it ([`Watch`]), a live session's live timer, and the look for
+//! writers that died in a shared buffer.
 
 use std::time::{Duration, Instant};
 
+use ust_ctl::config::{ChannelConfig, DEFAULT_READ_TIMER_US};
+
 use super::{Sink, Stream};
+
+/// How often a watched stream's fill is looked at while its writers are active: 2 ms. A
+/// writer at full speed (about 25 M events/s of 16 bytes, 400 MB/s) fills a quarter of the
+/// default 8 MiB ring in 5 ms and the rest in 15 ms, so a look every 2 ms leaves more than
+/// 10 ms for the daemon to be scheduled and read.
+pub const LOOK_PERIOD: Duration = Duration::from_millis(2);
+
+/// How long writers count as active after their stream's write position last moved (and
+/// after the stream is made): 1 s. Past it the stream is read at its read period only.
+pub const ACTIVE_FOR: Duration = Duration::from_secs(1);
+
+/// The watch of a stream read as its writers fill it: LTTng's default for user-space
+/// channels, where (with no read timer) a writer wakes the consumer through a pipe at each
+/// sub-buffer it delivers. ust's writers make no system call, so the daemon looks instead.
+///
+/// A discard-mode channel with the default read timer ([`DEFAULT_READ_TIMER_US`], 20 ms)
+/// is watched: while its writers are active (its write position moved within the last
+/// [`ACTIVE_FOR`], or the stream is that new), the drain loop looks at its fill (two loads
+/// from the buffer's control words) every [`LOOK_PERIOD`] and reads it as soon as a
+/// quarter of its ring, at least one sub-buffer, is waiting. An idle stream is read every
+/// period only, so an idle daemon wakes no more often than its read timers say. A channel
+/// with a read timer of its own is read at that period (LTTng's read timer: its consumer is
+/// not woken by the writers either); an overwrite-mode channel discards nothing and is not
+/// watched.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Watch {
+    /// Bytes waiting (write position − consumed position) at which the stream is read.
+    threshold: u64,
+    /// The write position at the last look.
+    last_write: u64,
+    /// Until when the writers count as active.
+    active_until: Instant,
+}
+
+impl Watch {
+    /// The watch of a stream of channel `config` made at `now`, if the channel is watched.
+    pub(super) fn for_channel(config: &ChannelConfig, now: Instant) -> Option<Watch> {
+        if config.overwrite || config.read_timer_us != DEFAULT_READ_TIMER_US {
+            return None;
+        }
+        let ring = config.subbuf_size.saturating_mul(u64::from(config.num_subbuf));
+        Some(Watch { threshold: (ring / 4).max(config.subbuf_size), last_write: 0, active_until: now + ACTIVE_FOR })
+    }
+
+    /// A look at `now` at the buffer's write and consumed positions (bytes since the
+    /// start): whether to read the stream now. A moved write position makes the writers
+    /// active for [`ACTIVE_FOR`]; only active writers' streams are read early. The
+    /// positions are the application's to scribble on: nonsense makes at most an early
+    /// read.
+    pub(super) fn look(&mut self, now: Instant, write: u64, consumed: u64) -> bool {
+        if write != self.last_write {
+            self.last_write = write;
+            self.active_until = now + ACTIVE_FOR;
+        }
+        now < self.active_until && write.saturating_sub(consumed) >= self.threshold
+    }
+
+    /// When the next look is due after one at `now`: in [`LOOK_PERIOD`] while the writers
+    /// are active, else none (the read timer's pass looks).
+    pub(super) fn next_look(&self, now: Instant) -> Option<Instant> {
+        (now < self.active_until).then(|| now + LOOK_PERIOD)
+    }
+}
 
 impl Stream {
     /// One drain pass over this stream at `now` (the drain loop, [`crate::servers::drain`]):
     /// the switch timer flushes it, a live session's timer runs (`Stream::live_tick`),
-    /// writers that died in a shared buffer are looked for, and the read timer drains it;
-    /// a stream that had half its ring or more waiting is read again after a quarter of
-    /// its period (at least 1 ms). Returns when this stream next needs a pass.
+    /// writers that died in a shared buffer are looked for, and the read timer drains it,
+    /// as does a watched stream's fill ([`Watch`]); a stream that had half its ring or more
+    /// waiting is read again after a quarter of its period (at least 1 ms). Returns when
+    /// this stream next needs a pass.
     pub fn on_timers(&mut self, now: Instant) -> Instant {
         let mut next = now + Duration::from_secs(3600);
         if let Some(period) = self.timers.switch_period {
@@ -29,7 +96,7 @@ impl Stream {
         if let Some(t) = self.reclaim_timer(now) {
             next = next.min(t);
         }
-        if now >= self.timers.next_read {
+        if now >= self.timers.next_read || self.filled(now) {
             let n = self.drain();
             self.after_drain(n);
             // A stream that had half its ring or more waiting is read again sooner: the
@@ -38,7 +105,18 @@ impl Stream {
             let period = self.timers.read_period;
             self.timers.next_read = now + if busy { (period / 4).max(Duration::from_millis(1)) } else { period };
         }
-        next.min(self.timers.next_read)
+        next = next.min(self.timers.next_read);
+        match self.timers.watch.and_then(|w| w.next_look(now)) {
+            Some(look) => next.min(look),
+            None => next,
+        }
+    }
+
+    /// Whether a watched stream is to be read early at `now` ([`Watch::look`]).
+    fn filled(&mut self, now: Instant) -> bool {
+        let (Some(w), Some(b)) = (self.timers.watch.as_mut(), self.buffer.as_ref()) else { return false };
+        let c = b.counters();
+        w.look(now, c.write, c.consumed)
     }
 
     /// When this stream's live timer fires next, if it is a live session's stream.
@@ -106,5 +184,49 @@ impl Stream {
         if w.deaths.count() > 0 {
             w.look(buffer, &self.events, self.clock, &self.what, now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn channel() -> ChannelConfig {
+        ChannelConfig { subbuf_size: 512 * 1024, num_subbuf: 16, ..ChannelConfig::default() }
+    }
+
+    #[test]
+    fn only_discard_mode_channels_with_the_default_read_timer_are_watched() {
+        let now = Instant::now();
+        assert!(Watch::for_channel(&channel(), now).is_some());
+        assert!(Watch::for_channel(&ChannelConfig { overwrite: true, ..channel() }, now).is_none(), "overwrite mode");
+        assert!(Watch::for_channel(&ChannelConfig { read_timer_us: 5000, ..channel() }, now).is_none(), "a read timer of its own");
+        // At least one sub-buffer: a quarter of a 2 x 4 KiB ring is less.
+        let small = ChannelConfig { subbuf_size: 4096, num_subbuf: 2, ..channel() };
+        let mut w = Watch::for_channel(&small, now).unwrap();
+        assert!(!w.look(now, 2048, 0));
+        assert!(w.look(now, 4096, 0));
+    }
+
+    #[test]
+    fn a_quarter_of_the_ring_waiting_is_read_while_the_writers_are_active() {
+        let t0 = Instant::now();
+        let mut w = Watch::for_channel(&channel(), t0).unwrap();
+        let quarter = 2 * 1024 * 1024;
+        // A new stream's writers count as active: the next look comes in LOOK_PERIOD.
+        assert_eq!(w.next_look(t0), Some(t0 + LOOK_PERIOD));
+        assert!(!w.look(t0, quarter - 1, 0), "under a quarter");
+        assert!(w.look(t0, 3 * quarter, quarter), "a quarter waiting past what was consumed");
+        assert!(!w.look(t0, 3 * quarter, 3 * quarter), "read: nothing waits");
+        // Writers that stopped: past ACTIVE_FOR the stream waits for its read timer, even
+        // with data waiting, and no look is scheduled (an idle daemon sleeps).
+        let later = t0 + ACTIVE_FOR;
+        assert!(!w.look(later, 3 * quarter, 0));
+        assert_eq!(w.next_look(later), None);
+        // They write again: active from that look on.
+        assert!(w.look(later, 4 * quarter, 0));
+        assert_eq!(w.next_look(later), Some(later + LOOK_PERIOD));
+        // Scribbled positions (consumed past write) read nothing early.
+        assert!(!w.look(later, 5, u64::MAX));
     }
 }
