@@ -76,7 +76,7 @@ impl Stream {
     /// One drain pass over this stream at `now` (the drain loop, [`crate::servers::drain`]):
     /// the switch timer flushes it, a live session's timer runs (`Stream::live_tick`),
     /// writers that died in a shared buffer are looked for, and the read timer drains it,
-    /// as does a watched stream's fill ([`Watch`]); a stream that had half its ring or more
+    /// as does a watched stream's fill (`Watch`); a stream that had half its ring or more
     /// waiting is read again after a quarter of its period (at least 1 ms). Returns when
     /// this stream next needs a pass.
     pub fn on_timers(&mut self, now: Instant) -> Instant {
