@@ -17,10 +17,10 @@ pub use crate::alloc::{BufferAllocation, BufferPreallocation};
 ///   itself (about 1 ms for 3 MB). 160 MB/s × 45 ms = 7.2 MB ≤ 16 × 512 KiB = 8 MiB; at
 ///   80 MB/s per CPU the ring holds 105 ms, two periods of slack (8 sub-buffers would hold
 ///   only 26 ms at 160 MB/s). A pass that finds half a ring waiting reads that stream again
-///   after 5 ms, halving the latency term during bursts; and with this default read timer
-///   (not another) the daemon looks at an active stream's fill every 2 ms and reads it
-///   once a quarter of the ring waits, so a writer at full speed (400–600 MB/s) keeps
-///   its events (the consumer's `ops::stream::timers::Watch`).
+///   after 5 ms, halving the latency term during bursts; and in discard mode with this
+///   default read timer (not another) the daemon looks at a busy stream's fill every 2 ms
+///   and reads it once a quarter of the ring waits, so a writer at full speed (300–500
+///   MB/s) keeps its events (the consumer's `ops::stream::timers::Watch`).
 /// * **Sub-buffer size.** Only whole packets go back to the writer, so the ring has
 ///   `num_subbuf - 1` sub-buffers of slack while one is being written: 16 keeps that at
 ///   94 %. 512 KiB packets mean 3–7 whole-packet writes per stream per pass, a few hundred

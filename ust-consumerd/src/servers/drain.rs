@@ -7,9 +7,10 @@
 //! [`Stream::drain`]s every delivered sub-buffer to the stream file. A stream busy in
 //! another thread (stop, destroy, a process's death) is skipped for that pass. A stream
 //! that had half its sub-buffers or more waiting is read again after a quarter of its
-//! period (at least 1 ms), and the active streams of a default channel are read as their
-//! writers fill them (`Watch` in `ops::stream::timers`: a look every 2 ms), so bursts
-//! are absorbed without raising an idle stream's wake-up rate. The loop sleeps until the earliest deadline, at most 100 ms, or until [`Daemon::wake_drain`]
+//! period (at least 1 ms), and the active streams of a default discard-mode channel are
+//! read as their writers fill them (`Watch` in `ops::stream::timers`: a look every 2 ms),
+//! so bursts are absorbed without raising an idle stream's wake-up rate. The loop sleeps
+//! until the earliest deadline, at most 100 ms, or until [`Daemon::wake_drain`]
 //! (new streams: a process's buffers are read from its first read period on, not after
 //! the rest of an idle loop's 100 ms sleep, in which full-speed writers fill a default
 //! 8 MiB ring).

@@ -54,7 +54,9 @@ pub struct EnableChannelArgs {
     /// Discard new events when full (the default).
     #[arg(long, conflicts_with = "overwrite")]
     pub discard: bool,
-    /// Read-timer period in µs.
+    /// Read-timer period in µs (default 20000). With the default, a discard-mode channel is
+    /// also read as its writers fill it (a look every 2 ms while they are busy); with any
+    /// other period it is read at that period only, as LTTng's read timer.
     #[arg(long, value_name = "US")]
     pub read_timer: Option<u64>,
     /// Start a new stream file (<channel>_<cpu>_<k>) before one would exceed B bytes

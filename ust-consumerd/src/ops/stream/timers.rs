@@ -10,33 +10,40 @@ use ust_ctl::config::{ChannelConfig, DEFAULT_READ_TIMER_US};
 use super::{Sink, Stream};
 
 /// How often a watched stream's fill is looked at while its writers are active: 2 ms. A
-/// writer at full speed (about 25 M events/s of 16 bytes, 400 MB/s) fills a quarter of the
-/// default 8 MiB ring in 5 ms and the rest in 15 ms, so a look every 2 ms leaves more than
-/// 10 ms for the daemon to be scheduled and read.
+/// writer at full speed (20–30 M events/s of 16 bytes, 300–500 MB/s) fills a quarter of
+/// the default 8 MiB ring in 4–7 ms and the rest in 12–21 ms, so a look every 2 ms leaves
+/// at least 10 ms for the daemon to be scheduled and read.
 pub const LOOK_PERIOD: Duration = Duration::from_millis(2);
 
-/// How long writers count as active after their stream's write position last moved (and
-/// after the stream is made): 1 s. Past it the stream is read at its read period only.
+/// How long writers count as active after their stream's write position last moved by a
+/// sub-buffer or more (and after the stream is made): 1 s. Past it the stream is read at
+/// its read period only.
 pub const ACTIVE_FOR: Duration = Duration::from_secs(1);
 
 /// The watch of a stream read as its writers fill it: LTTng's default for user-space
 /// channels, where (with no read timer) a writer wakes the consumer through a pipe at each
 /// sub-buffer it delivers. ust's writers make no system call, so the daemon looks instead.
 ///
-/// A discard-mode channel with the default read timer ([`DEFAULT_READ_TIMER_US`], 20 ms)
-/// is watched: while its writers are active (its write position moved within the last
-/// [`ACTIVE_FOR`], or the stream is that new), the drain loop looks at its fill (two loads
-/// from the buffer's control words) every [`LOOK_PERIOD`] and reads it as soon as a
-/// quarter of its ring, at least one sub-buffer, is waiting. An idle stream is read every
-/// period only, so an idle daemon wakes no more often than its read timers say. A channel
-/// with a read timer of its own is read at that period (LTTng's read timer: its consumer is
-/// not woken by the writers either); an overwrite-mode channel discards nothing and is not
-/// watched.
+/// A discard-mode channel whose read timer is the default ([`DEFAULT_READ_TIMER_US`],
+/// 20 ms; `--read-timer 20000` is the default too) is watched: while its writers are active
+/// (its write position moved by a sub-buffer or more since the last such move, within the
+/// last [`ACTIVE_FOR`], or the stream is that new), the drain loop looks at its fill (the
+/// buffer's counters, loads from its control words) every [`LOOK_PERIOD`] and reads it as
+/// soon as a quarter of its ring, at least one sub-buffer, is waiting. Every pass looks,
+/// the read timer's too, so writers that start again after an idle second are noticed at
+/// the next read. A stream written slower than a sub-buffer a second, and one idle, are
+/// read every period only: the daemon wakes no more often than its read timers say (a new
+/// stream's first second aside). A channel with another read timer is read at that period
+/// (LTTng's read timer: its consumer is not woken by the writers either); an
+/// overwrite-mode channel discards nothing and is not watched, nor a snapshot session's,
+/// a broken or finished stream.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Watch {
     /// Bytes waiting (write position − consumed position) at which the stream is read.
     threshold: u64,
-    /// The write position at the last look.
+    /// How far the write position moves for the writers to count as active: a sub-buffer.
+    step: u64,
+    /// The write position when the writers last counted as active (or the lowest seen since).
     last_write: u64,
     /// Until when the writers count as active.
     active_until: Instant,
@@ -49,16 +56,19 @@ impl Watch {
             return None;
         }
         let ring = config.subbuf_size.saturating_mul(u64::from(config.num_subbuf));
-        Some(Watch { threshold: (ring / 4).max(config.subbuf_size), last_write: 0, active_until: now + ACTIVE_FOR })
+        Some(Watch { threshold: (ring / 4).max(config.subbuf_size), step: config.subbuf_size.max(1), last_write: 0, active_until: now + ACTIVE_FOR })
     }
 
     /// A look at `now` at the buffer's write and consumed positions (bytes since the
-    /// start): whether to read the stream now. A moved write position makes the writers
-    /// active for [`ACTIVE_FOR`]; only active writers' streams are read early. The
-    /// positions are the application's to scribble on: nonsense makes at most an early
-    /// read.
+    /// start): whether to read the stream now. A write position a sub-buffer or more past
+    /// the last one that counted makes the writers active for [`ACTIVE_FOR`]; only active
+    /// writers' streams are read early. The positions are the application's to scribble
+    /// on: nonsense makes at most an early read (one going back is taken as the new mark,
+    /// not as activity).
     pub(super) fn look(&mut self, now: Instant, write: u64, consumed: u64) -> bool {
-        if write != self.last_write {
+        if write < self.last_write {
+            self.last_write = write;
+        } else if write - self.last_write >= self.step {
             self.last_write = write;
             self.active_until = now + ACTIVE_FOR;
         }
@@ -96,7 +106,9 @@ impl Stream {
         if let Some(t) = self.reclaim_timer(now) {
             next = next.min(t);
         }
-        if now >= self.timers.next_read || self.filled(now) {
+        // Looked at on every pass, the read timer's too, so that activity is noticed.
+        let filled = self.filled(now);
+        if now >= self.timers.next_read || filled {
             let n = self.drain();
             self.after_drain(n);
             // A stream that had half its ring or more waiting is read again sooner: the
@@ -112,8 +124,12 @@ impl Stream {
         }
     }
 
-    /// Whether a watched stream is to be read early at `now` ([`Watch::look`]).
+    /// Whether a watched stream is to be read early at `now` ([`Watch::look`]). A broken
+    /// or finished stream is never looked at (nor a `--shm-path` buffer whose file shrank).
     fn filled(&mut self, now: Instant) -> bool {
+        if self.timers.watch.is_none() || self.broken || self.finished || !self.shm_intact() {
+            return false;
+        }
         let (Some(w), Some(b)) = (self.timers.watch.as_mut(), self.buffer.as_ref()) else { return false };
         let c = b.counters();
         w.look(now, c.write, c.consumed)
@@ -223,10 +239,17 @@ mod tests {
         let later = t0 + ACTIVE_FOR;
         assert!(!w.look(later, 3 * quarter, 0));
         assert_eq!(w.next_look(later), None);
-        // They write again: active from that look on.
+        // A trickle (less than a sub-buffer since the last mark) keeps no watch going.
+        assert!(!w.look(later, 3 * quarter + 100, 0));
+        assert_eq!(w.next_look(later), None);
+        // They write a burst again: active from that look on.
         assert!(w.look(later, 4 * quarter, 0));
         assert_eq!(w.next_look(later), Some(later + LOOK_PERIOD));
-        // Scribbled positions (consumed past write) read nothing early.
+        // Scribbled positions (consumed past write) read nothing early; a write position
+        // going back is a new mark, not activity.
         assert!(!w.look(later, 5, u64::MAX));
+        let much_later = later + 2 * ACTIVE_FOR;
+        assert!(!w.look(much_later, 3, 0));
+        assert_eq!(w.next_look(much_later), None);
     }
 }
