@@ -295,7 +295,7 @@ fn sigkill_while_all_threads_emit_never_yields_a_torn_event() {
     // Sub-buffers rebuilt by torn-event recovery so far, in either daemon.
     let recovered = || ring.log().matches(" recovered ").count() + discard.log().matches(" recovered ").count();
     // A kill lands between reserve and commit in about one stream of six kills on this
-    // machine (0 of 20 kills about one run in 15): past `iterations`, kill on until one has,
+    // machine (none in 20 kills: 1 run of 12): past `iterations`, kill on until one has,
     // up to three times as many.
     let mut i = 0;
     while i < iterations || (iterations >= 10 && recovered() == 0 && i < 3 * iterations) {
