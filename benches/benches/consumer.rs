@@ -3,7 +3,8 @@
 //! from two threads at a fixed total rate (default 10 M/s for 10 s, the sustained-drain target of
 //! docs/DESIGN.md#targets;
 //! `UST_BENCH_RATE`, `UST_BENCH_SECONDS` override; `UST_BENCH_QUICK=1` or `--quick`: 1 M/s
-//! for 1 s). Prints events emitted, recorded and discarded, and the daemon's CPU use and
+//! for 1 s; `UST_BENCH_SUBBUF=SIZE`: the channel's sub-buffers of SIZE, as `ust trace
+//! --subbuf-size SIZE`). Prints events emitted, recorded and discarded, and the daemon's CPU use and
 //! anonymous memory. Then the memory figure: `UST_BENCH_PROCS` (default 10) processes of
 //! `ust-bench-load` traced at once (1 M events/s each, same duration), with the daemon's
 //! `RssAnon` sampled every 20 ms (its peak is printed: the shared buffers it maps are file
@@ -31,14 +32,12 @@ fn main() {
     let load = env!("CARGO_BIN_EXE_ust-bench-load");
     let cpu0 = d.cpu_time();
     let t = Instant::now();
-    let o = d
-        .cmd(&benches::bin_dir().join("ust"))
-        .arg("trace")
-        .arg("--output")
-        .arg(&out)
-        .args(["--event", "bench:*", "--", load, &rate.to_string(), &seconds.to_string(), "2"])
-        .output()
-        .expect("run ust trace");
+    let mut trace = d.cmd(&benches::bin_dir().join("ust"));
+    trace.arg("trace").arg("--output").arg(&out);
+    if let Ok(size) = std::env::var("UST_BENCH_SUBBUF") {
+        trace.args(["--subbuf-size", &size]);
+    }
+    let o = trace.args(["--event", "bench:*", "--", load, &rate.to_string(), &seconds.to_string(), "2"]).output().expect("run ust trace");
     let wall = t.elapsed().as_secs_f64();
     let cpu = (d.cpu_time() - cpu0).as_secs_f64();
     let stdout = String::from_utf8_lossy(&o.stdout);
