@@ -34,7 +34,7 @@ fn main() {
     let t = Instant::now();
     let mut trace = d.cmd(&benches::bin_dir().join("ust"));
     trace.arg("trace").arg("--output").arg(&out);
-    if let Ok(size) = std::env::var("UST_BENCH_SUBBUF") {
+    if let Some(size) = std::env::var("UST_BENCH_SUBBUF").ok().filter(|s| !s.is_empty()) {
         trace.args(["--subbuf-size", &size]);
     }
     let o = trace.args(["--event", "bench:*", "--", load, &rate.to_string(), &seconds.to_string(), "2"]).output().expect("run ust trace");
