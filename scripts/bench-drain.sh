@@ -25,10 +25,12 @@ cargo build --release -q -p ust-consumerd -p ust-cli -p benches --bins
 # $nod/tmp (TMPDIR), which tells its processes from any other on the machine.
 nod=$(mktemp -d); mkdir "$nod/tmp"
 sampler=""; freezer=""
+# stop PID: ends a background job of this script (the sampler, the freezer), if any.
+stop() {
+  [ -z "$1" ] || { kill -TERM "$1" 2>/dev/null; wait "$1"; } || true
+}
 cleanup() {
-  [ -z "$sampler" ] || kill -TERM "$sampler" 2>/dev/null || true
-  [ -z "$freezer" ] || kill -TERM "$freezer" 2>/dev/null || true
-  wait 2>/dev/null || true
+  stop "$sampler"; stop "$freezer"
   rm -rf "$nod"
 }
 trap cleanup EXIT
@@ -73,8 +75,8 @@ for i in $(seq "$runs"); do
   line=$(TMPDIR=$nod/tmp UST_RUNDIR=$nod UST_BENCH_PROCS=0 UST_BENCH_SECONDS=$seconds \
     UST_BENCH_RATE=$rate UST_BENCH_SUBBUF=$subbuf \
     cargo bench -q -p benches --bench consumer 2>&1 | grep '^consumer target' || true)
-  kill -TERM "$sampler" 2>/dev/null || true; wait "$sampler" || true; sampler=""
-  if [ -n "$freezer" ]; then kill -TERM "$freezer" 2>/dev/null || true; wait "$freezer" || true; freezer=""; fi
+  stop "$sampler"; sampler=""
+  stop "$freezer"; freezer=""
   made=""
   [ "$freeze" = 0 ] || made=$(cat "$nod/froze" 2>/dev/null || echo "freeze=not-made")
   echo "run $i: ${line:-no result} $(cat "$nod/stalls" 2>/dev/null || echo "host_stalls=unknown")${made:+ $made}"

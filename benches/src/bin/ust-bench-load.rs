@@ -18,8 +18,6 @@ fn main() {
     let threads: usize = a.next().map_or(2, |s| s.parse().expect("THREADS"));
     let per_thread = rate / threads as f64;
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // UST_BENCH_LAG_LOG=FILE: append the lag past 20 ms, at most every 50 ms per thread, with
-    // its wall-clock time (to set beside system samples).
     let lag_log = std::env::var_os("UST_BENCH_LAG_LOG").map(|p| {
         let f = std::fs::OpenOptions::new().append(true).create(true).open(&p);
         std::sync::Arc::new(f.unwrap_or_else(|e| panic!("UST_BENCH_LAG_LOG={}: {e}", p.to_string_lossy())))
@@ -48,16 +46,17 @@ fn main() {
                     if due > now {
                         std::thread::sleep(due - now);
                     } else {
-                        if let Some(log) = lag_log.as_deref().filter(|_| now - due > Duration::from_millis(20) && now - logged > Duration::from_millis(50)) {
+                        let lag = now - due;
+                        if let Some(log) = lag_log.as_deref().filter(|_| lag > Duration::from_millis(20) && now - logged > Duration::from_millis(50)) {
                             use std::io::Write;
                             logged = now;
                             // The episode's wall-clock time, to set beside system samples.
                             let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-                            let line = format!("lag thread={t} wall={:.3} behind_ms={:.1}\n", wall.as_secs_f64(), (now - due).as_secs_f64() * 1e3);
+                            let line = format!("lag thread={t} wall={:.3} behind_ms={:.1}\n", wall.as_secs_f64(), lag.as_secs_f64() * 1e3);
                             // One write per line: the threads' lines do not interleave.
                             let _ = (&*log).write_all(line.as_bytes());
                         }
-                        behind = behind.max(now - due);
+                        behind = behind.max(lag);
                     }
                 }
                 (done, behind)
