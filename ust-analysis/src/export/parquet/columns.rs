@@ -9,15 +9,17 @@
 //! may be wider than its source: an integer in a float column, anything in a JSON one).
 //!
 //! The fixed text columns (`hostname`, `session`, `trace`, `stream`) hold one of a few
-//! texts per row: they keep an index into the export's table of those texts
-//! ([`Column::interned`], [`Column::put_id`]), not the bytes.
+//! texts per row: they keep runs of indices into the export's table of those texts
+//! ([`Column::interned`], [`Column::put_id`]), not the bytes, and are encoded from their
+//! runs ([`super::interned`]).
 
 use bytes::Bytes;
-use parquet::column::writer::{ColumnWriter, ColumnWriterImpl};
-use parquet::data_type::{ByteArray, ByteArrayType};
+use parquet::column::writer::ColumnWriter;
+use parquet::data_type::ByteArray;
 use parquet::errors::Result;
 use parquet::file::writer::SerializedColumnWriter;
 
+use super::interned::NULL_ID;
 use super::schema::{Elem, Kind};
 
 /// A value on its way into a column.
@@ -78,8 +80,9 @@ pub struct Column {
     floats: Vec<f64>,
     bytes: Vec<u8>,
     ends: Vec<usize>,
-    /// Indices into the table [`Column::write`] gets (an interned column's values).
-    ids: Vec<u32>,
+    /// An interned column's rows: runs of `(index into the export's table of texts, or
+    /// [`NULL_ID`], rows)`.
+    runs: Vec<(u32, u32)>,
     interned: bool,
 }
 
@@ -95,7 +98,7 @@ impl Column {
             floats: Vec::new(),
             bytes: Vec::new(),
             ends: Vec::new(),
-            ids: Vec::new(),
+            runs: Vec::new(),
             interned: false,
         }
     }
@@ -111,10 +114,19 @@ impl Column {
         Column { interned: self.interned, ..Column::new(self.kind, self.required) }
     }
 
-    /// Text number `id` of the table, in an interned column.
+    /// Text number `id` of the export's table of texts, in an interned column.
+    #[inline]
     pub fn put_id(&mut self, id: u32) {
-        self.ids.push(id);
-        self.present();
+        match self.runs.last_mut() {
+            Some((last, n)) if *last == id && *n < u32::MAX => *n += 1,
+            _ => self.runs.push((id, 1)),
+        }
+    }
+
+    /// An interned column's rows as runs (`(text index or [`NULL_ID`], rows)`), `None` for
+    /// another column.
+    pub fn runs(&self) -> Option<&[(u32, u32)]> {
+        self.interned.then_some(self.runs.as_slice())
     }
 
     fn is_list(&self) -> bool {
@@ -123,7 +135,7 @@ impl Column {
 
     /// Bytes held.
     pub fn held(&self) -> usize {
-        2 * (self.def.len() + self.rep.len()) + 8 * (self.ints.len() + self.floats.len() + self.ends.len()) + self.bytes.len() + 4 * self.ids.len()
+        2 * (self.def.len() + self.rep.len()) + 8 * (self.ints.len() + self.floats.len() + self.ends.len()) + self.bytes.len() + 8 * self.runs.len()
     }
 
     fn text(&mut self, b: &[u8]) {
@@ -142,6 +154,9 @@ impl Column {
 
     /// A null in this row.
     pub fn null(&mut self) {
+        if self.interned {
+            return self.put_id(NULL_ID);
+        }
         self.def.push(0);
         if self.is_list() {
             self.rep.push(0);
@@ -214,9 +229,9 @@ impl Column {
     }
 
     /// Writes the buffered rows to `w` (the writer of this column in the row group) and
-    /// empties the buffers (keeping their capacity). `table` holds the texts an interned
-    /// column's indices name.
-    pub fn write(&mut self, w: &mut SerializedColumnWriter<'_>, table: &[ByteArray]) -> Result<()> {
+    /// empties the buffers (keeping their capacity). An interned column is written from
+    /// its [`Column::runs`] instead ([`super::interned::chunk`]): here it is only emptied.
+    pub fn write(&mut self, w: &mut SerializedColumnWriter<'_>) -> Result<()> {
         let def = (!self.required).then_some(self.def.as_slice());
         let rep = self.is_list().then_some(self.rep.as_slice());
         match w.untyped() {
@@ -226,7 +241,7 @@ impl Column {
             ColumnWriter::DoubleColumnWriter(t) => {
                 t.write_batch(&self.floats, def, rep)?;
             }
-            ColumnWriter::ByteArrayColumnWriter(t) if self.interned => write_interned(t, &self.ids, def, table)?,
+            ColumnWriter::ByteArrayColumnWriter(_) if self.interned => {}
             ColumnWriter::ByteArrayColumnWriter(t) => {
                 let all = Bytes::from(std::mem::take(&mut self.bytes));
                 let mut start = 0;
@@ -249,46 +264,17 @@ impl Column {
             }
             _ => unreachable!("the schema has INT64, DOUBLE and BYTE_ARRAY leaves only"),
         }
+        Ok(())
+    }
+
+    /// Empties the buffers, keeping their capacity.
+    pub fn clear(&mut self) {
         self.def.clear();
         self.rep.clear();
         self.ints.clear();
         self.floats.clear();
         self.bytes.clear();
         self.ends.clear();
-        self.ids.clear();
-        Ok(())
+        self.runs.clear();
     }
-}
-
-/// Values per `write_batch` call of a run of one text.
-const RUN_CHUNK: usize = 4096;
-
-/// Writes an interned column (`ids` into `table`, one per row with a value; `def` its
-/// levels, if optional). The `hostname`, `session` and `trace` of a row group are one
-/// text each, the `stream` often the same over many rows: runs of one text are written
-/// from one slice of copies of it, made once per text; a column whose texts change every
-/// few rows, or with nulls, gets one copy per row.
-fn write_interned(t: &mut ColumnWriterImpl<'_, ByteArrayType>, ids: &[u32], def: Option<&[i16]>, table: &[ByteArray]) -> Result<()> {
-    let text = |i: u32| table.get(i as usize).cloned().unwrap_or_default();
-    let runs = 1 + ids.windows(2).filter(|w| w[0] != w[1]).count();
-    if runs * 16 > ids.len() || def.is_some_and(|d| d.len() != ids.len()) {
-        let values: Vec<ByteArray> = ids.iter().map(|&i| text(i)).collect();
-        t.write_batch(&values, def, None)?;
-        return Ok(());
-    }
-    // Every row has a value: row i is value i.
-    let mut copies: std::collections::HashMap<u32, Vec<ByteArray>> = std::collections::HashMap::new();
-    let mut i = 0;
-    while i < ids.len() {
-        let id = ids[i];
-        let mut j = i + 1;
-        while j < ids.len() && ids[j] == id && j - i < RUN_CHUNK {
-            j += 1;
-        }
-        // No run is longer than the row group: a small file's copies are as few as its rows.
-        let same = copies.entry(id).or_insert_with(|| vec![text(id); RUN_CHUNK.min(ids.len())]);
-        t.write_batch(&same[..j - i], def.map(|d| &d[i..j]), None)?;
-        i = j;
-    }
-    Ok(())
 }

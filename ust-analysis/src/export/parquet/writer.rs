@@ -155,12 +155,18 @@ fn write(open: &mut HashMap<usize, (String, FileWriter)>, rg: &mut RowGroup, tab
         return Err(format!("{}: row group of a file never created", rg.name));
     };
     let err = |e: parquet::errors::ParquetError| format!("{}: {e}", rg.name);
+    let descrs = w.schema_descr().columns().to_vec();
     let mut g = w.next_row_group().map_err(err)?;
-    let mut i = 0;
-    while let Some(mut c) = g.next_column().map_err(err)? {
-        rg.cols[i].write(&mut c, table).map_err(err)?;
-        c.close().map_err(err)?;
-        i += 1;
+    for (col, descr) in rg.cols.iter_mut().zip(descrs) {
+        if let Some(runs) = col.runs() {
+            let (bytes, close) = super::interned::chunk(descr, runs, table).map_err(err)?;
+            g.append_column(&bytes, close).map_err(err)?;
+        } else {
+            let mut c = g.next_column().map_err(err)?.ok_or_else(|| format!("{}: more column buffers than columns", rg.name))?;
+            col.write(&mut c).map_err(err)?;
+            c.close().map_err(err)?;
+        }
+        col.clear();
     }
     g.close().map_err(err)?;
     Ok(())
