@@ -16,6 +16,16 @@ use crate::trace::CtfTrace;
 
 /// Batches in flight per stream in parallel mode.
 const CHANNEL_DEPTH: usize = 2;
+/// Messages per batch of all the streams of a trace together, in parallel mode: each
+/// stream's batches hold this divided by the number of streams, between [`BATCH`] and
+/// [`MAX_BATCH`] messages. A batch handed from a decoding thread to the merging one costs
+/// a wake-up or two (tens of microseconds on a busy two-CPU guest): a 50 M-event trace of
+/// two streams took 7.6 s of CPU with batches of 16 Ki messages against 9.0 s with 1 Ki,
+/// and 4.2 s elapsed against 5.9 s. The budget keeps memory bounded (about 10 MB a
+/// stream at the largest batches, whatever the number of streams).
+const BATCH_BUDGET: usize = 64 << 10;
+/// The largest batch (larger ones gained nothing in the measurement above).
+const MAX_BATCH: usize = 16 << 10;
 
 enum Feed {
     Local(Box<StreamDecoder>),
@@ -62,13 +72,13 @@ impl Source {
     }
 }
 
-fn spawn(mut dec: StreamDecoder) -> Feed {
+fn spawn(mut dec: StreamDecoder, batch: usize) -> Feed {
     let (tx, rx) = sync_channel::<Result<Batch, Error>>(CHANNEL_DEPTH);
     let (back, back_rx) = sync_channel::<Batch>(CHANNEL_DEPTH + 1);
     std::thread::spawn(move || loop {
         let mut b = back_rx.try_recv().unwrap_or_default();
         b.clear();
-        match dec.fill(&mut b, BATCH) {
+        match dec.fill(&mut b, batch) {
             Ok(more) => {
                 if !b.msgs.is_empty() && tx.send(Ok(b)).is_err() {
                     return;
@@ -101,10 +111,12 @@ pub struct Merged<'a> {
 
 impl<'a> Merged<'a> {
     pub(crate) fn new(trace: &'a CtfTrace, parallel: bool) -> Self {
-        let sources = (0..trace.streams().len())
+        let n = trace.streams().len();
+        let batch = (BATCH_BUDGET / n.max(1)).clamp(BATCH, MAX_BATCH);
+        let sources = (0..n)
             .map(|i| {
                 let dec = trace.decoder(i);
-                let feed = if parallel { spawn(dec) } else { Feed::Local(Box::new(dec)) };
+                let feed = if parallel { spawn(dec, batch) } else { Feed::Local(Box::new(dec)) };
                 Source { batch: Batch::default(), cursor: 0, feed, pending: None, ended: false }
             })
             .collect();
