@@ -16,16 +16,27 @@ use crate::trace::CtfTrace;
 
 /// Batches in flight per stream in parallel mode.
 const CHANNEL_DEPTH: usize = 2;
-/// Messages per batch of all the streams of a trace together, in parallel mode: each
-/// stream's batches hold this divided by the number of streams, between [`BATCH`] and
-/// [`MAX_BATCH`] messages. A batch handed from a decoding thread to the merging one costs
-/// a wake-up or two (tens of microseconds on a busy two-CPU guest): a 50 M-event trace of
-/// two streams took 7.6 s of CPU with batches of 16 Ki messages against 9.0 s with 1 Ki,
-/// and 4.2 s elapsed against 5.9 s. The budget keeps memory bounded (about 10 MB a
-/// stream at the largest batches, whatever the number of streams).
+/// Messages per batch of all the streams of a trace together, in parallel mode (an upper
+/// bound on each stream's batches: memory stays bounded whatever the number of streams).
 const BATCH_BUDGET: usize = 64 << 10;
-/// The largest batch (larger ones gained nothing in the measurement above).
+/// The largest batch (larger ones gained nothing in the measurement below).
 const MAX_BATCH: usize = 16 << 10;
+/// Bytes of stream file per message of batch: a stream's batches hold its file size
+/// divided by this, between [`BATCH`] and its share of [`BATCH_BUDGET`].
+///
+/// A batch handed from a decoding thread to the merging one costs a wake-up or two (tens
+/// of microseconds on a busy two-CPU guest): a 50 M-event trace of two 380 MB streams took
+/// 7.6 s of CPU with batches of 16 Ki messages against 9.0 s with 1 Ki, and 4.2 s elapsed
+/// against 5.9 s. Small streams keep small batches: the field traces of a few MB each
+/// (a few hundred kB a stream) were 10–20 % slower with large ones (each fresh batch's
+/// pages are faulted in, and the merge waits longer for every stream's first batch).
+const BYTES_PER_BATCH_MESSAGE: u64 = 4096;
+
+/// Messages per batch of a stream of `bytes` among `streams` streams.
+fn batch_size(bytes: u64, streams: usize) -> usize {
+    let cap = (BATCH_BUDGET / streams.max(1)).clamp(BATCH, MAX_BATCH);
+    usize::try_from(bytes / BYTES_PER_BATCH_MESSAGE).unwrap_or(usize::MAX).clamp(BATCH, cap)
+}
 
 enum Feed {
     Local(Box<StreamDecoder>),
@@ -112,11 +123,10 @@ pub struct Merged<'a> {
 impl<'a> Merged<'a> {
     pub(crate) fn new(trace: &'a CtfTrace, parallel: bool) -> Self {
         let n = trace.streams().len();
-        let batch = (BATCH_BUDGET / n.max(1)).clamp(BATCH, MAX_BATCH);
         let sources = (0..n)
             .map(|i| {
                 let dec = trace.decoder(i);
-                let feed = if parallel { spawn(dec, batch) } else { Feed::Local(Box::new(dec)) };
+                let feed = if parallel { spawn(dec, batch_size(trace.streams()[i].size, n)) } else { Feed::Local(Box::new(dec)) };
                 Source { batch: Batch::default(), cursor: 0, feed, pending: None, ended: false }
             })
             .collect();
