@@ -16,13 +16,17 @@ use crate::trace::CtfTrace;
 
 /// Batches in flight per stream in parallel mode.
 const CHANNEL_DEPTH: usize = 2;
-/// Messages per batch of all the streams of a trace together, in parallel mode (an upper
-/// bound on each stream's batches: memory stays bounded whatever the number of streams).
+/// Messages per batch of all the streams of a trace together, in parallel mode: a
+/// stream's batches hold at most this divided by the number of streams (but never fewer
+/// than [`BATCH`], so a trace of more than 64 streams holds 1 Ki-message batches, as
+/// before this budget), at most [`MAX_BATCH`], and at most a few MiB of values whatever
+/// the count (the decoder's own bound).
 const BATCH_BUDGET: usize = 64 << 10;
 /// The largest batch (larger ones gained nothing in the measurement below).
 const MAX_BATCH: usize = 16 << 10;
 /// Bytes of stream file per message of batch: a stream's batches hold its file size
-/// divided by this, between [`BATCH`] and its share of [`BATCH_BUDGET`].
+/// divided by this, between [`BATCH`] and the smaller of its share of [`BATCH_BUDGET`]
+/// and [`MAX_BATCH`].
 ///
 /// A batch handed from a decoding thread to the merging one costs a wake-up or two (tens
 /// of microseconds on a busy two-CPU guest): a 50 M-event trace of two 380 MB streams took
@@ -201,5 +205,25 @@ impl CtfTrace {
     /// handed over in batches through bounded channels (memory: a few batches per stream).
     pub fn messages_parallel(&self) -> Merged<'_> {
         Merged::new(self, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_grow_with_the_stream_file_within_the_budget() {
+        // A small stream keeps the smallest batch.
+        assert_eq!(batch_size(300 << 10, 9), BATCH);
+        // 8 MiB of file: 2 Ki messages.
+        assert_eq!(batch_size(8 << 20, 2), 2 << 10);
+        // Two 400 MB streams: the largest batch.
+        assert_eq!(batch_size(400 << 20, 2), MAX_BATCH);
+        // Eight: the budget's share.
+        assert_eq!(batch_size(400 << 20, 8), BATCH_BUDGET / 8);
+        // Many streams, or none: never under the smallest batch.
+        assert_eq!(batch_size(400 << 20, 1000), BATCH);
+        assert_eq!(batch_size(u64::MAX, 0), MAX_BATCH);
     }
 }

@@ -23,6 +23,10 @@ use crate::value::{build, Value};
 
 /// Decoded bytes of a stream file that are handed back to the kernel at once.
 const RELEASE_BYTES: usize = 4 << 20;
+/// Bytes of values (slots and text) after which a batch takes no more events, whatever
+/// its count of messages: a batch of large events (long strings, long sequences) stays
+/// a few MiB.
+const BATCH_VALUE_BYTES: usize = 4 << 20;
 
 /// CTF packet header magic.
 pub const PACKET_MAGIC: u64 = 0xC1FC_1FC1;
@@ -168,7 +172,8 @@ impl StreamDecoder {
         Error::Decode { path: self.path.to_path_buf(), offset: base as u64 + f.bit / 8, msg: f.msg }
     }
 
-    /// Decodes up to about `max` messages into `batch`; `Ok(false)` at the end of the file.
+    /// Decodes up to about `max` messages into `batch` (fewer once its values pass
+    /// [`BATCH_VALUE_BYTES`]); `Ok(false)` at the end of the file.
     /// After an error the decoder is done (the messages before it stay in the batch).
     pub(crate) fn fill(&mut self, batch: &mut Batch, max: usize) -> Result<bool, Error> {
         if self.done {
@@ -188,7 +193,7 @@ impl StreamDecoder {
                 batch.packets.push(i.clone());
             }
         }
-        while batch.msgs.len() < target {
+        while batch.msgs.len() < target && batch.out.slots.len() * std::mem::size_of::<Slot>() + batch.out.text.len() < BATCH_VALUE_BYTES {
             if self.cur.is_none() {
                 if self.next_packet >= self.data.len() {
                     self.done = true;

@@ -103,8 +103,8 @@ impl Column {
         }
     }
 
-    /// An empty text column whose values are indices into a table of texts
-    /// ([`Column::put_id`]; the table is given to [`Column::write`]).
+    /// An empty text column whose values are indices into the export's table of texts
+    /// ([`Column::put_id`]; written from its runs by [`super::interned::chunk`]).
     pub fn interned(required: bool) -> Column {
         Column { interned: true, ..Column::new(Kind::Text, required) }
     }
@@ -228,9 +228,9 @@ impl Column {
         self.rep.push(i16::from(i > 0));
     }
 
-    /// Writes the buffered rows to `w` (the writer of this column in the row group) and
-    /// empties the buffers (keeping their capacity). An interned column is written from
-    /// its [`Column::runs`] instead ([`super::interned::chunk`]): here it is only emptied.
+    /// Writes the buffered rows to `w` (the writer of this column in the row group);
+    /// [`Column::clear`] empties them after. An interned column is written from its
+    /// [`Column::runs`] instead ([`super::interned::chunk`]): this writes nothing of it.
     pub fn write(&mut self, w: &mut SerializedColumnWriter<'_>) -> Result<()> {
         let def = (!self.required).then_some(self.def.as_slice());
         let rep = self.is_list().then_some(self.rep.as_slice());

@@ -4,7 +4,7 @@
 //! Those columns hold one of a few texts per row, in long runs (one trace's rows share
 //! its host, session and directory; a stream's rows its file name). Written as plain
 //! values, each row's text is copied into the page and compressed (about 100 bytes a row
-//! for a trace under a relay daemon's tree, most of a writer thread's time); with the
+//! for a trace under a relay daemon's tree, a third of a writer thread's time); with the
 //! library's dictionary encoder, each row's text is hashed. Here the chunk is what a
 //! dictionary encoder would make of it, made from the runs directly:
 //!
@@ -18,8 +18,10 @@
 //!   groups of eight indices (`varint(groups << 1 | 1)` and `width` bytes a group, at most
 //!   63 groups a header, as Arrow's writer does), whichever is smaller.
 //!
-//! The chunk is uncompressed (a few bytes per run) and is appended to the row group as
-//! encoded bytes ([`parquet::file::writer::SerializedRowGroupWriter::append_column`]).
+//! A chunk of nulls only (a trace without `env.hostname`) has no dictionary page and a
+//! `PLAIN` data page of definition levels alone (some readers refuse an empty dictionary).
+//! The chunk is uncompressed (a few bytes per run), has an offset index like the library's
+//! chunks, and is appended to the row group as encoded bytes ([`parquet::file::writer::SerializedRowGroupWriter::append_column`]).
 
 use bytes::Bytes;
 use parquet::basic::{Compression, Encoding};
@@ -27,7 +29,7 @@ use parquet::column::page::{CompressedPage, Page, PageWriter};
 use parquet::column::writer::ColumnCloseResult;
 use parquet::data_type::ByteArray;
 use parquet::errors::{ParquetError, Result};
-use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::metadata::{ColumnChunkMetaData, OffsetIndexBuilder};
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
 
@@ -91,6 +93,7 @@ pub fn chunk(descr: ColumnDescPtr, runs: &[(u32, u32)], table: &[ByteArray]) -> 
     let optional = descr.max_def_level() > 0;
     // The chunk's texts, in order of first use, and each run's index among them.
     let mut used: Vec<u32> = Vec::new();
+    let mut index_of: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
     let mut indices: Vec<(u32, u32)> = Vec::with_capacity(runs.len());
     for &(id, n) in runs.iter().filter(|r| r.1 > 0) {
         if id == NULL_ID {
@@ -102,11 +105,11 @@ pub fn chunk(descr: ColumnDescPtr, runs: &[(u32, u32)], table: &[ByteArray]) -> 
         if id as usize >= table.len() {
             return Err(ParquetError::General(format!("interned column {}: text {id} of {}", descr.path(), table.len())));
         }
-        let i = used.iter().position(|&u| u == id).unwrap_or_else(|| {
+        let i = *index_of.entry(id).or_insert_with(|| {
             used.push(id);
-            used.len() - 1
+            used.len() as u32 - 1
         });
-        indices.push((i as u32, n));
+        indices.push((i, n));
     }
     let mut dict = Vec::new();
     for &id in &used {
@@ -132,34 +135,37 @@ pub fn chunk(descr: ColumnDescPtr, runs: &[(u32, u32)], table: &[ByteArray]) -> 
         data.extend_from_slice(&(enc.len() as u32).to_le_bytes());
         data.extend_from_slice(&enc);
     }
-    // Bit width of the largest index; at least 1 (a width of 0 is valid Parquet, but not
-    // every reader takes it).
-    let width = (32 - (used.len().max(2) as u32 - 1).leading_zeros()).max(1);
-    data.push(width as u8);
-    let present: u64 = indices.iter().map(|r| u64::from(r.1)).sum();
-    let rle_bytes = indices.len() as u64 * (3 + u64::from(width.div_ceil(8)));
-    if rle_bytes <= present * u64::from(width) / 8 + present / 400 + 1 {
-        for (i, n) in indices {
-            rle_run(&mut data, n, i, width);
-        }
-    } else {
-        let values = indices.iter().flat_map(|&(i, n)| std::iter::repeat_n(i, n as usize));
-        bit_packed(&mut data, values, present as usize, width);
-    }
-
     let mut sink = TrackedWrite::new(Vec::new());
     let mut pages = SerializedPageWriter::new(&mut sink);
-    let dict_len = dict.len();
-    let dict_spec = pages.write_page(CompressedPage::new(
-        Page::DictionaryPage { buf: Bytes::from(dict), num_values: used.len() as u32, encoding: Encoding::PLAIN, is_sorted: false },
-        dict_len,
-    ))?;
+    let dict_spec = if used.is_empty() {
+        None
+    } else {
+        // Bit width of the largest index; at least 1 (a width of 0 is valid Parquet, but
+        // not every reader takes it).
+        let width = (32 - (used.len().max(2) as u32 - 1).leading_zeros()).max(1);
+        data.push(width as u8);
+        let present: u64 = indices.iter().map(|r| u64::from(r.1)).sum();
+        let rle_bytes = indices.len() as u64 * (3 + u64::from(width.div_ceil(8)));
+        if rle_bytes <= present * u64::from(width) / 8 + present / 400 + 1 {
+            for &(i, n) in &indices {
+                rle_run(&mut data, n, i, width);
+            }
+        } else {
+            let values = indices.iter().flat_map(|&(i, n)| std::iter::repeat_n(i, n as usize));
+            bit_packed(&mut data, values, present as usize, width);
+        }
+        let dict_len = dict.len();
+        Some(pages.write_page(CompressedPage::new(
+            Page::DictionaryPage { buf: Bytes::from(dict), num_values: used.len() as u32, encoding: Encoding::PLAIN, is_sorted: false },
+            dict_len,
+        ))?)
+    };
     let data_len = data.len();
     let data_spec = pages.write_page(CompressedPage::new(
         Page::DataPage {
             buf: Bytes::from(data),
             num_values: rows as u32,
-            encoding: Encoding::RLE_DICTIONARY,
+            encoding: if dict_spec.is_some() { Encoding::RLE_DICTIONARY } else { Encoding::PLAIN },
             def_level_encoding: Encoding::RLE,
             rep_level_encoding: Encoding::RLE,
             statistics: None,
@@ -169,16 +175,27 @@ pub fn chunk(descr: ColumnDescPtr, runs: &[(u32, u32)], table: &[ByteArray]) -> 
     pages.close()?;
     let bytes = sink.into_inner()?;
     let total = bytes.len() as i64;
+    let encodings = if dict_spec.is_some() { vec![Encoding::PLAIN, Encoding::RLE, Encoding::RLE_DICTIONARY] } else { vec![Encoding::PLAIN, Encoding::RLE] };
     let metadata = ColumnChunkMetaData::builder(descr)
         .set_compression(Compression::UNCOMPRESSED)
-        .set_encodings(vec![Encoding::PLAIN, Encoding::RLE, Encoding::RLE_DICTIONARY])
+        .set_encodings(encodings)
         .set_total_compressed_size(total)
         .set_total_uncompressed_size(total)
         .set_num_values(rows as i64)
-        .set_dictionary_page_offset(Some(dict_spec.offset as i64))
+        .set_dictionary_page_offset(dict_spec.map(|d| d.offset as i64))
         .set_data_page_offset(data_spec.offset as i64)
         .build()?;
-    let close = ColumnCloseResult { bytes_written: total as u64, rows_written: rows, metadata, bloom_filter: None, column_index: None, offset_index: None };
+    let mut offsets = OffsetIndexBuilder::new();
+    offsets.append_row_count(rows as i64);
+    offsets.append_offset_and_size(data_spec.offset as i64, data_spec.compressed_size as i32);
+    let close = ColumnCloseResult {
+        bytes_written: total as u64,
+        rows_written: rows,
+        metadata,
+        bloom_filter: None,
+        column_index: None,
+        offset_index: Some(offsets.build()),
+    };
     Ok((Bytes::from(bytes), close))
 }
 
@@ -229,13 +246,17 @@ mod tests {
         use std::sync::Arc;
 
         let schema = Arc::new(parse_message_type("message m { optional binary h (UTF8); required binary s (UTF8); }").unwrap());
-        let table: Vec<ByteArray> = ["", "host-a", "channel0_0", "channel0_1", "x"].iter().map(|t| ByteArray::from(*t)).collect();
+        let mut table: Vec<ByteArray> = ["", "host-a", "channel0_0", "channel0_1", "x"].iter().map(|t| ByteArray::from(*t)).collect();
+        table.extend((0..300).map(|i| ByteArray::from(format!("stream-{i}").as_str())));
         // Row groups: (h runs, s runs).
         type Runs = Vec<(u32, u32)>;
         let groups: Vec<(Runs, Runs)> = vec![
             (vec![(1, 300_000)], vec![(2, 100_000), (3, 200_000)]),
             (vec![(NULL_ID, 5), (1, 3), (NULL_ID, 1), (0, 2)], (0..11).map(|i| (2 + i % 2, 1)).collect()),
             (vec![(4, 1)], vec![(4, 1)]),
+            // A group of nulls only; 300 texts (a width of 9 bits), bit-packed and as runs.
+            (vec![(NULL_ID, 700)], (0..700).map(|i| (5 + i % 300, 1)).collect()),
+            (vec![(NULL_ID, 1), (1, 2)], (0..300).map(|i| (5 + i, 1)).chain([(7, 5_000)]).take(3).collect()),
         ];
         let mut out = Vec::new();
         let mut w = SerializedFileWriter::new(&mut out, schema, Default::default()).unwrap();
@@ -255,7 +276,17 @@ mod tests {
         for (h, st) in &groups {
             want.extend(expand(h).into_iter().zip(expand(st)));
         }
-        let r = SerializedFileReader::new(Bytes::from(out)).unwrap();
+        let out = Bytes::from(out);
+        // The page index reads (every chunk has its offset index).
+        let opts = parquet::file::serialized_reader::ReadOptionsBuilder::new().with_page_index().build();
+        let r = SerializedFileReader::new_with_options(out.clone(), opts).unwrap();
+        let pi = r.metadata().page_index().expect("a page index");
+        for g in 0..groups.len() {
+            for c in 0..2 {
+                assert_eq!(pi.offset_index(g, c).expect("an offset index").page_locations().len(), 1);
+            }
+        }
+        let r = SerializedFileReader::new(out).unwrap();
         let mut got = Vec::new();
         for row in r.get_row_iter(None).unwrap() {
             let row = row.unwrap();
@@ -268,7 +299,7 @@ mod tests {
         let d = parse_message_type("message m { required binary s (UTF8); }").unwrap();
         let d = parquet::schema::types::SchemaDescriptor::new(Arc::new(d)).column(0);
         assert!(chunk(d.clone(), &[(NULL_ID, 1)], &table).is_err());
-        assert!(chunk(d.clone(), &[(9, 1)], &table).is_err());
+        assert!(chunk(d.clone(), &[(9_999, 1)], &table).is_err());
         assert!(chunk(d, &[], &table).is_err());
     }
 }

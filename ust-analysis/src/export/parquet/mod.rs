@@ -34,11 +34,9 @@ pub mod rows;
 pub mod schema;
 pub mod writer;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
-
-use bytes::Bytes;
+use std::sync::Arc;
 
 use ctf_reader::{Message, Scope};
 use parquet::basic::{Compression, Encoding};
@@ -309,28 +307,10 @@ impl Texts {
             return i;
         }
         let i = self.table.len() as u32;
-        self.table.push(ByteArray::from(Bytes::from_static(forever(s))));
+        self.table.push(ByteArray::from(s.as_bytes().to_vec()));
         self.ids.insert(s.to_string(), i);
         i
     }
-}
-
-/// The process's one copy of `s`, made the first time it is asked for and never freed.
-///
-/// A row of an interned column is a copy of its text's `Bytes` when written: a copy of a
-/// static one costs no reference count (a shared one costs two atomic operations, a
-/// third of the writing of a trace of small events). The texts are host, session, trace
-/// and stream names: a few per exported trace, kept once however many exports a process
-/// runs.
-fn forever(s: &str) -> &'static [u8] {
-    static TEXTS: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let mut texts = TEXTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&t) = texts.get(s) {
-        return t.as_bytes();
-    }
-    let t: &'static str = Box::leak(s.to_owned().into_boxed_str());
-    texts.insert(t);
-    t.as_bytes()
 }
 
 fn put_opt(c: &mut Column, v: Option<u32>) {

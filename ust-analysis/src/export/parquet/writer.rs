@@ -156,13 +156,16 @@ fn write(open: &mut HashMap<usize, (String, FileWriter)>, rg: &mut RowGroup, tab
     };
     let err = |e: parquet::errors::ParquetError| format!("{}: {e}", rg.name);
     let descrs = w.schema_descr().columns().to_vec();
+    if descrs.len() != rg.cols.len() {
+        return Err(format!("{}: {} column buffers for {} columns", rg.name, rg.cols.len(), descrs.len()));
+    }
     let mut g = w.next_row_group().map_err(err)?;
     for (col, descr) in rg.cols.iter_mut().zip(descrs) {
         if let Some(runs) = col.runs() {
             let (bytes, close) = super::interned::chunk(descr, runs, table).map_err(err)?;
             g.append_column(&bytes, close).map_err(err)?;
         } else {
-            let mut c = g.next_column().map_err(err)?.ok_or_else(|| format!("{}: more column buffers than columns", rg.name))?;
+            let mut c = g.next_column().map_err(err)?.ok_or_else(|| format!("{}: a column missing from the row group", rg.name))?;
             col.write(&mut c).map_err(err)?;
             c.close().map_err(err)?;
         }
