@@ -62,7 +62,7 @@ pub struct EventRef<'a> {
     pub cycles: u64,
     /// Nanoseconds from the clock's origin (`None` without a clock).
     pub ns: Option<i64>,
-    pub(crate) raw: RawEvent,
+    pub(crate) raw: &'a RawEvent,
     pub(crate) batch: &'a Batch,
 }
 
@@ -88,7 +88,7 @@ impl<'a> EventRef<'a> {
             Scope::PacketHeader => return self.packet.header.clone(),
             Scope::PacketContext => return self.packet.context.clone(),
         };
-        let slots = scope_slots(&self.batch.out.slots, &self.raw, i);
+        let slots = scope_slots(&self.batch.out.slots, self.raw, i);
         build(ty?, &mut slots.iter(), &self.batch.out.text)
     }
 
@@ -112,7 +112,7 @@ impl<'a> EventRef<'a> {
             Scope::EventPayload => 3,
             Scope::PacketHeader | Scope::PacketContext => return &[],
         };
-        scope_slots(&self.batch.out.slots, &self.raw, i)
+        scope_slots(&self.batch.out.slots, self.raw, i)
     }
 
     /// The type of one event scope (what [`EventRef::slots`] follows), if the event has it.
@@ -150,7 +150,7 @@ pub(crate) fn message<'a>(t: &'a CtfTrace, stream: &'a StreamFile, batch: &'a Ba
         let (b, e) = r?;
         Some((c.to_ns(b).ok()?, c.to_ns(e).ok()?))
     };
-    match batch.msgs[i] {
+    match &batch.msgs[i] {
         RawMsg::Event(raw) => {
             let packet = packet_of(raw.packet);
             let sc = &trace.streams[packet.stream_class];
@@ -166,11 +166,11 @@ pub(crate) fn message<'a>(t: &'a CtfTrace, stream: &'a StreamFile, batch: &'a Ba
                 batch,
             })
         }
-        RawMsg::DiscardedEvents { packet, count, range } => {
+        &RawMsg::DiscardedEvents { packet, count, range } => {
             let packet = packet_of(packet);
             Message::DiscardedEvents(Discarded { stream, packet, count, cycles: range, ns: conv(packet.stream_class, range) })
         }
-        RawMsg::DiscardedPackets { packet, count, range } => {
+        &RawMsg::DiscardedPackets { packet, count, range } => {
             let packet = packet_of(packet);
             Message::DiscardedPackets(Discarded { stream, packet, count: Some(count), cycles: range, ns: conv(packet.stream_class, range) })
         }

@@ -93,7 +93,9 @@ pub fn chunk(descr: ColumnDescPtr, runs: &[(u32, u32)], table: &[ByteArray]) -> 
     let optional = descr.max_def_level() > 0;
     // The chunk's texts, in order of first use, and each run's index among them.
     let mut used: Vec<u32> = Vec::new();
-    let mut index_of: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    // Each text's index in the chunk, by its id (the export's table holds a few texts
+    // per trace: a look-up per run costs a load).
+    let mut index_of: Vec<u32> = vec![NULL_ID; table.len()];
     let mut indices: Vec<(u32, u32)> = Vec::with_capacity(runs.len());
     for &(id, n) in runs.iter().filter(|r| r.1 > 0) {
         if id == NULL_ID {
@@ -105,11 +107,12 @@ pub fn chunk(descr: ColumnDescPtr, runs: &[(u32, u32)], table: &[ByteArray]) -> 
         if id as usize >= table.len() {
             return Err(ParquetError::General(format!("interned column {}: text {id} of {}", descr.path(), table.len())));
         }
-        let i = *index_of.entry(id).or_insert_with(|| {
+        let slot = &mut index_of[id as usize];
+        if *slot == NULL_ID {
+            *slot = used.len() as u32;
             used.push(id);
-            used.len() as u32 - 1
-        });
-        indices.push((i, n));
+        }
+        indices.push((*slot, n));
     }
     let mut dict = Vec::new();
     for &id in &used {
