@@ -4,6 +4,7 @@
 //!
 //! - [`cli`]: the `ust` command: arguments, connection to the daemon, printing, `ust trace`.
 //! - [`crash_dump`]: `ust crash-dump`: traces from the buffer files a crashed daemon left.
+//! - [`heap`]: the command's allocator (glibc's malloc on transparent huge pages).
 //! - [`kernel`]: kernel events for `ust trace --kernel`, written as CTF.
 //! - [`out`]: standard output that a closed pipe ends quietly (exit 141), not in a panic.
 
@@ -13,5 +14,6 @@
 
 pub mod cli;
 pub mod crash_dump;
+pub mod heap;
 pub mod kernel;
 pub mod out;
