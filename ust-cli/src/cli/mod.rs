@@ -101,11 +101,17 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::Status(a) => c::status(a),
         Cmd::View(a) => c::view(a),
         Cmd::Trace(a) => trace::trace(a),
-        Cmd::Report(a) => c::report(a),
+        Cmd::Report(a) => {
+            crate::heap::enable();
+            c::report(a)
+        }
         Cmd::Snapshot(SnapshotCmd::Record(a)) => c::snapshot_record(a),
         Cmd::Snapshot(SnapshotCmd::AddOutput(a)) => c::snapshot_add_output(a),
         Cmd::CrashDump(a) => c::crash_dump(a),
-        Cmd::Export(a) => c::export(a),
+        Cmd::Export(a) => {
+            crate::heap::enable();
+            c::export(a)
+        }
         Cmd::AddTrigger(a) => triggers::add_trigger(a),
         Cmd::ListTriggers(a) => triggers::list_triggers(a),
         Cmd::RemoveTrigger(a) => triggers::remove_trigger(a),
