@@ -65,8 +65,9 @@ std::thread_local! {
 
 /// Puts the memory this process allocates from now on on transparent huge pages (and sets
 /// malloc's parameters, unless the user set them): for the offline tools (`ust report`,
-/// `ust export`), which hold a trace's worth of memory. Does nothing outside glibc, or when
-/// the process's allocator is not [`HugePageHeap`] (the advice is its).
+/// `ust export`), which hold a trace's worth of memory. Does nothing outside glibc; where
+/// the process's allocator is not [`HugePageHeap`], only malloc's parameters change (the
+/// advice is the allocator's).
 pub fn enable() {
     #[cfg(target_env = "gnu")]
     {

@@ -229,8 +229,8 @@ impl Column {
     }
 
     /// Writes the buffered rows to `w` (the writer of this column in the row group);
-    /// [`Column::clear`] empties them after. An interned column is written from its
-    /// [`Column::runs`] instead ([`super::interned::chunk`]): this writes nothing of it.
+    /// [`Column::clear`] empties them after. Not for an interned column: its chunk is
+    /// encoded from its [`Column::runs`] ([`super::interned::chunk`]).
     pub fn write(&mut self, w: &mut SerializedColumnWriter<'_>) -> Result<()> {
         let def = (!self.required).then_some(self.def.as_slice());
         let rep = self.is_list().then_some(self.rep.as_slice());
@@ -241,7 +241,6 @@ impl Column {
             ColumnWriter::DoubleColumnWriter(t) => {
                 t.write_batch(&self.floats, def, rep)?;
             }
-            ColumnWriter::ByteArrayColumnWriter(_) if self.interned => {}
             ColumnWriter::ByteArrayColumnWriter(t) => {
                 let all = Bytes::from(std::mem::take(&mut self.bytes));
                 let mut start = 0;
