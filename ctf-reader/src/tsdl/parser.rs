@@ -11,7 +11,7 @@ pub(crate) const MAX_DEPTH: usize = 64;
 const C_TYPE_WORDS: &[&str] = &["const", "signed", "unsigned", "char", "short", "int", "long", "float", "double", "void", "_Bool", "_Complex", "_Imaginary"];
 
 pub(crate) struct Parser<'a> {
-    toks: &'a [Token],
+    toks: &'a [Token<'a>],
     pos: usize,
     depth: usize,
 }
@@ -19,15 +19,15 @@ pub(crate) struct Parser<'a> {
 type PResult<T> = Result<T, (u32, String)>;
 
 impl<'a> Parser<'a> {
-    pub(crate) fn new(toks: &'a [Token]) -> Self {
+    pub(crate) fn new(toks: &'a [Token<'a>]) -> Self {
         Parser { toks, pos: 0, depth: 0 }
     }
 
-    fn peek(&self) -> &Tok {
+    fn peek(&self) -> &Tok<'a> {
         &self.toks[self.pos.min(self.toks.len() - 1)].kind
     }
 
-    fn peek_at(&self, k: usize) -> &Tok {
+    fn peek_at(&self, k: usize) -> &Tok<'a> {
         &self.toks[(self.pos + k).min(self.toks.len() - 1)].kind
     }
 
@@ -35,7 +35,7 @@ impl<'a> Parser<'a> {
         self.toks[self.pos.min(self.toks.len() - 1)].line
     }
 
-    fn bump(&mut self) -> Tok {
+    fn bump(&mut self) -> Tok<'a> {
         let t = self.peek().clone();
         if self.pos < self.toks.len() - 1 {
             self.pos += 1;
@@ -66,7 +66,7 @@ impl<'a> Parser<'a> {
 
     fn ident(&mut self) -> PResult<String> {
         match self.bump() {
-            Tok::Ident(s) => Ok(s),
+            Tok::Ident(s) => Ok(s.to_string()),
             _ => {
                 self.pos -= 1;
                 self.err("expected an identifier")
@@ -75,7 +75,7 @@ impl<'a> Parser<'a> {
     }
 
     fn is_ident(&self, s: &str) -> bool {
-        matches!(self.peek(), Tok::Ident(i) if i == s)
+        matches!(self.peek(), Tok::Ident(i) if *i == s)
     }
 
     fn enter(&mut self) -> PResult<()> {
@@ -101,9 +101,9 @@ impl<'a> Parser<'a> {
     /// Parses one declaration; `blocks` allows `key = value` attributes and top-level blocks.
     fn parse_decl(&mut self, blocks: bool) -> PResult<Decl> {
         let line = self.line();
-        let blob = self.toks.get(self.pos).and_then(|t| t.blob.clone());
+        let blob = self.toks.get(self.pos).and_then(|t| t.blob.as_deref().cloned());
         if let Tok::Ident(w) = self.peek().clone() {
-            let kind = match w.as_str() {
+            let kind = match w {
                 "trace" => Some(BlockKind::Trace),
                 "env" => Some(BlockKind::Env),
                 "clock" => Some(BlockKind::Clock),
@@ -155,7 +155,7 @@ impl<'a> Parser<'a> {
                 let decls = self.parse_declarators()?;
                 return Ok(Decl::Typedef { spec, decls, line });
             }
-            if blocks && !is_type_keyword(&w) && !C_TYPE_WORDS.contains(&w.as_str()) {
+            if blocks && !is_type_keyword(w) && !C_TYPE_WORDS.contains(&w) {
                 // `key = value;` or `a.b := type;`?
                 let save = self.pos;
                 let key = self.dotted()?;
@@ -216,9 +216,9 @@ impl<'a> Parser<'a> {
             }
             Tok::Str(s) => {
                 self.bump();
-                Ok(Value::Str(s))
+                Ok(Value::Str(s.into()))
             }
-            Tok::Ident(w) if is_type_keyword(&w) => Ok(Value::Type(Box::new(self.parse_type_spec(false)?))),
+            Tok::Ident(w) if is_type_keyword(w) => Ok(Value::Type(Box::new(self.parse_type_spec(false)?))),
             Tok::Ident(_) => Ok(Value::Ident(self.dotted()?)),
             _ => self.err("expected a value"),
         }
@@ -250,7 +250,7 @@ impl<'a> Parser<'a> {
             self.bump();
         }
         let Tok::Ident(w) = self.peek().clone() else { return self.err("expected a type") };
-        match w.as_str() {
+        match w {
             "integer" => {
                 self.bump();
                 Ok(TypeSpec::Integer(self.parse_attrs()?))
@@ -314,11 +314,11 @@ impl<'a> Parser<'a> {
             _ => {
                 let mut words = vec![self.ident()?];
                 while let Tok::Ident(next) = self.peek().clone() {
-                    let continues = C_TYPE_WORDS.contains(&next.as_str()) && C_TYPE_WORDS.contains(&words[0].as_str());
+                    let continues = C_TYPE_WORDS.contains(&next) && C_TYPE_WORDS.contains(&words[0].as_str());
                     if declarator_follows && !continues {
                         break;
                     }
-                    if !declarator_follows && is_type_keyword(&next) {
+                    if !declarator_follows && is_type_keyword(next) {
                         break;
                     }
                     words.push(self.ident()?);
@@ -333,7 +333,7 @@ impl<'a> Parser<'a> {
         match self.peek().clone() {
             Tok::Ident(n) if n != "align" => {
                 self.bump();
-                Some(n)
+                Some(n.to_string())
             }
             _ => None,
         }
@@ -368,7 +368,8 @@ impl<'a> Parser<'a> {
         let mut out = Vec::new();
         while !self.eat('}') {
             let label = match self.bump() {
-                Tok::Ident(s) | Tok::Str(s) => s,
+                Tok::Ident(s) => s.to_string(),
+                Tok::Str(s) => s.into(),
                 _ => {
                     self.pos -= 1;
                     return self.err("expected an enumerator label");
