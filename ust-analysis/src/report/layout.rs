@@ -1,7 +1,8 @@
 //! The kernel trace layouts the report reads, made one. The analyses work on the names of
 //! the earliest layout ust wrote: one `syscall_entry { id, args[6], name }` /
 //! `syscall_exit { id, ret, name }`, and the ftrace `sched_*` field names `pid`,
-//! `prev_pid`, `next_pid`, `old_pid`. [`normalize`] turns into them:
+//! `prev_pid`, `next_pid`, `old_pid`. [`normalize`] turns into them (an entry of LTTng's
+//! layout keeps its named arguments where they are, and [`args`] reads both layouts'):
 //!
 //! - LTTng's layout since lttng-modules 2.7, which `ust trace --kernel` writes too
 //!   ([`ust_kernel::lttng`]): `syscall_entry_<name>` with named arguments,
@@ -53,18 +54,44 @@ pub const PAYLOAD_AT: &str = "payload_at";
 /// sockaddr fields after the arguments.
 const SOCKADDR_TAIL: [&str; 5] = ["family", "dport", "v4addr", "v6addr", "sun_path"];
 
-/// The call's arguments in their order, as numbers where the trace has them: a captured
-/// string `<name>` stands as its pointer `<name>_ptr`, and the capture's `<name>_status`,
-/// `<name>_text` and sockaddr fields are not arguments. A trace without captured fields
-/// (lttng-modules' own: its strings are the arguments) keeps every field.
-fn raw_args(payload: &[(Name, Value)]) -> Vec<Value> {
-    let has = |n: &str| payload.iter().any(|(m, _)| m == n);
-    let captured = payload.iter().any(|(n, _)| n.ends_with("_status"));
-    payload
-        .iter()
-        .filter(|(n, _)| !captured || !(n.ends_with("_status") || n.ends_with("_text") || SOCKADDR_TAIL.contains(&n.as_str()) || has(&format!("{n}_ptr"))))
-        .map(|(_, v)| v.clone())
-        .collect()
+/// Whether the payload field `n` of a system call entry is one of the call's arguments:
+/// a captured string `<name>` stands as its pointer `<name>_ptr`, and the capture's
+/// `<name>_status`, `<name>_text` and sockaddr fields are not arguments. A trace without
+/// captured fields (lttng-modules' own: its strings are the arguments) keeps every field.
+fn is_arg(payload: &[(Name, Value)], captured: bool, n: &str) -> bool {
+    !captured
+        || !(n.ends_with("_status") || n.ends_with("_text") || SOCKADDR_TAIL.contains(&n) || payload.iter().any(|(m, _)| m.strip_suffix("_ptr") == Some(n)))
+}
+
+/// The arguments of a `syscall_entry` in the call's order, as the trace has them: the
+/// `args` list of ust's earliest layout, or the named arguments of LTTng's (the payload
+/// from [`PAYLOAD_AT`] to the fields [`normalize`] added, less what [`is_arg`] leaves
+/// out), read where they are rather than copied into a list for every call.
+pub fn args(e: &Event) -> impl Iterator<Item = &Value> + '_ {
+    let listed = match e.fields.iter().find(|(n, _)| n == "args") {
+        Some((_, Value::List(l))) => Some(l.iter()),
+        _ => None,
+    };
+    let named = match (&listed, e.fields.iter().position(|(n, _)| n == PAYLOAD_AT)) {
+        (None, Some(end)) => {
+            let at = e.int(PAYLOAD_AT).and_then(|a| usize::try_from(a).ok()).unwrap_or(end).min(end);
+            let payload = &e.fields[at..end];
+            let captured = payload.iter().any(|(n, _)| n.ends_with("_status"));
+            Some(payload.iter().filter(move |(n, _)| is_arg(payload, captured, n)).map(|(_, v)| v))
+        }
+        _ => None,
+    };
+    listed.into_iter().flatten().chain(named.into_iter().flatten())
+}
+
+/// An argument as a number: an integer's bits, an enumeration's value; `None` for text.
+pub fn arg_number(v: &Value) -> Option<u64> {
+    match v {
+        Value::Unsigned(u) => Some(*u),
+        Value::Signed(s) => Some(*s as u64),
+        Value::Enum(_, s) => Some(*s as u64),
+        _ => None,
+    }
 }
 
 /// The names `normalize` gives events and fields, made once: each event then takes a
@@ -79,7 +106,6 @@ shared_names! {
     SYSCALL_ENTRY = "syscall_entry";
     SYSCALL_EXIT = "syscall_exit";
     NAME = "name";
-    ARGS = "args";
     PAYLOAD_AT_NAME = PAYLOAD_AT;
     PID = "pid";
     PREV_PID = "prev_pid";
@@ -117,12 +143,12 @@ impl Tasks {
 }
 
 /// How many fields [`normalize`] may add to a kernel event named `name` (as its trace
-/// names it): a system call entry its `payload_at`, `args` and `name`, an exit its `name`;
+/// names it): a system call entry its `payload_at` and `name`, an exit its `name`;
 /// none to the others (a fork's renamed ids replace those it takes away).
 pub fn added_fields(name: &str) -> usize {
     match syscall_of(name) {
         _ if name == "exit_syscall" => 1,
-        Some((true, _, _)) => 3,
+        Some((true, _, _)) => 2,
         Some((false, _, _)) => 1,
         None => 0,
     }
@@ -151,10 +177,8 @@ pub fn normalize(e: &mut Event, n_ctx: usize, map_unknown: bool, tasks: &mut Tas
         let call = name_of_unknown(e, call);
         if entry {
             if !e.fields.iter().any(|(n, _)| n == "args") {
-                let args = raw_args(e.fields.get(n_ctx..).unwrap_or_default());
-                // Where the named arguments start, for the call's text (super::call_text).
+                // Where the named arguments start ([`args`], super::call_text).
                 e.fields.push((PAYLOAD_AT_NAME.clone(), Value::Unsigned(n_ctx as u64)));
-                e.fields.push((ARGS.clone(), Value::List(args)));
             }
             // Only the pre-2.7 exits need their thread's call.
             if pre_2_7 {
@@ -266,7 +290,34 @@ mod tests {
             normalize(&mut e, 1, false, &mut Tasks::default());
             assert!(e.fields.len() <= before + added_fields(name), "{name}: {} fields after {before}", e.fields.len());
         }
-        assert_eq!(added_fields("syscall_entry_read"), 3);
+        assert_eq!(added_fields("syscall_entry_read"), 2);
+    }
+
+    #[test]
+    fn args_are_read_in_place_in_both_layouts() {
+        // LTTng's layout with a captured path: the pointer stands for the string, the
+        // capture's own fields are not arguments.
+        let mut e = ev(
+            "syscall_entry_openat",
+            vec![
+                ("dfd", Value::Signed(-100)),
+                ("filename", Value::Str("/etc/passwd".into())),
+                ("filename_ptr", Value::Unsigned(0x5000)),
+                ("filename_status", Value::Unsigned(0)),
+                ("flags", Value::Unsigned(0o2000000)),
+                ("mode", Value::Unsigned(0)),
+            ],
+        );
+        normalize(&mut e, 1, false, &mut Tasks::default());
+        let got: Vec<Option<u64>> = args(&e).map(arg_number).collect();
+        assert_eq!(got, [Some(-100i64 as u64), Some(0x5000), Some(0o2000000), Some(0)]);
+        // lttng-modules' own: every field is an argument, text included.
+        let mut m = ev("syscall_entry_open", vec![("filename", Value::Str("/a".into())), ("flags", Value::Unsigned(2))]);
+        normalize(&mut m, 1, false, &mut Tasks::default());
+        assert_eq!(args(&m).map(arg_number).collect::<Vec<_>>(), [None, Some(2)]);
+        // ust's earliest layout: its `args` list.
+        let old = ev("syscall_entry", vec![("id", Value::Signed(0)), ("args", Value::List(vec![Value::Unsigned(4), Value::Signed(-1)]))]);
+        assert_eq!(args(&old).map(arg_number).collect::<Vec<_>>(), [Some(4), Some(u64::MAX)]);
     }
 
     #[test]

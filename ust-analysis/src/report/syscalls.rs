@@ -159,16 +159,9 @@ pub fn takes_fd(name: &str) -> bool {
     FD_FIRST.contains(&name)
 }
 
-/// The first argument of a `syscall_entry`.
+/// The first argument of a `syscall_entry` as a number ([`super::layout::args`]).
 pub fn arg0(e: &super::load::Event) -> Option<u64> {
-    match e.fields.iter().find(|(n, _)| n == "args") {
-        Some((_, ust_ctf::reader::Value::List(l))) => match l.first() {
-            Some(ust_ctf::reader::Value::Unsigned(u)) => Some(*u),
-            Some(ust_ctf::reader::Value::Signed(s)) => Some(*s as u64),
-            _ => None,
-        },
-        _ => None,
-    }
+    super::layout::args(e).next().and_then(super::layout::arg_number)
 }
 
 /// The calls of one side (the program's, or ust's) as they complete.

@@ -6,25 +6,12 @@
 use crate::report::fast_hash::HashMap;
 use std::path::Path;
 
-use ust_ctf::reader::Value;
-
 use super::*;
 use crate::report::load::{Domain, Loaded};
 
-/// The arguments of a `syscall_entry` as numbers.
+/// The arguments of a `syscall_entry` as numbers (text as 0).
 fn args(e: &Event) -> Vec<u64> {
-    match e.fields.iter().find(|(n, _)| n == "args") {
-        Some((_, Value::List(l))) => l
-            .iter()
-            .map(|v| match v {
-                Value::Unsigned(u) => *u,
-                Value::Signed(s) => *s as u64,
-                Value::Enum(_, s) => *s as u64,
-                _ => 0,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
+    crate::report::layout::args(e).map(|v| crate::report::layout::arg_number(v).unwrap_or(0)).collect()
 }
 
 /// A system call in progress: name, arguments, entry time.
