@@ -131,6 +131,41 @@ fn parquet_of_lttng_kernel_user_space_and_ust_traces_reads_in_duckdb_as_babeltra
 }
 
 #[test]
+fn a_failed_export_names_no_file_and_a_killed_ones_leftovers_go() {
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pingpong");
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("good");
+    let s = ust_analysis::export::parquet::export(&trace, &good).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&good).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names.len(), s.files, "{names:?}");
+    assert!(names.iter().all(|n| n.ends_with(".parquet") && !n.starts_with('.')), "{names:?}");
+
+    // A file that cannot be made (a directory where its temporary file goes): the export
+    // fails, and the other classes' complete files are neither named nor left.
+    let bad = tmp.path().join("bad");
+    let blocker = bad.join(format!(".{}.tmp", names[0]));
+    std::fs::create_dir_all(&blocker).unwrap();
+    let err = ust_analysis::export::parquet::export(&trace, &bad).unwrap_err();
+    assert!(err.contains(&names[0]) && err.contains("directory"), "{err}");
+    let left: Vec<String> = std::fs::read_dir(&bad).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(left, [blocker.file_name().unwrap().to_str().unwrap()], "only what was there before");
+
+    // What a killed export leaves (hidden temporary files) goes with the next export;
+    // a user's file of another name stays.
+    std::fs::remove_dir(&blocker).unwrap();
+    std::fs::write(bad.join(".stale.parquet.tmp"), b"PAR1 no footer").unwrap();
+    std::fs::write(bad.join("notes.txt"), b"mine").unwrap();
+    ust_analysis::export::parquet::export(&trace, &bad).unwrap();
+    let mut after: Vec<String> = std::fs::read_dir(&bad).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    after.sort();
+    let mut want = names.clone();
+    want.push("notes.txt".into());
+    want.sort();
+    assert_eq!(after, want);
+}
+
+#[test]
 fn a_relay_tree_of_two_hosts_is_one_dataset() {
     let (Some(k), Some(u)) = (field_trace("many-threads"), field_trace("ros2")) else { return };
     let tmp = tempfile::tempdir().unwrap();

@@ -43,7 +43,9 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+/// The kind of a directory entry ([`TraceDir::entries`]).
+pub use rustix::fs::FileType;
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 pub use identity::{as_owner, current as current_identity, Owner};

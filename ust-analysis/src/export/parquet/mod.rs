@@ -49,6 +49,7 @@ use crate::traces::{Member, TraceSet};
 use columns::{Column, Val};
 use rows::{Index, Op};
 use schema::{Kind, Leaf, FIXED};
+use ust_ctf::outdir::TraceDir;
 use writer::{Create, RowGroup, Writers};
 
 /// Rows a class buffers before it writes them as a row group.
@@ -143,7 +144,10 @@ fn file_name(name: &str, used: &mut std::collections::HashSet<String>) -> String
             }
         })
         .collect();
-    let base = if base.is_empty() || base.starts_with('.') { format!("_{base}") } else { base };
+    let mut base = if base.is_empty() || base.starts_with('.') { format!("_{base}") } else { base };
+    // A file name is at most 255 bytes; with `.parquet`, a `-<k>` and the temporary
+    // name's `.` and `.tmp`, 200 leave room (the text is ASCII here).
+    base.truncate(200);
     let mut n = base.clone();
     let mut k = 2;
     while !used.insert(n.clone()) {
@@ -274,13 +278,13 @@ impl ClassFile {
 
     /// Hands the buffered rows to their writer thread as one row group (the file is
     /// created with the first).
-    fn flush(&mut self, index: usize, out: &Path, used: &mut std::collections::HashSet<String>, writers: &Writers) {
+    fn flush(&mut self, index: usize, out: &TraceDir, used: &mut std::collections::HashSet<String>, writers: &Writers) {
         if self.rows == 0 {
             return;
         }
         let create = (!self.created).then(|| {
             let schema = schema::schema(&self.leaves);
-            Create { path: out.join(format!("{}.parquet", file_name(&self.name, used))), props: Arc::new(props(&self.name, &schema)), schema }
+            Create { dir: out.clone(), file: format!("{}.parquet", file_name(&self.name, used)), props: Arc::new(props(&self.name, &schema)), schema }
         });
         self.created = true;
         let fresh = match self.spare.take() {
@@ -326,7 +330,10 @@ fn put_opt(c: &mut Column, v: Option<u32>) {
 /// No trace under `dir`, unreadable metadata, or a failed write.
 pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
     let set = TraceSet::open(dir)?;
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    // Made as its owner, never through another user's link, as every directory ust writes.
+    let out_dir = TraceDir::create(out, None).map_err(|e| format!("{}: {e}", out.display()))?;
+    writer::remove_leftovers(&out_dir).map_err(|e| format!("{}: {e}", out.display()))?;
+    let out = &out_dir;
     let (mut files, plans) = plan(&set);
     // Every text of the interned columns, known before the first row.
     let mut texts = Texts::default();

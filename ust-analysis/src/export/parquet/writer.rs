@@ -9,11 +9,17 @@
 //! next row group. The first error stops a thread's writing (the rows after it are
 //! dropped; [`Writers::failed`] tells the reader to stop) and is returned by
 //! [`Writers::finish`].
+//!
+//! A file is written as `.<file>.tmp` in the output directory and takes its name only
+//! when every file of the export is complete ([`Writers::finish`]): an export that fails
+//! (a full disk) or is killed never leaves a `*.parquet` without its footer, which
+//! DuckDB, pandas and Spark would refuse, nor a dataset missing some of its classes under
+//! the final names. A failed export removes its temporary files; a killed one leaves them
+//! hidden (the next export into the directory removes them, [`remove_leftovers`]).
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
@@ -23,13 +29,17 @@ use parquet::data_type::ByteArray;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::TypePtr;
+use ust_ctf::outdir::TraceDir;
 
 use super::columns::Column;
 
-/// How a file is created: its path, schema and properties (sent with its first row group).
+/// How a file is created: its directory and name, schema and properties (sent with its
+/// first row group).
 pub struct Create {
-    /// Where.
-    pub path: PathBuf,
+    /// The output directory (written as its owner, never through a link: [`TraceDir`]).
+    pub dir: TraceDir,
+    /// The file's name in it (`<class>.parquet`).
+    pub file: String,
     /// The schema of its columns.
     pub schema: TypePtr,
     /// Compression, statistics and key-value metadata.
@@ -51,7 +61,7 @@ pub struct RowGroup {
 /// The writer threads of one export.
 pub struct Writers {
     jobs: Vec<SyncSender<RowGroup>>,
-    threads: Vec<JoinHandle<Result<usize, String>>>,
+    threads: Vec<JoinHandle<Result<Vec<Written>, String>>>,
     back: Receiver<(usize, Vec<Column>)>,
     failed: Arc<AtomicBool>,
 }
@@ -93,15 +103,16 @@ impl Writers {
         self.back.try_iter()
     }
 
-    /// Closes every file (writing its footer) and waits for the threads: the number of
-    /// files written, or the first error.
+    /// Closes every file (writing its footer), waits for the threads, then gives every file
+    /// its name: the number of files written, or the first error (every temporary file
+    /// then removed, no file named).
     pub fn finish(self) -> Result<usize, String> {
         drop(self.jobs);
-        let mut files = 0;
+        let mut done = Vec::new();
         let mut first_err = None;
         for t in self.threads {
             match t.join() {
-                Ok(Ok(n)) => files += n,
+                Ok(Ok(w)) => done.extend(w),
                 Ok(Err(e)) => {
                     first_err.get_or_insert(e);
                 }
@@ -110,15 +121,59 @@ impl Writers {
                 }
             }
         }
-        first_err.map_or(Ok(files), Err)
+        if let Some(e) = first_err {
+            for w in &done {
+                let _ = w.dir.remove(&w.tmp);
+            }
+            return Err(e);
+        }
+        let n = done.len();
+        for (i, w) in done.iter().enumerate() {
+            if let Err(e) = w.dir.rename_to(&w.tmp, &w.dir, &w.file) {
+                for later in &done[i..] {
+                    let _ = later.dir.remove(&later.tmp);
+                }
+                return Err(format!("{}: {e}", w.dir.path().join(&w.file).display()));
+            }
+        }
+        Ok(n)
     }
+}
+
+/// A complete file under its temporary name.
+struct Written {
+    dir: TraceDir,
+    tmp: String,
+    file: String,
+}
+
+/// Removes what a killed export left in `dir`: its hidden `.<file>.parquet.tmp` regular
+/// files (anything else of such a name is left, and refused when a file needs it).
+///
+/// # Errors
+/// The directory cannot be listed.
+pub fn remove_leftovers(dir: &TraceDir) -> std::io::Result<()> {
+    for (name, kind) in dir.entries()? {
+        if kind == ust_ctf::outdir::FileType::RegularFile && name.starts_with('.') && name.ends_with(".parquet.tmp") {
+            let _ = dir.remove(&name);
+        }
+    }
+    Ok(())
 }
 
 type FileWriter = SerializedFileWriter<BufWriter<File>>;
 
-/// A writer thread: row groups until the channel closes, then the footers.
-fn run(rx: Receiver<RowGroup>, table: &[ByteArray], back: &Sender<(usize, Vec<Column>)>, failed: &AtomicBool) -> Result<usize, String> {
-    let mut open: HashMap<usize, (String, FileWriter)> = HashMap::new();
+/// A file being written: the event class (for messages), where it goes, its writer.
+struct Open {
+    name: String,
+    at: Written,
+    w: FileWriter,
+}
+
+/// A writer thread: row groups until the channel closes, then the footers; the files
+/// complete under their temporary names (removed on an error).
+fn run(rx: Receiver<RowGroup>, table: &[ByteArray], back: &Sender<(usize, Vec<Column>)>, failed: &AtomicBool) -> Result<Vec<Written>, String> {
+    let mut open: HashMap<usize, Open> = HashMap::new();
     let mut err: Option<String> = None;
     for mut rg in rx {
         if err.is_some() {
@@ -134,24 +189,44 @@ fn run(rx: Receiver<RowGroup>, table: &[ByteArray], back: &Sender<(usize, Vec<Co
             }
         }
     }
-    if let Some(e) = err {
-        return Err(e);
+    let mut done = Vec::new();
+    for (_, o) in open {
+        if err.is_none() {
+            if let Err(e) = o.w.close() {
+                err = Some(format!("{}: {e}", o.name));
+            }
+        }
+        done.push(o.at);
     }
-    let n = open.len();
-    for (_, (name, w)) in open {
-        w.close().map_err(|e| format!("{name}: {e}"))?;
+    match err {
+        None => Ok(done),
+        Some(e) => {
+            for w in &done {
+                let _ = w.dir.remove(&w.tmp);
+            }
+            Err(e)
+        }
     }
-    Ok(n)
 }
 
-fn write(open: &mut HashMap<usize, (String, FileWriter)>, rg: &mut RowGroup, table: &[ByteArray]) -> Result<(), String> {
+fn write(open: &mut HashMap<usize, Open>, rg: &mut RowGroup, table: &[ByteArray]) -> Result<(), String> {
     if let Some(c) = rg.create.take() {
         // As every file ust writes for a user: created as the output directory's owner.
-        let f = ust_ctf::outdir::create_output_file(&c.path, 0o644).map_err(|e| format!("{}: {e}", c.path.display()))?;
-        let w = SerializedFileWriter::new(BufWriter::with_capacity(1 << 16, f), c.schema, c.props).map_err(|e| format!("{}: {e}", c.path.display()))?;
-        open.insert(rg.file, (rg.name.clone(), w));
+        let tmp = format!(".{}.tmp", c.file);
+        let shown = c.dir.path().join(&tmp);
+        let f = c.dir.create_file(&tmp, 0o644).map_err(|e| format!("{}: {e}", shown.display()))?;
+        let at = Written { dir: c.dir, tmp, file: c.file };
+        match SerializedFileWriter::new(BufWriter::with_capacity(1 << 16, f), c.schema, c.props) {
+            Ok(w) => {
+                open.insert(rg.file, Open { name: rg.name.clone(), at, w });
+            }
+            Err(e) => {
+                let _ = at.dir.remove(&at.tmp);
+                return Err(format!("{}: {e}", shown.display()));
+            }
+        }
     }
-    let Some((_, w)) = open.get_mut(&rg.file) else {
+    let Some(Open { w, .. }) = open.get_mut(&rg.file) else {
         return Err(format!("{}: row group of a file never created", rg.name));
     };
     let err = |e: parquet::errors::ParquetError| format!("{}: {e}", rg.name);
