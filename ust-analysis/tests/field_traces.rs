@@ -141,6 +141,13 @@ fn a_failed_export_names_no_file_and_a_killed_ones_leftovers_go() {
     assert_eq!(names.len(), s.files, "{names:?}");
     assert!(names.iter().all(|n| n.ends_with(".parquet") && !n.starts_with('.')), "{names:?}");
 
+    // One export at a time into a directory.
+    let lock = ust_ctf::outdir::TraceDir::open(&good, None).unwrap().try_lock().unwrap();
+    let err = ust_analysis::export::parquet::export(&trace, &good).unwrap_err();
+    assert!(err.contains("another export"), "{err}");
+    drop(lock);
+    ust_analysis::export::parquet::export(&trace, &good).unwrap();
+
     // A file that cannot be made (a directory where its temporary file goes): the export
     // fails, and the other classes' complete files are neither named nor left.
     let bad = tmp.path().join("bad");
@@ -150,6 +157,21 @@ fn a_failed_export_names_no_file_and_a_killed_ones_leftovers_go() {
     assert!(err.contains(&names[0]) && err.contains("directory"), "{err}");
     let left: Vec<String> = std::fs::read_dir(&bad).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(left, [blocker.file_name().unwrap().to_str().unwrap()], "only what was there before");
+
+    // A link (or anything but a regular file) where a file's final name goes is refused
+    // before the export, not replaced; nothing else is named, and the link's target is
+    // untouched.
+    let linked = tmp.path().join("linked");
+    std::fs::create_dir(&linked).unwrap();
+    let target = tmp.path().join("target");
+    std::fs::write(&target, b"someone else's").unwrap();
+    std::os::unix::fs::symlink(&target, linked.join(&names[1])).unwrap();
+    let err = ust_analysis::export::parquet::export(&trace, &linked).unwrap_err();
+    assert!(err.contains(&names[1]) && err.contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"someone else's");
+    let left: Vec<String> = std::fs::read_dir(&linked).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(left, [names[1].clone()], "the link, and nothing named");
+    assert!(std::fs::symlink_metadata(linked.join(&names[1])).unwrap().file_type().is_symlink());
 
     // What a killed export leaves (hidden temporary files) goes with the next export;
     // a user's file of another name stays.

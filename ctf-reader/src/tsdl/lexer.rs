@@ -58,8 +58,9 @@ pub(crate) const DEFAULT_MEDIA_TYPE: &str = "application/octet-stream";
 /// Splits `text` into tokens; an error names the line and what is wrong.
 pub(crate) fn tokenize(text: &[u8]) -> Result<Vec<Token<'_>>, (u32, String)> {
     // About one token per 4 bytes of LTTng's metadata (81 k tokens in 311 KiB): room for
-    // them at once rather than a doubling copy after copy.
-    let mut out = Vec::with_capacity(text.len() / 4 + 1);
+    // them at once rather than a doubling copy after copy (up to 1 Mi tokens: metadata
+    // that is mostly comments reserves no more than that).
+    let mut out = Vec::with_capacity((text.len() / 4 + 1).min(1 << 20));
     let mut pending_blob: Option<Box<String>> = None;
     let mut i = 0usize;
     let mut line = 1u32;

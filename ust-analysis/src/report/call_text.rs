@@ -285,7 +285,6 @@ mod tests {
         let mut fields: Vec<(Name, Value)> = vec![("tid".into(), Value::Signed(7))];
         fields.extend(payload.into_iter().map(|(n, v)| (n.into(), v)));
         fields.push((super::super::layout::PAYLOAD_AT.into(), Value::Unsigned(1)));
-        fields.push(("args".into(), Value::List(vec![])));
         fields.push(("name".into(), Value::Str(call.into())));
         Event { ts: 0, cpu: 0, name: "syscall_entry".into(), tid: 7, pid: -1, domain: Domain::Kernel, fields }
     }

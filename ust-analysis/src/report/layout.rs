@@ -47,7 +47,8 @@ fn syscall_of(name: &str) -> Option<(bool, &str, bool)> {
 }
 
 /// The field [`normalize`] adds to a `syscall_entry` of LTTng's layout: the index of its
-/// first named argument (the fields from there to `args` are the call's, as recorded).
+/// first named argument (the fields from there to `payload_at` itself are the call's, as
+/// recorded: [`args`]).
 pub const PAYLOAD_AT: &str = "payload_at";
 
 /// The fields a captured argument adds beside the call's own ([`ust_kernel::lttng::entry_fields`]):
@@ -240,6 +241,11 @@ fn fork(e: &mut Event) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first argument as a number.
+    fn arg0(e: &Event) -> Option<u64> {
+        args(e).next().and_then(arg_number)
+    }
     use crate::report::load::Domain;
 
     fn ev(name: &str, fields: Vec<(&str, Value)>) -> Event {
@@ -254,7 +260,7 @@ mod tests {
         normalize(&mut e, 1, true, &mut Tasks::default());
         assert_eq!(e.name, "syscall_entry");
         assert_eq!(e.text("name").as_deref(), Some("read"));
-        assert_eq!(crate::report::syscalls::arg0(&e), Some(3));
+        assert_eq!(arg0(&e), Some(3));
         let mut x = ev("syscall_exit_unknown", vec![("id", Value::Signed(0)), ("ret", Value::Signed(-2))]);
         normalize(&mut x, 1, true, &mut Tasks::default());
         assert_eq!((x.name.as_str(), x.text("name").as_deref(), x.int("ret")), ("syscall_exit", Some("read"), Some(-2)));
@@ -334,7 +340,7 @@ mod tests {
         let mut olds =
             ev("syscall_entry", vec![("id", Value::Signed(0)), ("args", Value::List(vec![Value::Unsigned(4)])), ("name", Value::Str("read".into()))]);
         normalize(&mut olds, 1, true, &mut Tasks::default());
-        assert_eq!((olds.name.as_str(), crate::report::syscalls::arg0(&olds)), ("syscall_entry", Some(4)));
+        assert_eq!((olds.name.as_str(), arg0(&olds)), ("syscall_entry", Some(4)));
     }
 
     #[test]
@@ -342,7 +348,7 @@ mod tests {
         let mut tasks = Tasks::default();
         let mut e = ev("sys_read", vec![("fd", Value::Unsigned(3)), ("buf", Value::Unsigned(0x1000)), ("count", Value::Unsigned(8))]);
         normalize(&mut e, 1, false, &mut tasks);
-        assert_eq!((e.name.as_str(), e.text("name").as_deref(), crate::report::syscalls::arg0(&e)), ("syscall_entry", Some("read"), Some(3)));
+        assert_eq!((e.name.as_str(), e.text("name").as_deref(), arg0(&e)), ("syscall_entry", Some("read"), Some(3)));
         let mut x = ev("exit_syscall", vec![("ret", Value::Signed(8))]);
         normalize(&mut x, 1, false, &mut tasks);
         assert_eq!((x.name.as_str(), x.text("name").as_deref(), x.int("ret")), ("syscall_exit", Some("read"), Some(8)));

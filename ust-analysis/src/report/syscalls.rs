@@ -159,11 +159,6 @@ pub fn takes_fd(name: &str) -> bool {
     FD_FIRST.contains(&name)
 }
 
-/// The first argument of a `syscall_entry` as a number ([`super::layout::args`]).
-pub fn arg0(e: &super::load::Event) -> Option<u64> {
-    super::layout::args(e).next().and_then(super::layout::arg_number)
-}
-
 /// The calls of one side (the program's, or ust's) as they complete.
 #[derive(Default)]
 struct Tally {

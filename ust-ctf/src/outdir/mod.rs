@@ -443,6 +443,40 @@ impl TraceDir {
         })
     }
 
+    /// Refuses `name` (in this directory) unless nothing or a regular file is there: what
+    /// a rename onto it would replace without a word (a link, a directory, a FIFO) is
+    /// refused, with a message that names it, as [`TraceDir::create_file`] refuses it.
+    ///
+    /// # Errors
+    /// The refusal; the system's error.
+    pub fn check_replaceable(&self, name: &str) -> io::Result<()> {
+        check_name(name)?;
+        let kind = as_owner(self.base.owner, || {
+            let dir = self.open_beneath(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| self.explain("", true, e))?;
+            match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => Ok(Some(FileType::from_raw_mode(st.st_mode))),
+                Err(Errno::NOENT) => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        })?;
+        match kind {
+            Some(t) if t != FileType::RegularFile => Err(refusal(&self.path().join(name), &format!("it is {}", kind_name(t)))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes an exclusive lock on this directory (`flock(2)` on a descriptor of it), held
+    /// until the returned descriptor is closed, for one writer at a time of files that
+    /// must not be mixed (an export's).
+    ///
+    /// # Errors
+    /// `WouldBlock` while another holds it; the system's error.
+    pub fn try_lock(&self) -> io::Result<OwnedFd> {
+        let fd = self.open_fd()?;
+        rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+        Ok(fd)
+    }
+
     /// A new descriptor of this directory (`O_RDONLY | O_DIRECTORY`), to hand to another
     /// process.
     ///

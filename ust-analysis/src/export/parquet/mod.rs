@@ -332,6 +332,12 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
     let set = TraceSet::open(dir)?;
     // Made as its owner, never through another user's link, as every directory ust writes.
     let out_dir = TraceDir::create(out, None).map_err(|e| format!("{}: {e}", out.display()))?;
+    // One export at a time into a directory: another's temporary files are not leftovers.
+    // (A file system without locks exports unlocked.)
+    let _lock = match out_dir.try_lock() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Err(format!("{}: another export is writing into this directory", out.display())),
+        lock => lock.ok(),
+    };
     writer::remove_leftovers(&out_dir).map_err(|e| format!("{}: {e}", out.display()))?;
     let out = &out_dir;
     let (mut files, plans) = plan(&set);
@@ -407,6 +413,10 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
     let mut order: Vec<usize> = (0..files.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(files[i].rows));
     for i in order {
+        // After a writer failed, what is left would only be written to be removed.
+        if writers.failed() {
+            break;
+        }
         files[i].flush(i, out, &mut used, &writers);
     }
     sum.files = writers.finish()?;

@@ -11,11 +11,15 @@
 //! [`Writers::finish`].
 //!
 //! A file is written as `.<file>.tmp` in the output directory and takes its name only
-//! when every file of the export is complete ([`Writers::finish`]): an export that fails
-//! (a full disk) or is killed never leaves a `*.parquet` without its footer, which
-//! DuckDB, pandas and Spark would refuse, nor a dataset missing some of its classes under
-//! the final names. A failed export removes its temporary files; a killed one leaves them
-//! hidden (the next export into the directory removes them, [`remove_leftovers`]).
+//! when every file of the export is complete ([`Writers::finish`]; each final name is
+//! checked before the first rename, so only a race with another process can fail one part
+//! way): an export that fails (a full disk) or is killed never leaves a `*.parquet`
+//! without its footer, which DuckDB, pandas and Spark would refuse, nor a dataset missing
+//! some of its classes under the final names. The files are not synced before their
+//! rename: after a power loss or a system crash a named file may still be incomplete. A
+//! failed export removes its temporary files (a writer thread's too when it panics:
+//! [`Written`] removes its file when dropped unnamed); a killed one leaves them hidden
+//! (the next export into the directory removes them, [`remove_leftovers`]).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -122,29 +126,34 @@ impl Writers {
             }
         }
         if let Some(e) = first_err {
-            for w in &done {
-                let _ = w.dir.remove(&w.tmp);
-            }
             return Err(e);
         }
+        for w in &done {
+            w.dir.check_replaceable(&w.file).map_err(|e| format!("{}: {e}", w.file))?;
+        }
         let n = done.len();
-        for (i, w) in done.iter().enumerate() {
-            if let Err(e) = w.dir.rename_to(&w.tmp, &w.dir, &w.file) {
-                for later in &done[i..] {
-                    let _ = later.dir.remove(&later.tmp);
-                }
-                return Err(format!("{}: {e}", w.dir.path().join(&w.file).display()));
-            }
+        for (i, w) in done.iter_mut().enumerate() {
+            w.dir.rename_to(&w.tmp, &w.dir, &w.file).map_err(|e| format!("{}: {e} ({i} of the {n} files were named)", w.dir.path().join(&w.file).display()))?;
+            w.named = true;
         }
         Ok(n)
     }
 }
 
-/// A complete file under its temporary name.
+/// A complete file under its temporary name; removed when dropped before it is named.
 struct Written {
     dir: TraceDir,
     tmp: String,
     file: String,
+    named: bool,
+}
+
+impl Drop for Written {
+    fn drop(&mut self) {
+        if !self.named {
+            let _ = self.dir.remove(&self.tmp);
+        }
+    }
 }
 
 /// Removes what a killed export left in `dir`: its hidden `.<file>.parquet.tmp` regular
@@ -189,42 +198,28 @@ fn run(rx: Receiver<RowGroup>, table: &[ByteArray], back: &Sender<(usize, Vec<Co
             }
         }
     }
+    // On an error every file is dropped unnamed: removed.
+    if let Some(e) = err {
+        return Err(e);
+    }
     let mut done = Vec::new();
     for (_, o) in open {
-        if err.is_none() {
-            if let Err(e) = o.w.close() {
-                err = Some(format!("{}: {e}", o.name));
-            }
-        }
+        o.w.close().map_err(|e| format!("{}: {e}", o.name))?;
         done.push(o.at);
     }
-    match err {
-        None => Ok(done),
-        Some(e) => {
-            for w in &done {
-                let _ = w.dir.remove(&w.tmp);
-            }
-            Err(e)
-        }
-    }
+    Ok(done)
 }
 
 fn write(open: &mut HashMap<usize, Open>, rg: &mut RowGroup, table: &[ByteArray]) -> Result<(), String> {
     if let Some(c) = rg.create.take() {
         // As every file ust writes for a user: created as the output directory's owner.
+        // What the file's name would replace is refused now, not after the export.
+        c.dir.check_replaceable(&c.file).map_err(|e| format!("{}: {e}", c.file))?;
         let tmp = format!(".{}.tmp", c.file);
-        let shown = c.dir.path().join(&tmp);
-        let f = c.dir.create_file(&tmp, 0o644).map_err(|e| format!("{}: {e}", shown.display()))?;
-        let at = Written { dir: c.dir, tmp, file: c.file };
-        match SerializedFileWriter::new(BufWriter::with_capacity(1 << 16, f), c.schema, c.props) {
-            Ok(w) => {
-                open.insert(rg.file, Open { name: rg.name.clone(), at, w });
-            }
-            Err(e) => {
-                let _ = at.dir.remove(&at.tmp);
-                return Err(format!("{}: {e}", shown.display()));
-            }
-        }
+        let f = c.dir.create_file(&tmp, 0o644).map_err(|e| format!("{}: {e}", c.file))?;
+        let at = Written { dir: c.dir, tmp, file: c.file, named: false };
+        let w = SerializedFileWriter::new(BufWriter::with_capacity(1 << 16, f), c.schema, c.props).map_err(|e| format!("{}: {e}", at.file))?;
+        open.insert(rg.file, Open { name: rg.name.clone(), at, w });
     }
     let Some(Open { w, .. }) = open.get_mut(&rg.file) else {
         return Err(format!("{}: row group of a file never created", rg.name));
