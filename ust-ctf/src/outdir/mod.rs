@@ -443,26 +443,67 @@ impl TraceDir {
         })
     }
 
-    /// Refuses `name` (in this directory) unless nothing or a regular file is there: what
-    /// a rename onto it would replace without a word (a link, a directory, a FIFO) is
-    /// refused, with a message that names it, as [`TraceDir::create_file`] refuses it.
+    /// The user whose files this directory's are: the owner's, or this process's
+    /// effective user's.
+    pub fn writer_uid(&self) -> u32 {
+        self.base.owner.map_or_else(|| rustix::process::geteuid().as_raw(), |o| o.uid)
+    }
+
+    /// What is at `name` in this directory, not following a link: its kind and owner's
+    /// user id, or `None` when nothing is.
+    ///
+    /// # Errors
+    /// The system's error.
+    pub fn entry(&self, name: &str) -> io::Result<Option<(FileType, u32)>> {
+        check_name(name)?;
+        self.run(name, false, |d| match rustix::fs::statat(d, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some((FileType::from_raw_mode(st.st_mode), st.st_uid))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// Refuses `name` (in this directory) unless nothing, or a regular file of the writer's
+    /// ([`TraceDir::writer_uid`]), is there: what a rename onto it would replace without a
+    /// word (a link, a directory, a FIFO, another user's file in a shared directory such
+    /// as `/tmp`) is refused, with a message that names it.
     ///
     /// # Errors
     /// The refusal; the system's error.
     pub fn check_replaceable(&self, name: &str) -> io::Result<()> {
-        check_name(name)?;
-        let kind = as_owner(self.base.owner, || {
-            let dir = self.open_beneath(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| self.explain("", true, e))?;
-            match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) => Ok(Some(FileType::from_raw_mode(st.st_mode))),
-                Err(Errno::NOENT) => Ok(None),
-                Err(e) => Err(e.into()),
-            }
-        })?;
-        match kind {
-            Some(t) if t != FileType::RegularFile => Err(refusal(&self.path().join(name), &format!("it is {}", kind_name(t)))),
+        match self.entry(name)? {
+            Some((t, _)) if t != FileType::RegularFile => Err(refusal(&self.path().join(name), &format!("it is {}", kind_name(t)))),
+            Some((_, uid)) if uid != self.writer_uid() => Err(refusal(&self.path().join(name), &format!("it is a file of user {uid}'s"))),
             _ => Ok(()),
         }
+    }
+
+    /// Renames each `(from, to)` within this directory, in order, through one descriptor of
+    /// it, after checking every `to` as [`TraceDir::check_replaceable`] does: the names of
+    /// a set of files made under temporary names, given together (the fewer system calls,
+    /// the shorter the time in which only some are named).
+    ///
+    /// # Errors
+    /// How many were renamed, and the refusal (naming the path) or the system's error on
+    /// the next (naming both names).
+    pub fn rename_all(&self, pairs: &[(String, String)]) -> Result<(), (usize, io::Error)> {
+        for (from, to) in pairs {
+            check_name(from).and_then(|()| check_name(to)).map_err(|e| (0, e))?;
+            self.check_replaceable(to).map_err(|e| (0, e))?;
+        }
+        let mut done = 0;
+        as_owner(self.base.owner, || {
+            let d = self.open_beneath(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| self.explain("", true, e))?;
+            for (from, to) in pairs {
+                rustix::fs::renameat(&d, from.as_str(), &d, to.as_str()).map_err(|e| {
+                    let e = self.explain(to, false, e);
+                    io::Error::new(e.kind(), format!("renaming {from} to {}: {e}", self.path().join(to).display()))
+                })?;
+                done += 1;
+            }
+            Ok(())
+        })
+        .map_err(|e| (done, e))
     }
 
     /// Takes an exclusive lock on this directory (`flock(2)` on a descriptor of it), held

@@ -4,7 +4,11 @@
 //!
 //! - With an owner ([`Owner`]): the whole path is resolved, and its missing directories
 //!   made, as that user ([`super::identity::as_owner`]). Their symbolic links are followed
-//!   with their rights, so the path leads only where they could write themselves.
+//!   with their rights, so the path leads only where they could write themselves — except
+//!   `/proc`'s magic links (`/proc/<pid>/cwd`, `/proc/self/fd/3`), which root's
+//!   capabilities (`CAP_SYS_PTRACE`) would open for them whatever their file-system
+//!   identity: when root walks for a user, a path through one is refused
+//!   (`RESOLVE_NO_MAGICLINKS`).
 //! - Without, in a process that is not root: as the process (the kernel's checks are the
 //!   user's own).
 //! - Without, as root: root follows the path only while root alone controls it, and hands
@@ -29,7 +33,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 
 use super::identity::{as_owner, Owner};
 use super::refusal;
@@ -48,9 +52,10 @@ pub(super) fn output_dir(path: &Path, owner: Option<Owner>, create: bool) -> io:
     if owner.is_none() && rustix::process::geteuid().is_root() {
         return root_walk(&path, create);
     }
+    let for_user = owner.is_some() && rustix::process::geteuid().is_root();
     let fd = as_owner(owner, || {
         let root = rustix::fs::open("/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        walk_as_user(root, components(&path), create)
+        walk_as_user(root, components(&path), create, for_user)
     })?;
     Ok((fd, owner))
 }
@@ -69,11 +74,13 @@ fn components(path: &Path) -> VecDeque<OsString> {
 
 /// Resolves `rest` from `start` with the calling thread's identity (a user's), following
 /// symbolic links and making missing directories when `create`; the last one opened for
-/// reading.
-fn walk_as_user(start: OwnedFd, rest: VecDeque<OsString>, create: bool) -> io::Result<OwnedFd> {
+/// reading. `for_user`: root walks for the user, so no magic link of `/proc` is followed
+/// (see the module docs).
+fn walk_as_user(start: OwnedFd, rest: VecDeque<OsString>, create: bool, for_user: bool) -> io::Result<OwnedFd> {
+    let resolve = if for_user { ResolveFlags::NO_MAGICLINKS } else { ResolveFlags::empty() };
     let mut cur = start;
     for c in rest {
-        let open = |at: &OwnedFd| rustix::fs::openat(at, c.as_os_str(), OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty());
+        let open = |at: &OwnedFd| rustix::fs::openat2(at, c.as_os_str(), OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty(), resolve);
         cur = match open(&cur) {
             Err(rustix::io::Errno::NOENT) if create && c != ".." => {
                 mkdir(&cur, &c, 0o777)?;
@@ -129,7 +136,7 @@ fn root_walk(path: &Path, create: bool) -> io::Result<(OwnedFd, Option<Owner>)> 
                 todo.push_front(c);
                 (cur, todo)
             };
-            let dir = as_owner(Some(owner), || walk_as_user(start, rest, create))?;
+            let dir = as_owner(Some(owner), || walk_as_user(start, rest, create, true))?;
             return Ok((dir, Some(owner)));
         }
         at.push(&c);

@@ -283,6 +283,51 @@ fn root_hands_a_path_over_where_a_user_controls_it() {
 }
 
 #[test]
+fn root_follows_no_magic_link_for_a_user_nor_replaces_their_files() {
+    let Some(nobody) = nobody_as_root() else { return };
+    let tmp = open_tmp();
+    // A process of root's whose working directory the user may not reach.
+    let private = tmp.path().join("private");
+    std::fs::create_dir_all(private.join("sub")).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // Anyone may write in it, once there: only the way in is closed.
+    std::fs::set_permissions(private.join("sub"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut sleeper = std::process::Command::new("sleep").arg("30").current_dir(private.join("sub")).spawn().unwrap();
+    let home = tmp.path().join("home");
+    users_dir(&home, nobody);
+    let link = home.join("plink");
+    std::os::unix::fs::symlink(format!("/proc/{}/cwd", sleeper.id()), &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(nobody.uid), Some(nobody.gid)).unwrap();
+    // Followed as the user, but /proc's link would be opened with root's CAP_SYS_PTRACE.
+    let e = TraceDir::create(&link.join("t"), None).unwrap_err();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+    assert!(!private.join("sub/t").exists());
+
+    // A shared directory (sticky, as /tmp): another user's file is not replaced, nor
+    // counted as the writer's.
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let theirs = shared.join("x.parquet");
+    std::fs::write(&theirs, b"theirs").unwrap();
+    std::os::unix::fs::chown(&theirs, Some(nobody.uid), Some(nobody.gid)).unwrap();
+    std::fs::write(shared.join(".x.tmp"), b"mine").unwrap();
+    let d = TraceDir::open(&shared, None).unwrap();
+    assert_eq!(d.writer_uid(), 0);
+    assert_eq!(d.entry("x.parquet").unwrap(), Some((FileType::RegularFile, nobody.uid)));
+    refused(&d.check_replaceable("x.parquet").unwrap_err(), &theirs, &format!("user {}", nobody.uid));
+    let (k, e) = d.rename_all(&[(".x.tmp".into(), "y.parquet".into()), (".x.tmp".into(), "x.parquet".into())]).unwrap_err();
+    assert_eq!(k, 0, "checked before the first rename");
+    refused(&e, &theirs, "user");
+    assert_eq!(std::fs::read(&theirs).unwrap(), b"theirs");
+    d.rename_all(&[(".x.tmp".into(), "y.parquet".into())]).unwrap();
+    assert_eq!(std::fs::read(shared.join("y.parquet")).unwrap(), b"mine");
+    assert_eq!(current_identity(), Owner { uid: 0, gid: 0 });
+}
+
+#[test]
 fn taking_an_identity_without_the_right_fails_and_changes_nothing() {
     // As root, on a thread that gave up root for good (ids are per thread on Linux).
     let check = || {

@@ -11,15 +11,19 @@
 //! [`Writers::finish`].
 //!
 //! A file is written as `.<file>.tmp` in the output directory and takes its name only
-//! when every file of the export is complete ([`Writers::finish`]; each final name is
-//! checked before the first rename, so only a race with another process can fail one part
-//! way): an export that fails (a full disk) or is killed never leaves a `*.parquet`
-//! without its footer, which DuckDB, pandas and Spark would refuse, nor a dataset missing
-//! some of its classes under the final names. The files are not synced before their
-//! rename: after a power loss or a system crash a named file may still be incomplete. A
-//! failed export removes its temporary files (a writer thread's too when it panics:
-//! [`Written`] removes its file when dropped unnamed); a killed one leaves them hidden
-//! (the next export into the directory removes them, [`remove_leftovers`]).
+//! when every file of the export is complete ([`Writers::finish`]): every final name is
+//! checked first (nothing but a regular file of the writer's is replaced), then all are
+//! renamed in one pass through one descriptor of the directory ([`TraceDir::rename_all`]).
+//! An export that fails (a full disk) or is killed before that pass never leaves a
+//! `*.parquet` without its footer, which DuckDB, pandas and Spark would refuse, nor a
+//! dataset missing some of its classes under the final names; a kill during the pass (a
+//! rename per file, about a millisecond for 181 files) leaves the files named so far. The
+//! files are not synced before their rename: after a power loss or a system crash a named
+//! file may still be incomplete. A failed export removes its temporary files (a writer
+//! thread's too when it panics: [`Written`] removes its file when dropped unnamed); a
+//! killed one leaves them hidden (the next export into the directory removes them,
+//! [`remove_leftovers`]). One export at a time writes into a directory (a lock on it,
+//! taken by [`super::export`]).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -128,13 +132,20 @@ impl Writers {
         if let Some(e) = first_err {
             return Err(e);
         }
-        for w in &done {
-            w.dir.check_replaceable(&w.file).map_err(|e| format!("{}: {e}", w.file))?;
-        }
+        let Some(dir) = done.first().map(|w| w.dir.clone()) else { return Ok(0) };
+        let pairs: Vec<(String, String)> = done.iter().map(|w| (w.tmp.clone(), w.file.clone())).collect();
         let n = done.len();
-        for (i, w) in done.iter_mut().enumerate() {
-            w.dir.rename_to(&w.tmp, &w.dir, &w.file).map_err(|e| format!("{}: {e} ({i} of the {n} files were named)", w.dir.path().join(&w.file).display()))?;
+        let named = dir.rename_all(&pairs);
+        let k = match &named {
+            Ok(()) => n,
+            Err((k, _)) => *k,
+        };
+        for w in &mut done[..k] {
             w.named = true;
+        }
+        if let Err((k, e)) = named {
+            let also = if k > 0 { format!(" ({k} of the {n} files were named)") } else { String::new() };
+            return Err(format!("{e}{also}"));
         }
         Ok(n)
     }
@@ -157,13 +168,18 @@ impl Drop for Written {
 }
 
 /// Removes what a killed export left in `dir`: its hidden `.<file>.parquet.tmp` regular
-/// files (anything else of such a name is left, and refused when a file needs it).
+/// files of the writer's ([`TraceDir::writer_uid`]; anything else of such a name, another
+/// user's in a shared directory, is left, and refused when a file needs it).
 ///
 /// # Errors
 /// The directory cannot be listed.
 pub fn remove_leftovers(dir: &TraceDir) -> std::io::Result<()> {
-    for (name, kind) in dir.entries()? {
-        if kind == ust_ctf::outdir::FileType::RegularFile && name.starts_with('.') && name.ends_with(".parquet.tmp") {
+    let me = dir.writer_uid();
+    for (name, _) in dir.entries()? {
+        if name.starts_with('.')
+            && name.ends_with(".parquet.tmp")
+            && matches!(dir.entry(&name), Ok(Some((ust_ctf::outdir::FileType::RegularFile, uid))) if uid == me)
+        {
             let _ = dir.remove(&name);
         }
     }
