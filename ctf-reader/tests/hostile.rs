@@ -222,3 +222,24 @@ proptest! {
         let _ = ctf_reader::parse_metadata(&text, Path::new("m"));
     }
 }
+
+#[test]
+fn metadata_is_read_only_from_a_regular_file_of_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = "/* CTF 1.8 */ trace { major = 1; minor = 8; byte_order = le; };";
+    let dir = tsdl_trace(tmp.path(), text, &[]);
+    assert!(ctf_reader::CtfTrace::open(&dir).is_ok());
+    // A link to metadata elsewhere (a file of root's, planted by a user): not read, so
+    // nothing of it is quoted in a syntax error.
+    let elsewhere = tmp.path().join("secret");
+    std::fs::write(&elsewhere, "hunter2 = password;\n").unwrap();
+    std::fs::remove_file(dir.join("metadata")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("metadata")).unwrap();
+    let e = ctf_reader::CtfTrace::open(&dir).err().expect("a link is refused").to_string();
+    assert!(e.contains("symbolic link") && !e.contains("hunter2"), "{e}");
+    // Nor a FIFO (the read would block).
+    std::fs::remove_file(dir.join("metadata")).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(dir.join("metadata")).status().unwrap().success());
+    let e = ctf_reader::CtfTrace::open(&dir).err().expect("a FIFO is refused").to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+}
