@@ -40,7 +40,7 @@ mod value;
 pub use clock::Clock;
 pub use decode::Slot;
 pub use error::{Error, MetadataError};
-pub use merge::Merged;
+pub use merge::{Merged, Prepare};
 pub use metadata::{depacketize, parse_metadata, read_metadata, METADATA_MAGIC};
 pub use model::*;
 pub use reader::{Discarded, EventRef, Message, StreamIter};

@@ -4,15 +4,31 @@
 //! decoded either on the calling thread or on a thread of its own that hands batches over
 //! bounded channels and gets the emptied ones back, so memory stays a few batches per
 //! stream whatever the trace size.
+//!
+//! A caller that turns every message into a value of its own can have that done on the
+//! decoding threads too ([`CtfTrace::messages_prepared`], [`Prepare`]): the merging thread
+//! then gets each message with its value, and the work is spread over the CPUs.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
 
+use crate::compiled::Compiled;
 use crate::error::Error;
-use crate::reader::{message, Message, BATCH};
+use crate::reader::{message, message_in, Message, BATCH};
 use crate::stream::{Batch, RawMsg, StreamDecoder};
-use crate::trace::CtfTrace;
+use crate::trace::{CtfTrace, StreamFile};
+
+/// What a decoding thread does with each message of its stream before the merge
+/// ([`CtfTrace::messages_prepared`]): called once per stream, on the stream's thread, it
+/// returns the function that turns each of the stream's messages, in file order, into a
+/// value handed to the merging thread with the message. The function may keep state
+/// across the messages of its stream (a cache per event class).
+pub type Prepare<T> = Arc<dyn Fn() -> Box<dyn FnMut(&Message<'_>) -> T + Send> + Send + Sync>;
+
+/// A stream's preparing function on its thread.
+type PrepareFn<T> = Box<dyn FnMut(&Message<'_>) -> T + Send>;
 
 /// Batches in flight per stream in parallel mode.
 const CHANNEL_DEPTH: usize = 2;
@@ -42,20 +58,27 @@ fn batch_size(bytes: u64, streams: usize) -> usize {
     usize::try_from(bytes / BYTES_PER_BATCH_MESSAGE).unwrap_or(usize::MAX).clamp(BATCH, cap)
 }
 
-enum Feed {
-    Local(Box<StreamDecoder>),
-    Remote { rx: Receiver<Result<Batch, Error>>, back: SyncSender<Batch> },
+enum Feed<T> {
+    Local { dec: Box<StreamDecoder>, prep: Option<(PrepareFn<T>, Arc<Compiled>, StreamFile)> },
+    Remote { rx: Receiver<Result<(Batch, Vec<T>), Error>>, back: SyncSender<Batch> },
 }
 
-struct Source {
+struct Source<T> {
     batch: Batch,
+    /// The prepared values of the batch's messages from the cursor on (none unprepared).
+    prepared: std::vec::IntoIter<T>,
     cursor: usize,
-    feed: Feed,
+    feed: Feed<T>,
     pending: Option<Error>,
     ended: bool,
 }
 
-impl Source {
+/// The prepared values of a batch's messages, in order.
+fn prepare_all<T>(f: &mut PrepareFn<T>, cx: &Compiled, stream: &StreamFile, b: &Batch) -> Vec<T> {
+    (0..b.msgs.len()).map(|i| f(&message_in(cx, stream, b, i))).collect()
+}
+
+impl<T: Send + 'static> Source<T> {
     /// Makes the cursor point at a message; `false` when the stream has no more (check
     /// `pending` for the error that ended it).
     fn ready(&mut self) -> bool {
@@ -65,18 +88,24 @@ impl Source {
             }
             self.cursor = 0;
             match &mut self.feed {
-                Feed::Local(dec) => {
+                Feed::Local { dec, prep } => {
                     self.batch.clear();
                     match dec.fill(&mut self.batch, BATCH) {
                         Ok(more) => self.ended = !more,
                         Err(e) => self.pending = Some(e),
+                    }
+                    if let Some((f, cx, stream)) = prep {
+                        self.prepared = prepare_all(f, cx, stream, &self.batch).into_iter();
                     }
                 }
                 Feed::Remote { rx, back } => {
                     let old = std::mem::take(&mut self.batch);
                     let _ = back.try_send(old);
                     match rx.recv() {
-                        Ok(Ok(b)) => self.batch = b,
+                        Ok(Ok((b, p))) => {
+                            self.batch = b;
+                            self.prepared = p.into_iter();
+                        }
                         Ok(Err(e)) => self.pending = Some(e),
                         Err(_) => self.ended = true,
                     }
@@ -87,51 +116,68 @@ impl Source {
     }
 }
 
-fn spawn(mut dec: StreamDecoder, batch: usize) -> Feed {
-    let (tx, rx) = sync_channel::<Result<Batch, Error>>(CHANNEL_DEPTH);
+fn spawn<T: Send + 'static>(mut dec: StreamDecoder, batch: usize, prep: Option<(Prepare<T>, Arc<Compiled>, StreamFile)>) -> Feed<T> {
+    let (tx, rx) = sync_channel::<Result<(Batch, Vec<T>), Error>>(CHANNEL_DEPTH);
     let (back, back_rx) = sync_channel::<Batch>(CHANNEL_DEPTH + 1);
-    std::thread::spawn(move || loop {
-        let mut b = back_rx.try_recv().unwrap_or_default();
-        b.clear();
-        match dec.fill(&mut b, batch) {
-            Ok(more) => {
-                if !b.msgs.is_empty() && tx.send(Ok(b)).is_err() {
+    std::thread::spawn(move || {
+        let mut prep = prep.map(|(make, cx, stream)| (make(), cx, stream));
+        let mut prepared = |b: &Batch| match &mut prep {
+            Some((f, cx, stream)) => prepare_all(f, cx, stream, b),
+            None => Vec::new(),
+        };
+        loop {
+            let mut b = back_rx.try_recv().unwrap_or_default();
+            b.clear();
+            match dec.fill(&mut b, batch) {
+                Ok(more) => {
+                    if !b.msgs.is_empty() {
+                        let p = prepared(&b);
+                        if tx.send(Ok((b, p))).is_err() {
+                            return;
+                        }
+                    }
+                    if !more {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    if !b.msgs.is_empty() {
+                        let p = prepared(&b);
+                        let _ = tx.send(Ok((b, p)));
+                    }
+                    let _ = tx.send(Err(e));
                     return;
                 }
-                if !more {
-                    return;
-                }
-            }
-            Err(e) => {
-                if !b.msgs.is_empty() {
-                    let _ = tx.send(Ok(b));
-                }
-                let _ = tx.send(Err(e));
-                return;
             }
         }
     });
     Feed::Remote { rx, back }
 }
 
-/// The messages of all streams of a trace, merged by time.
-pub struct Merged<'a> {
+/// The messages of all streams of a trace, merged by time; with `T`, each with the value
+/// its decoding thread prepared ([`CtfTrace::messages_prepared`]).
+pub struct Merged<'a, T = ()> {
     trace: &'a CtfTrace,
-    sources: Vec<Source>,
+    sources: Vec<Source<T>>,
     heap: BinaryHeap<Reverse<(i64, usize)>>,
     last: Option<usize>,
     started: bool,
     errors: VecDeque<Error>,
 }
 
-impl<'a> Merged<'a> {
-    pub(crate) fn new(trace: &'a CtfTrace, parallel: bool) -> Self {
+impl<'a, T: Send + 'static> Merged<'a, T> {
+    pub(crate) fn new(trace: &'a CtfTrace, parallel: bool, prep: Option<Prepare<T>>) -> Self {
         let n = trace.streams().len();
         let sources = (0..n)
             .map(|i| {
                 let dec = trace.decoder(i);
-                let feed = if parallel { spawn(dec, batch_size(trace.streams()[i].size, n)) } else { Feed::Local(Box::new(dec)) };
-                Source { batch: Batch::default(), cursor: 0, feed, pending: None, ended: false }
+                let prep = prep.clone().map(|p| (p, trace.cx.clone(), trace.streams()[i].clone()));
+                let feed = if parallel {
+                    spawn(dec, batch_size(trace.streams()[i].size, n), prep)
+                } else {
+                    Feed::Local { dec: Box::new(dec), prep: prep.map(|(make, cx, stream)| (make(), cx, stream)) }
+                };
+                Source { batch: Batch::default(), prepared: Vec::new().into_iter(), cursor: 0, feed, pending: None, ended: false }
             })
             .collect();
         Merged { trace, sources, heap: BinaryHeap::new(), last: None, started: false, errors: VecDeque::new() }
@@ -158,9 +204,37 @@ impl<'a> Merged<'a> {
     }
 
     /// The next message by time; an error that stopped one stream is returned once, and
-    /// the other streams go on.
+    /// the other streams go on. (Its prepared value, if any, is dropped: see
+    /// [`Merged::next_prepared`].)
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Result<Message<'_>, Error>> {
+        match self.advance()? {
+            Ok(i) => {
+                let s = &mut self.sources[i];
+                let _ = s.prepared.next();
+                Some(Ok(message(self.trace, &self.trace.streams()[i], &s.batch, s.cursor)))
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// [`Merged::next`] with the value the message's decoding thread prepared; `None` in
+    /// place of the value only where no function prepares them
+    /// ([`CtfTrace::messages`], [`CtfTrace::messages_parallel`]).
+    pub fn next_prepared(&mut self) -> Option<Result<(Message<'_>, Option<T>), Error>> {
+        match self.advance()? {
+            Ok(i) => {
+                let s = &mut self.sources[i];
+                let v = s.prepared.next();
+                Some(Ok((message(self.trace, &self.trace.streams()[i], &s.batch, s.cursor), v)))
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Moves to the next message by time: its stream's index, or an error that stopped a
+    /// stream.
+    fn advance(&mut self) -> Option<Result<usize, Error>> {
         if !self.started {
             self.started = true;
             for i in 0..self.sources.len() {
@@ -189,8 +263,7 @@ impl<'a> Merged<'a> {
         }
         let &Reverse((_, i)) = self.heap.peek()?;
         self.last = Some(i);
-        let s = &self.sources[i];
-        Some(Ok(message(self.trace, &self.trace.streams()[i], &s.batch, s.cursor)))
+        Some(Ok(i))
     }
 }
 
@@ -198,13 +271,20 @@ impl CtfTrace {
     /// Iterates the messages of every stream merged by time (ties: stream file order),
     /// decoding on the calling thread.
     pub fn messages(&self) -> Merged<'_> {
-        Merged::new(self, false)
+        Merged::new(self, false, None)
     }
 
     /// Like [`CtfTrace::messages`], with each stream decoded on a thread of its own and
     /// handed over in batches through bounded channels (memory: a few batches per stream).
     pub fn messages_parallel(&self) -> Merged<'_> {
-        Merged::new(self, true)
+        Merged::new(self, true, None)
+    }
+
+    /// Like [`CtfTrace::messages_parallel`], each message with the value `prepare` made of
+    /// it on its stream's decoding thread ([`Merged::next_prepared`]): work that needs no
+    /// other stream is spread over the CPUs instead of done by the merging thread.
+    pub fn messages_prepared<T: Send + 'static>(&self, prepare: Prepare<T>) -> Merged<'_, T> {
+        Merged::new(self, true, Some(prepare))
     }
 }
 

@@ -2,6 +2,7 @@
 //! stream alone ([`StreamIter`]).
 
 use crate::clock::Clock;
+use crate::compiled::Compiled;
 use crate::decode::Slot;
 use crate::error::Error;
 use crate::model::{EventClass, FieldType, Scope, StreamClass, Trace};
@@ -143,10 +144,16 @@ impl<'a> EventRef<'a> {
 
 /// Turns message `i` of `batch` into a [`Message`].
 pub(crate) fn message<'a>(t: &'a CtfTrace, stream: &'a StreamFile, batch: &'a Batch, i: usize) -> Message<'a> {
-    let trace = t.metadata();
+    message_in(&t.cx, stream, batch, i)
+}
+
+/// [`message`] from the compiled metadata alone (on a decoding thread, which holds it and
+/// its stream file, not the [`CtfTrace`]).
+pub(crate) fn message_in<'a>(cx: &'a Compiled, stream: &'a StreamFile, batch: &'a Batch, i: usize) -> Message<'a> {
+    let trace = &cx.trace;
     let packet_of = |p: u32| &*batch.packets[p as usize];
     let conv = |sc: usize, r: Option<(u64, u64)>| -> Option<(i64, i64)> {
-        let c: &Clock = t.cx.streams[sc].clock.as_ref()?;
+        let c: &Clock = cx.streams[sc].clock.as_ref()?;
         let (b, e) = r?;
         Some((c.to_ns(b).ok()?, c.to_ns(e).ok()?))
     };

@@ -11,7 +11,8 @@ use crate::error::Error;
 use crate::files::FileData;
 use crate::model::Trace;
 
-/// One data stream file of a trace.
+/// One data stream file of a trace (cheap to clone: its data is shared).
+#[derive(Clone)]
 pub struct StreamFile {
     /// Path of the file.
     pub path: Arc<Path>,

@@ -36,6 +36,7 @@ fn muxed(name: &str, events: usize, stale: usize) {
     assert_eq!(compare(name, &ours, &theirs), stale, "{name}: stale strings");
     assert_eq!(count_events(&ours), events, "{name}: events (README)");
     assert!(our_lines(&dir, "parallel") == ours, "{name}: parallel merge differs from sequential merge");
+    assert!(our_lines(&dir, "prepared") == ours, "{name}: prepared merge differs from sequential merge");
 }
 
 #[test]

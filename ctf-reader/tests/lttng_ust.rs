@@ -121,4 +121,5 @@ fn lttng_ust_200k_events_with_contexts() {
     assert_eq!(first["sctx"]["procname"], "bench");
     assert!(first["sctx"]["vpid"].as_i64().unwrap() > 0 && first["sctx"]["vtid"].as_i64().unwrap() > 0);
     assert!(our_lines(&dir, "parallel") == ours);
+    assert!(our_lines(&dir, "prepared") == ours);
 }

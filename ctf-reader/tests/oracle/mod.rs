@@ -51,6 +51,22 @@ pub fn our_lines(dir: &Path, mode: &str) -> Vec<String> {
                 }
             }
         }
+        "prepared" => {
+            // Each message's line made on its decoding thread, checked against the line of
+            // the message it arrives with.
+            let prep: ctf_reader::Prepare<String> = std::sync::Arc::new(|| Box::new(|m: &ctf_reader::Message<'_>| dump::line(m)));
+            let mut it = t.messages_prepared(prep);
+            while let Some(r) = it.next_prepared() {
+                match r {
+                    Ok((m, made)) => {
+                        let line = dump::line(&m);
+                        assert_eq!(made.as_deref(), Some(line.as_str()), "a prepared value arrived with another message");
+                        out.push(line);
+                    }
+                    Err(e) => out.push(dump::error_line(&e.to_string())),
+                }
+            }
+        }
         _ => {
             let mut it = if mode == "parallel" { t.messages_parallel() } else { t.messages() };
             while let Some(r) = it.next() {

@@ -8,6 +8,9 @@
 //! tier 1's stacks) and look ahead (whether the trace has page-cache events at all), so the
 //! list is kept whole: this is where the report keeps state per event. Each trace is read
 //! in time order and merged with the others by a stable sort of the already sorted runs.
+//! Each event is built (its fields and their names) on its stream's decoding thread
+//! ([`ctf_reader::CtfTrace::messages_prepared`]); the merging thread adds what needs the
+//! trace's order (the thread of an event, the report's names) and keeps it.
 //!
 //! - Times are the clock's nanoseconds without its offset: `CLOCK_MONOTONIC` for ust and
 //!   LTTng, the same clock in kernel and user-space traces of one machine.
@@ -139,6 +142,38 @@ struct Class {
     fields: Vec<Name>,
 }
 
+/// What a stream's decoding thread makes of each message for the report
+/// ([`ctf_reader::CtfTrace::messages_prepared`]): an event's [`Event`] (its thread not yet
+/// known) and how many of its fields are contexts; `None` for the other messages and for
+/// an event whose values do not follow its type.
+type Built = Option<(Event, usize)>;
+
+/// The function each decoding thread of a trace of `domain` runs on its messages: builds
+/// the events ([`event_of`]) with the clock frequencies of its stream classes (`freqs`),
+/// keeping per event class (`shape`: the number of event classes of each stream class)
+/// what the first event read left ([`Class`]). Building the events there, not on the
+/// thread that merges them, spreads the report's largest cost over the CPUs.
+fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>) -> ctf_reader::Prepare<Built> {
+    let freqs = std::sync::Arc::new(freqs);
+    let shape = std::sync::Arc::new(shape);
+    std::sync::Arc::new(move || {
+        let freqs = freqs.clone();
+        let mut classes: Vec<Vec<Option<Class>>> = shape.iter().map(|&n| (0..n).map(|_| None).collect()).collect();
+        Box::new(move |m: &Message<'_>| {
+            let Message::Event(e) = m else { return None };
+            let (sc, ec) = e.class_index();
+            let freq = freqs.get(sc).copied().unwrap_or(1_000_000_000);
+            let slot = classes.get_mut(sc).and_then(|v| v.get_mut(ec));
+            let (ev, n_ctx) = event_of(e, domain, freq, slot.as_ref().and_then(|c| c.as_ref()))?;
+            if let Some(slot @ None) = slot {
+                let added = if kernel { super::layout::added_fields(e.name()) } else { 0 };
+                *slot = Some(Class { cap: ev.fields.len() + added, name: ev.name.clone(), fields: ev.fields.iter().map(|(n, _)| n.clone()).collect() });
+            }
+            Some((ev, n_ctx))
+        })
+    })
+}
+
 /// Reads one trace into `l.events`; `each` sees every event as the trace has it (its
 /// thread known, before [`super::layout::normalize`]).
 fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
@@ -172,13 +207,12 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
     let mut tasks = super::layout::Tasks::default();
     // Per-user traces: the processes their contexts name.
     let mut seen: BTreeMap<i32, String> = BTreeMap::new();
-    // Per event class, what its first event read left.
-    let mut classes: Vec<Vec<Option<Class>>> = meta.streams.iter().map(|s| s.events.iter().map(|_| None).collect()).collect();
-    let mut it = m.ctf.messages_parallel();
-    while let Some(msg) = it.next() {
-        let e = match msg {
-            Ok(Message::Event(e)) => e,
-            Ok(Message::DiscardedEvents(d)) if kernel => {
+    let shape: Vec<usize> = meta.streams.iter().map(|s| s.events.len()).collect();
+    let mut it = m.ctf.messages_prepared(builder(m.origin.domain, kernel, freqs.clone(), shape));
+    while let Some(msg) = it.next_prepared() {
+        let (e, built) = match msg {
+            Ok((Message::Event(e), built)) => (e, built.flatten()),
+            Ok((Message::DiscardedEvents(d), _)) if kernel => {
                 let freq = freqs.get(d.packet.stream_class).copied().unwrap_or(1_000_000_000);
                 let (begin, end) = d.cycles.or(d.packet.ts_begin.zip(d.packet.ts_end)).unwrap_or((0, 0));
                 let events = d.count.or(d.packet.events_discarded).unwrap_or(0);
@@ -200,18 +234,10 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
                 continue;
             }
         };
-        let freq = freqs.get(e.class_index().0).copied().unwrap_or(1_000_000_000);
-        let (sc, ec) = e.class_index();
-        let slot = classes.get_mut(sc).and_then(|v| v.get_mut(ec));
-        let known = slot.as_ref().and_then(|c| c.as_ref());
-        let Some((mut ev, n_ctx)) = event_of(&e, m.origin.domain, freq, known) else {
+        let Some((mut ev, n_ctx)) = built else {
             l.problems += 1;
             continue;
         };
-        if let Some(slot @ None) = slot {
-            let added = if kernel { super::layout::added_fields(e.name()) } else { 0 };
-            *slot = Some(Class { cap: ev.fields.len() + added, name: ev.name.clone(), fields: ev.fields.iter().map(|(n, _)| n.clone()).collect() });
-        }
         if kernel {
             ev.tid = match ctx_int(&ev, n_ctx, "tid") {
                 Some(t) => t as i32,
@@ -261,9 +287,24 @@ pub fn load_set(set: &TraceSet) -> Loaded {
 /// in the report's layout, thread known), in each trace's time order.
 pub fn load_set_with(set: &TraceSet, each: &mut dyn FnMut(&Event)) -> Loaded {
     let mut l = Loaded::default();
+    // Room for every event at once: growing the list by doubling copied it and faulted in
+    // fresh memory at each step (a tenth of a report). No event takes fewer than
+    // [`MIN_EVENT_BYTES`] of its stream file, so this is an upper bound; the pages past the
+    // last event are never touched. A reservation the system refuses leaves the list to
+    // grow as before.
+    let bytes: u64 = set.members.iter().flat_map(|m| m.ctf.streams()).map(|s| s.size).sum();
+    let _ = l.events.try_reserve_exact(usize::try_from(bytes / MIN_EVENT_BYTES).unwrap_or(usize::MAX));
     for m in &set.members {
         load_member(m, &mut l, each);
     }
-    l.events.sort_by_key(|e| e.ts);
+    if !l.events.is_sorted_by_key(|e| e.ts) {
+        l.events.sort_by_key(|e| e.ts);
+    }
     l
 }
+
+/// The fewest bytes of stream file an event is taken to take when reserving room for the
+/// events of a trace: LTTng's compact header is 4 bytes, ust's events with a payload 8 or
+/// more (an event of 4 bytes with no payload makes the list grow past the reservation, as
+/// any list grows).
+const MIN_EVENT_BYTES: u64 = 8;
