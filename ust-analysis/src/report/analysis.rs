@@ -365,14 +365,18 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 if let Some(n) = e.text("comm") {
                     set_name(&mut comm, target, &n);
                 }
-                let waker_doing = match tasks.get(&t).and_then(|w| w.syscall.as_ref()) {
-                    Some((n, _, _)) => format!("in {n}"),
-                    None => "in user space".into(),
-                };
-                let ctx = cpu_ctx.get(&e.cpu).cloned().unwrap_or_default();
-                let task = tasks.entry(target).or_default();
-                if task.blocked_since.is_some() && task.wake.is_none() {
-                    task.wake = Some(WakeSeen { ts: e.ts, cpu: e.cpu, ctx, waker: t, waker_doing });
+                // What the waker was doing, made only for a wake-up of a blocked task (the
+                // target is a task from now on either way).
+                let target_waits = tasks.entry(target).or_default();
+                if target_waits.blocked_since.is_some() && target_waits.wake.is_none() {
+                    let waker_doing = match tasks.get(&t).and_then(|w| w.syscall.as_ref()) {
+                        Some((n, _, _)) => format!("in {n}"),
+                        None => "in user space".into(),
+                    };
+                    let ctx = cpu_ctx.get(&e.cpu).cloned().unwrap_or_default();
+                    if let Some(task) = tasks.get_mut(&target) {
+                        task.wake = Some(WakeSeen { ts: e.ts, cpu: e.cpu, ctx, waker: t, waker_doing });
+                    }
                 }
             }
             "sched_switch" => {

@@ -165,6 +165,10 @@ struct Tally {
     per: BTreeMap<String, (Vec<u64>, BTreeMap<String, u64>)>,
     threads: BTreeMap<i32, ThreadCalls>,
     slow: Vec<SlowCall>,
+    /// The shortest of the [`SLOWEST`] calls kept at the last cut of `slow` (0 before):
+    /// every call kept since is as long or longer, so a shorter call has [`SLOWEST`]
+    /// longer ones already.
+    floor: u64,
 }
 
 impl Tally {
@@ -173,7 +177,7 @@ impl Tally {
     /// stay kept to the end. Such a call is still added, without its texts, so that the
     /// calls kept are the same.
     fn may_be_slowest(&self, duration_ns: u64) -> bool {
-        self.slow.iter().filter(|c| c.duration_ns > duration_ns).count() < SLOWEST
+        duration_ns >= self.floor && self.slow.iter().filter(|c| c.duration_ns > duration_ns).count() < SLOWEST
     }
 
     fn add(&mut self, call: SlowCall, pid: i32, name: &str, name_of: &dyn Fn(i32) -> String) {
@@ -194,6 +198,7 @@ impl Tally {
         if self.slow.len() > 4 * SLOWEST {
             self.slow.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
             self.slow.truncate(SLOWEST);
+            self.floor = self.slow.last().map_or(0, |c| c.duration_ns);
         }
     }
 
