@@ -66,7 +66,7 @@ fn is_arg(payload: &[(Name, Value)], captured: bool, n: &str) -> bool {
 
 /// The arguments of a `syscall_entry` in the call's order, as the trace has them: the
 /// `args` list of ust's earliest layout, or the named arguments of LTTng's (the payload
-/// from [`PAYLOAD_AT`] to the fields [`normalize`] added, less what [`is_arg`] leaves
+/// from [`PAYLOAD_AT`] to the fields [`normalize`] added, less what `is_arg` leaves
 /// out), read where they are rather than copied into a list for every call.
 pub fn args(e: &Event) -> impl Iterator<Item = &Value> + '_ {
     let listed = match e.fields.iter().find(|(n, _)| n == "args") {

@@ -20,7 +20,7 @@
 //! rename per file, about a millisecond for 181 files) leaves the files named so far. The
 //! files are not synced before their rename: after a power loss or a system crash a named
 //! file may still be incomplete. A failed export removes its temporary files (a writer
-//! thread's too when it panics: [`Written`] removes its file when dropped unnamed); a
+//! thread's too when it panics: a file is removed when dropped unnamed); a
 //! killed one leaves them hidden (the next export into the directory removes them,
 //! [`remove_leftovers`]). One export at a time writes into a directory (a lock on it,
 //! taken by [`super::export`]).
