@@ -15,7 +15,7 @@ pub(crate) struct FileData {
 impl FileData {
     pub(crate) fn open(path: &Path) -> Result<FileData, Error> {
         let io = |source| Error::Io { path: path.to_owned(), source };
-        let f = std::fs::File::open(path).map_err(io)?;
+        let f = open_regular(path).map_err(io)?;
         let len = f.metadata().map_err(io)?.len();
         if len == 0 {
             return Ok(FileData { map: None });
@@ -33,7 +33,7 @@ impl FileData {
     /// pages then just stay resident.
     pub(crate) fn release(&self, offset: usize, len: usize) {
         let Some(map) = &self.map else { return };
-        if offset.checked_add(len).map_or(true, |end| end > map.len()) {
+        if offset.checked_add(len).is_none_or(|end| end > map.len()) {
             return;
         }
         // SAFETY: the map is a private, read-only mapping of a file that this process never
@@ -51,4 +51,26 @@ impl FileData {
     pub(crate) fn len(&self) -> usize {
         self.bytes().len()
     }
+}
+
+/// Opens `path` for reading if it is a regular file itself: not through a symbolic link
+/// (`O_NOFOLLOW`: a link planted in a user's trace would have root read a file of root's),
+/// and never blocking on what is not a file (`O_NONBLOCK`: a FIFO would block the open, a
+/// device need not end), checked with `fstat` of what was opened, so no swap can come
+/// between the look and the use.
+///
+/// # Errors
+/// `InvalidData` naming what is in the way (a link, not a regular file); the system's
+/// error.
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let bad = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string());
+    let f = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC).open(path) {
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(bad("a symbolic link (trace files are not read through links)")),
+        r => r?,
+    };
+    if !f.metadata()?.is_file() {
+        return Err(bad("not a regular file"));
+    }
+    Ok(f)
 }

@@ -16,32 +16,18 @@ pub const METADATA_HEADER_LEN: usize = 37;
 /// Reads and parses the metadata file at `path` into a trace model.
 ///
 /// The file must be a regular file itself, not a symbolic link to one (as the stream files,
-/// which [`crate::CtfTrace::open`] takes only when they are regular files): a link planted
-/// in a user's trace would otherwise have root, reading the trace, parse a file of root's
-/// and quote its lines in the syntax errors. What is opened is checked to be what was looked
-/// at (device and inode), so a swap in between is refused too.
+/// [`crate::CtfTrace::open`]): a link planted in a user's trace would otherwise have root,
+/// reading the trace, parse a file of root's and quote its lines in the syntax errors.
 ///
 /// Errors: I/O (also when `path` is a link or not a regular file: a FIFO would block the
 /// read, a device never end it), packet framing (with the offset of the bad packet), TSDL
 /// syntax (with its line) and semantic errors.
 pub fn read_metadata(path: &Path) -> Result<Trace, MetadataError> {
     use std::io::Read;
-    use std::os::unix::fs::MetadataExt;
     let io = |source| MetadataError::Io { path: path.to_owned(), source };
-    let bad = |why: &str| io(std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string()));
-    let seen = std::fs::symlink_metadata(path).map_err(io)?;
-    if seen.file_type().is_symlink() {
-        return Err(bad("a symbolic link (trace files are not read through links)"));
-    }
-    if !seen.is_file() {
-        return Err(bad("not a regular file"));
-    }
-    let mut f = std::fs::File::open(path).map_err(io)?;
-    let opened = f.metadata().map_err(io)?;
-    if (opened.dev(), opened.ino()) != (seen.dev(), seen.ino()) {
-        return Err(bad("replaced while it was opened"));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(opened.len()).unwrap_or(0).min(1 << 26));
+    let mut f = crate::files::open_regular(path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).min(1 << 26));
     f.read_to_end(&mut bytes).map_err(io)?;
     parse_metadata(&bytes, path)
 }
