@@ -25,6 +25,13 @@ use crate::trace::{CtfTrace, StreamFile};
 /// returns the function that turns each of the stream's messages, in file order, into a
 /// value handed to the merging thread with the message. The function may keep state
 /// across the messages of its stream (a cache per event class).
+///
+/// - The values of a batch are held with it: up to three batches a stream (two in flight,
+///   one being merged; the decoder bounds a batch's messages and their values' bytes, not
+///   what the function makes of them).
+/// - A decoding thread may run the function over one more batch after the [`Merged`] is
+///   dropped; the function must not wait for anything the iterating thread holds.
+/// - A panic in it (or in the decoder) is raised again on the iterating thread.
 pub type Prepare<T> = Arc<dyn Fn() -> Box<dyn FnMut(&Message<'_>) -> T + Send> + Send + Sync>;
 
 /// A stream's preparing function on its thread.
@@ -59,8 +66,15 @@ fn batch_size(bytes: u64, streams: usize) -> usize {
 }
 
 enum Feed<T> {
-    Local { dec: Box<StreamDecoder>, prep: Option<(PrepareFn<T>, Arc<Compiled>, StreamFile)> },
-    Remote { rx: Receiver<Result<(Batch, Vec<T>), Error>>, back: SyncSender<Batch> },
+    Local(Box<StreamDecoder>),
+    /// A decoding thread's batches (with their prepared values), and the thread: a panic
+    /// there is raised again on the merging thread when its channel closes, rather than
+    /// passing for the end of the stream.
+    Remote {
+        rx: Receiver<Result<(Batch, Vec<T>), Error>>,
+        back: SyncSender<Batch>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    },
 }
 
 struct Source<T> {
@@ -88,17 +102,14 @@ impl<T: Send + 'static> Source<T> {
             }
             self.cursor = 0;
             match &mut self.feed {
-                Feed::Local { dec, prep } => {
+                Feed::Local(dec) => {
                     self.batch.clear();
                     match dec.fill(&mut self.batch, BATCH) {
                         Ok(more) => self.ended = !more,
                         Err(e) => self.pending = Some(e),
                     }
-                    if let Some((f, cx, stream)) = prep {
-                        self.prepared = prepare_all(f, cx, stream, &self.batch).into_iter();
-                    }
                 }
-                Feed::Remote { rx, back } => {
+                Feed::Remote { rx, back, thread } => {
                     let old = std::mem::take(&mut self.batch);
                     let _ = back.try_send(old);
                     match rx.recv() {
@@ -107,7 +118,12 @@ impl<T: Send + 'static> Source<T> {
                             self.prepared = p.into_iter();
                         }
                         Ok(Err(e)) => self.pending = Some(e),
-                        Err(_) => self.ended = true,
+                        Err(_) => {
+                            if let Some(Err(panic)) = thread.take().map(std::thread::JoinHandle::join) {
+                                std::panic::resume_unwind(panic);
+                            }
+                            self.ended = true;
+                        }
                     }
                 }
             }
@@ -119,7 +135,7 @@ impl<T: Send + 'static> Source<T> {
 fn spawn<T: Send + 'static>(mut dec: StreamDecoder, batch: usize, prep: Option<(Prepare<T>, Arc<Compiled>, StreamFile)>) -> Feed<T> {
     let (tx, rx) = sync_channel::<Result<(Batch, Vec<T>), Error>>(CHANNEL_DEPTH);
     let (back, back_rx) = sync_channel::<Batch>(CHANNEL_DEPTH + 1);
-    std::thread::spawn(move || {
+    let thread = std::thread::spawn(move || {
         let mut prep = prep.map(|(make, cx, stream)| (make(), cx, stream));
         let mut prepared = |b: &Batch| match &mut prep {
             Some((f, cx, stream)) => prepare_all(f, cx, stream, b),
@@ -151,7 +167,7 @@ fn spawn<T: Send + 'static>(mut dec: StreamDecoder, batch: usize, prep: Option<(
             }
         }
     });
-    Feed::Remote { rx, back }
+    Feed::Remote { rx, back, thread: Some(thread) }
 }
 
 /// The messages of all streams of a trace, merged by time; with `T`, each with the value
@@ -166,16 +182,19 @@ pub struct Merged<'a, T = ()> {
 }
 
 impl<'a, T: Send + 'static> Merged<'a, T> {
-    pub(crate) fn new(trace: &'a CtfTrace, parallel: bool, prep: Option<Prepare<T>>) -> Self {
+    /// The merge of `trace`'s streams, decoded on the calling thread (`how` `None`) or each
+    /// on a thread of its own (`Some`), with `prep`'s values when given.
+    pub(crate) fn new(trace: &'a CtfTrace, how: Option<Option<Prepare<T>>>) -> Self {
         let n = trace.streams().len();
         let sources = (0..n)
             .map(|i| {
                 let dec = trace.decoder(i);
-                let prep = prep.clone().map(|p| (p, trace.cx.clone(), trace.streams()[i].clone()));
-                let feed = if parallel {
-                    spawn(dec, batch_size(trace.streams()[i].size, n), prep)
-                } else {
-                    Feed::Local { dec: Box::new(dec), prep: prep.map(|(make, cx, stream)| (make(), cx, stream)) }
+                let feed = match &how {
+                    Some(prep) => {
+                        let prep = prep.clone().map(|p| (p, trace.cx.clone(), trace.streams()[i].clone()));
+                        spawn(dec, batch_size(trace.streams()[i].size, n), prep)
+                    }
+                    None => Feed::Local(Box::new(dec)),
                 };
                 Source { batch: Batch::default(), prepared: Vec::new().into_iter(), cursor: 0, feed, pending: None, ended: false }
             })
@@ -271,20 +290,20 @@ impl CtfTrace {
     /// Iterates the messages of every stream merged by time (ties: stream file order),
     /// decoding on the calling thread.
     pub fn messages(&self) -> Merged<'_> {
-        Merged::new(self, false, None)
+        Merged::new(self, None)
     }
 
     /// Like [`CtfTrace::messages`], with each stream decoded on a thread of its own and
     /// handed over in batches through bounded channels (memory: a few batches per stream).
     pub fn messages_parallel(&self) -> Merged<'_> {
-        Merged::new(self, true, None)
+        Merged::new(self, Some(None))
     }
 
     /// Like [`CtfTrace::messages_parallel`], each message with the value `prepare` made of
     /// it on its stream's decoding thread ([`Merged::next_prepared`]): work that needs no
     /// other stream is spread over the CPUs instead of done by the merging thread.
     pub fn messages_prepared<T: Send + 'static>(&self, prepare: Prepare<T>) -> Merged<'_, T> {
-        Merged::new(self, true, Some(prepare))
+        Merged::new(self, Some(Some(prepare)))
     }
 }
 

@@ -189,7 +189,7 @@ impl StreamDecoder {
 
     fn fill_inner(&mut self, batch: &mut Batch, target: usize) -> Result<bool, Error> {
         if let Some(i) = &self.cur_info {
-            if batch.packets.last().map_or(true, |p| !Arc::ptr_eq(p, i)) {
+            if batch.packets.last().is_none_or(|p| !Arc::ptr_eq(p, i)) {
                 batch.packets.push(i.clone());
             }
         }

@@ -243,3 +243,31 @@ fn metadata_is_read_only_from_a_regular_file_of_its_own() {
     let e = ctf_reader::CtfTrace::open(&dir).err().expect("a FIFO is refused").to_string();
     assert!(e.contains("not a regular file"), "{e}");
 }
+
+#[test]
+fn a_panic_on_a_decoding_thread_is_raised_where_the_merge_is_read() {
+    let dir = Path::new("/work/shared/field-traces/ros2");
+    if !dir.exists() {
+        return eprintln!("SKIP: no field traces");
+    }
+    let t = ctf_reader::CtfTrace::open(dir).unwrap();
+    // The 3,000th message of a stream panics its thread: the merge must not pass that for
+    // the end of the stream (and return fewer messages, silently).
+    let prep: ctf_reader::Prepare<()> = std::sync::Arc::new(|| {
+        let mut n = 0;
+        Box::new(move |_: &ctf_reader::Message<'_>| {
+            n += 1;
+            assert!(n < 3000, "a prepare function's bug");
+        })
+    });
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut it = t.messages_prepared(prep);
+        let mut n = 0u64;
+        while let Some(m) = it.next_prepared() {
+            m.unwrap();
+            n += 1;
+        }
+        n
+    }));
+    assert!(read.is_err(), "read {:?} messages and no panic", read.ok());
+}

@@ -290,10 +290,11 @@ pub fn load_set_with(set: &TraceSet, each: &mut dyn FnMut(&Event)) -> Loaded {
     // Room for every event at once: growing the list by doubling copied it and faulted in
     // fresh memory at each step (a tenth of a report). No event takes fewer than
     // [`MIN_EVENT_BYTES`] of its stream file, so this is an upper bound; the pages past the
-    // last event are never touched. A reservation the system refuses leaves the list to
-    // grow as before.
+    // last event are never touched. At most [`MAX_RESERVED`] events (address space, and
+    // commit charge where the system counts it); beyond, and where the system refuses, the
+    // list grows as before.
     let bytes: u64 = set.members.iter().flat_map(|m| m.ctf.streams()).map(|s| s.size).sum();
-    let _ = l.events.try_reserve_exact(usize::try_from(bytes / MIN_EVENT_BYTES).unwrap_or(usize::MAX));
+    let _ = l.events.try_reserve_exact(usize::try_from(bytes / MIN_EVENT_BYTES).unwrap_or(usize::MAX).min(MAX_RESERVED));
     for m in &set.members {
         load_member(m, &mut l, each);
     }
@@ -308,3 +309,6 @@ pub fn load_set_with(set: &TraceSet, each: &mut dyn FnMut(&Event)) -> Loaded {
 /// more (an event of 4 bytes with no payload makes the list grow past the reservation, as
 /// any list grows).
 const MIN_EVENT_BYTES: u64 = 8;
+
+/// The most events reserved at once: 16 Mi (1 GiB of [`Event`]s).
+const MAX_RESERVED: usize = 1 << 24;
