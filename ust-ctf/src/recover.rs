@@ -24,6 +24,7 @@
 //! Nothing is touched in a trace that is already whole, nor in a stream file that is still
 //! growing (a live daemon appending a packet).
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::index::{IndexEntry, IndexFile, INDEX_DIR};
@@ -158,7 +159,7 @@ fn read(dir: &TraceDir, name: &str) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Builds under `to` (created; it must not exist) a tree that trace readers read whole in
+/// Builds under `to` (created, mode 0700; it must not exist) a tree that trace readers read whole in
 /// place of `root`'s: each stream file `checks` finds with a cut-off tail is copied up to
 /// the tail, every other file is a symbolic link to the original, and indexes are left
 /// out (a reader then finds the packets by reading them). `root` is not changed.
@@ -173,7 +174,8 @@ pub fn readable_view(root: &Path, checks: &[StreamCheck], to: &Path) -> std::io:
             tails.insert(std::fs::canonicalize(&c.path)?, whole);
         }
     }
-    std::fs::create_dir(to)?;
+    // Only for this process's user: the view holds copies of the trace's data.
+    std::fs::DirBuilder::new().mode(0o700).create(to)?;
     let mut dirs = vec![(root, to.to_path_buf())];
     while let Some((from, into)) = dirs.pop() {
         for e in std::fs::read_dir(&from)? {

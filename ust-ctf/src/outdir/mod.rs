@@ -276,21 +276,26 @@ impl TraceDir {
     fn new_file(&self, name: &str, mode: u32, replace: bool) -> io::Result<File> {
         check_name(name)?;
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = self.run(name, false, |d| {
-            for _ in 0..2 {
-                match rustix::fs::openat2(d, name, flags, Mode::from_raw_mode(mode), BENEATH) {
-                    Err(Errno::EXIST) if replace => {
-                        let st = rustix::fs::statat(d, name, AtFlags::SYMLINK_NOFOLLOW)?;
-                        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-                            return Err(Errno::EXIST);
+        let fd = self
+            .run(name, false, |d| {
+                for _ in 0..2 {
+                    match rustix::fs::openat2(d, name, flags, Mode::from_raw_mode(mode), BENEATH) {
+                        Err(Errno::EXIST) if replace => {
+                            let st = rustix::fs::statat(d, name, AtFlags::SYMLINK_NOFOLLOW)?;
+                            if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+                                return Err(Errno::EXIST);
+                            }
+                            if self.foreign(st.st_uid) {
+                                return Err(Errno::PERM);
+                            }
+                            rustix::fs::unlinkat(d, name, AtFlags::empty())?;
                         }
-                        rustix::fs::unlinkat(d, name, AtFlags::empty())?;
+                        r => return r,
                     }
-                    r => return r,
                 }
-            }
-            Err(Errno::EXIST)
-        })?;
+                Err(Errno::EXIST)
+            })
+            .map_err(|e| if e.raw_os_error() == Some(libc::EPERM) { refusal(&self.path().join(name), "it is another user's file") } else { e })?;
         Ok(File::from(fd))
     }
 
@@ -463,17 +468,24 @@ impl TraceDir {
         })
     }
 
-    /// Refuses `name` (in this directory) unless nothing, or a regular file of the writer's
-    /// ([`TraceDir::writer_uid`]), is there: what a rename onto it would replace without a
-    /// word (a link, a directory, a FIFO, another user's file in a shared directory such
-    /// as `/tmp`) is refused, with a message that names it.
+    /// Whether a file owned by `uid` is another user's that root, writing here as root,
+    /// must leave alone (in a shared directory such as `/tmp`, the kernel would let root
+    /// replace it). Another writer is held to the kernel's own rules.
+    pub fn foreign(&self, uid: u32) -> bool {
+        self.writer_uid() == 0 && uid != 0
+    }
+
+    /// Refuses `name` (in this directory) unless nothing, or a regular file that is not
+    /// [`TraceDir::foreign`], is there: what a rename onto it would replace without a word
+    /// (a link, a directory, a FIFO, another user's file where root writes) is refused,
+    /// with a message that names it.
     ///
     /// # Errors
     /// The refusal; the system's error.
     pub fn check_replaceable(&self, name: &str) -> io::Result<()> {
         match self.entry(name)? {
             Some((t, _)) if t != FileType::RegularFile => Err(refusal(&self.path().join(name), &format!("it is {}", kind_name(t)))),
-            Some((_, uid)) if uid != self.writer_uid() => Err(refusal(&self.path().join(name), &format!("it is a file of user {uid}'s"))),
+            Some((_, uid)) if self.foreign(uid) => Err(refusal(&self.path().join(name), &format!("it is a file of user {uid}'s"))),
             _ => Ok(()),
         }
     }
@@ -508,7 +520,8 @@ impl TraceDir {
 
     /// Takes an exclusive lock on this directory (`flock(2)` on a descriptor of it), held
     /// until the returned descriptor is closed, for one writer at a time of files that
-    /// must not be mixed (an export's).
+    /// must not be mixed (an export's). Anyone who may open the directory may take the
+    /// lock too: in a shared directory such as `/tmp`, another user can hold it.
     ///
     /// # Errors
     /// `WouldBlock` while another holds it; the system's error.

@@ -324,6 +324,9 @@ fn root_follows_no_magic_link_for_a_user_nor_replaces_their_files() {
     assert_eq!(std::fs::read(&theirs).unwrap(), b"theirs");
     d.rename_all(&[(".x.tmp".into(), "y.parquet".into())]).unwrap();
     assert_eq!(std::fs::read(shared.join("y.parquet")).unwrap(), b"mine");
+    // Nor is it replaced by a new file of its name.
+    refused(&d.create_file("x.parquet", 0o644).unwrap_err(), &theirs, "another user's file");
+    assert_eq!(std::fs::read(&theirs).unwrap(), b"theirs");
     assert_eq!(current_identity(), Owner { uid: 0, gid: 0 });
 }
 

@@ -133,6 +133,7 @@ impl Writers {
             return Err(e);
         }
         let Some(dir) = done.first().map(|w| w.dir.clone()) else { return Ok(0) };
+        debug_assert!(done.iter().all(|w| w.dir.path() == dir.path()), "an export's files are in one directory");
         let pairs: Vec<(String, String)> = done.iter().map(|w| (w.tmp.clone(), w.file.clone())).collect();
         let n = done.len();
         let named = dir.rename_all(&pairs);
@@ -168,17 +169,16 @@ impl Drop for Written {
 }
 
 /// Removes what a killed export left in `dir`: its hidden `.<file>.parquet.tmp` regular
-/// files of the writer's ([`TraceDir::writer_uid`]; anything else of such a name, another
-/// user's in a shared directory, is left, and refused when a file needs it).
+/// files (anything else of such a name, or another user's where root writes,
+/// [`TraceDir::foreign`], is left, and refused when a file needs it).
 ///
 /// # Errors
 /// The directory cannot be listed.
 pub fn remove_leftovers(dir: &TraceDir) -> std::io::Result<()> {
-    let me = dir.writer_uid();
     for (name, _) in dir.entries()? {
         if name.starts_with('.')
             && name.ends_with(".parquet.tmp")
-            && matches!(dir.entry(&name), Ok(Some((ust_ctf::outdir::FileType::RegularFile, uid))) if uid == me)
+            && matches!(dir.entry(&name), Ok(Some((ust_ctf::outdir::FileType::RegularFile, uid))) if !dir.foreign(uid))
         {
             let _ = dir.remove(&name);
         }
