@@ -483,7 +483,12 @@ impl TraceDir {
     /// # Errors
     /// The refusal; the system's error.
     pub fn check_replaceable(&self, name: &str) -> io::Result<()> {
-        match self.entry(name)? {
+        self.replaceable(name, self.entry(name)?)
+    }
+
+    /// [`TraceDir::check_replaceable`]'s rule on what is at `name` (`entry`'s answer).
+    fn replaceable(&self, name: &str, what: Option<(FileType, u32)>) -> io::Result<()> {
+        match what {
             Some((t, _)) if t != FileType::RegularFile => Err(refusal(&self.path().join(name), &format!("it is {}", kind_name(t)))),
             Some((_, uid)) if self.foreign(uid) => Err(refusal(&self.path().join(name), &format!("it is a file of user {uid}'s"))),
             _ => Ok(()),
@@ -501,11 +506,18 @@ impl TraceDir {
     pub fn rename_all(&self, pairs: &[(String, String)]) -> Result<(), (usize, io::Error)> {
         for (from, to) in pairs {
             check_name(from).and_then(|()| check_name(to)).map_err(|e| (0, e))?;
-            self.check_replaceable(to).map_err(|e| (0, e))?;
         }
         let mut done = 0;
         as_owner(self.base.owner, || {
             let d = self.open_beneath(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| self.explain("", true, e))?;
+            for (_, to) in pairs {
+                let what = match rustix::fs::statat(&d, to.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => Some((FileType::from_raw_mode(st.st_mode), st.st_uid)),
+                    Err(Errno::NOENT) => None,
+                    Err(e) => return Err(self.explain(to, false, e)),
+                };
+                self.replaceable(to, what)?;
+            }
             for (from, to) in pairs {
                 rustix::fs::renameat(&d, from.as_str(), &d, to.as_str()).map_err(|e| {
                     let e = self.explain(to, false, e);
