@@ -15,8 +15,7 @@ pub(crate) struct FileData {
 impl FileData {
     pub(crate) fn open(path: &Path) -> Result<FileData, Error> {
         let io = |source| Error::Io { path: path.to_owned(), source };
-        let f = open_regular(path).map_err(io)?;
-        let len = f.metadata().map_err(io)?.len();
+        let (f, len) = open_regular(path).map_err(io)?;
         if len == 0 {
             return Ok(FileData { map: None });
         }
@@ -57,20 +56,22 @@ impl FileData {
 /// (`O_NOFOLLOW`: a link planted in a user's trace would have root read a file of root's),
 /// and never blocking on what is not a file (`O_NONBLOCK`: a FIFO would block the open, a
 /// device need not end), checked with `fstat` of what was opened, so no swap can come
-/// between the look and the use.
+/// between the look and the use. Returns the file and its length (bytes, from that
+/// `fstat`).
 ///
 /// # Errors
 /// `InvalidData` naming what is in the way (a link, not a regular file); the system's
 /// error.
-pub(crate) fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, u64)> {
     use std::os::unix::fs::OpenOptionsExt;
     let bad = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string());
     let f = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC).open(path) {
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(bad("a symbolic link (trace files are not read through links)")),
         r => r?,
     };
-    if !f.metadata()?.is_file() {
+    let m = f.metadata()?;
+    if !m.is_file() {
         return Err(bad("not a regular file"));
     }
-    Ok(f)
+    Ok((f, m.len()))
 }

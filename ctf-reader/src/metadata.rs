@@ -25,8 +25,7 @@ pub const METADATA_HEADER_LEN: usize = 37;
 pub fn read_metadata(path: &Path) -> Result<Trace, MetadataError> {
     use std::io::Read;
     let io = |source| MetadataError::Io { path: path.to_owned(), source };
-    let mut f = crate::files::open_regular(path).map_err(io)?;
-    let len = f.metadata().map_err(io)?.len();
+    let (mut f, len) = crate::files::open_regular(path).map_err(io)?;
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).min(1 << 26));
     f.read_to_end(&mut bytes).map_err(io)?;
     parse_metadata(&bytes, path)

@@ -21,6 +21,7 @@ use std::fmt::Write as _;
 
 use ust_ctf::reader::Value;
 
+use super::event::int_value;
 use super::fdtable::FdTable;
 use super::load::{Event, Name};
 
@@ -135,15 +136,6 @@ fn quote(s: &str) -> String {
     q
 }
 
-fn int_of(v: &Value) -> Option<i64> {
-    match v {
-        Value::Signed(s) => Some(*s),
-        Value::Unsigned(u) => Some(*u as i64),
-        Value::Enum(_, v) => Some(*v),
-        _ => None,
-    }
-}
-
 /// A number as strace shows one it does not decode: decimal, hexadecimal past 2^31.
 fn number(v: i64) -> String {
     if (-(1 << 31)..1 << 31).contains(&v) {
@@ -163,7 +155,7 @@ pub fn render(entry: &Event, pid: i32, fds: &mut FdTable<'_>) -> String {
         Some(at) => named_args(&name, entry.fields.get(at..end).unwrap_or_default(), pid, fds),
         // ust's earliest layout: the numbers alone.
         None => match entry.fields.iter().find(|(n, _)| n == "args") {
-            Some((_, Value::List(l))) => l.iter().filter_map(int_of).map(number).collect(),
+            Some((_, Value::List(l))) => l.iter().filter_map(int_value).map(number).collect(),
             _ => Vec::new(),
         },
     };
@@ -174,7 +166,7 @@ fn named_args(call: &str, payload: &[(Name, Value)], pid: i32, fds: &mut FdTable
     let get = |n: &str| payload.iter().find(|(m, _)| m == n).map(|(_, v)| v);
     let has = |n: &str| get(n).is_some();
     let captured = payload.iter().any(|(n, _)| n.ends_with("_status"));
-    let flags = get("flags").and_then(int_of).unwrap_or(0);
+    let flags = get("flags").and_then(int_value).unwrap_or(0);
     let opens = matches!(call, "open" | "openat" | "creat");
     let mut out = Vec::new();
     for (n, v) in payload {
@@ -186,13 +178,13 @@ fn named_args(call: &str, payload: &[(Name, Value)], pid: i32, fds: &mut FdTable
         if n.strip_suffix("_text").is_some_and(has) {
             continue;
         }
-        let status = get(&format!("{n}_status")).and_then(int_of);
+        let status = get(&format!("{n}_status")).and_then(int_value);
         // An argument read with ptrace (no status: it was read whole), its text beside it.
         if let (None, Some(Value::Str(t))) = (status, get(&format!("{n}_text"))) {
             out.push(t.clone());
             continue;
         }
-        let ptr = || get(&format!("{n}_ptr")).or(Some(v)).and_then(int_of).map_or_else(|| "?".into(), |p| format!("{:#x}", p as u64));
+        let ptr = || get(&format!("{n}_ptr")).or(Some(v)).and_then(int_value).map_or_else(|| "?".into(), |p| format!("{:#x}", p as u64));
         let text = match (v, status) {
             // A captured string.
             (Value::Str(s), Some(0)) => quote(s),
@@ -212,7 +204,7 @@ fn named_args(call: &str, payload: &[(Name, Value)], pid: i32, fds: &mut FdTable
             (_, Some(st)) => sockaddr(st, &get, ptr),
 
             _ => {
-                let Some(x) = int_of(v) else {
+                let Some(x) = int_value(v) else {
                     out.push("?".into());
                     continue;
                 };
@@ -253,12 +245,12 @@ fn sockaddr<'v>(st: i64, get: &dyn Fn(&str) -> Option<&'v Value>, ptr: impl Fn()
         0 | 1 => {}
         _ => return ptr(),
     }
-    let fam = get("family").and_then(int_of).unwrap_or(0);
+    let fam = get("family").and_then(int_value).unwrap_or(0);
     let bytes = |n: &str| match get(n) {
-        Some(Value::List(l)) => l.iter().filter_map(int_of).collect::<Vec<i64>>(),
+        Some(Value::List(l)) => l.iter().filter_map(int_value).collect::<Vec<i64>>(),
         _ => Vec::new(),
     };
-    let port = get("dport").and_then(int_of).map(|p| u16::from_be(p as u16));
+    let port = get("dport").and_then(int_value).map(|p| u16::from_be(p as u16));
     match fam {
         1 => format!(
             "{{sa_family=AF_UNIX, sun_path={}}}",

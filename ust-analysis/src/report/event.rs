@@ -89,12 +89,7 @@ pub struct Event {
 impl Event {
     /// An integer field.
     pub fn int(&self, name: &str) -> Option<i64> {
-        self.fields.iter().find(|(n, _)| n == name).and_then(|(_, v)| match v {
-            Value::Signed(s) => Some(*s),
-            Value::Unsigned(u) => Some(*u as i64),
-            Value::Enum(_, v) => Some(*v),
-            _ => None,
-        })
+        self.fields.iter().find(|(n, _)| n == name).and_then(|(_, v)| int_value(v))
     }
 
     /// A text field (a string, borrowed; or a byte array cut at its first NUL, made).
@@ -107,5 +102,16 @@ impl Event {
             }
             _ => None,
         })
+    }
+}
+
+/// A value as an integer: a signed or unsigned integer's bits (`u64` above `i64::MAX`
+/// wraps), an enumeration's value; `None` for text, floats and lists.
+pub fn int_value(v: &Value) -> Option<i64> {
+    match v {
+        Value::Signed(s) => Some(*s),
+        Value::Unsigned(u) => Some(*u as i64),
+        Value::Enum(_, v) => Some(*v),
+        _ => None,
     }
 }

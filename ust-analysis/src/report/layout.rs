@@ -87,12 +87,7 @@ pub fn args(e: &Event) -> impl Iterator<Item = &Value> + '_ {
 
 /// An argument as a number: an integer's bits, an enumeration's value; `None` for text.
 pub fn arg_number(v: &Value) -> Option<u64> {
-    match v {
-        Value::Unsigned(u) => Some(*u),
-        Value::Signed(s) => Some(*s as u64),
-        Value::Enum(_, s) => Some(*s as u64),
-        _ => None,
-    }
+    super::event::int_value(v).map(|i| i as u64)
 }
 
 /// The names `normalize` gives events and fields, made once: each event then takes a

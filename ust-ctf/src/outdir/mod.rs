@@ -461,11 +461,7 @@ impl TraceDir {
     /// The system's error.
     pub fn entry(&self, name: &str) -> io::Result<Option<(FileType, u32)>> {
         check_name(name)?;
-        self.run(name, false, |d| match rustix::fs::statat(d, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => Ok(Some((FileType::from_raw_mode(st.st_mode), st.st_uid))),
-            Err(Errno::NOENT) => Ok(None),
-            Err(e) => Err(e),
-        })
+        self.run(name, false, |d| entry_at(d, name))
     }
 
     /// Whether a file owned by `uid` is another user's that root, writing here as root,
@@ -511,12 +507,7 @@ impl TraceDir {
         as_owner(self.base.owner, || {
             let d = self.open_beneath(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| self.explain("", true, e))?;
             for (_, to) in pairs {
-                let what = match rustix::fs::statat(&d, to.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(st) => Some((FileType::from_raw_mode(st.st_mode), st.st_uid)),
-                    Err(Errno::NOENT) => None,
-                    Err(e) => return Err(self.explain(to, false, e)),
-                };
-                self.replaceable(to, what)?;
+                self.replaceable(to, entry_at(&d, to).map_err(|e| self.explain(to, false, e))?)?;
             }
             for (from, to) in pairs {
                 rustix::fs::renameat(&d, from.as_str(), &d, to.as_str()).map_err(|e| {
@@ -597,6 +588,15 @@ pub fn create_output_file(path: &Path, mode: u32) -> io::Result<File> {
         path.file_name().and_then(|n| n.to_str()).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a file name", path.display())))?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     TraceDir::open(dir, None)?.create_file(name, mode)
+}
+
+/// What is at `name` in `dir`, not following a link: its kind and owner, or `None`.
+fn entry_at(dir: &OwnedFd, name: &str) -> rustix::io::Result<Option<(FileType, u32)>> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some((FileType::from_raw_mode(st.st_mode), st.st_uid))),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Removes `name` in `dir` (see [`TraceDir::remove`]).
