@@ -3,66 +3,117 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
 
 use ust_ctf::reader::Value;
 
 use crate::traces::Domain;
 
-/// A name shared by many events: an event's name or a field's, made once per event class
-/// by [`super::load`] and cloned into each of its events (a reference count's increment,
-/// not an allocation and a copy: the report keeps every event of the trace). Reads as a
-/// `&str` (`Deref`) and compares with `str` and `&str`.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Name(Arc<str>);
+/// A name shared by many events: an event's name or a field's, interned for the whole
+/// process (one copy of each distinct text, never freed: bounded by the distinct event and
+/// field names of the traces the process reads, which their metadata declares). A `Name` is
+/// one pointer: copying it into each of a trace's events, as [`super::load`] does for
+/// every field of every event, is a copy, with no reference count that the decoding threads
+/// would share, and two names are equal exactly when they are the same pointer. Reads as a
+/// `&str` (`Deref`), compares with `str` and `&str`, and orders as its text.
+#[derive(Clone, Copy)]
+pub struct Name(&'static Interned);
+
+/// The text of a [`Name`], leaked once by [`intern`].
+struct Interned(Box<str>);
+
+/// The one [`Interned`] of `s`, made on first use.
+fn intern(s: &str) -> &'static Interned {
+    static NAMES: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<&'static str, &'static Interned>>> =
+        std::sync::LazyLock::new(Default::default);
+    // A panic while the lock was held cannot leave the map inconsistent (one insert).
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&i) = names.get(s) {
+        return i;
+    }
+    let i: &'static Interned = Box::leak(Box::new(Interned(s.into())));
+    names.insert(&i.0, i);
+    i
+}
 
 impl Name {
     /// The name as a string slice.
-    pub fn as_str(&self) -> &str {
-        &self.0
+    pub fn as_str(&self) -> &'static str {
+        &self.0 .0
+    }
+}
+
+impl Default for Name {
+    fn default() -> Name {
+        Name::from("")
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Name) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
+impl Eq for Name {}
+
+impl std::hash::Hash for Name {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        std::ptr::hash(self.0, h)
+    }
+}
+
+impl PartialOrd for Name {
+    fn partial_cmp(&self, other: &Name) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Name {
+    fn cmp(&self, other: &Name) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
     }
 }
 
 impl std::ops::Deref for Name {
     type Target = str;
     fn deref(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
 impl From<&str> for Name {
     fn from(s: &str) -> Name {
-        Name(s.into())
+        Name(intern(s))
     }
 }
 
 impl From<String> for Name {
     fn from(s: String) -> Name {
-        Name(s.into())
+        Name(intern(&s))
     }
 }
 
 impl PartialEq<str> for Name {
     fn eq(&self, other: &str) -> bool {
-        *self.0 == *other
+        self.as_str() == other
     }
 }
 
 impl PartialEq<&str> for Name {
     fn eq(&self, other: &&str) -> bool {
-        *self.0 == **other
+        self.as_str() == *other
     }
 }
 
 impl fmt::Display for Name {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Debug for Name {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 

@@ -165,8 +165,8 @@ pub fn normalize(e: &mut Event, n_ctx: usize, map_unknown: bool, tasks: &mut Tas
     };
     if e.name == "exit_syscall" {
         let call = tasks.calls.remove(&e.tid).unwrap_or_else(|| "unknown".into());
-        e.fields.push((NAME.clone(), Value::Str(call)));
-        e.name = SYSCALL_EXIT.clone();
+        e.fields.push((*NAME, Value::Str(call)));
+        e.name = *SYSCALL_EXIT;
         return;
     }
     if let Some((entry, call, pre_2_7)) = syscall_of(&e.name) {
@@ -174,25 +174,25 @@ pub fn normalize(e: &mut Event, n_ctx: usize, map_unknown: bool, tasks: &mut Tas
         if entry {
             if !e.fields.iter().any(|(n, _)| n == "args") {
                 // Where the named arguments start ([`args`], super::call_text).
-                e.fields.push((PAYLOAD_AT_NAME.clone(), Value::Unsigned(n_ctx as u64)));
+                e.fields.push((*PAYLOAD_AT_NAME, Value::Unsigned(n_ctx as u64)));
             }
             // Only the pre-2.7 exits need their thread's call.
             if pre_2_7 {
                 tasks.calls.insert(e.tid, call.clone());
             }
-            e.name = SYSCALL_ENTRY.clone();
+            e.name = *SYSCALL_ENTRY;
         } else {
-            e.name = SYSCALL_EXIT.clone();
+            e.name = *SYSCALL_EXIT;
         }
-        e.fields.push((NAME.clone(), Value::Str(call)));
+        e.fields.push((*NAME, Value::Str(call)));
         return;
     }
     if e.name.starts_with("softirq_") || e.name.starts_with("hrtimer_") {
-        let to = tasks.renamed.entry(e.name.clone()).or_insert_with(|| {
+        let to = tasks.renamed.entry(e.name).or_insert_with(|| {
             let n = &e.name;
             n.strip_prefix("softirq_").map_or_else(|| format!("timer_{n}"), |rest| format!("irq_softirq_{rest}")).into()
         });
-        e.name = to.clone();
+        e.name = *to;
     }
     if e.name == "sched_process_fork" {
         fork(e);
@@ -223,13 +223,13 @@ fn fork(e: &mut Event) {
     let (Some(ptid), Some(ctid)) = (e.int("parent_tid"), e.int("child_tid")) else { return };
     let (ppid, cpid) = (e.int("parent_pid"), e.int("child_pid"));
     e.fields.retain(|(n, _)| !matches!(n.as_str(), "parent_tid" | "child_tid" | "parent_pid" | "child_pid"));
-    e.fields.push((PARENT_PID.clone(), Value::Signed(ptid)));
-    e.fields.push((CHILD_PID.clone(), Value::Signed(ctid)));
+    e.fields.push((*PARENT_PID, Value::Signed(ptid)));
+    e.fields.push((*CHILD_PID, Value::Signed(ctid)));
     if let Some(g) = ppid.filter(|&g| g != ptid) {
-        e.fields.push((PARENT_TGID.clone(), Value::Signed(g)));
+        e.fields.push((*PARENT_TGID, Value::Signed(g)));
     }
     if let Some(g) = cpid.filter(|&g| g != ctid) {
-        e.fields.push((CHILD_TGID.clone(), Value::Signed(g)));
+        e.fields.push((*CHILD_TGID, Value::Signed(g)));
     }
 }
 
