@@ -23,6 +23,8 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use ctf_reader::{EventRef, Message, Scope};
 use ust_ctf::reader::Value;
@@ -59,6 +61,11 @@ pub struct Loaded {
     /// The kernel trace's return-probe event classes (payload `func`, `ret_ip`, ...:
     /// [`super::probes`]), declared whether or not any fired.
     pub return_probe_classes: crate::report::fast_hash::HashSet<String>,
+    /// No event of the kernel traces has a dynamic probe's fields
+    /// ([`super::probes::shape`], asked of each event class's first event): the probe view
+    /// has nothing to find and skips its pass over the events. `false` (look) in a
+    /// `Loaded` made otherwise.
+    pub without_probes: bool,
 }
 
 /// Events a stream lost in a time range, as its packets tell (CTF 1.8: the packet
@@ -113,7 +120,7 @@ fn ctx_int(e: &Event, n_ctx: usize, name: &str) -> Option<i64> {
 /// event (its names are made from the types).
 fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64, class: Option<&Class>) -> Option<(Event, usize)> {
     let (cap, name, mut names) = match class {
-        Some(c) => (c.cap, c.name.clone(), super::values::Names::Reuse(c.fields.iter())),
+        Some(c) => (c.cap, c.name, super::values::Names::Reuse(c.fields.iter())),
         // The first event of its class: its list grows (once per class).
         None => (0, Name::from(e.name()), super::values::Names::Make),
     };
@@ -151,13 +158,15 @@ type Built = Option<(Event, usize)>;
 /// The function each decoding thread of a trace of `domain` runs on its messages: builds
 /// the events ([`event_of`]) with the clock frequencies of its stream classes (`freqs`),
 /// keeping per event class (`shape`: the number of event classes of each stream class)
-/// what the first event read left ([`Class`]). Building the events there, not on the
+/// what the first event read left ([`Class`]); sets `probes` when a kernel class's
+/// fields are a dynamic probe's ([`super::probes::shape`]; [`super::layout::normalize`]
+/// renames only contexts and system-call and fork fields, which makes or unmakes none). Building the events there, not on the
 /// thread that merges them, spreads the report's largest cost over the CPUs.
-fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>) -> ctf_reader::Prepare<Built> {
-    let freqs = std::sync::Arc::new(freqs);
-    let shape = std::sync::Arc::new(shape);
-    std::sync::Arc::new(move || {
-        let freqs = freqs.clone();
+fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>, probes: Arc<AtomicBool>) -> ctf_reader::Prepare<Built> {
+    let freqs = Arc::new(freqs);
+    let shape = Arc::new(shape);
+    Arc::new(move || {
+        let (freqs, probes) = (freqs.clone(), probes.clone());
         let mut classes: Vec<Vec<Option<Class>>> = shape.iter().map(|&n| (0..n).map(|_| None).collect()).collect();
         Box::new(move |m: &Message<'_>| {
             let Message::Event(e) = m else { return None };
@@ -167,7 +176,10 @@ fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>) -> 
             let (ev, n_ctx) = event_of(e, domain, freq, slot.as_ref().and_then(|c| c.as_ref()))?;
             if let Some(slot @ None) = slot {
                 let added = if kernel { super::layout::added_fields(e.name()) } else { 0 };
-                *slot = Some(Class { cap: ev.fields.len() + added, name: ev.name.clone(), fields: ev.fields.iter().map(|(n, _)| n.clone()).collect() });
+                if kernel && super::probes::shape(ev.fields.iter().map(|(n, _)| n.as_str())).is_some() {
+                    probes.store(true, Ordering::Relaxed);
+                }
+                *slot = Some(Class { cap: ev.fields.len() + added, name: ev.name, fields: ev.fields.iter().map(|(n, _)| *n).collect() });
             }
             Some((ev, n_ctx))
         })
@@ -176,7 +188,7 @@ fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>) -> 
 
 /// Reads one trace into `l.events`; `each` sees every event as the trace has it (its
 /// thread known, before [`super::layout::normalize`]).
-fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
+fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes: &Arc<AtomicBool>) {
     let kernel = m.origin.domain == Domain::Kernel;
     let stacks_side = kernel && m.origin.kernel_source.as_deref() == Some(ust_kernel::perf::STACKS_SOURCE);
     if stacks_side {
@@ -208,7 +220,7 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event)) {
     // Per-user traces: the processes their contexts name.
     let mut seen: BTreeMap<i32, String> = BTreeMap::new();
     let shape: Vec<usize> = meta.streams.iter().map(|s| s.events.len()).collect();
-    let mut it = m.ctf.messages_prepared(builder(m.origin.domain, kernel, freqs.clone(), shape));
+    let mut it = m.ctf.messages_prepared(builder(m.origin.domain, kernel, freqs.clone(), shape, probes.clone()));
     while let Some(msg) = it.next_prepared() {
         let (e, built) = match msg {
             Ok((Message::Event(e), built)) => (e, built.flatten()),
@@ -295,9 +307,11 @@ pub fn load_set_with(set: &TraceSet, each: &mut dyn FnMut(&Event)) -> Loaded {
     // list grows as before.
     let bytes: u64 = set.members.iter().flat_map(|m| m.ctf.streams()).map(|s| s.size).sum();
     let _ = l.events.try_reserve_exact(usize::try_from(bytes / MIN_EVENT_BYTES).unwrap_or(usize::MAX).min(MAX_RESERVED));
+    let probes = Arc::new(AtomicBool::new(false));
     for m in &set.members {
-        load_member(m, &mut l, each);
+        load_member(m, &mut l, each, &probes);
     }
+    l.without_probes = !probes.load(Ordering::Relaxed);
     if !l.events.is_sorted_by_key(|e| e.ts) {
         l.events.sort_by_key(|e| e.ts);
     }

@@ -139,11 +139,30 @@ pub fn kind(e: &Event) -> Option<Kind> {
     if e.domain != Domain::Kernel {
         return None;
     }
-    let mut payload = e.fields.iter().skip_while(|(n, _)| is_context(n));
-    let (first, _) = payload.next()?;
-    match first.as_str() {
-        "ip" => Some(Kind::Entry(e.int("ip")? as u64)),
-        "func" if payload.next().is_some_and(|(n, _)| n == "ret_ip") => Some(Kind::Return(e.int("func")? as u64)),
+    match shape(e.fields.iter().map(|(n, _)| n.as_str()))? {
+        Shape::Entry => Some(Kind::Entry(e.int("ip")? as u64)),
+        Shape::Return => Some(Kind::Return(e.int("func")? as u64)),
+    }
+}
+
+/// A probe event's kind as its field names (contexts first, in order) tell, without the
+/// address: what [`kind`] decides before it reads a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// An entry probe's fields (`ip` first).
+    Entry,
+    /// A return probe's fields (`func`, then `ret_ip`).
+    Return,
+}
+
+/// The [`Shape`] of an event with these field names, or `None` when it is no probe's. The
+/// names of an event class are the same for all its events, so the load asks once per
+/// class ([`super::load::Loaded::without_probes`]).
+pub fn shape<'n>(names: impl IntoIterator<Item = &'n str>) -> Option<Shape> {
+    let mut payload = names.into_iter().skip_while(|n| is_context(n));
+    match payload.next()? {
+        "ip" => Some(Shape::Entry),
+        "func" if payload.next() == Some("ret_ip") => Some(Shape::Return),
         _ => None,
     }
 }
@@ -162,6 +181,9 @@ struct Acc {
 
 /// The probe view of `l`: one row per probed function, by name.
 pub fn probe_view(l: &Loaded) -> Vec<ProbeRow> {
+    if l.without_probes {
+        return Vec::new();
+    }
     let probes: Vec<(usize, Kind)> = l.events.iter().enumerate().filter_map(|(i, e)| Some((i, kind(e)?))).collect();
     if probes.is_empty() {
         return Vec::new();

@@ -162,8 +162,10 @@ pub fn takes_fd(name: &str) -> bool {
 /// The calls of one side (the program's, or ust's) as they complete.
 #[derive(Default)]
 struct Tally {
-    per: BTreeMap<String, (Vec<u64>, BTreeMap<String, u64>)>,
-    threads: BTreeMap<i32, ThreadCalls>,
+    /// Per call name: its durations and its errors by errno name (rows are sorted at the end).
+    per: HashMap<String, (Vec<u64>, BTreeMap<String, u64>)>,
+    /// Per thread (listed by tid at the end).
+    threads: HashMap<i32, ThreadCalls>,
     slow: Vec<SlowCall>,
     /// The shortest of the [`SLOWEST`] calls kept at the last cut of `slow` (0 before):
     /// every call kept since is as long or longer, so a shorter call has [`SLOWEST`]
@@ -194,6 +196,10 @@ impl Tally {
         t.calls += 1;
         t.errors += u64::from(err.is_some());
         t.total_ns += call.duration_ns;
+        // Shorter than the floor: [`SLOWEST`] longer calls are kept already.
+        if call.duration_ns < self.floor {
+            return;
+        }
         self.slow.push(call);
         if self.slow.len() > 4 * SLOWEST {
             self.slow.sort_by_key(|c| std::cmp::Reverse(c.duration_ns));
@@ -239,7 +245,9 @@ impl Tally {
             p.errors += t.errors;
             p.total_ns += t.total_ns;
         }
-        Calls { rows, threads: self.threads.into_values().collect(), processes: procs.into_values().collect(), slowest: self.slow, exec_ns }
+        let mut threads: Vec<ThreadCalls> = self.threads.into_values().collect();
+        threads.sort_unstable_by_key(|t| t.tid);
+        Calls { rows, threads, processes: procs.into_values().collect(), slowest: self.slow, exec_ns }
     }
 }
 
