@@ -22,7 +22,7 @@ use crate::report::fast_hash::{HashMap, HashSet};
 #[cfg(test)]
 use std::path::PathBuf;
 
-use super::load::{Domain, Loaded, Name};
+use super::load::{Domain, Event, Loaded, Name};
 pub use super::tracer::Role;
 
 /// Report options.
@@ -80,6 +80,16 @@ struct WakeSeen {
     waker_doing: String,
 }
 
+/// The system call a task blocked in, to be written only if the report shows its wait
+/// ([`explain_wait`]; most waits are not shown): its entry event (an index into the
+/// loaded events), its process, and what its descriptors held then.
+#[derive(Clone, Debug)]
+struct CallAt {
+    entry: usize,
+    pid: i32,
+    fds: super::call_text::HeldFds,
+}
+
 #[derive(Clone, Debug)]
 struct RawWait {
     start: u64,
@@ -88,7 +98,7 @@ struct RawWait {
     end: u64,
     blocked_in: String,
     wake: Option<WakeSeen>,
-    call: Option<String>,
+    call: Option<CallAt>,
     /// The task's name as it blocked (`prev_comm` of its switch-out): a later event may carry
     /// an older name when a recorder's per-CPU buffers were merged late.
     name: Option<String>,
@@ -101,7 +111,7 @@ struct Task {
     events: u64,
     /// The system call in progress, the index of its entry event and its entry time.
     syscall: Option<(String, usize, u64)>,
-    blocked_call: Option<String>,
+    blocked_call: Option<CallAt>,
     blocked_name: Option<String>,
     running_since: Option<u64>,
     runtime: u64,
@@ -194,7 +204,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let mut unrecorded_switch_ins = 0u64;
     for (ei, e) in l.events.iter().enumerate() {
         if e.domain == Domain::Ust {
-            last_ust.insert(e.pid, e.name.clone());
+            last_ust.insert(e.pid, e.name);
             if tree.contains(&e.tid) || tree.contains(&e.pid) {
                 tasks.entry(e.tid).or_default().events += 1;
             }
@@ -394,7 +404,11 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     if let Some(s) = p.running_since.take() {
                         p.runtime += e.ts.saturating_sub(s);
                     }
-                    if state & 0xff != 0 && state & 0x30 == 0 {
+                    if state & 0xff != 0 && state & 0x30 == 0 && !opt.wakeups {
+                        // Only the wake-ups show what a wait was in.
+                        p.blocked_since = Some((e.ts, String::new()));
+                        (p.blocked_call, p.blocked_name, p.wake) = (None, None, None);
+                    } else if state & 0xff != 0 && state & 0x30 == 0 {
                         let blocked_in = match (&p.syscall, p.last_fault) {
                             (Some((n, _, _)), _) => format!("syscall {n}"),
                             (None, Some((ft, addr))) if ft + 1_000_000 > e.ts => format!("page fault at {addr:#x}"),
@@ -404,7 +418,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                             },
                         };
                         let pid = *tgid.get(&prev).unwrap_or(&prev);
-                        p.blocked_call = p.syscall.as_ref().map(|c| super::call_text::render(&l.events[c.1], pid, &mut fdt));
+                        p.blocked_call = p.syscall.as_ref().map(|c| CallAt { entry: c.1, pid, fds: super::call_text::held_fds(&l.events[c.1], pid, &mut fdt) });
                         p.blocked_since = Some((e.ts, blocked_in));
                         p.blocked_name = e.text("prev_comm").map(|s| s.into_owned());
                         p.wake = None;
@@ -483,7 +497,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         (r.tracer.syscalls, r.tracer.syscall_threads, r.tracer.slowest_syscalls) = (ust_side.rows, ust_side.threads, ust_side.slowest);
     }
     if opt.wakeups {
-        let ctx = Explain { tasks: &tasks, name_of: &name_of, max: opt.max_chain, tier1: is_tier1, ust: &ust, ust_waits: &ours.waits };
+        let ctx = Explain { events: &l.events, tasks: &tasks, name_of: &name_of, max: opt.max_chain, tier1: is_tier1, ust: &ust, ust_waits: &ours.waits };
         let (mut waits, mut theirs): (Vec<Wait>, Vec<Wait>) = (Vec::new(), Vec::new());
         for t in &tree {
             if let Some(k) = tasks.get(t) {
@@ -535,9 +549,11 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     r
 }
 
-/// What [`explain_wait`] needs: the tasks, their names, how far up the chain to go,
+/// What [`explain_wait`] needs: the events, the tasks, their names, how far up the chain to go,
 /// whether the trace is tier 1 (no wake-ups), and which tasks and waits are ust's.
 struct Explain<'a> {
+    /// The loaded events (the blocked calls' entries).
+    events: &'a [Event],
     tasks: &'a HashMap<i32, Task>,
     name_of: &'a dyn Fn(i32) -> String,
     max: usize,
@@ -591,7 +607,7 @@ fn explain_wait(tid: i32, w: &RawWait, depth: usize, x: &Explain<'_>) -> Wait {
         blocked_in: w.blocked_in.clone(),
         woken_by,
         stack: Vec::new(),
-        call: w.call.clone(),
+        call: w.call.as_ref().and_then(|c| Some(super::call_text::render(x.events.get(c.entry)?, c.pid, &mut &c.fds))),
         ust: None,
     }
 }
@@ -643,6 +659,51 @@ mod tests {
         events.push(ev(201 * ms + 30, 1, 100, "syscall_exit", &[("name", Value::Str("clock_nanosleep".into()))]));
         events.push(switch(202 * ms, 1, 100, 1, 0));
         Loaded { events, kernel_env: None, user_stacks: false, processes: vec![(100, "sleep".into(), PathBuf::new())], problems: 0, ..Default::default() }
+    }
+
+    /// A wait's call names its descriptor by what it held when the task blocked, though
+    /// the call is written after the whole pass (only for the waits shown), when the
+    /// descriptor holds another file.
+    #[test]
+    fn a_wait_s_call_names_the_descriptor_as_it_was() {
+        let at = (super::super::layout::PAYLOAD_AT, Value::Unsigned(1));
+        let name = |n: &str| ("name", Value::Str(n.into()));
+        let open = |ts: u64, path: &str| {
+            [
+                ev(
+                    ts,
+                    0,
+                    100,
+                    "syscall_entry",
+                    &[("dfd", Value::Signed(-100)), ("filename", Value::Str(path.into())), ("flags", Value::Signed(0)), at.clone(), name("openat")],
+                ),
+                ev(ts + 1, 0, 100, "syscall_exit", &[("ret", Value::Signed(3)), name("openat")]),
+            ]
+        };
+        let mut events = open(1_000, "/tmp/a").to_vec();
+        events.extend([
+            ev(
+                2_000,
+                0,
+                100,
+                "syscall_entry",
+                &[("fd", Value::Unsigned(3)), ("buf", Value::Unsigned(0x1000)), ("count", Value::Unsigned(1)), at.clone(), name("read")],
+            ),
+            switch(2_010, 0, 100, 1, 0),
+            ev(5_000_000, 0, 0, "sched_waking", &[("pid", Value::Signed(100))]),
+            switch(5_000_010, 0, 0, 0, 100),
+            ev(5_000_020, 0, 100, "syscall_exit", &[("ret", Value::Signed(1)), name("read")]),
+            ev(5_000_030, 0, 100, "syscall_entry", &[("fd", Value::Unsigned(3)), at.clone(), name("close")]),
+            ev(5_000_031, 0, 100, "syscall_exit", &[("ret", Value::Signed(0)), name("close")]),
+        ]);
+        events.extend(open(5_000_040, "/tmp/b"));
+        let l = Loaded { events, processes: vec![(100, "cat".into(), PathBuf::new())], ..Default::default() };
+        let opt = Options { wakeups: true, min_block_ns: 0, ..Options::default() };
+        let r = analyze(&l, std::path::Path::new("/nonexistent"), &opt);
+        let calls: Vec<_> = r.wakeups.iter().flatten().map(|w| w.call.as_deref()).collect();
+        assert_eq!(calls, [Some("read(3</tmp/a>, 4096, 1)")]);
+        // Without --wakeups no wait is shown, and none is written.
+        assert!(analyze(&l, std::path::Path::new("/nonexistent"), &Options::default()).wakeups.is_none());
     }
 
     /// Kernel faults that are not the program's: ust's own read of a call's string at its

@@ -145,14 +145,60 @@ fn number(v: i64) -> String {
     }
 }
 
-/// The call of entry event `entry` (of process `pid`), its descriptors named from `fds`
-/// as it holds them now (feed `fds` up to the entry first).
-pub fn render(entry: &Event, pid: i32, fds: &mut FdTable<'_>) -> String {
-    let name = entry.text("name").unwrap_or_default();
-    // The named arguments end where normalize's own fields begin.
+/// Where a call's descriptors get their names: the table as it is now ([`FdTable`]), or
+/// what it said of them at an earlier time ([`HeldFds`]).
+pub trait FdNames {
+    /// What descriptor `fd` of process `pid` holds; `None` when the trace does not tell.
+    fn name(&mut self, pid: i32, fd: i64) -> Option<String>;
+}
+
+impl FdNames for FdTable<'_> {
+    fn name(&mut self, pid: i32, fd: i64) -> Option<String> {
+        FdTable::name(self, pid, fd)
+    }
+}
+
+/// What the descriptors a call names held at one time, kept to write the call later
+/// ([`held_fds`], then [`render`] with it): the report writes a blocked task's call only
+/// for the waits it shows, after the pass that found them, and the table has moved on by
+/// then. Empty (no allocation) for a call without descriptors.
+#[derive(Clone, Debug, Default)]
+pub struct HeldFds(Vec<(i64, Option<String>)>);
+
+impl FdNames for &HeldFds {
+    fn name(&mut self, _pid: i32, fd: i64) -> Option<String> {
+        self.0.iter().find(|(f, _)| *f == fd).and_then(|(_, n)| n.clone())
+    }
+}
+
+/// The payload of a normalized entry event whose arguments are named (from `payload_at`
+/// to where normalize's own fields begin); `None` for ust's earliest layout.
+fn named_payload(entry: &Event) -> Option<&[(Name, Value)]> {
+    let at = usize::try_from(entry.int(super::layout::PAYLOAD_AT)?).ok()?;
     let end = entry.fields.iter().position(|(n, _)| n == super::layout::PAYLOAD_AT || n == "args").unwrap_or(entry.fields.len());
-    let args: Vec<String> = match entry.int(super::layout::PAYLOAD_AT).and_then(|a| usize::try_from(a).ok()) {
-        Some(at) => named_args(&name, entry.fields.get(at..end).unwrap_or_default(), pid, fds),
+    Some(entry.fields.get(at..end).unwrap_or_default())
+}
+
+/// What `fds` says now of every descriptor argument of entry event `entry` (process `pid`):
+/// all that [`render`] asks of it.
+pub fn held_fds(entry: &Event, pid: i32, fds: &mut FdTable<'_>) -> HeldFds {
+    let mut held = Vec::new();
+    for (n, v) in named_payload(entry).unwrap_or_default() {
+        if let Some(x) = int_value(v).filter(|_| FD_ARGS.contains(&n.as_str())) {
+            let fd = i64::from(x as i32);
+            held.push((fd, fds.name(pid, fd)));
+        }
+    }
+    HeldFds(held)
+}
+
+/// The call of entry event `entry` (of process `pid`), its descriptors named by `fds`: a
+/// table as it is at the entry's time (feed it up to the entry first), or what
+/// [`held_fds`] kept of it then.
+pub fn render(entry: &Event, pid: i32, fds: &mut dyn FdNames) -> String {
+    let name = entry.text("name").unwrap_or_default();
+    let args: Vec<String> = match named_payload(entry) {
+        Some(payload) => named_args(&name, payload, pid, fds),
         // ust's earliest layout: the numbers alone.
         None => match entry.fields.iter().find(|(n, _)| n == "args") {
             Some((_, Value::List(l))) => l.iter().filter_map(int_value).map(number).collect(),
@@ -162,9 +208,12 @@ pub fn render(entry: &Event, pid: i32, fds: &mut FdTable<'_>) -> String {
     format!("{name}({})", args.join(", "))
 }
 
-fn named_args(call: &str, payload: &[(Name, Value)], pid: i32, fds: &mut FdTable<'_>) -> Vec<String> {
+fn named_args(call: &str, payload: &[(Name, Value)], pid: i32, fds: &mut dyn FdNames) -> Vec<String> {
     let get = |n: &str| payload.iter().find(|(m, _)| m == n).map(|(_, v)| v);
     let has = |n: &str| get(n).is_some();
+    // The field recorded beside argument `n` (`filename_status` beside `filename`), found
+    // without making its name.
+    let beside = |n: &str, suffix: &str| payload.iter().find(|(m, _)| m.strip_suffix(suffix) == Some(n)).map(|(_, v)| v);
     let captured = payload.iter().any(|(n, _)| n.ends_with("_status"));
     let flags = get("flags").and_then(int_value).unwrap_or(0);
     let opens = matches!(call, "open" | "openat" | "creat");
@@ -178,13 +227,13 @@ fn named_args(call: &str, payload: &[(Name, Value)], pid: i32, fds: &mut FdTable
         if n.strip_suffix("_text").is_some_and(has) {
             continue;
         }
-        let status = get(&format!("{n}_status")).and_then(int_value);
+        let status = beside(n, "_status").and_then(int_value);
         // An argument read with ptrace (no status: it was read whole), its text beside it.
-        if let (None, Some(Value::Str(t))) = (status, get(&format!("{n}_text"))) {
+        if let (None, Some(Value::Str(t))) = (status, beside(n, "_text")) {
             out.push(t.clone());
             continue;
         }
-        let ptr = || get(&format!("{n}_ptr")).or(Some(v)).and_then(int_value).map_or_else(|| "?".into(), |p| format!("{:#x}", p as u64));
+        let ptr = || beside(n, "_ptr").or(Some(v)).and_then(int_value).map_or_else(|| "?".into(), |p| format!("{:#x}", p as u64));
         let text = match (v, status) {
             // A captured string.
             (Value::Str(s), Some(0)) => quote(s),
@@ -194,7 +243,7 @@ fn named_args(call: &str, payload: &[(Name, Value)], pid: i32, fds: &mut FdTable
             (Value::Str(_), Some(_)) => ptr(),
             (Value::Str(s), None) => quote(s),
             // An argv: its text beside it.
-            (_, Some(st)) if has(&format!("{n}_text")) => match (st, get(&format!("{n}_text"))) {
+            (_, Some(st)) if beside(n, "_text").is_some() => match (st, beside(n, "_text")) {
                 (0 | 1, Some(Value::Str(t))) => t.clone(),
                 (2, _) => format!("{} (fault)", ptr()),
                 (3, _) => "NULL".into(),
