@@ -18,9 +18,9 @@
 //! without its `_enter` (the trace began inside) starts at the thread's first user-space
 //! event; an `_enter` without its `_exit` ends at the trace's last event, `unfinished`.
 
-use std::collections::HashMap;
-
 use ust_ctf::reader::Value;
+
+use crate::report::fast_hash::HashMap;
 
 use crate::report::load::{Domain, Event, Loaded, Name};
 
@@ -120,19 +120,32 @@ pub struct Spans {
     pub spans: Vec<Span>,
 }
 
+/// The time of each user-space thread's first event in `l`, by `(pid, tid)`.
+fn first_events(l: &Loaded) -> HashMap<(i32, i32), u64> {
+    let mut first = HashMap::default();
+    for e in l.events.iter().filter(|e| e.domain == Domain::Ust) {
+        first.entry((e.pid, e.tid)).or_insert(e.ts);
+    }
+    first
+}
+
 /// Pairs the span events of `l` (see the module docs).
 pub fn pair(l: &Loaded) -> Spans {
     let last_ts = l.events.last().map_or(0, |e| e.ts);
     let mut spans: Vec<Span> = Vec::new();
     // (pid, id) -> index of the live span with that id.
-    let mut live: HashMap<(i32, u64), usize> = HashMap::new();
+    let mut live: HashMap<(i32, u64), usize> = HashMap::default();
     // Open enters per (pid, tid): (span index, enter ts).
-    let mut open: HashMap<(i32, i32), Vec<Entered>> = HashMap::new();
-    let mut first_ts: HashMap<(i32, i32), u64> = HashMap::new();
+    let mut open: HashMap<(i32, i32), Vec<Entered>> = HashMap::default();
+    // Each thread's first user-space event, found when an `_exit` without its `_enter`
+    // first needs it (one pass; most traces have none).
+    let mut first_ts: Option<HashMap<(i32, i32), u64>> = None;
+    // What each event name is (the names are interned: a pointer's hash).
+    let mut parts: HashMap<Name, Option<(&str, &str, &str)>> = HashMap::default();
     for (i, e) in l.events.iter().enumerate().filter(|(_, e)| e.domain == Domain::Ust) {
         let key = (e.pid, e.tid);
-        let first = *first_ts.entry(key).or_insert(e.ts);
-        let Some((prov, base, suffix, id)) = span_event(e) else { continue };
+        let Some((prov, base, suffix)) = *parts.entry(e.name).or_insert_with(|| span_parts(e.name.as_str())) else { continue };
+        let Some(id) = id_field(&e.fields, SPAN_ID) else { continue };
         let span_of = |spans: &mut Vec<Span>, live: &mut HashMap<(i32, u64), usize>, parent: Option<usize>, created: Option<u64>| {
             *live.entry((e.pid, id)).or_insert_with(|| {
                 spans.push(Span {
@@ -166,7 +179,7 @@ pub fn pair(l: &Loaded) -> Spans {
                 let stack = open.entry(key).or_default();
                 let start = match stack.iter().rposition(|(x, _)| *x == s) {
                     Some(p) => stack.remove(p).1,
-                    None => first,
+                    None => first_ts.get_or_insert_with(|| first_events(l)).get(&key).copied().unwrap_or(e.ts),
                 };
                 spans[s].polls.push(Poll { tid: e.tid, start, end: e.ts, unfinished: false });
             }

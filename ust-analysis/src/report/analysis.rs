@@ -109,8 +109,9 @@ struct RawWait {
 #[derive(Default, Debug)]
 struct Task {
     events: u64,
-    /// The system call in progress, the index of its entry event and its entry time.
-    syscall: Option<(String, usize, u64)>,
+    /// The system call in progress: the index of its entry event (where its name is:
+    /// [`call_name`]) and its entry time.
+    syscall: Option<(usize, u64)>,
     blocked_call: Option<CallAt>,
     blocked_name: Option<String>,
     running_since: Option<u64>,
@@ -130,13 +131,18 @@ impl Task {
         if let Some((start, blocked_in)) = self.blocked_since.take() {
             self.blocked += ts.saturating_sub(start);
             let (wake, call, name) = (self.wake.take(), self.blocked_call.take(), self.blocked_name.take());
-            let call_entry = self.syscall.as_ref().map(|c| c.2);
+            let call_entry = self.syscall.map(|c| c.1);
             self.waits.push(RawWait { start, call_entry, end: ts, blocked_in, wake, call, name, inferred });
             if inferred {
                 self.running_since = Some(ts);
             }
         }
     }
+}
+
+/// The name of the system call whose entry is event `i` of `l` (its `name` field).
+fn call_name(l: &Loaded, i: usize) -> std::borrow::Cow<'_, str> {
+    l.events.get(i).and_then(|e| e.text("name")).unwrap_or_default()
 }
 
 /// Sets `tid`'s name in `names`, allocating only when it changed (a thread's name is
@@ -304,9 +310,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                         }
                     }
                 }
-                let name = e.text("name").unwrap_or_default().into_owned();
                 let task = tasks.entry(t).or_default();
-                task.syscall = Some((name, ei, e.ts));
+                task.syscall = Some((ei, e.ts));
                 for i in task.pending_faults.drain(..) {
                     if let Some(f) = faults.get_mut(i) {
                         f.until_user_ns = Some(e.ts.saturating_sub(f.ts_ns));
@@ -331,7 +336,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
             // call's own (`strncpy_from_user` of `openat`'s path).
             "x86_exceptions_page_fault_kernel"
                 if stack_sample.get(&t).is_some_and(|&s| {
-                    e.ts.saturating_sub(s) <= super::stacks::STACK_COPY_NS && tasks.get(&t).and_then(|k| k.syscall.as_ref()).is_none_or(|c| c.2 <= s)
+                    e.ts.saturating_sub(s) <= super::stacks::STACK_COPY_NS && tasks.get(&t).and_then(|k| k.syscall).is_none_or(|c| c.1 <= s)
                 }) =>
             {
                 stack_copy_faults += 1;
@@ -347,8 +352,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 );
                 f.by_kernel = true;
                 f.major = has_filemap.then_some(false);
-                f.function = Some(match tasks.get(&t).and_then(|k| k.syscall.as_ref()) {
-                    Some((n, _, _)) => format!("the kernel, in {n}"),
+                f.function = Some(match tasks.get(&t).and_then(|k| k.syscall) {
+                    Some((i, _)) => format!("the kernel, in {}", call_name(l, i)),
                     None => "the kernel".into(),
                 });
                 faults.push(f);
@@ -379,8 +384,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                 // target is a task from now on either way).
                 let target_waits = tasks.entry(target).or_default();
                 if target_waits.blocked_since.is_some() && target_waits.wake.is_none() {
-                    let waker_doing = match tasks.get(&t).and_then(|w| w.syscall.as_ref()) {
-                        Some((n, _, _)) => format!("in {n}"),
+                    let waker_doing = match tasks.get(&t).and_then(|w| w.syscall) {
+                        Some((i, _)) => format!("in {}", call_name(l, i)),
                         None => "in user space".into(),
                     };
                     let ctx = cpu_ctx.get(&e.cpu).cloned().unwrap_or_default();
@@ -409,8 +414,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                         p.blocked_since = Some((e.ts, String::new()));
                         (p.blocked_call, p.blocked_name, p.wake) = (None, None, None);
                     } else if state & 0xff != 0 && state & 0x30 == 0 {
-                        let blocked_in = match (&p.syscall, p.last_fault) {
-                            (Some((n, _, _)), _) => format!("syscall {n}"),
+                        let blocked_in = match (p.syscall, p.last_fault) {
+                            (Some((i, _)), _) => format!("syscall {}", call_name(l, i)),
                             (None, Some((ft, addr))) if ft + 1_000_000 > e.ts => format!("page fault at {addr:#x}"),
                             _ => match tgid.get(&prev).or(Some(&prev)).and_then(|g| last_ust.get(g)) {
                                 Some(u) => format!("user space (after tracepoint {u})"),
@@ -418,7 +423,7 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                             },
                         };
                         let pid = *tgid.get(&prev).unwrap_or(&prev);
-                        p.blocked_call = p.syscall.as_ref().map(|c| CallAt { entry: c.1, pid, fds: super::call_text::held_fds(&l.events[c.1], pid, &mut fdt) });
+                        p.blocked_call = p.syscall.map(|c| CallAt { entry: c.0, pid, fds: super::call_text::held_fds(&l.events[c.0], pid, &mut fdt) });
                         p.blocked_since = Some((e.ts, blocked_in));
                         p.blocked_name = e.text("prev_comm").map(|s| s.into_owned());
                         p.wake = None;

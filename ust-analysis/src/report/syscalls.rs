@@ -265,7 +265,9 @@ pub fn count(
     // The cut: the entry of the traced pid's first successful execve.
     let mut exec_ns = None;
     let mut entry: HashMap<i32, u64> = HashMap::default();
-    for e in kernel().filter(|e| e.tid == traced_pid) {
+    // Pid 0 (no cut: a process chosen with `--pid`) never execs: no pass.
+    let cut_of = (traced_pid != 0).then_some(traced_pid);
+    for e in cut_of.into_iter().flat_map(|p| kernel().filter(move |e| e.tid == p)) {
         match e.name.as_str() {
             "syscall_entry" => {
                 entry.insert(e.tid, e.ts);

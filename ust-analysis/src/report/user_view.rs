@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::load::{Domain, Event, Loaded};
+use super::load::{Domain, Event, Loaded, Name};
 use super::tracer::Role;
 
 /// Per-event-name row of the user-space view.
@@ -59,14 +59,16 @@ pub fn user_view(l: &Loaded) -> UserView {
     let mut v = UserView::default();
     let (Some(first), Some(last)) = (ust.first(), ust.last()) else { return v };
     let span = (last.ts - first.ts).max(1) as f64 / 1e9;
-    // Counted by hash (a few dozen names, hundreds of thousands of events), then sorted.
-    let mut counts: HashMap<&str, u64> = HashMap::default();
-    let mut per: BTreeMap<(i32, i32), Vec<u64>> = BTreeMap::new();
+    // Counted by hash (a few dozen names, hundreds of thousands of events; a name hashes
+    // as its pointer), then sorted.
+    let mut counts: HashMap<Name, u64> = HashMap::default();
+    let mut per: HashMap<(i32, i32), Vec<u64>> = HashMap::default();
     for e in &ust {
-        *counts.entry(&e.name).or_default() += 1;
+        *counts.entry(e.name).or_default() += 1;
         per.entry((e.pid, e.tid)).or_default().push(e.ts);
     }
-    let counts: BTreeMap<&str, u64> = counts.into_iter().collect();
+    let counts: BTreeMap<&str, u64> = counts.into_iter().map(|(n, c)| (n.as_str(), c)).collect();
+    let per: BTreeMap<(i32, i32), Vec<u64>> = per.into_iter().collect();
     v.events = counts.into_iter().map(|(n, c)| UserEventRow { name: n.to_string(), count: c, rate_per_s: c as f64 / span }).collect();
     for ((pid, tid), ts) in per {
         let gaps: Vec<(u64, u64)> = ts.windows(2).map(|w| (w[1] - w[0], w[0])).collect();
