@@ -27,6 +27,18 @@ fn kept_sleep_trace_reports_timer_and_exit_wakeups() {
     assert!(f.iter().any(|x| x.mapping.as_deref().is_some_and(|m| m.contains('/'))), "faults map to files: {f:?}");
 }
 
+/// A kernel trace without dynamic probes is known as one from its event classes (the
+/// probe view then skips its pass); the system tests' uprobe traces check the other side.
+#[test]
+fn kept_traces_have_no_probe_classes() {
+    for name in ["sleep", "pingpong"] {
+        let l = rep::load::load(&data(name)).unwrap();
+        assert!(l.events.iter().any(|e| e.domain == rep::load::Domain::Kernel), "{name}");
+        assert!(l.without_probes, "{name}");
+        assert!(rep::probes::probe_view(&l).is_empty(), "{name}");
+    }
+}
+
 #[test]
 fn kept_pingpong_trace_reports_each_wait_woken_by_the_other_thread() {
     let r = wakeups(&data("pingpong"));

@@ -409,11 +409,12 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
                     if let Some(s) = p.running_since.take() {
                         p.runtime += e.ts.saturating_sub(s);
                     }
-                    if state & 0xff != 0 && state & 0x30 == 0 && !opt.wakeups {
+                    let blocks = state & 0xff != 0 && state & 0x30 == 0;
+                    if blocks && !opt.wakeups {
                         // Only the wake-ups show what a wait was in.
                         p.blocked_since = Some((e.ts, String::new()));
                         (p.blocked_call, p.blocked_name, p.wake) = (None, None, None);
-                    } else if state & 0xff != 0 && state & 0x30 == 0 {
+                    } else if blocks {
                         let blocked_in = match (p.syscall, p.last_fault) {
                             (Some((i, _)), _) => format!("syscall {}", call_name(l, i)),
                             (None, Some((ft, addr))) if ft + 1_000_000 > e.ts => format!("page fault at {addr:#x}"),

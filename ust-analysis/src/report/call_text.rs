@@ -184,12 +184,18 @@ fn named_payload(entry: &Event) -> Option<&[(Name, Value)]> {
 pub fn held_fds(entry: &Event, pid: i32, fds: &mut FdTable<'_>) -> HeldFds {
     let mut held = Vec::new();
     for (n, v) in named_payload(entry).unwrap_or_default() {
-        if let Some(x) = int_value(v).filter(|_| FD_ARGS.contains(&n.as_str())) {
-            let fd = i64::from(x as i32);
+        if let Some(fd) = int_value(v).and_then(|x| descriptor(n, x)) {
             held.push((fd, fds.name(pid, fd)));
         }
     }
     HeldFds(held)
+}
+
+/// The descriptor an integer argument named `n` holding `x` names ([`FD_ARGS`]; the
+/// number as the kernel reads it, an `int`); `None` for another argument and for
+/// `AT_FDCWD` in a directory descriptor's place.
+fn descriptor(n: &str, x: i64) -> Option<i64> {
+    (FD_ARGS.contains(&n) && !(x == AT_FDCWD && n.contains("dfd"))).then(|| i64::from(x as i32))
 }
 
 /// The call of entry event `entry` (of process `pid`), its descriptors named by `fds`: a
@@ -258,14 +264,12 @@ fn named_args(call: &str, payload: &[(Name, Value)], pid: i32, fds: &mut dyn FdN
                     continue;
                 };
                 if FD_ARGS.contains(&n.as_str()) {
-                    if x == AT_FDCWD && n.contains("dfd") {
-                        "AT_FDCWD".into()
-                    } else {
-                        let x = i64::from(x as i32);
-                        match fds.name(pid, x) {
-                            Some(held) => format!("{x}<{held}>"),
-                            None => x.to_string(),
-                        }
+                    match descriptor(n, x) {
+                        None => "AT_FDCWD".into(),
+                        Some(fd) => match fds.name(pid, fd) {
+                            Some(held) => format!("{fd}<{held}>"),
+                            None => fd.to_string(),
+                        },
                     }
                 } else if opens && n == "flags" {
                     open_flags(x)

@@ -210,7 +210,7 @@ pub fn normalize(e: &mut Event, n_ctx: usize, map_unknown: bool, tasks: &mut Tas
                 "old_tid" => &OLD_PID,
                 _ => continue,
             };
-            *n = Name::clone(old);
+            *n = **old;
         }
     }
 }

@@ -23,7 +23,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use ctf_reader::{EventRef, Message, Scope};
@@ -62,7 +61,8 @@ pub struct Loaded {
     /// [`super::probes`]), declared whether or not any fired.
     pub return_probe_classes: crate::report::fast_hash::HashSet<String>,
     /// No event of the kernel traces has a dynamic probe's fields
-    /// ([`super::probes::shape`], asked of each event class's first event): the probe view
+    /// ([`super::probes::shape`], asked of each event class's first event once in the
+    /// report's layout: [`super::layout::normalize`] renames and removes fields): the probe view
     /// has nothing to find and skips its pass over the events. `false` (look) in a
     /// `Loaded` made otherwise.
     pub without_probes: bool,
@@ -96,6 +96,9 @@ fn channel_of(file_name: &str) -> &str {
 /// The name a fault sample of a stacks side trace gets (it is not a fault of its own: the
 /// tracefs trace has that fault; it gives it its stack).
 pub const FAULT_STACK: &str = "perf_fault_stack";
+
+/// [`FAULT_STACK`] as the events' [`Name`] (interned once).
+static FAULT_STACK_NAME: std::sync::LazyLock<Name> = std::sync::LazyLock::new(|| Name::from(FAULT_STACK));
 
 /// Nanoseconds of `cycles` of a clock of `freq` Hz, without the clock's offset.
 fn clock_ns(cycles: u64, freq: u64) -> u64 {
@@ -158,15 +161,14 @@ type Built = Option<(Event, usize)>;
 /// The function each decoding thread of a trace of `domain` runs on its messages: builds
 /// the events ([`event_of`]) with the clock frequencies of its stream classes (`freqs`),
 /// keeping per event class (`shape`: the number of event classes of each stream class)
-/// what the first event read left ([`Class`]); sets `probes` when a kernel class's
-/// fields are a dynamic probe's ([`super::probes::shape`]; [`super::layout::normalize`]
+/// what the first event read left ([`Class`]).
 /// renames only contexts and system-call and fork fields, which makes or unmakes none). Building the events there, not on the
 /// thread that merges them, spreads the report's largest cost over the CPUs.
-fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>, probes: Arc<AtomicBool>) -> ctf_reader::Prepare<Built> {
+fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>) -> ctf_reader::Prepare<Built> {
     let freqs = Arc::new(freqs);
     let shape = Arc::new(shape);
     Arc::new(move || {
-        let (freqs, probes) = (freqs.clone(), probes.clone());
+        let freqs = freqs.clone();
         let mut classes: Vec<Vec<Option<Class>>> = shape.iter().map(|&n| (0..n).map(|_| None).collect()).collect();
         Box::new(move |m: &Message<'_>| {
             let Message::Event(e) = m else { return None };
@@ -176,9 +178,6 @@ fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>, pro
             let (ev, n_ctx) = event_of(e, domain, freq, slot.as_ref().and_then(|c| c.as_ref()))?;
             if let Some(slot @ None) = slot {
                 let added = if kernel { super::layout::added_fields(e.name()) } else { 0 };
-                if kernel && super::probes::shape(ev.fields.iter().map(|(n, _)| n.as_str())).is_some() {
-                    probes.store(true, Ordering::Relaxed);
-                }
                 *slot = Some(Class { cap: ev.fields.len() + added, name: ev.name, fields: ev.fields.iter().map(|(n, _)| *n).collect() });
             }
             Some((ev, n_ctx))
@@ -187,8 +186,9 @@ fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>, pro
 }
 
 /// Reads one trace into `l.events`; `each` sees every event as the trace has it (its
-/// thread known, before [`super::layout::normalize`]).
-fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes: &Arc<AtomicBool>) {
+/// thread known, before [`super::layout::normalize`]); `probes` is set when an event class
+/// of a kernel trace has a dynamic probe's fields.
+fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes: &mut bool) {
     let kernel = m.origin.domain == Domain::Kernel;
     let stacks_side = kernel && m.origin.kernel_source.as_deref() == Some(ust_kernel::perf::STACKS_SOURCE);
     if stacks_side {
@@ -220,7 +220,9 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes:
     // Per-user traces: the processes their contexts name.
     let mut seen: BTreeMap<i32, String> = BTreeMap::new();
     let shape: Vec<usize> = meta.streams.iter().map(|s| s.events.len()).collect();
-    let mut it = m.ctf.messages_prepared(builder(m.origin.domain, kernel, freqs.clone(), shape, probes.clone()));
+    // Per event class: whether its fields were asked whether they are a probe's.
+    let mut asked: Vec<Vec<bool>> = shape.iter().map(|&n| vec![false; n]).collect();
+    let mut it = m.ctf.messages_prepared(builder(m.origin.domain, kernel, freqs.clone(), shape));
     while let Some(msg) = it.next_prepared() {
         let (e, built) = match msg {
             Ok((Message::Event(e), built)) => (e, built.flatten()),
@@ -261,7 +263,13 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes:
             each(&ev);
             super::layout::normalize(&mut ev, n_ctx, m.origin.by_ust, &mut tasks);
             if stacks_side && ev.name == "perf_page_fault" {
-                ev.name = FAULT_STACK.into();
+                ev.name = *FAULT_STACK_NAME;
+            }
+            // Once per event class, in the report's layout: a probe's fields?
+            let (sc, ec) = e.class_index();
+            if let Some(a) = asked.get_mut(sc).and_then(|v| v.get_mut(ec)).filter(|a| !**a) {
+                *a = true;
+                *probes |= super::probes::shape(ev.fields.iter().map(|(n, _)| n.as_str())).is_some();
             }
         } else {
             ev.pid = ctx_int(&ev, n_ctx, "vpid").map_or(env_vpid, |p| p as i32);
@@ -307,11 +315,11 @@ pub fn load_set_with(set: &TraceSet, each: &mut dyn FnMut(&Event)) -> Loaded {
     // list grows as before.
     let bytes: u64 = set.members.iter().flat_map(|m| m.ctf.streams()).map(|s| s.size).sum();
     let _ = l.events.try_reserve_exact(usize::try_from(bytes / MIN_EVENT_BYTES).unwrap_or(usize::MAX).min(MAX_RESERVED));
-    let probes = Arc::new(AtomicBool::new(false));
+    let mut probes = false;
     for m in &set.members {
-        load_member(m, &mut l, each, &probes);
+        load_member(m, &mut l, each, &mut probes);
     }
-    l.without_probes = !probes.load(Ordering::Relaxed);
+    l.without_probes = !probes;
     if !l.events.is_sorted_by_key(|e| e.ts) {
         l.events.sort_by_key(|e| e.ts);
     }

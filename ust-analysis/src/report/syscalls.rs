@@ -230,8 +230,11 @@ impl Tally {
             })
             .collect();
         rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+        // In tid order: a process unnamed in `comm` takes its lowest thread's name.
+        let mut threads: Vec<ThreadCalls> = self.threads.into_values().collect();
+        threads.sort_unstable_by_key(|t| t.tid);
         let mut procs: BTreeMap<i32, ProcessCalls> = BTreeMap::new();
-        for t in self.threads.values() {
+        for t in &threads {
             let p = procs.entry(t.pid).or_insert_with(|| ProcessCalls {
                 pid: t.pid,
                 name: comm.get(&t.pid).cloned().unwrap_or_else(|| t.name.clone()),
@@ -245,8 +248,6 @@ impl Tally {
             p.errors += t.errors;
             p.total_ns += t.total_ns;
         }
-        let mut threads: Vec<ThreadCalls> = self.threads.into_values().collect();
-        threads.sort_unstable_by_key(|t| t.tid);
         Calls { rows, threads, processes: procs.into_values().collect(), slowest: self.slow, exec_ns }
     }
 }
@@ -265,7 +266,8 @@ pub fn count(
     // The cut: the entry of the traced pid's first successful execve.
     let mut exec_ns = None;
     let mut entry: HashMap<i32, u64> = HashMap::default();
-    // Pid 0 (no cut: a process chosen with `--pid`) never execs: no pass.
+    // Pid 0 (no cut: a process chosen with `--pid`, or no traced process known) is the
+    // idle task, which never execs: no pass.
     let cut_of = (traced_pid != 0).then_some(traced_pid);
     for e in cut_of.into_iter().flat_map(|p| kernel().filter(move |e| e.tid == p)) {
         match e.name.as_str() {
@@ -327,6 +329,44 @@ pub fn count(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn call(ts_ns: u64, tid: i32, duration_ns: u64) -> SlowCall {
+        SlowCall { ts_ns, tid, thread: String::new(), call: String::new(), duration_ns, ret: 0, error: None }
+    }
+
+    /// The slowest calls kept as they complete (cut at 4 x SLOWEST, the shorter ones
+    /// dropped at once below the floor) are those a sort of every call keeps: longest
+    /// first, the earlier entry first among equals (many ties here; calls of one duration
+    /// complete in the order they began).
+    #[test]
+    fn the_slowest_calls_are_those_a_full_sort_keeps() {
+        let mut all: Vec<(u64, u64)> = (0..2_000u64).map(|i| (100 + (i * 31) % 7, (i * 7919) % 2_000)).collect();
+        // In the order they complete: entry + duration.
+        all.sort_by_key(|&(d, ts)| (ts + d, ts));
+        let mut t = Tally::default();
+        for &(d, ts) in &all {
+            t.add(call(ts, 1, d), 1, "read", &|_| String::new());
+        }
+        all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let kept: Vec<(u64, u64)> = t.finish(&HashMap::default(), None).slowest.iter().map(|c| (c.duration_ns, c.ts_ns)).collect();
+        assert_eq!(kept, all[..SLOWEST]);
+    }
+
+    /// A process that `comm` does not name takes its lowest thread's name, whatever the
+    /// order its threads' calls came in.
+    #[test]
+    fn an_unnamed_process_takes_its_lowest_thread_s_name() {
+        let name_of = |t: i32| format!("thread{t}");
+        for order in [[13, 11, 12], [12, 13, 11], [11, 12, 13]] {
+            let mut t = Tally::default();
+            for tid in order {
+                t.add(call(1, tid, 5), 10, "read", &name_of);
+            }
+            let c = t.finish(&HashMap::default(), None);
+            assert_eq!(c.processes.iter().map(|p| (p.pid, p.name.as_str(), p.threads)).collect::<Vec<_>>(), [(10, "thread11", 3)]);
+            assert_eq!(c.threads.iter().map(|t| t.tid).collect::<Vec<_>>(), [11, 12, 13]);
+        }
+    }
 
     #[test]
     fn errno_names_and_the_error_rule() {
