@@ -21,7 +21,6 @@
 use ust_ctf::reader::Value;
 
 use crate::report::fast_hash::HashMap;
-
 use crate::report::load::{Domain, Event, Loaded, Name};
 
 /// The suffixes of the span events, in the layer's naming.

@@ -555,8 +555,8 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     r
 }
 
-/// What [`explain_wait`] needs: the events, the tasks, their names, how far up the chain to go,
-/// whether the trace is tier 1 (no wake-ups), and which tasks and waits are ust's.
+/// What [`explain_wait`] needs: the events, the tasks, their names, how far up the chain
+/// to go, whether the trace is tier 1 (no wake-ups), and which tasks and waits are ust's.
 struct Explain<'a> {
     /// The loaded events (the blocked calls' entries).
     events: &'a [Event],

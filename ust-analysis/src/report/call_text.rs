@@ -234,8 +234,9 @@ fn named_args(call: &str, payload: &[(Name, Value)], pid: i32, fds: &mut dyn FdN
             continue;
         }
         let status = beside(n, "_status").and_then(int_value);
+        let text_beside = beside(n, "_text");
         // An argument read with ptrace (no status: it was read whole), its text beside it.
-        if let (None, Some(Value::Str(t))) = (status, beside(n, "_text")) {
+        if let (None, Some(Value::Str(t))) = (status, text_beside) {
             out.push(t.clone());
             continue;
         }
@@ -249,7 +250,7 @@ fn named_args(call: &str, payload: &[(Name, Value)], pid: i32, fds: &mut dyn FdN
             (Value::Str(_), Some(_)) => ptr(),
             (Value::Str(s), None) => quote(s),
             // An argv: its text beside it.
-            (_, Some(st)) if beside(n, "_text").is_some() => match (st, beside(n, "_text")) {
+            (_, Some(st)) if text_beside.is_some() => match (st, text_beside) {
                 (0 | 1, Some(Value::Str(t))) => t.clone(),
                 (2, _) => format!("{} (fault)", ptr()),
                 (3, _) => "NULL".into(),

@@ -61,10 +61,10 @@ pub struct Loaded {
     /// [`super::probes`]), declared whether or not any fired.
     pub return_probe_classes: crate::report::fast_hash::HashSet<String>,
     /// No event of the kernel traces has a dynamic probe's fields
-    /// ([`super::probes::shape`], asked of each event class's first event once in the
-    /// report's layout: [`super::layout::normalize`] renames and removes fields): the probe view
-    /// has nothing to find and skips its pass over the events. `false` (look) in a
-    /// `Loaded` made otherwise.
+    /// ([`super::probe_shape::shape`], asked of each event class's first event once in the
+    /// report's layout: [`super::layout::normalize`] renames and removes fields): the
+    /// probe view has nothing to find and skips its pass over the events. `false` (look)
+    /// in a `Loaded` made otherwise.
     pub without_probes: bool,
 }
 
@@ -161,8 +161,7 @@ type Built = Option<(Event, usize)>;
 /// The function each decoding thread of a trace of `domain` runs on its messages: builds
 /// the events ([`event_of`]) with the clock frequencies of its stream classes (`freqs`),
 /// keeping per event class (`shape`: the number of event classes of each stream class)
-/// what the first event read left ([`Class`]).
-/// renames only contexts and system-call and fork fields, which makes or unmakes none). Building the events there, not on the
+/// what the first event read left ([`Class`]). Building the events there, not on the
 /// thread that merges them, spreads the report's largest cost over the CPUs.
 fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>) -> ctf_reader::Prepare<Built> {
     let freqs = Arc::new(freqs);
@@ -269,7 +268,7 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes:
             let (sc, ec) = e.class_index();
             if let Some(a) = asked.get_mut(sc).and_then(|v| v.get_mut(ec)).filter(|a| !**a) {
                 *a = true;
-                *probes |= super::probes::shape(ev.fields.iter().map(|(n, _)| n.as_str())).is_some();
+                *probes |= super::probe_shape::shape(ev.fields.iter().map(|(n, _)| n.as_str())).is_some();
             }
         } else {
             ev.pid = ctx_int(&ev, n_ctx, "vpid").map_or(env_vpid, |p| p as i32);

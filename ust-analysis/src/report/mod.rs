@@ -45,6 +45,7 @@ pub mod load;
 pub mod loss;
 pub mod model;
 pub mod pictures;
+pub mod probe_shape;
 pub mod probe_stacks;
 pub mod probes;
 pub mod select;

@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::load::{Domain, Event, Loaded};
+use super::probe_shape::{shape, Shape};
 
 /// Latencies of the paired calls of one probed function (ns).
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -100,31 +101,6 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// Context fields that come before a probe event's payload (ust's `tid`, LTTng's
-/// `lttng add-context` kernel contexts).
-fn is_context(name: &str) -> bool {
-    matches!(
-        name,
-        "tid"
-            | "pid"
-            | "vtid"
-            | "vpid"
-            | "ppid"
-            | "vppid"
-            | "procname"
-            | "prio"
-            | "nice"
-            | "hostname"
-            | "cpu_id"
-            | "interruptible"
-            | "preemptible"
-            | "need_reschedule"
-            | "migratable"
-    ) || name.starts_with("perf_")
-        || name.starts_with("callstack_")
-        || name.ends_with("_ns")
-}
-
 /// What kind of probe event `e` is, with its address: `Entry(ip)` or `Return(func)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -142,28 +118,6 @@ pub fn kind(e: &Event) -> Option<Kind> {
     match shape(e.fields.iter().map(|(n, _)| n.as_str()))? {
         Shape::Entry => Some(Kind::Entry(e.int("ip")? as u64)),
         Shape::Return => Some(Kind::Return(e.int("func")? as u64)),
-    }
-}
-
-/// A probe event's kind as its field names (contexts first, in order) tell, without the
-/// address: what [`kind`] decides before it reads a value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shape {
-    /// An entry probe's fields (`ip` first).
-    Entry,
-    /// A return probe's fields (`func`, then `ret_ip`).
-    Return,
-}
-
-/// The [`Shape`] of an event with these field names, or `None` when it is no probe's. The
-/// names of an event class are the same for all its events, so the load asks once per
-/// class ([`super::load::Loaded::without_probes`]).
-pub fn shape<'n>(names: impl IntoIterator<Item = &'n str>) -> Option<Shape> {
-    let mut payload = names.into_iter().skip_while(|n| is_context(n));
-    match payload.next()? {
-        "ip" => Some(Shape::Entry),
-        "func" if payload.next() == Some("ret_ip") => Some(Shape::Return),
-        _ => None,
     }
 }
 

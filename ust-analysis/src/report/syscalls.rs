@@ -252,6 +252,24 @@ impl Tally {
     }
 }
 
+/// The entry time of the first successful `execve` of `pid` among `events` (its thread's
+/// events in time order); `None` without one, and at once for pid 0 (no cut: a process
+/// chosen with `--pid`, or no traced process known), the idle task, which never execs.
+fn exec_entry<'e>(events: impl Iterator<Item = &'e Event>, pid: i32) -> Option<u64> {
+    if pid == 0 {
+        return None;
+    }
+    let mut entry = None;
+    for e in events.filter(|e| e.tid == pid) {
+        match e.name.as_str() {
+            "syscall_entry" => entry = Some(e.ts),
+            "syscall_exit" if e.text("name").as_deref() == Some("execve") && e.int("ret") == Some(0) => return entry,
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Counts the system calls of the threads in `tree` (`tgid`: thread to process, `comm`:
 /// thread names) from the exec of `traced_pid` on; the calls `is_ust(tid, entry ns, name,
 /// ret)` says are ust's are counted apart: `(the program's, ust's)`.
@@ -264,23 +282,7 @@ pub fn count(
 ) -> (Calls, Calls) {
     let kernel = || l.events.iter().filter(|e| e.domain == Domain::Kernel && tree.contains(&e.tid));
     // The cut: the entry of the traced pid's first successful execve.
-    let mut exec_ns = None;
-    let mut entry: HashMap<i32, u64> = HashMap::default();
-    // Pid 0 (no cut: a process chosen with `--pid`, or no traced process known) is the
-    // idle task, which never execs: no pass.
-    let cut_of = (traced_pid != 0).then_some(traced_pid);
-    for e in cut_of.into_iter().flat_map(|p| kernel().filter(move |e| e.tid == p)) {
-        match e.name.as_str() {
-            "syscall_entry" => {
-                entry.insert(e.tid, e.ts);
-            }
-            "syscall_exit" if e.text("name").as_deref() == Some("execve") && e.int("ret") == Some(0) => {
-                exec_ns = entry.get(&e.tid).copied();
-                break;
-            }
-            _ => {}
-        }
-    }
+    let exec_ns = exec_entry(kernel(), traced_pid);
     let from = exec_ns.unwrap_or(0);
     let mut open: HashMap<i32, (u64, std::borrow::Cow<'_, str>, &Event)> = HashMap::default();
     // The descriptors as each call saw them (the tree's events from the start).
