@@ -113,8 +113,13 @@ fi
 # build (a fresh machine's disk can be small).
 export CARGO_INCREMENTAL=0
 
+# Where the run's time goes: each step's start, in seconds since the script began (the
+# whole run should stay under 30 minutes on a 2-core machine).
+at() { echo "test.sh: ${SECONDS} s: $*" >&2; }
+
 # The end-to-end tests run the daemon, the CLI and instrumented programs as separate
 # processes: build them first (debug for the tests, release for the release-profile checks).
+at "build (debug)"
 cargo build --workspace --bins --examples
 cargo build --release --workspace --bins --examples
 # examples/sdtprog: built with ust's `sdt` feature in a workspace of its own, so that the
@@ -125,8 +130,10 @@ cargo build --release --manifest-path examples/sdtprog/Cargo.toml
 
 # Formatting, lints and docs are part of the test: rustfmt clean, no warning, no broken
 # intra-doc link.
+at "formatting, lints, docs, import circles"
 cargo fmt --check
 python3 scripts/check-doc-links.py
+python3 scripts/check-circles.py
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p ust --all-targets --features sdt -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
@@ -140,20 +147,25 @@ private_rundir=$(mktemp -d "${TMPDIR:-/tmp}/ust-test-rundir.XXXXXX")
 trap 'rm -rf "$private_rundir"' EXIT
 export UST_RUNDIR="$private_rundir/run"
 
+at "cargo test --workspace"
 cargo test --workspace
 
 # The runtime's link-time collection and constructor must survive release-mode linking.
+at "release runtime test"
 cargo test --release -p ust --lib --test runtime
 
 # The loom model of the ring buffer: the same code that ships, on loom's atomics, with a
 # bounded number of preemptions. Its own target dir, since --cfg loom rebuilds everything.
 # Each model sets its own bound (2, or 1 for the two largest: about 20 s of CPU in all);
 # LOOM_MAX_PREEMPTIONS, when set, overrides them all (2 everywhere takes minutes).
+at "loom"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringbuffer --release --test loom
 
 # The benches, in their short mode, so they cannot rot: no time is asserted (the consumer
 # bench uses the release binaries built above).
+at "benches (quick)"
 UST_BENCH_QUICK=1 cargo bench -p benches
 # The per-window figure and its summary (four windows): the script fails if the windows or
 # the summary are missing.
 scripts/bench-windows.sh tsc 2000000 500000 | grep '^4 windows: event'
+at "done"
