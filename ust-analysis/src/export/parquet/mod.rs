@@ -92,7 +92,8 @@ struct Plan {
     absent: Vec<usize>,
 }
 
-/// Per trace of the set, per stream class, per event class: its plan.
+/// Per trace of the set, per stream class, per event class: its plan, once its first event
+/// came ([`plan_file`]).
 type Plans = Vec<Vec<Vec<Option<Plan>>>>;
 
 /// The leaves of one event class of one trace per scope, each with its final name.
@@ -168,80 +169,63 @@ fn fixed_columns() -> Vec<Column> {
     ]
 }
 
-/// The dataset's files (one per class name, columns unified) and each trace's plans.
-fn plan(set: &TraceSet) -> (Vec<ClassFile>, Plans) {
-    let mut files: Vec<ClassFile> = Vec::new();
-    let mut by_name: HashMap<String, usize> = HashMap::new();
-    let mut all: Vec<Vec<Vec<ClassLeaves>>> = Vec::new();
-    for m in &set.members {
-        let meta = m.ctf.metadata();
-        let mut per_sc = Vec::new();
-        for (sc, s) in meta.streams.iter().enumerate() {
-            let mut per_ec = Vec::new();
+/// Every event class of the set by name: `(trace, stream class, event class)` indices, in
+/// the set's order.
+type ByName<'a> = HashMap<&'a str, Vec<(usize, usize, usize)>>;
+
+fn classes_by_name(set: &TraceSet) -> ByName<'_> {
+    let mut by_name: ByName = HashMap::new();
+    for (mi, m) in set.members.iter().enumerate() {
+        for (sc, s) in m.ctf.metadata().streams.iter().enumerate() {
             for (ec, e) in s.events.iter().enumerate() {
-                let leaves = class_leaves(m, sc, ec);
-                let f = *by_name.entry(e.name.clone()).or_insert_with(|| {
-                    files.push(ClassFile {
-                        name: e.name.clone(),
-                        leaves: Vec::new(),
-                        index: Index::new(),
-                        cols: Vec::new(),
-                        rows: 0,
-                        total: 0,
-                        created: false,
-                        spare: None,
-                    });
-                    files.len() - 1
-                });
-                let file = &mut files[f];
-                for (l, final_name) in leaves.iter().flatten() {
-                    match file.index.get(final_name) {
-                        Some(&c) => file.leaves[c].kind = file.leaves[c].kind.unify(l.kind),
-                        None => {
-                            file.index.insert(final_name.clone(), file.leaves.len());
-                            file.leaves.push(Leaf { name: final_name.clone(), kind: l.kind });
-                        }
-                    }
-                }
-                per_ec.push(leaves);
+                by_name.entry(e.name.as_str()).or_default().push((mi, sc, ec));
             }
-            per_sc.push(per_ec);
         }
-        all.push(per_sc);
     }
-    for f in &mut files {
-        f.cols = fixed_columns();
-        f.cols.extend(f.leaves.iter().map(|l| Column::new(l.kind, false)));
-    }
-    let mut plans = Vec::new();
-    for (m, per_sc) in set.members.iter().zip(all) {
-        let meta = m.ctf.metadata();
-        let mut p_sc = Vec::new();
-        for (sc, per_ec) in per_sc.into_iter().enumerate() {
-            let s = &meta.streams[sc];
-            let mut p_ec = Vec::new();
-            for (ec, leaves) in per_ec.into_iter().enumerate() {
-                let e = &s.events[ec];
-                let file = by_name[&e.name];
-                let f = &files[file];
-                let kinds: Vec<Kind> = f.cols.iter().map(|c| c.kind).collect();
-                let tys = [s.event_context.as_ref(), e.context.as_ref(), e.payload.as_ref()];
-                let mut scopes: [Vec<Op>; 3] = Default::default();
-                let mut used = Vec::new();
-                for i in 0..3 {
-                    let local: Index = leaves[i].iter().map(|(l, n)| (l.name.clone(), FIXED.len() + f.index[n])).collect();
-                    if let Some(ty) = tys[i] {
-                        rows::compile(ty, "", &local, &kinds, &mut scopes[i], &mut used);
-                    }
-                }
-                let absent = (FIXED.len()..f.cols.len()).filter(|c| !used.contains(c)).collect();
-                p_ec.push(Some(Plan { file, scopes, absent }));
+    by_name
+}
+
+/// Room for a plan per event class of each trace, none made yet.
+fn unplanned(set: &TraceSet) -> Plans {
+    set.members.iter().map(|m| m.ctf.metadata().streams.iter().map(|s| s.events.iter().map(|_| None).collect()).collect()).collect()
+}
+
+/// Makes the file of the event classes named `name` (`classes`, in the set's order: the
+/// columns are the union of theirs) and the plan of each, when the first event of one of
+/// them comes: a kernel trace declares a thousand classes and records a few hundred.
+fn plan_file(set: &TraceSet, name: &str, classes: &[(usize, usize, usize)], files: &mut Vec<ClassFile>, plans: &mut Plans) {
+    let mut file =
+        ClassFile { name: name.to_string(), leaves: Vec::new(), index: Index::new(), cols: Vec::new(), rows: 0, total: 0, created: false, spare: None };
+    let leaves: Vec<ClassLeaves> = classes.iter().map(|&(mi, sc, ec)| class_leaves(&set.members[mi], sc, ec)).collect();
+    for (l, final_name) in leaves.iter().flatten().flatten() {
+        match file.index.get(final_name) {
+            Some(&c) => file.leaves[c].kind = file.leaves[c].kind.unify(l.kind),
+            None => {
+                file.index.insert(final_name.clone(), file.leaves.len());
+                file.leaves.push(Leaf { name: final_name.clone(), kind: l.kind });
             }
-            p_sc.push(p_ec);
         }
-        plans.push(p_sc);
     }
-    (files, plans)
+    file.cols = fixed_columns();
+    file.cols.extend(file.leaves.iter().map(|l| Column::new(l.kind, false)));
+    let kinds: Vec<Kind> = file.cols.iter().map(|c| c.kind).collect();
+    let index = files.len();
+    for (&(mi, sc, ec), leaves) in classes.iter().zip(leaves) {
+        let s = &set.members[mi].ctf.metadata().streams[sc];
+        let e = &s.events[ec];
+        let tys = [s.event_context.as_ref(), e.context.as_ref(), e.payload.as_ref()];
+        let mut scopes: [Vec<Op>; 3] = Default::default();
+        let mut used = Vec::new();
+        for i in 0..3 {
+            let local: Index = leaves[i].iter().map(|(l, n)| (l.name.clone(), FIXED.len() + file.index[n])).collect();
+            if let Some(ty) = tys[i] {
+                rows::compile(ty, "", &local, &kinds, &mut scopes[i], &mut used);
+            }
+        }
+        let absent = (FIXED.len()..file.cols.len()).filter(|c| !used.contains(c)).collect();
+        plans[mi][sc][ec] = Some(Plan { file: index, scopes, absent });
+    }
+    files.push(file);
 }
 
 /// The writer properties of the file of event class `name`, whose schema is `schema`.
@@ -340,7 +324,9 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
     };
     writer::remove_leftovers(&out_dir).map_err(|e| format!("{}: {e}", out.display()))?;
     let out = &out_dir;
-    let (mut files, plans) = plan(&set);
+    let by_name = classes_by_name(&set);
+    let mut files: Vec<ClassFile> = Vec::new();
+    let mut plans = unplanned(&set);
     // Every text of the interned columns, known before the first row.
     let mut texts = Texts::default();
     let mut member_ids = Vec::new();
@@ -356,7 +342,7 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
     let mut used = std::collections::HashSet::new();
     let mut sum = Summary::default();
     let mut scratch = Vec::new();
-    'traces: for ((m, plans), (host, session, rel, streams)) in set.members.iter().zip(&plans).zip(&member_ids) {
+    'traces: for (mi, (m, (host, session, rel, streams))) in set.members.iter().zip(&member_ids).enumerate() {
         let mut it = m.ctf.messages_parallel();
         let mut n = 0u64;
         while let Some(msg) = it.next() {
@@ -369,7 +355,11 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
                 }
             };
             let (sc, ec) = e.class_index();
-            let Some(p) = plans.get(sc).and_then(|v| v.get(ec)).and_then(Option::as_ref) else { continue };
+            if let Some(None) = plans[mi].get(sc).and_then(|v| v.get(ec)) {
+                let name = m.ctf.metadata().streams[sc].events[ec].name.as_str();
+                plan_file(&set, name, &by_name[name], &mut files, &mut plans);
+            }
+            let Some(p) = plans[mi].get(sc).and_then(|v| v.get(ec)).and_then(Option::as_ref) else { continue };
             let f = &mut files[p.file];
             let c = &mut f.cols;
             c[0].put(Val::I(e.ns.unwrap_or(e.cycles as i64)));
