@@ -37,7 +37,9 @@ pub struct TraceSet {
 
 /// Directories under `dir` (itself included) that hold a `metadata` file, sorted; LTTng's
 /// `index/` directories and ust's `proc/` snapshots (`/proc/<pid>/maps` copies) are not
-/// searched.
+/// searched, nor is a symbolic link to a directory (`dir` itself may be one): a link back
+/// up the tree (`loop -> ..`) would find the same traces again and again, one to `/` the
+/// whole file system.
 pub fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -45,10 +47,10 @@ pub fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
         let Ok(rd) = std::fs::read_dir(&d) else { continue };
         let mut has_meta = false;
         for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
+            // The entry itself, a link not followed.
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
                 if e.file_name() != "index" && e.file_name() != "proc" {
-                    stack.push(p);
+                    stack.push(e.path());
                 }
             } else if e.file_name() == "metadata" {
                 has_meta = true;
@@ -85,5 +87,26 @@ impl TraceSet {
             members.push(Member { dir: d, origin, ctf });
         }
         Ok(TraceSet { root: dir.to_path_buf(), members })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trace_dirs;
+
+    /// A link to a directory is not searched: a link back up the tree finds nothing twice
+    /// (it found the trace again under every `loop/` until the path was too long), and
+    /// the directory given may itself be a link.
+    #[test]
+    fn links_to_directories_are_not_searched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path().join("session/kernel");
+        std::fs::create_dir_all(&t).unwrap();
+        std::fs::write(t.join("metadata"), "/* CTF 1.8 */").unwrap();
+        std::os::unix::fs::symlink("..", t.join("loop")).unwrap();
+        std::os::unix::fs::symlink("/", tmp.path().join("session/root")).unwrap();
+        assert_eq!(trace_dirs(&tmp.path().join("session")), [t.clone()]);
+        std::os::unix::fs::symlink(tmp.path().join("session"), tmp.path().join("latest")).unwrap();
+        assert_eq!(trace_dirs(&tmp.path().join("latest")), [tmp.path().join("latest/kernel")]);
     }
 }
