@@ -82,7 +82,8 @@ pub struct StreamLoss {
     pub cpu: u32,
     /// Start of the range (ns): the end of the packet before (its own start for the first).
     pub begin_ns: u64,
-    /// End of the range (ns).
+    /// End of the range (ns), never before its start (packets whose times run backwards,
+    /// damaged or forged, give the range between the two times).
     pub end_ns: u64,
     /// Events lost in it.
     pub events: u64,
@@ -227,7 +228,8 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes:
             Ok((Message::Event(e), built)) => (e, built.flatten()),
             Ok((Message::DiscardedEvents(d), _)) if kernel => {
                 let freq = freqs.get(d.packet.stream_class).copied().unwrap_or(1_000_000_000);
-                let (begin, end) = d.cycles.or(d.packet.ts_begin.zip(d.packet.ts_end)).unwrap_or((0, 0));
+                let (a, b) = d.cycles.or(d.packet.ts_begin.zip(d.packet.ts_end)).unwrap_or((0, 0));
+                let (begin, end) = (a.min(b), a.max(b));
                 let events = d.count.or(d.packet.events_discarded).unwrap_or(0);
                 if events > 0 {
                     l.losses.push(StreamLoss {

@@ -83,8 +83,10 @@ struct Occupancy {
 }
 
 impl Occupancy {
-    /// Whether a tree task was, or may have been, on this CPU in `[a, b]`.
+    /// Whether a tree task was, or may have been, on this CPU in `[a, b]` (`[b, a]` when
+    /// `b` is before `a`).
     fn during(&self, a: u64, b: u64) -> bool {
+        let (a, b) = (a.min(b), a.max(b));
         let at_start = self.switches.partition_point(|s| s.0 <= a);
         if at_start > 0 && self.switches[at_start - 1].1 {
             return true;
@@ -326,6 +328,10 @@ mod tests {
         let k = judge(&trace(vec![loss("channel0", 0, 130, 140, 3)]), &tree);
         assert!(k.tree_may_be_lost && k.tree_events == 0 && k.ranges[0].tree_on_cpu, "{k:?}");
         assert!(text(&k, 0).starts_with("WARNING: kernel events lost: the traced tree's events may be lost"), "{}", text(&k, 0));
+        // A range whose times run backwards (a damaged or forged packet) is the range
+        // between them (it panicked, slicing the CPU's switches backwards).
+        let k = judge(&trace(vec![loss("channel0", 1, 170, 140, 7)]), &tree);
+        assert!(!k.tree_may_be_lost && k.context_lost && !k.ranges[0].tree_on_cpu, "{k:?}");
         let k = judge(&trace(vec![loss("channel0", 1, 300, 350, 9)]), &tree);
         assert!(!k.tree_may_be_lost && !k.context_lost && k.ranges[0].incomplete.is_empty(), "after the tree's exit: {k:?}");
         // Nearby ranges of one stream print as one line.
