@@ -21,7 +21,7 @@ use std::io::Write;
 
 use serde_json::{json, Map, Value as Json};
 
-use super::timeline::{Timeline, Track};
+use super::timeline::{arg_map, Timeline, Track};
 
 /// One above the largest Linux pid (`PID_MAX_LIMIT`, 2^22 on 64-bit).
 pub const PID_LIMIT: i64 = 1 << 22;
@@ -50,9 +50,8 @@ fn meta(name: &str, pid: i64, tid: i64, args: Json) -> Json {
     json!({"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args})
 }
 
-/// The events of the file, metadata first, then the rest by time (at one time, the
-/// longer slice first, so slices that start together nest).
-pub fn events(t: &Timeline) -> Vec<Json> {
+/// The metadata events of the file: process and thread names, the threads' order.
+fn metadata(t: &Timeline) -> Vec<Json> {
     let mut out = Vec::new();
     for (pid, name) in &t.processes {
         out.push(meta("process_name", *pid as i64, *pid as i64, json!({"name": name})));
@@ -81,27 +80,63 @@ pub fn events(t: &Timeline) -> Vec<Json> {
             out.push(meta("thread_sort_index", CPU_PID, tid, json!({"sort_index": *c})));
         }
     }
-    let mut timed: Vec<(u64, u64, Json)> = Vec::new();
-    for s in &t.slices {
-        let (pid, tid) = ids(s.track);
-        timed.push((s.ts, s.dur, json!({"ph": "X", "name": s.name, "cat": s.cat, "ts": us(s.ts), "dur": us(s.dur), "pid": pid, "tid": tid, "args": s.args})));
-    }
-    for i in &t.instants {
-        let (pid, tid) = ids(i.track);
-        timed.push((i.ts, 0, json!({"ph": "i", "s": "t", "name": i.name, "cat": i.cat, "ts": us(i.ts), "pid": pid, "tid": tid, "args": i.args})));
-    }
-    for c in &t.counters {
-        let (event, field) = c.name.rsplit_once(':').unwrap_or((&c.name, "value"));
-        let mut args = Map::new();
-        args.insert(field.to_string(), serde_json::Number::from_f64(c.value).map_or(Json::Null, Json::Number));
-        timed.push((c.ts, 0, json!({"ph": "C", "name": event, "ts": us(c.ts), "pid": c.pid as i64, "tid": c.pid as i64, "args": args})));
-    }
-    timed.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-    out.extend(timed.into_iter().map(|x| x.2));
     out
 }
 
-/// Writes `t` as a JSON trace; `source` (the trace directory) goes in `otherData`.
+/// A timed event of the timeline: a slice, an instant or a counter value, by index.
+#[derive(Clone, Copy)]
+enum Timed {
+    Slice(usize),
+    Instant(usize),
+    Counter(usize),
+}
+
+/// The timed events in the file's order: by time, and at one time the longer slice first,
+/// so slices that start together nest (a stable sort: else in the timeline's order).
+fn timed(t: &Timeline) -> Vec<(u64, u64, Timed)> {
+    let mut timed: Vec<(u64, u64, Timed)> = Vec::with_capacity(t.slices.len() + t.instants.len() + t.counters.len());
+    timed.extend(t.slices.iter().enumerate().map(|(k, s)| (s.ts, s.dur, Timed::Slice(k))));
+    timed.extend(t.instants.iter().enumerate().map(|(k, i)| (i.ts, 0, Timed::Instant(k))));
+    timed.extend(t.counters.iter().enumerate().map(|(k, c)| (c.ts, 0, Timed::Counter(k))));
+    timed.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    timed
+}
+
+/// The JSON of one timed event.
+fn timed_json(t: &Timeline, x: Timed) -> Json {
+    match x {
+        Timed::Slice(k) => {
+            let s = &t.slices[k];
+            let (pid, tid) = ids(s.track);
+            json!({"ph": "X", "name": s.name.as_str(), "cat": s.cat.as_str(), "ts": us(s.ts), "dur": us(s.dur), "pid": pid, "tid": tid, "args": arg_map(&s.args)})
+        }
+        Timed::Instant(k) => {
+            let i = &t.instants[k];
+            let (pid, tid) = ids(i.track);
+            json!({"ph": "i", "s": "t", "name": i.name.as_str(), "cat": i.cat.as_str(), "ts": us(i.ts), "pid": pid, "tid": tid, "args": arg_map(&i.args)})
+        }
+        Timed::Counter(k) => {
+            let c = &t.counters[k];
+            let (event, field) = c.name.rsplit_once(':').unwrap_or((&c.name, "value"));
+            let mut args = Map::new();
+            args.insert(field.to_string(), serde_json::Number::from_f64(c.value).map_or(Json::Null, Json::Number));
+            json!({"ph": "C", "name": event, "ts": us(c.ts), "pid": c.pid as i64, "tid": c.pid as i64, "args": args})
+        }
+    }
+}
+
+/// The events of the file, metadata first, then the rest by time (at one time, the
+/// longer slice first, so slices that start together nest): what [`write`] writes, one
+/// at a time.
+pub fn events(t: &Timeline) -> Vec<Json> {
+    let mut out = metadata(t);
+    out.extend(timed(t).into_iter().map(|(_, _, x)| timed_json(t, x)));
+    out
+}
+
+/// Writes `t` as a JSON trace; `source` (the trace directory) goes in `otherData`. Each
+/// event is made as it is written: what the export holds beside the timeline is an index
+/// of it.
 ///
 /// # Errors
 /// The writer's.
@@ -109,11 +144,12 @@ pub fn write(t: &Timeline, source: &str, mut w: impl Write) -> std::io::Result<(
     w.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":")?;
     serde_json::to_writer(&mut w, &json!({"producer": "ust export", "source": source}))?;
     w.write_all(b",\"traceEvents\":[\n")?;
-    for (i, e) in events(t).iter().enumerate() {
+    let all = metadata(t).into_iter().chain(timed(t).into_iter().map(|(_, _, x)| timed_json(t, x)));
+    for (i, e) in all.enumerate() {
         if i > 0 {
             w.write_all(b",\n")?;
         }
-        serde_json::to_writer(&mut w, e)?;
+        serde_json::to_writer(&mut w, &e)?;
     }
     w.write_all(b"\n]}\n")?;
     w.flush()
@@ -130,11 +166,11 @@ mod tests {
         t.name_process(10, "app");
         t.name_thread(10, 11, "worker");
         t.cpus = vec![1];
-        t.slices.push(Slice { track: Track::Thread(10, 11), ts: 2_000_500, dur: 1_001, name: "inner".into(), cat: "app".into(), args: Map::new() });
-        t.slices.push(Slice { track: Track::Thread(10, 11), ts: 2_000_500, dur: 5_000, name: "outer".into(), cat: "app".into(), args: Map::new() });
-        t.slices.push(Slice { track: Track::Cpu(1), ts: 2_000_000, dur: 9_000, name: "worker".into(), cat: "sched".into(), args: Map::new() });
-        t.slices.push(Slice { track: Track::ThreadState(10, 11), ts: 2_000_000, dur: 9_000, name: "Running".into(), cat: "sched".into(), args: Map::new() });
-        t.instants.push(Instant { track: Track::Thread(10, 11), ts: 2_000_600, name: "event".into(), cat: "app".into(), args: Map::new() });
+        t.slices.push(Slice { track: Track::Thread(10, 11), ts: 2_000_500, dur: 1_001, name: "inner".into(), cat: "app".into(), args: Vec::new() });
+        t.slices.push(Slice { track: Track::Thread(10, 11), ts: 2_000_500, dur: 5_000, name: "outer".into(), cat: "app".into(), args: Vec::new() });
+        t.slices.push(Slice { track: Track::Cpu(1), ts: 2_000_000, dur: 9_000, name: "worker".into(), cat: "sched".into(), args: Vec::new() });
+        t.slices.push(Slice { track: Track::ThreadState(10, 11), ts: 2_000_000, dur: 9_000, name: "Running".into(), cat: "sched".into(), args: Vec::new() });
+        t.instants.push(Instant { track: Track::Thread(10, 11), ts: 2_000_600, name: "event".into(), cat: "app".into(), args: Vec::new() });
         let mut buf = Vec::new();
         write(&t, "/t", &mut buf).unwrap();
         let v: Json = serde_json::from_slice(&buf).unwrap();

@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 use ust_ctf::reader::Value;
 
 use crate::report::load::{Event, Loaded, Name};
@@ -65,19 +65,10 @@ pub fn json(v: &Value) -> Option<Json> {
     })
 }
 
-/// Fields as an argument map, in order, leaving out those named in `skip` and those not
+/// Fields as arguments, in order, leaving out those named in `skip` and those not
 /// recorded.
-pub fn args(fields: &[(Name, Value)], skip: &[&str]) -> Map<String, Json> {
-    let mut m = Map::new();
-    for (n, v) in fields {
-        if skip.contains(&n.as_str()) {
-            continue;
-        }
-        if let Some(j) = json(v) {
-            m.insert(n.to_string(), j);
-        }
-    }
-    m
+pub fn args(fields: &[(Name, Value)], skip: &[&str]) -> super::timeline::Args {
+    fields.iter().filter(|(n, _)| !skip.contains(&n.as_str())).filter_map(|(n, v)| Some((*n, json(v)?))).collect()
 }
 
 /// A numeric field as `f64` (for counters).
@@ -105,7 +96,7 @@ mod tests {
             ("e".into(), Value::Signed(-2)),
         ];
         let m = args(&f, &["e"]);
-        assert_eq!(Json::Object(m), serde_json::json!({"a": 7, "c": "x", "d": "ON"}));
+        assert_eq!(Json::Object(super::super::timeline::arg_map(&m)), serde_json::json!({"a": 7, "c": "x", "d": "ON"}));
         assert_eq!(number(&f, "e"), Some(-2.0));
         assert_eq!(number(&f, "c"), None);
     }

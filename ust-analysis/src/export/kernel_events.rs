@@ -13,6 +13,10 @@ use super::fields;
 use super::timeline::{Instant, Timeline, Track};
 use crate::report::load::{Domain, Event, Loaded};
 
+crate::report::event::shared_names! {
+    KERNEL = "kernel";
+}
+
 /// The kernel events of a trace as instants, collected while it loads.
 #[derive(Debug, Default)]
 pub struct KernelInstants {
@@ -27,7 +31,7 @@ impl KernelInstants {
             return;
         }
         let track = if e.tid >= 0 { Track::Thread(e.tid, e.tid) } else { Track::Cpu(e.cpu) };
-        self.instants.push(Instant { track, ts: e.ts, name: e.name.to_string(), cat: "kernel".into(), args: fields::args(&e.fields, &[]) });
+        self.instants.push(Instant { track, ts: e.ts, name: e.name, cat: *KERNEL, args: fields::args(&e.fields, &[]) });
     }
 
     /// Adds the instants to `t`, each thread in its process (from the loaded trace `l`, in

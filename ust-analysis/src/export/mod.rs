@@ -16,7 +16,9 @@
 //! as instants, counters, and with a kernel part, each traced thread's scheduling states,
 //! one track per CPU, and, for a kernel-only trace, every kernel event as an instant), and
 //! written in the chosen format. The timeline is sorted before it is written, so these two
-//! formats hold state per event; the Parquet export streams.
+//! formats hold state per event (the loaded trace, and a slice or an instant with its
+//! arguments, whose names are shared, never copied per event); each record of the file is
+//! made as it is written. The Parquet export streams.
 //!
 //! - [`mod@timeline`]: the tracks, slices, instants and counters.
 //! - [`fields`]: event fields as arguments.

@@ -32,7 +32,7 @@ use std::io::Write;
 
 use serde_json::Value as Json;
 
-use super::timeline::{Timeline, Track};
+use super::timeline::{arg_map, Timeline, Track};
 
 /// The one packet sequence's id.
 const SEQUENCE: u64 = 1;
@@ -168,8 +168,8 @@ fn track_event(kind: u64, track: u64, name: Option<&str>, cat: Option<&str>, arg
     e
 }
 
-/// The trace's bytes.
-pub fn encode(t: &Timeline) -> Vec<u8> {
+/// Writes the trace's bytes to `w`: the track descriptors, then the events in time order.
+fn write_to(t: &Timeline, w: &mut impl Write) -> std::io::Result<()> {
     let mut out = Msg::default();
     let mut first = true;
     let mut pids: Vec<i32> = t.processes.keys().copied().collect();
@@ -232,28 +232,59 @@ pub fn encode(t: &Timeline) -> Vec<u8> {
         }
     }
     // (ts, phase, tie-break, event): phase 0 ends, 1 begins and instants and counters, 2 the
-    // ends of zero-length slices.
-    let mut timed: Vec<(u64, u8, u64, Msg)> = Vec::new();
-    for s in &t.slices {
-        let u = uuid(s.track);
-        let end = s.ts + s.dur;
-        timed.push((s.ts, 1, u64::MAX - s.dur, track_event(1, u, Some(&s.name), Some(&s.cat), Some(&s.args))));
-        timed.push((end, if s.dur == 0 { 2 } else { 0 }, u64::MAX - s.ts, track_event(2, u, None, None, None)));
+    // ends of zero-length slices. Each event is encoded as it is written: what the export
+    // holds beside the timeline is this index of it.
+    let mut timed: Vec<(u64, u8, u64, Timed)> = Vec::with_capacity(2 * t.slices.len() + t.instants.len() + t.counters.len());
+    for (k, s) in t.slices.iter().enumerate() {
+        timed.push((s.ts, 1, u64::MAX - s.dur, Timed::Begin(k)));
+        timed.push((s.ts + s.dur, if s.dur == 0 { 2 } else { 0 }, u64::MAX - s.ts, Timed::End(k)));
     }
-    for i in &t.instants {
-        timed.push((i.ts, 1, 0, track_event(3, uuid(i.track), Some(&i.name), Some(&i.cat), Some(&i.args))));
-    }
-    for c in &t.counters {
-        let mut e = track_event(4, counter_uuid(series[&(c.pid, c.name.as_str())]), None, None, None);
-        e.double(44, c.value);
-        timed.push((c.ts, 1, 0, e));
-    }
+    timed.extend(t.instants.iter().enumerate().map(|(k, i)| (i.ts, 1, 0, Timed::Instant(k))));
+    timed.extend(t.counters.iter().enumerate().map(|(k, c)| (c.ts, 1, 0, Timed::Counter(k))));
     timed.sort_by_key(|a| (a.0, a.1, a.2));
-    for (ts, _, _, e) in &timed {
+    w.write_all(&out.0)?;
+    let mut p = Msg::default();
+    for (ts, _, _, x) in timed {
+        let e = match x {
+            Timed::Begin(k) => {
+                let s = &t.slices[k];
+                track_event(1, uuid(s.track), Some(&s.name), Some(&s.cat), Some(&arg_map(&s.args)))
+            }
+            Timed::End(k) => track_event(2, uuid(t.slices[k].track), None, None, None),
+            Timed::Instant(k) => {
+                let i = &t.instants[k];
+                track_event(3, uuid(i.track), Some(&i.name), Some(&i.cat), Some(&arg_map(&i.args)))
+            }
+            Timed::Counter(k) => {
+                let c = &t.counters[k];
+                let mut e = track_event(4, counter_uuid(series[&(c.pid, c.name.as_str())]), None, None, None);
+                e.double(44, c.value);
+                e
+            }
+        };
         let flags = if std::mem::take(&mut first) { SEQ_CLEARED } else { 0 };
-        packet(&mut out, Some(*ts), flags, 11, e);
+        p.0.clear();
+        packet(&mut p, Some(ts), flags, 11, &e);
+        w.write_all(&p.0)?;
     }
-    out.0
+    Ok(())
+}
+
+/// A timed event of the timeline, by index: a slice's beginning or end, an instant, a
+/// counter value.
+#[derive(Clone, Copy)]
+enum Timed {
+    Begin(usize),
+    End(usize),
+    Instant(usize),
+    Counter(usize),
+}
+
+/// The trace's bytes.
+pub fn encode(t: &Timeline) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_to(t, &mut out).expect("writing to memory");
+    out
 }
 
 /// Writes `t` as a Perfetto protobuf trace.
@@ -261,7 +292,7 @@ pub fn encode(t: &Timeline) -> Vec<u8> {
 /// # Errors
 /// The writer's.
 pub fn write(t: &Timeline, mut w: impl Write) -> std::io::Result<()> {
-    w.write_all(&encode(t))?;
+    write_to(t, &mut w)?;
     w.flush()
 }
 

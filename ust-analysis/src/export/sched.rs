@@ -19,9 +19,25 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
-use super::timeline::{Slice, Timeline, Track};
+use super::timeline::{Args, Slice, Timeline, Track};
+use crate::report::event::Name;
+
+crate::report::event::shared_names! {
+    TID = "tid";
+    PID = "pid";
+    CPU = "cpu";
+    STATE = "state";
+    BLOCKED_IN = "blocked_in";
+    CALL = "call";
+    WOKEN_BY = "woken_by";
+    SCHED = "sched";
+    RUNNING = "Running";
+    PREEMPTED = "Runnable (preempted)";
+    BLOCKED = "Blocked";
+    RUNNABLE = "Runnable";
+}
 use crate::report::analysis::{analyze, Options, Wait};
 use crate::report::load::{Domain, Event, Loaded};
 
@@ -84,23 +100,20 @@ pub fn add(l: &Loaded, dir: &std::path::Path, t: &mut Timeline) {
             t.name_process(pid, name);
         }
     }
-    let mut on_cpu: HashMap<u32, (i32, u64, String)> = HashMap::new();
+    let mut on_cpu: HashMap<u32, (i32, u64, Name)> = HashMap::new();
     let mut first: HashMap<u32, u64> = HashMap::new();
     let mut off: HashMap<i32, Off> = HashMap::new();
     let mut cpus: Vec<u32> = Vec::new();
-    let emit_run = |t: &mut Timeline, cpu: u32, tid: i32, comm: &str, start: u64, end: u64| {
+    let emit_run = |t: &mut Timeline, cpu: u32, tid: i32, comm: Name, start: u64, end: u64| {
         if tid == 0 {
             return;
         }
         let pid = pid_of(tid);
-        let mut args = Map::new();
-        args.insert("tid".into(), Json::from(tid));
-        args.insert("pid".into(), Json::from(pid));
-        t.slices.push(Slice { track: Track::Cpu(cpu), ts: start, dur: end - start, name: comm.to_string(), cat: "sched".into(), args });
+        let args = vec![(*TID, Json::from(tid)), (*PID, Json::from(pid))];
+        t.slices.push(Slice { track: Track::Cpu(cpu), ts: start, dur: end - start, name: comm, cat: *SCHED, args });
         if traced.contains_key(&tid) {
-            let mut args = Map::new();
-            args.insert("cpu".into(), Json::from(cpu));
-            t.slices.push(Slice { track: Track::ThreadState(pid, tid), ts: start, dur: end - start, name: "Running".into(), cat: "sched".into(), args });
+            let args = vec![(*CPU, Json::from(cpu))];
+            t.slices.push(Slice { track: Track::ThreadState(pid, tid), ts: start, dur: end - start, name: *RUNNING, cat: *SCHED, args });
         }
     };
     for e in &kernel {
@@ -122,9 +135,9 @@ pub fn add(l: &Loaded, dir: &std::path::Path, t: &mut Timeline) {
             None => Some(first[&e.cpu]),
         };
         if let Some(start) = start {
-            emit_run(t, e.cpu, prev, &e.text("prev_comm").unwrap_or_default(), start, e.ts);
+            emit_run(t, e.cpu, prev, Name::from(&*e.text("prev_comm").unwrap_or_default()), start, e.ts);
         }
-        on_cpu.insert(e.cpu, (next, e.ts, e.text("next_comm").unwrap_or_default().into_owned()));
+        on_cpu.insert(e.cpu, (next, e.ts, Name::from(&*e.text("next_comm").unwrap_or_default())));
         if traced.contains_key(&prev) {
             if state & 0xff == 0 {
                 off.insert(prev, Off::Preempted(e.ts));
@@ -138,10 +151,10 @@ pub fn add(l: &Loaded, dir: &std::path::Path, t: &mut Timeline) {
             off_slices(t, (pid_of(next), next), o, e.ts, &waits);
         }
     }
-    let mut ends: Vec<(u32, (i32, u64, String))> = on_cpu.into_iter().collect();
+    let mut ends: Vec<(u32, (i32, u64, Name))> = on_cpu.into_iter().collect();
     ends.sort();
     for (cpu, (tid, since, comm)) in ends {
-        emit_run(t, cpu, tid, &comm, since, last);
+        emit_run(t, cpu, tid, comm, since, last);
     }
     let mut rest: Vec<(i32, Off)> = off.into_iter().collect();
     rest.sort_by_key(|r| r.0);
@@ -156,30 +169,25 @@ pub fn add(l: &Loaded, dir: &std::path::Path, t: &mut Timeline) {
 fn off_slices(t: &mut Timeline, (pid, tid): (i32, i32), o: Off, end: u64, waits: &HashMap<(i32, u64), &Wait>) {
     let track = Track::ThreadState(pid, tid);
     match o {
-        Off::Preempted(start) => {
-            t.slices.push(Slice { track, ts: start, dur: end - start, name: "Runnable (preempted)".into(), cat: "sched".into(), args: Map::new() })
-        }
+        Off::Preempted(start) => t.slices.push(Slice { track, ts: start, dur: end - start, name: *PREEMPTED, cat: *SCHED, args: Args::new() }),
         Off::Blocked(start, state) => {
-            let mut args = Map::new();
-            args.insert("state".into(), Json::from(state_letter(state)));
+            let mut args = vec![(*STATE, Json::from(state_letter(state)))];
             let w = waits.get(&(tid, start)).filter(|w| w.start_ns + w.duration_ns == end);
             if let Some(w) = w {
-                args.insert("blocked_in".into(), Json::from(w.blocked_in.clone()));
+                args.push((*BLOCKED_IN, Json::from(w.blocked_in.clone())));
                 if let Some(c) = &w.call {
-                    args.insert("call".into(), Json::from(c.clone()));
+                    args.push((*CALL, Json::from(c.clone())));
                 }
             }
             let woke = w.and_then(|w| w.wakeup_latency_ns.map(|lat| (end.saturating_sub(lat).max(start), w)));
             let blocked_end = woke.map_or(end, |(at, _)| at);
-            t.slices.push(Slice { track, ts: start, dur: blocked_end - start, name: "Blocked".into(), cat: "sched".into(), args });
+            t.slices.push(Slice { track, ts: start, dur: blocked_end - start, name: *BLOCKED, cat: *SCHED, args });
             if let Some((at, w)) = woke {
-                let mut args = Map::new();
                 let mut waker = serde_json::to_value(&w.woken_by).unwrap_or(Json::Null);
                 if let Json::Object(m) = &mut waker {
                     m.remove("chain");
                 }
-                args.insert("woken_by".into(), waker);
-                t.slices.push(Slice { track, ts: at, dur: end - at, name: "Runnable".into(), cat: "sched".into(), args });
+                t.slices.push(Slice { track, ts: at, dur: end - at, name: *RUNNABLE, cat: *SCHED, args: vec![(*WOKEN_BY, waker)] });
             }
         }
     }

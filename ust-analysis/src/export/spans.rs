@@ -13,11 +13,18 @@
 //!
 //! A thread is the event's `vtid` context; without it, the process (one track per process).
 
-use serde_json::{Map, Value as Json};
+use std::collections::HashMap;
+
+use serde_json::Value as Json;
 
 use super::fields::{self, Contexts};
-use super::timeline::{CounterValue, Instant, Slice, Timeline, Track};
-use crate::report::load::{Domain, Loaded};
+use super::timeline::{Args, CounterValue, Instant, Slice, Timeline, Track};
+use crate::report::load::{Domain, Loaded, Name};
+
+crate::report::event::shared_names! {
+    FOLLOWS_FROM = "follows_from";
+    UNFINISHED = "unfinished";
+}
 use crate::spans::{pair, span_event, Span, SPAN_ID};
 
 /// A counter request: `provider:event` and the field.
@@ -43,8 +50,8 @@ impl std::str::FromStr for Counter {
 /// The arguments of every slice of span `s`: its fields as they stand at its end (`_new`'s,
 /// updated by each `_record`, whose id field is not a field of the span), and the ids it
 /// follows from.
-fn span_args(l: &Loaded, ctx: &Contexts, s: &Span) -> Map<String, Json> {
-    let mut args = Map::new();
+fn span_args(l: &Loaded, ctx: &Contexts, s: &Span) -> Args {
+    let mut args = Args::new();
     for &i in &s.field_events {
         let e = &l.events[i];
         let payload = ctx.payload(e);
@@ -54,7 +61,7 @@ fn span_args(l: &Loaded, ctx: &Contexts, s: &Span) -> Map<String, Json> {
         args.extend(fields::args(payload, id.as_slice()));
     }
     if !s.follows.is_empty() {
-        args.insert("follows_from".into(), Json::from(s.follows.clone()));
+        args.push((*FOLLOWS_FROM, Json::from(s.follows.clone())));
     }
     args
 }
@@ -70,18 +77,20 @@ pub fn add(l: &Loaded, counters: &[Counter], t: &mut Timeline) {
         for p in &s.polls {
             let mut a = args.clone();
             if p.unfinished {
-                a.insert("unfinished".into(), Json::Bool(true));
+                a.push((*UNFINISHED, Json::Bool(true)));
             }
             t.slices.push(Slice {
                 track: Track::Thread(s.pid, p.tid),
                 ts: p.start,
                 dur: p.end.saturating_sub(p.start),
-                name: s.name.clone(),
-                cat: s.provider.clone(),
+                name: Name::from(s.name.as_str()),
+                cat: Name::from(s.provider.as_str()),
                 args: a,
             });
         }
     }
+    // An event name's provider and the rest, once per name.
+    let mut split: HashMap<Name, (Name, Name)> = HashMap::new();
     for e in l.events.iter().filter(|e| e.domain == Domain::Ust) {
         let thread_name = e.text("procname").unwrap_or_default();
         t.name_thread(e.pid, e.tid, &thread_name);
@@ -94,14 +103,11 @@ pub fn add(l: &Loaded, counters: &[Counter], t: &mut Timeline) {
         if span_event(e).is_some() || e.name.starts_with("lttng_ust_statedump:") {
             continue;
         }
-        let (cat, name) = e.name.split_once(':').unwrap_or(("", &e.name));
-        t.instants.push(Instant {
-            track: Track::Thread(e.pid, e.tid),
-            ts: e.ts,
-            name: name.to_string(),
-            cat: cat.to_string(),
-            args: fields::args(payload, &[]),
+        let (cat, name) = *split.entry(e.name).or_insert_with(|| {
+            let (cat, name) = e.name.split_once(':').unwrap_or(("", &e.name));
+            (Name::from(cat), Name::from(name))
         });
+        t.instants.push(Instant { track: Track::Thread(e.pid, e.tid), ts: e.ts, name, cat, args: fields::args(payload, &[]) });
     }
 }
 
@@ -145,7 +151,7 @@ mod tests {
         let mut t = Timeline::default();
         add(&l, &[Counter { event: "app:tick".into(), field: "n".into() }], &mut t);
         let mut s: Vec<(Track, u64, u64, String, Json)> =
-            t.slices.iter().map(|s| (s.track, s.ts, s.dur, s.name.clone(), Json::Object(s.args.clone()))).collect();
+            t.slices.iter().map(|s| (s.track, s.ts, s.dur, s.name.to_string(), Json::Object(super::super::timeline::arg_map(&s.args)))).collect();
         s.sort_by_key(|x| (x.0, x.1));
         let done = serde_json::json!({"_span_id": 1, "_parent_id": 0, "peer": "a", "bytes": 9, "follows_from": [3]});
         assert_eq!(
@@ -187,7 +193,7 @@ mod tests {
         };
         let mut t = Timeline::default();
         add(&l, &[], &mut t);
-        let s: Vec<(u64, String, Json)> = t.slices.iter().map(|s| (s.ts, s.name.clone(), Json::Object(s.args.clone()))).collect();
+        let s: Vec<(u64, String, Json)> = t.slices.iter().map(|s| (s.ts, s.name.to_string(), Json::Object(super::super::timeline::arg_map(&s.args)))).collect();
         assert_eq!(
             s,
             [

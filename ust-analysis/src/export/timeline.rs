@@ -8,6 +8,22 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as Json};
 
+use crate::report::event::Name;
+
+/// The arguments of a slice or an instant, in the order they were added; of two of one
+/// name the later counts ([`arg_map`]). Names are shared, never copied per event.
+pub type Args = Vec<(Name, Json)>;
+
+/// `args` as the JSON object the file formats write: keys in order, the later of two of
+/// one name kept.
+pub fn arg_map(args: &[(Name, Json)]) -> Map<String, Json> {
+    let mut m = Map::new();
+    for (k, v) in args {
+        m.insert(k.to_string(), v.clone());
+    }
+    m
+}
+
 /// Where a slice or an instant is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Track {
@@ -29,11 +45,11 @@ pub struct Slice {
     /// Duration (ns).
     pub dur: u64,
     /// Title.
-    pub name: String,
+    pub name: Name,
     /// Category (the provider of a user-space event, `sched` for kernel states).
-    pub cat: String,
+    pub cat: Name,
     /// Arguments (fields).
-    pub args: Map<String, Json>,
+    pub args: Args,
 }
 
 /// A point event on a track.
@@ -44,11 +60,11 @@ pub struct Instant {
     /// When (CLOCK_MONOTONIC ns).
     pub ts: u64,
     /// Title (the event name without its provider).
-    pub name: String,
+    pub name: Name,
     /// Category (the provider).
-    pub cat: String,
+    pub cat: Name,
     /// Arguments (fields).
-    pub args: Map<String, Json>,
+    pub args: Args,
 }
 
 /// One value of a counter track (a process-scoped series named `provider:event:field`).

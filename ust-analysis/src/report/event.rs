@@ -81,6 +81,15 @@ impl std::ops::Deref for Name {
     }
 }
 
+/// `static ID: LazyLock<Name>` for each `ID = "text";`: names made once, each use then a
+/// reference to one, with no lookup.
+macro_rules! shared_names {
+    ($($id:ident = $s:expr;)*) => {
+        $(static $id: std::sync::LazyLock<$crate::report::event::Name> = std::sync::LazyLock::new(|| $crate::report::event::Name::from($s));)*
+    };
+}
+pub(crate) use shared_names;
+
 impl From<&str> for Name {
     fn from(s: &str) -> Name {
         Name(intern(s))

@@ -90,15 +90,9 @@ pub fn arg_number(v: &Value) -> Option<u64> {
     super::event::int_value(v).map(|i| i as u64)
 }
 
-/// The names `normalize` gives events and fields, made once: each event then takes a
-/// reference to one ([`Name`]), with no allocation.
-macro_rules! shared_names {
-    ($($id:ident = $s:expr;)*) => {
-        $(static $id: std::sync::LazyLock<Name> = std::sync::LazyLock::new(|| Name::from($s));)*
-    };
-}
-
-shared_names! {
+// The names `normalize` gives events and fields, made once: each event then takes a
+// reference to one ([`Name`]), with no allocation.
+super::event::shared_names! {
     SYSCALL_ENTRY = "syscall_entry";
     SYSCALL_EXIT = "syscall_exit";
     NAME = "name";
