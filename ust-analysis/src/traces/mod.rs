@@ -37,21 +37,38 @@ pub struct TraceSet {
 
 /// Directories under `dir` (itself included) that hold a `metadata` file, sorted; LTTng's
 /// `index/` directories and ust's `proc/` snapshots (`/proc/<pid>/maps` copies) are not
-/// searched, nor is a symbolic link to a directory (`dir` itself may be one): a link back
-/// up the tree (`loop -> ..`) would find the same traces again and again, one to `/` the
-/// whole file system.
+/// searched. A symbolic link to a directory is followed (a tree of links to traces kept
+/// elsewhere is one set; a trace linked twice is two members, as two hosts' copies would
+/// be), unless it leads back up: to a directory holding `dir` (`loop -> ..`, a link to
+/// `/`) or to one the search is already inside (the same traces again and again, or the
+/// whole file system).
 pub fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let top = std::fs::canonicalize(dir).ok();
     let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
+    // Each directory to search with the directories (device, inode) it lies in, as the
+    // search went: one of those reached again is a circle.
+    let mut stack: Vec<(PathBuf, Vec<(u64, u64)>)> = vec![(dir.to_path_buf(), Vec::new())];
+    while let Some((d, mut inside)) = stack.pop() {
+        let here = id(&d);
+        if here.is_some_and(|i| inside.contains(&i)) {
+            continue;
+        }
         let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        inside.extend(here);
         let mut has_meta = false;
         for e in rd.flatten() {
-            // The entry itself, a link not followed.
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                if e.file_name() != "index" && e.file_name() != "proc" {
-                    stack.push(e.path());
+            let p = e.path();
+            if p.is_dir() {
+                if e.file_name() == "index" || e.file_name() == "proc" {
+                    continue;
                 }
+                let link = e.file_type().is_ok_and(|t| t.is_symlink());
+                if link && std::fs::canonicalize(&p).is_ok_and(|to| top.as_ref().is_some_and(|top| top.starts_with(&to))) {
+                    continue;
+                }
+                stack.push((p, inside.clone()));
             } else if e.file_name() == "metadata" {
                 has_meta = true;
             }
@@ -94,11 +111,11 @@ impl TraceSet {
 mod tests {
     use super::trace_dirs;
 
-    /// A link to a directory is not searched: a link back up the tree finds nothing twice
-    /// (it found the trace again under every `loop/` until the path was too long), and
-    /// the directory given may itself be a link.
+    /// A link to a directory is followed, unless it leads back up (it found the trace again
+    /// under every `loop/` until the path was too long, and a link to `/` walked the whole
+    /// file system); a trace linked twice is found twice.
     #[test]
-    fn links_to_directories_are_not_searched() {
+    fn links_back_up_are_not_followed() {
         let tmp = tempfile::tempdir().unwrap();
         let t = tmp.path().join("session/kernel");
         std::fs::create_dir_all(&t).unwrap();
@@ -106,6 +123,19 @@ mod tests {
         std::os::unix::fs::symlink("..", t.join("loop")).unwrap();
         std::os::unix::fs::symlink("/", tmp.path().join("session/root")).unwrap();
         assert_eq!(trace_dirs(&tmp.path().join("session")), [t.clone()]);
+        // Links to traces elsewhere (a relay daemon's tree assembled by hand), one twice;
+        // a link to a directory the search is inside.
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir_all(tree.join("host-a")).unwrap();
+        std::os::unix::fs::symlink(&t, tree.join("host-a/kernel")).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("session"), tree.join("host-b")).unwrap();
+        std::os::unix::fs::symlink(&tree, tree.join("host-a/again")).unwrap();
+        assert_eq!(trace_dirs(&tree), [tree.join("host-a/kernel"), tree.join("host-b/kernel")]);
+        let inner = tmp.path().join("session/kernel/sub");
+        std::fs::create_dir_all(&inner).unwrap();
+        std::os::unix::fs::symlink(&t, inner.join("up")).unwrap();
+        assert_eq!(trace_dirs(&tmp.path().join("session")), [t.clone()]);
+        // The directory given may itself be a link.
         std::os::unix::fs::symlink(tmp.path().join("session"), tmp.path().join("latest")).unwrap();
         assert_eq!(trace_dirs(&tmp.path().join("latest")), [tmp.path().join("latest/kernel")]);
     }
