@@ -250,6 +250,8 @@ impl StreamDecoder {
         st.packet_size = None;
         st.discarded = None;
         st.seq_num = None;
+        // The packet header and context before the packet's size is known.
+        st.empty_budget = crate::decode::exec::MAX_EMPTY_ELEMS;
         self.pkt_out.slots.clear();
         self.pkt_out.text.clear();
         let path = &self.path;
@@ -285,6 +287,7 @@ impl StreamDecoder {
                 ),
             )));
         }
+        st.empty_budget = content;
         let model = &cx.trace;
         let sct = &model.streams[sc];
         let mut slots = self.pkt_out.slots.iter();

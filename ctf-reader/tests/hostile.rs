@@ -117,6 +117,30 @@ fn empty_elements_are_bounded() {
     assert!(errs[0].contains("elements that may be empty"), "{errs:?}");
 }
 
+/// Elements that take no bits are bounded per packet by its content's bits: a packet of
+/// 64 bytes whose events each ask for 300 empty structures (below the 2^20 of one array)
+/// reads its first event (300 of the 512 bits' worth) and refuses the second, where before
+/// every event made its 300 values (a 89 KB trace so mutated held 4 GB in `ust report`).
+#[test]
+fn empty_elements_are_bounded_per_packet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut b = Vec::new();
+    b.extend_from_slice(&(64u64 * 8).to_le_bytes());
+    b.extend_from_slice(&(64u64 * 8).to_le_bytes());
+    for _ in 0..6 {
+        b.extend_from_slice(&300u64.to_le_bytes());
+    }
+    let dir = tsdl_trace(tmp.path(), &SEQ_META.replace("u8 s[n];", ""), &b);
+    let (n, errs) = read_all(&dir);
+    assert_eq!(n, 1, "{errs:?}");
+    assert!(
+        errs.len() == 1
+            && errs[0].contains("s0")
+            && errs[0].contains("offset 32: array of 300 elements that may be empty: more than the packet's content has bits left for (212)"),
+        "{errs:?}"
+    );
+}
+
 #[test]
 fn bad_utf8_strings_are_replaced() {
     let tmp = tempfile::tempdir().unwrap();

@@ -33,7 +33,7 @@ pub enum Slot {
 /// Most slots one event may produce (bounds time and memory on hostile lengths).
 pub(crate) const MAX_SLOTS_PER_EVENT: usize = 1 << 22;
 /// Most elements of an array whose elements may take no bits at all.
-const MAX_EMPTY_ELEMS: u64 = 1 << 20;
+pub(crate) const MAX_EMPTY_ELEMS: u64 = 1 << 20;
 
 /// Decoding state of one stream: registers, clock, and the meanings read so far.
 #[derive(Debug, Default, Clone)]
@@ -50,6 +50,11 @@ pub(crate) struct DecState {
     pub packet_size: Option<u64>,
     pub discarded: Option<u64>,
     pub seq_num: Option<u64>,
+    /// Elements that may take no bits (an array of empty structures) the packet may still
+    /// hold: as many as its content has bits (the stream sets it per packet). Without it a
+    /// few bytes of lengths made millions of values per event, and a reader that keeps
+    /// events (the report) held gigabytes for a trace of kilobytes.
+    pub empty_budget: u64,
 }
 
 impl DecState {
@@ -143,8 +148,17 @@ pub(crate) fn exec(node: &Node, r: &mut BitReader<'_>, st: &mut DecState, out: &
             if n.saturating_mul(*elem_min_bits) > r.remaining() {
                 return Err(DecodeFault::new(r.pos, format!("array of {n} elements of at least {elem_min_bits} bits passes the end of the packet content")));
             }
-            if *elem_min_bits == 0 && n > MAX_EMPTY_ELEMS {
-                return Err(DecodeFault::new(r.pos, format!("array of {n} elements that may be empty")));
+            if *elem_min_bits == 0 {
+                if n > MAX_EMPTY_ELEMS {
+                    return Err(DecodeFault::new(r.pos, format!("array of {n} elements that may be empty")));
+                }
+                if n > st.empty_budget {
+                    return Err(DecodeFault::new(
+                        r.pos,
+                        format!("array of {n} elements that may be empty: more than the packet's content has bits left for ({})", st.empty_budget),
+                    ));
+                }
+                st.empty_budget -= n;
             }
             out.slots.push(Slot::Len(n));
             for _ in 0..n {
