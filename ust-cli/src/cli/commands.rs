@@ -537,7 +537,7 @@ pub fn report(a: ReportArgs) -> CliResult {
         let mut drawn = Vec::new();
         ust_analysis::report::pictures::flamegraph(&r, &mut drawn).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
         let mut f = ust_ctf::outdir::create_output_file(svg, 0o644).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
-        std::io::Write::write_all(&mut f, &drawn).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        std::io::Write::write_all(&mut f, &drawn).and_then(|()| f.commit()).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
         eprintln!("ust: flame graph written to {}", svg.display());
     }
     if let Some(svg) = &a.probe_flamegraph {
@@ -548,7 +548,7 @@ pub fn report(a: ReportArgs) -> CliResult {
         let mut drawn = Vec::new();
         probe_stacks::flamegraph(&r, &mut drawn).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
         let mut f = ust_ctf::outdir::create_output_file(svg, 0o644).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
-        std::io::Write::write_all(&mut f, &drawn).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        std::io::Write::write_all(&mut f, &drawn).and_then(|()| f.commit()).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
         eprintln!("ust: flame graph of the probes' callers written to {}", svg.display());
     }
     match format {
@@ -590,8 +590,12 @@ pub fn export(a: ExportArgs) -> CliResult {
     let opt = ust_analysis::export::Options { format, counters: a.counter, kernel_events: a.kernel_events };
     let s = match &a.output {
         Some(path) => {
-            let f = ust_ctf::outdir::create_output_file(path, 0o644).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
-            ust_analysis::export::export(&a.dir, &opt, std::io::BufWriter::new(f)).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?
+            // Named when complete: a failed export leaves an earlier file as it was.
+            let mut f = ust_ctf::outdir::create_output_file(path, 0o644).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
+            let s =
+                ust_analysis::export::export(&a.dir, &opt, std::io::BufWriter::new(&mut f)).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
+            f.commit().map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
+            s
         }
         None => ust_analysis::export::export(&a.dir, &opt, std::io::BufWriter::new(std::io::stdout().lock())).map_err(Failure::new)?,
     };

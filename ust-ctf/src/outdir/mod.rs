@@ -32,6 +32,8 @@
 //! `run-as` worker); it does not refuse links below the handle, which this does.
 
 mod identity;
+mod output_file;
+pub use output_file::{create_output_file, OutputFile};
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -573,21 +575,6 @@ impl TraceDir {
         let p = std::fs::read_link(format!("/proc/self/fd/{}", self.base.fd.as_raw_fd())).ok()?;
         (!p.to_string_lossy().ends_with(" (deleted)")).then_some(p)
     }
-}
-
-/// A new file at `path`, named on a command line (`ust export --output FILE`): its directory
-/// is opened as [`TraceDir::open`] opens an output directory (by root in a user's
-/// directory: as that user), and the file is created there as [`TraceDir::create_file`]
-/// creates one (a regular file of that name replaced, a link refused).
-///
-/// # Errors
-/// The system's error, a refusal, or `InvalidInput` for a path with no file name (or one
-/// that is not UTF-8).
-pub fn create_output_file(path: &Path, mode: u32) -> io::Result<File> {
-    let name =
-        path.file_name().and_then(|n| n.to_str()).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a file name", path.display())))?;
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    TraceDir::open(dir, None)?.create_file(name, mode)
 }
 
 /// What is at `name` in `dir`, not following a link: its kind and owner, or `None`.

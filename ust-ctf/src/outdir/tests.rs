@@ -357,10 +357,23 @@ fn a_file_named_on_a_command_line_is_made_as_an_output_is() {
     let tmp = tempfile::tempdir().unwrap();
     let v = Victims::plant(tmp.path());
     let path = tmp.path().join("graph.svg");
-    create_output_file(&path, 0o644).unwrap().write_all(b"<svg/>").unwrap();
+    let write = |text: &[u8], commit: bool| {
+        let mut f = create_output_file(&path, 0o644).unwrap();
+        f.write_all(text).unwrap();
+        if commit {
+            f.commit().unwrap();
+        }
+    };
+    write(b"<svg/>", true);
     assert_eq!(std::fs::read(&path).unwrap(), b"<svg/>");
-    create_output_file(&path, 0o644).unwrap().write_all(b"again").unwrap();
+    write(b"again", true);
     assert_eq!(std::fs::read(&path).unwrap(), b"again", "an earlier file is replaced");
+    // A command that fails before the end (a full disk) leaves the earlier file whole and
+    // nothing of its own.
+    write(b"partial", false);
+    assert_eq!(std::fs::read(&path).unwrap(), b"again");
+    let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!names.iter().any(|n| n.to_string_lossy().ends_with(".tmp")), "{names:?}");
     let link = tmp.path().join("link.svg");
     std::os::unix::fs::symlink(&v.file, &link).unwrap();
     refused(&create_output_file(&link, 0o644).unwrap_err(), &link, "a symbolic link");

@@ -1,0 +1,78 @@
+//! A file named on a command line (`ust export --output FILE`, `ust report --flamegraph
+//! FILE`): made as every file ust writes for a user ([`TraceDir`]: by root in a user's
+//! directory, as that user; a link refused), written under a hidden temporary name
+//! (`.<name>.tmp`) and given its name only when complete ([`OutputFile::commit`]). A
+//! command that fails (a full disk) leaves the earlier file of that name as it was and no
+//! part of its own; a killed one leaves its hidden temporary file.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::Path;
+
+use super::TraceDir;
+
+/// An output file being written; removed when dropped before [`OutputFile::commit`].
+pub struct OutputFile {
+    dir: TraceDir,
+    tmp: String,
+    name: String,
+    file: File,
+    named: bool,
+}
+
+/// A new output file for `path` (`mode`, less the umask), its directory opened as
+/// [`TraceDir::open`] opens an output directory. What the name would replace is checked
+/// now ([`TraceDir::check_replaceable`]: a regular file of the writer's), not after the
+/// writing.
+///
+/// # Errors
+/// The system's error, a refusal, or `InvalidInput` for a path with no file name (or one
+/// that is not UTF-8).
+pub fn create_output_file(path: &Path, mode: u32) -> io::Result<OutputFile> {
+    let name =
+        path.file_name().and_then(|n| n.to_str()).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a file name", path.display())))?;
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = TraceDir::open(parent, None)?;
+    dir.check_replaceable(name)?;
+    let tmp = format!(".{name}.tmp");
+    let file = dir.create_file(&tmp, mode)?;
+    Ok(OutputFile { dir, tmp, name: name.to_string(), file, named: false })
+}
+
+impl std::fmt::Debug for OutputFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputFile").field("dir", &self.dir.path()).field("tmp", &self.tmp).field("name", &self.name).finish()
+    }
+}
+
+impl OutputFile {
+    /// Gives the complete file its name (replacing a regular file of the writer's).
+    ///
+    /// # Errors
+    /// The system's error, or a refusal of what is now at the name; the temporary file is
+    /// then removed.
+    pub fn commit(mut self) -> io::Result<()> {
+        self.file.flush()?;
+        self.dir.rename_all(&[(self.tmp.clone(), self.name.clone())]).map_err(|(_, e)| e)?;
+        self.named = true;
+        Ok(())
+    }
+}
+
+impl Write for OutputFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        if !self.named {
+            let _ = self.dir.remove(&self.tmp);
+        }
+    }
+}
