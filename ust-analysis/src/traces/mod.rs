@@ -122,7 +122,7 @@ mod tests {
         std::fs::write(t.join("metadata"), "/* CTF 1.8 */").unwrap();
         std::os::unix::fs::symlink("..", t.join("loop")).unwrap();
         std::os::unix::fs::symlink("/", tmp.path().join("session/root")).unwrap();
-        assert_eq!(trace_dirs(&tmp.path().join("session")), [t.clone()]);
+        assert_eq!(trace_dirs(&tmp.path().join("session")), std::slice::from_ref(&t));
         // Links to traces elsewhere (a relay daemon's tree assembled by hand), one twice;
         // a link to a directory the search is inside.
         let tree = tmp.path().join("tree");
@@ -134,7 +134,7 @@ mod tests {
         let inner = tmp.path().join("session/kernel/sub");
         std::fs::create_dir_all(&inner).unwrap();
         std::os::unix::fs::symlink(&t, inner.join("up")).unwrap();
-        assert_eq!(trace_dirs(&tmp.path().join("session")), [t.clone()]);
+        assert_eq!(trace_dirs(&tmp.path().join("session")), std::slice::from_ref(&t));
         // The directory given may itself be a link.
         std::os::unix::fs::symlink(tmp.path().join("session"), tmp.path().join("latest")).unwrap();
         assert_eq!(trace_dirs(&tmp.path().join("latest")), [tmp.path().join("latest/kernel")]);
