@@ -1,9 +1,12 @@
 //! A file named on a command line (`ust export --output FILE`, `ust report --flamegraph
 //! FILE`): made as every file ust writes for a user ([`TraceDir`]: by root in a user's
-//! directory, as that user; a link refused), written under a hidden temporary name
-//! (`.<name>.tmp`) and given its name only when complete ([`OutputFile::commit`]). A
-//! command that fails (a full disk) leaves the earlier file of that name as it was and no
-//! part of its own; a killed one leaves its hidden temporary file.
+//! directory, as that user; a link refused), written under a hidden temporary name of its
+//! own (`.<name>.<pid>.tmp`, created where nothing is: two commands writing one file each
+//! write their own, and the last named wins whole) and given its name only when complete
+//! ([`OutputFile::commit`]). A command that fails (a full disk) leaves the earlier file of
+//! that name as it was and no part of its own; a killed one leaves its hidden temporary
+//! file. The file is not synced before its rename: after a power loss or a system crash
+//! the named file may be incomplete.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -12,6 +15,7 @@ use std::path::Path;
 use super::TraceDir;
 
 /// An output file being written; removed when dropped before [`OutputFile::commit`].
+#[must_use = "an output file is removed unless committed"]
 pub struct OutputFile {
     dir: TraceDir,
     tmp: String,
@@ -22,8 +26,8 @@ pub struct OutputFile {
 
 /// A new output file for `path` (`mode`, less the umask), its directory opened as
 /// [`TraceDir::open`] opens an output directory. What the name would replace is checked
-/// now ([`TraceDir::check_replaceable`]: a regular file of the writer's), not after the
-/// writing.
+/// before the writing ([`TraceDir::check_replaceable`]: a regular file of the writer's),
+/// and again when the file is named.
 ///
 /// # Errors
 /// The system's error, a refusal, or `InvalidInput` for a path with no file name (or one
@@ -34,8 +38,14 @@ pub fn create_output_file(path: &Path, mode: u32) -> io::Result<OutputFile> {
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let dir = TraceDir::open(parent, None)?;
     dir.check_replaceable(name)?;
-    let tmp = format!(".{name}.tmp");
-    let file = dir.create_file(&tmp, mode)?;
+    // A name is at most 255 bytes: the temporary one keeps room for its dot, pid and
+    // `.tmp` by cutting the name (at a character boundary).
+    let mut cut = name.len().min(200);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let tmp = format!(".{}.{}.tmp", &name[..cut], std::process::id());
+    let file = dir.create_new_file(&tmp, mode)?;
     Ok(OutputFile { dir, tmp, name: name.to_string(), file, named: false })
 }
 

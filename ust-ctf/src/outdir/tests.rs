@@ -374,6 +374,20 @@ fn a_file_named_on_a_command_line_is_made_as_an_output_is() {
     assert_eq!(std::fs::read(&path).unwrap(), b"again");
     let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(!names.iter().any(|n| n.to_string_lossy().ends_with(".tmp")), "{names:?}");
+    // Two writers of one file at once: each writes its own, the last named wins whole.
+    let mut a = create_output_file(&path, 0o644).unwrap();
+    a.write_all(b"first").unwrap();
+    let mut b = create_output_file(&path, 0o644);
+    // One process here: the second writer's temporary name is the first's, refused.
+    assert_eq!(b.as_mut().unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+    a.commit().unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"first");
+    // The longest file name still has a temporary name.
+    let long = tmp.path().join("x".repeat(255));
+    let mut f = create_output_file(&long, 0o644).unwrap();
+    f.write_all(b"long").unwrap();
+    f.commit().unwrap();
+    assert_eq!(std::fs::read(&long).unwrap(), b"long");
     let link = tmp.path().join("link.svg");
     std::os::unix::fs::symlink(&v.file, &link).unwrap();
     refused(&create_output_file(&link, 0o644).unwrap_err(), &link, "a symbolic link");
