@@ -49,7 +49,7 @@ fn python_has(python: &str, module: &str) -> bool {
 fn bt2_events(dir: &Path) -> Vec<Json> {
     let script = workspace().join("ctf-reader/tests/bt2_dump.py");
     let mut out = Vec::new();
-    for d in ust_analysis::traces::trace_dirs(dir) {
+    for d in ust_analysis::traces::trace_dirs(dir).unwrap() {
         let o = Command::new("/usr/bin/python3").arg(&script).arg(&d).output().expect("bt2_dump.py runs");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         for l in String::from_utf8(o.stdout).unwrap().lines() {

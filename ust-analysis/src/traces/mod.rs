@@ -42,7 +42,16 @@ pub struct TraceSet {
 /// be), unless it leads back up: to a directory holding `dir` (`loop -> ..`, a link to
 /// `/`) or to one the search is already inside (the same traces again and again, or the
 /// whole file system).
-pub fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
+///
+/// # Errors
+/// More than [`MAX_SEARCHED`] directories searched (links that branch back and forth make
+/// exponentially many paths), naming `dir`.
+pub fn trace_dirs(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    search(dir, MAX_SEARCHED)
+}
+
+/// [`trace_dirs`], searching at most `max` directories.
+fn search(dir: &Path, max: usize) -> Result<Vec<PathBuf>, String> {
     use std::os::unix::fs::MetadataExt;
     let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
     let top = std::fs::canonicalize(dir).ok();
@@ -50,7 +59,12 @@ pub fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
     // Each directory to search with the directories (device, inode) it lies in, as the
     // search went: one of those reached again is a circle.
     let mut stack: Vec<(PathBuf, Vec<(u64, u64)>)> = vec![(dir.to_path_buf(), Vec::new())];
+    let mut searched = 0usize;
     while let Some((d, mut inside)) = stack.pop() {
+        searched += 1;
+        if searched > max {
+            return Err(format!("{}: more than {max} directories to search for traces (links that lead to each other?)", dir.display()));
+        }
         let here = id(&d);
         if here.is_some_and(|i| inside.contains(&i)) {
             continue;
@@ -78,8 +92,12 @@ pub fn trace_dirs(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out.sort();
-    out
+    Ok(out)
 }
+
+/// The most directories [`trace_dirs`] searches: a relay daemon's tree of a thousand hosts
+/// and sessions is a few thousand.
+pub const MAX_SEARCHED: usize = 100_000;
 
 impl TraceSet {
     /// Opens every trace under `dir`.
@@ -89,7 +107,7 @@ impl TraceSet {
     /// trace's metadata cannot be read (empty, not CTF, a syntax or semantic error, a clock
     /// offset beyond 64-bit nanoseconds), naming the file.
     pub fn open(dir: &Path) -> Result<TraceSet, String> {
-        let dirs = trace_dirs(dir);
+        let dirs = trace_dirs(dir)?;
         if dirs.is_empty() {
             return Err(format!("no CTF trace (no metadata file) under {}", dir.display()));
         }
@@ -122,7 +140,7 @@ mod tests {
         std::fs::write(t.join("metadata"), "/* CTF 1.8 */").unwrap();
         std::os::unix::fs::symlink("..", t.join("loop")).unwrap();
         std::os::unix::fs::symlink("/", tmp.path().join("session/root")).unwrap();
-        assert_eq!(trace_dirs(&tmp.path().join("session")), std::slice::from_ref(&t));
+        assert_eq!(trace_dirs(&tmp.path().join("session")).unwrap(), std::slice::from_ref(&t));
         // Links to traces elsewhere (a relay daemon's tree assembled by hand), one twice;
         // a link to a directory the search is inside.
         let tree = tmp.path().join("tree");
@@ -130,13 +148,25 @@ mod tests {
         std::os::unix::fs::symlink(&t, tree.join("host-a/kernel")).unwrap();
         std::os::unix::fs::symlink(tmp.path().join("session"), tree.join("host-b")).unwrap();
         std::os::unix::fs::symlink(&tree, tree.join("host-a/again")).unwrap();
-        assert_eq!(trace_dirs(&tree), [tree.join("host-a/kernel"), tree.join("host-b/kernel")]);
+        assert_eq!(trace_dirs(&tree).unwrap(), [tree.join("host-a/kernel"), tree.join("host-b/kernel")]);
         let inner = tmp.path().join("session/kernel/sub");
         std::fs::create_dir_all(&inner).unwrap();
         std::os::unix::fs::symlink(&t, inner.join("up")).unwrap();
-        assert_eq!(trace_dirs(&tmp.path().join("session")), std::slice::from_ref(&t));
+        assert_eq!(trace_dirs(&tmp.path().join("session")).unwrap(), std::slice::from_ref(&t));
         // The directory given may itself be a link.
         std::os::unix::fs::symlink(tmp.path().join("session"), tmp.path().join("latest")).unwrap();
-        assert_eq!(trace_dirs(&tmp.path().join("latest")), [tmp.path().join("latest/kernel")]);
+        assert_eq!(trace_dirs(&tmp.path().join("latest")).unwrap(), [tmp.path().join("latest/kernel")]);
+        // Twelve directories, each linking to the next twice: 2^12 paths, an error.
+        let chain = tmp.path().join("chain");
+        for i in 0..=12 {
+            std::fs::create_dir_all(chain.join(format!("d{i}"))).unwrap();
+        }
+        for i in 0..12 {
+            for k in ["a", "b"] {
+                std::os::unix::fs::symlink(chain.join(format!("d{}", i + 1)), chain.join(format!("d{i}/{k}"))).unwrap();
+            }
+        }
+        let e = super::search(&chain.join("d0"), 1000).unwrap_err();
+        assert!(e.contains("more than 1000 directories"), "{e}");
     }
 }
