@@ -135,7 +135,8 @@ impl<T: Send + 'static> Source<T> {
 fn spawn<T: Send + 'static>(mut dec: StreamDecoder, batch: usize, prep: Option<(Prepare<T>, Arc<Compiled>, StreamFile)>) -> Feed<T> {
     let (tx, rx) = sync_channel::<Result<(Batch, Vec<T>), Error>>(CHANNEL_DEPTH);
     let (back, back_rx) = sync_channel::<Batch>(CHANNEL_DEPTH + 1);
-    let thread = std::thread::spawn(move || {
+    let (path, failed) = (dec.path(), tx.clone());
+    let thread = std::thread::Builder::new().spawn(move || {
         let mut prep = prep.map(|(make, cx, stream)| (make(), cx, stream));
         let mut prepared = |b: &Batch| match &mut prep {
             Some((f, cx, stream)) => prepare_all(f, cx, stream, b),
@@ -167,7 +168,15 @@ fn spawn<T: Send + 'static>(mut dec: StreamDecoder, batch: usize, prep: Option<(
             }
         }
     });
-    Feed::Remote { rx, back, thread: Some(thread) }
+    // No thread (a limit on the user's processes, or on memory, reached: one thread a
+    // stream): the stream is an error, the others are read.
+    let thread = thread
+        .map_err(|e| {
+            let source = std::io::Error::new(e.kind(), format!("cannot start a thread to decode it: {e}"));
+            let _ = failed.send(Err(Error::Io { path: path.to_path_buf(), source }));
+        })
+        .ok();
+    Feed::Remote { rx, back, thread }
 }
 
 /// The messages of all streams of a trace, merged by time; with `T`, each with the value

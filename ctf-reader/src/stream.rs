@@ -149,6 +149,11 @@ pub(crate) struct StreamDecoder {
 }
 
 impl StreamDecoder {
+    /// The stream file's path.
+    pub(crate) fn path(&self) -> Arc<Path> {
+        self.path.clone()
+    }
+
     pub(crate) fn new(cx: Arc<Compiled>, path: Arc<Path>, data: Arc<FileData>) -> Self {
         let st = DecState { regs: vec![0; cx.n_regs], ..Default::default() };
         StreamDecoder {
@@ -250,8 +255,9 @@ impl StreamDecoder {
         st.packet_size = None;
         st.discarded = None;
         st.seq_num = None;
-        // The packet header and context before the packet's size is known.
-        st.empty_budget = crate::decode::exec::MAX_EMPTY_ELEMS;
+        // The packet header and context, before the packet's size is known: the bits left in
+        // the file.
+        st.empty_budget = crate::decode::exec::MAX_EMPTY_ELEMS.min(buf.len() as u64 * 8);
         self.pkt_out.slots.clear();
         self.pkt_out.text.clear();
         let path = &self.path;

@@ -119,7 +119,7 @@ fn empty_elements_are_bounded() {
 
 /// Elements that take no bits are bounded per packet by its content's bits: a packet of
 /// 64 bytes whose events each ask for 300 empty structures (below the 2^20 of one array)
-/// reads its first event (300 of the 512 bits' worth) and refuses the second, where before
+/// reads its first event (300 of its 512 bits' worth of such elements) and refuses the second, where before
 /// every event made its 300 values (a 89 KB trace so mutated held 4 GB in `ust report`).
 #[test]
 fn empty_elements_are_bounded_per_packet() {
@@ -136,7 +136,7 @@ fn empty_elements_are_bounded_per_packet() {
     assert!(
         errs.len() == 1
             && errs[0].contains("s0")
-            && errs[0].contains("offset 32: array of 300 elements that may be empty: more than the packet's content has bits left for (212)"),
+            && errs[0].contains("offset 32: array of 300 elements that may be empty: the packet may hold 212 more (one per bit of its content)"),
         "{errs:?}"
     );
 }

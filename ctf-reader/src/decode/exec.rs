@@ -51,9 +51,10 @@ pub(crate) struct DecState {
     pub discarded: Option<u64>,
     pub seq_num: Option<u64>,
     /// Elements that may take no bits (an array of empty structures) the packet may still
-    /// hold: as many as its content has bits (the stream sets it per packet). Without it a
-    /// few bytes of lengths made millions of values per event, and a reader that keeps
-    /// events (the report) held gigabytes for a trace of kilobytes.
+    /// hold: as many as its content has bits (the stream sets it per packet; a valid trace
+    /// with more is refused, where babeltrace2 reads any number). Without it a few bytes of
+    /// lengths made millions of values per event, and a reader that keeps events (the
+    /// report) held gigabytes for a trace of kilobytes.
     pub empty_budget: u64,
 }
 
@@ -155,7 +156,7 @@ pub(crate) fn exec(node: &Node, r: &mut BitReader<'_>, st: &mut DecState, out: &
                 if n > st.empty_budget {
                     return Err(DecodeFault::new(
                         r.pos,
-                        format!("array of {n} elements that may be empty: more than the packet's content has bits left for ({})", st.empty_budget),
+                        format!("array of {n} elements that may be empty: the packet may hold {} more (one per bit of its content)", st.empty_budget),
                     ));
                 }
                 st.empty_budget -= n;
