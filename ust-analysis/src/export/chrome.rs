@@ -129,9 +129,12 @@ fn timed_json(t: &Timeline, x: Timed) -> Json {
 /// longer slice first, so slices that start together nest): what [`write`] writes, one
 /// at a time.
 pub fn events(t: &Timeline) -> Vec<Json> {
-    let mut out = metadata(t);
-    out.extend(timed(t).into_iter().map(|(_, _, x)| timed_json(t, x)));
-    out
+    records(t).collect()
+}
+
+/// The events of the file in its order, each made when asked for.
+fn records(t: &Timeline) -> impl Iterator<Item = Json> + '_ {
+    metadata(t).into_iter().chain(timed(t).into_iter().map(move |(_, _, x)| timed_json(t, x)))
 }
 
 /// Writes `t` as a JSON trace; `source` (the trace directory) goes in `otherData`. Each
@@ -144,8 +147,7 @@ pub fn write(t: &Timeline, source: &str, mut w: impl Write) -> std::io::Result<(
     w.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":")?;
     serde_json::to_writer(&mut w, &json!({"producer": "ust export", "source": source}))?;
     w.write_all(b",\"traceEvents\":[\n")?;
-    let all = metadata(t).into_iter().chain(timed(t).into_iter().map(|(_, _, x)| timed_json(t, x)));
-    for (i, e) in all.enumerate() {
+    for (i, e) in records(t).enumerate() {
         if i > 0 {
             w.write_all(b",\n")?;
         }

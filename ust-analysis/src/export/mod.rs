@@ -64,7 +64,7 @@ pub struct Options {
 }
 
 /// What an export wrote.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     /// Thread tracks.
     pub threads: usize,
@@ -76,13 +76,17 @@ pub struct Summary {
     pub counter_values: usize,
     /// Records the loader could not read.
     pub problems: u64,
+    /// The first of them that the reader described (the file, the offset, what is wrong).
+    pub first_problem: Option<String>,
 }
 
 /// Builds the timeline of the trace in `dir`.
 ///
 /// # Errors
 /// The loader's: no trace under `dir`, or unreadable metadata.
-pub fn timeline(dir: &Path, counters: &[Counter], kernel_events: bool) -> Result<(timeline::Timeline, u64), String> {
+/// With the timeline: the records that could not be read, and what the first was
+/// ([`crate::report::load::Loaded::first_problem`]).
+pub fn timeline(dir: &Path, counters: &[Counter], kernel_events: bool) -> Result<(timeline::Timeline, u64, Option<String>), String> {
     let set = crate::traces::TraceSet::open(dir)?;
     let user = set.members.iter().any(|m| m.origin.domain == crate::traces::Domain::Ust);
     let mut instants = (kernel_events || !user).then(kernel_events::KernelInstants::default);
@@ -97,7 +101,7 @@ pub fn timeline(dir: &Path, counters: &[Counter], kernel_events: bool) -> Result
     if let Some(k) = instants {
         k.finish(&l, &mut t);
     }
-    Ok((t, l.problems))
+    Ok((t, l.problems, l.first_problem.clone()))
 }
 
 /// Exports the trace in `dir` to `out`.
@@ -105,11 +109,11 @@ pub fn timeline(dir: &Path, counters: &[Counter], kernel_events: bool) -> Result
 /// # Errors
 /// The loader's, and a failed write.
 pub fn export(dir: &Path, opt: &Options, out: impl std::io::Write) -> Result<Summary, String> {
-    let (t, problems) = timeline(dir, &opt.counters, opt.kernel_events)?;
+    let (t, problems, first_problem) = timeline(dir, &opt.counters, opt.kernel_events)?;
     match opt.format {
         Format::ChromeJson => chrome::write(&t, &dir.display().to_string(), out),
         Format::Perfetto => perfetto::write(&t, out),
     }
     .map_err(|e| format!("cannot write the export: {e}"))?;
-    Ok(Summary { threads: t.threads.len(), slices: t.slices.len(), instants: t.instants.len(), counter_values: t.counters.len(), problems })
+    Ok(Summary { threads: t.threads.len(), slices: t.slices.len(), instants: t.instants.len(), counter_values: t.counters.len(), problems, first_problem })
 }

@@ -22,7 +22,9 @@ use std::collections::HashMap;
 use serde_json::Value as Json;
 
 use super::timeline::{Args, Slice, Timeline, Track};
+use crate::report::analysis::{analyze, Options, Wait};
 use crate::report::event::Name;
+use crate::report::load::{Domain, Event, Loaded};
 
 crate::report::event::shared_names! {
     TID = "tid";
@@ -38,8 +40,6 @@ crate::report::event::shared_names! {
     BLOCKED = "Blocked";
     RUNNABLE = "Runnable";
 }
-use crate::report::analysis::{analyze, Options, Wait};
-use crate::report::load::{Domain, Event, Loaded};
 
 fn int_any(e: &Event, names: &[&str]) -> Option<i64> {
     names.iter().find_map(|n| e.int(n))

@@ -20,12 +20,12 @@ use serde_json::Value as Json;
 use super::fields::{self, Contexts};
 use super::timeline::{Args, CounterValue, Instant, Slice, Timeline, Track};
 use crate::report::load::{Domain, Loaded, Name};
+use crate::spans::{pair, span_event, Span, SPAN_ID};
 
 crate::report::event::shared_names! {
     FOLLOWS_FROM = "follows_from";
     UNFINISHED = "unfinished";
 }
-use crate::spans::{pair, span_event, Span, SPAN_ID};
 
 /// A counter request: `provider:event` and the field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,12 +58,22 @@ fn span_args(l: &Loaded, ctx: &Contexts, s: &Span) -> Args {
         // The `_record`'s own id field (the first of the namings it has; a user's field
         // named `id` beside `_span_id` stays).
         let id = SPAN_ID.into_iter().find(|n| payload.iter().any(|(f, _)| f == n)).filter(|_| e.name.ends_with("_record"));
-        args.extend(fields::args(payload, id.as_slice()));
+        for (n, v) in fields::args(payload, id.as_slice()) {
+            set(&mut args, n, v);
+        }
     }
     if !s.follows.is_empty() {
-        args.push((*FOLLOWS_FROM, Json::from(s.follows.clone())));
+        set(&mut args, *FOLLOWS_FROM, Json::from(s.follows.clone()));
     }
     args
+}
+
+/// Sets argument `n` of `args` to `v`: a `_record` updates a field, it does not add one.
+fn set(args: &mut Args, n: Name, v: Json) {
+    match args.iter_mut().find(|(k, _)| *k == n) {
+        Some(a) => a.1 = v,
+        None => args.push((n, v)),
+    }
 }
 
 /// Adds the user-space events of `l` to `t`.
@@ -77,7 +87,7 @@ pub fn add(l: &Loaded, counters: &[Counter], t: &mut Timeline) {
         for p in &s.polls {
             let mut a = args.clone();
             if p.unfinished {
-                a.push((*UNFINISHED, Json::Bool(true)));
+                set(&mut a, *UNFINISHED, Json::Bool(true));
             }
             t.slices.push(Slice {
                 track: Track::Thread(s.pid, p.tid),

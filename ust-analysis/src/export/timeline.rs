@@ -14,8 +14,8 @@ use crate::report::event::Name;
 /// name the later counts ([`arg_map`]). Names are shared, never copied per event.
 pub type Args = Vec<(Name, Json)>;
 
-/// `args` as the JSON object the file formats write: keys in order, the later of two of
-/// one name kept.
+/// `args` as the JSON object the file formats write: keys sorted by name (serde_json's
+/// map), the later of two of one name kept.
 pub fn arg_map(args: &[(Name, Json)]) -> Map<String, Json> {
     let mut m = Map::new();
     for (k, v) in args {

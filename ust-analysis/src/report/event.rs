@@ -10,7 +10,8 @@ use crate::traces::Domain;
 
 /// A name shared by many events: an event's name or a field's, interned for the whole
 /// process (one copy of each distinct text, never freed: bounded by the distinct event and
-/// field names of the traces the process reads, which their metadata declares). A `Name` is
+/// field names of the traces the process reads, which their metadata declares, and by the
+/// task names (`comm`) of the scheduling events an export draws, at most one per event). A `Name` is
 /// one pointer: copying it into each of a trace's events, as [`super::load`] does for
 /// every field of every event, is a copy, with no reference count that the decoding threads
 /// would share, and two names are equal exactly when they are the same pointer. Reads as a

@@ -48,6 +48,8 @@ pub struct Loaded {
     pub processes: Vec<(i32, String, PathBuf)>,
     /// Packets or records that could not be read.
     pub problems: u64,
+    /// The first of them that the reader described (the file, the offset, what is wrong).
+    pub first_problem: Option<String>,
     /// Where the kernel traces (`kernel/`, and the stacks side trace) lost events: one
     /// entry per packet whose cumulative `events_discarded` grew, in each stream's order.
     pub losses: Vec<StreamLoss>,
@@ -244,8 +246,9 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes:
                 continue;
             }
             Ok(_) => continue,
-            Err(_) => {
+            Err(e) => {
                 l.problems += 1;
+                l.first_problem.get_or_insert_with(|| e.to_string());
                 continue;
             }
         };

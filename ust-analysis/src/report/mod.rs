@@ -84,7 +84,8 @@ pub fn report(dir: &Path, opt: &Options) -> Result<Report, String> {
         r.notes.insert(0, format!("the process named {name:?} with the most events: pid {pid}{also}"));
     }
     if l.problems > 0 {
-        r.notes.push(format!("{} packet(s) or record(s) could not be read and were skipped", l.problems));
+        let first = l.first_problem.as_ref().map(|p| format!("; the first: {p}")).unwrap_or_default();
+        r.notes.push(format!("{} packet(s) or record(s) could not be read and were skipped{first}", l.problems));
     }
     if let Some(n) = l.kernel_env.as_ref().and_then(call_text::capture_note) {
         r.notes.push(n);

@@ -574,6 +574,11 @@ fn check_trace_dir(dir: &std::path::Path) -> Result<(), Failure> {
     }
 }
 
+/// `; the first: <what>` for a problem the reader described, else nothing.
+fn first_problem(p: &Option<String>) -> String {
+    p.as_deref().map(|p| format!("; the first: {p}")).unwrap_or_default()
+}
+
 /// `ust export`.
 pub fn export(a: ExportArgs) -> CliResult {
     check_trace_dir(&a.dir)?;
@@ -582,7 +587,7 @@ pub fn export(a: ExportArgs) -> CliResult {
         let s = ust_analysis::export::parquet::export(&a.dir, out).map_err(Failure::new)?;
         eprintln!("ust: parquet written to {}: {} files (one per event class), {} rows", out.display(), s.files, s.rows);
         if s.problems > 0 {
-            eprintln!("ust: {} streams stopped early on data that could not be read", s.problems);
+            eprintln!("ust: {} streams stopped early on data that could not be read{}", s.problems, first_problem(&s.first_problem));
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -602,7 +607,7 @@ pub fn export(a: ExportArgs) -> CliResult {
     let to = a.output.as_ref().map_or_else(|| "standard output".to_string(), |p| p.display().to_string());
     eprintln!("ust: {} written to {to}: {} threads, {} slices, {} instants, {} counter values", a.format, s.threads, s.slices, s.instants, s.counter_values);
     if s.problems > 0 {
-        eprintln!("ust: {} packets or records could not be read", s.problems);
+        eprintln!("ust: {} packets or records could not be read{}", s.problems, first_problem(&s.first_problem));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -68,6 +68,8 @@ pub struct Summary {
     pub rows: u64,
     /// Stream errors (each stops its stream; the others go on).
     pub problems: u64,
+    /// The first of them (the file, the offset, what is wrong).
+    pub first_problem: Option<String>,
 }
 
 /// One event class's file.
@@ -83,6 +85,9 @@ struct ClassFile {
     created: bool,
     /// Emptied buffers of a written row group, for the next.
     spare: Option<Vec<Column>>,
+    /// Where its first class is declared (trace, stream class, event class): files with
+    /// as many rows are named in this order.
+    declared: (usize, usize, usize),
 }
 
 /// How the events of one event class of one trace go into their file.
@@ -173,6 +178,7 @@ fn fixed_columns() -> Vec<Column> {
 /// the set's order.
 type ByName<'a> = HashMap<&'a str, Vec<(usize, usize, usize)>>;
 
+/// The event classes of every trace of `set`, by name.
 fn classes_by_name(set: &TraceSet) -> ByName<'_> {
     let mut by_name: ByName = HashMap::new();
     for (mi, m) in set.members.iter().enumerate() {
@@ -194,8 +200,18 @@ fn unplanned(set: &TraceSet) -> Plans {
 /// columns are the union of theirs) and the plan of each, when the first event of one of
 /// them comes: a kernel trace declares a thousand classes and records a few hundred.
 fn plan_file(set: &TraceSet, name: &str, classes: &[(usize, usize, usize)], files: &mut Vec<ClassFile>, plans: &mut Plans) {
-    let mut file =
-        ClassFile { name: name.to_string(), leaves: Vec::new(), index: Index::new(), cols: Vec::new(), rows: 0, total: 0, created: false, spare: None };
+    let declared = classes.first().copied().unwrap_or_default();
+    let mut file = ClassFile {
+        name: name.to_string(),
+        leaves: Vec::new(),
+        index: Index::new(),
+        cols: Vec::new(),
+        rows: 0,
+        total: 0,
+        created: false,
+        spare: None,
+        declared,
+    };
     let leaves: Vec<ClassLeaves> = classes.iter().map(|&(mi, sc, ec)| class_leaves(&set.members[mi], sc, ec)).collect();
     for (l, final_name) in leaves.iter().flatten().flatten() {
         match file.index.get(final_name) {
@@ -349,8 +365,9 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
             let e = match msg {
                 Ok(Message::Event(e)) => e,
                 Ok(_) => continue,
-                Err(_) => {
+                Err(e) => {
                     sum.problems += 1;
+                    sum.first_problem.get_or_insert_with(|| e.to_string());
                     continue;
                 }
             };
@@ -399,9 +416,10 @@ pub fn export(dir: &Path, out: &Path) -> Result<Summary, String> {
             }
         }
     }
-    // The largest first: the writer threads share the work better.
+    // The largest first: the writer threads share the work better (two names made alike
+    // with as many rows: in declaration order, which decides the one that takes `-2`).
     let mut order: Vec<usize> = (0..files.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(files[i].rows));
+    order.sort_by_key(|&i| (std::cmp::Reverse(files[i].rows), files[i].declared));
     for i in order {
         // After a writer failed, what is left would only be written to be removed.
         if writers.failed() {
