@@ -16,8 +16,8 @@
 # instead (valgrind --tool=callgrind, one run each, repeatable under load; slow: minutes for
 # many-threads, and the 1 GB trace is left out).
 #
-# Where the Parquet files go (--out DIR): by default a directory in /dev/shm when that is a
-# tmpfs, so that the export is measured as babeltrace2 is, without the disk (babeltrace2
+# Where the Parquet files go (--out DIR: a new directory in DIR): by default one in /dev/shm
+# when that is a tmpfs, so that the export is measured as babeltrace2 is, without the disk (babeltrace2
 # prints to /dev/null); --out target/bench-read/parquet measures it on the disk. On an ext4
 # without a journal, as this machine's root, creating a file skips every inode of its group
 # freed in the last minutes (`recently_deleted`, reading each one's inode table block): each
@@ -100,10 +100,13 @@ instructions() {
 
 ratio() { echo "scale=3; $1 / $2" | bc; }
 
+# The files go to a directory of the script's own under --out DIR (removed at the end).
 if [ -z "$out" ]; then
-  if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then out="/dev/shm/ust-bench-read-$$"; else out="$work/parquet"; fi
+  if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then out=/dev/shm; else out="$work"; fi
 fi
-echo "bench-read.sh: the Parquet files go to $out ($(stat -f -c %T "$(dirname "$out")"))" >&2
+out="$(mktemp -d "$out/ust-bench-read.XXXXXX")"
+trap 'rm -rf "$out"' EXIT
+echo "bench-read.sh: the Parquet files go to $out ($(stat -f -c %T "$out"))" >&2
 if [ "$callgrind" = 1 ]; then
   printf '%-14s %-22s %16s %16s %8s\n' TRACE TOOL INSTRUCTIONS BABELTRACE2 RATIO
 else
@@ -140,4 +143,3 @@ for spec in "${traces[@]}"; do
     printf '%-14s %-22s %9s %9s %10s %15s %15s\n' "$name" "ust $tool" "$e" "$c" "$m" "$(ratio "$e" "$be")" "$(ratio "$c" "$bc")"
   done
 done
-rm -rf "$out"
