@@ -296,7 +296,7 @@ impl Builder {
         let align = |j: &J, key: &str, dflt: u64| -> Result<u32, String> {
             let a = j.get(key).and_then(J::as_u64).unwrap_or(dflt);
             if !a.is_power_of_two() || a > 1 << 16 {
-                return Err(format!("alignment {a} is not a power of two"));
+                return Err(format!("alignment {a} is not a power of two up to 65536 bits"));
             }
             Ok(a as u32)
         };

@@ -181,7 +181,7 @@ impl Scopes {
             TypeSpec::Struct { name, body, align } => {
                 let min_align = match align {
                     Some(a) if a.is_power_of_two() && *a <= 1 << 16 => *a as u32,
-                    Some(a) => return Err((line, format!("struct alignment {a} is not a power of two"))),
+                    Some(a) => return Err((line, format!("struct alignment {a} is not a power of two up to 65536 bits"))),
                     None => 1,
                 };
                 let Some(body) = body else {
@@ -348,7 +348,7 @@ impl Scopes {
         it.size = size as u8;
         let align = align.unwrap_or(if size % 8 == 0 { 8 } else { 1 });
         if !align.is_power_of_two() || align > 1 << 16 {
-            return Err((line, format!("integer alignment {align} is not a power of two")));
+            return Err((line, format!("integer alignment {align} is not a power of two up to 65536 bits")));
         }
         it.align = align as u32;
         Ok(it)
@@ -373,7 +373,7 @@ impl Scopes {
         };
         let align = align.unwrap_or(8);
         if !align.is_power_of_two() || align > 1 << 16 {
-            return Err((line, format!("float alignment {align} is not a power of two")));
+            return Err((line, format!("float alignment {align} is not a power of two up to 65536 bits")));
         }
         Ok(Ty::leaf(TyKind::Float { size, align: align as u32, byte_order: bo }))
     }
