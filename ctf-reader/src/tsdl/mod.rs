@@ -272,10 +272,11 @@ impl Builder {
                 if events.iter().any(|e: &EventClass| e.id == re.id) {
                     return Err(format!("duplicate event class id {} in stream class {id}", re.id));
                 }
-                let context = conv(&re.context, Scope::EventSpecificContext, &prev)?;
+                let in_class = |m: String| format!("event class `{}` (id {}): {m}", re.name, re.id);
+                let context = conv(&re.context, Scope::EventSpecificContext, &prev).map_err(in_class)?;
                 let mut prev2 = prev.clone();
                 prev2.push((Scope::EventSpecificContext, &re.context));
-                let payload = conv(&re.payload, Scope::EventPayload, &prev2)?;
+                let payload = conv(&re.payload, Scope::EventPayload, &prev2).map_err(in_class)?;
                 events.push(EventClass { id: re.id, name: re.name.clone(), loglevel: re.loglevel, emf_uri: re.emf_uri.clone(), context, payload });
             }
             streams.push(StreamClass { id, packet_context, event_header, event_context, events, default_clock: None });
