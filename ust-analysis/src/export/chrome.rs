@@ -126,7 +126,7 @@ fn timed_json(t: &Timeline, x: Timed) -> Json {
 }
 
 /// The events of the file, metadata first, then the rest by time (at one time, the
-/// longer slice first, so slices that start together nest): what [`write`] writes, one
+/// longer slice first, so slices that start together nest): what [`write()`] writes, one
 /// at a time.
 pub fn events(t: &Timeline) -> Vec<Json> {
     records(t).collect()
