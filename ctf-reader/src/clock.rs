@@ -37,7 +37,7 @@ impl Clock {
     /// offset alone leaves 64-bit signed nanoseconds, as babeltrace2 refuses such clocks
     /// ("Cannot convert clock cycles to nanoseconds from origin").
     pub fn new(c: &ClockClass) -> Result<Clock, Error> {
-        let err = || Error::ClockOverflow { clock: c.name.clone(), cycles: 0, offset_s: c.offset_s, offset_cycles: c.offset_cycles, freq: c.freq };
+        let err = || Error::ClockOverflow { path: None, clock: c.name.clone(), cycles: 0, offset_s: c.offset_s, offset_cycles: c.offset_cycles, freq: c.freq };
         // babeltrace2's bounds: offset_s <= MIN/1e9 - 1 or offset_s >= MAX/1e9 - 1.
         if c.offset_s < i64::MIN / NS_PER_S || c.offset_s > i64::MAX / NS_PER_S - 2 {
             return Err(err());
@@ -50,7 +50,14 @@ impl Clock {
     #[inline]
     pub fn to_ns(&self, cycles: u64) -> Result<i64, Error> {
         let v = ns_from_value(self.freq, cycles);
-        let fail = || Error::ClockOverflow { clock: self.name.clone(), cycles, offset_s: self.offset_s, offset_cycles: self.offset_cycles, freq: self.freq };
+        let fail = || Error::ClockOverflow {
+            path: None,
+            clock: self.name.clone(),
+            cycles,
+            offset_s: self.offset_s,
+            offset_cycles: self.offset_cycles,
+            freq: self.freq,
+        };
         if v >= i64::MAX as u64 {
             return Err(fail());
         }

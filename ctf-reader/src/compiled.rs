@@ -82,7 +82,7 @@ impl Compiled {
                     sparse.insert(e.id, i as u32);
                 }
             }
-            let clock = sc.default_clock.map(|i| Clock::new(&trace.clocks[i])).transpose()?;
+            let clock = sc.default_clock.map(|i| Clock::new(&trace.clocks[i])).transpose().map_err(|e| e.in_file(metadata_path))?;
             streams.push(StreamClassDec {
                 packet_context: c(&sc.packet_context, Scope::PacketContext)?,
                 event_header: c(&sc.event_header, Scope::EventHeader)?,

@@ -71,8 +71,11 @@ pub enum Error {
     },
     /// A clock value that does not fit 64-bit signed nanoseconds from origin (babeltrace2:
     /// "Cannot convert clock cycles to nanoseconds from origin").
-    #[error("clock `{clock}`: cycles {cycles} with offset {offset_s} s + {offset_cycles} cycles at {freq} Hz overflow 64-bit nanoseconds from origin")]
+    #[error("{}clock `{clock}`: cycles {cycles} with offset {offset_s} s + {offset_cycles} cycles at {freq} Hz overflow 64-bit nanoseconds from origin", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
     ClockOverflow {
+        /// The metadata file (a clock's offset alone overflows) or the stream file (an
+        /// event's time does), once known.
+        path: Option<PathBuf>,
         /// Clock class name.
         clock: String,
         /// Cycles value.
@@ -84,6 +87,18 @@ pub enum Error {
         /// Frequency.
         freq: u64,
     },
+}
+
+impl Error {
+    /// The error with `path` as its file, where it names none yet (a clock's overflow).
+    pub(crate) fn in_file(self, path: &std::path::Path) -> Error {
+        match self {
+            Error::ClockOverflow { path: None, clock, cycles, offset_s, offset_cycles, freq } => {
+                Error::ClockOverflow { path: Some(path.to_owned()), clock, cycles, offset_s, offset_cycles, freq }
+            }
+            e => e,
+        }
+    }
 }
 
 /// A decoding failure inside a packet, before the file and offset are attached.

@@ -403,7 +403,7 @@ impl StreamDecoder {
         let _ = sc_model;
         let cycles = st.clock;
         let ns = match &scd.clock {
-            Some(c) => Some(c.to_ns(cycles)?),
+            Some(c) => Some(c.to_ns(cycles).map_err(|e| e.in_file(&self.path))?),
             None => None,
         };
         let packet = (batch.packets.len() - 1) as u32;

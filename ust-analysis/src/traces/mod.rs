@@ -117,11 +117,7 @@ impl TraceSet {
             if std::fs::metadata(&meta).map(|m| m.is_file() && m.len() == 0).unwrap_or(false) {
                 return Err(format!("{}: the metadata file is empty: the trace cannot be read", meta.display()));
             }
-            let ctf = ctf_reader::CtfTrace::open(&d).map_err(|e| match e {
-                // The one error that does not name its file.
-                ctf_reader::Error::ClockOverflow { .. } => format!("{}: the trace cannot be read: {e}", meta.display()),
-                e => format!("the trace cannot be read: {e}"),
-            })?;
+            let ctf = ctf_reader::CtfTrace::open(&d).map_err(|e| format!("the trace cannot be read: {e}"))?;
             let origin = Origin::of(dir, &d, ctf.metadata());
             members.push(Member { dir: d, origin, ctf });
         }
