@@ -536,8 +536,7 @@ pub fn report(a: ReportArgs) -> CliResult {
         }
         let mut drawn = Vec::new();
         ust_analysis::report::pictures::flamegraph(&r, &mut drawn).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
-        let mut f = ust_ctf::outdir::create_output_file(svg, 0o644).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
-        std::io::Write::write_all(&mut f, &drawn).and_then(|()| f.commit()).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        write_output(svg, &drawn)?;
         eprintln!("ust: flame graph written to {}", svg.display());
     }
     if let Some(svg) = &a.probe_flamegraph {
@@ -547,8 +546,7 @@ pub fn report(a: ReportArgs) -> CliResult {
         }
         let mut drawn = Vec::new();
         probe_stacks::flamegraph(&r, &mut drawn).map_err(|e| Failure::new(format!("{}: the flame graph: {e}", svg.display())))?;
-        let mut f = ust_ctf::outdir::create_output_file(svg, 0o644).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
-        std::io::Write::write_all(&mut f, &drawn).and_then(|()| f.commit()).map_err(|e| Failure::new(format!("{}: {e}", svg.display())))?;
+        write_output(svg, &drawn)?;
         eprintln!("ust: flame graph of the probes' callers written to {}", svg.display());
     }
     match format {
@@ -572,6 +570,13 @@ fn check_trace_dir(dir: &std::path::Path) -> Result<(), Failure> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Failure::new(format!("the directory {} does not exist", dir.display()))),
         Err(e) => Err(Failure::new(format!("{}: {e}", dir.display()))),
     }
+}
+
+/// Writes `bytes` as the file `path` named on the command line, named when complete
+/// ([`ust_ctf::outdir::create_output_file`]).
+fn write_output(path: &std::path::Path, bytes: &[u8]) -> Result<(), Failure> {
+    let mut f = ust_ctf::outdir::create_output_file(path, 0o644).map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
+    std::io::Write::write_all(&mut f, bytes).and_then(|()| f.commit()).map_err(|e| Failure::new(format!("{}: {e}", path.display())))
 }
 
 /// `; the first: <what>` for a problem the reader described, else nothing.
