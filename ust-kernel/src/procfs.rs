@@ -288,14 +288,35 @@ pub struct MapEntry {
     pub path: String,
 }
 
-/// Parses a maps file (lines that do not parse are skipped).
+/// The longest path a report keeps of a mapping, in bytes: `PATH_MAX` (Linux
+/// `include/uapi/linux/limits.h`), the longest path a system call accepts and the most
+/// perf copies into a `PERF_RECORD_MMAP2`.
+pub const MAX_PATH_BYTES: usize = 4096;
+
+/// `path`, or, when it is longer than [`MAX_PATH_BYTES`] (a maps file or a perf record of
+/// a trace can say anything: a forged one held paths of 100 KB, which every fault in the
+/// file then copied), its first bytes up to a character boundary followed by `…`, the
+/// whole at most [`MAX_PATH_BYTES`] long.
+pub fn bounded_path(path: &str) -> std::borrow::Cow<'_, str> {
+    if path.len() <= MAX_PATH_BYTES {
+        return std::borrow::Cow::Borrowed(path);
+    }
+    let mut end = MAX_PATH_BYTES - '…'.len_utf8();
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &path[..end]))
+}
+
+/// Parses a maps file (lines that do not parse are skipped); paths longer than
+/// [`MAX_PATH_BYTES`] are cut ([`bounded_path`]).
 pub fn parse_maps(text: &str) -> Vec<MapEntry> {
     text.lines()
         .filter_map(|l| {
             let mut it = l.splitn(6, char::is_whitespace);
             let (range, perms, off) = (it.next()?, it.next()?, it.next()?);
             let (_dev, _inode) = (it.next()?, it.next()?);
-            let path = it.next().unwrap_or("").trim().to_string();
+            let path = bounded_path(it.next().unwrap_or("").trim()).into_owned();
             let (a, b) = range.split_once('-')?;
             Some(MapEntry {
                 start: u64::from_str_radix(a, 16).ok()?,
@@ -329,6 +350,10 @@ mod tests {
         assert_eq!(m.len(), 2);
         assert_eq!((m[0].start, m[0].offset, m[0].path.as_str()), (0x7f00, 0x1000, "/usr/lib/x.so"));
         assert_eq!(m[1].path, "");
+        let long = format!("7f00-7f10 r-xp 0 08:01 12 /{}é{}\n", "a".repeat(MAX_PATH_BYTES - 5), "b".repeat(10_000));
+        let p = &parse_maps(&long)[0].path;
+        assert!(p.len() <= MAX_PATH_BYTES && p.ends_with('…') && p.starts_with("/aaa"), "{} bytes", p.len());
+        assert_eq!(bounded_path("/usr/lib/x.so"), "/usr/lib/x.so");
         assert!(descendants(std::process::id() as i32).contains(&(std::process::id() as i32)));
     }
 

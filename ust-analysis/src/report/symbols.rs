@@ -12,6 +12,8 @@
 //! Return addresses (every frame but the first of a stack) are looked up one byte back,
 //! inside their call instruction, so the line is that of the call.
 
+use std::sync::Arc;
+
 use crate::report::fast_hash::HashMap;
 
 use serde::Serialize;
@@ -21,8 +23,8 @@ use serde::Serialize;
 pub struct Frame {
     /// The address as recorded (IP or return address).
     pub ip: u64,
-    /// The mapped file, if the address fell in one.
-    pub module: Option<String>,
+    /// The mapped file, if the address fell in one (shared with the mapping's other frames).
+    pub module: Option<Arc<str>>,
     /// Offset of `ip` in that file.
     pub offset: Option<u64>,
     /// Function name, demangled.
@@ -59,7 +61,7 @@ struct Map {
     start: u64,
     end: u64,
     pgoff: u64,
-    path: String,
+    path: Arc<str>,
 }
 
 /// The file mappings of each process over time.
@@ -67,14 +69,16 @@ struct Map {
 pub struct MapTable {
     maps: HashMap<i32, Vec<Map>>,
     execs: HashMap<i32, Vec<u64>>,
-    sampled: HashMap<i32, Vec<ust_kernel::procfs::MapEntry>>,
+    /// The lines of a process's sampled maps (`since` unused).
+    sampled: HashMap<i32, Vec<Map>>,
 }
 
 impl MapTable {
     /// Process `pid` mapped `[start, start + len)` of `path` at file offset `pgoff` at
-    /// time `ts`.
+    /// time `ts` (a path longer than `PATH_MAX` is cut: [`ust_kernel::procfs::bounded_path`]).
     pub fn mmap(&mut self, pid: i32, ts: u64, start: u64, len: u64, pgoff: u64, path: &str) {
-        self.maps.entry(pid).or_default().push(Map { since: ts, start, end: start.saturating_add(len), pgoff, path: path.to_string() });
+        let path = ust_kernel::procfs::bounded_path(path).into();
+        self.maps.entry(pid).or_default().push(Map { since: ts, start, end: start.saturating_add(len), pgoff, path });
     }
 
     /// Process `pid` exec'd at `ts` (older mappings are gone).
@@ -85,7 +89,7 @@ impl MapTable {
     /// A sampled `/proc/<pid>/maps`, used when the recorded mappings do not cover an
     /// address.
     pub fn sampled(&mut self, pid: i32, entries: Vec<ust_kernel::procfs::MapEntry>) {
-        self.sampled.insert(pid, entries);
+        self.sampled.insert(pid, entries.into_iter().map(|e| Map { since: 0, start: e.start, end: e.end, pgoff: e.offset, path: e.path.into() }).collect());
     }
 
     /// Whether anything is known of `pid`.
@@ -96,13 +100,13 @@ impl MapTable {
     /// `(path, file offset)` of `addr` in process `pid` at time `ts`: the newest recorded
     /// mapping covering it since the process's last exec before `ts`, else the sampled
     /// maps. Paths may be `[heap]`, `[stack]`, `[vdso]`, or empty (anonymous).
-    pub fn lookup(&self, pid: i32, ts: u64, addr: u64) -> Option<(String, u64)> {
+    pub fn lookup(&self, pid: i32, ts: u64, addr: u64) -> Option<(Arc<str>, u64)> {
         let exec = self.execs.get(&pid).and_then(|e| e.iter().filter(|&&t| t <= ts).max().copied()).unwrap_or(0);
         if let Some(m) = self.maps.get(&pid).and_then(|v| v.iter().rev().find(|m| m.since >= exec && m.since <= ts && m.start <= addr && addr < m.end)) {
             return Some((m.path.clone(), (addr - m.start).checked_add(m.pgoff)?));
         }
         let e = self.sampled.get(&pid)?.iter().find(|e| e.start <= addr && addr < e.end)?;
-        Some((e.path.clone(), (addr - e.start).checked_add(e.offset)?))
+        Some((e.path.clone(), (addr - e.start).checked_add(e.pgoff)?))
     }
 }
 
@@ -115,7 +119,7 @@ struct File {
 /// Loads files on first use and symbolizes addresses in them.
 #[derive(Default)]
 pub struct Symbolizer {
-    files: HashMap<String, Option<File>>,
+    files: HashMap<Arc<str>, Option<File>>,
 }
 
 impl std::fmt::Debug for Symbolizer {
@@ -132,10 +136,11 @@ fn segments(path: &str) -> Option<Vec<(u64, u64, u64)>> {
 }
 
 impl Symbolizer {
-    fn file(&mut self, path: &str) -> Option<&File> {
+    fn file(&mut self, path: &Arc<str>) -> Option<&File> {
         self.files
-            .entry(path.to_string())
+            .entry(path.clone())
             .or_insert_with(|| {
+                let path: &str = path;
                 // The paths come from the trace: only regular files are opened (a FIFO
                 // named there would block the report, a device would be read).
                 if !path.starts_with('/') || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
@@ -153,8 +158,8 @@ impl Symbolizer {
     }
 
     /// The frames of one address: `offset` into `path`; `ret` for a return address.
-    pub fn frames(&mut self, ip: u64, path: &str, offset: u64, ret: bool) -> Vec<Frame> {
-        let base = Frame { ip, module: Some(path.to_string()), offset: Some(offset), function: None, file: None, line: None, inlined: false };
+    pub fn frames(&mut self, ip: u64, path: &Arc<str>, offset: u64, ret: bool) -> Vec<Frame> {
+        let base = Frame { ip, module: Some(path.clone()), offset: Some(offset), function: None, file: None, line: None, inlined: false };
         let Some(f) = self.file(path) else { return vec![base] };
         let Some(&(off, _, vaddr)) = f.segments.iter().find(|(o, n, _)| *o <= offset && offset < o.saturating_add(*n)) else { return vec![base] };
         // Values from the file (hostile): no overflow, in any build.
@@ -217,10 +222,10 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let mut s = Symbolizer::default();
         // Opening the FIFO would block this test forever.
-        let f = s.frames(0x1000, fifo.to_str().unwrap(), 0x10, false);
+        let f = s.frames(0x1000, &fifo.to_str().unwrap().into(), 0x10, false);
         assert_eq!((f.len(), f[0].function.as_deref()), (1, None));
-        assert_eq!(s.frames(0x1000, "/dev/zero", 0, false)[0].function, None);
-        assert_eq!(s.frames(0x1000, "relative/path", 0, false)[0].function, None);
+        assert_eq!(s.frames(0x1000, &"/dev/zero".into(), 0, false)[0].function, None);
+        assert_eq!(s.frames(0x1000, &"relative/path".into(), 0, false)[0].function, None);
     }
 
     #[test]

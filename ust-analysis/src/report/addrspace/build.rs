@@ -262,7 +262,7 @@ impl AddressSpaces {
                                         && i128::from(e.offset) - i128::from(e.start) == rel
                                         && !covered(lo, hi, later.iter().filter(|n| n.ts <= s.0 && !same(&n.region, n.start)).map(|n| (n.start, n.end)))
                                 })
-                                .map(|e| e.path.clone())
+                                .map(|e| Arc::from(e.path.as_str()))
                         },
                     )
                 };

@@ -46,6 +46,8 @@
 //! Here the types and the lookups; `build` makes the spaces from a trace, `cursor` walks
 //! them in time order.
 
+use std::sync::Arc;
+
 use crate::report::fast_hash::HashMap;
 
 use ust_kernel::procfs::MapEntry;
@@ -81,8 +83,9 @@ pub enum Region {
     /// A file, `offset` being the file offset of the range's first byte; `path` is `None`
     /// when the trace does not name the file (see the module docs).
     File {
-        /// The file.
-        path: Option<String>,
+        /// The file (shared: every copy of the range, at each fork and each lookup, holds
+        /// the same text).
+        path: Option<Arc<str>>,
         /// File offset at the start of the range.
         offset: u64,
     },
@@ -93,18 +96,19 @@ pub enum Region {
     /// Anonymous memory (also shared anonymous memory, `/dev/zero (deleted)`).
     Anon,
     /// A special mapping by its name: `[vdso]`, `[vvar]`, `[anon:NAME]`...
-    Special(String),
+    Special(Arc<str>),
 }
 
 impl Region {
-    /// The region a maps path or a perf file name stands for, `offset` its file offset.
+    /// The region a maps path or a perf file name stands for, `offset` its file offset;
+    /// a name longer than `PATH_MAX` is cut ([`ust_kernel::procfs::bounded_path`]).
     pub fn named(name: &str, offset: u64) -> Region {
         match name {
             "" | "//anon" | "/dev/zero (deleted)" => Region::Anon,
             "[heap]" => Region::Heap,
             "[stack]" => Region::Stack,
-            n if n.starts_with('[') || n.starts_with("//") => Region::Special(n.to_string()),
-            n => Region::File { path: Some(n.to_string()), offset },
+            n if n.starts_with('[') || n.starts_with("//") => Region::Special(ust_kernel::procfs::bounded_path(n).into()),
+            n => Region::File { path: Some(ust_kernel::procfs::bounded_path(n).into()), offset },
         }
     }
 
@@ -147,14 +151,14 @@ impl Found {
             Found::Mapped { region: Region::Heap, .. } => "[heap]".into(),
             Found::Mapped { region: Region::Stack, .. } => "[stack]".into(),
             Found::Mapped { region: Region::Anon, .. } => "anonymous".into(),
-            Found::Mapped { region: Region::Special(n), .. } => n.clone(),
+            Found::Mapped { region: Region::Special(n), .. } => n.to_string(),
             Found::Unmapped => "unmapped".into(),
             Found::Unknown => return None,
         })
     }
 
     /// `(path, file offset)` of `addr` when it is in a named file (to symbolize it).
-    pub fn file_offset(&self, addr: u64) -> Option<(String, u64)> {
+    pub fn file_offset(&self, addr: u64) -> Option<(Arc<str>, u64)> {
         match self {
             Found::Mapped { region: Region::File { path: Some(p), offset }, start } => Some((p.clone(), offset.checked_add(addr.checked_sub(*start)?)?)),
             _ => None,

@@ -262,3 +262,33 @@ fn covered_spans() {
     assert!(!covered(10, 20, std::iter::empty()));
     assert!(!covered(10, 20, [(20, 30), (0, 10)].into_iter()));
 }
+
+/// A path longer than `PATH_MAX` in a sample (a forged `maps` held 100 KB paths, which
+/// every fault and every fork then copied: 1.7 GB for a report of 180 MB) is cut to
+/// [`ust_kernel::procfs::MAX_PATH_BYTES`]: what a fault, a fork or a lookup holds of it
+/// stays bounded.
+#[test]
+fn long_paths_are_cut_and_shared() {
+    let long = format!("/{}", "d/".repeat(50_000));
+    let maps = format!("7000-9000 r-xp 00001000 08:01 12 {long}lib.so\n");
+    let sample = ust_kernel::procfs::parse_maps(&maps);
+    assert!(sample[0].path.len() <= ust_kernel::procfs::MAX_PATH_BYTES && sample[0].path.ends_with('…'));
+    let mut ev = Vec::new();
+    for child in 11..14 {
+        ev.push(super::tests::ev(
+            20 + child as u64,
+            10,
+            "sched_process_fork",
+            vec![("parent_pid", Value::Signed(10)), ("child_pid", Value::Signed(child.into()))],
+        ));
+    }
+    let a = spaces(ev, vec![(10, 1, sample)]);
+    let m = at(&a, 10, 50, 0x8000).expect("mapped");
+    assert!(m.len() <= ust_kernel::procfs::MAX_PATH_BYTES + "+0x2000".len() && m.ends_with("…+0x2000"), "{} bytes", m.len());
+    assert_eq!(at(&a, 13, 50, 0x8000), Some(m), "a fork sees its parent's mapping");
+    let Found::Mapped { region: Region::File { path: Some(p), .. }, .. } = a.lookup(10, 10, 50, 0x8000) else { panic!("a file") };
+    let Some((q, off)) = a.lookup(10, 10, 50, 0x8000).file_offset(0x8000) else { panic!("a file offset") };
+    assert_eq!((p.len(), off), (q.len(), 0x2000));
+    let named = Region::named(&"x".repeat(10_000), 0);
+    assert!(matches!(&named, Region::File { path: Some(p), .. } if p.len() <= ust_kernel::procfs::MAX_PATH_BYTES));
+}
