@@ -26,6 +26,9 @@
 //!   user's rights, not root's.
 //! - Metadata is written to `.<name>.tmp` and renamed within the directory
 //!   ([`TraceDir::write_atomically`], synced; [`TraceDir::replace_file`], not synced).
+//!   The exports' files are written without a name ([`TraceDir::create_unnamed_file`],
+//!   `O_TMPFILE`) and named when complete ([`TraceDir::link_file`]): a killed command
+//!   leaves nothing of a file it was writing.
 //!
 //! lttng-tools keeps the same shape (`lttng_directory_handle`,
 //! `src/common/compat/directory-handle.cpp`, whose `*_as_user` calls go through its
@@ -273,6 +276,45 @@ impl TraceDir {
     /// `AlreadyExists` for a regular file of that name; else as [`TraceDir::create_file`].
     pub fn create_new_file(&self, name: &str, mode: u32) -> io::Result<File> {
         self.new_file(name, mode, false)
+    }
+
+    /// A new regular file in this directory without a name (`O_TMPFILE`, `mode` less the
+    /// umask), open for writing, to be named when complete ([`TraceDir::link_file`]): a
+    /// process killed before that leaves nothing (the system frees the file with its last
+    /// descriptor), where a temporary name would stay behind, hidden, as large as the
+    /// writing had made it.
+    ///
+    /// # Errors
+    /// `Unsupported` where the file system makes no unnamed files (the caller then
+    /// writes under a temporary name); else as [`TraceDir::create_file`].
+    pub fn create_unnamed_file(&self, mode: u32) -> io::Result<File> {
+        let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
+        let fd = self.run("", true, |d| rustix::fs::openat2(d, ".", flags, Mode::from_raw_mode(mode), BENEATH)).map_err(|e| {
+            // open(2): EISDIR or EOPNOTSUPP where the kernel or the file system has no
+            // O_TMPFILE.
+            if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) {
+                io::Error::new(io::ErrorKind::Unsupported, format!("{}: the file system makes no unnamed files: {e}", self.path().display()))
+            } else {
+                e
+            }
+        })?;
+        Ok(File::from(fd))
+    }
+
+    /// Names `file`, made by [`TraceDir::create_unnamed_file`] in this directory, `name`
+    /// (where nothing is), through its `/proc/self/fd` link (`linkat(2)` with
+    /// `AT_SYMLINK_FOLLOW`: open to the owner, where `AT_EMPTY_PATH` needs
+    /// `CAP_DAC_READ_SEARCH`), or with `AT_EMPTY_PATH` where `/proc` is not mounted.
+    ///
+    /// # Errors
+    /// `AlreadyExists` when something has that name; the system's error.
+    pub fn link_file(&self, file: &File, name: &str) -> io::Result<()> {
+        check_name(name)?;
+        let proc_link = format!("/proc/self/fd/{}", file.as_raw_fd());
+        self.run(name, false, |d| match rustix::fs::linkat(rustix::fs::CWD, proc_link.as_str(), d, name, AtFlags::SYMLINK_FOLLOW) {
+            Err(Errno::NOENT) if !Path::new("/proc/self/fd").exists() => rustix::fs::linkat(file, "", d, name, AtFlags::EMPTY_PATH),
+            r => r,
+        })
     }
 
     fn new_file(&self, name: &str, mode: u32, replace: bool) -> io::Result<File> {

@@ -1,12 +1,15 @@
 //! A file named on a command line (`ust export --output FILE`, `ust report --flamegraph
 //! FILE`): made as every file ust writes for a user ([`TraceDir`]: by root in a user's
-//! directory, as that user; a link refused), written under a hidden temporary name of its
-//! own (`.<name>.<pid>.tmp`, created where nothing is: two commands writing one file each
-//! write their own, and the last named wins whole) and given its name only when complete
-//! ([`OutputFile::commit`]). A command that fails (a full disk) leaves the earlier file of
-//! that name as it was and no part of its own; a killed one leaves its hidden temporary
-//! file. The file is not synced before its rename: after a power loss or a system crash
-//! the named file may be incomplete.
+//! directory, as that user; a link refused), written without a name
+//! ([`TraceDir::create_unnamed_file`]) and given its name only when complete
+//! ([`OutputFile::commit`]: linked as `.<name>.<pid>.tmp`, where nothing is, then renamed:
+//! two commands writing one file each write their own, and the last named wins whole). A
+//! command that fails (a full disk) leaves the earlier file of that name as it was and no
+//! part of its own, and so does one killed (Ctrl-C) while writing: the system frees a
+//! file that has no name. Where the file system makes no unnamed files, the file is
+//! written under its hidden temporary name from the start, which a killed command leaves
+//! behind. The file is not synced before its rename: after a power loss or a system
+//! crash the named file may be incomplete.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -21,6 +24,8 @@ pub struct OutputFile {
     tmp: String,
     name: String,
     file: File,
+    /// The temporary name exists (the file was made with it, or linked to it).
+    at_tmp: bool,
     named: bool,
 }
 
@@ -45,8 +50,12 @@ pub fn create_output_file(path: &Path, mode: u32) -> io::Result<OutputFile> {
         cut -= 1;
     }
     let tmp = format!(".{}.{}.tmp", &name[..cut], std::process::id());
-    let file = dir.create_new_file(&tmp, mode)?;
-    Ok(OutputFile { dir, tmp, name: name.to_string(), file, named: false })
+    let (file, at_tmp) = match dir.create_unnamed_file(mode) {
+        Ok(f) => (f, false),
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => (dir.create_new_file(&tmp, mode)?, true),
+        Err(e) => return Err(e),
+    };
+    Ok(OutputFile { dir, tmp, name: name.to_string(), file, at_tmp, named: false })
 }
 
 impl std::fmt::Debug for OutputFile {
@@ -63,6 +72,10 @@ impl OutputFile {
     /// then removed.
     pub fn commit(mut self) -> io::Result<()> {
         self.file.flush()?;
+        if !self.at_tmp {
+            self.dir.link_file(&self.file, &self.tmp)?;
+            self.at_tmp = true;
+        }
         self.dir.rename_all(&[(self.tmp.clone(), self.name.clone())]).map_err(|(_, e)| e)?;
         self.named = true;
         Ok(())
@@ -81,7 +94,7 @@ impl Write for OutputFile {
 
 impl Drop for OutputFile {
     fn drop(&mut self) {
-        if !self.named {
+        if self.at_tmp && !self.named {
             let _ = self.dir.remove(&self.tmp);
         }
     }

@@ -10,20 +10,24 @@
 //! dropped; [`Writers::failed`] tells the reader to stop) and is returned by
 //! [`Writers::finish`].
 //!
-//! A file is written as `.<file>.tmp` in the output directory and takes its name only
-//! when every file of the export is complete ([`Writers::finish`]): every final name is
-//! checked first (nothing but a regular file of the writer's is replaced), then all are
-//! renamed in one pass through one descriptor of the directory ([`TraceDir::rename_all`]).
-//! An export that fails (a full disk) or is killed before that pass never leaves a
-//! `*.parquet` without its footer, which DuckDB, pandas and Spark would refuse, nor a
-//! dataset missing some of its classes under the final names; a kill during the pass (a
-//! rename per file, about a millisecond for 181 files) leaves the files named so far. The
-//! files are not synced before their rename: after a power loss or a system crash a named
-//! file may still be incomplete. A failed export removes its temporary files (a writer
-//! thread's too when it panics: a file is removed when dropped unnamed); a
-//! killed one leaves them hidden (the next export into the directory removes them,
-//! [`remove_leftovers`]). One export at a time writes into a directory (a lock on it,
-//! taken by [`super::export`]).
+//! A file is written without a name in the output directory
+//! ([`TraceDir::create_unnamed_file`]), linked as `.<file>.tmp` once its footer is
+//! written, and takes its name only when every file of the export is complete
+//! ([`Writers::finish`]): every final name is checked first (nothing but a regular file
+//! of the writer's is replaced), then all are renamed in one pass through one descriptor
+//! of the directory ([`TraceDir::rename_all`]). An export that fails (a full disk) or is
+//! killed before that pass never leaves a `*.parquet` without its footer, which DuckDB,
+//! pandas and Spark would refuse, nor a dataset missing some of its classes under the
+//! final names; a kill during the pass (a rename per file, about a millisecond for 181
+//! files) leaves the files named so far. The files are not synced before their rename:
+//! after a power loss or a system crash a named file may still be incomplete. A failed
+//! export removes its temporary files (a writer thread's too when it panics: a file is
+//! removed when dropped unnamed). A killed one leaves nothing of the files still being
+//! written (the system frees a file without a name) and, hidden, those complete and not
+//! yet renamed (the next export into the directory removes them, [`remove_leftovers`]);
+//! where the file system makes no unnamed files, every file is written under its
+//! temporary name from the start. One export at a time writes into a directory (a lock
+//! on it, taken by [`super::export`]).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -152,17 +156,46 @@ impl Writers {
     }
 }
 
-/// A complete file under its temporary name; removed when dropped before it is named.
+/// A file being written or complete, without a name or under its temporary name; the
+/// temporary name is removed when dropped before the file is named.
 struct Written {
     dir: TraceDir,
     tmp: String,
     file: String,
+    /// The temporary name exists (the file was made with it, or linked to it).
+    at_tmp: bool,
     named: bool,
+}
+
+impl Written {
+    /// A new file for `file` in `dir`, without a name where the file system allows.
+    fn create(dir: TraceDir, file: String) -> std::io::Result<(Written, File)> {
+        let tmp = format!(".{file}.tmp");
+        let (f, at_tmp) = match dir.create_unnamed_file(0o644) {
+            Ok(f) => (f, false),
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => (dir.create_file(&tmp, 0o644)?, true),
+            Err(e) => return Err(e),
+        };
+        Ok((Written { dir, tmp, file, at_tmp, named: false }, f))
+    }
+
+    /// Gives the complete file `f` its temporary name, unless it has it.
+    fn link(&mut self, f: &File) -> std::io::Result<()> {
+        if !self.at_tmp {
+            // A leftover of a killed export of this name would be in the way.
+            if matches!(self.dir.entry(&self.tmp), Ok(Some((ust_ctf::outdir::FileType::RegularFile, uid))) if !self.dir.foreign(uid)) {
+                let _ = self.dir.remove(&self.tmp);
+            }
+            self.dir.link_file(f, &self.tmp)?;
+            self.at_tmp = true;
+        }
+        Ok(())
+    }
 }
 
 impl Drop for Written {
     fn drop(&mut self) {
-        if !self.named {
+        if self.at_tmp && !self.named {
             let _ = self.dir.remove(&self.tmp);
         }
     }
@@ -219,8 +252,9 @@ fn run(rx: Receiver<RowGroup>, table: &[ByteArray], back: &Sender<(usize, Vec<Co
         return Err(e);
     }
     let mut done = Vec::new();
-    for (_, o) in open {
-        o.w.close().map_err(|e| format!("{}: {e}", o.name))?;
+    for (_, mut o) in open {
+        let f = o.w.into_inner().and_then(|b| b.into_inner().map_err(|e| e.into_error().into())).map_err(|e| format!("{}: {e}", o.name))?;
+        o.at.link(&f).map_err(|e| format!("{}: {e}", o.at.file))?;
         done.push(o.at);
     }
     Ok(done)
@@ -231,9 +265,8 @@ fn write(open: &mut HashMap<usize, Open>, rg: &mut RowGroup, table: &[ByteArray]
         // As every file ust writes for a user: created as the output directory's owner.
         // What the file's name would replace is refused now, not after the export.
         c.dir.check_replaceable(&c.file).map_err(|e| format!("{}: {e}", c.file))?;
-        let tmp = format!(".{}.tmp", c.file);
-        let f = c.dir.create_file(&tmp, 0o644).map_err(|e| format!("{}: {e}", c.file))?;
-        let at = Written { dir: c.dir, tmp, file: c.file, named: false };
+        let name = c.file.clone();
+        let (at, f) = Written::create(c.dir, c.file).map_err(|e| format!("{name}: {e}"))?;
         let w = SerializedFileWriter::new(BufWriter::with_capacity(1 << 16, f), c.schema, c.props).map_err(|e| format!("{}: {e}", at.file))?;
         open.insert(rg.file, Open { name: rg.name.clone(), at, w });
     }
