@@ -3,16 +3,29 @@
 //! with C escapes, punctuators, `//` and `/* */` comments.
 
 /// A token with the 1-based line it starts on; `'a` is the metadata text's lifetime
-/// (identifiers are slices of it, so moving through the tokens never allocates).
+/// (identifiers are slices of it, so moving through the tokens never allocates). 32 bytes:
+/// LTTng's kernel metadata makes ~80 k of them.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Token<'a> {
     pub kind: Tok<'a>,
     pub line: u32,
-    /// The media type of an LTTng 2.16 BLOB comment just before this token
-    /// ([`blob_comment`]): the declaration starting here is a BLOB field. Boxed: rare, and a
-    /// token stays small (40 bytes: ~80 k of them for LTTng's kernel metadata).
-    #[allow(clippy::box_collection)] // 8 bytes in every token instead of 24
-    pub blob: Option<Box<String>>,
+}
+
+/// The tokens of a metadata text, and the media types of the LTTng 2.16 BLOB comments
+/// ([`blob_comment`]) among them: `(index of the token just after the comment, media
+/// type)`, in token order (the declaration starting at that token is a BLOB field; rare,
+/// so kept apart from the tokens).
+#[derive(Debug, Default)]
+pub(crate) struct Tokens<'a> {
+    pub toks: Vec<Token<'a>>,
+    pub blobs: Vec<(usize, String)>,
+}
+
+impl Tokens<'_> {
+    /// The media type of the BLOB comment just before token `i`, if there is one.
+    pub(crate) fn blob(&self, i: usize) -> Option<&str> {
+        self.blobs.binary_search_by_key(&i, |b| b.0).ok().map(|k| self.blobs[k].1.as_str())
+    }
 }
 
 /// Token kinds.
@@ -56,12 +69,12 @@ pub(crate) fn blob_comment(comment: &[u8]) -> Option<String> {
 pub(crate) const DEFAULT_MEDIA_TYPE: &str = "application/octet-stream";
 
 /// Splits `text` into tokens; an error names the line and what is wrong.
-pub(crate) fn tokenize(text: &[u8]) -> Result<Vec<Token<'_>>, (u32, String)> {
-    // About one token per 4 bytes of LTTng's metadata (81 k tokens in 311 KiB): room for
-    // them at once rather than a doubling copy after copy (up to 1 Mi tokens: metadata
-    // that is mostly comments reserves no more than that).
-    let mut out = Vec::with_capacity((text.len() / 4 + 1).min(1 << 20));
-    let mut pending_blob: Option<Box<String>> = None;
+pub(crate) fn tokenize(text: &[u8]) -> Result<Tokens<'_>, (u32, String)> {
+    // About one token per 3.8 bytes of LTTng's metadata (81 k tokens in 311 KiB): room for
+    // them at once (one per 3 bytes) rather than a doubling copy of megabytes (up to 1 Mi
+    // tokens: metadata that is mostly comments reserves no more than that; the pages
+    // reserved past the last token are never touched).
+    let mut out = Tokens { toks: Vec::with_capacity((text.len() / 3 + 1).min(1 << 20)), blobs: Vec::new() };
     let mut i = 0usize;
     let mut line = 1u32;
     let n = text.len();
@@ -78,8 +91,13 @@ pub(crate) fn tokenize(text: &[u8]) -> Result<Vec<Token<'_>>, (u32, String)> {
                 while i < n && text[i] != b'\n' {
                     i += 1;
                 }
+                // For the next token (the last of several such comments before it).
                 if let Some(m) = blob_comment(&text[start..i]) {
-                    pending_blob = Some(Box::new(m));
+                    let next = out.toks.len();
+                    match out.blobs.last_mut() {
+                        Some(b) if b.0 == next => b.1 = m,
+                        _ => out.blobs.push((next, m)),
+                    }
                 }
             }
             b'/' if text.get(i + 1) == Some(&b'*') => {
@@ -102,13 +120,13 @@ pub(crate) fn tokenize(text: &[u8]) -> Result<Vec<Token<'_>>, (u32, String)> {
             b'"' | b'\'' => {
                 let (s, next, lines) = string_literal(text, i).map_err(|m| (line, m))?;
                 // A character literal is an integer in C; TSDL uses none, keep it as text.
-                out.push(Token { kind: Tok::Str(s.into()), line, blob: pending_blob.take() });
+                out.toks.push(Token { kind: Tok::Str(s.into()), line });
                 line += lines;
                 i = next;
             }
             b'0'..=b'9' => {
                 let (v, next) = int_literal(text, i).map_err(|m| (line, m))?;
-                out.push(Token { kind: Tok::Int(v), line, blob: pending_blob.take() });
+                out.toks.push(Token { kind: Tok::Int(v), line });
                 i = next;
             }
             b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
@@ -118,28 +136,28 @@ pub(crate) fn tokenize(text: &[u8]) -> Result<Vec<Token<'_>>, (u32, String)> {
                 }
                 // ASCII by construction, so never an error.
                 let s = std::str::from_utf8(&text[start..i]).map_err(|_| (line, "identifier not ASCII".to_string()))?;
-                out.push(Token { kind: Tok::Ident(s), line, blob: pending_blob.take() });
+                out.toks.push(Token { kind: Tok::Ident(s), line });
             }
             b':' if text.get(i + 1) == Some(&b'=') => {
-                out.push(Token { kind: Tok::Assign, line, blob: pending_blob.take() });
+                out.toks.push(Token { kind: Tok::Assign, line });
                 i += 2;
             }
             b'.' if text.get(i + 1) == Some(&b'.') && text.get(i + 2) == Some(&b'.') => {
-                out.push(Token { kind: Tok::Ellipsis, line, blob: pending_blob.take() });
+                out.toks.push(Token { kind: Tok::Ellipsis, line });
                 i += 3;
             }
             b'-' if text.get(i + 1) == Some(&b'>') => {
-                out.push(Token { kind: Tok::Arrow, line, blob: pending_blob.take() });
+                out.toks.push(Token { kind: Tok::Arrow, line });
                 i += 2;
             }
             b'{' | b'}' | b'[' | b']' | b'(' | b')' | b'<' | b'>' | b';' | b',' | b'=' | b':' | b'.' | b'+' | b'-' | b'*' => {
-                out.push(Token { kind: Tok::Punct(c as char), line, blob: pending_blob.take() });
+                out.toks.push(Token { kind: Tok::Punct(c as char), line });
                 i += 1;
             }
             _ => return Err((line, format!("unexpected character 0x{c:02x}"))),
         }
     }
-    out.push(Token { kind: Tok::Eof, line, blob: pending_blob.take() });
+    out.toks.push(Token { kind: Tok::Eof, line });
     Ok(out)
 }
 
@@ -244,7 +262,7 @@ mod tests {
     use super::*;
 
     fn kinds(s: &str) -> Vec<Tok<'_>> {
-        tokenize(s.as_bytes()).unwrap().into_iter().map(|t| t.kind).collect()
+        tokenize(s.as_bytes()).unwrap().toks.into_iter().map(|t| t.kind).collect()
     }
 
     #[test]
@@ -273,16 +291,16 @@ mod tests {
     #[test]
     fn blob_comments_mark_the_next_token() {
         let t = tokenize(b"a;\n\t// dynamic length BLOB field with `image/png` media type\n\tinteger x;\n// static length BLOB field\ny; // plain\nz").unwrap();
-        let blobs: Vec<_> = t.iter().map(|t| t.blob.as_deref().cloned()).collect();
-        assert_eq!(blobs[2].as_deref(), Some("image/png"), "{t:?}");
-        assert_eq!(blobs[5].as_deref(), Some("application/octet-stream"));
+        let blobs: Vec<_> = (0..t.toks.len()).map(|i| t.blob(i)).collect();
+        assert_eq!(blobs[2], Some("image/png"), "{t:?}");
+        assert_eq!(blobs[5], Some("application/octet-stream"));
         assert_eq!(blobs.iter().flatten().count(), 2, "other comments mark nothing");
         assert_eq!(blob_comment(b" dynamic length BLOB field with `a/b` media"), None);
     }
 
     #[test]
     fn comments_and_lines() {
-        let t = tokenize(b"/* x\n y */ a // z\n b").unwrap();
+        let t = tokenize(b"/* x\n y */ a // z\n b").unwrap().toks;
         assert_eq!(t[0].line, 2);
         assert_eq!(t[1].line, 3);
         assert!(tokenize(b"/* open").is_err());

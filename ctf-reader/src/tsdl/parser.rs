@@ -2,7 +2,7 @@
 //! Nesting is bounded by [`MAX_DEPTH`] so hostile metadata cannot exhaust the stack.
 
 use super::ast::*;
-use super::lexer::{Tok, Token};
+use super::lexer::{Tok, Token, Tokens};
 
 /// Deepest nesting of blocks, structures, variants and enums accepted.
 pub(crate) const MAX_DEPTH: usize = 64;
@@ -12,6 +12,7 @@ const C_TYPE_WORDS: &[&str] = &["const", "signed", "unsigned", "char", "short", 
 
 pub(crate) struct Parser<'a> {
     toks: &'a [Token<'a>],
+    all: &'a Tokens<'a>,
     pos: usize,
     depth: usize,
 }
@@ -19,8 +20,8 @@ pub(crate) struct Parser<'a> {
 type PResult<T> = Result<T, (u32, String)>;
 
 impl<'a> Parser<'a> {
-    pub(crate) fn new(toks: &'a [Token<'a>]) -> Self {
-        Parser { toks, pos: 0, depth: 0 }
+    pub(crate) fn new(all: &'a Tokens<'a>) -> Self {
+        Parser { toks: &all.toks, all, pos: 0, depth: 0 }
     }
 
     fn peek(&self) -> &Tok<'a> {
@@ -101,7 +102,7 @@ impl<'a> Parser<'a> {
     /// Parses one declaration; `blocks` allows `key = value` attributes and top-level blocks.
     fn parse_decl(&mut self, blocks: bool) -> PResult<Decl> {
         let line = self.line();
-        let blob = self.toks.get(self.pos).and_then(|t| t.blob.as_deref().cloned());
+        let blob = self.all.blob(self.pos).map(str::to_string);
         if let Tok::Ident(w) = self.peek().clone() {
             let kind = match w {
                 "trace" => Some(BlockKind::Trace),
