@@ -6,17 +6,25 @@
 //! ```text
 //! Trace { packet = 1: TracePacket* }
 //! TracePacket { timestamp = 8, trusted_packet_sequence_id = 10, sequence_flags = 13,
-//!               track_descriptor = 60, track_event = 11 }
+//!               interned_data = 12, track_descriptor = 60, track_event = 11 }
+//! InternedData { event_categories = 1, event_names = 2, debug_annotation_names = 3:
+//!                { iid = 1, name = 2 }* }
 //! TrackDescriptor { uuid = 1, parent_uuid = 5, name = 2, process = 3 { pid = 1,
 //!                   process_name = 6 }, thread = 4 { pid = 1, tid = 2, thread_name = 5 },
 //!                   counter = 8 {} }
 //! TrackEvent { type = 9 (1 slice begin, 2 slice end, 3 instant, 4 counter),
-//!              track_uuid = 11, name = 23, categories = 22, debug_annotations = 4,
-//!              double_counter_value = 44 }
-//! DebugAnnotation { name = 10, bool_value = 2, uint_value = 3, int_value = 4,
-//!                   double_value = 5, string_value = 6, dict_entries = 11,
-//!                   array_values = 12 }
+//!              track_uuid = 11, name_iid = 10, category_iids = 3,
+//!              debug_annotations = 4, double_counter_value = 44 }
+//! DebugAnnotation { name_iid = 1 (an event's own), name = 10 (a dictionary's entries),
+//!                   bool_value = 2, uint_value = 3, int_value = 4, double_value = 5,
+//!                   string_value = 6, dict_entries = 11, array_values = 12 }
 //! ```
+//!
+//! Event names, categories and argument names are interned, as Perfetto's own SDK
+//! interns them: each is written once, in the `interned_data` of the first packet that
+//! uses it, and referred to by its id after (about half of the bytes otherwise: a name
+//! and a dozen argument names repeated in every event). Packets that use interned data
+//! say so (`SEQ_NEEDS_INCREMENTAL_STATE`).
 //!
 //! Tracks: a process track per process, a thread track per thread (its spans and
 //! instants), under each thread a `scheduling` track (its states), a `CPUs` track with a
@@ -32,12 +40,45 @@ use std::io::Write;
 
 use serde_json::Value as Json;
 
-use super::timeline::{arg_map, Timeline, Track};
+use super::timeline::{Timeline, Track};
+use crate::report::event::Name;
 
 /// The one packet sequence's id.
 const SEQUENCE: u64 = 1;
 /// `TracePacket.sequence_flags`: `SEQ_INCREMENTAL_STATE_CLEARED`.
 const SEQ_CLEARED: u64 = 1;
+/// `TracePacket.sequence_flags`: `SEQ_NEEDS_INCREMENTAL_STATE` (the packet refers to
+/// interned data).
+const SEQ_NEEDS_STATE: u64 = 2;
+
+/// The names written so far, by kind, with their ids (from 1, per kind), and the entries
+/// of the next packet's `interned_data`.
+#[derive(Default)]
+struct Interned<'t> {
+    ids: [std::collections::HashMap<&'t str, u64>; 3],
+    fresh: Msg,
+}
+
+/// [`Interned`] kinds: their `InternedData` field numbers.
+const CATEGORIES: u32 = 1;
+const EVENT_NAMES: u32 = 2;
+const ARG_NAMES: u32 = 3;
+
+impl<'t> Interned<'t> {
+    /// The id of `s` among the names of `kind`; a new one goes to the next packet.
+    fn id(&mut self, kind: u32, s: &'t str) -> u64 {
+        let ids = &mut self.ids[kind as usize - 1];
+        if let Some(&i) = ids.get(s) {
+            return i;
+        }
+        let i = ids.len() as u64 + 1;
+        ids.insert(s, i);
+        let mut entry = Msg::default();
+        entry.uint(1, i).string(2, s);
+        self.fresh.msg(kind, &entry);
+        i
+    }
+}
 
 /// A protobuf message being encoded.
 #[derive(Default)]
@@ -95,11 +136,25 @@ fn counter_uuid(i: usize) -> u64 {
     (6 << 56) | i as u64
 }
 
-/// A JSON value as a `DebugAnnotation` (named unless inside an array).
-fn annotation(name: Option<&str>, v: &Json) -> Msg {
+/// The name of a `DebugAnnotation`: an event's argument's, interned; a dictionary entry's,
+/// written out; none inside an array.
+enum ArgName<'a> {
+    Interned(u64),
+    Text(&'a str),
+    None,
+}
+
+/// A JSON value as a `DebugAnnotation`.
+fn annotation(name: ArgName<'_>, v: &Json) -> Msg {
     let mut a = Msg::default();
-    if let Some(n) = name {
-        a.string(10, n);
+    match name {
+        ArgName::Interned(i) => {
+            a.uint(1, i);
+        }
+        ArgName::Text(n) => {
+            a.string(10, n);
+        }
+        ArgName::None => {}
     }
     match v {
         Json::Bool(b) => {
@@ -122,19 +177,21 @@ fn annotation(name: Option<&str>, v: &Json) -> Msg {
         }
         Json::Array(items) => {
             for x in items {
-                a.msg(12, &annotation(None, x));
+                a.msg(12, &annotation(ArgName::None, x));
             }
         }
         Json::Object(m) => {
             for (k, x) in m {
-                a.msg(11, &annotation(Some(k), x));
+                a.msg(11, &annotation(ArgName::Text(k), x));
             }
         }
     }
     a
 }
 
-fn packet(out: &mut Msg, ts: Option<u64>, flags: u64, field: u32, body: &Msg) {
+/// A `TracePacket` with `body` as field `field`, and `interned` as its `interned_data`
+/// when not empty.
+fn packet(out: &mut Msg, ts: Option<u64>, flags: u64, field: u32, body: &Msg, interned: &Msg) {
     let mut p = Msg::default();
     if let Some(ts) = ts {
         p.uint(8, ts);
@@ -143,28 +200,35 @@ fn packet(out: &mut Msg, ts: Option<u64>, flags: u64, field: u32, body: &Msg) {
     if flags != 0 {
         p.uint(13, flags);
     }
+    if !interned.0.is_empty() {
+        p.msg(12, interned);
+    }
     p.msg(field, body);
     out.msg(1, &p);
 }
 
 fn descriptor(out: &mut Msg, first: &mut bool, d: &Msg) {
     let flags = if std::mem::take(first) { SEQ_CLEARED } else { 0 };
-    packet(out, None, flags, 60, d);
+    packet(out, None, flags, 60, d, &Msg::default());
 }
 
-/// A `TrackEvent` of `kind` on `track` with an optional name, category and arguments.
-fn track_event(kind: u64, track: u64, name: Option<&str>, cat: Option<&str>, args: Option<&serde_json::Map<String, Json>>) -> Msg {
+/// The name, category and arguments of a `TrackEvent`, its names interned in `names`; the
+/// arguments sorted by name, the later of two of one name kept (as [`arg_map`] has them).
+fn label(e: &mut Msg, names: &mut Interned<'static>, name: Name, cat: Name, args: &[(Name, Json)]) {
+    if !cat.is_empty() {
+        e.uint(3, names.id(CATEGORIES, cat.as_str()));
+    }
+    e.uint(10, names.id(EVENT_NAMES, name.as_str()));
+    let sorted: BTreeMap<&'static str, &Json> = args.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    for (k, v) in sorted {
+        e.msg(4, &annotation(ArgName::Interned(names.id(ARG_NAMES, k)), v));
+    }
+}
+
+/// A `TrackEvent` of `kind` on `track`.
+fn track_event(kind: u64, track: u64) -> Msg {
     let mut e = Msg::default();
     e.uint(9, kind).uint(11, track);
-    if let Some(c) = cat.filter(|c| !c.is_empty()) {
-        e.string(22, c);
-    }
-    if let Some(n) = name {
-        e.string(23, n);
-    }
-    for (k, v) in args.into_iter().flatten() {
-        e.msg(4, &annotation(Some(k), v));
-    }
     e
 }
 
@@ -244,27 +308,34 @@ fn write_to(t: &Timeline, w: &mut impl Write) -> std::io::Result<()> {
     timed.sort_by_key(|a| (a.0, a.1, a.2));
     w.write_all(&out.0)?;
     let mut p = Msg::default();
+    let mut names = Interned::default();
     for (ts, _, _, x) in timed {
-        let e = match x {
+        let (e, named) = match x {
             Timed::Begin(k) => {
                 let s = &t.slices[k];
-                track_event(1, uuid(s.track), Some(&s.name), Some(&s.cat), Some(&arg_map(&s.args)))
+                let mut e = track_event(1, uuid(s.track));
+                label(&mut e, &mut names, s.name, s.cat, &s.args);
+                (e, true)
             }
-            Timed::End(k) => track_event(2, uuid(t.slices[k].track), None, None, None),
+            Timed::End(k) => (track_event(2, uuid(t.slices[k].track)), false),
             Timed::Instant(k) => {
                 let i = &t.instants[k];
-                track_event(3, uuid(i.track), Some(&i.name), Some(&i.cat), Some(&arg_map(&i.args)))
+                let mut e = track_event(3, uuid(i.track));
+                label(&mut e, &mut names, i.name, i.cat, &i.args);
+                (e, true)
             }
             Timed::Counter(k) => {
                 let c = &t.counters[k];
-                let mut e = track_event(4, counter_uuid(series[&(c.pid, c.name.as_str())]), None, None, None);
+                let mut e = track_event(4, counter_uuid(series[&(c.pid, c.name.as_str())]));
                 e.double(44, c.value);
-                e
+                (e, false)
             }
         };
-        let flags = if std::mem::take(&mut first) { SEQ_CLEARED } else { 0 };
+        let cleared = if std::mem::take(&mut first) { SEQ_CLEARED } else { 0 };
+        let flags = cleared | if named { SEQ_NEEDS_STATE } else { 0 };
         p.0.clear();
-        packet(&mut p, Some(ts), flags, 11, &e);
+        packet(&mut p, Some(ts), flags, 11, &e, &names.fresh);
+        names.fresh.0.clear();
         w.write_all(&p.0)?;
     }
     Ok(())
