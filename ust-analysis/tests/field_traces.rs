@@ -148,7 +148,7 @@ fn a_failed_export_names_no_file_and_a_killed_ones_leftovers_go() {
     drop(lock);
     ust_analysis::export::parquet::export(&trace, &good).unwrap();
 
-    // A file that cannot be made (a directory where its temporary file goes): the export
+    // A file that cannot be named (a directory where its temporary name goes): the export
     // fails, and the other classes' complete files are neither named nor left.
     let bad = tmp.path().join("bad");
     let blocker = bad.join(format!(".{}.tmp", names[0]));

@@ -59,6 +59,9 @@ pub use identity::{as_owner, current as current_identity, Owner};
 /// link of any kind.
 const BENEATH: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_SYMLINKS).union(ResolveFlags::NO_MAGICLINKS);
 
+/// Where a process's descriptors are links to its open files (`proc(5)`).
+const PROC_SELF_FD: &str = "/proc/self/fd";
+
 /// Deepest tree [`TraceDir::remove`] walks (a trace is four levels deep).
 const MAX_DEPTH: usize = 32;
 
@@ -285,14 +288,19 @@ impl TraceDir {
     /// writing had made it.
     ///
     /// # Errors
-    /// `Unsupported` where the file system makes no unnamed files (the caller then
-    /// writes under a temporary name); else as [`TraceDir::create_file`].
+    /// `Unsupported` where the file system makes no unnamed files (`EOPNOTSUPP`: FUSE, NFS,
+    /// overlayfs before Linux 6.6) or where `/proc/self/fd`, through which
+    /// [`TraceDir::link_file`] names them, is missing: the caller then writes under a
+    /// temporary name. Else as [`TraceDir::create_file`].
     pub fn create_unnamed_file(&self, mode: u32) -> io::Result<File> {
+        // The real /proc only: a directory in its place (a container's) could hold links
+        // to anything, which linkat would follow.
+        if !rustix::fs::statfs(PROC_SELF_FD).is_ok_and(|f| f.f_type == rustix::fs::PROC_SUPER_MAGIC) {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, format!("{PROC_SELF_FD} is not procfs: no unnamed files")));
+        }
         let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
         let fd = self.run("", true, |d| rustix::fs::openat2(d, ".", flags, Mode::from_raw_mode(mode), BENEATH)).map_err(|e| {
-            // open(2): EISDIR or EOPNOTSUPP where the kernel or the file system has no
-            // O_TMPFILE.
-            if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) {
+            if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
                 io::Error::new(io::ErrorKind::Unsupported, format!("{}: the file system makes no unnamed files: {e}", self.path().display()))
             } else {
                 e
@@ -301,19 +309,45 @@ impl TraceDir {
         Ok(File::from(fd))
     }
 
-    /// Names `file`, made by [`TraceDir::create_unnamed_file`] in this directory, `name`
-    /// (where nothing is), through its `/proc/self/fd` link (`linkat(2)` with
-    /// `AT_SYMLINK_FOLLOW`: open to the owner, where `AT_EMPTY_PATH` needs
-    /// `CAP_DAC_READ_SEARCH`), or with `AT_EMPTY_PATH` where `/proc` is not mounted.
+    /// Names `file`, made by [`TraceDir::create_unnamed_file`] in this directory, `name`,
+    /// through its `/proc/self/fd` link (`linkat(2)` with `AT_SYMLINK_FOLLOW`, as the
+    /// owner: `AT_EMPTY_PATH` would need the credentials that opened the file, which each
+    /// switch to the owner makes anew). A regular file already there that is not
+    /// [`TraceDir::foreign`] (a leftover of a killed command) is replaced. The name is
+    /// checked to be `file`'s once made (same device and inode), and removed if not.
     ///
     /// # Errors
-    /// `AlreadyExists` when something has that name; the system's error.
+    /// A refusal naming the path for anything else at `name` (a link, a directory, another
+    /// user's file where root writes); `InvalidData` when the name came to another file;
+    /// the system's error.
     pub fn link_file(&self, file: &File, name: &str) -> io::Result<()> {
         check_name(name)?;
-        let proc_link = format!("/proc/self/fd/{}", file.as_raw_fd());
-        self.run(name, false, |d| match rustix::fs::linkat(rustix::fs::CWD, proc_link.as_str(), d, name, AtFlags::SYMLINK_FOLLOW) {
-            Err(Errno::NOENT) if !Path::new("/proc/self/fd").exists() => rustix::fs::linkat(file, "", d, name, AtFlags::EMPTY_PATH),
-            r => r,
+        let proc_link = format!("{PROC_SELF_FD}/{}", file.as_raw_fd());
+        let link = |d: &OwnedFd| rustix::fs::linkat(rustix::fs::CWD, proc_link.as_str(), d, name, AtFlags::SYMLINK_FOLLOW);
+        // The system's errors name the path (a refusal names it already).
+        let sys = |e: Errno| match self.explain(name, false, e) {
+            e if e.kind() == io::ErrorKind::Other => e,
+            e => io::Error::new(e.kind(), format!("naming {}: {e}", self.path().join(name).display())),
+        };
+        as_owner(self.base.owner, || {
+            let d = self.open_beneath(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| self.explain("", true, e))?;
+            match link(&d) {
+                Err(Errno::EXIST) => {
+                    self.replaceable(name, entry_at(&d, name).map_err(sys)?)?;
+                    rustix::fs::unlinkat(&d, name, AtFlags::empty()).map_err(sys)?;
+                    link(&d).map_err(sys)?;
+                }
+                r => r.map_err(sys)?,
+            }
+            let (mine, named) = (rustix::fs::fstat(file).map_err(sys)?, rustix::fs::statat(&d, name, AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?);
+            if (mine.st_dev, mine.st_ino) != (named.st_dev, named.st_ino) {
+                let _ = rustix::fs::unlinkat(&d, name, AtFlags::empty());
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("naming {}: {PROC_SELF_FD} led to another file", self.path().join(name).display()),
+                ));
+            }
+            Ok(())
         })
     }
 

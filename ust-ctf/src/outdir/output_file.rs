@@ -2,11 +2,11 @@
 //! FILE`): made as every file ust writes for a user ([`TraceDir`]: by root in a user's
 //! directory, as that user; a link refused), written without a name
 //! ([`TraceDir::create_unnamed_file`]) and given its name only when complete
-//! ([`OutputFile::commit`]: linked as `.<name>.<pid>.tmp`, where nothing is, then renamed:
-//! two commands writing one file each write their own, and the last named wins whole). A
-//! command that fails (a full disk) leaves the earlier file of that name as it was and no
-//! part of its own, and so does one killed (Ctrl-C) while writing: the system frees a
-//! file that has no name. Where the file system makes no unnamed files, the file is
+//! ([`OutputFile::commit`]: linked as `.<name>.<pid>.tmp`, then renamed: two commands
+//! writing one file each write their own, and the last named wins whole). A command that
+//! fails (a full disk) leaves the earlier file of that name as it was and no part of its
+//! own, and so does one killed (Ctrl-C) while writing: the system frees a file that has no
+//! name (a kill in the instant between the link and the rename leaves the temporary name). Where the file system makes no unnamed files, the file is
 //! written under its hidden temporary name from the start, which a killed command leaves
 //! behind. The file is not synced before its rename: after a power loss or a system
 //! crash the named file may be incomplete.
@@ -38,6 +38,12 @@ pub struct OutputFile {
 /// The system's error, a refusal, or `InvalidInput` for a path with no file name (or one
 /// that is not UTF-8).
 pub fn create_output_file(path: &Path, mode: u32) -> io::Result<OutputFile> {
+    create(path, mode, true)
+}
+
+/// [`create_output_file`]; `unnamed`: without a name where the file system allows (tests
+/// pass `false` for the other way, which some file systems take).
+pub(super) fn create(path: &Path, mode: u32, unnamed: bool) -> io::Result<OutputFile> {
     let name =
         path.file_name().and_then(|n| n.to_str()).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a file name", path.display())))?;
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -50,10 +56,16 @@ pub fn create_output_file(path: &Path, mode: u32) -> io::Result<OutputFile> {
         cut -= 1;
     }
     let tmp = format!(".{}.{}.tmp", &name[..cut], std::process::id());
-    let (file, at_tmp) = match dir.create_unnamed_file(mode) {
-        Ok(f) => (f, false),
-        Err(e) if e.kind() == io::ErrorKind::Unsupported => (dir.create_new_file(&tmp, mode)?, true),
-        Err(e) => return Err(e),
+    let unnamed = if unnamed { Some(dir.create_unnamed_file(mode)) } else { None };
+    let (file, at_tmp) = match unnamed {
+        Some(Ok(f)) => {
+            // What is at the temporary name (a link, another user's file) is refused now,
+            // not when the file is complete.
+            dir.check_replaceable(&tmp)?;
+            (f, false)
+        }
+        Some(Err(e)) if e.kind() != io::ErrorKind::Unsupported => return Err(e),
+        _ => (dir.create_new_file(&tmp, mode)?, true),
     };
     Ok(OutputFile { dir, tmp, name: name.to_string(), file, at_tmp, named: false })
 }

@@ -354,47 +354,91 @@ fn taking_an_identity_without_the_right_fails_and_changes_nothing() {
 
 #[test]
 fn a_file_named_on_a_command_line_is_made_as_an_output_is() {
-    let tmp = tempfile::tempdir().unwrap();
-    let v = Victims::plant(tmp.path());
-    let path = tmp.path().join("graph.svg");
-    let write = |text: &[u8], commit: bool| {
-        let mut f = create_output_file(&path, 0o644).unwrap();
-        f.write_all(text).unwrap();
-        if commit {
-            f.commit().unwrap();
+    // Both ways: without a name until complete, and under a temporary name (file systems
+    // without O_TMPFILE).
+    for try_unnamed in [true, false] {
+        let tmp = tempfile::tempdir().unwrap();
+        let v = Victims::plant(tmp.path());
+        let path = tmp.path().join("graph.svg");
+        let create = |p: &Path| super::output_file::create(p, 0o644, try_unnamed);
+        // tmpfs and ext4 make unnamed files; FUSE and NFS do not (then both ways are one).
+        let unnamed = try_unnamed && TraceDir::open(tmp.path(), None).unwrap().create_unnamed_file(0o600).is_ok();
+        let hidden = || -> Vec<String> {
+            std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| n.ends_with(".tmp")).collect()
+        };
+        let write = |text: &[u8], commit: bool| {
+            let mut f = create(&path).unwrap();
+            f.write_all(text).unwrap();
+            if commit {
+                f.commit().unwrap();
+            }
+        };
+        write(b"<svg/>", true);
+        assert_eq!(std::fs::read(&path).unwrap(), b"<svg/>");
+        write(b"again", true);
+        assert_eq!(std::fs::read(&path).unwrap(), b"again", "an earlier file is replaced");
+        // A command that fails before the end (a full disk) leaves the earlier file whole and
+        // nothing of its own.
+        write(b"partial", false);
+        assert_eq!(std::fs::read(&path).unwrap(), b"again");
+        assert!(hidden().is_empty(), "{:?}", hidden());
+        // Two writers of one file at once: each writes its own, the last named wins whole.
+        let mut a = create(&path).unwrap();
+        a.write_all(b"first").unwrap();
+        let b = create(&path);
+        if unnamed {
+            let mut b = b.unwrap();
+            b.write_all(b"second").unwrap();
+            // Being written, a file has no name: a command killed now leaves nothing behind.
+            assert!(hidden().is_empty(), "{:?}", hidden());
+            a.commit().unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), b"first");
+            b.commit().unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        } else {
+            // One process here: the second writer's temporary name is the first's, refused.
+            assert_eq!(b.unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+            assert_eq!(hidden().len(), 1, "written under its temporary name");
+            a.commit().unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), b"first");
         }
-    };
-    write(b"<svg/>", true);
-    assert_eq!(std::fs::read(&path).unwrap(), b"<svg/>");
-    write(b"again", true);
-    assert_eq!(std::fs::read(&path).unwrap(), b"again", "an earlier file is replaced");
-    // A command that fails before the end (a full disk) leaves the earlier file whole and
-    // nothing of its own.
-    write(b"partial", false);
-    assert_eq!(std::fs::read(&path).unwrap(), b"again");
-    let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert!(!names.iter().any(|n| n.to_string_lossy().ends_with(".tmp")), "{names:?}");
-    // Two writers of one file at once: each writes its own, the last named wins whole.
-    let mut a = create_output_file(&path, 0o644).unwrap();
-    a.write_all(b"first").unwrap();
-    let mut b = create_output_file(&path, 0o644).unwrap();
-    b.write_all(b"second").unwrap();
-    // Being written, a file has no name: a command killed now leaves nothing behind.
-    let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert!(!names.iter().any(|n| n.to_string_lossy().ends_with(".tmp")), "{names:?}");
-    a.commit().unwrap();
-    assert_eq!(std::fs::read(&path).unwrap(), b"first");
-    b.commit().unwrap();
-    assert_eq!(std::fs::read(&path).unwrap(), b"second");
-    // The longest file name still has a temporary name.
-    let long = tmp.path().join("x".repeat(255));
-    let mut f = create_output_file(&long, 0o644).unwrap();
-    f.write_all(b"long").unwrap();
-    f.commit().unwrap();
-    assert_eq!(std::fs::read(&long).unwrap(), b"long");
-    let link = tmp.path().join("link.svg");
-    std::os::unix::fs::symlink(&v.file, &link).unwrap();
-    refused(&create_output_file(&link, 0o644).unwrap_err(), &link, "a symbolic link");
-    assert_eq!(create_output_file(Path::new("/"), 0o644).unwrap_err().kind(), io::ErrorKind::InvalidInput);
-    v.untouched();
+        let tmp_name = tmp.path().join(format!(".graph.svg.{}.tmp", std::process::id()));
+        if unnamed {
+            // A leftover of an earlier process of this pid at the temporary name is
+            // replaced when the file is named.
+            std::fs::write(&tmp_name, b"stale").unwrap();
+            write(b"third", true);
+            assert_eq!(std::fs::read(&path).unwrap(), b"third");
+            assert!(hidden().is_empty(), "{:?}", hidden());
+        }
+        // A link at the temporary name is refused before anything is written, and its
+        // target is untouched.
+        std::os::unix::fs::symlink(&v.file, &tmp_name).unwrap();
+        refused(&create(&path).unwrap_err(), &tmp_name, "a symbolic link");
+        std::fs::remove_file(&tmp_name).unwrap();
+        // The longest file name still has a temporary name.
+        let long = tmp.path().join("x".repeat(255));
+        let mut f = create(&long).unwrap();
+        f.write_all(b"long").unwrap();
+        f.commit().unwrap();
+        assert_eq!(std::fs::read(&long).unwrap(), b"long");
+        let link = tmp.path().join("link.svg");
+        std::os::unix::fs::symlink(&v.file, &link).unwrap();
+        refused(&create(&link).unwrap_err(), &link, "a symbolic link");
+        assert_eq!(create(Path::new("/")).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        // Root writing in another user's directory: the file is theirs from the start.
+        if let Some(nobody) = nobody_as_root() {
+            let theirs = tmp.path().join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(nobody.uid), Some(nobody.gid)).unwrap();
+            let out = theirs.join("out.json");
+            let mut f = create(&out).unwrap();
+            f.write_all(b"{}").unwrap();
+            f.commit().unwrap();
+            let m = std::fs::metadata(&out).unwrap();
+            assert_eq!((std::os::unix::fs::MetadataExt::uid(&m), std::fs::read(&out).unwrap()), (nobody.uid, b"{}".to_vec()));
+            assert_eq!(current_identity(), Owner { uid: 0, gid: 0 });
+        }
+        v.untouched();
+    }
 }

@@ -172,7 +172,12 @@ impl Written {
     fn create(dir: TraceDir, file: String) -> std::io::Result<(Written, File)> {
         let tmp = format!(".{file}.tmp");
         let (f, at_tmp) = match dir.create_unnamed_file(0o644) {
-            Ok(f) => (f, false),
+            Ok(f) => {
+                // What is at the temporary name (a link, another user's file) is refused
+                // now, not when the file is complete (a leftover of ours is replaced then).
+                dir.check_replaceable(&tmp)?;
+                (f, false)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Unsupported => (dir.create_file(&tmp, 0o644)?, true),
             Err(e) => return Err(e),
         };
@@ -182,10 +187,6 @@ impl Written {
     /// Gives the complete file `f` its temporary name, unless it has it.
     fn link(&mut self, f: &File) -> std::io::Result<()> {
         if !self.at_tmp {
-            // A leftover of a killed export of this name would be in the way.
-            if matches!(self.dir.entry(&self.tmp), Ok(Some((ust_ctf::outdir::FileType::RegularFile, uid))) if !self.dir.foreign(uid)) {
-                let _ = self.dir.remove(&self.tmp);
-            }
             self.dir.link_file(f, &self.tmp)?;
             self.at_tmp = true;
         }
@@ -253,8 +254,9 @@ fn run(rx: Receiver<RowGroup>, table: &[ByteArray], back: &Sender<(usize, Vec<Co
     }
     let mut done = Vec::new();
     for (_, mut o) in open {
-        let f = o.w.into_inner().and_then(|b| b.into_inner().map_err(|e| e.into_error().into())).map_err(|e| format!("{}: {e}", o.name))?;
-        o.at.link(&f).map_err(|e| format!("{}: {e}", o.at.file))?;
+        // The footer written and flushed to the file, which is named while still open.
+        o.w.finish().map_err(|e| format!("{}: {e}", o.name))?;
+        o.at.link(o.w.inner().get_ref()).map_err(|e| format!("{}: {e}", o.at.file))?;
         done.push(o.at);
     }
     Ok(done)
