@@ -144,23 +144,33 @@ impl Sampled {
 }
 
 /// Parses a [`MAPS_SAMPLES`] file: `(CLOCK_MONOTONIC ns, entries)` in the file's order;
-/// a header that does not parse ends the previous copy and starts none.
+/// a header that does not parse ends the previous copy and starts none. A path is held
+/// once however many copies name it.
 pub fn parse_maps_samples(text: &str) -> Vec<(u64, Vec<MapEntry>)> {
     let mut out: Vec<(u64, Vec<MapEntry>)> = Vec::new();
-    let mut cur: Option<(u64, String)> = None;
+    let mut paths = Paths::default();
+    // Whether the lines belong to a copy (the last of `out`).
+    let mut open = false;
     for line in text.lines() {
         if let Some(h) = line.strip_prefix('@') {
-            if let Some((ts, body)) = cur.take() {
-                out.push((ts, parse_maps(&body)));
+            if let Some(last) = out.last_mut() {
+                last.1.shrink_to_fit();
             }
-            cur = h.trim().parse().ok().map(|ts| (ts, String::new()));
-        } else if let Some((_, body)) = cur.as_mut() {
-            body.push_str(line);
-            body.push('\n');
+            open = match h.trim().parse() {
+                Ok(ts) => {
+                    out.push((ts, Vec::new()));
+                    true
+                }
+                Err(_) => false,
+            };
+        } else if open {
+            if let Some(e) = paths.entry(line) {
+                out.last_mut().expect("an open copy").1.push(e);
+            }
         }
     }
-    if let Some((ts, body)) = cur {
-        out.push((ts, parse_maps(&body)));
+    if let Some(last) = out.last_mut() {
+        last.1.shrink_to_fit();
     }
     out
 }
@@ -273,19 +283,21 @@ pub fn maps_dir(output: &Path, pid: i32) -> PathBuf {
     output.join(PROC_DIR).join(pid.to_string())
 }
 
-/// One line of a maps file: `start-end perms offset dev inode path`.
+/// One line of a maps file: `start-end perms offset dev inode path`. 48 bytes, its path
+/// shared with the file's other lines of that path (a saved file holds many copies of a
+/// process's maps, and a forged one millions of lines).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapEntry {
     /// First address.
     pub start: u64,
     /// One past the last address.
     pub end: u64,
-    /// `r-xp` and so on.
-    pub perms: String,
+    /// `r-xp` and so on (`-` for what the line lacks).
+    pub perms: [u8; 4],
     /// File offset of `start`.
     pub offset: u64,
     /// Path or `[heap]`, `[stack]`, empty for anonymous memory.
-    pub path: String,
+    pub path: Arc<str>,
 }
 
 /// The longest path a report keeps of a mapping, in bytes: `PATH_MAX` (Linux
@@ -311,22 +323,39 @@ pub fn bounded_path(path: &str) -> std::borrow::Cow<'_, str> {
 /// Parses a maps file (lines that do not parse are skipped); paths longer than
 /// [`MAX_PATH_BYTES`] are cut ([`bounded_path`]).
 pub fn parse_maps(text: &str) -> Vec<MapEntry> {
-    text.lines()
-        .filter_map(|l| {
-            let mut it = l.splitn(6, char::is_whitespace);
-            let (range, perms, off) = (it.next()?, it.next()?, it.next()?);
-            let (_dev, _inode) = (it.next()?, it.next()?);
-            let path = bounded_path(it.next().unwrap_or("").trim()).into_owned();
-            let (a, b) = range.split_once('-')?;
-            Some(MapEntry {
-                start: u64::from_str_radix(a, 16).ok()?,
-                end: u64::from_str_radix(b, 16).ok()?,
-                perms: perms.to_string(),
-                offset: u64::from_str_radix(off, 16).ok()?,
-                path,
-            })
-        })
-        .collect()
+    let mut paths = Paths::default();
+    let mut out: Vec<MapEntry> = text.lines().filter_map(|l| paths.entry(l)).collect();
+    out.shrink_to_fit();
+    out
+}
+
+/// The distinct paths of one maps file, each once.
+#[derive(Default)]
+struct Paths(std::collections::HashSet<Arc<str>>);
+
+impl Paths {
+    /// The entry of line `l`, its path shared with the earlier lines of that path.
+    fn entry(&mut self, l: &str) -> Option<MapEntry> {
+        let mut it = l.splitn(6, char::is_whitespace);
+        let (range, perms, off) = (it.next()?, it.next()?, it.next()?);
+        let (_dev, _inode) = (it.next()?, it.next()?);
+        let (a, b) = range.split_once('-')?;
+        let (start, end, offset) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?, u64::from_str_radix(off, 16).ok()?);
+        let path = bounded_path(it.next().unwrap_or("").trim());
+        let path = match self.0.get(&*path) {
+            Some(p) => p.clone(),
+            None => {
+                let p: Arc<str> = path.into();
+                self.0.insert(p.clone());
+                p
+            }
+        };
+        let mut pm = *b"----";
+        for (d, c) in pm.iter_mut().zip(perms.bytes()) {
+            *d = c;
+        }
+        Some(MapEntry { start, end, perms: pm, offset, path })
+    }
 }
 
 #[cfg(test)]
@@ -348,8 +377,8 @@ mod tests {
         assert!(me.iter().any(|t| t.tid == std::process::id() as i32));
         let m = parse_maps("7f00-7f10 r-xp 00001000 08:01 12 /usr/lib/x.so\n5500-5600 rw-p 00000000 00:00 0 \nbad\n");
         assert_eq!(m.len(), 2);
-        assert_eq!((m[0].start, m[0].offset, m[0].path.as_str()), (0x7f00, 0x1000, "/usr/lib/x.so"));
-        assert_eq!(m[1].path, "");
+        assert_eq!((m[0].start, m[0].offset, &*m[0].path, &m[0].perms), (0x7f00, 0x1000, "/usr/lib/x.so", b"r-xp"));
+        assert_eq!(&*m[1].path, "");
         let long = format!("7f00-7f10 r-xp 0 08:01 12 /{}é{}\n", "a".repeat(MAX_PATH_BYTES - 5), "b".repeat(10_000));
         let p = &parse_maps(&long)[0].path;
         assert!(p.len() <= MAX_PATH_BYTES && p.ends_with('…') && p.starts_with("/aaa"), "{} bytes", p.len());
@@ -372,7 +401,7 @@ mod tests {
         let text: String = s.history.iter().map(|(at, m)| format!("@ {at}\n{m}")).collect();
         let back = parse_maps_samples(&text);
         assert_eq!(back.len(), 2);
-        assert_eq!((back[0].0, back[0].1.len(), back[1].0, back[1].1[1].path.as_str()), (10, 1, 30, "[heap]"));
+        assert_eq!((back[0].0, back[0].1.len(), back[1].0, &*back[1].1[1].path), (10, 1, 30, "[heap]"));
         assert!(parse_maps_samples("1000-2000 r-xp 0 0 0 x\n@ bad\n1000-2000 r-xp 0 0 0 y\n").is_empty());
         let mut t = Sampled::default();
         for i in 0..(MAX_MAPS_SAMPLES as u64 + 10) {

@@ -48,6 +48,7 @@ pub mod pictures;
 pub mod probe_shape;
 pub mod probe_stacks;
 pub mod probes;
+pub mod saved_maps;
 pub mod select;
 pub mod span_view;
 pub mod stacks;

@@ -103,12 +103,10 @@ impl Tier1 {
                 _ => {}
             }
         }
-        if let Ok(rd) = std::fs::read_dir(dir.join("proc")) {
-            for d in rd.flatten() {
-                let Some(pid) = d.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-                if let Ok(text) = ust_ctf::files::read_trace_text(&d.path().join("maps"), ust_ctf::files::MAX_TEXT_FILE) {
-                    t.maps.sampled(pid, ust_kernel::procfs::parse_maps(&text));
-                }
+        let mut budget = super::saved_maps::Budget::default();
+        for (pid, d) in super::saved_maps::pid_dirs(dir) {
+            if let Some(text) = budget.read(&d.join("maps")) {
+                t.maps.sampled(pid, ust_kernel::procfs::parse_maps(&text));
             }
         }
         t

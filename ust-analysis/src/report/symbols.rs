@@ -89,7 +89,7 @@ impl MapTable {
     /// A sampled `/proc/<pid>/maps`, used when the recorded mappings do not cover an
     /// address.
     pub fn sampled(&mut self, pid: i32, entries: Vec<ust_kernel::procfs::MapEntry>) {
-        self.sampled.insert(pid, entries.into_iter().map(|e| Map { since: 0, start: e.start, end: e.end, pgoff: e.offset, path: e.path.into() }).collect());
+        self.sampled.insert(pid, entries.into_iter().map(|e| Map { since: 0, start: e.start, end: e.end, pgoff: e.offset, path: e.path }).collect());
     }
 
     /// Whether anything is known of `pid`.

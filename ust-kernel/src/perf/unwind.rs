@@ -271,8 +271,8 @@ mod tests {
         let (ip, sp, stack, caller_addr) = caller();
         let mut p = Processes::default();
         for m in crate::procfs::parse_maps(&std::fs::read_to_string("/proc/self/maps").unwrap()) {
-            let prot = if m.perms.contains('x') { libc::PROT_EXEC as u32 } else { 0 };
-            p.mmap(1, Mapping { start: m.start, len: m.end - m.start, pgoff: m.offset, prot, path: m.path });
+            let prot = if m.perms.contains(&b'x') { libc::PROT_EXEC as u32 } else { 0 };
+            p.mmap(1, Mapping { start: m.start, len: m.end - m.start, pgoff: m.offset, prot, path: m.path.to_string() });
         }
         let frames = p.unwind(1, ip, sp, 0, &stack);
         assert!(frames.len() >= 3, "{frames:x?}");

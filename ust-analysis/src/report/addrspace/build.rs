@@ -262,7 +262,7 @@ impl AddressSpaces {
                                         && i128::from(e.offset) - i128::from(e.start) == rel
                                         && !covered(lo, hi, later.iter().filter(|n| n.ts <= s.0 && !same(&n.region, n.start)).map(|n| (n.start, n.end)))
                                 })
-                                .map(|e| Arc::from(e.path.as_str()))
+                                .map(|e| e.path.clone())
                         },
                     )
                 };
@@ -280,7 +280,7 @@ impl AddressSpaces {
         for s in &mut self.spaces {
             let mut starts: Vec<u64> = s.changes.iter().filter(|c| c.region == Some(Region::Heap)).map(|c| c.start).collect();
             if let Some(v) = self.samples.get(&s.pid) {
-                starts.extend(v.iter().flat_map(|x| x.1.iter()).filter(|e| e.path == "[heap]").map(|e| e.start));
+                starts.extend(v.iter().flat_map(|x| x.1.iter()).filter(|e| &*e.path == "[heap]").map(|e| e.start));
             }
             for c in s.changes.iter_mut().filter(|c| c.record && c.region == Some(Region::Anon)) {
                 if starts.contains(&c.start) {
@@ -310,16 +310,15 @@ pub(super) fn covered(lo: u64, hi: u64, spans: impl Iterator<Item = (u64, u64)>)
 
 /// The samples of `/proc/<pid>/maps` saved under `dir/proc/<pid>/`: every copy of
 /// [`ust_kernel::procfs::MAPS_SAMPLES`] when there is one, else the single `maps` (taken
-/// at the end: `u64::MAX`). Files are read bounded; unreadable ones are skipped.
+/// at the end: `u64::MAX`), within the report's budget ([`crate::report::saved_maps`]);
+/// unreadable files are skipped.
 fn read_samples(dir: &Path) -> HashMap<i32, Vec<Sample>> {
     let mut out = HashMap::default();
-    let Ok(rd) = std::fs::read_dir(dir.join(ust_kernel::procfs::PROC_DIR)) else { return out };
-    for d in rd.flatten() {
-        let Some(pid) = d.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let read = |name: &str| ust_ctf::files::read_trace_text(&d.path().join(name), ust_ctf::files::MAX_TEXT_FILE).ok();
-        let mut samples = read(ust_kernel::procfs::MAPS_SAMPLES).map(|t| ust_kernel::procfs::parse_maps_samples(&t)).unwrap_or_default();
+    let mut budget = crate::report::saved_maps::Budget::default();
+    for (pid, d) in crate::report::saved_maps::pid_dirs(dir) {
+        let mut samples = budget.read(&d.join(ust_kernel::procfs::MAPS_SAMPLES)).map(|t| ust_kernel::procfs::parse_maps_samples(&t)).unwrap_or_default();
         if samples.is_empty() {
-            if let Some(t) = read("maps") {
+            if let Some(t) = budget.read(&d.join("maps")) {
                 samples.push((u64::MAX, ust_kernel::procfs::parse_maps(&t)));
             }
         }

@@ -103,12 +103,29 @@ impl Region {
     /// The region a maps path or a perf file name stands for, `offset` its file offset;
     /// a name longer than `PATH_MAX` is cut ([`ust_kernel::procfs::bounded_path`]).
     pub fn named(name: &str, offset: u64) -> Region {
+        match Region::unshared(name) {
+            Some(r) => r,
+            None => Region::shared(&ust_kernel::procfs::bounded_path(name).into(), offset),
+        }
+    }
+
+    /// [`Region::named`] for a name already cut (a sample's), the region holding the same
+    /// text.
+    pub fn shared(name: &Arc<str>, offset: u64) -> Region {
+        match Region::unshared(name) {
+            Some(r) => r,
+            None if name.starts_with('[') || name.starts_with("//") => Region::Special(name.clone()),
+            None => Region::File { path: Some(name.clone()), offset },
+        }
+    }
+
+    /// The regions that name no text of their own.
+    fn unshared(name: &str) -> Option<Region> {
         match name {
-            "" | "//anon" | "/dev/zero (deleted)" => Region::Anon,
-            "[heap]" => Region::Heap,
-            "[stack]" => Region::Stack,
-            n if n.starts_with('[') || n.starts_with("//") => Region::Special(ust_kernel::procfs::bounded_path(n).into()),
-            n => Region::File { path: Some(ust_kernel::procfs::bounded_path(n).into()), offset },
+            "" | "//anon" | "/dev/zero (deleted)" => Some(Region::Anon),
+            "[heap]" => Some(Region::Heap),
+            "[stack]" => Some(Region::Stack),
+            _ => None,
         }
     }
 
@@ -307,10 +324,10 @@ impl AddressSpaces {
         let before = || all.iter().rev().filter(|s| valid(s.0) && s.0 <= ts);
         let after = || all.iter().filter(|s| valid(s.0) && s.0 > ts);
         let mapped = |s: &Sample| {
-            s.1.iter().find(|e| e.start <= addr && addr < e.end).map(|e| Found::Mapped { region: Region::named(&e.path, e.offset), start: e.start })
+            s.1.iter().find(|e| e.start <= addr && addr < e.end).map(|e| Found::Mapped { region: Region::shared(&e.path, e.offset), start: e.start })
         };
         let in_gap = |s: &Sample| {
-            let st = s.1.iter().find(|e| e.path == "[stack]")?;
+            let st = s.1.iter().find(|e| &*e.path == "[stack]")?;
             let below = s.1.iter().filter(|e| e.end <= st.start).map(|e| e.end).max().unwrap_or(0);
             (below <= addr && addr < st.start).then_some(Found::Mapped { region: Region::Stack, start: st.start })
         };
