@@ -14,6 +14,7 @@
 
 pub mod cli;
 pub mod crash_dump;
+pub mod descriptors;
 pub mod heap;
 pub mod kernel;
 pub mod out;

@@ -225,8 +225,11 @@ impl MapsSampler {
                     let last = s.load(Ordering::SeqCst);
                     for pid in descendants(root) {
                         let at = monotonic_ns();
-                        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"));
-                        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                        // A path that is not UTF-8 (a file named in latin-1) is kept with
+                        // U+FFFD, not the whole sample lost.
+                        let lossy = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+                        let maps = std::fs::read(format!("/proc/{pid}/maps")).map(lossy);
+                        let comm = std::fs::read(format!("/proc/{pid}/comm")).map(lossy).unwrap_or_default();
                         let fds = fds_of(pid);
                         if let Ok(m) = maps {
                             if !m.is_empty() {

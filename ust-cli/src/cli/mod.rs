@@ -103,6 +103,7 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::Trace(a) => trace::trace(a),
         Cmd::Report(a) => {
             crate::heap::enable();
+            crate::descriptors::raise_limit();
             c::report(a)
         }
         Cmd::Snapshot(SnapshotCmd::Record(a)) => c::snapshot_record(a),
@@ -110,6 +111,7 @@ pub fn run(cli: Cli) -> CliResult {
         Cmd::CrashDump(a) => c::crash_dump(a),
         Cmd::Export(a) => {
             crate::heap::enable();
+            crate::descriptors::raise_limit();
             c::export(a)
         }
         Cmd::AddTrigger(a) => triggers::add_trigger(a),

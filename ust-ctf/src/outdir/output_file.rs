@@ -44,8 +44,12 @@ pub fn create_output_file(path: &Path, mode: u32) -> io::Result<OutputFile> {
 /// [`create_output_file`]; `unnamed`: without a name where the file system allows (tests
 /// pass `false` for the other way, which some file systems take).
 pub(super) fn create(path: &Path, mode: u32, unnamed: bool) -> io::Result<OutputFile> {
-    let name =
-        path.file_name().and_then(|n| n.to_str()).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a file name", path.display())))?;
+    let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {why}", path.display()));
+    // `out/` names a directory, not a file `out`.
+    if std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).ends_with(b"/") {
+        return Err(bad("names a directory (a trailing /), not a file"));
+    }
+    let name = path.file_name().ok_or_else(|| bad("not a file name"))?.to_str().ok_or_else(|| bad("the file name is not UTF-8"))?;
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let dir = TraceDir::open(parent, None)?;
     dir.check_replaceable(name)?;

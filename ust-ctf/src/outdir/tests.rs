@@ -8,6 +8,7 @@ use super::*;
 use crate::index::IndexFile;
 use crate::stream::StreamFile;
 use rustix::process::{Gid, Uid};
+use std::os::unix::ffi::OsStrExt as _;
 
 /// A file and a directory outside the output, with what they held, to prove untouched.
 struct Victims {
@@ -426,6 +427,11 @@ fn a_file_named_on_a_command_line_is_made_as_an_output_is() {
         std::os::unix::fs::symlink(&v.file, &link).unwrap();
         refused(&create(&link).unwrap_err(), &link, "a symbolic link");
         assert_eq!(create(Path::new("/")).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        let slash = tmp.path().join("dir/");
+        assert!(create(&slash).unwrap_err().to_string().contains("names a directory"));
+        assert!(!tmp.path().join("dir").exists(), "no file named as the directory");
+        let latin1 = tmp.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9.pf"));
+        assert!(create(&latin1).unwrap_err().to_string().contains("not UTF-8"));
         // Root writing in another user's directory: the file is theirs from the start.
         if let Some(nobody) = nobody_as_root() {
             let theirs = tmp.path().join("theirs");

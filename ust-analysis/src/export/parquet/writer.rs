@@ -268,7 +268,10 @@ fn write(open: &mut HashMap<usize, Open>, rg: &mut RowGroup, table: &[ByteArray]
         // What the file's name would replace is refused now, not after the export.
         c.dir.check_replaceable(&c.file).map_err(|e| format!("{}: {e}", c.file))?;
         let name = c.file.clone();
-        let (at, f) = Written::create(c.dir, c.file).map_err(|e| format!("{name}: {e}"))?;
+        let (at, f) = Written::create(c.dir, c.file).map_err(|e| {
+            let hint = if e.raw_os_error() == Some(libc::EMFILE) { " (the export keeps a file open per event class: raise `ulimit -n`)" } else { "" };
+            format!("{name}: {e}{hint}")
+        })?;
         let w = SerializedFileWriter::new(BufWriter::with_capacity(1 << 16, f), c.schema, c.props).map_err(|e| format!("{}: {e}", at.file))?;
         open.insert(rg.file, Open { name: rg.name.clone(), at, w });
     }
