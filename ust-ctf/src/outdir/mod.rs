@@ -282,29 +282,36 @@ impl TraceDir {
     }
 
     /// A new regular file in this directory without a name (`O_TMPFILE`, `mode` less the
-    /// umask), open for writing, to be named when complete ([`TraceDir::link_file`]): a
-    /// process killed before that leaves nothing (the system frees the file with its last
-    /// descriptor), where a temporary name would stay behind, hidden, as large as the
-    /// writing had made it.
+    /// umask), open for writing, to be named `name` when complete
+    /// ([`TraceDir::link_file`]): a process killed before that leaves nothing (the system
+    /// frees the file with its last descriptor), where a temporary name would stay behind,
+    /// hidden, as large as the writing had made it. What is at `name` is checked now as
+    /// [`TraceDir::check_replaceable`] checks it, not when the file is complete.
     ///
     /// # Errors
     /// `Unsupported` where the file system makes no unnamed files (`EOPNOTSUPP`: FUSE, NFS,
     /// overlayfs before Linux 6.6) or where `/proc/self/fd`, through which
-    /// [`TraceDir::link_file`] names them, is missing: the caller then writes under a
-    /// temporary name. Else as [`TraceDir::create_file`].
-    pub fn create_unnamed_file(&self, mode: u32) -> io::Result<File> {
+    /// [`TraceDir::link_file`] names them, is not procfs: the caller then writes under a
+    /// temporary name. The refusal of what is at `name`; else as [`TraceDir::create_file`].
+    pub fn create_unnamed_file(&self, name: &str, mode: u32) -> io::Result<File> {
+        check_name(name)?;
         // The real /proc only: a directory in its place (a container's) could hold links
-        // to anything, which linkat would follow.
-        if !rustix::fs::statfs(PROC_SELF_FD).is_ok_and(|f| f.f_type == rustix::fs::PROC_SUPER_MAGIC) {
+        // to anything, which linkat would follow. Asked once a process.
+        static PROCFS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if !*PROCFS.get_or_init(|| rustix::fs::statfs(PROC_SELF_FD).is_ok_and(|f| f.f_type == rustix::fs::PROC_SUPER_MAGIC)) {
             return Err(io::Error::new(io::ErrorKind::Unsupported, format!("{PROC_SELF_FD} is not procfs: no unnamed files")));
         }
         let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
-        let fd = self.run("", true, |d| rustix::fs::openat2(d, ".", flags, Mode::from_raw_mode(mode), BENEATH)).map_err(|e| {
-            if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
-                io::Error::new(io::ErrorKind::Unsupported, format!("{}: the file system makes no unnamed files: {e}", self.path().display()))
-            } else {
-                e
-            }
+        let fd = as_owner(self.base.owner, || {
+            let d = self.open_beneath(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| self.explain("", true, e))?;
+            self.replaceable(name, entry_at(&d, name).map_err(|e| self.explain(name, false, e))?)?;
+            rustix::fs::openat2(&d, ".", flags, Mode::from_raw_mode(mode), BENEATH).map_err(|e| {
+                if e == Errno::OPNOTSUPP {
+                    io::Error::new(io::ErrorKind::Unsupported, format!("{}: the file system makes no unnamed files: {e}", self.path().display()))
+                } else {
+                    self.explain("", true, e)
+                }
+            })
         })?;
         Ok(File::from(fd))
     }

@@ -60,14 +60,9 @@ pub(super) fn create(path: &Path, mode: u32, unnamed: bool) -> io::Result<Output
         cut -= 1;
     }
     let tmp = format!(".{}.{}.tmp", &name[..cut], std::process::id());
-    let unnamed = if unnamed { Some(dir.create_unnamed_file(mode)) } else { None };
+    let unnamed = if unnamed { Some(dir.create_unnamed_file(&tmp, mode)) } else { None };
     let (file, at_tmp) = match unnamed {
-        Some(Ok(f)) => {
-            // What is at the temporary name (a link, another user's file) is refused now,
-            // not when the file is complete.
-            dir.check_replaceable(&tmp)?;
-            (f, false)
-        }
+        Some(Ok(f)) => (f, false),
         Some(Err(e)) if e.kind() != io::ErrorKind::Unsupported => return Err(e),
         _ => (dir.create_new_file(&tmp, mode)?, true),
     };

@@ -363,7 +363,7 @@ fn a_file_named_on_a_command_line_is_made_as_an_output_is() {
         let path = tmp.path().join("graph.svg");
         let create = |p: &Path| super::output_file::create(p, 0o644, try_unnamed);
         // tmpfs and ext4 make unnamed files; FUSE and NFS do not (then both ways are one).
-        let unnamed = try_unnamed && TraceDir::open(tmp.path(), None).unwrap().create_unnamed_file(0o600).is_ok();
+        let unnamed = try_unnamed && TraceDir::open(tmp.path(), None).unwrap().create_unnamed_file("probe", 0o600).is_ok();
         let hidden = || -> Vec<String> {
             std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|n| n.ends_with(".tmp")).collect()
         };

@@ -171,13 +171,10 @@ impl Written {
     /// A new file for `file` in `dir`, without a name where the file system allows.
     fn create(dir: TraceDir, file: String) -> std::io::Result<(Written, File)> {
         let tmp = format!(".{file}.tmp");
-        let (f, at_tmp) = match dir.create_unnamed_file(0o644) {
-            Ok(f) => {
-                // What is at the temporary name (a link, another user's file) is refused
-                // now, not when the file is complete (a leftover of ours is replaced then).
-                dir.check_replaceable(&tmp)?;
-                (f, false)
-            }
+        // What is at the temporary name (a link, another user's file) is refused now, not
+        // when the file is complete (a leftover of ours is replaced then).
+        let (f, at_tmp) = match dir.create_unnamed_file(&tmp, 0o644) {
+            Ok(f) => (f, false),
             Err(e) if e.kind() == std::io::ErrorKind::Unsupported => (dir.create_file(&tmp, 0o644)?, true),
             Err(e) => return Err(e),
         };
