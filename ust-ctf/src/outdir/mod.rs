@@ -316,46 +316,68 @@ impl TraceDir {
         Ok(File::from(fd))
     }
 
-    /// Names `file`, made by [`TraceDir::create_unnamed_file`] in this directory, `name`,
-    /// through its `/proc/self/fd` link (`linkat(2)` with `AT_SYMLINK_FOLLOW`, as the
-    /// owner: `AT_EMPTY_PATH` would need the credentials that opened the file, which each
-    /// switch to the owner makes anew). A regular file already there that is not
-    /// [`TraceDir::foreign`] (a leftover of a killed command) is replaced. The name is
-    /// checked to be `file`'s once made (same device and inode), and removed if not.
+    /// Names `file`, made by [`TraceDir::create_unnamed_file`] in this directory, `name`:
+    /// [`TraceDir::link_files`] of one file.
     ///
     /// # Errors
-    /// A refusal naming the path for anything else at `name` (a link, a directory, another
-    /// user's file where root writes); `InvalidData` when the name came to another file;
-    /// the system's error.
+    /// As [`TraceDir::link_files`].
     pub fn link_file(&self, file: &File, name: &str) -> io::Result<()> {
-        check_name(name)?;
+        self.link_files(&[(file, name)]).map_err(|(_, e)| e)
+    }
+
+    /// Names each file, made by [`TraceDir::create_unnamed_file`] in this directory, its
+    /// name, in order, through one descriptor of the directory (an export's files named
+    /// together: the fewer system calls, the shorter its end), each through its
+    /// `/proc/self/fd` link (`linkat(2)` with `AT_SYMLINK_FOLLOW`, as the owner:
+    /// `AT_EMPTY_PATH` would need the credentials that opened the file, which each switch to
+    /// the owner makes anew). A regular file already at a name that is not
+    /// [`TraceDir::foreign`] (a leftover of a killed command) is replaced. Each name is
+    /// checked to be its file's once made (same device and inode), and removed if not.
+    ///
+    /// # Errors
+    /// How many were named, and: a refusal naming the path for anything else at a name (a
+    /// link, a directory, another user's file where root writes); `InvalidData` when the
+    /// name came to another file; the system's error, naming the path.
+    pub fn link_files(&self, files: &[(&File, &str)]) -> Result<(), (usize, io::Error)> {
+        for (_, name) in files {
+            check_name(name).map_err(|e| (0, e))?;
+        }
+        let mut done = 0;
+        as_owner(self.base.owner, || {
+            let d = self.open_beneath(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| self.explain("", true, e))?;
+            for (file, name) in files {
+                self.link_at(&d, file, name)?;
+                done += 1;
+            }
+            Ok(())
+        })
+        .map_err(|e| (done, e))
+    }
+
+    /// [`TraceDir::link_files`]'s work for one file, through `d`, this directory; called as
+    /// the owner.
+    fn link_at(&self, d: &OwnedFd, file: &File, name: &str) -> io::Result<()> {
         let proc_link = format!("{PROC_SELF_FD}/{}", file.as_raw_fd());
-        let link = |d: &OwnedFd| rustix::fs::linkat(rustix::fs::CWD, proc_link.as_str(), d, name, AtFlags::SYMLINK_FOLLOW);
+        let link = || rustix::fs::linkat(rustix::fs::CWD, proc_link.as_str(), d, name, AtFlags::SYMLINK_FOLLOW);
         // The system's errors name the path (a refusal names it already).
         let sys = |e: Errno| match self.explain(name, false, e) {
             e if e.kind() == io::ErrorKind::Other => e,
             e => io::Error::new(e.kind(), format!("naming {}: {e}", self.path().join(name).display())),
         };
-        as_owner(self.base.owner, || {
-            let d = self.open_beneath(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| self.explain("", true, e))?;
-            match link(&d) {
-                Err(Errno::EXIST) => {
-                    self.replaceable(name, entry_at(&d, name).map_err(sys)?)?;
-                    rustix::fs::unlinkat(&d, name, AtFlags::empty()).map_err(sys)?;
-                    link(&d).map_err(sys)?;
-                }
-                r => r.map_err(sys)?,
+        match link() {
+            Err(Errno::EXIST) => {
+                self.replaceable(name, entry_at(d, name).map_err(sys)?)?;
+                rustix::fs::unlinkat(d, name, AtFlags::empty()).map_err(sys)?;
+                link().map_err(sys)?;
             }
-            let (mine, named) = (rustix::fs::fstat(file).map_err(sys)?, rustix::fs::statat(&d, name, AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?);
-            if (mine.st_dev, mine.st_ino) != (named.st_dev, named.st_ino) {
-                let _ = rustix::fs::unlinkat(&d, name, AtFlags::empty());
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("naming {}: {PROC_SELF_FD} led to another file", self.path().join(name).display()),
-                ));
-            }
-            Ok(())
-        })
+            r => r.map_err(sys)?,
+        }
+        let (mine, named) = (rustix::fs::fstat(file).map_err(sys)?, rustix::fs::statat(d, name, AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?);
+        if (mine.st_dev, mine.st_ino) != (named.st_dev, named.st_ino) {
+            let _ = rustix::fs::unlinkat(d, name, AtFlags::empty());
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("naming {}: {PROC_SELF_FD} led to another file", self.path().join(name).display())));
+        }
+        Ok(())
     }
 
     fn new_file(&self, name: &str, mode: u32, replace: bool) -> io::Result<File> {

@@ -180,15 +180,6 @@ impl Written {
         };
         Ok((Written { dir, tmp, file, at_tmp, named: false }, f))
     }
-
-    /// Gives the complete file `f` its temporary name, unless it has it.
-    fn link(&mut self, f: &File) -> std::io::Result<()> {
-        if !self.at_tmp {
-            self.dir.link_file(f, &self.tmp)?;
-            self.at_tmp = true;
-        }
-        Ok(())
-    }
 }
 
 impl Drop for Written {
@@ -249,14 +240,28 @@ fn run(rx: Receiver<RowGroup>, table: &[ByteArray], back: &Sender<(usize, Vec<Co
     if let Some(e) = err {
         return Err(e);
     }
-    let mut done = Vec::new();
-    for (_, mut o) in open {
-        // The footer written and flushed to the file, which is named while still open.
+    // The footers written and flushed to the files, which are named while still open, all
+    // through one descriptor of the directory.
+    let mut open: Vec<Open> = open.into_values().collect();
+    for o in &mut open {
         o.w.finish().map_err(|e| format!("{}: {e}", o.name))?;
-        o.at.link(o.w.inner().get_ref()).map_err(|e| format!("{}: {e}", o.at.file))?;
-        done.push(o.at);
     }
-    Ok(done)
+    let unnamed: Vec<usize> = (0..open.len()).filter(|&i| !open[i].at.at_tmp).collect();
+    if let Some(&first) = unnamed.first() {
+        let files: Vec<(&File, &str)> = unnamed.iter().map(|&i| (open[i].w.inner().get_ref(), open[i].at.tmp.as_str())).collect();
+        let linked = open[first].at.dir.link_files(&files);
+        let k = match &linked {
+            Ok(()) => unnamed.len(),
+            Err((k, _)) => *k,
+        };
+        for &i in &unnamed[..k] {
+            open[i].at.at_tmp = true;
+        }
+        if let Err((k, e)) = linked {
+            return Err(format!("{}: {e}", open[unnamed[k]].at.file));
+        }
+    }
+    Ok(open.into_iter().map(|o| o.at).collect())
 }
 
 fn write(open: &mut HashMap<usize, Open>, rg: &mut RowGroup, table: &[ByteArray]) -> Result<(), String> {
