@@ -105,8 +105,8 @@ impl Tier1 {
         }
         let mut budget = super::saved_maps::Budget::default();
         for (pid, d) in super::saved_maps::pid_dirs(dir) {
-            if let Some(text) = budget.read(&d.join("maps")) {
-                t.maps.sampled(pid, ust_kernel::procfs::parse_maps(&text));
+            if let Some(m) = budget.maps(&d.join("maps")) {
+                t.maps.sampled(pid, m);
             }
         }
         t

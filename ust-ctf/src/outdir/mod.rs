@@ -27,7 +27,7 @@
 //! - Metadata is written to `.<name>.tmp` and renamed within the directory
 //!   ([`TraceDir::write_atomically`], synced; [`TraceDir::replace_file`], not synced).
 //!   The exports' files are written without a name ([`TraceDir::create_unnamed_file`],
-//!   `O_TMPFILE`) and named when complete ([`TraceDir::link_file`]): a killed command
+//!   `O_TMPFILE`) and named when complete ([`TraceDir::link_files`]): a killed command
 //!   leaves nothing of a file it was writing.
 //!
 //! lttng-tools keeps the same shape (`lttng_directory_handle`,
@@ -283,7 +283,7 @@ impl TraceDir {
 
     /// A new regular file in this directory without a name (`O_TMPFILE`, `mode` less the
     /// umask), open for writing, to be named `name` when complete
-    /// ([`TraceDir::link_file`]): a process killed before that leaves nothing (the system
+    /// ([`TraceDir::link_files`]): a process killed before that leaves nothing (the system
     /// frees the file with its last descriptor), where a temporary name would stay behind,
     /// hidden, as large as the writing had made it. What is at `name` is checked now as
     /// [`TraceDir::check_replaceable`] checks it, not when the file is complete.
@@ -291,7 +291,7 @@ impl TraceDir {
     /// # Errors
     /// `Unsupported` where the file system makes no unnamed files (`EOPNOTSUPP`: FUSE, NFS,
     /// overlayfs before Linux 6.6) or where `/proc/self/fd`, through which
-    /// [`TraceDir::link_file`] names them, is not procfs: the caller then writes under a
+    /// [`TraceDir::link_files`] names them, is not procfs: the caller then writes under a
     /// temporary name. The refusal of what is at `name`; else as [`TraceDir::create_file`].
     pub fn create_unnamed_file(&self, name: &str, mode: u32) -> io::Result<File> {
         check_name(name)?;
@@ -316,15 +316,6 @@ impl TraceDir {
         Ok(File::from(fd))
     }
 
-    /// Names `file`, made by [`TraceDir::create_unnamed_file`] in this directory, `name`:
-    /// [`TraceDir::link_files`] of one file.
-    ///
-    /// # Errors
-    /// As [`TraceDir::link_files`].
-    pub fn link_file(&self, file: &File, name: &str) -> io::Result<()> {
-        self.link_files(&[(file, name)]).map_err(|(_, e)| e)
-    }
-
     /// Names each file, made by [`TraceDir::create_unnamed_file`] in this directory, its
     /// name, in order, through one descriptor of the directory (an export's files named
     /// together: the fewer system calls, the shorter its end), each through its
@@ -332,12 +323,13 @@ impl TraceDir {
     /// `AT_EMPTY_PATH` would need the credentials that opened the file, which each switch to
     /// the owner makes anew). A regular file already at a name that is not
     /// [`TraceDir::foreign`] (a leftover of a killed command) is replaced. Each name is
-    /// checked to be its file's once made (same device and inode), and removed if not.
+    /// checked to be its file's once made (same device and inode).
     ///
     /// # Errors
     /// How many were named, and: a refusal naming the path for anything else at a name (a
-    /// link, a directory, another user's file where root writes); `InvalidData` when the
-    /// name came to another file; the system's error, naming the path.
+    /// link, a directory, another user's file where root writes); `InvalidData` when
+    /// another file took the name (another writer's, left to it); the system's error,
+    /// naming the path. A name made before an error is counted: the caller removes it.
     pub fn link_files(&self, files: &[(&File, &str)]) -> Result<(), (usize, io::Error)> {
         for (_, name) in files {
             check_name(name).map_err(|e| (0, e))?;
@@ -346,8 +338,13 @@ impl TraceDir {
         as_owner(self.base.owner, || {
             let d = self.open_beneath(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| self.explain("", true, e))?;
             for (file, name) in files {
-                self.link_at(&d, file, name)?;
-                done += 1;
+                match self.link_at(&d, file, name) {
+                    Ok(()) => done += 1,
+                    Err((ours, e)) => {
+                        done += usize::from(ours);
+                        return Err(e);
+                    }
+                }
             }
             Ok(())
         })
@@ -355,8 +352,9 @@ impl TraceDir {
     }
 
     /// [`TraceDir::link_files`]'s work for one file, through `d`, this directory; called as
-    /// the owner.
-    fn link_at(&self, d: &OwnedFd, file: &File, name: &str) -> io::Result<()> {
+    /// the owner. An error says whether the name is the file's (linked, then something
+    /// failed: the caller removes it with its own).
+    fn link_at(&self, d: &OwnedFd, file: &File, name: &str) -> Result<(), (bool, io::Error)> {
         let proc_link = format!("{PROC_SELF_FD}/{}", file.as_raw_fd());
         let link = || rustix::fs::linkat(rustix::fs::CWD, proc_link.as_str(), d, name, AtFlags::SYMLINK_FOLLOW);
         // The system's errors name the path (a refusal names it already).
@@ -364,18 +362,24 @@ impl TraceDir {
             e if e.kind() == io::ErrorKind::Other => e,
             e => io::Error::new(e.kind(), format!("naming {}: {e}", self.path().join(name).display())),
         };
+        let not_ours = |e: io::Error| (false, e);
         match link() {
             Err(Errno::EXIST) => {
-                self.replaceable(name, entry_at(d, name).map_err(sys)?)?;
-                rustix::fs::unlinkat(d, name, AtFlags::empty()).map_err(sys)?;
-                link().map_err(sys)?;
+                self.replaceable(name, entry_at(d, name).map_err(sys).map_err(not_ours)?).map_err(not_ours)?;
+                rustix::fs::unlinkat(d, name, AtFlags::empty()).map_err(sys).map_err(not_ours)?;
+                link().map_err(sys).map_err(not_ours)?;
             }
-            r => r.map_err(sys)?,
+            r => r.map_err(sys).map_err(not_ours)?,
         }
-        let (mine, named) = (rustix::fs::fstat(file).map_err(sys)?, rustix::fs::statat(d, name, AtFlags::SYMLINK_NOFOLLOW).map_err(sys)?);
+        let ours = |e: io::Error| (true, e);
+        let (mine, named) =
+            (rustix::fs::fstat(file).map_err(sys).map_err(ours)?, rustix::fs::statat(d, name, AtFlags::SYMLINK_NOFOLLOW).map_err(sys).map_err(ours)?);
         if (mine.st_dev, mine.st_ino) != (named.st_dev, named.st_ino) {
-            let _ = rustix::fs::unlinkat(d, name, AtFlags::empty());
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("naming {}: {PROC_SELF_FD} led to another file", self.path().join(name).display())));
+            // Another writer's file, named in between (left to it).
+            return Err((
+                false,
+                io::Error::new(io::ErrorKind::InvalidData, format!("naming {}: another file took the name", self.path().join(name).display())),
+            ));
         }
         Ok(())
     }

@@ -44,10 +44,12 @@ pub fn create_output_file(path: &Path, mode: u32) -> io::Result<OutputFile> {
 /// [`create_output_file`]; `unnamed`: without a name where the file system allows (tests
 /// pass `false` for the other way, which some file systems take).
 pub(super) fn create(path: &Path, mode: u32, unnamed: bool) -> io::Result<OutputFile> {
-    let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {why}", path.display()));
-    // `out/` names a directory, not a file `out`.
-    if std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).ends_with(b"/") {
-        return Err(bad("names a directory (a trailing /), not a file"));
+    // The caller names the path in its message.
+    let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, why.to_string());
+    // `out/` and `out/.` name a directory, not a file `out`.
+    let last = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).rsplit(|&b| b == b'/').next().unwrap_or_default();
+    if matches!(last, b"" | b"." | b"..") {
+        return Err(bad("names a directory, not a file"));
     }
     let name = path.file_name().ok_or_else(|| bad("not a file name"))?.to_str().ok_or_else(|| bad("the file name is not UTF-8"))?;
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -64,7 +66,9 @@ pub(super) fn create(path: &Path, mode: u32, unnamed: bool) -> io::Result<Output
     let (file, at_tmp) = match unnamed {
         Some(Ok(f)) => (f, false),
         Some(Err(e)) if e.kind() != io::ErrorKind::Unsupported => return Err(e),
-        _ => (dir.create_new_file(&tmp, mode)?, true),
+        // A regular file of the writer's at the name is a killed command's (pid reuse: a
+        // container's pid 1), replaced.
+        _ => (dir.create_file(&tmp, mode)?, true),
     };
     Ok(OutputFile { dir, tmp, name: name.to_string(), file, at_tmp, named: false })
 }
@@ -84,8 +88,10 @@ impl OutputFile {
     pub fn commit(mut self) -> io::Result<()> {
         self.file.flush()?;
         if !self.at_tmp {
-            self.dir.link_file(&self.file, &self.tmp)?;
-            self.at_tmp = true;
+            let linked = self.dir.link_files(&[(&self.file, &self.tmp)]);
+            // A name made before an error is ours: removed with the file when dropped.
+            self.at_tmp = linked.as_ref().err().is_none_or(|(done, _)| *done == 1);
+            linked.map_err(|(_, e)| e)?;
         }
         self.dir.rename_all(&[(self.tmp.clone(), self.name.clone())]).map_err(|(_, e)| e)?;
         self.named = true;

@@ -316,10 +316,10 @@ fn read_samples(dir: &Path) -> HashMap<i32, Vec<Sample>> {
     let mut out = HashMap::default();
     let mut budget = crate::report::saved_maps::Budget::default();
     for (pid, d) in crate::report::saved_maps::pid_dirs(dir) {
-        let mut samples = budget.read(&d.join(ust_kernel::procfs::MAPS_SAMPLES)).map(|t| ust_kernel::procfs::parse_maps_samples(&t)).unwrap_or_default();
+        let mut samples = budget.samples(&d.join(ust_kernel::procfs::MAPS_SAMPLES)).unwrap_or_default();
         if samples.is_empty() {
-            if let Some(t) = budget.read(&d.join("maps")) {
-                samples.push((u64::MAX, ust_kernel::procfs::parse_maps(&t)));
+            if let Some(m) = budget.maps(&d.join("maps")) {
+                samples.push((u64::MAX, m));
             }
         }
         samples.sort_by_key(|s| s.0);
