@@ -27,7 +27,7 @@
 //! - Metadata is written to `.<name>.tmp` and renamed within the directory
 //!   ([`TraceDir::write_atomically`], synced; [`TraceDir::replace_file`], not synced).
 //!   The exports' files are written without a name ([`TraceDir::create_unnamed_file`],
-//!   `O_TMPFILE`) and named when complete ([`TraceDir::link_files`]): a killed command
+//!   `O_TMPFILE`) and named when complete ([`link_temps`], [`TempName`]): a killed command
 //!   leaves nothing of a file it was writing.
 //!
 //! lttng-tools keeps the same shape (`lttng_directory_handle`,
@@ -38,6 +38,8 @@ mod identity;
 mod output_file;
 pub use output_file::{create_output_file, OutputFile};
 mod resolve;
+mod temp_name;
+pub use temp_name::{link_temps, TempName};
 #[cfg(test)]
 mod tests;
 
@@ -58,9 +60,6 @@ pub use identity::{as_owner, current as current_identity, Owner};
 /// How every path below an output directory is resolved: beneath it, through no symbolic
 /// link of any kind.
 const BENEATH: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_SYMLINKS).union(ResolveFlags::NO_MAGICLINKS);
-
-/// Where a process's descriptors are links to its open files (`proc(5)`).
-const PROC_SELF_FD: &str = "/proc/self/fd";
 
 /// Deepest tree [`TraceDir::remove`] walks (a trace is four levels deep).
 const MAX_DEPTH: usize = 32;
@@ -279,109 +278,6 @@ impl TraceDir {
     /// `AlreadyExists` for a regular file of that name; else as [`TraceDir::create_file`].
     pub fn create_new_file(&self, name: &str, mode: u32) -> io::Result<File> {
         self.new_file(name, mode, false)
-    }
-
-    /// A new regular file in this directory without a name (`O_TMPFILE`, `mode` less the
-    /// umask), open for writing, to be named `name` when complete
-    /// ([`TraceDir::link_files`]): a process killed before that leaves nothing (the system
-    /// frees the file with its last descriptor), where a temporary name would stay behind,
-    /// hidden, as large as the writing had made it. What is at `name` is checked now as
-    /// [`TraceDir::check_replaceable`] checks it, not when the file is complete.
-    ///
-    /// # Errors
-    /// `Unsupported` where the file system makes no unnamed files (`EOPNOTSUPP`: FUSE, NFS,
-    /// overlayfs before Linux 6.6) or where `/proc/self/fd`, through which
-    /// [`TraceDir::link_files`] names them, is not procfs: the caller then writes under a
-    /// temporary name. The refusal of what is at `name`; else as [`TraceDir::create_file`].
-    pub fn create_unnamed_file(&self, name: &str, mode: u32) -> io::Result<File> {
-        check_name(name)?;
-        // The real /proc only: a directory in its place (a container's) could hold links
-        // to anything, which linkat would follow. Asked once a process.
-        static PROCFS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if !*PROCFS.get_or_init(|| rustix::fs::statfs(PROC_SELF_FD).is_ok_and(|f| f.f_type == rustix::fs::PROC_SUPER_MAGIC)) {
-            return Err(io::Error::new(io::ErrorKind::Unsupported, format!("{PROC_SELF_FD} is not procfs: no unnamed files")));
-        }
-        let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
-        let fd = as_owner(self.base.owner, || {
-            let d = self.open_beneath(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| self.explain("", true, e))?;
-            self.replaceable(name, entry_at(&d, name).map_err(|e| self.explain(name, false, e))?)?;
-            rustix::fs::openat2(&d, ".", flags, Mode::from_raw_mode(mode), BENEATH).map_err(|e| {
-                if e == Errno::OPNOTSUPP {
-                    io::Error::new(io::ErrorKind::Unsupported, format!("{}: the file system makes no unnamed files: {e}", self.path().display()))
-                } else {
-                    self.explain("", true, e)
-                }
-            })
-        })?;
-        Ok(File::from(fd))
-    }
-
-    /// Names each file, made by [`TraceDir::create_unnamed_file`] in this directory, its
-    /// name, in order, through one descriptor of the directory (an export's files named
-    /// together: the fewer system calls, the shorter its end), each through its
-    /// `/proc/self/fd` link (`linkat(2)` with `AT_SYMLINK_FOLLOW`, as the owner:
-    /// `AT_EMPTY_PATH` would need the credentials that opened the file, which each switch to
-    /// the owner makes anew). A regular file already at a name that is not
-    /// [`TraceDir::foreign`] (a leftover of a killed command) is replaced. Each name is
-    /// checked to be its file's once made (same device and inode).
-    ///
-    /// # Errors
-    /// How many were named, and: a refusal naming the path for anything else at a name (a
-    /// link, a directory, another user's file where root writes); `InvalidData` when
-    /// another file took the name (another writer's, left to it); the system's error,
-    /// naming the path. A name made before an error is counted: the caller removes it.
-    pub fn link_files(&self, files: &[(&File, &str)]) -> Result<(), (usize, io::Error)> {
-        for (_, name) in files {
-            check_name(name).map_err(|e| (0, e))?;
-        }
-        let mut done = 0;
-        as_owner(self.base.owner, || {
-            let d = self.open_beneath(Path::new(""), OFlags::PATH | OFlags::DIRECTORY, 0).map_err(|e| self.explain("", true, e))?;
-            for (file, name) in files {
-                match self.link_at(&d, file, name) {
-                    Ok(()) => done += 1,
-                    Err((ours, e)) => {
-                        done += usize::from(ours);
-                        return Err(e);
-                    }
-                }
-            }
-            Ok(())
-        })
-        .map_err(|e| (done, e))
-    }
-
-    /// [`TraceDir::link_files`]'s work for one file, through `d`, this directory; called as
-    /// the owner. An error says whether the name is the file's (linked, then something
-    /// failed: the caller removes it with its own).
-    fn link_at(&self, d: &OwnedFd, file: &File, name: &str) -> Result<(), (bool, io::Error)> {
-        let proc_link = format!("{PROC_SELF_FD}/{}", file.as_raw_fd());
-        let link = || rustix::fs::linkat(rustix::fs::CWD, proc_link.as_str(), d, name, AtFlags::SYMLINK_FOLLOW);
-        // The system's errors name the path (a refusal names it already).
-        let sys = |e: Errno| match self.explain(name, false, e) {
-            e if e.kind() == io::ErrorKind::Other => e,
-            e => io::Error::new(e.kind(), format!("naming {}: {e}", self.path().join(name).display())),
-        };
-        let not_ours = |e: io::Error| (false, e);
-        match link() {
-            Err(Errno::EXIST) => {
-                self.replaceable(name, entry_at(d, name).map_err(sys).map_err(not_ours)?).map_err(not_ours)?;
-                rustix::fs::unlinkat(d, name, AtFlags::empty()).map_err(sys).map_err(not_ours)?;
-                link().map_err(sys).map_err(not_ours)?;
-            }
-            r => r.map_err(sys).map_err(not_ours)?,
-        }
-        let ours = |e: io::Error| (true, e);
-        let (mine, named) =
-            (rustix::fs::fstat(file).map_err(sys).map_err(ours)?, rustix::fs::statat(d, name, AtFlags::SYMLINK_NOFOLLOW).map_err(sys).map_err(ours)?);
-        if (mine.st_dev, mine.st_ino) != (named.st_dev, named.st_ino) {
-            // Another writer's file, named in between (left to it).
-            return Err((
-                false,
-                io::Error::new(io::ErrorKind::InvalidData, format!("naming {}: another file took the name", self.path().join(name).display())),
-            ));
-        }
-        Ok(())
     }
 
     fn new_file(&self, name: &str, mode: u32, replace: bool) -> io::Result<File> {

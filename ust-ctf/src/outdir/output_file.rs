@@ -1,32 +1,29 @@
 //! A file named on a command line (`ust export --output FILE`, `ust report --flamegraph
 //! FILE`): made as every file ust writes for a user ([`TraceDir`]: by root in a user's
-//! directory, as that user; a link refused), written without a name
-//! ([`TraceDir::create_unnamed_file`]) and given its name only when complete
-//! ([`OutputFile::commit`]: linked as `.<name>.<pid>.tmp`, then renamed: two commands
+//! directory, as that user; a link refused), through a temporary name ([`TempName`]:
+//! without a name while written where the file system allows, `.<name>.<pid>.tmp` when
+//! complete) and given its name only when complete ([`OutputFile::commit`]: two commands
 //! writing one file each write their own, and the last named wins whole). A command that
 //! fails (a full disk) leaves the earlier file of that name as it was and no part of its
 //! own, and so does one killed (Ctrl-C) while writing: the system frees a file that has no
-//! name (a kill in the instant between the link and the rename leaves the temporary name). Where the file system makes no unnamed files, the file is
-//! written under its hidden temporary name from the start, which a killed command leaves
-//! behind. The file is not synced before its rename: after a power loss or a system
-//! crash the named file may be incomplete.
+//! name (a kill in the instant between the link and the rename leaves the temporary name).
+//! Where the file system makes no unnamed files, the file is written under its hidden
+//! temporary name from the start, which a killed command leaves behind. The file is not
+//! synced before its rename: after a power loss or a system crash the named file may be
+//! incomplete.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::TraceDir;
+use super::{link_temps, TempName, TraceDir};
 
 /// An output file being written; removed when dropped before [`OutputFile::commit`].
 #[must_use = "an output file is removed unless committed"]
 pub struct OutputFile {
-    dir: TraceDir,
-    tmp: String,
+    tmp: TempName,
     name: String,
     file: File,
-    /// The temporary name exists (the file was made with it, or linked to it).
-    at_tmp: bool,
-    named: bool,
 }
 
 /// A new output file for `path` (`mode`, less the umask), its directory opened as
@@ -35,8 +32,8 @@ pub struct OutputFile {
 /// and again when the file is named.
 ///
 /// # Errors
-/// The system's error, a refusal, or `InvalidInput` for a path with no file name (or one
-/// that is not UTF-8).
+/// The system's error, a refusal, or `InvalidInput` for a path that names a directory
+/// (`dir/`, `dir/.`), has no file name or one that is not UTF-8.
 pub fn create_output_file(path: &Path, mode: u32) -> io::Result<OutputFile> {
     create(path, mode, true)
 }
@@ -61,21 +58,15 @@ pub(super) fn create(path: &Path, mode: u32, unnamed: bool) -> io::Result<Output
     while !name.is_char_boundary(cut) {
         cut -= 1;
     }
-    let tmp = format!(".{}.{}.tmp", &name[..cut], std::process::id());
-    let unnamed = if unnamed { Some(dir.create_unnamed_file(&tmp, mode)) } else { None };
-    let (file, at_tmp) = match unnamed {
-        Some(Ok(f)) => (f, false),
-        Some(Err(e)) if e.kind() != io::ErrorKind::Unsupported => return Err(e),
-        // A regular file of the writer's at the name is a killed command's (pid reuse: a
-        // container's pid 1), replaced.
-        _ => (dir.create_file(&tmp, mode)?, true),
-    };
-    Ok(OutputFile { dir, tmp, name: name.to_string(), file, at_tmp, named: false })
+    // A regular file of the writer's at the temporary name is a killed command's (pid
+    // reuse: a container's pid 1), replaced.
+    let (file, tmp) = dir.create_temp(&format!(".{}.{}.tmp", &name[..cut], std::process::id()), mode, unnamed)?;
+    Ok(OutputFile { tmp, name: name.to_string(), file })
 }
 
 impl std::fmt::Debug for OutputFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OutputFile").field("dir", &self.dir.path()).field("tmp", &self.tmp).field("name", &self.name).finish()
+        f.debug_struct("OutputFile").field("dir", &self.tmp.dir().path()).field("tmp", &self.tmp.name()).field("name", &self.name).finish()
     }
 }
 
@@ -87,14 +78,9 @@ impl OutputFile {
     /// then removed.
     pub fn commit(mut self) -> io::Result<()> {
         self.file.flush()?;
-        if !self.at_tmp {
-            let linked = self.dir.link_files(&[(&self.file, &self.tmp)]);
-            // A name made before an error is ours: removed with the file when dropped.
-            self.at_tmp = linked.as_ref().err().is_none_or(|(done, _)| *done == 1);
-            linked.map_err(|(_, e)| e)?;
-        }
-        self.dir.rename_all(&[(self.tmp.clone(), self.name.clone())]).map_err(|(_, e)| e)?;
-        self.named = true;
+        link_temps(&mut [(&self.file, &mut self.tmp)]).map_err(|(_, e)| e)?;
+        self.tmp.dir().rename_all(&[(self.tmp.name().to_string(), self.name.clone())]).map_err(|(_, e)| e)?;
+        self.tmp.renamed();
         Ok(())
     }
 }
@@ -106,13 +92,5 @@ impl Write for OutputFile {
 
     fn flush(&mut self) -> io::Result<()> {
         self.file.flush()
-    }
-}
-
-impl Drop for OutputFile {
-    fn drop(&mut self) {
-        if self.at_tmp && !self.named {
-            let _ = self.dir.remove(&self.tmp);
-        }
     }
 }

@@ -41,7 +41,7 @@ use parquet::data_type::ByteArray;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::TypePtr;
-use ust_ctf::outdir::TraceDir;
+use ust_ctf::outdir::{link_temps, TempName, TraceDir};
 
 use super::columns::Column;
 
@@ -136,9 +136,9 @@ impl Writers {
         if let Some(e) = first_err {
             return Err(e);
         }
-        let Some(dir) = done.first().map(|w| w.dir.clone()) else { return Ok(0) };
-        debug_assert!(done.iter().all(|w| w.dir.path() == dir.path()), "an export's files are in one directory");
-        let pairs: Vec<(String, String)> = done.iter().map(|w| (w.tmp.clone(), w.file.clone())).collect();
+        let Some(dir) = done.first().map(|w| w.tmp.dir().clone()) else { return Ok(0) };
+        debug_assert!(done.iter().all(|w| w.tmp.dir().path() == dir.path()), "an export's files are in one directory");
+        let pairs: Vec<(String, String)> = done.iter().map(|w| (w.tmp.name().to_string(), w.file.clone())).collect();
         let n = done.len();
         let named = dir.rename_all(&pairs);
         let k = match &named {
@@ -146,7 +146,7 @@ impl Writers {
             Err((k, _)) => *k,
         };
         for w in &mut done[..k] {
-            w.named = true;
+            w.tmp.renamed();
         }
         if let Err((k, e)) = named {
             let also = if k > 0 { format!(" ({k} of the {n} files were named)") } else { String::new() };
@@ -156,38 +156,12 @@ impl Writers {
     }
 }
 
-/// A file being written or complete, without a name or under its temporary name; the
-/// temporary name is removed when dropped before the file is named.
+/// A file of the export and the temporary name it goes through (removed when dropped
+/// before the file is named).
 struct Written {
-    dir: TraceDir,
-    tmp: String,
+    tmp: TempName,
+    /// Its own name.
     file: String,
-    /// The temporary name exists (the file was made with it, or linked to it).
-    at_tmp: bool,
-    named: bool,
-}
-
-impl Written {
-    /// A new file for `file` in `dir`, without a name where the file system allows.
-    fn create(dir: TraceDir, file: String) -> std::io::Result<(Written, File)> {
-        let tmp = format!(".{file}.tmp");
-        // What is at the temporary name (a link, another user's file) is refused now, not
-        // when the file is complete (a leftover of ours is replaced then).
-        let (f, at_tmp) = match dir.create_unnamed_file(&tmp, 0o644) {
-            Ok(f) => (f, false),
-            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => (dir.create_file(&tmp, 0o644)?, true),
-            Err(e) => return Err(e),
-        };
-        Ok((Written { dir, tmp, file, at_tmp, named: false }, f))
-    }
-}
-
-impl Drop for Written {
-    fn drop(&mut self) {
-        if self.at_tmp && !self.named {
-            let _ = self.dir.remove(&self.tmp);
-        }
-    }
 }
 
 /// Removes what a killed export left in `dir`: its hidden `.<file>.parquet.tmp` regular
@@ -240,27 +214,14 @@ fn run(rx: Receiver<RowGroup>, table: &[ByteArray], back: &Sender<(usize, Vec<Co
     if let Some(e) = err {
         return Err(e);
     }
-    // The footers written and flushed to the files, which are named while still open, all
-    // through one descriptor of the directory.
+    // The footers written and flushed to the files, which are given their temporary names
+    // while still open, together.
     let mut open: Vec<Open> = open.into_values().collect();
     for o in &mut open {
         o.w.finish().map_err(|e| format!("{}: {e}", o.name))?;
     }
-    let unnamed: Vec<usize> = (0..open.len()).filter(|&i| !open[i].at.at_tmp).collect();
-    if let Some(&first) = unnamed.first() {
-        let files: Vec<(&File, &str)> = unnamed.iter().map(|&i| (open[i].w.inner().get_ref(), open[i].at.tmp.as_str())).collect();
-        let linked = open[first].at.dir.link_files(&files);
-        let k = match &linked {
-            Ok(()) => unnamed.len(),
-            Err((k, _)) => *k,
-        };
-        for &i in &unnamed[..k] {
-            open[i].at.at_tmp = true;
-        }
-        if let Err((k, e)) = linked {
-            return Err(format!("{}: {e}", open[unnamed[k]].at.file));
-        }
-    }
+    let mut files: Vec<(&File, &mut TempName)> = open.iter_mut().map(|o| (o.w.inner().get_ref(), &mut o.at.tmp)).collect();
+    link_temps(&mut files).map_err(|(i, e)| format!("{}: {e}", open[i].at.file))?;
     Ok(open.into_iter().map(|o| o.at).collect())
 }
 
@@ -269,11 +230,11 @@ fn write(open: &mut HashMap<usize, Open>, rg: &mut RowGroup, table: &[ByteArray]
         // As every file ust writes for a user: created as the output directory's owner.
         // What the file's name would replace is refused now, not after the export.
         c.dir.check_replaceable(&c.file).map_err(|e| format!("{}: {e}", c.file))?;
-        let name = c.file.clone();
-        let (at, f) = Written::create(c.dir, c.file).map_err(|e| {
+        let (f, tmp) = c.dir.create_temp(&format!(".{}.tmp", c.file), 0o644, true).map_err(|e| {
             let hint = if e.raw_os_error() == Some(libc::EMFILE) { " (the export keeps a file open per event class: raise `ulimit -n`)" } else { "" };
-            format!("{name}: {e}{hint}")
+            format!("{}: {e}{hint}", c.file)
         })?;
+        let at = Written { tmp, file: c.file };
         let w = SerializedFileWriter::new(BufWriter::with_capacity(1 << 16, f), c.schema, c.props).map_err(|e| format!("{}: {e}", at.file))?;
         open.insert(rg.file, Open { name: rg.name.clone(), at, w });
     }
