@@ -69,8 +69,7 @@ struct Map {
 pub struct MapTable {
     maps: HashMap<i32, Vec<Map>>,
     execs: HashMap<i32, Vec<u64>>,
-    /// The lines of a process's sampled maps (`since` unused).
-    sampled: HashMap<i32, Vec<Map>>,
+    sampled: HashMap<i32, Vec<ust_kernel::procfs::MapEntry>>,
 }
 
 impl MapTable {
@@ -89,7 +88,7 @@ impl MapTable {
     /// A sampled `/proc/<pid>/maps`, used when the recorded mappings do not cover an
     /// address.
     pub fn sampled(&mut self, pid: i32, entries: Vec<ust_kernel::procfs::MapEntry>) {
-        self.sampled.insert(pid, entries.into_iter().map(|e| Map { since: 0, start: e.start, end: e.end, pgoff: e.offset, path: e.path }).collect());
+        self.sampled.insert(pid, entries);
     }
 
     /// Whether anything is known of `pid`.
@@ -106,7 +105,7 @@ impl MapTable {
             return Some((m.path.clone(), (addr - m.start).checked_add(m.pgoff)?));
         }
         let e = self.sampled.get(&pid)?.iter().find(|e| e.start <= addr && addr < e.end)?;
-        Some((e.path.clone(), (addr - e.start).checked_add(e.pgoff)?))
+        Some((e.path.clone(), (addr - e.start).checked_add(e.offset)?))
     }
 }
 
