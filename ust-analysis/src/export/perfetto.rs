@@ -40,7 +40,7 @@ use std::io::Write;
 
 use serde_json::Value as Json;
 
-use super::timeline::{Timeline, Track};
+use super::timeline::{sorted_args, Timeline, Track};
 use crate::report::event::Name;
 
 /// The one packet sequence's id.
@@ -54,8 +54,8 @@ const SEQ_NEEDS_STATE: u64 = 2;
 /// The names written so far, by kind, with their ids (from 1, per kind), and the entries
 /// of the next packet's `interned_data`.
 #[derive(Default)]
-struct Interned<'t> {
-    ids: [std::collections::HashMap<&'t str, u64>; 3],
+struct Interned {
+    ids: [std::collections::HashMap<&'static str, u64>; 3],
     fresh: Msg,
 }
 
@@ -64,9 +64,9 @@ const CATEGORIES: u32 = 1;
 const EVENT_NAMES: u32 = 2;
 const ARG_NAMES: u32 = 3;
 
-impl<'t> Interned<'t> {
+impl Interned {
     /// The id of `s` among the names of `kind`; a new one goes to the next packet.
-    fn id(&mut self, kind: u32, s: &'t str) -> u64 {
+    fn id(&mut self, kind: u32, s: &'static str) -> u64 {
         let ids = &mut self.ids[kind as usize - 1];
         if let Some(&i) = ids.get(s) {
             return i;
@@ -213,14 +213,13 @@ fn descriptor(out: &mut Msg, first: &mut bool, d: &Msg) {
 }
 
 /// The name, category and arguments of a `TrackEvent`, its names interned in `names`; the
-/// arguments sorted by name, the later of two of one name kept (as [`arg_map`] has them).
-fn label(e: &mut Msg, names: &mut Interned<'static>, name: Name, cat: Name, args: &[(Name, Json)]) {
+/// arguments as [`sorted_args`] has them.
+fn label(e: &mut Msg, names: &mut Interned, name: Name, cat: Name, args: &[(Name, Json)]) {
     if !cat.is_empty() {
         e.uint(3, names.id(CATEGORIES, cat.as_str()));
     }
     e.uint(10, names.id(EVENT_NAMES, name.as_str()));
-    let sorted: BTreeMap<&'static str, &Json> = args.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    for (k, v) in sorted {
+    for (k, v) in sorted_args(args) {
         e.msg(4, &annotation(ArgName::Interned(names.id(ARG_NAMES, k)), v));
     }
 }

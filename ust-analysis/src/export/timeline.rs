@@ -14,14 +14,15 @@ use crate::report::event::Name;
 /// name the later counts ([`arg_map`]). Names are shared, never copied per event.
 pub type Args = Vec<(Name, Json)>;
 
-/// `args` as the JSON object the file formats write: keys sorted by name (serde_json's
-/// map), the later of two of one name kept.
+/// `args` as the file formats write them: sorted by name, the later of two of one name
+/// kept.
+pub fn sorted_args(args: &[(Name, Json)]) -> BTreeMap<&'static str, &Json> {
+    args.iter().map(|(k, v)| (k.as_str(), v)).collect()
+}
+
+/// [`sorted_args`] as a JSON object (the Chrome JSON format's `args`).
 pub fn arg_map(args: &[(Name, Json)]) -> Map<String, Json> {
-    let mut m = Map::new();
-    for (k, v) in args {
-        m.insert(k.to_string(), v.clone());
-    }
-    m
+    sorted_args(args).into_iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
 }
 
 /// Where a slice or an instant is drawn.
