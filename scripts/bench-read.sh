@@ -10,7 +10,7 @@
 # Default traces: many-threads (report on pid 2673), ros2 and bug446190 of
 # $UST_FIELD_TRACES (/work/shared/field-traces), and a trace of at least 1 GiB recorded with
 # ust itself (testprogs' burst, made once in target/bench-read/big; --no-big skips it).
-# For each trace and tool: the best elapsed time of N runs (3), its CPU time (user+sys) and
+# For each trace and tool (the floor, ctf-reader's decoding and merge alone; the export; the report): the best elapsed time of N runs (3), its CPU time (user+sys) and
 # maximum resident set (/usr/bin/time), and the ratios to babeltrace2's elapsed and CPU
 # times. Wall-clock figures need a quiet machine: --callgrind prints instruction counts
 # instead (valgrind --tool=callgrind, one run each, repeatable under load; slow: minutes for
@@ -50,6 +50,8 @@ if [ ${#traces[@]} -eq 0 ]; then
 fi
 
 cargo build -q --release -p ust-cli -p ust-consumerd -p testprogs >&2
+cargo build -q --release -p ctf-reader --example ctf_bench >&2
+floor_bin="$PWD/target/release/examples/ctf_bench"
 ust="${UST:-$PWD/target/release/ust}"
 work="$PWD/target/bench-read"
 mkdir -p "$work"
@@ -74,7 +76,8 @@ if [ "$big" = 1 ] && [ "$callgrind" = 0 ]; then
     trap - EXIT
     touch "$work/big/.done"
   fi
-  traces+=("$work/big:export-only")
+  # User-space traces only: the report keeps counts, not the events, as the export.
+  traces+=("$work/big")
 fi
 
 # best_of CMD...: "elapsed_s cpu_s maxrss_kb" of the fastest of $runs runs.
@@ -115,11 +118,11 @@ fi
 for spec in "${traces[@]}"; do
   dir="${spec%%:*}"
   pid=""
-  tools="export report"
+  # "floor": ctf-reader alone decoding every stream on its own thread and merging them
+  # by time, with no value built (`ctf_bench --parallel`, metadata included): what the
+  # export and the report cost at the least, with the reader as it is.
+  tools="floor export report"
   [ "$spec" != "$dir" ] && pid="${spec#*:}"
-  # The report keeps every event in memory (its analyses pass over them several times):
-  # the 1 GB trace is for the export's memory.
-  [ "$pid" = export-only ] && { pid=""; tools="export"; }
   name=$(basename "$dir")
   report=("$ust" report "$dir" --wakeups)
   [ -n "$pid" ] && report+=(--pid "$pid")
@@ -129,7 +132,11 @@ for spec in "${traces[@]}"; do
     printf '%-14s %-22s %16s %16s %8s\n' "$name" "babeltrace2 (reference)" "$ref" "$ref" 1
     for tool in $tools; do
       rm -rf "$out"
-      if [ "$tool" = export ]; then n=$(instructions "${export_cmd[@]}"); else n=$(instructions "${report[@]}"); fi
+      case $tool in
+        floor) n=$(instructions "$floor_bin" --parallel "$dir") ;;
+        export) n=$(instructions "${export_cmd[@]}") ;;
+        *) n=$(instructions "${report[@]}") ;;
+      esac
       printf '%-14s %-22s %16s %16s %8s\n' "$name" "ust $tool" "$n" "$ref" "$(ratio "$n" "$ref")"
     done
     continue
@@ -138,7 +145,11 @@ for spec in "${traces[@]}"; do
   printf '%-14s %-22s %9s %9s %10s %15s %15s\n' "$name" "babeltrace2 (reference)" "$be" "$bc" "$bm" 1 1
   for tool in $tools; do
     rm -rf "$out"
-    if [ "$tool" = export ]; then r=$(best_of "${export_cmd[@]}"); else r=$(best_of "${report[@]}"); fi
+    case $tool in
+      floor) r=$(best_of "$floor_bin" --parallel "$dir") ;;
+      export) r=$(best_of "${export_cmd[@]}") ;;
+      *) r=$(best_of "${report[@]}") ;;
+    esac
     read -r e c m <<<"$r"
     printf '%-14s %-22s %9s %9s %10s %15s %15s\n' "$name" "ust $tool" "$e" "$c" "$m" "$(ratio "$e" "$be")" "$(ratio "$c" "$bc")"
   done

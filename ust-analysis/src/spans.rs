@@ -130,7 +130,14 @@ fn first_events(l: &Loaded) -> HashMap<(i32, i32), u64> {
 
 /// Pairs the span events of `l` (see the module docs).
 pub fn pair(l: &Loaded) -> Spans {
-    let last_ts = l.events.last().map_or(0, |e| e.ts);
+    pair_events(&l.events, l.events.last().map_or(0, |e| e.ts), &|| first_events(l))
+}
+
+/// Pairs the span events among `events` (in time order; [`Span::field_events`] index it),
+/// of a trace whose last event is at `last_ts`, with `first` giving each user-space
+/// thread's first event time, by `(pid, tid)` (asked only when an `_exit` has no
+/// `_enter`): [`pair`] of a list that need not hold every event.
+pub fn pair_events(events: &[Event], last_ts: u64, first: &dyn Fn() -> HashMap<(i32, i32), u64>) -> Spans {
     let mut spans: Vec<Span> = Vec::new();
     // (pid, id) -> index of the live span with that id.
     let mut live: HashMap<(i32, u64), usize> = HashMap::default();
@@ -141,7 +148,7 @@ pub fn pair(l: &Loaded) -> Spans {
     let mut first_ts: Option<HashMap<(i32, i32), u64>> = None;
     // What each event name is (the names are interned: a pointer's hash).
     let mut parts: HashMap<Name, Option<(&str, &str, &str)>> = HashMap::default();
-    for (i, e) in l.events.iter().enumerate().filter(|(_, e)| e.domain == Domain::Ust) {
+    for (i, e) in events.iter().enumerate().filter(|(_, e)| e.domain == Domain::Ust) {
         let key = (e.pid, e.tid);
         let Some((prov, base, suffix)) = *parts.entry(e.name).or_insert_with(|| span_parts(e.name.as_str())) else { continue };
         let Some(id) = id_field(&e.fields, SPAN_ID) else { continue };
@@ -178,7 +185,7 @@ pub fn pair(l: &Loaded) -> Spans {
                 let stack = open.entry(key).or_default();
                 let start = match stack.iter().rposition(|(x, _)| *x == s) {
                     Some(p) => stack.remove(p).1,
-                    None => first_ts.get_or_insert_with(|| first_events(l)).get(&key).copied().unwrap_or(e.ts),
+                    None => first_ts.get_or_insert_with(first).get(&key).copied().unwrap_or(e.ts),
                 };
                 spans[s].polls.push(Poll { tid: e.tid, start, end: e.ts, unfinished: false });
             }

@@ -375,3 +375,43 @@ fn report_reads_the_pre_2_7_syscall_names() {
     let r = ust_analysis::report::report(&dir, &ust_analysis::report::Options { pid: Some(pid), ..Default::default() }).unwrap();
     assert!(r.syscalls.iter().any(|c| c.name == "ioctl" && c.count > 0), "{:?}", r.syscalls);
 }
+
+/// The report of `dir` through the counted path and loaded whole: `None` when the counts
+/// refused (the report then reads whole, so it is the second either way).
+fn counted_and_whole(dir: &Path) -> (Option<ust_analysis::report::Report>, ust_analysis::report::Report) {
+    use ust_analysis::report::{analysis, load, user_view::UserTally};
+    let set = ust_analysis::traces::TraceSet::open(dir).unwrap();
+    let opt = analysis::Options { wakeups: true, ..analysis::Options::default() };
+    let mut tally = UserTally::default();
+    let counted = analysis::analyze_user(&ust_analysis::report::user_view::load_counted(&set, &mut tally), &tally, &opt);
+    (counted, analysis::analyze(&load::load_set(&set), dir, &opt))
+}
+
+#[test]
+fn a_user_space_report_from_counts_equals_the_report_of_every_event() {
+    for name in ["ros2", "debuginfo-test-app4", "ctf-sequence-empty", "hello-lost", "ctf2/CTF2-7.0-trace-with-index", "ctf2/CTF2-7.0-lttng-crash"] {
+        let Some(dir) = field_trace(name) else { continue };
+        let (counted, whole) = counted_and_whole(&dir);
+        assert_eq!(counted.as_ref(), Some(&whole), "{name}");
+        assert!(!whole.user.events.is_empty(), "{name}: no user-space event counted");
+        // What the command prints is the same report.
+        assert_eq!(
+            ust_analysis::report::report(&dir, &ust_analysis::report::analysis::Options { wakeups: true, ..Default::default() }).unwrap(),
+            whole,
+            "{name}"
+        );
+    }
+    // Two copies of a trace in a relay tree: the same processes and threads in two traces
+    // at once, which counts cannot tell apart; the report reads the events whole.
+    let Some(u) = field_trace("ros2") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    for host in ["a", "b"] {
+        let d = tmp.path().join(host).join("s-20240101-120000").join("ust/uid/1000/64-bit");
+        std::fs::create_dir_all(d.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&u, &d).unwrap();
+    }
+    let (counted, whole) = counted_and_whole(tmp.path());
+    assert_eq!(counted, None);
+    assert_eq!(whole.user.events.iter().map(|e| e.count).sum::<u64>(), 2 * 99_338);
+    assert_eq!(ust_analysis::report::report(tmp.path(), &ust_analysis::report::analysis::Options { wakeups: true, ..Default::default() }).unwrap(), whole);
+}

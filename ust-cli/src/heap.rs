@@ -2,7 +2,7 @@
 //! tools put on transparent huge pages, as glibc's own `glibc.malloc.hugetlb=1` tunable
 //! does (a tunable a program cannot set for itself).
 //!
-//! `ust report` keeps every event of a trace, and `ust export` fills column buffers of
+//! `ust report` keeps every event of a trace with kernel events, and `ust export` fills column buffers of
 //! tens of MB: a quarter of a report on an 8 MB kernel trace was first touches of fresh
 //! 4 KiB pages, a fault each. On a kernel whose transparent huge pages are `madvise`
 //! (Debian's default), memory given `MADV_HUGEPAGE` faults in 2 MiB at a time.

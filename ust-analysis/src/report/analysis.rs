@@ -159,19 +159,12 @@ fn set_name(names: &mut HashMap<i32, String>, tid: i32, n: &str) {
 
 /// Builds the report of a loaded trace directory; `dir` is where `proc/<pid>/maps` are.
 pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
-    let mut r = Report::default();
-    r.start_ns = l.events.first().map(|e| e.ts).unwrap_or(0);
-    r.span_ns = l.events.last().map(|e| e.ts).unwrap_or(0).saturating_sub(r.start_ns);
-    r.user = user_view(l);
-    r.spans = super::span_view::span_view(l);
-    r.probes = super::probes::probe_view(l);
-    r.notes.extend(super::probes::notes(&r.probes));
+    let first_last = l.events.first().zip(l.events.last()).map(|(a, b)| (a.ts, b.ts));
+    let mut r = user_parts(l, opt, first_last, user_view(l), super::span_view::span_view(l));
     let kernel_events = l.events.iter().filter(|e| e.domain == Domain::Kernel).count();
     r.kernel = kernel_events > 0;
-    let traced = opt.pid.or_else(|| l.kernel_env.as_ref().and_then(|e| e.get("traced_pid")).and_then(|p| p.parse::<i32>().ok()).filter(|&p| p > 0));
-    r.traced_pid = traced.or_else(|| l.processes.first().map(|p| p.0)).unwrap_or(0);
     if !r.kernel {
-        r.notes.push("no kernel events in this trace (`ust trace --kernel` records them, as root or as an ordinary user): user-space view only".into());
+        r.notes.push(NO_KERNEL_EVENTS.into());
         return r;
     }
     let is_tier1 = super::stacks::is_tier1(l);
@@ -553,6 +546,40 @@ pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
         r.faults = Some(faults);
     }
     r
+}
+
+/// The note of a report without kernel events.
+const NO_KERNEL_EVENTS: &str = "no kernel events in this trace (`ust trace --kernel` records them, as root or as an ordinary user): user-space view only";
+
+/// What every report has: the time the events span (`first_last`: the first and last
+/// event's times), the user-space view and the span view (made by the caller), the probe
+/// view, the traced pid.
+fn user_parts(l: &Loaded, opt: &Options, first_last: Option<(u64, u64)>, user: UserView, spans: super::span_view::SpanView) -> Report {
+    let mut r = Report::default();
+    let (first, last) = first_last.unwrap_or((0, 0));
+    (r.start_ns, r.span_ns) = (first, last.saturating_sub(first));
+    r.user = user;
+    r.spans = spans;
+    r.probes = super::probes::probe_view(l);
+    r.notes.extend(super::probes::notes(&r.probes));
+    let traced = opt.pid.or_else(|| l.kernel_env.as_ref().and_then(|e| e.get("traced_pid")).and_then(|p| p.parse::<i32>().ok()).filter(|&p| p > 0));
+    r.traced_pid = traced.or_else(|| l.processes.first().map(|p| p.0)).unwrap_or(0);
+    r
+}
+
+/// The report of a set of user-space traces loaded without their events
+/// ([`super::user_view::load_counted`]: `l` holds the span events, `tally` counted every
+/// event), as [`analyze`] makes it of the same traces loaded whole; `None` when the tally
+/// cannot give the user-space view exactly ([`super::user_view::UserTally::view`]): then
+/// load them whole.
+pub fn analyze_user(l: &Loaded, tally: &super::user_view::UserTally, opt: &Options) -> Option<Report> {
+    let user = tally.view(&l.processes)?;
+    let first_last = tally.span();
+    let last = first_last.map_or(0, |s| s.1);
+    let spans = super::span_view::view(&crate::spans::pair_events(&l.events, last, &|| tally.first_events()));
+    let mut r = user_parts(l, opt, first_last, user, spans);
+    r.notes.push(NO_KERNEL_EVENTS.into());
+    Some(r)
 }
 
 /// What [`explain_wait`] needs: the events, the tasks, their names, how far up the chain

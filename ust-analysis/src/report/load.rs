@@ -3,11 +3,13 @@
 //! kernel and user-space traces, a relay daemon's tree), read with [`ctf_reader`], merged
 //! into one list of [`Event`]s in time order.
 //!
-//! The analyses pass over the events several times (the system calls from the traced
-//! command's `execve` on, found by a first pass; the user-space view; the kernel view;
-//! tier 1's stacks) and look ahead (whether the trace has page-cache events at all), so the
-//! list is kept whole: this is where the report keeps state per event. Each trace is read
-//! in time order and merged with the others by a stable sort of the already sorted runs.
+//! The analyses of a set with a kernel trace pass over the events several times (the
+//! system calls from the traced command's `execve` on, found by a first pass; the
+//! user-space view; the kernel view; tier 1's stacks) and look ahead (whether the trace has
+//! page-cache events at all), so the list is kept whole: this is where the report keeps
+//! state per event. A set of user-space traces alone is reported from counts
+//! ([`super::user_view::load_counted`]): only its span events are kept. Each trace is read in time order
+//! and merged with the others by a stable sort of the already sorted runs.
 //! Each event is built (its fields and their names) on its stream's decoding thread
 //! ([`ctf_reader::CtfTrace::messages_prepared`]); the merging thread adds what needs the
 //! trace's order (the thread of an event, the report's names) and keeps it.
@@ -121,10 +123,10 @@ fn ctx_int(e: &Event, n_ctx: usize, name: &str) -> Option<i64> {
     })
 }
 
-/// The report's event of `e`: its fields, contexts first, and how many are contexts.
-/// `class`: what the first event of its class left ([`Class`]), or `None` for that first
-/// event (its names are made from the types).
-fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64, class: Option<&Class>) -> Option<(Event, usize)> {
+/// The report's event of `e`: its fields, contexts first (the payload's only with
+/// `payload`), and how many are contexts. `class`: what the first event of its class left
+/// ([`Class`]), or `None` for that first event (its names are made from the types).
+fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64, class: Option<&Class>, payload: bool) -> Option<(Event, usize)> {
     let (cap, name, mut names) = match class {
         Some(c) => (c.cap, c.name, super::values::Names::Reuse(c.fields.iter())),
         // The first event of its class: its list grows (once per class).
@@ -137,7 +139,7 @@ fn event_of(e: &EventRef<'_>, domain: Domain, freq: u64, class: Option<&Class>) 
         }
     }
     let n_ctx = fields.len();
-    if let Some(ty) = e.scope_type(Scope::EventPayload) {
+    if let Some(ty) = e.scope_type(Scope::EventPayload).filter(|_| payload) {
         super::values::push_members(ty, "", &mut e.slots(Scope::EventPayload).iter(), e, &mut fields, &mut names)?;
     }
     debug_assert!(!matches!(&names, super::values::Names::Reuse(rest) if rest.len() > 0), "an event of a class has fewer fields than its first");
@@ -157,32 +159,60 @@ struct Class {
 
 /// What a stream's decoding thread makes of each message for the report
 /// ([`ctf_reader::CtfTrace::messages_prepared`]): an event's [`Event`] (its thread not yet
-/// known) and how many of its fields are contexts; `None` for the other messages and for
-/// an event whose values do not follow its type.
-type Built = Option<(Event, usize)>;
+/// known) and where its contexts are; `None` for the other messages and for an event whose
+/// values do not follow its type.
+type Built = Option<(Event, Contexts)>;
+
+/// Where an event's contexts are.
+enum Contexts {
+    /// The first this many of its fields.
+    Fields(usize),
+    /// Read from its slots, the event built without fields ([`super::brief`]).
+    Brief(super::brief::Ids),
+}
 
 /// The function each decoding thread of a trace of `domain` runs on its messages: builds
 /// the events ([`event_of`]) with the clock frequencies of its stream classes (`freqs`),
 /// keeping per event class (`shape`: the number of event classes of each stream class)
-/// what the first event read left ([`Class`]). Building the events there, not on the
-/// thread that merges them, spreads the report's largest cost over the CPUs.
-fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>) -> ctf_reader::Prepare<Built> {
+/// what the first event read left ([`Class`]); the payload of an event class that `keep`
+/// does not keep is left out. Building the events there, not on the thread that merges
+/// them, spreads the report's largest cost over the CPUs.
+/// A user-space event of a class not kept whose class has no context of its own and whose
+/// stream class has a [`super::brief::Plan`] is built without fields ([`Contexts::Brief`]).
+fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>, keep: Keep, plans: Vec<Option<super::brief::Plan>>) -> ctf_reader::Prepare<Built> {
     let freqs = Arc::new(freqs);
     let shape = Arc::new(shape);
+    let plans = Arc::new(plans);
     Arc::new(move || {
-        let freqs = freqs.clone();
+        let (freqs, keep, plans) = (freqs.clone(), keep.clone(), plans.clone());
         let mut classes: Vec<Vec<Option<Class>>> = shape.iter().map(|&n| (0..n).map(|_| None).collect()).collect();
+        // The processes this stream named ([`super::brief::Plan::ids`]).
+        let mut named = crate::report::fast_hash::HashSet::default();
         Box::new(move |m: &Message<'_>| {
             let Message::Event(e) = m else { return None };
             let (sc, ec) = e.class_index();
             let freq = freqs.get(sc).copied().unwrap_or(1_000_000_000);
             let slot = classes.get_mut(sc).and_then(|v| v.get_mut(ec));
-            let (ev, n_ctx) = event_of(e, domain, freq, slot.as_ref().and_then(|c| c.as_ref()))?;
+            let brief = plans
+                .get(sc)
+                .copied()
+                .flatten()
+                .filter(|_| domain == Domain::Ust && !keep.keeps(sc, ec) && e.scope_type(Scope::EventSpecificContext).is_none());
+            if let Some(plan) = brief {
+                let name = match slot {
+                    Some(Some(c)) => c.name,
+                    Some(slot @ None) => slot.insert(Class { cap: 0, name: Name::from(e.name()), fields: Vec::new() }).name,
+                    None => Name::from(e.name()),
+                };
+                let ev = Event { ts: clock_ns(e.cycles, freq), cpu: e.cpu().unwrap_or(0) as u32, name, tid: 0, pid: -1, domain, fields: Vec::new() };
+                return Some((ev, Contexts::Brief(plan.ids(e, &mut named))));
+            }
+            let (ev, n_ctx) = event_of(e, domain, freq, slot.as_ref().and_then(|c| c.as_ref()), keep.keeps(sc, ec))?;
             if let Some(slot @ None) = slot {
                 let added = if kernel { super::layout::added_fields(e.name()) } else { 0 };
                 *slot = Some(Class { cap: ev.fields.len() + added, name: ev.name, fields: ev.fields.iter().map(|(n, _)| *n).collect() });
             }
-            Some((ev, n_ctx))
+            Some((ev, Contexts::Fields(n_ctx)))
         })
     })
 }
@@ -190,7 +220,7 @@ fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>) -> 
 /// Reads one trace into `l.events`; `each` sees every event as the trace has it (its
 /// thread known, before [`super::layout::normalize`]); `probes` is set when an event class
 /// of a kernel trace has a dynamic probe's fields.
-fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes: &mut bool) {
+fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes: &mut bool, keep: &dyn Fn(&str) -> bool) {
     let kernel = m.origin.domain == Domain::Kernel;
     let stacks_side = kernel && m.origin.kernel_source.as_deref() == Some(ust_kernel::perf::STACKS_SOURCE);
     if stacks_side {
@@ -222,9 +252,11 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes:
     // Per-user traces: the processes their contexts name.
     let mut seen: BTreeMap<i32, String> = BTreeMap::new();
     let shape: Vec<usize> = meta.streams.iter().map(|s| s.events.len()).collect();
+    let keep = Keep(Arc::new(meta.streams.iter().map(|s| s.events.iter().map(|c| keep(&c.name)).collect()).collect()));
     // Per event class: whether its fields were asked whether they are a probe's.
     let mut asked: Vec<Vec<bool>> = shape.iter().map(|&n| vec![false; n]).collect();
-    let mut it = m.ctf.messages_prepared(builder(m.origin.domain, kernel, freqs.clone(), shape));
+    let plans = meta.streams.iter().map(super::brief::Plan::of).collect();
+    let mut it = m.ctf.messages_prepared(builder(m.origin.domain, kernel, freqs.clone(), shape, keep.clone(), plans));
     while let Some(msg) = it.next_prepared() {
         let (e, built) = match msg {
             Ok((Message::Event(e), built)) => (e, built.flatten()),
@@ -252,9 +284,13 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes:
                 continue;
             }
         };
-        let Some((mut ev, n_ctx)) = built else {
+        let Some((mut ev, contexts)) = built else {
             l.problems += 1;
             continue;
+        };
+        let n_ctx = match &contexts {
+            Contexts::Fields(n) => *n,
+            Contexts::Brief(_) => 0,
         };
         if kernel {
             ev.tid = match ctx_int(&ev, n_ctx, "tid") {
@@ -276,16 +312,29 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes:
                 *probes |= super::probe_shape::shape(ev.fields.iter().map(|(n, _)| n.as_str())).is_some();
             }
         } else {
-            ev.pid = ctx_int(&ev, n_ctx, "vpid").map_or(env_vpid, |p| p as i32);
-            ev.tid = ctx_int(&ev, n_ctx, "vtid").map_or(ev.pid, |t| t as i32);
+            let (vpid, vtid) = match &contexts {
+                Contexts::Fields(n) => (ctx_int(&ev, *n, "vpid"), ctx_int(&ev, *n, "vtid")),
+                Contexts::Brief(ids) => (ids.vpid, ids.vtid),
+            };
+            ev.pid = vpid.map_or(env_vpid, |p| p as i32);
+            ev.tid = vtid.map_or(ev.pid, |t| t as i32);
             if m.origin.vpid.is_none() && ev.pid >= 0 && !seen.contains_key(&ev.pid) {
-                let name =
-                    ev.fields[..n_ctx].iter().find(|(n, _)| n == "procname").and_then(|(_, v)| if let Value::Str(s) = v { Some(s.clone()) } else { None });
+                let name = match contexts {
+                    Contexts::Fields(n) => {
+                        ev.fields[..n].iter().find(|(n, _)| n == "procname").and_then(|(_, v)| if let Value::Str(s) = v { Some(s.clone()) } else { None })
+                    }
+                    // The first event of its process in its stream: named (a first in
+                    // the trace is a first in its stream).
+                    Contexts::Brief(ids) => ids.procname,
+                };
                 seen.insert(ev.pid, name.unwrap_or_default());
             }
             each(&ev);
         }
-        l.events.push(ev);
+        let (sc, ec) = e.class_index();
+        if keep.keeps(sc, ec) {
+            l.events.push(ev);
+        }
     }
     for (pid, name) in seen {
         l.processes.push((pid, name, m.dir.clone()));
@@ -321,7 +370,36 @@ pub fn load_set_with(set: &TraceSet, each: &mut dyn FnMut(&Event)) -> Loaded {
     let _ = l.events.try_reserve_exact(usize::try_from(bytes / MIN_EVENT_BYTES).unwrap_or(usize::MAX).min(MAX_RESERVED));
     let mut probes = false;
     for m in &set.members {
-        load_member(m, &mut l, each, &mut probes);
+        load_member(m, &mut l, each, &mut probes, &|_| true);
+    }
+    l.without_probes = !probes;
+    if !l.events.is_sorted_by_key(|e| e.ts) {
+        l.events.sort_by_key(|e| e.ts);
+    }
+    l
+}
+
+/// Per stream class, per event class of a trace: whether its events are kept whole (their
+/// payload built, the event kept in [`Loaded::events`]).
+#[derive(Clone)]
+struct Keep(Arc<Vec<Vec<bool>>>);
+
+impl Keep {
+    fn keeps(&self, sc: usize, ec: usize) -> bool {
+        self.0.get(sc).and_then(|v| v.get(ec)).copied().unwrap_or(true)
+    }
+}
+
+/// [`load_set_with`] keeping only the events of the classes `keep` names, the other
+/// events built without their payload (and, of a user-space trace, without fields:
+/// [`super::brief`]) and shown to `each` (with their trace's index in the set) before
+/// they are dropped. The report of user-space traces alone counts them so
+/// ([`super::user_view::load_counted`]).
+pub fn load_set_kept(set: &TraceSet, keep: &dyn Fn(&str) -> bool, each: &mut dyn FnMut(&Event, usize)) -> Loaded {
+    let mut l = Loaded::default();
+    let mut probes = false;
+    for (i, m) in set.members.iter().enumerate() {
+        load_member(m, &mut l, &mut |e| each(e, i), &mut probes, keep);
     }
     l.without_probes = !probes;
     if !l.events.is_sorted_by_key(|e| e.ts) {

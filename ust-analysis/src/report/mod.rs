@@ -4,7 +4,10 @@
 //! - [`load`] merges the events of every trace of `DIR` in time order
 //!   ([`crate::traces`]: ust's traces, LTTng's kernel and user-space traces), [`values`]
 //!   turns their fields into the report's values and [`layout`] their names into one
-//!   layout.
+//!   layout. Without a kernel trace, whose analyses need every event, the events are
+//!   counted as they come ([`user_view::UserTally`], [`brief`]) and only the span events
+//!   kept: the report of a user-space trace of any size holds a few numbers per event
+//!   name and thread.
 //! - [`analysis`] builds the [`model::Report`] (the structures `--format json` serializes):
 //!   per task (events, runtime, time blocked),
 //!   per system call ([`syscalls`]: count and errors by errno name as `strace -f -c` counts
@@ -34,6 +37,7 @@
 
 pub mod addrspace;
 pub mod analysis;
+pub mod brief;
 pub mod call_text;
 pub mod errno;
 pub mod event;
@@ -72,14 +76,29 @@ pub use analysis::{Options, Report};
 /// # Errors
 /// A message when `dir` holds no trace, or no process has the name `opt.procname`.
 pub fn report(dir: &Path, opt: &Options) -> Result<Report, String> {
-    let l = load::load(dir)?;
+    let set = crate::traces::TraceSet::open(dir)?;
+    // Without a kernel trace the report is the user-space view: counted as the events
+    // come, for a trace of any size; only the span events are kept.
+    let user_only = set.members.iter().all(|m| m.origin.domain != load::Domain::Kernel);
+    let mut tally = user_view::UserTally::default();
+    let l = if user_only { user_view::load_counted(&set, &mut tally) } else { load::load_set(&set) };
     let mut opt = opt.clone();
     let mut others = Vec::new();
     if let Some(name) = &opt.procname {
         let (pid, rest) = select::by_name(&l, name)?;
         (opt.pid, others) = (Some(pid), rest);
     }
-    let mut r = analysis::analyze(&l, dir, &opt);
+    let counted = if user_only { analysis::analyze_user(&l, &tally, &opt) } else { None };
+    let (l, mut r) = match counted {
+        Some(r) => (l, r),
+        None => {
+            // The counts cannot give the view exactly (a thread in two traces at once, a
+            // trace's events out of order): the events read whole.
+            let l = if user_only { load::load_set(&set) } else { l };
+            let r = analysis::analyze(&l, dir, &opt);
+            (l, r)
+        }
+    };
     if let (Some(name), Some(pid)) = (&opt.procname, opt.pid) {
         let also = if others.is_empty() { String::new() } else { format!("; also named so: {:?} (choose one with --pid)", others) };
         r.notes.insert(0, format!("the process named {name:?} with the most events: pid {pid}{also}"));

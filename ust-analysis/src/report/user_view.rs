@@ -55,27 +55,245 @@ pub struct UserView {
 /// What the user-space events show: per event name counts and rates, per thread the gaps
 /// between consecutive events.
 pub fn user_view(l: &Loaded) -> UserView {
-    let ust: Vec<&Event> = l.events.iter().filter(|e| e.domain == Domain::Ust).collect();
-    let mut v = UserView::default();
-    let (Some(first), Some(last)) = (ust.first(), ust.last()) else { return v };
-    let span = (last.ts - first.ts).max(1) as f64 / 1e9;
-    // Counted by hash (a few dozen names, hundreds of thousands of events; a name hashes
-    // as its pointer), then sorted.
-    let mut counts: HashMap<Name, u64> = HashMap::default();
-    let mut per: HashMap<(i32, i32), Vec<u64>> = HashMap::default();
-    for e in &ust {
-        *counts.entry(e.name).or_default() += 1;
-        per.entry((e.pid, e.tid)).or_default().push(e.ts);
+    let mut t = UserTally::default();
+    for e in l.events.iter().filter(|e| e.domain == Domain::Ust) {
+        t.add(e, 0);
     }
-    let counts: BTreeMap<&str, u64> = counts.into_iter().map(|(n, c)| (n.as_str(), c)).collect();
-    let per: BTreeMap<(i32, i32), Vec<u64>> = per.into_iter().collect();
-    v.events = counts.into_iter().map(|(n, c)| UserEventRow { name: n.to_string(), count: c, rate_per_s: c as f64 / span }).collect();
-    for ((pid, tid), ts) in per {
-        let gaps: Vec<(u64, u64)> = ts.windows(2).map(|w| (w[1] - w[0], w[0])).collect();
-        let (max_gap, at) = gaps.iter().max_by_key(|g| g.0).copied().unwrap_or((0, ts[0]));
-        let mean = if gaps.is_empty() { 0 } else { gaps.iter().map(|g| g.0).sum::<u64>() / gaps.len() as u64 };
-        let procname = l.processes.iter().find(|p| p.0 == pid).map(|p| p.1.clone()).unwrap_or_default();
-        v.threads.push(UserThreadRow { pid, tid, procname, events: ts.len() as u64, max_gap_ns: max_gap, mean_gap_ns: mean, max_gap_at_ns: at, ust: None });
+    t.view(&l.processes).unwrap_or_default()
+}
+
+/// Loads a set of user-space traces (no kernel trace: the report's user-space view only)
+/// without keeping its events: each goes into `tally`, and only the `tracing` layer's span
+/// events ([`crate::spans::span_parts`]), which the span view pairs, are kept in
+/// [`Loaded::events`]; the other events' payloads are not even built. Memory: the span
+/// events and a few numbers per event name and thread, whatever the trace's size.
+pub fn load_counted(set: &crate::traces::TraceSet, tally: &mut UserTally) -> Loaded {
+    let spans = |name: &str| crate::spans::span_parts(name).is_some();
+    super::load::load_set_kept(set, &spans, &mut |e, trace| {
+        if e.domain == Domain::Ust {
+            tally.add(e, trace);
+        }
+    })
+}
+
+/// The user-space view's counts, fed one event at a time ([`UserTally::add`]) and kept
+/// whole (per event name a count; per thread a few numbers per trace it appears in), so
+/// that a report of a trace without kernel events keeps no event ([`load_counted`]).
+///
+/// The events of one trace come in time order (as [`super::load`] merges a trace's
+/// streams); a thread's gaps are those between its consecutive events in time order
+/// across all traces, as [`user_view`] finds them in the sorted list of every event. A
+/// thread whose events in two traces interleave in time (the same process and thread ids
+/// in two traces at once: two hosts or pid namespaces of a relay tree), or a trace whose
+/// events run backwards, makes [`UserTally::view`] give `None`: the caller then reads the
+/// events whole.
+#[derive(Default)]
+pub struct UserTally {
+    counts: HashMap<Name, u64>,
+    /// Per `(pid, tid)`, its events in each trace (in the order the traces came).
+    threads: HashMap<(i32, i32), Vec<Run>>,
+    /// The first and last time of the events.
+    span: Option<(u64, u64)>,
+    /// A trace's events of one thread ran backwards.
+    unordered: bool,
+}
+
+/// One thread's events in one trace.
+#[derive(Clone, Copy)]
+struct Run {
+    trace: usize,
+    first: u64,
+    last: u64,
+    events: u64,
+    /// The longest gap and where it starts (the latest of equal ones); `events` > 1.
+    max_gap: (u64, u64),
+    gaps_ns: u64,
+}
+
+impl UserTally {
+    /// Counts `e`, a user-space event of trace number `trace` (the traces in any order,
+    /// each trace's events in time order).
+    pub fn add(&mut self, e: &Event, trace: usize) {
+        *self.counts.entry(e.name).or_default() += 1;
+        self.span = Some(self.span.map_or((e.ts, e.ts), |(a, b)| (a.min(e.ts), b.max(e.ts))));
+        let runs = self.threads.entry((e.pid, e.tid)).or_default();
+        match runs.last_mut() {
+            Some(r) if r.trace == trace => {
+                let Some(gap) = e.ts.checked_sub(r.last) else {
+                    self.unordered = true;
+                    return;
+                };
+                if r.events == 1 || gap >= r.max_gap.0 {
+                    r.max_gap = (gap, r.last);
+                }
+                r.gaps_ns += gap;
+                r.events += 1;
+                r.last = e.ts;
+            }
+            _ => runs.push(Run { trace, first: e.ts, last: e.ts, events: 1, max_gap: (0, e.ts), gaps_ns: 0 }),
+        }
     }
-    v
+
+    /// The first and last time of the events counted (`None` without any).
+    pub fn span(&self) -> Option<(u64, u64)> {
+        self.span
+    }
+
+    /// Each thread's first event time.
+    pub fn first_events(&self) -> HashMap<(i32, i32), u64> {
+        self.threads.iter().map(|(k, runs)| (*k, runs.iter().map(|r| r.first).min().unwrap_or(0))).collect()
+    }
+
+    /// The view (`processes`: [`Loaded::processes`], for the threads' process names);
+    /// `None` when the counts cannot give it exactly (see [`UserTally`]).
+    pub fn view(&self, processes: &[(i32, String, std::path::PathBuf)]) -> Option<UserView> {
+        if self.unordered {
+            return None;
+        }
+        let mut v = UserView::default();
+        let Some((first, last)) = self.span else { return Some(v) };
+        let span = (last - first).max(1) as f64 / 1e9;
+        let counts: BTreeMap<&str, u64> = self.counts.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+        v.events = counts.into_iter().map(|(n, c)| UserEventRow { name: n.to_string(), count: c, rate_per_s: c as f64 / span }).collect();
+        let threads: BTreeMap<(i32, i32), &Vec<Run>> = self.threads.iter().map(|(k, r)| (*k, r)).collect();
+        for ((pid, tid), runs) in threads {
+            let (events, max_gap, gaps_ns) = joined(runs)?;
+            let (max_gap_ns, max_gap_at_ns) = max_gap;
+            let mean_gap_ns = if events > 1 { gaps_ns / (events - 1) } else { 0 };
+            let procname = processes.iter().find(|p| p.0 == pid).map(|p| p.1.clone()).unwrap_or_default();
+            v.threads.push(UserThreadRow { pid, tid, procname, events, max_gap_ns, mean_gap_ns, max_gap_at_ns, ust: None });
+        }
+        Some(v)
+    }
+}
+
+/// A thread's runs in time order as one: its events, its longest gap (the latest of equal
+/// ones, and where it starts; the first event's time without gaps) and the sum of its
+/// gaps; `None` when two runs interleave (the sorted list of every event would alternate
+/// between them: equal times go in the order of the traces).
+fn joined(runs: &[Run]) -> Option<(u64, (u64, u64), u64)> {
+    let mut runs = runs.to_vec();
+    runs.sort_by_key(|r| (r.first, r.trace));
+    let mut max: Option<(u64, u64)> = None;
+    let (mut events, mut gaps_ns) = (0u64, 0u64);
+    for (i, r) in runs.iter().enumerate() {
+        if let Some(prev) = i.checked_sub(1).map(|j| runs[j]) {
+            if (r.first, r.trace) < (prev.last, prev.trace) {
+                return None;
+            }
+            let bridge = r.first - prev.last;
+            if max.is_none_or(|m| bridge >= m.0) {
+                max = Some((bridge, prev.last));
+            }
+            gaps_ns += bridge;
+        }
+        if r.events > 1 && max.is_none_or(|m| r.max_gap.0 >= m.0) {
+            max = Some(r.max_gap);
+        }
+        events += r.events;
+        gaps_ns += r.gaps_ns;
+    }
+    Some((events, max.unwrap_or((0, runs.first()?.first)), gaps_ns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ev(ts: u64, pid: i32, tid: i32, name: &str) -> Event {
+        Event { ts, cpu: 0, name: name.into(), tid, pid, domain: Domain::Ust, fields: Vec::new() }
+    }
+
+    /// The view of traces (each a list of events in time order) as the report makes it of
+    /// them loaded whole (concatenated in order, then a stable sort by time), and as the
+    /// tally makes it of them one trace after the other.
+    fn both(traces: &[Vec<Event>]) -> (UserView, Option<UserView>) {
+        let mut events: Vec<Event> = traces.iter().flatten().cloned().collect();
+        events.sort_by_key(|e| e.ts);
+        let whole = user_view(&Loaded { events, ..Loaded::default() });
+        let mut t = UserTally::default();
+        for (i, tr) in traces.iter().enumerate() {
+            for e in tr {
+                t.add(e, i);
+            }
+        }
+        (whole, t.view(&[]))
+    }
+
+    #[test]
+    fn a_thread_in_two_traces_one_after_the_other_is_one_row() {
+        // Pid 7 thread 7 in trace 0, then again (pid reuse) in trace 1 from t = 50; the
+        // longest gap is the one between the traces.
+        let a = vec![ev(10, 7, 7, "p:a"), ev(20, 7, 7, "p:a"), ev(25, 7, 7, "p:b")];
+        let b = vec![ev(50, 7, 7, "p:a"), ev(52, 7, 7, "p:a")];
+        let (whole, tally) = both(&[a, b]);
+        assert_eq!(tally.as_ref(), Some(&whole));
+        let row = &whole.threads[0];
+        assert_eq!((row.events, row.max_gap_ns, row.max_gap_at_ns, row.mean_gap_ns), (5, 25, 25, 42 / 4));
+    }
+
+    #[test]
+    fn interleaved_threads_of_two_traces_are_refused() {
+        let a = vec![ev(10, 7, 7, "p:a"), ev(30, 7, 7, "p:a")];
+        let b = vec![ev(20, 7, 7, "p:a")];
+        assert_eq!(both(&[a, b]).1, None);
+        // Equal times: the earlier trace's first, as the stable sort has them.
+        let a = vec![ev(10, 7, 7, "p:a"), ev(20, 7, 7, "p:a")];
+        let b = vec![ev(20, 7, 7, "p:a"), ev(25, 7, 7, "p:a")];
+        let (whole, tally) = both(&[a.clone(), b.clone()]);
+        assert_eq!(tally, Some(whole));
+        assert_eq!(both(&[b, a]).1, None);
+    }
+
+    #[test]
+    fn a_trace_running_backwards_is_refused() {
+        let mut t = UserTally::default();
+        t.add(&ev(20, 1, 1, "p:a"), 0);
+        t.add(&ev(10, 1, 1, "p:a"), 0);
+        assert_eq!(t.view(&[]), None);
+    }
+
+    proptest! {
+        /// Whenever the tally gives a view, it is the one of the events loaded whole; it
+        /// gives one whenever no thread is in two traces at once.
+        #[test]
+        fn the_tally_is_the_view_of_the_events_loaded_whole(
+            traces in prop::collection::vec(
+                prop::collection::vec((0u64..200, 1i32..4, 0i32..3, 0usize..3), 0..40), 1..4),
+        ) {
+            let names = ["p:a", "p:b", "q:c"];
+            let traces: Vec<Vec<Event>> = traces
+                .into_iter()
+                .map(|tr| {
+                    let mut tr: Vec<Event> = tr.into_iter().map(|(ts, pid, tid, n)| ev(ts, pid, pid * 10 + tid, names[n])).collect();
+                    tr.sort_by_key(|e| e.ts);
+                    tr
+                })
+                .collect();
+            let (whole, tally) = both(&traces);
+            // Threads in more than one trace, and whether their times overlap there.
+            // Per thread, its (first, last, trace) in each trace.
+            type Spans = HashMap<(i32, i32), Vec<(u64, u64, usize)>>;
+            let mut spans = Spans::default();
+            for (i, tr) in traces.iter().enumerate() {
+                for e in tr {
+                    let v = spans.entry((e.pid, e.tid)).or_default();
+                    match v.last_mut() {
+                        Some(s) if s.2 == i => s.1 = e.ts,
+                        _ => v.push((e.ts, e.ts, i)),
+                    }
+                }
+            }
+            let disjoint = spans.values().all(|v| {
+                let mut v = v.clone();
+                v.sort_by_key(|s| (s.0, s.2));
+                v.windows(2).all(|w| (w[1].0, w[1].2) >= (w[0].1, w[0].2))
+            });
+            match tally {
+                Some(t) => prop_assert_eq!(t, whole),
+                None => prop_assert!(!disjoint, "refused though no thread is in two traces at once"),
+            }
+        }
+    }
 }

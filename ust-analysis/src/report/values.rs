@@ -17,7 +17,9 @@ use ctf_reader::{EventRef, FieldType, Slot};
 use super::event::Name;
 use ust_ctf::reader::Value;
 
-fn text(b: &[u8], cut_at_nul: bool) -> String {
+/// A string's or a text array's bytes as text (a text array cut at its first NUL), lossy
+/// UTF-8.
+pub(super) fn text(b: &[u8], cut_at_nul: bool) -> String {
     let b = if cut_at_nul { b.iter().position(|&c| c == 0).map_or(b, |n| &b[..n]) } else { b };
     String::from_utf8_lossy(b).into_owned()
 }

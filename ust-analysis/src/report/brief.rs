@@ -1,0 +1,107 @@
+//! A user-space event reduced to what the report's user-space view counts: its process
+//! (`vpid` context), its thread (`vtid` context) and its process's name (`procname`
+//! context), read straight from the decoded slots of its stream's event context, with no
+//! field list built ([`super::user_view::load_counted`]: the events of a trace without kernel
+//! events that the report does not keep).
+//!
+//! The three contexts are found where [`super::values::push_members`] would name them:
+//! members of the stream's event context, at the top level, not referenced by another
+//! field; an integer `vpid` or `vtid` is its value (an enumeration, a float or a string
+//! there is no id, as `ctx_int` finds none), a string or a text array or sequence
+//! `procname` is its text (a text array's cut at its first NUL, made UTF-8 as the field
+//! list makes it). Their slot indices are known ahead when every member before them takes a
+//! fixed number of slots ([`Plan::of`]); otherwise, and for an event class with a context of
+//! its own, events are built whole.
+
+use ctf_reader::{EventRef, FieldType, Scope, Slot, StreamClass};
+
+use crate::report::fast_hash::HashSet;
+
+/// Where the three contexts lie among a stream class's event-context slots (`None`: the
+/// context has no such member).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    vpid: Option<usize>,
+    vtid: Option<usize>,
+    procname: Option<(usize, bool)>,
+}
+
+/// What an event's contexts say: its process and thread ids, and its process's name (only
+/// for the first event of a process in its stream: the name the report keeps is the one of
+/// the process's first event, the first of some stream).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ids {
+    /// The `vpid` context.
+    pub vpid: Option<i64>,
+    /// The `vtid` context.
+    pub vtid: Option<i64>,
+    /// The `procname` context, for the first event of its `vpid` in the stream.
+    pub procname: Option<String>,
+}
+
+/// Slots a value of `ty` always takes ([`ctf_reader::EventRef::slots`]), if fixed.
+fn fixed_slots(ty: &FieldType) -> Option<usize> {
+    match ty {
+        FieldType::Int(_) | FieldType::Enum { .. } | FieldType::Float { .. } | FieldType::String { .. } => Some(1),
+        FieldType::Array { elem, .. } | FieldType::Sequence { elem, .. } if elem.is_text_element() => Some(1),
+        FieldType::Struct { fields, .. } => fields.iter().map(|f| fixed_slots(&f.ty)).sum(),
+        _ => None,
+    }
+}
+
+impl Plan {
+    /// The plan of stream class `s`'s event context; `None` when a context is not at a
+    /// fixed slot.
+    pub fn of(s: &StreamClass) -> Option<Plan> {
+        let mut plan = Plan::default();
+        let Some(FieldType::Struct { fields, .. }) = &s.event_context else { return Some(plan) };
+        let mut at = Some(0usize);
+        for f in fields {
+            let name = f.name.as_str();
+            if matches!(name, "vpid" | "vtid" | "procname") {
+                let referenced = f.ty.as_int().is_some_and(|i| i.referenced);
+                let wanted = match name {
+                    "vpid" => plan.vpid.is_none(),
+                    "vtid" => plan.vtid.is_none(),
+                    _ => plan.procname.is_none(),
+                };
+                if wanted && !referenced {
+                    let k = at?;
+                    match (name, &f.ty) {
+                        ("vpid", FieldType::Int(_)) => plan.vpid = Some(k),
+                        ("vtid", FieldType::Int(_)) => plan.vtid = Some(k),
+                        ("procname", FieldType::String { .. }) => plan.procname = Some((k, false)),
+                        ("procname", FieldType::Array { elem, .. } | FieldType::Sequence { elem, .. }) if elem.is_text_element() => {
+                            plan.procname = Some((k, true))
+                        }
+                        // Named so but of another type (the report reads no id or name
+                        // from it): built whole, as any unusual context.
+                        _ => return None,
+                    }
+                }
+            }
+            at = at.zip(fixed_slots(&f.ty)).map(|(a, n)| a + n);
+        }
+        Some(plan)
+    }
+
+    /// The contexts of `e`, an event of the stream class planned; `seen`: the `vpid`s
+    /// whose name this stream gave already.
+    pub fn ids(&self, e: &EventRef<'_>, seen: &mut HashSet<i64>) -> Ids {
+        let slots = e.slots(Scope::EventCommonContext);
+        let int_at = |i: Option<usize>| match slots.get(i?)? {
+            Slot::U(u) => Some(*u as i64),
+            Slot::I(v) => Some(*v),
+            _ => None,
+        };
+        let (vpid, vtid) = (int_at(self.vpid), int_at(self.vtid));
+        let procname = match (vpid, self.procname) {
+            (Some(p), Some((k, cut))) if !seen.contains(&p) => {
+                seen.insert(p);
+                slots.get(k).and_then(|s| e.text(*s)).map(|b| super::values::text(b, cut))
+            }
+            _ => None,
+        };
+        Ids { vpid, vtid, procname }
+    }
+}
