@@ -28,15 +28,28 @@ pub struct Plan {
 
 /// What an event's contexts say: its process and thread ids, and its process's name (only
 /// for the first event of a process in its stream: the name the report keeps is the one of
-/// the process's first event, the first of some stream).
+/// the process's first event, the first of some stream). Compact: each event's is handed
+/// from its decoding thread to the merging one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Ids {
-    /// The `vpid` context.
-    pub vpid: Option<i64>,
-    /// The `vtid` context.
-    pub vtid: Option<i64>,
+    vpid: i64,
+    vtid: i64,
     /// The `procname` context, for the first event of its `vpid` in the stream.
-    pub procname: Option<String>,
+    pub procname: Option<Box<str>>,
+    /// Bit 0: `vpid` read; bit 1: `vtid` read.
+    known: u8,
+}
+
+impl Ids {
+    /// The `vpid` context.
+    pub fn vpid(&self) -> Option<i64> {
+        (self.known & 1 != 0).then_some(self.vpid)
+    }
+
+    /// The `vtid` context.
+    pub fn vtid(&self) -> Option<i64> {
+        (self.known & 2 != 0).then_some(self.vtid)
+    }
 }
 
 /// Slots a value of `ty` always takes ([`ctf_reader::EventRef::slots`]), if fixed.
@@ -98,10 +111,11 @@ impl Plan {
         let procname = match (vpid, self.procname) {
             (Some(p), Some((k, cut))) if !seen.contains(&p) => {
                 seen.insert(p);
-                slots.get(k).and_then(|s| e.text(*s)).map(|b| super::values::text(b, cut))
+                slots.get(k).and_then(|s| e.text(*s)).map(|b| super::values::text(b, cut).into_boxed_str())
             }
             _ => None,
         };
-        Ids { vpid, vtid, procname }
+        let known = u8::from(vpid.is_some()) | u8::from(vtid.is_some()) << 1;
+        Ids { vpid: vpid.unwrap_or(0), vtid: vtid.unwrap_or(0), procname, known }
     }
 }

@@ -158,17 +158,17 @@ struct Class {
 }
 
 /// What a stream's decoding thread makes of each message for the report
-/// ([`ctf_reader::CtfTrace::messages_prepared`]): an event's [`Event`] (its thread not yet
-/// known) and where its contexts are; `None` for the other messages and for an event whose
-/// values do not follow its type.
-type Built = Option<(Event, Contexts)>;
+/// ([`ctf_reader::CtfTrace::messages_prepared`]); `None` for the other messages and for
+/// an event whose values do not follow its type.
+type Built = Option<Prepared>;
 
-/// Where an event's contexts are.
-enum Contexts {
-    /// The first this many of its fields.
-    Fields(usize),
-    /// Read from its slots, the event built without fields ([`super::brief`]).
-    Brief(super::brief::Ids),
+/// An event as its decoding thread built it (its thread not yet known).
+enum Prepared {
+    /// With its fields, the first this many of them its contexts.
+    Full(Event, usize),
+    /// Without fields, its contexts read from its slots ([`super::brief`]): as small as can
+    /// be, each handed to the merging thread.
+    Brief { ts: u64, name: Name, cpu: u32, ids: super::brief::Ids },
 }
 
 /// The function each decoding thread of a trace of `domain` runs on its messages: builds
@@ -178,7 +178,7 @@ enum Contexts {
 /// does not keep is left out. Building the events there, not on the thread that merges
 /// them, spreads the report's largest cost over the CPUs.
 /// A user-space event of a class not kept whose class has no context of its own and whose
-/// stream class has a [`super::brief::Plan`] is built without fields ([`Contexts::Brief`]).
+/// stream class has a [`super::brief::Plan`] is built without fields ([`Prepared::Brief`]).
 fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>, keep: Keep, plans: Vec<Option<super::brief::Plan>>) -> ctf_reader::Prepare<Built> {
     let freqs = Arc::new(freqs);
     let shape = Arc::new(shape);
@@ -204,15 +204,14 @@ fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>, kee
                     Some(slot @ None) => slot.insert(Class { cap: 0, name: Name::from(e.name()), fields: Vec::new() }).name,
                     None => Name::from(e.name()),
                 };
-                let ev = Event { ts: clock_ns(e.cycles, freq), cpu: e.cpu().unwrap_or(0) as u32, name, tid: 0, pid: -1, domain, fields: Vec::new() };
-                return Some((ev, Contexts::Brief(plan.ids(e, &mut named))));
+                return Some(Prepared::Brief { ts: clock_ns(e.cycles, freq), name, cpu: e.cpu().unwrap_or(0) as u32, ids: plan.ids(e, &mut named) });
             }
             let (ev, n_ctx) = event_of(e, domain, freq, slot.as_ref().and_then(|c| c.as_ref()), keep.keeps(sc, ec))?;
             if let Some(slot @ None) = slot {
                 let added = if kernel { super::layout::added_fields(e.name()) } else { 0 };
                 *slot = Some(Class { cap: ev.fields.len() + added, name: ev.name, fields: ev.fields.iter().map(|(n, _)| *n).collect() });
             }
-            Some((ev, Contexts::Fields(n_ctx)))
+            Some(Prepared::Full(ev, n_ctx))
         })
     })
 }
@@ -284,13 +283,15 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes:
                 continue;
             }
         };
-        let Some((mut ev, contexts)) = built else {
-            l.problems += 1;
-            continue;
-        };
-        let n_ctx = match &contexts {
-            Contexts::Fields(n) => *n,
-            Contexts::Brief(_) => 0,
+        let (mut ev, n_ctx, ids) = match built {
+            Some(Prepared::Full(ev, n_ctx)) => (ev, n_ctx, None),
+            Some(Prepared::Brief { ts, name, cpu, ids }) => {
+                (Event { ts, cpu, name, tid: 0, pid: -1, domain: m.origin.domain, fields: Vec::new() }, 0, Some(ids))
+            }
+            None => {
+                l.problems += 1;
+                continue;
+            }
         };
         if kernel {
             ev.tid = match ctx_int(&ev, n_ctx, "tid") {
@@ -312,20 +313,20 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes:
                 *probes |= super::probe_shape::shape(ev.fields.iter().map(|(n, _)| n.as_str())).is_some();
             }
         } else {
-            let (vpid, vtid) = match &contexts {
-                Contexts::Fields(n) => (ctx_int(&ev, *n, "vpid"), ctx_int(&ev, *n, "vtid")),
-                Contexts::Brief(ids) => (ids.vpid, ids.vtid),
+            let (vpid, vtid) = match &ids {
+                None => (ctx_int(&ev, n_ctx, "vpid"), ctx_int(&ev, n_ctx, "vtid")),
+                Some(ids) => (ids.vpid(), ids.vtid()),
             };
             ev.pid = vpid.map_or(env_vpid, |p| p as i32);
             ev.tid = vtid.map_or(ev.pid, |t| t as i32);
             if m.origin.vpid.is_none() && ev.pid >= 0 && !seen.contains_key(&ev.pid) {
-                let name = match contexts {
-                    Contexts::Fields(n) => {
-                        ev.fields[..n].iter().find(|(n, _)| n == "procname").and_then(|(_, v)| if let Value::Str(s) = v { Some(s.clone()) } else { None })
+                let name = match ids {
+                    None => {
+                        ev.fields[..n_ctx].iter().find(|(n, _)| n == "procname").and_then(|(_, v)| if let Value::Str(s) = v { Some(s.clone()) } else { None })
                     }
                     // The first event of its process in its stream: named (a first in
                     // the trace is a first in its stream).
-                    Contexts::Brief(ids) => ids.procname,
+                    Some(ids) => ids.procname.map(String::from),
                 };
                 seen.insert(ev.pid, name.unwrap_or_default());
             }

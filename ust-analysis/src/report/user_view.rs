@@ -90,8 +90,15 @@ pub fn load_counted(set: &crate::traces::TraceSet, tally: &mut UserTally) -> Loa
 #[derive(Default)]
 pub struct UserTally {
     counts: HashMap<Name, u64>,
-    /// Per `(pid, tid)`, its events in each trace (in the order the traces came).
-    threads: HashMap<(i32, i32), Vec<Run>>,
+    /// Per `(pid, tid)`, its events in each trace (in the order the traces came), in the
+    /// order first seen; `index` finds them.
+    threads: Vec<((i32, i32), Vec<Run>)>,
+    index: HashMap<(i32, i32), usize>,
+    /// The last two threads counted, with their index (most events follow one of them:
+    /// no lookup).
+    recent: [Option<((i32, i32), usize)>; 2],
+    /// The last event name counted and its count so far, not yet in `counts`.
+    name_run: Option<(Name, u64)>,
     /// The first and last time of the events.
     span: Option<(u64, u64)>,
     /// A trace's events of one thread ran backwards.
@@ -114,9 +121,17 @@ impl UserTally {
     /// Counts `e`, a user-space event of trace number `trace` (the traces in any order,
     /// each trace's events in time order).
     pub fn add(&mut self, e: &Event, trace: usize) {
-        *self.counts.entry(e.name).or_default() += 1;
+        match &mut self.name_run {
+            Some((n, c)) if *n == e.name => *c += 1,
+            run => {
+                if let Some((n, c)) = run.replace((e.name, 1)) {
+                    *self.counts.entry(n).or_default() += c;
+                }
+            }
+        }
         self.span = Some(self.span.map_or((e.ts, e.ts), |(a, b)| (a.min(e.ts), b.max(e.ts))));
-        let runs = self.threads.entry((e.pid, e.tid)).or_default();
+        let t = self.thread((e.pid, e.tid));
+        let runs = &mut self.threads[t].1;
         match runs.last_mut() {
             Some(r) if r.trace == trace => {
                 let Some(gap) = e.ts.checked_sub(r.last) else {
@@ -144,6 +159,25 @@ impl UserTally {
         self.threads.iter().map(|(k, runs)| (*k, runs.iter().map(|r| r.first).min().unwrap_or(0))).collect()
     }
 
+    /// The index of thread `key` in `threads` (added when new).
+    fn thread(&mut self, key: (i32, i32)) -> usize {
+        match self.recent {
+            [Some((k, i)), _] if k == key => return i,
+            [a, Some((k, i))] if k == key => {
+                self.recent = [Some((k, i)), a];
+                return i;
+            }
+            _ => {}
+        }
+        let next = self.threads.len();
+        let i = *self.index.entry(key).or_insert(next);
+        if i == next {
+            self.threads.push((key, Vec::new()));
+        }
+        self.recent = [Some((key, i)), self.recent[0]];
+        i
+    }
+
     /// The view (`processes`: [`Loaded::processes`], for the threads' process names);
     /// `None` when the counts cannot give it exactly (see [`UserTally`]).
     pub fn view(&self, processes: &[(i32, String, std::path::PathBuf)]) -> Option<UserView> {
@@ -153,7 +187,10 @@ impl UserTally {
         let mut v = UserView::default();
         let Some((first, last)) = self.span else { return Some(v) };
         let span = (last - first).max(1) as f64 / 1e9;
-        let counts: BTreeMap<&str, u64> = self.counts.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+        let mut counts: BTreeMap<&str, u64> = self.counts.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+        if let Some((n, c)) = &self.name_run {
+            *counts.entry(n.as_str()).or_default() += c;
+        }
         v.events = counts.into_iter().map(|(n, c)| UserEventRow { name: n.to_string(), count: c, rate_per_s: c as f64 / span }).collect();
         let threads: BTreeMap<(i32, i32), &Vec<Run>> = self.threads.iter().map(|(k, r)| (*k, r)).collect();
         for ((pid, tid), runs) in threads {
