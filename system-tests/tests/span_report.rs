@@ -68,6 +68,16 @@ fn span_durations_busy_idle_and_tree_of_an_instrumented_program() {
     let count = |n: &str| lives.iter().filter(|s| s.name == n).count();
     assert_eq!((count("request"), count("step"), count("fetch")), (1, 3, 2), "{lives:?}");
 
+    // A trace without kernel events is reported from counts, keeping only the span
+    // events: the report of every event loaded, spans and all.
+    {
+        use ust_analysis::report::{analysis, load, user_view};
+        let set = ust_analysis::traces::TraceSet::open(&out).unwrap();
+        let opt = analysis::Options::default();
+        let whole = analysis::analyze(&load::load_set(&set), &out, &opt);
+        assert!(!whole.spans.spans.is_empty());
+        assert_eq!(analysis::analyze_user(&user_view::load_counted(&set), &opt), Some(whole));
+    }
     let json = d.ust_ok(&["report", out.to_str().unwrap(), "--format", "json"]);
     let r: serde_json::Value = serde_json::from_str(&json).unwrap();
     let rows = r["spans"]["spans"].as_array().unwrap();

@@ -379,11 +379,10 @@ fn report_reads_the_pre_2_7_syscall_names() {
 /// The report of `dir` through the counted path and loaded whole: `None` when the counts
 /// refused (the report then reads whole, so it is the second either way).
 fn counted_and_whole(dir: &Path) -> (Option<ust_analysis::report::Report>, ust_analysis::report::Report) {
-    use ust_analysis::report::{analysis, load, user_view::UserTally};
+    use ust_analysis::report::{analysis, load, user_view};
     let set = ust_analysis::traces::TraceSet::open(dir).unwrap();
     let opt = analysis::Options { wakeups: true, ..analysis::Options::default() };
-    let mut tally = UserTally::default();
-    let counted = analysis::analyze_user(&ust_analysis::report::user_view::load_counted(&set, &mut tally), &tally, &opt);
+    let counted = analysis::analyze_user(&user_view::load_counted(&set), &opt);
     (counted, analysis::analyze(&load::load_set(&set), dir, &opt))
 }
 
@@ -410,8 +409,20 @@ fn a_user_space_report_from_counts_equals_the_report_of_every_event() {
         std::fs::create_dir_all(d.parent().unwrap()).unwrap();
         std::os::unix::fs::symlink(&u, &d).unwrap();
     }
+    // (Both copies name their host `chrisnux`, in their env: one host to the counts.)
     let (counted, whole) = counted_and_whole(tmp.path());
     assert_eq!(counted, None);
     assert_eq!(whole.user.events.iter().map(|e| e.count).sum::<u64>(), 2 * 99_338);
     assert_eq!(ust_analysis::report::report(tmp.path(), &ust_analysis::report::analysis::Options { wakeups: true, ..Default::default() }).unwrap(), whole);
+    // Traces of two hosts (process ids are per host) are not counted at all.
+    let Some(d) = field_trace("debuginfo-test-app4") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    for (host, trace) in [("chrisnux", &u), ("simark", &d)] {
+        let at = tmp.path().join(host).join("s-20240101-120000").join("ust/uid/1000/64-bit");
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(trace, &at).unwrap();
+    }
+    let set = ust_analysis::traces::TraceSet::open(tmp.path()).unwrap();
+    assert!(!ust_analysis::report::user_view::countable(&set));
+    assert!(ust_analysis::report::user_view::countable(&ust_analysis::traces::TraceSet::open(&u).unwrap()));
 }

@@ -160,7 +160,7 @@ fn set_name(names: &mut HashMap<i32, String>, tid: i32, n: &str) {
 /// Builds the report of a loaded trace directory; `dir` is where `proc/<pid>/maps` are.
 pub fn analyze(l: &Loaded, dir: &std::path::Path, opt: &Options) -> Report {
     let first_last = l.events.first().zip(l.events.last()).map(|(a, b)| (a.ts, b.ts));
-    let mut r = user_parts(l, opt, first_last, user_view(l), super::span_view::span_view(l));
+    let mut r = common_parts(l, opt, first_last, user_view(l), super::span_view::span_view(l));
     let kernel_events = l.events.iter().filter(|e| e.domain == Domain::Kernel).count();
     r.kernel = kernel_events > 0;
     if !r.kernel {
@@ -553,8 +553,8 @@ const NO_KERNEL_EVENTS: &str = "no kernel events in this trace (`ust trace --ker
 
 /// What every report has: the time the events span (`first_last`: the first and last
 /// event's times), the user-space view and the span view (made by the caller), the probe
-/// view, the traced pid.
-fn user_parts(l: &Loaded, opt: &Options, first_last: Option<(u64, u64)>, user: UserView, spans: super::span_view::SpanView) -> Report {
+/// view and its notes, the traced pid.
+fn common_parts(l: &Loaded, opt: &Options, first_last: Option<(u64, u64)>, user: UserView, spans: super::span_view::SpanView) -> Report {
     let mut r = Report::default();
     let (first, last) = first_last.unwrap_or((0, 0));
     (r.start_ns, r.span_ns) = (first, last.saturating_sub(first));
@@ -567,17 +567,17 @@ fn user_parts(l: &Loaded, opt: &Options, first_last: Option<(u64, u64)>, user: U
     r
 }
 
-/// The report of a set of user-space traces loaded without their events
-/// ([`super::user_view::load_counted`]: `l` holds the span events, `tally` counted every
-/// event), as [`analyze`] makes it of the same traces loaded whole; `None` when the tally
-/// cannot give the user-space view exactly ([`super::user_view::UserTally::view`]): then
-/// load them whole.
-pub fn analyze_user(l: &Loaded, tally: &super::user_view::UserTally, opt: &Options) -> Option<Report> {
+/// The report of a set of user-space traces loaded for a count
+/// ([`super::user_view::load_counted`]), as [`analyze`] makes it of the same traces loaded
+/// whole; `None` when the counts cannot give the user-space view exactly
+/// ([`super::user_view::UserTally::view`]): then load them whole.
+pub fn analyze_user(c: &super::user_view::Counted, opt: &Options) -> Option<Report> {
+    let (l, tally) = (&c.loaded, &c.tally);
     let user = tally.view(&l.processes)?;
     let first_last = tally.span();
     let last = first_last.map_or(0, |s| s.1);
     let spans = super::span_view::view(&crate::spans::pair_events(&l.events, last, &|| tally.first_events()));
-    let mut r = user_parts(l, opt, first_last, user, spans);
+    let mut r = common_parts(l, opt, first_last, user, spans);
     r.notes.push(NO_KERNEL_EVENTS.into());
     Some(r)
 }

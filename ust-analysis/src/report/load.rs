@@ -38,7 +38,8 @@ pub use super::event::{Event, Name};
 /// A loaded trace set.
 #[derive(Debug, Default)]
 pub struct Loaded {
-    /// All events, sorted by time.
+    /// All events, sorted by time (loaded for a count, [`super::user_view::load_counted`]:
+    /// the span events only).
     pub events: Vec<Event>,
     /// The kernel trace's metadata `env` (`traced_pid` and so on), if there is one.
     pub kernel_env: Option<std::collections::BTreeMap<String, String>>,
@@ -216,10 +217,11 @@ fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>, kee
     })
 }
 
-/// Reads one trace into `l.events`; `each` sees every event as the trace has it (its
-/// thread known, before [`super::layout::normalize`]); `probes` is set when an event class
-/// of a kernel trace has a dynamic probe's fields.
-fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes: &mut bool, keep: &dyn Fn(&str) -> bool) {
+/// Reads one trace into `l.events` (the events of the classes `kept` names; the others
+/// built without their payload, [`builder`]); `each` sees every event as the trace has it
+/// (its thread known, before [`super::layout::normalize`]); `probes` is set when an event
+/// class of a kernel trace has a dynamic probe's fields.
+fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes: &mut bool, kept: &dyn Fn(&str) -> bool) {
     let kernel = m.origin.domain == Domain::Kernel;
     let stacks_side = kernel && m.origin.kernel_source.as_deref() == Some(ust_kernel::perf::STACKS_SOURCE);
     if stacks_side {
@@ -251,7 +253,7 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes:
     // Per-user traces: the processes their contexts name.
     let mut seen: BTreeMap<i32, String> = BTreeMap::new();
     let shape: Vec<usize> = meta.streams.iter().map(|s| s.events.len()).collect();
-    let keep = Keep(Arc::new(meta.streams.iter().map(|s| s.events.iter().map(|c| keep(&c.name)).collect()).collect()));
+    let keep = Keep(Arc::new(meta.streams.iter().map(|s| s.events.iter().map(|c| kept(&c.name)).collect()).collect()));
     // Per event class: whether its fields were asked whether they are a probe's.
     let mut asked: Vec<Vec<bool>> = shape.iter().map(|&n| vec![false; n]).collect();
     let plans = meta.streams.iter().map(super::brief::Plan::of).collect();
@@ -326,7 +328,7 @@ fn load_member(m: &Member, l: &mut Loaded, each: &mut dyn FnMut(&Event), probes:
                     }
                     // The first event of its process in its stream: named (a first in
                     // the trace is a first in its stream).
-                    Some(ids) => ids.procname.map(String::from),
+                    Some(ids) => ids.into_procname(),
                 };
                 seen.insert(ev.pid, name.unwrap_or_default());
             }
@@ -391,12 +393,13 @@ impl Keep {
     }
 }
 
-/// [`load_set_with`] keeping only the events of the classes `keep` names, the other
-/// events built without their payload (and, of a user-space trace, without fields:
-/// [`super::brief`]) and shown to `each` (with their trace's index in the set) before
-/// they are dropped. The report of user-space traces alone counts them so
+/// [`load_set_with`] for a set of user-space traces (no kernel trace: its threads are
+/// known from the scheduling events' payloads), keeping only the events of the classes
+/// `keep` names; the other events are built without fields ([`super::brief`], or without
+/// their payload) and shown to `each` (with their trace's index in the set) before they
+/// are dropped. The report of user-space traces alone counts them so
 /// ([`super::user_view::load_counted`]).
-pub fn load_set_kept(set: &TraceSet, keep: &dyn Fn(&str) -> bool, each: &mut dyn FnMut(&Event, usize)) -> Loaded {
+pub(super) fn load_set_kept(set: &TraceSet, keep: &dyn Fn(&str) -> bool, each: &mut dyn FnMut(&Event, usize)) -> Loaded {
     let mut l = Loaded::default();
     let mut probes = false;
     for (i, m) in set.members.iter().enumerate() {

@@ -80,25 +80,41 @@ pub fn report(dir: &Path, opt: &Options) -> Result<Report, String> {
     // Without a kernel trace the report is the user-space view: counted as the events
     // come, for a trace of any size; only the span events are kept.
     let user_only = set.members.iter().all(|m| m.origin.domain != load::Domain::Kernel);
-    let mut tally = user_view::UserTally::default();
-    let l = if user_only { user_view::load_counted(&set, &mut tally) } else { load::load_set(&set) };
-    let mut opt = opt.clone();
-    let mut others = Vec::new();
-    if let Some(name) = &opt.procname {
-        let (pid, rest) = select::by_name(&l, name)?;
-        (opt.pid, others) = (Some(pid), rest);
-    }
-    let counted = if user_only { analysis::analyze_user(&l, &tally, &opt) } else { None };
-    let (l, mut r) = match counted {
-        Some(r) => (l, r),
-        None => {
-            // The counts cannot give the view exactly (a thread in two traces at once, a
-            // trace's events out of order): the events read whole.
-            let l = if user_only { load::load_set(&set) } else { l };
-            let r = analysis::analyze(&l, dir, &opt);
-            (l, r)
+    if user_only && user_view::countable(&set) {
+        let c = user_view::load_counted(&set);
+        let mut opt = opt.clone();
+        let others = choose(&c.loaded, &mut opt)?;
+        if let Some(mut r) = analysis::analyze_user(&c, &opt) {
+            end_notes(&mut r, &c.loaded, &opt, &others);
+            return Ok(r);
         }
-    };
+        // A thread in two traces at once, or a damaged trace's events out of order: the
+        // counts cannot give the view, the events are read whole.
+    }
+    let l = load::load_set(&set);
+    let mut opt = opt.clone();
+    let others = choose(&l, &mut opt)?;
+    let mut r = analysis::analyze(&l, dir, &opt);
+    end_notes(&mut r, &l, &opt, &others);
+    // Freeing every event is a fifth of a kernel trace's report: off the caller's path.
+    std::thread::spawn(move || drop(l));
+    Ok(r)
+}
+
+/// `--procname`: sets `opt.pid` to the busiest process of the name; the others of the name.
+///
+/// # Errors
+/// No process has the name.
+fn choose(l: &load::Loaded, opt: &mut Options) -> Result<Vec<i32>, String> {
+    let Some(name) = &opt.procname else { return Ok(Vec::new()) };
+    let (pid, others) = select::by_name(l, name)?;
+    opt.pid = Some(pid);
+    Ok(others)
+}
+
+/// The notes on what the report is about and what it could not read: the process chosen by
+/// name (first), the records skipped, how the system calls' arguments were captured.
+fn end_notes(r: &mut Report, l: &load::Loaded, opt: &Options, others: &[i32]) {
     if let (Some(name), Some(pid)) = (&opt.procname, opt.pid) {
         let also = if others.is_empty() { String::new() } else { format!("; also named so: {:?} (choose one with --pid)", others) };
         r.notes.insert(0, format!("the process named {name:?} with the most events: pid {pid}{also}"));
@@ -110,9 +126,6 @@ pub fn report(dir: &Path, opt: &Options) -> Result<Report, String> {
     if let Some(n) = l.kernel_env.as_ref().and_then(call_text::capture_note) {
         r.notes.push(n);
     }
-    // Freeing every event is a fifth of a kernel trace's report: off the caller's path.
-    std::thread::spawn(move || drop(l));
-    Ok(r)
 }
 
 /// A duration in ns as text: `812 ns`, `12.345 us`, `3.210 ms`, `1.500 s`.

@@ -62,31 +62,60 @@ pub fn user_view(l: &Loaded) -> UserView {
     t.view(&l.processes).unwrap_or_default()
 }
 
+/// A set of user-space traces loaded for a count ([`load_counted`]).
+pub struct Counted {
+    /// The set's processes, problems and span events (no other event).
+    pub loaded: Loaded,
+    /// Every user-space event, counted.
+    pub tally: UserTally,
+}
+
+/// Whether [`load_counted`] can give the report of `set` (user-space traces only): not
+/// when two of its traces may hold the same thread at once, which the counts cannot tell
+/// apart ([`UserTally`]): traces of several hosts (process ids are per host), or two
+/// traces whose events may have no process id (no `env.vpid` and a stream without a `vpid`
+/// context: LTTng-UST's per-user buffers without the context, where every event is
+/// process -1). The report then loads the events whole, as it always did.
+pub fn countable(set: &crate::traces::TraceSet) -> bool {
+    let hosts: std::collections::BTreeSet<Option<&str>> = set.members.iter().map(|m| m.origin.hostname.as_deref()).collect();
+    let without_pid = |m: &crate::traces::Member| {
+        m.origin.vpid.is_none()
+            && m.ctf
+                .metadata()
+                .streams
+                .iter()
+                .any(|s| !matches!(&s.event_context, Some(ctf_reader::FieldType::Struct { fields, .. }) if fields.iter().any(|f| f.name == "vpid")))
+    };
+    hosts.len() <= 1 && set.members.iter().filter(|m| without_pid(m)).count() <= 1
+}
+
 /// Loads a set of user-space traces (no kernel trace: the report's user-space view only)
-/// without keeping its events: each goes into `tally`, and only the `tracing` layer's span
-/// events ([`crate::spans::span_parts`]), which the span view pairs, are kept in
-/// [`Loaded::events`]; the other events' payloads are not even built. Memory: the span
-/// events and a few numbers per event name and thread, whatever the trace's size.
-pub fn load_counted(set: &crate::traces::TraceSet, tally: &mut UserTally) -> Loaded {
+/// without keeping its events: each is counted, and only the `tracing` layer's span events
+/// ([`crate::spans::span_parts`]), which the span view pairs, are kept; the other events
+/// are built without fields ([`super::brief`]). Memory: the span events and a few numbers
+/// per event name and thread, whatever the trace's size.
+pub fn load_counted(set: &crate::traces::TraceSet) -> Counted {
+    let mut tally = UserTally::default();
     let spans = |name: &str| crate::spans::span_parts(name).is_some();
-    super::load::load_set_kept(set, &spans, &mut |e, trace| {
+    let loaded = super::load::load_set_kept(set, &spans, &mut |e, trace| {
         if e.domain == Domain::Ust {
             tally.add(e, trace);
         }
-    })
+    });
+    Counted { loaded, tally }
 }
 
-/// The user-space view's counts, fed one event at a time ([`UserTally::add`]) and kept
-/// whole (per event name a count; per thread a few numbers per trace it appears in), so
-/// that a report of a trace without kernel events keeps no event ([`load_counted`]).
+/// The user-space view's counts, fed one event at a time ([`UserTally::add`]): per event
+/// name a count, per thread a few numbers per trace it appears in, so that a report of
+/// traces without kernel events keeps none of the events it counts ([`load_counted`]).
 ///
-/// The events of one trace come in time order (as [`super::load`] merges a trace's
-/// streams); a thread's gaps are those between its consecutive events in time order
-/// across all traces, as [`user_view`] finds them in the sorted list of every event. A
-/// thread whose events in two traces interleave in time (the same process and thread ids
-/// in two traces at once: two hosts or pid namespaces of a relay tree), or a trace whose
-/// events run backwards, makes [`UserTally::view`] give `None`: the caller then reads the
-/// events whole.
+/// A thread's figures depend only on its events' times (its gaps are the differences of
+/// its sorted times, each at the earlier one), so they are kept per trace, where the
+/// thread's events come in time order, and joined when the traces' runs follow one another
+/// in time. A thread whose events in two traces interleave in time (the same process and
+/// thread ids in two traces at once: two pid namespaces), or whose events in one trace
+/// run backwards (a damaged trace), makes [`UserTally::view`] give `None`: the caller then
+/// reads the events whole.
 #[derive(Default)]
 pub struct UserTally {
     counts: HashMap<Name, u64>,
@@ -206,16 +235,16 @@ impl UserTally {
 
 /// A thread's runs in time order as one: its events, its longest gap (the latest of equal
 /// ones, and where it starts; the first event's time without gaps) and the sum of its
-/// gaps; `None` when two runs interleave (the sorted list of every event would alternate
-/// between them: equal times go in the order of the traces).
+/// gaps; `None` when two runs interleave in time (a run starting before the one before it
+/// ends: the gaps between their events are not in the runs' figures).
 fn joined(runs: &[Run]) -> Option<(u64, (u64, u64), u64)> {
     let mut runs = runs.to_vec();
-    runs.sort_by_key(|r| (r.first, r.trace));
+    runs.sort_by_key(|r| (r.first, r.last, r.trace));
     let mut max: Option<(u64, u64)> = None;
     let (mut events, mut gaps_ns) = (0u64, 0u64);
     for (i, r) in runs.iter().enumerate() {
         if let Some(prev) = i.checked_sub(1).map(|j| runs[j]) {
-            if (r.first, r.trace) < (prev.last, prev.trace) {
+            if r.first < prev.last {
                 return None;
             }
             let bridge = r.first - prev.last;
@@ -242,13 +271,47 @@ mod tests {
         Event { ts, cpu: 0, name: name.into(), tid, pid, domain: Domain::Ust, fields: Vec::new() }
     }
 
+    /// The view of `events` (sorted by time) as the report made it before the tally: per
+    /// thread, the list of its times and the gaps between them (the latest of equal
+    /// longest ones).
+    fn oracle(events: &[Event]) -> UserView {
+        let mut v = UserView::default();
+        let (Some(first), Some(last)) = (events.first(), events.last()) else { return v };
+        let span = (last.ts - first.ts).max(1) as f64 / 1e9;
+        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut per: BTreeMap<(i32, i32), Vec<u64>> = BTreeMap::new();
+        for e in events {
+            *counts.entry(e.name.as_str()).or_default() += 1;
+            per.entry((e.pid, e.tid)).or_default().push(e.ts);
+        }
+        v.events = counts.into_iter().map(|(n, c)| UserEventRow { name: n.to_string(), count: c, rate_per_s: c as f64 / span }).collect();
+        for ((pid, tid), ts) in per {
+            let gaps: Vec<(u64, u64)> = ts.windows(2).map(|w| (w[1] - w[0], w[0])).collect();
+            let (max_gap, at) = gaps.iter().max_by_key(|g| g.0).copied().unwrap_or((0, ts[0]));
+            let mean = if gaps.is_empty() { 0 } else { gaps.iter().map(|g| g.0).sum::<u64>() / gaps.len() as u64 };
+            v.threads.push(UserThreadRow {
+                pid,
+                tid,
+                procname: String::new(),
+                events: ts.len() as u64,
+                max_gap_ns: max_gap,
+                mean_gap_ns: mean,
+                max_gap_at_ns: at,
+                ust: None,
+            });
+        }
+        v
+    }
+
     /// The view of traces (each a list of events in time order) as the report makes it of
-    /// them loaded whole (concatenated in order, then a stable sort by time), and as the
-    /// tally makes it of them one trace after the other.
+    /// them loaded whole (concatenated in order, then a stable sort by time: [`oracle`],
+    /// and [`user_view`] must agree), and as the tally makes it of them one trace after the
+    /// other.
     fn both(traces: &[Vec<Event>]) -> (UserView, Option<UserView>) {
         let mut events: Vec<Event> = traces.iter().flatten().cloned().collect();
         events.sort_by_key(|e| e.ts);
-        let whole = user_view(&Loaded { events, ..Loaded::default() });
+        let whole = oracle(&events);
+        assert_eq!(user_view(&Loaded { events, ..Loaded::default() }), whole);
         let mut t = UserTally::default();
         for (i, tr) in traces.iter().enumerate() {
             for e in tr {
@@ -275,12 +338,13 @@ mod tests {
         let a = vec![ev(10, 7, 7, "p:a"), ev(30, 7, 7, "p:a")];
         let b = vec![ev(20, 7, 7, "p:a")];
         assert_eq!(both(&[a, b]).1, None);
-        // Equal times: the earlier trace's first, as the stable sort has them.
+        // Runs meeting at one time follow one another, whichever trace comes first.
         let a = vec![ev(10, 7, 7, "p:a"), ev(20, 7, 7, "p:a")];
         let b = vec![ev(20, 7, 7, "p:a"), ev(25, 7, 7, "p:a")];
         let (whole, tally) = both(&[a.clone(), b.clone()]);
         assert_eq!(tally, Some(whole));
-        assert_eq!(both(&[b, a]).1, None);
+        let (whole, tally) = both(&[b, a]);
+        assert_eq!(tally, Some(whole));
     }
 
     #[test]
@@ -324,8 +388,8 @@ mod tests {
             }
             let disjoint = spans.values().all(|v| {
                 let mut v = v.clone();
-                v.sort_by_key(|s| (s.0, s.2));
-                v.windows(2).all(|w| (w[1].0, w[1].2) >= (w[0].1, w[0].2))
+                v.sort_by_key(|s| (s.0, s.1));
+                v.windows(2).all(|w| w[1].0 >= w[0].1)
             });
             match tally {
                 Some(t) => prop_assert_eq!(t, whole),
