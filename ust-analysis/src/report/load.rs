@@ -194,11 +194,8 @@ fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>, kee
             let (sc, ec) = e.class_index();
             let freq = freqs.get(sc).copied().unwrap_or(1_000_000_000);
             let slot = classes.get_mut(sc).and_then(|v| v.get_mut(ec));
-            let brief = plans
-                .get(sc)
-                .copied()
-                .flatten()
-                .filter(|_| domain == Domain::Ust && !keep.keeps(sc, ec) && e.scope_type(Scope::EventSpecificContext).is_none());
+            let keeps = keep.keeps(sc, ec);
+            let brief = plans.get(sc).copied().flatten().filter(|_| domain == Domain::Ust && !keeps && e.scope_type(Scope::EventSpecificContext).is_none());
             if let Some(plan) = brief {
                 let name = match slot {
                     Some(Some(c)) => c.name,
@@ -207,7 +204,7 @@ fn builder(domain: Domain, kernel: bool, freqs: Vec<u64>, shape: Vec<usize>, kee
                 };
                 return Some(Prepared::Brief { ts: clock_ns(e.cycles, freq), name, cpu: e.cpu().unwrap_or(0) as u32, ids: plan.ids(e, &mut named) });
             }
-            let (ev, n_ctx) = event_of(e, domain, freq, slot.as_ref().and_then(|c| c.as_ref()), keep.keeps(sc, ec))?;
+            let (ev, n_ctx) = event_of(e, domain, freq, slot.as_ref().and_then(|c| c.as_ref()), keeps)?;
             if let Some(slot @ None) = slot {
                 let added = if kernel { super::layout::added_fields(e.name()) } else { 0 };
                 *slot = Some(Class { cap: ev.fields.len() + added, name: ev.name, fields: ev.fields.iter().map(|(n, _)| *n).collect() });
@@ -371,15 +368,21 @@ pub fn load_set_with(set: &TraceSet, each: &mut dyn FnMut(&Event)) -> Loaded {
     // list grows as before.
     let bytes: u64 = set.members.iter().flat_map(|m| m.ctf.streams()).map(|s| s.size).sum();
     let _ = l.events.try_reserve_exact(usize::try_from(bytes / MIN_EVENT_BYTES).unwrap_or(usize::MAX).min(MAX_RESERVED));
+    load_members(set, &mut l, &|_| true, &mut |e, _| each(e));
+    l
+}
+
+/// Reads every trace of `set` into `l` ([`load_member`], `each` told each event's trace
+/// index), then sorts the events by time if the traces' runs interleave.
+fn load_members(set: &TraceSet, l: &mut Loaded, keep: &dyn Fn(&str) -> bool, each: &mut dyn FnMut(&Event, usize)) {
     let mut probes = false;
-    for m in &set.members {
-        load_member(m, &mut l, each, &mut probes, &|_| true);
+    for (i, m) in set.members.iter().enumerate() {
+        load_member(m, l, &mut |e| each(e, i), &mut probes, keep);
     }
     l.without_probes = !probes;
     if !l.events.is_sorted_by_key(|e| e.ts) {
         l.events.sort_by_key(|e| e.ts);
     }
-    l
 }
 
 /// Per stream class, per event class of a trace: whether its events are kept whole (their
@@ -401,14 +404,7 @@ impl Keep {
 /// ([`super::user_view::load_counted`]).
 pub(super) fn load_set_kept(set: &TraceSet, keep: &dyn Fn(&str) -> bool, each: &mut dyn FnMut(&Event, usize)) -> Loaded {
     let mut l = Loaded::default();
-    let mut probes = false;
-    for (i, m) in set.members.iter().enumerate() {
-        load_member(m, &mut l, &mut |e| each(e, i), &mut probes, keep);
-    }
-    l.without_probes = !probes;
-    if !l.events.is_sorted_by_key(|e| e.ts) {
-        l.events.sort_by_key(|e| e.ts);
-    }
+    load_members(set, &mut l, keep, each);
     l
 }
 
